@@ -1,0 +1,366 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ScopeConfig is one named capacity. Every limit field uses zero for "no
+// limit", so the zero ScopeConfig admits everything at once.
+type ScopeConfig struct {
+	// Limit is the concurrent capacity: the sum of the amounts of the leases
+	// held in the scope never exceeds it. Default 0: unlimited.
+	Limit int64
+	// QueueLimit bounds how many waiters may be queued with a candidate that
+	// touches the scope; past it the candidate is dropped, and a waiter left
+	// with none gets ErrQueueFull. Default 0: unbounded.
+	QueueLimit int
+	// MaxWait caps the wait of every waiter that touches the scope: a
+	// waiter's deadline is the earliest of its own and arrival+MaxWait over
+	// its scopes. Default 0: no cap.
+	MaxWait time.Duration
+	// LeaseTTL is how long a lease in the scope lives without Renew; an
+	// expired lease is reaped and its capacity returned. A lease takes the
+	// smallest TTL of its scopes. Default 0: leases never expire.
+	LeaseTTL time.Duration
+	// FairnessWindow is how long a waiter may be passed over in the scope by
+	// later waiters (allowed only while it cannot be admitted) before the
+	// scope holds the capacity it needs. Counted from the waiter's arrival.
+	// Default 0: never held.
+	FairnessWindow time.Duration
+	// RoundRobin orders waiters of the same priority by fairness key in
+	// turn (FIFO within a key) instead of by arrival alone. Default false.
+	RoundRobin bool
+	// RPM is the requests-per-minute rate limit: a token bucket of RPM
+	// requests refilled evenly over a minute. Default 0: no limit.
+	RPM int64
+	// TPM is the tokens-per-minute rate limit: a bucket of TPM tokens
+	// refilled evenly over a minute; a lease reserves its candidate's Tokens
+	// and Reconcile settles the difference. Default 0: no limit.
+	TPM int64
+	// Owner, when set, makes the scope belong to a process or node
+	// connection: Fence of that owner at OwnerGen or later orphans the
+	// scope, and Activate makes it usable again. Default "": no owner.
+	Owner string
+	// OwnerGen is the owner's generation that the scope belongs to.
+	OwnerGen uint64
+}
+
+// Validate reports a configuration that can never be meaningful.
+func (c ScopeConfig) Validate() error {
+	switch {
+	case c.Limit < 0:
+		return invalidf("scope limit %d is negative", c.Limit)
+	case c.QueueLimit < 0:
+		return invalidf("scope queue limit %d is negative", c.QueueLimit)
+	case c.MaxWait < 0, c.LeaseTTL < 0, c.FairnessWindow < 0:
+		return invalidf("scope durations must not be negative")
+	case c.RPM < 0, c.TPM < 0:
+		return invalidf("scope rate limits must not be negative")
+	case c.Owner == "" && c.OwnerGen != 0:
+		return invalidf("scope owner generation set without an owner")
+	}
+	return nil
+}
+
+// Need is an amount of one scope.
+type Need struct {
+	Scope  string
+	Amount int64
+}
+
+// Candidate is one way to serve a request: every scope it needs, taken all
+// at once, plus the tokens it reserves against the TPM of those scopes.
+type Candidate struct {
+	Needs  []Need
+	Tokens int64
+}
+
+// Owner says which process or node connection holds a lease. Gen grows with
+// each reconnect; a fenced generation can never renew or release again.
+type Owner struct {
+	ID  string
+	Gen uint64
+}
+
+func (o Owner) String() string { return fmt.Sprintf("%s@%d", o.ID, o.Gen) }
+
+// Request is a waiter: one unit of work asking for admission.
+type Request struct {
+	// ID names the waiter; it must be unique among queued waiters.
+	ID string
+	// Priority: higher is admitted first.
+	Priority int32
+	// FairnessKey is the tenant, for round-robin scopes.
+	FairnessKey string
+	// Deadline, if set, is when waiting gives up with ErrTimeout.
+	Deadline time.Time
+	// Owner holds the lease once granted.
+	Owner Owner
+	// Candidates in preference order; the first that fits is taken.
+	Candidates []Candidate
+	// Resolve, if set, is asked for fresh candidates when a scope this
+	// waiter uses is fenced, orphaned or re-activated. Without it the waiter
+	// just loses candidates that touch unusable scopes. It is called with
+	// the engine's lock held and must not call the engine.
+	Resolve func(id string) ([]Candidate, error)
+}
+
+// Validate reports malformed requests. It checks shape only; unknown scopes
+// are the engine's to report.
+func (r Request) Validate() error {
+	if r.ID == "" {
+		return invalidf("request has no id")
+	}
+	if len(r.Candidates) == 0 {
+		return invalidf("request %s has no candidates", r.ID)
+	}
+	for i, c := range r.Candidates {
+		if err := c.validate(); err != nil {
+			return fmt.Errorf("request %s candidate %d: %w", r.ID, i, err)
+		}
+	}
+	return nil
+}
+
+func (c Candidate) validate() error {
+	if len(c.Needs) == 0 {
+		return invalidf("candidate needs no scope")
+	}
+	if c.Tokens < 0 {
+		return invalidf("candidate reserves %d tokens", c.Tokens)
+	}
+	for i, n := range c.Needs {
+		if n.Scope == "" {
+			return invalidf("need %d names no scope", i)
+		}
+		if n.Amount < 0 {
+			return invalidf("need %d of scope %s is negative", i, n.Scope)
+		}
+		for _, m := range c.Needs[:i] {
+			if m.Scope == n.Scope {
+				return invalidf("scope %s is named twice in one candidate", n.Scope)
+			}
+		}
+	}
+	return nil
+}
+
+// LeaseID identifies a lease.
+type LeaseID uint64
+
+// Lease is an admission: the chosen candidate's amounts, held until Release,
+// expiry or fencing, whichever comes first.
+type Lease struct {
+	ID       LeaseID
+	WaiterID string
+	// Candidate is the index of the chosen candidate in the request.
+	Candidate int
+	// Needs and Tokens are what the lease holds (the chosen candidate's).
+	Needs  []Need
+	Tokens int64
+	Owner  Owner
+	// Admitted is when the lease was granted; Waited is how long the waiter
+	// queued first.
+	Admitted time.Time
+	Waited   time.Duration
+	// Expires is when the lease is reaped unless renewed; zero if never.
+	Expires time.Time
+}
+
+// Position is where a queued waiter stands.
+type Position struct {
+	// Scope is the scope the waiter is waiting on now (its first
+	// candidate's blocking scope).
+	Scope string
+	// Ahead counts waiters queued before it in that scope's order.
+	Ahead int
+	// Queued counts every waiter queued on that scope.
+	Queued int
+	// EstimatedWait is a guess from recent hold times in that scope.
+	EstimatedWait time.Duration
+}
+
+// ScopeStats is a scope's state at one moment.
+type ScopeStats struct {
+	Name   string
+	Config ScopeConfig
+	// Used is the sum of held amounts; it may exceed a lowered Limit.
+	Used int64
+	// Leases counts held leases in the scope.
+	Leases int
+	// Queued counts waiters with a candidate touching the scope.
+	Queued int
+	// Orphaned scopes belong to a fenced owner and admit nothing.
+	Orphaned bool
+	// Held is the amount reserved for a waiter passed over too long.
+	Held int64
+	// RPMAvailable and TPMAvailable are the rate buckets' current levels.
+	RPMAvailable, TPMAvailable float64
+	// MeanHold is the recent mean lease hold time.
+	MeanHold time.Duration
+}
+
+// Engine is the admission contract. The memory home (Memory) implements
+// it; every home passes admissiontest.Exercise.
+type Engine interface {
+	// SetScope creates a scope or changes its configuration. Lowering a
+	// limit revokes nothing; raising one admits waiters at once.
+	SetScope(ctx context.Context, name string, cfg ScopeConfig) error
+	// RemoveScope retires a scope: waiters lose candidates that touch it
+	// (or re-resolve); held leases run out normally.
+	RemoveScope(ctx context.Context, name string) error
+	// Scope reports one scope's state.
+	Scope(ctx context.Context, name string) (ScopeStats, error)
+
+	// Acquire waits for admission until ctx is done or the waiter's deadline
+	// passes. Cancelling ctx removes the waiter at once.
+	Acquire(ctx context.Context, req Request) (Lease, error)
+	// TryAcquire admits at once or fails without queueing: ErrWouldWait when
+	// capacity is missing, a *RateLimitedError when only rate limits stand in
+	// the way.
+	TryAcquire(ctx context.Context, req Request) (Lease, error)
+	// Enqueue queues the waiter and returns; notify is called exactly once,
+	// outside the engine's lock, with the lease or the error that ended the
+	// wait. If Enqueue returns an error notify is never called. notify may
+	// run before Enqueue returns.
+	Enqueue(ctx context.Context, req Request, notify func(Lease, error)) error
+	// Cancel removes a queued waiter; its notify gets ErrCancelled.
+	// Cancelling a waiter that is no longer queued returns ErrNotQueued.
+	Cancel(ctx context.Context, waiterID string) error
+	// Position reports where a queued waiter stands.
+	Position(ctx context.Context, waiterID string) (Position, error)
+
+	// Renew extends a lease by its TTL and returns the new expiry.
+	Renew(ctx context.Context, id LeaseID, owner Owner) (time.Time, error)
+	// Release returns a lease's capacity. Releasing a lease that is gone is a
+	// no-op; a fenced or foreign owner gets ErrStaleOwner.
+	Release(ctx context.Context, id LeaseID, owner Owner) error
+	// Reconcile replaces a lease's TPM reservation with the tokens actually
+	// used, refunding or charging the difference.
+	Reconcile(ctx context.Context, id LeaseID, owner Owner, tokens int64) error
+
+	// Fence declares owner id at generations up to gen gone: its leases (and
+	// leases in scopes it owns) are released, its queued waiters fail with
+	// ErrFenced, its scopes are orphaned, and waiters that used them
+	// re-resolve or lose those candidates.
+	Fence(ctx context.Context, id string, gen uint64) error
+	// Activate makes the owner's scopes usable again at generation gen and
+	// re-dispatches waiters in global order.
+	Activate(ctx context.Context, id string, gen uint64) error
+}
+
+// Outcome is the low-cardinality name of a transition, used as a metrics
+// label and a log field.
+type Outcome uint8
+
+const (
+	OutcomeQueued Outcome = iota + 1
+	OutcomeAdmitted
+	OutcomeQueueFull
+	OutcomeTimeout
+	OutcomeCancelled
+	OutcomeExpired
+	OutcomeReleased
+	OutcomeFenced
+	OutcomeNoCandidate
+	OutcomeRateLimited
+	OutcomeReselected
+)
+
+var outcomeNames = [...]string{
+	OutcomeQueued:      "queued",
+	OutcomeAdmitted:    "admitted",
+	OutcomeQueueFull:   "queue_full",
+	OutcomeTimeout:     "timeout",
+	OutcomeCancelled:   "cancelled",
+	OutcomeExpired:     "expired",
+	OutcomeReleased:    "released",
+	OutcomeFenced:      "fenced",
+	OutcomeNoCandidate: "no_candidate",
+	OutcomeRateLimited: "rate_limited",
+	OutcomeReselected:  "reselected",
+}
+
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) && outcomeNames[o] != "" {
+		return outcomeNames[o]
+	}
+	return fmt.Sprintf("outcome(%d)", o)
+}
+
+// Outcomes lists every outcome, for pre-registering metric labels.
+func Outcomes() []Outcome {
+	out := make([]Outcome, 0, len(outcomeNames)-1)
+	for o := OutcomeQueued; int(o) < len(outcomeNames); o++ {
+		out = append(out, o)
+	}
+	return out
+}
+
+// Event is one transition. Waiter events (queued, admitted, queue_full,
+// timeout, cancelled, fenced, no_candidate, rate_limited, reselected) carry
+// WaiterID; lease events (admitted, released, expired, fenced) carry Lease.
+type Event struct {
+	Outcome  Outcome
+	At       time.Time
+	WaiterID string
+	Priority int32
+	// Lease is set for admitted, and for released/expired/fenced leases.
+	Lease LeaseID
+	// Needs is the chosen candidate for lease events.
+	Needs []Need
+	// Waited is the time spent queued (waiter events); Held the time a
+	// lease was held (release events).
+	Waited time.Duration
+	Held   time.Duration
+}
+
+// Observer receives every event. It is called with the engine's lock held,
+// in order: it must be quick and must not call back into the engine.
+type Observer interface {
+	Observe(Event)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(Event)
+
+// Observe calls f(e).
+func (f ObserverFunc) Observe(e Event) { f(e) }
+
+// Errors. Each wraps or is one of these sentinels, for errors.Is.
+var (
+	ErrInvalid       = errors.New("invalid admission request")
+	ErrUnknownScope  = errors.New("unknown scope")
+	ErrDuplicate     = errors.New("waiter id already queued")
+	ErrQueueFull     = errors.New("queue full")
+	ErrTimeout       = errors.New("queue timeout")
+	ErrCancelled     = errors.New("waiter cancelled")
+	ErrNoCandidate   = errors.New("no candidate left")
+	ErrRateLimited   = errors.New("rate limited")
+	ErrWouldWait     = errors.New("no capacity without waiting")
+	ErrStaleOwner    = errors.New("stale lease owner")
+	ErrFenced        = errors.New("owner fenced")
+	ErrLeaseNotHeld  = errors.New("lease not held")
+	ErrNotQueued     = errors.New("waiter not queued")
+	ErrClosed        = errors.New("admission engine closed")
+	ErrScopeOrphaned = errors.New("scope orphaned")
+)
+
+// RateLimitedError says when a rate-limited request could next be admitted.
+type RateLimitedError struct {
+	RetryAfter time.Duration
+}
+
+func (e *RateLimitedError) Error() string {
+	return fmt.Sprintf("rate limited: retry after %s", e.RetryAfter)
+}
+
+// Is makes errors.Is(err, ErrRateLimited) true.
+func (e *RateLimitedError) Is(target error) bool { return target == ErrRateLimited }
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}

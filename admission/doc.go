@@ -1,0 +1,65 @@
+// Package admission is Weir's admission engine: one mechanism that admits
+// every unit of work against named capacities ("scopes") — tenant and
+// platform-model concurrency, rate limits, the async worker pool, an edge
+// node's provider slots.
+//
+// A waiter (Request) lists candidates in preference order; each candidate
+// is a set of (scope, amount) pairs plus the tokens it reserves against TPM.
+// The grant is a Lease on exactly one candidate, all of its scopes at once.
+//
+// # The contract
+//
+//  1. Atomic: a waiter gets all of one candidate's scopes, or nothing.
+//  2. Never over: no admission takes a scope past its limit. Lowering a limit
+//     revokes nothing; it only stops admissions until usage is below it.
+//  3. Ordered: in each scope, waiters are ordered by priority (higher
+//     first), then — in a RoundRobin scope — by their fairness key's turn,
+//     then by arrival. See "Order" below for exactly when a later waiter may
+//     pass an earlier one.
+//  4. Prompt: capacity freed by a release, an expiry, a fence or a raised
+//     limit goes to the next eligible waiter in the same critical section.
+//  5. Exactly-once release: Release, expiry and fencing converge on one path
+//     keyed by lease id; a second release is a no-op and a fenced owner
+//     generation gets ErrStaleOwner.
+//  6. Bounded: per-scope queue limits, per-waiter deadlines, cancellation.
+//  7. Observable: every transition is an Event to one Observer.
+//  8. Cheap: admission and release cost O(log n) in the number of waiters.
+//
+// # Order
+//
+// A waiter is admitted to the first of its candidates, in its own
+// preference order, whose scopes all have room and whose rate limits allow
+// it. In each scope S the engine keeps the waiters that S itself blocks,
+// ordered as above. A waiter W may take capacity in S only if no waiter
+// blocked by S precedes W in S's order: so nobody passes a waiter that is
+// waiting for S itself (a large request is never starved by small ones, as
+// in golang.org/x/sync/semaphore). A waiter that S could serve but that is
+// blocked elsewhere (another of its scopes is full) can be passed in S —
+// that is the only passing allowed — until it has waited FairnessWindow;
+// from then on S holds the capacity it needs (one such waiter per scope at
+// a time, earliest first), and later waiters only use what is left beyond
+// the hold.
+//
+// Waiters with the same fairness key, priority and candidates form a class:
+// they are blocked by the same scopes and ordered the same way everywhere,
+// so the engine parks whole classes on the scopes that block them and wakes
+// a class only when such a scope gains capacity. That keeps every event's
+// work proportional to the classes it touches, not to the waiters queued.
+//
+// # Rate limits
+//
+// A scope's RPM and TPM are token buckets refilled evenly over a minute. A
+// candidate whose scope is out of tokens is skipped; a waiter whose every
+// candidate is rate-limited waits for the earliest refill, unless its
+// deadline comes first.
+//
+// # Owners and fencing
+//
+// A lease has an Owner (a replica, or a node connection and its
+// generation); a scope may have one too (a node's provider slots). Fence
+// releases the owner's leases through the release path, orphans its scopes,
+// fails its queued waiters, and re-resolves every waiter that used an
+// orphaned scope (Request.Resolve) or drops those candidates; a waiter left
+// with none fails with ErrNoCandidate at once. Activate re-enables the
+// scopes and re-dispatches in global order.
+package admission
