@@ -29,16 +29,18 @@
 //
 // A waiter is admitted to the first of its candidates, in its own
 // preference order, whose scopes all have room and whose rate limits allow
-// it. In each scope S the engine keeps the waiters that S itself blocks,
-// ordered as above. A waiter W may take capacity in S only if no waiter
-// blocked by S precedes W in S's order: so nobody passes a waiter that is
-// waiting for S itself (a large request is never starved by small ones, as
-// in golang.org/x/sync/semaphore). A waiter that S could serve but that is
-// blocked elsewhere (another of its scopes is full) can be passed in S —
-// that is the only passing allowed — until it has waited FairnessWindow;
+// it. A candidate that cannot be admitted waits on one scope: the first of
+// its scopes, in the candidate's order, that lacks room or rate. In each
+// scope S the engine keeps, in S's order, the waiters that wait on S. A
+// waiter W may take capacity in S only if no waiter waiting on S precedes W
+// in S's order: nobody passes a waiter that is waiting for S itself, so a
+// large request is never starved by small ones (as in
+// golang.org/x/sync/semaphore). A waiter that S could serve but that waits
+// on another scope can be passed in S — the only passing allowed, and only
+// while it cannot be admitted at all — until it has waited FairnessWindow;
 // from then on S holds the capacity it needs (one such waiter per scope at
-// a time, earliest first), and later waiters only use what is left beyond
-// the hold.
+// a time), and later waiters only use what is left beyond the hold. The
+// waiter holding S may use it even ahead of waiters waiting on S.
 //
 // Waiters with the same fairness key, priority and candidates form a class:
 // they are blocked by the same scopes and ordered the same way everywhere,

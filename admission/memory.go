@@ -1,7 +1,14 @@
 package admission
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/weir-gateway/weir/clock"
@@ -15,39 +22,1435 @@ type Options struct {
 	Observer Observer
 }
 
-// Memory is the in-process home of the engine. STUB: being written.
-type Memory struct{}
+// Memory is the in-process home of the engine: exact, and fast enough to
+// sit on every request. All state lives behind one mutex; every method is
+// one critical section, and whatever it frees is handed on before the lock
+// is let go. Notifications run after the lock is released, in the goroutine
+// that caused them.
+type Memory struct {
+	mu    sync.Mutex
+	clock clock.Clock
+	obs   Observer
+
+	closed  bool
+	scopes  map[string]*scope
+	waiters map[string]*waiter
+	classes map[string]*class
+	fenced  map[string]uint64 // owner id → highest fenced generation
+	seq     uint64
+
+	// Leases live in a slab: a LeaseID is the slot in its low 32 bits and
+	// the slot's reuse count above, so a stale id never finds a newer lease.
+	slots     []*lease
+	freeSlots []uint32
+	nLeases   int
+
+	deadlines indexHeap[*waiter]
+	expiries  indexHeap[*lease]
+	rateWakes indexHeap[*scope]
+	timer     clock.Timer
+	timerAt   int64
+
+	dirty   []*scope
+	pending []delivery
+	blk     []blocker // scratch for evaluate, lock held
+}
 
 var _ Engine = (*Memory)(nil)
 
+type delivery struct {
+	notify func(Lease, error)
+	lease  Lease
+	err    error
+}
+
+type scope struct {
+	name     string
+	cfg      ScopeConfig
+	used     int64
+	leases   int
+	queued   int
+	orphaned bool
+	removed  bool
+	dirty    bool
+
+	// waiting holds the classes waiting on this scope, in its order.
+	waiting indexHeap[*parking]
+	holder  *waiter
+	holdAmt int64
+
+	rpm, tpm   bucket
+	rateWakeAt int64
+	rateIdx    int
+
+	flows  map[string]*flow // round-robin turns by fairness key
+	vclock int64
+
+	meanHold float64 // EWMA of hold time, ns
+	classes  map[*class]struct{}
+}
+
+type flow struct {
+	pass    int64
+	waiting int
+}
+
+// class is the set of queued waiters sharing a fairness key, a priority and
+// candidates: they wait on the same scopes and keep the same order in each,
+// so the engine parks and wakes them together.
+type class struct {
+	key     string
+	prio    int32
+	fkey    string
+	cands   []cand
+	scopes  []*scope // distinct scopes over all candidates
+	rr      []*scope // the round-robin ones, in waiter.vts order
+	members indexHeap[*waiter]
+	parks   []*parking
+}
+
+type cand struct {
+	idx   int // index in the waiter's candidate list
+	needs []need
+}
+
+type need struct {
+	s   *scope
+	amt int64
+}
+
+type parking struct {
+	c   *class
+	s   *scope
+	idx int
+}
+
+type waiter struct {
+	id       string
+	prio     int32
+	hidx     int32
+	didx     int32
+	seq      uint64
+	arrival  int64
+	deadline int64
+	owner    Owner
+	cands    []Candidate
+	class    *class
+	vts      []int64
+	resolve  func(string) ([]Candidate, error)
+	notify   func(Lease, error)
+}
+
+type lease struct {
+	id       LeaseID
+	waiterID string
+	candIdx  int
+	needs    []need
+	buf      [3]need
+	pub      []Need
+	tokens   int64
+	owner    Owner
+	admitted int64
+	waited   int64
+	ttl      int64
+	expires  int64
+	eidx     int
+	prio     int32
+}
+
+// blocker is the scope one candidate waits on.
+type blocker struct {
+	s    *scope
+	wake int64 // when a rate limit refills enough; 0 for capacity
+}
+
+// probe is a waiter's identity for ordering checks: a queued waiter, or a
+// newcomer that has no waiter yet.
+type probe struct {
+	w    *waiter
+	prio int32
+	seq  uint64
+	fkey string
+}
+
 // NewMemory returns an empty engine.
-func NewMemory(opts Options) *Memory { return &Memory{} }
+func NewMemory(opts Options) *Memory {
+	m := &Memory{
+		clock:   opts.Clock,
+		obs:     opts.Observer,
+		scopes:  make(map[string]*scope),
+		waiters: make(map[string]*waiter),
+		classes: make(map[string]*class),
+		fenced:  make(map[string]uint64),
+	}
+	if m.clock == nil {
+		m.clock = clock.Real
+	}
+	m.deadlines = indexHeap[*waiter]{
+		less: func(a, b *waiter) bool {
+			return a.deadline < b.deadline || (a.deadline == b.deadline && a.seq < b.seq)
+		},
+		setIdx: func(w *waiter, i int) { w.didx = int32(i) },
+	}
+	m.expiries = indexHeap[*lease]{
+		less:   func(a, b *lease) bool { return a.expires < b.expires },
+		setIdx: func(l *lease, i int) { l.eidx = i },
+	}
+	m.rateWakes = indexHeap[*scope]{
+		less:   func(a, b *scope) bool { return a.rateWakeAt < b.rateWakeAt },
+		setIdx: func(s *scope, i int) { s.rateIdx = i },
+	}
+	return m
+}
 
 // Close fails every queued waiter with ErrClosed and refuses new work.
-func (m *Memory) Close() {}
+// Held leases can still be released.
+func (m *Memory) Close() {
+	m.mu.Lock()
+	if !m.closed {
+		m.closed = true
+		now := m.now()
+		for _, w := range m.waiters {
+			m.dropWaiterLocked(w, now, OutcomeCancelled, ErrClosed)
+		}
+		if m.timer != nil {
+			m.timer.Stop()
+			m.timer = nil
+		}
+	}
+	m.unlock()
+}
 
-func (m *Memory) SetScope(ctx context.Context, name string, cfg ScopeConfig) error { return ErrClosed }
-func (m *Memory) RemoveScope(ctx context.Context, name string) error               { return ErrClosed }
+func (m *Memory) now() int64 { return m.clock.Now().UnixNano() }
+
+// unlock finishes a critical section: it hands freed capacity on, arms the
+// timer for the next due event, releases the lock and delivers results.
+func (m *Memory) unlock() {
+	if len(m.dirty) > 0 {
+		m.pumpLocked(m.now())
+	}
+	m.armLocked()
+	if len(m.pending) == 0 {
+		m.mu.Unlock()
+		return
+	}
+	pending := m.pending
+	m.pending = nil
+	m.mu.Unlock()
+	for _, d := range pending {
+		d.notify(d.lease, d.err)
+	}
+}
+
+// lock starts a critical section, first settling everything that fell due
+// (deadlines, expiries, rate refills), so no decision is made on stale time.
+func (m *Memory) lock() int64 {
+	m.mu.Lock()
+	now := m.now()
+	m.reapLocked(now)
+	return now
+}
+
+func (m *Memory) emit(e Event) {
+	if m.obs != nil {
+		m.obs.Observe(e)
+	}
+}
+
+// ---- scopes ----
+
+// SetScope creates a scope or changes its configuration.
+func (m *Memory) SetScope(ctx context.Context, name string, cfg ScopeConfig) error {
+	if name == "" {
+		return invalidf("scope has no name")
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("scope %s: %w", name, err)
+	}
+	now := m.lock()
+	defer m.unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	s := m.scopes[name]
+	if s == nil {
+		s = &scope{name: name, rateIdx: -1, classes: make(map[*class]struct{})}
+		s.waiting = indexHeap[*parking]{
+			less:   func(a, b *parking) bool { return s.precedes(a.c.head(), b.c.head()) },
+			setIdx: func(p *parking, i int) { p.idx = i },
+		}
+		m.scopes[name] = s
+	}
+	old := s.cfg
+	s.cfg = cfg
+	s.rpm.configure(cfg.RPM, now)
+	s.tpm.configure(cfg.TPM, now)
+	if cfg.Owner != "" && cfg.OwnerGen <= m.fenced[cfg.Owner] {
+		s.orphaned = true
+	} else if old.Owner != cfg.Owner || old.OwnerGen != cfg.OwnerGen {
+		s.orphaned = false
+	}
+	if old.RoundRobin != cfg.RoundRobin {
+		// The order changed: rebuild the waiting heap under it.
+		items := s.waiting.items
+		s.waiting.items = nil
+		for _, p := range items {
+			s.waiting.push(p)
+		}
+	}
+	if s.holder != nil && (cfg.FairnessWindow == 0 || cfg.Limit == 0) {
+		s.holder = nil
+	}
+	m.markDirty(s)
+	return nil
+}
+
+// RemoveScope retires a scope.
+func (m *Memory) RemoveScope(ctx context.Context, name string) error {
+	now := m.lock()
+	defer m.unlock()
+	s := m.scopes[name]
+	if s == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownScope, name)
+	}
+	delete(m.scopes, name)
+	s.removed = true
+	s.orphaned = true
+	m.reresolveLocked(now, []*scope{s}, false)
+	return nil
+}
+
+// Scope reports one scope's state.
 func (m *Memory) Scope(ctx context.Context, name string) (ScopeStats, error) {
-	return ScopeStats{}, ErrClosed
+	now := m.lock()
+	defer m.unlock()
+	s := m.scopes[name]
+	if s == nil {
+		return ScopeStats{}, fmt.Errorf("%w: %s", ErrUnknownScope, name)
+	}
+	st := ScopeStats{
+		Name:     name,
+		Config:   s.cfg,
+		Used:     s.used,
+		Leases:   s.leases,
+		Queued:   s.queued,
+		Orphaned: s.orphaned,
+		MeanHold: time.Duration(s.meanHold),
+	}
+	if s.holder != nil {
+		st.Held = s.holdAmt
+	}
+	if s.cfg.RPM > 0 {
+		s.rpm.refill(now)
+		st.RPMAvailable = s.rpm.level
+	}
+	if s.cfg.TPM > 0 {
+		s.tpm.refill(now)
+		st.TPMAvailable = s.tpm.level
+	}
+	return st, nil
 }
-func (m *Memory) Acquire(ctx context.Context, req Request) (Lease, error) { return Lease{}, ErrClosed }
+
+// Scopes reports every scope, sorted by name.
+func (m *Memory) Scopes(ctx context.Context) []ScopeStats {
+	m.mu.Lock()
+	names := make([]string, 0, len(m.scopes))
+	for name := range m.scopes {
+		names = append(names, name)
+	}
+	m.mu.Unlock()
+	slices.Sort(names)
+	out := make([]ScopeStats, 0, len(names))
+	for _, name := range names {
+		if st, err := m.Scope(ctx, name); err == nil {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+func (m *Memory) markDirty(s *scope) {
+	if !s.dirty {
+		s.dirty = true
+		m.dirty = append(m.dirty, s)
+	}
+}
+
+// ---- ordering ----
+
+func (w *waiter) vtIn(s *scope) int64 {
+	for i, r := range w.class.rr {
+		if r == s {
+			return w.vts[i]
+		}
+	}
+	return 0
+}
+
+func (c *class) head() *waiter { return c.members.items[0] }
+
+// precedes reports whether a comes before b in s's order: priority, then in
+// a round-robin scope the fairness turn, then arrival.
+func (s *scope) precedes(a, b *waiter) bool {
+	if a.prio != b.prio {
+		return a.prio > b.prio
+	}
+	if s.cfg.RoundRobin {
+		if va, vb := a.vtIn(s), b.vtIn(s); va != vb {
+			return va < vb
+		}
+	}
+	return a.seq < b.seq
+}
+
+func (p *probe) vtIn(s *scope) int64 {
+	if p.w != nil {
+		return p.w.vtIn(s)
+	}
+	return s.nextVT(p.fkey)
+}
+
+func (s *scope) nextVT(fkey string) int64 {
+	if f := s.flows[fkey]; f != nil && f.pass > s.vclock {
+		return f.pass + 1
+	}
+	return s.vclock + 1
+}
+
+func (s *scope) probePrecedes(p *probe, b *waiter) bool {
+	if p.prio != b.prio {
+		return p.prio > b.prio
+	}
+	if s.cfg.RoundRobin {
+		if va, vb := p.vtIn(s), b.vtIn(s); va != vb {
+			return va < vb
+		}
+	}
+	return p.seq < b.seq
+}
+
+// globallyPrecedes orders by priority and arrival only, the same in every
+// scope, so that holds taken in different scopes can never wait on each
+// other in a cycle.
+func globallyPrecedes(p *probe, b *waiter) bool {
+	if p.prio != b.prio {
+		return p.prio > b.prio
+	}
+	return p.seq < b.seq
+}
+
+// ---- admission checks ----
+
+// fitsLocked reports whether p may take amt (and tokens) of s now; if a rate
+// limit stands in the way, wake says when it will have refilled enough.
+func (m *Memory) fitsLocked(s *scope, p *probe, amt, tokens, now int64) (ok bool, wake int64) {
+	if s.orphaned {
+		return false, 0
+	}
+	if lim := s.cfg.Limit; lim > 0 {
+		if s.used+amt > lim {
+			return false, 0
+		}
+		if h := s.holder; h != nil && h != p.w && !globallyPrecedes(p, h) && s.used+s.holdAmt+amt > lim {
+			return false, 0
+		}
+	}
+	if s.waiting.len() > 0 && (p.w == nil || p.w != s.holder) {
+		if top := s.waiting.top().c.head(); top != p.w && !s.probePrecedes(p, top) {
+			return false, 0
+		}
+	}
+	if s.cfg.RPM > 0 {
+		if ok, wake := s.rpm.has(now, 1); !ok {
+			return false, wake
+		}
+	}
+	if s.cfg.TPM > 0 && tokens > 0 {
+		if ok, wake := s.tpm.has(now, float64(tokens)); !ok {
+			return false, wake
+		}
+	}
+	return true, 0
+}
+
+// evaluateLocked admits w to its first candidate that fits, or collects in
+// m.blk the scope each candidate waits on.
+func (m *Memory) evaluateLocked(w *waiter, now int64) bool {
+	m.blk = m.blk[:0]
+	p := probe{w: w, prio: w.prio, seq: w.seq}
+	for j := range w.class.cands {
+		cd := &w.class.cands[j]
+		tokens := w.cands[cd.idx].Tokens
+		b, ok := m.candidateBlockerLocked(&p, cd.needs, tokens, now)
+		if ok {
+			m.admitLocked(w, j, now)
+			return true
+		}
+		m.addBlocker(b)
+	}
+	return false
+}
+
+func (m *Memory) addBlocker(b blocker) {
+	for i := range m.blk {
+		if m.blk[i].s == b.s {
+			if b.wake != 0 && (m.blk[i].wake == 0 || b.wake < m.blk[i].wake) {
+				m.blk[i].wake = b.wake
+			}
+			return
+		}
+	}
+	m.blk = append(m.blk, b)
+}
+
+func (m *Memory) candidateBlockerLocked(p *probe, needs []need, tokens, now int64) (blocker, bool) {
+	for _, n := range needs {
+		if ok, wake := m.fitsLocked(n.s, p, n.amt, tokens, now); !ok {
+			return blocker{s: n.s, wake: wake}, false
+		}
+	}
+	return blocker{}, true
+}
+
+// ---- acquiring ----
+
+// TryAcquire admits at once or fails without queueing.
 func (m *Memory) TryAcquire(ctx context.Context, req Request) (Lease, error) {
-	return Lease{}, ErrClosed
+	if err := req.Validate(); err != nil {
+		return Lease{}, err
+	}
+	now := m.lock()
+	defer m.unlock()
+	l, err, _ := m.admitNowLocked(&req, now, true)
+	return l, err
 }
+
+// Enqueue queues a waiter; notify gets its lease or error exactly once.
 func (m *Memory) Enqueue(ctx context.Context, req Request, notify func(Lease, error)) error {
-	return ErrClosed
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	if notify == nil {
+		return invalidf("enqueue of %s without notify", req.ID)
+	}
+	now := m.lock()
+	defer m.unlock()
+	l, err, done := m.admitNowLocked(&req, now, false)
+	if done {
+		if err == nil {
+			m.pending = append(m.pending, delivery{notify: notify, lease: l})
+		}
+		return err
+	}
+	_, err = m.queueLocked(&req, notify, now)
+	return err
 }
-func (m *Memory) Cancel(ctx context.Context, waiterID string) error { return ErrClosed }
-func (m *Memory) Position(ctx context.Context, waiterID string) (Position, error) {
-	return Position{}, ErrClosed
+
+// Acquire waits for admission until ctx is done or the deadline passes.
+func (m *Memory) Acquire(ctx context.Context, req Request) (Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return Lease{}, err
+	}
+	if err := req.Validate(); err != nil {
+		return Lease{}, err
+	}
+	type result struct {
+		lease Lease
+		err   error
+	}
+	now := m.lock()
+	l, err, done := m.admitNowLocked(&req, now, false)
+	if done {
+		m.unlock()
+		return l, err
+	}
+	ch := make(chan result, 1)
+	_, err = m.queueLocked(&req, func(l Lease, err error) { ch <- result{l, err} }, now)
+	m.unlock()
+	if err != nil {
+		return Lease{}, err
+	}
+	select {
+	case r := <-ch:
+		return r.lease, r.err
+	case <-ctx.Done():
+	}
+	now = m.lock()
+	if w := m.waiters[req.ID]; w != nil && w.notify != nil {
+		m.dropWaiterLocked(w, now, OutcomeCancelled, ErrCancelled)
+	}
+	m.unlock()
+	// The waiter was settled one way or the other; a lease granted while we
+	// were giving up goes straight back.
+	r := <-ch
+	if r.err == nil {
+		_ = m.Release(context.WithoutCancel(ctx), r.lease.ID, r.lease.Owner)
+	}
+	return Lease{}, ctx.Err()
 }
+
+// admitNowLocked tries to admit a newcomer without queueing it. done says
+// whether the request was settled (admitted or refused); otherwise it must
+// queue. With try set, it is always settled.
+func (m *Memory) admitNowLocked(req *Request, now int64, try bool) (l Lease, err error, done bool) {
+	if m.closed {
+		return Lease{}, ErrClosed, true
+	}
+	if req.Owner.ID != "" && m.isFenced(req.Owner) {
+		return Lease{}, fmt.Errorf("%w: %s", ErrFenced, req.Owner), true
+	}
+	if _, dup := m.waiters[req.ID]; dup {
+		return Lease{}, fmt.Errorf("%w: %s", ErrDuplicate, req.ID), true
+	}
+	p := probe{prio: req.Priority, seq: m.seq + 1, fkey: req.FairnessKey}
+	var buf [3]need
+	rateOnly, usable := true, false
+	var wake int64
+	for i := range req.Candidates {
+		c := &req.Candidates[i]
+		needs, err := m.resolveNeedsLocked(c.Needs, buf[:0])
+		if err != nil {
+			return Lease{}, err, true
+		}
+		if needs == nil {
+			continue // touches an orphaned scope
+		}
+		usable = true
+		b, ok := m.candidateBlockerLocked(&p, needs, c.Tokens, now)
+		if ok {
+			m.seq++
+			l := m.grantLocked(req.ID, req.Priority, i, needs, c, req.Owner, now, 0)
+			return l, nil, true
+		}
+		if b.wake == 0 {
+			rateOnly = false
+		} else if wake == 0 || b.wake < wake {
+			wake = b.wake
+		}
+	}
+	if !usable {
+		m.emit(Event{Outcome: OutcomeNoCandidate, At: time.Unix(0, now), WaiterID: req.ID, Priority: req.Priority})
+		return Lease{}, fmt.Errorf("%w: every candidate of %s uses an orphaned scope", ErrNoCandidate, req.ID), true
+	}
+	if !try {
+		return Lease{}, nil, false
+	}
+	if rateOnly {
+		m.emit(Event{Outcome: OutcomeRateLimited, At: time.Unix(0, now), WaiterID: req.ID, Priority: req.Priority})
+		return Lease{}, &RateLimitedError{RetryAfter: time.Duration(wake - now)}, true
+	}
+	return Lease{}, ErrWouldWait, true
+}
+
+func (m *Memory) isFenced(o Owner) bool {
+	g, ok := m.fenced[o.ID]
+	return ok && o.Gen <= g
+}
+
+// resolveNeedsLocked maps scope names to scopes. It returns nil needs (and
+// no error) when a scope is orphaned.
+func (m *Memory) resolveNeedsLocked(in []Need, buf []need) ([]need, error) {
+	out := buf
+	for _, n := range in {
+		s := m.scopes[n.Scope]
+		if s == nil {
+			return nil, fmt.Errorf("%w: %s", ErrUnknownScope, n.Scope)
+		}
+		if s.orphaned {
+			return nil, nil
+		}
+		out = append(out, need{s: s, amt: n.Amount})
+	}
+	return out, nil
+}
+
+// queueLocked turns a newcomer that could not be admitted into a waiter.
+func (m *Memory) queueLocked(req *Request, notify func(Lease, error), now int64) (*waiter, error) {
+	at := time.Unix(0, now)
+	// Candidates whose scopes' queues are full are dropped; the class key
+	// keeps each candidate's index in the request.
+	cands := make([]cand, 0, len(req.Candidates))
+	for i := range req.Candidates {
+		needs, _ := m.resolveNeedsLocked(req.Candidates[i].Needs, nil)
+		if needs == nil || m.queueFull(needs) {
+			continue
+		}
+		cands = append(cands, cand{idx: i, needs: needs})
+	}
+	if len(cands) == 0 {
+		m.emit(Event{Outcome: OutcomeQueueFull, At: at, WaiterID: req.ID, Priority: req.Priority})
+		return nil, fmt.Errorf("%w: %s", ErrQueueFull, req.ID)
+	}
+	m.seq++
+	w := &waiter{
+		id:       req.ID,
+		prio:     req.Priority,
+		hidx:     -1,
+		didx:     -1,
+		seq:      m.seq,
+		arrival:  now,
+		owner:    req.Owner,
+		cands:    req.Candidates,
+		resolve:  req.Resolve,
+		notify:   notify,
+		deadline: req.Deadline.UnixNano(),
+	}
+	if req.Deadline.IsZero() {
+		w.deadline = 0
+	}
+	c := m.classLocked(req.FairnessKey, req.Priority, cands)
+	for _, s := range c.scopes {
+		if s.cfg.MaxWait > 0 {
+			if d := now + int64(s.cfg.MaxWait); w.deadline == 0 || d < w.deadline {
+				w.deadline = d
+			}
+		}
+	}
+	if w.deadline != 0 && w.deadline <= now {
+		m.dropClassIfEmpty(c)
+		m.emit(Event{Outcome: OutcomeTimeout, At: at, WaiterID: req.ID, Priority: req.Priority})
+		return nil, fmt.Errorf("%w: %s reached its deadline before it could be admitted", ErrTimeout, req.ID)
+	}
+	m.joinClassLocked(w, c)
+	m.waiters[w.id] = w
+	if w.deadline != 0 {
+		m.deadlines.push(w)
+	}
+	m.emit(Event{Outcome: OutcomeQueued, At: at, WaiterID: w.id, Priority: w.prio})
+	if c.head() == w {
+		m.settleLocked(c, now)
+	}
+	return w, nil
+}
+
+func (m *Memory) queueFull(needs []need) bool {
+	for _, n := range needs {
+		if q := n.s.cfg.QueueLimit; q > 0 && n.s.queued >= q {
+			return true
+		}
+	}
+	return false
+}
+
+// classLocked finds or makes the class for these candidates.
+func (m *Memory) classLocked(fkey string, prio int32, cands []cand) *class {
+	var b strings.Builder
+	b.WriteString(strconv.Itoa(int(prio)))
+	b.WriteByte(0)
+	b.WriteString(fkey)
+	for _, cd := range cands {
+		b.WriteByte(1)
+		b.WriteString(strconv.Itoa(cd.idx))
+		for _, n := range cd.needs {
+			b.WriteByte(2)
+			b.WriteString(n.s.name)
+			b.WriteByte(3)
+			b.WriteString(strconv.FormatInt(n.amt, 10))
+		}
+	}
+	key := b.String()
+	if c := m.classes[key]; c != nil {
+		return c
+	}
+	c := &class{key: key, prio: prio, fkey: fkey, cands: cands}
+	c.members = indexHeap[*waiter]{
+		less:   func(a, b *waiter) bool { return a.seq < b.seq },
+		setIdx: func(w *waiter, i int) { w.hidx = int32(i) },
+	}
+	for _, cd := range cands {
+		for _, n := range cd.needs {
+			if !slices.Contains(c.scopes, n.s) {
+				c.scopes = append(c.scopes, n.s)
+				n.s.classes[c] = struct{}{}
+				if n.s.cfg.RoundRobin {
+					c.rr = append(c.rr, n.s)
+				}
+			}
+		}
+	}
+	m.classes[key] = c
+	return c
+}
+
+func (m *Memory) dropClassIfEmpty(c *class) {
+	if c.members.len() > 0 {
+		return
+	}
+	for len(c.parks) > 0 {
+		m.unparkLocked(c.parks[len(c.parks)-1])
+	}
+	for _, s := range c.scopes {
+		delete(s.classes, c)
+	}
+	delete(m.classes, c.key)
+}
+
+// joinClassLocked puts w in class c and counts it in c's scopes.
+func (m *Memory) joinClassLocked(w *waiter, c *class) {
+	w.class = c
+	if len(c.rr) > 0 {
+		w.vts = make([]int64, len(c.rr))
+		for i, s := range c.rr {
+			if s.flows == nil {
+				s.flows = make(map[string]*flow)
+			}
+			f := s.flows[c.fkey]
+			if f == nil {
+				f = &flow{}
+				s.flows[c.fkey] = f
+			}
+			vt := max(f.pass, s.vclock) + 1
+			f.pass = vt
+			f.waiting++
+			w.vts[i] = vt
+		}
+	}
+	for _, s := range c.scopes {
+		s.queued++
+	}
+	var wasHead *waiter
+	if c.members.len() > 0 {
+		wasHead = c.head()
+	}
+	c.members.push(w)
+	if wasHead != nil && c.head() != wasHead {
+		m.classHeadChangedLocked(c)
+	}
+}
+
+// leaveClassLocked takes w out of its class and uncounts it.
+func (m *Memory) leaveClassLocked(w *waiter) {
+	c := w.class
+	wasHead := c.head() == w
+	c.members.remove(int(w.hidx))
+	for _, s := range c.scopes {
+		s.queued--
+		if s.holder == w {
+			s.holder = nil
+			m.markDirty(s)
+		}
+	}
+	for _, s := range c.rr {
+		if f := s.flows[c.fkey]; f != nil {
+			f.waiting--
+			if f.waiting <= 0 && f.pass <= s.vclock {
+				delete(s.flows, c.fkey)
+			}
+		}
+	}
+	w.class = nil
+	if c.members.len() == 0 {
+		m.dropClassIfEmpty(c)
+		return
+	}
+	if wasHead {
+		m.classHeadChangedLocked(c)
+	}
+}
+
+// classHeadChangedLocked re-orders c wherever it is parked; the scopes it
+// is parked on may now admit a different waiter first.
+func (m *Memory) classHeadChangedLocked(c *class) {
+	for _, p := range c.parks {
+		p.s.waiting.fix(p.idx)
+		m.markDirty(p.s)
+	}
+}
+
+func (m *Memory) parkLocked(c *class, s *scope) {
+	for _, p := range c.parks {
+		if p.s == s {
+			return
+		}
+	}
+	p := &parking{c: c, s: s, idx: -1}
+	c.parks = append(c.parks, p)
+	s.waiting.push(p)
+}
+
+func (m *Memory) unparkLocked(p *parking) {
+	c := p.c
+	if p.idx == 0 {
+		m.markDirty(p.s) // the next class in p.s may now go
+	}
+	p.s.waiting.remove(p.idx)
+	for i, q := range c.parks {
+		if q == p {
+			c.parks = slices.Delete(c.parks, i, i+1)
+			break
+		}
+	}
+}
+
+// parkOnBlockersLocked makes c wait on exactly the scopes in m.blk.
+func (m *Memory) parkOnBlockersLocked(c *class) {
+	for i := len(c.parks) - 1; i >= 0; i-- {
+		p := c.parks[i]
+		if !m.isBlocker(p.s) {
+			m.unparkLocked(p)
+		}
+	}
+	for _, b := range m.blk {
+		m.parkLocked(c, b.s)
+		if b.wake != 0 {
+			m.scheduleRateWake(b.s, b.wake)
+		}
+	}
+}
+
+func (m *Memory) isBlocker(s *scope) bool {
+	for _, b := range m.blk {
+		if b.s == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Memory) scheduleRateWake(s *scope, at int64) {
+	switch {
+	case s.rateIdx < 0:
+		s.rateWakeAt = at
+		m.rateWakes.push(s)
+	case at < s.rateWakeAt:
+		s.rateWakeAt = at
+		m.rateWakes.fix(s.rateIdx)
+	}
+}
+
+// settleLocked admits c's waiters in order while they fit, then parks the
+// class on whatever its head waits on.
+func (m *Memory) settleLocked(c *class, now int64) {
+	for c.members.len() > 0 {
+		w := c.head()
+		if m.evaluateLocked(w, now) {
+			continue
+		}
+		m.parkOnBlockersLocked(c)
+		return
+	}
+}
+
+// pumpLocked hands capacity on in every scope that gained some.
+func (m *Memory) pumpLocked(now int64) {
+	for len(m.dirty) > 0 {
+		s := m.dirty[len(m.dirty)-1]
+		m.dirty = m.dirty[:len(m.dirty)-1]
+		s.dirty = false
+		m.pumpScopeLocked(s, now)
+	}
+}
+
+// pumpScopeLocked admits the waiters waiting on s, in s's order, until one
+// still waits on s. A waiter that now waits on another scope moves there;
+// if it has waited longer than s's fairness window, s holds its share.
+func (m *Memory) pumpScopeLocked(s *scope, now int64) {
+	for s.waiting.len() > 0 {
+		p := s.waiting.top()
+		c := p.c
+		w := c.head()
+		if m.evaluateLocked(w, now) {
+			continue
+		}
+		if m.isBlocker(s) {
+			m.parkOnBlockersLocked(c)
+			return
+		}
+		if s.holder == nil && s.cfg.FairnessWindow > 0 && s.cfg.Limit > 0 && now-w.arrival >= int64(s.cfg.FairnessWindow) {
+			s.holder = w
+			s.holdAmt = w.amountIn(s)
+		}
+		m.parkOnBlockersLocked(c)
+	}
+}
+
+func (w *waiter) amountIn(s *scope) int64 {
+	for _, cd := range w.class.cands {
+		for _, n := range cd.needs {
+			if n.s == s {
+				return n.amt
+			}
+		}
+	}
+	return 0
+}
+
+// ---- granting and releasing ----
+
+// admitLocked grants w its class's candidate j.
+func (m *Memory) admitLocked(w *waiter, j int, now int64) {
+	c := w.class
+	cd := c.cands[j]
+	pub := &w.cands[cd.idx]
+	for i, s := range c.rr {
+		if slices.ContainsFunc(cd.needs, func(n need) bool { return n.s == s }) && w.vts[i] > s.vclock {
+			s.vclock = w.vts[i]
+		}
+	}
+	m.removeWaiterLocked(w)
+	l := m.grantLocked(w.id, w.prio, cd.idx, cd.needs, pub, w.owner, now, now-w.arrival)
+	m.pending = append(m.pending, delivery{notify: w.notify, lease: l})
+	w.notify = nil
+}
+
+// removeWaiterLocked takes w out of every index.
+func (m *Memory) removeWaiterLocked(w *waiter) {
+	delete(m.waiters, w.id)
+	if w.didx >= 0 {
+		m.deadlines.remove(int(w.didx))
+	}
+	m.leaveClassLocked(w)
+}
+
+// dropWaiterLocked ends w's wait with err.
+func (m *Memory) dropWaiterLocked(w *waiter, now int64, o Outcome, err error) {
+	m.removeWaiterLocked(w)
+	m.emit(Event{Outcome: o, At: time.Unix(0, now), WaiterID: w.id, Priority: w.prio, Waited: time.Duration(now - w.arrival)})
+	if w.notify != nil {
+		m.pending = append(m.pending, delivery{notify: w.notify, err: err})
+		w.notify = nil
+	}
+}
+
+func (m *Memory) grantLocked(waiterID string, prio int32, candIdx int, needs []need, c *Candidate, owner Owner, now, waited int64) Lease {
+	l := m.newLeaseLocked()
+	l.waiterID = waiterID
+	l.candIdx = candIdx
+	l.needs = append(l.buf[:0], needs...)
+	l.pub = c.Needs
+	l.tokens = c.Tokens
+	l.owner = owner
+	l.admitted = now
+	l.waited = waited
+	l.prio = prio
+	l.ttl = 0
+	for _, n := range needs {
+		s := n.s
+		s.used += n.amt
+		s.leases++
+		if s.cfg.RPM > 0 {
+			s.rpm.add(now, -1)
+		}
+		if s.cfg.TPM > 0 && c.Tokens > 0 {
+			s.tpm.add(now, -float64(c.Tokens))
+		}
+		if t := int64(s.cfg.LeaseTTL); t > 0 && (l.ttl == 0 || t < l.ttl) {
+			l.ttl = t
+		}
+	}
+	l.expires = 0
+	if l.ttl > 0 {
+		l.expires = now + l.ttl
+		m.expiries.push(l)
+	}
+	out := l.public()
+	m.emit(Event{Outcome: OutcomeAdmitted, At: time.Unix(0, now), WaiterID: waiterID, Priority: prio, Lease: l.id, Needs: l.pub, Waited: time.Duration(waited)})
+	return out
+}
+
+func (l *lease) public() Lease {
+	out := Lease{
+		ID:        l.id,
+		WaiterID:  l.waiterID,
+		Candidate: l.candIdx,
+		Needs:     l.pub,
+		Tokens:    l.tokens,
+		Owner:     l.owner,
+		Admitted:  time.Unix(0, l.admitted),
+		Waited:    time.Duration(l.waited),
+	}
+	if l.expires != 0 {
+		out.Expires = time.Unix(0, l.expires)
+	}
+	return out
+}
+
+func (m *Memory) newLeaseLocked() *lease {
+	var slot uint32
+	if n := len(m.freeSlots); n > 0 {
+		slot = m.freeSlots[n-1]
+		m.freeSlots = m.freeSlots[:n-1]
+	} else {
+		slot = uint32(len(m.slots))
+		m.slots = append(m.slots, &lease{})
+	}
+	l := m.slots[slot]
+	reuse := uint64(l.id>>32) + 1
+	l.id = LeaseID(reuse<<32 | uint64(slot))
+	l.eidx = -1
+	m.nLeases++
+	return l
+}
+
+func (m *Memory) leaseLocked(id LeaseID) *lease {
+	slot := uint64(id) & math.MaxUint32
+	if slot >= uint64(len(m.slots)) {
+		return nil
+	}
+	if l := m.slots[slot]; l.id == id && l.needs != nil {
+		return l
+	}
+	return nil
+}
+
+// releaseLocked is the one path by which a lease ends, whatever the cause.
+func (m *Memory) releaseLocked(l *lease, now int64, o Outcome) {
+	held := now - l.admitted
+	for _, n := range l.needs {
+		s := n.s
+		s.used -= n.amt
+		s.leases--
+		if s.meanHold == 0 {
+			s.meanHold = float64(held)
+		} else {
+			s.meanHold += (float64(held) - s.meanHold) / 16
+		}
+		if s.waiting.len() > 0 {
+			m.markDirty(s)
+		}
+	}
+	if l.eidx >= 0 {
+		m.expiries.remove(l.eidx)
+	}
+	m.emit(Event{Outcome: o, At: time.Unix(0, now), WaiterID: l.waiterID, Priority: l.prio, Lease: l.id, Needs: l.pub, Held: time.Duration(held)})
+	l.needs = nil
+	l.pub = nil
+	l.waiterID = ""
+	m.nLeases--
+	m.freeSlots = append(m.freeSlots, uint32(uint64(l.id)&math.MaxUint32))
+}
+
+// checkOwnerLocked refuses fenced or foreign owners.
+func (m *Memory) checkOwnerLocked(l *lease, owner Owner) error {
+	if owner.ID != "" && m.isFenced(owner) {
+		return fmt.Errorf("%w: %s was fenced", ErrStaleOwner, owner)
+	}
+	if l != nil && l.owner != owner {
+		return fmt.Errorf("%w: lease %d belongs to %s, not %s", ErrStaleOwner, l.id, l.owner, owner)
+	}
+	return nil
+}
+
+// Release returns a lease's capacity; a second release is a no-op.
+func (m *Memory) Release(ctx context.Context, id LeaseID, owner Owner) error {
+	now := m.lock()
+	defer m.unlock()
+	l := m.leaseLocked(id)
+	if err := m.checkOwnerLocked(l, owner); err != nil {
+		return err
+	}
+	if l != nil {
+		m.releaseLocked(l, now, OutcomeReleased)
+	}
+	return nil
+}
+
+// Renew extends a lease by its TTL.
 func (m *Memory) Renew(ctx context.Context, id LeaseID, owner Owner) (time.Time, error) {
-	return time.Time{}, ErrClosed
+	now := m.lock()
+	defer m.unlock()
+	l := m.leaseLocked(id)
+	if err := m.checkOwnerLocked(l, owner); err != nil {
+		return time.Time{}, err
+	}
+	if l == nil {
+		return time.Time{}, fmt.Errorf("%w: lease %d", ErrLeaseNotHeld, id)
+	}
+	if l.ttl == 0 {
+		return time.Time{}, nil
+	}
+	l.expires = now + l.ttl
+	m.expiries.fix(l.eidx)
+	return time.Unix(0, l.expires), nil
 }
-func (m *Memory) Release(ctx context.Context, id LeaseID, owner Owner) error { return ErrClosed }
+
+// Reconcile settles a lease's TPM reservation against the tokens used.
 func (m *Memory) Reconcile(ctx context.Context, id LeaseID, owner Owner, tokens int64) error {
-	return ErrClosed
+	if tokens < 0 {
+		return invalidf("reconcile with %d tokens", tokens)
+	}
+	now := m.lock()
+	defer m.unlock()
+	l := m.leaseLocked(id)
+	if err := m.checkOwnerLocked(l, owner); err != nil {
+		return err
+	}
+	if l == nil {
+		return fmt.Errorf("%w: lease %d", ErrLeaseNotHeld, id)
+	}
+	diff := l.tokens - tokens
+	l.tokens = tokens
+	for _, n := range l.needs {
+		if n.s.cfg.TPM > 0 && diff != 0 {
+			n.s.tpm.add(now, float64(diff))
+			if diff > 0 && n.s.waiting.len() > 0 {
+				m.markDirty(n.s)
+			}
+		}
+	}
+	return nil
 }
-func (m *Memory) Fence(ctx context.Context, id string, gen uint64) error    { return ErrClosed }
-func (m *Memory) Activate(ctx context.Context, id string, gen uint64) error { return ErrClosed }
+
+// ---- waiting ----
+
+// Cancel removes a queued waiter.
+func (m *Memory) Cancel(ctx context.Context, waiterID string) error {
+	now := m.lock()
+	defer m.unlock()
+	w := m.waiters[waiterID]
+	if w == nil {
+		return fmt.Errorf("%w: %s", ErrNotQueued, waiterID)
+	}
+	m.dropWaiterLocked(w, now, OutcomeCancelled, ErrCancelled)
+	return nil
+}
+
+// Position reports where a queued waiter stands. It walks the waiters of
+// the scope it waits on, so it costs O(waiters there): it is for clients
+// asking now and then, not for the admission path.
+func (m *Memory) Position(ctx context.Context, waiterID string) (Position, error) {
+	m.lock()
+	defer m.unlock()
+	w := m.waiters[waiterID]
+	if w == nil {
+		return Position{}, fmt.Errorf("%w: %s", ErrNotQueued, waiterID)
+	}
+	c := w.class
+	var s *scope
+	if len(c.parks) > 0 {
+		s = c.parks[0].s
+	} else {
+		s = c.cands[0].needs[0].s
+	}
+	ahead := 0
+	counted := false
+	for _, p := range s.waiting.items {
+		counted = counted || p.c == c
+		for _, o := range p.c.members.items {
+			if o != w && s.precedes(o, w) {
+				ahead++
+			}
+		}
+	}
+	if !counted {
+		for _, o := range c.members.items {
+			if o != w && o.seq < w.seq {
+				ahead++
+			}
+		}
+	}
+	pos := Position{Scope: s.name, Ahead: ahead, Queued: s.queued}
+	if s.meanHold > 0 {
+		per := float64(max(s.cfg.Limit, 1))
+		pos.EstimatedWait = time.Duration(float64(ahead+1) * s.meanHold / per)
+	}
+	return pos, nil
+}
+
+// ---- time ----
+
+// reapLocked settles what fell due by now: waiters past their deadline,
+// leases past their expiry, scopes whose rate limits refilled.
+func (m *Memory) reapLocked(now int64) {
+	for m.deadlines.len() > 0 && m.deadlines.top().deadline <= now {
+		w := m.deadlines.top()
+		m.dropWaiterLocked(w, now, OutcomeTimeout, fmt.Errorf("%w: %s waited %s", ErrTimeout, w.id, time.Duration(now-w.arrival)))
+	}
+	for m.expiries.len() > 0 && m.expiries.top().expires <= now {
+		m.releaseLocked(m.expiries.top(), now, OutcomeExpired)
+	}
+	for m.rateWakes.len() > 0 && m.rateWakes.top().rateWakeAt <= now {
+		s := m.rateWakes.top()
+		m.rateWakes.remove(0)
+		s.rateWakeAt = 0
+		m.markDirty(s)
+	}
+}
+
+// armLocked makes sure the timer fires by the next due event.
+func (m *Memory) armLocked() {
+	if m.closed {
+		return
+	}
+	var next int64
+	if m.deadlines.len() > 0 {
+		next = m.deadlines.top().deadline
+	}
+	if m.expiries.len() > 0 {
+		if t := m.expiries.top().expires; next == 0 || t < next {
+			next = t
+		}
+	}
+	if m.rateWakes.len() > 0 {
+		if t := m.rateWakes.top().rateWakeAt; next == 0 || t < next {
+			next = t
+		}
+	}
+	if next == 0 || (m.timer != nil && m.timerAt <= next) {
+		return
+	}
+	if m.timer != nil {
+		m.timer.Stop()
+	}
+	m.timerAt = next
+	m.timer = m.clock.AfterFunc(time.Duration(next-m.now()), m.onTimer)
+}
+
+func (m *Memory) onTimer() {
+	m.mu.Lock()
+	m.timer = nil
+	m.timerAt = 0
+	m.reapLocked(m.now())
+	m.unlock()
+}
+
+// ---- owners ----
+
+// Fence declares an owner's generations up to gen gone.
+func (m *Memory) Fence(ctx context.Context, id string, gen uint64) error {
+	if id == "" {
+		return invalidf("fence of an empty owner")
+	}
+	now := m.lock()
+	defer m.unlock()
+	if gen > m.fenced[id] {
+		m.fenced[id] = gen
+	} else if _, ok := m.fenced[id]; !ok {
+		m.fenced[id] = gen
+	}
+	gone := func(o string, g uint64) bool { return o == id && g <= gen }
+
+	var orphaned []*scope
+	for _, s := range m.scopes {
+		if !s.orphaned && gone(s.cfg.Owner, s.cfg.OwnerGen) {
+			s.orphaned = true
+			orphaned = append(orphaned, s)
+		}
+	}
+	for _, l := range m.slots {
+		if l.needs == nil {
+			continue
+		}
+		hit := gone(l.owner.ID, l.owner.Gen)
+		for _, n := range l.needs {
+			hit = hit || (n.s.orphaned && gone(n.s.cfg.Owner, n.s.cfg.OwnerGen))
+		}
+		if hit {
+			m.releaseLocked(l, now, OutcomeFenced)
+		}
+	}
+	for _, w := range m.waiters {
+		if gone(w.owner.ID, w.owner.Gen) {
+			m.dropWaiterLocked(w, now, OutcomeFenced, fmt.Errorf("%w: %s", ErrFenced, w.owner))
+		}
+	}
+	m.reresolveLocked(now, orphaned, false)
+	return nil
+}
+
+// Activate makes an owner's scopes usable again at generation gen.
+func (m *Memory) Activate(ctx context.Context, id string, gen uint64) error {
+	if id == "" {
+		return invalidf("activate of an empty owner")
+	}
+	now := m.lock()
+	defer m.unlock()
+	if m.isFenced(Owner{ID: id, Gen: gen}) {
+		return fmt.Errorf("%w: generation %d of %s is fenced", ErrStaleOwner, gen, id)
+	}
+	var active []*scope
+	for _, s := range m.scopes {
+		if s.cfg.Owner == id {
+			s.cfg.OwnerGen = gen
+			if s.orphaned {
+				s.orphaned = false
+				active = append(active, s)
+			}
+		}
+	}
+	m.reresolveLocked(now, active, true)
+	return nil
+}
+
+// reresolveLocked gives fresh candidates to the waiters affected by a
+// change of usable scopes, fails those left with none, and settles the rest
+// in global order. With all set, every waiter that has a resolver is
+// asked (a scope coming back may serve anyone); otherwise only waiters that
+// touch the changed scopes.
+func (m *Memory) reresolveLocked(now int64, changed []*scope, all bool) {
+	var affected []*waiter
+	if all {
+		for _, w := range m.waiters {
+			if w.resolve != nil {
+				affected = append(affected, w)
+			}
+		}
+	} else {
+		seen := make(map[*class]bool)
+		for _, s := range changed {
+			for c := range s.classes {
+				if !seen[c] {
+					seen[c] = true
+					affected = append(affected, c.members.items...)
+				}
+			}
+		}
+	}
+	slices.SortFunc(affected, func(a, b *waiter) int {
+		return cmp.Or(cmp.Compare(b.prio, a.prio), cmp.Compare(a.seq, b.seq))
+	})
+	var touched []*class
+	for _, w := range affected {
+		cands := w.cands
+		if w.resolve != nil {
+			fresh, err := w.resolve(w.id)
+			if err != nil {
+				m.dropWaiterLocked(w, now, OutcomeNoCandidate, fmt.Errorf("%w: resolve %s: %v", ErrNoCandidate, w.id, err))
+				continue
+			}
+			cands = fresh
+		}
+		var live []cand
+		for i := range cands {
+			if cands[i].validate() != nil {
+				continue
+			}
+			needs, err := m.resolveNeedsLocked(cands[i].Needs, nil)
+			if err != nil || needs == nil {
+				continue
+			}
+			live = append(live, cand{idx: i, needs: needs})
+		}
+		if len(live) == 0 {
+			m.dropWaiterLocked(w, now, OutcomeNoCandidate, fmt.Errorf("%w: %s", ErrNoCandidate, w.id))
+			continue
+		}
+		old := w.class
+		c := m.classLocked(old.fkey, w.prio, live)
+		if c == old {
+			w.cands = cands
+			touched = append(touched, c)
+			continue
+		}
+		m.leaveClassLocked(w)
+		w.cands = cands
+		m.joinClassLocked(w, c)
+		touched = append(touched, c)
+		m.emit(Event{Outcome: OutcomeReselected, At: time.Unix(0, now), WaiterID: w.id, Priority: w.prio})
+	}
+	slices.SortFunc(touched, func(a, b *class) int {
+		if a.members.len() == 0 || b.members.len() == 0 {
+			return 0
+		}
+		ha, hb := a.head(), b.head()
+		return cmp.Or(cmp.Compare(hb.prio, ha.prio), cmp.Compare(ha.seq, hb.seq))
+	})
+	for _, c := range touched {
+		if c.members.len() > 0 && m.classes[c.key] == c {
+			m.settleLocked(c, now)
+		}
+	}
+	for _, s := range changed {
+		m.markDirty(s)
+	}
+}
