@@ -162,10 +162,10 @@ type Lease struct {
 	Needs  []Need
 	Tokens int64
 	Owner  Owner
-	// Admitted is when the lease was granted; Waited is how long the waiter
-	// queued first.
-	Admitted time.Time
-	Waited   time.Duration
+	// Waited is how long the waiter queued (zero if admitted at once). The
+	// engine reads the clock only when a decision needs it, so a lease
+	// carries no admission time; a caller that wants one reads its clock.
+	Waited time.Duration
 	// Expires is when the lease is reaped unless renewed; zero if never.
 	Expires time.Time
 }
@@ -305,7 +305,6 @@ func Outcomes() []Outcome {
 // WaiterID; lease events (admitted, released, expired, fenced) carry Lease.
 type Event struct {
 	Outcome  Outcome
-	At       time.Time
 	WaiterID string
 	Priority int32
 	// Lease is set for admitted, and for released/expired/fenced leases.
@@ -313,7 +312,8 @@ type Event struct {
 	// Needs is the chosen candidate for lease events.
 	Needs []Need
 	// Waited is the time spent queued (waiter events); Held the time a
-	// lease was held (release events).
+	// lease was held (release, expiry and fence events). Events carry no
+	// timestamp: an observer that wants one reads its own clock.
 	Waited time.Duration
 	Held   time.Duration
 }

@@ -54,6 +54,8 @@ type Memory struct {
 	dirty   []*scope
 	pending []delivery
 	blk     []blocker // scratch for evaluate, lock held
+	tnow    int64     // the clock, read at most once per critical section
+	sampled uint32    // counts grants, to sample hold times
 }
 
 var _ Engine = (*Memory)(nil)
@@ -209,9 +211,8 @@ func (m *Memory) Close() {
 	m.mu.Lock()
 	if !m.closed {
 		m.closed = true
-		now := m.now()
 		for _, w := range m.waiters {
-			m.dropWaiterLocked(w, now, OutcomeCancelled, ErrClosed)
+			m.dropWaiterLocked(w, OutcomeCancelled, ErrClosed)
 		}
 		if m.timer != nil {
 			m.timer.Stop()
@@ -223,13 +224,24 @@ func (m *Memory) Close() {
 
 func (m *Memory) now() int64 { return m.clock.Now().UnixNano() }
 
+// nowLocked reads the clock once per critical section, and only when a
+// decision needs it: on this hot path a clock read can cost more than the
+// rest of an admission.
+func (m *Memory) nowLocked() int64 {
+	if m.tnow == 0 {
+		m.tnow = m.now()
+	}
+	return m.tnow
+}
+
 // unlock finishes a critical section: it hands freed capacity on, arms the
 // timer for the next due event, releases the lock and delivers results.
 func (m *Memory) unlock() {
 	if len(m.dirty) > 0 {
-		m.pumpLocked(m.now())
+		m.pumpLocked()
 	}
 	m.armLocked()
+	m.tnow = 0
 	if len(m.pending) == 0 {
 		m.mu.Unlock()
 		return
@@ -244,11 +256,11 @@ func (m *Memory) unlock() {
 
 // lock starts a critical section, first settling everything that fell due
 // (deadlines, expiries, rate refills), so no decision is made on stale time.
-func (m *Memory) lock() int64 {
+func (m *Memory) lock() {
 	m.mu.Lock()
-	now := m.now()
-	m.reapLocked(now)
-	return now
+	if m.deadlines.len() > 0 || m.expiries.len() > 0 || m.rateWakes.len() > 0 {
+		m.reapLocked(m.nowLocked())
+	}
 }
 
 func (m *Memory) emit(e Event) {
@@ -267,8 +279,9 @@ func (m *Memory) SetScope(ctx context.Context, name string, cfg ScopeConfig) err
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("scope %s: %w", name, err)
 	}
-	now := m.lock()
+	m.lock()
 	defer m.unlock()
+	now := m.nowLocked()
 	if m.closed {
 		return ErrClosed
 	}
@@ -307,8 +320,9 @@ func (m *Memory) SetScope(ctx context.Context, name string, cfg ScopeConfig) err
 
 // RemoveScope retires a scope.
 func (m *Memory) RemoveScope(ctx context.Context, name string) error {
-	now := m.lock()
+	m.lock()
 	defer m.unlock()
+	now := m.nowLocked()
 	s := m.scopes[name]
 	if s == nil {
 		return fmt.Errorf("%w: %s", ErrUnknownScope, name)
@@ -322,8 +336,9 @@ func (m *Memory) RemoveScope(ctx context.Context, name string) error {
 
 // Scope reports one scope's state.
 func (m *Memory) Scope(ctx context.Context, name string) (ScopeStats, error) {
-	now := m.lock()
+	m.lock()
 	defer m.unlock()
+	now := m.nowLocked()
 	s := m.scopes[name]
 	if s == nil {
 		return ScopeStats{}, fmt.Errorf("%w: %s", ErrUnknownScope, name)
@@ -443,7 +458,7 @@ func globallyPrecedes(p *probe, b *waiter) bool {
 
 // fitsLocked reports whether p may take amt (and tokens) of s now; if a rate
 // limit stands in the way, wake says when it will have refilled enough.
-func (m *Memory) fitsLocked(s *scope, p *probe, amt, tokens, now int64) (ok bool, wake int64) {
+func (m *Memory) fitsLocked(s *scope, p *probe, amt, tokens int64) (ok bool, wake int64) {
 	if s.orphaned {
 		return false, 0
 	}
@@ -461,12 +476,12 @@ func (m *Memory) fitsLocked(s *scope, p *probe, amt, tokens, now int64) (ok bool
 		}
 	}
 	if s.cfg.RPM > 0 {
-		if ok, wake := s.rpm.has(now, 1); !ok {
+		if ok, wake := s.rpm.has(m.nowLocked(), 1); !ok {
 			return false, wake
 		}
 	}
 	if s.cfg.TPM > 0 && tokens > 0 {
-		if ok, wake := s.tpm.has(now, float64(tokens)); !ok {
+		if ok, wake := s.tpm.has(m.nowLocked(), float64(tokens)); !ok {
 			return false, wake
 		}
 	}
@@ -475,15 +490,15 @@ func (m *Memory) fitsLocked(s *scope, p *probe, amt, tokens, now int64) (ok bool
 
 // evaluateLocked admits w to its first candidate that fits, or collects in
 // m.blk the scope each candidate waits on.
-func (m *Memory) evaluateLocked(w *waiter, now int64) bool {
+func (m *Memory) evaluateLocked(w *waiter) bool {
 	m.blk = m.blk[:0]
 	p := probe{w: w, prio: w.prio, seq: w.seq}
 	for j := range w.class.cands {
 		cd := &w.class.cands[j]
 		tokens := w.cands[cd.idx].Tokens
-		b, ok := m.candidateBlockerLocked(&p, cd.needs, tokens, now)
+		b, ok := m.candidateBlockerLocked(&p, cd.needs, tokens)
 		if ok {
-			m.admitLocked(w, j, now)
+			m.admitLocked(w, j)
 			return true
 		}
 		m.addBlocker(b)
@@ -503,9 +518,9 @@ func (m *Memory) addBlocker(b blocker) {
 	m.blk = append(m.blk, b)
 }
 
-func (m *Memory) candidateBlockerLocked(p *probe, needs []need, tokens, now int64) (blocker, bool) {
+func (m *Memory) candidateBlockerLocked(p *probe, needs []need, tokens int64) (blocker, bool) {
 	for _, n := range needs {
-		if ok, wake := m.fitsLocked(n.s, p, n.amt, tokens, now); !ok {
+		if ok, wake := m.fitsLocked(n.s, p, n.amt, tokens); !ok {
 			return blocker{s: n.s, wake: wake}, false
 		}
 	}
@@ -519,9 +534,9 @@ func (m *Memory) TryAcquire(ctx context.Context, req Request) (Lease, error) {
 	if err := req.Validate(); err != nil {
 		return Lease{}, err
 	}
-	now := m.lock()
+	m.lock()
 	defer m.unlock()
-	l, err, _ := m.admitNowLocked(&req, now, true)
+	l, err, _ := m.admitNowLocked(&req, true)
 	return l, err
 }
 
@@ -533,16 +548,16 @@ func (m *Memory) Enqueue(ctx context.Context, req Request, notify func(Lease, er
 	if notify == nil {
 		return invalidf("enqueue of %s without notify", req.ID)
 	}
-	now := m.lock()
+	m.lock()
 	defer m.unlock()
-	l, err, done := m.admitNowLocked(&req, now, false)
+	l, err, done := m.admitNowLocked(&req, false)
 	if done {
 		if err == nil {
 			m.pending = append(m.pending, delivery{notify: notify, lease: l})
 		}
 		return err
 	}
-	_, err = m.queueLocked(&req, notify, now)
+	_, err = m.queueLocked(&req, notify)
 	return err
 }
 
@@ -558,14 +573,14 @@ func (m *Memory) Acquire(ctx context.Context, req Request) (Lease, error) {
 		lease Lease
 		err   error
 	}
-	now := m.lock()
-	l, err, done := m.admitNowLocked(&req, now, false)
+	m.lock()
+	l, err, done := m.admitNowLocked(&req, false)
 	if done {
 		m.unlock()
 		return l, err
 	}
 	ch := make(chan result, 1)
-	_, err = m.queueLocked(&req, func(l Lease, err error) { ch <- result{l, err} }, now)
+	w, err := m.queueLocked(&req, func(l Lease, err error) { ch <- result{l, err} })
 	m.unlock()
 	if err != nil {
 		return Lease{}, err
@@ -575,9 +590,9 @@ func (m *Memory) Acquire(ctx context.Context, req Request) (Lease, error) {
 		return r.lease, r.err
 	case <-ctx.Done():
 	}
-	now = m.lock()
-	if w := m.waiters[req.ID]; w != nil && w.notify != nil {
-		m.dropWaiterLocked(w, now, OutcomeCancelled, ErrCancelled)
+	m.lock()
+	if m.waiters[req.ID] == w && w.notify != nil {
+		m.dropWaiterLocked(w, OutcomeCancelled, ErrCancelled)
 	}
 	m.unlock()
 	// The waiter was settled one way or the other; a lease granted while we
@@ -592,15 +607,17 @@ func (m *Memory) Acquire(ctx context.Context, req Request) (Lease, error) {
 // admitNowLocked tries to admit a newcomer without queueing it. done says
 // whether the request was settled (admitted or refused); otherwise it must
 // queue. With try set, it is always settled.
-func (m *Memory) admitNowLocked(req *Request, now int64, try bool) (l Lease, err error, done bool) {
+func (m *Memory) admitNowLocked(req *Request, try bool) (l Lease, err error, done bool) {
 	if m.closed {
 		return Lease{}, ErrClosed, true
 	}
 	if req.Owner.ID != "" && m.isFenced(req.Owner) {
 		return Lease{}, fmt.Errorf("%w: %s", ErrFenced, req.Owner), true
 	}
-	if _, dup := m.waiters[req.ID]; dup {
-		return Lease{}, fmt.Errorf("%w: %s", ErrDuplicate, req.ID), true
+	if len(m.waiters) > 0 {
+		if _, dup := m.waiters[req.ID]; dup {
+			return Lease{}, fmt.Errorf("%w: %s", ErrDuplicate, req.ID), true
+		}
 	}
 	p := probe{prio: req.Priority, seq: m.seq + 1, fkey: req.FairnessKey}
 	var buf [3]need
@@ -608,7 +625,7 @@ func (m *Memory) admitNowLocked(req *Request, now int64, try bool) (l Lease, err
 	var wake int64
 	for i := range req.Candidates {
 		c := &req.Candidates[i]
-		needs, err := m.resolveNeedsLocked(c.Needs, buf[:0])
+		needs, b, err := m.checkCandidateLocked(&p, c, buf[:0])
 		if err != nil {
 			return Lease{}, err, true
 		}
@@ -616,10 +633,17 @@ func (m *Memory) admitNowLocked(req *Request, now int64, try bool) (l Lease, err
 			continue // touches an orphaned scope
 		}
 		usable = true
-		b, ok := m.candidateBlockerLocked(&p, needs, c.Tokens, now)
-		if ok {
+		if b.s == nil {
+			// Bad input changes nothing, even in a candidate not taken.
+			for _, rest := range req.Candidates[i+1:] {
+				for _, n := range rest.Needs {
+					if m.scopes[n.Scope] == nil {
+						return Lease{}, fmt.Errorf("%w: %s", ErrUnknownScope, n.Scope), true
+					}
+				}
+			}
 			m.seq++
-			l := m.grantLocked(req.ID, req.Priority, i, needs, c, req.Owner, now, 0)
+			l := m.grantLocked(req.ID, req.Priority, i, needs, c, req.Owner, 0)
 			return l, nil, true
 		}
 		if b.wake == 0 {
@@ -629,15 +653,15 @@ func (m *Memory) admitNowLocked(req *Request, now int64, try bool) (l Lease, err
 		}
 	}
 	if !usable {
-		m.emit(Event{Outcome: OutcomeNoCandidate, At: time.Unix(0, now), WaiterID: req.ID, Priority: req.Priority})
+		m.emit(Event{Outcome: OutcomeNoCandidate, WaiterID: req.ID, Priority: req.Priority})
 		return Lease{}, fmt.Errorf("%w: every candidate of %s uses an orphaned scope", ErrNoCandidate, req.ID), true
 	}
 	if !try {
 		return Lease{}, nil, false
 	}
 	if rateOnly {
-		m.emit(Event{Outcome: OutcomeRateLimited, At: time.Unix(0, now), WaiterID: req.ID, Priority: req.Priority})
-		return Lease{}, &RateLimitedError{RetryAfter: time.Duration(wake - now)}, true
+		m.emit(Event{Outcome: OutcomeRateLimited, WaiterID: req.ID, Priority: req.Priority})
+		return Lease{}, &RateLimitedError{RetryAfter: time.Duration(wake - m.nowLocked())}, true
 	}
 	return Lease{}, ErrWouldWait, true
 }
@@ -645,6 +669,29 @@ func (m *Memory) admitNowLocked(req *Request, now int64, try bool) (l Lease, err
 func (m *Memory) isFenced(o Owner) bool {
 	g, ok := m.fenced[o.ID]
 	return ok && o.Gen <= g
+}
+
+// checkCandidateLocked resolves c's scopes into buf and finds the scope it
+// would wait on (none if it fits now). It returns nil needs when a scope is
+// orphaned, and ErrUnknownScope when one does not exist.
+func (m *Memory) checkCandidateLocked(p *probe, c *Candidate, buf []need) ([]need, blocker, error) {
+	var b blocker
+	for _, n := range c.Needs {
+		s := m.scopes[n.Scope]
+		if s == nil {
+			return nil, b, fmt.Errorf("%w: %s", ErrUnknownScope, n.Scope)
+		}
+		if s.orphaned {
+			return nil, b, nil
+		}
+		buf = append(buf, need{s: s, amt: n.Amount})
+		if b.s == nil {
+			if ok, wake := m.fitsLocked(s, p, n.Amount, c.Tokens); !ok {
+				b = blocker{s: s, wake: wake}
+			}
+		}
+	}
+	return buf, b, nil
 }
 
 // resolveNeedsLocked maps scope names to scopes. It returns nil needs (and
@@ -665,8 +712,8 @@ func (m *Memory) resolveNeedsLocked(in []Need, buf []need) ([]need, error) {
 }
 
 // queueLocked turns a newcomer that could not be admitted into a waiter.
-func (m *Memory) queueLocked(req *Request, notify func(Lease, error), now int64) (*waiter, error) {
-	at := time.Unix(0, now)
+func (m *Memory) queueLocked(req *Request, notify func(Lease, error)) (*waiter, error) {
+	now := m.nowLocked()
 	// Candidates whose scopes' queues are full are dropped; the class key
 	// keeps each candidate's index in the request.
 	cands := make([]cand, 0, len(req.Candidates))
@@ -678,7 +725,7 @@ func (m *Memory) queueLocked(req *Request, notify func(Lease, error), now int64)
 		cands = append(cands, cand{idx: i, needs: needs})
 	}
 	if len(cands) == 0 {
-		m.emit(Event{Outcome: OutcomeQueueFull, At: at, WaiterID: req.ID, Priority: req.Priority})
+		m.emit(Event{Outcome: OutcomeQueueFull, WaiterID: req.ID, Priority: req.Priority})
 		return nil, fmt.Errorf("%w: %s", ErrQueueFull, req.ID)
 	}
 	m.seq++
@@ -708,7 +755,7 @@ func (m *Memory) queueLocked(req *Request, notify func(Lease, error), now int64)
 	}
 	if w.deadline != 0 && w.deadline <= now {
 		m.dropClassIfEmpty(c)
-		m.emit(Event{Outcome: OutcomeTimeout, At: at, WaiterID: req.ID, Priority: req.Priority})
+		m.emit(Event{Outcome: OutcomeTimeout, WaiterID: req.ID, Priority: req.Priority})
 		return nil, fmt.Errorf("%w: %s reached its deadline before it could be admitted", ErrTimeout, req.ID)
 	}
 	m.joinClassLocked(w, c)
@@ -716,9 +763,9 @@ func (m *Memory) queueLocked(req *Request, notify func(Lease, error), now int64)
 	if w.deadline != 0 {
 		m.deadlines.push(w)
 	}
-	m.emit(Event{Outcome: OutcomeQueued, At: at, WaiterID: w.id, Priority: w.prio})
+	m.emit(Event{Outcome: OutcomeQueued, WaiterID: w.id, Priority: w.prio})
 	if c.head() == w {
-		m.settleLocked(c, now)
+		m.settleLocked(c)
 	}
 	return w, nil
 }
@@ -920,10 +967,10 @@ func (m *Memory) scheduleRateWake(s *scope, at int64) {
 
 // settleLocked admits c's waiters in order while they fit, then parks the
 // class on whatever its head waits on.
-func (m *Memory) settleLocked(c *class, now int64) {
+func (m *Memory) settleLocked(c *class) {
 	for c.members.len() > 0 {
 		w := c.head()
-		if m.evaluateLocked(w, now) {
+		if m.evaluateLocked(w) {
 			continue
 		}
 		m.parkOnBlockersLocked(c)
@@ -932,31 +979,35 @@ func (m *Memory) settleLocked(c *class, now int64) {
 }
 
 // pumpLocked hands capacity on in every scope that gained some.
-func (m *Memory) pumpLocked(now int64) {
+func (m *Memory) pumpLocked() {
 	for len(m.dirty) > 0 {
 		s := m.dirty[len(m.dirty)-1]
 		m.dirty = m.dirty[:len(m.dirty)-1]
 		s.dirty = false
-		m.pumpScopeLocked(s, now)
+		m.pumpScopeLocked(s)
 	}
 }
 
 // pumpScopeLocked admits the waiters waiting on s, in s's order, until one
 // still waits on s. A waiter that now waits on another scope moves there;
 // if it has waited longer than s's fairness window, s holds its share.
-func (m *Memory) pumpScopeLocked(s *scope, now int64) {
+func (m *Memory) pumpScopeLocked(s *scope) {
+	// The waiter s holds for goes first, wherever it is parked.
+	if h := s.holder; h != nil && h.class.head() == h && !m.evaluateLocked(h) {
+		m.parkOnBlockersLocked(h.class)
+	}
 	for s.waiting.len() > 0 {
 		p := s.waiting.top()
 		c := p.c
 		w := c.head()
-		if m.evaluateLocked(w, now) {
+		if m.evaluateLocked(w) {
 			continue
 		}
 		if m.isBlocker(s) {
 			m.parkOnBlockersLocked(c)
 			return
 		}
-		if s.holder == nil && s.cfg.FairnessWindow > 0 && s.cfg.Limit > 0 && now-w.arrival >= int64(s.cfg.FairnessWindow) {
+		if s.holder == nil && s.cfg.FairnessWindow > 0 && s.cfg.Limit > 0 && m.nowLocked()-w.arrival >= int64(s.cfg.FairnessWindow) {
 			s.holder = w
 			s.holdAmt = w.amountIn(s)
 		}
@@ -978,7 +1029,8 @@ func (w *waiter) amountIn(s *scope) int64 {
 // ---- granting and releasing ----
 
 // admitLocked grants w its class's candidate j.
-func (m *Memory) admitLocked(w *waiter, j int, now int64) {
+func (m *Memory) admitLocked(w *waiter, j int) {
+	now := m.nowLocked()
 	c := w.class
 	cd := c.cands[j]
 	pub := &w.cands[cd.idx]
@@ -988,7 +1040,7 @@ func (m *Memory) admitLocked(w *waiter, j int, now int64) {
 		}
 	}
 	m.removeWaiterLocked(w)
-	l := m.grantLocked(w.id, w.prio, cd.idx, cd.needs, pub, w.owner, now, now-w.arrival)
+	l := m.grantLocked(w.id, w.prio, cd.idx, cd.needs, pub, w.owner, now-w.arrival)
 	m.pending = append(m.pending, delivery{notify: w.notify, lease: l})
 	w.notify = nil
 }
@@ -1003,16 +1055,17 @@ func (m *Memory) removeWaiterLocked(w *waiter) {
 }
 
 // dropWaiterLocked ends w's wait with err.
-func (m *Memory) dropWaiterLocked(w *waiter, now int64, o Outcome, err error) {
+func (m *Memory) dropWaiterLocked(w *waiter, o Outcome, err error) {
+	now := m.nowLocked()
 	m.removeWaiterLocked(w)
-	m.emit(Event{Outcome: o, At: time.Unix(0, now), WaiterID: w.id, Priority: w.prio, Waited: time.Duration(now - w.arrival)})
+	m.emit(Event{Outcome: o, WaiterID: w.id, Priority: w.prio, Waited: time.Duration(now - w.arrival)})
 	if w.notify != nil {
 		m.pending = append(m.pending, delivery{notify: w.notify, err: err})
 		w.notify = nil
 	}
 }
 
-func (m *Memory) grantLocked(waiterID string, prio int32, candIdx int, needs []need, c *Candidate, owner Owner, now, waited int64) Lease {
+func (m *Memory) grantLocked(waiterID string, prio int32, candIdx int, needs []need, c *Candidate, owner Owner, waited int64) Lease {
 	l := m.newLeaseLocked()
 	l.waiterID = waiterID
 	l.candIdx = candIdx
@@ -1020,7 +1073,6 @@ func (m *Memory) grantLocked(waiterID string, prio int32, candIdx int, needs []n
 	l.pub = c.Needs
 	l.tokens = c.Tokens
 	l.owner = owner
-	l.admitted = now
 	l.waited = waited
 	l.prio = prio
 	l.ttl = 0
@@ -1029,22 +1081,30 @@ func (m *Memory) grantLocked(waiterID string, prio int32, candIdx int, needs []n
 		s.used += n.amt
 		s.leases++
 		if s.cfg.RPM > 0 {
-			s.rpm.add(now, -1)
+			s.rpm.add(m.nowLocked(), -1)
 		}
 		if s.cfg.TPM > 0 && c.Tokens > 0 {
-			s.tpm.add(now, -float64(c.Tokens))
+			s.tpm.add(m.nowLocked(), -float64(c.Tokens))
 		}
 		if t := int64(s.cfg.LeaseTTL); t > 0 && (l.ttl == 0 || t < l.ttl) {
 			l.ttl = t
 		}
 	}
+	// The admission time feeds hold-time figures (the observer's, and the
+	// mean hold behind wait estimates). Without an observer it is sampled,
+	// unless the clock was read anyway.
+	m.sampled++
+	l.admitted = 0
+	if m.tnow != 0 || m.obs != nil || l.ttl > 0 || m.sampled%16 == 0 {
+		l.admitted = m.nowLocked()
+	}
 	l.expires = 0
 	if l.ttl > 0 {
-		l.expires = now + l.ttl
+		l.expires = l.admitted + l.ttl
 		m.expiries.push(l)
 	}
 	out := l.public()
-	m.emit(Event{Outcome: OutcomeAdmitted, At: time.Unix(0, now), WaiterID: waiterID, Priority: prio, Lease: l.id, Needs: l.pub, Waited: time.Duration(waited)})
+	m.emit(Event{Outcome: OutcomeAdmitted, WaiterID: waiterID, Priority: prio, Lease: l.id, Needs: l.pub, Waited: time.Duration(waited)})
 	return out
 }
 
@@ -1056,7 +1116,6 @@ func (l *lease) public() Lease {
 		Needs:     l.pub,
 		Tokens:    l.tokens,
 		Owner:     l.owner,
-		Admitted:  time.Unix(0, l.admitted),
 		Waited:    time.Duration(l.waited),
 	}
 	if l.expires != 0 {
@@ -1094,15 +1153,20 @@ func (m *Memory) leaseLocked(id LeaseID) *lease {
 }
 
 // releaseLocked is the one path by which a lease ends, whatever the cause.
-func (m *Memory) releaseLocked(l *lease, now int64, o Outcome) {
-	held := now - l.admitted
+func (m *Memory) releaseLocked(l *lease, o Outcome) {
+	var held int64
+	if l.admitted != 0 {
+		held = m.nowLocked() - l.admitted
+	}
 	for _, n := range l.needs {
 		s := n.s
 		s.used -= n.amt
 		s.leases--
-		if s.meanHold == 0 {
+		switch {
+		case l.admitted == 0: // hold time not sampled
+		case s.meanHold == 0:
 			s.meanHold = float64(held)
-		} else {
+		default:
 			s.meanHold += (float64(held) - s.meanHold) / 16
 		}
 		if s.waiting.len() > 0 {
@@ -1112,7 +1176,7 @@ func (m *Memory) releaseLocked(l *lease, now int64, o Outcome) {
 	if l.eidx >= 0 {
 		m.expiries.remove(l.eidx)
 	}
-	m.emit(Event{Outcome: o, At: time.Unix(0, now), WaiterID: l.waiterID, Priority: l.prio, Lease: l.id, Needs: l.pub, Held: time.Duration(held)})
+	m.emit(Event{Outcome: o, WaiterID: l.waiterID, Priority: l.prio, Lease: l.id, Needs: l.pub, Held: time.Duration(held)})
 	l.needs = nil
 	l.pub = nil
 	l.waiterID = ""
@@ -1133,22 +1197,23 @@ func (m *Memory) checkOwnerLocked(l *lease, owner Owner) error {
 
 // Release returns a lease's capacity; a second release is a no-op.
 func (m *Memory) Release(ctx context.Context, id LeaseID, owner Owner) error {
-	now := m.lock()
+	m.lock()
 	defer m.unlock()
 	l := m.leaseLocked(id)
 	if err := m.checkOwnerLocked(l, owner); err != nil {
 		return err
 	}
 	if l != nil {
-		m.releaseLocked(l, now, OutcomeReleased)
+		m.releaseLocked(l, OutcomeReleased)
 	}
 	return nil
 }
 
 // Renew extends a lease by its TTL.
 func (m *Memory) Renew(ctx context.Context, id LeaseID, owner Owner) (time.Time, error) {
-	now := m.lock()
+	m.lock()
 	defer m.unlock()
+	now := m.nowLocked()
 	l := m.leaseLocked(id)
 	if err := m.checkOwnerLocked(l, owner); err != nil {
 		return time.Time{}, err
@@ -1169,8 +1234,9 @@ func (m *Memory) Reconcile(ctx context.Context, id LeaseID, owner Owner, tokens 
 	if tokens < 0 {
 		return invalidf("reconcile with %d tokens", tokens)
 	}
-	now := m.lock()
+	m.lock()
 	defer m.unlock()
+	now := m.nowLocked()
 	l := m.leaseLocked(id)
 	if err := m.checkOwnerLocked(l, owner); err != nil {
 		return err
@@ -1195,13 +1261,13 @@ func (m *Memory) Reconcile(ctx context.Context, id LeaseID, owner Owner, tokens 
 
 // Cancel removes a queued waiter.
 func (m *Memory) Cancel(ctx context.Context, waiterID string) error {
-	now := m.lock()
+	m.lock()
 	defer m.unlock()
 	w := m.waiters[waiterID]
 	if w == nil {
 		return fmt.Errorf("%w: %s", ErrNotQueued, waiterID)
 	}
-	m.dropWaiterLocked(w, now, OutcomeCancelled, ErrCancelled)
+	m.dropWaiterLocked(w, OutcomeCancelled, ErrCancelled)
 	return nil
 }
 
@@ -1254,10 +1320,10 @@ func (m *Memory) Position(ctx context.Context, waiterID string) (Position, error
 func (m *Memory) reapLocked(now int64) {
 	for m.deadlines.len() > 0 && m.deadlines.top().deadline <= now {
 		w := m.deadlines.top()
-		m.dropWaiterLocked(w, now, OutcomeTimeout, fmt.Errorf("%w: %s waited %s", ErrTimeout, w.id, time.Duration(now-w.arrival)))
+		m.dropWaiterLocked(w, OutcomeTimeout, fmt.Errorf("%w: %s waited %s", ErrTimeout, w.id, time.Duration(now-w.arrival)))
 	}
 	for m.expiries.len() > 0 && m.expiries.top().expires <= now {
-		m.releaseLocked(m.expiries.top(), now, OutcomeExpired)
+		m.releaseLocked(m.expiries.top(), OutcomeExpired)
 	}
 	for m.rateWakes.len() > 0 && m.rateWakes.top().rateWakeAt <= now {
 		s := m.rateWakes.top()
@@ -1311,8 +1377,9 @@ func (m *Memory) Fence(ctx context.Context, id string, gen uint64) error {
 	if id == "" {
 		return invalidf("fence of an empty owner")
 	}
-	now := m.lock()
+	m.lock()
 	defer m.unlock()
+	now := m.nowLocked()
 	if gen > m.fenced[id] {
 		m.fenced[id] = gen
 	} else if _, ok := m.fenced[id]; !ok {
@@ -1336,12 +1403,12 @@ func (m *Memory) Fence(ctx context.Context, id string, gen uint64) error {
 			hit = hit || (n.s.orphaned && gone(n.s.cfg.Owner, n.s.cfg.OwnerGen))
 		}
 		if hit {
-			m.releaseLocked(l, now, OutcomeFenced)
+			m.releaseLocked(l, OutcomeFenced)
 		}
 	}
 	for _, w := range m.waiters {
 		if gone(w.owner.ID, w.owner.Gen) {
-			m.dropWaiterLocked(w, now, OutcomeFenced, fmt.Errorf("%w: %s", ErrFenced, w.owner))
+			m.dropWaiterLocked(w, OutcomeFenced, fmt.Errorf("%w: %s", ErrFenced, w.owner))
 		}
 	}
 	m.reresolveLocked(now, orphaned, false)
@@ -1353,8 +1420,9 @@ func (m *Memory) Activate(ctx context.Context, id string, gen uint64) error {
 	if id == "" {
 		return invalidf("activate of an empty owner")
 	}
-	now := m.lock()
+	m.lock()
 	defer m.unlock()
+	now := m.nowLocked()
 	if m.isFenced(Owner{ID: id, Gen: gen}) {
 		return fmt.Errorf("%w: generation %d of %s is fenced", ErrStaleOwner, gen, id)
 	}
@@ -1405,7 +1473,7 @@ func (m *Memory) reresolveLocked(now int64, changed []*scope, all bool) {
 		if w.resolve != nil {
 			fresh, err := w.resolve(w.id)
 			if err != nil {
-				m.dropWaiterLocked(w, now, OutcomeNoCandidate, fmt.Errorf("%w: resolve %s: %v", ErrNoCandidate, w.id, err))
+				m.dropWaiterLocked(w, OutcomeNoCandidate, fmt.Errorf("%w: resolve %s: %v", ErrNoCandidate, w.id, err))
 				continue
 			}
 			cands = fresh
@@ -1422,7 +1490,7 @@ func (m *Memory) reresolveLocked(now int64, changed []*scope, all bool) {
 			live = append(live, cand{idx: i, needs: needs})
 		}
 		if len(live) == 0 {
-			m.dropWaiterLocked(w, now, OutcomeNoCandidate, fmt.Errorf("%w: %s", ErrNoCandidate, w.id))
+			m.dropWaiterLocked(w, OutcomeNoCandidate, fmt.Errorf("%w: %s", ErrNoCandidate, w.id))
 			continue
 		}
 		old := w.class
@@ -1436,7 +1504,7 @@ func (m *Memory) reresolveLocked(now int64, changed []*scope, all bool) {
 		w.cands = cands
 		m.joinClassLocked(w, c)
 		touched = append(touched, c)
-		m.emit(Event{Outcome: OutcomeReselected, At: time.Unix(0, now), WaiterID: w.id, Priority: w.prio})
+		m.emit(Event{Outcome: OutcomeReselected, WaiterID: w.id, Priority: w.prio})
 	}
 	slices.SortFunc(touched, func(a, b *class) int {
 		if a.members.len() == 0 || b.members.len() == 0 {
@@ -1447,7 +1515,7 @@ func (m *Memory) reresolveLocked(now int64, changed []*scope, all bool) {
 	})
 	for _, c := range touched {
 		if c.members.len() > 0 && m.classes[c.key] == c {
-			m.settleLocked(c, now)
+			m.settleLocked(c)
 		}
 	}
 	for _, s := range changed {
