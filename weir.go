@@ -1,0 +1,273 @@
+// Package weir holds Weir's domain: the catalog (platforms, platform models,
+// public models, groups), API keys, usage records, and the Store interface
+// that the storage packages (sqlite, later postgres) implement. It imports
+// only the standard library; everything that talks to the outside world
+// lives in a subpackage and depends inward.
+package weir
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors for the domain. Storage and API layers wrap them.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrConflict = errors.New("conflict")
+	ErrInvalid  = errors.New("invalid")
+)
+
+// ModelKind is what a public model serves, which decides the endpoints it
+// answers on.
+type ModelKind string
+
+const (
+	KindChat       ModelKind = "chat"
+	KindEmbeddings ModelKind = "embeddings"
+	KindImages     ModelKind = "images"
+	KindSpeech     ModelKind = "audio_speech"
+)
+
+// Valid reports whether k is a known kind.
+func (k ModelKind) Valid() bool {
+	switch k {
+	case KindChat, KindEmbeddings, KindImages, KindSpeech:
+		return true
+	}
+	return false
+}
+
+// Platform is one upstream account.
+type Platform struct {
+	Name string
+	// Kind is the adapter: "openai" (any OpenAI-compatible API).
+	Kind    string
+	BaseURL string
+	// APIKey is the credential, read from the environment variable the
+	// config names; never stored.
+	APIKey string
+	// Timeout bounds one upstream call (0: the gateway default).
+	Timeout time.Duration
+}
+
+// Limits are the capacity settings shared by platform models, groups and
+// keys. Zero means no limit, as in admission.ScopeConfig.
+type Limits struct {
+	Concurrency    int64
+	RPM            int64
+	TPM            int64
+	QueueLimit     int
+	MaxWait        time.Duration
+	LeaseTTL       time.Duration
+	FairnessWindow time.Duration
+}
+
+// PlatformModel is one model on one platform.
+type PlatformModel struct {
+	// Name identifies it in the catalog, e.g. "openai-main/gpt-4o".
+	Name     string
+	Platform string
+	// Upstream is the model name sent to the platform.
+	Upstream string
+	Limits
+}
+
+// Candidate is one platform model a public model can be served by.
+type Candidate struct {
+	PlatformModel string
+	// Priority orders candidates: higher is tried first. Equal priorities
+	// are spread by Weight.
+	Priority int
+	Weight   int
+}
+
+// Model is the public name a client asks for.
+type Model struct {
+	Name       string
+	Kind       ModelKind
+	Candidates []Candidate
+}
+
+// Group is a class of users with its own limits and default priority.
+type Group struct {
+	Name     string
+	Priority int32
+	Limits
+	// RoundRobin makes the group's scope share turns between its keys.
+	RoundRobin bool
+}
+
+// Catalog is everything the gateway serves, as loaded from config.
+type Catalog struct {
+	Platforms      []Platform
+	PlatformModels []PlatformModel
+	Models         []Model
+	Groups         []Group
+}
+
+// Validate checks references and values; it reports the first problem.
+func (c *Catalog) Validate() error {
+	platforms := map[string]bool{}
+	for _, p := range c.Platforms {
+		switch {
+		case p.Name == "":
+			return fmt.Errorf("%w: platform without a name", ErrInvalid)
+		case platforms[p.Name]:
+			return fmt.Errorf("%w: platform %s defined twice", ErrInvalid, p.Name)
+		case p.Kind != "openai":
+			return fmt.Errorf("%w: platform %s: unknown kind %q", ErrInvalid, p.Name, p.Kind)
+		case p.BaseURL == "":
+			return fmt.Errorf("%w: platform %s has no base_url", ErrInvalid, p.Name)
+		}
+		platforms[p.Name] = true
+	}
+	pms := map[string]bool{}
+	for _, pm := range c.PlatformModels {
+		switch {
+		case pm.Name == "":
+			return fmt.Errorf("%w: platform model without a name", ErrInvalid)
+		case pms[pm.Name]:
+			return fmt.Errorf("%w: platform model %s defined twice", ErrInvalid, pm.Name)
+		case !platforms[pm.Platform]:
+			return fmt.Errorf("%w: platform model %s: unknown platform %q", ErrInvalid, pm.Name, pm.Platform)
+		case pm.Upstream == "":
+			return fmt.Errorf("%w: platform model %s has no upstream model", ErrInvalid, pm.Name)
+		}
+		if err := pm.Limits.Validate(); err != nil {
+			return fmt.Errorf("platform model %s: %w", pm.Name, err)
+		}
+		pms[pm.Name] = true
+	}
+	models := map[string]bool{}
+	for _, m := range c.Models {
+		switch {
+		case m.Name == "":
+			return fmt.Errorf("%w: model without a name", ErrInvalid)
+		case models[m.Name]:
+			return fmt.Errorf("%w: model %s defined twice", ErrInvalid, m.Name)
+		case !m.Kind.Valid():
+			return fmt.Errorf("%w: model %s: unknown kind %q", ErrInvalid, m.Name, m.Kind)
+		case len(m.Candidates) == 0:
+			return fmt.Errorf("%w: model %s has no candidates", ErrInvalid, m.Name)
+		}
+		for _, cd := range m.Candidates {
+			if !pms[cd.PlatformModel] {
+				return fmt.Errorf("%w: model %s: unknown platform model %q", ErrInvalid, m.Name, cd.PlatformModel)
+			}
+			if cd.Weight < 0 {
+				return fmt.Errorf("%w: model %s: negative weight", ErrInvalid, m.Name)
+			}
+		}
+		models[m.Name] = true
+	}
+	groups := map[string]bool{}
+	for _, g := range c.Groups {
+		switch {
+		case g.Name == "":
+			return fmt.Errorf("%w: group without a name", ErrInvalid)
+		case groups[g.Name]:
+			return fmt.Errorf("%w: group %s defined twice", ErrInvalid, g.Name)
+		}
+		if err := g.Limits.Validate(); err != nil {
+			return fmt.Errorf("group %s: %w", g.Name, err)
+		}
+		groups[g.Name] = true
+	}
+	return nil
+}
+
+// Validate rejects negative limits.
+func (l Limits) Validate() error {
+	if l.Concurrency < 0 || l.RPM < 0 || l.TPM < 0 || l.QueueLimit < 0 ||
+		l.MaxWait < 0 || l.LeaseTTL < 0 || l.FairnessWindow < 0 {
+		return fmt.Errorf("%w: limits must not be negative", ErrInvalid)
+	}
+	return nil
+}
+
+// PlatformModel finds a platform model by name.
+func (c *Catalog) PlatformModel(name string) (PlatformModel, bool) {
+	for _, pm := range c.PlatformModels {
+		if pm.Name == name {
+			return pm, true
+		}
+	}
+	return PlatformModel{}, false
+}
+
+// APIKey is a client credential. The secret itself is never stored: only
+// its SHA-256 hash, and a short prefix to recognise it in listings.
+type APIKey struct {
+	ID     string
+	Name   string
+	Prefix string
+	Hash   string // hex SHA-256 of the secret
+	Group  string
+	// Models, if not empty, is the allow-list of public model names.
+	Models []string
+	// Limits of the key's own scope (concurrency, RPM, TPM, queue limit).
+	Limits
+	CreatedAt time.Time
+	RevokedAt time.Time // zero while active
+}
+
+// Active reports whether the key may be used.
+func (k APIKey) Active() bool { return k.RevokedAt.IsZero() }
+
+// Allows reports whether the key may use a public model.
+func (k APIKey) Allows(model string) bool {
+	if len(k.Models) == 0 {
+		return true
+	}
+	for _, m := range k.Models {
+		if m == model {
+			return true
+		}
+	}
+	return false
+}
+
+// Usage is one request's record.
+type Usage struct {
+	RequestID        string
+	KeyID            string
+	Model            string
+	PlatformModel    string
+	Endpoint         string
+	PromptTokens     int64
+	CompletionTokens int64
+	Waited           time.Duration
+	Latency          time.Duration
+	Status           int
+	// Outcome is a low-cardinality word: ok, queue_timeout, queue_full,
+	// upstream_error, cancelled...
+	Outcome string
+	At      time.Time
+}
+
+// UsageFilter selects usage records.
+type UsageFilter struct {
+	KeyID string
+	Since time.Time
+	Limit int
+}
+
+// Store keeps the durable things: keys and usage. The catalog comes from
+// the config file. storetest.Exercise states its contract.
+type Store interface {
+	KeyCreate(ctx context.Context, k APIKey) error
+	// KeyByHash finds a key by the hash of its secret, revoked or not.
+	KeyByHash(ctx context.Context, hash string) (APIKey, error)
+	KeyByID(ctx context.Context, id string) (APIKey, error)
+	KeyList(ctx context.Context) ([]APIKey, error)
+	// KeyRevoke marks a key revoked; revoking twice is not an error.
+	KeyRevoke(ctx context.Context, id string, at time.Time) error
+
+	// UsageInsert records a batch of usage in one transaction.
+	UsageInsert(ctx context.Context, batch []Usage) error
+	UsageList(ctx context.Context, f UsageFilter) ([]Usage, error)
+
+	Close() error
+}
