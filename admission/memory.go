@@ -78,6 +78,10 @@ type scope struct {
 
 	// waiting holds the classes waiting on this scope, in its order.
 	waiting indexHeap[*parking]
+	// passed holds the classes passed over here while blocked elsewhere,
+	// earliest arrival first; the first to outwait FairnessWindow becomes
+	// the holder, for whom the scope keeps its share.
+	passed  indexHeap[*parking]
 	holder  *waiter
 	holdAmt int64
 
@@ -108,7 +112,8 @@ type class struct {
 	scopes  []*scope // distinct scopes over all candidates
 	rr      []*scope // the round-robin ones, in waiter.vts order
 	members indexHeap[*waiter]
-	parks   []*parking
+	parks   []*parking // in scopes' waiting heaps
+	passes  []*parking // in scopes' passed heaps
 }
 
 type cand struct {
@@ -292,6 +297,10 @@ func (m *Memory) SetScope(ctx context.Context, name string, cfg ScopeConfig) err
 			less:   func(a, b *parking) bool { return s.precedes(a.c.head(), b.c.head()) },
 			setIdx: func(p *parking, i int) { p.idx = i },
 		}
+		s.passed = indexHeap[*parking]{
+			less:   func(a, b *parking) bool { return a.c.head().seq < b.c.head().seq },
+			setIdx: func(p *parking, i int) { p.idx = i },
+		}
 		m.scopes[name] = s
 	}
 	old := s.cfg
@@ -465,6 +474,9 @@ func (m *Memory) fitsLocked(s *scope, p *probe, amt, tokens int64) (ok bool, wak
 	if lim := s.cfg.Limit; lim > 0 {
 		if s.used+amt > lim {
 			return false, 0
+		}
+		if s.holder == nil && s.passed.len() > 0 {
+			m.promoteHolderLocked(s)
 		}
 		if h := s.holder; h != nil && h != p.w && !globallyPrecedes(p, h) && s.used+s.holdAmt+amt > lim {
 			return false, 0
@@ -826,6 +838,9 @@ func (m *Memory) dropClassIfEmpty(c *class) {
 	for len(c.parks) > 0 {
 		m.unparkLocked(c.parks[len(c.parks)-1])
 	}
+	for len(c.passes) > 0 {
+		m.unpassLocked(c.passes[len(c.passes)-1])
+	}
 	for _, s := range c.scopes {
 		delete(s.classes, c)
 	}
@@ -902,6 +917,42 @@ func (m *Memory) classHeadChangedLocked(c *class) {
 		p.s.waiting.fix(p.idx)
 		m.markDirty(p.s)
 	}
+	for _, p := range c.passes {
+		p.s.passed.fix(p.idx)
+	}
+}
+
+// passLocked records that c was passed over in s while blocked elsewhere.
+func (m *Memory) passLocked(c *class, s *scope) {
+	for _, p := range c.passes {
+		if p.s == s {
+			return
+		}
+	}
+	p := &parking{c: c, s: s, idx: -1}
+	c.passes = append(c.passes, p)
+	s.passed.push(p)
+}
+
+func (m *Memory) unpassLocked(p *parking) {
+	p.s.passed.remove(p.idx)
+	p.c.passes = slices.DeleteFunc(p.c.passes, func(q *parking) bool { return q == p })
+}
+
+// promoteHolderLocked makes the earliest class passed over in s its holder
+// once its head has waited s's fairness window.
+func (m *Memory) promoteHolderLocked(s *scope) {
+	if s.holder != nil || s.passed.len() == 0 || s.cfg.FairnessWindow == 0 || s.cfg.Limit == 0 {
+		return
+	}
+	p := s.passed.top()
+	h := p.c.head()
+	if m.nowLocked()-h.arrival < int64(s.cfg.FairnessWindow) {
+		return
+	}
+	m.unpassLocked(p)
+	s.holder = h
+	s.holdAmt = h.amountIn(s)
 }
 
 func (m *Memory) parkLocked(c *class, s *scope) {
@@ -1007,9 +1058,9 @@ func (m *Memory) pumpScopeLocked(s *scope) {
 			m.parkOnBlockersLocked(c)
 			return
 		}
-		if s.holder == nil && s.cfg.FairnessWindow > 0 && s.cfg.Limit > 0 && m.nowLocked()-w.arrival >= int64(s.cfg.FairnessWindow) {
-			s.holder = w
-			s.holdAmt = w.amountIn(s)
+		if s.cfg.FairnessWindow > 0 && s.cfg.Limit > 0 {
+			m.passLocked(c, s)
+			m.promoteHolderLocked(s)
 		}
 		m.parkOnBlockersLocked(c)
 	}

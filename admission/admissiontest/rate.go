@@ -1,0 +1,144 @@
+package admissiontest
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir/admission"
+)
+
+// 9. RPM and TPM are token buckets checked on the admission path: a limited
+// candidate is skipped; when all are limited the waiter waits for the window.
+func exerciseRateLimits(t *testing.T, newEngine NewEngine) {
+	run(t, "RateLimitedCandidateSkipped", newEngine, func(t *testing.T, h *harness) {
+		h.setScope("r", admission.ScopeConfig{RPM: 1})
+		h.setScope("o", admission.ScopeConfig{})
+		l1 := h.holdReq(req("r1", one("r"), one("o")))
+		if l1.Candidate != 0 {
+			t.Errorf("r1 took candidate %d, want 0", l1.Candidate)
+		}
+		if st := h.stats("r"); math.Abs(st.RPMAvailable) > 1e-6 {
+			t.Errorf("r RPMAvailable = %v after one request of RPM 1, want 0", st.RPMAvailable)
+		}
+		l2 := h.holdReq(req("r2", one("r"), one("o")))
+		if l2.Candidate != 1 {
+			t.Errorf("r2 took candidate %d, want 1 (r is out of requests)", l2.Candidate)
+		}
+		wantNeeds(t, "r2", l2.Needs, need("o", 1))
+		h.wantUsage("r", 1, 1, 0)
+	})
+
+	run(t, "TryAcquireRetryAfter", newEngine, func(t *testing.T, h *harness) {
+		h.setScope("r", admission.ScopeConfig{RPM: 2})
+		h.hold(need("r", 1))
+		h.hold(need("r", 1))
+		_, err := h.e.TryAcquire(h.ctx, req("r3", one("r")))
+		var rl *admission.RateLimitedError
+		if !errors.As(err, &rl) {
+			t.Fatalf("TryAcquire over RPM: got %v, want a *RateLimitedError", err)
+		}
+		if !errors.Is(err, admission.ErrRateLimited) {
+			t.Errorf("TryAcquire over RPM: %v is not ErrRateLimited", err)
+		}
+		if rl.RetryAfter <= 0 || rl.RetryAfter > 30*time.Second {
+			t.Errorf("RetryAfter = %s, want in (0, 30s] for RPM 2", rl.RetryAfter)
+		}
+		h.wantEvent("rate_limited r3", isWaiterEvent(admission.OutcomeRateLimited, "r3"))
+		h.wantUsage("r", 2, 2, 0)
+
+		// RetryAfter tells the truth.
+		h.advance(rl.RetryAfter)
+		h.holdReq(req("r4", one("r")))
+	})
+
+	run(t, "WaitsForEarliestWindow", newEngine, func(t *testing.T, h *harness) {
+		h.setScope("r1", admission.ScopeConfig{RPM: 1}) // a request a minute
+		h.setScope("r2", admission.ScopeConfig{RPM: 2}) // one every 30s
+		h.hold(need("r1", 1))
+		h.hold(need("r2", 1))
+		h.hold(need("r2", 1))
+		w := h.enqueue(req("w", one("r1"), one("r2")))
+		h.wantEvent("queued w", isWaiterEvent(admission.OutcomeQueued, "w"))
+
+		h.advance(29 * time.Second)
+		w.pending()
+		h.advance(2 * time.Second)
+		l := w.admitted()
+		if l.Candidate != 1 {
+			t.Errorf("w took candidate %d, want 1 (r2 refills first)", l.Candidate)
+		}
+	})
+
+	run(t, "AcquireWaitsForWindow", newEngine, func(t *testing.T, h *harness) {
+		h.setScope("r", admission.ScopeConfig{RPM: 1})
+		h.hold(need("r", 1))
+		w := h.acquireQueued(h.ctx, req("w", one("r")))
+		h.advance(30 * time.Second)
+		w.pending()
+		h.advance(31 * time.Second)
+		w.admitted()
+	})
+
+	run(t, "DeadlineBeforeWindow", newEngine, func(t *testing.T, h *harness) {
+		h.setScope("r", admission.ScopeConfig{RPM: 1})
+		h.hold(need("r", 1))
+		w := h.newWaiter(withDeadline(req("w", one("r")), start.Add(10*time.Second)))
+		if err := h.e.Enqueue(h.ctx, w.req, w.notify); err != nil {
+			// Refusing at once is fine too: the deadline comes first.
+			if !errors.Is(err, admission.ErrTimeout) && !errors.Is(err, admission.ErrRateLimited) {
+				t.Errorf("Enqueue: %v", err)
+			}
+			return
+		}
+		h.advance(11 * time.Second)
+		r := w.wait()
+		if !errors.Is(r.err, admission.ErrTimeout) && !errors.Is(r.err, admission.ErrRateLimited) {
+			t.Errorf("waiter whose deadline comes before the window: got (lease %d, %v), want ErrTimeout", r.lease.ID, r.err)
+		}
+	})
+
+	run(t, "TPMAndReconcile", newEngine, func(t *testing.T, h *harness) {
+		h.setScope("t", admission.ScopeConfig{TPM: 100})
+		wantTPM := func(scope string, want float64) {
+			t.Helper()
+			if got := h.stats(scope).TPMAvailable; math.Abs(got-want) > 1e-6 {
+				t.Errorf("%s TPMAvailable = %v, want %v", scope, got, want)
+			}
+		}
+		tokens := func(id, scope string, n int64) admission.Request {
+			return req(id, admission.Candidate{Needs: []admission.Need{need(scope, 1)}, Tokens: n})
+		}
+		la := h.holdReq(tokens("a", "t", 80))
+		if la.Tokens != 80 {
+			t.Errorf("lease a reserves %d tokens, want 80", la.Tokens)
+		}
+		wantTPM("t", 20)
+
+		_, err := h.e.TryAcquire(h.ctx, tokens("b", "t", 60))
+		var rl *admission.RateLimitedError
+		if !errors.As(err, &rl) {
+			t.Fatalf("TryAcquire over TPM: got %v, want a *RateLimitedError", err)
+		}
+		if rl.RetryAfter <= 0 || rl.RetryAfter > time.Minute {
+			t.Errorf("RetryAfter = %s, want in (0, 1m]", rl.RetryAfter)
+		}
+		wantTPM("t", 20)
+
+		// a used 30 of its 80: the 50 come back.
+		wantNoErr(t, "Reconcile(a, 30)", h.e.Reconcile(h.ctx, la.ID, la.Owner, 30))
+		wantTPM("t", 70)
+		lb := h.holdReq(tokens("b", "t", 60))
+		wantTPM("t", 10)
+		wantNoErr(t, "Reconcile(b, 50)", h.e.Reconcile(h.ctx, lb.ID, lb.Owner, 50))
+		wantTPM("t", 20)
+
+		// Using more than reserved charges the difference.
+		h.setScope("t2", admission.ScopeConfig{TPM: 1000})
+		lc := h.holdReq(tokens("c", "t2", 100))
+		wantTPM("t2", 900)
+		wantNoErr(t, "Reconcile(c, 400)", h.e.Reconcile(h.ctx, lc.ID, lc.Owner, 400))
+		wantTPM("t2", 600)
+	})
+}
