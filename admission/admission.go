@@ -214,6 +214,8 @@ type Engine interface {
 	RemoveScope(ctx context.Context, name string) error
 	// Scope reports one scope's state.
 	Scope(ctx context.Context, name string) (ScopeStats, error)
+	// Scopes reports every scope's state, sorted by name.
+	Scopes(ctx context.Context) []ScopeStats
 
 	// Acquire waits for admission until ctx is done or the waiter's deadline
 	// passes. Cancelling ctx removes the waiter at once.

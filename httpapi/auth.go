@@ -1,0 +1,78 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/clock"
+)
+
+// keyCache remembers keys looked up by the hash of their secret for a short
+// while, so that the store is not asked on every request. Unknown hashes are
+// remembered too (bounded), so a client hammering with a bad key does not
+// hammer the store.
+type keyCache struct {
+	ttl   time.Duration
+	clock clock.Clock
+	mu    sync.Mutex
+	m     map[string]cachedKey
+}
+
+type cachedKey struct {
+	key     weir.APIKey
+	found   bool
+	fetched time.Time
+}
+
+const maxCachedKeys = 100_000
+
+func (c *keyCache) get(ctx context.Context, store weir.Store, hash string) (weir.APIKey, bool, error) {
+	now := c.clock.Now()
+	c.mu.Lock()
+	if e, ok := c.m[hash]; ok && now.Sub(e.fetched) < c.ttl {
+		c.mu.Unlock()
+		return e.key, e.found, nil
+	}
+	c.mu.Unlock()
+	k, err := store.KeyByHash(ctx, hash)
+	found := err == nil
+	if err != nil && !errors.Is(err, weir.ErrNotFound) {
+		return weir.APIKey{}, false, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxCachedKeys {
+		c.m = make(map[string]cachedKey)
+	}
+	c.m[hash] = cachedKey{key: k, found: found, fetched: now}
+	c.mu.Unlock()
+	return k, found, nil
+}
+
+// authenticate finds the caller's key. Missing, unknown and revoked keys get
+// the same 401, so a caller learns nothing about which keys exist.
+func (s *Server) authenticate(r *http.Request) (weir.APIKey, *apiError) {
+	secret := bearer(r)
+	if secret == "" {
+		secret = r.Header.Get("X-Api-Key")
+	}
+	denied := errorf(CodeUnauthorized, "", "invalid or missing API key")
+	if secret == "" {
+		return weir.APIKey{}, denied
+	}
+	sum := sha256.Sum256([]byte(secret))
+	k, found, err := s.keys.get(r.Context(), s.deps.Store, hex.EncodeToString(sum[:]))
+	if err != nil {
+		info(r.Context()).logger.Error("key lookup failed", "error", err)
+		return weir.APIKey{}, errorf(CodeInternal, "", "key lookup failed")
+	}
+	if !found || !k.Active() {
+		return weir.APIKey{}, denied
+	}
+	return k, nil
+}

@@ -1,0 +1,160 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/weir-gateway/weir"
+)
+
+// endpoint is one OpenAI-compatible POST route.
+type endpoint struct {
+	name string         // metrics label and usage endpoint, e.g. "chat"
+	path string         // upstream path under the platform's base URL
+	kind weir.ModelKind // the model kind it serves
+	// required names the body fields that must be present and non-empty.
+	required []string
+}
+
+var (
+	epChat       = endpoint{name: "chat", path: "/chat/completions", kind: weir.KindChat, required: []string{"messages"}}
+	epEmbeddings = endpoint{name: "embeddings", path: "/embeddings", kind: weir.KindEmbeddings, required: []string{"input"}}
+	epImages     = endpoint{name: "images", path: "/images/generations", kind: weir.KindImages, required: []string{"prompt"}}
+	epSpeech     = endpoint{name: "speech", path: "/audio/speech", kind: weir.KindSpeech, required: []string{"input", "voice"}}
+)
+
+// request is a decoded client body: the fields Weir needs, and the raw
+// object so that everything else passes through to the upstream untouched.
+type request struct {
+	raw       map[string]json.RawMessage
+	model     string
+	stream    bool
+	maxTokens int64
+	// estimate is the tokens reserved against TPM before the upstream says.
+	estimate int64
+}
+
+// decodeRequest parses and validates a body for ep. It never panics on any
+// input (FuzzDecodeRequest) and reports the offending parameter.
+func decodeRequest(ep endpoint, body []byte) (*request, *apiError) {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		return nil, errorf(CodeInvalidRequest, "", "request body is empty")
+	}
+	if body[0] != '{' {
+		return nil, errorf(CodeInvalidRequest, "", "request body must be a JSON object")
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, errorf(CodeInvalidRequest, "", "request body is not valid JSON: "+err.Error())
+	}
+	r := &request{raw: raw}
+	m, ok := raw["model"]
+	if !ok {
+		return nil, errorf(CodeInvalidRequest, "model", "you must provide a model parameter")
+	}
+	if err := json.Unmarshal(m, &r.model); err != nil || r.model == "" {
+		return nil, errorf(CodeInvalidRequest, "model", "model must be a non-empty string")
+	}
+	for _, f := range ep.required {
+		v, ok := raw[f]
+		if !ok || isEmptyJSON(v) {
+			return nil, errorf(CodeInvalidRequest, f, fmt.Sprintf("missing required parameter: %s", f))
+		}
+	}
+	if s, ok := raw["stream"]; ok && !isNull(s) {
+		if ep.kind != weir.KindChat {
+			return nil, errorf(CodeInvalidRequest, "stream", "stream is only supported for chat completions")
+		}
+		if err := json.Unmarshal(s, &r.stream); err != nil {
+			return nil, errorf(CodeInvalidRequest, "stream", "stream must be a boolean")
+		}
+	}
+	for _, f := range []string{"max_completion_tokens", "max_tokens"} {
+		v, ok := raw[f]
+		if !ok || isNull(v) {
+			continue
+		}
+		var n int64
+		if err := json.Unmarshal(v, &n); err != nil || n < 0 {
+			return nil, errorf(CodeInvalidRequest, f, f+" must be a non-negative integer")
+		}
+		if r.maxTokens == 0 {
+			r.maxTokens = n
+		}
+	}
+	if ep.kind == weir.KindChat {
+		var msgs []json.RawMessage
+		if err := json.Unmarshal(raw["messages"], &msgs); err != nil {
+			return nil, errorf(CodeInvalidRequest, "messages", "messages must be an array")
+		}
+		for i, msg := range msgs {
+			if len(msg) == 0 || msg[0] != '{' {
+				return nil, errorf(CodeInvalidRequest, "messages["+strconv.Itoa(i)+"]", "each message must be an object")
+			}
+		}
+	}
+	// About four bytes of JSON per token, plus what the answer may take.
+	r.estimate = int64(len(body))/4 + 1
+	switch {
+	case r.maxTokens > 0:
+		r.estimate += r.maxTokens
+	case ep.kind == weir.KindChat:
+		r.estimate += 256
+	}
+	return r, nil
+}
+
+// withModel returns the body with the model replaced by the upstream's name.
+func (r *request) withModel(upstream string) ([]byte, error) {
+	name, err := json.Marshal(upstream)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]json.RawMessage, len(r.raw))
+	for k, v := range r.raw {
+		out[k] = v
+	}
+	out["model"] = name
+	return json.Marshal(out)
+}
+
+func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
+
+func isEmptyJSON(v json.RawMessage) bool {
+	switch string(bytes.TrimSpace(v)) {
+	case "", "null", `""`, "[]", "{}":
+		return true
+	}
+	return false
+}
+
+// usage is the part of an upstream answer that says what it cost.
+type usage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	TotalTokens      int64 `json:"total_tokens"`
+}
+
+func (u usage) total() int64 {
+	if u.TotalTokens > 0 {
+		return u.TotalTokens
+	}
+	return u.PromptTokens + u.CompletionTokens
+}
+
+// usageOf reads the usage field of a JSON answer (or SSE chunk).
+func usageOf(body []byte) (usage, bool) {
+	if !bytes.Contains(body, []byte(`"usage"`)) {
+		return usage{}, false
+	}
+	var v struct {
+		Usage *usage `json:"usage"`
+	}
+	if json.Unmarshal(body, &v) != nil || v.Usage == nil {
+		return usage{}, false
+	}
+	return *v.Usage, true
+}

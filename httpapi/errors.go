@@ -1,0 +1,99 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Code is a stable error code, as listed in DESIGN.md's "Errors".
+type Code string
+
+const (
+	CodeInvalidRequest  Code = "invalid_request"
+	CodeUnauthorized    Code = "unauthorized"
+	CodeForbidden       Code = "forbidden"
+	CodeNotFound        Code = "not_found"
+	CodePayloadTooLarge Code = "payload_too_large"
+	CodeRateLimited     Code = "rate_limited"
+	CodeQueueFull       Code = "queue_full"
+	CodeQueueTimeout    Code = "queue_timeout"
+	CodeNoCandidate     Code = "no_candidate"
+	CodeUpstreamError   Code = "upstream_error"
+	CodeUpstreamTimeout Code = "upstream_timeout"
+	CodeInternal        Code = "internal_error"
+)
+
+// codeTable is the one table from code to HTTP status and OpenAI error type.
+var codeTable = map[Code]struct {
+	status int
+	typ    string
+}{
+	CodeInvalidRequest:  {http.StatusBadRequest, "invalid_request_error"},
+	CodeUnauthorized:    {http.StatusUnauthorized, "authentication_error"},
+	CodeForbidden:       {http.StatusForbidden, "permission_error"},
+	CodeNotFound:        {http.StatusNotFound, "not_found_error"},
+	CodePayloadTooLarge: {http.StatusRequestEntityTooLarge, "invalid_request_error"},
+	CodeRateLimited:     {http.StatusTooManyRequests, "rate_limit_error"},
+	CodeQueueFull:       {http.StatusTooManyRequests, "rate_limit_error"},
+	CodeQueueTimeout:    {http.StatusServiceUnavailable, "server_error"},
+	CodeNoCandidate:     {http.StatusServiceUnavailable, "server_error"},
+	CodeUpstreamError:   {http.StatusBadGateway, "server_error"},
+	CodeUpstreamTimeout: {http.StatusGatewayTimeout, "server_error"},
+	CodeInternal:        {http.StatusInternalServerError, "server_error"},
+}
+
+// Status is the HTTP status for c.
+func (c Code) Status() int {
+	if e, ok := codeTable[c]; ok {
+		return e.status
+	}
+	return http.StatusInternalServerError
+}
+
+// apiError is an error answer: a code, a message, the offending parameter
+// and, for 429s, when to come back.
+type apiError struct {
+	Code       Code
+	Message    string
+	Param      string
+	RetryAfter time.Duration
+}
+
+func (e *apiError) Error() string { return string(e.Code) + ": " + e.Message }
+
+func errorf(code Code, param, msg string) *apiError {
+	return &apiError{Code: code, Message: msg, Param: param}
+}
+
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Code    string  `json:"code"`
+	Param   *string `json:"param"`
+}
+
+// writeError writes e in OpenAI's error shape.
+func writeError(w http.ResponseWriter, e *apiError) {
+	entry, ok := codeTable[e.Code]
+	if !ok {
+		entry = codeTable[CodeInternal]
+	}
+	body := errorBody{Error: errorDetail{Message: e.Message, Type: entry.typ, Code: string(e.Code)}}
+	if e.Param != "" {
+		body.Error.Param = &e.Param
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	if e.RetryAfter > 0 {
+		secs := int64((e.RetryAfter + time.Second - 1) / time.Second)
+		h.Set("Retry-After", strconv.FormatInt(secs, 10))
+	}
+	w.WriteHeader(entry.status)
+	_ = json.NewEncoder(w).Encode(body)
+}

@@ -1,0 +1,555 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/provider"
+)
+
+// Request headers a client may use to ask for less than its due.
+const (
+	// HeaderPriority lowers (never raises) the priority of a request.
+	HeaderPriority = "X-Weir-Priority"
+	// HeaderMaxWait shortens (never lengthens) how long it may queue: a Go
+	// duration ("2s") or seconds ("2", "0.5").
+	HeaderMaxWait = "X-Weir-Max-Wait"
+	// HeaderQueueWait, on answers, says how long the request queued, in
+	// milliseconds.
+	HeaderQueueWait = "X-Weir-Queue-Wait-Ms"
+)
+
+// call is one model request on its way through the gateway.
+type call struct {
+	ep       endpoint
+	key      weir.APIKey
+	req      *request
+	model    weir.Model
+	st       *state
+	prio     int32
+	deadline time.Time
+	start    time.Time
+	waited   time.Duration
+	usage    weir.Usage
+}
+
+// model serves one OpenAI-compatible endpoint.
+func (s *Server) model(ep endpoint) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := s.deps.Clock.Now()
+		ri := info(r.Context())
+		c, aerr := s.prepare(w, r, ep)
+		if aerr != nil {
+			writeError(w, aerr)
+			s.deps.Metrics.ObserveHTTP(ep.name, aerr.Code.Status(), s.deps.Clock.Now().Sub(start))
+			return
+		}
+		c.start = start
+		status := s.serve(w, r, c)
+		c.usage.Latency = s.deps.Clock.Now().Sub(start)
+		c.usage.Waited = c.waited
+		c.usage.Status = status
+		c.usage.At = start
+		s.deps.Usage(c.usage)
+		s.deps.Metrics.ObserveHTTP(ep.name, status, c.usage.Latency)
+		ri.logger.Info("model request", "endpoint", ep.name, "model", c.model.Name, "platform_model", c.usage.PlatformModel,
+			"status", status, "outcome", c.usage.Outcome, "waited_ms", c.waited.Milliseconds(), "key", c.key.ID)
+	})
+}
+
+// prepare authenticates, reads and validates the request and resolves its
+// model, group, priority and deadline. Nothing in the engine changes until
+// it has passed.
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint) (*call, *apiError) {
+	key, aerr := s.authenticate(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		return nil, errorf(CodePayloadTooLarge, "", fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes))
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, errorf(CodePayloadTooLarge, "", fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes))
+		}
+		return nil, errorf(CodeInvalidRequest, "", "could not read request body")
+	}
+	req, aerr := decodeRequest(ep, body)
+	if aerr != nil {
+		return nil, aerr
+	}
+	st := s.state.Load()
+	if st == nil {
+		return nil, errorf(CodeNoCandidate, "", "the gateway has no catalog yet")
+	}
+	model, ok := st.models[req.model]
+	if !ok {
+		return nil, errorf(CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", req.model))
+	}
+	if !key.Allows(req.model) {
+		return nil, errorf(CodeForbidden, "model", fmt.Sprintf("this key may not use the model %q", req.model))
+	}
+	if model.Kind != ep.kind {
+		return nil, errorf(CodeInvalidRequest, "model", fmt.Sprintf("the model %q serves %s, not %s", req.model, model.Kind, ep.kind))
+	}
+	groupName := key.Group
+	if groupName == "" {
+		groupName = st.defaultGroup
+	}
+	group, ok := st.groups[groupName]
+	if !ok {
+		// A key whose group left the catalog falls back to the default.
+		groupName = st.defaultGroup
+		group = st.groups[groupName]
+	}
+	c := &call{ep: ep, key: key, req: req, model: model, st: st, prio: group.Priority}
+	if v := r.Header.Get(HeaderPriority); v != "" {
+		p, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			return nil, errorf(CodeInvalidRequest, HeaderPriority, "priority must be an integer")
+		}
+		c.prio = min(c.prio, int32(p))
+	}
+	maxWait := s.cfg.DefaultMaxWait
+	if v := r.Header.Get(HeaderMaxWait); v != "" {
+		d, err := parseWait(v)
+		if err != nil {
+			return nil, errorf(CodeInvalidRequest, HeaderMaxWait, "max wait must be a duration such as 2s or a number of seconds")
+		}
+		maxWait = min(maxWait, d)
+	}
+	c.deadline = s.deps.Clock.Now().Add(maxWait)
+	c.usage = weir.Usage{RequestID: info(r.Context()).id, KeyID: key.ID, Model: model.Name, Endpoint: ep.name}
+	if err := s.ensureKeyScope(r.Context(), key); err != nil {
+		return nil, errorf(CodeInternal, "", "could not configure the key's scope")
+	}
+	// The group of the request (which may be the default) is what the
+	// scopes use.
+	c.key.Group = groupName
+	return c, nil
+}
+
+func parseWait(v string) (time.Duration, error) {
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return d, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 || f > 1e6 {
+		return 0, fmt.Errorf("bad wait %q", v)
+	}
+	return time.Duration(f * float64(time.Second)), nil
+}
+
+// serve admits c, calls upstream candidates in order within the retry
+// budget (holding one lease at a time), and answers. It returns the HTTP
+// status written.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, c *call) int {
+	ctx := r.Context()
+	order := s.deps.Router.Order(c.model)
+	var last *provider.Error
+	for attempt := 0; attempt < s.cfg.RetryBudget && len(order) > 0; attempt++ {
+		lease, err := s.admit(ctx, c, order, attempt)
+		if err != nil {
+			aerr := asAPIError(err)
+			if aerr == nil {
+				c.usage.Outcome = "cancelled"
+				return 499 // the client is gone; nobody reads the answer
+			}
+			c.usage.Outcome = string(aerr.Code)
+			writeError(w, aerr)
+			return aerr.Code.Status()
+		}
+		pmName := order[lease.Candidate]
+		pm := c.st.pms[pmName]
+		c.usage.PlatformModel = pmName
+		status, retry := s.attempt(w, r, c, lease, pm)
+		if retry == nil {
+			return status
+		}
+		last = retry
+		order = slices.DeleteFunc(order, func(n string) bool { return n == pmName })
+	}
+	if last == nil {
+		c.usage.Outcome = string(CodeNoCandidate)
+		writeError(w, errorf(CodeNoCandidate, "model", fmt.Sprintf("no platform can serve %q right now", c.model.Name)))
+		return CodeNoCandidate.Status()
+	}
+	code := CodeUpstreamError
+	if last.Timeout {
+		code = CodeUpstreamTimeout
+	}
+	c.usage.Outcome = string(code)
+	writeError(w, &apiError{Code: code, Message: "every upstream attempt failed; last: " + last.Error(), RetryAfter: last.RetryAfter})
+	return code.Status()
+}
+
+// admit waits for a lease on the first of order's platform models that has
+// room. A request whose rate window opens only after its deadline is
+// answered 429 at once rather than left to time out.
+func (s *Server) admit(ctx context.Context, c *call, order []string, attempt int) (admission.Lease, error) {
+	cands := make([]admission.Candidate, len(order))
+	for i, pm := range order {
+		cands[i] = admission.Candidate{
+			Needs: []admission.Need{
+				{Scope: keyScope(c.key.ID), Amount: 1},
+				{Scope: groupScope(c.key.Group), Amount: 1},
+				{Scope: pmScope(pm), Amount: 1},
+			},
+			Tokens: c.req.estimate,
+		}
+	}
+	areq := admission.Request{
+		ID:          info(ctx).id + "/" + strconv.Itoa(attempt),
+		Priority:    c.prio,
+		FairnessKey: c.key.ID,
+		Deadline:    c.deadline,
+		Candidates:  cands,
+	}
+	start := s.deps.Clock.Now()
+	lease, err := s.deps.Engine.TryAcquire(ctx, areq)
+	var rl *admission.RateLimitedError
+	switch {
+	case err == nil:
+	case errors.As(err, &rl) && start.Add(rl.RetryAfter).After(c.deadline):
+		return lease, &apiError{Code: CodeRateLimited, Message: "rate limit reached for " + c.model.Name, RetryAfter: rl.RetryAfter}
+	case errors.Is(err, admission.ErrWouldWait), errors.Is(err, admission.ErrRateLimited):
+		lease, err = s.deps.Engine.Acquire(ctx, areq)
+	}
+	waited := s.deps.Clock.Now().Sub(start)
+	c.waited += waited
+	if err == nil {
+		s.deps.Metrics.ObserveQueueWait(c.model.Name, waited)
+		return lease, nil
+	}
+	return lease, s.admissionError(ctx, c, err)
+}
+
+func (s *Server) admissionError(ctx context.Context, c *call, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return errClientGone
+	case errors.Is(err, admission.ErrTimeout):
+		return &apiError{Code: CodeQueueTimeout, Message: fmt.Sprintf("waited %s for capacity on %s", c.waited.Round(time.Millisecond), c.model.Name)}
+	case errors.Is(err, admission.ErrQueueFull):
+		return &apiError{Code: CodeQueueFull, Message: "the queue for " + c.model.Name + " is full", RetryAfter: time.Second}
+	case errors.Is(err, admission.ErrNoCandidate), errors.Is(err, admission.ErrUnknownScope):
+		return errorf(CodeNoCandidate, "model", "no platform can serve "+c.model.Name+" right now")
+	case errors.Is(err, admission.ErrClosed):
+		return errorf(CodeNoCandidate, "", "the gateway is shutting down")
+	}
+	info(ctx).logger.Error("admission failed", "error", err)
+	return errorf(CodeInternal, "", "admission failed")
+}
+
+// asAPIError unwraps admit's error; nil means the client went away.
+func asAPIError(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	return nil
+}
+
+// attempt calls one upstream under lease. It returns the status written,
+// or a retryable *provider.Error (and writes nothing) when another
+// candidate should be tried. The lease is released before it returns,
+// whatever happens.
+func (s *Server) attempt(w http.ResponseWriter, r *http.Request, c *call, lease admission.Lease, pm weir.PlatformModel) (int, *provider.Error) {
+	ctx := r.Context()
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			_ = s.deps.Engine.Release(context.WithoutCancel(ctx), lease.ID, lease.Owner)
+		}
+	}
+	defer release()
+	body, err := c.req.withModel(pm.Upstream)
+	if err != nil {
+		c.usage.Outcome = string(CodeInternal)
+		writeError(w, errorf(CodeInternal, "", "could not encode the upstream request"))
+		return CodeInternal.Status(), nil
+	}
+	ad := c.st.adapters[pm.Platform]
+	t0 := s.deps.Clock.Now()
+	resp, err := ad.Do(ctx, provider.Call{Path: c.ep.path, Body: body, Stream: c.req.stream, Header: r.Header})
+	if err != nil {
+		if ctx.Err() != nil {
+			c.usage.Outcome = "cancelled"
+			return 499, nil
+		}
+		var pe *provider.Error
+		if !errors.As(err, &pe) {
+			pe = &provider.Error{Err: err}
+		}
+		s.deps.Metrics.ObserveUpstream(pm.Name, upstreamOutcome(pe), s.deps.Clock.Now().Sub(t0))
+		if pe.Retryable() {
+			s.deps.Router.Failure(pm.Name)
+			info(ctx).logger.Warn("upstream failed; trying the next candidate", "platform_model", pm.Name, "error", pe.Error())
+			return 0, pe
+		}
+		// The client's request was refused upstream: pass the answer on.
+		c.usage.Outcome = "upstream_" + strconv.Itoa(pe.Status)
+		passUpstreamError(w, pe)
+		return pe.Status, nil
+	}
+	defer resp.Body.Close()
+	s.deps.Router.Success(pm.Name)
+	s.deps.Metrics.ObserveUpstream(pm.Name, "ok", s.deps.Clock.Now().Sub(t0))
+	h := w.Header()
+	for _, name := range []string{"Content-Type", "Content-Disposition", "Cache-Control"} {
+		if v := resp.Header.Get(name); v != "" {
+			h.Set(name, v)
+		}
+	}
+	h.Set(HeaderQueueWait, strconv.FormatInt(c.waited.Milliseconds(), 10))
+	var u usage
+	var gotUsage, complete bool
+	if c.req.stream {
+		u, gotUsage, complete = s.stream(w, resp)
+	} else {
+		u, gotUsage, complete = s.copyBody(w, resp)
+	}
+	release()
+	switch {
+	case !complete && ctx.Err() != nil:
+		c.usage.Outcome = "cancelled"
+	case !complete:
+		c.usage.Outcome = "upstream_broken"
+	default:
+		c.usage.Outcome = "ok"
+	}
+	if !gotUsage {
+		u = usage{PromptTokens: c.req.estimate}
+	}
+	c.usage.PromptTokens, c.usage.CompletionTokens = u.PromptTokens, u.CompletionTokens
+	if total := u.total(); total > 0 {
+		_ = s.deps.Engine.Reconcile(context.WithoutCancel(ctx), lease.ID, lease.Owner, total)
+	}
+	return resp.StatusCode, nil
+}
+
+func upstreamOutcome(pe *provider.Error) string {
+	switch {
+	case pe.Timeout:
+		return "timeout"
+	case pe.Status == 0:
+		return "connect_error"
+	default:
+		return strconv.Itoa(pe.Status)
+	}
+}
+
+// passUpstreamError forwards an upstream's non-retryable answer: its body
+// when it is OpenAI-shaped JSON, else wrapped in ours.
+func passUpstreamError(w http.ResponseWriter, pe *provider.Error) {
+	var probe struct {
+		Error *json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(pe.Body, &probe) == nil && probe.Error != nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(pe.Status)
+		_, _ = w.Write(pe.Body)
+		return
+	}
+	code := CodeInvalidRequest
+	switch pe.Status {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		code = CodeUpstreamError // the platform's credential, not the client's
+	case http.StatusNotFound:
+		code = CodeNotFound
+	case http.StatusRequestEntityTooLarge:
+		code = CodePayloadTooLarge
+	}
+	writeError(w, errorf(code, "", fmt.Sprintf("upstream answered %d: %s", pe.Status, bytes.TrimSpace(pe.Body))))
+}
+
+// copyBody passes a whole answer through and reads its usage.
+func (s *Server) copyBody(w http.ResponseWriter, resp *http.Response) (usage, bool, bool) {
+	ct := resp.Header.Get("Content-Type")
+	if strings.HasPrefix(ct, "application/json") {
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			writeError(w, errorf(CodeUpstreamError, "", "upstream answer broke off"))
+			return usage{}, false, false
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, werr := w.Write(body)
+		u, ok := usageOf(body)
+		return u, ok, werr == nil
+	}
+	if resp.ContentLength >= 0 {
+		w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, err := io.Copy(w, resp.Body)
+	return usage{}, false, err == nil
+}
+
+// stream passes an SSE answer through as it arrives, flushing each read,
+// and watches the data lines for a usage report. It stops at once when the
+// client goes away; the caller then releases the lease.
+func (s *Server) stream(w http.ResponseWriter, resp *http.Response) (usage, bool, bool) {
+	rc := http.NewResponseController(w)
+	w.WriteHeader(resp.StatusCode)
+	_ = rc.Flush()
+	var (
+		buf     = make([]byte, 16<<10)
+		line    []byte
+		u       usage
+		got     bool
+		chunks  int64
+		sawDone bool
+	)
+	scan := func(b []byte) {
+		for len(b) > 0 {
+			i := bytes.IndexByte(b, '\n')
+			if i < 0 {
+				if len(line) < 1<<20 {
+					line = append(line, b...)
+				}
+				return
+			}
+			line = append(line, b[:i]...)
+			b = b[i+1:]
+			if data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r"), []byte("data:")); ok {
+				data = bytes.TrimSpace(data)
+				switch {
+				case bytes.Equal(data, []byte("[DONE]")):
+					sawDone = true
+				default:
+					chunks++
+					if uu, ok := usageOf(data); ok {
+						u, got = uu, true
+					}
+				}
+			}
+			line = line[:0]
+		}
+	}
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			scan(buf[:n])
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return u, got, false
+			}
+			if ferr := rc.Flush(); ferr != nil {
+				return u, got, false
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return u, got, false
+		}
+	}
+	if !got && chunks > 0 {
+		// No usage chunk: count about one token per content chunk.
+		u = usage{CompletionTokens: chunks}
+	}
+	return u, got || chunks > 0, sawDone || got
+}
+
+// listModels answers GET /v1/models with the models the key may use.
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+	key, aerr := s.authenticate(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	st := s.state.Load()
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	out := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list", Data: []model{}}
+	if st != nil {
+		names := slices.Clone(st.modelNames)
+		slices.Sort(names)
+		for _, name := range names {
+			if key.Allows(name) {
+				out.Data = append(out.Data, model{ID: name, Object: "model", OwnedBy: "weir"})
+			}
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
+	key, aerr := s.authenticate(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	name := r.PathValue("model")
+	st := s.state.Load()
+	if st == nil || !key.Allows(name) {
+		writeError(w, errorf(CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", name)))
+		return
+	}
+	if _, ok := st.models[name]; !ok {
+		writeError(w, errorf(CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", name)))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"id": name, "object": "model", "created": 0, "owned_by": "weir"})
+}
+
+// QueueView is what /admin/queues answers: every scope's state.
+type QueueView struct {
+	Scopes []ScopeView `json:"scopes"`
+}
+
+// ScopeView is one scope in QueueView.
+type ScopeView struct {
+	Name     string  `json:"name"`
+	Limit    int64   `json:"limit"`
+	InFlight int64   `json:"in_flight"`
+	Leases   int     `json:"leases"`
+	Waiting  int     `json:"waiting"`
+	Held     int64   `json:"held,omitempty"`
+	Orphaned bool    `json:"orphaned,omitempty"`
+	RPM      int64   `json:"rpm,omitempty"`
+	RPMLeft  float64 `json:"rpm_left,omitempty"`
+	TPM      int64   `json:"tpm,omitempty"`
+	TPMLeft  float64 `json:"tpm_left,omitempty"`
+	MeanHold string  `json:"mean_hold,omitempty"`
+}
+
+func (s *Server) queues(w http.ResponseWriter, r *http.Request) {
+	var out QueueView
+	for _, st := range s.deps.Engine.Scopes(r.Context()) {
+		v := ScopeView{
+			Name: st.Name, Limit: st.Config.Limit, InFlight: st.Used, Leases: st.Leases, Waiting: st.Queued,
+			Held: st.Held, Orphaned: st.Orphaned, RPM: st.Config.RPM, RPMLeft: st.RPMAvailable,
+			TPM: st.Config.TPM, TPMLeft: st.TPMAvailable,
+		}
+		if st.MeanHold > 0 {
+			v.MeanHold = st.MeanHold.Round(time.Millisecond).String()
+		}
+		out.Scopes = append(out.Scopes, v)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
