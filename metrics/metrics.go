@@ -1,0 +1,152 @@
+// Package metrics holds Weir's Prometheus collectors: admission outcomes
+// and waits (fed by the engine's Observer), per-scope in-flight and waiting
+// (read from the engine at scrape time), HTTP requests, and upstream
+// latency and errors per platform model.
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/weir-gateway/weir/admission"
+)
+
+// Metrics registers and updates every collector.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	admission  *prometheus.CounterVec
+	queueWait  *prometheus.HistogramVec
+	leaseHeld  prometheus.Histogram
+	httpReqs   *prometheus.CounterVec
+	httpDur    *prometheus.HistogramVec
+	upstream   *prometheus.CounterVec
+	upstreamLt *prometheus.HistogramVec
+	usageDrop  prometheus.Counter
+}
+
+// New returns Metrics on a fresh registry. scopes, if set, is read at
+// scrape time for the per-scope gauges.
+func New(scopes func(context.Context) []admission.ScopeStats) *Metrics {
+	m := &Metrics{Registry: prometheus.NewRegistry()}
+	m.admission = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_admission_events_total",
+		Help: "Admission engine transitions by outcome.",
+	}, []string{"outcome"})
+	for _, o := range admission.Outcomes() {
+		m.admission.WithLabelValues(o.String())
+	}
+	waitBuckets := []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}
+	m.queueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "weir_queue_wait_seconds",
+		Help:    "Time admitted requests waited in the queue, by public model.",
+		Buckets: waitBuckets,
+	}, []string{"model"})
+	m.leaseHeld = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "weir_lease_held_seconds",
+		Help:    "How long leases were held before release, expiry or fencing.",
+		Buckets: waitBuckets,
+	})
+	m.httpReqs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_http_requests_total",
+		Help: "Model requests answered, by endpoint and status code.",
+	}, []string{"endpoint", "code"})
+	m.httpDur = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "weir_http_request_duration_seconds",
+		Help:    "Model request duration including queueing, by endpoint.",
+		Buckets: waitBuckets,
+	}, []string{"endpoint"})
+	m.upstream = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_upstream_requests_total",
+		Help: "Upstream calls by platform model and outcome (ok, an HTTP status, timeout, connect_error).",
+	}, []string{"platform_model", "outcome"})
+	m.upstreamLt = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "weir_upstream_latency_seconds",
+		Help:    "Time to upstream response headers, by platform model.",
+		Buckets: waitBuckets,
+	}, []string{"platform_model"})
+	m.usageDrop = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "weir_usage_records_dropped_total",
+		Help: "Usage records that could not be stored.",
+	})
+	m.Registry.MustRegister(m.admission, m.queueWait, m.leaseHeld, m.httpReqs, m.httpDur, m.upstream, m.upstreamLt, m.usageDrop,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if scopes != nil {
+		m.Registry.MustRegister(&scopeCollector{scopes: scopes})
+	}
+	return m
+}
+
+// Handler serves /metrics.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+}
+
+// Observe implements admission.Observer. It runs under the engine's lock,
+// so it only bumps counters.
+func (m *Metrics) Observe(e admission.Event) {
+	m.admission.WithLabelValues(e.Outcome.String()).Inc()
+	switch e.Outcome {
+	case admission.OutcomeReleased, admission.OutcomeExpired, admission.OutcomeFenced:
+		if e.Lease != 0 && e.Held > 0 {
+			m.leaseHeld.Observe(e.Held.Seconds())
+		}
+	}
+}
+
+// ObserveHTTP counts one answered model request.
+func (m *Metrics) ObserveHTTP(endpoint string, status int, d time.Duration) {
+	m.httpReqs.WithLabelValues(endpoint, strconv.Itoa(status)).Inc()
+	m.httpDur.WithLabelValues(endpoint).Observe(d.Seconds())
+}
+
+// ObserveUpstream counts one upstream call.
+func (m *Metrics) ObserveUpstream(platformModel, outcome string, d time.Duration) {
+	m.upstream.WithLabelValues(platformModel, outcome).Inc()
+	m.upstreamLt.WithLabelValues(platformModel).Observe(d.Seconds())
+}
+
+// ObserveQueueWait records how long an admitted request waited.
+func (m *Metrics) ObserveQueueWait(model string, d time.Duration) {
+	m.queueWait.WithLabelValues(model).Observe(d.Seconds())
+}
+
+// UsageDropped counts usage records lost.
+func (m *Metrics) UsageDropped(n int) { m.usageDrop.Add(float64(n)) }
+
+var (
+	scopeInFlight = prometheus.NewDesc("weir_scope_in_flight", "Amount held in the scope now.", []string{"scope", "type"}, nil)
+	scopeLimit    = prometheus.NewDesc("weir_scope_limit", "The scope's concurrent limit (0: none).", []string{"scope", "type"}, nil)
+	scopeWaiting  = prometheus.NewDesc("weir_scope_waiting", "Requests queued with a candidate in the scope.", []string{"scope", "type"}, nil)
+)
+
+// scopeCollector reads the engine at scrape time. Key scopes are left out:
+// one series per API key would not scale.
+type scopeCollector struct {
+	scopes func(context.Context) []admission.ScopeStats
+}
+
+func (c *scopeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- scopeInFlight
+	ch <- scopeLimit
+	ch <- scopeWaiting
+}
+
+func (c *scopeCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, st := range c.scopes(context.Background()) {
+		typ, _, _ := strings.Cut(st.Name, ":")
+		if typ == "key" {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(scopeInFlight, prometheus.GaugeValue, float64(st.Used), st.Name, typ)
+		ch <- prometheus.MustNewConstMetric(scopeLimit, prometheus.GaugeValue, float64(st.Config.Limit), st.Name, typ)
+		ch <- prometheus.MustNewConstMetric(scopeWaiting, prometheus.GaugeValue, float64(st.Queued), st.Name, typ)
+	}
+}
