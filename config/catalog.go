@@ -1,0 +1,96 @@
+package config
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/weir-gateway/weir"
+)
+
+// Catalog converts the config's catalog to the domain's. Each platform's
+// credential is read from the environment variable its api_key_env names;
+// an unset variable gives an empty key, which is allowed (the mock provider
+// needs none). The default group is added, with no limits, when the config
+// does not define it. The result passes weir.Catalog.Validate.
+func (c *Config) Catalog() (weir.Catalog, error) {
+	return c.catalog(os.LookupEnv)
+}
+
+func (c *Config) catalog(lookup lookupFunc) (weir.Catalog, error) {
+	if err := c.Validate(); err != nil {
+		return weir.Catalog{}, err
+	}
+	var cat weir.Catalog
+	for _, p := range c.Platforms {
+		kind := p.Kind
+		if kind == "" {
+			kind = "openai" // a Config built in code may skip Parse's defaults
+		}
+		var key string
+		if p.APIKeyEnv != "" {
+			key, _ = lookup(p.APIKeyEnv)
+		}
+		cat.Platforms = append(cat.Platforms, weir.Platform{
+			Name:    p.Name,
+			Kind:    kind,
+			BaseURL: p.BaseURL,
+			APIKey:  key,
+			Timeout: p.Timeout,
+		})
+	}
+	for _, pm := range c.PlatformModels {
+		cat.PlatformModels = append(cat.PlatformModels, weir.PlatformModel{
+			Name:     pm.Name,
+			Platform: pm.Platform,
+			Upstream: pm.Upstream,
+			Limits: weir.Limits{
+				Concurrency:    pm.Concurrency,
+				RPM:            pm.RPM,
+				TPM:            pm.TPM,
+				QueueLimit:     pm.QueueLimit,
+				MaxWait:        pm.MaxWait,
+				LeaseTTL:       pm.LeaseTTL,
+				FairnessWindow: pm.FairnessWindow,
+			},
+		})
+	}
+	for _, m := range c.Models {
+		model := weir.Model{Name: m.Name, Kind: m.Kind}
+		for _, cd := range m.Candidates {
+			weight := cd.Weight
+			if weight == 0 {
+				weight = 1 // a Config built in code may skip Parse's defaults
+			}
+			model.Candidates = append(model.Candidates, weir.Candidate{
+				PlatformModel: cd.PlatformModel,
+				Priority:      cd.Priority,
+				Weight:        weight,
+			})
+		}
+		cat.Models = append(cat.Models, model)
+	}
+	hasDefault := false
+	for _, g := range c.Groups {
+		hasDefault = hasDefault || g.Name == c.DefaultGroup
+		cat.Groups = append(cat.Groups, weir.Group{
+			Name:     g.Name,
+			Priority: g.Priority,
+			Limits: weir.Limits{
+				Concurrency:    g.Concurrency,
+				RPM:            g.RPM,
+				TPM:            g.TPM,
+				QueueLimit:     g.QueueLimit,
+				MaxWait:        g.MaxWait,
+				FairnessWindow: g.FairnessWindow,
+			},
+			RoundRobin: g.RoundRobin,
+		})
+	}
+	if !hasDefault {
+		cat.Groups = append(cat.Groups, weir.Group{Name: c.DefaultGroup})
+	}
+	if err := cat.Validate(); err != nil {
+		return weir.Catalog{}, fmt.Errorf("catalog: %w", err)
+	}
+	return cat, nil
+}

@@ -1,0 +1,338 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the whole config file.
+type Config struct {
+	// Server holds the HTTP server and request-path settings.
+	Server Server `yaml:"server"`
+	// Storage says where keys and usage are kept.
+	Storage Storage `yaml:"storage"`
+	// Platforms are the upstream accounts. Default: none.
+	Platforms []Platform `yaml:"platforms"`
+	// PlatformModels are the models on each platform, with their limits.
+	// Default: none.
+	PlatformModels []PlatformModel `yaml:"platform_models"`
+	// Models are the public model names clients ask for. Default: none.
+	Models []Model `yaml:"models"`
+	// Groups are classes of keys with their own limits and priority.
+	// Default: none (but see DefaultGroup).
+	Groups []Group `yaml:"groups"`
+	// DefaultGroup is the group a key gets when created without one. If
+	// Groups does not define it, a group of that name with no limits exists
+	// implicitly. Default "default".
+	DefaultGroup string `yaml:"default_group"`
+}
+
+// Server is the HTTP server and the request path.
+type Server struct {
+	// Listen is the address the HTTP API listens on. Default "127.0.0.1:8080".
+	Listen string `yaml:"listen"`
+	// MaxBodyBytes is the largest request body accepted; a larger one gets
+	// 413 before it is parsed. Default 10485760 (10 MiB).
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// DefaultMaxWait is how long a request may wait in the queue when
+	// neither the request nor a scope's max_wait says less. 0: no default
+	// cap. Default 30s.
+	DefaultMaxWait time.Duration `yaml:"default_max_wait"`
+	// ShutdownTimeout is how long a graceful shutdown waits for in-flight
+	// requests to drain. Default 30s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// RetryBudget is the most upstream attempts one request makes across its
+	// candidates (the first attempt counts). Default 3.
+	RetryBudget int `yaml:"retry_budget"`
+	// Cooldown takes a failing candidate out of rotation for a while.
+	Cooldown Cooldown `yaml:"cooldown"`
+	// UpstreamTimeout bounds one upstream call for platforms that set no
+	// timeout of their own. 0: no timeout. Default 120s.
+	UpstreamTimeout time.Duration `yaml:"upstream_timeout"`
+	// LogLevel is the slog level: debug, info, warn or error. Default "info".
+	LogLevel string `yaml:"log_level"`
+	// AdminToken is the bearer token for the /admin endpoints. Empty: the
+	// admin API answers only on loopback connections. Default "".
+	AdminToken string `yaml:"admin_token"`
+	// UsageFlushInterval is how often buffered usage records are written to
+	// storage. Default 1s.
+	UsageFlushInterval time.Duration `yaml:"usage_flush_interval"`
+}
+
+// Cooldown is when and for how long a failing candidate is skipped.
+type Cooldown struct {
+	// Failures is how many consecutive failures put a candidate in
+	// cooldown. 0 disables cooldown. Default 3.
+	Failures int `yaml:"failures"`
+	// Duration is how long a candidate stays in cooldown before it is tried
+	// again. Default 30s.
+	Duration time.Duration `yaml:"duration"`
+}
+
+// Storage is where durable things are kept.
+type Storage struct {
+	// Driver is the database: "sqlite". Default "sqlite".
+	Driver string `yaml:"driver"`
+	// Path is the SQLite database file. Default "weir.db".
+	Path string `yaml:"path"`
+}
+
+// Platform is one upstream account.
+type Platform struct {
+	// Name identifies the platform in platform_models. Required.
+	Name string `yaml:"name"`
+	// Kind is the adapter: "openai" (any OpenAI-compatible API). Default
+	// "openai".
+	Kind string `yaml:"kind"`
+	// BaseURL is the API root, e.g. "https://api.openai.com/v1". Required.
+	BaseURL string `yaml:"base_url"`
+	// APIKeyEnv names the environment variable holding the credential. Empty
+	// or unset: no credential is sent. Default "".
+	APIKeyEnv string `yaml:"api_key_env"`
+	// Timeout bounds one upstream call. 0: server.upstream_timeout. Default 0.
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// PlatformModel is one model on one platform, with its limits. Every limit
+// uses 0 for "no limit".
+type PlatformModel struct {
+	// Name identifies it in candidates, e.g. "openai-main/gpt-4o". Required.
+	Name string `yaml:"name"`
+	// Platform is the name of the platform serving it. Required.
+	Platform string `yaml:"platform"`
+	// Upstream is the model name sent to the platform. Required.
+	Upstream string `yaml:"upstream"`
+	// Concurrency is how many requests may run at once. Default 0.
+	Concurrency int64 `yaml:"concurrency"`
+	// RPM is the requests-per-minute limit. Default 0.
+	RPM int64 `yaml:"rpm"`
+	// TPM is the tokens-per-minute limit. Default 0.
+	TPM int64 `yaml:"tpm"`
+	// QueueLimit is how many requests may wait for it. Default 0.
+	QueueLimit int `yaml:"queue_limit"`
+	// MaxWait caps how long a request waits for it. Default 0.
+	MaxWait time.Duration `yaml:"max_wait"`
+	// LeaseTTL is how long a granted slot lives without renewal before it
+	// is reclaimed. Default 0: never expires.
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// FairnessWindow is how long a waiter may be passed over by later ones
+	// before capacity is held for it. Default 0: never held.
+	FairnessWindow time.Duration `yaml:"fairness_window"`
+}
+
+// Model is a public model name and the platform models that serve it.
+type Model struct {
+	// Name is what clients put in "model". Required.
+	Name string `yaml:"name"`
+	// Kind is what it serves: chat, embeddings, images or audio_speech.
+	// Required.
+	Kind weir.ModelKind `yaml:"kind"`
+	// Candidates are the platform models that can serve it. At least one.
+	Candidates []Candidate `yaml:"candidates"`
+}
+
+// Candidate is one platform model a public model can be served by.
+type Candidate struct {
+	// PlatformModel is the name of a platform model. Required.
+	PlatformModel string `yaml:"platform_model"`
+	// Priority orders candidates: higher is tried first, lower ones are the
+	// fallbacks. Default 0.
+	Priority int `yaml:"priority"`
+	// Weight spreads requests between candidates of equal priority. 0 is
+	// taken as the default. Default 1.
+	Weight int `yaml:"weight"`
+}
+
+// Group is a class of keys with its own limits and default priority. Every
+// limit uses 0 for "no limit".
+type Group struct {
+	// Name identifies the group; keys are created in a group. Required.
+	Name string `yaml:"name"`
+	// Priority is the admission priority of its requests: higher first.
+	// Default 0.
+	Priority int32 `yaml:"priority"`
+	// Concurrency is how many of the group's requests may run at once.
+	// Default 0.
+	Concurrency int64 `yaml:"concurrency"`
+	// RPM is the group's requests-per-minute limit. Default 0.
+	RPM int64 `yaml:"rpm"`
+	// TPM is the group's tokens-per-minute limit. Default 0.
+	TPM int64 `yaml:"tpm"`
+	// QueueLimit is how many of the group's requests may wait. Default 0.
+	QueueLimit int `yaml:"queue_limit"`
+	// MaxWait caps how long the group's requests wait. Default 0.
+	MaxWait time.Duration `yaml:"max_wait"`
+	// FairnessWindow is how long a waiter may be passed over by later ones
+	// in the group's scope before capacity is held for it. Default 0.
+	FairnessWindow time.Duration `yaml:"fairness_window"`
+	// RoundRobin makes the group's keys take turns instead of being served
+	// in arrival order alone. Default false.
+	RoundRobin bool `yaml:"round_robin"`
+}
+
+// Default returns a config with every default set and an empty catalog.
+func Default() *Config {
+	return &Config{
+		Server: Server{
+			Listen:          "127.0.0.1:8080",
+			MaxBodyBytes:    10 << 20,
+			DefaultMaxWait:  30 * time.Second,
+			ShutdownTimeout: 30 * time.Second,
+			RetryBudget:     3,
+			Cooldown: Cooldown{
+				Failures: 3,
+				Duration: 30 * time.Second,
+			},
+			UpstreamTimeout:    120 * time.Second,
+			LogLevel:           "info",
+			UsageFlushInterval: time.Second,
+		},
+		Storage: Storage{
+			Driver: "sqlite",
+			Path:   "weir.db",
+		},
+		DefaultGroup: "default",
+	}
+}
+
+// Load reads and parses the config file at path; see Parse.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load config: %w", err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes a config file strictly over the defaults, expands ${VAR}
+// in string values, applies WEIR_* environment overrides and validates the
+// result. Empty data gives the defaults (with overrides).
+func Parse(data []byte) (*Config, error) {
+	return parse(data, os.LookupEnv)
+}
+
+// lookupFunc is os.LookupEnv's shape, so tests can pass a map.
+type lookupFunc func(string) (string, bool)
+
+func parse(data []byte, lookup lookupFunc) (*Config, error) {
+	c := Default()
+	if err := decode(data, c); err != nil {
+		return nil, err
+	}
+	if err := expandStrings(c, lookup); err != nil {
+		return nil, err
+	}
+	c.applyEntryDefaults()
+	if err := applyOverrides(c, lookup); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// decode reads one YAML document into c, rejecting unknown fields.
+func decode(data []byte, c *Config) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil // an empty file: the defaults
+		}
+		return decodeError(err)
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err != nil:
+		return decodeError(err)
+	default:
+		return errors.New("more than one YAML document: a config file holds one")
+	}
+}
+
+// decodeError flattens the YAML library's type errors into one line per
+// problem (each names its line) and says what a duration looks like.
+func decodeError(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		// "line 3: field lisen not found in type config.Server" becomes
+		// `line 3: unknown field "lisen" in server`.
+		if sm := unknownField.FindStringSubmatch(m); sm != nil {
+			where := "at the top level"
+			if p := sectionOf[sm[3]]; p != "" {
+				where = "in " + p
+			}
+			m = fmt.Sprintf("%sunknown field %q %s", sm[1], sm[2], where)
+		}
+		if strings.Contains(m, "into time.Duration") {
+			m += ` (a duration is a Go duration string such as "30s" or "1m30s")`
+		}
+		msgs[i] = m
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+var unknownField = regexp.MustCompile(`^(line \d+: )field (.*) not found in type (\S+)$`)
+
+// sectionOf maps a struct type's name, as the YAML library prints it
+// ("config.Cooldown"), to where it sits in the file ("server.cooldown").
+var sectionOf = func() map[string]string {
+	m := map[string]string{}
+	var walk func(t reflect.Type, path string)
+	walk = func(t reflect.Type, path string) {
+		m[t.String()] = path
+		for i := range t.NumField() {
+			f := t.Field(i)
+			p := yamlName(f)
+			if path != "" {
+				p = path + "." + p
+			}
+			switch ft := f.Type; {
+			case ft.Kind() == reflect.Struct && ft != durationType:
+				walk(ft, p)
+			case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+				walk(ft.Elem(), p+"[]")
+			}
+		}
+	}
+	walk(reflect.TypeFor[Config](), "")
+	return m
+}()
+
+// applyEntryDefaults fills the defaults of list entries, which decoding
+// over Default() cannot reach.
+func (c *Config) applyEntryDefaults() {
+	for i := range c.Platforms {
+		if c.Platforms[i].Kind == "" {
+			c.Platforms[i].Kind = "openai"
+		}
+	}
+	for i := range c.Models {
+		for j := range c.Models[i].Candidates {
+			if c.Models[i].Candidates[j].Weight == 0 {
+				c.Models[i].Candidates[j].Weight = 1
+			}
+		}
+	}
+}

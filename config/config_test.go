@@ -1,0 +1,621 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir"
+)
+
+// env is a fake environment for parse, so most tests need not touch the
+// process environment and can run in parallel.
+func env(kv ...string) lookupFunc {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+// catalogYAML is a small valid catalog that tests append to or edit.
+const catalogYAML = `
+platforms:
+  - name: a
+    base_url: http://127.0.0.1:9090/v1
+    api_key_env: A_KEY
+  - name: b
+    base_url: http://127.0.0.1:9090/v1
+platform_models:
+  - name: a/m
+    platform: a
+    upstream: m
+    concurrency: 2
+  - name: b/m
+    platform: b
+    upstream: m
+models:
+  - name: m
+    kind: chat
+    candidates:
+      - platform_model: a/m
+        priority: 1
+      - platform_model: b/m
+        weight: 3
+groups:
+  - name: premium
+    priority: 5
+`
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		yaml string
+		want func(c *Config)
+	}{
+		{"empty file", "", func(c *Config) {}},
+		{"comments only", "# nothing\n", func(c *Config) {}},
+		{"empty sections", "server:\nstorage:\n", func(c *Config) {}},
+		{"one field keeps the rest", "server:\n  listen: 0.0.0.0:9000\n", func(c *Config) {
+			c.Server.Listen = "0.0.0.0:9000"
+		}},
+		{"nested section keeps its sibling", "server:\n  cooldown:\n    failures: 5\n", func(c *Config) {
+			c.Server.Cooldown.Failures = 5
+		}},
+		{"explicit zero is kept", "server:\n  default_max_wait: 0s\n  upstream_timeout: 0s\n  cooldown:\n    failures: 0\n", func(c *Config) {
+			c.Server.DefaultMaxWait = 0
+			c.Server.UpstreamTimeout = 0
+			c.Server.Cooldown.Failures = 0
+		}},
+		{"durations", "server:\n  shutdown_timeout: 1m30s\n  usage_flush_interval: 250ms\n", func(c *Config) {
+			c.Server.ShutdownTimeout = 90 * time.Second
+			c.Server.UsageFlushInterval = 250 * time.Millisecond
+		}},
+		{"storage", "storage:\n  path: /var/lib/weir/weir.db\n", func(c *Config) {
+			c.Storage.Path = "/var/lib/weir/weir.db"
+		}},
+		{"default group", "default_group: standard\n", func(c *Config) {
+			c.DefaultGroup = "standard"
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := parse([]byte(tt.yaml), env())
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := Default()
+			tt.want(want)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("got %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestDefaultValues(t *testing.T) {
+	t.Parallel()
+	// The documented defaults, spelled out once so that a changed default
+	// is a deliberate edit here, in the field comments and in the example.
+	want := &Config{
+		Server: Server{
+			Listen:             "127.0.0.1:8080",
+			MaxBodyBytes:       10 * 1024 * 1024,
+			DefaultMaxWait:     30 * time.Second,
+			ShutdownTimeout:    30 * time.Second,
+			RetryBudget:        3,
+			Cooldown:           Cooldown{Failures: 3, Duration: 30 * time.Second},
+			UpstreamTimeout:    120 * time.Second,
+			LogLevel:           "info",
+			AdminToken:         "",
+			UsageFlushInterval: time.Second,
+		},
+		Storage:      Storage{Driver: "sqlite", Path: "weir.db"},
+		DefaultGroup: "default",
+	}
+	if got := Default(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Default() = %+v\nwant %+v", got, want)
+	}
+	if err := Default().Validate(); err != nil {
+		t.Errorf("Default().Validate() = %v", err)
+	}
+}
+
+func TestEntryDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := parse([]byte(catalogYAML), env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Platforms[0].Kind != "openai" || c.Platforms[1].Kind != "openai" {
+		t.Errorf("platform kinds = %q, %q; want openai", c.Platforms[0].Kind, c.Platforms[1].Kind)
+	}
+	cds := c.Models[0].Candidates
+	if cds[0].Weight != 1 || cds[1].Weight != 3 {
+		t.Errorf("weights = %d, %d; want 1 (default), 3", cds[0].Weight, cds[1].Weight)
+	}
+	if cds[1].Priority != 0 {
+		t.Errorf("priority = %d; want 0 (default)", cds[1].Priority)
+	}
+}
+
+func TestEnvOverrides(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		env   string
+		value string
+		want  func(c *Config)
+	}{
+		{"WEIR_SERVER_LISTEN", ":9999", func(c *Config) { c.Server.Listen = ":9999" }},
+		{"WEIR_SERVER_MAX_BODY_BYTES", "1024", func(c *Config) { c.Server.MaxBodyBytes = 1024 }},
+		{"WEIR_SERVER_DEFAULT_MAX_WAIT", "5s", func(c *Config) { c.Server.DefaultMaxWait = 5 * time.Second }},
+		{"WEIR_SERVER_SHUTDOWN_TIMEOUT", "1m", func(c *Config) { c.Server.ShutdownTimeout = time.Minute }},
+		{"WEIR_SERVER_RETRY_BUDGET", "7", func(c *Config) { c.Server.RetryBudget = 7 }},
+		{"WEIR_SERVER_COOLDOWN_FAILURES", "0", func(c *Config) { c.Server.Cooldown.Failures = 0 }},
+		{"WEIR_SERVER_COOLDOWN_DURATION", "2m", func(c *Config) { c.Server.Cooldown.Duration = 2 * time.Minute }},
+		{"WEIR_SERVER_UPSTREAM_TIMEOUT", "10s", func(c *Config) { c.Server.UpstreamTimeout = 10 * time.Second }},
+		{"WEIR_SERVER_LOG_LEVEL", "debug", func(c *Config) { c.Server.LogLevel = "debug" }},
+		{"WEIR_SERVER_ADMIN_TOKEN", "s3cret", func(c *Config) { c.Server.AdminToken = "s3cret" }},
+		{"WEIR_SERVER_USAGE_FLUSH_INTERVAL", "100ms", func(c *Config) { c.Server.UsageFlushInterval = 100 * time.Millisecond }},
+		{"WEIR_STORAGE_DRIVER", "sqlite", func(c *Config) {}},
+		{"WEIR_STORAGE_PATH", "/tmp/x.db", func(c *Config) { c.Storage.Path = "/tmp/x.db" }},
+	}
+
+	// Every override the code offers is tested here, and nothing else.
+	var names, tested []string
+	for _, o := range overrides(Default()) {
+		names = append(names, o.env)
+	}
+	for _, tt := range tests {
+		tested = append(tested, tt.env)
+	}
+	slices.Sort(names)
+	slices.Sort(tested)
+	if !slices.Equal(names, tested) {
+		t.Fatalf("overrides %v\ntested    %v", names, tested)
+	}
+
+	// The file says one thing, the environment another: the environment wins.
+	file := []byte("server:\n  listen: 127.0.0.1:1\n  retry_budget: 2\n  default_max_wait: 1s\nstorage:\n  path: file.db\n")
+	for _, tt := range tests {
+		t.Run(tt.env, func(t *testing.T) {
+			t.Parallel()
+			base, err := parse(file, env())
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.want(base)
+			got, err := parse(file, env(tt.env, tt.value))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, base) {
+				t.Errorf("got %+v\nwant %+v", got, base)
+			}
+		})
+	}
+}
+
+func TestEnvOverrideEmptyIsIgnored(t *testing.T) {
+	t.Parallel()
+	c, err := parse([]byte("server:\n  listen: 127.0.0.1:1\n"), env("WEIR_SERVER_LISTEN", "", "WEIR_SERVER_RETRY_BUDGET", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Server.Listen != "127.0.0.1:1" || c.Server.RetryBudget != 3 {
+		t.Errorf("listen %q retry_budget %d: an empty variable changed them", c.Server.Listen, c.Server.RetryBudget)
+	}
+}
+
+func TestEnvOverrideErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		env, value, want string
+	}{
+		{"WEIR_SERVER_MAX_BODY_BYTES", "10MiB", `environment WEIR_SERVER_MAX_BODY_BYTES="10MiB": not an integer`},
+		{"WEIR_SERVER_RETRY_BUDGET", "3.5", `environment WEIR_SERVER_RETRY_BUDGET="3.5": not an integer`},
+		{"WEIR_SERVER_RETRY_BUDGET", "99999999999999999999", `environment WEIR_SERVER_RETRY_BUDGET="99999999999999999999": not an integer`},
+		{"WEIR_SERVER_DEFAULT_MAX_WAIT", "30", `environment WEIR_SERVER_DEFAULT_MAX_WAIT="30": not a duration`},
+		{"WEIR_SERVER_COOLDOWN_DURATION", "soon", `environment WEIR_SERVER_COOLDOWN_DURATION="soon": not a duration`},
+		// Parses, but Validate rejects it, naming the field.
+		{"WEIR_SERVER_RETRY_BUDGET", "0", `server.retry_budget: must be at least 1`},
+		{"WEIR_SERVER_LOG_LEVEL", "loud", `server.log_level: unknown level "loud"`},
+		{"WEIR_STORAGE_DRIVER", "mysql", `storage.driver: unknown driver "mysql"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.env+"="+tt.value, func(t *testing.T) {
+			t.Parallel()
+			_, err := parse(nil, env(tt.env, tt.value))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v; want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestParseReadsProcessEnvironment checks the public entry points against
+// the real environment (the other tests use a fake one).
+func TestParseReadsProcessEnvironment(t *testing.T) {
+	t.Setenv("WEIR_SERVER_LISTEN", "127.0.0.1:7777")
+	t.Setenv("WEIR_STORAGE_PATH", "from-env.db")
+	t.Setenv("WEIR_TEST_BASE_URL", "http://mock:9090/v1")
+	t.Setenv("WEIR_TEST_KEY", "sk-test")
+	path := filepath.Join(t.TempDir(), "weir.yaml")
+	data := `
+storage:
+  path: from-file.db
+platforms:
+  - name: p
+    base_url: ${WEIR_TEST_BASE_URL}
+    api_key_env: WEIR_TEST_KEY
+`
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Server.Listen != "127.0.0.1:7777" || c.Storage.Path != "from-env.db" {
+		t.Errorf("listen %q path %q: overrides not applied", c.Server.Listen, c.Storage.Path)
+	}
+	cat, err := c.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cat.Platforms[0]; p.BaseURL != "http://mock:9090/v1" || p.APIKey != "sk-test" {
+		t.Errorf("platform = %+v", p)
+	}
+
+	t.Setenv("WEIR_SERVER_MAX_BODY_BYTES", "lots")
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "WEIR_SERVER_MAX_BODY_BYTES") {
+		t.Errorf("Load with a bad override: err = %v; want it to name the variable", err)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "nope.yaml")
+	if _, err := Load(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Load(missing) = %v; want os.ErrNotExist", err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("server:\n  lisen: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(bad)
+	if err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("Load(bad) = %v; want the file and the line", err)
+	}
+}
+
+func TestStrictDecoding(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		yaml string
+		want []string // substrings of the error
+	}{
+		{"unknown top-level field", "serverr:\n  listen: x\n", []string{`line 1: unknown field "serverr" at the top level`}},
+		{"unknown server field", "server:\n  listen: 127.0.0.1:1\n  max_body: 5\n", []string{`line 3: unknown field "max_body" in server`}},
+		{"unknown nested field", "server:\n  cooldown:\n    failure: 5\n", []string{`line 3: unknown field "failure" in server.cooldown`}},
+		{"unknown platform field", "platforms:\n  - name: a\n    base_url: http://x\n    apikey: sk\n", []string{`line 4: unknown field "apikey" in platforms[]`}},
+		{"unknown candidate field", "models:\n  - name: m\n    candidates:\n      - platform_model: x\n        prio: 1\n", []string{`line 5: unknown field "prio" in models[].candidates[]`}},
+		{"lease_ttl is not a group field", "groups:\n  - name: g\n    lease_ttl: 5s\n", []string{`line 3: unknown field "lease_ttl" in groups[]`}},
+		{"wrong type", "server:\n  retry_budget: many\n", []string{"line 2", "many"}},
+		{"list for a section", "server:\n  - listen\n", []string{"line 2"}},
+		{"syntax error", "server:\n  listen: [\n", []string{"line"}},
+		{"two documents", "server:\n  listen: 127.0.0.1:1\n---\nserver:\n  listen: 127.0.0.1:2\n", []string{"more than one YAML document"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := parse([]byte(tt.yaml), env())
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("err = %v; want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestBadDurations(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		yaml string
+		line string
+	}{
+		{"unit missing", "server:\n  default_max_wait: 30\n", "line 2"},
+		{"not a duration", "server:\n  shutdown_timeout: thirty seconds\n", "line 2"},
+		{"bad unit", "server:\n  cooldown:\n    duration: 30x\n", "line 3"},
+		{"platform timeout", "platforms:\n  - name: a\n    base_url: http://x\n    timeout: 1 minute\n", "line 4"},
+		{"platform model max_wait", "platform_models:\n  - name: a\n    max_wait: 5\n", "line 3"},
+		{"group fairness_window", "groups:\n  - name: g\n    fairness_window: true\n", "line 3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := parse([]byte(tt.yaml), env())
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range []string{tt.line, "time.Duration", `"30s"`} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("err = %v; want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// edit changes the parsed catalogYAML before Validate.
+		edit func(c *Config)
+		want string
+	}{
+		{"valid", func(c *Config) {}, ""},
+		{"unknown platform", func(c *Config) { c.PlatformModels[1].Platform = "x" },
+			`platform_models[1].platform: unknown platform "x"`},
+		{"unknown platform model", func(c *Config) { c.Models[0].Candidates[1].PlatformModel = "x/m" },
+			`models[0].candidates[1].platform_model: unknown platform model "x/m"`},
+		{"candidate listed twice", func(c *Config) { c.Models[0].Candidates[1].PlatformModel = "a/m" },
+			`models[0].candidates[1].platform_model: "a/m" listed twice`},
+		{"no candidates", func(c *Config) { c.Models[0].Candidates = nil },
+			`models[0].candidates: at least one candidate is required`},
+		{"negative weight", func(c *Config) { c.Models[0].Candidates[0].Weight = -1 },
+			`models[0].candidates[0].weight: must not be negative`},
+		{"bad model kind", func(c *Config) { c.Models[0].Kind = "video" },
+			`models[0].kind: unknown kind "video": want chat, embeddings, images or audio_speech`},
+		{"model without name", func(c *Config) { c.Models[0].Name = "" }, `models[0].name: required`},
+		{"model twice", func(c *Config) { c.Models = append(c.Models, c.Models[0]) },
+			`models[1].name: model "m" defined twice`},
+		{"platform twice", func(c *Config) { c.Platforms[1].Name = "a" },
+			`platforms[1].name: platform "a" defined twice`},
+		{"platform without name", func(c *Config) { c.Platforms[0].Name = "" }, `platforms[0].name: required`},
+		{"platform kind", func(c *Config) { c.Platforms[0].Kind = "anthropic" },
+			`platforms[0].kind: unknown kind "anthropic": want openai`},
+		{"no base_url", func(c *Config) { c.Platforms[0].BaseURL = "" }, `platforms[0].base_url: required`},
+		{"relative base_url", func(c *Config) { c.Platforms[0].BaseURL = "127.0.0.1:9090/v1" },
+			`platforms[0].base_url: "127.0.0.1:9090/v1" is not an http or https URL`},
+		{"key pasted into api_key_env", func(c *Config) { c.Platforms[0].APIKeyEnv = "sk-abc123" },
+			`platforms[0].api_key_env: not an environment variable name`},
+		{"negative platform timeout", func(c *Config) { c.Platforms[0].Timeout = -time.Second },
+			`platforms[0].timeout: must not be negative`},
+		{"platform model twice", func(c *Config) { c.PlatformModels[1].Name = "a/m" },
+			`platform_models[1].name: platform model "a/m" defined twice`},
+		{"no upstream", func(c *Config) { c.PlatformModels[0].Upstream = "" },
+			`platform_models[0].upstream: required`},
+		{"negative concurrency", func(c *Config) { c.PlatformModels[0].Concurrency = -1 },
+			`platform_models[0].concurrency: must not be negative (0 means no limit)`},
+		{"negative tpm", func(c *Config) { c.PlatformModels[1].TPM = -1 },
+			`platform_models[1].tpm: must not be negative`},
+		{"negative lease_ttl", func(c *Config) { c.PlatformModels[0].LeaseTTL = -time.Second },
+			`platform_models[0].lease_ttl: must not be negative`},
+		{"group without name", func(c *Config) { c.Groups[0].Name = "" }, `groups[0].name: required`},
+		{"group twice", func(c *Config) { c.Groups = append(c.Groups, c.Groups[0]) },
+			`groups[1].name: group "premium" defined twice`},
+		{"negative group queue_limit", func(c *Config) { c.Groups[0].QueueLimit = -1 },
+			`groups[0].queue_limit: must not be negative`},
+		{"negative group max_wait", func(c *Config) { c.Groups[0].MaxWait = -time.Second },
+			`groups[0].max_wait: must not be negative`},
+		{"empty default group", func(c *Config) { c.DefaultGroup = "" }, `default_group: required`},
+		{"bad listen", func(c *Config) { c.Server.Listen = "8080" }, `server.listen: "8080" is not host:port`},
+		{"zero body limit", func(c *Config) { c.Server.MaxBodyBytes = 0 }, `server.max_body_bytes: must be positive`},
+		{"negative max wait", func(c *Config) { c.Server.DefaultMaxWait = -1 }, `server.default_max_wait: must not be negative`},
+		{"cooldown without duration", func(c *Config) { c.Server.Cooldown.Duration = 0 },
+			`server.cooldown.duration: must be positive while cooldown.failures is set`},
+		{"cooldown disabled", func(c *Config) { c.Server.Cooldown = Cooldown{} }, ""},
+		{"no flush interval", func(c *Config) { c.Server.UsageFlushInterval = 0 },
+			`server.usage_flush_interval: must be positive`},
+		{"empty storage path", func(c *Config) { c.Storage.Path = "" }, `storage.path: required`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := parse([]byte(catalogYAML), env())
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.edit(c)
+			err = c.Validate()
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Validate() = %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Fatalf("Validate() = %v; want %q", err, tt.want)
+			}
+			if !errors.Is(err, weir.ErrInvalid) {
+				t.Errorf("Validate() = %v; want it to match weir.ErrInvalid", err)
+			}
+			if strings.Contains(err.Error(), "sk-abc123") {
+				t.Errorf("Validate() = %v: echoes what may be a credential", err)
+			}
+			// Catalog validates first, so it reports the same problem.
+			if _, err := c.Catalog(); err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Errorf("Catalog() = %v; want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseValidates(t *testing.T) {
+	t.Parallel()
+	data := strings.Replace(catalogYAML, "platform: b\n", "platform: x\n", 1)
+	_, err := parse([]byte(data), env())
+	if err == nil || err.Error() != `platform_models[1].platform: unknown platform "x"` {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestExpand(t *testing.T) {
+	t.Parallel()
+	lookup := env("HOST", "mock", "PORT", "9090", "EMPTY", "", "DOLLAR", "a$b")
+	tests := []struct {
+		in, want, err string
+	}{
+		{in: "plain", want: "plain"},
+		{in: "price $5 and $HOST", want: "price $5 and $HOST"},
+		{in: "${HOST}", want: "mock"},
+		{in: "http://${HOST}:${PORT}/v1", want: "http://mock:9090/v1"},
+		{in: "${EMPTY}", want: ""},
+		{in: "${DOLLAR}", want: "a$b"},
+		{in: "${MISSING:-fallback}", want: "fallback"},
+		{in: "${EMPTY:-fallback}", want: "fallback"},
+		{in: "${HOST:-fallback}", want: "mock"},
+		{in: "${MISSING:-}", want: ""},
+		{in: "$${HOST}", want: "${HOST}"},
+		{in: "x$${HOST}${HOST}", want: "x${HOST}mock"},
+		{in: "${MISSING}", err: "${MISSING} is not set"},
+		{in: "${HOST", err: `unclosed "${HOST"`},
+		{in: "${}", err: "bad reference ${}"},
+		{in: "${1X}", err: "bad reference ${1X}"},
+		{in: "${A-B}", err: "bad reference ${A-B}"},
+	}
+	for _, tt := range tests {
+		got, err := expand(tt.in, lookup)
+		switch {
+		case tt.err != "":
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("expand(%q) = %q, %v; want error %q", tt.in, got, err, tt.err)
+			}
+		case err != nil || got != tt.want:
+			t.Errorf("expand(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestExpandInFile(t *testing.T) {
+	t.Parallel()
+	data := `
+server:
+  admin_token: ${TOKEN}
+  log_level: ${LEVEL:-warn}
+storage:
+  path: ${DATA_DIR}/weir.db
+platforms:
+  - name: ${PLATFORM}
+    base_url: http://${HOST}/v1
+    api_key_env: ${KEY_VAR}
+platform_models:
+  - name: pm
+    platform: ${PLATFORM}
+    upstream: ${UPSTREAM:-gpt-4o-mini}
+`
+	c, err := parse([]byte(data), env("TOKEN", "t0k", "DATA_DIR", "/data", "PLATFORM", "mock",
+		"HOST", "127.0.0.1:9090", "KEY_VAR", "MOCK_KEY", "MOCK_KEY", "sk-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []string{c.Server.AdminToken, c.Server.LogLevel, c.Storage.Path, c.Platforms[0].Name,
+		c.Platforms[0].BaseURL, c.Platforms[0].APIKeyEnv, c.PlatformModels[0].Platform, c.PlatformModels[0].Upstream}
+	want := []string{"t0k", "warn", "/data/weir.db", "mock", "http://127.0.0.1:9090/v1", "MOCK_KEY", "mock", "gpt-4o-mini"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+
+	// The environment override comes after expansion and wins.
+	c, err = parse([]byte("server:\n  admin_token: ${TOKEN}\n"), env("TOKEN", "file", "WEIR_SERVER_ADMIN_TOKEN", "env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Server.AdminToken != "env" {
+		t.Errorf("admin_token = %q; want the override", c.Server.AdminToken)
+	}
+
+	// An unset variable is an error naming the field.
+	_, err = parse([]byte("platforms:\n  - name: a\n    base_url: http://${HOST}/v1\n"), env())
+	if err == nil || err.Error() != "platforms[0].base_url: ${HOST} is not set (write ${HOST:-} to allow it to be empty)" {
+		t.Errorf("err = %v", err)
+	}
+
+	// Numbers are not expanded: the type is checked first.
+	if _, err := parse([]byte("server:\n  retry_budget: ${N}\n"), env("N", "3")); err == nil {
+		t.Error("expanded ${N} in a number")
+	}
+}
+
+func TestCatalog(t *testing.T) {
+	t.Parallel()
+	c, err := parse([]byte(catalogYAML+"    max_wait: 10s\n    round_robin: true\n"), env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := c.catalog(env("A_KEY", "sk-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := weir.Catalog{
+		Platforms: []weir.Platform{
+			{Name: "a", Kind: "openai", BaseURL: "http://127.0.0.1:9090/v1", APIKey: "sk-a"},
+			{Name: "b", Kind: "openai", BaseURL: "http://127.0.0.1:9090/v1"},
+		},
+		PlatformModels: []weir.PlatformModel{
+			{Name: "a/m", Platform: "a", Upstream: "m", Limits: weir.Limits{Concurrency: 2}},
+			{Name: "b/m", Platform: "b", Upstream: "m"},
+		},
+		Models: []weir.Model{{Name: "m", Kind: weir.KindChat, Candidates: []weir.Candidate{
+			{PlatformModel: "a/m", Priority: 1, Weight: 1},
+			{PlatformModel: "b/m", Weight: 3},
+		}}},
+		Groups: []weir.Group{
+			{Name: "premium", Priority: 5, Limits: weir.Limits{MaxWait: 10 * time.Second}, RoundRobin: true},
+			{Name: "default"}, // implicit
+		},
+	}
+	if !reflect.DeepEqual(cat, want) {
+		t.Errorf("catalog\n got %+v\nwant %+v", cat, want)
+	}
+
+	// A missing credential variable is an empty key, not an error.
+	cat, err = c.catalog(env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cat.Platforms[0].APIKey != "" {
+		t.Errorf("APIKey = %q; want empty", cat.Platforms[0].APIKey)
+	}
+
+	// A defined default group is not added twice, and keeps its limits.
+	c.DefaultGroup = "premium"
+	cat, err = c.catalog(env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cat.Groups) != 1 || cat.Groups[0].Priority != 5 {
+		t.Errorf("groups = %+v; want premium alone", cat.Groups)
+	}
+}
+
+func TestCatalogFromCode(t *testing.T) {
+	t.Parallel()
+	// A Config built in code, without Parse's per-entry defaults.
+	c := Default()
+	c.Platforms = []Platform{{Name: "p", BaseURL: "https://api.example.com/v1"}}
+	c.PlatformModels = []PlatformModel{{Name: "p/m", Platform: "p", Upstream: "m"}}
+	c.Models = []Model{{Name: "m", Kind: weir.KindEmbeddings, Candidates: []Candidate{{PlatformModel: "p/m"}}}}
+	cat, err := c.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cat.Platforms[0].Kind != "openai" || cat.Models[0].Candidates[0].Weight != 1 {
+		t.Errorf("catalog = %+v; want kind openai and weight 1", cat)
+	}
+}

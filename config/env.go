@@ -1,0 +1,196 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// yamlName is the key a struct field is written as in the file.
+func yamlName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	if name == "" {
+		name = strings.ToLower(f.Name)
+	}
+	return name
+}
+
+// expandStrings replaces ${VAR} references in every string field of c.
+// It walks the struct by reflection so that a field added later is covered
+// without anyone remembering to list it here.
+func expandStrings(c *Config, lookup lookupFunc) error {
+	return expandValue(reflect.ValueOf(c).Elem(), "", lookup)
+}
+
+func expandValue(v reflect.Value, path string, lookup lookupFunc) error {
+	switch v.Kind() {
+	case reflect.String:
+		s, err := expand(v.String(), lookup)
+		if err != nil {
+			return &fieldError{path: path, msg: err.Error()}
+		}
+		v.SetString(s)
+	case reflect.Struct:
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			p := yamlName(f)
+			if path != "" {
+				p = path + "." + p
+			}
+			if err := expandValue(v.Field(i), p, lookup); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			if err := expandValue(v.Index(i), fmt.Sprintf("%s[%d]", path, i), lookup); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// expand replaces ${VAR} with VAR's value (an error if VAR is unset) and
+// ${VAR:-text} with VAR's value, or text when VAR is unset or empty. "$${"
+// is a literal "${". A "$" followed by anything else is left alone, so
+// tokens and passwords containing "$" survive.
+func expand(s string, lookup lookupFunc) (string, error) {
+	if !strings.Contains(s, "${") {
+		return s, nil
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String(), nil
+		}
+		if i > 0 && s[i-1] == '$' {
+			b.WriteString(s[:i]) // keeps one "$" of "$$"
+			b.WriteString("{")
+			s = s[i+2:]
+			continue
+		}
+		b.WriteString(s[:i])
+		end := strings.IndexByte(s[i:], '}')
+		if end < 0 {
+			return "", fmt.Errorf("unclosed %q", s[i:])
+		}
+		ref := s[i+2 : i+end]
+		s = s[i+end+1:]
+		name, def, hasDef := strings.Cut(ref, ":-")
+		if !validEnvName(name) {
+			return "", fmt.Errorf("bad reference ${%s}: want ${NAME} or ${NAME:-default}", ref)
+		}
+		val, ok := lookup(name)
+		switch {
+		case hasDef && val == "":
+			val = def
+		case !ok:
+			return "", fmt.Errorf("${%s} is not set (write ${%s:-} to allow it to be empty)", name, name)
+		}
+		b.WriteString(val)
+	}
+}
+
+// validEnvName reports whether s is a portable environment variable name.
+func validEnvName(s string) bool {
+	if s == "" || s[0] >= '0' && s[0] <= '9' {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// override is one WEIR_* variable and the field it sets.
+type override struct {
+	env   string
+	path  string // the field's path in the file: "server.cooldown.failures"
+	field reflect.Value
+}
+
+// overrides lists the environment variables that can set c's server and
+// storage fields: WEIR_<SECTION>_<FIELD>, with nested sections joined by
+// "_" (WEIR_SERVER_COOLDOWN_FAILURES).
+func overrides(c *Config) []override {
+	var out []override
+	var walk func(v reflect.Value, env, path string)
+	walk = func(v reflect.Value, env, path string) {
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			env, path := env+"_"+strings.ToUpper(yamlName(f)), path+"."+yamlName(f)
+			if f.Type.Kind() == reflect.Struct {
+				walk(v.Field(i), env, path)
+				continue
+			}
+			out = append(out, override{env: env, path: path, field: v.Field(i)})
+		}
+	}
+	walk(reflect.ValueOf(&c.Server).Elem(), "WEIR_SERVER", "server")
+	walk(reflect.ValueOf(&c.Storage).Elem(), "WEIR_STORAGE", "storage")
+	return out
+}
+
+// applyOverrides sets each field whose WEIR_* variable is set and not empty.
+func applyOverrides(c *Config, lookup lookupFunc) error {
+	for _, o := range overrides(c) {
+		s, ok := lookup(o.env)
+		if !ok || s == "" {
+			continue
+		}
+		if err := setScalar(o.field, s); err != nil {
+			return fmt.Errorf("environment %s=%q: %w", o.env, s, err)
+		}
+	}
+	return nil
+}
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// setScalar parses s into a string, integer, bool or duration field.
+func setScalar(v reflect.Value, s string) error {
+	if v.Type() == durationType {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf(`not a duration (want a Go duration such as "30s")`)
+		}
+		v.SetInt(int64(d))
+		return nil
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(s)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n, err := strconv.ParseInt(s, 10, v.Type().Bits())
+		if err != nil {
+			return fmt.Errorf("not an integer that fits %s", v.Type())
+		}
+		v.SetInt(n)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("not true or false")
+		}
+		v.SetBool(b)
+	default:
+		// A field type this switch does not know is a programming error,
+		// caught by the tests that set every override.
+		return fmt.Errorf("field type %s cannot be set from the environment", v.Type())
+	}
+	return nil
+}

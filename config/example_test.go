@@ -1,0 +1,215 @@
+package config
+
+import (
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"go.yaml.in/yaml/v3"
+)
+
+const examplePath = "../examples/weir.yaml"
+
+// TestExample keeps examples/weir.yaml honest: it loads strictly, is a
+// valid catalog for the mock provider, and sets what its comments say.
+func TestExample(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(examplePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A fake, empty environment: WEIR_* variables set where the test runs
+	// must not change what the file says.
+	c, err := parse(data, env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := c.catalog(env())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The server and storage sections state every default as it is.
+	if !reflect.DeepEqual(c.Server, Default().Server) || !reflect.DeepEqual(c.Storage, Default().Storage) {
+		t.Errorf("server/storage differ from the defaults:\n got %+v %+v\nwant %+v %+v",
+			c.Server, c.Storage, Default().Server, Default().Storage)
+	}
+
+	for _, p := range cat.Platforms {
+		if p.BaseURL != "http://127.0.0.1:9090/v1" {
+			t.Errorf("platform %s points at %s; want the mock provider", p.Name, p.BaseURL)
+		}
+	}
+	if names := names(cat.Platforms, func(p weir.Platform) string { return p.Name }); !slices.Equal(names, []string{"mock-a", "mock-b"}) {
+		t.Errorf("platforms = %v", names)
+	}
+
+	pmA, okA := cat.PlatformModel("mock-a/gpt-4o-mini")
+	pmB, okB := cat.PlatformModel("mock-b/gpt-4o-mini")
+	if !okA || !okB || pmA.Concurrency != 2 || pmB.Concurrency != 4 || pmA.RPM == 0 || pmA.TPM == 0 {
+		t.Errorf("chat platform models: %+v %+v", pmA, pmB)
+	}
+
+	kinds := map[weir.ModelKind]int{}
+	var chat weir.Model
+	for _, m := range cat.Models {
+		kinds[m.Kind]++
+		if m.Name == "gpt-4o-mini" {
+			chat = m
+		}
+	}
+	for _, k := range []weir.ModelKind{weir.KindChat, weir.KindEmbeddings, weir.KindImages, weir.KindSpeech} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s model", k)
+		}
+	}
+	if len(chat.Candidates) != 2 || chat.Kind != weir.KindChat ||
+		chat.Candidates[0].PlatformModel != "mock-a/gpt-4o-mini" ||
+		chat.Candidates[1].PlatformModel != "mock-b/gpt-4o-mini" ||
+		chat.Candidates[0].Priority <= chat.Candidates[1].Priority {
+		t.Errorf("gpt-4o-mini = %+v; want mock-a first, mock-b as the fallback", chat)
+	}
+
+	groups := map[string]weir.Group{}
+	for _, g := range cat.Groups {
+		groups[g.Name] = g
+	}
+	if len(groups) != 2 || groups["premium"].Priority <= groups["default"].Priority || c.DefaultGroup != "default" {
+		t.Errorf("groups = %+v; want default and premium, premium higher", cat.Groups)
+	}
+}
+
+func names[T any](s []T, name func(T) string) []string {
+	var out []string
+	for _, v := range s {
+		out = append(out, name(v))
+	}
+	return out
+}
+
+// TestExampleDocumentsEveryField checks that every field of Config appears
+// in examples/weir.yaml with a comment giving its default (or saying it is
+// required), and that the server and storage comments name the field's
+// environment variable. A field added to Config without its documentation
+// fails here.
+func TestExampleDocumentsEveryField(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(examplePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	// First occurrence of each key path, with the comments around it.
+	comments := map[string]string{}
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, path)
+			}
+		case yaml.SequenceNode:
+			for _, c := range n.Content {
+				walk(c, path+"[]")
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				key := n.Content[i]
+				p := key.Value
+				if path != "" {
+					p = path + "." + key.Value
+				}
+				text := key.HeadComment + " " + key.LineComment
+				if i == 0 {
+					// The comment above "- name:" belongs to the mapping.
+					text = n.HeadComment + " " + text
+				}
+				if _, seen := comments[p]; !seen {
+					comments[p] = text
+				}
+				walk(n.Content[i+1], p)
+			}
+		}
+	}
+	walk(&doc, "")
+
+	envNames := map[string]string{} // path -> WEIR_* variable
+	for _, o := range overrides(Default()) {
+		envNames[o.path] = o.env
+	}
+
+	fields := fieldPaths(reflect.TypeFor[Config](), "")
+	if len(fields) < 50 {
+		t.Fatalf("only %d field paths found; the walk is broken", len(fields))
+	}
+	for _, f := range fields {
+		text, ok := comments[f]
+		if !ok {
+			t.Errorf("%s: missing from the example", f)
+			continue
+		}
+		if strings.TrimSpace(text) == "" {
+			t.Errorf("%s: no comment", f)
+		} else if fieldKind(f) != reflect.Struct && !strings.Contains(text, "Default") && !strings.Contains(text, "Required") {
+			t.Errorf("%s: its comment does not give the default: %q", f, text)
+		}
+		if strings.HasPrefix(f, "server.") || strings.HasPrefix(f, "storage.") {
+			if name := envNames[f]; name == "" {
+				// A nested section like server.cooldown has no variable itself.
+				if fieldKind(f) != reflect.Struct {
+					t.Errorf("%s: no environment override", f)
+				}
+			} else if !strings.Contains(text, name) {
+				t.Errorf("%s: its comment does not name %s", f, name)
+			}
+		}
+	}
+	for p := range comments {
+		if !slices.Contains(fields, p) {
+			t.Errorf("%s: in the example but not a field", p) // strict decoding would fail first
+		}
+	}
+}
+
+// fieldPaths lists every key path of t as the example writes it:
+// "server.cooldown.failures", "models[].candidates[].weight".
+func fieldPaths(t reflect.Type, prefix string) []string {
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		p := yamlName(f)
+		if prefix != "" {
+			p = prefix + "." + p
+		}
+		out = append(out, p)
+		switch ft := f.Type; {
+		case ft == reflect.TypeFor[time.Duration]():
+		case ft.Kind() == reflect.Struct:
+			out = append(out, fieldPaths(ft, p)...)
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+			out = append(out, fieldPaths(ft.Elem(), p+"[]")...)
+		}
+	}
+	return out
+}
+
+// fieldKind is the kind of the Config field at a dotted path.
+func fieldKind(path string) reflect.Kind {
+	t := reflect.TypeFor[Config]()
+	for _, part := range strings.Split(path, ".") {
+		for i := range t.NumField() {
+			if yamlName(t.Field(i)) == part {
+				t = t.Field(i).Type
+				break
+			}
+		}
+	}
+	return t.Kind()
+}
