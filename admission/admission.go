@@ -87,6 +87,9 @@ type Owner struct {
 
 func (o Owner) String() string { return fmt.Sprintf("%s@%d", o.ID, o.Gen) }
 
+// MaxCandidates bounds a request's candidate list.
+const MaxCandidates = 64
+
 // Request is a waiter: one unit of work asking for admission.
 type Request struct {
 	// ID names the waiter; it must be unique among queued waiters.
@@ -116,6 +119,9 @@ func (r Request) Validate() error {
 	}
 	if len(r.Candidates) == 0 {
 		return invalidf("request %s has no candidates", r.ID)
+	}
+	if len(r.Candidates) > MaxCandidates {
+		return invalidf("request %s has %d candidates; at most %d", r.ID, len(r.Candidates), MaxCandidates)
 	}
 	for i, c := range r.Candidates {
 		if err := c.validate(); err != nil {
@@ -314,8 +320,11 @@ type Event struct {
 	// Needs is the chosen candidate for lease events.
 	Needs []Need
 	// Waited is the time spent queued (waiter events); Held the time a
-	// lease was held (release, expiry and fence events). Events carry no
-	// timestamp: an observer that wants one reads its own clock.
+	// lease was held (release, expiry and fence events), measured for the
+	// leases whose admission the engine timed: every one that queued or has
+	// a TTL or a rate limit, and a sample of the others — zero means not
+	// measured. Events carry no timestamp: an observer that wants one reads
+	// its own clock.
 	Waited time.Duration
 	Held   time.Duration
 }

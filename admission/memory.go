@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -53,9 +52,11 @@ type Memory struct {
 
 	dirty   []*scope
 	pending []delivery
-	blk     []blocker // scratch for evaluate, lock held
-	tnow    int64     // the clock, read at most once per critical section
-	sampled uint32    // counts grants, to sample hold times
+	spare   []delivery // the other half of pending's double buffer
+	blk     []blocker  // scratch for evaluate, lock held
+	keyBuf  []byte     // scratch for class keys, lock held
+	tnow    int64      // the clock, read at most once per critical section
+	sampled uint32     // counts grants, to sample hold times
 }
 
 var _ Engine = (*Memory)(nil)
@@ -77,11 +78,11 @@ type scope struct {
 	dirty    bool
 
 	// waiting holds the classes waiting on this scope, in its order.
-	waiting indexHeap[*parking]
+	waiting indexHeap[parked]
 	// passed holds the classes passed over here while blocked elsewhere,
 	// earliest arrival first; the first to outwait FairnessWindow becomes
 	// the holder, for whom the scope keeps its share.
-	passed  indexHeap[*parking]
+	passed  indexHeap[parked]
 	holder  *waiter
 	holdAmt int64
 
@@ -132,6 +133,36 @@ type parking struct {
 	idx int
 }
 
+// parked is a heap entry: the parking and a copy of its class head's sort
+// key in the scope. Comparisons read the heap's own array only, so a heap
+// of a million classes costs a cache miss per level, not several per
+// comparison.
+type parked struct {
+	prio int32
+	vt   int64
+	seq  uint64
+	p    *parking
+}
+
+func (s *scope) entry(p *parking) parked {
+	h := p.c.head()
+	e := parked{prio: h.prio, seq: h.seq, p: p}
+	if s.cfg.RoundRobin {
+		e.vt = h.vtIn(s)
+	}
+	return e
+}
+
+func (s *scope) before(a, b parked) bool {
+	if a.prio != b.prio {
+		return a.prio > b.prio
+	}
+	if a.vt != b.vt {
+		return a.vt < b.vt
+	}
+	return a.seq < b.seq
+}
+
 type waiter struct {
 	id       string
 	prio     int32
@@ -143,7 +174,8 @@ type waiter struct {
 	owner    Owner
 	cands    []Candidate
 	class    *class
-	vts      []int64
+	vt0      int64   // turn in the class's first round-robin scope
+	vts      []int64 // turns in the others
 	resolve  func(string) ([]Candidate, error)
 	notify   func(Lease, error)
 }
@@ -252,11 +284,18 @@ func (m *Memory) unlock() {
 		return
 	}
 	pending := m.pending
-	m.pending = nil
+	m.pending = m.spare[:0]
+	m.spare = nil
 	m.mu.Unlock()
 	for _, d := range pending {
 		d.notify(d.lease, d.err)
 	}
+	clear(pending)
+	m.mu.Lock()
+	if m.spare == nil {
+		m.spare = pending[:0]
+	}
+	m.mu.Unlock()
 }
 
 // lock starts a critical section, first settling everything that fell due
@@ -293,13 +332,13 @@ func (m *Memory) SetScope(ctx context.Context, name string, cfg ScopeConfig) err
 	s := m.scopes[name]
 	if s == nil {
 		s = &scope{name: name, rateIdx: -1, classes: make(map[*class]struct{})}
-		s.waiting = indexHeap[*parking]{
-			less:   func(a, b *parking) bool { return s.precedes(a.c.head(), b.c.head()) },
-			setIdx: func(p *parking, i int) { p.idx = i },
+		s.waiting = indexHeap[parked]{
+			less:   s.before,
+			setIdx: func(e parked, i int) { e.p.idx = i },
 		}
-		s.passed = indexHeap[*parking]{
-			less:   func(a, b *parking) bool { return a.c.head().seq < b.c.head().seq },
-			setIdx: func(p *parking, i int) { p.idx = i },
+		s.passed = indexHeap[parked]{
+			less:   func(a, b parked) bool { return a.seq < b.seq },
+			setIdx: func(e parked, i int) { e.p.idx = i },
 		}
 		m.scopes[name] = s
 	}
@@ -316,8 +355,8 @@ func (m *Memory) SetScope(ctx context.Context, name string, cfg ScopeConfig) err
 		// The order changed: rebuild the waiting heap under it.
 		items := s.waiting.items
 		s.waiting.items = nil
-		for _, p := range items {
-			s.waiting.push(p)
+		for _, e := range items {
+			s.waiting.push(s.entry(e.p))
 		}
 	}
 	if s.holder != nil && (cfg.FairnessWindow == 0 || cfg.Limit == 0) {
@@ -405,13 +444,31 @@ func (m *Memory) markDirty(s *scope) {
 func (w *waiter) vtIn(s *scope) int64 {
 	for i, r := range w.class.rr {
 		if r == s {
-			return w.vts[i]
+			return w.vtAt(i)
 		}
 	}
 	return 0
 }
 
 func (c *class) head() *waiter { return c.members.items[0] }
+
+func (w *waiter) vtAt(i int) int64 {
+	if i == 0 {
+		return w.vt0
+	}
+	return w.vts[i-1]
+}
+
+func (w *waiter) setVT(i int, vt int64) {
+	if i == 0 {
+		w.vt0 = vt
+		return
+	}
+	if w.vts == nil {
+		w.vts = make([]int64, len(w.class.rr)-1)
+	}
+	w.vts[i-1] = vt
+}
 
 // precedes reports whether a comes before b in s's order: priority, then in
 // a round-robin scope the fairness turn, then arrival.
@@ -483,7 +540,7 @@ func (m *Memory) fitsLocked(s *scope, p *probe, amt, tokens int64) (ok bool, wak
 		}
 	}
 	if s.waiting.len() > 0 && (p.w == nil || p.w != s.holder) {
-		if top := s.waiting.top().c.head(); top != p.w && !s.probePrecedes(p, top) {
+		if top := s.waiting.top().p.c.head(); top != p.w && !s.probePrecedes(p, top) {
 			return false, 0
 		}
 	}
@@ -727,18 +784,33 @@ func (m *Memory) resolveNeedsLocked(in []Need, buf []need) ([]need, error) {
 func (m *Memory) queueLocked(req *Request, notify func(Lease, error)) (*waiter, error) {
 	now := m.nowLocked()
 	// Candidates whose scopes' queues are full are dropped; the class key
-	// keeps each candidate's index in the request.
-	cands := make([]cand, 0, len(req.Candidates))
+	// keeps each candidate's index in the request. The key is built in a
+	// reused buffer and the candidates resolved only for a new class, so
+	// joining an existing class allocates nothing but the waiter.
+	var live uint64
+	b := appendKeyHead(m.keyBuf[:0], req.FairnessKey, req.Priority)
 	for i := range req.Candidates {
-		needs, _ := m.resolveNeedsLocked(req.Candidates[i].Needs, nil)
-		if needs == nil || m.queueFull(needs) {
+		if !m.queueableLocked(req.Candidates[i].Needs) {
 			continue
 		}
-		cands = append(cands, cand{idx: i, needs: needs})
+		live |= 1 << i
+		b = appendKeyCand(b, i, req.Candidates[i].Needs)
 	}
-	if len(cands) == 0 {
+	m.keyBuf = b
+	if live == 0 {
 		m.emit(Event{Outcome: OutcomeQueueFull, WaiterID: req.ID, Priority: req.Priority})
 		return nil, fmt.Errorf("%w: %s", ErrQueueFull, req.ID)
+	}
+	c := m.classes[string(b)]
+	if c == nil {
+		var cands []cand
+		for i := range req.Candidates {
+			if live&(1<<i) != 0 {
+				needs, _ := m.resolveNeedsLocked(req.Candidates[i].Needs, nil)
+				cands = append(cands, cand{idx: i, needs: needs})
+			}
+		}
+		c = m.newClassLocked(string(b), req.FairnessKey, req.Priority, cands)
 	}
 	m.seq++
 	w := &waiter{
@@ -757,7 +829,6 @@ func (m *Memory) queueLocked(req *Request, notify func(Lease, error)) (*waiter, 
 	if req.Deadline.IsZero() {
 		w.deadline = 0
 	}
-	c := m.classLocked(req.FairnessKey, req.Priority, cands)
 	for _, s := range c.scopes {
 		if s.cfg.MaxWait > 0 {
 			if d := now + int64(s.cfg.MaxWait); w.deadline == 0 || d < w.deadline {
@@ -782,35 +853,65 @@ func (m *Memory) queueLocked(req *Request, notify func(Lease, error)) (*waiter, 
 	return w, nil
 }
 
-func (m *Memory) queueFull(needs []need) bool {
+// queueableLocked reports whether a candidate's scopes exist, are usable
+// and have room in their queues.
+func (m *Memory) queueableLocked(needs []Need) bool {
 	for _, n := range needs {
-		if q := n.s.cfg.QueueLimit; q > 0 && n.s.queued >= q {
-			return true
+		s := m.scopes[n.Scope]
+		if s == nil || s.orphaned {
+			return false
+		}
+		if q := s.cfg.QueueLimit; q > 0 && s.queued >= q {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
-// classLocked finds or makes the class for these candidates.
+// Class keys: priority, fairness key, then each live candidate's index and
+// scopes with amounts. Every variable part is length-prefixed, so no name
+// can make two different classes share a key.
+func appendKeyHead(b []byte, fkey string, prio int32) []byte {
+	b = strconv.AppendInt(b, int64(prio), 10)
+	return appendKeyString(b, fkey)
+}
+
+func appendKeyCand(b []byte, idx int, needs []Need) []byte {
+	b = append(b, '|')
+	b = strconv.AppendInt(b, int64(idx), 10)
+	for _, n := range needs {
+		b = appendKeyString(b, n.Scope)
+		b = strconv.AppendInt(b, n.Amount, 10)
+	}
+	return b
+}
+
+func appendKeyString(b []byte, s string) []byte {
+	b = append(b, ':')
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, ':')
+	return append(b, s...)
+}
+
+// classLocked finds or makes the class for these resolved candidates.
 func (m *Memory) classLocked(fkey string, prio int32, cands []cand) *class {
-	var b strings.Builder
-	b.WriteString(strconv.Itoa(int(prio)))
-	b.WriteByte(0)
-	b.WriteString(fkey)
+	b := appendKeyHead(m.keyBuf[:0], fkey, prio)
 	for _, cd := range cands {
-		b.WriteByte(1)
-		b.WriteString(strconv.Itoa(cd.idx))
+		b = append(b, '|')
+		b = strconv.AppendInt(b, int64(cd.idx), 10)
 		for _, n := range cd.needs {
-			b.WriteByte(2)
-			b.WriteString(n.s.name)
-			b.WriteByte(3)
-			b.WriteString(strconv.FormatInt(n.amt, 10))
+			b = appendKeyString(b, n.s.name)
+			b = strconv.AppendInt(b, n.amt, 10)
 		}
 	}
-	key := b.String()
-	if c := m.classes[key]; c != nil {
+	m.keyBuf = b
+	if c := m.classes[string(b)]; c != nil {
 		return c
 	}
+	return m.newClassLocked(string(b), fkey, prio, cands)
+}
+
+func (m *Memory) newClassLocked(key, fkey string, prio int32, cands []cand) *class {
 	c := &class{key: key, prio: prio, fkey: fkey, cands: cands}
 	c.members = indexHeap[*waiter]{
 		less:   func(a, b *waiter) bool { return a.seq < b.seq },
@@ -850,8 +951,8 @@ func (m *Memory) dropClassIfEmpty(c *class) {
 // joinClassLocked puts w in class c and counts it in c's scopes.
 func (m *Memory) joinClassLocked(w *waiter, c *class) {
 	w.class = c
+	w.vt0, w.vts = 0, nil
 	if len(c.rr) > 0 {
-		w.vts = make([]int64, len(c.rr))
 		for i, s := range c.rr {
 			if s.flows == nil {
 				s.flows = make(map[string]*flow)
@@ -864,7 +965,7 @@ func (m *Memory) joinClassLocked(w *waiter, c *class) {
 			vt := max(f.pass, s.vclock) + 1
 			f.pass = vt
 			f.waiting++
-			w.vts[i] = vt
+			w.setVT(i, vt)
 		}
 	}
 	for _, s := range c.scopes {
@@ -914,10 +1015,12 @@ func (m *Memory) leaveClassLocked(w *waiter) {
 // is parked on may now admit a different waiter first.
 func (m *Memory) classHeadChangedLocked(c *class) {
 	for _, p := range c.parks {
+		p.s.waiting.items[p.idx] = p.s.entry(p)
 		p.s.waiting.fix(p.idx)
 		m.markDirty(p.s)
 	}
 	for _, p := range c.passes {
+		p.s.passed.items[p.idx] = p.s.entry(p)
 		p.s.passed.fix(p.idx)
 	}
 }
@@ -931,7 +1034,7 @@ func (m *Memory) passLocked(c *class, s *scope) {
 	}
 	p := &parking{c: c, s: s, idx: -1}
 	c.passes = append(c.passes, p)
-	s.passed.push(p)
+	s.passed.push(s.entry(p))
 }
 
 func (m *Memory) unpassLocked(p *parking) {
@@ -945,7 +1048,7 @@ func (m *Memory) promoteHolderLocked(s *scope) {
 	if s.holder != nil || s.passed.len() == 0 || s.cfg.FairnessWindow == 0 || s.cfg.Limit == 0 {
 		return
 	}
-	p := s.passed.top()
+	p := s.passed.top().p
 	h := p.c.head()
 	if m.nowLocked()-h.arrival < int64(s.cfg.FairnessWindow) {
 		return
@@ -963,7 +1066,7 @@ func (m *Memory) parkLocked(c *class, s *scope) {
 	}
 	p := &parking{c: c, s: s, idx: -1}
 	c.parks = append(c.parks, p)
-	s.waiting.push(p)
+	s.waiting.push(s.entry(p))
 }
 
 func (m *Memory) unparkLocked(p *parking) {
@@ -1048,7 +1151,7 @@ func (m *Memory) pumpScopeLocked(s *scope) {
 		m.parkOnBlockersLocked(h.class)
 	}
 	for s.waiting.len() > 0 {
-		p := s.waiting.top()
+		p := s.waiting.top().p
 		c := p.c
 		w := c.head()
 		if m.evaluateLocked(w) {
@@ -1086,8 +1189,8 @@ func (m *Memory) admitLocked(w *waiter, j int) {
 	cd := c.cands[j]
 	pub := &w.cands[cd.idx]
 	for i, s := range c.rr {
-		if slices.ContainsFunc(cd.needs, func(n need) bool { return n.s == s }) && w.vts[i] > s.vclock {
-			s.vclock = w.vts[i]
+		if vt := w.vtAt(i); vt > s.vclock && slices.ContainsFunc(cd.needs, func(n need) bool { return n.s == s }) {
+			s.vclock = vt
 		}
 	}
 	m.removeWaiterLocked(w)
@@ -1141,12 +1244,13 @@ func (m *Memory) grantLocked(waiterID string, prio int32, candIdx int, needs []n
 			l.ttl = t
 		}
 	}
-	// The admission time feeds hold-time figures (the observer's, and the
-	// mean hold behind wait estimates). Without an observer it is sampled,
-	// unless the clock was read anyway.
+	// The admission time feeds hold-time figures (Event.Held and the mean
+	// hold behind wait estimates). A clock read costs as much as the rest of
+	// an admission on some machines, so unless the clock was read anyway it
+	// is taken for one lease in 16: a sample, not a census.
 	m.sampled++
 	l.admitted = 0
-	if m.tnow != 0 || m.obs != nil || l.ttl > 0 || m.sampled%16 == 0 {
+	if m.tnow != 0 || l.ttl > 0 || m.sampled%16 == 0 {
 		l.admitted = m.nowLocked()
 	}
 	l.expires = 0
@@ -1341,7 +1445,8 @@ func (m *Memory) Position(ctx context.Context, waiterID string) (Position, error
 	}
 	ahead := 0
 	counted := false
-	for _, p := range s.waiting.items {
+	for _, e := range s.waiting.items {
+		p := e.p
 		counted = counted || p.c == c
 		for _, o := range p.c.members.items {
 			if o != w && s.precedes(o, w) {
