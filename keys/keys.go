@@ -1,0 +1,75 @@
+// Package keys makes API key secrets and hashes them.
+//
+// A secret looks like "wk-" followed by 40 base62 characters (about 238
+// bits from crypto/rand). It is shown to its owner once, at creation; the
+// store keeps only its Prefix, to recognise the key in listings, and its
+// Hash, to find the key when a request presents the secret.
+//
+// Why no constant-time comparison: a request's secret is never compared
+// with a stored secret. It is hashed with SHA-256 and the hash is looked up
+// in an index (weir.Store.KeyByHash). Whatever a timing side channel of
+// that lookup could leak is about the hash of the attacker's own guess,
+// and knowing some bytes of a stored hash does not help anyone find a
+// secret that produces it (SHA-256 is preimage resistant), nor does it
+// narrow a 238-bit search. crypto/subtle matters when a secret value is
+// compared byte by byte with attacker-controlled input; here the
+// attacker-controlled input is hashed first.
+package keys
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+)
+
+const (
+	// SecretPrefix starts every secret, so that a leaked one is easy to
+	// recognise (by people and by secret scanners).
+	SecretPrefix = "wk-"
+	// secretChars is the number of random base62 characters after
+	// SecretPrefix.
+	secretChars = 40
+	// PrefixLen is the length of the prefix kept to recognise a key:
+	// SecretPrefix and the first 7 random characters.
+	PrefixLen = 10
+)
+
+const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// Generate makes a new secret and returns it with its prefix (the first
+// PrefixLen characters) and its hash (Hash(secret)). The error is non-nil
+// only if the system's random source fails.
+func Generate() (secret, prefix, hash string, err error) {
+	out := make([]byte, 0, len(SecretPrefix)+secretChars)
+	out = append(out, SecretPrefix...)
+	// Rejection sampling: a byte below 248 (= 4 × 62) maps onto base62
+	// without bias; the others are dropped. About 3% are dropped, so one
+	// read of 48 bytes nearly always suffices.
+	var buf [48]byte
+	for len(out) < cap(out) {
+		if _, err := rand.Read(buf[:]); err != nil {
+			return "", "", "", fmt.Errorf("generate key secret: %w", err)
+		}
+		for _, b := range buf {
+			if b >= 248 {
+				continue
+			}
+			out = append(out, base62[b%62])
+			if len(out) == cap(out) {
+				break
+			}
+		}
+	}
+	secret = string(out)
+	return secret, secret[:PrefixLen], Hash(secret), nil
+}
+
+// Hash returns the hex SHA-256 of a secret: what the store keeps and
+// looks keys up by. A plain, unsalted hash is right here because secrets
+// are long random strings, not passwords: there is nothing to brute-force
+// and the lookup must be by hash.
+func Hash(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,77 @@
+package sqlite
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir"
+)
+
+// BenchmarkUsageInsert writes usage in batches of 100 rows, as the
+// gateway's flusher does, into a file database (WAL, synchronous=NORMAL),
+// and reports rows/s. Run with:
+//
+//	go test -run '^$' -bench UsageInsert -benchtime 3s ./sqlite/
+func BenchmarkUsageInsert(b *testing.B) {
+	const batchSize = 100
+	db := openTemp(b)
+	b.Cleanup(func() { db.Close() })
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	keyIDs := make([]string, 10)
+	for i := range keyIDs {
+		keyIDs[i] = fmt.Sprintf("key-%d", i)
+		if err := db.KeyCreate(b.Context(), weir.APIKey{ID: keyIDs[i], Hash: fmt.Sprintf("hash-%d", i), CreatedAt: at}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	batch := make([]weir.Usage, batchSize)
+	rows := 0
+	for b.Loop() {
+		for i := range batch {
+			batch[i] = weir.Usage{
+				RequestID:        fmt.Sprintf("req-%09d", rows),
+				KeyID:            keyIDs[rows%len(keyIDs)],
+				Model:            "gpt-4o",
+				PlatformModel:    "openai-main/gpt-4o",
+				Endpoint:         "/v1/chat/completions",
+				PromptTokens:     512,
+				CompletionTokens: 128,
+				Waited:           3 * time.Millisecond,
+				Latency:          850 * time.Millisecond,
+				Status:           200,
+				Outcome:          "ok",
+				At:               at.Add(time.Duration(rows) * 500 * time.Microsecond),
+			}
+			rows++
+		}
+		if err := db.UsageInsert(b.Context(), batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// BenchmarkKeyByHash is the request path's key lookup.
+func BenchmarkKeyByHash(b *testing.B) {
+	db := openTemp(b)
+	b.Cleanup(func() { db.Close() })
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 1000 {
+		if err := db.KeyCreate(b.Context(), weir.APIKey{
+			ID: fmt.Sprintf("key-%d", i), Hash: fmt.Sprintf("%064d", i), Models: []string{"gpt-4o"}, CreatedAt: at,
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			if _, err := db.KeyByHash(b.Context(), fmt.Sprintf("%064d", i%1000)); err != nil {
+				b.Error(err)
+				return
+			}
+			i++
+		}
+	})
+}

@@ -1,0 +1,210 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/weir-gateway/weir"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+const (
+	busyTimeout = 5 * time.Second
+	// readConns bounds the read pool. Reads are short index lookups; a
+	// few connections keep the request path from queueing behind one
+	// another without holding many WAL read marks open.
+	readConns = 4
+	// timeLayout is how times are stored: UTC, always six fractional
+	// digits, so that text order is time order.
+	timeLayout = "2006-01-02T15:04:05.000000Z"
+)
+
+// DB is a weir.Store on one SQLite file. See the package documentation
+// for its connections.
+type DB struct {
+	write *sql.DB // one connection; every write
+	read  *sql.DB // query_only pool; the write pool itself for ":memory:"
+	// The request path's lookups, prepared once per read connection:
+	// parsing the SQL costs about as much as running it.
+	keyByHash, keyByID *sql.Stmt
+}
+
+var _ weir.Store = (*DB)(nil)
+
+// Open opens (creating it if needed) the database at path, a file path or
+// ":memory:", and brings its schema up to date.
+func Open(ctx context.Context, path string) (*DB, error) {
+	if path == "" || strings.ContainsRune(path, '?') || strings.HasPrefix(path, "file:") {
+		return nil, fmt.Errorf("open sqlite %q: %w: want a file path without '?' or \":memory:\"", path, weir.ErrInvalid)
+	}
+	memory := path == ":memory:"
+	timeout := strconv.FormatInt(busyTimeout.Milliseconds(), 10)
+
+	write, err := sql.Open("sqlite", path+"?"+url.Values{
+		"_busy_timeout": {timeout},
+		"_foreign_keys": {"on"},
+		"_journal_mode": {"WAL"},
+		"_synchronous":  {"NORMAL"},
+		"_txlock":       {"immediate"},
+	}.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	write.SetConnMaxIdleTime(0) // never close it: for ":memory:" that would lose the database
+	write.SetConnMaxLifetime(0)
+	db := &DB{write: write, read: write}
+
+	if err := db.checkJournal(ctx, memory); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	if err := migrate(ctx, write); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	if memory {
+		if err := db.prepare(ctx); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+		}
+		return db, nil
+	}
+
+	read, err := sql.Open("sqlite", path+"?"+url.Values{
+		"_busy_timeout": {timeout},
+		"_query_only":   {"on"},
+	}.Encode())
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open sqlite %s for reading: %w", path, err)
+	}
+	read.SetMaxOpenConns(readConns)
+	read.SetMaxIdleConns(readConns)
+	db.read = read
+	if err := db.prepare(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open sqlite %s for reading: %w", path, err)
+	}
+	return db, nil
+}
+
+// prepare prepares the statements of the request path on the read pool.
+func (db *DB) prepare(ctx context.Context) error {
+	var err error
+	if db.keyByHash, err = db.read.PrepareContext(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE hash = ?`); err != nil {
+		return err
+	}
+	if db.keyByID, err = db.read.PrepareContext(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE id = ?`); err != nil {
+		return err
+	}
+	return nil
+}
+
+// checkJournal makes sure the file really is in WAL mode: SQLite answers
+// a journal_mode it cannot apply with the mode it kept, not an error.
+func (db *DB) checkJournal(ctx context.Context, memory bool) error {
+	var mode string
+	if err := db.write.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return fmt.Errorf("read journal mode: %w", err)
+	}
+	want := "wal"
+	if memory {
+		want = "memory"
+	}
+	if !strings.EqualFold(mode, want) {
+		return fmt.Errorf("journal mode is %q, want %q", mode, want)
+	}
+	return nil
+}
+
+// newMigrator returns goose's provider for the embedded migrations.
+func newMigrator(db *sql.DB) (*goose.Provider, error) {
+	dir, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	// Only our files: nothing registered in goose's global registry by
+	// another package may run against this database.
+	return goose.NewProvider(goose.DialectSQLite3, db, dir, goose.WithDisableGlobalRegistry(true))
+}
+
+// migrate applies the migrations not yet applied. Each runs in its own
+// transaction on the write connection. Two processes opening a new file at
+// the same instant could both try the same migration; the loser fails to
+// open and succeeds when started again.
+func migrate(ctx context.Context, db *sql.DB) error {
+	p, err := newMigrator(db)
+	if err != nil {
+		return fmt.Errorf("load migrations: %w", err)
+	}
+	// Not p.Close: it would close db.
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// SQL returns the write pool: one connection, shared with River (issue
+// 4), for transactions that write Weir's tables and River's jobs
+// together. Do not raise its connection limit: a second writing
+// connection would only wait in SQLite's busy handler.
+func (db *DB) SQL() *sql.DB { return db.write }
+
+// Close closes both pools.
+func (db *DB) Close() error {
+	var errs []error
+	for _, stmt := range []*sql.Stmt{db.keyByHash, db.keyByID} {
+		if stmt != nil {
+			errs = append(errs, stmt.Close())
+		}
+	}
+	if db.read != db.write {
+		errs = append(errs, db.read.Close())
+	}
+	errs = append(errs, db.write.Close())
+	return errors.Join(errs...)
+}
+
+// classify wraps constraint failures in the domain's sentinels, keeping
+// SQLite's message (which names the constraint) for the logs.
+func classify(err error) error {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	switch se.Code() {
+	case sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY, sqlite3.SQLITE_CONSTRAINT_UNIQUE:
+		return fmt.Errorf("%w: %w", weir.ErrConflict, err)
+	case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY, sqlite3.SQLITE_CONSTRAINT_CHECK, sqlite3.SQLITE_CONSTRAINT_NOTNULL:
+		return fmt.Errorf("%w: %w", weir.ErrInvalid, err)
+	}
+	return err
+}
+
+func formatTime(t time.Time) string {
+	return t.UTC().Truncate(time.Microsecond).Format(timeLayout)
+}
+
+func parseTime(s string) (time.Time, error) {
+	t, err := time.Parse(timeLayout, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("stored time %q: %w", s, err)
+	}
+	return t, nil
+}
