@@ -1,0 +1,81 @@
+// Package mock is Weir's mock provider: an http.Handler that speaks the
+// OpenAI API closely enough that the official SDKs accept its answers, with
+// the behaviours a gateway has to survive — latency and its spread, paced
+// streaming, a concurrency cap answered with 429 and Retry-After, random
+// server errors and streams that stall. Demos, end-to-end tests and
+// benchmarks run against it instead of real providers; `weir mock-provider`
+// serves it on its own, and `weir demo` starts it in-process.
+//
+// It imports only the standard library.
+//
+// # Endpoints
+//
+//	POST /v1/chat/completions     chat.completion, or with "stream": true
+//	                              chat.completion.chunk events as SSE
+//	                              ("data: {...}" lines, "data: [DONE]" last);
+//	                              stream_options.include_usage adds the
+//	                              usage chunk with empty choices before [DONE]
+//	POST /v1/embeddings           list of embedding objects; input as a
+//	                              string, strings, tokens or token lists;
+//	                              encoding_format "float" or "base64" (the
+//	                              Python and Node SDKs ask for base64 by
+//	                              default); dimensions honoured (default 1536)
+//	POST /v1/images/generations   data[] with b64_json (a small PNG) or url
+//	                              (served at GET /mock/images/mock.png)
+//	POST /v1/audio/speech         a binary audio body of silence: mp3 (the
+//	                              default), wav and pcm decode; aac, opus and
+//	                              flac carry their Content-Type over
+//	                              placeholder bytes
+//	GET  /v1/models               the model list; GET /v1/models/{id} one model
+//	GET  /mock/config             the current Config as JSON
+//	POST /mock/config             partial update: any subset of the keys
+//	                              GET returns, e.g. {"max_concurrent": 2,
+//	                              "latency": "250ms"}; unknown keys and
+//	                              out-of-range values get 400
+//	GET  /mock/stats              Stats as JSON
+//	POST /mock/stats/reset        zero the counters (peak drops to in-flight)
+//
+// Every answer that is not a success carries OpenAI's error JSON,
+// {"error": {"message", "type", "param", "code"}}.
+//
+// # Work, the cap and the counters
+//
+// The four POST /v1 endpoints are work: each holds one of MaxConcurrent
+// slots from the moment it arrives until its answer is written or its client
+// goes away. A request that finds every slot taken is answered at once with
+// 429, type "requests", code "rate_limit_exceeded", Retry-After and
+// retry-after-ms headers (which the OpenAI SDKs honour when they retry),
+// and counted in Stats.Rejected. The slot count is a compare-and-swap on one
+// counter, so the cap is exact: PeakInFlight never exceeds MaxConcurrent.
+// A request whose client disconnects stops at once (latency, pacing and
+// stall waits all watch the request context) and is counted under status
+// 499, as nginx does, even if a 200 had already begun to stream.
+//
+// # Per-request overrides
+//
+// Tests steer single requests with headers; a bad value gets 400.
+//
+//	X-Mock-Status: 429|500|503|...  answer this status (400-599) with the
+//	                                matching OpenAI error, after the latency
+//	X-Mock-Latency: 250ms           this latency instead of a sampled one
+//	X-Mock-Stall: 1 | 2s | 0        stall this stream for StallFor, for the
+//	                                given time, or never
+//	X-Mock-Tokens: 40               completion tokens for this answer
+//
+// # Timing
+//
+// A work request waits its latency (Latency spread by LatencyJitter per
+// Distribution) before its first byte. A streamed answer then sends one
+// token per chunk, TokensPerSecond apart; a non-streamed one waits for the
+// whole generation (tokens / TokensPerSecond) before answering, as a real
+// model would. A stalled stream stops after half its tokens for StallFor and
+// then finishes. Waits use real timers: this is a server.
+//
+// # Tokens
+//
+// Usage is estimated, not tokenized: a text of n bytes counts ceil(n/4)
+// tokens; a chat prompt counts 3 tokens per message plus 3, an image part 85,
+// and token-array inputs count their length. Completions are CompletionTokens
+// long (or X-Mock-Tokens), cut to max_completion_tokens / max_tokens with
+// finish_reason "length". A chat request's n is ignored: one choice.
+package mock
