@@ -1,0 +1,96 @@
+package e2e
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/provider/mock"
+	"github.com/weir-gateway/weir/sqlite"
+)
+
+// TestGracefulShutdownDrains: on SIGTERM the gateway stops taking
+// connections, lets the request in flight finish with its answer, and
+// exits cleanly soon after.
+func TestGracefulShutdownDrains(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t, mock.Config{})
+	up.hold.Store(true)
+	g := startGateway(t, "", oneModel(up.URL, "    concurrency: 1"))
+	_, key := g.createKey(t)
+
+	running := g.sendAsync(context.Background(), request{Path: "/v1/chat/completions", Key: key, Body: chatBody("chat")})
+	waitFor(t, 5*time.Second, "the request to reach the upstream", func() bool { return len(up.Arrivals()) == 1 })
+
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	addr := strings.TrimPrefix(g.URL, "http://")
+	waitFor(t, 5*time.Second, "the gateway to stop accepting connections", func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return true
+		}
+		c.Close()
+		return false
+	})
+	select {
+	case <-g.exited:
+		t.Fatalf("the gateway exited with a request in flight: %v", g.err)
+	default:
+	}
+
+	up.release(t)
+	if rep := await(t, running); rep.Status != http.StatusOK {
+		t.Errorf("the request in flight at SIGTERM: status %d: %s", rep.Status, rep.Body)
+	}
+	drained := time.Now()
+	select {
+	case <-g.exited:
+		if g.err != nil {
+			t.Errorf("the gateway exited with %v after a graceful shutdown", g.err)
+		}
+		t.Logf("the gateway exited %s after its last request finished", time.Since(drained))
+	case <-time.After(5 * time.Second):
+		t.Errorf("the gateway had not exited 5s after its last request finished (shutdown hangs)")
+	}
+}
+
+// TestUsageRecorded: every model request leaves a usage record (model,
+// platform model, tokens, wait, outcome) in the gateway's database within
+// a few flush intervals.
+func TestUsageRecorded(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t, mock.Config{})
+	g := startGateway(t, "  usage_flush_interval: 100ms", oneModel(up.URL, ""))
+	id, key := g.createKey(t)
+
+	rep := g.do(t, request{Path: "/v1/chat/completions", Key: key, Body: chatBody("chat")})
+	if rep.Status != http.StatusOK {
+		t.Fatalf("status %d: %s", rep.Status, rep.Body)
+	}
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, g.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var got []weir.Usage
+	waitFor(t, 5*time.Second, "the usage record to be stored", func() bool {
+		got, err = db.UsageList(ctx, weir.UsageFilter{KeyID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(got) > 0
+	})
+	u := got[0]
+	if len(got) != 1 || u.RequestID != rep.Header.Get("X-Request-Id") || u.Model != "chat" || u.PlatformModel != "up/chat" ||
+		u.Endpoint != "chat" || u.Status != http.StatusOK || u.Outcome != "ok" || u.PromptTokens == 0 || u.CompletionTokens == 0 {
+		t.Errorf("usage records %+v, want one for request %s: chat on up/chat, 200 ok, with tokens", got, rep.Header.Get("X-Request-Id"))
+	}
+}
