@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/config"
+	"github.com/weir-gateway/weir/keys"
+	"github.com/weir-gateway/weir/sqlite"
+)
+
+func init() { rootCmd.AddCommand(keysCmd()) }
+
+// keysCmd manages API keys in the database named by the config file. The
+// store is shared with a running server (SQLite in WAL mode allows it); a
+// new key works at once, a revocation within the server's key cache TTL.
+func keysCmd() *cobra.Command {
+	var path string
+	cmd := &cobra.Command{Use: "keys", Short: "Create, list and revoke API keys"}
+	cmd.PersistentFlags().StringVarP(&path, "config", "c", "weir.yaml", "config file (for the storage path and default group)")
+
+	var k weir.APIKey
+	var models string
+	create := &cobra.Command{
+		Use:   "create",
+		Short: "Create a key; its secret is shown once",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, db, err := openStore(cmd.Context(), path)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			if k.Group == "" {
+				k.Group = cfg.DefaultGroup
+			}
+			if models != "" {
+				k.Models = strings.Split(models, ",")
+			}
+			secret, err := createKey(cmd.Context(), db, &k)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "id:     %s\nname:   %s\ngroup:  %s\nsecret: %s\n\nThe secret is shown only now; store it safely.\n", k.ID, k.Name, k.Group, secret)
+			return nil
+		},
+	}
+	create.Flags().StringVar(&k.Name, "name", "", "a name to recognise the key by")
+	create.Flags().StringVar(&k.Group, "group", "", "group (default: the config's default_group)")
+	create.Flags().StringVar(&models, "models", "", "comma-separated allow-list of public models (default: all)")
+	create.Flags().Int64Var(&k.Concurrency, "concurrency", 0, "requests in flight at once (0: no limit)")
+	create.Flags().Int64Var(&k.RPM, "rpm", 0, "requests per minute (0: no limit)")
+	create.Flags().Int64Var(&k.TPM, "tpm", 0, "tokens per minute (0: no limit)")
+	create.Flags().IntVar(&k.QueueLimit, "queue-limit", 0, "requests that may wait (0: no limit)")
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List keys",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, db, err := openStore(cmd.Context(), path)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			ks, err := db.KeyList(cmd.Context())
+			if err != nil {
+				return err
+			}
+			printKeys(cmd.OutOrStdout(), ks)
+			return nil
+		},
+	}
+
+	revoke := &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke a key",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, db, err := openStore(cmd.Context(), path)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			if err := db.KeyRevoke(cmd.Context(), args[0], time.Now()); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(create, list, revoke)
+	return cmd
+}
+
+func openStore(ctx context.Context, path string) (*config.Config, *sqlite.DB, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := sqlite.Open(ctx, cfg.Storage.Path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, db, nil
+}
+
+// createKey fills in k's id, secret hash and creation time, stores it and
+// returns the secret.
+func createKey(ctx context.Context, store weir.Store, k *weir.APIKey) (string, error) {
+	secret, prefix, hash, err := keys.Generate()
+	if err != nil {
+		return "", err
+	}
+	var id [6]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return "", err
+	}
+	k.ID = "key_" + hex.EncodeToString(id[:])
+	k.Prefix, k.Hash = prefix, hash
+	k.CreatedAt = time.Now().UTC()
+	if err := store.KeyCreate(ctx, *k); err != nil {
+		return "", err
+	}
+	return secret, nil
+}
+
+func printKeys(w io.Writer, ks []weir.APIKey) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tGROUP\tMODELS\tCONCURRENCY\tRPM\tTPM\tCREATED\tSTATUS")
+	for _, k := range ks {
+		status := "active"
+		if !k.Active() {
+			status = "revoked " + k.RevokedAt.Format(time.RFC3339)
+		}
+		models := "*"
+		if len(k.Models) > 0 {
+			models = strings.Join(k.Models, ",")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s…\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", k.ID, k.Name, k.Prefix, k.Group, models,
+			k.Concurrency, k.RPM, k.TPM, k.CreatedAt.Format(time.RFC3339), status)
+	}
+	tw.Flush()
+}

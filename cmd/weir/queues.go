@@ -1,0 +1,101 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weir-gateway/weir/httpapi"
+)
+
+func init() { rootCmd.AddCommand(queuesCmd()) }
+
+// queuesCmd shows what a running server is holding and queueing, scope by
+// scope, from its admin API.
+func queuesCmd() *cobra.Command {
+	var addr, token string
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "queues",
+		Short: "Show what is waiting and held right now on a running server",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			view, err := fetchQueues(addr, token)
+			if err != nil {
+				return err
+			}
+			printQueues(cmd.OutOrStdout(), view, all)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&addr, "addr", "http://127.0.0.1:8080", "the server's base URL")
+	cmd.Flags().StringVar(&token, "token", "", "admin token (when the server sets one; env WEIR_ADMIN_TOKEN)")
+	cmd.Flags().BoolVar(&all, "all", false, "include per-key scopes")
+	return cmd
+}
+
+func fetchQueues(addr, token string) (httpapi.QueueView, error) {
+	var view httpapi.QueueView
+	if token == "" {
+		token = envOr("WEIR_ADMIN_TOKEN", "")
+	}
+	req, err := http.NewRequest(http.MethodGet, strings.TrimRight(addr, "/")+"/admin/queues", nil)
+	if err != nil {
+		return view, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		return view, fmt.Errorf("ask %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return view, fmt.Errorf("ask %s: %s: %s", addr, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return view, json.NewDecoder(resp.Body).Decode(&view)
+}
+
+func printQueues(w io.Writer, view httpapi.QueueView, all bool) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCOPE\tIN FLIGHT\tLIMIT\tWAITING\tHELD\tMEAN HOLD\tRPM LEFT\tTPM LEFT")
+	for _, s := range view.Scopes {
+		if !all && strings.HasPrefix(s.Name, "key:") {
+			continue
+		}
+		limit := "-"
+		if s.Limit > 0 {
+			limit = fmt.Sprint(s.Limit)
+		}
+		name := s.Name
+		if s.Orphaned {
+			name += " (orphaned)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\n", name, s.InFlight, limit, s.Waiting, s.Held, dash(s.MeanHold),
+			rate(s.RPM, s.RPMLeft), rate(s.TPM, s.TPMLeft))
+	}
+	tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func rate(limit int64, left float64) string {
+	if limit == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f/%d", left, limit)
+}

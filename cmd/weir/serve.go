@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/config"
+	"github.com/weir-gateway/weir/httpapi"
+	"github.com/weir-gateway/weir/metrics"
+	"github.com/weir-gateway/weir/router"
+	"github.com/weir-gateway/weir/sqlite"
+	"github.com/weir-gateway/weir/usage"
+)
+
+func init() { rootCmd.AddCommand(serveCmd()) }
+
+func serveCmd() *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the OpenAI-compatible gateway",
+		Long: `Serve the OpenAI-compatible gateway described by a config file
+(see examples/weir.yaml). SIGHUP reloads the catalog without dropping
+in-flight work; SIGINT or SIGTERM drain in-flight requests and stop.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := config.Load(path)
+			if err != nil {
+				return err
+			}
+			m := &Main{ConfigPath: path, Config: cfg}
+			return m.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVarP(&path, "config", "c", "weir.yaml", "config file")
+	return cmd
+}
+
+// Main wires the gateway's services together. cmd/ only wires: every
+// piece it assembles lives in its own package.
+type Main struct {
+	ConfigPath string
+	Config     *config.Config
+	Logger     *slog.Logger
+
+	DB      *sqlite.DB
+	Engine  *admission.Memory
+	Metrics *metrics.Metrics
+	Usage   *usage.Recorder
+	API     *httpapi.Server
+	HTTP    *http.Server
+	ln      net.Listener
+}
+
+// Start opens storage, builds the engine and API, applies the catalog and
+// starts listening.
+func (m *Main) Start(ctx context.Context) error {
+	cfg := m.Config
+	if m.Logger == nil {
+		m.Logger = newLogger(cfg.Server.LogLevel)
+	}
+	db, err := sqlite.Open(ctx, cfg.Storage.Path)
+	if err != nil {
+		return fmt.Errorf("open storage: %w", err)
+	}
+	m.DB = db
+	var eng *admission.Memory
+	m.Metrics = metrics.New(func(ctx context.Context) []admission.ScopeStats { return eng.Scopes(ctx) })
+	eng = admission.NewMemory(admission.Options{Observer: m.Metrics})
+	m.Engine = eng
+	m.Usage = usage.New(db, cfg.Server.UsageFlushInterval, m.Logger, m.Metrics.UsageDropped)
+	m.Usage.Start()
+	m.API = httpapi.New(httpapi.Config{
+		MaxBodyBytes:    cfg.Server.MaxBodyBytes,
+		DefaultMaxWait:  cfg.Server.DefaultMaxWait,
+		RetryBudget:     cfg.Server.RetryBudget,
+		UpstreamTimeout: cfg.Server.UpstreamTimeout,
+		AdminToken:      cfg.Server.AdminToken,
+	}, httpapi.Deps{
+		Engine:         eng,
+		Store:          db,
+		Router:         router.New(router.Options{Failures: cfg.Server.Cooldown.Failures, Cooldown: cfg.Server.Cooldown.Duration}),
+		Logger:         m.Logger,
+		Metrics:        m.Metrics,
+		MetricsHandler: m.Metrics.Handler(),
+		Usage:          m.Usage.Record,
+	})
+	if err := m.apply(ctx, cfg); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Server.Listen, err)
+	}
+	m.ln = ln
+	m.HTTP = &http.Server{
+		Handler:           m.API.Handler(),
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn),
+	}
+	go func() {
+		if err := m.HTTP.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.Logger.Error("http server stopped", "error", err)
+		}
+	}()
+	m.Logger.Info("weir serving", "addr", ln.Addr().String(), "storage", cfg.Storage.Path)
+	return nil
+}
+
+func (m *Main) apply(ctx context.Context, cfg *config.Config) error {
+	cat, err := cfg.Catalog()
+	if err != nil {
+		return err
+	}
+	return m.API.Apply(ctx, cat, cfg.DefaultGroup)
+}
+
+// Addr is where the gateway listens.
+func (m *Main) Addr() string { return m.ln.Addr().String() }
+
+// Reload reads the config file again and applies its catalog. Server and
+// storage settings need a restart; a reload changes the catalog only.
+func (m *Main) Reload(ctx context.Context) error {
+	cfg, err := config.Load(m.ConfigPath)
+	if err != nil {
+		return err
+	}
+	if err := m.apply(ctx, cfg); err != nil {
+		return err
+	}
+	m.Logger.Info("catalog reloaded", "config", m.ConfigPath)
+	return nil
+}
+
+// Stop drains in-flight requests (up to the shutdown timeout), then flushes
+// usage and closes the engine and storage.
+func (m *Main) Stop(ctx context.Context) error {
+	var errs []error
+	if m.HTTP != nil {
+		sctx, cancel := context.WithTimeout(ctx, m.Config.Server.ShutdownTimeout)
+		errs = append(errs, m.HTTP.Shutdown(sctx))
+		cancel()
+	}
+	if m.Engine != nil {
+		m.Engine.Close()
+	}
+	if m.Usage != nil {
+		m.Usage.Stop()
+	}
+	if m.DB != nil {
+		errs = append(errs, m.DB.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Run starts, serves until SIGINT/SIGTERM (reloading on SIGHUP) and stops.
+func (m *Main) Run(ctx context.Context) error {
+	if err := m.Start(ctx); err != nil {
+		_ = m.Stop(ctx)
+		return err
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	for {
+		select {
+		case <-ctx.Done():
+			return m.Stop(context.Background())
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				if err := m.Reload(ctx); err != nil {
+					m.Logger.Error("reload failed; keeping the running catalog", "error", err)
+				}
+				continue
+			}
+			m.Logger.Info("shutting down", "signal", sig.String())
+			return m.Stop(context.Background())
+		}
+	}
+}
+
+func newLogger(level string) *slog.Logger {
+	var l slog.Level
+	switch strings.ToLower(level) {
+	case "debug":
+		l = slog.LevelDebug
+	case "warn":
+		l = slog.LevelWarn
+	case "error":
+		l = slog.LevelError
+	default:
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
