@@ -175,8 +175,10 @@ type Group struct {
 	// FairnessWindow is how long a waiter may be passed over by later ones
 	// in the group's scope before capacity is held for it. Default 0.
 	FairnessWindow time.Duration `yaml:"fairness_window"`
-	// RoundRobin makes the group's keys take turns instead of being served
-	// in arrival order alone. Default false.
+	// RoundRobin makes the group's keys take turns for the group's own
+	// concurrency instead of being served in arrival order alone. (At a
+	// platform model, keys of the same priority always take turns.)
+	// Default false.
 	RoundRobin bool `yaml:"round_robin"`
 }
 

@@ -210,7 +210,12 @@ func (s *Server) Apply(ctx context.Context, cat weir.Catalog, defaultGroup strin
 		next.groups[defaultGroup] = weir.Group{Name: defaultGroup}
 	}
 	for _, pm := range next.pms {
-		if err := s.deps.Engine.SetScope(ctx, pmScope(pm.Name), limitsScope(pm.Limits)); err != nil {
+		// A platform model is where tenants meet: keys of the same
+		// priority take turns there (FIFO within a key), so one key with a
+		// thousand queued requests does not stall everyone else.
+		cfg := limitsScope(pm.Limits)
+		cfg.RoundRobin = true
+		if err := s.deps.Engine.SetScope(ctx, pmScope(pm.Name), cfg); err != nil {
 			return fmt.Errorf("platform model %s: %w", pm.Name, err)
 		}
 	}
