@@ -23,6 +23,7 @@ type Metrics struct {
 	Registry *prometheus.Registry
 
 	admission  *prometheus.CounterVec
+	outcomes   []prometheus.Counter // admission counters by Outcome, resolved once
 	queueWait  *prometheus.HistogramVec
 	leaseHeld  prometheus.Histogram
 	httpReqs   *prometheus.CounterVec
@@ -41,7 +42,10 @@ func New(scopes func(context.Context) []admission.ScopeStats) *Metrics {
 		Help: "Admission engine transitions by outcome.",
 	}, []string{"outcome"})
 	for _, o := range admission.Outcomes() {
-		m.admission.WithLabelValues(o.String())
+		for len(m.outcomes) <= int(o) {
+			m.outcomes = append(m.outcomes, nil)
+		}
+		m.outcomes[o] = m.admission.WithLabelValues(o.String())
 	}
 	waitBuckets := []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}
 	m.queueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -92,7 +96,11 @@ func (m *Metrics) Handler() http.Handler {
 // Observe implements admission.Observer. It runs under the engine's lock,
 // so it only bumps counters.
 func (m *Metrics) Observe(e admission.Event) {
-	m.admission.WithLabelValues(e.Outcome.String()).Inc()
+	if int(e.Outcome) < len(m.outcomes) && m.outcomes[e.Outcome] != nil {
+		m.outcomes[e.Outcome].Inc()
+	} else {
+		m.admission.WithLabelValues(e.Outcome.String()).Inc()
+	}
 	switch e.Outcome {
 	case admission.OutcomeReleased, admission.OutcomeExpired, admission.OutcomeFenced:
 		if e.Lease != 0 && e.Held > 0 {
