@@ -1,0 +1,47 @@
+package metrics
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/weir-gateway/weir/admission"
+)
+
+func TestObserveCountsOutcomes(t *testing.T) {
+	m := New(nil)
+	m.Observe(admission.Event{Outcome: admission.OutcomeAdmitted})
+	m.Observe(admission.Event{Outcome: admission.OutcomeAdmitted})
+	m.Observe(admission.Event{Outcome: admission.OutcomeTimeout})
+	if got := testutil.ToFloat64(m.admission.WithLabelValues("admitted")); got != 2 {
+		t.Fatalf("admitted = %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(m.admission.WithLabelValues("timeout")); got != 1 {
+		t.Fatalf("timeout = %v, want 1", got)
+	}
+	// Every outcome is there from the start, at zero.
+	if got := testutil.ToFloat64(m.admission.WithLabelValues("queue_full")); got != 0 {
+		t.Fatalf("queue_full = %v, want 0", got)
+	}
+}
+
+func TestScopeGaugesLeaveOutKeys(t *testing.T) {
+	m := New(func(context.Context) []admission.ScopeStats {
+		return []admission.ScopeStats{
+			{Name: "pm:a/b", Used: 2, Queued: 5, Config: admission.ScopeConfig{Limit: 2}},
+			{Name: "key:k1", Used: 1},
+		}
+	})
+	m.ObserveUpstream("a/b", "ok", time.Millisecond)
+	want := `
+# HELP weir_scope_in_flight Amount held in the scope now.
+# TYPE weir_scope_in_flight gauge
+weir_scope_in_flight{scope="pm:a/b",type="pm"} 2
+`
+	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), "weir_scope_in_flight"); err != nil {
+		t.Fatal(err)
+	}
+}
