@@ -1,0 +1,112 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/weir-gateway/weir/provider/mock"
+)
+
+// TestOfficialSDK drives the gateway with the official OpenAI Go SDK,
+// unchanged but for its base URL and key: every endpoint, streaming, the
+// model list, and an error the SDK must decode as OpenAI's.
+func TestOfficialSDK(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t, mock.Config{CompletionTokens: 8})
+	g := startGateway(t, "", allKinds(up.URL))
+	_, secret := g.createKey(t)
+	client := openai.NewClient(
+		option.WithBaseURL(g.URL+"/v1/"),
+		option.WithAPIKey(secret),
+		option.WithMaxRetries(0),
+		option.WithRequestTimeout(20*time.Second),
+	)
+	ctx := context.Background()
+
+	chat, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:    "chat",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello")},
+	})
+	if err != nil {
+		t.Fatalf("chat: %v", err)
+	}
+	if len(chat.Choices) != 1 || chat.Choices[0].Message.Content == "" || chat.Usage.TotalTokens == 0 {
+		t.Fatalf("chat answer: %+v", chat)
+	}
+
+	stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+		Model:         "chat",
+		Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello")},
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	})
+	var acc openai.ChatCompletionAccumulator
+	chunks := 0
+	for stream.Next() {
+		chunks++
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	if chunks < 3 || len(acc.Choices) != 1 || acc.Choices[0].Message.Content == "" || acc.Usage.TotalTokens == 0 {
+		t.Fatalf("stream: %d chunks, accumulated %+v", chunks, acc.ChatCompletion)
+	}
+
+	emb, err := client.Embeddings.New(ctx, openai.EmbeddingNewParams{
+		Model: "emb",
+		Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: []string{"a", "b"}},
+	})
+	if err != nil {
+		t.Fatalf("embeddings: %v", err)
+	}
+	if len(emb.Data) != 2 || len(emb.Data[0].Embedding) == 0 {
+		t.Fatalf("embeddings: %d vectors", len(emb.Data))
+	}
+
+	img, err := client.Images.Generate(ctx, openai.ImageGenerateParams{Model: "img", Prompt: "a weir"})
+	if err != nil {
+		t.Fatalf("images: %v", err)
+	}
+	if len(img.Data) != 1 || img.Data[0].B64JSON == "" {
+		t.Fatalf("images: %+v", img.Data)
+	}
+
+	speech, err := client.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Model: "tts", Input: "hello", Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("alloy")}})
+	if err != nil {
+		t.Fatalf("speech: %v", err)
+	}
+	audio, err := io.ReadAll(speech.Body)
+	speech.Body.Close()
+	if err != nil || len(audio) == 0 || !strings.HasPrefix(speech.Header.Get("Content-Type"), "audio/") {
+		t.Fatalf("speech: %d bytes, %s, %v", len(audio), speech.Header.Get("Content-Type"), err)
+	}
+
+	page, err := client.Models.List(ctx)
+	if err != nil {
+		t.Fatalf("models: %v", err)
+	}
+	var names []string
+	for _, m := range page.Data {
+		names = append(names, m.ID)
+	}
+	if strings.Join(names, ",") != "chat,emb,img,tts" {
+		t.Fatalf("models = %v", names)
+	}
+
+	_, err = client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:    "no-such-model",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+	})
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || apiErr.Code != "not_found" {
+		t.Fatalf("unknown model: %v", err)
+	}
+}
