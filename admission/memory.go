@@ -112,6 +112,7 @@ type class struct {
 	cands   []cand
 	scopes  []*scope // distinct scopes over all candidates
 	rr      []*scope // the round-robin ones, in waiter.vts order
+	flows   []*flow  // the class's fairness key's turn in each of rr
 	members indexHeap[*waiter]
 	parks   []*parking // in scopes' waiting heaps
 	passes  []*parking // in scopes' passed heaps
@@ -489,6 +490,19 @@ func (p *probe) vtIn(s *scope) int64 {
 		return p.w.vtIn(s)
 	}
 	return s.nextVT(p.fkey)
+}
+
+// flowLocked finds or makes fkey's turn in s.
+func (s *scope) flowLocked(fkey string) *flow {
+	if s.flows == nil {
+		s.flows = make(map[string]*flow)
+	}
+	f := s.flows[fkey]
+	if f == nil {
+		f = &flow{}
+		s.flows[fkey] = f
+	}
+	return f
 }
 
 func (s *scope) nextVT(fkey string) int64 {
@@ -924,6 +938,7 @@ func (m *Memory) newClassLocked(key, fkey string, prio int32, cands []cand) *cla
 				n.s.classes[c] = struct{}{}
 				if n.s.cfg.RoundRobin {
 					c.rr = append(c.rr, n.s)
+					c.flows = append(c.flows, n.s.flowLocked(fkey))
 				}
 			}
 		}
@@ -952,21 +967,12 @@ func (m *Memory) dropClassIfEmpty(c *class) {
 func (m *Memory) joinClassLocked(w *waiter, c *class) {
 	w.class = c
 	w.vt0, w.vts = 0, nil
-	if len(c.rr) > 0 {
-		for i, s := range c.rr {
-			if s.flows == nil {
-				s.flows = make(map[string]*flow)
-			}
-			f := s.flows[c.fkey]
-			if f == nil {
-				f = &flow{}
-				s.flows[c.fkey] = f
-			}
-			vt := max(f.pass, s.vclock) + 1
-			f.pass = vt
-			f.waiting++
-			w.setVT(i, vt)
-		}
+	for i, s := range c.rr {
+		f := c.flows[i]
+		vt := max(f.pass, s.vclock) + 1
+		f.pass = vt
+		f.waiting++
+		w.setVT(i, vt)
 	}
 	for _, s := range c.scopes {
 		s.queued++
@@ -993,12 +999,14 @@ func (m *Memory) leaveClassLocked(w *waiter) {
 			m.markDirty(s)
 		}
 	}
-	for _, s := range c.rr {
-		if f := s.flows[c.fkey]; f != nil {
-			f.waiting--
-			if f.waiting <= 0 && f.pass <= s.vclock {
-				delete(s.flows, c.fkey)
-			}
+	// A key's turn is forgotten once it has nobody waiting and the scope
+	// has caught up with it; a class holds its flows only while it has
+	// members, so a forgotten flow is never used again.
+	for i, s := range c.rr {
+		f := c.flows[i]
+		f.waiting--
+		if f.waiting <= 0 && f.pass <= s.vclock {
+			delete(s.flows, c.fkey)
 		}
 	}
 	w.class = nil
