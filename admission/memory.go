@@ -75,7 +75,9 @@ type scope struct {
 	queued   int
 	orphaned bool
 	removed  bool
-	dirty    bool
+	// dirty: in m.dirty, to be pumped; again: made dirty while being
+	// pumped; checkHolder: the holder has not been looked at since.
+	dirty, again, checkHolder bool
 
 	// waiting holds the classes waiting on this scope, in its order.
 	waiting indexHeap[parked]
@@ -434,10 +436,13 @@ func (m *Memory) Scopes(ctx context.Context) []ScopeStats {
 }
 
 func (m *Memory) markDirty(s *scope) {
-	if !s.dirty {
-		s.dirty = true
-		m.dirty = append(m.dirty, s)
+	s.checkHolder = true
+	if s.dirty {
+		s.again = true
+		return
 	}
+	s.dirty = true
+	m.dirty = append(m.dirty, s)
 }
 
 // ---- ordering ----
@@ -1140,41 +1145,88 @@ func (m *Memory) settleLocked(c *class) {
 	}
 }
 
-// pumpLocked hands capacity on in every scope that gained some.
+// pumpLocked hands capacity on in every scope that gained some. The scopes
+// are served one waiter at a time, the earliest waiter (priority, then
+// arrival) across all of them first: a waiter whose scope just freed is
+// re-evaluated, and moves to wait on the next scope it needs, before a
+// later waiter can take that scope's capacity.
 func (m *Memory) pumpLocked() {
 	for len(m.dirty) > 0 {
-		s := m.dirty[len(m.dirty)-1]
-		m.dirty = m.dirty[:len(m.dirty)-1]
+		i := m.nextDirtyLocked()
+		s := m.dirty[i]
+		if m.stepScopeLocked(s) {
+			continue
+		}
+		if s.again {
+			s.again = false
+			continue
+		}
+		last := len(m.dirty) - 1
+		m.dirty[i] = m.dirty[last]
+		m.dirty = m.dirty[:last]
 		s.dirty = false
-		m.pumpScopeLocked(s)
 	}
 }
 
-// pumpScopeLocked admits the waiters waiting on s, in s's order, until one
-// still waits on s. A waiter that now waits on another scope moves there;
-// if it has waited longer than s's fairness window, s holds its share.
-func (m *Memory) pumpScopeLocked(s *scope) {
-	// The waiter s holds for goes first, wherever it is parked.
-	if h := s.holder; h != nil && h.class.head() == h && !m.evaluateLocked(h) {
-		m.parkOnBlockersLocked(h.class)
+// nextWaiter is the waiter s would look at next, if any.
+func (s *scope) nextWaiter() *waiter {
+	if h := s.holder; s.checkHolder && h != nil && h.class.head() == h {
+		return h
 	}
-	for s.waiting.len() > 0 {
-		p := s.waiting.top().p
-		c := p.c
-		w := c.head()
-		if m.evaluateLocked(w) {
-			continue
+	if s.waiting.len() > 0 {
+		return s.waiting.top().p.c.head()
+	}
+	return nil
+}
+
+// nextDirtyLocked picks the dirty scope whose next waiter comes first; a
+// scope with nobody to look at comes first of all, to be dropped.
+func (m *Memory) nextDirtyLocked() int {
+	best := 0
+	var bw *waiter
+	for i, s := range m.dirty {
+		w := s.nextWaiter()
+		if w == nil {
+			return i
 		}
-		if m.isBlocker(s) {
-			m.parkOnBlockersLocked(c)
-			return
+		if bw == nil || w.prio > bw.prio || (w.prio == bw.prio && w.seq < bw.seq) {
+			best, bw = i, w
 		}
-		if s.cfg.FairnessWindow > 0 && s.cfg.Limit > 0 {
-			m.passLocked(c, s)
-			m.promoteHolderLocked(s)
+	}
+	return best
+}
+
+// stepScopeLocked looks at s's next waiter: it admits it, or moves it to
+// wait where it must. It reports whether s may have more to hand on. A
+// waiter that s could serve but that must wait elsewhere is passed; once it
+// has waited s's fairness window, s holds its share for it.
+func (m *Memory) stepScopeLocked(s *scope) bool {
+	if h := s.holder; s.checkHolder && h != nil && h.class.head() == h {
+		// The waiter s holds for goes first, wherever it is parked.
+		s.checkHolder = false
+		if !m.evaluateLocked(h) {
+			m.parkOnBlockersLocked(h.class)
 		}
+		return true
+	}
+	s.checkHolder = false
+	if s.waiting.len() == 0 {
+		return false
+	}
+	c := s.waiting.top().p.c
+	if m.evaluateLocked(c.head()) {
+		return true
+	}
+	if m.isBlocker(s) {
 		m.parkOnBlockersLocked(c)
+		return false
 	}
+	if s.cfg.FairnessWindow > 0 && s.cfg.Limit > 0 {
+		m.passLocked(c, s)
+		m.promoteHolderLocked(s)
+	}
+	m.parkOnBlockersLocked(c)
+	return true
 }
 
 func (w *waiter) amountIn(s *scope) int64 {
@@ -1558,6 +1610,7 @@ func (m *Memory) Fence(ctx context.Context, id string, gen uint64) error {
 			orphaned = append(orphaned, s)
 		}
 	}
+	slices.SortFunc(orphaned, func(a, b *scope) int { return cmp.Compare(a.name, b.name) })
 	for _, l := range m.slots {
 		if l.needs == nil {
 			continue
@@ -1570,10 +1623,16 @@ func (m *Memory) Fence(ctx context.Context, id string, gen uint64) error {
 			m.releaseLocked(l, OutcomeFenced)
 		}
 	}
+	var owned []*waiter
 	for _, w := range m.waiters {
 		if gone(w.owner.ID, w.owner.Gen) {
-			m.dropWaiterLocked(w, OutcomeFenced, fmt.Errorf("%w: %s", ErrFenced, w.owner))
+			owned = append(owned, w)
 		}
+	}
+	// In arrival order, so that a replay sees the same events.
+	slices.SortFunc(owned, func(a, b *waiter) int { return cmp.Compare(a.seq, b.seq) })
+	for _, w := range owned {
+		m.dropWaiterLocked(w, OutcomeFenced, fmt.Errorf("%w: %s", ErrFenced, w.owner))
 	}
 	m.reresolveLocked(now, orphaned, false)
 	return nil
@@ -1602,6 +1661,91 @@ func (m *Memory) Activate(ctx context.Context, id string, gen uint64) error {
 	}
 	m.reresolveLocked(now, active, true)
 	return nil
+}
+
+// liveCandidatesLocked works out w's candidates after a change of usable
+// scopes. Without a resolver it keeps what it has, less candidates on
+// unusable scopes (never regaining ones dropped earlier). With one, it asks
+// for fresh candidates and keeps those on usable scopes that have room in
+// their queues (a scope w is already counted in has room for it).
+func (m *Memory) liveCandidatesLocked(w *waiter) ([]Candidate, []cand, error) {
+	old := w.class
+	var live []cand
+	if w.resolve == nil {
+		for _, cd := range old.cands {
+			if !slices.ContainsFunc(cd.needs, func(n need) bool { return n.s.orphaned }) {
+				live = append(live, cd)
+			}
+		}
+		return w.cands, live, nil
+	}
+	fresh, err := w.resolve(w.id)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range fresh {
+		if i >= MaxCandidates || fresh[i].validate() != nil {
+			continue
+		}
+		needs, err := m.resolveNeedsLocked(fresh[i].Needs, nil)
+		if err != nil || needs == nil {
+			continue
+		}
+		full := slices.ContainsFunc(needs, func(n need) bool {
+			q := n.s.cfg.QueueLimit
+			return q > 0 && n.s.queued >= q && !slices.Contains(old.scopes, n.s)
+		})
+		if !full {
+			live = append(live, cand{idx: i, needs: needs})
+		}
+	}
+	return fresh, live, nil
+}
+
+// firstTurnAfter finds the earliest turn in rs held by a waiter of key fkey
+// that arrived after w (looking at class heads: within a class turns follow
+// arrival). Cost: the classes touching rs; only reselection uses it.
+func firstTurnAfter(rs *scope, fkey string, w *waiter) (int64, bool) {
+	var best int64
+	found := false
+	for cc := range rs.classes {
+		if cc.fkey != fkey || cc.members.len() == 0 {
+			continue
+		}
+		if o := cc.head(); o != w && o.seq > w.seq {
+			if vt := o.vtIn(rs); !found || vt < best {
+				best, found = vt, true
+			}
+		}
+	}
+	return best, found
+}
+
+// capDeadlineLocked applies the MaxWait of w's scopes, counted from its
+// arrival, to its deadline. It reports whether w is still waiting.
+func (m *Memory) capDeadlineLocked(w *waiter, now int64) bool {
+	d := w.deadline
+	for _, s := range w.class.scopes {
+		if s.cfg.MaxWait > 0 {
+			if c := w.arrival + int64(s.cfg.MaxWait); d == 0 || c < d {
+				d = c
+			}
+		}
+	}
+	if d == w.deadline {
+		return true
+	}
+	if d <= now {
+		m.dropWaiterLocked(w, OutcomeTimeout, fmt.Errorf("%w: %s waited %s", ErrTimeout, w.id, time.Duration(now-w.arrival)))
+		return false
+	}
+	w.deadline = d
+	if w.didx >= 0 {
+		m.deadlines.fix(int(w.didx))
+	} else {
+		m.deadlines.push(w)
+	}
+	return true
 }
 
 // reresolveLocked gives fresh candidates to the waiters affected by a
@@ -1633,42 +1777,51 @@ func (m *Memory) reresolveLocked(now int64, changed []*scope, all bool) {
 	})
 	var touched []*class
 	for _, w := range affected {
-		cands := w.cands
-		if w.resolve != nil {
-			fresh, err := w.resolve(w.id)
-			if err != nil {
-				m.dropWaiterLocked(w, OutcomeNoCandidate, fmt.Errorf("%w: resolve %s: %v", ErrNoCandidate, w.id, err))
-				continue
-			}
-			cands = fresh
+		old := w.class
+		if old == nil {
+			continue
 		}
-		var live []cand
-		for i := range cands {
-			if cands[i].validate() != nil {
-				continue
-			}
-			needs, err := m.resolveNeedsLocked(cands[i].Needs, nil)
-			if err != nil || needs == nil {
-				continue
-			}
-			live = append(live, cand{idx: i, needs: needs})
+		cands, live, err := m.liveCandidatesLocked(w)
+		if err != nil {
+			m.dropWaiterLocked(w, OutcomeNoCandidate, fmt.Errorf("%w: resolve %s: %v", ErrNoCandidate, w.id, err))
+			continue
 		}
 		if len(live) == 0 {
 			m.dropWaiterLocked(w, OutcomeNoCandidate, fmt.Errorf("%w: %s", ErrNoCandidate, w.id))
 			continue
 		}
-		old := w.class
 		c := m.classLocked(old.fkey, w.prio, live)
 		if c == old {
 			w.cands = cands
 			touched = append(touched, c)
 			continue
 		}
+		// The waiter keeps its place: its arrival (seq), and its turn in
+		// every round-robin scope it was already waiting in.
+		kept := make(map[*scope]int64, len(old.rr))
+		for i, rs := range old.rr {
+			kept[rs] = w.vtAt(i)
+		}
 		m.leaveClassLocked(w)
 		w.cands = cands
 		m.joinClassLocked(w, c)
-		touched = append(touched, c)
+		for i, rs := range c.rr {
+			if vt, ok := kept[rs]; ok {
+				w.setVT(i, vt)
+			} else if vt, ok := firstTurnAfter(rs, c.fkey, w); ok {
+				// New to rs: take the turn of the first later waiter of its
+				// key there, so the key stays first-in-first-out.
+				w.setVT(i, vt)
+			}
+		}
+		if c.head() == w {
+			m.classHeadChangedLocked(c)
+		}
 		m.emit(Event{Outcome: OutcomeReselected, WaiterID: w.id, Priority: w.prio})
+		// Scopes it newly waits on may cap its wait.
+		if m.capDeadlineLocked(w, now) {
+			touched = append(touched, c)
+		}
 	}
 	slices.SortFunc(touched, func(a, b *class) int {
 		if a.members.len() == 0 || b.members.len() == 0 {

@@ -1,0 +1,105 @@
+// Regression tests for engine bugs the reference model found (model_test.go).
+
+package admission_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/clock"
+)
+
+func TestRegressionPumpEarliestFirst(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Unix(1000, 0))
+	var log []string
+	e := admission.NewMemory(admission.Options{Clock: clk, Observer: admission.ObserverFunc(func(ev admission.Event) {
+		log = append(log, fmt.Sprintf("%s %s", ev.Outcome, ev.WaiterID))
+	})})
+	e.SetScope(ctx, "a", admission.ScopeConfig{Limit: 1})
+	e.SetScope(ctx, "x", admission.ScopeConfig{Limit: 2})
+	one := func(needs ...admission.Need) []admission.Candidate { return []admission.Candidate{{Needs: needs}} }
+	l1, err := e.TryAcquire(ctx, admission.Request{ID: "l1", Candidates: one(admission.Need{"a", 1}, admission.Need{"x", 1})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.TryAcquire(ctx, admission.Request{ID: "l2", Candidates: one(admission.Need{"x", 1})}); err != nil {
+		t.Fatal(err)
+	}
+	nop := func(admission.Lease, error) {}
+	// big waits for a and for 2 of x; small, later, for 1 of x.
+	e.Enqueue(ctx, admission.Request{ID: "big", Candidates: one(admission.Need{"a", 1}, admission.Need{"x", 2})}, nop)
+	e.Enqueue(ctx, admission.Request{ID: "small", Candidates: one(admission.Need{"x", 1})}, nop)
+	// Releasing l1 frees a and 1 of x: big now waits for x alone, and
+	// precedes small there, so small must not take x.
+	e.Release(ctx, l1.ID, admission.Owner{})
+	t.Logf("events: %v", log)
+	if _, err := e.Position(ctx, "small"); err != nil {
+		t.Errorf("small was admitted past big, which waits for x alone: %v", log)
+	}
+}
+
+func TestRegressionReselectKeepsTurn(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Unix(1000, 0))
+	var log []string
+	e := admission.NewMemory(admission.Options{Clock: clk, Observer: admission.ObserverFunc(func(ev admission.Event) {
+		log = append(log, fmt.Sprintf("%s %s", ev.Outcome, ev.WaiterID))
+	})})
+	e.SetScope(ctx, "y", admission.ScopeConfig{Limit: 1, RoundRobin: true})
+	e.SetScope(ctx, "z", admission.ScopeConfig{Limit: 1})
+	e.SetScope(ctx, "node", admission.ScopeConfig{Limit: 1, Owner: "n1", OwnerGen: 1})
+	one := func(needs ...admission.Need) []admission.Candidate { return []admission.Candidate{{Needs: needs}} }
+	ly, _ := e.TryAcquire(ctx, admission.Request{ID: "ly", Candidates: one(admission.Need{"y", 1})})
+	e.TryAcquire(ctx, admission.Request{ID: "lz", Candidates: one(admission.Need{"z", 1})})
+	var got []string
+	note := func(id string) func(admission.Lease, error) {
+		return func(l admission.Lease, err error) { got = append(got, fmt.Sprintf("%s:%v", id, err)) }
+	}
+	// first and second have the same key and priority; first arrived first.
+	e.Enqueue(ctx, admission.Request{ID: "first", FairnessKey: "k", Candidates: one(admission.Need{"y", 1}),
+		Resolve: func(string) ([]admission.Candidate, error) {
+			return []admission.Candidate{{Needs: []admission.Need{{"y", 1}}}, {Needs: []admission.Need{{"z", 1}}}}, nil
+		}}, note("first"))
+	e.Enqueue(ctx, admission.Request{ID: "second", FairnessKey: "k", Candidates: one(admission.Need{"y", 1})}, note("second"))
+	// A node reconnects: every waiter with a Resolve is asked again.
+	e.Fence(ctx, "n1", 1)
+	e.Activate(ctx, "n1", 2)
+	e.Release(ctx, ly.ID, admission.Owner{})
+	t.Logf("events: %v", log)
+	if len(got) != 1 || got[0] != "first:<nil>" {
+		t.Errorf("after y freed, notified %v; want first (FIFO within key k)", got)
+	}
+}
+
+func TestRegressionFenceKeepsDroppedCandidatesDropped(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Unix(1000, 0))
+	e := admission.NewMemory(admission.Options{Clock: clk})
+	e.SetScope(ctx, "q", admission.ScopeConfig{Limit: 1, QueueLimit: 1})
+	e.SetScope(ctx, "x", admission.ScopeConfig{Limit: 1})
+	e.SetScope(ctx, "node", admission.ScopeConfig{Limit: 1, Owner: "n1", OwnerGen: 1})
+	one := func(needs ...admission.Need) []admission.Candidate { return []admission.Candidate{{Needs: needs}} }
+	e.TryAcquire(ctx, admission.Request{ID: "lq", Candidates: one(admission.Need{"q", 1})})
+	e.TryAcquire(ctx, admission.Request{ID: "lx", Candidates: one(admission.Need{"x", 1})})
+	e.TryAcquire(ctx, admission.Request{ID: "ln", Candidates: one(admission.Need{"node", 1})})
+	nop := func(admission.Lease, error) {}
+	if err := e.Enqueue(ctx, admission.Request{ID: "a", Candidates: one(admission.Need{"q", 1})}, nop); err != nil {
+		t.Fatal(err)
+	}
+	// b: q's queue is full, so its q candidate is dropped; it queues on x and node.
+	if err := e.Enqueue(ctx, admission.Request{ID: "b", Candidates: []admission.Candidate{
+		{Needs: []admission.Need{{"q", 1}}}, {Needs: []admission.Need{{"x", 1}}}, {Needs: []admission.Need{{"node", 1}}}}}, nop); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := e.Scope(ctx, "q")
+	t.Logf("q before fence: queued %d (limit %d)", st.Queued, st.Config.QueueLimit)
+	e.Fence(ctx, "n1", 1)
+	st, _ = e.Scope(ctx, "q")
+	if st.Queued > st.Config.QueueLimit {
+		t.Errorf("after Fence of n1, q has %d queued, over its QueueLimit %d", st.Queued, st.Config.QueueLimit)
+	}
+}
