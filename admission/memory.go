@@ -50,13 +50,14 @@ type Memory struct {
 	timer     clock.Timer
 	timerAt   int64
 
-	dirty   []*scope
-	pending []delivery
-	spare   []delivery // the other half of pending's double buffer
-	blk     []blocker  // scratch for evaluate, lock held
-	keyBuf  []byte     // scratch for class keys, lock held
-	tnow    int64      // the clock, read at most once per critical section
-	sampled uint32     // counts grants, to sample hold times
+	dirty     []*scope
+	unsettled []*class // classes whose candidates changed, to be settled
+	pending   []delivery
+	spare     []delivery // the other half of pending's double buffer
+	blk       []blocker  // scratch for evaluate, lock held
+	keyBuf    []byte     // scratch for class keys, lock held
+	tnow      int64      // the clock, read at most once per critical section
+	sampled   uint32     // counts grants, to sample hold times
 }
 
 var _ Engine = (*Memory)(nil)
@@ -117,7 +118,9 @@ type class struct {
 	flows   []*flow  // the class's fairness key's turn in each of rr
 	members indexHeap[*waiter]
 	parks   []*parking // in scopes' waiting heaps
-	passes  []*parking // in scopes' passed heaps
+	// unsettled: in m.unsettled.
+	unsettled bool
+	passes    []*parking // in scopes' passed heaps
 }
 
 type cand struct {
@@ -277,7 +280,7 @@ func (m *Memory) nowLocked() int64 {
 // unlock finishes a critical section: it hands freed capacity on, arms the
 // timer for the next due event, releases the lock and delivers results.
 func (m *Memory) unlock() {
-	if len(m.dirty) > 0 {
+	if len(m.dirty) > 0 || len(m.unsettled) > 0 {
 		m.pumpLocked()
 	}
 	m.armLocked()
@@ -307,6 +310,11 @@ func (m *Memory) lock() {
 	m.mu.Lock()
 	if m.deadlines.len() > 0 || m.expiries.len() > 0 || m.rateWakes.len() > 0 {
 		m.reapLocked(m.nowLocked())
+		// Capacity that fell due goes to those already waiting before the
+		// caller's own operation can take it.
+		if len(m.dirty) > 0 || len(m.unsettled) > 0 {
+			m.pumpLocked()
+		}
 	}
 }
 
@@ -1151,8 +1159,15 @@ func (m *Memory) settleLocked(c *class) {
 // re-evaluated, and moves to wait on the next scope it needs, before a
 // later waiter can take that scope's capacity.
 func (m *Memory) pumpLocked() {
-	for len(m.dirty) > 0 {
-		i := m.nextDirtyLocked()
+	for len(m.dirty) > 0 || len(m.unsettled) > 0 {
+		i, w := m.nextDirtyLocked()
+		if j, cw := m.nextUnsettledLocked(); cw != nil && (i < 0 || (w != nil && earlier(cw, w))) {
+			m.stepUnsettledLocked(j)
+			continue
+		}
+		if i < 0 {
+			continue // only stale unsettled classes were left, now gone
+		}
 		s := m.dirty[i]
 		if m.stepScopeLocked(s) {
 			continue
@@ -1179,21 +1194,66 @@ func (s *scope) nextWaiter() *waiter {
 	return nil
 }
 
-// nextDirtyLocked picks the dirty scope whose next waiter comes first; a
-// scope with nobody to look at comes first of all, to be dropped.
-func (m *Memory) nextDirtyLocked() int {
-	best := 0
+// nextDirtyLocked picks the dirty scope whose next waiter comes first, and
+// that waiter; a scope with nobody to look at comes first of all (with a
+// nil waiter), to be dropped. It returns -1 when nothing is dirty.
+func (m *Memory) nextDirtyLocked() (int, *waiter) {
+	best := -1
 	var bw *waiter
 	for i, s := range m.dirty {
 		w := s.nextWaiter()
 		if w == nil {
-			return i
+			return i, nil
 		}
-		if bw == nil || w.prio > bw.prio || (w.prio == bw.prio && w.seq < bw.seq) {
+		if bw == nil || earlier(w, bw) {
 			best, bw = i, w
 		}
 	}
-	return best
+	return best, bw
+}
+
+// earlier orders waiters across scopes: priority, then arrival.
+func earlier(a, b *waiter) bool {
+	return a.prio > b.prio || (a.prio == b.prio && a.seq < b.seq)
+}
+
+// unsettle queues c to be settled by the next pump, in its turn among the
+// waiters the pump looks at.
+func (m *Memory) unsettle(c *class) {
+	if !c.unsettled {
+		c.unsettled = true
+		m.unsettled = append(m.unsettled, c)
+	}
+}
+
+func (m *Memory) nextUnsettledLocked() (int, *waiter) {
+	best := -1
+	var bw *waiter
+	for i := 0; i < len(m.unsettled); i++ {
+		c := m.unsettled[i]
+		if c.members.len() == 0 || m.classes[c.key] != c {
+			c.unsettled = false
+			m.unsettled = slices.Delete(m.unsettled, i, i+1)
+			i--
+			continue
+		}
+		if w := c.head(); bw == nil || earlier(w, bw) {
+			best, bw = i, w
+		}
+	}
+	return best, bw
+}
+
+// stepUnsettledLocked admits the head of unsettled class j, or parks the
+// class on what its head waits for and takes it off the list.
+func (m *Memory) stepUnsettledLocked(j int) {
+	c := m.unsettled[j]
+	if m.evaluateLocked(c.head()) {
+		return
+	}
+	m.parkOnBlockersLocked(c)
+	c.unsettled = false
+	m.unsettled = slices.Delete(m.unsettled, j, j+1)
 }
 
 // stepScopeLocked looks at s's next waiter: it admits it, or moves it to
@@ -1823,17 +1883,10 @@ func (m *Memory) reresolveLocked(now int64, changed []*scope, all bool) {
 			touched = append(touched, c)
 		}
 	}
-	slices.SortFunc(touched, func(a, b *class) int {
-		if a.members.len() == 0 || b.members.len() == 0 {
-			return 0
-		}
-		ha, hb := a.head(), b.head()
-		return cmp.Or(cmp.Compare(hb.prio, ha.prio), cmp.Compare(ha.seq, hb.seq))
-	})
+	// The pump settles them in global order, together with the waiters of
+	// the scopes this change freed.
 	for _, c := range touched {
-		if c.members.len() > 0 && m.classes[c.key] == c {
-			m.settleLocked(c)
-		}
+		m.unsettle(c)
 	}
 	for _, s := range changed {
 		m.markDirty(s)
