@@ -249,6 +249,12 @@ type Engine interface {
 	// Reconcile replaces a lease's TPM reservation with the tokens actually
 	// used, refunding or charging the difference.
 	Reconcile(ctx context.Context, id LeaseID, owner Owner, tokens int64) error
+	// Restore grants candidate cand of req at once, whatever the limits:
+	// it re-creates, after a restart, a lease that was granted before it
+	// (durable work that was admitted and is still running). Usage may then
+	// exceed a limit lowered meanwhile, as after SetScope; nothing more is
+	// admitted there until it is back below.
+	Restore(ctx context.Context, req Request, cand int) (Lease, error)
 
 	// Fence declares owner id at generations up to gen gone: its leases (and
 	// leases in scopes it owns) are released, its queued waiters fail with

@@ -625,6 +625,34 @@ func (m *Memory) candidateBlockerLocked(p *probe, needs []need, tokens int64) (b
 
 // ---- acquiring ----
 
+// Restore re-creates a lease granted before a restart.
+func (m *Memory) Restore(ctx context.Context, req Request, cand int) (Lease, error) {
+	if err := req.Validate(); err != nil {
+		return Lease{}, err
+	}
+	if cand < 0 || cand >= len(req.Candidates) {
+		return Lease{}, invalidf("restore of %s names candidate %d of %d", req.ID, cand, len(req.Candidates))
+	}
+	m.lock()
+	defer m.unlock()
+	if m.closed {
+		return Lease{}, ErrClosed
+	}
+	if req.Owner.ID != "" && m.isFenced(req.Owner) {
+		return Lease{}, fmt.Errorf("%w: %s", ErrFenced, req.Owner)
+	}
+	c := &req.Candidates[cand]
+	needs, err := m.resolveNeedsLocked(c.Needs, nil)
+	if err != nil {
+		return Lease{}, err
+	}
+	if needs == nil {
+		return Lease{}, fmt.Errorf("%w: candidate %d of %s uses an orphaned scope", ErrNoCandidate, cand, req.ID)
+	}
+	m.seq++
+	return m.grantLocked(req.ID, req.Priority, cand, needs, c, req.Owner, 0), nil
+}
+
 // TryAcquire admits at once or fails without queueing.
 func (m *Memory) TryAcquire(ctx context.Context, req Request) (Lease, error) {
 	if err := req.Validate(); err != nil {

@@ -103,3 +103,35 @@ func TestRegressionFenceKeepsDroppedCandidatesDropped(t *testing.T) {
 		t.Errorf("after Fence of n1, q has %d queued, over its QueueLimit %d", st.Queued, st.Config.QueueLimit)
 	}
 }
+
+func TestRestoreGrantsPastTheLimit(t *testing.T) {
+	ctx := context.Background()
+	e := admission.NewMemory(admission.Options{Clock: clock.NewFake(time.Unix(1000, 0))})
+	e.SetScope(ctx, "s", admission.ScopeConfig{Limit: 1})
+	req := func(id string) admission.Request {
+		return admission.Request{ID: id, Candidates: []admission.Candidate{{Needs: []admission.Need{{"s", 1}}}}}
+	}
+	if _, err := e.Restore(ctx, req("a"), 0); err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.Restore(ctx, req("b"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := e.Scope(ctx, "s"); st.Used != 2 {
+		t.Fatalf("used %d after restoring two leases, want 2", st.Used)
+	}
+	// Over the limit: nothing new is admitted until usage is below it.
+	if _, err := e.TryAcquire(ctx, req("c")); err == nil {
+		t.Fatal("admitted past a restored, over-full scope")
+	}
+	if err := e.Release(ctx, b.ID, b.Owner); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.TryAcquire(ctx, req("c")); err == nil {
+		t.Fatal("admitted at the limit")
+	}
+	if _, err := e.Restore(ctx, req("d"), 1); err == nil {
+		t.Fatal("restored a candidate the request does not have")
+	}
+}
