@@ -271,3 +271,107 @@ type Store interface {
 
 	Close() error
 }
+
+// TaskStatus is where a task is in its life. Terminal states are never
+// left: a task that reached one is never changed again.
+type TaskStatus string
+
+const (
+	// TaskQueued: stored and waiting for admission.
+	TaskQueued TaskStatus = "queued"
+	// TaskAdmitted: holds capacity and has a job to run; not yet submitted
+	// upstream (or the submission is not yet recorded).
+	TaskAdmitted TaskStatus = "admitted"
+	// TaskRunning: submitted upstream; its upstream id is recorded.
+	TaskRunning   TaskStatus = "running"
+	TaskSucceeded TaskStatus = "succeeded"
+	TaskFailed    TaskStatus = "failed"
+	TaskCancelled TaskStatus = "cancelled"
+	TaskExpired   TaskStatus = "expired"
+)
+
+// Terminal reports whether s is final.
+func (s TaskStatus) Terminal() bool {
+	switch s {
+	case TaskSucceeded, TaskFailed, TaskCancelled, TaskExpired:
+		return true
+	}
+	return false
+}
+
+// Task is one unit of asynchronous work: a video, an image, a speech job.
+type Task struct {
+	ID    string
+	KeyID string
+	// Kind is the API it came through: "video" or "task".
+	Kind  string
+	Model string
+	// Input is the request body, JSON.
+	Input    []byte
+	Priority int32
+	// Seq is the submission order; admission follows (Priority, Seq).
+	Seq    int64
+	Status TaskStatus
+	// PlatformModel and Candidate say where it was admitted.
+	PlatformModel string
+	Candidate     int
+	Progress      int
+	// UpstreamID is the upstream's job id, recorded before anything else
+	// once submitted, so that a retried job polls instead of resubmitting.
+	UpstreamID string
+	// Result is the upstream's final job object, JSON.
+	Result       []byte
+	ErrorCode    string
+	ErrorMessage string
+	CallbackURL  string
+	// IdempotencyKey makes a repeated submission by the same key return
+	// the same task.
+	IdempotencyKey string
+	// Attempts counts task-specific failures retried so far.
+	Attempts   int
+	CreatedAt  time.Time
+	AdmittedAt time.Time
+	FinishedAt time.Time
+	// Deadline is when a task still queued expires.
+	Deadline time.Time
+}
+
+// TaskUpdate changes a task if it is in one of From (compare-and-set on
+// status); zero fields are left as they are, except Status.
+type TaskUpdate struct {
+	From          []TaskStatus
+	Status        TaskStatus
+	PlatformModel string
+	Candidate     *int
+	Progress      *int
+	UpstreamID    string
+	Result        []byte
+	ErrorCode     string
+	ErrorMessage  string
+	Attempts      *int
+	AdmittedAt    time.Time
+	FinishedAt    time.Time
+}
+
+// TaskFilter selects tasks for listing.
+type TaskFilter struct {
+	KeyID    string
+	Statuses []TaskStatus
+	// AfterSeq pages: tasks with a larger Seq.
+	AfterSeq int64
+	Limit    int
+}
+
+// TaskStore keeps tasks. storetest states its contract.
+type TaskStore interface {
+	// TaskCreate stores a new task and sets its Seq. A task whose key and
+	// idempotency key are already stored is not created: the stored one is
+	// returned with created false.
+	TaskCreate(ctx context.Context, t *Task) (created bool, err error)
+	TaskGet(ctx context.Context, id string) (Task, error)
+	// TaskList lists in Seq order (ascending).
+	TaskList(ctx context.Context, f TaskFilter) ([]Task, error)
+	// TaskUpdate applies u if the task's status is in u.From; it reports
+	// whether it did (false, nil: the task had moved on).
+	TaskUpdate(ctx context.Context, id string, u TaskUpdate) (bool, error)
+}
