@@ -28,12 +28,18 @@ const (
 	KindEmbeddings ModelKind = "embeddings"
 	KindImages     ModelKind = "images"
 	KindSpeech     ModelKind = "audio_speech"
+	// KindVideo models run as durable asynchronous tasks (the video API
+	// and the generic task API).
+	KindVideo ModelKind = "video"
 )
+
+// Async reports whether k's requests run as durable tasks.
+func (k ModelKind) Async() bool { return k == KindVideo }
 
 // Valid reports whether k is a known kind.
 func (k ModelKind) Valid() bool {
 	switch k {
-	case KindChat, KindEmbeddings, KindImages, KindSpeech:
+	case KindChat, KindEmbeddings, KindImages, KindSpeech, KindVideo:
 		return true
 	}
 	return false

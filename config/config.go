@@ -134,7 +134,8 @@ type PlatformModel struct {
 type Model struct {
 	// Name is what clients put in "model". Required.
 	Name string `yaml:"name"`
-	// Kind is what it serves: chat, embeddings, images or audio_speech.
+	// Kind is what it serves: chat, embeddings, images, audio_speech, or
+	// video (run as durable asynchronous tasks).
 	// Required.
 	Kind weir.ModelKind `yaml:"kind"`
 	// Candidates are the platform models that can serve it. At least one.

@@ -83,8 +83,8 @@ func (c *Config) Validate() error {
 		case models[m.Name]:
 			return invalidf(path+".name", "model %q defined twice", m.Name)
 		case !m.Kind.Valid():
-			return invalidf(path+".kind", "unknown kind %q: want %s, %s, %s or %s",
-				m.Kind, weir.KindChat, weir.KindEmbeddings, weir.KindImages, weir.KindSpeech)
+			return invalidf(path+".kind", "unknown kind %q: want %s, %s, %s, %s or %s",
+				m.Kind, weir.KindChat, weir.KindEmbeddings, weir.KindImages, weir.KindSpeech, weir.KindVideo)
 		case len(m.Candidates) == 0:
 			return invalidf(path+".candidates", "at least one candidate is required")
 		}
