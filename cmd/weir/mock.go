@@ -32,8 +32,12 @@ func mockCmd() *cobra.Command {
 		Long: `Serve the mock provider: the OpenAI endpoints (chat completions with SSE
 streaming, embeddings, images, audio speech, models) with configurable
 latency, paced streaming, its own concurrency cap answered with 429, error
-and stall rates. Tests steer it per request with X-Mock-* headers and at
-run time through POST /mock/config; GET /mock/stats counts what it served.
+and stall rates; and the asynchronous video API (POST /v1/videos, then GET
+/v1/videos/{id} until done, GET .../content, DELETE) whose jobs run for
+--job-duration, fail at --job-failure-rate, are capped by --max-jobs and
+honour Idempotency-Key. Tests steer it per request with X-Mock-* headers and
+at run time through POST /mock/config; GET /mock/stats counts what it served
+and GET /mock/jobs lists the video jobs it holds.
 See 'go doc github.com/weir-gateway/weir/provider/mock'.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -59,6 +63,10 @@ See 'go doc github.com/weir-gateway/weir/provider/mock'.`,
 	f.DurationVar(&cfg.StallFor, "stall-for", mock.DefaultStallFor, "how long a stalled stream stops sending")
 	f.Uint64Var(&cfg.Seed, "seed", 0, "seed of the random decisions (latency, errors, stalls)")
 	f.StringSliceVar(&cfg.Models, "models", nil, "models served, comma-separated (default: list a few, accept any name)")
+	f.DurationVar(&cfg.JobDuration, "job-duration", 0, "how long a video job runs from submit to its end (0: done at once)")
+	f.Float64Var(&cfg.JobFailureRate, "job-failure-rate", 0, "fraction of video jobs that end failed")
+	f.IntVar(&cfg.MaxJobs, "max-jobs", 0, "video jobs running at once before a submit is answered 429 (0: unlimited)")
+	f.DurationVar(&cfg.JobRetention, "job-retention", mock.DefaultJobRetention, "how long a finished video job is kept (its expires_at) before it is forgotten")
 	return cmd
 }
 
@@ -81,7 +89,8 @@ func serveMock(ctx context.Context, addr string, drain time.Duration, cfg mock.C
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("mock provider listening", "url", "http://"+ln.Addr().String()+"/v1",
 		"latency", cfg.Latency.String(), "max_concurrent", cfg.MaxConcurrent,
-		"tokens_per_second", cfg.TokensPerSecond, "error_rate", cfg.ErrorRate, "stall_rate", cfg.StallRate)
+		"tokens_per_second", cfg.TokensPerSecond, "error_rate", cfg.ErrorRate, "stall_rate", cfg.StallRate,
+		"job_duration", cfg.JobDuration.String(), "job_failure_rate", cfg.JobFailureRate, "max_jobs", cfg.MaxJobs)
 
 	select {
 	case err := <-served:

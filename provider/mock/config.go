@@ -31,6 +31,7 @@ const (
 	DefaultCompletionTokens = 16
 	DefaultRetryAfter       = time.Second
 	DefaultStallFor         = 30 * time.Second
+	DefaultJobRetention     = time.Hour
 )
 
 // DefaultModels are listed by GET /v1/models when Config.Models is empty.
@@ -41,6 +42,7 @@ var DefaultModels = []string{
 	"gpt-image-1",
 	"dall-e-3",
 	"tts-1",
+	"sora-2",
 }
 
 // Config is how the mock provider behaves. The zero value is a valid,
@@ -87,6 +89,23 @@ type Config struct {
 	// DefaultModels and any model name is accepted; otherwise only these,
 	// and another name gets 404 model_not_found.
 	Models []string
+
+	// JobDuration is how long a video job runs, from its submit to its
+	// end; its progress rises evenly over it. A job keeps the duration in
+	// force when it was submitted. Default 0: a job is done at once.
+	JobDuration time.Duration
+	// JobFailureRate is the fraction of video jobs that end failed, with
+	// an error object, instead of completed. Default 0.
+	JobFailureRate float64
+	// MaxJobs caps the video jobs running at once (queued or in
+	// progress); a submit past it is answered 429 with OpenAI's rate-limit
+	// error and Retry-After, and starts nothing. Default 0: unlimited.
+	MaxJobs int
+	// JobRetention is how long a finished job is kept after its end (its
+	// expires_at): until then GET and content serve it and its
+	// Idempotency-Key names it; after, the job is gone (404) and the key
+	// is free. Default 1h.
+	JobRetention time.Duration
 }
 
 // withDefaults returns c with its zero fields set to their defaults.
@@ -103,6 +122,9 @@ func (c Config) withDefaults() Config {
 	if c.StallFor == 0 {
 		c.StallFor = DefaultStallFor
 	}
+	if c.JobRetention == 0 {
+		c.JobRetention = DefaultJobRetention
+	}
 	c.Models = append([]string(nil), c.Models...)
 	return c
 }
@@ -113,7 +135,8 @@ func (c Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"latency", c.Latency}, {"latency_jitter", c.LatencyJitter}, {"retry_after", c.RetryAfter}, {"stall_for", c.StallFor}} {
+	}{{"latency", c.Latency}, {"latency_jitter", c.LatencyJitter}, {"retry_after", c.RetryAfter}, {"stall_for", c.StallFor},
+		{"job_duration", c.JobDuration}, {"job_retention", c.JobRetention}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s is negative (%s)", d.name, d.v))
 		}
@@ -132,10 +155,13 @@ func (c Config) Validate() error {
 	if c.MaxConcurrent < 0 {
 		errs = append(errs, fmt.Errorf("max_concurrent is negative (%d)", c.MaxConcurrent))
 	}
+	if c.MaxJobs < 0 {
+		errs = append(errs, fmt.Errorf("max_jobs is negative (%d)", c.MaxJobs))
+	}
 	for _, r := range []struct {
 		name string
 		v    float64
-	}{{"error_rate", c.ErrorRate}, {"stall_rate", c.StallRate}} {
+	}{{"error_rate", c.ErrorRate}, {"stall_rate", c.StallRate}, {"job_failure_rate", c.JobFailureRate}} {
 		if !(r.v >= 0 && r.v <= 1) {
 			errs = append(errs, fmt.Errorf("%s must be in [0, 1] (got %v)", r.name, r.v))
 		}
@@ -168,6 +194,10 @@ type configJSON struct {
 	StallFor         duration     `json:"stall_for"`
 	Seed             uint64       `json:"seed"`
 	Models           []string     `json:"models"`
+	JobDuration      duration     `json:"job_duration"`
+	JobFailureRate   float64      `json:"job_failure_rate"`
+	MaxJobs          int          `json:"max_jobs"`
+	JobRetention     duration     `json:"job_retention"`
 }
 
 func (c Config) toJSON() configJSON {
@@ -188,6 +218,10 @@ func (c Config) toJSON() configJSON {
 		StallFor:         duration(c.StallFor),
 		Seed:             c.Seed,
 		Models:           models,
+		JobDuration:      duration(c.JobDuration),
+		JobFailureRate:   c.JobFailureRate,
+		MaxJobs:          c.MaxJobs,
+		JobRetention:     duration(c.JobRetention),
 	}
 }
 
@@ -205,6 +239,10 @@ type configPatch struct {
 	StallFor         *duration     `json:"stall_for"`
 	Seed             *uint64       `json:"seed"`
 	Models           *[]string     `json:"models"`
+	JobDuration      *duration     `json:"job_duration"`
+	JobFailureRate   *float64      `json:"job_failure_rate"`
+	MaxJobs          *int          `json:"max_jobs"`
+	JobRetention     *duration     `json:"job_retention"`
 }
 
 func (p configPatch) apply(c *Config) {
@@ -217,6 +255,8 @@ func (p configPatch) apply(c *Config) {
 	setDur(&c.LatencyJitter, p.LatencyJitter)
 	setDur(&c.RetryAfter, p.RetryAfter)
 	setDur(&c.StallFor, p.StallFor)
+	setDur(&c.JobDuration, p.JobDuration)
+	setDur(&c.JobRetention, p.JobRetention)
 	if p.Distribution != nil {
 		c.Distribution = *p.Distribution
 	}
@@ -240,6 +280,12 @@ func (p configPatch) apply(c *Config) {
 	}
 	if p.Models != nil {
 		c.Models = append([]string(nil), (*p.Models)...)
+	}
+	if p.JobFailureRate != nil {
+		c.JobFailureRate = *p.JobFailureRate
+	}
+	if p.MaxJobs != nil {
+		c.MaxJobs = *p.MaxJobs
 	}
 }
 

@@ -2,7 +2,9 @@
 // OpenAI API closely enough that the official SDKs accept its answers, with
 // the behaviours a gateway has to survive — latency and its spread, paced
 // streaming, a concurrency cap answered with 429 and Retry-After, random
-// server errors and streams that stall. Demos, end-to-end tests and
+// server errors and streams that stall — and OpenAI's asynchronous video
+// API, whose jobs run for a while, fail at a set rate, are capped by their
+// own concurrency limit and honour Idempotency-Key. Demos, end-to-end tests and
 // benchmarks run against it instead of real providers; `weir mock-provider`
 // serves it on its own, and `weir demo` starts it in-process.
 //
@@ -27,20 +29,37 @@
 //	                              flac carry their Content-Type over
 //	                              placeholder bytes
 //	GET  /v1/models               the model list; GET /v1/models/{id} one model
+//	POST /v1/videos               start a video job (JSON or
+//	                              multipart/form-data: model (default
+//	                              sora-2), prompt, seconds (default "4"),
+//	                              size (default 720x1280), input_reference
+//	                              accepted and ignored); answers the video
+//	                              object, status "queued"
+//	GET  /v1/videos/{id}          the video object now
+//	GET  /v1/videos/{id}/content  the finished video (video/mp4, ranges
+//	                              served); ?variant=thumbnail|spritesheet
+//	                              the mock PNG; 409 video_not_ready before
+//	                              the job has completed
+//	DELETE /v1/videos/{id}        cancel a running job or delete a finished
+//	                              one: {"id", "object": "video.deleted",
+//	                              "deleted": true}
+//	GET  /mock/jobs               the jobs held, oldest first ({"object":
+//	                              "list", "data": [JobInfo...]})
 //	GET  /mock/config             the current Config as JSON
 //	POST /mock/config             partial update: any subset of the keys
 //	                              GET returns, e.g. {"max_concurrent": 2,
 //	                              "latency": "250ms"}; unknown keys and
 //	                              out-of-range values get 400
 //	GET  /mock/stats              Stats as JSON
-//	POST /mock/stats/reset        zero the counters (peak drops to in-flight)
+//	POST /mock/stats/reset        zero the counters (peaks drop to what is
+//	                              in flight and running)
 //
 // Every answer that is not a success carries OpenAI's error JSON,
 // {"error": {"message", "type", "param", "code"}}.
 //
 // # Work, the cap and the counters
 //
-// The four POST /v1 endpoints are work: each holds one of MaxConcurrent
+// The five POST /v1 endpoints are work: each holds one of MaxConcurrent
 // slots from the moment it arrives until its answer is written or its client
 // goes away. A request that finds every slot taken is answered at once with
 // 429, type "requests", code "rate_limit_exceeded", Retry-After and
@@ -50,6 +69,43 @@
 // A request whose client disconnects stops at once (latency, pacing and
 // stall waits all watch the request context) and is counted under status
 // 499, as nginx does, even if a 200 had already begun to stream.
+//
+// # Video jobs
+//
+// A submit is work like any other (latency, ErrorRate, X-Mock-Status, the
+// MaxConcurrent slot for the length of the request), and then starts a job
+// that runs for JobDuration: "queued" with progress 0 in the submit's
+// answer, "in_progress" with progress rising evenly to 99, then
+// "completed" (progress 100, completed_at and expires_at set), or "failed"
+// with {"error": {"code": "video_generation_failed", "message"}} for the
+// JobFailureRate share of jobs (drawn from Seed, as other decisions are);
+// a job of no duration (the default) is done in its submit's answer. A
+// finished job is held for JobRetention past its end, then forgotten:
+// GET answers 404 video_not_found. Jobs need no goroutine or timer: each
+// look at them (a submit, a poll, Stats) first settles those whose end has
+// passed on the server's clock, so their state is exact whenever it is
+// observed, and NewWithClock lets a test move them with a fake clock.
+//
+// MaxJobs caps the jobs running (queued or in progress). A submit past it
+// is answered 429, type "requests", code "rate_limit_exceeded", with
+// Retry-After and retry-after-ms, and starts nothing; a job's end or its
+// cancel frees its place at once. Lowering MaxJobs stops no job.
+//
+// An Idempotency-Key header (at most 255 characters) names the job it
+// started: a submit with a key already used by the same credentials (the
+// Authorization header, so two accounts on one mock have their own keys)
+// answers with that job as it is now, adds Idempotent-Replayed: true, and
+// starts nothing — even past MaxJobs, since the job already runs. Reusing
+// a key with other parameters is answered 409 idempotency_key_reused. A
+// key lasts as long as its job is held: until its retention has passed or
+// it is deleted.
+//
+// Stats counts jobs submitted (started), deduplicated (answered by key),
+// rejected (past MaxJobs), running now and at peak, completed, failed and
+// cancelled (deleted while running), polls, and per held job the submits
+// answered with it (JobSubmits), so a test can show that no job was
+// started twice; Jobs and GET /mock/jobs list the held jobs with their
+// keys, prompts and submit counts.
 //
 // # Per-request overrides
 //
@@ -61,6 +117,12 @@
 //	X-Mock-Stall: 1 | 2s | 0        stall this stream for StallFor, for the
 //	                                given time, or never
 //	X-Mock-Tokens: 40               completion tokens for this answer
+//	X-Mock-Job-Duration: 30s        this video job's duration
+//	X-Mock-Job-Fail: 1 | 0          this video job fails, or does not,
+//	                                whatever JobFailureRate says
+//
+// X-Mock-Status also forces its error on GET, content and DELETE of a
+// video, which then look at no job.
 //
 // # Timing
 //

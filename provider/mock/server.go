@@ -28,6 +28,8 @@ type Server struct {
 	stalled  atomic.Int64
 	byStatus [600]atomic.Int64
 
+	jobs jobStore // the video jobs
+
 	now     func() time.Time
 	maxBody int64 // maxBody, but smaller in tests
 	hooks   testHooks
@@ -76,10 +78,19 @@ func newSettings(cfg Config) *settings {
 // their defaults. It panics if cfg.Validate fails: a Config is code, not
 // input (the command validates its flags first).
 func New(cfg Config) *Server {
+	return NewWithClock(cfg, time.Now)
+}
+
+// NewWithClock is New with the time source the video jobs and timestamps
+// read: a test passes a fake clock's Now and moves jobs along by moving
+// the clock, with no waiting. Latency, pacing and stalls still wait on
+// real timers.
+func NewWithClock(cfg Config, now func() time.Time) *Server {
 	if err := cfg.Validate(); err != nil {
 		panic(fmt.Sprintf("mock.New: %v", err))
 	}
-	s := &Server{now: time.Now, maxBody: maxBody}
+	s := &Server{now: now, maxBody: maxBody}
+	s.jobs.init()
 	s.settings.Store(newSettings(cfg.withDefaults()))
 	return s
 }
@@ -124,6 +135,35 @@ type Stats struct {
 	Rejected int64 `json:"rejected"`
 	// Stalled is the streams that stalled.
 	Stalled int64 `json:"stalled"`
+
+	// The video jobs (POST /v1/videos and what follows).
+
+	// MaxJobs is the job cap in force (0: unlimited).
+	MaxJobs int `json:"max_jobs"`
+	// JobsSubmitted is the submits that started a new job.
+	JobsSubmitted int64 `json:"jobs_submitted"`
+	// JobsDeduplicated is the submits answered with the job their
+	// Idempotency-Key already named, starting nothing.
+	JobsDeduplicated int64 `json:"jobs_deduplicated"`
+	// JobsRejected is the submits answered 429 because MaxJobs were
+	// running.
+	JobsRejected int64 `json:"jobs_rejected"`
+	// JobsRunning is the jobs queued or in progress now.
+	JobsRunning int64 `json:"jobs_running"`
+	// PeakJobsRunning is the most running at once.
+	PeakJobsRunning int64 `json:"peak_jobs_running"`
+	// JobsCompleted, JobsFailed and JobsCancelled count jobs by how they
+	// ended; cancelled is deleted while queued or in progress.
+	JobsCompleted int64 `json:"jobs_completed"`
+	JobsFailed    int64 `json:"jobs_failed"`
+	JobsCancelled int64 `json:"jobs_cancelled"`
+	// JobPolls is the GET /v1/videos/{id} answered.
+	JobPolls int64 `json:"job_polls"`
+	// JobSubmits maps every job still held (not deleted, not past its
+	// retention) to the submits answered with it: 1, plus one for each
+	// resubmit deduplicated by its Idempotency-Key. ResetStats leaves it:
+	// the counts belong to the jobs.
+	JobSubmits map[string]int64 `json:"job_submits"`
 }
 
 // Stats returns the counters. Each is read atomically; together they are
@@ -143,6 +183,7 @@ func (s *Server) Stats() Stats {
 			st.Requests += n
 		}
 	}
+	s.jobStats(&st)
 	return st
 }
 
@@ -154,6 +195,7 @@ func (s *Server) ResetStats() {
 	s.rejected.Store(0)
 	s.stalled.Store(0)
 	s.peak.Store(s.inFlight.Load())
+	s.resetJobStats()
 }
 
 // acquire takes a slot unless limit (>0) are taken. The compare-and-swap
@@ -199,6 +241,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.work(w, r, s.images)
 	case "/v1/audio/speech":
 		s.work(w, r, s.speech)
+	case "/v1/videos":
+		s.work(w, r, s.submitVideo)
 	case "/v1/models":
 		if onlyMethod(w, r, http.MethodGet) {
 			writeJSON(w, s.settings.Load().listJSON)
@@ -208,6 +252,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/mock/stats":
 		if onlyMethod(w, r, http.MethodGet) {
 			b, _ := json.Marshal(s.Stats()) // ints in a map: cannot fail
+			writeJSON(w, append(b, '\n'))
+		}
+	case "/mock/jobs":
+		if onlyMethod(w, r, http.MethodGet) {
+			b, _ := json.Marshal(jobList{Object: "list", Data: s.Jobs()}) // plain values: cannot fail
 			writeJSON(w, append(b, '\n'))
 		}
 	case "/mock/stats/reset":
@@ -225,6 +274,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if onlyMethod(w, r, http.MethodGet) {
 				s.model(w, id)
 			}
+			return
+		}
+		if rest, ok := strings.CutPrefix(p, "/v1/videos/"); ok && s.serveVideo(w, r, rest) {
 			return
 		}
 		writeError(w, apiError{Status: http.StatusNotFound, Type: "invalid_request_error",
@@ -317,10 +369,13 @@ type overrides struct {
 	stall    int8          // -1 never, 0 as StallRate says, 1 stall
 	stallFor time.Duration
 	tokens   int // 0: none
+
+	jobDuration time.Duration // <0: none
+	jobFail     int8          // -1 never, 0 as JobFailureRate says, 1 fail
 }
 
 func parseOverrides(h http.Header) (overrides, error) {
-	o := overrides{latency: -1}
+	o := overrides{latency: -1, jobDuration: -1}
 	if len(h) == 0 {
 		return o, nil
 	}
@@ -358,6 +413,23 @@ func parseOverrides(h http.Header) (overrides, error) {
 			return o, fmt.Errorf("X-Mock-Tokens must be a number from 1 to %d, not %q", maxTokens, v)
 		}
 		o.tokens = n
+	}
+	if v := h.Get("X-Mock-Job-Duration"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return o, fmt.Errorf("X-Mock-Job-Duration must be a duration such as 30s, not %q", v)
+		}
+		o.jobDuration = d
+	}
+	if v := h.Get("X-Mock-Job-Fail"); v != "" {
+		switch v {
+		case "1", "true":
+			o.jobFail = 1
+		case "0", "false":
+			o.jobFail = -1
+		default:
+			return o, fmt.Errorf("X-Mock-Job-Fail must be 1 or 0, not %q", v)
+		}
 	}
 	return o, nil
 }
