@@ -1,0 +1,346 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Asynchronous upstreams (video generation and the like) take a job, answer
+// with its id at once, and run it for minutes: the caller submits, records
+// the id, then polls until the job is done and fetches its content.
+
+// AsyncAdapter speaks one platform's asynchronous job API. Every method
+// makes one upstream request: retrying, backoff and the decision to move to
+// another candidate are the caller's. Failures are *Error (so Retryable
+// tells a saturated or failing platform from a request the platform
+// refuses), or the context's error when ctx ended first. A job that runs
+// and fails is not an error: it is a Job with Status JobFailed.
+type AsyncAdapter interface {
+	// Submit starts a job. With an IdempotencyKey, submitting again with
+	// the same key answers with the same job instead of starting another.
+	Submit(ctx context.Context, c AsyncCall) (Job, error)
+	// Poll reports a job's state.
+	Poll(ctx context.Context, upstreamID string) (Job, error)
+	// Content returns the finished job's output for a 2xx answer; the
+	// caller closes the body.
+	Content(ctx context.Context, upstreamID string) (*http.Response, error)
+	// Cancel stops a running job, or deletes a finished one, upstream.
+	Cancel(ctx context.Context, upstreamID string) error
+}
+
+// AsyncCall is one job to submit.
+type AsyncCall struct {
+	// Body is the job's request, model already rewritten.
+	Body []byte
+	// ContentType is Body's type, boundary included for a multipart form.
+	// Empty: application/json.
+	ContentType string
+	// IdempotencyKey is sent as the Idempotency-Key header (none when
+	// empty). Give the same key every time the same task is submitted —
+	// its task id — so a worker that crashed between submitting and
+	// recording the upstream id can submit again and get the same job.
+	IdempotencyKey string
+	// Header carries client headers worth forwarding (User-Agent).
+	Header http.Header
+}
+
+// JobStatus is where an upstream job is.
+type JobStatus string
+
+const (
+	JobQueued    JobStatus = "queued"
+	JobRunning   JobStatus = "running"
+	JobSucceeded JobStatus = "succeeded"
+	JobFailed    JobStatus = "failed"
+)
+
+// Done reports whether the job has ended: succeeded or failed.
+func (s JobStatus) Done() bool { return s == JobSucceeded || s == JobFailed }
+
+// Job is an upstream job as the upstream last reported it.
+type Job struct {
+	// ID is the upstream's id for the job.
+	ID     string
+	Status JobStatus
+	// Progress is the upstream's estimate, 0 to 100; 100 once succeeded.
+	Progress int
+	// Error is why the job failed, when Status is JobFailed.
+	Error *JobError
+	// Raw is the upstream's object for the job, as it came.
+	Raw json.RawMessage
+}
+
+// JobError is the upstream's account of a failed job.
+type JobError struct {
+	Code    string
+	Message string
+}
+
+func (e *JobError) Error() string { return e.Code + ": " + e.Message }
+
+var (
+	// ErrJobNotFound is wrapped by the *Error of a 404 to a poll, content
+	// fetch or cancel: the upstream does not have the job (never had it,
+	// deleted it, or let it expire).
+	ErrJobNotFound = errors.New("upstream job not found")
+	// ErrUnexpectedResponse is wrapped by the *Error of a 2xx answer that
+	// is not what the API promises (no id, an unknown status, not JSON).
+	// Its Status is the upstream's 2xx.
+	ErrUnexpectedResponse = errors.New("unexpected upstream response")
+)
+
+// OpenAIVideo is the adapter for OpenAI's video API: POST /videos, GET
+// /videos/{id}, GET /videos/{id}/content and DELETE /videos/{id}.
+type OpenAIVideo struct {
+	BaseURL string // e.g. https://api.openai.com/v1
+	APIKey  string
+	Client  *http.Client // nil: http.DefaultClient
+	// Timeout bounds each request: the whole exchange for Submit, Poll and
+	// Cancel, whose answers are small; the wait for response headers for
+	// Content, whose body may take longer. 0: none beyond ctx.
+	Timeout time.Duration
+}
+
+var _ AsyncAdapter = (*OpenAIVideo)(nil)
+
+// maxJobBody bounds a job object read from the upstream.
+const maxJobBody = 1 << 20
+
+// Submit posts c to /videos.
+func (v *OpenAIVideo) Submit(ctx context.Context, c AsyncCall) (Job, error) {
+	h := http.Header{}
+	ct := c.ContentType
+	if ct == "" {
+		ct = "application/json"
+	}
+	h.Set("Content-Type", ct)
+	if c.IdempotencyKey != "" {
+		h.Set("Idempotency-Key", c.IdempotencyKey)
+	}
+	if ua := c.Header.Get("User-Agent"); ua != "" {
+		h.Set("User-Agent", ua)
+	}
+	status, body, err := v.exchange(ctx, http.MethodPost, "/videos", c.Body, h)
+	if err != nil {
+		return Job{}, err
+	}
+	return decodeVideo(status, body)
+}
+
+// Poll gets /videos/{id}.
+func (v *OpenAIVideo) Poll(ctx context.Context, upstreamID string) (Job, error) {
+	path, err := videoPath(upstreamID, "")
+	if err != nil {
+		return Job{}, err
+	}
+	status, body, err := v.exchange(ctx, http.MethodGet, path, nil, nil)
+	if err != nil {
+		return Job{}, notFound(err)
+	}
+	return decodeVideo(status, body)
+}
+
+// Cancel deletes /videos/{id}.
+func (v *OpenAIVideo) Cancel(ctx context.Context, upstreamID string) error {
+	path, err := videoPath(upstreamID, "")
+	if err != nil {
+		return err
+	}
+	_, _, err = v.exchange(ctx, http.MethodDelete, path, nil, nil)
+	return notFound(err)
+}
+
+// Content gets /videos/{id}/content: the MP4.
+func (v *OpenAIVideo) Content(ctx context.Context, upstreamID string) (*http.Response, error) {
+	path, err := videoPath(upstreamID, "/content")
+	if err != nil {
+		return nil, err
+	}
+	hctx, cancel := context.WithCancel(ctx)
+	req, err := v.newRequest(hctx, http.MethodGet, path, nil, http.Header{"Accept": {"application/binary"}})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	var timer *time.Timer
+	if v.Timeout > 0 {
+		// Bound the wait for headers only: the body may take longer.
+		timer = time.AfterFunc(v.Timeout, cancel)
+	}
+	resp, err := v.client().Do(req)
+	if timer != nil && !timer.Stop() {
+		if resp != nil {
+			resp.Body.Close()
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &Error{Timeout: true, Err: fmt.Errorf("no response headers within %s", v.Timeout)}
+	}
+	if err != nil {
+		cancel()
+		return nil, classify(ctx, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		err := statusError(resp)
+		cancel()
+		return nil, notFound(err)
+	}
+	resp.Body = cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+func videoPath(id, suffix string) (string, error) {
+	if id == "" {
+		return "", errors.New("openai video: empty upstream job id")
+	}
+	return "/videos/" + url.PathEscape(id) + suffix, nil
+}
+
+func (v *OpenAIVideo) client() *http.Client {
+	if v.Client != nil {
+		return v.Client
+	}
+	return http.DefaultClient
+}
+
+func (v *OpenAIVideo) newRequest(ctx context.Context, method, path string, body []byte, h http.Header) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(v.BaseURL, "/")+path, rd)
+	if err != nil {
+		return nil, &Error{Err: err}
+	}
+	for k, vs := range h {
+		req.Header[k] = vs
+	}
+	if req.Header.Get("Accept") == "" {
+		req.Header.Set("Accept", "application/json")
+	}
+	if v.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+v.APIKey)
+	}
+	return req, nil
+}
+
+// exchange makes one request whose answer is a small JSON object and
+// returns the status and body of a 2xx answer, or an *Error.
+func (v *OpenAIVideo) exchange(ctx context.Context, method, path string, body []byte, h http.Header) (int, []byte, error) {
+	rctx := ctx
+	if v.Timeout > 0 {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(ctx, v.Timeout)
+		defer cancel()
+	}
+	req, err := v.newRequest(rctx, method, path, body, h)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := v.client().Do(req)
+	if err != nil {
+		return 0, nil, classify(ctx, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return 0, nil, statusError(resp)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxJobBody+1))
+	if err != nil {
+		return 0, nil, classify(ctx, err)
+	}
+	if len(b) > maxJobBody {
+		return 0, nil, &Error{Status: resp.StatusCode, Body: b[:512],
+			Err: fmt.Errorf("%w: a job object over %d bytes", ErrUnexpectedResponse, maxJobBody)}
+	}
+	return resp.StatusCode, b, nil
+}
+
+// statusError is checkStatus's *Error for a non-2xx answer, with the
+// retry-after-ms header, which OpenAI sends beside Retry-After and its SDKs
+// read first, taking precedence over whole seconds.
+func statusError(resp *http.Response) error {
+	_, err := checkStatus(resp)
+	var e *Error
+	if errors.As(err, &e) {
+		if ms, perr := strconv.ParseFloat(resp.Header.Get("Retry-After-Ms"), 64); perr == nil && ms >= 0 {
+			e.RetryAfter = time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	return err
+}
+
+// notFound marks a 404 to a request about one job as ErrJobNotFound.
+func notFound(err error) error {
+	var e *Error
+	if errors.As(err, &e) && e.Status == http.StatusNotFound && e.Err == nil {
+		e.Err = ErrJobNotFound
+	}
+	return err
+}
+
+// videoObject is the part of OpenAI's video object a Job needs.
+type videoObject struct {
+	ID       string   `json:"id"`
+	Status   string   `json:"status"`
+	Progress *float64 `json:"progress"`
+	Error    *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+var videoStatuses = map[string]JobStatus{
+	"queued":      JobQueued,
+	"in_progress": JobRunning,
+	"completed":   JobSucceeded,
+	"failed":      JobFailed,
+}
+
+func decodeVideo(status int, body []byte) (Job, error) {
+	unexpected := func(format string, args ...any) (Job, error) {
+		return Job{}, &Error{Status: status, Body: body,
+			Err: fmt.Errorf("%w: %s", ErrUnexpectedResponse, fmt.Sprintf(format, args...))}
+	}
+	var o videoObject
+	if err := json.Unmarshal(body, &o); err != nil {
+		return unexpected("not a video object: %v", err)
+	}
+	if o.ID == "" {
+		return unexpected("a video object without an id")
+	}
+	js, ok := videoStatuses[o.Status]
+	if !ok {
+		return unexpected("video status %q", o.Status)
+	}
+	j := Job{ID: o.ID, Status: js, Raw: json.RawMessage(bytes.TrimSpace(body))}
+	if o.Progress != nil {
+		j.Progress = max(0, min(int(*o.Progress), 100))
+	}
+	switch js {
+	case JobSucceeded:
+		j.Progress = 100
+	case JobFailed:
+		j.Error = &JobError{Code: "upstream_job_failed", Message: "the upstream reported the job failed and gave no reason"}
+		if o.Error != nil {
+			if o.Error.Code != "" {
+				j.Error.Code = o.Error.Code
+			}
+			if o.Error.Message != "" {
+				j.Error.Message = o.Error.Message
+			}
+		}
+	}
+	return j, nil
+}
