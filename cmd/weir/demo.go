@@ -217,4 +217,3 @@ func bar(n, of int) string {
 	n = max(0, min(n, of))
 	return "[" + strings.Repeat("#", n) + strings.Repeat(".", of-n) + "]" + fmt.Sprintf(" %d", n)
 }
-
