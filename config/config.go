@@ -21,6 +21,8 @@ type Config struct {
 	Server Server `yaml:"server"`
 	// Storage says where keys and usage are kept.
 	Storage Storage `yaml:"storage"`
+	// Tasks runs durable asynchronous tasks (the video and task APIs).
+	Tasks Tasks `yaml:"tasks"`
 	// Platforms are the upstream accounts. Default: none.
 	Platforms []Platform `yaml:"platforms"`
 	// PlatformModels are the models on each platform, with their limits.
@@ -77,6 +79,40 @@ type Cooldown struct {
 	// Duration is how long a candidate stays in cooldown before it is tried
 	// again. Default 30s.
 	Duration time.Duration `yaml:"duration"`
+}
+
+// Tasks tunes durable asynchronous tasks.
+type Tasks struct {
+	// Workers is how many tasks run at once across every platform: the
+	// global worker-capacity scope. Default 100.
+	Workers int `yaml:"workers"`
+	// MaxWait is how long a task may stay queued before it expires.
+	// Default 24h.
+	MaxWait time.Duration `yaml:"max_wait"`
+	// PollMin is the first wait between polls of a running upstream job;
+	// it doubles as the job runs. Default 250ms.
+	PollMin time.Duration `yaml:"poll_min"`
+	// PollMax caps the wait between polls. Default 10s.
+	PollMax time.Duration `yaml:"poll_max"`
+	// MaxAttempts is how many times a task-specific upstream failure is
+	// tried before the task fails for good. Default 5.
+	MaxAttempts int `yaml:"max_attempts"`
+	// LeaseTTL is how long a running task's capacity is held without its
+	// worker renewing it. Default 5m.
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// RescueAfter is how long a task's job may look running before it is
+	// handed to another worker (its process died). Default 2m.
+	RescueAfter time.Duration `yaml:"rescue_after"`
+	// WebhookSecret signs callback events (Standard Webhooks, "whsec_..."
+	// as made by any Standard Webhooks library). Empty: tasks may not ask
+	// for callbacks. Default "".
+	WebhookSecret string `yaml:"webhook_secret"`
+	// WebhookAllowLoopback lets callbacks reach loopback addresses (for
+	// tests and local development only). Default false.
+	WebhookAllowLoopback bool `yaml:"webhook_allow_loopback"`
+	// WebhookAllowPrivate lets callbacks reach private-network addresses.
+	// Default false.
+	WebhookAllowPrivate bool `yaml:"webhook_allow_private"`
 }
 
 // Storage is where durable things are kept.
@@ -203,6 +239,15 @@ func Default() *Config {
 		Storage: Storage{
 			Driver: "sqlite",
 			Path:   "weir.db",
+		},
+		Tasks: Tasks{
+			Workers:     100,
+			MaxWait:     24 * time.Hour,
+			PollMin:     250 * time.Millisecond,
+			PollMax:     10 * time.Second,
+			MaxAttempts: 5,
+			LeaseTTL:    5 * time.Minute,
+			RescueAfter: 2 * time.Minute,
 		},
 		DefaultGroup: "default",
 	}

@@ -117,7 +117,11 @@ func TestDefaultValues(t *testing.T) {
 			AdminToken:         "",
 			UsageFlushInterval: time.Second,
 		},
-		Storage:      Storage{Driver: "sqlite", Path: "weir.db"},
+		Storage: Storage{Driver: "sqlite", Path: "weir.db"},
+		Tasks: Tasks{
+			Workers: 100, MaxWait: 24 * time.Hour, PollMin: 250 * time.Millisecond, PollMax: 10 * time.Second,
+			MaxAttempts: 5, LeaseTTL: 5 * time.Minute, RescueAfter: 2 * time.Minute,
+		},
 		DefaultGroup: "default",
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
