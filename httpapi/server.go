@@ -25,6 +25,8 @@ import (
 	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/provider"
 	"github.com/weir-gateway/weir/router"
+	"github.com/weir-gateway/weir/task"
+	"github.com/weir-gateway/weir/webhook"
 )
 
 // Config tunes the API.
@@ -96,6 +98,10 @@ type Deps struct {
 	Clock clock.Clock
 	// Ready reports whether the gateway should take traffic (/readyz).
 	Ready func() error
+	// Tasks runs durable tasks (the video and task APIs); nil disables
+	// them. Webhooks checks callback URLs.
+	Tasks    *task.Service
+	Webhooks *webhook.Sender
 }
 
 // Server is the HTTP API. Apply a catalog before serving.
@@ -118,6 +124,7 @@ type state struct {
 	pms          map[string]weir.PlatformModel
 	groups       map[string]weir.Group
 	adapters     map[string]provider.Adapter
+	async        map[string]provider.AsyncAdapter
 	defaultGroup string
 }
 
@@ -136,6 +143,9 @@ func New(cfg Config, deps Deps) *Server {
 	if deps.Clock == nil {
 		deps.Clock = clock.Real
 	}
+	if deps.Webhooks == nil {
+		deps.Webhooks = webhook.NewSender(webhook.Config{})
+	}
 	if deps.HTTPClient == nil {
 		deps.HTTPClient = &http.Client{Transport: &http.Transport{
 			Proxy:               http.ProxyFromEnvironment,
@@ -151,6 +161,10 @@ func New(cfg Config, deps Deps) *Server {
 	s.ids = newIDSource()
 	return s
 }
+
+// SetTasks attaches the task service (built after the Server, since it
+// plans tasks through it). Call it before serving.
+func (s *Server) SetTasks(t *task.Service) { s.deps.Tasks = t }
 
 // Scope names. Each request needs one of each.
 func keyScope(id string) string     { return "key:" + id }
@@ -187,6 +201,7 @@ func (s *Server) Apply(ctx context.Context, cat weir.Catalog, defaultGroup strin
 		pms:          make(map[string]weir.PlatformModel, len(cat.PlatformModels)),
 		groups:       make(map[string]weir.Group, len(cat.Groups)+1),
 		adapters:     make(map[string]provider.Adapter, len(cat.Platforms)),
+		async:        make(map[string]provider.AsyncAdapter, len(cat.Platforms)),
 		defaultGroup: defaultGroup,
 	}
 	for _, p := range cat.Platforms {
@@ -195,6 +210,7 @@ func (s *Server) Apply(ctx context.Context, cat weir.Catalog, defaultGroup strin
 			timeout = s.cfg.UpstreamTimeout
 		}
 		next.adapters[p.Name] = &provider.OpenAI{BaseURL: p.BaseURL, APIKey: p.APIKey, Client: s.deps.HTTPClient, Timeout: timeout}
+		next.async[p.Name] = &provider.OpenAIVideo{BaseURL: p.BaseURL, APIKey: p.APIKey, Client: s.deps.HTTPClient, Timeout: timeout}
 	}
 	for _, m := range cat.Models {
 		next.models[m.Name] = m
@@ -266,6 +282,14 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/audio/speech", s.model(epSpeech))
 	mux.HandleFunc("GET /v1/models", s.listModels)
 	mux.HandleFunc("GET /v1/models/{model...}", s.getModel)
+	mux.HandleFunc("POST /v1/videos", s.createVideo)
+	mux.HandleFunc("GET /v1/videos/{id}", s.getVideo)
+	mux.HandleFunc("GET /v1/videos/{id}/content", s.videoContent)
+	mux.HandleFunc("DELETE /v1/videos/{id}", s.deleteVideo)
+	mux.HandleFunc("POST /v1/tasks", s.createTask)
+	mux.HandleFunc("GET /v1/tasks", s.listTasks)
+	mux.HandleFunc("GET /v1/tasks/{id}", s.getTask)
+	mux.HandleFunc("POST /v1/tasks/{id}/cancel", s.cancelTask)
 	mux.HandleFunc("GET /admin/queues", s.admin(s.queues))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", s.readyz)

@@ -1,0 +1,545 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/provider"
+	"github.com/weir-gateway/weir/task"
+)
+
+// HeaderIdempotencyKey makes a repeated task submission return the task
+// the first one made.
+const HeaderIdempotencyKey = "Idempotency-Key"
+
+// Plan implements task.Planner: a task's candidates are its model's
+// platform models in the router's order, each needing the key's, the
+// group's and the platform model's scope (the task service adds the
+// worker-capacity scope).
+func (s *Server) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate, []task.Target, error) {
+	st := s.state.Load()
+	if st == nil {
+		return nil, nil, errors.New("no catalog applied")
+	}
+	model, ok := st.models[t.Model]
+	if !ok || !model.Kind.Async() {
+		return nil, nil, fmt.Errorf("%w: model %q serves no tasks", admission.ErrNoCandidate, t.Model)
+	}
+	key, err := s.deps.Store.KeyByID(ctx, t.KeyID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("task %s: key %s: %w", t.ID, t.KeyID, err)
+	}
+	if err := s.ensureKeyScope(ctx, key); err != nil {
+		return nil, nil, err
+	}
+	group := key.Group
+	if _, ok := st.groups[group]; !ok {
+		group = st.defaultGroup
+	}
+	var cands []admission.Candidate
+	var targets []task.Target
+	for _, pmName := range s.deps.Router.Order(model) {
+		target, ok := s.targetIn(st, pmName)
+		if !ok {
+			continue
+		}
+		cands = append(cands, admission.Candidate{Needs: []admission.Need{
+			{Scope: keyScope(key.ID), Amount: 1},
+			{Scope: groupScope(group), Amount: 1},
+			{Scope: pmScope(pmName), Amount: 1},
+		}})
+		targets = append(targets, target)
+	}
+	if len(cands) == 0 {
+		return nil, nil, fmt.Errorf("%w: model %q has no platform to run on", admission.ErrNoCandidate, t.Model)
+	}
+	return cands, targets, nil
+}
+
+// Target implements task.Planner.
+func (s *Server) Target(pmName string) (task.Target, bool) {
+	st := s.state.Load()
+	if st == nil {
+		return task.Target{}, false
+	}
+	return s.targetIn(st, pmName)
+}
+
+func (s *Server) targetIn(st *state, pmName string) (task.Target, bool) {
+	pm, ok := st.pms[pmName]
+	if !ok {
+		return task.Target{}, false
+	}
+	ad, ok := st.async[pm.Platform]
+	if !ok {
+		return task.Target{}, false
+	}
+	return task.Target{PlatformModel: pm.Name, Upstream: pm.Upstream, Adapter: ad}, true
+}
+
+// videoObject is OpenAI's video object, with where the task stands in
+// Weir's queue.
+type videoObject struct {
+	ID          string          `json:"id"`
+	Object      string          `json:"object"`
+	Model       string          `json:"model"`
+	Status      string          `json:"status"`
+	Progress    int             `json:"progress"`
+	CreatedAt   int64           `json:"created_at"`
+	CompletedAt *int64          `json:"completed_at"`
+	Seconds     string          `json:"seconds,omitempty"`
+	Size        string          `json:"size,omitempty"`
+	Error       *taskError      `json:"error"`
+	Weir        taskQueueDetail `json:"weir"`
+}
+
+type taskError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// taskQueueDetail is Weir's own view: the exact status, and for a queued
+// task its position and a wait estimate.
+type taskQueueDetail struct {
+	Status        weir.TaskStatus `json:"status"`
+	QueuePosition *int            `json:"queue_position,omitempty"`
+	EstimatedWait *float64        `json:"estimated_wait_seconds,omitempty"`
+}
+
+// taskObject is the generic task API's answer.
+type taskObject struct {
+	ID          string          `json:"id"`
+	Object      string          `json:"object"`
+	Model       string          `json:"model"`
+	Status      weir.TaskStatus `json:"status"`
+	Progress    int             `json:"progress"`
+	CreatedAt   int64           `json:"created_at"`
+	FinishedAt  *int64          `json:"finished_at"`
+	Result      json.RawMessage `json:"result"`
+	Error       *taskError      `json:"error"`
+	CallbackURL string          `json:"callback_url,omitempty"`
+	Queue       *taskQueue      `json:"queue,omitempty"`
+}
+
+type taskQueue struct {
+	Position      int     `json:"position"`
+	EstimatedWait float64 `json:"estimated_wait_seconds"`
+}
+
+func openAIVideoStatus(st weir.TaskStatus) string {
+	switch st {
+	case weir.TaskQueued:
+		return "queued"
+	case weir.TaskAdmitted, weir.TaskRunning:
+		return "in_progress"
+	case weir.TaskSucceeded:
+		return "completed"
+	default:
+		return "failed"
+	}
+}
+
+func (s *Server) videoOf(ctx context.Context, t weir.Task) videoObject {
+	v := videoObject{
+		ID: t.ID, Object: "video", Model: t.Model, Status: openAIVideoStatus(t.Status),
+		Progress: t.Progress, CreatedAt: t.CreatedAt.Unix(), Weir: taskQueueDetail{Status: t.Status},
+	}
+	var in struct {
+		Seconds json.RawMessage `json:"seconds"`
+		Size    string          `json:"size"`
+	}
+	if json.Unmarshal(t.Input, &in) == nil {
+		v.Seconds = strings.Trim(string(in.Seconds), `"`)
+		v.Size = in.Size
+	}
+	if !t.FinishedAt.IsZero() {
+		at := t.FinishedAt.Unix()
+		v.CompletedAt = &at
+	}
+	if t.ErrorCode != "" {
+		v.Error = &taskError{Code: t.ErrorCode, Message: t.ErrorMessage}
+	}
+	if t.Status == weir.TaskQueued {
+		if p, ok := s.deps.Tasks.Position(ctx, t.ID); ok {
+			pos, wait := p.Ahead+1, p.EstimatedWait.Seconds()
+			v.Weir.QueuePosition, v.Weir.EstimatedWait = &pos, &wait
+		}
+	}
+	return v
+}
+
+func (s *Server) taskOf(ctx context.Context, t weir.Task) taskObject {
+	o := taskObject{
+		ID: t.ID, Object: "task", Model: t.Model, Status: t.Status, Progress: t.Progress,
+		CreatedAt: t.CreatedAt.Unix(), Result: t.Result, CallbackURL: t.CallbackURL,
+	}
+	if len(o.Result) == 0 {
+		o.Result = json.RawMessage("null")
+	}
+	if !t.FinishedAt.IsZero() {
+		at := t.FinishedAt.Unix()
+		o.FinishedAt = &at
+	}
+	if t.ErrorCode != "" {
+		o.Error = &taskError{Code: t.ErrorCode, Message: t.ErrorMessage}
+	}
+	if t.Status == weir.TaskQueued {
+		if p, ok := s.deps.Tasks.Position(ctx, t.ID); ok {
+			o.Queue = &taskQueue{Position: p.Ahead + 1, EstimatedWait: p.EstimatedWait.Seconds()}
+		}
+	}
+	return o
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// readTaskBody reads a task request: JSON, or (as OpenAI's SDKs send video
+// requests) a multipart or urlencoded form, whose text fields become the
+// JSON object passed upstream.
+func (s *Server) readTaskBody(w http.ResponseWriter, r *http.Request) (map[string]json.RawMessage, *apiError) {
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		return nil, errorf(CodePayloadTooLarge, "", fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes))
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	tooBig := func(err error) *apiError {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return errorf(CodePayloadTooLarge, "", fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes))
+		}
+		return nil
+	}
+	if ct == "multipart/form-data" || ct == "application/x-www-form-urlencoded" {
+		var err error
+		if ct == "multipart/form-data" {
+			err = r.ParseMultipartForm(s.cfg.MaxBodyBytes)
+		} else {
+			err = r.ParseForm()
+		}
+		if err != nil {
+			if e := tooBig(err); e != nil {
+				return nil, e
+			}
+			return nil, errorf(CodeInvalidRequest, "", "could not parse the form: "+err.Error())
+		}
+		if r.MultipartForm != nil && len(r.MultipartForm.File) > 0 {
+			return nil, errorf(CodeInvalidRequest, "input_reference", "file inputs are not supported")
+		}
+		out := make(map[string]json.RawMessage)
+		for k, vs := range r.PostForm {
+			if len(vs) > 0 {
+				b, _ := json.Marshal(vs[0])
+				out[k] = b
+			}
+		}
+		return out, nil
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		if e := tooBig(err); e != nil {
+			return nil, e
+		}
+		return nil, errorf(CodeInvalidRequest, "", "could not read request body")
+	}
+	var out map[string]json.RawMessage
+	if len(strings.TrimSpace(string(body))) == 0 || json.Unmarshal(body, &out) != nil || out == nil {
+		return nil, errorf(CodeInvalidRequest, "", "request body must be a JSON object")
+	}
+	return out, nil
+}
+
+func stringField(m map[string]json.RawMessage, name string) (string, bool) {
+	raw, ok := m[name]
+	if !ok {
+		return "", false
+	}
+	var v string
+	if json.Unmarshal(raw, &v) != nil {
+		return "", false
+	}
+	return v, true
+}
+
+// submitTask is the shared part of POST /v1/videos and POST /v1/tasks.
+func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string, input map[string]json.RawMessage, model, callback string) (weir.Task, bool, *apiError) {
+	key, aerr := s.authenticate(r)
+	if aerr != nil {
+		return weir.Task{}, false, aerr
+	}
+	if s.deps.Tasks == nil {
+		return weir.Task{}, false, errorf(CodeNotFound, "", "tasks are not enabled on this gateway")
+	}
+	st := s.state.Load()
+	m, ok := st.models[model]
+	if model == "" {
+		return weir.Task{}, false, errorf(CodeInvalidRequest, "model", "you must provide a model parameter")
+	}
+	if !ok {
+		return weir.Task{}, false, errorf(CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", model))
+	}
+	if !key.Allows(model) {
+		return weir.Task{}, false, errorf(CodeForbidden, "model", fmt.Sprintf("this key may not use the model %q", model))
+	}
+	if !m.Kind.Async() {
+		return weir.Task{}, false, errorf(CodeInvalidRequest, "model", fmt.Sprintf("the model %q serves %s, not tasks", model, m.Kind))
+	}
+	if callback != "" {
+		if !s.deps.Tasks.CallbacksEnabled() {
+			return weir.Task{}, false, errorf(CodeInvalidRequest, "callback_url", "callbacks are not enabled on this gateway (tasks.webhook_secret)")
+		}
+		if err := s.deps.Webhooks.ValidateURL(callback); err != nil {
+			return weir.Task{}, false, errorf(CodeInvalidRequest, "callback_url", err.Error())
+		}
+	}
+	body, err := json.Marshal(input)
+	if err != nil {
+		return weir.Task{}, false, errorf(CodeInvalidRequest, "", "could not encode the task input")
+	}
+	group := st.groups[key.Group]
+	prio := group.Priority
+	if v := r.Header.Get(HeaderPriority); v != "" {
+		p, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			return weir.Task{}, false, errorf(CodeInvalidRequest, HeaderPriority, "priority must be an integer")
+		}
+		prio = min(prio, int32(p))
+	}
+	t := weir.Task{
+		ID: task.NewID(kind), KeyID: key.ID, Kind: kind, Model: model, Input: body, Priority: prio,
+		CallbackURL: callback, IdempotencyKey: r.Header.Get(HeaderIdempotencyKey),
+	}
+	if v := r.Header.Get(HeaderMaxWait); v != "" {
+		d, err := parseWait(v)
+		if err != nil {
+			return weir.Task{}, false, errorf(CodeInvalidRequest, HeaderMaxWait, "max wait must be a duration such as 2s or a number of seconds")
+		}
+		t.Deadline = s.deps.Clock.Now().Add(d)
+	}
+	created, err := s.deps.Tasks.Submit(r.Context(), &t)
+	switch {
+	case err == nil:
+		return t, created, nil
+	case errors.Is(err, admission.ErrQueueFull):
+		return t, created, &apiError{Code: CodeQueueFull, Message: "the queue for " + model + " is full", RetryAfter: time.Second}
+	case errors.Is(err, admission.ErrNoCandidate):
+		return t, created, errorf(CodeNoCandidate, "model", err.Error())
+	}
+	info(r.Context()).logger.Error("task submit failed", "error", err)
+	return t, created, errorf(CodeInternal, "", "could not submit the task")
+}
+
+// ownTask loads a task the caller's key owns; others' are not found.
+func (s *Server) ownTask(r *http.Request) (weir.Task, *apiError) {
+	key, aerr := s.authenticate(r)
+	if aerr != nil {
+		return weir.Task{}, aerr
+	}
+	if s.deps.Tasks == nil {
+		return weir.Task{}, errorf(CodeNotFound, "", "tasks are not enabled on this gateway")
+	}
+	id := r.PathValue("id")
+	t, err := s.deps.Tasks.Get(r.Context(), id)
+	if err != nil || t.KeyID != key.ID {
+		if err != nil && !errors.Is(err, task.ErrNotFound) {
+			info(r.Context()).logger.Error("task lookup failed", "error", err)
+			return t, errorf(CodeInternal, "", "task lookup failed")
+		}
+		return t, errorf(CodeNotFound, "id", fmt.Sprintf("no task %q", id))
+	}
+	return t, nil
+}
+
+func (s *Server) createVideo(w http.ResponseWriter, r *http.Request) {
+	input, aerr := s.readTaskBody(w, r)
+	if aerr == nil {
+		if _, ok := input["prompt"]; !ok {
+			aerr = errorf(CodeInvalidRequest, "prompt", "missing required parameter: prompt")
+		}
+	}
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	model, _ := stringField(input, "model")
+	t, _, aerr := s.submitTask(w, r, "video", input, model, "")
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.videoOf(r.Context(), t))
+}
+
+func (s *Server) getVideo(w http.ResponseWriter, r *http.Request) {
+	t, aerr := s.ownTask(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.videoOf(r.Context(), t))
+}
+
+func (s *Server) videoContent(w http.ResponseWriter, r *http.Request) {
+	t, aerr := s.ownTask(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if t.Status != weir.TaskSucceeded {
+		writeError(w, errorf(CodeNotFound, "id", fmt.Sprintf("video %s has no content: it is %s", t.ID, t.Status)))
+		return
+	}
+	target, ok := s.Target(t.PlatformModel)
+	if !ok {
+		writeError(w, errorf(CodeNoCandidate, "", "the platform that made this video left the catalog"))
+		return
+	}
+	resp, err := target.Adapter.Content(r.Context(), t.UpstreamID)
+	if err != nil {
+		var pe *provider.Error
+		if errors.As(err, &pe) && errors.Is(err, provider.ErrJobNotFound) {
+			writeError(w, errorf(CodeNotFound, "id", "the upstream no longer has this video"))
+			return
+		}
+		writeError(w, errorf(CodeUpstreamError, "", err.Error()))
+		return
+	}
+	defer resp.Body.Close()
+	for _, h := range []string{"Content-Type", "Content-Length", "Content-Disposition"} {
+		if v := resp.Header.Get(h); v != "" {
+			w.Header().Set(h, v)
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.Copy(w, resp.Body)
+}
+
+func (s *Server) deleteVideo(w http.ResponseWriter, r *http.Request) {
+	t, aerr := s.ownTask(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if _, err := s.deps.Tasks.Cancel(r.Context(), t.ID); err != nil {
+		writeError(w, errorf(CodeInternal, "", "could not cancel the video"))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": t.ID, "object": "video.deleted", "deleted": true})
+}
+
+func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
+	body, aerr := s.readTaskBody(w, r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	model, _ := stringField(body, "model")
+	var input map[string]json.RawMessage
+	if raw, ok := body["input"]; !ok || json.Unmarshal(raw, &input) != nil || input == nil {
+		writeError(w, errorf(CodeInvalidRequest, "input", "input must be a JSON object"))
+		return
+	}
+	callback, _ := stringField(body, "callback_url")
+	t, created, aerr := s.submitTask(w, r, "task", input, model, callback)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	status := http.StatusAccepted
+	if !created {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, s.taskOf(r.Context(), t))
+}
+
+func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
+	t, aerr := s.ownTask(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.taskOf(r.Context(), t))
+}
+
+func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) {
+	t, aerr := s.ownTask(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	t, err := s.deps.Tasks.Cancel(r.Context(), t.ID)
+	if err != nil {
+		writeError(w, errorf(CodeInternal, "", "could not cancel the task"))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.taskOf(r.Context(), t))
+}
+
+// listTasks pages through the caller's own tasks, oldest first:
+// ?after=<task id's seq cursor>&limit=N.
+func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
+	key, aerr := s.authenticate(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if s.deps.Tasks == nil {
+		writeError(w, errorf(CodeNotFound, "", "tasks are not enabled on this gateway"))
+		return
+	}
+	f := weir.TaskFilter{KeyID: key.ID, Limit: 100}
+	q := r.URL.Query()
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			writeError(w, errorf(CodeInvalidRequest, "limit", "limit must be between 1 and 1000"))
+			return
+		}
+		f.Limit = n
+	}
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, errorf(CodeInvalidRequest, "after", "after must be a cursor from a previous page"))
+			return
+		}
+		f.AfterSeq = n
+	}
+	if v := q.Get("status"); v != "" {
+		f.Statuses = []weir.TaskStatus{weir.TaskStatus(v)}
+	}
+	ts, err := s.deps.Tasks.List(r.Context(), f)
+	if err != nil {
+		writeError(w, errorf(CodeInternal, "", "could not list tasks"))
+		return
+	}
+	out := struct {
+		Object  string       `json:"object"`
+		Data    []taskObject `json:"data"`
+		HasMore bool         `json:"has_more"`
+		After   string       `json:"after,omitempty"`
+	}{Object: "list", Data: []taskObject{}}
+	for _, t := range ts {
+		out.Data = append(out.Data, s.taskOf(r.Context(), t))
+	}
+	if len(ts) == f.Limit {
+		out.HasMore = true
+		out.After = strconv.FormatInt(ts[len(ts)-1].Seq, 10)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+var _ task.Planner = (*Server)(nil)

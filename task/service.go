@@ -1,0 +1,523 @@
+// Package task runs durable asynchronous tasks — videos, images, speech —
+// through admission. A submitted task is stored, then waits in the engine
+// in submission order (priority first) for its scopes plus the global
+// worker-capacity scope. When it is admitted, its status change and its
+// River job are committed in one transaction; the job submits it upstream,
+// records the upstream id before anything else, polls until done, renews
+// the lease while it runs, stores the result and releases the lease once.
+// After a restart, admitted tasks get their leases back and waiting tasks
+// re-enter the queue in their original order.
+package task
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/provider"
+	"github.com/weir-gateway/weir/webhook"
+)
+
+// WorkersScope is the global worker-capacity scope every task needs.
+const WorkersScope = "global:tasks"
+
+// Store is what the service needs of storage: tasks, and a transaction on
+// the connection River's jobs are inserted on.
+type Store interface {
+	weir.TaskStore
+	InTx(ctx context.Context, fn func(tx *sql.Tx) error) error
+	TaskUpdateTx(ctx context.Context, tx *sql.Tx, id string, u weir.TaskUpdate) (bool, error)
+	SQL() *sql.DB
+}
+
+// Target is where one candidate of a task runs.
+type Target struct {
+	PlatformModel string
+	// Upstream is the model name sent to the platform.
+	Upstream string
+	Adapter  provider.AsyncAdapter
+}
+
+// Planner knows the catalog: which candidates a task has (the gateway's
+// key, group and platform-model scopes, in preference order) and where
+// each runs.
+type Planner interface {
+	Plan(ctx context.Context, t weir.Task) ([]admission.Candidate, []Target, error)
+	Target(platformModel string) (Target, bool)
+}
+
+// Config tunes the service.
+type Config struct {
+	// Workers is the global capacity: tasks running at once. Default 100.
+	Workers int
+	// MaxWait is how long a task may stay queued before it expires.
+	// Default 24h.
+	MaxWait time.Duration
+	// PollMin and PollMax bound the wait between polls of a running job;
+	// the wait doubles from PollMin. Defaults 250ms and 10s.
+	PollMin, PollMax time.Duration
+	// MaxAttempts is how many times a task-specific failure is tried
+	// before the task fails for good. Default 5.
+	MaxAttempts int
+	// LeaseTTL is how long a task's lease lives without renewal; a worker
+	// renews it at every step. Default 5m.
+	LeaseTTL time.Duration
+	// RescueAfter is how long a job may look running before River hands
+	// it to another worker (its process died). Default 2m.
+	RescueAfter time.Duration
+	// FetchPollInterval is how often River looks for jobs. Default 50ms.
+	FetchPollInterval time.Duration
+	// Owner holds the leases (this process).
+	Owner admission.Owner
+}
+
+func (c *Config) defaults() {
+	if c.Workers <= 0 {
+		c.Workers = 100
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = 24 * time.Hour
+	}
+	if c.PollMin <= 0 {
+		c.PollMin = 250 * time.Millisecond
+	}
+	if c.PollMax <= 0 {
+		c.PollMax = 10 * time.Second
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 5
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 5 * time.Minute
+	}
+	if c.RescueAfter <= 0 {
+		c.RescueAfter = 2 * time.Minute
+	}
+	if c.FetchPollInterval <= 0 {
+		c.FetchPollInterval = 50 * time.Millisecond
+	}
+}
+
+// Errors a caller maps to its API.
+var (
+	ErrNotFound = errors.New("task not found")
+)
+
+// Service runs tasks.
+type Service struct {
+	cfg     Config
+	store   Store
+	engine  admission.Engine
+	planner Planner
+	logger  *slog.Logger
+	clock   clock.Clock
+	river   *river.Client[*sql.Tx]
+	hooks   Webhooks
+
+	mu     sync.Mutex
+	leases map[string]admission.Lease // task id → lease held for it
+	ready  chan struct{}
+
+	admitted chan admittedTask
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+type admittedTask struct {
+	id    string
+	lease admission.Lease
+}
+
+// New returns a Service; Start runs it.
+func New(cfg Config, store Store, engine admission.Engine, planner Planner, hooks Webhooks, logger *slog.Logger) (*Service, error) {
+	cfg.defaults()
+	if hooks.Schedule.Delays == nil {
+		hooks.Schedule = webhook.DefaultSchedule
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{
+		cfg: cfg, store: store, engine: engine, planner: planner, hooks: hooks, logger: logger, clock: clock.Real,
+		leases:   make(map[string]admission.Lease),
+		admitted: make(chan admittedTask, 4096),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+		ready:    make(chan struct{}),
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &runWorker{s: s})
+	river.AddWorker(workers, &webhookWorker{s: s})
+	client, err := river.NewClient(riversqlite.New(store.SQL()), &river.Config{
+		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}},
+		Workers:              workers,
+		JobTimeout:           time.Minute,
+		RescueStuckJobsAfter: cfg.RescueAfter,
+		FetchPollInterval:    cfg.FetchPollInterval,
+		FetchCooldown:        min(cfg.FetchPollInterval, 10*time.Millisecond),
+		MaxAttempts:          cfg.MaxAttempts,
+		Logger:               logger.With("component", "river"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	s.river = client
+	return s, nil
+}
+
+// Migrate brings River's tables in the store's database up to date.
+func Migrate(ctx context.Context, db *sql.DB) error {
+	m, err := rivermigrate.New(riversqlite.New(db), nil)
+	if err != nil {
+		return err
+	}
+	_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	return err
+}
+
+// Start recovers tasks left by an earlier run, then runs the dispatcher
+// and River's workers.
+func (s *Service) Start(ctx context.Context) error {
+	if err := Migrate(ctx, s.store.SQL()); err != nil {
+		return fmt.Errorf("migrate river: %w", err)
+	}
+	if err := s.engine.SetScope(ctx, WorkersScope, admission.ScopeConfig{Limit: int64(s.cfg.Workers), LeaseTTL: s.cfg.LeaseTTL}); err != nil {
+		return err
+	}
+	go s.dispatch()
+	if err := s.recover(ctx); err != nil {
+		return err
+	}
+	close(s.ready)
+	return s.river.Start(ctx)
+}
+
+// Stop stops the workers (a job in flight finishes its step) and the
+// dispatcher. Leases are not released: the tasks are durable, and the
+// next start gives them back.
+func (s *Service) Stop(ctx context.Context) error {
+	err := s.river.Stop(ctx)
+	close(s.stop)
+	<-s.done
+	return err
+}
+
+// recover restores the leases of admitted and running tasks, then queues
+// the waiting ones in their original order.
+func (s *Service) recover(ctx context.Context) error {
+	start := s.clock.Now()
+	active, err := s.store.TaskList(ctx, weir.TaskFilter{Statuses: []weir.TaskStatus{weir.TaskAdmitted, weir.TaskRunning}})
+	if err != nil {
+		return fmt.Errorf("list active tasks: %w", err)
+	}
+	for _, t := range active {
+		if _, err := s.restoreLease(ctx, t); err != nil {
+			s.logger.Warn("task lease not restored; its job will retry", "task", t.ID, "error", err)
+		}
+	}
+	queued, err := s.store.TaskList(ctx, weir.TaskFilter{Statuses: []weir.TaskStatus{weir.TaskQueued}})
+	if err != nil {
+		return fmt.Errorf("list queued tasks: %w", err)
+	}
+	for _, t := range queued {
+		if err := s.enqueue(ctx, t); err != nil {
+			s.failQueued(ctx, t.ID, err)
+		}
+	}
+	s.logger.Info("tasks recovered", "active", len(active), "queued", len(queued), "took", s.clock.Now().Sub(start))
+	return nil
+}
+
+// restoreLease gives an admitted task back the lease it held.
+func (s *Service) restoreLease(ctx context.Context, t weir.Task) (admission.Lease, error) {
+	req, err := s.request(ctx, t)
+	if err != nil {
+		return admission.Lease{}, err
+	}
+	cand := -1
+	for i, c := range req.Candidates {
+		for _, n := range c.Needs {
+			if n.Scope == "pm:"+t.PlatformModel {
+				cand = i
+			}
+		}
+	}
+	if cand < 0 {
+		return admission.Lease{}, fmt.Errorf("platform model %s is no longer a candidate", t.PlatformModel)
+	}
+	req.ID = t.ID + "/restored"
+	l, err := s.engine.Restore(ctx, req, cand)
+	if err != nil {
+		return l, err
+	}
+	s.mu.Lock()
+	s.leases[t.ID] = l
+	s.mu.Unlock()
+	return l, nil
+}
+
+// request builds the engine request for t.
+func (s *Service) request(ctx context.Context, t weir.Task) (admission.Request, error) {
+	cands, _, err := s.planner.Plan(ctx, t)
+	if err != nil {
+		return admission.Request{}, err
+	}
+	for i := range cands {
+		cands[i].Needs = append(cands[i].Needs, admission.Need{Scope: WorkersScope, Amount: 1})
+	}
+	return admission.Request{
+		ID:          t.ID,
+		Priority:    t.Priority,
+		FairnessKey: t.KeyID,
+		Deadline:    t.Deadline,
+		Owner:       s.cfg.Owner,
+		Candidates:  cands,
+	}, nil
+}
+
+// NewID returns a fresh task id with the given prefix ("video", "task").
+func NewID(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "_" + hex.EncodeToString(b[:])
+}
+
+// Submit stores t (or finds the task its idempotency key names) and queues
+// it. created is false when an earlier submission is returned.
+func (s *Service) Submit(ctx context.Context, t *weir.Task) (created bool, err error) {
+	now := s.clock.Now()
+	if t.ID == "" {
+		t.ID = NewID("task")
+	}
+	t.Status = weir.TaskQueued
+	t.CreatedAt = now
+	t.Candidate = -1
+	if t.Deadline.IsZero() {
+		t.Deadline = now.Add(s.cfg.MaxWait)
+	}
+	// Plan first: a task that cannot be served is refused before it is
+	// stored.
+	if _, _, err := s.planner.Plan(ctx, *t); err != nil {
+		return false, err
+	}
+	created, err = s.store.TaskCreate(ctx, t)
+	if err != nil || !created {
+		return created, err
+	}
+	if err := s.enqueue(context.WithoutCancel(ctx), *t); err != nil {
+		s.failQueued(ctx, t.ID, err)
+		*t, _ = s.store.TaskGet(context.WithoutCancel(ctx), t.ID)
+		return true, err
+	}
+	return true, nil
+}
+
+// enqueue makes a queued task a waiter in the engine.
+func (s *Service) enqueue(ctx context.Context, t weir.Task) error {
+	req, err := s.request(ctx, t)
+	if err != nil {
+		return err
+	}
+	id := t.ID
+	return s.engine.Enqueue(ctx, req, func(l admission.Lease, err error) {
+		if err != nil {
+			s.waitEnded(id, err)
+			return
+		}
+		s.admitted <- admittedTask{id: id, lease: l}
+	})
+}
+
+// waitEnded settles a task whose wait ended without admission.
+func (s *Service) waitEnded(id string, err error) {
+	ctx := context.Background()
+	switch {
+	case errors.Is(err, admission.ErrClosed), errors.Is(err, admission.ErrFenced):
+		// Shutting down: the task stays queued and the next start queues it.
+	case errors.Is(err, admission.ErrCancelled):
+		// Cancel marked it.
+	case errors.Is(err, admission.ErrTimeout):
+		s.finish(ctx, id, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{Status: weir.TaskExpired, ErrorCode: "expired", ErrorMessage: "the task waited longer than its maximum wait"})
+	default:
+		s.failQueued(ctx, id, err)
+	}
+}
+
+func (s *Service) failQueued(ctx context.Context, id string, err error) {
+	code := "no_candidate"
+	if errors.Is(err, admission.ErrQueueFull) {
+		code = "queue_full"
+	}
+	s.finish(context.WithoutCancel(ctx), id, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: code, ErrorMessage: err.Error()})
+}
+
+// finish moves a task to a terminal status if it is in one of from, with
+// its webhook job in the same transaction.
+func (s *Service) finish(ctx context.Context, id string, from []weir.TaskStatus, u weir.TaskUpdate) bool {
+	u.From = from
+	u.FinishedAt = s.clock.Now()
+	t, err := s.store.TaskGet(ctx, id)
+	if err != nil {
+		s.logger.Error("task update failed", "task", id, "error", err)
+		return false
+	}
+	var ok bool
+	err = s.store.InTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		ok, err = s.finishTx(ctx, tx, t, u)
+		return err
+	})
+	if err != nil {
+		s.logger.Error("task update failed", "task", id, "error", err)
+		return false
+	}
+	return ok
+}
+
+// dispatch commits admissions: each admitted task's status change and its
+// River job in one transaction, batched while admissions keep coming.
+func (s *Service) dispatch() {
+	defer close(s.done)
+	batch := make([]admittedTask, 0, 64)
+	for {
+		select {
+		case <-s.stop:
+			return
+		case a := <-s.admitted:
+			batch = append(batch[:0], a)
+		}
+	fill:
+		for len(batch) < cap(batch) {
+			select {
+			case a := <-s.admitted:
+				batch = append(batch, a)
+			default:
+				break fill
+			}
+		}
+		s.commitAdmissions(batch)
+	}
+}
+
+func (s *Service) commitAdmissions(batch []admittedTask) {
+	ctx := context.Background()
+	now := s.clock.Now()
+	applied := make([]bool, len(batch))
+	err := s.store.InTx(ctx, func(tx *sql.Tx) error {
+		for i, a := range batch {
+			pm := ""
+			for _, n := range a.lease.Needs {
+				if len(n.Scope) > 3 && n.Scope[:3] == "pm:" {
+					pm = n.Scope[3:]
+				}
+			}
+			cand := a.lease.Candidate
+			ok, err := s.store.TaskUpdateTx(ctx, tx, a.id, weir.TaskUpdate{
+				From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskAdmitted,
+				PlatformModel: pm, Candidate: &cand, AdmittedAt: now,
+			})
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue // cancelled meanwhile
+			}
+			if _, err := s.river.InsertTx(ctx, tx, RunArgs{TaskID: a.id}, nil); err != nil {
+				return err
+			}
+			applied[i] = true
+		}
+		return nil
+	})
+	for i, a := range batch {
+		if err == nil && applied[i] {
+			s.mu.Lock()
+			s.leases[a.id] = a.lease
+			s.mu.Unlock()
+			continue
+		}
+		// Not admitted after all: give the capacity back; if the commit
+		// failed, the task is still queued in the store and queues again.
+		_ = s.engine.Release(ctx, a.lease.ID, a.lease.Owner)
+		if err != nil {
+			if t, gerr := s.store.TaskGet(ctx, a.id); gerr == nil && t.Status == weir.TaskQueued {
+				if qerr := s.enqueue(ctx, t); qerr != nil {
+					s.failQueued(ctx, t.ID, qerr)
+				}
+			}
+		}
+	}
+	if err != nil {
+		s.logger.Error("admission commit failed; tasks queue again", "tasks", len(batch), "error", err)
+	}
+}
+
+// releaseLease returns a task's capacity, once.
+func (s *Service) releaseLease(id string) {
+	s.mu.Lock()
+	l, ok := s.leases[id]
+	delete(s.leases, id)
+	s.mu.Unlock()
+	if ok {
+		_ = s.engine.Release(context.Background(), l.ID, l.Owner)
+	}
+}
+
+// Get returns a task.
+func (s *Service) Get(ctx context.Context, id string) (weir.Task, error) {
+	t, err := s.store.TaskGet(ctx, id)
+	if errors.Is(err, weir.ErrNotFound) {
+		return t, ErrNotFound
+	}
+	return t, err
+}
+
+// Position reports where a queued task stands.
+func (s *Service) Position(ctx context.Context, id string) (admission.Position, bool) {
+	p, err := s.engine.Position(ctx, id)
+	return p, err == nil
+}
+
+// List lists a key's tasks.
+func (s *Service) List(ctx context.Context, f weir.TaskFilter) ([]weir.Task, error) {
+	return s.store.TaskList(ctx, f)
+}
+
+// Cancel cancels a task that has not ended: a queued one leaves the queue
+// at once; a running one is cancelled upstream where the API allows and
+// its lease released. A task that has ended is returned as it is.
+func (s *Service) Cancel(ctx context.Context, id string) (weir.Task, error) {
+	t, err := s.Get(ctx, id)
+	if err != nil || t.Status.Terminal() {
+		return t, err
+	}
+	ctx = context.WithoutCancel(ctx)
+	if t.Status == weir.TaskQueued {
+		_ = s.engine.Cancel(ctx, id)
+	}
+	if s.finish(ctx, id, []weir.TaskStatus{weir.TaskQueued, weir.TaskAdmitted, weir.TaskRunning},
+		weir.TaskUpdate{Status: weir.TaskCancelled, ErrorCode: "cancelled", ErrorMessage: "cancelled by the client"}) {
+		s.releaseLease(id)
+		if t.UpstreamID != "" {
+			if target, ok := s.planner.Target(t.PlatformModel); ok {
+				if err := target.Adapter.Cancel(ctx, t.UpstreamID); err != nil {
+					s.logger.Warn("upstream cancel failed", "task", id, "error", err)
+				}
+			}
+		}
+	}
+	return s.Get(ctx, id)
+}

@@ -1,0 +1,213 @@
+package task
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/provider"
+)
+
+// RunArgs is the River job that runs one admitted task, one step per
+// execution: submit if not yet submitted, else poll; between polls it
+// snoozes, so no execution runs long and a dead process's job is rescued
+// quickly.
+type RunArgs struct {
+	TaskID string `json:"task_id"`
+}
+
+// Kind names the job.
+func (RunArgs) Kind() string { return "weir_task_run" }
+
+type runWorker struct {
+	river.WorkerDefaults[RunArgs]
+	s *Service
+}
+
+// Work runs one step of the task.
+func (w *runWorker) Work(ctx context.Context, job *river.Job[RunArgs]) error {
+	s := w.s
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	t, err := s.store.TaskGet(ctx, job.Args.TaskID)
+	if errors.Is(err, weir.ErrNotFound) {
+		return river.JobCancel(fmt.Errorf("task %s is gone", job.Args.TaskID))
+	}
+	if err != nil {
+		return err
+	}
+	if t.Status.Terminal() {
+		s.releaseLease(t.ID)
+		return nil
+	}
+	if err := s.holdLease(ctx, t); err != nil {
+		return err
+	}
+	target, ok := s.planner.Target(t.PlatformModel)
+	if !ok {
+		s.failRunning(ctx, t, "no_candidate", "the platform model "+t.PlatformModel+" left the catalog")
+		return nil
+	}
+	if t.UpstreamID == "" {
+		return s.submit(ctx, t, target, job)
+	}
+	return s.poll(ctx, t, target, job)
+}
+
+// holdLease makes sure the task's lease is held and renewed: restored if
+// this process does not hold it (it restarted, or the lease expired while
+// nobody renewed it).
+func (s *Service) holdLease(ctx context.Context, t weir.Task) error {
+	s.mu.Lock()
+	l, ok := s.leases[t.ID]
+	s.mu.Unlock()
+	if ok {
+		if _, err := s.engine.Renew(ctx, l.ID, l.Owner); err == nil {
+			return nil
+		} else if !errors.Is(err, admission.ErrLeaseNotHeld) {
+			return err
+		}
+	}
+	_, err := s.restoreLease(ctx, t)
+	return err
+}
+
+// submit starts the task upstream and records the upstream id before
+// anything else; the idempotency key (the task id) makes a resubmission
+// after a crash in between find the same job.
+func (s *Service) submit(ctx context.Context, t weir.Task, target Target, job *river.Job[RunArgs]) error {
+	body, err := withModel(t.Input, target.Upstream)
+	if err != nil {
+		s.failRunning(ctx, t, "invalid_request", err.Error())
+		return nil
+	}
+	up, err := target.Adapter.Submit(ctx, provider.AsyncCall{Body: body, IdempotencyKey: t.ID})
+	if err != nil {
+		return s.upstreamFailed(ctx, t, job, err)
+	}
+	ok, err := s.store.TaskUpdate(ctx, t.ID, weir.TaskUpdate{
+		From: []weir.TaskStatus{weir.TaskAdmitted}, Status: weir.TaskRunning, UpstreamID: up.ID, Progress: &up.Progress,
+	})
+	if err != nil {
+		return err
+	}
+	if !ok {
+		// Cancelled while submitting: stop the upstream job too.
+		_ = target.Adapter.Cancel(context.WithoutCancel(ctx), up.ID)
+		s.releaseLease(t.ID)
+		return nil
+	}
+	return river.JobSnooze(s.cfg.PollMin)
+}
+
+// poll asks the upstream how the job is doing.
+func (s *Service) poll(ctx context.Context, t weir.Task, target Target, job *river.Job[RunArgs]) error {
+	up, err := target.Adapter.Poll(ctx, t.UpstreamID)
+	if err != nil {
+		return s.upstreamFailed(ctx, t, job, err)
+	}
+	switch up.Status {
+	case provider.JobSucceeded:
+		s.finishRunning(ctx, t, weir.TaskUpdate{Status: weir.TaskSucceeded, Result: up.Raw, Progress: ptr(100)})
+		return nil
+	case provider.JobFailed:
+		code, msg := "upstream_failed", "the upstream job failed"
+		if up.Error != nil {
+			code, msg = up.Error.Code, up.Error.Message
+		}
+		s.finishRunning(ctx, t, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: code, ErrorMessage: msg, Result: up.Raw})
+		return nil
+	}
+	if up.Progress != t.Progress {
+		_, _ = s.store.TaskUpdate(ctx, t.ID, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskRunning}, Status: weir.TaskRunning, Progress: &up.Progress})
+	}
+	return river.JobSnooze(s.pollDelay(t))
+}
+
+// pollDelay doubles from PollMin with the time the task has run, up to
+// PollMax.
+func (s *Service) pollDelay(t weir.Task) time.Duration {
+	d := s.cfg.PollMin
+	for ran := s.clock.Now().Sub(t.AdmittedAt); d < s.cfg.PollMax && ran > 4*d; d *= 2 {
+	}
+	return min(d, s.cfg.PollMax)
+}
+
+// upstreamFailed decides what an upstream error means for the task: a
+// saturated platform (429) sends it back to the queue, where it may go to
+// another candidate; other retryable failures are retried with River's
+// backoff up to MaxAttempts, then fail the task; a refusal fails it now.
+func (s *Service) upstreamFailed(ctx context.Context, t weir.Task, job *river.Job[RunArgs], err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	var pe *provider.Error
+	if !errors.As(err, &pe) {
+		pe = &provider.Error{Err: err}
+	}
+	switch {
+	case pe.Status == 429 && t.UpstreamID == "":
+		if s.requeue(ctx, t) {
+			return nil
+		}
+		return err
+	case pe.Retryable() && job.Attempt < job.MaxAttempts:
+		return err
+	case errors.Is(err, provider.ErrJobNotFound):
+		s.failRunning(ctx, t, "upstream_lost", "the upstream no longer has the job")
+	case pe.Retryable():
+		s.failRunning(ctx, t, "upstream_error", pe.Error())
+	default:
+		s.failRunning(ctx, t, "upstream_refused", pe.Error())
+	}
+	return nil
+}
+
+// requeue sends an admitted task that the platform refused for lack of
+// capacity back to the queue, keeping its place by priority and age.
+func (s *Service) requeue(ctx context.Context, t weir.Task) bool {
+	cand := -1
+	ok, err := s.store.TaskUpdate(ctx, t.ID, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskAdmitted}, Status: weir.TaskQueued, Candidate: &cand})
+	if err != nil || !ok {
+		return false
+	}
+	s.releaseLease(t.ID)
+	t.Status = weir.TaskQueued
+	if err := s.enqueue(context.WithoutCancel(ctx), t); err != nil {
+		s.failQueued(ctx, t.ID, err)
+	}
+	return true
+}
+
+func (s *Service) failRunning(ctx context.Context, t weir.Task, code, msg string) {
+	s.finishRunning(ctx, t, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: code, ErrorMessage: msg})
+}
+
+// finishRunning ends an admitted or running task and releases its lease,
+// exactly once.
+func (s *Service) finishRunning(ctx context.Context, t weir.Task, u weir.TaskUpdate) {
+	s.finish(context.WithoutCancel(ctx), t.ID, []weir.TaskStatus{weir.TaskAdmitted, weir.TaskRunning}, u)
+	s.releaseLease(t.ID)
+}
+
+// withModel rewrites the model of a JSON request body.
+func withModel(input []byte, upstream string) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(input, &m); err != nil {
+		return nil, fmt.Errorf("task input is not a JSON object: %w", err)
+	}
+	name, _ := json.Marshal(upstream)
+	m["model"] = name
+	return json.Marshal(m)
+}
+
+func ptr[T any](v T) *T { return &v }
