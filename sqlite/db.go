@@ -41,6 +41,10 @@ type DB struct {
 	// The request path's lookups, prepared once per read connection:
 	// parsing the SQL costs about as much as running it.
 	keyByHash, keyByID *sql.Stmt
+	taskGet            *sql.Stmt
+	// The task writes, prepared once on the write connection; a
+	// transaction on it (InTx) reuses them through Tx.StmtContext.
+	taskInsert, taskByIdempotency, taskUpdate, taskStatus *sql.Stmt
 }
 
 var _ weir.Store = (*DB)(nil)
@@ -104,14 +108,26 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	return db, nil
 }
 
-// prepare prepares the statements of the request path on the read pool.
+// prepare prepares the statements of the request path on the read pool,
+// and the task writes on the write connection.
 func (db *DB) prepare(ctx context.Context) error {
-	var err error
-	if db.keyByHash, err = db.read.PrepareContext(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE hash = ?`); err != nil {
-		return err
-	}
-	if db.keyByID, err = db.read.PrepareContext(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE id = ?`); err != nil {
-		return err
+	for _, s := range []struct {
+		stmt **sql.Stmt
+		pool *sql.DB
+		sql  string
+	}{
+		{&db.keyByHash, db.read, `SELECT ` + keyColumns + ` FROM api_keys WHERE hash = ?`},
+		{&db.keyByID, db.read, `SELECT ` + keyColumns + ` FROM api_keys WHERE id = ?`},
+		{&db.taskGet, db.read, taskGetSQL},
+		{&db.taskInsert, db.write, taskInsertSQL},
+		{&db.taskByIdempotency, db.write, taskByIdempotencySQL},
+		{&db.taskUpdate, db.write, taskUpdateSQL},
+		{&db.taskStatus, db.write, taskStatusSQL},
+	} {
+		var err error
+		if *s.stmt, err = s.pool.PrepareContext(ctx, s.sql); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -169,7 +185,8 @@ func (db *DB) SQL() *sql.DB { return db.write }
 // Close closes both pools.
 func (db *DB) Close() error {
 	var errs []error
-	for _, stmt := range []*sql.Stmt{db.keyByHash, db.keyByID} {
+	for _, stmt := range []*sql.Stmt{db.keyByHash, db.keyByID, db.taskGet,
+		db.taskInsert, db.taskByIdempotency, db.taskUpdate, db.taskStatus} {
 		if stmt != nil {
 			errs = append(errs, stmt.Close())
 		}

@@ -13,20 +13,23 @@
 // A DB holds two pools on the same file:
 //
 //   - the write pool, one connection, which SQL returns. Every write goes
-//     through it: keys, usage batches, and (issue 4) River's SQLite driver
-//     and the tasks written in River's transactions. SQLite admits one
-//     writer at a time anyway; queueing writers on one connection in Go's
-//     pool is fair and costs nothing, where several writing connections
-//     would meet in SQLite's busy handler, which sleeps and retries. River
-//     also advises a single connection for SQLite. Transactions on it
-//     begin IMMEDIATE, so a transaction that reads and then writes cannot
-//     fail to upgrade its lock when another process (a CLI) writes too.
+//     through it: keys, usage batches, tasks, and River's SQLite driver.
+//     InTx runs a function in a transaction on it, so that the task
+//     service changes a task (TaskUpdateTx) and inserts its River job in
+//     one commit. SQLite admits one writer at a time anyway; queueing
+//     writers on one connection in Go's pool is fair and costs nothing,
+//     where several writing connections would meet in SQLite's busy
+//     handler, which sleeps and retries. River also advises a single
+//     connection for SQLite. Transactions on it begin IMMEDIATE, so a
+//     transaction that reads and then writes cannot fail to upgrade its
+//     lock when another process (a CLI) writes too.
 //   - the read pool, a few query_only connections, for KeyByHash, KeyByID,
-//     KeyList and UsageList. WAL lets them read beside the writer, so the
-//     request path's key lookups never wait behind a usage flush or a
-//     River transaction, and a read made while holding a write transaction
-//     (on SQL) cannot deadlock on the one write connection. A read sees
-//     what was committed when it began, not a transaction still open.
+//     KeyList, UsageList, TaskGet and TaskList. WAL lets them read beside
+//     the writer, so the request path's key lookups never wait behind a
+//     usage flush or a River transaction, and a read made while holding a
+//     write transaction (on SQL) cannot deadlock on the one write
+//     connection. A read sees what was committed when it began, not a
+//     transaction still open.
 //
 // ":memory:" is the exception: every connection to it is a separate
 // database, so there the read pool is the write connection. It suits tests
@@ -43,5 +46,7 @@
 //
 // Times are stored as UTC text with a fixed microsecond precision
 // ("2006-01-02T15:04:05.000000Z"), which sorts as text and reads well in
-// the sqlite3 shell; durations are integer nanoseconds.
+// the sqlite3 shell; durations are integer nanoseconds. A task's input and
+// result are BLOBs holding the JSON bytes as given (migration 00003 says
+// why and how to read them).
 package sqlite

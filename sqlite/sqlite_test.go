@@ -132,7 +132,7 @@ func TestMigrationsGoDownAndUp(t *testing.T) {
 	}
 	var tables int
 	if err := db.SQL().QueryRowContext(t.Context(),
-		`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN ('api_keys', 'usage_records')`).Scan(&tables); err != nil {
+		`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN ('api_keys', 'usage_records', 'tasks')`).Scan(&tables); err != nil {
 		t.Fatal(err)
 	}
 	if tables != 0 {
@@ -195,4 +195,28 @@ func TestStoredTimeText(t *testing.T) {
 	if got, want := formatTime(at), "2026-01-02T01:04:05.000006Z"; got != want {
 		t.Errorf("formatTime = %q, want %q", got, want)
 	}
+}
+
+func TestTaskStore(t *testing.T) {
+	t.Parallel()
+	storetest.ExerciseTasks(t, func(t *testing.T) interface {
+		weir.Store
+		weir.TaskStore
+	} {
+		return openTemp(t)
+	})
+}
+
+func TestTaskStoreInMemory(t *testing.T) {
+	t.Parallel()
+	storetest.ExerciseTasks(t, func(t *testing.T) interface {
+		weir.Store
+		weir.TaskStore
+	} {
+		db, err := Open(t.Context(), ":memory:")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	})
 }

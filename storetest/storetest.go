@@ -42,6 +42,36 @@
 //
 // A cancelled context makes a call fail with an error wrapping
 // context.Canceled, and a cancelled UsageInsert writes nothing.
+//
+// Tasks (ExerciseTasks, for stores that are also a weir.TaskStore).
+// TaskCreate requires an ID, a KeyID naming a stored key, a Kind, a Model,
+// a known Status and a CreatedAt, and no negative Attempts
+// (weir.ErrInvalid otherwise); a taken ID is weir.ErrConflict. It ignores
+// the Seq it is given and sets a new one, larger than every Seq before it:
+// Seq is the submission order. A task whose KeyID already holds its
+// IdempotencyKey is not stored: TaskCreate returns created false with the
+// stored task, as it is now, copied into its argument, and of concurrent
+// submissions with the same key and idempotency key exactly one creates
+// the task. An empty IdempotencyKey never matches; another key's do not
+// either. Every field comes back from TaskGet as written (times as for
+// keys; an empty Input or Result may come back nil); an unknown ID is
+// weir.ErrNotFound.
+//
+// TaskList returns tasks in Seq order, only the filter's KeyID if set,
+// only those in its Statuses if any, only Seq > AfterSeq, at most Limit if
+// positive (0: no limit); a negative Limit or an unknown status is
+// weir.ErrInvalid. Paging by AfterSeq with the last Seq of each page lists
+// every task once.
+//
+// TaskUpdate is a compare-and-set on the status: it applies when the task
+// is in one of From and reports true; false with a nil error means it was
+// not (it had moved on), and it changed nothing. Status is always set;
+// other zero fields (nil pointers, empty strings, a nil or empty Result,
+// zero times) are left as they are, and a pointer to zero sets zero. Of
+// concurrent updates from the same status exactly one applies. A terminal
+// status is never left: an update whose From names one, or that is empty,
+// or whose Status or From is unknown, or that sets negative Attempts, is
+// weir.ErrInvalid and changes nothing. An unknown ID is weir.ErrNotFound.
 package storetest
 
 import (
