@@ -21,7 +21,9 @@ import (
 	"github.com/weir-gateway/weir/metrics"
 	"github.com/weir-gateway/weir/router"
 	"github.com/weir-gateway/weir/sqlite"
+	"github.com/weir-gateway/weir/task"
 	"github.com/weir-gateway/weir/usage"
+	"github.com/weir-gateway/weir/webhook"
 )
 
 func init() { rootCmd.AddCommand(serveCmd()) }
@@ -59,6 +61,7 @@ type Main struct {
 	Metrics *metrics.Metrics
 	Usage   *usage.Recorder
 	API     *httpapi.Server
+	Tasks   *task.Service
 	HTTP    *http.Server
 	ln      net.Listener
 }
@@ -81,6 +84,10 @@ func (m *Main) Start(ctx context.Context) error {
 	m.Engine = eng
 	m.Usage = usage.New(db, cfg.Server.UsageFlushInterval, m.Logger, m.Metrics.UsageDropped)
 	m.Usage.Start()
+	hooks, err := webhooks(cfg.Tasks)
+	if err != nil {
+		return err
+	}
 	m.API = httpapi.New(httpapi.Config{
 		MaxBodyBytes:    cfg.Server.MaxBodyBytes,
 		DefaultMaxWait:  cfg.Server.DefaultMaxWait,
@@ -95,9 +102,26 @@ func (m *Main) Start(ctx context.Context) error {
 		Metrics:        m.Metrics,
 		MetricsHandler: m.Metrics.Handler(),
 		Usage:          m.Usage.Record,
+		Webhooks:       hooks.Sender,
 	})
 	if err := m.apply(ctx, cfg); err != nil {
 		return err
+	}
+	m.Tasks, err = task.New(task.Config{
+		Workers:     cfg.Tasks.Workers,
+		MaxWait:     cfg.Tasks.MaxWait,
+		PollMin:     cfg.Tasks.PollMin,
+		PollMax:     cfg.Tasks.PollMax,
+		MaxAttempts: cfg.Tasks.MaxAttempts,
+		LeaseTTL:    cfg.Tasks.LeaseTTL,
+		RescueAfter: cfg.Tasks.RescueAfter,
+	}, db, eng, m.API, hooks, m.Logger)
+	if err != nil {
+		return err
+	}
+	m.API.SetTasks(m.Tasks)
+	if err := m.Tasks.Start(ctx); err != nil {
+		return fmt.Errorf("start tasks: %w", err)
 	}
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
@@ -152,6 +176,9 @@ func (m *Main) Stop(ctx context.Context) error {
 		errs = append(errs, m.HTTP.Shutdown(sctx))
 		cancel()
 	}
+	if m.Tasks != nil {
+		errs = append(errs, m.Tasks.Stop(ctx))
+	}
 	if m.Engine != nil {
 		m.Engine.Close()
 	}
@@ -188,6 +215,23 @@ func (m *Main) Run(ctx context.Context) error {
 			return m.Stop(context.Background())
 		}
 	}
+}
+
+// webhooks builds callback delivery from the tasks config: a sender that
+// refuses internal addresses (unless allowed) and, with a secret, a signer.
+func webhooks(cfg config.Tasks) (task.Webhooks, error) {
+	hooks := task.Webhooks{Sender: webhook.NewSender(webhook.Config{
+		AllowLoopback: cfg.WebhookAllowLoopback,
+		AllowPrivate:  cfg.WebhookAllowPrivate,
+	})}
+	if cfg.WebhookSecret != "" {
+		signer, err := webhook.NewSigner(cfg.WebhookSecret)
+		if err != nil {
+			return hooks, fmt.Errorf("tasks.webhook_secret: %w", err)
+		}
+		hooks.Signer = signer
+	}
+	return hooks, nil
 }
 
 func newLogger(level string) *slog.Logger {
