@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 )
 
@@ -31,6 +32,7 @@ type Metrics struct {
 	upstream   *prometheus.CounterVec
 	upstreamLt *prometheus.HistogramVec
 	usageDrop  prometheus.Counter
+	tasks      *prometheus.CounterVec
 }
 
 // New returns Metrics on a fresh registry. scopes, if set, is read at
@@ -80,7 +82,14 @@ func New(scopes func(context.Context) []admission.ScopeStats) *Metrics {
 		Name: "weir_usage_records_dropped_total",
 		Help: "Usage records that could not be stored.",
 	})
-	m.Registry.MustRegister(m.admission, m.queueWait, m.leaseHeld, m.httpReqs, m.httpDur, m.upstream, m.upstreamLt, m.usageDrop,
+	m.tasks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_task_transitions_total",
+		Help: "Durable task transitions, by the status entered.",
+	}, []string{"status"})
+	for _, st := range []weir.TaskStatus{weir.TaskQueued, weir.TaskAdmitted, weir.TaskRunning, weir.TaskSucceeded, weir.TaskFailed, weir.TaskCancelled, weir.TaskExpired} {
+		m.tasks.WithLabelValues(string(st))
+	}
+	m.Registry.MustRegister(m.admission, m.queueWait, m.leaseHeld, m.httpReqs, m.httpDur, m.upstream, m.upstreamLt, m.usageDrop, m.tasks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if scopes != nil {
 		m.Registry.MustRegister(&scopeCollector{scopes: scopes})
@@ -125,6 +134,9 @@ func (m *Metrics) ObserveUpstream(platformModel, outcome string, d time.Duration
 func (m *Metrics) ObserveQueueWait(model string, d time.Duration) {
 	m.queueWait.WithLabelValues(model).Observe(d.Seconds())
 }
+
+// TaskTransition counts a task entering status st.
+func (m *Metrics) TaskTransition(st weir.TaskStatus) { m.tasks.WithLabelValues(string(st)).Inc() }
 
 // UsageDropped counts usage records lost.
 func (m *Metrics) UsageDropped(n int) { m.usageDrop.Add(float64(n)) }

@@ -82,7 +82,18 @@ type Config struct {
 	FetchPollInterval time.Duration
 	// Owner holds the leases (this process).
 	Owner admission.Owner
+	// Metrics counts transitions; default none.
+	Metrics Metrics
 }
+
+// Metrics receives every task transition (the status entered).
+type Metrics interface {
+	TaskTransition(status weir.TaskStatus)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) TaskTransition(weir.TaskStatus) {}
 
 func (c *Config) defaults() {
 	if c.Workers <= 0 {
@@ -108,6 +119,9 @@ func (c *Config) defaults() {
 	}
 	if c.FetchPollInterval <= 0 {
 		c.FetchPollInterval = 50 * time.Millisecond
+	}
+	if c.Metrics == nil {
+		c.Metrics = noMetrics{}
 	}
 }
 
@@ -317,6 +331,7 @@ func (s *Service) Submit(ctx context.Context, t *weir.Task) (created bool, err e
 	if err != nil || !created {
 		return created, err
 	}
+	s.cfg.Metrics.TaskTransition(weir.TaskQueued)
 	if err := s.enqueue(context.WithoutCancel(ctx), *t); err != nil {
 		s.failQueued(ctx, t.ID, err)
 		*t, _ = s.store.TaskGet(context.WithoutCancel(ctx), t.ID)
@@ -384,6 +399,9 @@ func (s *Service) finish(ctx context.Context, id string, from []weir.TaskStatus,
 		s.logger.Error("task update failed", "task", id, "error", err)
 		return false
 	}
+	if ok {
+		s.cfg.Metrics.TaskTransition(u.Status)
+	}
 	return ok
 }
 
@@ -447,6 +465,7 @@ func (s *Service) commitAdmissions(batch []admittedTask) {
 			s.mu.Lock()
 			s.leases[a.id] = a.lease
 			s.mu.Unlock()
+			s.cfg.Metrics.TaskTransition(weir.TaskAdmitted)
 			continue
 		}
 		// Not admitted after all: give the capacity back; if the commit

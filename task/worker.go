@@ -100,7 +100,9 @@ func (s *Service) submit(ctx context.Context, t weir.Task, target Target, job *r
 	if err != nil {
 		return err
 	}
-	if !ok {
+	if ok {
+		s.cfg.Metrics.TaskTransition(weir.TaskRunning)
+	} else {
 		// Cancelled while submitting: stop the upstream job too.
 		_ = target.Adapter.Cancel(context.WithoutCancel(ctx), up.ID)
 		s.releaseLease(t.ID)

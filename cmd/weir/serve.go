@@ -115,6 +115,7 @@ func (m *Main) Start(ctx context.Context) error {
 		MaxAttempts: cfg.Tasks.MaxAttempts,
 		LeaseTTL:    cfg.Tasks.LeaseTTL,
 		RescueAfter: cfg.Tasks.RescueAfter,
+		Metrics:     m.Metrics,
 	}, db, eng, m.API, hooks, m.Logger)
 	if err != nil {
 		return err

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func init() { rootCmd.AddCommand(tasksCmd()) }
+
+// taskView is the task API's object, as the CLI reads it.
+type taskView struct {
+	ID         string          `json:"id"`
+	Model      string          `json:"model"`
+	Status     string          `json:"status"`
+	Progress   int             `json:"progress"`
+	CreatedAt  int64           `json:"created_at"`
+	FinishedAt *int64          `json:"finished_at"`
+	Result     json.RawMessage `json:"result"`
+	Error      *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+	Queue *struct {
+		Position      int     `json:"position"`
+		EstimatedWait float64 `json:"estimated_wait_seconds"`
+	} `json:"queue"`
+}
+
+// tasksCmd works with a running server's task API, as the key's owner.
+func tasksCmd() *cobra.Command {
+	var addr, key string
+	cmd := &cobra.Command{Use: "tasks", Short: "List, show, wait for and cancel durable tasks on a running server"}
+	cmd.PersistentFlags().StringVar(&addr, "addr", "http://127.0.0.1:8080", "the server's base URL")
+	cmd.PersistentFlags().StringVar(&key, "key", "", "API key (env WEIR_API_KEY)")
+	api := func() *taskClient {
+		if key == "" {
+			key = envOr("WEIR_API_KEY", "")
+		}
+		return &taskClient{base: strings.TrimRight(addr, "/"), key: key, http: &http.Client{Timeout: 30 * time.Second}}
+	}
+
+	var status string
+	var limit int
+	list := &cobra.Command{
+		Use: "list", Short: "List the key's tasks, oldest first", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var page struct {
+				Data []taskView `json:"data"`
+			}
+			q := fmt.Sprintf("/v1/tasks?limit=%d", limit)
+			if status != "" {
+				q += "&status=" + status
+			}
+			if err := api().do(cmd.Context(), http.MethodGet, q, &page); err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tMODEL\tSTATUS\tPROGRESS\tQUEUE\tCREATED")
+			for _, t := range page.Data {
+				queue := "-"
+				if t.Queue != nil {
+					queue = fmt.Sprintf("#%d ~%.0fs", t.Queue.Position, t.Queue.EstimatedWait)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d%%\t%s\t%s\n", t.ID, t.Model, t.Status, t.Progress, queue,
+					time.Unix(t.CreatedAt, 0).Format(time.RFC3339))
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().StringVar(&status, "status", "", "only tasks in this status")
+	list.Flags().IntVar(&limit, "limit", 100, "at most this many")
+
+	show := &cobra.Command{
+		Use: "show ID", Short: "Show a task as JSON", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var raw json.RawMessage
+			if err := api().do(cmd.Context(), http.MethodGet, "/v1/tasks/"+args[0], &raw); err != nil {
+				return err
+			}
+			var out bytes.Buffer
+			_ = json.Indent(&out, raw, "", "  ")
+			fmt.Fprintln(cmd.OutOrStdout(), out.String())
+			return nil
+		},
+	}
+
+	var every time.Duration
+	wait := &cobra.Command{
+		Use: "wait ID", Short: "Wait for a task to end, drawing its progress", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, out := api(), cmd.OutOrStdout()
+			tick := time.NewTicker(every)
+			defer tick.Stop()
+			for {
+				var t taskView
+				if err := c.do(cmd.Context(), http.MethodGet, "/v1/tasks/"+args[0], &t); err != nil {
+					return err
+				}
+				line := fmt.Sprintf("%-9s %s %3d%%", t.Status, progressBar(t.Progress, 30), t.Progress)
+				if t.Queue != nil {
+					line += fmt.Sprintf("  queued #%d, about %.0fs", t.Queue.Position, t.Queue.EstimatedWait)
+				}
+				fmt.Fprintf(out, "\r%-80s", line)
+				switch t.Status {
+				case "succeeded", "failed", "cancelled", "expired":
+					fmt.Fprintln(out)
+					if t.Error != nil {
+						return fmt.Errorf("task %s %s: %s: %s", t.ID, t.Status, t.Error.Code, t.Error.Message)
+					}
+					return nil
+				}
+				select {
+				case <-cmd.Context().Done():
+					return cmd.Context().Err()
+				case <-tick.C:
+				}
+			}
+		},
+	}
+	wait.Flags().DurationVar(&every, "every", time.Second, "how often to look")
+
+	cancel := &cobra.Command{
+		Use: "cancel ID", Short: "Cancel a task", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var t taskView
+			if err := api().do(cmd.Context(), http.MethodPost, "/v1/tasks/"+args[0]+"/cancel", &t); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", t.ID, t.Status)
+			return nil
+		},
+	}
+	cmd.AddCommand(list, show, wait, cancel)
+	return cmd
+}
+
+func progressBar(pct, width int) string {
+	n := max(0, min(width, pct*width/100))
+	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
+}
+
+type taskClient struct {
+	base, key string
+	http      *http.Client
+}
+
+func (c *taskClient) do(ctx context.Context, method, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, nil)
+	if err != nil {
+		return err
+	}
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		var e struct {
+			Error struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(body, &e) == nil && e.Error.Code != "" {
+			return fmt.Errorf("%s: %s", e.Error.Code, e.Error.Message)
+		}
+		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	return json.Unmarshal(body, out)
+}
