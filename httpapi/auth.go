@@ -68,7 +68,7 @@ func (s *Server) authenticate(r *http.Request) (weir.APIKey, *apiError) {
 	sum := sha256.Sum256([]byte(secret))
 	k, found, err := s.keys.get(r.Context(), s.deps.Store, hex.EncodeToString(sum[:]))
 	if err != nil {
-		info(r.Context()).logger.Error("key lookup failed", "error", err)
+		info(r.Context()).log().Error("key lookup failed", "error", err)
 		return weir.APIKey{}, errorf(CodeInternal, "", "key lookup failed")
 	}
 	if !found || !k.Active() {

@@ -25,9 +25,10 @@ var (
 	epSpeech     = endpoint{name: "speech", path: "/audio/speech", kind: weir.KindSpeech, required: []string{"input", "voice"}}
 )
 
-// request is a decoded client body: the fields Weir needs, and the raw
-// object so that everything else passes through to the upstream untouched.
+// request is a decoded client body: the fields Weir needs, and the body
+// itself so that everything else passes through to the upstream untouched.
 type request struct {
+	body      []byte
 	raw       map[string]json.RawMessage
 	model     string
 	stream    bool
@@ -50,7 +51,7 @@ func decodeRequest(ep endpoint, body []byte) (*request, *apiError) {
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return nil, errorf(CodeInvalidRequest, "", "request body is not valid JSON: "+err.Error())
 	}
-	r := &request{raw: raw}
+	r := &request{body: body, raw: raw}
 	m, ok := raw["model"]
 	if !ok {
 		return nil, errorf(CodeInvalidRequest, "model", "you must provide a model parameter")
@@ -107,18 +108,43 @@ func decodeRequest(ep endpoint, body []byte) (*request, *apiError) {
 	return r, nil
 }
 
-// withModel returns the body with the model replaced by the upstream's name.
+// withModel returns the body with the model replaced by the upstream's
+// name. It splices the new name into the body as the client sent it,
+// replacing every top-level "model" member (a body naming it twice must
+// not smuggle its own choice past the mapping), and leaves every other
+// byte alone.
 func (r *request) withModel(upstream string) ([]byte, error) {
 	name, err := json.Marshal(upstream)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]json.RawMessage, len(r.raw))
-	for k, v := range r.raw {
-		out[k] = v
+	dec := json.NewDecoder(bytes.NewReader(r.body))
+	if _, err := dec.Token(); err != nil { // {
+		return nil, err
 	}
-	out["model"] = name
-	return json.Marshal(out)
+	var spans [][2]int64
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		if key == "model" {
+			end := dec.InputOffset()
+			spans = append(spans, [2]int64{end - int64(len(v)), end})
+		}
+	}
+	out := make([]byte, 0, len(r.body)+len(name))
+	last := int64(0)
+	for _, sp := range spans {
+		out = append(out, r.body[last:sp[0]]...)
+		out = append(out, name...)
+		last = sp[1]
+	}
+	return append(out, r.body[last:]...), nil
 }
 
 func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
@@ -147,8 +173,18 @@ func (u usage) total() int64 {
 
 // usageOf reads the usage field of a JSON answer (or SSE chunk).
 func usageOf(body []byte) (usage, bool) {
-	if !bytes.Contains(body, []byte(`"usage"`)) {
+	i := bytes.LastIndex(body, []byte(`"usage"`))
+	if i < 0 {
 		return usage{}, false
+	}
+	// OpenAI answers end with their usage: decode just the value after the
+	// last "usage" key (a quote inside a string is escaped, so this is a
+	// key), and parse the whole answer only if that does not work out.
+	if rest := bytes.TrimLeft(body[i+len(`"usage"`):], " \t\r\n"); len(rest) > 0 && rest[0] == ':' {
+		var u *usage
+		if json.NewDecoder(bytes.NewReader(rest[1:])).Decode(&u) == nil && u != nil && u.total() > 0 {
+			return *u, true
+		}
 	}
 	var v struct {
 		Usage *usage `json:"usage"`

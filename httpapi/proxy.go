@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -63,8 +64,10 @@ func (s *Server) model(ep endpoint) http.Handler {
 		c.usage.At = start
 		s.deps.Usage(c.usage)
 		s.deps.Metrics.ObserveHTTP(ep.name, status, c.usage.Latency)
-		ri.logger.Info("model request", "endpoint", ep.name, "model", c.model.Name, "platform_model", c.usage.PlatformModel,
-			"status", status, "outcome", c.usage.Outcome, "waited_ms", c.waited.Milliseconds(), "key", c.key.ID)
+		if s.deps.Logger.Enabled(r.Context(), slog.LevelInfo) {
+			ri.log().Info("model request", "endpoint", ep.name, "model", c.model.Name, "platform_model", c.usage.PlatformModel,
+				"status", status, "outcome", c.usage.Outcome, "waited_ms", c.waited.Milliseconds(), "key", c.key.ID)
+		}
 	})
 }
 
@@ -250,7 +253,7 @@ func (s *Server) admissionError(ctx context.Context, c *call, err error) error {
 	case errors.Is(err, admission.ErrClosed):
 		return errorf(CodeNoCandidate, "", "the gateway is shutting down")
 	}
-	info(ctx).logger.Error("admission failed", "error", err)
+	info(ctx).log().Error("admission failed", "error", err)
 	return errorf(CodeInternal, "", "admission failed")
 }
 
@@ -298,7 +301,7 @@ func (s *Server) attempt(w http.ResponseWriter, r *http.Request, c *call, lease 
 		s.deps.Metrics.ObserveUpstream(pm.Name, upstreamOutcome(pe), s.deps.Clock.Now().Sub(t0))
 		if pe.Retryable() {
 			s.deps.Router.Failure(pm.Name)
-			info(ctx).logger.Warn("upstream failed; trying the next candidate", "platform_model", pm.Name, "error", pe.Error())
+			info(ctx).log().Warn("upstream failed; trying the next candidate", "platform_model", pm.Name, "error", pe.Error())
 			return 0, pe
 		}
 		// The client's request was refused upstream: pass the answer on.

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -308,15 +309,28 @@ const reqInfoKey ctxKey = 0
 
 // reqInfo travels with a request through the handlers.
 type reqInfo struct {
-	id     string
-	logger *slog.Logger
+	id, clientID string
+	base, logger *slog.Logger
+}
+
+// log is the request's logger, with its ids on every line. It is made on
+// first use: most requests log nothing at the default level.
+func (ri *reqInfo) log() *slog.Logger {
+	if ri.logger == nil {
+		attrs := []any{slog.String("request_id", ri.id)}
+		if ri.clientID != "" {
+			attrs = append(attrs, slog.String("client_request_id", ri.clientID))
+		}
+		ri.logger = ri.base.With(attrs...)
+	}
+	return ri.logger
 }
 
 func info(ctx context.Context) *reqInfo {
 	if ri, ok := ctx.Value(reqInfoKey).(*reqInfo); ok {
 		return ri
 	}
-	return &reqInfo{id: "-", logger: slog.New(slog.DiscardHandler)}
+	return &reqInfo{id: "-", base: slog.New(slog.DiscardHandler)}
 }
 
 // middleware gives every request an id (echoed in X-Request-Id and on
@@ -324,12 +338,10 @@ func info(ctx context.Context) *reqInfo {
 // logs the request.
 func (s *Server) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ri := &reqInfo{id: s.ids.next()}
-		attrs := []any{slog.String("request_id", ri.id)}
+		ri := &reqInfo{id: s.ids.next(), base: s.deps.Logger}
 		if cid := r.Header.Get("X-Request-Id"); cid != "" && len(cid) <= 128 {
-			attrs = append(attrs, slog.String("client_request_id", cid))
+			ri.clientID = cid
 		}
-		ri.logger = s.deps.Logger.With(attrs...)
 		w.Header().Set("X-Request-Id", ri.id)
 		rw := &statusWriter{ResponseWriter: w}
 		start := s.deps.Clock.Now()
@@ -338,12 +350,14 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
-				ri.logger.Error("panic serving request", "panic", fmt.Sprint(p), "path", r.URL.Path)
+				ri.log().Error("panic serving request", "panic", fmt.Sprint(p), "path", r.URL.Path)
 				if !rw.wrote {
 					writeError(rw, errorf(CodeInternal, "", "internal error"))
 				}
 			}
-			ri.logger.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rw.status(), "duration", s.deps.Clock.Now().Sub(start))
+			if s.deps.Logger.Enabled(r.Context(), slog.LevelDebug) {
+				ri.log().Debug("request", "method", r.Method, "path", r.URL.Path, "status", rw.status(), "duration", s.deps.Clock.Now().Sub(start))
+			}
 		}()
 		next.ServeHTTP(rw, r.WithContext(context.WithValue(r.Context(), reqInfoKey, ri)))
 	})
@@ -394,7 +408,7 @@ func newIDSource() idSource {
 }
 
 func (s *idSource) next() string {
-	return s.prefix + fmt.Sprintf("%d", s.n.Add(1))
+	return s.prefix + strconv.FormatUint(s.n.Add(1), 10)
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {

@@ -338,7 +338,7 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string,
 	case errors.Is(err, admission.ErrNoCandidate):
 		return t, created, errorf(CodeNoCandidate, "model", err.Error())
 	}
-	info(r.Context()).logger.Error("task submit failed", "error", err)
+	info(r.Context()).log().Error("task submit failed", "error", err)
 	return t, created, errorf(CodeInternal, "", "could not submit the task")
 }
 
@@ -355,7 +355,7 @@ func (s *Server) ownTask(r *http.Request) (weir.Task, *apiError) {
 	t, err := s.deps.Tasks.Get(r.Context(), id)
 	if err != nil || t.KeyID != key.ID {
 		if err != nil && !errors.Is(err, task.ErrNotFound) {
-			info(r.Context()).logger.Error("task lookup failed", "error", err)
+			info(r.Context()).log().Error("task lookup failed", "error", err)
 			return t, errorf(CodeInternal, "", "task lookup failed")
 		}
 		return t, errorf(CodeNotFound, "id", fmt.Sprintf("no task %q", id))
