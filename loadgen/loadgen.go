@@ -1,0 +1,423 @@
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Target is what every request of a run sends.
+type Target struct {
+	// Method of the requests. Default POST when Body is set, else GET.
+	Method string
+	// URL of the requests. Required.
+	URL string
+	// Header sent with every request. Default none.
+	Header http.Header
+	// Body of the non-streaming requests. Default empty.
+	Body []byte
+	// StreamBody is the body of the requests Config.StreamFraction picks.
+	// Default Body.
+	StreamBody []byte
+}
+
+// Config is one run.
+type Config struct {
+	// Target is what to send. Required.
+	Target Target
+	// Rate is the open loop's requests per second. Default 0: a closed
+	// loop, MaxInFlight workers sending back to back.
+	Rate float64
+	// Duration is how long the measured part of the run lasts. Required.
+	Duration time.Duration
+	// Warmup is how long the run goes before it starts measuring; its
+	// requests are sent but left out of the figures. Default 0.
+	Warmup time.Duration
+	// MaxInFlight bounds the requests in flight at once (the closed loop's
+	// worker count). An open-loop request that finds the bound reached
+	// waits for a slot, and its wait counts in its latency. Default 256.
+	MaxInFlight int
+	// StreamFraction is the fraction of requests, spread evenly, that send
+	// Target.StreamBody. Default 0.
+	StreamFraction float64
+	// Timeout bounds one request, from its send to its last byte.
+	// Default 30s.
+	Timeout time.Duration
+	// LateAfter is how far behind its due time a request may go out and
+	// still count as on time. Default 5ms: Go timers on Linux wake about a
+	// millisecond late, so a smaller bound would count the generator's own
+	// timer granularity rather than a stall.
+	LateAfter time.Duration
+	// Client sends the requests. Default NewClient(MaxInFlight).
+	Client *http.Client
+	// Clock is the time source. Default the wall clock.
+	Clock Clock
+	// OnMeasure, if set, is called once when the measured part begins (by
+	// the generator, before it sends the first measured request): a hook
+	// for starting a profile.
+	OnMeasure func()
+}
+
+func (c *Config) defaults() {
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 256
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 30 * time.Second
+	}
+	if c.LateAfter <= 0 {
+		c.LateAfter = 5 * time.Millisecond
+	}
+	if c.Client == nil {
+		c.Client = NewClient(c.MaxInFlight)
+	}
+	if c.Clock == nil {
+		c.Clock = wallClock{}
+	}
+	if c.Target.Method == "" {
+		c.Target.Method = http.MethodGet
+		if len(c.Target.Body) > 0 {
+			c.Target.Method = http.MethodPost
+		}
+	}
+	if c.Target.StreamBody == nil {
+		c.Target.StreamBody = c.Target.Body
+	}
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Target.URL == "":
+		return errors.New("loadgen: no target URL")
+	case c.Duration <= 0:
+		return errors.New("loadgen: duration must be positive")
+	case c.Rate < 0:
+		return errors.New("loadgen: rate must not be negative")
+	case c.Warmup < 0:
+		return errors.New("loadgen: warm-up must not be negative")
+	case !(c.StreamFraction >= 0 && c.StreamFraction <= 1):
+		return errors.New("loadgen: stream fraction must be in [0, 1]")
+	}
+	return nil
+}
+
+// NewClient returns a client for load: keep-alive connections, as many idle
+// ones kept per host as may be in flight (the default of 2 would make a busy
+// run dial a new connection for most requests), no compression, no proxy,
+// no HTTP/2.
+func NewClient(maxInFlight int) *http.Client {
+	return &http.Client{Transport: NewTransport(maxInFlight)}
+}
+
+// NewTransport is NewClient's transport, for a reverse proxy under test to
+// use the same settings.
+func NewTransport(maxConns int) *http.Transport {
+	return &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        maxConns,
+		MaxIdleConnsPerHost: maxConns,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+}
+
+// Result is what a run measured: the requests due (open loop) or sent
+// (closed loop) inside the measured window.
+type Result struct {
+	// Open is true for an open-loop run; Rate is the rate it asked for.
+	Open bool
+	Rate float64
+	// Window is the measured part's planned length; Elapsed runs from its
+	// start to the last measured request's end (at least Window).
+	Window, Elapsed time.Duration
+	// Requests were sent; Succeeded were answered 2xx and read to the end;
+	// Failed were not, for the reasons counted in Errors.
+	Requests, Succeeded, Failed int
+	Errors                      map[string]int
+	// Late went out more than Config.LateAfter behind their due time;
+	// Blocked found MaxInFlight requests in flight when they fell due (open
+	// loop only).
+	Late, Blocked int
+	// Latency: successful non-streaming requests, from due to last byte.
+	Latency Percentiles
+	// Stream and FirstByte: successful streaming requests, from due to the
+	// last byte and to the first body byte.
+	Stream, FirstByte Percentiles
+	// SendDelay: every request, from due to sent; the generator's lag.
+	SendDelay Percentiles
+	// Process is what the whole process spent from the start of the
+	// measured window until its last request ended.
+	Process ProcessStats
+}
+
+// Throughput is successful requests per second over Elapsed.
+func (r Result) Throughput() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Succeeded) / r.Elapsed.Seconds()
+}
+
+// SuccessRatio is Succeeded / Requests (0 with no requests).
+func (r Result) SuccessRatio() float64 {
+	if r.Requests == 0 {
+		return 0
+	}
+	return float64(r.Succeeded) / float64(r.Requests)
+}
+
+// sample is one request's record. Times are offsets from the run's start.
+type sample struct {
+	due, sent, firstByte, done time.Duration
+	stream, ok, used           bool
+	failure                    string
+}
+
+// Run drives cfg.Target as cfg says and returns what it measured. It
+// returns early, with the figures so far and ctx's error, when ctx ends.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return Result{}, err
+	}
+	g := &generator{cfg: cfg, start: cfg.Clock.Now()}
+	if cfg.Rate > 0 {
+		return g.open(ctx)
+	}
+	return g.closed(ctx)
+}
+
+type generator struct {
+	cfg     Config
+	start   time.Time
+	counted ProcessStats // the process's counters when measuring began
+	began   bool
+}
+
+// measuring marks the start of the measured window: it reads the
+// process's counters and calls the OnMeasure hook.
+func (g *generator) measuring() {
+	if g.cfg.OnMeasure != nil {
+		g.cfg.OnMeasure()
+	}
+	g.counted, g.began = processSnapshot(), true
+}
+
+// spent is what the process spent since measuring began.
+func (g *generator) spent() ProcessStats {
+	if !g.began {
+		return ProcessStats{}
+	}
+	return processSnapshot().sub(g.counted)
+}
+
+func (g *generator) since() time.Duration { return g.cfg.Clock.Now().Sub(g.start) }
+
+// open sends on the fixed schedule: each request from its own goroutine,
+// at most MaxInFlight at once.
+func (g *generator) open(ctx context.Context) (Result, error) {
+	sch := Schedule{Start: g.start, Rate: g.cfg.Rate}
+	total := sch.Count(g.cfg.Warmup + g.cfg.Duration)
+	first := sch.Count(g.cfg.Warmup)
+	samples := make([]sample, total)
+	slots := make(chan struct{}, g.cfg.MaxInFlight)
+	var wg sync.WaitGroup
+	blocked := 0
+	var err error
+send:
+	for i := range total {
+		due := sch.Offset(i)
+		if err = g.cfg.Clock.SleepUntil(ctx, g.start.Add(due)); err != nil {
+			break
+		}
+		if i == first {
+			g.measuring()
+		}
+		select {
+		case slots <- struct{}{}:
+		default:
+			if i >= first {
+				blocked++
+			}
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				err = ctx.Err()
+				break send
+			}
+		}
+		s := &samples[i]
+		s.due, s.stream, s.used = due, streams(i, g.cfg.StreamFraction), true
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g.do(ctx, s)
+			<-slots
+		}()
+	}
+	wg.Wait()
+	res := g.summarize(samples[first:])
+	res.Open, res.Rate, res.Blocked, res.Process = true, g.cfg.Rate, blocked, g.spent()
+	return res, err
+}
+
+// closed runs MaxInFlight workers, each sending its next request when the
+// previous one has ended, until the warm-up and the measured window are
+// over.
+func (g *generator) closed(ctx context.Context) (Result, error) {
+	measureFrom := g.cfg.Warmup
+	end := g.cfg.Warmup + g.cfg.Duration
+	var (
+		next    atomic.Int64 // request sequence, for StreamFraction
+		measure sync.Once
+		mu      sync.Mutex
+		all     []sample
+		wg      sync.WaitGroup
+	)
+	for range g.cfg.MaxInFlight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []sample
+			for ctx.Err() == nil {
+				now := g.since()
+				if now >= end {
+					break
+				}
+				if now >= measureFrom {
+					measure.Do(g.measuring)
+				}
+				s := sample{due: now, stream: streams(int(next.Add(1)-1), g.cfg.StreamFraction), used: true}
+				g.do(ctx, &s)
+				if s.due >= measureFrom {
+					mine = append(mine, s)
+				}
+			}
+			mu.Lock()
+			all = append(all, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	res := g.summarize(all)
+	res.Process = g.spent()
+	return res, ctx.Err()
+}
+
+// bufs hold the buffers bodies are read into and thrown away.
+var bufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// do sends one request and records it in s.
+func (g *generator) do(ctx context.Context, s *sample) {
+	s.sent = g.since()
+	defer func() { s.done = g.since() }()
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
+	defer cancel()
+	t := &g.cfg.Target
+	body := t.Body
+	if s.stream {
+		body = t.StreamBody
+	}
+	req, err := http.NewRequestWithContext(ctx, t.Method, t.URL, bytes.NewReader(body))
+	if err != nil {
+		s.failure = "build request: " + err.Error()
+		return
+	}
+	if t.Header != nil {
+		req.Header = t.Header.Clone()
+	}
+	resp, err := g.cfg.Client.Do(req)
+	if err != nil {
+		s.failure = "send: " + reason(err)
+		return
+	}
+	defer resp.Body.Close()
+	bp := bufs.Get().(*[]byte)
+	defer bufs.Put(bp)
+	buf := *bp
+	for gotByte := false; ; {
+		n, err := resp.Body.Read(buf)
+		if n > 0 && !gotByte {
+			s.firstByte, gotByte = g.since(), true
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			s.failure = "read body: " + reason(err)
+			return
+		}
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		s.failure = fmt.Sprintf("HTTP %d", resp.StatusCode)
+		return
+	}
+	s.ok = true
+}
+
+// reason is an error's message without the request's method and URL, so
+// that failures of one kind count under one key.
+func reason(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	msg := err.Error()
+	if len(msg) > 80 {
+		msg = msg[:80]
+	}
+	return msg
+}
+
+// maxReasons bounds Result.Errors; further reasons count under "other".
+const maxReasons = 16
+
+func (g *generator) summarize(samples []sample) Result {
+	res := Result{Window: g.cfg.Duration, Errors: map[string]int{}}
+	var lat, stream, first, delay []time.Duration
+	windowStart := g.cfg.Warmup
+	last := windowStart + g.cfg.Duration
+	for i := range samples {
+		s := &samples[i]
+		if !s.used {
+			continue // never sent: the run was cancelled
+		}
+		res.Requests++
+		d := s.sent - s.due
+		delay = append(delay, d)
+		if d > g.cfg.LateAfter {
+			res.Late++
+		}
+		last = max(last, s.done)
+		if !s.ok {
+			res.Failed++
+			key := s.failure
+			if _, ok := res.Errors[key]; !ok && len(res.Errors) >= maxReasons {
+				key = "other"
+			}
+			res.Errors[key]++
+			continue
+		}
+		res.Succeeded++
+		if s.stream {
+			stream = append(stream, s.done-s.due)
+			first = append(first, s.firstByte-s.due)
+		} else {
+			lat = append(lat, s.done-s.due)
+		}
+	}
+	res.Elapsed = last - windowStart
+	res.Latency = Summarize(lat)
+	res.Stream = Summarize(stream)
+	res.FirstByte = Summarize(first)
+	res.SendDelay = Summarize(delay)
+	return res
+}
