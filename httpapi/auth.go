@@ -33,14 +33,24 @@ type cachedKey struct {
 const maxCachedKeys = 100_000
 
 func (c *keyCache) get(ctx context.Context, store weir.Store, hash string) (weir.APIKey, bool, error) {
+	return c.lookup(ctx, hash, func() (weir.APIKey, error) { return store.KeyByHash(ctx, hash) })
+}
+
+// byID finds a key by id through the same cache (a task's key, planned
+// once per task: 100,000 tasks of one key at start-up ask the store once).
+func (c *keyCache) byID(ctx context.Context, store weir.Store, id string) (weir.APIKey, bool, error) {
+	return c.lookup(ctx, "id:"+id, func() (weir.APIKey, error) { return store.KeyByID(ctx, id) })
+}
+
+func (c *keyCache) lookup(ctx context.Context, ck string, fetch func() (weir.APIKey, error)) (weir.APIKey, bool, error) {
 	now := c.clock.Now()
 	c.mu.Lock()
-	if e, ok := c.m[hash]; ok && now.Sub(e.fetched) < c.ttl {
+	if e, ok := c.m[ck]; ok && now.Sub(e.fetched) < c.ttl {
 		c.mu.Unlock()
 		return e.key, e.found, nil
 	}
 	c.mu.Unlock()
-	k, err := store.KeyByHash(ctx, hash)
+	k, err := fetch()
 	found := err == nil
 	if err != nil && !errors.Is(err, weir.ErrNotFound) {
 		return weir.APIKey{}, false, err
@@ -49,7 +59,7 @@ func (c *keyCache) get(ctx context.Context, store weir.Store, hash string) (weir
 	if c.m == nil || len(c.m) >= maxCachedKeys {
 		c.m = make(map[string]cachedKey)
 	}
-	c.m[hash] = cachedKey{key: k, found: found, fetched: now}
+	c.m[ck] = cachedKey{key: k, found: found, fetched: now}
 	c.mu.Unlock()
 	return k, found, nil
 }

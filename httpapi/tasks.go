@@ -35,7 +35,10 @@ func (s *Server) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate, 
 	if !ok || !model.Kind.Async() {
 		return nil, nil, fmt.Errorf("%w: model %q serves no tasks", admission.ErrNoCandidate, t.Model)
 	}
-	key, err := s.deps.Store.KeyByID(ctx, t.KeyID)
+	key, found, err := s.keys.byID(ctx, s.deps.Store, t.KeyID)
+	if err == nil && !found {
+		err = weir.ErrNotFound
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("task %s: key %s: %w", t.ID, t.KeyID, err)
 	}

@@ -178,7 +178,7 @@ func New(cfg Config, store Store, engine admission.Engine, planner Planner, hook
 	client, err := river.NewClient(riversqlite.New(store.SQL()), &river.Config{
 		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}},
 		Workers:              workers,
-		JobTimeout:           time.Minute,
+		JobTimeout:           min(time.Minute, cfg.RescueAfter/2),
 		RescueStuckJobsAfter: cfg.RescueAfter,
 		FetchPollInterval:    cfg.FetchPollInterval,
 		FetchCooldown:        min(cfg.FetchPollInterval, 10*time.Millisecond),
@@ -434,6 +434,14 @@ func (s *Service) commitAdmissions(batch []admittedTask) {
 	ctx := context.Background()
 	now := s.clock.Now()
 	applied := make([]bool, len(batch))
+	// The leases are recorded before the commit: once it commits, River may
+	// run a job at once, and its worker must find its task's lease here
+	// rather than restore a second one.
+	s.mu.Lock()
+	for _, a := range batch {
+		s.leases[a.id] = a.lease
+	}
+	s.mu.Unlock()
 	err := s.store.InTx(ctx, func(tx *sql.Tx) error {
 		for i, a := range batch {
 			pm := ""
@@ -462,12 +470,14 @@ func (s *Service) commitAdmissions(batch []admittedTask) {
 	})
 	for i, a := range batch {
 		if err == nil && applied[i] {
-			s.mu.Lock()
-			s.leases[a.id] = a.lease
-			s.mu.Unlock()
 			s.cfg.Metrics.TaskTransition(weir.TaskAdmitted)
 			continue
 		}
+		s.mu.Lock()
+		if s.leases[a.id].ID == a.lease.ID {
+			delete(s.leases, a.id)
+		}
+		s.mu.Unlock()
 		// Not admitted after all: give the capacity back; if the commit
 		// failed, the task is still queued in the store and queues again.
 		_ = s.engine.Release(ctx, a.lease.ID, a.lease.Owner)

@@ -30,8 +30,28 @@ type runWorker struct {
 	s *Service
 }
 
-// Work runs one step of the task.
+// Work runs one step of the task. A step that fails on the job's last
+// attempt ends the task as failed: a task never stays running with no job
+// left to finish it.
 func (w *runWorker) Work(ctx context.Context, job *river.Job[RunArgs]) error {
+	err := w.step(ctx, job)
+	var snooze *river.JobSnoozeError
+	var cancel *river.JobCancelError
+	if err == nil || errors.As(err, &snooze) || errors.As(err, &cancel) || ctx.Err() != nil || job.Attempt < job.MaxAttempts {
+		return err
+	}
+	if t, gerr := w.s.store.TaskGet(context.WithoutCancel(ctx), job.Args.TaskID); gerr == nil && !t.Status.Terminal() {
+		w.s.finishRunning(ctx, t, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: "gave_up", ErrorMessage: err.Error()})
+		if t.UpstreamID != "" {
+			if target, ok := w.s.planner.Target(t.PlatformModel); ok {
+				_ = target.Adapter.Cancel(context.WithoutCancel(ctx), t.UpstreamID)
+			}
+		}
+	}
+	return err
+}
+
+func (w *runWorker) step(ctx context.Context, job *river.Job[RunArgs]) error {
 	s := w.s
 	select {
 	case <-s.ready:
@@ -49,13 +69,13 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[RunArgs]) error {
 		s.releaseLease(t.ID)
 		return nil
 	}
-	if err := s.holdLease(ctx, t); err != nil {
-		return err
-	}
 	target, ok := s.planner.Target(t.PlatformModel)
 	if !ok {
 		s.failRunning(ctx, t, "no_candidate", "the platform model "+t.PlatformModel+" left the catalog")
 		return nil
+	}
+	if err := s.holdLease(ctx, t); err != nil {
+		return err
 	}
 	if t.UpstreamID == "" {
 		return s.submit(ctx, t, target, job)
@@ -158,7 +178,7 @@ func (s *Service) upstreamFailed(ctx context.Context, t weir.Task, job *river.Jo
 	}
 	switch {
 	case pe.Status == 429 && t.UpstreamID == "":
-		if s.requeue(ctx, t) {
+		if s.requeue(ctx, t, max(pe.RetryAfter, time.Second)) {
 			return nil
 		}
 		return err
@@ -175,8 +195,10 @@ func (s *Service) upstreamFailed(ctx context.Context, t weir.Task, job *river.Jo
 }
 
 // requeue sends an admitted task that the platform refused for lack of
-// capacity back to the queue, keeping its place by priority and age.
-func (s *Service) requeue(ctx context.Context, t weir.Task) bool {
+// capacity back to the queue after the platform's Retry-After, so that it
+// may go to another candidate then (a crash meanwhile leaves it queued in
+// the store, and the next start queues it).
+func (s *Service) requeue(ctx context.Context, t weir.Task, after time.Duration) bool {
 	cand := -1
 	ok, err := s.store.TaskUpdate(ctx, t.ID, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskAdmitted}, Status: weir.TaskQueued, Candidate: &cand})
 	if err != nil || !ok {
@@ -184,9 +206,15 @@ func (s *Service) requeue(ctx context.Context, t weir.Task) bool {
 	}
 	s.releaseLease(t.ID)
 	t.Status = weir.TaskQueued
-	if err := s.enqueue(context.WithoutCancel(ctx), t); err != nil {
-		s.failQueued(ctx, t.ID, err)
-	}
+	time.AfterFunc(after, func() {
+		ctx := context.Background()
+		if cur, err := s.store.TaskGet(ctx, t.ID); err != nil || cur.Status != weir.TaskQueued {
+			return
+		}
+		if err := s.enqueue(ctx, t); err != nil {
+			s.failQueued(ctx, t.ID, err)
+		}
+	})
 	return true
 }
 
