@@ -53,6 +53,15 @@ func startGateway(t *testing.T, server, catalog string) *gateway {
 		exited: make(chan struct{}),
 	}
 	g.writeConfig(t, catalog)
+	g.launch(t, "weir serve")
+	return g
+}
+
+// launch starts `weir serve` on g's config, collects its log lines, waits
+// until it logs where it listens, and kills it when the test ends. name
+// labels the process in failure messages.
+func (g *gateway) launch(t *testing.T, name string) {
+	t.Helper()
 	g.cmd = exec.Command(weirBin, "serve", "-c", g.Config)
 	g.cmd.Env = cleanEnv()
 	stderr, err := g.cmd.StderrPipe()
@@ -93,18 +102,17 @@ func startGateway(t *testing.T, server, catalog string) *gateway {
 			<-g.exited
 		}
 		if t.Failed() {
-			t.Logf("weir serve log:\n%s", g.log())
+			t.Logf("%s log:\n%s", name, g.log())
 		}
 	})
 	select {
 	case a := <-addr:
 		g.URL = "http://" + a
 	case <-g.exited:
-		t.Fatalf("weir serve exited before serving: %v\n%s", g.err, g.log())
-	case <-time.After(20 * time.Second):
-		t.Fatalf("weir serve did not log its address within 20s\n%s", g.log())
+		t.Fatalf("%s exited before serving: %v\n%s", name, g.err, g.log())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not log its address within 30s\n%s", name, g.log())
 	}
-	return g
 }
 
 // writeConfig writes the config file with the given catalog.

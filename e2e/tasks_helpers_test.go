@@ -7,7 +7,6 @@ package e2e
 // read-only look at the gateway's SQLite file (tasks and River's jobs).
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"database/sql"
@@ -18,7 +17,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -143,58 +141,8 @@ func (g *gateway) killBetweenSteps(t *testing.T, within time.Duration) {
 func (g *gateway) restart(t *testing.T) (ng *gateway, since time.Time) {
 	t.Helper()
 	ng = &gateway{Config: g.Config, DB: g.DB, server: g.server, exited: make(chan struct{})}
-	ng.cmd = exec.Command(weirBin, "serve", "-c", ng.Config)
-	ng.cmd.Env = cleanEnv()
-	stderr, err := ng.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	since = time.Now()
-	if err := ng.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			var v struct {
-				Msg  string `json:"msg"`
-				Addr string `json:"addr"`
-			}
-			_ = json.Unmarshal(sc.Bytes(), &v)
-			ng.mu.Lock()
-			ng.logs = append(ng.logs, logLine{raw: sc.Text(), msg: v.Msg})
-			ng.mu.Unlock()
-			if v.Msg == "weir serving" && v.Addr != "" {
-				select {
-				case addr <- v.Addr:
-				default:
-				}
-			}
-		}
-		ng.err = ng.cmd.Wait()
-		close(ng.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-ng.exited:
-		default:
-			_ = ng.cmd.Process.Kill()
-			<-ng.exited
-		}
-		if t.Failed() {
-			t.Logf("weir serve (restarted) log:\n%s", ng.log())
-		}
-	})
-	select {
-	case a := <-addr:
-		ng.URL = "http://" + a
-	case <-ng.exited:
-		t.Fatalf("restarted weir serve exited before serving: %v\n%s", ng.err, ng.log())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("restarted weir serve did not log its address within 30s\n%s", ng.log())
-	}
+	ng.launch(t, "weir serve (restarted)")
 	return ng, since
 }
 
