@@ -136,7 +136,10 @@ type Result struct {
 	Open bool
 	Rate float64
 	// Window is the measured part's planned length; Elapsed runs from its
-	// start to the last measured request's end (at least Window).
+	// start to when the last measured request was sent, and is at least
+	// Window: longer when the generator fell behind its schedule (an open
+	// loop whose target held MaxInFlight requests), never stretched by how
+	// long the last answers took.
 	Window, Elapsed time.Duration
 	// Requests were sent; Succeeded were answered 2xx and read to the end;
 	// Failed were not, for the reasons counted in Errors.
@@ -158,7 +161,8 @@ type Result struct {
 	Process ProcessStats
 }
 
-// Throughput is successful requests per second over Elapsed.
+// Throughput is successful requests per second over Elapsed: the rate the
+// target sustained.
 func (r Result) Throughput() float64 {
 	if r.Elapsed <= 0 {
 		return 0
@@ -396,7 +400,7 @@ func (g *generator) summarize(samples []sample) Result {
 		if d > g.cfg.LateAfter {
 			res.Late++
 		}
-		last = max(last, s.done)
+		last = max(last, s.sent)
 		if !s.ok {
 			res.Failed++
 			key := s.failure

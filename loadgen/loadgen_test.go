@@ -315,6 +315,11 @@ func TestOpenLoopChargesWaitForASlot(t *testing.T) {
 	if res.Latency != want {
 		t.Errorf("latency %+v, want %+v", res.Latency, want)
 	}
+	// The generator fell behind: the last request went out at 10ms, so the
+	// rate sustained is 4 in 10ms, not 4 in the 4ms window.
+	if res.Elapsed != 10*time.Millisecond || res.Throughput() != 400 {
+		t.Errorf("Elapsed %v, Throughput %v; want 10ms, 400", res.Elapsed, res.Throughput())
+	}
 	if res.SendDelay.Max != 8*time.Millisecond {
 		t.Errorf("send delay max %v, want 8ms (the last, due at 2ms, sent at 10ms)", res.SendDelay.Max)
 	}
