@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -92,5 +93,29 @@ func TestUsageRecorded(t *testing.T) {
 	if len(got) != 1 || u.RequestID != rep.Header.Get("X-Request-Id") || u.Model != "chat" || u.PlatformModel != "up/chat" ||
 		u.Endpoint != "chat" || u.Status != http.StatusOK || u.Outcome != "ok" || u.PromptTokens == 0 || u.CompletionTokens == 0 {
 		t.Errorf("usage records %+v, want one for request %s: chat on up/chat, 200 ok, with tokens", got, rep.Header.Get("X-Request-Id"))
+	}
+}
+
+// TestSecondServeOnSameStorageRefused: the embedded store is one process's
+// alone (at start it reclaims every job left running), so a second `weir
+// serve` on the same database refuses to start, and says why, while the
+// first goes on serving.
+func TestSecondServeOnSameStorageRefused(t *testing.T) {
+	t.Parallel()
+	up := startVideoUpstream(t, mock.Config{})
+	g := startGateway(t, "", videoCatalog(up.URL, taskOptions{}))
+	cmd := exec.Command(weirBin, "serve", "-c", g.Config)
+	cmd.Env = cleanEnv()
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("a second weir serve on %s started:\n%s", g.DB, out)
+	}
+	if !strings.Contains(string(out), "in use by another weir serve") {
+		t.Errorf("second weir serve failed without saying the storage is in use:\n%s", out)
+	}
+	if resp, err := http.Get(g.URL + "/healthz"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("the first gateway stopped serving: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 }

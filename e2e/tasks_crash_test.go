@@ -126,14 +126,13 @@ func (c *crashRig) finish(t *testing.T, ids []string, within time.Duration) (ded
 }
 
 // TestTaskCrashAfterSubmit kills the gateway right after the last of a
-// burst of submissions returned (at the first instant when no River job is
-// mid-step), so tasks are queued, admitted with their job not yet run, or
-// just submitted upstream.
+// burst of submissions returned, so tasks are queued, admitted with their
+// job not yet run, mid-submit, or just submitted upstream.
 func TestTaskCrashAfterSubmit(t *testing.T) {
 	t.Parallel()
 	c := startCrashRig(t, mock.Config{JobDuration: 300 * time.Millisecond}, taskOptions{Workers: 4, Concurrency: 4}, nil)
 	ids := c.submit(t, "after-submit", 12)
-	c.g.killBetweenSteps(t, 10*time.Second)
+	c.g.kill9(t)
 	c.finish(t, ids, 60*time.Second)
 }
 
@@ -145,7 +144,7 @@ func TestTaskCrashWhileQueued(t *testing.T) {
 	c := startCrashRig(t, mock.Config{JobDuration: 400 * time.Millisecond}, taskOptions{Workers: 8, Concurrency: 1}, nil)
 	ids := c.submit(t, "queued", 6)
 	waitFor(t, 10*time.Second, "the first task to run upstream", func() bool { return len(c.up.Mock.Jobs()) >= 1 })
-	c.g.killBetweenSteps(t, 10*time.Second)
+	c.g.kill9(t)
 	queued := 0
 	for _, st := range taskRows(t, openDB(t, c.g.DB)) {
 		if st == "queued" {
@@ -180,13 +179,22 @@ func TestTaskCrashWhileQueued(t *testing.T) {
 	if got := c.up.jobOrder(); !slices.Equal(got, ids) {
 		t.Errorf("upstream jobs in order\n%v\nwant submission order\n%v", got, ids)
 	}
-	if got := c.up.Submits(); !slices.Equal(got, ids) {
-		t.Errorf("submits reached the upstream in order\n%v\nwant\n%v", got, ids)
+	// A kill mid-submit sends that task's submit again after the restart
+	// (the upstream deduplicates it by Idempotency-Key): the order counts
+	// each task's first submit.
+	var first []string
+	for _, id := range c.up.Submits() {
+		if !slices.Contains(first, id) {
+			first = append(first, id)
+		}
+	}
+	if !slices.Equal(first, ids) {
+		t.Errorf("submits reached the upstream in order\n%v\nwant\n%v", c.up.Submits(), ids)
 	}
 }
 
 // TestTaskCrashWhilePolling kills the gateway while every task runs
-// upstream and is being polled (between two polls); after the restart the
+// upstream and is being polled (waiting for its next poll); after the restart the
 // tasks are polled to the end and none is submitted again.
 func TestTaskCrashWhilePolling(t *testing.T) {
 	t.Parallel()
@@ -202,7 +210,7 @@ func TestTaskCrashWhilePolling(t *testing.T) {
 		}
 		return c.up.Mock.Stats().JobPolls >= 3
 	})
-	c.g.killBetweenSteps(t, 10*time.Second)
+	c.g.kill9(t)
 	c.finish(t, ids, 60*time.Second)
 	if n := len(c.up.Submits()); n != len(ids) {
 		t.Errorf("%d submits reached the upstream for %d tasks: a task whose upstream id was recorded was submitted again", n, len(ids))
@@ -221,13 +229,10 @@ func TestTaskCrashWhilePolling(t *testing.T) {
 //   - mid-webhook: succeeded, its webhook being delivered to a receiver
 //     that hangs;
 //
-// with more tasks running or queued behind them. Those jobs are taken over
-// by River's rescuer once rescue_after (1m, River's floor) has passed
-// since they started, so the test takes 60–100s.
+// with more tasks running or queued behind them. The restarted process
+// reclaims those jobs at once (it is the store's only runner), without
+// waiting for River's rescue_after.
 func TestTaskCrashMidStep(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits for River to rescue jobs killed mid-step: 60-100s")
-	}
 	t.Parallel()
 	hookHang := make(chan struct{})
 	var hungFor atomic.Value // the task id whose first webhook hangs
@@ -298,7 +303,7 @@ func TestTaskCrashMidStep(t *testing.T) {
 	c.up.open()
 	close(hookHang)
 
-	dedup := c.finish(t, all, 150*time.Second)
+	dedup := c.finish(t, all, 60*time.Second)
 	jobs := c.up.jobsByTask()
 	for name, want := range map[string]int64{"mid-submit-before": 1, "mid-submit-after": 2, "mid-poll": 1} {
 		js := jobs[ids[name]]
@@ -309,9 +314,8 @@ func TestTaskCrashMidStep(t *testing.T) {
 	if dedup != 1 {
 		t.Errorf("%d resubmits deduplicated, want 1 (mid-submit-after's)", dedup)
 	}
-	// The hung delivery's job is rescued like the others, then waits its
-	// first retry delay (5s).
-	waitFor(t, 120*time.Second, "the hung webhook to be delivered again", func() bool {
+	// The hung delivery's job is reclaimed like the others and runs again.
+	waitFor(t, 30*time.Second, "the hung webhook to be delivered again", func() bool {
 		return len(c.hooks.byTask()[ids["mid-webhook"]]) >= 2
 	})
 	checkOneTerminalEach(t, c.hooks, map[string]taskObject{ids["mid-webhook"]: {Status: "succeeded"}})
@@ -370,7 +374,7 @@ func TestTaskRunJobGivenUp(t *testing.T) {
 	_, key := g.createKey(t)
 	o, _ := g.submitTask(t, key, taskBody("orphan", ""), "")
 	waitFor(t, 10*time.Second, "the task to run upstream", func() bool { return g.getTask(t, key, o.ID).Status == "running" })
-	g.killBetweenSteps(t, 10*time.Second)
+	g.kill9(t)
 	// The model now runs on another platform model of the same platform.
 	moved := strings.Replace(cat, "      - platform_model: "+videoPM+"\n", "      - platform_model: vid/other\n", 1)
 	moved = strings.Replace(moved, "platform_models:\n", "platform_models:\n  - name: vid/other\n    platform: vid\n    upstream: sora-2\n", 1)

@@ -104,37 +104,6 @@ func (g *gateway) kill9(t *testing.T) {
 	}
 }
 
-// killBetweenSteps kills the gateway with SIGKILL at a moment when none of
-// its River jobs is mid-execution: it stops the process (SIGSTOP), reads
-// the database, and kills it if no job is running, or lets it go on
-// (SIGCONT) and tries again. What the file says at the kill is then what
-// the process had committed, so the test knows the phase it killed in.
-func (g *gateway) killBetweenSteps(t *testing.T, within time.Duration) {
-	t.Helper()
-	db := openDB(t, g.DB)
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(3 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if err := g.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
-		var running int
-		err := db.QueryRow(`SELECT count(*) FROM river_job WHERE state = 'running'`).Scan(&running)
-		if err == nil && running == 0 {
-			g.kill9(t)
-			return
-		}
-		if err := g.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-			t.Fatal(err)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no moment without a running River job within %s (last: %d running, %v)", within, running, err)
-		}
-		<-tick.C // let the process run a little before the next look
-	}
-}
-
 // restart starts `weir serve` again on g's config and database (after
 // kill9) and waits until it serves. The new process is killed when the
 // test ends. since is when the process was started.

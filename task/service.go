@@ -34,6 +34,12 @@ import (
 // WorkersScope is the global worker-capacity scope every task needs.
 const WorkersScope = "global:tasks"
 
+// QueueWebhooks is the River queue webhook deliveries run on, with
+// webhookWorkers workers; tasks' jobs run on River's default queue.
+const QueueWebhooks = "webhooks"
+
+const webhookWorkers = 32
+
 // Store is what the service needs of storage: tasks, and a transaction on
 // the connection River's jobs are inserted on.
 type Store interface {
@@ -80,6 +86,11 @@ type Config struct {
 	RescueAfter time.Duration
 	// FetchPollInterval is how often River looks for jobs. Default 50ms.
 	FetchPollInterval time.Duration
+	// SoleRunner says no other process runs this store's jobs (the
+	// embedded SQLite store): at start, jobs still marked running are
+	// this process's own from before it stopped, and run again at once
+	// instead of after RescueAfter. Default false.
+	SoleRunner bool
 	// Owner holds the leases (this process).
 	Owner admission.Owner
 	// Metrics counts transitions; default none.
@@ -143,7 +154,11 @@ type Service struct {
 
 	mu     sync.Mutex
 	leases map[string]admission.Lease // task id → lease held for it
+	runs   map[string]*run            // task id → its run, while running here
 	ready  chan struct{}
+	// stopping is closed when Stop begins: jobs waiting in process for
+	// their next poll snooze instead.
+	stopping chan struct{}
 
 	admitted chan admittedTask
 	stop     chan struct{}
@@ -167,6 +182,8 @@ func New(cfg Config, store Store, engine admission.Engine, planner Planner, hook
 	s := &Service{
 		cfg: cfg, store: store, engine: engine, planner: planner, hooks: hooks, logger: logger, clock: clock.Real,
 		leases:   make(map[string]admission.Lease),
+		runs:     make(map[string]*run),
+		stopping: make(chan struct{}),
 		admitted: make(chan admittedTask, 4096),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
@@ -176,9 +193,15 @@ func New(cfg Config, store Store, engine admission.Engine, planner Planner, hook
 	river.AddWorker(workers, &runWorker{s: s})
 	river.AddWorker(workers, &webhookWorker{s: s})
 	client, err := river.NewClient(riversqlite.New(store.SQL()), &river.Config{
-		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}},
+		// Task jobs may wait in process for their next poll, holding a
+		// worker each; webhooks have their own queue so that they never
+		// wait behind them.
+		Queues: map[string]river.QueueConfig{
+			river.QueueDefault: {MaxWorkers: cfg.Workers},
+			QueueWebhooks:      {MaxWorkers: webhookWorkers},
+		},
 		Workers:              workers,
-		JobTimeout:           min(time.Minute, cfg.RescueAfter/2),
+		JobTimeout:           s.jobTimeout(),
 		RescueStuckJobsAfter: cfg.RescueAfter,
 		FetchPollInterval:    cfg.FetchPollInterval,
 		FetchCooldown:        min(cfg.FetchPollInterval, 10*time.Millisecond),
@@ -215,6 +238,15 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.recover(ctx); err != nil {
 		return err
 	}
+	if s.cfg.SoleRunner {
+		n, err := s.reclaim(ctx)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			s.logger.Info("jobs left running by the last run reclaimed", "jobs", n)
+		}
+	}
 	close(s.ready)
 	return s.river.Start(ctx)
 }
@@ -223,6 +255,7 @@ func (s *Service) Start(ctx context.Context) error {
 // dispatcher. Leases are not released: the tasks are durable, and the
 // next start gives them back.
 func (s *Service) Stop(ctx context.Context) error {
+	close(s.stopping)
 	err := s.river.Stop(ctx)
 	close(s.stop)
 	<-s.done
@@ -499,6 +532,7 @@ func (s *Service) releaseLease(id string) {
 	s.mu.Lock()
 	l, ok := s.leases[id]
 	delete(s.leases, id)
+	delete(s.runs, id)
 	s.mu.Unlock()
 	if ok {
 		_ = s.engine.Release(context.Background(), l.ID, l.Owner)

@@ -118,7 +118,7 @@ func (s *Service) finishTx(ctx context.Context, tx *sql.Tx, t weir.Task, u weir.
 		return ok, err
 	}
 	args := WebhookArgs{TaskID: t.ID, EventID: "evt_" + t.ID + "_" + string(u.Status), Type: eventType(u.Status)}
-	_, err = s.river.InsertTx(ctx, tx, args, &river.InsertOpts{MaxAttempts: s.hooks.Schedule.MaxAttempts()})
+	_, err = s.river.InsertTx(ctx, tx, args, &river.InsertOpts{Queue: QueueWebhooks, MaxAttempts: s.hooks.Schedule.MaxAttempts()})
 	return ok, err
 }
 

@@ -80,7 +80,7 @@ func (w *runWorker) step(ctx context.Context, job *river.Job[RunArgs]) error {
 	if t.UpstreamID == "" {
 		return s.submit(ctx, t, target, job)
 	}
-	return s.poll(ctx, t, target, job)
+	return s.follow(ctx, t, target, job)
 }
 
 // holdLease makes sure the task's lease is held and renewed: restored if
@@ -110,6 +110,7 @@ func (s *Service) submit(ctx context.Context, t weir.Task, target Target, job *r
 		s.failRunning(ctx, t, "invalid_request", err.Error())
 		return nil
 	}
+	started := s.clock.Now()
 	up, err := target.Adapter.Submit(ctx, provider.AsyncCall{Body: body, IdempotencyKey: t.ID})
 	if err != nil {
 		return s.upstreamFailed(ctx, t, job, err)
@@ -120,48 +121,18 @@ func (s *Service) submit(ctx context.Context, t weir.Task, target Target, job *r
 	if err != nil {
 		return err
 	}
-	if ok {
-		s.cfg.Metrics.TaskTransition(weir.TaskRunning)
-	} else {
+	if !ok {
 		// Cancelled while submitting: stop the upstream job too.
 		_ = target.Adapter.Cancel(context.WithoutCancel(ctx), up.ID)
 		s.releaseLease(t.ID)
 		return nil
 	}
-	return river.JobSnooze(s.cfg.PollMin)
-}
-
-// poll asks the upstream how the job is doing.
-func (s *Service) poll(ctx context.Context, t weir.Task, target Target, job *river.Job[RunArgs]) error {
-	up, err := target.Adapter.Poll(ctx, t.UpstreamID)
-	if err != nil {
-		return s.upstreamFailed(ctx, t, job, err)
-	}
-	switch up.Status {
-	case provider.JobSucceeded:
-		s.finishRunning(ctx, t, weir.TaskUpdate{Status: weir.TaskSucceeded, Result: up.Raw, Progress: ptr(100)})
-		return nil
-	case provider.JobFailed:
-		code, msg := "upstream_failed", "the upstream job failed"
-		if up.Error != nil {
-			code, msg = up.Error.Code, up.Error.Message
-		}
-		s.finishRunning(ctx, t, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: code, ErrorMessage: msg, Result: up.Raw})
-		return nil
-	}
-	if up.Progress != t.Progress {
-		_, _ = s.store.TaskUpdate(ctx, t.ID, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskRunning}, Status: weir.TaskRunning, Progress: &up.Progress})
-	}
-	return river.JobSnooze(s.pollDelay(t))
-}
-
-// pollDelay doubles from PollMin with the time the task has run, up to
-// PollMax.
-func (s *Service) pollDelay(t weir.Task) time.Duration {
-	d := s.cfg.PollMin
-	for ran := s.clock.Now().Sub(t.AdmittedAt); d < s.cfg.PollMax && ran > 4*d; d *= 2 {
-	}
-	return min(d, s.cfg.PollMax)
+	s.cfg.Metrics.TaskTransition(weir.TaskRunning)
+	s.mu.Lock()
+	s.runs[t.ID] = &run{started: started, next: s.clock.Now().Add(s.cfg.PollMin)}
+	s.mu.Unlock()
+	t.Status, t.UpstreamID, t.Progress = weir.TaskRunning, up.ID, up.Progress
+	return s.follow(ctx, t, target, job)
 }
 
 // upstreamFailed decides what an upstream error means for the task: a

@@ -35,11 +35,13 @@ package main
 // process's peak RSS, and how long a GET of the last queued task takes
 // (its queue position is counted at each GET).
 //
-// Figures on this 2-core machine (2026-11-29, one run each, poll 50ms..250ms):
+// Figures on this 2-core machine (2026-11-29, one run each, the default
+// polls 250ms..10s, with polls at the end the upstream's progress predicts):
 //
-//	drain    10,000 tasks × 2s, capacity 100: 222.2s against 200s ideal, 1.111x; per task 35ms admission→submit, 162ms job end→noticed, 1.1% idle
-//	drain     2,000 tasks × 1s, capacity 100: 24.9s against 20s, 1.246x (1.155x with --poll-max 100ms; 2s jobs with --poll-max 100ms: 1.072x)
-//	restart 100,000 waiting: serving and first admission 3.2s after the process started (recovery 3.16s, listing alone 0.72s); GET of the last queued task 2.1ms
+//	drain    10,000 tasks × 2s, capacity 100: 203.8s against 200s ideal, 1.019x; per task 12ms admission→submit, 18ms job end→noticed, 0.4% idle, 3.7 polls
+//	drain     2,000 tasks × 1s, capacity 100: 21.1s against 20s, 1.055x
+//	(before, with fixed doubling polls of 50ms..250ms: 1.111x and 1.246x)
+//	restart 100,000 waiting: serving and first admission 1.40s after the process started
 
 import (
 	"bufio"
@@ -111,8 +113,8 @@ See the comment at the top of cmd/weir/benchtasks.go.`,
 	f.IntVar(&o.tasks, "tasks", 10_000, "tasks to submit (restart: default 100,000)")
 	f.IntVar(&o.capacity, "capacity", 100, "drain: worker capacity (tasks.workers)")
 	f.DurationVar(&o.job, "job", 2*time.Second, "drain: how long each upstream job runs")
-	f.DurationVar(&o.pollMin, "poll-min", 50*time.Millisecond, "tasks.poll_min")
-	f.DurationVar(&o.pollMax, "poll-max", 250*time.Millisecond, "tasks.poll_max")
+	f.DurationVar(&o.pollMin, "poll-min", 250*time.Millisecond, "tasks.poll_min")
+	f.DurationVar(&o.pollMax, "poll-max", 10*time.Second, "tasks.poll_max")
 	f.IntVar(&o.conns, "connections", 16, "connections submitting tasks")
 	f.StringVar(&o.dir, "dir", "", "directory for the config and database (default: a new temporary one, removed after)")
 	return cmd

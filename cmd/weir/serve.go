@@ -64,6 +64,7 @@ type Main struct {
 	Tasks   *task.Service
 	HTTP    *http.Server
 	ln      net.Listener
+	unlock  func()
 }
 
 // Start opens storage, builds the engine and API, applies the catalog and
@@ -73,6 +74,11 @@ func (m *Main) Start(ctx context.Context) error {
 	if m.Logger == nil {
 		m.Logger = newLogger(cfg.Server.LogLevel)
 	}
+	unlock, err := lockStorage(cfg.Storage.Path)
+	if err != nil {
+		return err
+	}
+	m.unlock = unlock
 	db, err := sqlite.Open(ctx, cfg.Storage.Path)
 	if err != nil {
 		return fmt.Errorf("open storage: %w", err)
@@ -115,7 +121,9 @@ func (m *Main) Start(ctx context.Context) error {
 		MaxAttempts: cfg.Tasks.MaxAttempts,
 		LeaseTTL:    cfg.Tasks.LeaseTTL,
 		RescueAfter: cfg.Tasks.RescueAfter,
-		Metrics:     m.Metrics,
+		// The embedded SQLite store is this process's alone.
+		SoleRunner: true,
+		Metrics:    m.Metrics,
 	}, db, eng, m.API, hooks, m.Logger)
 	if err != nil {
 		return err
@@ -188,6 +196,9 @@ func (m *Main) Stop(ctx context.Context) error {
 	}
 	if m.DB != nil {
 		errs = append(errs, m.DB.Close())
+	}
+	if m.unlock != nil {
+		m.unlock()
 	}
 	return errors.Join(errs...)
 }

@@ -1,0 +1,177 @@
+package task
+
+import (
+	"context"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/provider"
+)
+
+// When to poll.
+//
+// A slot is only given to the next task once the gateway has noticed that
+// the job holding it ended, so every moment between an upstream job's end
+// and the poll that sees it is capacity standing idle. Polling often closes
+// that gap and spends the upstream's patience (and its poll rate limits);
+// polling at a doubling interval wastes up to half the job's length. Most
+// media APIs report progress, and a job's progress tells when it will end:
+// a job at p% after e has run ends between e·100/(p+1) and e·100/p if it
+// advances evenly. So the next poll is at the earliest end the progress
+// allows; inside that window, polls come every max(pollFloor, e/100), and
+// each poll that still finds the job running doubles that step, so a job
+// stuck at 99% costs a handful of polls, not hundreds. A job that reports
+// no progress is polled at PollMin, doubling with its run time. PollMax
+// bounds every wait.
+//
+// Waits short enough are waited inside the job's execution (see follow): a
+// River snooze costs up to a fetch interval on top of the wait, which for
+// the last poll of a short job is most of the gap being closed.
+
+// pollFloor is the shortest wait between two polls of one job.
+const pollFloor = 20 * time.Millisecond
+
+// run is what this process knows of a running task between polls.
+type run struct {
+	// started is when the task was submitted upstream; after a restart,
+	// when it was admitted (a little earlier: its estimates run late).
+	started time.Time
+	// next is when the next poll is due.
+	next time.Time
+	// misses counts polls in a row that found the job running inside the
+	// window its progress gave for its end.
+	misses int
+}
+
+// nextPoll is the wait after a poll at now found a job submitted at started
+// running with progress (0 to 100), given the polls before it that missed
+// its end (r.misses, which it updates).
+func (s *Service) nextPoll(r *run, progress int, now time.Time) time.Duration {
+	elapsed := now.Sub(r.started)
+	if progress <= 0 || progress >= 100 || elapsed <= 0 {
+		r.misses = 0
+		return s.backoff(elapsed)
+	}
+	// The job ends between elapsed·100/(progress+1) and elapsed·100/progress.
+	earliest := time.Duration(float64(elapsed) * 100 / float64(progress+1))
+	wait := earliest - elapsed
+	if wait < pollFloor {
+		// Inside the window: step through it, slower each time it is missed.
+		wait = max(pollFloor, elapsed/100) << min(r.misses, 16)
+		r.misses++
+	} else {
+		r.misses = 0
+	}
+	return min(wait, s.cfg.PollMax)
+}
+
+// backoff is the wait between polls of a job that reports no progress: it
+// doubles from PollMin with the time the job has run, up to PollMax.
+func (s *Service) backoff(ran time.Duration) time.Duration {
+	d := s.cfg.PollMin
+	for d < s.cfg.PollMax && ran > 4*d {
+		d *= 2
+	}
+	return min(d, s.cfg.PollMax)
+}
+
+// holdFor is how long one execution of a task's job may wait in process
+// for its next poll; a longer wait is a River snooze. It stays well within
+// River's job timeout.
+func (s *Service) holdFor() time.Duration {
+	return min(5*time.Second, s.jobTimeout()/4)
+}
+
+func (s *Service) jobTimeout() time.Duration {
+	return min(time.Minute, s.cfg.RescueAfter/2)
+}
+
+// runOf returns this process's record of t's run, making one if it has
+// none (it restarted, or another replica ran the task until now).
+func (s *Service) runOf(t weir.Task) *run {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.runs[t.ID]
+	if r == nil {
+		r = &run{started: t.AdmittedAt}
+		if r.started.IsZero() {
+			r.started = s.clock.Now()
+		}
+		s.runs[t.ID] = r
+	}
+	return r
+}
+
+// follow polls a running task until it ends, or until its next poll is
+// further off than this execution may wait, when it snoozes the job. It
+// returns what the job's Work returns.
+func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *river.Job[RunArgs]) error {
+	r := s.runOf(t)
+	until := s.clock.Now().Add(s.holdFor())
+	for {
+		now := s.clock.Now()
+		if wait := r.next.Sub(now); wait > 0 {
+			if r.next.After(until) {
+				// River makes a snoozed job available when its time
+				// comes and fetches it within a poll interval: snooze
+				// a little short, and wait out the rest here.
+				return river.JobSnooze(max(wait-2*s.cfg.FetchPollInterval, time.Millisecond))
+			}
+			if !s.sleep(ctx, wait) {
+				return river.JobSnooze(max(r.next.Sub(s.clock.Now()), time.Millisecond))
+			}
+			// Cancelled (here or by another replica) while waiting?
+			cur, err := s.store.TaskGet(ctx, t.ID)
+			if err != nil {
+				return err
+			}
+			if cur.Status != weir.TaskRunning {
+				s.releaseLease(t.ID)
+				return nil
+			}
+			t = cur
+		}
+		up, err := target.Adapter.Poll(ctx, t.UpstreamID)
+		if err != nil {
+			return s.upstreamFailed(ctx, t, job, err)
+		}
+		switch up.Status {
+		case provider.JobSucceeded:
+			s.finishRunning(ctx, t, weir.TaskUpdate{Status: weir.TaskSucceeded, Result: up.Raw, Progress: ptr(100)})
+			return nil
+		case provider.JobFailed:
+			code, msg := "upstream_failed", "the upstream job failed"
+			if up.Error != nil {
+				code, msg = up.Error.Code, up.Error.Message
+			}
+			s.finishRunning(ctx, t, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: code, ErrorMessage: msg, Result: up.Raw})
+			return nil
+		}
+		if up.Progress != t.Progress {
+			p := up.Progress
+			if _, err := s.store.TaskUpdate(ctx, t.ID, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskRunning}, Status: weir.TaskRunning, Progress: &p}); err != nil {
+				s.logger.Warn("task progress not recorded", "task", t.ID, "error", err)
+			}
+			t.Progress = p
+		}
+		now = s.clock.Now()
+		r.next = now.Add(s.nextPoll(r, up.Progress, now))
+	}
+}
+
+// sleep waits d on the service's clock; false if the job's context ended
+// or the service is stopping first.
+func (s *Service) sleep(ctx context.Context, d time.Duration) bool {
+	done := make(chan struct{})
+	tm := s.clock.AfterFunc(d, func() { close(done) })
+	defer tm.Stop()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+	case <-s.stopping:
+	}
+	return false
+}
