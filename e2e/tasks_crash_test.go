@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -398,5 +399,44 @@ func TestTaskRunJobGivenUp(t *testing.T) {
 	}
 	if got.Status != "failed" {
 		t.Errorf("task ended %s (%+v), want failed", got.Status, got.Error)
+	}
+}
+
+// TestTaskStopWhileWaitingForPoll: SIGTERM while every task's job waits in
+// process for its next poll. The gateway must exit promptly — the waits
+// end and the jobs snooze, rather than holding the shutdown until their
+// polls are due — and after a restart the tasks are polled to the end
+// without being submitted again.
+func TestTaskStopWhileWaitingForPoll(t *testing.T) {
+	t.Parallel()
+	c := startCrashRig(t, mock.Config{JobDuration: 4500 * time.Millisecond}, taskOptions{Workers: 2, Concurrency: 2}, nil)
+	ids := c.submit(t, "stop", 2)
+	db := openDB(t, c.g.DB)
+	waitFor(t, 10*time.Second, "both tasks to run upstream and be polled once", func() bool {
+		rows := taskRows(t, db)
+		return rows[ids[0]] == "running" && rows[ids[1]] == "running" && c.up.Mock.Stats().JobPolls >= 2
+	})
+	// Their next polls are due about 4s from now.
+	stopped := time.Now()
+	if err := c.g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.g.exited:
+		if c.g.err != nil {
+			t.Errorf("the gateway exited with %v after SIGTERM", c.g.err)
+		}
+		t.Logf("exited %s after SIGTERM", time.Since(stopped).Round(time.Millisecond))
+	case <-time.After(2 * time.Second):
+		t.Fatal("the gateway had not exited 2s after SIGTERM: jobs waiting for their next poll hold the shutdown")
+	}
+	for _, j := range riverJobs(t, db, "weir_task_run") {
+		if j.State == "running" {
+			t.Errorf("run job of task %s left running by a graceful stop", j.TaskID)
+		}
+	}
+	c.finish(t, ids, 30*time.Second)
+	if n := len(c.up.Submits()); n != len(ids) {
+		t.Errorf("%d submits reached the upstream for %d tasks", n, len(ids))
 	}
 }
