@@ -43,6 +43,13 @@ type run struct {
 	// misses counts polls in a row that found the job running inside the
 	// window its progress gave for its end.
 	misses int
+	// ended is closed when the task's lease is released (it was
+	// cancelled, or ended elsewhere): a wait for its next poll ends then.
+	ended chan struct{}
+}
+
+func newRun(started, next time.Time) *run {
+	return &run{started: started, next: next, ended: make(chan struct{})}
 }
 
 // nextPoll is the wait after a poll at now found a job submitted at started
@@ -95,10 +102,11 @@ func (s *Service) runOf(t weir.Task) *run {
 	defer s.mu.Unlock()
 	r := s.runs[t.ID]
 	if r == nil {
-		r = &run{started: t.AdmittedAt}
-		if r.started.IsZero() {
-			r.started = s.clock.Now()
+		started := t.AdmittedAt
+		if started.IsZero() {
+			started = s.clock.Now()
 		}
+		r = newRun(started, time.Time{})
 		s.runs[t.ID] = r
 	}
 	return r
@@ -119,7 +127,7 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 				// a little short, and wait out the rest here.
 				return river.JobSnooze(max(wait-2*s.cfg.FetchPollInterval, time.Millisecond))
 			}
-			if !s.sleep(ctx, wait) {
+			if !s.sleep(ctx, r.ended, wait) {
 				return river.JobSnooze(max(r.next.Sub(s.clock.Now()), time.Millisecond))
 			}
 			// Cancelled (here or by another replica) while waiting?
@@ -161,14 +169,17 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 	}
 }
 
-// sleep waits d on the service's clock; false if the job's context ended
-// or the service is stopping first.
-func (s *Service) sleep(ctx context.Context, d time.Duration) bool {
+// sleep waits d on the service's clock, or until ended is closed (true
+// either way); false if the job's context ended or the service is
+// stopping first.
+func (s *Service) sleep(ctx context.Context, ended <-chan struct{}, d time.Duration) bool {
 	done := make(chan struct{})
 	tm := s.clock.AfterFunc(d, func() { close(done) })
 	defer tm.Stop()
 	select {
 	case <-done:
+		return true
+	case <-ended:
 		return true
 	case <-ctx.Done():
 	case <-s.stopping:

@@ -532,7 +532,10 @@ func (s *Service) releaseLease(id string) {
 	s.mu.Lock()
 	l, ok := s.leases[id]
 	delete(s.leases, id)
-	delete(s.runs, id)
+	if r := s.runs[id]; r != nil {
+		close(r.ended)
+		delete(s.runs, id)
+	}
 	s.mu.Unlock()
 	if ok {
 		_ = s.engine.Release(context.Background(), l.ID, l.Owner)

@@ -129,7 +129,7 @@ func (s *Service) submit(ctx context.Context, t weir.Task, target Target, job *r
 	}
 	s.cfg.Metrics.TaskTransition(weir.TaskRunning)
 	s.mu.Lock()
-	s.runs[t.ID] = &run{started: started, next: s.clock.Now().Add(s.cfg.PollMin)}
+	s.runs[t.ID] = newRun(started, s.clock.Now().Add(s.cfg.PollMin))
 	s.mu.Unlock()
 	t.Status, t.UpstreamID, t.Progress = weir.TaskRunning, up.ID, up.Progress
 	return s.follow(ctx, t, target, job)
