@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -221,19 +222,85 @@ func TestTaskIdempotencyKey(t *testing.T) {
 		t.Errorf("mock started %d jobs, want 5 (4 tasks of the key, 1 of the other)", n)
 	}
 
+	// The IETF httpapi Idempotency-Key draft: a key reused with a
+	// different request gets 422 and creates nothing; the same request
+	// (keys in another order, other whitespace) is still a repeat.
 	t.Run("different body", func(t *testing.T) {
-		// A production queue refuses a key reused with a different body
-		// rather than answering with a task the client did not ask for.
+		before := g.statuses(t, key)
+		jobs := up.Mock.Stats().JobsSubmitted
 		rep := g.do(t, request{Path: "/v1/tasks", Key: key, Body: taskBody("something else", ""),
 			Header: map[string]string{"Idempotency-Key": "k-1"}})
-		if rep.Status == http.StatusOK {
-			var o taskObject
-			_ = json.Unmarshal(rep.Body, &o)
-			knownBug(t, "an Idempotency-Key reused with a different body answers 200 with the first task (%s) instead of 409/422", o.ID)
+		if e := checkError(t, rep, http.StatusUnprocessableEntity, "idempotency_key_reused"); e.Param == nil || *e.Param != "Idempotency-Key" {
+			t.Errorf("error param %v, want Idempotency-Key", e.Param)
 		}
-		if rep.Status != http.StatusConflict && rep.Status != http.StatusUnprocessableEntity {
-			t.Errorf("key reused with another body: %d %s", rep.Status, rep.Body)
+		// One field more is another request too.
+		rep = g.do(t, request{Path: "/v1/tasks", Key: key, Body: `{"model":"` + videoModel + `","input":{"prompt":"idem","seconds":"4","size":"1280x720"}}`,
+			Header: map[string]string{"Idempotency-Key": "k-1"}})
+		checkError(t, rep, http.StatusUnprocessableEntity, "idempotency_key_reused")
+		// The video API: another prompt under the video's key.
+		rep = g.do(t, request{Path: "/v1/videos", Key: key, Body: `{"model":"` + videoModel + `","prompt":"another video"}`,
+			Header: map[string]string{"Idempotency-Key": "k-video"}})
+		checkError(t, rep, http.StatusUnprocessableEntity, "idempotency_key_reused")
+		if after := g.statuses(t, key); len(after) != len(before) {
+			t.Errorf("refused submissions changed the key's tasks from %d to %d", len(before), len(after))
 		}
+
+		// The same request, written differently, is a repeat.
+		same := `{ "input": {"seconds":"4", "prompt":"idem"},
+			"model": "` + videoModel + `" }`
+		again, st := g.submitTask(t, key, same, "k-1")
+		if st != http.StatusOK || again.ID != first.ID {
+			t.Errorf("the same request reordered: %d %s, want 200 %s", st, again.ID, first.ID)
+		}
+		if n := up.Mock.Stats().JobsSubmitted; n != jobs {
+			t.Errorf("refused and repeated submissions started %d upstream jobs", n-jobs)
+		}
+	})
+
+	t.Run("different bodies racing", func(t *testing.T) {
+		before := len(g.statuses(t, key))
+		const racers = 8
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		reps := make([]*reply, racers)
+		for i := range racers {
+			wg.Go(func() {
+				<-start
+				rep, err := g.send(context.Background(), request{Path: "/v1/tasks", Key: key,
+					Body: taskBody(fmt.Sprintf("racer %d", i), ""), Header: map[string]string{"Idempotency-Key": "k-race-bodies"}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				reps[i] = rep
+			})
+		}
+		close(start)
+		wg.Wait()
+		var created []string
+		for i, rep := range reps {
+			if rep == nil {
+				continue
+			}
+			switch rep.Status {
+			case http.StatusAccepted:
+				var o taskObject
+				_ = json.Unmarshal(rep.Body, &o)
+				created = append(created, o.ID)
+			case http.StatusUnprocessableEntity:
+				checkError(t, rep, http.StatusUnprocessableEntity, "idempotency_key_reused")
+			default:
+				t.Errorf("racer %d: %d %s, want 202 or 422", i, rep.Status, rep.Body)
+			}
+		}
+		if len(created) != 1 {
+			t.Fatalf("racers with one key and different bodies created %v, want one task", created)
+		}
+		after := g.statuses(t, key)
+		if _, ok := after[created[0]]; !ok || len(after) != before+1 {
+			t.Errorf("after the race the key has %d tasks (had %d), winner %s listed: %v; want one more, the winner", len(after), before, created[0], ok)
+		}
+		g.waitTerminal(t, key, created, 20*time.Second)
 	})
 }
 

@@ -19,7 +19,8 @@ import (
 )
 
 // HeaderIdempotencyKey makes a repeated task submission return the task
-// the first one made.
+// the first one made; the key reused with a different request is refused
+// with CodeIdempotencyKeyReused.
 const HeaderIdempotencyKey = "Idempotency-Key"
 
 // Plan implements task.Planner: a task's candidates are its model's
@@ -312,6 +313,10 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string,
 	if err != nil {
 		return weir.Task{}, false, errorf(CodeInvalidRequest, "", "could not encode the task input")
 	}
+	fingerprint, err := requestFingerprint(kind, model, input, callback)
+	if err != nil {
+		return weir.Task{}, false, errorf(CodeInvalidRequest, "", "could not read the task input: "+err.Error())
+	}
 	group := st.groups[key.Group]
 	prio := group.Priority
 	if v := r.Header.Get(HeaderPriority); v != "" {
@@ -323,7 +328,7 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string,
 	}
 	t := weir.Task{
 		ID: task.NewID(kind), KeyID: key.ID, Kind: kind, Model: model, Input: body, Priority: prio,
-		CallbackURL: callback, IdempotencyKey: r.Header.Get(HeaderIdempotencyKey),
+		CallbackURL: callback, IdempotencyKey: r.Header.Get(HeaderIdempotencyKey), Fingerprint: fingerprint,
 	}
 	if v := r.Header.Get(HeaderMaxWait); v != "" {
 		d, err := parseWait(v)
@@ -334,6 +339,13 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string,
 	}
 	created, err := s.deps.Tasks.Submit(r.Context(), &t)
 	switch {
+	case err == nil && !created && !t.SameRequest(fingerprint):
+		// The stored task is another request's: nothing was created.
+		return weir.Task{}, false, errorf(CodeIdempotencyKeyReused, HeaderIdempotencyKey,
+			"this Idempotency-Key was already used with a different request; use a new key for a new request")
+	case err == nil && !created && t.Deleted():
+		return weir.Task{}, false, errorf(CodeNotFound, HeaderIdempotencyKey,
+			fmt.Sprintf("the task this Idempotency-Key made (%s) was deleted", t.ID))
 	case err == nil:
 		return t, created, nil
 	case errors.Is(err, admission.ErrQueueFull):
