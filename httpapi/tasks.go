@@ -91,20 +91,47 @@ func (s *Server) targetIn(st *state, pmName string) (task.Target, bool) {
 	return task.Target{PlatformModel: pm.Name, Upstream: pm.Upstream, Adapter: ad}, true
 }
 
-// videoObject is OpenAI's video object, with where the task stands in
-// Weir's queue.
+// videoObject is OpenAI's video object, every field of it (nullable ones
+// null, not left out, as OpenAI sends them), with where the task stands
+// in Weir's queue.
 type videoObject struct {
-	ID          string          `json:"id"`
-	Object      string          `json:"object"`
-	Model       string          `json:"model"`
-	Status      string          `json:"status"`
-	Progress    int             `json:"progress"`
-	CreatedAt   int64           `json:"created_at"`
-	CompletedAt *int64          `json:"completed_at"`
-	Seconds     string          `json:"seconds,omitempty"`
-	Size        string          `json:"size,omitempty"`
-	Error       *taskError      `json:"error"`
-	Weir        taskQueueDetail `json:"weir"`
+	ID          string  `json:"id"`
+	Object      string  `json:"object"`
+	Model       string  `json:"model"`
+	Status      string  `json:"status"`
+	Progress    int     `json:"progress"`
+	CreatedAt   int64   `json:"created_at"`
+	CompletedAt *int64  `json:"completed_at"`
+	ExpiresAt   *int64  `json:"expires_at"`
+	Prompt      *string `json:"prompt"`
+	Seconds     string  `json:"seconds"`
+	Size        string  `json:"size"`
+	// RemixedFromVideoID is always null: Weir has no remix endpoint.
+	RemixedFromVideoID *string         `json:"remixed_from_video_id"`
+	Error              *taskError      `json:"error"`
+	Weir               taskQueueDetail `json:"weir"`
+}
+
+// videoFields are the fields of a video request, or of the upstream's
+// video object, that the video object repeats.
+type videoFields struct {
+	Prompt    *string         `json:"prompt"`
+	Seconds   json.RawMessage `json:"seconds"`
+	Size      string          `json:"size"`
+	ExpiresAt *int64          `json:"expires_at"`
+}
+
+// seconds is Seconds as OpenAI types it, a string, whether it came as
+// one ("8") or as a number (8).
+func (f videoFields) seconds() string {
+	var s string
+	if json.Unmarshal(f.Seconds, &s) == nil {
+		return s
+	}
+	if n := strings.TrimSpace(string(f.Seconds)); n != "null" {
+		return n
+	}
+	return ""
 }
 
 type taskError struct {
@@ -158,13 +185,25 @@ func (s *Server) videoOf(ctx context.Context, t weir.Task) videoObject {
 		ID: t.ID, Object: "video", Model: t.Model, Status: openAIVideoStatus(t.Status),
 		Progress: t.Progress, CreatedAt: t.CreatedAt.Unix(), Weir: taskQueueDetail{Status: t.Status},
 	}
-	var in struct {
-		Seconds json.RawMessage `json:"seconds"`
-		Size    string          `json:"size"`
-	}
+	// What the client asked for, until the upstream says what it made
+	// (its object is the task's result once finished): the upstream fills
+	// in its defaults and sets when the assets expire.
+	var in videoFields
 	if json.Unmarshal(t.Input, &in) == nil {
-		v.Seconds = strings.Trim(string(in.Seconds), `"`)
-		v.Size = in.Size
+		v.Prompt, v.Seconds, v.Size = in.Prompt, in.seconds(), in.Size
+	}
+	var up videoFields
+	if len(t.Result) > 0 && json.Unmarshal(t.Result, &up) == nil {
+		if s := up.seconds(); s != "" {
+			v.Seconds = s
+		}
+		if up.Size != "" {
+			v.Size = up.Size
+		}
+		if v.Prompt == nil {
+			v.Prompt = up.Prompt
+		}
+		v.ExpiresAt = up.ExpiresAt
 	}
 	if !t.FinishedAt.IsZero() {
 		at := t.FinishedAt.Unix()
