@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -445,10 +446,91 @@ func TestVideosOfficialSDK(t *testing.T) {
 			t.Fatalf("thumbnail: %v", err)
 		}
 		resp.Body.Close()
-		if ct := resp.Header.Get("Content-Type"); ct != "image/png" {
-			knownBug(t, "GET /v1/videos/{id}/content?variant=thumbnail answers %s: the variant is not passed upstream", ct)
+		if ct := resp.Header.Get("Content-Type"); ct != "image/webp" {
+			t.Errorf("thumbnail: %s, want image/webp", ct)
 		}
 	})
+}
+
+// videoJobOf returns the upstream job id of a task, from the mock's jobs.
+func (u *videoUpstream) videoJobOf(t *testing.T, taskID string) string {
+	t.Helper()
+	jobs := u.jobsByTask()[taskID]
+	if len(jobs) != 1 {
+		t.Fatalf("task %s has upstream jobs %+v, want one", taskID, jobs)
+	}
+	return jobs[0].ID
+}
+
+// TestVideoContentVariants: GET /v1/videos/{id}/content passes ?variant=
+// upstream and the upstream's content type back; an unknown variant is a
+// 400 that reaches no upstream; a video not completed has no content
+// (404).
+func TestVideoContentVariants(t *testing.T) {
+	t.Parallel()
+	up := startVideoUpstream(t, mock.Config{JobDuration: time.Minute})
+	g := startGateway(t, "", videoCatalog(up.URL, taskOptions{Workers: 2}))
+	_, key := g.createKey(t)
+	running, _ := g.submitTask(t, key, taskBody("still running", ""), "")
+	waitFor(t, 10*time.Second, "the first task to run upstream", func() bool { return g.getTask(t, key, running.ID).Status == "running" })
+	if err := up.Mock.Update(func(c *mock.Config) { c.JobDuration = 0 }); err != nil {
+		t.Fatal(err)
+	}
+	done, _ := g.submitTask(t, key, taskBody("done at once", ""), "")
+	if o := g.waitTerminal(t, key, []string{done.ID}, 20*time.Second)[done.ID]; o.Status != "succeeded" {
+		t.Fatalf("task %s: %s %+v", done.ID, o.Status, o.Error)
+	}
+	job := up.videoJobOf(t, done.ID)
+
+	for _, tc := range []struct {
+		query, ctype string
+		magic        func(b []byte) bool
+	}{
+		{"", "video/mp4", func(b []byte) bool { return len(b) > 8 && string(b[4:8]) == "ftyp" }},
+		{"?variant=video", "video/mp4", func(b []byte) bool { return len(b) > 8 && string(b[4:8]) == "ftyp" }},
+		{"?variant=thumbnail", "image/webp", func(b []byte) bool { return len(b) > 12 && string(b[:4]) == "RIFF" && string(b[8:12]) == "WEBP" }},
+		{"?variant=spritesheet", "image/jpeg", func(b []byte) bool { return len(b) > 3 && bytes.Equal(b[:3], []byte{0xff, 0xd8, 0xff}) }},
+	} {
+		before := len(up.Contents())
+		rep := g.do(t, request{Method: http.MethodGet, Path: "/v1/videos/" + done.ID + "/content" + tc.query, Key: key})
+		if rep.Status != http.StatusOK || rep.Header.Get("Content-Type") != tc.ctype || !tc.magic(rep.Body) {
+			t.Errorf("content%s: %d %s, %d bytes %q", tc.query, rep.Status, rep.Header.Get("Content-Type"), len(rep.Body), rep.Body[:min(len(rep.Body), 12)])
+		}
+		if got := up.Contents()[before:]; !slices.Equal(got, []string{"/v1/videos/" + job + "/content" + tc.query}) {
+			t.Errorf("content%s asked the upstream for %v", tc.query, got)
+		}
+	}
+
+	before := len(up.Contents())
+	for _, q := range []string{"?variant=gif", "?variant=", "?variant=THUMBNAIL"} {
+		rep := g.do(t, request{Method: http.MethodGet, Path: "/v1/videos/" + done.ID + "/content" + q, Key: key})
+		if q == "?variant=" {
+			// An empty variant is the default, as the SDKs leave it out.
+			if rep.Status != http.StatusOK || rep.Header.Get("Content-Type") != "video/mp4" {
+				t.Errorf("content%s: %d %s", q, rep.Status, rep.Header.Get("Content-Type"))
+			}
+			before++
+			continue
+		}
+		if e := checkError(t, rep, http.StatusBadRequest, "invalid_request"); e.Param == nil || *e.Param != "variant" {
+			t.Errorf("content%s: param %v, want variant", q, e.Param)
+		}
+	}
+	if got := up.Contents(); len(got) != before {
+		t.Errorf("unknown variants reached the upstream: %v", got[before:])
+	}
+
+	// A video still running has no content yet.
+	rep := g.do(t, request{Method: http.MethodGet, Path: "/v1/videos/" + running.ID + "/content?variant=thumbnail", Key: key})
+	e := checkError(t, rep, http.StatusNotFound, "not_found")
+	if !strings.Contains(e.Message, "in_progress") {
+		t.Errorf("content of a running video: %q, want it to say the video is in progress", e.Message)
+	}
+	if got := up.Contents(); len(got) != before {
+		t.Errorf("content of a running video reached the upstream: %v", got[before:])
+	}
+	g.cancelTask(t, key, running.ID)
+	g.waitNoLeases(t, 10*time.Second)
 }
 
 // TestTaskUpstreamSaturated: the platform model admits 3 at once but the

@@ -446,14 +446,25 @@ func (s *Server) getVideo(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.videoOf(r.Context(), t))
 }
 
+// videoVariants are the assets GET /v1/videos/{id}/content serves, as
+// OpenAI names them; "" is the video.
+var videoVariants = map[string]bool{"": true, "video": true, "thumbnail": true, "spritesheet": true}
+
+// videoContent serves a finished video's asset (?variant=video, thumbnail
+// or spritesheet) from the upstream, with the upstream's content type.
 func (s *Server) videoContent(w http.ResponseWriter, r *http.Request) {
 	t, aerr := s.ownTask(r)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
+	variant := r.URL.Query().Get("variant")
+	if !videoVariants[variant] {
+		writeError(w, errorf(CodeInvalidRequest, "variant", fmt.Sprintf("variant %q is not one of video, thumbnail, spritesheet", variant)))
+		return
+	}
 	if t.Status != weir.TaskSucceeded {
-		writeError(w, errorf(CodeNotFound, "id", fmt.Sprintf("video %s has no content: it is %s", t.ID, t.Status)))
+		writeError(w, errorf(CodeNotFound, "id", fmt.Sprintf("video %s has no content: it is %s, not completed", t.ID, openAIVideoStatus(t.Status))))
 		return
 	}
 	target, ok := s.Target(t.PlatformModel)
@@ -461,7 +472,7 @@ func (s *Server) videoContent(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(CodeNoCandidate, "", "the platform that made this video left the catalog"))
 		return
 	}
-	resp, err := target.Adapter.Content(r.Context(), t.UpstreamID)
+	resp, err := target.Adapter.Content(r.Context(), t.UpstreamID, variant)
 	if err != nil {
 		var pe *provider.Error
 		if errors.As(err, &pe) && errors.Is(err, provider.ErrJobNotFound) {
