@@ -306,9 +306,9 @@ func TestTaskIdempotencyKey(t *testing.T) {
 	})
 }
 
-// TestTaskTerminalStays: a succeeded task cannot be cancelled or
-// deleted into another state, and a task that waited past its max wait
-// expires and stays expired.
+// TestTaskTerminalStays: a succeeded task cannot be cancelled into
+// another state (deleted, it is gone), and a task that waited past its
+// max wait expires and stays expired.
 func TestTaskTerminalStays(t *testing.T) {
 	t.Parallel()
 	up := startVideoUpstream(t, mock.Config{JobDuration: 20 * time.Second})
@@ -344,12 +344,13 @@ func TestTaskTerminalStays(t *testing.T) {
 	if o := g.cancelTask(t, key, done.ID); o.Status != "succeeded" {
 		t.Errorf("cancel of a succeeded task answered %s", o.Status)
 	}
+	if o := g.getTask(t, key, done.ID); o.Status != "succeeded" {
+		t.Errorf("after a cancel, a succeeded task is %s", o.Status)
+	}
 	if rep := g.do(t, request{Method: http.MethodDelete, Path: "/v1/videos/" + done.ID, Key: key}); rep.Status != http.StatusOK {
 		t.Errorf("DELETE: %d %s", rep.Status, rep.Body)
 	}
-	if o := g.getTask(t, key, done.ID); o.Status != "succeeded" {
-		t.Errorf("after cancel and delete, a succeeded task is %s", o.Status)
-	}
+	checkError(t, g.do(t, request{Method: http.MethodGet, Path: "/v1/tasks/" + done.ID, Key: key}), http.StatusNotFound, "not_found")
 	g.waitNoLeases(t, 10*time.Second)
 }
 
@@ -403,10 +404,6 @@ func TestVideosOfficialSDK(t *testing.T) {
 	if resp.Header.Get("Content-Type") != "video/mp4" || len(body) < 12 || !bytes.Equal(body[4:8], []byte("ftyp")) {
 		t.Errorf("content: %s, %d bytes %q", resp.Header.Get("Content-Type"), len(body), body[:min(len(body), 12)])
 	}
-	del, err := client.Videos.Delete(ctx, v.ID)
-	if err != nil || !del.Deleted || del.ID != v.ID {
-		t.Errorf("Videos.Delete: %+v, %v", del, err)
-	}
 	_, err = client.Videos.Get(ctx, "video_missing")
 	var apiErr *openai.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
@@ -450,6 +447,18 @@ func TestVideosOfficialSDK(t *testing.T) {
 			t.Errorf("thumbnail: %s, want image/webp", ct)
 		}
 	})
+
+	// Deleted, the video is gone: Get and a second Delete are 404s.
+	del, err := client.Videos.Delete(ctx, v.ID)
+	if err != nil || !del.Deleted || del.ID != v.ID || del.Object != "video.deleted" {
+		t.Errorf("Videos.Delete: %+v, %v", del, err)
+	}
+	if _, err = client.Videos.Get(ctx, v.ID); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
+		t.Errorf("Get of a deleted video: %v, want a 404 *openai.Error", err)
+	}
+	if _, err = client.Videos.Delete(ctx, v.ID); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
+		t.Errorf("second Delete: %v, want a 404 *openai.Error", err)
+	}
 }
 
 // videoJobOf returns the upstream job id of a task, from the mock's jobs.
@@ -531,6 +540,136 @@ func TestVideoContentVariants(t *testing.T) {
 	}
 	g.cancelTask(t, key, running.ID)
 	g.waitNoLeases(t, 10*time.Second)
+}
+
+// deleteVideo sends DELETE /v1/videos/{id} and checks OpenAI's answer,
+// {"id", "object": "video.deleted", "deleted": true}.
+func (g *gateway) deleteVideo(t *testing.T, key, id string) {
+	t.Helper()
+	rep := g.do(t, request{Method: http.MethodDelete, Path: "/v1/videos/" + id, Key: key})
+	var got map[string]any
+	if rep.Status != http.StatusOK || json.Unmarshal(rep.Body, &got) != nil || len(got) != 3 ||
+		got["id"] != id || got["object"] != "video.deleted" || got["deleted"] != true {
+		t.Errorf("DELETE /v1/videos/%s: %d %s, want {id, object video.deleted, deleted true}", id, rep.Status, rep.Body)
+	}
+}
+
+// checkGone checks that a deleted video answers 404 everywhere and is
+// not listed.
+func (g *gateway) checkGone(t *testing.T, key, id string) {
+	t.Helper()
+	for _, r := range []request{
+		{Method: http.MethodGet, Path: "/v1/videos/" + id},
+		{Method: http.MethodGet, Path: "/v1/videos/" + id + "/content"},
+		{Method: http.MethodGet, Path: "/v1/tasks/" + id},
+		{Method: http.MethodPost, Path: "/v1/tasks/" + id + "/cancel"},
+		{Method: http.MethodDelete, Path: "/v1/videos/" + id},
+	} {
+		r.Key = key
+		rep := g.do(t, r)
+		if rep.Status != http.StatusNotFound {
+			t.Errorf("%s %s of a deleted video: %d %s, want 404", r.Method, r.Path, rep.Status, rep.Body)
+			continue
+		}
+		checkError(t, rep, http.StatusNotFound, "not_found")
+	}
+	if st, ok := g.statuses(t, key)[id]; ok {
+		t.Errorf("deleted video %s is listed, %s", id, st)
+	}
+}
+
+// createVideo posts a video and returns its id.
+func (g *gateway) createVideo(t *testing.T, key, prompt, idemKey string) string {
+	t.Helper()
+	r := request{Path: "/v1/videos", Key: key, Body: `{"model":"` + videoModel + `","prompt":"` + prompt + `"}`}
+	if idemKey != "" {
+		r.Header = map[string]string{"Idempotency-Key": idemKey}
+	}
+	rep := g.do(t, r)
+	var v struct{ ID string }
+	if rep.Status != http.StatusOK || json.Unmarshal(rep.Body, &v) != nil || v.ID == "" {
+		t.Fatalf("POST /v1/videos: %d %s", rep.Status, rep.Body)
+	}
+	return v.ID
+}
+
+// TestVideoDelete: DELETE /v1/videos/{id} as OpenAI's: a finished video
+// is deleted upstream and gone (404 for GET, content, the task API and a
+// second DELETE; not listed; its Idempotency-Key not reusable); a running
+// one is cancelled, its upstream job deleted and its capacity freed; a
+// queued one leaves the queue and never reaches the upstream; another
+// key's video is not found and stays.
+func TestVideoDelete(t *testing.T) {
+	t.Parallel()
+	up := startVideoUpstream(t, mock.Config{})
+	g := startGateway(t, "", videoCatalog(up.URL, taskOptions{Workers: 8, Concurrency: 1}))
+	_, key := g.createKey(t)
+	_, other := g.createKey(t)
+
+	done := g.createVideo(t, key, "done", "k-done")
+	if o := g.waitTerminal(t, key, []string{done}, 20*time.Second)[done]; o.Status != "succeeded" {
+		t.Fatalf("video %s: %s %+v", done, o.Status, o.Error)
+	}
+	doneJob := up.videoJobOf(t, done)
+	if err := up.Mock.Update(func(c *mock.Config) { c.JobDuration = time.Minute }); err != nil {
+		t.Fatal(err)
+	}
+	running := g.createVideo(t, key, "running", "")
+	waitFor(t, 10*time.Second, "a video to run upstream", func() bool { return g.getTask(t, key, running).Status == "running" })
+	next := g.createVideo(t, key, "next", "")
+	queued := g.createVideo(t, key, "queued", "")
+	runningJob := up.videoJobOf(t, running)
+
+	// Another key's DELETE finds nothing and changes nothing.
+	checkError(t, g.do(t, request{Method: http.MethodDelete, Path: "/v1/videos/" + done, Key: other}), http.StatusNotFound, "not_found")
+	if o := g.getTask(t, key, done); o.Status != "succeeded" || len(up.Deletes()) != 0 {
+		t.Fatalf("after another key's DELETE: %s, upstream deletes %v", o.Status, up.Deletes())
+	}
+
+	// A finished video: deleted upstream, then gone.
+	g.deleteVideo(t, key, done)
+	if got := up.Deletes(); !slices.Equal(got, []string{doneJob}) {
+		t.Errorf("upstream deletes %v, want the finished video's job %s", got, doneJob)
+	}
+	if _, held := up.jobsByTask()[done]; held {
+		t.Errorf("the upstream still holds the deleted video's job")
+	}
+	g.checkGone(t, key, done)
+	if got := up.Deletes(); len(got) != 1 {
+		t.Errorf("a second DELETE reached the upstream: %v", got)
+	}
+	// Its Idempotency-Key stays taken: a repeat does not make a new video.
+	rep := g.do(t, request{Path: "/v1/videos", Key: key, Body: `{"model":"` + videoModel + `","prompt":"done"}`,
+		Header: map[string]string{"Idempotency-Key": "k-done"}})
+	checkError(t, rep, http.StatusNotFound, "not_found")
+
+	// A running video: cancelled, its upstream job deleted, its capacity
+	// handed to the next.
+	g.deleteVideo(t, key, running)
+	if got := up.Deletes(); !slices.Equal(got, []string{doneJob, runningJob}) {
+		t.Errorf("upstream deletes %v, want %s then the running video's job %s", got, doneJob, runningJob)
+	}
+	if n := up.Mock.Stats().JobsCancelled; n != 1 {
+		t.Errorf("mock cancelled %d jobs, want 1", n)
+	}
+	g.checkGone(t, key, running)
+	waitFor(t, 10*time.Second, "the next video to run", func() bool { return g.getTask(t, key, next).Status == "running" })
+
+	// A queued video: out of the queue, never submitted.
+	if o := g.getTask(t, key, queued); o.Status != "queued" {
+		t.Fatalf("video %s is %s, want queued", queued, o.Status)
+	}
+	g.deleteVideo(t, key, queued)
+	g.checkGone(t, key, queued)
+	g.deleteVideo(t, key, next)
+	g.checkGone(t, key, next)
+	g.waitNoLeases(t, 10*time.Second)
+	if slices.Contains(up.Submits(), queued) {
+		t.Errorf("the deleted queued video %s reached the upstream", queued)
+	}
+	if got := g.statuses(t, key); len(got) != 0 {
+		t.Errorf("after deleting every video the key lists %v", got)
+	}
 }
 
 // TestTaskUpstreamSaturated: the platform model admits 3 at once but the

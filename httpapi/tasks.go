@@ -396,7 +396,8 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string,
 	return t, created, errorf(CodeInternal, "", "could not submit the task")
 }
 
-// ownTask loads a task the caller's key owns; others' are not found.
+// ownTask loads a task the caller's key owns; others', and deleted ones,
+// are not found.
 func (s *Server) ownTask(r *http.Request) (weir.Task, *apiError) {
 	key, aerr := s.authenticate(r)
 	if aerr != nil {
@@ -407,7 +408,7 @@ func (s *Server) ownTask(r *http.Request) (weir.Task, *apiError) {
 	}
 	id := r.PathValue("id")
 	t, err := s.deps.Tasks.Get(r.Context(), id)
-	if err != nil || t.KeyID != key.ID {
+	if err != nil || t.KeyID != key.ID || t.Deleted() {
 		if err != nil && !errors.Is(err, task.ErrNotFound) {
 			info(r.Context()).log().Error("task lookup failed", "error", err)
 			return t, errorf(CodeInternal, "", "task lookup failed")
@@ -492,17 +493,36 @@ func (s *Server) videoContent(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(w, resp.Body)
 }
 
+// videoDeleted is OpenAI's answer to DELETE /v1/videos/{id}.
+type videoDeleted struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Deleted bool   `json:"deleted"`
+}
+
+// deleteVideo deletes a video as OpenAI does: one not yet finished is
+// cancelled, a finished one deleted upstream; either way it is gone
+// afterwards (GET and a second DELETE answer 404, listings leave it out).
 func (s *Server) deleteVideo(w http.ResponseWriter, r *http.Request) {
 	t, aerr := s.ownTask(r)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
-	if _, err := s.deps.Tasks.Cancel(r.Context(), t.ID); err != nil {
-		writeError(w, errorf(CodeInternal, "", "could not cancel the video"))
+	if _, err := s.deps.Tasks.Delete(r.Context(), t.ID); err != nil {
+		var pe *provider.Error
+		switch {
+		case errors.Is(err, task.ErrNotFound):
+			writeError(w, errorf(CodeNotFound, "id", fmt.Sprintf("no task %q", t.ID)))
+		case errors.As(err, &pe):
+			writeError(w, errorf(CodeUpstreamError, "", "could not delete the video upstream: "+err.Error()))
+		default:
+			info(r.Context()).log().Error("video delete failed", "task", t.ID, "error", err)
+			writeError(w, errorf(CodeInternal, "", "could not delete the video"))
+		}
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": t.ID, "object": "video.deleted", "deleted": true})
+	writeJSON(w, http.StatusOK, videoDeleted{ID: t.ID, Object: "video.deleted", Deleted: true})
 }
 
 func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
