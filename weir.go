@@ -333,6 +333,11 @@ type Task struct {
 	// IdempotencyKey makes a repeated submission by the same key return
 	// the same task.
 	IdempotencyKey string
+	// Fingerprint identifies the request that made the task (the API
+	// computes it), so that a repeated submission under the same
+	// IdempotencyKey can be told from a different request reusing the
+	// key. Empty for tasks stored before fingerprints: see SameRequest.
+	Fingerprint string
 	// Attempts counts task-specific failures retried so far.
 	Attempts   int
 	CreatedAt  time.Time
@@ -340,7 +345,19 @@ type Task struct {
 	FinishedAt time.Time
 	// Deadline is when a task still queued expires.
 	Deadline time.Time
+	// DeletedAt is when the client deleted the finished task; zero while
+	// not deleted. A deleted task is terminal and stays stored (its
+	// idempotency key stays taken), but the API treats it as gone.
+	DeletedAt time.Time
 }
+
+// Deleted reports whether the client deleted the task.
+func (t Task) Deleted() bool { return !t.DeletedAt.IsZero() }
+
+// SameRequest reports whether a submission with fingerprint fp repeats
+// the request that made t. A task without a fingerprint (stored before
+// they were kept) matches any request.
+func (t Task) SameRequest(fp string) bool { return t.Fingerprint == "" || t.Fingerprint == fp }
 
 // TaskUpdate changes a task if it is in one of From (compare-and-set on
 // status); zero fields are left as they are, except Status.
@@ -359,7 +376,7 @@ type TaskUpdate struct {
 	FinishedAt    time.Time
 }
 
-// TaskFilter selects tasks for listing.
+// TaskFilter selects tasks for listing. Deleted tasks are never listed.
 type TaskFilter struct {
 	KeyID    string
 	Statuses []TaskStatus
@@ -380,4 +397,9 @@ type TaskStore interface {
 	// TaskUpdate applies u if the task's status is in u.From; it reports
 	// whether it did (false, nil: the task had moved on).
 	TaskUpdate(ctx context.Context, id string, u TaskUpdate) (bool, error)
+	// TaskDelete marks a terminal task deleted at at, if it is not yet;
+	// it reports whether it did (false, nil: the task is not terminal, or
+	// was already deleted). TaskGet still returns a deleted task, with
+	// DeletedAt set; TaskList leaves it out.
+	TaskDelete(ctx context.Context, id string, at time.Time) (bool, error)
 }

@@ -132,17 +132,18 @@ func await(t *testing.T, ch <-chan sent) *reply {
 
 // errorTypes are the OpenAI error types that go with Weir's codes.
 var errorTypes = map[string]string{
-	"invalid_request":   "invalid_request_error",
-	"unauthorized":      "authentication_error",
-	"forbidden":         "permission_error",
-	"not_found":         "not_found_error",
-	"payload_too_large": "invalid_request_error",
-	"rate_limited":      "rate_limit_error",
-	"queue_full":        "rate_limit_error",
-	"queue_timeout":     "server_error",
-	"no_candidate":      "server_error",
-	"upstream_error":    "server_error",
-	"upstream_timeout":  "server_error",
+	"invalid_request":        "invalid_request_error",
+	"unauthorized":           "authentication_error",
+	"forbidden":              "permission_error",
+	"not_found":              "not_found_error",
+	"idempotency_key_reused": "invalid_request_error",
+	"payload_too_large":      "invalid_request_error",
+	"rate_limited":           "rate_limit_error",
+	"queue_full":             "rate_limit_error",
+	"queue_timeout":          "server_error",
+	"no_candidate":           "server_error",
+	"upstream_error":         "server_error",
+	"upstream_timeout":       "server_error",
 }
 
 // apiError is the "error" object of an error answer.

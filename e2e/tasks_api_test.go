@@ -9,15 +9,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/respjson"
 
 	"github.com/weir-gateway/weir/provider/mock"
 )
@@ -221,25 +224,91 @@ func TestTaskIdempotencyKey(t *testing.T) {
 		t.Errorf("mock started %d jobs, want 5 (4 tasks of the key, 1 of the other)", n)
 	}
 
+	// The IETF httpapi Idempotency-Key draft: a key reused with a
+	// different request gets 422 and creates nothing; the same request
+	// (keys in another order, other whitespace) is still a repeat.
 	t.Run("different body", func(t *testing.T) {
-		// A production queue refuses a key reused with a different body
-		// rather than answering with a task the client did not ask for.
+		before := g.statuses(t, key)
+		jobs := up.Mock.Stats().JobsSubmitted
 		rep := g.do(t, request{Path: "/v1/tasks", Key: key, Body: taskBody("something else", ""),
 			Header: map[string]string{"Idempotency-Key": "k-1"}})
-		if rep.Status == http.StatusOK {
-			var o taskObject
-			_ = json.Unmarshal(rep.Body, &o)
-			knownBug(t, "an Idempotency-Key reused with a different body answers 200 with the first task (%s) instead of 409/422", o.ID)
+		if e := checkError(t, rep, http.StatusUnprocessableEntity, "idempotency_key_reused"); e.Param == nil || *e.Param != "Idempotency-Key" {
+			t.Errorf("error param %v, want Idempotency-Key", e.Param)
 		}
-		if rep.Status != http.StatusConflict && rep.Status != http.StatusUnprocessableEntity {
-			t.Errorf("key reused with another body: %d %s", rep.Status, rep.Body)
+		// One field more is another request too.
+		rep = g.do(t, request{Path: "/v1/tasks", Key: key, Body: `{"model":"` + videoModel + `","input":{"prompt":"idem","seconds":"4","size":"1280x720"}}`,
+			Header: map[string]string{"Idempotency-Key": "k-1"}})
+		checkError(t, rep, http.StatusUnprocessableEntity, "idempotency_key_reused")
+		// The video API: another prompt under the video's key.
+		rep = g.do(t, request{Path: "/v1/videos", Key: key, Body: `{"model":"` + videoModel + `","prompt":"another video"}`,
+			Header: map[string]string{"Idempotency-Key": "k-video"}})
+		checkError(t, rep, http.StatusUnprocessableEntity, "idempotency_key_reused")
+		if after := g.statuses(t, key); len(after) != len(before) {
+			t.Errorf("refused submissions changed the key's tasks from %d to %d", len(before), len(after))
 		}
+
+		// The same request, written differently, is a repeat.
+		same := `{ "input": {"seconds":"4", "prompt":"idem"},
+			"model": "` + videoModel + `" }`
+		again, st := g.submitTask(t, key, same, "k-1")
+		if st != http.StatusOK || again.ID != first.ID {
+			t.Errorf("the same request reordered: %d %s, want 200 %s", st, again.ID, first.ID)
+		}
+		if n := up.Mock.Stats().JobsSubmitted; n != jobs {
+			t.Errorf("refused and repeated submissions started %d upstream jobs", n-jobs)
+		}
+	})
+
+	t.Run("different bodies racing", func(t *testing.T) {
+		before := len(g.statuses(t, key))
+		const racers = 8
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		reps := make([]*reply, racers)
+		for i := range racers {
+			wg.Go(func() {
+				<-start
+				rep, err := g.send(context.Background(), request{Path: "/v1/tasks", Key: key,
+					Body: taskBody(fmt.Sprintf("racer %d", i), ""), Header: map[string]string{"Idempotency-Key": "k-race-bodies"}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				reps[i] = rep
+			})
+		}
+		close(start)
+		wg.Wait()
+		var created []string
+		for i, rep := range reps {
+			if rep == nil {
+				continue
+			}
+			switch rep.Status {
+			case http.StatusAccepted:
+				var o taskObject
+				_ = json.Unmarshal(rep.Body, &o)
+				created = append(created, o.ID)
+			case http.StatusUnprocessableEntity:
+				checkError(t, rep, http.StatusUnprocessableEntity, "idempotency_key_reused")
+			default:
+				t.Errorf("racer %d: %d %s, want 202 or 422", i, rep.Status, rep.Body)
+			}
+		}
+		if len(created) != 1 {
+			t.Fatalf("racers with one key and different bodies created %v, want one task", created)
+		}
+		after := g.statuses(t, key)
+		if _, ok := after[created[0]]; !ok || len(after) != before+1 {
+			t.Errorf("after the race the key has %d tasks (had %d), winner %s listed: %v; want one more, the winner", len(after), before, created[0], ok)
+		}
+		g.waitTerminal(t, key, created, 20*time.Second)
 	})
 }
 
-// TestTaskTerminalStays: a succeeded task cannot be cancelled or
-// deleted into another state, and a task that waited past its max wait
-// expires and stays expired.
+// TestTaskTerminalStays: a succeeded task cannot be cancelled into
+// another state (deleted, it is gone), and a task that waited past its
+// max wait expires and stays expired.
 func TestTaskTerminalStays(t *testing.T) {
 	t.Parallel()
 	up := startVideoUpstream(t, mock.Config{JobDuration: 20 * time.Second})
@@ -275,12 +344,13 @@ func TestTaskTerminalStays(t *testing.T) {
 	if o := g.cancelTask(t, key, done.ID); o.Status != "succeeded" {
 		t.Errorf("cancel of a succeeded task answered %s", o.Status)
 	}
+	if o := g.getTask(t, key, done.ID); o.Status != "succeeded" {
+		t.Errorf("after a cancel, a succeeded task is %s", o.Status)
+	}
 	if rep := g.do(t, request{Method: http.MethodDelete, Path: "/v1/videos/" + done.ID, Key: key}); rep.Status != http.StatusOK {
 		t.Errorf("DELETE: %d %s", rep.Status, rep.Body)
 	}
-	if o := g.getTask(t, key, done.ID); o.Status != "succeeded" {
-		t.Errorf("after cancel and delete, a succeeded task is %s", o.Status)
-	}
+	checkError(t, g.do(t, request{Method: http.MethodGet, Path: "/v1/tasks/" + done.ID, Key: key}), http.StatusNotFound, "not_found")
 	g.waitNoLeases(t, 10*time.Second)
 }
 
@@ -334,29 +404,37 @@ func TestVideosOfficialSDK(t *testing.T) {
 	if resp.Header.Get("Content-Type") != "video/mp4" || len(body) < 12 || !bytes.Equal(body[4:8], []byte("ftyp")) {
 		t.Errorf("content: %s, %d bytes %q", resp.Header.Get("Content-Type"), len(body), body[:min(len(body), 12)])
 	}
-	del, err := client.Videos.Delete(ctx, v.ID)
-	if err != nil || !del.Deleted || del.ID != v.ID {
-		t.Errorf("Videos.Delete: %+v, %v", del, err)
-	}
 	_, err = client.Videos.Get(ctx, "video_missing")
 	var apiErr *openai.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
 		t.Errorf("Get of a missing video: %v, want a 404 *openai.Error", err)
 	}
 
+	// Every field of OpenAI's video object, as the SDK decodes it: the
+	// prompt, the upstream's expiry once completed, and a null (present)
+	// remixed_from_video_id.
 	t.Run("fields", func(t *testing.T) {
-		var missing []string
-		if v.Prompt != "a weir at dawn" {
-			missing = append(missing, "prompt")
+		if v.Prompt != "a weir at dawn" || !v.JSON.Prompt.Valid() {
+			t.Errorf("prompt %q", v.Prompt)
 		}
-		if !v.JSON.ExpiresAt.Valid() {
-			missing = append(missing, "expires_at")
+		if !v.JSON.ExpiresAt.Valid() || v.ExpiresAt < v.CompletedAt {
+			t.Errorf("expires_at %q, completed_at %d: want the upstream's expiry, after completion", v.JSON.ExpiresAt.Raw(), v.CompletedAt)
 		}
-		if !v.JSON.RemixedFromVideoID.Valid() {
-			missing = append(missing, "remixed_from_video_id")
+		if raw := v.JSON.RemixedFromVideoID.Raw(); raw != "null" {
+			t.Errorf("remixed_from_video_id %q, want null", raw)
 		}
-		if len(missing) > 0 {
-			knownBug(t, "GET /v1/videos/{id} leaves out fields OpenAI's video object requires: %v", missing)
+		if raw := v.JSON.Error.Raw(); raw != "null" {
+			t.Errorf("error %q, want null", raw)
+		}
+		if v.Seconds != "8" || v.Size != "1280x720" {
+			t.Errorf("seconds %q, size %q", v.Seconds, v.Size)
+		}
+		for name, f := range map[string]respjson.Field{"id": v.JSON.ID, "object": v.JSON.Object, "model": v.JSON.Model,
+			"status": v.JSON.Status, "progress": v.JSON.Progress, "created_at": v.JSON.CreatedAt, "completed_at": v.JSON.CompletedAt,
+			"seconds": v.JSON.Seconds, "size": v.JSON.Size} {
+			if !f.Valid() {
+				t.Errorf("%s: %q, not a valid value", name, f.Raw())
+			}
 		}
 	})
 	t.Run("thumbnail", func(t *testing.T) {
@@ -365,10 +443,233 @@ func TestVideosOfficialSDK(t *testing.T) {
 			t.Fatalf("thumbnail: %v", err)
 		}
 		resp.Body.Close()
-		if ct := resp.Header.Get("Content-Type"); ct != "image/png" {
-			knownBug(t, "GET /v1/videos/{id}/content?variant=thumbnail answers %s: the variant is not passed upstream", ct)
+		if ct := resp.Header.Get("Content-Type"); ct != "image/webp" {
+			t.Errorf("thumbnail: %s, want image/webp", ct)
 		}
 	})
+
+	// Deleted, the video is gone: Get and a second Delete are 404s.
+	del, err := client.Videos.Delete(ctx, v.ID)
+	if err != nil || !del.Deleted || del.ID != v.ID || del.Object != "video.deleted" {
+		t.Errorf("Videos.Delete: %+v, %v", del, err)
+	}
+	if _, err = client.Videos.Get(ctx, v.ID); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
+		t.Errorf("Get of a deleted video: %v, want a 404 *openai.Error", err)
+	}
+	if _, err = client.Videos.Delete(ctx, v.ID); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
+		t.Errorf("second Delete: %v, want a 404 *openai.Error", err)
+	}
+}
+
+// videoJobOf returns the upstream job id of a task, from the mock's jobs.
+func (u *videoUpstream) videoJobOf(t *testing.T, taskID string) string {
+	t.Helper()
+	jobs := u.jobsByTask()[taskID]
+	if len(jobs) != 1 {
+		t.Fatalf("task %s has upstream jobs %+v, want one", taskID, jobs)
+	}
+	return jobs[0].ID
+}
+
+// TestVideoContentVariants: GET /v1/videos/{id}/content passes ?variant=
+// upstream and the upstream's content type back; an unknown variant is a
+// 400 that reaches no upstream; a video not completed has no content
+// (404).
+func TestVideoContentVariants(t *testing.T) {
+	t.Parallel()
+	up := startVideoUpstream(t, mock.Config{JobDuration: time.Minute})
+	g := startGateway(t, "", videoCatalog(up.URL, taskOptions{Workers: 2}))
+	_, key := g.createKey(t)
+	running, _ := g.submitTask(t, key, taskBody("still running", ""), "")
+	waitFor(t, 10*time.Second, "the first task to run upstream", func() bool { return g.getTask(t, key, running.ID).Status == "running" })
+	if err := up.Mock.Update(func(c *mock.Config) { c.JobDuration = 0 }); err != nil {
+		t.Fatal(err)
+	}
+	done, _ := g.submitTask(t, key, taskBody("done at once", ""), "")
+	if o := g.waitTerminal(t, key, []string{done.ID}, 20*time.Second)[done.ID]; o.Status != "succeeded" {
+		t.Fatalf("task %s: %s %+v", done.ID, o.Status, o.Error)
+	}
+	job := up.videoJobOf(t, done.ID)
+
+	for _, tc := range []struct {
+		query, ctype string
+		magic        func(b []byte) bool
+	}{
+		{"", "video/mp4", func(b []byte) bool { return len(b) > 8 && string(b[4:8]) == "ftyp" }},
+		{"?variant=video", "video/mp4", func(b []byte) bool { return len(b) > 8 && string(b[4:8]) == "ftyp" }},
+		{"?variant=thumbnail", "image/webp", func(b []byte) bool { return len(b) > 12 && string(b[:4]) == "RIFF" && string(b[8:12]) == "WEBP" }},
+		{"?variant=spritesheet", "image/jpeg", func(b []byte) bool { return len(b) > 3 && bytes.Equal(b[:3], []byte{0xff, 0xd8, 0xff}) }},
+	} {
+		before := len(up.Contents())
+		rep := g.do(t, request{Method: http.MethodGet, Path: "/v1/videos/" + done.ID + "/content" + tc.query, Key: key})
+		if rep.Status != http.StatusOK || rep.Header.Get("Content-Type") != tc.ctype || !tc.magic(rep.Body) {
+			t.Errorf("content%s: %d %s, %d bytes %q", tc.query, rep.Status, rep.Header.Get("Content-Type"), len(rep.Body), rep.Body[:min(len(rep.Body), 12)])
+		}
+		if got := up.Contents()[before:]; !slices.Equal(got, []string{"/v1/videos/" + job + "/content" + tc.query}) {
+			t.Errorf("content%s asked the upstream for %v", tc.query, got)
+		}
+	}
+
+	before := len(up.Contents())
+	for _, q := range []string{"?variant=gif", "?variant=", "?variant=THUMBNAIL"} {
+		rep := g.do(t, request{Method: http.MethodGet, Path: "/v1/videos/" + done.ID + "/content" + q, Key: key})
+		if q == "?variant=" {
+			// An empty variant is the default, as the SDKs leave it out.
+			if rep.Status != http.StatusOK || rep.Header.Get("Content-Type") != "video/mp4" {
+				t.Errorf("content%s: %d %s", q, rep.Status, rep.Header.Get("Content-Type"))
+			}
+			before++
+			continue
+		}
+		if e := checkError(t, rep, http.StatusBadRequest, "invalid_request"); e.Param == nil || *e.Param != "variant" {
+			t.Errorf("content%s: param %v, want variant", q, e.Param)
+		}
+	}
+	if got := up.Contents(); len(got) != before {
+		t.Errorf("unknown variants reached the upstream: %v", got[before:])
+	}
+
+	// A video still running has no content yet.
+	rep := g.do(t, request{Method: http.MethodGet, Path: "/v1/videos/" + running.ID + "/content?variant=thumbnail", Key: key})
+	e := checkError(t, rep, http.StatusNotFound, "not_found")
+	if !strings.Contains(e.Message, "in_progress") {
+		t.Errorf("content of a running video: %q, want it to say the video is in progress", e.Message)
+	}
+	if got := up.Contents(); len(got) != before {
+		t.Errorf("content of a running video reached the upstream: %v", got[before:])
+	}
+	g.cancelTask(t, key, running.ID)
+	g.waitNoLeases(t, 10*time.Second)
+}
+
+// deleteVideo sends DELETE /v1/videos/{id} and checks OpenAI's answer,
+// {"id", "object": "video.deleted", "deleted": true}.
+func (g *gateway) deleteVideo(t *testing.T, key, id string) {
+	t.Helper()
+	rep := g.do(t, request{Method: http.MethodDelete, Path: "/v1/videos/" + id, Key: key})
+	var got map[string]any
+	if rep.Status != http.StatusOK || json.Unmarshal(rep.Body, &got) != nil || len(got) != 3 ||
+		got["id"] != id || got["object"] != "video.deleted" || got["deleted"] != true {
+		t.Errorf("DELETE /v1/videos/%s: %d %s, want {id, object video.deleted, deleted true}", id, rep.Status, rep.Body)
+	}
+}
+
+// checkGone checks that a deleted video answers 404 everywhere and is
+// not listed.
+func (g *gateway) checkGone(t *testing.T, key, id string) {
+	t.Helper()
+	for _, r := range []request{
+		{Method: http.MethodGet, Path: "/v1/videos/" + id},
+		{Method: http.MethodGet, Path: "/v1/videos/" + id + "/content"},
+		{Method: http.MethodGet, Path: "/v1/tasks/" + id},
+		{Method: http.MethodPost, Path: "/v1/tasks/" + id + "/cancel"},
+		{Method: http.MethodDelete, Path: "/v1/videos/" + id},
+	} {
+		r.Key = key
+		rep := g.do(t, r)
+		if rep.Status != http.StatusNotFound {
+			t.Errorf("%s %s of a deleted video: %d %s, want 404", r.Method, r.Path, rep.Status, rep.Body)
+			continue
+		}
+		checkError(t, rep, http.StatusNotFound, "not_found")
+	}
+	if st, ok := g.statuses(t, key)[id]; ok {
+		t.Errorf("deleted video %s is listed, %s", id, st)
+	}
+}
+
+// createVideo posts a video and returns its id.
+func (g *gateway) createVideo(t *testing.T, key, prompt, idemKey string) string {
+	t.Helper()
+	r := request{Path: "/v1/videos", Key: key, Body: `{"model":"` + videoModel + `","prompt":"` + prompt + `"}`}
+	if idemKey != "" {
+		r.Header = map[string]string{"Idempotency-Key": idemKey}
+	}
+	rep := g.do(t, r)
+	var v struct{ ID string }
+	if rep.Status != http.StatusOK || json.Unmarshal(rep.Body, &v) != nil || v.ID == "" {
+		t.Fatalf("POST /v1/videos: %d %s", rep.Status, rep.Body)
+	}
+	return v.ID
+}
+
+// TestVideoDelete: DELETE /v1/videos/{id} as OpenAI's: a finished video
+// is deleted upstream and gone (404 for GET, content, the task API and a
+// second DELETE; not listed; its Idempotency-Key not reusable); a running
+// one is cancelled, its upstream job deleted and its capacity freed; a
+// queued one leaves the queue and never reaches the upstream; another
+// key's video is not found and stays.
+func TestVideoDelete(t *testing.T) {
+	t.Parallel()
+	up := startVideoUpstream(t, mock.Config{})
+	g := startGateway(t, "", videoCatalog(up.URL, taskOptions{Workers: 8, Concurrency: 1}))
+	_, key := g.createKey(t)
+	_, other := g.createKey(t)
+
+	done := g.createVideo(t, key, "done", "k-done")
+	if o := g.waitTerminal(t, key, []string{done}, 20*time.Second)[done]; o.Status != "succeeded" {
+		t.Fatalf("video %s: %s %+v", done, o.Status, o.Error)
+	}
+	doneJob := up.videoJobOf(t, done)
+	if err := up.Mock.Update(func(c *mock.Config) { c.JobDuration = time.Minute }); err != nil {
+		t.Fatal(err)
+	}
+	running := g.createVideo(t, key, "running", "")
+	waitFor(t, 10*time.Second, "a video to run upstream", func() bool { return g.getTask(t, key, running).Status == "running" })
+	next := g.createVideo(t, key, "next", "")
+	queued := g.createVideo(t, key, "queued", "")
+	runningJob := up.videoJobOf(t, running)
+
+	// Another key's DELETE finds nothing and changes nothing.
+	checkError(t, g.do(t, request{Method: http.MethodDelete, Path: "/v1/videos/" + done, Key: other}), http.StatusNotFound, "not_found")
+	if o := g.getTask(t, key, done); o.Status != "succeeded" || len(up.Deletes()) != 0 {
+		t.Fatalf("after another key's DELETE: %s, upstream deletes %v", o.Status, up.Deletes())
+	}
+
+	// A finished video: deleted upstream, then gone.
+	g.deleteVideo(t, key, done)
+	if got := up.Deletes(); !slices.Equal(got, []string{doneJob}) {
+		t.Errorf("upstream deletes %v, want the finished video's job %s", got, doneJob)
+	}
+	if _, held := up.jobsByTask()[done]; held {
+		t.Errorf("the upstream still holds the deleted video's job")
+	}
+	g.checkGone(t, key, done)
+	if got := up.Deletes(); len(got) != 1 {
+		t.Errorf("a second DELETE reached the upstream: %v", got)
+	}
+	// Its Idempotency-Key stays taken: a repeat does not make a new video.
+	rep := g.do(t, request{Path: "/v1/videos", Key: key, Body: `{"model":"` + videoModel + `","prompt":"done"}`,
+		Header: map[string]string{"Idempotency-Key": "k-done"}})
+	checkError(t, rep, http.StatusNotFound, "not_found")
+
+	// A running video: cancelled, its upstream job deleted, its capacity
+	// handed to the next.
+	g.deleteVideo(t, key, running)
+	if got := up.Deletes(); !slices.Equal(got, []string{doneJob, runningJob}) {
+		t.Errorf("upstream deletes %v, want %s then the running video's job %s", got, doneJob, runningJob)
+	}
+	if n := up.Mock.Stats().JobsCancelled; n != 1 {
+		t.Errorf("mock cancelled %d jobs, want 1", n)
+	}
+	g.checkGone(t, key, running)
+	waitFor(t, 10*time.Second, "the next video to run", func() bool { return g.getTask(t, key, next).Status == "running" })
+
+	// A queued video: out of the queue, never submitted.
+	if o := g.getTask(t, key, queued); o.Status != "queued" {
+		t.Fatalf("video %s is %s, want queued", queued, o.Status)
+	}
+	g.deleteVideo(t, key, queued)
+	g.checkGone(t, key, queued)
+	g.deleteVideo(t, key, next)
+	g.checkGone(t, key, next)
+	g.waitNoLeases(t, 10*time.Second)
+	if slices.Contains(up.Submits(), queued) {
+		t.Errorf("the deleted queued video %s reached the upstream", queued)
+	}
+	if got := g.statuses(t, key); len(got) != 0 {
+		t.Errorf("after deleting every video the key lists %v", got)
+	}
 }
 
 // TestTaskUpstreamSaturated: the platform model admits 3 at once but the

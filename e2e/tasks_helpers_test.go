@@ -132,12 +132,13 @@ type videoUpstream struct {
 	Mock *mock.Server
 	URL  string // ends in /v1
 
-	mu      sync.Mutex
-	rule    func(r *http.Request, body []byte) holdMode
-	submits []string // Idempotency-Key of each POST /v1/videos as it arrived
-	deletes []string // job ids of each DELETE /v1/videos/{id}
-	held    int
-	gate    chan struct{} // closed by open
+	mu       sync.Mutex
+	rule     func(r *http.Request, body []byte) holdMode
+	submits  []string // Idempotency-Key of each POST /v1/videos as it arrived
+	deletes  []string // job ids of each DELETE /v1/videos/{id}
+	contents []string // path and query of each GET /v1/videos/{id}/content
+	held     int
+	gate     chan struct{} // closed by open
 }
 
 func startVideoUpstream(t *testing.T, cfg mock.Config) *videoUpstream {
@@ -191,6 +192,8 @@ func (u *videoUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		u.submits = append(u.submits, r.Header.Get("Idempotency-Key"))
 	case r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, "/v1/videos/"):
 		u.deletes = append(u.deletes, strings.TrimPrefix(r.URL.Path, "/v1/videos/"))
+	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/content"):
+		u.contents = append(u.contents, r.URL.RequestURI())
 	}
 	mode, gate := pass, u.gate
 	if u.rule != nil {
@@ -236,6 +239,13 @@ func (u *videoUpstream) Deletes() []string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return slices.Clone(u.deletes)
+}
+
+// Contents returns the path and query of every content request, in order.
+func (u *videoUpstream) Contents() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.contents)
 }
 
 // jobsByTask maps each task id (the jobs' Idempotency-Key) to the mock's

@@ -11,18 +11,21 @@ import (
 type Code string
 
 const (
-	CodeInvalidRequest  Code = "invalid_request"
-	CodeUnauthorized    Code = "unauthorized"
-	CodeForbidden       Code = "forbidden"
-	CodeNotFound        Code = "not_found"
-	CodePayloadTooLarge Code = "payload_too_large"
-	CodeRateLimited     Code = "rate_limited"
-	CodeQueueFull       Code = "queue_full"
-	CodeQueueTimeout    Code = "queue_timeout"
-	CodeNoCandidate     Code = "no_candidate"
-	CodeUpstreamError   Code = "upstream_error"
-	CodeUpstreamTimeout Code = "upstream_timeout"
-	CodeInternal        Code = "internal_error"
+	CodeInvalidRequest Code = "invalid_request"
+	CodeUnauthorized   Code = "unauthorized"
+	CodeForbidden      Code = "forbidden"
+	CodeNotFound       Code = "not_found"
+	// CodeIdempotencyKeyReused: an Idempotency-Key already used with a
+	// different request (IETF httpapi Idempotency-Key draft: 422).
+	CodeIdempotencyKeyReused Code = "idempotency_key_reused"
+	CodePayloadTooLarge      Code = "payload_too_large"
+	CodeRateLimited          Code = "rate_limited"
+	CodeQueueFull            Code = "queue_full"
+	CodeQueueTimeout         Code = "queue_timeout"
+	CodeNoCandidate          Code = "no_candidate"
+	CodeUpstreamError        Code = "upstream_error"
+	CodeUpstreamTimeout      Code = "upstream_timeout"
+	CodeInternal             Code = "internal_error"
 )
 
 // codeTable is the one table from code to HTTP status and OpenAI error type.
@@ -30,18 +33,19 @@ var codeTable = map[Code]struct {
 	status int
 	typ    string
 }{
-	CodeInvalidRequest:  {http.StatusBadRequest, "invalid_request_error"},
-	CodeUnauthorized:    {http.StatusUnauthorized, "authentication_error"},
-	CodeForbidden:       {http.StatusForbidden, "permission_error"},
-	CodeNotFound:        {http.StatusNotFound, "not_found_error"},
-	CodePayloadTooLarge: {http.StatusRequestEntityTooLarge, "invalid_request_error"},
-	CodeRateLimited:     {http.StatusTooManyRequests, "rate_limit_error"},
-	CodeQueueFull:       {http.StatusTooManyRequests, "rate_limit_error"},
-	CodeQueueTimeout:    {http.StatusServiceUnavailable, "server_error"},
-	CodeNoCandidate:     {http.StatusServiceUnavailable, "server_error"},
-	CodeUpstreamError:   {http.StatusBadGateway, "server_error"},
-	CodeUpstreamTimeout: {http.StatusGatewayTimeout, "server_error"},
-	CodeInternal:        {http.StatusInternalServerError, "server_error"},
+	CodeInvalidRequest:       {http.StatusBadRequest, "invalid_request_error"},
+	CodeUnauthorized:         {http.StatusUnauthorized, "authentication_error"},
+	CodeForbidden:            {http.StatusForbidden, "permission_error"},
+	CodeNotFound:             {http.StatusNotFound, "not_found_error"},
+	CodeIdempotencyKeyReused: {http.StatusUnprocessableEntity, "invalid_request_error"},
+	CodePayloadTooLarge:      {http.StatusRequestEntityTooLarge, "invalid_request_error"},
+	CodeRateLimited:          {http.StatusTooManyRequests, "rate_limit_error"},
+	CodeQueueFull:            {http.StatusTooManyRequests, "rate_limit_error"},
+	CodeQueueTimeout:         {http.StatusServiceUnavailable, "server_error"},
+	CodeNoCandidate:          {http.StatusServiceUnavailable, "server_error"},
+	CodeUpstreamError:        {http.StatusBadGateway, "server_error"},
+	CodeUpstreamTimeout:      {http.StatusGatewayTimeout, "server_error"},
+	CodeInternal:             {http.StatusInternalServerError, "server_error"},
 }
 
 // Status is the HTTP status for c.

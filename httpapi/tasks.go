@@ -19,7 +19,8 @@ import (
 )
 
 // HeaderIdempotencyKey makes a repeated task submission return the task
-// the first one made.
+// the first one made; the key reused with a different request is refused
+// with CodeIdempotencyKeyReused.
 const HeaderIdempotencyKey = "Idempotency-Key"
 
 // Plan implements task.Planner: a task's candidates are its model's
@@ -90,20 +91,47 @@ func (s *Server) targetIn(st *state, pmName string) (task.Target, bool) {
 	return task.Target{PlatformModel: pm.Name, Upstream: pm.Upstream, Adapter: ad}, true
 }
 
-// videoObject is OpenAI's video object, with where the task stands in
-// Weir's queue.
+// videoObject is OpenAI's video object, every field of it (nullable ones
+// null, not left out, as OpenAI sends them), with where the task stands
+// in Weir's queue.
 type videoObject struct {
-	ID          string          `json:"id"`
-	Object      string          `json:"object"`
-	Model       string          `json:"model"`
-	Status      string          `json:"status"`
-	Progress    int             `json:"progress"`
-	CreatedAt   int64           `json:"created_at"`
-	CompletedAt *int64          `json:"completed_at"`
-	Seconds     string          `json:"seconds,omitempty"`
-	Size        string          `json:"size,omitempty"`
-	Error       *taskError      `json:"error"`
-	Weir        taskQueueDetail `json:"weir"`
+	ID          string  `json:"id"`
+	Object      string  `json:"object"`
+	Model       string  `json:"model"`
+	Status      string  `json:"status"`
+	Progress    int     `json:"progress"`
+	CreatedAt   int64   `json:"created_at"`
+	CompletedAt *int64  `json:"completed_at"`
+	ExpiresAt   *int64  `json:"expires_at"`
+	Prompt      *string `json:"prompt"`
+	Seconds     string  `json:"seconds"`
+	Size        string  `json:"size"`
+	// RemixedFromVideoID is always null: Weir has no remix endpoint.
+	RemixedFromVideoID *string         `json:"remixed_from_video_id"`
+	Error              *taskError      `json:"error"`
+	Weir               taskQueueDetail `json:"weir"`
+}
+
+// videoFields are the fields of a video request, or of the upstream's
+// video object, that the video object repeats.
+type videoFields struct {
+	Prompt    *string         `json:"prompt"`
+	Seconds   json.RawMessage `json:"seconds"`
+	Size      string          `json:"size"`
+	ExpiresAt *int64          `json:"expires_at"`
+}
+
+// seconds is Seconds as OpenAI types it, a string, whether it came as
+// one ("8") or as a number (8).
+func (f videoFields) seconds() string {
+	var s string
+	if json.Unmarshal(f.Seconds, &s) == nil {
+		return s
+	}
+	if n := strings.TrimSpace(string(f.Seconds)); n != "null" {
+		return n
+	}
+	return ""
 }
 
 type taskError struct {
@@ -157,13 +185,25 @@ func (s *Server) videoOf(ctx context.Context, t weir.Task) videoObject {
 		ID: t.ID, Object: "video", Model: t.Model, Status: openAIVideoStatus(t.Status),
 		Progress: t.Progress, CreatedAt: t.CreatedAt.Unix(), Weir: taskQueueDetail{Status: t.Status},
 	}
-	var in struct {
-		Seconds json.RawMessage `json:"seconds"`
-		Size    string          `json:"size"`
-	}
+	// What the client asked for, until the upstream says what it made
+	// (its object is the task's result once finished): the upstream fills
+	// in its defaults and sets when the assets expire.
+	var in videoFields
 	if json.Unmarshal(t.Input, &in) == nil {
-		v.Seconds = strings.Trim(string(in.Seconds), `"`)
-		v.Size = in.Size
+		v.Prompt, v.Seconds, v.Size = in.Prompt, in.seconds(), in.Size
+	}
+	var up videoFields
+	if len(t.Result) > 0 && json.Unmarshal(t.Result, &up) == nil {
+		if s := up.seconds(); s != "" {
+			v.Seconds = s
+		}
+		if up.Size != "" {
+			v.Size = up.Size
+		}
+		if v.Prompt == nil {
+			v.Prompt = up.Prompt
+		}
+		v.ExpiresAt = up.ExpiresAt
 	}
 	if !t.FinishedAt.IsZero() {
 		at := t.FinishedAt.Unix()
@@ -312,6 +352,10 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string,
 	if err != nil {
 		return weir.Task{}, false, errorf(CodeInvalidRequest, "", "could not encode the task input")
 	}
+	fingerprint, err := requestFingerprint(kind, model, input, callback)
+	if err != nil {
+		return weir.Task{}, false, errorf(CodeInvalidRequest, "", "could not read the task input: "+err.Error())
+	}
 	group := st.groups[key.Group]
 	prio := group.Priority
 	if v := r.Header.Get(HeaderPriority); v != "" {
@@ -323,7 +367,7 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string,
 	}
 	t := weir.Task{
 		ID: task.NewID(kind), KeyID: key.ID, Kind: kind, Model: model, Input: body, Priority: prio,
-		CallbackURL: callback, IdempotencyKey: r.Header.Get(HeaderIdempotencyKey),
+		CallbackURL: callback, IdempotencyKey: r.Header.Get(HeaderIdempotencyKey), Fingerprint: fingerprint,
 	}
 	if v := r.Header.Get(HeaderMaxWait); v != "" {
 		d, err := parseWait(v)
@@ -334,6 +378,13 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string,
 	}
 	created, err := s.deps.Tasks.Submit(r.Context(), &t)
 	switch {
+	case err == nil && !created && !t.SameRequest(fingerprint):
+		// The stored task is another request's: nothing was created.
+		return weir.Task{}, false, errorf(CodeIdempotencyKeyReused, HeaderIdempotencyKey,
+			"this Idempotency-Key was already used with a different request; use a new key for a new request")
+	case err == nil && !created && t.Deleted():
+		return weir.Task{}, false, errorf(CodeNotFound, HeaderIdempotencyKey,
+			fmt.Sprintf("the task this Idempotency-Key made (%s) was deleted", t.ID))
 	case err == nil:
 		return t, created, nil
 	case errors.Is(err, admission.ErrQueueFull):
@@ -345,7 +396,8 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string,
 	return t, created, errorf(CodeInternal, "", "could not submit the task")
 }
 
-// ownTask loads a task the caller's key owns; others' are not found.
+// ownTask loads a task the caller's key owns; others', and deleted ones,
+// are not found.
 func (s *Server) ownTask(r *http.Request) (weir.Task, *apiError) {
 	key, aerr := s.authenticate(r)
 	if aerr != nil {
@@ -356,7 +408,7 @@ func (s *Server) ownTask(r *http.Request) (weir.Task, *apiError) {
 	}
 	id := r.PathValue("id")
 	t, err := s.deps.Tasks.Get(r.Context(), id)
-	if err != nil || t.KeyID != key.ID {
+	if err != nil || t.KeyID != key.ID || t.Deleted() {
 		if err != nil && !errors.Is(err, task.ErrNotFound) {
 			info(r.Context()).log().Error("task lookup failed", "error", err)
 			return t, errorf(CodeInternal, "", "task lookup failed")
@@ -395,14 +447,25 @@ func (s *Server) getVideo(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.videoOf(r.Context(), t))
 }
 
+// videoVariants are the assets GET /v1/videos/{id}/content serves, as
+// OpenAI names them; "" is the video.
+var videoVariants = map[string]bool{"": true, "video": true, "thumbnail": true, "spritesheet": true}
+
+// videoContent serves a finished video's asset (?variant=video, thumbnail
+// or spritesheet) from the upstream, with the upstream's content type.
 func (s *Server) videoContent(w http.ResponseWriter, r *http.Request) {
 	t, aerr := s.ownTask(r)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
+	variant := r.URL.Query().Get("variant")
+	if !videoVariants[variant] {
+		writeError(w, errorf(CodeInvalidRequest, "variant", fmt.Sprintf("variant %q is not one of video, thumbnail, spritesheet", variant)))
+		return
+	}
 	if t.Status != weir.TaskSucceeded {
-		writeError(w, errorf(CodeNotFound, "id", fmt.Sprintf("video %s has no content: it is %s", t.ID, t.Status)))
+		writeError(w, errorf(CodeNotFound, "id", fmt.Sprintf("video %s has no content: it is %s, not completed", t.ID, openAIVideoStatus(t.Status))))
 		return
 	}
 	target, ok := s.Target(t.PlatformModel)
@@ -410,7 +473,7 @@ func (s *Server) videoContent(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(CodeNoCandidate, "", "the platform that made this video left the catalog"))
 		return
 	}
-	resp, err := target.Adapter.Content(r.Context(), t.UpstreamID)
+	resp, err := target.Adapter.Content(r.Context(), t.UpstreamID, variant)
 	if err != nil {
 		var pe *provider.Error
 		if errors.As(err, &pe) && errors.Is(err, provider.ErrJobNotFound) {
@@ -430,17 +493,36 @@ func (s *Server) videoContent(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(w, resp.Body)
 }
 
+// videoDeleted is OpenAI's answer to DELETE /v1/videos/{id}.
+type videoDeleted struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Deleted bool   `json:"deleted"`
+}
+
+// deleteVideo deletes a video as OpenAI does: one not yet finished is
+// cancelled, a finished one deleted upstream; either way it is gone
+// afterwards (GET and a second DELETE answer 404, listings leave it out).
 func (s *Server) deleteVideo(w http.ResponseWriter, r *http.Request) {
 	t, aerr := s.ownTask(r)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
-	if _, err := s.deps.Tasks.Cancel(r.Context(), t.ID); err != nil {
-		writeError(w, errorf(CodeInternal, "", "could not cancel the video"))
+	if _, err := s.deps.Tasks.Delete(r.Context(), t.ID); err != nil {
+		var pe *provider.Error
+		switch {
+		case errors.Is(err, task.ErrNotFound):
+			writeError(w, errorf(CodeNotFound, "id", fmt.Sprintf("no task %q", t.ID)))
+		case errors.As(err, &pe):
+			writeError(w, errorf(CodeUpstreamError, "", "could not delete the video upstream: "+err.Error()))
+		default:
+			info(r.Context()).log().Error("video delete failed", "task", t.ID, "error", err)
+			writeError(w, errorf(CodeInternal, "", "could not delete the video"))
+		}
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": t.ID, "object": "video.deleted", "deleted": true})
+	writeJSON(w, http.StatusOK, videoDeleted{ID: t.ID, Object: "video.deleted", Deleted: true})
 }
 
 func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {

@@ -31,8 +31,10 @@ type AsyncAdapter interface {
 	// Poll reports a job's state.
 	Poll(ctx context.Context, upstreamID string) (Job, error)
 	// Content returns the finished job's output for a 2xx answer; the
-	// caller closes the body.
-	Content(ctx context.Context, upstreamID string) (*http.Response, error)
+	// caller closes the body. variant picks one of the job's assets
+	// (for a video: "video", "thumbnail" or "spritesheet"); "" is the
+	// upstream's default. The caller validates it.
+	Content(ctx context.Context, upstreamID, variant string) (*http.Response, error)
 	// Cancel stops a running job, or deletes a finished one, upstream.
 	Cancel(ctx context.Context, upstreamID string) error
 }
@@ -159,11 +161,15 @@ func (v *OpenAIVideo) Cancel(ctx context.Context, upstreamID string) error {
 	return notFound(err)
 }
 
-// Content gets /videos/{id}/content: the MP4.
-func (v *OpenAIVideo) Content(ctx context.Context, upstreamID string) (*http.Response, error) {
+// Content gets /videos/{id}/content: the MP4, or with a variant
+// (?variant=thumbnail, spritesheet, video) that asset.
+func (v *OpenAIVideo) Content(ctx context.Context, upstreamID, variant string) (*http.Response, error) {
 	path, err := videoPath(upstreamID, "/content")
 	if err != nil {
 		return nil, err
+	}
+	if variant != "" {
+		path += "?" + url.Values{"variant": {variant}}.Encode()
 	}
 	hctx, cancel := context.WithCancel(ctx)
 	req, err := v.newRequest(hctx, http.MethodGet, path, nil, http.Header{"Accept": {"application/binary"}})

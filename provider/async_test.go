@@ -75,7 +75,7 @@ func TestOpenAIVideoLifecycle(t *testing.T) {
 	if job, err = u.video.Poll(ctx, job.ID); err != nil || job.Status != provider.JobRunning || job.Progress != 50 || job.Status.Done() {
 		t.Errorf("halfway: %+v, %v", job, err)
 	}
-	_, err = u.video.Content(ctx, job.ID)
+	_, err = u.video.Content(ctx, job.ID, "")
 	if e := upstreamError(t, err, http.StatusConflict); e.Retryable() {
 		t.Errorf("content before the end is retryable: %v", e)
 	}
@@ -84,7 +84,7 @@ func TestOpenAIVideoLifecycle(t *testing.T) {
 	if job, err = u.video.Poll(ctx, job.ID); err != nil || job.Status != provider.JobSucceeded || job.Progress != 100 || !job.Status.Done() {
 		t.Errorf("at the end: %+v, %v", job, err)
 	}
-	resp, err := u.video.Content(ctx, job.ID)
+	resp, err := u.video.Content(ctx, job.ID, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,6 +92,18 @@ func TestOpenAIVideoLifecycle(t *testing.T) {
 	resp.Body.Close()
 	if err != nil || resp.Header.Get("Content-Type") != "video/mp4" || len(mp4) < 8 || string(mp4[4:8]) != "ftyp" {
 		t.Errorf("content %q, %d bytes, %v", resp.Header.Get("Content-Type"), len(mp4), err)
+	}
+	// The variant goes upstream as ?variant=, and each asset comes back
+	// with its own type.
+	for variant, ctype := range map[string]string{"video": "video/mp4", "thumbnail": "image/webp", "spritesheet": "image/jpeg"} {
+		resp, err := u.video.Content(ctx, job.ID, variant)
+		if err != nil {
+			t.Fatalf("content variant %s: %v", variant, err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("Content-Type"); got != ctype {
+			t.Errorf("content variant %s: %s, want %s", variant, got, ctype)
+		}
 	}
 
 	if err := u.video.Cancel(ctx, job.ID); err != nil {
@@ -104,7 +116,7 @@ func TestOpenAIVideoLifecycle(t *testing.T) {
 	if err := u.video.Cancel(ctx, job.ID); !errors.Is(err, provider.ErrJobNotFound) {
 		t.Errorf("second cancel: %v", err)
 	}
-	if _, err := u.video.Content(ctx, job.ID); !errors.Is(err, provider.ErrJobNotFound) {
+	if _, err := u.video.Content(ctx, job.ID, ""); !errors.Is(err, provider.ErrJobNotFound) {
 		t.Errorf("content of a deleted job: %v", err)
 	}
 	if st := u.srv.Stats(); st.JobsSubmitted != 1 || st.JobsCompleted != 1 || st.JobPolls != 2 {
@@ -273,7 +285,7 @@ func TestOpenAIVideoErrors(t *testing.T) {
 		t.Errorf("cancelled context: %v", err)
 	}
 	var pe *provider.Error
-	if _, err := u.video.Content(cctx, job.ID); errors.As(err, &pe) || !errors.Is(err, context.Canceled) {
+	if _, err := u.video.Content(cctx, job.ID, ""); errors.As(err, &pe) || !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled context, content: %v", err)
 	}
 

@@ -44,7 +44,7 @@ type DB struct {
 	taskGet            *sql.Stmt
 	// The task writes, prepared once on the write connection; a
 	// transaction on it (InTx) reuses them through Tx.StmtContext.
-	taskInsert, taskByIdempotency, taskUpdate, taskStatus *sql.Stmt
+	taskInsert, taskByIdempotency, taskUpdate, taskStatus, taskDelete *sql.Stmt
 }
 
 var _ weir.Store = (*DB)(nil)
@@ -123,6 +123,7 @@ func (db *DB) prepare(ctx context.Context) error {
 		{&db.taskByIdempotency, db.write, taskByIdempotencySQL},
 		{&db.taskUpdate, db.write, taskUpdateSQL},
 		{&db.taskStatus, db.write, taskStatusSQL},
+		{&db.taskDelete, db.write, taskDeleteSQL},
 	} {
 		var err error
 		if *s.stmt, err = s.pool.PrepareContext(ctx, s.sql); err != nil {
@@ -186,7 +187,7 @@ func (db *DB) SQL() *sql.DB { return db.write }
 func (db *DB) Close() error {
 	var errs []error
 	for _, stmt := range []*sql.Stmt{db.keyByHash, db.keyByID, db.taskGet,
-		db.taskInsert, db.taskByIdempotency, db.taskUpdate, db.taskStatus} {
+		db.taskInsert, db.taskByIdempotency, db.taskUpdate, db.taskStatus, db.taskDelete} {
 		if stmt != nil {
 			errs = append(errs, stmt.Close())
 		}

@@ -16,7 +16,8 @@ var _ weir.TaskStore = (*DB)(nil)
 
 const taskColumns = `seq, id, key_id, kind, model, input, priority, status,
 	platform_model, candidate, progress, upstream_id, result, error_code, error_message,
-	callback_url, idempotency_key, attempts, created_at, admitted_at, finished_at, deadline`
+	callback_url, idempotency_key, attempts, created_at, admitted_at, finished_at, deadline,
+	fingerprint, deleted_at`
 
 // The task statements prepared at Open: TaskGet on the read pool (clients
 // poll it), the others on the write connection.
@@ -29,8 +30,9 @@ const (
 	// idempotency constraint.
 	taskInsertSQL = `INSERT INTO tasks (id, key_id, kind, model, input, priority, status,
 		platform_model, candidate, progress, upstream_id, result, error_code, error_message,
-		callback_url, idempotency_key, attempts, created_at, admitted_at, finished_at, deadline)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		callback_url, idempotency_key, attempts, created_at, admitted_at, finished_at, deadline,
+		fingerprint)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (key_id, idempotency_key) DO NOTHING
 		RETURNING seq`
 
@@ -58,6 +60,11 @@ const (
 		AND status NOT IN ('succeeded', 'failed', 'cancelled', 'expired')`
 
 	taskStatusSQL = `SELECT status FROM tasks WHERE id = ?`
+
+	// taskDeleteSQL marks a terminal task deleted, once.
+	taskDeleteSQL = `UPDATE tasks SET deleted_at = ?2
+		WHERE id = ?1 AND deleted_at IS NULL
+		AND status IN ('succeeded', 'failed', 'cancelled', 'expired')`
 )
 
 // taskStatusKnown reports whether s is one of weir's task statuses.
@@ -137,6 +144,7 @@ func (db *DB) taskCreateTx(ctx context.Context, tx *sql.Tx, t *weir.Task) (creat
 		t.PlatformModel, int64(t.Candidate), int64(t.Progress), t.UpstreamID, nullBlob(t.Result),
 		t.ErrorCode, t.ErrorMessage, t.CallbackURL, nullString(t.IdempotencyKey), int64(t.Attempts),
 		formatTime(t.CreatedAt), nullTime(t.AdmittedAt), nullTime(t.FinishedAt), nullTime(t.Deadline),
+		nullString(t.Fingerprint),
 	).Scan(&seq)
 	switch {
 	case err == nil:
@@ -164,6 +172,8 @@ func validateNewTask(t *weir.Task) error {
 		return fmt.Errorf("%w: no creation time", weir.ErrInvalid)
 	case t.Attempts < 0:
 		return fmt.Errorf("%w: negative attempts", weir.ErrInvalid)
+	case !t.DeletedAt.IsZero():
+		return fmt.Errorf("%w: a new task cannot be deleted", weir.ErrInvalid)
 	}
 	return nil
 }
@@ -178,10 +188,10 @@ func (db *DB) TaskGet(ctx context.Context, id string) (weir.Task, error) {
 	return t, nil
 }
 
-// TaskList lists tasks in Seq order: only f.KeyID's if set, only those in
-// f.Statuses if any, only Seq > f.AfterSeq, and at most f.Limit if it is
-// positive (0: no limit; negative, or an unknown status: weir.ErrInvalid).
-// It reads from the read pool.
+// TaskList lists tasks in Seq order, never deleted ones: only f.KeyID's
+// if set, only those in f.Statuses if any, only Seq > f.AfterSeq, and at
+// most f.Limit if it is positive (0: no limit; negative, or an unknown
+// status: weir.ErrInvalid). It reads from the read pool.
 //
 // A listing of one status, or of one key, reads an index in Seq order, so
 // a page costs its own size and listing every queued task at start-up one
@@ -237,7 +247,7 @@ const smallList = 1000
 
 // taskListQuery builds TaskList's query.
 func taskListQuery(f weir.TaskFilter) (string, []any) {
-	where := []string{"seq > ?"}
+	where := []string{"seq > ?", "deleted_at IS NULL"}
 	args := []any{f.AfterSeq}
 	if f.KeyID != "" {
 		where, args = append(where, "key_id = ?"), append(args, f.KeyID)
@@ -311,6 +321,37 @@ func (db *DB) TaskUpdateTx(ctx context.Context, tx *sql.Tx, id string, u weir.Ta
 	return false, nil
 }
 
+// TaskDelete marks a terminal task deleted at at and reports whether it
+// did: false with a nil error means the task is not terminal or was
+// already deleted. A task that is not there is weir.ErrNotFound; a zero
+// at is weir.ErrInvalid.
+func (db *DB) TaskDelete(ctx context.Context, id string, at time.Time) (deleted bool, err error) {
+	if at.IsZero() {
+		return false, fmt.Errorf("delete task %s: %w: no deletion time", id, weir.ErrInvalid)
+	}
+	err = db.InTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.StmtContext(ctx, db.taskDelete).ExecContext(ctx, id, formatTime(at))
+		if err != nil {
+			return classify(err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil || n > 0 {
+			deleted = n > 0
+			return err
+		}
+		var status string
+		err = tx.StmtContext(ctx, db.taskStatus).QueryRowContext(ctx, id).Scan(&status)
+		if errors.Is(err, sql.ErrNoRows) {
+			return weir.ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("delete task %s: %w", id, err)
+	}
+	return deleted, nil
+}
+
 // validateTaskUpdate checks u and returns u.From as the JSON array the
 // update statement takes.
 func validateTaskUpdate(u weir.TaskUpdate) (string, error) {
@@ -352,6 +393,7 @@ type taskScanner struct {
 	priority, candidate, progress, retries int64
 	status, created                        string
 	idem, admitted, finished, deadline     sql.NullString
+	fingerprint, deleted                   sql.NullString
 	dest                                   []any
 }
 
@@ -360,7 +402,8 @@ func newTaskScanner() *taskScanner {
 	t := &s.t
 	s.dest = []any{&t.Seq, &t.ID, &t.KeyID, &t.Kind, &t.Model, &t.Input, &s.priority, &s.status,
 		&t.PlatformModel, &s.candidate, &s.progress, &t.UpstreamID, &t.Result, &t.ErrorCode, &t.ErrorMessage,
-		&t.CallbackURL, &s.idem, &s.retries, &s.created, &s.admitted, &s.finished, &s.deadline}
+		&t.CallbackURL, &s.idem, &s.retries, &s.created, &s.admitted, &s.finished, &s.deadline,
+		&s.fingerprint, &s.deleted}
 	return s
 }
 
@@ -375,7 +418,7 @@ func (s *taskScanner) scan(row interface{ Scan(...any) error }) (weir.Task, erro
 	t := s.t
 	t.Priority, t.Status = int32(s.priority), weir.TaskStatus(s.status)
 	t.Candidate, t.Progress, t.Attempts = int(s.candidate), int(s.progress), int(s.retries)
-	t.IdempotencyKey = s.idem.String
+	t.IdempotencyKey, t.Fingerprint = s.idem.String, s.fingerprint.String
 	if len(t.Input) == 0 {
 		t.Input = nil
 	}
@@ -389,6 +432,9 @@ func (s *taskScanner) scan(row interface{ Scan(...any) error }) (weir.Task, erro
 		return weir.Task{}, fmt.Errorf("task %s: %w", t.ID, err)
 	}
 	if t.Deadline, err = parseNullTime(s.deadline); err != nil {
+		return weir.Task{}, fmt.Errorf("task %s: %w", t.ID, err)
+	}
+	if t.DeletedAt, err = parseNullTime(s.deleted); err != nil {
 		return weir.Task{}, fmt.Errorf("task %s: %w", t.ID, err)
 	}
 	return t, nil

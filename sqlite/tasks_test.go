@@ -196,3 +196,44 @@ func TestTaskListWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestTaskStoredBeforeFingerprints: a task stored before migration 00005
+// comes back with no fingerprint, which matches any request, and not
+// deleted.
+func TestTaskStoredBeforeFingerprints(t *testing.T) {
+	t.Parallel()
+	db := openTemp(t)
+	t.Cleanup(func() { db.Close() })
+	p, err := newMigrator(db.SQL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DownTo(t.Context(), 3); err != nil {
+		t.Fatalf("down to 3: %v", err)
+	}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if err := db.KeyCreate(t.Context(), weir.APIKey{ID: "k1", Hash: "h1", CreatedAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	// As the store wrote tasks before 00005.
+	if _, err := db.SQL().ExecContext(t.Context(), `INSERT INTO tasks (id, key_id, kind, model, input, priority, status,
+		idempotency_key, created_at) VALUES ('video_old', 'k1', 'video', 'sora-2', X'7B7D', 0, 'succeeded', 'idem-old', ?)`,
+		formatTime(at)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Up(t.Context()); err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	got, err := db.TaskGet(t.Context(), "video_old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Fingerprint != "" || got.Deleted() || !got.SameRequest("anything") {
+		t.Errorf("old task: fingerprint %q, deleted at %v; want none, not deleted, matching any request", got.Fingerprint, got.DeletedAt)
+	}
+	again := weir.Task{ID: "video_new", KeyID: "k1", Kind: "video", Model: "sora-2", Status: weir.TaskQueued,
+		IdempotencyKey: "idem-old", Fingerprint: strings.Repeat("ab", 32), CreatedAt: at}
+	if created, err := db.TaskCreate(t.Context(), &again); err != nil || created || again.ID != "video_old" || again.Fingerprint != "" {
+		t.Errorf("a repeat of the old task's key = %v, %v, %s %q; want the old task, without a fingerprint", created, err, again.ID, again.Fingerprint)
+	}
+}

@@ -53,11 +53,15 @@
 // stored task, as it is now, copied into its argument, and of concurrent
 // submissions with the same key and idempotency key exactly one creates
 // the task. An empty IdempotencyKey never matches; another key's do not
-// either. Every field comes back from TaskGet as written (times as for
-// keys; an empty Input or Result may come back nil); an unknown ID is
-// weir.ErrNotFound.
+// either. The stored task that comes back carries its own Fingerprint,
+// so the caller can tell a repeat from another request reusing the key;
+// a task stored without one comes back without one. Every field comes
+// back from TaskGet as written (times as for keys; an empty Input or
+// Result may come back nil); an unknown ID is weir.ErrNotFound. A task
+// given to TaskCreate with a DeletedAt is weir.ErrInvalid.
 //
-// TaskList returns tasks in Seq order, only the filter's KeyID if set,
+// TaskList returns tasks in Seq order, never a deleted one, only the
+// filter's KeyID if set,
 // only those in its Statuses if any, only Seq > AfterSeq, at most Limit if
 // positive (0: no limit); a negative Limit or an unknown status is
 // weir.ErrInvalid. Paging by AfterSeq with the last Seq of each page lists
@@ -72,6 +76,14 @@
 // status is never left: an update whose From names one, or that is empty,
 // or whose Status or From is unknown, or that sets negative Attempts, is
 // weir.ErrInvalid and changes nothing. An unknown ID is weir.ErrNotFound.
+//
+// TaskDelete sets DeletedAt of a terminal task not yet deleted and
+// reports true; of a task not terminal, or already deleted, it reports
+// false with a nil error and changes nothing (the first DeletedAt stays).
+// Of concurrent deletes of one task exactly one reports true. A deleted
+// task still comes back from TaskGet, with DeletedAt set, and from
+// TaskCreate under its idempotency key; it is never updated again. An
+// unknown ID is weir.ErrNotFound; a zero time is weir.ErrInvalid.
 package storetest
 
 import (

@@ -44,6 +44,10 @@ func ExerciseTasks(t *testing.T, newStore func(t *testing.T) interface {
 		{"11_TaskInvalidIsRejected", testTaskInvalid},
 		{"12_TaskUpdateRace", testTaskUpdateRace},
 		{"13_TaskCancelledContext", testTaskCancelled},
+		{"14_TaskFingerprint", testTaskFingerprint},
+		{"15_TaskFingerprintRace", testTaskFingerprintRace},
+		{"16_TaskDelete", testTaskDelete},
+		{"17_TaskDeleteRace", testTaskDeleteRace},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -70,6 +74,7 @@ func newTask(i int, keyID string) weir.Task {
 		Status:      weir.TaskQueued,
 		Candidate:   -1,
 		CallbackURL: "https://hooks.example.com/weir",
+		Fingerprint: fmt.Sprintf("%064x", i),
 		CreatedAt:   base.Add(time.Duration(i) * time.Second),
 		Deadline:    base.Add(time.Hour + time.Duration(i)*time.Second),
 	}
@@ -101,10 +106,10 @@ func getTask(t *testing.T, s taskStore, id string) weir.Task {
 func checkTask(t *testing.T, what string, got, written weir.Task) {
 	t.Helper()
 	want := written
-	for _, p := range []*time.Time{&want.CreatedAt, &want.AdmittedAt, &want.FinishedAt, &want.Deadline} {
+	for _, p := range []*time.Time{&want.CreatedAt, &want.AdmittedAt, &want.FinishedAt, &want.Deadline, &want.DeletedAt} {
 		*p = stored(*p)
 	}
-	for _, tm := range []time.Time{got.CreatedAt, got.AdmittedAt, got.FinishedAt, got.Deadline} {
+	for _, tm := range []time.Time{got.CreatedAt, got.AdmittedAt, got.FinishedAt, got.Deadline, got.DeletedAt} {
 		if !tm.IsZero() && tm.Location() != time.UTC {
 			t.Errorf("%s: time %v not in UTC", what, tm)
 		}
@@ -114,9 +119,9 @@ func checkTask(t *testing.T, what string, got, written weir.Task) {
 		got.Status == want.Status && got.PlatformModel == want.PlatformModel && got.Candidate == want.Candidate &&
 		got.Progress == want.Progress && got.UpstreamID == want.UpstreamID && bytes.Equal(got.Result, want.Result) &&
 		got.ErrorCode == want.ErrorCode && got.ErrorMessage == want.ErrorMessage && got.CallbackURL == want.CallbackURL &&
-		got.IdempotencyKey == want.IdempotencyKey && got.Attempts == want.Attempts &&
+		got.IdempotencyKey == want.IdempotencyKey && got.Fingerprint == want.Fingerprint && got.Attempts == want.Attempts &&
 		got.CreatedAt.Equal(want.CreatedAt) && got.AdmittedAt.Equal(want.AdmittedAt) &&
-		got.FinishedAt.Equal(want.FinishedAt) && got.Deadline.Equal(want.Deadline)
+		got.FinishedAt.Equal(want.FinishedAt) && got.Deadline.Equal(want.Deadline) && got.DeletedAt.Equal(want.DeletedAt)
 	if !same {
 		t.Errorf("%s:\n got  %+v\n want %+v", what, got, want)
 	}
@@ -578,6 +583,7 @@ func testTaskInvalid(t *testing.T, s taskStore) {
 		{"an unknown status", func(task *weir.Task) { task.Status = "paused" }},
 		{"no creation time", func(task *weir.Task) { task.CreatedAt = time.Time{} }},
 		{"negative attempts", func(task *weir.Task) { task.Attempts = -1 }},
+		{"a deletion time", func(task *weir.Task) { task.DeletedAt = base }},
 	} {
 		task := newTask(1, k.ID)
 		tc.change(&task)
@@ -682,4 +688,201 @@ func testTaskCancelled(t *testing.T, s taskStore) {
 		t.Errorf("TaskList with a cancelled context: %v, want context.Canceled", err)
 	}
 	checkList(t, "TaskList after cancelled calls", listTasks(t, s, weir.TaskFilter{}), task)
+}
+
+// testTaskFingerprint: the stored task that a repeated submission gets
+// back carries the first request's fingerprint, whatever the repeat's;
+// a task stored without a fingerprint comes back without one.
+func testTaskFingerprint(t *testing.T, s taskStore) {
+	k := newKey(1)
+	mustCreate(t, s, k)
+	first := newTask(1, k.ID)
+	first.IdempotencyKey = "order-1"
+	legacy := newTask(2, k.ID)
+	legacy.IdempotencyKey = "order-2"
+	legacy.Fingerprint = ""
+	createTasks(t, s, &first, &legacy)
+	checkTask(t, "TaskGet of a task with a fingerprint", getTask(t, s, first.ID), first)
+	checkTask(t, "TaskGet of a task without one", getTask(t, s, legacy.ID), legacy)
+
+	for _, prev := range []weir.Task{first, legacy} {
+		again := newTask(3, k.ID)
+		again.IdempotencyKey = prev.IdempotencyKey
+		again.Fingerprint = fmt.Sprintf("%064x", 99)
+		created, err := s.TaskCreate(t.Context(), &again)
+		if err != nil || created {
+			t.Fatalf("TaskCreate reusing %s = %v, %v; want not created", prev.IdempotencyKey, created, err)
+		}
+		if again.Fingerprint != prev.Fingerprint {
+			t.Errorf("TaskCreate reusing %s returned fingerprint %q, want the stored %q", prev.IdempotencyKey, again.Fingerprint, prev.Fingerprint)
+		}
+		checkTask(t, "the task returned for "+prev.IdempotencyKey, again, prev)
+	}
+	checkList(t, "TaskList", listTasks(t, s, weir.TaskFilter{}), first, legacy)
+}
+
+// testTaskFingerprintRace: submitters with one idempotency key and
+// different fingerprints race; one creates, and every other gets the
+// winner's task with the winner's fingerprint back, so that each can
+// tell it lost to another request.
+func testTaskFingerprintRace(t *testing.T, s taskStore) {
+	k := newKey(1)
+	mustCreate(t, s, k)
+	const submitters = 8
+	var (
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		results = make([]weir.Task, submitters)
+		created = make([]bool, submitters)
+		errs    = make([]error, submitters)
+	)
+	for i := range submitters {
+		wg.Go(func() {
+			task := newTask(i, k.ID) // each its own fingerprint
+			task.IdempotencyKey = "reused"
+			<-start
+			created[i], errs[i] = s.TaskCreate(t.Context(), &task)
+			results[i] = task
+		})
+	}
+	close(start)
+	wg.Wait()
+	winner := -1
+	for i := range submitters {
+		if errs[i] != nil {
+			t.Fatalf("submitter %d: %v", i, errs[i])
+		}
+		if created[i] {
+			if winner >= 0 {
+				t.Fatalf("submitters %d and %d both created a task", winner, i)
+			}
+			winner = i
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no submitter created the task")
+	}
+	want := newTask(winner, k.ID).Fingerprint
+	for i := range submitters {
+		if results[i].Fingerprint != want || results[i].ID != results[winner].ID {
+			t.Errorf("submitter %d got task %s with fingerprint %q, want the winner's %s with %q",
+				i, results[i].ID, results[i].Fingerprint, results[winner].ID, want)
+		}
+	}
+	checkList(t, "TaskList", listTasks(t, s, weir.TaskFilter{}), getTask(t, s, results[winner].ID))
+}
+
+// finishTask moves a queued task to a terminal status and returns it as
+// stored.
+func finishTask(t *testing.T, s taskStore, id string, to weir.TaskStatus) weir.Task {
+	t.Helper()
+	if !update(t, s, id, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: to, FinishedAt: base.Add(time.Hour)}) {
+		t.Fatalf("TaskUpdate of %s to %s did not apply", id, to)
+	}
+	return getTask(t, s, id)
+}
+
+func testTaskDelete(t *testing.T, s taskStore) {
+	k := newKey(1)
+	mustCreate(t, s, k)
+	var tasks []weir.Task
+	for i := range 6 {
+		task := newTask(i, k.ID)
+		task.IdempotencyKey = fmt.Sprintf("idem-%d", i)
+		createTasks(t, s, &task)
+		tasks = append(tasks, task)
+	}
+	// A task that has not ended is not deleted.
+	queued := tasks[0]
+	if ok, err := s.TaskDelete(t.Context(), queued.ID, base); ok || err != nil {
+		t.Errorf("TaskDelete of a queued task = %v, %v; want false, nil", ok, err)
+	}
+	checkTask(t, "the queued task after a refused delete", getTask(t, s, queued.ID), queued)
+
+	// Every terminal status can be deleted; a second delete changes
+	// nothing.
+	at := base.Add(2*time.Hour + 1500*time.Nanosecond)
+	var deleted []weir.Task
+	for i, st := range []weir.TaskStatus{weir.TaskSucceeded, weir.TaskFailed, weir.TaskCancelled, weir.TaskExpired} {
+		task := finishTask(t, s, tasks[i+1].ID, st)
+		if ok, err := s.TaskDelete(t.Context(), task.ID, at); !ok || err != nil {
+			t.Fatalf("TaskDelete of a %s task = %v, %v; want true", st, ok, err)
+		}
+		task.DeletedAt = at
+		checkTask(t, "TaskGet of a deleted "+string(st)+" task", getTask(t, s, task.ID), task)
+		if ok, err := s.TaskDelete(t.Context(), task.ID, at.Add(time.Hour)); ok || err != nil {
+			t.Errorf("a second TaskDelete of %s = %v, %v; want false, nil", task.ID, ok, err)
+		}
+		checkTask(t, "a task deleted twice", getTask(t, s, task.ID), task)
+		deleted = append(deleted, task)
+	}
+	kept := finishTask(t, s, tasks[5].ID, weir.TaskSucceeded)
+
+	// Listings leave deleted tasks out, whatever the filter.
+	checkList(t, "TaskList", listTasks(t, s, weir.TaskFilter{}), queued, kept)
+	checkList(t, "TaskList of the key", listTasks(t, s, weir.TaskFilter{KeyID: k.ID, Limit: 10}), queued, kept)
+	checkList(t, "TaskList of succeeded", listTasks(t, s, weir.TaskFilter{Statuses: []weir.TaskStatus{weir.TaskSucceeded}}), kept)
+
+	// A deleted task is never updated, and its idempotency key stays
+	// taken: a repeat gets the deleted task back.
+	if update(t, s, deleted[0].ID, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued, weir.TaskRunning}, Status: weir.TaskRunning}) {
+		t.Errorf("TaskUpdate of a deleted task applied")
+	}
+	again := newTask(9, k.ID)
+	again.IdempotencyKey = deleted[0].IdempotencyKey
+	if created, err := s.TaskCreate(t.Context(), &again); created || err != nil {
+		t.Fatalf("TaskCreate reusing a deleted task's idempotency key = %v, %v; want not created", created, err)
+	}
+	checkTask(t, "the task returned for a deleted task's idempotency key", again, deleted[0])
+
+	if ok, err := s.TaskDelete(t.Context(), "video_nope", at); ok || !errors.Is(err, weir.ErrNotFound) {
+		t.Errorf("TaskDelete of an unknown task = %v, %v; want false, ErrNotFound", ok, err)
+	}
+	if ok, err := s.TaskDelete(t.Context(), kept.ID, time.Time{}); ok || !errors.Is(err, weir.ErrInvalid) {
+		t.Errorf("TaskDelete with a zero time = %v, %v; want false, ErrInvalid", ok, err)
+	}
+	checkTask(t, "the task after a refused delete", getTask(t, s, kept.ID), kept)
+}
+
+// testTaskDeleteRace: of concurrent deletes of one task exactly one
+// reports true.
+func testTaskDeleteRace(t *testing.T, s taskStore) {
+	k := newKey(1)
+	mustCreate(t, s, k)
+	task := newTask(1, k.ID)
+	createTasks(t, s, &task)
+	finishTask(t, s, task.ID, weir.TaskSucceeded)
+	const racers = 8
+	var (
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		deleted = make([]bool, racers)
+		errs    = make([]error, racers)
+	)
+	for i := range racers {
+		wg.Go(func() {
+			<-start
+			deleted[i], errs[i] = s.TaskDelete(t.Context(), task.ID, base.Add(time.Duration(i+1)*time.Minute))
+		})
+	}
+	close(start)
+	wg.Wait()
+	winner := -1
+	for i := range racers {
+		if errs[i] != nil {
+			t.Fatalf("racer %d: %v", i, errs[i])
+		}
+		if deleted[i] {
+			if winner >= 0 {
+				t.Fatalf("racers %d and %d both deleted the task", winner, i)
+			}
+			winner = i
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no racer deleted the task")
+	}
+	if got := getTask(t, s, task.ID); !got.DeletedAt.Equal(stored(base.Add(time.Duration(winner+1) * time.Minute))) {
+		t.Errorf("DeletedAt %v, want the winner's (racer %d)", got.DeletedAt, winner)
+	}
 }

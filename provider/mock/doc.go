@@ -37,9 +37,10 @@
 //	                              object, status "queued"
 //	GET  /v1/videos/{id}          the video object now
 //	GET  /v1/videos/{id}/content  the finished video (video/mp4, ranges
-//	                              served); ?variant=thumbnail|spritesheet
-//	                              the mock PNG; 409 video_not_ready before
-//	                              the job has completed
+//	                              served); ?variant=thumbnail a WebP,
+//	                              ?variant=spritesheet a JPEG; 409
+//	                              video_not_ready before the job has
+//	                              completed
 //	DELETE /v1/videos/{id}        cancel a running job or delete a finished
 //	                              one: {"id", "object": "video.deleted",
 //	                              "deleted": true}

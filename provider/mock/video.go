@@ -8,6 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
+	"image/color"
+	"image/jpeg"
 	"io"
 	"math/rand/v2"
 	"mime"
@@ -527,8 +530,9 @@ func (s *Server) deleteVideo(w http.ResponseWriter, id string) {
 }
 
 // videoContent serves GET /v1/videos/{id}/content: variant video (the
-// default) is mockMP4, thumbnail and spritesheet the mock PNG. Ranges are
-// served as http.ServeContent serves them.
+// default) is mockMP4, thumbnail mockWebP and spritesheet mockJPEG, with
+// the types OpenAI serves them with. Ranges are served as
+// http.ServeContent serves them.
 func (s *Server) videoContent(w http.ResponseWriter, r *http.Request, id string) {
 	variant := r.URL.Query().Get("variant")
 	switch variant {
@@ -556,8 +560,11 @@ func (s *Server) videoContent(w http.ResponseWriter, r *http.Request, id string)
 		return
 	}
 	body, ctype, name := mockMP4, "video/mp4", "video.mp4"
-	if variant == "thumbnail" || variant == "spritesheet" {
-		body, ctype, name = mockPNG, "image/png", variant+".png"
+	switch variant {
+	case "thumbnail":
+		body, ctype, name = mockWebP, "image/webp", "thumbnail.webp"
+	case "spritesheet":
+		body, ctype, name = mockJPEG, "image/jpeg", "spritesheet.jpg"
 	}
 	w.Header().Set("Content-Type", ctype)
 	http.ServeContent(w, r, name, modTime, bytes.NewReader(body))
@@ -577,6 +584,25 @@ var mockMP4 = func() []byte {
 	out := box("ftyp", ftyp)
 	out = append(out, box("free", nil)...)
 	return append(out, box("mdat", make([]byte, 1024))...)
+}()
+
+// mockWebP is the thumbnail: a 1x1 lossless WebP (a RIFF container with
+// one VP8L chunk), the smallest image a WebP decoder accepts.
+var mockWebP = []byte("RIFF\x1a\x00\x00\x00WEBPVP8L\x0d\x00\x00\x00\x2f\x00\x00\x00\x10\x07\x10\x11\x11\x88\x88\xfe\x07\x00")
+
+// mockJPEG is the spritesheet: a 4x4 grid of 32x18 frames in grey
+// levels, as a baseline JPEG.
+var mockJPEG = func() []byte {
+	img := image.NewGray(image.Rect(0, 0, 4*32, 4*18))
+	for y := range img.Rect.Dy() {
+		for x := range img.Rect.Dx() {
+			frame := (y/18)*4 + x/32
+			img.SetGray(x, y, color.Gray{Y: uint8(frame * 16)})
+		}
+	}
+	var b bytes.Buffer
+	_ = jpeg.Encode(&b, img, &jpeg.Options{Quality: 50}) // into memory: cannot fail
+	return b.Bytes()
 }()
 
 // JobInfo is one held video job, as GET /mock/jobs and Jobs report it.

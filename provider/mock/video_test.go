@@ -3,7 +3,9 @@ package mock
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"image/jpeg"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -134,8 +136,19 @@ func TestVideoLifecycle(t *testing.T) {
 		t.Errorf("range %q", part)
 	}
 	resp = f.get("/v1/videos/"+id+"/content?variant=thumbnail", nil)
-	if b := expectStatus(t, resp, http.StatusOK); resp.Header.Get("Content-Type") != "image/png" || !bytes.Equal(b, mockPNG) {
-		t.Errorf("thumbnail %q", resp.Header.Get("Content-Type"))
+	if b := expectStatus(t, resp, http.StatusOK); resp.Header.Get("Content-Type") != "image/webp" || !bytes.Equal(b, mockWebP) ||
+		string(b[:4]) != "RIFF" || string(b[8:12]) != "WEBP" || int(binary.LittleEndian.Uint32(b[4:8])) != len(b)-8 {
+		t.Errorf("thumbnail %q, %q", resp.Header.Get("Content-Type"), b)
+	}
+	resp = f.get("/v1/videos/"+id+"/content?variant=spritesheet", nil)
+	if b := expectStatus(t, resp, http.StatusOK); resp.Header.Get("Content-Type") != "image/jpeg" || !bytes.Equal(b, mockJPEG) {
+		t.Errorf("spritesheet %q", resp.Header.Get("Content-Type"))
+	} else if img, err := jpeg.Decode(bytes.NewReader(b)); err != nil || img.Bounds().Dx() != 128 {
+		t.Errorf("spritesheet does not decode as a 128-pixel-wide JPEG: %v", err)
+	}
+	resp = f.get("/v1/videos/"+id+"/content?variant=video", nil)
+	if b := expectStatus(t, resp, http.StatusOK); resp.Header.Get("Content-Type") != "video/mp4" || !bytes.Equal(b, mockMP4) {
+		t.Errorf("variant video %q", resp.Header.Get("Content-Type"))
 	}
 	expectError(t, f.get("/v1/videos/"+id+"/content?variant=gif", nil), http.StatusBadRequest, "invalid_request_error")
 
