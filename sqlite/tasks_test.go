@@ -197,7 +197,7 @@ func TestTaskListWhole(t *testing.T) {
 	}
 }
 
-// TestTaskStoredBeforeFingerprints: a task stored before migration 00005
+// TestTaskStoredBeforeFingerprints: a task stored before migration 00004
 // comes back with no fingerprint, which matches any request, and not
 // deleted.
 func TestTaskStoredBeforeFingerprints(t *testing.T) {
@@ -215,7 +215,7 @@ func TestTaskStoredBeforeFingerprints(t *testing.T) {
 	if err := db.KeyCreate(t.Context(), weir.APIKey{ID: "k1", Hash: "h1", CreatedAt: at}); err != nil {
 		t.Fatal(err)
 	}
-	// As the store wrote tasks before 00005.
+	// As the store wrote tasks before 00004.
 	if _, err := db.SQL().ExecContext(t.Context(), `INSERT INTO tasks (id, key_id, kind, model, input, priority, status,
 		idempotency_key, created_at) VALUES ('video_old', 'k1', 'video', 'sora-2', X'7B7D', 0, 'succeeded', 'idem-old', ?)`,
 		formatTime(at)); err != nil {
