@@ -140,6 +140,9 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 				return nil
 			}
 			t = cur
+			if err := s.holdLease(ctx, t); err != nil {
+				return err
+			}
 		}
 		up, err := target.Adapter.Poll(ctx, t.UpstreamID)
 		if err != nil {
