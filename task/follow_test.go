@@ -1,0 +1,249 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/provider"
+	"github.com/weir-gateway/weir/sqlite"
+)
+
+// timerClock is a fake clock that says when a timer is set, so a test can
+// wait for the service to start waiting rather than sleep.
+type timerClock struct {
+	*clock.Fake
+	set chan time.Duration
+}
+
+func (c *timerClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	t := c.Fake.AfterFunc(d, f)
+	c.set <- d
+	return t
+}
+
+// scriptedJob is an upstream with one job that runs evenly from start for
+// length, as the fake clock tells, and records its polls and cancels.
+type scriptedJob struct {
+	clock  clock.Clock
+	start  time.Time
+	length time.Duration
+
+	mu        sync.Mutex
+	polls     []time.Duration // elapsed at each poll
+	cancelled bool
+}
+
+func (j *scriptedJob) Submit(context.Context, provider.AsyncCall) (provider.Job, error) {
+	return provider.Job{ID: "job_1", Status: provider.JobRunning}, nil
+}
+
+func (j *scriptedJob) Poll(_ context.Context, id string) (provider.Job, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	e := j.clock.Now().Sub(j.start)
+	j.polls = append(j.polls, e)
+	if j.cancelled {
+		return provider.Job{ID: id, Status: provider.JobFailed}, nil
+	}
+	if e >= j.length {
+		return provider.Job{ID: id, Status: provider.JobSucceeded, Progress: 100, Raw: []byte(`{"id":"job_1","status":"completed"}`)}, nil
+	}
+	return provider.Job{ID: id, Status: provider.JobRunning, Progress: min(int(e*100/j.length), 99)}, nil
+}
+
+func (j *scriptedJob) Content(context.Context, string, string) (*http.Response, error) {
+	return nil, errors.New("no content")
+}
+
+func (j *scriptedJob) Cancel(context.Context, string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.cancelled = true
+	return nil
+}
+
+type onePlatform struct{ adapter provider.AsyncAdapter }
+
+func (p onePlatform) Plan(context.Context, weir.Task) ([]admission.Candidate, []Target, error) {
+	return []admission.Candidate{{Needs: []admission.Need{{Scope: "pm:vid/sora", Amount: 1}}}}, nil, nil
+}
+
+func (p onePlatform) Target(pm string) (Target, bool) {
+	return Target{PlatformModel: pm, Upstream: "sora-2", Adapter: p.adapter}, pm == "vid/sora"
+}
+
+// followRig is a service whose one task runs upstream (submitted at the
+// clock's start, its lease held), with follow not yet called.
+type followRig struct {
+	s      *Service
+	clk    *timerClock
+	job    *scriptedJob
+	eng    *admission.Memory
+	task   weir.Task
+	runJob *river.Job[RunArgs]
+}
+
+func newFollowRig(t *testing.T, length time.Duration) *followRig {
+	t.Helper()
+	ctx := t.Context()
+	start := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	clk := &timerClock{Fake: clock.NewFake(start), set: make(chan time.Duration, 16)}
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "weir.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := db.KeyCreate(ctx, weir.APIKey{ID: "key_1", Hash: "h1", CreatedAt: start}); err != nil {
+		t.Fatal(err)
+	}
+	eng := admission.NewMemory(admission.Options{})
+	t.Cleanup(eng.Close)
+	for _, sc := range []string{"pm:vid/sora", WorkersScope} {
+		if err := eng.SetScope(ctx, sc, admission.ScopeConfig{Limit: 1, LeaseTTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	job := &scriptedJob{clock: clk, start: start, length: length}
+	s, err := New(Config{}, db, eng, onePlatform{job}, Webhooks{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.clock = clk
+	close(s.ready)
+	tk := weir.Task{ID: "task_1", KeyID: "key_1", Kind: "video", Model: "sora", Input: []byte(`{"prompt":"p"}`),
+		Status: weir.TaskQueued, Candidate: -1, CreatedAt: start}
+	if _, err := db.TaskCreate(ctx, &tk); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := db.TaskUpdate(ctx, tk.ID, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskRunning,
+		PlatformModel: "vid/sora", Candidate: ptr(0), UpstreamID: "job_1", AdmittedAt: start}); !ok || err != nil {
+		t.Fatalf("task to running: %v %v", ok, err)
+	}
+	if tk, err = db.TaskGet(ctx, tk.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.holdLease(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	s.runs[tk.ID] = newRun(start, start.Add(s.cfg.PollMin))
+	return &followRig{s: s, clk: clk, job: job, eng: eng, task: tk,
+		runJob: &river.Job[RunArgs]{JobRow: &rivertype.JobRow{Attempt: 1, MaxAttempts: 5}, Args: RunArgs{TaskID: tk.ID}}}
+}
+
+// follow runs follow in the background; its result arrives on the channel.
+func (r *followRig) follow(ctx context.Context) <-chan error {
+	done := make(chan error, 1)
+	target, _ := r.s.planner.Target("vid/sora")
+	go func() { done <- r.s.follow(ctx, r.task, target, r.runJob) }()
+	return done
+}
+
+// used is how much of the platform model's scope is held.
+func (r *followRig) used(t *testing.T) int64 {
+	st, err := r.eng.Scope(t.Context(), "pm:vid/sora")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Used
+}
+
+func TestFollowPollsWhenProgressSaysTheJobMayHaveEnded(t *testing.T) {
+	t.Parallel()
+	r := newFollowRig(t, 2*time.Second)
+	done := r.follow(t.Context())
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("follow: %v", err)
+			}
+			got, err := r.s.store.TaskGet(t.Context(), r.task.ID)
+			if err != nil || got.Status != weir.TaskSucceeded || got.Progress != 100 {
+				t.Fatalf("task after follow: %+v %v; want succeeded at 100%%", got, err)
+			}
+			if n := r.used(t); n != 0 {
+				t.Errorf("%d of the platform model's capacity still held after the task ended", n)
+			}
+			polls := r.job.polls
+			late := polls[len(polls)-1] - r.job.length
+			if len(polls) > 5 || late < 0 || late > pollFloor {
+				t.Errorf("polls at %v: want at most 5, the last within %s of the job's end (2s)", polls, pollFloor)
+			}
+			return
+		case d := <-r.clk.set:
+			if d > r.s.holdFor() {
+				t.Fatalf("follow waits %s in process, more than holdFor %s", d, r.s.holdFor())
+			}
+			r.clk.Advance(d)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("follow neither waited nor returned; polls so far %v", r.job.polls)
+		}
+	}
+}
+
+func TestFollowEndsAtOnceWhenCancelled(t *testing.T) {
+	t.Parallel()
+	r := newFollowRig(t, time.Hour)
+	r.s.runs[r.task.ID].next = r.clk.Now().Add(3 * time.Second) // due within holdFor: waited in process
+	done := r.follow(t.Context())
+	<-r.clk.set // follow waits for its next poll
+	if _, err := r.s.Cancel(t.Context(), r.task.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("follow after cancel: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("follow still waiting for its next poll after the task was cancelled (the clock never moved)")
+	}
+	if !r.job.cancelled {
+		t.Error("the upstream job was not cancelled")
+	}
+	if n := r.used(t); n != 0 {
+		t.Errorf("%d of the platform model's capacity still held after cancel", n)
+	}
+}
+
+func TestFollowSnoozesWhenStopping(t *testing.T) {
+	t.Parallel()
+	r := newFollowRig(t, time.Hour)
+	r.s.runs[r.task.ID].next = r.clk.Now().Add(3 * time.Second)
+	done := r.follow(t.Context())
+	<-r.clk.set
+	close(r.s.stopping)
+	var snooze *river.JobSnoozeError
+	select {
+	case err := <-done:
+		if !errors.As(err, &snooze) {
+			t.Fatalf("follow on stop returned %v, want a snooze", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("follow still waiting after Stop began")
+	}
+	if n := r.used(t); n != 1 {
+		t.Errorf("stopping changed the task's lease (%d held): a stop must leave it for the next start", n)
+	}
+}
+
+func TestFollowSnoozesForAFarPoll(t *testing.T) {
+	t.Parallel()
+	r := newFollowRig(t, time.Hour)
+	r.s.runs[r.task.ID].next = r.clk.Now().Add(time.Minute)
+	var snooze *river.JobSnoozeError
+	if err := <-r.follow(t.Context()); !errors.As(err, &snooze) || snooze.Duration >= time.Minute || snooze.Duration < time.Minute-time.Second {
+		t.Fatalf("follow with its next poll a minute off returned %v, want a snooze a little short of a minute", err)
+	}
+}
