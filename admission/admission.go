@@ -181,7 +181,9 @@ type Position struct {
 	// Scope is the scope the waiter is waiting on now (its first
 	// candidate's blocking scope).
 	Scope string
-	// Ahead counts waiters queued before it in that scope's order.
+	// Ahead counts, exactly, the waiters queued on that scope that come
+	// before it in the scope's order (or, until it is first parked there,
+	// the waiters of its own class that arrived before it).
 	Ahead int
 	// Queued counts every waiter queued on that scope.
 	Queued int
@@ -238,7 +240,10 @@ type Engine interface {
 	// Cancel removes a queued waiter; its notify gets ErrCancelled.
 	// Cancelling a waiter that is no longer queued returns ErrNotQueued.
 	Cancel(ctx context.Context, waiterID string) error
-	// Position reports where a queued waiter stands.
+	// Position reports where a queued waiter stands. Ahead is exact, not an
+	// estimate; clients may poll it, so a home must answer without walking
+	// the queue (the memory home: O(classes waiting on the scope × log of
+	// their sizes)).
 	Position(ctx context.Context, waiterID string) (Position, error)
 
 	// Renew extends a lease by its TTL and returns the new expiry.

@@ -15,6 +15,12 @@ package admission_test
 //	                       release that admits the next waiter, plus an Enqueue
 //	    1k-ns/op           the same step with 10^3 waiters queued
 //	    x-1k               ns/op ÷ 1k-ns/op (target at 10^6: ≤ 2)
+//	BenchmarkPosition/shape
+//	    ns/op              one Position of the last of 10^5 waiters queued
+//	                       on a full scope (the poll of a client watching its
+//	                       place), all the engine's lock: one=one class,
+//	                       keys=10^3 fairness keys, round-robin=10^3 keys on
+//	                       a round-robin scope
 //	BenchmarkWaiterMemory/waiters=N
 //	    B/waiter           heap and goroutine stacks held per queued waiter
 //	                       (target ≤ 512); ns/op is suppressed, it means nothing
@@ -442,6 +448,67 @@ func queuedStepBaseline(b *testing.B) float64 {
 	}
 	queuedStep1k = ns
 	return ns
+}
+
+// BenchmarkPosition measures Position of the last of 10^5 waiters queued on
+// one full scope, with 1% of the queue cancelled on the way (so the waiters'
+// bookkeeping is not in its freshly built shape).
+func BenchmarkPosition(b *testing.B) {
+	const n = 100_000
+	for _, shape := range []struct {
+		name       string
+		keys       int
+		roundRobin bool
+	}{
+		{"one", 1, false},
+		{"keys", 1_000, false},
+		{"round-robin", 1_000, true},
+	} {
+		b.Run(shape.name, func(b *testing.B) {
+			dropQueuedFixture()
+			ctx := context.Background()
+			e := newBenchEngine()
+			defer e.Close()
+			cfg := admission.ScopeConfig{Limit: 1, RoundRobin: shape.roundRobin}
+			if err := e.SetScope(ctx, queueScope, cfg); err != nil {
+				b.Fatal(err)
+			}
+			cands := []admission.Candidate{{Needs: []admission.Need{{Scope: queueScope, Amount: 1}}}}
+			if _, err := e.TryAcquire(ctx, admission.Request{ID: "fill", Owner: benchOwner, Candidates: cands}); err != nil {
+				b.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			notify := func(admission.Lease, error) {}
+			total := n + n/100
+			for i := range total {
+				req := admission.Request{
+					ID:          "w" + strconv.Itoa(i),
+					FairnessKey: "tenant-" + strconv.Itoa(rng.IntN(shape.keys)),
+					Owner:       benchOwner,
+					Candidates:  cands,
+				}
+				if err := e.Enqueue(ctx, req, notify); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for _, i := range rng.Perm(total - 1)[:total-n] {
+				if err := e.Cancel(ctx, "w"+strconv.Itoa(i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			last := "w" + strconv.Itoa(total-1)
+			var pos admission.Position
+			for b.Loop() {
+				var err error
+				if pos, err = e.Position(ctx, last); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if pos.Queued != n || pos.Ahead < n/2 {
+				b.Fatalf("Position of the last waiter: %+v; want %d queued and most of them ahead", pos, n)
+			}
+		})
+	}
 }
 
 // --- 3. Memory per queued waiter --------------------------------------------

@@ -116,11 +116,15 @@ type class struct {
 	scopes  []*scope // distinct scopes over all candidates
 	rr      []*scope // the round-robin ones, in waiter.vts order
 	flows   []*flow  // the class's fairness key's turn in each of rr
-	members indexHeap[*waiter]
+	members roster
 	parks   []*parking // in scopes' waiting heaps
 	// unsettled: in m.unsettled.
 	unsettled bool
-	passes    []*parking // in scopes' passed heaps
+	// turnsMixed: some member's turn in a round-robin scope is out of
+	// arrival order (a waiter re-resolved into the class can take one), so
+	// Position walks the class instead of searching it.
+	turnsMixed bool
+	passes     []*parking // in scopes' passed heaps
 }
 
 type cand struct {
@@ -172,7 +176,6 @@ func (s *scope) before(a, b parked) bool {
 type waiter struct {
 	id       string
 	prio     int32
-	hidx     int32
 	didx     int32
 	seq      uint64
 	arrival  int64
@@ -464,7 +467,7 @@ func (w *waiter) vtIn(s *scope) int64 {
 	return 0
 }
 
-func (c *class) head() *waiter { return c.members.items[0] }
+func (c *class) head() *waiter { return c.members.head() }
 
 func (w *waiter) vtAt(i int) int64 {
 	if i == 0 {
@@ -871,7 +874,6 @@ func (m *Memory) queueLocked(req *Request, notify func(Lease, error)) (*waiter, 
 	w := &waiter{
 		id:       req.ID,
 		prio:     req.Priority,
-		hidx:     -1,
 		didx:     -1,
 		seq:      m.seq,
 		arrival:  now,
@@ -968,10 +970,6 @@ func (m *Memory) classLocked(fkey string, prio int32, cands []cand) *class {
 
 func (m *Memory) newClassLocked(key, fkey string, prio int32, cands []cand) *class {
 	c := &class{key: key, prio: prio, fkey: fkey, cands: cands}
-	c.members = indexHeap[*waiter]{
-		less:   func(a, b *waiter) bool { return a.seq < b.seq },
-		setIdx: func(w *waiter, i int) { w.hidx = int32(i) },
-	}
 	for _, cd := range cands {
 		for _, n := range cd.needs {
 			if !slices.Contains(c.scopes, n.s) {
@@ -1032,7 +1030,7 @@ func (m *Memory) joinClassLocked(w *waiter, c *class) {
 func (m *Memory) leaveClassLocked(w *waiter) {
 	c := w.class
 	wasHead := c.head() == w
-	c.members.remove(int(w.hidx))
+	c.members.remove(w)
 	for _, s := range c.scopes {
 		s.queued--
 		if s.holder == w {
@@ -1574,9 +1572,11 @@ func (m *Memory) Cancel(ctx context.Context, waiterID string) error {
 	return nil
 }
 
-// Position reports where a queued waiter stands. It walks the waiters of
-// the scope it waits on, so it costs O(waiters there): it is for clients
-// asking now and then, not for the admission path.
+// Position reports where a queued waiter stands. It counts, in each class
+// parked on the scope the waiter waits on, the members ahead of it: all or
+// none of a class of another priority, else those before it in the class's
+// order, which is its members' arrival order (see aheadIn). So it costs
+// O(classes there × log members), not O(waiters there).
 func (m *Memory) Position(ctx context.Context, waiterID string) (Position, error) {
 	m.lock()
 	defer m.unlock()
@@ -1594,20 +1594,12 @@ func (m *Memory) Position(ctx context.Context, waiterID string) (Position, error
 	ahead := 0
 	counted := false
 	for _, e := range s.waiting.items {
-		p := e.p
-		counted = counted || p.c == c
-		for _, o := range p.c.members.items {
-			if o != w && s.precedes(o, w) {
-				ahead++
-			}
-		}
+		counted = counted || e.p.c == c
+		ahead += e.p.c.aheadIn(s, w)
 	}
 	if !counted {
-		for _, o := range c.members.items {
-			if o != w && o.seq < w.seq {
-				ahead++
-			}
-		}
+		// Not parked there yet: only its own class is known to be ahead.
+		ahead += c.members.before(w.seq)
 	}
 	pos := Position{Scope: s.name, Ahead: ahead, Queued: s.queued}
 	if s.meanHold > 0 {
@@ -1615,6 +1607,61 @@ func (m *Memory) Position(ctx context.Context, waiterID string) (Position, error
 		pos.EstimatedWait = time.Duration(float64(ahead+1) * s.meanHold / per)
 	}
 	return pos, nil
+}
+
+// aheadIn counts c's members that precede w in s's order (s.precedes). A
+// class has one priority, so it is all of them or none unless it has w's.
+// Then, in a FIFO scope, those that arrived before w are counted by a
+// binary search. In a round-robin scope the order is by turn, then
+// arrival; a class is one fairness key, whose turns are handed out in
+// arrival order, so its members in arrival order are in turn order too and
+// those that precede w are a prefix, found by a binary search. A member
+// re-resolved into the class can break that (c.turnsMixed); such a class is
+// walked.
+func (c *class) aheadIn(s *scope, w *waiter) int {
+	switch {
+	case c.prio > w.prio:
+		return c.members.len()
+	case c.prio < w.prio:
+		return 0
+	case !s.cfg.RoundRobin:
+		return c.members.before(w.seq)
+	}
+	vt := w.vtIn(s)
+	i := slices.Index(c.rr, s) // -1 if s turned round-robin after c began
+	precedes := func(o *waiter) bool {
+		var ovt int64
+		if i >= 0 {
+			ovt = o.vtAt(i)
+		}
+		return ovt < vt || (ovt == vt && o.seq < w.seq)
+	}
+	if !c.turnsMixed {
+		return c.members.countWhile(precedes)
+	}
+	n := 0
+	c.members.each(func(o *waiter) {
+		if precedes(o) {
+			n++
+		}
+	})
+	return n
+}
+
+// noteTurns marks c turnsMixed if w, just given its turns, has a turn in
+// some round-robin scope out of arrival order among c's members.
+func (c *class) noteTurns(w *waiter) {
+	if c.turnsMixed || len(c.rr) == 0 {
+		return
+	}
+	prev, next := c.members.neighbors(w)
+	for i := range c.rr {
+		vt := w.vtAt(i)
+		if (prev != nil && prev.vtAt(i) > vt) || (next != nil && next.vtAt(i) < vt) {
+			c.turnsMixed = true
+			return
+		}
+	}
 }
 
 // ---- time ----
@@ -1855,7 +1902,7 @@ func (m *Memory) reresolveLocked(now int64, changed []*scope, all bool) {
 			for c := range s.classes {
 				if !seen[c] {
 					seen[c] = true
-					affected = append(affected, c.members.items...)
+					affected = c.members.appendTo(affected)
 				}
 			}
 		}
@@ -1902,6 +1949,7 @@ func (m *Memory) reresolveLocked(now int64, changed []*scope, all bool) {
 				w.setVT(i, vt)
 			}
 		}
+		c.noteTurns(w)
 		if c.head() == w {
 			m.classHeadChangedLocked(c)
 		}

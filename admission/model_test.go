@@ -606,6 +606,8 @@ func (r *runner) opPosition() {
 	r.logf("Position %s (queued %v)", id, queued)
 	r.begin(op{kind: "position"})
 	pos, err := r.eng.Position(r.ctx, id)
+	// Nothing falls due between the two calls: the fake clock stands still.
+	scan, scanErr := admission.PositionByScan(r.eng, id)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if n := r.endLocked(); n != 0 {
@@ -619,6 +621,10 @@ func (r *runner) opPosition() {
 	}
 	if err != nil || !m.touches(w, pos.Scope) || pos.Ahead < 0 || pos.Ahead >= pos.Queued || pos.Queued != m.queuedCount(pos.Scope) {
 		m.violatef("Position of queued %s (candidates %s) is %+v, %v", w, r.candString(w), pos, err)
+	}
+	// Ahead is counted by search; the scan compares with every waiter.
+	if scanErr != nil || scan.Ahead != pos.Ahead || scan.Scope != pos.Scope {
+		m.violatef("Position of queued %s is %+v; a scan of its scope says %+v, %v", w, pos, scan, scanErr)
 	}
 }
 
