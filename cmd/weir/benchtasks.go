@@ -41,7 +41,8 @@ package main
 //	drain    10,000 tasks × 2s, capacity 100: 203.8s against 200s ideal, 1.019x; per task 12ms admission→submit, 18ms job end→noticed, 0.4% idle, 3.7 polls
 //	drain     2,000 tasks × 1s, capacity 100: 21.1s against 20s, 1.055x
 //	(before, with fixed doubling polls of 50ms..250ms: 1.111x and 1.246x)
-//	restart 100,000 waiting: serving and first admission 1.40s after the process started
+//	restart 100,000 waiting: serving and first admission 0.80s after the process started (recovery 0.78s, listing 0.45s);
+//	        GET of the last queued task 230µs median (4.3ms while Position scanned the queue); populated at 3,136 tasks/s (was 790)
 
 import (
 	"bufio"
