@@ -46,10 +46,9 @@ type taskOptions struct {
 
 // videoCatalog is a config's tasks section and a catalog serving
 // videoModel from up. Polls start at 50ms and stay at most 250ms apart.
-// rescue_after is River's floor: River refuses a RescueStuckJobsAfter below
-// its JobTimeout, which the task service sets to 1m (a shorter
-// tasks.rescue_after stops `weir serve` from starting), so a job that was
-// mid-step when its process died is taken over 60–90s later.
+// A job that was mid-step when its process died is reclaimed when the
+// gateway starts again (rescue_after would only matter to a replica that
+// is not the store's sole runner).
 func videoCatalog(upURL string, o taskOptions) string {
 	if o.Workers == 0 {
 		o.Workers = 8

@@ -79,6 +79,16 @@ func (s *Server) Target(pmName string) (task.Target, bool) {
 	return s.targetIn(st, pmName)
 }
 
+// UpstreamResult implements task.HealthReporter: a task's calls count
+// toward the platform model's cooldown as the gateway's requests do.
+func (s *Server) UpstreamResult(pmName string, ok bool) {
+	if ok {
+		s.deps.Router.Success(pmName)
+	} else {
+		s.deps.Router.Failure(pmName)
+	}
+}
+
 func (s *Server) targetIn(st *state, pmName string) (task.Target, bool) {
 	pm, ok := st.pms[pmName]
 	if !ok {
@@ -627,4 +637,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-var _ task.Planner = (*Server)(nil)
+var (
+	_ task.Planner        = (*Server)(nil)
+	_ task.HealthReporter = (*Server)(nil)
+)

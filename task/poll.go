@@ -145,6 +145,9 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 			}
 		}
 		up, err := target.Adapter.Poll(ctx, t.UpstreamID)
+		if ctx.Err() == nil {
+			s.report(t.PlatformModel, err)
+		}
 		if err != nil {
 			return s.upstreamFailed(ctx, t, job, err)
 		}

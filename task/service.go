@@ -65,6 +65,15 @@ type Planner interface {
 	Target(platformModel string) (Target, bool)
 }
 
+// HealthReporter is what a Planner may also do: hear how each call to a
+// platform model went (ok: it answered; not ok: 429, 5xx, a connect error
+// or a timeout), so that the order it gives candidates — its cooldowns —
+// follows the upstream's health, and a platform that keeps refusing
+// tasks sends them to another candidate.
+type HealthReporter interface {
+	UpstreamResult(platformModel string, ok bool)
+}
+
 // Config tunes the service.
 type Config struct {
 	// Workers is the global capacity: tasks running at once. Default 100.
@@ -379,7 +388,12 @@ func (s *Service) enqueue(ctx context.Context, t weir.Task) error {
 	if err != nil {
 		return err
 	}
-	id := t.ID
+	return s.enqueueRequest(ctx, req)
+}
+
+// enqueueRequest makes a queued task, as the engine request req, a waiter.
+func (s *Service) enqueueRequest(ctx context.Context, req admission.Request) error {
+	id := req.ID
 	return s.engine.Enqueue(ctx, req, func(l admission.Lease, err error) {
 		if err != nil {
 			s.waitEnded(id, err)

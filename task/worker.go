@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -112,6 +113,9 @@ func (s *Service) submit(ctx context.Context, t weir.Task, target Target, job *r
 	}
 	started := s.clock.Now()
 	up, err := target.Adapter.Submit(ctx, provider.AsyncCall{Body: body, IdempotencyKey: t.ID})
+	if ctx.Err() == nil {
+		s.report(t.PlatformModel, err)
+	}
 	if err != nil {
 		return s.upstreamFailed(ctx, t, job, err)
 	}
@@ -133,6 +137,23 @@ func (s *Service) submit(ctx context.Context, t weir.Task, target Target, job *r
 	s.mu.Unlock()
 	t.Status, t.UpstreamID, t.Progress = weir.TaskRunning, up.ID, up.Progress
 	return s.follow(ctx, t, target, job)
+}
+
+// report tells the planner, if it listens, how a call to pm went: err is
+// nil, or counts against pm's health if it is retryable (the upstream's
+// trouble, not the task's).
+func (s *Service) report(pm string, err error) {
+	h, ok := s.planner.(HealthReporter)
+	if !ok {
+		return
+	}
+	var pe *provider.Error
+	switch {
+	case err == nil:
+		h.UpstreamResult(pm, true)
+	case !errors.As(err, &pe) || pe.Retryable():
+		h.UpstreamResult(pm, false)
+	}
 }
 
 // upstreamFailed decides what an upstream error means for the task: a
@@ -166,9 +187,10 @@ func (s *Service) upstreamFailed(ctx context.Context, t weir.Task, job *river.Jo
 }
 
 // requeue sends an admitted task that the platform refused for lack of
-// capacity back to the queue after the platform's Retry-After, so that it
-// may go to another candidate then (a crash meanwhile leaves it queued in
-// the store, and the next start queues it).
+// capacity back to the queue: at once if another candidate may take it
+// (without the one that refused it), else after the platform's
+// Retry-After. A crash meanwhile leaves it queued in the store, and the
+// next start queues it.
 func (s *Service) requeue(ctx context.Context, t weir.Task, after time.Duration) bool {
 	cand := -1
 	ok, err := s.store.TaskUpdate(ctx, t.ID, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskAdmitted}, Status: weir.TaskQueued, Candidate: &cand})
@@ -176,8 +198,19 @@ func (s *Service) requeue(ctx context.Context, t weir.Task, after time.Duration)
 		return false
 	}
 	s.releaseLease(t.ID)
-	t.Status = weir.TaskQueued
-	time.AfterFunc(after, func() {
+	refusedBy := t.PlatformModel
+	t.Status, t.PlatformModel = weir.TaskQueued, ""
+	ctx = context.WithoutCancel(ctx)
+	if req, err := s.request(ctx, t); err == nil {
+		if others := withoutScope(req.Candidates, "pm:"+refusedBy); len(others) > 0 {
+			req.Candidates = others
+			if err := s.enqueueRequest(ctx, req); err != nil {
+				s.failQueued(ctx, t.ID, err)
+			}
+			return true
+		}
+	}
+	s.clock.AfterFunc(after, func() {
 		ctx := context.Background()
 		if cur, err := s.store.TaskGet(ctx, t.ID); err != nil || cur.Status != weir.TaskQueued {
 			return
@@ -187,6 +220,17 @@ func (s *Service) requeue(ctx context.Context, t weir.Task, after time.Duration)
 		}
 	})
 	return true
+}
+
+// withoutScope returns the candidates that do not need scope.
+func withoutScope(cands []admission.Candidate, scope string) []admission.Candidate {
+	var out []admission.Candidate
+	for _, c := range cands {
+		if !slices.ContainsFunc(c.Needs, func(n admission.Need) bool { return n.Scope == scope }) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func (s *Service) failRunning(ctx context.Context, t weir.Task, code, msg string) {
