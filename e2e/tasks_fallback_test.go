@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -62,5 +63,35 @@ models:
 	}
 	if got := g.getTask(t, key, hog.ID); got.Status != "running" {
 		t.Errorf("the first task is %s, want still running on the full platform", got.Status)
+	}
+}
+
+// TestTaskMetrics: /metrics counts a task's transitions, how long it
+// waited and ran, and its webhook's delivery.
+func TestTaskMetrics(t *testing.T) {
+	t.Parallel()
+	c := startCrashRig(t, mock.Config{JobDuration: 200 * time.Millisecond}, taskOptions{}, nil)
+	ids := c.submit(t, "metered", 1)
+	c.g.waitTerminal(t, c.key, ids, 10*time.Second)
+	waitFor(t, 10*time.Second, "the task's webhook", func() bool { return len(c.hooks.byTask()[ids[0]]) == 1 })
+	var text string
+	waitFor(t, 5*time.Second, "the delivery to be counted", func() bool {
+		text = string(c.g.do(t, request{Method: http.MethodGet, Path: "/metrics"}).Body)
+		v, _ := metric(text, "weir_task_webhook_attempts_total", `outcome="delivered"`)
+		return v == 1
+	})
+	for _, m := range []struct {
+		name   string
+		labels []string
+	}{
+		{"weir_task_transitions_total", []string{`status="queued"`}},
+		{"weir_task_transitions_total", []string{`status="running"`}},
+		{"weir_task_transitions_total", []string{`status="succeeded"`}},
+		{"weir_task_queue_wait_seconds_count", []string{`model="` + videoModel + `"`}},
+		{"weir_task_run_seconds_count", []string{`model="` + videoModel + `"`, `status="succeeded"`}},
+	} {
+		if v, ok := metric(text, m.name, m.labels...); v != 1 {
+			t.Errorf("%s%v = %v (found %v), want 1", m.name, m.labels, v, ok)
+		}
 	}
 }

@@ -33,6 +33,9 @@ type Metrics struct {
 	upstreamLt *prometheus.HistogramVec
 	usageDrop  prometheus.Counter
 	tasks      *prometheus.CounterVec
+	taskWait   *prometheus.HistogramVec
+	taskRun    *prometheus.HistogramVec
+	webhooks   *prometheus.CounterVec
 }
 
 // New returns Metrics on a fresh registry. scopes, if set, is read at
@@ -89,7 +92,24 @@ func New(scopes func(context.Context) []admission.ScopeStats) *Metrics {
 	for _, st := range []weir.TaskStatus{weir.TaskQueued, weir.TaskAdmitted, weir.TaskRunning, weir.TaskSucceeded, weir.TaskFailed, weir.TaskCancelled, weir.TaskExpired} {
 		m.tasks.WithLabelValues(string(st))
 	}
+	// Tasks wait and run for minutes to hours.
+	taskBuckets := []float64{.1, .5, 1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 24 * 3600}
+	m.taskWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "weir_task_queue_wait_seconds",
+		Help:    "Time durable tasks waited from submission to admission, by public model.",
+		Buckets: taskBuckets,
+	}, []string{"model"})
+	m.taskRun = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "weir_task_run_seconds",
+		Help:    "Time admitted durable tasks held their capacity until they ended, by public model and final status.",
+		Buckets: taskBuckets,
+	}, []string{"model", "status"})
+	m.webhooks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_task_webhook_attempts_total",
+		Help: "Webhook delivery attempts by outcome (delivered, retryable, gone, refused).",
+	}, []string{"outcome"})
 	m.Registry.MustRegister(m.admission, m.queueWait, m.leaseHeld, m.httpReqs, m.httpDur, m.upstream, m.upstreamLt, m.usageDrop, m.tasks,
+		m.taskWait, m.taskRun, m.webhooks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if scopes != nil {
 		m.Registry.MustRegister(&scopeCollector{scopes: scopes})
@@ -170,3 +190,16 @@ func (c *scopeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(scopeWaiting, prometheus.GaugeValue, float64(st.Queued), st.Name, typ)
 	}
 }
+
+// TaskWaited records how long a task waited before admission.
+func (m *Metrics) TaskWaited(model string, d time.Duration) {
+	m.taskWait.WithLabelValues(model).Observe(d.Seconds())
+}
+
+// TaskRan records how long an admitted task ran until it ended in st.
+func (m *Metrics) TaskRan(model string, st weir.TaskStatus, d time.Duration) {
+	m.taskRun.WithLabelValues(model, string(st)).Observe(d.Seconds())
+}
+
+// WebhookAttempt counts one webhook delivery attempt by its outcome.
+func (m *Metrics) WebhookAttempt(outcome string) { m.webhooks.WithLabelValues(outcome).Inc() }

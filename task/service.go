@@ -106,14 +106,26 @@ type Config struct {
 	Metrics Metrics
 }
 
-// Metrics receives every task transition (the status entered).
+// Metrics receives every task transition (the status entered), how long
+// tasks waited and ran, and each webhook delivery attempt's outcome.
 type Metrics interface {
 	TaskTransition(status weir.TaskStatus)
+	// TaskWaited: a task of model was admitted after waiting d since it
+	// was submitted (observed when it starts upstream).
+	TaskWaited(model string, d time.Duration)
+	// TaskRan: an admitted task of model ended in status after d.
+	TaskRan(model string, status weir.TaskStatus, d time.Duration)
+	// WebhookAttempt: one delivery attempt ended with outcome
+	// (webhook.Outcome's names).
+	WebhookAttempt(outcome string)
 }
 
 type noMetrics struct{}
 
-func (noMetrics) TaskTransition(weir.TaskStatus) {}
+func (noMetrics) TaskTransition(weir.TaskStatus)                 {}
+func (noMetrics) TaskWaited(string, time.Duration)               {}
+func (noMetrics) TaskRan(string, weir.TaskStatus, time.Duration) {}
+func (noMetrics) WebhookAttempt(string)                          {}
 
 func (c *Config) defaults() {
 	if c.Workers <= 0 {
@@ -448,6 +460,9 @@ func (s *Service) finish(ctx context.Context, id string, from []weir.TaskStatus,
 	}
 	if ok {
 		s.cfg.Metrics.TaskTransition(u.Status)
+		if !t.AdmittedAt.IsZero() {
+			s.cfg.Metrics.TaskRan(t.Model, u.Status, u.FinishedAt.Sub(t.AdmittedAt))
+		}
 	}
 	return ok
 }

@@ -99,6 +99,7 @@ func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 		return river.JobCancel(err)
 	}
 	at, err := s.hooks.Sender.Send(ctx, webhook.Message{URL: t.CallbackURL, ID: job.Args.EventID, Body: body, Signer: s.hooks.Signer})
+	s.cfg.Metrics.WebhookAttempt(at.Outcome.String())
 	switch at.Outcome {
 	case webhook.Delivered:
 		return nil

@@ -132,6 +132,7 @@ func (s *Service) submit(ctx context.Context, t weir.Task, target Target, job *r
 		return nil
 	}
 	s.cfg.Metrics.TaskTransition(weir.TaskRunning)
+	s.cfg.Metrics.TaskWaited(t.Model, t.AdmittedAt.Sub(t.CreatedAt))
 	s.mu.Lock()
 	s.runs[t.ID] = newRun(started, s.clock.Now().Add(s.cfg.PollMin))
 	s.mu.Unlock()
