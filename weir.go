@@ -402,4 +402,8 @@ type TaskStore interface {
 	// was already deleted). TaskGet still returns a deleted task, with
 	// DeletedAt set; TaskList leaves it out.
 	TaskDelete(ctx context.Context, id string, at time.Time) (bool, error)
+	// TaskPurge removes for good up to limit terminal tasks that finished
+	// before the given time, oldest first, and returns how many it
+	// removed; their idempotency keys are free again.
+	TaskPurge(ctx context.Context, finishedBefore time.Time, limit int) (int, error)
 }

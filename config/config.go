@@ -103,6 +103,10 @@ type Tasks struct {
 	// RescueAfter is how long a task's job may look running before it is
 	// handed to another worker (its process died). Default 2m.
 	RescueAfter time.Duration `yaml:"rescue_after"`
+	// Retention is how long a finished task is kept (for GET, listings
+	// and its Idempotency-Key) before it is removed for good. Default
+	// 720h (30 days).
+	Retention time.Duration `yaml:"retention"`
 	// WebhookSecret signs callback events (Standard Webhooks, "whsec_..."
 	// as made by any Standard Webhooks library). Empty: tasks may not ask
 	// for callbacks. Default "".
@@ -248,6 +252,7 @@ func Default() *Config {
 			MaxAttempts: 5,
 			LeaseTTL:    5 * time.Minute,
 			RescueAfter: 2 * time.Minute,
+			Retention:   30 * 24 * time.Hour,
 		},
 		DefaultGroup: "default",
 	}

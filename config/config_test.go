@@ -120,7 +120,7 @@ func TestDefaultValues(t *testing.T) {
 		Storage: Storage{Driver: "sqlite", Path: "weir.db"},
 		Tasks: Tasks{
 			Workers: 100, MaxWait: 24 * time.Hour, PollMin: 250 * time.Millisecond, PollMax: 10 * time.Second,
-			MaxAttempts: 5, LeaseTTL: 5 * time.Minute, RescueAfter: 2 * time.Minute,
+			MaxAttempts: 5, LeaseTTL: 5 * time.Minute, RescueAfter: 2 * time.Minute, Retention: 30 * 24 * time.Hour,
 		},
 		DefaultGroup: "default",
 	}

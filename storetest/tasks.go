@@ -48,6 +48,7 @@ func ExerciseTasks(t *testing.T, newStore func(t *testing.T) interface {
 		{"15_TaskFingerprintRace", testTaskFingerprintRace},
 		{"16_TaskDelete", testTaskDelete},
 		{"17_TaskDeleteRace", testTaskDeleteRace},
+		{"18_TaskPurge", testTaskPurge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

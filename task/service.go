@@ -93,6 +93,9 @@ type Config struct {
 	// RescueAfter is how long a job may look running before River hands
 	// it to another worker (its process died). Default 2m.
 	RescueAfter time.Duration
+	// Retention is how long a finished task is kept before it is purged.
+	// Default 30 days.
+	Retention time.Duration
 	// FetchPollInterval is how often River looks for jobs. Default 50ms.
 	FetchPollInterval time.Duration
 	// SoleRunner says no other process runs this store's jobs (the
@@ -149,6 +152,9 @@ func (c *Config) defaults() {
 	if c.RescueAfter <= 0 {
 		c.RescueAfter = 2 * time.Minute
 	}
+	if c.Retention <= 0 {
+		c.Retention = 30 * 24 * time.Hour
+	}
 	if c.FetchPollInterval <= 0 {
 		c.FetchPollInterval = 50 * time.Millisecond
 	}
@@ -181,9 +187,10 @@ type Service struct {
 	// their next poll snooze instead.
 	stopping chan struct{}
 
-	admitted chan admittedTask
-	stop     chan struct{}
-	done     chan struct{}
+	admitted   chan admittedTask
+	purgeBatch int
+	stop       chan struct{}
+	done       chan struct{}
 }
 
 type admittedTask struct {
@@ -205,14 +212,15 @@ func New(cfg Config, store Store, engine admission.Engine, planner Planner, hook
 		leases:   make(map[string]admission.Lease),
 		runs:     make(map[string]*run),
 		stopping: make(chan struct{}),
-		admitted: make(chan admittedTask, 4096),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
-		ready:    make(chan struct{}),
+		admitted: make(chan admittedTask, 4096), purgeBatch: purgeBatch,
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+		ready: make(chan struct{}),
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &runWorker{s: s})
 	river.AddWorker(workers, &webhookWorker{s: s})
+	river.AddWorker(workers, &purgeWorker{s: s})
 	client, err := river.NewClient(riversqlite.New(store.SQL()), &river.Config{
 		// Task jobs may wait in process for their next poll, holding a
 		// worker each; webhooks have their own queue so that they never
@@ -222,6 +230,7 @@ func New(cfg Config, store Store, engine admission.Engine, planner Planner, hook
 			QueueWebhooks:      {MaxWorkers: webhookWorkers},
 		},
 		Workers:              workers,
+		PeriodicJobs:         []*river.PeriodicJob{purgeJob()},
 		JobTimeout:           s.jobTimeout(),
 		RescueStuckJobsAfter: cfg.RescueAfter,
 		FetchPollInterval:    cfg.FetchPollInterval,

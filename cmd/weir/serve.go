@@ -121,6 +121,7 @@ func (m *Main) Start(ctx context.Context) error {
 		MaxAttempts: cfg.Tasks.MaxAttempts,
 		LeaseTTL:    cfg.Tasks.LeaseTTL,
 		RescueAfter: cfg.Tasks.RescueAfter,
+		Retention:   cfg.Tasks.Retention,
 		// The embedded SQLite store is this process's alone.
 		SoleRunner: true,
 		Metrics:    m.Metrics,
