@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -159,7 +160,9 @@ type taskObject struct {
 	Result      json.RawMessage `json:"result"`
 	Error       *taskError      `json:"error"`
 	CallbackURL string          `json:"callback_url,omitempty"`
-	Queue       *taskQueue      `json:"queue,omitempty"`
+	// CallbackEvents are the events asked for beyond the terminal one.
+	CallbackEvents []weir.TaskEvent `json:"callback_events,omitempty"`
+	Queue          *taskQueue       `json:"queue,omitempty"`
 }
 
 type taskQueue struct {
@@ -224,7 +227,7 @@ func (s *Server) videoOf(ctx context.Context, t weir.Task) videoObject {
 func (s *Server) taskOf(ctx context.Context, t weir.Task) taskObject {
 	o := taskObject{
 		ID: t.ID, Object: "task", Model: t.Model, Status: t.Status, Progress: t.Progress,
-		CreatedAt: t.CreatedAt.Unix(), Result: t.Result, CallbackURL: t.CallbackURL,
+		CreatedAt: t.CreatedAt.Unix(), Result: t.Result, CallbackURL: t.CallbackURL, CallbackEvents: t.CallbackEvents,
 	}
 	if len(o.Result) == 0 {
 		o.Result = json.RawMessage("null")
@@ -317,8 +320,102 @@ func stringField(m map[string]json.RawMessage, name string) (string, bool) {
 	return v, true
 }
 
+// taskCallback is where a submission asks its events to go, and which.
+type taskCallback struct {
+	URL string
+	// Events are sorted, without repeats.
+	Events []weir.TaskEvent
+	// param names where URL came from, for errors about it.
+	param string
+}
+
+// callbackOf reads what a task request asks for its callbacks: the body's
+// callback_url and callback_events (body nil for the video API, whose
+// body is OpenAI's and all passed upstream) and the X-Weir-Callback-URL
+// and X-Weir-Callback-Events headers. Body and headers are alternatives:
+// given both, they must agree (events as sets), or the request is refused
+// rather than one silently winning. Events need a URL.
+func callbackOf(r *http.Request, body map[string]json.RawMessage) (taskCallback, *apiError) {
+	cb := taskCallback{param: "callback_url"}
+	var bodyURL string
+	if raw, ok := body["callback_url"]; ok && string(raw) != "null" {
+		if json.Unmarshal(raw, &bodyURL) != nil {
+			return cb, errorf(CodeInvalidRequest, "callback_url", "callback_url must be a string")
+		}
+	}
+	var bodyEvents []weir.TaskEvent
+	hasBodyEvents := false
+	if raw, ok := body["callback_events"]; ok && string(raw) != "null" {
+		var names []string
+		if json.Unmarshal(raw, &names) != nil {
+			return cb, errorf(CodeInvalidRequest, "callback_events", `callback_events must be an array of event names, such as ["progress"]`)
+		}
+		var aerr *apiError
+		if bodyEvents, aerr = taskEvents(names, "callback_events"); aerr != nil {
+			return cb, aerr
+		}
+		hasBodyEvents = true
+	}
+	headerURL := strings.TrimSpace(r.Header.Get(HeaderCallbackURL))
+	var headerEvents []weir.TaskEvent
+	hasHeaderEvents := false
+	if vs := r.Header.Values(HeaderCallbackEvents); len(vs) > 0 {
+		var names []string
+		for _, v := range vs {
+			for _, n := range strings.Split(v, ",") {
+				if n = strings.TrimSpace(n); n != "" {
+					names = append(names, n)
+				}
+			}
+		}
+		var aerr *apiError
+		if headerEvents, aerr = taskEvents(names, HeaderCallbackEvents); aerr != nil {
+			return cb, aerr
+		}
+		hasHeaderEvents = true
+	}
+	switch {
+	case bodyURL != "" && headerURL != "" && bodyURL != headerURL:
+		return cb, errorf(CodeInvalidRequest, "callback_url", "callback_url and the "+HeaderCallbackURL+" header differ; give one of them")
+	case bodyURL != "":
+		cb.URL = bodyURL
+	case headerURL != "":
+		cb.URL, cb.param = headerURL, HeaderCallbackURL
+	}
+	switch {
+	case hasBodyEvents && hasHeaderEvents && !slices.Equal(bodyEvents, headerEvents):
+		return cb, errorf(CodeInvalidRequest, "callback_events", "callback_events and the "+HeaderCallbackEvents+" header differ; give one of them")
+	case hasBodyEvents:
+		cb.Events = bodyEvents
+	default:
+		cb.Events = headerEvents
+	}
+	if len(cb.Events) > 0 && cb.URL == "" {
+		param := "callback_events"
+		if !hasBodyEvents {
+			param = HeaderCallbackEvents
+		}
+		return cb, errorf(CodeInvalidRequest, param, "callback events need a callback URL (callback_url or "+HeaderCallbackURL+")")
+	}
+	return cb, nil
+}
+
+// taskEvents checks event names and returns them sorted, without repeats.
+func taskEvents(names []string, param string) ([]weir.TaskEvent, *apiError) {
+	events := make([]weir.TaskEvent, 0, len(names))
+	for _, n := range names {
+		e := weir.TaskEvent(n)
+		if !e.Valid() {
+			return nil, errorf(CodeInvalidRequest, param, fmt.Sprintf("unknown callback event %q: the events a task may ask for are %q (terminal events are always sent)", n, weir.TaskEventProgress))
+		}
+		events = append(events, e)
+	}
+	slices.Sort(events)
+	return slices.Compact(events), nil
+}
+
 // submitTask is the shared part of POST /v1/videos and POST /v1/tasks.
-func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string, input map[string]json.RawMessage, model, callback string) (weir.Task, bool, *apiError) {
+func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string, input map[string]json.RawMessage, model string, cb taskCallback) (weir.Task, bool, *apiError) {
 	key, aerr := s.authenticate(r)
 	if aerr != nil {
 		return weir.Task{}, false, aerr
@@ -340,19 +437,19 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string,
 	if !m.Kind.Async() {
 		return weir.Task{}, false, errorf(CodeInvalidRequest, "model", fmt.Sprintf("the model %q serves %s, not tasks", model, m.Kind))
 	}
-	if callback != "" {
+	if cb.URL != "" {
 		if !s.deps.Tasks.CallbacksEnabled() {
-			return weir.Task{}, false, errorf(CodeInvalidRequest, "callback_url", "callbacks are not enabled on this gateway (tasks.webhook_secret)")
+			return weir.Task{}, false, errorf(CodeInvalidRequest, cb.param, "callbacks are not enabled on this gateway (tasks.webhook_secret)")
 		}
-		if err := s.deps.Webhooks.ValidateURL(callback); err != nil {
-			return weir.Task{}, false, errorf(CodeInvalidRequest, "callback_url", err.Error())
+		if err := s.deps.Webhooks.ValidateURL(cb.URL); err != nil {
+			return weir.Task{}, false, errorf(CodeInvalidRequest, cb.param, err.Error())
 		}
 	}
 	body, err := json.Marshal(input)
 	if err != nil {
 		return weir.Task{}, false, errorf(CodeInvalidRequest, "", "could not encode the task input")
 	}
-	fingerprint, err := requestFingerprint(kind, model, input, callback)
+	fingerprint, err := requestFingerprint(kind, model, input, cb.URL, cb.Events)
 	if err != nil {
 		return weir.Task{}, false, errorf(CodeInvalidRequest, "", "could not read the task input: "+err.Error())
 	}
@@ -367,7 +464,7 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string,
 	}
 	t := weir.Task{
 		ID: task.NewID(kind), KeyID: key.ID, Kind: kind, Model: model, Input: body, Priority: prio,
-		CallbackURL: callback, IdempotencyKey: r.Header.Get(HeaderIdempotencyKey), Fingerprint: fingerprint,
+		CallbackURL: cb.URL, CallbackEvents: cb.Events, IdempotencyKey: r.Header.Get(HeaderIdempotencyKey), Fingerprint: fingerprint,
 	}
 	if v := r.Header.Get(HeaderMaxWait); v != "" {
 		d, err := parseWait(v)
@@ -430,7 +527,12 @@ func (s *Server) createVideo(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	model, _ := stringField(input, "model")
-	t, _, aerr := s.submitTask(w, r, "video", input, model, "")
+	cb, aerr := callbackOf(r, nil)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	t, _, aerr := s.submitTask(w, r, "video", input, model, cb)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -537,8 +639,12 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(CodeInvalidRequest, "input", "input must be a JSON object"))
 		return
 	}
-	callback, _ := stringField(body, "callback_url")
-	t, created, aerr := s.submitTask(w, r, "task", input, model, callback)
+	cb, aerr := callbackOf(r, body)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	t, created, aerr := s.submitTask(w, r, "task", input, model, cb)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
