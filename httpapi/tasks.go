@@ -595,8 +595,9 @@ func (s *Server) videoContent(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(w, resp.Body)
 }
 
-// videoDeleted is OpenAI's answer to DELETE /v1/videos/{id}.
-type videoDeleted struct {
+// deletedObject is OpenAI's answer to DELETE /v1/videos/{id}, and the
+// task API's to DELETE /v1/tasks/{id}.
+type deletedObject struct {
 	ID      string `json:"id"`
 	Object  string `json:"object"`
 	Deleted bool   `json:"deleted"`
@@ -606,6 +607,19 @@ type videoDeleted struct {
 // cancelled, a finished one deleted upstream; either way it is gone
 // afterwards (GET and a second DELETE answer 404, listings leave it out).
 func (s *Server) deleteVideo(w http.ResponseWriter, r *http.Request) {
+	s.deleteOwnTask(w, r, "video")
+}
+
+// deleteTask is DELETE /v1/tasks/{id}, as deleteVideo: a task not yet
+// finished is cancelled, a finished one has its upstream job deleted, and
+// the task is gone afterwards.
+func (s *Server) deleteTask(w http.ResponseWriter, r *http.Request) {
+	s.deleteOwnTask(w, r, "task")
+}
+
+// deleteOwnTask deletes the caller's task (task.Service.Delete) and
+// answers {"id", "object": object+".deleted", "deleted": true}.
+func (s *Server) deleteOwnTask(w http.ResponseWriter, r *http.Request, object string) {
 	t, aerr := s.ownTask(r)
 	if aerr != nil {
 		writeError(w, aerr)
@@ -617,14 +631,14 @@ func (s *Server) deleteVideo(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, task.ErrNotFound):
 			writeError(w, errorf(CodeNotFound, "id", fmt.Sprintf("no task %q", t.ID)))
 		case errors.As(err, &pe):
-			writeError(w, errorf(CodeUpstreamError, "", "could not delete the video upstream: "+err.Error()))
+			writeError(w, errorf(CodeUpstreamError, "", "could not delete the "+object+" upstream: "+err.Error()))
 		default:
-			info(r.Context()).log().Error("video delete failed", "task", t.ID, "error", err)
-			writeError(w, errorf(CodeInternal, "", "could not delete the video"))
+			info(r.Context()).log().Error(object+" delete failed", "task", t.ID, "error", err)
+			writeError(w, errorf(CodeInternal, "", "could not delete the "+object))
 		}
 		return
 	}
-	writeJSON(w, http.StatusOK, videoDeleted{ID: t.ID, Object: "video.deleted", Deleted: true})
+	writeJSON(w, http.StatusOK, deletedObject{ID: t.ID, Object: object + ".deleted", Deleted: true})
 }
 
 func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
