@@ -448,6 +448,47 @@ func TestVideosOfficialSDK(t *testing.T) {
 		}
 	})
 
+	// Listed, with two more, in pages the SDK follows by last_id: newest
+	// first, as OpenAI lists.
+	t.Run("list", func(t *testing.T) {
+		want := []string{v.ID}
+		for _, p := range []string{"second", "third"} {
+			nv, err := client.Videos.New(ctx, openai.VideoNewParams{Model: openai.VideoModel(videoModel), Prompt: p})
+			if err != nil {
+				t.Fatalf("Videos.New: %v", err)
+			}
+			want = append([]string{nv.ID}, want...)
+		}
+		page, err := client.Videos.List(ctx, openai.VideoListParams{Limit: openai.Int(2)})
+		if err != nil {
+			t.Fatalf("Videos.List: %v", err)
+		}
+		if len(page.Data) != 2 || !page.HasMore || page.LastID != want[1] || page.Data[0].ID != want[0] {
+			t.Fatalf("first page: %d videos, has_more %v, last_id %q; want %v, more", len(page.Data), page.HasMore, page.LastID, want[:2])
+		}
+		next, err := page.GetNextPage()
+		if err != nil || next == nil {
+			t.Fatalf("GetNextPage: %v, %v", next, err)
+		}
+		if len(next.Data) != 1 || next.Data[0].ID != v.ID || next.HasMore {
+			t.Errorf("second page: %+v, want %s alone, no more", next.Data, v.ID)
+		}
+		if next.Data[0].Status != openai.VideoStatusCompleted || next.Data[0].Prompt != "a weir at dawn" {
+			t.Errorf("the listed video: %+v", next.Data[0])
+		}
+		var all []string
+		iter := client.Videos.ListAutoPaging(ctx, openai.VideoListParams{Limit: openai.Int(1), Order: openai.VideoListParamsOrderAsc})
+		for iter.Next() {
+			all = append(all, iter.Current().ID)
+		}
+		if err := iter.Err(); err != nil {
+			t.Fatalf("ListAutoPaging: %v", err)
+		}
+		if slices.Reverse(want); !slices.Equal(all, want) {
+			t.Errorf("ListAutoPaging oldest first, one a page: %v, want %v", all, want)
+		}
+	})
+
 	// Deleted, the video is gone: Get and a second Delete are 404s.
 	del, err := client.Videos.Delete(ctx, v.ID)
 	if err != nil || !del.Deleted || del.ID != v.ID || del.Object != "video.deleted" {

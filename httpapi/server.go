@@ -284,6 +284,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/models", s.listModels)
 	mux.HandleFunc("GET /v1/models/{model...}", s.getModel)
 	mux.HandleFunc("POST /v1/videos", s.createVideo)
+	mux.HandleFunc("GET /v1/videos", s.listVideos)
 	mux.HandleFunc("GET /v1/videos/{id}", s.getVideo)
 	mux.HandleFunc("GET /v1/videos/{id}/content", s.videoContent)
 	mux.HandleFunc("DELETE /v1/videos/{id}", s.deleteVideo)

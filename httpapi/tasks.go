@@ -694,7 +694,8 @@ func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) {
 }
 
 // listTasks pages through the caller's own tasks, oldest first:
-// ?after=<task id's seq cursor>&limit=N.
+// ?after=<the previous page's cursor>&limit=N (1–1000, default 100), and
+// ?status= one status (an unknown one is a 400).
 func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 	key, aerr := s.authenticate(r)
 	if aerr != nil {
@@ -705,16 +706,13 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(CodeNotFound, "", "tasks are not enabled on this gateway"))
 		return
 	}
-	f := weir.TaskFilter{KeyID: key.ID, Limit: 100}
 	q := r.URL.Query()
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			writeError(w, errorf(CodeInvalidRequest, "limit", "limit must be between 1 and 1000"))
-			return
-		}
-		f.Limit = n
+	limit, aerr := listLimit(q.Get("limit"), 100, 1000)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
 	}
+	f := weir.TaskFilter{KeyID: key.ID, Limit: limit + 1} // one more: is there a next page?
 	if v := q.Get("after"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
@@ -724,10 +722,17 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		f.AfterSeq = n
 	}
 	if v := q.Get("status"); v != "" {
-		f.Statuses = []weir.TaskStatus{weir.TaskStatus(v)}
+		st := weir.TaskStatus(v)
+		if !st.Valid() {
+			writeError(w, errorf(CodeInvalidRequest, "status", fmt.Sprintf(
+				"unknown status %q: one of queued, admitted, running, succeeded, failed, cancelled, expired", v)))
+			return
+		}
+		f.Statuses = []weir.TaskStatus{st}
 	}
 	ts, err := s.deps.Tasks.List(r.Context(), f)
 	if err != nil {
+		info(r.Context()).log().Error("task list failed", "error", err)
 		writeError(w, errorf(CodeInternal, "", "could not list tasks"))
 		return
 	}
@@ -737,12 +742,100 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		HasMore bool         `json:"has_more"`
 		After   string       `json:"after,omitempty"`
 	}{Object: "list", Data: []taskObject{}}
+	if len(ts) > limit {
+		ts = ts[:limit]
+		out.HasMore = true
+		out.After = strconv.FormatInt(ts[len(ts)-1].Seq, 10)
+	}
 	for _, t := range ts {
 		out.Data = append(out.Data, s.taskOf(r.Context(), t))
 	}
-	if len(ts) == f.Limit {
-		out.HasMore = true
-		out.After = strconv.FormatInt(ts[len(ts)-1].Seq, 10)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// listLimit reads a listing's ?limit=: def if empty, else 1 to most.
+func listLimit(v string, def, most int) (int, *apiError) {
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > most {
+		return 0, errorf(CodeInvalidRequest, "limit", fmt.Sprintf("limit must be between 1 and %d", most))
+	}
+	return n, nil
+}
+
+// videoList is OpenAI's answer to GET /v1/videos (a cursor page: the
+// first and last ids are null on an empty page).
+type videoList struct {
+	Object  string        `json:"object"`
+	Data    []videoObject `json:"data"`
+	FirstID *string       `json:"first_id"`
+	LastID  *string       `json:"last_id"`
+	HasMore bool          `json:"has_more"`
+}
+
+// listVideos is OpenAI's GET /v1/videos: the caller's videos, deleted
+// ones left out, newest first unless ?order=asc; ?limit= 1–100 (default
+// 20); ?after= the id of the last video of the previous page (it may have
+// been deleted since). Tasks of the generic task API are not videos.
+func (s *Server) listVideos(w http.ResponseWriter, r *http.Request) {
+	key, aerr := s.authenticate(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if s.deps.Tasks == nil {
+		writeError(w, errorf(CodeNotFound, "", "tasks are not enabled on this gateway"))
+		return
+	}
+	q := r.URL.Query()
+	limit, aerr := listLimit(q.Get("limit"), 20, 100)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	f := weir.TaskFilter{KeyID: key.ID, Kind: "video", Limit: limit + 1, Descending: true}
+	switch q.Get("order") {
+	case "", "desc":
+	case "asc":
+		f.Descending = false
+	default:
+		writeError(w, errorf(CodeInvalidRequest, "order", fmt.Sprintf("order must be asc or desc, not %q", q.Get("order"))))
+		return
+	}
+	if after := q.Get("after"); after != "" {
+		t, err := s.deps.Tasks.Get(r.Context(), after)
+		if err != nil && !errors.Is(err, task.ErrNotFound) {
+			info(r.Context()).log().Error("video lookup failed", "error", err)
+			writeError(w, errorf(CodeInternal, "", "video lookup failed"))
+			return
+		}
+		if err != nil || t.KeyID != key.ID || t.Kind != "video" {
+			writeError(w, errorf(CodeInvalidRequest, "after", fmt.Sprintf("after must be the id of one of your videos, not %q", after)))
+			return
+		}
+		if f.Descending {
+			f.BeforeSeq = t.Seq
+		} else {
+			f.AfterSeq = t.Seq
+		}
+	}
+	ts, err := s.deps.Tasks.List(r.Context(), f)
+	if err != nil {
+		info(r.Context()).log().Error("video list failed", "error", err)
+		writeError(w, errorf(CodeInternal, "", "could not list videos"))
+		return
+	}
+	out := videoList{Object: "list", Data: []videoObject{}}
+	if len(ts) > limit {
+		ts, out.HasMore = ts[:limit], true
+	}
+	for _, t := range ts {
+		out.Data = append(out.Data, s.videoOf(r.Context(), t))
+	}
+	if len(ts) > 0 {
+		out.FirstID, out.LastID = &ts[0].ID, &ts[len(ts)-1].ID
 	}
 	writeJSON(w, http.StatusOK, out)
 }
