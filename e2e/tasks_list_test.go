@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -217,5 +218,34 @@ func TestTaskListPages(t *testing.T) {
 	}
 	for _, id := range ids {
 		g.cancelTask(t, key, id)
+	}
+}
+
+// TestTasksCLI: `weir tasks list` pages with --after as it says, `weir
+// tasks delete` deletes, and a deleted task is no longer listed.
+func TestTasksCLI(t *testing.T) {
+	t.Parallel()
+	up := startVideoUpstream(t, mock.Config{})
+	g := startGateway(t, "", videoCatalog(up.URL, taskOptions{Workers: 2}))
+	_, key := g.createKey(t)
+	a, _ := g.submitTask(t, key, taskBody("a", ""), "")
+	b, _ := g.submitTask(t, key, taskBody("b", ""), "")
+	g.waitTerminal(t, key, []string{a.ID, b.ID}, 20*time.Second)
+	weir := func(args ...string) string {
+		return runWeir(t, append([]string{"tasks", "--addr", g.URL, "--key", key}, args...)...)
+	}
+	out := weir("list", "--limit", "1")
+	if !strings.Contains(out, a.ID) || strings.Contains(out, b.ID) || !strings.Contains(out, "more: weir tasks list --after ") {
+		t.Fatalf("list --limit 1:\n%s", out)
+	}
+	cursor := strings.TrimSpace(out[strings.Index(out, "--after ")+len("--after "):])
+	if out := weir("list", "--limit", "1", "--after", cursor); !strings.Contains(out, b.ID) || strings.Contains(out, a.ID) || strings.Contains(out, "more:") {
+		t.Errorf("list --after %s:\n%s", cursor, out)
+	}
+	if out := weir("delete", a.ID); strings.TrimSpace(out) != a.ID+" deleted" {
+		t.Errorf("delete: %q", out)
+	}
+	if out := weir("list"); strings.Contains(out, a.ID) || !strings.Contains(out, b.ID) {
+		t.Errorf("list after deleting %s:\n%s", a.ID, out)
 	}
 }
