@@ -296,6 +296,15 @@ const (
 	TaskExpired   TaskStatus = "expired"
 )
 
+// Valid reports whether s is one of the statuses above.
+func (s TaskStatus) Valid() bool {
+	switch s {
+	case TaskQueued, TaskAdmitted, TaskRunning:
+		return true
+	}
+	return s.Terminal()
+}
+
 // Terminal reports whether s is final.
 func (s TaskStatus) Terminal() bool {
 	switch s {
@@ -304,6 +313,20 @@ func (s TaskStatus) Terminal() bool {
 	}
 	return false
 }
+
+// TaskEvent names a kind of callback event a task may ask for beyond the
+// terminal ones, which every task with a callback URL gets.
+type TaskEvent string
+
+const (
+	// TaskEventProgress asks for task.running when the task starts
+	// upstream and task.progress as its progress advances (throttled by
+	// the task service).
+	TaskEventProgress TaskEvent = "progress"
+)
+
+// Valid reports whether e is a known event kind.
+func (e TaskEvent) Valid() bool { return e == TaskEventProgress }
 
 // Task is one unit of asynchronous work: a video, an image, a speech job.
 type Task struct {
@@ -330,6 +353,9 @@ type Task struct {
 	ErrorCode    string
 	ErrorMessage string
 	CallbackURL  string
+	// CallbackEvents are the events beyond the terminal ones that the
+	// callback URL gets; none: only the terminal event.
+	CallbackEvents []TaskEvent
 	// IdempotencyKey makes a repeated submission by the same key return
 	// the same task.
 	IdempotencyKey string
@@ -349,6 +375,16 @@ type Task struct {
 	// not deleted. A deleted task is terminal and stays stored (its
 	// idempotency key stays taken), but the API treats it as gone.
 	DeletedAt time.Time
+}
+
+// WantsEvent reports whether t asked for events of kind e.
+func (t Task) WantsEvent(e TaskEvent) bool {
+	for _, have := range t.CallbackEvents {
+		if have == e {
+			return true
+		}
+	}
+	return false
 }
 
 // Deleted reports whether the client deleted the task.
@@ -378,11 +414,19 @@ type TaskUpdate struct {
 
 // TaskFilter selects tasks for listing. Deleted tasks are never listed.
 type TaskFilter struct {
-	KeyID    string
+	KeyID string
+	// Kind, if set, selects the tasks that came through one API ("video",
+	// "task").
+	Kind     string
 	Statuses []TaskStatus
-	// AfterSeq pages: tasks with a larger Seq.
-	AfterSeq int64
-	Limit    int
+	// AfterSeq and BeforeSeq page: only tasks with a larger Seq, and (if
+	// BeforeSeq is positive) a smaller one.
+	AfterSeq  int64
+	BeforeSeq int64
+	// Descending lists the newest (largest Seq) first; a descending page
+	// continues with BeforeSeq set to the last Seq it holds.
+	Descending bool
+	Limit      int
 }
 
 // TaskStore keeps tasks. storetest states its contract.
@@ -392,7 +436,7 @@ type TaskStore interface {
 	// returned with created false.
 	TaskCreate(ctx context.Context, t *Task) (created bool, err error)
 	TaskGet(ctx context.Context, id string) (Task, error)
-	// TaskList lists in Seq order (ascending).
+	// TaskList lists in Seq order (ascending, or descending if asked).
 	TaskList(ctx context.Context, f TaskFilter) ([]Task, error)
 	// TaskUpdate applies u if the task's status is in u.From; it reports
 	// whether it did (false, nil: the task had moved on).

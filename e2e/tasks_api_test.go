@@ -448,6 +448,47 @@ func TestVideosOfficialSDK(t *testing.T) {
 		}
 	})
 
+	// Listed, with two more, in pages the SDK follows by last_id: newest
+	// first, as OpenAI lists.
+	t.Run("list", func(t *testing.T) {
+		want := []string{v.ID}
+		for _, p := range []string{"second", "third"} {
+			nv, err := client.Videos.New(ctx, openai.VideoNewParams{Model: openai.VideoModel(videoModel), Prompt: p})
+			if err != nil {
+				t.Fatalf("Videos.New: %v", err)
+			}
+			want = append([]string{nv.ID}, want...)
+		}
+		page, err := client.Videos.List(ctx, openai.VideoListParams{Limit: openai.Int(2)})
+		if err != nil {
+			t.Fatalf("Videos.List: %v", err)
+		}
+		if len(page.Data) != 2 || !page.HasMore || page.LastID != want[1] || page.Data[0].ID != want[0] {
+			t.Fatalf("first page: %d videos, has_more %v, last_id %q; want %v, more", len(page.Data), page.HasMore, page.LastID, want[:2])
+		}
+		next, err := page.GetNextPage()
+		if err != nil || next == nil {
+			t.Fatalf("GetNextPage: %v, %v", next, err)
+		}
+		if len(next.Data) != 1 || next.Data[0].ID != v.ID || next.HasMore {
+			t.Errorf("second page: %+v, want %s alone, no more", next.Data, v.ID)
+		}
+		if next.Data[0].Status != openai.VideoStatusCompleted || next.Data[0].Prompt != "a weir at dawn" {
+			t.Errorf("the listed video: %+v", next.Data[0])
+		}
+		var all []string
+		iter := client.Videos.ListAutoPaging(ctx, openai.VideoListParams{Limit: openai.Int(1), Order: openai.VideoListParamsOrderAsc})
+		for iter.Next() {
+			all = append(all, iter.Current().ID)
+		}
+		if err := iter.Err(); err != nil {
+			t.Fatalf("ListAutoPaging: %v", err)
+		}
+		if slices.Reverse(want); !slices.Equal(all, want) {
+			t.Errorf("ListAutoPaging oldest first, one a page: %v, want %v", all, want)
+		}
+	})
+
 	// Deleted, the video is gone: Get and a second Delete are 404s.
 	del, err := client.Videos.Delete(ctx, v.ID)
 	if err != nil || !del.Deleted || del.ID != v.ID || del.Object != "video.deleted" {
@@ -709,4 +750,66 @@ func TestTaskUpstreamSaturated(t *testing.T) {
 		knownBug(t, "%d submits refused with 429 in %s for 4 tasks (want at most %d): a refused task goes back to the queue and is admitted and submitted again at once, ignoring Retry-After",
 			st.JobsRejected, took.Round(time.Millisecond), limit)
 	}
+}
+
+// deleteTask sends DELETE /v1/tasks/{id} and checks the answer,
+// {"id", "object": "task.deleted", "deleted": true}.
+func (g *gateway) deleteTask(t *testing.T, key, id string) {
+	t.Helper()
+	rep := g.do(t, request{Method: http.MethodDelete, Path: "/v1/tasks/" + id, Key: key})
+	var got map[string]any
+	if rep.Status != http.StatusOK || json.Unmarshal(rep.Body, &got) != nil || len(got) != 3 ||
+		got["id"] != id || got["object"] != "task.deleted" || got["deleted"] != true {
+		t.Errorf("DELETE /v1/tasks/%s: %d %s, want {id, object task.deleted, deleted true}", id, rep.Status, rep.Body)
+	}
+}
+
+// TestTaskDelete: DELETE /v1/tasks/{id} as the video API's DELETE: a
+// finished task has its upstream job deleted and is gone (404 for GET,
+// cancel and a second DELETE; not listed); a running one is cancelled,
+// its upstream job deleted and its capacity freed; another key's task is
+// not found and stays.
+func TestTaskDelete(t *testing.T) {
+	t.Parallel()
+	up := startVideoUpstream(t, mock.Config{})
+	g := startGateway(t, "", videoCatalog(up.URL, taskOptions{Workers: 4}))
+	_, key := g.createKey(t)
+	_, other := g.createKey(t)
+
+	done, _ := g.submitTask(t, key, taskBody("done", ""), "")
+	if o := g.waitTerminal(t, key, []string{done.ID}, 20*time.Second)[done.ID]; o.Status != "succeeded" {
+		t.Fatalf("task %s: %s %+v", done.ID, o.Status, o.Error)
+	}
+	doneJob := up.videoJobOf(t, done.ID)
+	if err := up.Mock.Update(func(c *mock.Config) { c.JobDuration = time.Minute }); err != nil {
+		t.Fatal(err)
+	}
+	running, _ := g.submitTask(t, key, taskBody("running", ""), "")
+	waitFor(t, 10*time.Second, "a task to run upstream", func() bool { return g.getTask(t, key, running.ID).Status == "running" })
+	runningJob := up.videoJobOf(t, running.ID)
+
+	checkError(t, g.do(t, request{Method: http.MethodDelete, Path: "/v1/tasks/" + done.ID, Key: other}), http.StatusNotFound, "not_found")
+	if o := g.getTask(t, key, done.ID); o.Status != "succeeded" || len(up.Deletes()) != 0 {
+		t.Fatalf("after another key's DELETE: %s, upstream deletes %v", o.Status, up.Deletes())
+	}
+
+	g.deleteTask(t, key, done.ID)
+	g.deleteTask(t, key, running.ID)
+	if got := up.Deletes(); !slices.Equal(got, []string{doneJob, runningJob}) {
+		t.Errorf("upstream deletes %v, want the finished task's job %s, then the running one's %s", got, doneJob, runningJob)
+	}
+	for _, id := range []string{done.ID, running.ID} {
+		for _, r := range []request{
+			{Method: http.MethodGet, Path: "/v1/tasks/" + id},
+			{Method: http.MethodPost, Path: "/v1/tasks/" + id + "/cancel"},
+			{Method: http.MethodDelete, Path: "/v1/tasks/" + id},
+		} {
+			r.Key = key
+			checkError(t, g.do(t, r), http.StatusNotFound, "not_found")
+		}
+	}
+	if got := g.statuses(t, key); len(got) != 0 {
+		t.Errorf("after deleting every task the key lists %v", got)
+	}
+	g.waitNoLeases(t, 10*time.Second)
 }

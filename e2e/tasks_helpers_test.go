@@ -268,17 +268,18 @@ func (u *videoUpstream) jobOrder() []string {
 
 // taskObject is the task API's answer.
 type taskObject struct {
-	ID          string          `json:"id"`
-	Object      string          `json:"object"`
-	Model       string          `json:"model"`
-	Status      string          `json:"status"`
-	Progress    int             `json:"progress"`
-	CreatedAt   int64           `json:"created_at"`
-	FinishedAt  *int64          `json:"finished_at"`
-	Result      json.RawMessage `json:"result"`
-	Error       *taskErr        `json:"error"`
-	CallbackURL string          `json:"callback_url"`
-	Queue       *struct {
+	ID             string          `json:"id"`
+	Object         string          `json:"object"`
+	Model          string          `json:"model"`
+	Status         string          `json:"status"`
+	Progress       int             `json:"progress"`
+	CreatedAt      int64           `json:"created_at"`
+	FinishedAt     *int64          `json:"finished_at"`
+	Result         json.RawMessage `json:"result"`
+	Error          *taskErr        `json:"error"`
+	CallbackURL    string          `json:"callback_url"`
+	CallbackEvents []string        `json:"callback_events"`
+	Queue          *struct {
 		Position      int     `json:"position"`
 		EstimatedWait float64 `json:"estimated_wait_seconds"`
 	} `json:"queue"`
@@ -435,11 +436,14 @@ type delivery struct {
 	Verified      error // webhook.Signer.Verify's answer
 	At            time.Time
 	Event         struct {
-		Type string `json:"type"`
-		Data struct {
-			ID     string   `json:"id"`
-			Status string   `json:"status"`
-			Error  *taskErr `json:"error"`
+		Type      string    `json:"type"`
+		Timestamp time.Time `json:"timestamp"`
+		Data      struct {
+			ID       string          `json:"id"`
+			Status   string          `json:"status"`
+			Progress int             `json:"progress"`
+			Result   json.RawMessage `json:"result"`
+			Error    *taskErr        `json:"error"`
 		} `json:"data"`
 	}
 }

@@ -6,18 +6,23 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+
+	"github.com/weir-gateway/weir"
 )
 
 // requestFingerprint identifies a task request for Idempotency-Key
 // checks, as the IETF httpapi Idempotency-Key draft asks: a key reused
 // with a different request is refused (422), a key reused with the same
 // request returns the task the first one made. It is the hex SHA-256 of
-// the task's kind, model, input and callback URL, with the input
-// canonicalised so that what JSON does not distinguish does not count:
-// object keys in any order, whitespace, string escapes. Numbers are
-// compared as written (8 and 8.0 differ), and a form field's text is not
-// its JSON value ("8" is not 8).
-func requestFingerprint(kind, model string, input map[string]json.RawMessage, callback string) (string, error) {
+// the task's kind, model, input, callback URL and callback events, with
+// the input canonicalised so that what JSON does not distinguish does not
+// count: object keys in any order, whitespace, string escapes. Numbers
+// are compared as written (8 and 8.0 differ), and a form field's text is
+// not its JSON value ("8" is not 8). events must be normalised (sorted,
+// without repeats: callbackOf does it); a request without events has the
+// fingerprint it had before events were asked for, so that a repeat of a
+// task stored then still matches.
+func requestFingerprint(kind, model string, input map[string]json.RawMessage, callback string, events []weir.TaskEvent) (string, error) {
 	canon := make(map[string]any, len(input))
 	for k, raw := range input {
 		v, err := canonicalJSON(raw)
@@ -27,7 +32,11 @@ func requestFingerprint(kind, model string, input map[string]json.RawMessage, ca
 		canon[k] = v
 	}
 	// An array, so that no field's text can run into the next one's.
-	b, err := json.Marshal([]any{"weir-task-request-v1", kind, model, canon, callback})
+	fields := []any{"weir-task-request-v1", kind, model, canon, callback}
+	if len(events) > 0 {
+		fields = append(fields, events)
+	}
+	b, err := json.Marshal(fields)
 	if err != nil {
 		return "", err
 	}

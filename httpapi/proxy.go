@@ -31,6 +31,23 @@ const (
 	HeaderQueueWait = "X-Weir-Queue-Wait-Ms"
 )
 
+// Request headers of task submissions (POST /v1/videos, POST /v1/tasks).
+const (
+	// HeaderCallbackURL asks for signed callback events about the task
+	// at this URL, as POST /v1/tasks's callback_url does; it is how a
+	// video request, whose body is OpenAI's, asks for them. The same
+	// checks apply: callbacks must be enabled (tasks.webhook_secret) and
+	// the URL must not name an internal address. On POST /v1/tasks a
+	// body's callback_url and this header must agree if both are given.
+	HeaderCallbackURL = "X-Weir-Callback-URL"
+	// HeaderCallbackEvents lists, comma-separated, the events the
+	// callback URL gets beyond the terminal one, as callback_events does:
+	// "progress" (task.running and throttled task.progress). It needs a
+	// callback URL; on POST /v1/tasks it must agree with callback_events
+	// if both are given.
+	HeaderCallbackEvents = "X-Weir-Callback-Events"
+)
+
 // call is one model request on its way through the gateway.
 type call struct {
 	ep       endpoint

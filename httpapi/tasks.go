@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -169,7 +170,9 @@ type taskObject struct {
 	Result      json.RawMessage `json:"result"`
 	Error       *taskError      `json:"error"`
 	CallbackURL string          `json:"callback_url,omitempty"`
-	Queue       *taskQueue      `json:"queue,omitempty"`
+	// CallbackEvents are the events asked for beyond the terminal one.
+	CallbackEvents []weir.TaskEvent `json:"callback_events,omitempty"`
+	Queue          *taskQueue       `json:"queue,omitempty"`
 }
 
 type taskQueue struct {
@@ -234,7 +237,7 @@ func (s *Server) videoOf(ctx context.Context, t weir.Task) videoObject {
 func (s *Server) taskOf(ctx context.Context, t weir.Task) taskObject {
 	o := taskObject{
 		ID: t.ID, Object: "task", Model: t.Model, Status: t.Status, Progress: t.Progress,
-		CreatedAt: t.CreatedAt.Unix(), Result: t.Result, CallbackURL: t.CallbackURL,
+		CreatedAt: t.CreatedAt.Unix(), Result: t.Result, CallbackURL: t.CallbackURL, CallbackEvents: t.CallbackEvents,
 	}
 	if len(o.Result) == 0 {
 		o.Result = json.RawMessage("null")
@@ -327,8 +330,102 @@ func stringField(m map[string]json.RawMessage, name string) (string, bool) {
 	return v, true
 }
 
+// taskCallback is where a submission asks its events to go, and which.
+type taskCallback struct {
+	URL string
+	// Events are sorted, without repeats.
+	Events []weir.TaskEvent
+	// param names where URL came from, for errors about it.
+	param string
+}
+
+// callbackOf reads what a task request asks for its callbacks: the body's
+// callback_url and callback_events (body nil for the video API, whose
+// body is OpenAI's and all passed upstream) and the X-Weir-Callback-URL
+// and X-Weir-Callback-Events headers. Body and headers are alternatives:
+// given both, they must agree (events as sets), or the request is refused
+// rather than one silently winning. Events need a URL.
+func callbackOf(r *http.Request, body map[string]json.RawMessage) (taskCallback, *apiError) {
+	cb := taskCallback{param: "callback_url"}
+	var bodyURL string
+	if raw, ok := body["callback_url"]; ok && string(raw) != "null" {
+		if json.Unmarshal(raw, &bodyURL) != nil {
+			return cb, errorf(CodeInvalidRequest, "callback_url", "callback_url must be a string")
+		}
+	}
+	var bodyEvents []weir.TaskEvent
+	hasBodyEvents := false
+	if raw, ok := body["callback_events"]; ok && string(raw) != "null" {
+		var names []string
+		if json.Unmarshal(raw, &names) != nil {
+			return cb, errorf(CodeInvalidRequest, "callback_events", `callback_events must be an array of event names, such as ["progress"]`)
+		}
+		var aerr *apiError
+		if bodyEvents, aerr = taskEvents(names, "callback_events"); aerr != nil {
+			return cb, aerr
+		}
+		hasBodyEvents = true
+	}
+	headerURL := strings.TrimSpace(r.Header.Get(HeaderCallbackURL))
+	var headerEvents []weir.TaskEvent
+	hasHeaderEvents := false
+	if vs := r.Header.Values(HeaderCallbackEvents); len(vs) > 0 {
+		var names []string
+		for _, v := range vs {
+			for _, n := range strings.Split(v, ",") {
+				if n = strings.TrimSpace(n); n != "" {
+					names = append(names, n)
+				}
+			}
+		}
+		var aerr *apiError
+		if headerEvents, aerr = taskEvents(names, HeaderCallbackEvents); aerr != nil {
+			return cb, aerr
+		}
+		hasHeaderEvents = true
+	}
+	switch {
+	case bodyURL != "" && headerURL != "" && bodyURL != headerURL:
+		return cb, errorf(CodeInvalidRequest, "callback_url", "callback_url and the "+HeaderCallbackURL+" header differ; give one of them")
+	case bodyURL != "":
+		cb.URL = bodyURL
+	case headerURL != "":
+		cb.URL, cb.param = headerURL, HeaderCallbackURL
+	}
+	switch {
+	case hasBodyEvents && hasHeaderEvents && !slices.Equal(bodyEvents, headerEvents):
+		return cb, errorf(CodeInvalidRequest, "callback_events", "callback_events and the "+HeaderCallbackEvents+" header differ; give one of them")
+	case hasBodyEvents:
+		cb.Events = bodyEvents
+	default:
+		cb.Events = headerEvents
+	}
+	if len(cb.Events) > 0 && cb.URL == "" {
+		param := "callback_events"
+		if !hasBodyEvents {
+			param = HeaderCallbackEvents
+		}
+		return cb, errorf(CodeInvalidRequest, param, "callback events need a callback URL (callback_url or "+HeaderCallbackURL+")")
+	}
+	return cb, nil
+}
+
+// taskEvents checks event names and returns them sorted, without repeats.
+func taskEvents(names []string, param string) ([]weir.TaskEvent, *apiError) {
+	events := make([]weir.TaskEvent, 0, len(names))
+	for _, n := range names {
+		e := weir.TaskEvent(n)
+		if !e.Valid() {
+			return nil, errorf(CodeInvalidRequest, param, fmt.Sprintf("unknown callback event %q: the events a task may ask for are %q (terminal events are always sent)", n, weir.TaskEventProgress))
+		}
+		events = append(events, e)
+	}
+	slices.Sort(events)
+	return slices.Compact(events), nil
+}
+
 // submitTask is the shared part of POST /v1/videos and POST /v1/tasks.
-func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string, input map[string]json.RawMessage, model, callback string) (weir.Task, bool, *apiError) {
+func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string, input map[string]json.RawMessage, model string, cb taskCallback) (weir.Task, bool, *apiError) {
 	key, aerr := s.authenticate(r)
 	if aerr != nil {
 		return weir.Task{}, false, aerr
@@ -350,19 +447,19 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string,
 	if !m.Kind.Async() {
 		return weir.Task{}, false, errorf(CodeInvalidRequest, "model", fmt.Sprintf("the model %q serves %s, not tasks", model, m.Kind))
 	}
-	if callback != "" {
+	if cb.URL != "" {
 		if !s.deps.Tasks.CallbacksEnabled() {
-			return weir.Task{}, false, errorf(CodeInvalidRequest, "callback_url", "callbacks are not enabled on this gateway (tasks.webhook_secret)")
+			return weir.Task{}, false, errorf(CodeInvalidRequest, cb.param, "callbacks are not enabled on this gateway (tasks.webhook_secret)")
 		}
-		if err := s.deps.Webhooks.ValidateURL(callback); err != nil {
-			return weir.Task{}, false, errorf(CodeInvalidRequest, "callback_url", err.Error())
+		if err := s.deps.Webhooks.ValidateURL(cb.URL); err != nil {
+			return weir.Task{}, false, errorf(CodeInvalidRequest, cb.param, err.Error())
 		}
 	}
 	body, err := json.Marshal(input)
 	if err != nil {
 		return weir.Task{}, false, errorf(CodeInvalidRequest, "", "could not encode the task input")
 	}
-	fingerprint, err := requestFingerprint(kind, model, input, callback)
+	fingerprint, err := requestFingerprint(kind, model, input, cb.URL, cb.Events)
 	if err != nil {
 		return weir.Task{}, false, errorf(CodeInvalidRequest, "", "could not read the task input: "+err.Error())
 	}
@@ -377,7 +474,7 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string,
 	}
 	t := weir.Task{
 		ID: task.NewID(kind), KeyID: key.ID, Kind: kind, Model: model, Input: body, Priority: prio,
-		CallbackURL: callback, IdempotencyKey: r.Header.Get(HeaderIdempotencyKey), Fingerprint: fingerprint,
+		CallbackURL: cb.URL, CallbackEvents: cb.Events, IdempotencyKey: r.Header.Get(HeaderIdempotencyKey), Fingerprint: fingerprint,
 	}
 	if v := r.Header.Get(HeaderMaxWait); v != "" {
 		d, err := parseWait(v)
@@ -440,7 +537,12 @@ func (s *Server) createVideo(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	model, _ := stringField(input, "model")
-	t, _, aerr := s.submitTask(w, r, "video", input, model, "")
+	cb, aerr := callbackOf(r, nil)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	t, _, aerr := s.submitTask(w, r, "video", input, model, cb)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -503,8 +605,9 @@ func (s *Server) videoContent(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(w, resp.Body)
 }
 
-// videoDeleted is OpenAI's answer to DELETE /v1/videos/{id}.
-type videoDeleted struct {
+// deletedObject is OpenAI's answer to DELETE /v1/videos/{id}, and the
+// task API's to DELETE /v1/tasks/{id}.
+type deletedObject struct {
 	ID      string `json:"id"`
 	Object  string `json:"object"`
 	Deleted bool   `json:"deleted"`
@@ -514,6 +617,19 @@ type videoDeleted struct {
 // cancelled, a finished one deleted upstream; either way it is gone
 // afterwards (GET and a second DELETE answer 404, listings leave it out).
 func (s *Server) deleteVideo(w http.ResponseWriter, r *http.Request) {
+	s.deleteOwnTask(w, r, "video")
+}
+
+// deleteTask is DELETE /v1/tasks/{id}, as deleteVideo: a task not yet
+// finished is cancelled, a finished one has its upstream job deleted, and
+// the task is gone afterwards.
+func (s *Server) deleteTask(w http.ResponseWriter, r *http.Request) {
+	s.deleteOwnTask(w, r, "task")
+}
+
+// deleteOwnTask deletes the caller's task (task.Service.Delete) and
+// answers {"id", "object": object+".deleted", "deleted": true}.
+func (s *Server) deleteOwnTask(w http.ResponseWriter, r *http.Request, object string) {
 	t, aerr := s.ownTask(r)
 	if aerr != nil {
 		writeError(w, aerr)
@@ -525,14 +641,14 @@ func (s *Server) deleteVideo(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, task.ErrNotFound):
 			writeError(w, errorf(CodeNotFound, "id", fmt.Sprintf("no task %q", t.ID)))
 		case errors.As(err, &pe):
-			writeError(w, errorf(CodeUpstreamError, "", "could not delete the video upstream: "+err.Error()))
+			writeError(w, errorf(CodeUpstreamError, "", "could not delete the "+object+" upstream: "+err.Error()))
 		default:
-			info(r.Context()).log().Error("video delete failed", "task", t.ID, "error", err)
-			writeError(w, errorf(CodeInternal, "", "could not delete the video"))
+			info(r.Context()).log().Error(object+" delete failed", "task", t.ID, "error", err)
+			writeError(w, errorf(CodeInternal, "", "could not delete the "+object))
 		}
 		return
 	}
-	writeJSON(w, http.StatusOK, videoDeleted{ID: t.ID, Object: "video.deleted", Deleted: true})
+	writeJSON(w, http.StatusOK, deletedObject{ID: t.ID, Object: object + ".deleted", Deleted: true})
 }
 
 func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
@@ -547,8 +663,12 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(CodeInvalidRequest, "input", "input must be a JSON object"))
 		return
 	}
-	callback, _ := stringField(body, "callback_url")
-	t, created, aerr := s.submitTask(w, r, "task", input, model, callback)
+	cb, aerr := callbackOf(r, body)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	t, created, aerr := s.submitTask(w, r, "task", input, model, cb)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -584,7 +704,8 @@ func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) {
 }
 
 // listTasks pages through the caller's own tasks, oldest first:
-// ?after=<task id's seq cursor>&limit=N.
+// ?after=<the previous page's cursor>&limit=N (1–1000, default 100), and
+// ?status= one status (an unknown one is a 400).
 func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 	key, aerr := s.authenticate(r)
 	if aerr != nil {
@@ -595,16 +716,13 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(CodeNotFound, "", "tasks are not enabled on this gateway"))
 		return
 	}
-	f := weir.TaskFilter{KeyID: key.ID, Limit: 100}
 	q := r.URL.Query()
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			writeError(w, errorf(CodeInvalidRequest, "limit", "limit must be between 1 and 1000"))
-			return
-		}
-		f.Limit = n
+	limit, aerr := listLimit(q.Get("limit"), 100, 1000)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
 	}
+	f := weir.TaskFilter{KeyID: key.ID, Limit: limit + 1} // one more: is there a next page?
 	if v := q.Get("after"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
@@ -614,10 +732,17 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		f.AfterSeq = n
 	}
 	if v := q.Get("status"); v != "" {
-		f.Statuses = []weir.TaskStatus{weir.TaskStatus(v)}
+		st := weir.TaskStatus(v)
+		if !st.Valid() {
+			writeError(w, errorf(CodeInvalidRequest, "status", fmt.Sprintf(
+				"unknown status %q: one of queued, admitted, running, succeeded, failed, cancelled, expired", v)))
+			return
+		}
+		f.Statuses = []weir.TaskStatus{st}
 	}
 	ts, err := s.deps.Tasks.List(r.Context(), f)
 	if err != nil {
+		info(r.Context()).log().Error("task list failed", "error", err)
 		writeError(w, errorf(CodeInternal, "", "could not list tasks"))
 		return
 	}
@@ -627,12 +752,100 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		HasMore bool         `json:"has_more"`
 		After   string       `json:"after,omitempty"`
 	}{Object: "list", Data: []taskObject{}}
+	if len(ts) > limit {
+		ts = ts[:limit]
+		out.HasMore = true
+		out.After = strconv.FormatInt(ts[len(ts)-1].Seq, 10)
+	}
 	for _, t := range ts {
 		out.Data = append(out.Data, s.taskOf(r.Context(), t))
 	}
-	if len(ts) == f.Limit {
-		out.HasMore = true
-		out.After = strconv.FormatInt(ts[len(ts)-1].Seq, 10)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// listLimit reads a listing's ?limit=: def if empty, else 1 to most.
+func listLimit(v string, def, most int) (int, *apiError) {
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > most {
+		return 0, errorf(CodeInvalidRequest, "limit", fmt.Sprintf("limit must be between 1 and %d", most))
+	}
+	return n, nil
+}
+
+// videoList is OpenAI's answer to GET /v1/videos (a cursor page: the
+// first and last ids are null on an empty page).
+type videoList struct {
+	Object  string        `json:"object"`
+	Data    []videoObject `json:"data"`
+	FirstID *string       `json:"first_id"`
+	LastID  *string       `json:"last_id"`
+	HasMore bool          `json:"has_more"`
+}
+
+// listVideos is OpenAI's GET /v1/videos: the caller's videos, deleted
+// ones left out, newest first unless ?order=asc; ?limit= 1–100 (default
+// 20); ?after= the id of the last video of the previous page (it may have
+// been deleted since). Tasks of the generic task API are not videos.
+func (s *Server) listVideos(w http.ResponseWriter, r *http.Request) {
+	key, aerr := s.authenticate(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if s.deps.Tasks == nil {
+		writeError(w, errorf(CodeNotFound, "", "tasks are not enabled on this gateway"))
+		return
+	}
+	q := r.URL.Query()
+	limit, aerr := listLimit(q.Get("limit"), 20, 100)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	f := weir.TaskFilter{KeyID: key.ID, Kind: "video", Limit: limit + 1, Descending: true}
+	switch q.Get("order") {
+	case "", "desc":
+	case "asc":
+		f.Descending = false
+	default:
+		writeError(w, errorf(CodeInvalidRequest, "order", fmt.Sprintf("order must be asc or desc, not %q", q.Get("order"))))
+		return
+	}
+	if after := q.Get("after"); after != "" {
+		t, err := s.deps.Tasks.Get(r.Context(), after)
+		if err != nil && !errors.Is(err, task.ErrNotFound) {
+			info(r.Context()).log().Error("video lookup failed", "error", err)
+			writeError(w, errorf(CodeInternal, "", "video lookup failed"))
+			return
+		}
+		if err != nil || t.KeyID != key.ID || t.Kind != "video" {
+			writeError(w, errorf(CodeInvalidRequest, "after", fmt.Sprintf("after must be the id of one of your videos, not %q", after)))
+			return
+		}
+		if f.Descending {
+			f.BeforeSeq = t.Seq
+		} else {
+			f.AfterSeq = t.Seq
+		}
+	}
+	ts, err := s.deps.Tasks.List(r.Context(), f)
+	if err != nil {
+		info(r.Context()).log().Error("video list failed", "error", err)
+		writeError(w, errorf(CodeInternal, "", "could not list videos"))
+		return
+	}
+	out := videoList{Object: "list", Data: []videoObject{}}
+	if len(ts) > limit {
+		ts, out.HasMore = ts[:limit], true
+	}
+	for _, t := range ts {
+		out.Data = append(out.Data, s.videoOf(r.Context(), t))
+	}
+	if len(ts) > 0 {
+		out.FirstID, out.LastID = &ts[0].ID, &ts[len(ts)-1].ID
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -2,6 +2,10 @@ package httpapi
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,6 +68,78 @@ func TestVideoObject(t *testing.T) {
 				if string(got[f]) != want {
 					t.Errorf("%s = %s, want %s", f, got[f], want)
 				}
+			}
+		})
+	}
+}
+
+// TestCallbackOf: what a task request asks for its callbacks, from the
+// body, the X-Weir-Callback-* headers or both, and what is refused.
+func TestCallbackOf(t *testing.T) {
+	t.Parallel()
+	const a, b = "https://hooks.example.com/a", "https://hooks.example.com/b"
+	progress := []weir.TaskEvent{weir.TaskEventProgress}
+	for _, tc := range []struct {
+		name      string
+		body      string // JSON, "" for the video API (no body fields)
+		header    map[string][]string
+		url       string
+		events    []weir.TaskEvent
+		param     string // where the URL came from, or the refused field
+		refused   bool
+		errSubstr string
+	}{
+		{name: "nothing", body: `{}`},
+		{name: "body url", body: `{"callback_url":"` + a + `"}`, url: a, param: "callback_url"},
+		{name: "body url and events", body: `{"callback_url":"` + a + `","callback_events":["progress"]}`, url: a, events: progress, param: "callback_url"},
+		{name: "repeated events", body: `{"callback_url":"` + a + `","callback_events":["progress","progress"]}`, url: a, events: progress, param: "callback_url"},
+		{name: "no events", body: `{"callback_url":"` + a + `","callback_events":[]}`, url: a, param: "callback_url"},
+		{name: "null fields", body: `{"callback_url":null,"callback_events":null}`},
+		{name: "header url", body: `{}`, header: map[string][]string{HeaderCallbackURL: {a}}, url: a, param: HeaderCallbackURL},
+		{name: "video: header url and events", header: map[string][]string{HeaderCallbackURL: {a}, HeaderCallbackEvents: {" progress , "}},
+			url: a, events: progress, param: HeaderCallbackURL},
+		{name: "both, agreeing", body: `{"callback_url":"` + a + `","callback_events":["progress"]}`,
+			header: map[string][]string{HeaderCallbackURL: {a}, HeaderCallbackEvents: {"progress"}}, url: a, events: progress, param: "callback_url"},
+		{name: "body events, header url", body: `{"callback_events":["progress"]}`, header: map[string][]string{HeaderCallbackURL: {a}},
+			url: a, events: progress, param: HeaderCallbackURL},
+		{name: "urls differ", body: `{"callback_url":"` + a + `"}`, header: map[string][]string{HeaderCallbackURL: {b}},
+			refused: true, param: "callback_url", errSubstr: "differ"},
+		{name: "events differ", body: `{"callback_url":"` + a + `","callback_events":[]}`, header: map[string][]string{HeaderCallbackEvents: {"progress"}},
+			refused: true, param: "callback_events", errSubstr: "differ"},
+		{name: "an unknown event", body: `{"callback_url":"` + a + `","callback_events":["progress","done"]}`,
+			refused: true, param: "callback_events", errSubstr: `"done"`},
+		{name: "an unknown event in the header", header: map[string][]string{HeaderCallbackURL: {a}, HeaderCallbackEvents: {"progress,everything"}},
+			refused: true, param: HeaderCallbackEvents, errSubstr: `"everything"`},
+		{name: "events not an array", body: `{"callback_url":"` + a + `","callback_events":"progress"}`, refused: true, param: "callback_events"},
+		{name: "a url not a string", body: `{"callback_url":42}`, refused: true, param: "callback_url"},
+		{name: "events without a url", body: `{"callback_events":["progress"]}`, refused: true, param: "callback_events", errSubstr: "need a callback URL"},
+		{name: "header events without a url", header: map[string][]string{HeaderCallbackEvents: {"progress"}}, refused: true, param: HeaderCallbackEvents},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/v1/tasks", nil)
+			for k, vs := range tc.header {
+				for _, v := range vs {
+					r.Header.Add(k, v)
+				}
+			}
+			var body map[string]json.RawMessage
+			if tc.body != "" {
+				if err := json.Unmarshal([]byte(tc.body), &body); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cb, aerr := callbackOf(r, body)
+			if tc.refused {
+				if aerr == nil || aerr.Code != CodeInvalidRequest || aerr.Param != tc.param || !strings.Contains(aerr.Message, tc.errSubstr) {
+					t.Fatalf("callbackOf = %+v, %+v; want invalid_request on %s saying %q", cb, aerr, tc.param, tc.errSubstr)
+				}
+				return
+			}
+			if aerr != nil {
+				t.Fatalf("callbackOf: %v", aerr)
+			}
+			if cb.URL != tc.url || !slices.Equal(cb.Events, tc.events) || (tc.url != "" && cb.param != tc.param) {
+				t.Errorf("callbackOf = %+v, want url %q events %v from %s", cb, tc.url, tc.events, tc.param)
 			}
 		})
 	}

@@ -17,7 +17,7 @@ var _ weir.TaskStore = (*DB)(nil)
 const taskColumns = `seq, id, key_id, kind, model, input, priority, status,
 	platform_model, candidate, progress, upstream_id, result, error_code, error_message,
 	callback_url, idempotency_key, attempts, created_at, admitted_at, finished_at, deadline,
-	fingerprint, deleted_at`
+	fingerprint, deleted_at, callback_events`
 
 // The task statements prepared at Open: TaskGet on the read pool (clients
 // poll it), the others on the write connection.
@@ -31,8 +31,8 @@ const (
 	taskInsertSQL = `INSERT INTO tasks (id, key_id, kind, model, input, priority, status,
 		platform_model, candidate, progress, upstream_id, result, error_code, error_message,
 		callback_url, idempotency_key, attempts, created_at, admitted_at, finished_at, deadline,
-		fingerprint)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		fingerprint, callback_events)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (key_id, idempotency_key) DO NOTHING
 		RETURNING seq`
 
@@ -66,15 +66,6 @@ const (
 		WHERE id = ?1 AND deleted_at IS NULL
 		AND status IN ('succeeded', 'failed', 'cancelled', 'expired')`
 )
-
-// taskStatusKnown reports whether s is one of weir's task statuses.
-func taskStatusKnown(s weir.TaskStatus) bool {
-	switch s {
-	case weir.TaskQueued, weir.TaskAdmitted, weir.TaskRunning:
-		return true
-	}
-	return s.Terminal()
-}
 
 // InTx runs fn in a transaction on the write connection (begun IMMEDIATE)
 // and commits it if fn returns nil; otherwise, or if fn panics, it rolls
@@ -144,7 +135,7 @@ func (db *DB) taskCreateTx(ctx context.Context, tx *sql.Tx, t *weir.Task) (creat
 		t.PlatformModel, int64(t.Candidate), int64(t.Progress), t.UpstreamID, nullBlob(t.Result),
 		t.ErrorCode, t.ErrorMessage, t.CallbackURL, nullString(t.IdempotencyKey), int64(t.Attempts),
 		formatTime(t.CreatedAt), nullTime(t.AdmittedAt), nullTime(t.FinishedAt), nullTime(t.Deadline),
-		nullString(t.Fingerprint),
+		nullString(t.Fingerprint), eventsColumn(t.CallbackEvents),
 	).Scan(&seq)
 	switch {
 	case err == nil:
@@ -166,7 +157,7 @@ func validateNewTask(t *weir.Task) error {
 	switch {
 	case t.ID == "" || t.KeyID == "" || t.Kind == "" || t.Model == "":
 		return fmt.Errorf("%w: id, key id, kind and model are required", weir.ErrInvalid)
-	case !taskStatusKnown(t.Status):
+	case !t.Status.Valid():
 		return fmt.Errorf("%w: unknown status %q", weir.ErrInvalid, t.Status)
 	case t.CreatedAt.IsZero():
 		return fmt.Errorf("%w: no creation time", weir.ErrInvalid)
@@ -175,7 +166,22 @@ func validateNewTask(t *weir.Task) error {
 	case !t.DeletedAt.IsZero():
 		return fmt.Errorf("%w: a new task cannot be deleted", weir.ErrInvalid)
 	}
+	for _, e := range t.CallbackEvents {
+		if !e.Valid() {
+			return fmt.Errorf("%w: unknown callback event %q", weir.ErrInvalid, e)
+		}
+	}
 	return nil
+}
+
+// eventsColumn is the callback_events column of events: a JSON array, or
+// NULL for none.
+func eventsColumn(events []weir.TaskEvent) any {
+	if len(events) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(events) // strings: cannot fail
+	return string(b)
 }
 
 // TaskGet finds a task by ID; weir.ErrNotFound if there is none. It reads
@@ -188,10 +194,12 @@ func (db *DB) TaskGet(ctx context.Context, id string) (weir.Task, error) {
 	return t, nil
 }
 
-// TaskList lists tasks in Seq order, never deleted ones: only f.KeyID's
-// if set, only those in f.Statuses if any, only Seq > f.AfterSeq, and at
-// most f.Limit if it is positive (0: no limit; negative, or an unknown
-// status: weir.ErrInvalid). It reads from the read pool.
+// TaskList lists tasks in Seq order (newest first if f.Descending), never
+// deleted ones: only f.KeyID's if set, only of f.Kind if set, only those
+// in f.Statuses if any, only Seq > f.AfterSeq and, if f.BeforeSeq is
+// positive, Seq < f.BeforeSeq, and at most f.Limit if it is positive (0:
+// no limit; negative, or an unknown status: weir.ErrInvalid). It reads
+// from the read pool.
 //
 // A listing of one status, or of one key, reads an index in Seq order, so
 // a page costs its own size and listing every queued task at start-up one
@@ -201,8 +209,11 @@ func (db *DB) TaskList(ctx context.Context, f weir.TaskFilter) ([]weir.Task, err
 	if f.Limit < 0 {
 		return nil, fmt.Errorf("list tasks: %w: negative limit %d", weir.ErrInvalid, f.Limit)
 	}
+	if f.BeforeSeq < 0 {
+		return nil, fmt.Errorf("list tasks: %w: negative BeforeSeq %d", weir.ErrInvalid, f.BeforeSeq)
+	}
 	for _, s := range f.Statuses {
-		if !taskStatusKnown(s) {
+		if !s.Valid() {
 			return nil, fmt.Errorf("list tasks: %w: unknown status %q", weir.ErrInvalid, s)
 		}
 	}
@@ -247,10 +258,19 @@ const smallList = 1000
 
 // taskListQuery builds TaskList's query.
 func taskListQuery(f weir.TaskFilter) (string, []any) {
-	where := []string{"seq > ?", "deleted_at IS NULL"}
-	args := []any{f.AfterSeq}
+	where := []string{"deleted_at IS NULL"}
+	var args []any
+	if f.AfterSeq > 0 {
+		where, args = append(where, "seq > ?"), append(args, f.AfterSeq)
+	}
+	if f.BeforeSeq > 0 {
+		where, args = append(where, "seq < ?"), append(args, f.BeforeSeq)
+	}
 	if f.KeyID != "" {
 		where, args = append(where, "key_id = ?"), append(args, f.KeyID)
+	}
+	if f.Kind != "" {
+		where, args = append(where, "kind = ?"), append(args, f.Kind)
 	}
 	if len(f.Statuses) > 0 {
 		marks := strings.Repeat(", ?", len(f.Statuses))[2:]
@@ -259,7 +279,11 @@ func taskListQuery(f weir.TaskFilter) (string, []any) {
 			args = append(args, string(s))
 		}
 	}
-	q := `SELECT ` + taskColumns + ` FROM tasks WHERE ` + strings.Join(where, " AND ") + ` ORDER BY seq`
+	order := ` ORDER BY seq`
+	if f.Descending {
+		order += ` DESC`
+	}
+	q := `SELECT ` + taskColumns + ` FROM tasks WHERE ` + strings.Join(where, " AND ") + order
 	if f.Limit > 0 {
 		q, args = q+` LIMIT ?`, append(args, f.Limit)
 	}
@@ -359,14 +383,14 @@ func validateTaskUpdate(u weir.TaskUpdate) (string, error) {
 		return "", fmt.Errorf("%w: no status to update from", weir.ErrInvalid)
 	}
 	for _, s := range u.From {
-		if !taskStatusKnown(s) {
+		if !s.Valid() {
 			return "", fmt.Errorf("%w: unknown status %q in From", weir.ErrInvalid, s)
 		}
 		if s.Terminal() {
 			return "", fmt.Errorf("%w: from %s: a terminal status is never left", weir.ErrInvalid, s)
 		}
 	}
-	if !taskStatusKnown(u.Status) {
+	if !u.Status.Valid() {
 		return "", fmt.Errorf("%w: unknown status %q", weir.ErrInvalid, u.Status)
 	}
 	if u.Attempts != nil && *u.Attempts < 0 {
@@ -393,7 +417,7 @@ type taskScanner struct {
 	priority, candidate, progress, retries int64
 	status, created                        string
 	idem, admitted, finished, deadline     sql.NullString
-	fingerprint, deleted                   sql.NullString
+	fingerprint, deleted, events           sql.NullString
 	dest                                   []any
 }
 
@@ -403,7 +427,7 @@ func newTaskScanner() *taskScanner {
 	s.dest = []any{&t.Seq, &t.ID, &t.KeyID, &t.Kind, &t.Model, &t.Input, &s.priority, &s.status,
 		&t.PlatformModel, &s.candidate, &s.progress, &t.UpstreamID, &t.Result, &t.ErrorCode, &t.ErrorMessage,
 		&t.CallbackURL, &s.idem, &s.retries, &s.created, &s.admitted, &s.finished, &s.deadline,
-		&s.fingerprint, &s.deleted}
+		&s.fingerprint, &s.deleted, &s.events}
 	return s
 }
 
@@ -421,6 +445,12 @@ func (s *taskScanner) scan(row interface{ Scan(...any) error }) (weir.Task, erro
 	t.IdempotencyKey, t.Fingerprint = s.idem.String, s.fingerprint.String
 	if len(t.Input) == 0 {
 		t.Input = nil
+	}
+	t.CallbackEvents = nil
+	if s.events.Valid {
+		if err := json.Unmarshal([]byte(s.events.String), &t.CallbackEvents); err != nil {
+			return weir.Task{}, fmt.Errorf("task %s: callback events %q: %w", t.ID, s.events.String, err)
+		}
 	}
 	if t.CreatedAt, err = parseTime(s.created); err != nil {
 		return weir.Task{}, fmt.Errorf("task %s: %w", t.ID, err)

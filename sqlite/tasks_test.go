@@ -135,6 +135,9 @@ func TestTaskListPlans(t *testing.T) {
 		{"recovery by pages", "tasks_status_seq", weir.TaskFilter{Statuses: queued, AfterSeq: 1000, Limit: 1000}},
 		{"a key's tasks", "tasks_key_seq", weir.TaskFilter{KeyID: "k1", AfterSeq: 10, Limit: 20}},
 		{"a key's queued tasks", "tasks_key_seq", weir.TaskFilter{KeyID: "k1", Statuses: queued, Limit: 20}},
+		{"a key's tasks, newest first", "tasks_key_seq", weir.TaskFilter{KeyID: "k1", Descending: true, BeforeSeq: 500, Limit: 21}},
+		{"a key's videos", "tasks_key_kind_seq", weir.TaskFilter{KeyID: "k1", Kind: "video", AfterSeq: 10, Limit: 21}},
+		{"a key's videos, newest first", "tasks_key_kind_seq", weir.TaskFilter{KeyID: "k1", Kind: "video", Descending: true, BeforeSeq: 500, Limit: 21}},
 		{"everything", "INTEGER PRIMARY KEY", weir.TaskFilter{AfterSeq: 10, Limit: 20}},
 	} {
 		q, args := taskListQuery(tc.f)

@@ -45,8 +45,8 @@
 //
 // Tasks (ExerciseTasks, for stores that are also a weir.TaskStore).
 // TaskCreate requires an ID, a KeyID naming a stored key, a Kind, a Model,
-// a known Status and a CreatedAt, and no negative Attempts
-// (weir.ErrInvalid otherwise); a taken ID is weir.ErrConflict. It ignores
+// a known Status and a CreatedAt, no negative Attempts and only known
+// CallbackEvents (weir.ErrInvalid otherwise); a taken ID is weir.ErrConflict. It ignores
 // the Seq it is given and sets a new one, larger than every Seq before it:
 // Seq is the submission order. A task whose KeyID already holds its
 // IdempotencyKey is not stored: TaskCreate returns created false with the
@@ -60,12 +60,13 @@
 // Result may come back nil); an unknown ID is weir.ErrNotFound. A task
 // given to TaskCreate with a DeletedAt is weir.ErrInvalid.
 //
-// TaskList returns tasks in Seq order, never a deleted one, only the
-// filter's KeyID if set,
-// only those in its Statuses if any, only Seq > AfterSeq, at most Limit if
-// positive (0: no limit); a negative Limit or an unknown status is
-// weir.ErrInvalid. Paging by AfterSeq with the last Seq of each page lists
-// every task once.
+// TaskList returns tasks in Seq order (the largest first if Descending),
+// never a deleted one, only the filter's KeyID if set, only its Kind if
+// set, only those in its Statuses if any, only Seq > AfterSeq and, if
+// BeforeSeq is positive, Seq < BeforeSeq, at most Limit if positive (0:
+// no limit); a negative Limit or BeforeSeq, or an unknown status, is
+// weir.ErrInvalid. Paging by AfterSeq with the last Seq of each page (by
+// BeforeSeq, descending) lists every task once.
 //
 // TaskUpdate is a compare-and-set on the status: it applies when the task
 // is in one of From and reports true; false with a nil error means it was

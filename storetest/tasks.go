@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -48,7 +49,9 @@ func ExerciseTasks(t *testing.T, newStore func(t *testing.T) interface {
 		{"15_TaskFingerprintRace", testTaskFingerprintRace},
 		{"16_TaskDelete", testTaskDelete},
 		{"17_TaskDeleteRace", testTaskDeleteRace},
-		{"18_TaskPurge", testTaskPurge},
+		{"18_TaskListKindAndOrder", testTaskListKindOrder},
+		{"19_TaskCallbackEvents", testTaskCallbackEvents},
+		{"20_TaskPurge", testTaskPurge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -121,6 +124,7 @@ func checkTask(t *testing.T, what string, got, written weir.Task) {
 		got.Progress == want.Progress && got.UpstreamID == want.UpstreamID && bytes.Equal(got.Result, want.Result) &&
 		got.ErrorCode == want.ErrorCode && got.ErrorMessage == want.ErrorMessage && got.CallbackURL == want.CallbackURL &&
 		got.IdempotencyKey == want.IdempotencyKey && got.Fingerprint == want.Fingerprint && got.Attempts == want.Attempts &&
+		slices.Equal(got.CallbackEvents, want.CallbackEvents) &&
 		got.CreatedAt.Equal(want.CreatedAt) && got.AdmittedAt.Equal(want.AdmittedAt) &&
 		got.FinishedAt.Equal(want.FinishedAt) && got.Deadline.Equal(want.Deadline) && got.DeletedAt.Equal(want.DeletedAt)
 	if !same {
@@ -184,6 +188,7 @@ func testTaskCreateGet(t *testing.T, s taskStore) {
 	full.ErrorCode = "none"
 	full.ErrorMessage = "not an error, but it must come back"
 	full.IdempotencyKey = "idem-1"
+	full.CallbackEvents = []weir.TaskEvent{weir.TaskEventProgress}
 	full.Attempts = 3
 	full.AdmittedAt = base.Add(time.Minute)
 	full.FinishedAt = base.Add(time.Minute + 1500*time.Nanosecond) // the microsecond stays
@@ -384,6 +389,7 @@ func testTaskListFilters(t *testing.T, s taskStore) {
 		{Limit: -1},
 		{Statuses: []weir.TaskStatus{"paused"}},
 		{Statuses: []weir.TaskStatus{weir.TaskQueued, ""}},
+		{BeforeSeq: -1},
 	} {
 		if _, err := s.TaskList(t.Context(), f); !errors.Is(err, weir.ErrInvalid) {
 			t.Errorf("TaskList(%+v): %v, want ErrInvalid", f, err)
@@ -585,6 +591,9 @@ func testTaskInvalid(t *testing.T, s taskStore) {
 		{"no creation time", func(task *weir.Task) { task.CreatedAt = time.Time{} }},
 		{"negative attempts", func(task *weir.Task) { task.Attempts = -1 }},
 		{"a deletion time", func(task *weir.Task) { task.DeletedAt = base }},
+		{"an unknown callback event", func(task *weir.Task) {
+			task.CallbackEvents = []weir.TaskEvent{weir.TaskEventProgress, "everything"}
+		}},
 	} {
 		task := newTask(1, k.ID)
 		tc.change(&task)
@@ -885,5 +894,115 @@ func testTaskDeleteRace(t *testing.T, s taskStore) {
 	}
 	if got := getTask(t, s, task.ID); !got.DeletedAt.Equal(stored(base.Add(time.Duration(winner+1) * time.Minute))) {
 		t.Errorf("DeletedAt %v, want the winner's (racer %d)", got.DeletedAt, winner)
+	}
+}
+
+// testTaskListKindOrder: listings of one kind of task, newest first,
+// and bounded by BeforeSeq, alone and together with the other filters;
+// paging newest first by BeforeSeq lists every task once.
+func testTaskListKindOrder(t *testing.T, s taskStore) {
+	a, b := newKey(1), newKey(2)
+	mustCreate(t, s, a, b)
+	var tasks []weir.Task
+	for i := range 12 {
+		task := newTask(i, []string{a.ID, b.ID}[i%2])
+		if i%3 == 0 {
+			task.ID, task.Kind = fmt.Sprintf("task_%05d", i), "task"
+		}
+		createTasks(t, s, &task)
+		tasks = append(tasks, task)
+	}
+	// A deleted video of key a: never listed.
+	gone := newTask(99, a.ID)
+	createTasks(t, s, &gone)
+	finishTask(t, s, gone.ID, weir.TaskCancelled)
+	if ok, err := s.TaskDelete(t.Context(), gone.ID, base.Add(2*time.Hour)); !ok || err != nil {
+		t.Fatalf("TaskDelete(%s) = %v, %v", gone.ID, ok, err)
+	}
+	reversed := func(ts []weir.Task) []weir.Task {
+		out := slices.Clone(ts)
+		slices.Reverse(out)
+		return out
+	}
+	videosOfA := pick(tasks, func(task weir.Task) bool { return task.KeyID == a.ID && task.Kind == "video" })
+	for _, tc := range []struct {
+		name string
+		f    weir.TaskFilter
+		want []weir.Task
+	}{
+		{"kind", weir.TaskFilter{Kind: "task"}, pick(tasks, func(task weir.Task) bool { return task.Kind == "task" })},
+		{"key and kind", weir.TaskFilter{KeyID: a.ID, Kind: "video"}, videosOfA},
+		{"an unknown kind", weir.TaskFilter{Kind: "image"}, nil},
+		{"descending", weir.TaskFilter{Descending: true}, reversed(tasks)},
+		{"descending, limit", weir.TaskFilter{Descending: true, Limit: 4}, reversed(tasks)[:4]},
+		{"before seq", weir.TaskFilter{BeforeSeq: tasks[3].Seq}, tasks[:3]},
+		{"after and before seq", weir.TaskFilter{AfterSeq: tasks[2].Seq, BeforeSeq: tasks[6].Seq}, tasks[3:6]},
+		{"descending before seq", weir.TaskFilter{Descending: true, BeforeSeq: tasks[5].Seq, Limit: 2}, []weir.Task{tasks[4], tasks[3]}},
+		{"key, kind, descending", weir.TaskFilter{KeyID: a.ID, Kind: "video", Descending: true}, reversed(videosOfA)},
+		{"before the first", weir.TaskFilter{BeforeSeq: tasks[0].Seq}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkList(t, "TaskList", listTasks(t, s, tc.f), tc.want...)
+		})
+	}
+	for _, size := range []int{1, 2, 5} {
+		t.Run(fmt.Sprintf("newest first by %d", size), func(t *testing.T) {
+			f := weir.TaskFilter{KeyID: a.ID, Kind: "video", Descending: true, Limit: size}
+			var all []weir.Task
+			for pages := 0; ; pages++ {
+				if pages > len(tasks) {
+					t.Fatalf("still paging after %d pages: %v", pages, taskIDs(all))
+				}
+				page := listTasks(t, s, f)
+				if len(page) > size {
+					t.Fatalf("page of %d tasks, limit %d", len(page), size)
+				}
+				if len(page) == 0 {
+					break
+				}
+				all = append(all, page...)
+				f.BeforeSeq = page[len(page)-1].Seq
+			}
+			checkList(t, "the pages", all, reversed(videosOfA)...)
+		})
+	}
+}
+
+// testTaskCallbackEvents: the events a task asked for come back as
+// written, from TaskGet, TaskList and a repeat of its idempotency key;
+// none comes back as none.
+func testTaskCallbackEvents(t *testing.T, s taskStore) {
+	k := newKey(1)
+	mustCreate(t, s, k)
+	progress := newTask(1, k.ID)
+	progress.CallbackEvents = []weir.TaskEvent{weir.TaskEventProgress}
+	progress.IdempotencyKey = "with-events"
+	terminalOnly := newTask(2, k.ID)
+	emptied := newTask(3, k.ID)
+	emptied.CallbackEvents = []weir.TaskEvent{}
+	createTasks(t, s, &progress, &terminalOnly, &emptied)
+	emptied.CallbackEvents = nil // an empty list is stored as none
+	checkTask(t, "TaskGet of a task asking for progress", getTask(t, s, progress.ID), progress)
+	checkTask(t, "TaskGet of a task asking for no events", getTask(t, s, terminalOnly.ID), terminalOnly)
+	checkTask(t, "TaskGet of a task with an empty list", getTask(t, s, emptied.ID), emptied)
+	if got := getTask(t, s, progress.ID); !got.WantsEvent(weir.TaskEventProgress) {
+		t.Errorf("WantsEvent(progress) of %+v: false", got)
+	}
+	if got := getTask(t, s, terminalOnly.ID); got.WantsEvent(weir.TaskEventProgress) {
+		t.Errorf("WantsEvent(progress) of a task without events: true")
+	}
+	checkList(t, "TaskList", listTasks(t, s, weir.TaskFilter{}), progress, terminalOnly, emptied)
+	again := newTask(4, k.ID)
+	again.IdempotencyKey = progress.IdempotencyKey
+	if created, err := s.TaskCreate(t.Context(), &again); created || err != nil {
+		t.Fatalf("TaskCreate repeating an idempotency key = %v, %v", created, err)
+	}
+	checkTask(t, "the task returned for a repeat", again, progress)
+	// Progress updates keep the events.
+	if !update(t, s, progress.ID, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskRunning, Progress: ptr(30)}) {
+		t.Fatal("TaskUpdate did not apply")
+	}
+	if got := getTask(t, s, progress.ID); !slices.Equal(got.CallbackEvents, progress.CallbackEvents) {
+		t.Errorf("callback events after an update: %v, want %v", got.CallbackEvents, progress.CallbackEvents)
 	}
 }

@@ -136,7 +136,7 @@ func newFollowRig(t *testing.T, length time.Duration) *followRig {
 	if err := s.holdLease(ctx, tk); err != nil {
 		t.Fatal(err)
 	}
-	s.runs[tk.ID] = newRun(start, start.Add(s.cfg.PollMin))
+	s.runs[tk.ID] = newRun(start, start.Add(s.cfg.PollMin), 0, start)
 	return &followRig{s: s, clk: clk, job: job, eng: eng, task: tk,
 		runJob: &river.Job[RunArgs]{JobRow: &rivertype.JobRow{Attempt: 1, MaxAttempts: 5}, Args: RunArgs{TaskID: tk.ID}}}
 }

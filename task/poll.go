@@ -46,10 +46,16 @@ type run struct {
 	// ended is closed when the task's lease is released (it was
 	// cancelled, or ended elsewhere): a wait for its next poll ends then.
 	ended chan struct{}
+	// told is the progress the client was last told of by a callback
+	// event (task.running or task.progress), at toldAt; for a run taken
+	// over from elsewhere, the stored progress when this process took it
+	// (see progressEventDue).
+	told   int
+	toldAt time.Time
 }
 
-func newRun(started, next time.Time) *run {
-	return &run{started: started, next: next, ended: make(chan struct{})}
+func newRun(started, next time.Time, progress int, now time.Time) *run {
+	return &run{started: started, next: next, ended: make(chan struct{}), told: progress, toldAt: now}
 }
 
 // nextPoll is the wait after a poll at now found a job submitted at started
@@ -106,7 +112,7 @@ func (s *Service) runOf(t weir.Task) *run {
 		if started.IsZero() {
 			started = s.clock.Now()
 		}
-		r = newRun(started, time.Time{})
+		r = newRun(started, time.Time{}, t.Progress, s.clock.Now())
 		s.runs[t.ID] = r
 	}
 	return r
@@ -163,14 +169,19 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 			s.finishRunning(ctx, t, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: code, ErrorMessage: msg, Result: up.Raw})
 			return nil
 		}
-		if up.Progress != t.Progress {
+		now = s.clock.Now()
+		ev := progressEvent(t, r, up.Progress, now)
+		if up.Progress != t.Progress || ev != nil {
 			p := up.Progress
-			if _, err := s.store.TaskUpdate(ctx, t.ID, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskRunning}, Status: weir.TaskRunning, Progress: &p}); err != nil {
+			ok, err := s.updateWithEvent(ctx, t, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskRunning}, Status: weir.TaskRunning, Progress: &p}, ev)
+			if err != nil {
 				s.logger.Warn("task progress not recorded", "task", t.ID, "error", err)
+			}
+			if ok && ev != nil {
+				r.told, r.toldAt = p, now
 			}
 			t.Progress = p
 		}
-		now = s.clock.Now()
 		r.next = now.Add(s.nextPoll(r, up.Progress, now))
 	}
 }

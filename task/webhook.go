@@ -22,12 +22,60 @@ type Webhooks struct {
 	Schedule webhook.Schedule
 }
 
+// Callback events.
+//
+// Every task with a callback URL gets one terminal event, task.<status>,
+// inserted in the transaction that ends the task (finishTx). A task that
+// asked for weir.TaskEventProgress also gets:
+//
+//   - task.running when it is submitted upstream (admitted → running),
+//     webhook-id evt_<task>_running;
+//   - task.progress when a poll finds its progress at least
+//     progressEventStep points above the last one it was told of (by
+//     task.running or task.progress) and at least progressEventGap after
+//     it, webhook-id evt_<task>_progress_<percent>. A poll that finds
+//     the job ended sends the terminal event instead, and 100% is never
+//     a progress event. So a task gets at most ten progress events, and
+//     a client never more than one every progressEventGap; progress that
+//     advanced too soon is reported by the first poll after the gap.
+//     Progress is only seen when the job is polled (see poll.go), so an
+//     event may come a poll past its step.
+//
+// Each is inserted in the transaction of the store update that caused it,
+// and carries the task's status and progress as of then: a progress event
+// delivered after the task ended still says what it reported, while a
+// terminal event's body is the task as delivered (which no longer
+// changes). The throttle's memory lives with the run (see run); a process
+// that takes a task over starts it from the stored progress and its own
+// clock, which never sends sooner or smaller steps than the rules allow,
+// and may skip a step.
+const (
+	progressEventStep = 10 // percentage points
+	progressEventGap  = 5 * time.Second
+)
+
+// progressEventDue reports whether a poll at now that found a running
+// task at progress p sends task.progress, when the last progress the
+// client was told of was last, at lastAt.
+func progressEventDue(last int, lastAt time.Time, p int, now time.Time) bool {
+	return p < 100 && p >= last+progressEventStep && now.Sub(lastAt) >= progressEventGap
+}
+
 // WebhookArgs is the River job that delivers one event about a task. Its
 // EventID is the webhook-id: the same on every retry.
 type WebhookArgs struct {
 	TaskID  string `json:"task_id"`
 	EventID string `json:"event_id"`
 	Type    string `json:"type"`
+	// Status and Progress are the task as of an event about a task that
+	// has not ended (task.running, task.progress), which its body
+	// reports whatever the task is by delivery. Terminal events carry
+	// neither.
+	Status   weir.TaskStatus `json:"status,omitempty"`
+	Progress *int            `json:"progress,omitempty"`
+	// At is when the event happened, the body's timestamp; zero (jobs
+	// inserted before it was kept): the time of delivery.
+	At time.Time `json:"at,omitzero"`
 }
 
 // Kind names the job.
@@ -85,16 +133,7 @@ func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 	if err != nil {
 		return err
 	}
-	ev := Event{Type: job.Args.Type, Timestamp: s.clock.Now().UTC(), Data: EventTask{
-		ID: t.ID, Object: "task", Model: t.Model, Status: t.Status, Progress: t.Progress, Result: t.Result,
-	}}
-	if len(ev.Data.Result) == 0 {
-		ev.Data.Result = json.RawMessage("null")
-	}
-	if t.ErrorCode != "" {
-		ev.Data.Error = &EventError{Code: t.ErrorCode, Message: t.ErrorMessage}
-	}
-	body, err := json.Marshal(ev)
+	body, err := json.Marshal(s.eventOf(t, job.Args))
 	if err != nil {
 		return river.JobCancel(err)
 	}
@@ -110,17 +149,87 @@ func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 	return fmt.Errorf("webhook for %s: %w", t.ID, err)
 }
 
+// eventOf is the body of the event args names about t, as t is now.
+func (s *Service) eventOf(t weir.Task, args WebhookArgs) Event {
+	at := args.At
+	if at.IsZero() {
+		at = s.clock.Now()
+	}
+	ev := Event{Type: args.Type, Timestamp: at.UTC(), Data: EventTask{
+		ID: t.ID, Object: "task", Model: t.Model, Status: t.Status, Progress: t.Progress, Result: t.Result,
+	}}
+	if args.Status != "" {
+		// An event about a task that had not ended: the task as it was.
+		ev.Data.Status, ev.Data.Result = args.Status, nil
+		if args.Progress != nil {
+			ev.Data.Progress = *args.Progress
+		}
+	} else if t.ErrorCode != "" {
+		ev.Data.Error = &EventError{Code: t.ErrorCode, Message: t.ErrorMessage}
+	}
+	if len(ev.Data.Result) == 0 {
+		ev.Data.Result = json.RawMessage("null")
+	}
+	return ev
+}
+
+// callbacksOn reports whether events about t are sent.
+func (s *Service) callbacksOn(t weir.Task) bool { return t.CallbackURL != "" && s.hooks.Sender != nil }
+
+// insertEventTx inserts the webhook job of one event in tx.
+func (s *Service) insertEventTx(ctx context.Context, tx *sql.Tx, args WebhookArgs) error {
+	_, err := s.river.InsertTx(ctx, tx, args, &river.InsertOpts{Queue: QueueWebhooks, MaxAttempts: s.hooks.Schedule.MaxAttempts()})
+	return err
+}
+
 // finishTx moves a task to a terminal status in tx and, if it has a
 // callback, inserts the webhook job in the same transaction, so an event is
 // sent exactly for the transitions that happened.
 func (s *Service) finishTx(ctx context.Context, tx *sql.Tx, t weir.Task, u weir.TaskUpdate) (bool, error) {
 	ok, err := s.store.TaskUpdateTx(ctx, tx, t.ID, u)
-	if err != nil || !ok || t.CallbackURL == "" || s.hooks.Sender == nil {
+	if err != nil || !ok || !s.callbacksOn(t) {
 		return ok, err
 	}
-	args := WebhookArgs{TaskID: t.ID, EventID: "evt_" + t.ID + "_" + string(u.Status), Type: eventType(u.Status)}
-	_, err = s.river.InsertTx(ctx, tx, args, &river.InsertOpts{Queue: QueueWebhooks, MaxAttempts: s.hooks.Schedule.MaxAttempts()})
+	args := WebhookArgs{TaskID: t.ID, EventID: "evt_" + t.ID + "_" + string(u.Status), Type: eventType(u.Status), At: u.FinishedAt}
+	return ok, s.insertEventTx(ctx, tx, args)
+}
+
+// updateWithEvent applies u to t and, if ev is not nil and t has a
+// callback, inserts ev's webhook job in the same transaction: the event is
+// sent exactly when the update happened.
+func (s *Service) updateWithEvent(ctx context.Context, t weir.Task, u weir.TaskUpdate, ev *WebhookArgs) (bool, error) {
+	if ev == nil || !s.callbacksOn(t) {
+		return s.store.TaskUpdate(ctx, t.ID, u)
+	}
+	var ok bool
+	err := s.store.InTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if ok, err = s.store.TaskUpdateTx(ctx, tx, t.ID, u); err != nil || !ok {
+			return err
+		}
+		return s.insertEventTx(ctx, tx, *ev)
+	})
 	return ok, err
+}
+
+// runningEvent is task.running for t, submitted upstream at at with
+// progress p, if t asked for progress events.
+func runningEvent(t weir.Task, p int, at time.Time) *WebhookArgs {
+	if !t.WantsEvent(weir.TaskEventProgress) {
+		return nil
+	}
+	return &WebhookArgs{TaskID: t.ID, EventID: "evt_" + t.ID + "_running", Type: eventType(weir.TaskRunning),
+		Status: weir.TaskRunning, Progress: &p, At: at}
+}
+
+// progressEvent is task.progress for t at progress p, if t asked for
+// progress events and one is due at now after those r has sent.
+func progressEvent(t weir.Task, r *run, p int, now time.Time) *WebhookArgs {
+	if !t.WantsEvent(weir.TaskEventProgress) || !progressEventDue(r.told, r.toldAt, p, now) {
+		return nil
+	}
+	return &WebhookArgs{TaskID: t.ID, EventID: fmt.Sprintf("evt_%s_progress_%d", t.ID, p), Type: "task.progress",
+		Status: weir.TaskRunning, Progress: &p, At: now}
 }
 
 // CallbacksEnabled reports whether tasks may ask for callbacks: only when

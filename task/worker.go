@@ -119,9 +119,10 @@ func (s *Service) submit(ctx context.Context, t weir.Task, target Target, job *r
 	if err != nil {
 		return s.upstreamFailed(ctx, t, job, err)
 	}
-	ok, err := s.store.TaskUpdate(ctx, t.ID, weir.TaskUpdate{
+	now := s.clock.Now()
+	ok, err := s.updateWithEvent(ctx, t, weir.TaskUpdate{
 		From: []weir.TaskStatus{weir.TaskAdmitted}, Status: weir.TaskRunning, UpstreamID: up.ID, Progress: &up.Progress,
-	})
+	}, runningEvent(t, up.Progress, now))
 	if err != nil {
 		return err
 	}
@@ -134,7 +135,7 @@ func (s *Service) submit(ctx context.Context, t weir.Task, target Target, job *r
 	s.cfg.Metrics.TaskTransition(weir.TaskRunning)
 	s.cfg.Metrics.TaskWaited(t.Model, t.AdmittedAt.Sub(t.CreatedAt))
 	s.mu.Lock()
-	s.runs[t.ID] = newRun(started, s.clock.Now().Add(s.cfg.PollMin))
+	s.runs[t.ID] = newRun(started, now.Add(s.cfg.PollMin), up.Progress, now)
 	s.mu.Unlock()
 	t.Status, t.UpstreamID, t.Progress = weir.TaskRunning, up.ID, up.Progress
 	return s.follow(ctx, t, target, job)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -38,7 +39,7 @@ type taskView struct {
 // tasksCmd works with a running server's task API, as the key's owner.
 func tasksCmd() *cobra.Command {
 	var addr, key string
-	cmd := &cobra.Command{Use: "tasks", Short: "List, show, wait for and cancel durable tasks on a running server"}
+	cmd := &cobra.Command{Use: "tasks", Short: "List, show, wait for, cancel and delete durable tasks on a running server"}
 	cmd.PersistentFlags().StringVar(&addr, "addr", "http://127.0.0.1:8080", "the server's base URL")
 	cmd.PersistentFlags().StringVar(&key, "key", "", "API key (env WEIR_API_KEY)")
 	api := func() *taskClient {
@@ -48,17 +49,22 @@ func tasksCmd() *cobra.Command {
 		return &taskClient{base: strings.TrimRight(addr, "/"), key: key, http: &http.Client{Timeout: 30 * time.Second}}
 	}
 
-	var status string
+	var status, after string
 	var limit int
 	list := &cobra.Command{
-		Use: "list", Short: "List the key's tasks, oldest first", Args: cobra.NoArgs,
+		Use: "list", Short: "List the key's tasks (deleted ones are not listed), oldest first", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var page struct {
-				Data []taskView `json:"data"`
+				Data    []taskView `json:"data"`
+				HasMore bool       `json:"has_more"`
+				After   string     `json:"after"`
 			}
 			q := fmt.Sprintf("/v1/tasks?limit=%d", limit)
 			if status != "" {
-				q += "&status=" + status
+				q += "&status=" + url.QueryEscape(status)
+			}
+			if after != "" {
+				q += "&after=" + url.QueryEscape(after)
 			}
 			if err := api().do(cmd.Context(), http.MethodGet, q, &page); err != nil {
 				return err
@@ -73,11 +79,18 @@ func tasksCmd() *cobra.Command {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d%%\t%s\t%s\n", t.ID, t.Model, t.Status, t.Progress, queue,
 					time.Unix(t.CreatedAt, 0).Format(time.RFC3339))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if page.HasMore {
+				fmt.Fprintf(cmd.ErrOrStderr(), "more: weir tasks list --after %s\n", page.After)
+			}
+			return nil
 		},
 	}
 	list.Flags().StringVar(&status, "status", "", "only tasks in this status")
-	list.Flags().IntVar(&limit, "limit", 100, "at most this many")
+	list.Flags().IntVar(&limit, "limit", 100, "at most this many (1 to 1000)")
+	list.Flags().StringVar(&after, "after", "", "the cursor a previous listing printed, to list the page after it")
 
 	show := &cobra.Command{
 		Use: "show ID", Short: "Show a task as JSON", Args: cobra.ExactArgs(1),
@@ -139,7 +152,21 @@ func tasksCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(list, show, wait, cancel)
+	del := &cobra.Command{
+		Use: "delete ID", Short: "Delete a task: cancel it if it has not ended, delete its upstream job; it is gone afterwards", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var d struct {
+				ID      string `json:"id"`
+				Deleted bool   `json:"deleted"`
+			}
+			if err := api().do(cmd.Context(), http.MethodDelete, "/v1/tasks/"+url.PathEscape(args[0]), &d); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s deleted\n", d.ID)
+			return nil
+		},
+	}
+	cmd.AddCommand(list, show, wait, cancel, del)
 	return cmd
 }
 
