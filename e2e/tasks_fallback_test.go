@@ -9,6 +9,37 @@ import (
 	"github.com/weir-gateway/weir/provider/mock"
 )
 
+// twoVideoPlatforms is a catalog serving videoModel from first (preferred) and
+// second.
+func twoVideoPlatforms(first, second string) string {
+	return fmt.Sprintf(`
+tasks:
+  workers: 8
+  poll_min: 50ms
+  poll_max: 250ms
+platforms:
+  - name: first
+    base_url: %s
+  - name: second
+    base_url: %s
+platform_models:
+  - name: first/sora
+    platform: first
+    upstream: sora-2
+  - name: second/sora
+    platform: second
+    upstream: sora-2
+models:
+  - name: %s
+    kind: video
+    candidates:
+      - platform_model: first/sora
+        priority: 10
+      - platform_model: second/sora
+        priority: 0
+`, first, second, videoModel)
+}
+
 // TestTaskMovesOffSaturatedPlatform: a model runs on two platforms, the
 // first preferred. The first's account is full (its one job slot taken,
 // 429 with a Retry-After of a minute for anything more), though the
@@ -19,32 +50,7 @@ func TestTaskMovesOffSaturatedPlatform(t *testing.T) {
 	t.Parallel()
 	full := startVideoUpstream(t, mock.Config{JobDuration: time.Minute, MaxJobs: 1, RetryAfter: time.Minute})
 	spare := startVideoUpstream(t, mock.Config{JobDuration: 300 * time.Millisecond})
-	g := startGateway(t, "", fmt.Sprintf(`
-tasks:
-  workers: 8
-  poll_min: 50ms
-  poll_max: 250ms
-platforms:
-  - name: full
-    base_url: %s
-  - name: spare
-    base_url: %s
-platform_models:
-  - name: full/sora
-    platform: full
-    upstream: sora-2
-  - name: spare/sora
-    platform: spare
-    upstream: sora-2
-models:
-  - name: %s
-    kind: video
-    candidates:
-      - platform_model: full/sora
-        priority: 10
-      - platform_model: spare/sora
-        priority: 0
-`, full.URL, spare.URL, videoModel))
+	g := startGateway(t, "", twoVideoPlatforms(full.URL, spare.URL))
 	_, key := g.createKey(t)
 
 	hog, _ := g.submitTask(t, key, taskBody("hog", ""), "")
@@ -63,6 +69,28 @@ models:
 	}
 	if got := g.getTask(t, key, hog.ID); got.Status != "running" {
 		t.Errorf("the first task is %s, want still running on the full platform", got.Status)
+	}
+}
+
+// TestTaskMovesOffFailingPlatform: the preferred platform answers every
+// submit with 500 (it started nothing); the task runs on the other one at
+// once instead of spending its attempts on the first.
+func TestTaskMovesOffFailingPlatform(t *testing.T) {
+	t.Parallel()
+	failing := startVideoUpstream(t, mock.Config{ErrorRate: 1})
+	good := startVideoUpstream(t, mock.Config{JobDuration: 300 * time.Millisecond})
+	g := startGateway(t, "", twoVideoPlatforms(failing.URL, good.URL))
+	_, key := g.createKey(t)
+	o, _ := g.submitTask(t, key, taskBody("moved", ""), "")
+	final := g.waitTerminal(t, key, []string{o.ID}, 10*time.Second)
+	if got := final[o.ID]; got.Status != "succeeded" {
+		t.Fatalf("task ended %s (%+v), want succeeded on the working platform", got.Status, got.Error)
+	}
+	if n := len(failing.Submits()); n != 1 {
+		t.Errorf("the failing platform saw %d submits, want 1 (then the task moved)", n)
+	}
+	if jobs := good.Mock.Jobs(); len(jobs) != 1 {
+		t.Errorf("working platform's jobs %+v, want one", jobs)
 	}
 }
 

@@ -39,6 +39,9 @@ type scriptedJob struct {
 	start  time.Time
 	length time.Duration
 
+	// failUntil: polls before this much has elapsed answer 503.
+	failUntil time.Duration
+
 	mu        sync.Mutex
 	polls     []time.Duration // elapsed at each poll
 	cancelled bool
@@ -53,6 +56,9 @@ func (j *scriptedJob) Poll(_ context.Context, id string) (provider.Job, error) {
 	defer j.mu.Unlock()
 	e := j.clock.Now().Sub(j.start)
 	j.polls = append(j.polls, e)
+	if e < j.failUntil {
+		return provider.Job{}, &provider.Error{Status: http.StatusServiceUnavailable, Body: []byte(`{"error":{"message":"overloaded"}}`)}
+	}
 	if j.cancelled {
 		return provider.Job{ID: id, Status: provider.JobFailed}, nil
 	}
@@ -245,5 +251,69 @@ func TestFollowSnoozesForAFarPoll(t *testing.T) {
 	var snooze *river.JobSnoozeError
 	if err := <-r.follow(t.Context()); !errors.As(err, &snooze) || snooze.Duration >= time.Minute || snooze.Duration < time.Minute-time.Second {
 		t.Fatalf("follow with its next poll a minute off returned %v, want a snooze a little short of a minute", err)
+	}
+}
+
+// runFollow plays River for the rig's job: it runs follow, moves the fake
+// clock through each wait in process and each snooze, and runs follow
+// again after a snooze, until follow returns anything but a snooze.
+func (r *followRig) runFollow(t *testing.T) error {
+	t.Helper()
+	for {
+		done := r.follow(t.Context())
+		for waiting := true; waiting; {
+			select {
+			case err := <-done:
+				var snooze *river.JobSnoozeError
+				if !errors.As(err, &snooze) {
+					return err
+				}
+				r.clk.Advance(snooze.Duration)
+				waiting = false
+			case d := <-r.clk.set:
+				r.clk.Advance(d)
+			case <-time.After(10 * time.Second):
+				t.Fatalf("follow neither waited nor returned; polls so far %v", r.job.polls)
+			}
+		}
+	}
+}
+
+func TestFollowWaitsOutAnUpstreamOutage(t *testing.T) {
+	t.Parallel()
+	r := newFollowRig(t, 10*time.Minute)
+	r.job.failUntil = 8 * time.Minute // polls fail for 8 minutes of the job's 10
+	if err := r.runFollow(t); err != nil {
+		t.Fatalf("follow through an 8-minute outage: %v, want the task followed to its end", err)
+	}
+	got, err := r.s.store.TaskGet(t.Context(), r.task.ID)
+	if err != nil || got.Status != weir.TaskSucceeded {
+		t.Fatalf("task after an outage: %+v %v; want succeeded", got, err)
+	}
+	failed := 0
+	for _, e := range r.job.polls {
+		if e < r.job.failUntil {
+			failed++
+		}
+	}
+	if failed > 25 {
+		t.Errorf("%d polls during the 8-minute outage: want the wait to double (polls at %v)", failed, r.job.polls)
+	}
+}
+
+func TestFollowGivesUpAfterALongOutage(t *testing.T) {
+	t.Parallel()
+	r := newFollowRig(t, 10*time.Hour)
+	r.job.failUntil = 10 * time.Hour
+	err := r.runFollow(t)
+	var pe *provider.Error
+	if !errors.As(err, &pe) || pe.Status != http.StatusServiceUnavailable {
+		t.Fatalf("follow after polls failed for hours returned %v, want the upstream's error for River to retry", err)
+	}
+	if e := r.job.polls[len(r.job.polls)-1]; e < pollOutage || e > pollOutage+2*time.Minute {
+		t.Errorf("gave up polling after %s of failures, want just past %s", e, pollOutage)
+	}
+	if got, _ := r.s.store.TaskGet(t.Context(), r.task.ID); got.Status != weir.TaskRunning {
+		t.Errorf("task %s after the outage, want still running (River's attempts decide)", got.Status)
 	}
 }

@@ -2,6 +2,7 @@ package task
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -52,6 +53,38 @@ type run struct {
 	// (see progressEventDue).
 	told   int
 	toldAt time.Time
+	// failingSince is when polls began to fail in a row (zero while they
+	// succeed), and failures how many have.
+	failingSince time.Time
+	failures     int
+}
+
+// pollOutage is how long polls of a running job may keep failing with an
+// upstream's trouble (5xx, 429, unreachable, timeouts) before the
+// failures count as the task's: until then the job is polled again with
+// a doubling wait, and River's attempts — which end in a failed task and
+// a cancelled upstream job — are not spent. An upstream's outage of a
+// few minutes must not throw away the jobs it is running.
+const pollOutage = 30 * time.Minute
+
+// pollFailed decides whether a failed poll is waited out: it returns the
+// wait before the next poll, or false if the failure is the task's (the
+// job is gone, the request was refused) or the outage lasted too long.
+func (s *Service) pollFailed(ctx context.Context, t weir.Task, r *run, err error, now time.Time) (time.Duration, bool) {
+	var pe *provider.Error
+	if ctx.Err() != nil || !errors.As(err, &pe) || !pe.Retryable() {
+		return 0, false
+	}
+	if r.failingSince.IsZero() {
+		r.failingSince = now
+		s.logger.Warn("polls of a running task failing; polling on", "task", t.ID, "platform_model", t.PlatformModel, "error", err)
+	}
+	if now.Sub(r.failingSince) >= pollOutage {
+		return 0, false
+	}
+	wait := min(s.cfg.PollMin<<min(r.failures, 16), time.Minute)
+	r.failures++
+	return max(wait, pe.RetryAfter), true
 }
 
 func newRun(started, next time.Time, progress int, now time.Time) *run {
@@ -155,8 +188,14 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 			s.report(t.PlatformModel, err)
 		}
 		if err != nil {
+			now := s.clock.Now()
+			if wait, ok := s.pollFailed(ctx, t, r, err, now); ok {
+				r.next = now.Add(wait)
+				continue
+			}
 			return s.upstreamFailed(ctx, t, job, err)
 		}
+		r.failingSince, r.failures = time.Time{}, 0
 		switch up.Status {
 		case provider.JobSucceeded:
 			s.finishRunning(ctx, t, weir.TaskUpdate{Status: weir.TaskSucceeded, Result: up.Raw, Progress: ptr(100)})

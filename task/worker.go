@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"slices"
 	"time"
 
@@ -158,10 +160,18 @@ func (s *Service) report(pm string, err error) {
 	}
 }
 
-// upstreamFailed decides what an upstream error means for the task: a
-// saturated platform (429) sends it back to the queue, where it may go to
-// another candidate; other retryable failures are retried with River's
-// backoff up to MaxAttempts, then fail the task; a refusal fails it now.
+// upstreamFailed decides what an upstream error means for the task:
+//   - a saturated platform (429) before the task was started there sends
+//     it back to the queue: to another candidate at once, or to the same
+//     one after its Retry-After;
+//   - a submit the platform certainly did not act on (it answered 500,
+//     502 or 503, or was never reached) sends the task to another
+//     candidate at once if there is one; otherwise, and for a failure
+//     that may have started the job (a timeout, say: only a resubmit with
+//     the same Idempotency-Key to the same platform is safe then), River
+//     retries the step with its backoff up to MaxAttempts, then the task
+//     fails;
+//   - a refusal fails it now.
 func (s *Service) upstreamFailed(ctx context.Context, t weir.Task, job *river.Job[RunArgs], err error) error {
 	if ctx.Err() != nil {
 		return err
@@ -172,10 +182,12 @@ func (s *Service) upstreamFailed(ctx context.Context, t weir.Task, job *river.Jo
 	}
 	switch {
 	case pe.Status == 429 && t.UpstreamID == "":
-		if s.requeue(ctx, t, max(pe.RetryAfter, time.Second)) {
+		if s.requeue(ctx, t, max(pe.RetryAfter, time.Second), false) {
 			return nil
 		}
 		return err
+	case t.UpstreamID == "" && notStarted(pe) && s.requeue(ctx, t, 0, true):
+		return nil
 	case pe.Retryable() && job.Attempt < job.MaxAttempts:
 		return err
 	case errors.Is(err, provider.ErrJobNotFound):
@@ -188,36 +200,59 @@ func (s *Service) upstreamFailed(ctx context.Context, t weir.Task, job *river.Jo
 	return nil
 }
 
-// requeue sends an admitted task that the platform refused for lack of
-// capacity back to the queue: at once if another candidate may take it
-// (without the one that refused it), else after the platform's
-// Retry-After. A crash meanwhile leaves it queued in the store, and the
-// next start queues it.
-func (s *Service) requeue(ctx context.Context, t weir.Task, after time.Duration) bool {
+// notStarted reports whether a failed submit certainly started no job:
+// the platform answered that it failed (500, 502, 503), or it was never
+// reached (the connection was not made). A timeout, a 504 or a broken
+// connection may have left a job running upstream.
+func notStarted(pe *provider.Error) bool {
+	switch pe.Status {
+	case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable:
+		return true
+	case 0:
+		var op *net.OpError
+		return !pe.Timeout && errors.As(pe.Err, &op) && op.Op == "dial"
+	}
+	return false
+}
+
+// requeue sends an admitted task that a platform refused back to the
+// queue, without that platform if another candidate may take it: then at
+// once. Otherwise, if elsewhereOnly, it changes nothing and reports
+// false; if not, the task waits out the platform's Retry-After (after)
+// and queues for all its candidates again. A crash meanwhile leaves it
+// queued in the store, and the next start queues it.
+func (s *Service) requeue(ctx context.Context, t weir.Task, after time.Duration, elsewhereOnly bool) bool {
+	ctx = context.WithoutCancel(ctx)
+	refusedBy := t.PlatformModel
+	queued := t
+	queued.Status, queued.PlatformModel = weir.TaskQueued, ""
+	req, err := s.request(ctx, queued)
+	others := []admission.Candidate(nil)
+	if err == nil {
+		others = withoutScope(req.Candidates, "pm:"+refusedBy)
+	}
+	if elsewhereOnly && len(others) == 0 {
+		return false
+	}
 	cand := -1
 	ok, err := s.store.TaskUpdate(ctx, t.ID, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskAdmitted}, Status: weir.TaskQueued, Candidate: &cand})
 	if err != nil || !ok {
 		return false
 	}
 	s.releaseLease(t.ID)
-	refusedBy := t.PlatformModel
-	t.Status, t.PlatformModel = weir.TaskQueued, ""
-	ctx = context.WithoutCancel(ctx)
-	if req, err := s.request(ctx, t); err == nil {
-		if others := withoutScope(req.Candidates, "pm:"+refusedBy); len(others) > 0 {
-			req.Candidates = others
-			if err := s.enqueueRequest(ctx, req); err != nil {
-				s.failQueued(ctx, t.ID, err)
-			}
-			return true
+	if len(others) > 0 {
+		req.Candidates = others
+		if err := s.enqueueRequest(ctx, req); err != nil {
+			s.failQueued(ctx, t.ID, err)
 		}
+		return true
 	}
 	s.clock.AfterFunc(after, func() {
 		ctx := context.Background()
 		if cur, err := s.store.TaskGet(ctx, t.ID); err != nil || cur.Status != weir.TaskQueued {
 			return
 		}
-		if err := s.enqueue(ctx, t); err != nil {
+		if err := s.enqueue(ctx, queued); err != nil {
 			s.failQueued(ctx, t.ID, err)
 		}
 	})
