@@ -410,6 +410,9 @@ type TaskUpdate struct {
 	Attempts      *int
 	AdmittedAt    time.Time
 	FinishedAt    time.Time
+	// ClearUpstream empties UpstreamID and Result, whatever those fields
+	// say: the task's failed upstream job is left behind for a new one.
+	ClearUpstream bool
 }
 
 // TaskFilter selects tasks for listing. Deleted tasks are never listed.

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,4 +123,49 @@ func TestTaskMetrics(t *testing.T) {
 			t.Errorf("%s%v = %v (found %v), want 1", m.name, m.labels, v, ok)
 		}
 	}
+}
+
+// TestTaskFailedJobRetried: an upstream job that ends failed (not for the
+// request's fault) is retried as a new job, with its own Idempotency-Key,
+// after a backoff; the task succeeds when one does, and fails with the
+// upstream's code once max_attempts jobs have failed.
+func TestTaskFailedJobRetried(t *testing.T) {
+	t.Parallel()
+	up := startVideoUpstream(t, mock.Config{JobDuration: 100 * time.Millisecond, JobFailureRate: 1})
+	g := startGateway(t, "", strings.Replace(videoCatalog(up.URL, taskOptions{}), "tasks:\n", "tasks:\n  max_attempts: 3\n", 1))
+	_, key := g.createKey(t)
+
+	doomed, _ := g.submitTask(t, key, taskBody("doomed", ""), "")
+	final := g.waitTerminal(t, key, []string{doomed.ID}, 20*time.Second)
+	if got := final[doomed.ID]; got.Status != "failed" || got.Error == nil || got.Error.Code != "video_generation_failed" {
+		t.Errorf("task whose every job fails ended %s %+v, want failed with the upstream's code", got.Status, got.Error)
+	}
+	keys := map[string]bool{}
+	for _, j := range up.Mock.Jobs() {
+		if j.Prompt == "doomed" {
+			keys[j.IdempotencyKey] = true
+		}
+	}
+	if len(keys) != 3 {
+		t.Errorf("upstream jobs of the doomed task under keys %v, want 3 jobs (max_attempts), each with its own key", keys)
+	}
+
+	// A task whose first job fails and whose retry works succeeds.
+	lucky, _ := g.submitTask(t, key, taskBody("lucky", ""), "")
+	waitFor(t, 10*time.Second, "the lucky task's first job to fail", func() bool {
+		for _, j := range up.Mock.Jobs() {
+			if j.Prompt == "lucky" && j.Status == "failed" {
+				return true
+			}
+		}
+		return false
+	})
+	if err := up.Mock.Update(func(c *mock.Config) { c.JobFailureRate = 0 }); err != nil {
+		t.Fatal(err)
+	}
+	final = g.waitTerminal(t, key, []string{lucky.ID}, 20*time.Second)
+	if got := final[lucky.ID]; got.Status != "succeeded" {
+		t.Errorf("task whose retried job works ended %s %+v, want succeeded", got.Status, got.Error)
+	}
+	g.waitNoLeases(t, 10*time.Second)
 }

@@ -48,8 +48,8 @@ const (
 		platform_model = coalesce(?4, platform_model),
 		candidate      = coalesce(?5, candidate),
 		progress       = coalesce(?6, progress),
-		upstream_id    = coalesce(?7, upstream_id),
-		result         = coalesce(?8, result),
+		upstream_id    = CASE WHEN ?14 THEN '' ELSE coalesce(?7, upstream_id) END,
+		result         = CASE WHEN ?14 THEN NULL ELSE coalesce(?8, result) END,
 		error_code     = coalesce(?9, error_code),
 		error_message  = coalesce(?10, error_message),
 		attempts       = coalesce(?11, attempts),
@@ -323,7 +323,7 @@ func (db *DB) TaskUpdateTx(ctx context.Context, tx *sql.Tx, id string, u weir.Ta
 		id, from, string(u.Status),
 		nullString(u.PlatformModel), nullInt(u.Candidate), nullInt(u.Progress), nullString(u.UpstreamID),
 		nullBlob(u.Result), nullString(u.ErrorCode), nullString(u.ErrorMessage), nullInt(u.Attempts),
-		nullTime(u.AdmittedAt), nullTime(u.FinishedAt))
+		nullTime(u.AdmittedAt), nullTime(u.FinishedAt), u.ClearUpstream)
 	if err != nil {
 		return false, fmt.Errorf("update task %s to %s: %w", id, u.Status, classify(err))
 	}

@@ -52,6 +52,7 @@ func ExerciseTasks(t *testing.T, newStore func(t *testing.T) interface {
 		{"18_TaskListKindAndOrder", testTaskListKindOrder},
 		{"19_TaskCallbackEvents", testTaskCallbackEvents},
 		{"20_TaskPurge", testTaskPurge},
+		{"21_TaskClearUpstream", testTaskClearUpstream},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

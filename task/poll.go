@@ -205,6 +205,9 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 			if up.Error != nil {
 				code, msg = up.Error.Code, up.Error.Message
 			}
+			if s.retryFailedJob(ctx, t, code, msg) {
+				return nil
+			}
 			s.finishRunning(ctx, t, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: code, ErrorMessage: msg, Result: up.Raw})
 			return nil
 		}

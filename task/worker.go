@@ -114,7 +114,7 @@ func (s *Service) submit(ctx context.Context, t weir.Task, target Target, job *r
 		return nil
 	}
 	started := s.clock.Now()
-	up, err := target.Adapter.Submit(ctx, provider.AsyncCall{Body: body, IdempotencyKey: t.ID})
+	up, err := target.Adapter.Submit(ctx, provider.AsyncCall{Body: body, IdempotencyKey: submitKey(t)})
 	if ctx.Err() == nil {
 		s.report(t.PlatformModel, err)
 	}
