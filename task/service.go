@@ -1,12 +1,3 @@
-// Package task runs durable asynchronous tasks — videos, images, speech —
-// through admission. A submitted task is stored, then waits in the engine
-// in submission order (priority first) for its scopes plus the global
-// worker-capacity scope. When it is admitted, its status change and its
-// River job are committed in one transaction; the job submits it upstream,
-// records the upstream id before anything else, polls until done, renews
-// the lease while it runs, stores the result and releases the lease once.
-// After a restart, admitted tasks get their leases back and waiting tasks
-// re-enter the queue in their original order.
 package task
 
 import (

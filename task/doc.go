@@ -1,0 +1,48 @@
+// Package task runs durable asynchronous tasks — videos, images, speech —
+// through admission.
+//
+// # Life of a task
+//
+// A submitted task is stored, then waits in the engine in submission order
+// (priority first) for its scopes plus the global worker-capacity scope
+// (WorkersScope). When it is admitted, its status change and its River job
+// are committed in one transaction. The job submits it upstream and records
+// the upstream id before anything else (the Idempotency-Key is the task id,
+// so a resubmit after a crash in between finds the same job), then follows
+// the job to its end (poll.go), renewing the lease, stores the result and
+// releases the lease once. A terminal status is compare-and-set and never
+// left; each terminal transition inserts its webhook job in the same
+// transaction (webhook.go), as do the opt-in running and progress events.
+//
+// # Polling
+//
+// The next poll of a running job is due when the upstream's progress says
+// the job may have ended (nextPoll), and a wait short enough is waited
+// inside the job's execution rather than as a River snooze, so that
+// capacity is handed on within milliseconds of a job's end. A cancel ends
+// such a wait at once; Stop makes it a snooze.
+//
+// # When the upstream fails
+//
+//   - A platform that refuses a submit for capacity (429), or certainly
+//     started nothing (500, 502, 503, unreachable), sends the task back to
+//     the queue without that platform if another candidate may take it;
+//     a 429 with no other candidate waits out Retry-After. Calls count
+//     toward the platform's cooldown (HealthReporter).
+//   - Polls failing with the upstream's trouble are waited out for up to
+//     pollOutage without spending River's attempts.
+//   - An upstream job that ends failed, not for the request's fault, is
+//     retried as a new job from the queue after a backoff with jitter,
+//     up to Config.MaxAttempts jobs (retry.go).
+//   - Anything else is retried by River with its backoff; when River gives
+//     up, the task fails with gave_up and its upstream job is cancelled.
+//
+// # Crashes and restarts
+//
+// At Start, admitted and running tasks get their leases back (Restore),
+// waiting tasks re-enter the queue in their original order, and — when
+// this process is the store's only runner (Config.SoleRunner) — the jobs
+// its previous run left mid-step are made available at once (reclaim.go)
+// instead of after RescueAfter. Finished tasks are purged after
+// Config.Retention by a periodic River job (purge.go).
+package task
