@@ -45,6 +45,8 @@ type DB struct {
 	// The task writes, prepared once on the write connection; a
 	// transaction on it (InTx) reuses them through Tx.StmtContext.
 	taskInsert, taskByIdempotency, taskUpdate, taskStatus, taskDelete *sql.Stmt
+	// The usage inserts, of usageRowsPerInsert rows and of one.
+	usageInsertMany, usageInsertOne *sql.Stmt
 }
 
 var _ weir.Store = (*DB)(nil)
@@ -64,6 +66,9 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		"_journal_mode": {"WAL"},
 		"_synchronous":  {"NORMAL"},
 		"_txlock":       {"immediate"},
+		// Statement journals (a multi-row INSERT keeps one) and temporary
+		// b-trees in memory: on a file they cost a write(2) per page.
+		"_pragma": {"temp_store(MEMORY)"},
 	}.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
@@ -109,7 +114,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 }
 
 // prepare prepares the statements of the request path on the read pool,
-// and the task writes on the write connection.
+// and the task and usage writes on the write connection.
 func (db *DB) prepare(ctx context.Context) error {
 	for _, s := range []struct {
 		stmt **sql.Stmt
@@ -124,6 +129,8 @@ func (db *DB) prepare(ctx context.Context) error {
 		{&db.taskUpdate, db.write, taskUpdateSQL},
 		{&db.taskStatus, db.write, taskStatusSQL},
 		{&db.taskDelete, db.write, taskDeleteSQL},
+		{&db.usageInsertMany, db.write, usageInsertSQL(usageRowsPerInsert)},
+		{&db.usageInsertOne, db.write, usageInsertSQL(1)},
 	} {
 		var err error
 		if *s.stmt, err = s.pool.PrepareContext(ctx, s.sql); err != nil {
@@ -187,7 +194,8 @@ func (db *DB) SQL() *sql.DB { return db.write }
 func (db *DB) Close() error {
 	var errs []error
 	for _, stmt := range []*sql.Stmt{db.keyByHash, db.keyByID, db.taskGet,
-		db.taskInsert, db.taskByIdempotency, db.taskUpdate, db.taskStatus, db.taskDelete} {
+		db.taskInsert, db.taskByIdempotency, db.taskUpdate, db.taskStatus, db.taskDelete,
+		db.usageInsertMany, db.usageInsertOne} {
 		if stmt != nil {
 			errs = append(errs, stmt.Close())
 		}

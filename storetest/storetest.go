@@ -34,7 +34,8 @@
 // the batch fail with weir.ErrInvalid. A row whose RequestID is already
 // stored, or appears earlier in the same batch, is skipped: a flush
 // retried after an error of unknown outcome does not count a request
-// twice. An empty batch is a no-op. UsageList returns records newest
+// twice, wherever the copies fall in a batch of hundreds of rows (which a
+// store may split into several statements). An empty batch is a no-op. UsageList returns records newest
 // first (by At; among equal At, the later inserted first), only the
 // filter's KeyID if it has one, only At >= Since if Since is set (Since
 // truncated to the microsecond like every stored time), and at most Limit
@@ -132,6 +133,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) weir.Store) {
 		{"12_UsageDuplicateRequestIsSkipped", testUsageDuplicate},
 		{"13_CancelledContext", testCancelled},
 		{"14_ConcurrentUse", testConcurrent},
+		{"15_UsageLargeBatch", testUsageLargeBatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -569,6 +571,53 @@ func testUsageDuplicate(t *testing.T, s weir.Store) {
 		t.Fatalf("UsageInsert of a retried batch: %v", err)
 	}
 	checkUsage(t, listUsage(t, s, weir.UsageFilter{}), []weir.Usage{u3, u2, u1})
+}
+
+// testUsageLargeBatch writes batches of a flush's size, which a store may
+// split into several statements: every row lands once, duplicates are
+// skipped wherever they fall in the batch, and a bad row far into the batch
+// still leaves nothing written.
+func testUsageLargeBatch(t *testing.T, s weir.Store) {
+	k := newKey(1)
+	mustCreate(t, s, k)
+	const n = 203 // not a round number: a partial last part
+	var first []weir.Usage
+	for i := range n {
+		first = append(first, newUsage(i, k.ID, base.Add(time.Duration(i)*time.Millisecond)))
+	}
+	// A retry of the first batch's second half, with copies of early rows
+	// and of its own rows scattered through it, then new rows.
+	var second []weir.Usage
+	for i := n / 2; i < 2*n; i++ {
+		u := newUsage(i, k.ID, base.Add(time.Duration(i)*time.Millisecond))
+		second = append(second, u)
+		if i%37 == 0 {
+			dup := u
+			dup.Status = 500
+			second = append(second, dup, first[i%n/3])
+		}
+	}
+	if err := s.UsageInsert(t.Context(), first); err != nil {
+		t.Fatalf("UsageInsert of %d rows: %v", len(first), err)
+	}
+	if err := s.UsageInsert(t.Context(), second); err != nil {
+		t.Fatalf("UsageInsert of a retried batch of %d rows: %v", len(second), err)
+	}
+	var want []weir.Usage
+	for i := 2*n - 1; i >= 0; i-- {
+		want = append(want, newUsage(i, k.ID, base.Add(time.Duration(i)*time.Millisecond)))
+	}
+	checkUsage(t, listUsage(t, s, weir.UsageFilter{}), want)
+
+	var bad []weir.Usage
+	for i := 2 * n; i < 3*n; i++ {
+		bad = append(bad, newUsage(i, k.ID, base.Add(time.Duration(i)*time.Millisecond)))
+	}
+	bad[len(bad)-40].KeyID = "key-nope"
+	if err := s.UsageInsert(t.Context(), bad); !errors.Is(err, weir.ErrInvalid) {
+		t.Errorf("UsageInsert with a row naming an unknown key far into the batch: %v, want ErrInvalid", err)
+	}
+	checkUsage(t, listUsage(t, s, weir.UsageFilter{}), want)
 }
 
 func testCancelled(t *testing.T, s weir.Store) {

@@ -1,15 +1,41 @@
 // Package usage records one row per model request without putting the
 // database on the request path: records are buffered and written in batches,
 // one transaction per batch.
+//
+// The flusher is background work sharing the CPUs with the request path,
+// and on a small machine it is felt there: writing 500 rows in one go kept
+// a goroutine on a CPU for 5-14 ms (SQLite through modernc.org/sqlite is
+// plain Go code that runs until the scheduler preempts it, after 10 ms),
+// and while a GC cycle held the other CPU of a 2-core machine every
+// request stalled behind the two (weir bench's p99, traced). So the
+// flusher writes at most BatchMax rows per transaction, about a
+// millisecond's work, and yields the CPU between transactions; and its
+// buffer is a slice that holds what is pending, not a 64K-record channel
+// that the garbage collector scanned (10 MB) in every cycle.
 package usage
 
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
 	"github.com/weir-gateway/weir"
+)
+
+const (
+	// BatchMax is the most records written in one transaction: about a
+	// millisecond of SQLite's time (BenchmarkUsageInsert in package
+	// sqlite), so that a flush never keeps a CPU from the request path for
+	// longer. Reaching it starts a flush without waiting for the interval.
+	BatchMax = 128
+	// MaxPending is the most records buffered; beyond it (the store has
+	// fallen far behind) Record drops records and counts them.
+	MaxPending = 64 << 10
+	// maxSpare bounds the capacity of the buffer kept for reuse after a
+	// flush, so that a burst's large buffer does not stay in the heap.
+	maxSpare = 8 * BatchMax
 )
 
 // Recorder buffers usage records and flushes them to a Store.
@@ -18,14 +44,18 @@ type Recorder struct {
 	interval time.Duration
 	logger   *slog.Logger
 	dropped  func(n int)
+	// maxPending is MaxPending but in tests.
+	maxPending int
 
-	ch   chan weir.Usage
+	mu      sync.Mutex
+	pending []weir.Usage
+	closed  bool
+
+	wake chan struct{} // cap 1: BatchMax more records are pending
+	stop chan struct{}
 	done chan struct{}
 	once sync.Once
 }
-
-// BatchMax is the most records written in one transaction.
-const BatchMax = 500
 
 // New returns a Recorder; Start it before Record.
 func New(store weir.Store, interval time.Duration, logger *slog.Logger, dropped func(n int)) *Recorder {
@@ -35,17 +65,27 @@ func New(store weir.Store, interval time.Duration, logger *slog.Logger, dropped 
 	if dropped == nil {
 		dropped = func(int) {}
 	}
-	return &Recorder{store: store, interval: interval, logger: logger, dropped: dropped,
-		ch: make(chan weir.Usage, 64<<10), done: make(chan struct{})}
+	return &Recorder{store: store, interval: interval, logger: logger, dropped: dropped, maxPending: MaxPending,
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
-// Record queues u. It never blocks: if the buffer is full (the store has
-// fallen far behind) the record is counted as dropped.
+// Record queues u. It never blocks: if MaxPending records are already
+// waiting, or the Recorder is stopped, the record is counted as dropped.
 func (r *Recorder) Record(u weir.Usage) {
-	select {
-	case r.ch <- u:
-	default:
+	r.mu.Lock()
+	if r.closed || len(r.pending) >= r.maxPending {
+		r.mu.Unlock()
 		r.dropped(1)
+		return
+	}
+	r.pending = append(r.pending, u)
+	full := len(r.pending)%BatchMax == 0
+	r.mu.Unlock()
+	if full {
+		select {
+		case r.wake <- struct{}{}:
+		default: // a flush is already due
+		}
 	}
 }
 
@@ -54,9 +94,15 @@ func (r *Recorder) Start() {
 	go r.run()
 }
 
-// Stop flushes what is buffered and returns.
+// Stop flushes what is buffered and returns. Records after Stop are
+// dropped.
 func (r *Recorder) Stop() {
-	r.once.Do(func() { close(r.ch) })
+	r.once.Do(func() {
+		r.mu.Lock()
+		r.closed = true
+		r.mu.Unlock()
+		close(r.stop)
+	})
 	<-r.done
 }
 
@@ -64,33 +110,47 @@ func (r *Recorder) run() {
 	defer close(r.done)
 	t := time.NewTicker(r.interval)
 	defer t.Stop()
-	batch := make([]weir.Usage, 0, BatchMax)
-	flush := func() {
-		if len(batch) == 0 {
+	var spare []weir.Usage
+	for {
+		stopping := false
+		select {
+		case <-r.wake:
+		case <-t.C:
+		case <-r.stop:
+			stopping = true
+		}
+		r.mu.Lock()
+		records := r.pending
+		r.pending = spare
+		r.mu.Unlock()
+		r.write(records)
+		clear(records) // let the strings go
+		spare = nil
+		if cap(records) <= maxSpare {
+			spare = records[:0]
+		}
+		if stopping {
 			return
 		}
+	}
+}
+
+// write stores records, BatchMax to a transaction, yielding the CPU
+// between transactions.
+func (r *Recorder) write(records []weir.Usage) {
+	for len(records) > 0 {
+		n := min(len(records), BatchMax)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := r.store.UsageInsert(ctx, batch)
+		err := r.store.UsageInsert(ctx, records[:n])
 		cancel()
 		if err != nil {
-			r.logger.Error("usage flush failed", "records", len(batch), "error", err)
-			r.dropped(len(batch))
+			r.logger.Error("usage flush failed", "records", n, "error", err)
+			r.dropped(n)
 		}
-		batch = batch[:0]
-	}
-	for {
-		select {
-		case u, ok := <-r.ch:
-			if !ok {
-				flush()
-				return
-			}
-			batch = append(batch, u)
-			if len(batch) == BatchMax {
-				flush()
-			}
-		case <-t.C:
-			flush()
+		records = records[n:]
+		if len(records) > 0 {
+			// Let the request goroutines queued on this CPU run first.
+			runtime.Gosched()
 		}
 	}
 }

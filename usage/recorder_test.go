@@ -1,0 +1,147 @@
+package usage_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/sqlite"
+	"github.com/weir-gateway/weir/usage"
+)
+
+// observedStore is a real SQLite store that reports each UsageInsert's
+// batch size once it returns, and can hold inserts until released.
+type observedStore struct {
+	*sqlite.DB
+	inserted chan int
+	entered  chan struct{} // told when an insert begins, if not nil
+	gate     chan struct{} // an insert waits for it, if not nil
+}
+
+func (s *observedStore) UsageInsert(ctx context.Context, batch []weir.Usage) error {
+	if s.entered != nil {
+		s.entered <- struct{}{}
+	}
+	if s.gate != nil {
+		<-s.gate
+	}
+	err := s.DB.UsageInsert(ctx, batch)
+	s.inserted <- len(batch)
+	return err
+}
+
+func openStore(t testing.TB) (*observedStore, weir.APIKey) {
+	t.Helper()
+	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "weir.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	k := weir.APIKey{ID: "key-1", Hash: fmt.Sprintf("%064d", 1), CreatedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	if err := db.KeyCreate(t.Context(), k); err != nil {
+		t.Fatal(err)
+	}
+	return &observedStore{DB: db, inserted: make(chan int, 1<<10)}, k
+}
+
+func record(r *usage.Recorder, key string, from, to int) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := from; i < to; i++ {
+		r.Record(weir.Usage{RequestID: fmt.Sprintf("req-%06d", i), KeyID: key, Outcome: "ok",
+			At: at.Add(time.Duration(i) * time.Millisecond)})
+	}
+}
+
+func stored(t *testing.T, s *observedStore) int {
+	t.Helper()
+	list, err := s.UsageList(t.Context(), weir.UsageFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(list)
+}
+
+// A full batch is written at once, not at the next tick, and no
+// transaction carries more than BatchMax rows.
+func TestRecorderFlushesFullBatchesWithoutWaitingForTheInterval(t *testing.T) {
+	t.Parallel()
+	s, k := openStore(t)
+	r := usage.New(s, time.Hour, slog.New(slog.DiscardHandler), nil)
+	r.Start()
+	t.Cleanup(r.Stop)
+
+	record(r, k.ID, 0, 3*usage.BatchMax)
+	for written := 0; written < 3*usage.BatchMax; {
+		n := <-s.inserted
+		if n > usage.BatchMax {
+			t.Errorf("one transaction wrote %d rows, want at most %d", n, usage.BatchMax)
+		}
+		written += n
+	}
+	if got := stored(t, s); got != 3*usage.BatchMax {
+		t.Errorf("stored %d records, want %d", got, 3*usage.BatchMax)
+	}
+}
+
+// Stop writes what is pending, in transactions of at most BatchMax rows,
+// and later records are dropped and counted.
+func TestRecorderStopFlushesThenDrops(t *testing.T) {
+	t.Parallel()
+	s, k := openStore(t)
+	var dropped atomic.Int64
+	r := usage.New(s, time.Hour, slog.New(slog.DiscardHandler), func(n int) { dropped.Add(int64(n)) })
+	r.Start()
+	const n = 2*usage.BatchMax + 7
+	record(r, k.ID, 0, n)
+	r.Stop()
+	close(s.inserted)
+	for size := range s.inserted {
+		if size > usage.BatchMax {
+			t.Errorf("one transaction wrote %d rows, want at most %d", size, usage.BatchMax)
+		}
+	}
+	if got := stored(t, s); got != n {
+		t.Errorf("stored %d records after Stop, want %d", got, n)
+	}
+	record(r, k.ID, n, n+3)
+	if got := dropped.Load(); got != 3 {
+		t.Errorf("dropped %d records recorded after Stop, want 3", got)
+	}
+}
+
+// When the store falls behind, the buffer stops at MaxPending and the rest
+// is counted as dropped; what was buffered is still written.
+func TestRecorderDropsBeyondMaxPending(t *testing.T) {
+	t.Parallel()
+	s, k := openStore(t)
+	s.entered, s.gate = make(chan struct{}, 1<<10), make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(s.gate) }) }
+	t.Cleanup(release)
+	var dropped atomic.Int64
+	r := usage.New(s, time.Hour, slog.New(slog.DiscardHandler), func(n int) { dropped.Add(int64(n)) })
+	const maxPending = 10 * usage.BatchMax // MaxPending would take a while to write under -race
+	usage.SetMaxPending(r, maxPending)
+	r.Start()
+
+	// The first full batch goes to the store, which holds it: from then on
+	// nothing leaves the buffer.
+	record(r, k.ID, 0, usage.BatchMax)
+	<-s.entered
+
+	record(r, k.ID, usage.BatchMax, usage.BatchMax+maxPending+10)
+	if got := dropped.Load(); got != 10 {
+		t.Errorf("dropped %d records, want 10", got)
+	}
+	release()
+	r.Stop()
+	if got := stored(t, s); got != usage.BatchMax+maxPending {
+		t.Errorf("stored %d records, want %d", got, usage.BatchMax+maxPending)
+	}
+}
