@@ -29,7 +29,10 @@ const WorkersScope = "global:tasks"
 // webhookWorkers workers; tasks' jobs run on River's default queue.
 const QueueWebhooks = "webhooks"
 
-const webhookWorkers = 32
+const (
+	webhookWorkers = 32
+	webhookPoll    = 250 * time.Millisecond
+)
 
 // Store is what the service needs of storage: tasks, and a transaction on
 // the connection River's jobs are inserted on.
@@ -218,7 +221,9 @@ func New(cfg Config, store Store, engine admission.Engine, planner Planner, hook
 		// wait behind them.
 		Queues: map[string]river.QueueConfig{
 			river.QueueDefault: {MaxWorkers: cfg.Workers},
-			QueueWebhooks:      {MaxWorkers: webhookWorkers},
+			// Deliveries are not worth a fetch every 50ms while idle:
+			// an event waits at most webhookPoll for its first attempt.
+			QueueWebhooks: {MaxWorkers: webhookWorkers, FetchPollInterval: max(webhookPoll, cfg.FetchPollInterval)},
 		},
 		Workers:              workers,
 		PeriodicJobs:         []*river.PeriodicJob{purgeJob()},
