@@ -424,14 +424,24 @@ func taskEvents(names []string, param string) ([]weir.TaskEvent, *apiError) {
 	return slices.Compact(events), nil
 }
 
-// submitTask is the shared part of POST /v1/videos and POST /v1/tasks.
-func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string, input map[string]json.RawMessage, model string, cb taskCallback) (weir.Task, bool, *apiError) {
+// taskCaller authenticates a request to the task APIs, which need the
+// task service.
+func (s *Server) taskCaller(r *http.Request) (weir.APIKey, *apiError) {
 	key, aerr := s.authenticate(r)
 	if aerr != nil {
-		return weir.Task{}, false, aerr
+		return key, aerr
 	}
 	if s.deps.Tasks == nil {
-		return weir.Task{}, false, errorf(CodeNotFound, "", "tasks are not enabled on this gateway")
+		return key, errorf(CodeNotFound, "", "tasks are not enabled on this gateway")
+	}
+	return key, nil
+}
+
+// submitTask is the shared part of POST /v1/videos and POST /v1/tasks.
+func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string, input map[string]json.RawMessage, model string, cb taskCallback) (weir.Task, bool, *apiError) {
+	key, aerr := s.taskCaller(r)
+	if aerr != nil {
+		return weir.Task{}, false, aerr
 	}
 	st := s.state.Load()
 	m, ok := st.models[model]
@@ -506,12 +516,9 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string,
 // ownTask loads a task the caller's key owns; others', and deleted ones,
 // are not found.
 func (s *Server) ownTask(r *http.Request) (weir.Task, *apiError) {
-	key, aerr := s.authenticate(r)
+	key, aerr := s.taskCaller(r)
 	if aerr != nil {
 		return weir.Task{}, aerr
-	}
-	if s.deps.Tasks == nil {
-		return weir.Task{}, errorf(CodeNotFound, "", "tasks are not enabled on this gateway")
 	}
 	id := r.PathValue("id")
 	t, err := s.deps.Tasks.Get(r.Context(), id)
@@ -707,13 +714,9 @@ func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) {
 // ?after=<the previous page's cursor>&limit=N (1–1000, default 100), and
 // ?status= one status (an unknown one is a 400).
 func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
-	key, aerr := s.authenticate(r)
+	key, aerr := s.taskCaller(r)
 	if aerr != nil {
 		writeError(w, aerr)
-		return
-	}
-	if s.deps.Tasks == nil {
-		writeError(w, errorf(CodeNotFound, "", "tasks are not enabled on this gateway"))
 		return
 	}
 	q := r.URL.Query()
@@ -790,13 +793,9 @@ type videoList struct {
 // 20); ?after= the id of the last video of the previous page (it may have
 // been deleted since). Tasks of the generic task API are not videos.
 func (s *Server) listVideos(w http.ResponseWriter, r *http.Request) {
-	key, aerr := s.authenticate(r)
+	key, aerr := s.taskCaller(r)
 	if aerr != nil {
 		writeError(w, aerr)
-		return
-	}
-	if s.deps.Tasks == nil {
-		writeError(w, errorf(CodeNotFound, "", "tasks are not enabled on this gateway"))
 		return
 	}
 	q := r.URL.Query()

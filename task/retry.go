@@ -84,14 +84,6 @@ func (s *Service) retryFailedJob(ctx context.Context, t weir.Task, code, msg str
 		"attempt", n+1, "of", s.cfg.MaxAttempts, "after", wait)
 	queued := t
 	queued.Status, queued.PlatformModel, queued.UpstreamID, queued.Attempts = weir.TaskQueued, "", "", n
-	s.clock.AfterFunc(wait, func() {
-		ctx := context.Background()
-		if cur, err := s.store.TaskGet(ctx, t.ID); err != nil || cur.Status != weir.TaskQueued {
-			return
-		}
-		if err := s.enqueue(ctx, queued); err != nil {
-			s.failQueued(ctx, t.ID, err)
-		}
-	})
+	s.enqueueAfter(queued, wait)
 	return true
 }

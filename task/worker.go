@@ -247,16 +247,22 @@ func (s *Service) requeue(ctx context.Context, t weir.Task, after time.Duration,
 		}
 		return true
 	}
-	s.clock.AfterFunc(after, func() {
+	s.enqueueAfter(queued, after)
+	return true
+}
+
+// enqueueAfter queues t, stored as queued, again after d, unless it has
+// moved on meanwhile (cancelled, say).
+func (s *Service) enqueueAfter(t weir.Task, d time.Duration) {
+	s.clock.AfterFunc(d, func() {
 		ctx := context.Background()
 		if cur, err := s.store.TaskGet(ctx, t.ID); err != nil || cur.Status != weir.TaskQueued {
 			return
 		}
-		if err := s.enqueue(ctx, queued); err != nil {
+		if err := s.enqueue(ctx, t); err != nil {
 			s.failQueued(ctx, t.ID, err)
 		}
 	})
-	return true
 }
 
 // withoutScope returns the candidates that do not need scope.
