@@ -56,8 +56,8 @@ instead of failing. The gateway keeps serving until Ctrl-C (or --exit).`,
 }
 
 // demoConfig is the demo's catalog: one chat model on a platform allowing
-// 2 requests at a time, with a second platform as its fallback; embeddings,
-// images and speech besides.
+// 2 requests at a time; embeddings, images and speech besides; and a video
+// model whose jobs run as durable tasks, 2 at a time.
 func demoConfig(mockURL, listen, dbPath string) *config.Config {
 	cfg := config.Default()
 	cfg.Server.Listen = listen
@@ -72,12 +72,14 @@ func demoConfig(mockURL, listen, dbPath string) *config.Config {
 		{Name: "mock/text-embedding-3-small", Platform: "mock", Upstream: "text-embedding-3-small", Concurrency: 8},
 		{Name: "mock/gpt-image-1", Platform: "mock", Upstream: "gpt-image-1", Concurrency: 1},
 		{Name: "mock/tts-1", Platform: "mock", Upstream: "tts-1", Concurrency: 2},
+		{Name: "mock/sora-2", Platform: "mock", Upstream: "sora-2", Concurrency: 2},
 	}
 	cfg.Models = []config.Model{
 		{Name: "gpt-4o-mini", Kind: weir.KindChat, Candidates: []config.Candidate{{PlatformModel: "mock/gpt-4o-mini", Weight: 1}}},
 		{Name: "text-embedding-3-small", Kind: weir.KindEmbeddings, Candidates: []config.Candidate{{PlatformModel: "mock/text-embedding-3-small", Weight: 1}}},
 		{Name: "gpt-image-1", Kind: weir.KindImages, Candidates: []config.Candidate{{PlatformModel: "mock/gpt-image-1", Weight: 1}}},
 		{Name: "tts-1", Kind: weir.KindSpeech, Candidates: []config.Candidate{{PlatformModel: "mock/tts-1", Weight: 1}}},
+		{Name: "sora-2", Kind: weir.KindVideo, Candidates: []config.Candidate{{PlatformModel: "mock/sora-2", Weight: 1}}},
 	}
 	cfg.Groups = []config.Group{{Name: "default", RoundRobin: true}}
 	return cfg
@@ -92,7 +94,7 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) error {
 	if err != nil {
 		return err
 	}
-	mockSrv := &http.Server{Handler: mock.New(mock.Config{Latency: o.latency, TokensPerSecond: 20, CompletionTokens: 16}), ReadHeaderTimeout: 10 * time.Second}
+	mockSrv := &http.Server{Handler: mock.New(mock.Config{Latency: o.latency, TokensPerSecond: 20, CompletionTokens: 16, JobDuration: 20 * time.Second, MaxJobs: 2}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = mockSrv.Serve(mln) }()
 	defer mockSrv.Close()
 	mockURL := "http://" + mln.Addr().String() + "/v1"
@@ -130,10 +132,14 @@ Try:
     -H "Content-Type: application/json" \
     -d '{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"Hello"}]}'
 
+  curl %s/v1/videos -H "Authorization: Bearer %s" \
+    -H "Content-Type: application/json" -d '{"model":"sora-2","prompt":"a weir at dawn"}'
+  weir tasks --addr %s --key %s wait VIDEO_ID   # a durable task: 20s jobs, 2 at a time
+
   weir queues --addr %s      # what is held and waiting, scope by scope
   curl %s/metrics            # Prometheus metrics
 
-`, base, mockURL, secret, base, secret, base, secret, base, base)
+`, base, mockURL, secret, base, secret, base, secret, base, secret, base, secret, base, base)
 
 	if o.burst > 0 {
 		if err := demoBurst(ctx, out, m, base, secret, o.burst); err != nil {
