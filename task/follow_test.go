@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -315,5 +316,38 @@ func TestFollowGivesUpAfterALongOutage(t *testing.T) {
 	}
 	if got, _ := r.s.store.TaskGet(t.Context(), r.task.ID); got.Status != weir.TaskRunning {
 		t.Errorf("task %s after the outage, want still running (River's attempts decide)", got.Status)
+	}
+}
+
+func TestFollowKeepsTheLeaseWhenTheEndCannotBeStored(t *testing.T) {
+	t.Parallel()
+	r := newFollowRig(t, 2*time.Second)
+	// The store refuses to record the end, as a full disk would.
+	db := r.s.store.SQL()
+	if _, err := db.Exec(`CREATE TRIGGER refuse_end BEFORE UPDATE OF status ON tasks
+		WHEN NEW.status = 'succeeded' BEGIN SELECT RAISE(ABORT, 'disk full (test)'); END`); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.runFollow(t); err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("follow with the end refused returned %v, want the store's error for River to retry", err)
+	}
+	if got, _ := r.s.store.TaskGet(t.Context(), r.task.ID); got.Status != weir.TaskRunning {
+		t.Fatalf("task %s, want still running", got.Status)
+	}
+	if n := r.used(t); n != 1 {
+		t.Fatalf("%d of the capacity held after a failed end, want the lease kept (1)", n)
+	}
+	// River's retry, once the store works again, ends it.
+	if _, err := db.Exec(`DROP TRIGGER refuse_end`); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.runFollow(t); err != nil {
+		t.Fatalf("follow on retry: %v", err)
+	}
+	if got, _ := r.s.store.TaskGet(t.Context(), r.task.ID); got.Status != weir.TaskSucceeded {
+		t.Errorf("task %s after the retry, want succeeded", got.Status)
+	}
+	if n := r.used(t); n != 0 {
+		t.Errorf("%d of the capacity held after the task ended", n)
 	}
 }

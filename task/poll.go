@@ -198,8 +198,7 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 		r.failingSince, r.failures = time.Time{}, 0
 		switch up.Status {
 		case provider.JobSucceeded:
-			s.finishRunning(ctx, t, weir.TaskUpdate{Status: weir.TaskSucceeded, Result: up.Raw, Progress: ptr(100)})
-			return nil
+			return s.finishRunning(ctx, t, weir.TaskUpdate{Status: weir.TaskSucceeded, Result: up.Raw, Progress: ptr(100)})
 		case provider.JobFailed:
 			code, msg := "upstream_failed", "the upstream job failed"
 			if up.Error != nil {
@@ -208,8 +207,7 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 			if s.retryFailedJob(ctx, t, code, msg) {
 				return nil
 			}
-			s.finishRunning(ctx, t, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: code, ErrorMessage: msg, Result: up.Raw})
-			return nil
+			return s.finishRunning(ctx, t, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: code, ErrorMessage: msg, Result: up.Raw})
 		}
 		now = s.clock.Now()
 		ev := progressEvent(t, r, up.Progress, now)

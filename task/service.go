@@ -429,7 +429,7 @@ func (s *Service) waitEnded(id string, err error) {
 	case errors.Is(err, admission.ErrCancelled):
 		// Cancel marked it.
 	case errors.Is(err, admission.ErrTimeout):
-		s.finish(ctx, id, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{Status: weir.TaskExpired, ErrorCode: "expired", ErrorMessage: "the task waited longer than its maximum wait"})
+		_, _ = s.finish(ctx, id, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{Status: weir.TaskExpired, ErrorCode: "expired", ErrorMessage: "the task waited longer than its maximum wait"})
 	default:
 		s.failQueued(ctx, id, err)
 	}
@@ -440,18 +440,19 @@ func (s *Service) failQueued(ctx context.Context, id string, err error) {
 	if errors.Is(err, admission.ErrQueueFull) {
 		code = "queue_full"
 	}
-	s.finish(context.WithoutCancel(ctx), id, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: code, ErrorMessage: err.Error()})
+	_, _ = s.finish(context.WithoutCancel(ctx), id, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: code, ErrorMessage: err.Error()})
 }
 
 // finish moves a task to a terminal status if it is in one of from, with
-// its webhook job in the same transaction.
-func (s *Service) finish(ctx context.Context, id string, from []weir.TaskStatus, u weir.TaskUpdate) bool {
+// its webhook job in the same transaction. It reports whether it did; an
+// error says the store could not be written, and the task is as it was.
+func (s *Service) finish(ctx context.Context, id string, from []weir.TaskStatus, u weir.TaskUpdate) (bool, error) {
 	u.From = from
 	u.FinishedAt = s.clock.Now()
 	t, err := s.store.TaskGet(ctx, id)
 	if err != nil {
-		s.logger.Error("task update failed", "task", id, "error", err)
-		return false
+		s.logger.Error("task update failed", "task", id, "status", u.Status, "error", err)
+		return false, err
 	}
 	var ok bool
 	err = s.store.InTx(ctx, func(tx *sql.Tx) error {
@@ -460,8 +461,8 @@ func (s *Service) finish(ctx context.Context, id string, from []weir.TaskStatus,
 		return err
 	})
 	if err != nil {
-		s.logger.Error("task update failed", "task", id, "error", err)
-		return false
+		s.logger.Error("task update failed", "task", id, "status", u.Status, "error", err)
+		return false, err
 	}
 	if ok {
 		s.cfg.Metrics.TaskTransition(u.Status)
@@ -469,7 +470,7 @@ func (s *Service) finish(ctx context.Context, id string, from []weir.TaskStatus,
 			s.cfg.Metrics.TaskRan(t.Model, u.Status, u.FinishedAt.Sub(t.AdmittedAt))
 		}
 	}
-	return ok
+	return ok, nil
 }
 
 // dispatch commits admissions: each admitted task's status change and its
@@ -608,8 +609,19 @@ func (s *Service) Cancel(ctx context.Context, id string) (weir.Task, error) {
 	if t.Status == weir.TaskQueued {
 		_ = s.engine.Cancel(ctx, id)
 	}
-	if s.finish(ctx, id, []weir.TaskStatus{weir.TaskQueued, weir.TaskAdmitted, weir.TaskRunning},
-		weir.TaskUpdate{Status: weir.TaskCancelled, ErrorCode: "cancelled", ErrorMessage: "cancelled by the client"}) {
+	ok, err := s.finish(ctx, id, []weir.TaskStatus{weir.TaskQueued, weir.TaskAdmitted, weir.TaskRunning},
+		weir.TaskUpdate{Status: weir.TaskCancelled, ErrorCode: "cancelled", ErrorMessage: "cancelled by the client"})
+	if err != nil {
+		// Not cancelled after all: a queued task that left the engine
+		// waits again.
+		if t.Status == weir.TaskQueued {
+			if qerr := s.enqueue(ctx, t); qerr != nil && !errors.Is(qerr, admission.ErrDuplicate) {
+				s.logger.Error("a task whose cancel failed could not queue again", "task", id, "error", qerr)
+			}
+		}
+		return t, fmt.Errorf("cancel task %s: %w", id, err)
+	}
+	if ok {
 		s.releaseLease(id)
 		if t.UpstreamID != "" {
 			if target, ok := s.planner.Target(t.PlatformModel); ok {

@@ -213,8 +213,8 @@ func TestProgressEventInsertedWithUpdate(t *testing.T) {
 
 	// An update that does not apply (the task was cancelled meanwhile)
 	// inserts no event.
-	if !g.s.finish(ctx, task.ID, running, weir.TaskUpdate{Status: weir.TaskCancelled, ErrorCode: "cancelled", ErrorMessage: "by the client"}) {
-		t.Fatal("finish did not apply")
+	if ok, err := g.s.finish(ctx, task.ID, running, weir.TaskUpdate{Status: weir.TaskCancelled, ErrorCode: "cancelled", ErrorMessage: "by the client"}); !ok || err != nil {
+		t.Fatalf("finish = %v, %v; want applied", ok, err)
 	}
 	g.clock.Advance(10 * time.Second)
 	ev := progressEvent(task, r, 60, g.clock.Now())
@@ -250,9 +250,9 @@ func TestProgressEventDeliveredAsItWas(t *testing.T) {
 		t.Fatalf("updateWithEvent = %v, %v", ok, err)
 	}
 	g.clock.Advance(time.Minute)
-	if !g.s.finish(ctx, task.ID, []weir.TaskStatus{weir.TaskRunning},
-		weir.TaskUpdate{Status: weir.TaskSucceeded, Progress: ptr(100), Result: []byte(`{"id":"up_task_c","status":"completed"}`)}) {
-		t.Fatal("finish did not apply")
+	if ok, err := g.s.finish(ctx, task.ID, []weir.TaskStatus{weir.TaskRunning},
+		weir.TaskUpdate{Status: weir.TaskSucceeded, Progress: ptr(100), Result: []byte(`{"id":"up_task_c","status":"completed"}`)}); !ok || err != nil {
+		t.Fatalf("finish = %v, %v; want applied", ok, err)
 	}
 	finishedAt := g.clock.Now()
 	g.clock.Advance(time.Minute) // delivered later still

@@ -44,7 +44,9 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[RunArgs]) error {
 		return err
 	}
 	if t, gerr := w.s.store.TaskGet(context.WithoutCancel(ctx), job.Args.TaskID); gerr == nil && !t.Status.Terminal() {
-		w.s.finishRunning(ctx, t, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: "gave_up", ErrorMessage: err.Error()})
+		if ferr := w.s.finishRunning(ctx, t, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: "gave_up", ErrorMessage: err.Error()}); ferr != nil {
+			w.s.logger.Error("a task whose job gave up could not be failed; it stays as it is", "task", t.ID, "error", ferr)
+		}
 		if t.UpstreamID != "" {
 			if target, ok := w.s.planner.Target(t.PlatformModel); ok {
 				_ = target.Adapter.Cancel(context.WithoutCancel(ctx), t.UpstreamID)
@@ -74,8 +76,7 @@ func (w *runWorker) step(ctx context.Context, job *river.Job[RunArgs]) error {
 	}
 	target, ok := s.planner.Target(t.PlatformModel)
 	if !ok {
-		s.failRunning(ctx, t, "no_candidate", "the platform model "+t.PlatformModel+" left the catalog")
-		return nil
+		return s.failRunning(ctx, t, "no_candidate", "the platform model "+t.PlatformModel+" left the catalog")
 	}
 	if err := s.holdLease(ctx, t); err != nil {
 		return err
@@ -110,8 +111,7 @@ func (s *Service) holdLease(ctx context.Context, t weir.Task) error {
 func (s *Service) submit(ctx context.Context, t weir.Task, target Target, job *river.Job[RunArgs]) error {
 	body, err := withModel(t.Input, target.Upstream)
 	if err != nil {
-		s.failRunning(ctx, t, "invalid_request", err.Error())
-		return nil
+		return s.failRunning(ctx, t, "invalid_request", err.Error())
 	}
 	started := s.clock.Now()
 	up, err := target.Adapter.Submit(ctx, provider.AsyncCall{Body: body, IdempotencyKey: submitKey(t)})
@@ -191,13 +191,12 @@ func (s *Service) upstreamFailed(ctx context.Context, t weir.Task, job *river.Jo
 	case pe.Retryable() && job.Attempt < job.MaxAttempts:
 		return err
 	case errors.Is(err, provider.ErrJobNotFound):
-		s.failRunning(ctx, t, "upstream_lost", "the upstream no longer has the job")
+		return s.failRunning(ctx, t, "upstream_lost", "the upstream no longer has the job")
 	case pe.Retryable():
-		s.failRunning(ctx, t, "upstream_error", pe.Error())
+		return s.failRunning(ctx, t, "upstream_error", pe.Error())
 	default:
-		s.failRunning(ctx, t, "upstream_refused", pe.Error())
+		return s.failRunning(ctx, t, "upstream_refused", pe.Error())
 	}
-	return nil
 }
 
 // notStarted reports whether a failed submit certainly started no job:
@@ -276,15 +275,21 @@ func withoutScope(cands []admission.Candidate, scope string) []admission.Candida
 	return out
 }
 
-func (s *Service) failRunning(ctx context.Context, t weir.Task, code, msg string) {
-	s.finishRunning(ctx, t, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: code, ErrorMessage: msg})
+func (s *Service) failRunning(ctx context.Context, t weir.Task, code, msg string) error {
+	return s.finishRunning(ctx, t, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: code, ErrorMessage: msg})
 }
 
 // finishRunning ends an admitted or running task and releases its lease,
-// exactly once.
-func (s *Service) finishRunning(ctx context.Context, t weir.Task, u weir.TaskUpdate) {
-	s.finish(context.WithoutCancel(ctx), t.ID, []weir.TaskStatus{weir.TaskAdmitted, weir.TaskRunning}, u)
+// exactly once. If the store cannot be written, the task keeps its lease
+// and the error is returned for River to retry the step, which polls
+// again and ends it then: a task is never left running with its capacity
+// gone and no job to finish it.
+func (s *Service) finishRunning(ctx context.Context, t weir.Task, u weir.TaskUpdate) error {
+	if _, err := s.finish(context.WithoutCancel(ctx), t.ID, []weir.TaskStatus{weir.TaskAdmitted, weir.TaskRunning}, u); err != nil {
+		return fmt.Errorf("end task %s as %s: %w", t.ID, u.Status, err)
+	}
 	s.releaseLease(t.ID)
+	return nil
 }
 
 // withModel rewrites the model of a JSON request body.
