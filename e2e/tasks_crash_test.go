@@ -440,3 +440,25 @@ func TestTaskStopWhileWaitingForPoll(t *testing.T) {
 		t.Errorf("%d submits reached the upstream for %d tasks", n, len(ids))
 	}
 }
+
+// TestTaskCrashRepeatedly kills the gateway five times while 120 tasks
+// drain through it, each time as soon as the upstream has seen 20 more
+// submits (at whatever step each task is then), and restarts it on the
+// same database. In the end every task succeeded exactly once, with one
+// upstream job each, and nothing leaked.
+func TestTaskCrashRepeatedly(t *testing.T) {
+	t.Parallel()
+	c := startCrashRig(t, mock.Config{JobDuration: 400 * time.Millisecond}, taskOptions{Workers: 10, Concurrency: 10}, nil)
+	ids := c.submit(t, "chaos", 120)
+	for round, submits := range []int64{20, 40, 60, 80} {
+		waitFor(t, 30*time.Second, fmt.Sprintf("%d upstream submits before kill %d", submits, round+1), func() bool {
+			return c.up.Mock.Stats().JobsSubmitted >= submits
+		})
+		c.g.kill9(t)
+		t.Logf("kill %d: %s", round+1, phase(t, c.g))
+		c.g, _ = c.g.restart(t)
+	}
+	waitFor(t, 30*time.Second, "100 upstream submits before the last kill", func() bool { return c.up.Mock.Stats().JobsSubmitted >= 100 })
+	c.g.kill9(t)
+	c.finish(t, ids, 60*time.Second)
+}
