@@ -1838,20 +1838,31 @@ func (m *Memory) liveCandidatesLocked(w *waiter) ([]Candidate, []cand, error) {
 }
 
 // firstTurnAfter finds the earliest turn in rs held by a waiter of key fkey
-// that arrived after w (looking at class heads: within a class turns follow
-// arrival). Cost: the classes touching rs; only reselection uses it.
+// that arrived after w. Within a class turns follow arrival, so a class's
+// candidate is its first member that arrived after w — not its head, which
+// may have arrived before — unless the class's turns are mixed, when each
+// later member is looked at. Cost: the classes touching rs, a search in
+// each; only reselection uses it.
 func firstTurnAfter(rs *scope, fkey string, w *waiter) (int64, bool) {
 	var best int64
 	found := false
+	consider := func(o *waiter) {
+		if o == nil || o == w || o.seq <= w.seq {
+			return
+		}
+		if vt := o.vtIn(rs); !found || vt < best {
+			best, found = vt, true
+		}
+	}
 	for cc := range rs.classes {
 		if cc.fkey != fkey || cc.members.len() == 0 {
 			continue
 		}
-		if o := cc.head(); o != w && o.seq > w.seq {
-			if vt := o.vtIn(rs); !found || vt < best {
-				best, found = vt, true
-			}
+		if cc.turnsMixed {
+			cc.members.each(consider)
+			continue
 		}
+		consider(cc.members.firstAfter(w.seq))
 	}
 	return best, found
 }

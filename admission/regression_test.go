@@ -135,3 +135,72 @@ func TestRestoreGrantsPastTheLimit(t *testing.T) {
 		t.Fatal("restored a candidate the request does not have")
 	}
 }
+
+// TestRegressionReselectTakesFirstLaterTurn: a waiter re-resolved onto a
+// round-robin scope it was not waiting in takes the turn of the first
+// later waiter of its key there. That waiter may sit behind an earlier
+// one in its class (b behind a): looking only at class heads gave w the
+// turn of x, later still, and b was admitted before w though w arrived
+// first. Found reviewing Position's roster (admission/position_test.go).
+func TestRegressionReselectTakesFirstLaterTurn(t *testing.T) {
+	ctx := context.Background()
+	e := admission.NewMemory(admission.Options{Clock: clock.NewFake(time.Unix(1000, 0))})
+	for name, cfg := range map[string]admission.ScopeConfig{
+		"s": {Limit: 1, RoundRobin: true}, "t": {Limit: 1},
+		"p": {Limit: 9}, "q": {Limit: 9}, "r": {Limit: 9},
+	} {
+		if err := e.SetScope(ctx, name, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	one := func(scopes ...string) []admission.Candidate {
+		c := admission.Candidate{}
+		for _, s := range scopes {
+			c.Needs = append(c.Needs, admission.Need{Scope: s, Amount: 1})
+		}
+		return []admission.Candidate{c}
+	}
+	held, err := e.TryAcquire(ctx, admission.Request{ID: "held", Candidates: one("s")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.TryAcquire(ctx, admission.Request{ID: "t-held", Candidates: one("t")}); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	admitted := make(chan admission.Lease, 8)
+	enqueue := func(id string, cands []admission.Candidate, resolve func(string) ([]admission.Candidate, error)) {
+		t.Helper()
+		req := admission.Request{ID: id, FairnessKey: "k", Candidates: cands, Resolve: resolve}
+		if err := e.Enqueue(ctx, req, func(l admission.Lease, err error) {
+			if err != nil {
+				t.Errorf("%s: %v", id, err)
+				return
+			}
+			order = append(order, id)
+			admitted <- l
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// All of key k: a and b share a class on s; w waits on t; x has a
+	// class of its own on s.
+	enqueue("a", one("s", "p"), nil)
+	enqueue("w", one("t"), func(string) ([]admission.Candidate, error) { return one("s", "q"), nil })
+	enqueue("b", one("s", "p"), nil)
+	enqueue("x", one("s", "r"), nil)
+	// Removing t re-resolves w onto s, new to it there.
+	if err := e.RemoveScope(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	next := held
+	for range 4 {
+		if err := e.Release(ctx, next.ID, next.Owner); err != nil {
+			t.Fatal(err)
+		}
+		next = <-admitted
+	}
+	if fmt.Sprint(order) != "[a w b x]" {
+		t.Errorf("admitted %v on s, want [a w b x]: one key is first-in-first-out, and w arrived before b", order)
+	}
+}

@@ -234,6 +234,19 @@ func (r *roster) neighbors(w *waiter) (prev, next *waiter) {
 	return prev, next
 }
 
+// firstAfter returns the first member that arrived after seq, or nil.
+func (r *roster) firstAfter(seq uint64) *waiter {
+	if r.n == 0 {
+		return nil
+	}
+	for j := r.search(r.lo, seq+1); j < len(r.slots); j++ {
+		if w := r.slots[j].w; w != nil {
+			return w
+		}
+	}
+	return nil
+}
+
 // appendTo appends the members, in arrival order, to ws.
 func (r *roster) appendTo(ws []*waiter) []*waiter {
 	if r.n == 0 {
