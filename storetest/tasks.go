@@ -97,6 +97,44 @@ func createTasks(t *testing.T, s taskStore, tasks ...*weir.Task) {
 	}
 }
 
+// onlyWinner checks that of racers that all succeeded, exactly one did
+// what won (won[i]), and returns which.
+func onlyWinner(t *testing.T, who, what string, won []bool, errs []error) int {
+	t.Helper()
+	winner := -1
+	for i := range won {
+		if errs[i] != nil {
+			t.Fatalf("%s %d: %v", who, i, errs[i])
+		}
+		if won[i] {
+			if winner >= 0 {
+				t.Fatalf("%ss %d and %d both %s", who, winner, i, what)
+			}
+			winner = i
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("no %s %s", who, what)
+	}
+	return winner
+}
+
+// createIdempotentTasks stores n tasks of a new key, each with its own
+// idempotency key, and returns them.
+func createIdempotentTasks(t *testing.T, s taskStore, n int) (weir.APIKey, []weir.Task) {
+	t.Helper()
+	k := newKey(1)
+	mustCreate(t, s, k)
+	tasks := make([]weir.Task, 0, n)
+	for i := range n {
+		task := newTask(i, k.ID)
+		task.IdempotencyKey = fmt.Sprintf("idem-%d", i)
+		createTasks(t, s, &task)
+		tasks = append(tasks, task)
+	}
+	return k, tasks
+}
+
 func getTask(t *testing.T, s taskStore, id string) weir.Task {
 	t.Helper()
 	got, err := s.TaskGet(t.Context(), id)
@@ -758,21 +796,7 @@ func testTaskFingerprintRace(t *testing.T, s taskStore) {
 	}
 	close(start)
 	wg.Wait()
-	winner := -1
-	for i := range submitters {
-		if errs[i] != nil {
-			t.Fatalf("submitter %d: %v", i, errs[i])
-		}
-		if created[i] {
-			if winner >= 0 {
-				t.Fatalf("submitters %d and %d both created a task", winner, i)
-			}
-			winner = i
-		}
-	}
-	if winner < 0 {
-		t.Fatal("no submitter created the task")
-	}
+	winner := onlyWinner(t, "submitter", "created the task", created, errs)
 	want := newTask(winner, k.ID).Fingerprint
 	for i := range submitters {
 		if results[i].Fingerprint != want || results[i].ID != results[winner].ID {
@@ -794,15 +818,7 @@ func finishTask(t *testing.T, s taskStore, id string, to weir.TaskStatus) weir.T
 }
 
 func testTaskDelete(t *testing.T, s taskStore) {
-	k := newKey(1)
-	mustCreate(t, s, k)
-	var tasks []weir.Task
-	for i := range 6 {
-		task := newTask(i, k.ID)
-		task.IdempotencyKey = fmt.Sprintf("idem-%d", i)
-		createTasks(t, s, &task)
-		tasks = append(tasks, task)
-	}
+	k, tasks := createIdempotentTasks(t, s, 6)
 	// A task that has not ended is not deleted.
 	queued := tasks[0]
 	if ok, err := s.TaskDelete(t.Context(), queued.ID, base); ok || err != nil {
@@ -878,21 +894,7 @@ func testTaskDeleteRace(t *testing.T, s taskStore) {
 	}
 	close(start)
 	wg.Wait()
-	winner := -1
-	for i := range racers {
-		if errs[i] != nil {
-			t.Fatalf("racer %d: %v", i, errs[i])
-		}
-		if deleted[i] {
-			if winner >= 0 {
-				t.Fatalf("racers %d and %d both deleted the task", winner, i)
-			}
-			winner = i
-		}
-	}
-	if winner < 0 {
-		t.Fatal("no racer deleted the task")
-	}
+	winner := onlyWinner(t, "racer", "deleted the task", deleted, errs)
 	if got := getTask(t, s, task.ID); !got.DeletedAt.Equal(stored(base.Add(time.Duration(winner+1) * time.Minute))) {
 		t.Errorf("DeletedAt %v, want the winner's (racer %d)", got.DeletedAt, winner)
 	}

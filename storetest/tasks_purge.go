@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -13,15 +12,7 @@ import (
 // cutoff, oldest first and at most limit at a time, and nothing else; a
 // purged task's idempotency key is free again.
 func testTaskPurge(t *testing.T, s taskStore) {
-	k := newKey(1)
-	mustCreate(t, s, k)
-	var tasks []weir.Task
-	for i := range 6 {
-		task := newTask(i, k.ID)
-		task.IdempotencyKey = fmt.Sprintf("idem-%d", i)
-		createTasks(t, s, &task)
-		tasks = append(tasks, task)
-	}
+	k, tasks := createIdempotentTasks(t, s, 6)
 	finish := func(i int, st weir.TaskStatus, at time.Time) {
 		t.Helper()
 		if !update(t, s, tasks[i].ID, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: st, FinishedAt: at}) {
