@@ -47,3 +47,17 @@ func TestSubmitKeyIsNewForEachRetry(t *testing.T) {
 		t.Errorf("submit keys %v: want the task id first, then one of its own per retry", keys)
 	}
 }
+
+func TestRunEventsOfARetryHaveTheirOwnIDs(t *testing.T) {
+	t.Parallel()
+	first := weir.Task{ID: "task_1", CallbackEvents: []weir.TaskEvent{weir.TaskEventProgress}}
+	retry := first
+	retry.Attempts = 1
+	a, b := runningEvent(first, 0, time.Unix(0, 0)), runningEvent(retry, 0, time.Unix(0, 0))
+	if a == nil || b == nil || a.EventID == b.EventID {
+		t.Fatalf("task.running of the first job %+v and of its retry %+v: want two events with their own webhook-ids", a, b)
+	}
+	if a.EventID != "evt_task_1_running" {
+		t.Errorf("first job's task.running id %q, want evt_task_1_running as before retries existed", a.EventID)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -212,13 +213,24 @@ func (s *Service) updateWithEvent(ctx context.Context, t weir.Task, u weir.TaskU
 	return ok, err
 }
 
+// runEventID is the webhook-id of an event about t's run: the same on
+// every delivery of the event, and another for each upstream job a task
+// whose job failed runs (t.Attempts), so that a receiver that drops
+// repeated ids does not drop the second run's events.
+func runEventID(t weir.Task, what string) string {
+	if t.Attempts == 0 {
+		return "evt_" + t.ID + "_" + what
+	}
+	return "evt_" + t.ID + "_" + strconv.Itoa(t.Attempts) + "_" + what
+}
+
 // runningEvent is task.running for t, submitted upstream at at with
 // progress p, if t asked for progress events.
 func runningEvent(t weir.Task, p int, at time.Time) *WebhookArgs {
 	if !t.WantsEvent(weir.TaskEventProgress) {
 		return nil
 	}
-	return &WebhookArgs{TaskID: t.ID, EventID: "evt_" + t.ID + "_running", Type: eventType(weir.TaskRunning),
+	return &WebhookArgs{TaskID: t.ID, EventID: runEventID(t, "running"), Type: eventType(weir.TaskRunning),
 		Status: weir.TaskRunning, Progress: &p, At: at}
 }
 
@@ -228,7 +240,7 @@ func progressEvent(t weir.Task, r *run, p int, now time.Time) *WebhookArgs {
 	if !t.WantsEvent(weir.TaskEventProgress) || !progressEventDue(r.told, r.toldAt, p, now) {
 		return nil
 	}
-	return &WebhookArgs{TaskID: t.ID, EventID: fmt.Sprintf("evt_%s_progress_%d", t.ID, p), Type: "task.progress",
+	return &WebhookArgs{TaskID: t.ID, EventID: runEventID(t, fmt.Sprintf("progress_%d", p)), Type: "task.progress",
 		Status: weir.TaskRunning, Progress: &p, At: now}
 }
 
