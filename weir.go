@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -56,6 +57,20 @@ type Platform struct {
 	APIKey string
 	// Timeout bounds one upstream call (0: the gateway default).
 	Timeout time.Duration
+}
+
+// The admission scopes the catalog makes, by name: every request needs
+// its key's, its group's and its platform model's.
+func KeyScope(keyID string) string        { return "key:" + keyID }
+func GroupScope(group string) string      { return "group:" + group }
+func PlatformModelScope(pm string) string { return pmScopePrefix + pm }
+
+const pmScopePrefix = "pm:"
+
+// PlatformModelOfScope returns the platform model a scope is for, and
+// whether it is a platform model's scope.
+func PlatformModelOfScope(scope string) (string, bool) {
+	return strings.CutPrefix(scope, pmScopePrefix)
 }
 
 // Limits are the capacity settings shared by platform models, groups and

@@ -224,9 +224,9 @@ func (s *Server) admit(ctx context.Context, c *call, order []string, attempt int
 	for i, pm := range order {
 		cands[i] = admission.Candidate{
 			Needs: []admission.Need{
-				{Scope: keyScope(c.key.ID), Amount: 1},
-				{Scope: groupScope(c.key.Group), Amount: 1},
-				{Scope: pmScope(pm), Amount: 1},
+				{Scope: weir.KeyScope(c.key.ID), Amount: 1},
+				{Scope: weir.GroupScope(c.key.Group), Amount: 1},
+				{Scope: weir.PlatformModelScope(pm), Amount: 1},
 			},
 			Tokens: c.req.estimate,
 		}

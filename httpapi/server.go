@@ -168,9 +168,6 @@ func New(cfg Config, deps Deps) *Server {
 func (s *Server) SetTasks(t *task.Service) { s.deps.Tasks = t }
 
 // Scope names. Each request needs one of each.
-func keyScope(id string) string     { return "key:" + id }
-func groupScope(name string) string { return "group:" + name }
-func pmScope(name string) string    { return "pm:" + name }
 
 func limitsScope(l weir.Limits) admission.ScopeConfig {
 	return admission.ScopeConfig{
@@ -232,7 +229,7 @@ func (s *Server) Apply(ctx context.Context, cat weir.Catalog, defaultGroup strin
 		// thousand queued requests does not stall everyone else.
 		cfg := limitsScope(pm.Limits)
 		cfg.RoundRobin = true
-		if err := s.deps.Engine.SetScope(ctx, pmScope(pm.Name), cfg); err != nil {
+		if err := s.deps.Engine.SetScope(ctx, weir.PlatformModelScope(pm.Name), cfg); err != nil {
 			return fmt.Errorf("platform model %s: %w", pm.Name, err)
 		}
 	}
@@ -240,19 +237,19 @@ func (s *Server) Apply(ctx context.Context, cat weir.Catalog, defaultGroup strin
 		cfg := limitsScope(g.Limits)
 		cfg.LeaseTTL = 0
 		cfg.RoundRobin = g.RoundRobin
-		if err := s.deps.Engine.SetScope(ctx, groupScope(g.Name), cfg); err != nil {
+		if err := s.deps.Engine.SetScope(ctx, weir.GroupScope(g.Name), cfg); err != nil {
 			return fmt.Errorf("group %s: %w", g.Name, err)
 		}
 	}
 	if prev := s.state.Load(); prev != nil {
 		for name := range prev.pms {
 			if _, ok := next.pms[name]; !ok {
-				_ = s.deps.Engine.RemoveScope(ctx, pmScope(name))
+				_ = s.deps.Engine.RemoveScope(ctx, weir.PlatformModelScope(name))
 			}
 		}
 		for name := range prev.groups {
 			if _, ok := next.groups[name]; !ok {
-				_ = s.deps.Engine.RemoveScope(ctx, groupScope(name))
+				_ = s.deps.Engine.RemoveScope(ctx, weir.GroupScope(name))
 			}
 		}
 	}
@@ -267,7 +264,7 @@ func (s *Server) ensureKeyScope(ctx context.Context, k weir.APIKey) error {
 	}
 	cfg := limitsScope(k.Limits)
 	cfg.LeaseTTL = 0
-	if err := s.deps.Engine.SetScope(ctx, keyScope(k.ID), cfg); err != nil {
+	if err := s.deps.Engine.SetScope(ctx, weir.KeyScope(k.ID), cfg); err != nil {
 		return err
 	}
 	s.keyScopes.Store(k.ID, struct{}{})

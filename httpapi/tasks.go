@@ -59,9 +59,9 @@ func (s *Server) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate, 
 			continue
 		}
 		cands = append(cands, admission.Candidate{Needs: []admission.Need{
-			{Scope: keyScope(key.ID), Amount: 1},
-			{Scope: groupScope(group), Amount: 1},
-			{Scope: pmScope(pmName), Amount: 1},
+			{Scope: weir.KeyScope(key.ID), Amount: 1},
+			{Scope: weir.GroupScope(group), Amount: 1},
+			{Scope: weir.PlatformModelScope(pmName), Amount: 1},
 		}})
 		targets = append(targets, target)
 	}

@@ -323,7 +323,7 @@ func (s *Service) restoreLease(ctx context.Context, t weir.Task) (admission.Leas
 	cand := -1
 	for i, c := range req.Candidates {
 		for _, n := range c.Needs {
-			if n.Scope == "pm:"+t.PlatformModel {
+			if n.Scope == weir.PlatformModelScope(t.PlatformModel) {
 				cand = i
 			}
 		}
@@ -514,8 +514,8 @@ func (s *Service) commitAdmissions(batch []admittedTask) {
 		for i, a := range batch {
 			pm := ""
 			for _, n := range a.lease.Needs {
-				if len(n.Scope) > 3 && n.Scope[:3] == "pm:" {
-					pm = n.Scope[3:]
+				if name, ok := weir.PlatformModelOfScope(n.Scope); ok {
+					pm = name
 				}
 			}
 			cand := a.lease.Candidate

@@ -228,7 +228,7 @@ func (s *Service) requeue(ctx context.Context, t weir.Task, after time.Duration,
 	req, err := s.request(ctx, queued)
 	others := []admission.Candidate(nil)
 	if err == nil {
-		others = withoutScope(req.Candidates, "pm:"+refusedBy)
+		others = withoutScope(req.Candidates, weir.PlatformModelScope(refusedBy))
 	}
 	if elsewhereOnly && len(others) == 0 {
 		return false

@@ -477,7 +477,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 	// Every request held a lease in all three scopes.
 	var scopes []string
 	for _, st := range rig.main.Engine.Scopes(ctx) {
-		if st.Name == "key:"+rig.key.ID || st.Name == "group:"+rig.key.Group || st.Name == "pm:"+benchPM {
+		if st.Name == weir.KeyScope(rig.key.ID) || st.Name == weir.GroupScope(rig.key.Group) || st.Name == weir.PlatformModelScope(benchPM) {
 			scopes = append(scopes, fmt.Sprintf("%s (limit %d, mean hold %s)", st.Name, st.Config.Limit, st.MeanHold.Round(time.Microsecond)))
 		}
 	}

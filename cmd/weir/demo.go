@@ -190,7 +190,7 @@ func demoBurst(ctx context.Context, out io.Writer, m *Main, base, secret string,
 	tick := time.NewTicker(150 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		st, _ := m.Engine.Scope(ctx, "pm:mock/gpt-4o-mini")
+		st, _ := m.Engine.Scope(ctx, weir.PlatformModelScope("mock/gpt-4o-mini"))
 		finished := 0
 		for _, r := range results {
 			if r.status != 0 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/httpapi"
 )
 
@@ -69,7 +70,7 @@ func printQueues(w io.Writer, view httpapi.QueueView, all bool) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCOPE\tIN FLIGHT\tLIMIT\tWAITING\tHELD\tMEAN HOLD\tRPM LEFT\tTPM LEFT")
 	for _, s := range view.Scopes {
-		if !all && strings.HasPrefix(s.Name, "key:") {
+		if !all && strings.HasPrefix(s.Name, weir.KeyScope("")) {
 			continue
 		}
 		limit := "-"
