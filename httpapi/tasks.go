@@ -28,47 +28,44 @@ const HeaderIdempotencyKey = "Idempotency-Key"
 // platform models in the router's order, each needing the key's, the
 // group's and the platform model's scope (the task service adds the
 // worker-capacity scope).
-func (s *Server) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate, []task.Target, error) {
+func (s *Server) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate, error) {
 	st := s.state.Load()
 	if st == nil {
-		return nil, nil, errors.New("no catalog applied")
+		return nil, errors.New("no catalog applied")
 	}
 	model, ok := st.models[t.Model]
 	if !ok || !model.Kind.Async() {
-		return nil, nil, fmt.Errorf("%w: model %q serves no tasks", admission.ErrNoCandidate, t.Model)
+		return nil, fmt.Errorf("%w: model %q serves no tasks", admission.ErrNoCandidate, t.Model)
 	}
 	key, found, err := s.keys.byID(ctx, s.deps.Store, t.KeyID)
 	if err == nil && !found {
 		err = weir.ErrNotFound
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("task %s: key %s: %w", t.ID, t.KeyID, err)
+		return nil, fmt.Errorf("task %s: key %s: %w", t.ID, t.KeyID, err)
 	}
 	if err := s.ensureKeyScope(ctx, key); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	group := key.Group
 	if _, ok := st.groups[group]; !ok {
 		group = st.defaultGroup
 	}
 	var cands []admission.Candidate
-	var targets []task.Target
 	for _, pmName := range s.deps.Router.Order(model) {
-		target, ok := s.targetIn(st, pmName)
-		if !ok {
-			continue
+		if _, ok := s.targetIn(st, pmName); !ok {
+			continue // no asynchronous API there
 		}
 		cands = append(cands, admission.Candidate{Needs: []admission.Need{
 			{Scope: weir.KeyScope(key.ID), Amount: 1},
 			{Scope: weir.GroupScope(group), Amount: 1},
 			{Scope: weir.PlatformModelScope(pmName), Amount: 1},
 		}})
-		targets = append(targets, target)
 	}
 	if len(cands) == 0 {
-		return nil, nil, fmt.Errorf("%w: model %q has no platform to run on", admission.ErrNoCandidate, t.Model)
+		return nil, fmt.Errorf("%w: model %q has no platform to run on", admission.ErrNoCandidate, t.Model)
 	}
-	return cands, targets, nil
+	return cands, nil
 }
 
 // Target implements task.Planner.

@@ -82,8 +82,8 @@ func (j *scriptedJob) Cancel(context.Context, string) error {
 
 type onePlatform struct{ adapter provider.AsyncAdapter }
 
-func (p onePlatform) Plan(context.Context, weir.Task) ([]admission.Candidate, []Target, error) {
-	return []admission.Candidate{{Needs: []admission.Need{{Scope: "pm:vid/sora", Amount: 1}}}}, nil, nil
+func (p onePlatform) Plan(context.Context, weir.Task) ([]admission.Candidate, error) {
+	return []admission.Candidate{{Needs: []admission.Need{{Scope: "pm:vid/sora", Amount: 1}}}}, nil
 }
 
 func (p onePlatform) Target(pm string) (Target, bool) {

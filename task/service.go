@@ -55,7 +55,7 @@ type Target struct {
 // key, group and platform-model scopes, in preference order) and where
 // each runs.
 type Planner interface {
-	Plan(ctx context.Context, t weir.Task) ([]admission.Candidate, []Target, error)
+	Plan(ctx context.Context, t weir.Task) ([]admission.Candidate, error)
 	Target(platformModel string) (Target, bool)
 }
 
@@ -344,7 +344,7 @@ func (s *Service) restoreLease(ctx context.Context, t weir.Task) (admission.Leas
 
 // request builds the engine request for t.
 func (s *Service) request(ctx context.Context, t weir.Task) (admission.Request, error) {
-	cands, _, err := s.planner.Plan(ctx, t)
+	cands, err := s.planner.Plan(ctx, t)
 	if err != nil {
 		return admission.Request{}, err
 	}
@@ -383,7 +383,8 @@ func (s *Service) Submit(ctx context.Context, t *weir.Task) (created bool, err e
 	}
 	// Plan first: a task that cannot be served is refused before it is
 	// stored.
-	if _, _, err := s.planner.Plan(ctx, *t); err != nil {
+	req, err := s.request(ctx, *t)
+	if err != nil {
 		return false, err
 	}
 	created, err = s.store.TaskCreate(ctx, t)
@@ -391,7 +392,7 @@ func (s *Service) Submit(ctx context.Context, t *weir.Task) (created bool, err e
 		return created, err
 	}
 	s.cfg.Metrics.TaskTransition(weir.TaskQueued)
-	if err := s.enqueue(context.WithoutCancel(ctx), *t); err != nil {
+	if err := s.enqueueRequest(context.WithoutCancel(ctx), req); err != nil {
 		s.failQueued(ctx, t.ID, err)
 		*t, _ = s.store.TaskGet(context.WithoutCancel(ctx), t.ID)
 		return true, err
