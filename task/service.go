@@ -430,7 +430,7 @@ func (s *Service) waitEnded(id string, err error) {
 	case errors.Is(err, admission.ErrCancelled):
 		// Cancel marked it.
 	case errors.Is(err, admission.ErrTimeout):
-		_, _ = s.finish(ctx, id, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{Status: weir.TaskExpired, ErrorCode: "expired", ErrorMessage: "the task waited longer than its maximum wait"})
+		_, _ = s.finishID(ctx, id, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{Status: weir.TaskExpired, ErrorCode: "expired", ErrorMessage: "the task waited longer than its maximum wait"})
 	default:
 		s.failQueued(ctx, id, err)
 	}
@@ -441,28 +441,34 @@ func (s *Service) failQueued(ctx context.Context, id string, err error) {
 	if errors.Is(err, admission.ErrQueueFull) {
 		code = "queue_full"
 	}
-	_, _ = s.finish(context.WithoutCancel(ctx), id, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: code, ErrorMessage: err.Error()})
+	_, _ = s.finishID(context.WithoutCancel(ctx), id, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: code, ErrorMessage: err.Error()})
 }
 
-// finish moves a task to a terminal status if it is in one of from, with
-// its webhook job in the same transaction. It reports whether it did; an
-// error says the store could not be written, and the task is as it was.
-func (s *Service) finish(ctx context.Context, id string, from []weir.TaskStatus, u weir.TaskUpdate) (bool, error) {
-	u.From = from
-	u.FinishedAt = s.clock.Now()
+// finishID is finish for a task known by its id alone.
+func (s *Service) finishID(ctx context.Context, id string, from []weir.TaskStatus, u weir.TaskUpdate) (bool, error) {
 	t, err := s.store.TaskGet(ctx, id)
 	if err != nil {
 		s.logger.Error("task update failed", "task", id, "status", u.Status, "error", err)
 		return false, err
 	}
+	return s.finish(ctx, t, from, u)
+}
+
+// finish moves task t to a terminal status if it is in one of from (the
+// store checks; t need not be fresh), with its webhook job in the same
+// transaction. It reports whether it did; an error says the store could
+// not be written, and the task is as it was.
+func (s *Service) finish(ctx context.Context, t weir.Task, from []weir.TaskStatus, u weir.TaskUpdate) (bool, error) {
+	u.From = from
+	u.FinishedAt = s.clock.Now()
 	var ok bool
-	err = s.store.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.store.InTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		ok, err = s.finishTx(ctx, tx, t, u)
 		return err
 	})
 	if err != nil {
-		s.logger.Error("task update failed", "task", id, "status", u.Status, "error", err)
+		s.logger.Error("task update failed", "task", t.ID, "status", u.Status, "error", err)
 		return false, err
 	}
 	if ok {
@@ -610,7 +616,7 @@ func (s *Service) Cancel(ctx context.Context, id string) (weir.Task, error) {
 	if t.Status == weir.TaskQueued {
 		_ = s.engine.Cancel(ctx, id)
 	}
-	ok, err := s.finish(ctx, id, []weir.TaskStatus{weir.TaskQueued, weir.TaskAdmitted, weir.TaskRunning},
+	ok, err := s.finish(ctx, t, []weir.TaskStatus{weir.TaskQueued, weir.TaskAdmitted, weir.TaskRunning},
 		weir.TaskUpdate{Status: weir.TaskCancelled, ErrorCode: "cancelled", ErrorMessage: "cancelled by the client"})
 	if err != nil {
 		// Not cancelled after all: a queued task that left the engine

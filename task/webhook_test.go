@@ -213,7 +213,7 @@ func TestProgressEventInsertedWithUpdate(t *testing.T) {
 
 	// An update that does not apply (the task was cancelled meanwhile)
 	// inserts no event.
-	if ok, err := g.s.finish(ctx, task.ID, running, weir.TaskUpdate{Status: weir.TaskCancelled, ErrorCode: "cancelled", ErrorMessage: "by the client"}); !ok || err != nil {
+	if ok, err := g.s.finish(ctx, task, running, weir.TaskUpdate{Status: weir.TaskCancelled, ErrorCode: "cancelled", ErrorMessage: "by the client"}); !ok || err != nil {
 		t.Fatalf("finish = %v, %v; want applied", ok, err)
 	}
 	g.clock.Advance(10 * time.Second)
@@ -250,7 +250,7 @@ func TestProgressEventDeliveredAsItWas(t *testing.T) {
 		t.Fatalf("updateWithEvent = %v, %v", ok, err)
 	}
 	g.clock.Advance(time.Minute)
-	if ok, err := g.s.finish(ctx, task.ID, []weir.TaskStatus{weir.TaskRunning},
+	if ok, err := g.s.finish(ctx, task, []weir.TaskStatus{weir.TaskRunning},
 		weir.TaskUpdate{Status: weir.TaskSucceeded, Progress: ptr(100), Result: []byte(`{"id":"up_task_c","status":"completed"}`)}); !ok || err != nil {
 		t.Fatalf("finish = %v, %v; want applied", ok, err)
 	}

@@ -285,7 +285,7 @@ func (s *Service) failRunning(ctx context.Context, t weir.Task, code, msg string
 // again and ends it then: a task is never left running with its capacity
 // gone and no job to finish it.
 func (s *Service) finishRunning(ctx context.Context, t weir.Task, u weir.TaskUpdate) error {
-	if _, err := s.finish(context.WithoutCancel(ctx), t.ID, []weir.TaskStatus{weir.TaskAdmitted, weir.TaskRunning}, u); err != nil {
+	if _, err := s.finish(context.WithoutCancel(ctx), t, []weir.TaskStatus{weir.TaskAdmitted, weir.TaskRunning}, u); err != nil {
 		return fmt.Errorf("end task %s as %s: %w", t.ID, u.Status, err)
 	}
 	s.releaseLease(t.ID)
