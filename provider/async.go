@@ -9,8 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -171,38 +169,17 @@ func (v *OpenAIVideo) Content(ctx context.Context, upstreamID, variant string) (
 	if variant != "" {
 		path += "?" + url.Values{"variant": {variant}}.Encode()
 	}
-	hctx, cancel := context.WithCancel(ctx)
-	req, err := v.newRequest(hctx, http.MethodGet, path, nil, http.Header{"Accept": {"application/binary"}})
+	req, err := v.newRequest(ctx, http.MethodGet, path, nil, http.Header{"Accept": {"application/binary"}})
 	if err != nil {
-		cancel()
 		return nil, err
 	}
-	var timer *time.Timer
-	if v.Timeout > 0 {
-		// Bound the wait for headers only: the body may take longer.
-		timer = time.AfterFunc(v.Timeout, cancel)
-	}
-	resp, err := v.client().Do(req)
-	if timer != nil && !timer.Stop() {
-		if resp != nil {
-			resp.Body.Close()
-		}
-		cancel()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, &Error{Timeout: true, Err: fmt.Errorf("no response headers within %s", v.Timeout)}
-	}
+	resp, err := doWithHeaderTimeout(ctx, httpClient(v.Client), req, v.Timeout)
 	if err != nil {
-		cancel()
-		return nil, classify(ctx, err)
+		return nil, err
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		err := statusError(resp)
-		cancel()
+	if _, err := checkStatus(resp); err != nil {
 		return nil, notFound(err)
 	}
-	resp.Body = cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
 	return resp, nil
 }
 
@@ -213,32 +190,17 @@ func videoPath(id, suffix string) (string, error) {
 	return "/videos/" + url.PathEscape(id) + suffix, nil
 }
 
-func (v *OpenAIVideo) client() *http.Client {
-	if v.Client != nil {
-		return v.Client
-	}
-	return http.DefaultClient
-}
-
+// newRequest is a request to path under the video API, asking for JSON
+// unless h says otherwise.
 func (v *OpenAIVideo) newRequest(ctx context.Context, method, path string, body []byte, h http.Header) (*http.Request, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
+	if h.Get("Accept") == "" {
+		h = h.Clone()
+		if h == nil {
+			h = http.Header{}
+		}
+		h.Set("Accept", "application/json")
 	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(v.BaseURL, "/")+path, rd)
-	if err != nil {
-		return nil, &Error{Err: err}
-	}
-	for k, vs := range h {
-		req.Header[k] = vs
-	}
-	if req.Header.Get("Accept") == "" {
-		req.Header.Set("Accept", "application/json")
-	}
-	if v.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+v.APIKey)
-	}
-	return req, nil
+	return newRequest(ctx, method, v.BaseURL, path, v.APIKey, body, h)
 }
 
 // exchange makes one request whose answer is a small JSON object and
@@ -254,12 +216,12 @@ func (v *OpenAIVideo) exchange(ctx context.Context, method, path string, body []
 	if err != nil {
 		return 0, nil, err
 	}
-	resp, err := v.client().Do(req)
+	resp, err := httpClient(v.Client).Do(req)
 	if err != nil {
 		return 0, nil, classify(ctx, err)
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return 0, nil, statusError(resp)
+	if _, err := checkStatus(resp); err != nil {
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxJobBody+1))
@@ -271,20 +233,6 @@ func (v *OpenAIVideo) exchange(ctx context.Context, method, path string, body []
 			Err: fmt.Errorf("%w: a job object over %d bytes", ErrUnexpectedResponse, maxJobBody)}
 	}
 	return resp.StatusCode, b, nil
-}
-
-// statusError is checkStatus's *Error for a non-2xx answer, with the
-// retry-after-ms header, which OpenAI sends beside Retry-After and its SDKs
-// read first, taking precedence over whole seconds.
-func statusError(resp *http.Response) error {
-	_, err := checkStatus(resp)
-	var e *Error
-	if errors.As(err, &e) {
-		if ms, perr := strconv.ParseFloat(resp.Header.Get("Retry-After-Ms"), 64); perr == nil && ms >= 0 {
-			e.RetryAfter = time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	return err
 }
 
 // notFound marks a 404 to a request about one job as ErrJobNotFound.

@@ -82,60 +82,85 @@ const maxErrorBody = 64 << 10
 
 // Do sends c and returns the response when the upstream answers 2xx.
 func (o *OpenAI) Do(ctx context.Context, c Call) (*http.Response, error) {
-	url := strings.TrimRight(o.BaseURL, "/") + c.Path
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(c.Body))
+	h := http.Header{"Content-Type": {"application/json"}}
+	if c.Stream {
+		h.Set("Accept", "text/event-stream")
+	} else if a := c.Header.Get("Accept"); a != "" {
+		h.Set("Accept", a)
+	}
+	if ua := c.Header.Get("User-Agent"); ua != "" {
+		h.Set("User-Agent", ua)
+	}
+	req, err := newRequest(ctx, http.MethodPost, o.BaseURL, c.Path, o.APIKey, c.Body, h)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := doWithHeaderTimeout(ctx, httpClient(o.Client), req, o.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	return checkStatus(resp)
+}
+
+// newRequest is a request to path under base (its trailing slash
+// dropped), with the API key as a bearer token and the headers h.
+func newRequest(ctx context.Context, method, base, path, apiKey string, body []byte, h http.Header) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(base, "/")+path, rd)
 	if err != nil {
 		return nil, &Error{Err: err}
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if o.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+o.APIKey)
+	for k, vs := range h {
+		req.Header[k] = vs
 	}
-	if c.Stream {
-		req.Header.Set("Accept", "text/event-stream")
-	} else if a := c.Header.Get("Accept"); a != "" {
-		req.Header.Set("Accept", a)
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
 	}
-	if ua := c.Header.Get("User-Agent"); ua != "" {
-		req.Header.Set("User-Agent", ua)
+	return req, nil
+}
+
+func httpClient(c *http.Client) *http.Client {
+	if c != nil {
+		return c
 	}
-	client := o.Client
-	if client == nil {
-		client = http.DefaultClient
-	}
-	var stop func() bool
-	if o.Timeout > 0 {
-		// Bound the wait for headers only: a stream may run longer.
-		hctx, cancel := context.WithCancel(ctx)
-		req = req.WithContext(hctx)
-		t := time.AfterFunc(o.Timeout, cancel)
-		stop = t.Stop
-		defer func() {
-			if stop != nil && !stop() {
-				return
-			}
-		}()
-		resp, err := client.Do(req)
-		if !t.Stop() {
-			if resp != nil {
-				resp.Body.Close()
-			}
-			cancel()
-			return nil, &Error{Timeout: true, Err: fmt.Errorf("no response headers within %s", o.Timeout)}
-		}
-		stop = nil
+	return http.DefaultClient
+}
+
+// doWithHeaderTimeout sends req (made with ctx) and returns the answer,
+// whatever its status, or an *Error (or ctx's error if the caller went
+// away). timeout, if positive, bounds the wait for the response headers
+// only: a stream or a large body may take longer. Closing the body
+// releases what the bound holds.
+func doWithHeaderTimeout(ctx context.Context, c *http.Client, req *http.Request, timeout time.Duration) (*http.Response, error) {
+	if timeout <= 0 {
+		resp, err := c.Do(req)
 		if err != nil {
-			cancel()
 			return nil, classify(ctx, err)
 		}
-		resp.Body = cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
-		return checkStatus(resp)
+		return resp, nil
 	}
-	resp, err := client.Do(req)
+	hctx, cancel := context.WithCancel(ctx)
+	t := time.AfterFunc(timeout, cancel)
+	resp, err := c.Do(req.WithContext(hctx))
+	if !t.Stop() {
+		if resp != nil {
+			resp.Body.Close()
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &Error{Timeout: true, Err: fmt.Errorf("no response headers within %s", timeout)}
+	}
 	if err != nil {
+		cancel()
 		return nil, classify(ctx, err)
 	}
-	return checkStatus(resp)
+	resp.Body = cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
 }
 
 type cancelOnClose struct {
@@ -165,10 +190,12 @@ func checkStatus(resp *http.Response) (*http.Response, error) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	e := &Error{Status: resp.StatusCode, Body: body}
-	if ra := resp.Header.Get("Retry-After"); ra != "" {
-		if secs, err := strconv.ParseFloat(ra, 64); err == nil && secs >= 0 {
-			e.RetryAfter = time.Duration(secs * float64(time.Second))
-		}
+	// retry-after-ms, which OpenAI sends beside Retry-After and its SDKs
+	// read first, is exact where Retry-After is whole seconds.
+	if ms, err := strconv.ParseFloat(resp.Header.Get("Retry-After-Ms"), 64); err == nil && ms >= 0 {
+		e.RetryAfter = time.Duration(ms * float64(time.Millisecond))
+	} else if secs, err := strconv.ParseFloat(resp.Header.Get("Retry-After"), 64); err == nil && secs >= 0 {
+		e.RetryAfter = time.Duration(secs * float64(time.Second))
 	}
 	return nil, e
 }
