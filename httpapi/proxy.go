@@ -125,30 +125,18 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint) (*
 	if model.Kind != ep.kind {
 		return nil, errorf(CodeInvalidRequest, "model", fmt.Sprintf("the model %q serves %s, not %s", req.model, model.Kind, ep.kind))
 	}
-	groupName := key.Group
-	if groupName == "" {
-		groupName = st.defaultGroup
+	groupName, group := st.groupOf(key)
+	prio, aerr := requestPriority(r, group.Priority)
+	if aerr != nil {
+		return nil, aerr
 	}
-	group, ok := st.groups[groupName]
-	if !ok {
-		// A key whose group left the catalog falls back to the default.
-		groupName = st.defaultGroup
-		group = st.groups[groupName]
-	}
-	c := &call{ep: ep, key: key, req: req, model: model, st: st, prio: group.Priority}
-	if v := r.Header.Get(HeaderPriority); v != "" {
-		p, err := strconv.ParseInt(v, 10, 32)
-		if err != nil {
-			return nil, errorf(CodeInvalidRequest, HeaderPriority, "priority must be an integer")
-		}
-		c.prio = min(c.prio, int32(p))
-	}
+	c := &call{ep: ep, key: key, req: req, model: model, st: st, prio: prio}
 	maxWait := s.cfg.DefaultMaxWait
-	if v := r.Header.Get(HeaderMaxWait); v != "" {
-		d, err := parseWait(v)
-		if err != nil {
-			return nil, errorf(CodeInvalidRequest, HeaderMaxWait, "max wait must be a duration such as 2s or a number of seconds")
-		}
+	d, ok, aerr := requestMaxWait(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if ok {
 		maxWait = min(maxWait, d)
 	}
 	c.deadline = s.deps.Clock.Now().Add(maxWait)
@@ -160,6 +148,41 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint) (*
 	// scopes use.
 	c.key.Group = groupName
 	return c, nil
+}
+
+// groupOf is the group a key's requests count against: its own, or the
+// default when it has none or its group left the catalog.
+func (st *state) groupOf(k weir.APIKey) (string, weir.Group) {
+	if g, ok := st.groups[k.Group]; ok && k.Group != "" {
+		return k.Group, g
+	}
+	return st.defaultGroup, st.groups[st.defaultGroup]
+}
+
+// requestPriority is base, lowered (never raised) by X-Weir-Priority.
+func requestPriority(r *http.Request, base int32) (int32, *apiError) {
+	v := r.Header.Get(HeaderPriority)
+	if v == "" {
+		return base, nil
+	}
+	p, err := strconv.ParseInt(v, 10, 32)
+	if err != nil {
+		return 0, errorf(CodeInvalidRequest, HeaderPriority, "priority must be an integer")
+	}
+	return min(base, int32(p)), nil
+}
+
+// requestMaxWait is the wait X-Weir-Max-Wait asks for, if it asks.
+func requestMaxWait(r *http.Request) (time.Duration, bool, *apiError) {
+	v := r.Header.Get(HeaderMaxWait)
+	if v == "" {
+		return 0, false, nil
+	}
+	d, err := parseWait(v)
+	if err != nil {
+		return 0, false, errorf(CodeInvalidRequest, HeaderMaxWait, "max wait must be a duration such as 2s or a number of seconds")
+	}
+	return d, true, nil
 }
 
 func parseWait(v string) (time.Duration, error) {

@@ -47,10 +47,7 @@ func (s *Server) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate, 
 	if err := s.ensureKeyScope(ctx, key); err != nil {
 		return nil, err
 	}
-	group := key.Group
-	if _, ok := st.groups[group]; !ok {
-		group = st.defaultGroup
-	}
+	group, _ := st.groupOf(key)
 	var cands []admission.Candidate
 	for _, pmName := range s.deps.Router.Order(model) {
 		if _, ok := s.targetIn(st, pmName); !ok {
@@ -470,24 +467,18 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string,
 	if err != nil {
 		return weir.Task{}, false, errorf(CodeInvalidRequest, "", "could not read the task input: "+err.Error())
 	}
-	group := st.groups[key.Group]
-	prio := group.Priority
-	if v := r.Header.Get(HeaderPriority); v != "" {
-		p, err := strconv.ParseInt(v, 10, 32)
-		if err != nil {
-			return weir.Task{}, false, errorf(CodeInvalidRequest, HeaderPriority, "priority must be an integer")
-		}
-		prio = min(prio, int32(p))
+	_, group := st.groupOf(key)
+	prio, aerr := requestPriority(r, group.Priority)
+	if aerr != nil {
+		return weir.Task{}, false, aerr
 	}
 	t := weir.Task{
 		ID: task.NewID(kind), KeyID: key.ID, Kind: kind, Model: model, Input: body, Priority: prio,
 		CallbackURL: cb.URL, CallbackEvents: cb.Events, IdempotencyKey: r.Header.Get(HeaderIdempotencyKey), Fingerprint: fingerprint,
 	}
-	if v := r.Header.Get(HeaderMaxWait); v != "" {
-		d, err := parseWait(v)
-		if err != nil {
-			return weir.Task{}, false, errorf(CodeInvalidRequest, HeaderMaxWait, "max wait must be a duration such as 2s or a number of seconds")
-		}
+	if d, ok, aerr := requestMaxWait(r); aerr != nil {
+		return weir.Task{}, false, aerr
+	} else if ok {
 		t.Deadline = s.deps.Clock.Now().Add(d)
 	}
 	created, err := s.deps.Tasks.Submit(r.Context(), &t)
