@@ -46,7 +46,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -70,8 +69,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/loadgen"
 	"github.com/weir-gateway/weir/provider/mock"
 	"github.com/weir-gateway/weir/sqlite"
+	"github.com/weir-gateway/weir/task"
 )
 
 func init() { rootCmd.AddCommand(benchTasksCmd()) }
@@ -128,9 +129,8 @@ type benchTasksUpstream struct {
 	url  string
 	srv  *http.Server
 
-	mu      sync.Mutex
-	submits map[string]time.Time
-	first   time.Time // the first submit since reset
+	mu    sync.Mutex
+	first time.Time // the first submit since reset
 }
 
 func startBenchTasksUpstream(cfg mock.Config) (*benchTasksUpstream, error) {
@@ -138,7 +138,7 @@ func startBenchTasksUpstream(cfg mock.Config) (*benchTasksUpstream, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &benchTasksUpstream{mock: mock.New(cfg), url: "http://" + ln.Addr().String() + "/v1", submits: map[string]time.Time{}}
+	u := &benchTasksUpstream{mock: mock.New(cfg), url: "http://" + ln.Addr().String() + "/v1"}
 	u.srv = &http.Server{Handler: u, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = u.srv.Serve(ln) }()
 	return u, nil
@@ -148,9 +148,6 @@ func (u *benchTasksUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost && r.URL.Path == "/v1/videos" {
 		now := time.Now()
 		u.mu.Lock()
-		if _, ok := u.submits[r.Header.Get("Idempotency-Key")]; !ok {
-			u.submits[r.Header.Get("Idempotency-Key")] = now
-		}
 		if u.first.IsZero() {
 			u.first = now
 		}
@@ -201,20 +198,9 @@ func (g *benchTasksGateway) warnings() string {
 }
 
 // scopesLine is every scope's in-flight count from /admin/queues.
-func (g *benchTasksGateway) scopesLine(c *http.Client) string {
-	resp, err := c.Get(g.url + "/admin/queues")
+func (g *benchTasksGateway) scopesLine() string {
+	v, err := fetchQueues(g.url, "")
 	if err != nil {
-		return err.Error()
-	}
-	defer resp.Body.Close()
-	var v struct {
-		Scopes []struct {
-			Name     string `json:"name"`
-			InFlight int64  `json:"in_flight"`
-			Leases   int    `json:"leases"`
-		} `json:"scopes"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
 		return err.Error()
 	}
 	var parts []string
@@ -340,28 +326,17 @@ func (g *benchTasksGateway) peakRSS() string {
 }
 
 // workersScope reads the worker-capacity scope from /admin/queues.
-func (g *benchTasksGateway) workersScope(c *http.Client) (inFlight int64, waiting int, err error) {
-	resp, err := c.Get(g.url + "/admin/queues")
+func (g *benchTasksGateway) workersScope() (inFlight int64, waiting int, err error) {
+	v, err := fetchQueues(g.url, "")
 	if err != nil {
 		return 0, 0, err
 	}
-	defer resp.Body.Close()
-	var v struct {
-		Scopes []struct {
-			Name     string `json:"name"`
-			InFlight int64  `json:"in_flight"`
-			Waiting  int    `json:"waiting"`
-		} `json:"scopes"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
-		return 0, 0, err
-	}
 	for _, s := range v.Scopes {
-		if s.Name == "global:tasks" {
+		if s.Name == task.WorkersScope {
 			return s.InFlight, s.Waiting, nil
 		}
 	}
-	return 0, 0, errors.New("no global:tasks scope in /admin/queues")
+	return 0, 0, fmt.Errorf("no %s scope in /admin/queues", task.WorkersScope)
 }
 
 // benchTasksRig is the directory, the upstream and the key.
@@ -478,7 +453,7 @@ func benchTasksDrain(ctx context.Context, out io.Writer, o benchTasksOptions) er
 	waves := (o.tasks + o.capacity - 1) / o.capacity
 	ideal := time.Duration(waves) * o.job
 	fmt.Fprintf(out, "weir bench-tasks drain: %d tasks, capacity %d, upstream jobs of %s, polls %s..%s; ideal %s; %d CPUs, load average %s\n",
-		o.tasks, o.capacity, o.job, o.pollMin, o.pollMax, ideal, runtime.NumCPU(), benchTasksLoad())
+		o.tasks, o.capacity, o.job, o.pollMin, o.pollMax, ideal, runtime.NumCPU(), loadAverage())
 
 	start := time.Now()
 	var submitted time.Duration
@@ -502,7 +477,7 @@ func benchTasksDrain(ctx context.Context, out io.Writer, o benchTasksOptions) er
 	var drain time.Duration // until every task has ended
 	var peakInFlight int64
 	for {
-		inFlight, waiting, err := g.workersScope(r.client)
+		inFlight, waiting, err := g.workersScope()
 		if err != nil {
 			return err
 		}
@@ -544,9 +519,9 @@ func benchTasksDrain(ctx context.Context, out io.Writer, o benchTasksOptions) er
 	fmt.Fprintf(out, "drain  tasks %d  capacity %d  job %s  ideal %s  drain %s  ratio %.3fx (target <= 1.05x: %s)  submitted in %s  upstream peak %d running, %d submits for %d jobs, %d polls\n",
 		o.tasks, o.capacity, o.job, ideal, drain.Round(time.Millisecond), ratio, verdict, submitted.Round(time.Millisecond),
 		st.PeakJobsRunning, st.JobsSubmitted+st.JobsDeduplicated, st.JobsSubmitted, st.JobPolls)
-	if inFlight, _, _ := g.workersScope(r.client); peakInFlight > int64(o.capacity) || inFlight > 0 {
+	if inFlight, _, _ := g.workersScope(); peakInFlight > int64(o.capacity) || inFlight > 0 {
 		fmt.Fprintf(out, "LEAK   global:tasks peaked at %d in flight (limit %d); %d still in flight %s after the last task ended (leases live tasks.lease_ttl, 5m): %s\n",
-			peakInFlight, o.capacity, inFlight, (released - drain).Round(time.Millisecond), g.scopesLine(r.client))
+			peakInFlight, o.capacity, inFlight, (released - drain).Round(time.Millisecond), g.scopesLine())
 	}
 	if w := g.warnings(); w != "" {
 		fmt.Fprintf(out, "log    %s\n", w)
@@ -556,49 +531,37 @@ func benchTasksDrain(ctx context.Context, out io.Writer, o benchTasksOptions) er
 
 // benchTasksBreakdown says where the time of each task's lease went.
 func benchTasksBreakdown(out io.Writer, r *benchTasksRig, drain time.Duration, o benchTasksOptions) error {
-	db, err := sql.Open("sqlite", "file:"+r.db+"?mode=ro")
+	ctx := context.Background()
+	store, err := sqlite.Open(ctx, r.db)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	rows, err := db.Query(`SELECT id, status, admitted_at, finished_at FROM tasks`)
+	defer store.Close()
+	tasks, err := store.TaskList(ctx, weir.TaskFilter{})
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
 	jobs := map[string]mock.JobInfo{}
 	for _, j := range r.up.mock.Jobs() {
 		jobs[j.IdempotencyKey] = j
 	}
-	parse := func(s sql.NullString) time.Time {
-		t, _ := time.Parse("2006-01-02T15:04:05.000000Z", s.String)
-		return t
-	}
 	var n int
 	var dispatch, job, notice, held time.Duration
 	var worstNotice time.Duration
-	statuses := map[string]int{}
-	for rows.Next() {
-		var id, status string
-		var admitted, finished sql.NullString
-		if err := rows.Scan(&id, &status, &admitted, &finished); err != nil {
-			return err
-		}
-		statuses[status]++
-		j, ok := jobs[id]
-		if !ok || !admitted.Valid || !finished.Valid {
+	statuses := map[weir.TaskStatus]int{}
+	for _, t := range tasks {
+		statuses[t.Status]++
+		j, ok := jobs[t.ID]
+		if !ok || t.AdmittedAt.IsZero() || t.FinishedAt.IsZero() {
 			continue
 		}
-		a, f := parse(admitted), parse(finished)
+		a, f := t.AdmittedAt, t.FinishedAt
 		n++
 		dispatch += j.CreatedAt.Sub(a)
 		job += j.EndsAt.Sub(j.CreatedAt)
 		notice += f.Sub(j.EndsAt)
 		worstNotice = max(worstNotice, f.Sub(j.EndsAt))
 		held += f.Sub(a)
-	}
-	if err := rows.Err(); err != nil {
-		return err
 	}
 	if n == 0 {
 		return fmt.Errorf("no finished task to break down (statuses %v)", statuses)
@@ -621,7 +584,7 @@ func benchTasksRestart(ctx context.Context, out io.Writer, o benchTasksOptions) 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "weir bench-tasks restart: %d tasks, one worker busy for an hour; load average %s\n", o.tasks, benchTasksLoad())
+	fmt.Fprintf(out, "weir bench-tasks restart: %d tasks, one worker busy for an hour; load average %s\n", o.tasks, loadAverage())
 	start := time.Now()
 	last := time.Now()
 	lastID, err := r.submitAll(ctx, g.url, o.tasks, o.conns, func(d int) {
@@ -638,7 +601,7 @@ func benchTasksRestart(ctx context.Context, out io.Writer, o benchTasksOptions) 
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		_, waiting, err := g.workersScope(r.client)
+		_, waiting, err := g.workersScope()
 		if err != nil {
 			g.kill()
 			return err
@@ -709,20 +672,7 @@ func benchTasksRestart(ctx context.Context, out io.Writer, o benchTasksOptions) 
 		resp.Body.Close()
 		lat = append(lat, time.Since(t0))
 	}
-	slices.Sort(lat)
-	fmt.Fprintf(out, "status GET /v1/tasks/{last of %d queued}: median %s, max %s\n", o.tasks-1, lat[len(lat)/2].Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond))
+	p := loadgen.Summarize(lat)
+	fmt.Fprintf(out, "status GET /v1/tasks/{last of %d queued}: median %s, max %s\n", o.tasks-1, p.P50.Round(10*time.Microsecond), p.Max.Round(10*time.Microsecond))
 	return nil
-}
-
-// benchTasksLoad is /proc/loadavg's first three fields, or "?".
-func benchTasksLoad() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := bytes.Fields(b)
-	if len(f) < 3 {
-		return "?"
-	}
-	return string(bytes.Join(f[:3], []byte(" ")))
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/weir-gateway/weir"
 )
 
 func init() { rootCmd.AddCommand(tasksCmd()) }
@@ -123,8 +125,7 @@ func tasksCmd() *cobra.Command {
 					line += fmt.Sprintf("  queued #%d, about %.0fs", t.Queue.Position, t.Queue.EstimatedWait)
 				}
 				fmt.Fprintf(out, "\r%-80s", line)
-				switch t.Status {
-				case "succeeded", "failed", "cancelled", "expired":
+				if weir.TaskStatus(t.Status).Terminal() {
 					fmt.Fprintln(out)
 					if t.Error != nil {
 						return fmt.Errorf("task %s %s: %s: %s", t.ID, t.Status, t.Error.Code, t.Error.Message)
