@@ -334,15 +334,21 @@ func (db *DB) TaskUpdateTx(ctx context.Context, tx *sql.Tx, id string, u weir.Ta
 	if n > 0 {
 		return true, nil
 	}
-	var status string
-	err = tx.StmtContext(ctx, db.taskStatus).QueryRowContext(ctx, id).Scan(&status)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, fmt.Errorf("update task %s: %w", id, weir.ErrNotFound)
-	}
-	if err != nil {
+	if err := db.taskExistsTx(ctx, tx, id); err != nil {
 		return false, fmt.Errorf("update task %s: %w", id, err)
 	}
 	return false, nil
+}
+
+// taskExistsTx tells a statement that changed no task because the task is
+// not there (weir.ErrNotFound) from one whose task had moved on (nil).
+func (db *DB) taskExistsTx(ctx context.Context, tx *sql.Tx, id string) error {
+	var status string
+	err := tx.StmtContext(ctx, db.taskStatus).QueryRowContext(ctx, id).Scan(&status)
+	if errors.Is(err, sql.ErrNoRows) {
+		return weir.ErrNotFound
+	}
+	return err
 }
 
 // TaskDelete marks a terminal task deleted at at and reports whether it
@@ -363,12 +369,7 @@ func (db *DB) TaskDelete(ctx context.Context, id string, at time.Time) (deleted 
 			deleted = n > 0
 			return err
 		}
-		var status string
-		err = tx.StmtContext(ctx, db.taskStatus).QueryRowContext(ctx, id).Scan(&status)
-		if errors.Is(err, sql.ErrNoRows) {
-			return weir.ErrNotFound
-		}
-		return err
+		return db.taskExistsTx(ctx, tx, id)
 	})
 	if err != nil {
 		return false, fmt.Errorf("delete task %s: %w", id, err)

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"time"
@@ -48,37 +49,31 @@ func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) (err error) {
 				i, u.RequestID, weir.ErrInvalid)
 		}
 	}
-	tx, err := db.write.BeginTx(ctx, nil)
+	err = db.InTx(ctx, func(tx *sql.Tx) error {
+		many, one := tx.StmtContext(ctx, db.usageInsertMany), tx.StmtContext(ctx, db.usageInsertOne)
+		args := make([]any, 0, 12*usageRowsPerInsert)
+		for start := 0; start < len(batch); {
+			rows, stmt := usageRowsPerInsert, many
+			if len(batch)-start < usageRowsPerInsert {
+				rows, stmt = 1, one
+			}
+			args = args[:0]
+			for _, u := range batch[start : start+rows] {
+				args = append(args, u.RequestID, u.KeyID, u.Model, u.PlatformModel, u.Endpoint,
+					u.PromptTokens, u.CompletionTokens, int64(u.Waited), int64(u.Latency),
+					int64(u.Status), u.Outcome, formatTime(u.At))
+			}
+			if _, err := stmt.ExecContext(ctx, args...); err != nil {
+				u := batch[start]
+				return fmt.Errorf("rows %d-%d (from request %s, key %s): %w",
+					start, start+rows-1, u.RequestID, u.KeyID, classify(err))
+			}
+			start += rows
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("insert usage: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tx.Rollback()
-		}
-	}()
-	many, one := tx.StmtContext(ctx, db.usageInsertMany), tx.StmtContext(ctx, db.usageInsertOne)
-	args := make([]any, 0, 12*usageRowsPerInsert)
-	for start := 0; start < len(batch); {
-		rows, stmt := usageRowsPerInsert, many
-		if len(batch)-start < usageRowsPerInsert {
-			rows, stmt = 1, one
-		}
-		args = args[:0]
-		for _, u := range batch[start : start+rows] {
-			args = append(args, u.RequestID, u.KeyID, u.Model, u.PlatformModel, u.Endpoint,
-				u.PromptTokens, u.CompletionTokens, int64(u.Waited), int64(u.Latency),
-				int64(u.Status), u.Outcome, formatTime(u.At))
-		}
-		if _, err := stmt.ExecContext(ctx, args...); err != nil {
-			u := batch[start]
-			return fmt.Errorf("insert usage: rows %d-%d (from request %s, key %s): %w",
-				start, start+rows-1, u.RequestID, u.KeyID, classify(err))
-		}
-		start += rows
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("insert usage: commit: %w", err)
 	}
 	return nil
 }
