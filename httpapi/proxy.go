@@ -96,16 +96,12 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint) (*
 	if aerr != nil {
 		return nil, aerr
 	}
-	if r.ContentLength > s.cfg.MaxBodyBytes {
-		return nil, errorf(CodePayloadTooLarge, "", fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes))
+	if aerr := s.limitBody(w, r); aerr != nil {
+		return nil, aerr
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, errorf(CodePayloadTooLarge, "", fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes))
-		}
-		return nil, errorf(CodeInvalidRequest, "", "could not read request body")
+		return nil, s.bodyError(err, "could not read request body")
 	}
 	req, aerr := decodeRequest(ep, body)
 	if aerr != nil {
@@ -148,6 +144,31 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint) (*
 	// scopes use.
 	c.key.Group = groupName
 	return c, nil
+}
+
+// limitBody refuses a body declared larger than MaxBodyBytes and bounds
+// the reading of r.Body to it: a longer one fails with an error bodyError
+// maps to payload_too_large.
+func (s *Server) limitBody(w http.ResponseWriter, r *http.Request) *apiError {
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		return s.tooLarge()
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	return nil
+}
+
+func (s *Server) tooLarge() *apiError {
+	return errorf(CodePayloadTooLarge, "", fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes))
+}
+
+// bodyError is the answer to err from reading a body limitBody bounded:
+// payload_too_large past the limit, else invalid_request with msg.
+func (s *Server) bodyError(err error, msg string) *apiError {
+	var mb *http.MaxBytesError
+	if errors.As(err, &mb) {
+		return s.tooLarge()
+	}
+	return errorf(CodeInvalidRequest, "", msg)
 }
 
 // groupOf is the group a key's requests count against: its own, or the

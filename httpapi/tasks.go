@@ -261,18 +261,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // requests) a multipart or urlencoded form, whose text fields become the
 // JSON object passed upstream.
 func (s *Server) readTaskBody(w http.ResponseWriter, r *http.Request) (map[string]json.RawMessage, *apiError) {
-	if r.ContentLength > s.cfg.MaxBodyBytes {
-		return nil, errorf(CodePayloadTooLarge, "", fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes))
+	if aerr := s.limitBody(w, r); aerr != nil {
+		return nil, aerr
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	tooBig := func(err error) *apiError {
-		var mb *http.MaxBytesError
-		if errors.As(err, &mb) {
-			return errorf(CodePayloadTooLarge, "", fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes))
-		}
-		return nil
-	}
 	if ct == "multipart/form-data" || ct == "application/x-www-form-urlencoded" {
 		var err error
 		if ct == "multipart/form-data" {
@@ -281,10 +273,7 @@ func (s *Server) readTaskBody(w http.ResponseWriter, r *http.Request) (map[strin
 			err = r.ParseForm()
 		}
 		if err != nil {
-			if e := tooBig(err); e != nil {
-				return nil, e
-			}
-			return nil, errorf(CodeInvalidRequest, "", "could not parse the form: "+err.Error())
+			return nil, s.bodyError(err, "could not parse the form: "+err.Error())
 		}
 		if r.MultipartForm != nil && len(r.MultipartForm.File) > 0 {
 			return nil, errorf(CodeInvalidRequest, "input_reference", "file inputs are not supported")
@@ -300,13 +289,10 @@ func (s *Server) readTaskBody(w http.ResponseWriter, r *http.Request) (map[strin
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		if e := tooBig(err); e != nil {
-			return nil, e
-		}
-		return nil, errorf(CodeInvalidRequest, "", "could not read request body")
+		return nil, s.bodyError(err, "could not read request body")
 	}
 	var out map[string]json.RawMessage
-	if len(strings.TrimSpace(string(body))) == 0 || json.Unmarshal(body, &out) != nil || out == nil {
+	if json.Unmarshal(body, &out) != nil || out == nil {
 		return nil, errorf(CodeInvalidRequest, "", "request body must be a JSON object")
 	}
 	return out, nil
