@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -284,13 +285,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func onlyMethod(w http.ResponseWriter, r *http.Request, method string) bool {
-	if r.Method == method {
+// onlyMethod answers 405, with Allow, unless r uses one of methods.
+func onlyMethod(w http.ResponseWriter, r *http.Request, methods ...string) bool {
+	if slices.Contains(methods, r.Method) {
 		return true
 	}
-	w.Header().Set("Allow", method)
+	w.Header().Set("Allow", strings.Join(methods, ", "))
 	writeError(w, apiError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
-		Message: fmt.Sprintf("Invalid method for URL (%s %s): use %s", r.Method, r.URL.Path, method)}, 0)
+		Message: fmt.Sprintf("Invalid method for URL (%s %s): use %s", r.Method, r.URL.Path, strings.Join(methods, " or "))}, 0)
 	return false
 }
 
@@ -461,9 +463,7 @@ func (s *Server) begin(c *call, model string, o overrides) int {
 		return statusClientClosed
 	}
 	if failWith != 0 {
-		e := statusError(failWith)
-		e.Status = failWith
-		return c.fail(e)
+		return c.fail(statusError(failWith))
 	}
 	return 0
 }

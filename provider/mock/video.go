@@ -174,10 +174,16 @@ func (js *jobStore) forgetLocked(j *job) {
 // returns with the settings in force.
 func (s *Server) lockAt() (time.Time, *settings) {
 	st := s.settings.Load()
+	return s.lockWith(st), st
+}
+
+// lockWith is lockAt under settings st already loaded: one request
+// decides with one version of the settings.
+func (s *Server) lockWith(st *settings) time.Time {
 	s.jobs.mu.Lock()
 	now := s.now()
 	s.jobs.settleLocked(now, st.cfg.JobRetention)
-	return now, st
+	return now
 }
 
 // stateAt is a job's status and progress at now.
@@ -288,7 +294,8 @@ func (s *Server) submitVideo(c *call) int {
 	}
 
 	js := &s.jobs
-	now, st := s.lockAt()
+	st := c.st
+	now := s.lockWith(st)
 	if j := js.byScope[scope]; scope != "" && j != nil {
 		if j.model != req.model || j.prompt != req.prompt || j.seconds != req.seconds || j.size != req.size {
 			js.mu.Unlock()
@@ -453,10 +460,7 @@ func (s *Server) serveVideo(w http.ResponseWriter, r *http.Request, rest string)
 		if !onlyMethod(w, r, http.MethodGet) {
 			return true
 		}
-	} else if r.Method != http.MethodGet && r.Method != http.MethodDelete {
-		w.Header().Set("Allow", "GET, DELETE")
-		writeError(w, apiError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
-			Message: fmt.Sprintf("Invalid method for URL (%s %s): use GET or DELETE", r.Method, r.URL.Path)}, 0)
+	} else if !onlyMethod(w, r, http.MethodGet, http.MethodDelete) {
 		return true
 	}
 	o, err := parseOverrides(r.Header)
@@ -466,9 +470,7 @@ func (s *Server) serveVideo(w http.ResponseWriter, r *http.Request, rest string)
 	}
 	st := s.settings.Load()
 	if o.status != 0 {
-		e := statusError(o.status)
-		e.Status = o.status
-		writeError(w, e, st.cfg.RetryAfter)
+		writeError(w, statusError(o.status), st.cfg.RetryAfter)
 		return true
 	}
 	switch {
