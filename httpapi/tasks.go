@@ -568,8 +568,7 @@ func (s *Server) videoContent(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := target.Adapter.Content(r.Context(), t.UpstreamID, variant)
 	if err != nil {
-		var pe *provider.Error
-		if errors.As(err, &pe) && errors.Is(err, provider.ErrJobNotFound) {
+		if errors.Is(err, provider.ErrJobNotFound) {
 			writeError(w, errorf(CodeNotFound, "id", "the upstream no longer has this video"))
 			return
 		}
@@ -616,7 +615,7 @@ func (s *Server) deleteOwnTask(w http.ResponseWriter, r *http.Request, object st
 		writeError(w, aerr)
 		return
 	}
-	if _, err := s.deps.Tasks.Delete(r.Context(), t.ID); err != nil {
+	if err := s.deps.Tasks.Delete(r.Context(), t.ID); err != nil {
 		var pe *provider.Error
 		switch {
 		case errors.Is(err, task.ErrNotFound):

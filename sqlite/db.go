@@ -47,6 +47,8 @@ type DB struct {
 	taskInsert, taskByIdempotency, taskUpdate, taskStatus, taskDelete *sql.Stmt
 	// The usage inserts, of usageRowsPerInsert rows and of one.
 	usageInsertMany, usageInsertOne *sql.Stmt
+	// stmts are all of the above that prepare made, for Close.
+	stmts []*sql.Stmt
 }
 
 var _ weir.Store = (*DB)(nil)
@@ -136,6 +138,7 @@ func (db *DB) prepare(ctx context.Context) error {
 		if *s.stmt, err = s.pool.PrepareContext(ctx, s.sql); err != nil {
 			return err
 		}
+		db.stmts = append(db.stmts, *s.stmt)
 	}
 	return nil
 }
@@ -193,12 +196,8 @@ func (db *DB) SQL() *sql.DB { return db.write }
 // Close closes both pools.
 func (db *DB) Close() error {
 	var errs []error
-	for _, stmt := range []*sql.Stmt{db.keyByHash, db.keyByID, db.taskGet,
-		db.taskInsert, db.taskByIdempotency, db.taskUpdate, db.taskStatus, db.taskDelete,
-		db.usageInsertMany, db.usageInsertOne} {
-		if stmt != nil {
-			errs = append(errs, stmt.Close())
-		}
+	for _, stmt := range db.stmts {
+		errs = append(errs, stmt.Close())
 	}
 	if db.read != db.write {
 		errs = append(errs, db.read.Close())

@@ -21,21 +21,21 @@ import (
 // (a *provider.Error) is returned, so that the client can try again; a
 // platform that left the catalog cannot be asked, and the task is marked
 // deleted all the same.
-func (s *Service) Delete(ctx context.Context, id string) (weir.Task, error) {
+func (s *Service) Delete(ctx context.Context, id string) error {
 	t, err := s.Get(ctx, id)
 	if err != nil {
-		return t, err
+		return err
 	}
 	if t.Deleted() {
-		return t, ErrNotFound
+		return ErrNotFound
 	}
 	upstreamStopped := false
 	if !t.Status.Terminal() {
 		if t, err = s.Cancel(ctx, id); err != nil {
-			return t, err
+			return err
 		}
 		if !t.Status.Terminal() {
-			return t, fmt.Errorf("delete task %s: still %s after cancelling it", id, t.Status)
+			return fmt.Errorf("delete task %s: still %s after cancelling it", id, t.Status)
 		}
 		// Cancel stopped the upstream job, unless the task ended another
 		// way meanwhile: then its job is deleted below.
@@ -46,17 +46,17 @@ func (s *Service) Delete(ctx context.Context, id string) (weir.Task, error) {
 			s.logger.Warn("upstream job of a deleted task not deleted: its platform model left the catalog",
 				"task", id, "platform_model", t.PlatformModel, "upstream_id", t.UpstreamID)
 		} else if err := target.Adapter.Cancel(ctx, t.UpstreamID); err != nil && !errors.Is(err, provider.ErrJobNotFound) {
-			return t, fmt.Errorf("delete task %s: upstream job %s: %w", id, t.UpstreamID, err)
+			return fmt.Errorf("delete task %s: upstream job %s: %w", id, t.UpstreamID, err)
 		}
 	}
 	deleted, err := s.store.TaskDelete(context.WithoutCancel(ctx), id, s.clock.Now())
 	switch {
 	case errors.Is(err, weir.ErrNotFound):
-		return t, ErrNotFound
+		return ErrNotFound
 	case err != nil:
-		return t, err
+		return err
 	case !deleted:
-		return t, ErrNotFound // another delete came first
+		return ErrNotFound // another delete came first
 	}
-	return s.Get(context.WithoutCancel(ctx), id)
+	return nil
 }
