@@ -148,19 +148,26 @@ func New(cfg Config, deps Deps) *Server {
 		deps.Webhooks = webhook.NewSender(webhook.Config{})
 	}
 	if deps.HTTPClient == nil {
-		deps.HTTPClient = &http.Client{Transport: &http.Transport{
-			Proxy:               http.ProxyFromEnvironment,
-			MaxIdleConns:        1024,
-			MaxIdleConnsPerHost: 512,
-			IdleConnTimeout:     90 * time.Second,
-			ForceAttemptHTTP2:   true,
-		}}
+		deps.HTTPClient = &http.Client{Transport: NewUpstreamTransport()}
 	}
 	s := &Server{cfg: cfg, deps: deps}
 	s.keys.ttl = cfg.KeyCacheTTL
 	s.keys.clock = deps.Clock
 	s.ids = newIDSource()
 	return s
+}
+
+// NewUpstreamTransport is the transport the gateway reaches upstreams
+// with unless Deps.HTTPClient says otherwise: connections kept for a busy
+// gateway's concurrency.
+func NewUpstreamTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 512,
+		IdleConnTimeout:     90 * time.Second,
+		ForceAttemptHTTP2:   true,
+	}
 }
 
 // SetTasks attaches the task service (built after the Server, since it
