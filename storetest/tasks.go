@@ -97,6 +97,27 @@ func createTasks(t *testing.T, s taskStore, tasks ...*weir.Task) {
 	}
 }
 
+// pageAll lists every page of f (f.Limit tasks each, at most maxPages+1
+// pages), moving the cursor with next from the last task of each page.
+func pageAll(t *testing.T, s taskStore, f weir.TaskFilter, maxPages int, next func(*weir.TaskFilter, int64)) []weir.Task {
+	t.Helper()
+	var all []weir.Task
+	for pages := 0; ; pages++ {
+		if pages > maxPages {
+			t.Fatalf("still paging after %d pages: %v", pages, taskIDs(all))
+		}
+		page := listTasks(t, s, f)
+		if len(page) > f.Limit {
+			t.Fatalf("page of %d tasks, limit %d", len(page), f.Limit)
+		}
+		if len(page) == 0 {
+			return all
+		}
+		all = append(all, page...)
+		next(&f, page[len(page)-1].Seq)
+	}
+}
+
 // onlyWinner checks that of racers that all succeeded, exactly one did
 // what won (won[i]), and returns which.
 func onlyWinner(t *testing.T, who, what string, won []bool, errs []error) int {
@@ -452,21 +473,7 @@ func testTaskListPages(t *testing.T, s taskStore) {
 			t.Run(fmt.Sprintf("%s by %d", tc.name, size), func(t *testing.T) {
 				f := tc.f
 				f.Limit = size
-				var all []weir.Task
-				for pages := 0; ; pages++ {
-					if pages > len(tasks) {
-						t.Fatalf("still paging after %d pages: %v", pages, taskIDs(all))
-					}
-					page := listTasks(t, s, f)
-					if len(page) > size {
-						t.Fatalf("page of %d tasks, limit %d", len(page), size)
-					}
-					if len(page) == 0 {
-						break
-					}
-					all = append(all, page...)
-					f.AfterSeq = page[len(page)-1].Seq
-				}
+				all := pageAll(t, s, f, len(tasks), func(f *weir.TaskFilter, seq int64) { f.AfterSeq = seq })
 				checkList(t, "the pages", all, tc.want...)
 			})
 		}
@@ -951,21 +958,7 @@ func testTaskListKindOrder(t *testing.T, s taskStore) {
 	for _, size := range []int{1, 2, 5} {
 		t.Run(fmt.Sprintf("newest first by %d", size), func(t *testing.T) {
 			f := weir.TaskFilter{KeyID: a.ID, Kind: "video", Descending: true, Limit: size}
-			var all []weir.Task
-			for pages := 0; ; pages++ {
-				if pages > len(tasks) {
-					t.Fatalf("still paging after %d pages: %v", pages, taskIDs(all))
-				}
-				page := listTasks(t, s, f)
-				if len(page) > size {
-					t.Fatalf("page of %d tasks, limit %d", len(page), size)
-				}
-				if len(page) == 0 {
-					break
-				}
-				all = append(all, page...)
-				f.BeforeSeq = page[len(page)-1].Seq
-			}
+			all := pageAll(t, s, f, len(tasks), func(f *weir.TaskFilter, seq int64) { f.BeforeSeq = seq })
 			checkList(t, "the pages", all, reversed(videosOfA)...)
 		})
 	}
