@@ -212,20 +212,39 @@ func (s *Server) videoOf(ctx context.Context, t weir.Task) videoObject {
 		}
 		v.ExpiresAt = up.ExpiresAt
 	}
-	if !t.FinishedAt.IsZero() {
-		at := t.FinishedAt.Unix()
-		v.CompletedAt = &at
-	}
-	if t.ErrorCode != "" {
-		v.Error = &taskError{Code: t.ErrorCode, Message: t.ErrorMessage}
-	}
-	if t.Status == weir.TaskQueued {
-		if p, ok := s.deps.Tasks.Position(ctx, t.ID); ok {
-			pos, wait := p.Ahead+1, p.EstimatedWait.Seconds()
-			v.Weir.QueuePosition, v.Weir.EstimatedWait = &pos, &wait
-		}
+	v.CompletedAt, v.Error = finishedAt(t), errorOf(t)
+	if q := s.queueOf(ctx, t); q != nil {
+		v.Weir.QueuePosition, v.Weir.EstimatedWait = &q.Position, &q.EstimatedWait
 	}
 	return v
+}
+
+// finishedAt is when t ended, in Unix seconds; nil while it runs.
+func finishedAt(t weir.Task) *int64 {
+	if t.FinishedAt.IsZero() {
+		return nil
+	}
+	at := t.FinishedAt.Unix()
+	return &at
+}
+
+func errorOf(t weir.Task) *taskError {
+	if t.ErrorCode == "" {
+		return nil
+	}
+	return &taskError{Code: t.ErrorCode, Message: t.ErrorMessage}
+}
+
+// queueOf is where a queued task stands; nil for another.
+func (s *Server) queueOf(ctx context.Context, t weir.Task) *taskQueue {
+	if t.Status != weir.TaskQueued {
+		return nil
+	}
+	p, ok := s.deps.Tasks.Position(ctx, t.ID)
+	if !ok {
+		return nil
+	}
+	return &taskQueue{Position: p.Ahead + 1, EstimatedWait: p.EstimatedWait.Seconds()}
 }
 
 func (s *Server) taskOf(ctx context.Context, t weir.Task) taskObject {
@@ -236,18 +255,7 @@ func (s *Server) taskOf(ctx context.Context, t weir.Task) taskObject {
 	if len(o.Result) == 0 {
 		o.Result = json.RawMessage("null")
 	}
-	if !t.FinishedAt.IsZero() {
-		at := t.FinishedAt.Unix()
-		o.FinishedAt = &at
-	}
-	if t.ErrorCode != "" {
-		o.Error = &taskError{Code: t.ErrorCode, Message: t.ErrorMessage}
-	}
-	if t.Status == weir.TaskQueued {
-		if p, ok := s.deps.Tasks.Position(ctx, t.ID); ok {
-			o.Queue = &taskQueue{Position: p.Ahead + 1, EstimatedWait: p.EstimatedWait.Seconds()}
-		}
-	}
+	o.FinishedAt, o.Error, o.Queue = finishedAt(t), errorOf(t), s.queueOf(ctx, t)
 	return o
 }
 
