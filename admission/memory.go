@@ -50,8 +50,10 @@ type Memory struct {
 	timer     clock.Timer
 	timerAt   int64
 
-	dirty     []*scope
-	unsettled []*class // classes whose candidates changed, to be settled
+	dirty []*scope
+	// unsettled: classes whose candidates changed, to be settled, earliest
+	// head first.
+	unsettled indexHeap[*class]
 	pending   []delivery
 	spare     []delivery // the other half of pending's double buffer
 	blk       []blocker  // scratch for evaluate, lock held
@@ -118,8 +120,8 @@ type class struct {
 	flows   []*flow  // the class's fairness key's turn in each of rr
 	members roster
 	parks   []*parking // in scopes' waiting heaps
-	// unsettled: in m.unsettled.
-	unsettled bool
+	// uidx is c's place in m.unsettled; -1 when it is not there.
+	uidx int
 	// turnsMixed: some member's turn in a round-robin scope is out of
 	// arrival order (a waiter re-resolved into the class can take one), so
 	// Position walks the class instead of searching it.
@@ -248,6 +250,10 @@ func NewMemory(opts Options) *Memory {
 		less:   func(a, b *scope) bool { return a.rateWakeAt < b.rateWakeAt },
 		setIdx: func(s *scope, i int) { s.rateIdx = i },
 	}
+	m.unsettled = indexHeap[*class]{
+		less:   func(a, b *class) bool { return earlier(a.head(), b.head()) },
+		setIdx: func(c *class, i int) { c.uidx = i },
+	}
 	return m
 }
 
@@ -283,7 +289,7 @@ func (m *Memory) nowLocked() int64 {
 // unlock finishes a critical section: it hands freed capacity on, arms the
 // timer for the next due event, releases the lock and delivers results.
 func (m *Memory) unlock() {
-	if len(m.dirty) > 0 || len(m.unsettled) > 0 {
+	if len(m.dirty) > 0 || m.unsettled.len() > 0 {
 		m.pumpLocked()
 	}
 	m.armLocked()
@@ -315,7 +321,7 @@ func (m *Memory) lock() {
 		m.reapLocked(m.nowLocked())
 		// Capacity that fell due goes to those already waiting before the
 		// caller's own operation can take it.
-		if len(m.dirty) > 0 || len(m.unsettled) > 0 {
+		if len(m.dirty) > 0 || m.unsettled.len() > 0 {
 			m.pumpLocked()
 		}
 	}
@@ -969,7 +975,7 @@ func (m *Memory) classLocked(fkey string, prio int32, cands []cand) *class {
 }
 
 func (m *Memory) newClassLocked(key, fkey string, prio int32, cands []cand) *class {
-	c := &class{key: key, prio: prio, fkey: fkey, cands: cands}
+	c := &class{key: key, prio: prio, fkey: fkey, cands: cands, uidx: -1}
 	for _, cd := range cands {
 		for _, n := range cd.needs {
 			if !slices.Contains(c.scopes, n.s) {
@@ -998,6 +1004,9 @@ func (m *Memory) dropClassIfEmpty(c *class) {
 	}
 	for _, s := range c.scopes {
 		delete(s.classes, c)
+	}
+	if c.uidx >= 0 {
+		m.unsettled.remove(c.uidx)
 	}
 	delete(m.classes, c.key)
 }
@@ -1061,6 +1070,9 @@ func (m *Memory) leaveClassLocked(w *waiter) {
 // classHeadChangedLocked re-orders c wherever it is parked; the scopes it
 // is parked on may now admit a different waiter first.
 func (m *Memory) classHeadChangedLocked(c *class) {
+	if c.uidx >= 0 {
+		m.unsettled.fix(c.uidx)
+	}
 	for _, p := range c.parks {
 		p.s.waiting.items[p.idx] = p.s.entry(p)
 		p.s.waiting.fix(p.idx)
@@ -1185,10 +1197,10 @@ func (m *Memory) settleLocked(c *class) {
 // re-evaluated, and moves to wait on the next scope it needs, before a
 // later waiter can take that scope's capacity.
 func (m *Memory) pumpLocked() {
-	for len(m.dirty) > 0 || len(m.unsettled) > 0 {
+	for len(m.dirty) > 0 || m.unsettled.len() > 0 {
 		i, w := m.nextDirtyLocked()
-		if j, cw := m.nextUnsettledLocked(); cw != nil && (i < 0 || (w != nil && earlier(cw, w))) {
-			m.stepUnsettledLocked(j)
+		if cw := m.nextUnsettledLocked(); cw != nil && (i < 0 || (w != nil && earlier(cw, w))) {
+			m.stepUnsettledLocked()
 			continue
 		}
 		if i < 0 {
@@ -1246,40 +1258,32 @@ func earlier(a, b *waiter) bool {
 // unsettle queues c to be settled by the next pump, in its turn among the
 // waiters the pump looks at.
 func (m *Memory) unsettle(c *class) {
-	if !c.unsettled {
-		c.unsettled = true
-		m.unsettled = append(m.unsettled, c)
+	if c.uidx < 0 && c.members.len() > 0 {
+		m.unsettled.push(c)
 	}
 }
 
-func (m *Memory) nextUnsettledLocked() (int, *waiter) {
-	best := -1
-	var bw *waiter
-	for i := 0; i < len(m.unsettled); i++ {
-		c := m.unsettled[i]
-		if c.members.len() == 0 || m.classes[c.key] != c {
-			c.unsettled = false
-			m.unsettled = slices.Delete(m.unsettled, i, i+1)
-			i--
-			continue
-		}
-		if w := c.head(); bw == nil || earlier(w, bw) {
-			best, bw = i, w
-		}
+// nextUnsettledLocked is the earliest head among the unsettled classes:
+// the heap keeps them in head order (classHeadChangedLocked re-orders a
+// class whose head changes; an emptied class leaves it).
+func (m *Memory) nextUnsettledLocked() *waiter {
+	if m.unsettled.len() == 0 {
+		return nil
 	}
-	return best, bw
+	return m.unsettled.top().head()
 }
 
-// stepUnsettledLocked admits the head of unsettled class j, or parks the
-// class on what its head waits for and takes it off the list.
-func (m *Memory) stepUnsettledLocked(j int) {
-	c := m.unsettled[j]
+// stepUnsettledLocked admits the head of the earliest unsettled class, or
+// parks the class on what its head waits for and takes it off the heap.
+func (m *Memory) stepUnsettledLocked() {
+	c := m.unsettled.top()
 	if m.evaluateLocked(c.head()) {
 		return
 	}
 	m.parkOnBlockersLocked(c)
-	c.unsettled = false
-	m.unsettled = slices.Delete(m.unsettled, j, j+1)
+	if c.uidx >= 0 {
+		m.unsettled.remove(c.uidx)
+	}
 }
 
 // stepScopeLocked looks at s's next waiter: it admits it, or moves it to
