@@ -1,0 +1,137 @@
+package httpapi
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/keys"
+	"github.com/weir-gateway/weir/provider/mock"
+	"github.com/weir-gateway/weir/router"
+	"github.com/weir-gateway/weir/sqlite"
+)
+
+// testBundle is a whole API in one process: an engine, a temp SQLite
+// store, a mock upstream on a real listener, and the API behind httptest.
+type testBundle struct {
+	srv    *Server
+	http   *httptest.Server
+	engine *admission.Memory
+	db     *sqlite.DB
+	mock   *mock.Server
+	up     *httptest.Server
+	// key is the secret of an active key of the default group.
+	key string
+}
+
+// setupOpts changes what setup builds.
+type setupOpts struct {
+	cfg    Config
+	deps   func(*Deps)
+	mock   mock.Config
+	limits weir.Limits // of the platform model "up/m"
+	// catalog, if set, replaces the default catalog; "UP" in a platform's
+	// BaseURL is replaced with the mock's URL.
+	catalog *weir.Catalog
+}
+
+// setup serves a catalog of one platform ("up", the mock), one platform
+// model ("up/m") and one chat model ("m"), with a key for it.
+func setup(t testing.TB, o setupOpts) *testBundle {
+	t.Helper()
+	ctx := t.Context()
+	b := &testBundle{}
+	b.mock = mock.New(o.mock)
+	b.up = httptest.NewServer(b.mock)
+	t.Cleanup(b.up.Close)
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "weir.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	b.db = db
+	b.engine = admission.NewMemory(admission.Options{})
+	t.Cleanup(b.engine.Close)
+	deps := Deps{Engine: b.engine, Store: db, Router: router.New(router.Options{})}
+	if o.deps != nil {
+		o.deps(&deps)
+	}
+	b.srv = New(o.cfg, deps)
+	cat := weir.Catalog{
+		Platforms:      []weir.Platform{{Name: "up", Kind: "openai", BaseURL: "UP"}},
+		PlatformModels: []weir.PlatformModel{{Name: "up/m", Platform: "up", Upstream: "gpt-4o-mini", Limits: o.limits}},
+		Models:         []weir.Model{{Name: "m", Kind: weir.KindChat, Candidates: []weir.Candidate{{PlatformModel: "up/m", Weight: 1}}}},
+	}
+	if o.catalog != nil {
+		cat = *o.catalog
+	}
+	for i := range cat.Platforms {
+		cat.Platforms[i].BaseURL = strings.ReplaceAll(cat.Platforms[i].BaseURL, "UP", b.up.URL+"/v1")
+	}
+	if err := b.srv.Apply(ctx, cat, ""); err != nil {
+		t.Fatal(err)
+	}
+	b.http = httptest.NewServer(b.srv.Handler())
+	t.Cleanup(b.http.Close)
+	b.key = b.newKey(t, weir.APIKey{})
+	return b
+}
+
+// newKey stores k (its id, name and hash filled in) and returns its secret.
+func (b *testBundle) newKey(t testing.TB, k weir.APIKey) string {
+	t.Helper()
+	secret, prefix, hash, err := keys.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.ID == "" {
+		k.ID = "key_" + prefix
+	}
+	if k.Name == "" {
+		k.Name = k.ID
+	}
+	k.Prefix, k.Hash, k.CreatedAt = prefix, hash, time.Now()
+	if err := b.db.KeyCreate(t.Context(), k); err != nil {
+		t.Fatal(err)
+	}
+	return secret
+}
+
+// post sends body to path with the bundle's key.
+func (b *testBundle) post(t testing.TB, path, body string, h http.Header) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, b.http.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+b.key)
+	for k, vs := range h {
+		req.Header[k] = vs
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	return resp
+}
+
+// TestSetupServesChat checks the bundle itself: a chat request through it
+// reaches the mock and comes back 200.
+func TestSetupServesChat(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	resp := b.post(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if got := b.mock.Stats().Requests; got != 1 {
+		t.Fatalf("mock saw %d requests, want 1", got)
+	}
+}
