@@ -123,8 +123,10 @@ func (w *webhookWorker) NextRetry(job *river.Job[WebhookArgs]) time.Time {
 	return time.Now().Add(d)
 }
 
-// Work delivers the event once: delivered ends the job, 410 or a refused
-// address cancels it for good, anything else is retried on schedule.
+// Work delivers the event once: delivered ends the job, a refused address
+// cancels it for good, anything else is retried on schedule. A 410 Gone
+// cancels it and is recorded on the task (TaskCallbackGone), so that no
+// later event of the task is sent to its callback URL either.
 func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) error {
 	s := w.s
 	t, err := s.store.TaskGet(ctx, job.Args.TaskID)
@@ -133,6 +135,11 @@ func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 	}
 	if err != nil {
 		return err
+	}
+	if !t.CallbackGoneAt.IsZero() {
+		s.cfg.Metrics.WebhookAttempt(webhook.Gone.String())
+		s.logger.Info("webhook not sent: the receiver answered 410 Gone to an earlier event", "task", t.ID, "event", job.Args.EventID)
+		return river.JobCancel(fmt.Errorf("webhook for %s: %w at %s to an earlier event", t.ID, webhook.ErrGone, t.CallbackGoneAt.Format(time.RFC3339)))
 	}
 	body, err := json.Marshal(s.eventOf(t, job.Args))
 	if err != nil {
@@ -143,7 +150,14 @@ func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 	switch at.Outcome {
 	case webhook.Delivered:
 		return nil
-	case webhook.Gone, webhook.Refused:
+	case webhook.Gone:
+		// Recorded before the job ends: if the store fails, the job is
+		// retried and the receiver says 410 again.
+		if _, merr := s.store.TaskCallbackGone(ctx, t.ID, s.clock.Now()); merr != nil {
+			return fmt.Errorf("webhook for %s: %w; %w", t.ID, err, merr)
+		}
+		fallthrough
+	case webhook.Refused:
 		s.logger.Warn("webhook dropped", "task", t.ID, "outcome", at.Outcome.String(), "error", err)
 		return river.JobCancel(err)
 	}
@@ -174,8 +188,11 @@ func (s *Service) eventOf(t weir.Task, args WebhookArgs) Event {
 	return ev
 }
 
-// callbacksOn reports whether events about t are sent.
-func (s *Service) callbacksOn(t weir.Task) bool { return t.CallbackURL != "" && s.hooks.Sender != nil }
+// callbacksOn reports whether events about t are sent: it has a callback
+// URL that has not answered 410 Gone.
+func (s *Service) callbacksOn(t weir.Task) bool {
+	return t.CallbackURL != "" && t.CallbackGoneAt.IsZero() && s.hooks.Sender != nil
+}
 
 // insertEventTx inserts the webhook job of one event in tx.
 func (s *Service) insertEventTx(ctx context.Context, tx *sql.Tx, args WebhookArgs) error {
