@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -21,6 +22,62 @@ type Webhooks struct {
 	Signer *webhook.Signer
 	// Schedule is the retry schedule; default webhook.DefaultSchedule.
 	Schedule webhook.Schedule
+	// PerKey is how many deliveries of one API key's tasks run at once in
+	// this process; the key's others are put off (see webhookWorker.Work).
+	// Default 8, a quarter of the webhook workers.
+	PerKey int
+}
+
+// Fairness between tenants.
+//
+// Deliveries run on QueueWebhooks' webhookWorkers workers, shared by every
+// tenant; a tenant is an API key (the task's KeyID). A delivery takes one
+// of its key's Webhooks.PerKey slots (webhook.Limiter) before it sends;
+// when the key has none free the job is snoozed, not spending an attempt,
+// for deferDelay: a key whose receivers hang holds at most PerKey workers,
+// and the rest serve other keys, whose deliveries River fetches in order
+// of when they became due (a snoozed job goes behind them). The Sender
+// also gives attempts to a receiver that has been timing out a shorter
+// timeout (webhook.Config.SlowTimeout), remembered per key and host, so
+// a hanging receiver turns its key's slots over faster.
+//
+// The unit is the key rather than the receiving host because the key is
+// what the gateway shares fairly everywhere else (admission's fairness
+// key), and what a tenant cannot multiply: a client can name any number
+// of hosts (one wildcard DNS record), so a bound per host would not
+// bound a tenant; and a host shared by many tenants (a webhook relay)
+// would, bounded per host, make one tenant's backlog there everyone's.
+// The bound is per process, like River's workers.
+const (
+	deferMin = 250 * time.Millisecond
+	deferMax = 30 * time.Second
+)
+
+// deferDelay is how long a delivery whose key is at its bound is put off,
+// the snoozes-th time (counting from 0): deferMin doubling up to
+// deferMax, ±20% at random so that a key's put-off jobs come back
+// spread out. It grows so that a key with a long backlog behind a
+// hanging receiver costs few fetches, and is short at first so that a
+// key that is only busy is served as soon as a slot frees.
+func deferDelay(snoozes int) time.Duration {
+	d := deferMax
+	if snoozes < 8 {
+		d = min(deferMin<<snoozes, deferMax)
+	}
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// snoozesOf is how many times job was snoozed (River keeps the count in
+// its metadata).
+func snoozesOf(job *river.Job[WebhookArgs]) int {
+	if job.JobRow == nil {
+		return 0
+	}
+	var m struct {
+		Snoozes int `json:"snoozes"`
+	}
+	_ = json.Unmarshal(job.Metadata, &m)
+	return max(m.Snoozes, 0)
 }
 
 // Callback events.
@@ -65,7 +122,10 @@ func progressEventDue(last int, lastAt time.Time, p int, now time.Time) bool {
 // WebhookArgs is the River job that delivers one event about a task. Its
 // EventID is the webhook-id: the same on every retry.
 type WebhookArgs struct {
-	TaskID  string `json:"task_id"`
+	TaskID string `json:"task_id"`
+	// KeyID is the task's key, whose slots the delivery takes; empty in
+	// jobs inserted before it was kept: the task's is read.
+	KeyID   string `json:"key_id,omitempty"`
 	EventID string `json:"event_id"`
 	Type    string `json:"type"`
 	// Status and Progress are the task as of an event about a task that
@@ -127,14 +187,31 @@ func (w *webhookWorker) NextRetry(job *river.Job[WebhookArgs]) time.Time {
 // cancels it for good, anything else is retried on schedule. A 410 Gone
 // cancels it and is recorded on the task (TaskCallbackGone), so that no
 // later event of the task is sent to its callback URL either.
+//
+// Before it sends, a delivery takes a slot of its key's (Webhooks.PerKey);
+// with none free it is snoozed for deferDelay and sends nothing.
 func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) error {
 	s := w.s
-	t, err := s.store.TaskGet(ctx, job.Args.TaskID)
-	if errors.Is(err, weir.ErrNotFound) {
-		return river.JobCancel(fmt.Errorf("task %s is gone", job.Args.TaskID))
+	key := job.Args.KeyID
+	var t weir.Task
+	if key == "" {
+		var err error
+		if t, err = s.webhookTask(ctx, job.Args.TaskID); err != nil {
+			return err
+		}
+		key = t.KeyID
 	}
-	if err != nil {
-		return err
+	if !s.hookSlots.TryAcquire(key) {
+		n := snoozesOf(job)
+		s.logger.Debug("webhook put off: its key has its deliveries in flight", "task", job.Args.TaskID, "key", key, "snoozes", n)
+		return river.JobSnooze(deferDelay(n))
+	}
+	defer s.hookSlots.Release(key)
+	if t.ID == "" {
+		var err error
+		if t, err = s.webhookTask(ctx, job.Args.TaskID); err != nil {
+			return err
+		}
 	}
 	if !t.CallbackGoneAt.IsZero() {
 		s.cfg.Metrics.WebhookAttempt(webhook.Gone.String())
@@ -145,7 +222,7 @@ func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 	if err != nil {
 		return river.JobCancel(err)
 	}
-	at, err := s.hooks.Sender.Send(ctx, webhook.Message{URL: t.CallbackURL, ID: job.Args.EventID, Body: body, Signer: s.hooks.Signer})
+	at, err := s.hooks.Sender.Send(ctx, webhook.Message{URL: t.CallbackURL, ID: job.Args.EventID, Body: body, Signer: s.hooks.Signer, Tenant: t.KeyID})
 	s.cfg.Metrics.WebhookAttempt(at.Outcome.String())
 	switch at.Outcome {
 	case webhook.Delivered:
@@ -162,6 +239,16 @@ func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 		return river.JobCancel(err)
 	}
 	return fmt.Errorf("webhook for %s: %w", t.ID, err)
+}
+
+// webhookTask loads the task a delivery is about; one that is not there
+// cancels the job.
+func (s *Service) webhookTask(ctx context.Context, id string) (weir.Task, error) {
+	t, err := s.store.TaskGet(ctx, id)
+	if errors.Is(err, weir.ErrNotFound) {
+		return t, river.JobCancel(fmt.Errorf("task %s is gone", id))
+	}
+	return t, err
 }
 
 // eventOf is the body of the event args names about t, as t is now.
@@ -208,7 +295,7 @@ func (s *Service) finishTx(ctx context.Context, tx *sql.Tx, t weir.Task, u weir.
 	if err != nil || !ok || !s.callbacksOn(t) {
 		return ok, err
 	}
-	args := WebhookArgs{TaskID: t.ID, EventID: "evt_" + t.ID + "_" + string(u.Status), Type: eventType(u.Status), At: u.FinishedAt}
+	args := WebhookArgs{TaskID: t.ID, KeyID: t.KeyID, EventID: "evt_" + t.ID + "_" + string(u.Status), Type: eventType(u.Status), At: u.FinishedAt}
 	return ok, s.insertEventTx(ctx, tx, args)
 }
 
@@ -247,7 +334,7 @@ func runningEvent(t weir.Task, p int, at time.Time) *WebhookArgs {
 	if !t.WantsEvent(weir.TaskEventProgress) {
 		return nil
 	}
-	return &WebhookArgs{TaskID: t.ID, EventID: runEventID(t, "running"), Type: eventType(weir.TaskRunning),
+	return &WebhookArgs{TaskID: t.ID, KeyID: t.KeyID, EventID: runEventID(t, "running"), Type: eventType(weir.TaskRunning),
 		Status: weir.TaskRunning, Progress: &p, At: at}
 }
 
@@ -257,7 +344,7 @@ func progressEvent(t weir.Task, r *run, p int, now time.Time) *WebhookArgs {
 	if !t.WantsEvent(weir.TaskEventProgress) || !progressEventDue(r.told, r.toldAt, p, now) {
 		return nil
 	}
-	return &WebhookArgs{TaskID: t.ID, EventID: runEventID(t, fmt.Sprintf("progress_%d", p)), Type: "task.progress",
+	return &WebhookArgs{TaskID: t.ID, KeyID: t.KeyID, EventID: runEventID(t, fmt.Sprintf("progress_%d", p)), Type: "task.progress",
 		Status: weir.TaskRunning, Progress: &p, At: now}
 }
 
