@@ -32,7 +32,11 @@ const QueueWebhooks = "webhooks"
 const (
 	webhookWorkers = 32
 	webhookPerKey  = webhookWorkers / 4
-	webhookPoll    = 250 * time.Millisecond
+	// webhookShared bounds the deliveries in flight beyond each key's
+	// first (webhook.LimiterConfig.Shared), so that half the workers are
+	// kept for keys with nothing in flight.
+	webhookShared = webhookWorkers / 2
+	webhookPoll   = 250 * time.Millisecond
 )
 
 // Store is what the service needs of storage: tasks, and a transaction on
@@ -213,7 +217,7 @@ func New(cfg Config, store Store, engine admission.Engine, planner Planner, hook
 		runs:     make(map[string]*run),
 		stopping: make(chan struct{}),
 		admitted: make(chan admittedTask, 4096), purgeBatch: purgeBatch,
-		hookSlots: webhook.NewLimiter(hooks.PerKey),
+		hookSlots: webhook.NewLimiter(webhook.LimiterConfig{PerTenant: hooks.PerKey, Shared: webhookShared}),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 		ready:     make(chan struct{}),

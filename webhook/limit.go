@@ -2,32 +2,55 @@ package webhook
 
 import "sync"
 
-// Limiter bounds how many deliveries each tenant has in flight at once, so
-// that a tenant whose receivers are slow holds at most its bound of the
-// sending workers: its other deliveries wait for its own to end, and
+// Limiter bounds the deliveries in flight, per tenant and together, so
+// that tenants whose receivers are slow hold a bounded share of the
+// sending workers: their other deliveries wait for their own to end, and
 // other tenants' are not delayed behind them. It is safe for concurrent
 // use.
+//
+// Two bounds apply. A tenant has at most PerTenant deliveries in flight.
+// And the deliveries beyond each tenant's first number at most Shared
+// together: past it, only a tenant with nothing in flight may start one.
+// A worker pool of more than Shared workers so always has some left for
+// a tenant's first delivery, unless (pool − Shared) tenants each have one
+// in flight.
 type Limiter struct {
-	max int
-	mu  sync.Mutex
-	n   map[string]int // tenant → deliveries in flight, if any
+	perTenant, shared int
+	mu                sync.Mutex
+	n                 map[string]int // tenant → deliveries in flight, if any
+	extra             int            // deliveries in flight beyond each tenant's first
 }
 
-// NewLimiter returns a Limiter of perTenant deliveries per tenant (at
-// least 1).
-func NewLimiter(perTenant int) *Limiter {
-	return &Limiter{max: max(perTenant, 1), n: make(map[string]int)}
+// LimiterConfig sets a Limiter's bounds.
+type LimiterConfig struct {
+	// PerTenant is how many deliveries one tenant has in flight at most.
+	// Default 1.
+	PerTenant int
+	// Shared is how many deliveries beyond each tenant's first are in
+	// flight at most, all tenants together. Default 0: none, each tenant
+	// has at most one in flight.
+	Shared int
 }
 
-// TryAcquire takes one of tenant's slots if it has one free, and reports
-// whether it did; never blocks. Release gives the slot back.
+// NewLimiter returns a Limiter with the bounds of cfg.
+func NewLimiter(cfg LimiterConfig) *Limiter {
+	return &Limiter{perTenant: max(cfg.PerTenant, 1), shared: max(cfg.Shared, 0), n: make(map[string]int)}
+}
+
+// TryAcquire takes a slot for one of tenant's deliveries if the bounds
+// allow, and reports whether it did; it never blocks. Release gives the
+// slot back.
 func (l *Limiter) TryAcquire(tenant string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.n[tenant] >= l.max {
+	n := l.n[tenant]
+	if n >= l.perTenant || (n > 0 && l.extra >= l.shared) {
 		return false
 	}
-	l.n[tenant]++
+	if n > 0 {
+		l.extra++
+	}
+	l.n[tenant] = n + 1
 	return true
 }
 
@@ -38,6 +61,7 @@ func (l *Limiter) Release(tenant string) {
 	switch n := l.n[tenant]; {
 	case n > 1:
 		l.n[tenant] = n - 1
+		l.extra--
 	case n == 1:
 		delete(l.n, tenant)
 	default:
@@ -52,5 +76,5 @@ func (l *Limiter) InFlight(tenant string) int {
 	return l.n[tenant]
 }
 
-// PerTenant is the bound.
-func (l *Limiter) PerTenant() int { return l.max }
+// PerTenant is the bound of one tenant's deliveries in flight.
+func (l *Limiter) PerTenant() int { return l.perTenant }
