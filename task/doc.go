@@ -13,6 +13,9 @@
 // releases the lease once. A terminal status is compare-and-set and never
 // left; each terminal transition inserts its webhook job in the same
 // transaction (webhook.go), as do the opt-in running and progress events.
+// Deliveries are fair between API keys, each with a bound on those in
+// flight, and a 410 Gone ends delivery to the task's callback URL (see
+// webhook.go).
 //
 // # Polling
 //
