@@ -230,7 +230,7 @@ func New(cfg Config, store Store, engine admission.Engine, planner Planner, hook
 		// Task jobs may wait in process for their next poll, holding a
 		// worker each; webhooks have their own queue so that they never
 		// wait behind them, and one key's deliveries hold at most
-		// Webhooks.PerKey of its workers (see "Fairness" in webhook.go).
+		// Webhooks.PerKey of its workers (see Callbacks in the package doc).
 		Queues: map[string]river.QueueConfig{
 			river.QueueDefault: {MaxWorkers: cfg.Workers},
 			// Deliveries are not worth a fetch every 50ms while idle:
