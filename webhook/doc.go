@@ -52,10 +52,12 @@
 // shared host hangs does not shorten another tenant's attempts there.
 //
 // A [Limiter] bounds how many deliveries each tenant has in flight at
-// once. The caller takes a slot before it sends and, when the tenant has
-// none free, puts the delivery off rather than wait on a worker: a tenant
-// whose receivers hang holds at most its bound of the workers, and its
-// other deliveries wait for its own.
+// once, and how many beyond each tenant's first all tenants have
+// together. The caller takes a slot before it sends and, when it is
+// refused, puts the delivery off rather than wait on a worker: a tenant
+// whose receivers hang holds at most its bound of the workers, its other
+// deliveries wait for its own, and some workers are always left for
+// tenants with nothing in flight.
 //
 // # SSRF
 //
