@@ -251,6 +251,7 @@ func (s *Sender) Send(ctx context.Context, msg Message) (Attempt, error) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, msg.URL, bytes.NewReader(msg.Body))
 	if err != nil {
+		s.slow.end(rcv, probe, false, false) // no longer the probe
 		return refuse(fmt.Errorf("%w: %v", ErrInvalidURL, err))
 	}
 	ts := s.now()
