@@ -371,6 +371,9 @@ type Task struct {
 	// CallbackEvents are the events beyond the terminal ones that the
 	// callback URL gets; none: only the terminal event.
 	CallbackEvents []TaskEvent
+	// CallbackGoneAt is when the callback URL answered 410 Gone: no later
+	// event of the task is sent. Zero while it has not.
+	CallbackGoneAt time.Time
 	// IdempotencyKey makes a repeated submission by the same key return
 	// the same task.
 	IdempotencyKey string
@@ -464,6 +467,10 @@ type TaskStore interface {
 	// was already deleted). TaskGet still returns a deleted task, with
 	// DeletedAt set; TaskList leaves it out.
 	TaskDelete(ctx context.Context, id string, at time.Time) (bool, error)
+	// TaskCallbackGone records that the task's callback URL answered 410
+	// Gone at at, if it was not recorded yet; it reports whether it did
+	// (false, nil: it was already, and the first time stays).
+	TaskCallbackGone(ctx context.Context, id string, at time.Time) (bool, error)
 	// TaskPurge removes for good up to limit terminal tasks that finished
 	// before the given time, oldest first, and returns how many it
 	// removed; their idempotency keys are free again.

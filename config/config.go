@@ -117,6 +117,11 @@ type Tasks struct {
 	// WebhookAllowPrivate lets callbacks reach private-network addresses.
 	// Default false.
 	WebhookAllowPrivate bool `yaml:"webhook_allow_private"`
+	// WebhookPerKey is how many callback deliveries of one API key's
+	// tasks are in flight at once; the key's others wait their turn, so
+	// that a key whose receivers are slow holds at most this many of the
+	// 32 delivery workers. 0: the default, 8.
+	WebhookPerKey int `yaml:"webhook_per_key"`
 }
 
 // Storage is where durable things are kept.

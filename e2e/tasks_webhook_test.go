@@ -3,11 +3,13 @@ package e2e
 // Task webhooks against real receivers in the test process: Standard
 // Webhooks signatures that webhook.Signer.Verify accepts, a failed
 // delivery retried after the schedule's first delay with the same
-// webhook-id, 410 ending the retries, and callback URLs that would reach
+// webhook-id, 410 ending the retries and the task's later events, and
+// callback URLs that would reach
 // internal addresses refused — at the API when the URL says so, and when
 // the connection is dialled when only a name lookup or a redirect does.
 
 import (
+	"database/sql"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -114,6 +116,56 @@ func TestTaskWebhookGoneStopsRetries(t *testing.T) {
 	}
 	if got := c.g.getTask(t, c.key, o.ID).Status; got != "succeeded" {
 		t.Errorf("task %s after its webhook was gone, want succeeded", got)
+	}
+}
+
+// TestTaskWebhookGoneEndsTheTasksEvents: a task asking for progress
+// events runs a 3s job; its receiver answers 410 to task.running, and
+// then gets nothing more: the terminal event is dropped unsent, though
+// the task itself succeeds. The 410 is kept in the task's row.
+func TestTaskWebhookGoneEndsTheTasksEvents(t *testing.T) {
+	t.Parallel()
+	c := startCrashRig(t, mock.Config{JobDuration: 3 * time.Second}, taskOptions{Workers: 2}, func(int, delivery, *http.Request) int { return http.StatusGone })
+	o, _ := c.g.submitTask(t, c.key, progressTaskBody("gone for good", c.hooks.URL, []string{"progress"}), "")
+	if got := c.g.waitTerminal(t, c.key, []string{o.ID}, 30*time.Second)[o.ID].Status; got != "succeeded" {
+		t.Fatalf("task %s, want succeeded", got)
+	}
+	db := openDB(t, c.g.DB)
+	var jobs []riverJob
+	waitFor(t, 20*time.Second, "the task's webhook jobs to end", func() bool {
+		jobs = jobs[:0]
+		for _, j := range riverJobs(t, db, "weir_task_webhook") {
+			if j.TaskID != o.ID {
+				continue
+			}
+			jobs = append(jobs, j)
+			if j.State == "available" || j.State == "running" || j.State == "scheduled" || j.State == "retryable" {
+				return false
+			}
+		}
+		return len(jobs) > 0
+	})
+	for _, j := range jobs {
+		if j.State != "cancelled" || j.Attempt != 1 {
+			t.Errorf("webhook job %s: %s on attempt %d, want cancelled on attempt 1 (errors %s)", j.EventID, j.State, j.Attempt, j.Errors)
+		}
+	}
+	// The terminal event is not queued when the task ends after the 410
+	// was recorded, and cancelled unsent when it was queued before.
+	if len(jobs) > 2 || (len(jobs) == 2 && !strings.Contains(jobs[1].Errors, "410")) {
+		t.Errorf("webhook jobs %+v, want task.running's and at most the terminal event's, cancelled for the earlier 410", jobs)
+	}
+	ds := c.hooks.deliveries()
+	if len(ds) != 1 || ds[0].Event.Type != "task.running" {
+		var types []string
+		for _, d := range ds {
+			types = append(types, d.Event.Type)
+		}
+		t.Errorf("deliveries %v, want task.running alone", types)
+	}
+	var gone sql.NullString
+	if err := db.QueryRow(`SELECT callback_gone_at FROM tasks WHERE id = ?`, o.ID).Scan(&gone); err != nil || !gone.Valid {
+		t.Errorf("callback_gone_at %v (%v), want the time of the 410", gone, err)
 	}
 }
 

@@ -106,7 +106,7 @@ func New(scopes func(context.Context) []admission.ScopeStats) *Metrics {
 	}, []string{"model", "status"})
 	m.webhooks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "weir_task_webhook_attempts_total",
-		Help: "Webhook delivery attempts by outcome (delivered, retryable, gone, refused).",
+		Help: "Webhook delivery attempts by outcome (delivered, retryable, gone, refused); gone and refused also count events dropped unsent, after a 410 or to a forbidden address.",
 	}, []string{"outcome"})
 	m.Registry.MustRegister(m.admission, m.queueWait, m.leaseHeld, m.httpReqs, m.httpDur, m.upstream, m.upstreamLt, m.usageDrop, m.tasks,
 		m.taskWait, m.taskRun, m.webhooks,

@@ -17,7 +17,7 @@ var _ weir.TaskStore = (*DB)(nil)
 const taskColumns = `seq, id, key_id, kind, model, input, priority, status,
 	platform_model, candidate, progress, upstream_id, result, error_code, error_message,
 	callback_url, idempotency_key, attempts, created_at, admitted_at, finished_at, deadline,
-	fingerprint, deleted_at, callback_events`
+	fingerprint, deleted_at, callback_events, callback_gone_at`
 
 // The task statements prepared at Open: TaskGet on the read pool (clients
 // poll it), the others on the write connection.
@@ -65,6 +65,10 @@ const (
 	taskDeleteSQL = `UPDATE tasks SET deleted_at = ?2
 		WHERE id = ?1 AND deleted_at IS NULL
 		AND status IN ('succeeded', 'failed', 'cancelled', 'expired')`
+
+	// taskCallbackGoneSQL records a callback URL's 410, once.
+	taskCallbackGoneSQL = `UPDATE tasks SET callback_gone_at = ?2
+		WHERE id = ?1 AND callback_gone_at IS NULL`
 )
 
 // InTx runs fn in a transaction on the write connection (begun IMMEDIATE)
@@ -165,6 +169,8 @@ func validateNewTask(t *weir.Task) error {
 		return fmt.Errorf("%w: negative attempts", weir.ErrInvalid)
 	case !t.DeletedAt.IsZero():
 		return fmt.Errorf("%w: a new task cannot be deleted", weir.ErrInvalid)
+	case !t.CallbackGoneAt.IsZero():
+		return fmt.Errorf("%w: a new task's callback cannot be gone", weir.ErrInvalid)
 	}
 	for _, e := range t.CallbackEvents {
 		if !e.Valid() {
@@ -377,6 +383,34 @@ func (db *DB) TaskDelete(ctx context.Context, id string, at time.Time) (deleted 
 	return deleted, nil
 }
 
+// TaskCallbackGone records that the task's callback URL answered 410 Gone
+// at at and reports whether it did: false with a nil error means it was
+// recorded before (the first time stays). A task that is not there is
+// weir.ErrNotFound; a zero at is weir.ErrInvalid. Unlike TaskUpdate it
+// applies whatever the task's status, deleted tasks included: a terminal
+// task still has events in flight.
+func (db *DB) TaskCallbackGone(ctx context.Context, id string, at time.Time) (marked bool, err error) {
+	if at.IsZero() {
+		return false, fmt.Errorf("mark the callback of task %s gone: %w: no time", id, weir.ErrInvalid)
+	}
+	err = db.InTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, taskCallbackGoneSQL, id, formatTime(at))
+		if err != nil {
+			return classify(err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil || n > 0 {
+			marked = n > 0
+			return err
+		}
+		return db.taskExistsTx(ctx, tx, id)
+	})
+	if err != nil {
+		return false, fmt.Errorf("mark the callback of task %s gone: %w", id, err)
+	}
+	return marked, nil
+}
+
 // validateTaskUpdate checks u and returns u.From as the JSON array the
 // update statement takes.
 func validateTaskUpdate(u weir.TaskUpdate) (string, error) {
@@ -418,7 +452,7 @@ type taskScanner struct {
 	priority, candidate, progress, retries int64
 	status, created                        string
 	idem, admitted, finished, deadline     sql.NullString
-	fingerprint, deleted, events           sql.NullString
+	fingerprint, deleted, events, gone     sql.NullString
 	dest                                   []any
 }
 
@@ -428,7 +462,7 @@ func newTaskScanner() *taskScanner {
 	s.dest = []any{&t.Seq, &t.ID, &t.KeyID, &t.Kind, &t.Model, &t.Input, &s.priority, &s.status,
 		&t.PlatformModel, &s.candidate, &s.progress, &t.UpstreamID, &t.Result, &t.ErrorCode, &t.ErrorMessage,
 		&t.CallbackURL, &s.idem, &s.retries, &s.created, &s.admitted, &s.finished, &s.deadline,
-		&s.fingerprint, &s.deleted, &s.events}
+		&s.fingerprint, &s.deleted, &s.events, &s.gone}
 	return s
 }
 
@@ -466,6 +500,9 @@ func (s *taskScanner) scan(row interface{ Scan(...any) error }) (weir.Task, erro
 		return weir.Task{}, fmt.Errorf("task %s: %w", t.ID, err)
 	}
 	if t.DeletedAt, err = parseNullTime(s.deleted); err != nil {
+		return weir.Task{}, fmt.Errorf("task %s: %w", t.ID, err)
+	}
+	if t.CallbackGoneAt, err = parseNullTime(s.gone); err != nil {
 		return weir.Task{}, fmt.Errorf("task %s: %w", t.ID, err)
 	}
 	return t, nil

@@ -86,6 +86,13 @@
 // task still comes back from TaskGet, with DeletedAt set, and from
 // TaskCreate under its idempotency key; it is never updated again. An
 // unknown ID is weir.ErrNotFound; a zero time is weir.ErrInvalid.
+//
+// TaskCallbackGone sets CallbackGoneAt of a task whatever its status,
+// deleted tasks included, and reports true; a second call reports false
+// with a nil error and keeps the first time. Other updates leave it as it
+// is. A task given to TaskCreate with a CallbackGoneAt is
+// weir.ErrInvalid; an unknown ID is weir.ErrNotFound; a zero time is
+// weir.ErrInvalid.
 package storetest
 
 import (

@@ -53,6 +53,7 @@ func ExerciseTasks(t *testing.T, newStore func(t *testing.T) interface {
 		{"19_TaskCallbackEvents", testTaskCallbackEvents},
 		{"20_TaskPurge", testTaskPurge},
 		{"21_TaskClearUpstream", testTaskClearUpstream},
+		{"22_TaskCallbackGone", testTaskCallbackGone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -170,10 +171,10 @@ func getTask(t *testing.T, s taskStore, id string) weir.Task {
 func checkTask(t *testing.T, what string, got, written weir.Task) {
 	t.Helper()
 	want := written
-	for _, p := range []*time.Time{&want.CreatedAt, &want.AdmittedAt, &want.FinishedAt, &want.Deadline, &want.DeletedAt} {
+	for _, p := range []*time.Time{&want.CreatedAt, &want.AdmittedAt, &want.FinishedAt, &want.Deadline, &want.DeletedAt, &want.CallbackGoneAt} {
 		*p = stored(*p)
 	}
-	for _, tm := range []time.Time{got.CreatedAt, got.AdmittedAt, got.FinishedAt, got.Deadline, got.DeletedAt} {
+	for _, tm := range []time.Time{got.CreatedAt, got.AdmittedAt, got.FinishedAt, got.Deadline, got.DeletedAt, got.CallbackGoneAt} {
 		if !tm.IsZero() && tm.Location() != time.UTC {
 			t.Errorf("%s: time %v not in UTC", what, tm)
 		}
@@ -186,7 +187,8 @@ func checkTask(t *testing.T, what string, got, written weir.Task) {
 		got.IdempotencyKey == want.IdempotencyKey && got.Fingerprint == want.Fingerprint && got.Attempts == want.Attempts &&
 		slices.Equal(got.CallbackEvents, want.CallbackEvents) &&
 		got.CreatedAt.Equal(want.CreatedAt) && got.AdmittedAt.Equal(want.AdmittedAt) &&
-		got.FinishedAt.Equal(want.FinishedAt) && got.Deadline.Equal(want.Deadline) && got.DeletedAt.Equal(want.DeletedAt)
+		got.FinishedAt.Equal(want.FinishedAt) && got.Deadline.Equal(want.Deadline) && got.DeletedAt.Equal(want.DeletedAt) &&
+		got.CallbackGoneAt.Equal(want.CallbackGoneAt)
 	if !same {
 		t.Errorf("%s:\n got  %+v\n want %+v", what, got, want)
 	}
@@ -637,6 +639,7 @@ func testTaskInvalid(t *testing.T, s taskStore) {
 		{"no creation time", func(task *weir.Task) { task.CreatedAt = time.Time{} }},
 		{"negative attempts", func(task *weir.Task) { task.Attempts = -1 }},
 		{"a deletion time", func(task *weir.Task) { task.DeletedAt = base }},
+		{"a callback already gone", func(task *weir.Task) { task.CallbackGoneAt = base }},
 		{"an unknown callback event", func(task *weir.Task) {
 			task.CallbackEvents = []weir.TaskEvent{weir.TaskEventProgress, "everything"}
 		}},
@@ -1000,5 +1003,47 @@ func testTaskCallbackEvents(t *testing.T, s taskStore) {
 	}
 	if got := getTask(t, s, progress.ID); !slices.Equal(got.CallbackEvents, progress.CallbackEvents) {
 		t.Errorf("callback events after an update: %v, want %v", got.CallbackEvents, progress.CallbackEvents)
+	}
+}
+
+// testTaskCallbackGone: a callback's 410 is recorded once, on a task of
+// any status, deleted or not, and other updates keep it.
+func testTaskCallbackGone(t *testing.T, s taskStore) {
+	_, tasks := createIdempotentTasks(t, s, 3)
+	running, finished, deleted := tasks[0], tasks[1], tasks[2]
+	if !update(t, s, running.ID, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskRunning}) {
+		t.Fatal("task 0 to running")
+	}
+	running = getTask(t, s, running.ID)
+	finished = finishTask(t, s, finished.ID, weir.TaskSucceeded)
+	deleted = finishTask(t, s, deleted.ID, weir.TaskFailed)
+	if ok, err := s.TaskDelete(t.Context(), deleted.ID, base.Add(2*time.Hour)); !ok || err != nil {
+		t.Fatalf("TaskDelete: %v, %v", ok, err)
+	}
+	deleted = getTask(t, s, deleted.ID)
+
+	at := base.Add(3*time.Hour + 1500*time.Nanosecond)
+	for _, task := range []*weir.Task{&running, &finished, &deleted} {
+		if ok, err := s.TaskCallbackGone(t.Context(), task.ID, at); !ok || err != nil {
+			t.Fatalf("TaskCallbackGone of a %s task = %v, %v; want true", task.Status, ok, err)
+		}
+		task.CallbackGoneAt = at
+		checkTask(t, "TaskGet after TaskCallbackGone", getTask(t, s, task.ID), *task)
+		if ok, err := s.TaskCallbackGone(t.Context(), task.ID, at.Add(time.Hour)); ok || err != nil {
+			t.Errorf("a second TaskCallbackGone = %v, %v; want false, nil", ok, err)
+		}
+		checkTask(t, "TaskGet after a second TaskCallbackGone", getTask(t, s, task.ID), *task)
+	}
+	if !update(t, s, running.ID, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskRunning}, Status: weir.TaskRunning, Progress: ptr(40)}) {
+		t.Fatal("progress update did not apply")
+	}
+	running.Progress = 40
+	checkTask(t, "a gone callback after an update", getTask(t, s, running.ID), running)
+
+	if ok, err := s.TaskCallbackGone(t.Context(), "task_nope", at); ok || !errors.Is(err, weir.ErrNotFound) {
+		t.Errorf("TaskCallbackGone of an unknown task = %v, %v; want false, ErrNotFound", ok, err)
+	}
+	if ok, err := s.TaskCallbackGone(t.Context(), finished.ID, time.Time{}); ok || !errors.Is(err, weir.ErrInvalid) {
+		t.Errorf("TaskCallbackGone with a zero time = %v, %v; want false, ErrInvalid", ok, err)
 	}
 }

@@ -13,6 +13,8 @@
 // releases the lease once. A terminal status is compare-and-set and never
 // left; each terminal transition inserts its webhook job in the same
 // transaction (webhook.go), as do the opt-in running and progress events.
+// Deliveries are fair between API keys, and a 410 Gone ends delivery to
+// the task's callback URL (see Callbacks).
 //
 // # Polling
 //
@@ -36,6 +38,36 @@
 //     up to Config.MaxAttempts jobs (retry.go).
 //   - Anything else is retried by River with its backoff; when River gives
 //     up, the task fails with gave_up and its upstream job is cancelled.
+//
+// # Callbacks
+//
+// Deliveries run on QueueWebhooks' webhookWorkers (32) workers, shared by
+// every tenant; a tenant is an API key (the task's KeyID). A delivery
+// takes a slot (webhook.Limiter) before it sends: a key has at most
+// Webhooks.PerKey (8) deliveries in flight, and the deliveries beyond
+// each key's first at most webhookShared (16) together. When the slot is
+// refused the job is snoozed, not spending an attempt, for deferDelay.
+// So a key whose receivers hang holds at most 8 workers; keys that all
+// hang at once hold at most 16 beyond one each; and a key with nothing
+// in flight finds a worker unless 16 other keys each have a delivery
+// hanging. River fetches due jobs in order of when they became due, so a
+// snoozed job goes behind those already waiting. The Sender also gives
+// attempts to a receiver that has been timing out a shorter timeout
+// (webhook.Config.SlowTimeout, 5s), remembered per key and host, so a
+// hanging receiver turns its key's slots over faster.
+//
+// The unit is the key rather than the receiving host because the key is
+// what the gateway shares fairly everywhere else (admission's fairness
+// key), and what a tenant cannot multiply: a client can name any number
+// of hosts (one wildcard DNS record), so a bound per host would not
+// bound a tenant; and a host shared by many tenants (a webhook relay)
+// would, bounded per host, make one tenant's backlog there everyone's.
+// The bound is per process, like River's workers.
+//
+// A receiver that answers 410 Gone wants no more events of the task: the
+// worker records it on the task (TaskCallbackGone) before it cancels the
+// job, and a later event of the task is cancelled unsent, or not queued
+// at all; each counts as outcome gone.
 //
 // # Crashes and restarts
 //

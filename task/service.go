@@ -31,7 +31,12 @@ const QueueWebhooks = "webhooks"
 
 const (
 	webhookWorkers = 32
-	webhookPoll    = 250 * time.Millisecond
+	webhookPerKey  = webhookWorkers / 4
+	// webhookShared bounds the deliveries in flight beyond each key's
+	// first (webhook.LimiterConfig.Shared), so that half the workers are
+	// kept for keys with nothing in flight.
+	webhookShared = webhookWorkers / 2
+	webhookPoll   = 250 * time.Millisecond
 )
 
 // Store is what the service needs of storage: tasks, and a transaction on
@@ -172,6 +177,8 @@ type Service struct {
 	clock   clock.Clock
 	river   *river.Client[*sql.Tx]
 	hooks   Webhooks
+	// hookSlots bounds each key's deliveries in flight (Webhooks.PerKey).
+	hookSlots *webhook.Limiter
 
 	mu     sync.Mutex
 	leases map[string]admission.Lease // task id → lease held for it
@@ -198,6 +205,9 @@ func New(cfg Config, store Store, engine admission.Engine, planner Planner, hook
 	if hooks.Schedule.Delays == nil {
 		hooks.Schedule = webhook.DefaultSchedule
 	}
+	if hooks.PerKey <= 0 {
+		hooks.PerKey = webhookPerKey
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -207,9 +217,10 @@ func New(cfg Config, store Store, engine admission.Engine, planner Planner, hook
 		runs:     make(map[string]*run),
 		stopping: make(chan struct{}),
 		admitted: make(chan admittedTask, 4096), purgeBatch: purgeBatch,
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
-		ready: make(chan struct{}),
+		hookSlots: webhook.NewLimiter(webhook.LimiterConfig{PerTenant: hooks.PerKey, Shared: webhookShared}),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+		ready:     make(chan struct{}),
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &runWorker{s: s})
@@ -218,7 +229,8 @@ func New(cfg Config, store Store, engine admission.Engine, planner Planner, hook
 	client, err := river.NewClient(riversqlite.New(store.SQL()), &river.Config{
 		// Task jobs may wait in process for their next poll, holding a
 		// worker each; webhooks have their own queue so that they never
-		// wait behind them.
+		// wait behind them, and one key's deliveries hold at most
+		// Webhooks.PerKey of its workers (see Callbacks in the package doc).
 		Queues: map[string]river.QueueConfig{
 			river.QueueDefault: {MaxWorkers: cfg.Workers},
 			// Deliveries are not worth a fetch every 50ms while idle:

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -21,6 +22,44 @@ type Webhooks struct {
 	Signer *webhook.Signer
 	// Schedule is the retry schedule; default webhook.DefaultSchedule.
 	Schedule webhook.Schedule
+	// PerKey is how many deliveries of one API key's tasks run at once in
+	// this process; the key's others are put off (see webhookWorker.Work).
+	// Default 8, a quarter of the webhook workers.
+	PerKey int
+}
+
+// deferMin and deferMax bound how long a delivery whose key is at its
+// bound is put off (see "Callbacks" in the package doc).
+const (
+	deferMin = 250 * time.Millisecond
+	deferMax = 30 * time.Second
+)
+
+// deferDelay is how long a delivery whose key is at its bound is put off,
+// the snoozes-th time (counting from 0): deferMin doubling up to
+// deferMax, ±20% at random so that a key's put-off jobs come back
+// spread out. It grows so that a key with a long backlog behind a
+// hanging receiver costs few fetches, and is short at first so that a
+// key that is only busy is served as soon as a slot frees.
+func deferDelay(snoozes int) time.Duration {
+	d := deferMax
+	if snoozes < 8 {
+		d = min(deferMin<<snoozes, deferMax)
+	}
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// snoozesOf is how many times job was snoozed (River keeps the count in
+// its metadata).
+func snoozesOf(job *river.Job[WebhookArgs]) int {
+	if job.JobRow == nil {
+		return 0
+	}
+	var m struct {
+		Snoozes int `json:"snoozes"`
+	}
+	_ = json.Unmarshal(job.Metadata, &m)
+	return max(m.Snoozes, 0)
 }
 
 // Callback events.
@@ -65,7 +104,10 @@ func progressEventDue(last int, lastAt time.Time, p int, now time.Time) bool {
 // WebhookArgs is the River job that delivers one event about a task. Its
 // EventID is the webhook-id: the same on every retry.
 type WebhookArgs struct {
-	TaskID  string `json:"task_id"`
+	TaskID string `json:"task_id"`
+	// KeyID is the task's key, whose slots the delivery takes; empty in
+	// jobs inserted before it was kept: the task's is read.
+	KeyID   string `json:"key_id,omitempty"`
 	EventID string `json:"event_id"`
 	Type    string `json:"type"`
 	// Status and Progress are the task as of an event about a task that
@@ -123,31 +165,72 @@ func (w *webhookWorker) NextRetry(job *river.Job[WebhookArgs]) time.Time {
 	return time.Now().Add(d)
 }
 
-// Work delivers the event once: delivered ends the job, 410 or a refused
-// address cancels it for good, anything else is retried on schedule.
+// Work delivers the event once: delivered ends the job, a refused address
+// cancels it for good, anything else is retried on schedule. A 410 Gone
+// cancels it and is recorded on the task (TaskCallbackGone), so that no
+// later event of the task is sent to its callback URL either.
+//
+// Before it sends, a delivery takes a slot of its key's (Webhooks.PerKey);
+// with none free it is snoozed for deferDelay and sends nothing.
 func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) error {
 	s := w.s
-	t, err := s.store.TaskGet(ctx, job.Args.TaskID)
-	if errors.Is(err, weir.ErrNotFound) {
-		return river.JobCancel(fmt.Errorf("task %s is gone", job.Args.TaskID))
+	key := job.Args.KeyID
+	var t weir.Task
+	if key == "" {
+		var err error
+		if t, err = s.webhookTask(ctx, job.Args.TaskID); err != nil {
+			return err
+		}
+		key = t.KeyID
 	}
-	if err != nil {
-		return err
+	if !s.hookSlots.TryAcquire(key) {
+		n := snoozesOf(job)
+		s.logger.Debug("webhook put off: its key has its deliveries in flight", "task", job.Args.TaskID, "key", key, "snoozes", n)
+		return river.JobSnooze(deferDelay(n))
+	}
+	defer s.hookSlots.Release(key)
+	if t.ID == "" {
+		var err error
+		if t, err = s.webhookTask(ctx, job.Args.TaskID); err != nil {
+			return err
+		}
+	}
+	if !t.CallbackGoneAt.IsZero() {
+		s.cfg.Metrics.WebhookAttempt(webhook.Gone.String())
+		s.logger.Info("webhook not sent: the receiver answered 410 Gone to an earlier event", "task", t.ID, "event", job.Args.EventID)
+		return river.JobCancel(fmt.Errorf("webhook for %s: %w at %s to an earlier event", t.ID, webhook.ErrGone, t.CallbackGoneAt.Format(time.RFC3339)))
 	}
 	body, err := json.Marshal(s.eventOf(t, job.Args))
 	if err != nil {
 		return river.JobCancel(err)
 	}
-	at, err := s.hooks.Sender.Send(ctx, webhook.Message{URL: t.CallbackURL, ID: job.Args.EventID, Body: body, Signer: s.hooks.Signer})
+	at, err := s.hooks.Sender.Send(ctx, webhook.Message{URL: t.CallbackURL, ID: job.Args.EventID, Body: body, Signer: s.hooks.Signer, Tenant: t.KeyID})
 	s.cfg.Metrics.WebhookAttempt(at.Outcome.String())
 	switch at.Outcome {
 	case webhook.Delivered:
 		return nil
-	case webhook.Gone, webhook.Refused:
+	case webhook.Gone:
+		// Recorded before the job ends: if the store fails, the job is
+		// retried and the receiver says 410 again.
+		if _, merr := s.store.TaskCallbackGone(ctx, t.ID, s.clock.Now()); merr != nil {
+			return fmt.Errorf("webhook for %s: %w; %w", t.ID, err, merr)
+		}
+		fallthrough
+	case webhook.Refused:
 		s.logger.Warn("webhook dropped", "task", t.ID, "outcome", at.Outcome.String(), "error", err)
 		return river.JobCancel(err)
 	}
 	return fmt.Errorf("webhook for %s: %w", t.ID, err)
+}
+
+// webhookTask loads the task a delivery is about; one that is not there
+// cancels the job.
+func (s *Service) webhookTask(ctx context.Context, id string) (weir.Task, error) {
+	t, err := s.store.TaskGet(ctx, id)
+	if errors.Is(err, weir.ErrNotFound) {
+		return t, river.JobCancel(fmt.Errorf("task %s is gone", id))
+	}
+	return t, err
 }
 
 // eventOf is the body of the event args names about t, as t is now.
@@ -174,8 +257,11 @@ func (s *Service) eventOf(t weir.Task, args WebhookArgs) Event {
 	return ev
 }
 
-// callbacksOn reports whether events about t are sent.
-func (s *Service) callbacksOn(t weir.Task) bool { return t.CallbackURL != "" && s.hooks.Sender != nil }
+// callbacksOn reports whether events about t are sent: it has a callback
+// URL that has not answered 410 Gone.
+func (s *Service) callbacksOn(t weir.Task) bool {
+	return t.CallbackURL != "" && t.CallbackGoneAt.IsZero() && s.hooks.Sender != nil
+}
 
 // insertEventTx inserts the webhook job of one event in tx.
 func (s *Service) insertEventTx(ctx context.Context, tx *sql.Tx, args WebhookArgs) error {
@@ -191,7 +277,7 @@ func (s *Service) finishTx(ctx context.Context, tx *sql.Tx, t weir.Task, u weir.
 	if err != nil || !ok || !s.callbacksOn(t) {
 		return ok, err
 	}
-	args := WebhookArgs{TaskID: t.ID, EventID: "evt_" + t.ID + "_" + string(u.Status), Type: eventType(u.Status), At: u.FinishedAt}
+	args := WebhookArgs{TaskID: t.ID, KeyID: t.KeyID, EventID: "evt_" + t.ID + "_" + string(u.Status), Type: eventType(u.Status), At: u.FinishedAt}
 	return ok, s.insertEventTx(ctx, tx, args)
 }
 
@@ -230,7 +316,7 @@ func runningEvent(t weir.Task, p int, at time.Time) *WebhookArgs {
 	if !t.WantsEvent(weir.TaskEventProgress) {
 		return nil
 	}
-	return &WebhookArgs{TaskID: t.ID, EventID: runEventID(t, "running"), Type: eventType(weir.TaskRunning),
+	return &WebhookArgs{TaskID: t.ID, KeyID: t.KeyID, EventID: runEventID(t, "running"), Type: eventType(weir.TaskRunning),
 		Status: weir.TaskRunning, Progress: &p, At: at}
 }
 
@@ -240,7 +326,7 @@ func progressEvent(t weir.Task, r *run, p int, now time.Time) *WebhookArgs {
 	if !t.WantsEvent(weir.TaskEventProgress) || !progressEventDue(r.told, r.toldAt, p, now) {
 		return nil
 	}
-	return &WebhookArgs{TaskID: t.ID, EventID: runEventID(t, fmt.Sprintf("progress_%d", p)), Type: "task.progress",
+	return &WebhookArgs{TaskID: t.ID, KeyID: t.KeyID, EventID: runEventID(t, fmt.Sprintf("progress_%d", p)), Type: "task.progress",
 		Status: weir.TaskRunning, Progress: &p, At: now}
 }
 

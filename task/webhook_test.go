@@ -3,11 +3,15 @@ package task
 import (
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -277,5 +281,82 @@ func TestProgressEventDeliveredAsItWas(t *testing.T) {
 	if terminal.Type != "task.succeeded" || terminal.Data.Status != weir.TaskSucceeded || terminal.Data.Progress != 100 ||
 		string(terminal.Data.Result) != `{"id":"up_task_c","status":"completed"}` || !terminal.Timestamp.Equal(finishedAt) {
 		t.Errorf("terminal event: %+v, want the task as it ended, at %v", terminal, finishedAt)
+	}
+}
+
+// hookMetrics records webhook attempt outcomes.
+type hookMetrics struct {
+	noMetrics
+	mu       sync.Mutex
+	outcomes []string
+}
+
+func (m *hookMetrics) WebhookAttempt(outcome string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.outcomes = append(m.outcomes, outcome)
+}
+
+func (m *hookMetrics) got() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.outcomes)
+}
+
+// TestGoneEndsDeliveryForTheTask: a receiver answering 410 to one event
+// gets no later event of the task: one already queued is cancelled
+// unsent, and none is queued after. Each counts as gone.
+func TestGoneEndsDeliveryForTheTask(t *testing.T) {
+	t.Parallel()
+	g := newEventRig(t)
+	m := &hookMetrics{}
+	g.s.cfg.Metrics = m
+	ctx := t.Context()
+	var hits atomic.Int32
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(http.StatusGone)
+	}))
+	t.Cleanup(rcv.Close)
+	task := g.runningTask(t, "task_g", rcv.URL+"/hook", weir.TaskEventProgress)
+	r := newRun(g.clock.Now(), time.Time{}, 0, g.clock.Now())
+	running := []weir.TaskStatus{weir.TaskRunning}
+	for _, p := range []int{20, 40} {
+		g.clock.Advance(6 * time.Second)
+		ev := progressEvent(task, r, p, g.clock.Now())
+		if ok, err := g.s.updateWithEvent(ctx, task, weir.TaskUpdate{From: running, Status: weir.TaskRunning, Progress: ptr(p)}, ev); !ok || err != nil {
+			t.Fatalf("updateWithEvent = %v, %v", ok, err)
+		}
+		r.told, r.toldAt = p, g.clock.Now()
+	}
+	jobs := webhookJobs(t, g.store.SQL())
+	if len(jobs) != 2 {
+		t.Fatalf("%d webhook jobs, want 2", len(jobs))
+	}
+	w := &webhookWorker{s: g.s}
+	var cancel *river.JobCancelError
+	if err := w.Work(ctx, &river.Job[WebhookArgs]{Args: jobs[0]}); !errors.As(err, &cancel) || !errors.Is(err, webhook.ErrGone) {
+		t.Fatalf("Work after a 410 = %v, want the job cancelled for ErrGone", err)
+	}
+	stored, err := g.store.TaskGet(ctx, task.ID)
+	if err != nil || !stored.CallbackGoneAt.Equal(g.clock.Now()) {
+		t.Fatalf("task after the 410: CallbackGoneAt %v (%v), want %v", stored.CallbackGoneAt, err, g.clock.Now())
+	}
+	// The event queued before the 410 is not sent.
+	if err := w.Work(ctx, &river.Job[WebhookArgs]{Args: jobs[1]}); !errors.As(err, &cancel) || !errors.Is(err, webhook.ErrGone) {
+		t.Fatalf("Work of a later event = %v, want the job cancelled for ErrGone", err)
+	}
+	// The task's end queues no event.
+	if ok, err := g.s.finish(ctx, stored, running, weir.TaskUpdate{Status: weir.TaskSucceeded, Progress: ptr(100)}); !ok || err != nil {
+		t.Fatalf("finish = %v, %v", ok, err)
+	}
+	if n := len(webhookJobs(t, g.store.SQL())); n != 2 {
+		t.Errorf("%d webhook jobs after the task ended, want no new one", n)
+	}
+	if n := hits.Load(); n != 1 {
+		t.Errorf("the receiver got %d requests, want only the one it answered 410", n)
+	}
+	if got := m.got(); !slices.Equal(got, []string{"gone", "gone"}) {
+		t.Errorf("outcomes %v, want gone for the 410 and for the event not sent", got)
 	}
 }

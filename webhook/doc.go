@@ -1,6 +1,6 @@
 // Package webhook delivers signed events to URLs that clients supply, safely.
 //
-// It has three parts, each usable on its own; the task system drives them and
+// It has four parts, each usable on its own; the task system drives them and
 // keeps the durable state (attempt counts, next-attempt times) itself.
 //
 // # Signing
@@ -39,6 +39,25 @@
 //	attempt 10: +8h
 //	attempt 11: +12h
 //	attempt 12: +24h  (about 51h43m after the first), then give up
+//
+// # Slow receivers
+//
+// One attempt is bounded by Config.Timeout (15s). A receiver whose last
+// attempt ran out of it is remembered as slow, per tenant (Message.Tenant)
+// and host: its next attempts run under Config.SlowTimeout (5s), except
+// one at a time, the probe, which still gets the full Timeout, so that a
+// receiver that is slow but works is still reached. Any answer from it
+// forgets it. A hanging receiver so holds a sending worker for 5s rather
+// than 15s, and since the memory is per tenant, a tenant whose path on a
+// shared host hangs does not shorten another tenant's attempts there.
+//
+// A [Limiter] bounds how many deliveries each tenant has in flight at
+// once, and how many beyond each tenant's first all tenants have
+// together. The caller takes a slot before it sends and, when it is
+// refused, puts the delivery off rather than wait on a worker: a tenant
+// whose receivers hang holds at most its bound of the workers, its other
+// deliveries wait for its own, and some workers are always left for
+// tenants with nothing in flight.
 //
 // # SSRF
 //

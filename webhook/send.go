@@ -53,10 +53,11 @@ var (
 
 // Defaults for Config.
 const (
-	DefaultTimeout   = 15 * time.Second
-	DefaultUserAgent = "Weir-Webhooks/1"
-	maxIDLen         = 256
-	maxDrain         = 64 << 10
+	DefaultTimeout     = 15 * time.Second
+	DefaultSlowTimeout = 5 * time.Second
+	DefaultUserAgent   = "Weir-Webhooks/1"
+	maxIDLen           = 256
+	maxDrain           = 64 << 10
 )
 
 // Config configures a Sender.
@@ -74,6 +75,14 @@ type Config struct {
 	// reading the response headers. Default DefaultTimeout (15s, within
 	// the 15–30s the Standard Webhooks guidance recommends).
 	Timeout time.Duration
+	// SlowTimeout bounds an attempt to a receiver whose last attempt ran
+	// out of Timeout, but one such attempt at a time (the probe), which
+	// gets Timeout: a receiver that hangs holds a worker for SlowTimeout,
+	// not Timeout, and one that is only slow is still reached. Any answer
+	// from the receiver ends this. Receivers are remembered per
+	// Message.Tenant and host. Default DefaultSlowTimeout (5s), at most
+	// Timeout.
+	SlowTimeout time.Duration
 	// UserAgent is sent with every request. Default DefaultUserAgent.
 	UserAgent string
 	// MaxRedirects is how many 307/308 redirects one attempt follows, each
@@ -101,6 +110,10 @@ type Message struct {
 	Body []byte
 	// Signer signs the message with the receiver's secret(s).
 	Signer *Signer
+	// Tenant is whom the message is sent for (the task's API key): slow
+	// receivers (Config.SlowTimeout) are remembered per tenant and host.
+	// Default "": one tenant.
+	Tenant string
 }
 
 // Attempt is what one Send did.
@@ -115,35 +128,43 @@ type Attempt struct {
 	// Timestamp is the webhook-timestamp the request carried; zero when
 	// Send refused the message before building a request.
 	Timestamp time.Time
+	// Timeout is the bound the attempt ran under: Config.Timeout, or
+	// Config.SlowTimeout for a receiver that has been slow.
+	Timeout time.Duration
+	// TimedOut: the receiver did not answer within Timeout.
+	TimedOut bool
 }
 
 // Sender delivers messages over HTTP with the SSRF checks described in the
 // package documentation. It is safe for concurrent use.
 type Sender struct {
-	policy    policy
-	timeout   time.Duration
-	userAgent string
-	now       func() time.Time
-	// timedOut is the cause an attempt's context ends with when Timeout
-	// passes; it wraps context.DeadlineExceeded.
-	timedOut  error
-	dialer    *guardedDialer
-	transport *http.Transport
-	client    *http.Client
+	policy      policy
+	timeout     time.Duration
+	slowTimeout time.Duration
+	slow        slowReceivers
+	userAgent   string
+	now         func() time.Time
+	dialer      *guardedDialer
+	transport   *http.Transport
+	client      *http.Client
 }
 
 // NewSender returns a Sender configured by cfg.
 func NewSender(cfg Config) *Sender {
 	s := &Sender{
-		policy:    policy{allowLoopback: cfg.AllowLoopback, allowPrivate: cfg.AllowPrivate},
-		timeout:   cfg.Timeout,
-		userAgent: cfg.UserAgent,
-		now:       cfg.Now,
+		policy:      policy{allowLoopback: cfg.AllowLoopback, allowPrivate: cfg.AllowPrivate},
+		timeout:     cfg.Timeout,
+		slowTimeout: cfg.SlowTimeout,
+		userAgent:   cfg.UserAgent,
+		now:         cfg.Now,
 	}
 	if s.timeout <= 0 {
 		s.timeout = DefaultTimeout
 	}
-	s.timedOut = fmt.Errorf("webhook: attempt timed out after %s: %w", s.timeout, context.DeadlineExceeded)
+	if s.slowTimeout <= 0 {
+		s.slowTimeout = DefaultSlowTimeout
+	}
+	s.slowTimeout = min(s.slowTimeout, s.timeout)
 	if s.userAgent == "" {
 		s.userAgent = DefaultUserAgent
 	}
@@ -203,7 +224,8 @@ func (s *Sender) CloseIdleConnections() { s.transport.CloseIdleConnections() }
 // Webhooks headers, the timestamp being now. The error is nil exactly when
 // the Outcome is Delivered; otherwise it says what happened and wraps
 // ErrForbiddenAddress, ErrInvalidURL, ErrInvalidMessage, ErrGone or
-// ErrStatus where one applies (or the transport's error).
+// ErrStatus where one applies (or the transport's error). An attempt to a
+// receiver that has been slow runs under Config.SlowTimeout.
 func (s *Sender) Send(ctx context.Context, msg Message) (Attempt, error) {
 	refuse := func(err error) (Attempt, error) {
 		return Attempt{Outcome: Refused}, fmt.Errorf("webhook %s: %w", msg.ID, err)
@@ -217,14 +239,19 @@ func (s *Sender) Send(ctx context.Context, msg Message) (Attempt, error) {
 	if !json.Valid(msg.Body) {
 		return refuse(fmt.Errorf("%w: body is not JSON", ErrInvalidMessage))
 	}
-	if _, err := s.policy.parseURL(msg.URL); err != nil {
+	u, err := s.policy.parseURL(msg.URL)
+	if err != nil {
 		return refuse(err)
 	}
 
-	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, s.timedOut)
+	rcv := receiverOf(msg.Tenant, u.Host)
+	timeout, probe := s.slow.begin(rcv, s.timeout, s.slowTimeout)
+	timedOut := fmt.Errorf("webhook: attempt timed out after %s: %w", timeout, context.DeadlineExceeded)
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, timedOut)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, msg.URL, bytes.NewReader(msg.Body))
 	if err != nil {
+		s.slow.end(rcv, probe, false, false) // no longer the probe
 		return refuse(fmt.Errorf("%w: %v", ErrInvalidURL, err))
 	}
 	ts := s.now()
@@ -234,15 +261,21 @@ func (s *Sender) Send(ctx context.Context, msg Message) (Attempt, error) {
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts.Unix(), 10))
 	req.Header.Set(HeaderSignature, msg.Signer.Sign(msg.ID, ts, msg.Body))
 
-	a := Attempt{Timestamp: time.Unix(ts.Unix(), 0)}
+	a := Attempt{Timestamp: time.Unix(ts.Unix(), 0), Timeout: timeout}
 	resp, err := s.client.Do(req)
 	if err != nil {
+		a.TimedOut = context.Cause(ctx) == timedOut
+		s.slow.end(rcv, probe, false, a.TimedOut)
 		a.Outcome = Retryable
 		if errors.Is(err, ErrForbiddenAddress) || errors.Is(err, ErrInvalidURL) {
 			a.Outcome = Refused
 		}
+		if a.TimedOut && !errors.Is(err, timedOut) {
+			err = fmt.Errorf("%w: %w", timedOut, err)
+		}
 		return a, fmt.Errorf("webhook %s: %w", msg.ID, err)
 	}
+	s.slow.end(rcv, probe, true, false)
 	// Read a little of the body so the connection can be reused, no more.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
 	resp.Body.Close()

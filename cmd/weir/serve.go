@@ -236,7 +236,7 @@ func webhooks(cfg config.Tasks) (task.Webhooks, error) {
 	hooks := task.Webhooks{Sender: webhook.NewSender(webhook.Config{
 		AllowLoopback: cfg.WebhookAllowLoopback,
 		AllowPrivate:  cfg.WebhookAllowPrivate,
-	})}
+	}), PerKey: cfg.WebhookPerKey}
 	if cfg.WebhookSecret != "" {
 		signer, err := webhook.NewSigner(cfg.WebhookSecret)
 		if err != nil {
