@@ -74,7 +74,7 @@ func (m *Main) Start(ctx context.Context) error {
 	if m.Logger == nil {
 		m.Logger = newLogger(cfg.Server.LogLevel)
 	}
-	unlock, err := lockStorage(cfg.Storage.Path)
+	unlock, err := lockStorage(ctx, lockOptions{Path: cfg.Storage.Path, Logger: m.Logger})
 	if err != nil {
 		return err
 	}
