@@ -263,12 +263,12 @@ func startBenchTasksGateway(config string) (*benchTasksGateway, error) {
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			var v struct {
-				Level string `json:"level"`
-				Msg   string `json:"msg"`
-				Addr  string `json:"addr"`
-				Took  int64  `json:"took"`
-				Act   int    `json:"active"`
-				Q     int    `json:"queued"`
+				Level  string  `json:"level"`
+				Msg    string  `json:"msg"`
+				Addr   string  `json:"addr"`
+				TookMS float64 `json:"took_ms"`
+				Act    int     `json:"active"`
+				Q      int     `json:"queued"`
 			}
 			_ = json.Unmarshal(sc.Bytes(), &v)
 			if v.Level == "WARN" || v.Level == "ERROR" {
@@ -281,7 +281,7 @@ func startBenchTasksGateway(config string) (*benchTasksGateway, error) {
 			}
 			switch v.Msg {
 			case "tasks recovered":
-				g.recovered = fmt.Sprintf("%d active, %d queued in %s", v.Act, v.Q, time.Duration(v.Took).Round(time.Millisecond))
+				g.recovered = fmt.Sprintf("%d active, %d queued in %s", v.Act, v.Q, time.Duration(v.TookMS*float64(time.Millisecond)).Round(time.Millisecond))
 			case "weir serving":
 				if g.url == "" {
 					g.url, g.serving = "http://"+v.Addr, time.Now()
