@@ -34,15 +34,27 @@ func (s *syncBuffer) String() string {
 
 // startMain starts Main on cfg with a JSON logger at info into the
 // returned buffer; stop stops it, at the latest when the test ends.
-func startMain(t *testing.T, cfg *config.Config) (stop func() error, logs *syncBuffer, err error) {
+func startMain(t *testing.T, cfg *config.Config) (m *Main, stop func() error, logs *syncBuffer, err error) {
 	t.Helper()
 	cfg.Storage.Path = filepath.Join(t.TempDir(), "weir.db")
 	logs = &syncBuffer{}
-	m := &Main{Config: cfg, Logger: slog.New(slog.NewJSONHandler(logs, nil))}
+	m = &Main{Config: cfg, Logger: slog.New(slog.NewJSONHandler(logs, nil))}
 	err = m.Start(t.Context())
 	stop = sync.OnceValue(func() error { return m.Stop(context.Background()) })
 	t.Cleanup(func() { _ = stop() })
-	return stop, logs, err
+	return m, stop, logs, err
+}
+
+// closedPort is the URL of a loopback port nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return "http://" + addr
 }
 
 // TestServeBusyPort: an address another process holds is refused with
@@ -56,7 +68,7 @@ func TestServeBusyPort(t *testing.T) {
 	defer ln.Close()
 	cfg := config.Default()
 	cfg.Server.Listen = ln.Addr().String()
-	_, _, err = startMain(t, cfg)
+	_, _, _, err = startMain(t, cfg)
 	if err == nil || !strings.Contains(err.Error(), "--listen") || !strings.Contains(err.Error(), "WEIR_SERVER_LISTEN") {
 		t.Fatalf("err %v, want a hint at --listen and WEIR_SERVER_LISTEN", err)
 	}
@@ -68,7 +80,7 @@ func TestServeEmptyCatalogWarns(t *testing.T) {
 	t.Parallel()
 	cfg := config.Default()
 	cfg.Server.Listen = "127.0.0.1:0"
-	_, logs, err := startMain(t, cfg)
+	_, _, logs, err := startMain(t, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +95,7 @@ func TestServeLogs(t *testing.T) {
 	t.Parallel()
 	cfg := demoConfig("http://127.0.0.1:1/v1", "127.0.0.1:0", "")
 	cfg.Server.LogLevel = "info"
-	stop, logs, err := startMain(t, cfg)
+	_, stop, logs, err := startMain(t, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
