@@ -98,7 +98,7 @@ func tasksCmd() *cobra.Command {
 				return err
 			}
 			if page.HasMore {
-				fmt.Fprintf(cmd.ErrOrStderr(), "more: weir tasks list --after %s\n", page.After)
+				fmt.Fprintf(cmd.ErrOrStderr(), "more: %s tasks --addr %s list --after %s\n", selfCommand(), addr, page.After)
 			}
 			return nil
 		},
@@ -219,10 +219,10 @@ var contentExt = map[string]string{"video": ".mp4", "thumbnail": ".webp", "sprit
 // curl (whose key comes from the environment: a secret is not echoed).
 func printFetchHint(w io.Writer, base, id string) {
 	fmt.Fprintf(w, `Fetch the video:
-  weir tasks --addr %[1]s content %[2]s                 # saves %[2]s.mp4
+  %[3]s tasks --addr %[1]s content %[2]s      # saves %[2]s.mp4
   curl -o %[2]s.mp4 %[1]s/v1/videos/%[2]s/content -H "Authorization: Bearer $WEIR_API_KEY"
-The upstream's own object (the task's result): weir tasks --addr %[1]s show %[2]s
-`, base, id)
+The upstream's own object (the task's result): %[3]s tasks --addr %[1]s show %[2]s
+`, base, id, selfCommand())
 }
 
 func progressBar(pct, width int) string {
