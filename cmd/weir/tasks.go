@@ -53,7 +53,7 @@ func tasksCmd() *cobra.Command {
 				key = envOr("WEIR_API_KEY", "")
 			}
 			if key == "" {
-				return errNoKey
+				return errNoKey()
 			}
 			return nil
 		},
@@ -209,8 +209,10 @@ func tasksCmd() *cobra.Command {
 }
 
 // errNoKey is what a tasks command says without a key.
-var errNoKey = errors.New("no API key: give it with --key or the environment variable WEIR_API_KEY " +
-	"(create one with: weir keys create -c weir.yaml --name me; the demo prints one)")
+func errNoKey() error {
+	return fmt.Errorf("no API key: give it with --key or the environment variable WEIR_API_KEY "+
+		"(create one with: %s keys create -c weir.yaml --name me; the demo prints one)", selfCommand())
+}
 
 // contentExt is the file name ending of each content variant.
 var contentExt = map[string]string{"video": ".mp4", "thumbnail": ".webp", "spritesheet": ".jpg"}
@@ -265,7 +267,8 @@ func (c *taskClient) send(ctx context.Context, method, path string) (*http.Respo
 	}
 	err = fmt.Errorf("%s: %s", e.Error.Code, e.Error.Message)
 	if resp.StatusCode == http.StatusUnauthorized {
-		err = fmt.Errorf("%w (the server at %s refused the key: check --key or WEIR_API_KEY; create one with: weir keys create -c weir.yaml --name me)", err, c.base)
+		err = fmt.Errorf("%w (the server at %s refused the key: check --key or WEIR_API_KEY; create one with: %s keys create -c weir.yaml --name me)",
+			err, c.base, selfCommand())
 	}
 	return nil, err
 }
