@@ -1,6 +1,6 @@
 package main
 
-// weir bench-tasks measures durable tasks for BENCH.md's "drain" and
+// weir bench-tasks measures durable tasks for docs/benchmarks.md's "drain" and
 // "restart" scenarios against a real `weir serve` process (this same
 // binary, started as a child on a temporary SQLite file) in front of the
 // mock provider's video API, served in this process.
@@ -93,7 +93,7 @@ func benchTasksCmd() *cobra.Command {
 		Use:   "bench-tasks drain|restart",
 		Short: "Benchmark durable tasks: drain time against the ideal, restart time with a long queue",
 		Long: `Benchmark durable tasks against a real 'weir serve' child process and the
-mock provider's video API (BENCH.md's "drain" and "restart" scenarios).
+mock provider's video API (docs/benchmarks.md's "drain" and "restart" scenarios).
 See the comment at the top of cmd/weir/benchtasks.go.`,
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: []string{"drain", "restart"},
