@@ -98,7 +98,7 @@ func tasksCmd() *cobra.Command {
 				return err
 			}
 			if page.HasMore {
-				fmt.Fprintf(cmd.ErrOrStderr(), "more: %s tasks --addr %s list --after %s\n", selfCommand(), addr, page.After)
+				fmt.Fprintf(cmd.ErrOrStderr(), "more: weir tasks list --after %s\n", page.After)
 			}
 			return nil
 		},
