@@ -1,6 +1,6 @@
 package admission_test
 
-// The "engine" scenario of shared/BENCH.md. Every line reports its figure and
+// The "engine" scenario of docs/benchmarks.md. Every line reports its figure and
 // its ratio to a baseline measured in the same process, so one run is enough
 // to judge it (scripts/bench-engine.sh runs them):
 //

@@ -62,7 +62,7 @@ func TestExample(t *testing.T) {
 			chat = m
 		}
 	}
-	for _, k := range []weir.ModelKind{weir.KindChat, weir.KindEmbeddings, weir.KindImages, weir.KindSpeech} {
+	for _, k := range []weir.ModelKind{weir.KindChat, weir.KindEmbeddings, weir.KindImages, weir.KindSpeech, weir.KindVideo} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s model", k)
 		}

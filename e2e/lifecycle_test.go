@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"net"
 	"net/http"
@@ -110,12 +111,59 @@ func TestSecondServeOnSameStorageRefused(t *testing.T) {
 	if err == nil {
 		t.Fatalf("a second weir serve on %s started:\n%s", g.DB, out)
 	}
-	if !strings.Contains(string(out), "in use by another weir serve") {
-		t.Errorf("second weir serve failed without saying the storage is in use:\n%s", out)
+	if !strings.Contains(string(out), "in use by another weir serve") || !strings.Contains(string(out), "waiting for it to exit") {
+		t.Errorf("second weir serve failed without saying it waited and the storage is in use:\n%s", out)
 	}
 	if resp, err := http.Get(g.URL + "/healthz"); err != nil || resp.StatusCode != http.StatusOK {
 		t.Errorf("the first gateway stopped serving: %v %v", resp, err)
 	} else {
 		resp.Body.Close()
 	}
+}
+
+// TestRestartWaitsForTheLock: a `weir serve` started while the previous
+// one on the same database is still on its way out (killed, not yet gone)
+// waits for its lock instead of failing, and serves once it is free.
+func TestRestartWaitsForTheLock(t *testing.T) {
+	t.Parallel()
+	up := startVideoUpstream(t, mock.Config{})
+	g := startGateway(t, "", videoCatalog(up.URL, taskOptions{}))
+	cmd := exec.Command(weirBin, "serve", "-c", g.Config)
+	cmd.Env = cleanEnv()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	next := func(want string) {
+		t.Helper()
+		timeout := time.After(15 * time.Second)
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("the second weir serve exited before logging %q", want)
+				}
+				if strings.Contains(l, want) {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("the second weir serve did not log %q within 15s", want)
+			}
+		}
+	}
+	next("waiting for it to exit")
+	g.kill9(t)
+	next(`"weir serving"`)
 }

@@ -362,7 +362,8 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 				}
 			}
 			if s.deps.Logger.Enabled(r.Context(), slog.LevelDebug) {
-				ri.log().Debug("request", "method", r.Method, "path", r.URL.Path, "status", rw.status(), "duration", s.deps.Clock.Now().Sub(start))
+				ri.log().Debug("request", "method", r.Method, "path", r.URL.Path, "status", rw.status(),
+					"duration_ms", float64(s.deps.Clock.Now().Sub(start).Microseconds())/1000)
 			}
 		}()
 		next.ServeHTTP(rw, r.WithContext(context.WithValue(r.Context(), reqInfoKey, ri)))

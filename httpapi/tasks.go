@@ -187,17 +187,30 @@ func openAIVideoStatus(st weir.TaskStatus) string {
 	}
 }
 
+// What OpenAI's video API makes when a request leaves seconds or size out.
+const (
+	openAIVideoSeconds = "4"
+	openAIVideoSize    = "720x1280"
+)
+
 func (s *Server) videoOf(ctx context.Context, t weir.Task) videoObject {
 	v := videoObject{
 		ID: t.ID, Object: "video", Model: t.Model, Status: openAIVideoStatus(t.Status),
 		Progress: t.Progress, CreatedAt: t.CreatedAt.Unix(), Weir: taskQueueDetail{Status: t.Status},
 	}
-	// What the client asked for, until the upstream says what it made
-	// (its object is the task's result once finished): the upstream fills
-	// in its defaults and sets when the assets expire.
+	// What the client asked for, or OpenAI's defaults for what it did
+	// not, until the upstream says what it made (its object is the task's
+	// result once finished) and when the assets expire.
+	v.Seconds, v.Size = openAIVideoSeconds, openAIVideoSize
 	var in videoFields
 	if json.Unmarshal(t.Input, &in) == nil {
-		v.Prompt, v.Seconds, v.Size = in.Prompt, in.seconds(), in.Size
+		v.Prompt = in.Prompt
+		if s := in.seconds(); s != "" {
+			v.Seconds = s
+		}
+		if in.Size != "" {
+			v.Size = in.Size
+		}
 	}
 	var up videoFields
 	if len(t.Result) > 0 && json.Unmarshal(t.Result, &up) == nil {

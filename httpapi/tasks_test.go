@@ -27,7 +27,9 @@ func TestVideoObject(t *testing.T) {
 		"seconds":"8","size":"720x1280","completed_at":1767323105,"expires_at":1767326705,"remixed_from_video_id":null}`)
 	failed := running
 	failed.Status, failed.FinishedAt, failed.ErrorCode, failed.ErrorMessage = weir.TaskFailed, finished, "video_generation_failed", "it failed"
-	failed.Input = []byte(`{"prompt":"p","seconds":"4","size":"1280x720"}`)
+	failed.Input = []byte(`{"prompt":"p","seconds":"12","size":"1280x720"}`)
+	admitted := weir.Task{ID: "video_2", Model: "sora-2", Status: weir.TaskAdmitted, CreatedAt: created,
+		Input: []byte(`{"model":"sora-2","prompt":"nothing else asked"}`)}
 
 	for _, tc := range []struct {
 		name string
@@ -37,14 +39,17 @@ func TestVideoObject(t *testing.T) {
 		{"running", running, map[string]string{
 			"id": `"video_1"`, "object": `"video"`, "model": `"sora-2"`, "status": `"in_progress"`, "progress": `40`,
 			"created_at": `1767323045`, "completed_at": `null`, "expires_at": `null`, "prompt": `"a weir at dawn"`,
-			"seconds": `"8"`, "size": `""`, "remixed_from_video_id": `null`, "error": `null`,
+			"seconds": `"8"`, "size": `"720x1280"`, "remixed_from_video_id": `null`, "error": `null`,
+		}},
+		{"admitted, with OpenAI's defaults", admitted, map[string]string{
+			"status": `"in_progress"`, "prompt": `"nothing else asked"`, "seconds": `"4"`, "size": `"720x1280"`,
 		}},
 		{"succeeded", succeeded, map[string]string{
 			"status": `"completed"`, "progress": `100`, "completed_at": `1767323105`, "expires_at": `1767326705`,
 			"prompt": `"a weir at dawn"`, "seconds": `"8"`, "size": `"720x1280"`, "remixed_from_video_id": `null`, "error": `null`,
 		}},
 		{"failed", failed, map[string]string{
-			"status": `"failed"`, "expires_at": `null`, "prompt": `"p"`, "seconds": `"4"`, "size": `"1280x720"`,
+			"status": `"failed"`, "expires_at": `null`, "prompt": `"p"`, "seconds": `"12"`, "size": `"1280x720"`,
 			"error": `{"code":"video_generation_failed","message":"it failed"}`,
 		}},
 	} {

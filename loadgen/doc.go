@@ -1,5 +1,5 @@
 // Package loadgen drives HTTP load at a target and measures what it took,
-// the way BENCH.md's scenarios ask: it imports only the standard library.
+// the way docs/benchmarks.md's scenarios ask: it imports only the standard library.
 //
 // # Open loop
 //
@@ -17,7 +17,7 @@
 //
 // With Config.Rate zero, MaxInFlight workers each send their next request as
 // soon as the previous one has finished: the sustained rate this reaches is
-// the target's capacity (BENCH.md's max-rps scenario, 64 connections).
+// the target's capacity (docs/benchmarks.md's max-rps scenario, 64 connections).
 //
 // # Measurement
 //

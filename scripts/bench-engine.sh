@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The "engine" scenario of shared/BENCH.md: the memory admission engine's
+# The "engine" scenario of docs/benchmarks.md: the memory admission engine's
 # benchmarks (admission/bench_test.go). Each line carries its figure and its
 # ratio to a baseline measured in the same run; the summary gives the median
 # of each metric over the -count runs.

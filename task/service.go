@@ -1,6 +1,7 @@
 package task
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -102,6 +103,10 @@ type Config struct {
 	// this process's own from before it stopped, and run again at once
 	// instead of after RescueAfter. Default false.
 	SoleRunner bool
+	// RiverLogger is River's own logger, for its client's lines; a
+	// caller may make it quieter than the service's, whose logger it is
+	// by default.
+	RiverLogger *slog.Logger
 	// Owner holds the leases (this process).
 	Owner admission.Owner
 	// Metrics counts transitions; default none.
@@ -244,7 +249,7 @@ func New(cfg Config, store Store, engine admission.Engine, planner Planner, hook
 		FetchPollInterval:    cfg.FetchPollInterval,
 		FetchCooldown:        min(cfg.FetchPollInterval, 10*time.Millisecond),
 		MaxAttempts:          cfg.MaxAttempts,
-		Logger:               logger.With("component", "river"),
+		Logger:               cmp.Or(cfg.RiverLogger, logger).With("component", "river"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
@@ -322,7 +327,8 @@ func (s *Service) recover(ctx context.Context) error {
 			s.failQueued(ctx, t.ID, err)
 		}
 	}
-	s.logger.Info("tasks recovered", "active", len(active), "queued", len(queued), "took", s.clock.Now().Sub(start))
+	s.logger.Info("tasks recovered", "active", len(active), "queued", len(queued),
+		"took_ms", float64(s.clock.Now().Sub(start).Microseconds())/1000)
 	return nil
 }
 

@@ -45,7 +45,7 @@ type benchOptions struct {
 }
 
 // benchCmd is `weir bench`: it measures what Weir adds to a request against
-// two baselines in the same run, for BENCH.md's overhead-1k/overhead-2k,
+// two baselines in the same run, for docs/benchmarks.md's overhead-1k/overhead-2k,
 // stream and max-rps scenarios. In one process it starts the mock provider
 // (0 ms latency, ~1 KB answers) on a loopback listener, a plain
 // httputil.ReverseProxy in front of it, and Weir (Main, on a temporary
@@ -139,7 +139,7 @@ drive each in turn at the same fixed rate (open loop; latency from each
 request's scheduled time), and print per target the rate achieved, success,
 latency percentiles and the latency added over direct, with Weir's added
 latency as a multiple of the proxy's. --max-rps drives a closed loop instead
-and reports sustained throughput. See BENCH.md for the scenarios.`,
+and reports sustained throughput. See docs/benchmarks.md for the scenarios.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBench(cmd.Context(), cmd.OutOrStdout(), o)

@@ -1,6 +1,6 @@
 package main
 
-// weir bench-tasks measures durable tasks for BENCH.md's "drain" and
+// weir bench-tasks measures durable tasks for docs/benchmarks.md's "drain" and
 // "restart" scenarios against a real `weir serve` process (this same
 // binary, started as a child on a temporary SQLite file) in front of the
 // mock provider's video API, served in this process.
@@ -93,7 +93,7 @@ func benchTasksCmd() *cobra.Command {
 		Use:   "bench-tasks drain|restart",
 		Short: "Benchmark durable tasks: drain time against the ideal, restart time with a long queue",
 		Long: `Benchmark durable tasks against a real 'weir serve' child process and the
-mock provider's video API (BENCH.md's "drain" and "restart" scenarios).
+mock provider's video API (docs/benchmarks.md's "drain" and "restart" scenarios).
 See the comment at the top of cmd/weir/benchtasks.go.`,
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: []string{"drain", "restart"},
@@ -263,12 +263,12 @@ func startBenchTasksGateway(config string) (*benchTasksGateway, error) {
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			var v struct {
-				Level string `json:"level"`
-				Msg   string `json:"msg"`
-				Addr  string `json:"addr"`
-				Took  int64  `json:"took"`
-				Act   int    `json:"active"`
-				Q     int    `json:"queued"`
+				Level  string  `json:"level"`
+				Msg    string  `json:"msg"`
+				Addr   string  `json:"addr"`
+				TookMS float64 `json:"took_ms"`
+				Act    int     `json:"active"`
+				Q      int     `json:"queued"`
 			}
 			_ = json.Unmarshal(sc.Bytes(), &v)
 			if v.Level == "WARN" || v.Level == "ERROR" {
@@ -281,7 +281,7 @@ func startBenchTasksGateway(config string) (*benchTasksGateway, error) {
 			}
 			switch v.Msg {
 			case "tasks recovered":
-				g.recovered = fmt.Sprintf("%d active, %d queued in %s", v.Act, v.Q, time.Duration(v.Took).Round(time.Millisecond))
+				g.recovered = fmt.Sprintf("%d active, %d queued in %s", v.Act, v.Q, time.Duration(v.TookMS*float64(time.Millisecond)).Round(time.Millisecond))
 			case "weir serving":
 				if g.url == "" {
 					g.url, g.serving = "http://"+v.Addr, time.Now()

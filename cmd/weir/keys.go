@@ -104,7 +104,7 @@ func keysCmd() *cobra.Command {
 }
 
 func openStore(ctx context.Context, path string) (*config.Config, *sqlite.DB, error) {
-	cfg, err := config.Load(path)
+	cfg, err := loadConfig(path)
 	if err != nil {
 		return nil, nil, err
 	}

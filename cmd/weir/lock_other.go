@@ -2,6 +2,8 @@
 
 package main
 
+import "context"
+
 // lockStorage takes no lock where flock(2) is missing: run one `weir
 // serve` per database there.
-func lockStorage(string) (func(), error) { return func() {}, nil }
+func lockStorage(context.Context, lockOptions) (func(), error) { return func() {}, nil }

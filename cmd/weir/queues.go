@@ -56,12 +56,16 @@ func fetchQueues(addr, token string) (httpapi.QueueView, error) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	resp, err := client.Do(req)
 	if err != nil {
-		return view, fmt.Errorf("ask %s: %w", addr, err)
+		return view, fmt.Errorf("ask %s: %w", addr, unreachable(addr, err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return view, fmt.Errorf("ask %s: %s: %s", addr, resp.Status, strings.TrimSpace(string(body)))
+		err := fmt.Errorf("ask %s: %s: %s", addr, resp.Status, strings.TrimSpace(string(body)))
+		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+			err = fmt.Errorf("%w (the admin API answers loopback connections, or the server's admin_token: give it with --token or WEIR_ADMIN_TOKEN)", err)
+		}
+		return view, err
 	}
 	return view, json.NewDecoder(resp.Body).Decode(&view)
 }

@@ -29,7 +29,7 @@ import (
 func init() { rootCmd.AddCommand(serveCmd()) }
 
 func serveCmd() *cobra.Command {
-	var path string
+	var path, listen string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the OpenAI-compatible gateway",
@@ -37,15 +37,19 @@ func serveCmd() *cobra.Command {
 (see examples/weir.yaml). SIGHUP reloads the catalog without dropping
 in-flight work; SIGINT or SIGTERM drain in-flight requests and stop.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.Load(path)
+			cfg, err := loadConfig(path)
 			if err != nil {
 				return err
+			}
+			if listen != "" {
+				cfg.Server.Listen = listen
 			}
 			m := &Main{ConfigPath: path, Config: cfg}
 			return m.Run(cmd.Context())
 		},
 	}
 	cmd.Flags().StringVarP(&path, "config", "c", "weir.yaml", "config file")
+	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on, over server.listen and WEIR_SERVER_LISTEN (port 0 picks a free one)")
 	return cmd
 }
 
@@ -74,7 +78,7 @@ func (m *Main) Start(ctx context.Context) error {
 	if m.Logger == nil {
 		m.Logger = newLogger(cfg.Server.LogLevel)
 	}
-	unlock, err := lockStorage(cfg.Storage.Path)
+	unlock, err := lockStorage(ctx, lockOptions{Path: cfg.Storage.Path, Logger: m.Logger})
 	if err != nil {
 		return err
 	}
@@ -123,8 +127,9 @@ func (m *Main) Start(ctx context.Context) error {
 		RescueAfter: cfg.Tasks.RescueAfter,
 		Retention:   cfg.Tasks.Retention,
 		// The embedded SQLite store is this process's alone.
-		SoleRunner: true,
-		Metrics:    m.Metrics,
+		SoleRunner:  true,
+		Metrics:     m.Metrics,
+		RiverLogger: riverLogger(m.Logger, cfg.Server.LogLevel),
 	}, db, eng, m.API, hooks, m.Logger)
 	if err != nil {
 		return err
@@ -135,7 +140,7 @@ func (m *Main) Start(ctx context.Context) error {
 	}
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Server.Listen, err)
+		return listenError(cfg.Server.Listen, err)
 	}
 	m.ln = ln
 	m.HTTP = &http.Server{
@@ -157,6 +162,10 @@ func (m *Main) apply(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	if len(cat.Models) == 0 {
+		m.Logger.Warn("the catalog has no models: every model request will get 404 until platforms, platform_models and models are configured (examples/weir.yaml shows them)",
+			"config", m.ConfigPath)
+	}
 	return m.API.Apply(ctx, cat, cfg.DefaultGroup)
 }
 
@@ -166,7 +175,7 @@ func (m *Main) Addr() string { return m.ln.Addr().String() }
 // Reload reads the config file again and applies its catalog. Server and
 // storage settings need a restart; a reload changes the catalog only.
 func (m *Main) Reload(ctx context.Context) error {
-	cfg, err := config.Load(m.ConfigPath)
+	cfg, err := loadConfig(m.ConfigPath)
 	if err != nil {
 		return err
 	}
@@ -245,6 +254,43 @@ func webhooks(cfg config.Tasks) (task.Webhooks, error) {
 		hooks.Signer = signer
 	}
 	return hooks, nil
+}
+
+// listenError says what to do about an address that cannot be had: most
+// often another process (another weir serve, a demo) has the port.
+func listenError(addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("listen on %s: the address is in use by another process: stop it, or give weir another address with --listen 127.0.0.1:8081 (or server.listen in the config, or WEIR_SERVER_LISTEN): %w", addr, err)
+	}
+	return fmt.Errorf("listen on %s: %w", addr, err)
+}
+
+// riverLogger is the logger River's client gets: its routine lines
+// (client started, producer job counts) are noise beside the gateway's,
+// so it logs warnings and errors only, unless the level is debug.
+func riverLogger(logger *slog.Logger, level string) *slog.Logger {
+	if strings.EqualFold(level, "debug") {
+		return logger
+	}
+	return slog.New(minLevel{Handler: logger.Handler(), min: slog.LevelWarn})
+}
+
+// minLevel passes on the records of its level and above.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return minLevel{Handler: h.Handler.WithAttrs(attrs), min: h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{Handler: h.Handler.WithGroup(name), min: h.min}
 }
 
 func newLogger(level string) *slog.Logger {

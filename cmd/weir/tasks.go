@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -41,13 +44,23 @@ type taskView struct {
 // tasksCmd works with a running server's task API, as the key's owner.
 func tasksCmd() *cobra.Command {
 	var addr, key string
-	cmd := &cobra.Command{Use: "tasks", Short: "List, show, wait for, cancel and delete durable tasks on a running server"}
+	cmd := &cobra.Command{
+		Use:   "tasks",
+		Short: "List, show, wait for, fetch, cancel and delete durable tasks on a running server",
+		// Every subcommand speaks for a key.
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if key == "" {
+				key = envOr("WEIR_API_KEY", "")
+			}
+			if key == "" {
+				return errNoKey()
+			}
+			return nil
+		},
+	}
 	cmd.PersistentFlags().StringVar(&addr, "addr", "http://127.0.0.1:8080", "the server's base URL")
 	cmd.PersistentFlags().StringVar(&key, "key", "", "API key (env WEIR_API_KEY)")
 	api := func() *taskClient {
-		if key == "" {
-			key = envOr("WEIR_API_KEY", "")
-		}
 		return &taskClient{base: strings.TrimRight(addr, "/"), key: key, http: &http.Client{Timeout: 30 * time.Second}}
 	}
 
@@ -130,6 +143,9 @@ func tasksCmd() *cobra.Command {
 					if t.Error != nil {
 						return fmt.Errorf("task %s %s: %s: %s", t.ID, t.Status, t.Error.Code, t.Error.Message)
 					}
+					if t.Status == string(weir.TaskSucceeded) {
+						printFetchHint(out, c.base, t.ID)
+					}
 					return nil
 				}
 				select {
@@ -141,6 +157,27 @@ func tasksCmd() *cobra.Command {
 		},
 	}
 	wait.Flags().DurationVar(&every, "every", time.Second, "how often to look")
+
+	var output, variant string
+	content := &cobra.Command{
+		Use: "content ID", Short: "Save what a finished task made (a video's MP4, thumbnail or spritesheet)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := output
+			if name == "" {
+				name = args[0] + contentExt[variant]
+			}
+			n, err := api().save(cmd.Context(), "/v1/videos/"+url.PathEscape(args[0])+"/content?variant="+url.QueryEscape(variant), name, cmd.OutOrStdout())
+			if err != nil {
+				return err
+			}
+			if name != "-" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "saved %s (%d bytes)\n", name, n)
+			}
+			return nil
+		},
+	}
+	content.Flags().StringVarP(&output, "output", "o", "", `file to write ("-": standard output; default ID.mp4, .webp or .jpg by variant)`)
+	content.Flags().StringVar(&variant, "variant", "video", "video, thumbnail or spritesheet")
 
 	cancel := &cobra.Command{
 		Use: "cancel ID", Short: "Cancel a task", Args: cobra.ExactArgs(1),
@@ -167,8 +204,27 @@ func tasksCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(list, show, wait, cancel, del)
+	cmd.AddCommand(list, show, wait, content, cancel, del)
 	return cmd
+}
+
+// errNoKey is what a tasks command says without a key.
+func errNoKey() error {
+	return fmt.Errorf("no API key: give it with --key or the environment variable WEIR_API_KEY "+
+		"(create one with: %s keys create -c weir.yaml --name me; the demo prints one)", selfCommand())
+}
+
+// contentExt is the file name ending of each content variant.
+var contentExt = map[string]string{"video": ".mp4", "thumbnail": ".webp", "spritesheet": ".jpg"}
+
+// printFetchHint says how to fetch what task id made, with weir and with
+// curl (whose key comes from the environment: a secret is not echoed).
+func printFetchHint(w io.Writer, base, id string) {
+	fmt.Fprintf(w, `Fetch the video:
+  %[3]s tasks --addr %[1]s content %[2]s      # saves %[2]s.mp4
+  curl -o %[2]s.mp4 %[1]s/v1/videos/%[2]s/content -H "Authorization: Bearer $WEIR_API_KEY"
+The upstream's own object (the task's result): %[3]s tasks --addr %[1]s show %[2]s
+`, base, id, selfCommand())
 }
 
 func progressBar(pct, width int) string {
@@ -181,15 +237,44 @@ type taskClient struct {
 	http      *http.Client
 }
 
-func (c *taskClient) do(ctx context.Context, method, path string, out any) error {
+// send makes a request with the key and turns an error answer into an
+// error, with a hint where the fix is the caller's.
+func (c *taskClient) send(ctx context.Context, method, path string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if c.key != "" {
 		req.Header.Set("Authorization", "Bearer "+c.key)
 	}
 	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, unreachable(c.base, err)
+	}
+	if resp.StatusCode < 300 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var e struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) != nil || e.Error.Code == "" {
+		return nil, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	err = fmt.Errorf("%s: %s", e.Error.Code, e.Error.Message)
+	if resp.StatusCode == http.StatusUnauthorized {
+		err = fmt.Errorf("%w (the server at %s refused the key: check --key or WEIR_API_KEY; create one with: %s keys create -c weir.yaml --name me)",
+			err, c.base, selfCommand())
+	}
+	return nil, err
+}
+
+func (c *taskClient) do(ctx context.Context, method, path string, out any) error {
+	resp, err := c.send(ctx, method, path)
 	if err != nil {
 		return err
 	}
@@ -198,17 +283,35 @@ func (c *taskClient) do(ctx context.Context, method, path string, out any) error
 	if err != nil {
 		return err
 	}
-	if resp.StatusCode >= 300 {
-		var e struct {
-			Error struct {
-				Code    string `json:"code"`
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(body, &e) == nil && e.Error.Code != "" {
-			return fmt.Errorf("%s: %s", e.Error.Code, e.Error.Message)
-		}
-		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
-	}
 	return json.Unmarshal(body, out)
+}
+
+// save writes the answer's body to the file name ("-": w), created only
+// once the server has answered with content.
+func (c *taskClient) save(ctx context.Context, path, name string, w io.Writer) (int64, error) {
+	resp, err := c.send(ctx, http.MethodGet, path)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if name == "-" {
+		return io.Copy(w, resp.Body)
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(f, resp.Body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
+}
+
+// unreachable says that nothing answered at base, and what to check.
+func unreachable(base string, err error) error {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("nothing answers at %s: is weir serve (or weir demo) running there? Give its address with --addr: %w", base, err)
+	}
+	return err
 }

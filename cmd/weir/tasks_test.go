@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/provider/mock"
+)
+
+// runTasks runs `weir tasks args...` as a fresh command (flags start at
+// their defaults) and returns what it printed and its error.
+func runTasks(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := tasksCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	cmd.SetContext(t.Context())
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+// TestTasksNeedAKey: without --key or WEIR_API_KEY a tasks command says
+// how to give one and where to get one, before asking the server.
+func TestTasksNeedAKey(t *testing.T) {
+	t.Setenv("WEIR_API_KEY", "")
+	_, err := runTasks(t, "--addr", "http://127.0.0.1:1", "list")
+	if err == nil || !strings.Contains(err.Error(), "--key") || !strings.Contains(err.Error(), "WEIR_API_KEY") ||
+		!strings.Contains(err.Error(), "weir keys create") {
+		t.Fatalf("err %v, want hints at --key, WEIR_API_KEY and weir keys create", err)
+	}
+}
+
+// TestTasksWaitAndFetch: a refused key says so with the same hints; nothing
+// listening names --addr; a wait for a video ends by saying how to fetch it,
+// and `tasks content` saves it.
+func TestTasksWaitAndFetch(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(mock.New(mock.Config{JobDuration: 200 * time.Millisecond}))
+	defer up.Close()
+	cfg := demoConfig(up.URL+"/v1", "127.0.0.1:0", "")
+	m, _, _, err := startMain(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := weir.APIKey{Name: "t", Group: "default"}
+	secret, err := createKey(t.Context(), m.DB, &key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + m.Addr()
+
+	if _, err := runTasks(t, "--addr", base, "--key", "wk-not-a-key", "list"); err == nil ||
+		!strings.Contains(err.Error(), "unauthorized") || !strings.Contains(err.Error(), "weir keys create") {
+		t.Errorf("a refused key: %v, want unauthorized with a hint", err)
+	}
+	ln := closedPort(t)
+	if _, err := runTasks(t, "--addr", ln, "--key", secret, "list"); err == nil || !strings.Contains(err.Error(), "--addr") {
+		t.Errorf("nothing listening: %v, want a hint at --addr", err)
+	}
+
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/videos", strings.NewReader(`{"model":"sora-2","prompt":"a weir"}`))
+	req.Header.Set("Authorization", "Bearer "+secret)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct{ ID string }
+	_ = json.NewDecoder(resp.Body).Decode(&v)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusAccepted || v.ID == "" {
+		t.Fatalf("POST /v1/videos: %d %+v", resp.StatusCode, v)
+	}
+
+	out, err := runTasks(t, "--addr", base, "--key", secret, "wait", v.ID, "--every", "20ms")
+	if err != nil {
+		t.Fatalf("wait: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"weir tasks --addr " + base + " content " + v.ID,
+		"curl -o " + v.ID + ".mp4 " + base + "/v1/videos/" + v.ID + "/content",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("wait printed no %q:\n%s", want, out)
+		}
+	}
+
+	file := filepath.Join(t.TempDir(), "v.mp4")
+	if out, err := runTasks(t, "--addr", base, "--key", secret, "content", v.ID, "-o", file); err != nil {
+		t.Fatalf("content: %v\n%s", err, out)
+	}
+	if b, err := os.ReadFile(file); err != nil || len(b) == 0 {
+		t.Errorf("content saved %d bytes, err %v", len(b), err)
+	}
+}
