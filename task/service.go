@@ -197,6 +197,8 @@ type Service struct {
 	purgeBatch int
 	stop       chan struct{}
 	done       chan struct{}
+	stopOnce   sync.Once
+	stopErr    error
 }
 
 type admittedTask struct {
@@ -296,13 +298,16 @@ func (s *Service) Start(ctx context.Context) error {
 
 // Stop stops the workers (a job in flight finishes its step) and the
 // dispatcher. Leases are not released: the tasks are durable, and the
-// next start gives them back.
+// next start gives them back. Stopping again returns the first Stop's
+// result.
 func (s *Service) Stop(ctx context.Context) error {
-	close(s.stopping)
-	err := s.river.Stop(ctx)
-	close(s.stop)
-	<-s.done
-	return err
+	s.stopOnce.Do(func() {
+		close(s.stopping)
+		s.stopErr = s.river.Stop(ctx)
+		close(s.stop)
+		<-s.done
+	})
+	return s.stopErr
 }
 
 // recover restores the leases of admitted and running tasks, then queues

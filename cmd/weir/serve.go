@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -69,6 +70,9 @@ type Main struct {
 	HTTP    *http.Server
 	ln      net.Listener
 	unlock  func()
+
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // Start opens storage, builds the engine and API, applies the catalog and
@@ -187,8 +191,14 @@ func (m *Main) Reload(ctx context.Context) error {
 }
 
 // Stop drains in-flight requests (up to the shutdown timeout), then flushes
-// usage and closes the engine and storage.
+// usage and closes the engine and storage. Stopping again returns the
+// first Stop's result.
 func (m *Main) Stop(ctx context.Context) error {
+	m.stopOnce.Do(func() { m.stopErr = m.stop(ctx) })
+	return m.stopErr
+}
+
+func (m *Main) stop(ctx context.Context) error {
 	var errs []error
 	if m.HTTP != nil {
 		sctx, cancel := context.WithTimeout(ctx, m.Config.Server.ShutdownTimeout)

@@ -40,7 +40,7 @@ func startMain(t *testing.T, cfg *config.Config) (m *Main, stop func() error, lo
 	logs = &syncBuffer{}
 	m = &Main{Config: cfg, Logger: slog.New(slog.NewJSONHandler(logs, nil))}
 	err = m.Start(t.Context())
-	stop = sync.OnceValue(func() error { return m.Stop(context.Background()) })
+	stop = func() error { return m.Stop(context.Background()) }
 	t.Cleanup(func() { _ = stop() })
 	return m, stop, logs, err
 }
@@ -140,5 +140,21 @@ func TestRiverLogger(t *testing.T) {
 		if !strings.Contains(out, "something River worries about") || !strings.Contains(out, `"component":"river"`) {
 			t.Errorf("level %s: the warning lost: %s", tc.level, out)
 		}
+	}
+}
+
+// TestStopTwice: a second Stop (a signal during a failed start's cleanup,
+// a test's deferred stop) returns the first's result and panics nothing.
+func TestStopTwice(t *testing.T) {
+	t.Parallel()
+	cfg := config.Default()
+	cfg.Server.Listen = "127.0.0.1:0"
+	_, stop, _, err := startMain(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := stop()
+	if second := stop(); second != first {
+		t.Fatalf("second Stop returned %v, the first %v", second, first)
 	}
 }
