@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/weir-gateway/weir/clock"
 )
 
 // Call is one upstream request: an endpoint path under the platform's base
@@ -74,6 +76,16 @@ type OpenAI struct {
 	Client  *http.Client
 	// Timeout bounds the wait for response headers (0: none beyond ctx).
 	Timeout time.Duration
+	// IdleTimeout bounds each wait for more of the body once the headers
+	// are in: the gap between a stream's chunks (0: none).
+	IdleTimeout time.Duration
+	// CallTimeout bounds the whole call, body included (0: none).
+	CallTimeout time.Duration
+	// AbortGrace is how long an abandoned call waits for the upstream to
+	// hang up (see send). 0: DefaultAbortGrace; negative: no wait.
+	AbortGrace time.Duration
+	// Clock runs the bounds; nil: clock.Real.
+	Clock clock.Clock
 }
 
 var _ Adapter = (*OpenAI)(nil)
@@ -95,7 +107,11 @@ func (o *OpenAI) Do(ctx context.Context, c Call) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := doWithHeaderTimeout(ctx, httpClient(o.Client), req, o.Timeout)
+	resp, err := send(ctx, httpClient(o.Client), req, callOpts{
+		clock:  o.Clock,
+		bounds: Bounds{Header: o.Timeout, Idle: o.IdleTimeout, Total: o.CallTimeout},
+		grace:  o.AbortGrace,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -129,54 +145,13 @@ func httpClient(c *http.Client) *http.Client {
 	return http.DefaultClient
 }
 
-// doWithHeaderTimeout sends req (made with ctx) and returns the answer,
-// whatever its status, or an *Error (or ctx's error if the caller went
-// away). timeout, if positive, bounds the wait for the response headers
-// only: a stream or a large body may take longer. Closing the body
-// releases what the bound holds.
-func doWithHeaderTimeout(ctx context.Context, c *http.Client, req *http.Request, timeout time.Duration) (*http.Response, error) {
-	if timeout <= 0 {
-		resp, err := c.Do(req)
-		if err != nil {
-			return nil, classify(ctx, err)
-		}
-		return resp, nil
-	}
-	hctx, cancel := context.WithCancel(ctx)
-	t := time.AfterFunc(timeout, cancel)
-	resp, err := c.Do(req.WithContext(hctx))
-	if !t.Stop() {
-		if resp != nil {
-			resp.Body.Close()
-		}
-		cancel()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, &Error{Timeout: true, Err: fmt.Errorf("no response headers within %s", timeout)}
-	}
-	if err != nil {
-		cancel()
-		return nil, classify(ctx, err)
-	}
-	resp.Body = cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
-	return resp, nil
-}
-
-type cancelOnClose struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (c cancelOnClose) Close() error {
-	err := c.ReadCloser.Close()
-	c.cancel()
-	return err
-}
-
 func classify(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err() // the client went away: not the upstream's fault
+	}
+	var pe *Error
+	if errors.As(err, &pe) {
+		return err
 	}
 	var ne net.Error
 	timeout := errors.As(err, &ne) && ne.Timeout()
