@@ -189,7 +189,7 @@ func (v *OpenAIVideo) Content(ctx context.Context, upstreamID, variant string) (
 	if err != nil {
 		return nil, err
 	}
-	if _, err := checkStatus(resp); err != nil {
+	if _, err := checkStatus(resp, v.APIKey); err != nil {
 		return nil, notFound(err)
 	}
 	return resp, nil
@@ -230,7 +230,7 @@ func (v *OpenAIVideo) exchange(ctx context.Context, method, path string, body []
 	if err != nil {
 		return 0, nil, err
 	}
-	if _, err := checkStatus(resp); err != nil {
+	if _, err := checkStatus(resp, v.APIKey); err != nil {
 		return 0, nil, err
 	}
 	defer resp.Body.Close()

@@ -194,3 +194,48 @@ func TestCancelWaitsForUpstream(t *testing.T) {
 		}
 	}
 }
+
+func TestCredentialRefusalInWeirsWords(t *testing.T) {
+	t.Parallel()
+	const key = "sk-proj-s3cr3tKEYvalue1234"
+	for _, tc := range []struct {
+		name   string
+		status int
+		body   string
+		cred   bool
+	}{
+		{"401", 401, `{"error":{"message":"Incorrect API key provided: sk-proj-****1234.","code":"invalid_api_key"}}`, true},
+		{"403", 403, `forbidden`, true},
+		{"400 quoting the key", 400, `bad request for key ` + key, true},
+		{"400 about the key", 400, `{"error":{"message":"API key not valid. Please pass a valid API key."}}`, true},
+		{"400 of the client", 400, `{"error":{"message":"'messages' must hold at least one message."}}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tc.status)
+				_, _ = io.WriteString(w, tc.body)
+			}))
+			t.Cleanup(srv.Close)
+			_, err := (&OpenAI{BaseURL: srv.URL, APIKey: key}).Do(t.Context(), Call{Path: "/chat/completions", Body: []byte(`{}`)})
+			var pe *Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("Do = %v", err)
+			}
+			if pe.Credential != tc.cred || pe.Retryable() != tc.cred {
+				t.Fatalf("Credential %v, Retryable %v; want %v", pe.Credential, pe.Retryable(), tc.cred)
+			}
+			if tc.cred && (len(pe.Body) != 0 || strings.Contains(pe.Error(), "1234") || strings.Contains(pe.Error(), "API key")) {
+				t.Errorf("a credential refusal carries the upstream's words: %q, body %q", pe.Error(), pe.Body)
+			}
+			// The asynchronous adapter says the same.
+			_, err = (&OpenAIVideo{BaseURL: srv.URL, APIKey: key}).Submit(t.Context(), AsyncCall{Body: []byte(`{}`)})
+			if !errors.As(err, &pe) || pe.Credential != tc.cred {
+				t.Fatalf("Submit = %v; want Credential %v", err, tc.cred)
+			}
+			if tc.cred && strings.Contains(pe.Error(), "1234") {
+				t.Errorf("Submit's error quotes the upstream: %q", pe.Error())
+			}
+		})
+	}
+}
