@@ -188,3 +188,42 @@ func TestCredentialRefusalFallsBack(t *testing.T) {
 		t.Errorf("platform a answered 401 %d times, want 2", n)
 	}
 }
+
+// TestTaskMovesOffRefusedCredential: a platform that refuses its
+// credential (401) started no job: a task admitted to it runs on the next
+// candidate at once.
+func TestTaskMovesOffRefusedCredential(t *testing.T) {
+	t.Parallel()
+	var refused atomic.Int64
+	bad := httptestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		refused.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(`{"error":{"message":"Incorrect API key provided: sk-leak","code":"invalid_api_key"}}`))
+	}))
+	good := startVideoUpstream(t, mock.Config{JobDuration: 300 * time.Millisecond})
+	g := startGateway(t, "", twoVideoPlatforms(bad+"/v1", good.URL))
+	_, key := g.createKey(t)
+	o, _ := g.submitTask(t, key, taskBody("moved", ""), "")
+	final := g.waitTerminal(t, key, []string{o.ID}, 10*time.Second)
+	if got := final[o.ID]; got.Status != "succeeded" {
+		t.Fatalf("task ended %s (%+v), want succeeded on the other platform", got.Status, got.Error)
+	}
+	if n := refused.Load(); n != 1 {
+		t.Errorf("the refusing platform saw %d requests, want 1 (then the task moved)", n)
+	}
+}
+
+// httptestServer serves h on a loopback listener until the test ends and
+// returns its URL.
+func httptestServer(t *testing.T, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String()
+}
