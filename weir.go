@@ -55,8 +55,15 @@ type Platform struct {
 	// APIKey is the credential, read from the environment variable the
 	// config names; never stored.
 	APIKey string
-	// Timeout bounds one upstream call (0: the gateway default).
+	// Timeout bounds the wait for an upstream call's response headers
+	// (0: the gateway default).
 	Timeout time.Duration
+	// IdleTimeout bounds each wait for more of an answer once its headers
+	// are in: the gap between a stream's chunks (0: the gateway default).
+	IdleTimeout time.Duration
+	// CallTimeout bounds one upstream call whole, from sending it to the
+	// end of its answer (0: the gateway default).
+	CallTimeout time.Duration
 }
 
 // The admission scopes the catalog makes, by name: every request needs

@@ -31,11 +31,13 @@ func (c *Config) catalog(lookup lookupFunc) (weir.Catalog, error) {
 			key, _ = lookup(p.APIKeyEnv)
 		}
 		cat.Platforms = append(cat.Platforms, weir.Platform{
-			Name:    p.Name,
-			Kind:    kind,
-			BaseURL: p.BaseURL,
-			APIKey:  key,
-			Timeout: p.Timeout,
+			Name:        p.Name,
+			Kind:        kind,
+			BaseURL:     p.BaseURL,
+			APIKey:      key,
+			Timeout:     p.Timeout,
+			IdleTimeout: p.IdleTimeout,
+			CallTimeout: p.CallTimeout,
 		})
 	}
 	for _, pm := range c.PlatformModels {

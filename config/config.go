@@ -58,9 +58,29 @@ type Server struct {
 	RetryBudget int `yaml:"retry_budget"`
 	// Cooldown takes a failing candidate out of rotation for a while.
 	Cooldown Cooldown `yaml:"cooldown"`
-	// UpstreamTimeout bounds one upstream call for platforms that set no
-	// timeout of their own. 0: no timeout. Default 120s.
+	// UpstreamTimeout bounds the wait for an upstream's response headers,
+	// for platforms that set no timeout of their own; past it the call
+	// moves to the next candidate, or the client gets upstream_timeout.
+	// 0: no bound. Default 120s.
 	UpstreamTimeout time.Duration `yaml:"upstream_timeout"`
+	// UpstreamIdleTimeout bounds each wait for more of an upstream's
+	// answer once its headers are in (the gap between a stream's chunks),
+	// for platforms that set no idle_timeout of their own. 0: no bound.
+	// Default 120s.
+	UpstreamIdleTimeout time.Duration `yaml:"upstream_idle_timeout"`
+	// UpstreamCallTimeout bounds one upstream call whole, from sending it
+	// to the end of its answer, for platforms that set no call_timeout of
+	// their own. 0: no bound. Default 10m.
+	UpstreamCallTimeout time.Duration `yaml:"upstream_call_timeout"`
+	// StreamWriteTimeout is how long one write of an answer to a client
+	// may block (each chunk of a stream, each piece of a body); a client
+	// that stops reading loses its answer after it, and its upstream call
+	// and capacity are let go. 0: no bound. Default 30s.
+	StreamWriteTimeout time.Duration `yaml:"stream_write_timeout"`
+	// MaxResponseBytes bounds an upstream answer the gateway reads whole
+	// (a JSON answer; streams and other bodies pass through as they
+	// arrive); a larger one gets upstream_error. Default 67108864 (64 MiB).
+	MaxResponseBytes int64 `yaml:"max_response_bytes"`
 	// LogLevel is the slog level: debug, info, warn or error. Default "info".
 	LogLevel string `yaml:"log_level"`
 	// AdminToken is the bearer token for the /admin endpoints. Empty: the
@@ -144,8 +164,16 @@ type Platform struct {
 	// APIKeyEnv names the environment variable holding the credential. Empty
 	// or unset: no credential is sent. Default "".
 	APIKeyEnv string `yaml:"api_key_env"`
-	// Timeout bounds one upstream call. 0: server.upstream_timeout. Default 0.
+	// Timeout bounds the wait for the response headers of a call to this
+	// platform. 0: server.upstream_timeout. Default 0.
 	Timeout time.Duration `yaml:"timeout"`
+	// IdleTimeout bounds each wait for more of an answer once its headers
+	// are in (the gap between a stream's chunks). 0:
+	// server.upstream_idle_timeout. Default 0.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// CallTimeout bounds one call to this platform whole, answer included.
+	// 0: server.upstream_call_timeout. Default 0.
+	CallTimeout time.Duration `yaml:"call_timeout"`
 }
 
 // PlatformModel is one model on one platform, with its limits. Every limit
@@ -241,9 +269,13 @@ func Default() *Config {
 				Failures: 3,
 				Duration: 30 * time.Second,
 			},
-			UpstreamTimeout:    120 * time.Second,
-			LogLevel:           "info",
-			UsageFlushInterval: time.Second,
+			UpstreamTimeout:     120 * time.Second,
+			UpstreamIdleTimeout: 120 * time.Second,
+			UpstreamCallTimeout: 10 * time.Minute,
+			StreamWriteTimeout:  30 * time.Second,
+			MaxResponseBytes:    64 << 20,
+			LogLevel:            "info",
+			UsageFlushInterval:  time.Second,
 		},
 		Storage: Storage{
 			Driver: "sqlite",

@@ -106,16 +106,20 @@ func TestDefaultValues(t *testing.T) {
 	// is a deliberate edit here, in the field comments and in the example.
 	want := &Config{
 		Server: Server{
-			Listen:             "127.0.0.1:8080",
-			MaxBodyBytes:       10 * 1024 * 1024,
-			DefaultMaxWait:     30 * time.Second,
-			ShutdownTimeout:    30 * time.Second,
-			RetryBudget:        3,
-			Cooldown:           Cooldown{Failures: 3, Duration: 30 * time.Second},
-			UpstreamTimeout:    120 * time.Second,
-			LogLevel:           "info",
-			AdminToken:         "",
-			UsageFlushInterval: time.Second,
+			Listen:              "127.0.0.1:8080",
+			MaxBodyBytes:        10 * 1024 * 1024,
+			DefaultMaxWait:      30 * time.Second,
+			ShutdownTimeout:     30 * time.Second,
+			RetryBudget:         3,
+			Cooldown:            Cooldown{Failures: 3, Duration: 30 * time.Second},
+			UpstreamTimeout:     120 * time.Second,
+			UpstreamIdleTimeout: 120 * time.Second,
+			UpstreamCallTimeout: 10 * time.Minute,
+			StreamWriteTimeout:  30 * time.Second,
+			MaxResponseBytes:    64 << 20,
+			LogLevel:            "info",
+			AdminToken:          "",
+			UsageFlushInterval:  time.Second,
 		},
 		Storage: Storage{Driver: "sqlite", Path: "weir.db"},
 		Tasks: Tasks{
@@ -165,6 +169,10 @@ func TestEnvOverrides(t *testing.T) {
 		{"WEIR_SERVER_COOLDOWN_FAILURES", "0", func(c *Config) { c.Server.Cooldown.Failures = 0 }},
 		{"WEIR_SERVER_COOLDOWN_DURATION", "2m", func(c *Config) { c.Server.Cooldown.Duration = 2 * time.Minute }},
 		{"WEIR_SERVER_UPSTREAM_TIMEOUT", "10s", func(c *Config) { c.Server.UpstreamTimeout = 10 * time.Second }},
+		{"WEIR_SERVER_UPSTREAM_IDLE_TIMEOUT", "15s", func(c *Config) { c.Server.UpstreamIdleTimeout = 15 * time.Second }},
+		{"WEIR_SERVER_UPSTREAM_CALL_TIMEOUT", "1h", func(c *Config) { c.Server.UpstreamCallTimeout = time.Hour }},
+		{"WEIR_SERVER_STREAM_WRITE_TIMEOUT", "5s", func(c *Config) { c.Server.StreamWriteTimeout = 5 * time.Second }},
+		{"WEIR_SERVER_MAX_RESPONSE_BYTES", "1048576", func(c *Config) { c.Server.MaxResponseBytes = 1 << 20 }},
 		{"WEIR_SERVER_LOG_LEVEL", "debug", func(c *Config) { c.Server.LogLevel = "debug" }},
 		{"WEIR_SERVER_ADMIN_TOKEN", "s3cret", func(c *Config) { c.Server.AdminToken = "s3cret" }},
 		{"WEIR_SERVER_USAGE_FLUSH_INTERVAL", "100ms", func(c *Config) { c.Server.UsageFlushInterval = 100 * time.Millisecond }},
@@ -400,6 +408,10 @@ func TestValidate(t *testing.T) {
 			`platforms[0].api_key_env: not an environment variable name`},
 		{"negative platform timeout", func(c *Config) { c.Platforms[0].Timeout = -time.Second },
 			`platforms[0].timeout: must not be negative`},
+		{"negative platform idle timeout", func(c *Config) { c.Platforms[0].IdleTimeout = -time.Second },
+			`platforms[0].idle_timeout: must not be negative`},
+		{"negative platform call timeout", func(c *Config) { c.Platforms[0].CallTimeout = -time.Second },
+			`platforms[0].call_timeout: must not be negative`},
 		{"platform model twice", func(c *Config) { c.PlatformModels[1].Name = "a/m" },
 			`platform_models[1].name: platform model "a/m" defined twice`},
 		{"no upstream", func(c *Config) { c.PlatformModels[0].Upstream = "" },
@@ -562,6 +574,7 @@ func TestCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.Platforms[1].Timeout, c.Platforms[1].IdleTimeout, c.Platforms[1].CallTimeout = time.Second, 2*time.Second, 3*time.Second
 	cat, err := c.catalog(env("A_KEY", "sk-a"))
 	if err != nil {
 		t.Fatal(err)
@@ -569,7 +582,8 @@ func TestCatalog(t *testing.T) {
 	want := weir.Catalog{
 		Platforms: []weir.Platform{
 			{Name: "a", Kind: "openai", BaseURL: "http://127.0.0.1:9090/v1", APIKey: "sk-a"},
-			{Name: "b", Kind: "openai", BaseURL: "http://127.0.0.1:9090/v1"},
+			{Name: "b", Kind: "openai", BaseURL: "http://127.0.0.1:9090/v1",
+				Timeout: time.Second, IdleTimeout: 2 * time.Second, CallTimeout: 3 * time.Second},
 		},
 		PlatformModels: []weir.PlatformModel{
 			{Name: "a/m", Platform: "a", Upstream: "m", Limits: weir.Limits{Concurrency: 2}},

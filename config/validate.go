@@ -152,6 +152,14 @@ func (s *Server) validate() error {
 		return invalidf("server.cooldown.duration", "must not be negative")
 	case s.UpstreamTimeout < 0:
 		return invalidf("server.upstream_timeout", "must not be negative (0: no timeout)")
+	case s.UpstreamIdleTimeout < 0:
+		return invalidf("server.upstream_idle_timeout", "must not be negative (0: no timeout)")
+	case s.UpstreamCallTimeout < 0:
+		return invalidf("server.upstream_call_timeout", "must not be negative (0: no timeout)")
+	case s.StreamWriteTimeout < 0:
+		return invalidf("server.stream_write_timeout", "must not be negative (0: no timeout)")
+	case s.MaxResponseBytes <= 0:
+		return invalidf("server.max_response_bytes", "must be positive")
 	case s.UsageFlushInterval <= 0:
 		return invalidf("server.usage_flush_interval", "must be positive")
 	}
@@ -186,6 +194,10 @@ func (p *Platform) validate(path string) error {
 		return invalidf(path+".api_key_env", "not an environment variable name; put the key in a variable and name the variable here")
 	case p.Timeout < 0:
 		return invalidf(path+".timeout", "must not be negative")
+	case p.IdleTimeout < 0:
+		return invalidf(path+".idle_timeout", "must not be negative")
+	case p.CallTimeout < 0:
+		return invalidf(path+".call_timeout", "must not be negative")
 	}
 	u, err := url.Parse(p.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -329,18 +330,15 @@ func asAPIError(err error) *apiError {
 
 // attempt calls one upstream under lease. It returns the status written,
 // or a retryable *provider.Error (and writes nothing) when another
-// candidate should be tried. The lease is released before it returns,
-// whatever happens.
+// candidate should be tried. The lease is renewed while the call runs (if
+// it can expire) and released once the upstream call is over — its body
+// closed and its connection torn down — and before anything is written
+// to the client that no longer needs the upstream; whatever happens, it
+// is released before attempt returns.
 func (s *Server) attempt(w http.ResponseWriter, r *http.Request, c *call, lease admission.Lease, pm weir.PlatformModel) (int, *provider.Error) {
 	ctx := r.Context()
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			_ = s.deps.Engine.Release(context.WithoutCancel(ctx), lease.ID, lease.Owner)
-		}
-	}
-	defer release()
+	hold := s.hold(ctx, lease)
+	defer hold.release()
 	body, err := c.req.withModel(pm.Upstream)
 	if err != nil {
 		c.usage.Outcome = string(CodeInternal)
@@ -361,8 +359,7 @@ func (s *Server) attempt(w http.ResponseWriter, r *http.Request, c *call, lease 
 		}
 		s.deps.Metrics.ObserveUpstream(pm.Name, upstreamOutcome(pe), s.deps.Clock.Now().Sub(t0))
 		if pe.Retryable() {
-			s.deps.Router.Failure(pm.Name)
-			info(ctx).log().Warn("upstream failed; trying the next candidate", "platform_model", pm.Name, "error", pe.Error())
+			s.upstreamFailed(ctx, pm, pe, "trying the next candidate")
 			return 0, pe
 		}
 		// The client's request was refused upstream: pass the answer on.
@@ -370,44 +367,138 @@ func (s *Server) attempt(w http.ResponseWriter, r *http.Request, c *call, lease 
 		passUpstreamError(w, pe)
 		return pe.Status, nil
 	}
-	defer resp.Body.Close()
-	s.deps.Router.Success(pm.Name)
-	s.deps.Metrics.ObserveUpstream(pm.Name, "ok", s.deps.Clock.Now().Sub(t0))
-	h := w.Header()
-	for _, name := range []string{"Content-Type", "Content-Disposition", "Cache-Control"} {
-		if v := resp.Header.Get(name); v != "" {
-			h.Set(name, v)
+	headersIn := s.deps.Clock.Now().Sub(t0)
+
+	// done ends the upstream call and gives the lease back, having
+	// settled its tokens against what the answer reported (or the
+	// estimate): at the end of the upstream's answer, not the client's.
+	finished := false
+	done := func(u usage, got bool) {
+		if finished {
+			return
 		}
+		finished = true
+		_ = resp.Body.Close()
+		if !got {
+			u = usage{PromptTokens: c.req.estimate}
+		}
+		c.usage.PromptTokens, c.usage.CompletionTokens = u.PromptTokens, u.CompletionTokens
+		if total := u.total(); total > 0 {
+			_ = s.deps.Engine.Reconcile(context.WithoutCancel(ctx), lease.ID, lease.Owner, total)
+		}
+		hold.release()
 	}
-	h.Set(HeaderQueueWait, strconv.FormatInt(c.waited.Milliseconds(), 10))
-	var u usage
-	var gotUsage, complete bool
+	defer done(usage{}, false)
+	out := &clientWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.StreamWriteTimeout}
+	defer out.clearDeadline()
+	start := func() {
+		h := w.Header()
+		for _, name := range []string{"Content-Type", "Content-Disposition", "Cache-Control"} {
+			if v := resp.Header.Get(name); v != "" {
+				h.Set(name, v)
+			}
+		}
+		h.Set(HeaderQueueWait, strconv.FormatInt(c.waited.Milliseconds(), 10))
+	}
+	var d delivery
 	if c.req.stream {
-		u, gotUsage, complete = s.stream(w, resp)
+		d = s.stream(out, resp, start, done)
 	} else {
-		u, gotUsage, complete = s.copyBody(w, resp)
+		d = s.copyBody(ctx, out, resp, start, done)
 	}
-	release()
-	switch {
-	case !complete && ctx.Err() != nil:
+
+	pe := d.upstream
+	if d.status == 0 && ctx.Err() != nil {
 		c.usage.Outcome = "cancelled"
-	case !complete:
+		return 499, nil // the client is gone; nobody reads the answer
+	}
+	switch {
+	case pe != nil && d.status == 0 && pe.Retryable():
+		// Nothing reached the client: another candidate may serve.
+		s.deps.Metrics.ObserveUpstream(pm.Name, upstreamOutcome(pe), headersIn)
+		s.upstreamFailed(ctx, pm, pe, "trying the next candidate")
+		return 0, pe
+	case pe != nil:
+		s.deps.Metrics.ObserveUpstream(pm.Name, upstreamOutcome(pe), headersIn)
+		s.upstreamFailed(ctx, pm, pe, "the answer was cut short")
 		c.usage.Outcome = "upstream_broken"
-	default:
+		if pe.Timeout {
+			c.usage.Outcome = string(CodeUpstreamTimeout)
+		}
+		if d.status == 0 {
+			code := CodeUpstreamError
+			if pe.Timeout {
+				code = CodeUpstreamTimeout
+			}
+			writeError(w, errorf(code, "", "the upstream failed: "+pe.Error()))
+			return code.Status(), nil
+		}
+		return d.status, nil
+	case d.outcome != "":
+		s.deps.Metrics.ObserveUpstream(pm.Name, d.outcome, headersIn)
+		c.usage.Outcome = d.outcome
+		return d.status, nil
+	}
+	s.deps.Router.Success(pm.Name)
+	s.deps.Metrics.ObserveUpstream(pm.Name, "ok", headersIn)
+	switch {
+	case d.complete:
 		c.usage.Outcome = "ok"
+	case errors.Is(d.client, os.ErrDeadlineExceeded):
+		// (The server cancels the request's context once a write fails,
+		// so the context cannot tell this from a client that left.)
+		c.usage.Outcome = "client_write_timeout"
+	default:
+		c.usage.Outcome = "cancelled"
 	}
-	if !gotUsage {
-		u = usage{PromptTokens: c.req.estimate}
+	if d.status == 0 {
+		return 499, nil
 	}
-	c.usage.PromptTokens, c.usage.CompletionTokens = u.PromptTokens, u.CompletionTokens
-	if total := u.total(); total > 0 {
-		_ = s.deps.Engine.Reconcile(context.WithoutCancel(ctx), lease.ID, lease.Owner, total)
+	return d.status, nil
+}
+
+// upstreamFailed counts a retryable upstream failure against pm's health
+// and logs it; next says what happens now. A refused credential is
+// logged with the platform's name and without the upstream's words.
+func (s *Server) upstreamFailed(ctx context.Context, pm weir.PlatformModel, pe *provider.Error, next string) {
+	s.deps.Router.Failure(pm.Name)
+	if pe.Credential {
+		info(ctx).log().Warn("the platform refused its credential; "+next, "platform", pm.Platform, "platform_model", pm.Name, "status", pe.Status)
+		return
 	}
-	return resp.StatusCode, nil
+	info(ctx).log().Warn("upstream failed; "+next, "platform", pm.Platform, "platform_model", pm.Name, "error", pe.Error())
+}
+
+// delivery is how passing an upstream answer to the client went.
+type delivery struct {
+	// status is what was written to the client; 0: nothing yet.
+	status int
+	// complete: the whole answer reached the client.
+	complete bool
+	// upstream is the upstream's failure (a bound passed, the connection
+	// broke) if it failed.
+	upstream *provider.Error
+	// client is the error writing to the client, or reading when the
+	// client went away.
+	client error
+	// outcome is set when the delivery answered an error of its own.
+	outcome string
+}
+
+// readFailed files err, from reading the upstream's body, in d.
+func (d *delivery) readFailed(err error) {
+	var pe *provider.Error
+	if errors.As(err, &pe) {
+		d.upstream = pe
+		return
+	}
+	d.client = err // the client went away: the call was aborted for it
 }
 
 func upstreamOutcome(pe *provider.Error) string {
 	switch {
+	case pe.Credential:
+		return "credential"
 	case pe.Timeout:
 		return "timeout"
 	case pe.Status == 0:
@@ -418,8 +509,14 @@ func upstreamOutcome(pe *provider.Error) string {
 }
 
 // passUpstreamError forwards an upstream's non-retryable answer: its body
-// when it is OpenAI-shaped JSON, else wrapped in ours.
+// when it is OpenAI-shaped JSON, else wrapped in ours. A refusal of the
+// platform's credential is never passed on (the adapter marks it
+// retryable, so it does not come here; this holds the line if it did).
 func passUpstreamError(w http.ResponseWriter, pe *provider.Error) {
+	if pe.Credential || pe.Status == http.StatusUnauthorized || pe.Status == http.StatusForbidden {
+		writeError(w, errorf(CodeUpstreamError, "", "the upstream refused the gateway's credential for it"))
+		return
+	}
 	var probe struct {
 		Error *json.RawMessage `json:"error"`
 	}
@@ -431,8 +528,6 @@ func passUpstreamError(w http.ResponseWriter, pe *provider.Error) {
 	}
 	code := CodeInvalidRequest
 	switch pe.Status {
-	case http.StatusUnauthorized, http.StatusForbidden:
-		code = CodeUpstreamError // the platform's credential, not the client's
 	case http.StatusNotFound:
 		code = CodeNotFound
 	case http.StatusRequestEntityTooLarge:
@@ -441,37 +536,102 @@ func passUpstreamError(w http.ResponseWriter, pe *provider.Error) {
 	writeError(w, errorf(code, "", fmt.Sprintf("upstream answered %d: %s", pe.Status, bytes.TrimSpace(pe.Body))))
 }
 
-// copyBody passes a whole answer through and reads its usage.
-func (s *Server) copyBody(w http.ResponseWriter, resp *http.Response) (usage, bool, bool) {
-	ct := resp.Header.Get("Content-Type")
-	if strings.HasPrefix(ct, "application/json") {
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			writeError(w, errorf(CodeUpstreamError, "", "upstream answer broke off"))
-			return usage{}, false, false
+// copyBody passes a whole answer on. JSON is read whole (up to
+// MaxResponseBytes), the upstream call ended, and then written; anything
+// else (audio, say) is passed through as it arrives. start sets the
+// answer's headers; done ends the upstream call.
+func (s *Server) copyBody(ctx context.Context, out *clientWriter, resp *http.Response, start func(), done func(usage, bool)) delivery {
+	var d delivery
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		return s.pump(out, resp, start, done, nil)
+	}
+	limit := s.cfg.MaxResponseBytes
+	var body []byte
+	var err error
+	if resp.ContentLength <= limit {
+		body, err = io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	}
+	if err != nil {
+		done(usage{}, false)
+		d.readFailed(err)
+		return d
+	}
+	if resp.ContentLength > limit || int64(len(body)) > limit {
+		done(usage{}, false)
+		info(ctx).log().Warn("upstream answer over server.max_response_bytes; refused", "limit", limit)
+		d.outcome = "upstream_too_large"
+		d.status = CodeUpstreamError.Status()
+		writeError(out.w, errorf(CodeUpstreamError, "", fmt.Sprintf("the upstream's answer is larger than the gateway's limit of %d bytes", limit)))
+		return d
+	}
+	u, ok := usageOf(body)
+	done(u, ok)
+	start()
+	out.w.WriteHeader(resp.StatusCode)
+	d.status = resp.StatusCode
+	if _, err := out.Write(body); err != nil {
+		d.client = err
+		return d
+	}
+	d.complete = true
+	return d
+}
+
+// pump passes resp's body to the client as it arrives, flushing each
+// read: the headers go with the first bytes, so an upstream that fails
+// before sending any leaves the client untouched. scan, if set, sees each
+// read. It ends the upstream call (done, without usage) before it
+// returns.
+func (s *Server) pump(out *clientWriter, resp *http.Response, start func(), done func(usage, bool), scan func([]byte)) delivery {
+	var d delivery
+	begin := func() {
+		if d.status == 0 {
+			start()
+			if scan == nil && resp.ContentLength >= 0 {
+				out.w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+			}
+			out.w.WriteHeader(resp.StatusCode)
+			d.status = resp.StatusCode
 		}
-		w.WriteHeader(resp.StatusCode)
-		_, werr := w.Write(body)
-		u, ok := usageOf(body)
-		return u, ok, werr == nil
 	}
-	if resp.ContentLength >= 0 {
-		w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	buf := make([]byte, 16<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			begin()
+			if scan != nil {
+				scan(buf[:n])
+			}
+			if _, werr := out.Write(buf[:n]); werr != nil {
+				d.client = werr
+				break
+			}
+			if ferr := out.Flush(); ferr != nil {
+				d.client = ferr
+				break
+			}
+		}
+		if err == io.EOF {
+			begin()
+			d.complete = true
+			break
+		}
+		if err != nil {
+			d.readFailed(err)
+			break
+		}
 	}
-	w.WriteHeader(resp.StatusCode)
-	_, err := io.Copy(w, resp.Body)
-	return usage{}, false, err == nil
+	done(usage{}, false)
+	return d
 }
 
 // stream passes an SSE answer through as it arrives, flushing each read,
-// and watches the data lines for a usage report. It stops at once when the
-// client goes away; the caller then releases the lease.
-func (s *Server) stream(w http.ResponseWriter, resp *http.Response) (usage, bool, bool) {
-	rc := http.NewResponseController(w)
-	w.WriteHeader(resp.StatusCode)
-	_ = rc.Flush()
+// and watches the data lines for a usage report. It stops at once when
+// the client goes away or stops reading (the write timeout), and when
+// the upstream fails mid-stream it ends the stream with an error event,
+// as OpenAI's streams report errors.
+func (s *Server) stream(out *clientWriter, resp *http.Response, start func(), done func(usage, bool)) delivery {
 	var (
-		buf     = make([]byte, 16<<10)
 		line    []byte
 		u       usage
 		got     bool
@@ -504,29 +664,28 @@ func (s *Server) stream(w http.ResponseWriter, resp *http.Response) (usage, bool
 			line = line[:0]
 		}
 	}
-	for {
-		n, err := resp.Body.Read(buf)
-		if n > 0 {
-			scan(buf[:n])
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return u, got, false
-			}
-			if ferr := rc.Flush(); ferr != nil {
-				return u, got, false
-			}
+	// Usage is settled when the upstream's part ends, before the lease
+	// goes back.
+	settle := func(usage, bool) {
+		if !got && chunks > 0 {
+			// No usage chunk: count about one token per content chunk.
+			u = usage{CompletionTokens: chunks}
 		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return u, got, false
-		}
+		done(u, got || chunks > 0)
 	}
-	if !got && chunks > 0 {
-		// No usage chunk: count about one token per content chunk.
-		u = usage{CompletionTokens: chunks}
+	d := s.pump(out, resp, start, settle, scan)
+	if d.complete && !sawDone && !got {
+		// The upstream ended the stream without finishing it.
+		d.complete, d.outcome = false, "upstream_broken"
 	}
-	return u, got || chunks > 0, sawDone || got
+	if d.upstream != nil && d.status != 0 {
+		code := CodeUpstreamError
+		if d.upstream.Timeout {
+			code = CodeUpstreamTimeout
+		}
+		out.streamError(code, "the upstream failed mid-stream: "+d.upstream.Error())
+	}
+	return d
 }
 
 // listModels answers GET /v1/models with the models the key may use.

@@ -42,8 +42,24 @@ type Config struct {
 	// its candidates. Default 3.
 	RetryBudget int
 	// UpstreamTimeout bounds the wait for an upstream's response headers
-	// when its platform sets none. Default 120s.
+	// when its platform sets none. Default 120s; negative: no bound.
 	UpstreamTimeout time.Duration
+	// UpstreamIdleTimeout bounds each wait for more of an upstream's
+	// answer once its headers are in (the gap between a stream's chunks)
+	// when its platform sets none. Default 120s; negative: no bound.
+	UpstreamIdleTimeout time.Duration
+	// UpstreamCallTimeout bounds one upstream call whole, body included,
+	// when its platform sets none. Default 10m; negative: no bound.
+	UpstreamCallTimeout time.Duration
+	// StreamWriteTimeout is how long one write of an answer to the client
+	// may block (each chunk of a stream, each piece of a body): a client
+	// that stops reading loses its answer after it, and its upstream call
+	// and lease are let go. Default 30s; negative: no bound.
+	StreamWriteTimeout time.Duration
+	// MaxResponseBytes bounds an upstream answer the gateway reads whole
+	// (JSON; streams and other bodies pass through as they arrive): past
+	// it the client gets upstream_error. Default 64 MiB.
+	MaxResponseBytes int64
 	// AdminToken guards /admin; empty means loopback clients only.
 	AdminToken string
 	// KeyCacheTTL is how long a looked-up key is trusted before the store
@@ -61,8 +77,24 @@ func (c *Config) defaults() {
 	if c.RetryBudget <= 0 {
 		c.RetryBudget = 3
 	}
-	if c.UpstreamTimeout <= 0 {
-		c.UpstreamTimeout = 120 * time.Second
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&c.UpstreamTimeout, 120 * time.Second},
+		{&c.UpstreamIdleTimeout, 120 * time.Second},
+		{&c.UpstreamCallTimeout, 10 * time.Minute},
+		{&c.StreamWriteTimeout, 30 * time.Second},
+	} {
+		switch {
+		case *d.v == 0:
+			*d.v = d.def
+		case *d.v < 0:
+			*d.v = 0 // no bound
+		}
+	}
+	if c.MaxResponseBytes <= 0 {
+		c.MaxResponseBytes = 64 << 20
 	}
 	if c.KeyCacheTTL <= 0 {
 		c.KeyCacheTTL = 2 * time.Second
@@ -209,13 +241,20 @@ func (s *Server) Apply(ctx context.Context, cat weir.Catalog, defaultGroup strin
 		async:        make(map[string]provider.AsyncAdapter, len(cat.Platforms)),
 		defaultGroup: defaultGroup,
 	}
-	for _, p := range cat.Platforms {
-		timeout := p.Timeout
-		if timeout <= 0 {
-			timeout = s.cfg.UpstreamTimeout
+	orDefault := func(d, def time.Duration) time.Duration {
+		if d > 0 {
+			return d
 		}
-		next.adapters[p.Name] = &provider.OpenAI{BaseURL: p.BaseURL, APIKey: p.APIKey, Client: s.deps.HTTPClient, Timeout: timeout}
-		next.async[p.Name] = &provider.OpenAIVideo{BaseURL: p.BaseURL, APIKey: p.APIKey, Client: s.deps.HTTPClient, Timeout: timeout}
+		return def
+	}
+	for _, p := range cat.Platforms {
+		timeout := orDefault(p.Timeout, s.cfg.UpstreamTimeout)
+		idle := orDefault(p.IdleTimeout, s.cfg.UpstreamIdleTimeout)
+		total := orDefault(p.CallTimeout, s.cfg.UpstreamCallTimeout)
+		next.adapters[p.Name] = &provider.OpenAI{BaseURL: p.BaseURL, APIKey: p.APIKey, Client: s.deps.HTTPClient,
+			Timeout: timeout, IdleTimeout: idle, CallTimeout: total, Clock: s.deps.Clock}
+		next.async[p.Name] = &provider.OpenAIVideo{BaseURL: p.BaseURL, APIKey: p.APIKey, Client: s.deps.HTTPClient,
+			Timeout: timeout, IdleTimeout: idle, CallTimeout: total, Clock: s.deps.Clock}
 	}
 	for _, m := range cat.Models {
 		next.models[m.Name] = m

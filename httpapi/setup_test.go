@@ -10,6 +10,7 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/keys"
 	"github.com/weir-gateway/weir/provider/mock"
 	"github.com/weir-gateway/weir/router"
@@ -38,6 +39,13 @@ type setupOpts struct {
 	// catalog, if set, replaces the default catalog; "UP" in a platform's
 	// BaseURL is replaced with the mock's URL.
 	catalog *weir.Catalog
+	// clock, if set, is the engine's and the API's clock.
+	clock clock.Clock
+	// observer, if set, sees the engine's events.
+	observer admission.Observer
+	// upstream, if set, wraps the mock: what the API reaches is
+	// upstream(mock).
+	upstream func(http.Handler) http.Handler
 }
 
 // setup serves a catalog of one platform ("up", the mock), one platform
@@ -47,7 +55,11 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	ctx := t.Context()
 	b := &testBundle{}
 	b.mock = mock.New(o.mock)
-	b.up = httptest.NewServer(b.mock)
+	var up http.Handler = b.mock
+	if o.upstream != nil {
+		up = o.upstream(b.mock)
+	}
+	b.up = httptest.NewServer(up)
 	t.Cleanup(b.up.Close)
 	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "weir.db"))
 	if err != nil {
@@ -55,9 +67,9 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	b.db = db
-	b.engine = admission.NewMemory(admission.Options{})
+	b.engine = admission.NewMemory(admission.Options{Clock: o.clock, Observer: o.observer})
 	t.Cleanup(b.engine.Close)
-	deps := Deps{Engine: b.engine, Store: db, Router: router.New(router.Options{})}
+	deps := Deps{Engine: b.engine, Store: db, Router: router.New(router.Options{}), Clock: o.clock}
 	if o.deps != nil {
 		o.deps(&deps)
 	}

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/weir-gateway/weir/clock"
 )
 
 // Asynchronous upstreams (video generation and the like) take a job, answer
@@ -108,6 +110,16 @@ type OpenAIVideo struct {
 	// Cancel, whose answers are small; the wait for response headers for
 	// Content, whose body may take longer. 0: none beyond ctx.
 	Timeout time.Duration
+	// IdleTimeout bounds each wait for more of an answer's body once its
+	// headers are in (0: none).
+	IdleTimeout time.Duration
+	// CallTimeout bounds a Content download whole, body included, and
+	// every other request too where Timeout is longer or unset (0: none).
+	CallTimeout time.Duration
+	// AbortGrace is as OpenAI's.
+	AbortGrace time.Duration
+	// Clock runs the bounds; nil: clock.Real.
+	Clock clock.Clock
 }
 
 var _ AsyncAdapter = (*OpenAIVideo)(nil)
@@ -173,11 +185,11 @@ func (v *OpenAIVideo) Content(ctx context.Context, upstreamID, variant string) (
 	if err != nil {
 		return nil, err
 	}
-	resp, err := doWithHeaderTimeout(ctx, httpClient(v.Client), req, v.Timeout)
+	resp, err := send(ctx, httpClient(v.Client), req, v.opts(Bounds{Header: v.Timeout, Idle: v.IdleTimeout, Total: v.CallTimeout}))
 	if err != nil {
 		return nil, err
 	}
-	if _, err := checkStatus(resp); err != nil {
+	if _, err := checkStatus(resp, v.APIKey); err != nil {
 		return nil, notFound(err)
 	}
 	return resp, nil
@@ -206,21 +218,19 @@ func (v *OpenAIVideo) newRequest(ctx context.Context, method, path string, body 
 // exchange makes one request whose answer is a small JSON object and
 // returns the status and body of a 2xx answer, or an *Error.
 func (v *OpenAIVideo) exchange(ctx context.Context, method, path string, body []byte, h http.Header) (int, []byte, error) {
-	rctx := ctx
-	if v.Timeout > 0 {
-		var cancel context.CancelFunc
-		rctx, cancel = context.WithTimeout(ctx, v.Timeout)
-		defer cancel()
-	}
-	req, err := v.newRequest(rctx, method, path, body, h)
+	req, err := v.newRequest(ctx, method, path, body, h)
 	if err != nil {
 		return 0, nil, err
 	}
-	resp, err := httpClient(v.Client).Do(req)
-	if err != nil {
-		return 0, nil, classify(ctx, err)
+	total := v.Timeout
+	if v.CallTimeout > 0 && (total <= 0 || v.CallTimeout < total) {
+		total = v.CallTimeout
 	}
-	if _, err := checkStatus(resp); err != nil {
+	resp, err := send(ctx, httpClient(v.Client), req, v.opts(Bounds{Idle: v.IdleTimeout, Total: total}))
+	if err != nil {
+		return 0, nil, err
+	}
+	if _, err := checkStatus(resp, v.APIKey); err != nil {
 		return 0, nil, err
 	}
 	defer resp.Body.Close()
@@ -233,6 +243,10 @@ func (v *OpenAIVideo) exchange(ctx context.Context, method, path string, body []
 			Err: fmt.Errorf("%w: a job object over %d bytes", ErrUnexpectedResponse, maxJobBody)}
 	}
 	return resp.StatusCode, b, nil
+}
+
+func (v *OpenAIVideo) opts(b Bounds) callOpts {
+	return callOpts{clock: v.Clock, bounds: b, grace: v.AbortGrace}
 }
 
 // notFound marks a 404 to a request about one job as ErrJobNotFound.

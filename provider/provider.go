@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/weir-gateway/weir/clock"
 )
 
 // Call is one upstream request: an endpoint path under the platform's base
@@ -44,11 +46,18 @@ type Error struct {
 	// RetryAfter is the upstream's Retry-After, if any.
 	RetryAfter time.Duration
 	Timeout    bool
+	// Credential marks the platform refusing its own credential: a 401
+	// or 403, or an error that names the key or complains about it. Its
+	// Body is dropped (it may quote the key) and Error says so in Weir's
+	// words: it is the operator's to fix, never the client's to see.
+	Credential bool
 	Err        error
 }
 
 func (e *Error) Error() string {
 	switch {
+	case e.Credential:
+		return fmt.Sprintf("the platform refused its credential (upstream answered %d)", e.Status)
 	case e.Timeout:
 		return fmt.Sprintf("upstream timeout: %v", e.Err)
 	case e.Status == 0:
@@ -61,10 +70,11 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 // Retryable reports whether another candidate should be tried: rate limits,
-// server errors, connect errors and timeouts. Other 4xx answers are the
-// client's to fix and go back to it as they are.
+// server errors, connect errors, timeouts and a refused platform
+// credential. Other 4xx answers are the client's to fix and go back to it
+// as they are.
 func (e *Error) Retryable() bool {
-	return e.Status == 0 || e.Status == http.StatusTooManyRequests || e.Status == http.StatusRequestTimeout || e.Status >= 500
+	return e.Credential || e.Status == 0 || e.Status == http.StatusTooManyRequests || e.Status == http.StatusRequestTimeout || e.Status >= 500
 }
 
 // OpenAI is the adapter for OpenAI-compatible APIs.
@@ -74,6 +84,16 @@ type OpenAI struct {
 	Client  *http.Client
 	// Timeout bounds the wait for response headers (0: none beyond ctx).
 	Timeout time.Duration
+	// IdleTimeout bounds each wait for more of the body once the headers
+	// are in: the gap between a stream's chunks (0: none).
+	IdleTimeout time.Duration
+	// CallTimeout bounds the whole call, body included (0: none).
+	CallTimeout time.Duration
+	// AbortGrace is how long an abandoned call waits for the upstream to
+	// hang up (see send). 0: DefaultAbortGrace; negative: no wait.
+	AbortGrace time.Duration
+	// Clock runs the bounds; nil: clock.Real.
+	Clock clock.Clock
 }
 
 var _ Adapter = (*OpenAI)(nil)
@@ -95,11 +115,15 @@ func (o *OpenAI) Do(ctx context.Context, c Call) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := doWithHeaderTimeout(ctx, httpClient(o.Client), req, o.Timeout)
+	resp, err := send(ctx, httpClient(o.Client), req, callOpts{
+		clock:  o.Clock,
+		bounds: Bounds{Header: o.Timeout, Idle: o.IdleTimeout, Total: o.CallTimeout},
+		grace:  o.AbortGrace,
+	})
 	if err != nil {
 		return nil, err
 	}
-	return checkStatus(resp)
+	return checkStatus(resp, o.APIKey)
 }
 
 // newRequest is a request to path under base (its trailing slash
@@ -129,67 +153,32 @@ func httpClient(c *http.Client) *http.Client {
 	return http.DefaultClient
 }
 
-// doWithHeaderTimeout sends req (made with ctx) and returns the answer,
-// whatever its status, or an *Error (or ctx's error if the caller went
-// away). timeout, if positive, bounds the wait for the response headers
-// only: a stream or a large body may take longer. Closing the body
-// releases what the bound holds.
-func doWithHeaderTimeout(ctx context.Context, c *http.Client, req *http.Request, timeout time.Duration) (*http.Response, error) {
-	if timeout <= 0 {
-		resp, err := c.Do(req)
-		if err != nil {
-			return nil, classify(ctx, err)
-		}
-		return resp, nil
-	}
-	hctx, cancel := context.WithCancel(ctx)
-	t := time.AfterFunc(timeout, cancel)
-	resp, err := c.Do(req.WithContext(hctx))
-	if !t.Stop() {
-		if resp != nil {
-			resp.Body.Close()
-		}
-		cancel()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, &Error{Timeout: true, Err: fmt.Errorf("no response headers within %s", timeout)}
-	}
-	if err != nil {
-		cancel()
-		return nil, classify(ctx, err)
-	}
-	resp.Body = cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
-	return resp, nil
-}
-
-type cancelOnClose struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (c cancelOnClose) Close() error {
-	err := c.ReadCloser.Close()
-	c.cancel()
-	return err
-}
-
 func classify(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err() // the client went away: not the upstream's fault
+	}
+	var pe *Error
+	if errors.As(err, &pe) {
+		return err
 	}
 	var ne net.Error
 	timeout := errors.As(err, &ne) && ne.Timeout()
 	return &Error{Timeout: timeout || errors.Is(err, context.DeadlineExceeded), Err: err}
 }
 
-func checkStatus(resp *http.Response) (*http.Response, error) {
+// checkStatus passes a 2xx answer on and turns any other into an *Error,
+// its body read (bounded) and the connection given back. apiKey is the
+// credential the call sent, to recognize an error that quotes it.
+func checkStatus(resp *http.Response, apiKey string) (*http.Response, error) {
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return resp, nil
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	e := &Error{Status: resp.StatusCode, Body: body}
+	if credentialComplaint(resp.StatusCode, body, apiKey) {
+		e.Credential, e.Body = true, nil
+	}
 	// retry-after-ms, which OpenAI sends beside Retry-After and its SDKs
 	// read first, is exact where Retry-After is whole seconds.
 	if ms, err := strconv.ParseFloat(resp.Header.Get("Retry-After-Ms"), 64); err == nil && ms >= 0 {
@@ -198,4 +187,31 @@ func checkStatus(resp *http.Response) (*http.Response, error) {
 		e.RetryAfter = time.Duration(secs * float64(time.Second))
 	}
 	return nil, e
+}
+
+// credentialComplaint reports whether an upstream's error is about the
+// platform's credential: a 401 or 403, an answer that quotes the key, or
+// an error whose code, type or message is about an API key or
+// authentication (some platforms answer a bad key with 400).
+func credentialComplaint(status int, body []byte, apiKey string) bool {
+	if status == http.StatusUnauthorized || status == http.StatusForbidden {
+		return true
+	}
+	if len(apiKey) >= 8 && bytes.Contains(body, []byte(apiKey)) {
+		return true
+	}
+	lower := bytes.ToLower(body)
+	for _, w := range credentialWords {
+		if bytes.Contains(lower, []byte(w)) {
+			return true
+		}
+	}
+	return false
+}
+
+// credentialWords are what a credential complaint says, lower-cased:
+// OpenAI's codes and types and the usual phrasings of other platforms.
+var credentialWords = []string{
+	"invalid_api_key", "authentication_error", "permission_error",
+	"api key", "api_key", "api-key", "apikey", "credential", "unauthorized", "unauthenticated",
 }

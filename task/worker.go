@@ -200,10 +200,14 @@ func (s *Service) upstreamFailed(ctx context.Context, t weir.Task, job *river.Jo
 }
 
 // notStarted reports whether a failed submit certainly started no job:
-// the platform answered that it failed (500, 502, 503), or it was never
-// reached (the connection was not made). A timeout, a 504 or a broken
-// connection may have left a job running upstream.
+// the platform answered that it failed (500, 502, 503) or refused its own
+// credential, or it was never reached (the connection was not made). A
+// timeout, a 504 or a broken connection may have left a job running
+// upstream.
 func notStarted(pe *provider.Error) bool {
+	if pe.Credential {
+		return true
+	}
 	switch pe.Status {
 	case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable:
 		return true

@@ -102,12 +102,23 @@ func (m *Main) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The config's 0 is "no bound"; httpapi's is "the default".
+	unbounded := func(d time.Duration) time.Duration {
+		if d == 0 {
+			return -1
+		}
+		return d
+	}
 	m.API = httpapi.New(httpapi.Config{
-		MaxBodyBytes:    cfg.Server.MaxBodyBytes,
-		DefaultMaxWait:  cfg.Server.DefaultMaxWait,
-		RetryBudget:     cfg.Server.RetryBudget,
-		UpstreamTimeout: cfg.Server.UpstreamTimeout,
-		AdminToken:      cfg.Server.AdminToken,
+		MaxBodyBytes:        cfg.Server.MaxBodyBytes,
+		DefaultMaxWait:      cfg.Server.DefaultMaxWait,
+		RetryBudget:         cfg.Server.RetryBudget,
+		UpstreamTimeout:     unbounded(cfg.Server.UpstreamTimeout),
+		UpstreamIdleTimeout: unbounded(cfg.Server.UpstreamIdleTimeout),
+		UpstreamCallTimeout: unbounded(cfg.Server.UpstreamCallTimeout),
+		StreamWriteTimeout:  unbounded(cfg.Server.StreamWriteTimeout),
+		MaxResponseBytes:    cfg.Server.MaxResponseBytes,
+		AdminToken:          cfg.Server.AdminToken,
 	}, httpapi.Deps{
 		Engine:         eng,
 		Store:          db,

@@ -1,0 +1,79 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/clock"
+)
+
+// leaseHold is a granted lease while its request runs. A lease that can
+// expire (its platform model sets lease_ttl) is renewed every third of
+// its TTL for as long as the request runs, so lease_ttl bounds how long a
+// slot outlives a request that died unseen, never a live one: a live
+// request's slot is never handed to another while it runs. release gives
+// it back, once.
+type leaseHold struct {
+	s     *Server
+	ctx   context.Context
+	lease admission.Lease
+	every time.Duration
+
+	mu    sync.Mutex
+	timer clock.Timer
+	done  bool
+}
+
+// minRenewEvery keeps a lease whose expiry looks past already (the
+// engine's clock ahead of ours) from being renewed in a tight loop.
+const minRenewEvery = 10 * time.Millisecond
+
+// hold starts holding l for the request of ctx.
+func (s *Server) hold(ctx context.Context, l admission.Lease) *leaseHold {
+	h := &leaseHold{s: s, ctx: context.WithoutCancel(ctx), lease: l}
+	if !l.Expires.IsZero() {
+		h.every = max(l.Expires.Sub(s.deps.Clock.Now())/3, minRenewEvery)
+		h.timer = s.deps.Clock.AfterFunc(h.every, h.renew)
+	}
+	return h
+}
+
+func (h *leaseHold) renew() {
+	h.mu.Lock()
+	if h.done {
+		h.mu.Unlock()
+		return
+	}
+	h.mu.Unlock()
+	_, err := h.s.deps.Engine.Renew(h.ctx, h.lease.ID, h.lease.Owner)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done {
+		return
+	}
+	if err != nil {
+		info(h.ctx).log().Warn("could not renew the lease of a running request", "lease", uint64(h.lease.ID), "error", err)
+		if errors.Is(err, admission.ErrLeaseNotHeld) || errors.Is(err, admission.ErrStaleOwner) {
+			return // gone: nothing left to renew
+		}
+	}
+	h.timer = h.s.deps.Clock.AfterFunc(h.every, h.renew)
+}
+
+// release stops renewing and gives the lease back; later calls do nothing.
+func (h *leaseHold) release() {
+	h.mu.Lock()
+	if h.done {
+		h.mu.Unlock()
+		return
+	}
+	h.done = true
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	h.mu.Unlock()
+	_ = h.s.deps.Engine.Release(h.ctx, h.lease.ID, h.lease.Owner)
+}

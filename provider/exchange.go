@@ -1,0 +1,365 @@
+package provider
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"time"
+
+	"github.com/weir-gateway/weir/clock"
+)
+
+// Bounds limit one upstream call in time. A zero field is no bound.
+type Bounds struct {
+	// Header bounds the wait for the response headers.
+	Header time.Duration
+	// Idle bounds each wait for more of the response body: the gap
+	// between a stream's chunks. Time the caller spends not reading (a
+	// slow client downstream) does not count.
+	Idle time.Duration
+	// Total bounds the whole call, from sending it to the end of its body.
+	Total time.Duration
+}
+
+// DefaultAbortGrace is how long an abandoned HTTP/1 call waits for the
+// upstream to hang up before its connection is closed outright.
+const DefaultAbortGrace = 2 * time.Second
+
+// callOpts say how send runs one call.
+type callOpts struct {
+	clock  clock.Clock
+	bounds Bounds
+	// grace: see DefaultAbortGrace; 0 is the default, negative none.
+	grace time.Duration
+}
+
+func (o callOpts) abortGrace() time.Duration {
+	switch {
+	case o.grace == 0:
+		return DefaultAbortGrace
+	case o.grace < 0:
+		return 0
+	}
+	return o.grace
+}
+
+// errBodyClosed is why a call whose body was closed before its end was
+// aborted.
+var errBodyClosed = errors.New("response body closed before its end")
+
+// send makes one upstream call under o's bounds. It returns the response,
+// whatever its status, or an *Error (a timeout has Timeout set), or ctx's
+// error when ctx ended first.
+//
+// An abandoned call — ctx ended, a bound passed, or the body closed before
+// its end — is torn down before send returns or Close returns: the call
+// is not over while the upstream may still be working on it, and callers
+// release capacity when it is over. On an HTTP/1 connection Weir shuts
+// its side (the upstream sees the client hang up, as it would if the
+// connection were closed), then waits, for up to the abort grace, for the
+// upstream to close the connection in turn, which servers do once they
+// have stopped work on the request; then the connection is closed. An
+// HTTP/2 connection carries other calls: its stream is reset at once.
+//
+// The bounds and the watch on ctx cost one timer and no goroutine while
+// the call runs.
+func send(ctx context.Context, hc *http.Client, req *http.Request, o callOpts) (*http.Response, error) {
+	x := &exchange{clock: o.clock, b: o.bounds, grace: o.abortGrace()}
+	if x.clock == nil {
+		x.clock = clock.Real
+	}
+	// The transport sees only x's context, so that cancelling ctx goes
+	// through abort: the connection is shut down in order rather than
+	// closed under the upstream's feet.
+	rctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	x.cancel = cancel
+	rctx = httptrace.WithClientTrace(rctx, &httptrace.ClientTrace{GotConn: x.gotConn, WroteRequest: x.wroteRequest})
+	x.mu.Lock()
+	x.start = x.clock.Now()
+	x.armLocked(x.start)
+	x.mu.Unlock()
+	x.stopWatch = context.AfterFunc(ctx, func() { x.abort(ctx.Err()) })
+
+	resp, err := hc.Do(req.WithContext(rctx))
+	if err != nil {
+		if cause := x.end(); cause != nil {
+			return nil, cause
+		}
+		return nil, classify(ctx, err)
+	}
+	b := &body{x: x, rc: resp.Body}
+	if err := x.gotHeaders(); err != nil {
+		b.Close()
+		return nil, err
+	}
+	resp.Body = b
+	return resp, nil
+}
+
+// exchange is the state of one call that send watches.
+type exchange struct {
+	clock     clock.Clock
+	b         Bounds
+	grace     time.Duration
+	cancel    context.CancelCauseFunc
+	stopWatch func() bool
+
+	mu         sync.Mutex
+	start      time.Time
+	timer      clock.Timer
+	gen        uint64 // numbers timers; a timer of an older one does nothing
+	conn       net.Conn
+	wrote      bool      // the request went out whole on conn
+	headers    bool      // the response headers arrived
+	readSince  time.Time // when the pending body read began; zero: none
+	err        error     // why the call was aborted; nil while it runs
+	halfClosed bool
+	done       bool
+}
+
+func (x *exchange) gotConn(info httptrace.GotConnInfo) {
+	x.mu.Lock()
+	x.conn, x.wrote = info.Conn, false
+	x.mu.Unlock()
+}
+
+func (x *exchange) wroteRequest(info httptrace.WroteRequestInfo) {
+	x.mu.Lock()
+	x.wrote = info.Err == nil
+	// An abort that came while the request was going out shuts the
+	// connection now that it is out whole.
+	shut := x.wrote && x.halfClosed && !x.done
+	conn := x.conn
+	x.mu.Unlock()
+	if shut {
+		x.shut(conn)
+	}
+}
+
+// gotHeaders marks the headers arrived: from now on the idle bound
+// applies. It returns the cause if the call was aborted meanwhile.
+func (x *exchange) gotHeaders() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.err != nil {
+		return x.err
+	}
+	x.headers = true
+	x.stopTimerLocked()
+	x.armLocked(x.clock.Now())
+	return nil
+}
+
+// armLocked sets the timer for the next moment a bound may pass.
+func (x *exchange) armLocked(now time.Time) {
+	var next time.Time
+	consider := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	if x.b.Total > 0 {
+		consider(x.start.Add(x.b.Total))
+	}
+	switch {
+	case !x.headers && x.b.Header > 0:
+		consider(x.start.Add(x.b.Header))
+	case x.headers && x.b.Idle > 0:
+		from := x.readSince
+		if from.IsZero() {
+			from = now // not reading: look again an idle bound from now
+		}
+		consider(from.Add(x.b.Idle))
+	}
+	x.timer = nil
+	if next.IsZero() {
+		return
+	}
+	x.gen++
+	gen := x.gen
+	x.timer = x.clock.AfterFunc(next.Sub(now), func() { x.check(gen) })
+}
+
+func (x *exchange) stopTimerLocked() {
+	if x.timer != nil {
+		x.timer.Stop()
+		x.timer = nil
+	}
+	x.gen++
+}
+
+// check runs when a bound may have passed: it aborts the call if one has,
+// or sets the timer again.
+func (x *exchange) check(gen uint64) {
+	now := x.clock.Now()
+	x.mu.Lock()
+	if gen != x.gen || x.err != nil || x.done {
+		x.mu.Unlock()
+		return
+	}
+	cause := x.overdueLocked(now)
+	if cause == nil {
+		x.armLocked(now)
+	}
+	x.mu.Unlock()
+	if cause != nil {
+		x.abort(cause)
+	}
+}
+
+func (x *exchange) overdueLocked(now time.Time) error {
+	switch {
+	case x.b.Total > 0 && now.Sub(x.start) >= x.b.Total:
+		return &Error{Timeout: true, Err: fmt.Errorf("the call took longer than %s", x.b.Total)}
+	case !x.headers && x.b.Header > 0 && now.Sub(x.start) >= x.b.Header:
+		return &Error{Timeout: true, Err: fmt.Errorf("no response headers within %s", x.b.Header)}
+	case x.headers && x.b.Idle > 0 && !x.readSince.IsZero() && now.Sub(x.readSince) >= x.b.Idle:
+		return &Error{Timeout: true, Err: fmt.Errorf("nothing received for %s", x.b.Idle)}
+	}
+	return nil
+}
+
+// abort ends the call for cause (the first cause wins): it shuts Weir's
+// side of an HTTP/1 connection and gives the upstream the grace to hang
+// up, or cancels the request at once.
+func (x *exchange) abort(cause error) {
+	x.mu.Lock()
+	if x.err != nil || x.done {
+		x.mu.Unlock()
+		return
+	}
+	x.err = cause
+	x.stopTimerLocked()
+	// Without a connection yet, the request is cancelled at once: it
+	// most likely never goes out. (The transport may still send it if
+	// the cancellation races with its getting a connection; then it
+	// closes the connection without waiting for the upstream.)
+	half := x.halfClosableLocked()
+	now := half && x.wrote
+	conn := x.conn
+	if half {
+		// If the request is still going out, wroteRequest shuts the
+		// connection once it is out: shutting it earlier would make the
+		// transport send the request again on another.
+		x.halfClosed = true
+		x.timer = x.clock.AfterFunc(x.grace, func() { x.cancel(cause) })
+	}
+	x.mu.Unlock()
+	switch {
+	case !half:
+		x.cancel(cause)
+	case now:
+		x.shut(conn)
+	}
+}
+
+type closeWriter interface{ CloseWrite() error }
+
+// halfClosableLocked reports whether the call's connection may be shut on
+// Weir's side alone: there is one, and no other call shares it (HTTP/1).
+func (x *exchange) halfClosableLocked() bool {
+	if x.grace <= 0 || x.conn == nil {
+		return false
+	}
+	if tc, ok := x.conn.(*tls.Conn); ok && tc.ConnectionState().NegotiatedProtocol == "h2" {
+		return false
+	}
+	_, ok := x.conn.(closeWriter)
+	return ok
+}
+
+// shut shuts Weir's side of conn, or cancels the call if it cannot.
+func (x *exchange) shut(conn net.Conn) {
+	if conn.(closeWriter).CloseWrite() != nil {
+		x.cancel(x.cause())
+	}
+}
+
+// cause is why the call was aborted, or nil.
+func (x *exchange) cause() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.err
+}
+
+// end stops watching the call and frees its context; it returns the cause
+// if the call was aborted.
+func (x *exchange) end() error {
+	x.mu.Lock()
+	x.done = true
+	x.stopTimerLocked()
+	err := x.err
+	x.mu.Unlock()
+	x.stopWatch()
+	x.cancel(context.Canceled)
+	return err
+}
+
+// body is a response body under its call's bounds.
+type body struct {
+	x      *exchange
+	rc     io.ReadCloser
+	eof    bool
+	closed bool
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	x := b.x
+	x.mu.Lock()
+	if x.err != nil {
+		err := x.err
+		x.mu.Unlock()
+		return 0, err
+	}
+	x.readSince = x.clock.Now()
+	x.mu.Unlock()
+
+	n, err := b.rc.Read(p)
+
+	x.mu.Lock()
+	x.readSince = time.Time{}
+	switch {
+	case err == nil:
+	case x.err != nil:
+		// Aborted: even a clean end is the upstream stopping for the
+		// abort, not the whole answer.
+		err = x.err
+	case err != io.EOF:
+		err = &Error{Err: err}
+	}
+	x.mu.Unlock()
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
+}
+
+// Close ends the call. Before the body's end it aborts the call and
+// returns once the upstream hung up or the grace passed (see send).
+func (b *body) Close() error {
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	x := b.x
+	if !b.eof {
+		x.abort(errBodyClosed)
+		x.mu.Lock()
+		drain := x.halfClosed
+		x.mu.Unlock()
+		if drain {
+			// Until the upstream closes its side, or the grace cancels
+			// the request.
+			_, _ = io.Copy(io.Discard, b.rc)
+		}
+	}
+	err := b.rc.Close()
+	x.end()
+	return err
+}

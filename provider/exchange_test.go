@@ -1,0 +1,241 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir/clock"
+)
+
+// stallingUpstream answers with headers and first, then sends nothing
+// until the request ends; ended is closed once its handler has returned
+// from the stall, as an upstream's in-flight count would drop.
+func stallingUpstream(t *testing.T, first string) (url string, ended <-chan struct{}) {
+	t.Helper()
+	done := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, first)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		close(done)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, done
+}
+
+// advanceUntil moves clk by step, up to limit in all, until done is
+// closed: the bound under test fires on the fake clock once the read it
+// bounds has begun, which the test cannot see, so it keeps moving time
+// until the effect shows. The tests' abort grace is far beyond limit, so
+// only the upstream hanging up ends an aborted call.
+func advanceUntil(t *testing.T, clk *clock.Fake, step, limit time.Duration, done <-chan struct{}) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	var moved time.Duration
+	for {
+		select {
+		case <-done:
+			return
+		case <-deadline:
+			t.Fatal("the call never ended")
+		case <-time.After(5 * time.Millisecond):
+			if moved < limit {
+				clk.Advance(step)
+				moved += step
+			}
+		}
+	}
+}
+
+const testGrace = time.Hour
+
+func TestIdleTimeoutEndsStalledBody(t *testing.T) {
+	t.Parallel()
+	url, ended := stallingUpstream(t, "data: {}\n\n")
+	clk := clock.NewFake(time.Unix(0, 0))
+	ad := &OpenAI{BaseURL: url, IdleTimeout: 10 * time.Second, Clock: clk, AbortGrace: testGrace}
+	resp, err := ad.Do(t.Context(), Call{Path: "/chat/completions", Body: []byte(`{}`), Stream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make([]byte, 64)
+	if n, err := resp.Body.Read(first); err != nil || !strings.HasPrefix(string(first[:n]), "data:") {
+		t.Fatalf("first read: %q, %v", first[:n], err)
+	}
+	readErr := make(chan error, 1)
+	go func() {
+		_, err := io.ReadAll(resp.Body)
+		readErr <- err
+	}()
+	got := make(chan struct{})
+	var err2 error
+	go func() { err2 = <-readErr; close(got) }()
+	advanceUntil(t, clk, 5*time.Second, time.Minute, got)
+	var pe *Error
+	if !errors.As(err2, &pe) || !pe.Timeout {
+		t.Fatalf("read after the stall: %v; want a timeout *Error", err2)
+	}
+	if err := resp.Body.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The upstream's handler saw the call end before Close returned.
+	select {
+	case <-ended:
+	default:
+		t.Fatal("Close returned while the upstream still held the request")
+	}
+}
+
+func TestHeaderTimeout(t *testing.T) {
+	t.Parallel()
+	released := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		<-r.Context().Done()
+		close(released)
+	}))
+	t.Cleanup(srv.Close)
+	clk := clock.NewFake(time.Unix(0, 0))
+	ad := &OpenAI{BaseURL: srv.URL, Timeout: 30 * time.Second, Clock: clk, AbortGrace: testGrace}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := ad.Do(t.Context(), Call{Path: "/chat/completions", Body: []byte(`{}`)})
+		errc <- err
+	}()
+	got := make(chan struct{})
+	var err error
+	go func() { err = <-errc; close(got) }()
+	advanceUntil(t, clk, 10*time.Second, time.Minute, got)
+	var pe *Error
+	if !errors.As(err, &pe) || !pe.Timeout || !pe.Retryable() {
+		t.Fatalf("Do = %v; want a retryable timeout", err)
+	}
+	select {
+	case <-released:
+	default:
+		t.Fatal("Do returned while the upstream still held the request")
+	}
+}
+
+// TestCallTimeout: an answer that trickles in, never idle for long, is
+// still cut at the call's bound.
+func TestCallTimeout(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusOK)
+		for {
+			if _, err := io.WriteString(w, "data: {}\n\n"); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	clk := clock.NewFake(time.Unix(0, 0))
+	ad := &OpenAI{BaseURL: srv.URL, IdleTimeout: time.Minute, CallTimeout: 5 * time.Minute, Clock: clk, AbortGrace: testGrace}
+	resp, err := ad.Do(t.Context(), Call{Path: "/chat/completions", Body: []byte(`{}`), Stream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got := make(chan struct{})
+	var rerr error
+	go func() {
+		_, rerr = io.Copy(io.Discard, resp.Body)
+		close(got)
+	}()
+	advanceUntil(t, clk, 30*time.Second, 10*time.Minute, got)
+	var pe *Error
+	if !errors.As(rerr, &pe) || !pe.Timeout || !strings.Contains(pe.Error(), "longer than 5m0s") {
+		t.Fatalf("read = %v; want the call's timeout", rerr)
+	}
+}
+
+// TestCancelWaitsForUpstream: when the caller goes away mid-answer, the
+// body's read and Close return only once the upstream has let go of the
+// request, so that capacity released after them is really free.
+func TestCancelWaitsForUpstream(t *testing.T) {
+	t.Parallel()
+	for range 20 {
+		url, ended := stallingUpstream(t, "data: {}\n\n")
+		ctx, cancel := context.WithCancel(t.Context())
+		resp, err := (&OpenAI{BaseURL: url, AbortGrace: testGrace}).Do(ctx, Call{Path: "/chat/completions", Body: []byte(`{}`), Stream: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 64)
+		if _, err := resp.Body.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if _, err := io.ReadAll(resp.Body); !errors.Is(err, context.Canceled) {
+			t.Fatalf("read after cancel: %v; want context.Canceled", err)
+		}
+		resp.Body.Close()
+		select {
+		case <-ended:
+		default:
+			t.Fatal("the call ended while the upstream still held the request")
+		}
+	}
+}
+
+func TestCredentialRefusalInWeirsWords(t *testing.T) {
+	t.Parallel()
+	const key = "sk-proj-s3cr3tKEYvalue1234"
+	for _, tc := range []struct {
+		name   string
+		status int
+		body   string
+		cred   bool
+	}{
+		{"401", 401, `{"error":{"message":"Incorrect API key provided: sk-proj-****1234.","code":"invalid_api_key"}}`, true},
+		{"403", 403, `forbidden`, true},
+		{"400 quoting the key", 400, `bad request for key ` + key, true},
+		{"400 about the key", 400, `{"error":{"message":"API key not valid. Please pass a valid API key."}}`, true},
+		{"400 of the client", 400, `{"error":{"message":"'messages' must hold at least one message."}}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tc.status)
+				_, _ = io.WriteString(w, tc.body)
+			}))
+			t.Cleanup(srv.Close)
+			_, err := (&OpenAI{BaseURL: srv.URL, APIKey: key}).Do(t.Context(), Call{Path: "/chat/completions", Body: []byte(`{}`)})
+			var pe *Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("Do = %v", err)
+			}
+			if pe.Credential != tc.cred || pe.Retryable() != tc.cred {
+				t.Fatalf("Credential %v, Retryable %v; want %v", pe.Credential, pe.Retryable(), tc.cred)
+			}
+			if tc.cred && (len(pe.Body) != 0 || strings.Contains(pe.Error(), "1234") || strings.Contains(pe.Error(), "API key")) {
+				t.Errorf("a credential refusal carries the upstream's words: %q, body %q", pe.Error(), pe.Body)
+			}
+			// The asynchronous adapter says the same.
+			_, err = (&OpenAIVideo{BaseURL: srv.URL, APIKey: key}).Submit(t.Context(), AsyncCall{Body: []byte(`{}`)})
+			if !errors.As(err, &pe) || pe.Credential != tc.cred {
+				t.Fatalf("Submit = %v; want Credential %v", err, tc.cred)
+			}
+			if tc.cred && strings.Contains(pe.Error(), "1234") {
+				t.Errorf("Submit's error quotes the upstream: %q", pe.Error())
+			}
+		})
+	}
+}
