@@ -17,9 +17,12 @@ type ScopeConfig struct {
 	// touches the scope; past it the candidate is dropped, and a waiter left
 	// with none gets ErrQueueFull. Default 0: unbounded.
 	QueueLimit int
-	// MaxWait caps the wait of every waiter that touches the scope: a
-	// waiter's deadline is the earliest of its own and arrival+MaxWait over
-	// its scopes. Default 0: no cap.
+	// MaxWait bounds how long a waiter may wait on the candidates that
+	// touch the scope, counted from its arrival: once it has passed, those
+	// candidates are dropped (as a full queue drops them) and the waiter
+	// waits on its others. A waiter left with none fails with a
+	// *TimeoutError naming the scope. A change applies to the waiters
+	// already queued. Default 0: no bound.
 	MaxWait time.Duration
 	// LeaseTTL is how long a lease in the scope lives without Renew; an
 	// expired lease is reaped and its capacity returned. A lease takes the
@@ -98,7 +101,8 @@ type Request struct {
 	Priority int32
 	// FairnessKey is the tenant, for round-robin scopes.
 	FairnessKey string
-	// Deadline, if set, is when waiting gives up with ErrTimeout.
+	// Deadline, if set, is when waiting gives up with a *TimeoutError,
+	// whatever candidates are left.
 	Deadline time.Time
 	// Owner holds the lease once granted.
 	Owner Owner
@@ -187,7 +191,8 @@ type Position struct {
 	Ahead int
 	// Queued counts every waiter queued on that scope.
 	Queued int
-	// EstimatedWait is a guess from recent hold times in that scope.
+	// EstimatedWait is a guess from recent hold times in that scope (and
+	// its RPM): the waiters up to this one, served Limit at a time.
 	EstimatedWait time.Duration
 }
 
@@ -370,6 +375,69 @@ var (
 	ErrClosed        = errors.New("admission engine closed")
 	ErrScopeOrphaned = errors.New("scope orphaned")
 )
+
+// QueueFullError says which queue refused a waiter: the full scope of its
+// most preferred candidate, when a full queue dropped every candidate it
+// could still use.
+type QueueFullError struct {
+	Scope string
+	// Limit is the scope's QueueLimit.
+	Limit int
+	// RetryAfter guesses when the queue has room: how long the scope takes
+	// to admit one waiter at its recent hold times. Zero if it has nothing
+	// to go on.
+	RetryAfter time.Duration
+}
+
+func (e *QueueFullError) Error() string {
+	return fmt.Sprintf("queue full: the queue of scope %s is full (queue_limit %d)", e.Scope, e.Limit)
+}
+
+// Unwrap makes errors.Is(err, ErrQueueFull) true.
+func (e *QueueFullError) Unwrap() error { return ErrQueueFull }
+
+// Settings a TimeoutError can name.
+const (
+	// SettingMaxWait is a scope's MaxWait.
+	SettingMaxWait = "max_wait"
+	// SettingDeadline is the waiter's own Request.Deadline.
+	SettingDeadline = "deadline"
+)
+
+// TimeoutError says which limit ended a wait. When the waiter's own
+// deadline passed, Scope is empty and Setting is SettingDeadline; when
+// scopes' MaxWait dropped its candidates one after another, it names the
+// one that dropped the last (of several at once, the one of its most
+// preferred candidate).
+type TimeoutError struct {
+	// Scope is the scope whose MaxWait passed; empty for the waiter's own
+	// deadline.
+	Scope string
+	// Setting is SettingMaxWait or SettingDeadline.
+	Setting string
+	// Value is the limit: the scope's MaxWait, or the waiter's deadline
+	// less its arrival.
+	Value time.Duration
+	// Waited is how long the waiter queued.
+	Waited time.Duration
+	// WaitingOn is the scope the waiter was waiting on when it gave up
+	// (its Position's scope).
+	WaitingOn string
+	// RetryAfter guesses how long a request arriving now would wait in
+	// that scope, from its queue and recent hold times (as
+	// Position.EstimatedWait). Zero if it has nothing to go on.
+	RetryAfter time.Duration
+}
+
+func (e *TimeoutError) Error() string {
+	if e.Scope == "" {
+		return fmt.Sprintf("queue timeout: waited %s, its deadline (%s after arrival) passed", e.Waited, e.Value)
+	}
+	return fmt.Sprintf("queue timeout: waited %s, the max_wait of scope %s (%s) passed", e.Waited, e.Scope, e.Value)
+}
+
+// Unwrap makes errors.Is(err, ErrTimeout) true.
+func (e *TimeoutError) Unwrap() error { return ErrTimeout }
 
 // RateLimitedError says when a rate-limited request could next be admitted.
 type RateLimitedError struct {

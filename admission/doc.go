@@ -21,7 +21,12 @@
 //  5. Exactly-once release: Release, expiry and fencing converge on one path
 //     keyed by lease id; a second release is a no-op and a fenced owner
 //     generation gets ErrStaleOwner.
-//  6. Bounded: per-scope queue limits, per-waiter deadlines, cancellation.
+//  6. Bounded: per-scope queue limits and wait limits, per-waiter
+//     deadlines, cancellation. A scope's full queue or passed MaxWait drops
+//     the candidates that touch it, so a fallback still serves when the
+//     primary is saturated; the waiter fails (ErrQueueFull, ErrTimeout) only
+//     when no candidate is left or its own deadline passes, with an error
+//     naming the limit (QueueFullError, TimeoutError).
 //  7. Observable: every transition is an Event to one Observer.
 //  8. Cheap: admission and release cost O(log n) in the number of waiters.
 //
