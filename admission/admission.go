@@ -41,7 +41,9 @@ type ScopeConfig struct {
 	RPM int64
 	// TPM is the tokens-per-minute rate limit: a bucket of TPM tokens
 	// refilled evenly over a minute; a lease reserves its candidate's Tokens
-	// and Reconcile settles the difference. Default 0: no limit.
+	// and Reconcile settles the difference. A candidate reserving more than
+	// TPM tokens can never be admitted and is dropped at once; a request
+	// left with none fails with a *TokenLimitError. Default 0: no limit.
 	TPM int64
 	// Owner, when set, makes the scope belong to a process or node
 	// connection: Fence of that owner at OwnerGen or later orphans the
@@ -235,7 +237,7 @@ type Engine interface {
 	Acquire(ctx context.Context, req Request) (Lease, error)
 	// TryAcquire admits at once or fails without queueing: ErrWouldWait when
 	// capacity is missing, a *RateLimitedError when only rate limits stand in
-	// the way.
+	// the way, a *TokenLimitError when no candidate could ever be admitted.
 	TryAcquire(ctx context.Context, req Request) (Lease, error)
 	// Enqueue queues the waiter and returns; notify is called exactly once,
 	// outside the engine's lock, with the lease or the error that ended the
@@ -438,6 +440,23 @@ func (e *TimeoutError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrTimeout) true.
 func (e *TimeoutError) Unwrap() error { return ErrTimeout }
+
+// TokenLimitError says that a request can never be admitted because every
+// candidate left reserves more tokens than the TPM of one of its scopes:
+// the bucket never holds that many. It names the first such candidate's
+// scope.
+type TokenLimitError struct {
+	Scope string
+	// TPM is the scope's TPM; Tokens what the candidate reserves.
+	TPM, Tokens int64
+}
+
+func (e *TokenLimitError) Error() string {
+	return fmt.Sprintf("no candidate: %d tokens can never fit the tpm of scope %s (%d)", e.Tokens, e.Scope, e.TPM)
+}
+
+// Unwrap makes errors.Is(err, ErrNoCandidate) true.
+func (e *TokenLimitError) Unwrap() error { return ErrNoCandidate }
 
 // RateLimitedError says when a rate-limited request could next be admitted.
 type RateLimitedError struct {

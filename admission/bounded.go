@@ -6,7 +6,8 @@ import (
 )
 
 // The memory home's bounds on a wait (contract point 6): a waiter's own
-// deadline and the MaxWait of its scopes.
+// deadline, the MaxWait of its scopes, and candidates that reserve more
+// tokens than a TPM bucket holds.
 //
 // Each waiter has one entry in m.deadlines, keyed by its next due moment
 // (waiter.due): the earlier of its own deadline and the first moment a
@@ -242,19 +243,46 @@ func turnIn(turns []scopeTurn, s *scope) (int64, bool) {
 	return 0, false
 }
 
-// rescopeLocked applies a change of s's MaxWait to the waiters that touch
-// s: their due moments move, and those past the new MaxWait lose their
-// candidates on s. It costs O(waiters touching s), on a configuration
-// change only.
-func (m *Memory) rescopeLocked(s *scope, now int64) {
+// tooManyTokens reports whether tokens can never fit s's TPM bucket.
+func (s *scope) tooManyTokens(tokens int64) bool {
+	return s.cfg.TPM > 0 && tokens > s.cfg.TPM
+}
+
+func tokenLimitError(s *scope, tokens int64) *TokenLimitError {
+	return &TokenLimitError{Scope: s.name, TPM: s.cfg.TPM, Tokens: tokens}
+}
+
+// rescopeLocked applies a change of s's MaxWait or a lowered TPM to the
+// waiters that touch s: their due moments move, and candidates whose
+// tokens no longer fit s's TPM are dropped. It costs O(waiters touching
+// s), on a configuration change only.
+func (m *Memory) rescopeLocked(s *scope, now int64, tpmLowered bool) {
 	var affected []*waiter
 	for c := range s.classes {
 		affected = c.members.appendTo(affected)
 	}
 	sortGlobally(affected)
 	for _, w := range affected {
-		if w.class != nil {
-			m.maxWaitLocked(w, now)
+		if w.class == nil {
+			continue // ended while an earlier one was handled
 		}
+		if tpmLowered {
+			var tokens int64
+			left := m.keepCandsLocked(w, func(cd *cand) bool {
+				t := w.cands[cd.idx].Tokens
+				for _, n := range cd.needs {
+					if n.s == s && s.tooManyTokens(t) {
+						tokens = t
+						return false
+					}
+				}
+				return true
+			}, 0)
+			if left == 0 {
+				m.dropWaiterLocked(w, OutcomeNoCandidate, tokenLimitError(s, tokens))
+				continue
+			}
+		}
+		m.maxWaitLocked(w, now)
 	}
 }

@@ -60,6 +60,11 @@
 // candidate is rate-limited waits for the earliest refill, unless its
 // deadline comes first.
 //
+// A candidate reserving more tokens than a scope's TPM can never be
+// admitted: it is dropped at once (at arrival, or when SetScope lowers the
+// TPM), and a request left with none fails with a TokenLimitError, an
+// ErrNoCandidate, rather than waiting for a refill that never comes.
+//
 // # Owners and fencing
 //
 // A lease has an Owner (a replica, or a node connection and its

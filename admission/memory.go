@@ -388,8 +388,9 @@ func (m *Memory) SetScope(ctx context.Context, name string, cfg ScopeConfig) err
 	if s.holder != nil && (cfg.FairnessWindow == 0 || cfg.Limit == 0) {
 		s.holder = nil
 	}
-	if len(s.classes) > 0 && cfg.MaxWait != old.MaxWait {
-		m.rescopeLocked(s, now)
+	tpmLowered := cfg.TPM > 0 && (old.TPM == 0 || cfg.TPM < old.TPM)
+	if len(s.classes) > 0 && (tpmLowered || cfg.MaxWait != old.MaxWait) {
+		m.rescopeLocked(s, now, tpmLowered)
 	}
 	m.markDirty(s)
 	return nil
@@ -763,16 +764,23 @@ func (m *Memory) admitNowLocked(req *Request, try bool) (l Lease, err error, don
 	}
 	p := probe{prio: req.Priority, seq: m.seq + 1, fkey: req.FairnessKey}
 	var buf [3]need
-	rateOnly, usable := true, false
+	rateOnly, usable, orphaned := true, false, false
+	var tooMany *TokenLimitError
 	var wake int64
 	for i := range req.Candidates {
 		c := &req.Candidates[i]
-		needs, b, err := m.checkCandidateLocked(&p, c, buf[:0])
+		needs, b, over, err := m.checkCandidateLocked(&p, c, buf[:0])
 		if err != nil {
 			return Lease{}, err, true
 		}
 		if needs == nil {
-			continue // touches an orphaned scope
+			// It touches an orphaned scope, or can never fit a TPM.
+			if over == nil {
+				orphaned = true
+			} else if tooMany == nil {
+				tooMany = tokenLimitError(over, c.Tokens)
+			}
+			continue
 		}
 		usable = true
 		if b.s == nil {
@@ -796,7 +804,12 @@ func (m *Memory) admitNowLocked(req *Request, try bool) (l Lease, err error, don
 	}
 	if !usable {
 		m.emit(Event{Outcome: OutcomeNoCandidate, WaiterID: req.ID, Priority: req.Priority})
-		return Lease{}, fmt.Errorf("%w: every candidate of %s uses an orphaned scope", ErrNoCandidate, req.ID), true
+		if !orphaned {
+			// No candidate could ever be admitted; an orphaned one could
+			// once its owner is back.
+			return Lease{}, tooMany, true
+		}
+		return Lease{}, fmt.Errorf("%w: every candidate of %s uses an orphaned scope or more tokens than a TPM", ErrNoCandidate, req.ID), true
 	}
 	if !try {
 		return Lease{}, nil, false
@@ -815,16 +828,19 @@ func (m *Memory) isFenced(o Owner) bool {
 
 // checkCandidateLocked resolves c's scopes into buf and finds the scope it
 // would wait on (none if it fits now). It returns nil needs when a scope is
-// orphaned, and ErrUnknownScope when one does not exist.
-func (m *Memory) checkCandidateLocked(p *probe, c *Candidate, buf []need) ([]need, blocker, error) {
-	var b blocker
+// orphaned or c reserves more tokens than its TPM (then over is that
+// scope), and ErrUnknownScope when one does not exist.
+func (m *Memory) checkCandidateLocked(p *probe, c *Candidate, buf []need) (needs []need, b blocker, over *scope, err error) {
 	for _, n := range c.Needs {
 		s := m.scopes[n.Scope]
 		if s == nil {
-			return nil, b, fmt.Errorf("%w: %s", ErrUnknownScope, n.Scope)
+			return nil, b, nil, fmt.Errorf("%w: %s", ErrUnknownScope, n.Scope)
 		}
 		if s.orphaned {
-			return nil, b, nil
+			return nil, b, nil, nil
+		}
+		if s.tooManyTokens(c.Tokens) {
+			return nil, b, s, nil
 		}
 		buf = append(buf, need{s: s, amt: n.Amount})
 		if b.s == nil {
@@ -833,7 +849,7 @@ func (m *Memory) checkCandidateLocked(p *probe, c *Candidate, buf []need) ([]nee
 			}
 		}
 	}
-	return buf, b, nil
+	return buf, b, nil, nil
 }
 
 // resolveNeedsLocked maps scope names to scopes. It returns nil needs (and
@@ -865,7 +881,7 @@ func (m *Memory) queueLocked(req *Request, notify func(Lease, error)) (*waiter, 
 	b := appendKeyHead(m.keyBuf[:0], req.FairnessKey, req.Priority)
 	for i := range req.Candidates {
 		c := &req.Candidates[i]
-		if ok, f := m.queueableLocked(c.Needs); !ok {
+		if ok, f := m.queueableLocked(c.Needs, c.Tokens); !ok {
 			if full == nil {
 				full = f
 			}
@@ -923,13 +939,13 @@ func (m *Memory) queueLocked(req *Request, notify func(Lease, error)) (*waiter, 
 	return w, nil
 }
 
-// queueableLocked reports whether a candidate's scopes exist, are usable
-// and have room in their queues; if not for a full queue alone, full is
-// that scope.
-func (m *Memory) queueableLocked(needs []Need) (ok bool, full *scope) {
+// queueableLocked reports whether a candidate's scopes exist, are usable,
+// can hold its tokens and have room in their queues; if not for a full
+// queue alone, full is that scope.
+func (m *Memory) queueableLocked(needs []Need, tokens int64) (ok bool, full *scope) {
 	for _, n := range needs {
 		s := m.scopes[n.Scope]
-		if s == nil || s.orphaned {
+		if s == nil || s.orphaned || s.tooManyTokens(tokens) {
 			return false, nil
 		}
 		if q := s.cfg.QueueLimit; q > 0 && s.queued >= q && full == nil {
@@ -1791,7 +1807,8 @@ func (m *Memory) liveCandidatesLocked(w *waiter) ([]Candidate, []cand, error) {
 	var live []cand
 	if w.resolve == nil {
 		for _, cd := range old.cands {
-			if !slices.ContainsFunc(cd.needs, func(n need) bool { return n.s.orphaned }) {
+			tokens := w.cands[cd.idx].Tokens
+			if !slices.ContainsFunc(cd.needs, func(n need) bool { return n.s.orphaned || n.s.tooManyTokens(tokens) }) {
 				live = append(live, cd)
 			}
 		}
@@ -1807,6 +1824,10 @@ func (m *Memory) liveCandidatesLocked(w *waiter) ([]Candidate, []cand, error) {
 		}
 		needs, err := m.resolveNeedsLocked(fresh[i].Needs, nil)
 		if err != nil || needs == nil {
+			continue
+		}
+		tokens := fresh[i].Tokens
+		if slices.ContainsFunc(needs, func(n need) bool { return n.s.tooManyTokens(tokens) }) {
 			continue
 		}
 		full := slices.ContainsFunc(needs, func(n need) bool {

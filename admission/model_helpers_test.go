@@ -30,7 +30,9 @@ package admission_test
 //     nobody is still queued past their own deadline and no lease is live
 //     past its expiry.
 //   - Refusals name their cause: a *QueueFullError names the first full
-//     scope of the first candidate a full queue dropped.
+//     scope of the first candidate a full queue dropped; a request whose
+//     every candidate reserves more tokens than a TPM gets a
+//     *TokenLimitError naming the first such scope.
 //   - Preference: a waiter admitted to candidate k had no earlier candidate
 //     that surely fit (see fitsSurely).
 //   - Order (doc.go "Order"): when W takes capacity in scope S, no queued W'
@@ -124,6 +126,10 @@ type modelCandidate struct {
 	// admit it at once.
 	queueFull bool
 	fullScope string
+	// tooMany: dropped because it reserves more tokens than overScope's
+	// TPM. It is never offered.
+	tooMany   bool
+	overScope string
 	// maxWaited: dropped because the MaxWait of one of its scopes passed.
 	maxWaited bool
 }
@@ -1109,11 +1115,23 @@ func (m *model) applyMaxWait(now time.Time) {
 	}
 }
 
-// newCandidate is c as a waiter arriving (or resolving) now has it:
-// dropped if it uses an orphaned scope; a full queue is the caller's to
-// check.
+// newCandidate is c as a waiter arriving (or resolving) now has it: dropped
+// if it uses an orphaned scope or reserves more tokens than a TPM before
+// that; a full queue is the caller's to check.
 func (m *model) newCandidate(c admission.Candidate) modelCandidate {
-	return modelCandidate{Candidate: c, dropped: m.usesOrphaned(c)}
+	mc := modelCandidate{Candidate: c}
+	for _, n := range c.Needs {
+		s := m.scopes[n.Scope]
+		if s.orphaned {
+			mc.dropped = true
+			return mc
+		}
+		if s.cfg.TPM > 0 && c.Tokens > s.cfg.TPM {
+			mc.dropped, mc.tooMany, mc.overScope = true, true, s.name
+			return mc
+		}
+	}
+	return mc
 }
 
 // checkLease compares a Lease handed out for w with the model's.
@@ -1180,6 +1198,8 @@ func (m *model) candString(w *modelWaiter) string {
 		switch {
 		case c.maxWaited:
 			b.WriteString("(dropped: max wait)")
+		case c.tooMany:
+			b.WriteString("(dropped: tokens)")
 		case c.queueFull:
 			b.WriteString("(dropped: queue full)")
 		case c.dropped:

@@ -334,6 +334,9 @@ func genCandidates(c chooser, names []string) []admission.Candidate {
 			cand.Needs = append(cand.Needs, admission.Need{Scope: name, Amount: amt})
 			if name == "pm:tpm" {
 				cand.Tokens = int64(c.intn(301))
+				if c.intn(40) == 0 {
+					cand.Tokens = 601 + int64(c.intn(100)) // more than its TPM ever holds
+				}
 			}
 		}
 		out = append(out, cand)
@@ -426,15 +429,19 @@ func (r *runner) opEnqueue() {
 	defer m.mu.Unlock()
 	r.endLocked()
 	// Refusals: every candidate dropped, a full queue's for the first it
-	// dropped.
-	allDropped, noneUsable := true, true
-	var full *modelCandidate
+	// dropped; with none usable at all, too many tokens for every one.
+	allDropped, noneUsable, anyOrphaned := true, true, false
+	var full, over *modelCandidate
 	for i := range w.cands {
 		c := &w.cands[i]
 		allDropped = allDropped && c.dropped
 		noneUsable = noneUsable && c.dropped && !c.queueFull
+		anyOrphaned = anyOrphaned || (c.dropped && !c.queueFull && !c.tooMany)
 		if c.queueFull && full == nil {
 			full = c
+		}
+		if c.tooMany && over == nil {
+			over = c
 		}
 	}
 	if err != nil {
@@ -446,7 +453,14 @@ func (r *runner) opEnqueue() {
 		case !errors.Is(err, wantErr(w.end)):
 			m.violatef("Enqueue of %s returned %v after a %s event", w, err, w.end)
 		case errors.Is(err, admission.ErrNoCandidate) && !noneUsable:
-			m.violatef("Enqueue of %s returned %v, but not all its candidates use orphaned scopes: %s", w, err, r.candString(w))
+			m.violatef("Enqueue of %s returned %v, but not all its candidates use orphaned scopes or too many tokens: %s", w, err, r.candString(w))
+		case errors.Is(err, admission.ErrNoCandidate) && !anyOrphaned:
+			var te *admission.TokenLimitError
+			s := m.scopes[over.overScope]
+			if !errors.As(err, &te) || te.Scope != s.name || te.TPM != s.cfg.TPM || te.Tokens != over.Tokens {
+				m.violatef("Enqueue of %s returned %v; want a *TokenLimitError for %d tokens in %s: %s", w, err, over.Tokens, s.name, r.candString(w))
+			}
+			m.counts["tokens: requests refused, too many for every candidate"]++
 		case errors.Is(err, admission.ErrQueueFull) && !allDropped:
 			m.violatef("Enqueue of %s returned %v, but it has a candidate whose queues have room: %s", w, err, r.candString(w))
 		case errors.Is(err, admission.ErrQueueFull):
