@@ -10,6 +10,7 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/keys"
 	"github.com/weir-gateway/weir/provider/mock"
 	"github.com/weir-gateway/weir/router"
@@ -38,6 +39,10 @@ type setupOpts struct {
 	// catalog, if set, replaces the default catalog; "UP" in a platform's
 	// BaseURL is replaced with the mock's URL.
 	catalog *weir.Catalog
+	// clock, if set, is the engine's and the API's clock (Deps.Clock).
+	clock clock.Clock
+	// observer, if set, receives the engine's events.
+	observer admission.Observer
 }
 
 // setup serves a catalog of one platform ("up", the mock), one platform
@@ -55,9 +60,9 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	b.db = db
-	b.engine = admission.NewMemory(admission.Options{})
+	b.engine = admission.NewMemory(admission.Options{Clock: o.clock, Observer: o.observer})
 	t.Cleanup(b.engine.Close)
-	deps := Deps{Engine: b.engine, Store: db, Router: router.New(router.Options{})}
+	deps := Deps{Engine: b.engine, Store: db, Router: router.New(router.Options{}), Clock: o.clock}
 	if o.deps != nil {
 		o.deps(&deps)
 	}
