@@ -15,7 +15,7 @@ type ScopeConfig struct {
 	Limit int64
 	// QueueLimit bounds how many waiters may be queued with a candidate that
 	// touches the scope; past it the candidate is dropped, and a waiter left
-	// with none gets ErrQueueFull. Default 0: unbounded.
+	// with none gets a *QueueFullError. Default 0: unbounded.
 	QueueLimit int
 	// MaxWait bounds how long a waiter may wait on the candidates that
 	// touch the scope, counted from its arrival: once it has passed, those

@@ -1,6 +1,7 @@
 package admissiontest
 
 import (
+	"context"
 	"errors"
 	"math"
 	"testing"
@@ -165,7 +166,9 @@ func exerciseRateLimits(t *testing.T, newEngine NewEngine) {
 		h.wantEvent("no_candidate w1", isWaiterEvent(admission.OutcomeNoCandidate, "w1"))
 		w2 := h.newWaiter(req("w2", big))
 		wantTokenLimit("Enqueue of 150 tokens against TPM 100", h.e.Enqueue(h.ctx, w2.req, w2.notify))
-		_, err = h.e.Acquire(h.ctx, req("w3", big))
+		ctx, cancel := context.WithTimeout(h.ctx, guard) // an engine that waits fails, not hangs
+		defer cancel()
+		_, err = h.e.Acquire(ctx, req("w3", big))
 		wantTokenLimit("Acquire of 150 tokens against TPM 100", err)
 
 		// With a fallback, only the fallback is offered.
