@@ -80,6 +80,22 @@ func PlatformModelOfScope(scope string) (string, bool) {
 	return strings.CutPrefix(scope, pmScopePrefix)
 }
 
+// ScopeLabel names a scope as the catalog's users know it, for messages:
+// "platform model up/m", "key key_1", "group default"; any other scope as
+// "scope <name>".
+func ScopeLabel(scope string) string {
+	if pm, ok := PlatformModelOfScope(scope); ok {
+		return "platform model " + pm
+	}
+	if k, ok := strings.CutPrefix(scope, "key:"); ok {
+		return "key " + k
+	}
+	if g, ok := strings.CutPrefix(scope, "group:"); ok {
+		return "group " + g
+	}
+	return "scope " + scope
+}
+
 // Limits are the capacity settings shared by platform models, groups and
 // keys. Zero means no limit, as in admission.ScopeConfig.
 type Limits struct {

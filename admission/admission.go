@@ -15,11 +15,14 @@ type ScopeConfig struct {
 	Limit int64
 	// QueueLimit bounds how many waiters may be queued with a candidate that
 	// touches the scope; past it the candidate is dropped, and a waiter left
-	// with none gets ErrQueueFull. Default 0: unbounded.
+	// with none gets a *QueueFullError. Default 0: unbounded.
 	QueueLimit int
-	// MaxWait caps the wait of every waiter that touches the scope: a
-	// waiter's deadline is the earliest of its own and arrival+MaxWait over
-	// its scopes. Default 0: no cap.
+	// MaxWait bounds how long a waiter may wait on the candidates that
+	// touch the scope, counted from its arrival: once it has passed, those
+	// candidates are dropped (as a full queue drops them) and the waiter
+	// waits on its others. A waiter left with none fails with a
+	// *TimeoutError naming the scope. A change applies to the waiters
+	// already queued. Default 0: no bound.
 	MaxWait time.Duration
 	// LeaseTTL is how long a lease in the scope lives without Renew; an
 	// expired lease is reaped and its capacity returned. A lease takes the
@@ -38,7 +41,9 @@ type ScopeConfig struct {
 	RPM int64
 	// TPM is the tokens-per-minute rate limit: a bucket of TPM tokens
 	// refilled evenly over a minute; a lease reserves its candidate's Tokens
-	// and Reconcile settles the difference. Default 0: no limit.
+	// and Reconcile settles the difference. A candidate reserving more than
+	// TPM tokens can never be admitted and is dropped at once; a request
+	// left with none fails with a *TokenLimitError. Default 0: no limit.
 	TPM int64
 	// Owner, when set, makes the scope belong to a process or node
 	// connection: Fence of that owner at OwnerGen or later orphans the
@@ -98,7 +103,8 @@ type Request struct {
 	Priority int32
 	// FairnessKey is the tenant, for round-robin scopes.
 	FairnessKey string
-	// Deadline, if set, is when waiting gives up with ErrTimeout.
+	// Deadline, if set, is when waiting gives up with a *TimeoutError,
+	// whatever candidates are left.
 	Deadline time.Time
 	// Owner holds the lease once granted.
 	Owner Owner
@@ -187,7 +193,8 @@ type Position struct {
 	Ahead int
 	// Queued counts every waiter queued on that scope.
 	Queued int
-	// EstimatedWait is a guess from recent hold times in that scope.
+	// EstimatedWait is a guess from recent hold times in that scope (and
+	// its RPM): the waiters up to this one, served Limit at a time.
 	EstimatedWait time.Duration
 }
 
@@ -230,7 +237,7 @@ type Engine interface {
 	Acquire(ctx context.Context, req Request) (Lease, error)
 	// TryAcquire admits at once or fails without queueing: ErrWouldWait when
 	// capacity is missing, a *RateLimitedError when only rate limits stand in
-	// the way.
+	// the way, a *TokenLimitError when no candidate could ever be admitted.
 	TryAcquire(ctx context.Context, req Request) (Lease, error)
 	// Enqueue queues the waiter and returns; notify is called exactly once,
 	// outside the engine's lock, with the lease or the error that ended the
@@ -370,6 +377,86 @@ var (
 	ErrClosed        = errors.New("admission engine closed")
 	ErrScopeOrphaned = errors.New("scope orphaned")
 )
+
+// QueueFullError says which queue refused a waiter: the full scope of its
+// most preferred candidate, when a full queue dropped every candidate it
+// could still use.
+type QueueFullError struct {
+	Scope string
+	// Limit is the scope's QueueLimit.
+	Limit int
+	// RetryAfter guesses when the queue has room: how long the scope takes
+	// to admit one waiter at its recent hold times. Zero if it has nothing
+	// to go on.
+	RetryAfter time.Duration
+}
+
+func (e *QueueFullError) Error() string {
+	return fmt.Sprintf("queue full: the queue of scope %s is full (queue_limit %d)", e.Scope, e.Limit)
+}
+
+// Unwrap makes errors.Is(err, ErrQueueFull) true.
+func (e *QueueFullError) Unwrap() error { return ErrQueueFull }
+
+// Settings a TimeoutError can name.
+const (
+	// SettingMaxWait is a scope's MaxWait.
+	SettingMaxWait = "max_wait"
+	// SettingDeadline is the waiter's own Request.Deadline.
+	SettingDeadline = "deadline"
+)
+
+// TimeoutError says which limit ended a wait. When the waiter's own
+// deadline passed, Scope is empty and Setting is SettingDeadline; when
+// scopes' MaxWait dropped its candidates one after another, it names the
+// one that dropped the last (of several at once, the one of its most
+// preferred candidate).
+type TimeoutError struct {
+	// Scope is the scope whose MaxWait passed; empty for the waiter's own
+	// deadline.
+	Scope string
+	// Setting is SettingMaxWait or SettingDeadline.
+	Setting string
+	// Value is the limit: the scope's MaxWait, or the waiter's deadline
+	// less its arrival.
+	Value time.Duration
+	// Waited is how long the waiter queued.
+	Waited time.Duration
+	// WaitingOn is the scope the waiter was waiting on when it gave up
+	// (its Position's scope).
+	WaitingOn string
+	// RetryAfter guesses how long a request arriving now would wait in
+	// that scope, from its queue and recent hold times (as
+	// Position.EstimatedWait). Zero if it has nothing to go on.
+	RetryAfter time.Duration
+}
+
+func (e *TimeoutError) Error() string {
+	if e.Scope == "" {
+		return fmt.Sprintf("queue timeout: waited %s, its deadline (%s after arrival) passed", e.Waited, e.Value)
+	}
+	return fmt.Sprintf("queue timeout: waited %s, the max_wait of scope %s (%s) passed", e.Waited, e.Scope, e.Value)
+}
+
+// Unwrap makes errors.Is(err, ErrTimeout) true.
+func (e *TimeoutError) Unwrap() error { return ErrTimeout }
+
+// TokenLimitError says that a request can never be admitted because every
+// candidate left reserves more tokens than the TPM of one of its scopes:
+// the bucket never holds that many. It names the first such candidate's
+// scope.
+type TokenLimitError struct {
+	Scope string
+	// TPM is the scope's TPM; Tokens what the candidate reserves.
+	TPM, Tokens int64
+}
+
+func (e *TokenLimitError) Error() string {
+	return fmt.Sprintf("no candidate: %d tokens can never fit the tpm of scope %s (%d)", e.Tokens, e.Scope, e.TPM)
+}
+
+// Unwrap makes errors.Is(err, ErrNoCandidate) true.
+func (e *TokenLimitError) Unwrap() error { return ErrNoCandidate }
 
 // RateLimitedError says when a rate-limited request could next be admitted.
 type RateLimitedError struct {

@@ -21,7 +21,12 @@
 //  5. Exactly-once release: Release, expiry and fencing converge on one path
 //     keyed by lease id; a second release is a no-op and a fenced owner
 //     generation gets ErrStaleOwner.
-//  6. Bounded: per-scope queue limits, per-waiter deadlines, cancellation.
+//  6. Bounded: per-scope queue limits and wait limits, per-waiter
+//     deadlines, cancellation. A scope's full queue or passed MaxWait drops
+//     the candidates that touch it, so a fallback still serves when the
+//     primary is saturated; the waiter fails (ErrQueueFull, ErrTimeout) only
+//     when no candidate is left or its own deadline passes, with an error
+//     naming the limit (QueueFullError, TimeoutError).
 //  7. Observable: every transition is an Event to one Observer.
 //  8. Cheap: admission and release cost O(log n) in the number of waiters.
 //
@@ -54,6 +59,11 @@
 // candidate whose scope is out of tokens is skipped; a waiter whose every
 // candidate is rate-limited waits for the earliest refill, unless its
 // deadline comes first.
+//
+// A candidate reserving more tokens than a scope's TPM can never be
+// admitted: it is dropped at once (at arrival, or when SetScope lowers the
+// TPM), and a request left with none fails with a TokenLimitError, an
+// ErrNoCandidate, rather than waiting for a refill that never comes.
 //
 // # Owners and fencing
 //

@@ -122,6 +122,9 @@ type class struct {
 	parks   []*parking // in scopes' waiting heaps
 	// uidx is c's place in m.unsettled; -1 when it is not there.
 	uidx int
+	// offset: its members were moved here when that much of their wait
+	// had passed (see keepCandsLocked); 0 for a class joined on arrival.
+	offset int64
 	// turnsMixed: some member's turn in a round-robin scope is out of
 	// arrival order (a waiter re-resolved into the class can take one), so
 	// Position walks the class instead of searching it.
@@ -181,14 +184,17 @@ type waiter struct {
 	didx     int32
 	seq      uint64
 	arrival  int64
-	deadline int64
-	owner    Owner
-	cands    []Candidate
-	class    *class
-	vt0      int64   // turn in the class's first round-robin scope
-	vts      []int64 // turns in the others
-	resolve  func(string) ([]Candidate, error)
-	notify   func(Lease, error)
+	deadline int64 // its own; 0 if none
+	// due is its key in m.deadlines: the earlier of its deadline and the
+	// first moment a MaxWait of its scopes passes; 0 if neither.
+	due     int64
+	owner   Owner
+	cands   []Candidate
+	class   *class
+	vt0     int64   // turn in the class's first round-robin scope
+	vts     []int64 // turns in the others
+	resolve func(string) ([]Candidate, error)
+	notify  func(Lease, error)
 }
 
 type lease struct {
@@ -238,7 +244,7 @@ func NewMemory(opts Options) *Memory {
 	}
 	m.deadlines = indexHeap[*waiter]{
 		less: func(a, b *waiter) bool {
-			return a.deadline < b.deadline || (a.deadline == b.deadline && a.seq < b.seq)
+			return a.due < b.due || (a.due == b.due && a.seq < b.seq)
 		},
 		setIdx: func(w *waiter, i int) { w.didx = int32(i) },
 	}
@@ -381,6 +387,10 @@ func (m *Memory) SetScope(ctx context.Context, name string, cfg ScopeConfig) err
 	}
 	if s.holder != nil && (cfg.FairnessWindow == 0 || cfg.Limit == 0) {
 		s.holder = nil
+	}
+	tpmLowered := cfg.TPM > 0 && (old.TPM == 0 || cfg.TPM < old.TPM)
+	if len(s.classes) > 0 && (tpmLowered || cfg.MaxWait != old.MaxWait) {
+		m.rescopeLocked(s, now, tpmLowered)
 	}
 	m.markDirty(s)
 	return nil
@@ -754,16 +764,23 @@ func (m *Memory) admitNowLocked(req *Request, try bool) (l Lease, err error, don
 	}
 	p := probe{prio: req.Priority, seq: m.seq + 1, fkey: req.FairnessKey}
 	var buf [3]need
-	rateOnly, usable := true, false
+	rateOnly, usable, orphaned := true, false, false
+	var tooMany *TokenLimitError
 	var wake int64
 	for i := range req.Candidates {
 		c := &req.Candidates[i]
-		needs, b, err := m.checkCandidateLocked(&p, c, buf[:0])
+		needs, b, over, err := m.checkCandidateLocked(&p, c, buf[:0])
 		if err != nil {
 			return Lease{}, err, true
 		}
 		if needs == nil {
-			continue // touches an orphaned scope
+			// It touches an orphaned scope, or can never fit a TPM.
+			if over == nil {
+				orphaned = true
+			} else if tooMany == nil {
+				tooMany = tokenLimitError(over, c.Tokens)
+			}
+			continue
 		}
 		usable = true
 		if b.s == nil {
@@ -787,7 +804,12 @@ func (m *Memory) admitNowLocked(req *Request, try bool) (l Lease, err error, don
 	}
 	if !usable {
 		m.emit(Event{Outcome: OutcomeNoCandidate, WaiterID: req.ID, Priority: req.Priority})
-		return Lease{}, fmt.Errorf("%w: every candidate of %s uses an orphaned scope", ErrNoCandidate, req.ID), true
+		if !orphaned {
+			// No candidate could ever be admitted; an orphaned one could
+			// once its owner is back.
+			return Lease{}, tooMany, true
+		}
+		return Lease{}, fmt.Errorf("%w: every candidate of %s uses an orphaned scope or more tokens than a TPM", ErrNoCandidate, req.ID), true
 	}
 	if !try {
 		return Lease{}, nil, false
@@ -806,16 +828,19 @@ func (m *Memory) isFenced(o Owner) bool {
 
 // checkCandidateLocked resolves c's scopes into buf and finds the scope it
 // would wait on (none if it fits now). It returns nil needs when a scope is
-// orphaned, and ErrUnknownScope when one does not exist.
-func (m *Memory) checkCandidateLocked(p *probe, c *Candidate, buf []need) ([]need, blocker, error) {
-	var b blocker
+// orphaned or c reserves more tokens than its TPM (then over is that
+// scope), and ErrUnknownScope when one does not exist.
+func (m *Memory) checkCandidateLocked(p *probe, c *Candidate, buf []need) (needs []need, b blocker, over *scope, err error) {
 	for _, n := range c.Needs {
 		s := m.scopes[n.Scope]
 		if s == nil {
-			return nil, b, fmt.Errorf("%w: %s", ErrUnknownScope, n.Scope)
+			return nil, b, nil, fmt.Errorf("%w: %s", ErrUnknownScope, n.Scope)
 		}
 		if s.orphaned {
-			return nil, b, nil
+			return nil, b, nil, nil
+		}
+		if s.tooManyTokens(c.Tokens) {
+			return nil, b, s, nil
 		}
 		buf = append(buf, need{s: s, amt: n.Amount})
 		if b.s == nil {
@@ -824,7 +849,7 @@ func (m *Memory) checkCandidateLocked(p *probe, c *Candidate, buf []need) ([]nee
 			}
 		}
 	}
-	return buf, b, nil
+	return buf, b, nil, nil
 }
 
 // resolveNeedsLocked maps scope names to scopes. It returns nil needs (and
@@ -852,18 +877,24 @@ func (m *Memory) queueLocked(req *Request, notify func(Lease, error)) (*waiter, 
 	// reused buffer and the candidates resolved only for a new class, so
 	// joining an existing class allocates nothing but the waiter.
 	var live uint64
+	var full *scope // of the most preferred candidate a full queue dropped
 	b := appendKeyHead(m.keyBuf[:0], req.FairnessKey, req.Priority)
 	for i := range req.Candidates {
-		if !m.queueableLocked(req.Candidates[i].Needs) {
+		c := &req.Candidates[i]
+		if ok, f := m.queueableLocked(c.Needs, c.Tokens); !ok {
+			if full == nil {
+				full = f
+			}
 			continue
 		}
 		live |= 1 << i
-		b = appendKeyCand(b, i, req.Candidates[i].Needs)
+		b = appendKeyCand(b, i, c.Needs)
 	}
 	m.keyBuf = b
 	if live == 0 {
+		// admitNowLocked found a usable candidate, so a queue was full.
 		m.emit(Event{Outcome: OutcomeQueueFull, WaiterID: req.ID, Priority: req.Priority})
-		return nil, fmt.Errorf("%w: %s", ErrQueueFull, req.ID)
+		return nil, &QueueFullError{Scope: full.name, Limit: full.cfg.QueueLimit, RetryAfter: full.waitEstimate(1)}
 	}
 	c := m.classes[string(b)]
 	if c == nil {
@@ -892,23 +923,15 @@ func (m *Memory) queueLocked(req *Request, notify func(Lease, error)) (*waiter, 
 	if req.Deadline.IsZero() {
 		w.deadline = 0
 	}
-	for _, s := range c.scopes {
-		if s.cfg.MaxWait > 0 {
-			if d := now + int64(s.cfg.MaxWait); w.deadline == 0 || d < w.deadline {
-				w.deadline = d
-			}
-		}
-	}
 	if w.deadline != 0 && w.deadline <= now {
+		on := c.waitingOn()
 		m.dropClassIfEmpty(c)
 		m.emit(Event{Outcome: OutcomeTimeout, WaiterID: req.ID, Priority: req.Priority})
-		return nil, fmt.Errorf("%w: %s reached its deadline before it could be admitted", ErrTimeout, req.ID)
+		return nil, &TimeoutError{Setting: SettingDeadline, WaitingOn: on.name, RetryAfter: on.waitEstimate(on.queued + 1)}
 	}
 	m.joinClassLocked(w, c)
 	m.waiters[w.id] = w
-	if w.deadline != 0 {
-		m.deadlines.push(w)
-	}
+	m.scheduleLocked(w)
 	m.emit(Event{Outcome: OutcomeQueued, WaiterID: w.id, Priority: w.prio})
 	if c.head() == w {
 		m.settleLocked(c)
@@ -916,19 +939,20 @@ func (m *Memory) queueLocked(req *Request, notify func(Lease, error)) (*waiter, 
 	return w, nil
 }
 
-// queueableLocked reports whether a candidate's scopes exist, are usable
-// and have room in their queues.
-func (m *Memory) queueableLocked(needs []Need) bool {
+// queueableLocked reports whether a candidate's scopes exist, are usable,
+// can hold its tokens and have room in their queues; if not for a full
+// queue alone, full is that scope.
+func (m *Memory) queueableLocked(needs []Need, tokens int64) (ok bool, full *scope) {
 	for _, n := range needs {
 		s := m.scopes[n.Scope]
-		if s == nil || s.orphaned {
-			return false
+		if s == nil || s.orphaned || s.tooManyTokens(tokens) {
+			return false, nil
 		}
-		if q := s.cfg.QueueLimit; q > 0 && s.queued >= q {
-			return false
+		if q := s.cfg.QueueLimit; q > 0 && s.queued >= q && full == nil {
+			full = s
 		}
 	}
-	return true
+	return full == nil, full
 }
 
 // Class keys: priority, fairness key, then each live candidate's index and
@@ -954,24 +978,6 @@ func appendKeyString(b []byte, s string) []byte {
 	b = strconv.AppendInt(b, int64(len(s)), 10)
 	b = append(b, ':')
 	return append(b, s...)
-}
-
-// classLocked finds or makes the class for these resolved candidates.
-func (m *Memory) classLocked(fkey string, prio int32, cands []cand) *class {
-	b := appendKeyHead(m.keyBuf[:0], fkey, prio)
-	for _, cd := range cands {
-		b = append(b, '|')
-		b = strconv.AppendInt(b, int64(cd.idx), 10)
-		for _, n := range cd.needs {
-			b = appendKeyString(b, n.s.name)
-			b = strconv.AppendInt(b, n.amt, 10)
-		}
-	}
-	m.keyBuf = b
-	if c := m.classes[string(b)]; c != nil {
-		return c
-	}
-	return m.newClassLocked(string(b), fkey, prio, cands)
 }
 
 func (m *Memory) newClassLocked(key, fkey string, prio int32, cands []cand) *class {
@@ -1589,12 +1595,7 @@ func (m *Memory) Position(ctx context.Context, waiterID string) (Position, error
 		return Position{}, fmt.Errorf("%w: %s", ErrNotQueued, waiterID)
 	}
 	c := w.class
-	var s *scope
-	if len(c.parks) > 0 {
-		s = c.parks[0].s
-	} else {
-		s = c.cands[0].needs[0].s
-	}
+	s := c.waitingOn()
 	ahead := 0
 	counted := false
 	for _, e := range s.waiting.items {
@@ -1605,12 +1606,7 @@ func (m *Memory) Position(ctx context.Context, waiterID string) (Position, error
 		// Not parked there yet: only its own class is known to be ahead.
 		ahead += c.members.before(w.seq)
 	}
-	pos := Position{Scope: s.name, Ahead: ahead, Queued: s.queued}
-	if s.meanHold > 0 {
-		per := float64(max(s.cfg.Limit, 1))
-		pos.EstimatedWait = time.Duration(float64(ahead+1) * s.meanHold / per)
-	}
-	return pos, nil
+	return Position{Scope: s.name, Ahead: ahead, Queued: s.queued, EstimatedWait: s.waitEstimate(ahead + 1)}, nil
 }
 
 // aheadIn counts c's members that precede w in s's order (s.precedes). A
@@ -1670,12 +1666,11 @@ func (c *class) noteTurns(w *waiter) {
 
 // ---- time ----
 
-// reapLocked settles what fell due by now: waiters past their deadline,
-// leases past their expiry, scopes whose rate limits refilled.
+// reapLocked settles what fell due by now: waiters past their deadline or
+// a MaxWait, leases past their expiry, scopes whose rate limits refilled.
 func (m *Memory) reapLocked(now int64) {
-	for m.deadlines.len() > 0 && m.deadlines.top().deadline <= now {
-		w := m.deadlines.top()
-		m.dropWaiterLocked(w, OutcomeTimeout, fmt.Errorf("%w: %s waited %s", ErrTimeout, w.id, time.Duration(now-w.arrival)))
+	for m.deadlines.len() > 0 && m.deadlines.top().due <= now {
+		m.dueLocked(m.deadlines.top(), now)
 	}
 	for m.expiries.len() > 0 && m.expiries.top().expires <= now {
 		m.releaseLocked(m.expiries.top(), OutcomeExpired)
@@ -1695,7 +1690,7 @@ func (m *Memory) armLocked() {
 	}
 	var next int64
 	if m.deadlines.len() > 0 {
-		next = m.deadlines.top().deadline
+		next = m.deadlines.top().due
 	}
 	if m.expiries.len() > 0 {
 		if t := m.expiries.top().expires; next == 0 || t < next {
@@ -1812,7 +1807,8 @@ func (m *Memory) liveCandidatesLocked(w *waiter) ([]Candidate, []cand, error) {
 	var live []cand
 	if w.resolve == nil {
 		for _, cd := range old.cands {
-			if !slices.ContainsFunc(cd.needs, func(n need) bool { return n.s.orphaned }) {
+			tokens := w.cands[cd.idx].Tokens
+			if !slices.ContainsFunc(cd.needs, func(n need) bool { return n.s.orphaned || n.s.tooManyTokens(tokens) }) {
 				live = append(live, cd)
 			}
 		}
@@ -1830,6 +1826,10 @@ func (m *Memory) liveCandidatesLocked(w *waiter) ([]Candidate, []cand, error) {
 		if err != nil || needs == nil {
 			continue
 		}
+		tokens := fresh[i].Tokens
+		if slices.ContainsFunc(needs, func(n need) bool { return n.s.tooManyTokens(tokens) }) {
+			continue
+		}
 		full := slices.ContainsFunc(needs, func(n need) bool {
 			q := n.s.cfg.QueueLimit
 			return q > 0 && n.s.queued >= q && !slices.Contains(old.scopes, n.s)
@@ -1839,6 +1839,13 @@ func (m *Memory) liveCandidatesLocked(w *waiter) ([]Candidate, []cand, error) {
 		}
 	}
 	return fresh, live, nil
+}
+
+// sortGlobally sorts ws in global order: priority, then arrival.
+func sortGlobally(ws []*waiter) {
+	slices.SortFunc(ws, func(a, b *waiter) int {
+		return cmp.Or(cmp.Compare(b.prio, a.prio), cmp.Compare(a.seq, b.seq))
+	})
 }
 
 // firstTurnAfter finds the earliest turn in rs held by a waiter of key fkey
@@ -1871,33 +1878,6 @@ func firstTurnAfter(rs *scope, fkey string, w *waiter) (int64, bool) {
 	return best, found
 }
 
-// capDeadlineLocked applies the MaxWait of w's scopes, counted from its
-// arrival, to its deadline. It reports whether w is still waiting.
-func (m *Memory) capDeadlineLocked(w *waiter, now int64) bool {
-	d := w.deadline
-	for _, s := range w.class.scopes {
-		if s.cfg.MaxWait > 0 {
-			if c := w.arrival + int64(s.cfg.MaxWait); d == 0 || c < d {
-				d = c
-			}
-		}
-	}
-	if d == w.deadline {
-		return true
-	}
-	if d <= now {
-		m.dropWaiterLocked(w, OutcomeTimeout, fmt.Errorf("%w: %s waited %s", ErrTimeout, w.id, time.Duration(now-w.arrival)))
-		return false
-	}
-	w.deadline = d
-	if w.didx >= 0 {
-		m.deadlines.fix(int(w.didx))
-	} else {
-		m.deadlines.push(w)
-	}
-	return true
-}
-
 // reresolveLocked gives fresh candidates to the waiters affected by a
 // change of usable scopes, fails those left with none, and settles the rest
 // in global order. With all set, every waiter that has a resolver is
@@ -1922,9 +1902,7 @@ func (m *Memory) reresolveLocked(now int64, changed []*scope, all bool) {
 			}
 		}
 	}
-	slices.SortFunc(affected, func(a, b *waiter) int {
-		return cmp.Or(cmp.Compare(b.prio, a.prio), cmp.Compare(a.seq, b.seq))
-	})
+	sortGlobally(affected)
 	var touched []*class
 	for _, w := range affected {
 		old := w.class
@@ -1940,38 +1918,16 @@ func (m *Memory) reresolveLocked(now int64, changed []*scope, all bool) {
 			m.dropWaiterLocked(w, OutcomeNoCandidate, fmt.Errorf("%w: %s", ErrNoCandidate, w.id))
 			continue
 		}
-		c := m.classLocked(old.fkey, w.prio, live)
-		if c == old {
+		if key := m.classKeyLocked(old.fkey, w.prio, live, old.offset); string(key) == old.key {
 			w.cands = cands
-			touched = append(touched, c)
+			touched = append(touched, old)
 			continue
 		}
-		// The waiter keeps its place: its arrival (seq), and its turn in
-		// every round-robin scope it was already waiting in.
-		kept := make(map[*scope]int64, len(old.rr))
-		for i, rs := range old.rr {
-			kept[rs] = w.vtAt(i)
-		}
-		m.leaveClassLocked(w)
-		w.cands = cands
-		m.joinClassLocked(w, c)
-		for i, rs := range c.rr {
-			if vt, ok := kept[rs]; ok {
-				w.setVT(i, vt)
-			} else if vt, ok := firstTurnAfter(rs, c.fkey, w); ok {
-				// New to rs: take the turn of the first later waiter of its
-				// key there, so the key stays first-in-first-out.
-				w.setVT(i, vt)
-			}
-		}
-		c.noteTurns(w)
-		if c.head() == w {
-			m.classHeadChangedLocked(c)
-		}
+		m.moveLocked(w, string(m.classKeyLocked(old.fkey, w.prio, live, 0)), live, cands, 0)
 		m.emit(Event{Outcome: OutcomeReselected, WaiterID: w.id, Priority: w.prio})
-		// Scopes it newly waits on may cap its wait.
-		if m.capDeadlineLocked(w, now) {
-			touched = append(touched, c)
+		// The MaxWait of scopes it newly waits on may have passed.
+		if m.maxWaitLocked(w, now) {
+			touched = append(touched, w.class)
 		}
 	}
 	// The pump settles them in global order, together with the waiters of

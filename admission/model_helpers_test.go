@@ -20,11 +20,19 @@ package admission_test
 //     candidate's needs; every lease ends exactly once (released, expired or
 //     fenced), and only for a cause: its own Release, its TTL, a Fence that
 //     covers its owner or one of its scopes. Lowering a limit ends nothing.
-//   - Deadlines: nobody is admitted after their own deadline or after
-//     arrival + MaxWait of a scope of the chosen candidate; nobody times out
-//     before the earliest deadline their request could have; after the clock
-//     moves, nobody is still queued past their own deadline and no lease is
-//     live past its expiry.
+//   - Deadlines and wait limits: nobody is admitted after their own
+//     deadline or at or after arrival + MaxWait of a scope of the chosen
+//     candidate. A MaxWait drops exactly the candidates touching its scope,
+//     when it passes (Queued shows it), with a reselected event while
+//     candidates are left; a waiter times out only at its own deadline or
+//     when a MaxWait dropped its last candidate, and its *TimeoutError names
+//     that deadline or such a scope and its MaxWait. After the clock moves,
+//     nobody is still queued past their own deadline and no lease is live
+//     past its expiry.
+//   - Refusals name their cause: a *QueueFullError names the first full
+//     scope of the first candidate a full queue dropped; a request whose
+//     every candidate reserves more tokens than a TPM gets a
+//     *TokenLimitError naming the first such scope.
 //   - Preference: a waiter admitted to candidate k had no earlier candidate
 //     that surely fit (see fitsSurely).
 //   - Order (doc.go "Order"): when W takes capacity in scope S, no queued W'
@@ -113,9 +121,17 @@ type modelCandidate struct {
 	// dropped: the engine no longer offers it (an orphaned scope, or a full
 	// queue when the waiter queued).
 	dropped bool
-	// queueFull: dropped because a queue was full. Such a candidate is still
-	// offered while the waiter's own Enqueue tries to admit it at once.
+	// queueFull: dropped because a queue was full (fullScope's). Such a
+	// candidate is still offered while the waiter's own Enqueue tries to
+	// admit it at once.
 	queueFull bool
+	fullScope string
+	// tooMany: dropped because it reserves more tokens than overScope's
+	// TPM. It is never offered.
+	tooMany   bool
+	overScope string
+	// maxWaited: dropped because the MaxWait of one of its scopes passed.
+	maxWaited bool
 }
 
 type modelWaiter struct {
@@ -126,22 +142,22 @@ type modelWaiter struct {
 	owner    admission.Owner
 	arrival  time.Time
 	deadline time.Time // its own; zero if none
-	// timeoutFloor is the earliest moment the waiter may time out: its own
-	// deadline or arrival + MaxWait of any scope it named, whichever is
-	// first. Zero if it can never time out.
-	timeoutFloor time.Time
-	orig         []admission.Candidate // as requested
-	cands        []modelCandidate
-	hasResolve   bool
-	resolved     int  // Resolve calls so far
-	reselected   bool // a reselected event moved it to other candidates
-	revived      bool // lenient: a Fence gave it back candidates dropped before
-	try          bool
-	state        waiterState
-	end          admission.Outcome
-	lease        admission.LeaseID
-	notified     int
-	enqueued     bool // Enqueue returned nil
+	// lastMaxWait is when a MaxWait last dropped one of its candidates.
+	lastMaxWait time.Time
+	// wantTimeout is what its timeout's error must say.
+	wantTimeout *admission.TimeoutError
+	orig        []admission.Candidate // as requested
+	cands       []modelCandidate
+	hasResolve  bool
+	resolved    int  // Resolve calls so far
+	reselected  bool // a reselected event moved it to other candidates
+	revived     bool // lenient: a Fence gave it back candidates dropped before
+	try         bool
+	state       waiterState
+	end         admission.Outcome
+	lease       admission.LeaseID
+	notified    int
+	enqueued    bool // Enqueue returned nil
 }
 
 // offered reports whether the engine offers candidate i now.
@@ -676,6 +692,11 @@ func (m *model) Observe(e admission.Event) {
 	m.op.events++
 	m.counts["event "+e.Outcome.String()]++
 	m.events.add(fmt.Sprintf("%d @%s: %s waiter=%s lease=%d needs=%v", m.op.step, now.Sub(m.start), e.Outcome, e.WaiterID, e.Lease, e.Needs))
+	// The engine settles what fell due before it decides anything else,
+	// so by any event it has dropped every candidate whose MaxWait passed
+	// (doing it here for a waiter it is yet to reach at this instant
+	// changes no check of this event).
+	m.applyMaxWait(now)
 	switch e.Outcome {
 	case admission.OutcomeQueued:
 		w := m.waiters[e.WaiterID]
@@ -705,12 +726,20 @@ func (m *model) Observe(e admission.Event) {
 		w := m.waiters[e.WaiterID]
 		if w == nil || w.state != waiterQueued {
 			m.violatef("reselected event for %s, which is not queued (%v)", e.WaiterID, describe(w))
+			return
 		}
-		if k := m.op.kind; k != "fence" && k != "activate" {
-			m.violatef("reselected event for %s during %s", e.WaiterID, k)
+		if k := m.op.kind; k == "fence" || k == "activate" {
+			w.reselected = true // new candidates, from Resolve or fewer
+			return
 		}
-		if w != nil {
-			w.reselected = true
+		// Otherwise a MaxWait dropped some of its candidates, keeping its
+		// place (no new turns): it must have some left.
+		m.counts["max_wait: candidates dropped, others left"]++
+		switch {
+		case !w.lastMaxWait.Equal(now):
+			m.violatef("reselected event for %s during %s, but no MaxWait of its candidates passed now: %s", w, m.op.kind, m.candString(w))
+		case !slices.ContainsFunc(w.cands, func(c modelCandidate) bool { return !c.dropped }):
+			m.violatef("reselected event for %s after a MaxWait, but it has no candidate left: %s", w, m.candString(w))
 		}
 	default:
 		m.violatef("unknown event %v", e)
@@ -768,7 +797,7 @@ func (m *model) admitted(e admission.Event, now time.Time) {
 	}
 	for _, n := range cand.Needs {
 		s := m.scopes[n.Scope]
-		if mw := s.cfg.MaxWait; mw > 0 && now.After(w.arrival.Add(mw)) && !w.revived {
+		if mw := s.cfg.MaxWait; mw > 0 && !now.Before(w.arrival.Add(mw)) && !w.revived {
 			m.violatef("admitted %s at %s, after arrival %s + MaxWait %s of %s", w, now, w.arrival, mw, s.name)
 		}
 		if s.orphaned {
@@ -939,8 +968,19 @@ func (m *model) waiterEnded(e admission.Event, now time.Time) {
 	}
 	switch e.Outcome {
 	case admission.OutcomeTimeout:
-		if w.timeoutFloor.IsZero() || now.Before(w.timeoutFloor) {
-			m.violatef("%s timed out at %s; its earliest possible deadline is %s", w, now, w.timeoutFloor)
+		w.wantTimeout = &admission.TimeoutError{Waited: now.Sub(w.arrival)}
+		if !w.deadline.IsZero() && !now.Before(w.deadline) {
+			w.wantTimeout.Setting = admission.SettingDeadline
+			w.wantTimeout.Value = w.deadline.Sub(w.arrival)
+			break
+		}
+		w.wantTimeout.Setting = admission.SettingMaxWait
+		m.counts["max_wait: waiters timed out, no candidate left"]++
+		switch {
+		case slices.ContainsFunc(w.cands, func(c modelCandidate) bool { return !c.dropped }):
+			m.violatef("%s timed out at %s, before its deadline %s and with candidates left: %s", w, now, w.deadline, m.candString(w))
+		case !w.lastMaxWait.Equal(now):
+			m.violatef("%s timed out at %s, before its deadline %s, but no MaxWait dropped a candidate now: %s", w, now, w.deadline, m.candString(w))
 		}
 	case admission.OutcomeCancelled:
 		if m.op.kind != "cancel" || m.op.waiter != w.id {
@@ -1010,6 +1050,9 @@ func (m *model) notifier(id string) func(admission.Lease, error) {
 			if want := wantErr(w.end); err == nil || !errors.Is(err, want) {
 				m.violatef("%s ended %s but was notified lease %d, err %v", w, w.end, l.ID, err)
 			}
+			if w.end == admission.OutcomeTimeout {
+				m.checkTimeoutError(w, err)
+			}
 			return
 		}
 		if err != nil {
@@ -1018,6 +1061,77 @@ func (m *model) notifier(id string) func(admission.Lease, error) {
 		}
 		m.checkLease(w, l)
 	}
+}
+
+// checkTimeoutError checks that a timeout's error names the limit that
+// fired: w's own deadline, or the MaxWait of a scope of a candidate that a
+// MaxWait dropped.
+func (m *model) checkTimeoutError(w *modelWaiter, err error) {
+	var te *admission.TimeoutError
+	want := w.wantTimeout
+	if !errors.As(err, &te) || want == nil {
+		m.violatef("%s timed out with %v, not a *TimeoutError", w, err)
+		return
+	}
+	ok := te.Setting == want.Setting && te.Waited == want.Waited && te.RetryAfter >= 0 && te.WaitingOn != ""
+	switch want.Setting {
+	case admission.SettingDeadline:
+		ok = ok && te.Scope == "" && te.Value == want.Value
+	default:
+		s := m.scopes[te.Scope]
+		named := slices.ContainsFunc(w.cands, func(c modelCandidate) bool {
+			return c.maxWaited && slices.ContainsFunc(c.Needs, func(n admission.Need) bool { return n.Scope == te.Scope })
+		})
+		ok = ok && s != nil && named && te.Value == s.cfg.MaxWait && !w.arrival.Add(s.cfg.MaxWait).After(m.clk.Now())
+	}
+	if !ok {
+		m.violatef("%s timed out with %+v; want setting %s, waited %s, value %s, and a scope whose MaxWait dropped one of its candidates %s",
+			w, *te, want.Setting, want.Waited, want.Value, m.candString(w))
+	}
+}
+
+// passedScope is the first scope of c whose MaxWait, counted from w's
+// arrival, has passed by now; nil if none has.
+func (m *model) passedScope(w *modelWaiter, c admission.Candidate, now time.Time) *modelScope {
+	for _, n := range c.Needs {
+		if s := m.scopes[n.Scope]; s.cfg.MaxWait > 0 && !w.arrival.Add(s.cfg.MaxWait).After(now) {
+			return s
+		}
+	}
+	return nil
+}
+
+// applyMaxWait drops every queued waiter's candidates whose MaxWait has
+// passed by now.
+func (m *model) applyMaxWait(now time.Time) {
+	for _, w := range m.queuedWaiters() {
+		for i := range w.cands {
+			c := &w.cands[i]
+			if !c.dropped && m.passedScope(w, c.Candidate, now) != nil {
+				c.dropped, c.queueFull, c.maxWaited = true, false, true
+				w.lastMaxWait = now
+			}
+		}
+	}
+}
+
+// newCandidate is c as a waiter arriving (or resolving) now has it: dropped
+// if it uses an orphaned scope or reserves more tokens than a TPM before
+// that; a full queue is the caller's to check.
+func (m *model) newCandidate(c admission.Candidate) modelCandidate {
+	mc := modelCandidate{Candidate: c}
+	for _, n := range c.Needs {
+		s := m.scopes[n.Scope]
+		if s.orphaned {
+			mc.dropped = true
+			return mc
+		}
+		if s.cfg.TPM > 0 && c.Tokens > s.cfg.TPM {
+			mc.dropped, mc.tooMany, mc.overScope = true, true, s.name
+			return mc
+		}
+	}
+	return mc
 }
 
 // checkLease compares a Lease handed out for w with the model's.
@@ -1056,7 +1170,7 @@ func (m *model) resolver(id string, gen func() []admission.Candidate) func(strin
 		w.resolved++
 		w.cands = w.cands[:0]
 		for _, c := range cands {
-			w.cands = append(w.cands, modelCandidate{Candidate: c, dropped: m.usesOrphaned(c)})
+			w.cands = append(w.cands, m.newCandidate(c))
 		}
 		return cands, nil
 	}
@@ -1081,7 +1195,14 @@ func (m *model) candString(w *modelWaiter) string {
 		if c.Tokens > 0 {
 			fmt.Fprintf(&b, "+%dtok", c.Tokens)
 		}
-		if c.dropped {
+		switch {
+		case c.maxWaited:
+			b.WriteString("(dropped: max wait)")
+		case c.tooMany:
+			b.WriteString("(dropped: tokens)")
+		case c.queueFull:
+			b.WriteString("(dropped: queue full)")
+		case c.dropped:
 			b.WriteString("(dropped)")
 		}
 	}

@@ -69,10 +69,11 @@ var modelScopes = []struct {
 // modelOwners hold leases; n1 and n2 also own their node scopes.
 var modelOwners = []string{"r1", "n1", "n2"}
 
-// resolveScopes are what Resolve answers with: no queue limit and no
-// MaxWait, whose effect on a waiter that changes candidates the contract
-// leaves open.
-var resolveScopes = []string{"global", "tenant:a", "tenant:b", "pm:x", "pm:y", "pm:rpm", "pm:tpm", "pm:ttl", "node:n1", "node:n2"}
+// resolveScopes are what Resolve answers with: no queue limit, whose
+// effect on a waiter that changes candidates the contract leaves open.
+// pm:wait's MaxWait counts from the waiter's arrival, also for candidates
+// it gets later.
+var resolveScopes = []string{"global", "tenant:a", "tenant:b", "pm:x", "pm:y", "pm:rpm", "pm:tpm", "pm:ttl", "pm:wait", "node:n1", "node:n2"}
 
 var allScopes = func() []string {
 	var out []string
@@ -333,6 +334,9 @@ func genCandidates(c chooser, names []string) []admission.Candidate {
 			cand.Needs = append(cand.Needs, admission.Need{Scope: name, Amount: amt})
 			if name == "pm:tpm" {
 				cand.Tokens = int64(c.intn(301))
+				if c.intn(40) == 0 {
+					cand.Tokens = 601 + int64(c.intn(100)) // more than its TPM ever holds
+				}
 			}
 		}
 		out = append(out, cand)
@@ -388,17 +392,14 @@ func (r *runner) newRequest() (admission.Request, *modelWaiter, bool) {
 	}
 	w := &modelWaiter{
 		id: req.ID, seq: m.seq, prio: req.Priority, key: req.FairnessKey, owner: req.Owner,
-		arrival: now, deadline: req.Deadline, timeoutFloor: req.Deadline, orig: req.Candidates,
+		arrival: now, deadline: req.Deadline, orig: req.Candidates,
 	}
 	for _, c := range req.Candidates {
-		mc := modelCandidate{Candidate: c, dropped: m.usesOrphaned(c)}
+		mc := m.newCandidate(c)
 		for _, n := range c.Needs {
 			s := m.scopes[n.Scope]
-			if mw := s.cfg.MaxWait; mw > 0 && (w.timeoutFloor.IsZero() || now.Add(mw).Before(w.timeoutFloor)) {
-				w.timeoutFloor = now.Add(mw)
-			}
 			if !mc.dropped && s.cfg.QueueLimit > 0 && m.queuedCount(s.name) >= s.cfg.QueueLimit {
-				mc.dropped, mc.queueFull = true, true
+				mc.dropped, mc.queueFull, mc.fullScope = true, true, s.name
 			}
 		}
 		w.cands = append(w.cands, mc)
@@ -427,10 +428,21 @@ func (r *runner) opEnqueue() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r.endLocked()
-	allDropped, allOrphaned := true, true
-	for _, c := range w.cands {
+	// Refusals: every candidate dropped, a full queue's for the first it
+	// dropped; with none usable at all, too many tokens for every one.
+	allDropped, noneUsable, anyOrphaned := true, true, false
+	var full, over *modelCandidate
+	for i := range w.cands {
+		c := &w.cands[i]
 		allDropped = allDropped && c.dropped
-		allOrphaned = allOrphaned && c.dropped && !c.queueFull
+		noneUsable = noneUsable && c.dropped && !c.queueFull
+		anyOrphaned = anyOrphaned || (c.dropped && !c.queueFull && !c.tooMany)
+		if c.queueFull && full == nil {
+			full = c
+		}
+		if c.tooMany && over == nil {
+			over = c
+		}
 	}
 	if err != nil {
 		switch {
@@ -440,10 +452,22 @@ func (r *runner) opEnqueue() {
 			m.violatef("Enqueue of %s returned %v without an event", w, err)
 		case !errors.Is(err, wantErr(w.end)):
 			m.violatef("Enqueue of %s returned %v after a %s event", w, err, w.end)
-		case errors.Is(err, admission.ErrNoCandidate) && !allOrphaned:
-			m.violatef("Enqueue of %s returned %v, but not all its candidates use orphaned scopes: %s", w, err, r.candString(w))
+		case errors.Is(err, admission.ErrNoCandidate) && !noneUsable:
+			m.violatef("Enqueue of %s returned %v, but not all its candidates use orphaned scopes or too many tokens: %s", w, err, r.candString(w))
+		case errors.Is(err, admission.ErrNoCandidate) && !anyOrphaned:
+			var te *admission.TokenLimitError
+			s := m.scopes[over.overScope]
+			if !errors.As(err, &te) || te.Scope != s.name || te.TPM != s.cfg.TPM || te.Tokens != over.Tokens {
+				m.violatef("Enqueue of %s returned %v; want a *TokenLimitError for %d tokens in %s: %s", w, err, over.Tokens, s.name, r.candString(w))
+			}
+			m.counts["tokens: requests refused, too many for every candidate"]++
 		case errors.Is(err, admission.ErrQueueFull) && !allDropped:
 			m.violatef("Enqueue of %s returned %v, but it has a candidate whose queues have room: %s", w, err, r.candString(w))
+		case errors.Is(err, admission.ErrQueueFull):
+			var qe *admission.QueueFullError
+			if s := m.scopes[full.fullScope]; !errors.As(err, &qe) || qe.Scope != s.name || qe.Limit != s.cfg.QueueLimit || qe.RetryAfter < 0 {
+				m.violatef("Enqueue of %s returned %v; want a *QueueFullError for %s (queue_limit %d): %s", w, err, s.name, s.cfg.QueueLimit, r.candString(w))
+			}
 		}
 		w.state = waiterRefused
 		m.changed = append(m.changed, w)
@@ -884,7 +908,7 @@ func (r *runner) opFence() {
 		if m.lenient && !w.hasResolve && slices.ContainsFunc(w.cands, func(c modelCandidate) bool { return !c.dropped && uses(c.Candidate) }) {
 			w.cands = w.cands[:0]
 			for _, c := range w.orig {
-				w.cands = append(w.cands, modelCandidate{Candidate: c, dropped: m.usesOrphaned(c)})
+				w.cands = append(w.cands, m.newCandidate(c))
 			}
 			w.revived = true // its deadline ignores the MaxWait of revived candidates
 			continue
@@ -1006,6 +1030,9 @@ func (r *runner) check() {
 	defer m.mu.Unlock()
 	r.failOnViolationsLocked()
 	now := r.clk.Now()
+	// Whatever MaxWait passed by now has dropped its candidates; Queued
+	// below shows whether the engine agrees.
+	m.applyMaxWait(now)
 	counts := m.queuedCounts()
 	for _, name := range allScopes {
 		st, s := stats[name], m.scopes[name]

@@ -189,11 +189,16 @@ type PlatformModel struct {
 	Concurrency int64 `yaml:"concurrency"`
 	// RPM is the requests-per-minute limit. Default 0.
 	RPM int64 `yaml:"rpm"`
-	// TPM is the tokens-per-minute limit. Default 0.
+	// TPM is the tokens-per-minute limit. A request estimated to need more
+	// tokens than TPM can never be served here and falls back to another
+	// candidate, or gets 400 invalid_request. Default 0.
 	TPM int64 `yaml:"tpm"`
-	// QueueLimit is how many requests may wait for it. Default 0.
+	// QueueLimit is how many requests may wait for it; past it a request
+	// falls back to another candidate, or gets queue_full. Default 0.
 	QueueLimit int `yaml:"queue_limit"`
-	// MaxWait caps how long a request waits for it. Default 0.
+	// MaxWait is how long a request may wait for it, counted from its
+	// arrival; past it the request waits on its other candidates (the
+	// fallbacks), or gets queue_timeout if none is left. Default 0.
 	MaxWait time.Duration `yaml:"max_wait"`
 	// LeaseTTL is how long a granted slot lives without renewal before it
 	// is reclaimed. Default 0: never expires.
@@ -244,7 +249,9 @@ type Group struct {
 	TPM int64 `yaml:"tpm"`
 	// QueueLimit is how many of the group's requests may wait. Default 0.
 	QueueLimit int `yaml:"queue_limit"`
-	// MaxWait caps how long the group's requests wait. Default 0.
+	// MaxWait caps how long the group's requests wait (every candidate
+	// needs the group's scope, so past it they get queue_timeout).
+	// Default 0.
 	MaxWait time.Duration `yaml:"max_wait"`
 	// FairnessWindow is how long a waiter may be passed over by later ones
 	// in the group's scope before capacity is held for it. Default 0.

@@ -58,9 +58,13 @@ type call struct {
 	st       *state
 	prio     int32
 	deadline time.Time
-	start    time.Time
-	waited   time.Duration
-	usage    weir.Usage
+	// maxWait is what set the deadline: the gateway's default, or less if
+	// X-Weir-Max-Wait asked (maxWaitAsked).
+	maxWait      time.Duration
+	maxWaitAsked bool
+	start        time.Time
+	waited       time.Duration
+	usage        weir.Usage
 }
 
 // model serves one OpenAI-compatible endpoint.
@@ -133,9 +137,10 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint) (*
 	if aerr != nil {
 		return nil, aerr
 	}
-	if ok {
-		maxWait = min(maxWait, d)
+	if ok && d < maxWait {
+		maxWait, c.maxWaitAsked = d, true
 	}
+	c.maxWait = maxWait
 	c.deadline = s.deps.Clock.Now().Add(maxWait)
 	c.usage = weir.Usage{RequestID: info(r.Context()).id, KeyID: key.ID, Model: model.Name, Endpoint: ep.name}
 	if err := s.ensureKeyScope(r.Context(), key); err != nil {
@@ -303,13 +308,24 @@ func (s *Server) admit(ctx context.Context, c *call, order []string, attempt int
 }
 
 func (s *Server) admissionError(ctx context.Context, c *call, err error) error {
+	var tl *admission.TokenLimitError
 	switch {
 	case ctx.Err() != nil:
 		return errClientGone
 	case errors.Is(err, admission.ErrTimeout):
-		return &apiError{Code: CodeQueueTimeout, Message: fmt.Sprintf("waited %s for capacity on %s", c.waited.Round(time.Millisecond), c.model.Name)}
+		own := fmt.Sprintf("the gateway's default max wait (default_max_wait %s)", c.maxWait)
+		if c.maxWaitAsked {
+			own = fmt.Sprintf("the request's own max wait (%s %s)", HeaderMaxWait, c.maxWait)
+		}
+		return queueTimeout(c.model.Name, c.waited, own, err)
 	case errors.Is(err, admission.ErrQueueFull):
-		return &apiError{Code: CodeQueueFull, Message: "the queue for " + c.model.Name + " is full", RetryAfter: time.Second}
+		return queueFull(c.model.Name, err)
+	case errors.As(err, &tl):
+		param := ""
+		if c.req.maxTokens > 0 {
+			param = "max_tokens"
+		}
+		return tooManyTokens(c.model.Name, param, tl)
 	case errors.Is(err, admission.ErrNoCandidate), errors.Is(err, admission.ErrUnknownScope):
 		return errorf(CodeNoCandidate, "model", "no platform can serve "+c.model.Name+" right now")
 	case errors.Is(err, admission.ErrClosed):

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
@@ -500,7 +499,7 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string,
 	case err == nil:
 		return t, created, nil
 	case errors.Is(err, admission.ErrQueueFull):
-		return t, created, &apiError{Code: CodeQueueFull, Message: "the queue for " + model + " is full", RetryAfter: time.Second}
+		return t, created, queueFull(model, err)
 	case errors.Is(err, admission.ErrNoCandidate):
 		return t, created, errorf(CodeNoCandidate, "model", err.Error())
 	}

@@ -453,18 +453,41 @@ func (s *Service) waitEnded(id string, err error) {
 	case errors.Is(err, admission.ErrCancelled):
 		// Cancel marked it.
 	case errors.Is(err, admission.ErrTimeout):
-		_, _ = s.finishID(ctx, id, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{Status: weir.TaskExpired, ErrorCode: "expired", ErrorMessage: "the task waited longer than its maximum wait"})
+		_, _ = s.finishID(ctx, id, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{Status: weir.TaskExpired, ErrorCode: "expired", ErrorMessage: waitEndedMessage(err)})
 	default:
 		s.failQueued(ctx, id, err)
 	}
 }
 
 func (s *Service) failQueued(ctx context.Context, id string, err error) {
-	code := "no_candidate"
-	if errors.Is(err, admission.ErrQueueFull) {
-		code = "queue_full"
+	code, msg := queueFailure(err)
+	_, _ = s.finishID(context.WithoutCancel(ctx), id, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: code, ErrorMessage: msg})
+}
+
+// queueFailure is the error code and message of a task that could not
+// wait: a full queue, named with its queue_limit, or no candidate.
+func queueFailure(err error) (code, msg string) {
+	var qe *admission.QueueFullError
+	switch {
+	case errors.As(err, &qe):
+		return "queue_full", fmt.Sprintf("the queue of %s is full (queue_limit %d)", weir.ScopeLabel(qe.Scope), qe.Limit)
+	case errors.Is(err, admission.ErrQueueFull):
+		return "queue_full", err.Error()
 	}
-	_, _ = s.finishID(context.WithoutCancel(ctx), id, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: code, ErrorMessage: err.Error()})
+	return "no_candidate", err.Error()
+}
+
+// waitEndedMessage says which limit ended a queued task's wait: its own
+// maximum wait, or a scope's max_wait that dropped its last candidate.
+func waitEndedMessage(err error) string {
+	var te *admission.TimeoutError
+	switch {
+	case !errors.As(err, &te):
+		return "the task waited longer than its maximum wait"
+	case te.Scope == "":
+		return fmt.Sprintf("the task waited longer than its maximum wait (%s)", te.Value.Round(time.Second))
+	}
+	return fmt.Sprintf("the task waited %s in the queue: %s's max_wait (%s) passed", te.Waited.Round(time.Millisecond), weir.ScopeLabel(te.Scope), te.Value)
 }
 
 // finishID is finish for a task known by its id alone.

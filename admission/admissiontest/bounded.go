@@ -98,27 +98,131 @@ func exerciseBounded(t *testing.T, newEngine NewEngine) {
 		w1 := h.enqueue(req("w1", one("s")))                               // capped at 3s
 		w2 := h.enqueue(withDeadline(req("w2", one("s")), late))           // capped at 3s
 		w3 := h.enqueue(withDeadline(req("w3", one("u")), late))           // u has no cap
-		w4 := h.enqueue(withDeadline(req("w4", one("u"), one("s")), late)) // touches s
+		w4 := h.enqueue(withDeadline(req("w4", one("u"), one("s")), late)) // loses s at 3s
 		h.advance(2 * time.Second)
 		w5 := h.enqueue(req("w5", one("s"))) // arrives at 2s: capped at 5s
 
 		h.advance(2 * time.Second)
-		w1.failed(admission.ErrTimeout)
-		w2.failed(admission.ErrTimeout)
-		w4.failed(admission.ErrTimeout)
+		wantTimeout(t, w1, "s", admission.SettingMaxWait, 3*time.Second, 3*time.Second)
+		wantTimeout(t, w2, "s", admission.SettingMaxWait, 3*time.Second, 3*time.Second)
 		w3.pending()
+		w4.pending() // s's MaxWait bounds only its candidate on s
 		w5.pending()
+		h.wantUsage("s", 1, 1, 1)
+		h.wantUsage("u", 1, 1, 2)
 
 		h.advance(2 * time.Second)
-		w5.failed(admission.ErrTimeout)
+		wantTimeout(t, w5, "s", admission.SettingMaxWait, 3*time.Second, 3*time.Second)
 		w3.pending()
+		w4.pending()
 
 		h.advance(5 * time.Second)
-		w3.failed(admission.ErrTimeout)
+		wantTimeout(t, w3, "", admission.SettingDeadline, 10*time.Second, 10*time.Second)
+		wantTimeout(t, w4, "", admission.SettingDeadline, 10*time.Second, 10*time.Second)
 		h.wantUsage("s", 1, 1, 0)
 		h.wantUsage("u", 1, 1, 0)
 	})
 
+	// A saturated primary's MaxWait hands its waiters to their fallback
+	// instead of failing them (DESIGN.md, contract point 6).
+	run(t, "MaxWaitFallsBack", newEngine, func(t *testing.T, h *harness) {
+		h.setScope("key", admission.ScopeConfig{Limit: 5})
+		h.setScope("p", admission.ScopeConfig{Limit: 1, MaxWait: 2 * time.Second})
+		h.setScope("f", admission.ScopeConfig{Limit: 1})
+		lp, lf := h.hold(need("p", 1)), h.hold(need("f", 1))
+		w1 := h.enqueue(withDeadline(req("w1", one("key", "p"), one("key", "f")), start.Add(time.Minute)))
+		h.advance(time.Second)
+		w2 := h.enqueue(req("w2", one("key", "f"))) // later, fallback only
+		w3 := h.enqueue(req("w3", one("key", "p"), one("key", "f")))
+
+		h.advance(time.Second) // w1 has waited p's MaxWait
+		w1.pending()
+		h.wantEvent("reselected w1", isWaiterEvent(admission.OutcomeReselected, "w1"))
+		h.wantUsage("p", 1, 1, 1) // w3 alone
+		h.wantUsage("f", 1, 1, 3)
+		h.wantUsage("key", 0, 0, 3)
+		if p, err := h.e.Position(h.ctx, "w1"); err != nil || p.Scope != "f" || p.Ahead != 0 {
+			t.Errorf("Position(w1) = %+v, %v; want first on f", p, err)
+		}
+
+		// p frees, but w1 no longer waits for it: w3 takes it.
+		h.release(lp)
+		w1.pending()
+		w3.admittedNow("the release of p")
+		// f frees: w1 takes it ahead of w2, which arrived after it.
+		h.release(lf)
+		l1 := w1.admittedNow("the release of f")
+		if l1.Candidate != 1 {
+			t.Errorf("w1 took candidate %d, want 1 (its fallback)", l1.Candidate)
+		}
+		w2.pending()
+	})
+
+	// Candidates dropped at different times: the error names the limit
+	// that dropped the last; of several at once, the most preferred one's.
+	run(t, "TimeoutNamesLimit", newEngine, func(t *testing.T, h *harness) {
+		h.setScope("a", admission.ScopeConfig{Limit: 1, MaxWait: 2 * time.Second})
+		h.setScope("b", admission.ScopeConfig{Limit: 1, MaxWait: 5 * time.Second})
+		h.setScope("c", admission.ScopeConfig{Limit: 1, MaxWait: 5 * time.Second})
+		for _, s := range []string{"a", "b", "c"} {
+			h.hold(need(s, 1))
+		}
+		w1 := h.enqueue(req("w1", one("a"), one("b")))
+		w2 := h.enqueue(req("w2", one("c"), one("b")))
+		w3 := h.enqueue(withDeadline(req("w3", one("a"), one("b")), start.Add(4*time.Second)))
+		h.advance(2 * time.Second)
+		w1.pending()
+		w2.pending()
+		w3.pending()
+		h.advance(2 * time.Second)
+		wantTimeout(t, w3, "", admission.SettingDeadline, 4*time.Second, 4*time.Second)
+		h.advance(time.Second)
+		wantTimeout(t, w1, "b", admission.SettingMaxWait, 5*time.Second, 5*time.Second)
+		wantTimeout(t, w2, "c", admission.SettingMaxWait, 5*time.Second, 5*time.Second)
+	})
+
+	// A MaxWait changed by SetScope applies to the waiters already queued,
+	// still counted from their arrival.
+	run(t, "MaxWaitChangeAppliesToQueued", newEngine, func(t *testing.T, h *harness) {
+		h.setScope("s", admission.ScopeConfig{Limit: 1, MaxWait: 2 * time.Second})
+		h.setScope("u", admission.ScopeConfig{Limit: 1})
+		h.hold(need("s", 1))
+		h.hold(need("u", 1))
+		w1 := h.enqueue(req("w1", one("s")))
+		w2 := h.enqueue(req("w2", one("u"), one("s")))
+		h.advance(time.Second)
+		h.setScope("s", admission.ScopeConfig{Limit: 1, MaxWait: 10 * time.Second})
+		h.advance(2 * time.Second)
+		w1.pending()
+		w2.pending()
+		h.wantUsage("s", 1, 1, 2)
+
+		h.setScope("s", admission.ScopeConfig{Limit: 1, MaxWait: 3 * time.Second})
+		wantTimeout(t, w1, "s", admission.SettingMaxWait, 3*time.Second, 3*time.Second)
+		w2.pending()
+		h.wantUsage("s", 1, 1, 0)
+		h.wantUsage("u", 1, 1, 1)
+	})
+
+	run(t, "QueueFullNamesScope", newEngine, func(t *testing.T, h *harness) {
+		h.setScope("p", admission.ScopeConfig{Limit: 1, QueueLimit: 1})
+		h.setScope("f", admission.ScopeConfig{Limit: 1, QueueLimit: 2})
+		h.setScope("k", admission.ScopeConfig{})
+		h.hold(need("p", 1))
+		h.hold(need("f", 1))
+		h.enqueue(req("w1", one("p")))
+		h.enqueue(req("w2", one("f")))
+		h.enqueue(req("w3", one("f")))
+		err := h.e.Enqueue(h.ctx, req("w4", one("k", "p"), one("k", "f")), h.newWaiter(req("w4")).notify)
+		var qe *admission.QueueFullError
+		if !errors.As(err, &qe) || !errors.Is(err, admission.ErrQueueFull) {
+			t.Fatalf("Enqueue with every queue full: %v, want a *QueueFullError", err)
+		}
+		if qe.Scope != "p" || qe.Limit != 1 || qe.RetryAfter < 0 {
+			t.Errorf("QueueFullError = %+v, want scope p (the first candidate's), limit 1", *qe)
+		}
+		h.wantUsage("k", 0, 0, 0)
+	})
 	run(t, "CancelAcquire", newEngine, func(t *testing.T, h *harness) {
 		h.setScope("s", admission.ScopeConfig{Limit: 1})
 		l := h.hold(need("s", 1))
@@ -268,4 +372,19 @@ func exerciseObservable(t *testing.T, newEngine NewEngine) {
 			wantErr(t, "Position("+id+")", err, admission.ErrNotQueued)
 		}
 	})
+}
+
+// wantTimeout waits for w to time out with a *TimeoutError naming scope
+// (empty for its own deadline), setting and value, after waiting waited.
+func wantTimeout(t *testing.T, w *waiter, scope, setting string, value, waited time.Duration) {
+	t.Helper()
+	r := w.wait()
+	var te *admission.TimeoutError
+	if !errors.As(r.err, &te) || !errors.Is(r.err, admission.ErrTimeout) {
+		t.Errorf("waiter %s: got (lease %d, err %v), want a *TimeoutError", w.req.ID, r.lease.ID, r.err)
+		return
+	}
+	if te.Scope != scope || te.Setting != setting || te.Value != value || te.Waited != waited || te.WaitingOn == "" || te.RetryAfter < 0 {
+		t.Errorf("waiter %s: %+v, want scope %q, setting %s, value %s, waited %s, and the scope it waited on", w.req.ID, *te, scope, setting, value, waited)
+	}
 }

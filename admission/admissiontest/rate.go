@@ -1,6 +1,7 @@
 package admissiontest
 
 import (
+	"context"
 	"errors"
 	"math"
 	"testing"
@@ -140,5 +141,74 @@ func exerciseRateLimits(t *testing.T, newEngine NewEngine) {
 		wantTPM("t2", 900)
 		wantNoErr(t, "Reconcile(c, 400)", h.e.Reconcile(h.ctx, lc.ID, lc.Owner, 400))
 		wantTPM("t2", 600)
+	})
+
+	// A candidate reserving more tokens than its scope's TPM never fits:
+	// it is dropped at once, and a request with no other candidate fails
+	// with a *TokenLimitError (an ErrNoCandidate), not a rate limit.
+	run(t, "TokensOverTPMNeverFit", newEngine, func(t *testing.T, h *harness) {
+		h.setScope("t", admission.ScopeConfig{TPM: 100})
+		h.setScope("o", admission.ScopeConfig{Limit: 1})
+		big := admission.Candidate{Needs: []admission.Need{need("t", 1)}, Tokens: 150}
+		wantTokenLimit := func(what string, err error) {
+			t.Helper()
+			var tl *admission.TokenLimitError
+			if !errors.As(err, &tl) || !errors.Is(err, admission.ErrNoCandidate) {
+				t.Errorf("%s: %v, want a *TokenLimitError", what, err)
+				return
+			}
+			if tl.Scope != "t" || tl.TPM != 100 || tl.Tokens != 150 {
+				t.Errorf("%s: %+v, want scope t, TPM 100, 150 tokens", what, *tl)
+			}
+		}
+		_, err := h.e.TryAcquire(h.ctx, req("w1", big))
+		wantTokenLimit("TryAcquire of 150 tokens against TPM 100", err)
+		h.wantEvent("no_candidate w1", isWaiterEvent(admission.OutcomeNoCandidate, "w1"))
+		w2 := h.newWaiter(req("w2", big))
+		wantTokenLimit("Enqueue of 150 tokens against TPM 100", h.e.Enqueue(h.ctx, w2.req, w2.notify))
+		ctx, cancel := context.WithTimeout(h.ctx, guard) // an engine that waits fails, not hangs
+		defer cancel()
+		_, err = h.e.Acquire(ctx, req("w3", big))
+		wantTokenLimit("Acquire of 150 tokens against TPM 100", err)
+
+		// With a fallback, only the fallback is offered.
+		fb := admission.Candidate{Needs: []admission.Need{need("o", 1)}, Tokens: 150}
+		l := h.holdReq(req("w4", big, fb))
+		if l.Candidate != 1 {
+			t.Errorf("w4 took candidate %d, want 1", l.Candidate)
+		}
+		w5 := h.enqueue(req("w5", big, fb))
+		h.wantUsage("t", 0, 0, 0)
+		h.wantUsage("o", 1, 1, 1)
+		h.release(l)
+		w5.admittedNow("the release of o")
+		if st := h.stats("t"); st.TPMAvailable != 100 {
+			t.Errorf("t has %v tokens, want 100 (nothing reserved)", st.TPMAvailable)
+		}
+	})
+
+	run(t, "LoweredTPMDropsCandidates", newEngine, func(t *testing.T, h *harness) {
+		h.setScope("t", admission.ScopeConfig{TPM: 1000})
+		h.setScope("o", admission.ScopeConfig{Limit: 1})
+		h.holdReq(req("drain", admission.Candidate{Needs: []admission.Need{need("t", 1)}, Tokens: 1000}))
+		h.hold(need("o", 1))
+		c500 := admission.Candidate{Needs: []admission.Need{need("t", 1)}, Tokens: 500}
+		c100 := admission.Candidate{Needs: []admission.Need{need("t", 1)}, Tokens: 100}
+		w1 := h.enqueue(req("w1", c500))
+		w2 := h.enqueue(req("w2", c500, one("o")))
+		w3 := h.enqueue(req("w3", c100))
+		h.wantUsage("t", 1, 1, 3)
+
+		h.setScope("t", admission.ScopeConfig{TPM: 400})
+		r := w1.wait()
+		var tl *admission.TokenLimitError
+		if !errors.As(r.err, &tl) || tl.Scope != "t" || tl.TPM != 400 || tl.Tokens != 500 {
+			t.Errorf("w1 after TPM 1000 -> 400: (lease %d, %v), want a *TokenLimitError for 500 tokens in t (TPM 400)", r.lease.ID, r.err)
+		}
+		h.wantEvent("no_candidate w1", isWaiterEvent(admission.OutcomeNoCandidate, "w1"))
+		w2.pending()
+		w3.pending()
+		h.wantUsage("t", 1, 1, 1) // w3; w2 waits on o alone
+		h.wantUsage("o", 1, 1, 1)
 	})
 }
