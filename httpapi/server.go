@@ -317,6 +317,8 @@ const reqInfoKey ctxKey = 0
 type reqInfo struct {
 	id, clientID string
 	base, logger *slog.Logger
+	// body is the request's body, nil if it has none.
+	body *requestBody
 }
 
 // log is the request's logger, with its ids on every line. It is made on
@@ -349,7 +351,16 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			ri.clientID = cid
 		}
 		w.Header().Set("X-Request-Id", ri.id)
+		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey, ri))
 		rw := &statusWriter{ResponseWriter: w}
+		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+			ri.body = &requestBody{ReadCloser: r.Body}
+			r.Body = ri.body
+			// Connection: close means nothing in HTTP/2, where Go's server
+			// takes it as a request to shut the whole connection down.
+			rw.body = ri.body
+			rw.closeUnread = r.ProtoMajor == 1
+		}
 		start := s.deps.Clock.Now()
 		defer func() {
 			if p := recover(); p != nil {
@@ -365,28 +376,37 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 				ri.log().Debug("request", "method", r.Method, "path", r.URL.Path, "status", rw.status(), "duration", s.deps.Clock.Now().Sub(start))
 			}
 		}()
-		next.ServeHTTP(rw, r.WithContext(context.WithValue(r.Context(), reqInfoKey, ri)))
+		next.ServeHTTP(rw, r)
 	})
 }
 
 // statusWriter remembers the status written, for logs and metrics, and
-// keeps http.ResponseController working through Unwrap.
+// keeps http.ResponseController working through Unwrap. An answer to a
+// request whose body was not read to its end (refused before it was read,
+// or cut off) closes the connection: the server then neither waits for
+// the rest of the body nor parses it as the next request.
 type statusWriter struct {
 	http.ResponseWriter
 	code  int
 	wrote bool
+	// body is the request's body, nil if it has none.
+	body        *requestBody
+	closeUnread bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if !w.wrote {
 		w.code, w.wrote = code, true
+		if w.closeUnread && w.body.unread() {
+			w.Header().Set("Connection", "close")
+		}
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if !w.wrote {
-		w.code, w.wrote = http.StatusOK, true
+		w.WriteHeader(http.StatusOK)
 	}
 	return w.ResponseWriter.Write(b)
 }

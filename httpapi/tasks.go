@@ -280,6 +280,11 @@ func (s *Server) readTaskBody(w http.ResponseWriter, r *http.Request) (map[strin
 		} else {
 			err = r.ParseForm()
 		}
+		if err == nil {
+			// What follows the form's last part (bounded by limitBody), so
+			// that the body is read to its end.
+			_, err = io.Copy(io.Discard, r.Body)
+		}
 		if err != nil {
 			return nil, s.bodyError(err, "could not parse the form: "+err.Error())
 		}
@@ -425,12 +430,9 @@ func (s *Server) taskCaller(r *http.Request) (weir.APIKey, *apiError) {
 	return key, nil
 }
 
-// submitTask is the shared part of POST /v1/videos and POST /v1/tasks.
-func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string, input map[string]json.RawMessage, model string, cb taskCallback) (weir.Task, bool, *apiError) {
-	key, aerr := s.taskCaller(r)
-	if aerr != nil {
-		return weir.Task{}, false, aerr
-	}
+// submitTask is the shared part of POST /v1/videos and POST /v1/tasks,
+// for the caller key (taskCaller's).
+func (s *Server) submitTask(r *http.Request, key weir.APIKey, kind string, input map[string]json.RawMessage, model string, cb taskCallback) (weir.Task, bool, *apiError) {
 	st := s.state.Load()
 	m, ok := st.models[model]
 	if model == "" {
@@ -514,7 +516,14 @@ func (s *Server) ownTask(r *http.Request) (weir.Task, *apiError) {
 	return t, nil
 }
 
+// createVideo is POST /v1/videos. Like every endpoint, it authenticates
+// from the headers before it reads the body.
 func (s *Server) createVideo(w http.ResponseWriter, r *http.Request) {
+	key, aerr := s.taskCaller(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
 	input, aerr := s.readTaskBody(w, r)
 	if aerr == nil {
 		if _, ok := input["prompt"]; !ok {
@@ -531,7 +540,7 @@ func (s *Server) createVideo(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	t, _, aerr := s.submitTask(w, r, "video", input, model, cb)
+	t, _, aerr := s.submitTask(r, key, "video", input, model, cb)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -639,7 +648,13 @@ func (s *Server) deleteOwnTask(w http.ResponseWriter, r *http.Request, object st
 	writeJSON(w, http.StatusOK, deletedObject{ID: t.ID, Object: object + ".deleted", Deleted: true})
 }
 
+// createTask is POST /v1/tasks; it authenticates before it reads the body.
 func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
+	key, aerr := s.taskCaller(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
 	body, aerr := s.readTaskBody(w, r)
 	if aerr != nil {
 		writeError(w, aerr)
@@ -656,7 +671,7 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	t, created, aerr := s.submitTask(w, r, "task", input, model, cb)
+	t, created, aerr := s.submitTask(r, key, "task", input, model, cb)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
