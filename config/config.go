@@ -53,6 +53,16 @@ type Server struct {
 	// ShutdownTimeout is how long a graceful shutdown waits for in-flight
 	// requests to drain. Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// ReadHeaderTimeout bounds the reading of a request's headers; a
+	// client slower than that is disconnected. Default 30s.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// BodyTimeout bounds the reading of a request's body; a body slower
+	// than that is cut off with 408 request_timeout. It does not bound the
+	// answer (a long stream runs to its end). Default 60s.
+	BodyTimeout time.Duration `yaml:"body_timeout"`
+	// IdleTimeout is how long a keep-alive connection may wait for its
+	// next request before it is closed. Default 120s.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// RetryBudget is the most upstream attempts one request makes across its
 	// candidates (the first attempt counts). Default 3.
 	RetryBudget int `yaml:"retry_budget"`
@@ -227,11 +237,14 @@ type Group struct {
 func Default() *Config {
 	return &Config{
 		Server: Server{
-			Listen:          "127.0.0.1:8080",
-			MaxBodyBytes:    10 << 20,
-			DefaultMaxWait:  30 * time.Second,
-			ShutdownTimeout: 30 * time.Second,
-			RetryBudget:     3,
+			Listen:            "127.0.0.1:8080",
+			MaxBodyBytes:      10 << 20,
+			DefaultMaxWait:    30 * time.Second,
+			ShutdownTimeout:   30 * time.Second,
+			ReadHeaderTimeout: 30 * time.Second,
+			BodyTimeout:       60 * time.Second,
+			IdleTimeout:       120 * time.Second,
+			RetryBudget:       3,
 			Cooldown: Cooldown{
 				Failures: 3,
 				Duration: 30 * time.Second,

@@ -1,15 +1,19 @@
 package httpapi
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weir-gateway/weir/provider/mock"
 )
 
 // answerWithin bounds how long a test waits for an answer that should
@@ -112,5 +116,111 @@ func TestReadBodyKeepsConnection(t *testing.T) {
 		if i > 0 && !reused {
 			t.Errorf("request %d did not reuse the connection", i)
 		}
+	}
+}
+
+// serveReal serves the bundle's API with the http.Server that HTTPServer
+// builds (its timeouts), on a real listener; it returns the address.
+func serveReal(t testing.TB, b *testBundle) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := b.srv.HTTPServer()
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	return ln.Addr().String()
+}
+
+// dialRaw opens a connection to addr whose reads fail after answerWithin.
+func dialRaw(t testing.TB, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	if err := conn.SetReadDeadline(time.Now().Add(answerWithin)); err != nil {
+		t.Fatal(err)
+	}
+	return conn, bufio.NewReader(conn)
+}
+
+// TestSlowBodyIsCutOff: a body that stops coming is cut off after
+// BodyTimeout with 408 in the error shape, and the connection closed.
+func TestSlowBodyIsCutOff(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{cfg: Config{BodyTimeout: 200 * time.Millisecond}})
+	conn, br := dialRaw(t, serveReal(t, b))
+	_, err := fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: weir\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\":", b.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer to a stalled body: %v", err)
+	}
+	defer resp.Body.Close()
+	if e := apiErrorOf(t, resp); resp.StatusCode != http.StatusRequestTimeout || e.Code != string(CodeRequestTimeout) {
+		t.Fatalf("status %d, error %+v; want 408 request_timeout", resp.StatusCode, e)
+	}
+	if !resp.Close {
+		t.Errorf("the answer to a cut-off body keeps the connection open")
+	}
+}
+
+// TestIdleConnectionIsClosed: a keep-alive connection with no next
+// request is closed after IdleTimeout.
+func TestIdleConnectionIsClosed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{cfg: Config{IdleTimeout: 200 * time.Millisecond}})
+	conn, br := dialRaw(t, serveReal(t, b))
+	if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: weir\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Close {
+		t.Fatalf("status %d, close %v: want 200 on a kept connection", resp.StatusCode, resp.Close)
+	}
+	if n, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("idle connection: read %v, %v; want it closed (EOF)", n, err)
+	}
+}
+
+// TestStreamOutlivesServerTimeouts: the server's timeouts bound the
+// request and the idle time between requests, not the answer: a streamed
+// answer longer than all of them runs to its end.
+func TestStreamOutlivesServerTimeouts(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{
+		cfg:  Config{BodyTimeout: 100 * time.Millisecond, ReadHeaderTimeout: 100 * time.Millisecond, IdleTimeout: 100 * time.Millisecond},
+		mock: mock.Config{TokensPerSecond: 20, CompletionTokens: 10},
+	})
+	addr := serveReal(t, b)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+addr+"/v1/chat/completions",
+		strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+b.key)
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(got), "data: [DONE]") {
+		t.Fatalf("status %d, %v, after %s: %s; want the whole stream", resp.StatusCode, err, time.Since(start), got)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Fatalf("the stream took %s: too short to outlive the timeouts", d)
 	}
 }

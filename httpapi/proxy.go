@@ -162,11 +162,15 @@ func (s *Server) tooLarge() *apiError {
 }
 
 // bodyError is the answer to err from reading a body limitBody bounded:
-// payload_too_large past the limit, else invalid_request with msg.
+// payload_too_large past the limit, request_timeout past the body's
+// deadline, else invalid_request with msg.
 func (s *Server) bodyError(err error, msg string) *apiError {
 	var mb *http.MaxBytesError
 	if errors.As(err, &mb) {
 		return s.tooLarge()
+	}
+	if bodyTimedOut(err) {
+		return errorf(CodeRequestTimeout, "", fmt.Sprintf("the request body did not arrive within %s", s.cfg.BodyTimeout))
 	}
 	return errorf(CodeInvalidRequest, "", msg)
 }

@@ -49,6 +49,17 @@ type Config struct {
 	// KeyCacheTTL is how long a looked-up key is trusted before the store
 	// is asked again (a revocation takes effect within it). Default 2s.
 	KeyCacheTTL time.Duration
+	// ReadHeaderTimeout bounds the reading of a request's headers
+	// (HTTPServer). Default 30s.
+	ReadHeaderTimeout time.Duration
+	// BodyTimeout bounds the reading of a request's body, from the
+	// handler's first read of it to its end; a body slower than that is
+	// cut off with 408. It does not bound the answer: a long stream runs
+	// as long as it runs. Default 60s.
+	BodyTimeout time.Duration
+	// IdleTimeout is how long a keep-alive connection may wait for its
+	// next request before it is closed (HTTPServer). Default 120s.
+	IdleTimeout time.Duration
 }
 
 func (c *Config) defaults() {
@@ -66,6 +77,15 @@ func (c *Config) defaults() {
 	}
 	if c.KeyCacheTTL <= 0 {
 		c.KeyCacheTTL = 2 * time.Second
+	}
+	if c.ReadHeaderTimeout <= 0 {
+		c.ReadHeaderTimeout = 30 * time.Second
+	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = 60 * time.Second
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 120 * time.Second
 	}
 }
 
@@ -309,6 +329,19 @@ func (s *Server) Handler() http.Handler {
 	return s.middleware(mux)
 }
 
+// HTTPServer returns an http.Server for Handler with the configured
+// timeouts: ReadHeaderTimeout, IdleTimeout (an idle keep-alive connection
+// is closed) and, per request in the handler, BodyTimeout. It sets no
+// ReadTimeout or WriteTimeout, which would bound the whole exchange and
+// so cut off long streamed answers.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+	}
+}
+
 type ctxKey int
 
 const reqInfoKey ctxKey = 0
@@ -354,7 +387,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey, ri))
 		rw := &statusWriter{ResponseWriter: w}
 		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
-			ri.body = &requestBody{ReadCloser: r.Body}
+			ri.body = &requestBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: s.cfg.BodyTimeout}
 			r.Body = ri.body
 			// Connection: close means nothing in HTTP/2, where Go's server
 			// takes it as a request to shut the whole connection down.

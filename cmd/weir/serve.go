@@ -11,7 +11,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -95,11 +94,14 @@ func (m *Main) Start(ctx context.Context) error {
 		return err
 	}
 	m.API = httpapi.New(httpapi.Config{
-		MaxBodyBytes:    cfg.Server.MaxBodyBytes,
-		DefaultMaxWait:  cfg.Server.DefaultMaxWait,
-		RetryBudget:     cfg.Server.RetryBudget,
-		UpstreamTimeout: cfg.Server.UpstreamTimeout,
-		AdminToken:      cfg.Server.AdminToken,
+		MaxBodyBytes:      cfg.Server.MaxBodyBytes,
+		DefaultMaxWait:    cfg.Server.DefaultMaxWait,
+		RetryBudget:       cfg.Server.RetryBudget,
+		UpstreamTimeout:   cfg.Server.UpstreamTimeout,
+		AdminToken:        cfg.Server.AdminToken,
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
+		BodyTimeout:       cfg.Server.BodyTimeout,
+		IdleTimeout:       cfg.Server.IdleTimeout,
 	}, httpapi.Deps{
 		Engine:         eng,
 		Store:          db,
@@ -138,11 +140,8 @@ func (m *Main) Start(ctx context.Context) error {
 		return fmt.Errorf("listen on %s: %w", cfg.Server.Listen, err)
 	}
 	m.ln = ln
-	m.HTTP = &http.Server{
-		Handler:           m.API.Handler(),
-		ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn),
-	}
+	m.HTTP = m.API.HTTPServer()
+	m.HTTP.ErrorLog = slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn)
 	go func() {
 		if err := m.HTTP.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			m.Logger.Error("http server stopped", "error", err)
