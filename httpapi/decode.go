@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/weir-gateway/weir"
@@ -98,14 +99,26 @@ func decodeRequest(ep endpoint, body []byte) (*request, *apiError) {
 		}
 	}
 	// About four bytes of JSON per token, plus what the answer may take.
+	// The client's numbers may be anything up to the int64 maximum: the
+	// sum saturates there rather than wrap negative.
 	r.estimate = int64(len(body))/4 + 1
 	switch {
 	case r.maxTokens > 0:
-		r.estimate += r.maxTokens
+		r.estimate = addTokens(r.estimate, r.maxTokens)
 	case ep.kind == weir.KindChat:
-		r.estimate += 256
+		r.estimate = addTokens(r.estimate, 256)
 	}
 	return r, nil
+}
+
+// addTokens is a+b for token counts a, b >= 0, saturating at the int64
+// maximum: a count that big can never be admitted against a TPM limit
+// anyway, and one that wrapped negative would be refused as invalid.
+func addTokens(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // withModel returns the body with the model replaced by the upstream's
@@ -164,11 +177,13 @@ type usage struct {
 	TotalTokens      int64 `json:"total_tokens"`
 }
 
+// total is what the answer cost; an upstream's numbers are trusted no
+// more than a client's (negative ones count as none, the sum saturates).
 func (u usage) total() int64 {
 	if u.TotalTokens > 0 {
 		return u.TotalTokens
 	}
-	return u.PromptTokens + u.CompletionTokens
+	return addTokens(max(u.PromptTokens, 0), max(u.CompletionTokens, 0))
 }
 
 // usageOf reads the usage field of a JSON answer (or SSE chunk).

@@ -2,6 +2,9 @@ package httpapi
 
 import (
 	"encoding/json"
+	"io"
+	"math"
+	"net/http"
 	"testing"
 )
 
@@ -39,6 +42,45 @@ func TestUsageOf(t *testing.T) {
 		u, ok := usageOf([]byte(tc.body))
 		if ok != tc.ok || u.total() != tc.want {
 			t.Errorf("usageOf(%s) = %+v %v, want total %d %v", tc.body, u, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestTokenEstimateSaturates: token counts near the int64 maximum give
+// the largest estimate, never one that wrapped negative.
+func TestTokenEstimateSaturates(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{
+		`{"model":"m","messages":[{}],"max_tokens":9223372036854775807}`,
+		`{"model":"m","messages":[{}],"max_completion_tokens":9223372036854775807}`,
+		`{"model":"m","messages":[{}],"max_tokens":9223372036854775800}`,
+	} {
+		req, aerr := decodeRequest(epChat, []byte(body))
+		if aerr != nil {
+			t.Fatalf("%s: %v", body, aerr)
+		}
+		if req.estimate != math.MaxInt64 {
+			t.Errorf("%s: estimate %d, want %d", body, req.estimate, int64(math.MaxInt64))
+		}
+	}
+	if got := (usage{PromptTokens: math.MaxInt64, CompletionTokens: 5}).total(); got != math.MaxInt64 {
+		t.Errorf("usage total of a huge prompt = %d", got)
+	}
+	if got := (usage{PromptTokens: -5, CompletionTokens: 3}).total(); got != 3 {
+		t.Errorf("usage total with a negative prompt = %d, want 3", got)
+	}
+}
+
+// TestHugeMaxTokensIsNotAnError: a chat request asking for the most
+// tokens an int64 holds is served like any other, not answered 500.
+func TestHugeMaxTokensIsNotAnError(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	for _, f := range []string{"max_tokens", "max_completion_tokens"} {
+		resp := b.post(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}],"`+f+`":9223372036854775807}`, nil)
+		if resp.StatusCode != http.StatusOK {
+			body, _ := io.ReadAll(resp.Body)
+			t.Errorf("%s at the int64 maximum: status %d: %s", f, resp.StatusCode, body)
 		}
 	}
 }
