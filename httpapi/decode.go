@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/weir-gateway/weir"
 )
@@ -123,9 +124,10 @@ func addTokens(a, b int64) int64 {
 
 // withModel returns the body with the model replaced by the upstream's
 // name. It splices the new name into the body as the client sent it,
-// replacing every top-level "model" member (a body naming it twice must
-// not smuggle its own choice past the mapping), and leaves every other
-// byte alone.
+// replacing every top-level "model" member, in any letter case (a body
+// naming it twice, or as "MODEL", which Go's encoding/json and so some
+// upstreams take for the same field, must not smuggle its own choice past
+// the mapping), and leaves every other byte alone.
 func (r *request) withModel(upstream string) ([]byte, error) {
 	name, err := json.Marshal(upstream)
 	if err != nil {
@@ -145,7 +147,7 @@ func (r *request) withModel(upstream string) ([]byte, error) {
 		if err := dec.Decode(&v); err != nil {
 			return nil, err
 		}
-		if key == "model" {
+		if k, _ := key.(string); strings.EqualFold(k, "model") {
 			end := dec.InputOffset()
 			spans = append(spans, [2]int64{end - int64(len(v)), end})
 		}

@@ -39,6 +39,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"model":42,"messages":[{}]}`,
 		`{"model":null}`,
 		`{"model":"a","model":"b","messages":[{}]}`,
+		`{"model":"0","mOdel":"","messages":[{}]}`,
 		`{"model":"text-embedding-3-small","input":"hello"}`,
 		`{"model":"text-embedding-3-small","input":["a","b"],"encoding_format":"base64","dimensions":8}`,
 		`{"model":"text-embedding-3-small","input":[[1,2,3]]}`,

@@ -9,7 +9,7 @@ import (
 )
 
 func TestWithModelSplicesEveryModel(t *testing.T) {
-	body := `{"model":"public", "messages":[{"role":"user","content":"say \"model\": x"}], "model" : "sneaky","n":1}`
+	body := `{"model":"public", "messages":[{"role":"user","content":"say \"model\": x"}], "model" : "sneaky","n":1,"MODEL":"sneakier"}`
 	r, aerr := decodeRequest(epChat, []byte(body))
 	if aerr != nil {
 		t.Fatal(aerr)
@@ -18,13 +18,19 @@ func TestWithModelSplicesEveryModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"model":"up-model", "messages":[{"role":"user","content":"say \"model\": x"}], "model" : "up-model","n":1}`
+	want := `{"model":"up-model", "messages":[{"role":"user","content":"say \"model\": x"}], "model" : "up-model","n":1,"MODEL":"up-model"}`
 	if string(out) != want {
 		t.Fatalf("withModel:\n got %s\nwant %s", out, want)
 	}
 	var v map[string]any
 	if err := json.Unmarshal(out, &v); err != nil || v["model"] != "up-model" {
 		t.Fatalf("result %v, %v", v, err)
+	}
+	// What an upstream written in Go reads (the last member whose name
+	// matches in any case).
+	var st struct{ Model string }
+	if err := json.Unmarshal(out, &st); err != nil || st.Model != "up-model" {
+		t.Fatalf("result read into a struct: %+v, %v", st, err)
 	}
 }
 
