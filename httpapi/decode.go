@@ -61,6 +61,9 @@ func decodeRequest(ep endpoint, body []byte) (*request, *apiError) {
 	if err := json.Unmarshal(m, &r.model); err != nil || r.model == "" {
 		return nil, errorf(CodeInvalidRequest, "model", "model must be a non-empty string")
 	}
+	if len(r.model) > maxModelName {
+		return nil, errorf(CodeInvalidRequest, "model", fmt.Sprintf("model is %d bytes long; at most %d are allowed", len(r.model), maxModelName))
+	}
 	for _, f := range ep.required {
 		v, ok := raw[f]
 		if !ok || isEmptyJSON(v) {

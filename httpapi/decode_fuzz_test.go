@@ -79,8 +79,8 @@ func FuzzDecodeRequest(f *testing.F) {
 			}
 			return
 		}
-		if req.model == "" {
-			t.Fatalf("decodeRequest(%s, %q) accepted a request without a model", ep.name, body)
+		if req.model == "" || len(req.model) > maxModelName {
+			t.Fatalf("decodeRequest(%s, %q) accepted a request without a model, or with one too long", ep.name, body)
 		}
 		// The estimate covers the body and the answer's tokens, however
 		// large the client's numbers: it saturates, never wraps.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -87,6 +88,22 @@ func TestHugeMaxTokensIsNotAnError(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			body, _ := io.ReadAll(resp.Body)
 			t.Errorf("%s at the int64 maximum: status %d: %s", f, resp.StatusCode, body)
+		}
+	}
+}
+
+// TestModelNameBound: a model name past maxModelName bytes is refused
+// with 400 on model rather than looked up and echoed.
+func TestModelNameBound(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		n  int
+		ok bool
+	}{{256, true}, {257, false}, {1 << 20, false}} {
+		body := `{"model":"` + strings.Repeat("m", tc.n) + `","messages":[{}]}`
+		_, aerr := decodeRequest(epChat, []byte(body))
+		if tc.ok != (aerr == nil) || (aerr != nil && aerr.Param != "model") {
+			t.Errorf("a model of %d bytes: %v", tc.n, aerr)
 		}
 	}
 }

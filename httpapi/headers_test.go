@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -80,6 +81,41 @@ func TestRequestHeaders(t *testing.T) {
 			}
 			if got := b.mock.Stats().Requests; got != before {
 				t.Fatalf("a refused request reached the upstream")
+			}
+		})
+	}
+}
+
+// TestIdempotencyKeyBounds: an Idempotency-Key longer than 255 bytes, not
+// printable ASCII or given twice is refused with 400 naming the header,
+// before anything else about the task is looked at.
+func TestIdempotencyKeyBounds(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	const task = `{"model":"m","input":{}}`
+	for _, tc := range []struct {
+		name string
+		keys []string
+		ok   bool
+	}{
+		{"the longest", []string{strings.Repeat("k", 255)}, true},
+		{"too long", []string{strings.Repeat("k", 256)}, false},
+		{"far too long", []string{strings.Repeat("k", 64<<10)}, false},
+		{"not ASCII", []string{"clé"}, false},
+		{"twice", []string{"a", "b"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := b.post(t, "/v1/tasks", task, http.Header{HeaderIdempotencyKey: tc.keys})
+			e := apiErrorOf(t, resp)
+			if tc.ok {
+				// The bundle runs no task service: past the checks, 404.
+				if resp.StatusCode != http.StatusNotFound {
+					t.Fatalf("status %d, error %+v; want it past the key checks", resp.StatusCode, e)
+				}
+				return
+			}
+			if resp.StatusCode != http.StatusBadRequest || e.Param == nil || *e.Param != HeaderIdempotencyKey {
+				t.Fatalf("status %d, error %+v; want 400 on %s", resp.StatusCode, e, HeaderIdempotencyKey)
 			}
 		})
 	}

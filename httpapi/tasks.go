@@ -359,7 +359,11 @@ func callbackOf(r *http.Request, body map[string]json.RawMessage) (taskCallback,
 		}
 		hasBodyEvents = true
 	}
-	headerURL := strings.TrimSpace(r.Header.Get(HeaderCallbackURL))
+	headerURL, aerr := oneHeader(r, HeaderCallbackURL)
+	if aerr != nil {
+		return cb, aerr
+	}
+	headerURL = strings.TrimSpace(headerURL)
 	var headerEvents []weir.TaskEvent
 	hasHeaderEvents := false
 	if vs := r.Header.Values(HeaderCallbackEvents); len(vs) > 0 {
@@ -393,6 +397,9 @@ func callbackOf(r *http.Request, body map[string]json.RawMessage) (taskCallback,
 	default:
 		cb.Events = headerEvents
 	}
+	if len(cb.URL) > maxCallbackURL {
+		return cb, errorf(CodeInvalidRequest, cb.param, fmt.Sprintf("the callback URL is %d bytes long; at most %d are allowed", len(cb.URL), maxCallbackURL))
+	}
 	if len(cb.Events) > 0 && cb.URL == "" {
 		param := "callback_events"
 		if !hasBodyEvents {
@@ -424,19 +431,46 @@ func (s *Server) taskCaller(r *http.Request) (weir.APIKey, *apiError) {
 	if aerr != nil {
 		return key, aerr
 	}
-	if s.deps.Tasks == nil {
-		return key, errorf(CodeNotFound, "", "tasks are not enabled on this gateway")
-	}
-	return key, nil
+	return key, s.tasksEnabled()
 }
 
-// submitTask is the shared part of POST /v1/videos and POST /v1/tasks,
-// for the caller key (taskCaller's).
-func (s *Server) submitTask(r *http.Request, key weir.APIKey, kind string, input map[string]json.RawMessage, model string, cb taskCallback) (weir.Task, bool, *apiError) {
+func (s *Server) tasksEnabled() *apiError {
+	if s.deps.Tasks == nil {
+		return errorf(CodeNotFound, "", "tasks are not enabled on this gateway")
+	}
+	return nil
+}
+
+// submission is what a task submission says in its headers.
+type submission struct {
+	key            weir.APIKey
+	idempotencyKey string
+}
+
+// beginSubmit authenticates a task submission and checks its headers,
+// before its body is read.
+func (s *Server) beginSubmit(r *http.Request) (submission, *apiError) {
+	var sub submission
+	var aerr *apiError
+	if sub.key, aerr = s.authenticate(r); aerr != nil {
+		return sub, aerr
+	}
+	if sub.idempotencyKey, aerr = idempotencyKeyOf(r); aerr != nil {
+		return sub, aerr
+	}
+	return sub, s.tasksEnabled()
+}
+
+// submitTask is the shared part of POST /v1/videos and POST /v1/tasks.
+func (s *Server) submitTask(r *http.Request, sub submission, kind string, input map[string]json.RawMessage, model string, cb taskCallback) (weir.Task, bool, *apiError) {
+	key := sub.key
 	st := s.state.Load()
 	m, ok := st.models[model]
 	if model == "" {
 		return weir.Task{}, false, errorf(CodeInvalidRequest, "model", "you must provide a model parameter")
+	}
+	if len(model) > maxModelName {
+		return weir.Task{}, false, errorf(CodeInvalidRequest, "model", fmt.Sprintf("model is %d bytes long; at most %d are allowed", len(model), maxModelName))
 	}
 	if !ok {
 		return weir.Task{}, false, errorf(CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", model))
@@ -470,7 +504,7 @@ func (s *Server) submitTask(r *http.Request, key weir.APIKey, kind string, input
 	}
 	t := weir.Task{
 		ID: task.NewID(kind), KeyID: key.ID, Kind: kind, Model: model, Input: body, Priority: prio,
-		CallbackURL: cb.URL, CallbackEvents: cb.Events, IdempotencyKey: r.Header.Get(HeaderIdempotencyKey), Fingerprint: fingerprint,
+		CallbackURL: cb.URL, CallbackEvents: cb.Events, IdempotencyKey: sub.idempotencyKey, Fingerprint: fingerprint,
 	}
 	if d, ok, aerr := requestMaxWait(r); aerr != nil {
 		return weir.Task{}, false, aerr
@@ -519,7 +553,7 @@ func (s *Server) ownTask(r *http.Request) (weir.Task, *apiError) {
 // createVideo is POST /v1/videos. Like every endpoint, it authenticates
 // from the headers before it reads the body.
 func (s *Server) createVideo(w http.ResponseWriter, r *http.Request) {
-	key, aerr := s.taskCaller(r)
+	sub, aerr := s.beginSubmit(r)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -540,7 +574,7 @@ func (s *Server) createVideo(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	t, _, aerr := s.submitTask(r, key, "video", input, model, cb)
+	t, _, aerr := s.submitTask(r, sub, "video", input, model, cb)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -650,7 +684,7 @@ func (s *Server) deleteOwnTask(w http.ResponseWriter, r *http.Request, object st
 
 // createTask is POST /v1/tasks; it authenticates before it reads the body.
 func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
-	key, aerr := s.taskCaller(r)
+	sub, aerr := s.beginSubmit(r)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -671,7 +705,7 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	t, created, aerr := s.submitTask(r, key, "task", input, model, cb)
+	t, created, aerr := s.submitTask(r, sub, "task", input, model, cb)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
