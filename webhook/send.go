@@ -180,7 +180,7 @@ func NewSender(cfg Config) *Sender {
 				return http.ErrUseLastResponse // no downgrade to plain http
 			}
 			if err := s.policy.validateURL(req.URL); err != nil {
-				return fmt.Errorf("redirect to %s: %w", req.URL.Redacted(), err)
+				return fmt.Errorf("redirect to %s: %w", Redact(req.URL.String()), err)
 			}
 			return nil
 		},
@@ -225,7 +225,7 @@ func (s *Sender) Send(ctx context.Context, msg Message) (Attempt, error) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, msg.URL, bytes.NewReader(msg.Body))
 	if err != nil {
-		return refuse(fmt.Errorf("%w: %v", ErrInvalidURL, err))
+		return refuse(fmt.Errorf("%w: %v", ErrInvalidURL, redactError(err)))
 	}
 	ts := s.now()
 	req.Header.Set("Content-Type", "application/json")
@@ -241,7 +241,7 @@ func (s *Sender) Send(ctx context.Context, msg Message) (Attempt, error) {
 		if errors.Is(err, ErrForbiddenAddress) || errors.Is(err, ErrInvalidURL) {
 			a.Outcome = Refused
 		}
-		return a, fmt.Errorf("webhook %s: %w", msg.ID, err)
+		return a, fmt.Errorf("webhook %s: %w", msg.ID, redactError(err))
 	}
 	// Read a little of the body so the connection can be reused, no more.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
@@ -259,7 +259,7 @@ func (s *Sender) Send(ctx context.Context, msg Message) (Attempt, error) {
 		a.Outcome = Retryable
 		a.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), s.now())
 		if code >= 300 && code <= 399 {
-			return a, fmt.Errorf("webhook %s: %w: %d, redirect to %q not followed", msg.ID, ErrStatus, code, resp.Header.Get("Location"))
+			return a, fmt.Errorf("webhook %s: %w: %d, redirect to %q not followed", msg.ID, ErrStatus, code, Redact(resp.Header.Get("Location")))
 		}
 		return a, fmt.Errorf("webhook %s: %w: %d", msg.ID, ErrStatus, code)
 	}
