@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"os"
 	"reflect"
 	"regexp"
@@ -73,12 +75,46 @@ type Server struct {
 	UpstreamTimeout time.Duration `yaml:"upstream_timeout"`
 	// LogLevel is the slog level: debug, info, warn or error. Default "info".
 	LogLevel string `yaml:"log_level"`
-	// AdminToken is the bearer token for the /admin endpoints. Empty: the
-	// admin API answers only on loopback connections. Default "".
+	// AdminToken is the bearer token for the /admin endpoints (and
+	// /metrics with MetricsAuth). When set, it is required from every
+	// client, loopback ones included. Default "".
 	AdminToken string `yaml:"admin_token"`
+	// AdminLoopback says whether, with no AdminToken, loopback clients may
+	// use the admin API without a token: "true", "false", or "auto", which
+	// is true when Listen is a loopback address (127.0.0.1, ::1,
+	// localhost) and false otherwise. Behind a reverse proxy on the same
+	// host every client looks like a loopback client: set an admin token
+	// there. With no token and no loopback trust the admin API answers
+	// 403. Default "auto".
+	AdminLoopback string `yaml:"admin_loopback"`
+	// MetricsAuth puts /metrics behind the admin API's guard (the admin
+	// token, or loopback trust as AdminLoopback says). Default false:
+	// /metrics is open, as most Prometheus scrapers expect.
+	MetricsAuth bool `yaml:"metrics_auth"`
 	// UsageFlushInterval is how often buffered usage records are written to
 	// storage. Default 1s.
 	UsageFlushInterval time.Duration `yaml:"usage_flush_interval"`
+}
+
+// AdminLoopbackTrusted reports whether loopback clients may use the admin
+// API without a token, as AdminLoopback says (resolving "auto" from
+// Listen). It says nothing when AdminToken is set: the token is required.
+func (s *Server) AdminLoopbackTrusted() bool {
+	switch s.AdminLoopback {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	host, _, err := net.SplitHostPort(s.Listen)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // Cooldown is when and for how long a failing candidate is skipped.
@@ -251,6 +287,7 @@ func Default() *Config {
 			},
 			UpstreamTimeout:    120 * time.Second,
 			LogLevel:           "info",
+			AdminLoopback:      "auto",
 			UsageFlushInterval: time.Second,
 		},
 		Storage: Storage{

@@ -161,6 +161,11 @@ func (s *Server) validate() error {
 	case s.UsageFlushInterval <= 0:
 		return invalidf("server.usage_flush_interval", "must be positive")
 	}
+	switch s.AdminLoopback {
+	case "auto", "true", "false":
+	default:
+		return invalidf("server.admin_loopback", "%q: want auto, true or false", s.AdminLoopback)
+	}
 	switch s.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

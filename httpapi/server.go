@@ -46,8 +46,18 @@ type Config struct {
 	// UpstreamTimeout bounds the wait for an upstream's response headers
 	// when its platform sets none. Default 120s.
 	UpstreamTimeout time.Duration
-	// AdminToken guards /admin; empty means loopback clients only.
+	// AdminToken guards /admin (and /metrics with MetricsAuth): when set,
+	// only a request bearing it gets in, from anywhere. Default "".
 	AdminToken string
+	// AdminLoopback, when AdminToken is empty, lets loopback clients use
+	// the admin API without a token; otherwise it is closed (403). Behind
+	// a reverse proxy on the same host every client is a loopback client,
+	// so this is for a gateway that only loopback clients can reach.
+	// Default false.
+	AdminLoopback bool
+	// MetricsAuth puts /metrics behind the admin API's guard. Default
+	// false: /metrics is open to whoever can reach it.
+	MetricsAuth bool
 	// KeyCacheTTL is how long a looked-up key is trusted before the store
 	// is asked again (a revocation takes effect within it). Default 2s.
 	KeyCacheTTL time.Duration
@@ -325,8 +335,11 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /admin/queues", s.admin(s.queues))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", s.readyz)
-	if s.deps.MetricsHandler != nil {
-		mux.Handle("GET /metrics", s.deps.MetricsHandler)
+	if h := s.deps.MetricsHandler; h != nil {
+		if s.cfg.MetricsAuth {
+			h = s.admin(h.ServeHTTP)
+		}
+		mux.Handle("GET /metrics", h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(CodeNotFound, "", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))
@@ -489,16 +502,21 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte("ready\n"))
 }
 
-// admin guards the admin API: a bearer token if one is configured,
-// otherwise loopback clients only.
+// admin guards the admin API: the admin token if one is configured, else
+// loopback clients if AdminLoopback trusts them, else nobody.
 func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.AdminToken != "" {
+		switch {
+		case s.cfg.AdminToken != "":
 			if !s.adminTokenIs(bearer(r)) {
 				writeError(w, errorf(CodeUnauthorized, "", "admin token required"))
 				return
 			}
-		} else if !isLoopback(r.RemoteAddr) {
+		case !s.cfg.AdminLoopback:
+			writeError(w, errorf(CodeForbidden, "", "the admin API is off: set server.admin_token (then send it as a bearer token), "+
+				"or server.admin_loopback: true to let loopback clients in without one"))
+			return
+		case !isLoopback(r.RemoteAddr):
 			writeError(w, errorf(CodeForbidden, "", "the admin API answers loopback clients only unless an admin token is set"))
 			return
 		}

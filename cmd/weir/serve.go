@@ -99,6 +99,8 @@ func (m *Main) Start(ctx context.Context) error {
 		RetryBudget:       cfg.Server.RetryBudget,
 		UpstreamTimeout:   cfg.Server.UpstreamTimeout,
 		AdminToken:        cfg.Server.AdminToken,
+		AdminLoopback:     cfg.Server.AdminLoopbackTrusted(),
+		MetricsAuth:       cfg.Server.MetricsAuth,
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		BodyTimeout:       cfg.Server.BodyTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
