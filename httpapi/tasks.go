@@ -277,6 +277,11 @@ func (s *Server) readTaskBody(w http.ResponseWriter, r *http.Request) (map[strin
 		var err error
 		if ct == "multipart/form-data" {
 			err = r.ParseMultipartForm(s.cfg.MaxBodyBytes)
+			if r.MultipartForm != nil {
+				// The server removes the files of the request it passed
+				// in, not those of the copy the middleware made.
+				defer func() { _ = r.MultipartForm.RemoveAll() }()
+			}
 		} else {
 			err = r.ParseForm()
 		}
@@ -733,7 +738,13 @@ func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t, err := s.deps.Tasks.Cancel(r.Context(), t.ID)
+	if errors.Is(err, task.ErrNotFound) {
+		// Deleted or purged since ownTask found it.
+		writeError(w, errorf(CodeNotFound, "id", fmt.Sprintf("no task %q", r.PathValue("id"))))
+		return
+	}
 	if err != nil {
+		info(r.Context()).log().Error("task cancel failed", "error", err)
 		writeError(w, errorf(CodeInternal, "", "could not cancel the task"))
 		return
 	}
