@@ -8,12 +8,15 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httptrace"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/weir-gateway/weir/provider/mock"
+	"github.com/weir-gateway/weir/router"
+	"github.com/weir-gateway/weir/task"
 )
 
 // answerWithin bounds how long a test waits for an answer that should
@@ -222,5 +225,23 @@ func TestStreamOutlivesServerTimeouts(t *testing.T) {
 	}
 	if d := time.Since(start); d < 300*time.Millisecond {
 		t.Fatalf("the stream took %s: too short to outlive the timeouts", d)
+	}
+}
+
+// TestTaskBeforeCatalog: a task submitted to a gateway with no catalog
+// yet is refused as no_candidate, not a panic answered 500.
+func TestTaskBeforeCatalog(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	bare := New(Config{}, Deps{Engine: b.engine, Store: b.db, Router: router.New(router.Options{})})
+	bare.SetTasks(new(task.Service)) // reached only past the catalog check
+	for _, path := range []string{"/v1/tasks", "/v1/videos"} {
+		r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(`{"model":"m","prompt":"p","input":{}}`))
+		r.Header.Set("Authorization", "Bearer "+b.key)
+		w := httptest.NewRecorder()
+		bare.Handler().ServeHTTP(w, r)
+		if w.Code != CodeNoCandidate.Status() || !strings.Contains(w.Body.String(), string(CodeNoCandidate)) {
+			t.Errorf("POST %s before a catalog: %d %s", path, w.Code, w.Body)
+		}
 	}
 }

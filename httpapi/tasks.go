@@ -470,6 +470,9 @@ func (s *Server) beginSubmit(r *http.Request) (submission, *apiError) {
 func (s *Server) submitTask(r *http.Request, sub submission, kind string, input map[string]json.RawMessage, model string, cb taskCallback) (weir.Task, bool, *apiError) {
 	key := sub.key
 	st := s.state.Load()
+	if st == nil {
+		return weir.Task{}, false, errorf(CodeNoCandidate, "", "the gateway has no catalog yet")
+	}
 	m, ok := st.models[model]
 	if model == "" {
 		return weir.Task{}, false, errorf(CodeInvalidRequest, "model", "you must provide a model parameter")
