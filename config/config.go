@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"os"
 	"reflect"
 	"regexp"
@@ -53,6 +55,16 @@ type Server struct {
 	// ShutdownTimeout is how long a graceful shutdown waits for in-flight
 	// requests to drain. Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// ReadHeaderTimeout bounds the reading of a request's headers; a
+	// client slower than that is disconnected. Default 30s.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// BodyTimeout bounds the reading of a request's body; a body slower
+	// than that is cut off with 408 request_timeout. It does not bound the
+	// answer (a long stream runs to its end). Default 60s.
+	BodyTimeout time.Duration `yaml:"body_timeout"`
+	// IdleTimeout is how long a keep-alive connection may wait for its
+	// next request before it is closed. Default 120s.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// RetryBudget is the most upstream attempts one request makes across its
 	// candidates (the first attempt counts). Default 3.
 	RetryBudget int `yaml:"retry_budget"`
@@ -83,12 +95,46 @@ type Server struct {
 	MaxResponseBytes int64 `yaml:"max_response_bytes"`
 	// LogLevel is the slog level: debug, info, warn or error. Default "info".
 	LogLevel string `yaml:"log_level"`
-	// AdminToken is the bearer token for the /admin endpoints. Empty: the
-	// admin API answers only on loopback connections. Default "".
+	// AdminToken is the bearer token for the /admin endpoints (and
+	// /metrics with MetricsAuth). When set, it is required from every
+	// client, loopback ones included. Default "".
 	AdminToken string `yaml:"admin_token"`
+	// AdminLoopback says whether, with no AdminToken, loopback clients may
+	// use the admin API without a token: "true", "false", or "auto", which
+	// is true when Listen is a loopback address (127.0.0.1, ::1,
+	// localhost) and false otherwise. Behind a reverse proxy on the same
+	// host every client looks like a loopback client: set an admin token
+	// there. With no token and no loopback trust the admin API answers
+	// 403. Default "auto".
+	AdminLoopback string `yaml:"admin_loopback"`
+	// MetricsAuth puts /metrics behind the admin API's guard (the admin
+	// token, or loopback trust as AdminLoopback says). Default false:
+	// /metrics is open, as most Prometheus scrapers expect.
+	MetricsAuth bool `yaml:"metrics_auth"`
 	// UsageFlushInterval is how often buffered usage records are written to
 	// storage. Default 1s.
 	UsageFlushInterval time.Duration `yaml:"usage_flush_interval"`
+}
+
+// AdminLoopbackTrusted reports whether loopback clients may use the admin
+// API without a token, as AdminLoopback says (resolving "auto" from
+// Listen). It says nothing when AdminToken is set: the token is required.
+func (s *Server) AdminLoopbackTrusted() bool {
+	switch s.AdminLoopback {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	host, _, err := net.SplitHostPort(s.Listen)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // Cooldown is when and for how long a failing candidate is skipped.
@@ -267,11 +313,14 @@ type Group struct {
 func Default() *Config {
 	return &Config{
 		Server: Server{
-			Listen:          "127.0.0.1:8080",
-			MaxBodyBytes:    10 << 20,
-			DefaultMaxWait:  30 * time.Second,
-			ShutdownTimeout: 30 * time.Second,
-			RetryBudget:     3,
+			Listen:            "127.0.0.1:8080",
+			MaxBodyBytes:      10 << 20,
+			DefaultMaxWait:    30 * time.Second,
+			ShutdownTimeout:   30 * time.Second,
+			ReadHeaderTimeout: 30 * time.Second,
+			BodyTimeout:       60 * time.Second,
+			IdleTimeout:       120 * time.Second,
+			RetryBudget:       3,
 			Cooldown: Cooldown{
 				Failures: 3,
 				Duration: 30 * time.Second,
@@ -283,6 +332,7 @@ func Default() *Config {
 			MaxResponseBytes:    64 << 20,
 			LogLevel:            "info",
 			UsageFlushInterval:  time.Second,
+			AdminLoopback:       "auto",
 		},
 		Storage: Storage{
 			Driver: "sqlite",

@@ -120,6 +120,11 @@ func TestDefaultValues(t *testing.T) {
 			LogLevel:            "info",
 			AdminToken:          "",
 			UsageFlushInterval:  time.Second,
+			ReadHeaderTimeout:   30 * time.Second,
+			BodyTimeout:         60 * time.Second,
+			IdleTimeout:         120 * time.Second,
+			AdminLoopback:       "auto",
+			MetricsAuth:         false,
 		},
 		Storage: Storage{Driver: "sqlite", Path: "weir.db"},
 		Tasks: Tasks{
@@ -165,6 +170,9 @@ func TestEnvOverrides(t *testing.T) {
 		{"WEIR_SERVER_MAX_BODY_BYTES", "1024", func(c *Config) { c.Server.MaxBodyBytes = 1024 }},
 		{"WEIR_SERVER_DEFAULT_MAX_WAIT", "5s", func(c *Config) { c.Server.DefaultMaxWait = 5 * time.Second }},
 		{"WEIR_SERVER_SHUTDOWN_TIMEOUT", "1m", func(c *Config) { c.Server.ShutdownTimeout = time.Minute }},
+		{"WEIR_SERVER_READ_HEADER_TIMEOUT", "5s", func(c *Config) { c.Server.ReadHeaderTimeout = 5 * time.Second }},
+		{"WEIR_SERVER_BODY_TIMEOUT", "2m", func(c *Config) { c.Server.BodyTimeout = 2 * time.Minute }},
+		{"WEIR_SERVER_IDLE_TIMEOUT", "10s", func(c *Config) { c.Server.IdleTimeout = 10 * time.Second }},
 		{"WEIR_SERVER_RETRY_BUDGET", "7", func(c *Config) { c.Server.RetryBudget = 7 }},
 		{"WEIR_SERVER_COOLDOWN_FAILURES", "0", func(c *Config) { c.Server.Cooldown.Failures = 0 }},
 		{"WEIR_SERVER_COOLDOWN_DURATION", "2m", func(c *Config) { c.Server.Cooldown.Duration = 2 * time.Minute }},
@@ -175,6 +183,8 @@ func TestEnvOverrides(t *testing.T) {
 		{"WEIR_SERVER_MAX_RESPONSE_BYTES", "1048576", func(c *Config) { c.Server.MaxResponseBytes = 1 << 20 }},
 		{"WEIR_SERVER_LOG_LEVEL", "debug", func(c *Config) { c.Server.LogLevel = "debug" }},
 		{"WEIR_SERVER_ADMIN_TOKEN", "s3cret", func(c *Config) { c.Server.AdminToken = "s3cret" }},
+		{"WEIR_SERVER_ADMIN_LOOPBACK", "false", func(c *Config) { c.Server.AdminLoopback = "false" }},
+		{"WEIR_SERVER_METRICS_AUTH", "true", func(c *Config) { c.Server.MetricsAuth = true }},
 		{"WEIR_SERVER_USAGE_FLUSH_INTERVAL", "100ms", func(c *Config) { c.Server.UsageFlushInterval = 100 * time.Millisecond }},
 		{"WEIR_STORAGE_DRIVER", "sqlite", func(c *Config) {}},
 		{"WEIR_STORAGE_PATH", "/tmp/x.db", func(c *Config) { c.Storage.Path = "/tmp/x.db" }},
@@ -433,6 +443,10 @@ func TestValidate(t *testing.T) {
 		{"bad listen", func(c *Config) { c.Server.Listen = "8080" }, `server.listen: "8080" is not host:port`},
 		{"zero body limit", func(c *Config) { c.Server.MaxBodyBytes = 0 }, `server.max_body_bytes: must be positive`},
 		{"negative max wait", func(c *Config) { c.Server.DefaultMaxWait = -1 }, `server.default_max_wait: must not be negative`},
+		{"bad admin loopback", func(c *Config) { c.Server.AdminLoopback = "yes" }, `server.admin_loopback: "yes": want auto, true or false`},
+		{"zero header timeout", func(c *Config) { c.Server.ReadHeaderTimeout = 0 }, `server.read_header_timeout: must be positive`},
+		{"zero body timeout", func(c *Config) { c.Server.BodyTimeout = 0 }, `server.body_timeout: must be positive`},
+		{"zero idle timeout", func(c *Config) { c.Server.IdleTimeout = 0 }, `server.idle_timeout: must be positive`},
 		{"cooldown without duration", func(c *Config) { c.Server.Cooldown.Duration = 0 },
 			`server.cooldown.duration: must be positive while cooldown.failures is set`},
 		{"cooldown disabled", func(c *Config) { c.Server.Cooldown = Cooldown{} }, ""},
@@ -635,5 +649,38 @@ func TestCatalogFromCode(t *testing.T) {
 	}
 	if cat.Platforms[0].Kind != "openai" || cat.Models[0].Candidates[0].Weight != 1 {
 		t.Errorf("catalog = %+v; want kind openai and weight 1", cat)
+	}
+}
+
+// TestAdminLoopbackTrusted: "auto" trusts loopback clients only when the
+// gateway listens on a loopback address; true and false say so whatever
+// it listens on. The file takes YAML booleans as well as strings.
+func TestAdminLoopbackTrusted(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		yaml string
+		want bool
+	}{
+		{"server:\n  listen: 127.0.0.1:8080\n", true},
+		{"server:\n  listen: 127.0.0.2:8080\n", true},
+		{"server:\n  listen: '[::1]:8080'\n", true},
+		{"server:\n  listen: localhost:8080\n", true},
+		{"server:\n  listen: 0.0.0.0:8080\n", false},
+		{"server:\n  listen: ':8080'\n", false},
+		{"server:\n  listen: '[::]:8080'\n", false},
+		{"server:\n  listen: 10.0.0.5:8080\n", false},
+		{"server:\n  listen: gateway.internal:8080\n", false},
+		{"server:\n  listen: 0.0.0.0:8080\n  admin_loopback: true\n", true},
+		{"server:\n  listen: 127.0.0.1:8080\n  admin_loopback: false\n", false},
+		{"server:\n  listen: 127.0.0.1:8080\n  admin_loopback: \"false\"\n", false},
+		{"server:\n  listen: 0.0.0.0:8080\n  admin_loopback: auto\n", false},
+	} {
+		c, err := parse([]byte(tc.yaml), env())
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		if got := c.Server.AdminLoopbackTrusted(); got != tc.want {
+			t.Errorf("%q: trusted %v, want %v", tc.yaml, got, tc.want)
+		}
 	}
 }

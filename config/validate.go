@@ -142,6 +142,12 @@ func (s *Server) validate() error {
 		return invalidf("server.default_max_wait", "must not be negative")
 	case s.ShutdownTimeout < 0:
 		return invalidf("server.shutdown_timeout", "must not be negative")
+	case s.ReadHeaderTimeout <= 0:
+		return invalidf("server.read_header_timeout", "must be positive")
+	case s.BodyTimeout <= 0:
+		return invalidf("server.body_timeout", "must be positive")
+	case s.IdleTimeout <= 0:
+		return invalidf("server.idle_timeout", "must be positive")
 	case s.RetryBudget < 1:
 		return invalidf("server.retry_budget", "must be at least 1 (the first attempt counts)")
 	case s.Cooldown.Failures < 0:
@@ -162,6 +168,11 @@ func (s *Server) validate() error {
 		return invalidf("server.max_response_bytes", "must be positive")
 	case s.UsageFlushInterval <= 0:
 		return invalidf("server.usage_flush_interval", "must be positive")
+	}
+	switch s.AdminLoopback {
+	case "auto", "true", "false":
+	default:
+		return invalidf("server.admin_loopback", "%q: want auto, true or false", s.AdminLoopback)
 	}
 	switch s.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
 
 	"github.com/weir-gateway/weir"
 )
@@ -59,6 +61,9 @@ func decodeRequest(ep endpoint, body []byte) (*request, *apiError) {
 	if err := json.Unmarshal(m, &r.model); err != nil || r.model == "" {
 		return nil, errorf(CodeInvalidRequest, "model", "model must be a non-empty string")
 	}
+	if len(r.model) > maxModelName {
+		return nil, errorf(CodeInvalidRequest, "model", fmt.Sprintf("model is %d bytes long; at most %d are allowed", len(r.model), maxModelName))
+	}
 	for _, f := range ep.required {
 		v, ok := raw[f]
 		if !ok || isEmptyJSON(v) {
@@ -98,21 +103,34 @@ func decodeRequest(ep endpoint, body []byte) (*request, *apiError) {
 		}
 	}
 	// About four bytes of JSON per token, plus what the answer may take.
+	// The client's numbers may be anything up to the int64 maximum: the
+	// sum saturates there rather than wrap negative.
 	r.estimate = int64(len(body))/4 + 1
 	switch {
 	case r.maxTokens > 0:
-		r.estimate += r.maxTokens
+		r.estimate = addTokens(r.estimate, r.maxTokens)
 	case ep.kind == weir.KindChat:
-		r.estimate += 256
+		r.estimate = addTokens(r.estimate, 256)
 	}
 	return r, nil
 }
 
+// addTokens is a+b for token counts a, b >= 0, saturating at the int64
+// maximum: a count that big can never be admitted against a TPM limit
+// anyway, and one that wrapped negative would be refused as invalid.
+func addTokens(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
 // withModel returns the body with the model replaced by the upstream's
 // name. It splices the new name into the body as the client sent it,
-// replacing every top-level "model" member (a body naming it twice must
-// not smuggle its own choice past the mapping), and leaves every other
-// byte alone.
+// replacing every top-level "model" member, in any letter case (a body
+// naming it twice, or as "MODEL", which Go's encoding/json and so some
+// upstreams take for the same field, must not smuggle its own choice past
+// the mapping), and leaves every other byte alone.
 func (r *request) withModel(upstream string) ([]byte, error) {
 	name, err := json.Marshal(upstream)
 	if err != nil {
@@ -132,7 +150,7 @@ func (r *request) withModel(upstream string) ([]byte, error) {
 		if err := dec.Decode(&v); err != nil {
 			return nil, err
 		}
-		if key == "model" {
+		if k, _ := key.(string); strings.EqualFold(k, "model") {
 			end := dec.InputOffset()
 			spans = append(spans, [2]int64{end - int64(len(v)), end})
 		}
@@ -164,11 +182,13 @@ type usage struct {
 	TotalTokens      int64 `json:"total_tokens"`
 }
 
+// total is what the answer cost; an upstream's numbers are trusted no
+// more than a client's (negative ones count as none, the sum saturates).
 func (u usage) total() int64 {
 	if u.TotalTokens > 0 {
 		return u.TotalTokens
 	}
-	return u.PromptTokens + u.CompletionTokens
+	return addTokens(max(u.PromptTokens, 0), max(u.CompletionTokens, 0))
 }
 
 // usageOf reads the usage field of a JSON answer (or SSE chunk).

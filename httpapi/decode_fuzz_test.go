@@ -14,7 +14,8 @@ var endpoints = []endpoint{epChat, epEmbeddings, epImages, epSpeech}
 // FuzzDecodeRequest feeds decodeRequest arbitrary bodies for every
 // endpoint. It must never panic; it either accepts a request or refuses it
 // with invalid_request (400), never both or neither. An accepted request
-// has a non-empty model, a positive token estimate, every required field,
+// has a non-empty model, a positive token estimate no smaller than its
+// max tokens or its body's share (saturating, never wrapped), every required field,
 // and a body that re-encodes with the model replaced.
 func FuzzDecodeRequest(f *testing.F) {
 	seeds := []string{
@@ -24,6 +25,10 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_completion_tokens":8,"max_tokens":99}`,
 		`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":-1}`,
 		`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":1e400}`,
+		`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":9223372036854775807}`,
+		`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_completion_tokens":9223372036854775806,"max_tokens":1}`,
+		`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":9223372036854775808}`,
+		`{"model":"text-embedding-3-small","input":"x","max_tokens":9223372036854775807}`,
 		`{"model":"gpt-4o-mini","messages":["hi"]}`,
 		`{"model":"gpt-4o-mini","messages":[]}`,
 		`{"model":"gpt-4o-mini","messages":{}}`,
@@ -34,6 +39,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"model":42,"messages":[{}]}`,
 		`{"model":null}`,
 		`{"model":"a","model":"b","messages":[{}]}`,
+		`{"model":"0","mOdel":"","messages":[{}]}`,
 		`{"model":"text-embedding-3-small","input":"hello"}`,
 		`{"model":"text-embedding-3-small","input":["a","b"],"encoding_format":"base64","dimensions":8}`,
 		`{"model":"text-embedding-3-small","input":[[1,2,3]]}`,
@@ -73,10 +79,12 @@ func FuzzDecodeRequest(f *testing.F) {
 			}
 			return
 		}
-		if req.model == "" {
-			t.Fatalf("decodeRequest(%s, %q) accepted a request without a model", ep.name, body)
+		if req.model == "" || len(req.model) > maxModelName {
+			t.Fatalf("decodeRequest(%s, %q) accepted a request without a model, or with one too long", ep.name, body)
 		}
-		if req.estimate <= 0 || req.maxTokens < 0 {
+		// The estimate covers the body and the answer's tokens, however
+		// large the client's numbers: it saturates, never wraps.
+		if req.estimate <= 0 || req.maxTokens < 0 || req.estimate < req.maxTokens || req.estimate <= int64(len(body))/4 {
 			t.Fatalf("decodeRequest(%s, %q): estimate %d, max tokens %d", ep.name, body, req.estimate, req.maxTokens)
 		}
 		if req.stream && ep.kind != weir.KindChat {

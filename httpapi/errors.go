@@ -20,6 +20,8 @@ const (
 	CodeUnauthorized   Code = "unauthorized"
 	CodeForbidden      Code = "forbidden"
 	CodeNotFound       Code = "not_found"
+	// CodeRequestTimeout: the request's body came too slowly.
+	CodeRequestTimeout Code = "request_timeout"
 	// CodeIdempotencyKeyReused: an Idempotency-Key already used with a
 	// different request (IETF httpapi Idempotency-Key draft: 422).
 	CodeIdempotencyKeyReused Code = "idempotency_key_reused"
@@ -42,6 +44,7 @@ var codeTable = map[Code]struct {
 	CodeUnauthorized:         {http.StatusUnauthorized, "authentication_error"},
 	CodeForbidden:            {http.StatusForbidden, "permission_error"},
 	CodeNotFound:             {http.StatusNotFound, "not_found_error"},
+	CodeRequestTimeout:       {http.StatusRequestTimeout, "invalid_request_error"},
 	CodeIdempotencyKeyReused: {http.StatusUnprocessableEntity, "invalid_request_error"},
 	CodePayloadTooLarge:      {http.StatusRequestEntityTooLarge, "invalid_request_error"},
 	CodeRateLimited:          {http.StatusTooManyRequests, "rate_limit_error"},

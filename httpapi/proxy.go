@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"slices"
@@ -168,11 +169,15 @@ func (s *Server) tooLarge() *apiError {
 }
 
 // bodyError is the answer to err from reading a body limitBody bounded:
-// payload_too_large past the limit, else invalid_request with msg.
+// payload_too_large past the limit, request_timeout past the body's
+// deadline, else invalid_request with msg.
 func (s *Server) bodyError(err error, msg string) *apiError {
 	var mb *http.MaxBytesError
 	if errors.As(err, &mb) {
 		return s.tooLarge()
+	}
+	if bodyTimedOut(err) {
+		return errorf(CodeRequestTimeout, "", fmt.Sprintf("the request body did not arrive within %s", s.cfg.BodyTimeout))
 	}
 	return errorf(CodeInvalidRequest, "", msg)
 }
@@ -188,36 +193,42 @@ func (st *state) groupOf(k weir.APIKey) (string, weir.Group) {
 
 // requestPriority is base, lowered (never raised) by X-Weir-Priority.
 func requestPriority(r *http.Request, base int32) (int32, *apiError) {
-	v := r.Header.Get(HeaderPriority)
-	if v == "" {
-		return base, nil
+	v, aerr := oneHeader(r, HeaderPriority)
+	if v == "" || aerr != nil {
+		return base, aerr
 	}
 	p, err := strconv.ParseInt(v, 10, 32)
 	if err != nil {
-		return 0, errorf(CodeInvalidRequest, HeaderPriority, "priority must be an integer")
+		return 0, errorf(CodeInvalidRequest, HeaderPriority, fmt.Sprintf("priority must be an integer from %d to %d", math.MinInt32, math.MaxInt32))
 	}
 	return min(base, int32(p)), nil
 }
 
 // requestMaxWait is the wait X-Weir-Max-Wait asks for, if it asks.
 func requestMaxWait(r *http.Request) (time.Duration, bool, *apiError) {
-	v := r.Header.Get(HeaderMaxWait)
-	if v == "" {
-		return 0, false, nil
+	v, aerr := oneHeader(r, HeaderMaxWait)
+	if v == "" || aerr != nil {
+		return 0, false, aerr
 	}
 	d, err := parseWait(v)
 	if err != nil {
-		return 0, false, errorf(CodeInvalidRequest, HeaderMaxWait, "max wait must be a duration such as 2s or a number of seconds")
+		return 0, false, errorf(CodeInvalidRequest, HeaderMaxWait, fmt.Sprintf("max wait must be a duration such as 2s or a number of seconds, from 0 to %g", maxWaitSeconds))
 	}
 	return d, true, nil
 }
 
+// maxWaitSeconds is the most X-Weir-Max-Wait may say as a number.
+const maxWaitSeconds = 1e6
+
+// parseWait reads a wait: a Go duration or a number of seconds, neither
+// negative, the number finite and at most maxWaitSeconds (NaN, which
+// every comparison lets through, is refused by name).
 func parseWait(v string) (time.Duration, error) {
 	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
 		return d, nil
 	}
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f < 0 || f > 1e6 {
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f > maxWaitSeconds {
 		return 0, fmt.Errorf("bad wait %q", v)
 	}
 	return time.Duration(f * float64(time.Second)), nil

@@ -9,6 +9,8 @@ package httpapi
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -60,11 +62,32 @@ type Config struct {
 	// (JSON; streams and other bodies pass through as they arrive): past
 	// it the client gets upstream_error. Default 64 MiB.
 	MaxResponseBytes int64
-	// AdminToken guards /admin; empty means loopback clients only.
+	// AdminToken guards /admin (and /metrics with MetricsAuth): when set,
+	// only a request bearing it gets in, from anywhere. Default "".
 	AdminToken string
+	// AdminLoopback, when AdminToken is empty, lets loopback clients use
+	// the admin API without a token; otherwise it is closed (403). Behind
+	// a reverse proxy on the same host every client is a loopback client,
+	// so this is for a gateway that only loopback clients can reach.
+	// Default false.
+	AdminLoopback bool
+	// MetricsAuth puts /metrics behind the admin API's guard. Default
+	// false: /metrics is open to whoever can reach it.
+	MetricsAuth bool
 	// KeyCacheTTL is how long a looked-up key is trusted before the store
 	// is asked again (a revocation takes effect within it). Default 2s.
 	KeyCacheTTL time.Duration
+	// ReadHeaderTimeout bounds the reading of a request's headers
+	// (HTTPServer). Default 30s.
+	ReadHeaderTimeout time.Duration
+	// BodyTimeout bounds the reading of a request's body, from the
+	// handler's first read of it to its end; a body slower than that is
+	// cut off with 408. It does not bound the answer: a long stream runs
+	// as long as it runs. Default 60s.
+	BodyTimeout time.Duration
+	// IdleTimeout is how long a keep-alive connection may wait for its
+	// next request before it is closed (HTTPServer). Default 120s.
+	IdleTimeout time.Duration
 }
 
 func (c *Config) defaults() {
@@ -98,6 +121,15 @@ func (c *Config) defaults() {
 	}
 	if c.KeyCacheTTL <= 0 {
 		c.KeyCacheTTL = 2 * time.Second
+	}
+	if c.ReadHeaderTimeout <= 0 {
+		c.ReadHeaderTimeout = 30 * time.Second
+	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = 60 * time.Second
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 120 * time.Second
 	}
 }
 
@@ -144,6 +176,9 @@ type Server struct {
 	state atomic.Pointer[state]
 	keys  keyCache
 
+	// adminTokenHash is the SHA-256 of cfg.AdminToken.
+	adminTokenHash [sha256.Size]byte
+
 	applyMu   sync.Mutex
 	keyScopes sync.Map // key id → struct{}: scopes already configured
 	ids       idSource
@@ -182,7 +217,7 @@ func New(cfg Config, deps Deps) *Server {
 	if deps.HTTPClient == nil {
 		deps.HTTPClient = &http.Client{Transport: NewUpstreamTransport()}
 	}
-	s := &Server{cfg: cfg, deps: deps}
+	s := &Server{cfg: cfg, deps: deps, adminTokenHash: sha256.Sum256([]byte(cfg.AdminToken))}
 	s.keys.ttl = cfg.KeyCacheTTL
 	s.keys.clock = deps.Clock
 	s.ids = newIDSource()
@@ -339,13 +374,29 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /admin/queues", s.admin(s.queues))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", s.readyz)
-	if s.deps.MetricsHandler != nil {
-		mux.Handle("GET /metrics", s.deps.MetricsHandler)
+	if h := s.deps.MetricsHandler; h != nil {
+		if s.cfg.MetricsAuth {
+			h = s.admin(h.ServeHTTP)
+		}
+		mux.Handle("GET /metrics", h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(CodeNotFound, "", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))
 	})
 	return s.middleware(mux)
+}
+
+// HTTPServer returns an http.Server for Handler with the configured
+// timeouts: ReadHeaderTimeout, IdleTimeout (an idle keep-alive connection
+// is closed) and, per request in the handler, BodyTimeout. It sets no
+// ReadTimeout or WriteTimeout, which would bound the whole exchange and
+// so cut off long streamed answers.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+	}
 }
 
 type ctxKey int
@@ -356,6 +407,8 @@ const reqInfoKey ctxKey = 0
 type reqInfo struct {
 	id, clientID string
 	base, logger *slog.Logger
+	// body is the request's body, nil if it has none.
+	body *requestBody
 }
 
 // log is the request's logger, with its ids on every line. It is made on
@@ -388,7 +441,16 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			ri.clientID = cid
 		}
 		w.Header().Set("X-Request-Id", ri.id)
+		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey, ri))
 		rw := &statusWriter{ResponseWriter: w}
+		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+			ri.body = &requestBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: s.cfg.BodyTimeout}
+			r.Body = ri.body
+			// Connection: close means nothing in HTTP/2, where Go's server
+			// takes it as a request to shut the whole connection down.
+			rw.body = ri.body
+			rw.closeUnread = r.ProtoMajor == 1
+		}
 		start := s.deps.Clock.Now()
 		defer func() {
 			if p := recover(); p != nil {
@@ -405,28 +467,37 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 					"duration_ms", float64(s.deps.Clock.Now().Sub(start).Microseconds())/1000)
 			}
 		}()
-		next.ServeHTTP(rw, r.WithContext(context.WithValue(r.Context(), reqInfoKey, ri)))
+		next.ServeHTTP(rw, r)
 	})
 }
 
 // statusWriter remembers the status written, for logs and metrics, and
-// keeps http.ResponseController working through Unwrap.
+// keeps http.ResponseController working through Unwrap. An answer to a
+// request whose body was not read to its end (refused before it was read,
+// or cut off) closes the connection: the server then neither waits for
+// the rest of the body nor parses it as the next request.
 type statusWriter struct {
 	http.ResponseWriter
 	code  int
 	wrote bool
+	// body is the request's body, nil if it has none.
+	body        *requestBody
+	closeUnread bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if !w.wrote {
 		w.code, w.wrote = code, true
+		if w.closeUnread && w.body.unread() {
+			w.Header().Set("Connection", "close")
+		}
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if !w.wrote {
-		w.code, w.wrote = http.StatusOK, true
+		w.WriteHeader(http.StatusOK)
 	}
 	return w.ResponseWriter.Write(b)
 }
@@ -471,21 +542,34 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte("ready\n"))
 }
 
-// admin guards the admin API: a bearer token if one is configured,
-// otherwise loopback clients only.
+// admin guards the admin API: the admin token if one is configured, else
+// loopback clients if AdminLoopback trusts them, else nobody.
 func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.AdminToken != "" {
-			if bearer(r) != s.cfg.AdminToken {
+		switch {
+		case s.cfg.AdminToken != "":
+			if !s.adminTokenIs(bearer(r)) {
 				writeError(w, errorf(CodeUnauthorized, "", "admin token required"))
 				return
 			}
-		} else if !isLoopback(r.RemoteAddr) {
+		case !s.cfg.AdminLoopback:
+			writeError(w, errorf(CodeForbidden, "", "the admin API is off: set server.admin_token (then send it as a bearer token), "+
+				"or server.admin_loopback: true to let loopback clients in without one"))
+			return
+		case !isLoopback(r.RemoteAddr):
 			writeError(w, errorf(CodeForbidden, "", "the admin API answers loopback clients only unless an admin token is set"))
 			return
 		}
 		h(w, r)
 	}
+}
+
+// adminTokenIs reports whether token is the admin token. It compares
+// their hashes in constant time, so that neither how much of a guess is
+// right nor how long the token is shows in the time the answer takes.
+func (s *Server) adminTokenIs(token string) bool {
+	got := sha256.Sum256([]byte(token))
+	return subtle.ConstantTimeCompare(got[:], s.adminTokenHash[:]) == 1
 }
 
 func isLoopback(addr string) bool {

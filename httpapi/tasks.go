@@ -289,8 +289,18 @@ func (s *Server) readTaskBody(w http.ResponseWriter, r *http.Request) (map[strin
 		var err error
 		if ct == "multipart/form-data" {
 			err = r.ParseMultipartForm(s.cfg.MaxBodyBytes)
+			if r.MultipartForm != nil {
+				// The server removes the files of the request it passed
+				// in, not those of the copy the middleware made.
+				defer func() { _ = r.MultipartForm.RemoveAll() }()
+			}
 		} else {
 			err = r.ParseForm()
+		}
+		if err == nil {
+			// What follows the form's last part (bounded by limitBody), so
+			// that the body is read to its end.
+			_, err = io.Copy(io.Discard, r.Body)
 		}
 		if err != nil {
 			return nil, s.bodyError(err, "could not parse the form: "+err.Error())
@@ -366,7 +376,11 @@ func callbackOf(r *http.Request, body map[string]json.RawMessage) (taskCallback,
 		}
 		hasBodyEvents = true
 	}
-	headerURL := strings.TrimSpace(r.Header.Get(HeaderCallbackURL))
+	headerURL, aerr := oneHeader(r, HeaderCallbackURL)
+	if aerr != nil {
+		return cb, aerr
+	}
+	headerURL = strings.TrimSpace(headerURL)
 	var headerEvents []weir.TaskEvent
 	hasHeaderEvents := false
 	if vs := r.Header.Values(HeaderCallbackEvents); len(vs) > 0 {
@@ -400,6 +414,9 @@ func callbackOf(r *http.Request, body map[string]json.RawMessage) (taskCallback,
 	default:
 		cb.Events = headerEvents
 	}
+	if len(cb.URL) > maxCallbackURL {
+		return cb, errorf(CodeInvalidRequest, cb.param, fmt.Sprintf("the callback URL is %d bytes long; at most %d are allowed", len(cb.URL), maxCallbackURL))
+	}
 	if len(cb.Events) > 0 && cb.URL == "" {
 		param := "callback_events"
 		if !hasBodyEvents {
@@ -431,22 +448,49 @@ func (s *Server) taskCaller(r *http.Request) (weir.APIKey, *apiError) {
 	if aerr != nil {
 		return key, aerr
 	}
+	return key, s.tasksEnabled()
+}
+
+func (s *Server) tasksEnabled() *apiError {
 	if s.deps.Tasks == nil {
-		return key, errorf(CodeNotFound, "", "tasks are not enabled on this gateway")
+		return errorf(CodeNotFound, "", "tasks are not enabled on this gateway")
 	}
-	return key, nil
+	return nil
+}
+
+// submission is what a task submission says in its headers.
+type submission struct {
+	key            weir.APIKey
+	idempotencyKey string
+}
+
+// beginSubmit authenticates a task submission and checks its headers,
+// before its body is read.
+func (s *Server) beginSubmit(r *http.Request) (submission, *apiError) {
+	var sub submission
+	var aerr *apiError
+	if sub.key, aerr = s.authenticate(r); aerr != nil {
+		return sub, aerr
+	}
+	if sub.idempotencyKey, aerr = idempotencyKeyOf(r); aerr != nil {
+		return sub, aerr
+	}
+	return sub, s.tasksEnabled()
 }
 
 // submitTask is the shared part of POST /v1/videos and POST /v1/tasks.
-func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string, input map[string]json.RawMessage, model string, cb taskCallback) (weir.Task, bool, *apiError) {
-	key, aerr := s.taskCaller(r)
-	if aerr != nil {
-		return weir.Task{}, false, aerr
-	}
+func (s *Server) submitTask(r *http.Request, sub submission, kind string, input map[string]json.RawMessage, model string, cb taskCallback) (weir.Task, bool, *apiError) {
+	key := sub.key
 	st := s.state.Load()
+	if st == nil {
+		return weir.Task{}, false, errorf(CodeNoCandidate, "", "the gateway has no catalog yet")
+	}
 	m, ok := st.models[model]
 	if model == "" {
 		return weir.Task{}, false, errorf(CodeInvalidRequest, "model", "you must provide a model parameter")
+	}
+	if len(model) > maxModelName {
+		return weir.Task{}, false, errorf(CodeInvalidRequest, "model", fmt.Sprintf("model is %d bytes long; at most %d are allowed", len(model), maxModelName))
 	}
 	if !ok {
 		return weir.Task{}, false, errorf(CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", model))
@@ -480,7 +524,7 @@ func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, kind string,
 	}
 	t := weir.Task{
 		ID: task.NewID(kind), KeyID: key.ID, Kind: kind, Model: model, Input: body, Priority: prio,
-		CallbackURL: cb.URL, CallbackEvents: cb.Events, IdempotencyKey: r.Header.Get(HeaderIdempotencyKey), Fingerprint: fingerprint,
+		CallbackURL: cb.URL, CallbackEvents: cb.Events, IdempotencyKey: sub.idempotencyKey, Fingerprint: fingerprint,
 	}
 	if d, ok, aerr := requestMaxWait(r); aerr != nil {
 		return weir.Task{}, false, aerr
@@ -526,7 +570,14 @@ func (s *Server) ownTask(r *http.Request) (weir.Task, *apiError) {
 	return t, nil
 }
 
+// createVideo is POST /v1/videos. Like every endpoint, it authenticates
+// from the headers before it reads the body.
 func (s *Server) createVideo(w http.ResponseWriter, r *http.Request) {
+	sub, aerr := s.beginSubmit(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
 	input, aerr := s.readTaskBody(w, r)
 	if aerr == nil {
 		if _, ok := input["prompt"]; !ok {
@@ -543,7 +594,7 @@ func (s *Server) createVideo(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	t, _, aerr := s.submitTask(w, r, "video", input, model, cb)
+	t, _, aerr := s.submitTask(r, sub, "video", input, model, cb)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -651,7 +702,13 @@ func (s *Server) deleteOwnTask(w http.ResponseWriter, r *http.Request, object st
 	writeJSON(w, http.StatusOK, deletedObject{ID: t.ID, Object: object + ".deleted", Deleted: true})
 }
 
+// createTask is POST /v1/tasks; it authenticates before it reads the body.
 func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
+	sub, aerr := s.beginSubmit(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
 	body, aerr := s.readTaskBody(w, r)
 	if aerr != nil {
 		writeError(w, aerr)
@@ -668,7 +725,7 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	t, created, aerr := s.submitTask(w, r, "task", input, model, cb)
+	t, created, aerr := s.submitTask(r, sub, "task", input, model, cb)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -696,7 +753,13 @@ func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t, err := s.deps.Tasks.Cancel(r.Context(), t.ID)
+	if errors.Is(err, task.ErrNotFound) {
+		// Deleted or purged since ownTask found it.
+		writeError(w, errorf(CodeNotFound, "id", fmt.Sprintf("no task %q", r.PathValue("id"))))
+		return
+	}
 	if err != nil {
+		info(r.Context()).log().Error("task cancel failed", "error", err)
 		writeError(w, errorf(CodeInternal, "", "could not cancel the task"))
 		return
 	}

@@ -84,6 +84,7 @@ func TestCallbackOf(t *testing.T) {
 	t.Parallel()
 	const a, b = "https://hooks.example.com/a", "https://hooks.example.com/b"
 	progress := []weir.TaskEvent{weir.TaskEventProgress}
+	long := a + "/" + strings.Repeat("x", 2048-len(a)-1)
 	for _, tc := range []struct {
 		name      string
 		body      string // JSON, "" for the video API (no body fields)
@@ -119,6 +120,10 @@ func TestCallbackOf(t *testing.T) {
 		{name: "a url not a string", body: `{"callback_url":42}`, refused: true, param: "callback_url"},
 		{name: "events without a url", body: `{"callback_events":["progress"]}`, refused: true, param: "callback_events", errSubstr: "need a callback URL"},
 		{name: "header events without a url", header: map[string][]string{HeaderCallbackEvents: {"progress"}}, refused: true, param: HeaderCallbackEvents},
+		{name: "the longest url", body: `{"callback_url":"` + long + `"}`, url: long, param: "callback_url"},
+		{name: "a url too long", body: `{"callback_url":"` + long + `x"}`, refused: true, param: "callback_url", errSubstr: "at most 2048"},
+		{name: "a header url too long", header: map[string][]string{HeaderCallbackURL: {long + "x"}}, refused: true, param: HeaderCallbackURL, errSubstr: "at most 2048"},
+		{name: "two header urls", header: map[string][]string{HeaderCallbackURL: {a, b}}, refused: true, param: HeaderCallbackURL, errSubstr: "once"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := httptest.NewRequest(http.MethodPost, "/v1/tasks", nil)

@@ -217,7 +217,7 @@ func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 		}
 		fallthrough
 	case webhook.Refused:
-		s.logger.Warn("webhook dropped", "task", t.ID, "outcome", at.Outcome.String(), "error", err)
+		s.logger.Warn("webhook dropped", "task", t.ID, "callback", webhook.Redact(t.CallbackURL), "outcome", at.Outcome.String(), "error", err)
 		return river.JobCancel(err)
 	}
 	return fmt.Errorf("webhook for %s: %w", t.ID, err)

@@ -201,7 +201,7 @@ func NewSender(cfg Config) *Sender {
 				return http.ErrUseLastResponse // no downgrade to plain http
 			}
 			if err := s.policy.validateURL(req.URL); err != nil {
-				return fmt.Errorf("redirect to %s: %w", req.URL.Redacted(), err)
+				return fmt.Errorf("redirect to %s: %w", Redact(req.URL.String()), err)
 			}
 			return nil
 		},
@@ -252,7 +252,7 @@ func (s *Sender) Send(ctx context.Context, msg Message) (Attempt, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, msg.URL, bytes.NewReader(msg.Body))
 	if err != nil {
 		s.slow.end(rcv, probe, false, false) // no longer the probe
-		return refuse(fmt.Errorf("%w: %v", ErrInvalidURL, err))
+		return refuse(fmt.Errorf("%w: %v", ErrInvalidURL, redactError(err)))
 	}
 	ts := s.now()
 	req.Header.Set("Content-Type", "application/json")
@@ -273,7 +273,7 @@ func (s *Sender) Send(ctx context.Context, msg Message) (Attempt, error) {
 		if a.TimedOut && !errors.Is(err, timedOut) {
 			err = fmt.Errorf("%w: %w", timedOut, err)
 		}
-		return a, fmt.Errorf("webhook %s: %w", msg.ID, err)
+		return a, fmt.Errorf("webhook %s: %w", msg.ID, redactError(err))
 	}
 	s.slow.end(rcv, probe, true, false)
 	// Read a little of the body so the connection can be reused, no more.
@@ -292,7 +292,7 @@ func (s *Sender) Send(ctx context.Context, msg Message) (Attempt, error) {
 		a.Outcome = Retryable
 		a.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), s.now())
 		if code >= 300 && code <= 399 {
-			return a, fmt.Errorf("webhook %s: %w: %d, redirect to %q not followed", msg.ID, ErrStatus, code, resp.Header.Get("Location"))
+			return a, fmt.Errorf("webhook %s: %w: %d, redirect to %q not followed", msg.ID, ErrStatus, code, Redact(resp.Header.Get("Location")))
 		}
 		return a, fmt.Errorf("webhook %s: %w: %d", msg.ID, ErrStatus, code)
 	}

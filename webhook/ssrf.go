@@ -156,7 +156,7 @@ func ValidateURL(raw string) error {
 func (p policy) parseURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidURL, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalidURL, redactError(err))
 	}
 	return u, p.validateURL(u)
 }
@@ -166,7 +166,7 @@ func (p policy) validateURL(u *url.URL) error {
 		return fmt.Errorf("%w: scheme %q: only http and https are allowed", ErrInvalidURL, u.Scheme)
 	}
 	if u.Opaque != "" {
-		return fmt.Errorf("%w: %q is not an absolute URL with a host", ErrInvalidURL, u.String())
+		return fmt.Errorf("%w: %q is not an absolute URL with a host", ErrInvalidURL, Redact(u.String()))
 	}
 	if u.User != nil {
 		return fmt.Errorf("%w: userinfo is not allowed", ErrInvalidURL)

@@ -119,6 +119,11 @@ func (m *Main) Start(ctx context.Context) error {
 		StreamWriteTimeout:  unbounded(cfg.Server.StreamWriteTimeout),
 		MaxResponseBytes:    cfg.Server.MaxResponseBytes,
 		AdminToken:          cfg.Server.AdminToken,
+		AdminLoopback:       cfg.Server.AdminLoopbackTrusted(),
+		MetricsAuth:         cfg.Server.MetricsAuth,
+		ReadHeaderTimeout:   cfg.Server.ReadHeaderTimeout,
+		BodyTimeout:         cfg.Server.BodyTimeout,
+		IdleTimeout:         cfg.Server.IdleTimeout,
 	}, httpapi.Deps{
 		Engine:         eng,
 		Store:          db,
@@ -158,11 +163,8 @@ func (m *Main) Start(ctx context.Context) error {
 		return listenError(cfg.Server.Listen, err)
 	}
 	m.ln = ln
-	m.HTTP = &http.Server{
-		Handler:           m.API.Handler(),
-		ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn),
-	}
+	m.HTTP = m.API.HTTPServer()
+	m.HTTP.ErrorLog = slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn)
 	go func() {
 		if err := m.HTTP.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			m.Logger.Error("http server stopped", "error", err)

@@ -1,0 +1,122 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseWait(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"2s", 2 * time.Second, true},
+		{"0", 0, true},
+		{"-0", 0, true},
+		{"0.5", 500 * time.Millisecond, true},
+		{"1e6", 1e6 * time.Second, true},
+		{"NaN", 0, false},
+		{"nan", 0, false},
+		{"-NaN", 0, false},
+		{"Inf", 0, false},
+		{"+Inf", 0, false},
+		{"-Inf", 0, false},
+		{"infinity", 0, false},
+		{"1e400", 0, false},
+		{"1000001", 0, false},
+		{"-1", 0, false},
+		{"-2s", 0, false},
+		{"9999999999h", 0, false},
+		{"", 0, false},
+		{"soon", 0, false},
+	} {
+		got, err := parseWait(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("parseWait(%q) = %v, %v; want %v, ok %v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestRequestHeaders: X-Weir-Max-Wait and X-Weir-Priority out of range,
+// not finite or given twice are refused with 400 naming the header, and
+// nothing reaches the upstream; their edges are accepted.
+func TestRequestHeaders(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	const chat = `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	for _, tc := range []struct {
+		name   string
+		header http.Header
+		param  string // "" if accepted
+	}{
+		{"wait NaN", http.Header{HeaderMaxWait: {"NaN"}}, HeaderMaxWait},
+		{"wait Inf", http.Header{HeaderMaxWait: {"Inf"}}, HeaderMaxWait},
+		{"wait -Inf", http.Header{HeaderMaxWait: {"-Inf"}}, HeaderMaxWait},
+		{"wait past float64", http.Header{HeaderMaxWait: {"1e400"}}, HeaderMaxWait},
+		{"wait twice", http.Header{HeaderMaxWait: {"5", "1"}}, HeaderMaxWait},
+		{"priority past int32", http.Header{HeaderPriority: {"2147483648"}}, HeaderPriority},
+		{"priority below int32", http.Header{HeaderPriority: {"-2147483649"}}, HeaderPriority},
+		{"priority not an integer", http.Header{HeaderPriority: {"1.5"}}, HeaderPriority},
+		{"priority twice", http.Header{HeaderPriority: {"-1", "0"}}, HeaderPriority},
+		{"lowest priority", http.Header{HeaderPriority: {"-2147483648"}}, ""},
+		{"wait in seconds", http.Header{HeaderMaxWait: {"0.5"}}, ""},
+		{"longest wait", http.Header{HeaderMaxWait: {"1e6"}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := b.mock.Stats().Requests
+			resp := b.post(t, "/v1/chat/completions", chat, tc.header)
+			if tc.param == "" {
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("status %d: %+v", resp.StatusCode, apiErrorOf(t, resp))
+				}
+				return
+			}
+			e := apiErrorOf(t, resp)
+			if resp.StatusCode != http.StatusBadRequest || e.Param == nil || *e.Param != tc.param {
+				t.Fatalf("status %d, error %+v; want 400 on %s", resp.StatusCode, e, tc.param)
+			}
+			if got := b.mock.Stats().Requests; got != before {
+				t.Fatalf("a refused request reached the upstream")
+			}
+		})
+	}
+}
+
+// TestIdempotencyKeyBounds: an Idempotency-Key longer than 255 bytes, not
+// printable ASCII or given twice is refused with 400 naming the header,
+// before anything else about the task is looked at.
+func TestIdempotencyKeyBounds(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	const task = `{"model":"m","input":{}}`
+	for _, tc := range []struct {
+		name string
+		keys []string
+		ok   bool
+	}{
+		{"the longest", []string{strings.Repeat("k", 255)}, true},
+		{"too long", []string{strings.Repeat("k", 256)}, false},
+		{"far too long", []string{strings.Repeat("k", 64<<10)}, false},
+		{"not ASCII", []string{"clé"}, false},
+		{"twice", []string{"a", "b"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := b.post(t, "/v1/tasks", task, http.Header{HeaderIdempotencyKey: tc.keys})
+			e := apiErrorOf(t, resp)
+			if tc.ok {
+				// The bundle runs no task service: past the checks, 404.
+				if resp.StatusCode != http.StatusNotFound {
+					t.Fatalf("status %d, error %+v; want it past the key checks", resp.StatusCode, e)
+				}
+				return
+			}
+			if resp.StatusCode != http.StatusBadRequest || e.Param == nil || *e.Param != HeaderIdempotencyKey {
+				t.Fatalf("status %d, error %+v; want 400 on %s", resp.StatusCode, e, HeaderIdempotencyKey)
+			}
+		})
+	}
+}
