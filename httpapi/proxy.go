@@ -138,11 +138,13 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint) (*
 	if aerr != nil {
 		return nil, aerr
 	}
-	if ok && d < maxWait {
+	if ok && (maxWait < 0 || d < maxWait) {
 		maxWait, c.maxWaitAsked = d, true
 	}
-	c.maxWait = maxWait
-	c.deadline = s.deps.Clock.Now().Add(maxWait)
+	if maxWait >= 0 {
+		c.maxWait = maxWait
+		c.deadline = s.deps.Clock.Now().Add(maxWait)
+	}
 	c.usage = weir.Usage{RequestID: info(r.Context()).id, KeyID: key.ID, Model: model.Name, Endpoint: ep.name}
 	if err := s.ensureKeyScope(r.Context(), key); err != nil {
 		return nil, errorf(CodeInternal, "", "could not configure the key's scope")
@@ -304,7 +306,7 @@ func (s *Server) admit(ctx context.Context, c *call, order []string, attempt int
 	var rl *admission.RateLimitedError
 	switch {
 	case err == nil:
-	case errors.As(err, &rl) && start.Add(rl.RetryAfter).After(c.deadline):
+	case errors.As(err, &rl) && !c.deadline.IsZero() && start.Add(rl.RetryAfter).After(c.deadline):
 		return lease, &apiError{Code: CodeRateLimited, Message: "rate limit reached for " + c.model.Name, RetryAfter: rl.RetryAfter}
 	case errors.Is(err, admission.ErrWouldWait), errors.Is(err, admission.ErrRateLimited):
 		lease, err = s.deps.Engine.Acquire(ctx, areq)

@@ -319,3 +319,25 @@ func TestTokensOverTPM(t *testing.T) {
 		}
 	})
 }
+
+// TestNoDefaultMaxWait: with no default max wait (default_max_wait: 0 in
+// the config, negative here) a queued request has no deadline of the
+// gateway's, while one that asks for a max wait still gets it.
+func TestNoDefaultMaxWait(t *testing.T) {
+	t.Parallel()
+	q := setupQueue(t, setupOpts{cfg: Config{DefaultMaxWait: -1}, limits: weir.Limits{Concurrency: 1}})
+	q.holdTimed(t, weir.PlatformModelScope("up/m"), 10*time.Second)
+	unbounded := q.postAsync(t, chatBody, nil)
+	q.waitEvent(t, admission.OutcomeQueued)
+	q.clk.Advance(time.Hour)
+	asked := q.postAsync(t, chatBody, http.Header{HeaderMaxWait: {"2s"}})
+	q.waitEvent(t, admission.OutcomeQueued)
+	q.clk.Advance(2 * time.Second)
+	wantAPIError(t, waitAnswer(t, asked), http.StatusServiceUnavailable, "queue_timeout", "",
+		"the request's own max wait (X-Weir-Max-Wait 2s) passed")
+	select {
+	case a := <-unbounded:
+		t.Fatalf("a request with no max wait was answered after an hour: %d %s", a.resp.StatusCode, a.body)
+	default:
+	}
+}

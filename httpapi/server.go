@@ -38,7 +38,9 @@ type Config struct {
 	// are parsed. Default 10 MiB.
 	MaxBodyBytes int64
 	// DefaultMaxWait is how long a request may queue unless its scopes or
-	// its X-Weir-Max-Wait header say less. Default 30s.
+	// its X-Weir-Max-Wait header say less. Default 30s; negative: no cap
+	// (the request waits until its scopes' max_wait or its client gives
+	// up).
 	DefaultMaxWait time.Duration
 	// RetryBudget is the most upstream attempts one request makes across
 	// its candidates. Default 3.
@@ -94,7 +96,7 @@ func (c *Config) defaults() {
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = 10 << 20
 	}
-	if c.DefaultMaxWait <= 0 {
+	if c.DefaultMaxWait == 0 {
 		c.DefaultMaxWait = 30 * time.Second
 	}
 	if c.RetryBudget <= 0 {
@@ -229,7 +231,12 @@ func New(cfg Config, deps Deps) *Server {
 // gateway's concurrency.
 func NewUpstreamTransport() *http.Transport {
 	return &http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
+		Proxy: http.ProxyFromEnvironment,
+		// A platform that does not answer a connect is a failed attempt
+		// (the next candidate is tried), not a wait as long as the
+		// header timeout.
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout: 10 * time.Second,
 		MaxIdleConns:        1024,
 		MaxIdleConnsPerHost: 512,
 		IdleConnTimeout:     90 * time.Second,

@@ -111,7 +111,7 @@ func (m *Main) Start(ctx context.Context) error {
 	}
 	m.API = httpapi.New(httpapi.Config{
 		MaxBodyBytes:        cfg.Server.MaxBodyBytes,
-		DefaultMaxWait:      cfg.Server.DefaultMaxWait,
+		DefaultMaxWait:      unbounded(cfg.Server.DefaultMaxWait),
 		RetryBudget:         cfg.Server.RetryBudget,
 		UpstreamTimeout:     unbounded(cfg.Server.UpstreamTimeout),
 		UpstreamIdleTimeout: unbounded(cfg.Server.UpstreamIdleTimeout),
