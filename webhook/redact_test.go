@@ -14,16 +14,20 @@ import (
 func TestRedact(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ in, want string }{
-		{"https://hooks.example.com/in?token=s3cret", "https://hooks.example.com/in"},
-		{"https://user:s3cret@hooks.example.com:8443/a/b?x=1#frag", "https://hooks.example.com:8443/a/b"},
+		{"https://hooks.example.com/in?token=s3cret", "https://hooks.example.com/…"},
+		{"https://user:s3cret@hooks.example.com:8443/a/b?x=1#frag", "https://hooks.example.com:8443/…"},
 		{"https://hooks.example.com", "https://hooks.example.com"},
-		{"https://hooks.example.com/in#s3cret", "https://hooks.example.com/in"},
-		{"http://[::1]:80/in?s3cret", "http://[::1]:80/in"},
-		{"https://hooks.example.com/a%2Fb?s3cret", "https://hooks.example.com/a%2Fb"},
+		{"https://hooks.example.com/in#s3cret", "https://hooks.example.com/…"},
+		{"http://[::1]:80/in?s3cret", "http://[::1]:80/…"},
+		{"https://hooks.example.com/a%2Fb?s3cret", "https://hooks.example.com/…"},
+		// Slack's and Discord's incoming webhooks carry the secret in the path.
+		{"https://hooks.slack.com/services/T0/B0/s3cret", "https://hooks.slack.com/…"},
+		{"https://discord.com/api/webhooks/1/s3cret", "https://discord.com/…"},
+		{"https://hooks.example.com/", "https://hooks.example.com"},
 		// Opaque, and not a URL at all: cut by hand.
 		{"https:hooks.example.com?token=s3cret", "https:hooks.example.com"},
-		{"https://u:s3cret@hooks.example.com/in\x7f?token=s3cret", "https://hooks.example.com/in\x7f"},
-		{"://u:s3cret@host/p?s3cret", "://host/p"},
+		{"https://u:s3cret@hooks.example.com/in\x7f?token=s3cret", "https://hooks.example.com/…"},
+		{"://u:s3cret@host/p?s3cret", "://host/…"},
 		{"", ""},
 	} {
 		if got := webhook.Redact(tc.in); got != tc.want || strings.Contains(got, "s3cret") {
@@ -33,8 +37,8 @@ func TestRedact(t *testing.T) {
 }
 
 // TestErrorsRedactTheURL: what Send and ValidateURL report, which ends
-// up in logs and the job's stored errors, never carries the URL's query,
-// userinfo or fragment.
+// up in logs and the job's stored errors, never carries the URL's path,
+// query, userinfo or fragment.
 func TestErrorsRedactTheURL(t *testing.T) {
 	t.Parallel()
 	signer := mustSigner(t, mustSecret(t))
@@ -44,7 +48,7 @@ func TestErrorsRedactTheURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	refused := "http://" + ln.Addr().String() + "/in?token=" + secret
+	refused := "http://" + ln.Addr().String() + "/in/" + secret + "?token=" + secret
 	ln.Close()
 
 	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -54,9 +58,9 @@ func TestErrorsRedactTheURL(t *testing.T) {
 
 	sender := webhook.NewSender(webhook.Config{AllowLoopback: true})
 	for _, tc := range []struct{ name, url, want string }{
-		{"connection refused", refused, "/in"},
-		{"redirect not followed", redirect.URL + "/in?token=" + secret, "elsewhere.example.com/next"},
-		{"invalid URL", "http://hooks.example.com/in\x7f?token=" + secret, "hooks.example.com/in"},
+		{"connection refused", refused, ln.Addr().String() + "/…"},
+		{"redirect not followed", redirect.URL + "/in?token=" + secret, "elsewhere.example.com/…"},
+		{"invalid URL", "http://hooks.example.com/in\x7f?token=" + secret, "hooks.example.com/…"},
 		{"forbidden address", "http://10.0.0.1/in?token=" + secret, "10.0.0.1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
