@@ -813,3 +813,22 @@ func TestTaskDelete(t *testing.T) {
 	}
 	g.waitNoLeases(t, 10*time.Second)
 }
+
+// TestTaskMaxWaitOnlyShortens: X-Weir-Max-Wait may shorten a task's wait,
+// never lengthen it past tasks.max_wait.
+func TestTaskMaxWaitOnlyShortens(t *testing.T) {
+	t.Parallel()
+	up := startVideoUpstream(t, mock.Config{JobDuration: 20 * time.Second})
+	g := startGateway(t, "", videoCatalog(up.URL, taskOptions{Workers: 1, MaxWait: time.Second}))
+	_, key := g.createKey(t)
+
+	blocker, _ := g.submitTask(t, key, taskBody("blocker", ""), "")
+	waitFor(t, 10*time.Second, "the blocker to run", func() bool { return g.getTask(t, key, blocker.ID).Status == "running" })
+	rep := g.do(t, request{Path: "/v1/tasks", Key: key, Body: taskBody("patient", ""), Header: map[string]string{"X-Weir-Max-Wait": "1000000"}})
+	var p taskObject
+	if rep.Status != http.StatusAccepted || json.Unmarshal(rep.Body, &p) != nil {
+		t.Fatalf("submit with a long max wait: %d %s", rep.Status, rep.Body)
+	}
+	waitFor(t, 10*time.Second, "the task to expire at tasks.max_wait", func() bool { return g.getTask(t, key, p.ID).Status == "expired" })
+	g.cancelTask(t, key, blocker.ID)
+}

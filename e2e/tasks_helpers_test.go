@@ -42,6 +42,8 @@ type taskOptions struct {
 	Concurrency int    // the platform model's concurrency; 0: no limit
 	Secret      string // tasks.webhook_secret; "" for none
 	Loopback    bool   // tasks.webhook_allow_loopback
+	// MaxWait is tasks.max_wait; 0: the default.
+	MaxWait time.Duration
 }
 
 // videoCatalog is a config's tasks section and a catalog serving
@@ -55,6 +57,9 @@ func videoCatalog(upURL string, o taskOptions) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "tasks:\n  workers: %d\n  poll_min: 50ms\n  poll_max: 250ms\n  rescue_after: 1m\n  lease_ttl: 5m\n", o.Workers)
+	if o.MaxWait > 0 {
+		fmt.Fprintf(&b, "  max_wait: %s\n", o.MaxWait)
+	}
 	if o.Secret != "" {
 		fmt.Fprintf(&b, "  webhook_secret: %q\n", o.Secret)
 	}

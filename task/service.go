@@ -401,8 +401,10 @@ func (s *Service) Submit(ctx context.Context, t *weir.Task) (created bool, err e
 	t.Status = weir.TaskQueued
 	t.CreatedAt = now
 	t.Candidate = -1
-	if t.Deadline.IsZero() {
-		t.Deadline = now.Add(s.cfg.MaxWait)
+	// A deadline the caller set may only shorten the wait (the
+	// X-Weir-Max-Wait promise), never lengthen it past MaxWait.
+	if latest := now.Add(s.cfg.MaxWait); t.Deadline.IsZero() || t.Deadline.After(latest) {
+		t.Deadline = latest
 	}
 	// Plan first: a task that cannot be served is refused before it is
 	// stored.
