@@ -19,7 +19,7 @@ func (m *Memory) Restore(ctx context.Context, req Request, cand int) (Lease, err
 	if m.closed {
 		return Lease{}, ErrClosed
 	}
-	if req.Owner.ID != "" && m.isFenced(req.Owner) {
+	if req.Owner.ID != "" && m.isFencedLocked(req.Owner) {
 		return Lease{}, fmt.Errorf("%w: %s", ErrFenced, req.Owner)
 	}
 	c := &req.Candidates[cand]
@@ -116,7 +116,7 @@ func (m *Memory) admitNowLocked(req *Request, try bool) (l Lease, err error, don
 	if m.closed {
 		return Lease{}, ErrClosed, true
 	}
-	if req.Owner.ID != "" && m.isFenced(req.Owner) {
+	if req.Owner.ID != "" && m.isFencedLocked(req.Owner) {
 		return Lease{}, fmt.Errorf("%w: %s", ErrFenced, req.Owner), true
 	}
 	if len(m.waiters) > 0 {
@@ -165,7 +165,7 @@ func (m *Memory) admitNowLocked(req *Request, try bool) (l Lease, err error, don
 		}
 	}
 	if !usable {
-		m.emit(Event{Outcome: OutcomeNoCandidate, WaiterID: req.ID, Priority: req.Priority})
+		m.emitLocked(Event{Outcome: OutcomeNoCandidate, WaiterID: req.ID, Priority: req.Priority})
 		if !orphaned {
 			// No candidate could ever be admitted; an orphaned one could
 			// once its owner is back.
@@ -177,7 +177,7 @@ func (m *Memory) admitNowLocked(req *Request, try bool) (l Lease, err error, don
 		return Lease{}, nil, false
 	}
 	if rateOnly {
-		m.emit(Event{Outcome: OutcomeRateLimited, WaiterID: req.ID, Priority: req.Priority})
+		m.emitLocked(Event{Outcome: OutcomeRateLimited, WaiterID: req.ID, Priority: req.Priority})
 		return Lease{}, &RateLimitedError{RetryAfter: time.Duration(wake - m.nowLocked())}, true
 	}
 	return Lease{}, ErrWouldWait, true
@@ -207,7 +207,7 @@ func (m *Memory) queueLocked(req *Request, notify func(Lease, error)) (*waiter, 
 	m.keyBuf = b
 	if live == 0 {
 		// admitNowLocked found a usable candidate, so a queue was full.
-		m.emit(Event{Outcome: OutcomeQueueFull, WaiterID: req.ID, Priority: req.Priority})
+		m.emitLocked(Event{Outcome: OutcomeQueueFull, WaiterID: req.ID, Priority: req.Priority})
 		return nil, &QueueFullError{Scope: full.name, Limit: full.cfg.QueueLimit, RetryAfter: full.waitEstimate(1)}
 	}
 	c := m.classes[string(b)]
@@ -239,14 +239,14 @@ func (m *Memory) queueLocked(req *Request, notify func(Lease, error)) (*waiter, 
 	}
 	if w.deadline != 0 && w.deadline <= now {
 		on := c.waitingOn()
-		m.dropClassIfEmpty(c)
-		m.emit(Event{Outcome: OutcomeTimeout, WaiterID: req.ID, Priority: req.Priority})
+		m.dropClassIfEmptyLocked(c)
+		m.emitLocked(Event{Outcome: OutcomeTimeout, WaiterID: req.ID, Priority: req.Priority})
 		return nil, &TimeoutError{Setting: SettingDeadline, WaitingOn: on.name, RetryAfter: on.waitEstimate(on.queued + 1)}
 	}
 	m.joinClassLocked(w, c)
 	m.waiters[w.id] = w
 	m.scheduleLocked(w)
-	m.emit(Event{Outcome: OutcomeQueued, WaiterID: w.id, Priority: w.prio})
+	m.emitLocked(Event{Outcome: OutcomeQueued, WaiterID: w.id, Priority: w.prio})
 	if c.head() == w {
 		m.settleLocked(c)
 	}

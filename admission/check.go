@@ -56,12 +56,12 @@ func (m *Memory) evaluateLocked(w *waiter) bool {
 			m.admitLocked(w, j)
 			return true
 		}
-		m.addBlocker(b)
+		m.addBlockerLocked(b)
 	}
 	return false
 }
 
-func (m *Memory) addBlocker(b blocker) {
+func (m *Memory) addBlockerLocked(b blocker) {
 	for i := range m.blk {
 		if m.blk[i].s == b.s {
 			if b.wake != 0 && (m.blk[i].wake == 0 || b.wake < m.blk[i].wake) {
@@ -141,7 +141,7 @@ func (m *Memory) queueableLocked(needs []Need, tokens int64) (ok bool, full *sco
 	return full == nil, full
 }
 
-func (m *Memory) isBlocker(s *scope) bool {
+func (m *Memory) isBlockerLocked(s *scope) bool {
 	for _, b := range m.blk {
 		if b.s == s {
 			return true

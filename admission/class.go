@@ -85,7 +85,7 @@ func (m *Memory) newClassLocked(key, fkey string, prio int32, cands []cand) *cla
 	return c
 }
 
-func (m *Memory) dropClassIfEmpty(c *class) {
+func (m *Memory) dropClassIfEmptyLocked(c *class) {
 	if c.members.len() > 0 {
 		return
 	}
@@ -137,7 +137,7 @@ func (m *Memory) leaveClassLocked(w *waiter) {
 		s.queued--
 		if s.holder == w {
 			s.holder = nil
-			m.markDirty(s)
+			m.markDirtyLocked(s)
 		}
 	}
 	// A key's turn is forgotten once it has nobody waiting and the scope
@@ -152,7 +152,7 @@ func (m *Memory) leaveClassLocked(w *waiter) {
 	}
 	w.class = nil
 	if c.members.len() == 0 {
-		m.dropClassIfEmpty(c)
+		m.dropClassIfEmptyLocked(c)
 		return
 	}
 	if wasHead {
@@ -169,7 +169,7 @@ func (m *Memory) classHeadChangedLocked(c *class) {
 	for _, p := range c.parks {
 		p.s.waiting.items[p.idx] = p.s.entry(p)
 		p.s.waiting.fix(p.idx)
-		m.markDirty(p.s)
+		m.markDirtyLocked(p.s)
 	}
 	for _, p := range c.passes {
 		p.s.passed.items[p.idx] = p.s.entry(p)

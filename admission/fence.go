@@ -7,7 +7,8 @@ import (
 	"slices"
 )
 
-func (m *Memory) isFenced(o Owner) bool {
+// isFencedLocked reports whether o's generation has been fenced.
+func (m *Memory) isFencedLocked(o Owner) bool {
 	g, ok := m.fenced[o.ID]
 	return ok && o.Gen <= g
 }
@@ -70,7 +71,7 @@ func (m *Memory) Activate(ctx context.Context, id string, gen uint64) error {
 	m.lock()
 	defer m.unlock()
 	now := m.nowLocked()
-	if m.isFenced(Owner{ID: id, Gen: gen}) {
+	if m.isFencedLocked(Owner{ID: id, Gen: gen}) {
 		return fmt.Errorf("%w: generation %d of %s is fenced", ErrStaleOwner, gen, id)
 	}
 	var active []*scope

@@ -82,7 +82,7 @@ func (m *Memory) grantLocked(waiterID string, prio int32, candIdx int, needs []n
 		m.expiries.push(l)
 	}
 	out := l.public()
-	m.emit(Event{Outcome: OutcomeAdmitted, WaiterID: waiterID, Priority: prio, Lease: l.id, Needs: l.pub, Waited: time.Duration(waited)})
+	m.emitLocked(Event{Outcome: OutcomeAdmitted, WaiterID: waiterID, Priority: prio, Lease: l.id, Needs: l.pub, Waited: time.Duration(waited)})
 	return out
 }
 
@@ -148,13 +148,13 @@ func (m *Memory) releaseLocked(l *lease, o Outcome) {
 			s.meanHold += (float64(held) - s.meanHold) / 16
 		}
 		if s.waiting.len() > 0 {
-			m.markDirty(s)
+			m.markDirtyLocked(s)
 		}
 	}
 	if l.eidx >= 0 {
 		m.expiries.remove(l.eidx)
 	}
-	m.emit(Event{Outcome: o, WaiterID: l.waiterID, Priority: l.prio, Lease: l.id, Needs: l.pub, Held: time.Duration(held)})
+	m.emitLocked(Event{Outcome: o, WaiterID: l.waiterID, Priority: l.prio, Lease: l.id, Needs: l.pub, Held: time.Duration(held)})
 	l.needs = nil
 	l.pub = nil
 	l.waiterID = ""
@@ -164,7 +164,7 @@ func (m *Memory) releaseLocked(l *lease, o Outcome) {
 
 // checkOwnerLocked refuses fenced or foreign owners.
 func (m *Memory) checkOwnerLocked(l *lease, owner Owner) error {
-	if owner.ID != "" && m.isFenced(owner) {
+	if owner.ID != "" && m.isFencedLocked(owner) {
 		return fmt.Errorf("%w: %s was fenced", ErrStaleOwner, owner)
 	}
 	if l != nil && l.owner != owner {
@@ -228,7 +228,7 @@ func (m *Memory) Reconcile(ctx context.Context, id LeaseID, owner Owner, tokens 
 		if n.s.cfg.TPM > 0 && diff != 0 {
 			n.s.tpm.add(now, float64(diff))
 			if diff > 0 && n.s.waiting.len() > 0 {
-				m.markDirty(n.s)
+				m.markDirtyLocked(n.s)
 			}
 		}
 	}

@@ -167,7 +167,8 @@ func (m *Memory) lock() {
 	}
 }
 
-func (m *Memory) emit(e Event) {
+// emitLocked hands e to the Observer, in order, with the lock held.
+func (m *Memory) emitLocked(e Event) {
 	if m.obs != nil {
 		m.obs.Observe(e)
 	}

@@ -85,7 +85,7 @@ func (m *Memory) parkLocked(c *class, s *scope) {
 func (m *Memory) unparkLocked(p *parking) {
 	c := p.c
 	if p.idx == 0 {
-		m.markDirty(p.s) // the next class in p.s may now go
+		m.markDirtyLocked(p.s) // the next class in p.s may now go
 	}
 	p.s.waiting.remove(p.idx)
 	for i, q := range c.parks {
@@ -100,19 +100,19 @@ func (m *Memory) unparkLocked(p *parking) {
 func (m *Memory) parkOnBlockersLocked(c *class) {
 	for i := len(c.parks) - 1; i >= 0; i-- {
 		p := c.parks[i]
-		if !m.isBlocker(p.s) {
+		if !m.isBlockerLocked(p.s) {
 			m.unparkLocked(p)
 		}
 	}
 	for _, b := range m.blk {
 		m.parkLocked(c, b.s)
 		if b.wake != 0 {
-			m.scheduleRateWake(b.s, b.wake)
+			m.scheduleRateWakeLocked(b.s, b.wake)
 		}
 	}
 }
 
-func (m *Memory) scheduleRateWake(s *scope, at int64) {
+func (m *Memory) scheduleRateWakeLocked(s *scope, at int64) {
 	switch {
 	case s.rateIdx < 0:
 		s.rateWakeAt = at

@@ -72,9 +72,9 @@ func (m *Memory) nextDirtyLocked() (int, *waiter) {
 	return best, bw
 }
 
-// unsettle queues c to be settled by the next pump, in its turn among the
+// unsettleLocked queues c to be settled by the next pump, in its turn among the
 // waiters the pump looks at.
-func (m *Memory) unsettle(c *class) {
+func (m *Memory) unsettleLocked(c *class) {
 	if c.uidx < 0 && c.members.len() > 0 {
 		m.unsettled.push(c)
 	}
@@ -124,7 +124,7 @@ func (m *Memory) stepScopeLocked(s *scope) bool {
 	if m.evaluateLocked(c.head()) {
 		return true
 	}
-	if m.isBlocker(s) {
+	if m.isBlockerLocked(s) {
 		m.parkOnBlockersLocked(c)
 		return false
 	}

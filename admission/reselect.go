@@ -125,7 +125,7 @@ func (m *Memory) reresolveLocked(now int64, changed []*scope, all bool) {
 			continue
 		}
 		m.moveLocked(w, string(m.classKeyLocked(old.fkey, w.prio, live, 0)), live, cands, 0)
-		m.emit(Event{Outcome: OutcomeReselected, WaiterID: w.id, Priority: w.prio})
+		m.emitLocked(Event{Outcome: OutcomeReselected, WaiterID: w.id, Priority: w.prio})
 		// The MaxWait of scopes it newly waits on may have passed.
 		if m.maxWaitLocked(w, now) {
 			touched = append(touched, w.class)
@@ -134,9 +134,9 @@ func (m *Memory) reresolveLocked(now int64, changed []*scope, all bool) {
 	// The pump settles them in global order, together with the waiters of
 	// the scopes this change freed.
 	for _, c := range touched {
-		m.unsettle(c)
+		m.unsettleLocked(c)
 	}
 	for _, s := range changed {
-		m.markDirty(s)
+		m.markDirtyLocked(s)
 	}
 }

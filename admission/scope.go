@@ -95,7 +95,7 @@ func (m *Memory) SetScope(ctx context.Context, name string, cfg ScopeConfig) err
 	if len(s.classes) > 0 && (tpmLowered || cfg.MaxWait != old.MaxWait) {
 		m.rescopeLocked(s, now, tpmLowered)
 	}
-	m.markDirty(s)
+	m.markDirtyLocked(s)
 	return nil
 }
 
@@ -165,7 +165,7 @@ func (m *Memory) Scopes(ctx context.Context) []ScopeStats {
 	return out
 }
 
-func (m *Memory) markDirty(s *scope) {
+func (m *Memory) markDirtyLocked(s *scope) {
 	s.checkHolder = true
 	if s.dirty {
 		s.again = true

@@ -15,7 +15,7 @@ func (m *Memory) reapLocked(now int64) {
 		s := m.rateWakes.top()
 		m.rateWakes.remove(0)
 		s.rateWakeAt = 0
-		m.markDirty(s)
+		m.markDirtyLocked(s)
 	}
 }
 

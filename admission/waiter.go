@@ -38,7 +38,7 @@ func (m *Memory) removeWaiterLocked(w *waiter) {
 func (m *Memory) dropWaiterLocked(w *waiter, o Outcome, err error) {
 	now := m.nowLocked()
 	m.removeWaiterLocked(w)
-	m.emit(Event{Outcome: o, WaiterID: w.id, Priority: w.prio, Waited: time.Duration(now - w.arrival)})
+	m.emitLocked(Event{Outcome: o, WaiterID: w.id, Priority: w.prio, Waited: time.Duration(now - w.arrival)})
 	if w.notify != nil {
 		m.pending = append(m.pending, delivery{notify: w.notify, err: err})
 		w.notify = nil
