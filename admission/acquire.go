@@ -14,8 +14,8 @@ func (m *Memory) Restore(ctx context.Context, req Request, cand int) (Lease, err
 	if cand < 0 || cand >= len(req.Candidates) {
 		return Lease{}, invalidf("restore of %s names candidate %d of %d", req.ID, cand, len(req.Candidates))
 	}
-	m.lock()
-	defer m.unlock()
+	m.lockSettled()
+	defer m.pumpUnlockDeliver()
 	if m.closed {
 		return Lease{}, ErrClosed
 	}
@@ -39,8 +39,8 @@ func (m *Memory) TryAcquire(ctx context.Context, req Request) (Lease, error) {
 	if err := req.Validate(); err != nil {
 		return Lease{}, err
 	}
-	m.lock()
-	defer m.unlock()
+	m.lockSettled()
+	defer m.pumpUnlockDeliver()
 	l, err, _ := m.admitNowLocked(&req, true)
 	return l, err
 }
@@ -53,8 +53,8 @@ func (m *Memory) Enqueue(ctx context.Context, req Request, notify func(Lease, er
 	if notify == nil {
 		return invalidf("enqueue of %s without notify", req.ID)
 	}
-	m.lock()
-	defer m.unlock()
+	m.lockSettled()
+	defer m.pumpUnlockDeliver()
 	l, err, done := m.admitNowLocked(&req, false)
 	if done {
 		if err == nil {
@@ -78,15 +78,15 @@ func (m *Memory) Acquire(ctx context.Context, req Request) (Lease, error) {
 		lease Lease
 		err   error
 	}
-	m.lock()
+	m.lockSettled()
 	l, err, done := m.admitNowLocked(&req, false)
 	if done {
-		m.unlock()
+		m.pumpUnlockDeliver()
 		return l, err
 	}
 	ch := make(chan result, 1)
 	w, err := m.queueLocked(&req, func(l Lease, err error) { ch <- result{l, err} })
-	m.unlock()
+	m.pumpUnlockDeliver()
 	if err != nil {
 		return Lease{}, err
 	}
@@ -95,11 +95,11 @@ func (m *Memory) Acquire(ctx context.Context, req Request) (Lease, error) {
 		return r.lease, r.err
 	case <-ctx.Done():
 	}
-	m.lock()
+	m.lockSettled()
 	if m.waiters[req.ID] == w && w.notify != nil {
 		m.dropWaiterLocked(w, OutcomeCancelled, ErrCancelled)
 	}
-	m.unlock()
+	m.pumpUnlockDeliver()
 	// The waiter was settled one way or the other; a lease granted while we
 	// were giving up goes straight back.
 	r := <-ch

@@ -18,8 +18,8 @@ func (m *Memory) Fence(ctx context.Context, id string, gen uint64) error {
 	if id == "" {
 		return invalidf("fence of an empty owner")
 	}
-	m.lock()
-	defer m.unlock()
+	m.lockSettled()
+	defer m.pumpUnlockDeliver()
 	now := m.nowLocked()
 	if gen > m.fenced[id] {
 		m.fenced[id] = gen
@@ -68,8 +68,8 @@ func (m *Memory) Activate(ctx context.Context, id string, gen uint64) error {
 	if id == "" {
 		return invalidf("activate of an empty owner")
 	}
-	m.lock()
-	defer m.unlock()
+	m.lockSettled()
+	defer m.pumpUnlockDeliver()
 	now := m.nowLocked()
 	if m.isFencedLocked(Owner{ID: id, Gen: gen}) {
 		return fmt.Errorf("%w: generation %d of %s is fenced", ErrStaleOwner, gen, id)

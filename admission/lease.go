@@ -175,8 +175,8 @@ func (m *Memory) checkOwnerLocked(l *lease, owner Owner) error {
 
 // Release returns a lease's capacity; a second release is a no-op.
 func (m *Memory) Release(ctx context.Context, id LeaseID, owner Owner) error {
-	m.lock()
-	defer m.unlock()
+	m.lockSettled()
+	defer m.pumpUnlockDeliver()
 	l := m.leaseLocked(id)
 	if err := m.checkOwnerLocked(l, owner); err != nil {
 		return err
@@ -189,8 +189,8 @@ func (m *Memory) Release(ctx context.Context, id LeaseID, owner Owner) error {
 
 // Renew extends a lease by its TTL.
 func (m *Memory) Renew(ctx context.Context, id LeaseID, owner Owner) (time.Time, error) {
-	m.lock()
-	defer m.unlock()
+	m.lockSettled()
+	defer m.pumpUnlockDeliver()
 	now := m.nowLocked()
 	l := m.leaseLocked(id)
 	if err := m.checkOwnerLocked(l, owner); err != nil {
@@ -212,8 +212,8 @@ func (m *Memory) Reconcile(ctx context.Context, id LeaseID, owner Owner, tokens 
 	if tokens < 0 {
 		return invalidf("reconcile with %d tokens", tokens)
 	}
-	m.lock()
-	defer m.unlock()
+	m.lockSettled()
+	defer m.pumpUnlockDeliver()
 	now := m.nowLocked()
 	l := m.leaseLocked(id)
 	if err := m.checkOwnerLocked(l, owner); err != nil {

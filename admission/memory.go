@@ -15,10 +15,28 @@ type Options struct {
 }
 
 // Memory is the in-process home of the engine: exact, and fast enough to
-// sit on every request. All state lives behind one mutex; every method is
-// one critical section, and whatever it frees is handed on before the lock
-// is let go. Notifications run after the lock is released, in the goroutine
-// that caused them.
+// sit on every request.
+//
+// All state lives behind one mutex, mu: the engine's fields and every
+// scope, class, waiter and lease reachable from them, so the methods of
+// those types run with mu held too. Methods of Memory whose names end in
+// Locked need it held. Each exported method runs as one critical section
+// (Acquire as two, around its wait; Scopes as one per scope), opened by
+// lockSettled and closed by pumpUnlockDeliver:
+//
+//   - lockSettled takes mu and first settles what fell due by now
+//     (deadlines, MaxWaits, lease expiries, rate refills), handing the
+//     capacity that frees to those already waiting, so the caller decides
+//     on current time and cannot take that capacity ahead of them.
+//   - pumpUnlockDeliver hands whatever the section freed on to the waiters
+//     next in order (pumpLocked), arms the timer for the next due event,
+//     releases mu, and only then runs the notifications of the waiters the
+//     section settled, in the calling goroutine.
+//
+// The timer's callback (onTimer) takes mu directly and settles what fell
+// due itself; Close takes it directly as it fails every waiter anyway; both
+// close with pumpUnlockDeliver. The Observer is called with mu held;
+// notifications never are.
 type Memory struct {
 	mu    sync.Mutex
 	clock clock.Clock
@@ -111,7 +129,7 @@ func (m *Memory) Close() {
 			m.timer = nil
 		}
 	}
-	m.unlock()
+	m.pumpUnlockDeliver()
 }
 
 func (m *Memory) now() int64 { return m.clock.Now().UnixNano() }
@@ -126,9 +144,25 @@ func (m *Memory) nowLocked() int64 {
 	return m.tnow
 }
 
-// unlock finishes a critical section: it hands freed capacity on, arms the
-// timer for the next due event, releases the lock and delivers results.
-func (m *Memory) unlock() {
+// lockSettled starts a critical section, first settling everything that
+// fell due (deadlines, expiries, rate refills), so no decision is made on
+// stale time.
+func (m *Memory) lockSettled() {
+	m.mu.Lock()
+	if m.deadlines.len() > 0 || m.expiries.len() > 0 || m.rateWakes.len() > 0 {
+		m.reapLocked(m.nowLocked())
+		// Capacity that fell due goes to those already waiting before the
+		// caller's own operation can take it.
+		if len(m.dirty) > 0 || m.unsettled.len() > 0 {
+			m.pumpLocked()
+		}
+	}
+}
+
+// pumpUnlockDeliver finishes a critical section: it hands freed capacity
+// on, arms the timer for the next due event, releases the lock and then
+// delivers the section's notifications.
+func (m *Memory) pumpUnlockDeliver() {
 	if len(m.dirty) > 0 || m.unsettled.len() > 0 {
 		m.pumpLocked()
 	}
@@ -151,20 +185,6 @@ func (m *Memory) unlock() {
 		m.spare = pending[:0]
 	}
 	m.mu.Unlock()
-}
-
-// lock starts a critical section, first settling everything that fell due
-// (deadlines, expiries, rate refills), so no decision is made on stale time.
-func (m *Memory) lock() {
-	m.mu.Lock()
-	if m.deadlines.len() > 0 || m.expiries.len() > 0 || m.rateWakes.len() > 0 {
-		m.reapLocked(m.nowLocked())
-		// Capacity that fell due goes to those already waiting before the
-		// caller's own operation can take it.
-		if len(m.dirty) > 0 || m.unsettled.len() > 0 {
-			m.pumpLocked()
-		}
-	}
 }
 
 // emitLocked hands e to the Observer, in order, with the lock held.

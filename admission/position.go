@@ -12,8 +12,8 @@ import (
 // order, which is its members' arrival order (see aheadIn). So it costs
 // O(classes there × log members), not O(waiters there).
 func (m *Memory) Position(ctx context.Context, waiterID string) (Position, error) {
-	m.lock()
-	defer m.unlock()
+	m.lockSettled()
+	defer m.pumpUnlockDeliver()
 	w := m.waiters[waiterID]
 	if w == nil {
 		return Position{}, fmt.Errorf("%w: %s", ErrNotQueued, waiterID)

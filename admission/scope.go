@@ -52,8 +52,8 @@ func (m *Memory) SetScope(ctx context.Context, name string, cfg ScopeConfig) err
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("scope %s: %w", name, err)
 	}
-	m.lock()
-	defer m.unlock()
+	m.lockSettled()
+	defer m.pumpUnlockDeliver()
 	now := m.nowLocked()
 	if m.closed {
 		return ErrClosed
@@ -101,8 +101,8 @@ func (m *Memory) SetScope(ctx context.Context, name string, cfg ScopeConfig) err
 
 // RemoveScope retires a scope.
 func (m *Memory) RemoveScope(ctx context.Context, name string) error {
-	m.lock()
-	defer m.unlock()
+	m.lockSettled()
+	defer m.pumpUnlockDeliver()
 	now := m.nowLocked()
 	s := m.scopes[name]
 	if s == nil {
@@ -117,8 +117,8 @@ func (m *Memory) RemoveScope(ctx context.Context, name string) error {
 
 // Scope reports one scope's state.
 func (m *Memory) Scope(ctx context.Context, name string) (ScopeStats, error) {
-	m.lock()
-	defer m.unlock()
+	m.lockSettled()
+	defer m.pumpUnlockDeliver()
 	now := m.nowLocked()
 	s := m.scopes[name]
 	if s == nil {

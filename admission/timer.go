@@ -53,5 +53,5 @@ func (m *Memory) onTimer() {
 	m.timer = nil
 	m.timerAt = 0
 	m.reapLocked(m.now())
-	m.unlock()
+	m.pumpUnlockDeliver()
 }

@@ -47,8 +47,8 @@ func (m *Memory) dropWaiterLocked(w *waiter, o Outcome, err error) {
 
 // Cancel removes a queued waiter.
 func (m *Memory) Cancel(ctx context.Context, waiterID string) error {
-	m.lock()
-	defer m.unlock()
+	m.lockSettled()
+	defer m.pumpUnlockDeliver()
 	w := m.waiters[waiterID]
 	if w == nil {
 		return fmt.Errorf("%w: %s", ErrNotQueued, waiterID)
