@@ -8,6 +8,8 @@ import (
 	"time"
 )
 
+// lease is a granted candidate. It lives in a slot of m.slots, which is
+// free (needs nil) once the lease is released.
 type lease struct {
 	id       LeaseID
 	waiterID string

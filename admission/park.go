@@ -2,6 +2,15 @@ package admission
 
 import "slices"
 
+// A class waits on the scopes that block its head: it is parked in each
+// one's waiting heap and looked at again when such a scope gains capacity
+// or its order there changes. A class that a scope could serve but that must wait elsewhere
+// is recorded in that scope's passed heap; once its head has waited the
+// scope's FairnessWindow it becomes the scope's holder, for whom the scope
+// keeps the capacity it needs.
+
+// parking is a class's entry in one scope's waiting or passed heap; idx is
+// its place there.
 type parking struct {
 	c   *class
 	s   *scope

@@ -1,5 +1,10 @@
 package admission
 
+// The pump hands on what a critical section freed: scopes that gained
+// capacity (m.dirty) and classes whose candidates changed (m.unsettled)
+// are served one waiter at a time, the earliest (priority, then arrival)
+// first.
+
 // settleLocked admits c's waiters in order while they fit, then parks the
 // class on whatever its head waits on.
 func (m *Memory) settleLocked(c *class) {

@@ -5,6 +5,11 @@ import (
 	"slices"
 )
 
+// Reselection: when scopes become unusable (Fence, RemoveScope) or usable
+// again (Activate), the waiters they touch get fresh candidates from their
+// resolver, or lose those on unusable scopes, and move to the class of
+// what they have left.
+
 // liveCandidatesLocked works out w's candidates after a change of usable
 // scopes. Without a resolver it keeps what it has, less candidates on
 // unusable scopes (never regaining ones dropped earlier). With one, it asks

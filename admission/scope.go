@@ -7,6 +7,8 @@ import (
 	"time"
 )
 
+// scope is one named capacity: its configuration, its usage and the
+// classes queued on it.
 type scope struct {
 	name     string
 	cfg      ScopeConfig

@@ -6,6 +6,7 @@ import (
 	"time"
 )
 
+// waiter is a queued request; its class holds its place in each scope.
 type waiter struct {
 	id       string
 	prio     int32
