@@ -165,8 +165,8 @@ func (m *Memory) keepCandsLocked(w *waiter, keep func(*cand) bool, offset int64)
 	}
 	b := m.classKeyLocked(old.fkey, w.prio, live, offset)
 	c := m.moveLocked(w, string(b), live, w.cands, offset)
-	m.emit(Event{Outcome: OutcomeReselected, WaiterID: w.id, Priority: w.prio})
-	m.unsettle(c)
+	m.emitLocked(Event{Outcome: OutcomeReselected, WaiterID: w.id, Priority: w.prio})
+	m.unsettleLocked(c)
 	return n
 }
 

@@ -12,6 +12,8 @@
 //  1. Atomic: a waiter gets all of one candidate's scopes, or nothing.
 //  2. Never over: no admission takes a scope past its limit. Lowering a limit
 //     revokes nothing; it only stops admissions until usage is below it.
+//     Restore re-creates a lease granted before a restart whatever the
+//     limits, with the same effect.
 //  3. Ordered: in each scope, waiters are ordered by priority (higher
 //     first), then — in a RoundRobin scope — by their fairness key's turn,
 //     then by arrival. See "Order" below for exactly when a later waiter may
@@ -32,20 +34,21 @@
 //
 // # Order
 //
-// A waiter is admitted to the first of its candidates, in its own
-// preference order, whose scopes all have room and whose rate limits allow
-// it. A candidate that cannot be admitted waits on one scope: the first of
-// its scopes, in the candidate's order, that lacks room or rate. In each
-// scope S the engine keeps, in S's order, the waiters that wait on S. A
-// waiter W may take capacity in S only if no waiter waiting on S precedes W
-// in S's order: nobody passes a waiter that is waiting for S itself, so a
-// large request is never starved by small ones (as in
-// golang.org/x/sync/semaphore). A waiter that S could serve but that waits
-// on another scope can be passed in S — the only passing allowed, and only
-// while it cannot be admitted at all — until it has waited FairnessWindow;
-// from then on S holds the capacity it needs (one such waiter per scope at
-// a time), and later waiters only use what is left beyond the hold. The
-// waiter holding S may use it even ahead of waiters waiting on S.
+// A waiter is admitted to the first of its candidates, in its own preference
+// order, whose scopes all have room and whose rate limits allow it. A
+// candidate that cannot be admitted waits on one scope: the first of its
+// scopes, in the candidate's order, that it may not take now (no room, no
+// rate, or an earlier waiter waiting there). In each scope S the engine
+// keeps, in S's order, the waiters that wait on S. A waiter W may take
+// capacity in S only if no waiter waiting on S precedes W in S's order:
+// nobody passes a waiter that is waiting for S itself, so a large request is
+// never starved by small ones (as in golang.org/x/sync/semaphore). A waiter
+// that S could serve but that waits on another scope can be passed in S —
+// the only passing allowed, and only while it cannot be admitted at all —
+// until it has waited FairnessWindow; from then on S holds the capacity it
+// needs (one such waiter per scope at a time), and later waiters only use
+// what is left beyond the hold. The waiter holding S may use it even ahead
+// of waiters waiting on S.
 //
 // Waiters with the same fairness key, priority and candidates form a class:
 // they are blocked by the same scopes and ordered the same way everywhere,
@@ -67,11 +70,11 @@
 //
 // # Owners and fencing
 //
-// A lease has an Owner (a replica, or a node connection and its
-// generation); a scope may have one too (a node's provider slots). Fence
-// releases the owner's leases through the release path, orphans its scopes,
-// fails its queued waiters, and re-resolves every waiter that used an
-// orphaned scope (Request.Resolve) or drops those candidates; a waiter left
-// with none fails with ErrNoCandidate at once. Activate re-enables the
-// scopes and re-dispatches in global order.
+// A lease has an Owner (a replica, or a node connection and its generation);
+// a scope may have one too (a node's provider slots). Fence releases the
+// owner's leases and every lease on its scopes through the release path,
+// orphans its scopes, fails its queued waiters, and re-resolves every waiter
+// that used an orphaned scope (Request.Resolve) or drops those candidates; a
+// waiter left with none fails with ErrNoCandidate at once. Activate
+// re-enables the scopes and re-dispatches in global order.
 package admission

@@ -16,8 +16,8 @@ import (
 // it compares the waiter with every waiter parked on its scope by
 // s.precedes, the definition of the scope's order.
 func (m *Memory) positionByScan(waiterID string) (Position, error) {
-	m.lock()
-	defer m.unlock()
+	m.lockSettled()
+	defer m.pumpUnlockDeliver()
 	w := m.waiters[waiterID]
 	if w == nil {
 		return Position{}, fmt.Errorf("%w: %s", ErrNotQueued, waiterID)
