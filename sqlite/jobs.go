@@ -32,10 +32,10 @@ func (db *DB) RiverDriver() riverdriver.Driver[*sql.Tx] { return db.river }
 func (db *DB) RiverMigrate(ctx context.Context) error {
 	m, err := rivermigrate.New(db.river, nil)
 	if err != nil {
-		return fmt.Errorf("load river migrations: %w", err)
+		return fmt.Errorf("load migrations: %w", err)
 	}
 	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return fmt.Errorf("migrate river: %w", err)
+		return fmt.Errorf("apply migrations: %w", err)
 	}
 	return nil
 }

@@ -196,8 +196,8 @@ type admittedTask struct {
 	lease admission.Lease
 }
 
-// New returns a Service on store, whose transaction type TTx River's
-// client shares; Start runs it.
+// New returns a Service on store, whose River client runs on the store's
+// driver and inserts jobs in the store's transactions; Start runs it.
 func New[TTx any](cfg Config, store Store[TTx], engine admission.Engine, planner Planner, hooks Webhooks, logger *slog.Logger) (*Service, error) {
 	cfg.defaults()
 	if hooks.Schedule.Delays == nil {
