@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pressly/goose/v3"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -49,12 +50,15 @@ type DB struct {
 	usageInsertMany, usageInsertOne *sql.Stmt
 	// stmts are all of the above that prepare made, for Close.
 	stmts []*sql.Stmt
+	// river is River's driver on the write connection.
+	river *riversqlite.Driver
 }
 
 var _ weir.Store = (*DB)(nil)
 
 // Open opens (creating it if needed) the database at path, a file path or
-// ":memory:", and brings its schema up to date.
+// ":memory:", and brings its schema up to date. River's tables are
+// RiverMigrate's.
 func Open(ctx context.Context, path string) (*DB, error) {
 	if path == "" || strings.ContainsRune(path, '?') || strings.HasPrefix(path, "file:") {
 		return nil, fmt.Errorf("open sqlite %q: %w: want a file path without '?' or \":memory:\"", path, weir.ErrInvalid)
@@ -79,7 +83,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxIdleTime(0) // never close it: for ":memory:" that would lose the database
 	write.SetConnMaxLifetime(0)
-	db := &DB{write: write, read: write}
+	db := &DB{write: write, read: write, river: riversqlite.New(write)}
 
 	if err := db.checkJournal(ctx, memory); err != nil {
 		db.Close()
@@ -187,9 +191,9 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
-// SQL returns the write pool: one connection, shared with River (issue
-// 4), for transactions that write Weir's tables and River's jobs
-// together. Do not raise its connection limit: a second writing
+// SQL returns the write pool: one connection, shared with River's driver
+// (RiverDriver), for transactions that write Weir's tables and River's
+// jobs together. Do not raise its connection limit: a second writing
 // connection would only wait in SQLite's busy handler.
 func (db *DB) SQL() *sql.DB { return db.write }
 

@@ -13,7 +13,8 @@
 // A DB holds two pools on the same file:
 //
 //   - the write pool, one connection, which SQL returns. Every write goes
-//     through it: keys, usage batches, tasks, and River's SQLite driver.
+//     through it: keys, usage batches, tasks, and River's SQLite driver
+//     (RiverDriver).
 //     InTx runs a function in a transaction on it, so that the task
 //     service changes a task (TaskUpdateTx) and inserts its River job in
 //     one commit. SQLite admits one writer at a time anyway; queueing
@@ -42,7 +43,17 @@
 // Open by goose (github.com/pressly/goose/v3) in order, each in its own
 // transaction; goose records them in goose_db_version. Add a migration as
 // the next number; never edit one that has shipped. River keeps its own
-// tables and its own migration line (rivermigrate) in the same file.
+// tables and its own migration line in the same file; RiverMigrate applies
+// them (rivermigrate), when the task service starts.
+//
+// # River
+//
+// A DB is a task.Store[*sql.Tx]: it hands the task service River's SQLite
+// driver, the transactions its jobs are inserted in (InTx), River's
+// migrations (RiverMigrate), and JobReclaimRunning, which makes the jobs a
+// killed process left running available again. River offers no public
+// call for that, so it uses River's driver executor, here and only here,
+// under a test that pins its effect.
 //
 // Times are stored as UTC text with a fixed microsecond precision
 // ("2006-01-02T15:04:05.000000Z"), which sorts as text and reads well in

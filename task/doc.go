@@ -77,4 +77,17 @@
 // its previous run left mid-step are made available at once (reclaim.go)
 // instead of after RescueAfter. Finished tasks are purged after
 // Config.Retention by a periodic River job (purge.go).
+//
+// # Storage
+//
+// The service meets its database at one seam, Store[TTx] (store.go), as
+// River's client meets it at riverdriver.Driver[TTx]: TTx is the store's
+// transaction type, *sql.Tx for the embedded SQLite store, pgx.Tx for
+// PostgreSQL. The store hands out River's driver for its database, the
+// transactions in which a task's change and its jobs commit together
+// (InTx, TaskUpdateTx), River's migrations, and the reclaim of jobs left
+// running, which River's public API does not offer; so this package
+// names no database driver and no River driver. Only New is generic: the
+// transaction type stays inside store.go, and Service is one type
+// whatever the store.
 package task

@@ -94,6 +94,7 @@ func (p onePlatform) Target(pm string) (Target, bool) {
 // clock's start, its lease held), with follow not yet called.
 type followRig struct {
 	s      *Service
+	db     *sqlite.DB
 	clk    *timerClock
 	job    *scriptedJob
 	eng    *admission.Memory
@@ -144,7 +145,7 @@ func newFollowRig(t *testing.T, length time.Duration) *followRig {
 		t.Fatal(err)
 	}
 	s.runs[tk.ID] = newRun(start, start.Add(s.cfg.PollMin), 0, start)
-	return &followRig{s: s, clk: clk, job: job, eng: eng, task: tk,
+	return &followRig{s: s, db: db, clk: clk, job: job, eng: eng, task: tk,
 		runJob: &river.Job[RunArgs]{JobRow: &rivertype.JobRow{Attempt: 1, MaxAttempts: 5}, Args: RunArgs{TaskID: tk.ID}}}
 }
 
@@ -323,7 +324,7 @@ func TestFollowKeepsTheLeaseWhenTheEndCannotBeStored(t *testing.T) {
 	t.Parallel()
 	r := newFollowRig(t, 2*time.Second)
 	// The store refuses to record the end, as a full disk would.
-	db := r.s.store.SQL()
+	db := r.db.SQL()
 	if _, err := db.Exec(`CREATE TRIGGER refuse_end BEFORE UPDATE OF status ON tasks
 		WHEN NEW.status = 'succeeded' BEGIN SELECT RAISE(ABORT, 'disk full (test)'); END`); err != nil {
 		t.Fatal(err)

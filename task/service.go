@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -13,8 +12,6 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riversqlite"
-	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
@@ -39,15 +36,6 @@ const (
 	webhookShared = webhookWorkers / 2
 	webhookPoll   = 250 * time.Millisecond
 )
-
-// Store is what the service needs of storage: tasks, and a transaction on
-// the connection River's jobs are inserted on.
-type Store interface {
-	weir.TaskStore
-	InTx(ctx context.Context, fn func(tx *sql.Tx) error) error
-	TaskUpdateTx(ctx context.Context, tx *sql.Tx, id string, u weir.TaskUpdate) (bool, error)
-	SQL() *sql.DB
-}
 
 // Target is where one candidate of a task runs.
 type Target struct {
@@ -175,13 +163,15 @@ var (
 // Service runs tasks.
 type Service struct {
 	cfg     Config
-	store   Store
+	store   weir.TaskStore
 	engine  admission.Engine
 	planner Planner
 	logger  *slog.Logger
 	clock   clock.Clock
-	river   *river.Client[*sql.Tx]
 	hooks   Webhooks
+	// river is River's client on the store, with the store's
+	// transactions (store.go).
+	river jobStore
 	// hookSlots bounds each key's deliveries in flight (Webhooks.PerKey).
 	hookSlots *webhook.Limiter
 
@@ -206,8 +196,9 @@ type admittedTask struct {
 	lease admission.Lease
 }
 
-// New returns a Service; Start runs it.
-func New(cfg Config, store Store, engine admission.Engine, planner Planner, hooks Webhooks, logger *slog.Logger) (*Service, error) {
+// New returns a Service on store, whose River client runs on the store's
+// driver and inserts jobs in the store's transactions; Start runs it.
+func New[TTx any](cfg Config, store Store[TTx], engine admission.Engine, planner Planner, hooks Webhooks, logger *slog.Logger) (*Service, error) {
 	cfg.defaults()
 	if hooks.Schedule.Delays == nil {
 		hooks.Schedule = webhook.DefaultSchedule
@@ -233,7 +224,7 @@ func New(cfg Config, store Store, engine admission.Engine, planner Planner, hook
 	river.AddWorker(workers, &runWorker{s: s})
 	river.AddWorker(workers, &webhookWorker{s: s})
 	river.AddWorker(workers, &purgeWorker{s: s})
-	client, err := river.NewClient(riversqlite.New(store.SQL()), &river.Config{
+	client, err := newRiverStore(store, &river.Config{
 		// Task jobs may wait in process for their next poll, holding a
 		// worker each; webhooks have their own queue so that they never
 		// wait behind them, and one key's deliveries hold at most
@@ -260,20 +251,10 @@ func New(cfg Config, store Store, engine admission.Engine, planner Planner, hook
 	return s, nil
 }
 
-// Migrate brings River's tables in the store's database up to date.
-func Migrate(ctx context.Context, db *sql.DB) error {
-	m, err := rivermigrate.New(riversqlite.New(db), nil)
-	if err != nil {
-		return err
-	}
-	_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
-	return err
-}
-
 // Start recovers tasks left by an earlier run, then runs the dispatcher
 // and River's workers.
 func (s *Service) Start(ctx context.Context) error {
-	if err := Migrate(ctx, s.store.SQL()); err != nil {
+	if err := s.river.migrate(ctx); err != nil {
 		return fmt.Errorf("migrate river: %w", err)
 	}
 	if err := s.engine.SetScope(ctx, WorkersScope, admission.ScopeConfig{Limit: int64(s.cfg.Workers), LeaseTTL: s.cfg.LeaseTTL}); err != nil {
@@ -510,7 +491,7 @@ func (s *Service) finish(ctx context.Context, t weir.Task, from []weir.TaskStatu
 	u.From = from
 	u.FinishedAt = s.clock.Now()
 	var ok bool
-	err := s.store.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.river.inTx(ctx, func(tx txn) error {
 		var err error
 		ok, err = s.finishTx(ctx, tx, t, u)
 		return err
@@ -565,7 +546,7 @@ func (s *Service) commitAdmissions(batch []admittedTask) {
 		s.leases[a.id] = a.lease
 	}
 	s.mu.Unlock()
-	err := s.store.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.river.inTx(ctx, func(tx txn) error {
 		for i, a := range batch {
 			pm := ""
 			for _, n := range a.lease.Needs {
@@ -574,7 +555,7 @@ func (s *Service) commitAdmissions(batch []admittedTask) {
 				}
 			}
 			cand := a.lease.Candidate
-			ok, err := s.store.TaskUpdateTx(ctx, tx, a.id, weir.TaskUpdate{
+			ok, err := tx.taskUpdate(ctx, a.id, weir.TaskUpdate{
 				From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskAdmitted,
 				PlatformModel: pm, Candidate: &cand, AdmittedAt: now,
 			})
@@ -584,7 +565,7 @@ func (s *Service) commitAdmissions(batch []admittedTask) {
 			if !ok {
 				continue // cancelled meanwhile
 			}
-			if _, err := s.river.InsertTx(ctx, tx, RunArgs{TaskID: a.id}, nil); err != nil {
+			if err := tx.jobInsert(ctx, RunArgs{TaskID: a.id}, nil); err != nil {
 				return err
 			}
 			applied[i] = true

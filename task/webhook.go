@@ -2,7 +2,6 @@ package task
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -264,16 +263,15 @@ func (s *Service) callbacksOn(t weir.Task) bool {
 }
 
 // insertEventTx inserts the webhook job of one event in tx.
-func (s *Service) insertEventTx(ctx context.Context, tx *sql.Tx, args WebhookArgs) error {
-	_, err := s.river.InsertTx(ctx, tx, args, &river.InsertOpts{Queue: QueueWebhooks, MaxAttempts: s.hooks.Schedule.MaxAttempts()})
-	return err
+func (s *Service) insertEventTx(ctx context.Context, tx txn, args WebhookArgs) error {
+	return tx.jobInsert(ctx, args, &river.InsertOpts{Queue: QueueWebhooks, MaxAttempts: s.hooks.Schedule.MaxAttempts()})
 }
 
 // finishTx moves a task to a terminal status in tx and, if it has a
 // callback, inserts the webhook job in the same transaction, so an event is
 // sent exactly for the transitions that happened.
-func (s *Service) finishTx(ctx context.Context, tx *sql.Tx, t weir.Task, u weir.TaskUpdate) (bool, error) {
-	ok, err := s.store.TaskUpdateTx(ctx, tx, t.ID, u)
+func (s *Service) finishTx(ctx context.Context, tx txn, t weir.Task, u weir.TaskUpdate) (bool, error) {
+	ok, err := tx.taskUpdate(ctx, t.ID, u)
 	if err != nil || !ok || !s.callbacksOn(t) {
 		return ok, err
 	}
@@ -289,9 +287,9 @@ func (s *Service) updateWithEvent(ctx context.Context, t weir.Task, u weir.TaskU
 		return s.store.TaskUpdate(ctx, t.ID, u)
 	}
 	var ok bool
-	err := s.store.InTx(ctx, func(tx *sql.Tx) error {
+	err := s.river.inTx(ctx, func(tx txn) error {
 		var err error
-		if ok, err = s.store.TaskUpdateTx(ctx, tx, t.ID, u); err != nil || !ok {
+		if ok, err = tx.taskUpdate(ctx, t.ID, u); err != nil || !ok {
 			return err
 		}
 		return s.insertEventTx(ctx, tx, *ev)

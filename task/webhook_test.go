@@ -123,7 +123,7 @@ func newEventRig(t *testing.T) *eventRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	if err := Migrate(t.Context(), store.SQL()); err != nil {
+	if err := store.RiverMigrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	secret, err := webhook.NewSecret()

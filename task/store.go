@@ -1,0 +1,91 @@
+package task
+
+import (
+	"context"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
+
+	"github.com/weir-gateway/weir"
+)
+
+// Store is what the service needs of storage, over the store's
+// transaction type TTx (*sql.Tx for SQLite, pgx.Tx for PostgreSQL): tasks;
+// a transaction in which a task changes and River's jobs are inserted, so
+// that both commit or neither; River's driver for the same database; and
+// the upkeep of River's tables there.
+type Store[TTx any] interface {
+	weir.TaskStore
+	// InTx runs fn in a transaction and commits it if fn returns nil.
+	InTx(ctx context.Context, fn func(tx TTx) error) error
+	// TaskUpdateTx is TaskUpdate inside tx.
+	TaskUpdateTx(ctx context.Context, tx TTx, id string, u weir.TaskUpdate) (bool, error)
+	// RiverDriver is River's driver on the database InTx's transactions
+	// are on.
+	RiverDriver() riverdriver.Driver[TTx]
+	// RiverMigrate brings River's tables up to date; Start calls it.
+	RiverMigrate(ctx context.Context) error
+	// JobReclaimRunning makes every job of the given kinds marked running
+	// available at once, recording the reclaim in its errors, and returns
+	// how many it changed. Start calls it, before River starts, only when
+	// Config.SoleRunner says no other process runs the store's jobs.
+	JobReclaimRunning(ctx context.Context, kinds []string) (int, error)
+}
+
+// jobStore is a Store and River's client on its driver, seen without their
+// transaction type: this file is the only code in the package that names
+// TTx, so the Service and its workers are not generic, and neither is
+// what holds a Service.
+type jobStore interface {
+	// Start and Stop are River's client's.
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+	migrate(ctx context.Context) error
+	reclaim(ctx context.Context, kinds []string) (int, error)
+	// inTx runs fn in a store transaction (Store.InTx).
+	inTx(ctx context.Context, fn func(tx txn) error) error
+}
+
+// txn is one store transaction: a task's change and the jobs inserted
+// with it.
+type txn interface {
+	taskUpdate(ctx context.Context, id string, u weir.TaskUpdate) (bool, error)
+	jobInsert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) error
+}
+
+type riverStore[TTx any] struct {
+	*river.Client[TTx]
+	store Store[TTx]
+}
+
+func newRiverStore[TTx any](store Store[TTx], cfg *river.Config) (*riverStore[TTx], error) {
+	client, err := river.NewClient(store.RiverDriver(), cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &riverStore[TTx]{Client: client, store: store}, nil
+}
+
+func (r *riverStore[TTx]) migrate(ctx context.Context) error { return r.store.RiverMigrate(ctx) }
+
+func (r *riverStore[TTx]) reclaim(ctx context.Context, kinds []string) (int, error) {
+	return r.store.JobReclaimRunning(ctx, kinds)
+}
+
+func (r *riverStore[TTx]) inTx(ctx context.Context, fn func(tx txn) error) error {
+	return r.store.InTx(ctx, func(tx TTx) error { return fn(riverTx[TTx]{r: r, tx: tx}) })
+}
+
+type riverTx[TTx any] struct {
+	r  *riverStore[TTx]
+	tx TTx
+}
+
+func (t riverTx[TTx]) taskUpdate(ctx context.Context, id string, u weir.TaskUpdate) (bool, error) {
+	return t.r.store.TaskUpdateTx(ctx, t.tx, id, u)
+}
+
+func (t riverTx[TTx]) jobInsert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) error {
+	_, err := t.r.InsertTx(ctx, t.tx, args, opts)
+	return err
+}
