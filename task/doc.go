@@ -51,7 +51,8 @@
 // hang at once hold at most 16 beyond one each; and a key with nothing
 // in flight finds a worker unless 16 other keys each have a delivery
 // hanging. River fetches due jobs in order of when they became due, so a
-// snoozed job goes behind those already waiting. The Sender also gives
+// snoozed job goes behind those already waiting, and a new delivery may
+// wait a few fetch rounds behind snoozed jobs that came due before it. The Sender also gives
 // attempts to a receiver that has been timing out a shorter timeout
 // (webhook.Config.SlowTimeout, 5s), remembered per key and host, so a
 // hanging receiver turns its key's slots over faster.
