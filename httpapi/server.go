@@ -348,8 +348,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		if cid := r.Header.Get("X-Request-Id"); cid != "" && len(cid) <= 128 {
 			ri.clientID = cid
 		}
-		w.Header().Set("X-Request-Id", ri.id)
-		rw := &statusWriter{ResponseWriter: w}
+		rw := &statusWriter{ResponseWriter: w, id: ri.id}
 		start := s.deps.Clock.Now()
 		defer func() {
 			if p := recover(); p != nil {
@@ -361,6 +360,11 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 					writeError(rw, errorf(CodeInternal, "", "internal error"))
 				}
 			}
+			if !rw.wrote {
+				// net/http writes the headers of a handler that wrote
+				// nothing once it returns.
+				rw.setID()
+			}
 			if s.deps.Logger.Enabled(r.Context(), slog.LevelDebug) {
 				ri.log().Debug("request", "method", r.Method, "path", r.URL.Path, "status", rw.status(), "duration", s.deps.Clock.Now().Sub(start))
 			}
@@ -370,16 +374,22 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 }
 
 // statusWriter remembers the status written, for logs and metrics, and
-// keeps http.ResponseController working through Unwrap.
+// keeps http.ResponseController working through Unwrap. It adds the
+// X-Request-Id header as the answer starts, not before: a request that
+// waits in the queue holds no header map until it has something to say.
 type statusWriter struct {
 	http.ResponseWriter
+	id    string
 	code  int
 	wrote bool
 }
 
+func (w *statusWriter) setID() { w.Header().Set("X-Request-Id", w.id) }
+
 func (w *statusWriter) WriteHeader(code int) {
 	if !w.wrote {
 		w.code, w.wrote = code, true
+		w.setID()
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -387,6 +397,7 @@ func (w *statusWriter) WriteHeader(code int) {
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if !w.wrote {
 		w.code, w.wrote = http.StatusOK, true
+		w.setID()
 	}
 	return w.ResponseWriter.Write(b)
 }
