@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -29,9 +30,10 @@ var (
 
 // request is a decoded client body: the fields Weir needs, and the body
 // itself so that everything else passes through to the upstream untouched.
+// It is held while the request waits, so it keeps nothing else of the
+// decoding.
 type request struct {
 	body      []byte
-	raw       map[string]json.RawMessage
 	model     string
 	stream    bool
 	maxTokens int64
@@ -53,7 +55,7 @@ func decodeRequest(ep endpoint, body []byte) (*request, *apiError) {
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return nil, errorf(CodeInvalidRequest, "", "request body is not valid JSON: "+err.Error())
 	}
-	r := &request{body: body, raw: raw}
+	r := &request{body: body}
 	m, ok := raw["model"]
 	if !ok {
 		return nil, errorf(CodeInvalidRequest, "model", "you must provide a model parameter")
@@ -123,6 +125,34 @@ func addTokens(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return a + b
+}
+
+// readBody reads all of body into a buffer sized for the declared
+// length, so that a waiting request holds its body and no spare capacity.
+// It preallocates at most maxPrealloc on the client's word; a longer body
+// grows the buffer as it arrives, as io.ReadAll does.
+func readBody(body io.Reader, declared int64) ([]byte, error) {
+	const maxPrealloc = 16 << 10
+	size := 512
+	if declared > 0 {
+		// One byte more than declared, so that reading the end needs no
+		// growth.
+		size = int(min(declared, maxPrealloc)) + 1
+	}
+	b := make([]byte, 0, size)
+	for {
+		n, err := body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
 
 // withModel returns the body with the model replaced by the upstream's

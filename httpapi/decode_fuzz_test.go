@@ -90,8 +90,12 @@ func FuzzDecodeRequest(f *testing.F) {
 		if req.stream && ep.kind != weir.KindChat {
 			t.Fatalf("decodeRequest(%s, %q) accepted a stream for %s", ep.name, body, ep.kind)
 		}
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal(req.body, &raw); err != nil {
+			t.Fatalf("decodeRequest(%s, %q) accepted a body that is not a JSON object: %v", ep.name, body, err)
+		}
 		for _, field := range ep.required {
-			if v, ok := req.raw[field]; !ok || isEmptyJSON(v) {
+			if v, ok := raw[field]; !ok || isEmptyJSON(v) {
 				t.Fatalf("decodeRequest(%s, %q) accepted a request without %s", ep.name, body, field)
 			}
 		}

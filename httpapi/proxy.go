@@ -50,10 +50,13 @@ const (
 	HeaderCallbackEvents = "X-Weir-Callback-Events"
 )
 
-// call is one model request on its way through the gateway.
+// call is one model request on its way through the gateway. It is held
+// for as long as the request waits, so it keeps what admission and the
+// answer need, not the whole key.
 type call struct {
 	ep       endpoint
-	key      weir.APIKey
+	keyID    string
+	group    string // the key's group, or the default: what the scopes use
 	req      *request
 	model    weir.Model
 	st       *state
@@ -89,7 +92,7 @@ func (s *Server) model(ep endpoint) http.Handler {
 		s.deps.Metrics.ObserveHTTP(ep.name, status, c.usage.Latency)
 		if s.deps.Logger.Enabled(r.Context(), slog.LevelInfo) {
 			ri.log().Info("model request", "endpoint", ep.name, "model", c.model.Name, "platform_model", c.usage.PlatformModel,
-				"status", status, "outcome", c.usage.Outcome, "waited_ms", c.waited.Milliseconds(), "key", c.key.ID)
+				"status", status, "outcome", c.usage.Outcome, "waited_ms", c.waited.Milliseconds(), "key", c.keyID)
 		}
 	})
 }
@@ -105,7 +108,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint) (*
 	if aerr := s.limitBody(w, r); aerr != nil {
 		return nil, aerr
 	}
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r.Body, r.ContentLength)
 	if err != nil {
 		return nil, s.bodyError(err, "could not read request body")
 	}
@@ -132,7 +135,9 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint) (*
 	if aerr != nil {
 		return nil, aerr
 	}
-	c := &call{ep: ep, key: key, req: req, model: model, st: st, prio: prio}
+	// The group of the request (which may be the default) is what the
+	// scopes use.
+	c := &call{ep: ep, keyID: key.ID, group: groupName, req: req, model: model, st: st, prio: prio}
 	maxWait := s.cfg.DefaultMaxWait
 	d, ok, aerr := requestMaxWait(r)
 	if aerr != nil {
@@ -149,9 +154,6 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint) (*
 	if err := s.ensureKeyScope(r.Context(), key); err != nil {
 		return nil, errorf(CodeInternal, "", "could not configure the key's scope")
 	}
-	// The group of the request (which may be the default) is what the
-	// scopes use.
-	c.key.Group = groupName
 	return c, nil
 }
 
@@ -287,8 +289,8 @@ func (s *Server) admit(ctx context.Context, c *call, order []string, attempt int
 	for i, pm := range order {
 		cands[i] = admission.Candidate{
 			Needs: []admission.Need{
-				{Scope: weir.KeyScope(c.key.ID), Amount: 1},
-				{Scope: weir.GroupScope(c.key.Group), Amount: 1},
+				{Scope: weir.KeyScope(c.keyID), Amount: 1},
+				{Scope: weir.GroupScope(c.group), Amount: 1},
 				{Scope: weir.PlatformModelScope(pm), Amount: 1},
 			},
 			Tokens: c.req.estimate,
@@ -297,7 +299,7 @@ func (s *Server) admit(ctx context.Context, c *call, order []string, attempt int
 	areq := admission.Request{
 		ID:          info(ctx).id + "/" + strconv.Itoa(attempt),
 		Priority:    c.prio,
-		FairnessKey: c.key.ID,
+		FairnessKey: c.keyID,
 		Deadline:    c.deadline,
 		Candidates:  cands,
 	}

@@ -447,9 +447,8 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		if cid := r.Header.Get("X-Request-Id"); cid != "" && len(cid) <= 128 {
 			ri.clientID = cid
 		}
-		w.Header().Set("X-Request-Id", ri.id)
 		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey, ri))
-		rw := &statusWriter{ResponseWriter: w}
+		rw := &statusWriter{ResponseWriter: w, id: ri.id}
 		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 			ri.body = &requestBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: s.cfg.BodyTimeout}
 			r.Body = ri.body
@@ -469,6 +468,11 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 					writeError(rw, errorf(CodeInternal, "", "internal error"))
 				}
 			}
+			if !rw.wrote {
+				// net/http writes the headers of a handler that wrote
+				// nothing once it returns.
+				rw.setID()
+			}
 			if s.deps.Logger.Enabled(r.Context(), slog.LevelDebug) {
 				ri.log().Debug("request", "method", r.Method, "path", r.URL.Path, "status", rw.status(),
 					"duration_ms", float64(s.deps.Clock.Now().Sub(start).Microseconds())/1000)
@@ -483,8 +487,12 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 // request whose body was not read to its end (refused before it was read,
 // or cut off) closes the connection: the server then neither waits for
 // the rest of the body nor parses it as the next request.
+// It adds the X-Request-Id header as the answer starts, not before: a
+// request that waits in the queue holds no header map until it has
+// something to say.
 type statusWriter struct {
 	http.ResponseWriter
+	id    string
 	code  int
 	wrote bool
 	// body is the request's body, nil if it has none.
@@ -492,12 +500,15 @@ type statusWriter struct {
 	closeUnread bool
 }
 
+func (w *statusWriter) setID() { w.Header().Set("X-Request-Id", w.id) }
+
 func (w *statusWriter) WriteHeader(code int) {
 	if !w.wrote {
 		w.code, w.wrote = code, true
 		if w.closeUnread && w.body.unread() {
 			w.Header().Set("Connection", "close")
 		}
+		w.setID()
 	}
 	w.ResponseWriter.WriteHeader(code)
 }

@@ -158,6 +158,7 @@ and reports sustained throughput. See docs/benchmarks.md for the scenarios.`,
 	f.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of one target's measured phase (first round) to this file")
 	f.StringVar(&o.trace, "trace", "", "write an execution trace of one target's measured phase to this file (keep --duration short)")
 	f.StringVar(&o.profileTarget, "profile-target", "weir", "target whose measured phase --cpuprofile and --trace cover: direct, proxy or weir")
+	cmd.AddCommand(benchWaitersCmd(), benchWaitersFloorCmd()) // benchwaiters.go
 	return cmd
 }
 

@@ -1,0 +1,692 @@
+package main
+
+// weir bench sync-waiters measures what a waiting request costs the
+// gateway: BENCH's "sync-waiters" scenario (docs/benchmarks.md).
+//
+//	go run ./cmd/weir bench sync-waiters                      # 10,000 waiters, limit 10, 100 ms upstream
+//	go run ./cmd/weir bench sync-waiters --requests 2000      # scaled down
+//
+// It serves the mock provider (--latency per answer, no cap of its own) in
+// this process and, in turn, two servers in their own processes (this
+// same binary, as children):
+//
+//   - floor: a bare net/http server (the hidden `weir bench
+//     sync-waiters-floor`) that reads and decodes the JSON body, waits on a
+//     --limit-slot semaphore (a buffered channel: blocked senders go in
+//     arrival order) and proxies the body to the mock: the least a server
+//     that queues a synchronous request can hold for it;
+//   - weir: `weir serve` on a temporary SQLite file, whose one chat model
+//     is served by a platform model with concurrency --limit, a key and
+//     group without limits, and waits long enough for all to be served.
+//
+// Each target gets a few warm-up requests, then its resident set (VmRSS
+// of /proc/<pid>/status) is read as idle; then --requests chat requests
+// are sent at once (each on its own connection, as fast as the client can
+// open them, or at --rate), and once every answer is in, the process's
+// peak resident set (VmHWM) is read. A waiter's share is (peak − idle) /
+// requests. The run also checks that every request was answered 200,
+// that the mock never held more than --limit at once and reached it
+// (PeakInFlight), and that requests reached the mock in the order the
+// client finished sending them, as far as the client can tell: the rank
+// correlation (Spearman's) of the mock's order with the send order is 1
+// for a queue in arrival order, 0 for a random one and -1 for a stack,
+// and the largest gap is the most a request was sent after one it passed.
+// Under a burst of this size the servers' goroutines start reading their
+// requests in an order of the scheduler's (and a connection the listen
+// backlog dropped is retried a second later), so even the floor's FIFO
+// semaphore shows gaps of hundreds of milliseconds and a correlation just
+// below 1.
+//
+// Each line gives one figure for both targets and weir's as a multiple of
+// the floor's. Everything runs on loopback, each target stops by itself
+// within --timeout, and the children are killed if the run is cut short.
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/httpapi"
+	"github.com/weir-gateway/weir/provider/mock"
+)
+
+type waitersOptions struct {
+	requests int
+	limit    int
+	latency  time.Duration
+	rate     float64
+	timeout  time.Duration
+	targets  []string
+	keep     string
+}
+
+func benchWaitersCmd() *cobra.Command {
+	var o waitersOptions
+	cmd := &cobra.Command{
+		Use:   "sync-waiters",
+		Short: "Measure the memory a waiting synchronous request costs, against a bare net/http floor",
+		Long: `Send --requests chat requests at once, one connection each, to a platform
+model with concurrency --limit in front of the mock provider (--latency per
+answer), first to a bare net/http server that decodes the body and waits on
+a semaphore (the floor), then to 'weir serve', each in its own process, and
+print each process's idle and peak RSS, the share of one waiting request,
+and whether all were served in order at exactly the limit.
+See the comment at the top of cmd/weir/benchwaiters.go.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBenchWaiters(cmd.Context(), cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.requests, "requests", 10_000, "requests sent at once, each on its own connection")
+	f.IntVar(&o.limit, "limit", 10, "the platform model's concurrency limit (and the floor's semaphore)")
+	f.DurationVar(&o.latency, "latency", 100*time.Millisecond, "the mock's time to answer")
+	f.Float64Var(&o.rate, "rate", 0, "requests sent per second (0: as fast as the client opens connections)")
+	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "bound on each target's run")
+	f.StringSliceVar(&o.targets, "targets", []string{"floor", "weir"}, "targets to measure, in order")
+	f.StringVar(&o.keep, "dir", "", "directory for weir's config and database (default: a new temporary one, removed after)")
+	return cmd
+}
+
+// benchWaitersFloorCmd is the floor server, run as a child: hidden, since
+// it is only the benchmark's yardstick.
+func benchWaitersFloorCmd() *cobra.Command {
+	var (
+		listen, upstream string
+		limit            int
+	)
+	cmd := &cobra.Command{
+		Use:    "sync-waiters-floor",
+		Short:  "The bare net/http server sync-waiters measures weir against",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return serveWaitersFloor(cmd.Context(), listen, upstream, limit)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", "127.0.0.1:0", "address to listen on")
+	f.StringVar(&upstream, "upstream", "", "the mock's chat completions URL")
+	f.IntVar(&limit, "limit", 10, "requests proxied at once")
+	return cmd
+}
+
+// serveWaitersFloor serves the floor until SIGTERM: read the body, decode
+// it, wait for one of limit slots, proxy it upstream, pass the answer on.
+// It logs one line, "serving" with its address, as weir serve does.
+func serveWaitersFloor(ctx context.Context, listen, upstream string, limit int) error {
+	if upstream == "" || limit < 1 {
+		return errors.New("sync-waiters-floor: --upstream and a positive --limit are required")
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	client := &http.Client{Transport: httpapi.NewUpstreamTransport()}
+	sem := make(chan struct{}, limit)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 10<<20))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		var req struct {
+			Model    string            `json:"model"`
+			Messages []json.RawMessage `json:"messages"`
+		}
+		if err := json.Unmarshal(body, &req); err != nil || req.Model == "" {
+			http.Error(w, "bad request body", http.StatusBadRequest)
+			return
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-r.Context().Done():
+			return
+		}
+		defer func() { <-sem }()
+		up, err := http.NewRequestWithContext(r.Context(), http.MethodPost, upstream, bytes.NewReader(body))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		up.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(up)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	})
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	slog.New(slog.NewJSONHandler(os.Stderr, nil)).Info("serving", "addr", ln.Addr().String())
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	_ = srv.Close()
+	return nil
+}
+
+// waitersUpstream is the mock, noting the order in which the requests
+// reach it by the number each carries.
+type waitersUpstream struct {
+	mock *mock.Server
+	url  string
+	srv  *http.Server
+
+	mu    sync.Mutex
+	order []int
+}
+
+// waiterBody is request i's body: a short chat whose content names i.
+func waiterBody(i int) string {
+	return `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"waiter ` + strconv.Itoa(i) +
+		`: write one short paragraph on why a gateway queues a burst of work."}]}`
+}
+
+func (u *waitersUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/chat/completions") {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if _, rest, ok := bytes.Cut(b, []byte(`"waiter `)); ok {
+			if n, _, ok := bytes.Cut(rest, []byte(":")); ok {
+				if i, err := strconv.Atoi(string(n)); err == nil {
+					u.mu.Lock()
+					u.order = append(u.order, i)
+					u.mu.Unlock()
+				}
+			}
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	u.mock.ServeHTTP(w, r)
+}
+
+func (u *waitersUpstream) reset() {
+	u.mu.Lock()
+	u.order = u.order[:0]
+	u.mu.Unlock()
+	u.mock.ResetStats()
+}
+
+// waitersChild is one target process.
+type waitersChild struct {
+	cmd    *exec.Cmd
+	url    string
+	exited chan struct{}
+
+	mu   sync.Mutex
+	errs []string // the first few WARN and ERROR lines
+	nerr int
+}
+
+// startWaitersChild runs this binary with args and waits for its
+// "serving" log line (weir serve's "weir serving", or the floor's).
+func startWaitersChild(ctx context.Context, args ...string) (*waitersChild, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	c := &waitersChild{cmd: exec.Command(exe, args...), exited: make(chan struct{})}
+	c.cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "WEIR_") })
+	stderr, err := c.cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.cmd.Start(); err != nil {
+		return nil, err
+	}
+	ready := make(chan struct{})
+	var tail []string
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			var v struct {
+				Level string `json:"level"`
+				Msg   string `json:"msg"`
+				Addr  string `json:"addr"`
+			}
+			_ = json.Unmarshal(sc.Bytes(), &v)
+			if v.Level == "WARN" || v.Level == "ERROR" {
+				c.mu.Lock()
+				if c.nerr++; len(c.errs) < 3 {
+					c.errs = append(c.errs, sc.Text())
+				}
+				c.mu.Unlock()
+			}
+			if c.url == "" {
+				if (v.Msg == "weir serving" || v.Msg == "serving") && v.Addr != "" {
+					c.url = "http://" + v.Addr
+					close(ready)
+				} else if len(tail) < 50 {
+					tail = append(tail, sc.Text())
+				}
+			}
+		}
+		_ = c.cmd.Wait()
+		close(c.exited)
+	}()
+	select {
+	case <-ready:
+		return c, nil
+	case <-c.exited:
+		return nil, fmt.Errorf("%s exited before serving:\n%s", strings.Join(args, " "), strings.Join(tail, "\n"))
+	case <-time.After(time.Minute):
+	case <-ctx.Done():
+	}
+	c.stop()
+	return nil, fmt.Errorf("%s did not serve within a minute", strings.Join(args, " "))
+}
+
+// stop asks the child to end (SIGTERM) and kills it after 10 s.
+func (c *waitersChild) stop() {
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.exited:
+	case <-time.After(10 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+	}
+}
+
+// memKiB reads a field (VmRSS, VmHWM) of the child's /proc status, in KiB.
+func (c *waitersChild) memKiB(field string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, c.cmd.Process.Pid)
+}
+
+// waitersResult is one target's run.
+type waitersResult struct {
+	idle, peak   int64 // KiB
+	ok, sent     int
+	failed       map[string]int
+	peakInFlight int64
+	reached      int           // requests the mock saw
+	rho          float64       // rank correlation of the mock's order with the send order
+	maxGap       time.Duration // the most a request was sent after one it passed
+	sendTime     time.Duration // first to last request written
+	drain        time.Duration // first request sent to last answer in
+	mostAtOnce   int64         // most requests outstanding at once
+	warnings     string
+}
+
+func (r waitersResult) perWaiter(n int) float64 { return float64(r.peak-r.idle) / float64(n) }
+
+func runBenchWaiters(ctx context.Context, out io.Writer, o waitersOptions) error {
+	switch {
+	case o.requests < 1:
+		return errors.New("--requests must be positive")
+	case o.limit < 1:
+		return errors.New("--limit must be positive")
+	case o.rate < 0:
+		return errors.New("--rate must not be negative")
+	}
+	for _, t := range o.targets {
+		if t != "floor" && t != "weir" {
+			return fmt.Errorf("--targets: unknown target %q: want floor or weir", t)
+		}
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	up := &waitersUpstream{mock: mock.New(mock.Config{Latency: o.latency, CompletionTokens: 16})}
+	up.url = "http://" + ln.Addr().String() + "/v1"
+	up.srv = &http.Server{Handler: up, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = up.srv.Serve(ln) }()
+	defer up.srv.Close()
+
+	fmt.Fprintf(out, "weir bench sync-waiters: %d chat requests at once, one connection each; limit %d; mock latency %s; GOMAXPROCS %d; load average %s\n",
+		o.requests, o.limit, o.latency, runtime.GOMAXPROCS(0), loadAverage())
+
+	results := map[string]waitersResult{}
+	for _, t := range o.targets {
+		var r waitersResult
+		switch t {
+		case "floor":
+			r, err = benchWaitersFloor(ctx, up, o)
+		case "weir":
+			r, err = benchWaitersWeir(ctx, up, o)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", t, err)
+		}
+		results[t] = r
+		fmt.Fprintf(out, "  %s measured: all sent in %.2fs, at most %d outstanding at once, drained in %.1fs%s\n",
+			t, r.sendTime.Seconds(), r.mostAtOnce, r.drain.Seconds(), r.warnings)
+	}
+	printWaiters(out, o, results)
+	fmt.Fprintf(out, "load average at the end: %s\n", loadAverage())
+	return nil
+}
+
+func benchWaitersFloor(ctx context.Context, up *waitersUpstream, o waitersOptions) (waitersResult, error) {
+	c, err := startWaitersChild(ctx, "bench", "sync-waiters-floor",
+		"--upstream", up.url+"/chat/completions", "--limit", strconv.Itoa(o.limit))
+	if err != nil {
+		return waitersResult{}, err
+	}
+	defer c.stop()
+	return driveWaiters(ctx, c, c.url+"/v1/chat/completions", nil, up, o)
+}
+
+func benchWaitersWeir(ctx context.Context, up *waitersUpstream, o waitersOptions) (waitersResult, error) {
+	dir := o.keep
+	if dir == "" {
+		d, err := os.MkdirTemp("", "weir-bench-waiters-")
+		if err != nil {
+			return waitersResult{}, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return waitersResult{}, err
+	}
+	config, db := filepath.Join(dir, "weir.yaml"), filepath.Join(dir, "weir.db")
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		_ = os.Remove(db + suffix)
+	}
+	// Waits long enough for the last of the burst: the drain takes
+	// requests / limit × latency.
+	wait := 2*time.Duration(o.requests/o.limit+1)*o.latency + time.Minute
+	text := fmt.Sprintf(`server:
+  listen: 127.0.0.1:0
+  default_max_wait: %s
+storage:
+  path: %s
+platforms:
+  - name: mock
+    base_url: %s
+platform_models:
+  - name: mock/gpt-4o-mini
+    platform: mock
+    upstream: gpt-4o-mini
+    concurrency: %d
+    queue_limit: %d
+models:
+  - name: gpt-4o-mini
+    kind: chat
+    candidates:
+      - platform_model: mock/gpt-4o-mini
+`, wait, db, up.url, o.limit, o.requests)
+	if err := os.WriteFile(config, []byte(text), 0o600); err != nil {
+		return waitersResult{}, err
+	}
+	_, store, err := openStore(ctx, config)
+	if err != nil {
+		return waitersResult{}, err
+	}
+	secret, err := createKey(ctx, store, &weir.APIKey{Name: "bench-waiters", Group: "default"})
+	store.Close()
+	if err != nil {
+		return waitersResult{}, err
+	}
+	c, err := startWaitersChild(ctx, "serve", "-c", config)
+	if err != nil {
+		return waitersResult{}, err
+	}
+	defer c.stop()
+	return driveWaiters(ctx, c, c.url+"/v1/chat/completions", http.Header{"Authorization": {"Bearer " + secret}}, up, o)
+}
+
+// driveWaiters warms c up, reads its idle RSS, sends the burst and waits
+// for every answer.
+func driveWaiters(ctx context.Context, c *waitersChild, url string, header http.Header, up *waitersUpstream, o waitersOptions) (waitersResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	// Every request its own connection, closed once answered.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, MaxConnsPerHost: 0}}
+	defer client.CloseIdleConnections()
+	send := func(ctx context.Context, i int) (int, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(waiterBody(i)))
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range header {
+			req.Header[k] = v
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			return resp.StatusCode, err
+		}
+		return resp.StatusCode, nil
+	}
+
+	// Warm-up: a few rounds at the limit, so pools, connections and the
+	// key's scope exist before idle is read.
+	for range 3 {
+		var wg sync.WaitGroup
+		errs := make(chan error, o.limit)
+		for i := range o.limit {
+			wg.Go(func() {
+				if code, err := send(ctx, -1-i); err != nil || code != http.StatusOK {
+					errs <- fmt.Errorf("warm-up request: status %d, %v", code, err)
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			return waitersResult{}, err
+		}
+	}
+	time.Sleep(time.Second) // let the warm-up's connections close
+	var r waitersResult
+	var err error
+	if r.idle, err = c.memKiB("VmRSS"); err != nil {
+		return r, err
+	}
+	up.reset()
+
+	n := o.requests
+	sent := make([]atomic.Int64, n) // when request i was written, since t0
+	var outstanding atomic.Int64
+	var mu sync.Mutex
+	r.failed = map[string]int{}
+	var lastDone time.Duration
+
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for i := range n {
+		if o.rate > 0 {
+			if d := time.Until(t0.Add(time.Duration(float64(i) / o.rate * float64(time.Second)))); d > 0 {
+				time.Sleep(d)
+			}
+		}
+		if v := outstanding.Add(1); v > r.mostAtOnce {
+			r.mostAtOnce = v
+		}
+		wg.Go(func() {
+			defer outstanding.Add(-1)
+			trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { sent[i].Store(int64(time.Since(t0))) }}
+			code, err := send(httptrace.WithClientTrace(ctx, trace), i)
+			done := time.Since(t0)
+			mu.Lock()
+			defer mu.Unlock()
+			lastDone = max(lastDone, done)
+			switch {
+			case err != nil:
+				msg := err.Error()
+				if _, after, ok := strings.Cut(msg, ": "); ok && strings.Contains(msg, "http://") {
+					msg = after // the URL names a random port
+				}
+				r.failed[msg]++
+			case code != http.StatusOK:
+				r.failed["status "+strconv.Itoa(code)]++
+			default:
+				r.ok++
+			}
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return r, fmt.Errorf("the burst did not end within --timeout %s: %w", o.timeout, err)
+	}
+	if r.peak, err = c.memKiB("VmHWM"); err != nil {
+		return r, err
+	}
+	r.sent, r.drain = n, lastDone
+	r.peakInFlight = up.mock.Stats().PeakInFlight
+	up.mu.Lock()
+	order := slices.Clone(up.order)
+	up.mu.Unlock()
+	r.reached = len(order)
+	for i := range sent {
+		r.sendTime = max(r.sendTime, time.Duration(sent[i].Load()))
+	}
+	r.rho, r.maxGap = orderAgreement(order, sent)
+	c.mu.Lock()
+	if c.nerr > 0 {
+		r.warnings = fmt.Sprintf("; %d warnings, first: %s", c.nerr, strings.Join(c.errs, " | "))
+	}
+	c.mu.Unlock()
+	return r, nil
+}
+
+// orderAgreement compares the order requests reached the mock in (their
+// numbers) with the times they were sent: Spearman's rank correlation over
+// the requests that reached it, and the most a request was sent after an
+// earlier-served one.
+func orderAgreement(order []int, sent []atomic.Int64) (rho float64, gap time.Duration) {
+	var seen []int
+	for _, i := range order {
+		if i >= 0 && i < len(sent) {
+			seen = append(seen, i)
+		}
+	}
+	n := len(seen)
+	if n < 2 {
+		return 1, 0
+	}
+	bySend := slices.Clone(seen)
+	slices.SortStableFunc(bySend, func(a, b int) int { return cmp.Compare(sent[a].Load(), sent[b].Load()) })
+	sendRank := make(map[int]int, n)
+	for rank, i := range bySend {
+		sendRank[i] = rank
+	}
+	var sum float64
+	var latest time.Duration
+	for pos, i := range seen {
+		d := float64(pos - sendRank[i])
+		sum += d * d
+		if s := time.Duration(sent[i].Load()); s < latest {
+			gap = max(gap, latest-s)
+		} else {
+			latest = s
+		}
+	}
+	fn := float64(n)
+	return 1 - 6*sum/(fn*(fn*fn-1)), gap
+}
+
+// printWaiters prints a line per figure: each target's, and weir's as a
+// multiple of the floor's.
+func printWaiters(out io.Writer, o waitersOptions, res map[string]waitersResult) {
+	f, hasFloor := res["floor"]
+	w, hasWeir := res["weir"]
+	mib := func(kib int64) string { return fmt.Sprintf("%8.1f MiB", float64(kib)/1024) }
+	line := func(name string, fv, wv string, ratio float64, tail string) {
+		s := fmt.Sprintf("%-22s", name)
+		if hasFloor {
+			s += fmt.Sprintf("  floor %s", fv)
+		}
+		if hasWeir {
+			s += fmt.Sprintf("  weir %s", wv)
+		}
+		if hasFloor && hasWeir && ratio > 0 {
+			s += fmt.Sprintf("  weir/floor %.2fx", ratio)
+		}
+		fmt.Fprintln(out, s+tail)
+	}
+	fr := func(a, b float64) float64 {
+		if b <= 0 {
+			return 0
+		}
+		return a / b
+	}
+	line("idle RSS", mib(f.idle), mib(w.idle), fr(float64(w.idle), float64(f.idle)), "")
+	line("peak RSS (VmHWM)", mib(f.peak), mib(w.peak), fr(float64(w.peak), float64(f.peak)), "")
+	verdict := ""
+	if hasFloor && hasWeir {
+		verdict = "  (target <= 1.30x: met)"
+		if fr(w.perWaiter(o.requests), f.perWaiter(o.requests)) > 1.3 {
+			verdict = "  (target <= 1.30x: missed)"
+		}
+	}
+	line("per waiter (peak-idle)/n", fmt.Sprintf("%8.1f KiB", f.perWaiter(o.requests)), fmt.Sprintf("%8.1f KiB", w.perWaiter(o.requests)),
+		fr(w.perWaiter(o.requests), f.perWaiter(o.requests)), verdict)
+	served := func(r waitersResult) string {
+		s := fmt.Sprintf("%d/%d", r.ok, r.sent)
+		if r.ok != r.sent {
+			s += " FAILED (" + failures(r.failed) + ")"
+		}
+		return s
+	}
+	line("served 200", served(f), served(w), 0, "")
+	limit := func(r waitersResult) string {
+		s := fmt.Sprintf("%d", r.peakInFlight)
+		if r.peakInFlight != int64(o.limit) {
+			s += " NOT THE LIMIT"
+		}
+		return s
+	}
+	line("peak in flight upstream", limit(f), limit(w), 0, fmt.Sprintf("  (limit %d)", o.limit))
+	order := func(r waitersResult) string {
+		return fmt.Sprintf("rank correlation %.3f, largest gap %s, %d reached", r.rho, r.maxGap.Round(time.Millisecond), r.reached)
+	}
+	line("order at the mock", order(f), order(w), 0, "  (1: send order; 0: random; -1: reversed)")
+	line("drain (first sent to last answer)", fmt.Sprintf("%.1fs", f.drain.Seconds()), fmt.Sprintf("%.1fs", w.drain.Seconds()),
+		fr(w.drain.Seconds(), f.drain.Seconds()), fmt.Sprintf("  (ideal %.1fs)", float64(o.requests/o.limit)*o.latency.Seconds()))
+}

@@ -1,0 +1,124 @@
+package httpapi
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// TestReadBody reads bodies of every length whole, into a buffer that fits
+// a declared length rather than io.ReadAll's spare capacity, and trusts a
+// declared length no further than its preallocation bound.
+func TestReadBody(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		size     int
+		declared int64
+		maxSpare int // most spare capacity allowed; -1 for no check
+	}{
+		{"empty", 0, 0, -1},
+		{"small declared", 151, 151, 16},
+		{"small undeclared", 151, -1, -1},
+		{"declared at the bound", 16 << 10, 16 << 10, 16},
+		{"declared past the bound", 100 << 10, 100 << 10, -1},
+		{"undeclared large", 100 << 10, -1, -1},
+		{"declared more than sent", 10, 4 << 10, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			want := bytes.Repeat([]byte("x"), tc.size)
+			// A one-byte reader makes every growth step run.
+			got, err := readBody(oneByteReader{bytes.NewReader(want)}, tc.declared)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("read %d bytes, want %d", len(got), len(want))
+			}
+			if tc.maxSpare >= 0 && cap(got)-len(got) > tc.maxSpare {
+				t.Errorf("buffer of %d bytes holds %d: %d spare, want at most %d", cap(got), len(got), cap(got)-len(got), tc.maxSpare)
+			}
+		})
+	}
+	t.Run("error", func(t *testing.T) {
+		t.Parallel()
+		boom := errors.New("boom")
+		if _, err := readBody(io.MultiReader(strings.NewReader("abc"), errReader{boom}), 10); !errors.Is(err, boom) {
+			t.Fatalf("err %v, want %v", err, boom)
+		}
+	})
+}
+
+type oneByteReader struct{ r io.Reader }
+
+func (o oneByteReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	return o.r.Read(p[:1])
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// TestRequestIDSetAsTheAnswerStarts checks that every answer carries its
+// X-Request-Id — written, written without a status, not written at all,
+// or a panic — while the handler sees no header of the middleware's
+// before it answers (a queued request holds no header map).
+func TestRequestIDSetAsTheAnswerStarts(t *testing.T) {
+	t.Parallel()
+	s := New(Config{}, Deps{})
+	for _, tc := range []struct {
+		name   string
+		answer func(w http.ResponseWriter)
+		status int
+	}{
+		{"status", func(w http.ResponseWriter) { w.WriteHeader(http.StatusTeapot) }, http.StatusTeapot},
+		{"write", func(w http.ResponseWriter) { _, _ = w.Write([]byte("hi")) }, http.StatusOK},
+		{"error", func(w http.ResponseWriter) { writeError(w, errorf(CodeForbidden, "", "no")) }, http.StatusForbidden},
+		{"nothing", func(http.ResponseWriter) {}, http.StatusOK},
+		{"panic", func(http.ResponseWriter) { panic("boom") }, http.StatusInternalServerError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var before string
+			h := s.middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				before = w.Header().Get("X-Request-Id")
+				tc.answer(w)
+			}))
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/x", nil))
+			if before != "" {
+				t.Errorf("the handler saw X-Request-Id %q before answering, want none yet", before)
+			}
+			if rec.Code != tc.status {
+				t.Errorf("status %d, want %d", rec.Code, tc.status)
+			}
+			if id := rec.Header().Get("X-Request-Id"); !strings.HasPrefix(id, "req_") {
+				t.Errorf("X-Request-Id %q, want a request id", id)
+			}
+		})
+	}
+}
+
+// TestRequestIDOnModelAnswers checks the id on a served chat answer and
+// on a refused one, through the whole API.
+func TestRequestIDOnModelAnswers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ok := b.post(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, nil)
+	bad := b.post(t, "/v1/chat/completions", `{"model":"nope","messages":[{"role":"user","content":"hi"}]}`, nil)
+	if ok.StatusCode != http.StatusOK || bad.StatusCode != http.StatusNotFound {
+		t.Fatalf("statuses %d and %d, want 200 and 404", ok.StatusCode, bad.StatusCode)
+	}
+	a, z := ok.Header.Get("X-Request-Id"), bad.Header.Get("X-Request-Id")
+	if a == "" || z == "" || a == z {
+		t.Fatalf("X-Request-Id %q and %q, want two different ids", a, z)
+	}
+}
