@@ -643,7 +643,8 @@ func (s *Server) videoContent(w http.ResponseWriter, r *http.Request) {
 			writeError(w, errorf(CodeNotFound, "id", "the upstream no longer has this video"))
 			return
 		}
-		writeError(w, errorf(CodeUpstreamError, "", err.Error()))
+		info(r.Context()).log().Warn("video content not fetched", "task", t.ID, "error", err)
+		writeError(w, errorf(CodeUpstreamError, "", "the upstream could not serve this video's content"))
 		return
 	}
 	defer resp.Body.Close()
@@ -652,8 +653,13 @@ func (s *Server) videoContent(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set(h, v)
 		}
 	}
+	// A client that stops reading loses the download after the write
+	// timeout, as a stream does, rather than holding this handler and its
+	// upstream connection.
+	out := &clientWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.StreamWriteTimeout}
+	defer out.clearDeadline()
 	w.WriteHeader(http.StatusOK)
-	_, _ = io.Copy(w, resp.Body)
+	_, _ = io.Copy(out, resp.Body)
 }
 
 // deletedObject is OpenAI's answer to DELETE /v1/videos/{id}, and the
