@@ -82,16 +82,32 @@ func ScopeLabel(scope string) string {
 	return "scope " + scope
 }
 
-// Limits are the capacity settings shared by platform models, groups and
-// keys. Zero means no limit, as in admission.ScopeConfig.
+// Limits are the capacity settings of a scope, shared by platform models,
+// groups and keys: the one struct from the config file (the yaml tags are
+// the file's keys, inlined in each entry) to the engine's ScopeConfig.
+// Every limit's default is 0, which means no limit.
 type Limits struct {
-	Concurrency    int64
-	RPM            int64
-	TPM            int64
-	QueueLimit     int
-	MaxWait        time.Duration
-	LeaseTTL       time.Duration
-	FairnessWindow time.Duration
+	// Concurrency is how many requests may run at once.
+	Concurrency int64 `yaml:"concurrency"`
+	// RPM is the requests-per-minute limit.
+	RPM int64 `yaml:"rpm"`
+	// TPM is the tokens-per-minute limit.
+	TPM int64 `yaml:"tpm"`
+	// QueueLimit is how many requests may wait; past it a request gets
+	// queue_full (or, at a platform model, falls back to another
+	// candidate).
+	QueueLimit int `yaml:"queue_limit"`
+	// MaxWait is how long a request may wait, counted from its arrival;
+	// past it the request gets queue_timeout (or, at a platform model,
+	// waits on its other candidates).
+	MaxWait time.Duration `yaml:"max_wait"`
+	// LeaseTTL is how long a granted slot lives without renewal before it
+	// is reclaimed. Only a platform model's applies: a group's or a key's
+	// scope holds its slots until the request ends.
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// FairnessWindow is how long a waiter may be passed over by later ones
+	// before capacity is held for it.
+	FairnessWindow time.Duration `yaml:"fairness_window"`
 }
 
 // PlatformModel is one model on one platform.

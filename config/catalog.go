@@ -45,15 +45,7 @@ func (c *Config) catalog(lookup lookupFunc) (weir.Catalog, error) {
 			Name:     pm.Name,
 			Platform: pm.Platform,
 			Upstream: pm.Upstream,
-			Limits: weir.Limits{
-				Concurrency:    pm.Concurrency,
-				RPM:            pm.RPM,
-				TPM:            pm.TPM,
-				QueueLimit:     pm.QueueLimit,
-				MaxWait:        pm.MaxWait,
-				LeaseTTL:       pm.LeaseTTL,
-				FairnessWindow: pm.FairnessWindow,
-			},
+			Limits:   pm.Limits,
 		})
 	}
 	for _, m := range c.Models {
@@ -75,16 +67,9 @@ func (c *Config) catalog(lookup lookupFunc) (weir.Catalog, error) {
 	for _, g := range c.Groups {
 		hasDefault = hasDefault || g.Name == c.DefaultGroup
 		cat.Groups = append(cat.Groups, weir.Group{
-			Name:     g.Name,
-			Priority: g.Priority,
-			Limits: weir.Limits{
-				Concurrency:    g.Concurrency,
-				RPM:            g.RPM,
-				TPM:            g.TPM,
-				QueueLimit:     g.QueueLimit,
-				MaxWait:        g.MaxWait,
-				FairnessWindow: g.FairnessWindow,
-			},
+			Name:       g.Name,
+			Priority:   g.Priority,
+			Limits:     g.Limits,
 			RoundRobin: g.RoundRobin,
 		})
 	}
