@@ -2,6 +2,7 @@ package weir
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -153,82 +154,157 @@ type Catalog struct {
 	Groups         []Group
 }
 
-// Validate checks references and values; it reports the first problem.
+// Validate holds the catalog's rules, references and values: every entry
+// named, no name defined twice, every reference to a defined entry, known
+// kinds, http(s) base URLs, no negative limit, timeout or weight. It
+// reports the first problem as a *FieldError whose path names the field
+// as the config file does ("platform_models[1].platform", indexes into
+// c's lists).
 func (c *Catalog) Validate() error {
 	platforms := map[string]bool{}
-	for _, p := range c.Platforms {
-		switch {
-		case p.Name == "":
-			return fmt.Errorf("%w: platform without a name", ErrInvalid)
-		case platforms[p.Name]:
-			return fmt.Errorf("%w: platform %s defined twice", ErrInvalid, p.Name)
-		case p.Kind != "openai":
-			return fmt.Errorf("%w: platform %s: unknown kind %q", ErrInvalid, p.Name, p.Kind)
-		case p.BaseURL == "":
-			return fmt.Errorf("%w: platform %s has no base_url", ErrInvalid, p.Name)
+	for i, p := range c.Platforms {
+		if err := p.validate(platforms); err != nil {
+			return err.within(fmt.Sprintf("platforms[%d]", i))
 		}
 		platforms[p.Name] = true
 	}
 	pms := map[string]bool{}
-	for _, pm := range c.PlatformModels {
-		switch {
-		case pm.Name == "":
-			return fmt.Errorf("%w: platform model without a name", ErrInvalid)
-		case pms[pm.Name]:
-			return fmt.Errorf("%w: platform model %s defined twice", ErrInvalid, pm.Name)
-		case !platforms[pm.Platform]:
-			return fmt.Errorf("%w: platform model %s: unknown platform %q", ErrInvalid, pm.Name, pm.Platform)
-		case pm.Upstream == "":
-			return fmt.Errorf("%w: platform model %s has no upstream model", ErrInvalid, pm.Name)
-		}
-		if err := pm.Limits.Validate(); err != nil {
-			return fmt.Errorf("platform model %s: %w", pm.Name, err)
+	for i, pm := range c.PlatformModels {
+		if err := pm.validate(platforms, pms); err != nil {
+			return err.within(fmt.Sprintf("platform_models[%d]", i))
 		}
 		pms[pm.Name] = true
 	}
 	models := map[string]bool{}
-	for _, m := range c.Models {
-		switch {
-		case m.Name == "":
-			return fmt.Errorf("%w: model without a name", ErrInvalid)
-		case models[m.Name]:
-			return fmt.Errorf("%w: model %s defined twice", ErrInvalid, m.Name)
-		case !m.Kind.Valid():
-			return fmt.Errorf("%w: model %s: unknown kind %q", ErrInvalid, m.Name, m.Kind)
-		case len(m.Candidates) == 0:
-			return fmt.Errorf("%w: model %s has no candidates", ErrInvalid, m.Name)
-		}
-		for _, cd := range m.Candidates {
-			if !pms[cd.PlatformModel] {
-				return fmt.Errorf("%w: model %s: unknown platform model %q", ErrInvalid, m.Name, cd.PlatformModel)
-			}
-			if cd.Weight < 0 {
-				return fmt.Errorf("%w: model %s: negative weight", ErrInvalid, m.Name)
-			}
+	for i, m := range c.Models {
+		if err := m.validate(pms, models); err != nil {
+			return err.within(fmt.Sprintf("models[%d]", i))
 		}
 		models[m.Name] = true
 	}
 	groups := map[string]bool{}
-	for _, g := range c.Groups {
-		switch {
-		case g.Name == "":
-			return fmt.Errorf("%w: group without a name", ErrInvalid)
-		case groups[g.Name]:
-			return fmt.Errorf("%w: group %s defined twice", ErrInvalid, g.Name)
-		}
-		if err := g.Limits.Validate(); err != nil {
-			return fmt.Errorf("group %s: %w", g.Name, err)
+	for i, g := range c.Groups {
+		if err := g.validate(groups); err != nil {
+			return err.within(fmt.Sprintf("groups[%d]", i))
 		}
 		groups[g.Name] = true
 	}
 	return nil
 }
 
-// Validate rejects negative limits.
+// validate checks p, given the platforms defined before it.
+func (p Platform) validate(defined map[string]bool) *FieldError {
+	switch {
+	case p.Name == "":
+		return invalidf("name", "required")
+	case defined[p.Name]:
+		return invalidf("name", "platform %q defined twice", p.Name)
+	case p.Kind != "openai":
+		return invalidf("kind", "unknown kind %q: want openai", p.Kind)
+	case p.BaseURL == "":
+		return invalidf("base_url", "required")
+	case p.Timeout < 0:
+		return invalidf("timeout", "must not be negative")
+	case p.IdleTimeout < 0:
+		return invalidf("idle_timeout", "must not be negative")
+	case p.CallTimeout < 0:
+		return invalidf("call_timeout", "must not be negative")
+	}
+	u, err := url.Parse(p.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return invalidf("base_url", "%q is not an http or https URL", p.BaseURL)
+	}
+	return nil
+}
+
+// validate checks pm, given the platforms and the platform models defined
+// before it.
+func (pm PlatformModel) validate(platforms, defined map[string]bool) *FieldError {
+	switch {
+	case pm.Name == "":
+		return invalidf("name", "required")
+	case defined[pm.Name]:
+		return invalidf("name", "platform model %q defined twice", pm.Name)
+	case pm.Platform == "":
+		return invalidf("platform", "required")
+	case !platforms[pm.Platform]:
+		return invalidf("platform", "unknown platform %q", pm.Platform)
+	case pm.Upstream == "":
+		return invalidf("upstream", "required: the model name sent to the platform")
+	}
+	return pm.Limits.validate()
+}
+
+// validate checks m, given the platform models and the models defined
+// before it.
+func (m Model) validate(pms, defined map[string]bool) *FieldError {
+	switch {
+	case m.Name == "":
+		return invalidf("name", "required")
+	case defined[m.Name]:
+		return invalidf("name", "model %q defined twice", m.Name)
+	case !m.Kind.Valid():
+		return invalidf("kind", "unknown kind %q: want %s, %s, %s, %s or %s",
+			m.Kind, KindChat, KindEmbeddings, KindImages, KindSpeech, KindVideo)
+	case len(m.Candidates) == 0:
+		return invalidf("candidates", "at least one candidate is required")
+	}
+	seen := map[string]bool{}
+	for j, cd := range m.Candidates {
+		var err *FieldError
+		switch {
+		case cd.PlatformModel == "":
+			err = invalidf("platform_model", "required")
+		case !pms[cd.PlatformModel]:
+			err = invalidf("platform_model", "unknown platform model %q", cd.PlatformModel)
+		case seen[cd.PlatformModel]:
+			err = invalidf("platform_model", "%q listed twice", cd.PlatformModel)
+		case cd.Weight < 0:
+			err = invalidf("weight", "must not be negative")
+		}
+		if err != nil {
+			return err.within(fmt.Sprintf("candidates[%d]", j))
+		}
+		seen[cd.PlatformModel] = true
+	}
+	return nil
+}
+
+// validate checks g, given the groups defined before it.
+func (g Group) validate(defined map[string]bool) *FieldError {
+	switch {
+	case g.Name == "":
+		return invalidf("name", "required")
+	case defined[g.Name]:
+		return invalidf("name", "group %q defined twice", g.Name)
+	}
+	return g.Limits.validate()
+}
+
+// Validate rejects negative limits: a *FieldError naming the first.
 func (l Limits) Validate() error {
-	if l.Concurrency < 0 || l.RPM < 0 || l.TPM < 0 || l.QueueLimit < 0 ||
-		l.MaxWait < 0 || l.LeaseTTL < 0 || l.FairnessWindow < 0 {
-		return fmt.Errorf("%w: limits must not be negative", ErrInvalid)
+	if err := l.validate(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (l Limits) validate() *FieldError {
+	for _, f := range []struct {
+		name     string
+		negative bool
+	}{
+		{"concurrency", l.Concurrency < 0},
+		{"rpm", l.RPM < 0},
+		{"tpm", l.TPM < 0},
+		{"queue_limit", l.QueueLimit < 0},
+		{"max_wait", l.MaxWait < 0},
+		{"lease_ttl", l.LeaseTTL < 0},
+		{"fairness_window", l.FairnessWindow < 0},
+	} {
+		if f.negative {
+			return invalidf(f.name, "must not be negative (0 means no limit)")
+		}
 	}
 	return nil
 }

@@ -6,7 +6,10 @@
 // lives in a subpackage and depends inward.
 package weir
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors for the domain. Storage and API layers wrap them.
 var (
@@ -14,3 +17,23 @@ var (
 	ErrConflict = errors.New("conflict")
 	ErrInvalid  = errors.New("invalid")
 )
+
+// FieldError is a problem with one field of an entity, named by its path
+// as the config file writes it ("platform_models[1].platform",
+// "server.listen"). It matches ErrInvalid.
+type FieldError struct {
+	Path string
+	Msg  string
+}
+
+func (e *FieldError) Error() string { return e.Path + ": " + e.Msg }
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+// within is e for the same field of an entity found at path.
+func (e *FieldError) within(path string) *FieldError {
+	return &FieldError{Path: path + "." + e.Path, Msg: e.Msg}
+}
+
+func invalidf(path, format string, args ...any) *FieldError {
+	return &FieldError{Path: path, Msg: fmt.Sprintf(format, args...)}
+}

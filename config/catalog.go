@@ -1,17 +1,17 @@
 package config
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/weir-gateway/weir"
 )
 
-// Catalog converts the config's catalog to the domain's. Each platform's
-// credential is read from the environment variable its api_key_env names;
-// an unset variable gives an empty key, which is allowed (the mock provider
-// needs none). The default group is added, with no limits, when the config
-// does not define it. The result passes weir.Catalog.Validate.
+// Catalog validates c and converts its catalog to the domain's. Each
+// platform's credential is read from the environment variable its
+// api_key_env names; an unset variable gives an empty key, which is
+// allowed (the mock provider needs none). The default group is added,
+// with no limits, when the config does not define it. The result passes
+// weir.Catalog.Validate.
 func (c *Config) Catalog() (weir.Catalog, error) {
 	return c.catalog(os.LookupEnv)
 }
@@ -20,6 +20,12 @@ func (c *Config) catalog(lookup lookupFunc) (weir.Catalog, error) {
 	if err := c.Validate(); err != nil {
 		return weir.Catalog{}, err
 	}
+	return c.toCatalog(lookup), nil
+}
+
+// toCatalog converts c's catalog, entry for entry in the file's order,
+// without validating it.
+func (c *Config) toCatalog(lookup lookupFunc) weir.Catalog {
 	var cat weir.Catalog
 	for _, p := range c.Platforms {
 		kind := p.Kind
@@ -76,8 +82,5 @@ func (c *Config) catalog(lookup lookupFunc) (weir.Catalog, error) {
 	if !hasDefault {
 		cat.Groups = append(cat.Groups, weir.Group{Name: c.DefaultGroup})
 	}
-	if err := cat.Validate(); err != nil {
-		return weir.Catalog{}, fmt.Errorf("catalog: %w", err)
-	}
-	return cat, nil
+	return cat
 }

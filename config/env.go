@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/weir-gateway/weir"
 )
 
 // yamlName is the key a struct field is written as in the file.
@@ -45,7 +47,7 @@ func expandValue(v reflect.Value, path string, lookup lookupFunc) error {
 	case reflect.String:
 		s, err := expand(v.String(), lookup)
 		if err != nil {
-			return &fieldError{path: path, msg: err.Error()}
+			return &weir.FieldError{Path: path, Msg: err.Error()}
 		}
 		v.SetString(s)
 	case reflect.Struct:
