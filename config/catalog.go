@@ -1,17 +1,17 @@
 package config
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/weir-gateway/weir"
 )
 
-// Catalog converts the config's catalog to the domain's. Each platform's
-// credential is read from the environment variable its api_key_env names;
-// an unset variable gives an empty key, which is allowed (the mock provider
-// needs none). The default group is added, with no limits, when the config
-// does not define it. The result passes weir.Catalog.Validate.
+// Catalog validates c and converts its catalog to the domain's. Each
+// platform's credential is read from the environment variable its
+// api_key_env names; an unset variable gives an empty key, which is
+// allowed (the mock provider needs none). The default group is added,
+// with no limits, when the config does not define it. The result passes
+// weir.Catalog.Validate.
 func (c *Config) Catalog() (weir.Catalog, error) {
 	return c.catalog(os.LookupEnv)
 }
@@ -20,6 +20,12 @@ func (c *Config) catalog(lookup lookupFunc) (weir.Catalog, error) {
 	if err := c.Validate(); err != nil {
 		return weir.Catalog{}, err
 	}
+	return c.toCatalog(lookup), nil
+}
+
+// toCatalog converts c's catalog, entry for entry in the file's order,
+// without validating it.
+func (c *Config) toCatalog(lookup lookupFunc) weir.Catalog {
 	var cat weir.Catalog
 	for _, p := range c.Platforms {
 		kind := p.Kind
@@ -45,15 +51,7 @@ func (c *Config) catalog(lookup lookupFunc) (weir.Catalog, error) {
 			Name:     pm.Name,
 			Platform: pm.Platform,
 			Upstream: pm.Upstream,
-			Limits: weir.Limits{
-				Concurrency:    pm.Concurrency,
-				RPM:            pm.RPM,
-				TPM:            pm.TPM,
-				QueueLimit:     pm.QueueLimit,
-				MaxWait:        pm.MaxWait,
-				LeaseTTL:       pm.LeaseTTL,
-				FairnessWindow: pm.FairnessWindow,
-			},
+			Limits:   pm.Limits,
 		})
 	}
 	for _, m := range c.Models {
@@ -75,24 +73,14 @@ func (c *Config) catalog(lookup lookupFunc) (weir.Catalog, error) {
 	for _, g := range c.Groups {
 		hasDefault = hasDefault || g.Name == c.DefaultGroup
 		cat.Groups = append(cat.Groups, weir.Group{
-			Name:     g.Name,
-			Priority: g.Priority,
-			Limits: weir.Limits{
-				Concurrency:    g.Concurrency,
-				RPM:            g.RPM,
-				TPM:            g.TPM,
-				QueueLimit:     g.QueueLimit,
-				MaxWait:        g.MaxWait,
-				FairnessWindow: g.FairnessWindow,
-			},
+			Name:       g.Name,
+			Priority:   g.Priority,
+			Limits:     g.Limits,
 			RoundRobin: g.RoundRobin,
 		})
 	}
 	if !hasDefault {
 		cat.Groups = append(cat.Groups, weir.Group{Name: c.DefaultGroup})
 	}
-	if err := cat.Validate(); err != nil {
-		return weir.Catalog{}, fmt.Errorf("catalog: %w", err)
-	}
-	return cat, nil
+	return cat
 }

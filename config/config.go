@@ -10,6 +10,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -222,8 +223,12 @@ type Platform struct {
 	CallTimeout time.Duration `yaml:"call_timeout"`
 }
 
-// PlatformModel is one model on one platform, with its limits. Every limit
-// uses 0 for "no limit".
+// PlatformModel is one model on one platform, with its limits (see
+// weir.Limits; each defaults to 0, no limit). A request past a platform
+// model's queue_limit or max_wait falls back to another candidate, or gets
+// queue_full or queue_timeout; one estimated to need more tokens than its
+// tpm can never be served there and falls back, or gets 400
+// invalid_request.
 type PlatformModel struct {
 	// Name identifies it in candidates, e.g. "openai-main/gpt-4o". Required.
 	Name string `yaml:"name"`
@@ -231,27 +236,9 @@ type PlatformModel struct {
 	Platform string `yaml:"platform"`
 	// Upstream is the model name sent to the platform. Required.
 	Upstream string `yaml:"upstream"`
-	// Concurrency is how many requests may run at once. Default 0.
-	Concurrency int64 `yaml:"concurrency"`
-	// RPM is the requests-per-minute limit. Default 0.
-	RPM int64 `yaml:"rpm"`
-	// TPM is the tokens-per-minute limit. A request estimated to need more
-	// tokens than TPM can never be served here and falls back to another
-	// candidate, or gets 400 invalid_request. Default 0.
-	TPM int64 `yaml:"tpm"`
-	// QueueLimit is how many requests may wait for it; past it a request
-	// falls back to another candidate, or gets queue_full. Default 0.
-	QueueLimit int `yaml:"queue_limit"`
-	// MaxWait is how long a request may wait for it, counted from its
-	// arrival; past it the request waits on its other candidates (the
-	// fallbacks), or gets queue_timeout if none is left. Default 0.
-	MaxWait time.Duration `yaml:"max_wait"`
-	// LeaseTTL is how long a granted slot lives without renewal before it
-	// is reclaimed. Default 0: never expires.
-	LeaseTTL time.Duration `yaml:"lease_ttl"`
-	// FairnessWindow is how long a waiter may be passed over by later ones
-	// before capacity is held for it. Default 0: never held.
-	FairnessWindow time.Duration `yaml:"fairness_window"`
+	// Limits are concurrency, rpm, tpm, queue_limit, max_wait, lease_ttl
+	// and fairness_window, written in the entry itself.
+	weir.Limits `yaml:",inline"`
 }
 
 // Model is a public model name and the platform models that serve it.
@@ -278,35 +265,33 @@ type Candidate struct {
 	Weight int `yaml:"weight"`
 }
 
-// Group is a class of keys with its own limits and default priority. Every
-// limit uses 0 for "no limit".
+// Group is a class of keys with its own limits and default priority. Its
+// limits are a platform model's but lease_ttl (see weir.Limits; each
+// defaults to 0, no limit); every candidate needs the group's scope, so a
+// request past its queue_limit or max_wait gets queue_full or
+// queue_timeout.
 type Group struct {
 	// Name identifies the group; keys are created in a group. Required.
 	Name string `yaml:"name"`
 	// Priority is the admission priority of its requests: higher first.
 	// Default 0.
 	Priority int32 `yaml:"priority"`
-	// Concurrency is how many of the group's requests may run at once.
-	// Default 0.
-	Concurrency int64 `yaml:"concurrency"`
-	// RPM is the group's requests-per-minute limit. Default 0.
-	RPM int64 `yaml:"rpm"`
-	// TPM is the group's tokens-per-minute limit. Default 0.
-	TPM int64 `yaml:"tpm"`
-	// QueueLimit is how many of the group's requests may wait. Default 0.
-	QueueLimit int `yaml:"queue_limit"`
-	// MaxWait caps how long the group's requests wait (every candidate
-	// needs the group's scope, so past it they get queue_timeout).
-	// Default 0.
-	MaxWait time.Duration `yaml:"max_wait"`
-	// FairnessWindow is how long a waiter may be passed over by later ones
-	// in the group's scope before capacity is held for it. Default 0.
-	FairnessWindow time.Duration `yaml:"fairness_window"`
+	// Limits are concurrency, rpm, tpm, queue_limit, max_wait and
+	// fairness_window, written in the entry itself; lease_ttl is not a
+	// group's (groupsTakeNo).
+	weir.Limits `yaml:",inline"`
 	// RoundRobin makes the group's keys take turns for the group's own
 	// concurrency instead of being served in arrival order alone. (At a
 	// platform model, keys of the same priority always take turns.)
 	// Default false.
 	RoundRobin bool `yaml:"round_robin"`
+}
+
+// notTaken are the keys an inlined struct brings into an entry that the
+// entry does not take: the file refuses them as unknown fields. A group's
+// scope holds its slots until the request ends, so it has no lease_ttl.
+var notTaken = map[reflect.Type][]string{
+	reflect.TypeFor[Group](): {"lease_ttl"},
 }
 
 // Default returns a config with every default set and an empty catalog.
@@ -406,6 +391,13 @@ func decode(data []byte, c *Config) error {
 	var next yaml.Node
 	switch err := dec.Decode(&next); {
 	case errors.Is(err, io.EOF):
+		var doc yaml.Node
+		if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
+			return err // decoded strictly just now: not expected
+		}
+		if msgs := refuseNotTaken(doc.Content[0], reflect.TypeFor[Config](), ""); len(msgs) > 0 {
+			return errors.New(strings.Join(msgs, "; "))
+		}
 		return nil
 	case err != nil:
 		return decodeError(err)
@@ -426,11 +418,7 @@ func decodeError(err error) error {
 		// "line 3: field lisen not found in type config.Server" becomes
 		// `line 3: unknown field "lisen" in server`.
 		if sm := unknownField.FindStringSubmatch(m); sm != nil {
-			where := "at the top level"
-			if p := sectionOf[sm[3]]; p != "" {
-				where = "in " + p
-			}
-			m = fmt.Sprintf("%sunknown field %q %s", sm[1], sm[2], where)
+			m = fmt.Sprintf("%sunknown field %q %s", sm[1], sm[2], whereIn(sectionOf[sm[3]]))
 		}
 		if strings.Contains(m, "into time.Duration") {
 			m += ` (a duration is a Go duration string such as "30s" or "1m30s")`
@@ -449,8 +437,7 @@ var sectionOf = func() map[string]string {
 	var walk func(t reflect.Type, path string)
 	walk = func(t reflect.Type, path string) {
 		m[t.String()] = path
-		for i := range t.NumField() {
-			f := t.Field(i)
+		for _, f := range fileFields(t) {
 			p := yamlName(f)
 			if path != "" {
 				p = path + "." + p
@@ -466,6 +453,60 @@ var sectionOf = func() map[string]string {
 	walk(reflect.TypeFor[Config](), "")
 	return m
 }()
+
+// refuseNotTaken reports the keys of a decoded file's node n, of type t in
+// section, that the entry does not take (notTaken), as the YAML library
+// reports an unknown field. Strict decoding cannot: the inlined struct has
+// them.
+func refuseNotTaken(n *yaml.Node, t reflect.Type, section string) []string {
+	var out []string
+	switch {
+	case n.Kind == yaml.AliasNode:
+		return refuseNotTaken(n.Alias, t, section)
+	case n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice:
+		for _, e := range n.Content {
+			out = append(out, refuseNotTaken(e, t.Elem(), section+"[]")...)
+		}
+	case n.Kind == yaml.MappingNode && t.Kind() == reflect.Struct && t != durationType:
+		fields := map[string]reflect.Type{}
+		for _, f := range fileFields(t) {
+			fields[yamlName(f)] = f.Type
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Value == "<<" { // a merge: one mapping or a list of them
+				merged := []*yaml.Node{v}
+				if v.Kind == yaml.SequenceNode {
+					merged = v.Content
+				}
+				for _, m := range merged {
+					out = append(out, refuseNotTaken(m, t, section)...)
+				}
+				continue
+			}
+			if slices.Contains(notTaken[t], k.Value) {
+				out = append(out, fmt.Sprintf("line %d: unknown field %q %s", k.Line, k.Value, whereIn(section)))
+				continue
+			}
+			if ft, ok := fields[k.Value]; ok {
+				p := k.Value
+				if section != "" {
+					p = section + "." + p
+				}
+				out = append(out, refuseNotTaken(v, ft, p)...)
+			}
+		}
+	}
+	return out
+}
+
+// whereIn says where in the file section is, for messages.
+func whereIn(section string) string {
+	if section == "" {
+		return "at the top level"
+	}
+	return "in " + section
+}
 
 // applyEntryDefaults fills the defaults of list entries, which decoding
 // over Default() cannot reach.

@@ -331,6 +331,8 @@ func TestStrictDecoding(t *testing.T) {
 		{"unknown platform field", "platforms:\n  - name: a\n    base_url: http://x\n    apikey: sk\n", []string{`line 4: unknown field "apikey" in platforms[]`}},
 		{"unknown candidate field", "models:\n  - name: m\n    candidates:\n      - platform_model: x\n        prio: 1\n", []string{`line 5: unknown field "prio" in models[].candidates[]`}},
 		{"lease_ttl is not a group field", "groups:\n  - name: g\n    lease_ttl: 5s\n", []string{`line 3: unknown field "lease_ttl" in groups[]`}},
+		{"lease_ttl merged into a group", "platform_models:\n  - &limits\n    concurrency: 1\n    lease_ttl: 5s\ngroups:\n  - <<: *limits\n    name: g\n",
+			[]string{`line 4: unknown field "lease_ttl" in groups[]`}},
 		{"wrong type", "server:\n  retry_budget: many\n", []string{"line 2", "many"}},
 		{"list for a section", "server:\n  - listen\n", []string{"line 2"}},
 		{"syntax error", "server:\n  listen: [\n", []string{"line"}},

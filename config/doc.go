@@ -21,7 +21,10 @@
 //     WEIR_SERVER_MAX_BODY_BYTES, WEIR_SERVER_COOLDOWN_FAILURES,
 //     WEIR_STORAGE_PATH. An empty variable is ignored; a value that does not
 //     parse is an error naming the variable.
-//  6. Validate, which reports the first problem with its path, e.g.
+//  6. Validate, which checks what is the file's own (server and storage
+//     settings, api_key_env names, the default group) and then the catalog
+//     by weir.Catalog.Validate, the one set of catalog rules, and reports
+//     the first problem with its path in the file, e.g.
 //     `platform_models[2].platform: unknown platform "x"`.
 //
 // Platform credentials never sit in the file: a platform names the

@@ -3,9 +3,12 @@ package config
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/weir-gateway/weir"
 )
 
 // yamlName is the key a struct field is written as in the file.
@@ -15,6 +18,21 @@ func yamlName(f reflect.StructField) string {
 		name = strings.ToLower(f.Name)
 	}
 	return name
+}
+
+// fileFields lists the fields of struct type t as the file writes them:
+// the fields of an inlined struct (`yaml:",inline"`) in its place, less
+// those t's entries do not take (notTaken). Each field's Index reaches it
+// from t (reflect.Value.FieldByIndex).
+func fileFields(t reflect.Type) []reflect.StructField {
+	var out []reflect.StructField
+	for _, f := range reflect.VisibleFields(t) {
+		if !f.IsExported() || f.Anonymous || slices.Contains(notTaken[t], yamlName(f)) {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 // expandStrings replaces ${VAR} references in every string field of c.
@@ -29,21 +47,16 @@ func expandValue(v reflect.Value, path string, lookup lookupFunc) error {
 	case reflect.String:
 		s, err := expand(v.String(), lookup)
 		if err != nil {
-			return &fieldError{path: path, msg: err.Error()}
+			return &weir.FieldError{Path: path, Msg: err.Error()}
 		}
 		v.SetString(s)
 	case reflect.Struct:
-		t := v.Type()
-		for i := range t.NumField() {
-			f := t.Field(i)
-			if !f.IsExported() {
-				continue
-			}
+		for _, f := range fileFields(v.Type()) {
 			p := yamlName(f)
 			if path != "" {
 				p = path + "." + p
 			}
-			if err := expandValue(v.Field(i), p, lookup); err != nil {
+			if err := expandValue(v.FieldByIndex(f.Index), p, lookup); err != nil {
 				return err
 			}
 		}
@@ -127,18 +140,13 @@ func overrides(c *Config) []override {
 	var out []override
 	var walk func(v reflect.Value, env, path string)
 	walk = func(v reflect.Value, env, path string) {
-		t := v.Type()
-		for i := range t.NumField() {
-			f := t.Field(i)
-			if !f.IsExported() {
-				continue
-			}
+		for _, f := range fileFields(v.Type()) {
 			env, path := env+"_"+strings.ToUpper(yamlName(f)), path+"."+yamlName(f)
 			if f.Type.Kind() == reflect.Struct {
-				walk(v.Field(i), env, path)
+				walk(v.FieldByIndex(f.Index), env, path)
 				continue
 			}
-			out = append(out, override{env: env, path: path, field: v.Field(i)})
+			out = append(out, override{env: env, path: path, field: v.FieldByIndex(f.Index)})
 		}
 	}
 	walk(reflect.ValueOf(&c.Server).Elem(), "WEIR_SERVER", "server")

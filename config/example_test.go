@@ -182,8 +182,7 @@ func TestExampleDocumentsEveryField(t *testing.T) {
 // "server.cooldown.failures", "models[].candidates[].weight".
 func fieldPaths(t reflect.Type, prefix string) []string {
 	var out []string
-	for i := range t.NumField() {
-		f := t.Field(i)
+	for _, f := range fileFields(t) {
 		p := yamlName(f)
 		if prefix != "" {
 			p = prefix + "." + p
@@ -204,9 +203,9 @@ func fieldPaths(t reflect.Type, prefix string) []string {
 func fieldKind(path string) reflect.Kind {
 	t := reflect.TypeFor[Config]()
 	for _, part := range strings.Split(path, ".") {
-		for i := range t.NumField() {
-			if yamlName(t.Field(i)) == part {
-				t = t.Field(i).Type
+		for _, f := range fileFields(t) {
+			if yamlName(f) == part {
+				t = f.Type
 				break
 			}
 		}

@@ -3,30 +3,20 @@ package config
 import (
 	"fmt"
 	"net"
-	"net/url"
-	"time"
 
 	"github.com/weir-gateway/weir"
 )
 
-// fieldError is a problem with one field, named by its path in the file
-// (`platform_models[2].platform`). It matches weir.ErrInvalid.
-type fieldError struct {
-	path string
-	msg  string
-}
-
-func (e *fieldError) Error() string { return e.path + ": " + e.msg }
-func (e *fieldError) Unwrap() error { return weir.ErrInvalid }
-
 func invalidf(path, format string, args ...any) error {
-	return &fieldError{path: path, msg: fmt.Sprintf(format, args...)}
+	return &weir.FieldError{Path: path, Msg: fmt.Sprintf(format, args...)}
 }
 
-// Validate reports the first problem in c, with its path: bad server or
-// storage values, catalog entries without a name or defined twice,
-// references to undefined platforms or platform models, and negative
-// limits. The error matches weir.ErrInvalid.
+// Validate reports the first problem in c, with its path in the file: bad
+// server or storage values, a platform's api_key_env that is not a
+// variable name, no default group, then whatever weir.Catalog.Validate
+// finds in the catalog the file makes (entries without a name or defined
+// twice, references to undefined platforms or platform models, negative
+// limits...). The error matches weir.ErrInvalid.
 func (c *Config) Validate() error {
 	if err := c.Server.validate(); err != nil {
 		return err
@@ -34,101 +24,20 @@ func (c *Config) Validate() error {
 	if err := c.Storage.validate(); err != nil {
 		return err
 	}
-
-	platforms := map[string]bool{}
 	for i, p := range c.Platforms {
-		path := fmt.Sprintf("platforms[%d]", i)
-		if err := p.validate(path); err != nil {
-			return err
+		if p.APIKeyEnv != "" && !validEnvName(p.APIKeyEnv) {
+			// Never echo the value: it may be a key pasted in by mistake.
+			return invalidf(fmt.Sprintf("platforms[%d].api_key_env", i),
+				"not an environment variable name; put the key in a variable and name the variable here")
 		}
-		if platforms[p.Name] {
-			return invalidf(path+".name", "platform %q defined twice", p.Name)
-		}
-		platforms[p.Name] = true
-	}
-
-	pms := map[string]bool{}
-	for i, pm := range c.PlatformModels {
-		path := fmt.Sprintf("platform_models[%d]", i)
-		switch {
-		case pm.Name == "":
-			return invalidf(path+".name", "required")
-		case pms[pm.Name]:
-			return invalidf(path+".name", "platform model %q defined twice", pm.Name)
-		case pm.Platform == "":
-			return invalidf(path+".platform", "required")
-		case !platforms[pm.Platform]:
-			return invalidf(path+".platform", "unknown platform %q", pm.Platform)
-		case pm.Upstream == "":
-			return invalidf(path+".upstream", "required: the model name sent to the platform")
-		}
-		if err := validateLimits(path, []limit{
-			{"concurrency", pm.Concurrency}, {"rpm", pm.RPM}, {"tpm", pm.TPM},
-			{"queue_limit", int64(pm.QueueLimit)},
-		}, []durationLimit{
-			{"max_wait", pm.MaxWait}, {"lease_ttl", pm.LeaseTTL},
-			{"fairness_window", pm.FairnessWindow},
-		}); err != nil {
-			return err
-		}
-		pms[pm.Name] = true
-	}
-
-	models := map[string]bool{}
-	for i, m := range c.Models {
-		path := fmt.Sprintf("models[%d]", i)
-		switch {
-		case m.Name == "":
-			return invalidf(path+".name", "required")
-		case models[m.Name]:
-			return invalidf(path+".name", "model %q defined twice", m.Name)
-		case !m.Kind.Valid():
-			return invalidf(path+".kind", "unknown kind %q: want %s, %s, %s, %s or %s",
-				m.Kind, weir.KindChat, weir.KindEmbeddings, weir.KindImages, weir.KindSpeech, weir.KindVideo)
-		case len(m.Candidates) == 0:
-			return invalidf(path+".candidates", "at least one candidate is required")
-		}
-		seen := map[string]bool{}
-		for j, cd := range m.Candidates {
-			cpath := fmt.Sprintf("%s.candidates[%d]", path, j)
-			switch {
-			case cd.PlatformModel == "":
-				return invalidf(cpath+".platform_model", "required")
-			case !pms[cd.PlatformModel]:
-				return invalidf(cpath+".platform_model", "unknown platform model %q", cd.PlatformModel)
-			case seen[cd.PlatformModel]:
-				return invalidf(cpath+".platform_model", "%q listed twice", cd.PlatformModel)
-			case cd.Weight < 0:
-				return invalidf(cpath+".weight", "must not be negative")
-			}
-			seen[cd.PlatformModel] = true
-		}
-		models[m.Name] = true
-	}
-
-	groups := map[string]bool{}
-	for i, g := range c.Groups {
-		path := fmt.Sprintf("groups[%d]", i)
-		switch {
-		case g.Name == "":
-			return invalidf(path+".name", "required")
-		case groups[g.Name]:
-			return invalidf(path+".name", "group %q defined twice", g.Name)
-		}
-		if err := validateLimits(path, []limit{
-			{"concurrency", g.Concurrency}, {"rpm", g.RPM}, {"tpm", g.TPM},
-			{"queue_limit", int64(g.QueueLimit)},
-		}, []durationLimit{
-			{"max_wait", g.MaxWait}, {"fairness_window", g.FairnessWindow},
-		}); err != nil {
-			return err
-		}
-		groups[g.Name] = true
 	}
 	if c.DefaultGroup == "" {
 		return invalidf("default_group", "required")
 	}
-	return nil
+	// The catalog's entries are the file's, in the file's order, so the
+	// paths of its errors are the file's.
+	cat := c.toCatalog(func(string) (string, bool) { return "", false })
+	return cat.Validate()
 }
 
 func (s *Server) validate() error {
@@ -188,55 +97,6 @@ func (s *Storage) validate() error {
 		return invalidf("storage.driver", "unknown driver %q: want sqlite", s.Driver)
 	case s.Path == "":
 		return invalidf("storage.path", "required")
-	}
-	return nil
-}
-
-func (p *Platform) validate(path string) error {
-	switch {
-	case p.Name == "":
-		return invalidf(path+".name", "required")
-	case p.Kind != "" && p.Kind != "openai": // "" is the default, openai
-		return invalidf(path+".kind", "unknown kind %q: want openai", p.Kind)
-	case p.BaseURL == "":
-		return invalidf(path+".base_url", "required")
-	case p.APIKeyEnv != "" && !validEnvName(p.APIKeyEnv):
-		// Never echo the value: it may be a key pasted in by mistake.
-		return invalidf(path+".api_key_env", "not an environment variable name; put the key in a variable and name the variable here")
-	case p.Timeout < 0:
-		return invalidf(path+".timeout", "must not be negative")
-	case p.IdleTimeout < 0:
-		return invalidf(path+".idle_timeout", "must not be negative")
-	case p.CallTimeout < 0:
-		return invalidf(path+".call_timeout", "must not be negative")
-	}
-	u, err := url.Parse(p.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return invalidf(path+".base_url", "%q is not an http or https URL", p.BaseURL)
-	}
-	return nil
-}
-
-type limit struct {
-	name string
-	v    int64
-}
-
-type durationLimit struct {
-	name string
-	v    time.Duration
-}
-
-func validateLimits(path string, limits []limit, durations []durationLimit) error {
-	for _, l := range limits {
-		if l.v < 0 {
-			return invalidf(path+"."+l.name, "must not be negative (0 means no limit)")
-		}
-	}
-	for _, d := range durations {
-		if d.v < 0 {
-			return invalidf(path+"."+d.name, "must not be negative (0 means no limit)")
-		}
 	}
 	return nil
 }

@@ -2,8 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"net/http"
 	"sync"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/keys"
 )
 
 // keyCache remembers keys looked up by the hash of their secret for a short
@@ -75,8 +74,7 @@ func (s *Server) authenticate(r *http.Request) (weir.APIKey, *apiError) {
 	if secret == "" {
 		return weir.APIKey{}, denied
 	}
-	sum := sha256.Sum256([]byte(secret))
-	k, found, err := s.keys.get(r.Context(), s.deps.Store, hex.EncodeToString(sum[:]))
+	k, found, err := s.keys.get(r.Context(), s.deps.Store, keys.Hash(secret))
 	if err != nil {
 		info(r.Context()).log().Error("key lookup failed", "error", err)
 		return weir.APIKey{}, errorf(CodeInternal, "", "key lookup failed")

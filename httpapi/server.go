@@ -248,18 +248,46 @@ func NewUpstreamTransport() *http.Transport {
 // plans tasks through it). Call it before serving.
 func (s *Server) SetTasks(t *task.Service) { s.deps.Tasks = t }
 
-// Scope names. Each request needs one of each.
+// The engine's settings for the scopes the catalog makes, each from its
+// entity's weir.Limits: this is the one place where the domain's limits
+// become the engine's (admission knows no catalog). Each request needs one
+// of each.
 
-func limitsScope(l weir.Limits) admission.ScopeConfig {
+// scopeConfig is the settings every scope takes from its limits.
+func scopeConfig(l weir.Limits) admission.ScopeConfig {
 	return admission.ScopeConfig{
 		Limit:          l.Concurrency,
 		QueueLimit:     l.QueueLimit,
 		MaxWait:        l.MaxWait,
-		LeaseTTL:       l.LeaseTTL,
 		FairnessWindow: l.FairnessWindow,
 		RPM:            l.RPM,
 		TPM:            l.TPM,
 	}
+}
+
+// platformModelScopeConfig: a platform model is where tenants meet, so
+// keys of the same priority take turns there (FIFO within a key), and one
+// key with a thousand queued requests does not stall everyone else. Its
+// lease TTL reclaims the slots of work that died unseen.
+func platformModelScopeConfig(pm weir.PlatformModel) admission.ScopeConfig {
+	cfg := scopeConfig(pm.Limits)
+	cfg.LeaseTTL = pm.LeaseTTL
+	cfg.RoundRobin = true
+	return cfg
+}
+
+// groupScopeConfig: a group's keys take turns if it says so. It holds its
+// slots until the request ends (no lease TTL).
+func groupScopeConfig(g weir.Group) admission.ScopeConfig {
+	cfg := scopeConfig(g.Limits)
+	cfg.RoundRobin = g.RoundRobin
+	return cfg
+}
+
+// keyScopeConfig: a key's scope holds its slots until the request ends
+// (no lease TTL).
+func keyScopeConfig(k weir.APIKey) admission.ScopeConfig {
+	return scopeConfig(k.Limits)
 }
 
 // Apply makes cat the served catalog: it configures the scopes of its
@@ -312,20 +340,12 @@ func (s *Server) Apply(ctx context.Context, cat weir.Catalog, defaultGroup strin
 		next.groups[defaultGroup] = weir.Group{Name: defaultGroup}
 	}
 	for _, pm := range next.pms {
-		// A platform model is where tenants meet: keys of the same
-		// priority take turns there (FIFO within a key), so one key with a
-		// thousand queued requests does not stall everyone else.
-		cfg := limitsScope(pm.Limits)
-		cfg.RoundRobin = true
-		if err := s.deps.Engine.SetScope(ctx, weir.PlatformModelScope(pm.Name), cfg); err != nil {
+		if err := s.deps.Engine.SetScope(ctx, weir.PlatformModelScope(pm.Name), platformModelScopeConfig(pm)); err != nil {
 			return fmt.Errorf("platform model %s: %w", pm.Name, err)
 		}
 	}
 	for _, g := range next.groups {
-		cfg := limitsScope(g.Limits)
-		cfg.LeaseTTL = 0
-		cfg.RoundRobin = g.RoundRobin
-		if err := s.deps.Engine.SetScope(ctx, weir.GroupScope(g.Name), cfg); err != nil {
+		if err := s.deps.Engine.SetScope(ctx, weir.GroupScope(g.Name), groupScopeConfig(g)); err != nil {
 			return fmt.Errorf("group %s: %w", g.Name, err)
 		}
 	}
@@ -350,9 +370,7 @@ func (s *Server) ensureKeyScope(ctx context.Context, k weir.APIKey) error {
 	if _, ok := s.keyScopes.Load(k.ID); ok {
 		return nil
 	}
-	cfg := limitsScope(k.Limits)
-	cfg.LeaseTTL = 0
-	if err := s.deps.Engine.SetScope(ctx, weir.KeyScope(k.ID), cfg); err != nil {
+	if err := s.deps.Engine.SetScope(ctx, weir.KeyScope(k.ID), keyScopeConfig(k)); err != nil {
 		return err
 	}
 	s.keyScopes.Store(k.ID, struct{}{})

@@ -15,6 +15,7 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/provider"
+	"github.com/weir-gateway/weir/provider/openaiwire"
 	"github.com/weir-gateway/weir/task"
 )
 
@@ -95,25 +96,14 @@ func (s *Server) targetIn(st *state, pmName string) (task.Target, bool) {
 	return task.Target{PlatformModel: pm.Name, Upstream: pm.Upstream, Adapter: ad}, true
 }
 
-// videoObject is OpenAI's video object, every field of it (nullable ones
-// null, not left out, as OpenAI sends them), with where the task stands
-// in Weir's queue.
+// videoObject is OpenAI's video object as Weir answers with it, and where
+// the task stands in Weir's queue. Its id is the task's, not the upstream
+// job's (the client never sees those), and its other fields are what the
+// client asked for until the upstream says what it made.
+// remixed_from_video_id is always null: Weir has no remix endpoint.
 type videoObject struct {
-	ID          string  `json:"id"`
-	Object      string  `json:"object"`
-	Model       string  `json:"model"`
-	Status      string  `json:"status"`
-	Progress    int     `json:"progress"`
-	CreatedAt   int64   `json:"created_at"`
-	CompletedAt *int64  `json:"completed_at"`
-	ExpiresAt   *int64  `json:"expires_at"`
-	Prompt      *string `json:"prompt"`
-	Seconds     string  `json:"seconds"`
-	Size        string  `json:"size"`
-	// RemixedFromVideoID is always null: Weir has no remix endpoint.
-	RemixedFromVideoID *string         `json:"remixed_from_video_id"`
-	Error              *taskError      `json:"error"`
-	Weir               taskQueueDetail `json:"weir"`
+	openaiwire.Video
+	Weir taskQueueDetail `json:"weir"`
 }
 
 // videoFields are the fields of a video request, or of the upstream's
@@ -176,13 +166,13 @@ type taskQueue struct {
 func openAIVideoStatus(st weir.TaskStatus) string {
 	switch st {
 	case weir.TaskQueued:
-		return "queued"
+		return openaiwire.VideoQueued
 	case weir.TaskAdmitted, weir.TaskRunning:
-		return "in_progress"
+		return openaiwire.VideoInProgress
 	case weir.TaskSucceeded:
-		return "completed"
+		return openaiwire.VideoCompleted
 	default:
-		return "failed"
+		return openaiwire.VideoFailed
 	}
 }
 
@@ -194,8 +184,9 @@ const (
 
 func (s *Server) videoOf(ctx context.Context, t weir.Task) videoObject {
 	v := videoObject{
-		ID: t.ID, Object: "video", Model: t.Model, Status: openAIVideoStatus(t.Status),
-		Progress: t.Progress, CreatedAt: t.CreatedAt.Unix(), Weir: taskQueueDetail{Status: t.Status},
+		Video: openaiwire.Video{ID: t.ID, Object: "video", Model: t.Model, Status: openAIVideoStatus(t.Status),
+			Progress: float64(t.Progress), CreatedAt: t.CreatedAt.Unix()},
+		Weir: taskQueueDetail{Status: t.Status},
 	}
 	// What the client asked for, or OpenAI's defaults for what it did
 	// not, until the upstream says what it made (its object is the task's
@@ -224,7 +215,10 @@ func (s *Server) videoOf(ctx context.Context, t weir.Task) videoObject {
 		}
 		v.ExpiresAt = up.ExpiresAt
 	}
-	v.CompletedAt, v.Error = finishedAt(t), errorOf(t)
+	v.CompletedAt = finishedAt(t)
+	if e := errorOf(t); e != nil {
+		v.Error = &openaiwire.VideoError{Code: e.Code, Message: e.Message}
+	}
 	if q := s.queueOf(ctx, t); q != nil {
 		v.Weir.QueuePosition, v.Weir.EstimatedWait = &q.Position, &q.EstimatedWait
 	}

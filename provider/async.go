@@ -9,9 +9,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/provider/openaiwire"
 )
 
 // Asynchronous upstreams (video generation and the like) take a job, answer
@@ -258,32 +260,34 @@ func notFound(err error) error {
 	return err
 }
 
-// videoObject is the part of OpenAI's video object a Job needs.
-type videoObject struct {
-	ID       string   `json:"id"`
-	Status   string   `json:"status"`
-	Progress *float64 `json:"progress"`
-	Error    *struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
+var videoStatuses = map[string]JobStatus{
+	openaiwire.VideoQueued:     JobQueued,
+	openaiwire.VideoInProgress: JobRunning,
+	openaiwire.VideoCompleted:  JobSucceeded,
+	openaiwire.VideoFailed:     JobFailed,
 }
 
-var videoStatuses = map[string]JobStatus{
-	"queued":      JobQueued,
-	"in_progress": JobRunning,
-	"completed":   JobSucceeded,
-	"failed":      JobFailed,
-}
+// jobFields are the video object's fields a Job is made of.
+var jobFields = map[string]bool{"id": true, "status": true, "progress": true, "error": true}
 
 func decodeVideo(status int, body []byte) (Job, error) {
 	unexpected := func(format string, args ...any) (Job, error) {
 		return Job{}, &Error{Status: status, Body: body,
 			Err: fmt.Errorf("%w: %s", ErrUnexpectedResponse, fmt.Sprintf(format, args...))}
 	}
-	var o videoObject
+	var o openaiwire.Video
 	if err := json.Unmarshal(body, &o); err != nil {
-		return unexpected("not a video object: %v", err)
+		// A field a Job is not made of may come in another type from an
+		// OpenAI-compatible upstream (seconds as a number): no reason to
+		// fail the job. Unmarshal fills every other field and names the
+		// first such one.
+		var te *json.UnmarshalTypeError
+		if !errors.As(err, &te) || te.Field == "" {
+			return unexpected("not a video object: %v", err)
+		}
+		if field, _, _ := strings.Cut(te.Field, "."); jobFields[field] {
+			return unexpected("not a video object: %v", err)
+		}
 	}
 	if o.ID == "" {
 		return unexpected("a video object without an id")
@@ -293,9 +297,7 @@ func decodeVideo(status int, body []byte) (Job, error) {
 		return unexpected("video status %q", o.Status)
 	}
 	j := Job{ID: o.ID, Status: js, Raw: json.RawMessage(bytes.TrimSpace(body))}
-	if o.Progress != nil {
-		j.Progress = max(0, min(int(*o.Progress), 100))
-	}
+	j.Progress = max(0, min(int(o.Progress), 100))
 	switch js {
 	case JobSucceeded:
 		j.Progress = 100

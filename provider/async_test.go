@@ -319,7 +319,8 @@ func TestOpenAIVideoTimeout(t *testing.T) {
 // ErrUnexpectedResponse. (The mock never answers so; a stub does.)
 func TestOpenAIVideoUnexpectedResponse(t *testing.T) {
 	t.Parallel()
-	for _, body := range []string{`not json`, `{"status":"queued"}`, `{"id":"video_1","status":"exploded"}`} {
+	for _, body := range []string{`not json`, `["video_1"]`, `{"status":"queued"}`, `{"id":"video_1","status":"exploded"}`,
+		`{"id":"video_1","status":"in_progress","progress":"half"}`, `{"id":"video_1","status":"failed","error":{"code":7}}`} {
 		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, body)
@@ -330,5 +331,25 @@ func TestOpenAIVideoUnexpectedResponse(t *testing.T) {
 		if e := upstreamError(t, err, http.StatusOK); !errors.Is(err, provider.ErrUnexpectedResponse) || !strings.Contains(string(e.Body), body) {
 			t.Errorf("%s: %v", body, err)
 		}
+	}
+}
+
+// A video object whose fields a Job is not made of come in other types
+// than OpenAI's (seconds as a number, a fractional timestamp) is still a
+// video object; a fractional progress is read.
+func TestOpenAIVideoTolerantObject(t *testing.T) {
+	t.Parallel()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"video_1","status":"in_progress","progress":42.5,"seconds":8,"created_at":1764547200.5}`)
+	}))
+	defer ts.Close()
+	v := provider.OpenAIVideo{BaseURL: ts.URL, Client: ts.Client()}
+	j, err := v.Poll(context.Background(), "video_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.ID != "video_1" || j.Status != provider.JobRunning || j.Progress != 42 {
+		t.Errorf("job = %+v; want video_1 running at 42%%", j)
 	}
 }

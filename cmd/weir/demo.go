@@ -83,11 +83,11 @@ func demoConfig(mockURL, listen, dbPath string) *config.Config {
 		{Name: "mock", Kind: "openai", BaseURL: mockURL},
 	}
 	cfg.PlatformModels = []config.PlatformModel{
-		{Name: demoChatPM, Platform: "mock", Upstream: "gpt-4o-mini", Concurrency: demoChatSlots, QueueLimit: 100},
-		{Name: "mock/text-embedding-3-small", Platform: "mock", Upstream: "text-embedding-3-small", Concurrency: 8},
-		{Name: "mock/gpt-image-1", Platform: "mock", Upstream: "gpt-image-1", Concurrency: 1},
-		{Name: "mock/tts-1", Platform: "mock", Upstream: "tts-1", Concurrency: 2},
-		{Name: "mock/sora-2", Platform: "mock", Upstream: "sora-2", Concurrency: 2},
+		{Name: demoChatPM, Platform: "mock", Upstream: "gpt-4o-mini", Limits: weir.Limits{Concurrency: demoChatSlots, QueueLimit: 100}},
+		{Name: "mock/text-embedding-3-small", Platform: "mock", Upstream: "text-embedding-3-small", Limits: weir.Limits{Concurrency: 8}},
+		{Name: "mock/gpt-image-1", Platform: "mock", Upstream: "gpt-image-1", Limits: weir.Limits{Concurrency: 1}},
+		{Name: "mock/tts-1", Platform: "mock", Upstream: "tts-1", Limits: weir.Limits{Concurrency: 2}},
+		{Name: "mock/sora-2", Platform: "mock", Upstream: "sora-2", Limits: weir.Limits{Concurrency: 2}},
 	}
 	cfg.Models = []config.Model{
 		{Name: "gpt-4o-mini", Kind: weir.KindChat, Candidates: []config.Candidate{{PlatformModel: demoChatPM, Weight: 1}}},

@@ -21,6 +21,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/weir-gateway/weir/provider/openaiwire"
 )
 
 // The video API: OpenAI's asynchronous video generation (POST /v1/videos,
@@ -44,10 +46,10 @@ const (
 
 // Video job states on the wire.
 const (
-	videoQueued     = "queued"
-	videoInProgress = "in_progress"
-	videoCompleted  = "completed"
-	videoFailed     = "failed"
+	videoQueued     = openaiwire.VideoQueued
+	videoInProgress = openaiwire.VideoInProgress
+	videoCompleted  = openaiwire.VideoCompleted
+	videoFailed     = openaiwire.VideoFailed
 )
 
 // job is one video job. While it runs, status is "" (queued or in progress
@@ -211,39 +213,17 @@ func (j *job) progressAt(t time.Time) int {
 	return max(0, min(p, 99))
 }
 
-// videoObject is OpenAI's video object.
-type videoObject struct {
-	ID                 string      `json:"id"`
-	Object             string      `json:"object"`
-	Model              string      `json:"model"`
-	Status             string      `json:"status"`
-	Progress           int         `json:"progress"`
-	CreatedAt          int64       `json:"created_at"`
-	CompletedAt        *int64      `json:"completed_at"`
-	ExpiresAt          *int64      `json:"expires_at"`
-	Prompt             string      `json:"prompt"`
-	Seconds            string      `json:"seconds"`
-	Size               string      `json:"size"`
-	RemixedFromVideoID *string     `json:"remixed_from_video_id"`
-	Error              *videoError `json:"error"`
-}
-
-type videoError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
 // jobFailure is the error object of a failed job.
-var jobFailure = videoError{
+var jobFailure = openaiwire.VideoError{
 	Code:    "video_generation_failed",
 	Message: "Video generation failed (a failure drawn by the mock provider's job failure rate).",
 }
 
 func (j *job) objectAt(now time.Time) []byte {
 	status, progress := j.stateAt(now)
-	o := videoObject{
-		ID: j.id, Object: "video", Model: j.model, Status: status, Progress: progress,
-		CreatedAt: j.createdAt.Unix(), Prompt: j.prompt, Seconds: j.seconds, Size: j.size,
+	o := openaiwire.Video{
+		ID: j.id, Object: "video", Model: j.model, Status: status, Progress: float64(progress),
+		CreatedAt: j.createdAt.Unix(), Prompt: &j.prompt, Seconds: j.seconds, Size: j.size,
 	}
 	if j.status != "" {
 		done, expires := j.endAt.Unix(), j.expireAt.Unix()

@@ -1,0 +1,320 @@
+package weir
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// ModelKind is what a public model serves, which decides the endpoints it
+// answers on.
+type ModelKind string
+
+const (
+	KindChat       ModelKind = "chat"
+	KindEmbeddings ModelKind = "embeddings"
+	KindImages     ModelKind = "images"
+	KindSpeech     ModelKind = "audio_speech"
+	// KindVideo models run as durable asynchronous tasks (the video API
+	// and the generic task API).
+	KindVideo ModelKind = "video"
+)
+
+// Async reports whether k's requests run as durable tasks.
+func (k ModelKind) Async() bool { return k == KindVideo }
+
+// Valid reports whether k is a known kind.
+func (k ModelKind) Valid() bool {
+	switch k {
+	case KindChat, KindEmbeddings, KindImages, KindSpeech, KindVideo:
+		return true
+	}
+	return false
+}
+
+// Platform is one upstream account.
+type Platform struct {
+	Name string
+	// Kind is the adapter: "openai" (any OpenAI-compatible API).
+	Kind    string
+	BaseURL string
+	// APIKey is the credential, read from the environment variable the
+	// config names; never stored.
+	APIKey string
+	// Timeout bounds the wait for an upstream call's response headers
+	// (0: the gateway default).
+	Timeout time.Duration
+	// IdleTimeout bounds each wait for more of an answer once its headers
+	// are in: the gap between a stream's chunks (0: the gateway default).
+	IdleTimeout time.Duration
+	// CallTimeout bounds one upstream call whole, from sending it to the
+	// end of its answer (0: the gateway default).
+	CallTimeout time.Duration
+}
+
+// The admission scopes the catalog makes, by name: every request needs
+// its key's, its group's and its platform model's.
+func KeyScope(keyID string) string        { return "key:" + keyID }
+func GroupScope(group string) string      { return "group:" + group }
+func PlatformModelScope(pm string) string { return pmScopePrefix + pm }
+
+const pmScopePrefix = "pm:"
+
+// PlatformModelOfScope returns the platform model a scope is for, and
+// whether it is a platform model's scope.
+func PlatformModelOfScope(scope string) (string, bool) {
+	return strings.CutPrefix(scope, pmScopePrefix)
+}
+
+// ScopeLabel names a scope as the catalog's users know it, for messages:
+// "platform model up/m", "key key_1", "group default"; any other scope as
+// "scope <name>".
+func ScopeLabel(scope string) string {
+	if pm, ok := PlatformModelOfScope(scope); ok {
+		return "platform model " + pm
+	}
+	if k, ok := strings.CutPrefix(scope, "key:"); ok {
+		return "key " + k
+	}
+	if g, ok := strings.CutPrefix(scope, "group:"); ok {
+		return "group " + g
+	}
+	return "scope " + scope
+}
+
+// Limits are the capacity settings of a scope, shared by platform models,
+// groups and keys: the one struct from the config file (the yaml tags are
+// the file's keys, inlined in each entry) to the engine's ScopeConfig.
+// Every limit's default is 0, which means no limit.
+type Limits struct {
+	// Concurrency is how many requests may run at once.
+	Concurrency int64 `yaml:"concurrency"`
+	// RPM is the requests-per-minute limit.
+	RPM int64 `yaml:"rpm"`
+	// TPM is the tokens-per-minute limit.
+	TPM int64 `yaml:"tpm"`
+	// QueueLimit is how many requests may wait; past it a request gets
+	// queue_full (or, at a platform model, falls back to another
+	// candidate).
+	QueueLimit int `yaml:"queue_limit"`
+	// MaxWait is how long a request may wait, counted from its arrival;
+	// past it the request gets queue_timeout (or, at a platform model,
+	// waits on its other candidates).
+	MaxWait time.Duration `yaml:"max_wait"`
+	// LeaseTTL is how long a granted slot lives without renewal before it
+	// is reclaimed. Only a platform model's applies: a group's or a key's
+	// scope holds its slots until the request ends.
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// FairnessWindow is how long a waiter may be passed over by later ones
+	// before capacity is held for it.
+	FairnessWindow time.Duration `yaml:"fairness_window"`
+}
+
+// PlatformModel is one model on one platform.
+type PlatformModel struct {
+	// Name identifies it in the catalog, e.g. "openai-main/gpt-4o".
+	Name     string
+	Platform string
+	// Upstream is the model name sent to the platform.
+	Upstream string
+	Limits
+}
+
+// Candidate is one platform model a public model can be served by.
+type Candidate struct {
+	PlatformModel string
+	// Priority orders candidates: higher is tried first. Equal priorities
+	// are spread by Weight.
+	Priority int
+	Weight   int
+}
+
+// Model is the public name a client asks for.
+type Model struct {
+	Name       string
+	Kind       ModelKind
+	Candidates []Candidate
+}
+
+// Group is a class of users with its own limits and default priority.
+type Group struct {
+	Name     string
+	Priority int32
+	Limits
+	// RoundRobin makes the group's scope share turns between its keys.
+	RoundRobin bool
+}
+
+// Catalog is everything the gateway serves, as loaded from config.
+type Catalog struct {
+	Platforms      []Platform
+	PlatformModels []PlatformModel
+	Models         []Model
+	Groups         []Group
+}
+
+// Validate holds the catalog's rules, references and values: every entry
+// named, no name defined twice, every reference to a defined entry, known
+// kinds, http(s) base URLs, no negative limit, timeout or weight. It
+// reports the first problem as a *FieldError whose path names the field
+// as the config file does ("platform_models[1].platform", indexes into
+// c's lists).
+func (c *Catalog) Validate() error {
+	platforms := map[string]bool{}
+	for i, p := range c.Platforms {
+		if err := p.validate(platforms); err != nil {
+			return err.within(fmt.Sprintf("platforms[%d]", i))
+		}
+		platforms[p.Name] = true
+	}
+	pms := map[string]bool{}
+	for i, pm := range c.PlatformModels {
+		if err := pm.validate(platforms, pms); err != nil {
+			return err.within(fmt.Sprintf("platform_models[%d]", i))
+		}
+		pms[pm.Name] = true
+	}
+	models := map[string]bool{}
+	for i, m := range c.Models {
+		if err := m.validate(pms, models); err != nil {
+			return err.within(fmt.Sprintf("models[%d]", i))
+		}
+		models[m.Name] = true
+	}
+	groups := map[string]bool{}
+	for i, g := range c.Groups {
+		if err := g.validate(groups); err != nil {
+			return err.within(fmt.Sprintf("groups[%d]", i))
+		}
+		groups[g.Name] = true
+	}
+	return nil
+}
+
+// validate checks p, given the platforms defined before it.
+func (p Platform) validate(defined map[string]bool) *FieldError {
+	switch {
+	case p.Name == "":
+		return invalidf("name", "required")
+	case defined[p.Name]:
+		return invalidf("name", "platform %q defined twice", p.Name)
+	case p.Kind != "openai":
+		return invalidf("kind", "unknown kind %q: want openai", p.Kind)
+	case p.BaseURL == "":
+		return invalidf("base_url", "required")
+	case p.Timeout < 0:
+		return invalidf("timeout", "must not be negative")
+	case p.IdleTimeout < 0:
+		return invalidf("idle_timeout", "must not be negative")
+	case p.CallTimeout < 0:
+		return invalidf("call_timeout", "must not be negative")
+	}
+	u, err := url.Parse(p.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return invalidf("base_url", "%q is not an http or https URL", p.BaseURL)
+	}
+	return nil
+}
+
+// validate checks pm, given the platforms and the platform models defined
+// before it.
+func (pm PlatformModel) validate(platforms, defined map[string]bool) *FieldError {
+	switch {
+	case pm.Name == "":
+		return invalidf("name", "required")
+	case defined[pm.Name]:
+		return invalidf("name", "platform model %q defined twice", pm.Name)
+	case pm.Platform == "":
+		return invalidf("platform", "required")
+	case !platforms[pm.Platform]:
+		return invalidf("platform", "unknown platform %q", pm.Platform)
+	case pm.Upstream == "":
+		return invalidf("upstream", "required: the model name sent to the platform")
+	}
+	return pm.Limits.validate()
+}
+
+// validate checks m, given the platform models and the models defined
+// before it.
+func (m Model) validate(pms, defined map[string]bool) *FieldError {
+	switch {
+	case m.Name == "":
+		return invalidf("name", "required")
+	case defined[m.Name]:
+		return invalidf("name", "model %q defined twice", m.Name)
+	case !m.Kind.Valid():
+		return invalidf("kind", "unknown kind %q: want %s, %s, %s, %s or %s",
+			m.Kind, KindChat, KindEmbeddings, KindImages, KindSpeech, KindVideo)
+	case len(m.Candidates) == 0:
+		return invalidf("candidates", "at least one candidate is required")
+	}
+	seen := map[string]bool{}
+	for j, cd := range m.Candidates {
+		var err *FieldError
+		switch {
+		case cd.PlatformModel == "":
+			err = invalidf("platform_model", "required")
+		case !pms[cd.PlatformModel]:
+			err = invalidf("platform_model", "unknown platform model %q", cd.PlatformModel)
+		case seen[cd.PlatformModel]:
+			err = invalidf("platform_model", "%q listed twice", cd.PlatformModel)
+		case cd.Weight < 0:
+			err = invalidf("weight", "must not be negative")
+		}
+		if err != nil {
+			return err.within(fmt.Sprintf("candidates[%d]", j))
+		}
+		seen[cd.PlatformModel] = true
+	}
+	return nil
+}
+
+// validate checks g, given the groups defined before it.
+func (g Group) validate(defined map[string]bool) *FieldError {
+	switch {
+	case g.Name == "":
+		return invalidf("name", "required")
+	case defined[g.Name]:
+		return invalidf("name", "group %q defined twice", g.Name)
+	}
+	return g.Limits.validate()
+}
+
+// Validate rejects negative limits: a *FieldError naming the first.
+func (l Limits) Validate() error {
+	if err := l.validate(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (l Limits) validate() *FieldError {
+	for _, f := range []struct {
+		name     string
+		negative bool
+	}{
+		{"concurrency", l.Concurrency < 0},
+		{"rpm", l.RPM < 0},
+		{"tpm", l.TPM < 0},
+		{"queue_limit", l.QueueLimit < 0},
+		{"max_wait", l.MaxWait < 0},
+		{"lease_ttl", l.LeaseTTL < 0},
+		{"fairness_window", l.FairnessWindow < 0},
+	} {
+		if f.negative {
+			return invalidf(f.name, "must not be negative (0 means no limit)")
+		}
+	}
+	return nil
+}
+
+// PlatformModel finds a platform model by name.
+func (c *Catalog) PlatformModel(name string) (PlatformModel, bool) {
+	for _, pm := range c.PlatformModels {
+		if pm.Name == name {
+			return pm, true
+		}
+	}
+	return PlatformModel{}, false
+}

@@ -1,0 +1,56 @@
+package weir_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir"
+)
+
+// Catalog.Validate names the field of the first problem by its path, as
+// the config file writes it, whoever built the catalog; Limits.Validate
+// names the limit. Both match ErrInvalid.
+func TestValidatePaths(t *testing.T) {
+	t.Parallel()
+	valid := func() weir.Catalog {
+		return weir.Catalog{
+			Platforms:      []weir.Platform{{Name: "p", Kind: "openai", BaseURL: "https://api.example.com/v1"}},
+			PlatformModels: []weir.PlatformModel{{Name: "p/m", Platform: "p", Upstream: "m"}},
+			Models:         []weir.Model{{Name: "m", Kind: weir.KindChat, Candidates: []weir.Candidate{{PlatformModel: "p/m", Weight: 1}}}},
+			Groups:         []weir.Group{{Name: "default"}},
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(c *weir.Catalog)
+		want string
+	}{
+		{"valid", func(c *weir.Catalog) {}, ""},
+		{"platform timeout", func(c *weir.Catalog) { c.Platforms[0].CallTimeout = -time.Second },
+			"platforms[0].call_timeout: must not be negative"},
+		{"candidate twice", func(c *weir.Catalog) {
+			c.Models[0].Candidates = append(c.Models[0].Candidates, c.Models[0].Candidates[0])
+		},
+			`models[0].candidates[1].platform_model: "p/m" listed twice`},
+		{"group limit", func(c *weir.Catalog) {
+			c.Groups = append(c.Groups, weir.Group{Name: "g", Limits: weir.Limits{RPM: -1}})
+		},
+			"groups[1].rpm: must not be negative (0 means no limit)"},
+	} {
+		c := valid()
+		tc.edit(&c)
+		err := c.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want == "":
+		case err == nil || err.Error() != tc.want || !errors.Is(err, weir.ErrInvalid):
+			t.Errorf("%s: %v; want %q, matching ErrInvalid", tc.name, err, tc.want)
+		}
+	}
+	err := weir.Limits{MaxWait: -time.Second}.Validate()
+	if err == nil || err.Error() != "max_wait: must not be negative (0 means no limit)" || !errors.Is(err, weir.ErrInvalid) {
+		t.Errorf("Limits.Validate = %v", err)
+	}
+}

@@ -1,0 +1,51 @@
+package weir
+
+import (
+	"context"
+	"time"
+)
+
+// Store keeps the durable things: keys and usage. The catalog comes from
+// the config file. storetest.Exercise states its contract.
+type Store interface {
+	KeyCreate(ctx context.Context, k APIKey) error
+	// KeyByHash finds a key by the hash of its secret, revoked or not.
+	KeyByHash(ctx context.Context, hash string) (APIKey, error)
+	KeyByID(ctx context.Context, id string) (APIKey, error)
+	KeyList(ctx context.Context) ([]APIKey, error)
+	// KeyRevoke marks a key revoked; revoking twice is not an error.
+	KeyRevoke(ctx context.Context, id string, at time.Time) error
+
+	// UsageInsert records a batch of usage in one transaction.
+	UsageInsert(ctx context.Context, batch []Usage) error
+	UsageList(ctx context.Context, f UsageFilter) ([]Usage, error)
+
+	Close() error
+}
+
+// TaskStore keeps tasks. storetest states its contract.
+type TaskStore interface {
+	// TaskCreate stores a new task and sets its Seq. A task whose key and
+	// idempotency key are already stored is not created: the stored one is
+	// returned with created false.
+	TaskCreate(ctx context.Context, t *Task) (created bool, err error)
+	TaskGet(ctx context.Context, id string) (Task, error)
+	// TaskList lists in Seq order (ascending, or descending if asked).
+	TaskList(ctx context.Context, f TaskFilter) ([]Task, error)
+	// TaskUpdate applies u if the task's status is in u.From; it reports
+	// whether it did (false, nil: the task had moved on).
+	TaskUpdate(ctx context.Context, id string, u TaskUpdate) (bool, error)
+	// TaskDelete marks a terminal task deleted at at, if it is not yet;
+	// it reports whether it did (false, nil: the task is not terminal, or
+	// was already deleted). TaskGet still returns a deleted task, with
+	// DeletedAt set; TaskList leaves it out.
+	TaskDelete(ctx context.Context, id string, at time.Time) (bool, error)
+	// TaskCallbackGone records that the task's callback URL answered 410
+	// Gone at at, if it was not recorded yet; it reports whether it did
+	// (false, nil: it was already, and the first time stays).
+	TaskCallbackGone(ctx context.Context, id string, at time.Time) (bool, error)
+	// TaskPurge removes for good up to limit terminal tasks that finished
+	// before the given time, oldest first, and returns how many it
+	// removed; their idempotency keys are free again.
+	TaskPurge(ctx context.Context, finishedBefore time.Time, limit int) (int, error)
+}
