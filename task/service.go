@@ -99,6 +99,11 @@ type Config struct {
 	Owner admission.Owner
 	// Metrics counts transitions; default none.
 	Metrics Metrics
+	// Clock is the service's time: task timestamps, deadlines, the
+	// waits between polls and before a task queues again. River's own
+	// schedule (snoozes, retries, fetches) keeps the wall clock. Default
+	// clock.Real.
+	Clock clock.Clock
 }
 
 // Metrics receives every task transition (the status entered), how long
@@ -152,6 +157,9 @@ func (c *Config) defaults() {
 	}
 	if c.Metrics == nil {
 		c.Metrics = noMetrics{}
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real
 	}
 }
 
@@ -210,7 +218,7 @@ func New[TTx any](cfg Config, store Store[TTx], engine admission.Engine, planner
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Service{
-		cfg: cfg, store: store, engine: engine, planner: planner, hooks: hooks, logger: logger, clock: clock.Real,
+		cfg: cfg, store: store, engine: engine, planner: planner, hooks: hooks, logger: logger, clock: cfg.Clock,
 		leases:   make(map[string]admission.Lease),
 		runs:     make(map[string]*run),
 		stopping: make(chan struct{}),
