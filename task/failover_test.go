@@ -1,0 +1,141 @@
+package task
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/provider"
+	"github.com/weir-gateway/weir/provider/mock"
+)
+
+// occupy starts a job on the platform with the test's own credential, so
+// that a platform with MaxJobs 1 refuses the service's.
+func (u *testUpstream) occupy(t *testing.T) provider.Job {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"model": "sora-2", "prompt": "someone else's"})
+	j, err := u.adapter.Submit(context.Background(), provider.AsyncCall{Body: body})
+	if err != nil {
+		t.Fatalf("occupy the platform: %v", err)
+	}
+	return j
+}
+
+// TestFailoverToAnotherCandidate: a platform that refuses a submit for
+// capacity (429) or answers it failed (500, 503) sends the task to its
+// next candidate at once, and its health hears of it.
+func TestFailoverToAnotherCandidate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		a      mock.Config
+		inject string // X-Mock-Status on vid/a's submits
+		status int
+	}{
+		{name: "429 at its job cap", a: mock.Config{MaxJobs: 1, JobDuration: time.Hour}, status: http.StatusTooManyRequests},
+		{name: "500", a: mock.Config{ErrorRate: 1}, status: http.StatusInternalServerError},
+		{name: "503", inject: "503", status: http.StatusServiceUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, b := setup(t, setupOpts{Platforms: map[string]mock.Config{"vid/a": tc.a, "vid/b": {}}})
+			a := b.up["vid/a"]
+			if tc.a.MaxJobs > 0 {
+				a.occupy(t)
+			}
+			if tc.inject != "" {
+				a.setInject(func(r *http.Request) {
+					if r.Method == http.MethodPost {
+						r.Header.Set("X-Mock-Status", tc.inject)
+					}
+				})
+			}
+			tk := b.submit(t, s, nil)
+			got := b.driveTo(t, tk.ID, weir.TaskSucceeded, weir.TaskFailed)
+			if got.Status != weir.TaskSucceeded || got.PlatformModel != "vid/b" || got.Candidate != 0 {
+				t.Fatalf("task %+v: want succeeded on vid/b (its only candidate left, index 0)", got)
+			}
+			if n := a.srv.Stats().ByStatus[tc.status]; n != 1 {
+				t.Errorf("vid/a answered %d %d(s), want the one submit", n, tc.status)
+			}
+			if n := b.up["vid/b"].srv.Stats().JobsSubmitted; n != 1 {
+				t.Errorf("%d jobs on vid/b, want 1", n)
+			}
+			h := b.planner.reports()
+			if !slices.Contains(h, healthReport{"vid/a", false}) || !slices.Contains(h, healthReport{"vid/b", true}) {
+				t.Errorf("health reports %+v, want vid/a not ok and vid/b ok", h)
+			}
+			b.waitReleased(t)
+		})
+	}
+}
+
+// TestRateLimitedWithNoOtherCandidate: a task whose only platform is at
+// its cap waits out Retry-After and tries again, until the platform has
+// room; it never fails for it.
+func TestRateLimitedWithNoOtherCandidate(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{Platforms: map[string]mock.Config{"vid/a": {MaxJobs: 1, JobDuration: 5 * time.Second, RetryAfter: 2 * time.Second}}})
+	a := b.up["vid/a"]
+	other := a.occupy(t)
+	tk := b.submit(t, s, nil)
+	got := b.driveTo(t, tk.ID, weir.TaskSucceeded, weir.TaskFailed)
+	if got.Status != weir.TaskSucceeded {
+		t.Fatalf("task %+v, want succeeded once the platform had room", got)
+	}
+	st := a.srv.Stats()
+	if st.JobsRejected < 1 || st.JobsRejected > 3 {
+		t.Errorf("%d submits refused while the platform was full for 5s, want 1 to 3 (one per Retry-After of 2s)", st.JobsRejected)
+	}
+	var otherEnd time.Time
+	for _, j := range a.srv.Jobs() {
+		if j.ID == other.ID {
+			otherEnd = j.EndsAt
+		}
+	}
+	if mine := a.jobByKey(t, tk.ID); mine.CreatedAt.Before(otherEnd) {
+		t.Errorf("the task's job started at +%s, before the job holding the cap ended (+%s)", mine.CreatedAt.Sub(testStart), otherEnd.Sub(testStart))
+	}
+}
+
+// TestSubmitFailureWithNoOtherCandidate: a platform answering 500 to the
+// only candidate's submit, with no attempts left, fails the task as the
+// upstream's error; a refusal (400) fails it as refused.
+func TestSubmitFailureWithNoOtherCandidate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ status, code string }{{"500", "upstream_error"}, {"400", "upstream_refused"}} {
+		t.Run(tc.status, func(t *testing.T) {
+			t.Parallel()
+			s, b := setup(t, setupOpts{Config: Config{MaxAttempts: 1}})
+			b.up["vid/a"].setInject(func(r *http.Request) { r.Header.Set("X-Mock-Status", tc.status) })
+			tk := b.submit(t, s, nil)
+			got := b.driveTo(t, tk.ID, weir.TaskFailed, weir.TaskSucceeded)
+			if got.Status != weir.TaskFailed || got.ErrorCode != tc.code {
+				t.Fatalf("task %+v: want failed %s", got, tc.code)
+			}
+			b.waitReleased(t)
+		})
+	}
+}
+
+// TestUpstreamLosesTheJob: a poll that finds the job gone (404) fails the
+// task as upstream_lost at once.
+func TestUpstreamLosesTheJob(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{Platforms: map[string]mock.Config{"vid/a": {JobDuration: time.Hour}}})
+	tk := b.submit(t, s, nil)
+	running := b.driveTo(t, tk.ID, weir.TaskRunning)
+	b.up["vid/a"].setInject(func(r *http.Request) {
+		if r.Method == http.MethodGet {
+			r.Header.Set("X-Mock-Status", "404")
+		}
+	})
+	got := b.driveTo(t, tk.ID, weir.TaskFailed, weir.TaskSucceeded)
+	if got.Status != weir.TaskFailed || got.ErrorCode != "upstream_lost" || got.UpstreamID != running.UpstreamID {
+		t.Fatalf("task %+v: want failed upstream_lost", got)
+	}
+}
