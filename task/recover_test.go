@@ -2,6 +2,7 @@ package task
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,4 +130,29 @@ func TestPurgeRunsOnStart(t *testing.T) {
 		left, err := s.List(t.Context(), weir.TaskFilter{})
 		return err == nil && len(left) == 1 && left[0].ID == kept
 	})
+}
+
+// TestRecoverExpiresTasksPastTheirDeadline: a task still queued whose
+// deadline passed while the service was down expires at the restart.
+func TestRecoverExpiresTasksPastTheirDeadline(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{
+		Platforms: map[string]mock.Config{"vid/a": {JobDuration: 3 * time.Hour}},
+		Limits:    map[string]int64{"vid/a": 1},
+		Config:    Config{MaxWait: time.Hour},
+	})
+	running := b.submit(t, s, nil)
+	waiting := b.submit(t, s, nil)
+	b.driveTo(t, running.ID, weir.TaskRunning)
+	if err := s.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b.engine.Close()
+	b.clock.Advance(2 * time.Hour) // down for two hours
+	s2 := b.newService(t)
+	b.start(t, s2)
+	got := b.driveTo(t, waiting.ID, weir.TaskExpired, weir.TaskFailed, weir.TaskSucceeded)
+	if got.Status != weir.TaskExpired || got.ErrorCode != "expired" || !strings.HasSuffix(got.ErrorMessage, "its maximum wait (1h0m0s)") {
+		t.Errorf("task %s %s (%s) after a restart past its deadline, want expired, its maximum wait of 1h named", got.Status, got.ErrorCode, got.ErrorMessage)
+	}
 }

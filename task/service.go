@@ -443,16 +443,34 @@ func (s *Service) waitEnded(id string, err error) {
 		// Shutting down: the task stays queued and the next start queues it.
 	case errors.Is(err, admission.ErrCancelled):
 		// Cancel marked it.
-	case errors.Is(err, admission.ErrTimeout):
-		_, _ = s.finishID(ctx, id, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{Status: weir.TaskExpired, ErrorCode: "expired", ErrorMessage: waitEndedMessage(err)})
 	default:
 		s.failQueued(ctx, id, err)
 	}
 }
 
+// failQueued ends a queued task that cannot wait: expired if its wait
+// ended (the engine says so at once when a task queues past its
+// deadline: at a restart after it, or with no wait allowed), else failed.
 func (s *Service) failQueued(ctx context.Context, id string, err error) {
+	if errors.Is(err, admission.ErrTimeout) {
+		s.expireQueued(ctx, id, err)
+		return
+	}
 	code, msg := queueFailure(err)
 	_, _ = s.finishID(context.WithoutCancel(ctx), id, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: code, ErrorMessage: msg})
+}
+
+// expireQueued ends a queued task whose wait ended (err, an
+// admission.ErrTimeout) as expired.
+func (s *Service) expireQueued(ctx context.Context, id string, err error) {
+	ctx = context.WithoutCancel(ctx)
+	t, gerr := s.store.TaskGet(ctx, id)
+	if gerr != nil {
+		s.logger.Error("task update failed", "task", id, "status", weir.TaskExpired, "error", gerr)
+		return
+	}
+	_, _ = s.finish(ctx, t, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{
+		Status: weir.TaskExpired, ErrorCode: "expired", ErrorMessage: waitEndedMessage(err, t.Deadline.Sub(t.CreatedAt))})
 }
 
 // queueFailure is the error code and message of a task that could not
@@ -469,14 +487,17 @@ func queueFailure(err error) (code, msg string) {
 }
 
 // waitEndedMessage says which limit ended a queued task's wait: its own
-// maximum wait, or a scope's max_wait that dropped its last candidate.
-func waitEndedMessage(err error) string {
+// maximum wait (maxWait, from its submission to its deadline), or a
+// scope's max_wait that dropped its last candidate.
+func waitEndedMessage(err error, maxWait time.Duration) string {
 	var te *admission.TimeoutError
 	switch {
 	case !errors.As(err, &te):
 		return "the task waited longer than its maximum wait"
 	case te.Scope == "":
-		return fmt.Sprintf("the task waited longer than its maximum wait (%s)", te.Value.Round(time.Second))
+		// Not te.Value: the engine counts from when the task last
+		// queued, which is later after a restart or a retry.
+		return fmt.Sprintf("the task waited longer than its maximum wait (%s)", maxWait.Round(time.Second))
 	}
 	return fmt.Sprintf("the task waited %s in the queue: %s's max_wait (%s) passed", te.Waited.Round(time.Millisecond), weir.ScopeLabel(te.Scope), te.Value)
 }

@@ -297,3 +297,20 @@ func TestStopTwice(t *testing.T) {
 		}
 	}
 }
+
+// TestExpiresAtOnceWithNoWaitLeft: a task whose deadline has already
+// passed when it would queue — a max wait of 0 with the capacity taken —
+// expires; it is not failed as if it had no candidate.
+func TestExpiresAtOnceWithNoWaitLeft(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{Limits: map[string]int64{"vid/a": 1}})
+	defer b.hold(t, "vid/a", 1)()
+	tk := weir.Task{KeyID: b.key.ID, Kind: "video", Model: "sora-2", Input: []byte(`{"prompt":"x"}`), Deadline: testStart}
+	created, err := s.Submit(t.Context(), &tk)
+	if !created || !errors.Is(err, admission.ErrTimeout) {
+		t.Fatalf("Submit with no wait left = %v, %v; want created and ErrTimeout", created, err)
+	}
+	if got := b.get(t, tk.ID); got.Status != weir.TaskExpired || got.ErrorCode != "expired" {
+		t.Errorf("task %s %s (%s), want expired", got.Status, got.ErrorCode, got.ErrorMessage)
+	}
+}
