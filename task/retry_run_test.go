@@ -65,3 +65,29 @@ func TestRetryFailedJobThenSucceed(t *testing.T) {
 		t.Fatalf("task %+v: want succeeded with its second job", got)
 	}
 }
+
+// TestRetryBackoffEndingAfterStop: a task whose backoff ends after the
+// service stopped (and its engine closed, as at shutdown) stays queued
+// for the next start, which runs it.
+func TestRetryBackoffEndingAfterStop(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{Platforms: map[string]mock.Config{"vid/a": {JobDuration: time.Second, JobFailureRate: 1}}})
+	tk := b.submit(t, s, nil)
+	b.drive(t, "the first job to fail", func() bool { return b.get(t, tk.ID).Attempts == 1 })
+	if err := s.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b.engine.Close()
+	b.clock.Advance(time.Hour) // the backoff ends
+	if got := b.get(t, tk.ID); got.Status != weir.TaskQueued {
+		t.Fatalf("task %s %s (%s) after its backoff ended past Stop, want still queued", got.Status, got.ErrorCode, got.ErrorMessage)
+	}
+	if err := b.up["vid/a"].srv.Update(func(c *mock.Config) { c.JobFailureRate = 0 }); err != nil {
+		t.Fatal(err)
+	}
+	s2 := b.newService(t)
+	b.start(t, s2)
+	if got := b.driveTo(t, tk.ID, weir.TaskSucceeded, weir.TaskFailed); got.Status != weir.TaskSucceeded {
+		t.Errorf("task %+v after the restart, want succeeded", got)
+	}
+}

@@ -255,9 +255,15 @@ func (s *Service) requeue(ctx context.Context, t weir.Task, after time.Duration,
 }
 
 // enqueueAfter queues t, stored as queued, again after d, unless it has
-// moved on meanwhile (cancelled, say).
+// moved on meanwhile (cancelled, say), or the service has stopped: then
+// it stays queued in the store, and the next start queues it.
 func (s *Service) enqueueAfter(t weir.Task, d time.Duration) {
 	s.clock.AfterFunc(d, func() {
+		select {
+		case <-s.stopping:
+			return
+		default:
+		}
 		ctx := context.Background()
 		if cur, err := s.store.TaskGet(ctx, t.ID); err != nil || cur.Status != weir.TaskQueued {
 			return
