@@ -139,3 +139,67 @@ func TestUpstreamLosesTheJob(t *testing.T) {
 		t.Fatalf("task %+v: want failed upstream_lost", got)
 	}
 }
+
+// TestFailoverDoesNotBounceBetweenSaturatedPlatforms: a task whose every
+// candidate refuses it for capacity is not sent back and forth between
+// them at once: once each has refused it, it waits out a Retry-After,
+// then runs where there is room.
+func TestFailoverDoesNotBounceBetweenSaturatedPlatforms(t *testing.T) {
+	t.Parallel()
+	full := mock.Config{MaxJobs: 1, JobDuration: time.Hour, RetryAfter: 2 * time.Second}
+	s, b := setup(t, setupOpts{Platforms: map[string]mock.Config{"vid/a": full, "vid/b": full}})
+	a, bb := b.up["vid/a"], b.up["vid/b"]
+	a.occupy(t)
+	held := bb.occupy(t)
+	tk := b.submit(t, s, nil)
+	rejected := func() int64 { return a.srv.Stats().JobsRejected + bb.srv.Stats().JobsRejected }
+	waitFor(t, "both platforms to refuse the task", func() bool { return rejected() >= 2 })
+	waitFor(t, "the task to wait out a Retry-After", func() bool {
+		if n := rejected(); n > 2 {
+			t.Fatalf("%d submits refused: the task bounces between its saturated candidates", n)
+		}
+		_, ok := b.clock.next()
+		return ok
+	})
+	if got := b.get(t, tk.ID); got.Status != weir.TaskQueued {
+		t.Errorf("task %s while it waits, want queued", got.Status)
+	}
+	// vid/b gets room; the task runs there after the wait.
+	if err := bb.adapter.Cancel(t.Context(), held.ID); err != nil {
+		t.Fatal(err)
+	}
+	got := b.driveTo(t, tk.ID, weir.TaskRunning, weir.TaskFailed)
+	if got.Status != weir.TaskRunning || got.PlatformModel != "vid/b" {
+		t.Errorf("task %+v, want it running on vid/b", got)
+	}
+	if n := rejected(); n > 4 {
+		t.Errorf("%d submits refused in all, want a few", n)
+	}
+}
+
+// TestFailoverDoesNotBounceBetweenFailingPlatforms: a task whose every
+// candidate answers its submit 500 is not sent back and forth between
+// them: once each has failed it, the task's attempts are spent as with
+// one candidate, and it fails when they run out.
+func TestFailoverDoesNotBounceBetweenFailingPlatforms(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{
+		Platforms: map[string]mock.Config{"vid/a": {ErrorRate: 1}, "vid/b": {ErrorRate: 1}},
+		Config:    Config{MaxAttempts: 1},
+	})
+	tk := b.submit(t, s, nil)
+	failed := func() int64 {
+		return b.up["vid/a"].srv.Stats().ByStatus[http.StatusInternalServerError] + b.up["vid/b"].srv.Stats().ByStatus[http.StatusInternalServerError]
+	}
+	var got weir.Task
+	waitFor(t, "the task to fail", func() bool {
+		if n := failed(); n > 4 {
+			t.Fatalf("%d submits failed: the task bounces between its failing candidates", n)
+		}
+		got = b.get(t, tk.ID)
+		return got.Status.Terminal()
+	})
+	if got.Status != weir.TaskFailed || got.ErrorCode != "upstream_error" {
+		t.Errorf("task %+v, want failed upstream_error", got)
+	}
+}

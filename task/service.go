@@ -186,7 +186,11 @@ type Service struct {
 	mu     sync.Mutex
 	leases map[string]admission.Lease // task id → lease held for it
 	runs   map[string]*run            // task id → its run, while running here
-	ready  chan struct{}
+	// refusals holds, per task, the platform models that refused its
+	// submit (a 429, or a 5xx that started nothing) since it last queued
+	// for all its candidates: requeue offers it none of them again.
+	refusals map[string][]string
+	ready    chan struct{}
 	// stopping is closed when Stop begins: jobs waiting in process for
 	// their next poll snooze instead.
 	stopping chan struct{}
@@ -221,6 +225,7 @@ func New[TTx any](cfg Config, store Store[TTx], engine admission.Engine, planner
 		cfg: cfg, store: store, engine: engine, planner: planner, hooks: hooks, logger: logger, clock: cfg.Clock,
 		leases:   make(map[string]admission.Lease),
 		runs:     make(map[string]*run),
+		refusals: make(map[string][]string),
 		stopping: make(chan struct{}),
 		admitted: make(chan admittedTask, 4096), purgeBatch: purgeBatch,
 		hookSlots: webhook.NewLimiter(webhook.LimiterConfig{PerTenant: hooks.PerKey, Shared: webhookShared}),
@@ -530,6 +535,7 @@ func (s *Service) finish(ctx context.Context, t weir.Task, from []weir.TaskStatu
 		return false, err
 	}
 	if ok {
+		s.forgetRefusals(t.ID)
 		s.cfg.Metrics.TaskTransition(u.Status)
 		if !t.AdmittedAt.IsZero() {
 			s.cfg.Metrics.TaskRan(t.Model, u.Status, u.FinishedAt.Sub(t.AdmittedAt))

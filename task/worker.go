@@ -219,20 +219,25 @@ func notStarted(pe *provider.Error) bool {
 }
 
 // requeue sends an admitted task that a platform refused back to the
-// queue, without that platform if another candidate may take it: then at
-// once. Otherwise, if elsewhereOnly, it changes nothing and reports
-// false; if not, the task waits out the platform's Retry-After (after)
-// and queues for all its candidates again. A crash meanwhile leaves it
-// queued in the store, and the next start queues it.
+// queue, at once, if a candidate that has not refused it since it last
+// queued for all its candidates may take it: so a task whose candidates
+// all refuse it is not sent back and forth between them. Otherwise, if
+// elsewhereOnly, it changes nothing and reports false; if not, the task
+// waits out the platform's Retry-After (after) and queues for all its
+// candidates again. A crash meanwhile leaves it queued in the store, and
+// the next start queues it.
 func (s *Service) requeue(ctx context.Context, t weir.Task, after time.Duration, elsewhereOnly bool) bool {
 	ctx = context.WithoutCancel(ctx)
-	refusedBy := t.PlatformModel
+	refused := s.refuse(t.ID, t.PlatformModel)
 	queued := t
 	queued.Status, queued.PlatformModel = weir.TaskQueued, ""
 	req, err := s.request(ctx, queued)
 	others := []admission.Candidate(nil)
 	if err == nil {
-		others = withoutScope(req.Candidates, weir.PlatformModelScope(refusedBy))
+		others = req.Candidates
+		for _, pm := range refused {
+			others = withoutScope(others, weir.PlatformModelScope(pm))
+		}
 	}
 	if elsewhereOnly && len(others) == 0 {
 		return false
@@ -268,10 +273,31 @@ func (s *Service) enqueueAfter(t weir.Task, d time.Duration) {
 		if cur, err := s.store.TaskGet(ctx, t.ID); err != nil || cur.Status != weir.TaskQueued {
 			return
 		}
+		s.forgetRefusals(t.ID)
 		if err := s.enqueue(ctx, t); err != nil {
 			s.failQueued(ctx, t.ID, err)
 		}
 	})
+}
+
+// refuse records that platform model pm refused task id's submit, and
+// returns every platform model that has since the task last queued for
+// all its candidates.
+func (s *Service) refuse(id, pm string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Contains(s.refusals[id], pm) {
+		s.refusals[id] = append(s.refusals[id], pm)
+	}
+	return slices.Clone(s.refusals[id])
+}
+
+// forgetRefusals forgets the platforms that refused task id: it queues
+// for all its candidates again, or it has ended.
+func (s *Service) forgetRefusals(id string) {
+	s.mu.Lock()
+	delete(s.refusals, id)
+	s.mu.Unlock()
 }
 
 // withoutScope returns the candidates that do not need scope.
