@@ -156,3 +156,33 @@ func TestRecoverExpiresTasksPastTheirDeadline(t *testing.T) {
 		t.Errorf("task %s %s (%s) after a restart past its deadline, want expired, its maximum wait of 1h named", got.Status, got.ErrorCode, got.ErrorMessage)
 	}
 }
+
+// TestGivesUpWhenTheLeaseCannotBeRestored: a running task whose
+// platform model is no longer among its model's candidates cannot have
+// its lease back after a restart; once River's attempts run out the task
+// fails as gave_up, and its upstream job is cancelled.
+func TestGivesUpWhenTheLeaseCannotBeRestored(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{
+		Platforms: map[string]mock.Config{"vid/a": {JobDuration: time.Hour}, "vid/b": {}},
+		Models:    map[string][]string{"sora-2": {"vid/a", "vid/b"}},
+		Config:    Config{MaxAttempts: 1},
+	})
+	tk := b.submit(t, s, nil)
+	b.driveTo(t, tk.ID, weir.TaskRunning)
+	if err := s.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b.planner.mu.Lock()
+	b.planner.models["sora-2"] = []string{"vid/b"} // vid/a still has its target
+	b.planner.mu.Unlock()
+	s2 := b.newService(t)
+	b.start(t, s2)
+	got := b.driveTo(t, tk.ID, weir.TaskFailed, weir.TaskSucceeded)
+	if got.Status != weir.TaskFailed || got.ErrorCode != "gave_up" || !strings.Contains(got.ErrorMessage, "no longer a candidate") {
+		t.Fatalf("task %+v, want failed gave_up, saying why", got)
+	}
+	if st := b.up["vid/a"].srv.Stats(); st.JobsCancelled != 1 {
+		t.Errorf("%d upstream jobs cancelled, want the task's", st.JobsCancelled)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/weir-gateway/weir/provider"
 	"github.com/weir-gateway/weir/provider/mock"
 	"github.com/weir-gateway/weir/sqlite"
+	"github.com/weir-gateway/weir/webhook"
 )
 
 // The test bundle, in the manner of River's testBundle: setup returns a
@@ -54,6 +55,9 @@ type setupOpts struct {
 	Config Config
 	// NoStart leaves the service unstarted.
 	NoStart bool
+	// Callbacks turns webhook delivery on: signed, and allowed to reach
+	// receivers on loopback (httptest's).
+	Callbacks bool
 }
 
 type testBundle struct {
@@ -65,6 +69,7 @@ type testBundle struct {
 	up     map[string]*testUpstream
 	key    weir.APIKey
 	cfg    Config
+	hooks  Webhooks
 	limits map[string]int64
 }
 
@@ -166,6 +171,17 @@ func setup(t *testing.T, opts setupOpts) (*Service, *testBundle) {
 		cfg.Owner = admission.Owner{ID: "weir-test", Gen: 1}
 	}
 	b.cfg = cfg
+	if opts.Callbacks {
+		secret, err := webhook.NewSecret()
+		if err != nil {
+			t.Fatal(err)
+		}
+		signer, err := webhook.NewSigner(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.hooks = Webhooks{Sender: webhook.NewSender(webhook.Config{AllowLoopback: true}), Signer: signer}
+	}
 	s := b.newService(t)
 	if !opts.NoStart {
 		b.start(t, s)
@@ -184,7 +200,7 @@ func (b *testBundle) newService(t *testing.T) *Service {
 			t.Fatal(err)
 		}
 	}
-	s, err := New(b.cfg, b.store, b.engine, b.planner, Webhooks{}, nil)
+	s, err := New(b.cfg, b.store, b.engine, b.planner, b.hooks, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
