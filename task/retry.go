@@ -83,8 +83,6 @@ func (s *Service) retryFailedJob(ctx context.Context, t weir.Task, code, msg str
 	wait := s.retryBackoff(n)
 	s.logger.Info("upstream job failed; the task queues again for a new one", "task", t.ID, "code", code, "message", msg,
 		"attempt", n+1, "of", s.cfg.MaxAttempts, "after_ms", wait.Milliseconds())
-	queued := t
-	queued.Status, queued.PlatformModel, queued.UpstreamID, queued.Attempts = weir.TaskQueued, "", "", n
-	s.enqueueAfter(queued, wait)
+	s.enqueueAfter(t.ID, wait)
 	return true
 }

@@ -569,6 +569,10 @@ func (s *Service) dispatch() {
 	}
 }
 
+// admitRetry is how long tasks whose admission could not be committed
+// wait before they queue again.
+const admitRetry = time.Second
+
 func (s *Service) commitAdmissions(batch []admittedTask) {
 	ctx := context.Background()
 	now := s.clock.Now()
@@ -618,14 +622,12 @@ func (s *Service) commitAdmissions(batch []admittedTask) {
 		}
 		s.mu.Unlock()
 		// Not admitted after all: give the capacity back; if the commit
-		// failed, the task is still queued in the store and queues again.
+		// failed, the task is still queued in the store and queues again
+		// after admitRetry, so that a store that keeps failing is not
+		// retried in a busy loop.
 		_ = s.engine.Release(ctx, a.lease.ID, a.lease.Owner)
 		if err != nil {
-			if t, gerr := s.store.TaskGet(ctx, a.id); gerr == nil && t.Status == weir.TaskQueued {
-				if qerr := s.enqueue(ctx, t); qerr != nil {
-					s.failQueued(ctx, t.ID, qerr)
-				}
-			}
+			s.enqueueAfter(a.id, admitRetry)
 		}
 	}
 	if err != nil {

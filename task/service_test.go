@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -312,5 +313,41 @@ func TestExpiresAtOnceWithNoWaitLeft(t *testing.T) {
 	}
 	if got := b.get(t, tk.ID); got.Status != weir.TaskExpired || got.ErrorCode != "expired" {
 		t.Errorf("task %s %s (%s), want expired", got.Status, got.ErrorCode, got.ErrorMessage)
+	}
+}
+
+// TestAdmissionCommitFailure: an admission whose commit fails (the store
+// refuses it) gives its capacity back, and the task stays queued and
+// queues again after admitRetry; once the store works, it runs.
+func TestAdmissionCommitFailure(t *testing.T) {
+	t.Parallel()
+	logs := newLogCounter()
+	s, b := setup(t, setupOpts{Logger: slog.New(logs)})
+	db := b.store.SQL()
+	if _, err := db.Exec(`CREATE TRIGGER refuse_admit BEFORE UPDATE OF status ON tasks
+		WHEN NEW.status = 'admitted' BEGIN SELECT RAISE(ABORT, 'disk full (test)'); END`); err != nil {
+		t.Fatal(err)
+	}
+	tk := b.submit(t, s, nil)
+	const failed = "admission commit failed; tasks queue again"
+	waitFor(t, "an admission commit to fail", func() bool { return logs.count(failed) >= 1 })
+	// It queues again after a wait, not in a busy loop.
+	waitFor(t, "the task to wait before it queues again", func() bool { at, ok := b.clock.next(); return ok && at.Equal(testStart.Add(admitRetry)) })
+	if n := logs.count(failed); n != 1 {
+		t.Errorf("%d failed commits before the clock moved, want 1", n)
+	}
+	if got := b.get(t, tk.ID); got.Status != weir.TaskQueued {
+		t.Fatalf("task %s after its admission failed to commit, want queued", got.Status)
+	}
+	b.waitReleased(t)
+	b.clock.Advance(admitRetry)
+	waitFor(t, "the commit to fail again", func() bool { return logs.count(failed) >= 2 })
+	if _, err := db.Exec(`DROP TRIGGER refuse_admit`); err != nil {
+		t.Fatal(err)
+	}
+	b.driveTo(t, tk.ID, weir.TaskSucceeded)
+	b.waitReleased(t)
+	if n := b.up["vid/a"].srv.Stats().JobsSubmitted; n != 1 {
+		t.Errorf("%d upstream jobs, want 1", n)
 	}
 }

@@ -3,6 +3,7 @@ package task
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -58,6 +59,8 @@ type setupOpts struct {
 	// Callbacks turns webhook delivery on: signed, and allowed to reach
 	// receivers on loopback (httptest's).
 	Callbacks bool
+	// Logger is the service's; default none.
+	Logger *slog.Logger
 }
 
 type testBundle struct {
@@ -70,6 +73,7 @@ type testBundle struct {
 	key    weir.APIKey
 	cfg    Config
 	hooks  Webhooks
+	logger *slog.Logger
 	limits map[string]int64
 }
 
@@ -171,6 +175,7 @@ func setup(t *testing.T, opts setupOpts) (*Service, *testBundle) {
 		cfg.Owner = admission.Owner{ID: "weir-test", Gen: 1}
 	}
 	b.cfg = cfg
+	b.logger = opts.Logger
 	if opts.Callbacks {
 		secret, err := webhook.NewSecret()
 		if err != nil {
@@ -200,7 +205,7 @@ func (b *testBundle) newService(t *testing.T) *Service {
 			t.Fatal(err)
 		}
 	}
-	s, err := New(b.cfg, b.store, b.engine, b.planner, b.hooks, nil)
+	s, err := New(b.cfg, b.store, b.engine, b.planner, b.hooks, b.logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,4 +512,29 @@ func (b *testBundle) waitReleased(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// logCounter is a slog.Handler that counts the records of each message.
+type logCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func newLogCounter() *logCounter { return &logCounter{counts: map[string]int{}} }
+
+func (h *logCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logCounter) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *logCounter) WithGroup(string) slog.Handler            { return h }
+
+func (h *logCounter) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.counts[r.Message]++
+	return nil
+}
+
+func (h *logCounter) count(msg string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.counts[msg]
 }

@@ -255,14 +255,15 @@ func (s *Service) requeue(ctx context.Context, t weir.Task, after time.Duration,
 		}
 		return true
 	}
-	s.enqueueAfter(queued, after)
+	s.enqueueAfter(t.ID, after)
 	return true
 }
 
-// enqueueAfter queues t, stored as queued, again after d, unless it has
-// moved on meanwhile (cancelled, say), or the service has stopped: then
-// it stays queued in the store, and the next start queues it.
-func (s *Service) enqueueAfter(t weir.Task, d time.Duration) {
+// enqueueAfter queues task id, stored as queued, again after d, unless
+// it has moved on meanwhile (cancelled, say), or the service has
+// stopped: then it stays queued in the store, and the next start queues
+// it.
+func (s *Service) enqueueAfter(id string, d time.Duration) {
 	s.clock.AfterFunc(d, func() {
 		select {
 		case <-s.stopping:
@@ -270,12 +271,13 @@ func (s *Service) enqueueAfter(t weir.Task, d time.Duration) {
 		default:
 		}
 		ctx := context.Background()
-		if cur, err := s.store.TaskGet(ctx, t.ID); err != nil || cur.Status != weir.TaskQueued {
+		t, err := s.store.TaskGet(ctx, id)
+		if err != nil || t.Status != weir.TaskQueued {
 			return
 		}
-		s.forgetRefusals(t.ID)
+		s.forgetRefusals(id)
 		if err := s.enqueue(ctx, t); err != nil {
-			s.failQueued(ctx, t.ID, err)
+			s.failQueued(ctx, id, err)
 		}
 	})
 }
