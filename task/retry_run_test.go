@@ -91,3 +91,24 @@ func TestRetryBackoffEndingAfterStop(t *testing.T) {
 		t.Errorf("task %+v after the restart, want succeeded", got)
 	}
 }
+
+// TestRequeueSurvivesAStoreReadFailure: a task whose backoff ends while
+// the store cannot be read is not dropped from the queue: it is read
+// again a little later, and runs.
+func TestRequeueSurvivesAStoreReadFailure(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{Platforms: map[string]mock.Config{"vid/a": {JobDuration: time.Second, JobFailureRate: 1}}})
+	tk := b.submit(t, s, nil)
+	b.drive(t, "the first job to fail", func() bool { return b.get(t, tk.ID).Attempts == 1 })
+	waitFor(t, "the backoff to be set", func() bool { _, ok := b.clock.next(); return ok })
+	if err := b.up["vid/a"].srv.Update(func(c *mock.Config) { c.JobFailureRate = 0 }); err != nil {
+		t.Fatal(err)
+	}
+	b.served.failGets.Store(true)
+	at, _ := b.clock.next()
+	b.clock.Set(at) // the backoff ends while the store is down
+	b.served.failGets.Store(false)
+	if got := b.driveTo(t, tk.ID, weir.TaskSucceeded, weir.TaskFailed); got.Status != weir.TaskSucceeded {
+		t.Errorf("task %+v, want succeeded", got)
+	}
+}

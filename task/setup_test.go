@@ -2,6 +2,7 @@ package task
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,7 +66,10 @@ type setupOpts struct {
 }
 
 type testBundle struct {
-	store   *sqlite.DB
+	store *sqlite.DB
+	// served is the store as the service sees it, which can be made to
+	// fail.
+	served  *testStore
 	engine  *admission.Memory
 	clock   *testClock
 	planner *testPlanner
@@ -147,6 +152,7 @@ func setup(t *testing.T, opts setupOpts) (*Service, *testBundle) {
 		t.Fatal(err)
 	}
 	b.store = db
+	b.served = &testStore{DB: db}
 	b.key = weir.APIKey{ID: "key_1", Hash: "h1", CreatedAt: testStart}
 	if err := db.KeyCreate(ctx, b.key); err != nil {
 		t.Fatal(err)
@@ -205,7 +211,7 @@ func (b *testBundle) newService(t *testing.T) *Service {
 			t.Fatal(err)
 		}
 	}
-	s, err := New(b.cfg, b.store, b.engine, b.planner, b.hooks, b.logger)
+	s, err := New(b.cfg, b.served, b.engine, b.planner, b.hooks, b.logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -537,4 +543,22 @@ func (h *logCounter) count(msg string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.counts[msg]
+}
+
+// testStore is the bundle's store as the service sees it: TaskGet fails
+// while failGets is set, as a store that cannot be read would.
+type testStore struct {
+	*sqlite.DB
+	failGets atomic.Bool
+}
+
+var _ Store[*sql.Tx] = (*testStore)(nil)
+
+var errStoreDown = errors.New("store unavailable (test)")
+
+func (s *testStore) TaskGet(ctx context.Context, id string) (weir.Task, error) {
+	if s.failGets.Load() {
+		return weir.Task{}, errStoreDown
+	}
+	return s.DB.TaskGet(ctx, id)
 }

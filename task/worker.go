@@ -262,7 +262,9 @@ func (s *Service) requeue(ctx context.Context, t weir.Task, after time.Duration,
 // enqueueAfter queues task id, stored as queued, again after d, unless
 // it has moved on meanwhile (cancelled, say), or the service has
 // stopped: then it stays queued in the store, and the next start queues
-// it.
+// it. A task that cannot be read then is read again after admitRetry:
+// dropped, it would stay queued in the store, in no queue, and never
+// expire.
 func (s *Service) enqueueAfter(id string, d time.Duration) {
 	s.clock.AfterFunc(d, func() {
 		select {
@@ -272,6 +274,11 @@ func (s *Service) enqueueAfter(id string, d time.Duration) {
 		}
 		ctx := context.Background()
 		t, err := s.store.TaskGet(ctx, id)
+		if err != nil && !errors.Is(err, weir.ErrNotFound) {
+			s.logger.Warn("a task to queue again could not be read; trying again", "task", id, "error", err)
+			s.enqueueAfter(id, admitRetry)
+			return
+		}
 		if err != nil || t.Status != weir.TaskQueued {
 			return
 		}
