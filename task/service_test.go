@@ -273,6 +273,8 @@ func TestExpiresAtMaxWait(t *testing.T) {
 	if _, ok := s.Position(t.Context(), tk.ID); ok {
 		t.Error("the expired task still has a queue position")
 	}
+	// The transition is counted just after it is stored.
+	waitFor(t, "the expiry counted", func() bool { trans, _, _ := m.got(); return len(trans) >= 2 })
 	if trans, _, _ := m.got(); !slices.Equal(trans, []weir.TaskStatus{weir.TaskQueued, weir.TaskExpired}) {
 		t.Errorf("transitions %v, want queued then expired", trans)
 	}
