@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -198,9 +199,12 @@ type Service struct {
 	admitted   chan admittedTask
 	purgeBatch int
 	stop       chan struct{}
-	done       chan struct{}
-	stopOnce   sync.Once
-	stopErr    error
+	// dispatching is set when Start runs the dispatcher, which closes
+	// done when it returns.
+	dispatching atomic.Bool
+	done        chan struct{}
+	stopOnce    sync.Once
+	stopErr     error
 }
 
 type admittedTask struct {
@@ -273,6 +277,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.engine.SetScope(ctx, WorkersScope, admission.ScopeConfig{Limit: int64(s.cfg.Workers), LeaseTTL: s.cfg.LeaseTTL}); err != nil {
 		return err
 	}
+	s.dispatching.Store(true)
 	go s.dispatch()
 	if err := s.recover(ctx); err != nil {
 		return err
@@ -293,13 +298,16 @@ func (s *Service) Start(ctx context.Context) error {
 // Stop stops the workers (a job in flight finishes its step) and the
 // dispatcher. Leases are not released: the tasks are durable, and the
 // next start gives them back. Stopping again returns the first Stop's
-// result.
+// result; stopping a service that never started, or whose Start failed
+// before it ran anything, returns at once.
 func (s *Service) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() {
 		close(s.stopping)
 		s.stopErr = s.river.Stop(ctx)
 		close(s.stop)
-		<-s.done
+		if s.dispatching.Load() {
+			<-s.done
+		}
 	})
 	return s.stopErr
 }

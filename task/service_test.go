@@ -353,3 +353,20 @@ func TestAdmissionCommitFailure(t *testing.T) {
 		t.Errorf("%d upstream jobs, want 1", n)
 	}
 }
+
+// TestStopWithoutStart: a service that never started (its Start failed
+// before it ran anything, say) stops at once.
+func TestStopWithoutStart(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, setupOpts{NoStart: true})
+	done := make(chan error, 1)
+	go func() { done <- s.Stop(t.Context()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Logf("Stop of a service never started: %v", err)
+		}
+	case <-time.After(waitBound):
+		t.Fatal("Stop of a service never started did not return")
+	}
+}
