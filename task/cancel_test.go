@@ -151,3 +151,31 @@ func TestDeleteUpstreamRefuses(t *testing.T) {
 		t.Error("task not deleted")
 	}
 }
+
+// TestCancelWhileSubmitting: a task cancelled while its submit is in
+// flight has the job that submit started cancelled upstream, and is not
+// left running.
+func TestCancelWhileSubmitting(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{Platforms: map[string]mock.Config{"vid/a": {JobDuration: time.Hour}}})
+	up := b.up["vid/a"]
+	up.setInject(func(r *http.Request) {
+		if r.Method == http.MethodPost {
+			r.Header.Set("X-Mock-Latency", "1s") // long enough to cancel in
+		}
+	})
+	tk := b.submit(t, s, nil)
+	waitFor(t, "the submit in flight", func() bool { return up.srv.Stats().InFlight == 1 })
+	if got, err := s.Cancel(t.Context(), tk.ID); err != nil || got.Status != weir.TaskCancelled {
+		t.Fatalf("Cancel = %+v, %v; want cancelled", got, err)
+	}
+	waitFor(t, "the job the submit started cancelled", func() bool {
+		st := up.srv.Stats()
+		return st.JobsSubmitted == 1 && st.JobsCancelled == 1 && st.JobsRunning == 0
+	})
+	waitFor(t, "the run job to complete", func() bool { return b.runJobState(t, tk.ID) == "completed" })
+	if got := b.get(t, tk.ID); got.Status != weir.TaskCancelled || got.UpstreamID != "" {
+		t.Errorf("task %+v, want still cancelled", got)
+	}
+	b.waitReleased(t)
+}
