@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,10 +36,12 @@ func TestFailoverToAnotherCandidate(t *testing.T) {
 		a      mock.Config
 		inject string // X-Mock-Status on vid/a's submits
 		status int
+		down   bool // vid/a refuses connections
 	}{
 		{name: "429 at its job cap", a: mock.Config{MaxJobs: 1, JobDuration: time.Hour}, status: http.StatusTooManyRequests},
 		{name: "500", a: mock.Config{ErrorRate: 1}, status: http.StatusInternalServerError},
 		{name: "503", inject: "503", status: http.StatusServiceUnavailable},
+		{name: "unreachable", down: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -54,12 +57,15 @@ func TestFailoverToAnotherCandidate(t *testing.T) {
 					}
 				})
 			}
+			if tc.down {
+				a.ts.Close()
+			}
 			tk := b.submit(t, s, nil)
 			got := b.driveTo(t, tk.ID, weir.TaskSucceeded, weir.TaskFailed)
 			if got.Status != weir.TaskSucceeded || got.PlatformModel != "vid/b" || got.Candidate != 0 {
 				t.Fatalf("task %+v: want succeeded on vid/b (its only candidate left, index 0)", got)
 			}
-			if n := a.srv.Stats().ByStatus[tc.status]; n != 1 {
+			if n := a.srv.Stats().ByStatus[tc.status]; !tc.down && n != 1 {
 				t.Errorf("vid/a answered %d %d(s), want the one submit", n, tc.status)
 			}
 			if n := b.up["vid/b"].srv.Stats().JobsSubmitted; n != 1 {
@@ -201,5 +207,38 @@ func TestFailoverDoesNotBounceBetweenFailingPlatforms(t *testing.T) {
 	})
 	if got.Status != weir.TaskFailed || got.ErrorCode != "upstream_error" {
 		t.Errorf("task %+v, want failed upstream_error", got)
+	}
+}
+
+// TestSubmitThatMayHaveStartedIsRetriedInPlace: a submit answered 504 may
+// have started a job, so the task is not sent to another candidate:
+// River retries the step on the same platform, with the same
+// Idempotency-Key, which finds the job if there is one.
+func TestSubmitThatMayHaveStartedIsRetriedInPlace(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{
+		Platforms: map[string]mock.Config{"vid/a": {}, "vid/b": {}},
+		Config:    Config{MaxAttempts: 2},
+	})
+	a := b.up["vid/a"]
+	var once sync.Once
+	a.setInject(func(r *http.Request) {
+		if r.Method == http.MethodPost {
+			once.Do(func() { r.Header.Set("X-Mock-Status", "504") })
+		}
+	})
+	tk := b.submit(t, s, nil)
+	got := b.driveTo(t, tk.ID, weir.TaskSucceeded, weir.TaskFailed)
+	if got.Status != weir.TaskSucceeded || got.PlatformModel != "vid/a" {
+		t.Fatalf("task %+v: want succeeded on vid/a", got)
+	}
+	if n := a.srv.Stats().ByStatus[http.StatusGatewayTimeout]; n != 1 {
+		t.Errorf("vid/a answered %d 504s, want 1", n)
+	}
+	if j := a.jobByKey(t, tk.ID); j.ID != got.UpstreamID {
+		t.Errorf("the task's job %s, want the one submitted with its id as key (%s)", got.UpstreamID, j.ID)
+	}
+	if n := b.up["vid/b"].srv.Stats().Requests; n != 0 {
+		t.Errorf("%d requests to vid/b, want none", n)
 	}
 }
