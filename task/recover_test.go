@@ -1,6 +1,7 @@
 package task
 
 import (
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -184,4 +185,24 @@ func TestGivesUpWhenTheLeaseCannotBeRestored(t *testing.T) {
 	}
 	// The job is cancelled upstream just after the task's end is stored.
 	waitFor(t, "the upstream job cancelled", func() bool { return b.up["vid/a"].srv.Stats().JobsCancelled == 1 })
+}
+
+// TestStepTimingOutOnItsLastAttemptFailsTheTask: a step that outlives
+// River's job timeout on the job's last attempt fails the task as
+// gave_up: the task is not left admitted with no job to finish it.
+func TestStepTimingOutOnItsLastAttemptFailsTheTask(t *testing.T) {
+	t.Parallel()
+	// RescueAfter 2s makes the job timeout 1s.
+	s, b := setup(t, setupOpts{Config: Config{MaxAttempts: 1, RescueAfter: 2 * time.Second}})
+	b.up["vid/a"].setInject(func(r *http.Request) {
+		if r.Method == http.MethodPost {
+			r.Header.Set("X-Mock-Latency", "10s")
+		}
+	})
+	tk := b.submit(t, s, nil)
+	got := b.driveTo(t, tk.ID, weir.TaskFailed, weir.TaskSucceeded)
+	if got.ErrorCode != "gave_up" {
+		t.Errorf("task %+v, want failed gave_up", got)
+	}
+	b.waitReleased(t)
 }

@@ -34,13 +34,15 @@ type runWorker struct {
 }
 
 // Work runs one step of the task. A step that fails on the job's last
-// attempt ends the task as failed: a task never stays running with no job
-// left to finish it.
+// attempt, or outlives its job timeout then, ends the task as failed: a
+// task never stays running with no job left to finish it. A step cut
+// short otherwise (its context cancelled) leaves it as it is.
 func (w *runWorker) Work(ctx context.Context, job *river.Job[RunArgs]) error {
 	err := w.step(ctx, job)
 	var snooze *river.JobSnoozeError
 	var cancel *river.JobCancelError
-	if err == nil || errors.As(err, &snooze) || errors.As(err, &cancel) || ctx.Err() != nil || job.Attempt < job.MaxAttempts {
+	cut := ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded)
+	if err == nil || errors.As(err, &snooze) || errors.As(err, &cancel) || cut || job.Attempt < job.MaxAttempts {
 		return err
 	}
 	if t, gerr := w.s.store.TaskGet(context.WithoutCancel(ctx), job.Args.TaskID); gerr == nil && !t.Status.Terminal() {
