@@ -53,8 +53,9 @@ type setupOpts struct {
 	// Limits are the platform models' scope limits; default 0, unlimited.
 	Limits map[string]int64
 	// Config is the service's; setup sets Clock, and shortens
-	// FetchPollInterval (10ms) and PollMax (2s, so that every wait for a
-	// poll is waited in process, not snoozed) where they are zero.
+	// FetchPollInterval (10ms) and PollMax (2s: each wait for a poll is
+	// waited in process, and a job snoozes, on the wall clock, only once
+	// an execution has waited holdFor) where they are zero.
 	Config Config
 	// NoStart leaves the service unstarted.
 	NoStart bool
