@@ -28,8 +28,10 @@
 //
 //   - A platform that refuses a submit for capacity (429), or certainly
 //     started nothing (500, 502, 503, unreachable), sends the task back to
-//     the queue without that platform if another candidate may take it;
-//     a 429 with no other candidate waits out Retry-After. Calls count
+//     the queue without that platform if another candidate may take it,
+//     one that has not refused it since it last queued for all its
+//     candidates; once every candidate has, a 429 waits out Retry-After
+//     and a 5xx is retried by River, as with one candidate. Calls count
 //     toward the platform's cooldown (HealthReporter).
 //   - Polls failing with the upstream's trouble are waited out for up to
 //     pollOutage without spending River's attempts.

@@ -123,11 +123,10 @@ func newFollowRig(t *testing.T, length time.Duration) *followRig {
 		}
 	}
 	job := &scriptedJob{clock: clk, start: start, length: length}
-	s, err := New(Config{}, db, eng, onePlatform{job}, Webhooks{}, nil)
+	s, err := New(Config{Clock: clk}, db, eng, onePlatform{job}, Webhooks{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.clock = clk
 	close(s.ready)
 	tk := weir.Task{ID: "task_1", KeyID: "key_1", Kind: "video", Model: "sora", Input: []byte(`{"prompt":"p"}`),
 		Status: weir.TaskQueued, Candidate: -1, CreatedAt: start}

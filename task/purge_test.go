@@ -29,11 +29,10 @@ func TestPurgeRemovesTasksPastRetention(t *testing.T) {
 	}
 	eng := admission.NewMemory(admission.Options{})
 	t.Cleanup(eng.Close)
-	s, err := New(Config{Retention: 7 * 24 * time.Hour}, db, eng, onePlatform{}, Webhooks{}, nil)
+	s, err := New(Config{Retention: 7 * 24 * time.Hour, Clock: clock.NewFake(now)}, db, eng, onePlatform{}, Webhooks{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.clock = clock.NewFake(now)
 	s.purgeBatch = 10
 
 	old := s.purgeBatch*2 + 5

@@ -30,11 +30,11 @@ func TestQueueFailureMessages(t *testing.T) {
 	}{
 		{&admission.TimeoutError{Scope: "group:batch", Setting: admission.SettingMaxWait, Value: time.Hour, Waited: time.Hour},
 			"the task waited 1h0m0s in the queue: group batch's max_wait (1h0m0s) passed"},
-		{&admission.TimeoutError{Setting: admission.SettingDeadline, Value: 24 * time.Hour, Waited: 24 * time.Hour},
+		{&admission.TimeoutError{Setting: admission.SettingDeadline, Value: time.Hour, Waited: time.Hour},
 			"the task waited longer than its maximum wait (24h0m0s)"},
 		{errors.New("queue timeout"), "the task waited longer than its maximum wait"},
 	} {
-		if got := waitEndedMessage(tc.err); got != tc.want {
+		if got := waitEndedMessage(tc.err, 24*time.Hour); got != tc.want {
 			t.Errorf("waitEndedMessage(%v) = %q, want %q", tc.err, got, tc.want)
 		}
 	}

@@ -16,8 +16,9 @@ import (
 // platform took it and could not make it. Unless the failure says the
 // request is at fault (a moderation or policy refusal, an invalid input:
 // the same request would fail again), the task goes back to the queue —
-// in its original place, and free to go to another candidate — after an
-// exponential backoff with jitter, and runs as a new upstream job. It
+// behind the tasks already waiting at its priority (the engine orders by
+// arrival), and free to go to another candidate — after an exponential
+// backoff with jitter, and runs as a new upstream job. It
 // fails for good, with the upstream's code, when Config.MaxAttempts jobs
 // have failed. Its capacity serves other tasks during the backoff.
 
@@ -82,8 +83,6 @@ func (s *Service) retryFailedJob(ctx context.Context, t weir.Task, code, msg str
 	wait := s.retryBackoff(n)
 	s.logger.Info("upstream job failed; the task queues again for a new one", "task", t.ID, "code", code, "message", msg,
 		"attempt", n+1, "of", s.cfg.MaxAttempts, "after_ms", wait.Milliseconds())
-	queued := t
-	queued.Status, queued.PlatformModel, queued.UpstreamID, queued.Attempts = weir.TaskQueued, "", "", n
-	s.enqueueAfter(queued, wait)
+	s.enqueueAfter(t.ID, wait)
 	return true
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -99,6 +100,11 @@ type Config struct {
 	Owner admission.Owner
 	// Metrics counts transitions; default none.
 	Metrics Metrics
+	// Clock is the service's time: task timestamps, deadlines, the
+	// waits between polls and before a task queues again. River's own
+	// schedule (snoozes, retries, fetches) keeps the wall clock. Default
+	// clock.Real.
+	Clock clock.Clock
 }
 
 // Metrics receives every task transition (the status entered), how long
@@ -153,6 +159,9 @@ func (c *Config) defaults() {
 	if c.Metrics == nil {
 		c.Metrics = noMetrics{}
 	}
+	if c.Clock == nil {
+		c.Clock = clock.Real
+	}
 }
 
 // Errors a caller maps to its API.
@@ -178,7 +187,11 @@ type Service struct {
 	mu     sync.Mutex
 	leases map[string]admission.Lease // task id → lease held for it
 	runs   map[string]*run            // task id → its run, while running here
-	ready  chan struct{}
+	// refusals holds, per task, the platform models that refused its
+	// submit (a 429, or a 5xx that started nothing) since it last queued
+	// for all its candidates: requeue offers it none of them again.
+	refusals map[string][]string
+	ready    chan struct{}
 	// stopping is closed when Stop begins: jobs waiting in process for
 	// their next poll snooze instead.
 	stopping chan struct{}
@@ -186,9 +199,12 @@ type Service struct {
 	admitted   chan admittedTask
 	purgeBatch int
 	stop       chan struct{}
-	done       chan struct{}
-	stopOnce   sync.Once
-	stopErr    error
+	// dispatching is set when Start runs the dispatcher, which closes
+	// done when it returns.
+	dispatching atomic.Bool
+	done        chan struct{}
+	stopOnce    sync.Once
+	stopErr     error
 }
 
 type admittedTask struct {
@@ -210,9 +226,10 @@ func New[TTx any](cfg Config, store Store[TTx], engine admission.Engine, planner
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Service{
-		cfg: cfg, store: store, engine: engine, planner: planner, hooks: hooks, logger: logger, clock: clock.Real,
+		cfg: cfg, store: store, engine: engine, planner: planner, hooks: hooks, logger: logger, clock: cfg.Clock,
 		leases:   make(map[string]admission.Lease),
 		runs:     make(map[string]*run),
+		refusals: make(map[string][]string),
 		stopping: make(chan struct{}),
 		admitted: make(chan admittedTask, 4096), purgeBatch: purgeBatch,
 		hookSlots: webhook.NewLimiter(webhook.LimiterConfig{PerTenant: hooks.PerKey, Shared: webhookShared}),
@@ -260,6 +277,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.engine.SetScope(ctx, WorkersScope, admission.ScopeConfig{Limit: int64(s.cfg.Workers), LeaseTTL: s.cfg.LeaseTTL}); err != nil {
 		return err
 	}
+	s.dispatching.Store(true)
 	go s.dispatch()
 	if err := s.recover(ctx); err != nil {
 		return err
@@ -280,13 +298,16 @@ func (s *Service) Start(ctx context.Context) error {
 // Stop stops the workers (a job in flight finishes its step) and the
 // dispatcher. Leases are not released: the tasks are durable, and the
 // next start gives them back. Stopping again returns the first Stop's
-// result.
+// result; stopping a service that never started, or whose Start failed
+// before it ran anything, returns at once.
 func (s *Service) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() {
 		close(s.stopping)
 		s.stopErr = s.river.Stop(ctx)
 		close(s.stop)
-		<-s.done
+		if s.dispatching.Load() {
+			<-s.done
+		}
 	})
 	return s.stopErr
 }
@@ -435,16 +456,34 @@ func (s *Service) waitEnded(id string, err error) {
 		// Shutting down: the task stays queued and the next start queues it.
 	case errors.Is(err, admission.ErrCancelled):
 		// Cancel marked it.
-	case errors.Is(err, admission.ErrTimeout):
-		_, _ = s.finishID(ctx, id, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{Status: weir.TaskExpired, ErrorCode: "expired", ErrorMessage: waitEndedMessage(err)})
 	default:
 		s.failQueued(ctx, id, err)
 	}
 }
 
+// failQueued ends a queued task that cannot wait: expired if its wait
+// ended (the engine says so at once when a task queues past its
+// deadline: at a restart after it, or with no wait allowed), else failed.
 func (s *Service) failQueued(ctx context.Context, id string, err error) {
+	if errors.Is(err, admission.ErrTimeout) {
+		s.expireQueued(ctx, id, err)
+		return
+	}
 	code, msg := queueFailure(err)
 	_, _ = s.finishID(context.WithoutCancel(ctx), id, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: code, ErrorMessage: msg})
+}
+
+// expireQueued ends a queued task whose wait ended (err, an
+// admission.ErrTimeout) as expired.
+func (s *Service) expireQueued(ctx context.Context, id string, err error) {
+	ctx = context.WithoutCancel(ctx)
+	t, gerr := s.store.TaskGet(ctx, id)
+	if gerr != nil {
+		s.logger.Error("task update failed", "task", id, "status", weir.TaskExpired, "error", gerr)
+		return
+	}
+	_, _ = s.finish(ctx, t, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{
+		Status: weir.TaskExpired, ErrorCode: "expired", ErrorMessage: waitEndedMessage(err, t.Deadline.Sub(t.CreatedAt))})
 }
 
 // queueFailure is the error code and message of a task that could not
@@ -461,14 +500,17 @@ func queueFailure(err error) (code, msg string) {
 }
 
 // waitEndedMessage says which limit ended a queued task's wait: its own
-// maximum wait, or a scope's max_wait that dropped its last candidate.
-func waitEndedMessage(err error) string {
+// maximum wait (maxWait, from its submission to its deadline), or a
+// scope's max_wait that dropped its last candidate.
+func waitEndedMessage(err error, maxWait time.Duration) string {
 	var te *admission.TimeoutError
 	switch {
 	case !errors.As(err, &te):
 		return "the task waited longer than its maximum wait"
 	case te.Scope == "":
-		return fmt.Sprintf("the task waited longer than its maximum wait (%s)", te.Value.Round(time.Second))
+		// Not te.Value: the engine counts from when the task last
+		// queued, which is later after a restart or a retry.
+		return fmt.Sprintf("the task waited longer than its maximum wait (%s)", maxWait.Round(time.Second))
 	}
 	return fmt.Sprintf("the task waited %s in the queue: %s's max_wait (%s) passed", te.Waited.Round(time.Millisecond), weir.ScopeLabel(te.Scope), te.Value)
 }
@@ -501,6 +543,7 @@ func (s *Service) finish(ctx context.Context, t weir.Task, from []weir.TaskStatu
 		return false, err
 	}
 	if ok {
+		s.forgetRefusals(t.ID)
 		s.cfg.Metrics.TaskTransition(u.Status)
 		if !t.AdmittedAt.IsZero() {
 			s.cfg.Metrics.TaskRan(t.Model, u.Status, u.FinishedAt.Sub(t.AdmittedAt))
@@ -533,6 +576,10 @@ func (s *Service) dispatch() {
 		s.commitAdmissions(batch)
 	}
 }
+
+// admitRetry is how long tasks whose admission could not be committed
+// wait before they queue again.
+const admitRetry = time.Second
 
 func (s *Service) commitAdmissions(batch []admittedTask) {
 	ctx := context.Background()
@@ -583,14 +630,12 @@ func (s *Service) commitAdmissions(batch []admittedTask) {
 		}
 		s.mu.Unlock()
 		// Not admitted after all: give the capacity back; if the commit
-		// failed, the task is still queued in the store and queues again.
+		// failed, the task is still queued in the store and queues again
+		// after admitRetry, so that a store that keeps failing is not
+		// retried in a busy loop.
 		_ = s.engine.Release(ctx, a.lease.ID, a.lease.Owner)
 		if err != nil {
-			if t, gerr := s.store.TaskGet(ctx, a.id); gerr == nil && t.Status == weir.TaskQueued {
-				if qerr := s.enqueue(ctx, t); qerr != nil {
-					s.failQueued(ctx, t.ID, qerr)
-				}
-			}
+			s.enqueueAfter(a.id, admitRetry)
 		}
 	}
 	if err != nil {

@@ -135,12 +135,11 @@ func newEventRig(t *testing.T) *eventRig {
 		t.Fatal(err)
 	}
 	hooks := Webhooks{Sender: webhook.NewSender(webhook.Config{AllowLoopback: true}), Signer: signer}
-	s, err := New(Config{}, store, nil, nil, hooks, nil)
+	fake := clock.NewFake(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+	s, err := New(Config{Clock: fake}, store, nil, nil, hooks, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := clock.NewFake(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
-	s.clock = fake
 	key := weir.APIKey{ID: "key_1", Hash: "h1", CreatedAt: fake.Now()}
 	if err := store.KeyCreate(t.Context(), key); err != nil {
 		t.Fatal(err)

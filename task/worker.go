@@ -34,13 +34,15 @@ type runWorker struct {
 }
 
 // Work runs one step of the task. A step that fails on the job's last
-// attempt ends the task as failed: a task never stays running with no job
-// left to finish it.
+// attempt, or outlives its job timeout then, ends the task as failed: a
+// task never stays running with no job left to finish it. A step cut
+// short otherwise (its context cancelled) leaves it as it is.
 func (w *runWorker) Work(ctx context.Context, job *river.Job[RunArgs]) error {
 	err := w.step(ctx, job)
 	var snooze *river.JobSnoozeError
 	var cancel *river.JobCancelError
-	if err == nil || errors.As(err, &snooze) || errors.As(err, &cancel) || ctx.Err() != nil || job.Attempt < job.MaxAttempts {
+	cut := ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded)
+	if err == nil || errors.As(err, &snooze) || errors.As(err, &cancel) || cut || job.Attempt < job.MaxAttempts {
 		return err
 	}
 	if t, gerr := w.s.store.TaskGet(context.WithoutCancel(ctx), job.Args.TaskID); gerr == nil && !t.Status.Terminal() {
@@ -219,20 +221,25 @@ func notStarted(pe *provider.Error) bool {
 }
 
 // requeue sends an admitted task that a platform refused back to the
-// queue, without that platform if another candidate may take it: then at
-// once. Otherwise, if elsewhereOnly, it changes nothing and reports
-// false; if not, the task waits out the platform's Retry-After (after)
-// and queues for all its candidates again. A crash meanwhile leaves it
-// queued in the store, and the next start queues it.
+// queue, at once, if a candidate that has not refused it since it last
+// queued for all its candidates may take it: so a task whose candidates
+// all refuse it is not sent back and forth between them. Otherwise, if
+// elsewhereOnly, it changes nothing and reports false; if not, the task
+// waits out the platform's Retry-After (after) and queues for all its
+// candidates again. A crash meanwhile leaves it queued in the store, and
+// the next start queues it.
 func (s *Service) requeue(ctx context.Context, t weir.Task, after time.Duration, elsewhereOnly bool) bool {
 	ctx = context.WithoutCancel(ctx)
-	refusedBy := t.PlatformModel
+	refused := s.refuse(t.ID, t.PlatformModel)
 	queued := t
 	queued.Status, queued.PlatformModel = weir.TaskQueued, ""
 	req, err := s.request(ctx, queued)
 	others := []admission.Candidate(nil)
 	if err == nil {
-		others = withoutScope(req.Candidates, weir.PlatformModelScope(refusedBy))
+		others = req.Candidates
+		for _, pm := range refused {
+			others = withoutScope(others, weir.PlatformModelScope(pm))
+		}
 	}
 	if elsewhereOnly && len(others) == 0 {
 		return false
@@ -250,22 +257,58 @@ func (s *Service) requeue(ctx context.Context, t weir.Task, after time.Duration,
 		}
 		return true
 	}
-	s.enqueueAfter(queued, after)
+	s.enqueueAfter(t.ID, after)
 	return true
 }
 
-// enqueueAfter queues t, stored as queued, again after d, unless it has
-// moved on meanwhile (cancelled, say).
-func (s *Service) enqueueAfter(t weir.Task, d time.Duration) {
+// enqueueAfter queues task id, stored as queued, again after d, unless
+// it has moved on meanwhile (cancelled, say), or the service has
+// stopped: then it stays queued in the store, and the next start queues
+// it. A task that cannot be read then is read again after admitRetry:
+// dropped, it would stay queued in the store, in no queue, and never
+// expire.
+func (s *Service) enqueueAfter(id string, d time.Duration) {
 	s.clock.AfterFunc(d, func() {
+		select {
+		case <-s.stopping:
+			return
+		default:
+		}
 		ctx := context.Background()
-		if cur, err := s.store.TaskGet(ctx, t.ID); err != nil || cur.Status != weir.TaskQueued {
+		t, err := s.store.TaskGet(ctx, id)
+		if err != nil && !errors.Is(err, weir.ErrNotFound) {
+			s.logger.Warn("a task to queue again could not be read; trying again", "task", id, "error", err)
+			s.enqueueAfter(id, admitRetry)
 			return
 		}
+		if err != nil || t.Status != weir.TaskQueued {
+			return
+		}
+		s.forgetRefusals(id)
 		if err := s.enqueue(ctx, t); err != nil {
-			s.failQueued(ctx, t.ID, err)
+			s.failQueued(ctx, id, err)
 		}
 	})
+}
+
+// refuse records that platform model pm refused task id's submit, and
+// returns every platform model that has since the task last queued for
+// all its candidates.
+func (s *Service) refuse(id, pm string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Contains(s.refusals[id], pm) {
+		s.refusals[id] = append(s.refusals[id], pm)
+	}
+	return slices.Clone(s.refusals[id])
+}
+
+// forgetRefusals forgets the platforms that refused task id: it queues
+// for all its candidates again, or it has ended.
+func (s *Service) forgetRefusals(id string) {
+	s.mu.Lock()
+	delete(s.refusals, id)
+	s.mu.Unlock()
 }
 
 // withoutScope returns the candidates that do not need scope.

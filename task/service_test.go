@@ -1,0 +1,372 @@
+package task
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/provider/mock"
+)
+
+// TestRunToSuccess: a submitted task is planned, stored, admitted, run
+// as one upstream job that it follows to its end, and stored succeeded
+// with the upstream's object; its capacity is released and every
+// transition counted.
+func TestRunToSuccess(t *testing.T) {
+	t.Parallel()
+	m := &recordingMetrics{}
+	s, b := setup(t, setupOpts{
+		Platforms: map[string]mock.Config{"vid/a": {JobDuration: 3 * time.Second}},
+		Config:    Config{Metrics: m},
+	})
+	tk := b.submit(t, s, nil)
+	if !strings.HasPrefix(tk.ID, "task_") || tk.Status != weir.TaskQueued || tk.Candidate != -1 || !tk.CreatedAt.Equal(testStart) {
+		t.Errorf("submitted task %+v: want a task_ id, queued, no candidate, created now", tk)
+	}
+	got := b.driveTo(t, tk.ID, weir.TaskSucceeded, weir.TaskFailed)
+	if got.Status != weir.TaskSucceeded || got.Progress != 100 || got.PlatformModel != "vid/a" || got.Candidate != 0 || got.UpstreamID == "" {
+		t.Fatalf("task after its run: %+v; want succeeded at 100%% on vid/a", got)
+	}
+	var result struct{ ID, Status string }
+	if err := json.Unmarshal(got.Result, &result); err != nil || result.ID != got.UpstreamID || result.Status != "completed" {
+		t.Errorf("result %s (%v): want the upstream's completed job %s", got.Result, err, got.UpstreamID)
+	}
+	job := b.up["vid/a"].jobByKey(t, tk.ID)
+	if job.ID != got.UpstreamID || job.Submits != 1 || job.Status != "completed" {
+		t.Errorf("upstream job %+v: want the task's one job, submitted once, completed", job)
+	}
+	if ended := got.FinishedAt.Sub(testStart); ended < 3*time.Second || ended > 3*time.Second+pollFloor*10 {
+		t.Errorf("task finished %s after its submit, want soon after its 3s job ended", ended)
+	}
+	b.waitReleased(t)
+	polls := b.up["vid/a"].srv.Stats().JobPolls
+	if polls > 8 {
+		t.Errorf("%d polls of a 3s job, want a few (the schedule aims at its end)", polls)
+	}
+	if h := b.planner.reports(); len(h) == 0 || slices.ContainsFunc(h, func(r healthReport) bool { return !r.ok || r.pm != "vid/a" }) {
+		t.Errorf("health reports %+v, want vid/a ok for every call", h)
+	}
+	trans, waited, ran := m.got()
+	if want := []weir.TaskStatus{weir.TaskQueued, weir.TaskAdmitted, weir.TaskRunning, weir.TaskSucceeded}; !slices.Equal(trans, want) || waited != 1 || ran != 1 {
+		t.Errorf("metrics: transitions %v, waited %d, ran %d; want %v, 1, 1", trans, waited, ran, want)
+	}
+}
+
+// TestRunRecordsProgress: while the upstream job runs, the stored
+// task is running, its progress rising as the polls see it.
+func TestRunRecordsProgress(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{Platforms: map[string]mock.Config{"vid/a": {JobDuration: 8 * time.Second}}})
+	tk := b.submit(t, s, nil)
+	var seen []int
+	b.drive(t, "task to succeeded", func() bool {
+		got := b.get(t, tk.ID)
+		if got.Status == weir.TaskRunning && (len(seen) == 0 || seen[len(seen)-1] != got.Progress) {
+			seen = append(seen, got.Progress)
+		}
+		return got.Status.Terminal()
+	})
+	if got := b.get(t, tk.ID); got.Status != weir.TaskSucceeded {
+		t.Fatalf("task %s, want succeeded", got.Status)
+	}
+	between := 0
+	for i, p := range seen {
+		if i > 0 && p < seen[i-1] {
+			t.Errorf("progress went back: %v", seen)
+		}
+		if p > 0 && p < 100 {
+			between++
+		}
+	}
+	if between < 2 {
+		t.Errorf("progress seen while running: %v; want it recorded as it rose", seen)
+	}
+}
+
+// TestRunUpstreamJobFails: a job that ends failed, with no attempts left,
+// fails the task with the upstream's error.
+func TestRunUpstreamJobFails(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{
+		Platforms: map[string]mock.Config{"vid/a": {JobDuration: time.Second, JobFailureRate: 1}},
+		Config:    Config{MaxAttempts: 1},
+	})
+	tk := b.submit(t, s, nil)
+	got := b.driveTo(t, tk.ID, weir.TaskSucceeded, weir.TaskFailed)
+	if got.Status != weir.TaskFailed || got.ErrorCode != "video_generation_failed" || got.ErrorMessage == "" || len(got.Result) == 0 {
+		t.Fatalf("task %+v: want failed with the upstream's code and object", got)
+	}
+	if n := b.up["vid/a"].srv.Stats().JobsSubmitted; n != 1 {
+		t.Errorf("%d upstream jobs, want 1 (no attempts left)", n)
+	}
+	b.waitReleased(t)
+}
+
+// TestRunBadInputFails: input that is not a JSON object fails the task
+// when it is to be submitted, and nothing is sent upstream.
+func TestRunBadInputFails(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{})
+	tk := b.submit(t, s, func(tk *weir.Task) { tk.Input = []byte(`["not", "an object"]`) })
+	got := b.driveTo(t, tk.ID, weir.TaskSucceeded, weir.TaskFailed)
+	if got.Status != weir.TaskFailed || got.ErrorCode != "invalid_request" {
+		t.Fatalf("task %+v: want failed invalid_request", got)
+	}
+	if n := b.up["vid/a"].srv.Stats().Requests; n != 0 {
+		t.Errorf("%d requests upstream, want none", n)
+	}
+}
+
+// TestSubmitRefusedPlanStoresNothing: a task the planner cannot serve is
+// refused with its error, and nothing is stored.
+func TestSubmitRefusedPlanStoresNothing(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{})
+	tk := weir.Task{KeyID: b.key.ID, Kind: "video", Model: "no-such-model", Input: []byte(`{}`)}
+	created, err := s.Submit(t.Context(), &tk)
+	if created || !errors.Is(err, errUnknownModel) {
+		t.Fatalf("Submit of an unplannable task = %v, %v; want the planner's error", created, err)
+	}
+	if all, err := s.List(t.Context(), weir.TaskFilter{}); err != nil || len(all) != 0 {
+		t.Errorf("tasks stored: %d (%v), want none", len(all), err)
+	}
+}
+
+// TestSubmitIdempotent: a second submission with the key's idempotency
+// key returns the first task, not created, and runs nothing twice.
+func TestSubmitIdempotent(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{})
+	first := b.submit(t, s, func(tk *weir.Task) { tk.IdempotencyKey = "idem-1" })
+	again := weir.Task{KeyID: b.key.ID, Kind: "video", Model: "sora-2", Input: []byte(`{"prompt":"x"}`), IdempotencyKey: "idem-1"}
+	created, err := s.Submit(t.Context(), &again)
+	if err != nil || created || again.ID != first.ID {
+		t.Fatalf("second Submit = %v, %v, id %s; want the first task %s, not created", created, err, again.ID, first.ID)
+	}
+	b.driveTo(t, first.ID, weir.TaskSucceeded)
+	if all, _ := s.List(t.Context(), weir.TaskFilter{}); len(all) != 1 {
+		t.Errorf("%d tasks stored, want 1", len(all))
+	}
+	if st := b.up["vid/a"].srv.Stats(); st.JobsSubmitted != 1 {
+		t.Errorf("%d upstream jobs, want 1", st.JobsSubmitted)
+	}
+}
+
+// TestSubmitDeadline: a task's deadline is its submission plus MaxWait;
+// a caller's earlier deadline is kept, a later one cut to MaxWait.
+func TestSubmitDeadline(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{Config: Config{MaxWait: time.Hour}, Limits: map[string]int64{"vid/a": 1}})
+	defer b.hold(t, "vid/a", 1)()
+	for _, tc := range []struct {
+		set, want time.Duration
+	}{{0, time.Hour}, {10 * time.Minute, 10 * time.Minute}, {3 * time.Hour, time.Hour}} {
+		tk := b.submit(t, s, func(tk *weir.Task) {
+			if tc.set > 0 {
+				tk.Deadline = testStart.Add(tc.set)
+			}
+		})
+		if got := b.get(t, tk.ID).Deadline; !got.Equal(testStart.Add(tc.want)) {
+			t.Errorf("deadline asked +%s: stored +%s, want +%s", tc.set, got.Sub(testStart), tc.want)
+		}
+	}
+}
+
+// TestSubmitQueueFull: a task that cannot wait (its only scope's queue is
+// full) is stored failed with queue_full, and Submit says why.
+func TestSubmitQueueFull(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{})
+	if err := b.engine.SetScope(t.Context(), "pm:vid/a", admission.ScopeConfig{Limit: 1, QueueLimit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	defer b.hold(t, "vid/a", 1)()
+	waiting := b.submit(t, s, nil)
+	tk := weir.Task{KeyID: b.key.ID, Kind: "video", Model: "sora-2", Input: []byte(`{"prompt":"x"}`)}
+	created, err := s.Submit(t.Context(), &tk)
+	if !created || !errors.Is(err, admission.ErrQueueFull) {
+		t.Fatalf("Submit past the queue limit = %v, %v; want created and ErrQueueFull", created, err)
+	}
+	if tk.Status != weir.TaskFailed || tk.ErrorCode != "queue_full" || !strings.Contains(tk.ErrorMessage, "queue_limit 1") {
+		t.Errorf("task returned %+v: want it failed queue_full, naming the limit", tk)
+	}
+	if got := b.get(t, tk.ID); got.Status != weir.TaskFailed {
+		t.Errorf("stored task %s, want failed", got.Status)
+	}
+	if p, ok := s.Position(t.Context(), waiting.ID); !ok || p.Ahead != 0 || p.Scope != "pm:vid/a" {
+		t.Errorf("Position of the waiting task = %+v, %v; want first on pm:vid/a", p, ok)
+	}
+	if _, ok := s.Position(t.Context(), tk.ID); ok {
+		t.Error("the failed task has a queue position")
+	}
+}
+
+// TestDispatcherAdmitsInOrder: tasks waiting for one platform's capacity
+// are admitted and run in priority, then submission, order, one at a
+// time, each admission committed with its River job.
+func TestDispatcherAdmitsInOrder(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{
+		Platforms: map[string]mock.Config{"vid/a": {JobDuration: time.Second}},
+		Limits:    map[string]int64{"vid/a": 1},
+	})
+	release := b.hold(t, "vid/a", 1)
+	low1 := b.submit(t, s, nil)
+	low2 := b.submit(t, s, nil)
+	high := b.submit(t, s, func(tk *weir.Task) { tk.Priority = 5 })
+	for i, id := range []string{high.ID, low1.ID, low2.ID} {
+		if p, ok := s.Position(t.Context(), id); !ok || p.Ahead != i {
+			t.Errorf("position of task %d in order: %+v, %v; want %d ahead", i, p, ok, i)
+		}
+	}
+	if got := b.get(t, low1.ID); got.Status != weir.TaskQueued {
+		t.Fatalf("task %s while the capacity is held, want queued", got.Status)
+	}
+	release()
+	for _, id := range []string{high.ID, low1.ID, low2.ID} {
+		b.driveTo(t, id, weir.TaskSucceeded)
+	}
+	var keys []string
+	for _, j := range b.up["vid/a"].srv.Jobs() {
+		keys = append(keys, j.IdempotencyKey)
+	}
+	if want := []string{high.ID, low1.ID, low2.ID}; !slices.Equal(keys, want) {
+		t.Errorf("upstream jobs in the order %v, want %v", keys, want)
+	}
+	if st := b.up["vid/a"].srv.Stats(); st.PeakJobsRunning != 1 {
+		t.Errorf("%d jobs ran at once on a platform of capacity 1", st.PeakJobsRunning)
+	}
+	prev := b.get(t, high.ID)
+	for _, id := range []string{low1.ID, low2.ID} {
+		cur := b.get(t, id)
+		if cur.AdmittedAt.Before(prev.FinishedAt) {
+			t.Errorf("task %s admitted at +%s, before the one ahead ended (+%s)", id, cur.AdmittedAt.Sub(testStart), prev.FinishedAt.Sub(testStart))
+		}
+		prev = cur
+	}
+}
+
+// TestExpiresAtMaxWait: a task still queued at its deadline expires, with
+// a message saying so, and leaves the queue.
+func TestExpiresAtMaxWait(t *testing.T) {
+	t.Parallel()
+	m := &recordingMetrics{}
+	s, b := setup(t, setupOpts{Config: Config{MaxWait: time.Hour, Metrics: m}, Limits: map[string]int64{"vid/a": 1}})
+	defer b.hold(t, "vid/a", 1)()
+	tk := b.submit(t, s, nil)
+	b.clock.Advance(time.Hour - time.Second)
+	if got := b.get(t, tk.ID); got.Status != weir.TaskQueued {
+		t.Fatalf("task %s a second before its deadline, want queued", got.Status)
+	}
+	b.clock.Advance(time.Second)
+	got := b.driveTo(t, tk.ID, weir.TaskExpired)
+	if got.ErrorCode != "expired" || !strings.Contains(got.ErrorMessage, "maximum wait (1h0m0s)") || !got.FinishedAt.Equal(testStart.Add(time.Hour)) {
+		t.Errorf("expired task %+v: want code expired, its maximum wait named, finished at its deadline", got)
+	}
+	if _, ok := s.Position(t.Context(), tk.ID); ok {
+		t.Error("the expired task still has a queue position")
+	}
+	// The transition is counted just after it is stored.
+	waitFor(t, "the expiry counted", func() bool { trans, _, _ := m.got(); return len(trans) >= 2 })
+	if trans, _, _ := m.got(); !slices.Equal(trans, []weir.TaskStatus{weir.TaskQueued, weir.TaskExpired}) {
+		t.Errorf("transitions %v, want queued then expired", trans)
+	}
+}
+
+// TestStopTwice: a second Stop returns at once with the first's result.
+func TestStopTwice(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, setupOpts{NoStart: true})
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		done := make(chan error, 1)
+		go func() { done <- s.Stop(t.Context()) }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Stop %d: %v", i+1, err)
+			}
+		case <-time.After(waitBound):
+			t.Fatalf("Stop %d did not return", i+1)
+		}
+	}
+}
+
+// TestExpiresAtOnceWithNoWaitLeft: a task whose deadline has already
+// passed when it would queue — a max wait of 0 with the capacity taken —
+// expires; it is not failed as if it had no candidate.
+func TestExpiresAtOnceWithNoWaitLeft(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{Limits: map[string]int64{"vid/a": 1}})
+	defer b.hold(t, "vid/a", 1)()
+	tk := weir.Task{KeyID: b.key.ID, Kind: "video", Model: "sora-2", Input: []byte(`{"prompt":"x"}`), Deadline: testStart}
+	created, err := s.Submit(t.Context(), &tk)
+	if !created || !errors.Is(err, admission.ErrTimeout) {
+		t.Fatalf("Submit with no wait left = %v, %v; want created and ErrTimeout", created, err)
+	}
+	if got := b.get(t, tk.ID); got.Status != weir.TaskExpired || got.ErrorCode != "expired" {
+		t.Errorf("task %s %s (%s), want expired", got.Status, got.ErrorCode, got.ErrorMessage)
+	}
+}
+
+// TestAdmissionCommitFailure: an admission whose commit fails (the store
+// refuses it) gives its capacity back, and the task stays queued and
+// queues again after admitRetry; once the store works, it runs.
+func TestAdmissionCommitFailure(t *testing.T) {
+	t.Parallel()
+	logs := newLogCounter()
+	s, b := setup(t, setupOpts{Logger: slog.New(logs)})
+	db := b.store.SQL()
+	if _, err := db.Exec(`CREATE TRIGGER refuse_admit BEFORE UPDATE OF status ON tasks
+		WHEN NEW.status = 'admitted' BEGIN SELECT RAISE(ABORT, 'disk full (test)'); END`); err != nil {
+		t.Fatal(err)
+	}
+	tk := b.submit(t, s, nil)
+	const failed = "admission commit failed; tasks queue again"
+	waitFor(t, "an admission commit to fail", func() bool { return logs.count(failed) >= 1 })
+	// It queues again after a wait, not in a busy loop.
+	waitFor(t, "the task to wait before it queues again", func() bool { at, ok := b.clock.next(); return ok && at.Equal(testStart.Add(admitRetry)) })
+	if n := logs.count(failed); n != 1 {
+		t.Errorf("%d failed commits before the clock moved, want 1", n)
+	}
+	if got := b.get(t, tk.ID); got.Status != weir.TaskQueued {
+		t.Fatalf("task %s after its admission failed to commit, want queued", got.Status)
+	}
+	b.waitReleased(t)
+	b.clock.Advance(admitRetry)
+	waitFor(t, "the commit to fail again", func() bool { return logs.count(failed) >= 2 })
+	if _, err := db.Exec(`DROP TRIGGER refuse_admit`); err != nil {
+		t.Fatal(err)
+	}
+	b.driveTo(t, tk.ID, weir.TaskSucceeded)
+	b.waitReleased(t)
+	if n := b.up["vid/a"].srv.Stats().JobsSubmitted; n != 1 {
+		t.Errorf("%d upstream jobs, want 1", n)
+	}
+}
+
+// TestStopWithoutStart: a service that never started (its Start failed
+// before it ran anything, say) stops at once.
+func TestStopWithoutStart(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t, setupOpts{NoStart: true})
+	done := make(chan error, 1)
+	go func() { done <- s.Stop(t.Context()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Logf("Stop of a service never started: %v", err)
+		}
+	case <-time.After(waitBound):
+		t.Fatal("Stop of a service never started did not return")
+	}
+}
