@@ -246,8 +246,8 @@ func (s streamSplit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // two baselines in the same run, for docs/benchmarks.md's overhead-1k/overhead-2k,
 // stream and max-rps scenarios. In one process it starts the mock provider
 // (0 ms latency, ~1 KB answers) on a loopback listener, a plain
-// httputil.ReverseProxy in front of it, and Weir (Main, on a temporary
-// SQLite, log level warn) whose chat model is admitted through three scopes
+// httputil.ReverseProxy in front of it, and Weir (c.Weir.Start, on a
+// temporary SQLite, log level warn) whose chat model is admitted through three scopes
 // per request — the key's, its group's and the platform model's — with
 // limits so generous that they are checked but never block. It then drives
 // each target in turn at the same load with package loadgen and prints a

@@ -1,49 +1,5 @@
 package bench
 
-// weir bench-tasks measures durable tasks for docs/benchmarks.md's "drain" and
-// "restart" scenarios against a real `weir serve` process (this same
-// binary, started as a child on a temporary SQLite file) in front of the
-// mock provider's video API, served in this process.
-//
-//	go run ./cmd/weir bench-tasks drain                                  # 10,000 tasks, capacity 100, 2s jobs: ideal 200s
-//	go run ./cmd/weir bench-tasks drain --tasks 2000 --job 1s            # scaled down: ideal 20s
-//	go run ./cmd/weir bench-tasks restart                                # 100,000 waiting tasks, kill -9, restart
-//
-// drain submits --tasks tasks through the task API (16 connections) to a
-// gateway whose worker capacity (tasks.workers) is --capacity, with every
-// upstream job lasting --job, and times from the first submission until
-// every task has ended (its terminal status committed). The ideal is
-// ceil(tasks / capacity) × job; the line gives the ratio (issue 4's
-// target: ≤ 1.05). A second line says where each task's time between its
-// admission and its end went, from the gateway's database and the mock's
-// job times: admission to upstream submit (commit, River's fetch, the
-// HTTP call), the job itself, and the upstream's end to the gateway
-// noticing it (the poll interval); and the share of capacity that stood
-// idle between one task's release and the next one's admission. A LEAK
-// line appears if the worker scope ever went over its limit or still held
-// leases 10s after the last task ended; a log line sums the gateway's
-// warnings and errors.
-//
-// restart submits --tasks tasks to a gateway with one worker while the
-// first task's upstream job runs for an hour, so all the others wait;
-// kills the gateway with SIGKILL; times listing the waiting tasks from the
-// database alone; restarts the gateway on the same database with two
-// workers; and prints the time from the new process's start until it
-// serves HTTP, and until the first waiting task reaches the upstream
-// (admitted, its River job committed, fetched and submitted) — issue 4's
-// target: ≤ 2s — with the recovery's time from the gateway's log, the
-// process's peak RSS, and how long a GET of the last queued task takes
-// (its queue position is counted at each GET).
-//
-// Figures on this 2-core machine (2026-11-29, one run each, the default
-// polls 250ms..10s, with polls at the end the upstream's progress predicts):
-//
-//	drain    10,000 tasks × 2s, capacity 100: 203.8s against 200s ideal, 1.019x; per task 12ms admission→submit, 18ms job end→noticed, 0.4% idle, 3.7 polls
-//	drain     2,000 tasks × 1s, capacity 100: 21.1s against 20s, 1.055x
-//	(before, with fixed doubling polls of 50ms..250ms: 1.111x and 1.246x)
-//	restart 100,000 waiting: serving and first admission 0.80s after the process started (recovery 0.78s, listing 0.45s);
-//	        GET of the last queued task 230µs median (4.3ms while Position scanned the queue); populated at 3,136 tasks/s (was 790)
-
 import (
 	"bufio"
 	"context"
@@ -402,6 +358,28 @@ func (r *benchTasksRig) submitAll(ctx context.Context, url string, n, conns int,
 	return last, <-errs
 }
 
+// Drain is `weir bench-tasks drain`, docs/benchmarks.md's "drain"
+// scenario: durable tasks against a real `weir serve` (Weir.Exe, started
+// as a child on a temporary SQLite file) in front of the mock provider's
+// video API, served in this process.
+//
+//	go run ./cmd/weir bench-tasks drain                          # 10,000 tasks, capacity 100, 2s jobs: ideal 200s
+//	go run ./cmd/weir bench-tasks drain --tasks 2000 --job 1s    # scaled down: ideal 20s
+//
+// It submits c.Tasks tasks through the task API (c.Connections
+// connections) to a gateway whose worker capacity (tasks.workers) is
+// c.Capacity, with every upstream job lasting c.Job, and times from the
+// first submission until every task has ended (its terminal status
+// committed). The ideal is ceil(tasks / capacity) × job; the line gives
+// the ratio (issue 4's target: ≤ 1.05). A second line says where each
+// task's time between its admission and its end went, from the gateway's
+// database and the mock's job times: admission to upstream submit
+// (commit, River's fetch, the HTTP call), the job itself, and the
+// upstream's end to the gateway noticing it (the poll interval); and the
+// share of capacity that stood idle between one task's release and the
+// next one's admission. A LEAK line appears if the worker scope ever went
+// over its limit or still held leases 10s after the last task ended; a
+// log line sums the gateway's warnings and errors.
 func Drain(ctx context.Context, out io.Writer, c TasksConfig) error {
 	if err := c.Weir.child(); err != nil {
 		return err
@@ -540,6 +518,21 @@ func benchTasksBreakdown(out io.Writer, r *benchTasksRig, drain time.Duration, c
 	return nil
 }
 
+// Restart is `weir bench-tasks restart`, docs/benchmarks.md's "restart"
+// scenario, on the same rig as Drain:
+//
+//	go run ./cmd/weir bench-tasks restart    # 100,000 waiting tasks, kill -9, restart
+//
+// It submits c.Tasks tasks to a gateway with one worker while the first
+// task's upstream job runs for an hour, so all the others wait; kills the
+// gateway with SIGKILL; times listing the waiting tasks from the database
+// alone; restarts the gateway on the same database with two workers; and
+// prints the time from the new process's start until it serves HTTP, and
+// until the first waiting task reaches the upstream (admitted, its River
+// job committed, fetched and submitted) — issue 4's target: ≤ 2s — with
+// the recovery's time from the gateway's log, the process's peak RSS, and
+// how long a GET of the last queued task takes (its queue position is
+// counted at each GET).
 func Restart(ctx context.Context, out io.Writer, c TasksConfig) error {
 	if err := c.Weir.child(); err != nil {
 		return err

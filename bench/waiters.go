@@ -1,46 +1,5 @@
 package bench
 
-// weir bench sync-waiters measures what a waiting request costs the
-// gateway: BENCH's "sync-waiters" scenario (docs/benchmarks.md).
-//
-//	go run ./cmd/weir bench sync-waiters                      # 10,000 waiters, limit 10, 100 ms upstream
-//	go run ./cmd/weir bench sync-waiters --requests 2000      # scaled down
-//
-// It serves the mock provider (--latency per answer, no cap of its own) in
-// this process and, in turn, two servers in their own processes (this
-// same binary, as children):
-//
-//   - floor: a bare net/http server (the hidden `weir bench
-//     sync-waiters-floor`) that reads and decodes the JSON body, waits on a
-//     --limit-slot semaphore (a buffered channel: blocked senders go in
-//     arrival order) and proxies the body to the mock: the least a server
-//     that queues a synchronous request can hold for it;
-//   - weir: `weir serve` on a temporary SQLite file, whose one chat model
-//     is served by a platform model with concurrency --limit, a key and
-//     group without limits, and waits long enough for all to be served.
-//
-// Each target gets a few warm-up requests, then its resident set (VmRSS
-// of /proc/<pid>/status) is read as idle; then --requests chat requests
-// are sent at once (each on its own connection, as fast as the client can
-// open them, or at --rate), and once every answer is in, the process's
-// peak resident set (VmHWM) is read. A waiter's share is (peak − idle) /
-// requests. The run also checks that every request was answered 200,
-// that the mock never held more than --limit at once and reached it
-// (PeakInFlight), and that requests reached the mock in the order the
-// client finished sending them, as far as the client can tell: the rank
-// correlation (Spearman's) of the mock's order with the send order is 1
-// for a queue in arrival order, 0 for a random one and -1 for a stack,
-// and the largest gap is the most a request was sent after one it passed.
-// Under a burst of this size the servers' goroutines start reading their
-// requests in an order of the scheduler's (and a connection the listen
-// backlog dropped is retried a second later), so even the floor's FIFO
-// semaphore shows gaps of hundreds of milliseconds and a correlation just
-// below 1.
-//
-// Each line gives one figure for both targets and weir's as a multiple of
-// the floor's. Everything runs on loopback, each target stops by itself
-// within --timeout, and the children are killed if the run is cut short.
-
 import (
 	"bufio"
 	"bytes"
@@ -312,6 +271,46 @@ type waitersResult struct {
 
 func (r waitersResult) perWaiter(n int) float64 { return float64(r.peak-r.idle) / float64(n) }
 
+// SyncWaiters is `weir bench sync-waiters`: it measures what a waiting
+// request costs the gateway, docs/benchmarks.md's "sync-waiters" scenario.
+//
+//	go run ./cmd/weir bench sync-waiters                      # 10,000 waiters, limit 10, 100 ms upstream
+//	go run ./cmd/weir bench sync-waiters --requests 2000      # scaled down
+//
+// It serves the mock provider (o.Latency per answer, no cap of its own) in
+// this process and, in turn, two servers in their own processes (o.Weir's
+// binary, as children):
+//
+//   - floor: a bare net/http server (ServeFloor, the hidden `weir bench
+//     sync-waiters-floor`) that reads and decodes the JSON body, waits on a
+//     o.Limit-slot semaphore (a buffered channel: blocked senders go in
+//     arrival order) and proxies the body to the mock: the least a server
+//     that queues a synchronous request can hold for it;
+//   - weir: `weir serve` on a temporary SQLite file, whose one chat model
+//     is served by a platform model with concurrency o.Limit, a key and
+//     group without limits, and waits long enough for all to be served.
+//
+// Each target gets a few warm-up requests, then its resident set (VmRSS
+// of /proc/<pid>/status) is read as idle; then o.Requests chat requests
+// are sent at once (each on its own connection, as fast as the client can
+// open them, or at o.Rate), and once every answer is in, the process's
+// peak resident set (VmHWM) is read. A waiter's share is (peak − idle) /
+// requests. The run also checks that every request was answered 200,
+// that the mock never held more than o.Limit at once and reached it
+// (PeakInFlight), and that requests reached the mock in the order the
+// client finished sending them, as far as the client can tell: the rank
+// correlation (Spearman's) of the mock's order with the send order is 1
+// for a queue in arrival order, 0 for a random one and -1 for a stack,
+// and the largest gap is the most a request was sent after one it passed.
+// Under a burst of this size the servers' goroutines start reading their
+// requests in an order of the scheduler's (and a connection the listen
+// backlog dropped is retried a second later), so even the floor's FIFO
+// semaphore shows gaps of hundreds of milliseconds and a correlation just
+// below 1.
+//
+// Each line gives one figure for both targets and weir's as a multiple of
+// the floor's. Everything runs on loopback, each target stops by itself
+// within o.Timeout, and the children are killed if the run is cut short.
 func SyncWaiters(ctx context.Context, out io.Writer, o SyncWaitersConfig) error {
 	if err := o.Weir.child(); err != nil {
 		return err
