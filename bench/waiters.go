@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -27,7 +26,6 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
-	"github.com/weir-gateway/weir/httpapi"
 	"github.com/weir-gateway/weir/provider/mock"
 	"github.com/weir-gateway/weir/sqlite"
 )
@@ -44,78 +42,6 @@ type SyncWaitersConfig struct {
 	Timeout  time.Duration // bound on each target's run (10m)
 	Targets  []string      // targets to measure, in order: floor, weir (both)
 	Dir      string        // directory for weir's config and database (default: a new temporary one, removed after)
-}
-
-// FloorConfig is the floor server's: ServeFloor.
-type FloorConfig struct {
-	Listen   string // address to listen on (127.0.0.1:0)
-	Upstream string // the mock's chat completions URL, required
-	Limit    int    // requests proxied at once (10)
-}
-
-// ServeFloor serves SyncWaiters' floor until SIGTERM: read the body, decode
-// it, wait for one of limit slots, proxy it upstream, pass the answer on.
-// It logs one line, "serving" with its address, as weir serve does.
-func ServeFloor(ctx context.Context, fc FloorConfig) error {
-	listen, upstream, limit := fc.Listen, fc.Upstream, fc.Limit
-	if upstream == "" || limit < 1 {
-		return errors.New("sync-waiters-floor: --upstream and a positive --limit are required")
-	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	client := &http.Client{Transport: httpapi.NewUpstreamTransport()}
-	sem := make(chan struct{}, limit)
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 10<<20))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		var req struct {
-			Model    string            `json:"model"`
-			Messages []json.RawMessage `json:"messages"`
-		}
-		if err := json.Unmarshal(body, &req); err != nil || req.Model == "" {
-			http.Error(w, "bad request body", http.StatusBadRequest)
-			return
-		}
-		select {
-		case sem <- struct{}{}:
-		case <-r.Context().Done():
-			return
-		}
-		defer func() { <-sem }()
-		up, err := http.NewRequestWithContext(r.Context(), http.MethodPost, upstream, bytes.NewReader(body))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		up.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(up)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
-	})
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	slog.New(slog.NewJSONHandler(os.Stderr, nil)).Info("serving", "addr", ln.Addr().String())
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	_ = srv.Close()
-	return nil
 }
 
 // waitersUpstream is the mock, noting the order in which the requests
