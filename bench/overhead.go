@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -180,6 +181,30 @@ func startBenchRig(ctx context.Context, c OverheadConfig) (_ *benchRig, err erro
 	return rig, nil
 }
 
+func (c OverheadConfig) validate() error {
+	switch {
+	case c.Weir.Start == nil || c.Weir.CreateKey == nil:
+		return errors.New("bench: Weir.Start and Weir.CreateKey are required")
+	case c.Duration <= 0:
+		return fmt.Errorf("--duration must be positive")
+	case c.Warmup < 0:
+		return fmt.Errorf("--warmup must not be negative")
+	case c.Rounds < 1:
+		return fmt.Errorf("--rounds must be at least 1")
+	case !c.MaxRPS && c.Rate <= 0:
+		return fmt.Errorf("--rate must be positive")
+	case !c.MaxRPS && c.Concurrency < 1:
+		return fmt.Errorf("--concurrency must be positive")
+	case c.MaxRPS && c.Connections < 1:
+		return fmt.Errorf("--connections must be positive")
+	case c.Stream < 0 || c.Stream > 1:
+		return fmt.Errorf("--stream must be in [0, 1]")
+	case c.ProfileTarget != "direct" && c.ProfileTarget != "proxy" && c.ProfileTarget != "weir":
+		return fmt.Errorf("--profile-target must be direct, proxy or weir")
+	}
+	return nil
+}
+
 // overheadCatalog is Weir's config for Overhead: the mock as one platform
 // behind a chat model whose platform model and group have limits never
 // reached, and a log level of warn (a log line per request would
@@ -325,17 +350,8 @@ func (s streamSplit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // shows Weir's own time apart from the load generator's and the mock's
 // (the garbage collector's background work carries no label).
 func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
-	switch {
-	case c.Duration <= 0:
-		return fmt.Errorf("--duration must be positive")
-	case c.Rounds < 1:
-		return fmt.Errorf("--rounds must be at least 1")
-	case !c.MaxRPS && c.Rate <= 0:
-		return fmt.Errorf("--rate must be positive")
-	case c.Stream < 0 || c.Stream > 1:
-		return fmt.Errorf("--stream must be in [0, 1]")
-	case c.ProfileTarget != "direct" && c.ProfileTarget != "proxy" && c.ProfileTarget != "weir":
-		return fmt.Errorf("--profile-target must be direct, proxy or weir")
+	if err := c.validate(); err != nil {
+		return err
 	}
 	rig, err := startBenchRig(ctx, c)
 	if err != nil {

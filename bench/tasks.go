@@ -44,6 +44,26 @@ type TasksConfig struct {
 	Dir         string        // directory for the config and database (default: a new temporary one, removed after)
 }
 
+// validate checks c for Drain (drain) or Restart.
+func (c TasksConfig) validate(drain bool) error {
+	if err := c.Weir.child(); err != nil {
+		return err
+	}
+	switch {
+	case c.Tasks < 1:
+		return errors.New("--tasks must be positive")
+	case c.Connections < 1:
+		return errors.New("--connections must be positive")
+	case c.PollMin <= 0 || c.PollMax < c.PollMin:
+		return errors.New("--poll-min must be positive and --poll-max at least --poll-min")
+	case drain && c.Capacity < 1:
+		return errors.New("--capacity must be positive")
+	case drain && c.Job <= 0:
+		return errors.New("--job must be positive")
+	}
+	return nil
+}
+
 // benchTasksUpstream is the mock's video API with the arrival time of
 // every submit, by Idempotency-Key (the task id).
 type benchTasksUpstream struct {
@@ -381,7 +401,7 @@ func (r *benchTasksRig) submitAll(ctx context.Context, url string, n, conns int,
 // over its limit or still held leases 10s after the last task ended; a
 // log line sums the gateway's warnings and errors.
 func Drain(ctx context.Context, out io.Writer, c TasksConfig) error {
-	if err := c.Weir.child(); err != nil {
+	if err := c.validate(true); err != nil {
 		return err
 	}
 	r, err := newBenchTasksRig(ctx, c, c.Job, c.Capacity)
@@ -534,7 +554,7 @@ func benchTasksBreakdown(out io.Writer, r *benchTasksRig, drain time.Duration, c
 // how long a GET of the last queued task takes (its queue position is
 // counted at each GET).
 func Restart(ctx context.Context, out io.Writer, c TasksConfig) error {
-	if err := c.Weir.child(); err != nil {
+	if err := c.validate(false); err != nil {
 		return err
 	}
 	r, err := newBenchTasksRig(ctx, c, time.Hour, 1)

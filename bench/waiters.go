@@ -238,21 +238,8 @@ func (r waitersResult) perWaiter(n int) float64 { return float64(r.peak-r.idle) 
 // the floor's. Everything runs on loopback, each target stops by itself
 // within o.Timeout, and the children are killed if the run is cut short.
 func SyncWaiters(ctx context.Context, out io.Writer, o SyncWaitersConfig) error {
-	if err := o.Weir.child(); err != nil {
+	if err := o.validate(); err != nil {
 		return err
-	}
-	switch {
-	case o.Requests < 1:
-		return errors.New("--requests must be positive")
-	case o.Limit < 1:
-		return errors.New("--limit must be positive")
-	case o.Rate < 0:
-		return errors.New("--rate must not be negative")
-	}
-	for _, t := range o.Targets {
-		if t != "floor" && t != "weir" {
-			return fmt.Errorf("--targets: unknown target %q: want floor or weir", t)
-		}
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -288,6 +275,33 @@ func SyncWaiters(ctx context.Context, out io.Writer, o SyncWaitersConfig) error 
 	}
 	printWaiters(out, o, results)
 	fmt.Fprintf(out, "load average at the end: %s\n", loadAverage())
+	return nil
+}
+
+func (o SyncWaitersConfig) validate() error {
+	if err := o.Weir.child(); err != nil {
+		return err
+	}
+	switch {
+	case o.Requests < 1:
+		return errors.New("--requests must be positive")
+	case o.Limit < 1:
+		return errors.New("--limit must be positive")
+	case o.Rate < 0:
+		return errors.New("--rate must not be negative")
+	case o.Timeout <= 0:
+		return errors.New("--timeout must be positive")
+	case len(o.Targets) == 0:
+		return errors.New("--targets: want floor, weir or both")
+	}
+	for _, t := range o.Targets {
+		switch {
+		case t != "floor" && t != "weir":
+			return fmt.Errorf("--targets: unknown target %q: want floor or weir", t)
+		case t == "floor" && len(o.Weir.FloorArgs) == 0:
+			return errors.New("bench: Weir.FloorArgs are required to measure the floor")
+		}
+	}
 	return nil
 }
 
