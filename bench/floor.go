@@ -34,9 +34,31 @@ func ServeFloor(ctx context.Context, fc FloorConfig) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	client := &http.Client{Transport: httpapi.NewUpstreamTransport()}
+	h := floorHandler(upstream, limit, &http.Client{Transport: httpapi.NewUpstreamTransport()})
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	slog.New(slog.NewJSONHandler(os.Stderr, nil)).Info("serving", "addr", ln.Addr().String())
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	_ = srv.Close()
+	return nil
+}
+
+// floorHandler is the floor: it reads and decodes a chat request's body,
+// waits for one of limit slots (a buffered channel: blocked senders go in
+// arrival order), proxies the body to upstream with client and passes the
+// answer on.
+func floorHandler(upstream string, limit int, client *http.Client) http.Handler {
 	sem := make(chan struct{}, limit)
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 10<<20))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -72,19 +94,4 @@ func ServeFloor(ctx context.Context, fc FloorConfig) error {
 		w.WriteHeader(resp.StatusCode)
 		_, _ = io.Copy(w, resp.Body)
 	})
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	slog.New(slog.NewJSONHandler(os.Stderr, nil)).Info("serving", "addr", ln.Addr().String())
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	_ = srv.Close()
-	return nil
 }
