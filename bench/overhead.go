@@ -46,22 +46,22 @@ type OverheadConfig struct {
 
 // The request every target gets: about 130 bytes of chat.
 const (
-	benchPM         = "mock/gpt-4o-mini"
-	benchBody       = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Write one short paragraph on why a gateway queues a burst of work."}]}`
-	benchStreamBody = `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"Write one short paragraph on why a gateway queues a burst of work."}]}`
+	chatPM         = "mock/gpt-4o-mini"
+	chatBody       = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Write one short paragraph on why a gateway queues a burst of work."}]}`
+	chatStreamBody = `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"Write one short paragraph on why a gateway queues a burst of work."}]}`
 	// generous is every scope's concurrency limit: checked, never reached.
 	generous = 1_000_000
 )
 
-type benchTarget struct {
+type overheadTarget struct {
 	name   string
 	url    string
 	header http.Header
 }
 
-// benchRig is what the targets run on: the mock, the proxy and Weir.
-type benchRig struct {
-	targets  []benchTarget
+// overheadRig is what the targets run on: the mock, the proxy and Weir.
+type overheadRig struct {
+	targets  []overheadTarget
 	gateway  Gateway
 	logLevel string
 	key      weir.APIKey
@@ -69,7 +69,7 @@ type benchRig struct {
 	closers  []func()
 }
 
-func (r *benchRig) close() {
+func (r *overheadRig) close() {
 	for i := len(r.closers) - 1; i >= 0; i-- {
 		r.closers[i]()
 	}
@@ -82,7 +82,7 @@ func labelled(ctx context.Context, name string, f func(context.Context)) {
 }
 
 // serve serves h on a loopback port from a goroutine labelled component.
-func serve(ctx context.Context, rig *benchRig, component string, h http.Handler) (string, error) {
+func serve(ctx context.Context, rig *overheadRig, component string, h http.Handler) (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -93,8 +93,8 @@ func serve(ctx context.Context, rig *benchRig, component string, h http.Handler)
 	return "http://" + ln.Addr().String(), nil
 }
 
-func startBenchRig(ctx context.Context, c OverheadConfig) (_ *benchRig, err error) {
-	rig := &benchRig{}
+func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, err error) {
+	rig := &overheadRig{}
 	defer func() {
 		if err != nil {
 			rig.close()
@@ -160,7 +160,7 @@ func startBenchRig(ctx context.Context, c OverheadConfig) (_ *benchRig, err erro
 	plain := http.Header{"Content-Type": {"application/json"}}
 	auth := plain.Clone()
 	auth.Set("Authorization", "Bearer "+secret)
-	rig.targets = []benchTarget{
+	rig.targets = []overheadTarget{
 		{"direct", mockURL + "/v1/chat/completions", plain},
 		{"proxy", proxyURL + "/v1/chat/completions", plain},
 		{"weir", "http://" + gw.Addr() + "/v1/chat/completions", auth},
@@ -168,12 +168,12 @@ func startBenchRig(ctx context.Context, c OverheadConfig) (_ *benchRig, err erro
 	// One request through each, so that a broken rig fails here and not
 	// as a table of errors.
 	for _, t := range rig.targets {
-		for _, body := range []string{benchBody, benchStreamBody} {
+		for _, body := range []string{chatBody, chatStreamBody} {
 			n, err := probe(ctx, t, body)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", t.name, err)
 			}
-			if t.name == "direct" && body == benchBody {
+			if t.name == "direct" && body == chatBody {
 				rig.answer = n
 			}
 		}
@@ -217,17 +217,17 @@ func overheadCatalog(mockURL, dbPath string) *config.Config {
 	cfg.Storage.Path = dbPath
 	cfg.Platforms = []config.Platform{{Name: "mock", Kind: "openai", BaseURL: mockURL}}
 	cfg.PlatformModels = []config.PlatformModel{
-		{Name: benchPM, Platform: "mock", Upstream: "gpt-4o-mini", Concurrency: generous, QueueLimit: generous},
+		{Name: chatPM, Platform: "mock", Upstream: "gpt-4o-mini", Concurrency: generous, QueueLimit: generous},
 	}
 	cfg.Models = []config.Model{
-		{Name: "gpt-4o-mini", Kind: weir.KindChat, Candidates: []config.Candidate{{PlatformModel: benchPM, Weight: 1}}},
+		{Name: "gpt-4o-mini", Kind: weir.KindChat, Candidates: []config.Candidate{{PlatformModel: chatPM, Weight: 1}}},
 	}
 	cfg.Groups = []config.Group{{Name: cfg.DefaultGroup, RoundRobin: true, Concurrency: generous}}
 	return cfg
 }
 
 // probe sends one request and returns the answer's length.
-func probe(ctx context.Context, t benchTarget, body string) (int, error) {
+func probe(ctx context.Context, t overheadTarget, body string) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, strings.NewReader(body))
 	if err != nil {
 		return 0, err
@@ -353,7 +353,7 @@ func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 	if err := c.validate(); err != nil {
 		return err
 	}
-	rig, err := startBenchRig(ctx, c)
+	rig, err := startOverheadRig(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -367,9 +367,9 @@ func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 			c.Rate, c.Warmup, c.Duration, c.Stream*100, c.Concurrency)
 	}
 	fmt.Fprintf(out, "  mock: 0ms latency, %d-token answers (%d B), %d B requests; GOMAXPROCS %d; load average %s\n",
-		c.CompletionTokens, rig.answer, len(benchBody), runtime.GOMAXPROCS(0), loadAverage())
+		c.CompletionTokens, rig.answer, len(chatBody), runtime.GOMAXPROCS(0), loadAverage())
 	fmt.Fprintf(out, "  weir: scopes key:%s group:%s pm:%s, each limit %d; log level %s\n\n",
-		rig.key.ID, rig.key.Group, benchPM, generous, rig.logLevel)
+		rig.key.ID, rig.key.Group, chatPM, generous, rig.logLevel)
 
 	latency := func(r loadgen.Result) loadgen.Percentiles { return r.Latency }
 	results := map[string][]loadgen.Result{}
@@ -464,7 +464,7 @@ func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 	// Every request held a lease in all three scopes.
 	var scopes []string
 	for _, st := range rig.gateway.Scopes(ctx) {
-		if st.Name == weir.KeyScope(rig.key.ID) || st.Name == weir.GroupScope(rig.key.Group) || st.Name == weir.PlatformModelScope(benchPM) {
+		if st.Name == weir.KeyScope(rig.key.ID) || st.Name == weir.GroupScope(rig.key.Group) || st.Name == weir.PlatformModelScope(chatPM) {
 			scopes = append(scopes, fmt.Sprintf("%s (limit %d, mean hold %s)", st.Name, st.Config.Limit, st.MeanHold.Round(time.Microsecond)))
 		}
 	}
@@ -474,13 +474,13 @@ func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 }
 
 // drive runs one measured load at t: warm-up, then the measured window.
-func (c OverheadConfig) drive(ctx context.Context, t benchTarget, round int) (loadgen.Result, error) {
+func (c OverheadConfig) drive(ctx context.Context, t overheadTarget, round int) (loadgen.Result, error) {
 	cfg := loadgen.Config{
 		Target: loadgen.Target{
 			URL:        t.url,
 			Header:     t.header,
-			Body:       []byte(benchBody),
-			StreamBody: []byte(benchStreamBody),
+			Body:       []byte(chatBody),
+			StreamBody: []byte(chatStreamBody),
 		},
 		Duration:       c.Duration,
 		Warmup:         c.Warmup,

@@ -64,9 +64,9 @@ func (c TasksConfig) validate(drain bool) error {
 	return nil
 }
 
-// benchTasksUpstream is the mock's video API with the arrival time of
+// tasksUpstream is the mock's video API with the arrival time of
 // every submit, by Idempotency-Key (the task id).
-type benchTasksUpstream struct {
+type tasksUpstream struct {
 	mock *mock.Server
 	url  string
 	srv  *http.Server
@@ -75,18 +75,18 @@ type benchTasksUpstream struct {
 	first time.Time // the first submit since reset
 }
 
-func startBenchTasksUpstream(cfg mock.Config) (*benchTasksUpstream, error) {
+func startTasksUpstream(cfg mock.Config) (*tasksUpstream, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	u := &benchTasksUpstream{mock: mock.New(cfg), url: "http://" + ln.Addr().String() + "/v1"}
+	u := &tasksUpstream{mock: mock.New(cfg), url: "http://" + ln.Addr().String() + "/v1"}
 	u.srv = &http.Server{Handler: u, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = u.srv.Serve(ln) }()
 	return u, nil
 }
 
-func (u *benchTasksUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (u *tasksUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost && r.URL.Path == "/v1/videos" {
 		now := time.Now()
 		u.mu.Lock()
@@ -98,20 +98,20 @@ func (u *benchTasksUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u.mock.ServeHTTP(w, r)
 }
 
-func (u *benchTasksUpstream) resetFirst() {
+func (u *tasksUpstream) resetFirst() {
 	u.mu.Lock()
 	u.first = time.Time{}
 	u.mu.Unlock()
 }
 
-func (u *benchTasksUpstream) firstSubmit() time.Time {
+func (u *tasksUpstream) firstSubmit() time.Time {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.first
 }
 
-// benchTasksGateway is one `weir serve` child.
-type benchTasksGateway struct {
+// tasksGateway is one `weir serve` child.
+type tasksGateway struct {
 	cmd       *exec.Cmd
 	started   time.Time
 	url       string
@@ -125,7 +125,7 @@ type benchTasksGateway struct {
 }
 
 // warnings summarises the WARN and ERROR lines the gateway logged.
-func (g *benchTasksGateway) warnings() string {
+func (g *tasksGateway) warnings() string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.warns) == 0 {
@@ -140,7 +140,7 @@ func (g *benchTasksGateway) warnings() string {
 }
 
 // scopesLine is every scope's in-flight count from /admin/queues.
-func (g *benchTasksGateway) scopesLine() string {
+func (g *tasksGateway) scopesLine() string {
 	v, err := fetchQueues(g.url)
 	if err != nil {
 		return err.Error()
@@ -152,10 +152,10 @@ func (g *benchTasksGateway) scopesLine() string {
 	return "in flight/leases: " + strings.Join(parts, ", ")
 }
 
-// benchTasksConfig writes the config file: the mock as one platform whose
+// writeTasksConfig writes the config file: the mock as one platform whose
 // platform model has no limit of its own, so that tasks.workers is the
 // capacity.
-func benchTasksConfig(path, db, upURL string, workers int, c TasksConfig) error {
+func writeTasksConfig(path, db, upURL string, workers int, c TasksConfig) error {
 	text := fmt.Sprintf(`server:
   listen: 127.0.0.1:0
   log_level: info
@@ -181,11 +181,11 @@ models:
 	return os.WriteFile(path, []byte(text), 0o600)
 }
 
-// startBenchTasksGateway starts `weir serve -c config` and waits until it
+// startTasksGateway starts `weir serve -c config` and waits until it
 // serves.
-func startBenchTasksGateway(w Weir, config string) (*benchTasksGateway, error) {
+func startTasksGateway(w Weir, config string) (*tasksGateway, error) {
 	args := append(slices.Clone(w.ServeArgs), "-c", config)
-	g := &benchTasksGateway{cmd: exec.Command(w.Exe, args...), exited: make(chan struct{}), warns: map[string]int{}}
+	g := &tasksGateway{cmd: exec.Command(w.Exe, args...), exited: make(chan struct{}), warns: map[string]int{}}
 	g.cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "WEIR_") })
 	stderr, err := g.cmd.StderrPipe()
 	if err != nil {
@@ -245,13 +245,13 @@ func startBenchTasksGateway(w Weir, config string) (*benchTasksGateway, error) {
 	}
 }
 
-func (g *benchTasksGateway) kill() {
+func (g *tasksGateway) kill() {
 	_ = g.cmd.Process.Signal(syscall.SIGKILL)
 	<-g.exited
 }
 
 // peakRSS is the child's peak resident set (VmHWM), or "".
-func (g *benchTasksGateway) peakRSS() string {
+func (g *tasksGateway) peakRSS() string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", g.cmd.Process.Pid))
 	if err != nil {
 		return ""
@@ -265,7 +265,7 @@ func (g *benchTasksGateway) peakRSS() string {
 }
 
 // workersScope reads the worker-capacity scope from /admin/queues.
-func (g *benchTasksGateway) workersScope() (inFlight int64, waiting int, err error) {
+func (g *tasksGateway) workersScope() (inFlight int64, waiting int, err error) {
 	v, err := fetchQueues(g.url)
 	if err != nil {
 		return 0, 0, err
@@ -278,17 +278,17 @@ func (g *benchTasksGateway) workersScope() (inFlight int64, waiting int, err err
 	return 0, 0, fmt.Errorf("no %s scope in /admin/queues", task.WorkersScope)
 }
 
-// benchTasksRig is the directory, the upstream and the key.
-type benchTasksRig struct {
+// tasksRig is the directory, the upstream and the key.
+type tasksRig struct {
 	dir, config, db string
-	up              *benchTasksUpstream
+	up              *tasksUpstream
 	secret          string
 	client          *http.Client
 	cleanup         func()
 }
 
-func newBenchTasksRig(ctx context.Context, c TasksConfig, job time.Duration, workers int) (*benchTasksRig, error) {
-	r := &benchTasksRig{cleanup: func() {}}
+func newTasksRig(ctx context.Context, c TasksConfig, job time.Duration, workers int) (*tasksRig, error) {
+	r := &tasksRig{cleanup: func() {}}
 	r.dir = c.Dir
 	if r.dir == "" {
 		d, err := os.MkdirTemp("", "weir-bench-tasks-")
@@ -303,13 +303,13 @@ func newBenchTasksRig(ctx context.Context, c TasksConfig, job time.Duration, wor
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		_ = os.Remove(r.db + suffix)
 	}
-	up, err := startBenchTasksUpstream(mock.Config{JobDuration: job})
+	up, err := startTasksUpstream(mock.Config{JobDuration: job})
 	if err != nil {
 		r.cleanup()
 		return nil, err
 	}
 	r.up = up
-	if err := benchTasksConfig(r.config, r.db, up.url, workers, c); err != nil {
+	if err := writeTasksConfig(r.config, r.db, up.url, workers, c); err != nil {
 		r.close()
 		return nil, err
 	}
@@ -328,14 +328,14 @@ func newBenchTasksRig(ctx context.Context, c TasksConfig, job time.Duration, wor
 	return r, nil
 }
 
-func (r *benchTasksRig) close() {
+func (r *tasksRig) close() {
 	_ = r.up.srv.Close()
 	r.cleanup()
 }
 
 // submitAll posts n tasks over conns connections and returns the id of
 // the last one accepted.
-func (r *benchTasksRig) submitAll(ctx context.Context, url string, n, conns int, progress func(done int)) (last string, err error) {
+func (r *tasksRig) submitAll(ctx context.Context, url string, n, conns int, progress func(done int)) (last string, err error) {
 	var next, done atomic.Int64
 	var mu sync.Mutex
 	errs := make(chan error, conns)
@@ -404,12 +404,12 @@ func Drain(ctx context.Context, out io.Writer, c TasksConfig) error {
 	if err := c.validate(true); err != nil {
 		return err
 	}
-	r, err := newBenchTasksRig(ctx, c, c.Job, c.Capacity)
+	r, err := newTasksRig(ctx, c, c.Job, c.Capacity)
 	if err != nil {
 		return err
 	}
 	defer r.close()
-	g, err := startBenchTasksGateway(c.Weir, r.config)
+	g, err := startTasksGateway(c.Weir, r.config)
 	if err != nil {
 		return err
 	}
@@ -490,11 +490,11 @@ func Drain(ctx context.Context, out io.Writer, c TasksConfig) error {
 	if w := g.warnings(); w != "" {
 		fmt.Fprintf(out, "log    %s\n", w)
 	}
-	return benchTasksBreakdown(out, r, drain, c)
+	return drainBreakdown(out, r, drain, c)
 }
 
-// benchTasksBreakdown says where the time of each task's lease went.
-func benchTasksBreakdown(out io.Writer, r *benchTasksRig, drain time.Duration, c TasksConfig) error {
+// drainBreakdown says where the time of each task's lease went.
+func drainBreakdown(out io.Writer, r *tasksRig, drain time.Duration, c TasksConfig) error {
 	ctx := context.Background()
 	store, err := sqlite.Open(ctx, r.db)
 	if err != nil {
@@ -557,12 +557,12 @@ func Restart(ctx context.Context, out io.Writer, c TasksConfig) error {
 	if err := c.validate(false); err != nil {
 		return err
 	}
-	r, err := newBenchTasksRig(ctx, c, time.Hour, 1)
+	r, err := newTasksRig(ctx, c, time.Hour, 1)
 	if err != nil {
 		return err
 	}
 	defer r.close()
-	g, err := startBenchTasksGateway(c.Weir, r.config)
+	g, err := startTasksGateway(c.Weir, r.config)
 	if err != nil {
 		return err
 	}
@@ -611,11 +611,11 @@ func Restart(ctx context.Context, out io.Writer, c TasksConfig) error {
 
 	// Restart with two workers: the running task gets its lease back and
 	// the second worker takes the head of the queue.
-	if err := benchTasksConfig(r.config, r.db, r.up.url, 2, c); err != nil {
+	if err := writeTasksConfig(r.config, r.db, r.up.url, 2, c); err != nil {
 		return err
 	}
 	r.up.resetFirst()
-	g, err = startBenchTasksGateway(c.Weir, r.config)
+	g, err = startTasksGateway(c.Weir, r.config)
 	if err != nil {
 		return err
 	}

@@ -262,9 +262,9 @@ func SyncWaiters(ctx context.Context, out io.Writer, o SyncWaitersConfig) error 
 		var r waitersResult
 		switch t {
 		case "floor":
-			r, err = benchWaitersFloor(ctx, up, o)
+			r, err = measureFloor(ctx, up, o)
 		case "weir":
-			r, err = benchWaitersWeir(ctx, up, o)
+			r, err = measureWeir(ctx, up, o)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", t, err)
@@ -305,7 +305,8 @@ func (o SyncWaitersConfig) validate() error {
 	return nil
 }
 
-func benchWaitersFloor(ctx context.Context, up *waitersUpstream, o SyncWaitersConfig) (waitersResult, error) {
+// measureFloor runs the floor as a child and sends it the burst.
+func measureFloor(ctx context.Context, up *waitersUpstream, o SyncWaitersConfig) (waitersResult, error) {
 	c, err := startWaitersChild(ctx, o.Weir.Exe, append(slices.Clone(o.Weir.FloorArgs),
 		"--upstream", up.url+"/chat/completions", "--limit", strconv.Itoa(o.Limit))...)
 	if err != nil {
@@ -315,7 +316,9 @@ func benchWaitersFloor(ctx context.Context, up *waitersUpstream, o SyncWaitersCo
 	return driveWaiters(ctx, c, c.url+"/v1/chat/completions", nil, up, o)
 }
 
-func benchWaitersWeir(ctx context.Context, up *waitersUpstream, o SyncWaitersConfig) (waitersResult, error) {
+// measureWeir writes a config and a key for `weir serve` on a fresh
+// database, runs it as a child and sends it the burst.
+func measureWeir(ctx context.Context, up *waitersUpstream, o SyncWaitersConfig) (waitersResult, error) {
 	dir := o.Dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "weir-bench-waiters-")
