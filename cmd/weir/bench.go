@@ -1,135 +1,64 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"math"
-	"net"
-	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"os"
-	"path/filepath"
-	"runtime"
-	"runtime/pprof"
-	"runtime/trace"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/weir-gateway/weir"
-	"github.com/weir-gateway/weir/httpapi"
-	"github.com/weir-gateway/weir/loadgen"
-	"github.com/weir-gateway/weir/provider/mock"
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/bench"
+	"github.com/weir-gateway/weir/config"
 )
 
-func init() { rootCmd.AddCommand(benchCmd()) }
+// The benchmarks of docs/benchmarks.md: `weir bench` (gateway overhead),
+// `weir bench sync-waiters` and `weir bench-tasks drain|restart`. The
+// harness is package bench; these commands give it its flags and the
+// gateway it measures.
+func init() { rootCmd.AddCommand(benchCmd(), benchTasksCmd()) }
 
-type benchOptions struct {
-	rate          float64
-	duration      time.Duration
-	warmup        time.Duration
-	stream        float64
-	concurrency   int
-	maxRPS        bool
-	connections   int
-	tokens        int
-	cpuprofile    string
-	trace         string
-	profileTarget string
-	rounds        int
+// benchWeir is how package bench reaches Weir: this binary, for the
+// scenarios that run `weir serve` as a child, and Main, for the one that
+// runs it in process.
+func benchWeir() (bench.Weir, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return bench.Weir{}, fmt.Errorf("find the weir binary: %w", err)
+	}
+	return bench.Weir{
+		Exe:       exe,
+		ServeArgs: []string{"serve"},
+		FloorArgs: []string{"bench", "sync-waiters-floor"},
+		Start:     startBenchGateway,
+		CreateKey: createKey,
+	}, nil
 }
 
-// benchCmd is `weir bench`: it measures what Weir adds to a request against
-// two baselines in the same run, for docs/benchmarks.md's overhead-1k/overhead-2k,
-// stream and max-rps scenarios. In one process it starts the mock provider
-// (0 ms latency, ~1 KB answers) on a loopback listener, a plain
-// httputil.ReverseProxy in front of it, and Weir (Main, on a temporary
-// SQLite, log level warn) whose chat model is admitted through three scopes
-// per request — the key's, its group's and the platform model's — with
-// limits so generous that they are checked but never block. It then drives
-// each target in turn at the same load with package loadgen and prints a
-// line per target as soon as it is measured.
-//
-// Commands (issue 3's target: Weir's added latency at most 1.5× the plain
-// proxy's at 2,000 req/s):
-//
-//	go run ./cmd/weir bench --rate 1000 --duration 20s --warmup 10s   # overhead-1k
-//	go run ./cmd/weir bench --rate 2000 --duration 20s --warmup 10s   # overhead-2k
-//	go run ./cmd/weir bench --rate 1000 --stream 0.2                  # stream
-//	go run ./cmd/weir bench --max-rps --duration 20s --warmup 10s     # max-rps
-//	go run ./cmd/weir bench --rate 2000 --cpuprofile /tmp/weir.pprof  # profile Weir's measured phase
-//
-// Output of an open-loop run (times in ms; "added" is the target's
-// percentile minus direct's in the same run; "late" counts requests sent
-// more than 5 ms behind schedule; "others" is the cores other programs kept
-// busy meanwhile, from /proc/stat — a run where it is well above 0 was
-// disturbed and should be repeated):
-//
-//	weir bench: overhead at 2000 req/s (open loop), 10s warm-up, 20s measured per target, 0% streaming, in-flight bound 256
-//	  mock: 0ms latency, 80-token answers (998 B), 131 B requests; GOMAXPROCS 2; load average 0.28 0.96 1.68
-//	  weir: scopes key:key_dc60b47600c9 group:default pm:mock/gpt-4o-mini, each limit 1000000; log level warn
-//
-//	target     rate/s     ok%      p50      p90      p99      max   added p50   added p99   late  others
-//	direct     1999.9  100.00    0.772    1.410    2.155    7.089           -           -      4    0.04
-//	proxy      2000.0  100.00    0.829    1.477    2.750    9.626      +0.057      +0.595      1    0.11
-//	weir       2000.0  100.00    0.863    1.622    4.436   21.057      +0.091      +2.282     26    0.06   weir/proxy added: p50 1.60x, p99 3.84x (target <= 1.5x: missed)
-//	(late: sent more than 5ms behind schedule; others: cores that other programs kept busy meanwhile, well above 0 means a disturbed run)
-//
-//	cost per request, whole process (load generator + mock + target), over the measured window:
-//	target    cpu µs   allocs       KB    GCs   added cpu µs   added allocs   added KB
-//	direct      185.5      112      9.6     26              -              -          -
-//	proxy       220.6      206     49.3    116          +35.1            +94      +39.7
-//	weir        267.4      338     27.7     59          +81.9           +226      +18.2   weir/proxy added: cpu 2.33x, allocs 2.40x
-//
-//	weir scopes used: group:default (limit 1000000, mean hold 258µs), key:key_dc60b47600c9 (limit 1000000, mean hold 258µs), pm:mock/gpt-4o-mini (limit 1000000, mean hold 258µs)
-//	load average at the end: 0.79 0.91 1.60
-//
-// The cost table divides the whole process's CPU time and allocations over
-// the measured window by the requests: the load generator and the mock are
-// in every line, so the differences from direct are the targets' own. The
-// allocation figures are steady from run to run; CPU time in an open loop
-// also holds what the Go runtime spends spinning between requests, which
-// varies with the rate and from run to run, so compare CPU under --max-rps,
-// where every target is saturated.
-//
-// With --stream, two more tables give the streaming requests' time to the
-// first and to the last byte, in the same shape. With --max-rps each target
-// is driven by a closed loop of --connections workers instead, and the
-// table gives sustained req/s (a target below 99.9% success is marked),
-// with each target's throughput as a multiple of direct's and Weir's of the
-// proxy's on its line.
-//
-//	target      req/s       ok%      p50      p99      max  others
-//	direct     21175.0   100.000    2.761    9.145   20.784    0.02
-//	proxy       9575.6   100.000    5.961   17.034   28.190    0.01   proxy/direct 0.45x
-//	weir        9434.4   100.000    6.031   19.945   43.437    0.02   weir/direct 0.45x, weir/proxy 0.99x
-//
-// Everything shares the machine's cores, the load generator included; quote
-// the ratios, which are taken within one run, rather than absolute times.
-// A p99 comes from the slowest 1% of requests, so a single stall of the
-// machine moves it: on this 2-core machine the proxy's added p99 at 2,000
-// req/s ranged from 0.6 to 4.6 ms over quiet runs. --rounds N drives the
-// three targets in turn N times, prints each round, and ends with a table of
-// each column's median and the weir/proxy ratios round by round; judge a
-// p99 target on that, not on one round:
-//
-//	go run ./cmd/weir bench --rate 2000 --duration 20s --warmup 5s --rounds 5
-//
-// --cpuprofile and --trace cover the measured part of one target's first
-// round (--profile-target, default weir); every goroutine carries a pprof label
-// "component" (loadgen, mock, proxy or weir), so
-//
-//	go tool pprof -tagfocus component=weir -top /tmp/weir.pprof
-//
-// shows Weir's own time apart from the load generator's and the mock's
-// (the garbage collector's background work carries no label).
+// benchGateway is Main as bench.Gateway.
+type benchGateway struct{ *Main }
+
+var _ bench.Gateway = benchGateway{}
+
+func (g benchGateway) Store() weir.Store { return g.DB }
+
+func (g benchGateway) Scopes(ctx context.Context) []admission.ScopeStats {
+	return g.Engine.Scopes(ctx)
+}
+
+func startBenchGateway(ctx context.Context, cfg *config.Config) (bench.Gateway, error) {
+	m := &Main{Config: cfg, Logger: newLogger(cfg.Server.LogLevel)}
+	if err := m.Start(ctx); err != nil {
+		_ = m.Stop(context.Background())
+		return nil, err
+	}
+	return benchGateway{m}, nil
+}
+
 func benchCmd() *cobra.Command {
-	var o benchOptions
+	var c bench.OverheadConfig
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure Weir's added latency against the mock provider and a plain reverse proxy",
@@ -139,628 +68,118 @@ drive each in turn at the same fixed rate (open loop; latency from each
 request's scheduled time), and print per target the rate achieved, success,
 latency percentiles and the latency added over direct, with Weir's added
 latency as a multiple of the proxy's. --max-rps drives a closed loop instead
-and reports sustained throughput. See docs/benchmarks.md for the scenarios.`,
+and reports sustained throughput. See docs/benchmarks.md for the scenarios
+and 'go doc ./bench Overhead' for every column.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return runBench(cmd.Context(), cmd.OutOrStdout(), o)
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			if c.Weir, err = benchWeir(); err != nil {
+				return err
+			}
+			return bench.Overhead(cmd.Context(), cmd.OutOrStdout(), c)
 		},
 	}
 	f := cmd.Flags()
-	f.Float64Var(&o.rate, "rate", 2000, "requests per second, open loop")
-	f.DurationVar(&o.duration, "duration", 20*time.Second, "measured time per target")
-	f.DurationVar(&o.warmup, "warmup", 10*time.Second, "warm-up per target, left out of the figures")
-	f.IntVar(&o.rounds, "rounds", 1, "drive the three targets in turn this many times and add a table of medians")
-	f.Float64Var(&o.stream, "stream", 0, "fraction of requests that stream (20 chunks 5 ms apart)")
-	f.IntVar(&o.concurrency, "concurrency", 256, "most requests in flight at once, open loop")
-	f.BoolVar(&o.maxRPS, "max-rps", false, "closed loop: sustained throughput with --connections workers")
-	f.IntVar(&o.connections, "connections", 64, "closed-loop workers for --max-rps")
-	f.IntVar(&o.tokens, "completion-tokens", 80, "tokens in a non-streamed answer (80 make about 1 KB)")
-	f.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of one target's measured phase (first round) to this file")
-	f.StringVar(&o.trace, "trace", "", "write an execution trace of one target's measured phase to this file (keep --duration short)")
-	f.StringVar(&o.profileTarget, "profile-target", "weir", "target whose measured phase --cpuprofile and --trace cover: direct, proxy or weir")
-	cmd.AddCommand(benchWaitersCmd(), benchWaitersFloorCmd()) // benchwaiters.go
+	f.Float64Var(&c.Rate, "rate", 2000, "requests per second, open loop")
+	f.DurationVar(&c.Duration, "duration", 20*time.Second, "measured time per target")
+	f.DurationVar(&c.Warmup, "warmup", 10*time.Second, "warm-up per target, left out of the figures")
+	f.IntVar(&c.Rounds, "rounds", 1, "drive the three targets in turn this many times and add a table of medians")
+	f.Float64Var(&c.Stream, "stream", 0, "fraction of requests that stream (20 chunks 5 ms apart)")
+	f.IntVar(&c.Concurrency, "concurrency", 256, "most requests in flight at once, open loop")
+	f.BoolVar(&c.MaxRPS, "max-rps", false, "closed loop: sustained throughput with --connections workers")
+	f.IntVar(&c.Connections, "connections", 64, "closed-loop workers for --max-rps")
+	f.IntVar(&c.CompletionTokens, "completion-tokens", 80, "tokens in a non-streamed answer (80 make about 1 KB)")
+	f.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of one target's measured phase (first round) to this file")
+	f.StringVar(&c.Trace, "trace", "", "write an execution trace of one target's measured phase to this file (keep --duration short)")
+	f.StringVar(&c.ProfileTarget, "profile-target", "weir", "target whose measured phase --cpuprofile and --trace cover: direct, proxy or weir")
+	cmd.AddCommand(benchWaitersCmd(), benchWaitersFloorCmd())
 	return cmd
 }
 
-// The request every target gets: about 130 bytes of chat.
-const (
-	benchPM         = "mock/gpt-4o-mini"
-	benchBody       = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Write one short paragraph on why a gateway queues a burst of work."}]}`
-	benchStreamBody = `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"Write one short paragraph on why a gateway queues a burst of work."}]}`
-	// generous is every scope's concurrency limit: checked, never reached.
-	generous = 1_000_000
-)
-
-type benchTarget struct {
-	name   string
-	url    string
-	header http.Header
-}
-
-// benchRig is what the targets run on: the mock, the proxy and Weir.
-type benchRig struct {
-	targets []benchTarget
-	main    *Main
-	key     weir.APIKey
-	answer  int // bytes of a non-streamed answer
-	closers []func()
-}
-
-func (r *benchRig) close() {
-	for i := len(r.closers) - 1; i >= 0; i-- {
-		r.closers[i]()
-	}
-}
-
-// labelled runs f with the pprof label component=name, which every
-// goroutine f starts inherits.
-func labelled(ctx context.Context, name string, f func(context.Context)) {
-	pprof.Do(ctx, pprof.Labels("component", name), f)
-}
-
-// serve serves h on a loopback port from a goroutine labelled component.
-func serve(ctx context.Context, rig *benchRig, component string, h http.Handler) (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	labelled(ctx, component, func(context.Context) { go func() { _ = srv.Serve(ln) }() })
-	rig.closers = append(rig.closers, func() { _ = srv.Close() })
-	return "http://" + ln.Addr().String(), nil
-}
-
-func startBenchRig(ctx context.Context, o benchOptions) (_ *benchRig, err error) {
-	rig := &benchRig{}
-	defer func() {
-		if err != nil {
-			rig.close()
-		}
-	}()
-
-	// The mock: instant, ~1 KB answers. Streams, when asked for, come from
-	// a second mock paced at 5 ms a token (pacing would also delay the
-	// non-streamed answers), chosen by the body's "stream" field.
-	var upstream http.Handler = mock.New(mock.Config{CompletionTokens: o.tokens})
-	if o.stream > 0 {
-		upstream = streamSplit{
-			plain: upstream,
-			paced: mock.New(mock.Config{CompletionTokens: 20, TokensPerSecond: 200}),
-		}
-	}
-	mockURL, err := serve(ctx, rig, "mock", upstream)
-	if err != nil {
-		return nil, err
-	}
-
-	// The plain proxy, with httpapi's upstream transport, so that it
-	// differs from Weir only in what Weir does.
-	// Under --stream it loses about 0.1% of streams ("ReverseProxy read
-	// error during body copy: use of closed network connection", the client
-	// sees unexpected EOF): golang/go#40747, the server closing the inbound
-	// body when the answer's headers go out while the transport still reads
-	// it. It is left plain, as the baseline the issue asks for.
-	target, _ := url.Parse(mockURL)
-	proxy := &httputil.ReverseProxy{
-		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
-		Transport: httpapi.NewUpstreamTransport(),
-	}
-	proxyURL, err := serve(ctx, rig, "proxy", proxy)
-	if err != nil {
-		return nil, err
-	}
-
-	// Weir, with the demo's catalog made generous: the key, the group and
-	// the platform model each get a concurrency limit never reached.
-	dir, err := os.MkdirTemp("", "weir-bench-")
-	if err != nil {
-		return nil, err
-	}
-	rig.closers = append(rig.closers, func() { _ = os.RemoveAll(dir) })
-	cfg := demoConfig(mockURL+"/v1", "127.0.0.1:0", filepath.Join(dir, "weir.db"))
-	cfg.Server.LogLevel = "warn" // a log line per request would dominate
-	for i := range cfg.PlatformModels {
-		if cfg.PlatformModels[i].Name == benchPM {
-			cfg.PlatformModels[i].Concurrency = generous
-			cfg.PlatformModels[i].QueueLimit = generous
-		}
-	}
-	for i := range cfg.Groups {
-		if cfg.Groups[i].Name == cfg.DefaultGroup {
-			cfg.Groups[i].Concurrency = generous
-		}
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("bench config: %w", err)
-	}
-	m := &Main{Config: cfg, Logger: newLogger(cfg.Server.LogLevel)}
-	labelled(ctx, "weir", func(ctx context.Context) { err = m.Start(ctx) })
-	rig.closers = append(rig.closers, func() { _ = m.Stop(context.Background()) })
-	if err != nil {
-		return nil, err
-	}
-	rig.main = m
-	rig.key = weir.APIKey{Name: "bench", Group: cfg.DefaultGroup, Limits: weir.Limits{Concurrency: generous}}
-	secret, err := createKey(ctx, m.DB, &rig.key)
-	if err != nil {
-		return nil, err
-	}
-
-	plain := http.Header{"Content-Type": {"application/json"}}
-	auth := plain.Clone()
-	auth.Set("Authorization", "Bearer "+secret)
-	rig.targets = []benchTarget{
-		{"direct", mockURL + "/v1/chat/completions", plain},
-		{"proxy", proxyURL + "/v1/chat/completions", plain},
-		{"weir", "http://" + m.Addr() + "/v1/chat/completions", auth},
-	}
-	// One request through each, so that a broken rig fails here and not
-	// as a table of errors.
-	for _, t := range rig.targets {
-		for _, body := range []string{benchBody, benchStreamBody} {
-			n, err := probe(ctx, t, body)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", t.name, err)
-			}
-			if t.name == "direct" && body == benchBody {
-				rig.answer = n
-			}
-		}
-	}
-	return rig, nil
-}
-
-// probe sends one request and returns the answer's length.
-func probe(ctx context.Context, t benchTarget, body string) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, strings.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header = t.header.Clone()
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("probe answered %d: %s", resp.StatusCode, bytes.TrimSpace(b))
-	}
-	return len(b), nil
-}
-
-// streamSplit sends streaming chat requests to paced and the rest to plain.
-type streamSplit struct{ plain, paced http.Handler }
-
-func (s streamSplit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b, err := io.ReadAll(r.Body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	r.Body = io.NopCloser(bytes.NewReader(b))
-	if bytes.Contains(b, []byte(`"stream":true`)) {
-		s.paced.ServeHTTP(w, r)
-		return
-	}
-	s.plain.ServeHTTP(w, r)
-}
-
-func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
-	switch {
-	case o.duration <= 0:
-		return fmt.Errorf("--duration must be positive")
-	case o.rounds < 1:
-		return fmt.Errorf("--rounds must be at least 1")
-	case !o.maxRPS && o.rate <= 0:
-		return fmt.Errorf("--rate must be positive")
-	case o.stream < 0 || o.stream > 1:
-		return fmt.Errorf("--stream must be in [0, 1]")
-	case o.profileTarget != "direct" && o.profileTarget != "proxy" && o.profileTarget != "weir":
-		return fmt.Errorf("--profile-target must be direct, proxy or weir")
-	}
-	rig, err := startBenchRig(ctx, o)
-	if err != nil {
-		return err
-	}
-	defer rig.close()
-
-	if o.maxRPS {
-		fmt.Fprintf(out, "weir bench: max-rps, closed loop of %d connections per target, %s warm-up, %s measured per target, %.0f%% streaming\n",
-			o.connections, o.warmup, o.duration, o.stream*100)
-	} else {
-		fmt.Fprintf(out, "weir bench: overhead at %.0f req/s (open loop), %s warm-up, %s measured per target, %.0f%% streaming, in-flight bound %d\n",
-			o.rate, o.warmup, o.duration, o.stream*100, o.concurrency)
-	}
-	fmt.Fprintf(out, "  mock: 0ms latency, %d-token answers (%d B), %d B requests; GOMAXPROCS %d; load average %s\n",
-		o.tokens, rig.answer, len(benchBody), runtime.GOMAXPROCS(0), loadAverage())
-	fmt.Fprintf(out, "  weir: scopes key:%s group:%s pm:%s, each limit %d; log level %s\n\n",
-		rig.key.ID, rig.key.Group, benchPM, generous, rig.main.Config.Server.LogLevel)
-
-	latency := func(r loadgen.Result) loadgen.Percentiles { return r.Latency }
-	results := map[string][]loadgen.Result{}
-	for round := 1; round <= o.rounds; round++ {
-		if o.rounds > 1 {
-			fmt.Fprintf(out, "round %d of %d:\n", round, o.rounds)
-		}
-		rows := map[string]row{}
-		for _, t := range rig.targets {
-			res, err := o.drive(ctx, t, round)
-			if err != nil {
+func benchTasksCmd() *cobra.Command {
+	var c bench.TasksConfig
+	cmd := &cobra.Command{
+		Use:   "bench-tasks drain|restart",
+		Short: "Benchmark durable tasks: drain time against the ideal, restart time with a long queue",
+		Long: `Benchmark durable tasks against a real 'weir serve' child process and the
+mock provider's video API (docs/benchmarks.md's "drain" and "restart" scenarios).
+See 'go doc ./bench Drain' and 'go doc ./bench Restart'.`,
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: []string{"drain", "restart"},
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			if c.Weir, err = benchWeir(); err != nil {
 				return err
 			}
-			results[t.name] = append(results[t.name], res)
-			// Print as the run goes: a line per target, once it is measured.
-			rows[t.name] = rowOf(res, latency)
-			if o.maxRPS {
-				printMaxRPS(out, t.name, rows)
-			} else {
-				printOverhead(out, t.name, rows)
+			ctx := cmd.Context()
+			switch args[0] {
+			case "drain":
+				return bench.Drain(ctx, cmd.OutOrStdout(), c)
+			case "restart":
+				if !cmd.Flags().Changed("tasks") {
+					c.Tasks = 100_000
+				}
+				return bench.Restart(ctx, cmd.OutOrStdout(), c)
 			}
-		}
-	}
-	// summary is each target's row over the rounds: the run's own with one
-	// round, the median of each column with several.
-	summary := func(pick func(loadgen.Result) loadgen.Percentiles) map[string]row {
-		rows := map[string]row{}
-		for name, rs := range results {
-			var each []row
-			for _, r := range rs {
-				each = append(each, rowOf(r, pick))
-			}
-			rows[name] = medianRow(each)
-		}
-		return rows
-	}
-	if o.rounds > 1 {
-		fmt.Fprintf(out, "\nmedian of each column over %d rounds:\n", o.rounds)
-		rows := summary(latency)
-		for _, t := range rig.targets {
-			if o.maxRPS {
-				printMaxRPS(out, t.name, rows)
-			} else {
-				printOverhead(out, t.name, rows)
-			}
-		}
-		if !o.maxRPS {
-			fmt.Fprintf(out, "weir/proxy added latency, round by round: %s\n", roundRatios(results, latency))
-		}
-	}
-
-	if o.stream > 0 && !o.maxRPS {
-		for _, part := range []struct {
-			title string
-			pick  func(loadgen.Result) loadgen.Percentiles
-		}{
-			{"streams, to the first byte", func(r loadgen.Result) loadgen.Percentiles { return r.FirstByte }},
-			{"streams, to the last byte", func(r loadgen.Result) loadgen.Percentiles { return r.Stream }},
-		} {
-			fmt.Fprintf(out, "\n%s:\n", part.title)
-			rows := summary(part.pick)
-			for _, t := range rig.targets {
-				printOverhead(out, t.name, rows)
-			}
-		}
-	}
-
-	if !o.maxRPS {
-		fmt.Fprint(out, "(late: sent more than 5ms behind schedule; ")
-	} else {
-		fmt.Fprint(out, "(")
-	}
-	fmt.Fprintln(out, "others: cores that other programs kept busy meanwhile, well above 0 means a disturbed run)")
-	fmt.Fprintf(out, "\ncost per request, whole process (load generator + mock + target), over the measured window:\n")
-	rows := summary(latency)
-	for _, t := range rig.targets {
-		printCost(out, t.name, rows)
-	}
-
-	fmt.Fprintln(out)
-	for _, t := range rig.targets {
-		failed := map[string]int{}
-		for _, r := range results[t.name] {
-			for k, n := range r.Errors {
-				failed[k] += n
-			}
-		}
-		if len(failed) > 0 {
-			fmt.Fprintf(out, "%s failures: %s\n", t.name, failures(failed))
-		}
-	}
-	// Every request held a lease in all three scopes.
-	var scopes []string
-	for _, st := range rig.main.Engine.Scopes(ctx) {
-		if st.Name == weir.KeyScope(rig.key.ID) || st.Name == weir.GroupScope(rig.key.Group) || st.Name == weir.PlatformModelScope(benchPM) {
-			scopes = append(scopes, fmt.Sprintf("%s (limit %d, mean hold %s)", st.Name, st.Config.Limit, st.MeanHold.Round(time.Microsecond)))
-		}
-	}
-	fmt.Fprintf(out, "weir scopes used: %s\n", strings.Join(scopes, ", "))
-	fmt.Fprintf(out, "load average at the end: %s\n", loadAverage())
-	return nil
-}
-
-// drive runs one measured load at t: warm-up, then the measured window.
-func (o benchOptions) drive(ctx context.Context, t benchTarget, round int) (loadgen.Result, error) {
-	cfg := loadgen.Config{
-		Target: loadgen.Target{
-			URL:        t.url,
-			Header:     t.header,
-			Body:       []byte(benchBody),
-			StreamBody: []byte(benchStreamBody),
-		},
-		Duration:       o.duration,
-		Warmup:         o.warmup,
-		StreamFraction: o.stream,
-	}
-	if o.maxRPS {
-		cfg.MaxInFlight = o.connections
-	} else {
-		cfg.Rate, cfg.MaxInFlight = o.rate, o.concurrency
-	}
-	stop := func() {}
-	if round == 1 {
-		var err error
-		if stop, err = o.profile(t.name, &cfg); err != nil {
-			return loadgen.Result{}, err
-		}
-	}
-	var (
-		res loadgen.Result
-		err error
-	)
-	labelled(ctx, "loadgen", func(ctx context.Context) { res, err = loadgen.Run(ctx, cfg) })
-	stop()
-	if err != nil {
-		return res, fmt.Errorf("%s: %w", t.name, err)
-	}
-	return res, nil
-}
-
-// row is one target's line in a table: from one run, or the median of
-// each column over several rounds.
-type row struct {
-	rate, ok    float64             // successful req/s, success %
-	lat         loadgen.Percentiles // the table's latency
-	late        int
-	others      float64 // cores other programs kept busy
-	cpu, allocs float64 // whole process, per request: CPU µs, allocations
-	kb          float64 // and KiB allocated
-	gcs         float64
-}
-
-func rowOf(r loadgen.Result, pick func(loadgen.Result) loadgen.Percentiles) row {
-	cpu, allocs, bytes := r.Process.Per(r.Requests)
-	return row{
-		rate: r.Throughput(), ok: 100 * r.SuccessRatio(), lat: pick(r), late: r.Late,
-		others: r.Process.Others(r.Elapsed),
-		cpu:    float64(cpu) / float64(time.Microsecond), allocs: allocs, kb: bytes / 1024,
-		gcs: float64(r.Process.GCs),
-	}
-}
-
-// medianRow is the median of each column of rows (not the row of a median
-// round: the columns of a round move together, but each median is what a
-// repeated run would most likely show).
-func medianRow(rows []row) row {
-	med := func(f func(row) float64) float64 {
-		v := make([]float64, len(rows))
-		for i, r := range rows {
-			v[i] = f(r)
-		}
-		sort.Float64s(v)
-		if n := len(v); n%2 == 0 {
-			return (v[n/2-1] + v[n/2]) / 2
-		}
-		return v[len(v)/2]
-	}
-	dur := func(f func(row) time.Duration) time.Duration {
-		return time.Duration(med(func(r row) float64 { return float64(f(r)) }))
-	}
-	return row{
-		rate:   med(func(r row) float64 { return r.rate }),
-		ok:     med(func(r row) float64 { return r.ok }),
-		late:   int(med(func(r row) float64 { return float64(r.late) })),
-		others: med(func(r row) float64 { return r.others }),
-		cpu:    med(func(r row) float64 { return r.cpu }),
-		allocs: med(func(r row) float64 { return r.allocs }),
-		kb:     med(func(r row) float64 { return r.kb }),
-		gcs:    med(func(r row) float64 { return r.gcs }),
-		lat: loadgen.Percentiles{
-			N:    int(med(func(r row) float64 { return float64(r.lat.N) })),
-			Mean: dur(func(r row) time.Duration { return r.lat.Mean }),
-			P50:  dur(func(r row) time.Duration { return r.lat.P50 }),
-			P90:  dur(func(r row) time.Duration { return r.lat.P90 }),
-			P99:  dur(func(r row) time.Duration { return r.lat.P99 }),
-			Max:  dur(func(r row) time.Duration { return r.lat.Max }),
+			return fmt.Errorf("bench-tasks: unknown scenario %q: want drain or restart", args[0])
 		},
 	}
+	f := cmd.Flags()
+	f.IntVar(&c.Tasks, "tasks", 10_000, "tasks to submit (restart: default 100,000)")
+	f.IntVar(&c.Capacity, "capacity", 100, "drain: worker capacity (tasks.workers)")
+	f.DurationVar(&c.Job, "job", 2*time.Second, "drain: how long each upstream job runs")
+	f.DurationVar(&c.PollMin, "poll-min", 250*time.Millisecond, "tasks.poll_min")
+	f.DurationVar(&c.PollMax, "poll-max", 10*time.Second, "tasks.poll_max")
+	f.IntVar(&c.Connections, "connections", 16, "connections submitting tasks")
+	f.StringVar(&c.Dir, "dir", "", "directory for the config and database (default: a new temporary one, removed after)")
+	return cmd
 }
 
-// roundRatios lists Weir's added latency as a multiple of the proxy's,
-// p50/p99, round by round: the spread says how far one round can be trusted.
-func roundRatios(results map[string][]loadgen.Result, pick func(loadgen.Result) loadgen.Percentiles) string {
-	var parts []string
-	for i := range results["weir"] {
-		d, px, w := pick(results["direct"][i]), pick(results["proxy"][i]), pick(results["weir"][i])
-		parts = append(parts, fmtRatio(ratio(w.P50-d.P50, px.P50-d.P50))+"/"+fmtRatio(ratio(w.P99-d.P99, px.P99-d.P99)))
+func benchWaitersCmd() *cobra.Command {
+	var c bench.SyncWaitersConfig
+	cmd := &cobra.Command{
+		Use:   "sync-waiters",
+		Short: "Measure the memory a waiting synchronous request costs, against a bare net/http floor",
+		Long: `Send --requests chat requests at once, one connection each, to a platform
+model with concurrency --limit in front of the mock provider (--latency per
+answer), first to a bare net/http server that decodes the body and waits on
+a semaphore (the floor), then to 'weir serve', each in its own process, and
+print each process's idle and peak RSS, the share of one waiting request,
+and whether all were served in order at exactly the limit.
+See 'go doc ./bench SyncWaiters'.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			if c.Weir, err = benchWeir(); err != nil {
+				return err
+			}
+			return bench.SyncWaiters(cmd.Context(), cmd.OutOrStdout(), c)
+		},
 	}
-	return strings.Join(parts, "  ")
+	f := cmd.Flags()
+	f.IntVar(&c.Requests, "requests", 10_000, "requests sent at once, each on its own connection")
+	f.IntVar(&c.Limit, "limit", 10, "the platform model's concurrency limit (and the floor's semaphore)")
+	f.DurationVar(&c.Latency, "latency", 100*time.Millisecond, "the mock's time to answer")
+	f.Float64Var(&c.Rate, "rate", 0, "requests sent per second (0: as fast as the client opens connections)")
+	f.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "bound on each target's run")
+	f.StringSliceVar(&c.Targets, "targets", []string{"floor", "weir"}, "targets to measure, in order")
+	f.StringVar(&c.Dir, "dir", "", "directory for weir's config and database (default: a new temporary one, removed after)")
+	return cmd
 }
 
-// profile arranges for the CPU profile and the execution trace asked for
-// to cover target's measured phase, if it is the profiled one; stop ends
-// them.
-func (o benchOptions) profile(target string, cfg *loadgen.Config) (stop func(), err error) {
-	var files []*os.File
-	var cpu, tr bool
-	stop = func() {
-		if cpu {
-			pprof.StopCPUProfile()
-		}
-		if tr {
-			trace.Stop()
-		}
-		for _, f := range files {
-			_ = f.Close()
-		}
+// benchWaitersFloorCmd is sync-waiters' floor server, run as a child:
+// hidden, since it is only the benchmark's yardstick.
+func benchWaitersFloorCmd() *cobra.Command {
+	var c bench.FloorConfig
+	cmd := &cobra.Command{
+		Use:    "sync-waiters-floor",
+		Short:  "The bare net/http server sync-waiters measures weir against",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return bench.ServeFloor(cmd.Context(), c)
+		},
 	}
-	if target != o.profileTarget || (o.cpuprofile == "" && o.trace == "") {
-		return stop, nil
-	}
-	create := func(path string) *os.File {
-		if path == "" || err != nil {
-			return nil
-		}
-		var f *os.File
-		if f, err = os.Create(path); err == nil {
-			files = append(files, f)
-		}
-		return f
-	}
-	cpuFile, traceFile := create(o.cpuprofile), create(o.trace)
-	if err != nil {
-		stop()
-		return nil, err
-	}
-	cfg.OnMeasure = func() {
-		if cpuFile != nil {
-			cpu = pprof.StartCPUProfile(cpuFile) == nil
-		}
-		if traceFile != nil {
-			tr = trace.Start(traceFile) == nil
-		}
-	}
-	return stop, nil
-}
-
-// The tables' heads, printed above their first lines.
-const (
-	overheadHead = "target     rate/s     ok%      p50      p90      p99      max   added p50   added p99   late  others"
-	maxRPSHead   = "target      req/s       ok%      p50      p99      max  others"
-	costHead     = "target    cpu µs   allocs       KB    GCs   added cpu µs   added allocs   added KB"
-)
-
-// printCost prints target's line of the cost table: the process's CPU time
-// and allocations per request, and what the target adds over direct.
-func printCost(out io.Writer, target string, rows map[string]row) {
-	if target == "direct" {
-		fmt.Fprintln(out, costHead)
-	}
-	r, d := rows[target], rows["direct"]
-	line := fmt.Sprintf("%-8s %8.1f %8.0f %8.1f %6.0f", target, r.cpu, r.allocs, r.kb, r.gcs)
-	if target == "direct" {
-		line += fmt.Sprintf("   %12s   %12s   %8s", "-", "-", "-")
-	} else {
-		line += fmt.Sprintf("   %+12.1f   %+12.0f   %+8.1f", r.cpu-d.cpu, r.allocs-d.allocs, r.kb-d.kb)
-	}
-	if px, ok := rows["proxy"]; ok && target == "weir" {
-		line += fmt.Sprintf("   weir/proxy added: cpu %s, allocs %s",
-			fmtRatio(fratio(r.cpu-d.cpu, px.cpu-d.cpu)), fmtRatio(fratio(r.allocs-d.allocs, px.allocs-d.allocs)))
-	}
-	fmt.Fprintln(out, line)
-}
-
-func fratio(a, b float64) float64 {
-	if b <= 0 {
-		return math.NaN()
-	}
-	return a / b
-}
-
-// printOverhead prints target's line of an open-loop table, with added
-// latency over direct and, on Weir's line, the ratio to the proxy's.
-func printOverhead(out io.Writer, target string, rows map[string]row) {
-	if target == "direct" {
-		fmt.Fprintln(out, overheadHead)
-	}
-	r := rows[target]
-	p := r.lat
-	line := fmt.Sprintf("%-8s %8.1f  %6.2f  %7.3f  %7.3f  %7.3f  %7.3f", target, r.rate, r.ok, ms(p.P50), ms(p.P90), ms(p.P99), ms(p.Max))
-	direct, ok := rows["direct"]
-	if target == "direct" || !ok {
-		line += fmt.Sprintf("  %10s  %10s", "-", "-")
-	} else {
-		d := direct.lat
-		line += fmt.Sprintf("  %+10.3f  %+10.3f", ms(p.P50-d.P50), ms(p.P99-d.P99))
-	}
-	line += fmt.Sprintf("  %5d  %6.2f", r.late, r.others)
-	if proxy, ok := rows["proxy"]; ok && target == "weir" {
-		d, px := direct.lat, proxy.lat
-		r50 := ratio(p.P50-d.P50, px.P50-d.P50)
-		r99 := ratio(p.P99-d.P99, px.P99-d.P99)
-		verdict := "met"
-		if !(r50 <= 1.5 && r99 <= 1.5) {
-			verdict = "missed"
-		}
-		line += fmt.Sprintf("   weir/proxy added: p50 %s, p99 %s (target <= 1.5x: %s)", fmtRatio(r50), fmtRatio(r99), verdict)
-	}
-	fmt.Fprintln(out, line)
-}
-
-// printMaxRPS prints target's line of the max-rps table; Weir's carries
-// its throughput as a fraction of the proxy's and of direct's.
-func printMaxRPS(out io.Writer, target string, rows map[string]row) {
-	if target == "direct" {
-		fmt.Fprintln(out, maxRPSHead)
-	}
-	r := rows[target]
-	line := fmt.Sprintf("%-8s %9.1f  %8.3f  %7.3f  %7.3f  %7.3f  %6.2f", target, r.rate, r.ok,
-		ms(r.lat.P50), ms(r.lat.P99), ms(r.lat.Max), r.others)
-	if r.ok < 99.9 {
-		line += "  (below 99.9% success: not sustained)"
-	}
-	if target != "direct" {
-		line += fmt.Sprintf("   %s/direct %.2fx", target, r.rate/rows["direct"].rate)
-	}
-	if target == "weir" {
-		line += fmt.Sprintf(", weir/proxy %.2fx", r.rate/rows["proxy"].rate)
-	}
-	fmt.Fprintln(out, line)
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// ratio is a/b, or NaN when b is not positive (the proxy added nothing
-// measurable, so no multiple of it means anything).
-func ratio(a, b time.Duration) float64 {
-	if b <= 0 {
-		return math.NaN()
-	}
-	return float64(a) / float64(b)
-}
-
-func fmtRatio(r float64) string {
-	if math.IsNaN(r) {
-		return "n/a"
-	}
-	return fmt.Sprintf("%.2fx", r)
-}
-
-func failures(errs map[string]int) string {
-	keys := make([]string, 0, len(errs))
-	for k := range errs {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return errs[keys[i]] > errs[keys[j]] })
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%d × %s", errs[k], k)
-	}
-	return strings.Join(parts, "; ")
-}
-
-// loadAverage is /proc/loadavg's first three fields, or "?" off Linux.
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
+	f := cmd.Flags()
+	f.StringVar(&c.Listen, "listen", "127.0.0.1:0", "address to listen on")
+	f.StringVar(&c.Upstream, "upstream", "", "the mock's chat completions URL")
+	f.IntVar(&c.Limit, "limit", 10, "requests proxied at once")
+	return cmd
 }

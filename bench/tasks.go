@@ -1,48 +1,4 @@
-package main
-
-// weir bench-tasks measures durable tasks for docs/benchmarks.md's "drain" and
-// "restart" scenarios against a real `weir serve` process (this same
-// binary, started as a child on a temporary SQLite file) in front of the
-// mock provider's video API, served in this process.
-//
-//	go run ./cmd/weir bench-tasks drain                                  # 10,000 tasks, capacity 100, 2s jobs: ideal 200s
-//	go run ./cmd/weir bench-tasks drain --tasks 2000 --job 1s            # scaled down: ideal 20s
-//	go run ./cmd/weir bench-tasks restart                                # 100,000 waiting tasks, kill -9, restart
-//
-// drain submits --tasks tasks through the task API (16 connections) to a
-// gateway whose worker capacity (tasks.workers) is --capacity, with every
-// upstream job lasting --job, and times from the first submission until
-// every task has ended (its terminal status committed). The ideal is
-// ceil(tasks / capacity) × job; the line gives the ratio (issue 4's
-// target: ≤ 1.05). A second line says where each task's time between its
-// admission and its end went, from the gateway's database and the mock's
-// job times: admission to upstream submit (commit, River's fetch, the
-// HTTP call), the job itself, and the upstream's end to the gateway
-// noticing it (the poll interval); and the share of capacity that stood
-// idle between one task's release and the next one's admission. A LEAK
-// line appears if the worker scope ever went over its limit or still held
-// leases 10s after the last task ended; a log line sums the gateway's
-// warnings and errors.
-//
-// restart submits --tasks tasks to a gateway with one worker while the
-// first task's upstream job runs for an hour, so all the others wait;
-// kills the gateway with SIGKILL; times listing the waiting tasks from the
-// database alone; restarts the gateway on the same database with two
-// workers; and prints the time from the new process's start until it
-// serves HTTP, and until the first waiting task reaches the upstream
-// (admitted, its River job committed, fetched and submitted) — issue 4's
-// target: ≤ 2s — with the recovery's time from the gateway's log, the
-// process's peak RSS, and how long a GET of the last queued task takes
-// (its queue position is counted at each GET).
-//
-// Figures on this 2-core machine (2026-11-29, one run each, the default
-// polls 250ms..10s, with polls at the end the upstream's progress predicts):
-//
-//	drain    10,000 tasks × 2s, capacity 100: 203.8s against 200s ideal, 1.019x; per task 12ms admission→submit, 18ms job end→noticed, 0.4% idle, 3.7 polls
-//	drain     2,000 tasks × 1s, capacity 100: 21.1s against 20s, 1.055x
-//	(before, with fixed doubling polls of 50ms..250ms: 1.111x and 1.246x)
-//	restart 100,000 waiting: serving and first admission 0.80s after the process started (recovery 0.78s, listing 0.45s);
-//	        GET of the last queued task 230µs median (4.3ms while Position scanned the queue); populated at 3,136 tasks/s (was 790)
+package bench
 
 import (
 	"bufio"
@@ -66,65 +22,51 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/httpapi"
 	"github.com/weir-gateway/weir/loadgen"
 	"github.com/weir-gateway/weir/provider/mock"
 	"github.com/weir-gateway/weir/sqlite"
 	"github.com/weir-gateway/weir/task"
 )
 
-func init() { rootCmd.AddCommand(benchTasksCmd()) }
+// TasksConfig says how Drain and Restart run; the defaults are
+// `weir bench-tasks`' flags'.
+type TasksConfig struct {
+	Weir Weir
 
-type benchTasksOptions struct {
-	tasks    int
-	capacity int
-	job      time.Duration
-	pollMin  time.Duration
-	pollMax  time.Duration
-	conns    int
-	dir      string
+	Tasks       int           // tasks to submit (drain 10,000; restart 100,000)
+	Capacity    int           // Drain: worker capacity, tasks.workers (100)
+	Job         time.Duration // Drain: how long each upstream job runs (2s)
+	PollMin     time.Duration // tasks.poll_min (250ms)
+	PollMax     time.Duration // tasks.poll_max (10s)
+	Connections int           // connections submitting tasks (16)
+	Dir         string        // directory for the config and database (default: a new temporary one, removed after)
 }
 
-func benchTasksCmd() *cobra.Command {
-	var o benchTasksOptions
-	cmd := &cobra.Command{
-		Use:   "bench-tasks drain|restart",
-		Short: "Benchmark durable tasks: drain time against the ideal, restart time with a long queue",
-		Long: `Benchmark durable tasks against a real 'weir serve' child process and the
-mock provider's video API (docs/benchmarks.md's "drain" and "restart" scenarios).
-See the comment at the top of cmd/weir/benchtasks.go.`,
-		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"drain", "restart"},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			switch args[0] {
-			case "drain":
-				return benchTasksDrain(ctx, cmd.OutOrStdout(), o)
-			case "restart":
-				if !cmd.Flags().Changed("tasks") {
-					o.tasks = 100_000
-				}
-				return benchTasksRestart(ctx, cmd.OutOrStdout(), o)
-			}
-			return fmt.Errorf("bench-tasks: unknown scenario %q: want drain or restart", args[0])
-		},
+// validate checks c for Drain (drain) or Restart.
+func (c TasksConfig) validate(drain bool) error {
+	if err := c.Weir.child(); err != nil {
+		return err
 	}
-	f := cmd.Flags()
-	f.IntVar(&o.tasks, "tasks", 10_000, "tasks to submit (restart: default 100,000)")
-	f.IntVar(&o.capacity, "capacity", 100, "drain: worker capacity (tasks.workers)")
-	f.DurationVar(&o.job, "job", 2*time.Second, "drain: how long each upstream job runs")
-	f.DurationVar(&o.pollMin, "poll-min", 250*time.Millisecond, "tasks.poll_min")
-	f.DurationVar(&o.pollMax, "poll-max", 10*time.Second, "tasks.poll_max")
-	f.IntVar(&o.conns, "connections", 16, "connections submitting tasks")
-	f.StringVar(&o.dir, "dir", "", "directory for the config and database (default: a new temporary one, removed after)")
-	return cmd
+	switch {
+	case c.Tasks < 1:
+		return errors.New("--tasks must be positive")
+	case c.Connections < 1:
+		return errors.New("--connections must be positive")
+	case c.PollMin <= 0 || c.PollMax < c.PollMin:
+		return errors.New("--poll-min must be positive and --poll-max at least --poll-min")
+	case drain && c.Capacity < 1:
+		return errors.New("--capacity must be positive")
+	case drain && c.Job <= 0:
+		return errors.New("--job must be positive")
+	}
+	return nil
 }
 
-// benchTasksUpstream is the mock's video API with the arrival time of
+// tasksUpstream is the mock's video API with the arrival time of
 // every submit, by Idempotency-Key (the task id).
-type benchTasksUpstream struct {
+type tasksUpstream struct {
 	mock *mock.Server
 	url  string
 	srv  *http.Server
@@ -133,18 +75,18 @@ type benchTasksUpstream struct {
 	first time.Time // the first submit since reset
 }
 
-func startBenchTasksUpstream(cfg mock.Config) (*benchTasksUpstream, error) {
+func startTasksUpstream(cfg mock.Config) (*tasksUpstream, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	u := &benchTasksUpstream{mock: mock.New(cfg), url: "http://" + ln.Addr().String() + "/v1"}
+	u := &tasksUpstream{mock: mock.New(cfg), url: "http://" + ln.Addr().String() + "/v1"}
 	u.srv = &http.Server{Handler: u, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = u.srv.Serve(ln) }()
 	return u, nil
 }
 
-func (u *benchTasksUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (u *tasksUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost && r.URL.Path == "/v1/videos" {
 		now := time.Now()
 		u.mu.Lock()
@@ -156,20 +98,20 @@ func (u *benchTasksUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u.mock.ServeHTTP(w, r)
 }
 
-func (u *benchTasksUpstream) resetFirst() {
+func (u *tasksUpstream) resetFirst() {
 	u.mu.Lock()
 	u.first = time.Time{}
 	u.mu.Unlock()
 }
 
-func (u *benchTasksUpstream) firstSubmit() time.Time {
+func (u *tasksUpstream) firstSubmit() time.Time {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.first
 }
 
-// benchTasksGateway is one `weir serve` child.
-type benchTasksGateway struct {
+// tasksGateway is one `weir serve` child.
+type tasksGateway struct {
 	cmd       *exec.Cmd
 	started   time.Time
 	url       string
@@ -183,7 +125,7 @@ type benchTasksGateway struct {
 }
 
 // warnings summarises the WARN and ERROR lines the gateway logged.
-func (g *benchTasksGateway) warnings() string {
+func (g *tasksGateway) warnings() string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.warns) == 0 {
@@ -198,8 +140,8 @@ func (g *benchTasksGateway) warnings() string {
 }
 
 // scopesLine is every scope's in-flight count from /admin/queues.
-func (g *benchTasksGateway) scopesLine() string {
-	v, err := fetchQueues(g.url, "")
+func (g *tasksGateway) scopesLine() string {
+	v, err := fetchQueues(g.url)
 	if err != nil {
 		return err.Error()
 	}
@@ -210,10 +152,10 @@ func (g *benchTasksGateway) scopesLine() string {
 	return "in flight/leases: " + strings.Join(parts, ", ")
 }
 
-// benchTasksConfig writes the config file: the mock as one platform whose
+// writeTasksConfig writes the config file: the mock as one platform whose
 // platform model has no limit of its own, so that tasks.workers is the
 // capacity.
-func benchTasksConfig(path, db, upURL string, workers int, o benchTasksOptions) error {
+func writeTasksConfig(path, db, upURL string, workers int, c TasksConfig) error {
 	text := fmt.Sprintf(`server:
   listen: 127.0.0.1:0
   log_level: info
@@ -235,18 +177,15 @@ models:
     kind: video
     candidates:
       - platform_model: mock/sora-2
-`, db, workers, o.pollMin, o.pollMax, upURL)
+`, db, workers, c.PollMin, c.PollMax, upURL)
 	return os.WriteFile(path, []byte(text), 0o600)
 }
 
-// startBenchTasksGateway starts `weir serve -c config` and waits until it
+// startTasksGateway starts `weir serve -c config` and waits until it
 // serves.
-func startBenchTasksGateway(config string) (*benchTasksGateway, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	g := &benchTasksGateway{cmd: exec.Command(exe, "serve", "-c", config), exited: make(chan struct{}), warns: map[string]int{}}
+func startTasksGateway(w Weir, config string) (*tasksGateway, error) {
+	args := append(slices.Clone(w.ServeArgs), "-c", config)
+	g := &tasksGateway{cmd: exec.Command(w.Exe, args...), exited: make(chan struct{}), warns: map[string]int{}}
 	g.cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "WEIR_") })
 	stderr, err := g.cmd.StderrPipe()
 	if err != nil {
@@ -306,13 +245,13 @@ func startBenchTasksGateway(config string) (*benchTasksGateway, error) {
 	}
 }
 
-func (g *benchTasksGateway) kill() {
+func (g *tasksGateway) kill() {
 	_ = g.cmd.Process.Signal(syscall.SIGKILL)
 	<-g.exited
 }
 
 // peakRSS is the child's peak resident set (VmHWM), or "".
-func (g *benchTasksGateway) peakRSS() string {
+func (g *tasksGateway) peakRSS() string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", g.cmd.Process.Pid))
 	if err != nil {
 		return ""
@@ -326,8 +265,8 @@ func (g *benchTasksGateway) peakRSS() string {
 }
 
 // workersScope reads the worker-capacity scope from /admin/queues.
-func (g *benchTasksGateway) workersScope() (inFlight int64, waiting int, err error) {
-	v, err := fetchQueues(g.url, "")
+func (g *tasksGateway) workersScope() (inFlight int64, waiting int, err error) {
+	v, err := fetchQueues(g.url)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -339,18 +278,18 @@ func (g *benchTasksGateway) workersScope() (inFlight int64, waiting int, err err
 	return 0, 0, fmt.Errorf("no %s scope in /admin/queues", task.WorkersScope)
 }
 
-// benchTasksRig is the directory, the upstream and the key.
-type benchTasksRig struct {
+// tasksRig is the directory, the upstream and the key.
+type tasksRig struct {
 	dir, config, db string
-	up              *benchTasksUpstream
+	up              *tasksUpstream
 	secret          string
 	client          *http.Client
 	cleanup         func()
 }
 
-func newBenchTasksRig(ctx context.Context, o benchTasksOptions, job time.Duration, workers int) (*benchTasksRig, error) {
-	r := &benchTasksRig{cleanup: func() {}}
-	r.dir = o.dir
+func newTasksRig(ctx context.Context, c TasksConfig, job time.Duration, workers int) (*tasksRig, error) {
+	r := &tasksRig{cleanup: func() {}}
+	r.dir = c.Dir
 	if r.dir == "" {
 		d, err := os.MkdirTemp("", "weir-bench-tasks-")
 		if err != nil {
@@ -364,39 +303,39 @@ func newBenchTasksRig(ctx context.Context, o benchTasksOptions, job time.Duratio
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		_ = os.Remove(r.db + suffix)
 	}
-	up, err := startBenchTasksUpstream(mock.Config{JobDuration: job})
+	up, err := startTasksUpstream(mock.Config{JobDuration: job})
 	if err != nil {
 		r.cleanup()
 		return nil, err
 	}
 	r.up = up
-	if err := benchTasksConfig(r.config, r.db, up.url, workers, o); err != nil {
+	if err := writeTasksConfig(r.config, r.db, up.url, workers, c); err != nil {
 		r.close()
 		return nil, err
 	}
-	_, store, err := openStore(ctx, r.config)
+	store, err := sqlite.Open(ctx, r.db)
 	if err != nil {
 		r.close()
 		return nil, err
 	}
-	r.secret, err = createKey(ctx, store, &weir.APIKey{Name: "bench-tasks", Group: "default"})
+	r.secret, err = c.Weir.CreateKey(ctx, store, &weir.APIKey{Name: "bench-tasks", Group: "default"})
 	store.Close()
 	if err != nil {
 		r.close()
 		return nil, err
 	}
-	r.client = &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: o.conns}}
+	r.client = &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: c.Connections}}
 	return r, nil
 }
 
-func (r *benchTasksRig) close() {
+func (r *tasksRig) close() {
 	_ = r.up.srv.Close()
 	r.cleanup()
 }
 
 // submitAll posts n tasks over conns connections and returns the id of
 // the last one accepted.
-func (r *benchTasksRig) submitAll(ctx context.Context, url string, n, conns int, progress func(done int)) (last string, err error) {
+func (r *tasksRig) submitAll(ctx context.Context, url string, n, conns int, progress func(done int)) (last string, err error) {
 	var next, done atomic.Int64
 	var mu sync.Mutex
 	errs := make(chan error, conns)
@@ -439,26 +378,51 @@ func (r *benchTasksRig) submitAll(ctx context.Context, url string, n, conns int,
 	return last, <-errs
 }
 
-func benchTasksDrain(ctx context.Context, out io.Writer, o benchTasksOptions) error {
-	r, err := newBenchTasksRig(ctx, o, o.job, o.capacity)
+// Drain is `weir bench-tasks drain`, docs/benchmarks.md's "drain"
+// scenario: durable tasks against a real `weir serve` (Weir.Exe, started
+// as a child on a temporary SQLite file) in front of the mock provider's
+// video API, served in this process.
+//
+//	go run ./cmd/weir bench-tasks drain                          # 10,000 tasks, capacity 100, 2s jobs: ideal 200s
+//	go run ./cmd/weir bench-tasks drain --tasks 2000 --job 1s    # scaled down: ideal 20s
+//
+// It submits c.Tasks tasks through the task API (c.Connections
+// connections) to a gateway whose worker capacity (tasks.workers) is
+// c.Capacity, with every upstream job lasting c.Job, and times from the
+// first submission until every task has ended (its terminal status
+// committed). The ideal is ceil(tasks / capacity) × job; the line gives
+// the ratio (issue 4's target: ≤ 1.05). A second line says where each
+// task's time between its admission and its end went, from the gateway's
+// database and the mock's job times: admission to upstream submit
+// (commit, River's fetch, the HTTP call), the job itself, and the
+// upstream's end to the gateway noticing it (the poll interval); and the
+// share of capacity that stood idle between one task's release and the
+// next one's admission. A LEAK line appears if the worker scope ever went
+// over its limit or still held leases 10s after the last task ended; a
+// log line sums the gateway's warnings and errors.
+func Drain(ctx context.Context, out io.Writer, c TasksConfig) error {
+	if err := c.validate(true); err != nil {
+		return err
+	}
+	r, err := newTasksRig(ctx, c, c.Job, c.Capacity)
 	if err != nil {
 		return err
 	}
 	defer r.close()
-	g, err := startBenchTasksGateway(r.config)
+	g, err := startTasksGateway(c.Weir, r.config)
 	if err != nil {
 		return err
 	}
 	defer g.kill()
-	waves := (o.tasks + o.capacity - 1) / o.capacity
-	ideal := time.Duration(waves) * o.job
+	waves := (c.Tasks + c.Capacity - 1) / c.Capacity
+	ideal := time.Duration(waves) * c.Job
 	fmt.Fprintf(out, "weir bench-tasks drain: %d tasks, capacity %d, upstream jobs of %s, polls %s..%s; ideal %s; %d CPUs, load average %s\n",
-		o.tasks, o.capacity, o.job, o.pollMin, o.pollMax, ideal, runtime.NumCPU(), loadAverage())
+		c.Tasks, c.Capacity, c.Job, c.PollMin, c.PollMax, ideal, runtime.NumCPU(), loadAverage())
 
 	start := time.Now()
 	var submitted time.Duration
-	if _, err := r.submitAll(ctx, g.url, o.tasks, o.conns, func(d int) {
-		if d == o.tasks {
+	if _, err := r.submitAll(ctx, g.url, c.Tasks, c.Connections, func(d int) {
+		if d == c.Tasks {
 			submitted = time.Since(start)
 		}
 	}); err != nil {
@@ -487,7 +451,7 @@ func benchTasksDrain(ctx context.Context, out io.Writer, o benchTasksOptions) er
 			if err := db.QueryRow(`SELECT count(*) FROM tasks WHERE status IN ('succeeded', 'failed', 'cancelled', 'expired')`).Scan(&ended); err != nil {
 				return err
 			}
-			if ended == o.tasks {
+			if ended == c.Tasks {
 				drain = time.Since(start)
 			}
 		}
@@ -517,20 +481,20 @@ func benchTasksDrain(ctx context.Context, out io.Writer, o benchTasksOptions) er
 		verdict = "missed"
 	}
 	fmt.Fprintf(out, "drain  tasks %d  capacity %d  job %s  ideal %s  drain %s  ratio %.3fx (target <= 1.05x: %s)  submitted in %s  upstream peak %d running, %d submits for %d jobs, %d polls\n",
-		o.tasks, o.capacity, o.job, ideal, drain.Round(time.Millisecond), ratio, verdict, submitted.Round(time.Millisecond),
+		c.Tasks, c.Capacity, c.Job, ideal, drain.Round(time.Millisecond), ratio, verdict, submitted.Round(time.Millisecond),
 		st.PeakJobsRunning, st.JobsSubmitted+st.JobsDeduplicated, st.JobsSubmitted, st.JobPolls)
-	if inFlight, _, _ := g.workersScope(); peakInFlight > int64(o.capacity) || inFlight > 0 {
+	if inFlight, _, _ := g.workersScope(); peakInFlight > int64(c.Capacity) || inFlight > 0 {
 		fmt.Fprintf(out, "LEAK   global:tasks peaked at %d in flight (limit %d); %d still in flight %s after the last task ended (leases live tasks.lease_ttl, 5m): %s\n",
-			peakInFlight, o.capacity, inFlight, (released - drain).Round(time.Millisecond), g.scopesLine())
+			peakInFlight, c.Capacity, inFlight, (released - drain).Round(time.Millisecond), g.scopesLine())
 	}
 	if w := g.warnings(); w != "" {
 		fmt.Fprintf(out, "log    %s\n", w)
 	}
-	return benchTasksBreakdown(out, r, drain, o)
+	return drainBreakdown(out, r, drain, c)
 }
 
-// benchTasksBreakdown says where the time of each task's lease went.
-func benchTasksBreakdown(out io.Writer, r *benchTasksRig, drain time.Duration, o benchTasksOptions) error {
+// drainBreakdown says where the time of each task's lease went.
+func drainBreakdown(out io.Writer, r *tasksRig, drain time.Duration, c TasksConfig) error {
 	ctx := context.Background()
 	store, err := sqlite.Open(ctx, r.db)
 	if err != nil {
@@ -567,27 +531,45 @@ func benchTasksBreakdown(out io.Writer, r *benchTasksRig, drain time.Duration, o
 		return fmt.Errorf("no finished task to break down (statuses %v)", statuses)
 	}
 	mean := func(d time.Duration) string { return (d / time.Duration(n)).Round(100 * time.Microsecond).String() }
-	capacityTime := time.Duration(o.capacity) * drain
+	capacityTime := time.Duration(c.Capacity) * drain
 	idle := 1 - float64(held)/float64(capacityTime)
 	fmt.Fprintf(out, "where  per task (mean of %d): admitted->upstream submit %s, upstream job %s, job end->gateway noticed %s (worst %s); capacity idle between tasks %.1f%%; statuses %v\n",
 		n, mean(dispatch), mean(job), mean(notice), worstNotice.Round(time.Millisecond), 100*math.Max(idle, 0), statuses)
 	return nil
 }
 
-func benchTasksRestart(ctx context.Context, out io.Writer, o benchTasksOptions) error {
-	r, err := newBenchTasksRig(ctx, o, time.Hour, 1)
+// Restart is `weir bench-tasks restart`, docs/benchmarks.md's "restart"
+// scenario, on the same rig as Drain:
+//
+//	go run ./cmd/weir bench-tasks restart    # 100,000 waiting tasks, kill -9, restart
+//
+// It submits c.Tasks tasks to a gateway with one worker while the first
+// task's upstream job runs for an hour, so all the others wait; kills the
+// gateway with SIGKILL; times listing the waiting tasks from the database
+// alone; restarts the gateway on the same database with two workers; and
+// prints the time from the new process's start until it serves HTTP, and
+// until the first waiting task reaches the upstream (admitted, its River
+// job committed, fetched and submitted) — issue 4's target: ≤ 2s — with
+// the recovery's time from the gateway's log, the process's peak RSS, and
+// how long a GET of the last queued task takes (its queue position is
+// counted at each GET).
+func Restart(ctx context.Context, out io.Writer, c TasksConfig) error {
+	if err := c.validate(false); err != nil {
+		return err
+	}
+	r, err := newTasksRig(ctx, c, time.Hour, 1)
 	if err != nil {
 		return err
 	}
 	defer r.close()
-	g, err := startBenchTasksGateway(r.config)
+	g, err := startTasksGateway(c.Weir, r.config)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "weir bench-tasks restart: %d tasks, one worker busy for an hour; load average %s\n", o.tasks, loadAverage())
+	fmt.Fprintf(out, "weir bench-tasks restart: %d tasks, one worker busy for an hour; load average %s\n", c.Tasks, loadAverage())
 	start := time.Now()
 	last := time.Now()
-	lastID, err := r.submitAll(ctx, g.url, o.tasks, o.conns, func(d int) {
+	lastID, err := r.submitAll(ctx, g.url, c.Tasks, c.Connections, func(d int) {
 		if d%10_000 == 0 && time.Since(last) > time.Second {
 			last = time.Now()
 			fmt.Fprintf(out, "  submitted %d in %s\n", d, time.Since(start).Round(time.Second))
@@ -606,14 +588,14 @@ func benchTasksRestart(ctx context.Context, out io.Writer, o benchTasksOptions) 
 			g.kill()
 			return err
 		}
-		if waiting == o.tasks-1 {
+		if waiting == c.Tasks-1 {
 			break
 		}
 		<-tick.C
 	}
 	rss := g.peakRSS()
 	g.kill()
-	fmt.Fprintf(out, "  populated in %s (%.0f tasks/s); peak RSS %s; killed with SIGKILL\n", populate.Round(time.Millisecond), float64(o.tasks)/populate.Seconds(), rss)
+	fmt.Fprintf(out, "  populated in %s (%.0f tasks/s); peak RSS %s; killed with SIGKILL\n", populate.Round(time.Millisecond), float64(c.Tasks)/populate.Seconds(), rss)
 	// What listing the waiting tasks alone costs, as recovery lists them.
 	store, err := sqlite.Open(ctx, r.db)
 	if err != nil {
@@ -629,11 +611,11 @@ func benchTasksRestart(ctx context.Context, out io.Writer, o benchTasksOptions) 
 
 	// Restart with two workers: the running task gets its lease back and
 	// the second worker takes the head of the queue.
-	if err := benchTasksConfig(r.config, r.db, r.up.url, 2, o); err != nil {
+	if err := writeTasksConfig(r.config, r.db, r.up.url, 2, c); err != nil {
 		return err
 	}
 	r.up.resetFirst()
-	g, err = startBenchTasksGateway(r.config)
+	g, err = startTasksGateway(c.Weir, r.config)
 	if err != nil {
 		return err
 	}
@@ -655,7 +637,7 @@ func benchTasksRestart(ctx context.Context, out io.Writer, o benchTasksOptions) 
 		verdict = "missed"
 	}
 	fmt.Fprintf(out, "restart  waiting %d  process start->serving %s  process start->first admission reached the upstream %s (target <= 2s: %s)  recovery (log): %s, of which listing them %s (measured alone)  peak RSS %s\n",
-		o.tasks-1, serving.Round(time.Millisecond), first.Round(time.Millisecond), verdict, g.recovered, listed.Round(time.Millisecond), g.peakRSS())
+		c.Tasks-1, serving.Round(time.Millisecond), first.Round(time.Millisecond), verdict, g.recovered, listed.Round(time.Millisecond), g.peakRSS())
 
 	// A client polling the last task in the queue: its position is
 	// counted at each GET.
@@ -673,6 +655,23 @@ func benchTasksRestart(ctx context.Context, out io.Writer, o benchTasksOptions) 
 		lat = append(lat, time.Since(t0))
 	}
 	p := loadgen.Summarize(lat)
-	fmt.Fprintf(out, "status GET /v1/tasks/{last of %d queued}: median %s, max %s\n", o.tasks-1, p.P50.Round(10*time.Microsecond), p.Max.Round(10*time.Microsecond))
+	fmt.Fprintf(out, "status GET /v1/tasks/{last of %d queued}: median %s, max %s\n", c.Tasks-1, p.P50.Round(10*time.Microsecond), p.Max.Round(10*time.Microsecond))
 	return nil
+}
+
+// fetchQueues reads the gateway's /admin/queues, which answers loopback
+// connections without a token.
+func fetchQueues(url string) (httpapi.QueueView, error) {
+	var view httpapi.QueueView
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get(url + "/admin/queues")
+	if err != nil {
+		return view, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return view, fmt.Errorf("GET /admin/queues: %s: %s", resp.Status, strings.TrimSpace(string(b)))
+	}
+	return view, json.NewDecoder(resp.Body).Decode(&view)
 }

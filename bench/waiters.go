@@ -1,45 +1,4 @@
-package main
-
-// weir bench sync-waiters measures what a waiting request costs the
-// gateway: BENCH's "sync-waiters" scenario (docs/benchmarks.md).
-//
-//	go run ./cmd/weir bench sync-waiters                      # 10,000 waiters, limit 10, 100 ms upstream
-//	go run ./cmd/weir bench sync-waiters --requests 2000      # scaled down
-//
-// It serves the mock provider (--latency per answer, no cap of its own) in
-// this process and, in turn, two servers in their own processes (this
-// same binary, as children):
-//
-//   - floor: a bare net/http server (the hidden `weir bench
-//     sync-waiters-floor`) that reads and decodes the JSON body, waits on a
-//     --limit-slot semaphore (a buffered channel: blocked senders go in
-//     arrival order) and proxies the body to the mock: the least a server
-//     that queues a synchronous request can hold for it;
-//   - weir: `weir serve` on a temporary SQLite file, whose one chat model
-//     is served by a platform model with concurrency --limit, a key and
-//     group without limits, and waits long enough for all to be served.
-//
-// Each target gets a few warm-up requests, then its resident set (VmRSS
-// of /proc/<pid>/status) is read as idle; then --requests chat requests
-// are sent at once (each on its own connection, as fast as the client can
-// open them, or at --rate), and once every answer is in, the process's
-// peak resident set (VmHWM) is read. A waiter's share is (peak − idle) /
-// requests. The run also checks that every request was answered 200,
-// that the mock never held more than --limit at once and reached it
-// (PeakInFlight), and that requests reached the mock in the order the
-// client finished sending them, as far as the client can tell: the rank
-// correlation (Spearman's) of the mock's order with the send order is 1
-// for a queue in arrival order, 0 for a random one and -1 for a stack,
-// and the largest gap is the most a request was sent after one it passed.
-// Under a burst of this size the servers' goroutines start reading their
-// requests in an order of the scheduler's (and a connection the listen
-// backlog dropped is retried a second later), so even the floor's FIFO
-// semaphore shows gaps of hundreds of milliseconds and a correlation just
-// below 1.
-//
-// Each line gives one figure for both targets and weir's as a multiple of
-// the floor's. Everything runs on loopback, each target stops by itself
-// within --timeout, and the children are killed if the run is cut short.
+package bench
 
 import (
 	"bufio"
@@ -50,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -67,136 +25,23 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/weir-gateway/weir"
-	"github.com/weir-gateway/weir/httpapi"
 	"github.com/weir-gateway/weir/provider/mock"
+	"github.com/weir-gateway/weir/sqlite"
 )
 
-type waitersOptions struct {
-	requests int
-	limit    int
-	latency  time.Duration
-	rate     float64
-	timeout  time.Duration
-	targets  []string
-	keep     string
-}
+// SyncWaitersConfig says how SyncWaiters runs; the defaults are `weir
+// bench sync-waiters`' flags'.
+type SyncWaitersConfig struct {
+	Weir Weir
 
-func benchWaitersCmd() *cobra.Command {
-	var o waitersOptions
-	cmd := &cobra.Command{
-		Use:   "sync-waiters",
-		Short: "Measure the memory a waiting synchronous request costs, against a bare net/http floor",
-		Long: `Send --requests chat requests at once, one connection each, to a platform
-model with concurrency --limit in front of the mock provider (--latency per
-answer), first to a bare net/http server that decodes the body and waits on
-a semaphore (the floor), then to 'weir serve', each in its own process, and
-print each process's idle and peak RSS, the share of one waiting request,
-and whether all were served in order at exactly the limit.
-See the comment at the top of cmd/weir/benchwaiters.go.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runBenchWaiters(cmd.Context(), cmd.OutOrStdout(), o)
-		},
-	}
-	f := cmd.Flags()
-	f.IntVar(&o.requests, "requests", 10_000, "requests sent at once, each on its own connection")
-	f.IntVar(&o.limit, "limit", 10, "the platform model's concurrency limit (and the floor's semaphore)")
-	f.DurationVar(&o.latency, "latency", 100*time.Millisecond, "the mock's time to answer")
-	f.Float64Var(&o.rate, "rate", 0, "requests sent per second (0: as fast as the client opens connections)")
-	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "bound on each target's run")
-	f.StringSliceVar(&o.targets, "targets", []string{"floor", "weir"}, "targets to measure, in order")
-	f.StringVar(&o.keep, "dir", "", "directory for weir's config and database (default: a new temporary one, removed after)")
-	return cmd
-}
-
-// benchWaitersFloorCmd is the floor server, run as a child: hidden, since
-// it is only the benchmark's yardstick.
-func benchWaitersFloorCmd() *cobra.Command {
-	var (
-		listen, upstream string
-		limit            int
-	)
-	cmd := &cobra.Command{
-		Use:    "sync-waiters-floor",
-		Short:  "The bare net/http server sync-waiters measures weir against",
-		Hidden: true,
-		Args:   cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return serveWaitersFloor(cmd.Context(), listen, upstream, limit)
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&listen, "listen", "127.0.0.1:0", "address to listen on")
-	f.StringVar(&upstream, "upstream", "", "the mock's chat completions URL")
-	f.IntVar(&limit, "limit", 10, "requests proxied at once")
-	return cmd
-}
-
-// serveWaitersFloor serves the floor until SIGTERM: read the body, decode
-// it, wait for one of limit slots, proxy it upstream, pass the answer on.
-// It logs one line, "serving" with its address, as weir serve does.
-func serveWaitersFloor(ctx context.Context, listen, upstream string, limit int) error {
-	if upstream == "" || limit < 1 {
-		return errors.New("sync-waiters-floor: --upstream and a positive --limit are required")
-	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	client := &http.Client{Transport: httpapi.NewUpstreamTransport()}
-	sem := make(chan struct{}, limit)
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 10<<20))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		var req struct {
-			Model    string            `json:"model"`
-			Messages []json.RawMessage `json:"messages"`
-		}
-		if err := json.Unmarshal(body, &req); err != nil || req.Model == "" {
-			http.Error(w, "bad request body", http.StatusBadRequest)
-			return
-		}
-		select {
-		case sem <- struct{}{}:
-		case <-r.Context().Done():
-			return
-		}
-		defer func() { <-sem }()
-		up, err := http.NewRequestWithContext(r.Context(), http.MethodPost, upstream, bytes.NewReader(body))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		up.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(up)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
-	})
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	slog.New(slog.NewJSONHandler(os.Stderr, nil)).Info("serving", "addr", ln.Addr().String())
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	_ = srv.Close()
-	return nil
+	Requests int           // requests sent at once, each on its own connection (10,000)
+	Limit    int           // the platform model's concurrency limit and the floor's semaphore (10)
+	Latency  time.Duration // the mock's time to answer (100ms)
+	Rate     float64       // requests sent per second; 0 is as fast as the client opens connections (0)
+	Timeout  time.Duration // bound on each target's run (10m)
+	Targets  []string      // targets to measure, in order: floor, weir (both)
+	Dir      string        // directory for weir's config and database (default: a new temporary one, removed after)
 }
 
 // waitersUpstream is the mock, noting the order in which the requests
@@ -255,13 +100,9 @@ type waitersChild struct {
 	nerr int
 }
 
-// startWaitersChild runs this binary with args and waits for its
+// startWaitersChild runs exe with args and waits for its
 // "serving" log line (weir serve's "weir serving", or the floor's).
-func startWaitersChild(ctx context.Context, args ...string) (*waitersChild, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
+func startWaitersChild(ctx context.Context, exe string, args ...string) (*waitersChild, error) {
 	c := &waitersChild{cmd: exec.Command(exe, args...), exited: make(chan struct{})}
 	c.cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "WEIR_") })
 	stderr, err := c.cmd.StderrPipe()
@@ -356,19 +197,49 @@ type waitersResult struct {
 
 func (r waitersResult) perWaiter(n int) float64 { return float64(r.peak-r.idle) / float64(n) }
 
-func runBenchWaiters(ctx context.Context, out io.Writer, o waitersOptions) error {
-	switch {
-	case o.requests < 1:
-		return errors.New("--requests must be positive")
-	case o.limit < 1:
-		return errors.New("--limit must be positive")
-	case o.rate < 0:
-		return errors.New("--rate must not be negative")
-	}
-	for _, t := range o.targets {
-		if t != "floor" && t != "weir" {
-			return fmt.Errorf("--targets: unknown target %q: want floor or weir", t)
-		}
+// SyncWaiters is `weir bench sync-waiters`: it measures what a waiting
+// request costs the gateway, docs/benchmarks.md's "sync-waiters" scenario.
+//
+//	go run ./cmd/weir bench sync-waiters                      # 10,000 waiters, limit 10, 100 ms upstream
+//	go run ./cmd/weir bench sync-waiters --requests 2000      # scaled down
+//
+// It serves the mock provider (o.Latency per answer, no cap of its own) in
+// this process and, in turn, two servers in their own processes (o.Weir's
+// binary, as children):
+//
+//   - floor: a bare net/http server (ServeFloor, the hidden `weir bench
+//     sync-waiters-floor`) that reads and decodes the JSON body, waits on a
+//     o.Limit-slot semaphore (a buffered channel: blocked senders go in
+//     arrival order) and proxies the body to the mock: the least a server
+//     that queues a synchronous request can hold for it;
+//   - weir: `weir serve` on a temporary SQLite file, whose one chat model
+//     is served by a platform model with concurrency o.Limit, a key and
+//     group without limits, and waits long enough for all to be served.
+//
+// Each target gets a few warm-up requests, then its resident set (VmRSS
+// of /proc/<pid>/status) is read as idle; then o.Requests chat requests
+// are sent at once (each on its own connection, as fast as the client can
+// open them, or at o.Rate), and once every answer is in, the process's
+// peak resident set (VmHWM) is read. A waiter's share is (peak − idle) /
+// requests. The run also checks that every request was answered 200,
+// that the mock never held more than o.Limit at once and reached it
+// (PeakInFlight), and that requests reached the mock in the order the
+// client finished sending them, as far as the client can tell: the rank
+// correlation (Spearman's) of the mock's order with the send order is 1
+// for a queue in arrival order, 0 for a random one and -1 for a stack,
+// and the largest gap is the most a request was sent after one it passed.
+// Under a burst of this size the servers' goroutines start reading their
+// requests in an order of the scheduler's (and a connection the listen
+// backlog dropped is retried a second later), so even the floor's FIFO
+// semaphore shows gaps of hundreds of milliseconds and a correlation just
+// below 1.
+//
+// Each line gives one figure for both targets and weir's as a multiple of
+// the floor's. Everything runs on loopback, each target stops by itself
+// within o.Timeout, and the children are killed if the run is cut short.
+func SyncWaiters(ctx context.Context, out io.Writer, o SyncWaitersConfig) error {
+	if err := o.validate(); err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -377,23 +248,23 @@ func runBenchWaiters(ctx context.Context, out io.Writer, o waitersOptions) error
 	if err != nil {
 		return err
 	}
-	up := &waitersUpstream{mock: mock.New(mock.Config{Latency: o.latency, CompletionTokens: 16})}
+	up := &waitersUpstream{mock: mock.New(mock.Config{Latency: o.Latency, CompletionTokens: 16})}
 	up.url = "http://" + ln.Addr().String() + "/v1"
 	up.srv = &http.Server{Handler: up, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = up.srv.Serve(ln) }()
 	defer up.srv.Close()
 
 	fmt.Fprintf(out, "weir bench sync-waiters: %d chat requests at once, one connection each; limit %d; mock latency %s; GOMAXPROCS %d; load average %s\n",
-		o.requests, o.limit, o.latency, runtime.GOMAXPROCS(0), loadAverage())
+		o.Requests, o.Limit, o.Latency, runtime.GOMAXPROCS(0), loadAverage())
 
 	results := map[string]waitersResult{}
-	for _, t := range o.targets {
+	for _, t := range o.Targets {
 		var r waitersResult
 		switch t {
 		case "floor":
-			r, err = benchWaitersFloor(ctx, up, o)
+			r, err = measureFloor(ctx, up, o)
 		case "weir":
-			r, err = benchWaitersWeir(ctx, up, o)
+			r, err = measureWeir(ctx, up, o)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", t, err)
@@ -407,9 +278,37 @@ func runBenchWaiters(ctx context.Context, out io.Writer, o waitersOptions) error
 	return nil
 }
 
-func benchWaitersFloor(ctx context.Context, up *waitersUpstream, o waitersOptions) (waitersResult, error) {
-	c, err := startWaitersChild(ctx, "bench", "sync-waiters-floor",
-		"--upstream", up.url+"/chat/completions", "--limit", strconv.Itoa(o.limit))
+func (o SyncWaitersConfig) validate() error {
+	if err := o.Weir.child(); err != nil {
+		return err
+	}
+	switch {
+	case o.Requests < 1:
+		return errors.New("--requests must be positive")
+	case o.Limit < 1:
+		return errors.New("--limit must be positive")
+	case o.Rate < 0:
+		return errors.New("--rate must not be negative")
+	case o.Timeout <= 0:
+		return errors.New("--timeout must be positive")
+	case len(o.Targets) == 0:
+		return errors.New("--targets: want floor, weir or both")
+	}
+	for _, t := range o.Targets {
+		switch {
+		case t != "floor" && t != "weir":
+			return fmt.Errorf("--targets: unknown target %q: want floor or weir", t)
+		case t == "floor" && len(o.Weir.FloorArgs) == 0:
+			return errors.New("bench: Weir.FloorArgs are required to measure the floor")
+		}
+	}
+	return nil
+}
+
+// measureFloor runs the floor as a child and sends it the burst.
+func measureFloor(ctx context.Context, up *waitersUpstream, o SyncWaitersConfig) (waitersResult, error) {
+	c, err := startWaitersChild(ctx, o.Weir.Exe, append(slices.Clone(o.Weir.FloorArgs),
+		"--upstream", up.url+"/chat/completions", "--limit", strconv.Itoa(o.Limit))...)
 	if err != nil {
 		return waitersResult{}, err
 	}
@@ -417,8 +316,10 @@ func benchWaitersFloor(ctx context.Context, up *waitersUpstream, o waitersOption
 	return driveWaiters(ctx, c, c.url+"/v1/chat/completions", nil, up, o)
 }
 
-func benchWaitersWeir(ctx context.Context, up *waitersUpstream, o waitersOptions) (waitersResult, error) {
-	dir := o.keep
+// measureWeir writes a config and a key for `weir serve` on a fresh
+// database, runs it as a child and sends it the burst.
+func measureWeir(ctx context.Context, up *waitersUpstream, o SyncWaitersConfig) (waitersResult, error) {
+	dir := o.Dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "weir-bench-waiters-")
 		if err != nil {
@@ -435,7 +336,7 @@ func benchWaitersWeir(ctx context.Context, up *waitersUpstream, o waitersOptions
 	}
 	// Waits long enough for the last of the burst: the drain takes
 	// requests / limit × latency.
-	wait := 2*time.Duration(o.requests/o.limit+1)*o.latency + time.Minute
+	wait := 2*time.Duration(o.Requests/o.Limit+1)*o.Latency + time.Minute
 	text := fmt.Sprintf(`server:
   listen: 127.0.0.1:0
   default_max_wait: %s
@@ -455,20 +356,20 @@ models:
     kind: chat
     candidates:
       - platform_model: mock/gpt-4o-mini
-`, wait, db, up.url, o.limit, o.requests)
+`, wait, db, up.url, o.Limit, o.Requests)
 	if err := os.WriteFile(config, []byte(text), 0o600); err != nil {
 		return waitersResult{}, err
 	}
-	_, store, err := openStore(ctx, config)
+	store, err := sqlite.Open(ctx, db)
 	if err != nil {
 		return waitersResult{}, err
 	}
-	secret, err := createKey(ctx, store, &weir.APIKey{Name: "bench-waiters", Group: "default"})
+	secret, err := o.Weir.CreateKey(ctx, store, &weir.APIKey{Name: "bench-waiters", Group: "default"})
 	store.Close()
 	if err != nil {
 		return waitersResult{}, err
 	}
-	c, err := startWaitersChild(ctx, "serve", "-c", config)
+	c, err := startWaitersChild(ctx, o.Weir.Exe, append(slices.Clone(o.Weir.ServeArgs), "-c", config)...)
 	if err != nil {
 		return waitersResult{}, err
 	}
@@ -478,8 +379,8 @@ models:
 
 // driveWaiters warms c up, reads its idle RSS, sends the burst and waits
 // for every answer.
-func driveWaiters(ctx context.Context, c *waitersChild, url string, header http.Header, up *waitersUpstream, o waitersOptions) (waitersResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+func driveWaiters(ctx context.Context, c *waitersChild, url string, header http.Header, up *waitersUpstream, o SyncWaitersConfig) (waitersResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	// Every request its own connection, closed once answered.
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, MaxConnsPerHost: 0}}
@@ -508,8 +409,8 @@ func driveWaiters(ctx context.Context, c *waitersChild, url string, header http.
 	// key's scope exist before idle is read.
 	for range 3 {
 		var wg sync.WaitGroup
-		errs := make(chan error, o.limit)
-		for i := range o.limit {
+		errs := make(chan error, o.Limit)
+		for i := range o.Limit {
 			wg.Go(func() {
 				if code, err := send(ctx, -1-i); err != nil || code != http.StatusOK {
 					errs <- fmt.Errorf("warm-up request: status %d, %v", code, err)
@@ -530,7 +431,7 @@ func driveWaiters(ctx context.Context, c *waitersChild, url string, header http.
 	}
 	up.reset()
 
-	n := o.requests
+	n := o.Requests
 	sent := make([]atomic.Int64, n) // when request i was written, since t0
 	var outstanding atomic.Int64
 	var mu sync.Mutex
@@ -540,8 +441,8 @@ func driveWaiters(ctx context.Context, c *waitersChild, url string, header http.
 	t0 := time.Now()
 	var wg sync.WaitGroup
 	for i := range n {
-		if o.rate > 0 {
-			if d := time.Until(t0.Add(time.Duration(float64(i) / o.rate * float64(time.Second)))); d > 0 {
+		if o.Rate > 0 {
+			if d := time.Until(t0.Add(time.Duration(float64(i) / o.Rate * float64(time.Second)))); d > 0 {
 				time.Sleep(d)
 			}
 		}
@@ -572,7 +473,7 @@ func driveWaiters(ctx context.Context, c *waitersChild, url string, header http.
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return r, fmt.Errorf("the burst did not end within --timeout %s: %w", o.timeout, err)
+		return r, fmt.Errorf("the burst did not end within --timeout %s: %w", o.Timeout, err)
 	}
 	if r.peak, err = c.memKiB("VmHWM"); err != nil {
 		return r, err
@@ -633,7 +534,7 @@ func orderAgreement(order []int, sent []atomic.Int64) (rho float64, gap time.Dur
 
 // printWaiters prints a line per figure: each target's, and weir's as a
 // multiple of the floor's.
-func printWaiters(out io.Writer, o waitersOptions, res map[string]waitersResult) {
+func printWaiters(out io.Writer, o SyncWaitersConfig, res map[string]waitersResult) {
 	f, hasFloor := res["floor"]
 	w, hasWeir := res["weir"]
 	mib := func(kib int64) string { return fmt.Sprintf("%8.1f MiB", float64(kib)/1024) }
@@ -661,12 +562,12 @@ func printWaiters(out io.Writer, o waitersOptions, res map[string]waitersResult)
 	verdict := ""
 	if hasFloor && hasWeir {
 		verdict = "  (target <= 1.30x: met)"
-		if fr(w.perWaiter(o.requests), f.perWaiter(o.requests)) > 1.3 {
+		if fr(w.perWaiter(o.Requests), f.perWaiter(o.Requests)) > 1.3 {
 			verdict = "  (target <= 1.30x: missed)"
 		}
 	}
-	line("per waiter (peak-idle)/n", fmt.Sprintf("%8.1f KiB", f.perWaiter(o.requests)), fmt.Sprintf("%8.1f KiB", w.perWaiter(o.requests)),
-		fr(w.perWaiter(o.requests), f.perWaiter(o.requests)), verdict)
+	line("per waiter (peak-idle)/n", fmt.Sprintf("%8.1f KiB", f.perWaiter(o.Requests)), fmt.Sprintf("%8.1f KiB", w.perWaiter(o.Requests)),
+		fr(w.perWaiter(o.Requests), f.perWaiter(o.Requests)), verdict)
 	served := func(r waitersResult) string {
 		s := fmt.Sprintf("%d/%d", r.ok, r.sent)
 		if r.ok != r.sent {
@@ -677,16 +578,16 @@ func printWaiters(out io.Writer, o waitersOptions, res map[string]waitersResult)
 	line("served 200", served(f), served(w), 0, "")
 	limit := func(r waitersResult) string {
 		s := fmt.Sprintf("%d", r.peakInFlight)
-		if r.peakInFlight != int64(o.limit) {
+		if r.peakInFlight != int64(o.Limit) {
 			s += " NOT THE LIMIT"
 		}
 		return s
 	}
-	line("peak in flight upstream", limit(f), limit(w), 0, fmt.Sprintf("  (limit %d)", o.limit))
+	line("peak in flight upstream", limit(f), limit(w), 0, fmt.Sprintf("  (limit %d)", o.Limit))
 	order := func(r waitersResult) string {
 		return fmt.Sprintf("rank correlation %.3f, largest gap %s, %d reached", r.rho, r.maxGap.Round(time.Millisecond), r.reached)
 	}
 	line("order at the mock", order(f), order(w), 0, "  (1: send order; 0: random; -1: reversed)")
 	line("drain (first sent to last answer)", fmt.Sprintf("%.1fs", f.drain.Seconds()), fmt.Sprintf("%.1fs", w.drain.Seconds()),
-		fr(w.drain.Seconds(), f.drain.Seconds()), fmt.Sprintf("  (ideal %.1fs)", float64(o.requests/o.limit)*o.latency.Seconds()))
+		fr(w.drain.Seconds(), f.drain.Seconds()), fmt.Sprintf("  (ideal %.1fs)", float64(o.Requests/o.Limit)*o.Latency.Seconds()))
 }

@@ -1,0 +1,557 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
+	"strings"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/config"
+	"github.com/weir-gateway/weir/httpapi"
+	"github.com/weir-gateway/weir/loadgen"
+	"github.com/weir-gateway/weir/provider/mock"
+)
+
+// OverheadConfig says how Overhead drives its three targets; the
+// defaults are `weir bench`'s flags'.
+type OverheadConfig struct {
+	Weir Weir
+
+	Rate             float64       // requests per second, open loop (2000)
+	Duration         time.Duration // measured time per target (20s)
+	Warmup           time.Duration // warm-up per target, left out of the figures (10s)
+	Rounds           int           // the three targets driven in turn this many times (1)
+	Stream           float64       // fraction of requests that stream, 20 chunks 5 ms apart (0)
+	Concurrency      int           // most requests in flight at once, open loop (256)
+	MaxRPS           bool          // a closed loop of Connections workers instead: sustained throughput
+	Connections      int           // closed-loop workers for MaxRPS (64)
+	CompletionTokens int           // tokens in a non-streamed answer; 80 make about 1 KB (80)
+	CPUProfile       string        // a CPU profile of ProfileTarget's measured phase, first round, goes here
+	Trace            string        // an execution trace of the same goes here
+	ProfileTarget    string        // direct, proxy or weir (weir)
+}
+
+// The request every target gets: about 130 bytes of chat.
+const (
+	chatPM         = "mock/gpt-4o-mini"
+	chatBody       = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Write one short paragraph on why a gateway queues a burst of work."}]}`
+	chatStreamBody = `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"Write one short paragraph on why a gateway queues a burst of work."}]}`
+	// generous is every scope's concurrency limit: checked, never reached.
+	generous = 1_000_000
+)
+
+type overheadTarget struct {
+	name   string
+	url    string
+	header http.Header
+}
+
+// overheadRig is what the targets run on: the mock, the proxy and Weir.
+type overheadRig struct {
+	targets  []overheadTarget
+	gateway  Gateway
+	logLevel string
+	key      weir.APIKey
+	answer   int // bytes of a non-streamed answer
+	closers  []func()
+}
+
+func (r *overheadRig) close() {
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		r.closers[i]()
+	}
+}
+
+// labelled runs f with the pprof label component=name, which every
+// goroutine f starts inherits.
+func labelled(ctx context.Context, name string, f func(context.Context)) {
+	pprof.Do(ctx, pprof.Labels("component", name), f)
+}
+
+// serve serves h on a loopback port from a goroutine labelled component.
+func serve(ctx context.Context, rig *overheadRig, component string, h http.Handler) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	labelled(ctx, component, func(context.Context) { go func() { _ = srv.Serve(ln) }() })
+	rig.closers = append(rig.closers, func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String(), nil
+}
+
+func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, err error) {
+	rig := &overheadRig{}
+	defer func() {
+		if err != nil {
+			rig.close()
+		}
+	}()
+
+	// The mock: instant, ~1 KB answers. Streams, when asked for, come from
+	// a second mock paced at 5 ms a token (pacing would also delay the
+	// non-streamed answers), chosen by the body's "stream" field.
+	var upstream http.Handler = mock.New(mock.Config{CompletionTokens: c.CompletionTokens})
+	if c.Stream > 0 {
+		upstream = streamSplit{
+			plain: upstream,
+			paced: mock.New(mock.Config{CompletionTokens: 20, TokensPerSecond: 200}),
+		}
+	}
+	mockURL, err := serve(ctx, rig, "mock", upstream)
+	if err != nil {
+		return nil, err
+	}
+
+	// The plain proxy, with httpapi's upstream transport, so that it
+	// differs from Weir only in what Weir does.
+	// Under --stream it loses about 0.1% of streams ("ReverseProxy read
+	// error during body copy: use of closed network connection", the client
+	// sees unexpected EOF): golang/go#40747, the server closing the inbound
+	// body when the answer's headers go out while the transport still reads
+	// it. It is left plain, as the baseline the issue asks for.
+	target, _ := url.Parse(mockURL)
+	proxy := &httputil.ReverseProxy{
+		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
+		Transport: httpapi.NewUpstreamTransport(),
+	}
+	proxyURL, err := serve(ctx, rig, "proxy", proxy)
+	if err != nil {
+		return nil, err
+	}
+
+	// Weir, with limits never reached: the key, the group and the
+	// platform model each get a concurrency limit of generous.
+	dir, err := os.MkdirTemp("", "weir-bench-")
+	if err != nil {
+		return nil, err
+	}
+	rig.closers = append(rig.closers, func() { _ = os.RemoveAll(dir) })
+	cfg := overheadCatalog(mockURL+"/v1", filepath.Join(dir, "weir.db"))
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("bench config: %w", err)
+	}
+	var gw Gateway
+	labelled(ctx, "weir", func(ctx context.Context) { gw, err = c.Weir.Start(ctx, cfg) })
+	if err != nil {
+		return nil, err
+	}
+	rig.closers = append(rig.closers, func() { _ = gw.Stop(context.Background()) })
+	rig.gateway, rig.logLevel = gw, cfg.Server.LogLevel
+	rig.key = weir.APIKey{Name: "bench", Group: cfg.DefaultGroup, Limits: weir.Limits{Concurrency: generous}}
+	secret, err := c.Weir.CreateKey(ctx, gw.Store(), &rig.key)
+	if err != nil {
+		return nil, err
+	}
+
+	plain := http.Header{"Content-Type": {"application/json"}}
+	auth := plain.Clone()
+	auth.Set("Authorization", "Bearer "+secret)
+	rig.targets = []overheadTarget{
+		{"direct", mockURL + "/v1/chat/completions", plain},
+		{"proxy", proxyURL + "/v1/chat/completions", plain},
+		{"weir", "http://" + gw.Addr() + "/v1/chat/completions", auth},
+	}
+	// One request through each, so that a broken rig fails here and not
+	// as a table of errors.
+	for _, t := range rig.targets {
+		for _, body := range []string{chatBody, chatStreamBody} {
+			n, err := probe(ctx, t, body)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", t.name, err)
+			}
+			if t.name == "direct" && body == chatBody {
+				rig.answer = n
+			}
+		}
+	}
+	return rig, nil
+}
+
+func (c OverheadConfig) validate() error {
+	switch {
+	case c.Weir.Start == nil || c.Weir.CreateKey == nil:
+		return errors.New("bench: Weir.Start and Weir.CreateKey are required")
+	case c.Duration <= 0:
+		return fmt.Errorf("--duration must be positive")
+	case c.Warmup < 0:
+		return fmt.Errorf("--warmup must not be negative")
+	case c.Rounds < 1:
+		return fmt.Errorf("--rounds must be at least 1")
+	case !c.MaxRPS && c.Rate <= 0:
+		return fmt.Errorf("--rate must be positive")
+	case !c.MaxRPS && c.Concurrency < 1:
+		return fmt.Errorf("--concurrency must be positive")
+	case c.MaxRPS && c.Connections < 1:
+		return fmt.Errorf("--connections must be positive")
+	case c.Stream < 0 || c.Stream > 1:
+		return fmt.Errorf("--stream must be in [0, 1]")
+	case c.ProfileTarget != "direct" && c.ProfileTarget != "proxy" && c.ProfileTarget != "weir":
+		return fmt.Errorf("--profile-target must be direct, proxy or weir")
+	}
+	return nil
+}
+
+// overheadCatalog is Weir's config for Overhead: the mock as one platform
+// behind a chat model whose platform model and group have limits never
+// reached, and a log level of warn (a log line per request would
+// dominate).
+func overheadCatalog(mockURL, dbPath string) *config.Config {
+	cfg := config.Default()
+	cfg.Server.Listen = "127.0.0.1:0"
+	cfg.Server.LogLevel = "warn"
+	cfg.Server.DefaultMaxWait = 60 * time.Second
+	cfg.Storage.Path = dbPath
+	cfg.Platforms = []config.Platform{{Name: "mock", Kind: "openai", BaseURL: mockURL}}
+	cfg.PlatformModels = []config.PlatformModel{
+		{Name: chatPM, Platform: "mock", Upstream: "gpt-4o-mini", Concurrency: generous, QueueLimit: generous},
+	}
+	cfg.Models = []config.Model{
+		{Name: "gpt-4o-mini", Kind: weir.KindChat, Candidates: []config.Candidate{{PlatformModel: chatPM, Weight: 1}}},
+	}
+	cfg.Groups = []config.Group{{Name: cfg.DefaultGroup, RoundRobin: true, Concurrency: generous}}
+	return cfg
+}
+
+// probe sends one request and returns the answer's length.
+func probe(ctx context.Context, t overheadTarget, body string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, strings.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header = t.header.Clone()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("probe answered %d: %s", resp.StatusCode, bytes.TrimSpace(b))
+	}
+	return len(b), nil
+}
+
+// streamSplit sends streaming chat requests to paced and the rest to plain.
+type streamSplit struct{ plain, paced http.Handler }
+
+func (s streamSplit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	if bytes.Contains(b, []byte(`"stream":true`)) {
+		s.paced.ServeHTTP(w, r)
+		return
+	}
+	s.plain.ServeHTTP(w, r)
+}
+
+// Overhead is `weir bench`: it measures what Weir adds to a request against
+// two baselines in the same run, for docs/benchmarks.md's overhead-1k/overhead-2k,
+// stream and max-rps scenarios. In one process it starts the mock provider
+// (0 ms latency, ~1 KB answers) on a loopback listener, a plain
+// httputil.ReverseProxy in front of it, and Weir (c.Weir.Start, on a
+// temporary SQLite, log level warn) whose chat model is admitted through three scopes
+// per request — the key's, its group's and the platform model's — with
+// limits so generous that they are checked but never block. It then drives
+// each target in turn at the same load with package loadgen and prints a
+// line per target as soon as it is measured.
+//
+// Commands (issue 3's target: Weir's added latency at most 1.5× the plain
+// proxy's at 2,000 req/s):
+//
+//	go run ./cmd/weir bench --rate 1000 --duration 20s --warmup 10s   # overhead-1k
+//	go run ./cmd/weir bench --rate 2000 --duration 20s --warmup 10s   # overhead-2k
+//	go run ./cmd/weir bench --rate 1000 --stream 0.2                  # stream
+//	go run ./cmd/weir bench --max-rps --duration 20s --warmup 10s     # max-rps
+//	go run ./cmd/weir bench --rate 2000 --cpuprofile /tmp/weir.pprof  # profile Weir's measured phase
+//
+// Output of an open-loop run (times in ms; "added" is the target's
+// percentile minus direct's in the same run; "late" counts requests sent
+// more than 5 ms behind schedule; "others" is the cores other programs kept
+// busy meanwhile, from /proc/stat — a run where it is well above 0 was
+// disturbed and should be repeated):
+//
+//	weir bench: overhead at 2000 req/s (open loop), 10s warm-up, 20s measured per target, 0% streaming, in-flight bound 256
+//	  mock: 0ms latency, 80-token answers (998 B), 131 B requests; GOMAXPROCS 2; load average 0.28 0.96 1.68
+//	  weir: scopes key:key_dc60b47600c9 group:default pm:mock/gpt-4o-mini, each limit 1000000; log level warn
+//
+//	target     rate/s     ok%      p50      p90      p99      max   added p50   added p99   late  others
+//	direct     1999.9  100.00    0.772    1.410    2.155    7.089           -           -      4    0.04
+//	proxy      2000.0  100.00    0.829    1.477    2.750    9.626      +0.057      +0.595      1    0.11
+//	weir       2000.0  100.00    0.863    1.622    4.436   21.057      +0.091      +2.282     26    0.06   weir/proxy added: p50 1.60x, p99 3.84x (target <= 1.5x: missed)
+//	(late: sent more than 5ms behind schedule; others: cores that other programs kept busy meanwhile, well above 0 means a disturbed run)
+//
+//	cost per request, whole process (load generator + mock + target), over the measured window:
+//	target    cpu µs   allocs       KB    GCs   added cpu µs   added allocs   added KB
+//	direct      185.5      112      9.6     26              -              -          -
+//	proxy       220.6      206     49.3    116          +35.1            +94      +39.7
+//	weir        267.4      338     27.7     59          +81.9           +226      +18.2   weir/proxy added: cpu 2.33x, allocs 2.40x
+//
+//	weir scopes used: group:default (limit 1000000, mean hold 258µs), key:key_dc60b47600c9 (limit 1000000, mean hold 258µs), pm:mock/gpt-4o-mini (limit 1000000, mean hold 258µs)
+//	load average at the end: 0.79 0.91 1.60
+//
+// The cost table divides the whole process's CPU time and allocations over
+// the measured window by the requests: the load generator and the mock are
+// in every line, so the differences from direct are the targets' own. The
+// allocation figures are steady from run to run; CPU time in an open loop
+// also holds what the Go runtime spends spinning between requests, which
+// varies with the rate and from run to run, so compare CPU under --max-rps,
+// where every target is saturated.
+//
+// With --stream, two more tables give the streaming requests' time to the
+// first and to the last byte, in the same shape. With --max-rps each target
+// is driven by a closed loop of --connections workers instead, and the
+// table gives sustained req/s (a target below 99.9% success is marked),
+// with each target's throughput as a multiple of direct's and Weir's of the
+// proxy's on its line.
+//
+//	target      req/s       ok%      p50      p99      max  others
+//	direct     21175.0   100.000    2.761    9.145   20.784    0.02
+//	proxy       9575.6   100.000    5.961   17.034   28.190    0.01   proxy/direct 0.45x
+//	weir        9434.4   100.000    6.031   19.945   43.437    0.02   weir/direct 0.45x, weir/proxy 0.99x
+//
+// Everything shares the machine's cores, the load generator included; quote
+// the ratios, which are taken within one run, rather than absolute times.
+// A p99 comes from the slowest 1% of requests, so a single stall of the
+// machine moves it: on this 2-core machine the proxy's added p99 at 2,000
+// req/s ranged from 0.6 to 4.6 ms over quiet runs. --rounds N drives the
+// three targets in turn N times, prints each round, and ends with a table of
+// each column's median and the weir/proxy ratios round by round; judge a
+// p99 target on that, not on one round:
+//
+//	go run ./cmd/weir bench --rate 2000 --duration 20s --warmup 5s --rounds 5
+//
+// --cpuprofile and --trace cover the measured part of one target's first
+// round (--profile-target, default weir); every goroutine carries a pprof label
+// "component" (loadgen, mock, proxy or weir), so
+//
+//	go tool pprof -tagfocus component=weir -top /tmp/weir.pprof
+//
+// shows Weir's own time apart from the load generator's and the mock's
+// (the garbage collector's background work carries no label).
+func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
+	if err := c.validate(); err != nil {
+		return err
+	}
+	rig, err := startOverheadRig(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer rig.close()
+
+	if c.MaxRPS {
+		fmt.Fprintf(out, "weir bench: max-rps, closed loop of %d connections per target, %s warm-up, %s measured per target, %.0f%% streaming\n",
+			c.Connections, c.Warmup, c.Duration, c.Stream*100)
+	} else {
+		fmt.Fprintf(out, "weir bench: overhead at %.0f req/s (open loop), %s warm-up, %s measured per target, %.0f%% streaming, in-flight bound %d\n",
+			c.Rate, c.Warmup, c.Duration, c.Stream*100, c.Concurrency)
+	}
+	fmt.Fprintf(out, "  mock: 0ms latency, %d-token answers (%d B), %d B requests; GOMAXPROCS %d; load average %s\n",
+		c.CompletionTokens, rig.answer, len(chatBody), runtime.GOMAXPROCS(0), loadAverage())
+	fmt.Fprintf(out, "  weir: scopes key:%s group:%s pm:%s, each limit %d; log level %s\n\n",
+		rig.key.ID, rig.key.Group, chatPM, generous, rig.logLevel)
+
+	latency := func(r loadgen.Result) loadgen.Percentiles { return r.Latency }
+	results := map[string][]loadgen.Result{}
+	for round := 1; round <= c.Rounds; round++ {
+		if c.Rounds > 1 {
+			fmt.Fprintf(out, "round %d of %d:\n", round, c.Rounds)
+		}
+		rows := map[string]row{}
+		for _, t := range rig.targets {
+			res, err := c.drive(ctx, t, round)
+			if err != nil {
+				return err
+			}
+			results[t.name] = append(results[t.name], res)
+			// Print as the run goes: a line per target, once it is measured.
+			rows[t.name] = rowOf(res, latency)
+			if c.MaxRPS {
+				printMaxRPS(out, t.name, rows)
+			} else {
+				printOverhead(out, t.name, rows)
+			}
+		}
+	}
+	// summary is each target's row over the rounds: the run's own with one
+	// round, the median of each column with several.
+	summary := func(pick func(loadgen.Result) loadgen.Percentiles) map[string]row {
+		rows := map[string]row{}
+		for name, rs := range results {
+			var each []row
+			for _, r := range rs {
+				each = append(each, rowOf(r, pick))
+			}
+			rows[name] = medianRow(each)
+		}
+		return rows
+	}
+	if c.Rounds > 1 {
+		fmt.Fprintf(out, "\nmedian of each column over %d rounds:\n", c.Rounds)
+		rows := summary(latency)
+		for _, t := range rig.targets {
+			if c.MaxRPS {
+				printMaxRPS(out, t.name, rows)
+			} else {
+				printOverhead(out, t.name, rows)
+			}
+		}
+		if !c.MaxRPS {
+			fmt.Fprintf(out, "weir/proxy added latency, round by round: %s\n", roundRatios(results, latency))
+		}
+	}
+
+	if c.Stream > 0 && !c.MaxRPS {
+		for _, part := range []struct {
+			title string
+			pick  func(loadgen.Result) loadgen.Percentiles
+		}{
+			{"streams, to the first byte", func(r loadgen.Result) loadgen.Percentiles { return r.FirstByte }},
+			{"streams, to the last byte", func(r loadgen.Result) loadgen.Percentiles { return r.Stream }},
+		} {
+			fmt.Fprintf(out, "\n%s:\n", part.title)
+			rows := summary(part.pick)
+			for _, t := range rig.targets {
+				printOverhead(out, t.name, rows)
+			}
+		}
+	}
+
+	if !c.MaxRPS {
+		fmt.Fprint(out, "(late: sent more than 5ms behind schedule; ")
+	} else {
+		fmt.Fprint(out, "(")
+	}
+	fmt.Fprintln(out, "others: cores that other programs kept busy meanwhile, well above 0 means a disturbed run)")
+	fmt.Fprintf(out, "\ncost per request, whole process (load generator + mock + target), over the measured window:\n")
+	rows := summary(latency)
+	for _, t := range rig.targets {
+		printCost(out, t.name, rows)
+	}
+
+	fmt.Fprintln(out)
+	for _, t := range rig.targets {
+		failed := map[string]int{}
+		for _, r := range results[t.name] {
+			for k, n := range r.Errors {
+				failed[k] += n
+			}
+		}
+		if len(failed) > 0 {
+			fmt.Fprintf(out, "%s failures: %s\n", t.name, failures(failed))
+		}
+	}
+	// Every request held a lease in all three scopes.
+	var scopes []string
+	for _, st := range rig.gateway.Scopes(ctx) {
+		if st.Name == weir.KeyScope(rig.key.ID) || st.Name == weir.GroupScope(rig.key.Group) || st.Name == weir.PlatformModelScope(chatPM) {
+			scopes = append(scopes, fmt.Sprintf("%s (limit %d, mean hold %s)", st.Name, st.Config.Limit, st.MeanHold.Round(time.Microsecond)))
+		}
+	}
+	fmt.Fprintf(out, "weir scopes used: %s\n", strings.Join(scopes, ", "))
+	fmt.Fprintf(out, "load average at the end: %s\n", loadAverage())
+	return nil
+}
+
+// drive runs one measured load at t: warm-up, then the measured window.
+func (c OverheadConfig) drive(ctx context.Context, t overheadTarget, round int) (loadgen.Result, error) {
+	cfg := loadgen.Config{
+		Target: loadgen.Target{
+			URL:        t.url,
+			Header:     t.header,
+			Body:       []byte(chatBody),
+			StreamBody: []byte(chatStreamBody),
+		},
+		Duration:       c.Duration,
+		Warmup:         c.Warmup,
+		StreamFraction: c.Stream,
+	}
+	if c.MaxRPS {
+		cfg.MaxInFlight = c.Connections
+	} else {
+		cfg.Rate, cfg.MaxInFlight = c.Rate, c.Concurrency
+	}
+	stop := func() {}
+	if round == 1 {
+		var err error
+		if stop, err = c.profile(t.name, &cfg); err != nil {
+			return loadgen.Result{}, err
+		}
+	}
+	var (
+		res loadgen.Result
+		err error
+	)
+	labelled(ctx, "loadgen", func(ctx context.Context) { res, err = loadgen.Run(ctx, cfg) })
+	stop()
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", t.name, err)
+	}
+	return res, nil
+}
+
+// profile arranges for the CPU profile and the execution trace asked for
+// to cover target's measured phase, if it is the profiled one; stop ends
+// them.
+func (c OverheadConfig) profile(target string, cfg *loadgen.Config) (stop func(), err error) {
+	var files []*os.File
+	var cpu, tr bool
+	stop = func() {
+		if cpu {
+			pprof.StopCPUProfile()
+		}
+		if tr {
+			trace.Stop()
+		}
+		for _, f := range files {
+			_ = f.Close()
+		}
+	}
+	if target != c.ProfileTarget || (c.CPUProfile == "" && c.Trace == "") {
+		return stop, nil
+	}
+	create := func(path string) *os.File {
+		if path == "" || err != nil {
+			return nil
+		}
+		var f *os.File
+		if f, err = os.Create(path); err == nil {
+			files = append(files, f)
+		}
+		return f
+	}
+	cpuFile, traceFile := create(c.CPUProfile), create(c.Trace)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	cfg.OnMeasure = func() {
+		if cpuFile != nil {
+			cpu = pprof.StartCPUProfile(cpuFile) == nil
+		}
+		if traceFile != nil {
+			tr = trace.Start(traceFile) == nil
+		}
+	}
+	return stop, nil
+}

@@ -1,0 +1,45 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestTasksConfigErrors(t *testing.T) {
+	t.Parallel()
+	valid := func() TasksConfig {
+		return TasksConfig{
+			Weir:  Weir{Exe: "/bin/weir", ServeArgs: []string{"serve"}, CreateKey: noKey},
+			Tasks: 10, Capacity: 5, Job: time.Second, PollMin: time.Millisecond, PollMax: time.Second, Connections: 2,
+		}
+	}
+	if err := valid().validate(true); err != nil {
+		t.Fatalf("valid config: %v", err)
+	}
+	for _, tc := range []struct {
+		drain  bool
+		change func(*TasksConfig)
+		want   string
+	}{
+		{true, func(c *TasksConfig) { c.Weir.ServeArgs = nil }, "Weir.ServeArgs"},
+		{false, func(c *TasksConfig) { c.Weir.CreateKey = nil }, "Weir.CreateKey"},
+		{true, func(c *TasksConfig) { c.Tasks = 0 }, "--tasks"},
+		{false, func(c *TasksConfig) { c.Connections = 0 }, "--connections"},
+		{true, func(c *TasksConfig) { c.PollMax = c.PollMin / 2 }, "--poll-max"},
+		{true, func(c *TasksConfig) { c.Capacity = 0 }, "--capacity"},
+		{true, func(c *TasksConfig) { c.Job = 0 }, "--job"},
+	} {
+		c := valid()
+		tc.change(&c)
+		if err := c.validate(tc.drain); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("want an error naming %s, got %v", tc.want, err)
+		}
+	}
+	// Restart sets its own capacity and job.
+	c := valid()
+	c.Capacity, c.Job = 0, 0
+	if err := c.validate(false); err != nil {
+		t.Errorf("restart without capacity and job: %v", err)
+	}
+}

@@ -1,0 +1,57 @@
+package bench
+
+import (
+	"context"
+	"errors"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/config"
+)
+
+// Weir is how the harness reaches the gateway it measures. cmd/weir,
+// which wires the gateway together, fills it in: the harness cannot
+// import it.
+type Weir struct {
+	// Exe is the weir binary that Drain, Restart and SyncWaiters run as
+	// child processes (cmd/weir gives its own, from os.Executable).
+	Exe string
+	// ServeArgs run the gateway from Exe; the harness appends
+	// "-c" and a config file. cmd/weir: ["serve"].
+	ServeArgs []string
+	// FloorArgs run SyncWaiters' floor server (ServeFloor) from Exe; the
+	// harness appends "--upstream" URL "--limit" N.
+	// cmd/weir: ["bench", "sync-waiters-floor"].
+	FloorArgs []string
+	// Start starts a gateway in this process on cfg and returns once it
+	// serves; Overhead measures it.
+	Start func(ctx context.Context, cfg *config.Config) (Gateway, error)
+	// CreateKey stores a new API key k in store, filling in its id, and
+	// returns its secret, as `weir keys create` does.
+	CreateKey func(ctx context.Context, store weir.Store, k *weir.APIKey) (secret string, err error)
+}
+
+// Gateway is a gateway started in this process by Weir.Start.
+type Gateway interface {
+	// Addr is the address it serves HTTP on.
+	Addr() string
+	// Store is its storage, where Overhead creates its key.
+	Store() weir.Store
+	// Scopes are its admission engine's scopes.
+	Scopes(ctx context.Context) []admission.ScopeStats
+	// Stop stops it.
+	Stop(ctx context.Context) error
+}
+
+// child checks that w can start child processes.
+func (w Weir) child() error {
+	switch {
+	case w.Exe == "":
+		return errors.New("bench: Weir.Exe, the weir binary, is required")
+	case len(w.ServeArgs) == 0:
+		return errors.New("bench: Weir.ServeArgs are required")
+	case w.CreateKey == nil:
+		return errors.New("bench: Weir.CreateKey is required")
+	}
+	return nil
+}
