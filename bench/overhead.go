@@ -217,12 +217,12 @@ func overheadCatalog(mockURL, dbPath string) *config.Config {
 	cfg.Storage.Path = dbPath
 	cfg.Platforms = []config.Platform{{Name: "mock", Kind: "openai", BaseURL: mockURL}}
 	cfg.PlatformModels = []config.PlatformModel{
-		{Name: chatPM, Platform: "mock", Upstream: "gpt-4o-mini", Concurrency: generous, QueueLimit: generous},
+		{Name: chatPM, Platform: "mock", Upstream: "gpt-4o-mini", Limits: weir.Limits{Concurrency: generous, QueueLimit: generous}},
 	}
 	cfg.Models = []config.Model{
 		{Name: "gpt-4o-mini", Kind: weir.KindChat, Candidates: []config.Candidate{{PlatformModel: chatPM, Weight: 1}}},
 	}
-	cfg.Groups = []config.Group{{Name: cfg.DefaultGroup, RoundRobin: true, Concurrency: generous}}
+	cfg.Groups = []config.Group{{Name: cfg.DefaultGroup, RoundRobin: true, Limits: weir.Limits{Concurrency: generous}}}
 	return cfg
 }
 

@@ -112,9 +112,10 @@ func (r *Recorder) run() {
 	defer t.Stop()
 	var spare []weir.Usage
 	for {
-		stopping := false
+		stopping, woken := false, false
 		select {
 		case <-r.wake:
+			woken = true
 		case <-t.C:
 		case <-r.stop:
 			stopping = true
@@ -122,6 +123,14 @@ func (r *Recorder) run() {
 		r.mu.Lock()
 		records := r.pending
 		r.pending = spare
+		if woken {
+			// A wake is for full batches: the rest waits for the tick,
+			// and stays at the front so that the next full batch is
+			// counted (and woken for) from it.
+			full := len(records) / BatchMax * BatchMax
+			r.pending = append(r.pending, records[full:]...)
+			records = records[:full]
+		}
 		r.mu.Unlock()
 		r.write(records)
 		clear(records) // let the strings go
