@@ -18,6 +18,7 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/provider"
 )
 
@@ -59,7 +60,7 @@ type call struct {
 	group    string // the key's group, or the default: what the scopes use
 	req      *request
 	model    weir.Model
-	st       *state
+	st       *gateway.Snapshot
 	prio     int32
 	deadline time.Time
 	// maxWait is what set the deadline: the gateway's default, or less if
@@ -116,11 +117,11 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint) (*
 	if aerr != nil {
 		return nil, aerr
 	}
-	st := s.state.Load()
+	st := s.deps.Gateway.Snapshot()
 	if st == nil {
 		return nil, errorf(CodeNoCandidate, "", "the gateway has no catalog yet")
 	}
-	model, ok := st.models[req.model]
+	model, ok := st.Model(req.model)
 	if !ok {
 		return nil, errorf(CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", req.model))
 	}
@@ -130,7 +131,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint) (*
 	if model.Kind != ep.kind {
 		return nil, errorf(CodeInvalidRequest, "model", fmt.Sprintf("the model %q serves %s, not %s", req.model, model.Kind, ep.kind))
 	}
-	groupName, group := st.groupOf(key)
+	groupName, group := st.GroupOf(key)
 	prio, aerr := requestPriority(r, group.Priority)
 	if aerr != nil {
 		return nil, aerr
@@ -151,7 +152,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint) (*
 		c.deadline = s.deps.Clock.Now().Add(maxWait)
 	}
 	c.usage = weir.Usage{RequestID: info(r.Context()).id, KeyID: key.ID, Model: model.Name, Endpoint: ep.name}
-	if err := s.ensureKeyScope(r.Context(), key); err != nil {
+	if err := s.deps.Gateway.EnsureKeyScope(r.Context(), key); err != nil {
 		return nil, errorf(CodeInternal, "", "could not configure the key's scope")
 	}
 	return c, nil
@@ -184,15 +185,6 @@ func (s *Server) bodyError(err error, msg string) *apiError {
 		return errorf(CodeRequestTimeout, "", fmt.Sprintf("the request body did not arrive within %s", s.cfg.BodyTimeout))
 	}
 	return errorf(CodeInvalidRequest, "", msg)
-}
-
-// groupOf is the group a key's requests count against: its own, or the
-// default when it has none or its group left the catalog.
-func (st *state) groupOf(k weir.APIKey) (string, weir.Group) {
-	if g, ok := st.groups[k.Group]; ok && k.Group != "" {
-		return k.Group, g
-	}
-	return st.defaultGroup, st.groups[st.defaultGroup]
 }
 
 // requestPriority is base, lowered (never raised) by X-Weir-Priority.
@@ -258,7 +250,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, c *call) int {
 			return aerr.Code.Status()
 		}
 		pmName := order[lease.Candidate]
-		pm := c.st.pms[pmName]
+		pm, _ := c.st.PlatformModel(pmName)
 		c.usage.PlatformModel = pmName
 		status, retry := s.attempt(w, r, c, lease, pm)
 		if retry == nil {
@@ -376,7 +368,7 @@ func (s *Server) attempt(w http.ResponseWriter, r *http.Request, c *call, lease 
 		writeError(w, errorf(CodeInternal, "", "could not encode the upstream request"))
 		return CodeInternal.Status(), nil
 	}
-	ad := c.st.adapters[pm.Platform]
+	ad := c.st.Adapter(pm.Platform)
 	t0 := s.deps.Clock.Now()
 	resp, err := ad.Do(ctx, provider.Call{Path: c.ep.path, Body: body, Stream: c.req.stream, Header: r.Header})
 	if err != nil {
@@ -726,7 +718,7 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	st := s.state.Load()
+	st := s.deps.Gateway.Snapshot()
 	type model struct {
 		ID      string `json:"id"`
 		Object  string `json:"object"`
@@ -738,9 +730,7 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 		Data   []model `json:"data"`
 	}{Object: "list", Data: []model{}}
 	if st != nil {
-		names := slices.Clone(st.modelNames)
-		slices.Sort(names)
-		for _, name := range names {
+		for _, name := range st.ModelNames() {
 			if key.Allows(name) {
 				out.Data = append(out.Data, model{ID: name, Object: "model", OwnedBy: "weir"})
 			}
@@ -757,12 +747,12 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PathValue("model")
-	st := s.state.Load()
+	st := s.deps.Gateway.Snapshot()
 	if st == nil || !key.Allows(name) {
 		writeError(w, errorf(CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", name)))
 		return
 	}
-	if _, ok := st.models[name]; !ok {
+	if _, ok := st.Model(name); !ok {
 		writeError(w, errorf(CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", name)))
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/keys"
 	"github.com/weir-gateway/weir/provider/mock"
 	"github.com/weir-gateway/weir/router"
@@ -21,6 +22,7 @@ import (
 // store, a mock upstream on a real listener, and the API behind httptest.
 type testBundle struct {
 	srv    *Server
+	gw     *gateway.Service
 	http   *httptest.Server
 	engine *admission.Memory
 	db     *sqlite.DB
@@ -32,7 +34,9 @@ type testBundle struct {
 
 // setupOpts changes what setup builds.
 type setupOpts struct {
-	cfg    Config
+	cfg Config
+	// gwCfg is the gateway service's Config.
+	gwCfg  gateway.Config
 	deps   func(*Deps)
 	mock   mock.Config
 	limits weir.Limits // of the platform model "up/m"
@@ -69,10 +73,12 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	b.db = db
 	b.engine = admission.NewMemory(admission.Options{Clock: o.clock, Observer: o.observer})
 	t.Cleanup(b.engine.Close)
-	deps := Deps{Engine: b.engine, Store: db, Router: router.New(router.Options{}), Clock: o.clock}
+	deps := Deps{Engine: b.engine, Router: router.New(router.Options{}), Clock: o.clock}
 	if o.deps != nil {
 		o.deps(&deps)
 	}
+	b.gw = gateway.New(o.gwCfg, gateway.Deps{Engine: b.engine, Keys: db, Router: deps.Router, Logger: deps.Logger, Clock: o.clock})
+	deps.Gateway = b.gw
 	b.srv = New(o.cfg, deps)
 	cat := weir.Catalog{
 		Platforms:      []weir.Platform{{Name: "up", Kind: "openai", BaseURL: "UP"}},
@@ -85,7 +91,7 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	for i := range cat.Platforms {
 		cat.Platforms[i].BaseURL = strings.ReplaceAll(cat.Platforms[i].BaseURL, "UP", b.up.URL+"/v1")
 	}
-	if err := b.srv.Apply(ctx, cat, ""); err != nil {
+	if err := b.gw.Apply(ctx, cat, ""); err != nil {
 		t.Fatal(err)
 	}
 	b.http = httptest.NewServer(b.srv.Handler())

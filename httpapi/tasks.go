@@ -24,78 +24,6 @@ import (
 // with CodeIdempotencyKeyReused.
 const HeaderIdempotencyKey = "Idempotency-Key"
 
-// Plan implements task.Planner: a task's candidates are its model's
-// platform models in the router's order, each needing the key's, the
-// group's and the platform model's scope (the task service adds the
-// worker-capacity scope).
-func (s *Server) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate, error) {
-	st := s.state.Load()
-	if st == nil {
-		return nil, errors.New("no catalog applied")
-	}
-	model, ok := st.models[t.Model]
-	if !ok || !model.Kind.Async() {
-		return nil, fmt.Errorf("%w: model %q serves no tasks", admission.ErrNoCandidate, t.Model)
-	}
-	key, found, err := s.keys.byID(ctx, s.deps.Store, t.KeyID)
-	if err == nil && !found {
-		err = weir.ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("task %s: key %s: %w", t.ID, t.KeyID, err)
-	}
-	if err := s.ensureKeyScope(ctx, key); err != nil {
-		return nil, err
-	}
-	group, _ := st.groupOf(key)
-	var cands []admission.Candidate
-	for _, pmName := range s.deps.Router.Order(model) {
-		if _, ok := s.targetIn(st, pmName); !ok {
-			continue // no asynchronous API there
-		}
-		cands = append(cands, admission.Candidate{Needs: []admission.Need{
-			{Scope: weir.KeyScope(key.ID), Amount: 1},
-			{Scope: weir.GroupScope(group), Amount: 1},
-			{Scope: weir.PlatformModelScope(pmName), Amount: 1},
-		}})
-	}
-	if len(cands) == 0 {
-		return nil, fmt.Errorf("%w: model %q has no platform to run on", admission.ErrNoCandidate, t.Model)
-	}
-	return cands, nil
-}
-
-// Target implements task.Planner.
-func (s *Server) Target(pmName string) (task.Target, bool) {
-	st := s.state.Load()
-	if st == nil {
-		return task.Target{}, false
-	}
-	return s.targetIn(st, pmName)
-}
-
-// UpstreamResult implements task.HealthReporter: a task's calls count
-// toward the platform model's cooldown as the gateway's requests do.
-func (s *Server) UpstreamResult(pmName string, ok bool) {
-	if ok {
-		s.deps.Router.Success(pmName)
-	} else {
-		s.deps.Router.Failure(pmName)
-	}
-}
-
-func (s *Server) targetIn(st *state, pmName string) (task.Target, bool) {
-	pm, ok := st.pms[pmName]
-	if !ok {
-		return task.Target{}, false
-	}
-	ad, ok := st.async[pm.Platform]
-	if !ok {
-		return task.Target{}, false
-	}
-	return task.Target{PlatformModel: pm.Name, Upstream: pm.Upstream, Adapter: ad}, true
-}
-
 // videoObject is OpenAI's video object as Weir answers with it, and where
 // the task stands in Weir's queue. Its id is the task's, not the upstream
 // job's (the client never sees those), and its other fields are what the
@@ -475,11 +403,11 @@ func (s *Server) beginSubmit(r *http.Request) (submission, *apiError) {
 // submitTask is the shared part of POST /v1/videos and POST /v1/tasks.
 func (s *Server) submitTask(r *http.Request, sub submission, kind string, input map[string]json.RawMessage, model string, cb taskCallback) (weir.Task, bool, *apiError) {
 	key := sub.key
-	st := s.state.Load()
+	st := s.deps.Gateway.Snapshot()
 	if st == nil {
 		return weir.Task{}, false, errorf(CodeNoCandidate, "", "the gateway has no catalog yet")
 	}
-	m, ok := st.models[model]
+	m, ok := st.Model(model)
 	if model == "" {
 		return weir.Task{}, false, errorf(CodeInvalidRequest, "model", "you must provide a model parameter")
 	}
@@ -511,7 +439,7 @@ func (s *Server) submitTask(r *http.Request, sub submission, kind string, input 
 	if err != nil {
 		return weir.Task{}, false, errorf(CodeInvalidRequest, "", "could not read the task input: "+err.Error())
 	}
-	_, group := st.groupOf(key)
+	_, group := st.GroupOf(key)
 	prio, aerr := requestPriority(r, group.Priority)
 	if aerr != nil {
 		return weir.Task{}, false, aerr
@@ -626,7 +554,7 @@ func (s *Server) videoContent(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(CodeNotFound, "id", fmt.Sprintf("video %s has no content: it is %s, not completed", t.ID, openAIVideoStatus(t.Status))))
 		return
 	}
-	target, ok := s.Target(t.PlatformModel)
+	target, ok := s.deps.Gateway.Target(t.PlatformModel)
 	if !ok {
 		writeError(w, errorf(CodeNoCandidate, "", "the platform that made this video left the catalog"))
 		return
@@ -904,8 +832,3 @@ func (s *Server) listVideos(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, out)
 }
-
-var (
-	_ task.Planner        = (*Server)(nil)
-	_ task.HealthReporter = (*Server)(nil)
-)

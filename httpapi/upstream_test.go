@@ -17,6 +17,7 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/provider/mock"
 	"github.com/weir-gateway/weir/router"
 )
@@ -119,7 +120,7 @@ func TestStalledStreamEnds(t *testing.T) {
 	var usage usageLog
 	b := setup(t, setupOpts{
 		clock:  clk,
-		cfg:    Config{UpstreamIdleTimeout: 10 * time.Second},
+		gwCfg:  gateway.Config{UpstreamIdleTimeout: 10 * time.Second},
 		mock:   mock.Config{StallRate: 1, StallFor: time.Hour, CompletionTokens: 10},
 		limits: weir.Limits{Concurrency: 1},
 		deps:   func(d *Deps) { d.Usage = usage.record },
@@ -195,7 +196,7 @@ func TestStalledAnswerTimesOut(t *testing.T) {
 			var ended atomic.Int64
 			b := setup(t, setupOpts{
 				clock:    clk,
-				cfg:      Config{UpstreamIdleTimeout: 10 * time.Second},
+				gwCfg:    gateway.Config{UpstreamIdleTimeout: 10 * time.Second},
 				catalog:  cat(tc.candidates...),
 				upstream: stallUpstream(&ended),
 			})
