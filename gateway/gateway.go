@@ -25,6 +25,13 @@ type Config struct {
 	// UpstreamCallTimeout bounds one upstream call whole, body included,
 	// when its platform sets none. Default 10m; negative: no bound.
 	UpstreamCallTimeout time.Duration
+	// RetryBudget is the most upstream attempts one request makes across
+	// its candidates. Default 3.
+	RetryBudget int
+	// MaxResponseBytes bounds an upstream answer the gateway reads whole
+	// (JSON; streams and other bodies pass through as they arrive): past
+	// it the client gets upstream_error. Default 64 MiB.
+	MaxResponseBytes int64
 	// KeyCacheTTL is how long a looked-up key is trusted before the store
 	// is asked again (a revocation takes effect within it). Default 2s.
 	KeyCacheTTL time.Duration
@@ -46,6 +53,12 @@ func (c *Config) defaults() {
 			*d.v = 0 // no bound
 		}
 	}
+	if c.RetryBudget <= 0 {
+		c.RetryBudget = 3
+	}
+	if c.MaxResponseBytes <= 0 {
+		c.MaxResponseBytes = 64 << 20
+	}
 	if c.KeyCacheTTL <= 0 {
 		c.KeyCacheTTL = 2 * time.Second
 	}
@@ -54,6 +67,8 @@ func (c *Config) defaults() {
 // Metrics receives the service's measurements. metrics.Metrics
 // implements it.
 type Metrics interface {
+	ObserveUpstream(platformModel, outcome string, d time.Duration)
+	ObserveQueueWait(model string, d time.Duration)
 	// DroppedError counts an error the service could only log: op names
 	// what failed ("release", "remove_scope", "key_lookup").
 	DroppedError(op string)
@@ -61,7 +76,9 @@ type Metrics interface {
 
 type noMetrics struct{}
 
-func (noMetrics) DroppedError(string) {}
+func (noMetrics) ObserveUpstream(string, string, time.Duration) {}
+func (noMetrics) ObserveQueueWait(string, time.Duration)        {}
+func (noMetrics) DroppedError(string)                           {}
 
 // Deps are what the service is built on.
 type Deps struct {

@@ -1,9 +1,11 @@
 // Package httpapi is Weir's HTTP face: the OpenAI-compatible API (chat
-// completions with streaming, embeddings, images, speech, models), the
-// admin API (queues), health and metrics endpoints. Every model request is
-// admitted through the engine against three scopes — the key's, its
-// group's and the chosen platform model's — so a burst waits in a fair
-// queue instead of bouncing off a provider's 429.
+// completions with streaming, embeddings, images, speech, models, videos
+// and tasks), the admin API (queues), health and metrics endpoints. It
+// authenticates, decodes and validates a request, hands it to the gateway
+// service (package gateway: admission against the key's, the group's and
+// a platform model's scopes, the upstream call, release), and encodes the
+// answer — headers, write deadlines, stream framing and the one mapping
+// from errors to the API's codes stay here.
 package httpapi
 
 import (
@@ -12,7 +14,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -23,10 +24,8 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
-	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/gateway"
-	"github.com/weir-gateway/weir/router"
 	"github.com/weir-gateway/weir/task"
 	"github.com/weir-gateway/weir/webhook"
 )
@@ -41,18 +40,11 @@ type Config struct {
 	// (the request waits until its scopes' max_wait or its client gives
 	// up).
 	DefaultMaxWait time.Duration
-	// RetryBudget is the most upstream attempts one request makes across
-	// its candidates. Default 3.
-	RetryBudget int
 	// StreamWriteTimeout is how long one write of an answer to the client
 	// may block (each chunk of a stream, each piece of a body): a client
 	// that stops reading loses its answer after it, and its upstream call
 	// and lease are let go. Default 30s; negative: no bound.
 	StreamWriteTimeout time.Duration
-	// MaxResponseBytes bounds an upstream answer the gateway reads whole
-	// (JSON; streams and other bodies pass through as they arrive): past
-	// it the client gets upstream_error. Default 64 MiB.
-	MaxResponseBytes int64
 	// AdminToken guards /admin (and /metrics with MetricsAuth): when set,
 	// only a request bearing it gets in, from anywhere. Default "".
 	AdminToken string
@@ -85,9 +77,6 @@ func (c *Config) defaults() {
 	if c.DefaultMaxWait == 0 {
 		c.DefaultMaxWait = 30 * time.Second
 	}
-	if c.RetryBudget <= 0 {
-		c.RetryBudget = 3
-	}
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration
@@ -100,9 +89,6 @@ func (c *Config) defaults() {
 		case *d.v < 0:
 			*d.v = 0 // no bound
 		}
-	}
-	if c.MaxResponseBytes <= 0 {
-		c.MaxResponseBytes = 64 << 20
 	}
 	if c.ReadHeaderTimeout <= 0 {
 		c.ReadHeaderTimeout = 30 * time.Second
@@ -118,22 +104,17 @@ func (c *Config) defaults() {
 // Metrics receives the API's measurements. metrics.Metrics implements it.
 type Metrics interface {
 	ObserveHTTP(endpoint string, status int, d time.Duration)
-	ObserveUpstream(platformModel, outcome string, d time.Duration)
-	ObserveQueueWait(model string, d time.Duration)
 }
 
 type noMetrics struct{}
 
-func (noMetrics) ObserveHTTP(string, int, time.Duration)        {}
-func (noMetrics) ObserveUpstream(string, string, time.Duration) {}
-func (noMetrics) ObserveQueueWait(string, time.Duration)        {}
+func (noMetrics) ObserveHTTP(string, int, time.Duration) {}
 
 // Deps are the services the API is built on.
 type Deps struct {
-	// Gateway is one request's way: the catalog, keys, planning.
+	// Gateway is one request's way: the catalog, keys, candidates,
+	// admission and the upstream call.
 	Gateway *gateway.Service
-	Engine  admission.Engine
-	Router  *router.Router
 	Logger  *slog.Logger
 	// Metrics defaults to none; MetricsHandler serves /metrics if set.
 	Metrics        Metrics
@@ -435,6 +416,3 @@ func bearer(r *http.Request) string {
 	}
 	return ""
 }
-
-// errClientGone marks a request whose client disconnected.
-var errClientGone = errors.New("client disconnected")

@@ -36,8 +36,10 @@ type testBundle struct {
 type setupOpts struct {
 	cfg Config
 	// gwCfg is the gateway service's Config.
-	gwCfg  gateway.Config
-	deps   func(*Deps)
+	gwCfg gateway.Config
+	deps  func(*Deps)
+	// gwDeps, if set, changes the gateway service's Deps.
+	gwDeps func(*gateway.Deps)
 	mock   mock.Config
 	limits weir.Limits // of the platform model "up/m"
 	// catalog, if set, replaces the default catalog; "UP" in a platform's
@@ -73,11 +75,15 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	b.db = db
 	b.engine = admission.NewMemory(admission.Options{Clock: o.clock, Observer: o.observer})
 	t.Cleanup(b.engine.Close)
-	deps := Deps{Engine: b.engine, Router: router.New(router.Options{}), Clock: o.clock}
+	deps := Deps{Clock: o.clock}
 	if o.deps != nil {
 		o.deps(&deps)
 	}
-	b.gw = gateway.New(o.gwCfg, gateway.Deps{Engine: b.engine, Keys: db, Router: deps.Router, Logger: deps.Logger, Clock: o.clock})
+	gwDeps := gateway.Deps{Engine: b.engine, Keys: db, Router: router.New(router.Options{}), Logger: deps.Logger, Clock: o.clock}
+	if o.gwDeps != nil {
+		o.gwDeps(&gwDeps)
+	}
+	b.gw = gateway.New(o.gwCfg, gwDeps)
 	deps.Gateway = b.gw
 	b.srv = New(o.cfg, deps)
 	cat := weir.Catalog{

@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/weir-gateway/weir"
-	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/provider"
 	"github.com/weir-gateway/weir/provider/openaiwire"
 	"github.com/weir-gateway/weir/task"
@@ -464,10 +464,12 @@ func (s *Server) submitTask(r *http.Request, sub submission, kind string, input 
 			fmt.Sprintf("the task this Idempotency-Key made (%s) was deleted", t.ID))
 	case err == nil:
 		return t, created, nil
-	case errors.Is(err, admission.ErrQueueFull):
-		return t, created, queueFull(model, err)
-	case errors.Is(err, admission.ErrNoCandidate):
-		return t, created, errorf(CodeNoCandidate, "model", err.Error())
+	}
+	if err := gateway.SubmitError(model, err); err != nil {
+		var ge *gateway.Error
+		if errors.As(err, &ge) {
+			return t, created, answerOf(ge)
+		}
 	}
 	info(r.Context()).log().Error("task submit failed", "error", err)
 	return t, created, errorf(CodeInternal, "", "could not submit the task")
@@ -578,7 +580,7 @@ func (s *Server) videoContent(w http.ResponseWriter, r *http.Request) {
 	// A client that stops reading loses the download after the write
 	// timeout, as a stream does, rather than holding this handler and its
 	// upstream connection.
-	out := &clientWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.StreamWriteTimeout}
+	out := &clientWriter{w: w, rc: *http.NewResponseController(w), timeout: s.cfg.StreamWriteTimeout}
 	defer out.clearDeadline()
 	w.WriteHeader(http.StatusOK)
 	_, _ = io.Copy(out, resp.Body)

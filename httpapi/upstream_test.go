@@ -414,7 +414,7 @@ func TestLargeAnswerRefused(t *testing.T) {
 	t.Parallel()
 	var usage usageLog
 	b := setup(t, setupOpts{
-		cfg:    Config{MaxResponseBytes: 4 << 10},
+		gwCfg:  gateway.Config{MaxResponseBytes: 4 << 10},
 		mock:   mock.Config{CompletionTokens: 2000},
 		limits: weir.Limits{Concurrency: 1},
 		deps:   func(d *Deps) { d.Usage = usage.record },
@@ -493,10 +493,10 @@ func TestUpstreamCredentialRefusal(t *testing.T) {
 	}
 	var logs lockedBuffer
 	rt := router.New(router.Options{Failures: 2, Cooldown: time.Hour})
-	b := setup(t, setupOpts{catalog: cat, upstream: refuse, deps: func(d *Deps) {
-		d.Router = rt
-		d.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
-	}})
+	b := setup(t, setupOpts{catalog: cat, upstream: refuse,
+		deps:   func(d *Deps) { d.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) },
+		gwDeps: func(d *gateway.Deps) { d.Router = rt },
+	})
 
 	resp := b.post(t, "/v1/chat/completions", chatJSON, nil)
 	body, _ := io.ReadAll(resp.Body)

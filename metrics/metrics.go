@@ -111,7 +111,7 @@ func New(scopes func(context.Context) []admission.ScopeStats) *Metrics {
 	}, []string{"outcome"})
 	m.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "weir_dropped_errors_total",
-		Help: "Errors the gateway could only log, by what failed (release, remove_scope, key_lookup, store_read).",
+		Help: "Errors the gateway could only log, by what failed (release, reconcile, remove_scope).",
 	}, []string{"op"})
 	m.Registry.MustRegister(m.dropped, m.admission, m.queueWait, m.leaseHeld, m.httpReqs, m.httpDur, m.upstream, m.upstreamLt, m.usageDrop, m.tasks,
 		m.taskWait, m.taskRun, m.webhooks,

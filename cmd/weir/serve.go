@@ -111,15 +111,16 @@ func (m *Main) Start(ctx context.Context) error {
 		}
 		return d
 	}
-	rt := router.New(router.Options{Failures: cfg.Server.Cooldown.Failures, Cooldown: cfg.Server.Cooldown.Duration})
 	m.Gateway = gateway.New(gateway.Config{
 		UpstreamTimeout:     unbounded(cfg.Server.UpstreamTimeout),
 		UpstreamIdleTimeout: unbounded(cfg.Server.UpstreamIdleTimeout),
 		UpstreamCallTimeout: unbounded(cfg.Server.UpstreamCallTimeout),
+		RetryBudget:         cfg.Server.RetryBudget,
+		MaxResponseBytes:    cfg.Server.MaxResponseBytes,
 	}, gateway.Deps{
 		Engine:  eng,
 		Keys:    db,
-		Router:  rt,
+		Router:  router.New(router.Options{Failures: cfg.Server.Cooldown.Failures, Cooldown: cfg.Server.Cooldown.Duration}),
 		Logger:  m.Logger,
 		Metrics: m.Metrics,
 	})
@@ -147,9 +148,7 @@ func (m *Main) Start(ctx context.Context) error {
 	m.API = httpapi.New(httpapi.Config{
 		MaxBodyBytes:       cfg.Server.MaxBodyBytes,
 		DefaultMaxWait:     unbounded(cfg.Server.DefaultMaxWait),
-		RetryBudget:        cfg.Server.RetryBudget,
 		StreamWriteTimeout: unbounded(cfg.Server.StreamWriteTimeout),
-		MaxResponseBytes:   cfg.Server.MaxResponseBytes,
 		AdminToken:         cfg.Server.AdminToken,
 		AdminLoopback:      cfg.Server.AdminLoopbackTrusted(),
 		MetricsAuth:        cfg.Server.MetricsAuth,
@@ -158,8 +157,6 @@ func (m *Main) Start(ctx context.Context) error {
 		IdleTimeout:        cfg.Server.IdleTimeout,
 	}, httpapi.Deps{
 		Gateway:        m.Gateway,
-		Engine:         eng,
-		Router:         rt,
 		Logger:         m.Logger,
 		Metrics:        m.Metrics,
 		MetricsHandler: m.Metrics.Handler(),
