@@ -126,16 +126,3 @@ func tooManyTokens(model string, param string, tl *admission.TokenLimitError) *E
 		"this request may use up to %d tokens (its input and max_tokens), more than %s allows in a minute (tpm %d), so model %s can never serve it; ask for fewer tokens",
 		tl.Tokens, weir.ScopeLabel(tl.Scope), tl.TPM, model)}
 }
-
-// SubmitError is the answer to err from submitting a task of model to the
-// task service: the service's own category where admission refused it
-// (a full queue, no candidate), else err as it is.
-func SubmitError(model string, err error) error {
-	switch {
-	case errors.Is(err, admission.ErrQueueFull):
-		return queueFull(model, err)
-	case errors.Is(err, admission.ErrNoCandidate):
-		return &Error{Category: ErrNoCandidate, Param: "model", Message: err.Error(), Err: err}
-	}
-	return err
-}

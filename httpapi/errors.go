@@ -167,6 +167,25 @@ func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) int
 	return e.Code.Status()
 }
 
+// causeOf is the cause a gateway error wraps, or err itself.
+func causeOf(err error) error {
+	var ge *gateway.Error
+	if errors.As(err, &ge) && ge.Err != nil {
+		return ge.Err
+	}
+	return err
+}
+
+// handle adapts an endpoint that returns its error to an http.HandlerFunc:
+// the one place where an endpoint's error is written (writeErr).
+func (s *Server) handle(h func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeErr(w, r, err)
+		}
+	}
+}
+
 // passUpstreamError forwards an upstream's refusal of the client's
 // request: its body when it is OpenAI-shaped JSON, else wrapped in ours.
 // A 401 or 403 is the platform's credential refused, never passed on.

@@ -58,8 +58,7 @@ func (s *Server) model(ep endpoint) http.Handler {
 		ri := info(r.Context())
 		c, aerr := s.prepare(w, r, ep)
 		if aerr != nil {
-			writeError(w, aerr)
-			s.deps.Metrics.ObserveHTTP(ep.name, aerr.Code.Status(), s.deps.Clock.Now().Sub(start))
+			s.deps.Metrics.ObserveHTTP(ep.name, s.writeErr(w, r, aerr), s.deps.Clock.Now().Sub(start))
 			return
 		}
 		c.out.clientWriter = clientWriter{w: w, rc: *http.NewResponseController(w), timeout: s.cfg.StreamWriteTimeout}
@@ -224,11 +223,10 @@ func parseWait(v string) (time.Duration, error) {
 }
 
 // listModels answers GET /v1/models with the models the key may use.
-func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
 	key, aerr := s.authenticate(r)
 	if aerr != nil {
-		writeError(w, aerr)
-		return
+		return aerr
 	}
 	st := s.deps.Gateway.Snapshot()
 	type model struct {
@@ -250,26 +248,25 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(out)
+	return nil
 }
 
-func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
 	key, aerr := s.authenticate(r)
 	if aerr != nil {
-		writeError(w, aerr)
-		return
+		return aerr
 	}
 	name := r.PathValue("model")
 	st := s.deps.Gateway.Snapshot()
 	if st == nil || !key.Allows(name) {
-		writeError(w, errorf(CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", name)))
-		return
+		return errorf(CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", name))
 	}
 	if _, ok := st.Model(name); !ok {
-		writeError(w, errorf(CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", name)))
-		return
+		return errorf(CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", name))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"id": name, "object": "model", "created": 0, "owned_by": "weir"})
+	return nil
 }
 
 // QueueView is what /admin/queues answers: every scope's state.
