@@ -205,42 +205,5 @@ func isEmptyJSON(v json.RawMessage) bool {
 	return false
 }
 
-// usage is the part of an upstream answer that says what it cost.
-type usage struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
-	TotalTokens      int64 `json:"total_tokens"`
-}
-
-// total is what the answer cost; an upstream's numbers are trusted no
-// more than a client's (negative ones count as none, the sum saturates).
-func (u usage) total() int64 {
-	if u.TotalTokens > 0 {
-		return u.TotalTokens
-	}
-	return addTokens(max(u.PromptTokens, 0), max(u.CompletionTokens, 0))
-}
-
-// usageOf reads the usage field of a JSON answer (or SSE chunk).
-func usageOf(body []byte) (usage, bool) {
-	i := bytes.LastIndex(body, []byte(`"usage"`))
-	if i < 0 {
-		return usage{}, false
-	}
-	// OpenAI answers end with their usage: decode just the value after the
-	// last "usage" key (a quote inside a string is escaped, so this is a
-	// key), and parse the whole answer only if that does not work out.
-	if rest := bytes.TrimLeft(body[i+len(`"usage"`):], " \t\r\n"); len(rest) > 0 && rest[0] == ':' {
-		var u *usage
-		if json.NewDecoder(bytes.NewReader(rest[1:])).Decode(&u) == nil && u != nil && u.total() > 0 {
-			return *u, true
-		}
-	}
-	var v struct {
-		Usage *usage `json:"usage"`
-	}
-	if json.Unmarshal(body, &v) != nil || v.Usage == nil {
-		return usage{}, false
-	}
-	return *v.Usage, true
-}
+// WithModel implements gateway.Body.
+func (r *request) WithModel(upstream string) ([]byte, error) { return r.withModel(upstream) }

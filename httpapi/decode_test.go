@@ -35,24 +35,6 @@ func TestWithModelSplicesEveryModel(t *testing.T) {
 	}
 }
 
-func TestUsageOf(t *testing.T) {
-	for _, tc := range []struct {
-		body string
-		want int64
-		ok   bool
-	}{
-		{`{"id":"x","usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}`, 7, true},
-		{`{"usage":{"prompt_tokens":3,"completion_tokens":4},"choices":[{"message":{"content":"\"usage\": 9"}}]}`, 7, true},
-		{`{"choices":[{"tool":{"usage":"nested"}}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`, 2, true},
-		{`{"id":"x"}`, 0, false},
-	} {
-		u, ok := usageOf([]byte(tc.body))
-		if ok != tc.ok || u.total() != tc.want {
-			t.Errorf("usageOf(%s) = %+v %v, want total %d %v", tc.body, u, ok, tc.want, tc.ok)
-		}
-	}
-}
-
 // TestTokenEstimateSaturates: token counts near the int64 maximum give
 // the largest estimate, never one that wrapped negative.
 func TestTokenEstimateSaturates(t *testing.T) {
@@ -69,12 +51,6 @@ func TestTokenEstimateSaturates(t *testing.T) {
 		if req.estimate != math.MaxInt64 {
 			t.Errorf("%s: estimate %d, want %d", body, req.estimate, int64(math.MaxInt64))
 		}
-	}
-	if got := (usage{PromptTokens: math.MaxInt64, CompletionTokens: 5}).total(); got != math.MaxInt64 {
-		t.Errorf("usage total of a huge prompt = %d", got)
-	}
-	if got := (usage{PromptTokens: -5, CompletionTokens: 3}).total(); got != 3 {
-		t.Errorf("usage total with a negative prompt = %d, want 3", got)
 	}
 }
 

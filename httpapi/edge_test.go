@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/provider/mock"
-	"github.com/weir-gateway/weir/router"
 	"github.com/weir-gateway/weir/task"
 )
 
@@ -233,8 +233,9 @@ func TestStreamOutlivesServerTimeouts(t *testing.T) {
 func TestTaskBeforeCatalog(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
-	bare := New(Config{}, Deps{Engine: b.engine, Store: b.db, Router: router.New(router.Options{})})
-	bare.SetTasks(new(task.Service)) // reached only past the catalog check
+	gw := gateway.New(gateway.Config{}, gateway.Deps{Engine: b.engine, Keys: b.db})
+	// The task service is reached only past the catalog check.
+	bare := New(Config{}, Deps{Gateway: gw, Tasks: new(task.Service)})
 	for _, path := range []string{"/v1/tasks", "/v1/videos"} {
 		r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(`{"model":"m","prompt":"p","input":{}}`))
 		r.Header.Set("Authorization", "Bearer "+b.key)

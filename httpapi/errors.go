@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,8 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/weir-gateway/weir"
-	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/gateway"
 )
 
 // Code is a stable error code, as listed in DESIGN.md's "Errors".
@@ -110,60 +110,105 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	_ = json.NewEncoder(w).Encode(body)
 }
 
-// Retry-After bounds for the engine's wait estimates: at least a second
-// (an estimate of zero means the engine had nothing to go on), at most a
-// minute, so that a client comes back to a queue that has moved, and no
-// guess from a few long holds keeps it away for long.
-const (
-	minRetryAfter = time.Second
-	maxRetryAfter = time.Minute
-)
-
-func retryAfter(estimate time.Duration) time.Duration {
-	return min(max(estimate, minRetryAfter), maxRetryAfter)
+// categoryCodes is the one table from the gateway's error categories to
+// the API's codes (and so, through codeTable, to statuses).
+var categoryCodes = [...]struct {
+	category error
+	code     Code
+}{
+	{gateway.ErrInvalid, CodeInvalidRequest},
+	{gateway.ErrNotFound, CodeNotFound},
+	{gateway.ErrRateLimited, CodeRateLimited},
+	{gateway.ErrQueueFull, CodeQueueFull},
+	{gateway.ErrQueueTimeout, CodeQueueTimeout},
+	{gateway.ErrNoCandidate, CodeNoCandidate},
+	{gateway.ErrUpstream, CodeUpstreamError},
+	{gateway.ErrUpstreamTimeout, CodeUpstreamTimeout},
+	{gateway.ErrInternal, CodeInternal},
 }
 
-// queueTimeout is the answer to a wait that ended in err (an
-// admission.ErrTimeout) after waited, for model. It names the limit that
-// fired: a scope's max_wait, or the request's own deadline, which own
-// describes ("the request's own max wait (X-Weir-Max-Wait 500ms)").
-// Retry-After is the engine's wait estimate for the scope the request
-// waited on.
-func queueTimeout(model string, waited time.Duration, own string, err error) *apiError {
-	var te *admission.TimeoutError
-	if !errors.As(err, &te) {
-		return &apiError{Code: CodeQueueTimeout, RetryAfter: minRetryAfter,
-			Message: fmt.Sprintf("waited %s for capacity on model %s", waited.Round(time.Millisecond), model)}
+// answerOf is the answer to err: an *apiError as it is, a gateway
+// *Error under its category's code, anything else internal_error (with
+// nothing of err's text shown).
+func answerOf(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
 	}
-	limit := own
-	if te.Scope != "" {
-		limit = fmt.Sprintf("%s's max_wait (%s)", weir.ScopeLabel(te.Scope), te.Value)
+	var ge *gateway.Error
+	if errors.As(err, &ge) {
+		for _, cc := range categoryCodes {
+			if ge.Category == cc.category {
+				return &apiError{Code: cc.code, Message: ge.Message, Param: ge.Param, RetryAfter: ge.RetryAfter}
+			}
+		}
 	}
-	on := ""
-	if te.WaitingOn != "" && te.WaitingOn != te.Scope {
-		on = ", queued on " + weir.ScopeLabel(te.WaitingOn)
-	}
-	return &apiError{Code: CodeQueueTimeout, RetryAfter: retryAfter(te.RetryAfter),
-		Message: fmt.Sprintf("waited %s for capacity on model %s%s: %s passed", waited.Round(time.Millisecond), model, on, limit)}
+	return errorf(CodeInternal, "", "internal error")
 }
 
-// queueFull is the answer to an admission.ErrQueueFull for model: it names
-// the full queue and its queue_limit.
-func queueFull(model string, err error) *apiError {
-	var qe *admission.QueueFullError
-	if !errors.As(err, &qe) {
-		return &apiError{Code: CodeQueueFull, RetryAfter: minRetryAfter, Message: "the queue for model " + model + " is full"}
+// writeErr answers err — the one way a handler's error becomes an answer
+// — and returns the status written. An error that is neither the API's
+// nor the gateway's is logged (the client sees only internal_error). An
+// upstream's own refusal of the request is passed on as it came.
+func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) int {
+	var re *gateway.RefusedError
+	if errors.As(err, &re) {
+		passUpstreamError(w, re)
+		return re.Status
 	}
-	return &apiError{Code: CodeQueueFull, RetryAfter: retryAfter(qe.RetryAfter),
-		Message: fmt.Sprintf("the queue of %s is full (queue_limit %d)", weir.ScopeLabel(qe.Scope), qe.Limit)}
+	e := answerOf(err)
+	if e.Code == CodeInternal {
+		var ge *gateway.Error
+		if !errors.As(err, &ge) {
+			info(r.Context()).log().Error("request failed", "error", err)
+		}
+	}
+	writeError(w, e)
+	return e.Code.Status()
 }
 
-// tooManyTokens is the answer to a request none of whose candidates can
-// ever be admitted, its token estimate being more than a TPM limit holds:
-// waiting cannot help, so it is the request's to change (DESIGN.md,
-// "Errors": no candidate could ever serve it, a 400).
-func tooManyTokens(model string, param string, tl *admission.TokenLimitError) *apiError {
-	return errorf(CodeInvalidRequest, param, fmt.Sprintf(
-		"this request may use up to %d tokens (its input and max_tokens), more than %s allows in a minute (tpm %d), so model %s can never serve it; ask for fewer tokens",
-		tl.Tokens, weir.ScopeLabel(tl.Scope), tl.TPM, model))
+// causeOf is the cause a gateway error wraps, or err itself.
+func causeOf(err error) error {
+	var ge *gateway.Error
+	if errors.As(err, &ge) && ge.Err != nil {
+		return ge.Err
+	}
+	return err
+}
+
+// handle adapts an endpoint that returns its error to an http.HandlerFunc:
+// the one place where an endpoint's error is written (writeErr).
+func (s *Server) handle(h func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeErr(w, r, err)
+		}
+	}
+}
+
+// passUpstreamError forwards an upstream's refusal of the client's
+// request: its body when it is OpenAI-shaped JSON, else wrapped in ours.
+// A 401 or 403 is the platform's credential refused, never passed on.
+func passUpstreamError(w http.ResponseWriter, re *gateway.RefusedError) {
+	if re.Status == http.StatusUnauthorized || re.Status == http.StatusForbidden {
+		writeError(w, errorf(CodeUpstreamError, "", "the upstream refused the gateway's credential for it"))
+		return
+	}
+	var probe struct {
+		Error *json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(re.Body, &probe) == nil && probe.Error != nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(re.Status)
+		_, _ = w.Write(re.Body)
+		return
+	}
+	code := CodeInvalidRequest
+	switch re.Status {
+	case http.StatusNotFound:
+		code = CodeNotFound
+	case http.StatusRequestEntityTooLarge:
+		code = CodePayloadTooLarge
+	}
+	writeError(w, errorf(code, "", fmt.Sprintf("upstream answered %d: %s", re.Status, bytes.TrimSpace(re.Body))))
 }

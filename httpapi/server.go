@@ -1,9 +1,11 @@
 // Package httpapi is Weir's HTTP face: the OpenAI-compatible API (chat
-// completions with streaming, embeddings, images, speech, models), the
-// admin API (queues), health and metrics endpoints. Every model request is
-// admitted through the engine against three scopes — the key's, its
-// group's and the chosen platform model's — so a burst waits in a fair
-// queue instead of bouncing off a provider's 429.
+// completions with streaming, embeddings, images, speech, models, videos
+// and tasks), the admin API (queues), health and metrics endpoints. It
+// authenticates, decodes and validates a request, hands it to the gateway
+// service (package gateway: admission against the key's, the group's and
+// a platform model's scopes, the upstream call, release), and encodes the
+// answer — headers, write deadlines, stream framing and the one mapping
+// from errors to the API's codes stay here.
 package httpapi
 
 import (
@@ -12,22 +14,18 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/weir-gateway/weir"
-	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/clock"
-	"github.com/weir-gateway/weir/provider"
-	"github.com/weir-gateway/weir/router"
+	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/task"
 	"github.com/weir-gateway/weir/webhook"
 )
@@ -42,28 +40,11 @@ type Config struct {
 	// (the request waits until its scopes' max_wait or its client gives
 	// up).
 	DefaultMaxWait time.Duration
-	// RetryBudget is the most upstream attempts one request makes across
-	// its candidates. Default 3.
-	RetryBudget int
-	// UpstreamTimeout bounds the wait for an upstream's response headers
-	// when its platform sets none. Default 120s; negative: no bound.
-	UpstreamTimeout time.Duration
-	// UpstreamIdleTimeout bounds each wait for more of an upstream's
-	// answer once its headers are in (the gap between a stream's chunks)
-	// when its platform sets none. Default 120s; negative: no bound.
-	UpstreamIdleTimeout time.Duration
-	// UpstreamCallTimeout bounds one upstream call whole, body included,
-	// when its platform sets none. Default 10m; negative: no bound.
-	UpstreamCallTimeout time.Duration
 	// StreamWriteTimeout is how long one write of an answer to the client
 	// may block (each chunk of a stream, each piece of a body): a client
 	// that stops reading loses its answer after it, and its upstream call
 	// and lease are let go. Default 30s; negative: no bound.
 	StreamWriteTimeout time.Duration
-	// MaxResponseBytes bounds an upstream answer the gateway reads whole
-	// (JSON; streams and other bodies pass through as they arrive): past
-	// it the client gets upstream_error. Default 64 MiB.
-	MaxResponseBytes int64
 	// AdminToken guards /admin (and /metrics with MetricsAuth): when set,
 	// only a request bearing it gets in, from anywhere. Default "".
 	AdminToken string
@@ -76,9 +57,6 @@ type Config struct {
 	// MetricsAuth puts /metrics behind the admin API's guard. Default
 	// false: /metrics is open to whoever can reach it.
 	MetricsAuth bool
-	// KeyCacheTTL is how long a looked-up key is trusted before the store
-	// is asked again (a revocation takes effect within it). Default 2s.
-	KeyCacheTTL time.Duration
 	// ReadHeaderTimeout bounds the reading of a request's headers
 	// (HTTPServer). Default 30s.
 	ReadHeaderTimeout time.Duration
@@ -99,16 +77,10 @@ func (c *Config) defaults() {
 	if c.DefaultMaxWait == 0 {
 		c.DefaultMaxWait = 30 * time.Second
 	}
-	if c.RetryBudget <= 0 {
-		c.RetryBudget = 3
-	}
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration
 	}{
-		{&c.UpstreamTimeout, 120 * time.Second},
-		{&c.UpstreamIdleTimeout, 120 * time.Second},
-		{&c.UpstreamCallTimeout, 10 * time.Minute},
 		{&c.StreamWriteTimeout, 30 * time.Second},
 	} {
 		switch {
@@ -117,12 +89,6 @@ func (c *Config) defaults() {
 		case *d.v < 0:
 			*d.v = 0 // no bound
 		}
-	}
-	if c.MaxResponseBytes <= 0 {
-		c.MaxResponseBytes = 64 << 20
-	}
-	if c.KeyCacheTTL <= 0 {
-		c.KeyCacheTTL = 2 * time.Second
 	}
 	if c.ReadHeaderTimeout <= 0 {
 		c.ReadHeaderTimeout = 30 * time.Second
@@ -138,64 +104,42 @@ func (c *Config) defaults() {
 // Metrics receives the API's measurements. metrics.Metrics implements it.
 type Metrics interface {
 	ObserveHTTP(endpoint string, status int, d time.Duration)
-	ObserveUpstream(platformModel, outcome string, d time.Duration)
-	ObserveQueueWait(model string, d time.Duration)
 }
 
 type noMetrics struct{}
 
-func (noMetrics) ObserveHTTP(string, int, time.Duration)        {}
-func (noMetrics) ObserveUpstream(string, string, time.Duration) {}
-func (noMetrics) ObserveQueueWait(string, time.Duration)        {}
+func (noMetrics) ObserveHTTP(string, int, time.Duration) {}
 
 // Deps are the services the API is built on.
 type Deps struct {
-	Engine admission.Engine
-	Store  weir.Store
-	Router *router.Router
-	Logger *slog.Logger
+	// Gateway is one request's way: the catalog, keys, candidates,
+	// admission and the upstream call.
+	Gateway *gateway.Service
+	Logger  *slog.Logger
 	// Metrics defaults to none; MetricsHandler serves /metrics if set.
 	Metrics        Metrics
 	MetricsHandler http.Handler
 	// Usage receives one record per model request; it must not block.
 	Usage func(weir.Usage)
-	// HTTPClient talks to upstreams; default a pooled client.
-	HTTPClient *http.Client
 	// Clock measures waits and latencies; default clock.Real.
 	Clock clock.Clock
 	// Ready reports whether the gateway should take traffic (/readyz).
 	Ready func() error
-	// Tasks runs durable tasks (the video and task APIs); nil disables
-	// them. Webhooks checks callback URLs.
+	// Tasks runs durable tasks (the video and task APIs), planned by
+	// Gateway; nil disables them. Webhooks checks callback URLs.
 	Tasks    *task.Service
 	Webhooks *webhook.Sender
 }
 
 // Server is the HTTP API. Apply a catalog before serving.
 type Server struct {
-	cfg   Config
-	deps  Deps
-	state atomic.Pointer[state]
-	keys  keyCache
+	cfg  Config
+	deps Deps
 
 	// adminTokenHash is the SHA-256 of cfg.AdminToken.
 	adminTokenHash [sha256.Size]byte
 
-	applyMu   sync.Mutex
-	keyScopes sync.Map // key id → struct{}: scopes already configured
-	ids       idSource
-}
-
-// state is one catalog, resolved for lookups. It is replaced whole on
-// reload, so a request sees one consistent catalog from start to end.
-type state struct {
-	models       map[string]weir.Model
-	modelNames   []string
-	pms          map[string]weir.PlatformModel
-	groups       map[string]weir.Group
-	adapters     map[string]provider.Adapter
-	async        map[string]provider.AsyncAdapter
-	defaultGroup string
+	ids idSource
 }
 
 // New returns a Server.
@@ -216,166 +160,14 @@ func New(cfg Config, deps Deps) *Server {
 	if deps.Webhooks == nil {
 		deps.Webhooks = webhook.NewSender(webhook.Config{})
 	}
-	if deps.HTTPClient == nil {
-		deps.HTTPClient = &http.Client{Transport: NewUpstreamTransport()}
-	}
 	s := &Server{cfg: cfg, deps: deps, adminTokenHash: sha256.Sum256([]byte(cfg.AdminToken))}
-	s.keys.ttl = cfg.KeyCacheTTL
-	s.keys.clock = deps.Clock
 	s.ids = newIDSource()
 	return s
 }
 
-// NewUpstreamTransport is the transport the gateway reaches upstreams
-// with unless Deps.HTTPClient says otherwise: connections kept for a busy
-// gateway's concurrency.
-func NewUpstreamTransport() *http.Transport {
-	return &http.Transport{
-		Proxy: http.ProxyFromEnvironment,
-		// A platform that does not answer a connect is a failed attempt
-		// (the next candidate is tried), not a wait as long as the
-		// header timeout.
-		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		TLSHandshakeTimeout: 10 * time.Second,
-		MaxIdleConns:        1024,
-		MaxIdleConnsPerHost: 512,
-		IdleConnTimeout:     90 * time.Second,
-		ForceAttemptHTTP2:   true,
-	}
-}
-
-// SetTasks attaches the task service (built after the Server, since it
-// plans tasks through it). Call it before serving.
-func (s *Server) SetTasks(t *task.Service) { s.deps.Tasks = t }
-
-// The engine's settings for the scopes the catalog makes, each from its
-// entity's weir.Limits: this is the one place where the domain's limits
-// become the engine's (admission knows no catalog). Each request needs one
-// of each.
-
-// scopeConfig is the settings every scope takes from its limits.
-func scopeConfig(l weir.Limits) admission.ScopeConfig {
-	return admission.ScopeConfig{
-		Limit:          l.Concurrency,
-		QueueLimit:     l.QueueLimit,
-		MaxWait:        l.MaxWait,
-		FairnessWindow: l.FairnessWindow,
-		RPM:            l.RPM,
-		TPM:            l.TPM,
-	}
-}
-
-// platformModelScopeConfig: a platform model is where tenants meet, so
-// keys of the same priority take turns there (FIFO within a key), and one
-// key with a thousand queued requests does not stall everyone else. Its
-// lease TTL reclaims the slots of work that died unseen.
-func platformModelScopeConfig(pm weir.PlatformModel) admission.ScopeConfig {
-	cfg := scopeConfig(pm.Limits)
-	cfg.LeaseTTL = pm.LeaseTTL
-	cfg.RoundRobin = true
-	return cfg
-}
-
-// groupScopeConfig: a group's keys take turns if it says so. It holds its
-// slots until the request ends (no lease TTL).
-func groupScopeConfig(g weir.Group) admission.ScopeConfig {
-	cfg := scopeConfig(g.Limits)
-	cfg.RoundRobin = g.RoundRobin
-	return cfg
-}
-
-// keyScopeConfig: a key's scope holds its slots until the request ends
-// (no lease TTL).
-func keyScopeConfig(k weir.APIKey) admission.ScopeConfig {
-	return scopeConfig(k.Limits)
-}
-
-// Apply makes cat the served catalog: it configures the scopes of its
-// platform models and groups (a lowered limit stops admissions until usage
-// is below it; nothing in flight is revoked), retires scopes that left the
-// catalog, and swaps the lookup state in one step.
-func (s *Server) Apply(ctx context.Context, cat weir.Catalog, defaultGroup string) error {
-	if err := cat.Validate(); err != nil {
-		return err
-	}
-	if defaultGroup == "" {
-		defaultGroup = "default"
-	}
-	s.applyMu.Lock()
-	defer s.applyMu.Unlock()
-	next := &state{
-		models:       make(map[string]weir.Model, len(cat.Models)),
-		pms:          make(map[string]weir.PlatformModel, len(cat.PlatformModels)),
-		groups:       make(map[string]weir.Group, len(cat.Groups)+1),
-		adapters:     make(map[string]provider.Adapter, len(cat.Platforms)),
-		async:        make(map[string]provider.AsyncAdapter, len(cat.Platforms)),
-		defaultGroup: defaultGroup,
-	}
-	orDefault := func(d, def time.Duration) time.Duration {
-		if d > 0 {
-			return d
-		}
-		return def
-	}
-	for _, p := range cat.Platforms {
-		timeout := orDefault(p.Timeout, s.cfg.UpstreamTimeout)
-		idle := orDefault(p.IdleTimeout, s.cfg.UpstreamIdleTimeout)
-		total := orDefault(p.CallTimeout, s.cfg.UpstreamCallTimeout)
-		next.adapters[p.Name] = &provider.OpenAI{BaseURL: p.BaseURL, APIKey: p.APIKey, Client: s.deps.HTTPClient,
-			Timeout: timeout, IdleTimeout: idle, CallTimeout: total, Clock: s.deps.Clock}
-		next.async[p.Name] = &provider.OpenAIVideo{BaseURL: p.BaseURL, APIKey: p.APIKey, Client: s.deps.HTTPClient,
-			Timeout: timeout, IdleTimeout: idle, CallTimeout: total, Clock: s.deps.Clock}
-	}
-	for _, m := range cat.Models {
-		next.models[m.Name] = m
-		next.modelNames = append(next.modelNames, m.Name)
-	}
-	for _, pm := range cat.PlatformModels {
-		next.pms[pm.Name] = pm
-	}
-	for _, g := range cat.Groups {
-		next.groups[g.Name] = g
-	}
-	if _, ok := next.groups[defaultGroup]; !ok {
-		next.groups[defaultGroup] = weir.Group{Name: defaultGroup}
-	}
-	for _, pm := range next.pms {
-		if err := s.deps.Engine.SetScope(ctx, weir.PlatformModelScope(pm.Name), platformModelScopeConfig(pm)); err != nil {
-			return fmt.Errorf("platform model %s: %w", pm.Name, err)
-		}
-	}
-	for _, g := range next.groups {
-		if err := s.deps.Engine.SetScope(ctx, weir.GroupScope(g.Name), groupScopeConfig(g)); err != nil {
-			return fmt.Errorf("group %s: %w", g.Name, err)
-		}
-	}
-	if prev := s.state.Load(); prev != nil {
-		for name := range prev.pms {
-			if _, ok := next.pms[name]; !ok {
-				_ = s.deps.Engine.RemoveScope(ctx, weir.PlatformModelScope(name))
-			}
-		}
-		for name := range prev.groups {
-			if _, ok := next.groups[name]; !ok {
-				_ = s.deps.Engine.RemoveScope(ctx, weir.GroupScope(name))
-			}
-		}
-	}
-	s.state.Store(next)
-	return nil
-}
-
-// ensureKeyScope configures a key's own scope the first time it is used.
-func (s *Server) ensureKeyScope(ctx context.Context, k weir.APIKey) error {
-	if _, ok := s.keyScopes.Load(k.ID); ok {
-		return nil
-	}
-	if err := s.deps.Engine.SetScope(ctx, weir.KeyScope(k.ID), keyScopeConfig(k)); err != nil {
-		return err
-	}
-	s.keyScopes.Store(k.ID, struct{}{})
-	return nil
-}
+// NewUpstreamTransport is gateway.NewUpstreamTransport, for callers that
+// reach upstreams as the gateway does.
+func NewUpstreamTransport() *http.Transport { return gateway.NewUpstreamTransport() }
 
 // Handler returns the HTTP handler for everything the gateway serves.
 func (s *Server) Handler() http.Handler {
@@ -384,18 +176,18 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/embeddings", s.model(epEmbeddings))
 	mux.Handle("POST /v1/images/generations", s.model(epImages))
 	mux.Handle("POST /v1/audio/speech", s.model(epSpeech))
-	mux.HandleFunc("GET /v1/models", s.listModels)
-	mux.HandleFunc("GET /v1/models/{model...}", s.getModel)
-	mux.HandleFunc("POST /v1/videos", s.createVideo)
-	mux.HandleFunc("GET /v1/videos", s.listVideos)
-	mux.HandleFunc("GET /v1/videos/{id}", s.getVideo)
-	mux.HandleFunc("GET /v1/videos/{id}/content", s.videoContent)
-	mux.HandleFunc("DELETE /v1/videos/{id}", s.deleteVideo)
-	mux.HandleFunc("POST /v1/tasks", s.createTask)
-	mux.HandleFunc("GET /v1/tasks", s.listTasks)
-	mux.HandleFunc("GET /v1/tasks/{id}", s.getTask)
-	mux.HandleFunc("POST /v1/tasks/{id}/cancel", s.cancelTask)
-	mux.HandleFunc("DELETE /v1/tasks/{id}", s.deleteTask)
+	mux.HandleFunc("GET /v1/models", s.handle(s.listModels))
+	mux.HandleFunc("GET /v1/models/{model...}", s.handle(s.getModel))
+	mux.HandleFunc("POST /v1/videos", s.handle(s.createVideo))
+	mux.HandleFunc("GET /v1/videos", s.handle(s.listVideos))
+	mux.HandleFunc("GET /v1/videos/{id}", s.handle(s.getVideo))
+	mux.HandleFunc("GET /v1/videos/{id}/content", s.handle(s.videoContent))
+	mux.HandleFunc("DELETE /v1/videos/{id}", s.handle(s.deleteVideo))
+	mux.HandleFunc("POST /v1/tasks", s.handle(s.createTask))
+	mux.HandleFunc("GET /v1/tasks", s.handle(s.listTasks))
+	mux.HandleFunc("GET /v1/tasks/{id}", s.handle(s.getTask))
+	mux.HandleFunc("POST /v1/tasks/{id}/cancel", s.handle(s.cancelTask))
+	mux.HandleFunc("DELETE /v1/tasks/{id}", s.handle(s.deleteTask))
 	mux.HandleFunc("GET /admin/queues", s.admin(s.queues))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", s.readyz)
@@ -565,7 +357,7 @@ func (s *idSource) next() string {
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if s.state.Load() == nil {
+	if s.deps.Gateway.Snapshot() == nil {
 		http.Error(w, "no catalog applied", http.StatusServiceUnavailable)
 		return
 	}
@@ -624,6 +416,3 @@ func bearer(r *http.Request) string {
 	}
 	return ""
 }
-
-// errClientGone marks a request whose client disconnected.
-var errClientGone = errors.New("client disconnected")

@@ -11,6 +11,7 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/keys"
 	"github.com/weir-gateway/weir/provider/mock"
 	"github.com/weir-gateway/weir/router"
@@ -21,6 +22,7 @@ import (
 // store, a mock upstream on a real listener, and the API behind httptest.
 type testBundle struct {
 	srv    *Server
+	gw     *gateway.Service
 	http   *httptest.Server
 	engine *admission.Memory
 	db     *sqlite.DB
@@ -32,8 +34,12 @@ type testBundle struct {
 
 // setupOpts changes what setup builds.
 type setupOpts struct {
-	cfg    Config
-	deps   func(*Deps)
+	cfg Config
+	// gwCfg is the gateway service's Config.
+	gwCfg gateway.Config
+	deps  func(*Deps)
+	// gwDeps, if set, changes the gateway service's Deps.
+	gwDeps func(*gateway.Deps)
 	mock   mock.Config
 	limits weir.Limits // of the platform model "up/m"
 	// catalog, if set, replaces the default catalog; "UP" in a platform's
@@ -69,10 +75,16 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	b.db = db
 	b.engine = admission.NewMemory(admission.Options{Clock: o.clock, Observer: o.observer})
 	t.Cleanup(b.engine.Close)
-	deps := Deps{Engine: b.engine, Store: db, Router: router.New(router.Options{}), Clock: o.clock}
+	deps := Deps{Clock: o.clock}
 	if o.deps != nil {
 		o.deps(&deps)
 	}
+	gwDeps := gateway.Deps{Engine: b.engine, Keys: db, Router: router.New(router.Options{}), Logger: deps.Logger, Clock: o.clock}
+	if o.gwDeps != nil {
+		o.gwDeps(&gwDeps)
+	}
+	b.gw = gateway.New(o.gwCfg, gwDeps)
+	deps.Gateway = b.gw
 	b.srv = New(o.cfg, deps)
 	cat := weir.Catalog{
 		Platforms:      []weir.Platform{{Name: "up", Kind: "openai", BaseURL: "UP"}},
@@ -85,7 +97,7 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	for i := range cat.Platforms {
 		cat.Platforms[i].BaseURL = strings.ReplaceAll(cat.Platforms[i].BaseURL, "UP", b.up.URL+"/v1")
 	}
-	if err := b.srv.Apply(ctx, cat, ""); err != nil {
+	if err := b.gw.Apply(ctx, cat, ""); err != nil {
 		t.Fatal(err)
 	}
 	b.http = httptest.NewServer(b.srv.Handler())

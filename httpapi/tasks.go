@@ -13,8 +13,7 @@ import (
 	"strings"
 
 	"github.com/weir-gateway/weir"
-	"github.com/weir-gateway/weir/admission"
-	"github.com/weir-gateway/weir/provider"
+	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/provider/openaiwire"
 	"github.com/weir-gateway/weir/task"
 )
@@ -23,78 +22,6 @@ import (
 // the first one made; the key reused with a different request is refused
 // with CodeIdempotencyKeyReused.
 const HeaderIdempotencyKey = "Idempotency-Key"
-
-// Plan implements task.Planner: a task's candidates are its model's
-// platform models in the router's order, each needing the key's, the
-// group's and the platform model's scope (the task service adds the
-// worker-capacity scope).
-func (s *Server) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate, error) {
-	st := s.state.Load()
-	if st == nil {
-		return nil, errors.New("no catalog applied")
-	}
-	model, ok := st.models[t.Model]
-	if !ok || !model.Kind.Async() {
-		return nil, fmt.Errorf("%w: model %q serves no tasks", admission.ErrNoCandidate, t.Model)
-	}
-	key, found, err := s.keys.byID(ctx, s.deps.Store, t.KeyID)
-	if err == nil && !found {
-		err = weir.ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("task %s: key %s: %w", t.ID, t.KeyID, err)
-	}
-	if err := s.ensureKeyScope(ctx, key); err != nil {
-		return nil, err
-	}
-	group, _ := st.groupOf(key)
-	var cands []admission.Candidate
-	for _, pmName := range s.deps.Router.Order(model) {
-		if _, ok := s.targetIn(st, pmName); !ok {
-			continue // no asynchronous API there
-		}
-		cands = append(cands, admission.Candidate{Needs: []admission.Need{
-			{Scope: weir.KeyScope(key.ID), Amount: 1},
-			{Scope: weir.GroupScope(group), Amount: 1},
-			{Scope: weir.PlatformModelScope(pmName), Amount: 1},
-		}})
-	}
-	if len(cands) == 0 {
-		return nil, fmt.Errorf("%w: model %q has no platform to run on", admission.ErrNoCandidate, t.Model)
-	}
-	return cands, nil
-}
-
-// Target implements task.Planner.
-func (s *Server) Target(pmName string) (task.Target, bool) {
-	st := s.state.Load()
-	if st == nil {
-		return task.Target{}, false
-	}
-	return s.targetIn(st, pmName)
-}
-
-// UpstreamResult implements task.HealthReporter: a task's calls count
-// toward the platform model's cooldown as the gateway's requests do.
-func (s *Server) UpstreamResult(pmName string, ok bool) {
-	if ok {
-		s.deps.Router.Success(pmName)
-	} else {
-		s.deps.Router.Failure(pmName)
-	}
-}
-
-func (s *Server) targetIn(st *state, pmName string) (task.Target, bool) {
-	pm, ok := st.pms[pmName]
-	if !ok {
-		return task.Target{}, false
-	}
-	ad, ok := st.async[pm.Platform]
-	if !ok {
-		return task.Target{}, false
-	}
-	return task.Target{PlatformModel: pm.Name, Upstream: pm.Upstream, Adapter: ad}, true
-}
 
 // videoObject is OpenAI's video object as Weir answers with it, and where
 // the task stands in Weir's queue. Its id is the task's, not the upstream
@@ -475,11 +402,11 @@ func (s *Server) beginSubmit(r *http.Request) (submission, *apiError) {
 // submitTask is the shared part of POST /v1/videos and POST /v1/tasks.
 func (s *Server) submitTask(r *http.Request, sub submission, kind string, input map[string]json.RawMessage, model string, cb taskCallback) (weir.Task, bool, *apiError) {
 	key := sub.key
-	st := s.state.Load()
+	st := s.deps.Gateway.Snapshot()
 	if st == nil {
 		return weir.Task{}, false, errorf(CodeNoCandidate, "", "the gateway has no catalog yet")
 	}
-	m, ok := st.models[model]
+	m, ok := st.Model(model)
 	if model == "" {
 		return weir.Task{}, false, errorf(CodeInvalidRequest, "model", "you must provide a model parameter")
 	}
@@ -511,7 +438,7 @@ func (s *Server) submitTask(r *http.Request, sub submission, kind string, input 
 	if err != nil {
 		return weir.Task{}, false, errorf(CodeInvalidRequest, "", "could not read the task input: "+err.Error())
 	}
-	_, group := st.groupOf(key)
+	_, group := st.GroupOf(key)
 	prio, aerr := requestPriority(r, group.Priority)
 	if aerr != nil {
 		return weir.Task{}, false, aerr
@@ -536,10 +463,9 @@ func (s *Server) submitTask(r *http.Request, sub submission, kind string, input 
 			fmt.Sprintf("the task this Idempotency-Key made (%s) was deleted", t.ID))
 	case err == nil:
 		return t, created, nil
-	case errors.Is(err, admission.ErrQueueFull):
-		return t, created, queueFull(model, err)
-	case errors.Is(err, admission.ErrNoCandidate):
-		return t, created, errorf(CodeNoCandidate, "model", err.Error())
+	}
+	if err := gateway.TaskError(model, err); errors.Is(err, gateway.ErrQueueFull) || errors.Is(err, gateway.ErrNoCandidate) {
+		return t, created, answerOf(err)
 	}
 	info(r.Context()).log().Error("task submit failed", "error", err)
 	return t, created, errorf(CodeInternal, "", "could not submit the task")
@@ -566,11 +492,10 @@ func (s *Server) ownTask(r *http.Request) (weir.Task, *apiError) {
 
 // createVideo is POST /v1/videos. Like every endpoint, it authenticates
 // from the headers before it reads the body.
-func (s *Server) createVideo(w http.ResponseWriter, r *http.Request) {
+func (s *Server) createVideo(w http.ResponseWriter, r *http.Request) error {
 	sub, aerr := s.beginSubmit(r)
 	if aerr != nil {
-		writeError(w, aerr)
-		return
+		return aerr
 	}
 	input, aerr := s.readTaskBody(w, r)
 	if aerr == nil {
@@ -579,30 +504,28 @@ func (s *Server) createVideo(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if aerr != nil {
-		writeError(w, aerr)
-		return
+		return aerr
 	}
 	model, _ := stringField(input, "model")
 	cb, aerr := callbackOf(r, nil)
 	if aerr != nil {
-		writeError(w, aerr)
-		return
+		return aerr
 	}
 	t, _, aerr := s.submitTask(r, sub, "video", input, model, cb)
 	if aerr != nil {
-		writeError(w, aerr)
-		return
+		return aerr
 	}
 	writeJSON(w, http.StatusOK, s.videoOf(r.Context(), t))
+	return nil
 }
 
-func (s *Server) getVideo(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getVideo(w http.ResponseWriter, r *http.Request) error {
 	t, aerr := s.ownTask(r)
 	if aerr != nil {
-		writeError(w, aerr)
-		return
+		return aerr
 	}
 	writeJSON(w, http.StatusOK, s.videoOf(r.Context(), t))
+	return nil
 }
 
 // videoVariants are the assets GET /v1/videos/{id}/content serves, as
@@ -611,35 +534,24 @@ var videoVariants = map[string]bool{"": true, "video": true, "thumbnail": true, 
 
 // videoContent serves a finished video's asset (?variant=video, thumbnail
 // or spritesheet) from the upstream, with the upstream's content type.
-func (s *Server) videoContent(w http.ResponseWriter, r *http.Request) {
+func (s *Server) videoContent(w http.ResponseWriter, r *http.Request) error {
 	t, aerr := s.ownTask(r)
 	if aerr != nil {
-		writeError(w, aerr)
-		return
+		return aerr
 	}
 	variant := r.URL.Query().Get("variant")
 	if !videoVariants[variant] {
-		writeError(w, errorf(CodeInvalidRequest, "variant", fmt.Sprintf("variant %q is not one of video, thumbnail, spritesheet", variant)))
-		return
+		return errorf(CodeInvalidRequest, "variant", fmt.Sprintf("variant %q is not one of video, thumbnail, spritesheet", variant))
 	}
 	if t.Status != weir.TaskSucceeded {
-		writeError(w, errorf(CodeNotFound, "id", fmt.Sprintf("video %s has no content: it is %s, not completed", t.ID, openAIVideoStatus(t.Status))))
-		return
+		return errorf(CodeNotFound, "id", fmt.Sprintf("video %s has no content: it is %s, not completed", t.ID, openAIVideoStatus(t.Status)))
 	}
-	target, ok := s.Target(t.PlatformModel)
-	if !ok {
-		writeError(w, errorf(CodeNoCandidate, "", "the platform that made this video left the catalog"))
-		return
-	}
-	resp, err := target.Adapter.Content(r.Context(), t.UpstreamID, variant)
+	resp, err := s.deps.Gateway.VideoContent(r.Context(), t, variant)
 	if err != nil {
-		if errors.Is(err, provider.ErrJobNotFound) {
-			writeError(w, errorf(CodeNotFound, "id", "the upstream no longer has this video"))
-			return
+		if errors.Is(err, gateway.ErrUpstream) {
+			info(r.Context()).log().Warn("video content not fetched", "task", t.ID, "error", causeOf(err))
 		}
-		info(r.Context()).log().Warn("video content not fetched", "task", t.ID, "error", err)
-		writeError(w, errorf(CodeUpstreamError, "", "the upstream could not serve this video's content"))
-		return
+		return err
 	}
 	defer resp.Body.Close()
 	for _, h := range []string{"Content-Type", "Content-Length", "Content-Disposition"} {
@@ -650,10 +562,11 @@ func (s *Server) videoContent(w http.ResponseWriter, r *http.Request) {
 	// A client that stops reading loses the download after the write
 	// timeout, as a stream does, rather than holding this handler and its
 	// upstream connection.
-	out := &clientWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.StreamWriteTimeout}
+	out := &clientWriter{w: w, rc: *http.NewResponseController(w), timeout: s.cfg.StreamWriteTimeout}
 	defer out.clearDeadline()
 	w.WriteHeader(http.StatusOK)
 	_, _ = io.Copy(out, resp.Body)
+	return nil
 }
 
 // deletedObject is OpenAI's answer to DELETE /v1/videos/{id}, and the
@@ -667,143 +580,129 @@ type deletedObject struct {
 // deleteVideo deletes a video as OpenAI does: one not yet finished is
 // cancelled, a finished one deleted upstream; either way it is gone
 // afterwards (GET and a second DELETE answer 404, listings leave it out).
-func (s *Server) deleteVideo(w http.ResponseWriter, r *http.Request) {
-	s.deleteOwnTask(w, r, "video")
+func (s *Server) deleteVideo(w http.ResponseWriter, r *http.Request) error {
+	return s.deleteOwnTask(w, r, "video")
 }
 
 // deleteTask is DELETE /v1/tasks/{id}, as deleteVideo: a task not yet
 // finished is cancelled, a finished one has its upstream job deleted, and
 // the task is gone afterwards.
-func (s *Server) deleteTask(w http.ResponseWriter, r *http.Request) {
-	s.deleteOwnTask(w, r, "task")
+func (s *Server) deleteTask(w http.ResponseWriter, r *http.Request) error {
+	return s.deleteOwnTask(w, r, "task")
 }
 
 // deleteOwnTask deletes the caller's task (task.Service.Delete) and
 // answers {"id", "object": object+".deleted", "deleted": true}.
-func (s *Server) deleteOwnTask(w http.ResponseWriter, r *http.Request, object string) {
+func (s *Server) deleteOwnTask(w http.ResponseWriter, r *http.Request, object string) error {
 	t, aerr := s.ownTask(r)
 	if aerr != nil {
-		writeError(w, aerr)
-		return
+		return aerr
 	}
-	if err := s.deps.Tasks.Delete(r.Context(), t.ID); err != nil {
-		var pe *provider.Error
+	if err := gateway.TaskError(t.Model, s.deps.Tasks.Delete(r.Context(), t.ID)); err != nil {
 		switch {
 		case errors.Is(err, task.ErrNotFound):
-			writeError(w, errorf(CodeNotFound, "id", fmt.Sprintf("no task %q", t.ID)))
-		case errors.As(err, &pe):
-			writeError(w, errorf(CodeUpstreamError, "", "could not delete the "+object+" upstream: "+err.Error()))
-		default:
-			info(r.Context()).log().Error(object+" delete failed", "task", t.ID, "error", err)
-			writeError(w, errorf(CodeInternal, "", "could not delete the "+object))
+			return errorf(CodeNotFound, "id", fmt.Sprintf("no task %q", t.ID))
+		case errors.Is(err, gateway.ErrUpstream):
+			return errorf(CodeUpstreamError, "", "could not delete the "+object+" upstream: "+causeOf(err).Error())
 		}
-		return
+		info(r.Context()).log().Error(object+" delete failed", "task", t.ID, "error", err)
+		return errorf(CodeInternal, "", "could not delete the "+object)
 	}
 	writeJSON(w, http.StatusOK, deletedObject{ID: t.ID, Object: object + ".deleted", Deleted: true})
+	return nil
 }
 
 // createTask is POST /v1/tasks; it authenticates before it reads the body.
-func (s *Server) createTask(w http.ResponseWriter, r *http.Request) {
+func (s *Server) createTask(w http.ResponseWriter, r *http.Request) error {
 	sub, aerr := s.beginSubmit(r)
 	if aerr != nil {
-		writeError(w, aerr)
-		return
+		return aerr
 	}
 	body, aerr := s.readTaskBody(w, r)
 	if aerr != nil {
-		writeError(w, aerr)
-		return
+		return aerr
 	}
 	model, _ := stringField(body, "model")
 	var input map[string]json.RawMessage
 	if raw, ok := body["input"]; !ok || json.Unmarshal(raw, &input) != nil || input == nil {
-		writeError(w, errorf(CodeInvalidRequest, "input", "input must be a JSON object"))
-		return
+		return errorf(CodeInvalidRequest, "input", "input must be a JSON object")
 	}
 	cb, aerr := callbackOf(r, body)
 	if aerr != nil {
-		writeError(w, aerr)
-		return
+		return aerr
 	}
 	t, created, aerr := s.submitTask(r, sub, "task", input, model, cb)
 	if aerr != nil {
-		writeError(w, aerr)
-		return
+		return aerr
 	}
 	status := http.StatusAccepted
 	if !created {
 		status = http.StatusOK
 	}
 	writeJSON(w, status, s.taskOf(r.Context(), t))
+	return nil
 }
 
-func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getTask(w http.ResponseWriter, r *http.Request) error {
 	t, aerr := s.ownTask(r)
 	if aerr != nil {
-		writeError(w, aerr)
-		return
+		return aerr
 	}
 	writeJSON(w, http.StatusOK, s.taskOf(r.Context(), t))
+	return nil
 }
 
-func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) {
+func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) error {
 	t, aerr := s.ownTask(r)
 	if aerr != nil {
-		writeError(w, aerr)
-		return
+		return aerr
 	}
 	t, err := s.deps.Tasks.Cancel(r.Context(), t.ID)
 	if errors.Is(err, task.ErrNotFound) {
 		// Deleted or purged since ownTask found it.
-		writeError(w, errorf(CodeNotFound, "id", fmt.Sprintf("no task %q", r.PathValue("id"))))
-		return
+		return errorf(CodeNotFound, "id", fmt.Sprintf("no task %q", r.PathValue("id")))
 	}
 	if err != nil {
 		info(r.Context()).log().Error("task cancel failed", "error", err)
-		writeError(w, errorf(CodeInternal, "", "could not cancel the task"))
-		return
+		return errorf(CodeInternal, "", "could not cancel the task")
 	}
 	writeJSON(w, http.StatusOK, s.taskOf(r.Context(), t))
+	return nil
 }
 
 // listTasks pages through the caller's own tasks, oldest first:
 // ?after=<the previous page's cursor>&limit=N (1–1000, default 100), and
 // ?status= one status (an unknown one is a 400).
-func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) error {
 	key, aerr := s.taskCaller(r)
 	if aerr != nil {
-		writeError(w, aerr)
-		return
+		return aerr
 	}
 	q := r.URL.Query()
 	limit, aerr := listLimit(q.Get("limit"), 100, 1000)
 	if aerr != nil {
-		writeError(w, aerr)
-		return
+		return aerr
 	}
 	f := weir.TaskFilter{KeyID: key.ID, Limit: limit + 1} // one more: is there a next page?
 	if v := q.Get("after"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			writeError(w, errorf(CodeInvalidRequest, "after", "after must be a cursor from a previous page"))
-			return
+			return errorf(CodeInvalidRequest, "after", "after must be a cursor from a previous page")
 		}
 		f.AfterSeq = n
 	}
 	if v := q.Get("status"); v != "" {
 		st := weir.TaskStatus(v)
 		if !st.Valid() {
-			writeError(w, errorf(CodeInvalidRequest, "status", fmt.Sprintf(
-				"unknown status %q: one of queued, admitted, running, succeeded, failed, cancelled, expired", v)))
-			return
+			return errorf(CodeInvalidRequest, "status", fmt.Sprintf(
+				"unknown status %q: one of queued, admitted, running, succeeded, failed, cancelled, expired", v))
 		}
 		f.Statuses = []weir.TaskStatus{st}
 	}
 	ts, err := s.deps.Tasks.List(r.Context(), f)
 	if err != nil {
 		info(r.Context()).log().Error("task list failed", "error", err)
-		writeError(w, errorf(CodeInternal, "", "could not list tasks"))
-		return
+		return errorf(CodeInternal, "", "could not list tasks")
 	}
 	out := struct {
 		Object  string       `json:"object"`
@@ -820,6 +719,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		out.Data = append(out.Data, s.taskOf(r.Context(), t))
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // listLimit reads a listing's ?limit=: def if empty, else 1 to most.
@@ -848,17 +748,15 @@ type videoList struct {
 // ones left out, newest first unless ?order=asc; ?limit= 1–100 (default
 // 20); ?after= the id of the last video of the previous page (it may have
 // been deleted since). Tasks of the generic task API are not videos.
-func (s *Server) listVideos(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listVideos(w http.ResponseWriter, r *http.Request) error {
 	key, aerr := s.taskCaller(r)
 	if aerr != nil {
-		writeError(w, aerr)
-		return
+		return aerr
 	}
 	q := r.URL.Query()
 	limit, aerr := listLimit(q.Get("limit"), 20, 100)
 	if aerr != nil {
-		writeError(w, aerr)
-		return
+		return aerr
 	}
 	f := weir.TaskFilter{KeyID: key.ID, Kind: "video", Limit: limit + 1, Descending: true}
 	switch q.Get("order") {
@@ -866,19 +764,16 @@ func (s *Server) listVideos(w http.ResponseWriter, r *http.Request) {
 	case "asc":
 		f.Descending = false
 	default:
-		writeError(w, errorf(CodeInvalidRequest, "order", fmt.Sprintf("order must be asc or desc, not %q", q.Get("order"))))
-		return
+		return errorf(CodeInvalidRequest, "order", fmt.Sprintf("order must be asc or desc, not %q", q.Get("order")))
 	}
 	if after := q.Get("after"); after != "" {
 		t, err := s.deps.Tasks.Get(r.Context(), after)
 		if err != nil && !errors.Is(err, task.ErrNotFound) {
 			info(r.Context()).log().Error("video lookup failed", "error", err)
-			writeError(w, errorf(CodeInternal, "", "video lookup failed"))
-			return
+			return errorf(CodeInternal, "", "video lookup failed")
 		}
 		if err != nil || t.KeyID != key.ID || t.Kind != "video" {
-			writeError(w, errorf(CodeInvalidRequest, "after", fmt.Sprintf("after must be the id of one of your videos, not %q", after)))
-			return
+			return errorf(CodeInvalidRequest, "after", fmt.Sprintf("after must be the id of one of your videos, not %q", after))
 		}
 		if f.Descending {
 			f.BeforeSeq = t.Seq
@@ -889,8 +784,7 @@ func (s *Server) listVideos(w http.ResponseWriter, r *http.Request) {
 	ts, err := s.deps.Tasks.List(r.Context(), f)
 	if err != nil {
 		info(r.Context()).log().Error("video list failed", "error", err)
-		writeError(w, errorf(CodeInternal, "", "could not list videos"))
-		return
+		return errorf(CodeInternal, "", "could not list videos")
 	}
 	out := videoList{Object: "list", Data: []videoObject{}}
 	if len(ts) > limit {
@@ -903,9 +797,5 @@ func (s *Server) listVideos(w http.ResponseWriter, r *http.Request) {
 		out.FirstID, out.LastID = &ts[0].ID, &ts[len(ts)-1].ID
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
-
-var (
-	_ task.Planner        = (*Server)(nil)
-	_ task.HealthReporter = (*Server)(nil)
-)

@@ -17,6 +17,7 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/provider/mock"
 	"github.com/weir-gateway/weir/router"
 )
@@ -119,7 +120,7 @@ func TestStalledStreamEnds(t *testing.T) {
 	var usage usageLog
 	b := setup(t, setupOpts{
 		clock:  clk,
-		cfg:    Config{UpstreamIdleTimeout: 10 * time.Second},
+		gwCfg:  gateway.Config{UpstreamIdleTimeout: 10 * time.Second},
 		mock:   mock.Config{StallRate: 1, StallFor: time.Hour, CompletionTokens: 10},
 		limits: weir.Limits{Concurrency: 1},
 		deps:   func(d *Deps) { d.Usage = usage.record },
@@ -195,7 +196,7 @@ func TestStalledAnswerTimesOut(t *testing.T) {
 			var ended atomic.Int64
 			b := setup(t, setupOpts{
 				clock:    clk,
-				cfg:      Config{UpstreamIdleTimeout: 10 * time.Second},
+				gwCfg:    gateway.Config{UpstreamIdleTimeout: 10 * time.Second},
 				catalog:  cat(tc.candidates...),
 				upstream: stallUpstream(&ended),
 			})
@@ -413,7 +414,7 @@ func TestLargeAnswerRefused(t *testing.T) {
 	t.Parallel()
 	var usage usageLog
 	b := setup(t, setupOpts{
-		cfg:    Config{MaxResponseBytes: 4 << 10},
+		gwCfg:  gateway.Config{MaxResponseBytes: 4 << 10},
 		mock:   mock.Config{CompletionTokens: 2000},
 		limits: weir.Limits{Concurrency: 1},
 		deps:   func(d *Deps) { d.Usage = usage.record },
@@ -492,10 +493,10 @@ func TestUpstreamCredentialRefusal(t *testing.T) {
 	}
 	var logs lockedBuffer
 	rt := router.New(router.Options{Failures: 2, Cooldown: time.Hour})
-	b := setup(t, setupOpts{catalog: cat, upstream: refuse, deps: func(d *Deps) {
-		d.Router = rt
-		d.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
-	}})
+	b := setup(t, setupOpts{catalog: cat, upstream: refuse,
+		deps:   func(d *Deps) { d.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) },
+		gwDeps: func(d *gateway.Deps) { d.Router = rt },
+	})
 
 	resp := b.post(t, "/v1/chat/completions", chatJSON, nil)
 	body, _ := io.ReadAll(resp.Body)

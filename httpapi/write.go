@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
+
+	"github.com/weir-gateway/weir/gateway"
 )
 
 // clientWriter writes an answer to the client with a deadline on every
@@ -13,7 +16,7 @@ import (
 // stream, the upstream call and its lease) forever.
 type clientWriter struct {
 	w       http.ResponseWriter
-	rc      *http.ResponseController
+	rc      http.ResponseController
 	timeout time.Duration // <= 0: no deadline
 	armed   bool
 }
@@ -61,6 +64,43 @@ func (cw *clientWriter) clearDeadline() {
 	if cw.armed {
 		_ = cw.rc.SetWriteDeadline(time.Time{})
 	}
+}
+
+// answerWriter is where the gateway writes an upstream's answer: it
+// sets the answer's headers as it starts and bounds every write by the
+// write timeout (clientWriter).
+type answerWriter struct {
+	clientWriter
+	started bool
+	status  int
+}
+
+var _ gateway.Answer = (*answerWriter)(nil)
+
+// Start implements gateway.Answer.
+func (a *answerWriter) Start(head gateway.Head) {
+	h := a.w.Header()
+	for _, kv := range [...][2]string{
+		{"Content-Type", head.ContentType},
+		{"Content-Disposition", head.ContentDisposition},
+		{"Cache-Control", head.CacheControl},
+	} {
+		if kv[1] != "" {
+			h.Set(kv[0], kv[1])
+		}
+	}
+	h.Set(HeaderQueueWait, strconv.FormatInt(head.Waited.Milliseconds(), 10))
+	if head.ContentLength >= 0 {
+		h.Set("Content-Length", strconv.FormatInt(head.ContentLength, 10))
+	}
+	a.w.WriteHeader(head.Status)
+	a.started, a.status = true, head.Status
+}
+
+// StreamError implements gateway.Answer.
+func (a *answerWriter) StreamError(err error) {
+	e := answerOf(err)
+	a.streamError(e.Code, e.Message)
 }
 
 // streamError ends a started SSE stream with an error event in OpenAI's

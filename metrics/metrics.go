@@ -36,6 +36,7 @@ type Metrics struct {
 	taskWait   *prometheus.HistogramVec
 	taskRun    *prometheus.HistogramVec
 	webhooks   *prometheus.CounterVec
+	dropped    *prometheus.CounterVec
 }
 
 // New returns Metrics on a fresh registry. scopes, if set, is read at
@@ -108,7 +109,11 @@ func New(scopes func(context.Context) []admission.ScopeStats) *Metrics {
 		Name: "weir_task_webhook_attempts_total",
 		Help: "Webhook delivery attempts by outcome (delivered, retryable, gone, refused); gone and refused also count events dropped unsent, after a 410 or to a forbidden address.",
 	}, []string{"outcome"})
-	m.Registry.MustRegister(m.admission, m.queueWait, m.leaseHeld, m.httpReqs, m.httpDur, m.upstream, m.upstreamLt, m.usageDrop, m.tasks,
+	m.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_dropped_errors_total",
+		Help: "Errors the gateway could only log, by what failed (release, reconcile, remove_scope).",
+	}, []string{"op"})
+	m.Registry.MustRegister(m.dropped, m.admission, m.queueWait, m.leaseHeld, m.httpReqs, m.httpDur, m.upstream, m.upstreamLt, m.usageDrop, m.tasks,
 		m.taskWait, m.taskRun, m.webhooks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if scopes != nil {
@@ -157,6 +162,10 @@ func (m *Metrics) ObserveQueueWait(model string, d time.Duration) {
 
 // TaskTransition counts a task entering status st.
 func (m *Metrics) TaskTransition(st weir.TaskStatus) { m.tasks.WithLabelValues(string(st)).Inc() }
+
+// DroppedError counts an error that could only be logged: op names what
+// failed.
+func (m *Metrics) DroppedError(op string) { m.dropped.WithLabelValues(op).Inc() }
 
 // UsageDropped counts usage records lost.
 func (m *Metrics) UsageDropped(n int) { m.usageDrop.Add(float64(n)) }

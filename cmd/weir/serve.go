@@ -18,6 +18,7 @@ import (
 
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/config"
+	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/httpapi"
 	"github.com/weir-gateway/weir/metrics"
 	"github.com/weir-gateway/weir/router"
@@ -65,6 +66,7 @@ type Main struct {
 	Engine  *admission.Memory
 	Metrics *metrics.Metrics
 	Usage   *usage.Recorder
+	Gateway *gateway.Service
 	API     *httpapi.Server
 	Tasks   *task.Service
 	HTTP    *http.Server
@@ -102,41 +104,30 @@ func (m *Main) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The config's 0 is "no bound"; httpapi's is "the default".
+	// The config's 0 is "no bound"; the services' is "the default".
 	unbounded := func(d time.Duration) time.Duration {
 		if d == 0 {
 			return -1
 		}
 		return d
 	}
-	m.API = httpapi.New(httpapi.Config{
-		MaxBodyBytes:        cfg.Server.MaxBodyBytes,
-		DefaultMaxWait:      unbounded(cfg.Server.DefaultMaxWait),
-		RetryBudget:         cfg.Server.RetryBudget,
+	m.Gateway = gateway.New(gateway.Config{
 		UpstreamTimeout:     unbounded(cfg.Server.UpstreamTimeout),
 		UpstreamIdleTimeout: unbounded(cfg.Server.UpstreamIdleTimeout),
 		UpstreamCallTimeout: unbounded(cfg.Server.UpstreamCallTimeout),
-		StreamWriteTimeout:  unbounded(cfg.Server.StreamWriteTimeout),
+		RetryBudget:         cfg.Server.RetryBudget,
 		MaxResponseBytes:    cfg.Server.MaxResponseBytes,
-		AdminToken:          cfg.Server.AdminToken,
-		AdminLoopback:       cfg.Server.AdminLoopbackTrusted(),
-		MetricsAuth:         cfg.Server.MetricsAuth,
-		ReadHeaderTimeout:   cfg.Server.ReadHeaderTimeout,
-		BodyTimeout:         cfg.Server.BodyTimeout,
-		IdleTimeout:         cfg.Server.IdleTimeout,
-	}, httpapi.Deps{
-		Engine:         eng,
-		Store:          db,
-		Router:         router.New(router.Options{Failures: cfg.Server.Cooldown.Failures, Cooldown: cfg.Server.Cooldown.Duration}),
-		Logger:         m.Logger,
-		Metrics:        m.Metrics,
-		MetricsHandler: m.Metrics.Handler(),
-		Usage:          m.Usage.Record,
-		Webhooks:       hooks.Sender,
+	}, gateway.Deps{
+		Engine:  eng,
+		Keys:    db,
+		Router:  router.New(router.Options{Failures: cfg.Server.Cooldown.Failures, Cooldown: cfg.Server.Cooldown.Duration}),
+		Logger:  m.Logger,
+		Metrics: m.Metrics,
 	})
 	if err := m.apply(ctx, cfg); err != nil {
 		return err
 	}
+	// The gateway plans tasks; the API serves both.
 	m.Tasks, err = task.New(task.Config{
 		Workers:     cfg.Tasks.Workers,
 		MaxWait:     cfg.Tasks.MaxWait,
@@ -150,11 +141,29 @@ func (m *Main) Start(ctx context.Context) error {
 		SoleRunner:  true,
 		Metrics:     m.Metrics,
 		RiverLogger: riverLogger(m.Logger, cfg.Server.LogLevel),
-	}, db, eng, m.API, hooks, m.Logger)
+	}, db, eng, m.Gateway, hooks, m.Logger)
 	if err != nil {
 		return err
 	}
-	m.API.SetTasks(m.Tasks)
+	m.API = httpapi.New(httpapi.Config{
+		MaxBodyBytes:       cfg.Server.MaxBodyBytes,
+		DefaultMaxWait:     unbounded(cfg.Server.DefaultMaxWait),
+		StreamWriteTimeout: unbounded(cfg.Server.StreamWriteTimeout),
+		AdminToken:         cfg.Server.AdminToken,
+		AdminLoopback:      cfg.Server.AdminLoopbackTrusted(),
+		MetricsAuth:        cfg.Server.MetricsAuth,
+		ReadHeaderTimeout:  cfg.Server.ReadHeaderTimeout,
+		BodyTimeout:        cfg.Server.BodyTimeout,
+		IdleTimeout:        cfg.Server.IdleTimeout,
+	}, httpapi.Deps{
+		Gateway:        m.Gateway,
+		Logger:         m.Logger,
+		Metrics:        m.Metrics,
+		MetricsHandler: m.Metrics.Handler(),
+		Usage:          m.Usage.Record,
+		Tasks:          m.Tasks,
+		Webhooks:       hooks.Sender,
+	})
 	if err := m.Tasks.Start(ctx); err != nil {
 		return fmt.Errorf("start tasks: %w", err)
 	}
@@ -183,7 +192,7 @@ func (m *Main) apply(ctx context.Context, cfg *config.Config) error {
 		m.Logger.Warn("the catalog has no models: every model request will get 404 until platforms, platform_models and models are configured (examples/weir.yaml shows them)",
 			"config", m.ConfigPath)
 	}
-	return m.API.Apply(ctx, cat, cfg.DefaultGroup)
+	return m.Gateway.Apply(ctx, cat, cfg.DefaultGroup)
 }
 
 // Addr is where the gateway listens.

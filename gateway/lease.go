@@ -1,4 +1,4 @@
-package httpapi
+package gateway
 
 import (
 	"context"
@@ -17,7 +17,8 @@ import (
 // request's slot is never handed to another while it runs. release gives
 // it back, once.
 type leaseHold struct {
-	s     *Server
+	s     *Service
+	c     *Call
 	ctx   context.Context
 	lease admission.Lease
 	every time.Duration
@@ -31,9 +32,9 @@ type leaseHold struct {
 // engine's clock ahead of ours) from being renewed in a tight loop.
 const minRenewEvery = 10 * time.Millisecond
 
-// hold starts holding l for the request of ctx.
-func (s *Server) hold(ctx context.Context, l admission.Lease) *leaseHold {
-	h := &leaseHold{s: s, ctx: context.WithoutCancel(ctx), lease: l}
+// hold starts holding l for c, whose request's context is ctx.
+func (s *Service) hold(ctx context.Context, c *Call, l admission.Lease) *leaseHold {
+	h := &leaseHold{s: s, c: c, ctx: context.WithoutCancel(ctx), lease: l}
 	if !l.Expires.IsZero() {
 		h.every = max(l.Expires.Sub(s.deps.Clock.Now())/3, minRenewEvery)
 		h.timer = s.deps.Clock.AfterFunc(h.every, h.renew)
@@ -55,7 +56,7 @@ func (h *leaseHold) renew() {
 		return
 	}
 	if err != nil {
-		info(h.ctx).log().Warn("could not renew the lease of a running request", "lease", uint64(h.lease.ID), "error", err)
+		h.s.logger(h.c).Warn("could not renew the lease of a running request", "lease", uint64(h.lease.ID), "error", err)
 		if errors.Is(err, admission.ErrLeaseNotHeld) || errors.Is(err, admission.ErrStaleOwner) {
 			return // gone: nothing left to renew
 		}
@@ -64,6 +65,7 @@ func (h *leaseHold) renew() {
 }
 
 // release stops renewing and gives the lease back; later calls do nothing.
+// A failure (a stale owner) is logged and counted.
 func (h *leaseHold) release() {
 	h.mu.Lock()
 	if h.done {
@@ -75,5 +77,7 @@ func (h *leaseHold) release() {
 		h.timer.Stop()
 	}
 	h.mu.Unlock()
-	_ = h.s.deps.Engine.Release(h.ctx, h.lease.ID, h.lease.Owner)
+	if err := h.s.deps.Engine.Release(h.ctx, h.lease.ID, h.lease.Owner); err != nil {
+		h.s.dropped(h.c, "release", "could not release a request's lease", err)
+	}
 }

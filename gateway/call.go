@@ -1,0 +1,93 @@
+package gateway
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/weir-gateway/weir"
+)
+
+// Call is one decoded model request on its way through the gateway. It
+// is held for as long as the request waits, so it keeps what admission,
+// the upstream call and the usage record need, not the whole key.
+type Call struct {
+	// RequestID and ClientRequestID (the client's X-Request-Id, if any)
+	// name the request on log lines; RequestID also names its admission
+	// requests.
+	RequestID, ClientRequestID string
+	// Snapshot is the catalog the request was resolved in, and Model its
+	// model there.
+	Snapshot *Snapshot
+	Model    weir.Model
+	// KeyID and Group (the key's, or the default) are the scopes it
+	// counts against besides its platform model's.
+	KeyID, Group string
+	Priority     int32
+	// Deadline ends its wait in the queue; zero: none. MaxWait is what
+	// set it, and MaxWaitAskedBy names what asked for less than the
+	// gateway's default ("" if nothing did), for the answer to a wait
+	// that ran out.
+	Deadline       time.Time
+	MaxWait        time.Duration
+	MaxWaitAskedBy string
+	// Path is the upstream endpoint under the platform's base URL.
+	Path string
+	Body Body
+	// Stream: the answer is an SSE stream.
+	Stream bool
+	// Tokens is the estimate reserved against TPM before the upstream
+	// says; MaxTokens is the request's max_tokens, if it set one.
+	Tokens, MaxTokens int64
+	// Header carries client headers worth forwarding upstream.
+	Header http.Header
+
+	// Waited is how long the request queued, across its attempts.
+	Waited time.Duration
+	// Usage is the request's usage record: the caller fills in who and
+	// what; Serve fills in the platform model, the outcome and the
+	// tokens.
+	Usage weir.Usage
+}
+
+// Body is a decoded request body.
+type Body interface {
+	// WithModel is the body with its model replaced by upstream, the
+	// platform's name for it.
+	WithModel(upstream string) ([]byte, error)
+}
+
+// logger is c's logger, with its ids on every line.
+func (s *Service) logger(c *Call) *slog.Logger {
+	if c.ClientRequestID != "" {
+		return s.deps.Logger.With(slog.String("request_id", c.RequestID), slog.String("client_request_id", c.ClientRequestID))
+	}
+	return s.deps.Logger.With(slog.String("request_id", c.RequestID))
+}
+
+// Head is how an answer starts: the upstream's status and the headers
+// worth passing on.
+type Head struct {
+	Status                                        int
+	ContentType, ContentDisposition, CacheControl string
+	// ContentLength is the answer's length; -1: unknown (or not to be
+	// declared).
+	ContentLength int64
+	// Waited is how long the request queued.
+	Waited time.Duration
+}
+
+// Answer is where Serve writes an upstream's answer; the transport in
+// front implements it (headers, write deadlines, framing an error inside
+// a started stream). Writes return the client's error, if it went away or
+// stopped reading.
+type Answer interface {
+	// Start begins the answer. It is called at most once, before any
+	// Write.
+	Start(Head)
+	Write(p []byte) (int, error)
+	// Flush sends what is buffered.
+	Flush() error
+	// StreamError ends a started stream with err (an *Error).
+	StreamError(err error)
+}

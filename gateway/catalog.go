@@ -1,0 +1,197 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/provider"
+)
+
+// Snapshot is one catalog, resolved for lookups. It is replaced whole on
+// reload, so a request that holds one sees one consistent catalog from
+// start to end.
+type Snapshot struct {
+	models       map[string]weir.Model
+	modelNames   []string // sorted
+	pms          map[string]weir.PlatformModel
+	groups       map[string]weir.Group
+	adapters     map[string]provider.Adapter
+	async        map[string]provider.AsyncAdapter
+	defaultGroup string
+}
+
+// Snapshot is the catalog being served; nil before the first Apply.
+func (s *Service) Snapshot() *Snapshot { return s.state.Load() }
+
+// Model is the public model name, if the catalog has it.
+func (st *Snapshot) Model(name string) (weir.Model, bool) {
+	m, ok := st.models[name]
+	return m, ok
+}
+
+// ModelNames are the catalog's public model names, sorted. The caller
+// must not change the slice.
+func (st *Snapshot) ModelNames() []string { return st.modelNames }
+
+// GroupOf is the group a key's requests count against: its own, or the
+// default when it has none or its group left the catalog.
+func (st *Snapshot) GroupOf(k weir.APIKey) (string, weir.Group) {
+	if g, ok := st.groups[k.Group]; ok && k.Group != "" {
+		return k.Group, g
+	}
+	return st.defaultGroup, st.groups[st.defaultGroup]
+}
+
+// PlatformModel is the platform model name, if the catalog has it.
+func (st *Snapshot) PlatformModel(name string) (weir.PlatformModel, bool) {
+	pm, ok := st.pms[name]
+	return pm, ok
+}
+
+// Adapter is the adapter of the platform name (nil if there is none).
+func (st *Snapshot) Adapter(platform string) provider.Adapter { return st.adapters[platform] }
+
+// The engine's settings for the scopes the catalog makes, each from its
+// entity's weir.Limits: this is the one place where the domain's limits
+// become the engine's (admission knows no catalog). Each request needs one
+// of each.
+
+// scopeConfig is the settings every scope takes from its limits.
+func scopeConfig(l weir.Limits) admission.ScopeConfig {
+	return admission.ScopeConfig{
+		Limit:          l.Concurrency,
+		QueueLimit:     l.QueueLimit,
+		MaxWait:        l.MaxWait,
+		FairnessWindow: l.FairnessWindow,
+		RPM:            l.RPM,
+		TPM:            l.TPM,
+	}
+}
+
+// platformModelScopeConfig: a platform model is where tenants meet, so
+// keys of the same priority take turns there (FIFO within a key), and one
+// key with a thousand queued requests does not stall everyone else. Its
+// lease TTL reclaims the slots of work that died unseen.
+func platformModelScopeConfig(pm weir.PlatformModel) admission.ScopeConfig {
+	cfg := scopeConfig(pm.Limits)
+	cfg.LeaseTTL = pm.LeaseTTL
+	cfg.RoundRobin = true
+	return cfg
+}
+
+// groupScopeConfig: a group's keys take turns if it says so. It holds its
+// slots until the request ends (no lease TTL).
+func groupScopeConfig(g weir.Group) admission.ScopeConfig {
+	cfg := scopeConfig(g.Limits)
+	cfg.RoundRobin = g.RoundRobin
+	return cfg
+}
+
+// keyScopeConfig: a key's scope holds its slots until the request ends
+// (no lease TTL).
+func keyScopeConfig(k weir.APIKey) admission.ScopeConfig {
+	return scopeConfig(k.Limits)
+}
+
+// Apply makes cat the served catalog: it configures the scopes of its
+// platform models and groups (a lowered limit stops admissions until usage
+// is below it; nothing in flight is revoked), retires scopes that left the
+// catalog, builds the platforms' adapters, and swaps the lookup state in
+// one step.
+func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup string) error {
+	if err := cat.Validate(); err != nil {
+		return err
+	}
+	if defaultGroup == "" {
+		defaultGroup = "default"
+	}
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	next := &Snapshot{
+		models:       make(map[string]weir.Model, len(cat.Models)),
+		pms:          make(map[string]weir.PlatformModel, len(cat.PlatformModels)),
+		groups:       make(map[string]weir.Group, len(cat.Groups)+1),
+		adapters:     make(map[string]provider.Adapter, len(cat.Platforms)),
+		async:        make(map[string]provider.AsyncAdapter, len(cat.Platforms)),
+		defaultGroup: defaultGroup,
+	}
+	orDefault := func(d, def time.Duration) time.Duration {
+		if d > 0 {
+			return d
+		}
+		return def
+	}
+	for _, p := range cat.Platforms {
+		timeout := orDefault(p.Timeout, s.cfg.UpstreamTimeout)
+		idle := orDefault(p.IdleTimeout, s.cfg.UpstreamIdleTimeout)
+		total := orDefault(p.CallTimeout, s.cfg.UpstreamCallTimeout)
+		next.adapters[p.Name] = &provider.OpenAI{BaseURL: p.BaseURL, APIKey: p.APIKey, Client: s.deps.HTTPClient,
+			Timeout: timeout, IdleTimeout: idle, CallTimeout: total, Clock: s.deps.Clock}
+		next.async[p.Name] = &provider.OpenAIVideo{BaseURL: p.BaseURL, APIKey: p.APIKey, Client: s.deps.HTTPClient,
+			Timeout: timeout, IdleTimeout: idle, CallTimeout: total, Clock: s.deps.Clock}
+	}
+	for _, m := range cat.Models {
+		next.models[m.Name] = m
+		next.modelNames = append(next.modelNames, m.Name)
+	}
+	slices.Sort(next.modelNames)
+	for _, pm := range cat.PlatformModels {
+		next.pms[pm.Name] = pm
+	}
+	for _, g := range cat.Groups {
+		next.groups[g.Name] = g
+	}
+	if _, ok := next.groups[defaultGroup]; !ok {
+		next.groups[defaultGroup] = weir.Group{Name: defaultGroup}
+	}
+	for _, pm := range next.pms {
+		if err := s.deps.Engine.SetScope(ctx, weir.PlatformModelScope(pm.Name), platformModelScopeConfig(pm)); err != nil {
+			return fmt.Errorf("platform model %s: %w", pm.Name, err)
+		}
+	}
+	for _, g := range next.groups {
+		if err := s.deps.Engine.SetScope(ctx, weir.GroupScope(g.Name), groupScopeConfig(g)); err != nil {
+			return fmt.Errorf("group %s: %w", g.Name, err)
+		}
+	}
+	if prev := s.state.Load(); prev != nil {
+		for name := range prev.pms {
+			if _, ok := next.pms[name]; !ok {
+				s.removeScope(ctx, weir.PlatformModelScope(name))
+			}
+		}
+		for name := range prev.groups {
+			if _, ok := next.groups[name]; !ok {
+				s.removeScope(ctx, weir.GroupScope(name))
+			}
+		}
+	}
+	s.state.Store(next)
+	return nil
+}
+
+// removeScope retires a scope that left the catalog. A failure leaves
+// the scope configured (it admits by its old limits) but must not undo
+// the reload: it is logged and counted.
+func (s *Service) removeScope(ctx context.Context, scope string) {
+	if err := s.deps.Engine.RemoveScope(ctx, scope); err != nil {
+		s.deps.Metrics.DroppedError("remove_scope")
+		s.deps.Logger.Warn("could not retire a scope that left the catalog", "scope", scope, "error", err)
+	}
+}
+
+// EnsureKeyScope configures a key's own scope the first time it is used.
+func (s *Service) EnsureKeyScope(ctx context.Context, k weir.APIKey) error {
+	if _, ok := s.keyScopes.Load(k.ID); ok {
+		return nil
+	}
+	if err := s.deps.Engine.SetScope(ctx, weir.KeyScope(k.ID), keyScopeConfig(k)); err != nil {
+		return err
+	}
+	s.keyScopes.Store(k.ID, struct{}{})
+	return nil
+}

@@ -1,0 +1,201 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/weir-gateway/weir/provider"
+)
+
+// delivery is how passing an upstream answer to the client went.
+type delivery struct {
+	// started: the answer began (out.Start was called).
+	started bool
+	// complete: the whole answer reached the client.
+	complete bool
+	// upstream is the upstream's failure (a bound passed, the connection
+	// broke) if it failed.
+	upstream *provider.Error
+	// client is the error writing to the client, or reading when the
+	// client went away.
+	client error
+	// outcome is set when the delivery ended in a failure of its own,
+	// and err, if nothing was written, is the answer to it.
+	outcome string
+	err     error
+}
+
+// readFailed files err, from reading the upstream's body, in d.
+func (d *delivery) readFailed(err error) {
+	var pe *provider.Error
+	if errors.As(err, &pe) {
+		d.upstream = pe
+		return
+	}
+	d.client = err // the client went away: the call was aborted for it
+}
+
+func upstreamOutcome(pe *provider.Error) string {
+	switch {
+	case pe.Credential:
+		return "credential"
+	case pe.Timeout:
+		return "timeout"
+	case pe.Status == 0:
+		return "connect_error"
+	default:
+		return strconv.Itoa(pe.Status)
+	}
+}
+
+// copyBody passes a whole answer on. JSON is read whole (up to
+// MaxResponseBytes), the upstream call ended, and then written; anything
+// else (audio, say) is passed through as it arrives. done ends the
+// upstream call.
+func (s *Service) copyBody(c *Call, out Answer, resp *http.Response, head Head, done func(usage, bool)) delivery {
+	var d delivery
+	if !strings.HasPrefix(head.ContentType, "application/json") {
+		head.ContentLength = resp.ContentLength
+		return s.pump(out, resp, head, done, nil)
+	}
+	limit := s.cfg.MaxResponseBytes
+	var body []byte
+	var err error
+	if resp.ContentLength <= limit {
+		body, err = io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	}
+	if err != nil {
+		done(usage{}, false)
+		d.readFailed(err)
+		return d
+	}
+	if resp.ContentLength > limit || int64(len(body)) > limit {
+		done(usage{}, false)
+		s.logger(c).Warn("upstream answer over server.max_response_bytes; refused", "limit", limit)
+		d.outcome = "upstream_too_large"
+		d.err = errorf(ErrUpstream, "", fmt.Sprintf("the upstream's answer is larger than the gateway's limit of %d bytes", limit))
+		return d
+	}
+	u, ok := usageOf(body)
+	done(u, ok)
+	out.Start(head)
+	d.started = true
+	if _, err := out.Write(body); err != nil {
+		d.client = err
+		return d
+	}
+	d.complete = true
+	return d
+}
+
+// pump passes resp's body to the client as it arrives, flushing each
+// read: the answer starts with the first bytes, so an upstream that fails
+// before sending any leaves the client untouched. scan, if set, sees each
+// read. It ends the upstream call (done, without usage) before it
+// returns.
+func (s *Service) pump(out Answer, resp *http.Response, head Head, done func(usage, bool), scan func([]byte)) delivery {
+	var d delivery
+	begin := func() {
+		if !d.started {
+			out.Start(head)
+			d.started = true
+		}
+	}
+	buf := make([]byte, 16<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			begin()
+			if scan != nil {
+				scan(buf[:n])
+			}
+			if _, werr := out.Write(buf[:n]); werr != nil {
+				d.client = werr
+				break
+			}
+			if ferr := out.Flush(); ferr != nil {
+				d.client = ferr
+				break
+			}
+		}
+		if err == io.EOF {
+			begin()
+			d.complete = true
+			break
+		}
+		if err != nil {
+			d.readFailed(err)
+			break
+		}
+	}
+	done(usage{}, false)
+	return d
+}
+
+// stream passes an SSE answer through as it arrives, flushing each read,
+// and watches the data lines for a usage report. It stops at once when
+// the client goes away or stops reading (the write timeout), and when
+// the upstream fails mid-stream it ends the stream with an error event,
+// as OpenAI's streams report errors.
+func (s *Service) stream(out Answer, resp *http.Response, head Head, done func(usage, bool)) delivery {
+	var (
+		line    []byte
+		u       usage
+		got     bool
+		chunks  int64
+		sawDone bool
+	)
+	scan := func(b []byte) {
+		for len(b) > 0 {
+			i := bytes.IndexByte(b, '\n')
+			if i < 0 {
+				if len(line) < 1<<20 {
+					line = append(line, b...)
+				}
+				return
+			}
+			line = append(line, b[:i]...)
+			b = b[i+1:]
+			if data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r"), []byte("data:")); ok {
+				data = bytes.TrimSpace(data)
+				switch {
+				case bytes.Equal(data, []byte("[DONE]")):
+					sawDone = true
+				default:
+					chunks++
+					if uu, ok := usageOf(data); ok {
+						u, got = uu, true
+					}
+				}
+			}
+			line = line[:0]
+		}
+	}
+	// Usage is settled when the upstream's part ends, before the lease
+	// goes back.
+	settle := func(usage, bool) {
+		if !got && chunks > 0 {
+			// No usage chunk: count about one token per content chunk.
+			u = usage{CompletionTokens: chunks}
+		}
+		done(u, got || chunks > 0)
+	}
+	d := s.pump(out, resp, head, settle, scan)
+	if d.complete && !sawDone && !got {
+		// The upstream ended the stream without finishing it.
+		d.complete, d.outcome = false, "upstream_broken"
+	}
+	if d.upstream != nil && d.started {
+		category := ErrUpstream
+		if d.upstream.Timeout {
+			category = ErrUpstreamTimeout
+		}
+		out.StreamError(errorf(category, "", "the upstream failed mid-stream: "+d.upstream.Error()))
+	}
+	return d
+}

@@ -1,0 +1,26 @@
+// Package gateway is one request's way through Weir, as a service with no
+// transport in it:
+//
+//   - Catalog state: Apply makes a catalog the served one (the scopes its
+//     limits make — the one place weir.Limits become admission settings —,
+//     retired scopes removed, the platforms' adapters built), and each
+//     key's scope is configured on first use. A Snapshot is one catalog,
+//     replaced whole on reload.
+//   - Planning: one candidate builder for sync requests and durable tasks
+//     alike; the Service is the task service's Planner and HealthReporter.
+//   - Serving: Serve takes a decoded Call through route (router) → admit
+//     (the engine) → execute (an Executor: an upstream adapter now, an
+//     edge node's tunnel later) → release → usage and health, and writes
+//     the answer to an Answer the transport implements (headers, write
+//     deadlines and stream framing stay with the transport).
+//   - Errors: the service answers with *Error, whose category sentinels
+//     (ErrQueueFull, ErrNoCandidate, ...) are named for the API's stable
+//     codes, *RefusedError for an upstream's own refusal, and
+//     ErrClientGone; the transport maps them in one table.
+//
+// It is named for what it is — the gateway itself, the part between a
+// decoded request and the upstreams — rather than for one of its steps:
+// httpapi in front of it authenticates, decodes and encodes; admission,
+// router and provider behind it admit, order and execute. Data flows one
+// way: HTTP → gateway → router and engine → executor → release.
+package gateway

@@ -1,0 +1,151 @@
+package gateway
+
+import (
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/router"
+)
+
+// Config tunes the service.
+type Config struct {
+	// UpstreamTimeout bounds the wait for an upstream's response headers
+	// when its platform sets none. Default 120s; negative: no bound.
+	UpstreamTimeout time.Duration
+	// UpstreamIdleTimeout bounds each wait for more of an upstream's
+	// answer once its headers are in (the gap between a stream's chunks)
+	// when its platform sets none. Default 120s; negative: no bound.
+	UpstreamIdleTimeout time.Duration
+	// UpstreamCallTimeout bounds one upstream call whole, body included,
+	// when its platform sets none. Default 10m; negative: no bound.
+	UpstreamCallTimeout time.Duration
+	// RetryBudget is the most upstream attempts one request makes across
+	// its candidates. Default 3.
+	RetryBudget int
+	// MaxResponseBytes bounds an upstream answer the gateway reads whole
+	// (JSON; streams and other bodies pass through as they arrive): past
+	// it the client gets upstream_error. Default 64 MiB.
+	MaxResponseBytes int64
+	// KeyCacheTTL is how long a looked-up key is trusted before the store
+	// is asked again (a revocation takes effect within it). Default 2s.
+	KeyCacheTTL time.Duration
+}
+
+func (c *Config) defaults() {
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&c.UpstreamTimeout, 120 * time.Second},
+		{&c.UpstreamIdleTimeout, 120 * time.Second},
+		{&c.UpstreamCallTimeout, 10 * time.Minute},
+	} {
+		switch {
+		case *d.v == 0:
+			*d.v = d.def
+		case *d.v < 0:
+			*d.v = 0 // no bound
+		}
+	}
+	if c.RetryBudget <= 0 {
+		c.RetryBudget = 3
+	}
+	if c.MaxResponseBytes <= 0 {
+		c.MaxResponseBytes = 64 << 20
+	}
+	if c.KeyCacheTTL <= 0 {
+		c.KeyCacheTTL = 2 * time.Second
+	}
+}
+
+// Metrics receives the service's measurements. metrics.Metrics
+// implements it.
+type Metrics interface {
+	ObserveUpstream(platformModel, outcome string, d time.Duration)
+	ObserveQueueWait(model string, d time.Duration)
+	// DroppedError counts an error the service could only log: op names
+	// what failed ("release", "remove_scope", "key_lookup").
+	DroppedError(op string)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) ObserveUpstream(string, string, time.Duration) {}
+func (noMetrics) ObserveQueueWait(string, time.Duration)        {}
+func (noMetrics) DroppedError(string)                           {}
+
+// Deps are what the service is built on.
+type Deps struct {
+	Engine admission.Engine
+	// Keys finds keys: by the hash of a secret (authentication) and by
+	// id (a task's key), through a short cache.
+	Keys   KeyStore
+	Router *router.Router
+	Logger *slog.Logger
+	// Metrics defaults to none.
+	Metrics Metrics
+	// HTTPClient talks to upstreams; default a pooled client.
+	HTTPClient *http.Client
+	// Clock measures waits and latencies; default clock.Real.
+	Clock clock.Clock
+}
+
+// Service is one request's way through the gateway. Apply a catalog
+// before serving.
+type Service struct {
+	cfg   Config
+	deps  Deps
+	state atomic.Pointer[Snapshot]
+	keys  keyCache
+
+	applyMu   sync.Mutex
+	keyScopes sync.Map // key id → struct{}: scopes already configured
+}
+
+// New returns a Service.
+func New(cfg Config, deps Deps) *Service {
+	cfg.defaults()
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	if deps.Metrics == nil {
+		deps.Metrics = noMetrics{}
+	}
+	if deps.Clock == nil {
+		deps.Clock = clock.Real
+	}
+	if deps.HTTPClient == nil {
+		deps.HTTPClient = &http.Client{Transport: NewUpstreamTransport()}
+	}
+	if deps.Router == nil {
+		deps.Router = router.New(router.Options{Clock: deps.Clock})
+	}
+	s := &Service{cfg: cfg, deps: deps}
+	s.keys.ttl = cfg.KeyCacheTTL
+	s.keys.clock = deps.Clock
+	return s
+}
+
+// NewUpstreamTransport is the transport the gateway reaches upstreams
+// with unless Deps.HTTPClient says otherwise: connections kept for a busy
+// gateway's concurrency.
+func NewUpstreamTransport() *http.Transport {
+	return &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		// A platform that does not answer a connect is a failed attempt
+		// (the next candidate is tried), not a wait as long as the
+		// header timeout.
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout: 10 * time.Second,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 512,
+		IdleConnTimeout:     90 * time.Second,
+		ForceAttemptHTTP2:   true,
+	}
+}

@@ -1,0 +1,72 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/clock"
+)
+
+// KeyStore is where keys are looked up; weir.Store implements it.
+type KeyStore interface {
+	// KeyByHash finds a key by the hash of its secret, revoked or not.
+	KeyByHash(ctx context.Context, hash string) (weir.APIKey, error)
+	KeyByID(ctx context.Context, id string) (weir.APIKey, error)
+}
+
+// KeyByHash finds the key whose secret hashes to hash, through the cache;
+// found is false for a key that does not exist. A revoked key is found:
+// whether it may be used is the caller's to check.
+func (s *Service) KeyByHash(ctx context.Context, hash string) (k weir.APIKey, found bool, err error) {
+	return s.keys.lookup(ctx, hash, func() (weir.APIKey, error) { return s.deps.Keys.KeyByHash(ctx, hash) })
+}
+
+// keyByID finds a key by id through the same cache (a task's key, planned
+// once per task: 100,000 tasks of one key at start-up ask the store once).
+func (s *Service) keyByID(ctx context.Context, id string) (weir.APIKey, bool, error) {
+	return s.keys.lookup(ctx, "id:"+id, func() (weir.APIKey, error) { return s.deps.Keys.KeyByID(ctx, id) })
+}
+
+// keyCache remembers keys looked up for a short while, so that the store
+// is not asked on every request. Unknown keys are remembered too
+// (bounded), so a client hammering with a bad key does not hammer the
+// store.
+type keyCache struct {
+	ttl   time.Duration
+	clock clock.Clock
+	mu    sync.Mutex
+	m     map[string]cachedKey
+}
+
+type cachedKey struct {
+	key     weir.APIKey
+	found   bool
+	fetched time.Time
+}
+
+const maxCachedKeys = 100_000
+
+func (c *keyCache) lookup(ctx context.Context, ck string, fetch func() (weir.APIKey, error)) (weir.APIKey, bool, error) {
+	now := c.clock.Now()
+	c.mu.Lock()
+	if e, ok := c.m[ck]; ok && now.Sub(e.fetched) < c.ttl {
+		c.mu.Unlock()
+		return e.key, e.found, nil
+	}
+	c.mu.Unlock()
+	k, err := fetch()
+	found := err == nil
+	if err != nil && !errors.Is(err, weir.ErrNotFound) {
+		return weir.APIKey{}, false, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxCachedKeys {
+		c.m = make(map[string]cachedKey)
+	}
+	c.m[ck] = cachedKey{key: k, found: found, fetched: now}
+	c.mu.Unlock()
+	return k, found, nil
+}

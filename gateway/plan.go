@@ -1,0 +1,101 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/task"
+)
+
+// candidates are the admission candidates of a request of key (counted
+// against group) for the platform models pms, in their order: each needs
+// the key's, the group's and the platform model's scope, one of each.
+// Sync requests and tasks both take theirs from here (the task service
+// adds its worker-capacity scope).
+func candidates(keyID, group string, pms []string, tokens int64) []admission.Candidate {
+	cands := make([]admission.Candidate, len(pms))
+	for i, pm := range pms {
+		cands[i] = admission.Candidate{
+			Needs: []admission.Need{
+				{Scope: weir.KeyScope(keyID), Amount: 1},
+				{Scope: weir.GroupScope(group), Amount: 1},
+				{Scope: weir.PlatformModelScope(pm), Amount: 1},
+			},
+			Tokens: tokens,
+		}
+	}
+	return cands
+}
+
+// Plan implements task.Planner: a task's candidates are its model's
+// platform models that have an asynchronous API, in the router's order.
+func (s *Service) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate, error) {
+	st := s.state.Load()
+	if st == nil {
+		return nil, errors.New("no catalog applied")
+	}
+	model, ok := st.models[t.Model]
+	if !ok || !model.Kind.Async() {
+		return nil, fmt.Errorf("%w: model %q serves no tasks", admission.ErrNoCandidate, t.Model)
+	}
+	key, found, err := s.keyByID(ctx, t.KeyID)
+	if err == nil && !found {
+		err = weir.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("task %s: key %s: %w", t.ID, t.KeyID, err)
+	}
+	if err := s.EnsureKeyScope(ctx, key); err != nil {
+		return nil, err
+	}
+	group, _ := st.GroupOf(key)
+	var pms []string
+	for _, pmName := range s.deps.Router.Order(model) {
+		if _, ok := st.target(pmName); ok {
+			pms = append(pms, pmName)
+		}
+	}
+	if len(pms) == 0 {
+		return nil, fmt.Errorf("%w: model %q has no platform to run on", admission.ErrNoCandidate, t.Model)
+	}
+	return candidates(key.ID, group, pms, 0), nil
+}
+
+// Target implements task.Planner.
+func (s *Service) Target(pmName string) (task.Target, bool) {
+	st := s.state.Load()
+	if st == nil {
+		return task.Target{}, false
+	}
+	return st.target(pmName)
+}
+
+// UpstreamResult implements task.HealthReporter: a task's calls count
+// toward the platform model's cooldown as the gateway's requests do.
+func (s *Service) UpstreamResult(pmName string, ok bool) {
+	if ok {
+		s.deps.Router.Success(pmName)
+	} else {
+		s.deps.Router.Failure(pmName)
+	}
+}
+
+func (st *Snapshot) target(pmName string) (task.Target, bool) {
+	pm, ok := st.pms[pmName]
+	if !ok {
+		return task.Target{}, false
+	}
+	ad, ok := st.async[pm.Platform]
+	if !ok {
+		return task.Target{}, false
+	}
+	return task.Target{PlatformModel: pm.Name, Upstream: pm.Upstream, Adapter: ad}, true
+}
+
+var (
+	_ task.Planner        = (*Service)(nil)
+	_ task.HealthReporter = (*Service)(nil)
+)

@@ -1,0 +1,39 @@
+package gateway
+
+import (
+	"context"
+	"time"
+)
+
+// ScopeView is one scope's state, as the admin API shows it.
+type ScopeView struct {
+	Name     string  `json:"name"`
+	Limit    int64   `json:"limit"`
+	InFlight int64   `json:"in_flight"`
+	Leases   int     `json:"leases"`
+	Waiting  int     `json:"waiting"`
+	Held     int64   `json:"held,omitempty"`
+	Orphaned bool    `json:"orphaned,omitempty"`
+	RPM      int64   `json:"rpm,omitempty"`
+	RPMLeft  float64 `json:"rpm_left,omitempty"`
+	TPM      int64   `json:"tpm,omitempty"`
+	TPMLeft  float64 `json:"tpm_left,omitempty"`
+	MeanHold string  `json:"mean_hold,omitempty"`
+}
+
+// Scopes is every scope's state now.
+func (s *Service) Scopes(ctx context.Context) []ScopeView {
+	var out []ScopeView
+	for _, st := range s.deps.Engine.Scopes(ctx) {
+		v := ScopeView{
+			Name: st.Name, Limit: st.Config.Limit, InFlight: st.Used, Leases: st.Leases, Waiting: st.Queued,
+			Held: st.Held, Orphaned: st.Orphaned, RPM: st.Config.RPM, RPMLeft: st.RPMAvailable,
+			TPM: st.Config.TPM, TPMLeft: st.TPMAvailable,
+		}
+		if st.MeanHold > 0 {
+			v.MeanHold = st.MeanHold.Round(time.Millisecond).String()
+		}
+		out = append(out, v)
+	}
+	return out
+}

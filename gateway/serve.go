@@ -1,0 +1,286 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/provider"
+)
+
+// Executor runs one upstream call: an upstream adapter now, an edge
+// node's tunnel later. provider.Adapter implements it.
+type Executor interface {
+	// Do returns the upstream response for a 2xx answer, or a
+	// *provider.Error. The caller closes the body.
+	Do(ctx context.Context, c provider.Call) (*http.Response, error)
+}
+
+var _ Executor = provider.Adapter(nil)
+
+// Serve takes c on its way: it orders c's candidates, waits for a lease
+// on the first that has room, calls its executor under the lease, passes
+// the answer to out, and releases the lease once the upstream call is
+// torn down — then, within the retry budget, tries the next candidate if
+// nothing reached the client. It returns nil once an answer has started
+// (out.Start was called); else the error to answer with: an *Error, a
+// *RefusedError, or ErrClientGone when nobody is left to answer. c.Usage
+// says how it went.
+func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
+	order := s.deps.Router.Order(c.Model)
+	var last *provider.Error
+	for attempt := 0; attempt < s.cfg.RetryBudget && len(order) > 0; attempt++ {
+		lease, err := s.admit(ctx, c, order, attempt)
+		if err != nil {
+			c.Usage.Outcome = outcomeOf(err)
+			return err
+		}
+		pmName := order[lease.Candidate]
+		pm, _ := c.Snapshot.PlatformModel(pmName)
+		c.Usage.PlatformModel = pmName
+		retry, err := s.attempt(ctx, c, out, lease, pm)
+		if retry == nil {
+			return err
+		}
+		last = retry
+		order = slices.DeleteFunc(order, func(n string) bool { return n == pmName })
+	}
+	if last == nil {
+		c.Usage.Outcome = ErrNoCandidate.Error()
+		return errorf(ErrNoCandidate, "model", fmt.Sprintf("no platform can serve %q right now", c.Model.Name))
+	}
+	category := ErrUpstream
+	if last.Timeout {
+		category = ErrUpstreamTimeout
+	}
+	c.Usage.Outcome = category.Error()
+	return &Error{Category: category, Message: "every upstream attempt failed; last: " + last.Error(), RetryAfter: last.RetryAfter, Err: last}
+}
+
+// outcomeOf is the outcome label of a request that ended in err before
+// an answer started.
+func outcomeOf(err error) string {
+	var e *Error
+	switch {
+	case errors.Is(err, ErrClientGone):
+		return "cancelled"
+	case errors.As(err, &e):
+		return e.Category.Error()
+	}
+	return ErrInternal.Error()
+}
+
+// admit waits for a lease on the first of order's platform models that has
+// room. A request whose rate window opens only after its deadline is
+// answered 429 at once rather than left to time out.
+func (s *Service) admit(ctx context.Context, c *Call, order []string, attempt int) (admission.Lease, error) {
+	areq := admission.Request{
+		ID:          c.RequestID + "/" + strconv.Itoa(attempt),
+		Priority:    c.Priority,
+		FairnessKey: c.KeyID,
+		Deadline:    c.Deadline,
+		Candidates:  candidates(c.KeyID, c.Group, order, c.Tokens),
+	}
+	start := s.deps.Clock.Now()
+	lease, err := s.deps.Engine.TryAcquire(ctx, areq)
+	var rl *admission.RateLimitedError
+	switch {
+	case err == nil:
+	case errors.As(err, &rl) && !c.Deadline.IsZero() && start.Add(rl.RetryAfter).After(c.Deadline):
+		return lease, &Error{Category: ErrRateLimited, Message: "rate limit reached for " + c.Model.Name, RetryAfter: rl.RetryAfter, Err: err}
+	case errors.Is(err, admission.ErrWouldWait), errors.Is(err, admission.ErrRateLimited):
+		lease, err = s.deps.Engine.Acquire(ctx, areq)
+	}
+	waited := s.deps.Clock.Now().Sub(start)
+	c.Waited += waited
+	if err == nil {
+		s.deps.Metrics.ObserveQueueWait(c.Model.Name, waited)
+		return lease, nil
+	}
+	return lease, s.admissionError(ctx, c, err)
+}
+
+// admissionError is the one mapping from the engine's errors to the
+// service's, for a request that was not admitted.
+func (s *Service) admissionError(ctx context.Context, c *Call, err error) error {
+	var tl *admission.TokenLimitError
+	switch {
+	case ctx.Err() != nil:
+		return ErrClientGone
+	case errors.Is(err, admission.ErrTimeout):
+		own := fmt.Sprintf("the gateway's default max wait (default_max_wait %s)", c.MaxWait)
+		if c.MaxWaitAskedBy != "" {
+			own = fmt.Sprintf("the request's own max wait (%s %s)", c.MaxWaitAskedBy, c.MaxWait)
+		}
+		return queueTimeout(c.Model.Name, c.Waited, own, err)
+	case errors.Is(err, admission.ErrQueueFull):
+		return queueFull(c.Model.Name, err)
+	case errors.As(err, &tl):
+		param := ""
+		if c.MaxTokens > 0 {
+			param = "max_tokens"
+		}
+		return tooManyTokens(c.Model.Name, param, tl)
+	case errors.Is(err, admission.ErrNoCandidate), errors.Is(err, admission.ErrUnknownScope):
+		return &Error{Category: ErrNoCandidate, Param: "model", Message: "no platform can serve " + c.Model.Name + " right now", Err: err}
+	case errors.Is(err, admission.ErrClosed):
+		return &Error{Category: ErrNoCandidate, Message: "the gateway is shutting down", Err: err}
+	}
+	s.logger(c).Error("admission failed", "error", err)
+	return &Error{Category: ErrInternal, Message: "admission failed", Err: err}
+}
+
+// attempt calls one upstream under lease. It returns a retryable
+// *provider.Error (having passed nothing to out) when another candidate
+// should be tried; else what Serve returns. The lease is renewed while
+// the call runs (if it can expire) and released once the upstream call is
+// over — its body closed and its connection torn down — and before
+// anything is written to the client that no longer needs the upstream;
+// whatever happens, it is released before attempt returns.
+func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admission.Lease, pm weir.PlatformModel) (*provider.Error, error) {
+	hold := s.hold(ctx, c, lease)
+	defer hold.release()
+	body, err := c.Body.WithModel(pm.Upstream)
+	if err != nil {
+		c.Usage.Outcome = ErrInternal.Error()
+		return nil, &Error{Category: ErrInternal, Message: "could not encode the upstream request", Err: err}
+	}
+	var ex Executor = c.Snapshot.Adapter(pm.Platform)
+	t0 := s.deps.Clock.Now()
+	resp, err := ex.Do(ctx, provider.Call{Path: c.Path, Body: body, Stream: c.Stream, Header: c.Header})
+	if err != nil {
+		if ctx.Err() != nil {
+			c.Usage.Outcome = "cancelled"
+			return nil, ErrClientGone
+		}
+		var pe *provider.Error
+		if !errors.As(err, &pe) {
+			pe = &provider.Error{Err: err}
+		}
+		s.deps.Metrics.ObserveUpstream(pm.Name, upstreamOutcome(pe), s.deps.Clock.Now().Sub(t0))
+		if pe.Retryable() {
+			s.upstreamFailed(c, pm, pe, "trying the next candidate")
+			return pe, nil
+		}
+		// The client's request was refused upstream: pass the answer on.
+		c.Usage.Outcome = "upstream_" + strconv.Itoa(pe.Status)
+		if pe.Credential {
+			// Never the client's to see (the adapter marks it
+			// retryable, so it does not come here; this holds the line
+			// if it did).
+			return nil, &Error{Category: ErrUpstream, Message: "the upstream refused the gateway's credential for it", Err: pe}
+		}
+		return nil, &RefusedError{Status: pe.Status, Body: pe.Body}
+	}
+	headersIn := s.deps.Clock.Now().Sub(t0)
+
+	// done ends the upstream call and gives the lease back, having
+	// settled its tokens against what the answer reported (or the
+	// estimate): at the end of the upstream's answer, not the client's.
+	finished := false
+	done := func(u usage, got bool) {
+		if finished {
+			return
+		}
+		finished = true
+		_ = resp.Body.Close()
+		if !got {
+			u = usage{PromptTokens: c.Tokens}
+		}
+		c.Usage.PromptTokens, c.Usage.CompletionTokens = u.PromptTokens, u.CompletionTokens
+		if total := u.total(); total > 0 {
+			if err := s.deps.Engine.Reconcile(context.WithoutCancel(ctx), lease.ID, lease.Owner, total); err != nil {
+				s.dropped(c, "reconcile", "could not settle a lease's tokens", err)
+			}
+		}
+		hold.release()
+	}
+	defer done(usage{}, false)
+	head := Head{
+		Status:             resp.StatusCode,
+		ContentType:        resp.Header.Get("Content-Type"),
+		ContentDisposition: resp.Header.Get("Content-Disposition"),
+		CacheControl:       resp.Header.Get("Cache-Control"),
+		ContentLength:      -1,
+		Waited:             c.Waited,
+	}
+	var d delivery
+	if c.Stream {
+		d = s.stream(out, resp, head, done)
+	} else {
+		d = s.copyBody(c, out, resp, head, done)
+	}
+
+	pe := d.upstream
+	if !d.started && d.err == nil && ctx.Err() != nil {
+		c.Usage.Outcome = "cancelled"
+		return nil, ErrClientGone // the client is gone; nobody reads the answer
+	}
+	switch {
+	case pe != nil && !d.started && pe.Retryable():
+		// Nothing reached the client: another candidate may serve.
+		s.deps.Metrics.ObserveUpstream(pm.Name, upstreamOutcome(pe), headersIn)
+		s.upstreamFailed(c, pm, pe, "trying the next candidate")
+		return pe, nil
+	case pe != nil:
+		s.deps.Metrics.ObserveUpstream(pm.Name, upstreamOutcome(pe), headersIn)
+		s.upstreamFailed(c, pm, pe, "the answer was cut short")
+		c.Usage.Outcome = "upstream_broken"
+		if pe.Timeout {
+			c.Usage.Outcome = ErrUpstreamTimeout.Error()
+		}
+		if !d.started {
+			category := ErrUpstream
+			if pe.Timeout {
+				category = ErrUpstreamTimeout
+			}
+			return nil, &Error{Category: category, Message: "the upstream failed: " + pe.Error(), Err: pe}
+		}
+		return nil, nil
+	case d.outcome != "":
+		s.deps.Metrics.ObserveUpstream(pm.Name, d.outcome, headersIn)
+		c.Usage.Outcome = d.outcome
+		return nil, d.err
+	}
+	s.deps.Router.Success(pm.Name)
+	s.deps.Metrics.ObserveUpstream(pm.Name, "ok", headersIn)
+	switch {
+	case d.complete:
+		c.Usage.Outcome = "ok"
+	case errors.Is(d.client, os.ErrDeadlineExceeded):
+		// (The server cancels the request's context once a write fails,
+		// so the context cannot tell this from a client that left.)
+		c.Usage.Outcome = "client_write_timeout"
+	default:
+		c.Usage.Outcome = "cancelled"
+	}
+	if !d.started {
+		return nil, ErrClientGone
+	}
+	return nil, nil
+}
+
+// upstreamFailed counts a retryable upstream failure against pm's health
+// and logs it; next says what happens now. A refused credential is
+// logged with the platform's name and without the upstream's words.
+func (s *Service) upstreamFailed(c *Call, pm weir.PlatformModel, pe *provider.Error, next string) {
+	s.deps.Router.Failure(pm.Name)
+	if pe.Credential {
+		s.logger(c).Warn("the platform refused its credential; "+next, "platform", pm.Platform, "platform_model", pm.Name, "status", pe.Status)
+		return
+	}
+	s.logger(c).Warn("upstream failed; "+next, "platform", pm.Platform, "platform_model", pm.Name, "error", pe.Error())
+}
+
+// dropped logs and counts an error that cannot change the request's
+// answer: op names what failed.
+func (s *Service) dropped(c *Call, op, msg string, err error) {
+	s.deps.Metrics.DroppedError(op)
+	s.logger(c).Warn(msg, "error", err)
+}

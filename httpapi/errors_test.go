@@ -1,0 +1,34 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir/gateway"
+)
+
+// TestGatewayErrorsMapToTheirCodes: every category the gateway answers
+// with maps to the API code of its name, keeping message, param and
+// Retry-After, however deeply it is wrapped; anything else is an
+// internal_error that shows nothing of its text.
+func TestGatewayErrorsMapToTheirCodes(t *testing.T) {
+	t.Parallel()
+	for _, category := range []error{
+		gateway.ErrInvalid, gateway.ErrNotFound, gateway.ErrRateLimited, gateway.ErrQueueFull, gateway.ErrQueueTimeout,
+		gateway.ErrNoCandidate, gateway.ErrUpstream, gateway.ErrUpstreamTimeout, gateway.ErrInternal,
+	} {
+		ge := &gateway.Error{Category: category, Message: "m", Param: "p", RetryAfter: time.Second}
+		got := answerOf(fmt.Errorf("wrapped: %w", ge))
+		if string(got.Code) != category.Error() || got.Message != "m" || got.Param != "p" || got.RetryAfter != time.Second {
+			t.Errorf("%v answered as %+v", category, got)
+		}
+		if _, ok := codeTable[got.Code]; !ok {
+			t.Errorf("%v: code %s has no status", category, got.Code)
+		}
+	}
+	if got := answerOf(errors.New("secret detail")); got.Code != CodeInternal || got.Message != "internal error" {
+		t.Errorf("a foreign error answered as %+v", got)
+	}
+}
