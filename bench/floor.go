@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/weir-gateway/weir/httpapi"
+	"github.com/weir-gateway/weir/gateway"
 )
 
 // FloorConfig is the floor server's: ServeFloor.
@@ -34,7 +34,7 @@ func ServeFloor(ctx context.Context, fc FloorConfig) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	h := floorHandler(upstream, limit, &http.Client{Transport: httpapi.NewUpstreamTransport()})
+	h := floorHandler(upstream, limit, &http.Client{Transport: gateway.NewUpstreamTransport()})
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return err

@@ -20,7 +20,7 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/config"
-	"github.com/weir-gateway/weir/httpapi"
+	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/loadgen"
 	"github.com/weir-gateway/weir/provider/mock"
 )
@@ -126,7 +126,7 @@ func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, er
 	target, _ := url.Parse(mockURL)
 	proxy := &httputil.ReverseProxy{
 		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
-		Transport: httpapi.NewUpstreamTransport(),
+		Transport: gateway.NewUpstreamTransport(),
 	}
 	proxyURL, err := serve(ctx, rig, "proxy", proxy)
 	if err != nil {

@@ -165,9 +165,6 @@ func New(cfg Config, deps Deps) *Server {
 	return s
 }
 
-// NewUpstreamTransport is gateway.NewUpstreamTransport, for callers that
-// reach upstreams as the gateway does.
-func NewUpstreamTransport() *http.Transport { return gateway.NewUpstreamTransport() }
 
 // Handler returns the HTTP handler for everything the gateway serves.
 func (s *Server) Handler() http.Handler {
