@@ -212,10 +212,27 @@ type admittedTask struct {
 	lease admission.Lease
 }
 
-// New returns a Service on store, whose River client runs on the store's
-// driver and inserts jobs in the store's transactions; Start runs it.
-func New[TTx any](cfg Config, store Store[TTx], engine admission.Engine, planner Planner, hooks Webhooks, logger *slog.Logger) (*Service, error) {
+// Deps is what the service runs on, over the store's transaction type
+// TTx (see Store).
+type Deps[TTx any] struct {
+	// Store holds the tasks and River's jobs; required.
+	Store Store[TTx]
+	// Engine admits tasks to their scopes; required.
+	Engine admission.Engine
+	// Planner gives each task's candidates and where they run; required.
+	Planner Planner
+	// Webhooks delivers task events; the zero value delivers none.
+	Webhooks Webhooks
+	// Logger is the service's logger; default none.
+	Logger *slog.Logger
+}
+
+// New returns a Service on deps.Store, whose River client runs on the
+// store's driver and inserts jobs in the store's transactions; Start runs
+// it.
+func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 	cfg.defaults()
+	store, engine, planner, hooks, logger := deps.Store, deps.Engine, deps.Planner, deps.Webhooks, deps.Logger
 	if hooks.Schedule.Delays == nil {
 		hooks.Schedule = webhook.DefaultSchedule
 	}

@@ -1,7 +1,6 @@
 package usage_test
 
 import (
-	"log/slog"
 	"runtime"
 	"slices"
 	"sync"
@@ -26,7 +25,7 @@ func BenchmarkRecorderHoldsCPU(b *testing.B) {
 	)
 	s, k := openStore(b)
 	// A short interval writes a round's last partial batch soon.
-	r := usage.New(s, 10*time.Millisecond, slog.New(slog.DiscardHandler), nil)
+	r := usage.New(usage.Config{Interval: 10 * time.Millisecond}, usage.Deps{Store: s})
 	r.Start()
 	defer r.Stop()
 

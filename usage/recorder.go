@@ -57,15 +57,36 @@ type Recorder struct {
 	once sync.Once
 }
 
+// Config tunes a Recorder.
+type Config struct {
+	// Interval is the longest a record waits in the buffer before it is
+	// written. Default 1s.
+	Interval time.Duration
+}
+
+// Deps is what a Recorder writes to and reports to.
+type Deps struct {
+	// Store receives the records; required.
+	Store weir.Store
+	// Logger hears of failed flushes; default none.
+	Logger *slog.Logger
+	// Dropped is told of records dropped (buffer full, stopped, or a
+	// failed flush); default none.
+	Dropped func(n int)
+}
+
 // New returns a Recorder; Start it before Record.
-func New(store weir.Store, interval time.Duration, logger *slog.Logger, dropped func(n int)) *Recorder {
-	if interval <= 0 {
-		interval = time.Second
+func New(cfg Config, deps Deps) *Recorder {
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
 	}
-	if dropped == nil {
-		dropped = func(int) {}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Recorder{store: store, interval: interval, logger: logger, dropped: dropped, maxPending: MaxPending,
+	if deps.Dropped == nil {
+		deps.Dropped = func(int) {}
+	}
+	return &Recorder{store: deps.Store, interval: cfg.Interval, logger: deps.Logger, dropped: deps.Dropped, maxPending: MaxPending,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 }
 

@@ -3,7 +3,6 @@ package usage_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -72,7 +71,7 @@ func stored(t *testing.T, s *observedStore) int {
 func TestRecorderFlushesFullBatchesWithoutWaitingForTheInterval(t *testing.T) {
 	t.Parallel()
 	s, k := openStore(t)
-	r := usage.New(s, time.Hour, slog.New(slog.DiscardHandler), nil)
+	r := usage.New(usage.Config{Interval: time.Hour}, usage.Deps{Store: s})
 	r.Start()
 	t.Cleanup(r.Stop)
 
@@ -95,7 +94,7 @@ func TestRecorderStopFlushesThenDrops(t *testing.T) {
 	t.Parallel()
 	s, k := openStore(t)
 	var dropped atomic.Int64
-	r := usage.New(s, time.Hour, slog.New(slog.DiscardHandler), func(n int) { dropped.Add(int64(n)) })
+	r := usage.New(usage.Config{Interval: time.Hour}, usage.Deps{Store: s, Dropped: func(n int) { dropped.Add(int64(n)) }})
 	r.Start()
 	const n = 2*usage.BatchMax + 7
 	record(r, k.ID, 0, n)
@@ -125,7 +124,7 @@ func TestRecorderDropsBeyondMaxPending(t *testing.T) {
 	release := func() { once.Do(func() { close(s.gate) }) }
 	t.Cleanup(release)
 	var dropped atomic.Int64
-	r := usage.New(s, time.Hour, slog.New(slog.DiscardHandler), func(n int) { dropped.Add(int64(n)) })
+	r := usage.New(usage.Config{Interval: time.Hour}, usage.Deps{Store: s, Dropped: func(n int) { dropped.Add(int64(n)) }})
 	const maxPending = 10 * usage.BatchMax // MaxPending would take a while to write under -race
 	usage.SetMaxPending(r, maxPending)
 	r.Start()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -96,7 +97,7 @@ func (m *Main) Start(ctx context.Context) error {
 	m.Metrics = metrics.New(func(ctx context.Context) []admission.ScopeStats { return eng.Scopes(ctx) })
 	eng = admission.NewMemory(admission.Options{Observer: m.Metrics})
 	m.Engine = eng
-	m.Usage = usage.New(db, cfg.Server.UsageFlushInterval, m.Logger, m.Metrics.UsageDropped)
+	m.Usage = usage.New(usage.Config{Interval: cfg.Server.UsageFlushInterval}, usage.Deps{Store: db, Logger: m.Logger, Dropped: m.Metrics.UsageDropped})
 	m.Usage.Start()
 	hooks, err := webhooks(cfg.Tasks)
 	if err != nil {
@@ -150,7 +151,7 @@ func (m *Main) Start(ctx context.Context) error {
 		SoleRunner:  true,
 		Metrics:     m.Metrics,
 		RiverLogger: riverLogger(m.Logger, cfg.Server.LogLevel),
-	}, db, eng, m.API, hooks, m.Logger)
+	}, task.Deps[*sql.Tx]{Store: db, Engine: eng, Planner: m.API, Webhooks: hooks, Logger: m.Logger})
 	if err != nil {
 		return err
 	}
