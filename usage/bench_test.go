@@ -1,6 +1,7 @@
 package usage_test
 
 import (
+	"context"
 	"runtime"
 	"slices"
 	"sync"
@@ -26,8 +27,10 @@ func BenchmarkRecorderHoldsCPU(b *testing.B) {
 	s, k := openStore(b)
 	// A short interval writes a round's last partial batch soon.
 	r := usage.New(usage.Config{Interval: 10 * time.Millisecond}, usage.Deps{Store: s})
-	r.Start()
-	defer r.Stop()
+	if err := r.Start(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	defer r.Stop(context.Background())
 
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	var (

@@ -16,9 +16,11 @@ package usage
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weir-gateway/weir"
@@ -51,10 +53,16 @@ type Recorder struct {
 	pending []weir.Usage
 	closed  bool
 
-	wake chan struct{} // cap 1: BatchMax more records are pending
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	wake    chan struct{} // cap 1: BatchMax more records are pending
+	started atomic.Bool
+	stop    chan struct{}
+	done    chan struct{}
+	// ctx is the flusher's; Stop cancels it (abort) to abandon a flush
+	// when its own ctx ends.
+	ctx     context.Context
+	abort   context.CancelFunc
+	once    sync.Once
+	stopErr error
 }
 
 // Config tunes a Recorder.
@@ -86,7 +94,8 @@ func New(cfg Config, deps Deps) *Recorder {
 	if deps.Dropped == nil {
 		deps.Dropped = func(int) {}
 	}
-	return &Recorder{store: deps.Store, interval: cfg.Interval, logger: deps.Logger, dropped: deps.Dropped, maxPending: MaxPending,
+	ctx, abort := context.WithCancel(context.Background())
+	return &Recorder{ctx: ctx, abort: abort, store: deps.Store, interval: cfg.Interval, logger: deps.Logger, dropped: deps.Dropped, maxPending: MaxPending,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -110,21 +119,50 @@ func (r *Recorder) Record(u weir.Usage) {
 	}
 }
 
-// Start runs the flusher until Stop.
-func (r *Recorder) Start() {
+// Start runs the flusher until Stop. ctx bounds the start only; the
+// flusher runs until Stop.
+func (r *Recorder) Start(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !r.started.CompareAndSwap(false, true) {
+		return errors.New("usage recorder already started")
+	}
 	go r.run()
+	return nil
 }
 
-// Stop flushes what is buffered and returns. Records after Stop are
-// dropped.
-func (r *Recorder) Stop() {
+// Stop flushes what is buffered and returns. If ctx ends first, the
+// flush is abandoned: what is not yet written is dropped and counted, and
+// Stop returns ctx's error. Records after Stop are dropped. Stopping
+// again returns the first Stop's result; stopping a Recorder that never
+// started drops what is buffered.
+func (r *Recorder) Stop(ctx context.Context) error {
 	r.once.Do(func() {
+		defer r.abort()
 		r.mu.Lock()
 		r.closed = true
 		r.mu.Unlock()
 		close(r.stop)
+		if !r.started.Swap(true) {
+			r.mu.Lock()
+			n := len(r.pending)
+			r.pending = nil
+			r.mu.Unlock()
+			if n > 0 {
+				r.dropped(n)
+			}
+			close(r.done)
+		}
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			r.abort()
+			<-r.done
+			r.stopErr = ctx.Err()
+		}
 	})
-	<-r.done
+	return r.stopErr
 }
 
 func (r *Recorder) run() {
@@ -157,11 +195,17 @@ func (r *Recorder) run() {
 }
 
 // write stores records, BatchMax to a transaction, yielding the CPU
-// between transactions.
+// between transactions. Once Stop abandons the flush, the records not yet
+// written are dropped.
 func (r *Recorder) write(records []weir.Usage) {
 	for len(records) > 0 {
+		if err := r.ctx.Err(); err != nil {
+			r.logger.Error("usage flush abandoned", "records", len(records), "error", err)
+			r.dropped(len(records))
+			return
+		}
 		n := min(len(records), BatchMax)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
 		err := r.store.UsageInsert(ctx, records[:n])
 		cancel()
 		if err != nil {

@@ -98,7 +98,9 @@ func (m *Main) Start(ctx context.Context) error {
 	eng = admission.NewMemory(admission.Options{Observer: m.Metrics})
 	m.Engine = eng
 	m.Usage = usage.New(usage.Config{Interval: cfg.Server.UsageFlushInterval}, usage.Deps{Store: db, Logger: m.Logger, Dropped: m.Metrics.UsageDropped})
-	m.Usage.Start()
+	if err := m.Usage.Start(ctx); err != nil {
+		return fmt.Errorf("start usage: %w", err)
+	}
 	hooks, err := webhooks(cfg.Tasks)
 	if err != nil {
 		return err
@@ -226,7 +228,7 @@ func (m *Main) stop(ctx context.Context) error {
 		m.Engine.Close()
 	}
 	if m.Usage != nil {
-		m.Usage.Stop()
+		errs = append(errs, m.Usage.Stop(ctx))
 	}
 	if m.DB != nil {
 		errs = append(errs, m.DB.Close())
