@@ -44,7 +44,7 @@
 //
 // # Callbacks
 //
-// Deliveries run on QueueWebhooks' webhookWorkers (32) workers, shared by
+// Deliveries run on queueWebhooks' webhookWorkers workers, shared by
 // every tenant; a tenant is an API key (the task's KeyID). A delivery
 // takes a slot (webhook.Limiter) before it sends: a key has at most
 // Webhooks.PerKey (8) deliveries in flight, and the deliveries beyond

@@ -24,9 +24,9 @@ import (
 // WorkersScope is the global worker-capacity scope every task needs.
 const WorkersScope = "global:tasks"
 
-// QueueWebhooks is the River queue webhook deliveries run on, with
+// queueWebhooks is the River queue webhook deliveries run on, with
 // webhookWorkers workers; tasks' jobs run on River's default queue.
-const QueueWebhooks = "webhooks"
+const queueWebhooks = "webhooks"
 
 const (
 	webhookWorkers = 32
@@ -267,7 +267,7 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 			river.QueueDefault: {MaxWorkers: cfg.Workers},
 			// Deliveries are not worth a fetch every 50ms while idle:
 			// an event waits at most webhookPoll for its first attempt.
-			QueueWebhooks: {MaxWorkers: webhookWorkers, FetchPollInterval: max(webhookPoll, cfg.FetchPollInterval)},
+			queueWebhooks: {MaxWorkers: webhookWorkers, FetchPollInterval: max(webhookPoll, cfg.FetchPollInterval)},
 		},
 		Workers:              workers,
 		PeriodicJobs:         []*river.PeriodicJob{purgeJob()},

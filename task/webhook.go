@@ -264,7 +264,7 @@ func (s *Service) callbacksOn(t weir.Task) bool {
 
 // insertEventTx inserts the webhook job of one event in tx.
 func (s *Service) insertEventTx(ctx context.Context, tx txn, args WebhookArgs) error {
-	return tx.jobInsert(ctx, args, &river.InsertOpts{Queue: QueueWebhooks, MaxAttempts: s.hooks.Schedule.MaxAttempts()})
+	return tx.jobInsert(ctx, args, &river.InsertOpts{Queue: queueWebhooks, MaxAttempts: s.hooks.Schedule.MaxAttempts()})
 }
 
 // finishTx moves a task to a terminal status in tx and, if it has a
