@@ -2,16 +2,17 @@
 // database on the request path: records are buffered and written in batches,
 // one transaction per batch.
 //
-// The flusher is background work sharing the CPUs with the request path,
-// and on a small machine it is felt there: writing 500 rows in one go kept
-// a goroutine on a CPU for 5-14 ms (SQLite through modernc.org/sqlite is
-// plain Go code that runs until the scheduler preempts it, after 10 ms),
-// and while a GC cycle held the other CPU of a 2-core machine every
-// request stalled behind the two (weir bench's p99, traced). So the
-// flusher writes at most BatchMax rows per transaction, about a
-// millisecond's work, and yields the CPU between transactions; and its
-// buffer is a slice that holds what is pending, not a 64K-record channel
-// that the garbage collector scanned (10 MB) in every cycle.
+// The flusher is background work sharing the CPUs with the request path.
+// SQLite through modernc.org/sqlite is plain Go code that keeps its
+// goroutine on a CPU until the scheduler preempts it, so one large
+// transaction would hold a CPU long enough for requests queued behind it
+// to feel it, worst on a small machine while the garbage collector holds
+// another CPU. So the flusher writes at most BatchMax rows per
+// transaction, about a millisecond's work, and yields the CPU between
+// transactions; and its buffer is a slice that holds what is pending,
+// which the garbage collector scans at its length, rather than a channel
+// sized for MaxPending, which it would scan whole in every cycle.
+// BenchmarkRecorderHoldsCPU measures the longest hold.
 package usage
 
 import (
