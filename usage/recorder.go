@@ -127,7 +127,7 @@ func (r *Recorder) Start(ctx context.Context) error {
 		return err
 	}
 	if !r.started.CompareAndSwap(false, true) {
-		return errors.New("usage recorder already started")
+		return errors.New("usage recorder started or stopped already")
 	}
 	go r.run()
 	return nil
