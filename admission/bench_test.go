@@ -1,20 +1,20 @@
 package admission_test
 
-// The "engine" scenario of docs/benchmarks.md. Every line reports its figure and
-// its ratio to a baseline measured in the same process, so one run is enough
-// to judge it (scripts/bench-engine.sh runs them):
+// The "engine" scenario of docs/benchmarks.md, which holds its targets.
+// Every line reports its figure and its ratio to a baseline measured in the
+// same process, so one run is enough to judge it (scripts/bench-engine.sh
+// runs them):
 //
 //	BenchmarkAcquireRelease/scopes=S/goroutines=G
 //	    ns/op              one Acquire+Release of a request needing S scopes,
 //	                       on exactly G goroutines (wall time per operation)
 //	    semaphore-ns/op    the same work on S bare semaphore.Weighted
-//	    x-semaphore        ns/op ÷ semaphore-ns/op (target for S=3: ≤ 2,
-//	                       that is at least half the semaphore's throughput)
+//	    x-semaphore        ns/op ÷ semaphore-ns/op
 //	BenchmarkQueuedStep/waiters=N
 //	    ns/op              one steady-state step with N waiters queued: a
 //	                       release that admits the next waiter, plus an Enqueue
 //	    1k-ns/op           the same step with 10^3 waiters queued
-//	    x-1k               ns/op ÷ 1k-ns/op (target at 10^6: ≤ 2)
+//	    x-1k               ns/op ÷ 1k-ns/op
 //	BenchmarkPosition/shape
 //	    ns/op              one Position of the last of 10^5 waiters queued
 //	                       on a full scope (the poll of a client watching its
@@ -23,7 +23,7 @@ package admission_test
 //	                       a round-robin scope
 //	BenchmarkWaiterMemory/waiters=N
 //	    B/waiter           heap and goroutine stacks held per queued waiter
-//	                       (target ≤ 512); ns/op is suppressed, it means nothing
+//	                       (ns/op is suppressed, it means nothing)
 //	    allocs/waiter      allocations made per Enqueue
 //	    semaphore-B/waiter the same for a goroutine blocked in semaphore.Acquire
 //	    x-semaphore        B/waiter ÷ semaphore-B/waiter

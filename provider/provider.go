@@ -15,8 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/weir-gateway/weir/clock"
 )
 
 // Call is one upstream request: an endpoint path under the platform's base
@@ -77,55 +75,6 @@ func (e *Error) Retryable() bool {
 	return e.Credential || e.Status == 0 || e.Status == http.StatusTooManyRequests || e.Status == http.StatusRequestTimeout || e.Status >= 500
 }
 
-// OpenAI is the adapter for OpenAI-compatible APIs.
-type OpenAI struct {
-	BaseURL string // e.g. https://api.openai.com/v1
-	APIKey  string
-	Client  *http.Client
-	// Timeout bounds the wait for response headers (0: none beyond ctx).
-	Timeout time.Duration
-	// IdleTimeout bounds each wait for more of the body once the headers
-	// are in: the gap between a stream's chunks (0: none).
-	IdleTimeout time.Duration
-	// CallTimeout bounds the whole call, body included (0: none).
-	CallTimeout time.Duration
-	// AbortGrace is how long an abandoned call waits for the upstream to
-	// hang up (see send). 0: DefaultAbortGrace; negative: no wait.
-	AbortGrace time.Duration
-	// Clock runs the bounds; nil: clock.Real.
-	Clock clock.Clock
-}
-
-var _ Adapter = (*OpenAI)(nil)
-
-const maxErrorBody = 64 << 10
-
-// Do sends c and returns the response when the upstream answers 2xx.
-func (o *OpenAI) Do(ctx context.Context, c Call) (*http.Response, error) {
-	h := http.Header{"Content-Type": {"application/json"}}
-	if c.Stream {
-		h.Set("Accept", "text/event-stream")
-	} else if a := c.Header.Get("Accept"); a != "" {
-		h.Set("Accept", a)
-	}
-	if ua := c.Header.Get("User-Agent"); ua != "" {
-		h.Set("User-Agent", ua)
-	}
-	req, err := newRequest(ctx, http.MethodPost, o.BaseURL, c.Path, o.APIKey, c.Body, h)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := send(ctx, httpClient(o.Client), req, callOpts{
-		clock:  o.Clock,
-		bounds: Bounds{Header: o.Timeout, Idle: o.IdleTimeout, Total: o.CallTimeout},
-		grace:  o.AbortGrace,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return checkStatus(resp, o.APIKey)
-}
-
 // newRequest is a request to path under base (its trailing slash
 // dropped), with the API key as a bearer token and the headers h.
 func newRequest(ctx context.Context, method, base, path, apiKey string, body []byte, h http.Header) (*http.Request, error) {
@@ -165,6 +114,9 @@ func classify(ctx context.Context, err error) error {
 	timeout := errors.As(err, &ne) && ne.Timeout()
 	return &Error{Timeout: timeout || errors.Is(err, context.DeadlineExceeded), Err: err}
 }
+
+// maxErrorBody bounds what is read of an upstream error answer.
+const maxErrorBody = 64 << 10
 
 // checkStatus passes a 2xx answer on and turns any other into an *Error,
 // its body read (bounded) and the connection given back. apiKey is the

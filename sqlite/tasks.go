@@ -224,9 +224,9 @@ func (db *DB) TaskList(ctx context.Context, f weir.TaskFilter) ([]weir.Task, err
 		}
 	}
 	q, args := taskListQuery(f)
-	// The result is allocated once: appending 100,000 tasks (40 MB) to a
-	// growing slice would copy it a dozen times, under the GC's write
-	// barriers, about a third of the listing's time. For an unbounded or
+	// The result is allocated once: appending a large listing to a
+	// growing slice would copy it at every doubling, under the GC's write
+	// barriers, a large part of the listing's time. For an unbounded or
 	// large listing, a count through the same index sizes it first; the
 	// count is only a hint, so it needs no transaction with the listing.
 	var out []weir.Task

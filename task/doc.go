@@ -6,11 +6,12 @@
 // A submitted task is stored, then waits in the engine in submission order
 // (priority first) for its scopes plus the global worker-capacity scope
 // (WorkersScope). When it is admitted, its status change and its River job
-// are committed in one transaction. The job submits it upstream and records
-// the upstream id before anything else (the Idempotency-Key is the task id,
-// so a resubmit after a crash in between finds the same job), then follows
-// the job to its end (poll.go), renewing the lease, stores the result and
-// releases the lease once. A terminal status is compare-and-set and never
+// are committed in one transaction. The job (run.go) submits it upstream
+// and records the upstream id before anything else (the Idempotency-Key is
+// the task id, so a resubmit after a crash in between finds the same job),
+// then follows the job to its end (follow.go, polling on the schedule in
+// schedule.go), renewing the lease, stores the result and releases the
+// lease once. A terminal status is compare-and-set and never
 // left; each terminal transition inserts its webhook job in the same
 // transaction (webhook.go), as do the opt-in running and progress events.
 // Deliveries are fair between API keys, and a 410 Gone ends delivery to
@@ -43,7 +44,7 @@
 //
 // # Callbacks
 //
-// Deliveries run on QueueWebhooks' webhookWorkers (32) workers, shared by
+// Deliveries run on queueWebhooks' webhookWorkers workers, shared by
 // every tenant; a tenant is an API key (the task's KeyID). A delivery
 // takes a slot (webhook.Limiter) before it sends: a key has at most
 // Webhooks.PerKey (8) deliveries in flight, and the deliveries beyond

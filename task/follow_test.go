@@ -2,6 +2,7 @@ package task
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"net/http"
 	"path/filepath"
@@ -123,7 +124,7 @@ func newFollowRig(t *testing.T, length time.Duration) *followRig {
 		}
 	}
 	job := &scriptedJob{clock: clk, start: start, length: length}
-	s, err := New(Config{Clock: clk}, db, eng, onePlatform{job}, Webhooks{}, nil)
+	s, err := New(Config{Clock: clk}, Deps[*sql.Tx]{Store: db, Engine: eng, Planner: onePlatform{job}})
 	if err != nil {
 		t.Fatal(err)
 	}

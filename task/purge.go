@@ -26,7 +26,7 @@ func (PurgeArgs) Kind() string { return "weir_task_purge" }
 func purgeJob() *river.PeriodicJob {
 	return river.NewPeriodicJob(river.PeriodicInterval(purgeEvery),
 		func() (river.JobArgs, *river.InsertOpts) {
-			return PurgeArgs{}, &river.InsertOpts{Queue: QueueWebhooks, MaxAttempts: 1}
+			return PurgeArgs{}, &river.InsertOpts{Queue: queueWebhooks, MaxAttempts: 1}
 		},
 		&river.PeriodicJobOpts{RunOnStart: true})
 }

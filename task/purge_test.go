@@ -1,6 +1,7 @@
 package task
 
 import (
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -29,7 +30,7 @@ func TestPurgeRemovesTasksPastRetention(t *testing.T) {
 	}
 	eng := admission.NewMemory(admission.Options{})
 	t.Cleanup(eng.Close)
-	s, err := New(Config{Retention: 7 * 24 * time.Hour, Clock: clock.NewFake(now)}, db, eng, onePlatform{}, Webhooks{}, nil)
+	s, err := New(Config{Retention: 7 * 24 * time.Hour, Clock: clock.NewFake(now)}, Deps[*sql.Tx]{Store: db, Engine: eng, Planner: onePlatform{}})
 	if err != nil {
 		t.Fatal(err)
 	}

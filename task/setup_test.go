@@ -212,7 +212,7 @@ func (b *testBundle) newService(t *testing.T) *Service {
 			t.Fatal(err)
 		}
 	}
-	s, err := New(b.cfg, b.served, b.engine, b.planner, b.hooks, b.logger)
+	s, err := New(b.cfg, Deps[*sql.Tx]{Store: b.served, Engine: b.engine, Planner: b.planner, Webhooks: b.hooks, Logger: b.logger})
 	if err != nil {
 		t.Fatal(err)
 	}

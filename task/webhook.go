@@ -77,7 +77,7 @@ func snoozesOf(job *river.Job[WebhookArgs]) int {
 //     a progress event. So a task gets at most ten progress events, and
 //     a client never more than one every progressEventGap; progress that
 //     advanced too soon is reported by the first poll after the gap.
-//     Progress is only seen when the job is polled (see poll.go), so an
+//     Progress is only seen when the job is polled (see follow.go), so an
 //     event may come a poll past its step.
 //
 // Each is inserted in the transaction of the store update that caused it,
@@ -264,7 +264,7 @@ func (s *Service) callbacksOn(t weir.Task) bool {
 
 // insertEventTx inserts the webhook job of one event in tx.
 func (s *Service) insertEventTx(ctx context.Context, tx txn, args WebhookArgs) error {
-	return tx.jobInsert(ctx, args, &river.InsertOpts{Queue: QueueWebhooks, MaxAttempts: s.hooks.Schedule.MaxAttempts()})
+	return tx.jobInsert(ctx, args, &river.InsertOpts{Queue: queueWebhooks, MaxAttempts: s.hooks.Schedule.MaxAttempts()})
 }
 
 // finishTx moves a task to a terminal status in tx and, if it has a

@@ -136,7 +136,7 @@ func newEventRig(t *testing.T) *eventRig {
 	}
 	hooks := Webhooks{Sender: webhook.NewSender(webhook.Config{AllowLoopback: true}), Signer: signer}
 	fake := clock.NewFake(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
-	s, err := New(Config{Clock: fake}, store, nil, nil, hooks, nil)
+	s, err := New(Config{Clock: fake}, Deps[*sql.Tx]{Store: store, Webhooks: hooks})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 package usage_test
 
 import (
-	"log/slog"
+	"context"
 	"runtime"
 	"slices"
 	"sync"
@@ -26,9 +26,11 @@ func BenchmarkRecorderHoldsCPU(b *testing.B) {
 	)
 	s, k := openStore(b)
 	// A short interval writes a round's last partial batch soon.
-	r := usage.New(s, 10*time.Millisecond, slog.New(slog.DiscardHandler), nil)
-	r.Start()
-	defer r.Stop()
+	r := usage.New(usage.Config{Interval: 10 * time.Millisecond}, usage.Deps{Store: s})
+	if err := r.Start(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	defer r.Stop(context.Background())
 
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	var (

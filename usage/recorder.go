@@ -2,23 +2,26 @@
 // database on the request path: records are buffered and written in batches,
 // one transaction per batch.
 //
-// The flusher is background work sharing the CPUs with the request path,
-// and on a small machine it is felt there: writing 500 rows in one go kept
-// a goroutine on a CPU for 5-14 ms (SQLite through modernc.org/sqlite is
-// plain Go code that runs until the scheduler preempts it, after 10 ms),
-// and while a GC cycle held the other CPU of a 2-core machine every
-// request stalled behind the two (weir bench's p99, traced). So the
-// flusher writes at most BatchMax rows per transaction, about a
-// millisecond's work, and yields the CPU between transactions; and its
-// buffer is a slice that holds what is pending, not a 64K-record channel
-// that the garbage collector scanned (10 MB) in every cycle.
+// The flusher is background work sharing the CPUs with the request path.
+// SQLite through modernc.org/sqlite is plain Go code that keeps its
+// goroutine on a CPU until the scheduler preempts it, so one large
+// transaction would hold a CPU long enough for requests queued behind it
+// to feel it, worst on a small machine while the garbage collector holds
+// another CPU. So the flusher writes at most BatchMax rows per
+// transaction, about a millisecond's work, and yields the CPU between
+// transactions; and its buffer is a slice that holds what is pending,
+// which the garbage collector scans at its length, rather than a channel
+// sized for MaxPending, which it would scan whole in every cycle.
+// BenchmarkRecorderHoldsCPU measures the longest hold.
 package usage
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weir-gateway/weir"
@@ -51,21 +54,49 @@ type Recorder struct {
 	pending []weir.Usage
 	closed  bool
 
-	wake chan struct{} // cap 1: BatchMax more records are pending
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	wake    chan struct{} // cap 1: BatchMax more records are pending
+	started atomic.Bool
+	stop    chan struct{}
+	done    chan struct{}
+	// ctx is the flusher's; Stop cancels it (abort) to abandon a flush
+	// when its own ctx ends.
+	ctx     context.Context
+	abort   context.CancelFunc
+	once    sync.Once
+	stopErr error
+}
+
+// Config tunes a Recorder.
+type Config struct {
+	// Interval is the longest a record waits in the buffer before it is
+	// written. Default 1s.
+	Interval time.Duration
+}
+
+// Deps is what a Recorder writes to and reports to.
+type Deps struct {
+	// Store receives the records; required.
+	Store weir.Store
+	// Logger hears of failed flushes; default none.
+	Logger *slog.Logger
+	// Dropped is told of records dropped (buffer full, stopped, or a
+	// failed flush); default none.
+	Dropped func(n int)
 }
 
 // New returns a Recorder; Start it before Record.
-func New(store weir.Store, interval time.Duration, logger *slog.Logger, dropped func(n int)) *Recorder {
-	if interval <= 0 {
-		interval = time.Second
+func New(cfg Config, deps Deps) *Recorder {
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
 	}
-	if dropped == nil {
-		dropped = func(int) {}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Recorder{store: store, interval: interval, logger: logger, dropped: dropped, maxPending: MaxPending,
+	if deps.Dropped == nil {
+		deps.Dropped = func(int) {}
+	}
+	ctx, abort := context.WithCancel(context.Background())
+	return &Recorder{ctx: ctx, abort: abort, store: deps.Store, interval: cfg.Interval, logger: deps.Logger, dropped: deps.Dropped, maxPending: MaxPending,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -89,21 +120,50 @@ func (r *Recorder) Record(u weir.Usage) {
 	}
 }
 
-// Start runs the flusher until Stop.
-func (r *Recorder) Start() {
+// Start runs the flusher until Stop. ctx bounds the start only; the
+// flusher runs until Stop.
+func (r *Recorder) Start(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !r.started.CompareAndSwap(false, true) {
+		return errors.New("usage recorder started or stopped already")
+	}
 	go r.run()
+	return nil
 }
 
-// Stop flushes what is buffered and returns. Records after Stop are
-// dropped.
-func (r *Recorder) Stop() {
+// Stop flushes what is buffered and returns. If ctx ends first, the
+// flush is abandoned: what is not yet written is dropped and counted, and
+// Stop returns ctx's error. Records after Stop are dropped. Stopping
+// again returns the first Stop's result; stopping a Recorder that never
+// started drops what is buffered.
+func (r *Recorder) Stop(ctx context.Context) error {
 	r.once.Do(func() {
+		defer r.abort()
 		r.mu.Lock()
 		r.closed = true
 		r.mu.Unlock()
 		close(r.stop)
+		if !r.started.Swap(true) {
+			r.mu.Lock()
+			n := len(r.pending)
+			r.pending = nil
+			r.mu.Unlock()
+			if n > 0 {
+				r.dropped(n)
+			}
+			close(r.done)
+		}
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			r.abort()
+			<-r.done
+			r.stopErr = ctx.Err()
+		}
 	})
-	<-r.done
+	return r.stopErr
 }
 
 func (r *Recorder) run() {
@@ -145,11 +205,17 @@ func (r *Recorder) run() {
 }
 
 // write stores records, BatchMax to a transaction, yielding the CPU
-// between transactions.
+// between transactions. Once Stop abandons the flush, the records not yet
+// written are dropped.
 func (r *Recorder) write(records []weir.Usage) {
 	for len(records) > 0 {
+		if err := r.ctx.Err(); err != nil {
+			r.logger.Error("usage flush abandoned", "records", len(records), "error", err)
+			r.dropped(len(records))
+			return
+		}
 		n := min(len(records), BatchMax)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
 		err := r.store.UsageInsert(ctx, records[:n])
 		cancel()
 		if err != nil {

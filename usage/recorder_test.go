@@ -2,8 +2,8 @@ package usage_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -29,7 +29,10 @@ func (s *observedStore) UsageInsert(ctx context.Context, batch []weir.Usage) err
 		s.entered <- struct{}{}
 	}
 	if s.gate != nil {
-		<-s.gate
+		select {
+		case <-s.gate:
+		case <-ctx.Done():
+		}
 	}
 	err := s.DB.UsageInsert(ctx, batch)
 	s.inserted <- len(batch)
@@ -58,6 +61,13 @@ func record(r *usage.Recorder, key string, from, to int) {
 	}
 }
 
+func start(t *testing.T, r *usage.Recorder) {
+	t.Helper()
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func stored(t *testing.T, s *observedStore) int {
 	t.Helper()
 	list, err := s.UsageList(t.Context(), weir.UsageFilter{})
@@ -72,9 +82,9 @@ func stored(t *testing.T, s *observedStore) int {
 func TestRecorderFlushesFullBatchesWithoutWaitingForTheInterval(t *testing.T) {
 	t.Parallel()
 	s, k := openStore(t)
-	r := usage.New(s, time.Hour, slog.New(slog.DiscardHandler), nil)
-	r.Start()
-	t.Cleanup(r.Stop)
+	r := usage.New(usage.Config{Interval: time.Hour}, usage.Deps{Store: s})
+	start(t, r)
+	t.Cleanup(func() { r.Stop(context.Background()) })
 
 	record(r, k.ID, 0, 3*usage.BatchMax)
 	for written := 0; written < 3*usage.BatchMax; {
@@ -95,11 +105,13 @@ func TestRecorderStopFlushesThenDrops(t *testing.T) {
 	t.Parallel()
 	s, k := openStore(t)
 	var dropped atomic.Int64
-	r := usage.New(s, time.Hour, slog.New(slog.DiscardHandler), func(n int) { dropped.Add(int64(n)) })
-	r.Start()
+	r := usage.New(usage.Config{Interval: time.Hour}, usage.Deps{Store: s, Dropped: func(n int) { dropped.Add(int64(n)) }})
+	start(t, r)
 	const n = 2*usage.BatchMax + 7
 	record(r, k.ID, 0, n)
-	r.Stop()
+	if err := r.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	close(s.inserted)
 	for size := range s.inserted {
 		if size > usage.BatchMax {
@@ -125,10 +137,10 @@ func TestRecorderDropsBeyondMaxPending(t *testing.T) {
 	release := func() { once.Do(func() { close(s.gate) }) }
 	t.Cleanup(release)
 	var dropped atomic.Int64
-	r := usage.New(s, time.Hour, slog.New(slog.DiscardHandler), func(n int) { dropped.Add(int64(n)) })
+	r := usage.New(usage.Config{Interval: time.Hour}, usage.Deps{Store: s, Dropped: func(n int) { dropped.Add(int64(n)) }})
 	const maxPending = 10 * usage.BatchMax // MaxPending would take a while to write under -race
 	usage.SetMaxPending(r, maxPending)
-	r.Start()
+	start(t, r)
 
 	// The first full batch goes to the store, which holds it: from then on
 	// nothing leaves the buffer.
@@ -140,8 +152,56 @@ func TestRecorderDropsBeyondMaxPending(t *testing.T) {
 		t.Errorf("dropped %d records, want 10", got)
 	}
 	release()
-	r.Stop()
+	if err := r.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	if got := stored(t, s); got != usage.BatchMax+maxPending {
 		t.Errorf("stored %d records, want %d", got, usage.BatchMax+maxPending)
+	}
+}
+
+// A Stop whose ctx ends before the flush is done drops what is left,
+// counts it, and says why; a second Stop says the same.
+func TestRecorderStopGivesUpWhenCtxEnds(t *testing.T) {
+	t.Parallel()
+	s, k := openStore(t)
+	s.entered, s.gate = make(chan struct{}, 1<<10), make(chan struct{})
+	var dropped atomic.Int64
+	r := usage.New(usage.Config{Interval: time.Hour}, usage.Deps{Store: s, Dropped: func(n int) { dropped.Add(int64(n)) }})
+	start(t, r)
+	const n = 3 * usage.BatchMax
+	record(r, k.ID, 0, n)
+	<-s.entered // the first batch is held in the store until Stop gives up
+	t.Cleanup(func() { close(s.gate) })
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err := r.Stop(ctx)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Stop returned %v, want context.Canceled", err)
+	}
+	if again := r.Stop(t.Context()); again != err {
+		t.Errorf("second Stop returned %v, the first %v", again, err)
+	}
+	if got, lost := stored(t, s), dropped.Load(); got+int(lost) != n || lost == 0 {
+		t.Errorf("stored %d and dropped %d of %d records; want some dropped and none lost uncounted", got, lost, n)
+	}
+}
+
+// Stopping a Recorder that never started returns at once, counting what
+// was buffered as dropped.
+func TestRecorderStopWithoutStart(t *testing.T) {
+	t.Parallel()
+	s, k := openStore(t)
+	var dropped atomic.Int64
+	r := usage.New(usage.Config{Interval: time.Hour}, usage.Deps{Store: s, Dropped: func(n int) { dropped.Add(int64(n)) }})
+	record(r, k.ID, 0, 5)
+	if err := r.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := dropped.Load(); got != 5 {
+		t.Errorf("dropped %d records, want 5", got)
+	}
+	if err := r.Start(t.Context()); err == nil {
+		t.Error("Start after Stop succeeded")
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -98,8 +99,10 @@ func (m *Main) Start(ctx context.Context) error {
 	m.Metrics = metrics.New(func(ctx context.Context) []admission.ScopeStats { return eng.Scopes(ctx) })
 	eng = admission.NewMemory(admission.Options{Observer: m.Metrics})
 	m.Engine = eng
-	m.Usage = usage.New(db, cfg.Server.UsageFlushInterval, m.Logger, m.Metrics.UsageDropped)
-	m.Usage.Start()
+	m.Usage = usage.New(usage.Config{Interval: cfg.Server.UsageFlushInterval}, usage.Deps{Store: db, Logger: m.Logger, Dropped: m.Metrics.UsageDropped})
+	if err := m.Usage.Start(ctx); err != nil {
+		return fmt.Errorf("start usage: %w", err)
+	}
 	hooks, err := webhooks(cfg.Tasks)
 	if err != nil {
 		return err
@@ -141,7 +144,7 @@ func (m *Main) Start(ctx context.Context) error {
 		SoleRunner:  true,
 		Metrics:     m.Metrics,
 		RiverLogger: riverLogger(m.Logger, cfg.Server.LogLevel),
-	}, db, eng, m.Gateway, hooks, m.Logger)
+	}, task.Deps[*sql.Tx]{Store: db, Engine: eng, Planner: m.Gateway, Webhooks: hooks, Logger: m.Logger})
 	if err != nil {
 		return err
 	}
@@ -234,7 +237,7 @@ func (m *Main) stop(ctx context.Context) error {
 		m.Engine.Close()
 	}
 	if m.Usage != nil {
-		m.Usage.Stop()
+		errs = append(errs, m.Usage.Stop(ctx))
 	}
 	if m.DB != nil {
 		errs = append(errs, m.DB.Close())

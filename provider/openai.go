@@ -1,0 +1,56 @@
+package provider
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/weir-gateway/weir/clock"
+)
+
+// OpenAI is the adapter for OpenAI-compatible APIs.
+type OpenAI struct {
+	BaseURL string // e.g. https://api.openai.com/v1
+	APIKey  string
+	Client  *http.Client
+	// Timeout bounds the wait for response headers (0: none beyond ctx).
+	Timeout time.Duration
+	// IdleTimeout bounds each wait for more of the body once the headers
+	// are in: the gap between a stream's chunks (0: none).
+	IdleTimeout time.Duration
+	// CallTimeout bounds the whole call, body included (0: none).
+	CallTimeout time.Duration
+	// AbortGrace is how long an abandoned call waits for the upstream to
+	// hang up (see send). 0: DefaultAbortGrace; negative: no wait.
+	AbortGrace time.Duration
+	// Clock runs the bounds; nil: clock.Real.
+	Clock clock.Clock
+}
+
+var _ Adapter = (*OpenAI)(nil)
+
+// Do sends c and returns the response when the upstream answers 2xx.
+func (o *OpenAI) Do(ctx context.Context, c Call) (*http.Response, error) {
+	h := http.Header{"Content-Type": {"application/json"}}
+	if c.Stream {
+		h.Set("Accept", "text/event-stream")
+	} else if a := c.Header.Get("Accept"); a != "" {
+		h.Set("Accept", a)
+	}
+	if ua := c.Header.Get("User-Agent"); ua != "" {
+		h.Set("User-Agent", ua)
+	}
+	req, err := newRequest(ctx, http.MethodPost, o.BaseURL, c.Path, o.APIKey, c.Body, h)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := send(ctx, httpClient(o.Client), req, callOpts{
+		clock:  o.Clock,
+		bounds: Bounds{Header: o.Timeout, Idle: o.IdleTimeout, Total: o.CallTimeout},
+		grace:  o.AbortGrace,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return checkStatus(resp, o.APIKey)
+}

@@ -1,0 +1,243 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+)
+
+// request builds the engine request for t.
+func (s *Service) request(ctx context.Context, t weir.Task) (admission.Request, error) {
+	cands, err := s.planner.Plan(ctx, t)
+	if err != nil {
+		return admission.Request{}, err
+	}
+	for i := range cands {
+		cands[i].Needs = append(cands[i].Needs, admission.Need{Scope: WorkersScope, Amount: 1})
+	}
+	return admission.Request{
+		ID:          t.ID,
+		Priority:    t.Priority,
+		FairnessKey: t.KeyID,
+		Deadline:    t.Deadline,
+		Owner:       s.cfg.Owner,
+		Candidates:  cands,
+	}, nil
+}
+
+// Submit stores t (or finds the task its idempotency key names) and queues
+// it. created is false when an earlier submission is returned.
+func (s *Service) Submit(ctx context.Context, t *weir.Task) (created bool, err error) {
+	now := s.clock.Now()
+	if t.ID == "" {
+		t.ID = NewID("task")
+	}
+	t.Status = weir.TaskQueued
+	t.CreatedAt = now
+	t.Candidate = -1
+	// A deadline the caller set may only shorten the wait (the
+	// X-Weir-Max-Wait promise), never lengthen it past MaxWait.
+	if latest := now.Add(s.cfg.MaxWait); t.Deadline.IsZero() || t.Deadline.After(latest) {
+		t.Deadline = latest
+	}
+	// Plan first: a task that cannot be served is refused before it is
+	// stored.
+	req, err := s.request(ctx, *t)
+	if err != nil {
+		return false, err
+	}
+	created, err = s.store.TaskCreate(ctx, t)
+	if err != nil || !created {
+		return created, err
+	}
+	s.cfg.Metrics.TaskTransition(weir.TaskQueued)
+	if err := s.enqueueRequest(context.WithoutCancel(ctx), req); err != nil {
+		s.failQueued(ctx, t.ID, err)
+		*t, _ = s.store.TaskGet(context.WithoutCancel(ctx), t.ID)
+		return true, err
+	}
+	return true, nil
+}
+
+// enqueue makes a queued task a waiter in the engine.
+func (s *Service) enqueue(ctx context.Context, t weir.Task) error {
+	req, err := s.request(ctx, t)
+	if err != nil {
+		return err
+	}
+	return s.enqueueRequest(ctx, req)
+}
+
+// enqueueRequest makes a queued task, as the engine request req, a waiter.
+func (s *Service) enqueueRequest(ctx context.Context, req admission.Request) error {
+	id := req.ID
+	return s.engine.Enqueue(ctx, req, func(l admission.Lease, err error) {
+		if err != nil {
+			s.waitEnded(id, err)
+			return
+		}
+		s.admitted <- admittedTask{id: id, lease: l}
+	})
+}
+
+// waitEnded settles a task whose wait ended without admission.
+func (s *Service) waitEnded(id string, err error) {
+	ctx := context.Background()
+	switch {
+	case errors.Is(err, admission.ErrClosed), errors.Is(err, admission.ErrFenced):
+		// Shutting down: the task stays queued and the next start queues it.
+	case errors.Is(err, admission.ErrCancelled):
+		// Cancel marked it.
+	default:
+		s.failQueued(ctx, id, err)
+	}
+}
+
+// failQueued ends a queued task that cannot wait: expired if its wait
+// ended (the engine says so at once when a task queues past its
+// deadline: at a restart after it, or with no wait allowed), else failed.
+func (s *Service) failQueued(ctx context.Context, id string, err error) {
+	if errors.Is(err, admission.ErrTimeout) {
+		s.expireQueued(ctx, id, err)
+		return
+	}
+	code, msg := queueFailure(err)
+	_, _ = s.finishID(context.WithoutCancel(ctx), id, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: code, ErrorMessage: msg})
+}
+
+// expireQueued ends a queued task whose wait ended (err, an
+// admission.ErrTimeout) as expired.
+func (s *Service) expireQueued(ctx context.Context, id string, err error) {
+	ctx = context.WithoutCancel(ctx)
+	t, gerr := s.store.TaskGet(ctx, id)
+	if gerr != nil {
+		s.logger.Error("task update failed", "task", id, "status", weir.TaskExpired, "error", gerr)
+		return
+	}
+	_, _ = s.finish(ctx, t, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{
+		Status: weir.TaskExpired, ErrorCode: "expired", ErrorMessage: waitEndedMessage(err, t.Deadline.Sub(t.CreatedAt))})
+}
+
+// queueFailure is the error code and message of a task that could not
+// wait: a full queue, named with its queue_limit, or no candidate.
+func queueFailure(err error) (code, msg string) {
+	var qe *admission.QueueFullError
+	switch {
+	case errors.As(err, &qe):
+		return "queue_full", fmt.Sprintf("the queue of %s is full (queue_limit %d)", weir.ScopeLabel(qe.Scope), qe.Limit)
+	case errors.Is(err, admission.ErrQueueFull):
+		return "queue_full", err.Error()
+	}
+	return "no_candidate", err.Error()
+}
+
+// waitEndedMessage says which limit ended a queued task's wait: its own
+// maximum wait (maxWait, from its submission to its deadline), or a
+// scope's max_wait that dropped its last candidate.
+func waitEndedMessage(err error, maxWait time.Duration) string {
+	var te *admission.TimeoutError
+	switch {
+	case !errors.As(err, &te):
+		return "the task waited longer than its maximum wait"
+	case te.Scope == "":
+		// Not te.Value: the engine counts from when the task last
+		// queued, which is later after a restart or a retry.
+		return fmt.Sprintf("the task waited longer than its maximum wait (%s)", maxWait.Round(time.Second))
+	}
+	return fmt.Sprintf("the task waited %s in the queue: %s's max_wait (%s) passed", te.Waited.Round(time.Millisecond), weir.ScopeLabel(te.Scope), te.Value)
+}
+
+// dispatch commits admissions: each admitted task's status change and its
+// River job in one transaction, batched while admissions keep coming.
+func (s *Service) dispatch() {
+	defer close(s.done)
+	batch := make([]admittedTask, 0, 64)
+	for {
+		select {
+		case <-s.stop:
+			return
+		case a := <-s.admitted:
+			batch = append(batch[:0], a)
+		}
+	fill:
+		for len(batch) < cap(batch) {
+			select {
+			case a := <-s.admitted:
+				batch = append(batch, a)
+			default:
+				break fill
+			}
+		}
+		s.commitAdmissions(batch)
+	}
+}
+
+// admitRetry is how long tasks whose admission could not be committed
+// wait before they queue again.
+const admitRetry = time.Second
+
+func (s *Service) commitAdmissions(batch []admittedTask) {
+	ctx := context.Background()
+	now := s.clock.Now()
+	applied := make([]bool, len(batch))
+	// The leases are recorded before the commit: once it commits, River may
+	// run a job at once, and its worker must find its task's lease here
+	// rather than restore a second one.
+	s.mu.Lock()
+	for _, a := range batch {
+		s.leases[a.id] = a.lease
+	}
+	s.mu.Unlock()
+	err := s.river.inTx(ctx, func(tx txn) error {
+		for i, a := range batch {
+			pm := ""
+			for _, n := range a.lease.Needs {
+				if name, ok := weir.PlatformModelOfScope(n.Scope); ok {
+					pm = name
+				}
+			}
+			cand := a.lease.Candidate
+			ok, err := tx.taskUpdate(ctx, a.id, weir.TaskUpdate{
+				From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskAdmitted,
+				PlatformModel: pm, Candidate: &cand, AdmittedAt: now,
+			})
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue // cancelled meanwhile
+			}
+			if err := tx.jobInsert(ctx, RunArgs{TaskID: a.id}, nil); err != nil {
+				return err
+			}
+			applied[i] = true
+		}
+		return nil
+	})
+	for i, a := range batch {
+		if err == nil && applied[i] {
+			s.cfg.Metrics.TaskTransition(weir.TaskAdmitted)
+			continue
+		}
+		s.mu.Lock()
+		if s.leases[a.id].ID == a.lease.ID {
+			delete(s.leases, a.id)
+		}
+		s.mu.Unlock()
+		// Not admitted after all: give the capacity back; if the commit
+		// failed, the task is still queued in the store and queues again
+		// after admitRetry, so that a store that keeps failing is not
+		// retried in a busy loop.
+		_ = s.engine.Release(ctx, a.lease.ID, a.lease.Owner)
+		if err != nil {
+			s.enqueueAfter(a.id, admitRetry)
+		}
+	}
+	if err != nil {
+		s.logger.Error("admission commit failed; tasks queue again", "tasks", len(batch), "error", err)
+	}
+}

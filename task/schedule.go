@@ -1,0 +1,93 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/provider"
+)
+
+// When to poll.
+//
+// A slot is only given to the next task once the gateway has noticed that
+// the job holding it ended, so every moment between an upstream job's end
+// and the poll that sees it is capacity standing idle. Polling often closes
+// that gap and spends the upstream's patience (and its poll rate limits);
+// polling at a doubling interval wastes up to half the job's length. Most
+// media APIs report progress, and a job's progress tells when it will end:
+// a job at p% after e has run ends between e·100/(p+1) and e·100/p if it
+// advances evenly. So the next poll is at the earliest end the progress
+// allows; inside that window, polls come every max(pollFloor, e/100), and
+// each poll that still finds the job running doubles that step, so a job
+// stuck at 99% costs a handful of polls, not hundreds. A job that reports
+// no progress is polled at PollMin, doubling with its run time. PollMax
+// bounds every wait.
+//
+// Waits short enough are waited inside the job's execution (see follow): a
+// River snooze costs up to a fetch interval on top of the wait, which for
+// the last poll of a short job is most of the gap being closed.
+
+// pollFloor is the shortest wait between two polls of one job.
+const pollFloor = 20 * time.Millisecond
+
+// pollOutage is how long polls of a running job may keep failing with an
+// upstream's trouble (5xx, 429, unreachable, timeouts) before the
+// failures count as the task's: until then the job is polled again with
+// a doubling wait, and River's attempts — which end in a failed task and
+// a cancelled upstream job — are not spent. An upstream's outage of a
+// few minutes must not throw away the jobs it is running.
+const pollOutage = 30 * time.Minute
+
+// pollFailed decides whether a failed poll is waited out: it returns the
+// wait before the next poll, or false if the failure is the task's (the
+// job is gone, the request was refused) or the outage lasted too long.
+func (s *Service) pollFailed(ctx context.Context, t weir.Task, r *run, err error, now time.Time) (time.Duration, bool) {
+	var pe *provider.Error
+	if ctx.Err() != nil || !errors.As(err, &pe) || !pe.Retryable() {
+		return 0, false
+	}
+	if r.failingSince.IsZero() {
+		r.failingSince = now
+		s.logger.Warn("polls of a running task failing; polling on", "task", t.ID, "platform_model", t.PlatformModel, "error", err)
+	}
+	if now.Sub(r.failingSince) >= pollOutage {
+		return 0, false
+	}
+	wait := min(s.cfg.PollMin<<min(r.failures, 16), time.Minute)
+	r.failures++
+	return max(wait, pe.RetryAfter), true
+}
+
+// nextPoll is the wait after a poll at now found a job submitted at started
+// running with progress (0 to 100), given the polls before it that missed
+// its end (r.misses, which it updates).
+func (s *Service) nextPoll(r *run, progress int, now time.Time) time.Duration {
+	elapsed := now.Sub(r.started)
+	if progress <= 0 || progress >= 100 || elapsed <= 0 {
+		r.misses = 0
+		return s.backoff(elapsed)
+	}
+	// The job ends between elapsed·100/(progress+1) and elapsed·100/progress.
+	earliest := time.Duration(float64(elapsed) * 100 / float64(progress+1))
+	wait := earliest - elapsed
+	if wait < pollFloor {
+		// Inside the window: step through it, slower each time it is missed.
+		wait = max(pollFloor, elapsed/100) << min(r.misses, 16)
+		r.misses++
+	} else {
+		r.misses = 0
+	}
+	return min(wait, s.cfg.PollMax)
+}
+
+// backoff is the wait between polls of a job that reports no progress: it
+// doubles from PollMin with the time the job has run, up to PollMax.
+func (s *Service) backoff(ran time.Duration) time.Duration {
+	d := s.cfg.PollMin
+	for d < s.cfg.PollMax && ran > 4*d {
+		d *= 2
+	}
+	return min(d, s.cfg.PollMax)
+}
