@@ -355,9 +355,6 @@ func TestTaskRescueAfterBelowJobTimeout(t *testing.T) {
 			return
 		}
 	}
-	if strings.Contains(out.String(), "RescueStuckJobsAfter cannot be less than JobTimeout") {
-		knownBug(t, "tasks.rescue_after: 3s stops weir serve from starting: %s", strings.TrimSpace(out.String()))
-	}
 	t.Fatalf("weir serve with rescue_after 3s exited before serving:\n%s", out.String())
 }
 
@@ -394,7 +391,7 @@ func TestTaskRunJobGivenUp(t *testing.T) {
 	var got taskObject
 	ended := eventually(10*time.Second, func() bool { got = g.getTask(t, key, o.ID); return terminal(got.Status) })
 	if job.State == "discarded" && !ended {
-		knownBug(t, "River discarded task %s's run job (errors %s) and the task is still %s 10s later (it stays so): no terminal state, no webhook, its upstream job never cancelled",
+		t.Fatalf("River discarded task %s's run job (errors %s) and the task is still %s 10s later: no terminal state, no webhook, its upstream job never cancelled",
 			o.ID, job.Errors, got.Status)
 	}
 	if got.Status != "failed" {

@@ -16,7 +16,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -636,18 +635,6 @@ func checkSubmittedOnce(t *testing.T, u *videoUpstream, ids []string) (dedup int
 		t.Errorf("mock deduplicated %d submits; the jobs' submit counts say %d", st.JobsDeduplicated, dedup)
 	}
 	return dedup
-}
-
-// knownBug reports a check that fails because of a bug already reported:
-// the test is skipped with the finding, so the suite stays green, unless
-// WEIR_E2E_KNOWN_BUGS=1 makes it fail. Call it last in a test or subtest.
-func knownBug(t *testing.T, format string, args ...any) {
-	t.Helper()
-	msg := "known bug: " + fmt.Sprintf(format, args...)
-	if os.Getenv("WEIR_E2E_KNOWN_BUGS") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg + " (WEIR_E2E_KNOWN_BUGS=1 makes this fail)")
 }
 
 // eventually polls cond every 20ms for up to within and reports whether
