@@ -12,7 +12,7 @@ import (
 
 // TaskError is err, from the task service about a task of model, in the
 // service's categories: admission refusing a submission (a full queue,
-// no candidate) and an upstream's failure (deleting a finished task's
+// a wait already over, no candidate) and an upstream's failure (deleting a finished task's
 // job upstream). Anything else is returned as it is.
 func TaskError(model string, err error) error {
 	var pe *provider.Error
@@ -21,6 +21,10 @@ func TaskError(model string, err error) error {
 		return nil
 	case errors.Is(err, admission.ErrQueueFull):
 		return queueFull(model, err)
+	case errors.Is(err, admission.ErrTimeout):
+		// A submission whose wait had ended before it could queue (it
+		// asked for none while capacity was taken).
+		return queueTimeout(model, 0, "the task's own max wait", err)
 	case errors.Is(err, admission.ErrNoCandidate):
 		return &Error{Category: ErrNoCandidate, Param: "model", Message: err.Error(), Err: err}
 	case errors.As(err, &pe):

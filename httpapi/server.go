@@ -165,7 +165,6 @@ func New(cfg Config, deps Deps) *Server {
 	return s
 }
 
-
 // Handler returns the HTTP handler for everything the gateway serves.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()

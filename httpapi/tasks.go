@@ -369,7 +369,8 @@ func (s *Server) submitTask(r *http.Request, sub submission, kind string, input 
 	case err == nil:
 		return t, created, nil
 	}
-	if err := gateway.TaskError(model, err); errors.Is(err, gateway.ErrQueueFull) || errors.Is(err, gateway.ErrNoCandidate) {
+	if err := gateway.TaskError(model, err); errors.Is(err, gateway.ErrQueueFull) || errors.Is(err, gateway.ErrQueueTimeout) ||
+		errors.Is(err, gateway.ErrNoCandidate) {
 		return t, created, answerOf(err)
 	}
 	info(r.Context()).log().Error("task submit failed", "error", err)

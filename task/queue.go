@@ -57,7 +57,13 @@ func (s *Service) Submit(ctx context.Context, t *weir.Task) (created bool, err e
 	s.cfg.Metrics.TaskTransition(weir.TaskQueued)
 	if err := s.enqueueRequest(context.WithoutCancel(ctx), req); err != nil {
 		s.failQueued(ctx, t.ID, err)
-		*t, _ = s.store.TaskGet(context.WithoutCancel(ctx), t.ID)
+		// The caller gets the task as it ended; a failed read leaves it
+		// as it was stored rather than zeroed.
+		if ended, gerr := s.store.TaskGet(context.WithoutCancel(ctx), t.ID); gerr == nil {
+			*t = ended
+		} else {
+			s.logger.Error("task read failed", "task", t.ID, "error", gerr)
+		}
 		return true, err
 	}
 	return true, nil
