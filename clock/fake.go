@@ -115,16 +115,3 @@ func (c *Fake) removeLocked(t *fakeTimer) bool {
 	}
 	return false
 }
-
-type fakeTimer struct {
-	clock *Fake
-	at    time.Time
-	seq   uint64
-	f     func()
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.clock.mu.Lock()
-	defer t.clock.mu.Unlock()
-	return t.clock.removeLocked(t)
-}
