@@ -477,3 +477,25 @@ func TestTaskCallbacks(t *testing.T) {
 		t.Errorf("task with a callback %+v", tk)
 	}
 }
+
+// TestTaskBodyTooLarge: a task or video request over MaxBodyBytes, as
+// JSON or as a form, is a 413 and stores nothing.
+func TestTaskBodyTooLarge(t *testing.T) {
+	t.Parallel()
+	b := taskSetup(t, setupOpts{cfg: Config{MaxBodyBytes: 512}})
+	big := strings.Repeat("x", 1024)
+	for _, c := range []struct {
+		path, body string
+		h          http.Header
+	}{
+		{"/v1/tasks", `{"model":"v","input":{"prompt":"` + big + `"}}`, nil},
+		{"/v1/videos", `{"model":"v","prompt":"` + big + `"}`, nil},
+		{"/v1/videos", url.Values{"model": {"v"}, "prompt": {big}}.Encode(), http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}},
+	} {
+		resp, body := b.call(t, http.MethodPost, c.path, b.key, c.body, c.h)
+		wantError(t, resp, body, http.StatusRequestEntityTooLarge, CodePayloadTooLarge, "")
+	}
+	if ts, err := b.tasks.List(t.Context(), weir.TaskFilter{Limit: 10}); err != nil || len(ts) != 0 {
+		t.Errorf("refused submissions stored %d tasks (%v)", len(ts), err)
+	}
+}
