@@ -153,8 +153,7 @@ func answerOf(err error) *apiError {
 func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) int {
 	var re *gateway.RefusedError
 	if errors.As(err, &re) {
-		passUpstreamError(w, re)
-		return re.Status
+		return passUpstreamError(w, re)
 	}
 	e := answerOf(err)
 	if e.Code == CodeInternal {
@@ -189,10 +188,11 @@ func (s *Server) handle(h func(http.ResponseWriter, *http.Request) error) http.H
 // passUpstreamError forwards an upstream's refusal of the client's
 // request: its body when it is OpenAI-shaped JSON, else wrapped in ours.
 // A 401 or 403 is the platform's credential refused, never passed on.
-func passUpstreamError(w http.ResponseWriter, re *gateway.RefusedError) {
+// It returns the status written.
+func passUpstreamError(w http.ResponseWriter, re *gateway.RefusedError) int {
 	if re.Status == http.StatusUnauthorized || re.Status == http.StatusForbidden {
 		writeError(w, errorf(CodeUpstreamError, "", "the upstream refused the gateway's credential for it"))
-		return
+		return CodeUpstreamError.Status()
 	}
 	var probe struct {
 		Error *json.RawMessage `json:"error"`
@@ -201,7 +201,7 @@ func passUpstreamError(w http.ResponseWriter, re *gateway.RefusedError) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(re.Status)
 		_, _ = w.Write(re.Body)
-		return
+		return re.Status
 	}
 	code := CodeInvalidRequest
 	switch re.Status {
@@ -210,5 +210,7 @@ func passUpstreamError(w http.ResponseWriter, re *gateway.RefusedError) {
 	case http.StatusRequestEntityTooLarge:
 		code = CodePayloadTooLarge
 	}
-	writeError(w, errorf(code, "", fmt.Sprintf("upstream answered %d: %s", re.Status, bytes.TrimSpace(re.Body))))
+	e := errorf(code, "", fmt.Sprintf("upstream answered %d: %s", re.Status, bytes.TrimSpace(re.Body)))
+	writeError(w, e)
+	return e.Code.Status()
 }

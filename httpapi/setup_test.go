@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/weir-gateway/weir/provider/mock"
 	"github.com/weir-gateway/weir/router"
 	"github.com/weir-gateway/weir/sqlite"
+	"github.com/weir-gateway/weir/task"
 )
 
 // testBundle is a whole API in one process: an engine, a temp SQLite
@@ -30,6 +32,8 @@ type testBundle struct {
 	up     *httptest.Server
 	// key is the secret of an active key of the default group.
 	key string
+	// tasks is the task service, with setupOpts.tasks.
+	tasks *task.Service
 }
 
 // setupOpts changes what setup builds.
@@ -52,6 +56,15 @@ type setupOpts struct {
 	// upstream, if set, wraps the mock: what the API reaches is
 	// upstream(mock).
 	upstream func(http.Handler) http.Handler
+	// tasks, if set, runs a task service (task.New on the bundle's store,
+	// the gateway its planner) with this Config, and the default catalog
+	// gains a video model "v" on the platform model "up/v" (the mock's
+	// video API).
+	tasks *task.Config
+	// hooks are the task service's webhooks, with tasks.
+	hooks task.Webhooks
+	// vlimits are the limits of "up/v", with tasks.
+	vlimits weir.Limits
 }
 
 // setup serves a catalog of one platform ("up", the mock), one platform
@@ -85,11 +98,39 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	}
 	b.gw = gateway.New(o.gwCfg, gwDeps)
 	deps.Gateway = b.gw
+	if o.tasks != nil {
+		if err := db.RiverMigrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		tc := *o.tasks
+		if tc.Clock == nil {
+			tc.Clock = o.clock
+		}
+		if tc.FetchPollInterval == 0 {
+			tc.FetchPollInterval = 10 * time.Millisecond
+		}
+		if tc.PollMin == 0 {
+			tc.PollMin = 10 * time.Millisecond
+		}
+		tc.SoleRunner = true
+		b.tasks, err = task.New(tc, db, b.engine, b.gw, o.hooks, deps.Logger)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deps.Tasks = b.tasks
+		if o.hooks.Sender != nil && deps.Webhooks == nil {
+			deps.Webhooks = o.hooks.Sender
+		}
+	}
 	b.srv = New(o.cfg, deps)
 	cat := weir.Catalog{
 		Platforms:      []weir.Platform{{Name: "up", Kind: "openai", BaseURL: "UP"}},
 		PlatformModels: []weir.PlatformModel{{Name: "up/m", Platform: "up", Upstream: "gpt-4o-mini", Limits: o.limits}},
 		Models:         []weir.Model{{Name: "m", Kind: weir.KindChat, Candidates: []weir.Candidate{{PlatformModel: "up/m", Weight: 1}}}},
+	}
+	if o.tasks != nil {
+		cat.PlatformModels = append(cat.PlatformModels, weir.PlatformModel{Name: "up/v", Platform: "up", Upstream: "sora-2", Limits: o.vlimits})
+		cat.Models = append(cat.Models, weir.Model{Name: "v", Kind: weir.KindVideo, Candidates: []weir.Candidate{{PlatformModel: "up/v", Weight: 1}}})
 	}
 	if o.catalog != nil {
 		cat = *o.catalog
@@ -102,6 +143,18 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	}
 	b.http = httptest.NewServer(b.srv.Handler())
 	t.Cleanup(b.http.Close)
+	if b.tasks != nil {
+		if err := b.tasks.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := b.tasks.Stop(stop); err != nil {
+				t.Errorf("task service stop: %v", err)
+			}
+		})
+	}
 	b.key = b.newKey(t, weir.APIKey{})
 	return b
 }
