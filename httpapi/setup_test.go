@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"database/sql"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -113,7 +114,7 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 			tc.PollMin = 10 * time.Millisecond
 		}
 		tc.SoleRunner = true
-		b.tasks, err = task.New(tc, db, b.engine, b.gw, o.hooks, deps.Logger)
+		b.tasks, err = task.New(tc, task.Deps[*sql.Tx]{Store: db, Engine: b.engine, Planner: b.gw, Webhooks: o.hooks, Logger: deps.Logger})
 		if err != nil {
 			t.Fatal(err)
 		}
