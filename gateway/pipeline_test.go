@@ -772,3 +772,78 @@ func TestReconcileFailureIsCounted(t *testing.T) {
 	}
 	b.assertIdle(t)
 }
+
+// failingRenew is an engine whose Renew fails with err.
+type failingRenew struct {
+	*countingEngine
+	err error
+}
+
+func (f failingRenew) Renew(ctx context.Context, id admission.LeaseID, owner admission.Owner) (time.Time, error) {
+	f.renews.Add(1)
+	return time.Time{}, f.err
+}
+
+// TestLeaseRenewalFailures: a renewal the engine refuses because the
+// lease is gone stops the renewing; another failure is tried again at
+// the next turn. Either is logged, and the lease is still released once.
+func TestLeaseRenewalFailures(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		err  error
+		want int32
+	}{
+		{"lease gone", admission.ErrLeaseNotHeld, 1},
+		{"transient", errors.New("store busy"), 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ce := &countingEngine{}
+			b := setup(t, setupOpts{
+				engine: func(e admission.Engine) admission.Engine { ce.Engine = e; return failingRenew{ce, tc.err} },
+				catalog: func(c *weir.Catalog) {
+					onlyUp(c)
+					c.PlatformModels[0].LeaseTTL = 30 * time.Second
+				},
+			})
+			started, finish := make(chan struct{}), make(chan struct{})
+			b.setExec("up", func(context.Context, provider.Call) (*http.Response, error) {
+				close(started)
+				<-finish
+				resp, _ := answerWith("application/json", strings.NewReader(okBody))
+				return resp, nil
+			})
+			done := b.serveAsync(t.Context(), b.chat(t), &recordedAnswer{})
+			<-started
+			for range 3 {
+				b.clock.Advance(10 * time.Second)
+			}
+			close(finish)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if ce.renews.Load() != tc.want || ce.releases.Load() != 1 {
+				t.Errorf("renewed %d times (want %d), released %d times", ce.renews.Load(), tc.want, ce.releases.Load())
+			}
+			if !strings.Contains(b.logs.String(), "could not renew") {
+				t.Errorf("logs: %s", b.logs.String())
+			}
+		})
+	}
+}
+
+// TestServeModelWithoutCandidates: a model the router offers nothing for
+// has no candidate, and takes no lease.
+func TestServeModelWithoutCandidates(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	c := b.chat(t)
+	c.Model = weir.Model{Name: "bare", Kind: weir.KindChat}
+	err := b.svc.Serve(t.Context(), c, &recordedAnswer{})
+	var ge *Error
+	if !errors.As(err, &ge) || !errors.Is(err, ErrNoCandidate) || ge.Param != "model" || c.Usage.Outcome != "no_candidate" {
+		t.Fatalf("Serve: %v, outcome %q; want no_candidate", err, c.Usage.Outcome)
+	}
+	b.assertIdle(t)
+}
