@@ -292,8 +292,10 @@ func TestServeCredentialRefusal(t *testing.T) {
 }
 
 // TestServeStreamReconcilesUsage: a stream is passed through as it came,
-// and the lease's tokens are settled against the usage it reported, or
-// about one token a chunk when it reported none.
+// and the lease's tokens are settled against the usage it reported, or,
+// when it reported none, the prompt's estimate and about one token a
+// chunk: a client cannot get past a TPM limit by streaming without
+// asking for usage.
 func TestServeStreamReconcilesUsage(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -302,14 +304,17 @@ func TestServeStreamReconcilesUsage(t *testing.T) {
 		want       int64
 		prompt     int64
 		completion int64
+		maxTokens  int64
 	}{
 		{"usage chunk", []string{
 			"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
 			"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":30,\"total_tokens\":37}}\n",
-			"\ndata: [DONE]\n\n"}, 37, 7, 30},
+			"\ndata: [DONE]\n\n"}, 37, 7, 30, 0},
 		{"no usage", []string{"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\r\n\r\n",
 			"data: {\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n\ndata: {\"choices\":[{\"delta\":", "{}}]}\n\n",
-			"data: [DONE]\n\n"}, 3, 0, 3},
+			"data: [DONE]\n\n"}, 13, 10, 3, 0},
+		{"no usage, max_tokens", []string{"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n", "data: [DONE]\n\n"},
+			4 + 1, 4, 1, 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -327,7 +332,7 @@ func TestServeStreamReconcilesUsage(t *testing.T) {
 				return resp, nil
 			})
 			c := b.chat(t)
-			c.Stream = true
+			c.Stream, c.MaxTokens = true, tc.maxTokens
 			var out recordedAnswer
 			if err := b.svc.Serve(t.Context(), c, &out); err != nil {
 				t.Fatal(err)
