@@ -138,11 +138,12 @@ func (s *Service) pump(out Answer, resp *http.Response, head Head, done func(usa
 }
 
 // stream passes an SSE answer through as it arrives, flushing each read,
-// and watches the data lines for a usage report. It stops at once when
+// and watches the data lines for a usage report; without one, it counts
+// prompt (the request's estimate of its input) and about a token a chunk. It stops at once when
 // the client goes away or stops reading (the write timeout), and when
 // the upstream fails mid-stream it ends the stream with an error event,
 // as OpenAI's streams report errors.
-func (s *Service) stream(out Answer, resp *http.Response, head Head, done func(usage, bool)) delivery {
+func (s *Service) stream(out Answer, resp *http.Response, head Head, prompt int64, done func(usage, bool)) delivery {
 	var (
 		line    []byte
 		u       usage
@@ -180,8 +181,9 @@ func (s *Service) stream(out Answer, resp *http.Response, head Head, done func(u
 	// goes back.
 	settle := func(usage, bool) {
 		if !got && chunks > 0 {
-			// No usage chunk: count about one token per content chunk.
-			u = usage{CompletionTokens: chunks}
+			// No usage chunk: the prompt was read all the same; count
+			// about one token per content chunk on top.
+			u = usage{PromptTokens: prompt, CompletionTokens: chunks}
 		}
 		done(u, got || chunks > 0)
 	}

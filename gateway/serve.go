@@ -212,7 +212,8 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 	}
 	var d delivery
 	if c.Stream {
-		d = s.stream(out, resp, head, done)
+		// The estimate less max_tokens is the input's.
+		d = s.stream(out, resp, head, max(c.Tokens-c.MaxTokens, 0), done)
 	} else {
 		d = s.copyBody(c, out, resp, head, done)
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,43 +15,123 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/provider/mock"
+	"github.com/weir-gateway/weir/sqlite"
 )
 
-// testBundle is the service over a memory engine and the mock provider on
-// a real listener, with its metrics and logs recorded.
+// testBundle is the service over a memory engine on a fake clock, a temp
+// SQLite store for its keys, and the mock provider on a real listener as
+// its upstream (whose adapters a test may replace with fake executors),
+// with its metrics and logs recorded.
 type testBundle struct {
 	svc     *Service
 	engine  *admission.Memory
+	clock   *clock.Fake
+	store   *sqlite.DB
 	metrics *countingMetrics
 	logs    *lockedBuffer
+	// events receives the engine's events (buffered; dropped when full).
+	events chan admission.Event
+	// upstream is the mock provider's base URL.
+	upstream string
 }
 
 type setupOpts struct {
 	// engine, if set, wraps the engine the service uses.
 	engine func(admission.Engine) admission.Engine
+	// cfg is the service's Config.
+	cfg Config
+	// mock configures the mock provider.
+	mock mock.Config
+	// catalog, if set, changes the catalog applied: platforms "up" and
+	// "up2" (both the mock), platform models "up/m" (tried first) and
+	// "up2/m", model "m" over both.
+	catalog func(*weir.Catalog)
 }
 
 func setup(t *testing.T, o setupOpts) *testBundle {
 	t.Helper()
-	up := httptest.NewServer(mock.New(mock.Config{}))
+	up := httptest.NewServer(mock.New(o.mock))
 	t.Cleanup(up.Close)
-	b := &testBundle{engine: admission.NewMemory(admission.Options{}), metrics: &countingMetrics{}, logs: &lockedBuffer{}}
+	clk := clock.NewFake(time.Now())
+	b := &testBundle{clock: clk, metrics: &countingMetrics{}, logs: &lockedBuffer{},
+		events: make(chan admission.Event, 1024), upstream: up.URL + "/v1"}
+	b.engine = admission.NewMemory(admission.Options{Clock: clk, Observer: admission.ObserverFunc(func(e admission.Event) {
+		select {
+		case b.events <- e:
+		default:
+		}
+	})})
 	t.Cleanup(b.engine.Close)
+	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "weir.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	b.store = db
 	var eng admission.Engine = b.engine
 	if o.engine != nil {
 		eng = o.engine(eng)
 	}
-	b.svc = New(Config{}, Deps{Engine: eng, Metrics: b.metrics, Logger: slog.New(slog.NewJSONHandler(b.logs, nil))})
-	cat := weir.Catalog{
-		Platforms:      []weir.Platform{{Name: "up", Kind: "openai", BaseURL: up.URL + "/v1"}},
-		PlatformModels: []weir.PlatformModel{{Name: "up/m", Platform: "up", Upstream: "gpt-4o-mini"}},
-		Models:         []weir.Model{{Name: "m", Kind: weir.KindChat, Candidates: []weir.Candidate{{PlatformModel: "up/m", Weight: 1}}}},
+	b.svc = New(o.cfg, Deps{Engine: eng, Keys: db, Clock: clk, Metrics: b.metrics, Logger: slog.New(slog.NewJSONHandler(b.logs, nil))})
+	cat := b.catalog()
+	if o.catalog != nil {
+		o.catalog(&cat)
 	}
 	if err := b.svc.Apply(t.Context(), cat, ""); err != nil {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// catalog is the bundle's default catalog.
+func (b *testBundle) catalog() weir.Catalog {
+	return weir.Catalog{
+		Platforms: []weir.Platform{
+			{Name: "up", Kind: "openai", BaseURL: b.upstream},
+			{Name: "up2", Kind: "openai", BaseURL: b.upstream},
+		},
+		PlatformModels: []weir.PlatformModel{
+			{Name: "up/m", Platform: "up", Upstream: "gpt-4o-mini"},
+			{Name: "up2/m", Platform: "up2", Upstream: "gpt-4o-mini"},
+		},
+		Models: []weir.Model{{Name: "m", Kind: weir.KindChat, Candidates: []weir.Candidate{
+			{PlatformModel: "up/m", Priority: 2, Weight: 1},
+			{PlatformModel: "up2/m", Priority: 1, Weight: 1},
+		}}},
+	}
+}
+
+// onlyUp leaves the catalog one platform model, up/m.
+func onlyUp(c *weir.Catalog) {
+	c.Platforms, c.PlatformModels = c.Platforms[:1], c.PlatformModels[:1]
+	c.Models[0].Candidates = c.Models[0].Candidates[:1]
+}
+
+// waitEvent waits for the engine's next event with outcome o.
+func (b *testBundle) waitEvent(t *testing.T, o admission.Outcome) admission.Event {
+	t.Helper()
+	for {
+		select {
+		case e := <-b.events:
+			if e.Outcome == o {
+				return e
+			}
+		case <-t.Context().Done():
+			t.Fatalf("no event %v", o)
+		}
+	}
+}
+
+// scope is the engine's stats of scope.
+func (b *testBundle) scope(t *testing.T, scope string) admission.ScopeStats {
+	t.Helper()
+	st, err := b.engine.Scope(context.Background(), scope)
+	if err != nil {
+		t.Fatalf("scope %s: %v", scope, err)
+	}
+	return st
 }
 
 // chat is a chat Call of key k on model m.
@@ -65,7 +146,7 @@ func (b *testBundle) chat(t *testing.T) *Call {
 	group, _ := st.GroupOf(k)
 	return &Call{RequestID: "req_1", Snapshot: st, Model: m, KeyID: k.ID, Group: group, Path: "/chat/completions",
 		Body: rawBody(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), Tokens: 10,
-		Deadline: time.Now().Add(time.Minute)}
+		Deadline: b.clock.Now().Add(time.Minute), MaxWait: time.Minute}
 }
 
 type rawBody string
@@ -183,7 +264,7 @@ func TestReleaseFailureIsCountedAndLogged(t *testing.T) {
 // and the request's outcome says so.
 func TestServeMapsAdmissionErrors(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{catalog: onlyUp})
 	if err := b.engine.SetScope(t.Context(), weir.PlatformModelScope("up/m"), admission.ScopeConfig{Limit: 1}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,362 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/provider"
+)
+
+// TestApplySetsScopes: Apply configures a scope for every platform model
+// and group by its limits, the default group among them, and serves the
+// catalog's models by name.
+func TestApplySetsScopes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{catalog: func(c *weir.Catalog) {
+		c.PlatformModels[0].Concurrency, c.PlatformModels[0].LeaseTTL = 4, time.Minute
+		c.Groups = []weir.Group{{Name: "gold", Limits: weir.Limits{Concurrency: 2, RPM: 60}, RoundRobin: true}}
+	}})
+	if got := b.scope(t, weir.PlatformModelScope("up/m")).Config; got.Limit != 4 || got.LeaseTTL != time.Minute || !got.RoundRobin {
+		t.Errorf("up/m scope %+v", got)
+	}
+	if got := b.scope(t, weir.GroupScope("gold")).Config; got.Limit != 2 || got.RPM != 60 || !got.RoundRobin {
+		t.Errorf("gold scope %+v", got)
+	}
+	b.scope(t, weir.GroupScope("default"))
+	st := b.svc.Snapshot()
+	if names := st.ModelNames(); len(names) != 1 || names[0] != "m" {
+		t.Errorf("model names %v", names)
+	}
+	if g, _ := st.GroupOf(weir.APIKey{Group: "gold"}); g != "gold" {
+		t.Errorf("a gold key counts against %q", g)
+	}
+	if g, _ := st.GroupOf(weir.APIKey{Group: "gone"}); g != "default" {
+		t.Errorf("a key of a group not in the catalog counts against %q", g)
+	}
+	var views []string
+	for _, v := range b.svc.Scopes(t.Context()) {
+		if v.Name == weir.PlatformModelScope("up/m") && v.Limit == 4 {
+			views = append(views, v.Name)
+		}
+	}
+	if len(views) != 1 {
+		t.Errorf("Scopes shows up/m with its limit %d times", len(views))
+	}
+}
+
+// TestApplyRetiresScopes: a reload removes the scopes of platform models
+// and groups that left the catalog, and keeps the others' settings new.
+func TestApplyRetiresScopes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{catalog: func(c *weir.Catalog) {
+		c.Groups = []weir.Group{{Name: "gold"}}
+	}})
+	next := b.catalog()
+	onlyUp(&next)
+	next.PlatformModels[0].Concurrency = 7
+	if err := b.svc.Apply(t.Context(), next, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, scope := range []string{weir.PlatformModelScope("up2/m"), weir.GroupScope("gold")} {
+		if _, err := b.engine.Scope(t.Context(), scope); !errors.Is(err, admission.ErrUnknownScope) {
+			t.Errorf("scope %s after it left the catalog: %v", scope, err)
+		}
+	}
+	if got := b.scope(t, weir.PlatformModelScope("up/m")).Config.Limit; got != 7 {
+		t.Errorf("up/m limit %d after the reload, want 7", got)
+	}
+	if _, ok := b.svc.Snapshot().PlatformModel("up2/m"); ok {
+		t.Error("the new snapshot still has up2/m")
+	}
+}
+
+// TestApplyRefusesABadCatalog: a catalog that does not validate, or whose
+// scopes the engine refuses, changes nothing served.
+func TestApplyRefusesABadCatalog(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	before := b.svc.Snapshot()
+	bad := b.catalog()
+	bad.Models[0].Candidates[0].PlatformModel = "nowhere/m"
+	if err := b.svc.Apply(t.Context(), bad, ""); err == nil {
+		t.Error("Apply took a model over an unknown platform model")
+	}
+	b.engine.Close()
+	if err := b.svc.Apply(t.Context(), b.catalog(), ""); err == nil {
+		t.Error("Apply succeeded with the engine refusing its scopes")
+	}
+	if b.svc.Snapshot() != before {
+		t.Error("a refused catalog replaced the served one")
+	}
+}
+
+// failingRemove is an engine that cannot remove scopes.
+type failingRemove struct{ admission.Engine }
+
+func (failingRemove) RemoveScope(context.Context, string) error { return errors.New("remove refused") }
+
+// TestApplyRemoveFailureIsCounted: a scope that cannot be retired does not
+// undo the reload; it is counted and logged.
+func TestApplyRemoveFailureIsCounted(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{engine: func(e admission.Engine) admission.Engine { return failingRemove{e} }})
+	next := b.catalog()
+	onlyUp(&next)
+	if err := b.svc.Apply(t.Context(), next, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.svc.Snapshot().PlatformModel("up2/m"); ok {
+		t.Error("the reload was undone")
+	}
+	if got := b.metrics.count("remove_scope"); got != 1 {
+		t.Errorf("remove failures counted %d, want 1", got)
+	}
+	if !strings.Contains(b.logs.String(), "remove refused") {
+		t.Errorf("logs: %s", b.logs.String())
+	}
+}
+
+// TestApplyKeepsInFlight: a reload that lowers a platform model's limit,
+// or drops it, revokes nothing in flight: the requests running on it
+// finish on the catalog they started in and give their leases back
+// cleanly.
+func TestApplyKeepsInFlight(t *testing.T) {
+	t.Parallel()
+	for _, drop := range []bool{false, true} {
+		name := "lowered"
+		if drop {
+			name = "dropped"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, setupOpts{catalog: func(c *weir.Catalog) { c.PlatformModels[0].Concurrency = 2 }})
+			started, finish := make(chan struct{}), make(chan struct{})
+			b.setExec("up", func(context.Context, provider.Call) (*http.Response, error) {
+				close(started)
+				<-finish
+				resp, _ := answerWith("application/json", strings.NewReader(okBody))
+				return resp, nil
+			})
+			c := b.chat(t)
+			var out recordedAnswer
+			done := b.serveAsync(t.Context(), c, &out)
+			<-started
+			next := b.catalog()
+			if drop {
+				next.PlatformModels = next.PlatformModels[1:]
+				next.Platforms = next.Platforms[1:]
+				next.Models[0].Candidates = next.Models[0].Candidates[1:]
+			} else {
+				next.PlatformModels[0].Concurrency = 1
+			}
+			if err := b.svc.Apply(t.Context(), next, ""); err != nil {
+				t.Fatal(err)
+			}
+			if !drop {
+				if st := b.scope(t, weir.PlatformModelScope("up/m")); st.Leases != 1 || st.Config.Limit != 1 {
+					t.Errorf("after the reload: %+v; want the running lease kept under the new limit", st)
+				}
+			}
+			close(finish)
+			if err := <-done; err != nil || out.body.String() != okBody || c.Usage.PlatformModel != "up/m" {
+				t.Fatalf("Serve: %v, body %q, usage %+v", err, out.body.String(), c.Usage)
+			}
+			if got := b.metrics.count("release"); got != 0 {
+				t.Errorf("%d release failures", got)
+			}
+			b.assertIdle(t)
+		})
+	}
+}
+
+// TestKeyByHashCaches: a key is looked up in the store once per TTL: its
+// revocation shows once the cached copy is older than the TTL, and an
+// unknown key is remembered as unknown as long.
+func TestKeyByHashCaches(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{cfg: Config{KeyCacheTTL: 2 * time.Second}})
+	ctx := t.Context()
+	if err := b.store.KeyCreate(ctx, weir.APIKey{ID: "key_a", Hash: "hash_a", CreatedAt: b.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if k, found, err := b.svc.KeyByHash(ctx, "hash_a"); err != nil || !found || k.ID != "key_a" || !k.Active() {
+		t.Fatalf("KeyByHash: %+v %v %v", k, found, err)
+	}
+	if err := b.store.KeyRevoke(ctx, "key_a", b.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(time.Second)
+	if k, _, _ := b.svc.KeyByHash(ctx, "hash_a"); !k.Active() {
+		t.Error("the store was asked again within the TTL")
+	}
+	b.clock.Advance(time.Second)
+	if k, found, err := b.svc.KeyByHash(ctx, "hash_a"); err != nil || !found || k.Active() {
+		t.Errorf("after the TTL: %+v %v %v; want the revoked key", k, found, err)
+	}
+
+	if _, found, err := b.svc.KeyByHash(ctx, "hash_b"); err != nil || found {
+		t.Fatalf("unknown key: found %v, %v", found, err)
+	}
+	if err := b.store.KeyCreate(ctx, weir.APIKey{ID: "key_b", Hash: "hash_b", CreatedAt: b.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, _ := b.svc.KeyByHash(ctx, "hash_b"); found {
+		t.Error("an unknown key was looked up again within the TTL")
+	}
+	b.clock.Advance(2 * time.Second)
+	if k, found, err := b.svc.KeyByHash(ctx, "hash_b"); err != nil || !found || k.ID != "key_b" {
+		t.Errorf("after the TTL: %+v %v %v", k, found, err)
+	}
+
+	// A store that fails is an error, not an unknown key, and not cached.
+	_ = b.store.Close()
+	if _, found, err := b.svc.KeyByHash(ctx, "hash_c"); err == nil || found {
+		t.Errorf("with the store closed: found %v, %v; want an error", found, err)
+	}
+}
+
+// videoCatalog adds a video model "v" on up/v.
+func videoCatalog(c *weir.Catalog) {
+	c.PlatformModels = append(c.PlatformModels, weir.PlatformModel{Name: "up/v", Platform: "up", Upstream: "sora-2"})
+	c.Models = append(c.Models, weir.Model{Name: "v", Kind: weir.KindVideo, Candidates: []weir.Candidate{{PlatformModel: "up/v", Weight: 1}}})
+	c.Groups = []weir.Group{{Name: "gold"}}
+}
+
+// TestPlan: a task's candidates are its model's platform models with an
+// asynchronous API, each needing its key's, group's and platform model's
+// scopes; the key's scope is configured on the way.
+func TestPlan(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{catalog: videoCatalog})
+	ctx := t.Context()
+	if err := b.store.KeyCreate(ctx, weir.APIKey{ID: "key_v", Hash: "hash_v", Group: "gold", CreatedAt: b.clock.Now(),
+		Limits: weir.Limits{Concurrency: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	cands, err := b.svc.Plan(ctx, weir.Task{ID: "task_1", Model: "v", KeyID: "key_v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []admission.Need{{Scope: weir.KeyScope("key_v"), Amount: 1}, {Scope: weir.GroupScope("gold"), Amount: 1},
+		{Scope: weir.PlatformModelScope("up/v"), Amount: 1}}
+	if len(cands) != 1 || len(cands[0].Needs) != 3 || cands[0].Needs[0] != want[0] || cands[0].Needs[1] != want[1] || cands[0].Needs[2] != want[2] {
+		t.Errorf("candidates %+v; want one needing %+v", cands, want)
+	}
+	if got := b.scope(t, weir.KeyScope("key_v")).Config.Limit; got != 3 {
+		t.Errorf("the key's scope limit %d, want 3", got)
+	}
+
+	for name, tc := range map[string]struct {
+		task weir.Task
+		want error
+	}{
+		"chat model":  {weir.Task{ID: "t", Model: "m", KeyID: "key_v"}, admission.ErrNoCandidate},
+		"no model":    {weir.Task{ID: "t", Model: "nope", KeyID: "key_v"}, admission.ErrNoCandidate},
+		"unknown key": {weir.Task{ID: "t", Model: "v", KeyID: "key_gone"}, weir.ErrNotFound},
+	} {
+		if _, err := b.svc.Plan(ctx, tc.task); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v; want %v", name, err, tc.want)
+		}
+	}
+	if _, err := New(Config{}, Deps{Engine: b.engine}).Plan(ctx, weir.Task{Model: "v"}); err == nil {
+		t.Error("Plan without a catalog succeeded")
+	}
+}
+
+// TestTargetAndHealth: Target names a platform model's upstream and async
+// adapter; a task's failures put its platform model in cooldown as a
+// request's would, and a success ends it.
+func TestTargetAndHealth(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{catalog: videoCatalog})
+	tg, ok := b.svc.Target("up/v")
+	if !ok || tg.PlatformModel != "up/v" || tg.Upstream != "sora-2" || tg.Adapter == nil {
+		t.Errorf("Target(up/v) = %+v, %v", tg, ok)
+	}
+	if _, ok := b.svc.Target("nope"); ok {
+		t.Error("Target of an unknown platform model")
+	}
+	if _, ok := New(Config{}, Deps{Engine: b.engine}).Target("up/v"); ok {
+		t.Error("Target without a catalog")
+	}
+	m, _ := b.svc.Snapshot().Model("m")
+	for range 3 {
+		b.svc.UpstreamResult("up/m", false)
+	}
+	if order := b.svc.deps.Router.Order(m); len(order) != 1 || order[0] != "up2/m" {
+		t.Errorf("order after three failures of up/m: %v", order)
+	}
+	b.svc.UpstreamResult("up/m", true)
+	if order := b.svc.deps.Router.Order(m); len(order) != 2 || order[0] != "up/m" {
+		t.Errorf("order after a success of up/m: %v", order)
+	}
+}
+
+// TestTaskError: the task service's errors map to the service's
+// categories; others pass as they are.
+func TestTaskError(t *testing.T) {
+	t.Parallel()
+	other := errors.New("other")
+	for _, tc := range []struct {
+		err, want error
+	}{
+		{&admission.QueueFullError{Scope: "s", Limit: 1}, ErrQueueFull},
+		{admission.ErrNoCandidate, ErrNoCandidate},
+		{&provider.Error{Status: 500}, ErrUpstream},
+		{other, other},
+	} {
+		if got := TaskError("v", tc.err); !errors.Is(got, tc.want) || !errors.Is(got, tc.err) {
+			t.Errorf("TaskError(%v) = %v; want %v", tc.err, got, tc.want)
+		}
+	}
+	if TaskError("v", nil) != nil {
+		t.Error("TaskError(nil) is not nil")
+	}
+}
+
+// fakeAsync is an async adapter whose Content answers with resp or err.
+type fakeAsync struct {
+	provider.AsyncAdapter
+	resp *http.Response
+	err  error
+}
+
+func (f fakeAsync) Content(context.Context, string, string) (*http.Response, error) {
+	return f.resp, f.err
+}
+
+// TestVideoContent: a video's content comes from the platform that made
+// it; a job the upstream forgot is not found, another failure the
+// upstream's, and a platform model that left the catalog has no candidate.
+func TestVideoContent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{catalog: videoCatalog})
+	task := weir.Task{ID: "t", PlatformModel: "up/v", UpstreamID: "video_1"}
+	ok := &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("mp4"))}
+	for _, tc := range []struct {
+		name string
+		ad   fakeAsync
+		want error
+	}{
+		{"ok", fakeAsync{resp: ok}, nil},
+		{"job gone", fakeAsync{err: provider.ErrJobNotFound}, ErrNotFound},
+		{"upstream failed", fakeAsync{err: &provider.Error{Status: 502}}, ErrUpstream},
+	} {
+		b.svc.Snapshot().async["up"] = tc.ad
+		resp, err := b.svc.VideoContent(t.Context(), task, "")
+		if tc.want == nil && (err != nil || resp != ok) || tc.want != nil && !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, %v; want %v", tc.name, resp, err, tc.want)
+		}
+	}
+	task.PlatformModel = "gone/v"
+	if _, err := b.svc.VideoContent(t.Context(), task, ""); !errors.Is(err, ErrNoCandidate) {
+		t.Errorf("platform model gone: %v", err)
+	}
+}
