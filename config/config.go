@@ -108,6 +108,9 @@ type Server struct {
 	// UsageFlushInterval is how often buffered usage records are written to
 	// storage. Default 1s.
 	UsageFlushInterval time.Duration `yaml:"usage_flush_interval"`
+	// KeyCacheTTL is how long a looked-up API key is trusted before the
+	// store is asked again: a revoked key is refused within it. Default 2s.
+	KeyCacheTTL time.Duration `yaml:"key_cache_ttl"`
 }
 
 // AdminLoopbackTrusted reports whether loopback clients may use the admin
@@ -303,6 +306,7 @@ func Default() *Config {
 			MaxResponseBytes:    64 << 20,
 			LogLevel:            "info",
 			UsageFlushInterval:  time.Second,
+			KeyCacheTTL:         2 * time.Second,
 			AdminLoopback:       "auto",
 		},
 		Storage: Storage{

@@ -120,6 +120,7 @@ func TestDefaultValues(t *testing.T) {
 			LogLevel:            "info",
 			AdminToken:          "",
 			UsageFlushInterval:  time.Second,
+			KeyCacheTTL:         2 * time.Second,
 			ReadHeaderTimeout:   30 * time.Second,
 			BodyTimeout:         60 * time.Second,
 			IdleTimeout:         120 * time.Second,
@@ -186,6 +187,7 @@ func TestEnvOverrides(t *testing.T) {
 		{"WEIR_SERVER_ADMIN_LOOPBACK", "false", func(c *Config) { c.Server.AdminLoopback = "false" }},
 		{"WEIR_SERVER_METRICS_AUTH", "true", func(c *Config) { c.Server.MetricsAuth = true }},
 		{"WEIR_SERVER_USAGE_FLUSH_INTERVAL", "100ms", func(c *Config) { c.Server.UsageFlushInterval = 100 * time.Millisecond }},
+		{"WEIR_SERVER_KEY_CACHE_TTL", "500ms", func(c *Config) { c.Server.KeyCacheTTL = 500 * time.Millisecond }},
 		{"WEIR_STORAGE_DRIVER", "sqlite", func(c *Config) {}},
 		{"WEIR_STORAGE_PATH", "/tmp/x.db", func(c *Config) { c.Storage.Path = "/tmp/x.db" }},
 	}
@@ -452,6 +454,7 @@ func TestValidate(t *testing.T) {
 		{"cooldown without duration", func(c *Config) { c.Server.Cooldown.Duration = 0 },
 			`server.cooldown.duration: must be positive while cooldown.failures is set`},
 		{"cooldown disabled", func(c *Config) { c.Server.Cooldown = Cooldown{} }, ""},
+		{"no key cache ttl", func(c *Config) { c.Server.KeyCacheTTL = 0 }, "server.key_cache_ttl"},
 		{"no flush interval", func(c *Config) { c.Server.UsageFlushInterval = 0 },
 			`server.usage_flush_interval: must be positive`},
 		{"empty storage path", func(c *Config) { c.Storage.Path = "" }, `storage.path: required`},

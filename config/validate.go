@@ -77,6 +77,8 @@ func (s *Server) validate() error {
 		return invalidf("server.max_response_bytes", "must be positive")
 	case s.UsageFlushInterval <= 0:
 		return invalidf("server.usage_flush_interval", "must be positive")
+	case s.KeyCacheTTL <= 0:
+		return invalidf("server.key_cache_ttl", "must be positive")
 	}
 	switch s.AdminLoopback {
 	case "auto", "true", "false":

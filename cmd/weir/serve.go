@@ -120,6 +120,7 @@ func (m *Main) Start(ctx context.Context) error {
 		UpstreamCallTimeout: unbounded(cfg.Server.UpstreamCallTimeout),
 		RetryBudget:         cfg.Server.RetryBudget,
 		MaxResponseBytes:    cfg.Server.MaxResponseBytes,
+		KeyCacheTTL:         cfg.Server.KeyCacheTTL,
 	}, gateway.Deps{
 		Engine:  eng,
 		Keys:    db,
