@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -12,14 +11,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/weir-gateway/weir"
@@ -112,31 +110,8 @@ func (u *tasksUpstream) firstSubmit() time.Time {
 
 // tasksGateway is one `weir serve` child.
 type tasksGateway struct {
-	cmd       *exec.Cmd
-	started   time.Time
-	url       string
-	serving   time.Time // when its "weir serving" line arrived
-	recovered string    // the "tasks recovered" line
-	exited    chan struct{}
-
-	mu    sync.Mutex
-	warns map[string]int // WARN and ERROR messages by text
-	first []string       // the first few such lines
-}
-
-// warnings summarises the WARN and ERROR lines the gateway logged.
-func (g *tasksGateway) warnings() string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if len(g.warns) == 0 {
-		return ""
-	}
-	var parts []string
-	for msg, n := range g.warns {
-		parts = append(parts, fmt.Sprintf("%dx %q", n, msg))
-	}
-	slices.Sort(parts)
-	return strings.Join(parts, ", ") + "; first: " + strings.Join(g.first, " | ")
+	*child
+	recovered string // the "tasks recovered" line
 }
 
 // scopesLine is every scope's in-flight count from /admin/queues.
@@ -184,84 +159,26 @@ models:
 // startTasksGateway starts `weir serve -c config` and waits until it
 // serves.
 func startTasksGateway(w Weir, config string) (*tasksGateway, error) {
-	args := append(slices.Clone(w.ServeArgs), "-c", config)
-	g := &tasksGateway{cmd: exec.Command(w.Exe, args...), exited: make(chan struct{}), warns: map[string]int{}}
-	g.cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "WEIR_") })
-	stderr, err := g.cmd.StderrPipe()
+	g := &tasksGateway{}
+	c, err := startChild(w.Exe, append(slices.Clone(w.ServeArgs), "-c", config), 5*time.Minute, func(v logLine) {
+		if v.Msg == "tasks recovered" {
+			g.recovered = fmt.Sprintf("%d active, %d queued in %s", v.Active, v.Queued, time.Duration(v.TookMS*float64(time.Millisecond)).Round(time.Millisecond))
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
-	g.started = time.Now()
-	if err := g.cmd.Start(); err != nil {
-		return nil, err
-	}
-	ready := make(chan struct{})
-	var tail []string
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			var v struct {
-				Level  string  `json:"level"`
-				Msg    string  `json:"msg"`
-				Addr   string  `json:"addr"`
-				TookMS float64 `json:"took_ms"`
-				Act    int     `json:"active"`
-				Q      int     `json:"queued"`
-			}
-			_ = json.Unmarshal(sc.Bytes(), &v)
-			if v.Level == "WARN" || v.Level == "ERROR" {
-				g.mu.Lock()
-				g.warns[v.Msg]++
-				if len(g.first) < 3 {
-					g.first = append(g.first, sc.Text())
-				}
-				g.mu.Unlock()
-			}
-			switch v.Msg {
-			case "tasks recovered":
-				g.recovered = fmt.Sprintf("%d active, %d queued in %s", v.Act, v.Q, time.Duration(v.TookMS*float64(time.Millisecond)).Round(time.Millisecond))
-			case "weir serving":
-				if g.url == "" {
-					g.url, g.serving = "http://"+v.Addr, time.Now()
-					close(ready)
-				}
-			}
-			if g.url == "" {
-				tail = append(tail, sc.Text())
-			}
-		}
-		_ = g.cmd.Wait()
-		close(g.exited)
-	}()
-	select {
-	case <-ready:
-		return g, nil
-	case <-g.exited:
-		return nil, fmt.Errorf("weir serve exited before serving:\n%s", strings.Join(tail, "\n"))
-	case <-time.After(5 * time.Minute):
-		g.kill()
-		return nil, errors.New("weir serve did not serve within 5 minutes")
-	}
-}
-
-func (g *tasksGateway) kill() {
-	_ = g.cmd.Process.Signal(syscall.SIGKILL)
-	<-g.exited
+	g.child = c
+	return g, nil
 }
 
 // peakRSS is the child's peak resident set (VmHWM), or "".
 func (g *tasksGateway) peakRSS() string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", g.cmd.Process.Pid))
+	kib, err := g.memKiB("VmHWM")
 	if err != nil {
 		return ""
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
+	return strconv.FormatInt(kib, 10) + " kB"
 }
 
 // workersScope reads the worker-capacity scope from /admin/queues.

@@ -1,11 +1,9 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -87,97 +84,6 @@ func (u *waitersUpstream) reset() {
 	u.order = u.order[:0]
 	u.mu.Unlock()
 	u.mock.ResetStats()
-}
-
-// waitersChild is one target process.
-type waitersChild struct {
-	cmd    *exec.Cmd
-	url    string
-	exited chan struct{}
-
-	mu   sync.Mutex
-	errs []string // the first few WARN and ERROR lines
-	nerr int
-}
-
-// startWaitersChild runs exe with args and waits for its
-// "serving" log line (weir serve's "weir serving", or the floor's).
-func startWaitersChild(ctx context.Context, exe string, args ...string) (*waitersChild, error) {
-	c := &waitersChild{cmd: exec.Command(exe, args...), exited: make(chan struct{})}
-	c.cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "WEIR_") })
-	stderr, err := c.cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := c.cmd.Start(); err != nil {
-		return nil, err
-	}
-	ready := make(chan struct{})
-	var tail []string
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			var v struct {
-				Level string `json:"level"`
-				Msg   string `json:"msg"`
-				Addr  string `json:"addr"`
-			}
-			_ = json.Unmarshal(sc.Bytes(), &v)
-			if v.Level == "WARN" || v.Level == "ERROR" {
-				c.mu.Lock()
-				if c.nerr++; len(c.errs) < 3 {
-					c.errs = append(c.errs, sc.Text())
-				}
-				c.mu.Unlock()
-			}
-			if c.url == "" {
-				if (v.Msg == "weir serving" || v.Msg == "serving") && v.Addr != "" {
-					c.url = "http://" + v.Addr
-					close(ready)
-				} else if len(tail) < 50 {
-					tail = append(tail, sc.Text())
-				}
-			}
-		}
-		_ = c.cmd.Wait()
-		close(c.exited)
-	}()
-	select {
-	case <-ready:
-		return c, nil
-	case <-c.exited:
-		return nil, fmt.Errorf("%s exited before serving:\n%s", strings.Join(args, " "), strings.Join(tail, "\n"))
-	case <-time.After(time.Minute):
-	case <-ctx.Done():
-	}
-	c.stop()
-	return nil, fmt.Errorf("%s did not serve within a minute", strings.Join(args, " "))
-}
-
-// stop asks the child to end (SIGTERM) and kills it after 10 s.
-func (c *waitersChild) stop() {
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.exited:
-	case <-time.After(10 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-c.exited
-	}
-}
-
-// memKiB reads a field (VmRSS, VmHWM) of the child's /proc status, in KiB.
-func (c *waitersChild) memKiB(field string) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, c.cmd.Process.Pid)
 }
 
 // waitersResult is one target's run.
@@ -307,8 +213,8 @@ func (o SyncWaitersConfig) validate() error {
 
 // measureFloor runs the floor as a child and sends it the burst.
 func measureFloor(ctx context.Context, up *waitersUpstream, o SyncWaitersConfig) (waitersResult, error) {
-	c, err := startWaitersChild(ctx, o.Weir.Exe, append(slices.Clone(o.Weir.FloorArgs),
-		"--upstream", up.url+"/chat/completions", "--limit", strconv.Itoa(o.Limit))...)
+	c, err := startChild(o.Weir.Exe, append(slices.Clone(o.Weir.FloorArgs),
+		"--upstream", up.url+"/chat/completions", "--limit", strconv.Itoa(o.Limit)), time.Minute, nil)
 	if err != nil {
 		return waitersResult{}, err
 	}
@@ -369,7 +275,7 @@ models:
 	if err != nil {
 		return waitersResult{}, err
 	}
-	c, err := startWaitersChild(ctx, o.Weir.Exe, append(slices.Clone(o.Weir.ServeArgs), "-c", config)...)
+	c, err := startChild(o.Weir.Exe, append(slices.Clone(o.Weir.ServeArgs), "-c", config), time.Minute, nil)
 	if err != nil {
 		return waitersResult{}, err
 	}
@@ -379,7 +285,7 @@ models:
 
 // driveWaiters warms c up, reads its idle RSS, sends the burst and waits
 // for every answer.
-func driveWaiters(ctx context.Context, c *waitersChild, url string, header http.Header, up *waitersUpstream, o SyncWaitersConfig) (waitersResult, error) {
+func driveWaiters(ctx context.Context, c *child, url string, header http.Header, up *waitersUpstream, o SyncWaitersConfig) (waitersResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	// Every request its own connection, closed once answered.
@@ -488,11 +394,9 @@ func driveWaiters(ctx context.Context, c *waitersChild, url string, header http.
 		r.sendTime = max(r.sendTime, time.Duration(sent[i].Load()))
 	}
 	r.rho, r.maxGap = orderAgreement(order, sent)
-	c.mu.Lock()
-	if c.nerr > 0 {
-		r.warnings = fmt.Sprintf("; %d warnings, first: %s", c.nerr, strings.Join(c.errs, " | "))
+	if w := c.warnings(); w != "" {
+		r.warnings = "; warnings: " + w
 	}
-	c.mu.Unlock()
 	return r, nil
 }
 
