@@ -1,6 +1,10 @@
 package weir
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
 // The admission scopes the catalog makes, by name: every request needs
 // its key's, its group's and its platform model's.
@@ -30,4 +34,16 @@ func ScopeLabel(scope string) string {
 		return "group " + g
 	}
 	return "scope " + scope
+}
+
+// QueueFullText says which queue was full, for messages: "the queue of
+// platform model up/m is full (queue_limit 100)".
+func QueueFullText(scope string, queueLimit int) string {
+	return fmt.Sprintf("the queue of %s is full (queue_limit %d)", ScopeLabel(scope), queueLimit)
+}
+
+// MaxWaitText names a scope's max_wait, for messages: "platform model
+// up/m's max_wait (2s)".
+func MaxWaitText(scope string, maxWait time.Duration) string {
+	return fmt.Sprintf("%s's max_wait (%s)", ScopeLabel(scope), maxWait)
 }

@@ -96,7 +96,7 @@ func queueTimeout(model string, waited time.Duration, own string, err error) *Er
 	}
 	limit := own
 	if te.Scope != "" {
-		limit = fmt.Sprintf("%s's max_wait (%s)", weir.ScopeLabel(te.Scope), te.Value)
+		limit = weir.MaxWaitText(te.Scope, te.Value)
 	}
 	on := ""
 	if te.WaitingOn != "" && te.WaitingOn != te.Scope {
@@ -114,7 +114,7 @@ func queueFull(model string, err error) *Error {
 		return &Error{Category: ErrQueueFull, RetryAfter: minRetryAfter, Err: err, Message: "the queue for model " + model + " is full"}
 	}
 	return &Error{Category: ErrQueueFull, RetryAfter: retryAfter(qe.RetryAfter), Err: err,
-		Message: fmt.Sprintf("the queue of %s is full (queue_limit %d)", weir.ScopeLabel(qe.Scope), qe.Limit)}
+		Message: weir.QueueFullText(qe.Scope, qe.Limit)}
 }
 
 // tooManyTokens is the answer to a request none of whose candidates can

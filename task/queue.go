@@ -134,7 +134,7 @@ func queueFailure(err error) (code, msg string) {
 	var qe *admission.QueueFullError
 	switch {
 	case errors.As(err, &qe):
-		return "queue_full", fmt.Sprintf("the queue of %s is full (queue_limit %d)", weir.ScopeLabel(qe.Scope), qe.Limit)
+		return "queue_full", weir.QueueFullText(qe.Scope, qe.Limit)
 	case errors.Is(err, admission.ErrQueueFull):
 		return "queue_full", err.Error()
 	}
@@ -154,7 +154,7 @@ func waitEndedMessage(err error, maxWait time.Duration) string {
 		// queued, which is later after a restart or a retry.
 		return fmt.Sprintf("the task waited longer than its maximum wait (%s)", maxWait.Round(time.Second))
 	}
-	return fmt.Sprintf("the task waited %s in the queue: %s's max_wait (%s) passed", te.Waited.Round(time.Millisecond), weir.ScopeLabel(te.Scope), te.Value)
+	return fmt.Sprintf("the task waited %s in the queue: %s passed", te.Waited.Round(time.Millisecond), weir.MaxWaitText(te.Scope, te.Value))
 }
 
 // dispatch commits admissions: each admitted task's status change and its
