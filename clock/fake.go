@@ -46,6 +46,29 @@ func (c *Fake) Advance(d time.Duration) {
 	c.Set(target)
 }
 
+// AdvanceUntil moves the clock by step every few milliseconds of real
+// time, up to limit in all, until done is closed, and reports whether it
+// was within the real time given. It is for a test whose timer starts
+// when a wait it cannot see from outside begins: time is moved on until
+// the effect shows.
+func (c *Fake) AdvanceUntil(done <-chan struct{}, step, limit, within time.Duration) bool {
+	deadline := time.After(within)
+	var moved time.Duration
+	for {
+		select {
+		case <-done:
+			return true
+		case <-deadline:
+			return false
+		case <-time.After(5 * time.Millisecond):
+			if moved < limit {
+				c.Advance(step)
+				moved += step
+			}
+		}
+	}
+}
+
 // Set moves the clock to t (never backwards), running every timer that falls due.
 func (c *Fake) Set(t time.Time) {
 	for {

@@ -33,20 +33,8 @@ const (
 // until the effect shows.
 func advanceUntil(t *testing.T, clk *clock.Fake, step, limit time.Duration, done <-chan struct{}) {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
-	var moved time.Duration
-	for {
-		select {
-		case <-done:
-			return
-		case <-deadline:
-			t.Fatal("nothing happened within 10s")
-		case <-time.After(5 * time.Millisecond):
-			if moved < limit {
-				clk.Advance(step)
-				moved += step
-			}
-		}
+	if !clk.AdvanceUntil(done, step, limit, 10*time.Second) {
+		t.Fatal("nothing happened within 10s")
 	}
 }
 

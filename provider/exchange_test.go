@@ -39,20 +39,8 @@ func stallingUpstream(t *testing.T, first string) (url string, ended <-chan stru
 // only the upstream hanging up ends an aborted call.
 func advanceUntil(t *testing.T, clk *clock.Fake, step, limit time.Duration, done <-chan struct{}) {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
-	var moved time.Duration
-	for {
-		select {
-		case <-done:
-			return
-		case <-deadline:
-			t.Fatal("the call never ended")
-		case <-time.After(5 * time.Millisecond):
-			if moved < limit {
-				clk.Advance(step)
-				moved += step
-			}
-		}
+	if !clk.AdvanceUntil(done, step, limit, 10*time.Second) {
+		t.Fatal("the call never ended")
 	}
 }
 
