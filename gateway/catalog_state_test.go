@@ -137,13 +137,7 @@ func TestApplyKeepsInFlight(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, setupOpts{catalog: func(c *weir.Catalog) { c.PlatformModels[0].Concurrency = 2 }})
-			started, finish := make(chan struct{}), make(chan struct{})
-			b.setExec("up", func(context.Context, provider.Call) (*http.Response, error) {
-				close(started)
-				<-finish
-				resp, _ := answerWith("application/json", strings.NewReader(okBody))
-				return resp, nil
-			})
+			started, finish := b.holdExec("up")
 			c := b.chat(t)
 			var out recordedAnswer
 			done := b.serveAsync(t.Context(), c, &out)

@@ -27,6 +27,19 @@ func (b *testBundle) setExec(platform string, f execFunc) {
 	b.svc.Snapshot().adapters[platform] = f
 }
 
+// holdExec makes platform's calls wait: started is closed when a call
+// arrives, and closing finish lets it answer okBody.
+func (b *testBundle) holdExec(platform string) (started, finish chan struct{}) {
+	started, finish = make(chan struct{}), make(chan struct{})
+	b.setExec(platform, func(context.Context, provider.Call) (*http.Response, error) {
+		close(started)
+		<-finish
+		resp, _ := answerWith("application/json", strings.NewReader(okBody))
+		return resp, nil
+	})
+	return started, finish
+}
+
 // counted is f counting its calls in n.
 func counted(n *atomic.Int32, f execFunc) execFunc {
 	return func(ctx context.Context, c provider.Call) (*http.Response, error) {
@@ -494,13 +507,7 @@ func TestLeaseRenewedWhileRunning(t *testing.T) {
 			c.PlatformModels[0].LeaseTTL = 3 * time.Second
 		},
 	})
-	started, finish := make(chan struct{}), make(chan struct{})
-	b.setExec("up", func(context.Context, provider.Call) (*http.Response, error) {
-		close(started)
-		<-finish
-		resp, _ := answerWith("application/json", strings.NewReader(okBody))
-		return resp, nil
-	})
+	started, finish := b.holdExec("up")
 	done := b.serveAsync(t.Context(), b.chat(t), &recordedAnswer{})
 	<-started
 	for range 10 {
@@ -812,13 +819,7 @@ func TestLeaseRenewalFailures(t *testing.T) {
 					c.PlatformModels[0].LeaseTTL = 30 * time.Second
 				},
 			})
-			started, finish := make(chan struct{}), make(chan struct{})
-			b.setExec("up", func(context.Context, provider.Call) (*http.Response, error) {
-				close(started)
-				<-finish
-				resp, _ := answerWith("application/json", strings.NewReader(okBody))
-				return resp, nil
-			})
+			started, finish := b.holdExec("up")
 			done := b.serveAsync(t.Context(), b.chat(t), &recordedAnswer{})
 			<-started
 			for range 3 {
