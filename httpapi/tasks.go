@@ -369,8 +369,10 @@ func (s *Server) submitTask(r *http.Request, sub submission, kind string, input 
 	case err == nil:
 		return t, created, nil
 	}
-	if err := gateway.TaskError(model, err); errors.Is(err, gateway.ErrQueueFull) || errors.Is(err, gateway.ErrQueueTimeout) ||
-		errors.Is(err, gateway.ErrNoCandidate) {
+	// What the gateway puts in a category has its answer in the one
+	// table; anything else is the store's or ours.
+	var ge *gateway.Error
+	if err := gateway.TaskError(model, err); errors.As(err, &ge) {
 		return t, created, answerOf(err)
 	}
 	info(r.Context()).log().Error("task submit failed", "error", err)
