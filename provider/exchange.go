@@ -79,7 +79,7 @@ func send(ctx context.Context, hc *http.Client, req *http.Request, o callOpts) (
 	// closed under the upstream's feet.
 	rctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	x.cancel = cancel
-	rctx = httptrace.WithClientTrace(rctx, &httptrace.ClientTrace{GotConn: x.gotConn, WroteRequest: x.wroteRequest})
+	rctx = httptrace.WithClientTrace(rctx, &httptrace.ClientTrace{GotConn: x.gotConn, WroteRequest: x.wroteRequest, PutIdleConn: x.putIdleConn})
 	x.mu.Lock()
 	x.start = x.clock.Now()
 	x.armLocked(x.start)
@@ -120,7 +120,10 @@ type exchange struct {
 	readSince  time.Time // when the pending body read began; zero: none
 	err        error     // why the call was aborted; nil while it runs
 	halfClosed bool
-	done       bool
+	// done: the call is over — its body ended whole, or its connection
+	// went back to the transport's pool, or end ran. From then on the
+	// connection may carry another call, so nothing shuts it.
+	done bool
 }
 
 func (x *exchange) gotConn(info httptrace.GotConnInfo) {
@@ -131,15 +134,35 @@ func (x *exchange) gotConn(info httptrace.GotConnInfo) {
 
 func (x *exchange) wroteRequest(info httptrace.WroteRequestInfo) {
 	x.mu.Lock()
+	defer x.mu.Unlock()
 	x.wrote = info.Err == nil
 	// An abort that came while the request was going out shuts the
 	// connection now that it is out whole.
-	shut := x.wrote && x.halfClosed && !x.done
-	conn := x.conn
-	x.mu.Unlock()
-	if shut {
-		x.shut(conn)
+	if x.wrote && x.halfClosed {
+		x.shutLocked()
 	}
+}
+
+// putIdleConn learns that the transport took the connection back for
+// other calls: the body was read to its end. A connection Weir has shut
+// its side of is no use to them; closing it outright makes the transport
+// drop it before another call picks it up.
+func (x *exchange) putIdleConn(err error) {
+	if err != nil {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.halfClosed && x.wrote && x.conn != nil {
+		_ = x.conn.Close()
+	}
+	x.finishLocked()
+}
+
+// finishLocked marks the call over without an abort.
+func (x *exchange) finishLocked() {
+	x.done = true
+	x.stopTimerLocked()
 }
 
 // gotHeaders marks the headers arrived: from now on the idle bound
@@ -241,21 +264,19 @@ func (x *exchange) abort(cause error) {
 	// the cancellation races with its getting a connection; then it
 	// closes the connection without waiting for the upstream.)
 	half := x.halfClosableLocked()
-	now := half && x.wrote
-	conn := x.conn
 	if half {
 		// If the request is still going out, wroteRequest shuts the
 		// connection once it is out: shutting it earlier would make the
 		// transport send the request again on another.
 		x.halfClosed = true
 		x.timer = x.clock.AfterFunc(x.grace, func() { x.cancel(cause) })
+		if x.wrote {
+			x.shutLocked()
+		}
 	}
 	x.mu.Unlock()
-	switch {
-	case !half:
+	if !half {
 		x.cancel(cause)
-	case now:
-		x.shut(conn)
 	}
 }
 
@@ -274,26 +295,23 @@ func (x *exchange) halfClosableLocked() bool {
 	return ok
 }
 
-// shut shuts Weir's side of conn, or cancels the call if it cannot.
-func (x *exchange) shut(conn net.Conn) {
-	if conn.(closeWriter).CloseWrite() != nil {
-		x.cancel(x.cause())
+// shutLocked shuts Weir's side of the call's connection, or cancels the
+// call if it cannot. It runs under x.mu, so that the connection cannot go
+// back to the pool (putIdleConn) between the check and the shutdown.
+func (x *exchange) shutLocked() {
+	if x.done {
+		return
 	}
-}
-
-// cause is why the call was aborted, or nil.
-func (x *exchange) cause() error {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.err
+	if x.conn.(closeWriter).CloseWrite() != nil {
+		x.cancel(x.err)
+	}
 }
 
 // end stops watching the call and frees its context; it returns the cause
 // if the call was aborted.
 func (x *exchange) end() error {
 	x.mu.Lock()
-	x.done = true
-	x.stopTimerLocked()
+	x.finishLocked()
 	err := x.err
 	x.mu.Unlock()
 	x.stopWatch()
@@ -330,7 +348,9 @@ func (b *body) Read(p []byte) (int, error) {
 		// Aborted: even a clean end is the upstream stopping for the
 		// abort, not the whole answer.
 		err = x.err
-	case err != io.EOF:
+	case err == io.EOF:
+		x.finishLocked()
+	default:
 		err = &Error{Err: err}
 	}
 	x.mu.Unlock()

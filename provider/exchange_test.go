@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"testing"
 	"time"
@@ -225,5 +226,68 @@ func TestCredentialRefusalInWeirsWords(t *testing.T) {
 				t.Errorf("Submit's error quotes the upstream: %q", pe.Error())
 			}
 		})
+	}
+}
+
+// TestConnectionReusedAfterLateAbort: a call whose body was read to its
+// end is over; a cancellation that comes before Close (a client hanging
+// up right after the last chunk) must not shut its connection, which the
+// transport has already handed back for the next call.
+func TestConnectionReusedAfterLateAbort(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	ad := &OpenAI{BaseURL: srv.URL, AbortGrace: testGrace}
+	for i := range 3 {
+		var reused bool
+		ctx, cancel := context.WithCancel(httptrace.WithClientTrace(t.Context(), &httptrace.ClientTrace{
+			GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused },
+		}))
+		resp, err := ad.Do(ctx, Call{Path: "/chat/completions", Body: []byte(`{}`), Stream: true})
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		if _, err := io.ReadAll(resp.Body); err != nil {
+			t.Fatalf("call %d: read: %v", i, err)
+		}
+		if i > 0 && !reused {
+			t.Fatalf("call %d went out on a new connection", i)
+		}
+		// The abort the cancellation starts, run here rather than on
+		// context.AfterFunc's goroutine, so that it surely comes first.
+		resp.Body.(*body).x.abort(context.Canceled)
+		cancel()
+		resp.Body.Close()
+	}
+}
+
+// TestShutConnectionNotReused: an aborted call whose upstream still ends
+// its answer cleanly leaves a connection Weir has shut its side of; the
+// next call must not be sent on it.
+func TestShutConnectionNotReused(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, "data: {}\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // the client hung up: end the answer cleanly
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	ad := &OpenAI{BaseURL: srv.URL, AbortGrace: testGrace}
+	for i := range 10 {
+		ctx, cancel := context.WithCancel(t.Context())
+		resp, err := ad.Do(ctx, Call{Path: "/chat/completions", Body: []byte(`{}`), Stream: true})
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		if _, err := resp.Body.Read(make([]byte, 64)); err != nil {
+			t.Fatalf("call %d: first read: %v", i, err)
+		}
+		cancel()
+		resp.Body.Close()
 	}
 }
