@@ -96,9 +96,11 @@ func (s *Service) copyBody(c *Call, out Answer, resp *http.Response, head Head, 
 // pump passes resp's body to the client as it arrives, flushing each
 // read: the answer starts with the first bytes, so an upstream that fails
 // before sending any leaves the client untouched. scan, if set, sees each
-// read. It ends the upstream call (done, without usage) before it
-// returns.
-func (s *Service) pump(out Answer, resp *http.Response, head Head, done func(usage, bool), scan func([]byte)) delivery {
+// read and reports whether what has been read is the whole answer (an
+// SSE stream's [DONE]): a client that hangs up after that has had the
+// whole answer, though the upstream's body had not quite ended. It ends
+// the upstream call (done, without usage) before it returns.
+func (s *Service) pump(out Answer, resp *http.Response, head Head, done func(usage, bool), scan func([]byte) bool) delivery {
 	var d delivery
 	begin := func() {
 		if !d.started {
@@ -107,12 +109,13 @@ func (s *Service) pump(out Answer, resp *http.Response, head Head, done func(usa
 		}
 	}
 	buf := make([]byte, 16<<10)
+	whole := false
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
 			begin()
 			if scan != nil {
-				scan(buf[:n])
+				whole = scan(buf[:n])
 			}
 			if _, werr := out.Write(buf[:n]); werr != nil {
 				d.client = werr
@@ -130,6 +133,9 @@ func (s *Service) pump(out Answer, resp *http.Response, head Head, done func(usa
 		}
 		if err != nil {
 			d.readFailed(err)
+			if whole && d.upstream == nil {
+				d.client, d.complete = nil, true
+			}
 			break
 		}
 	}
@@ -151,14 +157,14 @@ func (s *Service) stream(out Answer, resp *http.Response, head Head, prompt int6
 		chunks  int64
 		sawDone bool
 	)
-	scan := func(b []byte) {
+	scan := func(b []byte) bool {
 		for len(b) > 0 {
 			i := bytes.IndexByte(b, '\n')
 			if i < 0 {
 				if len(line) < 1<<20 {
 					line = append(line, b...)
 				}
-				return
+				break
 			}
 			line = append(line, b[:i]...)
 			b = b[i+1:]
@@ -176,6 +182,7 @@ func (s *Service) stream(out Answer, resp *http.Response, head Head, prompt int6
 			}
 			line = line[:0]
 		}
+		return sawDone
 	}
 	// Usage is settled when the upstream's part ends, before the lease
 	// goes back.

@@ -412,6 +412,33 @@ func TestServeStreamBrokenOrTimedOut(t *testing.T) {
 	}
 }
 
+// TestServeStreamWholeBeforeClientLeft: a client that hangs up right
+// after [DONE] (as SDKs do) had the whole answer, though the upstream's
+// body had not ended yet: the request is served, not cancelled.
+func TestServeStreamWholeBeforeClientLeft(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	parts := []string{
+		"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
+		"data: [DONE]\n\n",
+	}
+	b.setExec("up", func(context.Context, provider.Call) (*http.Response, error) {
+		// The hang-up comes as the read after [DONE] failing for it.
+		resp, _ := answerWith("text/event-stream", &chunks{parts: slicesClone(parts), err: context.Canceled})
+		return resp, nil
+	})
+	c := b.chat(t)
+	c.Stream = true
+	var out recordedAnswer
+	if err := b.svc.Serve(t.Context(), c, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.body.String() != strings.Join(parts, "") || c.Usage.Outcome != "ok" || out.streamE != nil {
+		t.Errorf("body %q, outcome %q, stream error %v; want the whole stream, ok", out.body.String(), c.Usage.Outcome, out.streamE)
+	}
+	b.assertIdle(t)
+}
+
 // TestServeStalledUpstreamTimesOut: an upstream that stalls until its
 // timeout (on the injected clock) fires is a failed attempt: the next
 // candidate serves, and its stall held the first's lease only until then.
