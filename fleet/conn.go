@@ -1,0 +1,177 @@
+package fleet
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"net"
+	"sync"
+	"time"
+)
+
+// errSessionClosed ends whatever waited on a session that closed.
+var errSessionClosed = errors.New("fleet session closed")
+
+// conn is one session's connection, either side: frames are written by
+// one goroutine from a queue, so no caller blocks on the network; the
+// reader's loop is the owner's. A side that has written nothing for a
+// third of the timeout sends a ping, and a side that has read nothing for
+// the timeout closes the connection.
+type conn struct {
+	nc      net.Conn
+	timeout time.Duration
+	r       *reader
+
+	mu      sync.Mutex
+	queue   []*frame
+	wake    chan struct{}
+	closed  bool
+	closing bool // close once the queue is written
+	done    chan struct{}
+	nextID  uint64
+	waiting map[uint64]chan *frame
+}
+
+func newConn(nc net.Conn, timeout time.Duration) *conn {
+	c := &conn{nc: nc, timeout: timeout, r: newReader(nc), wake: make(chan struct{}, 1),
+		done: make(chan struct{}), waiting: make(map[uint64]chan *frame)}
+	go c.writeLoop()
+	return c
+}
+
+// send queues f; it reports errSessionClosed once the session is over.
+func (c *conn) send(f *frame) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return errSessionClosed
+	}
+	c.queue = append(c.queue, f)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// call sends f with a fresh ID and waits for the frame that answers it
+// (a reply, or an ack), or for the session to end.
+func (c *conn) call(f *frame) (*frame, error) {
+	ch := make(chan *frame, 1)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, errSessionClosed
+	}
+	c.nextID++
+	f.ID = c.nextID
+	c.waiting[f.ID] = ch
+	c.queue = append(c.queue, f)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-c.done:
+		return nil, errSessionClosed
+	}
+}
+
+// answer hands f to the call waiting for it; it reports whether one was.
+func (c *conn) answer(f *frame) bool {
+	c.mu.Lock()
+	ch, ok := c.waiting[f.ID]
+	delete(c.waiting, f.ID)
+	c.mu.Unlock()
+	if ok {
+		ch <- f
+	}
+	return ok
+}
+
+// read returns the next frame, or an error once the connection is lost,
+// malformed, or silent for the timeout.
+func (c *conn) read() (*frame, error) {
+	for {
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.timeout))
+		f, err := c.r.next()
+		if err != nil {
+			return nil, err
+		}
+		if f.Op == opPing {
+			continue
+		}
+		return f, nil
+	}
+}
+
+// finish closes the connection once what is queued has been written.
+func (c *conn) finish() {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *conn) close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	c.mu.Unlock()
+	close(c.done)
+	_ = c.nc.Close()
+}
+
+func (c *conn) writeLoop() {
+	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	enc := json.NewEncoder(bw)
+	ping := time.NewTimer(c.timeout / 3)
+	defer ping.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-c.wake:
+		case <-ping.C:
+			c.mu.Lock()
+			if len(c.queue) == 0 {
+				c.queue = append(c.queue, &frame{Op: opPing})
+			}
+			c.mu.Unlock()
+		}
+		c.mu.Lock()
+		batch := c.queue
+		c.queue = nil
+		closing := c.closing
+		c.mu.Unlock()
+		if len(batch) == 0 {
+			if closing {
+				c.close()
+				return
+			}
+			continue
+		}
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.timeout))
+		for _, f := range batch {
+			if enc.Encode(f) != nil {
+				c.close()
+				return
+			}
+		}
+		if bw.Flush() != nil || closing {
+			c.close()
+			return
+		}
+		ping.Reset(c.timeout / 3)
+	}
+}

@@ -1,0 +1,646 @@
+package fleet
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/weir-gateway/weir/admission"
+)
+
+// leader decides for the fleet during one term: it runs the memory
+// engine, and every replica's engine — its own included — is a peer of
+// it. It exists only on the replica that holds the term, and only for
+// that term: a new term starts a new leader with an empty engine, which
+// the replicas fill again by syncing (syncState).
+type leader struct {
+	epoch  uint64
+	mem    *admission.Memory
+	cfg    *Config
+	valid  func() bool // reports whether the term is still this replica's
+	logger *slog.Logger
+
+	mu     sync.Mutex
+	peers  map[string]*peer
+	owners map[admission.LeaseID]*peer // who holds each lease granted
+	// Lease ids: the engine's own ids are reused, and a new term's
+	// engine starts them again, so the fleet's ids are the leader's: the
+	// epoch in the top bits and a count below, never reused. Every id
+	// that crosses the leader's edge — in calls, outcomes and events — is
+	// the fleet's.
+	fleetIDs map[admission.LeaseID]admission.LeaseID // engine id → fleet id
+	memIDs   map[admission.LeaseID]admission.LeaseID // fleet id → engine id
+	nextID   uint64
+	expect   map[string]bool // replicas still to sync before any admission
+	ready    chan struct{}
+	isReady  bool
+	closed   bool
+}
+
+// peer is one replica as the leader sees it.
+type peer struct {
+	replica string
+	gen     uint64
+	// deliver hands a notify frame to the replica and returns once the
+	// replica has handed the outcome on, or the session is lost.
+	deliver func(f *frame) error
+	session *conn // nil for the leader's own replica
+	leases  map[admission.LeaseID]admission.Owner
+	waiters map[string]bool
+	// undelivered are outcomes the replica was not told of because its
+	// session was lost; its next sync gets them.
+	undelivered map[string]*frame
+	gone        *time.Timer // the absence after which its state is dropped
+	dropped     bool
+}
+
+func newLeader(epoch uint64, cfg *Config, valid func() bool, expect []string) *leader {
+	l := &leader{epoch: epoch, cfg: cfg, valid: valid, logger: cfg.Logger,
+		peers: make(map[string]*peer), owners: make(map[admission.LeaseID]*peer),
+		fleetIDs: make(map[admission.LeaseID]admission.LeaseID), memIDs: make(map[admission.LeaseID]admission.LeaseID),
+		nextID: epoch << 40, expect: make(map[string]bool), ready: make(chan struct{})}
+	opts := cfg.Options
+	outer := opts.Observer
+	opts.Observer = admission.ObserverFunc(func(e admission.Event) {
+		e = l.observe(e)
+		if outer != nil {
+			outer.Observe(e)
+		}
+	})
+	l.mem = admission.NewMemory(opts)
+	for _, r := range expect {
+		if r != cfg.Replica {
+			l.expect[r] = true
+		}
+	}
+	l.checkReadyLocked()
+	if !l.isReady {
+		time.AfterFunc(cfg.SessionTimeout, l.forceReady)
+	}
+	return l
+}
+
+// observe gives each lease its fleet id as the engine grants it, keeps
+// the leader's record of who holds what in step with leases that end
+// (released, or ended by the engine itself: expiry, fencing), and returns
+// the event with the fleet's id. It runs under the engine's lock, so it
+// only takes l.mu, which is never held while calling the engine.
+func (l *leader) observe(e admission.Event) admission.Event {
+	if e.Lease == 0 {
+		return e
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e.Outcome == admission.OutcomeAdmitted {
+		l.nextID++
+		id := admission.LeaseID(l.nextID)
+		l.fleetIDs[e.Lease], l.memIDs[id] = id, e.Lease
+		e.Lease = id
+		return e
+	}
+	id, ok := l.fleetIDs[e.Lease]
+	if !ok {
+		return e
+	}
+	e.Lease = id
+	switch e.Outcome {
+	case admission.OutcomeExpired, admission.OutcomeFenced, admission.OutcomeReleased:
+		delete(l.fleetIDs, l.memIDs[id])
+		delete(l.memIDs, id)
+		if p := l.owners[id]; p != nil {
+			delete(p.leases, id)
+			delete(l.owners, id)
+		}
+	}
+	return e
+}
+
+// fleetLease returns the engine's lease with its fleet id.
+func (l *leader) fleetLease(lease admission.Lease) admission.Lease {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lease.ID = l.fleetIDs[lease.ID]
+	return lease
+}
+
+// memID returns the engine's id of the fleet's lease id, or 0 (no lease)
+// when the lease has ended.
+func (l *leader) memID(id admission.LeaseID) admission.LeaseID {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.memIDs[id]
+}
+
+// release gives a lease, by its fleet id, back to the engine.
+func (l *leader) release(ctx context.Context, id admission.LeaseID, owner admission.Owner) error {
+	return l.mem.Release(ctx, l.memID(id), owner)
+}
+
+// forceReady ends the wait for replicas that never synced: their
+// sessions' absence says they are gone, and they hold nothing the new
+// term must honour.
+func (l *leader) forceReady() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.isReady {
+		l.logger.Warn("fleet leader admits without replicas that did not sync", "epoch", l.epoch, "missing", len(l.expect))
+		l.expect = nil
+		l.checkReadyLocked()
+	}
+}
+
+func (l *leader) checkReadyLocked() {
+	if !l.isReady && len(l.expect) == 0 {
+		l.isReady = true
+		close(l.ready)
+	}
+}
+
+// waitReady blocks admissions until every replica that was alive when
+// the term began has re-asserted what it holds: a new leader that
+// admitted before that could exceed a limit with leases it does not know.
+func (l *leader) waitReady(ctx context.Context) error {
+	select {
+	case <-l.ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// close ends the term here: every session is closed and the engine
+// discarded. Outcomes are not delivered any more: the replicas take their
+// waiters and leases to the next leader.
+func (l *leader) close() {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.closed = true
+	peers := make([]*peer, 0, len(l.peers))
+	for _, p := range l.peers {
+		peers = append(peers, p)
+	}
+	l.mu.Unlock()
+	for _, p := range peers {
+		if p.session != nil {
+			p.session.close()
+		}
+		if p.gone != nil {
+			p.gone.Stop()
+		}
+	}
+	l.mem.Close()
+}
+
+// attach makes a replica a peer, or gives a known one its new session.
+// A newer generation of a known replica replaces it: the older one's
+// leases and waiters are dropped first.
+func (l *leader) attach(replica string, gen uint64, session *conn, deliver func(*frame) error) (*peer, error) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, ErrUnavailable
+	}
+	old := l.peers[replica]
+	switch {
+	case old != nil && old.gen > gen:
+		l.mu.Unlock()
+		return nil, fmt.Errorf("%w: replica %s generation %d is superseded by %d", admission.ErrStaleOwner, replica, gen, old.gen)
+	case old != nil && old.gen == gen:
+		if old.gone != nil {
+			old.gone.Stop()
+			old.gone = nil
+		}
+		prev := old.session
+		old.session, old.deliver = session, deliver
+		l.mu.Unlock()
+		if prev != nil && prev != session {
+			prev.close()
+		}
+		return old, nil
+	}
+	p := &peer{replica: replica, gen: gen, session: session, deliver: deliver,
+		leases: make(map[admission.LeaseID]admission.Owner), waiters: make(map[string]bool),
+		undelivered: make(map[string]*frame)}
+	l.peers[replica] = p
+	l.mu.Unlock()
+	if old != nil {
+		l.drop(old)
+	}
+	return p, nil
+}
+
+// detach notes that p's session ended; p's state stays for the session
+// timeout, for the replica to come back to.
+func (l *leader) detach(p *peer, session *conn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p.session != session || l.closed || p.dropped {
+		return
+	}
+	p.session = nil
+	p.deliver = func(*frame) error { return errSessionClosed }
+	p.gone = time.AfterFunc(l.cfg.SessionTimeout, func() { l.drop(p) })
+}
+
+// drop forgets a replica that is gone: its leases go back through the
+// engine's release path and its waiters are cancelled.
+func (l *leader) drop(p *peer) {
+	l.mu.Lock()
+	if p.dropped || (p.session != nil && !l.closed) {
+		l.mu.Unlock()
+		return
+	}
+	p.dropped = true
+	if l.peers[p.replica] == p {
+		delete(l.peers, p.replica)
+	}
+	if l.expect[p.replica] {
+		delete(l.expect, p.replica)
+		l.checkReadyLocked()
+	}
+	leases := p.leases
+	p.leases = map[admission.LeaseID]admission.Owner{}
+	for id := range leases {
+		delete(l.owners, id)
+	}
+	waiters := p.waiters
+	p.waiters = map[string]bool{}
+	l.mu.Unlock()
+	l.logger.Info("fleet leader dropped a replica that is gone", "replica", p.replica, "gen", p.gen, "leases", len(leases), "waiters", len(waiters))
+	ctx := context.Background()
+	for id, owner := range leases {
+		_ = l.release(ctx, id, owner)
+	}
+	for id := range waiters {
+		_ = l.mem.Cancel(ctx, id)
+	}
+}
+
+// notifier is the engine's notify for a waiter of p: it records the
+// outcome and delivers it to p.
+func (l *leader) notifier(p *peer, id string) func(admission.Lease, error) {
+	return func(lease admission.Lease, err error) {
+		granted := err == nil
+		if granted {
+			lease = l.fleetLease(lease)
+		}
+		if granted && !l.valid() {
+			// The term has passed (this process may have been paused
+			// past it): a grant now could exceed a limit under the next
+			// leader. The replica takes its waiter to that leader.
+			_ = l.release(context.Background(), lease.ID, lease.Owner)
+			return
+		}
+		f := &frame{Op: opNotify, Epoch: l.epoch, Waiter: id, Err: encodeErr(err)}
+		if granted {
+			f.Lease = &lease
+		}
+		l.mu.Lock()
+		if !p.waiters[id] || l.closed || p.dropped {
+			delete(p.waiters, id)
+			l.mu.Unlock()
+			if granted {
+				_ = l.release(context.Background(), lease.ID, lease.Owner)
+			}
+			return
+		}
+		delete(p.waiters, id)
+		if granted {
+			p.leases[lease.ID] = lease.Owner
+			l.owners[lease.ID] = p
+		}
+		deliver := p.deliver
+		l.mu.Unlock()
+		if deliver(f) != nil {
+			// The replica is told when its session comes back (sync), or
+			// the lease goes back when it does not (drop).
+			l.mu.Lock()
+			if !p.dropped {
+				p.undelivered[id] = f
+			}
+			l.mu.Unlock()
+		}
+	}
+}
+
+// handle runs one call of p's and returns the reply.
+func (l *leader) handle(ctx context.Context, p *peer, f *frame) *frame {
+	r := &frame{ID: f.ID, Op: opReply, Epoch: l.epoch}
+	var err error
+	switch {
+	case f.Epoch != l.epoch:
+		// Lease ids are a term's own: a call meant for another term's
+		// leader must not touch this one's.
+		err = fmt.Errorf("%w: a call for epoch %d reached the leader of epoch %d", errWrongTerm, f.Epoch, l.epoch)
+		r.Err = encodeErr(err)
+		return r
+	}
+	switch f.Op {
+	case opSetScope:
+		if f.Config == nil {
+			err = fmt.Errorf("%w: set_scope without a config", admission.ErrInvalid)
+			break
+		}
+		err = l.mem.SetScope(ctx, f.Scope, *f.Config)
+	case opRemoveScope:
+		err = l.mem.RemoveScope(ctx, f.Scope)
+	case opScope:
+		var st admission.ScopeStats
+		st, err = l.mem.Scope(ctx, f.Scope)
+		r.Stats = &st
+	case opScopes:
+		r.All = l.mem.Scopes(ctx)
+	case opEnqueue:
+		err = l.enqueue(ctx, p, f.Req.request())
+	case opTryAcquire:
+		var lease admission.Lease
+		lease, err = l.tryAcquire(ctx, p, f.Req.request())
+		if err == nil {
+			r.Lease = &lease
+		}
+	case opCancel:
+		err = l.mem.Cancel(ctx, f.Waiter)
+	case opPosition:
+		var pos admission.Position
+		pos, err = l.mem.Position(ctx, f.Waiter)
+		r.Pos = &pos
+	case opRenew:
+		r.Expires, err = l.mem.Renew(ctx, l.memID(f.LeaseID), f.Owner)
+	case opRelease:
+		err = l.release(ctx, f.LeaseID, f.Owner)
+	case opReconcile:
+		err = l.mem.Reconcile(ctx, l.memID(f.LeaseID), f.Owner, f.Tokens)
+	case opRestore:
+		var lease admission.Lease
+		lease, err = l.restore(ctx, p, f.Req.request(), f.Cand)
+		if err == nil {
+			r.Lease = &lease
+		}
+	case opFence:
+		err = l.mem.Fence(ctx, f.OwnerID, f.OwnerGen)
+	case opActivate:
+		err = l.mem.Activate(ctx, f.OwnerID, f.OwnerGen)
+	case opSync:
+		r.Synced, err = l.sync(ctx, p, f.State)
+	default:
+		err = fmt.Errorf("%w: unknown op %q", admission.ErrInvalid, f.Op)
+	}
+	r.Err = encodeErr(err)
+	return r
+}
+
+func (l *leader) enqueue(ctx context.Context, p *peer, req admission.Request) error {
+	if err := l.waitReady(ctx); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	switch {
+	case p.dropped:
+		l.mu.Unlock()
+		return ErrUnavailable
+	case p.waiters[req.ID]:
+		// Queued already: by the replica's sync, when its session came
+		// back while this call was on its way.
+		l.mu.Unlock()
+		return nil
+	}
+	p.waiters[req.ID] = true
+	l.mu.Unlock()
+	err := l.mem.Enqueue(ctx, req, l.notifier(p, req.ID))
+	if err != nil {
+		l.mu.Lock()
+		delete(p.waiters, req.ID)
+		l.mu.Unlock()
+	}
+	return err
+}
+
+func (l *leader) tryAcquire(ctx context.Context, p *peer, req admission.Request) (admission.Lease, error) {
+	if err := l.waitReady(ctx); err != nil {
+		return admission.Lease{}, err
+	}
+	lease, err := l.mem.TryAcquire(ctx, req)
+	if err != nil {
+		return lease, err
+	}
+	lease = l.fleetLease(lease)
+	return lease, l.hand(p, lease)
+}
+
+func (l *leader) restore(ctx context.Context, p *peer, req admission.Request, cand int) (admission.Lease, error) {
+	lease, err := l.mem.Restore(ctx, req, cand)
+	if err != nil {
+		return lease, err
+	}
+	lease = l.fleetLease(lease)
+	return lease, l.hand(p, lease)
+}
+
+// hand records lease as p's, or gives it back if it may not be handed
+// out: the term has passed, or p is gone.
+func (l *leader) hand(p *peer, lease admission.Lease) error {
+	l.mu.Lock()
+	ok := !p.dropped && !l.closed && l.valid()
+	if ok {
+		p.leases[lease.ID] = lease.Owner
+		l.owners[lease.ID] = p
+	}
+	l.mu.Unlock()
+	if !ok {
+		_ = l.release(context.Background(), lease.ID, lease.Owner)
+		return ErrUnavailable
+	}
+	return nil
+}
+
+// sync makes the leader's record of p what p says it holds: its scopes'
+// configuration, its leases (kept if this leader granted them and still
+// holds them, restored if an earlier leader did, released if p no longer
+// holds them) and its queued waiters (kept in place if queued here, told
+// their outcome if it was decided while p was away, queued otherwise,
+// cancelled if p no longer waits). It returns, for each lease p sent, the
+// id it has here.
+func (l *leader) sync(ctx context.Context, p *peer, st *syncState) (map[string]admission.LeaseID, error) {
+	if st == nil {
+		st = &syncState{}
+	}
+	for name, cfg := range st.Scopes {
+		if err := l.mem.SetScope(ctx, name, cfg); err != nil {
+			l.logger.Warn("fleet sync: a replica's scope refused", "replica", p.replica, "scope", name, "error", err)
+		}
+	}
+	for _, name := range st.Removed {
+		_ = l.mem.RemoveScope(ctx, name)
+	}
+
+	ids := make(map[string]admission.LeaseID, len(st.Leases))
+	kept := make(map[admission.LeaseID]bool)
+	var restore []heldLease
+	l.mu.Lock()
+	for _, h := range st.Leases {
+		if h.Remote != 0 && h.Epoch == l.epoch {
+			if _, ok := p.leases[h.Remote]; ok {
+				kept[h.Remote] = true
+				ids[key(h.Local)] = h.Remote
+			}
+			// Granted here but gone since (expired, fenced): it stays gone.
+			continue
+		}
+		restore = append(restore, h)
+	}
+	var release []admission.LeaseID
+	owners := make(map[admission.LeaseID]admission.Owner)
+	for id, owner := range p.leases {
+		if !kept[id] {
+			release = append(release, id)
+			owners[id] = owner
+		}
+	}
+	l.mu.Unlock()
+	for _, id := range release {
+		_ = l.release(ctx, id, owners[id])
+	}
+	for _, h := range restore {
+		lease, err := l.restore(ctx, p, h.Req.request(), h.Cand)
+		if err != nil {
+			l.logger.Warn("fleet sync: a replica's lease could not be restored", "replica", p.replica, "waiter", h.Req.ID, "error", err)
+			continue
+		}
+		ids[key(h.Local)] = lease.ID
+	}
+
+	l.mu.Lock()
+	if l.expect[p.replica] {
+		delete(l.expect, p.replica)
+		l.checkReadyLocked()
+	}
+	l.mu.Unlock()
+	if err := l.waitReady(ctx); err != nil {
+		return ids, err
+	}
+
+	listed := make(map[string]bool, len(st.Waiters))
+	for _, w := range st.Waiters {
+		listed[w.ID] = true
+		l.mu.Lock()
+		told := p.undelivered[w.ID]
+		delete(p.undelivered, w.ID)
+		queued := p.waiters[w.ID]
+		deliver := p.deliver
+		l.mu.Unlock()
+		switch {
+		case told != nil:
+			_ = deliver(told)
+		case queued:
+		default:
+			if err := l.enqueue(ctx, p, w.request()); err != nil {
+				_ = deliver(&frame{Op: opNotify, Epoch: l.epoch, Waiter: w.ID, Err: encodeErr(err)})
+			}
+		}
+	}
+	l.mu.Lock()
+	var cancel []string
+	for id := range p.waiters {
+		if !listed[id] {
+			cancel = append(cancel, id)
+		}
+	}
+	var unwanted []*frame
+	for id, f := range p.undelivered {
+		if !listed[id] && f.Lease != nil {
+			unwanted = append(unwanted, f)
+		}
+		delete(p.undelivered, id)
+	}
+	l.mu.Unlock()
+	for _, id := range cancel {
+		_ = l.mem.Cancel(ctx, id)
+	}
+	for _, f := range unwanted {
+		l.mu.Lock()
+		delete(p.leases, f.Lease.ID)
+		delete(l.owners, f.Lease.ID)
+		l.mu.Unlock()
+		_ = l.release(ctx, f.Lease.ID, f.Lease.Owner)
+	}
+	return ids, nil
+}
+
+// key names a replica's own lease id in a sync reply (JSON object keys
+// are strings).
+func key(id admission.LeaseID) string { return fmt.Sprint(uint64(id)) }
+
+// serve answers one replica's session on nc.
+func (l *leader) serve(nc net.Conn) {
+	c := newConn(nc, l.cfg.SessionTimeout)
+	defer c.close()
+	hello, err := c.read()
+	if err != nil {
+		return
+	}
+	refuse := func(err error) {
+		_ = c.send(&frame{Op: opWelcome, Epoch: l.epoch, Err: encodeErr(err)})
+		c.finish()
+		<-c.done // written, or the write deadline passed
+	}
+	switch {
+	case hello.Op != opHello || hello.Replica == "":
+		refuse(fmt.Errorf("%w: a session must begin with hello", admission.ErrInvalid))
+		return
+	case subtle.ConstantTimeCompare([]byte(hello.Secret), []byte(l.cfg.Secret)) != 1:
+		l.logger.Warn("fleet session refused: wrong secret", "replica", hello.Replica, "remote", nc.RemoteAddr().String())
+		refuse(fmt.Errorf("%w: wrong fleet secret", admission.ErrInvalid))
+		return
+	case hello.Epoch != l.epoch || !l.valid():
+		refuse(fmt.Errorf("%w: epoch %d is not this leader's (%d)", errWrongTerm, hello.Epoch, l.epoch))
+		return
+	}
+	deliver := func(f *frame) error {
+		ack, err := c.call(f)
+		if err != nil {
+			return err
+		}
+		if ack.Op != opAck {
+			return errors.New("fleet: a notify answered with " + ack.Op)
+		}
+		return nil
+	}
+	p, err := l.attach(hello.Replica, hello.Gen, c, deliver)
+	if err != nil {
+		refuse(err)
+		return
+	}
+	defer l.detach(p, c)
+	if c.send(&frame{Op: opWelcome, Epoch: l.epoch}) != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for {
+		f, err := c.read()
+		if err != nil {
+			return
+		}
+		if f.Op == opAck {
+			c.answer(f)
+			continue
+		}
+		// Each call runs on its own: one may wait (for the term's
+		// replicas to sync, for another replica to take an outcome)
+		// while this loop must go on reading the acks that end such
+		// waits. A replica sends a call only after the calls it depends
+		// on were answered, so their order here does not matter.
+		go func() { _ = c.send(l.handle(ctx, p, f)) }()
+	}
+}
+
+// errWrongTerm refuses a session opened for another term.
+var errWrongTerm = errors.New("not the leader of that term")

@@ -1,0 +1,262 @@
+package fleet
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/weir-gateway/weir/admission"
+)
+
+// The session protocol: one TCP connection from each replica to the
+// leader, carrying JSON frames, one per line, both ways. A replica's
+// calls are frames with an ID; the leader answers each with a frame of the
+// same ID and op "reply". The leader pushes "notify" frames (a waiter's
+// lease or error), each of which the replica acknowledges with an "ack"
+// of the same ID once it has handed the outcome to its caller. Either side
+// sends "ping" when it has sent nothing for a while; a side that hears
+// nothing for the session timeout closes the connection.
+
+// Frame ops.
+const (
+	opHello       = "hello"
+	opWelcome     = "welcome"
+	opReply       = "reply"
+	opNotify      = "notify"
+	opAck         = "ack"
+	opPing        = "ping"
+	opSync        = "sync"
+	opSetScope    = "set_scope"
+	opRemoveScope = "remove_scope"
+	opScope       = "scope"
+	opScopes      = "scopes"
+	opEnqueue     = "enqueue"
+	opTryAcquire  = "try_acquire"
+	opCancel      = "cancel"
+	opPosition    = "position"
+	opRenew       = "renew"
+	opRelease     = "release"
+	opReconcile   = "reconcile"
+	opRestore     = "restore"
+	opFence       = "fence"
+	opActivate    = "activate"
+)
+
+// maxFrame bounds one frame: a replica's whole state in a sync frame is
+// the largest, and a peer that sends more is cut off rather than let
+// exhaust memory.
+const maxFrame = 64 << 20
+
+// frame is one message. Only the fields its op uses are set.
+type frame struct {
+	ID    uint64 `json:"id,omitempty"`
+	Op    string `json:"op"`
+	Epoch uint64 `json:"epoch,omitempty"`
+
+	// hello
+	Replica string `json:"replica,omitempty"`
+	Gen     uint64 `json:"gen,omitempty"`
+	Secret  string `json:"secret,omitempty"`
+
+	// arguments
+	Scope    string                 `json:"scope,omitempty"`
+	Config   *admission.ScopeConfig `json:"config,omitempty"`
+	Req      *wireRequest           `json:"req,omitempty"`
+	Cand     int                    `json:"cand,omitempty"`
+	Waiter   string                 `json:"waiter,omitempty"`
+	LeaseID  admission.LeaseID      `json:"lease_id,omitempty"`
+	Owner    admission.Owner        `json:"owner,omitzero"`
+	Tokens   int64                  `json:"tokens,omitempty"`
+	OwnerID  string                 `json:"owner_id,omitempty"`
+	OwnerGen uint64                 `json:"owner_gen,omitempty"`
+	State    *syncState             `json:"state,omitempty"`
+
+	// results
+	Err     *wireError                   `json:"err,omitempty"`
+	Lease   *admission.Lease             `json:"lease,omitempty"`
+	Stats   *admission.ScopeStats        `json:"stats,omitempty"`
+	All     []admission.ScopeStats       `json:"all,omitempty"`
+	Pos     *admission.Position          `json:"pos,omitempty"`
+	Expires time.Time                    `json:"expires,omitzero"`
+	Synced  map[string]admission.LeaseID `json:"synced,omitempty"`
+}
+
+// wireRequest is an admission.Request as it crosses the wire. Its
+// Resolve func reaches the leader only from the leader's own replica (in
+// process); from another replica it is lost (see the package doc).
+type wireRequest struct {
+	ID          string                                         `json:"id"`
+	Priority    int32                                          `json:"priority,omitempty"`
+	FairnessKey string                                         `json:"key,omitempty"`
+	Deadline    time.Time                                      `json:"deadline,omitzero"`
+	Owner       admission.Owner                                `json:"owner,omitzero"`
+	Candidates  []admission.Candidate                          `json:"candidates"`
+	resolve     func(id string) ([]admission.Candidate, error) `json:"-"`
+}
+
+func toWire(r admission.Request) *wireRequest {
+	return &wireRequest{ID: r.ID, Priority: r.Priority, FairnessKey: r.FairnessKey,
+		Deadline: r.Deadline, Owner: r.Owner, Candidates: r.Candidates, resolve: r.Resolve}
+}
+
+func (w *wireRequest) request() admission.Request {
+	if w == nil {
+		return admission.Request{}
+	}
+	return admission.Request{ID: w.ID, Priority: w.Priority, FairnessKey: w.FairnessKey,
+		Deadline: w.Deadline, Owner: w.Owner, Candidates: w.Candidates, Resolve: w.resolve}
+}
+
+// syncState is everything a replica holds, sent to a leader when its
+// session begins: the scopes it has configured, its leases, and its
+// queued waiters in the order they arrived.
+type syncState struct {
+	Scopes  map[string]admission.ScopeConfig `json:"scopes,omitempty"`
+	Removed []string                         `json:"removed,omitempty"`
+	Leases  []heldLease                      `json:"leases,omitempty"`
+	Waiters []*wireRequest                   `json:"waiters,omitempty"`
+}
+
+// heldLease is a lease a replica holds, as it re-asserts it: Local is the
+// replica's own id for it, Remote the id the leader that granted it gave
+// .
+type heldLease struct {
+	Local  admission.LeaseID `json:"local"`
+	Remote admission.LeaseID `json:"remote,omitempty"`
+	// Epoch is the term whose leader granted Remote.
+	Epoch uint64       `json:"epoch,omitempty"`
+	Req   *wireRequest `json:"req"`
+	Cand  int          `json:"cand"`
+}
+
+// wireError carries an engine error across: its kind, for errors.Is, the
+// typed error's fields, and the message.
+type wireError struct {
+	Kind    string                      `json:"kind"`
+	Message string                      `json:"message"`
+	Full    *admission.QueueFullError   `json:"queue_full,omitempty"`
+	Timeout *admission.TimeoutError     `json:"timeout,omitempty"`
+	Tokens  *admission.TokenLimitError  `json:"token_limit,omitempty"`
+	Rate    *admission.RateLimitedError `json:"rate_limited,omitempty"`
+}
+
+// sentinels names the engine's errors on the wire.
+var sentinels = []struct {
+	kind string
+	err  error
+}{
+	{"invalid", admission.ErrInvalid},
+	{"unknown_scope", admission.ErrUnknownScope},
+	{"duplicate", admission.ErrDuplicate},
+	{"queue_full", admission.ErrQueueFull},
+	{"timeout", admission.ErrTimeout},
+	{"cancelled", admission.ErrCancelled},
+	{"no_candidate", admission.ErrNoCandidate},
+	{"rate_limited", admission.ErrRateLimited},
+	{"would_wait", admission.ErrWouldWait},
+	{"stale_owner", admission.ErrStaleOwner},
+	{"fenced", admission.ErrFenced},
+	{"lease_not_held", admission.ErrLeaseNotHeld},
+	{"not_queued", admission.ErrNotQueued},
+	{"closed", admission.ErrClosed},
+	{"unavailable", ErrUnavailable},
+	{"wrong_term", errWrongTerm},
+}
+
+func encodeErr(err error) *wireError {
+	if err == nil {
+		return nil
+	}
+	w := &wireError{Kind: "other", Message: err.Error()}
+	var (
+		full *admission.QueueFullError
+		to   *admission.TimeoutError
+		tl   *admission.TokenLimitError
+		rl   *admission.RateLimitedError
+	)
+	switch {
+	case errors.As(err, &full):
+		w.Full = full
+	case errors.As(err, &to):
+		w.Timeout = to
+	case errors.As(err, &tl):
+		w.Tokens = tl
+	case errors.As(err, &rl):
+		w.Rate = rl
+	}
+	for _, s := range sentinels {
+		if errors.Is(err, s.err) {
+			w.Kind = s.kind
+			break
+		}
+	}
+	return w
+}
+
+// remoteError is an engine error the leader reported: its message, and
+// the sentinel errors.Is finds.
+type remoteError struct {
+	msg      string
+	sentinel error
+}
+
+func (e *remoteError) Error() string { return e.msg }
+func (e *remoteError) Unwrap() error { return e.sentinel }
+
+func (w *wireError) err() error {
+	if w == nil {
+		return nil
+	}
+	switch {
+	case w.Full != nil:
+		return w.Full
+	case w.Timeout != nil:
+		return w.Timeout
+	case w.Tokens != nil:
+		return w.Tokens
+	case w.Rate != nil:
+		return w.Rate
+	}
+	for _, s := range sentinels {
+		if s.kind == w.Kind {
+			if w.Message == s.err.Error() {
+				return s.err
+			}
+			return &remoteError{msg: w.Message, sentinel: s.err}
+		}
+	}
+	return errors.New(w.Message)
+}
+
+// reader decodes frames, refusing any longer than maxFrame.
+type reader struct {
+	br *bufio.Reader
+}
+
+func newReader(r io.Reader) *reader { return &reader{br: bufio.NewReaderSize(r, 64<<10)} }
+
+func (r *reader) next() (*frame, error) {
+	var line []byte
+	for {
+		chunk, err := r.br.ReadSlice('\n')
+		if len(line)+len(chunk) > maxFrame {
+			return nil, fmt.Errorf("a frame longer than %d bytes", maxFrame)
+		}
+		line = append(line, chunk...)
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		break
+	}
+	f := new(frame)
+	if err := json.Unmarshal(line, f); err != nil {
+		return nil, fmt.Errorf("a malformed frame: %w", err)
+	}
+	return f, nil
+}
