@@ -53,6 +53,14 @@ type Config struct {
 	Logger  *slog.Logger
 	// Dial opens a session's connection. Default: TCP.
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// OnLead, if set, is called when this replica starts leading a term,
+	// with an engine for durable work (tasks) in that term, and with nil
+	// when the term ends here. That engine's waiters and leases belong to
+	// the term alone: they are never synced to another leader, which
+	// recovers durable work from its store instead; when the term ends,
+	// its queued waiters fail with admission.ErrClosed. Calls are made
+	// one at a time, in order; OnLead must not block.
+	OnLead func(term admission.Engine, epoch uint64)
 }
 
 func (c *Config) defaults() {
@@ -95,6 +103,7 @@ type Engine struct {
 	changed chan struct{}
 	closed  bool
 	stop    chan struct{}
+	durable *Engine // the term's engine for durable work, while leading
 }
 
 // held is a lease a caller of this replica holds, under the id it was
@@ -142,13 +151,17 @@ func (e *Engine) Close() {
 	}
 	e.closed = true
 	close(e.stop)
-	lead, rt := e.lead, e.rt
-	e.lead, e.rt = nil, nil
+	lead, rt, durable := e.lead, e.rt, e.durable
+	e.lead, e.rt, e.durable = nil, nil, nil
 	waiters := e.waiters
 	e.waiters = make(map[string]*waiting)
 	e.mu.Unlock()
 	if rt != nil && rt.c != nil {
 		rt.c.close()
+	}
+	if durable != nil {
+		e.cfg.OnLead(nil, 0)
+		durable.Close()
 	}
 	if lead != nil {
 		lead.close()
@@ -169,27 +182,60 @@ func (e *Engine) SetTerm(t Term, leading bool, live []string) {
 		e.mu.Unlock()
 		return
 	}
-	oldLead, oldRoute := e.lead, e.rt
-	e.term, e.leading, e.lead, e.rt = t, leading, nil, nil
+	oldLead, oldRoute, oldDurable := e.lead, e.rt, e.durable
+	e.term, e.leading, e.lead, e.rt, e.durable = t, leading, nil, nil, nil
 	e.signalLocked()
 	var lead *leader
 	if leading {
 		epoch := t.Epoch
 		lead = newLeader(epoch, &e.cfg, func() bool { return e.cfg.Valid(epoch) }, live)
 		e.lead = lead
+		if e.cfg.OnLead != nil {
+			e.durable = e.termEngine(lead)
+		}
 	}
+	durable := e.durable
 	e.mu.Unlock()
 	if oldRoute != nil && oldRoute.c != nil {
 		oldRoute.c.close()
+	}
+	if oldDurable != nil {
+		e.cfg.OnLead(nil, 0)
+		oldDurable.Close()
 	}
 	if oldLead != nil {
 		oldLead.close()
 	}
 	if leading {
 		go e.leadTerm(lead)
+		if durable != nil {
+			e.cfg.OnLead(durable, t.Epoch)
+		}
 	} else if t.Addr != "" {
 		go e.follow(t)
 	}
+}
+
+// termEngine returns an engine for durable work in lead's term: a peer
+// of lead in process, with nothing to sync.
+func (e *Engine) termEngine(lead *leader) *Engine {
+	cfg := e.cfg
+	cfg.Replica += "/durable"
+	cfg.OnLead = nil
+	d := New(cfg)
+	d.term, d.leading = Term{Epoch: lead.epoch}, true
+	p, err := lead.attach(cfg.Replica, cfg.Gen, nil, func(f *frame) error {
+		d.onNotify(f, lead.epoch)
+		return nil
+	})
+	if err != nil {
+		d.Close()
+		return d
+	}
+	d.rt = &route{epoch: lead.epoch, call: func(ctx context.Context, f *frame) (*frame, error) {
+		return lead.handle(ctx, p, f), nil
+	}}
+	return d
 }
 
 func (e *Engine) signalLocked() {

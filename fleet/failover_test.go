@@ -304,3 +304,49 @@ func TestReconnectKeepsPlace(t *testing.T) {
 		t.Fatalf("second: %v", o.err)
 	}
 }
+
+// TestDurableWorkIsTheTerms: the engine OnLead gives the leader admits
+// against the same limits as every replica, and its leases are not
+// carried to the next leader (which recovers durable work from its
+// store); when the term ends here, OnLead hears nil.
+func TestDurableWorkIsTheTerms(t *testing.T) {
+	t.Parallel()
+	ns := startNodes(t, 5*time.Second, "a", "b")
+	a, b := ns["a"], ns["b"]
+	leads := make(chan admission.Engine, 4)
+	a.e.cfg.OnLead = func(e admission.Engine, _ uint64) { leads <- e }
+	elect(1, a, []string{"a", "b"}, a, b)
+	ready(t, a, b)
+	var d admission.Engine
+	select {
+	case d = <-leads:
+	case <-time.After(guard):
+		t.Fatal("OnLead not called")
+	}
+	if d == nil {
+		t.Fatal("OnLead(nil) at the start of a's term")
+	}
+	if err := b.e.SetScope(t.Context(), "s", admission.ScopeConfig{Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.TryAcquire(t.Context(), admission.Request{ID: "task", Candidates: []admission.Candidate{{Needs: []admission.Need{{Scope: "s", Amount: 1}}}}}); err != nil {
+		t.Fatalf("durable TryAcquire: %v", err)
+	}
+	if _, err := b.e.TryAcquire(t.Context(), admission.Request{ID: "x", Candidates: []admission.Candidate{{Needs: []admission.Need{{Scope: "s", Amount: 1}}}}}); !errors.Is(err, admission.ErrWouldWait) {
+		t.Fatalf("TryAcquire beside a durable lease: %v; want ErrWouldWait", err)
+	}
+
+	elect(2, b, []string{"a", "b"}, a, b)
+	ready(t, a, b)
+	select {
+	case d := <-leads:
+		if d != nil {
+			t.Fatal("OnLead at the end of a's term got an engine; want nil")
+		}
+	case <-time.After(guard):
+		t.Fatal("OnLead(nil) not called when a's term ended")
+	}
+	if u, _ := used(t, b.e, "s"); u != 0 {
+		t.Fatalf("under b: used %d; want 0 (durable leases are recovered from the store, not synced)", u)
+	}
+}
