@@ -50,6 +50,7 @@ type Elector struct {
 	knownAt   time.Time // local time the read of known was sent
 	jitter    time.Duration
 	sentAt    time.Time // when the last successful renew or campaign was sent
+	wonEpoch  uint64    // the last epoch this replica took, resigned on the way out
 	retryAt   time.Time // no database call before this, after an error
 	delivered Term
 	sentOnce  bool
@@ -269,13 +270,17 @@ func (e *Elector) termLoop(ctx context.Context) {
 			poll.arm(e.pollWait())
 		}
 	}
-	if epoch := e.stepDown(); epoch != 0 {
+	// Resign the last term taken even if the local deadline already ended
+	// it here: in the database it may still run. Resign touches only a
+	// term that is still this replica's epoch.
+	e.stepDown()
+	if epoch := e.wonEpoch; epoch != 0 {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opTimeout())
 		defer cancel()
 		if err := e.coord.Resign(rctx, epoch); err != nil {
 			e.log.Warn("fleet resign failed; the term runs out by itself", "epoch", epoch, "err", err)
 		} else {
-			e.log.Info("fleet leadership resigned", "epoch", epoch)
+			e.log.Info("fleet leadership given up", "epoch", epoch)
 		}
 	}
 }
@@ -313,6 +318,7 @@ func (e *Elector) campaign(ctx context.Context, sent time.Time) {
 		return
 	}
 	if won {
+		e.wonEpoch = t.Epoch
 		e.setLead(t.Epoch, sent)
 		e.log.Info("fleet leadership taken", "epoch", t.Epoch)
 	} else if t.Left <= 0 {
