@@ -55,17 +55,20 @@ import (
 // stop. Generations come from one sequence, so they only grow, across
 // restarts and forgetting alike.
 //
-// How terms are found. Each new epoch and each ended term is announced by
-// a NOTIFY, sent by a trigger in the updating transaction, on a channel
-// named after the tables' schema. An Elector LISTENs on a dedicated
+// How terms are found. Each new epoch and each resignation is announced
+// by a NOTIFY, sent by a trigger in the updating transaction, on a channel
+// named after the tables' schema; a term that simply runs out announces
+// nothing, so followers also campaign when the term they last read is due
+// to expire. An Elector LISTENs on a dedicated
 // connection; when that connection is lost it connects again, LISTENs
 // again and re-reads the term in full, since notifications sent in between
 // are lost. A jittered poll (ElectorConfig.Poll) is only the safety net.
 // LISTEN needs a session of its own: a PgBouncer in transaction or
 // statement pooling mode silently drops notifications (and its session
 // advisory lock breaks Migrate), so the fleet needs a direct DSN or a
-// session-pooled one. An Elector checks this when it starts, with a
-// NOTIFY to itself, and fails with ErrNoListen when it gets none.
+// session-pooled one. An Elector checks this when it starts: it NOTIFYs
+// its own LISTEN connection from another connection of the pool, and
+// fails with ErrNoListen when nothing arrives.
 //
 // The clocks. Every comparison of times in the database — expiry,
 // heartbeat age — uses PostgreSQL's now(), never a replica's wall clock.
