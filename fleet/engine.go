@@ -20,14 +20,6 @@ import (
 // fail closed rather than decide without the fleet.
 var ErrUnavailable = errors.New("admission unavailable: no fleet leader answers")
 
-// Term is who decides for the fleet: the leader's replica id and the
-// address of its fleet listener, for one epoch.
-type Term struct {
-	Epoch  uint64
-	Leader string
-	Addr   string
-}
-
 // Config configures one replica's engine.
 type Config struct {
 	// Replica is the replica's stable id; Gen its generation, newer each

@@ -12,7 +12,6 @@ import (
 	"github.com/weir-gateway/weir/admission"
 )
 
-const guard = 10 * time.Second
 
 // node is one replica in a failover test: its engine, its listener's
 // address, and the connections it dialled (to cut them).
