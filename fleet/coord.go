@@ -273,6 +273,20 @@ func (c *Coordinator) Heartbeat(ctx context.Context) error {
 	return nil
 }
 
+// Leave removes this replica's registration, when it stops: the other
+// replicas stop counting it as alive at once. A generation that is gone
+// already is left alone.
+func (c *Coordinator) Leave(ctx context.Context) error {
+	gen := c.gen.Load()
+	if gen == 0 {
+		return nil
+	}
+	if _, err := c.pool.Exec(ctx, `DELETE FROM weir_fleet_replicas WHERE id = $1 AND gen = $2`, c.cfg.Replica, int64(gen)); err != nil {
+		return fmt.Errorf("leave %s/%d: %w", c.cfg.Replica, gen, err)
+	}
+	return nil
+}
+
 // Campaign takes the term if it has expired: epoch+1, led by this replica
 // until now()+TermTTL, announced by NOTIFY in the same transaction. It
 // reports whether it took it; if not, it returns the current term, which

@@ -270,6 +270,13 @@ func (e *Elector) termLoop(ctx context.Context) {
 			poll.arm(e.pollWait())
 		}
 	}
+	// Leave first, so that the next leader does not wait for this
+	// replica to sync with it.
+	lctx, lcancel := context.WithTimeout(context.WithoutCancel(ctx), e.opTimeout())
+	if err := e.coord.Leave(lctx); err != nil {
+		e.log.Warn("fleet leave failed; the registration lapses by itself", "err", err)
+	}
+	lcancel()
 	// Resign the last term taken even if the local deadline already ended
 	// it here: in the database it may still run. Resign touches only a
 	// term that is still this replica's epoch.

@@ -688,30 +688,37 @@ func (e *Engine) Restore(ctx context.Context, req admission.Request, cand int) (
 	return e.granting(ctx, req, &frame{Op: opRestore, Req: toWire(req), Cand: cand})
 }
 
-// granting runs a call whose reply is a lease. A session lost on the way
-// is ErrUnavailable: whatever the leader granted is not in the next sync,
-// so it goes back.
+// granting runs a call whose reply is a lease, again on the next route
+// if the session is lost on the way: a lease granted by a call whose
+// reply was lost is recorded nowhere here, so the next sync leaves it
+// out and the leader releases it.
 func (e *Engine) granting(ctx context.Context, req admission.Request, f *frame) (admission.Lease, error) {
 	if err := req.Validate(); err != nil {
 		return admission.Lease{}, err
 	}
-	rt, err := e.route(ctx)
-	if err != nil {
-		return admission.Lease{}, err
+	for {
+		rt, err := e.route(ctx)
+		if err != nil {
+			return admission.Lease{}, err
+		}
+		f.Epoch = rt.epoch
+		r, err := rt.call(ctx, f)
+		if err != nil {
+			e.lost(rt)
+			continue
+		}
+		if werr := r.Err.err(); werr != nil {
+			if errors.Is(werr, errWrongTerm) {
+				e.lost(rt)
+				continue
+			}
+			return admission.Lease{}, werr
+		}
+		if r.Lease == nil {
+			return admission.Lease{}, errors.New("fleet: the leader granted no lease")
+		}
+		return e.grant(rt, req, *r.Lease), nil
 	}
-	f.Epoch = rt.epoch
-	r, err := rt.call(ctx, f)
-	if err != nil {
-		e.lost(rt)
-		return admission.Lease{}, ErrUnavailable
-	}
-	if werr := r.Err.err(); werr != nil {
-		return admission.Lease{}, werr
-	}
-	if r.Lease == nil {
-		return admission.Lease{}, errors.New("fleet: the leader granted no lease")
-	}
-	return e.grant(rt, req, *r.Lease), nil
 }
 
 // leaseCall runs a call on the lease local id holds at the leader.
@@ -736,7 +743,10 @@ func (e *Engine) leaseCall(ctx context.Context, local admission.LeaseID, f *fram
 		r, err := rt.call(ctx, f)
 		if err != nil {
 			e.lost(rt)
-			return nil, h, errSessionClosed
+			if f.Op == opRelease {
+				return nil, h, errSessionClosed
+			}
+			continue // renewing or reconciling twice does no harm
 		}
 		return r, h, r.Err.err()
 	}

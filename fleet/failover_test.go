@@ -12,7 +12,6 @@ import (
 	"github.com/weir-gateway/weir/admission"
 )
 
-
 // node is one replica in a failover test: its engine, its listener's
 // address, and the connections it dialled (to cut them).
 type node struct {
