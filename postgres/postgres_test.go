@@ -102,6 +102,27 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
+// TestOpenSettings: the pool's size and connect timeout are the DSN's
+// when it gives them, and Weir's defaults otherwise.
+func TestOpenSettings(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.Schema(t)
+	cfg := open(t, dsn).Pool().Config()
+	if cfg.MaxConns != defaultMaxConns || cfg.ConnConfig.ConnectTimeout != defaultConnectTimeout {
+		t.Errorf("default pool: %d connections, connect timeout %s; want %d, %s",
+			cfg.MaxConns, cfg.ConnConfig.ConnectTimeout, defaultMaxConns, defaultConnectTimeout)
+	}
+	// pgtest's URL already has a query: its search_path.
+	given := dsn + "&pool_max_conns=3&connect_timeout=4"
+	if !strings.Contains(dsn, "://") {
+		given = dsn + " pool_max_conns=3 connect_timeout=4"
+	}
+	cfg = open(t, given).Pool().Config()
+	if cfg.MaxConns != 3 || cfg.ConnConfig.ConnectTimeout != 4*time.Second {
+		t.Errorf("pool of %q: %d connections, connect timeout %s; want 3, 4s", given, cfg.MaxConns, cfg.ConnConfig.ConnectTimeout)
+	}
+}
+
 func TestDescribe(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ dsn, want string }{
