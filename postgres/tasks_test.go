@@ -13,7 +13,11 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/pgtest"
+	"github.com/weir-gateway/weir/task"
 )
+
+// The task service runs on a DB, in pgx's transactions.
+var _ task.Store[pgx.Tx] = (*DB)(nil)
 
 // newQueuedTask stores a key and a queued task of it.
 func newQueuedTask(t *testing.T, db *DB) weir.Task {
