@@ -189,10 +189,17 @@ type Tasks struct {
 
 // Storage is where durable things are kept.
 type Storage struct {
-	// Driver is the database: "sqlite". Default "sqlite".
+	// Driver is the database: "sqlite" (embedded, one file) or
+	// "postgres". Default "sqlite".
 	Driver string `yaml:"driver"`
-	// Path is the SQLite database file. Default "weir.db".
+	// Path is the SQLite database file; the postgres driver ignores it.
+	// Default "weir.db".
 	Path string `yaml:"path"`
+	// DSN is the PostgreSQL database, as a URL
+	// (postgres://user:password@host:5432/db?sslmode=require) or
+	// key=value pairs (host=... dbname=...); required by the postgres
+	// driver, ignored by sqlite. Default "".
+	DSN string `yaml:"dsn"`
 }
 
 // Platform is one upstream account.

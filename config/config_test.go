@@ -190,6 +190,7 @@ func TestEnvOverrides(t *testing.T) {
 		{"WEIR_SERVER_KEY_CACHE_TTL", "500ms", func(c *Config) { c.Server.KeyCacheTTL = 500 * time.Millisecond }},
 		{"WEIR_STORAGE_DRIVER", "sqlite", func(c *Config) {}},
 		{"WEIR_STORAGE_PATH", "/tmp/x.db", func(c *Config) { c.Storage.Path = "/tmp/x.db" }},
+		{"WEIR_STORAGE_DSN", "postgres://weir:pw@db:5432/weir", func(c *Config) { c.Storage.DSN = "postgres://weir:pw@db:5432/weir" }},
 	}
 
 	// Every override the code offers is tested here, and nothing else.
@@ -251,7 +252,8 @@ func TestEnvOverrideErrors(t *testing.T) {
 		// Parses, but Validate rejects it, naming the field.
 		{"WEIR_SERVER_RETRY_BUDGET", "0", `server.retry_budget: must be at least 1`},
 		{"WEIR_SERVER_LOG_LEVEL", "loud", `server.log_level: unknown level "loud"`},
-		{"WEIR_STORAGE_DRIVER", "mysql", `storage.driver: unknown driver "mysql"`},
+		{"WEIR_STORAGE_DRIVER", "mysql", `storage.driver: unknown driver "mysql": want sqlite or postgres`},
+		{"WEIR_STORAGE_DRIVER", "postgres", `storage.dsn: required with driver postgres`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.env+"="+tt.value, func(t *testing.T) {
@@ -458,6 +460,12 @@ func TestValidate(t *testing.T) {
 		{"no flush interval", func(c *Config) { c.Server.UsageFlushInterval = 0 },
 			`server.usage_flush_interval: must be positive`},
 		{"empty storage path", func(c *Config) { c.Storage.Path = "" }, `storage.path: required`},
+		{"postgres without a dsn", func(c *Config) { c.Storage.Driver = "postgres" }, `storage.dsn: required with driver postgres`},
+		{"postgres with a blank dsn", func(c *Config) { c.Storage.Driver, c.Storage.DSN = "postgres", "  " }, `storage.dsn: required`},
+		{"postgres needs no path", func(c *Config) {
+			c.Storage = Storage{Driver: "postgres", DSN: "host=db user=weir dbname=weir"}
+		}, ""},
+		{"unknown driver", func(c *Config) { c.Storage.Driver = "mysql" }, `storage.driver: unknown driver "mysql": want sqlite or postgres`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -19,8 +19,8 @@
 //  5. Environment overrides: WEIR_<SECTION>_<FIELD> sets any scalar field
 //     of the server and storage sections, e.g. WEIR_SERVER_LISTEN,
 //     WEIR_SERVER_MAX_BODY_BYTES, WEIR_SERVER_COOLDOWN_FAILURES,
-//     WEIR_STORAGE_PATH. An empty variable is ignored; a value that does not
-//     parse is an error naming the variable.
+//     WEIR_STORAGE_PATH, WEIR_STORAGE_DSN. An empty variable is ignored; a
+//     value that does not parse is an error naming the variable.
 //  6. Validate, which checks what is the file's own (server and storage
 //     settings, api_key_env names, the default group) and then the catalog
 //     by weir.Catalog.Validate, the one set of catalog rules, and reports

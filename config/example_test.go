@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"reflect"
 	"slices"
@@ -211,4 +212,52 @@ func fieldKind(path string) reflect.Kind {
 		}
 	}
 	return t.Kind()
+}
+
+// TestExamplePostgres keeps examples/weir-postgres.yaml honest: it loads
+// strictly, puts storage on the local PostgreSQL of the tests, and serves
+// the same models from the same platform models as examples/weir.yaml.
+func TestExamplePostgres(t *testing.T) {
+	t.Parallel()
+	load := func(path string) (*Config, weir.Catalog) {
+		t.Helper()
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := parse(data, env())
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		cat, err := c.catalog(env())
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return c, cat
+	}
+	c, cat := load("../examples/weir-postgres.yaml")
+	_, full := load(examplePath)
+	want := Storage{Driver: "postgres", Path: "weir.db", DSN: "postgres://postgres@127.0.0.1:5432/test"}
+	if c.Storage != want {
+		t.Errorf("storage = %+v, want %+v", c.Storage, want)
+	}
+	if !reflect.DeepEqual(c.Server, Default().Server) {
+		t.Errorf("server differs from the defaults:\n got %+v\nwant %+v", c.Server, Default().Server)
+	}
+	model := func(m weir.Model) string {
+		var cands []string
+		for _, cand := range m.Candidates {
+			cands = append(cands, cand.PlatformModel)
+		}
+		return fmt.Sprintf("%s (%s) on %v", m.Name, m.Kind, cands)
+	}
+	pm := func(p weir.PlatformModel) string {
+		return fmt.Sprintf("%s on %s, concurrency %d", p.Name, p.Platform, p.Concurrency)
+	}
+	if got, want := names(cat.Models, model), names(full.Models, model); !slices.Equal(got, want) {
+		t.Errorf("models %v, want weir.yaml's %v", got, want)
+	}
+	if got, want := names(cat.PlatformModels, pm), names(full.PlatformModels, pm); !slices.Equal(got, want) {
+		t.Errorf("platform models %v, want weir.yaml's %v", got, want)
+	}
 }

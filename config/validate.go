@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/weir-gateway/weir"
 )
@@ -94,11 +95,17 @@ func (s *Server) validate() error {
 }
 
 func (s *Storage) validate() error {
-	switch {
-	case s.Driver != "sqlite":
-		return invalidf("storage.driver", "unknown driver %q: want sqlite", s.Driver)
-	case s.Path == "":
-		return invalidf("storage.path", "required")
+	switch s.Driver {
+	case "sqlite":
+		if s.Path == "" {
+			return invalidf("storage.path", "required")
+		}
+	case "postgres":
+		if strings.TrimSpace(s.DSN) == "" {
+			return invalidf("storage.dsn", "required with driver postgres: give the database as postgres://user@host:5432/db (or set WEIR_STORAGE_DSN)")
+		}
+	default:
+		return invalidf("storage.driver", "unknown driver %q: want sqlite or postgres", s.Driver)
 	}
 	return nil
 }

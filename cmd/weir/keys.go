@@ -15,14 +15,14 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/config"
 	"github.com/weir-gateway/weir/keys"
-	"github.com/weir-gateway/weir/sqlite"
 )
 
 func init() { rootCmd.AddCommand(keysCmd()) }
 
 // keysCmd manages API keys in the database named by the config file. The
-// store is shared with a running server (SQLite in WAL mode allows it); a
-// new key works at once, a revocation within the server's key cache TTL.
+// store is shared with a running server (SQLite in WAL mode allows it, and
+// PostgreSQL is shared anyway); a new key works at once, a revocation
+// within the server's key cache TTL.
 func keysCmd() *cobra.Command {
 	var path string
 	cmd := &cobra.Command{Use: "keys", Short: "Create, list and revoke API keys"}
@@ -103,12 +103,13 @@ func keysCmd() *cobra.Command {
 	return cmd
 }
 
-func openStore(ctx context.Context, path string) (*config.Config, *sqlite.DB, error) {
+// openStore loads the config at path and opens the storage it names.
+func openStore(ctx context.Context, path string) (*config.Config, *storage, error) {
 	cfg, err := loadConfig(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := sqlite.Open(ctx, cfg.Storage.Path)
+	db, err := openStorage(ctx, cfg.Storage, storageOptions{})
 	if err != nil {
 		return nil, nil, err
 	}

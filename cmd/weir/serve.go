@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,7 +22,6 @@ import (
 	"github.com/weir-gateway/weir/httpapi"
 	"github.com/weir-gateway/weir/metrics"
 	"github.com/weir-gateway/weir/router"
-	"github.com/weir-gateway/weir/sqlite"
 	"github.com/weir-gateway/weir/task"
 	"github.com/weir-gateway/weir/usage"
 	"github.com/weir-gateway/weir/webhook"
@@ -63,7 +61,7 @@ type Main struct {
 	Config     *config.Config
 	Logger     *slog.Logger
 
-	DB      *sqlite.DB
+	DB      *storage
 	Engine  *admission.Memory
 	Metrics *metrics.Metrics
 	Usage   *usage.Recorder
@@ -72,7 +70,6 @@ type Main struct {
 	Tasks   *task.Service
 	HTTP    *http.Server
 	ln      net.Listener
-	unlock  func()
 
 	stopOnce sync.Once
 	stopErr  error
@@ -85,14 +82,9 @@ func (m *Main) Start(ctx context.Context) error {
 	if m.Logger == nil {
 		m.Logger = newLogger(cfg.Server.LogLevel)
 	}
-	unlock, err := lockStorage(ctx, lockOptions{Path: cfg.Storage.Path, Logger: m.Logger})
+	db, err := openStorage(ctx, cfg.Storage, storageOptions{Serve: true, Logger: m.Logger})
 	if err != nil {
 		return err
-	}
-	m.unlock = unlock
-	db, err := sqlite.Open(ctx, cfg.Storage.Path)
-	if err != nil {
-		return fmt.Errorf("open storage: %w", err)
 	}
 	m.DB = db
 	var eng *admission.Memory
@@ -132,7 +124,7 @@ func (m *Main) Start(ctx context.Context) error {
 		return err
 	}
 	// The gateway plans tasks; the API serves both.
-	m.Tasks, err = task.New(task.Config{
+	m.Tasks, err = db.newTasks(task.Config{
 		Workers:     cfg.Tasks.Workers,
 		MaxWait:     cfg.Tasks.MaxWait,
 		PollMin:     cfg.Tasks.PollMin,
@@ -141,11 +133,10 @@ func (m *Main) Start(ctx context.Context) error {
 		LeaseTTL:    cfg.Tasks.LeaseTTL,
 		RescueAfter: cfg.Tasks.RescueAfter,
 		Retention:   cfg.Tasks.Retention,
-		// The embedded SQLite store is this process's alone.
-		SoleRunner:  true,
+		SoleRunner:  db.SoleRunner,
 		Metrics:     m.Metrics,
 		RiverLogger: riverLogger(m.Logger, cfg.Server.LogLevel),
-	}, task.Deps[*sql.Tx]{Store: db, Engine: eng, Planner: m.Gateway, Webhooks: hooks, Logger: m.Logger})
+	}, taskDeps{Engine: eng, Planner: m.Gateway, Webhooks: hooks, Logger: m.Logger})
 	if err != nil {
 		return err
 	}
@@ -183,7 +174,7 @@ func (m *Main) Start(ctx context.Context) error {
 			m.Logger.Error("http server stopped", "error", err)
 		}
 	}()
-	m.Logger.Info("weir serving", "addr", ln.Addr().String(), "storage", cfg.Storage.Path)
+	m.Logger.Info("weir serving", "addr", ln.Addr().String(), "driver", db.Driver, "storage", db.Where)
 	return nil
 }
 
@@ -242,9 +233,6 @@ func (m *Main) stop(ctx context.Context) error {
 	}
 	if m.DB != nil {
 		errs = append(errs, m.DB.Close())
-	}
-	if m.unlock != nil {
-		m.unlock()
 	}
 	return errors.Join(errs...)
 }

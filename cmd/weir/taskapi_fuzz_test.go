@@ -17,6 +17,7 @@ import (
 	"github.com/weir-gateway/weir/config"
 	"github.com/weir-gateway/weir/keys"
 	"github.com/weir-gateway/weir/provider/mock"
+	"github.com/weir-gateway/weir/sqlite"
 )
 
 // FuzzTaskSubmit posts arbitrary bodies and headers to the two task
@@ -115,7 +116,7 @@ type fuzzGateway struct {
 
 func (g *fuzzGateway) count(t *testing.T) int {
 	var n int
-	if err := g.m.DB.SQL().QueryRow(`SELECT count(*) FROM tasks`).Scan(&n); err != nil {
+	if err := g.m.DB.store.(*sqlite.DB).SQL().QueryRow(`SELECT count(*) FROM tasks`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

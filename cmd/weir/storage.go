@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/config"
+	"github.com/weir-gateway/weir/postgres"
+	"github.com/weir-gateway/weir/sqlite"
+	"github.com/weir-gateway/weir/task"
+)
+
+// store is what the commands use of storage: keys, usage and tasks.
+type store interface {
+	weir.Store
+	weir.TaskStore
+}
+
+// storage is the database the config names, open: the one place that
+// knows the drivers apart.
+type storage struct {
+	store
+	// Driver is the config's storage.driver; Where says where the
+	// database is, for logs: the SQLite file, or the PostgreSQL DSN
+	// without its password.
+	Driver, Where string
+	// SoleRunner says this process alone runs the store's jobs
+	// (task.Config.SoleRunner): true on the embedded SQLite file, which
+	// serve locks; false on PostgreSQL, where other replicas may run
+	// them.
+	SoleRunner bool
+	// newTasks builds the task service on the store, in the store's own
+	// transaction type.
+	newTasks func(task.Config, taskDeps) (*task.Service, error)
+	unlock   func()
+}
+
+// taskDeps are task.Deps less the store, which storage gives.
+type taskDeps struct {
+	Engine   admission.Engine
+	Planner  task.Planner
+	Webhooks task.Webhooks
+	Logger   *slog.Logger
+}
+
+// storageOptions say what a command opens storage for.
+type storageOptions struct {
+	// Serve: the process runs the gateway. On SQLite it first takes the
+	// database's lock, which keeps a second serve off the file; other
+	// commands (keys) work beside a running serve without it.
+	Serve bool
+	// Logger says that serve waits for the lock; default none.
+	Logger *slog.Logger
+}
+
+// openStorage opens the database cfg names and brings its schema up to
+// date.
+func openStorage(ctx context.Context, cfg config.Storage, o storageOptions) (*storage, error) {
+	switch cfg.Driver {
+	case "sqlite":
+		unlock := func() {}
+		if o.Serve {
+			var err error
+			if unlock, err = lockStorage(ctx, lockOptions{Path: cfg.Path, Logger: o.Logger}); err != nil {
+				return nil, err
+			}
+		}
+		db, err := sqlite.Open(ctx, cfg.Path)
+		if err != nil {
+			unlock()
+			return nil, fmt.Errorf("open storage: %w", err)
+		}
+		return &storage{store: db, Driver: cfg.Driver, Where: cfg.Path, SoleRunner: true,
+			newTasks: tasksOn(db), unlock: unlock}, nil
+	case "postgres":
+		// No lock: replicas share the database by design.
+		db, err := postgres.Open(ctx, cfg.DSN)
+		if err != nil {
+			return nil, fmt.Errorf("open storage: %w", err)
+		}
+		return &storage{store: db, Driver: cfg.Driver, Where: postgres.Describe(cfg.DSN), SoleRunner: false,
+			newTasks: tasksOn(db), unlock: func() {}}, nil
+	}
+	// config.Validate refuses any other driver; this is for a Config
+	// built in code.
+	return nil, fmt.Errorf("open storage: unknown driver %q: want sqlite or postgres", cfg.Driver)
+}
+
+// tasksOn returns how to build the task service on st.
+func tasksOn[TTx any](st task.Store[TTx]) func(task.Config, taskDeps) (*task.Service, error) {
+	return func(cfg task.Config, d taskDeps) (*task.Service, error) {
+		return task.New(cfg, task.Deps[TTx]{Store: st, Engine: d.Engine, Planner: d.Planner, Webhooks: d.Webhooks, Logger: d.Logger})
+	}
+}
+
+// Close closes the store, then lets another serve have it.
+func (s *storage) Close() error {
+	err := s.store.Close()
+	s.unlock()
+	return err
+}

@@ -1,0 +1,32 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/weir-gateway/weir"
+)
+
+// taskPurgeSQL removes the oldest finished tasks; the status check keeps
+// a task whose finished_at was set without a terminal status (none is)
+// from going.
+const taskPurgeSQL = `DELETE FROM tasks WHERE seq IN (
+	SELECT seq FROM tasks
+	WHERE finished_at IS NOT NULL AND finished_at < $1
+	AND status IN ` + terminalStatuses + `
+	ORDER BY finished_at LIMIT $2)`
+
+// TaskPurge removes up to limit terminal tasks that finished before
+// finishedBefore, oldest first, in one statement; call it again while it
+// returns limit.
+func (db *DB) TaskPurge(ctx context.Context, finishedBefore time.Time, limit int) (int, error) {
+	if finishedBefore.IsZero() || limit <= 0 {
+		return 0, fmt.Errorf("purge tasks: %w: a time and a positive limit are required", weir.ErrInvalid)
+	}
+	tag, err := db.pool.Exec(ctx, taskPurgeSQL, dbTime(finishedBefore), limit)
+	if err != nil {
+		return 0, fmt.Errorf("purge tasks: %w", classify(err))
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -1,0 +1,314 @@
+package postgres
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/pgtest"
+	"github.com/weir-gateway/weir/task"
+)
+
+// The task service runs on a DB, in pgx's transactions.
+var _ task.Store[pgx.Tx] = (*DB)(nil)
+
+// newQueuedTask stores a key and a queued task of it.
+func newQueuedTask(t *testing.T, db *DB) weir.Task {
+	t.Helper()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if err := db.KeyCreate(t.Context(), weir.APIKey{ID: "k1", Hash: "h1", CreatedAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	task := weir.Task{ID: "video_1", KeyID: "k1", Kind: "video", Model: "sora-2", Input: []byte(`{"prompt": "a cat"}`),
+		Status: weir.TaskQueued, Candidate: -1, CreatedAt: at}
+	if created, err := db.TaskCreate(t.Context(), &task); err != nil || !created {
+		t.Fatalf("TaskCreate = %v, %v", created, err)
+	}
+	return task
+}
+
+var admit = weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskAdmitted, PlatformModel: "pm"}
+
+type runArgs struct {
+	TaskID string `json:"task_id"`
+}
+
+func (runArgs) Kind() string { return "test_run" }
+
+// newRiver migrates River's tables and returns an insert-only client on
+// db's driver.
+func newRiver(t *testing.T, db *DB) *river.Client[pgx.Tx] {
+	t.Helper()
+	if err := db.RiverMigrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RiverMigrate(t.Context()); err != nil {
+		t.Fatalf("RiverMigrate on an up-to-date schema: %v", err)
+	}
+	client, err := river.NewClient(db.RiverDriver(), &river.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+func jobCount(t *testing.T, db *DB) int {
+	t.Helper()
+	n := 0
+	if err := db.Pool().QueryRow(t.Context(), `SELECT count(*) FROM river_job WHERE kind = 'test_run'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestInTx checks that a task update and River's InsertTx in InTx commit
+// together, and that an error or a panic in fn rolls both back.
+func TestInTx(t *testing.T) {
+	t.Parallel()
+	db := openTemp(t)
+	client := newRiver(t, db)
+	task := newQueuedTask(t, db)
+	insertJob := func(tx pgx.Tx) {
+		t.Helper()
+		if _, err := client.InsertTx(t.Context(), tx, runArgs{TaskID: task.ID}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	failed := errors.New("river said no")
+	err := db.InTx(t.Context(), func(tx pgx.Tx) error {
+		if ok, err := db.TaskUpdateTx(t.Context(), tx, task.ID, admit); err != nil || !ok {
+			t.Fatalf("TaskUpdateTx = %v, %v", ok, err)
+		}
+		insertJob(tx)
+		return failed
+	})
+	if err != failed {
+		t.Errorf("InTx returned %v, want fn's error as it is", err)
+	}
+	if got, _ := db.TaskGet(t.Context(), task.ID); got.Status != weir.TaskQueued || jobCount(t, db) != 0 {
+		t.Fatalf("after a failed InTx: task %s, %d jobs; want queued and none", got.Status, jobCount(t, db))
+	}
+
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Errorf("InTx swallowed fn's panic")
+			}
+		}()
+		db.InTx(t.Context(), func(tx pgx.Tx) error {
+			if _, err := db.TaskUpdateTx(t.Context(), tx, task.ID, admit); err != nil {
+				t.Fatal(err)
+			}
+			insertJob(tx)
+			panic("boom")
+		})
+	}()
+	if got, _ := db.TaskGet(t.Context(), task.ID); got.Status != weir.TaskQueued || jobCount(t, db) != 0 {
+		t.Fatalf("after a panic in InTx: task %s, %d jobs; want queued and none", got.Status, jobCount(t, db))
+	}
+
+	err = db.InTx(t.Context(), func(tx pgx.Tx) error {
+		if ok, err := db.TaskUpdateTx(t.Context(), tx, task.ID, admit); err != nil || !ok {
+			t.Fatalf("TaskUpdateTx = %v, %v", ok, err)
+		}
+		// Another connection sees only what is committed.
+		if got, err := db.TaskGet(t.Context(), task.ID); err != nil || got.Status != weir.TaskQueued {
+			t.Errorf("TaskGet inside the transaction = %s, %v; want queued", got.Status, err)
+		}
+		insertJob(tx)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("InTx: %v", err)
+	}
+	got, err := db.TaskGet(t.Context(), task.ID)
+	if err != nil || got.Status != weir.TaskAdmitted || got.PlatformModel != "pm" || jobCount(t, db) != 1 {
+		t.Fatalf("after InTx: task %+v (%v), %d jobs; want admitted on pm and one job", got, err, jobCount(t, db))
+	}
+	// The CAS inside a transaction: the task has moved on.
+	err = db.InTx(t.Context(), func(tx pgx.Tx) error {
+		ok, err := db.TaskUpdateTx(t.Context(), tx, task.ID, admit)
+		if ok {
+			t.Errorf("TaskUpdateTx from queued applied to an admitted task")
+		}
+		return err
+	})
+	if err != nil {
+		t.Errorf("InTx: %v", err)
+	}
+	// And of a task that is not there.
+	err = db.InTx(t.Context(), func(tx pgx.Tx) error {
+		_, err := db.TaskUpdateTx(t.Context(), tx, "video_nope", admit)
+		return err
+	})
+	if !errors.Is(err, weir.ErrNotFound) {
+		t.Errorf("TaskUpdateTx of an unknown task: %v, want ErrNotFound", err)
+	}
+}
+
+// TestTwoPoolsRace races two DBs on one schema, as two replicas would:
+// submitters on both create tasks under one idempotency key, and exactly
+// one creates it; updaters on both move the same tasks from queued, and
+// for each task exactly one update applies. Several rounds, so that the
+// racers meet inside each other's statements.
+func TestTwoPoolsRace(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.Schema(t)
+	dbs := [2]*DB{open(t, dsn), open(t, dsn)}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if err := dbs[0].KeyCreate(t.Context(), weir.APIKey{ID: "k1", Hash: "h1", CreatedAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	const rounds, racers = 20, 8 // racers per round, half on each pool
+
+	for round := range rounds {
+		var (
+			wg      sync.WaitGroup
+			start   = make(chan struct{})
+			created = make([]bool, racers)
+			got     = make([]weir.Task, racers)
+			errs    = make([]error, racers)
+		)
+		for i := range racers {
+			wg.Go(func() {
+				task := weir.Task{ID: fmt.Sprintf("video_%d_%d", round, i), KeyID: "k1", Kind: "video", Model: "sora-2",
+					Input: []byte(`{}`), Status: weir.TaskQueued, IdempotencyKey: fmt.Sprintf("idem-%d", round),
+					Fingerprint: fmt.Sprintf("%064x", i), CreatedAt: at}
+				<-start
+				created[i], errs[i] = dbs[i%2].TaskCreate(t.Context(), &task)
+				got[i] = task
+			})
+		}
+		close(start)
+		wg.Wait()
+		winner := onlyOne(t, fmt.Sprintf("round %d: creator", round), created, errs)
+		for i := range racers {
+			if got[i].ID != got[winner].ID || got[i].Fingerprint != got[winner].Fingerprint || got[i].Seq != got[winner].Seq {
+				t.Errorf("round %d: creator %d got task %s (%q, seq %d), want the winner's %s (%q, seq %d)", round, i,
+					got[i].ID, got[i].Fingerprint, got[i].Seq, got[winner].ID, got[winner].Fingerprint, got[winner].Seq)
+			}
+		}
+		id := got[winner].ID
+
+		// The task just created: racers on both pools move it from queued,
+		// each to its own platform model.
+		start = make(chan struct{})
+		applied := make([]bool, racers)
+		for i := range racers {
+			wg.Go(func() {
+				u := weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskAdmitted,
+					PlatformModel: fmt.Sprintf("pm-%d", i), Attempts: &i}
+				<-start
+				applied[i], errs[i] = dbs[i%2].TaskUpdate(t.Context(), id, u)
+			})
+		}
+		close(start)
+		wg.Wait()
+		winner = onlyOne(t, fmt.Sprintf("round %d: updater", round), applied, errs)
+		task, err := dbs[round%2].TaskGet(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task.Status != weir.TaskAdmitted || task.PlatformModel != fmt.Sprintf("pm-%d", winner) || task.Attempts != winner {
+			t.Errorf("round %d: task after the race: %s on %s, attempts %d; want admitted with updater %d's changes alone",
+				round, task.Status, task.PlatformModel, task.Attempts, winner)
+		}
+	}
+	tasks, err := dbs[0].TaskList(t.Context(), weir.TaskFilter{})
+	if err != nil || len(tasks) != rounds {
+		t.Errorf("TaskList: %d tasks (%v), want %d: one per idempotency key", len(tasks), err, rounds)
+	}
+}
+
+// onlyOne checks that of racers that all succeeded exactly one won, and
+// returns which.
+func onlyOne(t *testing.T, who string, won []bool, errs []error) int {
+	t.Helper()
+	winner := -1
+	for i := range won {
+		if errs[i] != nil {
+			t.Fatalf("%s %d: %v", who, i, errs[i])
+		}
+		if won[i] {
+			if winner >= 0 {
+				t.Fatalf("%ss %d and %d both won", who, winner, i)
+			}
+			winner = i
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("no %s won", who)
+	}
+	return winner
+}
+
+// TestTaskListPlans checks that each listing the service pages through
+// has an index of its own, which the planner takes over a scan of the
+// whole table once the table is large: a page costs about its own size.
+// (The planner may read a few matching rows through a bitmap scan of the
+// index and sort them, where that is cheaper than walking it in order.)
+func TestTaskListPlans(t *testing.T) {
+	t.Parallel()
+	db := openTemp(t)
+	const keys = 100
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i := range keys {
+		if err := db.KeyCreate(t.Context(), weir.APIKey{ID: fmt.Sprintf("k%d", i), Hash: fmt.Sprintf("h%d", i), CreatedAt: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Many tasks over many keys, most finished: as a database in use.
+	if _, err := db.Pool().Exec(t.Context(), `INSERT INTO tasks (id, key_id, kind, model, input, priority, status, created_at)
+		SELECT 'task_' || g, 'k' || (g % $1), CASE WHEN g % 3 = 0 THEN 'video' ELSE 'task' END, 'm', '\x7b7d', 0,
+			CASE WHEN g % 50 = 0 THEN 'queued' ELSE 'succeeded' END, now()
+		FROM generate_series(1, 20000) AS g`, keys); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool().Exec(t.Context(), `ANALYZE tasks`); err != nil {
+		t.Fatal(err)
+	}
+	queued := []weir.TaskStatus{weir.TaskQueued}
+	for _, tc := range []struct {
+		name  string
+		index []string // any of these
+		f     weir.TaskFilter
+	}{
+		{"recovery by pages", []string{"tasks_status_seq"}, weir.TaskFilter{Statuses: queued, AfterSeq: 100, Limit: 100}},
+		{"a key's tasks", []string{"tasks_key_seq", "tasks_key_kind_seq"}, weir.TaskFilter{KeyID: "k1", AfterSeq: 10, Limit: 20}},
+		{"a key's tasks, newest first", []string{"tasks_key_seq", "tasks_key_kind_seq"}, weir.TaskFilter{KeyID: "k1", Descending: true, BeforeSeq: 5000, Limit: 21}},
+		{"a key's videos", []string{"tasks_key_kind_seq"}, weir.TaskFilter{KeyID: "k1", Kind: "video", AfterSeq: 10, Limit: 21}},
+		{"a key's videos, newest first", []string{"tasks_key_kind_seq"}, weir.TaskFilter{KeyID: "k1", Kind: "video", Descending: true, BeforeSeq: 5000, Limit: 21}},
+		{"everything", []string{"tasks_pkey"}, weir.TaskFilter{AfterSeq: 10, Limit: 20}},
+	} {
+		q, args := taskListQuery(tc.f)
+		plan := explain(t, db, q, args...)
+		uses := false
+		for _, index := range tc.index {
+			uses = uses || strings.Contains(plan, " on "+index) || strings.Contains(plan, " using "+index)
+		}
+		if !uses || strings.Contains(plan, "Seq Scan") {
+			t.Errorf("%s: plan\n%s\nwant a scan of %s", tc.name, plan, strings.Join(tc.index, " or "))
+		}
+	}
+}
+
+func explain(t *testing.T, db *DB, q string, args ...any) string {
+	t.Helper()
+	rows, err := db.Pool().Query(t.Context(), "EXPLAIN "+q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
+}

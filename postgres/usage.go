@@ -1,0 +1,118 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weir-gateway/weir"
+)
+
+const usageColumns = `request_id, key_id, model, platform_model, endpoint,
+	prompt_tokens, completion_tokens, waited_ns, latency_ns, status, outcome, at`
+
+// usageInsertSQL inserts a whole batch in one statement, one array
+// parameter per column: a batch is one round trip and one plan, whatever
+// its size. Rows are inserted in the batch's order (ord), so that seq
+// follows it and, of copies of one request within the batch, the first is
+// kept.
+const usageInsertSQL = `INSERT INTO usage_records (` + usageColumns + `)
+	SELECT request_id, key_id, model, platform_model, endpoint,
+		prompt_tokens, completion_tokens, waited_ns, latency_ns, status, outcome, at
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
+		$6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::text[], $12::timestamptz[])
+		WITH ORDINALITY AS r(request_id, key_id, model, platform_model, endpoint,
+			prompt_tokens, completion_tokens, waited_ns, latency_ns, status, outcome, at, ord)
+	ORDER BY ord
+	ON CONFLICT (request_id) DO NOTHING`
+
+// UsageInsert records a batch in one statement: all of it or nothing.
+// A row whose RequestID is already stored (or earlier in the batch) is
+// skipped, so a flush retried after an unknown outcome counts once.
+func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	for i, u := range batch {
+		if u.RequestID == "" || u.KeyID == "" || u.At.IsZero() {
+			return fmt.Errorf("insert usage: row %d (request %q): %w: request id, key id and time are required",
+				i, u.RequestID, weir.ErrInvalid)
+		}
+	}
+	n := len(batch)
+	var (
+		requestIDs, keyIDs, models, pms, endpoints, outcomes = make([]string, n), make([]string, n),
+			make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		prompt, completion, waited, latency, status = make([]int64, n), make([]int64, n),
+			make([]int64, n), make([]int64, n), make([]int64, n)
+		at = make([]time.Time, n)
+	)
+	for i, u := range batch {
+		requestIDs[i], keyIDs[i], models[i], pms[i], endpoints[i], outcomes[i] =
+			u.RequestID, u.KeyID, u.Model, u.PlatformModel, u.Endpoint, u.Outcome
+		prompt[i], completion[i], waited[i], latency[i], status[i] =
+			u.PromptTokens, u.CompletionTokens, int64(u.Waited), int64(u.Latency), int64(u.Status)
+		at[i] = dbTime(u.At)
+	}
+	_, err := db.pool.Exec(ctx, usageInsertSQL, requestIDs, keyIDs, models, pms, endpoints,
+		prompt, completion, waited, latency, status, outcomes, at)
+	if err != nil {
+		u := batch[0]
+		return fmt.Errorf("insert usage: %d rows (from request %s, key %s): %w", n, u.RequestID, u.KeyID, classify(err))
+	}
+	return nil
+}
+
+// UsageList returns usage newest first, filtered by key and time, at most
+// f.Limit records if it is positive.
+func (db *DB) UsageList(ctx context.Context, f weir.UsageFilter) ([]weir.Usage, error) {
+	if f.Limit < 0 {
+		return nil, fmt.Errorf("list usage: %w: negative limit %d", weir.ErrInvalid, f.Limit)
+	}
+	var (
+		where []string
+		args  []any
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if f.KeyID != "" {
+		where = append(where, "key_id = "+arg(f.KeyID))
+	}
+	if !f.Since.IsZero() {
+		where = append(where, "at >= "+arg(dbTime(f.Since)))
+	}
+	q := `SELECT ` + usageColumns + ` FROM usage_records`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY at DESC, seq DESC`
+	if f.Limit > 0 {
+		q += ` LIMIT ` + arg(f.Limit)
+	}
+	rows, err := db.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list usage: %w", err)
+	}
+	defer rows.Close()
+	var out []weir.Usage
+	for rows.Next() {
+		var (
+			u                       weir.Usage
+			waited, latency, status int64
+		)
+		if err := rows.Scan(&u.RequestID, &u.KeyID, &u.Model, &u.PlatformModel, &u.Endpoint,
+			&u.PromptTokens, &u.CompletionTokens, &waited, &latency, &status, &u.Outcome, &u.At); err != nil {
+			return nil, fmt.Errorf("list usage: %w", err)
+		}
+		u.Waited, u.Latency, u.Status, u.At = time.Duration(waited), time.Duration(latency), int(status), u.At.UTC()
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list usage: %w", err)
+	}
+	return out, nil
+}
