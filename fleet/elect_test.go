@@ -187,7 +187,10 @@ func TestElectorDeposedWhilePaused(t *testing.T) {
 	a := b.elector(t, "a", CoordConfig{TermTTL: 200 * time.Millisecond, HeartbeatTimeout: time.Minute, Clock: fake}, ec)
 	a.start(t)
 	waitTerm(t, a, "a leads", ledBy("a", 1))
-	bb := b.elector(t, "b", CoordConfig{TermTTL: time.Minute, HeartbeatTimeout: time.Minute}, ec)
+	// b's TTL is short so that its campaign jitter and its retry delay
+	// after a failed call (fractions of the TTL) stay well inside the
+	// guard on a loaded machine.
+	bb := b.elector(t, "b", CoordConfig{TermTTL: 2 * time.Second, HeartbeatTimeout: time.Minute}, ec)
 	bb.start(t)
 	waitTerm(t, bb, "b takes the term a let expire", ledBy("b", 2))
 	waitTerm(t, a, "paused a hears that b leads", ledBy("b", 2))
