@@ -375,6 +375,10 @@ var (
 	ErrLeaseNotHeld = errors.New("lease not held")
 	ErrNotQueued    = errors.New("waiter not queued")
 	ErrClosed       = errors.New("admission engine closed")
+	// ErrUnavailable: the engine cannot decide now (a fleet with no
+	// leader that answers); nothing was admitted, and a later call may
+	// succeed.
+	ErrUnavailable = errors.New("admission unavailable")
 )
 
 // QueueFullError says which queue refused a waiter: the full scope of its

@@ -18,7 +18,7 @@ import (
 
 // ErrUnavailable is the answer while no leader can be reached: admissions
 // fail closed rather than decide without the fleet.
-var ErrUnavailable = errors.New("admission unavailable: no fleet leader answers")
+var ErrUnavailable = fmt.Errorf("%w: no fleet leader answers", admission.ErrUnavailable)
 
 // Config configures one replica's engine.
 type Config struct {

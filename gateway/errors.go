@@ -24,6 +24,9 @@ var (
 	ErrUpstream        = errors.New("upstream_error")
 	ErrUpstreamTimeout = errors.New("upstream_timeout")
 	ErrInternal        = errors.New("internal_error")
+	// ErrUnavailable: the gateway cannot admit now (a fleet's replicas
+	// cannot reach their leader or the store); nothing was done.
+	ErrUnavailable = errors.New("store_unavailable")
 )
 
 // ErrClientGone ends a request whose client went away: nobody reads an

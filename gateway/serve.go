@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
@@ -131,6 +132,9 @@ func (s *Service) admissionError(ctx context.Context, c *Call, err error) error 
 		return &Error{Category: ErrNoCandidate, Param: "model", Message: "no platform can serve " + c.Model.Name + " right now", Err: err}
 	case errors.Is(err, admission.ErrClosed):
 		return &Error{Category: ErrNoCandidate, Message: "the gateway is shutting down", Err: err}
+	case errors.Is(err, admission.ErrUnavailable):
+		s.logger(c).Warn("admission unavailable", "error", err)
+		return &Error{Category: ErrUnavailable, Message: "the gateway cannot admit requests right now: its fleet has no leader it can reach; retry shortly", RetryAfter: time.Second, Err: err}
 	}
 	s.logger(c).Error("admission failed", "error", err)
 	return &Error{Category: ErrInternal, Message: "admission failed", Err: err}

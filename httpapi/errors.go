@@ -33,6 +33,7 @@ const (
 	CodeUpstreamError        Code = "upstream_error"
 	CodeUpstreamTimeout      Code = "upstream_timeout"
 	CodeInternal             Code = "internal_error"
+	CodeStoreUnavailable     Code = "store_unavailable"
 )
 
 // codeTable is the one table from code to HTTP status and OpenAI error type.
@@ -54,6 +55,7 @@ var codeTable = map[Code]struct {
 	CodeUpstreamError:        {http.StatusBadGateway, "server_error"},
 	CodeUpstreamTimeout:      {http.StatusGatewayTimeout, "server_error"},
 	CodeInternal:             {http.StatusInternalServerError, "server_error"},
+	CodeStoreUnavailable:     {http.StatusServiceUnavailable, "server_error"},
 }
 
 // Status is the HTTP status for c.
@@ -125,6 +127,7 @@ var categoryCodes = [...]struct {
 	{gateway.ErrUpstream, CodeUpstreamError},
 	{gateway.ErrUpstreamTimeout, CodeUpstreamTimeout},
 	{gateway.ErrInternal, CodeInternal},
+	{gateway.ErrUnavailable, CodeStoreUnavailable},
 }
 
 // answerOf is the answer to err: an *apiError as it is, a gateway

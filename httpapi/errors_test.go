@@ -17,7 +17,7 @@ func TestGatewayErrorsMapToTheirCodes(t *testing.T) {
 	t.Parallel()
 	for _, category := range []error{
 		gateway.ErrInvalid, gateway.ErrNotFound, gateway.ErrRateLimited, gateway.ErrQueueFull, gateway.ErrQueueTimeout,
-		gateway.ErrNoCandidate, gateway.ErrUpstream, gateway.ErrUpstreamTimeout, gateway.ErrInternal,
+		gateway.ErrNoCandidate, gateway.ErrUpstream, gateway.ErrUpstreamTimeout, gateway.ErrInternal, gateway.ErrUnavailable,
 	} {
 		ge := &gateway.Error{Category: category, Message: "m", Param: "p", RetryAfter: time.Second}
 		got := answerOf(fmt.Errorf("wrapped: %w", ge))
