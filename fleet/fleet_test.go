@@ -107,12 +107,23 @@ func (s *spread) Enqueue(ctx context.Context, req admission.Request, notify func
 		e = s.es[0]
 	}
 	s.mu.Lock()
+	prev := s.waiters[req.ID]
 	s.waiters[req.ID] = e
 	s.mu.Unlock()
-	return e.Enqueue(ctx, req, func(l admission.Lease, err error) {
+	err := e.Enqueue(ctx, req, func(l admission.Lease, err error) {
 		s.held(e, l, err)
 		notify(l, err)
 	})
+	if err != nil {
+		// A refused request leaves the routing as it was: a refused
+		// duplicate must not send the queued waiter's Cancel elsewhere.
+		s.mu.Lock()
+		if s.waiters[req.ID] == e {
+			s.waiters[req.ID] = prev
+		}
+		s.mu.Unlock()
+	}
+	return err
 }
 func (s *spread) Cancel(ctx context.Context, id string) error {
 	s.mu.Lock()

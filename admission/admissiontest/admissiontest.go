@@ -7,6 +7,10 @@
 // limits, fencing and bad input follow as 9 to 12. Contract point 8 (Cheap)
 // is a cost, not a behaviour, and is measured by the benchmarks instead.
 //
+// Model (model.go) is the suite's random half: it runs long random
+// operation sequences against a home and checks every step against a
+// reference model.
+//
 // The suite drives the engine only through admission.Engine. It hands each
 // engine a *clock.Fake and an Observer of its own, never sleeps, and waits
 // only for events: notify callbacks, Acquire returning, or an Observer
