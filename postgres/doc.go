@@ -67,7 +67,16 @@
 // driver (riverpgxv5) on the same pool, the transactions its jobs are
 // inserted in (InTx), River's migrations (RiverMigrate), and
 // JobReclaimRunning. Unlike on SQLite, other replicas may be running this
-// database's jobs, so a replica does not reclaim running jobs at start
-// (task.Config.SoleRunner false): River's rescue hands a dead replica's
-// jobs to another after RescueStuckJobsAfter.
+// database's jobs, so a replica does not reclaim every running job at
+// start (task.Config.SoleRunner false). JobReclaimAttemptedBy takes back
+// the jobs of one River client (one replica) at once, for the fleet to
+// call when it declares a replica gone; otherwise River's rescue hands a
+// dead replica's jobs to another after RescueStuckJobsAfter.
+//
+// # Notifications
+//
+// NotifyTask and ListenTasks (task.Notifier) tell the replicas on the
+// database that a task changed, through NOTIFY on a channel named after
+// the schema (notify.go), so that schemas sharing a database do not hear
+// each other.
 package postgres

@@ -76,3 +76,53 @@ func TestJobReclaimRunning(t *testing.T) {
 		t.Errorf("second JobReclaimRunning = %d, %v; want nothing left to reclaim", n, err)
 	}
 }
+
+// TestJobReclaimAttemptedBy: only the running jobs of the named kinds
+// whose latest attempt is the named client's become available; a job
+// that client attempted earlier but another client runs now, and a job
+// of another client, stay running.
+func TestJobReclaimAttemptedBy(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := openTemp(t)
+	client := newRiver(t, db)
+	running := func(args river.JobArgs, attemptedBy ...string) int64 {
+		t.Helper()
+		res, err := client.Insert(ctx, args, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Pool().Exec(ctx, `UPDATE river_job SET state = 'running', attempt = $1,
+			attempted_at = now() - interval '1 second', attempted_by = $2 WHERE id = $3`, len(attemptedBy), attemptedBy, res.Job.ID); err != nil {
+			t.Fatal(err)
+		}
+		return res.Job.ID
+	}
+	dead := running(reclaimedArgs{}, "live", "dead")
+	takenOver := running(reclaimedArgs{}, "dead", "live")
+	live := running(reclaimedArgs{}, "live")
+	deadOther := running(otherArgs{}, "dead")
+
+	n, err := db.JobReclaimAttemptedBy(ctx, "dead", []string{reclaimedArgs{}.Kind()})
+	if err != nil || n != 1 {
+		t.Fatalf("JobReclaimAttemptedBy = %d, %v; want 1 job", n, err)
+	}
+	job, err := client.JobGet(ctx, dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.State != rivertype.JobStateAvailable || job.ScheduledAt.After(time.Now()) || job.Attempt != 2 {
+		t.Errorf("the dead client's job: %s at attempt %d, scheduled %s; want available now, its attempt kept", job.State, job.Attempt, job.ScheduledAt)
+	}
+	if len(job.Errors) != 1 || !strings.Contains(job.Errors[0].Error, "declared gone") {
+		t.Errorf("the dead client's job's errors %+v; want one saying its replica was declared gone", job.Errors)
+	}
+	for _, id := range []int64{takenOver, live, deadOther} {
+		if job, err := client.JobGet(ctx, id); err != nil || job.State != rivertype.JobStateRunning {
+			t.Errorf("job %d: %+v, %v; want still running", id, job, err)
+		}
+	}
+	if _, err := db.JobReclaimAttemptedBy(ctx, "", []string{reclaimedArgs{}.Kind()}); err == nil {
+		t.Error("JobReclaimAttemptedBy of no client: no error")
+	}
+}

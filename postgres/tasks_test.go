@@ -16,8 +16,12 @@ import (
 	"github.com/weir-gateway/weir/task"
 )
 
-// The task service runs on a DB, in pgx's transactions.
-var _ task.Store[pgx.Tx] = (*DB)(nil)
+// The task service runs on a DB, in pgx's transactions, and in a fleet.
+var (
+	_ task.Store[pgx.Tx] = (*DB)(nil)
+	_ task.Notifier      = (*DB)(nil)
+	_ task.JobReclaimer  = (*DB)(nil)
+)
 
 // newQueuedTask stores a key and a queued task of it.
 func newQueuedTask(t *testing.T, db *DB) weir.Task {

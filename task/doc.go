@@ -75,12 +75,57 @@
 //
 // # Crashes and restarts
 //
-// At Start, admitted and running tasks get their leases back (Restore),
-// waiting tasks re-enter the queue in their original order, and — when
-// this process is the store's only runner (Config.SoleRunner) — the jobs
-// its previous run left mid-step are made available at once (reclaim.go)
-// instead of after RescueAfter. Finished tasks are purged after
+// At Start (in a fleet: when a replica starts to lead, Lead), admitted
+// and running tasks get their leases back (Restore), waiting tasks
+// re-enter the queue in their original order, and — when this process
+// is the store's only runner (Config.SoleRunner) — the jobs its previous
+// run left mid-step are made available at once (reclaim.go) instead of
+// after RescueAfter. Finished tasks are purged after
 // Config.Retention by a periodic River job (purge.go).
+//
+// # Several replicas
+//
+// With Config.Fleet, several replicas share the store and a fleet's
+// admission engine (package fleet), and durable work belongs to the
+// fleet's term. Any replica accepts, reads, cancels and deletes tasks,
+// and runs their jobs (River spreads them; each replica runs at most its
+// own Config.Workers). The admission side — the waiters, the leases, the
+// commits of admissions, recovery — runs only on the replica that leads,
+// on the engine the term gives it (Lead, from fleet.Config.OnLead): its
+// ledger (term.go, ledger.go). The workers scope's limit there is the sum
+// over the live replicas (SetWorkers).
+//
+// The ledger learns what the other replicas did from notices (Notifier:
+// LISTEN/NOTIFY on PostgreSQL) — a task submitted, cancelled, sent back
+// to the queue, or ended — and reads the task in the store for each; as
+// the safety net it polls the store every Config.FleetPoll (jittered),
+// queueing the queued tasks that are not waiting, releasing the leases of
+// tasks that ended, cancelling the waiters of tasks that are no longer
+// queued, restoring the leases of running tasks it does not hold, and
+// renewing the leases it holds; after its listener reconnects it does
+// the same at once. Its reads and the dispatcher's commits take turns, so
+// that what it decides from a read is never undone by a commit in
+// between. A worker holds no lease: a step that ends the task, or sends
+// it back, tells the ledger, which releases the lease or queues the task
+// again (on the candidates no replica's refusals rule out, or after the
+// wait the worker asks for).
+//
+// When the term passes to another replica, its engine, waiters and
+// leases go with it, unreleased; the new leader's ledger recovers from
+// the store as a restart does. A replica that starts recovers nothing
+// itself. Its River client id is Config.Replica: at start it takes back
+// the jobs its previous run left running, and ReclaimFrom takes back
+// another replica's at once when the fleet declares it gone.
+//
+// What the ledger cannot close: a commit by a leader whose term ended
+// while the commit was on its way lands (the store's update is not
+// fenced by the term's epoch); the new ledger then restores the task's
+// lease when it notices, at once if it had queued the task itself, else
+// at its next poll, and capacity may be over its limit by such tasks
+// until then. Refusals by platforms gather at the ledger of one term and
+// are forgotten with it. A running task whose lease cannot be restored
+// (its platform model is no longer a candidate) runs uncounted; the
+// ledger logs it and tries at each poll.
 //
 // # Storage
 //

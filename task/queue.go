@@ -55,6 +55,9 @@ func (s *Service) Submit(ctx context.Context, t *weir.Task) (created bool, err e
 		return created, err
 	}
 	s.cfg.Metrics.TaskTransition(weir.TaskQueued)
+	if s.cfg.Fleet {
+		return true, s.submitInFleet(ctx, t, req)
+	}
 	if err := s.enqueueRequest(context.WithoutCancel(ctx), req); err != nil {
 		s.failQueued(ctx, t.ID, err)
 		// The caller gets the task as it ended; a failed read leaves it
@@ -69,6 +72,28 @@ func (s *Service) Submit(ctx context.Context, t *weir.Task) (created bool, err e
 	return true, nil
 }
 
+// submitInFleet queues a stored task in a fleet: at once if this replica
+// leads, else through the leader's ledger, which hears of it (and its
+// poll finds it if the notice is lost). Like Submit, it returns the
+// error of a task that could not queue, which it has ended.
+func (s *Service) submitInFleet(ctx context.Context, t *weir.Task, req admission.Request) error {
+	ctx = context.WithoutCancel(ctx)
+	tm := s.current()
+	if tm == nil {
+		s.notify(ctx, notice{kind: noticeQueued, id: t.ID})
+		return nil
+	}
+	err := tm.enqueue(ctx, req)
+	if err == nil || !taskFault(err) {
+		return nil // not queued for the engine's reason: the ledger's next look queues it
+	}
+	s.failQueued(ctx, t.ID, err)
+	if ended, gerr := s.store.TaskGet(ctx, t.ID); gerr == nil {
+		*t = ended
+	}
+	return err
+}
+
 // enqueue makes a queued task a waiter in the engine.
 func (s *Service) enqueue(ctx context.Context, t weir.Task) error {
 	req, err := s.request(ctx, t)
@@ -78,16 +103,18 @@ func (s *Service) enqueue(ctx context.Context, t weir.Task) error {
 	return s.enqueueRequest(ctx, req)
 }
 
-// enqueueRequest makes a queued task, as the engine request req, a waiter.
+// errNotLeading: in a fleet, this replica does not lead; the ledger of
+// the replica that does queues the task.
+var errNotLeading = errors.New("this replica does not lead the fleet")
+
+// enqueueRequest makes a queued task, as the engine request req, a waiter
+// in the term.
 func (s *Service) enqueueRequest(ctx context.Context, req admission.Request) error {
-	id := req.ID
-	return s.engine.Enqueue(ctx, req, func(l admission.Lease, err error) {
-		if err != nil {
-			s.waitEnded(id, err)
-			return
-		}
-		s.admitted <- admittedTask{id: id, lease: l}
-	})
+	tm := s.current()
+	if tm == nil {
+		return errNotLeading
+	}
+	return tm.enqueue(ctx, req)
 }
 
 // waitEnded settles a task whose wait ended without admission.
@@ -97,7 +124,11 @@ func (s *Service) waitEnded(id string, err error) {
 	case errors.Is(err, admission.ErrClosed), errors.Is(err, admission.ErrFenced):
 		// Shutting down: the task stays queued and the next start queues it.
 	case errors.Is(err, admission.ErrCancelled):
-		// Cancel marked it.
+		// Cancel marked it (in a fleet, the ledger took the waiter out:
+		// the task moved on, or its next look queues it again).
+	case s.cfg.Fleet && !taskFault(err):
+		// The term's trouble, not the task's: the ledger's next look
+		// queues it again.
 	default:
 		s.failQueued(ctx, id, err)
 	}
@@ -155,95 +186,4 @@ func waitEndedMessage(err error, maxWait time.Duration) string {
 		return fmt.Sprintf("the task waited longer than its maximum wait (%s)", maxWait.Round(time.Second))
 	}
 	return fmt.Sprintf("the task waited %s in the queue: %s passed", te.Waited.Round(time.Millisecond), weir.MaxWaitText(te.Scope, te.Value))
-}
-
-// dispatch commits admissions: each admitted task's status change and its
-// River job in one transaction, batched while admissions keep coming.
-func (s *Service) dispatch() {
-	defer close(s.done)
-	batch := make([]admittedTask, 0, 64)
-	for {
-		select {
-		case <-s.stop:
-			return
-		case a := <-s.admitted:
-			batch = append(batch[:0], a)
-		}
-	fill:
-		for len(batch) < cap(batch) {
-			select {
-			case a := <-s.admitted:
-				batch = append(batch, a)
-			default:
-				break fill
-			}
-		}
-		s.commitAdmissions(batch)
-	}
-}
-
-// admitRetry is how long tasks whose admission could not be committed
-// wait before they queue again.
-const admitRetry = time.Second
-
-func (s *Service) commitAdmissions(batch []admittedTask) {
-	ctx := context.Background()
-	now := s.clock.Now()
-	applied := make([]bool, len(batch))
-	// The leases are recorded before the commit: once it commits, River may
-	// run a job at once, and its worker must find its task's lease here
-	// rather than restore a second one.
-	s.mu.Lock()
-	for _, a := range batch {
-		s.leases[a.id] = a.lease
-	}
-	s.mu.Unlock()
-	err := s.river.inTx(ctx, func(tx txn) error {
-		for i, a := range batch {
-			pm := ""
-			for _, n := range a.lease.Needs {
-				if name, ok := weir.PlatformModelOfScope(n.Scope); ok {
-					pm = name
-				}
-			}
-			cand := a.lease.Candidate
-			ok, err := tx.taskUpdate(ctx, a.id, weir.TaskUpdate{
-				From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskAdmitted,
-				PlatformModel: pm, Candidate: &cand, AdmittedAt: now,
-			})
-			if err != nil {
-				return err
-			}
-			if !ok {
-				continue // cancelled meanwhile
-			}
-			if err := tx.jobInsert(ctx, RunArgs{TaskID: a.id}, nil); err != nil {
-				return err
-			}
-			applied[i] = true
-		}
-		return nil
-	})
-	for i, a := range batch {
-		if err == nil && applied[i] {
-			s.cfg.Metrics.TaskTransition(weir.TaskAdmitted)
-			continue
-		}
-		s.mu.Lock()
-		if s.leases[a.id].ID == a.lease.ID {
-			delete(s.leases, a.id)
-		}
-		s.mu.Unlock()
-		// Not admitted after all: give the capacity back; if the commit
-		// failed, the task is still queued in the store and queues again
-		// after admitRetry, so that a store that keeps failing is not
-		// retried in a busy loop.
-		_ = s.engine.Release(ctx, a.lease.ID, a.lease.Owner)
-		if err != nil {
-			s.enqueueAfter(a.id, admitRetry)
-		}
-	}
-	if err != nil {
-		s.logger.Error("admission commit failed; tasks queue again", "tasks", len(batch), "error", err)
-	}
 }

@@ -91,20 +91,27 @@ func (w *runWorker) step(ctx context.Context, job *river.Job[RunArgs]) error {
 
 // holdLease makes sure the task's lease is held and renewed: restored if
 // this process does not hold it (it restarted, or the lease expired while
-// nobody renewed it).
+// nobody renewed it). In a fleet the lease is the leader's ledger's,
+// which holds and renews it while the store says the task runs: the
+// worker has nothing to do.
 func (s *Service) holdLease(ctx context.Context, t weir.Task) error {
-	s.mu.Lock()
-	l, ok := s.leases[t.ID]
-	s.mu.Unlock()
-	if ok {
-		if _, err := s.engine.Renew(ctx, l.ID, l.Owner); err == nil {
+	if s.cfg.Fleet {
+		return nil
+	}
+	tm := s.term
+	if l, ok := tm.lease(t.ID); ok {
+		if _, err := tm.engine.Renew(ctx, l.ID, l.Owner); err == nil {
 			return nil
 		} else if !errors.Is(err, admission.ErrLeaseNotHeld) {
 			return err
 		}
 	}
-	_, err := s.restoreLease(ctx, t)
-	return err
+	l, err := tm.restore(ctx, t)
+	if err != nil {
+		return err
+	}
+	tm.setLease(t.ID, l)
+	return nil
 }
 
 // submit starts the task upstream and records the upstream id before
@@ -248,6 +255,17 @@ func (s *Service) requeue(ctx context.Context, t weir.Task, after time.Duration,
 	ok, err := s.store.TaskUpdate(ctx, t.ID, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskAdmitted}, Status: weir.TaskQueued, Candidate: &cand})
 	if err != nil || !ok {
 		return false
+	}
+	if s.cfg.Fleet {
+		// The leader's ledger queues it again: on the candidates left,
+		// or after the wait.
+		s.endRun(t.ID)
+		n := notice{kind: noticeRequeue, id: t.ID, refused: refused, after: after, failed: elsewhereOnly}
+		if len(others) == 0 {
+			n.refused = nil
+		}
+		s.notify(ctx, n)
+		return true
 	}
 	s.releaseLease(t.ID)
 	if len(others) > 0 {

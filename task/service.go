@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -90,8 +89,29 @@ type Config struct {
 	// SoleRunner says no other process runs this store's jobs (the
 	// embedded SQLite store): at start, jobs still marked running are
 	// this process's own from before it stopped, and run again at once
-	// instead of after RescueAfter. Default false.
+	// instead of after RescueAfter. Default false; never with Fleet.
 	SoleRunner bool
+	// Fleet says several replicas share the store and a fleet's
+	// admission engine (package fleet): the admission side of tasks —
+	// waiters, leases, the commits of admissions, recovery — runs only on
+	// the replica that leads, on the engine Lead gives it; every replica
+	// accepts tasks, runs their jobs and tells the leader what changed
+	// (see "Several replicas" in the package documentation). It needs a
+	// store that is a Notifier and a JobReclaimer, and Replica. Default
+	// false: one process.
+	Fleet bool
+	// FleetPoll is how often, on average (jittered ±50%), the fleet
+	// leader's ledger reads the store for changes whose notices it
+	// missed, and renews the leases it holds. Default 2s.
+	FleetPoll time.Duration
+	// Replica names this process among those running the store's jobs:
+	// it is River's client id (river.Config.ID), recorded in each job's
+	// attempted_by, by which ReclaimFrom takes back the jobs of a
+	// replica that is gone. It must be unique among the processes
+	// running at once, and at most 100 bytes. Required with Fleet, where
+	// a start also takes back at once the jobs its replica's previous
+	// run left running; default River's random id.
+	Replica string
 	// RiverLogger is River's own logger, for its client's lines; a
 	// caller may make it quieter than the service's, whose logger it is
 	// by default.
@@ -159,6 +179,9 @@ func (c *Config) defaults() {
 	if c.FetchPollInterval <= 0 {
 		c.FetchPollInterval = 50 * time.Millisecond
 	}
+	if c.FleetPoll <= 0 {
+		c.FleetPoll = 2 * time.Second
+	}
 	if c.Metrics == nil {
 		c.Metrics = noMetrics{}
 	}
@@ -187,9 +210,23 @@ type Service struct {
 	// hookSlots bounds each key's deliveries in flight (Webhooks.PerKey).
 	hookSlots *webhook.Limiter
 
-	mu     sync.Mutex
-	leases map[string]admission.Lease // task id → lease held for it
-	runs   map[string]*run            // task id → its run, while running here
+	// notifier and reclaimer are the store's, if it has them (a fleet's
+	// store does).
+	notifier  Notifier
+	reclaimer JobReclaimer
+
+	// workers is the workers scope's limit (Config.Workers, or what
+	// Lead and SetWorkers say); workersMu orders its changes.
+	workersMu sync.Mutex
+	workers   int
+
+	mu sync.Mutex
+	// term is the admission side (term.go): set by New for a service
+	// alone; in a fleet, while this replica leads (Lead).
+	term *term
+	// started and stopped say Start and Stop have begun.
+	started, stopped bool
+	runs             map[string]*run // task id → its run, while running here
 	// refusals holds, per task, the platform models that refused its
 	// submit (a 429, or a 5xx that started nothing) since it last queued
 	// for all its candidates: requeue offers it none of them again.
@@ -199,20 +236,13 @@ type Service struct {
 	// their next poll snooze instead.
 	stopping chan struct{}
 
-	admitted   chan admittedTask
 	purgeBatch int
-	stop       chan struct{}
-	// dispatching is set when Start runs the dispatcher, which closes
-	// done when it returns.
-	dispatching atomic.Bool
-	done        chan struct{}
-	stopOnce    sync.Once
-	stopErr     error
-}
-
-type admittedTask struct {
-	id    string
-	lease admission.Lease
+	// listenDone is closed when the fleet's listener returns;
+	// stopListening ends it.
+	listenDone    chan struct{}
+	stopListening context.CancelFunc
+	stopOnce      sync.Once
+	stopErr       error
 }
 
 // Deps is what the service runs on, over the store's transaction type
@@ -245,17 +275,35 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	notifier, _ := any(store).(Notifier)
+	reclaimer, _ := any(store).(JobReclaimer)
+	if cfg.Fleet {
+		switch {
+		case notifier == nil || reclaimer == nil:
+			return nil, errors.New("task: fleet mode needs a store that notifies the replicas and reclaims a replica's jobs " +
+				"(task.Notifier and task.JobReclaimer: PostgreSQL's store); this one does not")
+		case cfg.Replica == "":
+			return nil, errors.New("task: fleet mode needs Config.Replica, the replica's id")
+		case cfg.SoleRunner:
+			return nil, errors.New("task: fleet mode and SoleRunner exclude each other: other replicas run the store's jobs")
+		}
+	}
+	if len(cfg.Replica) > 100 {
+		return nil, fmt.Errorf("task: Config.Replica %.20q… is longer than 100 bytes", cfg.Replica)
+	}
 	s := &Service{
 		cfg: cfg, store: store, engine: engine, planner: planner, hooks: hooks, logger: logger, clock: cfg.Clock,
-		leases:   make(map[string]admission.Lease),
-		runs:     make(map[string]*run),
-		refusals: make(map[string][]string),
-		stopping: make(chan struct{}),
-		admitted: make(chan admittedTask, 4096), purgeBatch: purgeBatch,
-		hookSlots: webhook.NewLimiter(webhook.LimiterConfig{PerTenant: hooks.PerKey, Shared: webhookShared}),
-		stop:      make(chan struct{}),
-		done:      make(chan struct{}),
-		ready:     make(chan struct{}),
+		notifier: notifier, reclaimer: reclaimer, workers: cfg.Workers,
+		runs:       make(map[string]*run),
+		refusals:   make(map[string][]string),
+		stopping:   make(chan struct{}),
+		purgeBatch: purgeBatch,
+		hookSlots:  webhook.NewLimiter(webhook.LimiterConfig{PerTenant: hooks.PerKey, Shared: webhookShared}),
+		ready:      make(chan struct{}),
+		listenDone: make(chan struct{}),
+	}
+	if !cfg.Fleet {
+		s.term = newTerm(s, engine, false)
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &runWorker{s: s})
@@ -279,6 +327,7 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 		FetchPollInterval:    cfg.FetchPollInterval,
 		FetchCooldown:        min(cfg.FetchPollInterval, 10*time.Millisecond),
 		MaxAttempts:          cfg.MaxAttempts,
+		ID:                   cfg.Replica,
 		Logger:               cmp.Or(cfg.RiverLogger, logger).With("component", "river"),
 	})
 	if err != nil {
@@ -289,17 +338,26 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 }
 
 // Start recovers tasks left by an earlier run, then runs the dispatcher
-// and River's workers.
+// and River's workers. In a fleet it recovers nothing itself (the
+// leader's term does: Lead); it takes back the jobs this replica's
+// previous run left running, listens for the replicas' notices, and
+// runs River's workers.
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.river.migrate(ctx); err != nil {
 		return fmt.Errorf("migrate river: %w", err)
 	}
-	if err := s.engine.SetScope(ctx, WorkersScope, admission.ScopeConfig{Limit: int64(s.cfg.Workers), LeaseTTL: s.cfg.LeaseTTL}); err != nil {
+	if s.cfg.Fleet {
+		return s.startFleet(ctx)
+	}
+	tm := s.term
+	if err := s.setWorkersScope(ctx, tm); err != nil {
 		return err
 	}
-	s.dispatching.Store(true)
-	go s.dispatch()
-	if err := s.recover(ctx); err != nil {
+	s.mu.Lock()
+	s.started = true
+	s.mu.Unlock()
+	tm.startDispatch()
+	if err := s.recover(ctx, tm); err != nil {
 		return err
 	}
 	if s.cfg.SoleRunner {
@@ -315,18 +373,54 @@ func (s *Service) Start(ctx context.Context) error {
 	return s.river.Start(ctx)
 }
 
+// startFleet is Start in a fleet.
+func (s *Service) startFleet(ctx context.Context) error {
+	// River lets no two processes run with one client id at once, so
+	// the jobs this id has running are this replica's previous run's.
+	n, err := s.reclaimer.JobReclaimAttemptedBy(ctx, s.cfg.Replica, []string{RunArgs{}.Kind(), WebhookArgs{}.Kind()})
+	if err != nil {
+		return fmt.Errorf("reclaim the jobs of this replica's last run: %w", err)
+	}
+	if n > 0 {
+		s.logger.Info("jobs left running by this replica's last run reclaimed", "jobs", n)
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	s.mu.Lock()
+	s.started = true
+	s.stopListening = cancel
+	tm := s.term
+	s.mu.Unlock()
+	go s.listen(lctx)
+	if tm != nil {
+		tm.begin()
+	}
+	close(s.ready)
+	return s.river.Start(ctx)
+}
+
 // Stop stops the workers (a job in flight finishes its step) and the
 // dispatcher. Leases are not released: the tasks are durable, and the
-// next start gives them back. Stopping again returns the first Stop's
-// result; stopping a service that never started, or whose Start failed
-// before it ran anything, returns at once.
+// next start (in a fleet, the next leader) gives them back. Stopping
+// again returns the first Stop's result; stopping a service that never
+// started, or whose Start failed before it ran anything, returns at once.
 func (s *Service) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() {
 		close(s.stopping)
 		s.stopErr = s.river.Stop(ctx)
-		close(s.stop)
-		if s.dispatching.Load() {
-			<-s.done
+		s.mu.Lock()
+		s.stopped = true
+		tm, stopListening := s.term, s.stopListening
+		if s.cfg.Fleet {
+			s.term = nil
+		}
+		s.mu.Unlock()
+		if tm != nil {
+			tm.end()
+			tm.wait()
+		}
+		if stopListening != nil {
+			stopListening()
+			<-s.listenDone
 		}
 	})
 	return s.stopErr
@@ -334,57 +428,15 @@ func (s *Service) Stop(ctx context.Context) error {
 
 // recover restores the leases of admitted and running tasks, then queues
 // the waiting ones in their original order.
-func (s *Service) recover(ctx context.Context) error {
+func (s *Service) recover(ctx context.Context, tm *term) error {
 	start := s.clock.Now()
-	active, err := s.store.TaskList(ctx, weir.TaskFilter{Statuses: []weir.TaskStatus{weir.TaskAdmitted, weir.TaskRunning}})
+	restored, queued, err := tm.resync(ctx)
 	if err != nil {
-		return fmt.Errorf("list active tasks: %w", err)
+		return fmt.Errorf("recover tasks: %w", err)
 	}
-	for _, t := range active {
-		if _, err := s.restoreLease(ctx, t); err != nil {
-			s.logger.Warn("task lease not restored; its job will retry", "task", t.ID, "error", err)
-		}
-	}
-	queued, err := s.store.TaskList(ctx, weir.TaskFilter{Statuses: []weir.TaskStatus{weir.TaskQueued}})
-	if err != nil {
-		return fmt.Errorf("list queued tasks: %w", err)
-	}
-	for _, t := range queued {
-		if err := s.enqueue(ctx, t); err != nil {
-			s.failQueued(ctx, t.ID, err)
-		}
-	}
-	s.logger.Info("tasks recovered", "active", len(active), "queued", len(queued),
+	s.logger.Info("tasks recovered", "active", restored, "queued", queued,
 		"took_ms", float64(s.clock.Now().Sub(start).Microseconds())/1000)
 	return nil
-}
-
-// restoreLease gives an admitted task back the lease it held.
-func (s *Service) restoreLease(ctx context.Context, t weir.Task) (admission.Lease, error) {
-	req, err := s.request(ctx, t)
-	if err != nil {
-		return admission.Lease{}, err
-	}
-	cand := -1
-	for i, c := range req.Candidates {
-		for _, n := range c.Needs {
-			if n.Scope == weir.PlatformModelScope(t.PlatformModel) {
-				cand = i
-			}
-		}
-	}
-	if cand < 0 {
-		return admission.Lease{}, fmt.Errorf("platform model %s is no longer a candidate", t.PlatformModel)
-	}
-	req.ID = t.ID + "/restored"
-	l, err := s.engine.Restore(ctx, req, cand)
-	if err != nil {
-		return l, err
-	}
-	s.mu.Lock()
-	s.leases[t.ID] = l
-	s.mu.Unlock()
-	return l, nil
 }
 
 // NewID returns a fresh task id with the given prefix ("video", "task").
@@ -431,18 +483,17 @@ func (s *Service) finish(ctx context.Context, t weir.Task, from []weir.TaskStatu
 	return ok, nil
 }
 
-// releaseLease returns a task's capacity, once.
+// releaseLease returns a task's capacity, once, and ends this process's
+// record of its run. In a fleet the leader's ledger holds the lease: it
+// is told the task's admission ended.
 func (s *Service) releaseLease(id string) {
-	s.mu.Lock()
-	l, ok := s.leases[id]
-	delete(s.leases, id)
-	if r := s.runs[id]; r != nil {
-		close(r.ended)
-		delete(s.runs, id)
+	s.endRun(id)
+	if s.cfg.Fleet {
+		s.notify(context.Background(), notice{kind: noticeEnded, id: id})
+		return
 	}
-	s.mu.Unlock()
-	if ok {
-		_ = s.engine.Release(context.Background(), l.ID, l.Owner)
+	if l, ok := s.term.take(id); ok {
+		_ = s.term.engine.Release(context.Background(), l.ID, l.Owner)
 	}
 }
 
@@ -475,6 +526,9 @@ func (s *Service) Cancel(ctx context.Context, id string) (weir.Task, error) {
 		return t, err
 	}
 	ctx = context.WithoutCancel(ctx)
+	if s.cfg.Fleet {
+		return s.cancelInFleet(ctx, t)
+	}
 	if t.Status == weir.TaskQueued {
 		_ = s.engine.Cancel(ctx, id)
 	}
@@ -492,13 +546,37 @@ func (s *Service) Cancel(ctx context.Context, id string) (weir.Task, error) {
 	}
 	if ok {
 		s.releaseLease(id)
-		if t.UpstreamID != "" {
-			if target, ok := s.planner.Target(t.PlatformModel); ok {
-				if err := target.Adapter.Cancel(ctx, t.UpstreamID); err != nil {
-					s.logger.Warn("upstream cancel failed", "task", id, "error", err)
-				}
-			}
-		}
+		s.cancelUpstream(ctx, t)
 	}
 	return s.Get(ctx, id)
+}
+
+// cancelInFleet is Cancel in a fleet: the task ends in the store, and
+// every replica is told — the leader's ledger takes it out of the queue
+// or releases its lease, and the replica running it stops waiting for
+// its next poll.
+func (s *Service) cancelInFleet(ctx context.Context, t weir.Task) (weir.Task, error) {
+	ok, err := s.finish(ctx, t, []weir.TaskStatus{weir.TaskQueued, weir.TaskAdmitted, weir.TaskRunning},
+		weir.TaskUpdate{Status: weir.TaskCancelled, ErrorCode: "cancelled", ErrorMessage: "cancelled by the client"})
+	if err != nil {
+		return t, fmt.Errorf("cancel task %s: %w", t.ID, err)
+	}
+	if ok {
+		s.endRun(t.ID)
+		s.notify(ctx, notice{kind: noticeCancelled, id: t.ID})
+		s.cancelUpstream(ctx, t)
+	}
+	return s.Get(ctx, t.ID)
+}
+
+// cancelUpstream cancels t's upstream job, if it has one.
+func (s *Service) cancelUpstream(ctx context.Context, t weir.Task) {
+	if t.UpstreamID == "" {
+		return
+	}
+	if target, ok := s.planner.Target(t.PlatformModel); ok {
+		if err := target.Adapter.Cancel(ctx, t.UpstreamID); err != nil {
+			s.logger.Warn("upstream cancel failed", "task", t.ID, "error", err)
+		}
+	}
 }

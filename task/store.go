@@ -32,6 +32,34 @@ type Store[TTx any] interface {
 	JobReclaimRunning(ctx context.Context, kinds []string) (int, error)
 }
 
+// Notifier is what a store shared by several replicas also does, for the
+// service to run in a fleet (Config.Fleet): tell every replica that a
+// task changed. PostgreSQL's store does it with NOTIFY.
+type Notifier interface {
+	// NotifyTask tells every replica listening (ListenTasks) that task
+	// id changed; event, which is not empty, says how, in the service's
+	// words, which the store passes on as they are. A notice may be lost
+	// (a listener not connected then): the service polls as well.
+	NotifyTask(ctx context.Context, event, id string) error
+	// ListenTasks calls f with each notice sent (on the same database
+	// and schema) until ctx ends, reconnecting when its connection is
+	// lost. After each connection, the first included, it calls f("",
+	// ""): notices sent while it was not listening are lost, and the
+	// service reads everything again. f must not block.
+	ListenTasks(ctx context.Context, f func(event, id string)) error
+}
+
+// JobReclaimer is what a store shared by several replicas also does, for
+// the service to run in a fleet: take back the jobs of a replica that is
+// gone at once, rather than after River's RescueAfter.
+type JobReclaimer interface {
+	// JobReclaimAttemptedBy makes every job of the given kinds marked
+	// running whose latest attempt is River's client client's
+	// (river.Config.ID) available at once, and returns how many it
+	// changed; a job fetched since by another client is left alone.
+	JobReclaimAttemptedBy(ctx context.Context, client string, kinds []string) (int, error)
+}
+
 // jobStore is a Store and River's client on its driver, seen without their
 // transaction type: this file is the only code in the package that names
 // TTx, so the Service and its workers are not generic, and neither is

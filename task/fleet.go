@@ -1,0 +1,228 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+)
+
+// Several replicas (Config.Fleet): see "Several replicas" in the package
+// documentation.
+
+// notifyTimeout bounds one notice: a store that does not answer must not
+// hold a worker, and the ledger's poll catches up with a lost notice.
+const notifyTimeout = 5 * time.Second
+
+// Lead gives the service the admission side of the fleet: e is the
+// engine of the fleet term this replica now leads (fleet.Config.OnLead),
+// on which it sets the workers scope to workers (if positive: the sum of
+// the live replicas' workers; else the last value given), recovers what
+// the store holds — the leases of admitted and running tasks, the queued
+// tasks in submission order — and then commits admissions and keeps the
+// ledger: it learns from the other replicas' notices, and polls the
+// store every Config.FleetPoll, jittered. e nil says the term ended here:
+// the admission side stops, and its waiters and leases are forgotten
+// without being released (the engine goes with the term; the next leader
+// recovers them from the store). Lead does not block; a call before
+// Start takes effect when Start runs, one after Stop is ignored. Only a
+// service in fleet mode leads.
+func (s *Service) Lead(e admission.Engine, workers int) {
+	if !s.cfg.Fleet {
+		s.logger.Error("Lead called on a task service that is not in fleet mode; ignored")
+		return
+	}
+	if workers > 0 {
+		s.workersMu.Lock()
+		s.workers = workers
+		s.workersMu.Unlock()
+	}
+	s.mu.Lock()
+	old := s.term
+	s.term = nil
+	var tm *term
+	if e != nil && !s.stopped {
+		tm = newTerm(s, e, true)
+		s.term = tm
+	}
+	begin := tm != nil && s.started
+	s.mu.Unlock()
+	if old != nil {
+		old.end()
+	}
+	if begin {
+		tm.begin()
+	}
+}
+
+// SetWorkers sets the limit of the workers scope (WorkersScope), in the
+// term this replica leads if it leads one, and in every term it leads
+// later. In a fleet it is the sum of the live replicas' Config.Workers,
+// which the wiring computes. n must be positive.
+func (s *Service) SetWorkers(n int) {
+	if n <= 0 {
+		s.logger.Error("SetWorkers with a limit that is not positive; ignored", "workers", n)
+		return
+	}
+	s.workersMu.Lock()
+	s.workers = n
+	s.workersMu.Unlock()
+	s.mu.Lock()
+	tm := s.term
+	s.mu.Unlock()
+	if tm == nil {
+		return // the next term sets it as it starts
+	}
+	if err := s.setWorkersScope(context.Background(), tm); err != nil {
+		s.logger.Warn("the workers scope could not be set", "workers", n, "error", err)
+	}
+}
+
+// setWorkersScope sets the workers scope in tm's engine to the current
+// limit; the lock keeps a later limit from being overwritten by an
+// earlier one.
+func (s *Service) setWorkersScope(ctx context.Context, tm *term) error {
+	s.workersMu.Lock()
+	defer s.workersMu.Unlock()
+	return tm.engine.SetScope(ctx, WorkersScope, admission.ScopeConfig{Limit: int64(s.workers), LeaseTTL: s.cfg.LeaseTTL})
+}
+
+// ReclaimFrom makes the jobs that replica (its Config.Replica, River's
+// client id) was running when it went away available to every replica at
+// once, instead of after Config.RescueAfter, and returns how many. Call
+// it when the fleet declares replica gone (its heartbeats lapsed and it
+// is fenced): a replica that is alive would find its jobs run twice. A
+// replica may not reclaim its own jobs while it runs.
+func (s *Service) ReclaimFrom(ctx context.Context, replica string) (int, error) {
+	if s.reclaimer == nil {
+		return 0, errors.New("task: the store cannot reclaim a replica's jobs (a fleet's store, PostgreSQL's, can)")
+	}
+	if replica == "" {
+		return 0, fmt.Errorf("reclaim jobs: %w: no replica named", weir.ErrInvalid)
+	}
+	s.mu.Lock()
+	running := s.started && !s.stopped
+	s.mu.Unlock()
+	if running && replica == s.cfg.Replica {
+		return 0, fmt.Errorf("reclaim jobs: %w: replica %s is this one, and it is running", weir.ErrInvalid, replica)
+	}
+	n, err := s.reclaimer.JobReclaimAttemptedBy(ctx, replica, []string{RunArgs{}.Kind(), WebhookArgs{}.Kind()})
+	if err != nil {
+		return n, fmt.Errorf("reclaim the jobs of replica %s: %w", replica, err)
+	}
+	if n > 0 {
+		s.logger.Info("jobs of a replica that is gone reclaimed", "replica", replica, "jobs", n)
+	}
+	return n, nil
+}
+
+// current is the term that admits this service's tasks here: always the
+// one term of a service alone; in a fleet, the term this replica leads,
+// once it has recovered, or nil.
+func (s *Service) current() *term {
+	s.mu.Lock()
+	tm := s.term
+	s.mu.Unlock()
+	if tm != nil && tm.fleet && !tm.ready.Load() {
+		return nil
+	}
+	return tm
+}
+
+// listen hears the replicas' notices until the service stops.
+func (s *Service) listen(ctx context.Context) {
+	defer close(s.listenDone)
+	connects := 0
+	err := s.notifier.ListenTasks(ctx, func(event, id string) {
+		if event == "" {
+			if connects++; connects > 1 {
+				s.logger.Info("task notices: listening again; the ledger reads everything again")
+			}
+			s.mu.Lock()
+			tm := s.term
+			s.mu.Unlock()
+			if tm != nil {
+				tm.wantResync()
+			}
+			return
+		}
+		s.heard(parseNotice(event, id))
+	})
+	if err != nil && ctx.Err() == nil {
+		s.logger.Error("task notices: the listener stopped; the ledger relies on its poll", "error", err)
+	}
+}
+
+// heard handles a notice from any replica: a cancel wakes this replica's
+// worker if it waits for the task's next poll, and the ledger, if this
+// replica leads, hears everything.
+func (s *Service) heard(n notice) {
+	if n.kind == noticeCancelled {
+		s.endRun(n.id)
+	}
+	s.mu.Lock()
+	tm := s.term
+	s.mu.Unlock()
+	if tm != nil {
+		tm.post(n)
+	}
+}
+
+// notify tells the fleet's leader (and every replica) of n. A notice
+// that cannot be sent is logged: the leader's poll finds the change.
+func (s *Service) notify(ctx context.Context, n notice) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notifyTimeout)
+	defer cancel()
+	if err := s.notifier.NotifyTask(ctx, n.event(), n.id); err != nil {
+		s.logger.Warn("task notice not sent; the fleet leader's poll finds the change", "task", n.id, "notice", n.kind, "error", err)
+	}
+}
+
+// endRun ends this replica's record of a task's run: a wait for its next
+// poll ends.
+func (s *Service) endRun(id string) {
+	s.mu.Lock()
+	if r := s.runs[id]; r != nil {
+		close(r.ended)
+		delete(s.runs, id)
+	}
+	s.mu.Unlock()
+}
+
+// queueFailed settles a queued task that the term's engine would not
+// queue: a failure that is the task's own (no candidate, a full queue,
+// its wait over) ends it; in a fleet, any other (the term ending, the
+// leader unreachable) leaves it queued for the ledger's next look.
+func (s *Service) queueFailed(ctx context.Context, id string, err error) {
+	switch {
+	case errors.Is(err, admission.ErrDuplicate):
+		// Queued already.
+	case s.cfg.Fleet && !taskFault(err):
+		s.logger.Debug("a task could not be queued; the ledger tries again", "task", id, "error", err)
+	default:
+		s.failQueued(ctx, id, err)
+	}
+}
+
+// taskFault reports whether err, from the engine's Enqueue of a task,
+// is the task's own failure (no candidate left, a full queue, its wait
+// over, a scope it needs unknown) rather than the engine's (the term
+// ending, the leader unreachable).
+func taskFault(err error) bool {
+	for _, e := range []error{admission.ErrClosed, admission.ErrFenced, admission.ErrStaleOwner,
+		admission.ErrDuplicate, context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, e) {
+			return false
+		}
+	}
+	for _, e := range []error{admission.ErrInvalid, admission.ErrUnknownScope, admission.ErrQueueFull,
+		admission.ErrTimeout, admission.ErrNoCandidate, admission.ErrRateLimited} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}

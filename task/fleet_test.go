@@ -1,0 +1,330 @@
+package task
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/pgtest"
+	"github.com/weir-gateway/weir/postgres"
+	"github.com/weir-gateway/weir/provider/mock"
+	"github.com/weir-gateway/weir/sqlite"
+)
+
+// TestFleetSubmitOnAnotherReplica: tasks submitted on replica b are
+// admitted by the ledger of a, which leads, and run once each; the
+// workers scope is never exceeded across the fleet; a task waiting in
+// a's term has its queue position asked through b.
+func TestFleetSubmitOnAnotherReplica(t *testing.T) {
+	t.Parallel()
+	fb := setupFleet(t, fleetOpts{Platforms: map[string]mock.Config{"vid/a": {JobDuration: 10 * time.Second}}, Workers: 2}, "a", "b")
+	fb.elect(t, "a")
+	var tasks []weir.Task
+	for range 3 {
+		tasks = append(tasks, fb.submit(t, "b"))
+	}
+	// Without the clock moving, two run and the third waits for a
+	// worker.
+	waitFor(t, "two tasks running", func() bool {
+		return fb.get(t, tasks[0].ID).Status == weir.TaskRunning && fb.get(t, tasks[1].ID).Status == weir.TaskRunning
+	})
+	waitFor(t, "the third queued in the leader's term", func() bool {
+		_, ok := fb.node("b").service().Position(t.Context(), tasks[2].ID)
+		return ok
+	})
+	if p, _ := fb.node("b").service().Position(t.Context(), tasks[2].ID); p.Scope != WorkersScope || p.Ahead != 0 {
+		t.Errorf("the third task's position %+v; want first in line for %s", p, WorkersScope)
+	}
+	if st := fb.scope(t, "b", WorkersScope); st.Used != 2 || st.Config.Limit != 2 {
+		t.Errorf("workers scope: %d used of %d; want 2 of 2", st.Used, st.Config.Limit)
+	}
+	if got := fb.get(t, tasks[2].ID); got.Status != weir.TaskQueued {
+		t.Fatalf("third task %s; want queued", got.Status)
+	}
+	for _, tk := range tasks {
+		if got := fb.driveTo(t, tk.ID, weir.TaskSucceeded, weir.TaskFailed); got.Status != weir.TaskSucceeded {
+			t.Fatalf("task %+v; want succeeded", got)
+		}
+	}
+	up := fb.up["vid/a"]
+	if st := up.srv.Stats(); st.JobsSubmitted != 3 || st.PeakJobsRunning != 2 {
+		t.Errorf("upstream: %d jobs, %d at most at once; want 3, 2", st.JobsSubmitted, st.PeakJobsRunning)
+	}
+	for _, tk := range tasks {
+		if j := up.jobByKey(t, tk.ID); j.Submits != 1 {
+			t.Errorf("task %s submitted %d times; want once", tk.ID, j.Submits)
+		}
+	}
+	waitFor(t, "every lease released", func() bool { return fb.scope(t, "a", WorkersScope).Used == 0 })
+}
+
+// TestFleetCancelOnAnotherReplica: b cancels a task that waits in a's
+// term, which takes it out of the queue, and one that runs, whose lease
+// a's ledger releases and whose upstream job is cancelled.
+func TestFleetCancelOnAnotherReplica(t *testing.T) {
+	t.Parallel()
+	fb := setupFleet(t, fleetOpts{Platforms: map[string]mock.Config{"vid/a": {JobDuration: time.Hour}}, Workers: 1}, "a", "b")
+	fb.elect(t, "a")
+	running := fb.submit(t, "a")
+	waiting := fb.submit(t, "b")
+	waitFor(t, "one running", func() bool { return fb.get(t, running.ID).Status == weir.TaskRunning })
+	waitFor(t, "one queued", func() bool { return fb.scope(t, "b", WorkersScope).Queued == 1 })
+	b := fb.node("b").service()
+
+	got, err := b.Cancel(t.Context(), waiting.ID)
+	if err != nil || got.Status != weir.TaskCancelled {
+		t.Fatalf("Cancel of the queued task = %s, %v; want cancelled", got.Status, err)
+	}
+	waitFor(t, "the waiter gone from a's term", func() bool { return fb.scope(t, "b", WorkersScope).Queued == 0 })
+	if _, ok := b.Position(t.Context(), waiting.ID); ok {
+		t.Error("the cancelled task still has a queue position")
+	}
+
+	if got, err := b.Cancel(t.Context(), running.ID); err != nil || got.Status != weir.TaskCancelled {
+		t.Fatalf("Cancel of the running task = %s, %v; want cancelled", got.Status, err)
+	}
+	waitFor(t, "the running task's lease released", func() bool { return fb.scope(t, "a", WorkersScope).Used == 0 })
+	if n := fb.up["vid/a"].srv.Stats().JobsCancelled; n != 1 {
+		t.Errorf("%d upstream jobs cancelled; want 1", n)
+	}
+	// The capacity serves the next task.
+	next := fb.submit(t, "b")
+	waitFor(t, "the next task running", func() bool { return fb.get(t, next.ID).Status == weir.TaskRunning })
+}
+
+// TestFleetLeaderChange: when b takes the lead from a, b's ledger
+// recovers from the store: the running task's lease, counted once, and
+// the queued tasks in their order; then everything completes, once.
+func TestFleetLeaderChange(t *testing.T) {
+	t.Parallel()
+	fb := setupFleet(t, fleetOpts{Platforms: map[string]mock.Config{"vid/a": {JobDuration: 10 * time.Second}}, Workers: 1}, "a", "b")
+	fb.elect(t, "a")
+	// On one replica, so that their notices reach the leader in order.
+	first := fb.submit(t, "b")
+	second := fb.submit(t, "b")
+	third := fb.submit(t, "b")
+	waitFor(t, "the first running", func() bool { return fb.get(t, first.ID).Status == weir.TaskRunning })
+	waitFor(t, "two queued", func() bool { return fb.scope(t, "a", WorkersScope).Queued == 2 })
+
+	fb.elect(t, "b")
+	waitFor(t, "b's ledger recovered", func() bool {
+		st := fb.scope(t, "a", WorkersScope)
+		return st.Used == 1 && st.Queued == 2
+	})
+	for i, id := range []string{second.ID, third.ID} {
+		if p, ok := fb.node("a").service().Position(t.Context(), id); !ok || p.Ahead != i {
+			t.Errorf("queued task %d under b: %+v, %v; want %d ahead", i+2, p, ok, i)
+		}
+	}
+	if st := fb.scope(t, "b", WorkersScope); st.Used != 1 || st.Leases != 1 {
+		t.Errorf("workers scope under b: %d used in %d leases; want the running task's one", st.Used, st.Leases)
+	}
+	for _, tk := range []weir.Task{first, second, third} {
+		if got := fb.driveTo(t, tk.ID, weir.TaskSucceeded, weir.TaskFailed); got.Status != weir.TaskSucceeded {
+			t.Fatalf("task %+v; want succeeded", got)
+		}
+	}
+	up := fb.up["vid/a"]
+	var keys []string
+	for _, j := range up.srv.Jobs() {
+		keys = append(keys, j.IdempotencyKey)
+		if j.Submits != 1 {
+			t.Errorf("upstream job of %s submitted %d times; want once", j.IdempotencyKey, j.Submits)
+		}
+	}
+	if want := []string{first.ID, second.ID, third.ID}; strings.Join(keys, " ") != strings.Join(want, " ") {
+		t.Errorf("upstream jobs in the order %v; want %v", keys, want)
+	}
+	if st := up.srv.Stats(); st.PeakJobsRunning != 1 {
+		t.Errorf("%d jobs at once with one worker in the fleet", st.PeakJobsRunning)
+	}
+	waitFor(t, "every lease released", func() bool { return fb.scope(t, "b", WorkersScope).Used == 0 })
+}
+
+// TestFleetReplicaRestart: a replica that restarts (a new process: a new
+// fleet engine and task service) doubles nothing: the leader's term
+// still holds one lease and the same waiters, and every task runs once.
+func TestFleetReplicaRestart(t *testing.T) {
+	t.Parallel()
+	fb := setupFleet(t, fleetOpts{Platforms: map[string]mock.Config{"vid/a": {JobDuration: 10 * time.Second}}, Workers: 1}, "a", "b")
+	fb.elect(t, "a")
+	tasks := []weir.Task{fb.submit(t, "b"), fb.submit(t, "b"), fb.submit(t, "a")}
+	waitFor(t, "one running, two queued", func() bool {
+		running := 0
+		for _, tk := range tasks {
+			if fb.get(t, tk.ID).Status == weir.TaskRunning {
+				running++
+			}
+		}
+		st := fb.scope(t, "a", WorkersScope)
+		return running == 1 && st.Used == 1 && st.Queued == 2
+	})
+	old := fb.node("b")
+	ctx, cancel := context.WithTimeout(t.Context(), waitBound)
+	defer cancel()
+	if err := old.service().Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	old.e.Close()
+	restarted := fb.addNode(t, "b", 2)
+	if st := fb.scope(t, "b", WorkersScope); st.Used != 1 || st.Queued != 2 {
+		t.Errorf("after b restarted: %d used, %d queued; want 1, 2", st.Used, st.Queued)
+	}
+	// A task submitted on the restarted replica joins the line.
+	tasks = append(tasks, fb.submit(t, "b"))
+	waitFor(t, "the new task queued", func() bool { _, ok := restarted.service().Position(t.Context(), tasks[3].ID); return ok })
+	for _, tk := range tasks {
+		if got := fb.driveTo(t, tk.ID, weir.TaskSucceeded, weir.TaskFailed); got.Status != weir.TaskSucceeded {
+			t.Fatalf("task %+v; want succeeded", got)
+		}
+	}
+	if st := fb.up["vid/a"].srv.Stats(); st.JobsSubmitted != 4 || st.PeakJobsRunning != 1 {
+		t.Errorf("upstream: %d jobs, %d at most at once; want 4, 1", st.JobsSubmitted, st.PeakJobsRunning)
+	}
+}
+
+// TestFleetPollFindsLostNotices: notices that never arrive — a replica
+// whose notices are lost — are made up for by the leader's poll: a
+// submitted task is queued, and a cancelled one leaves the queue.
+func TestFleetPollFindsLostNotices(t *testing.T) {
+	t.Parallel()
+	// Jobs outlast the polls' moves of the clock.
+	fb := setupFleet(t, fleetOpts{Platforms: map[string]mock.Config{"vid/a": {JobDuration: 24 * time.Hour}}, Workers: 1}, "a", "b")
+	fb.elect(t, "a")
+	running := fb.submit(t, "a")
+	waitFor(t, "one running", func() bool { return fb.get(t, running.ID).Status == weir.TaskRunning })
+	fb.node("b").store.mute.Store(true)
+	lost := fb.submit(t, "b")
+	if st := fb.scope(t, "a", WorkersScope); st.Queued != 0 {
+		t.Fatalf("%d queued before the poll; want none (the notice was lost)", st.Queued)
+	}
+	fb.poll()
+	waitFor(t, "the poll to queue the task", func() bool { return fb.scope(t, "a", WorkersScope).Queued == 1 })
+	if got, err := fb.node("b").service().Cancel(t.Context(), lost.ID); err != nil || got.Status != weir.TaskCancelled {
+		t.Fatalf("Cancel = %s, %v", got.Status, err)
+	}
+	if st := fb.scope(t, "a", WorkersScope); st.Queued != 1 {
+		t.Fatalf("%d queued before the poll; want the cancelled task's waiter still there", st.Queued)
+	}
+	fb.poll()
+	waitFor(t, "the poll to take the cancelled task out", func() bool { return fb.scope(t, "a", WorkersScope).Queued == 0 })
+	if got := fb.get(t, running.ID); got.Status != weir.TaskRunning {
+		t.Errorf("the running task %s after the polls; want still running", got.Status)
+	}
+	if st := fb.scope(t, "a", WorkersScope); st.Used != 1 {
+		t.Errorf("%d used after the polls; want the running task's lease, still held", st.Used)
+	}
+}
+
+// TestFleetResyncAfterReconnect: a leader whose listener lost
+// notices reads everything again when it listens again, without waiting
+// for its poll.
+func TestFleetResyncAfterReconnect(t *testing.T) {
+	t.Parallel()
+	fb := setupFleet(t, fleetOpts{Platforms: map[string]mock.Config{"vid/a": {JobDuration: time.Hour}}, Workers: 1}, "a", "b")
+	fb.elect(t, "a")
+	a := fb.node("a")
+	a.store.deaf.Store(true)
+	tk := fb.submit(t, "b")
+	waitFor(t, "a's listener to miss the notice", func() bool { return a.store.dropped.Load() >= 1 })
+	if got := fb.get(t, tk.ID); got.Status != weir.TaskQueued {
+		t.Fatalf("task %s with its notice lost; want queued", got.Status)
+	}
+	a.store.deaf.Store(false)
+	a.store.reconnected()
+	waitFor(t, "the resync to admit the task", func() bool { return fb.get(t, tk.ID).Status == weir.TaskRunning })
+}
+
+// TestFleetReclaimFrom: the job of a task whose replica died mid-step is
+// taken over at once by ReclaimFrom, rather than after RescueAfter, and
+// the task ends without a second upstream job.
+func TestFleetReclaimFrom(t *testing.T) {
+	t.Parallel()
+	fb := setupFleet(t, fleetOpts{Platforms: map[string]mock.Config{"vid/a": {JobDuration: 30 * time.Second}},
+		Config: Config{RescueAfter: time.Hour}}, "a", "b")
+	fb.elect(t, "a")
+	tk := fb.submit(t, "b")
+	fb.driveTo(t, tk.ID, weir.TaskRunning)
+	// The job between two steps, made to look taken by replica "gone"
+	// when it died.
+	var job int64
+	fb.drive(t, "the task's job taken by a replica that dies", func() bool {
+		err := fb.db.Pool().QueryRow(t.Context(), `UPDATE river_job SET state = 'running', attempt = attempt + 1,
+			attempted_at = now(), attempted_by = array_append(coalesce(attempted_by, '{}'), 'gone')
+			WHERE kind = $1 AND args->>'task_id' = $2 AND state IN ('available', 'scheduled', 'retryable') RETURNING id`,
+			RunArgs{}.Kind(), tk.ID).Scan(&job)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return true
+	})
+	a := fb.node("a").service()
+	if _, err := a.ReclaimFrom(t.Context(), "a"); err == nil {
+		t.Error("ReclaimFrom of the running replica itself: no error")
+	}
+	n, err := a.ReclaimFrom(t.Context(), "gone")
+	if err != nil || n != 1 {
+		t.Fatalf("ReclaimFrom(gone) = %d, %v; want 1 job", n, err)
+	}
+	if got := fb.driveTo(t, tk.ID, weir.TaskSucceeded, weir.TaskFailed); got.Status != weir.TaskSucceeded {
+		t.Fatalf("task %+v; want succeeded", got)
+	}
+	if j := fb.up["vid/a"].jobByKey(t, tk.ID); j.Submits != 1 {
+		t.Errorf("upstream job submitted %d times; want once", j.Submits)
+	}
+	var errs []rivertype.AttemptError
+	if err := fb.db.Pool().QueryRow(t.Context(), `SELECT errors FROM river_job WHERE id = $1`, job).Scan(&errs); err != nil {
+		t.Fatal(err)
+	}
+	if len(errs) == 0 || !strings.Contains(errs[len(errs)-1].Error, "declared gone") {
+		t.Errorf("job errors %+v; want the reclaim recorded", errs)
+	}
+	waitFor(t, "the lease released", func() bool { return fb.scope(t, "a", WorkersScope).Used == 0 })
+}
+
+// TestFleetNeeds: fleet mode refuses a store that cannot tell the
+// replicas of a change (SQLite's), a replica without an id, and
+// SoleRunner.
+func TestFleetNeeds(t *testing.T) {
+	t.Parallel()
+	lite, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "weir.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lite.Close()
+	engine := admission.NewMemory(admission.Options{})
+	defer engine.Close()
+	_, err = New(Config{Fleet: true, Replica: "a"}, Deps[*sql.Tx]{Store: lite, Engine: engine, Planner: &testPlanner{}})
+	if err == nil || !strings.Contains(err.Error(), "fleet mode needs a store that notifies") {
+		t.Errorf("New in fleet mode on SQLite: %v; want the store refused", err)
+	}
+	pg, err := postgres.Open(t.Context(), pgtest.Schema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	for _, cfg := range []Config{{Fleet: true}, {Fleet: true, Replica: "a", SoleRunner: true}} {
+		if _, err := New(cfg, Deps[pgx.Tx]{Store: pg, Engine: engine, Planner: &testPlanner{}}); err == nil {
+			t.Errorf("New(%+v) on PostgreSQL: no error", cfg)
+		}
+	}
+	s, err := New(Config{Fleet: true, Replica: "a"}, Deps[pgx.Tx]{Store: pg, Engine: engine, Planner: &testPlanner{}})
+	if err != nil {
+		t.Fatalf("New in fleet mode on PostgreSQL: %v", err)
+	}
+	if _, err := s.ReclaimFrom(t.Context(), ""); !errors.Is(err, weir.ErrInvalid) {
+		t.Errorf("ReclaimFrom of no replica: %v; want ErrInvalid", err)
+	}
+}

@@ -1,0 +1,580 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/clock"
+)
+
+// term is the admission side of the service: the engine its tasks wait
+// in, the leases held for them, and the dispatcher that commits
+// admissions. A service alone has one term, from New to Stop, on
+// Deps.Engine. In a fleet (Config.Fleet) the admission side runs only on
+// the replica that leads: one term for each fleet term it leads (Lead),
+// on the engine that term gives it, whose waiters and leases are the
+// term's alone. When it ends they are forgotten, not released (the
+// engine goes with the term), and the next leader's term recovers them
+// from the store (ledger.go).
+type term struct {
+	s      *Service
+	engine admission.Engine
+	// fleet says the term is a fleet leader's ledger: it learns of the
+	// other replicas' changes from notices and polls (ledger.go).
+	fleet bool
+
+	admitted chan admittedTask
+	// stop is closed when the term ends; done when its dispatcher has
+	// returned, loopDone when its ledger loop has (fleet).
+	stop        chan struct{}
+	done        chan struct{}
+	loopDone    chan struct{}
+	endOnce     sync.Once
+	dispatching atomic.Bool
+	looping     atomic.Bool
+	// ready is set once a fleet term has recovered what the store holds:
+	// until then the replica's own submissions go through notices.
+	ready atomic.Bool
+
+	// sync orders the dispatcher's commits with the reads of the store
+	// that the ledger acts on (recovery, polls, notices): no commit of
+	// this term lands between such a read and what is decided from it.
+	// It is never held while calling the engine.
+	sync sync.Mutex
+
+	mu      sync.Mutex
+	leases  map[string]*held   // task id → the lease held for it
+	waiting map[string]*waiter // task id → its waiter in the engine
+	// The fleet ledger's own (ledger.go).
+	deferred     map[string]clock.Timer // task id → its wait before it queues again
+	refused      map[string][]string    // task id → platform models that refused it since it last queued for all
+	rounds       map[string]int         // task id → times every candidate refused it
+	unrestorable map[string]bool        // task id → its lease could not be restored (logged once)
+	inbox        []notice
+	resyncWanted bool
+	wake         chan struct{}
+}
+
+// held is a lease the term holds for a task.
+type held struct {
+	lease admission.Lease
+	// pending: granted, and its commit not yet done; the store may still
+	// say the task is queued.
+	pending bool
+	// restoring: a place kept while the lease is restored; lease is zero.
+	restoring bool
+}
+
+// waiter is a task's place in the term's engine, told apart from a later
+// one of the same task by its address.
+type waiter struct{}
+
+type admittedTask struct {
+	id    string
+	lease admission.Lease
+}
+
+func newTerm(s *Service, engine admission.Engine, fleet bool) *term {
+	return &term{s: s, engine: engine, fleet: fleet,
+		admitted: make(chan admittedTask, 4096),
+		stop:     make(chan struct{}), done: make(chan struct{}), loopDone: make(chan struct{}),
+		leases: make(map[string]*held), waiting: make(map[string]*waiter),
+		deferred: make(map[string]clock.Timer), refused: make(map[string][]string),
+		rounds: make(map[string]int), unrestorable: make(map[string]bool),
+		wake: make(chan struct{}, 1)}
+}
+
+// startDispatch runs the dispatcher until the term ends.
+func (tm *term) startDispatch() {
+	tm.dispatching.Store(true)
+	go tm.dispatch()
+}
+
+// end ends the term: the dispatcher and the ledger stop, and whatever
+// the engine still says to the term is dropped.
+func (tm *term) end() {
+	tm.endOnce.Do(func() { close(tm.stop) })
+}
+
+// wait waits for the goroutines of an ended term to return.
+func (tm *term) wait() {
+	if tm.dispatching.Load() {
+		<-tm.done
+	}
+	if tm.looping.Load() {
+		<-tm.loopDone
+	}
+}
+
+func (tm *term) ended() bool {
+	select {
+	case <-tm.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// enqueue makes a queued task, as the engine request req, a waiter.
+func (tm *term) enqueue(ctx context.Context, req admission.Request) error {
+	tm.mu.Lock()
+	w := tm.reserveLocked(req.ID)
+	tm.mu.Unlock()
+	if w == nil {
+		return admission.ErrDuplicate
+	}
+	return tm.enqueueReserved(ctx, req, w)
+}
+
+// reserveLocked records a waiter for task id, or returns nil if it has
+// one already. A wait before it queues again (deferQueue) is over.
+func (tm *term) reserveLocked(id string) *waiter {
+	if tm.waiting[id] != nil {
+		return nil
+	}
+	if d := tm.deferred[id]; d != nil {
+		d.Stop()
+		delete(tm.deferred, id)
+	}
+	w := new(waiter)
+	tm.waiting[id] = w
+	return w
+}
+
+// unreserve forgets waiter w of task id, if it is still its waiter.
+func (tm *term) unreserve(id string, w *waiter) {
+	tm.mu.Lock()
+	if tm.waiting[id] == w {
+		delete(tm.waiting, id)
+	}
+	tm.mu.Unlock()
+}
+
+// enqueueReserved queues req, whose waiter w is recorded, in the engine.
+func (tm *term) enqueueReserved(ctx context.Context, req admission.Request, w *waiter) error {
+	id := req.ID
+	err := tm.engine.Enqueue(ctx, req, func(l admission.Lease, err error) { tm.settle(id, w, l, err) })
+	if err != nil {
+		tm.unreserve(id, w)
+	}
+	return err
+}
+
+// settle hears how waiter w of task id ended: admitted with l, which
+// the term holds from now on and the dispatcher commits, or err.
+func (tm *term) settle(id string, w *waiter, l admission.Lease, err error) {
+	tm.mu.Lock()
+	if tm.waiting[id] == w {
+		delete(tm.waiting, id)
+	}
+	if err == nil {
+		// Held before the commit: once it commits, River may run the job
+		// at once, and the lease must be found here.
+		tm.leases[id] = &held{lease: l, pending: true}
+	}
+	tm.mu.Unlock()
+	if err != nil {
+		tm.s.waitEnded(id, err)
+		return
+	}
+	select {
+	case tm.admitted <- admittedTask{id: id, lease: l}:
+	case <-tm.stop:
+		// The term ended: its engine, and the lease with it, are gone.
+	}
+}
+
+// lease returns the lease held for task id, if one is.
+func (tm *term) lease(id string) (admission.Lease, bool) {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	h := tm.leases[id]
+	if h == nil || h.restoring {
+		return admission.Lease{}, false
+	}
+	return h.lease, true
+}
+
+// setLease records l as the lease held for task id.
+func (tm *term) setLease(id string, l admission.Lease) {
+	tm.mu.Lock()
+	tm.leases[id] = &held{lease: l}
+	tm.mu.Unlock()
+}
+
+// take forgets the lease held for task id and returns it, for its
+// holder to release.
+func (tm *term) take(id string) (admission.Lease, bool) {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	h := tm.leases[id]
+	delete(tm.leases, id)
+	if h == nil || h.restoring {
+		return admission.Lease{}, false
+	}
+	return h.lease, true
+}
+
+// restore gives an admitted task back the lease it held, in the term's
+// engine; the caller records it.
+func (tm *term) restore(ctx context.Context, t weir.Task) (admission.Lease, error) {
+	req, err := tm.s.request(ctx, t)
+	if err != nil {
+		return admission.Lease{}, err
+	}
+	cand := -1
+	for i, c := range req.Candidates {
+		for _, n := range c.Needs {
+			if n.Scope == weir.PlatformModelScope(t.PlatformModel) {
+				cand = i
+			}
+		}
+	}
+	if cand < 0 {
+		return admission.Lease{}, errors.New("platform model " + t.PlatformModel + " is no longer a candidate")
+	}
+	req.ID = t.ID + "/restored"
+	return tm.engine.Restore(ctx, req, cand)
+}
+
+// dispatch commits admissions: each admitted task's status change and
+// its River job in one transaction, batched while admissions keep
+// coming.
+func (tm *term) dispatch() {
+	defer close(tm.done)
+	batch := make([]admittedTask, 0, 64)
+	for {
+		select {
+		case <-tm.stop:
+			return
+		case a := <-tm.admitted:
+			batch = append(batch[:0], a)
+		}
+	fill:
+		for len(batch) < cap(batch) {
+			select {
+			case a := <-tm.admitted:
+				batch = append(batch, a)
+			default:
+				break fill
+			}
+		}
+		tm.commit(batch)
+	}
+}
+
+// admitRetry is how long tasks whose admission could not be committed
+// wait before they queue again.
+const admitRetry = time.Second
+
+// errTermEnded: a fleet term ended before its admissions were committed.
+var errTermEnded = errors.New("the fleet term ended")
+
+func (tm *term) commit(batch []admittedTask) {
+	s := tm.s
+	ctx := context.Background()
+	now := s.clock.Now()
+	applied := make([]bool, len(batch))
+	tm.sync.Lock()
+	var err error
+	if tm.fleet && tm.ended() {
+		// The next leader recovers these tasks from the store, where
+		// they are still queued.
+		err = errTermEnded
+	} else {
+		err = s.river.inTx(ctx, func(tx txn) error {
+			for i, a := range batch {
+				pm := ""
+				for _, n := range a.lease.Needs {
+					if name, ok := weir.PlatformModelOfScope(n.Scope); ok {
+						pm = name
+					}
+				}
+				cand := a.lease.Candidate
+				ok, err := tx.taskUpdate(ctx, a.id, weir.TaskUpdate{
+					From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskAdmitted,
+					PlatformModel: pm, Candidate: &cand, AdmittedAt: now,
+				})
+				if err != nil {
+					return err
+				}
+				if !ok {
+					continue // cancelled meanwhile
+				}
+				if err := tx.jobInsert(ctx, RunArgs{TaskID: a.id}, nil); err != nil {
+					return err
+				}
+				applied[i] = true
+			}
+			return nil
+		})
+	}
+	var back []admission.Lease
+	var moved []string
+	tm.mu.Lock()
+	for i, a := range batch {
+		h := tm.leases[a.id]
+		mine := h != nil && h.lease.ID == a.lease.ID
+		if err == nil && applied[i] {
+			if mine {
+				h.pending = false
+			}
+			continue
+		}
+		if mine {
+			delete(tm.leases, a.id)
+		}
+		back = append(back, a.lease)
+		if err == nil {
+			moved = append(moved, a.id)
+		}
+	}
+	tm.mu.Unlock()
+	tm.sync.Unlock()
+	if tm.fleet {
+		// A task that was no longer queued: cancelled, or admitted by
+		// the term before this one, whose late commit the ledger looks
+		// at now rather than at its next poll (it restores the lease).
+		for _, id := range moved {
+			tm.post(notice{id: id})
+		}
+	}
+	for i := range batch {
+		if err == nil && applied[i] {
+			s.cfg.Metrics.TaskTransition(weir.TaskAdmitted)
+		}
+	}
+	// Not admitted after all: the capacity goes back.
+	for _, l := range back {
+		_ = tm.engine.Release(ctx, l.ID, l.Owner)
+	}
+	switch {
+	case err == nil, errors.Is(err, errTermEnded):
+		return
+	}
+	// The commit failed: the tasks are still queued in the store and
+	// queue again after admitRetry, so that a store that keeps failing
+	// is not retried in a busy loop.
+	for _, a := range batch {
+		if tm.fleet {
+			tm.deferQueue(a.id, admitRetry)
+		} else {
+			s.enqueueAfter(a.id, admitRetry)
+		}
+	}
+	s.logger.Error("admission commit failed; tasks queue again", "tasks", len(batch), "error", err)
+}
+
+// actions are what the ledger decided from one read of the store, done
+// once the read's locks are let go: engine calls are never made under
+// them.
+type actions struct {
+	release []admission.Lease
+	cancel  []string
+	restore []weir.Task
+	queue   []queueAction
+	requeue []requeueAction
+}
+
+// queueAction queues task t as waiter w (recorded already).
+type queueAction struct {
+	t weir.Task
+	w *waiter
+}
+
+// requeueAction queues again a task its worker sent back (a notice).
+type requeueAction struct {
+	t weir.Task
+	n notice
+}
+
+// decideLocked decides what the term does about task t as the store
+// holds it (gone: not there, or deleted), having heard n of it (the zero
+// notice: nothing, a look at the store). It holds tm.mu, and tm.sync
+// from before the read of t.
+func (tm *term) decideLocked(a *actions, t weir.Task, gone bool, n notice) {
+	id := t.ID
+	h, w := tm.leases[id], tm.waiting[id]
+	switch {
+	case gone || t.Status.Terminal():
+		if w != nil {
+			a.cancel = append(a.cancel, id)
+		}
+		// A pending lease is the dispatcher's: its commit finds the task
+		// ended and gives the lease back.
+		if h != nil && !h.pending {
+			delete(tm.leases, id)
+			if !h.restoring {
+				a.release = append(a.release, h.lease)
+			}
+		}
+		if d := tm.deferred[id]; d != nil {
+			d.Stop()
+			delete(tm.deferred, id)
+		}
+		delete(tm.refused, id)
+		delete(tm.rounds, id)
+		delete(tm.unrestorable, id)
+	case t.Status == weir.TaskQueued:
+		if n.kind == noticeDue {
+			delete(tm.deferred, id)
+		}
+		if h != nil {
+			if h.pending || h.restoring {
+				return
+			}
+			// Committed, and queued again since: its worker sent it back
+			// (requeue, retryFailedJob). The notice of it says how it
+			// queues again; without one, the next look queues it.
+			delete(tm.leases, id)
+			a.release = append(a.release, h.lease)
+			if n.kind != noticeRequeue {
+				return
+			}
+		}
+		switch {
+		case w != nil:
+		case n.kind == noticeRequeue:
+			if d := tm.deferred[id]; d != nil {
+				d.Stop()
+				delete(tm.deferred, id)
+			}
+			a.requeue = append(a.requeue, requeueAction{t: t, n: n})
+		case tm.deferred[id] != nil:
+			// Waiting out its delay.
+		default:
+			delete(tm.refused, id)
+			a.queue = append(a.queue, queueAction{t: t, w: tm.reserveLocked(id)})
+		}
+	default: // admitted, running
+		if w != nil {
+			// Admitted by another term (its commit came after this term
+			// read the task as queued): this waiter goes, and the next
+			// look restores the lease.
+			a.cancel = append(a.cancel, id)
+			return
+		}
+		if h == nil {
+			tm.leases[id] = &held{restoring: true}
+			a.restore = append(a.restore, t)
+		}
+	}
+}
+
+// act does what was decided, and returns how many leases it restored and
+// tasks it queued.
+func (tm *term) act(ctx context.Context, a actions) (restored, queued int) {
+	s := tm.s
+	for _, l := range a.release {
+		_ = tm.engine.Release(ctx, l.ID, l.Owner)
+	}
+	for _, id := range a.cancel {
+		_ = tm.engine.Cancel(ctx, id)
+	}
+	for _, t := range a.restore {
+		l, err := tm.restore(ctx, t)
+		tm.mu.Lock()
+		kept := false
+		if h := tm.leases[t.ID]; h != nil && h.restoring {
+			if err == nil {
+				tm.leases[t.ID] = &held{lease: l}
+				kept = true
+			} else {
+				delete(tm.leases, t.ID)
+			}
+		}
+		warn := err != nil && !tm.unrestorable[t.ID]
+		if err != nil && tm.fleet {
+			tm.unrestorable[t.ID] = true
+		}
+		tm.mu.Unlock()
+		switch {
+		case err == nil && !kept:
+			// The task ended while its lease was restored.
+			_ = tm.engine.Release(ctx, l.ID, l.Owner)
+		case err == nil:
+			restored++
+		case warn && tm.fleet:
+			s.logger.Warn("task lease not restored; the task runs uncounted, and the ledger tries again at each poll", "task", t.ID, "error", err)
+		case warn:
+			s.logger.Warn("task lease not restored; its job will retry", "task", t.ID, "error", err)
+		}
+	}
+	for _, q := range a.queue {
+		if q.w == nil {
+			continue
+		}
+		req, err := s.request(ctx, q.t)
+		if err != nil {
+			tm.unreserve(q.t.ID, q.w)
+			s.failQueued(ctx, q.t.ID, err)
+			continue
+		}
+		if err := tm.enqueueReserved(ctx, req, q.w); err != nil {
+			s.queueFailed(ctx, q.t.ID, err)
+			continue
+		}
+		queued++
+	}
+	for _, r := range a.requeue {
+		tm.requeue(ctx, r.t, r.n)
+	}
+	return restored, queued
+}
+
+// resync reads every task that has not ended and makes the term hold
+// what the store says: a lease for each admitted and running task,
+// restored if it has none; a waiter for each queued one, queued in
+// submission order; no lease or waiter for a task that ended. At a term's
+// start it is recovery; in a fleet, also the ledger's poll.
+func (tm *term) resync(ctx context.Context) (restored, queued int, err error) {
+	tm.sync.Lock()
+	tm.mu.Lock()
+	before := make(map[string]*waiter, len(tm.waiting))
+	for id, w := range tm.waiting {
+		before[id] = w
+	}
+	tm.mu.Unlock()
+	tasks, err := tm.s.store.TaskList(ctx, weir.TaskFilter{Statuses: []weir.TaskStatus{weir.TaskQueued, weir.TaskAdmitted, weir.TaskRunning}})
+	if err != nil {
+		tm.sync.Unlock()
+		return 0, 0, err
+	}
+	var a actions
+	live := make(map[string]bool, len(tasks))
+	tm.mu.Lock()
+	// Leases first, so that capacity held is counted before anything
+	// queued is admitted.
+	for _, t := range tasks {
+		live[t.ID] = true
+		if t.Status != weir.TaskQueued {
+			tm.decideLocked(&a, t, false, notice{})
+		}
+	}
+	for _, t := range tasks {
+		if t.Status == weir.TaskQueued {
+			tm.decideLocked(&a, t, false, notice{})
+		}
+	}
+	// What the term holds for tasks that have ended (or been deleted).
+	// Waiters queued since the read may be of tasks created since.
+	for id, h := range tm.leases {
+		if !live[id] && !h.pending {
+			tm.decideLocked(&a, weir.Task{ID: id}, true, notice{})
+		}
+	}
+	for id, w := range before {
+		if !live[id] && tm.waiting[id] == w {
+			tm.decideLocked(&a, weir.Task{ID: id}, true, notice{})
+		}
+	}
+	tm.mu.Unlock()
+	tm.sync.Unlock()
+	restored, queued = tm.act(ctx, a)
+	return restored, queued, nil
+}
