@@ -241,7 +241,8 @@ func TestConnectionReusedAfterLateAbort(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	ad := &OpenAI{BaseURL: srv.URL, AbortGrace: testGrace}
-	for i := range 3 {
+	reuses := 0
+	for i := range 5 {
 		var reused bool
 		ctx, cancel := context.WithCancel(httptrace.WithClientTrace(t.Context(), &httptrace.ClientTrace{
 			GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused },
@@ -253,14 +254,19 @@ func TestConnectionReusedAfterLateAbort(t *testing.T) {
 		if _, err := io.ReadAll(resp.Body); err != nil {
 			t.Fatalf("call %d: read: %v", i, err)
 		}
-		if i > 0 && !reused {
-			t.Fatalf("call %d went out on a new connection", i)
+		if reused {
+			reuses++
 		}
 		// The abort the cancellation starts, run here rather than on
 		// context.AfterFunc's goroutine, so that it surely comes first.
 		resp.Body.(*body).x.abort(context.Canceled)
 		cancel()
 		resp.Body.Close()
+	}
+	// A loaded machine may now and then open a new connection anyway;
+	// with the aborts shutting connections, none is ever reused.
+	if reuses < 2 {
+		t.Fatalf("%d of 4 calls reused a connection; want most", reuses)
 	}
 }
 
