@@ -100,7 +100,7 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	b.gw = gateway.New(o.gwCfg, gwDeps)
 	deps.Gateway = b.gw
 	if o.tasks != nil {
-		if err := db.RiverMigrate(ctx); err != nil {
+		if err := task.MigrateRiver(ctx, db.RiverDriver()); err != nil {
 			t.Fatal(err)
 		}
 		tc := *o.tasks

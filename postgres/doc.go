@@ -53,7 +53,7 @@
 // of the schema's own while it migrates, so that processes starting
 // together on a new database apply each migration once. Add a migration
 // as the next number; never edit one that has shipped. River keeps its
-// own tables and migration line in the same schema; RiverMigrate applies
+// own tables and migration line in the same schema; task.MigrateRiver applies
 // them (rivermigrate), when the task service starts.
 //
 // Times are timestamptz, stored to the microsecond and read back in UTC;
@@ -65,7 +65,7 @@
 //
 // A DB is a task.Store[pgx.Tx]: it hands the task service River's pgx
 // driver (riverpgxv5) on the same pool, the transactions its jobs are
-// inserted in (InTx), River's migrations (RiverMigrate), and
+// inserted in (InTx), and
 // JobReclaimRunning. Unlike on SQLite, other replicas may be running this
 // database's jobs, so a replica does not reclaim every running job at
 // start (task.Config.SoleRunner false). JobReclaimAttemptedBy takes back

@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river/riverdriver"
-	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/weir-gateway/weir"
@@ -29,22 +28,6 @@ const reclaimFromError = "the replica running this job was declared gone mid-ste
 // RiverDriver returns River's pgx driver on the pool, so that a
 // transaction from InTx carries a task's change and its job together.
 func (db *DB) RiverDriver() riverdriver.Driver[pgx.Tx] { return db.river }
-
-// RiverMigrate brings River's tables up to date: it applies River's
-// migrations not yet applied, on River's own migration line
-// (rivermigrate) beside Weir's, in the schema the DSN's search_path
-// names. Open leaves them to it, since only a process that runs tasks
-// needs them.
-func (db *DB) RiverMigrate(ctx context.Context) error {
-	m, err := rivermigrate.New(db.river, nil)
-	if err != nil {
-		return fmt.Errorf("load migrations: %w", err)
-	}
-	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return fmt.Errorf("apply migrations: %w", err)
-	}
-	return nil
-}
 
 // JobReclaimRunning makes every job of the given kinds that is marked
 // running available again at once, recording in its errors that its

@@ -50,11 +50,11 @@ func (runArgs) Kind() string { return "test_run" }
 // db's driver.
 func newRiver(t *testing.T, db *DB) *river.Client[pgx.Tx] {
 	t.Helper()
-	if err := db.RiverMigrate(t.Context()); err != nil {
+	if err := task.MigrateRiver(t.Context(), db.RiverDriver()); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.RiverMigrate(t.Context()); err != nil {
-		t.Fatalf("RiverMigrate on an up-to-date schema: %v", err)
+	if err := task.MigrateRiver(t.Context(), db.RiverDriver()); err != nil {
+		t.Fatalf("MigrateRiver on an up-to-date schema: %v", err)
 	}
 	client, err := river.NewClient(db.RiverDriver(), &river.Config{})
 	if err != nil {

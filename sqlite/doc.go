@@ -43,15 +43,15 @@
 // Open by goose (github.com/pressly/goose/v3) in order, each in its own
 // transaction; goose records them in goose_db_version. Add a migration as
 // the next number; never edit one that has shipped. River keeps its own
-// tables and its own migration line in the same file; RiverMigrate applies
+// tables and its own migration line in the same file; task.MigrateRiver applies
 // them (rivermigrate), when the task service starts.
 //
 // # River
 //
 // A DB is a task.Store[*sql.Tx]: it hands the task service River's SQLite
-// driver, the transactions its jobs are inserted in (InTx), River's
-// migrations (RiverMigrate), and JobReclaimRunning, which makes the jobs a
-// killed process left running available again. River offers no public
+// driver, the transactions its jobs are inserted in (InTx), and
+// JobReclaimRunning, which makes the jobs a killed process left running
+// available again. River offers no public
 // call for that, so it uses River's driver executor, here and only here,
 // under a test that pins its effect.
 //

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/riverqueue/river/riverdriver"
-	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
 )
 
@@ -23,22 +22,6 @@ const reclaimError = "the process running this job stopped mid-step; reclaimed w
 // RiverDriver returns River's driver on the write connection, so that a
 // transaction from InTx carries a task's change and its job together.
 func (db *DB) RiverDriver() riverdriver.Driver[*sql.Tx] { return db.river }
-
-// RiverMigrate brings River's tables up to date: it applies River's
-// migrations not yet applied, on River's own migration line (rivermigrate)
-// beside Weir's. Open leaves them to it, since only a process that runs
-// tasks needs them and applying them to a new file costs more than the
-// rest of Open.
-func (db *DB) RiverMigrate(ctx context.Context) error {
-	m, err := rivermigrate.New(db.river, nil)
-	if err != nil {
-		return fmt.Errorf("load migrations: %w", err)
-	}
-	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return fmt.Errorf("apply migrations: %w", err)
-	}
-	return nil
-}
 
 // JobReclaimRunning makes every job of the given kinds that is marked
 // running available again at once, recording in its errors that its

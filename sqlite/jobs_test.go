@@ -7,6 +7,7 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+	"github.com/weir-gateway/weir/task"
 )
 
 type reclaimedArgs struct{}
@@ -27,11 +28,11 @@ func TestJobReclaimRunning(t *testing.T) {
 	ctx := t.Context()
 	db := openTemp(t)
 	t.Cleanup(func() { db.Close() })
-	if err := db.RiverMigrate(ctx); err != nil {
+	if err := task.MigrateRiver(ctx, db.RiverDriver()); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.RiverMigrate(ctx); err != nil {
-		t.Fatalf("RiverMigrate on an up-to-date file: %v", err)
+	if err := task.MigrateRiver(ctx, db.RiverDriver()); err != nil {
+		t.Fatalf("MigrateRiver on an up-to-date file: %v", err)
 	}
 	client, err := river.NewClient(db.RiverDriver(), &river.Config{})
 	if err != nil {

@@ -156,7 +156,7 @@ func setupFleet(t *testing.T, opts fleetOpts, replicas ...string) *fleetBundle {
 	}
 	t.Cleanup(func() { db.Close() })
 	// Once, before the replicas start: their Starts migrate too.
-	if err := db.RiverMigrate(ctx); err != nil {
+	if err := MigrateRiver(ctx, db.RiverDriver()); err != nil {
 		t.Fatal(err)
 	}
 	fb.db = db

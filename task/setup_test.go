@@ -149,7 +149,7 @@ func setup(t *testing.T, opts setupOpts) (*Service, *testBundle) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	if err := db.RiverMigrate(ctx); err != nil {
+	if err := MigrateRiver(ctx, db.RiverDriver()); err != nil {
 		t.Fatal(err)
 	}
 	b.store = db

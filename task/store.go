@@ -2,9 +2,11 @@ package task
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/weir-gateway/weir"
 )
@@ -23,8 +25,6 @@ type Store[TTx any] interface {
 	// RiverDriver is River's driver on the database InTx's transactions
 	// are on.
 	RiverDriver() riverdriver.Driver[TTx]
-	// RiverMigrate brings River's tables up to date; Start calls it.
-	RiverMigrate(ctx context.Context) error
 	// JobReclaimRunning makes every job of the given kinds marked running
 	// available at once, recording the reclaim in its errors, and returns
 	// how many it changed. Start calls it, before River starts, only when
@@ -94,7 +94,25 @@ func newRiverStore[TTx any](store Store[TTx], cfg *river.Config) (*riverStore[TT
 	return &riverStore[TTx]{Client: client, store: store}, nil
 }
 
-func (r *riverStore[TTx]) migrate(ctx context.Context) error { return r.store.RiverMigrate(ctx) }
+func (r *riverStore[TTx]) migrate(ctx context.Context) error {
+	return MigrateRiver(ctx, r.store.RiverDriver())
+}
+
+// MigrateRiver brings River's tables on d's database up to date: it
+// applies River's migrations not yet applied, on River's own migration
+// line (rivermigrate) beside the store's. Start calls it; a store's Open
+// leaves River's tables to it, since only a process that runs tasks needs
+// them.
+func MigrateRiver[TTx any](ctx context.Context, d riverdriver.Driver[TTx]) error {
+	m, err := rivermigrate.New(d, nil)
+	if err != nil {
+		return fmt.Errorf("load migrations: %w", err)
+	}
+	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("apply migrations: %w", err)
+	}
+	return nil
+}
 
 func (r *riverStore[TTx]) reclaim(ctx context.Context, kinds []string) (int, error) {
 	return r.store.JobReclaimRunning(ctx, kinds)

@@ -123,7 +123,7 @@ func newEventRig(t *testing.T) *eventRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	if err := store.RiverMigrate(t.Context()); err != nil {
+	if err := MigrateRiver(t.Context(), store.RiverDriver()); err != nil {
 		t.Fatal(err)
 	}
 	secret, err := webhook.NewSecret()
