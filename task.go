@@ -1,6 +1,9 @@
 package weir
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // TaskStatus is where a task is in its life. Terminal states are never
 // left: a task that reached one is never changed again.
@@ -157,4 +160,67 @@ type TaskFilter struct {
 	// continues with BeforeSeq set to the last Seq it holds.
 	Descending bool
 	Limit      int
+}
+
+// ValidateNew reports what a store refuses in a task it is asked to
+// create: every store applies these rules, so they are stated once.
+func (t *Task) ValidateNew() error {
+	switch {
+	case t.ID == "" || t.KeyID == "" || t.Kind == "" || t.Model == "":
+		return fmt.Errorf("%w: id, key id, kind and model are required", ErrInvalid)
+	case !t.Status.Valid():
+		return fmt.Errorf("%w: unknown status %q", ErrInvalid, t.Status)
+	case t.CreatedAt.IsZero():
+		return fmt.Errorf("%w: no creation time", ErrInvalid)
+	case t.Attempts < 0:
+		return fmt.Errorf("%w: negative attempts", ErrInvalid)
+	case !t.DeletedAt.IsZero():
+		return fmt.Errorf("%w: a new task cannot be deleted", ErrInvalid)
+	case !t.CallbackGoneAt.IsZero():
+		return fmt.Errorf("%w: a new task's callback cannot be gone", ErrInvalid)
+	}
+	for _, e := range t.CallbackEvents {
+		if !e.Valid() {
+			return fmt.Errorf("%w: unknown callback event %q", ErrInvalid, e)
+		}
+	}
+	return nil
+}
+
+// Validate reports what a store refuses in an update.
+func (u TaskUpdate) Validate() error {
+	if len(u.From) == 0 {
+		return fmt.Errorf("%w: no status to update from", ErrInvalid)
+	}
+	for _, s := range u.From {
+		if !s.Valid() {
+			return fmt.Errorf("%w: unknown status %q in From", ErrInvalid, s)
+		}
+		if s.Terminal() {
+			return fmt.Errorf("%w: from %s: a terminal status is never left", ErrInvalid, s)
+		}
+	}
+	if !u.Status.Valid() {
+		return fmt.Errorf("%w: unknown status %q", ErrInvalid, u.Status)
+	}
+	if u.Attempts != nil && *u.Attempts < 0 {
+		return fmt.Errorf("%w: negative attempts", ErrInvalid)
+	}
+	return nil
+}
+
+// Validate reports what a store refuses in a listing's filter.
+func (f TaskFilter) Validate() error {
+	if f.Limit < 0 {
+		return fmt.Errorf("%w: negative limit %d", ErrInvalid, f.Limit)
+	}
+	if f.BeforeSeq < 0 {
+		return fmt.Errorf("%w: negative BeforeSeq %d", ErrInvalid, f.BeforeSeq)
+	}
+	for _, s := range f.Statuses {
+		if !s.Valid() {
+			return fmt.Errorf("%w: unknown status %q", ErrInvalid, s)
+		}
+	}
+	return nil
 }

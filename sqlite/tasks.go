@@ -114,7 +114,7 @@ func (db *DB) InTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // ID, KeyID, Kind, Model, a known Status and CreatedAt are required
 // (weir.ErrInvalid); so is an existing key. A taken ID is weir.ErrConflict.
 func (db *DB) TaskCreate(ctx context.Context, t *weir.Task) (created bool, err error) {
-	if err := validateNewTask(t); err != nil {
+	if err := t.ValidateNew(); err != nil {
 		return false, fmt.Errorf("create task %q: %w", t.ID, err)
 	}
 	// t changes only once the transaction has committed.
@@ -157,29 +157,6 @@ func (db *DB) taskCreateTx(ctx context.Context, tx *sql.Tx, t *weir.Task) (creat
 	return false, nil
 }
 
-func validateNewTask(t *weir.Task) error {
-	switch {
-	case t.ID == "" || t.KeyID == "" || t.Kind == "" || t.Model == "":
-		return fmt.Errorf("%w: id, key id, kind and model are required", weir.ErrInvalid)
-	case !t.Status.Valid():
-		return fmt.Errorf("%w: unknown status %q", weir.ErrInvalid, t.Status)
-	case t.CreatedAt.IsZero():
-		return fmt.Errorf("%w: no creation time", weir.ErrInvalid)
-	case t.Attempts < 0:
-		return fmt.Errorf("%w: negative attempts", weir.ErrInvalid)
-	case !t.DeletedAt.IsZero():
-		return fmt.Errorf("%w: a new task cannot be deleted", weir.ErrInvalid)
-	case !t.CallbackGoneAt.IsZero():
-		return fmt.Errorf("%w: a new task's callback cannot be gone", weir.ErrInvalid)
-	}
-	for _, e := range t.CallbackEvents {
-		if !e.Valid() {
-			return fmt.Errorf("%w: unknown callback event %q", weir.ErrInvalid, e)
-		}
-	}
-	return nil
-}
-
 // eventsColumn is the callback_events column of events: a JSON array, or
 // NULL for none.
 func eventsColumn(events []weir.TaskEvent) any {
@@ -212,16 +189,8 @@ func (db *DB) TaskGet(ctx context.Context, id string) (weir.Task, error) {
 // pass over them (BenchmarkTaskListQueued); several statuses without a
 // key (the few admitted and running tasks at start-up) are sorted.
 func (db *DB) TaskList(ctx context.Context, f weir.TaskFilter) ([]weir.Task, error) {
-	if f.Limit < 0 {
-		return nil, fmt.Errorf("list tasks: %w: negative limit %d", weir.ErrInvalid, f.Limit)
-	}
-	if f.BeforeSeq < 0 {
-		return nil, fmt.Errorf("list tasks: %w: negative BeforeSeq %d", weir.ErrInvalid, f.BeforeSeq)
-	}
-	for _, s := range f.Statuses {
-		if !s.Valid() {
-			return nil, fmt.Errorf("list tasks: %w: unknown status %q", weir.ErrInvalid, s)
-		}
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
 	}
 	q, args := taskListQuery(f)
 	// The result is allocated once: appending a large listing to a
@@ -414,22 +383,8 @@ func (db *DB) TaskCallbackGone(ctx context.Context, id string, at time.Time) (ma
 // validateTaskUpdate checks u and returns u.From as the JSON array the
 // update statement takes.
 func validateTaskUpdate(u weir.TaskUpdate) (string, error) {
-	if len(u.From) == 0 {
-		return "", fmt.Errorf("%w: no status to update from", weir.ErrInvalid)
-	}
-	for _, s := range u.From {
-		if !s.Valid() {
-			return "", fmt.Errorf("%w: unknown status %q in From", weir.ErrInvalid, s)
-		}
-		if s.Terminal() {
-			return "", fmt.Errorf("%w: from %s: a terminal status is never left", weir.ErrInvalid, s)
-		}
-	}
-	if !u.Status.Valid() {
-		return "", fmt.Errorf("%w: unknown status %q", weir.ErrInvalid, u.Status)
-	}
-	if u.Attempts != nil && *u.Attempts < 0 {
-		return "", fmt.Errorf("%w: negative attempts", weir.ErrInvalid)
+	if err := u.Validate(); err != nil {
+		return "", err
 	}
 	from, err := json.Marshal(u.From)
 	if err != nil {
