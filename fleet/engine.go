@@ -682,9 +682,6 @@ func (e *Engine) TryAcquire(ctx context.Context, req admission.Request) (admissi
 }
 
 func (e *Engine) Restore(ctx context.Context, req admission.Request, cand int) (admission.Lease, error) {
-	if err := req.Validate(); err != nil {
-		return admission.Lease{}, err
-	}
 	return e.granting(ctx, req, &frame{Op: opRestore, Req: toWire(req), Cand: cand})
 }
 
