@@ -209,10 +209,20 @@ func TestKeyByHashCaches(t *testing.T) {
 		t.Errorf("after the TTL: %+v %v %v", k, found, err)
 	}
 
-	// A store that fails is an error, not an unknown key, and not cached.
+	// A store that fails: a key cached within keyStaleIfError answers as
+	// it was; one never seen, or cached too long ago, is ErrUnavailable,
+	// not an unknown key.
+	b.clock.Advance(time.Minute)
 	_ = b.store.Close()
-	if _, found, err := b.svc.KeyByHash(ctx, "hash_c"); err == nil || found {
-		t.Errorf("with the store closed: found %v, %v; want an error", found, err)
+	if k, found, err := b.svc.KeyByHash(ctx, "hash_b"); err != nil || !found || k.ID != "key_b" {
+		t.Errorf("with the store closed, a key cached a minute ago: %+v %v %v; want it served", k, found, err)
+	}
+	if _, found, err := b.svc.KeyByHash(ctx, "hash_c"); !errors.Is(err, ErrUnavailable) || found {
+		t.Errorf("with the store closed, a key never seen: found %v, %v; want ErrUnavailable", found, err)
+	}
+	b.clock.Advance(keyStaleIfError)
+	if _, found, err := b.svc.KeyByHash(ctx, "hash_b"); !errors.Is(err, ErrUnavailable) || found {
+		t.Errorf("with the store closed, a key cached past keyStaleIfError: found %v, %v; want ErrUnavailable", found, err)
 	}
 }
 

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -34,6 +35,12 @@ func (s *Service) keyByID(ctx context.Context, id string) (weir.APIKey, bool, er
 // is not asked on every request. Unknown keys are remembered too
 // (bounded), so a client hammering with a bad key does not hammer the
 // store.
+//
+// When the store cannot answer (PostgreSQL restarting, a failover), an
+// entry past its TTL but younger than keyStaleIfError answers instead:
+// callers seen in the last minutes keep being served through a database
+// blip. A revocation is not missed by this, since nothing could have read
+// it while the store was down.
 type keyCache struct {
 	ttl   time.Duration
 	clock clock.Clock
@@ -49,18 +56,25 @@ type cachedKey struct {
 
 const maxCachedKeys = 100_000
 
+// keyStaleIfError is how old a cached key may be and still answer while
+// the store fails.
+const keyStaleIfError = 10 * time.Minute
+
 func (c *keyCache) lookup(ctx context.Context, ck string, fetch func() (weir.APIKey, error)) (weir.APIKey, bool, error) {
 	now := c.clock.Now()
 	c.mu.Lock()
-	if e, ok := c.m[ck]; ok && now.Sub(e.fetched) < c.ttl {
-		c.mu.Unlock()
+	e, cached := c.m[ck]
+	c.mu.Unlock()
+	if cached && now.Sub(e.fetched) < c.ttl {
 		return e.key, e.found, nil
 	}
-	c.mu.Unlock()
 	k, err := fetch()
 	found := err == nil
 	if err != nil && !errors.Is(err, weir.ErrNotFound) {
-		return weir.APIKey{}, false, err
+		if cached && now.Sub(e.fetched) < keyStaleIfError {
+			return e.key, e.found, nil
+		}
+		return weir.APIKey{}, false, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	c.mu.Lock()
 	if c.m == nil || len(c.m) >= maxCachedKeys {

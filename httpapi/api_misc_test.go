@@ -174,3 +174,26 @@ func TestAdminQueuesShowsScopes(t *testing.T) {
 		t.Errorf("no scope %s in %+v", weir.PlatformModelScope("up/v"), q.Scopes)
 	}
 }
+
+// TestKeyStoreDown: while the key store cannot answer, a key the gateway
+// looked up recently still authenticates, and one it never saw is a 503
+// store_unavailable with Retry-After (a retry will do), not a 500 or a
+// 401.
+func TestKeyStoreDown(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	resp, body := b.call(t, http.MethodGet, "/v1/models", b.key, "", nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/models: %d %s", resp.StatusCode, body)
+	}
+	_ = b.db.Close()
+	resp, body = b.call(t, http.MethodGet, "/v1/models", b.key, "", nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a key seen before the store went down: %d %s; want 200", resp.StatusCode, body)
+	}
+	resp, body = b.call(t, http.MethodGet, "/v1/models", "sk-never-seen", "", nil)
+	wantError(t, resp, body, http.StatusServiceUnavailable, CodeStoreUnavailable, "")
+	if got := resp.Header.Get("Retry-After"); got != "1" {
+		t.Errorf("Retry-After %q; want 1", got)
+	}
+}

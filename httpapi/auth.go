@@ -1,9 +1,12 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
+	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/keys"
 )
 
@@ -21,6 +24,9 @@ func (s *Server) authenticate(r *http.Request) (weir.APIKey, *apiError) {
 	k, found, err := s.deps.Gateway.KeyByHash(r.Context(), keys.Hash(secret))
 	if err != nil {
 		info(r.Context()).log().Error("key lookup failed", "error", err)
+		if errors.Is(err, gateway.ErrUnavailable) {
+			return weir.APIKey{}, &apiError{Code: CodeStoreUnavailable, Message: "the key store cannot be reached; retry shortly", RetryAfter: time.Second}
+		}
 		return weir.APIKey{}, errorf(CodeInternal, "", "key lookup failed")
 	}
 	if !found || !k.Active() {
