@@ -51,6 +51,15 @@ type ScopeConfig struct {
 	Owner string
 	// OwnerGen is the owner's generation that the scope belongs to.
 	OwnerGen uint64
+	// FailOpen says what a home that can lose its decider (a fleet whose
+	// leader no replica reaches) does with the scope meanwhile: admit on
+	// each replica up to that replica's share of the scope's limits
+	// (true), or nothing (false). A scope with no concurrency, rpm or
+	// tpm limit has nothing to exceed and fails open whatever it says.
+	// The memory home always decides and ignores it. An owner's scope
+	// cannot fail open: its owner's fencing is the decider's to know.
+	// Default false: fail closed.
+	FailOpen bool
 }
 
 // Validate reports a configuration that can never be meaningful.
@@ -66,6 +75,8 @@ func (c ScopeConfig) Validate() error {
 		return invalidf("scope rate limits must not be negative")
 	case c.Owner == "" && c.OwnerGen != 0:
 		return invalidf("scope owner generation set without an owner")
+	case c.Owner != "" && c.FailOpen:
+		return invalidf("scope of owner %s cannot fail open", c.Owner)
 	}
 	return nil
 }

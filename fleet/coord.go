@@ -2,6 +2,8 @@ package fleet
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -111,6 +113,8 @@ type Replica struct {
 	Gen uint64
 	// Addr is where the replica's fleet listener is reached.
 	Addr string
+	// Workers is the replica's task worker count (CoordConfig.Workers).
+	Workers int
 	// HeartbeatAge is how old its last heartbeat was when read, by
 	// PostgreSQL's clock.
 	HeartbeatAge time.Duration
@@ -125,6 +129,10 @@ type CoordConfig struct {
 	// Addr is where this replica's fleet listener is reached (required,
 	// same limits as Replica). It is published when this replica leads.
 	Addr string
+	// Workers is this replica's task worker count, published with its
+	// registration: a leader sizes the fleet's workers scope by the sum
+	// over the live replicas. Default 0; not negative.
+	Workers int
 	// TermTTL is how long a term runs without a renewal. Default 3s;
 	// at least 10ms.
 	TermTTL time.Duration
@@ -164,6 +172,9 @@ func (c *CoordConfig) validate() error {
 	}
 	if err := checkName("address", c.Addr); err != nil {
 		return err
+	}
+	if c.Workers < 0 || c.Workers > math.MaxInt32 {
+		return fmt.Errorf("fleet: workers %d: want 0 to %d", c.Workers, math.MaxInt32)
 	}
 	if c.TermTTL < minDuration {
 		return fmt.Errorf("fleet: term TTL %v is below the minimum %v", c.TermTTL, minDuration)
@@ -237,12 +248,13 @@ func toInt64(what string, v uint64) (int64, error) {
 func (c *Coordinator) Register(ctx context.Context) (uint64, error) {
 	var gen int64
 	err := c.pool.QueryRow(ctx, `
-		INSERT INTO weir_fleet_replicas AS r (id, gen, addr, started_at, heartbeat_at)
-		VALUES ($1, nextval('weir_fleet_replica_gen'), $2, now(), now())
+		INSERT INTO weir_fleet_replicas AS r (id, gen, addr, workers, started_at, heartbeat_at)
+		VALUES ($1, nextval('weir_fleet_replica_gen'), $2, $3, now(), now())
 		ON CONFLICT (id) DO UPDATE
-		SET gen = EXCLUDED.gen, addr = EXCLUDED.addr, started_at = now(), heartbeat_at = now()
+		SET gen = EXCLUDED.gen, addr = EXCLUDED.addr, workers = EXCLUDED.workers,
+		    started_at = now(), heartbeat_at = now()
 		WHERE r.gen < EXCLUDED.gen
-		RETURNING gen`, c.cfg.Replica, c.cfg.Addr).Scan(&gen)
+		RETURNING gen`, c.cfg.Replica, c.cfg.Addr, c.cfg.Workers).Scan(&gen)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, fmt.Errorf("register %s: %w", c.cfg.Replica, ErrFenced)
 	}
@@ -401,7 +413,7 @@ func (c *Coordinator) Lapsed(ctx context.Context) ([]Replica, error) {
 
 func (c *Coordinator) replicas(ctx context.Context, where string) ([]Replica, error) {
 	rows, err := c.pool.Query(ctx, `
-		SELECT id, gen, addr, floor(extract(epoch FROM now() - heartbeat_at) * 1000000)::bigint
+		SELECT id, gen, addr, workers, floor(extract(epoch FROM now() - heartbeat_at) * 1000000)::bigint
 		FROM weir_fleet_replicas WHERE `+where+` ORDER BY id`, micros(c.cfg.HeartbeatTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("list replicas: %w", err)
@@ -409,7 +421,7 @@ func (c *Coordinator) replicas(ctx context.Context, where string) ([]Replica, er
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Replica, error) {
 		var r Replica
 		var gen, age int64
-		err := row.Scan(&r.ID, &gen, &r.Addr, &age)
+		err := row.Scan(&r.ID, &gen, &r.Addr, &r.Workers, &age)
 		r.Gen = uint64(gen)
 		r.HeartbeatAge = time.Duration(age) * time.Microsecond
 		return r, err
@@ -477,4 +489,27 @@ func (c *Coordinator) Fence(ctx context.Context, tx pgx.Tx, epoch uint64) error 
 		return fmt.Errorf("fence epoch %d: %w", epoch, err)
 	}
 	return nil
+}
+
+// Secret returns the fleet's shared secret as the database keeps it,
+// making one on the first call in the schema: replicas that are given
+// no secret share this one. Concurrent first calls agree on one.
+func (c *Coordinator) Secret(ctx context.Context) (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("fleet: make a secret: %w", err)
+	}
+	// Two statements: a SELECT in the INSERT's own statement would not see
+	// a row that a concurrent first call committed while the INSERT
+	// waited for it.
+	if _, err := c.pool.Exec(ctx, `INSERT INTO weir_fleet_secret (secret) VALUES ($1)
+		ON CONFLICT (singleton) DO NOTHING`, hex.EncodeToString(b)); err != nil {
+		return "", fmt.Errorf("fleet: make the fleet's secret: %w", err)
+	}
+	var secret string
+	err := c.pool.QueryRow(ctx, `SELECT secret FROM weir_fleet_secret`).Scan(&secret)
+	if err != nil {
+		return "", fmt.Errorf("fleet: read the fleet's secret: %w", err)
+	}
+	return secret, nil
 }

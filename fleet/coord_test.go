@@ -3,6 +3,8 @@ package fleet
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
 	"math"
 	"slices"
 	"sync"
@@ -119,8 +121,12 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM weir_fleet_goose_version WHERE version_id > 0 AND is_applied`).Scan(&applied); err != nil {
 		t.Fatal(err)
 	}
-	if applied != 1 {
-		t.Fatalf("%d migrations recorded as applied, want 1 (each once)", applied)
+	files, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if applied != len(files) {
+		t.Fatalf("%d migrations recorded as applied, want %d (each once)", applied, len(files))
 	}
 	var storage bool
 	if err := pool.QueryRow(ctx, `SELECT to_regclass('goose_db_version') IS NOT NULL`).Scan(&storage); err != nil {
@@ -585,5 +591,53 @@ func TestFenceHoldsOffCampaign(t *testing.T) {
 	defer tx2.Rollback(ctx)
 	if err := a.Fence(ctx, tx2, term.Epoch); !errors.Is(err, ErrDeposed) {
 		t.Fatalf("Fence of a deposed epoch = %v, want ErrDeposed", err)
+	}
+}
+
+// TestRegisterPublishesWorkers: each replica's worker count is read back
+// with its registration, for the leader to sum.
+func TestRegisterPublishesWorkers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	for id, n := range map[string]int{"a": 3, "b": 5} {
+		if _, err := b.coord(t, id, CoordConfig{Workers: n}).Register(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live, err := b.coord(t, "a", CoordConfig{}).Live(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(live) != 2 || live[0].Workers != 3 || live[1].Workers != 5 {
+		t.Fatalf("Live = %+v; want a with 3 workers, b with 5", live)
+	}
+	if _, err := NewCoordinator(b.pool, CoordConfig{Replica: "c", Addr: "c:1", Workers: -1}); err == nil {
+		t.Fatal("NewCoordinator with -1 workers: no error")
+	}
+}
+
+// TestSecretIsMadeOnce: replicas asking for the fleet's secret at once
+// all get the one the first of them made, and it stays.
+func TestSecretIsMadeOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = 8
+	got := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		c := b.coord(t, fmt.Sprintf("r%d", i), CoordConfig{})
+		wg.Go(func() { got[i], errs[i] = c.Secret(context.Background()) })
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil || got[i] != got[0] || len(got[i]) < 32 {
+			t.Fatalf("Secret #%d = %q, %v; want %q from every replica", i, got[i], errs[i], got[0])
+		}
+	}
+	again, err := b.coord(t, "later", CoordConfig{}).Secret(context.Background())
+	if err != nil || again != got[0] {
+		t.Fatalf("a later Secret = %q, %v; want %q", again, err, got[0])
 	}
 }

@@ -22,10 +22,12 @@
 // callers hold — the scopes it configured, its leases, its queued waiters
 // in arrival order — and syncs all of it to each leader it reaches: scopes
 // are set, leases restored (whatever the limits, as after a restart),
-// waiters queued again. The leader admits nothing until every replica
-// alive when the term began has synced, or the session timeout has
-// passed: a leader that admitted earlier could exceed a limit with leases
-// it does not know yet. A waiter keeps its place within its replica;
+// waiters queued again. Syncs meet at two barriers: leases are restored
+// only once every replica alive when the term began has given its
+// scopes (a lease may be on a scope another replica configured), and the
+// leader admits nothing until every such replica has restored its
+// leases, or the session timeout has passed: a leader that admitted
+// earlier could exceed a limit with leases it does not know yet. A waiter keeps its place within its replica;
 // between replicas, the order after a change of leader is the order in
 // which they synced.
 //
@@ -58,7 +60,43 @@
 //
 // # When the leader cannot be reached
 //
-// Calls wait for a leader for Config.Unavailable and then fail with
-// ErrUnavailable: admissions fail closed. Work already admitted runs on;
-// its releases are kept and synced to the next leader.
+// No leader answers when none can be dialled, or the one there is
+// refuses to decide because its term has passed on its own clock (as
+// when PostgreSQL is unreachable and it cannot renew). Calls wait for a
+// leader for Config.Unavailable. Then, by default, they fail with
+// ErrUnavailable: admissions fail closed. Work already admitted runs
+// on; its releases are kept and synced to the next leader.
+//
+// A replica runs open instead once it has been without a leader for
+// Config.Unavailable, if it knows the fleet's size (the replicas alive
+// at the last term, refreshed from PostgreSQL while it answers:
+// SetTerm, SetReplicas) and one of the scopes it configured fails open
+// (admission.ScopeConfig.FailOpen). It then admits, at once and in its
+// own memory engine, the requests of its callers that have a candidate
+// whose scopes all fail open; a scope with no concurrency, rpm or tpm
+// limit fails open whatever it says, an owner's scope never does. Each
+// such scope there has its limit, rpm, tpm and queue limit divided by
+// the fleet's size, rounded down, and a share of 0 admits nothing
+// there, so that replicas that all run open never admit more than the
+// limit between them. The leases this replica's callers already hold
+// count against its share. The other candidates are not used; a request
+// left with none fails with ErrUnavailable. Waiters queued before, and
+// those queued meanwhile, wait in that engine in their order if they
+// have such a candidate; the others wait for the next leader.
+//
+// Leases granted open are held like any other: releases, renewals and
+// reconciliations go to that engine (releases of older leases are kept,
+// the others fail with ErrUnavailable). At the next sync with a leader
+// the engine is dropped and everything goes to the leader: the leases
+// are restored there (whatever the limits, as after a restart) and the
+// waiters still queued join its queue, in their order. No replica runs
+// open while a sync is under way; one that fails runs open again at
+// once.
+//
+// A replica cut off from a leader that still decides for the others
+// runs open too, and its share then comes on top of what the leader
+// admits: the limits are exact across the fleet only while every
+// replica is without a leader, which is what a PostgreSQL outage or a
+// dead leader does. So does a replica that joined after the others
+// last counted the fleet.
 package fleet

@@ -22,7 +22,8 @@ import (
 // TestElectorThroughPgBouncer runs an Elector through a real PgBouncer:
 // in transaction pooling mode LISTEN silently receives nothing, and Run
 // must say so (ErrNoListen) instead of running deaf; in session mode it
-// works. It needs the pgbouncer binary and is skipped, loudly, without it.
+// works. It needs the pgbouncer binary and is skipped, loudly, without it
+// (it fails instead under WEIR_TEST_PGBOUNCER=require, as in CI).
 func TestElectorThroughPgBouncer(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{"transaction", "session"} {
@@ -59,6 +60,9 @@ func startPgBouncer(t *testing.T, schemaDSN, mode string) string {
 	bin, err := exec.LookPath("pgbouncer")
 	if err != nil {
 		if bin, err = exec.LookPath("/usr/sbin/pgbouncer"); err != nil {
+			if os.Getenv("WEIR_TEST_PGBOUNCER") == "require" {
+				t.Fatal("pgbouncer is not installed, and WEIR_TEST_PGBOUNCER=require")
+			}
 			t.Skip("SKIPPED: pgbouncer is not installed (apt-get install pgbouncer)")
 		}
 	}

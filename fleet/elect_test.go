@@ -151,10 +151,24 @@ func TestElectorPausedStopsLeading(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	fake := clock.NewFake(time.Unix(1_000_000, 0))
-	ttl := 200 * time.Millisecond
+	ttl := time.Second
 	a := b.elector(t, "a", CoordConfig{TermTTL: ttl, HeartbeatTimeout: time.Minute, Clock: fake}, ElectorConfig{Poll: time.Hour})
+	// The re-read that follows the first LISTEN must come while the term
+	// still runs: one after its end would find it over and campaign.
+	listening := make(chan struct{}, 1)
+	a.hooks = listenHooks{listening: func(uint32) {
+		select {
+		case listening <- struct{}{}:
+		default:
+		}
+	}}
 	a.start(t)
 	waitTerm(t, a, "a leads", ledBy("a", 1))
+	select {
+	case <-listening:
+	case <-time.After(guard):
+		t.Fatal("a never LISTENed")
+	}
 	waitFor(t, "a's term expires on PostgreSQL's clock", func() bool { return current(t, a.coord).Left == 0 })
 	if epoch, ok := a.Leading(); !ok || epoch != 1 {
 		// Nothing told a: no timer ran, and an expiry sends no NOTIFY.

@@ -34,7 +34,9 @@ type Config struct {
 	// long a new leader waits for the replicas to sync. Default 3s.
 	SessionTimeout time.Duration
 	// Unavailable is how long a call waits for a leader before it fails
-	// with ErrUnavailable. Default: SessionTimeout.
+	// with ErrUnavailable, and how long the engine is without a leader
+	// before it runs open (the scopes that fail open admit this replica's
+	// share of their limits). Default: SessionTimeout.
 	Unavailable time.Duration
 	// Valid reports whether epoch is still this replica's term, on a
 	// clock that runs while the process is paused (the elector's
@@ -85,9 +87,14 @@ type Engine struct {
 	mu      sync.Mutex
 	scopes  map[string]admission.ScopeConfig
 	removed map[string]bool
+	fenced  map[string]uint64 // owner → newest generation fenced here
+	active  map[string]uint64 // owner → newest generation activated here
 	leases  map[admission.LeaseID]*held
 	waiters map[string]*waiting
 	seq     uint64
+	// config counts changes to scopes, removed, fenced and active, so
+	// that a sync can tell whether one came while it was under way.
+	config  uint64
 	term    Term
 	leading bool
 	lead    *leader
@@ -96,6 +103,23 @@ type Engine struct {
 	closed  bool
 	stop    chan struct{}
 	durable *Engine // the term's engine for durable work, while leading
+	// replicas is the fleet's size as last known (SetTerm, SetReplicas),
+	// which divides the limits while running open; 0: not known, and the
+	// engine never runs open.
+	replicas int
+	// open is the engine's own while it runs open (open.go); openTimer
+	// starts running open once the engine has been without a route for
+	// cfg.Unavailable. openLeases numbers the leases granted open;
+	// openAdmitted counts them.
+	open         *open
+	syncing      int // syncs under way: none runs open meanwhile
+	openTimer    *time.Timer
+	openLeases   uint64
+	openAdmitted uint64
+
+	// afterSync, when a test sets it, runs in establish once the leader
+	// has answered the sync and before the route opens.
+	afterSync func()
 }
 
 // held is a lease a caller of this replica holds, under the id it was
@@ -106,6 +130,10 @@ type held struct {
 	epoch  uint64
 	req    *wireRequest
 	cand   int
+	// open is the open engine that counts the lease, by openID, while
+	// the engine runs open.
+	open   *open
+	openID admission.LeaseID
 }
 
 // waiting is a caller's queued waiter.
@@ -113,6 +141,9 @@ type waiting struct {
 	req    *wireRequest
 	seq    uint64
 	notify func(admission.Lease, error)
+	// open is the open engine the waiter is queued in while the engine
+	// runs open; it takes outcomes only from there until the next sync.
+	open *open
 }
 
 // route is the way to one term's leader, once synced with it.
@@ -127,6 +158,7 @@ type route struct {
 func New(cfg Config) *Engine {
 	cfg.defaults()
 	return &Engine{cfg: cfg, scopes: make(map[string]admission.ScopeConfig), removed: make(map[string]bool),
+		fenced: make(map[string]uint64), active: make(map[string]uint64),
 		leases: make(map[admission.LeaseID]*held), waiters: make(map[string]*waiting),
 		changed: make(chan struct{}), stop: make(chan struct{})}
 }
@@ -143,11 +175,17 @@ func (e *Engine) Close() {
 	}
 	e.closed = true
 	close(e.stop)
-	lead, rt, durable := e.lead, e.rt, e.durable
-	e.lead, e.rt, e.durable = nil, nil, nil
+	lead, rt, durable, o := e.lead, e.rt, e.durable, e.open
+	e.lead, e.rt, e.durable, e.open = nil, nil, nil, nil
+	if e.openTimer != nil {
+		e.openTimer.Stop()
+	}
 	waiters := e.waiters
 	e.waiters = make(map[string]*waiting)
 	e.mu.Unlock()
+	if o != nil {
+		o.mem.Close()
+	}
 	if rt != nil && rt.c != nil {
 		rt.c.close()
 	}
@@ -165,11 +203,16 @@ func (e *Engine) Close() {
 
 // SetTerm tells the engine who decides now: this replica (leading) or
 // the replica at t.Addr. live lists the replicas alive at the term's
-// start; a leader admits nothing until they have synced with it (or
-// the session timeout passed). A term older than the current one is
-// ignored.
+// start, the leader among them; a leader admits nothing until they have
+// synced with it, or the session timeout passed. A nil live says they
+// are not known: the leader waits the session timeout. A non-nil live
+// also gives the fleet's size (as SetReplicas). A term older than the
+// current one is ignored.
 func (e *Engine) SetTerm(t Term, leading bool, live []string) {
 	e.mu.Lock()
+	if live != nil {
+		e.replicas = max(len(live), 1)
+	}
 	if e.closed || t.Epoch < e.term.Epoch || (t.Epoch == e.term.Epoch && leading == e.leading) {
 		e.mu.Unlock()
 		return
@@ -177,6 +220,7 @@ func (e *Engine) SetTerm(t Term, leading bool, live []string) {
 	oldLead, oldRoute, oldDurable := e.lead, e.rt, e.durable
 	e.term, e.leading, e.lead, e.rt, e.durable = t, leading, nil, nil, nil
 	e.signalLocked()
+	e.armOpenLocked()
 	var lead *leader
 	if leading {
 		epoch := t.Epoch
@@ -350,24 +394,73 @@ func (e *Engine) readLoop(rt *route) {
 	}
 }
 
-// lost closes rt if it is the engine's route.
+// lost closes rt and, if it is the engine's route, ends it.
 func (e *Engine) lost(rt *route) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.rt == rt {
 		e.rt = nil
 		e.signalLocked()
+		e.armOpenLocked()
 	}
+	e.mu.Unlock()
+	if rt.c != nil {
+		rt.c.close()
+	}
+}
+
+// SetReplicas gives the fleet's size: the replicas alive, this one
+// among them. While the engine runs open, each scope that fails open
+// admits its limits divided by it; a size given while running open
+// applies the next time.
+func (e *Engine) SetReplicas(n int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.replicas = max(n, 1)
+}
+
+// armOpenLocked makes the engine run open once it has been without a
+// route for cfg.Unavailable, unless a route opens first.
+func (e *Engine) armOpenLocked() {
+	if e.openTimer != nil || e.closed || e.open != nil {
+		return
+	}
+	e.openTimer = time.AfterFunc(e.cfg.Unavailable, func() {
+		e.mu.Lock()
+		e.openTimer = nil
+		moved := e.failOpenLocked()
+		o := e.open
+		e.mu.Unlock()
+		if o != nil {
+			e.queueOpen(o, moved)
+		}
+	})
 }
 
 // establish syncs the engine's state over rt and, if the term is still
 // rt's, makes rt the route.
 func (e *Engine) establish(rt *route) bool {
 	e.mu.Lock()
-	st := &syncState{Scopes: maps.Clone(e.scopes)}
-	for name := range e.removed {
-		st.Removed = append(st.Removed, name)
-	}
+	retired := e.retireOpenLocked()
+	// Running open while the sync is under way would grant leases the
+	// sync does not take to the leader.
+	e.syncing++
+	defer func() {
+		e.mu.Lock()
+		e.syncing--
+		var moved []*waiting
+		if retired != nil {
+			// A sync that failed leaves the engine without a leader
+			// again: it runs open again at once.
+			moved = e.failOpenLocked()
+		}
+		o := e.open
+		e.mu.Unlock()
+		if o != nil && o != retired {
+			e.queueOpen(o, moved)
+		}
+	}()
+	st := &syncState{}
+	config := e.configLocked(st)
 	for local, h := range e.leases {
 		st.Leases = append(st.Leases, heldLease{Local: local, Remote: h.remote, Epoch: h.epoch, Req: h.req, Cand: h.cand})
 	}
@@ -376,6 +469,9 @@ func (e *Engine) establish(rt *route) bool {
 		ws = append(ws, w)
 	}
 	e.mu.Unlock()
+	if retired != nil {
+		retired.mem.Close()
+	}
 	slices.SortFunc(ws, func(a, b *waiting) int { return cmp.Compare(a.seq, b.seq) })
 	for _, w := range ws {
 		st.Waiters = append(st.Waiters, w.req)
@@ -391,8 +487,28 @@ func (e *Engine) establish(rt *route) bool {
 		}
 		return false
 	}
+	if e.afterSync != nil {
+		e.afterSync()
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	// A change of configuration made while the sync was under way found
+	// no route and was only recorded: give the leader the configuration
+	// as it is now before the route opens.
+	for e.config != config && !e.closed && e.term.Epoch == rt.epoch {
+		again := &syncState{}
+		config = e.configLocked(again)
+		e.mu.Unlock()
+		err := e.reconfigure(rt, again)
+		e.mu.Lock()
+		if err != nil {
+			e.cfg.Logger.Warn("fleet: configuring the leader failed", "epoch", rt.epoch, "error", err)
+			if rt.c != nil {
+				rt.c.close()
+			}
+			return false
+		}
+	}
 	if e.closed || e.term.Epoch != rt.epoch {
 		return false
 	}
@@ -408,8 +524,54 @@ func (e *Engine) establish(rt *route) bool {
 		}
 	}
 	e.rt = rt
+	if e.openTimer != nil {
+		e.openTimer.Stop()
+		e.openTimer = nil
+	}
 	e.signalLocked()
 	return true
+}
+
+// configLocked copies the configuration this replica has recorded into
+// st and returns its change count.
+func (e *Engine) configLocked(st *syncState) uint64 {
+	st.Scopes, st.Fenced, st.Active = maps.Clone(e.scopes), maps.Clone(e.fenced), maps.Clone(e.active)
+	for name := range e.removed {
+		st.Removed = append(st.Removed, name)
+	}
+	return e.config
+}
+
+// reconfigure gives rt's leader the configuration in st, one call each:
+// every call is one the leader applies again without harm.
+func (e *Engine) reconfigure(rt *route, st *syncState) error {
+	var fs []*frame
+	for name, cfg := range st.Scopes {
+		fs = append(fs, &frame{Op: opSetScope, Scope: name, Config: &cfg})
+	}
+	for _, name := range st.Removed {
+		fs = append(fs, &frame{Op: opRemoveScope, Scope: name})
+	}
+	for id, gen := range st.Fenced {
+		fs = append(fs, &frame{Op: opFence, OwnerID: id, OwnerGen: gen})
+	}
+	for id, gen := range st.Active {
+		fs = append(fs, &frame{Op: opActivate, OwnerID: id, OwnerGen: gen})
+	}
+	for _, f := range fs {
+		f.Epoch = rt.epoch
+		r, err := rt.call(context.Background(), f)
+		if err == nil {
+			err = r.Err.err()
+		}
+		if f.Op == opRemoveScope && errors.Is(err, admission.ErrUnknownScope) {
+			err = nil // removed already, as a sync removes it
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.Op, err)
+		}
+	}
+	return nil
 }
 
 // onNotify hands a waiter's outcome to its caller.
@@ -417,10 +579,11 @@ func (e *Engine) onNotify(f *frame, epoch uint64) {
 	err := f.Err.err()
 	e.mu.Lock()
 	w := e.waiters[f.Waiter]
-	if w == nil || e.term.Epoch != epoch {
+	if w == nil || w.open != nil || e.term.Epoch != epoch {
 		e.mu.Unlock()
 		if f.Lease != nil {
-			// Nobody waits for it (cancelled here meanwhile): back it goes.
+			// Nobody waits for it (cancelled here meanwhile, or waiting
+			// in the open engine): back it goes.
 			lease := *f.Lease
 			go e.releaseRemote(epoch, lease.ID, lease.Owner)
 		}
@@ -447,18 +610,22 @@ func (e *Engine) releaseRemote(epoch uint64, id admission.LeaseID, owner admissi
 	_, _ = rt.call(context.Background(), &frame{Op: opRelease, Epoch: epoch, LeaseID: id, Owner: owner})
 }
 
-// route waits for a route to the leader, for up to cfg.Unavailable.
+// route waits for a route to the leader, for up to cfg.Unavailable;
+// errOpen says that the engine runs open (at once if it already does),
+// and its caller asks the open engine.
 func (e *Engine) route(ctx context.Context) (*route, error) {
 	var timeout <-chan time.Time
 	for {
 		e.mu.Lock()
-		rt, changed, closed := e.rt, e.changed, e.closed
+		rt, changed, closed, o := e.rt, e.changed, e.closed, e.open
 		e.mu.Unlock()
 		switch {
 		case closed:
 			return nil, admission.ErrClosed
 		case rt != nil:
 			return rt, nil
+		case o != nil:
+			return nil, errOpen
 		}
 		if timeout == nil {
 			t := time.NewTimer(e.cfg.Unavailable)
@@ -470,7 +637,15 @@ func (e *Engine) route(ctx context.Context) (*route, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-timeout:
-			return nil, ErrUnavailable
+			e.mu.Lock()
+			moved := e.failOpenLocked()
+			o := e.open
+			e.mu.Unlock()
+			if o == nil {
+				return nil, ErrUnavailable
+			}
+			e.queueOpen(o, moved)
+			return nil, errOpen
 		}
 	}
 }
@@ -480,6 +655,9 @@ func (e *Engine) route(ctx context.Context) (*route, error) {
 func (e *Engine) do(ctx context.Context, f *frame) (*frame, error) {
 	for {
 		rt, err := e.route(ctx)
+		if errors.Is(err, errOpen) {
+			return nil, ErrUnavailable // the fleet's state is the leader's alone
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -496,35 +674,72 @@ func (e *Engine) do(ctx context.Context, f *frame) (*frame, error) {
 	}
 }
 
-// SetScope configures a scope at the leader and records it here, for
-// every later leader. Without a leader it is recorded only, and the
-// next sync applies it.
+// configure makes a change of configuration at the leader and records
+// it here (record runs under e.mu), for every later leader. It never
+// waits for a leader: without a route the change is recorded only, and
+// the next sync applies it, so a replica configures its scopes before
+// it has found its fleet. An error the leader answers changes nothing
+// here.
+func (e *Engine) configure(ctx context.Context, f *frame, record func()) error {
+	for {
+		e.mu.Lock()
+		if e.closed {
+			e.mu.Unlock()
+			return admission.ErrClosed
+		}
+		rt := e.rt
+		if rt == nil {
+			record()
+			e.config++
+			e.mu.Unlock()
+			return nil
+		}
+		e.mu.Unlock()
+		f.Epoch = rt.epoch
+		r, err := rt.call(ctx, f)
+		if err == nil {
+			werr := r.Err.err()
+			if werr == nil {
+				e.mu.Lock()
+				record()
+				e.config++
+				e.mu.Unlock()
+				return nil
+			}
+			if !errors.Is(werr, errWrongTerm) {
+				return werr
+			}
+		}
+		e.lost(rt)
+	}
+}
+
+// SetScope configures a scope at the leader and records it here, as
+// configure says.
 func (e *Engine) SetScope(ctx context.Context, name string, cfg admission.ScopeConfig) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	_, err := e.do(ctx, &frame{Op: opSetScope, Scope: name, Config: &cfg})
-	if err == nil || errors.Is(err, ErrUnavailable) {
-		e.mu.Lock()
+	if err := e.configure(ctx, &frame{Op: opSetScope, Scope: name, Config: &cfg}, func() {
 		e.scopes[name] = cfg
 		delete(e.removed, name)
-		e.mu.Unlock()
-		return nil
+	}); err != nil {
+		return err
 	}
-	return err
+	e.openScope(ctx, name, &cfg)
+	return nil
 }
 
 // RemoveScope retires a scope at the leader and here, as SetScope.
 func (e *Engine) RemoveScope(ctx context.Context, name string) error {
-	_, err := e.do(ctx, &frame{Op: opRemoveScope, Scope: name})
-	if err == nil || errors.Is(err, ErrUnavailable) {
-		e.mu.Lock()
+	if err := e.configure(ctx, &frame{Op: opRemoveScope, Scope: name}, func() {
 		delete(e.scopes, name)
 		e.removed[name] = true
-		e.mu.Unlock()
-		return nil
+	}); err != nil {
+		return err
 	}
-	return err
+	e.openScope(ctx, name, nil)
+	return nil
 }
 
 func (e *Engine) Scope(ctx context.Context, name string) (admission.ScopeStats, error) {
@@ -543,7 +758,20 @@ func (e *Engine) Scopes(ctx context.Context) []admission.ScopeStats {
 	return r.All
 }
 
+// Position asks the leader, or the open engine for a waiter queued
+// there.
 func (e *Engine) Position(ctx context.Context, waiterID string) (admission.Position, error) {
+	e.mu.Lock()
+	var o *open
+	if w := e.waiters[waiterID]; w != nil {
+		o = w.open
+	}
+	e.mu.Unlock()
+	if o != nil {
+		if pos, err := o.mem.Position(ctx, waiterID); !errors.Is(err, admission.ErrClosed) {
+			return pos, err
+		}
+	}
 	r, err := e.do(ctx, &frame{Op: opPosition, Waiter: waiterID})
 	if err != nil || r.Pos == nil {
 		return admission.Position{}, err
@@ -551,14 +779,22 @@ func (e *Engine) Position(ctx context.Context, waiterID string) (admission.Posit
 	return *r.Pos, nil
 }
 
+// Fence fences an owner at the leader and records it here, for every
+// later leader (as SetScope).
 func (e *Engine) Fence(ctx context.Context, id string, gen uint64) error {
-	_, err := e.do(ctx, &frame{Op: opFence, OwnerID: id, OwnerGen: gen})
-	return err
+	return e.configure(ctx, &frame{Op: opFence, OwnerID: id, OwnerGen: gen}, func() { recordOwner(e.fenced, id, gen) })
 }
 
+// Activate activates an owner's generation at the leader and records
+// it here, as Fence.
 func (e *Engine) Activate(ctx context.Context, id string, gen uint64) error {
-	_, err := e.do(ctx, &frame{Op: opActivate, OwnerID: id, OwnerGen: gen})
-	return err
+	return e.configure(ctx, &frame{Op: opActivate, OwnerID: id, OwnerGen: gen}, func() { recordOwner(e.active, id, gen) })
+}
+
+func recordOwner(m map[string]uint64, id string, gen uint64) {
+	if g, ok := m[id]; !ok || gen > g {
+		m[id] = gen
+	}
 }
 
 // Enqueue records the waiter here, then queues it at the leader. A
@@ -572,6 +808,12 @@ func (e *Engine) Enqueue(ctx context.Context, req admission.Request, notify func
 	}
 	for {
 		rt, err := e.route(ctx)
+		if errors.Is(err, errOpen) {
+			if err = e.enqueueOpen(ctx, req, notify); errors.Is(err, errRetry) {
+				continue
+			}
+			return err
+		}
 		if err != nil {
 			return err
 		}
@@ -600,6 +842,10 @@ func (e *Engine) Enqueue(ctx context.Context, req admission.Request, notify func
 				delete(e.waiters, req.ID)
 			}
 			e.mu.Unlock()
+			if errors.Is(werr, errWrongTerm) {
+				e.lost(rt) // not queued there: ask the next leader
+				continue
+			}
 			return werr
 		}
 		return nil
@@ -642,11 +888,27 @@ func (e *Engine) Cancel(ctx context.Context, waiterID string) error {
 // answers: the next sync leaves it out.
 func (e *Engine) cancel(ctx context.Context, id string) error {
 	e.mu.Lock()
-	_, ok := e.waiters[id]
+	w, ok := e.waiters[id]
 	rt := e.rt
+	var o *open
+	if ok {
+		o = w.open
+	}
 	e.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("%w: %s", admission.ErrNotQueued, id)
+	}
+	if o != nil {
+		// Queued in the open engine, whose notify hands the outcome on;
+		// unless the waiter moved to a leader meanwhile.
+		err := o.mem.Cancel(ctx, id)
+		e.mu.Lock()
+		moved := e.waiters[id] == w && w.open != o
+		rt = e.rt
+		e.mu.Unlock()
+		if !moved {
+			return err
+		}
 	}
 	if rt != nil {
 		r, err := rt.call(ctx, &frame{Op: opCancel, Epoch: rt.epoch, Waiter: id})
@@ -659,7 +921,7 @@ func (e *Engine) cancel(ctx context.Context, id string) error {
 		}
 	}
 	e.mu.Lock()
-	w := e.waiters[id]
+	w = e.waiters[id]
 	delete(e.waiters, id)
 	e.mu.Unlock()
 	if w == nil {
@@ -681,6 +943,8 @@ func (e *Engine) TryAcquire(ctx context.Context, req admission.Request) (admissi
 	return e.granting(ctx, req, &frame{Op: opTryAcquire, Req: toWire(req)})
 }
 
+// Restore re-creates a lease at the leader, or while the engine runs
+// open, in the open engine if its candidate fails open.
 func (e *Engine) Restore(ctx context.Context, req admission.Request, cand int) (admission.Lease, error) {
 	return e.granting(ctx, req, &frame{Op: opRestore, Req: toWire(req), Cand: cand})
 }
@@ -695,6 +959,13 @@ func (e *Engine) granting(ctx context.Context, req admission.Request, f *frame) 
 	}
 	for {
 		rt, err := e.route(ctx)
+		if errors.Is(err, errOpen) {
+			l, err := e.grantOpen(ctx, req, f.Op == opRestore, f.Cand)
+			if errors.Is(err, errRetry) {
+				continue
+			}
+			return l, err
+		}
 		if err != nil {
 			return admission.Lease{}, err
 		}
@@ -722,6 +993,13 @@ func (e *Engine) granting(ctx context.Context, req admission.Request, f *frame) 
 func (e *Engine) leaseCall(ctx context.Context, local admission.LeaseID, f *frame) (*frame, *held, error) {
 	for {
 		rt, err := e.route(ctx)
+		if errors.Is(err, errOpen) {
+			r, h, err := e.openLeaseCall(ctx, local, f)
+			if errors.Is(err, errRetry) {
+				continue
+			}
+			return r, h, err
+		}
 		if err != nil {
 			return nil, nil, err
 		}
@@ -729,7 +1007,7 @@ func (e *Engine) leaseCall(ctx context.Context, local admission.LeaseID, f *fram
 		h := e.leases[local]
 		e.mu.Unlock()
 		if h == nil {
-			return nil, nil, admission.ErrLeaseNotHeld
+			return e.endedLeaseCall(ctx, rt, f)
 		}
 		if h.epoch != rt.epoch {
 			// Not yet synced with this leader; the sync maps it.
@@ -745,7 +1023,39 @@ func (e *Engine) leaseCall(ctx context.Context, local admission.LeaseID, f *fram
 			}
 			continue // renewing or reconciling twice does no harm
 		}
+		if werr := r.Err.err(); errors.Is(werr, errWrongTerm) {
+			e.lost(rt)
+			continue
+		}
 		return r, h, r.Err.err()
+	}
+}
+
+// endedLeaseCall answers a call on a lease no longer held here. The
+// leader still knows whether its owner was fenced, which the caller must
+// hear (admission.ErrStaleOwner); otherwise the lease is not held.
+func (e *Engine) endedLeaseCall(ctx context.Context, rt *route, f *frame) (*frame, *held, error) {
+	if f.Owner.ID == "" {
+		return nil, nil, admission.ErrLeaseNotHeld
+	}
+	for {
+		f.Epoch, f.LeaseID = rt.epoch, 0
+		r, err := rt.call(ctx, f)
+		if err == nil {
+			werr := r.Err.err()
+			if errors.Is(werr, admission.ErrStaleOwner) {
+				return r, nil, werr
+			}
+			if !errors.Is(werr, errWrongTerm) {
+				return nil, nil, admission.ErrLeaseNotHeld
+			}
+		}
+		e.lost(rt)
+		if rt, err = e.route(ctx); errors.Is(err, errOpen) {
+			return nil, nil, admission.ErrLeaseNotHeld
+		} else if err != nil {
+			return nil, nil, err
+		}
 	}
 }
 

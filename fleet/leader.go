@@ -36,10 +36,15 @@ type leader struct {
 	fleetIDs map[admission.LeaseID]admission.LeaseID // engine id → fleet id
 	memIDs   map[admission.LeaseID]admission.LeaseID // fleet id → engine id
 	nextID   uint64
-	expect   map[string]bool // replicas still to sync before any admission
-	ready    chan struct{}
-	isReady  bool
-	closed   bool
+	// A new term's sync meets at three barriers, each passed once every
+	// replica alive when the term began has reached it (or the session
+	// timeout passed): all scopes are in (a lease or a fence may concern
+	// a scope another replica configured), then all fences and
+	// activations (they decide which leases and scopes still count),
+	// then all leases restored. Nothing is admitted before the last.
+	stages  [stages]*barrier
+	isReady bool
+	closed  bool
 }
 
 // peer is one replica as the leader sees it.
@@ -63,7 +68,7 @@ func newLeader(epoch uint64, cfg *Config, valid func() bool, expect []string) *l
 	l := &leader{epoch: epoch, cfg: cfg, valid: valid, logger: cfg.Logger,
 		peers: make(map[string]*peer), owners: make(map[admission.LeaseID]*peer),
 		fleetIDs: make(map[admission.LeaseID]admission.LeaseID), memIDs: make(map[admission.LeaseID]admission.LeaseID),
-		nextID: epoch << 40, expect: make(map[string]bool), ready: make(chan struct{})}
+		nextID: epoch << 40}
 	opts := cfg.Options
 	outer := opts.Observer
 	opts.Observer = admission.ObserverFunc(func(e admission.Event) {
@@ -73,13 +78,10 @@ func newLeader(epoch uint64, cfg *Config, valid func() bool, expect []string) *l
 		}
 	})
 	l.mem = admission.NewMemory(opts)
-	for _, r := range expect {
-		if r != cfg.Replica {
-			l.expect[r] = true
-		}
+	for i := range l.stages {
+		l.stages[i] = newBarrier(expect)
 	}
-	l.checkReadyLocked()
-	if !l.isReady {
+	if !l.stages[restored].passed() {
 		time.AfterFunc(cfg.SessionTimeout, l.forceReady)
 	}
 	return l
@@ -141,23 +143,89 @@ func (l *leader) release(ctx context.Context, id admission.LeaseID, owner admiss
 	return l.mem.Release(ctx, l.memID(id), owner)
 }
 
+// The stages of a new term's sync (leader.stages).
+const (
+	scoped = iota
+	owned
+	restored
+	stages
+)
+
+// barrier is passed once every replica expected has arrived, or it was
+// forced.
+type barrier struct {
+	waiting map[string]bool
+	done    chan struct{}
+	known   bool // the replicas expected are known
+}
+
+// newBarrier waits for the replicas of expect; nil says they are not
+// known, and only forcing passes it.
+func newBarrier(expect []string) *barrier {
+	b := &barrier{waiting: make(map[string]bool), done: make(chan struct{}), known: expect != nil}
+	for _, r := range expect {
+		b.waiting[r] = true
+	}
+	b.check()
+	return b
+}
+
+func (b *barrier) passed() bool {
+	select {
+	case <-b.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (b *barrier) check() {
+	if b.known && len(b.waiting) == 0 && !b.passed() {
+		close(b.done)
+	}
+}
+
+// arrive and force are called under the leader's lock.
+func (b *barrier) arrive(replica string) {
+	delete(b.waiting, replica)
+	b.check()
+}
+
+func (b *barrier) force() {
+	clear(b.waiting)
+	b.known = true
+	b.check()
+}
+
+func (b *barrier) wait(ctx context.Context) error {
+	select {
+	case <-b.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // forceReady ends the wait for replicas that never synced: their
 // sessions' absence says they are gone, and they hold nothing the new
 // term must honour.
 func (l *leader) forceReady() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.isReady {
-		l.logger.Warn("fleet leader admits without replicas that did not sync", "epoch", l.epoch, "missing", len(l.expect))
-		l.expect = nil
-		l.checkReadyLocked()
+	if !l.stages[restored].passed() {
+		l.logger.Warn("fleet leader admits without replicas that did not sync", "epoch", l.epoch, "missing", len(l.stages[restored].waiting))
+		for _, b := range l.stages {
+			b.force()
+		}
 	}
 }
 
-func (l *leader) checkReadyLocked() {
-	if !l.isReady && len(l.expect) == 0 {
-		l.isReady = true
-		close(l.ready)
+// reached notes that replica has passed stage (and every earlier one).
+func (l *leader) reached(replica string, stage int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, b := range l.stages[:stage+1] {
+		b.arrive(replica)
 	}
 }
 
@@ -165,12 +233,7 @@ func (l *leader) checkReadyLocked() {
 // the term began has re-asserted what it holds: a new leader that
 // admitted before that could exceed a limit with leases it does not know.
 func (l *leader) waitReady(ctx context.Context) error {
-	select {
-	case <-l.ready:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return l.stages[restored].wait(ctx)
 }
 
 // close ends the term here: every session is closed and the engine
@@ -262,9 +325,8 @@ func (l *leader) drop(p *peer) {
 	if l.peers[p.replica] == p {
 		delete(l.peers, p.replica)
 	}
-	if l.expect[p.replica] {
-		delete(l.expect, p.replica)
-		l.checkReadyLocked()
+	for _, b := range l.stages {
+		b.arrive(p.replica)
 	}
 	leases := p.leases
 	p.leases = map[admission.LeaseID]admission.Owner{}
@@ -342,6 +404,16 @@ func (l *leader) handle(ctx context.Context, p *peer, f *frame) *frame {
 		err = fmt.Errorf("%w: a call for epoch %d reached the leader of epoch %d", errWrongTerm, f.Epoch, l.epoch)
 		r.Err = encodeErr(err)
 		return r
+	}
+	switch f.Op {
+	case opEnqueue, opTryAcquire, opRestore, opSync:
+		if !l.valid() {
+			// The term has passed on this replica's clock: it decides
+			// nothing more, and its replicas look for the next leader
+			// (or run open) rather than wait on this one.
+			r.Err = encodeErr(fmt.Errorf("%w: the term of epoch %d has passed", errWrongTerm, l.epoch))
+			return r
+		}
 	}
 	switch f.Op {
 	case opSetScope:
@@ -462,7 +534,7 @@ func (l *leader) hand(p *peer, lease admission.Lease) error {
 }
 
 // sync makes the leader's record of p what p says it holds: its scopes'
-// configuration, its leases (kept if this leader granted them and still
+// configuration, the owners it fenced and activated, its leases (kept if this leader granted them and still
 // holds them, restored if an earlier leader did, released if p no longer
 // holds them) and its queued waiters (kept in place if queued here, told
 // their outcome if it was decided while p was away, queued otherwise,
@@ -479,6 +551,22 @@ func (l *leader) sync(ctx context.Context, p *peer, st *syncState) (map[string]a
 	}
 	for _, name := range st.Removed {
 		_ = l.mem.RemoveScope(ctx, name)
+	}
+	l.reached(p.replica, scoped)
+	if err := l.stages[scoped].wait(ctx); err != nil {
+		return nil, err
+	}
+	// Fences before activations: an activation of a generation fenced
+	// meanwhile fails, as it would have at the time.
+	for id, gen := range st.Fenced {
+		_ = l.mem.Fence(ctx, id, gen)
+	}
+	for id, gen := range st.Active {
+		_ = l.mem.Activate(ctx, id, gen)
+	}
+	l.reached(p.replica, owned)
+	if err := l.stages[owned].wait(ctx); err != nil {
+		return nil, err
 	}
 
 	ids := make(map[string]admission.LeaseID, len(st.Leases))
@@ -517,12 +605,7 @@ func (l *leader) sync(ctx context.Context, p *peer, st *syncState) (map[string]a
 		ids[key(h.Local)] = lease.ID
 	}
 
-	l.mu.Lock()
-	if l.expect[p.replica] {
-		delete(l.expect, p.replica)
-		l.checkReadyLocked()
-	}
-	l.mu.Unlock()
+	l.reached(p.replica, restored)
 	if err := l.waitReady(ctx); err != nil {
 		return ids, err
 	}

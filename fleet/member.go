@@ -2,13 +2,15 @@ package fleet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/weir-gateway/weir/admission"
@@ -21,11 +23,16 @@ type MemberConfig struct {
 	Replica string
 	// Listen is the address of the fleet listener, where the other
 	// replicas reach this one while it leads (required; port 0 picks
-	// one). Advertise is the address they dial; default Listen's.
+	// one). Advertise is the address they dial; default the listener's,
+	// or this host's name and its port when it listens on every
+	// interface.
 	Listen    string
 	Advertise string
-	// Secret is shared by the fleet's replicas (required).
+	// Secret is shared by the fleet's replicas; empty: the one the
+	// database keeps (Coordinator.Secret).
 	Secret string
+	// Workers is this replica's task worker count (CoordConfig.Workers).
+	Workers int
 	// TermTTL and HeartbeatTimeout: see CoordConfig. The heartbeat
 	// timeout is also the session timeout (Config.SessionTimeout).
 	TermTTL          time.Duration
@@ -34,8 +41,16 @@ type MemberConfig struct {
 	Poll time.Duration
 	// Options are the leader's engine's.
 	Options admission.Options
-	// OnLead: see Config.OnLead.
-	OnLead func(term admission.Engine, epoch uint64)
+	// OnLead: see Config.OnLead; workers is the sum of the live
+	// replicas' Workers when the term began (0 if it could not be read).
+	OnLead func(term admission.Engine, epoch uint64, workers int)
+	// OnWorkers, while this replica leads, is called when the sum of the
+	// live replicas' Workers changes (a replica joined or went away).
+	OnWorkers func(workers int)
+	// OnForget, while this replica leads, is called after it forgot a
+	// replica whose heartbeats lapsed: that replica is fenced, and what
+	// it ran (its task jobs) may be taken over at once.
+	OnForget func(replica string)
 	// Clock runs the elector; default clock.Real.
 	Clock  clock.Clock
 	Logger *slog.Logger
@@ -54,19 +69,28 @@ type Member struct {
 	engine  *Engine
 	log     *slog.Logger
 
-	mu   sync.Mutex
-	term Term
+	mu      sync.Mutex
+	term    Term
+	workers int // the live replicas' workers, as last read while leading
+
+	// Owned by Run's goroutine: the epoch this replica leads and since
+	// when, by its clock.
+	ledEpoch uint64
+	ledSince time.Time
 }
 
 // NewMember opens the fleet listener and prepares the replica; Run
 // starts it. The engine may be handed to the gateway at once: its calls
 // wait for the first leader (Config.Unavailable).
 func NewMember(ctx context.Context, pool *pgxpool.Pool, cfg MemberConfig) (*Member, error) {
-	if cfg.Secret == "" {
-		return nil, errors.New("fleet: a secret is required, shared by the fleet's replicas")
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real
+	}
+	if err := Migrate(ctx, pool); err != nil {
+		return nil, err
 	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
@@ -75,13 +99,19 @@ func NewMember(ctx context.Context, pool *pgxpool.Pool, cfg MemberConfig) (*Memb
 	}
 	addr := cfg.Advertise
 	if addr == "" {
-		addr = ln.Addr().String()
+		addr = advertised(ln.Addr())
 	}
-	coord, err := NewCoordinator(pool, CoordConfig{Replica: cfg.Replica, Addr: addr, TermTTL: cfg.TermTTL,
-		HeartbeatTimeout: cfg.HeartbeatTimeout, Clock: cfg.Clock, Logger: cfg.Logger})
+	coord, err := NewCoordinator(pool, CoordConfig{Replica: cfg.Replica, Addr: addr, Workers: cfg.Workers,
+		TermTTL: cfg.TermTTL, HeartbeatTimeout: cfg.HeartbeatTimeout, Clock: cfg.Clock, Logger: cfg.Logger})
 	if err != nil {
 		ln.Close()
 		return nil, err
+	}
+	if cfg.Secret == "" {
+		if cfg.Secret, err = coord.Secret(ctx); err != nil {
+			ln.Close()
+			return nil, err
+		}
 	}
 	elector, err := NewElector(coord, ElectorConfig{Poll: cfg.Poll})
 	if err != nil {
@@ -89,6 +119,12 @@ func NewMember(ctx context.Context, pool *pgxpool.Pool, cfg MemberConfig) (*Memb
 		return nil, err
 	}
 	m := &Member{cfg: cfg, pool: pool, ln: ln, coord: coord, elector: elector, log: cfg.Logger}
+	var onLead func(admission.Engine, uint64)
+	if cfg.OnLead != nil {
+		// Run reads the live replicas' workers before it gives the engine
+		// the term whose OnLead this is.
+		onLead = func(term admission.Engine, epoch uint64) { cfg.OnLead(term, epoch, m.workersNow()) }
+	}
 	// A call waits for a leader through a failover: the term running out,
 	// a campaign, and the new leader's wait for the replicas to sync.
 	unavailable := coord.cfg.TermTTL + 2*coord.cfg.HeartbeatTimeout
@@ -98,12 +134,41 @@ func NewMember(ctx context.Context, pool *pgxpool.Pool, cfg MemberConfig) (*Memb
 			e, ok := elector.Leading()
 			return ok && e == epoch
 		},
-		Options: cfg.Options, Logger: cfg.Logger, OnLead: cfg.OnLead})
+		Options: cfg.Options, Logger: cfg.Logger, OnLead: onLead})
 	return m, nil
+}
+
+// advertised is the address the other replicas dial when none is
+// configured: the listener's, or this host's name with its port when it
+// listens on every interface.
+func advertised(a net.Addr) string {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok || !ta.IP.IsUnspecified() {
+		return a.String()
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		return a.String()
+	}
+	return net.JoinHostPort(host, strconv.Itoa(ta.Port))
 }
 
 // Engine is the replica's admission engine.
 func (m *Member) Engine() *Engine { return m.engine }
+
+// Fence checks, in tx, that epoch is still the term this replica leads,
+// and holds the term against a campaign until tx ends
+// (Coordinator.Fence): the durable work a leader commits (task
+// admissions) calls it in each transaction.
+func (m *Member) Fence(ctx context.Context, tx pgx.Tx, epoch uint64) error {
+	return m.coord.Fence(ctx, tx, epoch)
+}
+
+// Replica is this replica's id.
+func (m *Member) Replica() string { return m.cfg.Replica }
+
+// Ready waits until the replica's engine has synced with a leader.
+func (m *Member) Ready(ctx context.Context) error { return m.engine.Ready(ctx) }
 
 // Addr is the fleet listener's address.
 func (m *Member) Addr() string { return m.ln.Addr().String() }
@@ -118,22 +183,22 @@ func (m *Member) Term() (Term, bool) {
 	return t, ok && e == t.Epoch
 }
 
-// Run migrates the fleet's tables, serves the listener, and follows the
-// election until ctx ends (nil) or the replica is fenced (ErrFenced: it
-// must stop, for the fleet has given away what it held). The engine is
-// closed when Run returns.
+// Replicas lists the live replicas (a heartbeat within the heartbeat
+// timeout), by id, as PostgreSQL has them.
+func (m *Member) Replicas(ctx context.Context) ([]Replica, error) { return m.coord.Live(ctx) }
+
+// Run serves the listener and follows the election until ctx ends (nil)
+// or the replica is fenced (ErrFenced: it must stop, for the fleet has
+// given away what it held). The engine is closed when Run returns.
 func (m *Member) Run(ctx context.Context) error {
 	defer m.engine.Close()
 	defer m.ln.Close()
-	if err := Migrate(ctx, m.pool); err != nil {
-		return err
-	}
 	go func() { _ = m.engine.Serve(m.ln) }()
 	errc := make(chan error, 1)
 	go func() { errc <- m.elector.Run(ctx) }()
 	first := true
-	forget := time.NewTicker(m.coord.cfg.HeartbeatTimeout / 2)
-	defer forget.Stop()
+	tick := time.NewTicker(m.coord.cfg.HeartbeatTimeout / 2)
+	defer tick.Stop()
 	for {
 		select {
 		case t, ok := <-m.elector.Changes():
@@ -152,40 +217,92 @@ func (m *Member) Run(ctx context.Context) error {
 			leading = leading && epoch == t.Epoch
 			var live []string
 			if leading {
-				live = m.live(ctx)
+				var workers int
+				live, workers = m.live(ctx)
+				m.setWorkers(workers)
+				if m.ledEpoch != t.Epoch {
+					m.ledEpoch, m.ledSince = t.Epoch, m.cfg.Clock.Now()
+				}
+			}
+			if !leading {
+				m.countReplicas(ctx)
 			}
 			if t.Leader != "" {
 				m.log.Info("fleet term", "epoch", t.Epoch, "leader", t.Leader, "leading", leading)
 				m.engine.SetTerm(t, leading, live)
 			}
-		case <-forget.C:
-			m.forgetLapsed(ctx)
+		case <-tick.C:
+			m.lead(ctx)
+			m.countReplicas(ctx)
 		}
 	}
 }
 
-// live lists the replicas alive now, for a new leader to wait for.
-func (m *Member) live(ctx context.Context) []string {
+func (m *Member) workersNow() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.workers
+}
+
+// setWorkers records the live replicas' workers and reports whether the
+// sum changed.
+func (m *Member) setWorkers(n int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	changed := m.workers != n
+	m.workers = n
+	return changed
+}
+
+// countReplicas gives the engine the fleet's size, which divides the
+// limits of the scopes that fail open while no leader answers. When
+// PostgreSQL does not answer, the engine keeps the last.
+func (m *Member) countReplicas(ctx context.Context) {
+	if rs, err := m.coord.Live(ctx); err == nil {
+		m.engine.SetReplicas(len(rs))
+	}
+}
+
+// live lists the replicas alive now, for a new leader to wait for, and
+// the sum of their workers.
+func (m *Member) live(ctx context.Context) ([]string, int) {
 	rs, err := m.coord.Live(ctx)
 	if err != nil {
 		m.log.Warn("fleet: could not list live replicas; the new leader waits the session timeout", "error", err)
-		return nil
+		return nil, 0
 	}
 	out := make([]string, 0, len(rs))
+	workers := 0
 	for _, r := range rs {
 		out = append(out, r.ID)
+		workers += r.Workers
 	}
-	return out
+	return out, workers
 }
 
-// forgetLapsed removes, while this replica leads, the registrations of
-// replicas whose heartbeats lapsed: if one comes back (it was paused, or
-// cut off), its next heartbeat finds it fenced and it stops. Its leases
-// are already back: the leader dropped it when its session had been gone
-// for the same timeout.
-func (m *Member) forgetLapsed(ctx context.Context) {
+// lead does a leader's periodic work: it forgets the replicas whose
+// heartbeats lapsed and follows the live replicas' workers.
+func (m *Member) lead(ctx context.Context) {
 	epoch, ok := m.elector.Leading()
-	if !ok {
+	if !ok || epoch != m.ledEpoch {
+		return
+	}
+	m.forgetLapsed(ctx, epoch)
+	if _, workers := m.live(ctx); workers > 0 && m.setWorkers(workers) && m.cfg.OnWorkers != nil {
+		m.cfg.OnWorkers(workers)
+	}
+}
+
+// forgetLapsed removes, while this replica leads epoch, the
+// registrations of replicas whose heartbeats lapsed: if one comes back
+// (it was paused, or cut off), its next heartbeat finds it fenced and it
+// stops. Its leases are already back: the leader dropped it when its
+// session had been gone for the same timeout. A new leader first waits a
+// heartbeat timeout of its own: after PostgreSQL was unreachable for
+// longer than the timeout, every replica's heartbeat is old, and the
+// live ones need that time to heartbeat again.
+func (m *Member) forgetLapsed(ctx context.Context, epoch uint64) {
+	if m.cfg.Clock.Now().Sub(m.ledSince) < m.coord.cfg.HeartbeatTimeout {
 		return
 	}
 	lapsed, err := m.coord.Lapsed(ctx)
@@ -198,6 +315,9 @@ func (m *Member) forgetLapsed(ctx context.Context) {
 		}
 		if done, err := m.coord.Forget(ctx, epoch, r.ID, r.Gen); err == nil && done {
 			m.log.Warn("fleet: a replica's heartbeats lapsed; it is fenced", "replica", r.ID, "gen", r.Gen, "heartbeat_age", r.HeartbeatAge)
+			if m.cfg.OnForget != nil {
+				m.cfg.OnForget(r.ID)
+			}
 		}
 	}
 }

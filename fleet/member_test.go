@@ -20,13 +20,21 @@ type runningMember struct {
 
 func startMember(t *testing.T, dsn, id string) *runningMember {
 	t.Helper()
+	return startMemberWith(t, dsn, MemberConfig{Replica: id, Secret: "s"})
+}
+
+// startMemberWith starts a member of cfg, with short timings and a
+// listener on loopback.
+func startMemberWith(t *testing.T, dsn string, cfg MemberConfig) *runningMember {
+	t.Helper()
 	pool, err := pgxpool.New(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	m, err := NewMember(t.Context(), pool, MemberConfig{Replica: id, Listen: "127.0.0.1:0", Secret: "s",
-		TermTTL: 400 * time.Millisecond, HeartbeatTimeout: 400 * time.Millisecond, Poll: 200 * time.Millisecond})
+	cfg.Listen = "127.0.0.1:0"
+	cfg.TermTTL, cfg.HeartbeatTimeout, cfg.Poll = 400*time.Millisecond, 400*time.Millisecond, 200*time.Millisecond
+	m, err := NewMember(t.Context(), pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,5 +104,106 @@ func TestMembersFailover(t *testing.T) {
 	o := wait(t, w, "w")
 	if o.err != nil || o.lease.ID>>40 < 2 {
 		t.Fatalf("w: lease %#x, %v; want a lease of a later epoch", uint64(o.lease.ID), o.err)
+	}
+}
+
+// TestMemberLeadsWorkersAndForgets: the leader is told the live
+// replicas' workers when its term begins and when they change, and each
+// replica it forgets, once its heartbeats lapsed.
+func TestMemberLeadsWorkersAndForgets(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	// A replica that registers, heartbeats until a leads, and goes quiet.
+	ghost := b.coord(t, "ghost", CoordConfig{Workers: 3, HeartbeatTimeout: 400 * time.Millisecond})
+	if _, err := ghost.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	quiet := make(chan struct{})
+	beating := make(chan struct{})
+	go func() {
+		defer close(beating)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quiet:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				_ = ghost.Heartbeat(ctx)
+			}
+		}
+	}()
+	type led struct {
+		epoch   uint64
+		workers int
+	}
+	leads, workers, forgot := make(chan led, 4), make(chan int, 4), make(chan string, 4)
+	r := startMemberWith(t, b.dsn, MemberConfig{Replica: "a", Workers: 2,
+		OnLead: func(term admission.Engine, epoch uint64, n int) {
+			if term != nil {
+				leads <- led{epoch, n}
+			}
+		},
+		OnWorkers: func(n int) { workers <- n },
+		OnForget:  func(id string) { forgot <- id },
+	})
+	select {
+	case l := <-leads:
+		close(quiet)
+		<-beating
+		if l.workers != 5 {
+			t.Fatalf("OnLead workers %d; want 5 (a's 2 and ghost's 3, both live)", l.workers)
+		}
+	case <-time.After(guard):
+		t.Fatal("a never led")
+	}
+	select {
+	case id := <-forgot:
+		if id != "ghost" {
+			t.Fatalf("forgot %q; want ghost", id)
+		}
+	case <-time.After(guard):
+		t.Fatal("ghost never forgotten")
+	}
+	select {
+	case n := <-workers:
+		if n != 2 {
+			t.Fatalf("OnWorkers %d; want 2 (a's alone)", n)
+		}
+	case <-time.After(guard):
+		t.Fatal("OnWorkers never called")
+	}
+	if err := ghost.Heartbeat(ctx); !errors.Is(err, ErrFenced) {
+		t.Fatalf("ghost's heartbeat: %v; want ErrFenced", err)
+	}
+	if _, leading := r.m.Term(); !leading {
+		t.Fatal("a no longer leads")
+	}
+}
+
+// TestMemberSecretFromDatabase: replicas given no secret share the one
+// the database keeps, and reach each other with it.
+func TestMemberSecretFromDatabase(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.Schema(t)
+	a := startMemberWith(t, dsn, MemberConfig{Replica: "a"})
+	bm := startMemberWith(t, dsn, MemberConfig{Replica: "b"})
+	ctx, cancel := context.WithTimeout(t.Context(), guard)
+	defer cancel()
+	for _, r := range []*runningMember{a, bm} {
+		if err := r.m.Ready(ctx); err != nil {
+			t.Fatalf("not synced with a leader: %v", err)
+		}
+	}
+	if err := a.m.Engine().SetScope(ctx, "s", admission.ScopeConfig{Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	tryAcquire(t, a.m.Engine(), "h", "s")
+	if _, err := bm.m.Engine().TryAcquire(ctx, admission.Request{ID: "x",
+		Candidates: []admission.Candidate{{Needs: []admission.Need{{Scope: "s", Amount: 1}}}}}); !errors.Is(err, admission.ErrWouldWait) {
+		t.Fatalf("TryAcquire on b: %v; want ErrWouldWait (a holds the one slot)", err)
 	}
 }

@@ -116,8 +116,12 @@ func (w *wireRequest) request() admission.Request {
 type syncState struct {
 	Scopes  map[string]admission.ScopeConfig `json:"scopes,omitempty"`
 	Removed []string                         `json:"removed,omitempty"`
-	Leases  []heldLease                      `json:"leases,omitempty"`
-	Waiters []*wireRequest                   `json:"waiters,omitempty"`
+	// Fenced and Active are the newest generation of each owner that the
+	// replica fenced, and activated.
+	Fenced  map[string]uint64 `json:"fenced,omitempty"`
+	Active  map[string]uint64 `json:"active,omitempty"`
+	Leases  []heldLease       `json:"leases,omitempty"`
+	Waiters []*wireRequest    `json:"waiters,omitempty"`
 }
 
 // heldLease is a lease a replica holds, as it re-asserts it: Local is the

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,8 +18,13 @@ import (
 type Target struct {
 	// Method of the requests. Default POST when Body is set, else GET.
 	Method string
-	// URL of the requests. Required.
+	// URL of the requests. Required, unless URLs is set.
 	URL string
+	// URLs, when set, replace URL: the requests go to each in turn, the
+	// i-th request (in order of schedule, or of sending in a closed loop)
+	// to URLs[i % len(URLs)], as a round-robin load balancer in front of
+	// several replicas would send them. Default none.
+	URLs []string
 	// Header sent with every request. Default none.
 	Header http.Header
 	// Body of the non-streaming requests. Default empty.
@@ -94,8 +100,10 @@ func (c *Config) defaults() {
 
 func (c *Config) validate() error {
 	switch {
-	case c.Target.URL == "":
+	case c.Target.URL == "" && len(c.Target.URLs) == 0:
 		return errors.New("loadgen: no target URL")
+	case slices.Contains(c.Target.URLs, ""):
+		return errors.New("loadgen: an empty URL in Target.URLs")
 	case c.Duration <= 0:
 		return errors.New("loadgen: duration must be positive")
 	case c.Rate < 0:
@@ -213,7 +221,7 @@ send:
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			g.do(ctx, s)
+			g.do(ctx, s, i)
 			<-slots
 		}()
 	}
@@ -249,8 +257,9 @@ func (g *generator) closed(ctx context.Context) (Result, error) {
 				if now >= measureFrom {
 					measure.Do(g.measuring)
 				}
-				s := sample{due: now, stream: streams(int(next.Add(1)-1), g.cfg.StreamFraction), used: true}
-				g.do(ctx, &s)
+				seq := int(next.Add(1) - 1)
+				s := sample{due: now, stream: streams(seq, g.cfg.StreamFraction), used: true}
+				g.do(ctx, &s, seq)
 				if s.due >= measureFrom {
 					mine = append(mine, s)
 				}
@@ -269,8 +278,8 @@ func (g *generator) closed(ctx context.Context) (Result, error) {
 // bufs hold the buffers bodies are read into and thrown away.
 var bufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// do sends one request and records it in s.
-func (g *generator) do(ctx context.Context, s *sample) {
+// do sends request seq of the run and records it in s.
+func (g *generator) do(ctx context.Context, s *sample, seq int) {
 	s.sent = g.since()
 	defer func() { s.done = g.since() }()
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
@@ -280,7 +289,11 @@ func (g *generator) do(ctx context.Context, s *sample) {
 	if s.stream {
 		body = t.StreamBody
 	}
-	req, err := http.NewRequestWithContext(ctx, t.Method, t.URL, bytes.NewReader(body))
+	url := t.URL
+	if len(t.URLs) > 0 {
+		url = t.URLs[seq%len(t.URLs)]
+	}
+	req, err := http.NewRequestWithContext(ctx, t.Method, url, bytes.NewReader(body))
 	if err != nil {
 		s.failure = "build request: " + err.Error()
 		return

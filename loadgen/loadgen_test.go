@@ -420,9 +420,49 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{Target: Target{URL: "http://x"}},
 		{Target: Target{URL: "http://x"}, Duration: time.Second, Rate: -1},
 		{Target: Target{URL: "http://x"}, Duration: time.Second, StreamFraction: 1.5},
+		{Target: Target{URLs: []string{"http://x", ""}}, Duration: time.Second},
 	} {
 		if _, err := Run(context.Background(), cfg); err == nil {
 			t.Errorf("Run(%+v) succeeded", cfg)
+		}
+	}
+}
+
+// TestURLsInTurn: with Target.URLs, the requests go to each URL in turn,
+// so two replicas behind them get half the run each, in an open loop and
+// in a closed one.
+func TestURLsInTurn(t *testing.T) {
+	t.Parallel()
+	for _, rate := range []float64{1000, 0} {
+		var mu sync.Mutex
+		paths := map[string]int{}
+		clk := newFakeClock()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			paths[r.URL.Path]++
+			mu.Unlock()
+			if rate == 0 {
+				clk.Advance(time.Millisecond)
+			}
+			_, _ = w.Write([]byte("ok"))
+		}))
+		res, err := Run(context.Background(), Config{
+			Target:      Target{URLs: []string{srv.URL + "/a", srv.URL + "/b"}},
+			Rate:        rate,
+			Duration:    100 * time.Millisecond,
+			MaxInFlight: 1, // one at a time: the closed loop's sequence is the order sent
+			Clock:       clk,
+			Client:      srv.Client(),
+		})
+		srv.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		a, b, other := paths["/a"], paths["/b"], len(paths)-2
+		mu.Unlock()
+		if res.Failed != 0 || other != 0 || a == 0 || a-b < 0 || a-b > 1 {
+			t.Errorf("rate %v: /a got %d, /b %d, other paths %d, failed %d (%v); want an even split", rate, a, b, other, res.Failed, res.Errors)
 		}
 	}
 }

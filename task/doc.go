@@ -117,12 +117,17 @@
 // the jobs its previous run left running, and ReclaimFrom takes back
 // another replica's at once when the fleet declares it gone.
 //
-// What the ledger cannot close: a commit by a leader whose term ended
-// while the commit was on its way lands (the store's update is not
-// fenced by the term's epoch); the new ledger then restores the task's
-// lease when it notices, at once if it had queued the task itself, else
-// at its next poll, and capacity may be over its limit by such tasks
-// until then. Refusals by platforms gather at the ledger of one term and
+// A commit of admissions is fenced by the term: Config.Fence checks,
+// inside the commit's transaction, that the term's epoch is still this
+// replica's and holds it so until the commit ends (fleet's
+// Coordinator.Fence), so a leader paused past its term and resumed
+// commits nothing; its tasks stay queued for the next leader. Without a
+// Fence, such a late commit would land, and the next ledger would
+// restore the task's lease only when it noticed, capacity being over its
+// limit until then.
+//
+// What the ledger cannot close: refusals by platforms gather at the
+// ledger of one term and
 // are forgotten with it. A running task whose lease cannot be restored
 // (its platform model is no longer a candidate) runs uncounted; the
 // ledger logs it and tries at each poll.

@@ -19,6 +19,7 @@ const notifyTimeout = 5 * time.Second
 
 // Lead gives the service the admission side of the fleet: e is the
 // engine of the fleet term this replica now leads (fleet.Config.OnLead),
+// epoch that term's (which Config.Fence checks at each commit),
 // on which it sets the workers scope to workers (if positive: the sum of
 // the live replicas' workers; else the last value given), recovers what
 // the store holds — the leases of admitted and running tasks, the queued
@@ -30,7 +31,7 @@ const notifyTimeout = 5 * time.Second
 // recovers them from the store). Lead does not block; a call before
 // Start takes effect when Start runs, one after Stop is ignored. Only a
 // service in fleet mode leads.
-func (s *Service) Lead(e admission.Engine, workers int) {
+func (s *Service) Lead(e admission.Engine, epoch uint64, workers int) {
 	if !s.cfg.Fleet {
 		s.logger.Error("Lead called on a task service that is not in fleet mode; ignored")
 		return
@@ -45,7 +46,7 @@ func (s *Service) Lead(e admission.Engine, workers int) {
 	s.term = nil
 	var tm *term
 	if e != nil && !s.stopped {
-		tm = newTerm(s, e, true)
+		tm = newTerm(s, e, true, epoch)
 		s.term = tm
 	}
 	begin := tm != nil && s.started

@@ -2,6 +2,7 @@ package task
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -80,6 +81,12 @@ type fleetNode struct {
 	store *fleetStore
 	e     *fleet.Engine
 	addr  string
+	// deposed makes the replica's Config.Fence refuse its commits, as
+	// the store does once another replica leads; fenced counts the
+	// checks, and fencedEpoch is the epoch the last one was asked for.
+	deposed     atomic.Bool
+	fenced      atomic.Int64
+	fencedEpoch atomic.Uint64
 
 	mu sync.Mutex
 	s  *Service
@@ -96,9 +103,10 @@ func (n *fleetNode) service() *Service {
 // (they are dropped and counted), as across a lost connection.
 type fleetStore struct {
 	*postgres.DB
-	mute    atomic.Bool
-	deaf    atomic.Bool
-	dropped atomic.Int64
+	mute      atomic.Bool
+	deaf      atomic.Bool
+	dropped   atomic.Int64
+	listening atomic.Int64 // LISTENs begun
 
 	mu     sync.Mutex
 	listen func(event, id string)
@@ -122,6 +130,9 @@ func (s *fleetStore) ListenTasks(ctx context.Context, f func(event, id string)) 
 	s.listen = f
 	s.mu.Unlock()
 	return s.DB.ListenTasks(ctx, func(event, id string) {
+		if event == "" {
+			s.listening.Add(1)
+		}
 		if event != "" && s.deaf.Load() {
 			s.dropped.Add(1)
 			return
@@ -201,9 +212,9 @@ func (fb *fleetBundle) addNode(t *testing.T, id string, gen uint64) *fleetNode {
 	n := &fleetNode{id: id, gen: gen, store: &fleetStore{DB: db}, addr: ln.Addr().String()}
 	n.e = fleet.New(fleet.Config{Replica: id, Gen: gen, Secret: "s", SessionTimeout: 5 * time.Second,
 		Options: admission.Options{Clock: fb.clock.Fake},
-		OnLead: func(term admission.Engine, _ uint64) {
+		OnLead: func(term admission.Engine, epoch uint64) {
 			if s := n.service(); s != nil {
-				s.Lead(term, fb.opts.Workers)
+				s.Lead(term, epoch, fb.opts.Workers)
 			}
 		}})
 	go n.e.Serve(ln)
@@ -233,6 +244,21 @@ func (fb *fleetBundle) newService(t *testing.T, n *fleetNode) *Service {
 	cfg.Fleet, cfg.Replica, cfg.FleetPoll = true, n.id, fleetTestPoll
 	cfg.Clock = fb.clock
 	cfg.Owner = admission.Owner{ID: n.id, Gen: n.gen}
+	cfg.Fence = func(ctx context.Context, tx any, epoch uint64) error {
+		n.fenced.Add(1)
+		n.fencedEpoch.Store(epoch)
+		ptx, ok := tx.(pgx.Tx)
+		if !ok {
+			return fmt.Errorf("Fence was given a %T, not the store's pgx.Tx", tx)
+		}
+		if _, err := ptx.Exec(ctx, "SELECT 1"); err != nil {
+			return err
+		}
+		if n.deposed.Load() {
+			return fmt.Errorf("%w: epoch %d", ErrDeposed, epoch)
+		}
+		return nil
+	}
 	if cfg.FetchPollInterval == 0 {
 		cfg.FetchPollInterval = 10 * time.Millisecond
 	}

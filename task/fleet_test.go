@@ -117,7 +117,13 @@ func TestFleetLeaderChange(t *testing.T) {
 
 	fb.elect(t, "b")
 	waitFor(t, "b's ledger recovered", func() bool {
-		st := fb.scope(t, "a", WorkersScope)
+		// Until b's task service leads, its term has no workers scope.
+		st, err := fb.node("a").e.Scope(t.Context(), WorkersScope)
+		if errors.Is(err, admission.ErrUnknownScope) {
+			return false
+		} else if err != nil {
+			t.Fatalf("Scope(%s) on a: %v", WorkersScope, err)
+		}
 		return st.Used == 1 && st.Queued == 2
 	})
 	for i, id := range []string{second.ID, third.ID} {
@@ -200,7 +206,11 @@ func TestFleetPollFindsLostNotices(t *testing.T) {
 	// Jobs outlast the polls' moves of the clock.
 	fb := setupFleet(t, fleetOpts{Platforms: map[string]mock.Config{"vid/a": {JobDuration: 24 * time.Hour}}, Workers: 1}, "a", "b")
 	fb.elect(t, "a")
-	running := fb.submit(t, "a")
+	// Submitted on b, the running task is heard by a's listener after the
+	// resync of its first LISTEN, which would otherwise find the task
+	// whose notice is lost.
+	waitFor(t, "a to listen", func() bool { return fb.node("a").store.listening.Load() >= 1 })
+	running := fb.submit(t, "b")
 	waitFor(t, "one running", func() bool { return fb.get(t, running.ID).Status == weir.TaskRunning })
 	fb.node("b").store.mute.Store(true)
 	lost := fb.submit(t, "b")
@@ -230,9 +240,15 @@ func TestFleetPollFindsLostNotices(t *testing.T) {
 // for its poll.
 func TestFleetResyncAfterReconnect(t *testing.T) {
 	t.Parallel()
-	fb := setupFleet(t, fleetOpts{Platforms: map[string]mock.Config{"vid/a": {JobDuration: time.Hour}}, Workers: 1}, "a", "b")
+	fb := setupFleet(t, fleetOpts{Platforms: map[string]mock.Config{"vid/a": {JobDuration: time.Hour}}, Workers: 2}, "a", "b")
 	fb.elect(t, "a")
 	a := fb.node("a")
+	// The resync of a's first LISTEN would find the task below: let it
+	// happen first. A task heard and admitted shows it has, since the
+	// ledger resyncs before it handles the notices that came.
+	waitFor(t, "a to listen", func() bool { return a.store.listening.Load() >= 1 })
+	heard := fb.submit(t, "b")
+	waitFor(t, "a heard task to run", func() bool { return fb.get(t, heard.ID).Status == weir.TaskRunning })
 	a.store.deaf.Store(true)
 	tk := fb.submit(t, "b")
 	waitFor(t, "a's listener to miss the notice", func() bool { return a.store.dropped.Load() >= 1 })
@@ -326,5 +342,39 @@ func TestFleetNeeds(t *testing.T) {
 	}
 	if _, err := s.ReclaimFrom(t.Context(), ""); !errors.Is(err, weir.ErrInvalid) {
 		t.Errorf("ReclaimFrom of no replica: %v; want ErrInvalid", err)
+	}
+}
+
+// TestFleetDeposedLeaderCommitsNothing: a leader whose term has passed
+// in the store (paused past it, say) but who has not heard yet decides
+// admissions in its engine, but its commits are refused by Config.Fence
+// inside their transactions: the task stays queued, no job is inserted,
+// the lease goes back, and the next leader admits the task, once.
+func TestFleetDeposedLeaderCommitsNothing(t *testing.T) {
+	t.Parallel()
+	fb := setupFleet(t, fleetOpts{Workers: 1}, "a", "b")
+	fb.elect(t, "a")
+	a := fb.node("a")
+	a.deposed.Store(true)
+	tk := fb.submit(t, "b")
+	waitFor(t, "a's commit refused and its lease back", func() bool {
+		return a.fenced.Load() > 0 && fb.scope(t, "b", WorkersScope).Used == 0
+	})
+	if got := a.fencedEpoch.Load(); got != 1 {
+		t.Errorf("Fence asked for epoch %d; want the term's, 1", got)
+	}
+	if got := fb.get(t, tk.ID); got.Status != weir.TaskQueued {
+		t.Fatalf("task after a refused commit: %s; want queued", got.Status)
+	}
+	if n := fb.up["vid/a"].srv.Stats().JobsSubmitted; n != 0 {
+		t.Fatalf("%d upstream jobs after a refused commit; want 0", n)
+	}
+
+	fb.elect(t, "b")
+	if got := fb.driveTo(t, tk.ID, weir.TaskSucceeded, weir.TaskFailed); got.Status != weir.TaskSucceeded {
+		t.Fatalf("task under b: %+v; want succeeded", got)
+	}
+	if j := fb.up["vid/a"].jobByKey(t, tk.ID); j.Submits != 1 {
+		t.Errorf("task submitted upstream %d times; want once", j.Submits)
 	}
 }

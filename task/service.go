@@ -100,6 +100,16 @@ type Config struct {
 	// store that is a Notifier and a JobReclaimer, and Replica. Default
 	// false: one process.
 	Fleet bool
+	// Fence, with Fleet, checks inside each transaction that commits
+	// admissions that epoch, the fleet term they were decided in, is
+	// still this replica's, and holds it so until the transaction ends;
+	// tx is the store's transaction (pgx.Tx on PostgreSQL). An error
+	// rolls the commit back: one that wraps ErrDeposed says the term has
+	// passed (its tasks stay queued in the store, for the next leader),
+	// any other is a failed commit, tried again. Without it, a leader
+	// paused past its term and resumed could commit admissions that the
+	// next leader has already made room for. Default none.
+	Fence func(ctx context.Context, tx any, epoch uint64) error
 	// FleetPoll is how often, on average (jittered ±50%), the fleet
 	// leader's ledger reads the store for changes whose notices it
 	// missed, and renews the leases it holds. Default 2s.
@@ -303,7 +313,7 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 		listenDone: make(chan struct{}),
 	}
 	if !cfg.Fleet {
-		s.term = newTerm(s, engine, false)
+		s.term = newTerm(s, engine, false, 0)
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &runWorker{s: s})

@@ -79,6 +79,8 @@ type jobStore interface {
 type txn interface {
 	taskUpdate(ctx context.Context, id string, u weir.TaskUpdate) (bool, error)
 	jobInsert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) error
+	// raw is the store's own transaction (a TTx), for Config.Fence.
+	raw() any
 }
 
 type riverStore[TTx any] struct {
@@ -135,3 +137,5 @@ func (t riverTx[TTx]) jobInsert(ctx context.Context, args river.JobArgs, opts *r
 	_, err := t.r.InsertTx(ctx, t.tx, args, opts)
 	return err
 }
+
+func (t riverTx[TTx]) raw() any { return t.tx }

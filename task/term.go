@@ -27,6 +27,9 @@ type term struct {
 	// fleet says the term is a fleet leader's ledger: it learns of the
 	// other replicas' changes from notices and polls (ledger.go).
 	fleet bool
+	// epoch is the fleet term's (Lead), which Config.Fence checks at
+	// each commit.
+	epoch uint64
 
 	admitted chan admittedTask
 	// stop is closed when the term ends; done when its dispatcher has
@@ -79,8 +82,8 @@ type admittedTask struct {
 	lease admission.Lease
 }
 
-func newTerm(s *Service, engine admission.Engine, fleet bool) *term {
-	return &term{s: s, engine: engine, fleet: fleet,
+func newTerm(s *Service, engine admission.Engine, fleet bool, epoch uint64) *term {
+	return &term{s: s, engine: engine, fleet: fleet, epoch: epoch,
 		admitted: make(chan admittedTask, 4096),
 		stop:     make(chan struct{}), done: make(chan struct{}), loopDone: make(chan struct{}),
 		leases: make(map[string]*held), waiting: make(map[string]*waiter),
@@ -275,6 +278,10 @@ const admitRetry = time.Second
 // errTermEnded: a fleet term ended before its admissions were committed.
 var errTermEnded = errors.New("the fleet term ended")
 
+// ErrDeposed is what Config.Fence's error wraps when the fleet term has
+// passed to another replica.
+var ErrDeposed = errors.New("task: the fleet term is no longer this replica's")
+
 func (tm *term) commit(batch []admittedTask) {
 	s := tm.s
 	ctx := context.Background()
@@ -288,6 +295,11 @@ func (tm *term) commit(batch []admittedTask) {
 		err = errTermEnded
 	} else {
 		err = s.river.inTx(ctx, func(tx txn) error {
+			if tm.fleet && s.cfg.Fence != nil {
+				if err := s.cfg.Fence(ctx, tx.raw(), tm.epoch); err != nil {
+					return err
+				}
+			}
 			for i, a := range batch {
 				pm := ""
 				for _, n := range a.lease.Needs {
@@ -355,6 +367,10 @@ func (tm *term) commit(batch []admittedTask) {
 	}
 	switch {
 	case err == nil, errors.Is(err, errTermEnded):
+		return
+	case errors.Is(err, ErrDeposed):
+		s.logger.Warn("admissions decided in a fleet term that has passed were not committed; the next leader admits their tasks",
+			"tasks", len(batch), "epoch", tm.epoch, "error", err)
 		return
 	}
 	// The commit failed: the tasks are still queued in the store and

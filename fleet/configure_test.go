@@ -1,0 +1,106 @@
+package fleet
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir/admission"
+)
+
+// unelected is two replicas' engines, a serving on ln, with no term
+// set yet. A call that waited for a leader would wait an hour.
+func unelected(t *testing.T) (a, b *Engine, ln net.Listener) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	cfg := func(r string) Config {
+		return Config{Replica: r, Gen: 1, Secret: "s", SessionTimeout: 5 * time.Second, Unavailable: time.Hour}
+	}
+	a, b = New(cfg("a")), New(cfg("b"))
+	t.Cleanup(a.Close)
+	t.Cleanup(b.Close)
+	go a.Serve(ln)
+	return a, b, ln
+}
+
+// TestConfigureBeforeALeader: a replica configures its scopes (as serve
+// applies its catalog) before any leader is known, without waiting for
+// one; the leader it then syncs with has them, and the removed one is
+// gone.
+func TestConfigureBeforeALeader(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	a, b, ln := unelected(t)
+
+	for _, c := range []struct {
+		e    *Engine
+		name string
+	}{{a, "from-a"}, {b, "from-b"}, {b, "gone"}} {
+		if err := c.e.SetScope(ctx, c.name, admission.ScopeConfig{Limit: 2}); err != nil {
+			t.Fatalf("SetScope(%s) with no leader: %v, want it recorded at once", c.name, err)
+		}
+	}
+	if err := b.RemoveScope(ctx, "gone"); err != nil {
+		t.Fatalf("RemoveScope with no leader: %v", err)
+	}
+	if err := b.SetScope(ctx, "owned", admission.ScopeConfig{Limit: 1, Owner: "node", OwnerGen: 3}); err != nil {
+		t.Fatalf("SetScope(owned) with no leader: %v", err)
+	}
+	if err := b.Fence(ctx, "node", 3); err != nil {
+		t.Fatalf("Fence with no leader: %v", err)
+	}
+
+	term := Term{Epoch: 1, Leader: "a", Addr: ln.Addr().String()}
+	a.SetTerm(term, true, []string{"a", "b"})
+	b.SetTerm(term, false, []string{"a", "b"})
+	for _, e := range []*Engine{a, b} {
+		if err := e.Ready(ctx); err != nil {
+			t.Fatalf("replica not synced: %v", err)
+		}
+	}
+	for _, name := range []string{"from-a", "from-b"} {
+		st, err := a.Scope(ctx, name)
+		if err != nil || st.Config.Limit != 2 {
+			t.Errorf("the leader's scope %s: %+v, %v; want limit 2", name, st.Config, err)
+		}
+	}
+	if _, err := b.Scope(ctx, "gone"); err == nil {
+		t.Error("a scope removed before the leader was known is at the leader")
+	}
+	if st, err := a.Scope(ctx, "owned"); err != nil || !st.Orphaned {
+		t.Errorf("the leader's scope of an owner fenced before it was known: %+v, %v; want orphaned", st, err)
+	}
+}
+
+// TestConfigureDuringSync: a scope set while a replica's sync with a new
+// leader is under way (after the leader took the sync's snapshot, before
+// the route opened) still reaches that leader.
+func TestConfigureDuringSync(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	a, b, ln := unelected(t)
+	set := make(chan error, 1)
+	b.afterSync = func() {
+		set <- b.SetScope(ctx, "late", admission.ScopeConfig{Limit: 1})
+	}
+
+	term := Term{Epoch: 1, Leader: "a", Addr: ln.Addr().String()}
+	a.SetTerm(term, true, []string{"a", "b"})
+	b.SetTerm(term, false, []string{"a", "b"})
+	if err := b.Ready(ctx); err != nil {
+		t.Fatalf("replica not synced: %v", err)
+	}
+	if err := <-set; err != nil {
+		t.Fatalf("SetScope during the sync: %v", err)
+	}
+	if st, err := a.Scope(ctx, "late"); err != nil || st.Config.Limit != 1 {
+		t.Errorf("the leader's scope late: %+v, %v; want limit 1", st.Config, err)
+	}
+}
