@@ -88,6 +88,9 @@ type PlatformModel struct {
 	// Upstream is the model name sent to the platform.
 	Upstream string
 	Limits
+	// FailOpen: while a fleet's replicas reach no leader, each admits
+	// its share of these limits instead of nothing. Default false.
+	FailOpen bool
 }
 
 // Candidate is one platform model a public model can be served by.
@@ -104,7 +107,45 @@ type Model struct {
 	Name       string
 	Kind       ModelKind
 	Candidates []Candidate
+	// Nodes places the edge nodes' providers serving the model among its
+	// candidates. Default "" is NodesFirst.
+	Nodes NodesOrder
 }
+
+// NodesOrder is where a model's edge node providers stand among its
+// candidates.
+type NodesOrder string
+
+const (
+	// NodesFirst: the nodes' providers before the platform models (local
+	// GPUs first, a cloud platform as the fallback). The default.
+	NodesFirst NodesOrder = "first"
+	// NodesLast: the platform models first, the nodes as the fallback.
+	NodesLast NodesOrder = "last"
+	// NodesNever: no node serves the model.
+	NodesNever NodesOrder = "never"
+)
+
+// Valid reports whether o is a known order ("" is the default).
+func (o NodesOrder) Valid() bool {
+	return o == "" || o == NodesFirst || o == NodesLast || o == NodesNever
+}
+
+// NodeTarget is one edge node's provider serving a model, in the session
+// (generation) that registered it.
+type NodeTarget struct {
+	Node     string
+	Gen      uint64
+	Provider string
+	// Runtime is the runtime's own name for the model.
+	Runtime string
+	// LongPromptTokens: a request whose prompt has more tokens needs a
+	// long-context slot too (NodeLongScope); 0: the provider has none.
+	LongPromptTokens int64
+}
+
+// Name names the target in metrics, logs and usage: its slots' scope.
+func (t NodeTarget) Name() string { return NodeScope(t.Node, t.Provider) }
 
 // Group is a class of users with its own limits and default priority.
 type Group struct {
@@ -113,6 +154,8 @@ type Group struct {
 	Limits
 	// RoundRobin makes the group's scope share turns between its keys.
 	RoundRobin bool
+	// FailOpen: as a platform model's. Default false.
+	FailOpen bool
 }
 
 // Catalog is everything the gateway serves, as loaded from config.
@@ -215,8 +258,14 @@ func (m Model) validate(pms, defined map[string]bool) *FieldError {
 	case !m.Kind.Valid():
 		return invalidf("kind", "unknown kind %q: want %s, %s, %s, %s or %s",
 			m.Kind, KindChat, KindEmbeddings, KindImages, KindSpeech, KindVideo)
-	case len(m.Candidates) == 0:
-		return invalidf("candidates", "at least one candidate is required")
+	case !m.Nodes.Valid():
+		return invalidf("nodes", "unknown order %q: want %s, %s or %s", m.Nodes, NodesFirst, NodesLast, NodesNever)
+	case len(m.Candidates) == 0 && (m.Nodes == NodesNever || m.Kind.Async()):
+		why := "nodes: never"
+		if m.Kind.Async() {
+			why = "edge nodes run no tasks"
+		}
+		return invalidf("candidates", "at least one candidate is required (%s)", why)
 	}
 	seen := map[string]bool{}
 	for j, cd := range m.Candidates {

@@ -1,6 +1,7 @@
 package weir
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -13,6 +14,22 @@ func GroupScope(group string) string      { return "group:" + group }
 func PlatformModelScope(pm string) string { return pmScopePrefix + pm }
 
 const pmScopePrefix = "pm:"
+
+// The scopes an edge node's session makes: a provider's slots, and the
+// long-context slots a long request needs too. Both belong to the node's
+// owner id, at the session's generation.
+func NodeScope(nodeID, provider string) string     { return nodeScopePrefix + nodeID + "/" + provider }
+func NodeLongScope(nodeID, provider string) string { return NodeScope(nodeID, provider) + "/long" }
+
+// ErrNodeGone marks a call to an edge node that never reached it: its
+// session had ended. With no other candidate left, a request so failed
+// has no candidate, rather than a failed upstream.
+var ErrNodeGone = errors.New("the edge node's session has ended")
+
+// NodeOwner is the admission owner id of a node's scopes and leases.
+func NodeOwner(nodeID string) string { return nodeScopePrefix + nodeID }
+
+const nodeScopePrefix = "node:"
 
 // PlatformModelOfScope returns the platform model a scope is for, and
 // whether it is a platform model's scope.
@@ -32,6 +49,12 @@ func ScopeLabel(scope string) string {
 	}
 	if g, ok := strings.CutPrefix(scope, "group:"); ok {
 		return "group " + g
+	}
+	if n, ok := strings.CutPrefix(scope, nodeScopePrefix); ok {
+		if p, ok := strings.CutSuffix(n, "/long"); ok && strings.Count(n, "/") == 2 {
+			return "node provider " + p + "'s long-context slots"
+		}
+		return "node provider " + n
 	}
 	return "scope " + scope
 }

@@ -49,3 +49,25 @@ type TaskStore interface {
 	// removed; their idempotency keys are free again.
 	TaskPurge(ctx context.Context, finishedBefore time.Time, limit int) (int, error)
 }
+
+// NodeStore keeps edge nodes and the hashes of their tokens.
+// storetest.ExerciseNodes states its contract.
+type NodeStore interface {
+	// NodeCreate stores a new node. A node that fails Validate is
+	// ErrInvalid; a taken ID, Name or Hash is ErrConflict. Either way
+	// nothing is stored.
+	NodeCreate(ctx context.Context, n Node) error
+	// NodeByHash finds a node by the hash of its token, revoked or not:
+	// the caller checks Active. None is ErrNotFound.
+	NodeByHash(ctx context.Context, hash string) (Node, error)
+	// NodeByID finds a node by its ID, revoked or not. None is
+	// ErrNotFound.
+	NodeByID(ctx context.Context, id string) (Node, error)
+	// NodeList returns every node, revoked ones included, by Name in byte
+	// order.
+	NodeList(ctx context.Context) ([]Node, error)
+	// NodeRevoke marks a node revoked at at; revoking twice is not an
+	// error and keeps the first time. An unknown ID is ErrNotFound, a zero
+	// time ErrInvalid.
+	NodeRevoke(ctx context.Context, id string, at time.Time) error
+}

@@ -245,6 +245,7 @@ func (m *Memory) queueLocked(req *Request, notify func(Lease, error)) (*waiter, 
 	}
 	m.joinClassLocked(w, c)
 	m.waiters[w.id] = w
+	index(m.ownerWaiters, w.owner.ID, w)
 	m.scheduleLocked(w)
 	m.emitLocked(Event{Outcome: OutcomeQueued, WaiterID: w.id, Priority: w.prio})
 	if c.head() == w {

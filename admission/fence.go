@@ -29,7 +29,7 @@ func (m *Memory) Fence(ctx context.Context, id string, gen uint64) error {
 	gone := func(o string, g uint64) bool { return o == id && g <= gen }
 
 	var orphaned []*scope
-	for _, s := range m.scopes {
+	for s := range m.ownedScopes[id] {
 		if !s.orphaned && gone(s.cfg.Owner, s.cfg.OwnerGen) {
 			s.orphaned = true
 			orphaned = append(orphaned, s)
@@ -49,7 +49,7 @@ func (m *Memory) Fence(ctx context.Context, id string, gen uint64) error {
 		}
 	}
 	var owned []*waiter
-	for _, w := range m.waiters {
+	for w := range m.ownerWaiters[id] {
 		if gone(w.owner.ID, w.owner.Gen) {
 			owned = append(owned, w)
 		}
@@ -75,7 +75,7 @@ func (m *Memory) Activate(ctx context.Context, id string, gen uint64) error {
 		return fmt.Errorf("%w: generation %d of %s is fenced", ErrStaleOwner, gen, id)
 	}
 	var active []*scope
-	for _, s := range m.scopes {
+	for s := range m.ownedScopes[id] {
 		if s.cfg.Owner == id {
 			s.cfg.OwnerGen = gen
 			if s.orphaned {
@@ -86,4 +86,31 @@ func (m *Memory) Activate(ctx context.Context, id string, gen uint64) error {
 	}
 	m.reresolveLocked(now, active, true)
 	return nil
+}
+
+// index adds v to the set of key in sets; an empty key is no owner, and
+// is not indexed.
+func index[V comparable](sets map[string]map[V]struct{}, key string, v V) {
+	if key == "" {
+		return
+	}
+	set := sets[key]
+	if set == nil {
+		set = make(map[V]struct{})
+		sets[key] = set
+	}
+	set[v] = struct{}{}
+}
+
+// unindex takes v out of the set of key in sets, and drops a set left
+// empty.
+func unindex[V comparable](sets map[string]map[V]struct{}, key string, v V) {
+	set := sets[key]
+	if set == nil {
+		return
+	}
+	delete(set, v)
+	if len(set) == 0 {
+		delete(sets, key)
+	}
 }

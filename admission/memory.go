@@ -48,6 +48,11 @@ type Memory struct {
 	classes map[string]*class
 	fenced  map[string]uint64 // owner id → highest fenced generation
 	seq     uint64
+	// The scopes and the queued waiters of each owner id, so that Fence
+	// and Activate cost in proportion to what the owner has, not to all
+	// scopes and waiters.
+	ownedScopes  map[string]map[*scope]struct{}
+	ownerWaiters map[string]map[*waiter]struct{}
 
 	// Leases live in a slab: a LeaseID is the slot in its low 32 bits and
 	// the slot's reuse count above, so a stale id never finds a newer lease.
@@ -90,6 +95,9 @@ func NewMemory(opts Options) *Memory {
 		waiters: make(map[string]*waiter),
 		classes: make(map[string]*class),
 		fenced:  make(map[string]uint64),
+
+		ownedScopes:  make(map[string]map[*scope]struct{}),
+		ownerWaiters: make(map[string]map[*waiter]struct{}),
 	}
 	if m.clock == nil {
 		m.clock = clock.Real

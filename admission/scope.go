@@ -75,6 +75,10 @@ func (m *Memory) SetScope(ctx context.Context, name string, cfg ScopeConfig) err
 	}
 	old := s.cfg
 	s.cfg = cfg
+	if old.Owner != cfg.Owner {
+		unindex(m.ownedScopes, old.Owner, s)
+		index(m.ownedScopes, cfg.Owner, s)
+	}
 	s.rpm.configure(cfg.RPM, now)
 	s.tpm.configure(cfg.TPM, now)
 	if cfg.Owner != "" && cfg.OwnerGen <= m.fenced[cfg.Owner] {
@@ -111,6 +115,7 @@ func (m *Memory) RemoveScope(ctx context.Context, name string) error {
 		return fmt.Errorf("%w: %s", ErrUnknownScope, name)
 	}
 	delete(m.scopes, name)
+	unindex(m.ownedScopes, s.cfg.Owner, s)
 	s.removed = true
 	s.orphaned = true
 	m.reresolveLocked(now, []*scope{s}, false)

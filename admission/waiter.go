@@ -29,6 +29,7 @@ type waiter struct {
 // removeWaiterLocked takes w out of every index.
 func (m *Memory) removeWaiterLocked(w *waiter) {
 	delete(m.waiters, w.id)
+	unindex(m.ownerWaiters, w.owner.ID, w)
 	if w.didx >= 0 {
 		m.deadlines.remove(int(w.didx))
 	}

@@ -8,7 +8,9 @@
 //     the mock provider, a plain httputil.ReverseProxy in front of it and
 //     Weir, all in this process, each driven in turn at the same load by
 //     package loadgen; what Weir adds to a request's latency, CPU time and
-//     allocations, against the proxy.
+//     allocations, against the proxy; with a fleet (--fleet), also one
+//     `weir serve` child on SQLite and replicas on PostgreSQL, and under
+//     --max-rps pgbench on the same server (fleet-admit).
 //   - SyncWaiters (`weir bench sync-waiters`): a burst of synchronous
 //     requests queued behind a small limit, sent to a bare net/http floor
 //     (ServeFloor, in a child process) and to `weir serve` (another
@@ -16,13 +18,17 @@
 //     were served in order at exactly the limit.
 //   - Drain (`weir bench-tasks drain`): durable tasks through a `weir
 //     serve` child to the mock's video API; the time to drain them against
-//     the ideal, and where each task's time went.
+//     the ideal, and where each task's time went; with --fleet, through
+//     replicas on PostgreSQL instead.
 //   - Restart (`weir bench-tasks restart`): a long queue of waiting
 //     tasks, the gateway killed with SIGKILL and restarted on the same
 //     database; the time to serving and to the first admission.
 //
 // The admission engine's own benchmarks are Go benchmarks in
-// admission/bench_test.go (scripts/bench-engine.sh).
+// admission/bench_test.go (scripts/bench-engine.sh), and so are the
+// fleet's at the engine's level, in fleet/bench_test.go
+// (scripts/bench-fleet.sh); their pgbench baseline is package
+// bench/pgbench.
 //
 // The harness measures the gateway that cmd/weir wires together, which it
 // cannot import: each scenario's config carries a Weir, with the weir

@@ -42,6 +42,10 @@ type OverheadConfig struct {
 	CPUProfile       string        // a CPU profile of ProfileTarget's measured phase, first round, goes here
 	Trace            string        // an execution trace of the same goes here
 	ProfileTarget    string        // direct, proxy or weir (weir)
+	// Fleet, with Replicas set, adds two targets run as `weir serve`
+	// children: "serve", one gateway on SQLite (the fleet's baseline), and
+	// "fleet", the replicas on PostgreSQL, which the load reaches in turn.
+	Fleet FleetConfig
 }
 
 // The request every target gets: about 130 bytes of chat.
@@ -55,14 +59,17 @@ const (
 
 type overheadTarget struct {
 	name   string
-	url    string
+	urls   []string // each request goes to the next one in turn
 	header http.Header
+	procs  []*child // the processes serving it, other than this one
 }
 
 // overheadRig is what the targets run on: the mock, the proxy and Weir.
 type overheadRig struct {
 	targets  []overheadTarget
 	gateway  Gateway
+	serve    *child    // with OverheadConfig.Fleet: one `weir serve` on SQLite
+	fleet    *fleetRun // and the replicas
 	logLevel string
 	key      weir.APIKey
 	answer   int // bytes of a non-streamed answer
@@ -160,21 +167,29 @@ func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, er
 	plain := http.Header{"Content-Type": {"application/json"}}
 	auth := plain.Clone()
 	auth.Set("Authorization", "Bearer "+secret)
+	const chat = "/v1/chat/completions"
 	rig.targets = []overheadTarget{
-		{"direct", mockURL + "/v1/chat/completions", plain},
-		{"proxy", proxyURL + "/v1/chat/completions", plain},
-		{"weir", "http://" + gw.Addr() + "/v1/chat/completions", auth},
+		{name: "direct", urls: []string{mockURL + chat}, header: plain},
+		{name: "proxy", urls: []string{proxyURL + chat}, header: plain},
+		{name: "weir", urls: []string{"http://" + gw.Addr() + chat}, header: auth},
+	}
+	if c.Fleet.Replicas > 0 {
+		if err := startFleetTargets(ctx, c, rig, dir, mockURL+"/v1"); err != nil {
+			return nil, err
+		}
 	}
 	// One request through each, so that a broken rig fails here and not
 	// as a table of errors.
 	for _, t := range rig.targets {
-		for _, body := range []string{chatBody, chatStreamBody} {
-			n, err := probe(ctx, t, body)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", t.name, err)
-			}
-			if t.name == "direct" && body == chatBody {
-				rig.answer = n
+		for _, url := range t.urls {
+			for _, body := range []string{chatBody, chatStreamBody} {
+				n, err := probe(ctx, url, t.header, body)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", t.name, err)
+				}
+				if t.name == "direct" && body == chatBody {
+					rig.answer = n
+				}
 			}
 		}
 	}
@@ -202,6 +217,12 @@ func (c OverheadConfig) validate() error {
 	case c.ProfileTarget != "direct" && c.ProfileTarget != "proxy" && c.ProfileTarget != "weir":
 		return fmt.Errorf("--profile-target must be direct, proxy or weir")
 	}
+	if err := c.Fleet.validate(); err != nil {
+		return err
+	}
+	if c.Fleet.Replicas > 0 {
+		return c.Weir.child()
+	}
 	return nil
 }
 
@@ -227,12 +248,12 @@ func overheadCatalog(mockURL, dbPath string) *config.Config {
 }
 
 // probe sends one request and returns the answer's length.
-func probe(ctx context.Context, t overheadTarget, body string) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, strings.NewReader(body))
+func probe(ctx context.Context, url string, header http.Header, body string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
-	req.Header = t.header.Clone()
+	req.Header = header.Clone()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err
@@ -341,6 +362,25 @@ func (s streamSplit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 //
 //	go run ./cmd/weir bench --rate 2000 --duration 20s --warmup 5s --rounds 5
 //
+// With c.Fleet.Replicas set (--fleet N, --dsn), two more targets run as
+// `weir serve` child processes with the same catalog and limits: "serve",
+// one gateway on a SQLite file (Weir as one process, its memory engine:
+// the fleet's baseline), and "fleet", N replicas on a PostgreSQL schema of
+// the run's own (dropped after), which the load generator reaches in turn
+// as a round-robin load balancer would; one of them leads the admission
+// engine and the others ask it over TCP. The fleet's line gives its added
+// p50/p99 as a multiple of serve's (docs/benchmarks.md's overhead-2k
+// through a fleet; target <= 2x), and their cost lines count the
+// children's CPU time (from /proc) but not their allocations. Under
+// --max-rps, pgbench runs on the same server right after the fleet's
+// closed loop, for as long (8 clients, one row; package bench/pgbench),
+// and a fleet-admit line gives the fleet's admissions per second — one
+// per request, of its three scopes at once, with its release — against
+// pgbench's TPS (target >= 1x):
+//
+//	go run ./cmd/weir bench --fleet 2 --rate 2000 --duration 20s --warmup 10s   # overhead-2k through a fleet
+//	go run ./cmd/weir bench --fleet 2 --max-rps --duration 20s --warmup 10s     # fleet-admit, HTTP level
+//
 // --cpuprofile and --trace cover the measured part of one target's first
 // round (--profile-target, default weir); every goroutine carries a pprof label
 // "component" (loadgen, mock, proxy or weir), so
@@ -368,8 +408,13 @@ func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 	}
 	fmt.Fprintf(out, "  mock: 0ms latency, %d-token answers (%d B), %d B requests; GOMAXPROCS %d; load average %s\n",
 		c.CompletionTokens, rig.answer, len(chatBody), runtime.GOMAXPROCS(0), loadAverage())
-	fmt.Fprintf(out, "  weir: scopes key:%s group:%s pm:%s, each limit %d; log level %s\n\n",
+	fmt.Fprintf(out, "  weir: scopes key:%s group:%s pm:%s, each limit %d; log level %s\n",
 		rig.key.ID, rig.key.Group, chatPM, generous, rig.logLevel)
+	if rig.fleet != nil {
+		fmt.Fprintf(out, "  serve: one `weir serve` child on SQLite; fleet: %d `weir serve` children on PostgreSQL schema %s, requests to each in turn, %s leads; same catalog and limits, log level info\n",
+			len(rig.fleet.replicas), rig.fleet.schema.name, rig.fleet.leader())
+	}
+	fmt.Fprintln(out)
 
 	latency := func(r loadgen.Result) loadgen.Percentiles { return r.Latency }
 	results := map[string][]loadgen.Result{}
@@ -390,6 +435,11 @@ func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 				printMaxRPS(out, t.name, rows)
 			} else {
 				printOverhead(out, t.name, rows)
+			}
+			if c.MaxRPS && t.name == "fleet" {
+				if err := fleetAdmit(ctx, out, c, rig, res); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -417,7 +467,10 @@ func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 			}
 		}
 		if !c.MaxRPS {
-			fmt.Fprintf(out, "weir/proxy added latency, round by round: %s\n", roundRatios(results, latency))
+			fmt.Fprintf(out, "weir/proxy added latency, round by round: %s\n", roundRatios(results, latency, "weir", "proxy"))
+			if rig.fleet != nil {
+				fmt.Fprintf(out, "fleet/serve added latency, round by round: %s\n", roundRatios(results, latency, "fleet", "serve"))
+			}
 		}
 	}
 
@@ -469,6 +522,14 @@ func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 		}
 	}
 	fmt.Fprintf(out, "weir scopes used: %s\n", strings.Join(scopes, ", "))
+	if rig.fleet != nil {
+		if w := rig.fleet.warnings(); w != "" {
+			fmt.Fprintf(out, "fleet log: %s\n", w)
+		}
+		if w := rig.serve.warnings(); w != "" {
+			fmt.Fprintf(out, "serve log: %s\n", w)
+		}
+	}
 	fmt.Fprintf(out, "load average at the end: %s\n", loadAverage())
 	return nil
 }
@@ -477,7 +538,7 @@ func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 func (c OverheadConfig) drive(ctx context.Context, t overheadTarget, round int) (loadgen.Result, error) {
 	cfg := loadgen.Config{
 		Target: loadgen.Target{
-			URL:        t.url,
+			URLs:       t.urls,
 			Header:     t.header,
 			Body:       []byte(chatBody),
 			StreamBody: []byte(chatStreamBody),
@@ -498,12 +559,27 @@ func (c OverheadConfig) drive(ctx context.Context, t overheadTarget, round int) 
 			return loadgen.Result{}, err
 		}
 	}
+	// The CPU time of the processes serving t, other than this one,
+	// counts in its cost.
+	var before time.Duration
+	if len(t.procs) > 0 {
+		onMeasure := cfg.OnMeasure
+		cfg.OnMeasure = func() {
+			if onMeasure != nil {
+				onMeasure()
+			}
+			before = procsCPU(t.procs)
+		}
+	}
 	var (
 		res loadgen.Result
 		err error
 	)
 	labelled(ctx, "loadgen", func(ctx context.Context) { res, err = loadgen.Run(ctx, cfg) })
 	stop()
+	if len(t.procs) > 0 {
+		res.Process.CPU += procsCPU(t.procs) - before
+	}
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", t.name, err)
 	}

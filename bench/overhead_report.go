@@ -71,12 +71,12 @@ func medianRow(rows []row) row {
 	}
 }
 
-// roundRatios lists Weir's added latency as a multiple of the proxy's,
+// roundRatios lists target's added latency as a multiple of base's,
 // p50/p99, round by round: the spread says how far one round can be trusted.
-func roundRatios(results map[string][]loadgen.Result, pick func(loadgen.Result) loadgen.Percentiles) string {
+func roundRatios(results map[string][]loadgen.Result, pick func(loadgen.Result) loadgen.Percentiles, target, base string) string {
 	var parts []string
-	for i := range results["weir"] {
-		d, px, w := pick(results["direct"][i]), pick(results["proxy"][i]), pick(results["weir"][i])
+	for i := range results[target] {
+		d, px, w := pick(results["direct"][i]), pick(results[base][i]), pick(results[target][i])
 		parts = append(parts, fmtRatio(ratio(w.P50-d.P50, px.P50-d.P50))+"/"+fmtRatio(ratio(w.P99-d.P99, px.P99-d.P99)))
 	}
 	return strings.Join(parts, "  ")
@@ -96,6 +96,12 @@ func printCost(out io.Writer, target string, rows map[string]row) {
 		fmt.Fprintln(out, costHead)
 	}
 	r, d := rows[target], rows["direct"]
+	if childTarget(target) {
+		// Its allocations are the children's, which this process does
+		// not see; its CPU time is theirs and this process's.
+		fmt.Fprintf(out, "%-8s %8.1f %8s %8s %6s   %+12.1f   %12s   %8s\n", target, r.cpu, "-", "-", "-", r.cpu-d.cpu, "-", "-")
+		return
+	}
 	line := fmt.Sprintf("%-8s %8.1f %8.0f %8.1f %6.0f", target, r.cpu, r.allocs, r.kb, r.gcs)
 	if target == "direct" {
 		line += fmt.Sprintf("   %12s   %12s   %8s", "-", "-", "-")
@@ -143,6 +149,16 @@ func printOverhead(out io.Writer, target string, rows map[string]row) {
 		}
 		line += fmt.Sprintf("   weir/proxy added: p50 %s, p99 %s (target <= 1.5x: %s)", fmtRatio(r50), fmtRatio(r99), verdict)
 	}
+	if serve, ok := rows["serve"]; ok && target == "fleet" {
+		d, sv := direct.lat, serve.lat
+		r50 := ratio(p.P50-d.P50, sv.P50-d.P50)
+		r99 := ratio(p.P99-d.P99, sv.P99-d.P99)
+		verdict := "met"
+		if !(r50 <= 2 && r99 <= 2) {
+			verdict = "missed"
+		}
+		line += fmt.Sprintf("   fleet/serve added: p50 %s, p99 %s (target <= 2x: %s)", fmtRatio(r50), fmtRatio(r99), verdict)
+	}
 	fmt.Fprintln(out, line)
 }
 
@@ -164,6 +180,9 @@ func printMaxRPS(out io.Writer, target string, rows map[string]row) {
 	if target == "weir" {
 		line += fmt.Sprintf(", weir/proxy %.2fx", r.rate/rows["proxy"].rate)
 	}
+	if target == "fleet" {
+		line += fmt.Sprintf(", fleet/serve %.2fx", r.rate/rows["serve"].rate)
+	}
 	fmt.Fprintln(out, line)
 }
 
@@ -184,3 +203,7 @@ func fmtRatio(r float64) string {
 	}
 	return fmt.Sprintf("%.2fx", r)
 }
+
+// childTarget says whether target runs in child processes (serve and
+// fleet, under OverheadConfig.Fleet) rather than in this one.
+func childTarget(target string) bool { return target == "serve" || target == "fleet" }

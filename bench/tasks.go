@@ -20,9 +20,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/httpapi"
 	"github.com/weir-gateway/weir/loadgen"
+	"github.com/weir-gateway/weir/postgres"
 	"github.com/weir-gateway/weir/provider/mock"
 	"github.com/weir-gateway/weir/sqlite"
 	"github.com/weir-gateway/weir/task"
@@ -40,6 +43,10 @@ type TasksConfig struct {
 	PollMax     time.Duration // tasks.poll_max (10s)
 	Connections int           // connections submitting tasks (16)
 	Dir         string        // directory for the config and database (default: a new temporary one, removed after)
+	// Fleet, with Replicas set, runs Drain's gateway as a fleet of
+	// replicas on PostgreSQL, tasks submitted to each in turn; the worker
+	// capacity is the fleet's.
+	Fleet FleetConfig
 }
 
 // validate checks c for Drain (drain) or Restart.
@@ -47,7 +54,14 @@ func (c TasksConfig) validate(drain bool) error {
 	if err := c.Weir.child(); err != nil {
 		return err
 	}
+	if err := c.Fleet.validate(); err != nil {
+		return err
+	}
 	switch {
+	case !drain && c.Fleet.Replicas > 0:
+		return errors.New("--fleet is for drain only")
+	case c.Fleet.Replicas > 0 && c.Capacity%c.Fleet.Replicas != 0:
+		return errors.New("--capacity must be a multiple of --fleet: each replica brings an equal share of it")
 	case c.Tasks < 1:
 		return errors.New("--tasks must be positive")
 	case c.Connections < 1:
@@ -114,9 +128,9 @@ type tasksGateway struct {
 	recovered string // the "tasks recovered" line
 }
 
-// scopesLine is every scope's in-flight count from /admin/queues.
-func (g *tasksGateway) scopesLine() string {
-	v, err := fetchQueues(g.url)
+// scopesLine is every scope's in-flight count from url's /admin/queues.
+func scopesLine(url string) string {
+	v, err := fetchQueues(url)
 	if err != nil {
 		return err.Error()
 	}
@@ -127,16 +141,17 @@ func (g *tasksGateway) scopesLine() string {
 	return "in flight/leases: " + strings.Join(parts, ", ")
 }
 
-// writeTasksConfig writes the config file: the mock as one platform whose
-// platform model has no limit of its own, so that tasks.workers is the
-// capacity.
+// writeTasksConfig writes the config file of a gateway on the SQLite
+// file db; see tasksCatalog.
 func writeTasksConfig(path, db, upURL string, workers int, c TasksConfig) error {
-	text := fmt.Sprintf(`server:
-  listen: 127.0.0.1:0
-  log_level: info
-storage:
-  path: %s
-tasks:
+	return serveFile{Storage: sqliteStorage(db), Rest: tasksCatalog(upURL, workers, c)}.write(path)
+}
+
+// tasksCatalog is the config's tasks section and catalog: the mock as one
+// platform whose platform model has no limit of its own, so that
+// tasks.workers is the capacity.
+func tasksCatalog(upURL string, workers int, c TasksConfig) string {
+	return fmt.Sprintf(`tasks:
   workers: %d
   poll_min: %s
   poll_max: %s
@@ -152,8 +167,7 @@ models:
     kind: video
     candidates:
       - platform_model: mock/sora-2
-`, db, workers, c.PollMin, c.PollMax, upURL)
-	return os.WriteFile(path, []byte(text), 0o600)
+`, workers, c.PollMin, c.PollMax, upURL)
 }
 
 // startTasksGateway starts `weir serve -c config` and waits until it
@@ -181,9 +195,10 @@ func (g *tasksGateway) peakRSS() string {
 	return strconv.FormatInt(kib, 10) + " kB"
 }
 
-// workersScope reads the worker-capacity scope from /admin/queues.
-func (g *tasksGateway) workersScope() (inFlight int64, waiting int, err error) {
-	v, err := fetchQueues(g.url)
+// workersScope reads the worker-capacity scope from url's /admin/queues
+// (a fleet's replica asks its leader).
+func workersScope(url string) (inFlight int64, waiting int, err error) {
+	v, err := fetchQueues(url)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -226,6 +241,10 @@ func newTasksRig(ctx context.Context, c TasksConfig, job time.Duration, workers 
 		return nil, err
 	}
 	r.up = up
+	r.client = &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: c.Connections}}
+	if c.Fleet.Replicas > 0 {
+		return r, nil // startFleet writes the configs and creates the key
+	}
 	if err := writeTasksConfig(r.config, r.db, up.url, workers, c); err != nil {
 		r.close()
 		return nil, err
@@ -241,7 +260,6 @@ func newTasksRig(ctx context.Context, c TasksConfig, job time.Duration, workers 
 		r.close()
 		return nil, err
 	}
-	r.client = &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: c.Connections}}
 	return r, nil
 }
 
@@ -250,9 +268,9 @@ func (r *tasksRig) close() {
 	r.cleanup()
 }
 
-// submitAll posts n tasks over conns connections and returns the id of
-// the last one accepted.
-func (r *tasksRig) submitAll(ctx context.Context, url string, n, conns int, progress func(done int)) (last string, err error) {
+// submitAll posts n tasks over conns connections, task i to
+// urls[i % len(urls)], and returns the id of the last one accepted.
+func (r *tasksRig) submitAll(ctx context.Context, urls []string, n, conns int, progress func(done int)) (last string, err error) {
 	var next, done atomic.Int64
 	var mu sync.Mutex
 	errs := make(chan error, conns)
@@ -265,7 +283,7 @@ func (r *tasksRig) submitAll(ctx context.Context, url string, n, conns int, prog
 					return
 				}
 				body := fmt.Sprintf(`{"model":"sora-2","input":{"prompt":"bench %d","seconds":"4"}}`, i)
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/tasks", strings.NewReader(body))
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, urls[i%int64(len(urls))]+"/v1/tasks", strings.NewReader(body))
 				req.Header.Set("Authorization", "Bearer "+r.secret)
 				req.Header.Set("Content-Type", "application/json")
 				resp, err := r.client.Do(req)
@@ -317,6 +335,18 @@ func (r *tasksRig) submitAll(ctx context.Context, url string, n, conns int, prog
 // next one's admission. A LEAK line appears if the worker scope ever went
 // over its limit or still held leases 10s after the last task ended; a
 // log line sums the gateway's warnings and errors.
+//
+// With c.Fleet.Replicas set the gateway is a fleet instead: that many
+// `weir serve` replicas on a PostgreSQL schema of the run's own (dropped
+// after), each with tasks.workers an equal share of c.Capacity (the
+// fleet's capacity is the sum of its live replicas' workers, which its
+// leader admits); the tasks are submitted to
+// each replica in turn, and the figures are read from the leader's
+// /admin/queues (any replica's answers with the leader's) and the
+// schema:
+//
+//	go run ./cmd/weir bench-tasks drain --fleet 2                          # the full drain on PostgreSQL
+//	go run ./cmd/weir bench-tasks drain --fleet 2 --tasks 2000 --job 1s    # scaled down
 func Drain(ctx context.Context, out io.Writer, c TasksConfig) error {
 	if err := c.validate(true); err != nil {
 		return err
@@ -326,46 +356,43 @@ func Drain(ctx context.Context, out io.Writer, c TasksConfig) error {
 		return err
 	}
 	defer r.close()
-	g, err := startTasksGateway(c.Weir, r.config)
+	g, err := startDrainGateway(ctx, c, r)
 	if err != nil {
 		return err
 	}
-	defer g.kill()
+	defer g.stop()
 	waves := (c.Tasks + c.Capacity - 1) / c.Capacity
 	ideal := time.Duration(waves) * c.Job
 	fmt.Fprintf(out, "weir bench-tasks drain: %d tasks, capacity %d, upstream jobs of %s, polls %s..%s; ideal %s; %d CPUs, load average %s\n",
 		c.Tasks, c.Capacity, c.Job, c.PollMin, c.PollMax, ideal, runtime.NumCPU(), loadAverage())
+	if g.fleet != nil {
+		fmt.Fprintf(out, "  fleet: %d `weir serve` replicas on PostgreSQL schema %s, tasks submitted to each in turn, %s leads; tasks.workers %d each, the fleet's capacity %d\n",
+			len(g.fleet.replicas), g.fleet.schema.name, g.fleet.leader(), c.Capacity/len(g.fleet.replicas), c.Capacity)
+	}
 
 	start := time.Now()
 	var submitted time.Duration
-	if _, err := r.submitAll(ctx, g.url, c.Tasks, c.Connections, func(d int) {
+	if _, err := r.submitAll(ctx, g.urls, c.Tasks, c.Connections, func(d int) {
 		if d == c.Tasks {
 			submitted = time.Since(start)
 		}
 	}); err != nil {
 		return err
 	}
-	db, err := sql.Open("sqlite", "file:"+r.db+"?mode=ro&_pragma=busy_timeout(5000)")
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	db.SetConnMaxIdleTime(time.Millisecond) // a fresh snapshot for each look
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	lastReport := time.Now()
 	var drain time.Duration // until every task has ended
 	var peakInFlight int64
 	for {
-		inFlight, waiting, err := g.workersScope()
+		inFlight, waiting, err := workersScope(g.urls[0])
 		if err != nil {
 			return err
 		}
 		peakInFlight = max(peakInFlight, inFlight)
 		if drain == 0 {
-			var ended int
-			if err := db.QueryRow(`SELECT count(*) FROM tasks WHERE status IN ('succeeded', 'failed', 'cancelled', 'expired')`).Scan(&ended); err != nil {
+			ended, err := g.ended(ctx)
+			if err != nil {
 				return err
 			}
 			if ended == c.Tasks {
@@ -397,27 +424,144 @@ func Drain(ctx context.Context, out io.Writer, c TasksConfig) error {
 	if ratio > 1.05 {
 		verdict = "missed"
 	}
-	fmt.Fprintf(out, "drain  tasks %d  capacity %d  job %s  ideal %s  drain %s  ratio %.3fx (target <= 1.05x: %s)  submitted in %s  upstream peak %d running, %d submits for %d jobs, %d polls\n",
-		c.Tasks, c.Capacity, c.Job, ideal, drain.Round(time.Millisecond), ratio, verdict, submitted.Round(time.Millisecond),
+	name := "drain"
+	if g.fleet != nil {
+		name = fmt.Sprintf("drain (fleet of %d on PostgreSQL)", len(g.fleet.replicas))
+	}
+	fmt.Fprintf(out, "%s  tasks %d  capacity %d  job %s  ideal %s  drain %s  ratio %.3fx (target <= 1.05x: %s)  submitted in %s  upstream peak %d running, %d submits for %d jobs, %d polls\n",
+		name, c.Tasks, c.Capacity, c.Job, ideal, drain.Round(time.Millisecond), ratio, verdict, submitted.Round(time.Millisecond),
 		st.PeakJobsRunning, st.JobsSubmitted+st.JobsDeduplicated, st.JobsSubmitted, st.JobPolls)
-	if inFlight, _, _ := g.workersScope(); peakInFlight > int64(c.Capacity) || inFlight > 0 {
+	if inFlight, _, _ := workersScope(g.urls[0]); peakInFlight > int64(c.Capacity) || inFlight > 0 {
 		fmt.Fprintf(out, "LEAK   global:tasks peaked at %d in flight (limit %d); %d still in flight %s after the last task ended (leases live tasks.lease_ttl, 5m): %s\n",
-			peakInFlight, c.Capacity, inFlight, (released - drain).Round(time.Millisecond), g.scopesLine())
+			peakInFlight, c.Capacity, inFlight, (released - drain).Round(time.Millisecond), scopesLine(g.urls[0]))
 	}
 	if w := g.warnings(); w != "" {
 		fmt.Fprintf(out, "log    %s\n", w)
 	}
-	return drainBreakdown(out, r, drain, c)
-}
-
-// drainBreakdown says where the time of each task's lease went.
-func drainBreakdown(out io.Writer, r *tasksRig, drain time.Duration, c TasksConfig) error {
-	ctx := context.Background()
-	store, err := sqlite.Open(ctx, r.db)
+	store, closeStore, err := g.store(ctx)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer closeStore()
+	return drainBreakdown(ctx, out, r, store, drain, c)
+}
+
+// drainGateway is what Drain runs its tasks through: one `weir serve` on
+// the rig's SQLite file, or a fleet of replicas on PostgreSQL.
+type drainGateway struct {
+	urls     []string
+	fleet    *fleetRun // or nil
+	ended    func(ctx context.Context) (int, error)
+	store    func(ctx context.Context) (weir.TaskStore, func(), error)
+	warnings func() string
+	stop     func()
+}
+
+// endedQuery counts the tasks that have ended, on either database.
+const endedQuery = `SELECT count(*) FROM tasks WHERE status IN ('succeeded', 'failed', 'cancelled', 'expired')`
+
+func startDrainGateway(ctx context.Context, c TasksConfig, r *tasksRig) (*drainGateway, error) {
+	if c.Fleet.Replicas > 0 {
+		return startDrainFleet(ctx, c, r)
+	}
+	g, err := startTasksGateway(c.Weir, r.config)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", "file:"+r.db+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		g.kill()
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	db.SetConnMaxIdleTime(time.Millisecond) // a fresh snapshot for each look
+	return &drainGateway{
+		urls: []string{g.url},
+		ended: func(ctx context.Context) (n int, err error) {
+			return n, db.QueryRowContext(ctx, endedQuery).Scan(&n)
+		},
+		store: func(ctx context.Context) (weir.TaskStore, func(), error) {
+			s, err := sqlite.Open(ctx, r.db)
+			if err != nil {
+				return nil, nil, err
+			}
+			return s, func() { s.Close() }, nil
+		},
+		warnings: g.warnings,
+		stop:     func() { db.Close(); g.kill() },
+	}, nil
+}
+
+// startDrainFleet starts c.Fleet's replicas, each with tasks.workers an
+// equal share of c.Capacity: the fleet's worker capacity, which its leader
+// admits, is the sum of the live replicas' workers. It returns once the
+// leader has set the workers scope to that sum.
+func startDrainFleet(ctx context.Context, c TasksConfig, r *tasksRig) (*drainGateway, error) {
+	share := c.Capacity / c.Fleet.Replicas
+	f, err := startFleet(ctx, fleetParams{Weir: c.Weir, Fleet: c.Fleet, Dir: r.dir,
+		Rest: tasksCatalog(r.up.url, share, c), Key: &weir.APIKey{Name: "bench-tasks", Group: "default"}})
+	if err != nil {
+		return nil, err
+	}
+	if err := waitWorkersLimit(ctx, f.urls()[0], int64(c.Capacity), time.Minute); err != nil {
+		f.stop()
+		return nil, err
+	}
+	r.secret = f.secret
+	pool, err := pgxpool.New(ctx, f.schema.dsn())
+	if err != nil {
+		f.stop()
+		return nil, err
+	}
+	return &drainGateway{
+		urls:  f.urls(),
+		fleet: f,
+		ended: func(ctx context.Context) (n int, err error) {
+			return n, pool.QueryRow(ctx, endedQuery).Scan(&n)
+		},
+		store: func(ctx context.Context) (weir.TaskStore, func(), error) {
+			s, err := postgres.Open(ctx, f.schema.dsn())
+			if err != nil {
+				return nil, nil, err
+			}
+			return s, func() { s.Close() }, nil
+		},
+		warnings: f.warnings,
+		// The replicas stop gracefully before their schema is dropped.
+		stop: func() { pool.Close(); f.stop() },
+	}, nil
+}
+
+// waitWorkersLimit waits until the workers scope, as url's /admin/queues
+// shows it, has limit n.
+func waitWorkersLimit(ctx context.Context, url string, n int64, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	var last int64
+	for {
+		v, err := fetchQueues(url)
+		if err != nil {
+			return err
+		}
+		for _, s := range v.Scopes {
+			if s.Name == task.WorkersScope {
+				if last = s.Limit; last == n {
+					return nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the fleet's %s limit is %d after %s, want %d (the sum of the replicas' tasks.workers)", task.WorkersScope, last, within, n)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond): // polling the leader's view
+		}
+	}
+}
+
+// drainBreakdown says where the time of each task's lease went.
+func drainBreakdown(ctx context.Context, out io.Writer, r *tasksRig, store weir.TaskStore, drain time.Duration, c TasksConfig) error {
 	tasks, err := store.TaskList(ctx, weir.TaskFilter{})
 	if err != nil {
 		return err
@@ -486,7 +630,7 @@ func Restart(ctx context.Context, out io.Writer, c TasksConfig) error {
 	fmt.Fprintf(out, "weir bench-tasks restart: %d tasks, one worker busy for an hour; load average %s\n", c.Tasks, loadAverage())
 	start := time.Now()
 	last := time.Now()
-	lastID, err := r.submitAll(ctx, g.url, c.Tasks, c.Connections, func(d int) {
+	lastID, err := r.submitAll(ctx, []string{g.url}, c.Tasks, c.Connections, func(d int) {
 		if d%10_000 == 0 && time.Since(last) > time.Second {
 			last = time.Now()
 			fmt.Fprintf(out, "  submitted %d in %s\n", d, time.Since(start).Round(time.Second))
@@ -500,7 +644,7 @@ func Restart(ctx context.Context, out io.Writer, c TasksConfig) error {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		_, waiting, err := g.workersScope()
+		_, waiting, err := workersScope(g.url)
 		if err != nil {
 			g.kill()
 			return err

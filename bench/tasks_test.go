@@ -29,6 +29,9 @@ func TestTasksConfigErrors(t *testing.T) {
 		{true, func(c *TasksConfig) { c.PollMax = c.PollMin / 2 }, "--poll-max"},
 		{true, func(c *TasksConfig) { c.Capacity = 0 }, "--capacity"},
 		{true, func(c *TasksConfig) { c.Job = 0 }, "--job"},
+		{true, func(c *TasksConfig) { c.Fleet = FleetConfig{Replicas: 2} }, "--dsn"},
+		{false, func(c *TasksConfig) { c.Fleet = FleetConfig{Replicas: 2, DSN: "postgres://x"} }, "drain only"},
+		{true, func(c *TasksConfig) { c.Fleet = FleetConfig{Replicas: 2, DSN: "postgres://x"}; c.Capacity = 5 }, "multiple of --fleet"},
 	} {
 		c := valid()
 		tc.change(&c)

@@ -52,10 +52,11 @@ func (c *Config) toCatalog(lookup lookupFunc) weir.Catalog {
 			Platform: pm.Platform,
 			Upstream: pm.Upstream,
 			Limits:   pm.Limits,
+			FailOpen: c.failOpen(pm.FailOpen),
 		})
 	}
 	for _, m := range c.Models {
-		model := weir.Model{Name: m.Name, Kind: m.Kind}
+		model := weir.Model{Name: m.Name, Kind: m.Kind, Nodes: m.Nodes}
 		for _, cd := range m.Candidates {
 			weight := cd.Weight
 			if weight == 0 {
@@ -77,10 +78,20 @@ func (c *Config) toCatalog(lookup lookupFunc) weir.Catalog {
 			Priority:   g.Priority,
 			Limits:     g.Limits,
 			RoundRobin: g.RoundRobin,
+			FailOpen:   c.failOpen(g.FailOpen),
 		})
 	}
 	if !hasDefault {
-		cat.Groups = append(cat.Groups, weir.Group{Name: c.DefaultGroup})
+		cat.Groups = append(cat.Groups, weir.Group{Name: c.DefaultGroup, FailOpen: c.failOpen(nil)})
 	}
 	return cat
+}
+
+// failOpen is an entry's fail_open, or fleet.unavailable's when the
+// entry does not say.
+func (c *Config) failOpen(entry *bool) bool {
+	if entry != nil {
+		return *entry
+	}
+	return c.Fleet.Unavailable == UnavailableOpen
 }

@@ -17,6 +17,11 @@ type Config struct {
 	Server Server `yaml:"server"`
 	// Storage says where keys and usage are kept.
 	Storage Storage `yaml:"storage"`
+	// Fleet is how a replica on PostgreSQL joins the others sharing its
+	// database; sqlite ignores it.
+	Fleet Fleet `yaml:"fleet"`
+	// Edge is where edge nodes (weir node) dial in.
+	Edge Edge `yaml:"edge"`
 	// Tasks runs durable asynchronous tasks (the video and task APIs).
 	Tasks Tasks `yaml:"tasks"`
 	// Platforms are the upstream accounts. Default: none.
@@ -202,6 +207,83 @@ type Storage struct {
 	DSN string `yaml:"dsn"`
 }
 
+// Fleet is how a replica on PostgreSQL joins the others sharing its
+// database. Several `weir serve` replicas on one database (storage driver
+// postgres) form a fleet: one of them leads admission and the others reach
+// it over its fleet listener. The sqlite driver ignores this section.
+type Fleet struct {
+	// Replica is this replica's id in the fleet: at most 100 bytes, no
+	// whitespace or control characters. Default "": <hostname>-<port>,
+	// the port of server.listen, so that a restart is the same replica
+	// again (it supersedes its previous run); with port 0, a random
+	// suffix instead of the port, a new id at each start.
+	Replica string `yaml:"replica"`
+	// Listen is the address of the fleet listener, where the other
+	// replicas reach this one while it leads. Default ":0": every
+	// interface, on a free port.
+	Listen string `yaml:"listen"`
+	// Advertise is the address, host:port, the other replicas dial to
+	// reach this one's fleet listener. Set it when they reach this host by
+	// another name or through another port. Default "": this host's name
+	// with the listener's port.
+	Advertise string `yaml:"advertise"`
+	// Secret is shared by the fleet's replicas and authenticates them to
+	// each other: at least 16 bytes. Default "": the replicas use one kept
+	// in their database.
+	Secret string `yaml:"secret"`
+	// TermTTL is how long the leader's term runs without a renewal; a
+	// leader that dies is replaced within about this long. The leader
+	// renews every third of it. At least 1s. Default 10s.
+	TermTTL time.Duration `yaml:"term_ttl"`
+	// HeartbeatTimeout is how old a replica's heartbeat may get before the
+	// fleet takes it for gone; it also bounds a replica's session with the
+	// leader. A replica heartbeats every third of it. At least 1s.
+	// Default 6s.
+	HeartbeatTimeout time.Duration `yaml:"heartbeat_timeout"`
+	// Poll is how often a replica re-reads the term when no notice of a
+	// change has come: the safety net under PostgreSQL's LISTEN. Positive
+	// and at most TermTTL. Default 5s.
+	Poll time.Duration `yaml:"poll"`
+	// Unavailable is what the platform models and groups that do not say
+	// (their fail_open) do while no leader answers — PostgreSQL is
+	// unreachable, or the leader is gone — for longer than a failover
+	// takes (term_ttl plus twice heartbeat_timeout): "closed", admit
+	// nothing (store_unavailable 503), or "open", each replica admits
+	// its share of each limit (the limit divided by the replicas alive,
+	// rounded down). Work already admitted runs on either way.
+	// Default "closed".
+	Unavailable string `yaml:"unavailable"`
+}
+
+// Fleet.Unavailable's values.
+const (
+	UnavailableClosed = "closed"
+	UnavailableOpen   = "open"
+)
+
+// Edge is the gateway's listener for its edge nodes: machines with
+// their own model runtimes that run `weir node` and dial in (gRPC). Their
+// providers' slots become scopes, and candidates of the models they
+// serve (see models[].nodes).
+type Edge struct {
+	// Listen is the address of the edge listener. Default "": off, no
+	// node can dial in.
+	Listen string `yaml:"listen"`
+	// TLSCert and TLSKey are PEM files of the listener's certificate and
+	// key; both or neither. Default "": plaintext, for loopback and
+	// private networks (node tokens cross it in the clear).
+	TLSCert string `yaml:"tls_cert"`
+	TLSKey  string `yaml:"tls_key"`
+	// HeartbeatInterval is how often nodes are told to heartbeat.
+	// Default 2s.
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
+	// HeartbeatTimeout is how long a node may go without a heartbeat,
+	// by the gateway's clock, before it is declared gone: its leases are
+	// released and its waiters move to other candidates. More than
+	// heartbeat_interval. Default 6s.
+	HeartbeatTimeout time.Duration `yaml:"heartbeat_timeout"`
+}
+
 // Platform is one upstream account.
 type Platform struct {
 	// Name identifies the platform in platform_models. Required.
@@ -242,6 +324,12 @@ type PlatformModel struct {
 	// Limits are concurrency, rpm, tpm, queue_limit, max_wait, lease_ttl
 	// and fairness_window, written in the entry itself.
 	weir.Limits `yaml:",inline"`
+	// FailOpen says whether, on a fleet whose replicas reach no leader,
+	// each replica admits requests here up to its share of these limits
+	// (true) or none (false). A request fails open only if its group
+	// (and its key, when the key has limits) does too. Default unset:
+	// fleet.unavailable.
+	FailOpen *bool `yaml:"fail_open"`
 }
 
 // Model is a public model name and the platform models that serve it.
@@ -252,8 +340,13 @@ type Model struct {
 	// video (run as durable asynchronous tasks).
 	// Required.
 	Kind weir.ModelKind `yaml:"kind"`
-	// Candidates are the platform models that can serve it. At least one.
+	// Candidates are the platform models that can serve it. At least one,
+	// unless edge nodes serve it (nodes is not never; not for video).
 	Candidates []Candidate `yaml:"candidates"`
+	// Nodes places the edge nodes' providers serving the model among its
+	// candidates: first (before the platform models), last (as their
+	// fallback) or never. Default first.
+	Nodes weir.NodesOrder `yaml:"nodes"`
 }
 
 // Candidate is one platform model a public model can be served by.
@@ -288,6 +381,9 @@ type Group struct {
 	// platform model, keys of the same priority always take turns.)
 	// Default false.
 	RoundRobin bool `yaml:"round_robin"`
+	// FailOpen: as a platform model's, for the group's limits. Default
+	// unset: fleet.unavailable.
+	FailOpen *bool `yaml:"fail_open"`
 }
 
 // Default returns a config with every default set and an empty catalog.
@@ -319,6 +415,17 @@ func Default() *Config {
 		Storage: Storage{
 			Driver: "sqlite",
 			Path:   "weir.db",
+		},
+		Fleet: Fleet{
+			Listen:           ":0",
+			TermTTL:          10 * time.Second,
+			HeartbeatTimeout: 6 * time.Second,
+			Poll:             5 * time.Second,
+			Unavailable:      UnavailableClosed,
+		},
+		Edge: Edge{
+			HeartbeatInterval: 2 * time.Second,
+			HeartbeatTimeout:  6 * time.Second,
 		},
 		Tasks: Tasks{
 			Workers:     100,

@@ -80,6 +80,10 @@ func TestDefaults(t *testing.T) {
 		{"storage", "storage:\n  path: /var/lib/weir/weir.db\n", func(c *Config) {
 			c.Storage.Path = "/var/lib/weir/weir.db"
 		}},
+		{"empty fleet section", "fleet:\n", func(c *Config) {}},
+		{"fleet keeps its other defaults", "fleet:\n  term_ttl: 20s\n", func(c *Config) {
+			c.Fleet.TermTTL = 20 * time.Second
+		}},
 		{"default group", "default_group: standard\n", func(c *Config) {
 			c.DefaultGroup = "standard"
 		}},
@@ -128,6 +132,12 @@ func TestDefaultValues(t *testing.T) {
 			MetricsAuth:         false,
 		},
 		Storage: Storage{Driver: "sqlite", Path: "weir.db"},
+		Fleet: Fleet{
+			Replica: "", Listen: ":0", Advertise: "", Secret: "",
+			TermTTL: 10 * time.Second, HeartbeatTimeout: 6 * time.Second, Poll: 5 * time.Second,
+			Unavailable: "closed",
+		},
+		Edge: Edge{HeartbeatInterval: 2 * time.Second, HeartbeatTimeout: 6 * time.Second},
 		Tasks: Tasks{
 			Workers: 100, MaxWait: 24 * time.Hour, PollMin: 250 * time.Millisecond, PollMax: 10 * time.Second,
 			MaxAttempts: 5, LeaseTTL: 5 * time.Minute, RescueAfter: 2 * time.Minute, Retention: 30 * 24 * time.Hour,
@@ -139,6 +149,75 @@ func TestDefaultValues(t *testing.T) {
 	}
 	if err := Default().Validate(); err != nil {
 		t.Errorf("Default().Validate() = %v", err)
+	}
+	// The fleet's defaults are valid where they are used, too.
+	pg := Default()
+	pg.Storage = Storage{Driver: "postgres", DSN: "host=db"}
+	if err := pg.Validate(); err != nil {
+		t.Errorf("Default() on postgres: Validate() = %v", err)
+	}
+}
+
+func TestFleetDecode(t *testing.T) {
+	t.Parallel()
+	data := `
+storage:
+  driver: postgres
+  dsn: postgres://weir@db:5432/weir
+fleet:
+  replica: weir-1
+  listen: 10.0.0.5:7946
+  advertise: weir-1.internal:7946
+  secret: ${FLEET_SECRET}
+  term_ttl: 15s
+  heartbeat_timeout: 9s
+  poll: 1500ms
+  unavailable: open
+`
+	c, err := parse([]byte(data), env("FLEET_SECRET", "0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Fleet{
+		Replica: "weir-1", Listen: "10.0.0.5:7946", Advertise: "weir-1.internal:7946", Secret: "0123456789abcdef",
+		TermTTL: 15 * time.Second, HeartbeatTimeout: 9 * time.Second, Poll: 1500 * time.Millisecond,
+		Unavailable: "open",
+	}
+	if c.Fleet != want {
+		t.Errorf("fleet = %+v\nwant %+v", c.Fleet, want)
+	}
+}
+
+// TestFleetIgnoredOnSQLite: on sqlite the fleet section is not used, so
+// values that would be refused on postgres pass, but for negative
+// durations, which mean nothing anywhere.
+func TestFleetIgnoredOnSQLite(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		yaml string
+		want string // "" for valid
+	}{
+		{"fleet:\n", ""},
+		{"fleet: {}\n", ""},
+		{"fleet:\n  replica: ''\n  listen: ''\n  advertise: ''\n  secret: ''\n  term_ttl: 0s\n  heartbeat_timeout: 0s\n  poll: 0s\n", ""},
+		{"fleet:\n  listen: nowhere\n  advertise: ':0'\n  secret: short\n  replica: 'a b'\n  poll: 1h\n", ""},
+		{"fleet:\n  term_ttl: -1s\n", "fleet.term_ttl: must not be negative"},
+		{"fleet:\n  heartbeat_timeout: -1s\n", "fleet.heartbeat_timeout: must not be negative"},
+		{"fleet:\n  poll: -1s\n", "fleet.poll: must not be negative"},
+	} {
+		_, err := parse([]byte(tc.yaml), env())
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%q: %v", tc.yaml, err)
+		case tc.want != "" && (err == nil || err.Error() != tc.want):
+			t.Errorf("%q: err = %v; want %q", tc.yaml, err, tc.want)
+		}
+	}
+	// A Config built in code with no fleet section at all.
+	c := Default()
+	c.Fleet = Fleet{}
+	if err := c.Validate(); err != nil {
+		t.Errorf("sqlite, zero Fleet: Validate() = %v", err)
 	}
 }
 
@@ -191,6 +270,19 @@ func TestEnvOverrides(t *testing.T) {
 		{"WEIR_STORAGE_DRIVER", "sqlite", func(c *Config) {}},
 		{"WEIR_STORAGE_PATH", "/tmp/x.db", func(c *Config) { c.Storage.Path = "/tmp/x.db" }},
 		{"WEIR_STORAGE_DSN", "postgres://weir:pw@db:5432/weir", func(c *Config) { c.Storage.DSN = "postgres://weir:pw@db:5432/weir" }},
+		{"WEIR_FLEET_REPLICA", "weir-2", func(c *Config) { c.Fleet.Replica = "weir-2" }},
+		{"WEIR_FLEET_LISTEN", "0.0.0.0:7946", func(c *Config) { c.Fleet.Listen = "0.0.0.0:7946" }},
+		{"WEIR_FLEET_ADVERTISE", "weir-2.internal:7946", func(c *Config) { c.Fleet.Advertise = "weir-2.internal:7946" }},
+		{"WEIR_FLEET_SECRET", "fedcba9876543210", func(c *Config) { c.Fleet.Secret = "fedcba9876543210" }},
+		{"WEIR_FLEET_TERM_TTL", "30s", func(c *Config) { c.Fleet.TermTTL = 30 * time.Second }},
+		{"WEIR_FLEET_HEARTBEAT_TIMEOUT", "3s", func(c *Config) { c.Fleet.HeartbeatTimeout = 3 * time.Second }},
+		{"WEIR_FLEET_POLL", "2s", func(c *Config) { c.Fleet.Poll = 2 * time.Second }},
+		{"WEIR_FLEET_UNAVAILABLE", "open", func(c *Config) { c.Fleet.Unavailable = "open" }},
+		{"WEIR_EDGE_LISTEN", "127.0.0.1:8443", func(c *Config) { c.Edge.Listen = "127.0.0.1:8443" }},
+		{"WEIR_EDGE_TLS_CERT", "/etc/weir/edge.crt", func(c *Config) { c.Edge.TLSCert = "/etc/weir/edge.crt" }},
+		{"WEIR_EDGE_TLS_KEY", "/etc/weir/edge.key", func(c *Config) { c.Edge.TLSKey = "/etc/weir/edge.key" }},
+		{"WEIR_EDGE_HEARTBEAT_INTERVAL", "1s", func(c *Config) { c.Edge.HeartbeatInterval = time.Second }},
+		{"WEIR_EDGE_HEARTBEAT_TIMEOUT", "9s", func(c *Config) { c.Edge.HeartbeatTimeout = 9 * time.Second }},
 	}
 
 	// Every override the code offers is tested here, and nothing else.
@@ -208,7 +300,9 @@ func TestEnvOverrides(t *testing.T) {
 	}
 
 	// The file says one thing, the environment another: the environment wins.
-	file := []byte("server:\n  listen: 127.0.0.1:1\n  retry_budget: 2\n  default_max_wait: 1s\nstorage:\n  path: file.db\n")
+	file := []byte("server:\n  listen: 127.0.0.1:1\n  retry_budget: 2\n  default_max_wait: 1s\nstorage:\n  path: file.db\n" +
+		"fleet:\n  replica: weir-1\n  listen: 127.0.0.1:7946\n  advertise: weir-1:7946\n  secret: 0123456789abcdef\n  term_ttl: 20s\n  heartbeat_timeout: 8s\n  poll: 4s\n" +
+		"edge:\n  tls_cert: file.crt\n  tls_key: file.key\n")
 	for _, tt := range tests {
 		t.Run(tt.env, func(t *testing.T) {
 			t.Parallel()
@@ -254,6 +348,8 @@ func TestEnvOverrideErrors(t *testing.T) {
 		{"WEIR_SERVER_LOG_LEVEL", "loud", `server.log_level: unknown level "loud"`},
 		{"WEIR_STORAGE_DRIVER", "mysql", `storage.driver: unknown driver "mysql": want sqlite or postgres`},
 		{"WEIR_STORAGE_DRIVER", "postgres", `storage.dsn: required with driver postgres`},
+		{"WEIR_FLEET_TERM_TTL", "10", `environment WEIR_FLEET_TERM_TTL="10": not a duration`},
+		{"WEIR_FLEET_POLL", "-1s", `fleet.poll: must not be negative`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.env+"="+tt.value, func(t *testing.T) {
@@ -333,6 +429,7 @@ func TestStrictDecoding(t *testing.T) {
 		{"unknown server field", "server:\n  listen: 127.0.0.1:1\n  max_body: 5\n", []string{`line 3: unknown field "max_body" in server`}},
 		{"unknown nested field", "server:\n  cooldown:\n    failure: 5\n", []string{`line 3: unknown field "failure" in server.cooldown`}},
 		{"unknown platform field", "platforms:\n  - name: a\n    base_url: http://x\n    apikey: sk\n", []string{`line 4: unknown field "apikey" in platforms[]`}},
+		{"unknown fleet field", "fleet:\n  ttl: 10s\n", []string{`line 2: unknown field "ttl" in fleet`}},
 		{"unknown candidate field", "models:\n  - name: m\n    candidates:\n      - platform_model: x\n        prio: 1\n", []string{`line 5: unknown field "prio" in models[].candidates[]`}},
 		{"lease_ttl is not a group field", "groups:\n  - name: g\n    lease_ttl: 5s\n", []string{`line 3: unknown field "lease_ttl" in groups[]`}},
 		{"lease_ttl merged into a group", "platform_models:\n  - &limits\n    concurrency: 1\n    lease_ttl: 5s\ngroups:\n  - <<: *limits\n    name: g\n",
@@ -368,6 +465,7 @@ func TestBadDurations(t *testing.T) {
 		{"unit missing", "server:\n  default_max_wait: 30\n", "line 2"},
 		{"not a duration", "server:\n  shutdown_timeout: thirty seconds\n", "line 2"},
 		{"bad unit", "server:\n  cooldown:\n    duration: 30x\n", "line 3"},
+		{"fleet term_ttl", "fleet:\n  term_ttl: 10\n", "line 2"},
 		{"platform timeout", "platforms:\n  - name: a\n    base_url: http://x\n    timeout: 1 minute\n", "line 4"},
 		{"platform model max_wait", "platform_models:\n  - name: a\n    max_wait: 5\n", "line 3"},
 		{"group fairness_window", "groups:\n  - name: g\n    fairness_window: true\n", "line 3"},
@@ -403,8 +501,18 @@ func TestValidate(t *testing.T) {
 			`models[0].candidates[1].platform_model: unknown platform model "x/m"`},
 		{"candidate listed twice", func(c *Config) { c.Models[0].Candidates[1].PlatformModel = "a/m" },
 			`models[0].candidates[1].platform_model: "a/m" listed twice`},
-		{"no candidates", func(c *Config) { c.Models[0].Candidates = nil },
-			`models[0].candidates: at least one candidate is required`},
+		{"no candidates, no nodes", func(c *Config) { c.Models[0].Candidates, c.Models[0].Nodes = nil, weir.NodesNever },
+			`models[0].candidates: at least one candidate is required (nodes: never)`},
+		{"no candidates for tasks", func(c *Config) { c.Models[0].Candidates, c.Models[0].Kind = nil, weir.KindVideo },
+			`models[0].candidates: at least one candidate is required (edge nodes run no tasks)`},
+		{"edge listen not host:port", func(c *Config) { c.Edge.Listen = "8443" },
+			`edge.listen: "8443" is not host:port (e.g. "0.0.0.0:8443"; empty: no edge listener)`},
+		{"edge cert without key", func(c *Config) { c.Edge.TLSCert = "edge.crt" },
+			`edge.tls_cert: tls_cert and tls_key go together: give both, or neither for plaintext`},
+		{"edge heartbeat timeout too short", func(c *Config) { c.Edge.HeartbeatTimeout = c.Edge.HeartbeatInterval },
+			`edge.heartbeat_timeout: 2s is not longer than edge.heartbeat_interval 2s: one late heartbeat would declare a node gone`},
+		{"unknown nodes order", func(c *Config) { c.Models[0].Nodes = "sometimes" },
+			`models[0].nodes: unknown order "sometimes": want first, last or never`},
 		{"negative weight", func(c *Config) { c.Models[0].Candidates[0].Weight = -1 },
 			`models[0].candidates[0].weight: must not be negative`},
 		{"bad model kind", func(c *Config) { c.Models[0].Kind = "hologram" },
@@ -466,6 +574,62 @@ func TestValidate(t *testing.T) {
 			c.Storage = Storage{Driver: "postgres", DSN: "host=db user=weir dbname=weir"}
 		}, ""},
 		{"unknown driver", func(c *Config) { c.Storage.Driver = "mysql" }, `storage.driver: unknown driver "mysql": want sqlite or postgres`},
+
+		// The fleet section is checked in full on postgres only.
+		{"fleet set in full", onPostgres(func(f *Fleet) {
+			*f = Fleet{Replica: "weir-1.eu/α", Listen: "[::]:7946", Advertise: "[fd00::5]:7946", Secret: strings.Repeat("s", 16),
+				TermTTL: time.Second, HeartbeatTimeout: time.Second, Poll: time.Second}
+		}), ""},
+		{"fleet left empty on postgres", onPostgres(func(f *Fleet) { f.Replica, f.Listen, f.Advertise, f.Secret = "", "", "", "" }), ""},
+		{"short term_ttl", onPostgres(func(f *Fleet) { f.TermTTL, f.Poll = 999*time.Millisecond, 500*time.Millisecond }),
+			`fleet.term_ttl: 999ms is too short: give at least 1s`},
+		{"zero term_ttl", onPostgres(func(f *Fleet) { f.TermTTL = 0 }), `fleet.term_ttl: 0s is too short: give at least 1s`},
+		{"negative term_ttl", onPostgres(func(f *Fleet) { f.TermTTL = -time.Second }), `fleet.term_ttl: -1s is too short`},
+		{"short heartbeat_timeout", onPostgres(func(f *Fleet) { f.HeartbeatTimeout = 100 * time.Millisecond }),
+			`fleet.heartbeat_timeout: 100ms is too short: give at least 1s`},
+		{"zero poll", onPostgres(func(f *Fleet) { f.Poll = 0 }), `fleet.poll: must be positive`},
+		{"negative poll", onPostgres(func(f *Fleet) { f.Poll = -time.Second }), `fleet.poll: must be positive`},
+		{"poll longer than the term", onPostgres(func(f *Fleet) { f.Poll = 11 * time.Second }),
+			`fleet.poll: 11s is longer than fleet.term_ttl 10s`},
+		{"poll as long as the term", onPostgres(func(f *Fleet) { f.Poll = f.TermTTL }), ""},
+		{"long replica", onPostgres(func(f *Fleet) { f.Replica = strings.Repeat("r", 101) }),
+			`fleet.replica: 101 bytes, more than 100`},
+		{"replica of 100 bytes", onPostgres(func(f *Fleet) { f.Replica = strings.Repeat("r", 100) }), ""},
+		{"replica with a space", onPostgres(func(f *Fleet) { f.Replica = "weir 1" }),
+			`fleet.replica: "weir 1" contains whitespace or a control character`},
+		{"blank replica", onPostgres(func(f *Fleet) { f.Replica = " " }),
+			`fleet.replica: " " contains whitespace or a control character`},
+		{"replica with a newline", onPostgres(func(f *Fleet) { f.Replica = "weir-1\n" }),
+			`fleet.replica: "weir-1\n" contains whitespace or a control character`},
+		{"replica with a NUL", onPostgres(func(f *Fleet) { f.Replica = "weir\x001" }),
+			`fleet.replica: "weir\x001" contains whitespace or a control character`},
+		{"replica not UTF-8", onPostgres(func(f *Fleet) { f.Replica = "weir\xff" }), `fleet.replica: "weir\xff" is not UTF-8`},
+		{"bad fleet listen", onPostgres(func(f *Fleet) { f.Listen = "7946" }), `fleet.listen: "7946" is not host:port`},
+		{"bad advertise", onPostgres(func(f *Fleet) { f.Advertise = "weir-1" }), `fleet.advertise: "weir-1" is not host:port`},
+		{"advertise without a host", onPostgres(func(f *Fleet) { f.Advertise = ":7946" }),
+			`fleet.advertise: ":7946" has no host the others can dial`},
+		{"advertise of any address", onPostgres(func(f *Fleet) { f.Advertise = "0.0.0.0:7946" }),
+			`fleet.advertise: "0.0.0.0:7946" has no host the others can dial`},
+		{"advertise of any IPv6 address", onPostgres(func(f *Fleet) { f.Advertise = "[::]:7946" }),
+			`fleet.advertise: "[::]:7946" has no host the others can dial`},
+		{"advertise port 0", onPostgres(func(f *Fleet) { f.Advertise = "weir-1:0" }),
+			`fleet.advertise: "weir-1:0": the port must be a number from 1 to 65535`},
+		{"advertise without a port", onPostgres(func(f *Fleet) { f.Advertise = "weir-1:" }),
+			`fleet.advertise: "weir-1:": the port must be a number from 1 to 65535`},
+		{"advertise port too big", onPostgres(func(f *Fleet) { f.Advertise = "weir-1:65536" }),
+			`fleet.advertise: "weir-1:65536": the port must be a number from 1 to 65535`},
+		{"short secret", onPostgres(func(f *Fleet) { f.Secret = "sk-abc123" }),
+			`fleet.secret: 9 bytes, fewer than 16: the secret authenticates the replicas to each other`},
+		{"fleet unavailable open", onPostgres(func(f *Fleet) { f.Unavailable = "open" }), ""},
+		{"fleet unavailable unknown", onPostgres(func(f *Fleet) { f.Unavailable = "ajar" }),
+			`fleet.unavailable: "ajar" is not closed or open`},
+		{"fleet unavailable unknown on sqlite", func(c *Config) { c.Fleet.Unavailable = "Open" },
+			`fleet.unavailable: "Open" is not closed or open`},
+		{"negative fleet duration on sqlite", func(c *Config) { c.Fleet.HeartbeatTimeout = -time.Second },
+			`fleet.heartbeat_timeout: must not be negative`},
+		{"fleet nonsense ignored on sqlite", func(c *Config) {
+			c.Fleet = Fleet{Replica: "a b", Listen: "x", Advertise: ":0", Secret: "short", Poll: time.Hour}
+		}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -496,6 +660,15 @@ func TestValidate(t *testing.T) {
 				t.Errorf("Catalog() = %v; want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// onPostgres returns an edit for TestValidate that puts storage on
+// PostgreSQL, where the fleet section is used, and then edits the fleet.
+func onPostgres(edit func(f *Fleet)) func(c *Config) {
+	return func(c *Config) {
+		c.Storage = Storage{Driver: "postgres", DSN: "host=db user=weir dbname=weir"}
+		edit(&c.Fleet)
 	}
 }
 
@@ -646,6 +819,61 @@ func TestCatalog(t *testing.T) {
 	}
 	if len(cat.Groups) != 1 || cat.Groups[0].Priority != 5 {
 		t.Errorf("groups = %+v; want premium alone", cat.Groups)
+	}
+}
+
+// TestCatalogFailOpen: an entry's fail_open is its own when it says,
+// fleet.unavailable's otherwise, the implicit default group's included.
+func TestCatalogFailOpen(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, fleet, pm, group string
+		wantPM, wantGroup      bool
+	}{
+		{"default closed", "", "", "", false, false},
+		{"entries say", "", "    fail_open: true\n", "    fail_open: true\n", true, true},
+		{"fleet open", "fleet:\n  unavailable: open\n", "", "", true, true},
+		{"an entry overrides the fleet", "fleet:\n  unavailable: open\n", "    fail_open: false\n", "", false, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			data := tt.fleet + `
+platforms:
+  - name: a
+    base_url: http://127.0.0.1:9090/v1
+platform_models:
+  - name: a/m
+    platform: a
+    upstream: m
+    concurrency: 4
+` + tt.pm + `models:
+  - name: m
+    kind: chat
+    candidates:
+      - platform_model: a/m
+groups:
+  - name: team
+    concurrency: 4
+` + tt.group
+			c, err := parse([]byte(data), env())
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.DefaultGroup = "other" // implicit: takes fleet.unavailable
+			cat, err := c.catalog(env())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cat.PlatformModels[0].FailOpen; got != tt.wantPM {
+				t.Errorf("platform model FailOpen = %v; want %v", got, tt.wantPM)
+			}
+			if got := cat.Groups[0].FailOpen; got != tt.wantGroup {
+				t.Errorf("group FailOpen = %v; want %v", got, tt.wantGroup)
+			}
+			if got, want := cat.Groups[1].FailOpen, tt.fleet != ""; got != want {
+				t.Errorf("implicit group FailOpen = %v; want %v", got, want)
+			}
+		})
 	}
 }
 

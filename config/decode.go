@@ -41,8 +41,9 @@ func parse(data []byte, lookup lookupFunc) (*Config, error) {
 	return c, nil
 }
 
-// decode reads one YAML document into c, rejecting unknown fields.
-func decode(data []byte, c *Config) error {
+// decode reads one YAML document into c (a *Config or a *NodeConfig),
+// rejecting unknown fields.
+func decode(data []byte, c any) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil {
@@ -58,7 +59,7 @@ func decode(data []byte, c *Config) error {
 		if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
 			return err // decoded strictly just now: not expected
 		}
-		if msgs := refuseNotTaken(doc.Content[0], reflect.TypeFor[Config](), ""); len(msgs) > 0 {
+		if msgs := refuseNotTaken(doc.Content[0], reflect.TypeOf(c).Elem(), ""); len(msgs) > 0 {
 			return errors.New(strings.Join(msgs, "; "))
 		}
 		return nil
@@ -106,6 +107,8 @@ var sectionOf = func() map[string]string {
 				p = path + "." + p
 			}
 			switch ft := f.Type; {
+			case ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct:
+				walk(ft.Elem(), p)
 			case ft.Kind() == reflect.Struct && ft != durationType:
 				walk(ft, p)
 			case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
@@ -114,6 +117,7 @@ var sectionOf = func() map[string]string {
 		}
 	}
 	walk(reflect.TypeFor[Config](), "")
+	walk(reflect.TypeFor[NodeConfig](), "")
 	return m
 }()
 
@@ -126,6 +130,8 @@ func refuseNotTaken(n *yaml.Node, t reflect.Type, section string) []string {
 	switch {
 	case n.Kind == yaml.AliasNode:
 		return refuseNotTaken(n.Alias, t, section)
+	case t.Kind() == reflect.Pointer:
+		return refuseNotTaken(n, t.Elem(), section)
 	case n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice:
 		for _, e := range n.Content {
 			out = append(out, refuseNotTaken(e, t.Elem(), section+"[]")...)

@@ -35,10 +35,10 @@ func fileFields(t reflect.Type) []reflect.StructField {
 	return out
 }
 
-// expandStrings replaces ${VAR} references in every string field of c.
-// It walks the struct by reflection so that a field added later is covered
-// without anyone remembering to list it here.
-func expandStrings(c *Config, lookup lookupFunc) error {
+// expandStrings replaces ${VAR} references in every string field of c (a
+// *Config or a *NodeConfig). It walks the struct by reflection so that a
+// field added later is covered without anyone remembering to list it here.
+func expandStrings(c any, lookup lookupFunc) error {
 	return expandValue(reflect.ValueOf(c).Elem(), "", lookup)
 }
 
@@ -50,6 +50,10 @@ func expandValue(v reflect.Value, path string, lookup lookupFunc) error {
 			return &weir.FieldError{Path: path, Msg: err.Error()}
 		}
 		v.SetString(s)
+	case reflect.Pointer:
+		if !v.IsNil() {
+			return expandValue(v.Elem(), path, lookup)
+		}
 	case reflect.Struct:
 		for _, f := range fileFields(v.Type()) {
 			p := yamlName(f)
@@ -133,30 +137,48 @@ type override struct {
 	field reflect.Value
 }
 
-// overrides lists the environment variables that can set c's server and
-// storage fields: WEIR_<SECTION>_<FIELD>, with nested sections joined by
-// "_" (WEIR_SERVER_COOLDOWN_FAILURES).
+// overrides lists the environment variables that can set c's server,
+// storage, fleet and edge fields: WEIR_<SECTION>_<FIELD>, with nested sections
+// joined by "_" (WEIR_SERVER_COOLDOWN_FAILURES).
 func overrides(c *Config) []override {
 	var out []override
-	var walk func(v reflect.Value, env, path string)
-	walk = func(v reflect.Value, env, path string) {
-		for _, f := range fileFields(v.Type()) {
-			env, path := env+"_"+strings.ToUpper(yamlName(f)), path+"."+yamlName(f)
-			if f.Type.Kind() == reflect.Struct {
-				walk(v.FieldByIndex(f.Index), env, path)
-				continue
-			}
-			out = append(out, override{env: env, path: path, field: v.FieldByIndex(f.Index)})
+	out = append(out, sectionOverrides(reflect.ValueOf(&c.Server).Elem(), "WEIR_SERVER", "server")...)
+	out = append(out, sectionOverrides(reflect.ValueOf(&c.Storage).Elem(), "WEIR_STORAGE", "storage")...)
+	out = append(out, sectionOverrides(reflect.ValueOf(&c.Fleet).Elem(), "WEIR_FLEET", "fleet")...)
+	out = append(out, sectionOverrides(reflect.ValueOf(&c.Edge).Elem(), "WEIR_EDGE", "edge")...)
+	return out
+}
+
+// sectionOverrides lists the variables of the scalar fields of struct v,
+// found at path in the file: env + "_" + the field's key in upper case,
+// nested structs walked. Lists and optional sections (pointers) have none.
+func sectionOverrides(v reflect.Value, env, path string) []override {
+	var out []override
+	for _, f := range fileFields(v.Type()) {
+		env, p := env+"_"+strings.ToUpper(yamlName(f)), yamlName(f)
+		if path != "" {
+			p = path + "." + p
+		}
+		switch f.Type.Kind() {
+		case reflect.Struct:
+			out = append(out, sectionOverrides(v.FieldByIndex(f.Index), env, p)...)
+		case reflect.Slice, reflect.Pointer, reflect.Map:
+		default:
+			out = append(out, override{env: env, path: p, field: v.FieldByIndex(f.Index)})
 		}
 	}
-	walk(reflect.ValueOf(&c.Server).Elem(), "WEIR_SERVER", "server")
-	walk(reflect.ValueOf(&c.Storage).Elem(), "WEIR_STORAGE", "storage")
 	return out
 }
 
 // applyOverrides sets each field whose WEIR_* variable is set and not empty.
 func applyOverrides(c *Config, lookup lookupFunc) error {
-	for _, o := range overrides(c) {
+	return applyEach(overrides(c), lookup)
+}
+
+// applyEach sets the field of each override whose variable is set and not
+// empty.
+func applyEach(list []override, lookup lookupFunc) error {
+	for _, o := range list {
 		s, ok := lookup(o.env)
 		if !ok || s == "" {
 			continue

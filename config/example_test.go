@@ -34,10 +34,11 @@ func TestExample(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The server and storage sections state every default as it is.
-	if !reflect.DeepEqual(c.Server, Default().Server) || !reflect.DeepEqual(c.Storage, Default().Storage) {
-		t.Errorf("server/storage differ from the defaults:\n got %+v %+v\nwant %+v %+v",
-			c.Server, c.Storage, Default().Server, Default().Storage)
+	// The server, storage and fleet sections state every default as it is.
+	if !reflect.DeepEqual(c.Server, Default().Server) || !reflect.DeepEqual(c.Storage, Default().Storage) ||
+		c.Fleet != Default().Fleet || c.Edge != Default().Edge {
+		t.Errorf("server/storage/fleet differ from the defaults:\n got %+v %+v %+v\nwant %+v %+v %+v",
+			c.Server, c.Storage, c.Fleet, Default().Server, Default().Storage, Default().Fleet)
 	}
 
 	for _, p := range cat.Platforms {
@@ -94,8 +95,8 @@ func names[T any](s []T, name func(T) string) []string {
 
 // TestExampleDocumentsEveryField checks that every field of Config appears
 // in examples/weir.yaml with a comment giving its default (or saying it is
-// required), and that the server and storage comments name the field's
-// environment variable. A field added to Config without its documentation
+// required), and that the comments of the sections with environment
+// overrides (server, storage, fleet) name the field's variable. A field added to Config without its documentation
 // fails here.
 func TestExampleDocumentsEveryField(t *testing.T) {
 	t.Parallel()
@@ -142,8 +143,16 @@ func TestExampleDocumentsEveryField(t *testing.T) {
 	walk(&doc, "")
 
 	envNames := map[string]string{} // path -> WEIR_* variable
+	overridden := map[string]bool{} // top-level sections with variables
 	for _, o := range overrides(Default()) {
 		envNames[o.path] = o.env
+		section, _, _ := strings.Cut(o.path, ".")
+		overridden[section] = true
+	}
+	for _, section := range []string{"server", "storage", "fleet"} {
+		if !overridden[section] {
+			t.Errorf("%s: no environment overrides", section)
+		}
 	}
 
 	fields := fieldPaths(reflect.TypeFor[Config](), "")
@@ -161,7 +170,7 @@ func TestExampleDocumentsEveryField(t *testing.T) {
 		} else if fieldKind(f) != reflect.Struct && !strings.Contains(text, "Default") && !strings.Contains(text, "Required") {
 			t.Errorf("%s: its comment does not give the default: %q", f, text)
 		}
-		if strings.HasPrefix(f, "server.") || strings.HasPrefix(f, "storage.") {
+		if section, _, nested := strings.Cut(f, "."); nested && overridden[section] {
 			if name := envNames[f]; name == "" {
 				// A nested section like server.cooldown has no variable itself.
 				if fieldKind(f) != reflect.Struct {

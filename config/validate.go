@@ -3,7 +3,12 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/netip"
+	"strconv"
 	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/weir-gateway/weir"
 )
@@ -13,7 +18,7 @@ func invalidf(path, format string, args ...any) error {
 }
 
 // Validate reports the first problem in c, with its path in the file: bad
-// server or storage values, a platform's api_key_env that is not a
+// server, storage or fleet values, a platform's api_key_env that is not a
 // variable name, no default group, then whatever weir.Catalog.Validate
 // finds in the catalog the file makes (entries without a name or defined
 // twice, references to undefined platforms or platform models, negative
@@ -23,6 +28,12 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.Storage.validate(); err != nil {
+		return err
+	}
+	if err := c.Edge.validate(); err != nil {
+		return err
+	}
+	if err := c.Fleet.validate(c.Storage.Driver == "postgres"); err != nil {
 		return err
 	}
 	for i, p := range c.Platforms {
@@ -106,6 +117,110 @@ func (s *Storage) validate() error {
 		}
 	default:
 		return invalidf("storage.driver", "unknown driver %q: want sqlite or postgres", s.Driver)
+	}
+	return nil
+}
+
+const (
+	// maxReplicaBytes bounds a replica id, which the fleet stores and
+	// logs; the fleet itself takes up to 200 bytes.
+	maxReplicaBytes = 100
+	// minFleetSecretBytes is the shortest fleet secret: it is all that
+	// keeps a stranger who reaches a leader's fleet listener out.
+	minFleetSecretBytes = 16
+	// minFleetTimeout is the shortest term_ttl and heartbeat_timeout: a
+	// database round trip or a pause of the process must not lapse them.
+	minFleetTimeout = time.Second
+)
+
+// validate checks the fleet section in full when the replica is on
+// PostgreSQL (postgres); on sqlite the section is not used, and only
+// durations that can mean nothing, negative ones, are refused.
+func (f *Fleet) validate(postgres bool) error {
+	if f.Unavailable != "" && f.Unavailable != UnavailableClosed && f.Unavailable != UnavailableOpen {
+		return invalidf("fleet.unavailable", "%q is not closed or open", f.Unavailable)
+	}
+	if !postgres {
+		switch {
+		case f.TermTTL < 0:
+			return invalidf("fleet.term_ttl", "must not be negative")
+		case f.HeartbeatTimeout < 0:
+			return invalidf("fleet.heartbeat_timeout", "must not be negative")
+		case f.Poll < 0:
+			return invalidf("fleet.poll", "must not be negative")
+		}
+		return nil
+	}
+	switch {
+	case f.TermTTL < minFleetTimeout:
+		return invalidf("fleet.term_ttl", "%v is too short: give at least %v (a Go duration such as \"10s\")", f.TermTTL, minFleetTimeout)
+	case f.HeartbeatTimeout < minFleetTimeout:
+		return invalidf("fleet.heartbeat_timeout", "%v is too short: give at least %v (a Go duration such as \"6s\")", f.HeartbeatTimeout, minFleetTimeout)
+	case f.Poll <= 0:
+		return invalidf("fleet.poll", "must be positive (a Go duration such as \"5s\")")
+	case f.Poll > f.TermTTL:
+		return invalidf("fleet.poll", "%v is longer than fleet.term_ttl %v: a lapsed term could go unseen that long; give at most term_ttl", f.Poll, f.TermTTL)
+	}
+	if f.Replica != "" {
+		switch {
+		case len(f.Replica) > maxReplicaBytes:
+			return invalidf("fleet.replica", "%d bytes, more than %d: give a shorter id, or none to have one made", len(f.Replica), maxReplicaBytes)
+		case !utf8.ValidString(f.Replica):
+			return invalidf("fleet.replica", "%q is not UTF-8", f.Replica)
+		case strings.ContainsFunc(f.Replica, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
+			return invalidf("fleet.replica", "%q contains whitespace or a control character: give an id such as \"weir-1\"", f.Replica)
+		}
+	}
+	if f.Listen != "" {
+		if _, _, err := net.SplitHostPort(f.Listen); err != nil {
+			return invalidf("fleet.listen", "%q is not host:port (\":0\": every interface, a free port)", f.Listen)
+		}
+	}
+	if f.Advertise != "" {
+		if err := checkAdvertise(f.Advertise); err != nil {
+			return err
+		}
+	}
+	if f.Secret != "" && len(f.Secret) < minFleetSecretBytes {
+		// Never echo the value: it is a credential.
+		return invalidf("fleet.secret", "%d bytes, fewer than %d: the secret authenticates the replicas to each other, so give at least %d random bytes (or none, to use the one kept in the database)",
+			len(f.Secret), minFleetSecretBytes, minFleetSecretBytes)
+	}
+	return nil
+}
+
+// checkAdvertise checks that addr is something the other replicas can
+// dial: a host, which is not the unspecified address, and a port from 1
+// to 65535.
+func checkAdvertise(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return invalidf("fleet.advertise", "%q is not host:port", addr)
+	}
+	if ip, err := netip.ParseAddr(host); host == "" || err == nil && ip.IsUnspecified() {
+		return invalidf("fleet.advertise", "%q has no host the others can dial: give this replica's name or address as they reach it", addr)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return invalidf("fleet.advertise", "%q: the port must be a number from 1 to 65535", addr)
+	}
+	return nil
+}
+
+// validate checks the edge section.
+func (e *Edge) validate() error {
+	switch {
+	case e.Listen != "":
+		if _, _, err := net.SplitHostPort(e.Listen); err != nil {
+			return invalidf("edge.listen", "%q is not host:port (e.g. \"0.0.0.0:8443\"; empty: no edge listener)", e.Listen)
+		}
+	}
+	switch {
+	case (e.TLSCert == "") != (e.TLSKey == ""):
+		return invalidf("edge.tls_cert", "tls_cert and tls_key go together: give both, or neither for plaintext")
+	case e.HeartbeatInterval <= 0:
+		return invalidf("edge.heartbeat_interval", "must be positive (a Go duration such as \"2s\")")
+	case e.HeartbeatTimeout <= e.HeartbeatInterval:
+		return invalidf("edge.heartbeat_timeout", "%v is not longer than edge.heartbeat_interval %v: one late heartbeat would declare a node gone", e.HeartbeatTimeout, e.HeartbeatInterval)
 	}
 	return nil
 }

@@ -80,19 +80,23 @@ func platformModelScopeConfig(pm weir.PlatformModel) admission.ScopeConfig {
 	cfg := scopeConfig(pm.Limits)
 	cfg.LeaseTTL = pm.LeaseTTL
 	cfg.RoundRobin = true
+	cfg.FailOpen = pm.FailOpen
 	return cfg
 }
 
 // groupScopeConfig: a group's keys take turns if it says so. It holds its
-// slots until the request ends (no lease TTL).
+// slots until the request ends (no lease TTL). Platform models and groups
+// fail open as they say.
 func groupScopeConfig(g weir.Group) admission.ScopeConfig {
 	cfg := scopeConfig(g.Limits)
 	cfg.RoundRobin = g.RoundRobin
+	cfg.FailOpen = g.FailOpen
 	return cfg
 }
 
 // keyScopeConfig: a key's scope holds its slots until the request ends
-// (no lease TTL).
+// (no lease TTL). It fails closed: a key with limits is admitted nowhere
+// while a fleet reaches no leader (one without has nothing to exceed).
 func keyScopeConfig(k weir.APIKey) admission.ScopeConfig {
 	return scopeConfig(k.Limits)
 }

@@ -51,6 +51,30 @@ func TestApplySetsScopes(t *testing.T) {
 	}
 }
 
+// TestApplySetsFailOpen: a platform model's and a group's fail_open
+// reach their scopes' ScopeConfig; the others, and a key's scope, fail
+// closed.
+func TestApplySetsFailOpen(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{catalog: func(c *weir.Catalog) {
+		c.PlatformModels[0].FailOpen = true
+		c.Groups = []weir.Group{{Name: "gold", FailOpen: true}, {Name: "lead"}}
+	}})
+	for scope, want := range map[string]bool{
+		weir.PlatformModelScope("up/m"):  true,
+		weir.PlatformModelScope("up2/m"): false,
+		weir.GroupScope("gold"):          true,
+		weir.GroupScope("lead"):          false,
+	} {
+		if got := b.scope(t, scope).Config.FailOpen; got != want {
+			t.Errorf("%s: FailOpen %v; want %v", scope, got, want)
+		}
+	}
+	if got := keyScopeConfig(weir.APIKey{Limits: weir.Limits{Concurrency: 2}}); got.FailOpen {
+		t.Errorf("a key's scope %+v fails open", got)
+	}
+}
+
 // TestApplyRetiresScopes: a reload removes the scopes of platform models
 // and groups that left the catalog, and keeps the others' settings new.
 func TestApplyRetiresScopes(t *testing.T) {

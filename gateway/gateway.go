@@ -87,6 +87,8 @@ type Deps struct {
 	// id (a task's key), through a short cache.
 	Keys   KeyStore
 	Router *router.Router
+	// Nodes are the edge nodes' providers; nil: none.
+	Nodes  Nodes
 	Logger *slog.Logger
 	// Metrics defaults to none.
 	Metrics Metrics

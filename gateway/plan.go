@@ -19,15 +19,20 @@ func candidates(keyID, group string, pms []string, tokens int64) []admission.Can
 	cands := make([]admission.Candidate, len(pms))
 	for i, pm := range pms {
 		cands[i] = admission.Candidate{
-			Needs: []admission.Need{
-				{Scope: weir.KeyScope(keyID), Amount: 1},
-				{Scope: weir.GroupScope(group), Amount: 1},
-				{Scope: weir.PlatformModelScope(pm), Amount: 1},
-			},
+			Needs:  append(tenantNeeds(keyID, group), admission.Need{Scope: weir.PlatformModelScope(pm), Amount: 1}),
 			Tokens: tokens,
 		}
 	}
 	return cands
+}
+
+// tenantNeeds are what every candidate needs of its request's tenant:
+// one of the key's scope and one of the group's, with room for the
+// target's own.
+func tenantNeeds(keyID, group string) []admission.Need {
+	return append(make([]admission.Need, 0, 4),
+		admission.Need{Scope: weir.KeyScope(keyID), Amount: 1},
+		admission.Need{Scope: weir.GroupScope(group), Amount: 1})
 }
 
 // Plan implements task.Planner: a task's candidates are its model's

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
 	"time"
 
@@ -34,25 +33,27 @@ var _ Executor = provider.Adapter(nil)
 // *RefusedError, or ErrClientGone when nobody is left to answer. c.Usage
 // says how it went.
 func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
-	order := s.deps.Router.Order(c.Model)
+	r := &routing{s: s, c: c, pms: s.deps.Router.Order(c.Model), tried: make(map[string]bool)}
 	var last *provider.Error
-	for attempt := 0; attempt < s.cfg.RetryBudget && len(order) > 0; attempt++ {
-		lease, err := s.admit(ctx, c, order, attempt)
+	for attempt := 0; attempt < s.cfg.RetryBudget; attempt++ {
+		if len(r.resolve()) == 0 {
+			break
+		}
+		lease, err := s.admit(ctx, c, r, attempt)
 		if err != nil {
 			c.Usage.Outcome = outcomeOf(err)
 			return err
 		}
-		pmName := order[lease.Candidate]
-		pm, _ := c.Snapshot.PlatformModel(pmName)
-		c.Usage.PlatformModel = pmName
-		retry, err := s.attempt(ctx, c, out, lease, pm)
+		t := r.admitted(lease.Candidate)
+		c.Usage.PlatformModel = t.name()
+		retry, err := s.attempt(ctx, c, out, lease, s.upstreamOf(c, t))
 		if retry == nil {
 			return err
 		}
 		last = retry
-		order = slices.DeleteFunc(order, func(n string) bool { return n == pmName })
+		r.failed(t)
 	}
-	if last == nil {
+	if last == nil || errors.Is(last, weir.ErrNodeGone) {
 		c.Usage.Outcome = ErrNoCandidate.Error()
 		return errorf(ErrNoCandidate, "model", fmt.Sprintf("no platform can serve %q right now", c.Model.Name))
 	}
@@ -80,13 +81,18 @@ func outcomeOf(err error) string {
 // admit waits for a lease on the first of order's platform models that has
 // room. A request whose rate window opens only after its deadline is
 // answered 429 at once rather than left to time out.
-func (s *Service) admit(ctx context.Context, c *Call, order []string, attempt int) (admission.Lease, error) {
+func (s *Service) admit(ctx context.Context, c *Call, r *routing, attempt int) (admission.Lease, error) {
 	areq := admission.Request{
 		ID:          c.RequestID + "/" + strconv.Itoa(attempt),
 		Priority:    c.Priority,
 		FairnessKey: c.KeyID,
 		Deadline:    c.Deadline,
-		Candidates:  candidates(c.KeyID, c.Group, order, c.Tokens),
+		Candidates:  r.candidates(r.current()),
+	}
+	if s.deps.Nodes != nil {
+		// Nodes come and go while the request waits: the engine asks for
+		// its candidates again when a scope it uses changes.
+		areq.Resolve = func(string) ([]admission.Candidate, error) { return r.candidates(r.resolve()), nil }
 	}
 	start := s.deps.Clock.Now()
 	lease, err := s.deps.Engine.TryAcquire(ctx, areq)
@@ -147,7 +153,7 @@ func (s *Service) admissionError(ctx context.Context, c *Call, err error) error 
 // over — its body closed and its connection torn down — and before
 // anything is written to the client that no longer needs the upstream;
 // whatever happens, it is released before attempt returns.
-func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admission.Lease, pm weir.PlatformModel) (*provider.Error, error) {
+func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admission.Lease, pm upstream) (*provider.Error, error) {
 	hold := s.hold(ctx, c, lease)
 	defer hold.release()
 	body, err := c.Body.WithModel(pm.Upstream)
@@ -155,9 +161,8 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 		c.Usage.Outcome = ErrInternal.Error()
 		return nil, &Error{Category: ErrInternal, Message: "could not encode the upstream request", Err: err}
 	}
-	var ex Executor = c.Snapshot.Adapter(pm.Platform)
 	t0 := s.deps.Clock.Now()
-	resp, err := ex.Do(ctx, provider.Call{Path: c.Path, Body: body, Stream: c.Stream, Header: c.Header})
+	resp, err := pm.ex.Do(ctx, provider.Call{Path: c.Path, Body: body, Stream: c.Stream, Header: c.Header})
 	if err != nil {
 		if ctx.Err() != nil {
 			c.Usage.Outcome = "cancelled"
@@ -253,7 +258,7 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 		c.Usage.Outcome = d.outcome
 		return nil, d.err
 	}
-	s.deps.Router.Success(pm.Name)
+	s.deps.Router.Success(pm.health)
 	s.deps.Metrics.ObserveUpstream(pm.Name, "ok", headersIn)
 	switch {
 	case d.complete:
@@ -274,8 +279,8 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 // upstreamFailed counts a retryable upstream failure against pm's health
 // and logs it; next says what happens now. A refused credential is
 // logged with the platform's name and without the upstream's words.
-func (s *Service) upstreamFailed(c *Call, pm weir.PlatformModel, pe *provider.Error, next string) {
-	s.deps.Router.Failure(pm.Name)
+func (s *Service) upstreamFailed(c *Call, pm upstream, pe *provider.Error, next string) {
+	s.deps.Router.Failure(pm.health)
 	if pe.Credential {
 		s.logger(c).Warn("the platform refused its credential; "+next, "platform", pm.Platform, "platform_model", pm.Name, "status", pe.Status)
 		return

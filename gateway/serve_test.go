@@ -48,6 +48,8 @@ type setupOpts struct {
 	// "up2" (both the mock), platform models "up/m" (tried first) and
 	// "up2/m", model "m" over both.
 	catalog func(*weir.Catalog)
+	// nodes, if set, are the service's edge nodes.
+	nodes Nodes
 }
 
 func setup(t *testing.T, o setupOpts) *testBundle {
@@ -74,7 +76,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	if o.engine != nil {
 		eng = o.engine(eng)
 	}
-	b.svc = New(o.cfg, Deps{Engine: eng, Keys: db, Clock: clk, Metrics: b.metrics, Logger: slog.New(slog.NewJSONHandler(b.logs, nil))})
+	b.svc = New(o.cfg, Deps{Engine: eng, Keys: db, Clock: clk, Metrics: b.metrics, Nodes: o.nodes, Logger: slog.New(slog.NewJSONHandler(b.logs, nil))})
 	cat := b.catalog()
 	if o.catalog != nil {
 		o.catalog(&cat)

@@ -48,9 +48,6 @@ func unsentBody(ctx context.Context) io.Reader {
 func TestKeylessBodyIsNotRead(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
-	// One bound for all: the subtests may run two at a time.
-	ctx, cancel := context.WithTimeout(t.Context(), answerWithin)
-	t.Cleanup(cancel)
 	for _, tc := range []struct{ method, path, contentType string }{
 		{"POST", "/v1/chat/completions", "application/json"},
 		{"POST", "/v1/embeddings", "application/json"},
@@ -67,6 +64,10 @@ func TestKeylessBodyIsNotRead(t *testing.T) {
 		for _, length := range []int64{-1, 1000} {
 			t.Run(fmt.Sprintf("%s %s %s length %d", tc.method, tc.path, tc.contentType, length), func(t *testing.T) {
 				t.Parallel()
+				// Each subtest's own bound, from when it runs: a parallel
+				// subtest may wait long for its turn behind other tests.
+				ctx, cancel := context.WithTimeout(t.Context(), answerWithin)
+				defer cancel()
 				pr := unsentBody(ctx)
 				req, err := http.NewRequestWithContext(ctx, tc.method, b.http.URL+tc.path, pr)
 				if err != nil {

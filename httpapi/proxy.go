@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/edge"
 	"github.com/weir-gateway/weir/gateway"
 )
 
@@ -269,16 +270,64 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// QueueView is what /admin/queues answers: every scope's state.
+// QueueView is what /admin/queues answers: every scope's state, and on a
+// fleet the fleet's (the scopes are then the fleet's, from any replica).
 type QueueView struct {
 	Scopes []ScopeView `json:"scopes"`
+	Fleet  *FleetView  `json:"fleet,omitempty"`
 }
 
 // ScopeView is one scope in QueueView.
 type ScopeView = gateway.ScopeView
 
+// FleetView is a fleet as the replica that answers sees it.
+type FleetView struct {
+	// Replica is the answering replica's id.
+	Replica string `json:"replica"`
+	// Epoch and Leader are the newest term it knows of.
+	Epoch  uint64 `json:"epoch"`
+	Leader string `json:"leader"`
+	// Leading: this replica leads the term. Synced: it has synced with
+	// the term's leader, so its admissions are decided (when false they
+	// fail with store_unavailable).
+	Leading bool `json:"leading"`
+	Synced  bool `json:"synced"`
+	// Replicas are the live replicas, by id; empty when PostgreSQL did not
+	// answer (Error says why).
+	Replicas []ReplicaView `json:"replicas"`
+	Error    string        `json:"error,omitempty"`
+}
+
+// ReplicaView is one live replica in FleetView.
+type ReplicaView struct {
+	ID      string `json:"id"`
+	Gen     uint64 `json:"gen"`
+	Workers int    `json:"workers"`
+	// HeartbeatAgeMs is how old its last heartbeat was, by PostgreSQL's
+	// clock.
+	HeartbeatAgeMs int64 `json:"heartbeat_age_ms"`
+}
+
+// NodesView is what /admin/nodes answers: the edge nodes seen since the
+// gateway started, by name.
+type NodesView struct {
+	Nodes []edge.NodeView `json:"nodes"`
+}
+
+func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
+	out := NodesView{Nodes: []edge.NodeView{}}
+	if s.deps.Nodes != nil {
+		out.Nodes = append(out.Nodes, s.deps.Nodes(r.Context())...)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
 func (s *Server) queues(w http.ResponseWriter, r *http.Request) {
 	out := QueueView{Scopes: s.deps.Gateway.Scopes(r.Context())}
+	if s.deps.Fleet != nil {
+		out.Fleet = s.deps.Fleet(r.Context())
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(out)
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/edge"
 	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/task"
 	"github.com/weir-gateway/weir/webhook"
@@ -129,6 +130,12 @@ type Deps struct {
 	// Gateway; nil disables them. Webhooks checks callback URLs.
 	Tasks    *task.Service
 	Webhooks *webhook.Sender
+	// Fleet reports the fleet this replica is in, for /admin/queues; nil
+	// outside a fleet.
+	Fleet func(ctx context.Context) *FleetView
+	// Nodes lists the edge nodes for /admin/nodes; nil: the gateway has
+	// no edge listener, and /admin/nodes answers an empty list.
+	Nodes func(ctx context.Context) []edge.NodeView
 }
 
 // Server is the HTTP API. Apply a catalog before serving.
@@ -185,6 +192,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/tasks/{id}/cancel", s.handle(s.cancelTask))
 	mux.HandleFunc("DELETE /v1/tasks/{id}", s.handle(s.deleteTask))
 	mux.HandleFunc("GET /admin/queues", s.admin(s.queues))
+	mux.HandleFunc("GET /admin/nodes", s.admin(s.nodes))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", s.readyz)
 	if h := s.deps.MetricsHandler; h != nil {

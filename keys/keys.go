@@ -1,9 +1,15 @@
-// Package keys makes API key secrets and hashes them.
+// Package keys makes API key secrets and node tokens, and hashes them.
 //
 // A secret looks like "wk-" followed by 40 base62 characters (about 238
 // bits from crypto/rand). It is shown to its owner once, at creation; the
 // store keeps only its Prefix, to recognise the key in listings, and its
 // Hash, to find the key when a request presents the secret.
+//
+// A node token (GenerateNodeToken) is made and kept the same way, with
+// "wn-" in place of "wk-": an edge node presents it when it dials in, and
+// the store finds the node by its Hash (weir.NodeStore.NodeByHash). The
+// two prefixes keep a key from being mistaken for a token, by people, by
+// secret scanners and by the code that reads either.
 //
 // Why no constant-time comparison: a request's secret is never compared
 // with a stored secret. It is hashed with SHA-256 and the hash is looked up
@@ -27,29 +33,53 @@ const (
 	// SecretPrefix starts every secret, so that a leaked one is easy to
 	// recognise (by people and by secret scanners).
 	SecretPrefix = "wk-"
+	// NodeTokenPrefix starts every node token, for the same reason.
+	NodeTokenPrefix = "wn-"
 	// secretChars is the number of random base62 characters after
-	// SecretPrefix.
+	// SecretPrefix or NodeTokenPrefix.
 	secretChars = 40
-	// PrefixLen is the length of the prefix kept to recognise a key:
-	// SecretPrefix and the first 7 random characters.
+	// PrefixLen is the length of the prefix kept to recognise a key or a
+	// node: SecretPrefix (or NodeTokenPrefix) and the first 7 random
+	// characters.
 	PrefixLen = 10
 )
 
 const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
-// Generate makes a new secret and returns it with its prefix (the first
-// PrefixLen characters) and its hash (Hash(secret)). The error is non-nil
-// only if the system's random source fails.
+// Generate makes a new API key secret and returns it with its prefix
+// (the first PrefixLen characters) and its hash (Hash(secret)). The error
+// is non-nil only if the system's random source fails.
 func Generate() (secret, prefix, hash string, err error) {
-	out := make([]byte, 0, len(SecretPrefix)+secretChars)
-	out = append(out, SecretPrefix...)
+	secret, err = generate(SecretPrefix)
+	if err != nil {
+		return "", "", "", fmt.Errorf("generate key secret: %w", err)
+	}
+	return secret, secret[:PrefixLen], Hash(secret), nil
+}
+
+// GenerateNodeToken makes a new node token and returns it with its prefix
+// (the first PrefixLen characters) and its hash (Hash(token)). The error
+// is non-nil only if the system's random source fails.
+func GenerateNodeToken() (token, prefix, hash string, err error) {
+	token, err = generate(NodeTokenPrefix)
+	if err != nil {
+		return "", "", "", fmt.Errorf("generate node token: %w", err)
+	}
+	return token, token[:PrefixLen], Hash(token), nil
+}
+
+// generate returns start followed by secretChars random base62
+// characters.
+func generate(start string) (string, error) {
+	out := make([]byte, 0, len(start)+secretChars)
+	out = append(out, start...)
 	// Rejection sampling: a byte below 248 (= 4 × 62) maps onto base62
 	// without bias; the others are dropped. About 3% are dropped, so one
 	// read of 48 bytes nearly always suffices.
 	var buf [48]byte
 	for len(out) < cap(out) {
 		if _, err := rand.Read(buf[:]); err != nil {
-			return "", "", "", fmt.Errorf("generate key secret: %w", err)
+			return "", err
 		}
 		for _, b := range buf {
 			if b >= 248 {
@@ -61,14 +91,13 @@ func Generate() (secret, prefix, hash string, err error) {
 			}
 		}
 	}
-	secret = string(out)
-	return secret, secret[:PrefixLen], Hash(secret), nil
+	return string(out), nil
 }
 
-// Hash returns the hex SHA-256 of a secret: what the store keeps and
-// looks keys up by. A plain, unsalted hash is right here because secrets
-// are long random strings, not passwords: there is nothing to brute-force
-// and the lookup must be by hash.
+// Hash returns the hex SHA-256 of a secret or a node token: what the
+// store keeps and looks keys and nodes up by. A plain, unsalted hash is
+// right here because both are long random strings, not passwords: there
+// is nothing to brute-force and the lookup must be by hash.
 func Hash(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(sum[:])

@@ -60,3 +60,29 @@ func TestHashKnownValue(t *testing.T) {
 		t.Fatalf("Hash(%q) = %q, want %q", "wk-test", got, want)
 	}
 }
+
+// TestGenerateNodeTokenShape: a node token is "wn-" and 40 base62
+// characters, with its prefix and hash made as for a key secret, and is
+// never a key secret.
+func TestGenerateNodeTokenShape(t *testing.T) {
+	t.Parallel()
+	shape := regexp.MustCompile(`^wn-[0-9A-Za-z]{40}$`)
+	seen := map[string]bool{}
+	for range 200 {
+		token, prefix, hash, err := GenerateNodeToken()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !shape.MatchString(token) {
+			t.Fatalf("token %q does not look like wn- and 40 base62 characters", token)
+		}
+		if prefix != token[:PrefixLen] || hash != Hash(token) {
+			t.Fatalf("token %q: prefix %q, hash %q; want its first %d characters and Hash(token) = %q",
+				token, prefix, hash, PrefixLen, Hash(token))
+		}
+		if seen[token] {
+			t.Fatalf("token %q generated twice", token)
+		}
+		seen[token] = true
+	}
+}

@@ -37,6 +37,7 @@ type Metrics struct {
 	taskRun    *prometheus.HistogramVec
 	webhooks   *prometheus.CounterVec
 	dropped    *prometheus.CounterVec
+	evidence   *prometheus.CounterVec
 }
 
 // New returns Metrics on a fresh registry. scopes, if set, is read at
@@ -113,7 +114,11 @@ func New(scopes func(context.Context) []admission.ScopeStats) *Metrics {
 		Name: "weir_dropped_errors_total",
 		Help: "Errors the gateway could only log, by what failed (release, reconcile, remove_scope).",
 	}, []string{"op"})
-	m.Registry.MustRegister(m.dropped, m.admission, m.queueWait, m.leaseHeld, m.httpReqs, m.httpDur, m.upstream, m.upstreamLt, m.usageDrop, m.tasks,
+	m.evidence = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_edge_evidence_total",
+		Help: "Edge nodes' provider health evidence, by source (stall, probe) and decision (applied, rejected_stale, rejected_binding, rejected_ambiguous, rejected_invalid).",
+	}, []string{"source", "decision"})
+	m.Registry.MustRegister(m.dropped, m.evidence, m.admission, m.queueWait, m.leaseHeld, m.httpReqs, m.httpDur, m.upstream, m.upstreamLt, m.usageDrop, m.tasks,
 		m.taskWait, m.taskRun, m.webhooks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if scopes != nil {
@@ -167,6 +172,50 @@ func (m *Metrics) TaskTransition(st weir.TaskStatus) { m.tasks.WithLabelValues(s
 // failed.
 func (m *Metrics) DroppedError(op string) { m.dropped.WithLabelValues(op).Inc() }
 
+// Evidence counts one piece of an edge node's health evidence
+// (edge.Metrics).
+func (m *Metrics) Evidence(source, decision string) {
+	m.evidence.WithLabelValues(source, decision).Inc()
+}
+
+// FleetState is a replica's view of its fleet, read at scrape time.
+type FleetState struct {
+	// Epoch is the newest term the replica knows of.
+	Epoch uint64
+	// Leading: the replica leads that term. Synced: it has synced with
+	// a leader, so its admissions are decided (unsynced, they fail with
+	// store_unavailable).
+	Leading, Synced bool
+	// Open: no leader answers, and the replica admits its share of the
+	// scopes that fail open. OpenAdmitted counts the leases it granted
+	// so since it started.
+	Open         bool
+	OpenAdmitted uint64
+}
+
+// WatchFleet publishes the fleet's state as state reports it:
+// weir_fleet_epoch, weir_fleet_leader, weir_fleet_synced, weir_fleet_open
+// and weir_fleet_open_admissions_total.
+func (m *Metrics) WatchFleet(state func() FleetState) {
+	gauge := func(name, help string, v func(FleetState) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return v(state()) })
+	}
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	m.Registry.MustRegister(
+		gauge("weir_fleet_epoch", "The newest fleet term this replica knows of.", func(s FleetState) float64 { return float64(s.Epoch) }),
+		gauge("weir_fleet_leader", "1 while this replica leads the fleet's admissions.", func(s FleetState) float64 { return b(s.Leading) }),
+		gauge("weir_fleet_synced", "1 while this replica has synced with a fleet leader; 0: its admissions fail with store_unavailable.", func(s FleetState) float64 { return b(s.Synced) }),
+		gauge("weir_fleet_open", "1 while no fleet leader answers and this replica admits its share of the scopes that fail open.", func(s FleetState) float64 { return b(s.Open) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "weir_fleet_open_admissions_total", Help: "Leases this replica granted on its own, its share of the scopes that fail open, while no fleet leader answered."},
+			func() float64 { return float64(state().OpenAdmitted) }),
+	)
+}
+
 // UsageDropped counts usage records lost.
 func (m *Metrics) UsageDropped(n int) { m.usageDrop.Add(float64(n)) }
 
@@ -188,8 +237,15 @@ func (c *scopeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- scopeWaiting
 }
 
+// scrapeBound bounds reading the scopes at scrape time: a fleet's
+// replica asks its leader, and a scrape must answer, with what it has,
+// while there is none.
+const scrapeBound = 2 * time.Second
+
 func (c *scopeCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, st := range c.scopes(context.Background()) {
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeBound)
+	defer cancel()
+	for _, st := range c.scopes(ctx) {
 		typ, _, _ := strings.Cut(st.Name, ":")
 		if typ == "key" {
 			continue

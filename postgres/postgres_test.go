@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -50,6 +51,21 @@ func TestTaskStore(t *testing.T) {
 	storetest.ExerciseTasks(t, func(t *testing.T) interface {
 		weir.Store
 		weir.TaskStore
+	} {
+		db, err := Open(t.Context(), pgtest.Schema(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	})
+}
+
+func TestNodeStore(t *testing.T) {
+	t.Parallel()
+	pgtest.Require(t)
+	storetest.ExerciseNodes(t, func(t *testing.T) interface {
+		weir.NodeStore
+		io.Closer
 	} {
 		db, err := Open(t.Context(), pgtest.Schema(t))
 		if err != nil {
@@ -238,7 +254,7 @@ func TestMigrationsGoDownAndUp(t *testing.T) {
 	}
 	var tables int
 	if err := db.Pool().QueryRow(t.Context(), `SELECT count(*) FROM pg_tables
-		WHERE schemaname = current_schema() AND tablename IN ('api_keys', 'usage_records', 'tasks')`).Scan(&tables); err != nil {
+		WHERE schemaname = current_schema() AND tablename IN ('api_keys', 'usage_records', 'tasks', 'nodes')`).Scan(&tables); err != nil {
 		t.Fatal(err)
 	}
 	if tables != 0 {

@@ -167,3 +167,9 @@ var credentialWords = []string{
 	"invalid_api_key", "authentication_error", "permission_error",
 	"api key", "api_key", "api-key", "apikey", "credential", "unauthorized", "unauthenticated",
 }
+
+// CheckStatus passes a 2xx answer on and turns any other into an *Error,
+// as an adapter does: its body read (bounded), Retry-After taken. For
+// executors that get an upstream's answer by another way than HTTP (an
+// edge node's tunnel).
+func CheckStatus(resp *http.Response) (*http.Response, error) { return checkStatus(resp, "") }

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"errors"
+	"io"
 	"path/filepath"
 	"testing"
 	"time"
@@ -132,7 +133,7 @@ func TestMigrationsGoDownAndUp(t *testing.T) {
 	}
 	var tables int
 	if err := db.SQL().QueryRowContext(t.Context(),
-		`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN ('api_keys', 'usage_records', 'tasks')`).Scan(&tables); err != nil {
+		`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN ('api_keys', 'usage_records', 'tasks', 'nodes')`).Scan(&tables); err != nil {
 		t.Fatal(err)
 	}
 	if tables != 0 {
@@ -212,6 +213,30 @@ func TestTaskStoreInMemory(t *testing.T) {
 	storetest.ExerciseTasks(t, func(t *testing.T) interface {
 		weir.Store
 		weir.TaskStore
+	} {
+		db, err := Open(t.Context(), ":memory:")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	})
+}
+
+func TestNodeStore(t *testing.T) {
+	t.Parallel()
+	storetest.ExerciseNodes(t, func(t *testing.T) interface {
+		weir.NodeStore
+		io.Closer
+	} {
+		return openTemp(t)
+	})
+}
+
+func TestNodeStoreInMemory(t *testing.T) {
+	t.Parallel()
+	storetest.ExerciseNodes(t, func(t *testing.T) interface {
+		weir.NodeStore
+		io.Closer
 	} {
 		db, err := Open(t.Context(), ":memory:")
 		if err != nil {

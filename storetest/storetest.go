@@ -44,6 +44,21 @@
 // A cancelled context makes a call fail with an error wrapping
 // context.Canceled, and a cancelled UsageInsert writes nothing.
 //
+// Nodes (ExerciseNodes, for stores that are also a weir.NodeStore).
+// NodeCreate refuses with weir.ErrInvalid whatever weir.Node.Validate
+// refuses, and with weir.ErrConflict a taken ID, Name or Hash, the names
+// and hashes of revoked nodes included; either way it stores nothing, and
+// of concurrent creates of one name exactly one succeeds. Every field
+// comes back from NodeByHash and NodeByID as written (times as for keys).
+// Both find revoked nodes, with RevokedAt set; what is not there,
+// the empty string included, is weir.ErrNotFound. NodeList returns
+// every node, revoked ones included, ordered by Name in byte order (not
+// the database's collation), so a listing reads the same on every store.
+// NodeRevoke keeps the first RevokedAt when called again and succeeds; an
+// unknown ID is weir.ErrNotFound and a zero time weir.ErrInvalid. A
+// cancelled context fails a call with context.Canceled and changes
+// nothing.
+//
 // Tasks (ExerciseTasks, for stores that are also a weir.TaskStore).
 // TaskCreate requires an ID, a KeyID naming a stored key, a Kind, a Model,
 // a known Status and a CreatedAt, no negative Attempts and only known

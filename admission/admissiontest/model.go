@@ -83,13 +83,6 @@ type ModelConfig struct {
 	// Rerun as it is. Default: none, and the seed alone is named.
 	Rerun      string
 	FlagPrefix string
-	// EndedLeaseOwnerUnchecked lets Release and Renew of a lease that has
-	// ended answer as for any ended lease (nil, and ErrLeaseNotHeld) also
-	// when its owner has been fenced since, rather than ErrStaleOwner as
-	// admission.Engine says. It is for a home known to answer so (the
-	// fleet engine: see TestModelFinding1 in package fleet), so that its
-	// runs look for anything else. Default off.
-	EndedLeaseOwnerUnchecked bool
 	// PositionScan, when set, is an independent way to compute a queued
 	// waiter's Position (the memory engine's scan of its scope): every
 	// Position the model asks for is compared with it. Default none.
@@ -209,7 +202,6 @@ func newRunner(t *testing.T, newEngine NewEngine, cfg ModelConfig, name, repro s
 	clk := clock.NewFake(modelStart)
 	m := newModel(clk)
 	m.lenient = cfg.Lenient
-	m.endedOwnerUnchecked = cfg.EndedLeaseOwnerUnchecked
 	m.lenientFlag = "ModelConfig.Lenient"
 	if cfg.FlagPrefix != "" {
 		m.lenientFlag = "-" + cfg.FlagPrefix + ".lenient"

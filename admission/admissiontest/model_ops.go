@@ -472,10 +472,6 @@ func (r *runner) opReleaseAgain() {
 	switch {
 	case n != 0:
 		r.fatalf("releasing ended lease %d caused %d events", l.id, n)
-	case fenced && r.m.endedOwnerUnchecked && err == nil:
-		r.m.mu.Lock()
-		r.m.counts["tolerated: ended lease released by a fenced owner, no ErrStaleOwner"]++
-		r.m.mu.Unlock()
 	case fenced && !errors.Is(err, admission.ErrStaleOwner):
 		r.fatalf("releasing ended lease %d as fenced owner %s returned %v, want ErrStaleOwner", l.id, l.owner, err)
 	case !fenced && err != nil:
@@ -534,10 +530,7 @@ func (r *runner) opRenew() {
 	}
 	switch {
 	case !live && fenced:
-		switch {
-		case m.endedOwnerUnchecked && errors.Is(err, admission.ErrLeaseNotHeld):
-			m.counts["tolerated: ended lease renewed by a fenced owner, ErrLeaseNotHeld"]++
-		case !errors.Is(err, admission.ErrStaleOwner):
+		if !errors.Is(err, admission.ErrStaleOwner) {
 			m.violatef("Renew of ended lease %d by fenced owner %s returned %s, %v; want ErrStaleOwner", l.id, l.owner, exp, err)
 		}
 	case !live:

@@ -62,8 +62,7 @@ package admissiontest
 //     waiter whose Enqueue failed is never notified.
 //   - Owners: Release and Renew by a stale or foreign owner get
 //     ErrStaleOwner and change nothing; releasing an ended lease is a no-op
-//     (ErrStaleOwner once its owner is fenced, which
-//     ModelConfig.EndedLeaseOwnerUnchecked waives); Renew returns now + the
+//     (ErrStaleOwner once its owner is fenced); Renew returns now + the
 //     lease's TTL; Activate of a fenced generation fails.
 //   - Fencing: after Fence no live lease belongs to a fenced owner or uses an
 //     orphaned scope, no queued waiter belongs to a fenced owner or is left
@@ -288,10 +287,6 @@ type model struct {
 	//     dropped before (a full queue, an orphaned scope), with no
 	//     QueueLimit check and no MaxWait from the candidates given back.
 	lenient bool
-	// endedOwnerUnchecked (ModelConfig.EndedLeaseOwnerUnchecked) lets
-	// Release and Renew of an ended lease by a fenced owner answer as for
-	// any ended lease.
-	endedOwnerUnchecked bool
 	// lenientFlag is how a failure report names the switch to lenient mode.
 	lenientFlag string
 	// blockedBefore holds the waiters blocked by one scope alone when the

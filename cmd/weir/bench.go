@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
@@ -91,6 +92,7 @@ and 'go doc ./bench Overhead' for every column.`,
 	f.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of one target's measured phase (first round) to this file")
 	f.StringVar(&c.Trace, "trace", "", "write an execution trace of one target's measured phase to this file (keep --duration short)")
 	f.StringVar(&c.ProfileTarget, "profile-target", "weir", "target whose measured phase --cpuprofile and --trace cover: direct, proxy or weir")
+	fleetFlags(f, &c.Fleet, "also drive one 'weir serve' on SQLite (target serve) and this many replicas on PostgreSQL (target fleet), each as a child process; with --max-rps, pgbench follows the fleet's loop (fleet-admit)")
 	cmd.AddCommand(benchWaitersCmd(), benchWaitersFloorCmd())
 	return cmd
 }
@@ -130,7 +132,14 @@ See 'go doc ./bench Drain' and 'go doc ./bench Restart'.`,
 	f.DurationVar(&c.PollMax, "poll-max", 10*time.Second, "tasks.poll_max")
 	f.IntVar(&c.Connections, "connections", 16, "connections submitting tasks")
 	f.StringVar(&c.Dir, "dir", "", "directory for the config and database (default: a new temporary one, removed after)")
+	fleetFlags(f, &c.Fleet, "drain: run the gateway as this many replicas on PostgreSQL instead of one on SQLite, tasks submitted to each in turn")
 	return cmd
+}
+
+// fleetFlags are --fleet and --dsn, into c.
+func fleetFlags(f *pflag.FlagSet, c *bench.FleetConfig, usage string) {
+	f.IntVar(&c.Replicas, "fleet", 0, usage)
+	f.StringVar(&c.DSN, "dsn", bench.DefaultDSN(), "with --fleet: the PostgreSQL server (env WEIR_TEST_POSTGRES_DSN); each run makes a schema of its own there and drops it after")
 }
 
 func benchWaitersCmd() *cobra.Command {

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/weir-gateway/weir/bench"
+	"github.com/weir-gateway/weir/pgtest"
 )
 
 // The harness runs this binary with Weir's args: they must name the
@@ -70,4 +73,80 @@ func TestBenchOverheadThroughMain(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
+}
+
+// runAsWeir, set in the environment, makes this test binary run as the
+// weir command, so that the harness can start it as its `weir serve`
+// children (their environment keeps it: the harness drops only WEIR_
+// variables).
+const runAsWeir = "GO_WANT_WEIR_COMMAND"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(runAsWeir) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// The fleet's scenarios end to end, briefly, through real `weir serve`
+// children: two replicas on a PostgreSQL schema of their own and one
+// serve on SQLite. Skipped (failed under WEIR_TEST_POSTGRES=require)
+// without PostgreSQL.
+func TestBenchFleetThroughServe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts five weir serve processes and drives load for a few seconds")
+	}
+	pgtest.Require(t)
+	t.Setenv(runAsWeir, "1")
+	w, err := benchWeir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleet := bench.FleetConfig{Replicas: 2, DSN: pgtest.BaseDSN()}
+
+	t.Run("overhead", func(t *testing.T) {
+		// With pgbench installed, the closed loop and fleet-admit's line.
+		_, noPgbench := exec.LookPath("pgbench")
+		var out strings.Builder
+		err := bench.Overhead(t.Context(), &out, bench.OverheadConfig{
+			Weir: w, Rate: 100, Duration: 500 * time.Millisecond, Rounds: 1, Concurrency: 16, Connections: 4,
+			MaxRPS: noPgbench == nil, CompletionTokens: 80, ProfileTarget: "weir", Fleet: fleet,
+		})
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		want := []string{"fleet: 2 `weir serve` children on PostgreSQL", "r0 leads"}
+		if noPgbench == nil {
+			want = append(want, "fleet/serve ", "fleet-admit (HTTP level) 2 replicas", "x-pgbench")
+		} else {
+			want = append(want, "fleet/serve added: p50")
+		}
+		for _, s := range want {
+			if !strings.Contains(out.String(), s) {
+				t.Errorf("output lacks %q:\n%s", s, out.String())
+			}
+		}
+		for _, target := range []string{"serve ", "fleet "} {
+			lines := strings.Split(out.String(), "\n")
+			if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, target) && strings.Contains(l, "100.0") }) {
+				t.Errorf("no line for %s with 100%% success in:\n%s", target, out.String())
+			}
+		}
+	})
+	t.Run("drain", func(t *testing.T) {
+		var out strings.Builder
+		err := bench.Drain(t.Context(), &out, bench.TasksConfig{
+			Weir: w, Tasks: 20, Capacity: 10, Job: 200 * time.Millisecond,
+			PollMin: 50 * time.Millisecond, PollMax: time.Second, Connections: 4, Fleet: fleet,
+		})
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		for _, s := range []string{"drain (fleet of 2 on PostgreSQL)  tasks 20  capacity 10", "statuses map[succeeded:20]"} {
+			if !strings.Contains(out.String(), s) {
+				t.Errorf("output lacks %q:\n%s", s, out.String())
+			}
+		}
+	})
 }

@@ -43,12 +43,18 @@ func queuesCmd() *cobra.Command {
 
 func fetchQueues(addr, token string) (httpapi.QueueView, error) {
 	var view httpapi.QueueView
+	return view, adminGet(addr, token, "/admin/queues", &view)
+}
+
+// adminGet decodes the JSON answer of a running server's admin API at
+// path into v.
+func adminGet(addr, token, path string, v any) error {
 	if token == "" {
 		token = envOr("WEIR_ADMIN_TOKEN", "")
 	}
-	req, err := http.NewRequest(http.MethodGet, strings.TrimRight(addr, "/")+"/admin/queues", nil)
+	req, err := http.NewRequest(http.MethodGet, strings.TrimRight(addr, "/")+path, nil)
 	if err != nil {
-		return view, err
+		return err
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -56,7 +62,7 @@ func fetchQueues(addr, token string) (httpapi.QueueView, error) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	resp, err := client.Do(req)
 	if err != nil {
-		return view, fmt.Errorf("ask %s: %w", addr, unreachable(addr, err))
+		return fmt.Errorf("ask %s: %w", addr, unreachable(addr, err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -65,12 +71,15 @@ func fetchQueues(addr, token string) (httpapi.QueueView, error) {
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 			err = fmt.Errorf("%w (the admin API answers loopback connections, or the server's admin_token: give it with --token or WEIR_ADMIN_TOKEN)", err)
 		}
-		return view, err
+		return err
 	}
-	return view, json.NewDecoder(resp.Body).Decode(&view)
+	return json.NewDecoder(resp.Body).Decode(v)
 }
 
 func printQueues(w io.Writer, view httpapi.QueueView, all bool) {
+	if f := view.Fleet; f != nil {
+		printFleet(w, f)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCOPE\tIN FLIGHT\tLIMIT\tWAITING\tHELD\tMEAN HOLD\tRPM LEFT\tTPM LEFT")
 	for _, s := range view.Scopes {
@@ -89,6 +98,34 @@ func printQueues(w io.Writer, view httpapi.QueueView, all bool) {
 			rate(s.RPM, s.RPMLeft), rate(s.TPM, s.TPMLeft))
 	}
 	tw.Flush()
+}
+
+// printFleet says which fleet the queues below are, as the replica that
+// answered sees it.
+func printFleet(w io.Writer, f *httpapi.FleetView) {
+	state := "synced with the leader"
+	switch {
+	case f.Leading:
+		state = "leading"
+	case !f.Synced:
+		state = "NOT synced: its admissions fail with store_unavailable"
+	}
+	leader := f.Leader
+	if leader == "" {
+		leader = "none yet"
+	}
+	fmt.Fprintf(w, "fleet: epoch %d, leader %s; asked replica %s (%s)\n", f.Epoch, leader, f.Replica, state)
+	if f.Error != "" {
+		fmt.Fprintf(w, "live replicas: unknown (%s)\n", f.Error)
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "REPLICA\tGEN\tWORKERS\tHEARTBEAT")
+		for _, r := range f.Replicas {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s ago\n", r.ID, r.Gen, r.Workers, (time.Duration(r.HeartbeatAgeMs) * time.Millisecond).String())
+		}
+		tw.Flush()
+	}
+	fmt.Fprintln(w)
 }
 
 func dash(s string) string {

@@ -18,9 +18,12 @@ import (
 
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/config"
+	"github.com/weir-gateway/weir/edge"
+	"github.com/weir-gateway/weir/fleet"
 	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/httpapi"
 	"github.com/weir-gateway/weir/metrics"
+	"github.com/weir-gateway/weir/postgres"
 	"github.com/weir-gateway/weir/router"
 	"github.com/weir-gateway/weir/task"
 	"github.com/weir-gateway/weir/usage"
@@ -61,16 +64,28 @@ type Main struct {
 	Config     *config.Config
 	Logger     *slog.Logger
 
-	DB      *storage
-	Engine  *admission.Memory
+	DB     *storage
+	Engine admission.Engine
+	// Member is this replica's membership of its fleet, on PostgreSQL;
+	// nil on SQLite.
+	Member  *fleet.Member
 	Metrics *metrics.Metrics
 	Usage   *usage.Recorder
 	Gateway *gateway.Service
 	API     *httpapi.Server
 	Tasks   *task.Service
 	HTTP    *http.Server
-	ln      net.Listener
+	// Hub serves the edge nodes; nil without an edge listener.
+	Hub    *edge.Hub
+	ln     net.Listener
+	edgeLn net.Listener
 
+	closeEngine func()
+	stopFleet   func()
+	stopEdge    func()
+	// failed carries an error that must end the process (the fleet
+	// fenced this replica).
+	failed   chan error
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -87,9 +102,23 @@ func (m *Main) Start(ctx context.Context) error {
 		return err
 	}
 	m.DB = db
-	var eng *admission.Memory
+	m.failed = make(chan error, 1)
+	var eng admission.Engine
 	m.Metrics = metrics.New(func(ctx context.Context) []admission.ScopeStats { return eng.Scopes(ctx) })
-	eng = admission.NewMemory(admission.Options{Observer: m.Metrics})
+	opts := admission.Options{Observer: m.Metrics}
+	tuneTasks := func(*task.Config) {}
+	if pg, ok := db.store.(*postgres.DB); ok {
+		member, err := m.joinFleet(ctx, pg, opts)
+		if err != nil {
+			return err
+		}
+		m.Member, eng, m.closeEngine = member, member.Engine(), member.Engine().Close
+		m.Metrics.WatchFleet(m.fleetState)
+		tuneTasks = fleetTasks(member)
+	} else {
+		mem := admission.NewMemory(opts)
+		eng, m.closeEngine = mem, mem.Close
+	}
 	m.Engine = eng
 	m.Usage = usage.New(usage.Config{Interval: cfg.Server.UsageFlushInterval}, usage.Deps{Store: db, Logger: m.Logger, Dropped: m.Metrics.UsageDropped})
 	if err := m.Usage.Start(ctx); err != nil {
@@ -106,6 +135,13 @@ func (m *Main) Start(ctx context.Context) error {
 		}
 		return d
 	}
+	if m.Hub, err = m.newHub(); err != nil {
+		return err
+	}
+	var nodes gateway.Nodes
+	if m.Hub != nil {
+		nodes = m.Hub
+	}
 	m.Gateway = gateway.New(gateway.Config{
 		UpstreamTimeout:     unbounded(cfg.Server.UpstreamTimeout),
 		UpstreamIdleTimeout: unbounded(cfg.Server.UpstreamIdleTimeout),
@@ -117,6 +153,7 @@ func (m *Main) Start(ctx context.Context) error {
 		Engine:  eng,
 		Keys:    db,
 		Router:  router.New(router.Options{Failures: cfg.Server.Cooldown.Failures, Cooldown: cfg.Server.Cooldown.Duration}),
+		Nodes:   nodes,
 		Logger:  m.Logger,
 		Metrics: m.Metrics,
 	})
@@ -124,7 +161,7 @@ func (m *Main) Start(ctx context.Context) error {
 		return err
 	}
 	// The gateway plans tasks; the API serves both.
-	m.Tasks, err = db.newTasks(task.Config{
+	taskCfg := task.Config{
 		Workers:     cfg.Tasks.Workers,
 		MaxWait:     cfg.Tasks.MaxWait,
 		PollMin:     cfg.Tasks.PollMin,
@@ -136,9 +173,19 @@ func (m *Main) Start(ctx context.Context) error {
 		SoleRunner:  db.SoleRunner,
 		Metrics:     m.Metrics,
 		RiverLogger: riverLogger(m.Logger, cfg.Server.LogLevel),
-	}, taskDeps{Engine: eng, Planner: m.Gateway, Webhooks: hooks, Logger: m.Logger})
+	}
+	tuneTasks(&taskCfg)
+	m.Tasks, err = db.newTasks(taskCfg, taskDeps{Engine: eng, Planner: m.Gateway, Webhooks: hooks, Logger: m.Logger})
 	if err != nil {
 		return err
+	}
+	var nodeViews func(context.Context) []edge.NodeView
+	if m.Hub != nil {
+		nodeViews = m.Hub.Nodes
+	}
+	var fleetView func(context.Context) *httpapi.FleetView
+	if m.Member != nil {
+		fleetView = m.fleetView
 	}
 	m.API = httpapi.New(httpapi.Config{
 		MaxBodyBytes:       cfg.Server.MaxBodyBytes,
@@ -156,11 +203,20 @@ func (m *Main) Start(ctx context.Context) error {
 		Metrics:        m.Metrics,
 		MetricsHandler: m.Metrics.Handler(),
 		Usage:          m.Usage.Record,
+		Ready:          m.ready,
 		Tasks:          m.Tasks,
 		Webhooks:       hooks.Sender,
+		Fleet:          fleetView,
+		Nodes:          nodeViews,
 	})
 	if err := m.Tasks.Start(ctx); err != nil {
 		return fmt.Errorf("start tasks: %w", err)
+	}
+	if m.Member != nil {
+		m.runFleet()
+	}
+	if err := m.startEdge(); err != nil {
+		return err
 	}
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
@@ -174,8 +230,33 @@ func (m *Main) Start(ctx context.Context) error {
 			m.Logger.Error("http server stopped", "error", err)
 		}
 	}()
-	m.Logger.Info("weir serving", "addr", ln.Addr().String(), "driver", db.Driver, "storage", db.Where)
+	if m.edgeLn != nil {
+		m.Logger.Info("edge nodes dial in", "edge_addr", m.edgeLn.Addr().String(), "tls", cfg.Edge.TLSCert != "")
+	}
+	if m.Member != nil {
+		m.Logger.Info("weir serving", "addr", ln.Addr().String(), "driver", db.Driver, "storage", db.Where,
+			"replica", m.Member.Replica(), "fleet_addr", m.Member.Addr())
+	} else {
+		m.Logger.Info("weir serving", "addr", ln.Addr().String(), "driver", db.Driver, "storage", db.Where)
+	}
 	return nil
+}
+
+// ready is /readyz's answer beyond the store: on a fleet, this replica
+// must have synced with a leader.
+func (m *Main) ready() error {
+	if m.Member == nil {
+		return nil
+	}
+	return m.fleetReady()
+}
+
+// fail ends Run with err: something the process cannot serve past.
+func (m *Main) fail(err error) {
+	select {
+	case m.failed <- err:
+	default:
+	}
 }
 
 func (m *Main) apply(ctx context.Context, cfg *config.Config) error {
@@ -225,8 +306,16 @@ func (m *Main) stop(ctx context.Context) error {
 	if m.Tasks != nil {
 		errs = append(errs, m.Tasks.Stop(ctx))
 	}
-	if m.Engine != nil {
-		m.Engine.Close()
+	if m.stopEdge != nil {
+		m.stopEdge()
+	}
+	if m.stopFleet != nil {
+		// Leaves the fleet: resigns a term it leads, and the others stop
+		// counting it as alive at once.
+		m.stopFleet()
+	}
+	if m.closeEngine != nil {
+		m.closeEngine()
 	}
 	if m.Usage != nil {
 		errs = append(errs, m.Usage.Stop(ctx))
@@ -250,6 +339,9 @@ func (m *Main) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return m.Stop(context.Background())
+		case err := <-m.failed:
+			m.Logger.Error("stopping", "error", err)
+			return errors.Join(err, m.Stop(context.Background()))
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				if err := m.Reload(ctx); err != nil {

@@ -13,10 +13,12 @@ import (
 	"github.com/weir-gateway/weir/task"
 )
 
-// store is what the commands use of storage: keys, usage and tasks.
+// store is what the commands use of storage: keys, usage, tasks and
+// nodes.
 type store interface {
 	weir.Store
 	weir.TaskStore
+	weir.NodeStore
 }
 
 // storage is the database the config names, open: the one place that

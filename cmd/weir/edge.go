@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/edge"
+	"github.com/weir-gateway/weir/keys"
+)
+
+// newHub makes the edge hub when the config has an edge listener (nil
+// otherwise); startEdge serves it once the catalog is applied.
+func (m *Main) newHub() (*edge.Hub, error) {
+	cfg := m.Config.Edge
+	if cfg.Listen == "" {
+		return nil, nil
+	}
+	var tlsCfg *tls.Config
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("edge.tls_cert and edge.tls_key: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	return edge.New(edge.Config{HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, TLS: tlsCfg},
+		edge.Deps{Engine: m.Engine, Authenticate: m.authenticateNode, Logger: m.Logger, Metrics: m.Metrics}), nil
+}
+
+// authenticateNode finds the node whose token this is: an unknown or
+// revoked one is refused.
+func (m *Main) authenticateNode(ctx context.Context, token string) (edge.Identity, error) {
+	n, err := m.DB.NodeByHash(ctx, keys.Hash(token))
+	switch {
+	case errors.Is(err, weir.ErrNotFound):
+		return edge.Identity{}, edge.ErrUnauthenticated
+	case err != nil:
+		return edge.Identity{}, err
+	case !n.Active():
+		return edge.Identity{}, edge.ErrUnauthenticated
+	}
+	return edge.Identity{ID: n.ID, Name: n.Name}, nil
+}
+
+// startEdge listens for nodes on edge.listen.
+func (m *Main) startEdge() error {
+	if m.Hub == nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", m.Config.Edge.Listen)
+	if err != nil {
+		return fmt.Errorf("edge.listen: %w", listenError(m.Config.Edge.Listen, err))
+	}
+	srv := m.Hub.Server()
+	m.edgeLn = ln
+	go func() { _ = srv.Serve(ln) }()
+	// Stop ends the nodes' sessions at once: their streams never end by
+	// themselves, and the engine is closed right after.
+	m.stopEdge = srv.Stop
+	return nil
+}

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/fleet"
+	"github.com/weir-gateway/weir/httpapi"
+	"github.com/weir-gateway/weir/metrics"
+	"github.com/weir-gateway/weir/postgres"
+	"github.com/weir-gateway/weir/task"
+)
+
+// reclaimTimeout bounds taking back a forgotten replica's jobs: the
+// fleet's loop waits for it.
+const reclaimTimeout = 10 * time.Second
+
+// joinFleet makes this serve a replica of the fleet on the PostgreSQL
+// database db: its admission engine is the fleet's, and its task service
+// takes the admission side of tasks while it leads. The member runs
+// once Start calls runFleet.
+func (m *Main) joinFleet(ctx context.Context, db *postgres.DB, opts admission.Options) (*fleet.Member, error) {
+	cfg := m.Config.Fleet
+	replica := cfg.Replica
+	if replica == "" {
+		replica = defaultReplica(m.Config.Server.Listen)
+	}
+	member, err := fleet.NewMember(ctx, db.Pool(), fleet.MemberConfig{
+		Replica:          replica,
+		Listen:           cfg.Listen,
+		Advertise:        cfg.Advertise,
+		Secret:           cfg.Secret,
+		Workers:          m.Config.Tasks.Workers,
+		TermTTL:          cfg.TermTTL,
+		HeartbeatTimeout: cfg.HeartbeatTimeout,
+		Poll:             cfg.Poll,
+		Options:          opts,
+		Logger:           m.Logger,
+		// The task service exists before the member runs: Start builds
+		// it next, and starts the member only after.
+		OnLead:    func(term admission.Engine, epoch uint64, workers int) { m.Tasks.Lead(term, epoch, workers) },
+		OnWorkers: func(workers int) { m.Tasks.SetWorkers(workers) },
+		OnForget: func(replica string) {
+			ctx, cancel := context.WithTimeout(context.Background(), reclaimTimeout)
+			defer cancel()
+			if _, err := m.Tasks.ReclaimFrom(ctx, replica); err != nil {
+				m.Logger.Warn("fleet: the jobs of a forgotten replica were not taken back; River rescues them later", "replica", replica, "error", err)
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("join the fleet: %w", err)
+	}
+	return member, nil
+}
+
+// fleetTasks is what the task service needs of the fleet.
+func fleetTasks(member *fleet.Member) func(*task.Config) {
+	return func(c *task.Config) {
+		c.Fleet = true
+		c.Replica = member.Replica()
+		c.Fence = func(ctx context.Context, tx any, epoch uint64) error {
+			ptx, ok := tx.(pgx.Tx)
+			if !ok {
+				return fmt.Errorf("fence: a %T is not a PostgreSQL transaction", tx)
+			}
+			err := member.Fence(ctx, ptx, epoch)
+			if errors.Is(err, fleet.ErrDeposed) {
+				return fmt.Errorf("%w: %w", task.ErrDeposed, err)
+			}
+			return err
+		}
+	}
+}
+
+// runFleet runs the member until ctx ends; a replica that the fleet
+// fenced (it lapsed, and its leases and jobs were given away) must not
+// go on serving, so that ends the process with an error.
+func (m *Main) runFleet() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	m.stopFleet = func() {
+		cancel()
+		<-done
+	}
+	go func() {
+		defer close(done)
+		err := m.Member.Run(ctx)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, fleet.ErrFenced) {
+			err = fmt.Errorf("this replica was fenced by the fleet (its heartbeats lapsed, and what it held was given to the others); it stops and may be started again: %w", err)
+		}
+		m.fail(err)
+	}()
+}
+
+// defaultReplica names a replica that the config does not: this host and
+// the port it serves on, stable across restarts (so a restart supersedes
+// the replica's previous run) and distinct between serves on one host. A
+// port chosen at random (0) gets a random name.
+func defaultReplica(listen string) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "weir"
+	}
+	_, port, err := net.SplitHostPort(listen)
+	if err != nil || port == "" || port == "0" {
+		b := make([]byte, 4)
+		_, _ = rand.Read(b)
+		port = hex.EncodeToString(b)
+	}
+	return host + "-" + port
+}
+
+// pingBound bounds /readyz's check that PostgreSQL answers.
+const pingBound = time.Second
+
+// fleetReady is /readyz's answer on a fleet: ready while PostgreSQL
+// answers and this replica has synced with a leader, or while it runs
+// open (no leader answers, and it admits its share of the scopes that
+// fail open: taking it out of rotation would fail those too).
+func (m *Main) fleetReady() error {
+	if open, _ := m.Member.Engine().Open(); open {
+		return nil
+	}
+	if !m.synced() {
+		return errors.New("not synced with a fleet leader: admissions would fail with store_unavailable")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), pingBound)
+	defer cancel()
+	if err := m.DB.store.(*postgres.DB).Pool().Ping(ctx); err != nil {
+		return fmt.Errorf("PostgreSQL does not answer: admissions fail with store_unavailable: %w", err)
+	}
+	return nil
+}
+
+// synced reports whether this replica has synced with a fleet leader.
+func (m *Main) synced() bool {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // Ready answers at once when synced
+	return m.Member.Ready(ctx) == nil
+}
+
+// fleetView is the fleet as this replica sees it, for /admin/queues.
+func (m *Main) fleetView(ctx context.Context) *httpapi.FleetView {
+	t, leading := m.Member.Term()
+	v := &httpapi.FleetView{Replica: m.Member.Replica(), Epoch: t.Epoch, Leader: t.Leader, Leading: leading,
+		Synced: m.synced(), Replicas: []httpapi.ReplicaView{}}
+	ctx, cancel := context.WithTimeout(ctx, pingBound)
+	defer cancel()
+	rs, err := m.Member.Replicas(ctx)
+	if err != nil {
+		v.Error = err.Error()
+		return v
+	}
+	for _, r := range rs {
+		v.Replicas = append(v.Replicas, httpapi.ReplicaView{ID: r.ID, Gen: r.Gen, Workers: r.Workers,
+			HeartbeatAgeMs: r.HeartbeatAge.Milliseconds()})
+	}
+	return v
+}
+
+// fleetState is the fleet's state for the metrics.
+func (m *Main) fleetState() metrics.FleetState {
+	t, leading := m.Member.Term()
+	open, admitted := m.Member.Engine().Open()
+	return metrics.FleetState{Epoch: t.Epoch, Leading: leading, Synced: m.synced(), Open: open, OpenAdmitted: admitted}
+}

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/edge"
+	"github.com/weir-gateway/weir/httpapi"
+	"github.com/weir-gateway/weir/keys"
+)
+
+func init() { rootCmd.AddCommand(nodesCmd()) }
+
+// nodesCmd manages edge nodes in the database named by the config file,
+// beside a running server as `weir keys` does.
+func nodesCmd() *cobra.Command {
+	var path string
+	cmd := &cobra.Command{Use: "nodes", Short: "Create, list and revoke edge nodes and their tokens"}
+	cmd.PersistentFlags().StringVarP(&path, "config", "c", "weir.yaml", "config file (for the storage path)")
+
+	var name string
+	create := &cobra.Command{
+		Use:   "create --name NAME",
+		Short: "Create a node; its token is shown once",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if name == "" {
+				return errors.New("create node: --name is required: the name to know the node by, unique among nodes")
+			}
+			_, db, err := openStore(cmd.Context(), path)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			n, token, err := createNode(cmd.Context(), db, name, time.Now())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "id:    %s\nname:  %s\ntoken: %s\n\n"+
+				"The token is shown only now. Put it in the node's config, as token: in\n"+
+				"node.yaml, or in the node's environment as WEIR_NODE_TOKEN.\n", n.ID, n.Name, token)
+			return nil
+		},
+	}
+	create.Flags().StringVar(&name, "name", "", "the node's name, unique among nodes (required)")
+
+	var addr, token string
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List nodes, by name",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if addr != "" {
+				var view httpapi.NodesView
+				if err := adminGet(addr, token, "/admin/nodes", &view); err != nil {
+					return err
+				}
+				printLiveNodes(cmd.OutOrStdout(), view.Nodes)
+				return nil
+			}
+			_, db, err := openStore(cmd.Context(), path)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			ns, err := db.NodeList(cmd.Context())
+			if err != nil {
+				return err
+			}
+			printNodes(cmd.OutOrStdout(), ns)
+			return nil
+		},
+	}
+
+	list.Flags().StringVar(&addr, "addr", "", "a running server's base URL: list the nodes it sees now (sessions, generations, slots used, heartbeats) instead of the stored tokens")
+	list.Flags().StringVar(&token, "token", "", "admin token, with --addr (when the server sets one; env WEIR_ADMIN_TOKEN)")
+
+	revoke := &cobra.Command{
+		Use:   "revoke ID|NAME",
+		Short: "Revoke a node's token, by the node's id or name",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, db, err := openStore(cmd.Context(), path)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			n, err := findNode(cmd.Context(), db, args[0])
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if !n.Active() {
+				fmt.Fprintf(out, "node %s (%s) was already revoked at %s\n", n.ID, n.Name, n.RevokedAt.Format(time.RFC3339))
+				return nil
+			}
+			if err := db.NodeRevoke(cmd.Context(), n.ID, time.Now()); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "revoked node %s (%s)\n", n.ID, n.Name)
+			return nil
+		},
+	}
+	cmd.AddCommand(create, list, revoke)
+	return cmd
+}
+
+// createNode makes a node named name, created at now, with a new token,
+// stores it and returns it with the token.
+func createNode(ctx context.Context, store weir.NodeStore, name string, now time.Time) (weir.Node, string, error) {
+	token, prefix, hash, err := keys.GenerateNodeToken()
+	if err != nil {
+		return weir.Node{}, "", err
+	}
+	var id [6]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return weir.Node{}, "", err
+	}
+	n := weir.Node{
+		ID:        weir.NodeIDPrefix + hex.EncodeToString(id[:]),
+		Name:      name,
+		Prefix:    prefix,
+		Hash:      hash,
+		CreatedAt: now.UTC(),
+	}
+	if err := n.Validate(); err != nil {
+		return weir.Node{}, "", fmt.Errorf("create node: %w", err)
+	}
+	if err := store.NodeCreate(ctx, n); err != nil {
+		if errors.Is(err, weir.ErrConflict) {
+			if _, ferr := findNode(ctx, store, name); ferr == nil {
+				return weir.Node{}, "", fmt.Errorf("create node: a node named %q exists already (a revoked node keeps its name); choose another: %w",
+					name, weir.ErrConflict)
+			}
+		}
+		return weir.Node{}, "", err
+	}
+	return n, token, nil
+}
+
+// findNode finds a node by its ID if arg has the shape of one (a name
+// never has), else by its name.
+func findNode(ctx context.Context, store weir.NodeStore, arg string) (weir.Node, error) {
+	notFound := fmt.Errorf("no node with id or name %q (weir nodes list shows them): %w", arg, weir.ErrNotFound)
+	if weir.ValidNodeID(arg) {
+		n, err := store.NodeByID(ctx, arg)
+		if errors.Is(err, weir.ErrNotFound) {
+			return weir.Node{}, notFound
+		}
+		return n, err
+	}
+	// No lookup by name in the store: nodes are few, and the listing is
+	// what the operator reads names from anyway.
+	ns, err := store.NodeList(ctx)
+	if err != nil {
+		return weir.Node{}, err
+	}
+	for _, n := range ns {
+		if n.Name == arg {
+			return n, nil
+		}
+	}
+	return weir.Node{}, notFound
+}
+
+func printNodes(w io.Writer, ns []weir.Node) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tPREFIX\tCREATED\tREVOKED")
+	for _, n := range ns {
+		revoked := "-"
+		if !n.Active() {
+			revoked = n.RevokedAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s…\t%s\t%s\n", n.ID, n.Name, n.Prefix, n.CreatedAt.Format(time.RFC3339), revoked)
+	}
+	tw.Flush()
+}
+
+// printLiveNodes prints the nodes a server sees: a line a node, and a
+// line a provider under it.
+func printLiveNodes(w io.Writer, ns []edge.NodeView) {
+	if len(ns) == 0 {
+		fmt.Fprintln(w, "no node has registered since the server started")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tPROVIDER\tSTATE\tGENERATION\tSLOTS USED\tLONG USED\tQUEUED\tLAST SEEN\tMODELS")
+	for _, n := range ns {
+		state := "connected"
+		if !n.Connected {
+			state = "gone"
+		}
+		seen := (time.Duration(n.LastSeenMs) * time.Millisecond).String() + " ago"
+		fmt.Fprintf(tw, "%s (%s)\t\t%s\t%d\t\t\t\t%s\t\n", n.Name, n.ID, state, n.Generation, seen)
+		for _, p := range n.Providers {
+			pstate := "serving"
+			if p.Orphaned {
+				pstate = "orphaned"
+			}
+			long := "-"
+			if p.LongSlots > 0 {
+				long = fmt.Sprintf("%d/%d", p.LongUsed, p.LongSlots)
+			}
+			fmt.Fprintf(tw, "\t%s\t%s\t\t%d/%d\t%s\t%d\t\t%s\n", p.ID, pstate, p.Used, p.Slots, long, p.Queued, strings.Join(p.Models, ","))
+		}
+	}
+	tw.Flush()
+}

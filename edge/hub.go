@@ -1,0 +1,354 @@
+package edge
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/edge/edgepb"
+)
+
+// Config tunes the Hub.
+type Config struct {
+	// HeartbeatInterval is how often nodes are told to heartbeat.
+	// Default 2s.
+	HeartbeatInterval time.Duration
+	// HeartbeatTimeout is how long a session may go without a heartbeat
+	// before its node is declared gone. Default 3 × HeartbeatInterval.
+	HeartbeatTimeout time.Duration
+	// RegisterTimeout bounds the wait for a new session's Register.
+	// Default 10s.
+	RegisterTimeout time.Duration
+	// RunHeaderTimeout bounds the wait from a run's offer to its
+	// answer's head; RunIdleTimeout each wait for more of the answer.
+	// Default 120s each; the node's own stall timeout usually ends a
+	// stuck run first, with evidence.
+	RunHeaderTimeout time.Duration
+	RunIdleTimeout   time.Duration
+	// ProbeInterval is how often an unavailable provider is probed.
+	// Default 5s.
+	ProbeInterval time.Duration
+	// MaxMessageBytes bounds one message a node sends. Default 4 MiB.
+	MaxMessageBytes int
+	// TLS, if set, is the server's TLS configuration; nil: plaintext
+	// (for loopback and private networks).
+	TLS *tls.Config
+	// Clock measures heartbeats; default clock.Real (monotonic).
+	Clock clock.Clock
+}
+
+func (c *Config) defaults() {
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = 2 * time.Second
+	}
+	if c.HeartbeatTimeout <= 0 {
+		c.HeartbeatTimeout = 3 * c.HeartbeatInterval
+	}
+	if c.RegisterTimeout <= 0 {
+		c.RegisterTimeout = 10 * time.Second
+	}
+	if c.RunHeaderTimeout <= 0 {
+		c.RunHeaderTimeout = 120 * time.Second
+	}
+	if c.RunIdleTimeout <= 0 {
+		c.RunIdleTimeout = 120 * time.Second
+	}
+	if c.ProbeInterval <= 0 {
+		c.ProbeInterval = 5 * time.Second
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = 4 << 20
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real
+	}
+}
+
+// Identity is the node a token authenticates.
+type Identity struct {
+	ID   string
+	Name string
+}
+
+// ErrUnauthenticated is an Authenticate's answer to a token it does not
+// accept (unknown or revoked).
+var ErrUnauthenticated = errors.New("edge: the node's token is not accepted")
+
+// Deps are what the Hub is built on.
+type Deps struct {
+	Engine admission.Engine
+	// Authenticate finds the node a token belongs to: ErrUnauthenticated
+	// for an unknown or revoked one, another error when it cannot tell.
+	Authenticate func(ctx context.Context, token string) (Identity, error)
+	Logger       *slog.Logger
+	// Metrics counts the Hub's decisions; nil: none.
+	Metrics Metrics
+}
+
+// Metrics receives the Hub's decisions. metrics.Metrics implements it.
+type Metrics interface {
+	// Evidence counts one piece of health evidence: its source ("stall",
+	// "probe") and the decision ("applied", "rejected_stale",
+	// "rejected_binding", "rejected_ambiguous", "rejected_invalid").
+	Evidence(source, decision string)
+}
+
+// Hub serves the edge protocol to nodes and keeps their sessions.
+type Hub struct {
+	edgepb.UnimplementedEdgeServer
+
+	cfg  Config
+	deps Deps
+
+	mu       sync.Mutex
+	nodes    map[string]*node // by node id
+	probeSeq uint64
+}
+
+// node is one node the Hub has seen: its newest generation and its
+// session while one is live.
+type node struct {
+	// attaching serializes the sessions' configuration of the node's
+	// scopes, so that an older session's settings never land after a
+	// newer one's. Taken before Hub.mu.
+	attaching sync.Mutex
+
+	id, name string
+	gen      uint64
+	sess     *session
+	// providers are the newest session's, kept after it ends so that its
+	// scopes can be retired or taken over by the next session.
+	providers map[string]*edgepb.Provider
+	lastSeen  time.Time
+}
+
+// New returns a Hub.
+func New(cfg Config, deps Deps) *Hub {
+	cfg.defaults()
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Hub{cfg: cfg, deps: deps, nodes: make(map[string]*node)}
+}
+
+var _ edgepb.EdgeServer = (*Hub)(nil)
+
+// Server returns a gRPC server serving the Hub, with the Config's message
+// bound, keepalive and TLS.
+func (h *Hub) Server() *grpc.Server {
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(h.cfg.MaxMessageBytes),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	}
+	if h.cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(h.cfg.TLS)))
+	}
+	s := grpc.NewServer(opts...)
+	edgepb.RegisterEdgeServer(s, h)
+	return s
+}
+
+// Serve serves nodes on ln until the server stops.
+func (h *Hub) Serve(ln net.Listener) error { return h.Server().Serve(ln) }
+
+// authenticate reads the bearer token of a stream's metadata.
+func (h *Hub) authenticate(ctx context.Context) (Identity, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	auth := md.Get("authorization")
+	if len(auth) != 1 {
+		return Identity{}, status.Error(codes.Unauthenticated, "a node authenticates with one header: authorization: Bearer <token>")
+	}
+	token, ok := strings.CutPrefix(auth[0], "Bearer ")
+	if !ok || token == "" {
+		return Identity{}, status.Error(codes.Unauthenticated, "the authorization header is not a bearer token")
+	}
+	id, err := h.deps.Authenticate(ctx, token)
+	switch {
+	case errors.Is(err, ErrUnauthenticated):
+		return Identity{}, status.Error(codes.Unauthenticated, "the node's token is unknown or revoked")
+	case err != nil:
+		h.deps.Logger.Warn("edge: could not check a node's token", "error", err)
+		return Identity{}, status.Error(codes.Unavailable, "the gateway cannot check tokens right now; retry")
+	}
+	return id, nil
+}
+
+// nextGenLocked gives n a generation greater than any it had, and not
+// below the clock's microseconds, so that a generation also grows across
+// restarts of the gateway.
+func (h *Hub) nextGenLocked(n *node) uint64 {
+	n.gen = max(n.gen+1, uint64(h.cfg.Clock.Now().UnixMicro()))
+	return n.gen
+}
+
+// attach starts a session of id with its registration: a newer
+// generation, the session it supersedes ended and fenced, the node's
+// scopes configured and activated at the new generation.
+func (h *Hub) attach(ctx context.Context, id Identity, reg *edgepb.Register, s *session) error {
+	h.mu.Lock()
+	n := h.nodes[id.ID]
+	if n == nil {
+		n = &node{id: id.ID}
+		h.nodes[id.ID] = n
+	}
+	h.mu.Unlock()
+	n.attaching.Lock()
+	defer n.attaching.Unlock()
+	h.mu.Lock()
+	n.name = id.Name
+	old := n.sess
+	gen := h.nextGenLocked(n)
+	prev := n.providers
+	n.sess, n.providers, n.lastSeen = s, providerMap(reg.Providers), h.cfg.Clock.Now()
+	s.node, s.gen = n, gen
+	h.mu.Unlock()
+
+	owner := weir.NodeOwner(id.ID)
+	if old != nil {
+		old.end(errSuperseded)
+	}
+	// Fence every older generation before the new one is activated: what
+	// the old session held goes back, and its waiters re-resolve.
+	if err := h.deps.Engine.Fence(ctx, owner, gen-1); err != nil {
+		return fmt.Errorf("fence the node's older sessions: %w", err)
+	}
+	for _, p := range reg.Providers {
+		cfg := admission.ScopeConfig{Limit: int64(p.Slots), Owner: owner, OwnerGen: gen}
+		if err := h.deps.Engine.SetScope(ctx, weir.NodeScope(id.ID, p.Id), cfg); err != nil {
+			return fmt.Errorf("provider %s: %w", p.Id, err)
+		}
+		long := weir.NodeLongScope(id.ID, p.Id)
+		if p.LongSlots > 0 {
+			cfg.Limit = int64(p.LongSlots)
+			if err := h.deps.Engine.SetScope(ctx, long, cfg); err != nil {
+				return fmt.Errorf("provider %s's long-context slots: %w", p.Id, err)
+			}
+		} else if old := prev[p.Id]; old != nil && old.LongSlots > 0 {
+			h.removeScope(ctx, long)
+		}
+	}
+	for pid, p := range prev {
+		if _, ok := n.providers[pid]; ok {
+			continue
+		}
+		h.removeScope(ctx, weir.NodeScope(id.ID, pid))
+		if p.LongSlots > 0 {
+			h.removeScope(ctx, weir.NodeLongScope(id.ID, pid))
+		}
+	}
+	if err := h.deps.Engine.Activate(ctx, owner, gen); err != nil {
+		return fmt.Errorf("activate the node's scopes: %w", err)
+	}
+	h.mu.Lock()
+	s.serving = true
+	h.mu.Unlock()
+	return nil
+}
+
+// Serving lists the providers of live sessions that serve the public
+// model, by node and provider id. It takes only the Hub's lock (the
+// engine calls it, through a waiter's Resolve, under its own).
+func (h *Hub) Serving(model string) []weir.NodeTarget {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []weir.NodeTarget
+	for _, n := range h.nodes {
+		if n.sess == nil || !n.sess.serving {
+			continue
+		}
+		for _, p := range n.providers {
+			if n.sess.unavailableLocked(p.Id) {
+				continue
+			}
+			for _, m := range p.Models {
+				if m.Name == model {
+					out = append(out, weir.NodeTarget{Node: n.id, Gen: n.sess.gen, Provider: p.Id, Runtime: m.Runtime,
+						LongPromptTokens: p.LongPromptTokens})
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b weir.NodeTarget) int {
+		return cmp.Or(strings.Compare(a.Node, b.Node), strings.Compare(a.Provider, b.Provider))
+	})
+	return out
+}
+
+// removeScope retires a scope of a provider the node no longer has; a
+// failure leaves it configured (and orphaned) and is only logged.
+func (h *Hub) removeScope(ctx context.Context, scope string) {
+	if err := h.deps.Engine.RemoveScope(ctx, scope); err != nil && !errors.Is(err, admission.ErrUnknownScope) {
+		h.deps.Logger.Warn("edge: could not retire a provider's scope", "scope", scope, "error", err)
+	}
+}
+
+// detach ends s's part in its node: if s is still the node's session,
+// the node's owner is fenced at s's generation, which releases its
+// leases and orphans its scopes. A superseded session changes nothing.
+func (h *Hub) detach(s *session, cause error) {
+	h.mu.Lock()
+	n := s.node
+	current := n != nil && n.sess == s
+	if current {
+		n.sess = nil
+	}
+	h.mu.Unlock()
+	if n == nil {
+		return
+	}
+	if !current {
+		h.deps.Logger.Info("edge: a superseded session ended", "node", n.id, "generation", s.gen, "cause", cause)
+		return
+	}
+	h.deps.Logger.Warn("edge: node gone; its leases are released and its scopes orphaned", "node", n.id, "name", n.name,
+		"generation", s.gen, "cause", cause)
+	if err := h.deps.Engine.Fence(context.Background(), weir.NodeOwner(n.id), s.gen); err != nil {
+		h.deps.Logger.Error("edge: could not fence a gone node", "node", n.id, "generation", s.gen, "error", err)
+	}
+}
+
+// beat records a heartbeat of s.
+func (h *Hub) beat(s *session) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s.node != nil && s.node.sess == s {
+		s.node.lastSeen = h.cfg.Clock.Now()
+	}
+}
+
+func providerMap(ps []*edgepb.Provider) map[string]*edgepb.Provider {
+	m := make(map[string]*edgepb.Provider, len(ps))
+	for _, p := range ps {
+		m[p.Id] = p
+	}
+	return m
+}
+
+// sortedProviders are a node's providers by id.
+func sortedProviders(m map[string]*edgepb.Provider) []*edgepb.Provider {
+	ps := make([]*edgepb.Provider, 0, len(m))
+	for _, p := range m {
+		ps = append(ps, p)
+	}
+	slices.SortFunc(ps, func(a, b *edgepb.Provider) int { return strings.Compare(a.Id, b.Id) })
+	return ps
+}

@@ -1,0 +1,250 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/edge/edgepb"
+)
+
+// The causes a session ends with, for logs.
+var (
+	errSuperseded = errors.New("the node opened a newer session")
+	errHeartbeats = errors.New("the node missed its heartbeats")
+	errStreamEnd  = errors.New("the node closed its session")
+)
+
+// sendBuffer is how many messages may wait for a session's sender.
+const sendBuffer = 64
+
+// session is one Control stream of a node.
+type session struct {
+	h *Hub
+	// node and gen are set by attach, under h.mu; serving once its
+	// scopes are configured and active, so that no request resolves to
+	// a scope not there yet.
+	node    *node
+	gen     uint64
+	serving bool
+
+	send chan *edgepb.GatewayMessage
+	done chan struct{}
+	once sync.Once
+	mu   sync.Mutex
+	err  error // why it ended
+	seq  uint64
+	dog  clock.Timer
+	runs map[string]*run // offered and not over, by id
+	// health and probes (outstanding probe id → provider) are guarded
+	// by the Hub's mu.
+	health map[string]*providerHealth
+	probes map[string]string
+}
+
+// end ends the session with cause; the first cause is kept.
+func (s *session) end(cause error) {
+	s.once.Do(func() {
+		s.mu.Lock()
+		s.err = cause
+		if s.dog != nil {
+			s.dog.Stop()
+		}
+		s.mu.Unlock()
+		close(s.done)
+	})
+}
+
+// cause is why the session ended.
+func (s *session) cause() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// watch restarts the heartbeat watchdog.
+func (s *session) watch() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dog != nil {
+		s.dog.Stop()
+	}
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	s.dog = s.h.cfg.Clock.AfterFunc(s.h.cfg.HeartbeatTimeout, func() { s.end(errHeartbeats) })
+}
+
+// queue hands m to the session's sender; false if the session ended or
+// its sender is that far behind (which ends it: a node that reads
+// nothing is gone as far as the gateway can tell).
+func (s *session) queue(m *edgepb.GatewayMessage) bool {
+	select {
+	case <-s.done:
+		return false
+	default:
+	}
+	select {
+	case s.send <- m:
+		return true
+	default:
+		s.end(errors.New("the node does not read its session"))
+		return false
+	}
+}
+
+// refuse tells the node why one of its messages changed nothing.
+func (s *session) refuse(code, format string, args ...any) {
+	s.queue(&edgepb.GatewayMessage{Msg: &edgepb.GatewayMessage_Refusal{Refusal: &edgepb.Refusal{Code: code, Message: fmt.Sprintf(format, args...)}}})
+}
+
+// Control serves one node's session: authentication, Register, Welcome,
+// then heartbeats and evidence until the stream ends, the node misses its
+// heartbeats or a newer session supersedes it.
+func (h *Hub) Control(stream edgepb.Edge_ControlServer) error {
+	ctx := stream.Context()
+	id, err := h.authenticate(ctx)
+	if err != nil {
+		return err
+	}
+	s := &session{h: h, send: make(chan *edgepb.GatewayMessage, sendBuffer), done: make(chan struct{})}
+	in := make(chan *edgepb.NodeMessage)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case in <- m:
+			case <-s.done:
+				return
+			}
+		}
+	}()
+
+	// The first message registers the node, within RegisterTimeout.
+	var reg *edgepb.Register
+	timeout := h.cfg.Clock.AfterFunc(h.cfg.RegisterTimeout, func() { s.end(errors.New("no Register in time")) })
+	select {
+	case m := <-in:
+		timeout.Stop()
+		reg = m.GetRegister()
+		if reg == nil {
+			return refusal(stream, "register_first", "a session begins with Register")
+		}
+		if err := validateRegister(reg); err != nil {
+			return refusal(stream, "invalid_register", err.Error())
+		}
+	case err := <-recvErr:
+		timeout.Stop()
+		return err
+	case <-s.done:
+		return status.Error(codes.DeadlineExceeded, "no Register within the register timeout")
+	case <-ctx.Done():
+		timeout.Stop()
+		return ctx.Err()
+	}
+	if err := h.attach(ctx, id, reg, s); err != nil {
+		s.end(err)
+		h.detach(s, err)
+		h.deps.Logger.Error("edge: could not register a node", "node", id.ID, "error", err)
+		return status.Error(codes.Unavailable, "the gateway could not register the node; retry")
+	}
+	defer func() { h.detach(s, s.cause()) }()
+	h.deps.Logger.Info("edge: node registered", "node", id.ID, "name", id.Name, "generation", s.gen,
+		"providers", len(reg.Providers), "version", reg.Version)
+	welcome := &edgepb.Welcome{NodeId: id.ID, Generation: s.gen,
+		HeartbeatIntervalMs: h.cfg.HeartbeatInterval.Milliseconds(), HeartbeatTimeoutMs: h.cfg.HeartbeatTimeout.Milliseconds()}
+	if err := stream.Send(&edgepb.GatewayMessage{Msg: &edgepb.GatewayMessage_Welcome{Welcome: welcome}}); err != nil {
+		s.end(err)
+		return err
+	}
+	s.watch()
+
+	sendErr := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case m := <-s.send:
+				if err := stream.Send(m); err != nil {
+					sendErr <- err
+					s.end(err)
+					return
+				}
+			case <-s.done:
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case m := <-in:
+			s.handle(m)
+		case err := <-recvErr:
+			if errors.Is(err, context.Canceled) || status.Code(err) == codes.Canceled {
+				err = errStreamEnd
+			}
+			s.end(err)
+			return nil
+		case err := <-sendErr:
+			return err
+		case <-s.done:
+			if errors.Is(s.cause(), errSuperseded) {
+				return status.Error(codes.Aborted, "superseded by a newer session of the node")
+			}
+			return status.Error(codes.Unavailable, s.cause().Error())
+		case <-ctx.Done():
+			s.end(errStreamEnd)
+			return nil
+		}
+	}
+}
+
+// refusal sends a Refusal and ends the stream with it.
+func refusal(stream edgepb.Edge_ControlServer, code, msg string) error {
+	_ = stream.Send(&edgepb.GatewayMessage{Msg: &edgepb.GatewayMessage_Refusal{Refusal: &edgepb.Refusal{Code: code, Message: msg}}})
+	return status.Error(codes.InvalidArgument, msg)
+}
+
+// handle takes one message of a registered session.
+func (s *session) handle(m *edgepb.NodeMessage) {
+	switch msg := m.Msg.(type) {
+	case *edgepb.NodeMessage_Heartbeat:
+		hb := msg.Heartbeat
+		if hb.Generation != s.gen {
+			s.refuse("stale_generation", "heartbeat of generation %d on a session of generation %d", hb.Generation, s.gen)
+			return
+		}
+		s.mu.Lock()
+		last := s.seq
+		fresh := hb.Seq > last
+		if fresh {
+			s.seq = hb.Seq
+		}
+		s.mu.Unlock()
+		if !fresh {
+			s.refuse("stale_sequence", "heartbeat %d after heartbeat %d", hb.Seq, last)
+			return
+		}
+		s.watch()
+		s.h.beat(s)
+	case *edgepb.NodeMessage_Register:
+		s.refuse("registered", "the session is registered already; a node registers again with a new session")
+	case *edgepb.NodeMessage_Evidence:
+		if d := s.h.evidence(s, msg.Evidence, sourceProbe, ""); d != decisionApplied {
+			s.refuse(d, "evidence about provider %q refused: %s", msg.Evidence.Provider, d)
+		}
+	default:
+		s.refuse("unknown_message", "a message of no known kind")
+	}
+}

@@ -1,0 +1,85 @@
+package edge
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/weir-gateway/weir"
+)
+
+// NodeView is one node as /admin/nodes shows it.
+type NodeView struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Connected: the node has a live session, of Generation, whose
+	// providers are configured and take requests.
+	Connected  bool   `json:"connected"`
+	Generation uint64 `json:"generation"`
+	// LastSeenMs is how long ago the node last registered or heartbeat,
+	// by the gateway's clock.
+	LastSeenMs int64          `json:"last_seen_ms"`
+	Providers  []ProviderView `json:"providers"`
+}
+
+// ProviderView is one provider of a node, with its slots as the engine
+// holds them.
+type ProviderView struct {
+	ID        string   `json:"id"`
+	Adapter   string   `json:"adapter"`
+	Target    string   `json:"target"`
+	Models    []string `json:"models"`
+	Slots     int64    `json:"slots"`
+	Used      int64    `json:"used"`
+	Queued    int      `json:"queued"`
+	LongSlots int64    `json:"long_slots,omitempty"`
+	LongUsed  int64    `json:"long_used,omitempty"`
+	// Orphaned: the node's session ended; the slots admit nothing until
+	// it is back.
+	Orphaned bool `json:"orphaned"`
+	// Health is "available", or "unavailable" once evidence said so (no
+	// request is sent to it until a probe finds it available again).
+	Health string `json:"health"`
+}
+
+// Nodes lists the nodes the Hub has seen since it started, by name.
+func (h *Hub) Nodes(ctx context.Context) []NodeView {
+	h.mu.Lock()
+	now := h.cfg.Clock.Now()
+	var out []NodeView
+	for _, n := range h.nodes {
+		if n.providers == nil {
+			continue // never registered
+		}
+		v := NodeView{ID: n.id, Name: n.name, Connected: n.sess != nil && n.sess.serving, Generation: n.gen,
+			LastSeenMs: now.Sub(n.lastSeen).Milliseconds(), Providers: []ProviderView{}}
+		for _, p := range sortedProviders(n.providers) {
+			pv := ProviderView{ID: p.Id, Adapter: p.Adapter, Target: p.Target, Slots: int64(p.Slots), LongSlots: int64(p.LongSlots),
+				Health: "available"}
+			if n.sess != nil && n.sess.unavailableLocked(p.Id) {
+				pv.Health = "unavailable"
+			}
+			for _, m := range p.Models {
+				pv.Models = append(pv.Models, m.Name)
+			}
+			v.Providers = append(v.Providers, pv)
+		}
+		out = append(out, v)
+	}
+	h.mu.Unlock()
+	for i := range out {
+		for j := range out[i].Providers {
+			p := &out[i].Providers[j]
+			if st, err := h.deps.Engine.Scope(ctx, weir.NodeScope(out[i].ID, p.ID)); err == nil {
+				p.Used, p.Queued, p.Orphaned = st.Used, st.Queued, st.Orphaned
+			}
+			if p.LongSlots > 0 {
+				if st, err := h.deps.Engine.Scope(ctx, weir.NodeLongScope(out[i].ID, p.ID)); err == nil {
+					p.LongUsed = st.Used
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b NodeView) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}

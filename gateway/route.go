@@ -1,0 +1,162 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/provider"
+)
+
+// Nodes are the edge nodes' providers, candidates beside the catalog's
+// platform models. edge.Hub implements it.
+type Nodes interface {
+	// Serving lists the providers of live node sessions that serve the
+	// public model, in a stable order. It must not call the engine: the
+	// engine asks for it (through a waiter's Resolve) under its lock.
+	Serving(model string) []weir.NodeTarget
+	// Do runs a call on t's provider through its node, as an Executor.
+	Do(ctx context.Context, t weir.NodeTarget, c provider.Call) (*http.Response, error)
+}
+
+// target is one way to serve a request: a platform model of the
+// catalog, or an edge node's provider.
+type target struct {
+	pm   string
+	node *weir.NodeTarget
+}
+
+// name names t in the router's health, metrics, logs and usage.
+func (t target) name() string {
+	if t.node != nil {
+		return t.node.Name()
+	}
+	return t.pm
+}
+
+// routing is one request's targets: the router's order of its model's
+// platform models and the nodes serving it now, less those already
+// tried. A waiter's Resolve resolves them again as nodes come and go;
+// the lease's candidate indexes the last resolution.
+type routing struct {
+	s   *Service
+	c   *Call
+	pms []string
+
+	mu      sync.Mutex
+	tried   map[string]bool
+	targets []target
+}
+
+// resolve finds the request's targets now, in the model's order, and
+// keeps them for admitted.
+func (r *routing) resolve() []target {
+	var nodes []target
+	if r.s.deps.Nodes != nil && r.c.Model.Nodes != weir.NodesNever {
+		now := r.s.deps.Clock.Now()
+		for _, n := range r.s.deps.Nodes.Serving(r.c.Model.Name) {
+			if until := r.s.deps.Router.CoolingUntil(nodeHealth(n)); until.After(now) {
+				continue
+			}
+			nodes = append(nodes, target{node: &n})
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var pms []target
+	for _, pm := range r.pms {
+		pms = append(pms, target{pm: pm})
+	}
+	out := append(nodes, pms...)
+	if r.c.Model.Nodes == weir.NodesLast {
+		out = append(pms, nodes...)
+	}
+	kept := out[:0]
+	for _, t := range out {
+		if !r.tried[t.name()] {
+			kept = append(kept, t)
+		}
+	}
+	r.targets = kept
+	return kept
+}
+
+// current is the last resolution.
+func (r *routing) current() []target {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.targets
+}
+
+// admitted is the target of the admitted candidate i.
+func (r *routing) admitted(i int) target {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.targets[i]
+}
+
+// failed leaves t out of the request's later attempts.
+func (r *routing) failed(t target) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tried[t.name()] = true
+}
+
+// candidates are ts as admission candidates: each needs the key's and
+// the group's scope, and its platform model's scope or its node
+// provider's slots (and a long-context slot for a long prompt).
+func (r *routing) candidates(ts []target) []admission.Candidate {
+	c := r.c
+	prompt := max(c.Tokens-c.MaxTokens, 0)
+	cands := make([]admission.Candidate, len(ts))
+	for i, t := range ts {
+		needs := tenantNeeds(c.KeyID, c.Group)
+		if n := t.node; n != nil {
+			needs = append(needs, admission.Need{Scope: weir.NodeScope(n.Node, n.Provider), Amount: 1})
+			if n.LongPromptTokens > 0 && prompt > n.LongPromptTokens {
+				needs = append(needs, admission.Need{Scope: weir.NodeLongScope(n.Node, n.Provider), Amount: 1})
+			}
+		} else {
+			needs = append(needs, admission.Need{Scope: weir.PlatformModelScope(t.pm), Amount: 1})
+		}
+		cands[i] = admission.Candidate{Needs: needs, Tokens: c.Tokens}
+	}
+	return cands
+}
+
+// upstream is where an attempt goes: its name (the router's and the
+// metrics'), the platform it belongs to (for logs), the model's name
+// there, and its executor.
+type upstream struct {
+	Name, Platform, Upstream string
+	ex                       Executor
+	// health is its key in the router's cooldown.
+	health string
+}
+
+// nodeHealth is a node provider's key in the router's cooldown: its
+// session's own, so that failures of a session that ended do not keep
+// the node's next session cooling down.
+func nodeHealth(n weir.NodeTarget) string { return fmt.Sprintf("%s@%d", n.Name(), n.Gen) }
+
+func (s *Service) upstreamOf(c *Call, t target) upstream {
+	if n := t.node; n != nil {
+		return upstream{Name: n.Name(), Platform: "node " + n.Node, Upstream: n.Runtime, ex: nodeExecutor{s.deps.Nodes, *n},
+			health: nodeHealth(*n)}
+	}
+	pm, _ := c.Snapshot.PlatformModel(t.pm)
+	return upstream{Name: pm.Name, Platform: pm.Platform, Upstream: pm.Upstream, ex: c.Snapshot.Adapter(pm.Platform), health: pm.Name}
+}
+
+// nodeExecutor runs calls on one node provider.
+type nodeExecutor struct {
+	nodes Nodes
+	t     weir.NodeTarget
+}
+
+func (e nodeExecutor) Do(ctx context.Context, c provider.Call) (*http.Response, error) {
+	return e.nodes.Do(ctx, e.t, c)
+}

@@ -1,0 +1,222 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/provider"
+)
+
+// fakeNodes are edge nodes whose providers answer from a function.
+type fakeNodes struct {
+	mu      sync.Mutex
+	serving []weir.NodeTarget
+	answer  func(t weir.NodeTarget, c provider.Call) (*http.Response, error)
+	calls   []string // the targets called, by name, with the body's model
+}
+
+func (f *fakeNodes) Serving(model string) []weir.NodeTarget {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if model != "m" {
+		return nil
+	}
+	return append([]weir.NodeTarget(nil), f.serving...)
+}
+
+func (f *fakeNodes) Do(ctx context.Context, t weir.NodeTarget, c provider.Call) (*http.Response, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, t.Name()+" "+string(c.Body))
+	answer := f.answer
+	f.mu.Unlock()
+	return answer(t, c)
+}
+
+func (f *fakeNodes) set(ts ...weir.NodeTarget) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.serving = ts
+}
+
+func okAnswer(weir.NodeTarget, provider.Call) (*http.Response, error) {
+	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(strings.NewReader(`{"id":"node","usage":{"prompt_tokens":1,"completion_tokens":1}}`))}, nil
+}
+
+// nodeTarget is node n's provider p serving "m" as runtime "rt-m", with
+// its scope configured in b's engine at limit.
+func (b *testBundle) nodeTarget(t *testing.T, n string, limit int64) weir.NodeTarget {
+	t.Helper()
+	nt := weir.NodeTarget{Node: n, Gen: 1, Provider: "p", Runtime: "rt-m"}
+	if err := b.engine.SetScope(t.Context(), weir.NodeScope(n, "p"), admission.ScopeConfig{Limit: limit, Owner: weir.NodeOwner(n), OwnerGen: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return nt
+}
+
+// TestNodesFirst: a model's node provider is tried before its platform
+// models, with the runtime's model name; the usage names the node.
+func TestNodesFirst(t *testing.T) {
+	t.Parallel()
+	nodes := &fakeNodes{answer: okAnswer}
+	b := setup(t, setupOpts{nodes: nodes})
+	nodes.set(b.nodeTarget(t, "node_a", 1))
+	c := b.chat(t)
+	var out recordedAnswer
+	if err := b.svc.Serve(t.Context(), c, &out); err != nil || out.head == nil || out.head.Status != 200 {
+		t.Fatalf("serve: %v, head %+v", err, out.head)
+	}
+	if len(nodes.calls) != 1 || !strings.HasPrefix(nodes.calls[0], "node:node_a/p ") || !strings.Contains(nodes.calls[0], `"model":"rt-m"`) {
+		t.Fatalf("node calls %q; want one to node_a's p with the runtime's model name", nodes.calls)
+	}
+	if c.Usage.PlatformModel != "node:node_a/p" {
+		t.Errorf("usage names %q, want the node's provider", c.Usage.PlatformModel)
+	}
+	if st := b.scope(t, weir.NodeScope("node_a", "p")); st.Used != 0 {
+		t.Errorf("the node's slot is still held: %+v", st)
+	}
+}
+
+// TestNodeFailsOverToPlatform: a node that fails before any byte reached
+// the client sends the request on to the platform models.
+func TestNodeFailsOverToPlatform(t *testing.T) {
+	t.Parallel()
+	nodes := &fakeNodes{answer: func(weir.NodeTarget, provider.Call) (*http.Response, error) {
+		return nil, &provider.Error{Err: errors.New("the node's session ended")}
+	}}
+	b := setup(t, setupOpts{nodes: nodes})
+	nodes.set(b.nodeTarget(t, "node_a", 1))
+	c := b.chat(t)
+	var out recordedAnswer
+	if err := b.svc.Serve(t.Context(), c, &out); err != nil || out.head == nil || out.head.Status != 200 {
+		t.Fatalf("serve: %v, head %+v", err, out.head)
+	}
+	if len(nodes.calls) != 1 || c.Usage.PlatformModel != "up/m" {
+		t.Fatalf("node calls %q, served by %q; want the node tried once, then up/m", nodes.calls, c.Usage.PlatformModel)
+	}
+}
+
+// TestNodesLastAndNever: a model's nodes order puts its nodes after its
+// platform models, or leaves them out.
+func TestNodesLastAndNever(t *testing.T) {
+	t.Parallel()
+	for _, order := range []weir.NodesOrder{weir.NodesLast, weir.NodesNever} {
+		nodes := &fakeNodes{answer: okAnswer}
+		b := setup(t, setupOpts{nodes: nodes, catalog: func(c *weir.Catalog) { c.Models[0].Nodes = order }})
+		nodes.set(b.nodeTarget(t, "node_a", 1))
+		c := b.chat(t)
+		var out recordedAnswer
+		if err := b.svc.Serve(t.Context(), c, &out); err != nil {
+			t.Fatalf("%s: %v", order, err)
+		}
+		if len(nodes.calls) != 0 || c.Usage.PlatformModel != "up/m" {
+			t.Errorf("%s: node calls %q, served by %q; want up/m", order, nodes.calls, c.Usage.PlatformModel)
+		}
+	}
+}
+
+// TestLongPromptNeedsLongSlot: a prompt over a provider's threshold
+// needs a long-context slot besides a slot; a short one does not.
+func TestLongPromptNeedsLongSlot(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{nodes: &fakeNodes{answer: okAnswer}})
+	c := b.chat(t)
+	r := &routing{s: b.svc, c: c, tried: map[string]bool{}}
+	nt := weir.NodeTarget{Node: "n", Provider: "p", LongPromptTokens: 100}
+	for _, tc := range []struct {
+		tokens, maxTokens int64
+		long              bool
+	}{{50, 0, false}, {150, 0, true}, {150, 100, false}} {
+		c.Tokens, c.MaxTokens = tc.tokens, tc.maxTokens
+		needs := r.candidates([]target{{node: &nt}})[0].Needs
+		has := false
+		for _, n := range needs {
+			has = has || n.Scope == weir.NodeLongScope("n", "p")
+		}
+		if has != tc.long {
+			t.Errorf("tokens %d (max_tokens %d): needs %+v; long slot wanted: %v", tc.tokens, tc.maxTokens, needs, tc.long)
+		}
+	}
+}
+
+// TestWaiterMovesToAnotherNode: a request queued on a node's full slots
+// re-resolves when that node is fenced, and is served by the node that
+// serves the model now, rather than failing or waiting out its deadline.
+func TestWaiterMovesToAnotherNode(t *testing.T) {
+	t.Parallel()
+	nodes := &fakeNodes{answer: okAnswer}
+	b := setup(t, setupOpts{nodes: nodes, catalog: func(c *weir.Catalog) {
+		c.Models[0].Candidates = nil // served by nodes alone
+	}})
+	a := b.nodeTarget(t, "node_a", 1)
+	other := b.nodeTarget(t, "node_b", 1)
+	nodes.set(a)
+	// node_a's one slot is taken.
+	if _, err := b.engine.TryAcquire(t.Context(), admission.Request{ID: "busy", Owner: admission.Owner{ID: weir.NodeOwner("node_a"), Gen: 1},
+		Candidates: []admission.Candidate{{Needs: []admission.Need{{Scope: weir.NodeScope("node_a", "p"), Amount: 1}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	c := b.chat(t)
+	done := make(chan error, 1)
+	var out recordedAnswer
+	go func() { done <- b.svc.Serve(t.Context(), c, &out) }()
+	b.waitEvent(t, admission.OutcomeQueued)
+	// node_a goes; node_b now serves the model.
+	nodes.set(other)
+	if err := b.engine.Fence(t.Context(), weir.NodeOwner("node_a"), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil || c.Usage.PlatformModel != "node:node_b/p" {
+		t.Fatalf("serve: %v, served by %q; want node_b", err, c.Usage.PlatformModel)
+	}
+}
+
+// TestNodeGoneIsNoCandidate: a request whose only candidate is a node
+// that turned out gone before the call reached it has no candidate, not
+// a failed upstream.
+func TestNodeGoneIsNoCandidate(t *testing.T) {
+	t.Parallel()
+	nodes := &fakeNodes{answer: func(weir.NodeTarget, provider.Call) (*http.Response, error) {
+		return nil, &provider.Error{Err: weir.ErrNodeGone}
+	}}
+	b := setup(t, setupOpts{nodes: nodes, catalog: func(c *weir.Catalog) { c.Models[0].Candidates = nil }})
+	nodes.set(b.nodeTarget(t, "node_a", 1))
+	var out recordedAnswer
+	err := b.svc.Serve(t.Context(), b.chat(t), &out)
+	if !errors.Is(err, ErrNoCandidate) {
+		t.Fatalf("serve: %v, want no_candidate", err)
+	}
+}
+
+// TestNodeCooldownIsTheSessions: failures that put a node's session into
+// cooldown leave its next session (a newer generation) untouched.
+func TestNodeCooldownIsTheSessions(t *testing.T) {
+	t.Parallel()
+	nodes := &fakeNodes{answer: okAnswer}
+	b := setup(t, setupOpts{nodes: nodes, catalog: func(c *weir.Catalog) { c.Models[0].Candidates = nil }})
+	old := b.nodeTarget(t, "node_a", 1)
+	for range 3 {
+		b.svc.deps.Router.Failure(nodeHealth(old))
+	}
+	nodes.set(old)
+	var out recordedAnswer
+	if err := b.svc.Serve(t.Context(), b.chat(t), &out); !errors.Is(err, ErrNoCandidate) {
+		t.Fatalf("a cooling session's only candidate: %v, want no_candidate", err)
+	}
+	next := old
+	next.Gen = 2
+	if err := b.engine.SetScope(t.Context(), weir.NodeScope("node_a", "p"), admission.ScopeConfig{Limit: 1, Owner: weir.NodeOwner("node_a"), OwnerGen: 2}); err != nil {
+		t.Fatal(err)
+	}
+	nodes.set(next)
+	if err := b.svc.Serve(t.Context(), b.chat(t), &out); err != nil {
+		t.Fatalf("the node's next session: %v", err)
+	}
+}

@@ -1,0 +1,110 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/edge"
+)
+
+// TestAgainstTheHub registers the agent with the gateway's own side of the
+// Control stream, edge.Hub: the registration the agent makes from its
+// config is one the gateway takes, and its heartbeats keep the session.
+func TestAgainstTheHub(t *testing.T) {
+	t.Parallel()
+	fc := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	eng := admission.NewMemory(admission.Options{Clock: fc})
+	t.Cleanup(eng.Close)
+	hub := edge.New(edge.Config{HeartbeatInterval: time.Second, HeartbeatTimeout: 3 * time.Second, Clock: fc}, edge.Deps{
+		Engine: eng,
+		Authenticate: func(_ context.Context, token string) (edge.Identity, error) {
+			if token != testToken {
+				return edge.Identity{}, edge.ErrUnauthenticated
+			}
+			return edge.Identity{ID: "node_a", Name: "gpu-a"}, nil
+		},
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := hub.Server()
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+
+	logs := newLogRecorder()
+	a, err := New(Config{Gateway: ln.Addr().String(), Token: testToken, Version: "weir test", DrainTimeout: -1,
+		Providers: []Provider{{ID: "vllm", URL: "http://127.0.0.1:8000/v1", Slots: 4, LongSlots: 1, LongPromptTokens: 8000,
+			Models: []Model{{Name: "llama", Runtime: "meta/llama"}}}}},
+		Deps{Clock: fc, Logger: slog.New(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); _ = a.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-stopped })
+
+	logs.wait(t, "node: session started")
+	nodes := hub.Nodes(ctx)
+	if len(nodes) != 1 || !nodes[0].Connected || len(nodes[0].Providers) != 1 {
+		t.Fatalf("nodes = %+v", nodes)
+	}
+	p := nodes[0].Providers[0]
+	if p.ID != "vllm" || p.Target != "http://127.0.0.1:8000/v1" || p.Slots != 4 || p.LongSlots != 1 || p.Orphaned {
+		t.Errorf("provider = %+v", p)
+	}
+	// Ten heartbeat intervals, more than three heartbeat timeouts: the
+	// session lives on the agent's heartbeats alone. Each step is one
+	// interval, so the hub's watchdog (three) is reset in between.
+	for range 10 {
+		fc.Advance(time.Second)
+		waitBeat(t, hub)
+	}
+	if nodes := hub.Nodes(ctx); !nodes[0].Connected || nodes[0].Generation != generationOf(t, logs) {
+		t.Errorf("after heartbeats: %+v", nodes)
+	}
+}
+
+// waitBeat waits until the hub has heard from its node at the clock's
+// time: the heartbeat of the step just made has been taken.
+func waitBeat(t *testing.T, hub *edge.Hub) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if n := hub.Nodes(context.Background()); len(n) == 1 && n[0].LastSeenMs == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the hub took no heartbeat")
+		}
+		// The hub says nothing when it takes a heartbeat: look again
+		// shortly, until the deadline.
+		<-time.After(time.Millisecond)
+	}
+}
+
+func generationOf(t *testing.T, logs *logRecorder) uint64 {
+	t.Helper()
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	for _, r := range logs.records {
+		if r.Message == "node: session started" {
+			var gen uint64
+			r.Attrs(func(a slog.Attr) bool {
+				if a.Key == "generation" {
+					gen = a.Value.Uint64()
+				}
+				return true
+			})
+			return gen
+		}
+	}
+	t.Fatal("no session start logged")
+	return 0
+}

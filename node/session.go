@@ -1,0 +1,295 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/weir-gateway/weir/edge/edgepb"
+)
+
+// Why a session ended, for logs.
+var (
+	errNoWelcome = errors.New("no Welcome within the welcome timeout")
+	errDrained   = errors.New("the node shut down")
+)
+
+// session is one connection to the gateway and its Control stream.
+type session struct {
+	a      *Agent
+	client edgepb.EdgeClient
+
+	// gen, nodeID and interval are the Welcome's; gen is 0 until then.
+	gen      uint64
+	nodeID   string
+	interval time.Duration
+	seq      uint64 // the last heartbeat's
+
+	sendMu sync.Mutex // one sender at a time on the Control stream
+	stream edgepb.Edge_ControlClient
+
+	mu       sync.Mutex
+	runs     map[string]*run  // in flight, by run id
+	busy     map[string]int32 // runs in flight, by provider
+	evSeq    map[string]uint64
+	draining bool
+	runsDone chan struct{} // signalled when a run ends
+	wg       sync.WaitGroup
+}
+
+func newSession(a *Agent) *session {
+	return &session{a: a, runs: map[string]*run{}, busy: map[string]int32{}, evSeq: map[string]uint64{},
+		runsDone: make(chan struct{}, 1)}
+}
+
+// run serves the session until its stream ends or hard ends; after drain
+// is closed it takes no more offers and ends once its runs have. Its runs
+// are cancelled and waited for before it returns.
+func (s *session) run(hard context.Context, drain <-chan struct{}) error {
+	conn, err := s.a.dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	s.client = edgepb.NewEdgeClient(conn)
+	ctx, cancel := context.WithCancelCause(hard)
+	defer s.wg.Wait() // after cancel: runs end with the session
+	defer cancel(nil)
+
+	stream, err := s.client.Control(ctx)
+	if err != nil {
+		return fmt.Errorf("open the control stream: %w", err)
+	}
+	s.stream = stream
+	if err := s.send(&edgepb.NodeMessage{Msg: &edgepb.NodeMessage_Register{Register: s.a.register()}}); err != nil {
+		return fmt.Errorf("register: %w", err)
+	}
+	welcomeTimer := s.a.deps.Clock.AfterFunc(s.a.cfg.WelcomeTimeout, func() { cancel(errNoWelcome) })
+	m, err := stream.Recv()
+	welcomeTimer.Stop()
+	if err != nil {
+		if c := context.Cause(ctx); errors.Is(c, errNoWelcome) {
+			err = c
+		}
+		return fmt.Errorf("wait for Welcome: %w", err)
+	}
+	w := m.GetWelcome()
+	if w == nil {
+		if r := m.GetRefusal(); r != nil {
+			s.a.deps.Logger.Error("node: the gateway refused the registration", "code", r.Code, "message", r.Message)
+			return fmt.Errorf("registration refused: %s: %s", r.Code, r.Message)
+		}
+		return fmt.Errorf("the gateway answered Register with %T, not Welcome", m.Msg)
+	}
+	if w.Generation == 0 {
+		return errors.New("the gateway's Welcome has no generation")
+	}
+	s.gen, s.nodeID = w.Generation, w.NodeId
+	s.interval = time.Duration(w.HeartbeatIntervalMs) * time.Millisecond
+	if s.interval <= 0 {
+		s.interval = 2 * time.Second
+	}
+	log := s.a.deps.Logger.With("node", s.nodeID, "generation", s.gen)
+	log.Info("node: session started", "gateway", s.a.cfg.Gateway, "heartbeat", s.interval.String(),
+		"providers", len(s.a.cfg.Providers))
+	cause := s.serve(ctx, drain)
+	cancel(cause)
+	log.Warn("node: session ended", "cause", cause)
+	return cause
+}
+
+// serve takes the gateway's messages and heartbeats until the stream
+// ends, ctx ends, or the drain is over.
+func (s *session) serve(ctx context.Context, drain <-chan struct{}) error {
+	in := make(chan *edgepb.GatewayMessage)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := s.stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case in <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	tick := make(chan struct{}, 1)
+	var timer interface{ Stop() bool }
+	beatLater := func() {
+		timer = s.a.deps.Clock.AfterFunc(s.interval, func() {
+			select {
+			case tick <- struct{}{}:
+			default:
+			}
+		})
+	}
+	beatLater()
+	defer func() { timer.Stop() }()
+
+	for {
+		select {
+		case <-tick:
+			if err := s.heartbeat(); err != nil {
+				return fmt.Errorf("heartbeat: %w", err)
+			}
+			beatLater()
+		case m := <-in:
+			s.handle(ctx, m)
+		case err := <-recvErr:
+			return fmt.Errorf("control stream: %w", err)
+		case <-ctx.Done():
+			if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
+				return c
+			}
+			return errDrained
+		case <-drain:
+			drain = nil
+			s.mu.Lock()
+			s.draining = true
+			s.mu.Unlock()
+			s.a.deps.Logger.Info("node: shutting down: taking no more offers", "runs", s.inFlight())
+		case <-s.runsDone:
+		}
+		if drain == nil && s.inFlight() == 0 {
+			return errDrained
+		}
+	}
+}
+
+// send sends one message on the Control stream.
+func (s *session) send(m *edgepb.NodeMessage) error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	return s.stream.Send(m)
+}
+
+// heartbeat sends the next heartbeat, with each provider's busy slots.
+func (s *session) heartbeat() error {
+	s.seq++
+	hb := &edgepb.Heartbeat{Generation: s.gen, Seq: s.seq}
+	s.mu.Lock()
+	for _, p := range s.a.cfg.Providers {
+		// The Offer does not say whether a run is long, so long_busy is
+		// not counted: the gateway's admission holds that figure.
+		hb.Slots = append(hb.Slots, &edgepb.SlotSnapshot{Provider: p.ID, Busy: s.busy[p.ID]})
+	}
+	s.mu.Unlock()
+	return s.send(&edgepb.NodeMessage{Msg: &edgepb.NodeMessage_Heartbeat{Heartbeat: hb}})
+}
+
+// handle takes one message of the gateway.
+func (s *session) handle(ctx context.Context, m *edgepb.GatewayMessage) {
+	log := s.a.deps.Logger
+	switch msg := m.Msg.(type) {
+	case *edgepb.GatewayMessage_Offer:
+		s.offer(ctx, msg.Offer)
+	case *edgepb.GatewayMessage_Cancel:
+		s.mu.Lock()
+		r := s.runs[msg.Cancel.RunId]
+		s.mu.Unlock()
+		if r == nil {
+			log.Debug("node: cancel of a run not in flight", "run", msg.Cancel.RunId)
+			return
+		}
+		r.cancel(fmt.Errorf("%w: %s", errCancelled, msg.Cancel.Reason))
+	case *edgepb.GatewayMessage_Probe:
+		p := s.a.providers[msg.Probe.Provider]
+		if p == nil {
+			// Evidence must bind to one of the session's providers: there is
+			// nothing true to answer about one the node does not have.
+			log.Warn("node: probe of a provider the node does not have", "provider", msg.Probe.Provider, "probe", msg.Probe.ProbeId)
+			return
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			ev := s.probe(ctx, p)
+			ev.ProbeId = msg.Probe.ProbeId
+			if err := s.send(&edgepb.NodeMessage{Msg: &edgepb.NodeMessage_Evidence{Evidence: ev}}); err != nil {
+				log.Debug("node: could not answer a probe", "probe", ev.ProbeId, "error", err)
+			}
+		}()
+	case *edgepb.GatewayMessage_Refusal:
+		// The gateway refused one of the node's messages; if it ends the
+		// session, the stream's end follows.
+		log.Warn("node: the gateway refused a message", "code", msg.Refusal.Code, "message", msg.Refusal.Message,
+			"generation", s.gen)
+	case *edgepb.GatewayMessage_Welcome:
+		log.Warn("node: a second Welcome on a session; ignored", "generation", msg.Welcome.Generation)
+	default:
+		log.Warn("node: a message of no known kind from the gateway", "type", fmt.Sprintf("%T", m.Msg))
+	}
+}
+
+// offer starts the run the gateway offers, or answers it with an error
+// when it cannot start.
+func (s *session) offer(ctx context.Context, o *edgepb.Offer) {
+	p := s.a.providers[o.Provider]
+	s.mu.Lock()
+	var refuse string
+	switch {
+	case o.RunId == "":
+		s.mu.Unlock()
+		s.a.deps.Logger.Warn("node: an offer without a run id; ignored", "provider", o.Provider)
+		return
+	case s.runs[o.RunId] != nil:
+		s.mu.Unlock()
+		// Answering on a second Run stream would end the run in flight.
+		s.a.deps.Logger.Warn("node: an offer of a run already in flight; ignored", "run", o.RunId)
+		return
+	case p == nil:
+		refuse = fmt.Sprintf("the node has no provider %q", o.Provider)
+	case s.draining:
+		refuse = "the node is shutting down"
+	}
+	r := newRun(ctx, s, o, p)
+	if refuse == "" {
+		s.runs[o.RunId] = r
+		s.busy[p.ID]++
+	}
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if refuse != "" {
+			s.a.deps.Logger.Warn("node: refusing an offer", "run", o.RunId, "provider", o.Provider, "reason", refuse)
+			r.refuse(refuse)
+			return
+		}
+		defer s.finished(r)
+		r.serve()
+	}()
+}
+
+// finished forgets a run that ended.
+func (s *session) finished(r *run) {
+	s.mu.Lock()
+	delete(s.runs, r.offer.RunId)
+	s.busy[r.p.ID]--
+	s.mu.Unlock()
+	select {
+	case s.runsDone <- struct{}{}:
+	default:
+	}
+}
+
+func (s *session) inFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.runs)
+}
+
+// nextEvidenceSeq is the seq of p's next evidence in this session.
+func (s *session) nextEvidenceSeq(p *Provider) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.evSeq[p.ID]++
+	return s.evSeq[p.ID]
+}
