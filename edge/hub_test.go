@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +31,30 @@ type testBundle struct {
 	engine *admission.Memory
 	clock  *clock.Fake
 	client edgepb.EdgeClient
+	ends   *leaseEnds
+}
+
+// leaseEnds counts the engine's lease-end events (released, expired,
+// fenced) by lease.
+type leaseEnds struct {
+	mu sync.Mutex
+	n  map[admission.LeaseID]int
+}
+
+func (e *leaseEnds) Observe(ev admission.Event) {
+	switch ev.Outcome {
+	case admission.OutcomeReleased, admission.OutcomeExpired, admission.OutcomeFenced:
+		e.mu.Lock()
+		e.n[ev.Lease]++
+		e.mu.Unlock()
+	}
+}
+
+// of is how many times lease id has ended.
+func (e *leaseEnds) of(id admission.LeaseID) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.n[id]
 }
 
 // The tokens the bundle's Authenticate knows.
@@ -41,7 +66,8 @@ var testNodes = map[string]Identity{
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	fc := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-	eng := admission.NewMemory(admission.Options{Clock: fc})
+	ends := &leaseEnds{n: make(map[admission.LeaseID]int)}
+	eng := admission.NewMemory(admission.Options{Clock: fc, Observer: ends})
 	t.Cleanup(eng.Close)
 	hub := New(Config{HeartbeatInterval: time.Second, HeartbeatTimeout: 3 * time.Second, Clock: fc}, Deps{
 		Engine: eng,
@@ -71,7 +97,7 @@ func setup(t *testing.T) *testBundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return &testBundle{hub: hub, engine: eng, clock: fc, client: edgepb.NewEdgeClient(conn)}
+	return &testBundle{hub: hub, engine: eng, clock: fc, client: edgepb.NewEdgeClient(conn), ends: ends}
 }
 
 // testSession is a node's side of one Control stream.
