@@ -3,8 +3,10 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,7 @@ import (
 // fakeNodes are edge nodes whose providers answer from a function.
 type fakeNodes struct {
 	mu      sync.Mutex
+	models  []string // the models served, as "rt-"+model; nil: "m"
 	serving []weir.NodeTarget
 	answer  func(t weir.NodeTarget, c provider.Call) (*http.Response, error)
 	calls   []string // the targets called, by name, with the body's model
@@ -25,10 +28,15 @@ type fakeNodes struct {
 func (f *fakeNodes) Serving(model string) []weir.NodeTarget {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if model != "m" {
+	if models := f.models; !(models == nil && model == "m") && !slices.Contains(models, model) {
 		return nil
 	}
-	return append([]weir.NodeTarget(nil), f.serving...)
+	out := make([]weir.NodeTarget, len(f.serving))
+	for i, t := range f.serving {
+		t.Runtime = "rt-" + model
+		out[i] = t
+	}
+	return out
 }
 
 func (f *fakeNodes) Do(ctx context.Context, t weir.NodeTarget, c provider.Call) (*http.Response, error) {
@@ -218,5 +226,108 @@ func TestNodeCooldownIsTheSessions(t *testing.T) {
 	nodes.set(next)
 	if err := b.svc.Serve(t.Context(), b.chat(t), &out); err != nil {
 		t.Fatalf("the node's next session: %v", err)
+	}
+}
+
+// chatOf is b.chat on model, with its own request id and content.
+func (b *testBundle) chatOf(t *testing.T, model, id, content string) *Call {
+	t.Helper()
+	c := b.chat(t)
+	m, ok := c.Snapshot.Model(model)
+	if !ok {
+		t.Fatalf("no model %s", model)
+	}
+	c.Model, c.RequestID = m, id
+	c.Body = rawBody(`{"model":"m","messages":[{"role":"user","content":"` + content + `"}]}`)
+	return c
+}
+
+// TestLongPromptsWaitShortOnesFlow: with a node's long-context slot
+// taken, a long prompt waits for it while short prompts keep being
+// served from the other slots; the long one is served once the long
+// slot is free.
+func TestLongPromptsWaitShortOnesFlow(t *testing.T) {
+	t.Parallel()
+	nodes := &fakeNodes{answer: okAnswer}
+	b := setup(t, setupOpts{nodes: nodes, catalog: func(c *weir.Catalog) { c.Models[0].Candidates = nil }})
+	nt := b.nodeTarget(t, "node_a", 3)
+	nt.LongPromptTokens = 100
+	if err := b.engine.SetScope(t.Context(), weir.NodeLongScope("node_a", "p"), admission.ScopeConfig{Limit: 1, Owner: weir.NodeOwner("node_a"), OwnerGen: 1}); err != nil {
+		t.Fatal(err)
+	}
+	nodes.set(nt)
+	busy, err := b.engine.TryAcquire(t.Context(), admission.Request{ID: "long-running", Candidates: []admission.Candidate{{Needs: []admission.Need{
+		{Scope: weir.NodeScope("node_a", "p"), Amount: 1}, {Scope: weir.NodeLongScope("node_a", "p"), Amount: 1}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := b.chatOf(t, "m", "req_long", "long")
+	long.Tokens = 500
+	longDone := b.serveAsync(t.Context(), long, &recordedAnswer{})
+	b.waitEvent(t, admission.OutcomeQueued)
+	for i := range 5 {
+		short := b.chatOf(t, "m", fmt.Sprintf("req_short_%d", i), "short")
+		if err := <-b.serveAsync(t.Context(), short, &recordedAnswer{}); err != nil || short.Usage.PlatformModel != "node:node_a/p" {
+			t.Fatalf("short prompt %d beside a waiting long one: %v, served by %q", i, err, short.Usage.PlatformModel)
+		}
+	}
+	select {
+	case err := <-longDone:
+		t.Fatalf("the long prompt was served (%v) while the long slot was taken", err)
+	default:
+	}
+	if err := b.engine.Release(t.Context(), busy.ID, admission.Owner{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-longDone; err != nil || long.Usage.PlatformModel != "node:node_a/p" {
+		t.Fatalf("the long prompt once the long slot was free: %v, served by %q", err, long.Usage.PlatformModel)
+	}
+}
+
+// TestModelsShareNodeInArrivalOrder: requests for two models that one
+// node provider serves queue on its slot as one line: they are served
+// in the order they arrived, whatever their model.
+func TestModelsShareNodeInArrivalOrder(t *testing.T) {
+	t.Parallel()
+	nodes := &fakeNodes{answer: okAnswer, models: []string{"m", "m2"}}
+	b := setup(t, setupOpts{nodes: nodes, catalog: func(c *weir.Catalog) {
+		c.Models[0].Candidates = nil
+		c.Models = append(c.Models, weir.Model{Name: "m2", Kind: weir.KindChat})
+	}})
+	nodes.set(b.nodeTarget(t, "node_a", 1))
+	busy, err := b.engine.TryAcquire(t.Context(), admission.Request{ID: "running", Candidates: []admission.Candidate{{Needs: []admission.Need{
+		{Scope: weir.NodeScope("node_a", "p"), Amount: 1}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	var done []<-chan error
+	for i := range 8 {
+		model := []string{"m", "m2"}[i%2]
+		content := fmt.Sprintf("%s-%d", model, i)
+		want = append(want, content)
+		done = append(done, b.serveAsync(t.Context(), b.chatOf(t, model, "req_"+content, content), &recordedAnswer{}))
+		b.waitEvent(t, admission.OutcomeQueued)
+	}
+	if err := b.engine.Release(t.Context(), busy.ID, admission.Owner{}); err != nil {
+		t.Fatal(err)
+	}
+	for i, ch := range done {
+		if err := <-ch; err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	nodes.mu.Lock()
+	defer nodes.mu.Unlock()
+	var got []string
+	for _, c := range nodes.calls {
+		for _, w := range want {
+			if strings.Contains(c, `"content":"`+w+`"`) {
+				got = append(got, w)
+			}
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("served in the order %v; want the arrival order %v", got, want)
 	}
 }
