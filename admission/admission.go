@@ -60,6 +60,14 @@ type ScopeConfig struct {
 	// cannot fail open: its owner's fencing is the decider's to know.
 	// Default false: fail closed.
 	FailOpen bool
+	// Paused stops the scope admitting: its leases stay held and are
+	// released as usual, and its waiters stay queued, or are admitted on
+	// their other candidates, or (with a Resolve) get fresh candidates at
+	// the moment of the pause. Setting it false again admits at once what
+	// waits. Operators and the gateway pause a scope for a while (an
+	// upstream's Retry-After, a node draining); a pause is not a fence.
+	// Default false.
+	Paused bool
 }
 
 // Validate reports a configuration that can never be meaningful.

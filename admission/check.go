@@ -11,7 +11,7 @@ type blocker struct {
 // fitsLocked reports whether p may take amt (and tokens) of s now; if a rate
 // limit stands in the way, wake says when it will have refilled enough.
 func (m *Memory) fitsLocked(s *scope, p *probe, amt, tokens int64) (ok bool, wake int64) {
-	if s.orphaned {
+	if s.orphaned || s.cfg.Paused {
 		return false, 0
 	}
 	if lim := s.cfg.Limit; lim > 0 {

@@ -17,16 +17,11 @@ import (
 // their queues (a scope w is already counted in has room for it).
 func (m *Memory) liveCandidatesLocked(w *waiter) ([]Candidate, []cand, error) {
 	old := w.class
-	var live []cand
 	if w.resolve == nil {
-		for _, cd := range old.cands {
-			tokens := w.cands[cd.idx].Tokens
-			if !slices.ContainsFunc(cd.needs, func(n need) bool { return n.s.orphaned || n.s.tooManyTokens(tokens) }) {
-				live = append(live, cd)
-			}
-		}
-		return w.cands, live, nil
+		cands, live := m.keptCandidatesLocked(w)
+		return cands, live, nil
 	}
+	var live []cand
 	fresh, err := w.resolve(w.id)
 	if err != nil {
 		return nil, nil, err
@@ -52,6 +47,19 @@ func (m *Memory) liveCandidatesLocked(w *waiter) ([]Candidate, []cand, error) {
 		}
 	}
 	return fresh, live, nil
+}
+
+// keptCandidatesLocked is w's candidates less those on unusable scopes
+// (never regaining ones dropped earlier).
+func (m *Memory) keptCandidatesLocked(w *waiter) ([]Candidate, []cand) {
+	var live []cand
+	for _, cd := range w.class.cands {
+		tokens := w.cands[cd.idx].Tokens
+		if !slices.ContainsFunc(cd.needs, func(n need) bool { return n.s.orphaned || n.s.tooManyTokens(tokens) }) {
+			live = append(live, cd)
+		}
+	}
+	return w.cands, live
 }
 
 // firstTurnAfter finds the earliest turn in rs held by a waiter of key fkey
@@ -117,8 +125,9 @@ func (m *Memory) reresolveLocked(now int64, changed []*scope, all bool) {
 		}
 		cands, live, err := m.liveCandidatesLocked(w)
 		if err != nil {
-			m.dropWaiterLocked(w, OutcomeNoCandidate, fmt.Errorf("%w: resolve %s: %v", ErrNoCandidate, w.id, err))
-			continue
+			// A resolver that fails is not a waiter with no candidate:
+			// it keeps those it had that are still usable.
+			cands, live = m.keptCandidatesLocked(w)
 		}
 		if len(live) == 0 {
 			m.dropWaiterLocked(w, OutcomeNoCandidate, fmt.Errorf("%w: %s", ErrNoCandidate, w.id))

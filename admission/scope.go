@@ -101,6 +101,10 @@ func (m *Memory) SetScope(ctx context.Context, name string, cfg ScopeConfig) err
 	if len(s.classes) > 0 && (tpmLowered || cfg.MaxWait != old.MaxWait) {
 		m.rescopeLocked(s, now, tpmLowered)
 	}
+	if cfg.Paused && !old.Paused {
+		// Its waiters with a resolver are asked where else they may go.
+		m.reresolveLocked(now, []*scope{s}, false)
+	}
 	m.markDirtyLocked(s)
 	return nil
 }

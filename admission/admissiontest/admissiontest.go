@@ -52,6 +52,7 @@ func Exercise(t *testing.T, newEngine func(t *testing.T, opts admission.Options)
 		{"10_Fencing", exerciseFencing},
 		{"11_BadInput", exerciseBadInput},
 		{"12_RemoveScope", exerciseRemoveScope},
+		{"13_Pause", exercisePause},
 	}
 	for _, s := range sections {
 		t.Run(s.name, func(t *testing.T) {
