@@ -142,6 +142,9 @@ type NodeTarget struct {
 	// LongPromptTokens: a request whose prompt has more tokens needs a
 	// long-context slot too (NodeLongScope); 0: the provider has none.
 	LongPromptTokens int64
+	// Long: the call holds one of the provider's long-context slots (the
+	// node counts them).
+	Long bool
 }
 
 // Name names the target in metrics, logs and usage: its slots' scope.

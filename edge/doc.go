@@ -25,6 +25,15 @@
 // are refused, so nothing of a superseded session can release or renew
 // what the newer one holds.
 //
+// # Pausing and draining
+//
+// A provider that evidence found unavailable, and every provider of a
+// node that sent Drain, has its slots paused (admission.ScopeConfig's
+// Paused): what runs there keeps its slot, nothing more is admitted, and
+// the waiters re-resolve, since Serving leaves the provider out. A
+// drained node is offered nothing more; its session's end fences it as
+// any other.
+//
 // # Bad input
 //
 // A node's malformed, oversize or out-of-order message gets a Refusal in

@@ -74,8 +74,15 @@ func (h *Hub) evidence(s *session, ev *edgepb.Evidence, source, runProvider stri
 		"source", source, "seq", ev.Seq, "health", ev.Health.String(), "classification", ev.Classification,
 		"decision", decision, "changed", changed, "unavailable", health)
 	if changed {
-		// The waiters re-resolve: Serving now leaves the provider out, or
-		// has it back.
+		// Its slots admit nothing while it is unavailable, and the waiters
+		// re-resolve: Serving now leaves the provider out, or has it back.
+		h.mu.Lock()
+		p := s.node.providers[ev.Provider]
+		current := s.node.sess == s
+		h.mu.Unlock()
+		if p != nil && current {
+			h.repause(s, p)
+		}
 		if err := h.deps.Engine.Activate(context.Background(), weir.NodeOwner(s.node.id), s.gen); err != nil {
 			h.deps.Logger.Warn("edge: could not re-resolve the waiters of a provider whose health changed", "node", s.node.id, "error", err)
 		}

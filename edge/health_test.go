@@ -3,6 +3,7 @@ package edge
 import (
 	"testing"
 
+	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/edge/edgepb"
 	"github.com/weir-gateway/weir/provider"
 )
@@ -88,6 +89,10 @@ func TestStallEvidenceLowersHealth(t *testing.T) {
 	if pr.Provider != "p" || b.health(t, "p") != "unavailable" || len(b.hub.Serving("m")) != 0 {
 		t.Fatalf("after an unavailable stall: probe %+v, health %s, serving %+v", pr, b.health(t, "p"), b.hub.Serving("m"))
 	}
+	scope := weir.NodeScope("node_a", "p")
+	if st := b.scope(t, scope); !st.Config.Paused || st.Orphaned {
+		t.Errorf("the unavailable provider's slots: paused %v, orphaned %v; want paused, not orphaned", st.Config.Paused, st.Orphaned)
+	}
 	b.stallWith(t, s, evidence(s.gen, "p", 2, edgepb.Health_HEALTH_AVAILABLE))
 	if b.health(t, "p") != "unavailable" {
 		t.Fatal("a stall's available evidence recovered the provider")
@@ -98,6 +103,9 @@ func TestStallEvidenceLowersHealth(t *testing.T) {
 	s.sync()
 	if b.health(t, "p") != "available" || len(b.hub.Serving("m")) != 1 {
 		t.Fatalf("after a probe found it available: health %s, serving %+v", b.health(t, "p"), b.hub.Serving("m"))
+	}
+	if st := b.scope(t, scope); st.Config.Paused {
+		t.Error("the recovered provider's slots are still paused")
 	}
 }
 

@@ -232,7 +232,7 @@ func (h *Hub) attach(ctx context.Context, id Identity, reg *edgepb.Register, s *
 		return fmt.Errorf("fence the node's older sessions: %w", err)
 	}
 	for _, p := range reg.Providers {
-		cfg := admission.ScopeConfig{Limit: int64(p.Slots), Owner: owner, OwnerGen: gen}
+		cfg := slotsConfig(id.ID, gen, p, false)
 		if err := h.deps.Engine.SetScope(ctx, weir.NodeScope(id.ID, p.Id), cfg); err != nil {
 			return fmt.Errorf("provider %s: %w", p.Id, err)
 		}
@@ -264,6 +264,48 @@ func (h *Hub) attach(ctx context.Context, id Identity, reg *edgepb.Register, s *
 	return nil
 }
 
+// slotsConfig is the scope of provider p's slots on node id's session of
+// generation gen; paused, it admits nothing (p unavailable, or the node
+// draining).
+func slotsConfig(id string, gen uint64, p *edgepb.Provider, paused bool) admission.ScopeConfig {
+	return admission.ScopeConfig{Limit: int64(p.Slots), Owner: weir.NodeOwner(id), OwnerGen: gen, Paused: paused}
+}
+
+// repause pauses the slots of s's provider p while it is unavailable or
+// the node drains, and resumes them otherwise; a failure is only logged
+// (Serving leaves the provider out all the same).
+func (h *Hub) repause(s *session, p *edgepb.Provider) {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	h.mu.Lock()
+	paused := s.draining || s.unavailableLocked(p.Id)
+	h.mu.Unlock()
+	if err := h.deps.Engine.SetScope(context.Background(), weir.NodeScope(s.node.id, p.Id), slotsConfig(s.node.id, s.gen, p, paused)); err != nil {
+		h.deps.Logger.Warn("edge: could not pause or resume a provider's slots", "node", s.node.id, "provider", p.Id, "paused", paused, "error", err)
+	}
+}
+
+// drain takes s's Drain: nothing more is offered to it, and the requests
+// waiting for its slots go elsewhere (their resolvers no longer see it),
+// while its runs in flight finish. The session's end fences it as ever.
+func (h *Hub) drain(s *session) {
+	h.mu.Lock()
+	if s.draining || s.node.sess != s {
+		h.mu.Unlock()
+		return
+	}
+	s.draining = true
+	providers := sortedProviders(s.node.providers)
+	h.mu.Unlock()
+	s.mu.Lock()
+	runs := len(s.runs)
+	s.mu.Unlock()
+	h.deps.Logger.Info("edge: node draining", "node", s.node.id, "generation", s.gen, "runs", runs)
+	for _, p := range providers {
+		h.repause(s, p)
+	}
+}
+
 // Serving lists the providers of live sessions that serve the public
 // model, by node and provider id. It takes only the Hub's lock (the
 // engine calls it, through a waiter's Resolve, under its own).
@@ -272,7 +314,7 @@ func (h *Hub) Serving(model string) []weir.NodeTarget {
 	defer h.mu.Unlock()
 	var out []weir.NodeTarget
 	for _, n := range h.nodes {
-		if n.sess == nil || !n.sess.serving {
+		if n.sess == nil || !n.sess.serving || n.sess.draining {
 			continue
 		}
 		for _, p := range n.providers {

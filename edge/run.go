@@ -49,7 +49,7 @@ func (r *run) stop() { r.once.Do(func() { close(r.abort) }) }
 func (h *Hub) Do(ctx context.Context, t weir.NodeTarget, c provider.Call) (*http.Response, error) {
 	h.mu.Lock()
 	var s *session
-	if n := h.nodes[t.Node]; n != nil && n.sess != nil && n.sess.gen == t.Gen {
+	if n := h.nodes[t.Node]; n != nil && n.sess != nil && n.sess.gen == t.Gen && !n.sess.draining {
 		s = n.sess
 	}
 	h.mu.Unlock()
@@ -61,7 +61,7 @@ func (h *Hub) Do(ctx context.Context, t weir.NodeTarget, c provider.Call) (*http
 	if !s.addRun(r) {
 		return nil, &provider.Error{Err: fmt.Errorf("node %s: %w", t.Node, weir.ErrNodeGone)}
 	}
-	offer := &edgepb.Offer{RunId: r.id, Provider: t.Provider, Path: c.Path, Stream: c.Stream}
+	offer := &edgepb.Offer{RunId: r.id, Provider: t.Provider, Path: c.Path, Stream: c.Stream, Long: t.Long}
 	if !s.queue(&edgepb.GatewayMessage{Msg: &edgepb.GatewayMessage_Offer{Offer: offer}}) {
 		s.dropRun(r)
 		return nil, &provider.Error{Err: fmt.Errorf("node %s: %w", t.Node, weir.ErrNodeGone)}

@@ -247,3 +247,25 @@ func TestRunStreamRefusals(t *testing.T) {
 		t.Fatalf("a stalled run: %v, want a timeout", r.err)
 	}
 }
+
+// TestOfferSaysLong: the offer of a call that holds a long-context slot
+// says so, for the node's own count.
+func TestOfferSaysLong(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := b.open(t, "wn-a")
+	s.welcome(testProvider("p", 2, "m"))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	for _, long := range []bool{false, true} {
+		go func() {
+			resp, err := b.hub.Do(ctx, weir.NodeTarget{Node: "node_a", Gen: s.gen, Provider: "p", Long: long}, provider.Call{Path: "/chat/completions", Body: []byte(`{}`)})
+			if err == nil {
+				resp.Body.Close()
+			}
+		}()
+		if o := s.offer(); o.Long != long {
+			t.Errorf("offer of a call with Long %v says %v", long, o.Long)
+		}
+	}
+}

@@ -32,6 +32,11 @@ type session struct {
 	node    *node
 	gen     uint64
 	serving bool
+	// draining: the node said it is shutting down (Drain); it is offered
+	// nothing more and its slots are paused. Guarded by h.mu.
+	draining bool
+	// pauseMu orders the pauses and resumes of the session's slots.
+	pauseMu sync.Mutex
 
 	send chan *edgepb.GatewayMessage
 	done chan struct{}
@@ -240,6 +245,12 @@ func (s *session) handle(m *edgepb.NodeMessage) {
 		s.h.beat(s)
 	case *edgepb.NodeMessage_Register:
 		s.refuse("registered", "the session is registered already; a node registers again with a new session")
+	case *edgepb.NodeMessage_Drain:
+		if g := msg.Drain.Generation; g != s.gen {
+			s.refuse("stale_generation", "drain of generation %d on a session of generation %d", g, s.gen)
+			return
+		}
+		s.h.drain(s)
 	case *edgepb.NodeMessage_Evidence:
 		if d := s.h.evidence(s, msg.Evidence, sourceProbe, ""); d != decisionApplied {
 			s.refuse(d, "evidence about provider %q refused: %s", msg.Evidence.Provider, d)

@@ -16,6 +16,9 @@ type NodeView struct {
 	// providers are configured and take requests.
 	Connected  bool   `json:"connected"`
 	Generation uint64 `json:"generation"`
+	// Draining: the node is shutting down; it is offered nothing more
+	// and its session ends once its runs have.
+	Draining bool `json:"draining,omitempty"`
 	// LastSeenMs is how long ago the node last registered or heartbeat,
 	// by the gateway's clock.
 	LastSeenMs int64          `json:"last_seen_ms"`
@@ -37,6 +40,9 @@ type ProviderView struct {
 	// Orphaned: the node's session ended; the slots admit nothing until
 	// it is back.
 	Orphaned bool `json:"orphaned"`
+	// Paused: the slots admit nothing for now (the provider is
+	// unavailable, or the node drains); what they hold runs on.
+	Paused bool `json:"paused,omitempty"`
 	// Health is "available", or "unavailable" once evidence said so (no
 	// request is sent to it until a probe finds it available again).
 	Health string `json:"health"`
@@ -51,7 +57,7 @@ func (h *Hub) Nodes(ctx context.Context) []NodeView {
 		if n.providers == nil {
 			continue // never registered
 		}
-		v := NodeView{ID: n.id, Name: n.name, Connected: n.sess != nil && n.sess.serving, Generation: n.gen,
+		v := NodeView{ID: n.id, Name: n.name, Connected: n.sess != nil && n.sess.serving, Draining: n.sess != nil && n.sess.draining, Generation: n.gen,
 			LastSeenMs: now.Sub(n.lastSeen).Milliseconds(), Providers: []ProviderView{}}
 		for _, p := range sortedProviders(n.providers) {
 			pv := ProviderView{ID: p.Id, Adapter: p.Adapter, Target: p.Target, Slots: int64(p.Slots), LongSlots: int64(p.LongSlots),
@@ -71,7 +77,7 @@ func (h *Hub) Nodes(ctx context.Context) []NodeView {
 		for j := range out[i].Providers {
 			p := &out[i].Providers[j]
 			if st, err := h.deps.Engine.Scope(ctx, weir.NodeScope(out[i].ID, p.ID)); err == nil {
-				p.Used, p.Queued, p.Orphaned = st.Used, st.Queued, st.Orphaned
+				p.Used, p.Queued, p.Orphaned, p.Paused = st.Used, st.Queued, st.Orphaned, st.Config.Paused
 			}
 			if p.LongSlots > 0 {
 				if st, err := h.deps.Engine.Scope(ctx, weir.NodeLongScope(out[i].ID, p.ID)); err == nil {

@@ -110,13 +110,12 @@ func (r *routing) failed(t target) {
 // provider's slots (and a long-context slot for a long prompt).
 func (r *routing) candidates(ts []target) []admission.Candidate {
 	c := r.c
-	prompt := max(c.Tokens-c.MaxTokens, 0)
 	cands := make([]admission.Candidate, len(ts))
 	for i, t := range ts {
 		needs := tenantNeeds(c.KeyID, c.Group)
 		if n := t.node; n != nil {
 			needs = append(needs, admission.Need{Scope: weir.NodeScope(n.Node, n.Provider), Amount: 1})
-			if n.LongPromptTokens > 0 && prompt > n.LongPromptTokens {
+			if needsLong(c, n) {
 				needs = append(needs, admission.Need{Scope: weir.NodeLongScope(n.Node, n.Provider), Amount: 1})
 			}
 		} else {
@@ -142,9 +141,17 @@ type upstream struct {
 // the node's next session cooling down.
 func nodeHealth(n weir.NodeTarget) string { return fmt.Sprintf("%s@%d", n.Name(), n.Gen) }
 
+// needsLong reports whether c's prompt needs one of n's long-context
+// slots.
+func needsLong(c *Call, n *weir.NodeTarget) bool {
+	return n.LongPromptTokens > 0 && max(c.Tokens-c.MaxTokens, 0) > n.LongPromptTokens
+}
+
 func (s *Service) upstreamOf(c *Call, t target) upstream {
 	if n := t.node; n != nil {
-		return upstream{Name: n.Name(), Platform: "node " + n.Node, Upstream: n.Runtime, ex: nodeExecutor{s.deps.Nodes, *n},
+		nt := *n
+		nt.Long = needsLong(c, n)
+		return upstream{Name: n.Name(), Platform: "node " + n.Node, Upstream: n.Runtime, ex: nodeExecutor{s.deps.Nodes, nt},
 			health: nodeHealth(*n)}
 	}
 	pm, _ := c.Snapshot.PlatformModel(t.pm)

@@ -23,6 +23,7 @@ type fakeNodes struct {
 	serving []weir.NodeTarget
 	answer  func(t weir.NodeTarget, c provider.Call) (*http.Response, error)
 	calls   []string // the targets called, by name, with the body's model
+	long    []bool   // whether each call held a long-context slot
 }
 
 func (f *fakeNodes) Serving(model string) []weir.NodeTarget {
@@ -42,6 +43,7 @@ func (f *fakeNodes) Serving(model string) []weir.NodeTarget {
 func (f *fakeNodes) Do(ctx context.Context, t weir.NodeTarget, c provider.Call) (*http.Response, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, t.Name()+" "+string(c.Body))
+	f.long = append(f.long, t.Long)
 	answer := f.answer
 	f.mu.Unlock()
 	return answer(t, c)
@@ -281,6 +283,12 @@ func TestLongPromptsWaitShortOnesFlow(t *testing.T) {
 	}
 	if err := <-longDone; err != nil || long.Usage.PlatformModel != "node:node_a/p" {
 		t.Fatalf("the long prompt once the long slot was free: %v, served by %q", err, long.Usage.PlatformModel)
+	}
+	// The node is told which runs hold a long slot (it counts them).
+	nodes.mu.Lock()
+	defer nodes.mu.Unlock()
+	if n := len(nodes.long); n != 6 || slices.Contains(nodes.long[:5], true) || !nodes.long[5] {
+		t.Errorf("calls' long flags %v; want five short, then the long one", nodes.long)
 	}
 }
 

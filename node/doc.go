@@ -60,7 +60,9 @@
 //
 // # Shutting down
 //
-// When Run's context ends, the agent stops taking offers but keeps its
+// When Run's context ends, the agent tells the gateway it drains (the
+// gateway offers it nothing more and sends the requests waiting for its
+// slots elsewhere) and refuses an offer already on its way, but keeps its
 // session (heartbeats and cancels) while its runs finish, for up to
 // Config.DrainTimeout; then it cancels what is left and returns.
 package node

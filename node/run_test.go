@@ -47,7 +47,13 @@ func wait(t *testing.T, ch <-chan struct{}, what string) {
 // returns its stream once the runtime has the request.
 func (b *testBundle) startHeld(t *testing.T, fs *fakeSession, arrived chan struct{}) *fakeRun {
 	t.Helper()
-	fs.offer(&edgepb.Offer{RunId: "run-1", Provider: "rt", Path: "/chat/completions"})
+	return b.startOffer(t, fs, arrived, &edgepb.Offer{RunId: "run-1", Provider: "rt", Path: "/chat/completions"})
+}
+
+// startOffer is startHeld with the offer o.
+func (b *testBundle) startOffer(t *testing.T, fs *fakeSession, arrived chan struct{}, o *edgepb.Offer) *fakeRun {
+	t.Helper()
+	fs.offer(o)
 	fr := b.gw.run(t)
 	fr.sendBody(chatBody(false), 1<<10)
 	wait(t, arrived, "the runtime's request")
@@ -331,6 +337,9 @@ func TestDrainOnShutdown(t *testing.T) {
 	fr := b.startHeld(t, fs, arrived)
 	b.stop()
 	b.logs.wait(t, "node: shutting down: taking no more offers")
+	if d := fs.next(func(m *edgepb.NodeMessage) bool { return m.GetDrain() != nil }).GetDrain(); d.Generation != fs.welcome.Generation {
+		t.Errorf("the node's Drain names generation %d; want its session's %d", d.Generation, fs.welcome.Generation)
+	}
 
 	// No new run while draining; the session stays for the one in flight.
 	fs.offer(&edgepb.Offer{RunId: "run-2", Provider: "mock", Path: "/chat/completions"})
@@ -346,4 +355,43 @@ func TestDrainOnShutdown(t *testing.T) {
 	wait(t, ended, "the runtime request's end")
 	fr.result()
 	wait(t, b.stopped, "the agent's stop once its runs ended")
+}
+
+// TestHeartbeatCountsLongRuns: a run offered as holding a long-context
+// slot counts in its provider's long_busy as well as its busy, until it
+// ends.
+func TestHeartbeatCountsLongRuns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	arrived, ended := b.holdingRuntime()
+	fs := b.gw.session(t)
+	b.startOffer(t, fs, arrived, &edgepb.Offer{RunId: "run-long", Provider: "rt", Path: "/chat/completions", Long: true})
+	slots := func() *edgepb.SlotSnapshot {
+		t.Helper()
+		var hb *edgepb.Heartbeat
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			hb = fs.next(isHeartbeat).GetHeartbeat()
+		}()
+		b.advanceUntil(t, done, time.Second, time.Minute)
+		for _, s := range hb.Slots {
+			if s.Provider == "rt" {
+				return s
+			}
+		}
+		t.Fatalf("no slots of rt in %v", hb)
+		return nil
+	}
+	if s := slots(); s.Busy != 1 || s.LongBusy != 1 {
+		t.Errorf("with a long run in flight: busy %d, long_busy %d; want 1, 1", s.Busy, s.LongBusy)
+	}
+	fs.send(&edgepb.GatewayMessage{Msg: &edgepb.GatewayMessage_Cancel{Cancel: &edgepb.Cancel{RunId: "run-long", Reason: "done"}}})
+	wait(t, ended, "the runtime request's end")
+	deadline := time.Now().Add(within)
+	for s := slots(); s.Busy != 0 || s.LongBusy != 0; s = slots() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the run ended: busy %d, long_busy %d; want 0, 0", s.Busy, s.LongBusy)
+		}
+	}
 }

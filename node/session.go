@@ -33,6 +33,7 @@ type session struct {
 	mu       sync.Mutex
 	runs     map[string]*run  // in flight, by run id
 	busy     map[string]int32 // runs in flight, by provider
+	longBusy map[string]int32 // of them, those holding a long-context slot
 	evSeq    map[string]uint64
 	draining bool
 	runsDone chan struct{} // signalled when a run ends
@@ -40,7 +41,7 @@ type session struct {
 }
 
 func newSession(a *Agent) *session {
-	return &session{a: a, runs: map[string]*run{}, busy: map[string]int32{}, evSeq: map[string]uint64{},
+	return &session{a: a, runs: map[string]*run{}, busy: map[string]int32{}, longBusy: map[string]int32{}, evSeq: map[string]uint64{},
 		runsDone: make(chan struct{}, 1)}
 }
 
@@ -155,6 +156,11 @@ func (s *session) serve(ctx context.Context, drain <-chan struct{}) error {
 			s.draining = true
 			s.mu.Unlock()
 			s.a.deps.Logger.Info("node: shutting down: taking no more offers", "runs", s.inFlight())
+			// The gateway stops offering and sends the waiters elsewhere;
+			// an offer already on its way is refused below.
+			if err := s.send(&edgepb.NodeMessage{Msg: &edgepb.NodeMessage_Drain{Drain: &edgepb.Drain{Generation: s.gen}}}); err != nil {
+				s.a.deps.Logger.Debug("node: could not tell the gateway it drains", "error", err)
+			}
 		case <-s.runsDone:
 		}
 		if drain == nil && s.inFlight() == 0 {
@@ -176,9 +182,7 @@ func (s *session) heartbeat() error {
 	hb := &edgepb.Heartbeat{Generation: s.gen, Seq: s.seq}
 	s.mu.Lock()
 	for _, p := range s.a.cfg.Providers {
-		// The Offer does not say whether a run is long, so long_busy is
-		// not counted: the gateway's admission holds that figure.
-		hb.Slots = append(hb.Slots, &edgepb.SlotSnapshot{Provider: p.ID, Busy: s.busy[p.ID]})
+		hb.Slots = append(hb.Slots, &edgepb.SlotSnapshot{Provider: p.ID, Busy: s.busy[p.ID], LongBusy: s.longBusy[p.ID]})
 	}
 	s.mu.Unlock()
 	return s.send(&edgepb.NodeMessage{Msg: &edgepb.NodeMessage_Heartbeat{Heartbeat: hb}})
@@ -253,6 +257,9 @@ func (s *session) offer(ctx context.Context, o *edgepb.Offer) {
 	if refuse == "" {
 		s.runs[o.RunId] = r
 		s.busy[p.ID]++
+		if o.Long {
+			s.longBusy[p.ID]++
+		}
 	}
 	s.mu.Unlock()
 	s.wg.Add(1)
@@ -273,6 +280,9 @@ func (s *session) finished(r *run) {
 	s.mu.Lock()
 	delete(s.runs, r.offer.RunId)
 	s.busy[r.p.ID]--
+	if r.offer.Long {
+		s.longBusy[r.p.ID]--
+	}
 	s.mu.Unlock()
 	select {
 	case s.runsDone <- struct{}{}:

@@ -197,15 +197,23 @@ func printLiveNodes(w io.Writer, ns []edge.NodeView) {
 	fmt.Fprintln(tw, "NODE\tPROVIDER\tSTATE\tGENERATION\tSLOTS USED\tLONG USED\tQUEUED\tLAST SEEN\tMODELS")
 	for _, n := range ns {
 		state := "connected"
-		if !n.Connected {
+		switch {
+		case !n.Connected:
 			state = "gone"
+		case n.Draining:
+			state = "draining"
 		}
 		seen := (time.Duration(n.LastSeenMs) * time.Millisecond).String() + " ago"
 		fmt.Fprintf(tw, "%s (%s)\t\t%s\t%d\t\t\t\t%s\t\n", n.Name, n.ID, state, n.Generation, seen)
 		for _, p := range n.Providers {
 			pstate := "serving"
-			if p.Orphaned {
+			switch {
+			case p.Orphaned:
 				pstate = "orphaned"
+			case p.Health == "unavailable":
+				pstate = "unavailable"
+			case p.Paused:
+				pstate = "paused"
 			}
 			long := "-"
 			if p.LongSlots > 0 {

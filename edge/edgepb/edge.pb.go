@@ -142,7 +142,7 @@ func (x RunEnd_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RunEnd_Kind.Descriptor instead.
 func (RunEnd_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_edge_proto_rawDescGZIP(), []int{19, 0}
+	return file_edge_proto_rawDescGZIP(), []int{20, 0}
 }
 
 // NodeMessage is what a node sends on its Control stream.
@@ -153,6 +153,7 @@ type NodeMessage struct {
 	//	*NodeMessage_Register
 	//	*NodeMessage_Heartbeat
 	//	*NodeMessage_Evidence
+	//	*NodeMessage_Drain
 	Msg           isNodeMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -222,6 +223,15 @@ func (x *NodeMessage) GetEvidence() *Evidence {
 	return nil
 }
 
+func (x *NodeMessage) GetDrain() *Drain {
+	if x != nil {
+		if x, ok := x.Msg.(*NodeMessage_Drain); ok {
+			return x.Drain
+		}
+	}
+	return nil
+}
+
 type isNodeMessage_Msg interface {
 	isNodeMessage_Msg()
 }
@@ -238,11 +248,65 @@ type NodeMessage_Evidence struct {
 	Evidence *Evidence `protobuf:"bytes,3,opt,name=evidence,proto3,oneof"`
 }
 
+type NodeMessage_Drain struct {
+	Drain *Drain `protobuf:"bytes,4,opt,name=drain,proto3,oneof"`
+}
+
 func (*NodeMessage_Register) isNodeMessage_Msg() {}
 
 func (*NodeMessage_Heartbeat) isNodeMessage_Msg() {}
 
 func (*NodeMessage_Evidence) isNodeMessage_Msg() {}
+
+func (*NodeMessage_Drain) isNodeMessage_Msg() {}
+
+// Drain says the node is shutting down: it takes no more offers and ends
+// its session once the runs in flight have ended. The gateway stops
+// offering it runs at once, and the requests waiting for its slots go to
+// other candidates, or fail with no_candidate if none is left.
+type Drain struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Generation    uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Drain) Reset() {
+	*x = Drain{}
+	mi := &file_edge_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Drain) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Drain) ProtoMessage() {}
+
+func (x *Drain) ProtoReflect() protoreflect.Message {
+	mi := &file_edge_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Drain.ProtoReflect.Descriptor instead.
+func (*Drain) Descriptor() ([]byte, []int) {
+	return file_edge_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Drain) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
 
 // GatewayMessage is what the gateway sends on a node's Control stream.
 type GatewayMessage struct {
@@ -261,7 +325,7 @@ type GatewayMessage struct {
 
 func (x *GatewayMessage) Reset() {
 	*x = GatewayMessage{}
-	mi := &file_edge_proto_msgTypes[1]
+	mi := &file_edge_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -273,7 +337,7 @@ func (x *GatewayMessage) String() string {
 func (*GatewayMessage) ProtoMessage() {}
 
 func (x *GatewayMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_edge_proto_msgTypes[1]
+	mi := &file_edge_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -286,7 +350,7 @@ func (x *GatewayMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayMessage.ProtoReflect.Descriptor instead.
 func (*GatewayMessage) Descriptor() ([]byte, []int) {
-	return file_edge_proto_rawDescGZIP(), []int{1}
+	return file_edge_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *GatewayMessage) GetMsg() isGatewayMessage_Msg {
@@ -387,7 +451,7 @@ type Register struct {
 
 func (x *Register) Reset() {
 	*x = Register{}
-	mi := &file_edge_proto_msgTypes[2]
+	mi := &file_edge_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -399,7 +463,7 @@ func (x *Register) String() string {
 func (*Register) ProtoMessage() {}
 
 func (x *Register) ProtoReflect() protoreflect.Message {
-	mi := &file_edge_proto_msgTypes[2]
+	mi := &file_edge_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -412,7 +476,7 @@ func (x *Register) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Register.ProtoReflect.Descriptor instead.
 func (*Register) Descriptor() ([]byte, []int) {
-	return file_edge_proto_rawDescGZIP(), []int{2}
+	return file_edge_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Register) GetVersion() string {
@@ -456,7 +520,7 @@ type Provider struct {
 
 func (x *Provider) Reset() {
 	*x = Provider{}
-	mi := &file_edge_proto_msgTypes[3]
+	mi := &file_edge_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -468,7 +532,7 @@ func (x *Provider) String() string {
 func (*Provider) ProtoMessage() {}
 
 func (x *Provider) ProtoReflect() protoreflect.Message {
-	mi := &file_edge_proto_msgTypes[3]
+	mi := &file_edge_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -481,7 +545,7 @@ func (x *Provider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Provider.ProtoReflect.Descriptor instead.
 func (*Provider) Descriptor() ([]byte, []int) {
-	return file_edge_proto_rawDescGZIP(), []int{3}
+	return file_edge_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Provider) GetId() string {
@@ -544,7 +608,7 @@ type ModelRoute struct {
 
 func (x *ModelRoute) Reset() {
 	*x = ModelRoute{}
-	mi := &file_edge_proto_msgTypes[4]
+	mi := &file_edge_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -556,7 +620,7 @@ func (x *ModelRoute) String() string {
 func (*ModelRoute) ProtoMessage() {}
 
 func (x *ModelRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_edge_proto_msgTypes[4]
+	mi := &file_edge_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -569,7 +633,7 @@ func (x *ModelRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelRoute.ProtoReflect.Descriptor instead.
 func (*ModelRoute) Descriptor() ([]byte, []int) {
-	return file_edge_proto_rawDescGZIP(), []int{4}
+	return file_edge_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ModelRoute) GetName() string {
@@ -603,7 +667,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_edge_proto_msgTypes[5]
+	mi := &file_edge_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -615,7 +679,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_edge_proto_msgTypes[5]
+	mi := &file_edge_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -628,7 +692,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_edge_proto_rawDescGZIP(), []int{5}
+	return file_edge_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Welcome) GetNodeId() string {
@@ -673,7 +737,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_edge_proto_msgTypes[6]
+	mi := &file_edge_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +749,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_edge_proto_msgTypes[6]
+	mi := &file_edge_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +762,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_edge_proto_rawDescGZIP(), []int{6}
+	return file_edge_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Heartbeat) GetGeneration() uint64 {
@@ -734,7 +798,7 @@ type SlotSnapshot struct {
 
 func (x *SlotSnapshot) Reset() {
 	*x = SlotSnapshot{}
-	mi := &file_edge_proto_msgTypes[7]
+	mi := &file_edge_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -746,7 +810,7 @@ func (x *SlotSnapshot) String() string {
 func (*SlotSnapshot) ProtoMessage() {}
 
 func (x *SlotSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_edge_proto_msgTypes[7]
+	mi := &file_edge_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -759,7 +823,7 @@ func (x *SlotSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotSnapshot.ProtoReflect.Descriptor instead.
 func (*SlotSnapshot) Descriptor() ([]byte, []int) {
-	return file_edge_proto_rawDescGZIP(), []int{7}
+	return file_edge_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SlotSnapshot) GetProvider() string {
@@ -808,7 +872,7 @@ type Evidence struct {
 
 func (x *Evidence) Reset() {
 	*x = Evidence{}
-	mi := &file_edge_proto_msgTypes[8]
+	mi := &file_edge_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +884,7 @@ func (x *Evidence) String() string {
 func (*Evidence) ProtoMessage() {}
 
 func (x *Evidence) ProtoReflect() protoreflect.Message {
-	mi := &file_edge_proto_msgTypes[8]
+	mi := &file_edge_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +897,7 @@ func (x *Evidence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Evidence.ProtoReflect.Descriptor instead.
 func (*Evidence) Descriptor() ([]byte, []int) {
-	return file_edge_proto_rawDescGZIP(), []int{8}
+	return file_edge_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Evidence) GetGeneration() uint64 {
@@ -901,15 +965,17 @@ type Offer struct {
 	Model string `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
 	// path is the API path under the runtime's base URL, e.g.
 	// "/chat/completions".
-	Path          string `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
-	Stream        bool   `protobuf:"varint,5,opt,name=stream,proto3" json:"stream,omitempty"`
+	Path   string `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
+	Stream bool   `protobuf:"varint,5,opt,name=stream,proto3" json:"stream,omitempty"`
+	// long: the run holds one of the provider's long-context slots too.
+	Long          bool `protobuf:"varint,6,opt,name=long,proto3" json:"long,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Offer) Reset() {
 	*x = Offer{}
-	mi := &file_edge_proto_msgTypes[9]
+	mi := &file_edge_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +987,7 @@ func (x *Offer) String() string {
 func (*Offer) ProtoMessage() {}
 
 func (x *Offer) ProtoReflect() protoreflect.Message {
-	mi := &file_edge_proto_msgTypes[9]
+	mi := &file_edge_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1000,7 @@ func (x *Offer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Offer.ProtoReflect.Descriptor instead.
 func (*Offer) Descriptor() ([]byte, []int) {
-	return file_edge_proto_rawDescGZIP(), []int{9}
+	return file_edge_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Offer) GetRunId() string {
@@ -972,6 +1038,13 @@ func (x *Offer) GetStream() bool {
 	return false
 }
 
+func (x *Offer) GetLong() bool {
+	if x != nil {
+		return x.Long
+	}
+	return false
+}
+
 // Cancel ends a run (the client went away, or the gateway gave up).
 type Cancel struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -983,7 +1056,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_edge_proto_msgTypes[10]
+	mi := &file_edge_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +1068,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_edge_proto_msgTypes[10]
+	mi := &file_edge_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1081,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_edge_proto_rawDescGZIP(), []int{10}
+	return file_edge_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Cancel) GetRunId() string {
@@ -1036,7 +1109,7 @@ type Probe struct {
 
 func (x *Probe) Reset() {
 	*x = Probe{}
-	mi := &file_edge_proto_msgTypes[11]
+	mi := &file_edge_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1048,7 +1121,7 @@ func (x *Probe) String() string {
 func (*Probe) ProtoMessage() {}
 
 func (x *Probe) ProtoReflect() protoreflect.Message {
-	mi := &file_edge_proto_msgTypes[11]
+	mi := &file_edge_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1061,7 +1134,7 @@ func (x *Probe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Probe.ProtoReflect.Descriptor instead.
 func (*Probe) Descriptor() ([]byte, []int) {
-	return file_edge_proto_rawDescGZIP(), []int{11}
+	return file_edge_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Probe) GetProbeId() string {
@@ -1090,7 +1163,7 @@ type Refusal struct {
 
 func (x *Refusal) Reset() {
 	*x = Refusal{}
-	mi := &file_edge_proto_msgTypes[12]
+	mi := &file_edge_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1175,7 @@ func (x *Refusal) String() string {
 func (*Refusal) ProtoMessage() {}
 
 func (x *Refusal) ProtoReflect() protoreflect.Message {
-	mi := &file_edge_proto_msgTypes[12]
+	mi := &file_edge_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1188,7 @@ func (x *Refusal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
 func (*Refusal) Descriptor() ([]byte, []int) {
-	return file_edge_proto_rawDescGZIP(), []int{12}
+	return file_edge_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Refusal) GetCode() string {
@@ -1148,7 +1221,7 @@ type RunUp struct {
 
 func (x *RunUp) Reset() {
 	*x = RunUp{}
-	mi := &file_edge_proto_msgTypes[13]
+	mi := &file_edge_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1233,7 @@ func (x *RunUp) String() string {
 func (*RunUp) ProtoMessage() {}
 
 func (x *RunUp) ProtoReflect() protoreflect.Message {
-	mi := &file_edge_proto_msgTypes[13]
+	mi := &file_edge_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1246,7 @@ func (x *RunUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunUp.ProtoReflect.Descriptor instead.
 func (*RunUp) Descriptor() ([]byte, []int) {
-	return file_edge_proto_rawDescGZIP(), []int{13}
+	return file_edge_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RunUp) GetMsg() isRunUp_Msg {
@@ -1262,7 +1335,7 @@ type RunDown struct {
 
 func (x *RunDown) Reset() {
 	*x = RunDown{}
-	mi := &file_edge_proto_msgTypes[14]
+	mi := &file_edge_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1274,7 +1347,7 @@ func (x *RunDown) String() string {
 func (*RunDown) ProtoMessage() {}
 
 func (x *RunDown) ProtoReflect() protoreflect.Message {
-	mi := &file_edge_proto_msgTypes[14]
+	mi := &file_edge_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1287,7 +1360,7 @@ func (x *RunDown) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunDown.ProtoReflect.Descriptor instead.
 func (*RunDown) Descriptor() ([]byte, []int) {
-	return file_edge_proto_rawDescGZIP(), []int{14}
+	return file_edge_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RunDown) GetMsg() isRunDown_Msg {
@@ -1357,7 +1430,7 @@ type RunOpen struct {
 
 func (x *RunOpen) Reset() {
 	*x = RunOpen{}
-	mi := &file_edge_proto_msgTypes[15]
+	mi := &file_edge_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1369,7 +1442,7 @@ func (x *RunOpen) String() string {
 func (*RunOpen) ProtoMessage() {}
 
 func (x *RunOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_edge_proto_msgTypes[15]
+	mi := &file_edge_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1382,7 +1455,7 @@ func (x *RunOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunOpen.ProtoReflect.Descriptor instead.
 func (*RunOpen) Descriptor() ([]byte, []int) {
-	return file_edge_proto_rawDescGZIP(), []int{15}
+	return file_edge_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RunOpen) GetRunId() string {
@@ -1410,7 +1483,7 @@ type RunHead struct {
 
 func (x *RunHead) Reset() {
 	*x = RunHead{}
-	mi := &file_edge_proto_msgTypes[16]
+	mi := &file_edge_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1422,7 +1495,7 @@ func (x *RunHead) String() string {
 func (*RunHead) ProtoMessage() {}
 
 func (x *RunHead) ProtoReflect() protoreflect.Message {
-	mi := &file_edge_proto_msgTypes[16]
+	mi := &file_edge_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1435,7 +1508,7 @@ func (x *RunHead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunHead.ProtoReflect.Descriptor instead.
 func (*RunHead) Descriptor() ([]byte, []int) {
-	return file_edge_proto_rawDescGZIP(), []int{16}
+	return file_edge_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RunHead) GetStatus() int32 {
@@ -1463,7 +1536,7 @@ type Chunk struct {
 
 func (x *Chunk) Reset() {
 	*x = Chunk{}
-	mi := &file_edge_proto_msgTypes[17]
+	mi := &file_edge_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1548,7 @@ func (x *Chunk) String() string {
 func (*Chunk) ProtoMessage() {}
 
 func (x *Chunk) ProtoReflect() protoreflect.Message {
-	mi := &file_edge_proto_msgTypes[17]
+	mi := &file_edge_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1561,7 @@ func (x *Chunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chunk.ProtoReflect.Descriptor instead.
 func (*Chunk) Descriptor() ([]byte, []int) {
-	return file_edge_proto_rawDescGZIP(), []int{17}
+	return file_edge_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Chunk) GetData() []byte {
@@ -1507,7 +1580,7 @@ type BodyEnd struct {
 
 func (x *BodyEnd) Reset() {
 	*x = BodyEnd{}
-	mi := &file_edge_proto_msgTypes[18]
+	mi := &file_edge_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1592,7 @@ func (x *BodyEnd) String() string {
 func (*BodyEnd) ProtoMessage() {}
 
 func (x *BodyEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_edge_proto_msgTypes[18]
+	mi := &file_edge_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1605,7 @@ func (x *BodyEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BodyEnd.ProtoReflect.Descriptor instead.
 func (*BodyEnd) Descriptor() ([]byte, []int) {
-	return file_edge_proto_rawDescGZIP(), []int{18}
+	return file_edge_proto_rawDescGZIP(), []int{19}
 }
 
 // RunEnd is a run's terminal event.
@@ -1547,7 +1620,7 @@ type RunEnd struct {
 
 func (x *RunEnd) Reset() {
 	*x = RunEnd{}
-	mi := &file_edge_proto_msgTypes[19]
+	mi := &file_edge_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +1632,7 @@ func (x *RunEnd) String() string {
 func (*RunEnd) ProtoMessage() {}
 
 func (x *RunEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_edge_proto_msgTypes[19]
+	mi := &file_edge_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +1645,7 @@ func (x *RunEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEnd.ProtoReflect.Descriptor instead.
 func (*RunEnd) Descriptor() ([]byte, []int) {
-	return file_edge_proto_rawDescGZIP(), []int{19}
+	return file_edge_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RunEnd) GetKind() RunEnd_Kind {
@@ -1601,12 +1674,17 @@ var File_edge_proto protoreflect.FileDescriptor
 const file_edge_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"edge.proto\x12\fweir.edge.v1\"\xb9\x01\n" +
+	"edge.proto\x12\fweir.edge.v1\"\xe6\x01\n" +
 	"\vNodeMessage\x124\n" +
 	"\bregister\x18\x01 \x01(\v2\x16.weir.edge.v1.RegisterH\x00R\bregister\x127\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x17.weir.edge.v1.HeartbeatH\x00R\theartbeat\x124\n" +
-	"\bevidence\x18\x03 \x01(\v2\x16.weir.edge.v1.EvidenceH\x00R\bevidenceB\x05\n" +
-	"\x03msg\"\x87\x02\n" +
+	"\bevidence\x18\x03 \x01(\v2\x16.weir.edge.v1.EvidenceH\x00R\bevidence\x12+\n" +
+	"\x05drain\x18\x04 \x01(\v2\x13.weir.edge.v1.DrainH\x00R\x05drainB\x05\n" +
+	"\x03msg\"'\n" +
+	"\x05Drain\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\"\x87\x02\n" +
 	"\x0eGatewayMessage\x121\n" +
 	"\awelcome\x18\x01 \x01(\v2\x15.weir.edge.v1.WelcomeH\x00R\awelcome\x12+\n" +
 	"\x05offer\x18\x02 \x01(\v2\x13.weir.edge.v1.OfferH\x00R\x05offer\x12.\n" +
@@ -1657,13 +1735,14 @@ const file_edge_proto_rawDesc = "" +
 	"\x03seq\x18\x05 \x01(\x04R\x03seq\x12,\n" +
 	"\x06health\x18\x06 \x01(\x0e2\x14.weir.edge.v1.HealthR\x06health\x12&\n" +
 	"\x0eclassification\x18\a \x01(\tR\x0eclassification\x12\x19\n" +
-	"\bprobe_id\x18\b \x01(\tR\aprobeId\"|\n" +
+	"\bprobe_id\x18\b \x01(\tR\aprobeId\"\x90\x01\n" +
 	"\x05Offer\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x14\n" +
 	"\x05model\x18\x03 \x01(\tR\x05model\x12\x12\n" +
 	"\x04path\x18\x04 \x01(\tR\x04path\x12\x16\n" +
-	"\x06stream\x18\x05 \x01(\bR\x06stream\"7\n" +
+	"\x06stream\x18\x05 \x01(\bR\x06stream\x12\x12\n" +
+	"\x04long\x18\x06 \x01(\bR\x04long\"7\n" +
 	"\x06Cancel\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\">\n" +
@@ -1730,64 +1809,66 @@ func file_edge_proto_rawDescGZIP() []byte {
 }
 
 var file_edge_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_edge_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_edge_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_edge_proto_goTypes = []any{
 	(Health)(0),            // 0: weir.edge.v1.Health
 	(RunEnd_Kind)(0),       // 1: weir.edge.v1.RunEnd.Kind
 	(*NodeMessage)(nil),    // 2: weir.edge.v1.NodeMessage
-	(*GatewayMessage)(nil), // 3: weir.edge.v1.GatewayMessage
-	(*Register)(nil),       // 4: weir.edge.v1.Register
-	(*Provider)(nil),       // 5: weir.edge.v1.Provider
-	(*ModelRoute)(nil),     // 6: weir.edge.v1.ModelRoute
-	(*Welcome)(nil),        // 7: weir.edge.v1.Welcome
-	(*Heartbeat)(nil),      // 8: weir.edge.v1.Heartbeat
-	(*SlotSnapshot)(nil),   // 9: weir.edge.v1.SlotSnapshot
-	(*Evidence)(nil),       // 10: weir.edge.v1.Evidence
-	(*Offer)(nil),          // 11: weir.edge.v1.Offer
-	(*Cancel)(nil),         // 12: weir.edge.v1.Cancel
-	(*Probe)(nil),          // 13: weir.edge.v1.Probe
-	(*Refusal)(nil),        // 14: weir.edge.v1.Refusal
-	(*RunUp)(nil),          // 15: weir.edge.v1.RunUp
-	(*RunDown)(nil),        // 16: weir.edge.v1.RunDown
-	(*RunOpen)(nil),        // 17: weir.edge.v1.RunOpen
-	(*RunHead)(nil),        // 18: weir.edge.v1.RunHead
-	(*Chunk)(nil),          // 19: weir.edge.v1.Chunk
-	(*BodyEnd)(nil),        // 20: weir.edge.v1.BodyEnd
-	(*RunEnd)(nil),         // 21: weir.edge.v1.RunEnd
-	nil,                    // 22: weir.edge.v1.RunHead.HeadersEntry
+	(*Drain)(nil),          // 3: weir.edge.v1.Drain
+	(*GatewayMessage)(nil), // 4: weir.edge.v1.GatewayMessage
+	(*Register)(nil),       // 5: weir.edge.v1.Register
+	(*Provider)(nil),       // 6: weir.edge.v1.Provider
+	(*ModelRoute)(nil),     // 7: weir.edge.v1.ModelRoute
+	(*Welcome)(nil),        // 8: weir.edge.v1.Welcome
+	(*Heartbeat)(nil),      // 9: weir.edge.v1.Heartbeat
+	(*SlotSnapshot)(nil),   // 10: weir.edge.v1.SlotSnapshot
+	(*Evidence)(nil),       // 11: weir.edge.v1.Evidence
+	(*Offer)(nil),          // 12: weir.edge.v1.Offer
+	(*Cancel)(nil),         // 13: weir.edge.v1.Cancel
+	(*Probe)(nil),          // 14: weir.edge.v1.Probe
+	(*Refusal)(nil),        // 15: weir.edge.v1.Refusal
+	(*RunUp)(nil),          // 16: weir.edge.v1.RunUp
+	(*RunDown)(nil),        // 17: weir.edge.v1.RunDown
+	(*RunOpen)(nil),        // 18: weir.edge.v1.RunOpen
+	(*RunHead)(nil),        // 19: weir.edge.v1.RunHead
+	(*Chunk)(nil),          // 20: weir.edge.v1.Chunk
+	(*BodyEnd)(nil),        // 21: weir.edge.v1.BodyEnd
+	(*RunEnd)(nil),         // 22: weir.edge.v1.RunEnd
+	nil,                    // 23: weir.edge.v1.RunHead.HeadersEntry
 }
 var file_edge_proto_depIdxs = []int32{
-	4,  // 0: weir.edge.v1.NodeMessage.register:type_name -> weir.edge.v1.Register
-	8,  // 1: weir.edge.v1.NodeMessage.heartbeat:type_name -> weir.edge.v1.Heartbeat
-	10, // 2: weir.edge.v1.NodeMessage.evidence:type_name -> weir.edge.v1.Evidence
-	7,  // 3: weir.edge.v1.GatewayMessage.welcome:type_name -> weir.edge.v1.Welcome
-	11, // 4: weir.edge.v1.GatewayMessage.offer:type_name -> weir.edge.v1.Offer
-	12, // 5: weir.edge.v1.GatewayMessage.cancel:type_name -> weir.edge.v1.Cancel
-	13, // 6: weir.edge.v1.GatewayMessage.probe:type_name -> weir.edge.v1.Probe
-	14, // 7: weir.edge.v1.GatewayMessage.refusal:type_name -> weir.edge.v1.Refusal
-	5,  // 8: weir.edge.v1.Register.providers:type_name -> weir.edge.v1.Provider
-	6,  // 9: weir.edge.v1.Provider.models:type_name -> weir.edge.v1.ModelRoute
-	9,  // 10: weir.edge.v1.Heartbeat.slots:type_name -> weir.edge.v1.SlotSnapshot
-	0,  // 11: weir.edge.v1.Evidence.health:type_name -> weir.edge.v1.Health
-	17, // 12: weir.edge.v1.RunUp.open:type_name -> weir.edge.v1.RunOpen
-	18, // 13: weir.edge.v1.RunUp.head:type_name -> weir.edge.v1.RunHead
-	19, // 14: weir.edge.v1.RunUp.chunk:type_name -> weir.edge.v1.Chunk
-	21, // 15: weir.edge.v1.RunUp.end:type_name -> weir.edge.v1.RunEnd
-	19, // 16: weir.edge.v1.RunDown.chunk:type_name -> weir.edge.v1.Chunk
-	20, // 17: weir.edge.v1.RunDown.body_end:type_name -> weir.edge.v1.BodyEnd
-	12, // 18: weir.edge.v1.RunDown.cancel:type_name -> weir.edge.v1.Cancel
-	22, // 19: weir.edge.v1.RunHead.headers:type_name -> weir.edge.v1.RunHead.HeadersEntry
-	1,  // 20: weir.edge.v1.RunEnd.kind:type_name -> weir.edge.v1.RunEnd.Kind
-	10, // 21: weir.edge.v1.RunEnd.evidence:type_name -> weir.edge.v1.Evidence
-	2,  // 22: weir.edge.v1.Edge.Control:input_type -> weir.edge.v1.NodeMessage
-	15, // 23: weir.edge.v1.Edge.Run:input_type -> weir.edge.v1.RunUp
-	3,  // 24: weir.edge.v1.Edge.Control:output_type -> weir.edge.v1.GatewayMessage
-	16, // 25: weir.edge.v1.Edge.Run:output_type -> weir.edge.v1.RunDown
-	24, // [24:26] is the sub-list for method output_type
-	22, // [22:24] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	5,  // 0: weir.edge.v1.NodeMessage.register:type_name -> weir.edge.v1.Register
+	9,  // 1: weir.edge.v1.NodeMessage.heartbeat:type_name -> weir.edge.v1.Heartbeat
+	11, // 2: weir.edge.v1.NodeMessage.evidence:type_name -> weir.edge.v1.Evidence
+	3,  // 3: weir.edge.v1.NodeMessage.drain:type_name -> weir.edge.v1.Drain
+	8,  // 4: weir.edge.v1.GatewayMessage.welcome:type_name -> weir.edge.v1.Welcome
+	12, // 5: weir.edge.v1.GatewayMessage.offer:type_name -> weir.edge.v1.Offer
+	13, // 6: weir.edge.v1.GatewayMessage.cancel:type_name -> weir.edge.v1.Cancel
+	14, // 7: weir.edge.v1.GatewayMessage.probe:type_name -> weir.edge.v1.Probe
+	15, // 8: weir.edge.v1.GatewayMessage.refusal:type_name -> weir.edge.v1.Refusal
+	6,  // 9: weir.edge.v1.Register.providers:type_name -> weir.edge.v1.Provider
+	7,  // 10: weir.edge.v1.Provider.models:type_name -> weir.edge.v1.ModelRoute
+	10, // 11: weir.edge.v1.Heartbeat.slots:type_name -> weir.edge.v1.SlotSnapshot
+	0,  // 12: weir.edge.v1.Evidence.health:type_name -> weir.edge.v1.Health
+	18, // 13: weir.edge.v1.RunUp.open:type_name -> weir.edge.v1.RunOpen
+	19, // 14: weir.edge.v1.RunUp.head:type_name -> weir.edge.v1.RunHead
+	20, // 15: weir.edge.v1.RunUp.chunk:type_name -> weir.edge.v1.Chunk
+	22, // 16: weir.edge.v1.RunUp.end:type_name -> weir.edge.v1.RunEnd
+	20, // 17: weir.edge.v1.RunDown.chunk:type_name -> weir.edge.v1.Chunk
+	21, // 18: weir.edge.v1.RunDown.body_end:type_name -> weir.edge.v1.BodyEnd
+	13, // 19: weir.edge.v1.RunDown.cancel:type_name -> weir.edge.v1.Cancel
+	23, // 20: weir.edge.v1.RunHead.headers:type_name -> weir.edge.v1.RunHead.HeadersEntry
+	1,  // 21: weir.edge.v1.RunEnd.kind:type_name -> weir.edge.v1.RunEnd.Kind
+	11, // 22: weir.edge.v1.RunEnd.evidence:type_name -> weir.edge.v1.Evidence
+	2,  // 23: weir.edge.v1.Edge.Control:input_type -> weir.edge.v1.NodeMessage
+	16, // 24: weir.edge.v1.Edge.Run:input_type -> weir.edge.v1.RunUp
+	4,  // 25: weir.edge.v1.Edge.Control:output_type -> weir.edge.v1.GatewayMessage
+	17, // 26: weir.edge.v1.Edge.Run:output_type -> weir.edge.v1.RunDown
+	25, // [25:27] is the sub-list for method output_type
+	23, // [23:25] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_edge_proto_init() }
@@ -1799,21 +1880,22 @@ func file_edge_proto_init() {
 		(*NodeMessage_Register)(nil),
 		(*NodeMessage_Heartbeat)(nil),
 		(*NodeMessage_Evidence)(nil),
+		(*NodeMessage_Drain)(nil),
 	}
-	file_edge_proto_msgTypes[1].OneofWrappers = []any{
+	file_edge_proto_msgTypes[2].OneofWrappers = []any{
 		(*GatewayMessage_Welcome)(nil),
 		(*GatewayMessage_Offer)(nil),
 		(*GatewayMessage_Cancel)(nil),
 		(*GatewayMessage_Probe)(nil),
 		(*GatewayMessage_Refusal)(nil),
 	}
-	file_edge_proto_msgTypes[13].OneofWrappers = []any{
+	file_edge_proto_msgTypes[14].OneofWrappers = []any{
 		(*RunUp_Open)(nil),
 		(*RunUp_Head)(nil),
 		(*RunUp_Chunk)(nil),
 		(*RunUp_End)(nil),
 	}
-	file_edge_proto_msgTypes[14].OneofWrappers = []any{
+	file_edge_proto_msgTypes[15].OneofWrappers = []any{
 		(*RunDown_Chunk)(nil),
 		(*RunDown_BodyEnd)(nil),
 		(*RunDown_Cancel)(nil),
@@ -1824,7 +1906,7 @@ func file_edge_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_edge_proto_rawDesc), len(file_edge_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
