@@ -153,7 +153,7 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		next.groups[defaultGroup] = weir.Group{Name: defaultGroup}
 	}
 	for _, pm := range next.pms {
-		if err := s.deps.Engine.SetScope(ctx, weir.PlatformModelScope(pm.Name), platformModelScopeConfig(pm)); err != nil {
+		if err := s.deps.Engine.SetScope(ctx, weir.PlatformModelScope(pm.Name), s.pmScopeConfig(pm)); err != nil {
 			return fmt.Errorf("platform model %s: %w", pm.Name, err)
 		}
 	}

@@ -72,6 +72,9 @@ type Metrics interface {
 	// DroppedError counts an error the service could only log: op names
 	// what failed ("release", "remove_scope", "key_lookup").
 	DroppedError(op string)
+	// UpstreamPaused says a platform model's admissions paused (an
+	// upstream's 429 with Retry-After) or resumed.
+	UpstreamPaused(platformModel string, paused bool)
 }
 
 type noMetrics struct{}
@@ -79,6 +82,7 @@ type noMetrics struct{}
 func (noMetrics) ObserveUpstream(string, string, time.Duration) {}
 func (noMetrics) ObserveQueueWait(string, time.Duration)        {}
 func (noMetrics) DroppedError(string)                           {}
+func (noMetrics) UpstreamPaused(string, bool)                   {}
 
 // Deps are what the service is built on.
 type Deps struct {
@@ -108,6 +112,9 @@ type Service struct {
 
 	applyMu   sync.Mutex
 	keyScopes sync.Map // key id → struct{}: scopes already configured
+
+	pauseMu sync.Mutex
+	pauses  map[string]*pause // platform models paused, by name
 }
 
 // New returns a Service.
@@ -128,7 +135,7 @@ func New(cfg Config, deps Deps) *Service {
 	if deps.Router == nil {
 		deps.Router = router.New(router.Options{Clock: deps.Clock})
 	}
-	s := &Service{cfg: cfg, deps: deps}
+	s := &Service{cfg: cfg, deps: deps, pauses: make(map[string]*pause)}
 	s.keys.ttl = cfg.KeyCacheTTL
 	s.keys.clock = deps.Clock
 	return s

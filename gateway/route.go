@@ -134,6 +134,8 @@ type upstream struct {
 	ex                       Executor
 	// health is its key in the router's cooldown.
 	health string
+	// pausable: a platform model, paused by a 429 with Retry-After.
+	pausable bool
 }
 
 // nodeHealth is a node provider's key in the router's cooldown: its
@@ -155,7 +157,7 @@ func (s *Service) upstreamOf(c *Call, t target) upstream {
 			health: nodeHealth(*n)}
 	}
 	pm, _ := c.Snapshot.PlatformModel(t.pm)
-	return upstream{Name: pm.Name, Platform: pm.Platform, Upstream: pm.Upstream, ex: c.Snapshot.Adapter(pm.Platform), health: pm.Name}
+	return upstream{Name: pm.Name, Platform: pm.Platform, Upstream: pm.Upstream, ex: c.Snapshot.Adapter(pm.Platform), health: pm.Name, pausable: true}
 }
 
 // nodeExecutor runs calls on one node provider.

@@ -3,32 +3,48 @@ package gateway
 import (
 	"context"
 	"time"
+
+	"github.com/weir-gateway/weir"
 )
 
 // ScopeView is one scope's state, as the admin API shows it.
 type ScopeView struct {
-	Name     string  `json:"name"`
-	Limit    int64   `json:"limit"`
-	InFlight int64   `json:"in_flight"`
-	Leases   int     `json:"leases"`
-	Waiting  int     `json:"waiting"`
-	Held     int64   `json:"held,omitempty"`
-	Orphaned bool    `json:"orphaned,omitempty"`
-	RPM      int64   `json:"rpm,omitempty"`
-	RPMLeft  float64 `json:"rpm_left,omitempty"`
-	TPM      int64   `json:"tpm,omitempty"`
-	TPMLeft  float64 `json:"tpm_left,omitempty"`
-	MeanHold string  `json:"mean_hold,omitempty"`
+	Name     string `json:"name"`
+	Limit    int64  `json:"limit"`
+	InFlight int64  `json:"in_flight"`
+	Leases   int    `json:"leases"`
+	Waiting  int    `json:"waiting"`
+	Held     int64  `json:"held,omitempty"`
+	Orphaned bool   `json:"orphaned,omitempty"`
+	// Paused: the scope admits nothing for now; PausedUntil, when its
+	// upstream's Retry-After ends the pause (RFC 3339).
+	Paused      bool    `json:"paused,omitempty"`
+	PausedUntil string  `json:"paused_until,omitempty"`
+	RPM         int64   `json:"rpm,omitempty"`
+	RPMLeft     float64 `json:"rpm_left,omitempty"`
+	TPM         int64   `json:"tpm,omitempty"`
+	TPMLeft     float64 `json:"tpm_left,omitempty"`
+	MeanHold    string  `json:"mean_hold,omitempty"`
 }
 
 // Scopes is every scope's state now.
 func (s *Service) Scopes(ctx context.Context) []ScopeView {
 	var out []ScopeView
+	until := make(map[string]time.Time)
+	for pm, t := range s.Paused() {
+		until[weir.PlatformModelScope(pm)] = t
+	}
 	for _, st := range s.deps.Engine.Scopes(ctx) {
 		v := ScopeView{
 			Name: st.Name, Limit: st.Config.Limit, InFlight: st.Used, Leases: st.Leases, Waiting: st.Queued,
 			Held: st.Held, Orphaned: st.Orphaned, RPM: st.Config.RPM, RPMLeft: st.RPMAvailable,
 			TPM: st.Config.TPM, TPMLeft: st.TPMAvailable,
+		}
+		if st.Config.Paused {
+			v.Paused = true
+			if t, ok := until[st.Name]; ok {
+				v.PausedUntil = t.UTC().Format(time.RFC3339Nano)
+			}
 		}
 		if st.MeanHold > 0 {
 			v.MeanHold = st.MeanHold.Round(time.Millisecond).String()

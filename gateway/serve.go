@@ -51,7 +51,17 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 			return err
 		}
 		last = retry
+		if until, paused := s.pausedUntil(t.pm); t.node == nil && paused && (c.Deadline.IsZero() || until.Before(c.Deadline)) {
+			// Paused, not failed: the request waits for it again (or
+			// goes to a candidate that has room first).
+			continue
+		}
 		r.failed(t)
+	}
+	if last != nil && last.Status == http.StatusTooManyRequests && last.RetryAfter > 0 {
+		// The last upstream said when to come back, past this request's
+		// deadline: so does the answer.
+		return s.pausedError(c, s.deps.Clock.Now().Add(min(last.RetryAfter, maxPause)))
 	}
 	if last == nil || errors.Is(last, weir.ErrNodeGone) {
 		c.Usage.Outcome = ErrNoCandidate.Error()
@@ -63,6 +73,15 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 	}
 	c.Usage.Outcome = category.Error()
 	return &Error{Category: category, Message: "every upstream attempt failed; last: " + last.Error(), RetryAfter: last.RetryAfter, Err: last}
+}
+
+// pausedError answers a request whose candidates are all paused past its
+// deadline: 429 rate_limited, to come back when the first resumes.
+func (s *Service) pausedError(c *Call, until time.Time) error {
+	c.Usage.Outcome = ErrRateLimited.Error()
+	wait := max(until.Sub(s.deps.Clock.Now()), time.Second)
+	return &Error{Category: ErrRateLimited, RetryAfter: wait,
+		Message: "the upstreams of " + c.Model.Name + " asked the gateway to wait (429 with Retry-After) past this request's deadline"}
 }
 
 // outcomeOf is the outcome label of a request that ended in err before
@@ -95,6 +114,9 @@ func (s *Service) admit(ctx context.Context, c *Call, r *routing, attempt int) (
 		areq.Resolve = func(string) ([]admission.Candidate, error) { return r.candidates(r.resolve()), nil }
 	}
 	start := s.deps.Clock.Now()
+	if until, paused := s.allPausedPast(r.current(), c.Deadline); paused {
+		return admission.Lease{}, s.pausedError(c, until)
+	}
 	lease, err := s.deps.Engine.TryAcquire(ctx, areq)
 	var rl *admission.RateLimitedError
 	switch {
@@ -173,6 +195,11 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 			pe = &provider.Error{Err: err}
 		}
 		s.deps.Metrics.ObserveUpstream(pm.Name, upstreamOutcome(pe), s.deps.Clock.Now().Sub(t0))
+		if pm.pausable && pe.Status == http.StatusTooManyRequests && pe.RetryAfter > 0 {
+			// Not a failure of the upstream's: it said when to come back.
+			s.pauseUpstream(c, pm.Name, pe.RetryAfter)
+			return pe, nil
+		}
 		if pe.Retryable() {
 			s.upstreamFailed(c, pm, pe, "trying the next candidate")
 			return pe, nil

@@ -172,6 +172,13 @@ func (a *recordedAnswer) StreamError(err error)       { a.streamE = err }
 type countingMetrics struct {
 	mu      sync.Mutex
 	dropped map[string]int
+	paused  []string // "pm paused" / "pm resumed", in order
+}
+
+func (m *countingMetrics) UpstreamPaused(pm string, paused bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.paused = append(m.paused, pm+map[bool]string{true: " paused", false: " resumed"}[paused])
 }
 
 func (m *countingMetrics) ObserveUpstream(string, string, time.Duration) {}

@@ -513,3 +513,59 @@ func TestUpstreamCredentialRefusal(t *testing.T) {
 		t.Errorf("the log quotes the key: %s", l)
 	}
 }
+
+// TestUpstreamRetryAfterPauses: the mock, over its concurrency cap,
+// answers 429 with Retry-After: 3; the gateway pauses that platform
+// model for 3 s by its clock: the refused request waits out the pause and
+// is served after it, a request that cannot wait that long is answered
+// 429 rate_limited at once, and nothing reaches the mock meanwhile.
+func TestUpstreamRetryAfterPauses(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Now())
+	b := setup(t, setupOpts{clock: clk, mock: mock.Config{MaxConcurrent: 1, RetryAfter: 3 * time.Second, Latency: 200 * time.Millisecond}})
+	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	status1, _, done1 := b.read(t, body)
+	waitUntil(t, "the first request at the mock", func() bool { return b.mock.Stats().InFlight == 1 })
+	status2, out2, done2 := b.read(t, body)
+	waitUntil(t, "the refused request queued on the paused platform model", func() bool {
+		for _, v := range b.gw.Scopes(t.Context()) {
+			if v.Name == weir.PlatformModelScope("up/m") {
+				return v.Paused && v.Waiting == 1
+			}
+		}
+		return false
+	})
+	<-done1
+	if *status1 != http.StatusOK {
+		t.Fatalf("the first request: %d", *status1)
+	}
+	h := http.Header{HeaderMaxWait: {"1s"}}
+	resp, out := b.call(t, http.MethodPost, "/v1/chat/completions", b.key, body, h)
+	wantError(t, resp, out, http.StatusTooManyRequests, CodeRateLimited, "")
+	if got := resp.Header.Get("Retry-After"); got != "3" {
+		t.Errorf("Retry-After %q; want 3", got)
+	}
+	if st := b.mock.Stats(); st.Requests != 2 || st.Rejected != 1 {
+		t.Fatalf("the mock saw %d requests (%d rejected) during the pause; want the first and the refused one", st.Requests, st.Rejected)
+	}
+	clk.Advance(3 * time.Second)
+	<-done2
+	if *status2 != http.StatusOK {
+		t.Fatalf("the refused request after the pause: %d %s", *status2, *out2)
+	}
+	if st := b.mock.Stats(); st.Requests != 3 {
+		t.Errorf("the mock saw %d requests; want 3", st.Requests)
+	}
+}
+
+// waitUntil polls cond until it holds, failing the test after a while.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

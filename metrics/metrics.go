@@ -37,6 +37,8 @@ type Metrics struct {
 	taskRun    *prometheus.HistogramVec
 	webhooks   *prometheus.CounterVec
 	dropped    *prometheus.CounterVec
+	pauses     *prometheus.CounterVec
+	paused     *prometheus.GaugeVec
 	evidence   *prometheus.CounterVec
 }
 
@@ -114,11 +116,19 @@ func New(scopes func(context.Context) []admission.ScopeStats) *Metrics {
 		Name: "weir_dropped_errors_total",
 		Help: "Errors the gateway could only log, by what failed (release, reconcile, remove_scope).",
 	}, []string{"op"})
+	m.pauses = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_upstream_pauses_total",
+		Help: "Pauses of a platform model's admissions, each after its upstream answered 429 with a Retry-After (extensions count too).",
+	}, []string{"platform_model"})
+	m.paused = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "weir_upstream_paused",
+		Help: "1 while a platform model's admissions are paused on its upstream's Retry-After.",
+	}, []string{"platform_model"})
 	m.evidence = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "weir_edge_evidence_total",
 		Help: "Edge nodes' provider health evidence, by source (stall, probe) and decision (applied, rejected_stale, rejected_binding, rejected_ambiguous, rejected_invalid).",
 	}, []string{"source", "decision"})
-	m.Registry.MustRegister(m.dropped, m.evidence, m.admission, m.queueWait, m.leaseHeld, m.httpReqs, m.httpDur, m.upstream, m.upstreamLt, m.usageDrop, m.tasks,
+	m.Registry.MustRegister(m.dropped, m.pauses, m.paused, m.evidence, m.admission, m.queueWait, m.leaseHeld, m.httpReqs, m.httpDur, m.upstream, m.upstreamLt, m.usageDrop, m.tasks,
 		m.taskWait, m.taskRun, m.webhooks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if scopes != nil {
@@ -171,6 +181,17 @@ func (m *Metrics) TaskTransition(st weir.TaskStatus) { m.tasks.WithLabelValues(s
 // DroppedError counts an error that could only be logged: op names what
 // failed.
 func (m *Metrics) DroppedError(op string) { m.dropped.WithLabelValues(op).Inc() }
+
+// UpstreamPaused marks a platform model's admissions paused (an
+// upstream's 429 with Retry-After) or resumed (gateway.Metrics).
+func (m *Metrics) UpstreamPaused(platformModel string, paused bool) {
+	if paused {
+		m.pauses.WithLabelValues(platformModel).Inc()
+		m.paused.WithLabelValues(platformModel).Set(1)
+		return
+	}
+	m.paused.WithLabelValues(platformModel).Set(0)
+}
 
 // Evidence counts one piece of an edge node's health evidence
 // (edge.Metrics).

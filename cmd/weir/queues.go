@@ -91,8 +91,13 @@ func printQueues(w io.Writer, view httpapi.QueueView, all bool) {
 			limit = fmt.Sprint(s.Limit)
 		}
 		name := s.Name
-		if s.Orphaned {
+		switch {
+		case s.Orphaned:
 			name += " (orphaned)"
+		case s.PausedUntil != "":
+			name += " (paused until " + s.PausedUntil + ")"
+		case s.Paused:
+			name += " (paused)"
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\n", name, s.InFlight, limit, s.Waiting, s.Held, dash(s.MeanHold),
 			rate(s.RPM, s.RPMLeft), rate(s.TPM, s.TPMLeft))

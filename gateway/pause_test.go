@@ -1,0 +1,192 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/provider"
+)
+
+// tooManyFor answers 429 with a Retry-After of d while *on, else okBody.
+func tooManyFor(on *atomic.Bool, d time.Duration) execFunc {
+	return func(context.Context, provider.Call) (*http.Response, error) {
+		if on.Load() {
+			return nil, &provider.Error{Status: http.StatusTooManyRequests, RetryAfter: d, Body: []byte(`{"error":{"type":"requests"}}`)}
+		}
+		resp, _ := answerWith("application/json", strings.NewReader(okBody))
+		return resp, nil
+	}
+}
+
+func okExec(context.Context, provider.Call) (*http.Response, error) {
+	resp, _ := answerWith("application/json", strings.NewReader(okBody))
+	return resp, nil
+}
+
+// TestRetryAfterPauses: a 429 with Retry-After: 3 pauses its platform
+// model for 3 s: the request that got it, and those after, are served by
+// the fallback, and nothing is sent to the paused one until the pause is
+// over; then it serves again.
+func TestRetryAfterPauses(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	var upCalls, up2Calls atomic.Int32
+	var limited atomic.Bool
+	limited.Store(true)
+	b.setExec("up", counted(&upCalls, tooManyFor(&limited, 3*time.Second)))
+	b.setExec("up2", counted(&up2Calls, okExec))
+
+	c := b.chat(t)
+	if err := b.svc.Serve(t.Context(), c, &recordedAnswer{}); err != nil || c.Usage.PlatformModel != "up2/m" {
+		t.Fatalf("the request that met the 429: %v, served by %q; want up2/m", err, c.Usage.PlatformModel)
+	}
+	limited.Store(false) // it would answer now; it is not asked
+	for range 5 {
+		c := b.chat(t)
+		if err := b.svc.Serve(t.Context(), c, &recordedAnswer{}); err != nil || c.Usage.PlatformModel != "up2/m" {
+			t.Fatalf("during the pause: %v, served by %q; want up2/m", err, c.Usage.PlatformModel)
+		}
+	}
+	if n := upCalls.Load(); n != 1 {
+		t.Errorf("%d calls reached the paused platform model; want only the one that was refused", n)
+	}
+	if st := b.scope(t, weir.PlatformModelScope("up/m")); !st.Config.Paused {
+		t.Error("up/m's scope is not paused")
+	}
+	if p := b.svc.Paused(); len(p) != 1 || !p["up/m"].Equal(b.clock.Now().Add(3*time.Second)) {
+		t.Errorf("Paused() = %v; want up/m until 3 s from now", p)
+	}
+
+	b.clock.Advance(3 * time.Second)
+	c = b.chat(t)
+	if err := b.svc.Serve(t.Context(), c, &recordedAnswer{}); err != nil || c.Usage.PlatformModel != "up/m" {
+		t.Fatalf("after the pause: %v, served by %q; want up/m again", err, c.Usage.PlatformModel)
+	}
+	if st := b.scope(t, weir.PlatformModelScope("up/m")); st.Config.Paused {
+		t.Error("up/m's scope is still paused")
+	}
+	b.metrics.mu.Lock()
+	defer b.metrics.mu.Unlock()
+	if want := []string{"up/m paused", "up/m resumed"}; !slices.Equal(b.metrics.paused, want) {
+		t.Errorf("pause metrics %v; want %v", b.metrics.paused, want)
+	}
+}
+
+// TestRetryAfterWaits: with no other candidate, the request that met the
+// 429 waits out the pause (it ends before its deadline) and is served by
+// the same platform model, which nothing reached meanwhile.
+func TestRetryAfterWaits(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{catalog: onlyUp})
+	var calls atomic.Int32
+	var limited atomic.Bool
+	limited.Store(true)
+	b.setExec("up", counted(&calls, tooManyFor(&limited, 3*time.Second)))
+	c := b.chat(t)
+	done := b.serveAsync(t.Context(), c, &recordedAnswer{})
+	b.waitEvent(t, admission.OutcomeQueued)
+	limited.Store(false)
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d calls before the pause ended; want 1", n)
+	}
+	b.clock.Advance(3 * time.Second)
+	if err := <-done; err != nil || c.Usage.PlatformModel != "up/m" {
+		t.Fatalf("after the pause: %v, served by %q", err, c.Usage.PlatformModel)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("%d calls; want the refused one and the one after the pause", n)
+	}
+}
+
+// TestRetryAfterPastDeadline: a pause that outlasts a request's wait is
+// answered 429 rate_limited with the Retry-After — at once for a request
+// that arrives during it, without reaching the upstream — not a 502 or a
+// queue timeout.
+func TestRetryAfterPastDeadline(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{catalog: onlyUp})
+	var calls atomic.Int32
+	var limited atomic.Bool
+	limited.Store(true)
+	b.setExec("up", counted(&calls, tooManyFor(&limited, 30*time.Second)))
+	for i, what := range []string{"the request that met the 429", "a request during the pause"} {
+		c := b.chat(t)
+		c.Deadline = b.clock.Now().Add(10 * time.Second)
+		err := b.svc.Serve(t.Context(), c, &recordedAnswer{})
+		var e *Error
+		if !errors.As(err, &e) || e.Category != ErrRateLimited || e.RetryAfter < 29*time.Second || e.RetryAfter > 30*time.Second {
+			t.Fatalf("%s: %v; want rate_limited with the 30 s Retry-After", what, err)
+		}
+		if n := calls.Load(); n != 1 {
+			t.Fatalf("after %s: %d upstream calls; want 1", what, n)
+		}
+		if i == 0 {
+			b.clock.Advance(time.Second)
+		}
+	}
+}
+
+// TestRetryAfterBounded: an upstream's Retry-After pauses at most
+// maxPause, and a later, longer one extends the pause.
+func TestRetryAfterBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	c := b.chat(t)
+	b.svc.pauseUpstream(c, "up/m", time.Second)
+	b.svc.pauseUpstream(c, "up/m", 24*time.Hour)
+	b.svc.pauseUpstream(c, "up/m", time.Second) // shorter: no change
+	if until, ok := b.svc.pausedUntil("up/m"); !ok || !until.Equal(b.clock.Now().Add(maxPause)) {
+		t.Fatalf("paused until %s (%v); want maxPause from now", until, ok)
+	}
+	b.clock.Advance(time.Second) // the first pause's end: it was extended
+	if _, ok := b.svc.pausedUntil("up/m"); !ok {
+		t.Fatal("the first pause's timer ended the extended pause")
+	}
+	b.clock.Advance(maxPause)
+	if _, ok := b.svc.pausedUntil("up/m"); ok {
+		t.Fatal("still paused after maxPause")
+	}
+}
+
+// TestPauseOutlivesReload: a catalog reload during a pause keeps the
+// platform model paused.
+func TestPauseOutlivesReload(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.svc.pauseUpstream(b.chat(t), "up/m", time.Minute)
+	if err := b.svc.Apply(t.Context(), b.catalog(), ""); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.scope(t, weir.PlatformModelScope("up/m")); !st.Config.Paused {
+		t.Error("a reload resumed a paused platform model")
+	}
+}
+
+// TestPauseShown: /admin/queues' view of a paused platform model says so,
+// and until when.
+func TestPauseShown(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.svc.pauseUpstream(b.chat(t), "up/m", time.Minute)
+	want := b.clock.Now().Add(time.Minute).UTC().Format(time.RFC3339Nano)
+	for _, v := range b.svc.Scopes(t.Context()) {
+		switch v.Name {
+		case weir.PlatformModelScope("up/m"):
+			if !v.Paused || v.PausedUntil != want {
+				t.Errorf("up/m's view: paused %v until %q; want until %q", v.Paused, v.PausedUntil, want)
+			}
+		case weir.PlatformModelScope("up2/m"):
+			if v.Paused || v.PausedUntil != "" {
+				t.Errorf("up2/m's view: paused %v until %q; want not paused", v.Paused, v.PausedUntil)
+			}
+		}
+	}
+}
