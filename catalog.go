@@ -1,8 +1,11 @@
 package weir
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
+	"strconv"
 	"time"
 )
 
@@ -91,6 +94,111 @@ type PlatformModel struct {
 	// FailOpen: while a fleet's replicas reach no leader, each admits
 	// its share of these limits instead of nothing. Default false.
 	FailOpen bool
+	// Supports is what it can serve: a request that needs more is not
+	// sent to it.
+	Supports Capabilities
+}
+
+// Capabilities are what a platform model can serve. A request that needs
+// what a candidate lacks is not queued for it; one that no candidate can
+// serve is refused at once, naming the parameter. The zero value claims
+// nothing and so refuses nothing: an unset field is not checked.
+type Capabilities struct {
+	// ContextWindow bounds a request's prompt (estimated at four bytes a
+	// token) and its max_tokens together, in tokens.
+	ContextWindow int64 `yaml:"context_window"`
+	// MaxOutputTokens bounds a request's max_tokens (or
+	// max_completion_tokens).
+	MaxOutputTokens int64 `yaml:"max_output_tokens"`
+	// Tools, Vision, JSONOutput and Streaming, set false, refuse a request
+	// with tools (or functions), with image input, with a JSON
+	// response_format, or asking for a stream.
+	Tools      *bool `yaml:"tools"`
+	Vision     *bool `yaml:"vision"`
+	JSONOutput *bool `yaml:"json_output"`
+	Streaming  *bool `yaml:"streaming"`
+	// Sizes are the image or video sizes it takes ("1024x1024"), Voices
+	// its speech voices, Seconds its video durations; empty: any.
+	Sizes   []string `yaml:"sizes"`
+	Voices  []string `yaml:"voices"`
+	Seconds []int    `yaml:"seconds"`
+}
+
+// Wants is what one request needs of a platform model besides its model.
+type Wants struct {
+	// PromptTokens is the prompt's estimate; MaxTokens the output asked
+	// for (0: not said).
+	PromptTokens, MaxTokens           int64
+	Tools, Vision, JSONOutput, Stream bool
+	// Size, Voice and Seconds, when set, are the request's.
+	Size, Voice string
+	Seconds     int
+}
+
+// TaskWants is what a task's input (a video request: its size and
+// seconds, which OpenAI's API sends as a string) needs of a candidate.
+func TaskWants(input []byte) Wants {
+	var in struct {
+		Size    any `json:"size"`
+		Seconds any `json:"seconds"`
+	}
+	var w Wants
+	if json.Unmarshal(input, &in) != nil {
+		return w
+	}
+	w.Size, _ = in.Size.(string)
+	switch v := in.Seconds.(type) {
+	case string:
+		w.Seconds, _ = strconv.Atoi(v)
+	case float64:
+		if v == float64(int(v)) {
+			w.Seconds = int(v)
+		}
+	}
+	return w
+}
+
+// Refuses reports the first thing w needs that c lacks: the request
+// parameter it comes from, and why, in words for the client about "it",
+// the candidate.
+func (c Capabilities) Refuses(w Wants) (param, why string, refused bool) {
+	lacks := func(b *bool) bool { return b != nil && !*b }
+	switch {
+	case c.MaxOutputTokens > 0 && w.MaxTokens > c.MaxOutputTokens:
+		return "max_tokens", fmt.Sprintf("max_tokens %d is over what it writes (%d)", w.MaxTokens, c.MaxOutputTokens), true
+	case c.ContextWindow > 0 && w.PromptTokens+w.MaxTokens > c.ContextWindow:
+		return "messages", fmt.Sprintf("the prompt (about %d tokens) and max_tokens (%d) do not fit its context window (%d)", w.PromptTokens, w.MaxTokens, c.ContextWindow), true
+	case w.Tools && lacks(c.Tools):
+		return "tools", "it takes no tools", true
+	case w.Vision && lacks(c.Vision):
+		return "messages", "it takes no image input", true
+	case w.JSONOutput && lacks(c.JSONOutput):
+		return "response_format", "it gives no JSON output", true
+	case w.Stream && lacks(c.Streaming):
+		return "stream", "it does not stream", true
+	case w.Size != "" && len(c.Sizes) > 0 && !slices.Contains(c.Sizes, w.Size):
+		return "size", fmt.Sprintf("it takes no size %q", w.Size), true
+	case w.Voice != "" && len(c.Voices) > 0 && !slices.Contains(c.Voices, w.Voice):
+		return "voice", fmt.Sprintf("it has no voice %q", w.Voice), true
+	case w.Seconds != 0 && len(c.Seconds) > 0 && !slices.Contains(c.Seconds, w.Seconds):
+		return "seconds", fmt.Sprintf("it makes no %d-second video", w.Seconds), true
+	}
+	return "", "", false
+}
+
+func (c Capabilities) validate() *FieldError {
+	switch {
+	case c.ContextWindow < 0:
+		return invalidf("context_window", "must not be negative (0: not checked)")
+	case c.MaxOutputTokens < 0:
+		return invalidf("max_output_tokens", "must not be negative (0: not checked)")
+	}
+	for i, s := range c.Seconds {
+		if s <= 0 {
+			return invalidf(fmt.Sprintf("seconds[%d]", i), "must be positive")
+		}
+	}
+	return nil
 }
 
 // Candidate is one platform model a public model can be served by.
@@ -246,6 +354,9 @@ func (pm PlatformModel) validate(platforms, defined map[string]bool) *FieldError
 		return invalidf("platform", "unknown platform %q", pm.Platform)
 	case pm.Upstream == "":
 		return invalidf("upstream", "required: the model name sent to the platform")
+	}
+	if err := pm.Supports.validate(); err != nil {
+		return err.within("capabilities")
 	}
 	return pm.Limits.validate()
 }

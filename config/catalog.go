@@ -53,6 +53,7 @@ func (c *Config) toCatalog(lookup lookupFunc) weir.Catalog {
 			Upstream: pm.Upstream,
 			Limits:   pm.Limits,
 			FailOpen: c.failOpen(pm.FailOpen),
+			Supports: pm.Capabilities,
 		})
 	}
 	for _, m := range c.Models {

@@ -330,6 +330,12 @@ type PlatformModel struct {
 	// (and its key, when the key has limits) does too. Default unset:
 	// fleet.unavailable.
 	FailOpen *bool `yaml:"fail_open"`
+	// Capabilities are what it can serve (context_window,
+	// max_output_tokens, tools, vision, json_output, streaming, sizes,
+	// voices, seconds); a request that needs more goes to another
+	// candidate, or is refused at once if none can take it. Default: not
+	// checked.
+	Capabilities weir.Capabilities `yaml:"capabilities"`
 }
 
 // Model is a public model name and the platform models that serve it.

@@ -39,6 +39,9 @@ type Call struct {
 	// Tokens is the estimate reserved against TPM before the upstream
 	// says; MaxTokens is the request's max_tokens, if it set one.
 	Tokens, MaxTokens int64
+	// Wants is what the request needs of a candidate (the platform
+	// models' Supports are checked against it).
+	Wants weir.Wants
 	// Header carries client headers worth forwarding upstream.
 	Header http.Header
 

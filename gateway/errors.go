@@ -15,12 +15,16 @@ import (
 // label a request that ends in it is counted under. httpapi maps each to
 // its status in one table.
 var (
-	ErrInvalid         = errors.New("invalid_request")
-	ErrNotFound        = errors.New("not_found")
-	ErrRateLimited     = errors.New("rate_limited")
-	ErrQueueFull       = errors.New("queue_full")
-	ErrQueueTimeout    = errors.New("queue_timeout")
-	ErrNoCandidate     = errors.New("no_candidate")
+	ErrInvalid      = errors.New("invalid_request")
+	ErrNotFound     = errors.New("not_found")
+	ErrRateLimited  = errors.New("rate_limited")
+	ErrQueueFull    = errors.New("queue_full")
+	ErrQueueTimeout = errors.New("queue_timeout")
+	ErrNoCandidate  = errors.New("no_candidate")
+	// ErrUnservable: no candidate can serve the request as it is (a
+	// parameter over what any supports); the same code as ErrNoCandidate,
+	// but the client's to change, not a wait's.
+	ErrUnservable      = errors.New("no_candidate")
 	ErrUpstream        = errors.New("upstream_error")
 	ErrUpstreamTimeout = errors.New("upstream_timeout")
 	ErrInternal        = errors.New("internal_error")

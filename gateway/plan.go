@@ -58,10 +58,14 @@ func (s *Service) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate,
 	}
 	group, _ := st.GroupOf(key)
 	var pms []string
-	for _, pmName := range s.deps.Router.Order(model) {
+	order, refusal := servable(st, weir.TaskWants(t.Input), s.deps.Router.Order(model))
+	for _, pmName := range order {
 		if _, ok := st.target(pmName); ok {
 			pms = append(pms, pmName)
 		}
+	}
+	if len(pms) == 0 && refusal != nil {
+		return nil, fmt.Errorf("%w: %s", admission.ErrNoCandidate, refusal.Message)
 	}
 	if len(pms) == 0 {
 		return nil, fmt.Errorf("%w: model %q has no platform to run on", admission.ErrNoCandidate, t.Model)
@@ -104,3 +108,16 @@ var (
 	_ task.Planner        = (*Service)(nil)
 	_ task.HealthReporter = (*Service)(nil)
 )
+
+// Unservable is the refusal of a task for model m with input that none
+// of its platform models can serve (their Supports); nil if one can.
+func (s *Service) Unservable(m weir.Model, input []byte) error {
+	st := s.state.Load()
+	if st == nil {
+		return nil
+	}
+	if pms, refusal := servable(st, weir.TaskWants(input), s.deps.Router.Order(m)); len(pms) == 0 && refusal != nil {
+		return refusal
+	}
+	return nil
+}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/weir-gateway/weir"
@@ -33,7 +35,12 @@ var _ Executor = provider.Adapter(nil)
 // *RefusedError, or ErrClientGone when nobody is left to answer. c.Usage
 // says how it went.
 func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
-	r := &routing{s: s, c: c, pms: s.deps.Router.Order(c.Model), tried: make(map[string]bool)}
+	pms, refusal := servable(c.Snapshot, c.Wants, s.deps.Router.Order(c.Model))
+	r := &routing{s: s, c: c, pms: pms, tried: make(map[string]bool)}
+	if refusal != nil && len(pms) == 0 && len(r.resolve()) == 0 {
+		c.Usage.Outcome = ErrNoCandidate.Error()
+		return refusal
+	}
 	var last *provider.Error
 	for attempt := 0; attempt < s.cfg.RetryBudget; attempt++ {
 		if len(r.resolve()) == 0 {
@@ -73,6 +80,37 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 	}
 	c.Usage.Outcome = category.Error()
 	return &Error{Category: category, Message: "every upstream attempt failed; last: " + last.Error(), RetryAfter: last.RetryAfter, Err: last}
+}
+
+// servable is the platform models of order that can serve a request
+// wanting w; when it leaves one out, refusal is the error of a request
+// none could serve, naming the parameter of the first left out.
+func servable(st *Snapshot, w weir.Wants, order []string) (pms []string, refusal *Error) {
+	pms = make([]string, 0, len(order))
+	var whys []string
+	for _, name := range order {
+		pm, ok := st.pms[name]
+		if !ok {
+			pms = append(pms, name)
+			continue
+		}
+		if param, why, refused := pm.Supports.Refuses(w); refused {
+			if refusal == nil {
+				refusal = &Error{Category: ErrUnservable, Param: param}
+			}
+			if !slices.Contains(whys, why) {
+				whys = append(whys, why)
+			}
+			continue
+		}
+		pms = append(pms, name)
+	}
+	if refusal != nil {
+		// The candidates are the operator's: the client hears why, not
+		// which.
+		refusal.Message = "no candidate can serve this request: " + strings.Join(whys, "; ")
+	}
+	return pms, refusal
 }
 
 // pausedError answers a request whose candidates are all paused past its

@@ -39,6 +39,8 @@ type request struct {
 	maxTokens int64
 	// estimate is the tokens reserved against TPM before the upstream says.
 	estimate int64
+	// wants is what it needs of a candidate.
+	wants weir.Wants
 }
 
 // decodeRequest parses and validates a body for ep. It never panics on any
@@ -98,16 +100,34 @@ func decodeRequest(ep endpoint, body []byte) (*request, *apiError) {
 		if err := json.Unmarshal(raw["messages"], &msgs); err != nil {
 			return nil, errorf(CodeInvalidRequest, "messages", "messages must be an array")
 		}
+		mayHaveImage := bytes.Contains(body, []byte("image"))
 		for i, msg := range msgs {
 			if len(msg) == 0 || msg[0] != '{' {
 				return nil, errorf(CodeInvalidRequest, "messages["+strconv.Itoa(i)+"]", "each message must be an object")
 			}
+			r.wants.Vision = r.wants.Vision || (mayHaveImage && hasImage(msg))
+		}
+		r.wants.Tools = isNonEmptyArray(raw["tools"]) || isNonEmptyArray(raw["functions"])
+		var rf struct {
+			Type string `json:"type"`
+		}
+		if v, ok := raw["response_format"]; ok && json.Unmarshal(v, &rf) == nil {
+			r.wants.JSONOutput = rf.Type == "json_object" || rf.Type == "json_schema"
+		}
+	}
+	for _, f := range []struct {
+		name string
+		to   *string
+	}{{"size", &r.wants.Size}, {"voice", &r.wants.Voice}} {
+		if v, ok := raw[f.name]; ok {
+			_ = json.Unmarshal(v, f.to) // not a string: the upstream's to judge
 		}
 	}
 	// About four bytes of JSON per token, plus what the answer may take.
 	// The client's numbers may be anything up to the int64 maximum: the
 	// sum saturates there rather than wrap negative.
 	r.estimate = int64(len(body))/4 + 1
+	r.wants.PromptTokens, r.wants.MaxTokens, r.wants.Stream = r.estimate, r.maxTokens, r.stream
 	switch {
 	case r.maxTokens > 0:
 		r.estimate = addTokens(r.estimate, r.maxTokens)
@@ -207,3 +227,31 @@ func isEmptyJSON(v json.RawMessage) bool {
 
 // WithModel implements gateway.Body.
 func (r *request) WithModel(upstream string) ([]byte, error) { return r.withModel(upstream) }
+
+// hasImage reports whether a chat message's content has an image part.
+func hasImage(msg json.RawMessage) bool {
+	var m struct {
+		Content json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(msg, &m) != nil || len(m.Content) == 0 || m.Content[0] != '[' {
+		return false
+	}
+	var parts []struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(m.Content, &parts) != nil {
+		return false
+	}
+	for _, p := range parts {
+		if p.Type == "image_url" || p.Type == "input_image" || p.Type == "image" {
+			return true
+		}
+	}
+	return false
+}
+
+// isNonEmptyArray reports whether v is a JSON array with an element.
+func isNonEmptyArray(v json.RawMessage) bool {
+	var a []json.RawMessage
+	return len(v) > 0 && v[0] == '[' && json.Unmarshal(v, &a) == nil && len(a) > 0
+}

@@ -73,6 +73,9 @@ type apiError struct {
 	Message    string
 	Param      string
 	RetryAfter time.Duration
+	// Client: the code's answer as the client's fault (400
+	// invalid_request_error), where the code is otherwise the server's.
+	Client bool
 }
 
 func (e *apiError) Error() string { return string(e.Code) + ": " + e.Message }
@@ -98,6 +101,9 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	if !ok {
 		entry = codeTable[CodeInternal]
 	}
+	if e.Client {
+		entry = codeTable[CodeInvalidRequest]
+	}
 	body := errorBody{Error: errorDetail{Message: e.Message, Type: entry.typ, Code: string(e.Code)}}
 	if e.Param != "" {
 		body.Error.Param = &e.Param
@@ -117,17 +123,19 @@ func writeError(w http.ResponseWriter, e *apiError) {
 var categoryCodes = [...]struct {
 	category error
 	code     Code
+	client   bool // answered as the client's fault (apiError.Client)
 }{
-	{gateway.ErrInvalid, CodeInvalidRequest},
-	{gateway.ErrNotFound, CodeNotFound},
-	{gateway.ErrRateLimited, CodeRateLimited},
-	{gateway.ErrQueueFull, CodeQueueFull},
-	{gateway.ErrQueueTimeout, CodeQueueTimeout},
-	{gateway.ErrNoCandidate, CodeNoCandidate},
-	{gateway.ErrUpstream, CodeUpstreamError},
-	{gateway.ErrUpstreamTimeout, CodeUpstreamTimeout},
-	{gateway.ErrInternal, CodeInternal},
-	{gateway.ErrUnavailable, CodeStoreUnavailable},
+	{category: gateway.ErrInvalid, code: CodeInvalidRequest},
+	{category: gateway.ErrNotFound, code: CodeNotFound},
+	{category: gateway.ErrRateLimited, code: CodeRateLimited},
+	{category: gateway.ErrQueueFull, code: CodeQueueFull},
+	{category: gateway.ErrQueueTimeout, code: CodeQueueTimeout},
+	{category: gateway.ErrNoCandidate, code: CodeNoCandidate},
+	{category: gateway.ErrUnservable, code: CodeNoCandidate, client: true},
+	{category: gateway.ErrUpstream, code: CodeUpstreamError},
+	{category: gateway.ErrUpstreamTimeout, code: CodeUpstreamTimeout},
+	{category: gateway.ErrInternal, code: CodeInternal},
+	{category: gateway.ErrUnavailable, code: CodeStoreUnavailable},
 }
 
 // answerOf is the answer to err: an *apiError as it is, a gateway
@@ -142,7 +150,7 @@ func answerOf(err error) *apiError {
 	if errors.As(err, &ge) {
 		for _, cc := range categoryCodes {
 			if ge.Category == cc.category {
-				return &apiError{Code: cc.code, Message: ge.Message, Param: ge.Param, RetryAfter: ge.RetryAfter}
+				return &apiError{Code: cc.code, Message: ge.Message, Param: ge.Param, RetryAfter: ge.RetryAfter, Client: cc.client}
 			}
 		}
 	}

@@ -339,6 +339,9 @@ func (s *Server) submitTask(r *http.Request, sub submission, kind string, input 
 	if err != nil {
 		return weir.Task{}, false, errorf(CodeInvalidRequest, "", "could not encode the task input")
 	}
+	if err := s.deps.Gateway.Unservable(m, body); err != nil {
+		return weir.Task{}, false, answerOf(err)
+	}
 	fingerprint, err := requestFingerprint(kind, model, input, cb.URL, cb.Events)
 	if err != nil {
 		return weir.Task{}, false, errorf(CodeInvalidRequest, "", "could not read the task input: "+err.Error())
