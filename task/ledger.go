@@ -277,7 +277,7 @@ func (tm *term) requeue(ctx context.Context, t weir.Task, n notice) {
 	t.PlatformModel = ""
 	req, err := s.request(ctx, t)
 	if err != nil {
-		s.failQueued(ctx, t.ID, err)
+		s.requeueFailed(ctx, t.ID, err, tm.deferQueue)
 		return
 	}
 	wait := n.after

@@ -134,6 +134,38 @@ func (s *Service) waitEnded(id string, err error) {
 	}
 }
 
+// requeueFailed settles a task, accepted and queued once, that could not
+// queue again (after a retry, a platform's refusal, a failed commit): a
+// failure that lasts (no candidate, its wait over) ends it; a passing one
+// (a full queue, the store or the planner failing) must not lose it, so
+// it queues again later, after a backoff that grows while the trouble
+// lasts, through later (enqueueAfter, or the fleet ledger's deferQueue).
+func (s *Service) requeueFailed(ctx context.Context, id string, err error, later func(string, time.Duration)) {
+	switch {
+	case errors.Is(err, admission.ErrClosed), errors.Is(err, admission.ErrFenced), errors.Is(err, admission.ErrDuplicate):
+		// Shutting down, or queued already: the store keeps it queued.
+		return
+	case errors.Is(err, admission.ErrQueueFull), !taskFault(err):
+		s.mu.Lock()
+		s.deferrals[id]++
+		n := s.deferrals[id]
+		s.mu.Unlock()
+		wait := commitBackoff(n)
+		s.logger.Warn("a task could not queue again; it tries again later", "task", id, "tries", n, "after_ms", wait.Milliseconds(), "error", err)
+		later(id, wait)
+		return
+	}
+	s.forgetDeferrals(id)
+	s.failQueued(ctx, id, err)
+}
+
+// forgetDeferrals forgets task id's passing failures to queue again.
+func (s *Service) forgetDeferrals(id string) {
+	s.mu.Lock()
+	delete(s.deferrals, id)
+	s.mu.Unlock()
+}
+
 // failQueued ends a queued task that cannot wait: expired if its wait
 // ended (the engine says so at once when a task queues past its
 // deadline: at a restart after it, or with no wait allowed), else failed.

@@ -271,7 +271,7 @@ func (s *Service) requeue(ctx context.Context, t weir.Task, after time.Duration,
 	if len(others) > 0 {
 		req.Candidates = others
 		if err := s.enqueueRequest(ctx, req); err != nil {
-			s.failQueued(ctx, t.ID, err)
+			s.requeueFailed(ctx, t.ID, err, s.enqueueAfter)
 		}
 		return true
 	}
@@ -300,12 +300,15 @@ func (s *Service) enqueueAfter(id string, d time.Duration) {
 			return
 		}
 		if err != nil || t.Status != weir.TaskQueued {
+			s.forgetDeferrals(id)
 			return
 		}
 		s.forgetRefusals(id)
 		if err := s.enqueue(ctx, t); err != nil {
-			s.failQueued(ctx, id, err)
+			s.requeueFailed(ctx, id, err, s.enqueueAfter)
+			return
 		}
+		s.forgetDeferrals(id)
 	})
 }
 

@@ -241,7 +241,10 @@ type Service struct {
 	// submit (a 429, or a 5xx that started nothing) since it last queued
 	// for all its candidates: requeue offers it none of them again.
 	refusals map[string][]string
-	ready    chan struct{}
+	// deferrals counts, per task, the times in a row it could not queue
+	// again for a passing reason (requeueFailed).
+	deferrals map[string]int
+	ready     chan struct{}
 	// stopping is closed when Stop begins: jobs waiting in process for
 	// their next poll snooze instead.
 	stopping chan struct{}
@@ -306,6 +309,7 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 		notifier: notifier, reclaimer: reclaimer, workers: cfg.Workers,
 		runs:       make(map[string]*run),
 		refusals:   make(map[string][]string),
+		deferrals:  make(map[string]int),
 		stopping:   make(chan struct{}),
 		purgeBatch: purgeBatch,
 		hookSlots:  webhook.NewLimiter(webhook.LimiterConfig{PerTenant: hooks.PerKey, Shared: webhookShared}),

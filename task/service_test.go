@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -354,6 +355,66 @@ func TestAdmissionCommitFailure(t *testing.T) {
 	}
 }
 
+// TestAdmissionCommitBacksOff: while the store keeps refusing
+// admissions, a task queues again after a wait that doubles with each
+// failure in a row (1 s, then about 2 s, then about 4 s), not every
+// second for ever.
+func TestAdmissionCommitBacksOff(t *testing.T) {
+	t.Parallel()
+	logs := newLogCounter()
+	s, b := setup(t, setupOpts{Logger: slog.New(logs)})
+	if _, err := b.store.SQL().Exec(`CREATE TRIGGER refuse_admit BEFORE UPDATE OF status ON tasks
+		WHEN NEW.status = 'admitted' BEGIN SELECT RAISE(ABORT, 'disk full (test)'); END`); err != nil {
+		t.Fatal(err)
+	}
+	b.submit(t, s, nil)
+	const failed = "admission commit failed; tasks queue again"
+	for i, want := range []time.Duration{admitRetry, 2 * admitRetry, 4 * admitRetry} {
+		waitFor(t, "an admission commit to fail", func() bool { return logs.count(failed) >= i+1 })
+		var wait time.Duration
+		waitFor(t, "the task's wait before it queues again", func() bool {
+			at, ok := b.clock.next()
+			wait = at.Sub(b.clock.Now())
+			return ok && wait > 0
+		})
+		if wait > want || wait < want-want/5 {
+			t.Fatalf("failure %d: the task queues again after %s; want %s less at most a fifth", i+1, wait, want)
+		}
+		b.clock.Advance(wait)
+	}
+}
+
+// TestPoisonTaskFailsAlone: a task whose admission the store refuses
+// while it takes the others' fails with dispatch_failed, alone; the other
+// tasks run, and nothing queues again in a loop.
+func TestPoisonTaskFailsAlone(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{})
+	if _, err := b.store.SQL().Exec(`CREATE TRIGGER refuse_poison BEFORE UPDATE OF status ON tasks
+		WHEN NEW.status = 'admitted' AND CAST(OLD.input AS TEXT) LIKE '%poison%' BEGIN SELECT RAISE(ABORT, 'corrupt row (test)'); END`); err != nil {
+		t.Fatal(err)
+	}
+	poison := b.submit(t, s, func(tk *weir.Task) { tk.Input = []byte(`{"prompt":"poison","seconds":"4"}`) })
+	good := b.submit(t, s, nil)
+	// Alone, the poison task cannot be told from a store that is down:
+	// it waits; once another commit went through, it is judged.
+	deadline := time.Now().Add(waitBound)
+	for b.get(t, poison.ID).Status == weir.TaskQueued {
+		if time.Now().After(deadline) {
+			t.Fatal("the poison task stayed queued")
+		}
+		if at, ok := b.clock.next(); ok {
+			b.clock.Advance(at.Sub(b.clock.Now()))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := b.get(t, poison.ID); got.Status != weir.TaskFailed || got.ErrorCode != codeDispatchFailed {
+		t.Fatalf("the poison task: %s %s (%s); want failed %s", got.Status, got.ErrorCode, got.ErrorMessage, codeDispatchFailed)
+	}
+	b.driveTo(t, good.ID, weir.TaskSucceeded)
+	b.waitReleased(t)
+}
+
 // TestStopWithoutStart: a service that never started (its Start failed
 // before it ran anything, say) stops at once.
 func TestStopWithoutStart(t *testing.T) {
@@ -368,5 +429,40 @@ func TestStopWithoutStart(t *testing.T) {
 		}
 	case <-time.After(waitBound):
 		t.Fatal("Stop of a service never started did not return")
+	}
+}
+
+// TestRequeueFailureDefersPassingTrouble: a task that cannot queue again
+// for a passing reason (a full queue, the store failing) is tried again
+// later, after a wait that grows, and stays queued; one whose trouble
+// lasts (no candidate) fails; a shutdown leaves it as it is.
+func TestRequeueFailureDefersPassingTrouble(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{NoStart: true})
+	tk := weir.Task{ID: NewID("task"), KeyID: b.key.ID, Kind: "video", Model: "sora-2", Input: []byte(`{"prompt":"x"}`),
+		Status: weir.TaskQueued, Candidate: -1, CreatedAt: testStart}
+	if _, err := b.store.TaskCreate(t.Context(), &tk); err != nil {
+		t.Fatal(err)
+	}
+	var waits []time.Duration
+	later := func(id string, d time.Duration) {
+		if id != tk.ID {
+			t.Errorf("later(%s), want %s", id, tk.ID)
+		}
+		waits = append(waits, d)
+	}
+	ctx := t.Context()
+	s.requeueFailed(ctx, tk.ID, &admission.QueueFullError{Scope: "pm:vid/a"}, later)
+	s.requeueFailed(ctx, tk.ID, errors.New("database is locked"), later)
+	s.requeueFailed(ctx, tk.ID, admission.ErrClosed, later)
+	if len(waits) != 2 || waits[0] != admitRetry || waits[1] <= waits[0] {
+		t.Fatalf("waits %v; want admitRetry, then longer, and none for a shutdown", waits)
+	}
+	if got := b.get(t, tk.ID); got.Status != weir.TaskQueued {
+		t.Fatalf("after passing trouble the task is %s; want queued", got.Status)
+	}
+	s.requeueFailed(ctx, tk.ID, fmt.Errorf("%w: its model is gone", admission.ErrNoCandidate), later)
+	if got := b.get(t, tk.ID); got.Status != weir.TaskFailed || len(waits) != 2 {
+		t.Errorf("after lasting trouble the task is %s (%d waits); want failed", got.Status, len(waits))
 	}
 }

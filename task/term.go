@@ -3,6 +3,8 @@ package task
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +52,14 @@ type term struct {
 	// It is never held while calling the engine.
 	sync sync.Mutex
 
+	// commitFails counts the dispatcher's failed commits in a row,
+	// okCommits those that took something, and refusedAt records, for a
+	// task the store refused with all the others, okCommits then (all
+	// the dispatcher goroutine's own).
+	commitFails int
+	okCommits   int
+	refusedAt   map[string]int
+
 	mu      sync.Mutex
 	leases  map[string]*held   // task id → the lease held for it
 	waiting map[string]*waiter // task id → its waiter in the engine
@@ -87,7 +97,7 @@ func newTerm(s *Service, engine admission.Engine, fleet bool, epoch uint64) *ter
 		admitted: make(chan admittedTask, 4096),
 		stop:     make(chan struct{}), done: make(chan struct{}), loopDone: make(chan struct{}),
 		leases: make(map[string]*held), waiting: make(map[string]*waiter),
-		deferred: make(map[string]clock.Timer), refused: make(map[string][]string),
+		deferred: make(map[string]clock.Timer), refused: make(map[string][]string), refusedAt: make(map[string]int),
 		rounds: make(map[string]int), unrestorable: make(map[string]bool),
 		wake: make(chan struct{}, 1)}
 }
@@ -272,8 +282,13 @@ func (tm *term) dispatch() {
 }
 
 // admitRetry is how long tasks whose admission could not be committed
-// wait before they queue again.
-const admitRetry = time.Second
+// wait before they queue again, the first time; each failure in a row
+// doubles it, up to admitRetryMax, with jitter so that tasks refused
+// together do not all return together.
+const (
+	admitRetry    = time.Second
+	admitRetryMax = 30 * time.Second
+)
 
 // errTermEnded: a fleet term ended before its admissions were committed.
 var errTermEnded = errors.New("the fleet term ended")
@@ -282,13 +297,161 @@ var errTermEnded = errors.New("the fleet term ended")
 // passed to another replica.
 var ErrDeposed = errors.New("task: the fleet term is no longer this replica's")
 
+// codeDispatchFailed is the error code of a task whose admission the
+// store refused alone while it took the others': the task's own record
+// is at fault, and trying it again would fail again.
+const codeDispatchFailed = "dispatch_failed"
+
+// commit commits a batch of admissions in one transaction. When that
+// fails, each is tried alone: one task the store refuses must not hold
+// up the rest. A task refused alone while others went through is failed
+// (codeDispatchFailed); when every one is refused, the store is at fault
+// and they queue again after a backoff that grows while it lasts.
 func (tm *term) commit(batch []admittedTask) {
 	s := tm.s
 	ctx := context.Background()
-	now := s.clock.Now()
-	applied := make([]bool, len(batch))
 	tm.sync.Lock()
-	var err error
+	applied, errs, err := tm.apply(ctx, batch)
+	if isCommitFault(err) && len(batch) > 1 {
+		for i := range batch {
+			one, oneErrs, _ := tm.apply(ctx, batch[i:i+1])
+			applied[i], errs[i] = one[0], oneErrs[0]
+		}
+	}
+	// The store is at fault when it took none; a task it refuses while
+	// it takes others (now, or since the task was last refused) is at
+	// fault itself.
+	storeFault := isCommitFault(err) && !slices.ContainsFunc(errs, func(e error) bool { return !isCommitFault(e) })
+	// A term that ended or passed meanwhile commits nothing more: the
+	// next leader recovers what is still queued, and judges nothing.
+	ended := slices.ContainsFunc(errs, func(e error) bool { return errors.Is(e, errTermEnded) || errors.Is(e, ErrDeposed) })
+	if !storeFault {
+		tm.okCommits++
+	}
+	var back []admission.Lease
+	var moved, poison, again []string
+	tm.mu.Lock()
+	for i, a := range batch {
+		h := tm.leases[a.id]
+		mine := h != nil && h.lease.ID == a.lease.ID
+		if errs[i] == nil && applied[i] {
+			if mine {
+				h.pending = false
+			}
+			continue
+		}
+		if mine {
+			delete(tm.leases, a.id)
+		}
+		back = append(back, a.lease)
+		switch {
+		case errs[i] == nil:
+			moved = append(moved, a.id)
+		case !isCommitFault(errs[i]), ended:
+		case !storeFault:
+			poison = append(poison, a.id)
+		default:
+			if at, ok := tm.refusedAt[a.id]; ok && tm.okCommits > at {
+				poison = append(poison, a.id)
+				break
+			}
+			tm.refusedAt[a.id] = tm.okCommits
+			again = append(again, a.id)
+		}
+		if errs[i] == nil || slices.Contains(poison, a.id) {
+			delete(tm.refusedAt, a.id)
+		}
+	}
+	tm.mu.Unlock()
+	tm.sync.Unlock()
+	if tm.fleet {
+		// A task that was no longer queued: cancelled, or admitted by
+		// the term before this one, whose late commit the ledger looks
+		// at now rather than at its next poll (it restores the lease).
+		for _, id := range moved {
+			tm.post(notice{id: id})
+		}
+	}
+	for i := range batch {
+		if errs[i] == nil && applied[i] {
+			s.cfg.Metrics.TaskTransition(weir.TaskAdmitted)
+		}
+	}
+	// Not admitted after all: the capacity goes back.
+	for _, l := range back {
+		_ = tm.engine.Release(ctx, l.ID, l.Owner)
+	}
+	for i, a := range batch {
+		if !slices.Contains(poison, a.id) {
+			continue
+		}
+		s.logger.Error("the store refused one task's admission while it took others'; the task fails", "task", a.id, "error", errs[i])
+		if _, ferr := s.finishID(ctx, a.id, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{Status: weir.TaskFailed,
+			ErrorCode: codeDispatchFailed, ErrorMessage: "the gateway could not record this task's admission; it was not started"}); ferr != nil {
+			// Still queued in the store: it must not be left in no queue.
+			tm.queueAgain(a.id, commitBackoff(1))
+		}
+	}
+	switch {
+	case errors.Is(err, ErrDeposed):
+		s.logger.Warn("admissions decided in a fleet term that has passed were not committed; the next leader admits their tasks",
+			"tasks", len(batch), "epoch", tm.epoch, "error", err)
+		return
+	case !storeFault:
+		tm.commitFails = 0
+		return
+	}
+	// The store fails: the tasks are still queued in it and queue again
+	// after a backoff, so that a store that keeps failing is not retried
+	// in a busy loop.
+	tm.commitFails++
+	wait := commitBackoff(tm.commitFails)
+	for _, id := range again {
+		tm.queueAgain(id, wait)
+	}
+	s.logger.Error("admission commit failed; tasks queue again", "tasks", len(again), "failures_in_a_row", tm.commitFails,
+		"after_ms", wait.Milliseconds(), "error", err)
+}
+
+// queueAgain queues task id, queued in the store, again after d.
+func (tm *term) queueAgain(id string, d time.Duration) {
+	if tm.fleet {
+		tm.deferQueue(id, d)
+	} else {
+		tm.s.enqueueAfter(id, d)
+	}
+}
+
+// commitBackoff is the wait before tasks queue again after the n-th
+// failed commit in a row: admitRetry·2^(n-1), at most admitRetryMax, less
+// up to a fifth of it (jitter; the first wait is admitRetry exactly).
+func commitBackoff(n int) time.Duration {
+	d := admitRetry << min(n-1, 8)
+	if d > admitRetryMax {
+		d = admitRetryMax
+	}
+	if n <= 1 {
+		return d
+	}
+	return d - rand.N(d/5)
+}
+
+// isCommitFault reports whether a commit's error is the store's (or a
+// task's record's): not a term that ended or passed, which queue nothing
+// again here.
+func isCommitFault(err error) bool {
+	return err != nil && !errors.Is(err, errTermEnded) && !errors.Is(err, ErrDeposed)
+}
+
+// apply runs one transaction that admits batch's tasks: applied says
+// which it changed (a task no longer queued is left alone), errs which
+// failed (all of them, with err, when the transaction did), with tm.sync
+// held.
+func (tm *term) apply(ctx context.Context, batch []admittedTask) (applied []bool, errs []error, err error) {
+	s := tm.s
+	now := s.clock.Now()
+	applied = make([]bool, len(batch))
+	errs = make([]error, len(batch))
 	if tm.fleet && tm.ended() {
 		// The next leader recovers these tasks from the store, where
 		// they are still queued.
@@ -326,64 +489,13 @@ func (tm *term) commit(batch []admittedTask) {
 			return nil
 		})
 	}
-	var back []admission.Lease
-	var moved []string
-	tm.mu.Lock()
-	for i, a := range batch {
-		h := tm.leases[a.id]
-		mine := h != nil && h.lease.ID == a.lease.ID
-		if err == nil && applied[i] {
-			if mine {
-				h.pending = false
-			}
-			continue
-		}
-		if mine {
-			delete(tm.leases, a.id)
-		}
-		back = append(back, a.lease)
-		if err == nil {
-			moved = append(moved, a.id)
+	if err != nil {
+		clear(applied)
+		for i := range errs {
+			errs[i] = err
 		}
 	}
-	tm.mu.Unlock()
-	tm.sync.Unlock()
-	if tm.fleet {
-		// A task that was no longer queued: cancelled, or admitted by
-		// the term before this one, whose late commit the ledger looks
-		// at now rather than at its next poll (it restores the lease).
-		for _, id := range moved {
-			tm.post(notice{id: id})
-		}
-	}
-	for i := range batch {
-		if err == nil && applied[i] {
-			s.cfg.Metrics.TaskTransition(weir.TaskAdmitted)
-		}
-	}
-	// Not admitted after all: the capacity goes back.
-	for _, l := range back {
-		_ = tm.engine.Release(ctx, l.ID, l.Owner)
-	}
-	switch {
-	case err == nil, errors.Is(err, errTermEnded):
-		return
-	case errors.Is(err, ErrDeposed):
-		s.logger.Warn("admissions decided in a fleet term that has passed were not committed; the next leader admits their tasks",
-			"tasks", len(batch), "epoch", tm.epoch, "error", err)
-		return
-	}
-	// The commit failed: the tasks are still queued in the store and
-	// queue again after admitRetry, so that a store that keeps failing
-	// is not retried in a busy loop.
-	for _, a := range batch {
-		if tm.fleet {
-			tm.deferQueue(a.id, admitRetry)
-		} else {
-			s.enqueueAfter(a.id, admitRetry)
-		}
-	}
-	s.logger.Error("admission commit failed; tasks queue again", "tasks", len(batch), "error", err)
+	return applied, errs, err
 }
 
 // actions are what the ledger decided from one read of the store, done
