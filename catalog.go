@@ -218,7 +218,38 @@ type Model struct {
 	// Nodes places the edge nodes' providers serving the model among its
 	// candidates. Default "" is NodesFirst.
 	Nodes NodesOrder
+	// Affinity sends requests that share a prompt prefix (or a
+	// prompt_cache_key, or a user) to the candidate that served the last
+	// of them, so that its prompt cache is hit. Default "": off.
+	Affinity Affinity
+	// AffinityWait bounds how long a strict affinity waits for its
+	// candidate before the others may serve. Default 0: 2 s.
+	AffinityWait time.Duration
 }
+
+// Affinity is how strongly a model's requests keep to the candidate that
+// served their prompt prefix last.
+type Affinity string
+
+const (
+	// AffinityOff: candidates in their own order.
+	AffinityOff Affinity = "off"
+	// AffinityPrefer: the last candidate first, when it has room; else
+	// the others, as ever. It only orders candidates: it never jumps a
+	// queue.
+	AffinityPrefer Affinity = "prefer"
+	// AffinityStrict: only the last candidate, for up to the model's
+	// AffinityWait; then any.
+	AffinityStrict Affinity = "strict"
+)
+
+// Valid reports whether a is a known affinity ("" is off).
+func (a Affinity) Valid() bool {
+	return a == "" || a == AffinityOff || a == AffinityPrefer || a == AffinityStrict
+}
+
+// On reports whether a orders candidates at all.
+func (a Affinity) On() bool { return a == AffinityPrefer || a == AffinityStrict }
 
 // NodesOrder is where a model's edge node providers stand among its
 // candidates.
@@ -374,6 +405,10 @@ func (m Model) validate(pms, defined map[string]bool) *FieldError {
 			m.Kind, KindChat, KindEmbeddings, KindImages, KindSpeech, KindVideo)
 	case !m.Nodes.Valid():
 		return invalidf("nodes", "unknown order %q: want %s, %s or %s", m.Nodes, NodesFirst, NodesLast, NodesNever)
+	case !m.Affinity.Valid():
+		return invalidf("affinity", "unknown affinity %q: want %s, %s or %s", m.Affinity, AffinityOff, AffinityPrefer, AffinityStrict)
+	case m.AffinityWait < 0:
+		return invalidf("affinity_wait", "must not be negative")
 	case len(m.Candidates) == 0 && (m.Nodes == NodesNever || m.Kind.Async()):
 		why := "nodes: never"
 		if m.Kind.Async() {

@@ -57,7 +57,7 @@ func (c *Config) toCatalog(lookup lookupFunc) weir.Catalog {
 		})
 	}
 	for _, m := range c.Models {
-		model := weir.Model{Name: m.Name, Kind: m.Kind, Nodes: m.Nodes}
+		model := weir.Model{Name: m.Name, Kind: m.Kind, Nodes: m.Nodes, Affinity: m.Affinity, AffinityWait: m.AffinityWait}
 		for _, cd := range m.Candidates {
 			weight := cd.Weight
 			if weight == 0 {

@@ -353,6 +353,14 @@ type Model struct {
 	// candidates: first (before the platform models), last (as their
 	// fallback) or never. Default first.
 	Nodes weir.NodesOrder `yaml:"nodes"`
+	// Affinity keeps requests that share a prompt prefix (or a
+	// prompt_cache_key, or a user) on the candidate that served the last
+	// of them, for its prompt cache: off, prefer (it first, when it has
+	// room) or strict (only it, for up to affinity_wait). Default off.
+	Affinity weir.Affinity `yaml:"affinity"`
+	// AffinityWait is how long a strict affinity waits for its candidate
+	// before any may serve. Default 2s.
+	AffinityWait time.Duration `yaml:"affinity_wait"`
 }
 
 // Candidate is one platform model a public model can be served by.

@@ -75,6 +75,9 @@ type Metrics interface {
 	// UpstreamPaused says a platform model's admissions paused (an
 	// upstream's 429 with Retry-After) or resumed.
 	UpstreamPaused(platformModel string, paused bool)
+	// Affinity counts a served request of a model with affinity on by
+	// result: hit (served where its affinity said), miss, or new.
+	Affinity(model, result string)
 }
 
 type noMetrics struct{}
@@ -83,6 +86,7 @@ func (noMetrics) ObserveUpstream(string, string, time.Duration) {}
 func (noMetrics) ObserveQueueWait(string, time.Duration)        {}
 func (noMetrics) DroppedError(string)                           {}
 func (noMetrics) UpstreamPaused(string, bool)                   {}
+func (noMetrics) Affinity(string, string)                       {}
 
 // Deps are what the service is built on.
 type Deps struct {
@@ -115,6 +119,8 @@ type Service struct {
 
 	pauseMu sync.Mutex
 	pauses  map[string]*pause // platform models paused, by name
+
+	affinity affinityTable
 }
 
 // New returns a Service.

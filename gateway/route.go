@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 
 	"github.com/weir-gateway/weir"
@@ -45,6 +46,9 @@ type routing struct {
 	s   *Service
 	c   *Call
 	pms []string
+	// prefer names the target its affinity puts first; only, the one
+	// target a strict affinity waits for ("": none).
+	prefer, only string
 
 	mu      sync.Mutex
 	tried   map[string]bool
@@ -79,6 +83,17 @@ func (r *routing) resolve() []target {
 		if !r.tried[t.name()] {
 			kept = append(kept, t)
 		}
+	}
+	if r.prefer != "" {
+		// Stable: the preferred target first, the others in their order.
+		if i := slices.IndexFunc(kept, func(t target) bool { return t.name() == r.prefer }); i > 0 {
+			t := kept[i]
+			copy(kept[1:i+1], kept[:i])
+			kept[0] = t
+		}
+	}
+	if r.only != "" && len(kept) > 0 && kept[0].name() == r.only {
+		kept = kept[:1]
 	}
 	r.targets = kept
 	return kept

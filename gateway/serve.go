@@ -41,12 +41,24 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 		c.Usage.Outcome = ErrNoCandidate.Error()
 		return refusal
 	}
+	akey := affinityKeyOf(c)
+	if akey != "" {
+		r.prefer, _ = s.affinity.get(akey, s.deps.Clock.Now())
+	}
 	var last *provider.Error
 	for attempt := 0; attempt < s.cfg.RetryBudget; attempt++ {
 		if len(r.resolve()) == 0 {
 			break
 		}
-		lease, err := s.admit(ctx, c, r, attempt)
+		var lease admission.Lease
+		var err error
+		admitted := false
+		if attempt == 0 && c.Model.Affinity == weir.AffinityStrict && r.prefer != "" {
+			lease, admitted, err = s.admitPreferred(ctx, c, r)
+		}
+		if !admitted && err == nil {
+			lease, err = s.admit(ctx, c, r, attempt)
+		}
 		if err != nil {
 			c.Usage.Outcome = outcomeOf(err)
 			return err
@@ -55,6 +67,9 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 		c.Usage.PlatformModel = t.name()
 		retry, err := s.attempt(ctx, c, out, lease, s.upstreamOf(c, t))
 		if retry == nil {
+			if err == nil && akey != "" {
+				s.rememberAffinity(c, akey, r.prefer, t.name())
+			}
 			return err
 		}
 		last = retry
@@ -111,6 +126,49 @@ func servable(st *Snapshot, w weir.Wants, order []string) (pms []string, refusal
 		refusal.Message = "no candidate can serve this request: " + strings.Join(whys, "; ")
 	}
 	return pms, refusal
+}
+
+// admitPreferred admits c on the target its strict affinity prefers
+// alone, waiting for it up to the model's AffinityWait (or c's own
+// deadline, if sooner). admitted is false, with no error, when that wait
+// ran out first: any candidate may serve then.
+func (s *Service) admitPreferred(ctx context.Context, c *Call, r *routing) (admission.Lease, bool, error) {
+	r.only = r.prefer
+	anyTarget := func() (admission.Lease, bool, error) {
+		r.only = ""
+		r.resolve() // every target again, for the admission after this
+		return admission.Lease{}, false, nil
+	}
+	if ts := r.resolve(); len(ts) != 1 || ts[0].name() != r.prefer {
+		return anyTarget() // it is gone: any may serve
+	}
+	deadline := c.Deadline
+	bound := s.deps.Clock.Now().Add(affinityWait(c.Model))
+	shortened := deadline.IsZero() || bound.Before(deadline)
+	if shortened {
+		c.Deadline = bound
+	}
+	lease, err := s.admit(ctx, c, r, -1)
+	c.Deadline = deadline
+	if err != nil && shortened && errors.Is(err, ErrQueueTimeout) {
+		return anyTarget()
+	}
+	r.only = ""
+	return lease, err == nil, err
+}
+
+// rememberAffinity records that target served c (its affinity key key),
+// and counts whether that is where the table sent it.
+func (s *Service) rememberAffinity(c *Call, key, prefer, target string) {
+	result := affinityNew
+	switch {
+	case prefer == target:
+		result = affinityHit
+	case prefer != "":
+		result = affinityMiss
+	}
+	s.affinity.put(key, target, s.deps.Clock.Now())
+	s.deps.Metrics.Affinity(c.Model.Name, result)
 }
 
 // pausedError answers a request whose candidates are all paused past its

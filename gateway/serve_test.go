@@ -173,6 +173,17 @@ type countingMetrics struct {
 	mu      sync.Mutex
 	dropped map[string]int
 	paused  []string // "pm paused" / "pm resumed", in order
+	// affinity counts the Affinity results.
+	affinity map[string]int
+}
+
+func (m *countingMetrics) Affinity(model, result string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.affinity == nil {
+		m.affinity = map[string]int{}
+	}
+	m.affinity[result]++
 }
 
 func (m *countingMetrics) UpstreamPaused(pm string, paused bool) {

@@ -124,3 +124,30 @@ func TestUnservableTaskRefused(t *testing.T) {
 		t.Errorf("a video within the capabilities: %d %s", resp.StatusCode, out)
 	}
 }
+
+// TestAffinityKeys: a chat's affinity key is its prompt_cache_key, else
+// its user, else its first message: requests sharing a system prompt
+// share it, whatever follows.
+func TestAffinityKeys(t *testing.T) {
+	key := func(body string) string {
+		t.Helper()
+		r, err := decodeRequest(epChat, []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.affinity
+	}
+	sys := `{"role":"system","content":"You are a weir keeper."}`
+	a := key(`{"model":"m","messages":[` + sys + `,{"role":"user","content":"one"}]}`)
+	b := key(`{"model":"m","messages":[` + sys + `,{"role":"user","content":"two"}]}`)
+	c := key(`{"model":"m","messages":[{"role":"system","content":"Another."},{"role":"user","content":"one"}]}`)
+	if a == "" || a != b || a == c {
+		t.Errorf("first-message keys %q, %q, %q; want the first two equal, the third apart", a, b, c)
+	}
+	if got := key(`{"model":"m","messages":[` + sys + `],"user":"u1","prompt_cache_key":"conv-9"}`); got != "k:conv-9" {
+		t.Errorf("with prompt_cache_key: %q", got)
+	}
+	if got := key(`{"model":"m","messages":[` + sys + `],"user":"u1"}`); got != "u:u1" {
+		t.Errorf("with user: %q", got)
+	}
+}

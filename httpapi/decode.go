@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"math"
 	"strconv"
@@ -41,6 +42,9 @@ type request struct {
 	estimate int64
 	// wants is what it needs of a candidate.
 	wants weir.Wants
+	// affinity is what it shares with the requests whose candidate it
+	// prefers (a chat's prompt_cache_key, user, or first message).
+	affinity string
 }
 
 // decodeRequest parses and validates a body for ep. It never panics on any
@@ -108,6 +112,7 @@ func decodeRequest(ep endpoint, body []byte) (*request, *apiError) {
 			r.wants.Vision = r.wants.Vision || (mayHaveImage && hasImage(msg))
 		}
 		r.wants.Tools = isNonEmptyArray(raw["tools"]) || isNonEmptyArray(raw["functions"])
+		r.affinity = affinityKey(raw, msgs)
 		var rf struct {
 			Type string `json:"type"`
 		}
@@ -254,4 +259,23 @@ func hasImage(msg json.RawMessage) bool {
 func isNonEmptyArray(v json.RawMessage) bool {
 	var a []json.RawMessage
 	return len(v) > 0 && v[0] == '[' && json.Unmarshal(v, &a) == nil && len(a) > 0
+}
+
+// affinityKey is what a chat request shares with the others whose
+// candidate it prefers: its prompt_cache_key (OpenAI's field for this),
+// else its user, else its first message (a system prompt, the start of a
+// conversation), hashed.
+func affinityKey(raw map[string]json.RawMessage, msgs []json.RawMessage) string {
+	for _, f := range []struct{ field, prefix string }{{"prompt_cache_key", "k:"}, {"user", "u:"}} {
+		var v string
+		if json.Unmarshal(raw[f.field], &v) == nil && v != "" {
+			return f.prefix + v
+		}
+	}
+	if len(msgs) == 0 {
+		return ""
+	}
+	h := fnv.New64a()
+	h.Write(msgs[0])
+	return "p:" + strconv.FormatUint(h.Sum64(), 36)
 }

@@ -130,7 +130,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint) (*
 	c := &call{Call: gateway.Call{
 		RequestID: ri.id, ClientRequestID: ri.clientID,
 		Snapshot: st, Model: model, KeyID: key.ID, Group: groupName, Priority: prio,
-		Path: ep.path, Body: req, Stream: req.stream, Tokens: req.estimate, MaxTokens: req.maxTokens, Wants: req.wants, Header: r.Header,
+		Path: ep.path, Body: req, Stream: req.stream, Tokens: req.estimate, MaxTokens: req.maxTokens, Wants: req.wants, Affinity: req.affinity, Header: r.Header,
 	}}
 	maxWait := s.cfg.DefaultMaxWait
 	d, ok, aerr := requestMaxWait(r)

@@ -38,6 +38,7 @@ type Metrics struct {
 	webhooks   *prometheus.CounterVec
 	dropped    *prometheus.CounterVec
 	pauses     *prometheus.CounterVec
+	affinity   *prometheus.CounterVec
 	paused     *prometheus.GaugeVec
 	evidence   *prometheus.CounterVec
 }
@@ -116,6 +117,10 @@ func New(scopes func(context.Context) []admission.ScopeStats) *Metrics {
 		Name: "weir_dropped_errors_total",
 		Help: "Errors the gateway could only log, by what failed (release, reconcile, remove_scope).",
 	}, []string{"op"})
+	m.affinity = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_affinity_total",
+		Help: "Requests served under their model's cache affinity, by result: hit (on the candidate that served their prompt prefix last), miss (elsewhere), new (nothing remembered). The hit rate is hit / (hit + miss).",
+	}, []string{"model", "result"})
 	m.pauses = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "weir_upstream_pauses_total",
 		Help: "Pauses of a platform model's admissions, each after its upstream answered 429 with a Retry-After (extensions count too).",
@@ -128,7 +133,7 @@ func New(scopes func(context.Context) []admission.ScopeStats) *Metrics {
 		Name: "weir_edge_evidence_total",
 		Help: "Edge nodes' provider health evidence, by source (stall, probe) and decision (applied, rejected_stale, rejected_binding, rejected_ambiguous, rejected_invalid).",
 	}, []string{"source", "decision"})
-	m.Registry.MustRegister(m.dropped, m.pauses, m.paused, m.evidence, m.admission, m.queueWait, m.leaseHeld, m.httpReqs, m.httpDur, m.upstream, m.upstreamLt, m.usageDrop, m.tasks,
+	m.Registry.MustRegister(m.dropped, m.pauses, m.paused, m.affinity, m.evidence, m.admission, m.queueWait, m.leaseHeld, m.httpReqs, m.httpDur, m.upstream, m.upstreamLt, m.usageDrop, m.tasks,
 		m.taskWait, m.taskRun, m.webhooks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if scopes != nil {
@@ -181,6 +186,10 @@ func (m *Metrics) TaskTransition(st weir.TaskStatus) { m.tasks.WithLabelValues(s
 // DroppedError counts an error that could only be logged: op names what
 // failed.
 func (m *Metrics) DroppedError(op string) { m.dropped.WithLabelValues(op).Inc() }
+
+// Affinity counts a request served under its model's cache affinity
+// (gateway.Metrics).
+func (m *Metrics) Affinity(model, result string) { m.affinity.WithLabelValues(model, result).Inc() }
 
 // UpstreamPaused marks a platform model's admissions paused (an
 // upstream's 429 with Retry-After) or resumed (gateway.Metrics).
