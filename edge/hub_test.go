@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +32,19 @@ type testBundle struct {
 	engine *admission.Memory
 	clock  *clock.Fake
 	client edgepb.EdgeClient
+
+	// auths counts the hub's calls of Authenticate; revoked are tokens it
+	// refuses from now on.
+	auths   atomic.Int64
+	mu      sync.Mutex
+	revoked map[string]bool
+}
+
+// revoke makes Authenticate refuse token.
+func (b *testBundle) revoke(token string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.revoked[token] = true
 }
 
 // The tokens the bundle's Authenticate knows.
@@ -43,9 +58,17 @@ func setup(t *testing.T) *testBundle {
 	fc := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	eng := admission.NewMemory(admission.Options{Clock: fc})
 	t.Cleanup(eng.Close)
+	b := &testBundle{engine: eng, clock: fc, revoked: map[string]bool{}}
 	hub := New(Config{HeartbeatInterval: time.Second, HeartbeatTimeout: 3 * time.Second, Clock: fc}, Deps{
 		Engine: eng,
 		Authenticate: func(_ context.Context, token string) (Identity, error) {
+			b.auths.Add(1)
+			b.mu.Lock()
+			revoked := b.revoked[token]
+			b.mu.Unlock()
+			if revoked {
+				return Identity{}, ErrUnauthenticated
+			}
 			if token == "wn-broken" {
 				return Identity{}, errors.New("the store is down")
 			}
@@ -71,7 +94,8 @@ func setup(t *testing.T) *testBundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return &testBundle{hub: hub, engine: eng, clock: fc, client: edgepb.NewEdgeClient(conn)}
+	b.hub, b.client = hub, edgepb.NewEdgeClient(conn)
+	return b
 }
 
 // testSession is a node's side of one Control stream.

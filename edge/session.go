@@ -110,7 +110,7 @@ func (s *session) refuse(code, format string, args ...any) {
 // heartbeats or a newer session supersedes it.
 func (h *Hub) Control(stream edgepb.Edge_ControlServer) error {
 	ctx := stream.Context()
-	id, err := h.authenticate(ctx)
+	id, err := h.authenticate(ctx, false)
 	if err != nil {
 		return err
 	}
