@@ -560,3 +560,28 @@ func TestManyNodes(t *testing.T) {
 		t.Errorf("%d scopes orphaned, want node_007's %d", orphaned, providers)
 	}
 }
+
+// TestSessionQueueHoldsABurst: a second of offers at 1,000 req/s queued
+// while the session's sender does not run (a loaded gateway) leaves the
+// session live; a sender further behind than sendBuffer ends it.
+func TestSessionQueueHoldsABurst(t *testing.T) {
+	t.Parallel()
+	s := &session{h: New(Config{}, Deps{}), send: make(chan *edgepb.GatewayMessage, sendBuffer), done: make(chan struct{})}
+	offer := &edgepb.GatewayMessage{Msg: &edgepb.GatewayMessage_Offer{Offer: &edgepb.Offer{RunId: "run_x", Provider: "p"}}}
+	for i := range 1000 {
+		if !s.queue(offer) {
+			t.Fatalf("offer %d of a burst of 1000 refused: %v", i, s.cause())
+		}
+	}
+	for range sendBuffer - 1000 {
+		s.queue(offer)
+	}
+	if s.queue(offer) {
+		t.Fatal("an offer past sendBuffer was queued")
+	}
+	select {
+	case <-s.done:
+	default:
+		t.Fatal("a session whose sender is sendBuffer behind is still live")
+	}
+}
