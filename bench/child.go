@@ -23,11 +23,44 @@ type child struct {
 	url     string
 	serving time.Time // when its serving line arrived
 	exited  chan struct{}
+	warns   warnTally
+}
 
+// warnTally counts a process's WARN and ERROR log lines by message and
+// keeps the first few whole.
+type warnTally struct {
 	mu    sync.Mutex
-	warns map[string]int // WARN and ERROR messages by text
-	nwarn int
-	first []string // the first few such lines, whole
+	warns map[string]int
+	n     int
+	first []string
+}
+
+func (t *warnTally) add(msg, line string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.warns == nil {
+		t.warns = map[string]int{}
+	}
+	t.warns[msg]++
+	if t.n++; len(t.first) < 3 {
+		t.first = append(t.first, line)
+	}
+}
+
+// summary is each message with its count, then the first few lines
+// whole; "" if none.
+func (t *warnTally) summary() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.n == 0 {
+		return ""
+	}
+	var parts []string
+	for msg, n := range t.warns {
+		parts = append(parts, fmt.Sprintf("%dx %q", n, msg))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ") + "; first: " + strings.Join(t.first, " | ")
 }
 
 // logLine is what child reads of each log line; fields a line lacks stay
@@ -46,7 +79,7 @@ type logLine struct {
 // floor's "serving") line. Each line is also handed to seen, if set, in
 // the goroutine that reads them.
 func startChild(exe string, args []string, within time.Duration, seen func(logLine)) (*child, error) {
-	c := &child{cmd: exec.Command(exe, args...), exited: make(chan struct{}), warns: map[string]int{}}
+	c := &child{cmd: exec.Command(exe, args...), exited: make(chan struct{})}
 	c.cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "WEIR_") })
 	stderr, err := c.cmd.StderrPipe()
 	if err != nil {
@@ -65,12 +98,7 @@ func startChild(exe string, args []string, within time.Duration, seen func(logLi
 			var v logLine
 			_ = json.Unmarshal(sc.Bytes(), &v)
 			if v.Level == "WARN" || v.Level == "ERROR" {
-				c.mu.Lock()
-				c.warns[v.Msg]++
-				if c.nwarn++; len(c.first) < 3 {
-					c.first = append(c.first, sc.Text())
-				}
-				c.mu.Unlock()
+				c.warns.add(v.Msg, sc.Text())
 			}
 			if seen != nil {
 				seen(v)
@@ -117,19 +145,7 @@ func (c *child) kill() {
 
 // warnings summarises the WARN and ERROR lines the child logged: each
 // message with its count, then the first few lines whole; "" if none.
-func (c *child) warnings() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.nwarn == 0 {
-		return ""
-	}
-	var parts []string
-	for msg, n := range c.warns {
-		parts = append(parts, fmt.Sprintf("%dx %q", n, msg))
-	}
-	slices.Sort(parts)
-	return strings.Join(parts, ", ") + "; first: " + strings.Join(c.first, " | ")
-}
+func (c *child) warnings() string { return c.warns.summary() }
 
 // memKiB reads a field (VmRSS, VmHWM) of the child's /proc status, in KiB.
 func (c *child) memKiB(field string) (int64, error) {

@@ -10,7 +10,9 @@
 //     package loadgen; what Weir adds to a request's latency, CPU time and
 //     allocations, against the proxy; with a fleet (--fleet), also one
 //     `weir serve` child on SQLite and replicas on PostgreSQL, and under
-//     --max-rps pgbench on the same server (fleet-admit).
+//     --max-rps pgbench on the same server (fleet-admit); with --edge
+//     (edge-overhead, edge-stream), also the same gateway tunnelling to an
+//     edge node agent in this process whose provider is the mock.
 //   - SyncWaiters (`weir bench sync-waiters`): a burst of synchronous
 //     requests queued behind a small limit, sent to a bare net/http floor
 //     (ServeFloor, in a child process) and to `weir serve` (another

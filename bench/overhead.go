@@ -41,7 +41,12 @@ type OverheadConfig struct {
 	CompletionTokens int           // tokens in a non-streamed answer; 80 make about 1 KB (80)
 	CPUProfile       string        // a CPU profile of ProfileTarget's measured phase, first round, goes here
 	Trace            string        // an execution trace of the same goes here
-	ProfileTarget    string        // direct, proxy or weir (weir)
+	ProfileTarget    string        // direct, proxy, weir or, with Edge, edge (weir)
+	// Edge adds the target "edge": the same gateway, with an edge
+	// listener, tunnelling each request to a node agent in this process
+	// (package node, as `weir node` runs it) whose one provider is the
+	// same mock; its model routes to the node alone.
+	Edge bool
 	// Fleet, with Replicas set, adds two targets run as `weir serve`
 	// children: "serve", one gateway on SQLite (the fleet's baseline), and
 	// "fleet", the replicas on PostgreSQL, which the load reaches in turn.
@@ -62,6 +67,17 @@ type overheadTarget struct {
 	urls   []string // each request goes to the next one in turn
 	header http.Header
 	procs  []*child // the processes serving it, other than this one
+	// body and streamBody are its requests; "": chatBody and
+	// chatStreamBody.
+	body, streamBody string
+}
+
+// requests are the bodies of t's plain and streaming requests.
+func (t overheadTarget) requests() (plain, stream string) {
+	if t.body == "" {
+		return chatBody, chatStreamBody
+	}
+	return t.body, t.streamBody
 }
 
 // overheadRig is what the targets run on: the mock, the proxy and Weir.
@@ -70,6 +86,7 @@ type overheadRig struct {
 	gateway  Gateway
 	serve    *child    // with OverheadConfig.Fleet: one `weir serve` on SQLite
 	fleet    *fleetRun // and the replicas
+	edge     *edgeNode // with OverheadConfig.Edge: the node agent
 	logLevel string
 	key      weir.APIKey
 	answer   int // bytes of a non-streamed answer
@@ -110,12 +127,13 @@ func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, er
 
 	// The mock: instant, ~1 KB answers. Streams, when asked for, come from
 	// a second mock paced at 5 ms a token (pacing would also delay the
-	// non-streamed answers), chosen by the body's "stream" field.
+	// non-streamed answers), chosen by the body's "stream" field, each
+	// chunk stamped as it is written.
 	var upstream http.Handler = mock.New(mock.Config{CompletionTokens: c.CompletionTokens})
 	if c.Stream > 0 {
 		upstream = streamSplit{
 			plain: upstream,
-			paced: mock.New(mock.Config{CompletionTokens: 20, TokensPerSecond: 200}),
+			paced: stamped{mock.New(mock.Config{CompletionTokens: 20, TokensPerSecond: 200})},
 		}
 	}
 	mockURL, err := serve(ctx, rig, "mock", upstream)
@@ -148,6 +166,9 @@ func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, er
 	}
 	rig.closers = append(rig.closers, func() { _ = os.RemoveAll(dir) })
 	cfg := overheadCatalog(mockURL+"/v1", filepath.Join(dir, "weir.db"))
+	if c.Edge {
+		edgeCatalog(cfg)
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("bench config: %w", err)
 	}
@@ -173,6 +194,11 @@ func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, er
 		{name: "proxy", urls: []string{proxyURL + chat}, header: plain},
 		{name: "weir", urls: []string{"http://" + gw.Addr() + chat}, header: auth},
 	}
+	if c.Edge {
+		if err := startEdgeTarget(ctx, c, rig, mockURL+"/v1", auth); err != nil {
+			return nil, err
+		}
+	}
 	if c.Fleet.Replicas > 0 {
 		if err := startFleetTargets(ctx, c, rig, dir, mockURL+"/v1"); err != nil {
 			return nil, err
@@ -181,8 +207,9 @@ func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, er
 	// One request through each, so that a broken rig fails here and not
 	// as a table of errors.
 	for _, t := range rig.targets {
+		plain, stream := t.requests()
 		for _, url := range t.urls {
-			for _, body := range []string{chatBody, chatStreamBody} {
+			for _, body := range []string{plain, stream} {
 				n, err := probe(ctx, url, t.header, body)
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", t.name, err)
@@ -214,8 +241,12 @@ func (c OverheadConfig) validate() error {
 		return fmt.Errorf("--connections must be positive")
 	case c.Stream < 0 || c.Stream > 1:
 		return fmt.Errorf("--stream must be in [0, 1]")
-	case c.ProfileTarget != "direct" && c.ProfileTarget != "proxy" && c.ProfileTarget != "weir":
-		return fmt.Errorf("--profile-target must be direct, proxy or weir")
+	case c.ProfileTarget == "edge" && !c.Edge:
+		return fmt.Errorf("--profile-target edge needs --edge")
+	case c.ProfileTarget != "direct" && c.ProfileTarget != "proxy" && c.ProfileTarget != "weir" && c.ProfileTarget != "edge":
+		return fmt.Errorf("--profile-target must be direct, proxy, weir or edge")
+	case c.Edge && c.Weir.CreateNode == nil:
+		return errors.New("bench: Weir.CreateNode is required for the edge target")
 	}
 	if err := c.Fleet.validate(); err != nil {
 		return err
@@ -229,7 +260,9 @@ func (c OverheadConfig) validate() error {
 // overheadCatalog is Weir's config for Overhead: the mock as one platform
 // behind a chat model whose platform model and group have limits never
 // reached, and a log level of warn (a log line per request would
-// dominate).
+// dominate). The model never looks for edge nodes, so that the weir
+// target takes the same path whether or not the gateway has an edge
+// listener.
 func overheadCatalog(mockURL, dbPath string) *config.Config {
 	cfg := config.Default()
 	cfg.Server.Listen = "127.0.0.1:0"
@@ -241,7 +274,7 @@ func overheadCatalog(mockURL, dbPath string) *config.Config {
 		{Name: chatPM, Platform: "mock", Upstream: "gpt-4o-mini", Limits: weir.Limits{Concurrency: generous, QueueLimit: generous}},
 	}
 	cfg.Models = []config.Model{
-		{Name: "gpt-4o-mini", Kind: weir.KindChat, Candidates: []config.Candidate{{PlatformModel: chatPM, Weight: 1}}},
+		{Name: "gpt-4o-mini", Kind: weir.KindChat, Candidates: []config.Candidate{{PlatformModel: chatPM, Weight: 1}}, Nodes: weir.NodesNever},
 	}
 	cfg.Groups = []config.Group{{Name: cfg.DefaultGroup, RoundRobin: true, Limits: weir.Limits{Concurrency: generous}}}
 	return cfg
@@ -268,6 +301,33 @@ func probe(ctx context.Context, url string, header http.Header, body string) (in
 	}
 	return len(b), nil
 }
+
+// stamped puts a loadgen stamp before each write of h's answers. The
+// paced mock writes a stream one chunk a write, so the load generator
+// times each chunk from the moment the mock wrote it
+// (loadgen.Config.ChunkStamps).
+type stamped struct{ h http.Handler }
+
+func (s stamped) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.h.ServeHTTP(&stampWriter{ResponseWriter: w}, r)
+}
+
+type stampWriter struct {
+	http.ResponseWriter
+	buf []byte
+}
+
+func (w *stampWriter) Write(b []byte) (int, error) {
+	w.buf = loadgen.AppendStamp(w.buf[:0], time.Now())
+	stamp := len(w.buf)
+	w.buf = append(w.buf, b...)
+	n, err := w.ResponseWriter.Write(w.buf)
+	return max(n-stamp, 0), err
+}
+
+// Unwrap lets the mock's http.ResponseController flush the writer
+// underneath.
+func (w *stampWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // streamSplit sends streaming chat requests to paced and the rest to plain.
 type streamSplit struct{ plain, paced http.Handler }
@@ -340,7 +400,10 @@ func (s streamSplit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // where every target is saturated.
 //
 // With --stream, two more tables give the streaming requests' time to the
-// first and to the last byte, in the same shape. With --max-rps each target
+// first and to the last byte, in the same shape, and a third the latency
+// of each streamed chunk, from the moment the mock wrote it (a stamp the
+// harness puts before each chunk, loadgen.AppendStamp) to the client's
+// read that completed it. With --max-rps each target
 // is driven by a closed loop of --connections workers instead, and the
 // table gives sustained req/s (a target below 99.9% success is marked),
 // with each target's throughput as a multiple of direct's and Weir's of the
@@ -381,9 +444,27 @@ func (s streamSplit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 //	go run ./cmd/weir bench --fleet 2 --rate 2000 --duration 20s --warmup 10s   # overhead-2k through a fleet
 //	go run ./cmd/weir bench --fleet 2 --max-rps --duration 20s --warmup 10s     # fleet-admit, HTTP level
 //
+// With c.Edge (--edge), one more target, "edge", reaches the same gateway
+// for a model that edge nodes alone serve: the gateway has an edge
+// listener, and a node agent in this process (package node, configured
+// as `weir node` is by a file of only the required fields, its log
+// formatted at info and dropped) dials it with a node token, registering
+// the same mock as its one provider with 4,096 slots (package edge's
+// most), so that each request is admitted through the key's, the group's
+// and the node provider's scopes, never blocking, and tunnelled gateway →
+// node (gRPC) → mock. Its line gives what the tunnel adds, edge's
+// percentile minus weir's, beside what the plain proxy's hop adds, proxy's
+// minus direct's, and the first as a multiple of the second
+// (docs/benchmarks.md's edge-overhead; issue 11's target <= 1.5x). With
+// --stream, its line in the chunk table gives its added p99 per chunk over
+// direct, against issue 11's 2 ms (edge-stream), and over weir:
+//
+//	go run ./cmd/weir bench --edge --rate 1000 --duration 10s --warmup 5s --rounds 3              # edge-overhead
+//	go run ./cmd/weir bench --edge --rate 1000 --stream 0.2 --duration 10s --warmup 5s --rounds 3 # edge-stream
+//
 // --cpuprofile and --trace cover the measured part of one target's first
 // round (--profile-target, default weir); every goroutine carries a pprof label
-// "component" (loadgen, mock, proxy or weir), so
+// "component" (loadgen, mock, proxy, weir or node), so
 //
 //	go tool pprof -tagfocus component=weir -top /tmp/weir.pprof
 //
@@ -410,6 +491,10 @@ func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 		c.CompletionTokens, rig.answer, len(chatBody), runtime.GOMAXPROCS(0), loadAverage())
 	fmt.Fprintf(out, "  weir: scopes key:%s group:%s pm:%s, each limit %d; log level %s\n",
 		rig.key.ID, rig.key.Group, chatPM, generous, rig.logLevel)
+	if rig.edge != nil {
+		fmt.Fprintf(out, "  edge: the same gateway, model %s routed to node %s alone: its agent in this process dials the edge listener %s over gRPC (plaintext), its provider %s is the same mock, %d slots; scopes key, group and %s\n",
+			edgeModel, rig.edge.node.ID, rig.gateway.EdgeAddr(), edgeProvider, edgeSlots, rig.edge.scope())
+	}
 	if rig.fleet != nil {
 		fmt.Fprintf(out, "  serve: one `weir serve` child on SQLite; fleet: %d `weir serve` children on PostgreSQL schema %s, requests to each in turn, %s leads; same catalog and limits, log level info\n",
 			len(rig.fleet.replicas), rig.fleet.schema.name, rig.fleet.leader())
@@ -467,9 +552,12 @@ func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 			}
 		}
 		if !c.MaxRPS {
-			fmt.Fprintf(out, "weir/proxy added latency, round by round: %s\n", roundRatios(results, latency, "weir", "proxy"))
+			fmt.Fprintf(out, "weir/proxy added latency, round by round: %s\n", roundRatios(results, latency, weirHop, proxyHop))
+			if rig.edge != nil {
+				fmt.Fprintf(out, "tunnel/proxy added latency (edge-weir over proxy-direct), round by round: %s\n", roundRatios(results, latency, tunnelHop, proxyHop))
+			}
 			if rig.fleet != nil {
-				fmt.Fprintf(out, "fleet/serve added latency, round by round: %s\n", roundRatios(results, latency, "fleet", "serve"))
+				fmt.Fprintf(out, "fleet/serve added latency, round by round: %s\n", roundRatios(results, latency, fleetHop, serveHop))
 			}
 		}
 	}
@@ -487,6 +575,14 @@ func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 			for _, t := range rig.targets {
 				printOverhead(out, t.name, rows)
 			}
+		}
+		fmt.Fprintf(out, "\nstreamed chunks, each from the mock's write to the client's read (the columns are per chunk):\n")
+		rows := summary(func(r loadgen.Result) loadgen.Percentiles { return r.Chunk })
+		for _, t := range rig.targets {
+			printChunks(out, t.name, rows)
+		}
+		if c.Rounds > 1 && rig.edge != nil {
+			fmt.Fprintf(out, "edge added per-chunk p99 in ms, over direct/over weir, round by round: %s\n", roundChunks(results))
 		}
 	}
 
@@ -514,14 +610,21 @@ func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 			fmt.Fprintf(out, "%s failures: %s\n", t.name, failures(failed))
 		}
 	}
-	// Every request held a lease in all three scopes.
+	// Every request held a lease in all three scopes; the edge target's
+	// in the node's provider's instead of the platform model's.
 	var scopes []string
 	for _, st := range rig.gateway.Scopes(ctx) {
-		if st.Name == weir.KeyScope(rig.key.ID) || st.Name == weir.GroupScope(rig.key.Group) || st.Name == weir.PlatformModelScope(chatPM) {
+		if st.Name == weir.KeyScope(rig.key.ID) || st.Name == weir.GroupScope(rig.key.Group) || st.Name == weir.PlatformModelScope(chatPM) ||
+			rig.edge != nil && st.Name == rig.edge.scope() {
 			scopes = append(scopes, fmt.Sprintf("%s (limit %d, mean hold %s)", st.Name, st.Config.Limit, st.MeanHold.Round(time.Microsecond)))
 		}
 	}
 	fmt.Fprintf(out, "weir scopes used: %s\n", strings.Join(scopes, ", "))
+	if rig.edge != nil {
+		if w := rig.edge.log.warnings(); w != "" {
+			fmt.Fprintf(out, "edge node log: %s\n", w)
+		}
+	}
 	if rig.fleet != nil {
 		if w := rig.fleet.warnings(); w != "" {
 			fmt.Fprintf(out, "fleet log: %s\n", w)
@@ -536,16 +639,18 @@ func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 
 // drive runs one measured load at t: warm-up, then the measured window.
 func (c OverheadConfig) drive(ctx context.Context, t overheadTarget, round int) (loadgen.Result, error) {
+	plain, stream := t.requests()
 	cfg := loadgen.Config{
 		Target: loadgen.Target{
 			URLs:       t.urls,
 			Header:     t.header,
-			Body:       []byte(chatBody),
-			StreamBody: []byte(chatStreamBody),
+			Body:       []byte(plain),
+			StreamBody: []byte(stream),
 		},
 		Duration:       c.Duration,
 		Warmup:         c.Warmup,
 		StreamFraction: c.Stream,
+		ChunkStamps:    c.Stream > 0,
 	}
 	if c.MaxRPS {
 		cfg.MaxInFlight = c.Connections

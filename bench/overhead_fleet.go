@@ -28,6 +28,7 @@ platform_models:
 models:
   - name: gpt-4o-mini
     kind: chat
+    nodes: never
     candidates:
       - platform_model: %s
         weight: 1

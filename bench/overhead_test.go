@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/config"
 	"github.com/weir-gateway/weir/loadgen"
 )
@@ -73,11 +74,101 @@ func TestOverheadConfigErrors(t *testing.T) {
 		{func(c *OverheadConfig) { c.MaxRPS, c.Connections = true, 0 }, "--connections"},
 		{func(c *OverheadConfig) { c.Stream = 1.5 }, "--stream"},
 		{func(c *OverheadConfig) { c.ProfileTarget = "nginx" }, "--profile-target"},
+		{func(c *OverheadConfig) { c.ProfileTarget = "edge" }, "--edge"},
+		{func(c *OverheadConfig) { c.Edge = true }, "Weir.CreateNode"},
 	} {
 		c := valid()
 		tc.change(&c)
 		if err := c.validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("want an error naming %s, got %v", tc.want, err)
 		}
+	}
+}
+
+// The edge line judges the tunnel (edge over weir) against the proxy's
+// hop (proxy over direct), not edge over direct.
+func TestOverheadVerdictOnEdgesLine(t *testing.T) {
+	t.Parallel()
+	lat := func(p50, p99 time.Duration) row { return row{lat: loadgen.Percentiles{P50: p50, P99: p99}} }
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		edge row
+		want string
+	}{
+		// The proxy adds 0.5 / 2 ms over direct; weir is at 2 / 5 ms.
+		{lat(2500*time.Microsecond, 7*ms), "tunnel (edge-weir) +0.500/+2.000 ms, proxy hop (proxy-direct) +0.500/+2.000 ms; tunnel/proxy added: p50 1.00x, p99 1.00x (target <= 1.5x: met)"},
+		{lat(2750*time.Microsecond, 8*ms), "p50 1.50x, p99 1.50x (target <= 1.5x: met)"},
+		// Edge over direct would be 2.5x here; the tunnel alone is 1x.
+		{lat(3*ms, 6*ms), "p50 2.00x, p99 0.50x (target <= 1.5x: missed)"},
+	} {
+		rows := map[string]row{
+			"direct": lat(ms, ms),
+			"proxy":  lat(1500*time.Microsecond, 3*ms),
+			"weir":   lat(2*ms, 5*ms),
+			"edge":   tc.edge,
+		}
+		var b strings.Builder
+		printOverhead(&b, "edge", rows)
+		if !strings.Contains(b.String(), tc.want) {
+			t.Errorf("edge's line %q, want it to end %q", b.String(), tc.want)
+		}
+	}
+}
+
+// The chunk table's edge line gives its added p99 per chunk over direct
+// against 2 ms, and over weir.
+func TestChunkVerdictOnEdgesLine(t *testing.T) {
+	t.Parallel()
+	p99 := func(d time.Duration) row { return row{lat: loadgen.Percentiles{P99: d}} }
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		edge time.Duration
+		want string
+	}{
+		{3 * ms, "p99 +2.000 ms over direct (target <= 2 ms: met), +1.500 ms over weir"},
+		{3100 * time.Microsecond, "p99 +2.100 ms over direct (target <= 2 ms: missed), +1.600 ms over weir"},
+	} {
+		rows := map[string]row{"direct": p99(ms), "proxy": p99(ms), "weir": p99(1500 * time.Microsecond), "edge": p99(tc.edge)}
+		var b strings.Builder
+		printChunks(&b, "edge", rows)
+		if !strings.Contains(b.String(), "edge added per chunk: "+tc.want) {
+			t.Errorf("edge's chunk line %q, want it to end %q", b.String(), tc.want)
+		}
+		b.Reset()
+		printChunks(&b, "weir", rows)
+		if strings.Contains(b.String(), "per chunk") {
+			t.Errorf("weir's chunk line %q carries the edge verdict", b.String())
+		}
+	}
+}
+
+// The edge target's gateway config is valid, its model has no platform
+// model to fall back on, and its requests are as long as the weir
+// target's.
+func TestEdgeCatalog(t *testing.T) {
+	t.Parallel()
+	cfg := overheadCatalog("http://127.0.0.1:9/v1", "/tmp/x.db")
+	edgeCatalog(cfg)
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := cfg.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range cat.Models {
+		switch m.Name {
+		case edgeModel:
+			if len(m.Candidates) != 0 || m.Nodes == weir.NodesNever {
+				t.Errorf("edge model %+v: want nodes alone", m)
+			}
+		case "gpt-4o-mini":
+			if m.Nodes != weir.NodesNever {
+				t.Errorf("weir's model looks for nodes (%q): the weir target would differ with --edge", m.Nodes)
+			}
+		}
+	}
+	if len(edgeBody) != len(chatBody) || len(edgeStreamBody) != len(chatStreamBody) || !strings.Contains(edgeBody, edgeModel) {
+		t.Errorf("edge requests %q / %q, want chatBody's size for %s", edgeBody, edgeStreamBody, edgeModel)
 	}
 }

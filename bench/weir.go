@@ -29,6 +29,10 @@ type Weir struct {
 	// CreateKey stores a new API key k in store, filling in its id, and
 	// returns its secret, as `weir keys create` does.
 	CreateKey func(ctx context.Context, store weir.Store, k *weir.APIKey) (secret string, err error)
+	// CreateNode stores a new edge node named name in store and returns
+	// it with its token, as `weir nodes create` does. Overhead needs it
+	// for its edge target (OverheadConfig.Edge).
+	CreateNode func(ctx context.Context, store weir.NodeStore, name string) (weir.Node, string, error)
 }
 
 // Gateway is a gateway started in this process by Weir.Start.
@@ -37,6 +41,12 @@ type Gateway interface {
 	Addr() string
 	// Store is its storage, where Overhead creates its key.
 	Store() weir.Store
+	// NodeStore is the same storage's edge nodes, where Overhead creates
+	// its node.
+	NodeStore() weir.NodeStore
+	// EdgeAddr is the address its edge listener serves nodes on; "" when
+	// its config has none.
+	EdgeAddr() string
 	// Scopes are its admission engine's scopes.
 	Scopes(ctx context.Context) []admission.ScopeStats
 	// Stop stops it.

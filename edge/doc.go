@@ -5,7 +5,10 @@
 // # Sessions and generations
 //
 // A node authenticates with its token and opens one Control stream: its
-// session. It registers its providers (runtimes), and the Hub gives the
+// session. It opens a Run stream of its own for each run, with the same
+// token, which the Hub takes as good, without asking the store again,
+// for Config.TokenCacheTTL after the store last accepted it: a revoked
+// token's runs are refused within that time. It registers its providers (runtimes), and the Hub gives the
 // session a generation, greater than any the node had before (it is
 // taken from the clock, so it grows across gateway restarts too). Each
 // provider's slots become an admission scope owned by the node at that

@@ -3,6 +3,7 @@ package edge
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -48,6 +49,14 @@ type Config struct {
 	ProbeInterval time.Duration
 	// MaxMessageBytes bounds one message a node sends. Default 4 MiB.
 	MaxMessageBytes int
+	// TokenCacheTTL is how long a token Authenticate accepted is taken
+	// as good for Run streams without asking again: a node opens one per
+	// request, and a store lookup each time would be the tunnel's largest
+	// cost. A revoked token's Run streams are refused within it; a
+	// session's Control stream is always checked. Default 2s, as
+	// server.key_cache_ttl is for API keys; negative: every Run stream
+	// is checked.
+	TokenCacheTTL time.Duration
 	// TLS, if set, is the server's TLS configuration; nil: plaintext
 	// (for loopback and private networks).
 	TLS *tls.Config
@@ -76,6 +85,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = 4 << 20
+	}
+	if c.TokenCacheTTL == 0 {
+		c.TokenCacheTTL = 2 * time.Second
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real
@@ -121,7 +133,21 @@ type Hub struct {
 	mu       sync.Mutex
 	nodes    map[string]*node // by node id
 	probeSeq uint64
+
+	// tokens are the tokens Authenticate accepted, by their SHA-256, with
+	// when; guarded by tokensMu.
+	tokensMu sync.Mutex
+	tokens   map[[sha256.Size]byte]acceptedToken
 }
+
+type acceptedToken struct {
+	id Identity
+	at time.Time
+}
+
+// maxAcceptedTokens bounds Hub.tokens: only tokens of stored nodes get
+// in, but a store of many nodes must not grow it without end.
+const maxAcceptedTokens = 4096
 
 // node is one node the Hub has seen: its newest generation and its
 // session while one is live.
@@ -170,8 +196,10 @@ func (h *Hub) Server() *grpc.Server {
 // Serve serves nodes on ln until the server stops.
 func (h *Hub) Serve(ln net.Listener) error { return h.Server().Serve(ln) }
 
-// authenticate reads the bearer token of a stream's metadata.
-func (h *Hub) authenticate(ctx context.Context) (Identity, error) {
+// authenticate reads the bearer token of a stream's metadata and checks
+// it with Authenticate, or, for a Run stream (run true), against the
+// tokens accepted within TokenCacheTTL.
+func (h *Hub) authenticate(ctx context.Context, run bool) (Identity, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	auth := md.Get("authorization")
 	if len(auth) != 1 {
@@ -181,14 +209,33 @@ func (h *Hub) authenticate(ctx context.Context) (Identity, error) {
 	if !ok || token == "" {
 		return Identity{}, status.Error(codes.Unauthenticated, "the authorization header is not a bearer token")
 	}
+	key := sha256.Sum256([]byte(token))
+	now := h.cfg.Clock.Now()
+	if run && h.cfg.TokenCacheTTL > 0 {
+		h.tokensMu.Lock()
+		t, ok := h.tokens[key]
+		h.tokensMu.Unlock()
+		if ok && now.Sub(t.at) < h.cfg.TokenCacheTTL {
+			return t.id, nil
+		}
+	}
 	id, err := h.deps.Authenticate(ctx, token)
 	switch {
 	case errors.Is(err, ErrUnauthenticated):
+		h.tokensMu.Lock()
+		delete(h.tokens, key)
+		h.tokensMu.Unlock()
 		return Identity{}, status.Error(codes.Unauthenticated, "the node's token is unknown or revoked")
 	case err != nil:
 		h.deps.Logger.Warn("edge: could not check a node's token", "error", err)
 		return Identity{}, status.Error(codes.Unavailable, "the gateway cannot check tokens right now; retry")
 	}
+	h.tokensMu.Lock()
+	if h.tokens == nil || len(h.tokens) >= maxAcceptedTokens {
+		h.tokens = make(map[[sha256.Size]byte]acceptedToken)
+	}
+	h.tokens[key] = acceptedToken{id: id, at: now}
+	h.tokensMu.Unlock()
 	return id, nil
 }
 

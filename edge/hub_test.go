@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +33,19 @@ type testBundle struct {
 	clock  *clock.Fake
 	client edgepb.EdgeClient
 	ends   *leaseEnds
+
+	// auths counts the hub's calls of Authenticate; revoked are tokens it
+	// refuses from now on.
+	auths   atomic.Int64
+	mu      sync.Mutex
+	revoked map[string]bool
+}
+
+// revoke makes Authenticate refuse token.
+func (b *testBundle) revoke(token string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.revoked[token] = true
 }
 
 // leaseEnds counts the engine's lease-end events (released, expired,
@@ -69,9 +83,17 @@ func setup(t *testing.T) *testBundle {
 	ends := &leaseEnds{n: make(map[admission.LeaseID]int)}
 	eng := admission.NewMemory(admission.Options{Clock: fc, Observer: ends})
 	t.Cleanup(eng.Close)
+	b := &testBundle{engine: eng, clock: fc, ends: ends, revoked: map[string]bool{}}
 	hub := New(Config{HeartbeatInterval: time.Second, HeartbeatTimeout: 3 * time.Second, Clock: fc}, Deps{
 		Engine: eng,
 		Authenticate: func(_ context.Context, token string) (Identity, error) {
+			b.auths.Add(1)
+			b.mu.Lock()
+			revoked := b.revoked[token]
+			b.mu.Unlock()
+			if revoked {
+				return Identity{}, ErrUnauthenticated
+			}
 			if token == "wn-broken" {
 				return Identity{}, errors.New("the store is down")
 			}
@@ -97,7 +119,8 @@ func setup(t *testing.T) *testBundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return &testBundle{hub: hub, engine: eng, clock: fc, client: edgepb.NewEdgeClient(conn), ends: ends}
+	b.hub, b.client = hub, edgepb.NewEdgeClient(conn)
+	return b
 }
 
 // testSession is a node's side of one Control stream.
@@ -560,5 +583,30 @@ func TestManyNodes(t *testing.T) {
 	}
 	if orphaned != providers {
 		t.Errorf("%d scopes orphaned, want node_007's %d", orphaned, providers)
+	}
+}
+
+// TestSessionQueueHoldsABurst: a second of offers at 1,000 req/s queued
+// while the session's sender does not run (a loaded gateway) leaves the
+// session live; a sender further behind than sendBuffer ends it.
+func TestSessionQueueHoldsABurst(t *testing.T) {
+	t.Parallel()
+	s := &session{h: New(Config{}, Deps{}), send: make(chan *edgepb.GatewayMessage, sendBuffer), done: make(chan struct{})}
+	offer := &edgepb.GatewayMessage{Msg: &edgepb.GatewayMessage_Offer{Offer: &edgepb.Offer{RunId: "run_x", Provider: "p"}}}
+	for i := range 1000 {
+		if !s.queue(offer) {
+			t.Fatalf("offer %d of a burst of 1000 refused: %v", i, s.cause())
+		}
+	}
+	for range sendBuffer - 1000 {
+		s.queue(offer)
+	}
+	if s.queue(offer) {
+		t.Fatal("an offer past sendBuffer was queued")
+	}
+	select {
+	case <-s.done:
+	default:
+		t.Fatal("a session whose sender is sendBuffer behind is still live")
 	}
 }

@@ -260,7 +260,7 @@ func (s *session) takeRun(id string) *run {
 // current session, gets the request body, and sends the answer.
 func (h *Hub) Run(stream edgepb.Edge_RunServer) error {
 	ctx := stream.Context()
-	id, err := h.authenticate(ctx)
+	id, err := h.authenticate(ctx, true)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -204,6 +205,64 @@ func TestRunCancelledByClient(t *testing.T) {
 		if m.GetCancel() != nil {
 			return
 		}
+	}
+}
+
+// TestRunStreamsTrustATokenForItsTTL: a Run stream whose token was
+// accepted within TokenCacheTTL is authenticated without Authenticate;
+// past it Authenticate is asked again, and a token revoked meanwhile is
+// refused.
+func TestRunStreamsTrustATokenForItsTTL(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := b.open(t, "wn-a")
+	s.welcome(testProvider("p", 4, "m"))
+	// run offers a run and opens its stream: the body, or the refusal's code.
+	run := func() (string, codes.Code) {
+		t.Helper()
+		res := b.do(t.Context(), s.gen, provider.Call{Path: "/chat/completions", Body: []byte(`{"n":1}`)})
+		rs, err := b.openRun(t, "wn-a", s.offer().RunId, s.gen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := rs.Recv()
+		if err != nil {
+			return "", status.Code(err)
+		}
+		body := string(m.GetChunk().GetData())
+		for _, m := range []any{&edgepb.RunHead{Status: 200}, &edgepb.RunEnd{Kind: edgepb.RunEnd_COMPLETE}} {
+			if err := rs.Send(up(m)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r := <-res; r.err != nil {
+			t.Fatalf("a run: %v", r.err)
+		}
+		return body, codes.OK
+	}
+	session := b.auths.Load()
+	for range 3 {
+		if body, code := run(); code != codes.OK || body != `{"n":1}` {
+			t.Fatalf("a run within the TTL: body %q, %s", body, code)
+		}
+	}
+	if n := b.auths.Load() - session; n != 0 {
+		t.Errorf("3 runs within the TTL of the session's check asked Authenticate %d times, want 0", n)
+	}
+	// past moves the clock past the TTL, the session kept alive.
+	past := func() {
+		s.heartbeat()
+		s.sync()
+		b.clock.Advance(2 * time.Second)
+	}
+	past()
+	if _, code := run(); code != codes.OK || b.auths.Load()-session != 1 {
+		t.Errorf("a run past the TTL: %s after %d checks, want OK after 1", code, b.auths.Load()-session)
+	}
+	b.revoke("wn-a")
+	past()
+	if _, code := run(); code != codes.Unauthenticated {
+		t.Errorf("a run of a token revoked more than the TTL ago: %s, want Unauthenticated", code)
 	}
 }
 

@@ -20,8 +20,14 @@ var (
 	errStreamEnd  = errors.New("the node closed its session")
 )
 
-// sendBuffer is how many messages may wait for a session's sender.
-const sendBuffer = 64
+// sendBuffer is how many messages may wait for a session's sender: an
+// offer per request, so it must hold what a busy gateway queues while its
+// sender goroutine waits to run (on a loaded machine, or through a GC
+// pause), else a node that reads everything is taken for one that reads
+// nothing and fenced with its runs. A node that truly stops reading
+// fills its stream's flow-control window, then this, and is ended all
+// the same.
+const sendBuffer = 1024
 
 // session is one Control stream of a node.
 type session struct {
@@ -115,7 +121,7 @@ func (s *session) refuse(code, format string, args ...any) {
 // heartbeats or a newer session supersedes it.
 func (h *Hub) Control(stream edgepb.Edge_ControlServer) error {
 	ctx := stream.Context()
-	id, err := h.authenticate(ctx)
+	id, err := h.authenticate(ctx, false)
 	if err != nil {
 		return err
 	}

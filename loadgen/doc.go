@@ -29,5 +29,8 @@
 // With Config.StreamFraction set, that fraction of requests (spread evenly:
 // exactly every fifth for 0.2) send Target.StreamBody instead of Body, and
 // their latencies — to the first and to the last byte — are kept apart from
-// the others, so a 100 ms stream does not pass for a slow answer.
+// the others, so a 100 ms stream does not pass for a slow answer. With
+// Config.ChunkStamps, a server that stamps each chunk as it sends it
+// (AppendStamp, an SSE comment line) lets the generator time every chunk
+// from its sending to its arrival (Result.Chunk).
 package loadgen

@@ -53,6 +53,12 @@ type Config struct {
 	// StreamFraction is the fraction of requests, spread evenly, that send
 	// Target.StreamBody. Default 0.
 	StreamFraction float64
+	// ChunkStamps says that the streamed answers carry stamps, lines
+	// AppendStamp made as their chunks were sent: each stamp read is a
+	// sample of Result.Chunk, from its time to the return of the read
+	// that completed its line. The sender's clock must be Clock (in a
+	// benchmark, the wall clock of the same machine). Default false.
+	ChunkStamps bool
 	// Timeout bounds one request, from its send to its last byte.
 	// Default 30s.
 	Timeout time.Duration
@@ -141,6 +147,7 @@ type sample struct {
 	due, sent, firstByte, done time.Duration
 	stream, ok, used           bool
 	failure                    string
+	chunks                     []time.Duration // with ChunkStamps: each stamp's latency
 }
 
 // Run drives cfg.Target as cfg says and returns what it measured. It
@@ -310,10 +317,17 @@ func (g *generator) do(ctx context.Context, s *sample, seq int) {
 	bp := bufs.Get().(*[]byte)
 	defer bufs.Put(bp)
 	buf := *bp
+	var stamps *stampReader
+	if s.stream && g.cfg.ChunkStamps {
+		stamps = &stampReader{}
+	}
 	for gotByte := false; ; {
 		n, err := resp.Body.Read(buf)
 		if n > 0 && !gotByte {
 			s.firstByte, gotByte = g.since(), true
+		}
+		if n > 0 && stamps != nil {
+			stamps.read(buf[:n], g.cfg.Clock.Now())
 		}
 		if err == io.EOF {
 			break
@@ -328,4 +342,7 @@ func (g *generator) do(ctx context.Context, s *sample, seq int) {
 		return
 	}
 	s.ok = true
+	if stamps != nil {
+		s.chunks = stamps.latencies
+	}
 }

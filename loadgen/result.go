@@ -31,6 +31,9 @@ type Result struct {
 	// Stream and FirstByte: successful streaming requests, from due to the
 	// last byte and to the first body byte.
 	Stream, FirstByte Percentiles
+	// Chunk: with Config.ChunkStamps, every stamped chunk of the
+	// successful streaming requests, from its stamp to its arrival.
+	Chunk Percentiles
 	// SendDelay: every request, from due to sent; the generator's lag.
 	SendDelay Percentiles
 	// Process is what the whole process spent from the start of the
@@ -74,7 +77,7 @@ const maxReasons = 16
 
 func (g *generator) summarize(samples []sample) Result {
 	res := Result{Window: g.cfg.Duration, Errors: map[string]int{}}
-	var lat, stream, first, delay []time.Duration
+	var lat, stream, first, delay, chunks []time.Duration
 	windowStart := g.cfg.Warmup
 	last := windowStart + g.cfg.Duration
 	for i := range samples {
@@ -102,6 +105,7 @@ func (g *generator) summarize(samples []sample) Result {
 		if s.stream {
 			stream = append(stream, s.done-s.due)
 			first = append(first, s.firstByte-s.due)
+			chunks = append(chunks, s.chunks...)
 		} else {
 			lat = append(lat, s.done-s.due)
 		}
@@ -110,6 +114,7 @@ func (g *generator) summarize(samples []sample) Result {
 	res.Latency = Summarize(lat)
 	res.Stream = Summarize(stream)
 	res.FirstByte = Summarize(first)
+	res.Chunk = Summarize(chunks)
 	res.SendDelay = Summarize(delay)
 	return res
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"time"
 
 	"google.golang.org/grpc"
@@ -130,7 +131,9 @@ type Deps struct {
 	Logger *slog.Logger
 	// HTTP calls the runtimes. It must set no overall timeout: a stream
 	// lasts as long as the runtime generates, and stalls are the agent's
-	// to detect. Default: a client with no timeout.
+	// to detect. Default: a client with no timeout that keeps as many
+	// idle connections to each runtime as its providers have slots
+	// (runtimeTransport).
 	HTTP *http.Client
 	// DialOptions are added to the agent's own when it dials the gateway
 	// (a test's dialer, say).
@@ -164,7 +167,7 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
 	if deps.HTTP == nil {
-		deps.HTTP = &http.Client{}
+		deps.HTTP = &http.Client{Transport: runtimeTransport(cfg.Providers)}
 	}
 	a := &Agent{cfg: cfg, deps: deps, providers: make(map[string]*Provider, len(cfg.Providers))}
 	for i := range a.cfg.Providers {
@@ -175,6 +178,33 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 		a.providers[p.ID] = p
 	}
 	return a, nil
+}
+
+// runtimeTransport is the default client's transport: http.DefaultTransport's
+// settings, keeping as many idle connections to each runtime's host as
+// the providers there have slots. http.DefaultTransport keeps 2 a host,
+// so a runtime serving more runs at once was dialled anew for most of
+// them, and each connection closed after one run.
+func runtimeTransport(ps []Provider) *http.Transport {
+	t := &http.Transport{Proxy: http.ProxyFromEnvironment}
+	if dt, ok := http.DefaultTransport.(*http.Transport); ok {
+		t = dt.Clone()
+	}
+	slots := map[string]int{}
+	total := 0
+	for _, p := range ps {
+		host := p.URL
+		if u, err := url.Parse(p.URL); err == nil {
+			host = u.Host
+		}
+		slots[host] += p.Slots
+		total += p.Slots
+	}
+	for _, n := range slots {
+		t.MaxIdleConnsPerHost = max(t.MaxIdleConnsPerHost, n)
+	}
+	t.MaxIdleConns = max(t.MaxIdleConns, total)
+	return t
 }
 
 // Run keeps a session with the gateway, dialing again whenever one ends,

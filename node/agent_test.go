@@ -307,3 +307,66 @@ func TestRuntimeErrorStatusPassesThrough(t *testing.T) {
 		t.Errorf("head %v body %q end %v; want the runtime's answer as it is", a.head, a.body, a.end)
 	}
 }
+
+// TestRuntimeTransportKeepsItsSlots: runs that filled a runtime's slots
+// leave their connections idle for the next ones, instead of all but
+// two being closed and dialled again.
+func TestRuntimeTransportKeepsItsSlots(t *testing.T) {
+	t.Parallel()
+	const slots = 8
+	var (
+		dialled atomic.Int64
+		arrived = make(chan struct{}, slots)
+		release = make(chan struct{})
+	)
+	rt := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
+		_, _ = io.WriteString(w, "ok")
+	}))
+	rt.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			dialled.Add(1)
+		}
+	}
+	rt.Start()
+	t.Cleanup(rt.Close)
+	// Two providers of one runtime share its slots.
+	c := &http.Client{Transport: runtimeTransport([]Provider{{ID: "a", URL: rt.URL + "/v1", Slots: slots / 2}, {ID: "b", URL: rt.URL + "/v2", Slots: slots / 2}})}
+	t.Cleanup(c.CloseIdleConnections)
+	// wave sends slots requests, all in flight at once, and returns how
+	// many connections they dialled.
+	wave := func() int64 {
+		before := dialled.Load()
+		errs := make(chan error, slots)
+		for range slots {
+			go func() {
+				resp, err := c.Get(rt.URL + "/v1/models")
+				if err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				errs <- err
+			}()
+		}
+		for range slots {
+			<-arrived
+		}
+		for range slots {
+			release <- struct{}{}
+		}
+		for range slots {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dialled.Load() - before
+	}
+	if n := wave(); n != slots {
+		t.Fatalf("the first %d runs at once dialled %d connections, want %d", slots, n, slots)
+	}
+	// http.DefaultTransport would have kept 2 and dialled at least 6.
+	if n := wave(); n > 2 {
+		t.Errorf("the next %d runs at once dialled %d connections, want the %d idle ones reused", slots, n, slots)
+	}
+}

@@ -35,6 +35,9 @@ func benchWeir() (bench.Weir, error) {
 		FloorArgs: []string{"bench", "sync-waiters-floor"},
 		Start:     startBenchGateway,
 		CreateKey: createKey,
+		CreateNode: func(ctx context.Context, store weir.NodeStore, name string) (weir.Node, string, error) {
+			return createNode(ctx, store, name, time.Now())
+		},
 	}, nil
 }
 
@@ -44,6 +47,15 @@ type benchGateway struct{ *Main }
 var _ bench.Gateway = benchGateway{}
 
 func (g benchGateway) Store() weir.Store { return g.DB }
+
+func (g benchGateway) NodeStore() weir.NodeStore { return g.DB }
+
+func (g benchGateway) EdgeAddr() string {
+	if g.edgeLn == nil {
+		return ""
+	}
+	return g.edgeLn.Addr().String()
+}
 
 func (g benchGateway) Scopes(ctx context.Context) []admission.ScopeStats {
 	return g.Engine.Scopes(ctx)
@@ -91,7 +103,8 @@ and 'go doc ./bench Overhead' for every column.`,
 	f.IntVar(&c.CompletionTokens, "completion-tokens", 80, "tokens in a non-streamed answer (80 make about 1 KB)")
 	f.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of one target's measured phase (first round) to this file")
 	f.StringVar(&c.Trace, "trace", "", "write an execution trace of one target's measured phase to this file (keep --duration short)")
-	f.StringVar(&c.ProfileTarget, "profile-target", "weir", "target whose measured phase --cpuprofile and --trace cover: direct, proxy or weir")
+	f.StringVar(&c.ProfileTarget, "profile-target", "weir", "target whose measured phase --cpuprofile and --trace cover: direct, proxy, weir or (with --edge) edge")
+	f.BoolVar(&c.Edge, "edge", false, "also drive target edge: the same gateway tunnelling each request over gRPC to an edge node agent (in this process) whose provider is the same mock (edge-overhead; with --stream, edge-stream)")
 	fleetFlags(f, &c.Fleet, "also drive one 'weir serve' on SQLite (target serve) and this many replicas on PostgreSQL (target fleet), each as a child process; with --max-rps, pgbench follows the fleet's loop (fleet-admit)")
 	cmd.AddCommand(benchWaitersCmd(), benchWaitersFloorCmd())
 	return cmd

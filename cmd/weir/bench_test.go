@@ -37,7 +37,7 @@ func TestBenchWeirArgsNameTheirCommands(t *testing.T) {
 			t.Errorf("the floor command has no --%s, which the harness passes", name)
 		}
 	}
-	if w.Exe == "" || w.Start == nil || w.CreateKey == nil {
+	if w.Exe == "" || w.Start == nil || w.CreateKey == nil || w.CreateNode == nil {
 		t.Errorf("benchWeir left a field empty: %+v", w)
 	}
 }
@@ -72,6 +72,51 @@ func TestBenchOverheadThroughMain(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// Overhead's edge target against Main, briefly, over two rounds with a
+// share of streams: every request through the node agent succeeds, the
+// edge line judges the tunnel against the proxy's hop, and the chunk
+// table judges its added p99 per chunk.
+func TestBenchEdgeThroughMain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives load for a few seconds")
+	}
+	w, err := benchWeir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	err = bench.Overhead(t.Context(), &out, bench.OverheadConfig{
+		Weir: w, Rate: 100, Duration: 250 * time.Millisecond, Rounds: 2, Stream: 0.2, Concurrency: 16,
+		CompletionTokens: 80, ProfileTarget: "edge", Edge: true,
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	lines := strings.Split(out.String(), "\n")
+	// Each round's table, the medians' and the three stream tables.
+	if n := len(slices.DeleteFunc(slices.Clone(lines), func(l string) bool {
+		return !strings.HasPrefix(l, "edge ") || !strings.Contains(l, " 100.00 ")
+	})); n != 6 {
+		t.Errorf("%d edge lines with 100%% success, want 6 (2 rounds, medians, first byte, last byte, chunks):\n%s", n, out.String())
+	}
+	for _, want := range []string{
+		"edge: the same gateway, model gpt-4o-edge routed to node node_",
+		"tunnel/proxy added: p50 ",
+		"tunnel/proxy added latency (edge-weir over proxy-direct), round by round: ",
+		"edge added per chunk: p99 ",
+		"edge added per-chunk p99 in ms, over direct/over weir, round by round: ",
+		"tunnel (edge-weir) ",
+		"/mock (limit 4096, mean hold ",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "edge failures") || strings.Contains(out.String(), "edge node log") {
+		t.Errorf("the edge target failed requests or its node warned:\n%s", out.String())
 	}
 }
 
