@@ -57,6 +57,10 @@ type Config struct {
 	// server.key_cache_ttl is for API keys; negative: every Run stream
 	// is checked.
 	TokenCacheTTL time.Duration
+	// TokenRecheck is how often a live session's token is checked again,
+	// so that revoking a node's token (weir nodes revoke, from any
+	// process) ends its session within it. Default 30s.
+	TokenRecheck time.Duration
 	// TLS, if set, is the server's TLS configuration; nil: plaintext
 	// (for loopback and private networks).
 	TLS *tls.Config
@@ -88,6 +92,9 @@ func (c *Config) defaults() {
 	}
 	if c.TokenCacheTTL == 0 {
 		c.TokenCacheTTL = 2 * time.Second
+	}
+	if c.TokenRecheck <= 0 {
+		c.TokenRecheck = 30 * time.Second
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real
@@ -200,14 +207,9 @@ func (h *Hub) Serve(ln net.Listener) error { return h.Server().Serve(ln) }
 // it with Authenticate, or, for a Run stream (run true), against the
 // tokens accepted within TokenCacheTTL.
 func (h *Hub) authenticate(ctx context.Context, run bool) (Identity, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	auth := md.Get("authorization")
-	if len(auth) != 1 {
-		return Identity{}, status.Error(codes.Unauthenticated, "a node authenticates with one header: authorization: Bearer <token>")
-	}
-	token, ok := strings.CutPrefix(auth[0], "Bearer ")
-	if !ok || token == "" {
-		return Identity{}, status.Error(codes.Unauthenticated, "the authorization header is not a bearer token")
+	token, err := bearerToken(ctx)
+	if err != nil {
+		return Identity{}, err
 	}
 	key := sha256.Sum256([]byte(token))
 	now := h.cfg.Clock.Now()
@@ -237,6 +239,52 @@ func (h *Hub) authenticate(ctx context.Context, run bool) (Identity, error) {
 	h.tokens[key] = acceptedToken{id: id, at: now}
 	h.tokensMu.Unlock()
 	return id, nil
+}
+
+// bearerToken is the bearer token of a stream's metadata.
+func bearerToken(ctx context.Context) (string, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	auth := md.Get("authorization")
+	if len(auth) != 1 {
+		return "", status.Error(codes.Unauthenticated, "a node authenticates with one header: authorization: Bearer <token>")
+	}
+	token, ok := strings.CutPrefix(auth[0], "Bearer ")
+	if !ok || token == "" {
+		return "", status.Error(codes.Unauthenticated, "the authorization header is not a bearer token")
+	}
+	return token, nil
+}
+
+// recheck checks s's token again every TokenRecheck while s lives: a
+// token revoked since (or now another node's) ends the session, as a
+// disconnect does; a store that cannot answer changes nothing until the
+// next check.
+func (h *Hub) recheck(s *session, token string) {
+	t := h.cfg.Clock.AfterFunc(h.cfg.TokenRecheck, func() {
+		select {
+		case <-s.done:
+			return
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), h.cfg.TokenRecheck)
+		id, err := h.deps.Authenticate(ctx, token)
+		cancel()
+		switch {
+		case errors.Is(err, ErrUnauthenticated), err == nil && id.ID != s.node.id:
+			h.tokensMu.Lock()
+			delete(h.tokens, sha256.Sum256([]byte(token)))
+			h.tokensMu.Unlock()
+			h.deps.Logger.Warn("edge: a node's token was revoked; its session ends", "node", s.node.id, "generation", s.gen)
+			s.end(errRevoked)
+			return
+		case err != nil:
+			h.deps.Logger.Warn("edge: could not check a live node's token; it keeps its session until the next check", "node", s.node.id, "error", err)
+		}
+		h.recheck(s, token)
+	})
+	s.mu.Lock()
+	s.rechecks = t
+	s.mu.Unlock()
 }
 
 // nextGenLocked gives n a generation greater than any it had, and not

@@ -610,3 +610,43 @@ func TestSessionQueueHoldsABurst(t *testing.T) {
 		t.Fatal("a session whose sender is sendBuffer behind is still live")
 	}
 }
+
+// TestRevokedTokenEndsSession: a live session whose token is revoked
+// (by another process, in the store) ends within TokenRecheck: its
+// stream ends Unauthenticated, its scopes are fenced, and the token
+// opens no new session.
+func TestRevokedTokenEndsSession(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := b.open(t, "wn-a")
+	s.welcome(testProvider("p", 1, "m"))
+	scope := weir.NodeScope("node_a", "p")
+	// Checks with the token still good change nothing.
+	for range 31 {
+		b.clock.Advance(time.Second)
+		s.heartbeat()
+		s.sync()
+	}
+	if st := b.scope(t, scope); st.Orphaned {
+		t.Fatal("a session whose token is good was ended")
+	}
+	b.revoke("wn-a")
+	var end error
+	for i := 0; i < 30 && end == nil; i++ {
+		b.clock.Advance(time.Second)
+		s.heartbeat()
+		// As sync, but the stream may end here.
+		if err := s.stream.Send(&edgepb.NodeMessage{Msg: &edgepb.NodeMessage_Heartbeat{Heartbeat: &edgepb.Heartbeat{Generation: s.gen, Seq: 0}}}); err != nil && !errors.Is(err, io.EOF) {
+			t.Fatal(err)
+		}
+		_, end = s.stream.Recv()
+	}
+	if code := status.Code(end); code != codes.Unauthenticated {
+		t.Errorf("the revoked node's stream ended %v; want Unauthenticated", end)
+	}
+	b.waitOrphaned(t, scope)
+	again := b.open(t, "wn-a")
+	if _, err := again.register(testProvider("p", 1, "m")); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("a new session with the revoked token: %v; want Unauthenticated", err)
+	}
+}

@@ -18,6 +18,7 @@ var (
 	errSuperseded = errors.New("the node opened a newer session")
 	errHeartbeats = errors.New("the node missed its heartbeats")
 	errStreamEnd  = errors.New("the node closed its session")
+	errRevoked    = errors.New("the node's token was revoked")
 )
 
 // sendBuffer is how many messages may wait for a session's sender: an
@@ -51,7 +52,9 @@ type session struct {
 	err  error // why it ended
 	seq  uint64
 	dog  clock.Timer
-	runs map[string]*run // offered and not over, by id
+	// rechecks is the timer of the token's next check.
+	rechecks clock.Timer
+	runs     map[string]*run // offered and not over, by id
 	// health and probes (outstanding probe id → provider) are guarded
 	// by the Hub's mu.
 	health map[string]*providerHealth
@@ -65,6 +68,9 @@ func (s *session) end(cause error) {
 		s.err = cause
 		if s.dog != nil {
 			s.dog.Stop()
+		}
+		if s.rechecks != nil {
+			s.rechecks.Stop()
 		}
 		s.mu.Unlock()
 		close(s.done)
@@ -125,6 +131,7 @@ func (h *Hub) Control(stream edgepb.Edge_ControlServer) error {
 	if err != nil {
 		return err
 	}
+	token, _ := bearerToken(ctx) // authenticate read it
 	s := &session{h: h, send: make(chan *edgepb.GatewayMessage, sendBuffer), done: make(chan struct{})}
 	in := make(chan *edgepb.NodeMessage)
 	recvErr := make(chan error, 1)
@@ -181,6 +188,7 @@ func (h *Hub) Control(stream edgepb.Edge_ControlServer) error {
 		return err
 	}
 	s.watch()
+	h.recheck(s, token)
 
 	sendErr := make(chan error, 1)
 	go func() {
@@ -210,8 +218,11 @@ func (h *Hub) Control(stream edgepb.Edge_ControlServer) error {
 		case err := <-sendErr:
 			return err
 		case <-s.done:
-			if errors.Is(s.cause(), errSuperseded) {
+			switch {
+			case errors.Is(s.cause(), errSuperseded):
 				return status.Error(codes.Aborted, "superseded by a newer session of the node")
+			case errors.Is(s.cause(), errRevoked):
+				return status.Error(codes.Unauthenticated, "the node's token was revoked")
 			}
 			return status.Error(codes.Unavailable, s.cause().Error())
 		case <-ctx.Done():
