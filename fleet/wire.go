@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -168,6 +169,11 @@ var sentinels = []struct {
 	{"closed", admission.ErrClosed},
 	{"unavailable", ErrUnavailable},
 	{"wrong_term", errWrongTerm},
+	// A leader's call on behalf of its own replica runs under that
+	// caller's context, which may end while it waits (for the term's
+	// replicas to sync): the caller must see its own cancellation.
+	{"context_canceled", context.Canceled},
+	{"context_deadline", context.DeadlineExceeded},
 }
 
 func encodeErr(err error) *wireError {
