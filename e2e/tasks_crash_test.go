@@ -301,6 +301,10 @@ func TestTaskCrashMidStep(t *testing.T) {
 	if running < 4 {
 		t.Fatalf("%d River jobs running at the kill, want at least 4 (three held at the upstream, one webhook)", running)
 	}
+	// The held requests of the killed process must see it gone before
+	// the gate opens: one that saw the gate first would reach the mock
+	// after its caller died.
+	waitFor(t, 10*time.Second, "the held requests to see their caller gone", func() bool { return c.up.heldNow() == 0 })
 	c.up.open()
 	close(hookHang)
 

@@ -216,6 +216,9 @@ func (u *videoUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-gate:
 			unhold()
+			if r.Context().Err() != nil {
+				return // both at once: the caller is gone all the same
+			}
 		case <-r.Context().Done():
 			unhold()
 			return // the caller went away before the mock saw its request
