@@ -97,6 +97,47 @@ type PlatformModel struct {
 	// Supports is what it can serve: a request that needs more is not
 	// sent to it.
 	Supports Capabilities
+	// Simulate is how the simulator answers for it in the simulation run
+	// mode; the zero value answers at once, always well.
+	Simulate Simulation
+}
+
+// RunMode is how a request runs. The default, "", is production.
+type RunMode string
+
+// RunSimulation: admission, routing, queueing and usage as ever, while
+// the upstream call is answered by the simulator (Simulation): nothing
+// reaches a provider, and nothing is paid for.
+const RunSimulation RunMode = "simulation"
+
+// Valid reports whether m is a known run mode ("" is production).
+func (m RunMode) Valid() bool { return m == "" || m == RunSimulation }
+
+// Simulation is how the simulator answers a platform model's calls in
+// the simulation run mode: the mock provider's own behaviour, configured.
+type Simulation struct {
+	// Latency is the time to an answer (to its first chunk, for a
+	// stream), LatencyJitter up to as much again at random.
+	Latency       time.Duration `yaml:"latency"`
+	LatencyJitter time.Duration `yaml:"latency_jitter"`
+	// ErrorRate is the share of calls answered 500 (0 to 1).
+	ErrorRate float64 `yaml:"error_rate"`
+	// MaxConcurrent, when set, answers the calls past it 429 with
+	// RetryAfter, as a provider's concurrency cap does.
+	MaxConcurrent int           `yaml:"max_concurrent"`
+	RetryAfter    time.Duration `yaml:"retry_after"`
+}
+
+func (sim Simulation) validate() *FieldError {
+	switch {
+	case sim.Latency < 0, sim.LatencyJitter < 0, sim.RetryAfter < 0:
+		return invalidf("latency", "durations must not be negative")
+	case sim.ErrorRate < 0 || sim.ErrorRate > 1:
+		return invalidf("error_rate", "%g is not a share from 0 to 1", sim.ErrorRate)
+	case sim.MaxConcurrent < 0:
+		return invalidf("max_concurrent", "must not be negative")
+	}
+	return nil
 }
 
 // Capabilities are what a platform model can serve. A request that needs
@@ -298,7 +339,13 @@ type Group struct {
 	RoundRobin bool
 	// FailOpen: as a platform model's. Default false.
 	FailOpen bool
+	// RunModes are the run modes its keys may ask for besides
+	// production.
+	RunModes []RunMode
 }
+
+// Allows reports whether g's keys may run requests in mode m.
+func (g Group) Allows(m RunMode) bool { return m == "" || slices.Contains(g.RunModes, m) }
 
 // Catalog is everything the gateway serves, as loaded from config.
 type Catalog struct {
@@ -389,6 +436,9 @@ func (pm PlatformModel) validate(platforms, defined map[string]bool) *FieldError
 	if err := pm.Supports.validate(); err != nil {
 		return err.within("capabilities")
 	}
+	if err := pm.Simulate.validate(); err != nil {
+		return err.within("simulate")
+	}
 	return pm.Limits.validate()
 }
 
@@ -444,6 +494,11 @@ func (g Group) validate(defined map[string]bool) *FieldError {
 		return invalidf("name", "required")
 	case defined[g.Name]:
 		return invalidf("name", "group %q defined twice", g.Name)
+	}
+	for i, m := range g.RunModes {
+		if m == "" || !m.Valid() {
+			return invalidf(fmt.Sprintf("run_modes[%d]", i), "unknown run mode %q: want %s", m, RunSimulation)
+		}
 	}
 	return g.Limits.validate()
 }

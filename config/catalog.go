@@ -54,6 +54,7 @@ func (c *Config) toCatalog(lookup lookupFunc) weir.Catalog {
 			Limits:   pm.Limits,
 			FailOpen: c.failOpen(pm.FailOpen),
 			Supports: pm.Capabilities,
+			Simulate: pm.Simulate,
 		})
 	}
 	for _, m := range c.Models {
@@ -80,6 +81,7 @@ func (c *Config) toCatalog(lookup lookupFunc) weir.Catalog {
 			Limits:     g.Limits,
 			RoundRobin: g.RoundRobin,
 			FailOpen:   c.failOpen(g.FailOpen),
+			RunModes:   g.RunModes,
 		})
 	}
 	if !hasDefault {

@@ -336,6 +336,10 @@ type PlatformModel struct {
 	// candidate, or is refused at once if none can take it. Default: not
 	// checked.
 	Capabilities weir.Capabilities `yaml:"capabilities"`
+	// Simulate is how the simulator answers for it when a request runs
+	// in the simulation run mode (latency, latency_jitter, error_rate,
+	// max_concurrent, retry_after). Default: at once, always well.
+	Simulate weir.Simulation `yaml:"simulate"`
 }
 
 // Model is a public model name and the platform models that serve it.
@@ -398,6 +402,9 @@ type Group struct {
 	// FailOpen: as a platform model's, for the group's limits. Default
 	// unset: fleet.unavailable.
 	FailOpen *bool `yaml:"fail_open"`
+	// RunModes are the run modes its keys may ask for with
+	// X-Weir-Run-Mode: simulation. Default none: production only.
+	RunModes []weir.RunMode `yaml:"run_modes"`
 }
 
 // Default returns a config with every default set and an empty catalog.

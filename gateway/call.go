@@ -42,6 +42,9 @@ type Call struct {
 	// Wants is what the request needs of a candidate (the platform
 	// models' Supports are checked against it).
 	Wants weir.Wants
+	// RunMode is how it runs: "" production, or weir.RunSimulation (the
+	// simulator answers its upstream call).
+	RunMode weir.RunMode
 	// Affinity is what the request shares with those whose candidate it
 	// prefers, for its model's affinity; "" none.
 	Affinity string

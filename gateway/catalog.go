@@ -15,11 +15,13 @@ import (
 // reload, so a request that holds one sees one consistent catalog from
 // start to end.
 type Snapshot struct {
-	models       map[string]weir.Model
-	modelNames   []string // sorted
-	pms          map[string]weir.PlatformModel
-	groups       map[string]weir.Group
-	adapters     map[string]provider.Adapter
+	models     map[string]weir.Model
+	modelNames []string // sorted
+	pms        map[string]weir.PlatformModel
+	groups     map[string]weir.Group
+	adapters   map[string]provider.Adapter
+	// sims answer the simulation run mode, by platform model.
+	sims         map[string]provider.Adapter
 	async        map[string]provider.AsyncAdapter
 	defaultGroup string
 }
@@ -120,6 +122,7 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		pms:          make(map[string]weir.PlatformModel, len(cat.PlatformModels)),
 		groups:       make(map[string]weir.Group, len(cat.Groups)+1),
 		adapters:     make(map[string]provider.Adapter, len(cat.Platforms)),
+		sims:         make(map[string]provider.Adapter, len(cat.PlatformModels)),
 		async:        make(map[string]provider.AsyncAdapter, len(cat.Platforms)),
 		defaultGroup: defaultGroup,
 	}
@@ -145,6 +148,7 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 	slices.Sort(next.modelNames)
 	for _, pm := range cat.PlatformModels {
 		next.pms[pm.Name] = pm
+		next.sims[pm.Name] = s.simulator(pm)
 	}
 	for _, g := range cat.Groups {
 		next.groups[g.Name] = g

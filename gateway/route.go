@@ -59,7 +59,7 @@ type routing struct {
 // keeps them for admitted.
 func (r *routing) resolve() []target {
 	var nodes []target
-	if r.s.deps.Nodes != nil && r.c.Model.Nodes != weir.NodesNever {
+	if r.s.deps.Nodes != nil && r.c.Model.Nodes != weir.NodesNever && r.c.RunMode != weir.RunSimulation {
 		now := r.s.deps.Clock.Now()
 		for _, n := range r.s.deps.Nodes.Serving(r.c.Model.Name) {
 			if until := r.s.deps.Router.CoolingUntil(nodeHealth(n)); until.After(now) {
@@ -172,6 +172,12 @@ func (s *Service) upstreamOf(c *Call, t target) upstream {
 			health: nodeHealth(*n)}
 	}
 	pm, _ := c.Snapshot.PlatformModel(t.pm)
+	if c.RunMode == weir.RunSimulation {
+		// Its failures and 429s are the simulator's: they touch neither
+		// the platform model's health nor its pauses.
+		name := simulatedPrefix + pm.Name
+		return upstream{Name: name, Platform: pm.Platform, Upstream: pm.Upstream, ex: c.Snapshot.sims[pm.Name], health: name}
+	}
 	return upstream{Name: pm.Name, Platform: pm.Platform, Upstream: pm.Upstream, ex: c.Snapshot.Adapter(pm.Platform), health: pm.Name, pausable: true}
 }
 

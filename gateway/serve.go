@@ -64,8 +64,9 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 			return err
 		}
 		t := r.admitted(lease.Candidate)
-		c.Usage.PlatformModel = t.name()
-		retry, err := s.attempt(ctx, c, out, lease, s.upstreamOf(c, t))
+		up := s.upstreamOf(c, t)
+		c.Usage.PlatformModel = up.Name
+		retry, err := s.attempt(ctx, c, out, lease, up)
 		if retry == nil {
 			if err == nil && akey != "" {
 				s.rememberAffinity(c, akey, r.prefer, t.name())

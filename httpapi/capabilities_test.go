@@ -116,10 +116,13 @@ func TestUnservableTaskRefused(t *testing.T) {
 		resp, out := b.call(t, http.MethodPost, "/v1/videos", b.key, c.body, nil)
 		wantError(t, resp, out, http.StatusBadRequest, CodeNoCandidate, c.param)
 	}
+	// A task asked to be simulated is refused, never run for real.
+	resp, out := b.call(t, http.MethodPost, "/v1/videos", b.key, `{"model":"v","prompt":"a weir","seconds":"4"}`, http.Header{HeaderRunMode: {"simulation"}})
+	wantError(t, resp, out, http.StatusBadRequest, CodeInvalidRequest, HeaderRunMode)
 	if ts, err := b.db.TaskList(t.Context(), weir.TaskFilter{Limit: 10}); err != nil || len(ts) != 0 {
 		t.Errorf("tasks stored after the refusals: %d, %v", len(ts), err)
 	}
-	resp, out := b.call(t, http.MethodPost, "/v1/videos", b.key, `{"model":"v","prompt":"a weir","seconds":"8","size":"1280x720"}`, nil)
+	resp, out = b.call(t, http.MethodPost, "/v1/videos", b.key, `{"model":"v","prompt":"a weir","seconds":"8","size":"1280x720"}`, nil)
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("a video within the capabilities: %d %s", resp.StatusCode, out)
 	}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/weir-gateway/weir"
@@ -22,6 +23,9 @@ const (
 	// HeaderMaxWait shortens (never lengthens) how long it may queue: a Go
 	// duration ("2s") or seconds ("2", "0.5").
 	HeaderMaxWait = "X-Weir-Max-Wait"
+	// HeaderRunMode asks for a run mode other than production
+	// ("simulation"), if the key's group allows it.
+	HeaderRunMode = "X-Weir-Run-Mode"
 	// HeaderQueueWait, on answers, says how long the request queued, in
 	// milliseconds.
 	HeaderQueueWait = "X-Weir-Queue-Wait-Ms"
@@ -124,13 +128,17 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint) (*
 	if aerr != nil {
 		return nil, aerr
 	}
+	mode, aerr := requestRunMode(r, group)
+	if aerr != nil {
+		return nil, aerr
+	}
 	// The group of the request (which may be the default) is what the
 	// scopes use.
 	ri := info(r.Context())
 	c := &call{Call: gateway.Call{
 		RequestID: ri.id, ClientRequestID: ri.clientID,
 		Snapshot: st, Model: model, KeyID: key.ID, Group: groupName, Priority: prio,
-		Path: ep.path, Body: req, Stream: req.stream, Tokens: req.estimate, MaxTokens: req.maxTokens, Wants: req.wants, Affinity: req.affinity, Header: r.Header,
+		Path: ep.path, Body: req, Stream: req.stream, Tokens: req.estimate, MaxTokens: req.maxTokens, Wants: req.wants, Affinity: req.affinity, RunMode: mode, Header: r.Header,
 	}}
 	maxWait := s.cfg.DefaultMaxWait
 	d, ok, aerr := requestMaxWait(r)
@@ -181,6 +189,25 @@ func (s *Server) bodyError(err error, msg string) *apiError {
 }
 
 // requestPriority is base, lowered (never raised) by X-Weir-Priority.
+// requestRunMode is the run mode a request asks for (HeaderRunMode),
+// which its key's group must allow.
+func requestRunMode(r *http.Request, group weir.Group) (weir.RunMode, *apiError) {
+	v, aerr := oneHeader(r, HeaderRunMode)
+	if aerr != nil {
+		return "", aerr
+	}
+	mode := weir.RunMode(strings.ToLower(v))
+	switch {
+	case mode == "production":
+		return "", nil
+	case !mode.Valid():
+		return "", errorf(CodeInvalidRequest, HeaderRunMode, fmt.Sprintf("unknown run mode %q: want production or %s", v, weir.RunSimulation))
+	case !group.Allows(mode):
+		return "", errorf(CodeForbidden, HeaderRunMode, fmt.Sprintf("this key's group (%s) may not run requests in the %s mode", group.Name, mode))
+	}
+	return mode, nil
+}
+
 func requestPriority(r *http.Request, base int32) (int32, *apiError) {
 	v, aerr := oneHeader(r, HeaderPriority)
 	if v == "" || aerr != nil {

@@ -307,6 +307,10 @@ func (s *Server) beginSubmit(r *http.Request) (submission, *apiError) {
 // submitTask is the shared part of POST /v1/videos and POST /v1/tasks.
 func (s *Server) submitTask(r *http.Request, sub submission, kind string, input map[string]json.RawMessage, model string, cb taskCallback) (weir.Task, bool, *apiError) {
 	key := sub.key
+	if v := r.Header.Get(HeaderRunMode); v != "" && !strings.EqualFold(v, "production") {
+		// Never run for real what was asked to be simulated.
+		return weir.Task{}, false, errorf(CodeInvalidRequest, HeaderRunMode, fmt.Sprintf("run mode %q is for synchronous requests; tasks run in production only", v))
+	}
 	st := s.deps.Gateway.Snapshot()
 	if st == nil {
 		return weir.Task{}, false, errorf(CodeNoCandidate, "", "the gateway has no catalog yet")
