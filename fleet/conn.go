@@ -81,6 +81,26 @@ func (c *conn) call(f *frame) (*frame, error) {
 	}
 }
 
+// post sends f with a fresh ID and does not wait: its reply, when it
+// comes, finds no call and is dropped. Frames go out in the order they
+// are sent or posted.
+func (c *conn) post(f *frame) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return errSessionClosed
+	}
+	c.nextID++
+	f.ID = c.nextID
+	c.queue = append(c.queue, f)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
 // answer hands f to the call waiting for it; it reports whether one was.
 func (c *conn) answer(f *frame) bool {
 	c.mu.Lock()

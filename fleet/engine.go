@@ -47,6 +47,17 @@ type Config struct {
 	Logger  *slog.Logger
 	// Dial opens a session's connection. Default: TCP.
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// LazyRelease: Reconcile and Release of a lease held without an
+	// owner, on a replica that follows, return without waiting for the
+	// leader: the tokens go with the release, one frame sent in order on
+	// the session, answered by nobody. A later call of this replica may
+	// reach the leader before that release: it then waits or queues as
+	// if the capacity were still held (never over a limit), and an error
+	// of the release (none is the caller's to handle: an ownerless lease
+	// has no stale owner) goes unseen. The gateway's requests use it;
+	// the conformance suite, which asks that a release be seen by the
+	// next call of any replica, runs without it.
+	LazyRelease bool
 	// OnLead, if set, is called when this replica starts leading a term,
 	// with an engine for durable work (tasks) in that term, and with nil
 	// when the term ends here. That engine's waiters and leases belong to
@@ -134,6 +145,10 @@ type held struct {
 	// the engine runs open.
 	open   *open
 	openID admission.LeaseID
+	// tokens, with settle, is a Reconcile not yet sent
+	// (Config.LazyRelease): it goes with the release.
+	tokens int64
+	settle bool
 }
 
 // waiting is a caller's queued waiter.
@@ -1077,6 +1092,19 @@ func (e *Engine) Renew(ctx context.Context, id admission.LeaseID, owner admissio
 // lease is forgotten here all the same: the next sync leaves it out, and
 // the leader releases it then.
 func (e *Engine) Release(ctx context.Context, id admission.LeaseID, owner admission.Owner) error {
+	if e.postRelease(id, owner) {
+		return nil
+	}
+	e.mu.Lock()
+	var settle *held
+	if h := e.leases[id]; h != nil && h.settle {
+		settle = h
+	}
+	e.mu.Unlock()
+	if settle != nil {
+		// A lazy Reconcile whose release cannot be posted: it goes first.
+		_, _, _ = e.leaseCall(ctx, id, &frame{Op: opReconcile, Owner: owner, Tokens: settle.tokens})
+	}
 	_, _, err := e.leaseCall(ctx, id, &frame{Op: opRelease, Owner: owner})
 	switch {
 	case err == nil, errors.Is(err, errSessionClosed), errors.Is(err, admission.ErrLeaseNotHeld), errors.Is(err, ErrUnavailable):
@@ -1092,7 +1120,45 @@ func (e *Engine) forget(id admission.LeaseID) {
 	e.mu.Unlock()
 }
 
+// lazyLocked is the held lease id and the route to send its lazy
+// release on (Config.LazyRelease), if it has both: an ownerless lease of
+// the route's epoch, on a session to another replica that leads.
+func (e *Engine) lazyLocked(id admission.LeaseID, owner admission.Owner) (*held, *route) {
+	if !e.cfg.LazyRelease || owner.ID != "" {
+		return nil, nil
+	}
+	h, rt := e.leases[id], e.rt
+	if h == nil || h.open != nil || rt == nil || rt.c == nil || h.epoch != rt.epoch {
+		return nil, nil
+	}
+	return h, rt
+}
+
+// postRelease releases lease id lazily, if it may: it is forgotten here
+// and its release (with its tokens) posted to the leader.
+func (e *Engine) postRelease(id admission.LeaseID, owner admission.Owner) bool {
+	e.mu.Lock()
+	h, rt := e.lazyLocked(id, owner)
+	if h == nil {
+		e.mu.Unlock()
+		return false
+	}
+	delete(e.leases, id)
+	e.mu.Unlock()
+	// A session lost before it is sent: the next sync leaves the lease
+	// out, and the leader releases it then.
+	_ = rt.c.post(&frame{Op: opRelease, Epoch: rt.epoch, LeaseID: h.remote, Owner: owner, Tokens: h.tokens, Settle: h.settle})
+	return true
+}
+
 func (e *Engine) Reconcile(ctx context.Context, id admission.LeaseID, owner admission.Owner, tokens int64) error {
+	e.mu.Lock()
+	if h, _ := e.lazyLocked(id, owner); h != nil {
+		h.tokens, h.settle = tokens, true
+		e.mu.Unlock()
+		return nil
+	}
+	e.mu.Unlock()
 	_, _, err := e.leaseCall(ctx, id, &frame{Op: opReconcile, Owner: owner, Tokens: tokens})
 	if errors.Is(err, errSessionClosed) {
 		return ErrUnavailable

@@ -17,6 +17,12 @@ import (
 // has synced with the leader.
 func replicas(t *testing.T, n int, opts admission.Options) []*Engine {
 	t.Helper()
+	return replicasWith(t, n, opts, nil)
+}
+
+// replicasWith is replicas with edit applied to each replica's Config.
+func replicasWith(t *testing.T, n int, opts admission.Options, edit func(*Config)) []*Engine {
+	t.Helper()
 	var es []*Engine
 	var addrs []string
 	for i := range n {
@@ -24,7 +30,11 @@ func replicas(t *testing.T, n int, opts admission.Options) []*Engine {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := New(Config{Replica: string(rune('a' + i)), Gen: 1, Secret: "s", Options: opts, SessionTimeout: 5 * time.Second})
+		cfg := Config{Replica: string(rune('a' + i)), Gen: 1, Secret: "s", Options: opts, SessionTimeout: 5 * time.Second}
+		if edit != nil {
+			edit(&cfg)
+		}
+		e := New(cfg)
 		go e.Serve(ln)
 		t.Cleanup(func() { ln.Close() })
 		t.Cleanup(e.Close)

@@ -447,6 +447,10 @@ func (l *leader) handle(ctx context.Context, p *peer, f *frame) *frame {
 	case opRenew:
 		r.Expires, err = l.mem.Renew(ctx, l.memID(f.LeaseID), f.Owner)
 	case opRelease:
+		if f.Settle {
+			// What the lease used, then its release (Config.LazyRelease).
+			_ = l.mem.Reconcile(ctx, l.memID(f.LeaseID), f.Owner, f.Tokens)
+		}
 		err = l.release(ctx, f.LeaseID, f.Owner)
 	case opReconcile:
 		err = l.mem.Reconcile(ctx, l.memID(f.LeaseID), f.Owner, f.Tokens)

@@ -41,6 +41,8 @@ type MemberConfig struct {
 	Poll time.Duration
 	// Options are the leader's engine's.
 	Options admission.Options
+	// LazyRelease: see Config.LazyRelease.
+	LazyRelease bool
 	// OnLead: see Config.OnLead; workers is the sum of the live
 	// replicas' Workers when the term began (0 if it could not be read).
 	OnLead func(term admission.Engine, epoch uint64, workers int)
@@ -134,7 +136,7 @@ func NewMember(ctx context.Context, pool *pgxpool.Pool, cfg MemberConfig) (*Memb
 			e, ok := elector.Leading()
 			return ok && e == epoch
 		},
-		Options: cfg.Options, Logger: cfg.Logger, OnLead: onLead})
+		Options: cfg.Options, Logger: cfg.Logger, OnLead: onLead, LazyRelease: cfg.LazyRelease})
 	return m, nil
 }
 

@@ -63,17 +63,19 @@ type frame struct {
 	Secret  string `json:"secret,omitempty"`
 
 	// arguments
-	Scope    string                 `json:"scope,omitempty"`
-	Config   *admission.ScopeConfig `json:"config,omitempty"`
-	Req      *wireRequest           `json:"req,omitempty"`
-	Cand     int                    `json:"cand,omitempty"`
-	Waiter   string                 `json:"waiter,omitempty"`
-	LeaseID  admission.LeaseID      `json:"lease_id,omitempty"`
-	Owner    admission.Owner        `json:"owner,omitzero"`
-	Tokens   int64                  `json:"tokens,omitempty"`
-	OwnerID  string                 `json:"owner_id,omitempty"`
-	OwnerGen uint64                 `json:"owner_gen,omitempty"`
-	State    *syncState             `json:"state,omitempty"`
+	Scope   string                 `json:"scope,omitempty"`
+	Config  *admission.ScopeConfig `json:"config,omitempty"`
+	Req     *wireRequest           `json:"req,omitempty"`
+	Cand    int                    `json:"cand,omitempty"`
+	Waiter  string                 `json:"waiter,omitempty"`
+	LeaseID admission.LeaseID      `json:"lease_id,omitempty"`
+	Owner   admission.Owner        `json:"owner,omitzero"`
+	Tokens  int64                  `json:"tokens,omitempty"`
+	// Settle: a release that reconciles the lease to Tokens first.
+	Settle   bool       `json:"settle,omitempty"`
+	OwnerID  string     `json:"owner_id,omitempty"`
+	OwnerGen uint64     `json:"owner_gen,omitempty"`
+	State    *syncState `json:"state,omitempty"`
 
 	// results
 	Err     *wireError                   `json:"err,omitempty"`

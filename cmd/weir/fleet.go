@@ -35,11 +35,15 @@ func (m *Main) joinFleet(ctx context.Context, db *postgres.DB, opts admission.Op
 		replica = defaultReplica(m.Config.Server.Listen)
 	}
 	member, err := fleet.NewMember(ctx, db.Pool(), fleet.MemberConfig{
-		Replica:          replica,
-		Listen:           cfg.Listen,
-		Advertise:        cfg.Advertise,
-		Secret:           cfg.Secret,
-		Workers:          m.Config.Tasks.Workers,
+		Replica:   replica,
+		Listen:    cfg.Listen,
+		Advertise: cfg.Advertise,
+		Secret:    cfg.Secret,
+		Workers:   m.Config.Tasks.Workers,
+		// The gateway's requests hold ownerless leases and release them
+		// as their upstream calls end: a follower need not wait for the
+		// leader to take each release.
+		LazyRelease:      true,
 		TermTTL:          cfg.TermTTL,
 		HeartbeatTimeout: cfg.HeartbeatTimeout,
 		Poll:             cfg.Poll,
