@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/weir-gateway/weir"
@@ -29,7 +30,7 @@ type pause struct {
 
 // pauseUpstream pauses platform model pm for d from now (bounded by
 // maxPause), or extends its pause to then.
-func (s *Service) pauseUpstream(c *Call, pm string, d time.Duration) {
+func (s *Service) pauseUpstream(log *slog.Logger, pm string, d time.Duration) {
 	d = min(d, maxPause)
 	if d <= 0 {
 		return
@@ -51,8 +52,15 @@ func (s *Service) pauseUpstream(c *Call, pm string, d time.Duration) {
 	p.timer = s.deps.Clock.AfterFunc(d, func() { s.resume(pm, until) })
 	s.pauseMu.Unlock()
 	s.deps.Metrics.UpstreamPaused(pm, true)
-	s.logger(c).Warn("upstream answered 429 with Retry-After: its admissions pause", "platform_model", pm, "for", d)
+	log.Warn("upstream answered 429 with Retry-After: its admissions pause", "platform_model", pm, "for", d)
 	s.setPMScope(pm)
+}
+
+// PauseUpstream implements task.Pauser: a task's submit that its platform
+// refused with a Retry-After pauses the platform model as a request's
+// does.
+func (s *Service) PauseUpstream(pm string, d time.Duration) {
+	s.pauseUpstream(s.deps.Logger, pm, d)
 }
 
 // resume ends pm's pause that was to end at until (a pause extended

@@ -139,10 +139,9 @@ func TestRetryAfterPastDeadline(t *testing.T) {
 func TestRetryAfterBounded(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
-	c := b.chat(t)
-	b.svc.pauseUpstream(c, "up/m", time.Second)
-	b.svc.pauseUpstream(c, "up/m", 24*time.Hour)
-	b.svc.pauseUpstream(c, "up/m", time.Second) // shorter: no change
+	b.svc.pauseUpstream(b.svc.deps.Logger, "up/m", time.Second)
+	b.svc.pauseUpstream(b.svc.deps.Logger, "up/m", 24*time.Hour)
+	b.svc.pauseUpstream(b.svc.deps.Logger, "up/m", time.Second) // shorter: no change
 	if until, ok := b.svc.pausedUntil("up/m"); !ok || !until.Equal(b.clock.Now().Add(maxPause)) {
 		t.Fatalf("paused until %s (%v); want maxPause from now", until, ok)
 	}
@@ -161,7 +160,7 @@ func TestRetryAfterBounded(t *testing.T) {
 func TestPauseOutlivesReload(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
-	b.svc.pauseUpstream(b.chat(t), "up/m", time.Minute)
+	b.svc.pauseUpstream(b.svc.deps.Logger, "up/m", time.Minute)
 	if err := b.svc.Apply(t.Context(), b.catalog(), ""); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +174,7 @@ func TestPauseOutlivesReload(t *testing.T) {
 func TestPauseShown(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
-	b.svc.pauseUpstream(b.chat(t), "up/m", time.Minute)
+	b.svc.pauseUpstream(b.svc.deps.Logger, "up/m", time.Minute)
 	want := b.clock.Now().Add(time.Minute).UTC().Format(time.RFC3339Nano)
 	for _, v := range b.svc.Scopes(t.Context()) {
 		switch v.Name {

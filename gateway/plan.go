@@ -107,6 +107,7 @@ func (st *Snapshot) target(pmName string) (task.Target, bool) {
 var (
 	_ task.Planner        = (*Service)(nil)
 	_ task.HealthReporter = (*Service)(nil)
+	_ task.Pauser         = (*Service)(nil)
 )
 
 // Unservable is the refusal of a task for model m with input that none

@@ -294,7 +294,7 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 		s.deps.Metrics.ObserveUpstream(pm.Name, upstreamOutcome(pe), s.deps.Clock.Now().Sub(t0))
 		if pm.pausable && pe.Status == http.StatusTooManyRequests && pe.RetryAfter > 0 {
 			// Not a failure of the upstream's: it said when to come back.
-			s.pauseUpstream(c, pm.Name, pe.RetryAfter)
+			s.pauseUpstream(s.logger(c), pm.Name, pe.RetryAfter)
 			return pe, nil
 		}
 		if pe.Retryable() {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,7 +29,8 @@ func (u *testUpstream) occupy(t *testing.T) provider.Job {
 
 // TestFailoverToAnotherCandidate: a platform that refuses a submit for
 // capacity (429) or answers it failed (500, 503) sends the task to its
-// next candidate at once, and its health hears of it.
+// next candidate at once; its health hears of a failure, and a 429 with
+// Retry-After pauses it instead (the platform said when to come back).
 func TestFailoverToAnotherCandidate(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -72,8 +74,15 @@ func TestFailoverToAnotherCandidate(t *testing.T) {
 				t.Errorf("%d jobs on vid/b, want 1", n)
 			}
 			h := b.planner.reports()
-			if !slices.Contains(h, healthReport{"vid/a", false}) || !slices.Contains(h, healthReport{"vid/b", true}) {
-				t.Errorf("health reports %+v, want vid/a not ok and vid/b ok", h)
+			paused := tc.status == http.StatusTooManyRequests
+			if slices.Contains(h, healthReport{"vid/a", false}) == paused || !slices.Contains(h, healthReport{"vid/b", true}) {
+				t.Errorf("health reports %+v, want vid/b ok and vid/a not ok unless it was paused (%v)", h, paused)
+			}
+			b.planner.mu.Lock()
+			pauses := slices.Clone(b.planner.pauses)
+			b.planner.mu.Unlock()
+			if paused != (len(pauses) == 1 && strings.HasPrefix(pauses[0], "vid/a for ")) {
+				t.Errorf("pauses asked for %v; want one of vid/a only for the 429", pauses)
 			}
 			b.waitReleased(t)
 		})
@@ -105,6 +114,18 @@ func TestRateLimitedWithNoOtherCandidate(t *testing.T) {
 	}
 	if mine := a.jobByKey(t, tk.ID); mine.CreatedAt.Before(otherEnd) {
 		t.Errorf("the task's job started at +%s, before the job holding the cap ended (+%s)", mine.CreatedAt.Sub(testStart), otherEnd.Sub(testStart))
+	}
+	// Each refusal asked the planner to pause vid/a for its Retry-After,
+	// and none counted against its health.
+	b.planner.mu.Lock()
+	defer b.planner.mu.Unlock()
+	if len(b.planner.pauses) < 1 || b.planner.pauses[0] != "vid/a for 2s" {
+		t.Errorf("pauses asked for: %v; want vid/a for 2s", b.planner.pauses)
+	}
+	for _, h := range b.planner.health {
+		if !h.ok {
+			t.Errorf("a 429 with Retry-After counted against %s's health", h.pm)
+		}
 	}
 }
 

@@ -156,11 +156,18 @@ func (s *Service) submit(ctx context.Context, t weir.Task, target Target, job *r
 // nil, or counts against pm's health if it is retryable (the upstream's
 // trouble, not the task's).
 func (s *Service) report(pm string, err error) {
+	var pe *provider.Error
+	if errors.As(err, &pe) && pe.Status == http.StatusTooManyRequests && pe.RetryAfter > 0 {
+		// Not a failure: the platform said when to come back.
+		if p, ok := s.planner.(Pauser); ok {
+			p.PauseUpstream(pm, pe.RetryAfter)
+		}
+		return
+	}
 	h, ok := s.planner.(HealthReporter)
 	if !ok {
 		return
 	}
-	var pe *provider.Error
 	switch {
 	case err == nil:
 		h.UpstreamResult(pm, true)

@@ -62,6 +62,13 @@ type HealthReporter interface {
 	UpstreamResult(platformModel string, ok bool)
 }
 
+// Pauser is a Planner that pauses a platform model's admissions when its
+// upstream asks (a 429 with Retry-After): the tasks queued for it then
+// wait in the queue rather than each be admitted, refused and sent back.
+type Pauser interface {
+	PauseUpstream(platformModel string, d time.Duration)
+}
+
 // Config tunes the service.
 type Config struct {
 	// Workers is the global capacity: tasks running at once. Default 100.

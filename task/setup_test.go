@@ -416,6 +416,13 @@ type testPlanner struct {
 	models  map[string][]string
 	targets map[string]Target
 	health  []healthReport
+	pauses  []string // "pm for d", from PauseUpstream
+}
+
+func (p *testPlanner) PauseUpstream(pm string, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pauses = append(p.pauses, pm+" for "+d.String())
 }
 
 type healthReport struct {
@@ -426,6 +433,7 @@ type healthReport struct {
 var (
 	_ Planner        = (*testPlanner)(nil)
 	_ HealthReporter = (*testPlanner)(nil)
+	_ Pauser         = (*testPlanner)(nil)
 )
 
 var errUnknownModel = errors.New("unknown model")
