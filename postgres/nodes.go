@@ -50,40 +50,13 @@ func (db *DB) NodeByID(ctx context.Context, id string) (weir.Node, error) {
 // NodeList returns every node by name, in byte order (the column's "C"
 // collation).
 func (db *DB) NodeList(ctx context.Context) ([]weir.Node, error) {
-	rows, err := db.pool.Query(ctx, `SELECT `+nodeColumns+` FROM nodes ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
-	}
-	defer rows.Close()
-	var nodes []weir.Node
-	for rows.Next() {
-		n, err := scanNode(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list nodes: %w", err)
-		}
-		nodes = append(nodes, n)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
-	}
-	return nodes, nil
+	return listAll(ctx, db, "nodes", `SELECT `+nodeColumns+` FROM nodes ORDER BY name`, scanNode)
 }
 
 // NodeRevoke marks a node revoked at the given time. Revoking a revoked
 // node succeeds and keeps the first time.
 func (db *DB) NodeRevoke(ctx context.Context, id string, at time.Time) error {
-	if at.IsZero() {
-		return fmt.Errorf("revoke node %s: %w: no time given", id, weir.ErrInvalid)
-	}
-	tag, err := db.pool.Exec(ctx,
-		`UPDATE nodes SET revoked_at = coalesce(revoked_at, $1) WHERE id = $2`, dbTime(at), id)
-	if err != nil {
-		return fmt.Errorf("revoke node %s: %w", id, classify(err))
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("revoke node %s: %w", id, weir.ErrNotFound)
-	}
-	return nil
+	return db.revoke(ctx, "nodes", "node", id, at)
 }
 
 // scanNode reads one row of nodeColumns; no row is weir.ErrNotFound.

@@ -68,48 +68,17 @@ func (db *DB) KeyByID(ctx context.Context, id string) (weir.APIKey, error) {
 
 // KeyList returns every key, by creation time, then ID.
 func (db *DB) KeyList(ctx context.Context) ([]weir.APIKey, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT `+keyColumns+` FROM api_keys ORDER BY created_at, id`)
-	if err != nil {
-		return nil, fmt.Errorf("list keys: %w", err)
-	}
-	defer rows.Close()
-	var keys []weir.APIKey
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list keys: %w", err)
-		}
-		keys = append(keys, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list keys: %w", err)
-	}
-	return keys, nil
+	return listAll(ctx, db, "keys", `SELECT `+keyColumns+` FROM api_keys ORDER BY created_at, id`, scanKey)
 }
 
 // KeyRevoke marks a key revoked at the given time. Revoking a revoked key
 // succeeds and keeps the first time.
 func (db *DB) KeyRevoke(ctx context.Context, id string, at time.Time) error {
-	if at.IsZero() {
-		return fmt.Errorf("revoke key %s: %w: no time given", id, weir.ErrInvalid)
-	}
-	res, err := db.write.ExecContext(ctx,
-		`UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, formatTime(at), id)
-	if err != nil {
-		return fmt.Errorf("revoke key %s: %w", id, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("revoke key %s: %w", id, err)
-	}
-	if n == 0 {
-		return fmt.Errorf("revoke key %s: %w", id, weir.ErrNotFound)
-	}
-	return nil
+	return db.revoke(ctx, "api_keys", "key", id, at)
 }
 
 // scanKey reads one row of keyColumns; no row is weir.ErrNotFound.
-func scanKey(row interface{ Scan(...any) error }) (weir.APIKey, error) {
+func scanKey(row rowScanner) (weir.APIKey, error) {
 	var (
 		k                          weir.APIKey
 		models, created            string

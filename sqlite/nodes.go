@@ -53,48 +53,17 @@ func (db *DB) NodeByID(ctx context.Context, id string) (weir.Node, error) {
 // NodeList returns every node by name, in byte order (the column's BINARY
 // collation).
 func (db *DB) NodeList(ctx context.Context) ([]weir.Node, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT `+nodeColumns+` FROM nodes ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
-	}
-	defer rows.Close()
-	var nodes []weir.Node
-	for rows.Next() {
-		n, err := scanNode(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list nodes: %w", err)
-		}
-		nodes = append(nodes, n)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
-	}
-	return nodes, nil
+	return listAll(ctx, db, "nodes", `SELECT `+nodeColumns+` FROM nodes ORDER BY name`, scanNode)
 }
 
 // NodeRevoke marks a node revoked at the given time. Revoking a revoked
 // node succeeds and keeps the first time.
 func (db *DB) NodeRevoke(ctx context.Context, id string, at time.Time) error {
-	if at.IsZero() {
-		return fmt.Errorf("revoke node %s: %w: no time given", id, weir.ErrInvalid)
-	}
-	res, err := db.write.ExecContext(ctx,
-		`UPDATE nodes SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, formatTime(at), id)
-	if err != nil {
-		return fmt.Errorf("revoke node %s: %w", id, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("revoke node %s: %w", id, err)
-	}
-	if n == 0 {
-		return fmt.Errorf("revoke node %s: %w", id, weir.ErrNotFound)
-	}
-	return nil
+	return db.revoke(ctx, "nodes", "node", id, at)
 }
 
 // scanNode reads one row of nodeColumns; no row is weir.ErrNotFound.
-func scanNode(row interface{ Scan(...any) error }) (weir.Node, error) {
+func scanNode(row rowScanner) (weir.Node, error) {
 	var (
 		n       weir.Node
 		created string

@@ -1,0 +1,50 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/weir-gateway/weir"
+)
+
+// listAll runs query and scans each row with scan; its errors say
+// "list <what>".
+func listAll[T any](ctx context.Context, db *DB, what, query string, scan func(pgx.Row) (T, error)) ([]T, error) {
+	rows, err := db.pool.Query(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", what, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list %s: %w", what, err)
+	}
+	return out, nil
+}
+
+// revoke marks row id of table (api_keys, nodes) revoked at at, keeping
+// the first time if it was already; its errors say "revoke <what> <id>".
+func (db *DB) revoke(ctx context.Context, table, what, id string, at time.Time) error {
+	if at.IsZero() {
+		return fmt.Errorf("revoke %s %s: %w: no time given", what, id, weir.ErrInvalid)
+	}
+	tag, err := db.pool.Exec(ctx,
+		`UPDATE `+table+` SET revoked_at = coalesce(revoked_at, $1) WHERE id = $2`, dbTime(at), id)
+	if err != nil {
+		return fmt.Errorf("revoke %s %s: %w", what, id, classify(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("revoke %s %s: %w", what, id, weir.ErrNotFound)
+	}
+	return nil
+}

@@ -1,0 +1,55 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/weir-gateway/weir"
+)
+
+// rowScanner is a row to scan: *sql.Row or *sql.Rows.
+type rowScanner interface{ Scan(...any) error }
+
+// listAll runs query on the read pool and scans each row with scan; its
+// errors say "list <what>".
+func listAll[T any](ctx context.Context, db *DB, what, query string, scan func(rowScanner) (T, error)) ([]T, error) {
+	rows, err := db.read.QueryContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", what, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list %s: %w", what, err)
+	}
+	return out, nil
+}
+
+// revoke marks row id of table (api_keys, nodes) revoked at at, keeping
+// the first time if it was already; its errors say "revoke <what> <id>".
+func (db *DB) revoke(ctx context.Context, table, what, id string, at time.Time) error {
+	if at.IsZero() {
+		return fmt.Errorf("revoke %s %s: %w: no time given", what, id, weir.ErrInvalid)
+	}
+	res, err := db.write.ExecContext(ctx,
+		`UPDATE `+table+` SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, formatTime(at), id)
+	if err != nil {
+		return fmt.Errorf("revoke %s %s: %w", what, id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("revoke %s %s: %w", what, id, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("revoke %s %s: %w", what, id, weir.ErrNotFound)
+	}
+	return nil
+}
