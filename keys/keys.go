@@ -68,6 +68,17 @@ func GenerateNodeToken() (token, prefix, hash string, err error) {
 	return token, token[:PrefixLen], Hash(token), nil
 }
 
+// NewID is prefix and 12 random hex digits: the public id of a key
+// ("key_") or a node (weir.NodeIDPrefix), not a secret. The error is
+// non-nil only if the system's random source fails.
+func NewID(prefix string) (string, error) {
+	var id [6]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return "", fmt.Errorf("generate id: %w", err)
+	}
+	return prefix + hex.EncodeToString(id[:]), nil
+}
+
 // generate returns start followed by secretChars random base62
 // characters.
 func generate(start string) (string, error) {

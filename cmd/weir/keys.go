@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"strings"
@@ -123,11 +121,9 @@ func createKey(ctx context.Context, store weir.Store, k *weir.APIKey) (string, e
 	if err != nil {
 		return "", err
 	}
-	var id [6]byte
-	if _, err := rand.Read(id[:]); err != nil {
+	if k.ID, err = keys.NewID("key_"); err != nil {
 		return "", err
 	}
-	k.ID = "key_" + hex.EncodeToString(id[:])
 	k.Prefix, k.Hash = prefix, hash
 	k.CreatedAt = time.Now().UTC()
 	if err := store.KeyCreate(ctx, *k); err != nil {

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -122,12 +120,12 @@ func createNode(ctx context.Context, store weir.NodeStore, name string, now time
 	if err != nil {
 		return weir.Node{}, "", err
 	}
-	var id [6]byte
-	if _, err := rand.Read(id[:]); err != nil {
+	id, err := keys.NewID(weir.NodeIDPrefix)
+	if err != nil {
 		return weir.Node{}, "", err
 	}
 	n := weir.Node{
-		ID:        weir.NodeIDPrefix + hex.EncodeToString(id[:]),
+		ID:        id,
 		Name:      name,
 		Prefix:    prefix,
 		Hash:      hash,
