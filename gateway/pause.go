@@ -134,15 +134,21 @@ func (s *Service) allPausedPast(ts []target, deadline time.Time) (time.Time, boo
 	if deadline.IsZero() || len(ts) == 0 {
 		return time.Time{}, false
 	}
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	if len(s.pauses) == 0 {
+		return time.Time{}, false // the usual: nothing paused
+	}
 	var first time.Time
 	for _, t := range ts {
 		if t.node != nil {
 			return time.Time{}, false
 		}
-		until, ok := s.pausedUntil(t.pm)
-		if !ok || !until.After(deadline) {
+		p, ok := s.pauses[t.pm]
+		if !ok || !p.until.After(deadline) {
 			return time.Time{}, false
 		}
+		until := p.until
 		if first.IsZero() || until.Before(first) {
 			first = until
 		}

@@ -102,30 +102,31 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 // wanting w; when it leaves one out, refusal is the error of a request
 // none could serve, naming the parameter of the first left out.
 func servable(st *Snapshot, w weir.Wants, order []string) (pms []string, refusal *Error) {
-	pms = make([]string, 0, len(order))
 	var whys []string
-	for _, name := range order {
+	for i, name := range order {
 		pm, ok := st.pms[name]
-		if !ok {
-			pms = append(pms, name)
-			continue
-		}
-		if param, why, refused := pm.Supports.Refuses(w); refused {
-			if refusal == nil {
-				refusal = &Error{Category: ErrUnservable, Param: param}
-			}
-			if !slices.Contains(whys, why) {
-				whys = append(whys, why)
+		param, why, refused := pm.Supports.Refuses(w)
+		if !ok || !refused {
+			if refusal != nil {
+				pms = append(pms, name)
 			}
 			continue
 		}
-		pms = append(pms, name)
+		if refusal == nil {
+			// The first left out: the order is copied from here on (a
+			// request that all can serve, the usual, copies nothing).
+			refusal = &Error{Category: ErrUnservable, Param: param}
+			pms = append(make([]string, 0, len(order)-1), order[:i]...)
+		}
+		if !slices.Contains(whys, why) {
+			whys = append(whys, why)
+		}
 	}
-	if refusal != nil {
-		// The candidates are the operator's: the client hears why, not
-		// which.
-		refusal.Message = "no candidate can serve this request: " + strings.Join(whys, "; ")
+	if refusal == nil {
+		return order, nil
 	}
+	// The candidates are the operator's: the client hears why, not which.
+	refusal.Message = "no candidate can serve this request: " + strings.Join(whys, "; ")
 	return pms, refusal
 }
 
