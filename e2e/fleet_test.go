@@ -660,6 +660,15 @@ func TestFleetPostgresRestart(t *testing.T) {
 	ids := f.ids()
 	f.ready(t, ids...)
 	_, key := f.rs[ids[0]].createKey(t, "--name", "restart")
+	// Each replica has seen the key once (GET /v1/models reaches no
+	// upstream), so that it may serve it while PostgreSQL is down: a key
+	// a replica never saw is 503 store_unavailable then, and the burst's
+	// first lookups would be in flight during the restart.
+	for _, id := range ids {
+		if rep := f.rs[id].do(t, request{Method: http.MethodGet, Path: "/v1/models", Key: key}); rep.Status != http.StatusOK {
+			t.Fatalf("GET /v1/models on %s: %d %s", id, rep.Status, rep.Body)
+		}
+	}
 	load := newFleetLoad()
 	for i := range 100 {
 		load.send(f.rs[ids[i%2]], request{Path: "/v1/chat/completions", Key: key, Body: chatBody("chat"), Agent: fmt.Sprintf("req-%d", i)})
