@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -93,9 +94,7 @@ func (s *session) run(hard context.Context, drain <-chan struct{}) error {
 		s.interval = 2 * time.Second
 	}
 	log := s.a.deps.Logger.With("node", s.nodeID, "generation", s.gen)
-	log.Info("node: session started", "gateway", s.a.cfg.Gateway, "heartbeat", s.interval.String(),
-		"providers", len(s.a.cfg.Providers))
-	cause := s.serve(ctx, drain)
+	cause := s.serve(ctx, drain, log)
 	cancel(cause)
 	log.Warn("node: session ended", "cause", cause)
 	return cause
@@ -103,7 +102,7 @@ func (s *session) run(hard context.Context, drain <-chan struct{}) error {
 
 // serve takes the gateway's messages and heartbeats until the stream
 // ends, ctx ends, or the drain is over.
-func (s *session) serve(ctx context.Context, drain <-chan struct{}) error {
+func (s *session) serve(ctx context.Context, drain <-chan struct{}, log *slog.Logger) error {
 	in := make(chan *edgepb.GatewayMessage)
 	recvErr := make(chan error, 1)
 	go func() {
@@ -133,14 +132,20 @@ func (s *session) serve(ctx context.Context, drain <-chan struct{}) error {
 	}
 	beatLater()
 	defer func() { timer.Stop() }()
+	// Logged once the first beat is scheduled: whoever reads it may move
+	// the clock and the beat follows.
+	log.Info("node: session started", "gateway", s.a.cfg.Gateway, "heartbeat", s.interval.String(),
+		"providers", len(s.a.cfg.Providers))
 
 	for {
 		select {
 		case <-tick:
+			// The next beat is scheduled before this one is sent, so a
+			// slow send does not push the cadence back.
+			beatLater()
 			if err := s.heartbeat(); err != nil {
 				return fmt.Errorf("heartbeat: %w", err)
 			}
-			beatLater()
 		case m := <-in:
 			s.handle(ctx, m)
 		case err := <-recvErr:
