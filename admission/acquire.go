@@ -31,7 +31,7 @@ func (m *Memory) Restore(ctx context.Context, req Request, cand int) (Lease, err
 		return Lease{}, fmt.Errorf("%w: candidate %d of %s uses an orphaned scope", ErrNoCandidate, cand, req.ID)
 	}
 	m.seq++
-	return m.grantLocked(req.ID, req.Priority, cand, needs, c, req.Owner, 0), nil
+	return m.grantLocked(req.ID, req.Priority, m.seq, cand, needs, c, req.Owner, 0), nil
 }
 
 // TryAcquire admits at once or fails without queueing.
@@ -125,6 +125,9 @@ func (m *Memory) admitNowLocked(req *Request, try bool) (l Lease, err error, don
 		}
 	}
 	p := probe{prio: req.Priority, seq: m.seq + 1, fkey: req.FairnessKey}
+	if place := m.placeLocked(req); place != 0 {
+		p.seq = place
+	}
 	var buf [3]need
 	rateOnly, usable, orphaned := true, false, false
 	var tooMany *TokenLimitError
@@ -155,7 +158,7 @@ func (m *Memory) admitNowLocked(req *Request, try bool) (l Lease, err error, don
 				}
 			}
 			m.seq++
-			l := m.grantLocked(req.ID, req.Priority, i, needs, c, req.Owner, 0)
+			l := m.grantLocked(req.ID, req.Priority, p.seq, i, needs, c, req.Owner, 0)
 			return l, nil, true
 		}
 		if b.wake == 0 {
@@ -222,11 +225,16 @@ func (m *Memory) queueLocked(req *Request, notify func(Lease, error)) (*waiter, 
 		c = m.newClassLocked(string(b), req.FairnessKey, req.Priority, cands)
 	}
 	m.seq++
+	seq := m.seq
+	place := m.placeLocked(req)
+	if place != 0 {
+		seq = place
+	}
 	w := &waiter{
 		id:       req.ID,
 		prio:     req.Priority,
 		didx:     -1,
-		seq:      m.seq,
+		seq:      seq,
 		arrival:  now,
 		owner:    req.Owner,
 		cands:    req.Candidates,
@@ -244,6 +252,9 @@ func (m *Memory) queueLocked(req *Request, notify func(Lease, error)) (*waiter, 
 		return nil, &TimeoutError{Setting: SettingDeadline, WaitingOn: on.name, RetryAfter: on.waitEstimate(on.queued + 1)}
 	}
 	m.joinClassLocked(w, c)
+	if place != 0 {
+		m.takePlaceLocked(w)
+	}
 	m.waiters[w.id] = w
 	index(m.ownerWaiters, w.owner.ID, w)
 	m.scheduleLocked(w)
@@ -252,4 +263,30 @@ func (m *Memory) queueLocked(req *Request, notify func(Lease, error)) (*waiter, 
 		m.settleLocked(c)
 	}
 	return w, nil
+}
+
+// placeLocked is the place in arrival order that req asks for, if the
+// engine can have given it; else 0 (it arrives now).
+func (m *Memory) placeLocked(req *Request) uint64 {
+	if req.Place > m.seq {
+		return 0
+	}
+	return req.Place
+}
+
+// takePlaceLocked gives w, joined at a place it asked for, its key's turn
+// there in each round-robin scope: that of the first later waiter of its
+// key, if there is one, so the key stays first-in-first-out (a joiner's
+// turn is otherwise its key's last).
+func (m *Memory) takePlaceLocked(w *waiter) {
+	c := w.class
+	for i, rs := range c.rr {
+		if vt, ok := firstTurnAfter(rs, c.fkey, w); ok {
+			w.setVT(i, vt)
+		}
+	}
+	c.noteTurns(w)
+	if c.head() == w {
+		m.classHeadChangedLocked(c)
+	}
 }

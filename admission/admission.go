@@ -129,6 +129,14 @@ type Request struct {
 	Owner Owner
 	// Candidates in preference order; the first that fits is taken.
 	Candidates []Candidate
+	// Place, if not zero, is where the waiter stands in arrival order: the
+	// Place of a lease this engine granted earlier for the same work, so
+	// that work sent back to the queue (a retry, an upstream's refusal)
+	// waits where it first arrived, not behind all that arrived since. A
+	// place the engine cannot have given (another engine's, after a
+	// restart) is ignored, and the waiter arrives now. Zero: it arrives
+	// now.
+	Place uint64
 	// Resolve, if set, is asked for fresh candidates when a scope this
 	// waiter uses is fenced, orphaned or re-activated. Without it the waiter
 	// just loses candidates that touch unusable scopes. It is called with
@@ -199,6 +207,9 @@ type Lease struct {
 	Waited time.Duration
 	// Expires is when the lease is reaped unless renewed; zero if never.
 	Expires time.Time
+	// Place is the waiter's place in arrival order, for a Request that
+	// sends the same work back to the queue.
+	Place uint64
 }
 
 // Position is where a queued waiter stands.

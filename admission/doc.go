@@ -50,6 +50,11 @@
 // what is left beyond the hold. The waiter holding S may use it even ahead
 // of waiters waiting on S.
 //
+// Arrival is the moment a waiter queues, unless its Request carries the
+// Place of an earlier lease of the same work (Request.Place): work sent
+// back to the queue then stands where it first arrived, and in a
+// round-robin scope takes the turn of its key's first later waiter.
+//
 // Waiters with the same fairness key, priority and candidates form a class:
 // they are blocked by the same scopes and ordered the same way everywhere,
 // so the engine parks whole classes on the scopes that block them and wakes

@@ -25,6 +25,7 @@ type lease struct {
 	expires  int64
 	eidx     int
 	prio     int32
+	place    uint64
 }
 
 // admitLocked grants w its class's candidate j.
@@ -39,14 +40,15 @@ func (m *Memory) admitLocked(w *waiter, j int) {
 		}
 	}
 	m.removeWaiterLocked(w)
-	l := m.grantLocked(w.id, w.prio, cd.idx, cd.needs, pub, w.owner, now-w.arrival)
+	l := m.grantLocked(w.id, w.prio, w.seq, cd.idx, cd.needs, pub, w.owner, now-w.arrival)
 	m.pending = append(m.pending, delivery{notify: w.notify, lease: l})
 	w.notify = nil
 }
 
-func (m *Memory) grantLocked(waiterID string, prio int32, candIdx int, needs []need, c *Candidate, owner Owner, waited int64) Lease {
+func (m *Memory) grantLocked(waiterID string, prio int32, place uint64, candIdx int, needs []need, c *Candidate, owner Owner, waited int64) Lease {
 	l := m.newLeaseLocked()
 	l.waiterID = waiterID
+	l.place = place
 	l.candIdx = candIdx
 	l.needs = append(l.buf[:0], needs...)
 	l.pub = c.Needs
@@ -97,6 +99,7 @@ func (l *lease) public() Lease {
 		Tokens:    l.tokens,
 		Owner:     l.owner,
 		Waited:    time.Duration(l.waited),
+		Place:     l.place,
 	}
 	if l.expires != 0 {
 		out.Expires = time.Unix(0, l.expires)

@@ -80,7 +80,7 @@ func (r *roster) insert(w *waiter) {
 func (r *roster) remove(w *waiter) {
 	i := r.lo
 	if r.slots[i].w != w {
-		i = r.search(r.lo, w.seq)
+		i = r.find(w)
 	}
 	r.slots[i].w = nil
 	r.dead[i>>rosterShift]++
@@ -114,6 +114,18 @@ func (r *roster) search(from int, seq uint64) int {
 		return cmp.Compare(s.seq, seq)
 	})
 	return from + i
+}
+
+// find returns w's slot. Seqs are unique but for waiters that asked for a
+// place (Request.Place) another holds: those stand side by side.
+func (r *roster) find(w *waiter) int {
+	i := r.search(r.lo, w.seq)
+	for j := i; j < len(r.slots) && r.slots[j].seq == w.seq; j++ {
+		if r.slots[j].w == w {
+			return j
+		}
+	}
+	return i
 }
 
 func (r *roster) reset() {
@@ -224,7 +236,7 @@ func (r *roster) countWhile(ok func(*waiter) bool) int {
 // neighbors returns the members that arrived just before and just after w,
 // a member; nil where there is none.
 func (r *roster) neighbors(w *waiter) (prev, next *waiter) {
-	i := r.search(r.lo, w.seq)
+	i := r.find(w)
 	for j := i - 1; j >= r.lo && prev == nil; j-- {
 		prev = r.slots[j].w
 	}

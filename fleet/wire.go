@@ -97,12 +97,13 @@ type wireRequest struct {
 	Deadline    time.Time                                      `json:"deadline,omitzero"`
 	Owner       admission.Owner                                `json:"owner,omitzero"`
 	Candidates  []admission.Candidate                          `json:"candidates"`
+	Place       uint64                                         `json:"place,omitempty"`
 	resolve     func(id string) ([]admission.Candidate, error) `json:"-"`
 }
 
 func toWire(r admission.Request) *wireRequest {
 	return &wireRequest{ID: r.ID, Priority: r.Priority, FairnessKey: r.FairnessKey,
-		Deadline: r.Deadline, Owner: r.Owner, Candidates: r.Candidates, resolve: r.Resolve}
+		Deadline: r.Deadline, Owner: r.Owner, Candidates: r.Candidates, Place: r.Place, resolve: r.Resolve}
 }
 
 func (w *wireRequest) request() admission.Request {
@@ -110,7 +111,7 @@ func (w *wireRequest) request() admission.Request {
 		return admission.Request{}
 	}
 	return admission.Request{ID: w.ID, Priority: w.Priority, FairnessKey: w.FairnessKey,
-		Deadline: w.Deadline, Owner: w.Owner, Candidates: w.Candidates, Resolve: w.resolve}
+		Deadline: w.Deadline, Owner: w.Owner, Candidates: w.Candidates, Place: w.Place, Resolve: w.resolve}
 }
 
 // syncState is everything a replica holds, sent to a leader when its
