@@ -263,3 +263,52 @@ func TestSubmitThatMayHaveStartedIsRetriedInPlace(t *testing.T) {
 		t.Errorf("%d requests to vid/b, want none", n)
 	}
 }
+
+// TestRequeuedTaskKeepsItsPlace: a task that its upstream sends back to
+// the queue (a 429 on its submit) waits where it first arrived, before
+// the tasks submitted after it, not behind them.
+func TestRequeuedTaskKeepsItsPlace(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{
+		// A job outlasts the refused submit's Retry-After (1s).
+		Platforms: map[string]mock.Config{"vid/a": {JobDuration: 3 * time.Second}},
+		Limits:    map[string]int64{"vid/a": 1},
+	})
+	arrived, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	b.up["vid/a"].setInject(func(r *http.Request) {
+		if r.Method != http.MethodPost {
+			return
+		}
+		first := false
+		once.Do(func() { first = true })
+		if first {
+			// The first task's submit waits until the others queue,
+			// then the platform refuses it.
+			close(arrived)
+			<-proceed
+			r.Header.Set("X-Mock-Status", "429")
+		}
+	})
+	first := b.submit(t, s, nil)
+	select {
+	case <-arrived:
+	case <-time.After(waitBound):
+		t.Fatal("the first task's submit never reached the platform")
+	}
+	second := b.submit(t, s, nil)
+	third := b.submit(t, s, nil)
+	close(proceed)
+	for _, id := range []string{first.ID, second.ID, third.ID} {
+		b.driveTo(t, id, weir.TaskSucceeded)
+	}
+	var keys []string
+	for _, j := range b.up["vid/a"].srv.Jobs() {
+		keys = append(keys, j.IdempotencyKey)
+	}
+	// The second took the slot the refusal freed; the first, back from
+	// its Retry-After, went before the third.
+	if want := []string{second.ID, first.ID, third.ID}; !slices.Equal(keys, want) {
+		t.Errorf("upstream jobs in the order %v, want %v (second, first, third)", keys, want)
+	}
+}

@@ -496,6 +496,9 @@ func (s *Service) finish(ctx context.Context, t weir.Task, from []weir.TaskStatu
 	}
 	if ok {
 		s.forgetRefusals(t.ID)
+		if tm := s.current(); tm != nil {
+			tm.forget(t.ID)
+		}
 		s.cfg.Metrics.TaskTransition(u.Status)
 		if !t.AdmittedAt.IsZero() {
 			s.cfg.Metrics.TaskRan(t.Model, u.Status, u.FinishedAt.Sub(t.AdmittedAt))

@@ -63,6 +63,11 @@ type term struct {
 	mu      sync.Mutex
 	leases  map[string]*held   // task id → the lease held for it
 	waiting map[string]*waiter // task id → its waiter in the engine
+	// places are the arrival places of the tasks admitted in this term,
+	// for a task sent back to the queue to wait where it first arrived
+	// (admission.Request.Place). The term's engine gave them: the next
+	// term's recovery queues what waits in submission order instead.
+	places map[string]uint64
 	// The fleet ledger's own (ledger.go).
 	deferred     map[string]clock.Timer // task id → its wait before it queues again
 	refused      map[string][]string    // task id → platform models that refused it since it last queued for all
@@ -96,7 +101,7 @@ func newTerm(s *Service, engine admission.Engine, fleet bool, epoch uint64) *ter
 	return &term{s: s, engine: engine, fleet: fleet, epoch: epoch,
 		admitted: make(chan admittedTask, 4096),
 		stop:     make(chan struct{}), done: make(chan struct{}), loopDone: make(chan struct{}),
-		leases: make(map[string]*held), waiting: make(map[string]*waiter),
+		leases: make(map[string]*held), waiting: make(map[string]*waiter), places: make(map[string]uint64),
 		deferred: make(map[string]clock.Timer), refused: make(map[string][]string), refusedAt: make(map[string]int),
 		rounds: make(map[string]int), unrestorable: make(map[string]bool),
 		wake: make(chan struct{}, 1)}
@@ -171,6 +176,11 @@ func (tm *term) unreserve(id string, w *waiter) {
 // enqueueReserved queues req, whose waiter w is recorded, in the engine.
 func (tm *term) enqueueReserved(ctx context.Context, req admission.Request, w *waiter) error {
 	id := req.ID
+	if req.Place == 0 {
+		tm.mu.Lock()
+		req.Place = tm.places[id]
+		tm.mu.Unlock()
+	}
 	err := tm.engine.Enqueue(ctx, req, func(l admission.Lease, err error) { tm.settle(id, w, l, err) })
 	if err != nil {
 		tm.unreserve(id, w)
@@ -189,6 +199,7 @@ func (tm *term) settle(id string, w *waiter, l admission.Lease, err error) {
 		// Held before the commit: once it commits, River may run the job
 		// at once, and the lease must be found here.
 		tm.leases[id] = &held{lease: l, pending: true}
+		tm.places[id] = l.Place
 	}
 	tm.mu.Unlock()
 	if err != nil {
@@ -217,6 +228,16 @@ func (tm *term) lease(id string) (admission.Lease, bool) {
 func (tm *term) setLease(id string, l admission.Lease) {
 	tm.mu.Lock()
 	tm.leases[id] = &held{lease: l}
+	if _, ok := tm.places[id]; !ok {
+		tm.places[id] = l.Place
+	}
+	tm.mu.Unlock()
+}
+
+// forget forgets the place of task id, which ended.
+func (tm *term) forget(id string) {
+	tm.mu.Lock()
+	delete(tm.places, id)
 	tm.mu.Unlock()
 }
 
@@ -548,6 +569,7 @@ func (tm *term) decideLocked(a *actions, t weir.Task, gone bool, n notice) {
 		delete(tm.refused, id)
 		delete(tm.rounds, id)
 		delete(tm.unrestorable, id)
+		delete(tm.places, id)
 	case t.Status == weir.TaskQueued:
 		if n.kind == noticeDue {
 			delete(tm.deferred, id)
@@ -611,6 +633,9 @@ func (tm *term) act(ctx context.Context, a actions) (restored, queued int) {
 		if h := tm.leases[t.ID]; h != nil && h.restoring {
 			if err == nil {
 				tm.leases[t.ID] = &held{lease: l}
+				if _, ok := tm.places[t.ID]; !ok {
+					tm.places[t.ID] = l.Place
+				}
 				kept = true
 			} else {
 				delete(tm.leases, t.ID)
