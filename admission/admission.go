@@ -226,6 +226,10 @@ type Position struct {
 	// EstimatedWait is a guess from recent hold times in that scope (and
 	// its RPM): the waiters up to this one, served Limit at a time.
 	EstimatedWait time.Duration
+	// Place is the waiter's place in arrival order (Request.Place), for
+	// a caller that takes it out and queues the same work again, with
+	// other candidates, where it stood.
+	Place uint64
 }
 
 // ScopeStats is a scope's state at one moment.

@@ -30,7 +30,7 @@ func (m *Memory) Position(ctx context.Context, waiterID string) (Position, error
 		// Not parked there yet: only its own class is known to be ahead.
 		ahead += c.members.before(w.seq)
 	}
-	return Position{Scope: s.name, Ahead: ahead, Queued: s.queued, EstimatedWait: s.waitEstimate(ahead + 1)}, nil
+	return Position{Scope: s.name, Ahead: ahead, Queued: s.queued, EstimatedWait: s.waitEstimate(ahead + 1), Place: w.seq}, nil
 }
 
 // aheadIn counts c's members that precede w in s's order (s.precedes). A

@@ -58,6 +58,37 @@ func exercisePlace(t *testing.T, newEngine NewEngine) {
 		wx2.admitted()
 	})
 
+	run(t, "RequeuedWithOtherCandidates", newEngine, func(t *testing.T, h *harness) {
+		// A waiter taken out (its candidates changed: a reload) and
+		// queued again at the place Position gave keeps its order.
+		h.setScope("old", admission.ScopeConfig{Limit: 1})
+		h.setScope("new", admission.ScopeConfig{Limit: 1})
+		lo := h.hold(need("old", 1))
+		ln := h.hold(need("new", 1))
+		wa := h.enqueue(req("a", one("old")))
+		wb := h.enqueue(req("b", one("new")))
+		pos, err := h.e.Position(h.ctx, "a")
+		if err != nil || pos.Place == 0 {
+			t.Fatalf("Position(a) = %+v, %v; want a place", pos, err)
+		}
+		if err := h.e.Cancel(h.ctx, "a"); err != nil {
+			t.Fatal(err)
+		}
+		wa.failed(admission.ErrCancelled)
+		moved := req("a", one("new"), one("old"))
+		moved.Place = pos.Place
+		wa2 := h.enqueue(moved)
+		wantAhead(t, h, "a", 0)
+		wantAhead(t, h, "b", 1)
+		h.release(ln)
+		l := wa2.admitted()
+		wantNeeds(t, "a", l.Needs, need("new", 1))
+		wb.pending()
+		h.release(l)
+		h.release(lo)
+		wb.admitted()
+	})
+
 	run(t, "ForeignPlaceIgnored", newEngine, func(t *testing.T, h *harness) {
 		h.setScope("s", admission.ScopeConfig{Limit: 1})
 		l := h.hold(need("s", 1))
