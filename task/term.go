@@ -89,8 +89,11 @@ type held struct {
 }
 
 // waiter is a task's place in the term's engine, told apart from a later
-// one of the same task by its address.
-type waiter struct{}
+// one of the same task by its address. cands are the candidates it
+// queued with (Replan compares them with a new plan).
+type waiter struct {
+	cands []admission.Candidate
+}
 
 type admittedTask struct {
 	id    string
@@ -176,11 +179,12 @@ func (tm *term) unreserve(id string, w *waiter) {
 // enqueueReserved queues req, whose waiter w is recorded, in the engine.
 func (tm *term) enqueueReserved(ctx context.Context, req admission.Request, w *waiter) error {
 	id := req.ID
+	tm.mu.Lock()
 	if req.Place == 0 {
-		tm.mu.Lock()
 		req.Place = tm.places[id]
-		tm.mu.Unlock()
 	}
+	w.cands = req.Candidates
+	tm.mu.Unlock()
 	err := tm.engine.Enqueue(ctx, req, func(l admission.Lease, err error) { tm.settle(id, w, l, err) })
 	if err != nil {
 		tm.unreserve(id, w)

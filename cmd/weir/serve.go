@@ -284,7 +284,13 @@ func (m *Main) Reload(ctx context.Context) error {
 	if err := m.apply(ctx, cfg); err != nil {
 		return err
 	}
-	m.Logger.Info("catalog reloaded", "config", m.ConfigPath)
+	// Queued tasks follow the new catalog as new ones do; in a fleet the
+	// leader's do, so the replicas are reloaded with one config.
+	moved := 0
+	if m.Tasks != nil {
+		moved = m.Tasks.Replan(ctx)
+	}
+	m.Logger.Info("catalog reloaded", "config", m.ConfigPath, "queued_tasks_moved", moved)
 	return nil
 }
 
