@@ -101,6 +101,9 @@ type Task struct {
 	FinishedAt time.Time
 	// Deadline is when a task still queued expires.
 	Deadline time.Time
+	// RunMode is how it runs: production (""), or simulation, where
+	// the platform model's simulator answers its upstream calls.
+	RunMode RunMode
 	// DeletedAt is when the client deleted the finished task; zero while
 	// not deleted. A deleted task is terminal and stays stored (its
 	// idempotency key stays taken), but the API treats it as gone.
@@ -178,6 +181,8 @@ func (t *Task) ValidateNew() error {
 		return fmt.Errorf("%w: a new task cannot be deleted", ErrInvalid)
 	case !t.CallbackGoneAt.IsZero():
 		return fmt.Errorf("%w: a new task's callback cannot be gone", ErrInvalid)
+	case !t.RunMode.Valid():
+		return fmt.Errorf("%w: unknown run mode %q", ErrInvalid, t.RunMode)
 	}
 	for _, e := range t.CallbackEvents {
 		if !e.Valid() {

@@ -18,7 +18,7 @@ var _ weir.TaskStore = (*DB)(nil)
 const taskColumns = `seq, id, key_id, kind, model, input, priority, status,
 	platform_model, candidate, progress, upstream_id, result, error_code, error_message,
 	callback_url, idempotency_key, attempts, created_at, admitted_at, finished_at, deadline,
-	fingerprint, deleted_at, callback_events, callback_gone_at`
+	fingerprint, deleted_at, callback_events, callback_gone_at, run_mode`
 
 // terminalStatuses is the SQL list of the statuses never left.
 const terminalStatuses = `('succeeded', 'failed', 'cancelled', 'expired')`
@@ -36,8 +36,8 @@ const (
 	taskInsertSQL = `INSERT INTO tasks (id, key_id, kind, model, input, priority, status,
 		platform_model, candidate, progress, upstream_id, result, error_code, error_message,
 		callback_url, idempotency_key, attempts, created_at, admitted_at, finished_at, deadline,
-		fingerprint, callback_events)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
+		fingerprint, callback_events, run_mode)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)
 		ON CONFLICT (key_id, idempotency_key) DO NOTHING
 		RETURNING seq`
 
@@ -166,7 +166,7 @@ func taskCreateTx(ctx context.Context, tx pgx.Tx, t *weir.Task) (created bool, e
 			t.PlatformModel, int64(t.Candidate), int64(t.Progress), t.UpstreamID, nullBytes(t.Result),
 			t.ErrorCode, t.ErrorMessage, t.CallbackURL, nullString(t.IdempotencyKey), int64(t.Attempts),
 			dbTime(t.CreatedAt), nullTime(t.AdmittedAt), nullTime(t.FinishedAt), nullTime(t.Deadline),
-			nullString(t.Fingerprint), eventsColumn(t.CallbackEvents),
+			nullString(t.Fingerprint), eventsColumn(t.CallbackEvents), string(t.RunMode),
 		).Scan(&seq)
 		switch {
 		case err == nil:
@@ -412,6 +412,7 @@ type taskScanner struct {
 	idem, fingerprint                           *string
 	admitted, finished, deadline, deleted, gone *time.Time
 	events                                      []string
+	runMode                                     string
 	dest                                        []any
 }
 
@@ -421,7 +422,7 @@ func newTaskScanner() *taskScanner {
 	s.dest = []any{&t.Seq, &t.ID, &t.KeyID, &t.Kind, &t.Model, &t.Input, &t.Priority, &s.status,
 		&t.PlatformModel, &s.candidate, &s.progress, &t.UpstreamID, &t.Result, &t.ErrorCode, &t.ErrorMessage,
 		&t.CallbackURL, &s.idem, &s.attempts, &t.CreatedAt, &s.admitted, &s.finished, &s.deadline,
-		&s.fingerprint, &s.deleted, &s.events, &s.gone}
+		&s.fingerprint, &s.deleted, &s.events, &s.gone, &s.runMode}
 	return s
 }
 
@@ -452,6 +453,7 @@ func (s *taskScanner) scan(row pgx.Row) (weir.Task, error) {
 	t.CreatedAt = t.CreatedAt.UTC()
 	t.AdmittedAt, t.FinishedAt, t.Deadline = fromNullTime(s.admitted), fromNullTime(s.finished), fromNullTime(s.deadline)
 	t.DeletedAt, t.CallbackGoneAt = fromNullTime(s.deleted), fromNullTime(s.gone)
+	t.RunMode = weir.RunMode(s.runMode)
 	return t, nil
 }
 

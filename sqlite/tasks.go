@@ -17,7 +17,7 @@ var _ weir.TaskStore = (*DB)(nil)
 const taskColumns = `seq, id, key_id, kind, model, input, priority, status,
 	platform_model, candidate, progress, upstream_id, result, error_code, error_message,
 	callback_url, idempotency_key, attempts, created_at, admitted_at, finished_at, deadline,
-	fingerprint, deleted_at, callback_events, callback_gone_at`
+	fingerprint, deleted_at, callback_events, callback_gone_at, run_mode`
 
 // The task statements prepared at Open: TaskGet on the read pool (clients
 // poll it), the others on the write connection.
@@ -31,8 +31,8 @@ const (
 	taskInsertSQL = `INSERT INTO tasks (id, key_id, kind, model, input, priority, status,
 		platform_model, candidate, progress, upstream_id, result, error_code, error_message,
 		callback_url, idempotency_key, attempts, created_at, admitted_at, finished_at, deadline,
-		fingerprint, callback_events)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		fingerprint, callback_events, run_mode)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (key_id, idempotency_key) DO NOTHING
 		RETURNING seq`
 
@@ -139,7 +139,7 @@ func (db *DB) taskCreateTx(ctx context.Context, tx *sql.Tx, t *weir.Task) (creat
 		t.PlatformModel, int64(t.Candidate), int64(t.Progress), t.UpstreamID, nullBlob(t.Result),
 		t.ErrorCode, t.ErrorMessage, t.CallbackURL, nullString(t.IdempotencyKey), int64(t.Attempts),
 		formatTime(t.CreatedAt), nullTime(t.AdmittedAt), nullTime(t.FinishedAt), nullTime(t.Deadline),
-		nullString(t.Fingerprint), eventsColumn(t.CallbackEvents),
+		nullString(t.Fingerprint), eventsColumn(t.CallbackEvents), string(t.RunMode),
 	).Scan(&seq)
 	switch {
 	case err == nil:
@@ -408,6 +408,7 @@ type taskScanner struct {
 	status, created                        string
 	idem, admitted, finished, deadline     sql.NullString
 	fingerprint, deleted, events, gone     sql.NullString
+	runMode                                string
 	dest                                   []any
 }
 
@@ -417,7 +418,7 @@ func newTaskScanner() *taskScanner {
 	s.dest = []any{&t.Seq, &t.ID, &t.KeyID, &t.Kind, &t.Model, &t.Input, &s.priority, &s.status,
 		&t.PlatformModel, &s.candidate, &s.progress, &t.UpstreamID, &t.Result, &t.ErrorCode, &t.ErrorMessage,
 		&t.CallbackURL, &s.idem, &s.retries, &s.created, &s.admitted, &s.finished, &s.deadline,
-		&s.fingerprint, &s.deleted, &s.events, &s.gone}
+		&s.fingerprint, &s.deleted, &s.events, &s.gone, &s.runMode}
 	return s
 }
 
@@ -433,6 +434,7 @@ func (s *taskScanner) scan(row interface{ Scan(...any) error }) (weir.Task, erro
 	t.Priority, t.Status = int32(s.priority), weir.TaskStatus(s.status)
 	t.Candidate, t.Progress, t.Attempts = int(s.candidate), int(s.progress), int(s.retries)
 	t.IdempotencyKey, t.Fingerprint = s.idem.String, s.fingerprint.String
+	t.RunMode = weir.RunMode(s.runMode)
 	if len(t.Input) == 0 {
 		t.Input = nil
 	}

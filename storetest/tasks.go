@@ -69,6 +69,10 @@ func ExerciseTasks(t *testing.T, newStore func(t *testing.T) interface {
 
 // newTask is a queued task of key keyID, with what a submission sets.
 func newTask(i int, keyID string) weir.Task {
+	var mode weir.RunMode
+	if i%4 == 3 {
+		mode = weir.RunSimulation
+	}
 	return weir.Task{
 		ID:          fmt.Sprintf("video_%05d", i),
 		KeyID:       keyID,
@@ -82,6 +86,7 @@ func newTask(i int, keyID string) weir.Task {
 		Fingerprint: fmt.Sprintf("%064x", i),
 		CreatedAt:   base.Add(time.Duration(i) * time.Second),
 		Deadline:    base.Add(time.Hour + time.Duration(i)*time.Second),
+		RunMode:     mode,
 	}
 }
 
@@ -187,7 +192,7 @@ func checkTask(t *testing.T, what string, got, written weir.Task) {
 		slices.Equal(got.CallbackEvents, want.CallbackEvents) &&
 		got.CreatedAt.Equal(want.CreatedAt) && got.AdmittedAt.Equal(want.AdmittedAt) &&
 		got.FinishedAt.Equal(want.FinishedAt) && got.Deadline.Equal(want.Deadline) && got.DeletedAt.Equal(want.DeletedAt) &&
-		got.CallbackGoneAt.Equal(want.CallbackGoneAt)
+		got.CallbackGoneAt.Equal(want.CallbackGoneAt) && got.RunMode == want.RunMode
 	if !same {
 		t.Errorf("%s:\n got  %+v\n want %+v", what, got, want)
 	}
@@ -412,6 +417,7 @@ func testTaskInvalid(t *testing.T, s taskStore) {
 		{"negative attempts", func(task *weir.Task) { task.Attempts = -1 }},
 		{"a deletion time", func(task *weir.Task) { task.DeletedAt = base }},
 		{"a callback already gone", func(task *weir.Task) { task.CallbackGoneAt = base }},
+		{"an unknown run mode", func(task *weir.Task) { task.RunMode = "dream" }},
 		{"an unknown callback event", func(task *weir.Task) {
 			task.CallbackEvents = []weir.TaskEvent{weir.TaskEventProgress, "everything"}
 		}},
