@@ -126,12 +126,23 @@ type Simulation struct {
 	// RetryAfter, as a provider's concurrency cap does.
 	MaxConcurrent int           `yaml:"max_concurrent"`
 	RetryAfter    time.Duration `yaml:"retry_after"`
+	// JobDuration is how long a simulated task's job runs (a video's
+	// render, say), JobFailureRate the share of jobs that end failed (0
+	// to 1), and MaxJobs, when set, the jobs it runs at once: a submit
+	// past it is answered 429 with RetryAfter, as a provider's job cap.
+	JobDuration    time.Duration `yaml:"job_duration"`
+	JobFailureRate float64       `yaml:"job_failure_rate"`
+	MaxJobs        int           `yaml:"max_jobs"`
 }
 
 func (sim Simulation) validate() *FieldError {
 	switch {
-	case sim.Latency < 0, sim.LatencyJitter < 0, sim.RetryAfter < 0:
+	case sim.Latency < 0, sim.LatencyJitter < 0, sim.RetryAfter < 0, sim.JobDuration < 0:
 		return invalidf("latency", "durations must not be negative")
+	case sim.JobFailureRate < 0 || sim.JobFailureRate > 1:
+		return invalidf("job_failure_rate", "%g is not a share from 0 to 1", sim.JobFailureRate)
+	case sim.MaxJobs < 0:
+		return invalidf("max_jobs", "must not be negative")
 	case sim.ErrorRate < 0 || sim.ErrorRate > 1:
 		return invalidf("error_rate", "%g is not a share from 0 to 1", sim.ErrorRate)
 	case sim.MaxConcurrent < 0:

@@ -20,8 +20,10 @@ type Snapshot struct {
 	pms        map[string]weir.PlatformModel
 	groups     map[string]weir.Group
 	adapters   map[string]provider.Adapter
-	// sims answer the simulation run mode, by platform model.
+	// sims and asyncSims answer the simulation run mode, by platform
+	// model: its requests and its tasks.
 	sims         map[string]provider.Adapter
+	asyncSims    map[string]provider.AsyncAdapter
 	async        map[string]provider.AsyncAdapter
 	defaultGroup string
 }
@@ -123,6 +125,7 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		groups:       make(map[string]weir.Group, len(cat.Groups)+1),
 		adapters:     make(map[string]provider.Adapter, len(cat.Platforms)),
 		sims:         make(map[string]provider.Adapter, len(cat.PlatformModels)),
+		asyncSims:    make(map[string]provider.AsyncAdapter, len(cat.PlatformModels)),
 		async:        make(map[string]provider.AsyncAdapter, len(cat.Platforms)),
 		defaultGroup: defaultGroup,
 	}
@@ -148,7 +151,7 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 	slices.Sort(next.modelNames)
 	for _, pm := range cat.PlatformModels {
 		next.pms[pm.Name] = pm
-		next.sims[pm.Name] = s.simulator(pm)
+		next.sims[pm.Name], next.asyncSims[pm.Name] = s.simulator(pm)
 	}
 	for _, g := range cat.Groups {
 		next.groups[g.Name] = g

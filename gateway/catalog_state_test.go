@@ -304,14 +304,17 @@ func TestPlan(t *testing.T) {
 func TestTargetAndHealth(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{catalog: videoCatalog})
-	tg, ok := b.svc.Target("up/v")
-	if !ok || tg.PlatformModel != "up/v" || tg.Upstream != "sora-2" || tg.Adapter == nil {
+	tg, ok := b.svc.Target("up/v", "")
+	if !ok || tg.PlatformModel != "up/v" || tg.Upstream != "sora-2" || tg.Adapter == nil || tg.Simulated {
 		t.Errorf("Target(up/v) = %+v, %v", tg, ok)
 	}
-	if _, ok := b.svc.Target("nope"); ok {
+	if sim, ok := b.svc.Target("up/v", weir.RunSimulation); !ok || !sim.Simulated || sim.Adapter == nil || sim.Adapter == tg.Adapter || sim.Upstream != "sora-2" {
+		t.Errorf("Target(up/v, simulation) = %+v, %v; want the simulator", sim, ok)
+	}
+	if _, ok := b.svc.Target("nope", ""); ok {
 		t.Error("Target of an unknown platform model")
 	}
-	if _, ok := New(Config{}, Deps{Engine: b.engine}).Target("up/v"); ok {
+	if _, ok := New(Config{}, Deps{Engine: b.engine}).Target("up/v", ""); ok {
 		t.Error("Target without a catalog")
 	}
 	m, _ := b.svc.Snapshot().Model("m")

@@ -73,13 +73,18 @@ func (s *Service) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate,
 	return candidates(key.ID, group, pms, 0), nil
 }
 
-// Target implements task.Planner.
-func (s *Service) Target(pmName string) (task.Target, bool) {
+// Target implements task.Planner. A simulated task's target is the
+// platform model's simulator.
+func (s *Service) Target(pmName string, mode weir.RunMode) (task.Target, bool) {
 	st := s.state.Load()
 	if st == nil {
 		return task.Target{}, false
 	}
-	return st.target(pmName)
+	t, ok := st.target(pmName)
+	if ok && mode == weir.RunSimulation {
+		t.Adapter, t.Simulated = st.asyncSims[pmName], true
+	}
+	return t, ok
 }
 
 // UpstreamResult implements task.HealthReporter: a task's calls count

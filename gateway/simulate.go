@@ -20,12 +20,17 @@ import (
 // usage.
 const simulatedPrefix = "simulated:"
 
-// simulator is the adapter that answers pm's calls in the simulation run
-// mode.
-func (s *Service) simulator(pm weir.PlatformModel) provider.Adapter {
+// simulator is what answers pm's calls in the simulation run mode: one
+// mock provider, spoken to as a platform's synchronous and task APIs.
+func (s *Service) simulator(pm weir.PlatformModel) (provider.Adapter, provider.AsyncAdapter) {
 	sim := pm.Simulate
-	srv := mock.New(mock.Config{Latency: sim.Latency, LatencyJitter: sim.LatencyJitter, ErrorRate: sim.ErrorRate,
-		MaxConcurrent: sim.MaxConcurrent, RetryAfter: sim.RetryAfter})
-	return &provider.OpenAI{BaseURL: "http://simulator.invalid/v1", Client: &http.Client{Transport: mock.Transport(srv)},
-		Timeout: s.cfg.UpstreamTimeout, IdleTimeout: s.cfg.UpstreamIdleTimeout, CallTimeout: s.cfg.UpstreamCallTimeout, Clock: s.deps.Clock}
+	srv := mock.NewWithClock(mock.Config{Latency: sim.Latency, LatencyJitter: sim.LatencyJitter, ErrorRate: sim.ErrorRate,
+		MaxConcurrent: sim.MaxConcurrent, RetryAfter: sim.RetryAfter,
+		JobDuration: sim.JobDuration, JobFailureRate: sim.JobFailureRate, MaxJobs: sim.MaxJobs}, s.deps.Clock.Now)
+	client := &http.Client{Transport: mock.Transport(srv)}
+	const base = "http://simulator.invalid/v1"
+	return &provider.OpenAI{BaseURL: base, Client: client,
+			Timeout: s.cfg.UpstreamTimeout, IdleTimeout: s.cfg.UpstreamIdleTimeout, CallTimeout: s.cfg.UpstreamCallTimeout, Clock: s.deps.Clock},
+		&provider.OpenAIVideo{BaseURL: base, Client: client,
+			Timeout: s.cfg.UpstreamTimeout, IdleTimeout: s.cfg.UpstreamIdleTimeout, CallTimeout: s.cfg.UpstreamCallTimeout, Clock: s.deps.Clock}
 }

@@ -37,7 +37,7 @@ func TaskError(model string, err error) error {
 // "thumbnail" or "spritesheet") from the platform that made it. The
 // caller closes the body.
 func (s *Service) VideoContent(ctx context.Context, t weir.Task, variant string) (*http.Response, error) {
-	target, ok := s.Target(t.PlatformModel)
+	target, ok := s.Target(t.PlatformModel, t.RunMode)
 	if !ok {
 		return nil, errorf(ErrNoCandidate, "", "the platform that made this video left the catalog")
 	}

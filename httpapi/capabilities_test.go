@@ -116,9 +116,10 @@ func TestUnservableTaskRefused(t *testing.T) {
 		resp, out := b.call(t, http.MethodPost, "/v1/videos", b.key, c.body, nil)
 		wantError(t, resp, out, http.StatusBadRequest, CodeNoCandidate, c.param)
 	}
-	// A task asked to be simulated is refused, never run for real.
+	// A task asked to be simulated by a group that may not is refused,
+	// never run for real.
 	resp, out := b.call(t, http.MethodPost, "/v1/videos", b.key, `{"model":"v","prompt":"a weir","seconds":"4"}`, http.Header{HeaderRunMode: {"simulation"}})
-	wantError(t, resp, out, http.StatusBadRequest, CodeInvalidRequest, HeaderRunMode)
+	wantError(t, resp, out, http.StatusForbidden, CodeForbidden, HeaderRunMode)
 	if ts, err := b.db.TaskList(t.Context(), weir.TaskFilter{Limit: 10}); err != nil || len(ts) != 0 {
 		t.Errorf("tasks stored after the refusals: %d, %v", len(ts), err)
 	}

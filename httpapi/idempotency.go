@@ -22,7 +22,7 @@ import (
 // without repeats: callbackOf does it); a request without events has the
 // fingerprint it had before events were asked for, so that a repeat of a
 // task stored then still matches.
-func requestFingerprint(kind, model string, input map[string]json.RawMessage, callback string, events []weir.TaskEvent) (string, error) {
+func requestFingerprint(kind, model string, input map[string]json.RawMessage, callback string, events []weir.TaskEvent, mode weir.RunMode) (string, error) {
 	canon := make(map[string]any, len(input))
 	for k, raw := range input {
 		v, err := canonicalJSON(raw)
@@ -33,8 +33,13 @@ func requestFingerprint(kind, model string, input map[string]json.RawMessage, ca
 	}
 	// An array, so that no field's text can run into the next one's.
 	fields := []any{"weir-task-request-v1", kind, model, canon, callback}
-	if len(events) > 0 {
+	if len(events) > 0 || mode != "" {
 		fields = append(fields, events)
+	}
+	if mode != "" {
+		// Production's fingerprints stay as they were: a task stored
+		// before run modes is still the same request.
+		fields = append(fields, mode)
 	}
 	b, err := json.Marshal(fields)
 	if err != nil {

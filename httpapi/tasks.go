@@ -30,9 +30,11 @@ type taskError struct {
 // taskQueueDetail is Weir's own view: the exact status, and for a queued
 // task its position and a wait estimate.
 type taskQueueDetail struct {
-	Status        weir.TaskStatus `json:"status"`
-	QueuePosition *int            `json:"queue_position,omitempty"`
-	EstimatedWait *float64        `json:"estimated_wait_seconds,omitempty"`
+	Status weir.TaskStatus `json:"status"`
+	// RunMode marks a task that is not production's ("simulation").
+	RunMode       weir.RunMode `json:"run_mode,omitempty"`
+	QueuePosition *int         `json:"queue_position,omitempty"`
+	EstimatedWait *float64     `json:"estimated_wait_seconds,omitempty"`
 }
 
 // taskObject is the generic task API's answer.
@@ -50,6 +52,9 @@ type taskObject struct {
 	// CallbackEvents are the events asked for beyond the terminal one.
 	CallbackEvents []weir.TaskEvent `json:"callback_events,omitempty"`
 	Queue          *taskQueue       `json:"queue,omitempty"`
+	// RunMode marks a task that is not production's ("simulation"): its
+	// result is the simulator's.
+	RunMode weir.RunMode `json:"run_mode,omitempty"`
 }
 
 type taskQueue struct {
@@ -89,6 +94,7 @@ func (s *Server) taskOf(ctx context.Context, t weir.Task) taskObject {
 	o := taskObject{
 		ID: t.ID, Object: "task", Model: t.Model, Status: t.Status, Progress: t.Progress,
 		CreatedAt: t.CreatedAt.Unix(), Result: t.Result, CallbackURL: t.CallbackURL, CallbackEvents: t.CallbackEvents,
+		RunMode: t.RunMode,
 	}
 	if len(o.Result) == 0 {
 		o.Result = json.RawMessage("null")
@@ -307,10 +313,6 @@ func (s *Server) beginSubmit(r *http.Request) (submission, *apiError) {
 // submitTask is the shared part of POST /v1/videos and POST /v1/tasks.
 func (s *Server) submitTask(r *http.Request, sub submission, kind string, input map[string]json.RawMessage, model string, cb taskCallback) (weir.Task, bool, *apiError) {
 	key := sub.key
-	if v := r.Header.Get(HeaderRunMode); v != "" && !strings.EqualFold(v, "production") {
-		// Never run for real what was asked to be simulated.
-		return weir.Task{}, false, errorf(CodeInvalidRequest, HeaderRunMode, fmt.Sprintf("run mode %q is for synchronous requests; tasks run in production only", v))
-	}
 	st := s.deps.Gateway.Snapshot()
 	if st == nil {
 		return weir.Task{}, false, errorf(CodeNoCandidate, "", "the gateway has no catalog yet")
@@ -346,11 +348,15 @@ func (s *Server) submitTask(r *http.Request, sub submission, kind string, input 
 	if err := s.deps.Gateway.Unservable(m, body); err != nil {
 		return weir.Task{}, false, answerOf(err)
 	}
-	fingerprint, err := requestFingerprint(kind, model, input, cb.URL, cb.Events)
+	_, group := st.GroupOf(key)
+	mode, aerr := requestRunMode(r, group)
+	if aerr != nil {
+		return weir.Task{}, false, aerr
+	}
+	fingerprint, err := requestFingerprint(kind, model, input, cb.URL, cb.Events, mode)
 	if err != nil {
 		return weir.Task{}, false, errorf(CodeInvalidRequest, "", "could not read the task input: "+err.Error())
 	}
-	_, group := st.GroupOf(key)
 	prio, aerr := requestPriority(r, group.Priority)
 	if aerr != nil {
 		return weir.Task{}, false, aerr
@@ -358,6 +364,7 @@ func (s *Server) submitTask(r *http.Request, sub submission, kind string, input 
 	t := weir.Task{
 		ID: task.NewID(kind), KeyID: key.ID, Kind: kind, Model: model, Input: body, Priority: prio,
 		CallbackURL: cb.URL, CallbackEvents: cb.Events, IdempotencyKey: sub.idempotencyKey, Fingerprint: fingerprint,
+		RunMode: mode,
 	}
 	if d, ok, aerr := requestMaxWait(r); aerr != nil {
 		return weir.Task{}, false, aerr

@@ -100,7 +100,7 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 			}
 		}
 		up, err := target.Adapter.Poll(ctx, t.UpstreamID)
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !target.Simulated {
 			s.report(t.PlatformModel, err)
 		}
 		if err != nil {

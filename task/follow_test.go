@@ -87,7 +87,7 @@ func (p onePlatform) Plan(context.Context, weir.Task) ([]admission.Candidate, er
 	return []admission.Candidate{{Needs: []admission.Need{{Scope: "pm:vid/sora", Amount: 1}}}}, nil
 }
 
-func (p onePlatform) Target(pm string) (Target, bool) {
+func (p onePlatform) Target(pm string, _ weir.RunMode) (Target, bool) {
 	return Target{PlatformModel: pm, Upstream: "sora-2", Adapter: p.adapter}, pm == "vid/sora"
 }
 
@@ -152,7 +152,7 @@ func newFollowRig(t *testing.T, length time.Duration) *followRig {
 // follow runs follow in the background; its result arrives on the channel.
 func (r *followRig) follow(ctx context.Context) <-chan error {
 	done := make(chan error, 1)
-	target, _ := r.s.planner.Target("vid/sora")
+	target, _ := r.s.planner.Target("vid/sora", "")
 	go func() { done <- r.s.follow(ctx, r.task, target, r.runJob) }()
 	return done
 }

@@ -50,7 +50,7 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[RunArgs]) error {
 			w.s.logger.Error("a task whose job gave up could not be failed; it stays as it is", "task", t.ID, "error", ferr)
 		}
 		if t.UpstreamID != "" {
-			if target, ok := w.s.planner.Target(t.PlatformModel); ok {
+			if target, ok := w.s.planner.Target(t.PlatformModel, t.RunMode); ok {
 				_ = target.Adapter.Cancel(context.WithoutCancel(ctx), t.UpstreamID)
 			}
 		}
@@ -76,7 +76,7 @@ func (w *runWorker) step(ctx context.Context, job *river.Job[RunArgs]) error {
 		s.releaseLease(t.ID)
 		return nil
 	}
-	target, ok := s.planner.Target(t.PlatformModel)
+	target, ok := s.planner.Target(t.PlatformModel, t.RunMode)
 	if !ok {
 		return s.failRunning(ctx, t, "no_candidate", "the platform model "+t.PlatformModel+" left the catalog")
 	}
@@ -124,7 +124,7 @@ func (s *Service) submit(ctx context.Context, t weir.Task, target Target, job *r
 	}
 	started := s.clock.Now()
 	up, err := target.Adapter.Submit(ctx, provider.AsyncCall{Body: body, IdempotencyKey: submitKey(t)})
-	if ctx.Err() == nil {
+	if ctx.Err() == nil && !target.Simulated {
 		s.report(t.PlatformModel, err)
 	}
 	if err != nil {

@@ -43,6 +43,10 @@ type Target struct {
 	// Upstream is the model name sent to the platform.
 	Upstream string
 	Adapter  provider.AsyncAdapter
+	// Simulated: Adapter is the platform model's simulator (the task's
+	// run mode is simulation); its answers say nothing of the platform's
+	// health and pause nothing.
+	Simulated bool
 }
 
 // Planner knows the catalog: which candidates a task has (the gateway's
@@ -50,7 +54,9 @@ type Target struct {
 // each runs.
 type Planner interface {
 	Plan(ctx context.Context, t weir.Task) ([]admission.Candidate, error)
-	Target(platformModel string) (Target, bool)
+	// Target is where a task admitted to platformModel runs, in its run
+	// mode.
+	Target(platformModel string, mode weir.RunMode) (Target, bool)
 }
 
 // HealthReporter is what a Planner may also do: hear how each call to a
@@ -598,7 +604,7 @@ func (s *Service) cancelUpstream(ctx context.Context, t weir.Task) {
 	if t.UpstreamID == "" {
 		return
 	}
-	if target, ok := s.planner.Target(t.PlatformModel); ok {
+	if target, ok := s.planner.Target(t.PlatformModel, t.RunMode); ok {
 		if err := target.Adapter.Cancel(ctx, t.UpstreamID); err != nil {
 			s.logger.Warn("upstream cancel failed", "task", t.ID, "error", err)
 		}

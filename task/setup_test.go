@@ -452,7 +452,7 @@ func (p *testPlanner) Plan(_ context.Context, t weir.Task) ([]admission.Candidat
 	return cands, nil
 }
 
-func (p *testPlanner) Target(pm string) (Target, bool) {
+func (p *testPlanner) Target(pm string, _ weir.RunMode) (Target, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	tg, ok := p.targets[pm]
