@@ -110,8 +110,42 @@ type RunMode string
 // reaches a provider, and nothing is paid for.
 const RunSimulation RunMode = "simulation"
 
+// RunAcceptance: the real pipeline and the real upstreams, in scopes of
+// the run's own (AcceptanceScope, named by its run id): a copy of each
+// production scope's limits, with a queue of AcceptanceQueueLimit and a
+// wait of up to AcceptanceMaxWait, and rates and usage of its own, so
+// that trying a new platform neither starves production nor is starved
+// by it.
+const RunAcceptance RunMode = "acceptance"
+
+// An acceptance run's queue bound and longest wait, in each of its
+// scopes.
+const (
+	AcceptanceQueueLimit = 10_000
+	AcceptanceMaxWait    = 15 * time.Minute
+)
+
 // Valid reports whether m is a known run mode ("" is production).
-func (m RunMode) Valid() bool { return m == "" || m == RunSimulation }
+func (m RunMode) Valid() bool { return m == "" || m == RunSimulation || m == RunAcceptance }
+
+// MaxRunID bounds an acceptance run id's length.
+const MaxRunID = 64
+
+// ValidRunID reports whether id may name an acceptance run: 1 to
+// MaxRunID letters, digits, '.', '_' or '-'.
+func ValidRunID(id string) bool {
+	if id == "" || len(id) > MaxRunID {
+		return false
+	}
+	for _, r := range id {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // Simulation is how the simulator answers a platform model's calls in
 // the simulation run mode: the mock provider's own behaviour, configured.
@@ -508,7 +542,7 @@ func (g Group) validate(defined map[string]bool) *FieldError {
 	}
 	for i, m := range g.RunModes {
 		if m == "" || !m.Valid() {
-			return invalidf(fmt.Sprintf("run_modes[%d]", i), "unknown run mode %q: want %s", m, RunSimulation)
+			return invalidf(fmt.Sprintf("run_modes[%d]", i), "unknown run mode %q: want %s or %s", m, RunSimulation, RunAcceptance)
 		}
 	}
 	return g.Limits.validate()

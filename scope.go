@@ -15,6 +15,10 @@ func PlatformModelScope(pm string) string { return pmScopePrefix + pm }
 
 const pmScopePrefix = "pm:"
 
+// AcceptanceScope is scope's copy for the acceptance run run: its own
+// capacity, queue and rates (RunAcceptance).
+func AcceptanceScope(run, scope string) string { return "run:" + run + "/" + scope }
+
 // The scopes an edge node's session makes: a provider's slots, and the
 // long-context slots a long request needs too. Both belong to the node's
 // owner id, at the session's generation.

@@ -403,7 +403,8 @@ type Group struct {
 	// unset: fleet.unavailable.
 	FailOpen *bool `yaml:"fail_open"`
 	// RunModes are the run modes its keys may ask for with
-	// X-Weir-Run-Mode: simulation. Default none: production only.
+	// X-Weir-Run-Mode: simulation, acceptance. Default none: production
+	// only.
 	RunModes []weir.RunMode `yaml:"run_modes"`
 }
 

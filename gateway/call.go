@@ -42,9 +42,11 @@ type Call struct {
 	// Wants is what the request needs of a candidate (the platform
 	// models' Supports are checked against it).
 	Wants weir.Wants
-	// RunMode is how it runs: "" production, or weir.RunSimulation (the
-	// simulator answers its upstream call).
+	// RunMode is how it runs: "" production, weir.RunSimulation (the
+	// simulator answers its upstream call), or weir.RunAcceptance in the
+	// scopes of the run RunID (acceptance.go).
 	RunMode weir.RunMode
+	RunID   string
 	// Affinity is what the request shares with those whose candidate it
 	// prefers, for its model's affinity; "" none.
 	Affinity string

@@ -182,6 +182,7 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		}
 	}
 	s.state.Store(next)
+	s.reconfigureRuns(ctx)
 	return nil
 }
 

@@ -116,6 +116,8 @@ type Service struct {
 
 	applyMu   sync.Mutex
 	keyScopes sync.Map // key id → struct{}: scopes already configured
+	// runs are the acceptance runs alive (acceptance.go).
+	runs runs
 
 	pauseMu sync.Mutex
 	pauses  map[string]*pause // platform models paused, by name

@@ -59,7 +59,9 @@ type routing struct {
 // keeps them for admitted.
 func (r *routing) resolve() []target {
 	var nodes []target
-	if r.s.deps.Nodes != nil && r.c.Model.Nodes != weir.NodesNever && r.c.RunMode != weir.RunSimulation {
+	// Nodes serve production alone: their runtimes are real (no
+	// simulation), their slots physical (no acceptance copies).
+	if r.s.deps.Nodes != nil && r.c.Model.Nodes != weir.NodesNever && r.c.RunMode == "" {
 		now := r.s.deps.Clock.Now()
 		for _, n := range r.s.deps.Nodes.Serving(r.c.Model.Name) {
 			if until := r.s.deps.Router.CoolingUntil(nodeHealth(n)); until.After(now) {
@@ -135,6 +137,11 @@ func (r *routing) candidates(ts []target) []admission.Candidate {
 			}
 		} else {
 			needs = append(needs, admission.Need{Scope: weir.PlatformModelScope(t.pm), Amount: 1})
+		}
+		if c.RunMode == weir.RunAcceptance {
+			for j := range needs {
+				needs[j].Scope = weir.AcceptanceScope(c.RunID, needs[j].Scope)
+			}
 		}
 		cands[i] = admission.Candidate{Needs: needs, Tokens: c.Tokens}
 	}

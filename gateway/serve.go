@@ -36,6 +36,25 @@ var _ Executor = provider.Adapter(nil)
 // says how it went.
 func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 	pms, refusal := servable(c.Snapshot, c.Wants, s.deps.Router.Order(c.Model))
+	if c.RunMode == weir.RunAcceptance {
+		scopes := tenantNeeds(c.KeyID, c.Group)
+		names := make([]string, 0, len(scopes)+len(pms))
+		for _, n := range scopes {
+			names = append(names, n.Scope)
+		}
+		for _, pm := range pms {
+			names = append(names, weir.PlatformModelScope(pm))
+		}
+		if err := s.ensureRun(ctx, c.RunID, names); err != nil {
+			var e *Error
+			if !errors.As(err, &e) {
+				s.logger(c).Error("could not make an acceptance run's scopes", "run", c.RunID, "error", err)
+				err = errorf(ErrInternal, "", "could not make the acceptance run's scopes")
+			}
+			c.Usage.Outcome = outcomeOf(err)
+			return err
+		}
+	}
 	r := &routing{s: s, c: c, pms: pms, tried: make(map[string]bool)}
 	if refusal != nil && len(pms) == 0 && len(r.resolve()) == 0 {
 		c.Usage.Outcome = ErrNoCandidate.Error()
@@ -66,6 +85,9 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 		t := r.admitted(lease.Candidate)
 		up := s.upstreamOf(c, t)
 		c.Usage.PlatformModel = up.Name
+		if c.RunMode == weir.RunAcceptance {
+			c.Usage.PlatformModel = acceptancePrefix + c.RunID + ":" + up.Name
+		}
 		retry, err := s.attempt(ctx, c, out, lease, up)
 		if retry == nil {
 			if err == nil && akey != "" {

@@ -24,8 +24,11 @@ const (
 	// duration ("2s") or seconds ("2", "0.5").
 	HeaderMaxWait = "X-Weir-Max-Wait"
 	// HeaderRunMode asks for a run mode other than production
-	// ("simulation"), if the key's group allows it.
+	// ("simulation", "acceptance"), if the key's group allows it.
 	HeaderRunMode = "X-Weir-Run-Mode"
+	// HeaderRunID names the acceptance run a request of that mode
+	// belongs to: its scopes are the run's own.
+	HeaderRunID = "X-Weir-Run-Id"
 	// HeaderQueueWait, on answers, says how long the request queued, in
 	// milliseconds.
 	HeaderQueueWait = "X-Weir-Queue-Wait-Ms"
@@ -132,15 +135,23 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint) (*
 	if aerr != nil {
 		return nil, aerr
 	}
+	runID, aerr := requestRunID(r, mode)
+	if aerr != nil {
+		return nil, aerr
+	}
 	// The group of the request (which may be the default) is what the
 	// scopes use.
 	ri := info(r.Context())
 	c := &call{Call: gateway.Call{
 		RequestID: ri.id, ClientRequestID: ri.clientID,
 		Snapshot: st, Model: model, KeyID: key.ID, Group: groupName, Priority: prio,
-		Path: ep.path, Body: req, Stream: req.stream, Tokens: req.estimate, MaxTokens: req.maxTokens, Wants: req.wants, Affinity: req.affinity, RunMode: mode, Header: r.Header,
+		Path: ep.path, Body: req, Stream: req.stream, Tokens: req.estimate, MaxTokens: req.maxTokens, Wants: req.wants, Affinity: req.affinity, RunMode: mode, RunID: runID, Header: r.Header,
 	}}
 	maxWait := s.cfg.DefaultMaxWait
+	if mode == weir.RunAcceptance {
+		// An acceptance run waits in its own queue, as long as it must.
+		maxWait = weir.AcceptanceMaxWait
+	}
 	d, ok, aerr := requestMaxWait(r)
 	if aerr != nil {
 		return nil, aerr
@@ -201,11 +212,30 @@ func requestRunMode(r *http.Request, group weir.Group) (weir.RunMode, *apiError)
 	case mode == "production":
 		return "", nil
 	case !mode.Valid():
-		return "", errorf(CodeInvalidRequest, HeaderRunMode, fmt.Sprintf("unknown run mode %q: want production or %s", v, weir.RunSimulation))
+		return "", errorf(CodeInvalidRequest, HeaderRunMode, fmt.Sprintf("unknown run mode %q: want production, %s or %s", v, weir.RunSimulation, weir.RunAcceptance))
 	case !group.Allows(mode):
 		return "", errorf(CodeForbidden, HeaderRunMode, fmt.Sprintf("this key's group (%s) may not run requests in the %s mode", group.Name, mode))
 	}
 	return mode, nil
+}
+
+// requestRunID is the acceptance run a request of mode names
+// (HeaderRunID): required in the acceptance mode, refused in the others.
+func requestRunID(r *http.Request, mode weir.RunMode) (string, *apiError) {
+	id, aerr := oneHeader(r, HeaderRunID)
+	switch {
+	case aerr != nil:
+		return "", aerr
+	case mode != weir.RunAcceptance && id != "":
+		return "", errorf(CodeInvalidRequest, HeaderRunID, "a run id is for the acceptance run mode ("+HeaderRunMode+": acceptance)")
+	case mode != weir.RunAcceptance:
+		return "", nil
+	case id == "":
+		return "", errorf(CodeInvalidRequest, HeaderRunID, "the acceptance run mode needs a run id ("+HeaderRunID+")")
+	case !weir.ValidRunID(id):
+		return "", errorf(CodeInvalidRequest, HeaderRunID, fmt.Sprintf("run id %q: want 1 to %d letters, digits, '.', '_' or '-'", id, weir.MaxRunID))
+	}
+	return id, nil
 }
 
 func requestPriority(r *http.Request, base int32) (int32, *apiError) {

@@ -353,6 +353,10 @@ func (s *Server) submitTask(r *http.Request, sub submission, kind string, input 
 	if aerr != nil {
 		return weir.Task{}, false, aerr
 	}
+	if mode == weir.RunAcceptance {
+		// Never run in production's scopes what was asked to run apart.
+		return weir.Task{}, false, errorf(CodeInvalidRequest, HeaderRunMode, "the acceptance run mode is for synchronous requests; tasks run in production or simulation")
+	}
 	fingerprint, err := requestFingerprint(kind, model, input, cb.URL, cb.Events, mode)
 	if err != nil {
 		return weir.Task{}, false, errorf(CodeInvalidRequest, "", "could not read the task input: "+err.Error())

@@ -1,0 +1,134 @@
+package httpapi
+
+import (
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/task"
+)
+
+// TestAcceptanceRunMode: an acceptance run that saturates its copy of a
+// platform model (concurrency 1) and queues past production's queue
+// limit leaves production's scope alone: a production request is
+// admitted at once. The run's copies have production's limits with the
+// run's queue and wait; its usage is reported apart. Bad run ids, and
+// tasks asking for the mode, are refused.
+func TestAcceptanceRunMode(t *testing.T) {
+	t.Parallel()
+	var usage usageLog
+	var arrivals atomic.Int32
+	gate := make(chan struct{})
+	cat := weir.Catalog{
+		Platforms: []weir.Platform{{Name: "up", Kind: "openai", BaseURL: "UP"}},
+		PlatformModels: []weir.PlatformModel{
+			{Name: "up/m", Platform: "up", Upstream: "gpt-4o-mini", Limits: weir.Limits{Concurrency: 1, QueueLimit: 1}},
+			{Name: "up/v", Platform: "up", Upstream: "sora-2"},
+		},
+		Models: []weir.Model{
+			{Name: "m", Kind: weir.KindChat, Candidates: []weir.Candidate{{PlatformModel: "up/m", Weight: 1}}},
+			{Name: "v", Kind: weir.KindVideo, Candidates: []weir.Candidate{{PlatformModel: "up/v", Weight: 1}}},
+		},
+		Groups: []weir.Group{{Name: "default", RunModes: []weir.RunMode{weir.RunAcceptance}}},
+	}
+	b := setup(t, setupOpts{catalog: &cat, tasks: &task.Config{}, deps: func(d *Deps) { d.Usage = usage.record },
+		upstream: func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				arrivals.Add(1)
+				<-gate // every upstream call waits until the test lets them go
+				h.ServeHTTP(w, r)
+			})
+		}})
+	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	run := http.Header{HeaderRunMode: {"acceptance"}, HeaderRunID: {"new-platform.1"}}
+	type sent struct {
+		status int
+		waited string
+	}
+	send := func(h http.Header) <-chan sent {
+		ch := make(chan sent, 1)
+		go func() {
+			resp, _ := b.call(t, http.MethodPost, "/v1/chat/completions", b.key, body, h)
+			ch <- sent{resp.StatusCode, resp.Header.Get(HeaderQueueWait)}
+		}()
+		return ch
+	}
+	scope := func(name string) weir.Limits {
+		t.Helper()
+		st, err := b.engine.Scope(t.Context(), name)
+		if err != nil {
+			t.Fatalf("scope %s: %v", name, err)
+		}
+		return weir.Limits{Concurrency: st.Used, QueueLimit: st.Queued}
+	}
+	const prod = "pm:up/m"
+	copyOf := weir.AcceptanceScope("new-platform.1", prod)
+
+	var runAnswers []<-chan sent
+	runAnswers = append(runAnswers, send(run))
+	waitUntil(t, "the run's first request upstream", func() bool { return arrivals.Load() == 1 })
+	// Two more of the run queue in its copy: past production's queue
+	// limit of 1, within the run's.
+	runAnswers = append(runAnswers, send(run), send(run))
+	waitUntil(t, "two of the run queued in its copy", func() bool { return scope(copyOf).QueueLimit == 2 })
+	if got := scope(prod); got.Concurrency != 0 || got.QueueLimit != 0 {
+		t.Fatalf("production's scope while the run saturates its copy: %d used, %d queued; want 0, 0", got.Concurrency, got.QueueLimit)
+	}
+	st, err := b.engine.Scope(t.Context(), copyOf)
+	if err != nil || st.Config.Limit != 1 || st.Config.QueueLimit != weir.AcceptanceQueueLimit || st.Config.MaxWait != weir.AcceptanceMaxWait {
+		t.Errorf("the run's copy: %+v, %v; want production's limit 1, queue %d, wait %s", st.Config, err, weir.AcceptanceQueueLimit, weir.AcceptanceMaxWait)
+	}
+
+	// Production is admitted at once, beside the saturated run.
+	p := send(nil)
+	waitUntil(t, "the production request upstream", func() bool { return arrivals.Load() == 2 })
+	if got := scope(prod); got.Concurrency != 1 || got.QueueLimit != 0 {
+		t.Errorf("production's scope: %d used, %d queued; want 1, 0", got.Concurrency, got.QueueLimit)
+	}
+	close(gate)
+	if a := <-p; a.status != http.StatusOK || a.waited != "0" {
+		t.Errorf("production: %d, queued %s ms; want 200 at once", a.status, a.waited)
+	}
+	for i, ch := range runAnswers {
+		select {
+		case a := <-ch:
+			if a.status != http.StatusOK {
+				t.Errorf("run request %d: %d", i, a.status)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("run request %d never answered", i)
+		}
+	}
+	usage.mu.Lock()
+	var apart, production int
+	for _, u := range usage.all {
+		switch u.PlatformModel {
+		case "acceptance:new-platform.1:up/m":
+			apart++
+		case "up/m":
+			production++
+		default:
+			t.Errorf("usage of platform model %q", u.PlatformModel)
+		}
+	}
+	usage.mu.Unlock()
+	if apart != 3 || production != 1 {
+		t.Errorf("usage: %d of the run, %d of production; want 3 and 1", apart, production)
+	}
+
+	for _, c := range []struct {
+		h     http.Header
+		param string
+	}{
+		{http.Header{HeaderRunMode: {"acceptance"}}, HeaderRunID},
+		{http.Header{HeaderRunMode: {"acceptance"}, HeaderRunID: {"a b"}}, HeaderRunID},
+		{http.Header{HeaderRunID: {"r1"}}, HeaderRunID},
+	} {
+		resp, out := b.call(t, http.MethodPost, "/v1/chat/completions", b.key, body, c.h)
+		wantError(t, resp, out, http.StatusBadRequest, CodeInvalidRequest, c.param)
+	}
+	resp, out := b.call(t, http.MethodPost, "/v1/videos", b.key, `{"model":"v","prompt":"p"}`, run)
+	wantError(t, resp, out, http.StatusBadRequest, CodeInvalidRequest, HeaderRunMode)
+}
