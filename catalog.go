@@ -387,6 +387,9 @@ type Group struct {
 	// RunModes are the run modes its keys may ask for besides
 	// production.
 	RunModes []RunMode
+	// PinPlatform lets its keys pin a request to one platform
+	// (X-Weir-Platform): only that platform's candidates serve it.
+	PinPlatform bool
 }
 
 // Allows reports whether g's keys may run requests in mode m.

@@ -76,12 +76,13 @@ func (c *Config) toCatalog(lookup lookupFunc) weir.Catalog {
 	for _, g := range c.Groups {
 		hasDefault = hasDefault || g.Name == c.DefaultGroup
 		cat.Groups = append(cat.Groups, weir.Group{
-			Name:       g.Name,
-			Priority:   g.Priority,
-			Limits:     g.Limits,
-			RoundRobin: g.RoundRobin,
-			FailOpen:   c.failOpen(g.FailOpen),
-			RunModes:   g.RunModes,
+			Name:        g.Name,
+			Priority:    g.Priority,
+			Limits:      g.Limits,
+			RoundRobin:  g.RoundRobin,
+			FailOpen:    c.failOpen(g.FailOpen),
+			RunModes:    g.RunModes,
+			PinPlatform: g.PinPlatform,
 		})
 	}
 	if !hasDefault {

@@ -406,6 +406,9 @@ type Group struct {
 	// X-Weir-Run-Mode: simulation, acceptance. Default none: production
 	// only.
 	RunModes []weir.RunMode `yaml:"run_modes"`
+	// PinPlatform lets its keys pin a request to one platform with
+	// X-Weir-Platform. Default false.
+	PinPlatform bool `yaml:"pin_platform"`
 }
 
 // Default returns a config with every default set and an empty catalog.

@@ -47,6 +47,9 @@ type Call struct {
 	// scopes of the run RunID (acceptance.go).
 	RunMode weir.RunMode
 	RunID   string
+	// Platform, if set, pins the request to that platform's candidates
+	// (X-Weir-Platform).
+	Platform string
 	// Affinity is what the request shares with those whose candidate it
 	// prefers, for its model's affinity; "" none.
 	Affinity string

@@ -56,6 +56,16 @@ func (st *Snapshot) PlatformModel(name string) (weir.PlatformModel, bool) {
 	return pm, ok
 }
 
+// Serves reports whether model m has a candidate on platform.
+func (st *Snapshot) Serves(m weir.Model, platform string) bool {
+	for _, c := range m.Candidates {
+		if pm, ok := st.pms[c.PlatformModel]; ok && pm.Platform == platform {
+			return true
+		}
+	}
+	return false
+}
+
 // Adapter is the adapter of the platform name (nil if there is none).
 func (st *Snapshot) Adapter(platform string) provider.Adapter { return st.adapters[platform] }
 

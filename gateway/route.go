@@ -60,8 +60,9 @@ type routing struct {
 func (r *routing) resolve() []target {
 	var nodes []target
 	// Nodes serve production alone: their runtimes are real (no
-	// simulation), their slots physical (no acceptance copies).
-	if r.s.deps.Nodes != nil && r.c.Model.Nodes != weir.NodesNever && r.c.RunMode == "" {
+	// simulation), their slots physical (no acceptance copies); and no
+	// request pinned to a platform.
+	if r.s.deps.Nodes != nil && r.c.Model.Nodes != weir.NodesNever && r.c.RunMode == "" && r.c.Platform == "" {
 		now := r.s.deps.Clock.Now()
 		for _, n := range r.s.deps.Nodes.Serving(r.c.Model.Name) {
 			if until := r.s.deps.Router.CoolingUntil(nodeHealth(n)); until.After(now) {

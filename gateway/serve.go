@@ -36,6 +36,17 @@ var _ Executor = provider.Adapter(nil)
 // says how it went.
 func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 	pms, refusal := servable(c.Snapshot, c.Wants, s.deps.Router.Order(c.Model))
+	if c.Platform != "" {
+		pms = onPlatform(c.Snapshot, pms, c.Platform)
+		if len(pms) == 0 {
+			c.Usage.Outcome = ErrNoCandidate.Error()
+			if refusal != nil {
+				return refusal
+			}
+			return &Error{Category: ErrUnservable, Param: "X-Weir-Platform",
+				Message: fmt.Sprintf("no candidate of %q on platform %q can serve this request", c.Model.Name, c.Platform)}
+		}
+	}
 	if c.RunMode == weir.RunAcceptance {
 		scopes := tenantNeeds(c.KeyID, c.Group)
 		names := make([]string, 0, len(scopes)+len(pms))
@@ -150,6 +161,17 @@ func servable(st *Snapshot, w weir.Wants, order []string) (pms []string, refusal
 	// The candidates are the operator's: the client hears why, not which.
 	refusal.Message = "no candidate can serve this request: " + strings.Join(whys, "; ")
 	return pms, refusal
+}
+
+// onPlatform are those of pms on platform, in their order.
+func onPlatform(st *Snapshot, pms []string, platform string) []string {
+	var out []string
+	for _, name := range pms {
+		if pm, ok := st.pms[name]; ok && pm.Platform == platform {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // admitPreferred admits c on the target its strict affinity prefers

@@ -29,6 +29,9 @@ const (
 	// HeaderRunID names the acceptance run a request of that mode
 	// belongs to: its scopes are the run's own.
 	HeaderRunID = "X-Weir-Run-Id"
+	// HeaderPlatform pins a request to one platform's candidates, if the
+	// key's group allows it.
+	HeaderPlatform = "X-Weir-Platform"
 	// HeaderQueueWait, on answers, says how long the request queued, in
 	// milliseconds.
 	HeaderQueueWait = "X-Weir-Queue-Wait-Ms"
@@ -139,13 +142,17 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint) (*
 	if aerr != nil {
 		return nil, aerr
 	}
+	platform, aerr := requestPlatform(r, st, model, group)
+	if aerr != nil {
+		return nil, aerr
+	}
 	// The group of the request (which may be the default) is what the
 	// scopes use.
 	ri := info(r.Context())
 	c := &call{Call: gateway.Call{
 		RequestID: ri.id, ClientRequestID: ri.clientID,
 		Snapshot: st, Model: model, KeyID: key.ID, Group: groupName, Priority: prio,
-		Path: ep.path, Body: req, Stream: req.stream, Tokens: req.estimate, MaxTokens: req.maxTokens, Wants: req.wants, Affinity: req.affinity, RunMode: mode, RunID: runID, Header: r.Header,
+		Path: ep.path, Body: req, Stream: req.stream, Tokens: req.estimate, MaxTokens: req.maxTokens, Wants: req.wants, Affinity: req.affinity, RunMode: mode, RunID: runID, Platform: platform, Header: r.Header,
 	}}
 	maxWait := s.cfg.DefaultMaxWait
 	if mode == weir.RunAcceptance {
@@ -236,6 +243,26 @@ func requestRunID(r *http.Request, mode weir.RunMode) (string, *apiError) {
 		return "", errorf(CodeInvalidRequest, HeaderRunID, fmt.Sprintf("run id %q: want 1 to %d letters, digits, '.', '_' or '-'", id, weir.MaxRunID))
 	}
 	return id, nil
+}
+
+// requestPlatform is the platform a request pins itself to
+// (HeaderPlatform), which its key's group must allow and which must hold
+// a candidate of model.
+func requestPlatform(r *http.Request, st *gateway.Snapshot, model weir.Model, group weir.Group) (string, *apiError) {
+	p, aerr := oneHeader(r, HeaderPlatform)
+	switch {
+	case aerr != nil || p == "":
+		return "", aerr
+	case !group.PinPlatform:
+		return "", errorf(CodeForbidden, HeaderPlatform, fmt.Sprintf("this key's group (%s) may not pin a platform", group.Name))
+	case st.Adapter(p) == nil:
+		return "", errorf(CodeInvalidRequest, HeaderPlatform, fmt.Sprintf("there is no platform %q", p))
+	case !st.Serves(model, p):
+		e := errorf(CodeNoCandidate, HeaderPlatform, fmt.Sprintf("the model %q has no candidate on platform %q", model.Name, p))
+		e.Client = true // what the request asks for, not the gateway's state
+		return "", e
+	}
+	return p, nil
 }
 
 func requestPriority(r *http.Request, base int32) (int32, *apiError) {

@@ -353,6 +353,9 @@ func (s *Server) submitTask(r *http.Request, sub submission, kind string, input 
 	if aerr != nil {
 		return weir.Task{}, false, aerr
 	}
+	if r.Header.Get(HeaderPlatform) != "" {
+		return weir.Task{}, false, errorf(CodeInvalidRequest, HeaderPlatform, "pinning a platform is for synchronous requests; a task runs on its model's candidates")
+	}
 	if mode == weir.RunAcceptance {
 		// Never run in production's scopes what was asked to run apart.
 		return weir.Task{}, false, errorf(CodeInvalidRequest, HeaderRunMode, "the acceptance run mode is for synchronous requests; tasks run in production or simulation")
