@@ -17,7 +17,20 @@ const pmScopePrefix = "pm:"
 
 // AcceptanceScope is scope's copy for the acceptance run run: its own
 // capacity, queue and rates (RunAcceptance).
-func AcceptanceScope(run, scope string) string { return "run:" + run + "/" + scope }
+func AcceptanceScope(run, scope string) string { return runScopePrefix + run + "/" + scope }
+
+const runScopePrefix = "run:"
+
+// acceptanceOf splits an acceptance run's copy of a scope into the run
+// and the production scope; ok is false for any other scope. A run id
+// holds no '/'.
+func acceptanceOf(scope string) (run, production string, ok bool) {
+	rest, ok := strings.CutPrefix(scope, runScopePrefix)
+	if !ok {
+		return "", "", false
+	}
+	return strings.Cut(rest, "/")
+}
 
 // The scopes an edge node's session makes: a provider's slots, and the
 // long-context slots a long request needs too. Both belong to the node's
@@ -36,8 +49,12 @@ func NodeOwner(nodeID string) string { return nodeScopePrefix + nodeID }
 const nodeScopePrefix = "node:"
 
 // PlatformModelOfScope returns the platform model a scope is for, and
-// whether it is a platform model's scope.
+// whether it is a platform model's scope (or an acceptance run's copy of
+// one).
 func PlatformModelOfScope(scope string) (string, bool) {
+	if _, prod, ok := acceptanceOf(scope); ok {
+		scope = prod
+	}
 	return strings.CutPrefix(scope, pmScopePrefix)
 }
 
@@ -45,6 +62,9 @@ func PlatformModelOfScope(scope string) (string, bool) {
 // "platform model up/m", "key key_1", "group default"; any other scope as
 // "scope <name>".
 func ScopeLabel(scope string) string {
+	if run, prod, ok := acceptanceOf(scope); ok {
+		return "acceptance run " + run + "'s " + ScopeLabel(prod)
+	}
 	if pm, ok := PlatformModelOfScope(scope); ok {
 		return "platform model " + pm
 	}

@@ -101,9 +101,11 @@ type Task struct {
 	FinishedAt time.Time
 	// Deadline is when a task still queued expires.
 	Deadline time.Time
-	// RunMode is how it runs: production (""), or simulation, where
-	// the platform model's simulator answers its upstream calls.
+	// RunMode is how it runs: production (""), simulation, where the
+	// platform model's simulator answers its upstream calls, or
+	// acceptance, in the scopes of the run RunID ("" in the others).
 	RunMode RunMode
+	RunID   string
 	// DeletedAt is when the client deleted the finished task; zero while
 	// not deleted. A deleted task is terminal and stays stored (its
 	// idempotency key stays taken), but the API treats it as gone.
@@ -183,6 +185,8 @@ func (t *Task) ValidateNew() error {
 		return fmt.Errorf("%w: a new task's callback cannot be gone", ErrInvalid)
 	case !t.RunMode.Valid():
 		return fmt.Errorf("%w: unknown run mode %q", ErrInvalid, t.RunMode)
+	case (t.RunMode == RunAcceptance) != (t.RunID != ""), t.RunID != "" && !ValidRunID(t.RunID):
+		return fmt.Errorf("%w: run id %q with run mode %q: an acceptance run needs a valid id, another mode none", ErrInvalid, t.RunID, t.RunMode)
 	}
 	for _, e := range t.CallbackEvents {
 		if !e.Valid() {

@@ -70,7 +70,27 @@ func (s *Service) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate,
 	if len(pms) == 0 {
 		return nil, fmt.Errorf("%w: model %q has no platform to run on", admission.ErrNoCandidate, t.Model)
 	}
-	return candidates(key.ID, group, pms, 0), nil
+	cands := candidates(key.ID, group, pms, 0)
+	if t.RunMode == weir.RunAcceptance {
+		// The run's copies of the scopes; the task service's workers
+		// are the process's, shared with production.
+		var names []string
+		for _, n := range cands[0].Needs[:2] {
+			names = append(names, n.Scope)
+		}
+		for _, pm := range pms {
+			names = append(names, weir.PlatformModelScope(pm))
+		}
+		if err := s.ensureRun(ctx, t.RunID, names); err != nil {
+			return nil, err
+		}
+		for i := range cands {
+			for j := range cands[i].Needs {
+				cands[i].Needs[j].Scope = weir.AcceptanceScope(t.RunID, cands[i].Needs[j].Scope)
+			}
+		}
+	}
+	return cands, nil
 }
 
 // Target implements task.Planner. A simulated task's target is the

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -14,8 +15,8 @@ import (
 // platform model (concurrency 1) and queues past production's queue
 // limit leaves production's scope alone: a production request is
 // admitted at once. The run's copies have production's limits with the
-// run's queue and wait; its usage is reported apart. Bad run ids, and
-// tasks asking for the mode, are refused.
+// run's queue and wait; its usage is reported apart, and its tasks run
+// in its copies too. Bad run ids are refused.
 func TestAcceptanceRunMode(t *testing.T) {
 	t.Parallel()
 	var usage usageLog
@@ -129,6 +130,29 @@ func TestAcceptanceRunMode(t *testing.T) {
 		resp, out := b.call(t, http.MethodPost, "/v1/chat/completions", b.key, body, c.h)
 		wantError(t, resp, out, http.StatusBadRequest, CodeInvalidRequest, c.param)
 	}
-	resp, out := b.call(t, http.MethodPost, "/v1/videos", b.key, `{"model":"v","prompt":"p"}`, run)
-	wantError(t, resp, out, http.StatusBadRequest, CodeInvalidRequest, HeaderRunMode)
+	resp, out := b.call(t, http.MethodPost, "/v1/videos", b.key, `{"model":"v","prompt":"p"}`, http.Header{HeaderRunMode: {"acceptance"}})
+	wantError(t, resp, out, http.StatusBadRequest, CodeInvalidRequest, HeaderRunID)
+
+	// A task of the run waits and runs in the run's copies too.
+	resp, out = b.call(t, http.MethodPost, "/v1/videos", b.key, `{"model":"v","prompt":"p"}`, run)
+	var v struct {
+		ID   string `json:"id"`
+		Weir struct {
+			RunMode string `json:"run_mode"`
+			RunID   string `json:"run_id"`
+		} `json:"weir"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(out, &v) != nil || v.Weir.RunMode != "acceptance" || v.Weir.RunID != "new-platform.1" {
+		t.Fatalf("a video of the run: %d %s", resp.StatusCode, out)
+	}
+	waitUntil(t, "the run's video to end", func() bool {
+		tk, err := b.db.TaskGet(t.Context(), v.ID)
+		return err == nil && tk.Status.Terminal()
+	})
+	if tk, err := b.db.TaskGet(t.Context(), v.ID); err != nil || tk.Status != weir.TaskSucceeded || tk.PlatformModel != "up/v" {
+		t.Errorf("the run's video: %+v, %v; want succeeded on up/v", tk, err)
+	}
+	if _, err := b.engine.Scope(t.Context(), weir.AcceptanceScope("new-platform.1", "pm:up/v")); err != nil {
+		t.Errorf("the run's copy of up/v: %v", err)
+	}
 }

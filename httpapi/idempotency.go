@@ -22,7 +22,7 @@ import (
 // without repeats: callbackOf does it); a request without events has the
 // fingerprint it had before events were asked for, so that a repeat of a
 // task stored then still matches.
-func requestFingerprint(kind, model string, input map[string]json.RawMessage, callback string, events []weir.TaskEvent, mode weir.RunMode) (string, error) {
+func requestFingerprint(kind, model string, input map[string]json.RawMessage, callback string, events []weir.TaskEvent, mode weir.RunMode, run string) (string, error) {
 	canon := make(map[string]any, len(input))
 	for k, raw := range input {
 		v, err := canonicalJSON(raw)
@@ -39,7 +39,7 @@ func requestFingerprint(kind, model string, input map[string]json.RawMessage, ca
 	if mode != "" {
 		// Production's fingerprints stay as they were: a task stored
 		// before run modes is still the same request.
-		fields = append(fields, mode)
+		fields = append(fields, mode, run)
 	}
 	b, err := json.Marshal(fields)
 	if err != nil {

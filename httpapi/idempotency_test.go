@@ -27,7 +27,7 @@ func TestRequestFingerprint(t *testing.T) {
 	base := req{"task", "sora-2", `{"prompt":"a cat","seconds":"8","opts":{"a":1,"b":[1,2]}}`, "https://hooks.example.com/a", nil}
 	fp := func(t *testing.T, r req) string {
 		t.Helper()
-		got, err := requestFingerprint(r.kind, r.model, input(t, r.body), r.callback, r.events, "")
+		got, err := requestFingerprint(r.kind, r.model, input(t, r.body), r.callback, r.events, "", "")
 		if err != nil {
 			t.Fatalf("requestFingerprint(%+v): %v", r, err)
 		}
@@ -80,7 +80,7 @@ func TestIdempotencyKeyReusedIs422(t *testing.T) {
 func TestRequestFingerprintStable(t *testing.T) {
 	t.Parallel()
 	input := map[string]json.RawMessage{"prompt": json.RawMessage(`"a cat"`)}
-	got, err := requestFingerprint("task", "sora-2", input, "https://hooks.example.com/a", nil, "")
+	got, err := requestFingerprint("task", "sora-2", input, "https://hooks.example.com/a", nil, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,8 +31,10 @@ type taskError struct {
 // task its position and a wait estimate.
 type taskQueueDetail struct {
 	Status weir.TaskStatus `json:"status"`
-	// RunMode marks a task that is not production's ("simulation").
+	// RunMode marks a task that is not production's ("simulation", or
+	// "acceptance" of the run RunID).
 	RunMode       weir.RunMode `json:"run_mode,omitempty"`
+	RunID         string       `json:"run_id,omitempty"`
 	QueuePosition *int         `json:"queue_position,omitempty"`
 	EstimatedWait *float64     `json:"estimated_wait_seconds,omitempty"`
 }
@@ -52,9 +54,10 @@ type taskObject struct {
 	// CallbackEvents are the events asked for beyond the terminal one.
 	CallbackEvents []weir.TaskEvent `json:"callback_events,omitempty"`
 	Queue          *taskQueue       `json:"queue,omitempty"`
-	// RunMode marks a task that is not production's ("simulation"): its
-	// result is the simulator's.
+	// RunMode marks a task that is not production's: "simulation" (its
+	// result is the simulator's) or "acceptance", of the run RunID.
 	RunMode weir.RunMode `json:"run_mode,omitempty"`
+	RunID   string       `json:"run_id,omitempty"`
 }
 
 type taskQueue struct {
@@ -94,7 +97,7 @@ func (s *Server) taskOf(ctx context.Context, t weir.Task) taskObject {
 	o := taskObject{
 		ID: t.ID, Object: "task", Model: t.Model, Status: t.Status, Progress: t.Progress,
 		CreatedAt: t.CreatedAt.Unix(), Result: t.Result, CallbackURL: t.CallbackURL, CallbackEvents: t.CallbackEvents,
-		RunMode: t.RunMode,
+		RunMode: t.RunMode, RunID: t.RunID,
 	}
 	if len(o.Result) == 0 {
 		o.Result = json.RawMessage("null")
@@ -356,11 +359,11 @@ func (s *Server) submitTask(r *http.Request, sub submission, kind string, input 
 	if r.Header.Get(HeaderPlatform) != "" {
 		return weir.Task{}, false, errorf(CodeInvalidRequest, HeaderPlatform, "pinning a platform is for synchronous requests; a task runs on its model's candidates")
 	}
-	if mode == weir.RunAcceptance {
-		// Never run in production's scopes what was asked to run apart.
-		return weir.Task{}, false, errorf(CodeInvalidRequest, HeaderRunMode, "the acceptance run mode is for synchronous requests; tasks run in production or simulation")
+	runID, aerr := requestRunID(r, mode)
+	if aerr != nil {
+		return weir.Task{}, false, aerr
 	}
-	fingerprint, err := requestFingerprint(kind, model, input, cb.URL, cb.Events, mode)
+	fingerprint, err := requestFingerprint(kind, model, input, cb.URL, cb.Events, mode, runID)
 	if err != nil {
 		return weir.Task{}, false, errorf(CodeInvalidRequest, "", "could not read the task input: "+err.Error())
 	}
@@ -371,7 +374,7 @@ func (s *Server) submitTask(r *http.Request, sub submission, kind string, input 
 	t := weir.Task{
 		ID: task.NewID(kind), KeyID: key.ID, Kind: kind, Model: model, Input: body, Priority: prio,
 		CallbackURL: cb.URL, CallbackEvents: cb.Events, IdempotencyKey: sub.idempotencyKey, Fingerprint: fingerprint,
-		RunMode: mode,
+		RunMode: mode, RunID: runID,
 	}
 	if d, ok, aerr := requestMaxWait(r); aerr != nil {
 		return weir.Task{}, false, aerr

@@ -70,7 +70,7 @@ func (s *Server) videoOf(ctx context.Context, t weir.Task) videoObject {
 	v := videoObject{
 		Video: openaiwire.Video{ID: t.ID, Object: "video", Model: t.Model, Status: openAIVideoStatus(t.Status),
 			Progress: float64(t.Progress), CreatedAt: t.CreatedAt.Unix()},
-		Weir: taskQueueDetail{Status: t.Status, RunMode: t.RunMode},
+		Weir: taskQueueDetail{Status: t.Status, RunMode: t.RunMode, RunID: t.RunID},
 	}
 	// What the client asked for, or OpenAI's defaults for what it did
 	// not, until the upstream says what it made (its object is the task's

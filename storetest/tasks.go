@@ -70,7 +70,11 @@ func ExerciseTasks(t *testing.T, newStore func(t *testing.T) interface {
 // newTask is a queued task of key keyID, with what a submission sets.
 func newTask(i int, keyID string) weir.Task {
 	var mode weir.RunMode
-	if i%4 == 3 {
+	var run string
+	switch i % 4 {
+	case 2:
+		mode, run = weir.RunAcceptance, fmt.Sprintf("run-%d", i)
+	case 3:
 		mode = weir.RunSimulation
 	}
 	return weir.Task{
@@ -87,6 +91,7 @@ func newTask(i int, keyID string) weir.Task {
 		CreatedAt:   base.Add(time.Duration(i) * time.Second),
 		Deadline:    base.Add(time.Hour + time.Duration(i)*time.Second),
 		RunMode:     mode,
+		RunID:       run,
 	}
 }
 
@@ -192,7 +197,7 @@ func checkTask(t *testing.T, what string, got, written weir.Task) {
 		slices.Equal(got.CallbackEvents, want.CallbackEvents) &&
 		got.CreatedAt.Equal(want.CreatedAt) && got.AdmittedAt.Equal(want.AdmittedAt) &&
 		got.FinishedAt.Equal(want.FinishedAt) && got.Deadline.Equal(want.Deadline) && got.DeletedAt.Equal(want.DeletedAt) &&
-		got.CallbackGoneAt.Equal(want.CallbackGoneAt) && got.RunMode == want.RunMode
+		got.CallbackGoneAt.Equal(want.CallbackGoneAt) && got.RunMode == want.RunMode && got.RunID == want.RunID
 	if !same {
 		t.Errorf("%s:\n got  %+v\n want %+v", what, got, want)
 	}
@@ -418,6 +423,8 @@ func testTaskInvalid(t *testing.T, s taskStore) {
 		{"a deletion time", func(task *weir.Task) { task.DeletedAt = base }},
 		{"a callback already gone", func(task *weir.Task) { task.CallbackGoneAt = base }},
 		{"an unknown run mode", func(task *weir.Task) { task.RunMode = "dream" }},
+		{"an acceptance run without an id", func(task *weir.Task) { task.RunMode, task.RunID = weir.RunAcceptance, "" }},
+		{"a run id in production", func(task *weir.Task) { task.RunMode, task.RunID = "", "r1" }},
 		{"an unknown callback event", func(task *weir.Task) {
 			task.CallbackEvents = []weir.TaskEvent{weir.TaskEventProgress, "everything"}
 		}},
