@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -155,4 +156,13 @@ func TestAcceptanceRunMode(t *testing.T) {
 	if _, err := b.engine.Scope(t.Context(), weir.AcceptanceScope("new-platform.1", "pm:up/v")); err != nil {
 		t.Errorf("the run's copy of up/v: %v", err)
 	}
+
+	// The task API takes the mode and the run in its body too.
+	taskBody := `{"model":"v","input":{"prompt":"p"},"run_mode":"acceptance","run_id":"new-platform.1"}`
+	resp, out = b.call(t, http.MethodPost, "/v1/tasks", b.key, taskBody, nil)
+	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(out), `"run_mode":"acceptance","run_id":"new-platform.1"`) {
+		t.Errorf("a task of the run by its body: %d %s", resp.StatusCode, out)
+	}
+	resp, out = b.call(t, http.MethodPost, "/v1/tasks", b.key, taskBody, http.Header{HeaderRunMode: {"simulation"}})
+	wantError(t, resp, out, http.StatusBadRequest, CodeInvalidRequest, "run_mode")
 }

@@ -477,6 +477,9 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) error {
 	if aerr != nil {
 		return aerr
 	}
+	if aerr := runModeFields(r, body); aerr != nil {
+		return aerr
+	}
 	t, created, aerr := s.submitTask(r, sub, "task", input, model, cb)
 	if aerr != nil {
 		return aerr
@@ -486,6 +489,27 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) error {
 		status = http.StatusOK
 	}
 	writeJSON(w, status, s.taskOf(r.Context(), t))
+	return nil
+}
+
+// runModeFields takes a task body's run_mode and run_id, which say what
+// HeaderRunMode and HeaderRunID do: into r's headers, for the one check
+// of both; a body and a header that differ are refused.
+func runModeFields(r *http.Request, body map[string]json.RawMessage) *apiError {
+	for _, f := range [...]struct{ field, header string }{{"run_mode", HeaderRunMode}, {"run_id", HeaderRunID}} {
+		raw, ok := body[f.field]
+		if !ok || string(raw) == "null" {
+			continue
+		}
+		v, ok := stringField(body, f.field)
+		switch {
+		case !ok:
+			return errorf(CodeInvalidRequest, f.field, f.field+" must be a string")
+		case r.Header.Get(f.header) != "" && r.Header.Get(f.header) != v:
+			return errorf(CodeInvalidRequest, f.field, f.field+" and the "+f.header+" header differ; give one of them")
+		}
+		r.Header.Set(f.header, v)
+	}
 	return nil
 }
 
