@@ -56,7 +56,7 @@ func (c *Console) Handler() http.Handler {
 }
 
 // headers sets what every console answer carries: no framing by other
-// sites, no sniffing, no referrer, and a policy that lets the page load
+// sites, no sniffing, no referrer to other sites, and a policy that lets the page load
 // nothing but its own assets.
 func headers(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -64,7 +64,7 @@ func headers(h http.Handler) http.Handler {
 		hd.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 		hd.Set("X-Frame-Options", "DENY")
 		hd.Set("X-Content-Type-Options", "nosniff")
-		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("Referrer-Policy", "same-origin") // no-referrer would make a form post's Origin "null"
 		hd.Set("Cache-Control", "no-store")
 		h.ServeHTTP(w, r)
 	})
