@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -11,11 +12,13 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/weir-gateway/weir"
@@ -51,6 +54,13 @@ type OverheadConfig struct {
 	// children: "serve", one gateway on SQLite (the fleet's baseline), and
 	// "fleet", the replicas on PostgreSQL, which the load reaches in turn.
 	Fleet FleetConfig
+	// ConsoleWatcher, when set, adds the target "console": the same
+	// gateway as "weir", driven while this command (and its arguments)
+	// watches the gateway's web console, e.g. a headless browser with
+	// the overview open. It gets the console's URL in WEIR_URL, must
+	// print a line "watching" once the page is live, and is killed after
+	// the target's phase.
+	ConsoleWatcher []string
 }
 
 // The request every target gets: about 130 bytes of chat.
@@ -67,6 +77,11 @@ type overheadTarget struct {
 	urls   []string // each request goes to the next one in turn
 	header http.Header
 	procs  []*child // the processes serving it, other than this one
+	// watch is a command that watches the target's console while it is
+	// driven (OverheadConfig.ConsoleWatcher); nil: none.
+	watch []string
+	// consoleURL is the gateway's console, for watch.
+	consoleURL string
 	// body and streamBody are its requests; "": chatBody and
 	// chatStreamBody.
 	body, streamBody string
@@ -193,6 +208,10 @@ func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, er
 		{name: "direct", urls: []string{mockURL + chat}, header: plain},
 		{name: "proxy", urls: []string{proxyURL + chat}, header: plain},
 		{name: "weir", urls: []string{"http://" + gw.Addr() + chat}, header: auth},
+	}
+	if len(c.ConsoleWatcher) > 0 {
+		rig.targets = append(rig.targets, overheadTarget{name: "console", urls: []string{"http://" + gw.Addr() + chat}, header: auth,
+			watch: c.ConsoleWatcher, consoleURL: "http://" + gw.Addr() + "/"})
 	}
 	if c.Edge {
 		if err := startEdgeTarget(ctx, c, rig, mockURL+"/v1", auth); err != nil {
@@ -676,6 +695,14 @@ func (c OverheadConfig) drive(ctx context.Context, t overheadTarget, round int) 
 			before = procsCPU(t.procs)
 		}
 	}
+	if t.watch != nil {
+		unwatch, err := startWatcher(ctx, t.watch, t.consoleURL)
+		if err != nil {
+			stop()
+			return loadgen.Result{}, fmt.Errorf("%s: %w", t.name, err)
+		}
+		defer unwatch()
+	}
 	var (
 		res loadgen.Result
 		err error
@@ -733,6 +760,57 @@ func (c OverheadConfig) profile(target string, cfg *loadgen.Config) (stop func()
 		if traceFile != nil {
 			tr = trace.Start(traceFile) == nil
 		}
+	}
+	return stop, nil
+}
+
+// startWatcher runs argv with WEIR_URL=url and waits (up to a minute)
+// for it to print "watching"; stop kills it.
+func startWatcher(ctx context.Context, argv []string, url string) (stop func(), err error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "WEIR_URL="+url)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the console watcher: %w", err)
+	}
+	cmd.WaitDelay = 5 * time.Second
+	stop = func() {
+		// SIGTERM first, so that the watcher closes its browser.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.TrimSpace(sc.Text()) == "watching" {
+				ready <- true
+				break
+			}
+		}
+		ready <- false
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			stop()
+			return nil, fmt.Errorf("the console watcher %s ended without watching", argv[0])
+		}
+	case <-time.After(time.Minute):
+		stop()
+		return nil, fmt.Errorf("the console watcher %s did not print \"watching\" within a minute", argv[0])
 	}
 	return stop, nil
 }

@@ -83,6 +83,8 @@ var (
 	serveHop  = hop{"serve", "direct"}
 	fleetHop  = hop{"fleet", "direct"}
 	tunnelHop = hop{"edge", "weir"}
+	// consoleHop is Weir with its web console watched, against Weir.
+	consoleHop = hop{"console", "direct"}
 )
 
 // added is what h adds to the p50 and the p99 of rows.
@@ -243,6 +245,11 @@ func ratioVerdict(target string, rows map[string]row) string {
 	case target == "fleet" && has("direct", "serve"):
 		r50, r99 := hopRatios(rows, fleetHop, serveHop)
 		return fmt.Sprintf("   fleet/serve added: p50 %s, p99 %s (target <= 2x: %s)", fmtRatio(r50), fmtRatio(r99), verdict(r50, r99, 2))
+	case target == "console" && has("direct", "weir"):
+		c50, c99 := consoleHop.added(rows)
+		w50, w99 := weirHop.added(rows)
+		return fmt.Sprintf("   with the console watched, added p50 %+.3f ms, p99 %+.3f ms; console/weir added: p50 %s, p99 %s, throughput %.3fx",
+			ms(c50), ms(c99), fmtRatio(ratio(c50, w50)), fmtRatio(ratio(c99, w99)), rows["console"].rate/rows["weir"].rate)
 	case target == "edge" && has("direct", "proxy", "weir"):
 		t50, t99 := tunnelHop.added(rows)
 		p50, p99 := proxyHop.added(rows)

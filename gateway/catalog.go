@@ -129,6 +129,7 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 	}
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
+	s.ops.resetLimits() // a reload applies the config's limits (operator.go)
 	next := &Snapshot{
 		models:       make(map[string]weir.Model, len(cat.Models)),
 		pms:          make(map[string]weir.PlatformModel, len(cat.PlatformModels)),

@@ -122,6 +122,8 @@ type Service struct {
 	pauseMu sync.Mutex
 	pauses  map[string]*pause // platform models paused, by name
 
+	ops operatorState // drains and run-time limits (operator.go)
+
 	affinity affinityTable
 }
 

@@ -103,6 +103,7 @@ func (s *Service) pmScopeConfig(pm weir.PlatformModel) admission.ScopeConfig {
 	s.pauseMu.Lock()
 	_, cfg.Paused = s.pauses[pm.Name]
 	s.pauseMu.Unlock()
+	s.ops.applyTo(weir.PlatformModelScope(pm.Name), pm.Name, &cfg)
 	return cfg
 }
 

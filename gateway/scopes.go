@@ -18,7 +18,12 @@ type ScopeView struct {
 	Orphaned bool   `json:"orphaned,omitempty"`
 	// Paused: the scope admits nothing for now; PausedUntil, when its
 	// upstream's Retry-After ends the pause (RFC 3339).
-	Paused      bool    `json:"paused,omitempty"`
+	Paused bool `json:"paused,omitempty"`
+	// Drained: an operator paused it (Service.Drain), until lifted.
+	Drained bool `json:"drained,omitempty"`
+	// LimitSet: an operator set Limit at run time; the next reload or
+	// restart applies the config's again.
+	LimitSet    bool    `json:"limit_set,omitempty"`
 	PausedUntil string  `json:"paused_until,omitempty"`
 	RPM         int64   `json:"rpm,omitempty"`
 	RPMLeft     float64 `json:"rpm_left,omitempty"`
@@ -40,6 +45,10 @@ func (s *Service) Scopes(ctx context.Context) []ScopeView {
 			Held: st.Held, Orphaned: st.Orphaned, RPM: st.Config.RPM, RPMLeft: st.RPMAvailable,
 			TPM: st.Config.TPM, TPMLeft: st.TPMAvailable,
 		}
+		if pm, ok := weir.PlatformModelOfScope(st.Name); ok {
+			v.Drained = s.ops.drainedNow(pm)
+		}
+		v.LimitSet = s.ops.limitSet(st.Name)
 		if st.Config.Paused {
 			v.Paused = true
 			if t, ok := until[st.Name]; ok {

@@ -300,6 +300,8 @@ func (s *Service) admissionError(ctx context.Context, c *Call, err error) error 
 		return tooManyTokens(c.Model.Name, param, tl)
 	case errors.Is(err, admission.ErrNoCandidate), errors.Is(err, admission.ErrUnknownScope):
 		return &Error{Category: ErrNoCandidate, Param: "model", Message: "no platform can serve " + c.Model.Name + " right now", Err: err}
+	case errors.Is(err, admission.ErrCancelled):
+		return &Error{Category: ErrNoCandidate, Message: "an operator removed this request from the queue of " + c.Model.Name, Err: err}
 	case errors.Is(err, admission.ErrClosed):
 		return &Error{Category: ErrNoCandidate, Message: "the gateway is shutting down", Err: err}
 	case errors.Is(err, admission.ErrUnavailable):

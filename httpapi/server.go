@@ -136,6 +136,9 @@ type Deps struct {
 	// Nodes lists the edge nodes for /admin/nodes; nil: the gateway has
 	// no edge listener, and /admin/nodes answers an empty list.
 	Nodes func(ctx context.Context) []edge.NodeView
+	// Console serves the web console at GET / and under /console/; nil:
+	// none (GET / is a 404).
+	Console http.Handler
 }
 
 // Server is the HTTP API. Apply a catalog before serving.
@@ -200,6 +203,10 @@ func (s *Server) Handler() http.Handler {
 			h = s.admin(h.ServeHTTP)
 		}
 		mux.Handle("GET /metrics", h)
+	}
+	if h := s.deps.Console; h != nil {
+		mux.Handle("GET /{$}", h)
+		mux.Handle("/console/", h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(CodeNotFound, "", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))

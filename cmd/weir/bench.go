@@ -104,6 +104,7 @@ and 'go doc ./bench Overhead' for every column.`,
 	f.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of one target's measured phase (first round) to this file")
 	f.StringVar(&c.Trace, "trace", "", "write an execution trace of one target's measured phase to this file (keep --duration short)")
 	f.StringVar(&c.ProfileTarget, "profile-target", "weir", "target whose measured phase --cpuprofile and --trace cover: direct, proxy, weir or (with --edge) edge")
+	f.StringSliceVar(&c.ConsoleWatcher, "console-watcher", nil, "also drive target console: the same gateway while this command watches its web console (WEIR_URL; it prints \"watching\" once live), e.g. node,e2e/browser/watch.mjs")
 	f.BoolVar(&c.Edge, "edge", false, "also drive target edge: the same gateway tunnelling each request over gRPC to an edge node agent (in this process) whose provider is the same mock (edge-overhead; with --stream, edge-stream)")
 	fleetFlags(f, &c.Fleet, "also drive one 'weir serve' on SQLite (target serve) and this many replicas on PostgreSQL (target fleet), each as a child process; with --max-rps, pgbench follows the fleet's loop (fleet-admit)")
 	cmd.AddCommand(benchWaitersCmd(), benchWaitersFloorCmd())

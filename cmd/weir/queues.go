@@ -21,12 +21,16 @@ func init() { rootCmd.AddCommand(queuesCmd()) }
 // scope, from its admin API.
 func queuesCmd() *cobra.Command {
 	var addr, token string
-	var all bool
+	var all, watch bool
+	var interval time.Duration
 	cmd := &cobra.Command{
 		Use:   "queues",
 		Short: "Show what is waiting and held right now on a running server",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if watch {
+				return watchQueues(cmd.Context(), cmd.OutOrStdout(), addr, token, all, interval)
+			}
 			view, err := fetchQueues(addr, token)
 			if err != nil {
 				return err
@@ -38,6 +42,8 @@ func queuesCmd() *cobra.Command {
 	cmd.Flags().StringVar(&addr, "addr", "http://127.0.0.1:8080", "the server's base URL")
 	cmd.Flags().StringVar(&token, "token", "", "admin token (when the server sets one; env WEIR_ADMIN_TOKEN)")
 	cmd.Flags().BoolVar(&all, "all", false, "include per-key scopes")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "redraw live from the server's console stream until Ctrl-C")
+	cmd.Flags().DurationVar(&interval, "interval", time.Second, "with --watch, redraw at most this often")
 	return cmd
 }
 

@@ -16,8 +16,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/config"
+	"github.com/weir-gateway/weir/console"
 	"github.com/weir-gateway/weir/edge"
 	"github.com/weir-gateway/weir/fleet"
 	"github.com/weir-gateway/weir/gateway"
@@ -76,9 +78,13 @@ type Main struct {
 	Tasks   *task.Service
 	HTTP    *http.Server
 	// Hub serves the edge nodes; nil without an edge listener.
-	Hub    *edge.Hub
-	ln     net.Listener
-	edgeLn net.Listener
+	Hub *edge.Hub
+	// Console is the web console; Recorder feeds its charts from the
+	// request path.
+	Console  *console.Console
+	Recorder *console.Recorder
+	ln       net.Listener
+	edgeLn   net.Listener
 
 	closeEngine func()
 	stopFleet   func()
@@ -105,7 +111,11 @@ func (m *Main) Start(ctx context.Context) error {
 	m.failed = make(chan error, 1)
 	var eng admission.Engine
 	m.Metrics = metrics.New(func(ctx context.Context) []admission.ScopeStats { return eng.Scopes(ctx) })
-	opts := admission.Options{Observer: m.Metrics}
+	m.Recorder = console.NewRecorder()
+	opts := admission.Options{Observer: admission.ObserverFunc(func(e admission.Event) {
+		m.Metrics.Observe(e)
+		m.Recorder.Observe(e)
+	})}
 	tuneTasks := func(*task.Config) {}
 	if pg, ok := db.store.(*postgres.DB); ok {
 		member, err := m.joinFleet(ctx, pg, opts)
@@ -155,7 +165,7 @@ func (m *Main) Start(ctx context.Context) error {
 		Router:  router.New(router.Options{Failures: cfg.Server.Cooldown.Failures, Cooldown: cfg.Server.Cooldown.Duration}),
 		Nodes:   nodes,
 		Logger:  m.Logger,
-		Metrics: m.Metrics,
+		Metrics: consoleMetrics{Metrics: m.Metrics, rec: m.Recorder},
 	})
 	if err := m.apply(ctx, cfg); err != nil {
 		return err
@@ -187,6 +197,15 @@ func (m *Main) Start(ctx context.Context) error {
 	if m.Member != nil {
 		fleetView = m.fleetView
 	}
+	var fleetAny func(context.Context) any
+	if m.Member != nil {
+		fleetAny = func(ctx context.Context) any { return m.fleetView(ctx) }
+	}
+	m.Console = console.New(console.Config{
+		AdminToken:   cfg.Server.AdminToken,
+		Loopback:     cfg.Server.AdminLoopbackTrusted(),
+		DefaultGroup: cfg.DefaultGroup,
+	}, console.Deps{Gateway: m.Gateway, Tasks: m.Tasks, Keys: db, Nodes: nodeViews, Fleet: fleetAny, Recorder: m.Recorder, Logger: m.Logger})
 	m.API = httpapi.New(httpapi.Config{
 		MaxBodyBytes:       cfg.Server.MaxBodyBytes,
 		DefaultMaxWait:     unbounded(cfg.Server.DefaultMaxWait),
@@ -202,18 +221,25 @@ func (m *Main) Start(ctx context.Context) error {
 		Logger:         m.Logger,
 		Metrics:        m.Metrics,
 		MetricsHandler: m.Metrics.Handler(),
-		Usage:          m.Usage.Record,
-		Ready:          m.ready,
-		Tasks:          m.Tasks,
-		Webhooks:       hooks.Sender,
-		Fleet:          fleetView,
-		Nodes:          nodeViews,
+		Usage: func(u weir.Usage) {
+			m.Usage.Record(u)
+			m.Recorder.Usage(u)
+		},
+		Ready:    m.ready,
+		Tasks:    m.Tasks,
+		Webhooks: hooks.Sender,
+		Fleet:    fleetView,
+		Nodes:    nodeViews,
+		Console:  m.Console.Handler(),
 	})
 	if err := m.Tasks.Start(ctx); err != nil {
 		return fmt.Errorf("start tasks: %w", err)
 	}
 	if m.Member != nil {
 		m.runFleet()
+	}
+	if err := m.Console.Start(ctx); err != nil {
+		return fmt.Errorf("start console: %w", err)
 	}
 	if err := m.startEdge(); err != nil {
 		return err
@@ -308,6 +334,9 @@ func (m *Main) stop(ctx context.Context) error {
 		sctx, cancel := context.WithTimeout(ctx, m.Config.Server.ShutdownTimeout)
 		errs = append(errs, m.HTTP.Shutdown(sctx))
 		cancel()
+	}
+	if m.Console != nil {
+		m.Console.Stop()
 	}
 	if m.Tasks != nil {
 		errs = append(errs, m.Tasks.Stop(ctx))
@@ -428,4 +457,16 @@ func newLogger(level string) *slog.Logger {
 		l = slog.LevelInfo
 	}
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+// consoleMetrics is the gateway's metrics, with each admission's wait
+// also counted for the console's charts.
+type consoleMetrics struct {
+	*metrics.Metrics
+	rec *console.Recorder
+}
+
+func (c consoleMetrics) ObserveQueueWait(model string, d time.Duration) {
+	c.Metrics.ObserveQueueWait(model, d)
+	c.rec.ObserveQueueWait(model, d)
 }

@@ -1,0 +1,387 @@
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/edge"
+	"github.com/weir-gateway/weir/gateway"
+	"github.com/weir-gateway/weir/task"
+)
+
+// Config tunes the console.
+type Config struct {
+	// AdminToken, when set, is what the login form asks for (and what a
+	// bearer token must be); when empty, only loopback clients get in,
+	// and only if Loopback says so. The admin API's setting. Default "".
+	AdminToken string
+	// Loopback lets loopback clients in without a token when AdminToken
+	// is empty (server.admin_loopback). Default false.
+	Loopback bool
+	// DefaultGroup is the group of a key created without one. Default
+	// "default".
+	DefaultGroup string
+	// SessionTTL is how long a login lasts. Default 12h.
+	SessionTTL time.Duration
+	// Interval is how often a snapshot is taken and pushed. Default 1s.
+	Interval time.Duration
+	// Window is how much history the charts keep, at one point per
+	// Interval. Default 15m.
+	Window time.Duration
+	// MaxClients bounds the live streams at once; past it a page is told
+	// to come back later. Default 32.
+	MaxClients int
+	// WriteTimeout bounds one write to a stream's client; a client that
+	// takes longer is dropped (its page reconnects). Default 10s.
+	WriteTimeout time.Duration
+	// LoginsPerMinute bounds login attempts from one address; ten times
+	// as many from all addresses together. Default 10.
+	LoginsPerMinute int
+}
+
+func (c *Config) defaults() {
+	if c.DefaultGroup == "" {
+		c.DefaultGroup = "default"
+	}
+	if c.SessionTTL <= 0 {
+		c.SessionTTL = 12 * time.Hour
+	}
+	if c.Interval <= 0 {
+		c.Interval = time.Second
+	}
+	if c.Window <= 0 {
+		c.Window = 15 * time.Minute
+	}
+	if c.MaxClients <= 0 {
+		c.MaxClients = 32
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 10 * time.Second
+	}
+	if c.LoginsPerMinute <= 0 {
+		c.LoginsPerMinute = 10
+	}
+}
+
+// KeyStore is what the keys view uses of the store; weir.Store
+// implements it.
+type KeyStore interface {
+	KeyCreate(ctx context.Context, k weir.APIKey) error
+	KeyList(ctx context.Context) ([]weir.APIKey, error)
+	KeyByID(ctx context.Context, id string) (weir.APIKey, error)
+	KeyRevoke(ctx context.Context, id string, at time.Time) error
+}
+
+// Deps are the data sources the console shows and acts through: the same
+// ones the admin API reads.
+type Deps struct {
+	Gateway *gateway.Service
+	// Tasks is the task service; nil: no tasks view.
+	Tasks *task.Service
+	Keys  KeyStore
+	// Nodes lists the edge nodes; nil: none.
+	Nodes func(ctx context.Context) []edge.NodeView
+	// Fleet describes the fleet, JSON-encodable; nil outside a fleet.
+	Fleet func(ctx context.Context) any
+	// Recorder counts waits and usage on the request path; it must be the
+	// one the gateway's metrics, the engine's observer and the usage
+	// records feed. Default: a fresh one (the charts stay empty).
+	Recorder *Recorder
+	Clock    clock.Clock
+	Logger   *slog.Logger
+}
+
+// Console is the web console and its live stream.
+type Console struct {
+	cfg  Config
+	deps Deps
+
+	tokenHash [sha256.Size]byte
+	csrfKey   [32]byte
+	sessions  *sessions
+	logins    *limiter
+
+	mu       sync.Mutex
+	ring     *ring
+	seq      uint64
+	frame    []byte // the newest snapshot event, encoded
+	clients  map[*client]struct{}
+	timer    clock.Timer
+	stopped  bool
+	counts   map[string]secondCounts
+	lastFail map[string]uint64
+}
+
+// client is one live stream: the newest frame waiting to be written. A
+// frame is a whole snapshot, so a client that has not taken the last one
+// gets the newer in its place (and the chart points in between when it
+// writes, from the ring): nothing queues behind a slow client.
+type client struct {
+	ch chan frame
+}
+
+type frame struct {
+	seq  uint64
+	data []byte
+}
+
+// New returns a Console; Start begins its sampling.
+func New(cfg Config, deps Deps) *Console {
+	cfg.defaults()
+	if deps.Clock == nil {
+		deps.Clock = clock.Real
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	if deps.Recorder == nil {
+		deps.Recorder = NewRecorder()
+	}
+	c := &Console{
+		cfg: cfg, deps: deps,
+		tokenHash: sha256.Sum256([]byte(cfg.AdminToken)),
+		sessions:  &sessions{clock: deps.Clock, ttl: cfg.SessionTTL, byID: make(map[[sha256.Size]byte]time.Time)},
+		logins:    &limiter{clock: deps.Clock, perIP: cfg.LoginsPerMinute, total: 10 * cfg.LoginsPerMinute},
+		ring:      newRing(int(cfg.Window / cfg.Interval)),
+		clients:   make(map[*client]struct{}),
+		counts:    make(map[string]secondCounts),
+	}
+	_, _ = rand.Read(c.csrfKey[:])
+	return c
+}
+
+// Start takes the first snapshot and samples every Interval after.
+func (c *Console) Start(ctx context.Context) error {
+	c.tick()
+	return nil
+}
+
+// Stop ends sampling; live streams end with their requests.
+func (c *Console) Stop() {
+	c.mu.Lock()
+	c.stopped = true
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.mu.Unlock()
+}
+
+// tick samples once and arms the next tick.
+func (c *Console) tick() {
+	c.sample(context.Background())
+	c.mu.Lock()
+	if !c.stopped {
+		c.timer = c.deps.Clock.AfterFunc(c.cfg.Interval, c.tick)
+	}
+	c.mu.Unlock()
+}
+
+// Snapshot is what a stream's snapshot event carries: the state now, and
+// the newest chart point.
+type Snapshot struct {
+	Seq    uint64               `json:"seq"`
+	T      int64                `json:"t"`
+	Models []ModelRow           `json:"models"`
+	Scopes []gateway.ScopeView  `json:"scopes"`
+	Nodes  []edge.NodeView      `json:"nodes"`
+	Fleet  any                  `json:"fleet,omitempty"`
+	Paused map[string]time.Time `json:"paused"`
+	// Failed is the running count since start of waiters that left
+	// without a lease, by outcome.
+	Failed map[string]uint64 `json:"failed"`
+	Point  Point             `json:"point"`
+	// Hidden counts idle per-key scopes left out of Scopes.
+	Hidden int `json:"hidden_scopes,omitempty"`
+}
+
+// ModelRow is one model in the overview: now, and over the window.
+type ModelRow struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	// Scopes are the scopes of its candidates (platform models, node
+	// providers) that InFlight, Limit and Queued add up.
+	Scopes   []string `json:"scopes"`
+	InFlight int64    `json:"in_flight"`
+	Limit    int64    `json:"limit"` // 0: one of them is unlimited
+	// Queued is the most waiting on any one of its scopes (a waiter
+	// counts in each of its candidates' scopes).
+	Queued         int     `json:"queued"`
+	Paused         bool    `json:"paused,omitempty"`
+	AdmittedPerSec float64 `json:"admitted_per_s"`
+	// P50, P99 and QueuedAdmitted are over the window.
+	P50            float64 `json:"p50_ms"`
+	P99            float64 `json:"p99_ms"`
+	QueuedAdmitted uint64  `json:"queued_admitted"`
+}
+
+// maxKeyScopes is how many per-key scopes a snapshot lists before it
+// leaves out the idle ones.
+const maxKeyScopes = 200
+
+// sample takes a snapshot: it drains the recorder's counts into a chart
+// point, reads the scopes, nodes and fleet, and pushes the encoded
+// snapshot to every live stream.
+func (c *Console) sample(ctx context.Context) {
+	now := c.deps.Clock.Now()
+	scopes := c.deps.Gateway.Scopes(ctx)
+	var nodes []edge.NodeView
+	if c.deps.Nodes != nil {
+		nodes = c.deps.Nodes(ctx)
+	}
+	if nodes == nil {
+		nodes = []edge.NodeView{}
+	}
+	byName := make(map[string]gateway.ScopeView, len(scopes))
+	for _, s := range scopes {
+		byName[s.Name] = s
+	}
+	clear(c.counts)
+	c.deps.Recorder.take(c.counts)
+	fail := c.deps.Recorder.failures()
+
+	snap := Snapshot{T: now.UnixMilli(), Scopes: scopes, Nodes: nodes, Paused: c.deps.Gateway.Paused(), Failed: fail, Models: []ModelRow{}}
+	if c.deps.Fleet != nil {
+		snap.Fleet = c.deps.Fleet(ctx)
+	}
+	pt := Point{T: now.UnixMilli(), Models: make(map[string]ModelPoint), bins: make(map[string]*[waitBins]uint32)}
+	if st := c.deps.Gateway.Snapshot(); st != nil {
+		for _, name := range st.ModelNames() {
+			m, _ := st.Model(name)
+			row := ModelRow{Name: name, Kind: string(m.Kind), Scopes: modelScopes(m, nodes)}
+			unlimited := false
+			for _, sc := range row.Scopes {
+				v, ok := byName[sc]
+				if !ok {
+					continue
+				}
+				row.InFlight += v.InFlight
+				row.Limit += v.Limit
+				unlimited = unlimited || v.Limit == 0
+				row.Queued = max(row.Queued, v.Waiting)
+				row.Paused = row.Paused || v.Paused
+			}
+			if unlimited {
+				row.Limit = 0
+			}
+			mp := ModelPoint{InFlight: row.InFlight, Limit: row.Limit, Queued: row.Queued}
+			if sc, ok := c.counts[name]; ok {
+				mp.Admitted, mp.QueuedAdmitted = sc.admitted, sc.queued
+				if sc.bins != nil {
+					pt.bins[name] = sc.bins
+					var b [waitBins]uint64
+					for i, n := range sc.bins {
+						b[i] = uint64(n)
+					}
+					mp.P50, mp.P99 = quantile(&b, 0.5), quantile(&b, 0.99)
+				}
+			}
+			pt.Models[name] = mp
+			row.AdmittedPerSec = float64(mp.Admitted) / c.cfg.Interval.Seconds()
+			snap.Models = append(snap.Models, row)
+		}
+	}
+	snap.Scopes, snap.Hidden = trimKeyScopes(scopes)
+
+	c.mu.Lock()
+	if c.lastFail != nil {
+		for o, n := range fail {
+			if d := n - c.lastFail[o]; d > 0 {
+				if pt.Failed == nil {
+					pt.Failed = make(map[string]uint64)
+				}
+				pt.Failed[o] = d
+			}
+		}
+	}
+	c.lastFail = fail
+	c.seq++
+	pt.Seq = c.seq
+	c.ring.push(pt)
+	for i := range snap.Models {
+		r := &snap.Models[i]
+		r.P50, r.P99, r.QueuedAdmitted = c.ring.window(r.Name)
+	}
+	snap.Seq, snap.Point = c.seq, pt
+	data, err := json.Marshal(snap)
+	if err != nil {
+		c.mu.Unlock()
+		c.deps.Logger.Warn("console snapshot could not be encoded", "error", err)
+		return
+	}
+	f := frame{seq: c.seq, data: data}
+	c.frame = data
+	for cl := range c.clients {
+		offer(cl, f)
+	}
+	c.mu.Unlock()
+}
+
+// offer gives cl the newest frame in place of one it has not taken.
+func offer(cl *client, f frame) {
+	select {
+	case cl.ch <- f:
+		return
+	default:
+	}
+	select {
+	case <-cl.ch:
+	default:
+	}
+	select {
+	case cl.ch <- f:
+	default:
+	}
+}
+
+// modelScopes are the scopes of m's candidates: its platform models',
+// and those of the edge providers that serve it.
+func modelScopes(m weir.Model, nodes []edge.NodeView) []string {
+	var out []string
+	for _, cd := range m.Candidates {
+		out = append(out, weir.PlatformModelScope(cd.PlatformModel))
+	}
+	for _, n := range nodes {
+		for _, p := range n.Providers {
+			if slices.Contains(p.Models, m.Name) {
+				out = append(out, weir.NodeScope(n.ID, p.ID))
+			}
+		}
+	}
+	return out
+}
+
+// trimKeyScopes leaves out idle per-key scopes when there are many.
+func trimKeyScopes(scopes []gateway.ScopeView) ([]gateway.ScopeView, int) {
+	keyPrefix := weir.KeyScope("")
+	n := 0
+	for _, s := range scopes {
+		if strings.HasPrefix(s.Name, keyPrefix) {
+			n++
+		}
+	}
+	if n <= maxKeyScopes {
+		if scopes == nil {
+			scopes = []gateway.ScopeView{}
+		}
+		return scopes, 0
+	}
+	out := make([]gateway.ScopeView, 0, len(scopes)-n)
+	hidden := 0
+	for _, s := range scopes {
+		if strings.HasPrefix(s.Name, keyPrefix) && s.InFlight == 0 && s.Waiting == 0 {
+			hidden++
+			continue
+		}
+		out = append(out, s)
+	}
+	return out, hidden
+}

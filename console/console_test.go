@@ -1,0 +1,466 @@
+package console
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/gateway"
+	"github.com/weir-gateway/weir/sqlite"
+)
+
+type testBundle struct {
+	console *Console
+	clock   *clock.Fake
+	engine  *admission.Memory
+	gw      *gateway.Service
+	store   *sqlite.DB
+	handler http.Handler
+}
+
+const adminToken = "the-admin-token"
+
+// setup builds a console over a real gateway service, engine and SQLite
+// store, on a fake clock, with cfg (AdminToken and Loopback as given).
+func setup(t *testing.T, cfg Config) *testBundle {
+	t.Helper()
+	fc := clock.NewFake(time.Unix(1_700_000_000, 0))
+	b := &testBundle{clock: fc}
+	rec := NewRecorder()
+	b.engine = admission.NewMemory(admission.Options{Clock: fc, Observer: rec})
+	t.Cleanup(b.engine.Close)
+	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "weir.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	b.store = db
+	b.gw = gateway.New(gateway.Config{}, gateway.Deps{Engine: b.engine, Keys: db, Clock: fc})
+	cat := weir.Catalog{
+		Platforms:      []weir.Platform{{Name: "up", Kind: "openai", BaseURL: "http://127.0.0.1:1/v1"}},
+		PlatformModels: []weir.PlatformModel{{Name: "up/m", Platform: "up", Upstream: "x", Limits: weir.Limits{Concurrency: 2}}},
+		Models:         []weir.Model{{Name: "m", Kind: weir.KindChat, Candidates: []weir.Candidate{{PlatformModel: "up/m"}}}},
+	}
+	if err := b.gw.Apply(t.Context(), cat, ""); err != nil {
+		t.Fatal(err)
+	}
+	b.console = New(cfg, Deps{Gateway: b.gw, Keys: db, Recorder: rec, Clock: fc})
+	if err := b.console.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.console.Stop)
+	b.handler = b.console.Handler()
+	return b
+}
+
+// do serves one request from remote (host:port), with the given headers.
+func (b *testBundle) do(method, path, remote string, body string, hdr map[string]string) *httptest.ResponseRecorder {
+	var r *http.Request
+	if body != "" {
+		r = httptest.NewRequest(method, path, strings.NewReader(body))
+	} else {
+		r = httptest.NewRequest(method, path, nil)
+	}
+	r.RemoteAddr = remote
+	for k, v := range hdr {
+		r.Header.Set(k, v)
+	}
+	w := httptest.NewRecorder()
+	b.handler.ServeHTTP(w, r)
+	return w
+}
+
+// login posts the admin token and returns the session cookie.
+func (b *testBundle) login(t *testing.T) *http.Cookie {
+	t.Helper()
+	w := b.do("POST", "/console/login", "10.0.0.9:5000", "token="+adminToken, map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+	if w.Code != http.StatusSeeOther {
+		t.Fatalf("login: %d %s", w.Code, w.Body)
+	}
+	for _, c := range w.Result().Cookies() {
+		if c.Name == cookieName {
+			return c
+		}
+	}
+	t.Fatal("login set no session cookie")
+	return nil
+}
+
+func TestAccess(t *testing.T) {
+	t.Parallel()
+	withToken := setup(t, Config{AdminToken: adminToken})
+	_, apiKey := createKey(t, withToken)
+	cookie := withToken.login(t)
+	loopback := setup(t, Config{Loopback: true})
+	closed := setup(t, Config{})
+	for _, c := range []struct {
+		name   string
+		b      *testBundle
+		remote string
+		hdr    map[string]string
+		want   int
+	}{
+		{"token set, nothing sent", withToken, "10.0.0.1:1", nil, 401},
+		{"token set, loopback is not enough", withToken, "127.0.0.1:1", nil, 401},
+		{"token set, the admin token as bearer", withToken, "10.0.0.1:1", map[string]string{"Authorization": "Bearer " + adminToken}, 200},
+		{"token set, an API key never", withToken, "127.0.0.1:1", map[string]string{"Authorization": "Bearer " + apiKey}, 401},
+		{"token set, a wrong token", withToken, "10.0.0.1:1", map[string]string{"Authorization": "Bearer nope"}, 401},
+		{"token set, the session cookie", withToken, "10.0.0.1:1", map[string]string{"Cookie": cookie.String()}, 200},
+		{"token set, a made-up cookie", withToken, "10.0.0.1:1", map[string]string{"Cookie": cookieName + "=abc"}, 401},
+		{"no token, loopback trusted", loopback, "127.0.0.1:1", nil, 200},
+		{"no token, loopback trusted, remote", loopback, "10.0.0.1:1", nil, 403},
+		{"no token, loopback not trusted", closed, "127.0.0.1:1", nil, 403},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, path := range []string{"/console/api/session", "/console/api/keys", "/console/api/queue?scope=pm:up/m"} {
+				w := c.b.do("GET", path, c.remote, "", c.hdr)
+				if w.Code != c.want {
+					t.Errorf("GET %s: %d; want %d: %s", path, w.Code, c.want, w.Body)
+				}
+				if w.Code >= 400 {
+					var e struct {
+						Error struct{ Code, Message string }
+					}
+					if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
+						t.Errorf("GET %s: not the API's error shape: %s", path, w.Body)
+					}
+				}
+			}
+			// The page itself: the console, or the login form.
+			w := c.b.do("GET", "/", c.remote, "", c.hdr)
+			if got := strings.Contains(w.Body.String(), `name="weir-csrf"`); got != (c.want == 200) {
+				t.Errorf("GET /: %d, console page %t; want it %t", w.Code, got, c.want == 200)
+			}
+		})
+	}
+	// After logout the cookie opens nothing.
+	csrf := csrfFor(t, withToken, cookie)
+	w := withToken.do("POST", "/console/logout", "10.0.0.1:1", "{}", map[string]string{"Cookie": cookie.String(), csrfHeader: csrf, "Content-Type": "application/json"})
+	if w.Code != 200 {
+		t.Fatalf("logout: %d %s", w.Code, w.Body)
+	}
+	if w := withToken.do("GET", "/console/api/session", "10.0.0.1:1", "", map[string]string{"Cookie": cookie.String()}); w.Code != 401 {
+		t.Errorf("after logout: %d", w.Code)
+	}
+}
+
+func createKey(t *testing.T, b *testBundle) (id, secret string) {
+	t.Helper()
+	w := b.do("POST", "/console/api/keys", "10.0.0.1:1", `{"name":"k"}`, map[string]string{"Authorization": "Bearer " + adminToken, "Content-Type": "application/json"})
+	if w.Code != http.StatusCreated {
+		t.Fatalf("create key: %d %s", w.Code, w.Body)
+	}
+	var v struct{ ID, Secret string }
+	_ = json.Unmarshal(w.Body.Bytes(), &v)
+	return v.ID, v.Secret
+}
+
+func csrfFor(t *testing.T, b *testBundle, cookie *http.Cookie) string {
+	t.Helper()
+	hdr := map[string]string{}
+	remote := "127.0.0.1:1"
+	if cookie != nil {
+		hdr["Cookie"] = cookie.String()
+	}
+	w := b.do("GET", "/console/api/session", remote, "", hdr)
+	var v struct{ CSRF string }
+	if err := json.Unmarshal(w.Body.Bytes(), &v); err != nil || v.CSRF == "" {
+		t.Fatalf("session: %d %s", w.Code, w.Body)
+	}
+	return v.CSRF
+}
+
+func TestLoginCookieAndLimits(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{AdminToken: adminToken, LoginsPerMinute: 3})
+	c := b.login(t)
+	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Secure || c.Path != "/" || c.MaxAge <= 0 || len(c.Value) < 40 {
+		t.Errorf("session cookie %+v; want HttpOnly, SameSite=Strict, not Secure over http, a long random value", c)
+	}
+	// Over TLS the cookie is Secure.
+	r := httptest.NewRequest("POST", "/console/login", strings.NewReader("token="+adminToken))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.RemoteAddr = "10.0.0.8:1"
+	r.TLS = &tls.ConnectionState{}
+	w := httptest.NewRecorder()
+	b.handler.ServeHTTP(w, r)
+	if cs := w.Result().Cookies(); len(cs) != 1 || !cs[0].Secure {
+		t.Errorf("over TLS: cookies %v; want one Secure", cs)
+	}
+	form := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
+	if w := b.do("POST", "/console/login", "10.0.0.7:1", "token=wrong", form); w.Code != 401 || len(w.Result().Cookies()) != 0 {
+		t.Errorf("wrong token: %d, cookies %v", w.Code, w.Result().Cookies())
+	}
+	cross := map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Sec-Fetch-Site": "cross-site"}
+	if w := b.do("POST", "/console/login", "10.0.0.7:1", "token="+adminToken, cross); w.Code != 403 {
+		t.Errorf("cross-site login: %d", w.Code)
+	}
+	for range 2 {
+		b.do("POST", "/console/login", "10.0.0.7:1", "token=wrong", form)
+	}
+	w = b.do("POST", "/console/login", "10.0.0.7:1", "token="+adminToken, form)
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("fourth attempt in a minute: %d; want 429 with Retry-After", w.Code)
+	}
+	b.clock.Advance(time.Minute)
+	if w := b.do("POST", "/console/login", "10.0.0.7:1", "token="+adminToken, form); w.Code != http.StatusSeeOther {
+		t.Errorf("a minute later: %d", w.Code)
+	}
+	// A session expires.
+	b.clock.Advance(13 * time.Hour)
+	if w := b.do("GET", "/console/api/session", "10.0.0.1:1", "", map[string]string{"Cookie": c.String()}); w.Code != 401 {
+		t.Errorf("an expired session: %d", w.Code)
+	}
+}
+
+func TestActionsRefuseCrossSiteRequests(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{AdminToken: adminToken})
+	cookie := b.login(t)
+	csrf := csrfFor(t, b, cookie)
+	body := `{"platform_model":"up/m","drained":true}`
+	base := func() map[string]string {
+		return map[string]string{"Cookie": cookie.String(), "Content-Type": "application/json", csrfHeader: csrf, "Sec-Fetch-Site": "same-origin", "Origin": "http://example.com"}
+	}
+	for _, c := range []struct {
+		name   string
+		change func(map[string]string)
+		want   int
+	}{
+		{"no CSRF token", func(h map[string]string) { delete(h, csrfHeader) }, 403},
+		{"a wrong CSRF token", func(h map[string]string) { h[csrfHeader] = strings.Repeat("0", len(csrf)) }, 403},
+		{"cross-site", func(h map[string]string) { h["Sec-Fetch-Site"] = "cross-site" }, 403},
+		{"another origin", func(h map[string]string) { h["Origin"] = "http://evil.example" }, 403},
+		{"a form's content type", func(h map[string]string) { h["Content-Type"] = "text/plain" }, 400},
+		{"the console's own page", func(map[string]string) {}, 200},
+	} {
+		h := base()
+		c.change(h)
+		// httptest requests are for example.com.
+		if w := b.do("POST", "/console/api/drain", "10.0.0.1:1", body, h); w.Code != c.want {
+			t.Errorf("%s: %d; want %d: %s", c.name, w.Code, c.want, w.Body)
+		}
+	}
+	// A bearer caller is no browser riding a cookie: no CSRF token needed.
+	bearer := map[string]string{"Authorization": "Bearer " + adminToken, "Content-Type": "application/json"}
+	if w := b.do("POST", "/console/api/drain", "10.0.0.1:1", `{"platform_model":"up/m","drained":false}`, bearer); w.Code != 200 {
+		t.Errorf("bearer: %d %s", w.Code, w.Body)
+	}
+	// Bad input gets a clear 4xx in the API's shape.
+	for _, bad := range []struct{ path, body string }{
+		{"/console/api/drain", `{"platform_model":"nope","drained":true}`},
+		{"/console/api/drain", `{"platform_model":"up/m"}`},
+		{"/console/api/limit", `{"scope":"pm:up/m","limit":-3}`},
+		{"/console/api/limit", `not json`},
+		{"/console/api/waiters/cancel", `{"id":"nobody"}`},
+		{"/console/api/keys/key_none/revoke", `{}`},
+	} {
+		w := b.do("POST", bad.path, "10.0.0.1:1", bad.body, bearer)
+		if w.Code < 400 || w.Code >= 500 || !strings.Contains(w.Body.String(), `"code"`) {
+			t.Errorf("POST %s %s: %d %s", bad.path, bad.body, w.Code, w.Body)
+		}
+	}
+}
+
+// sseEvent is one event read from a stream.
+type sseEvent struct {
+	id, event, data string
+}
+
+// readEvents reads n events from a stream.
+func readEvents(t *testing.T, sc *bufio.Scanner, n int) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	var e sseEvent
+	for len(out) < n && sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if e.event != "" {
+				out = append(out, e)
+			}
+			e = sseEvent{}
+		case strings.HasPrefix(line, "id: "):
+			e.id = line[4:]
+		case strings.HasPrefix(line, "event: "):
+			e.event = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			e.data = line[6:]
+		}
+	}
+	if len(out) < n {
+		t.Fatalf("the stream ended after %d events: %v", len(out), sc.Err())
+	}
+	return out
+}
+
+func TestStreamCatchesUpAfterReconnect(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{AdminToken: adminToken})
+	srv := httptest.NewServer(b.handler)
+	t.Cleanup(srv.Close)
+	for range 4 {
+		b.clock.Advance(time.Second) // snapshots 2..5
+	}
+	open := func(lastID string) (*bufio.Scanner, func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/console/api/events", nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		if lastID != "" {
+			req.Header.Set("Last-Event-ID", lastID)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("events: %s %s", resp.Status, resp.Header.Get("Content-Type"))
+		}
+		return bufio.NewScanner(resp.Body), func() { cancel(); resp.Body.Close() }
+	}
+	points := func(e sseEvent) []uint64 {
+		var v struct{ Points []Point }
+		if err := json.Unmarshal([]byte(e.data), &v); err != nil {
+			t.Fatal(err)
+		}
+		var seqs []uint64
+		for _, p := range v.Points {
+			seqs = append(seqs, p.Seq)
+		}
+		return seqs
+	}
+
+	// A new page gets the whole history, then the newest snapshot.
+	sc, closeIt := open("")
+	ev := readEvents(t, sc, 2)
+	if ev[0].event != "history" || fmt.Sprint(points(ev[0])) != "[1 2 3 4 5]" || ev[1].event != "snapshot" || ev[1].id != "5" {
+		t.Fatalf("first events: %+v", ev)
+	}
+	var snap Snapshot
+	if err := json.Unmarshal([]byte(ev[1].data), &snap); err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Models) != 1 || snap.Models[0].Name != "m" || snap.Models[0].Limit != 2 || snap.Point.Seq != 5 {
+		t.Fatalf("snapshot %+v", snap)
+	}
+	b.clock.Advance(time.Second)
+	if ev := readEvents(t, sc, 1); ev[0].id != "6" {
+		t.Fatalf("the next snapshot: %+v", ev)
+	}
+	closeIt()
+
+	// Reconnecting after 6 while 7 and 8 went by: the points missed, then
+	// the newest snapshot.
+	b.clock.Advance(time.Second)
+	b.clock.Advance(time.Second)
+	sc, closeIt = open("6")
+	defer closeIt()
+	ev = readEvents(t, sc, 2)
+	if ev[0].event != "history" || fmt.Sprint(points(ev[0])) != "[7 8]" || ev[1].id != "8" {
+		t.Fatalf("after reconnecting: %+v", ev)
+	}
+}
+
+func TestOfferKeepsOnlyTheNewestFrame(t *testing.T) {
+	t.Parallel()
+	cl := &client{ch: make(chan frame, 1)}
+	for i := range uint64(5) {
+		offer(cl, frame{seq: i + 1}) // never blocks, whoever reads
+	}
+	if f := <-cl.ch; f.seq != 5 {
+		t.Fatalf("a slow client got frame %d; want the newest, 5", f.seq)
+	}
+}
+
+func TestRingIsBounded(t *testing.T) {
+	t.Parallel()
+	r := newRing(3)
+	for i := range uint64(5) {
+		bins := new([waitBins]uint32)
+		bins[waitBin(time.Duration(i+1)*100*time.Millisecond)] = 10
+		r.push(Point{Seq: i + 1, Models: map[string]ModelPoint{"m": {QueuedAdmitted: 10}}, bins: map[string]*[waitBins]uint32{"m": bins}})
+	}
+	if got := r.since(0); len(got) != 3 || got[0].Seq != 3 || got[2].Seq != 5 {
+		t.Fatalf("since(0) = %v", got)
+	}
+	if got := r.since(4); len(got) != 1 || got[0].Seq != 5 {
+		t.Fatalf("since(4) = %v", got)
+	}
+	p50, p99, queued := r.window("m")
+	// The window holds 300, 400 and 500 ms; the evicted 100 and 200 ms
+	// no longer count.
+	if queued != 30 || p50 < 400 || p50 > 400*1.42 || p99 < 500 || p99 > 500*1.42 {
+		t.Fatalf("window: p50 %v p99 %v queued %d", p50, p99, queued)
+	}
+}
+
+func TestRecorderCountsOnTheRequestPath(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{Loopback: true})
+	rec := b.console.deps.Recorder
+	rec.ObserveQueueWait("m", 0)
+	rec.ObserveQueueWait("m", 2*time.Second)
+	rec.Usage(weir.Usage{KeyID: "key_1", Status: 200, PromptTokens: 3, CompletionTokens: 4, At: b.clock.Now()})
+	rec.Usage(weir.Usage{KeyID: "key_1", Status: 503, At: b.clock.Now()})
+	b.clock.Advance(time.Second)
+	b.console.mu.Lock()
+	pt, _ := b.console.ring.last()
+	b.console.mu.Unlock()
+	if mp := pt.Models["m"]; mp.Admitted != 2 || mp.QueuedAdmitted != 1 || mp.P99 < 2000 || mp.P50 != 0 {
+		t.Fatalf("point %+v", mp)
+	}
+	if u := rec.KeyUsage("key_1"); u.Requests != 2 || u.Failed != 1 || u.Tokens != 7 || u.Last.IsZero() {
+		t.Fatalf("usage %+v", u)
+	}
+	b.clock.Advance(time.Second)
+	b.console.mu.Lock()
+	pt, _ = b.console.ring.last()
+	b.console.mu.Unlock()
+	if mp := pt.Models["m"]; mp.Admitted != 0 {
+		t.Fatalf("the next second still counts %d", mp.Admitted)
+	}
+}
+
+// The queue view answers the engine's order and refuses bad input.
+func TestQueueView(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{Loopback: true})
+	scope := weir.PlatformModelScope("up/m")
+	cand := []admission.Candidate{{Needs: []admission.Need{{Scope: scope, Amount: 1}}}}
+	for i := range 2 {
+		if _, err := b.engine.TryAcquire(t.Context(), admission.Request{ID: fmt.Sprint("held", i), Candidates: cand}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"req_a/0", "req_b/0"} {
+		if err := b.engine.Enqueue(t.Context(), admission.Request{ID: id, FairnessKey: "key_1", Candidates: cand, Deadline: b.clock.Now().Add(time.Minute)}, func(admission.Lease, error) {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := b.do("GET", "/console/api/queue?scope="+url.QueryEscape(scope), "127.0.0.1:1", "", nil)
+	var q QueueAnswer
+	if err := json.Unmarshal(w.Body.Bytes(), &q); err != nil || w.Code != 200 {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	if q.Queued != 2 || len(q.Waiters) != 2 || q.Waiters[0].ID != "req_a/0" || q.Waiters[1].Position != 2 || q.Waiters[0].Tenant != "key_1" ||
+		q.Waiters[0].DeadlineMs == nil || *q.Waiters[0].DeadlineMs != 60000 || q.Held != 2 || len(q.Leases) != 2 {
+		t.Fatalf("queue %+v", q)
+	}
+	for _, path := range []string{"/console/api/queue", "/console/api/queue?scope=pm:nope"} {
+		if w := b.do("GET", path, "127.0.0.1:1", "", nil); w.Code != 400 && w.Code != 404 {
+			t.Errorf("GET %s: %d", path, w.Code)
+		}
+	}
+}
