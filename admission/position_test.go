@@ -46,7 +46,7 @@ func (m *Memory) positionByScan(waiterID string) (Position, error) {
 			}
 		})
 	}
-	return Position{Scope: s.name, Ahead: ahead, Queued: s.queued}, nil
+	return Position{Scope: s.name, Ahead: ahead, Queued: s.queued, Place: w.seq}, nil
 }
 
 // TestRosterMatchesSortedList drives a roster and a sorted list of the same
