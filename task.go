@@ -154,8 +154,9 @@ type TaskUpdate struct {
 type TaskFilter struct {
 	KeyID string
 	// Kind, if set, selects the tasks that came through one API ("video",
-	// "task").
+	// "task"); Model, the tasks of one public model.
 	Kind     string
+	Model    string
 	Statuses []TaskStatus
 	// AfterSeq and BeforeSeq page: only tasks with a larger Seq, and (if
 	// BeforeSeq is positive) a smaller one.

@@ -213,7 +213,7 @@ func (db *DB) TaskGet(ctx context.Context, id string) (weir.Task, error) {
 }
 
 // TaskList lists tasks in Seq order (newest first if f.Descending), never
-// deleted ones: only f.KeyID's if set, only of f.Kind if set, only those
+// deleted ones: only f.KeyID's if set, only of f.Kind and f.Model if set, only those
 // in f.Statuses if any, only Seq > f.AfterSeq and, if f.BeforeSeq is
 // positive, Seq < f.BeforeSeq, and at most f.Limit if it is positive (0:
 // no limit; negative, or an unknown status: weir.ErrInvalid).
@@ -272,6 +272,9 @@ func taskListQuery(f weir.TaskFilter) (string, []any) {
 	}
 	if f.Kind != "" {
 		where = append(where, "kind = "+arg(f.Kind))
+	}
+	if f.Model != "" {
+		where = append(where, "model = "+arg(f.Model))
 	}
 	switch len(f.Statuses) {
 	case 0:

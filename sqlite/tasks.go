@@ -178,7 +178,7 @@ func (db *DB) TaskGet(ctx context.Context, id string) (weir.Task, error) {
 }
 
 // TaskList lists tasks in Seq order (newest first if f.Descending), never
-// deleted ones: only f.KeyID's if set, only of f.Kind if set, only those
+// deleted ones: only f.KeyID's if set, only of f.Kind and f.Model if set, only those
 // in f.Statuses if any, only Seq > f.AfterSeq and, if f.BeforeSeq is
 // positive, Seq < f.BeforeSeq, and at most f.Limit if it is positive (0:
 // no limit; negative, or an unknown status: weir.ErrInvalid). It reads
@@ -246,6 +246,9 @@ func taskListQuery(f weir.TaskFilter) (string, []any) {
 	}
 	if f.Kind != "" {
 		where, args = append(where, "kind = ?"), append(args, f.Kind)
+	}
+	if f.Model != "" {
+		where, args = append(where, "model = ?"), append(args, f.Model)
 	}
 	if len(f.Statuses) > 0 {
 		marks := strings.Repeat(", ?", len(f.Statuses))[2:]

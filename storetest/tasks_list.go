@@ -19,6 +19,9 @@ func fillForListing(t *testing.T, s taskStore) (a, b weir.APIKey, tasks []weir.T
 	statuses := []weir.TaskStatus{weir.TaskQueued, weir.TaskAdmitted, weir.TaskRunning, weir.TaskSucceeded}
 	for i := range 12 {
 		task := newTask(i, []string{a.ID, b.ID}[i%2])
+		if i%3 == 0 {
+			task.Model = "sora-2-pro"
+		}
 		createTasks(t, s, &task)
 		path := statuses[:i%len(statuses)+1]
 		for j := 1; j < len(path); j++ {
@@ -30,6 +33,12 @@ func fillForListing(t *testing.T, s taskStore) (a, b weir.APIKey, tasks []weir.T
 		tasks = append(tasks, task)
 	}
 	return a, b, tasks
+}
+
+func reversed(tasks []weir.Task) []weir.Task {
+	out := slices.Clone(tasks)
+	slices.Reverse(out)
+	return out
 }
 
 func pick(tasks []weir.Task, keep func(weir.Task) bool) []weir.Task {
@@ -74,6 +83,9 @@ func testTaskListFilters(t *testing.T, s taskStore) {
 		{"limit above the count", weir.TaskFilter{Limit: 1000}, tasks},
 		{"statuses, after seq and limit", weir.TaskFilter{Statuses: active, AfterSeq: tasks[2].Seq, Limit: 3},
 			pick(tasks[3:], in(active...))[:3]},
+		{"model", weir.TaskFilter{Model: "sora-2-pro"}, pick(tasks, func(task weir.Task) bool { return task.Model == "sora-2-pro" })},
+		{"model and status, newest first", weir.TaskFilter{Model: "sora-2", Statuses: []weir.TaskStatus{weir.TaskQueued}, Descending: true},
+			reversed(pick(tasks, func(task weir.Task) bool { return task.Model == "sora-2" && task.Status == weir.TaskQueued }))},
 		{"unknown key", weir.TaskFilter{KeyID: "key-nope"}, nil},
 		{"a status no task is in", weir.TaskFilter{Statuses: []weir.TaskStatus{weir.TaskExpired}}, nil},
 		{"after the last", weir.TaskFilter{AfterSeq: tasks[len(tasks)-1].Seq}, nil},
