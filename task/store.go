@@ -72,6 +72,8 @@ type jobStore interface {
 	reclaim(ctx context.Context, kinds []string) (int, error)
 	// inTx runs fn in a store transaction (Store.InTx).
 	inTx(ctx context.Context, fn func(tx txn) error) error
+	// JobList is River's client's.
+	JobList(ctx context.Context, params *river.JobListParams) (*river.JobListResult, error)
 }
 
 // txn is one store transaction: a task's change and the jobs inserted

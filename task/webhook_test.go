@@ -359,3 +359,46 @@ func TestGoneEndsDeliveryForTheTask(t *testing.T) {
 		t.Errorf("outcomes %v, want gone for the 410 and for the event not sent", got)
 	}
 }
+
+// TestDeliveriesListsTheTasksEvents: the callback events of a task, and
+// only its, are listed with their deliveries' state, oldest first.
+func TestDeliveriesListsTheTasksEvents(t *testing.T) {
+	t.Parallel()
+	g := newEventRig(t)
+	ctx := t.Context()
+	task := g.runningTask(t, "task_d", "https://hooks.example.com/d", weir.TaskEventProgress)
+	other := g.runningTask(t, "task_o", "https://hooks.example.com/o", weir.TaskEventProgress)
+	r := newRun(g.clock.Now(), time.Time{}, 0, g.clock.Now())
+	running := []weir.TaskStatus{weir.TaskRunning}
+	for _, tk := range []weir.Task{task, other} {
+		g.clock.Advance(6 * time.Second)
+		ev := progressEvent(tk, r, 50, g.clock.Now())
+		if ok, err := g.s.updateWithEvent(ctx, tk, weir.TaskUpdate{From: running, Status: weir.TaskRunning, Progress: ptr(50)}, ev); !ok || err != nil {
+			t.Fatalf("updateWithEvent = %v, %v", ok, err)
+		}
+	}
+	stored, err := g.store.TaskGet(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := g.s.finish(ctx, stored, running, weir.TaskUpdate{Status: weir.TaskSucceeded, Progress: ptr(100)}); !ok || err != nil {
+		t.Fatalf("finish = %v, %v", ok, err)
+	}
+	ds, err := g.s.Deliveries(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, d := range ds {
+		if d.EventID == "" || d.State != "available" || d.Attempts != 0 || d.MaxAttempts == 0 {
+			t.Errorf("delivery %+v: want an event id, available, not tried yet", d)
+		}
+		types = append(types, d.Type)
+	}
+	if want := []string{"task.progress", "task.succeeded"}; !slices.Equal(types, want) {
+		t.Errorf("deliveries of %s: %v, want %v", task.ID, types, want)
+	}
+	if ds, err := g.s.Deliveries(ctx, "task_nope"); err != nil || len(ds) != 0 {
+		t.Errorf("deliveries of an unknown task: %+v, %v", ds, err)
+	}
+}
