@@ -469,10 +469,6 @@ func taskRow(t weir.Task) TaskRow {
 		AdmittedAt: t.AdmittedAt, FinishedAt: t.FinishedAt, Deadline: t.Deadline}
 }
 
-// taskScan bounds how many tasks a listing reads to filter by model: the
-// store filters by status, and the model is matched here.
-const taskScan = 2000
-
 func (c *Console) listTasks(w http.ResponseWriter, r *http.Request) error {
 	if c.deps.Tasks == nil {
 		return writeJSON(w, map[string]any{"tasks": []TaskRow{}})
@@ -496,29 +492,16 @@ func (c *Console) listTasks(w http.ResponseWriter, r *http.Request) error {
 			f.Statuses = append(f.Statuses, ts)
 		}
 	}
-	model := q.Get("model")
-	if model != "" {
-		f.Limit = 200
+	f.Model = q.Get("model")
+	ts, err := c.deps.Tasks.List(r.Context(), f)
+	if err != nil {
+		return err
 	}
-	out := []TaskRow{}
-	scanned := 0
-	for len(out) < limit && scanned < taskScan {
-		ts, err := c.deps.Tasks.List(r.Context(), f)
-		if err != nil {
-			return err
-		}
-		for _, t := range ts {
-			if (model == "" || t.Model == model) && len(out) < limit {
-				out = append(out, taskRow(t))
-			}
-		}
-		scanned += len(ts)
-		if len(ts) < f.Limit || model == "" {
-			break
-		}
-		f.BeforeSeq = ts[len(ts)-1].Seq
+	out := make([]TaskRow, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, taskRow(t))
 	}
-	return writeJSON(w, map[string]any{"tasks": out, "scanned": scanned})
+	return writeJSON(w, map[string]any{"tasks": out})
 }
 
 func (c *Console) getTask(w http.ResponseWriter, r *http.Request) error {
@@ -533,7 +516,37 @@ func (c *Console) getTask(w http.ResponseWriter, r *http.Request) error {
 	if p, ok := c.deps.Tasks.Position(r.Context(), t.ID); ok {
 		out["position"] = map[string]any{"scope": p.Scope, "ahead": p.Ahead, "queued": p.Queued, "estimated_wait_ms": p.EstimatedWait.Milliseconds()}
 	}
+	if t.CallbackURL != "" {
+		ds, err := c.deps.Tasks.Deliveries(r.Context(), t.ID)
+		if err != nil {
+			// The task is still worth showing: say what is missing.
+			c.deps.Logger.Warn("console: could not list a task's deliveries", "task", t.ID, "error", err)
+			out["deliveries_error"] = "could not read the deliveries"
+		}
+		out["deliveries"] = deliveryRows(ds)
+	}
 	return writeJSON(w, out)
+}
+
+// deliveryRows are a task's callback deliveries as the task view shows
+// them: each event, its state, its tries and each failed one.
+func deliveryRows(ds []task.Delivery) []map[string]any {
+	out := make([]map[string]any, 0, len(ds))
+	for _, d := range ds {
+		errs := make([]map[string]any, 0, len(d.Errors))
+		for _, e := range d.Errors {
+			errs = append(errs, map[string]any{"attempt": e.Attempt, "at": e.At, "error": e.Error})
+		}
+		row := map[string]any{"event_id": d.EventID, "type": d.Type, "state": d.State, "attempts": d.Attempts,
+			"max_attempts": d.MaxAttempts, "created_at": d.CreatedAt, "errors": errs}
+		for k, t := range map[string]time.Time{"attempted_at": d.AttemptedAt, "finalized_at": d.FinalizedAt, "next_at": d.NextAt} {
+			if !t.IsZero() {
+				row[k] = t
+			}
+		}
+		out = append(out, row)
+	}
+	return out
 }
 
 func orNull(b []byte) []byte {

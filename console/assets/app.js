@@ -379,7 +379,18 @@ async function taskDetail(id) {
 ${t.deadline ? `<dt>expires if still queued</dt><dd>${esc(new Date(t.deadline).toLocaleString())}</dd>` : ''}</dl>
 <h3>Events</h3><table><thead><tr><th>when</th><th>event</th><th>detail</th></tr></thead><tbody>`;
   for (const e of d.events) html += `<tr><td>${e.at ? esc(new Date(e.at).toLocaleString()) : '—'}</td><td>${esc(e.event)}</td><td>${esc(e.detail)}</td></tr>`;
-  html += `</tbody></table><h3>Input</h3><pre>${esc(JSON.stringify(d.input, null, 2))}</pre>`;
+  html += '</tbody></table>';
+  if (d.deliveries) {
+    html += `<h3>Callback deliveries</h3>${d.deliveries_error ? `<p class="error">${esc(d.deliveries_error)}</p>` : ''}<table data-testid="deliveries"><thead><tr><th>event</th><th>state</th><th>tries</th><th>last try</th><th>next try</th><th>failures</th></tr></thead><tbody>`;
+    for (const v of d.deliveries) {
+      const fails = v.errors.map((e) => `#${e.attempt} ${esc(new Date(e.at).toLocaleTimeString())}: ${esc(e.error)}`).join('<br>');
+      html += `<tr><td>${esc(v.type)} <span class="muted">${esc(v.event_id)}</span></td><td>${esc(v.state)}</td><td>${v.attempts} of ${v.max_attempts}</td>
+<td>${v.attempted_at ? esc(new Date(v.attempted_at).toLocaleString()) : '—'}</td><td>${v.next_at ? esc(new Date(v.next_at).toLocaleString()) : '—'}</td><td>${fails || '—'}</td></tr>`;
+    }
+    if (!d.deliveries.length) html += '<tr><td colspan="6" class="muted">no event queued yet</td></tr>';
+    html += '</tbody></table>';
+  }
+  html += `<h3>Input</h3><pre>${esc(JSON.stringify(d.input, null, 2))}</pre>`;
   if (d.result) html += `<h3>Result</h3><pre>${esc(JSON.stringify(d.result, null, 2))}</pre>`;
   $('#view').innerHTML = html;
   if (live) $('#cancel-this').onclick = () => cancelTask(t.id);
