@@ -19,6 +19,9 @@ type Store interface {
 	// UsageInsert records a batch of usage in one transaction.
 	UsageInsert(ctx context.Context, batch []Usage) error
 	UsageList(ctx context.Context, f UsageFilter) ([]Usage, error)
+	// UsageByKey sums the usage recorded since since, by key, in key id
+	// order.
+	UsageByKey(ctx context.Context, since time.Time) ([]KeyUsage, error)
 
 	Close() error
 }

@@ -20,6 +20,14 @@ type Usage struct {
 	At      time.Time
 }
 
+// KeyUsage sums one key's usage records: its requests, those whose
+// outcome was not ok, the tokens they used, and when the last was.
+type KeyUsage struct {
+	KeyID                    string
+	Requests, Failed, Tokens int64
+	Last                     time.Time
+}
+
 // UsageFilter selects usage records.
 type UsageFilter struct {
 	KeyID string

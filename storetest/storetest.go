@@ -156,6 +156,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) weir.Store) {
 		{"13_CancelledContext", testCancelled},
 		{"14_ConcurrentUse", testConcurrent},
 		{"15_UsageLargeBatch", testUsageLargeBatch},
+		{"16_UsageByKey", testUsageByKey},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -695,5 +696,50 @@ func testConcurrent(t *testing.T, s weir.Store) {
 	}
 	if got := listUsage(t, s, weir.UsageFilter{}); len(got) != workers*batches*rows {
 		t.Errorf("%d usage records after concurrent inserts, want %d", len(got), workers*batches*rows)
+	}
+}
+
+// testUsageByKey: usage since a time, summed per key in key order: its
+// requests, those not ok, its tokens and its last request.
+func testUsageByKey(t *testing.T, s weir.Store) {
+	a, b, c := newKey(1), newKey(2), newKey(3)
+	mustCreate(t, s, a, b, c)
+	var batch []weir.Usage
+	for i := range 9 {
+		u := newUsage(i, []string{a.ID, b.ID, c.ID}[i%3], base.Add(time.Duration(i)*time.Second))
+		if i == 4 {
+			u.Outcome, u.Status = "upstream_error", 502
+		}
+		batch = append(batch, u)
+	}
+	if err := s.UsageInsert(t.Context(), batch); err != nil {
+		t.Fatalf("UsageInsert: %v", err)
+	}
+	// Since the fourth record: a has 3 and 6, b 4 (failed) and 7, c 5 and 8.
+	got, err := s.UsageByKey(t.Context(), batch[3].At)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := func(is ...int) (n int64) {
+		for _, i := range is {
+			n += batch[i].PromptTokens + batch[i].CompletionTokens
+		}
+		return n
+	}
+	want := []weir.KeyUsage{
+		{KeyID: a.ID, Requests: 2, Tokens: tokens(3, 6), Last: stored(batch[6].At)},
+		{KeyID: b.ID, Requests: 2, Failed: 1, Tokens: tokens(4, 7), Last: stored(batch[7].At)},
+		{KeyID: c.ID, Requests: 2, Tokens: tokens(5, 8), Last: stored(batch[8].At)},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("UsageByKey = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if g, w := got[i], want[i]; g.KeyID != w.KeyID || g.Requests != w.Requests || g.Failed != w.Failed || g.Tokens != w.Tokens || !g.Last.Equal(w.Last) {
+			t.Errorf("UsageByKey[%d] = %+v, want %+v", i, g, w)
+		}
+	}
+	if got, err := s.UsageByKey(t.Context(), base.Add(time.Hour)); err != nil || len(got) != 0 {
+		t.Errorf("UsageByKey after everything = %+v, %v; want none", got, err)
 	}
 }
