@@ -79,6 +79,7 @@ type KeyStore interface {
 	KeyList(ctx context.Context) ([]weir.APIKey, error)
 	KeyByID(ctx context.Context, id string) (weir.APIKey, error)
 	KeyRevoke(ctx context.Context, id string, at time.Time) error
+	UsageByKey(ctx context.Context, since time.Time) ([]weir.KeyUsage, error)
 }
 
 // Deps are the data sources the console shows and acts through: the same

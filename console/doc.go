@@ -13,7 +13,8 @@
 // of sync with its fleet). Scopes: each scope's limit, use, hold, queue,
 // rate buckets and state. One scope's queue: its waiters in the order the
 // engine will admit them (admission.Inspector) and its leases. Tasks,
-// keys (with usage since the process started) and edge nodes.
+// keys (with their usage over the last 24 hours, from the store) and
+// edge nodes.
 //
 // Actions, each confirmed in the page: cancel a task or a waiter, drain
 // and resume a platform model, set a scope's limit (until the next reload

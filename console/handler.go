@@ -593,8 +593,9 @@ func (c *Console) cancelTask(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, map[string]any{"task": taskRow(t)})
 }
 
-// KeyRow is a key as the keys view lists it, with its usage since the
-// process started.
+// KeyRow is a key as the keys view lists it, with its usage over
+// usageWindow as the store records it (every replica's), or, if the store
+// cannot say, this process's since it started.
 type KeyRow struct {
 	ID        string    `json:"id"`
 	Name      string    `json:"name"`
@@ -606,17 +607,34 @@ type KeyRow struct {
 	Usage     KeyUsage  `json:"usage"`
 }
 
+// usageWindow is how far back the keys view sums usage.
+const usageWindow = 24 * time.Hour
+
 func (c *Console) listKeys(w http.ResponseWriter, r *http.Request) error {
 	ks, err := c.deps.Keys.KeyList(r.Context())
 	if err != nil {
 		return fmt.Errorf("list keys: %w", err)
 	}
+	window := "the last 24 hours, every replica (as recorded: a few seconds behind)"
+	recorded := make(map[string]KeyUsage)
+	sums, err := c.deps.Keys.UsageByKey(r.Context(), c.deps.Clock.Now().Add(-usageWindow))
+	if err != nil {
+		c.deps.Logger.Warn("console: could not sum usage by key; showing this process's", "error", err)
+		window, recorded = "this process, since it started (the store could not say)", nil
+	}
+	for _, u := range sums {
+		recorded[u.KeyID] = KeyUsage{Requests: uint64(u.Requests), Failed: uint64(u.Failed), Tokens: uint64(u.Tokens), Last: u.Last}
+	}
 	out := make([]KeyRow, 0, len(ks))
 	for _, k := range ks {
+		u := recorded[k.ID]
+		if recorded == nil {
+			u = c.deps.Recorder.KeyUsage(k.ID)
+		}
 		out = append(out, KeyRow{ID: k.ID, Name: k.Name, Prefix: k.Prefix, Group: k.Group, Models: k.Models,
-			CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt, Usage: c.deps.Recorder.KeyUsage(k.ID)})
+			CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt, Usage: u})
 	}
-	return writeJSON(w, map[string]any{"keys": out})
+	return writeJSON(w, map[string]any{"keys": out, "usage_window": window})
 }
 
 func (c *Console) createKey(w http.ResponseWriter, r *http.Request) error {

@@ -411,7 +411,7 @@ async function keys() {
 <td data-testid="key-state">${k.revoked_at ? '<span class="tag bad">revoked</span>' : '<span class="tag ok">active</span>'}</td>
 <td>${k.revoked_at ? '' : `<button class="danger small" data-revoke="${esc(k.id)}">Revoke</button>`}</td></tr>`;
   }
-  html += '</tbody></table><p class="muted">Usage counts this process\'s requests since it started. A revoked key stops working within the key cache\'s TTL (server.key_cache_ttl, 2 s).</p>';
+  html += `</tbody></table><p class="muted">Usage: ${esc(res.usage_window)}. A revoked key stops working within the key cache's TTL (server.key_cache_ttl, 2 s).</p>`;
   $('#view').innerHTML = html;
   $('#new-key').onsubmit = async (e) => {
     e.preventDefault();
