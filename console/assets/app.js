@@ -139,6 +139,8 @@ function chart(title, series, opts = {}) {
   for (const s of series) for (const v of s.values) if (v > max) max = v;
   if (max <= 0) max = 1;
   max = niceCeil(max);
+  // Whole milliseconds label the axis: its half-way mark must be one.
+  if (opts.unit === 'ms' && max < 2) max = 2;
   const step = (W - L - 4) / (WINDOW - 1);
   const x = (i) => W - 4 - (n - 1 - i) * step; // the newest point at the right edge
   const y = (v) => T + (H - T - B) * (1 - v / max);
