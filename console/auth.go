@@ -9,10 +9,10 @@ import (
 	"encoding/hex"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/weir-gateway/weir/adminauth"
 	"github.com/weir-gateway/weir/clock"
 )
 
@@ -133,7 +133,7 @@ func (l *limiter) allow(ip string) (bool, time.Duration) {
 // client. It is the admin API's rule, with the login form's cookie added.
 func (c *Console) access(r *http.Request) access {
 	if c.cfg.AdminToken != "" {
-		if t := bearerToken(r); t != "" && c.tokenIs(t) {
+		if t := adminauth.Bearer(r); t != "" && c.token.Is(t) {
 			return bearer
 		}
 		if ck, err := r.Cookie(cookieName); err == nil && c.sessions.valid(ck.Value) {
@@ -141,17 +141,10 @@ func (c *Console) access(r *http.Request) access {
 		}
 		return denied
 	}
-	if c.cfg.Loopback && isLoopback(r.RemoteAddr) {
+	if c.cfg.Loopback && adminauth.IsLoopback(r.RemoteAddr) {
 		return loopback
 	}
 	return denied
-}
-
-// tokenIs compares token with the admin token by their hashes, in
-// constant time.
-func (c *Console) tokenIs(token string) bool {
-	got := sha256.Sum256([]byte(token))
-	return subtle.ConstantTimeCompare(got[:], c.tokenHash[:]) == 1
 }
 
 // csrfToken is the token an action must carry: an HMAC of the session
@@ -200,23 +193,6 @@ func (c *Console) csrfOK(r *http.Request, a access) bool {
 	got := r.Header.Get(csrfHeader)
 	want := c.csrfToken(r)
 	return len(got) == len(want) && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
-}
-
-func bearerToken(r *http.Request) string {
-	h := r.Header.Get("Authorization")
-	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
-		return strings.TrimSpace(h[7:])
-	}
-	return ""
-}
-
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func clientIP(r *http.Request) string {

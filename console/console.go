@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/adminauth"
 	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/edge"
 	"github.com/weir-gateway/weir/gateway"
@@ -106,10 +107,10 @@ type Console struct {
 	cfg  Config
 	deps Deps
 
-	tokenHash [sha256.Size]byte
-	csrfKey   [32]byte
-	sessions  *sessions
-	logins    *limiter
+	token    adminauth.Token
+	csrfKey  [32]byte
+	sessions *sessions
+	logins   *limiter
 
 	mu       sync.Mutex
 	ring     *ring
@@ -149,12 +150,12 @@ func New(cfg Config, deps Deps) *Console {
 	}
 	c := &Console{
 		cfg: cfg, deps: deps,
-		tokenHash: sha256.Sum256([]byte(cfg.AdminToken)),
-		sessions:  &sessions{clock: deps.Clock, ttl: cfg.SessionTTL, byID: make(map[[sha256.Size]byte]time.Time)},
-		logins:    &limiter{clock: deps.Clock, perIP: cfg.LoginsPerMinute, total: 10 * cfg.LoginsPerMinute},
-		ring:      newRing(int(cfg.Window / cfg.Interval)),
-		clients:   make(map[*client]struct{}),
-		counts:    make(map[string]secondCounts),
+		token:    adminauth.NewToken(cfg.AdminToken),
+		sessions: &sessions{clock: deps.Clock, ttl: cfg.SessionTTL, byID: make(map[[sha256.Size]byte]time.Time)},
+		logins:   &limiter{clock: deps.Clock, perIP: cfg.LoginsPerMinute, total: 10 * cfg.LoginsPerMinute},
+		ring:     newRing(int(cfg.Window / cfg.Interval)),
+		clients:  make(map[*client]struct{}),
+		counts:   make(map[string]secondCounts),
 	}
 	_, _ = rand.Read(c.csrfKey[:])
 	return c

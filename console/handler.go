@@ -161,7 +161,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
-	if err := r.ParseForm(); err != nil || !c.tokenIs(r.PostForm.Get("token")) {
+	if err := r.ParseForm(); err != nil || !c.token.Is(r.PostForm.Get("token")) {
 		c.deps.Logger.Warn("console login refused", "remote", clientIP(r))
 		render(http.StatusUnauthorized, "that is not the admin token")
 		return

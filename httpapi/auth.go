@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/adminauth"
 	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/keys"
 )
@@ -13,7 +14,7 @@ import (
 // authenticate finds the caller's key. Missing, unknown and revoked keys get
 // the same 401, so a caller learns nothing about which keys exist.
 func (s *Server) authenticate(r *http.Request) (weir.APIKey, *apiError) {
-	secret := bearer(r)
+	secret := adminauth.Bearer(r)
 	if secret == "" {
 		secret = r.Header.Get("X-Api-Key")
 	}

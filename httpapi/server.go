@@ -11,19 +11,16 @@ package httpapi
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/adminauth"
 	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/edge"
 	"github.com/weir-gateway/weir/gateway"
@@ -146,8 +143,8 @@ type Server struct {
 	cfg  Config
 	deps Deps
 
-	// adminTokenHash is the SHA-256 of cfg.AdminToken.
-	adminTokenHash [sha256.Size]byte
+	// adminToken is cfg.AdminToken.
+	adminToken adminauth.Token
 
 	ids idSource
 }
@@ -170,7 +167,7 @@ func New(cfg Config, deps Deps) *Server {
 	if deps.Webhooks == nil {
 		deps.Webhooks = webhook.NewSender(webhook.Config{})
 	}
-	s := &Server{cfg: cfg, deps: deps, adminTokenHash: sha256.Sum256([]byte(cfg.AdminToken))}
+	s := &Server{cfg: cfg, deps: deps, adminToken: adminauth.NewToken(cfg.AdminToken)}
 	s.ids = newIDSource()
 	return s
 }
@@ -387,7 +384,7 @@ func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case s.cfg.AdminToken != "":
-			if !s.adminTokenIs(bearer(r)) {
+			if !s.adminToken.Is(adminauth.Bearer(r)) {
 				writeError(w, errorf(CodeUnauthorized, "", "admin token required"))
 				return
 			}
@@ -395,35 +392,10 @@ func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 			writeError(w, errorf(CodeForbidden, "", "the admin API is off: set server.admin_token (then send it as a bearer token), "+
 				"or server.admin_loopback: true to let loopback clients in without one"))
 			return
-		case !isLoopback(r.RemoteAddr):
+		case !adminauth.IsLoopback(r.RemoteAddr):
 			writeError(w, errorf(CodeForbidden, "", "the admin API answers loopback clients only unless an admin token is set"))
 			return
 		}
 		h(w, r)
 	}
-}
-
-// adminTokenIs reports whether token is the admin token. It compares
-// their hashes in constant time, so that neither how much of a guess is
-// right nor how long the token is shows in the time the answer takes.
-func (s *Server) adminTokenIs(token string) bool {
-	got := sha256.Sum256([]byte(token))
-	return subtle.ConstantTimeCompare(got[:], s.adminTokenHash[:]) == 1
-}
-
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-func bearer(r *http.Request) string {
-	h := r.Header.Get("Authorization")
-	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
-		return strings.TrimSpace(h[7:])
-	}
-	return ""
 }
