@@ -14,6 +14,9 @@ func (m *Memory) fitsLocked(s *scope, p *probe, amt, tokens int64) (ok bool, wak
 	if s.orphaned || s.cfg.Paused {
 		return false, 0
 	}
+	if s.shadow != nil {
+		return true, 0 // enforces nothing; grantLocked counts what it would have done
+	}
 	if lim := s.cfg.Limit; lim > 0 {
 		if s.used+amt > lim {
 			return false, 0
@@ -134,7 +137,7 @@ func (m *Memory) queueableLocked(needs []Need, tokens int64) (ok bool, full *sco
 		if s == nil || s.orphaned || s.tooManyTokens(tokens) {
 			return false, nil
 		}
-		if q := s.cfg.QueueLimit; q > 0 && s.queued >= q && full == nil {
+		if q := s.cfg.QueueLimit; q > 0 && s.queued >= q && full == nil && s.shadow == nil {
 			full = s
 		}
 	}

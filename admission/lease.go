@@ -25,6 +25,7 @@ type lease struct {
 	expires  int64
 	eidx     int
 	prio     int32
+	marks    []shadowMark // its would-be states in shadow scopes
 }
 
 // admitLocked grants w its class's candidate j.
@@ -57,14 +58,18 @@ func (m *Memory) grantLocked(waiterID string, prio int32, candIdx int, needs []n
 	l.ttl = 0
 	for _, n := range needs {
 		s := n.s
+		if s.shadow != nil {
+			m.shadowGrantLocked(l, s, n.amt, c.Tokens)
+		} else {
+			if s.cfg.RPM > 0 {
+				s.rpm.add(m.nowLocked(), -1)
+			}
+			if s.cfg.TPM > 0 && c.Tokens > 0 {
+				s.tpm.add(m.nowLocked(), -float64(c.Tokens))
+			}
+		}
 		s.used += n.amt
 		s.leases++
-		if s.cfg.RPM > 0 {
-			s.rpm.add(m.nowLocked(), -1)
-		}
-		if s.cfg.TPM > 0 && c.Tokens > 0 {
-			s.tpm.add(m.nowLocked(), -float64(c.Tokens))
-		}
 		if t := int64(s.cfg.LeaseTTL); t > 0 && (l.ttl == 0 || t < l.ttl) {
 			l.ttl = t
 		}
@@ -85,6 +90,9 @@ func (m *Memory) grantLocked(waiterID string, prio int32, candIdx int, needs []n
 	}
 	out := l.public()
 	m.emitLocked(Event{Outcome: OutcomeAdmitted, WaiterID: waiterID, Priority: prio, Lease: l.id, Needs: l.pub, Waited: time.Duration(waited)})
+	if len(l.marks) > 0 {
+		m.shadowReportLocked(l)
+	}
 	return out
 }
 
@@ -138,10 +146,12 @@ func (m *Memory) releaseLocked(l *lease, o Outcome) {
 	if l.admitted != 0 {
 		held = m.nowLocked() - l.admitted
 	}
+	shadowed := len(l.marks) > 0
 	for _, n := range l.needs {
 		s := n.s
 		s.used -= n.amt
 		s.leases--
+		shadowed = shadowed || s.shadow != nil
 		switch {
 		case l.admitted == 0: // hold time not sampled
 		case s.meanHold == 0:
@@ -157,6 +167,9 @@ func (m *Memory) releaseLocked(l *lease, o Outcome) {
 		m.expiries.remove(l.eidx)
 	}
 	m.emitLocked(Event{Outcome: o, WaiterID: l.waiterID, Priority: l.prio, Lease: l.id, Needs: l.pub, Held: time.Duration(held)})
+	if shadowed {
+		m.shadowReleaseLocked(l)
+	}
 	l.needs = nil
 	l.pub = nil
 	l.waiterID = ""
@@ -227,7 +240,9 @@ func (m *Memory) Reconcile(ctx context.Context, id LeaseID, owner Owner, tokens 
 	diff := l.tokens - tokens
 	l.tokens = tokens
 	for _, n := range l.needs {
-		if n.s.cfg.TPM > 0 && diff != 0 {
+		if n.s.cfg.TPM > 0 && diff < 0 && n.s.shadow != nil {
+			n.s.tpm.drain(now, float64(-diff))
+		} else if n.s.cfg.TPM > 0 && diff != 0 {
 			n.s.tpm.add(now, float64(diff))
 			if diff > 0 && n.s.waiting.len() > 0 {
 				m.markDirtyLocked(n.s)
