@@ -53,6 +53,7 @@ func Exercise(t *testing.T, newEngine func(t *testing.T, opts admission.Options)
 		{"11_BadInput", exerciseBadInput},
 		{"12_RemoveScope", exerciseRemoveScope},
 		{"13_Pause", exercisePause},
+		{"14_Shadow", exerciseShadow},
 	}
 	for _, s := range sections {
 		t.Run(s.name, func(t *testing.T) {
