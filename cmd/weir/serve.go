@@ -105,7 +105,13 @@ func (m *Main) Start(ctx context.Context) error {
 	m.failed = make(chan error, 1)
 	var eng admission.Engine
 	m.Metrics = metrics.New(func(ctx context.Context) []admission.ScopeStats { return eng.Scopes(ctx) })
-	opts := admission.Options{Observer: m.Metrics}
+	// The engine's events feed the metrics, and the shadow limits' log
+	// (a summed line per scope a minute at most).
+	shadowLog := gateway.NewShadowLog(gateway.ShadowLogConfig{Logger: m.Logger})
+	opts := admission.Options{Observer: admission.ObserverFunc(func(e admission.Event) {
+		m.Metrics.Observe(e)
+		shadowLog.Observe(e)
+	})}
 	tuneTasks := func(*task.Config) {}
 	if pg, ok := db.store.(*postgres.DB); ok {
 		member, err := m.joinFleet(ctx, pg, opts)
