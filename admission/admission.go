@@ -378,7 +378,15 @@ func Outcomes() []Outcome {
 // WaiterID; lease events (admitted, released, expired, fenced) carry Lease.
 // Shadow events carry both, and Scope and Would.
 type Event struct {
-	Outcome  Outcome
+	Outcome Outcome
+	// Would is set for shadow events, with Scope: what the shadow scope
+	// would have done had it enforced its limits — queued (made the
+	// request wait for capacity), rate_limited (wait for a rate limit),
+	// queue_full, no_candidate (more tokens than its TPM), or timeout (its
+	// MaxWait passed while the request would have waited; then Waited is
+	// that would-be wait). It sits beside Outcome, in what would be
+	// padding, to keep the Event that every transition copies small.
+	Would    Outcome
 	WaiterID string
 	Priority int32
 	// Lease is set for admitted, and for released/expired/fenced leases.
@@ -393,14 +401,8 @@ type Event struct {
 	// its own clock.
 	Waited time.Duration
 	Held   time.Duration
-	// Scope and Would are set for shadow events: the shadow scope, and
-	// what it would have done had it enforced its limits — queued (made
-	// the request wait for capacity), rate_limited (wait for a rate
-	// limit), queue_full, no_candidate (more tokens than its TPM), or
-	// timeout (its MaxWait passed while the request would have waited;
-	// then Waited is that would-be wait).
+	// Scope is the shadow scope of a shadow event.
 	Scope string
-	Would Outcome
 }
 
 // Observer receives every event. It is called with the engine's lock held,

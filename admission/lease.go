@@ -56,20 +56,24 @@ func (m *Memory) grantLocked(waiterID string, prio int32, candIdx int, needs []n
 	l.waited = waited
 	l.prio = prio
 	l.ttl = 0
-	for _, n := range needs {
-		s := n.s
-		if s.shadow != nil {
-			m.shadowGrantLocked(l, s, n.amt, c.Tokens)
-		} else {
-			if s.cfg.RPM > 0 {
-				s.rpm.add(m.nowLocked(), -1)
-			}
-			if s.cfg.TPM > 0 && c.Tokens > 0 {
-				s.tpm.add(m.nowLocked(), -float64(c.Tokens))
+	if m.shadowScopes > 0 {
+		// Judged before they count it; they charge their own buckets.
+		for _, n := range needs {
+			if n.s.shadow != nil {
+				m.shadowGrantLocked(l, n.s, n.amt, c.Tokens)
 			}
 		}
+	}
+	for _, n := range needs {
+		s := n.s
 		s.used += n.amt
 		s.leases++
+		if s.cfg.RPM > 0 && s.shadow == nil {
+			s.rpm.add(m.nowLocked(), -1)
+		}
+		if s.cfg.TPM > 0 && c.Tokens > 0 && s.shadow == nil {
+			s.tpm.add(m.nowLocked(), -float64(c.Tokens))
+		}
 		if t := int64(s.cfg.LeaseTTL); t > 0 && (l.ttl == 0 || t < l.ttl) {
 			l.ttl = t
 		}
@@ -146,12 +150,10 @@ func (m *Memory) releaseLocked(l *lease, o Outcome) {
 	if l.admitted != 0 {
 		held = m.nowLocked() - l.admitted
 	}
-	shadowed := len(l.marks) > 0
 	for _, n := range l.needs {
 		s := n.s
 		s.used -= n.amt
 		s.leases--
-		shadowed = shadowed || s.shadow != nil
 		switch {
 		case l.admitted == 0: // hold time not sampled
 		case s.meanHold == 0:
@@ -167,7 +169,7 @@ func (m *Memory) releaseLocked(l *lease, o Outcome) {
 		m.expiries.remove(l.eidx)
 	}
 	m.emitLocked(Event{Outcome: o, WaiterID: l.waiterID, Priority: l.prio, Lease: l.id, Needs: l.pub, Held: time.Duration(held)})
-	if shadowed {
+	if len(l.marks) > 0 || m.shadowScopes > 0 {
 		m.shadowReleaseLocked(l)
 	}
 	l.needs = nil

@@ -79,6 +79,9 @@ type Memory struct {
 	// restoring is set while Restore grants: a shadow scope counts a
 	// restored lease as it was, admitted (shadow.go).
 	restoring bool
+	// shadowScopes counts the scopes in shadow: while there are none, a
+	// release has no would-be queue to serve.
+	shadowScopes int
 }
 
 var _ Engine = (*Memory)(nil)

@@ -17,6 +17,8 @@ type scope struct {
 	queued   int
 	orphaned bool
 	removed  bool
+	// gated: paused or shadow, so fitsLocked looks at one field for both.
+	gated bool
 	// shadow is the would-be state while the scope is shadow (shadow.go);
 	// nil otherwise.
 	shadow *shadowState
@@ -81,6 +83,7 @@ func (m *Memory) SetScope(ctx context.Context, name string, cfg ScopeConfig) err
 	}
 	old := s.cfg
 	s.cfg = cfg
+	s.gated = cfg.Paused || cfg.Shadow
 	if old.Owner != cfg.Owner {
 		unindex(m.ownedScopes, old.Owner, s)
 		index(m.ownedScopes, cfg.Owner, s)
@@ -134,6 +137,11 @@ func (m *Memory) RemoveScope(ctx context.Context, name string) error {
 	unindex(m.ownedScopes, s.cfg.Owner, s)
 	s.removed = true
 	s.orphaned = true
+	if s.shadow != nil {
+		// Nothing more is admitted there: nothing more to judge.
+		s.shadow = nil
+		m.shadowScopes--
+	}
 	m.reresolveLocked(now, []*scope{s}, false)
 	return nil
 }

@@ -76,8 +76,10 @@ func (m *Memory) setShadowLocked(s *scope, old ScopeConfig, now int64) {
 	case s.cfg.Shadow && !old.Shadow:
 		s.shadow = &shadowState{}
 		s.holder = nil
+		m.shadowScopes++
 	case !s.cfg.Shadow:
 		s.shadow = nil
+		m.shadowScopes--
 	default:
 		// A raised limit may admit would-be waiters; a changed MaxWait
 		// may drop some.
