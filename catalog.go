@@ -81,6 +81,12 @@ type Limits struct {
 	// FairnessWindow is how long a waiter may be passed over by later ones
 	// before capacity is held for it.
 	FairnessWindow time.Duration `yaml:"fairness_window"`
+	// Shadow rolls the limits out safely: they are judged on every request
+	// as ever, but enforced nowhere — no request waits, is refused or
+	// falls back for them — and what they would have made wait, refused
+	// or dropped is counted (weir_shadow_total, /admin/queues) and logged.
+	// Default false: enforced.
+	Shadow bool `yaml:"shadow"`
 }
 
 // PlatformModel is one model on one platform.

@@ -31,7 +31,10 @@ func (m *Memory) Restore(ctx context.Context, req Request, cand int) (Lease, err
 		return Lease{}, fmt.Errorf("%w: candidate %d of %s uses an orphaned scope", ErrNoCandidate, cand, req.ID)
 	}
 	m.seq++
-	return m.grantLocked(req.ID, req.Priority, m.seq, cand, needs, c, req.Owner, 0), nil
+	m.restoring = true
+	l := m.grantLocked(req.ID, req.Priority, m.seq, cand, needs, c, req.Owner, 0)
+	m.restoring = false
+	return l, nil
 }
 
 // TryAcquire admits at once or fails without queueing.

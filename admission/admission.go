@@ -55,7 +55,8 @@ type ScopeConfig struct {
 	// leader no replica reaches) does with the scope meanwhile: admit on
 	// each replica up to that replica's share of the scope's limits
 	// (true), or nothing (false). A scope with no concurrency, rpm or
-	// tpm limit has nothing to exceed and fails open whatever it says.
+	// tpm limit, or a shadow one, has nothing to exceed and fails open
+	// whatever it says.
 	// The memory home always decides and ignores it. An owner's scope
 	// cannot fail open: its owner's fencing is the decider's to know.
 	// Default false: fail closed.
@@ -68,6 +69,18 @@ type ScopeConfig struct {
 	// upstream's Retry-After, a node draining); a pause is not a fence.
 	// Default false.
 	Paused bool
+	// Shadow makes the scope decide as usual but enforce nothing, so that
+	// a new limit can be tried on live traffic: its Limit, QueueLimit,
+	// MaxWait, RPM, TPM and FairnessWindow never make a request wait and
+	// never drop a candidate, while its usage (Used, Leases, the rate
+	// buckets) is kept as for an enforced scope. Beside it the engine keeps
+	// what the scope would hold if it enforced, and counts (ScopeStats
+	// Shadow*) and reports (an OutcomeShadow Event) each admission it
+	// would have made wait, refused or dropped at MaxWait (see shadow.go
+	// for exactly what is simulated). A shadow scope's rate buckets are
+	// charged but never left in debt. Setting it false enforces from then
+	// on, as a lowered limit does: nothing held is revoked. Default false.
+	Shadow bool
 }
 
 // Validate reports a configuration that can never be meaningful.
@@ -250,6 +263,17 @@ type ScopeStats struct {
 	RPMAvailable, TPMAvailable float64
 	// MeanHold is the recent mean lease hold time.
 	MeanHold time.Duration
+	// ShadowWaits, ShadowRefusals and ShadowTimeouts count what the scope
+	// would have done while it was a shadow scope (ScopeConfig.Shadow),
+	// had it enforced its limits: admissions it would have made wait (for
+	// capacity or a rate limit), admissions it would have refused (a full
+	// queue, more tokens than its TPM), and would-be waits it would have
+	// ended at MaxWait. They count from the scope's creation and stay when
+	// Shadow is turned off.
+	ShadowWaits, ShadowRefusals, ShadowTimeouts int64
+	// ShadowQueued is how many of the leases held in a shadow scope would
+	// still be waiting if it enforced its limits.
+	ShadowQueued int
 }
 
 // Engine is the admission contract. The memory home (Memory) implements
@@ -328,6 +352,9 @@ const (
 	OutcomeNoCandidate
 	OutcomeRateLimited
 	OutcomeReselected
+	// OutcomeShadow: a shadow scope (ScopeConfig.Shadow) admitted what it
+	// would have made wait, refused or dropped; Event.Would says which.
+	OutcomeShadow
 )
 
 var outcomeNames = [...]string{
@@ -342,6 +369,7 @@ var outcomeNames = [...]string{
 	OutcomeNoCandidate: "no_candidate",
 	OutcomeRateLimited: "rate_limited",
 	OutcomeReselected:  "reselected",
+	OutcomeShadow:      "shadow",
 }
 
 func (o Outcome) String() string {
@@ -363,8 +391,17 @@ func Outcomes() []Outcome {
 // Event is one transition. Waiter events (queued, admitted, queue_full,
 // timeout, cancelled, fenced, no_candidate, rate_limited, reselected) carry
 // WaiterID; lease events (admitted, released, expired, fenced) carry Lease.
+// Shadow events carry both, and Scope and Would.
 type Event struct {
-	Outcome  Outcome
+	Outcome Outcome
+	// Would is set for shadow events, with Scope: what the shadow scope
+	// would have done had it enforced its limits — queued (made the
+	// request wait for capacity), rate_limited (wait for a rate limit),
+	// queue_full, no_candidate (more tokens than its TPM), or timeout (its
+	// MaxWait passed while the request would have waited; then Waited is
+	// that would-be wait). It sits beside Outcome, in what would be
+	// padding, to keep the Event that every transition copies small.
+	Would    Outcome
 	WaiterID string
 	Priority int32
 	// Lease is set for admitted, and for released/expired/fenced leases.
@@ -379,6 +416,8 @@ type Event struct {
 	// its own clock.
 	Waited time.Duration
 	Held   time.Duration
+	// Scope is the shadow scope of a shadow event.
+	Scope string
 }
 
 // Observer receives every event. It is called with the engine's lock held,

@@ -20,7 +20,7 @@ import (
 func (w *waiter) capAt() int64 {
 	var at int64
 	for _, s := range w.class.scopes {
-		if mw := int64(s.cfg.MaxWait); mw > 0 {
+		if mw := int64(s.cfg.MaxWait); mw > 0 && s.shadow == nil {
 			if c := w.arrival + mw; at == 0 || c < at {
 				at = c
 			}
@@ -65,7 +65,7 @@ func (m *Memory) dueLocked(w *waiter, now int64) {
 func (m *Memory) maxWaitLocked(w *waiter, now int64) bool {
 	passed := func(s *scope) bool {
 		mw := int64(s.cfg.MaxWait)
-		return mw > 0 && w.arrival+mw <= now
+		return mw > 0 && w.arrival+mw <= now && s.shadow == nil
 	}
 	var fired *scope
 	var offset int64
@@ -243,9 +243,10 @@ func turnIn(turns []scopeTurn, s *scope) (int64, bool) {
 	return 0, false
 }
 
-// tooManyTokens reports whether tokens can never fit s's TPM bucket.
+// tooManyTokens reports whether tokens can never fit s's TPM bucket. A
+// shadow scope drops no candidate for it; it counts the would-be refusal.
 func (s *scope) tooManyTokens(tokens int64) bool {
-	return s.cfg.TPM > 0 && tokens > s.cfg.TPM
+	return s.cfg.TPM > 0 && tokens > s.cfg.TPM && s.shadow == nil
 }
 
 func tokenLimitError(s *scope, tokens int64) *TokenLimitError {

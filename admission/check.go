@@ -11,8 +11,11 @@ type blocker struct {
 // fitsLocked reports whether p may take amt (and tokens) of s now; if a rate
 // limit stands in the way, wake says when it will have refilled enough.
 func (m *Memory) fitsLocked(s *scope, p *probe, amt, tokens int64) (ok bool, wake int64) {
-	if s.orphaned || s.cfg.Paused {
-		return false, 0
+	if s.orphaned || s.gated {
+		if s.orphaned || s.cfg.Paused {
+			return false, 0
+		}
+		return true, 0 // shadow: enforces nothing; grantLocked counts what it would have done
 	}
 	if lim := s.cfg.Limit; lim > 0 {
 		if s.used+amt > lim {
@@ -134,7 +137,7 @@ func (m *Memory) queueableLocked(needs []Need, tokens int64) (ok bool, full *sco
 		if s == nil || s.orphaned || s.tooManyTokens(tokens) {
 			return false, nil
 		}
-		if q := s.cfg.QueueLimit; q > 0 && s.queued >= q && full == nil {
+		if q := s.cfg.QueueLimit; q > 0 && s.queued >= q && full == nil && s.shadow == nil {
 			full = s
 		}
 	}

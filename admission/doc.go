@@ -73,6 +73,18 @@
 // TPM), and a request left with none fails with a TokenLimitError, an
 // ErrNoCandidate, rather than waiting for a refill that never comes.
 //
+// # Shadow scopes
+//
+// A scope set to Shadow (ScopeConfig.Shadow) is outside the contract's
+// limits: it decides as usual but enforces nothing, so a new limit can be
+// rolled out safely. Its limits never make a request wait, drop a
+// candidate or hold capacity, while its usage is kept as an enforced
+// scope's (it may pass its Limit). Beside it the engine keeps what the
+// scope would hold, and who would still wait, if it enforced, and counts
+// (ScopeStats) and reports (OutcomeShadow events) every admission it
+// would have made wait, refused or dropped at MaxWait. Setting Shadow
+// false enforces from then on and revokes nothing, as a lowered limit.
+//
 // # Owners and fencing
 //
 // A lease has an Owner (a replica, or a node connection and its generation);

@@ -26,6 +26,7 @@ type lease struct {
 	eidx     int
 	prio     int32
 	place    uint64
+	marks    []shadowMark // its would-be states in shadow scopes
 }
 
 // admitLocked grants w its class's candidate j.
@@ -57,14 +58,22 @@ func (m *Memory) grantLocked(waiterID string, prio int32, place uint64, candIdx 
 	l.waited = waited
 	l.prio = prio
 	l.ttl = 0
+	if m.shadowScopes > 0 {
+		// Judged before they count it; they charge their own buckets.
+		for _, n := range needs {
+			if n.s.shadow != nil {
+				m.shadowGrantLocked(l, n.s, n.amt, c.Tokens)
+			}
+		}
+	}
 	for _, n := range needs {
 		s := n.s
 		s.used += n.amt
 		s.leases++
-		if s.cfg.RPM > 0 {
+		if s.cfg.RPM > 0 && s.shadow == nil {
 			s.rpm.add(m.nowLocked(), -1)
 		}
-		if s.cfg.TPM > 0 && c.Tokens > 0 {
+		if s.cfg.TPM > 0 && c.Tokens > 0 && s.shadow == nil {
 			s.tpm.add(m.nowLocked(), -float64(c.Tokens))
 		}
 		if t := int64(s.cfg.LeaseTTL); t > 0 && (l.ttl == 0 || t < l.ttl) {
@@ -87,6 +96,9 @@ func (m *Memory) grantLocked(waiterID string, prio int32, place uint64, candIdx 
 	}
 	out := l.public()
 	m.emitLocked(Event{Outcome: OutcomeAdmitted, WaiterID: waiterID, Priority: prio, Lease: l.id, Needs: l.pub, Waited: time.Duration(waited)})
+	if len(l.marks) > 0 {
+		m.shadowReportLocked(l)
+	}
 	return out
 }
 
@@ -160,6 +172,9 @@ func (m *Memory) releaseLocked(l *lease, o Outcome) {
 		m.expiries.remove(l.eidx)
 	}
 	m.emitLocked(Event{Outcome: o, WaiterID: l.waiterID, Priority: l.prio, Lease: l.id, Needs: l.pub, Held: time.Duration(held)})
+	if len(l.marks) > 0 || m.shadowScopes > 0 {
+		m.shadowReleaseLocked(l)
+	}
 	l.needs = nil
 	l.pub = nil
 	l.waiterID = ""
@@ -230,7 +245,9 @@ func (m *Memory) Reconcile(ctx context.Context, id LeaseID, owner Owner, tokens 
 	diff := l.tokens - tokens
 	l.tokens = tokens
 	for _, n := range l.needs {
-		if n.s.cfg.TPM > 0 && diff != 0 {
+		if n.s.cfg.TPM > 0 && diff < 0 && n.s.shadow != nil {
+			n.s.tpm.drain(now, float64(-diff))
+		} else if n.s.cfg.TPM > 0 && diff != 0 {
 			n.s.tpm.add(now, float64(diff))
 			if diff > 0 && n.s.waiting.len() > 0 {
 				m.markDirtyLocked(n.s)

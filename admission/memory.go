@@ -76,6 +76,12 @@ type Memory struct {
 	keyBuf    []byte     // scratch for class keys, lock held
 	tnow      int64      // the clock, read at most once per critical section
 	sampled   uint32     // counts grants, to sample hold times
+	// restoring is set while Restore grants: a shadow scope counts a
+	// restored lease as it was, admitted (shadow.go).
+	restoring bool
+	// shadowScopes counts the scopes in shadow: while there are none, a
+	// release has no would-be queue to serve.
+	shadowScopes int
 }
 
 var _ Engine = (*Memory)(nil)

@@ -67,7 +67,7 @@ func (m *Memory) unpassLocked(p *parking) {
 // promoteHolderLocked makes the earliest class passed over in s its holder
 // once its head has waited s's fairness window.
 func (m *Memory) promoteHolderLocked(s *scope) {
-	if s.holder != nil || s.passed.len() == 0 || s.cfg.FairnessWindow == 0 || s.cfg.Limit == 0 {
+	if s.holder != nil || s.passed.len() == 0 || s.cfg.FairnessWindow == 0 || s.cfg.Limit == 0 || s.shadow != nil {
 		return
 	}
 	p := s.passed.top().p

@@ -133,7 +133,7 @@ func (m *Memory) stepScopeLocked(s *scope) bool {
 		m.parkOnBlockersLocked(c)
 		return false
 	}
-	if s.cfg.FairnessWindow > 0 && s.cfg.Limit > 0 {
+	if s.cfg.FairnessWindow > 0 && s.cfg.Limit > 0 && s.shadow == nil {
 		m.passLocked(c, s)
 		m.promoteHolderLocked(s)
 	}

@@ -52,6 +52,16 @@ func (b *bucket) has(now int64, n float64) (ok bool, wake int64) {
 	return false, now + int64(math.Ceil(missing*nanosPerMinute/float64(b.perMinute)))
 }
 
+// drain takes n tokens, or as many as there are: a shadow scope admits
+// whatever the level, and a bucket in deep debt would stop it for long
+// once it enforces.
+func (b *bucket) drain(now int64, n float64) {
+	b.refill(now)
+	if b.level > 0 {
+		b.level = max(0, b.level-n)
+	}
+}
+
 // add gives back (n > 0) or charges (n < 0) tokens; a charge may leave the
 // bucket in debt.
 func (b *bucket) add(now int64, n float64) {

@@ -40,7 +40,7 @@ func (m *Memory) liveCandidatesLocked(w *waiter) ([]Candidate, []cand, error) {
 		}
 		full := slices.ContainsFunc(needs, func(n need) bool {
 			q := n.s.cfg.QueueLimit
-			return q > 0 && n.s.queued >= q && !slices.Contains(old.scopes, n.s)
+			return q > 0 && n.s.queued >= q && n.s.shadow == nil && !slices.Contains(old.scopes, n.s)
 		})
 		if !full {
 			live = append(live, cand{idx: i, needs: needs})

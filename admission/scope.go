@@ -17,6 +17,11 @@ type scope struct {
 	queued   int
 	orphaned bool
 	removed  bool
+	// gated: paused or shadow, so fitsLocked looks at one field for both.
+	gated bool
+	// shadow is the would-be state while the scope is shadow (shadow.go);
+	// nil otherwise.
+	shadow *shadowState
 	// dirty: in m.dirty, to be pumped; again: made dirty while being
 	// pumped; checkHolder: the holder has not been looked at since.
 	dirty, again, checkHolder bool
@@ -39,6 +44,9 @@ type scope struct {
 
 	meanHold float64 // EWMA of hold time, ns
 	classes  map[*class]struct{}
+
+	// What the scope would have done while shadow (ScopeStats Shadow*).
+	shadowWaits, shadowRefusals, shadowTimeouts int64
 }
 
 type flow struct {
@@ -75,6 +83,7 @@ func (m *Memory) SetScope(ctx context.Context, name string, cfg ScopeConfig) err
 	}
 	old := s.cfg
 	s.cfg = cfg
+	s.gated = cfg.Paused || cfg.Shadow
 	if old.Owner != cfg.Owner {
 		unindex(m.ownedScopes, old.Owner, s)
 		index(m.ownedScopes, cfg.Owner, s)
@@ -97,8 +106,14 @@ func (m *Memory) SetScope(ctx context.Context, name string, cfg ScopeConfig) err
 	if s.holder != nil && (cfg.FairnessWindow == 0 || cfg.Limit == 0) {
 		s.holder = nil
 	}
-	tpmLowered := cfg.TPM > 0 && (old.TPM == 0 || cfg.TPM < old.TPM)
-	if len(s.classes) > 0 && (tpmLowered || cfg.MaxWait != old.MaxWait) {
+	if cfg.Shadow || old.Shadow {
+		m.setShadowLocked(s, old, now)
+	}
+	// A scope that starts to enforce applies its TPM and MaxWait to the
+	// waiters already queued, as a lowered TPM or a changed MaxWait does.
+	enforced := old.Shadow && !cfg.Shadow
+	tpmLowered := cfg.TPM > 0 && (old.TPM == 0 || cfg.TPM < old.TPM || enforced)
+	if len(s.classes) > 0 && (tpmLowered || cfg.MaxWait != old.MaxWait || cfg.Shadow != old.Shadow) {
 		m.rescopeLocked(s, now, tpmLowered)
 	}
 	if cfg.Paused && !old.Paused {
@@ -122,6 +137,11 @@ func (m *Memory) RemoveScope(ctx context.Context, name string) error {
 	unindex(m.ownedScopes, s.cfg.Owner, s)
 	s.removed = true
 	s.orphaned = true
+	if s.shadow != nil {
+		// Nothing more is admitted there: nothing more to judge.
+		s.shadow = nil
+		m.shadowScopes--
+	}
 	m.reresolveLocked(now, []*scope{s}, false)
 	return nil
 }
@@ -143,6 +163,13 @@ func (m *Memory) Scope(ctx context.Context, name string) (ScopeStats, error) {
 		Queued:   s.queued,
 		Orphaned: s.orphaned,
 		MeanHold: time.Duration(s.meanHold),
+
+		ShadowWaits:    s.shadowWaits,
+		ShadowRefusals: s.shadowRefusals,
+		ShadowTimeouts: s.shadowTimeouts,
+	}
+	if s.shadow != nil {
+		st.ShadowQueued = s.shadow.live
 	}
 	if s.holder != nil {
 		st.Held = s.holdAmt

@@ -15,6 +15,8 @@ func (m *Memory) reapLocked(now int64) {
 		s := m.rateWakes.top()
 		m.rateWakes.remove(0)
 		s.rateWakeAt = 0
+		// A shadow scope's wake is its would-be queue's MaxWait.
+		m.shadowServeLocked(s, now)
 		m.markDirtyLocked(s)
 	}
 }

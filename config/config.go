@@ -322,7 +322,8 @@ type PlatformModel struct {
 	// Upstream is the model name sent to the platform. Required.
 	Upstream string `yaml:"upstream"`
 	// Limits are concurrency, rpm, tpm, queue_limit, max_wait, lease_ttl
-	// and fairness_window, written in the entry itself.
+	// and fairness_window, written in the entry itself, and shadow, which
+	// judges them on every request but enforces none.
 	weir.Limits `yaml:",inline"`
 	// FailOpen says whether, on a fleet whose replicas reach no leader,
 	// each replica admits requests here up to its share of these limits
@@ -390,9 +391,9 @@ type Group struct {
 	// Priority is the admission priority of its requests: higher first.
 	// Default 0.
 	Priority int32 `yaml:"priority"`
-	// Limits are concurrency, rpm, tpm, queue_limit, max_wait and
-	// fairness_window, written in the entry itself; lease_ttl is not a
-	// group's (groupsTakeNo).
+	// Limits are concurrency, rpm, tpm, queue_limit, max_wait,
+	// fairness_window and shadow, written in the entry itself; lease_ttl
+	// is not a group's (groupsTakeNo).
 	weir.Limits `yaml:",inline"`
 	// RoundRobin makes the group's keys take turns for the group's own
 	// concurrency instead of being served in arrival order alone. (At a

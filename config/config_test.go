@@ -877,6 +877,52 @@ groups:
 	}
 }
 
+// TestCatalogShadow: shadow is a platform model's and a group's own,
+// beside their limits, and off unless it says; it takes a boolean only.
+func TestCatalogShadow(t *testing.T) {
+	t.Parallel()
+	data := `
+platforms:
+  - name: a
+    base_url: http://127.0.0.1:9090/v1
+platform_models:
+  - name: a/new
+    platform: a
+    upstream: m
+    concurrency: 1
+    shadow: true
+  - name: a/old
+    platform: a
+    upstream: m
+    concurrency: 1
+models:
+  - name: m
+    kind: chat
+    candidates:
+      - platform_model: a/new
+      - platform_model: a/old
+groups:
+  - name: team
+    rpm: 60
+    shadow: true
+`
+	c, err := parse([]byte(data), env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := c.catalog(env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cat.PlatformModels[0].Shadow || cat.PlatformModels[1].Shadow || !cat.Groups[0].Shadow {
+		t.Errorf("shadow: platform models %v, %v, group %v; want true, false, true",
+			cat.PlatformModels[0].Shadow, cat.PlatformModels[1].Shadow, cat.Groups[0].Shadow)
+	}
+	if _, err := parse([]byte("groups:\n  - name: g\n    shadow: 3\n"), env()); err == nil || !strings.Contains(err.Error(), "line 3") {
+		t.Errorf("shadow: 3 gave %v; want an error naming line 3", err)
+	}
+}
+
 func TestCatalogFromCode(t *testing.T) {
 	t.Parallel()
 	// A Config built in code, without Parse's per-entry defaults.

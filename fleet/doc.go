@@ -78,7 +78,9 @@
 // such scope there has its limit, rpm, tpm and queue limit divided by
 // the fleet's size, rounded down, and a share of 0 admits nothing
 // there, so that replicas that all run open never admit more than the
-// limit between them. The leases this replica's callers already hold
+// limit between them. A shadow scope (admission.ScopeConfig.Shadow)
+// enforces nothing and fails open whatever it says; its shadow counters
+// then count against the share, in the open engine. The leases this replica's callers already hold
 // count against its share. The other candidates are not used; a request
 // left with none fails with ErrUnavailable. Waiters queued before, and
 // those queued meanwhile, wait in that engine in their order if they

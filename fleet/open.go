@@ -31,10 +31,12 @@ var errOpen = errors.New("fleet: running open")
 // share is cfg with its limits divided among n replicas (rounded down),
 // and whether the scope is usable while no leader answers: it fails open
 // and none of its limits' shares is 0 (0 would mean no limit to the
-// engine, where the share is nothing).
+// engine, where the share is nothing). A shadow scope enforces nothing,
+// so it fails open whatever it says, and a share of 0 leaves it nothing
+// to count.
 func share(cfg admission.ScopeConfig, n int64) (admission.ScopeConfig, bool) {
 	limited := cfg.Limit > 0 || cfg.RPM > 0 || cfg.TPM > 0
-	if cfg.Owner != "" || (limited && !cfg.FailOpen) {
+	if cfg.Owner != "" || (limited && !cfg.FailOpen && !cfg.Shadow) {
 		return cfg, false
 	}
 	ok := true
@@ -50,7 +52,7 @@ func share(cfg admission.ScopeConfig, n int64) (admission.ScopeConfig, bool) {
 	}
 	cfg.Limit, cfg.RPM, cfg.TPM = div(cfg.Limit), div(cfg.RPM), div(cfg.TPM)
 	cfg.QueueLimit = int(div(int64(cfg.QueueLimit)))
-	return cfg, ok
+	return cfg, ok || cfg.Shadow
 }
 
 // usable reports whether every scope of needs is usable here.

@@ -106,7 +106,7 @@ func TestFailOpen(t *testing.T) {
 
 // TestFailOpenShare: a scope's limits are divided among the replicas,
 // rounded down; a share of 0 makes the scope admit nothing here, and a
-// scope with no limit fails open whatever it says.
+// scope with no limit, or a shadow one, fails open whatever it says.
 func TestFailOpenShare(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -123,6 +123,10 @@ func TestFailOpenShare(t *testing.T) {
 		{"queue share of 0", admission.ScopeConfig{Limit: 9, QueueLimit: 2, FailOpen: true}, 3, admission.ScopeConfig{}, false},
 		{"no limit", admission.ScopeConfig{MaxWait: time.Second}, 3, admission.ScopeConfig{MaxWait: time.Second}, true},
 		{"owner", admission.ScopeConfig{Owner: "node", OwnerGen: 1}, 1, admission.ScopeConfig{}, false},
+		{"shadow", admission.ScopeConfig{Limit: 4, QueueLimit: 2, Shadow: true}, 2,
+			admission.ScopeConfig{Limit: 2, QueueLimit: 1, Shadow: true}, true},
+		{"shadow share of 0", admission.ScopeConfig{Limit: 1, Shadow: true}, 3, admission.ScopeConfig{Shadow: true}, true},
+		{"shadow owner", admission.ScopeConfig{Limit: 1, Owner: "node", OwnerGen: 1, Shadow: true}, 1, admission.ScopeConfig{}, false},
 	} {
 		got, ok := share(c.cfg, c.n)
 		if ok != c.ok || (ok && got != c.want) {

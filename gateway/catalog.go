@@ -83,6 +83,7 @@ func scopeConfig(l weir.Limits) admission.ScopeConfig {
 		FairnessWindow: l.FairnessWindow,
 		RPM:            l.RPM,
 		TPM:            l.TPM,
+		Shadow:         l.Shadow,
 	}
 }
 

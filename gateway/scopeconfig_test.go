@@ -14,9 +14,9 @@ import (
 func TestScopeConfigs(t *testing.T) {
 	t.Parallel()
 	l := weir.Limits{Concurrency: 1, RPM: 2, TPM: 3, QueueLimit: 4, MaxWait: 5 * time.Second,
-		LeaseTTL: 6 * time.Second, FairnessWindow: 7 * time.Second}
+		LeaseTTL: 6 * time.Second, FairnessWindow: 7 * time.Second, Shadow: true}
 	common := admission.ScopeConfig{Limit: 1, RPM: 2, TPM: 3, QueueLimit: 4, MaxWait: 5 * time.Second,
-		FairnessWindow: 7 * time.Second}
+		FairnessWindow: 7 * time.Second, Shadow: true}
 	pm, group, key := common, common, common
 	pm.LeaseTTL, pm.RoundRobin = 6*time.Second, true
 	group.RoundRobin = true

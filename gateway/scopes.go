@@ -30,6 +30,27 @@ type ScopeView struct {
 	TPM         int64   `json:"tpm,omitempty"`
 	TPMLeft     float64 `json:"tpm_left,omitempty"`
 	MeanHold    string  `json:"mean_hold,omitempty"`
+	// Shadow: the scope's limits are judged but not enforced
+	// (weir.Limits.Shadow).
+	Shadow bool `json:"shadow,omitempty"`
+	// Would is what its limits would have done while in shadow: set for
+	// a shadow scope, and for one that has been.
+	Would *ShadowView `json:"would,omitempty"`
+}
+
+// ShadowView is what a scope's limits would have done while in shadow
+// (admission.ScopeStats' Shadow counters).
+type ShadowView struct {
+	// Waits: admissions they would have made wait, for capacity or a
+	// rate limit.
+	Waits int64 `json:"waits"`
+	// Refusals: admissions they would have refused (a full queue, more
+	// tokens than the tpm).
+	Refusals int64 `json:"refusals"`
+	// Timeouts: would-be waits their max_wait would have ended.
+	Timeouts int64 `json:"timeouts"`
+	// Queued: the requests running now that would still be waiting.
+	Queued int `json:"queued"`
 }
 
 // Scopes is every scope's state now.
@@ -57,6 +78,10 @@ func (s *Service) Scopes(ctx context.Context) []ScopeView {
 		}
 		if st.MeanHold > 0 {
 			v.MeanHold = st.MeanHold.Round(time.Millisecond).String()
+		}
+		v.Shadow = st.Config.Shadow
+		if st.Config.Shadow || st.ShadowWaits > 0 || st.ShadowRefusals > 0 || st.ShadowTimeouts > 0 {
+			v.Would = &ShadowView{Waits: st.ShadowWaits, Refusals: st.ShadowRefusals, Timeouts: st.ShadowTimeouts, Queued: st.ShadowQueued}
 		}
 		out = append(out, v)
 	}

@@ -1,11 +1,16 @@
 package httpapi
 
 import (
+	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
 )
 
 // getWith GETs path from the bundle's API with the given Authorization.
@@ -94,5 +99,56 @@ func TestMetricsAuth(t *testing.T) {
 	}
 	if resp := guarded.getWith(t, "/metrics", "Bearer "+token); resp.StatusCode != http.StatusOK {
 		t.Errorf("MetricsAuth with the token: status %d, want 200", resp.StatusCode)
+	}
+}
+
+// TestAdminQueuesShadow: /admin/queues marks a scope whose limits are in
+// shadow and says what they would have done: here, a request that ran
+// beside a held slot of a concurrency of 1.
+func TestAdminQueuesShadow(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{cfg: Config{AdminLoopback: true}, limits: weir.Limits{Concurrency: 1, Shadow: true}})
+	scope := weir.PlatformModelScope("up/m")
+	held, err := b.engine.TryAcquire(t.Context(), admission.Request{ID: "running", Candidates: []admission.Candidate{{Needs: []admission.Need{{Scope: scope, Amount: 1}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.engine.Release(context.Background(), held.ID, held.Owner) })
+	if resp := b.post(t, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("chat beside the held slot: status %d, want 200", resp.StatusCode)
+	}
+
+	resp := b.getWith(t, "/admin/queues", "")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/admin/queues: status %d", resp.StatusCode)
+	}
+	var view struct {
+		Scopes []map[string]json.RawMessage `json:"scopes"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&view); err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, s := range view.Scopes {
+		switch name := string(s["name"]); name {
+		case `"` + scope + `"`:
+			found++
+			if got := string(s["shadow"]); got != "true" {
+				t.Errorf("%s: shadow = %s, want true", name, got)
+			}
+			if got, want := string(s["would"]), `{"waits":1,"refusals":0,"timeouts":0,"queued":0}`; got != want {
+				t.Errorf("%s: would = %s, want %s", name, got, want)
+			}
+			if got := string(s["in_flight"]); got != "1" {
+				t.Errorf("%s: in_flight = %s, want 1 (the held slot)", name, got)
+			}
+		default:
+			if s["shadow"] != nil || s["would"] != nil {
+				t.Errorf("%s, enforced, shows shadow %s, would %s", name, s["shadow"], s["would"])
+			}
+		}
+	}
+	if found != 1 {
+		t.Errorf("/admin/queues lists %s %d times, want once", scope, found)
 	}
 }

@@ -364,6 +364,9 @@ type QueueView struct {
 // ScopeView is one scope in QueueView.
 type ScopeView = gateway.ScopeView
 
+// ShadowView is what a scope's limits would have done in shadow.
+type ShadowView = gateway.ShadowView
+
 // FleetView is a fleet as the replica that answers sees it.
 type FleetView struct {
 	// Replica is the answering replica's id.

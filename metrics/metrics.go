@@ -41,6 +41,7 @@ type Metrics struct {
 	affinity   *prometheus.CounterVec
 	paused     *prometheus.GaugeVec
 	evidence   *prometheus.CounterVec
+	shadow     *prometheus.CounterVec
 }
 
 // New returns Metrics on a fresh registry. scopes, if set, is read at
@@ -133,7 +134,11 @@ func New(scopes func(context.Context) []admission.ScopeStats) *Metrics {
 		Name: "weir_edge_evidence_total",
 		Help: "Edge nodes' provider health evidence, by source (stall, probe) and decision (applied, rejected_stale, rejected_binding, rejected_ambiguous, rejected_invalid).",
 	}, []string{"source", "decision"})
-	m.Registry.MustRegister(m.dropped, m.pauses, m.paused, m.affinity, m.evidence, m.admission, m.queueWait, m.leaseHeld, m.httpReqs, m.httpDur, m.upstream, m.upstreamLt, m.usageDrop, m.tasks,
+	m.shadow = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_shadow_total",
+		Help: "Admissions through a scope whose limits are in shadow that the limits would have held back, by scope (key scopes summed as key:*) and what they would have done: queued (waited for capacity), rate_limited (waited for a rate limit), queue_full and no_candidate (refused: a full queue, more tokens than the tpm), timeout (dropped at max_wait).",
+	}, []string{"scope", "would"})
+	m.Registry.MustRegister(m.shadow, m.dropped, m.pauses, m.paused, m.affinity, m.evidence, m.admission, m.queueWait, m.leaseHeld, m.httpReqs, m.httpDur, m.upstream, m.upstreamLt, m.usageDrop, m.tasks,
 		m.taskWait, m.taskRun, m.webhooks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if scopes != nil {
@@ -160,7 +165,18 @@ func (m *Metrics) Observe(e admission.Event) {
 		if e.Lease != 0 && e.Held > 0 {
 			m.leaseHeld.Observe(e.Held.Seconds())
 		}
+	case admission.OutcomeShadow:
+		m.shadow.WithLabelValues(shadowScope(e.Scope), e.Would.String()).Inc()
 	}
+}
+
+// shadowScope is a shadow event's scope label: key scopes are summed, as
+// one series per API key would not scale.
+func shadowScope(scope string) string {
+	if strings.HasPrefix(scope, weir.KeyScope("")) {
+		return weir.KeyScope("*")
+	}
+	return scope
 }
 
 // ObserveHTTP counts one answered model request.

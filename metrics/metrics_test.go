@@ -28,6 +28,33 @@ func TestObserveCountsOutcomes(t *testing.T) {
 	}
 }
 
+// A shadow event counts once, by its scope and what the limit would have
+// done; key scopes are summed.
+func TestObserveCountsShadow(t *testing.T) {
+	m := New(nil)
+	for _, e := range []admission.Event{
+		{Outcome: admission.OutcomeShadow, Scope: "pm:a/b", Would: admission.OutcomeQueued},
+		{Outcome: admission.OutcomeShadow, Scope: "pm:a/b", Would: admission.OutcomeQueued},
+		{Outcome: admission.OutcomeShadow, Scope: "key:k1", Would: admission.OutcomeRateLimited},
+		{Outcome: admission.OutcomeShadow, Scope: "key:k2", Would: admission.OutcomeRateLimited},
+		{Outcome: admission.OutcomeAdmitted},
+	} {
+		m.Observe(e)
+	}
+	want := `
+# HELP weir_shadow_total Admissions through a scope whose limits are in shadow that the limits would have held back, by scope (key scopes summed as key:*) and what they would have done: queued (waited for capacity), rate_limited (waited for a rate limit), queue_full and no_candidate (refused: a full queue, more tokens than the tpm), timeout (dropped at max_wait).
+# TYPE weir_shadow_total counter
+weir_shadow_total{scope="key:*",would="rate_limited"} 2
+weir_shadow_total{scope="pm:a/b",would="queued"} 2
+`
+	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), "weir_shadow_total"); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m.admission.WithLabelValues("shadow")); got != 4 {
+		t.Errorf("shadow admission events = %v, want 4", got)
+	}
+}
+
 func TestScopeGaugesLeaveOutKeys(t *testing.T) {
 	m := New(func(context.Context) []admission.ScopeStats {
 		return []admission.ScopeStats{

@@ -13,7 +13,7 @@ import (
 
 const keyColumns = `id, name, prefix, hash, group_name, models,
 	concurrency, rpm, tpm, queue_limit, max_wait_ns, lease_ttl_ns, fairness_window_ns,
-	created_at, revoked_at`
+	created_at, revoked_at, shadow`
 
 // KeyCreate stores a new key. A taken ID or Hash is weir.ErrConflict.
 func (db *DB) KeyCreate(ctx context.Context, k weir.APIKey) error {
@@ -28,11 +28,11 @@ func (db *DB) KeyCreate(ctx context.Context, k weir.APIKey) error {
 		models = []string{}
 	}
 	_, err := db.pool.Exec(ctx, `INSERT INTO api_keys (`+keyColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
 		k.ID, k.Name, k.Prefix, k.Hash, k.Group, models,
 		k.Concurrency, k.RPM, k.TPM, int64(k.QueueLimit),
 		int64(k.MaxWait), int64(k.LeaseTTL), int64(k.FairnessWindow),
-		dbTime(k.CreatedAt), nullTime(k.RevokedAt))
+		dbTime(k.CreatedAt), nullTime(k.RevokedAt), k.Shadow)
 	if err != nil {
 		return fmt.Errorf("create key %s: %w", k.ID, classify(err))
 	}
@@ -79,7 +79,7 @@ func scanKey(row pgx.Row) (weir.APIKey, error) {
 	)
 	err := row.Scan(&k.ID, &k.Name, &k.Prefix, &k.Hash, &k.Group, &k.Models,
 		&k.Concurrency, &k.RPM, &k.TPM, &queueLimit, &maxWait, &leaseTTL, &fairWin,
-		&k.CreatedAt, &revoked)
+		&k.CreatedAt, &revoked, &k.Shadow)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return weir.APIKey{}, weir.ErrNotFound
 	}

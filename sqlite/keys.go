@@ -13,7 +13,7 @@ import (
 
 const keyColumns = `id, name, prefix, hash, group_name, models,
 	concurrency, rpm, tpm, queue_limit, max_wait_ns, lease_ttl_ns, fairness_window_ns,
-	created_at, revoked_at`
+	created_at, revoked_at, shadow`
 
 // KeyCreate stores a new key. A taken ID or Hash is weir.ErrConflict.
 func (db *DB) KeyCreate(ctx context.Context, k weir.APIKey) error {
@@ -36,11 +36,11 @@ func (db *DB) KeyCreate(ctx context.Context, k weir.APIKey) error {
 		revoked = sql.NullString{String: formatTime(k.RevokedAt), Valid: true}
 	}
 	_, err = db.write.ExecContext(ctx, `INSERT INTO api_keys (`+keyColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		k.ID, k.Name, k.Prefix, k.Hash, k.Group, string(modelsJSON),
 		k.Concurrency, k.RPM, k.TPM, int64(k.QueueLimit),
 		int64(k.MaxWait), int64(k.LeaseTTL), int64(k.FairnessWindow),
-		formatTime(k.CreatedAt), revoked)
+		formatTime(k.CreatedAt), revoked, k.Shadow)
 	if err != nil {
 		return fmt.Errorf("create key %s: %w", k.ID, classify(err))
 	}
@@ -88,7 +88,7 @@ func scanKey(row rowScanner) (weir.APIKey, error) {
 	)
 	err := row.Scan(&k.ID, &k.Name, &k.Prefix, &k.Hash, &k.Group, &models,
 		&k.Concurrency, &k.RPM, &k.TPM, &queueLimit, &maxWait, &leaseTTL, &fairWin,
-		&created, &revoked)
+		&created, &revoked, &k.Shadow)
 	if errors.Is(err, sql.ErrNoRows) {
 		return weir.APIKey{}, weir.ErrNotFound
 	}

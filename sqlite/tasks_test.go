@@ -215,10 +215,11 @@ func TestTaskStoredBeforeFingerprints(t *testing.T) {
 		t.Fatalf("down to 3: %v", err)
 	}
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	if err := db.KeyCreate(t.Context(), weir.APIKey{ID: "k1", Hash: "h1", CreatedAt: at}); err != nil {
+	// As the store wrote keys and tasks before 00004.
+	if _, err := db.SQL().ExecContext(t.Context(), `INSERT INTO api_keys (id, name, prefix, hash, group_name, created_at)
+		VALUES ('k1', '', '', 'h1', '', ?)`, formatTime(at)); err != nil {
 		t.Fatal(err)
 	}
-	// As the store wrote tasks before 00004.
 	if _, err := db.SQL().ExecContext(t.Context(), `INSERT INTO tasks (id, key_id, kind, model, input, priority, status,
 		idempotency_key, created_at) VALUES ('video_old', 'k1', 'video', 'sora-2', X'7B7D', 0, 'succeeded', 'idem-old', ?)`,
 		formatTime(at)); err != nil {

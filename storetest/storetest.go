@@ -306,6 +306,7 @@ func testKeyRoundTrip(t *testing.T, s weir.Store) {
 		MaxWait:        2500 * time.Millisecond,
 		LeaseTTL:       90 * time.Second,
 		FairnessWindow: 1500 * time.Microsecond,
+		Shadow:         true,
 	}
 	empty := newKey(2)
 	empty.Models = []string{}

@@ -54,6 +54,7 @@ func Exercise(t *testing.T, newEngine func(t *testing.T, opts admission.Options)
 		{"12_RemoveScope", exerciseRemoveScope},
 		{"13_Pause", exercisePause},
 		{"14_Place", exercisePlace},
+		{"15_Shadow", exerciseShadow},
 	}
 	for _, s := range sections {
 		t.Run(s.name, func(t *testing.T) {

@@ -60,6 +60,7 @@ func keysCmd() *cobra.Command {
 	create.Flags().Int64Var(&k.RPM, "rpm", 0, "requests per minute (0: no limit)")
 	create.Flags().Int64Var(&k.TPM, "tpm", 0, "tokens per minute (0: no limit)")
 	create.Flags().IntVar(&k.QueueLimit, "queue-limit", 0, "requests that may wait (0: no limit)")
+	create.Flags().BoolVar(&k.Shadow, "shadow", false, "judge the key's limits on every request but enforce none: count and log what they would do")
 
 	list := &cobra.Command{
 		Use:   "list",
@@ -139,6 +140,9 @@ func printKeys(w io.Writer, ks []weir.APIKey) {
 		status := "active"
 		if !k.Active() {
 			status = "revoked " + k.RevokedAt.Format(time.RFC3339)
+		}
+		if k.Shadow {
+			status += ", limits in shadow"
 		}
 		models := "*"
 		if len(k.Models) > 0 {

@@ -105,8 +105,33 @@ func printQueues(w io.Writer, view httpapi.QueueView, all bool) {
 		case s.Paused:
 			name += " (paused)"
 		}
+		if s.Shadow {
+			name += " (shadow)"
+		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\n", name, s.InFlight, limit, s.Waiting, s.Held, dash(s.MeanHold),
 			rate(s.RPM, s.RPMLeft), rate(s.TPM, s.TPMLeft))
+	}
+	tw.Flush()
+	printShadow(w, view, all)
+}
+
+// printShadow says what the limits in shadow would have done, for the
+// scopes that are or were in shadow.
+func printShadow(w io.Writer, view httpapi.QueueView, all bool) {
+	var shadow []httpapi.ScopeView
+	for _, s := range view.Scopes {
+		if s.Would != nil && (all || !strings.HasPrefix(s.Name, weir.KeyScope(""))) {
+			shadow = append(shadow, s)
+		}
+	}
+	if len(shadow) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nlimits in shadow, what they would have done:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCOPE\tSHADOW\tWOULD WAIT NOW\tWAITS\tREFUSALS\tTIMEOUTS")
+	for _, s := range shadow {
+		fmt.Fprintf(tw, "%s\t%v\t%d\t%d\t%d\t%d\n", s.Name, s.Shadow, s.Would.Queued, s.Would.Waits, s.Would.Refusals, s.Would.Timeouts)
 	}
 	tw.Flush()
 }

@@ -112,9 +112,13 @@ func (m *Main) Start(ctx context.Context) error {
 	var eng admission.Engine
 	m.Metrics = metrics.New(func(ctx context.Context) []admission.ScopeStats { return eng.Scopes(ctx) })
 	m.Recorder = console.NewRecorder()
+	// The engine's events feed the metrics, the console's recorder, and
+	// the shadow limits' log (a summed line per scope a minute at most).
+	shadowLog := gateway.NewShadowLog(gateway.ShadowLogConfig{Logger: m.Logger})
 	opts := admission.Options{Observer: admission.ObserverFunc(func(e admission.Event) {
 		m.Metrics.Observe(e)
 		m.Recorder.Observe(e)
+		shadowLog.Observe(e)
 	})}
 	tuneTasks := func(*task.Config) {}
 	if pg, ok := db.store.(*postgres.DB); ok {
