@@ -261,6 +261,10 @@ function scopeState(s) {
   if (s.orphaned) t.push('<span class="tag bad">orphaned</span>');
   if (s.drained) t.push('<span class="tag warn">drained</span>');
   else if (s.paused) t.push(`<span class="tag warn">paused${s.paused_until ? ' until ' + esc(new Date(s.paused_until).toLocaleTimeString()) : ''}</span>`);
+  if (s.shadow) {
+    const w = s.would || {};
+    t.push(`<span class="tag warn" title="its limits are judged, not enforced">shadow: would have made ${num(w.waits || 0)} wait, refused ${num(w.refusals || 0)}, timed out ${num(w.timeouts || 0)}</span>`);
+  }
   if (s.limit_set) t.push('<span class="tag warn" title="set at run time: the next reload or restart applies the config\'s">limit set until reload</span>');
   return t.join(' ');
 }
