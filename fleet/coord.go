@@ -27,10 +27,12 @@ import (
 //
 // Who decides. PostgreSQL, through one row (weir_fleet_term): an epoch, the
 // leader's replica id and address, and an expiry. A replica takes the term
-// with Campaign only once it has expired (expires_at <= now()), raising the
-// epoch by one; the campaign locks the row first (SELECT … FOR UPDATE), so
-// of any number of concurrent campaigners exactly one sees it expired and
-// takes it, and the others see the winner's term. The leader extends it
+// with Campaign only once it has expired (expires_at <= now()), or, at once,
+// from an earlier registration of its own replica id (leader_gen below its
+// generation: the process that held it restarted, and a replica id runs
+// once), raising the epoch by one; the campaign locks the row first
+// (SELECT … FOR UPDATE), so of any number of concurrent campaigners
+// exactly one takes it, and the others see the winner's term. The leader extends it
 // with Renew, which succeeds only while the term is still its own and
 // unexpired; a term that lapsed, even if no one took it, is never revived:
 // leading again means a new epoch, so one epoch is one unbroken
@@ -321,9 +323,9 @@ func (c *Coordinator) Campaign(ctx context.Context) (Term, bool, error) {
 	var newEpoch int64
 	b.Queue(`
 		UPDATE weir_fleet_term
-		SET epoch = epoch + 1, leader = $1, addr = $2, expires_at = now() + $3 * interval '1 microsecond'
-		WHERE expires_at <= now()
-		RETURNING epoch`, c.cfg.Replica, c.cfg.Addr, micros(c.cfg.TermTTL)).
+		SET epoch = epoch + 1, leader = $1, addr = $2, expires_at = now() + $3 * interval '1 microsecond', leader_gen = $4
+		WHERE expires_at <= now() OR (leader = $1 AND leader_gen < $4)
+		RETURNING epoch`, c.cfg.Replica, c.cfg.Addr, micros(c.cfg.TermTTL), int64(c.gen.Load())).
 		QueryRow(func(row pgx.Row) error {
 			err := row.Scan(&newEpoch)
 			if errors.Is(err, pgx.ErrNoRows) {

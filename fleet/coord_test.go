@@ -641,3 +641,46 @@ func TestSecretIsMadeOnce(t *testing.T) {
 		t.Fatalf("a later Secret = %q, %v; want %q", again, err, got[0])
 	}
 }
+
+// TestRestartedReplicaTakesItsTerm: a replica id registered anew (its
+// process restarted) takes the term its earlier registration still
+// holds at once, under a new epoch that refuses the old one's writes;
+// another replica, and the same registration, must wait for the expiry.
+func TestRestartedReplicaTakesItsTerm(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	cfg := CoordConfig{TermTTL: time.Hour}
+	old := b.coord(t, "r0", cfg)
+	if _, err := old.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	term, won, err := old.Campaign(ctx)
+	if err != nil || !won {
+		t.Fatalf("the first campaign = %+v, %v, %v", term, won, err)
+	}
+	other := b.coord(t, "r1", cfg)
+	if _, err := other.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, won, err := other.Campaign(ctx); err != nil || won {
+		t.Fatalf("another replica's campaign under a running term = %v, %v; want lost", won, err)
+	}
+	if _, won, err := old.Campaign(ctx); err != nil || won {
+		t.Fatalf("the holder's own second campaign = %v, %v; want lost (its term runs)", won, err)
+	}
+	restarted := b.coord(t, "r0", cfg)
+	if _, err := restarted.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next, won, err := restarted.Campaign(ctx)
+	if err != nil || !won || next.Epoch != term.Epoch+1 {
+		t.Fatalf("the restarted replica's campaign = %+v, %v, %v; want epoch %d at once", next, won, err, term.Epoch+1)
+	}
+	if ok, err := old.Renew(ctx, term.Epoch); err != nil || ok {
+		t.Fatalf("the earlier registration's Renew = %v, %v; want refused", ok, err)
+	}
+	if _, won, err := restarted.Campaign(ctx); err != nil || won {
+		t.Fatalf("the restarted replica's second campaign = %v, %v; want lost (its own term runs)", won, err)
+	}
+}

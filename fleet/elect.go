@@ -46,11 +46,15 @@ type Elector struct {
 	leadUntil time.Time // the local deadline of leadEpoch
 
 	// The term loop's own state, touched by its goroutine only.
-	known     Term      // the newest term read or won
-	knownAt   time.Time // local time the read of known was sent
-	jitter    time.Duration
-	sentAt    time.Time // when the last successful renew or campaign was sent
-	wonEpoch  uint64    // the last epoch this replica took, resigned on the way out
+	known    Term      // the newest term read or won
+	knownAt  time.Time // local time the read of known was sent
+	jitter   time.Duration
+	sentAt   time.Time // when the last successful renew or campaign was sent
+	wonEpoch uint64    // the last epoch this replica took, resigned on the way out
+	// ownTried is the epoch of a term of this replica's id, not taken by
+	// this process, that it campaigned for once at once (Campaign takes
+	// it from an earlier registration of the id, a restarted process).
+	ownTried  uint64
 	retryAt   time.Time // no database call before this, after an error
 	delivered Term
 	sentOnce  bool
@@ -239,9 +243,16 @@ func (e *Elector) termLoop(ctx context.Context) {
 			continue
 		}
 		var due time.Time
-		if leadEpoch != 0 {
+		switch {
+		case leadEpoch != 0:
 			due = e.sentAt.Add(e.ttl / 3)
-		} else {
+		case e.known.Leader == e.coord.Replica() && e.known.Left > 0 && e.known.Epoch != e.wonEpoch && e.known.Epoch != e.ownTried:
+			// The term of this replica's id before a restart: take it
+			// now rather than wait out the dead process's term; once,
+			// in case the term is this process's own after all.
+			e.ownTried = e.known.Epoch
+			due = now
+		default:
 			due = e.knownAt.Add(e.known.Left + e.jitter)
 		}
 		if due.Before(e.retryAt) {
