@@ -43,9 +43,10 @@ type TasksConfig struct {
 	PollMax     time.Duration // tasks.poll_max (10s)
 	Connections int           // connections submitting tasks (16)
 	Dir         string        // directory for the config and database (default: a new temporary one, removed after)
-	// Fleet, with Replicas set, runs Drain's gateway as a fleet of
-	// replicas on PostgreSQL, tasks submitted to each in turn; the worker
-	// capacity is the fleet's.
+	// Fleet, with Replicas set, runs the gateway as a fleet of replicas
+	// on PostgreSQL, tasks submitted to each in turn; Drain's worker
+	// capacity is the fleet's, and Restart kills and restarts every
+	// replica.
 	Fleet FleetConfig
 }
 
@@ -58,9 +59,7 @@ func (c TasksConfig) validate(drain bool) error {
 		return err
 	}
 	switch {
-	case !drain && c.Fleet.Replicas > 0:
-		return errors.New("--fleet is for drain only")
-	case c.Fleet.Replicas > 0 && c.Capacity%c.Fleet.Replicas != 0:
+	case drain && c.Fleet.Replicas > 0 && c.Capacity%c.Fleet.Replicas != 0:
 		return errors.New("--capacity must be a multiple of --fleet: each replica brings an equal share of it")
 	case c.Tasks < 1:
 		return errors.New("--tasks must be positive")
@@ -617,6 +616,9 @@ func drainBreakdown(ctx context.Context, out io.Writer, r *tasksRig, store weir.
 func Restart(ctx context.Context, out io.Writer, c TasksConfig) error {
 	if err := c.validate(false); err != nil {
 		return err
+	}
+	if c.Fleet.Replicas > 0 {
+		return restartFleet(ctx, out, c)
 	}
 	r, err := newTasksRig(ctx, c, time.Hour, 1)
 	if err != nil {

@@ -146,7 +146,7 @@ See 'go doc ./bench Drain' and 'go doc ./bench Restart'.`,
 	f.DurationVar(&c.PollMax, "poll-max", 10*time.Second, "tasks.poll_max")
 	f.IntVar(&c.Connections, "connections", 16, "connections submitting tasks")
 	f.StringVar(&c.Dir, "dir", "", "directory for the config and database (default: a new temporary one, removed after)")
-	fleetFlags(f, &c.Fleet, "drain: run the gateway as this many replicas on PostgreSQL instead of one on SQLite, tasks submitted to each in turn")
+	fleetFlags(f, &c.Fleet, "run the gateway as this many replicas on PostgreSQL instead of one on SQLite, tasks submitted to each in turn (restart kills and restarts them all)")
 	return cmd
 }
 
