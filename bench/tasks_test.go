@@ -30,7 +30,7 @@ func TestTasksConfigErrors(t *testing.T) {
 		{true, func(c *TasksConfig) { c.Capacity = 0 }, "--capacity"},
 		{true, func(c *TasksConfig) { c.Job = 0 }, "--job"},
 		{true, func(c *TasksConfig) { c.Fleet = FleetConfig{Replicas: 2} }, "--dsn"},
-		{false, func(c *TasksConfig) { c.Fleet = FleetConfig{Replicas: 2, DSN: "postgres://x"} }, "drain only"},
+		{false, func(c *TasksConfig) { c.Fleet = FleetConfig{Replicas: 2} }, "--dsn"},
 		{true, func(c *TasksConfig) { c.Fleet = FleetConfig{Replicas: 2, DSN: "postgres://x"}; c.Capacity = 5 }, "multiple of --fleet"},
 	} {
 		c := valid()
@@ -39,9 +39,11 @@ func TestTasksConfigErrors(t *testing.T) {
 			t.Errorf("want an error naming %s, got %v", tc.want, err)
 		}
 	}
-	// Restart sets its own capacity and job.
+	// Restart sets its own capacity and job, on a fleet too (the
+	// capacity need not split among the replicas).
 	c := valid()
 	c.Capacity, c.Job = 0, 0
+	c.Fleet = FleetConfig{Replicas: 3, DSN: "postgres://x"}
 	if err := c.validate(false); err != nil {
 		t.Errorf("restart without capacity and job: %v", err)
 	}
