@@ -23,6 +23,13 @@ import (
 // chunkBytes is the most one Chunk of a request body carries.
 const chunkBytes = 32 << 10
 
+// inlineBytes is the largest request body sent in its Offer, to a node
+// that takes it there: the node starts the runtime call without waiting
+// for the body on the Run stream, one leg fewer before the answer. A
+// larger body goes on the Run stream, where a slow node's flow control
+// holds it up without holding up the session's other messages.
+const inlineBytes = 16 << 10
+
 // run is one call offered to a node: the executor's side and the Run
 // stream's meet here. Events from the node come on events, one at a
 // time, so that a client that reads slowly slows the node's stream
@@ -32,6 +39,7 @@ type run struct {
 	sess   *session
 	target weir.NodeTarget
 	body   []byte
+	inline bool // body went in the Offer
 
 	opened chan struct{} // closed when the node's Run stream took the run
 	events chan *edgepb.RunUp
@@ -62,6 +70,11 @@ func (h *Hub) Do(ctx context.Context, t weir.NodeTarget, c provider.Call) (*http
 		return nil, &provider.Error{Err: fmt.Errorf("node %s: %w", t.Node, weir.ErrNodeGone)}
 	}
 	offer := &edgepb.Offer{RunId: r.id, Provider: t.Provider, Path: c.Path, Stream: c.Stream, Long: t.Long}
+	if s.inline && len(c.Body) <= inlineBytes {
+		// A copy: the Offer may still wait in the send queue when Do
+		// returns, and the caller reuses its body.
+		offer.BodyInline, offer.Body, r.inline = true, bytes.Clone(c.Body), true
+	}
 	if !s.queue(&edgepb.GatewayMessage{Msg: &edgepb.GatewayMessage_Offer{Offer: offer}}) {
 		s.dropRun(r)
 		return nil, &provider.Error{Err: fmt.Errorf("node %s: %w", t.Node, weir.ErrNodeGone)}
@@ -314,15 +327,17 @@ func (h *Hub) Run(stream edgepb.Edge_RunServer) error {
 		case <-stopped:
 		}
 	}()
-	for rest := r.body; len(rest) > 0; {
-		n := min(len(rest), chunkBytes)
-		if err := send(&edgepb.RunDown{Msg: &edgepb.RunDown_Chunk{Chunk: &edgepb.Chunk{Data: bytes.Clone(rest[:n])}}}); err != nil {
+	if !r.inline {
+		for rest := r.body; len(rest) > 0; {
+			n := min(len(rest), chunkBytes)
+			if err := send(&edgepb.RunDown{Msg: &edgepb.RunDown_Chunk{Chunk: &edgepb.Chunk{Data: bytes.Clone(rest[:n])}}}); err != nil {
+				return broken(codes.Unavailable, "the node's Run stream broke: "+err.Error())
+			}
+			rest = rest[n:]
+		}
+		if err := send(&edgepb.RunDown{Msg: &edgepb.RunDown_BodyEnd{BodyEnd: &edgepb.BodyEnd{}}}); err != nil {
 			return broken(codes.Unavailable, "the node's Run stream broke: "+err.Error())
 		}
-		rest = rest[n:]
-	}
-	if err := send(&edgepb.RunDown{Msg: &edgepb.RunDown_BodyEnd{BodyEnd: &edgepb.BodyEnd{}}}); err != nil {
-		return broken(codes.Unavailable, "the node's Run stream broke: "+err.Error())
 	}
 	headSent := false
 	for {

@@ -45,6 +45,10 @@ type session struct {
 	// pauseMu orders the pauses and resumes of the session's slots.
 	pauseMu sync.Mutex
 
+	// inline: the node takes small request bodies in its Offers
+	// (Register.inline_bodies). Set before the session serves.
+	inline bool
+
 	send chan *edgepb.GatewayMessage
 	done chan struct{}
 	once sync.Once
@@ -172,6 +176,7 @@ func (h *Hub) Control(stream edgepb.Edge_ControlServer) error {
 		timeout.Stop()
 		return ctx.Err()
 	}
+	s.inline = reg.InlineBodies
 	if err := h.attach(ctx, id, reg, s); err != nil {
 		s.end(err)
 		h.detach(s, err)

@@ -303,7 +303,7 @@ func (a *Agent) dial() (*grpc.ClientConn, error) {
 
 // register is the node's Register.
 func (a *Agent) register() *edgepb.Register {
-	r := &edgepb.Register{Version: a.cfg.Version}
+	r := &edgepb.Register{Version: a.cfg.Version, InlineBodies: true}
 	for _, p := range a.cfg.Providers {
 		pp := &edgepb.Provider{Id: p.ID, Adapter: p.Adapter, Target: p.URL, Slots: int32(p.Slots),
 			LongSlots: int32(p.LongSlots), LongPromptTokens: p.LongPromptTokens}

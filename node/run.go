@@ -79,11 +79,20 @@ func (r *run) serve() {
 	defer r.close(stream, recvDone)
 
 	var b body
-	select {
-	case b = <-bodyCh:
-	case <-r.httpCtx.Done():
-		r.failed(stream, log, context.Cause(r.httpCtx), false)
-		return
+	switch {
+	case r.offer.BodyInline:
+		// The body came in the Offer; none follows on the stream.
+		b.data = r.offer.Body
+		if limit := r.s.a.cfg.MaxBodyBytes; int64(len(b.data)) > limit {
+			b.err = fmt.Errorf("the request body is over the node's bound of %d bytes", limit)
+		}
+	default:
+		select {
+		case b = <-bodyCh:
+		case <-r.httpCtx.Done():
+			r.failed(stream, log, context.Cause(r.httpCtx), false)
+			return
+		}
 	}
 	if b.err != nil {
 		log.Warn("node: a run's request body was refused", "error", b.err)

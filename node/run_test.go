@@ -395,3 +395,24 @@ func TestHeartbeatCountsLongRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestInlineBody: a body the gateway sent in its Offer is run without a
+// body on the Run stream; one over the node's bound is refused.
+func TestInlineBody(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) { c.MaxBodyBytes = 1 << 10 })
+	fs := b.gw.session(t)
+	fs.offer(&edgepb.Offer{RunId: "run-1", Provider: "mock", Path: "/chat/completions", BodyInline: true, Body: chatBody(false)})
+	fr := b.gw.run(t)
+	if a := fr.result(); a.end.Kind != edgepb.RunEnd_COMPLETE || a.head.Status != 200 || !strings.Contains(string(a.body), "chat.completion") {
+		t.Fatalf("inline body: head %v end %v body %q", a.head, a.end, a.body)
+	}
+	fs.offer(&edgepb.Offer{RunId: "run-2", Provider: "mock", Path: "/chat/completions", BodyInline: true, Body: make([]byte, 2<<10)})
+	fr = b.gw.run(t)
+	if a := fr.result(); a.head != nil || a.end.Kind != edgepb.RunEnd_ERROR || !strings.Contains(a.end.Message, "1024 bytes") {
+		t.Errorf("an inline body over the bound: end %v", a.end)
+	}
+	if st := b.mock.Stats(); st.Requests != 1 {
+		t.Errorf("the runtime got %d requests, want the one within the bound", st.Requests)
+	}
+}

@@ -443,8 +443,12 @@ func (*GatewayMessage_Refusal) isGatewayMessage_Msg() {}
 type Register struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// version is the node's build, for the gateway's logs.
-	Version       string      `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
-	Providers     []*Provider `protobuf:"bytes,2,rep,name=providers,proto3" json:"providers,omitempty"`
+	Version   string      `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	Providers []*Provider `protobuf:"bytes,2,rep,name=providers,proto3" json:"providers,omitempty"`
+	// inline_bodies: the node takes a small request body in its Offer
+	// (Offer.body), and then runs it without waiting for the body on the
+	// Run stream. A node that does not say so gets every body there.
+	InlineBodies  bool `protobuf:"varint,3,opt,name=inline_bodies,json=inlineBodies,proto3" json:"inline_bodies,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -491,6 +495,13 @@ func (x *Register) GetProviders() []*Provider {
 		return x.Providers
 	}
 	return nil
+}
+
+func (x *Register) GetInlineBodies() bool {
+	if x != nil {
+		return x.InlineBodies
+	}
+	return false
 }
 
 // Provider is one local model runtime of a node (vLLM, llama.cpp,
@@ -968,7 +979,11 @@ type Offer struct {
 	Path   string `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
 	Stream bool   `protobuf:"varint,5,opt,name=stream,proto3" json:"stream,omitempty"`
 	// long: the run holds one of the provider's long-context slots too.
-	Long          bool `protobuf:"varint,6,opt,name=long,proto3" json:"long,omitempty"`
+	Long bool `protobuf:"varint,6,opt,name=long,proto3" json:"long,omitempty"`
+	// body_inline: body is the whole request body, and none follows on the
+	// Run stream (only to a node that registered inline_bodies).
+	BodyInline    bool   `protobuf:"varint,7,opt,name=body_inline,json=bodyInline,proto3" json:"body_inline,omitempty"`
+	Body          []byte `protobuf:"bytes,8,opt,name=body,proto3" json:"body,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1043,6 +1058,20 @@ func (x *Offer) GetLong() bool {
 		return x.Long
 	}
 	return false
+}
+
+func (x *Offer) GetBodyInline() bool {
+	if x != nil {
+		return x.BodyInline
+	}
+	return false
+}
+
+func (x *Offer) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
 }
 
 // Cancel ends a run (the client went away, or the gateway gave up).
@@ -1691,10 +1720,11 @@ const file_edge_proto_rawDesc = "" +
 	"\x06cancel\x18\x03 \x01(\v2\x14.weir.edge.v1.CancelH\x00R\x06cancel\x12+\n" +
 	"\x05probe\x18\x04 \x01(\v2\x13.weir.edge.v1.ProbeH\x00R\x05probe\x121\n" +
 	"\arefusal\x18\x05 \x01(\v2\x15.weir.edge.v1.RefusalH\x00R\arefusalB\x05\n" +
-	"\x03msg\"Z\n" +
+	"\x03msg\"\x7f\n" +
 	"\bRegister\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x124\n" +
-	"\tproviders\x18\x02 \x03(\v2\x16.weir.edge.v1.ProviderR\tproviders\"\xe1\x01\n" +
+	"\tproviders\x18\x02 \x03(\v2\x16.weir.edge.v1.ProviderR\tproviders\x12#\n" +
+	"\rinline_bodies\x18\x03 \x01(\bR\finlineBodies\"\xe1\x01\n" +
 	"\bProvider\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aadapter\x18\x02 \x01(\tR\aadapter\x12\x16\n" +
@@ -1735,14 +1765,17 @@ const file_edge_proto_rawDesc = "" +
 	"\x03seq\x18\x05 \x01(\x04R\x03seq\x12,\n" +
 	"\x06health\x18\x06 \x01(\x0e2\x14.weir.edge.v1.HealthR\x06health\x12&\n" +
 	"\x0eclassification\x18\a \x01(\tR\x0eclassification\x12\x19\n" +
-	"\bprobe_id\x18\b \x01(\tR\aprobeId\"\x90\x01\n" +
+	"\bprobe_id\x18\b \x01(\tR\aprobeId\"\xc5\x01\n" +
 	"\x05Offer\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x14\n" +
 	"\x05model\x18\x03 \x01(\tR\x05model\x12\x12\n" +
 	"\x04path\x18\x04 \x01(\tR\x04path\x12\x16\n" +
 	"\x06stream\x18\x05 \x01(\bR\x06stream\x12\x12\n" +
-	"\x04long\x18\x06 \x01(\bR\x04long\"7\n" +
+	"\x04long\x18\x06 \x01(\bR\x04long\x12\x1f\n" +
+	"\vbody_inline\x18\a \x01(\bR\n" +
+	"bodyInline\x12\x12\n" +
+	"\x04body\x18\b \x01(\fR\x04body\"7\n" +
 	"\x06Cancel\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\">\n" +
