@@ -302,10 +302,7 @@ func TestRequeuedTaskKeepsItsPlace(t *testing.T) {
 	for _, id := range []string{first.ID, second.ID, third.ID} {
 		b.driveTo(t, id, weir.TaskSucceeded)
 	}
-	var keys []string
-	for _, j := range b.up["vid/a"].srv.Jobs() {
-		keys = append(keys, j.IdempotencyKey)
-	}
+	keys := b.up["vid/a"].jobKeys()
 	// The second took the slot the refusal freed; the first, back from
 	// its Retry-After, went before the third.
 	if want := []string{second.ID, first.ID, third.ID}; !slices.Equal(keys, want) {

@@ -39,10 +39,7 @@ func TestReplanFollowsTheCatalog(t *testing.T) {
 			t.Fatalf("task %+v; want succeeded on vid/b", got)
 		}
 	}
-	var keys []string
-	for _, j := range b.up["vid/b"].srv.Jobs() {
-		keys = append(keys, j.IdempotencyKey)
-	}
+	keys := b.up["vid/b"].jobKeys()
 	if !slices.Equal(keys, ids) {
 		t.Errorf("jobs on vid/b in the order %v, want the submission order %v", keys, ids)
 	}

@@ -234,10 +234,7 @@ func TestDispatcherAdmitsInOrder(t *testing.T) {
 	for _, id := range []string{high.ID, low1.ID, low2.ID} {
 		b.driveTo(t, id, weir.TaskSucceeded)
 	}
-	var keys []string
-	for _, j := range b.up["vid/a"].srv.Jobs() {
-		keys = append(keys, j.IdempotencyKey)
-	}
+	keys := b.up["vid/a"].jobKeys()
 	if want := []string{high.ID, low1.ID, low2.ID}; !slices.Equal(keys, want) {
 		t.Errorf("upstream jobs in the order %v, want %v", keys, want)
 	}

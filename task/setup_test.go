@@ -115,6 +115,16 @@ func (u *testUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
 	return u.ts.Client().Transport.RoundTrip(r)
 }
 
+// jobKeys are the Idempotency-Keys of the upstream's jobs, in the order
+// they were submitted: the tasks' ids.
+func (u *testUpstream) jobKeys() []string {
+	var keys []string
+	for _, j := range u.srv.Jobs() {
+		keys = append(keys, j.IdempotencyKey)
+	}
+	return keys
+}
+
 // jobByKey returns the upstream job submitted with Idempotency-Key key.
 func (u *testUpstream) jobByKey(t *testing.T, key string) mock.JobInfo {
 	t.Helper()
