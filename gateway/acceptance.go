@@ -44,6 +44,10 @@ const acceptancePrefix = "acceptance:"
 type runs struct {
 	mu   sync.Mutex
 	byID map[string]*run
+	// scopesMu orders the engine calls that make and retire runs'
+	// scopes, so that a run retired as it comes back is not left with
+	// its new scopes removed by the retirement.
+	scopesMu sync.Mutex
 }
 
 type run struct {
@@ -66,6 +70,16 @@ func acceptanceConfig(cfg admission.ScopeConfig) admission.ScopeConfig {
 // retires runs that have been idle past runIdle.
 func (s *Service) ensureRun(ctx context.Context, id string, scopes []string) error {
 	now := s.deps.Clock.Now()
+	s.runs.mu.Lock()
+	if r := s.runs.byID[id]; r != nil && hasAll(r.scopes, scopes) && !s.anyIdleLocked(id, now) {
+		// The common case: nothing to make, nothing to retire.
+		r.last = now
+		s.runs.mu.Unlock()
+		return nil
+	}
+	s.runs.mu.Unlock()
+	s.runs.scopesMu.Lock()
+	defer s.runs.scopesMu.Unlock()
 	s.runs.mu.Lock()
 	if s.runs.byID == nil {
 		s.runs.byID = make(map[string]*run)
@@ -124,6 +138,8 @@ func (s *Service) ensureRun(ctx context.Context, id string, scopes []string) err
 // scopes have now (after a reload); a copy whose production scope left
 // the catalog is retired with it.
 func (s *Service) reconfigureRuns(ctx context.Context) {
+	s.runs.scopesMu.Lock()
+	defer s.runs.scopesMu.Unlock()
 	s.runs.mu.Lock()
 	type copyOf struct{ run, scope string }
 	var copies []copyOf
@@ -149,6 +165,27 @@ func (s *Service) reconfigureRuns(ctx context.Context) {
 			s.deps.Logger.Warn("an acceptance run's scope keeps its old limits", "scope", name, "error", err)
 		}
 	}
+}
+
+// hasAll reports whether have holds every one of want.
+func hasAll(have map[string]bool, want []string) bool {
+	for _, sc := range want {
+		if !have[sc] {
+			return false
+		}
+	}
+	return true
+}
+
+// anyIdleLocked reports whether a run other than id has been idle past
+// runIdle.
+func (s *Service) anyIdleLocked(id string, now time.Time) bool {
+	for rid, r := range s.runs.byID {
+		if rid != id && now.Sub(r.last) > runIdle {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Service) retireScopes(ctx context.Context, names []string) {
