@@ -40,38 +40,14 @@ func newConn(nc net.Conn, timeout time.Duration) *conn {
 }
 
 // send queues f; it reports errSessionClosed once the session is over.
-func (c *conn) send(f *frame) error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return errSessionClosed
-	}
-	c.queue = append(c.queue, f)
-	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-	return nil
-}
+func (c *conn) send(f *frame) error { return c.enqueue(f, false, nil) }
 
 // call sends f with a fresh ID and waits for the frame that answers it
 // (a reply, or an ack), or for the session to end.
 func (c *conn) call(f *frame) (*frame, error) {
 	ch := make(chan *frame, 1)
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil, errSessionClosed
-	}
-	c.nextID++
-	f.ID = c.nextID
-	c.waiting[f.ID] = ch
-	c.queue = append(c.queue, f)
-	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
+	if err := c.enqueue(f, true, ch); err != nil {
+		return nil, err
 	}
 	select {
 	case r := <-ch:
@@ -84,14 +60,24 @@ func (c *conn) call(f *frame) (*frame, error) {
 // post sends f with a fresh ID and does not wait: its reply, when it
 // comes, finds no call and is dropped. Frames go out in the order they
 // are sent or posted.
-func (c *conn) post(f *frame) error {
+func (c *conn) post(f *frame) error { return c.enqueue(f, true, nil) }
+
+// enqueue queues f for the writer, with a fresh ID if numbered, and, if
+// reply is set, the call waiting on it; errSessionClosed once the
+// session is over.
+func (c *conn) enqueue(f *frame, numbered bool, reply chan *frame) error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return errSessionClosed
 	}
-	c.nextID++
-	f.ID = c.nextID
+	if numbered {
+		c.nextID++
+		f.ID = c.nextID
+	}
+	if reply != nil {
+		c.waiting[f.ID] = reply
+	}
 	c.queue = append(c.queue, f)
 	c.mu.Unlock()
 	select {
