@@ -10,10 +10,10 @@ import (
 	"github.com/weir-gateway/weir"
 )
 
-// listAll runs query and scans each row with scan; its errors say
-// "list <what>".
-func listAll[T any](ctx context.Context, db *DB, what, query string, scan func(pgx.Row) (T, error)) ([]T, error) {
-	rows, err := db.pool.Query(ctx, query)
+// listAll runs query with args and scans each row with scan; its errors
+// say "list <what>".
+func listAll[T any](ctx context.Context, db *DB, what, query string, scan func(pgx.Row) (T, error), args ...any) ([]T, error) {
+	rows, err := db.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", what, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/weir-gateway/weir"
 )
 
@@ -120,24 +121,14 @@ func (db *DB) UsageList(ctx context.Context, f weir.UsageFilter) ([]weir.Usage, 
 // UsageByKey sums the usage recorded since since, by key, in key id
 // order, over the index on (at, seq).
 func (db *DB) UsageByKey(ctx context.Context, since time.Time) ([]weir.KeyUsage, error) {
-	rows, err := db.pool.Query(ctx, `SELECT key_id, count(*), count(*) FILTER (WHERE outcome <> 'ok'),
+	return listAll(ctx, db, "usage by key", `SELECT key_id, count(*), count(*) FILTER (WHERE outcome <> 'ok'),
 		coalesce(sum(prompt_tokens + completion_tokens), 0)::bigint, max(at)
-		FROM usage_records WHERE at >= $1 GROUP BY key_id ORDER BY key_id`, since)
-	if err != nil {
-		return nil, fmt.Errorf("sum usage by key: %w", err)
-	}
-	defer rows.Close()
-	var out []weir.KeyUsage
-	for rows.Next() {
-		var u weir.KeyUsage
-		if err := rows.Scan(&u.KeyID, &u.Requests, &u.Failed, &u.Tokens, &u.Last); err != nil {
-			return nil, fmt.Errorf("sum usage by key: %w", err)
-		}
-		u.Last = u.Last.UTC()
-		out = append(out, u)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sum usage by key: %w", err)
-	}
-	return out, nil
+		FROM usage_records WHERE at >= $1 GROUP BY key_id ORDER BY key_id`, scanKeyUsage, since)
+}
+
+func scanKeyUsage(row pgx.Row) (weir.KeyUsage, error) {
+	var u weir.KeyUsage
+	err := row.Scan(&u.KeyID, &u.Requests, &u.Failed, &u.Tokens, &u.Last)
+	u.Last = u.Last.UTC()
+	return u, err
 }

@@ -11,10 +11,10 @@ import (
 // rowScanner is a row to scan: *sql.Row or *sql.Rows.
 type rowScanner interface{ Scan(...any) error }
 
-// listAll runs query on the read pool and scans each row with scan; its
-// errors say "list <what>".
-func listAll[T any](ctx context.Context, db *DB, what, query string, scan func(rowScanner) (T, error)) ([]T, error) {
-	rows, err := db.read.QueryContext(ctx, query)
+// listAll runs query with args on the read pool and scans each row with
+// scan; its errors say "list <what>".
+func listAll[T any](ctx context.Context, db *DB, what, query string, scan func(rowScanner) (T, error), args ...any) ([]T, error) {
+	rows, err := db.read.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", what, err)
 	}

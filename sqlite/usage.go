@@ -134,29 +134,22 @@ func (db *DB) UsageList(ctx context.Context, f weir.UsageFilter) ([]weir.Usage, 
 // UsageByKey sums the usage recorded since since, by key, in key id
 // order, over the index on (at, seq).
 func (db *DB) UsageByKey(ctx context.Context, since time.Time) ([]weir.KeyUsage, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT key_id, count(*), sum(outcome <> 'ok'),
+	return listAll(ctx, db, "usage by key", `SELECT key_id, count(*), sum(outcome <> 'ok'),
 		sum(prompt_tokens + completion_tokens), max(at)
-		FROM usage_records WHERE at >= ? GROUP BY key_id ORDER BY key_id`, formatTime(since))
-	if err != nil {
-		return nil, fmt.Errorf("sum usage by key: %w", err)
+		FROM usage_records WHERE at >= ? GROUP BY key_id ORDER BY key_id`, scanKeyUsage, formatTime(since))
+}
+
+func scanKeyUsage(row rowScanner) (weir.KeyUsage, error) {
+	var (
+		u    weir.KeyUsage
+		last string
+	)
+	if err := row.Scan(&u.KeyID, &u.Requests, &u.Failed, &u.Tokens, &last); err != nil {
+		return u, err
 	}
-	defer rows.Close()
-	var out []weir.KeyUsage
-	for rows.Next() {
-		var (
-			u    weir.KeyUsage
-			last string
-		)
-		if err := rows.Scan(&u.KeyID, &u.Requests, &u.Failed, &u.Tokens, &last); err != nil {
-			return nil, fmt.Errorf("sum usage by key: %w", err)
-		}
-		if u.Last, err = parseTime(last); err != nil {
-			return nil, fmt.Errorf("sum usage by key %s: %w", u.KeyID, err)
-		}
-		out = append(out, u)
+	var err error
+	if u.Last, err = parseTime(last); err != nil {
+		return u, fmt.Errorf("key %s: %w", u.KeyID, err)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sum usage by key: %w", err)
-	}
-	return out, nil
+	return u, nil
 }
