@@ -66,12 +66,34 @@ func acceptanceConfig(cfg admission.ScopeConfig) admission.ScopeConfig {
 	return cfg
 }
 
+// enterRun makes sure run id has its copies of the scopes that the
+// candidates of key keyID, of group, on the platform models pms need: the
+// tenant's (tenantNeeds) and each platform model's.
+func (s *Service) enterRun(ctx context.Context, id, keyID, group string, pms []string) error {
+	tenant := tenantNeeds(keyID, group)
+	names := make([]string, 0, len(tenant)+len(pms))
+	for _, n := range tenant {
+		names = append(names, n.Scope)
+	}
+	for _, pm := range pms {
+		names = append(names, weir.PlatformModelScope(pm))
+	}
+	return s.ensureRun(ctx, id, names)
+}
+
+// inRun points needs at the run's copies of their scopes.
+func inRun(run string, needs []admission.Need) {
+	for j := range needs {
+		needs[j].Scope = weir.AcceptanceScope(run, needs[j].Scope)
+	}
+}
+
 // ensureRun makes sure run has copies of the production scopes, and
 // retires runs that have been idle past runIdle.
 func (s *Service) ensureRun(ctx context.Context, id string, scopes []string) error {
 	now := s.deps.Clock.Now()
 	s.runs.mu.Lock()
-	if r := s.runs.byID[id]; r != nil && hasAll(r.scopes, scopes) && !s.anyIdleLocked(id, now) {
+	if r := s.runs.byID[id]; r != nil && hasAll(r.scopes, scopes) && len(s.idleRunsLocked(id, now)) == 0 {
 		// The common case: nothing to make, nothing to retire.
 		r.last = now
 		s.runs.mu.Unlock()
@@ -84,14 +106,8 @@ func (s *Service) ensureRun(ctx context.Context, id string, scopes []string) err
 	if s.runs.byID == nil {
 		s.runs.byID = make(map[string]*run)
 	}
-	var idle []string
-	for rid, r := range s.runs.byID {
-		if rid != id && now.Sub(r.last) > runIdle {
-			idle = append(idle, rid)
-		}
-	}
 	var retire []string
-	for _, rid := range idle {
+	for _, rid := range s.idleRunsLocked(id, now) {
 		for sc := range s.runs.byID[rid].scopes {
 			retire = append(retire, weir.AcceptanceScope(rid, sc))
 		}
@@ -177,15 +193,15 @@ func hasAll(have map[string]bool, want []string) bool {
 	return true
 }
 
-// anyIdleLocked reports whether a run other than id has been idle past
-// runIdle.
-func (s *Service) anyIdleLocked(id string, now time.Time) bool {
+// idleRunsLocked are the runs other than id idle past runIdle.
+func (s *Service) idleRunsLocked(id string, now time.Time) []string {
+	var idle []string
 	for rid, r := range s.runs.byID {
 		if rid != id && now.Sub(r.last) > runIdle {
-			return true
+			idle = append(idle, rid)
 		}
 	}
-	return false
+	return idle
 }
 
 func (s *Service) retireScopes(ctx context.Context, names []string) {

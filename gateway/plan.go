@@ -74,20 +74,11 @@ func (s *Service) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate,
 	if t.RunMode == weir.RunAcceptance {
 		// The run's copies of the scopes; the task service's workers
 		// are the process's, shared with production.
-		var names []string
-		for _, n := range cands[0].Needs[:2] {
-			names = append(names, n.Scope)
-		}
-		for _, pm := range pms {
-			names = append(names, weir.PlatformModelScope(pm))
-		}
-		if err := s.ensureRun(ctx, t.RunID, names); err != nil {
+		if err := s.enterRun(ctx, t.RunID, key.ID, group, pms); err != nil {
 			return nil, err
 		}
 		for i := range cands {
-			for j := range cands[i].Needs {
-				cands[i].Needs[j].Scope = weir.AcceptanceScope(t.RunID, cands[i].Needs[j].Scope)
-			}
+			inRun(t.RunID, cands[i].Needs)
 		}
 	}
 	return cands, nil

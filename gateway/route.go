@@ -140,9 +140,7 @@ func (r *routing) candidates(ts []target) []admission.Candidate {
 			needs = append(needs, admission.Need{Scope: weir.PlatformModelScope(t.pm), Amount: 1})
 		}
 		if c.RunMode == weir.RunAcceptance {
-			for j := range needs {
-				needs[j].Scope = weir.AcceptanceScope(c.RunID, needs[j].Scope)
-			}
+			inRun(c.RunID, needs)
 		}
 		cands[i] = admission.Candidate{Needs: needs, Tokens: c.Tokens}
 	}

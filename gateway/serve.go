@@ -48,15 +48,7 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 		}
 	}
 	if c.RunMode == weir.RunAcceptance {
-		scopes := tenantNeeds(c.KeyID, c.Group)
-		names := make([]string, 0, len(scopes)+len(pms))
-		for _, n := range scopes {
-			names = append(names, n.Scope)
-		}
-		for _, pm := range pms {
-			names = append(names, weir.PlatformModelScope(pm))
-		}
-		if err := s.ensureRun(ctx, c.RunID, names); err != nil {
+		if err := s.enterRun(ctx, c.RunID, c.KeyID, c.Group, pms); err != nil {
 			var e *Error
 			if !errors.As(err, &e) {
 				s.logger(c).Error("could not make an acceptance run's scopes", "run", c.RunID, "error", err)
