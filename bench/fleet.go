@@ -177,14 +177,9 @@ func startFleet(ctx context.Context, p fleetParams) (_ *fleetRun, err error) {
 	}
 	for i := range p.Fleet.Replicas {
 		id := fmt.Sprintf("r%d", i)
-		path := filepath.Join(p.Dir, "replica-"+id+".yaml")
-		file := serveFile{Server: p.Server, Storage: fleetStorage(s.dsn(), id), Rest: p.Rest}
-		if err := file.write(path); err != nil {
-			return nil, err
-		}
-		c, err := startChild(p.Weir.Exe, append(slices.Clone(p.Weir.ServeArgs), "-c", path), 2*time.Minute, nil)
+		c, err := f.startReplica(p, id, p.Rest)
 		if err != nil {
-			return nil, fmt.Errorf("replica %s: %w", id, err)
+			return nil, err
 		}
 		f.replicas, f.ids = append(f.replicas, c), append(f.ids, id)
 	}
@@ -194,6 +189,21 @@ func startFleet(ctx context.Context, p fleetParams) (_ *fleetRun, err error) {
 		}
 	}
 	return f, nil
+}
+
+// startReplica writes replica id's config file, with rest as its catalog,
+// and starts it on f's schema; it returns once the child serves.
+func (f *fleetRun) startReplica(p fleetParams, id, rest string) (*child, error) {
+	path := filepath.Join(p.Dir, "replica-"+id+".yaml")
+	file := serveFile{Server: p.Server, Storage: fleetStorage(f.schema.dsn(), id), Rest: rest}
+	if err := file.write(path); err != nil {
+		return nil, err
+	}
+	c, err := startChild(p.Weir.Exe, append(slices.Clone(p.Weir.ServeArgs), "-c", path), 2*time.Minute, nil)
+	if err != nil {
+		return nil, fmt.Errorf("replica %s: %w", id, err)
+	}
+	return c, nil
 }
 
 // waitReady waits until url's /readyz answers 200.

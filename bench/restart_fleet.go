@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -48,19 +46,8 @@ func restartFleet(ctx context.Context, out io.Writer, c TasksConfig) error {
 		return err
 	}
 	populate := time.Since(start)
-	for {
-		_, waiting, err := workersScope(f.urls()[0])
-		if err != nil {
-			return err
-		}
-		if waiting == c.Tasks-running {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond): // polling the leader's queue
-		}
+	if err := waitWaiting(ctx, f.urls()[0], c.Tasks-running); err != nil {
+		return err
 	}
 	for _, ch := range f.replicas {
 		ch.kill()
@@ -81,20 +68,9 @@ func restartFleet(ctx context.Context, out io.Writer, c TasksConfig) error {
 			serving = ch.serving
 		}
 	}
-	for r.up.firstSubmit().IsZero() {
-		if time.Since(started) > 5*time.Minute {
-			return errors.New("no task reached the upstream within 5 minutes of the restart")
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Millisecond): // polling the upstream's record
-		}
-	}
-	first := r.up.firstSubmit().Sub(started)
-	verdict := "met"
-	if first > 2*time.Second {
-		verdict = "missed"
+	first, verdict, err := waitFirstSubmit(ctx, r.up, started)
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(out, "restart (fleet of %d on PostgreSQL)  waiting %d  first process start->every replica serving %s  ->first admission reached the upstream %s (target <= 2s: %s)  leader %s\n",
 		c.Fleet.Replicas, c.Tasks-running, serving.Sub(started).Round(time.Millisecond), first.Round(time.Millisecond), verdict, f.leader())
@@ -112,19 +88,7 @@ func (f *fleetRun) restart(ctx context.Context, p fleetParams, rest string) erro
 	errs := make([]error, len(f.ids))
 	var wg sync.WaitGroup
 	for i, id := range f.ids {
-		path := filepath.Join(p.Dir, "replica-"+id+".yaml")
-		file := serveFile{Server: p.Server, Storage: fleetStorage(f.schema.dsn(), id), Rest: rest}
-		if err := file.write(path); err != nil {
-			return err
-		}
-		wg.Go(func() {
-			c, err := startChild(p.Weir.Exe, append(slices.Clone(p.Weir.ServeArgs), "-c", path), 2*time.Minute, nil)
-			if err != nil {
-				errs[i] = fmt.Errorf("replica %s: %w", id, err)
-				return
-			}
-			f.replicas[i] = c
-		})
+		wg.Go(func() { f.replicas[i], errs[i] = f.startReplica(p, id, rest) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {

@@ -643,18 +643,9 @@ func Restart(ctx context.Context, out io.Writer, c TasksConfig) error {
 		return err
 	}
 	populate := time.Since(start)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		_, waiting, err := workersScope(g.url)
-		if err != nil {
-			g.kill()
-			return err
-		}
-		if waiting == c.Tasks-1 {
-			break
-		}
-		<-tick.C
+	if err := waitWaiting(ctx, g.url, c.Tasks-1); err != nil {
+		g.kill()
+		return err
 	}
 	rss := g.peakRSS()
 	g.kill()
@@ -684,20 +675,9 @@ func Restart(ctx context.Context, out io.Writer, c TasksConfig) error {
 	}
 	defer g.kill()
 	serving := g.serving.Sub(g.started)
-	for r.up.firstSubmit().IsZero() {
-		if time.Since(g.started) > 5*time.Minute {
-			return errors.New("no task reached the upstream within 5 minutes of the restart")
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Millisecond): // polling the upstream's record
-		}
-	}
-	first := r.up.firstSubmit().Sub(g.started)
-	verdict := "met"
-	if first > 2*time.Second {
-		verdict = "missed"
+	first, verdict, err := waitFirstSubmit(ctx, r.up, g.started)
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(out, "restart  waiting %d  process start->serving %s  process start->first admission reached the upstream %s (target <= 2s: %s)  recovery (log): %s, of which listing them %s (measured alone)  peak RSS %s\n",
 		c.Tasks-1, serving.Round(time.Millisecond), first.Round(time.Millisecond), verdict, g.recovered, listed.Round(time.Millisecond), g.peakRSS())
@@ -720,6 +700,45 @@ func Restart(ctx context.Context, out io.Writer, c TasksConfig) error {
 	p := loadgen.Summarize(lat)
 	fmt.Fprintf(out, "status GET /v1/tasks/{last of %d queued}: median %s, max %s\n", c.Tasks-1, p.P50.Round(10*time.Microsecond), p.Max.Round(10*time.Microsecond))
 	return nil
+}
+
+// waitWaiting waits until the workers scope at url has n waiting.
+func waitWaiting(ctx context.Context, url string, n int) error {
+	for {
+		_, waiting, err := workersScope(url)
+		if err != nil {
+			return err
+		}
+		if waiting == n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond): // polling the queue
+		}
+	}
+}
+
+// waitFirstSubmit waits until a task reaches the upstream after a
+// restart at started, and returns when it did, counted from started,
+// with the restart target's verdict.
+func waitFirstSubmit(ctx context.Context, up *tasksUpstream, started time.Time) (time.Duration, string, error) {
+	for up.firstSubmit().IsZero() {
+		if time.Since(started) > 5*time.Minute {
+			return 0, "", errors.New("no task reached the upstream within 5 minutes of the restart")
+		}
+		select {
+		case <-ctx.Done():
+			return 0, "", ctx.Err()
+		case <-time.After(time.Millisecond): // polling the upstream's record
+		}
+	}
+	first := up.firstSubmit().Sub(started)
+	if first > 2*time.Second {
+		return first, "missed", nil
+	}
+	return first, "met", nil
 }
 
 // fetchQueues reads the gateway's /admin/queues, which answers loopback
