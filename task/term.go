@@ -232,10 +232,16 @@ func (tm *term) lease(id string) (admission.Lease, bool) {
 func (tm *term) setLease(id string, l admission.Lease) {
 	tm.mu.Lock()
 	tm.leases[id] = &held{lease: l}
+	tm.keepPlaceLocked(id, l)
+	tm.mu.Unlock()
+}
+
+// keepPlaceLocked records restored lease l's place as task id's, unless
+// an admission in this term gave it one already.
+func (tm *term) keepPlaceLocked(id string, l admission.Lease) {
 	if _, ok := tm.places[id]; !ok {
 		tm.places[id] = l.Place
 	}
-	tm.mu.Unlock()
 }
 
 // forget forgets the place of task id, which ended.
@@ -637,9 +643,7 @@ func (tm *term) act(ctx context.Context, a actions) (restored, queued int) {
 		if h := tm.leases[t.ID]; h != nil && h.restoring {
 			if err == nil {
 				tm.leases[t.ID] = &held{lease: l}
-				if _, ok := tm.places[t.ID]; !ok {
-					tm.places[t.ID] = l.Place
-				}
+				tm.keepPlaceLocked(t.ID, l)
 				kept = true
 			} else {
 				delete(tm.leases, t.ID)
