@@ -84,7 +84,7 @@ func (r *run) serve() {
 		// The body came in the Offer; none follows on the stream.
 		b.data = r.offer.Body
 		if limit := r.s.a.cfg.MaxBodyBytes; int64(len(b.data)) > limit {
-			b.err = fmt.Errorf("the request body is over the node's bound of %d bytes", limit)
+			b.err = overBound(limit)
 		}
 	default:
 		select {
@@ -104,6 +104,11 @@ func (r *run) serve() {
 		return
 	}
 	r.call(stream, log, b.data)
+}
+
+// overBound is the refusal of a request body over the node's bound.
+func overBound(limit int64) error {
+	return fmt.Errorf("the request body is over the node's bound of %d bytes", limit)
 }
 
 // receive reads the Run stream: the request body, delivered whole on
@@ -133,7 +138,7 @@ func (r *run) receive(stream edgepb.Edge_RunClient, bodyCh chan<- body, done cha
 				continue // a body that was refused, or a chunk after BodyEnd
 			}
 			if int64(buf.Len())+int64(len(msg.Chunk.Data)) > limit {
-				deliver(body{err: fmt.Errorf("the request body is over the node's bound of %d bytes", limit)})
+				deliver(body{err: overBound(limit)})
 				buf = bytes.Buffer{}
 				continue
 			}
