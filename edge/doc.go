@@ -5,9 +5,9 @@
 // # Sessions and generations
 //
 // A node authenticates with its token and opens one Control stream: its
-// session. It opens a Run stream of its own for each run, with the same
-// token, which the Hub takes as good, without asking the store again,
-// for Config.TokenCacheTTL after the store last accepted it: a revoked
+// session. Its runs travel on Run streams, opened with the same token,
+// which the Hub takes as good, without asking the store again, for
+// Config.TokenCacheTTL after the store last accepted it: a revoked
 // token's runs are refused within that time. It registers its providers (runtimes), and the Hub gives the
 // session a generation, greater than any the node had before (it is
 // taken from the clock, so it grows across gateway restarts too). Each
@@ -27,6 +27,26 @@
 // node's scopes at its own generation. Messages of an older generation
 // are refused, so nothing of a superseded session can release or renew
 // what the newer one holds.
+//
+// # Runs
+//
+// The Welcome allows a node one Run stream opened ahead (ready) per slot,
+// up to 256. A ready stream waits among its session's until a request
+// takes it: the Offer goes down it, with a small body inline, and the
+// answer comes back on it, a plain one whole in its head; the run's end
+// puts the stream back to wait for the next. So a run crosses the network
+// once each way, as through a proxy. With no ready stream waiting, the
+// Offer goes on the Control stream and the node opens a Run stream for
+// that run alone.
+//
+// Either way, the request's own goroutine sends and reads on the stream
+// (the stream's handler only holds it open), so each piece of the answer
+// is handed on once, from gRPC's reader to the client's writer, and a
+// client that reads slowly slows the node's stream instead of filling the
+// gateway's memory. A run cut short (the client gone, a timeout, a node
+// that broke the protocol) ends its stream, which wakes whatever waits on
+// it; the release of its slot is the executor's, on the lease, as for any
+// upstream.
 //
 // # Pausing and draining
 //

@@ -59,6 +59,11 @@ type session struct {
 	// rechecks is the timer of the token's next check.
 	rechecks clock.Timer
 	runs     map[string]*run // offered and not over, by id
+	// ready are the node's Run streams opened ahead and waiting for a
+	// run, newest last; readyAll counts them with those carrying a run,
+	// up to readyMax (Welcome.ready_runs, set before the session serves).
+	ready              []*readyStream
+	readyAll, readyMax int
 	// health and probes (outstanding probe id → provider) are guarded
 	// by the Hub's mu.
 	health map[string]*providerHealth
@@ -177,6 +182,7 @@ func (h *Hub) Control(stream edgepb.Edge_ControlServer) error {
 		return ctx.Err()
 	}
 	s.inline = reg.InlineBodies
+	s.readyMax = readyRuns(reg)
 	if err := h.attach(ctx, id, reg, s); err != nil {
 		s.end(err)
 		h.detach(s, err)
@@ -187,7 +193,8 @@ func (h *Hub) Control(stream edgepb.Edge_ControlServer) error {
 	h.deps.Logger.Info("edge: node registered", "node", id.ID, "name", id.Name, "generation", s.gen,
 		"providers", len(reg.Providers), "version", reg.Version)
 	welcome := &edgepb.Welcome{NodeId: id.ID, Generation: s.gen,
-		HeartbeatIntervalMs: h.cfg.HeartbeatInterval.Milliseconds(), HeartbeatTimeoutMs: h.cfg.HeartbeatTimeout.Milliseconds()}
+		HeartbeatIntervalMs: h.cfg.HeartbeatInterval.Milliseconds(), HeartbeatTimeoutMs: h.cfg.HeartbeatTimeout.Milliseconds(),
+		ReadyRuns: int32(s.readyMax), WholeHeads: true}
 	if err := stream.Send(&edgepb.GatewayMessage{Msg: &edgepb.GatewayMessage_Welcome{Welcome: welcome}}); err != nil {
 		s.end(err)
 		return err

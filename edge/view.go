@@ -21,8 +21,13 @@ type NodeView struct {
 	Draining bool `json:"draining,omitempty"`
 	// LastSeenMs is how long ago the node last registered or heartbeat,
 	// by the gateway's clock.
-	LastSeenMs int64          `json:"last_seen_ms"`
-	Providers  []ProviderView `json:"providers"`
+	LastSeenMs int64 `json:"last_seen_ms"`
+	// ReadyStreams is how many Run streams the node keeps open ahead and
+	// waiting for a run: a request offered on one crosses the network
+	// once each way; with none waiting, its offer goes on the Control
+	// stream and the node opens a Run stream for it.
+	ReadyStreams int            `json:"ready_streams"`
+	Providers    []ProviderView `json:"providers"`
 }
 
 // ProviderView is one provider of a node, with its slots as the engine
@@ -53,6 +58,7 @@ func (h *Hub) Nodes(ctx context.Context) []NodeView {
 	h.mu.Lock()
 	now := h.cfg.Clock.Now()
 	var out []NodeView
+	var sessions []*session
 	for _, n := range h.nodes {
 		if n.providers == nil {
 			continue // never registered
@@ -71,9 +77,15 @@ func (h *Hub) Nodes(ctx context.Context) []NodeView {
 			v.Providers = append(v.Providers, pv)
 		}
 		out = append(out, v)
+		sessions = append(sessions, n.sess)
 	}
 	h.mu.Unlock()
 	for i := range out {
+		if s := sessions[i]; s != nil {
+			s.mu.Lock()
+			out[i].ReadyStreams = len(s.ready)
+			s.mu.Unlock()
+		}
 		for j := range out[i].Providers {
 			p := &out[i].Providers[j]
 			if st, err := h.deps.Engine.Scope(ctx, weir.NodeScope(out[i].ID, p.ID)); err == nil {

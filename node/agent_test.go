@@ -51,8 +51,15 @@ type testBundle struct {
 // with edit applied to the agent's config.
 func setup(t *testing.T, edit ...func(*Config)) *testBundle {
 	t.Helper()
+	return setupWith(t, func(*fakeGateway) {}, edit...)
+}
+
+// setupWith is setup with gw applied to the fake gateway first.
+func setupWith(t *testing.T, gw func(*fakeGateway), edit ...func(*Config)) *testBundle {
+	t.Helper()
 	b := &testBundle{gw: newFakeGateway(), clock: clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)),
 		logs: newLogRecorder(), mock: mock.New(mock.Config{}), deadConn: make(chan net.Conn, 4), stopped: make(chan struct{})}
+	gw(b.gw)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

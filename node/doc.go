@@ -24,23 +24,29 @@
 //
 // # Runs
 //
-// An Offer names a run, a provider, and the path under its base URL. The
-// agent opens a Run stream of its own for it, sends RunOpen with the
-// session's generation, reads the request body the gateway sends (at most
-// Config.MaxBodyBytes), and POSTs it to the runtime as it is: the gateway
-// has already put the runtime's model name in it. The answer goes back as
-// RunHead (status and headers) then Chunks as the runtime's bytes arrive
-// (an SSE stream passes through unchanged), then RunEnd COMPLETE. A
-// runtime error status is passed through as a head and body like any
-// other: the gateway classifies it. A runtime that cannot be reached ends
-// the run with RunEnd ERROR before any head.
+// An Offer names a run, a provider, and the path under its base URL. It
+// comes on a Run stream the agent keeps open ahead (as many as the
+// Welcome's ready_runs allows, up to the node's slots; each carries one
+// run after another, and one that ends after carrying a run is replaced),
+// or on the Control stream, and then the agent opens a Run stream of its
+// own for it and sends RunOpen with the session's generation. The agent
+// takes the request body from the Offer or reads it off the Run stream
+// (at most Config.MaxBodyBytes) and POSTs it to the runtime as it is: the
+// gateway has already put the runtime's model name in it. The answer goes
+// back as RunHead (status and headers) then Chunks as the runtime's bytes
+// arrive (an SSE stream passes through unchanged), then RunEnd COMPLETE;
+// to a gateway that takes whole heads, a plain answer that fits one read
+// buffer goes whole in its RunHead, with nothing after. A runtime error
+// status is passed through as a head and body like any other: the
+// gateway classifies it. A runtime that cannot be reached ends the run
+// with RunEnd ERROR before any head.
 //
 // A Cancel (on the Control stream or the Run stream), the Run stream's
 // end, or the session's end cancels the runtime request at once. An Offer
 // for a provider the node does not have, or one that arrives while the
-// agent shuts down, is answered on a Run stream of its own with RunEnd
-// ERROR, so that the gateway releases its slot at once rather than
-// waiting on a run that will never start.
+// agent shuts down, is answered with RunEnd ERROR on its Run stream, so
+// that the gateway releases its slot at once rather than waiting on a run
+// that will never start.
 //
 // # Stalls and evidence
 //

@@ -28,10 +28,14 @@ const within = 10 * time.Second
 // Refusal in refuse), and hands each Run stream to the test.
 type fakeGateway struct {
 	edgepb.UnimplementedEdgeServer
-	gen      atomic.Uint64
-	refuse   atomic.Pointer[edgepb.Refusal]
-	sessions chan *fakeSession
-	runs     chan *fakeRun
+	gen    atomic.Uint64
+	refuse atomic.Pointer[edgepb.Refusal]
+	// ready and wholeHeads are what its Welcome allows (ready_runs,
+	// whole_heads).
+	ready      atomic.Int32
+	wholeHeads atomic.Bool
+	sessions   chan *fakeSession
+	runs       chan *fakeRun
 }
 
 func newFakeGateway() *fakeGateway {
@@ -69,7 +73,8 @@ func (g *fakeGateway) Control(stream edgepb.Edge_ControlServer) error {
 		g.sessions <- fs
 		return status.Error(codes.InvalidArgument, r.Message)
 	}
-	fs.welcome = &edgepb.Welcome{NodeId: "node_1", Generation: 1000 + g.gen.Add(1), HeartbeatIntervalMs: 1000, HeartbeatTimeoutMs: 3000}
+	fs.welcome = &edgepb.Welcome{NodeId: "node_1", Generation: 1000 + g.gen.Add(1), HeartbeatIntervalMs: 1000, HeartbeatTimeoutMs: 3000,
+		ReadyRuns: g.ready.Load(), WholeHeads: g.wholeHeads.Load()}
 	if err := stream.Send(&edgepb.GatewayMessage{Msg: &edgepb.GatewayMessage_Welcome{Welcome: fs.welcome}}); err != nil {
 		return err
 	}
@@ -198,16 +203,26 @@ func (fr *fakeRun) sendBody(data []byte, size int) {
 	}
 }
 
-// answer is what the node sent up a Run stream.
+// answer is what the node sent up a Run stream: up to its RunEnd, or a
+// head that says it is complete.
 type answer struct {
-	head   *edgepb.RunHead
-	body   []byte
-	chunks int
-	end    *edgepb.RunEnd
+	head     *edgepb.RunHead
+	body     []byte
+	chunks   int
+	end      *edgepb.RunEnd
+	complete bool
 }
 
-// result reads the node's answer up to its RunEnd and ends the stream.
+// result reads the node's answer and ends the stream.
 func (fr *fakeRun) result() answer {
+	fr.t.Helper()
+	a := fr.answer()
+	fr.done()
+	return a
+}
+
+// answer reads the node's answer, leaving the stream open.
+func (fr *fakeRun) answer() answer {
 	fr.t.Helper()
 	type got struct {
 		a   answer
@@ -230,6 +245,12 @@ func (fr *fakeRun) result() answer {
 					return
 				}
 				a.head = msg.Head
+				body.Write(msg.Head.Body)
+				if msg.Head.Complete {
+					a.complete, a.body = true, body.Bytes()
+					ch <- got{a, nil}
+					return
+				}
 			case *edgepb.RunUp_Chunk:
 				if a.head == nil {
 					ch <- got{a, errors.New("a chunk before the head")}
@@ -249,11 +270,10 @@ func (fr *fakeRun) result() answer {
 	}()
 	select {
 	case g := <-ch:
-		fr.done()
 		if g.err != nil && !errors.Is(g.err, io.EOF) {
 			fr.t.Fatalf("read the answer: %v", g.err)
 		}
-		if g.a.end == nil {
+		if g.a.end == nil && !g.a.complete {
 			fr.t.Fatal("the run stream ended without RunEnd")
 		}
 		return g.a

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/weir-gateway/weir/clock"
@@ -20,6 +21,7 @@ var (
 	errCancelled      = errors.New("the gateway cancelled the run")
 	errStalled        = errors.New("the runtime made no progress")
 	errRunStreamEnded = errors.New("the run stream ended")
+	errRunOver        = errors.New("the run is over")
 )
 
 // closeWait bounds how long a run that has sent its RunEnd waits for the
@@ -39,19 +41,17 @@ type run struct {
 	offer *edgepb.Offer
 	p     *Provider
 	// streamCtx is the Run stream's; httpCtx, within it, the runtime
-	// request's, cancelled (with its cause) by a Cancel, a stall or the
-	// stream's end.
-	streamCtx    context.Context
-	streamCancel context.CancelFunc
-	httpCtx      context.Context
-	cancel       context.CancelCauseFunc
-}
+	// request's, cancelled (with its cause) by a Cancel, a stall, the
+	// stream's end or the run's.
+	streamCtx context.Context
+	httpCtx   context.Context
+	cancel    context.CancelCauseFunc
 
-func newRun(ctx context.Context, s *session, o *edgepb.Offer, p *Provider) *run {
-	r := &run{s: s, offer: o, p: p}
-	r.streamCtx, r.streamCancel = context.WithCancel(ctx)
-	r.httpCtx, r.cancel = context.WithCancelCause(r.streamCtx)
-	return r
+	// bodyCh has the request body once it came whole on the stream, or
+	// why it did not. buf and delivered are the stream reader's.
+	bodyCh    chan body
+	buf       bytes.Buffer
+	delivered bool
 }
 
 // body is a run's request body as the gateway sent it, or why not.
@@ -60,24 +60,54 @@ type body struct {
 	err  error
 }
 
-// serve runs the offer: open, body, runtime call, answer.
-func (r *run) serve() {
-	defer r.streamCancel()
-	log := r.s.a.deps.Logger.With("run", r.offer.RunId, "provider", r.p.ID)
+// upStream is where a run sends its answer: its Run stream, one sender at
+// a time (the runs on a ready stream follow each other, and one's last
+// Send may still be returning when the next run's first begins).
+type upStream struct {
+	mu     sync.Mutex
+	stream edgepb.Edge_RunClient
+}
+
+func (u *upStream) Send(m *edgepb.RunUp) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.stream.Send(m)
+}
+
+// newRun is a run of offer o on a Run stream of streamCtx.
+func newRun(streamCtx context.Context, s *session, o *edgepb.Offer, p *Provider) *run {
+	r := &run{s: s, offer: o, p: p, streamCtx: streamCtx, bodyCh: make(chan body, 1)}
+	r.httpCtx, r.cancel = context.WithCancelCause(r.streamCtx)
+	return r
+}
+
+// open opens a Run stream for the run offered on the Control stream.
+func (r *run) open() (edgepb.Edge_RunClient, error) {
 	stream, err := r.s.client.Run(r.streamCtx)
 	if err != nil {
-		log.Warn("node: could not open a run stream", "error", err)
-		return
+		return nil, fmt.Errorf("open a run stream: %w", err)
 	}
 	if err := stream.Send(&edgepb.RunUp{Msg: &edgepb.RunUp_Open{Open: &edgepb.RunOpen{RunId: r.offer.RunId, Generation: r.s.gen}}}); err != nil {
-		log.Warn("node: could not open a run", "error", err)
+		return nil, fmt.Errorf("open the run: %w", err)
+	}
+	return stream, nil
+}
+
+// run serves the run on up, or, with a reason to refuse it, answers it
+// with RunEnd ERROR so that the gateway frees its slot at once.
+func (r *run) run(up *upStream, refuse string) {
+	defer r.cancel(errRunOver)
+	if refuse != "" {
+		r.s.a.deps.Logger.Warn("node: refusing an offer", "run", r.offer.RunId, "provider", r.offer.Provider, "reason", refuse)
+		r.end(up, edgepb.RunEnd_ERROR, refuse, nil)
 		return
 	}
-	bodyCh := make(chan body, 1)
-	recvDone := make(chan struct{})
-	go r.receive(stream, bodyCh, recvDone)
-	defer r.close(stream, recvDone)
+	r.serve(up)
+}
 
+// serve runs the offer: body, runtime call, answer.
+func (r *run) serve(up *upStream) {
+	log := r.s.a.deps.Logger.With("run", r.offer.RunId, "provider", r.p.ID)
 	var b body
 	switch {
 	case r.offer.BodyInline:
@@ -88,22 +118,22 @@ func (r *run) serve() {
 		}
 	default:
 		select {
-		case b = <-bodyCh:
+		case b = <-r.bodyCh:
 		case <-r.httpCtx.Done():
-			r.failed(stream, log, context.Cause(r.httpCtx), false)
+			r.failed(up, log, context.Cause(r.httpCtx), false)
 			return
 		}
 	}
 	if b.err != nil {
 		log.Warn("node: a run's request body was refused", "error", b.err)
-		r.end(stream, edgepb.RunEnd_ERROR, b.err.Error(), nil)
+		r.end(up, edgepb.RunEnd_ERROR, b.err.Error(), nil)
 		return
 	}
 	if !strings.HasPrefix(r.offer.Path, "/") {
-		r.end(stream, edgepb.RunEnd_ERROR, fmt.Sprintf("path %q does not begin with /", r.offer.Path), nil)
+		r.end(up, edgepb.RunEnd_ERROR, fmt.Sprintf("path %q does not begin with /", r.offer.Path), nil)
 		return
 	}
-	r.call(stream, log, b.data)
+	r.call(up, log, b.data)
 }
 
 // overBound is the refusal of a request body over the node's bound.
@@ -111,59 +141,68 @@ func overBound(limit int64) error {
 	return fmt.Errorf("the request body is over the node's bound of %d bytes", limit)
 }
 
-// receive reads the Run stream: the request body, delivered whole on
-// bodyCh, then a Cancel or the stream's end, either of which cancels
-// the runtime request.
-func (r *run) receive(stream edgepb.Edge_RunClient, bodyCh chan<- body, done chan<- struct{}) {
-	defer close(done)
-	var buf bytes.Buffer
-	delivered := false
-	deliver := func(b body) {
-		if !delivered {
-			delivered = true
-			bodyCh <- b
+// down takes a message of the gateway's for the run, from the reader of
+// its stream: a piece of the request body, its end, or a Cancel.
+func (r *run) down(m *edgepb.RunDown) {
+	switch msg := m.Msg.(type) {
+	case *edgepb.RunDown_Chunk:
+		if r.delivered {
+			return // a body that was refused, or a chunk after BodyEnd
 		}
+		if limit := r.s.a.cfg.MaxBodyBytes; int64(r.buf.Len())+int64(len(msg.Chunk.Data)) > limit {
+			r.deliver(body{err: overBound(limit)})
+			r.buf = bytes.Buffer{}
+			return
+		}
+		r.buf.Write(msg.Chunk.Data)
+	case *edgepb.RunDown_BodyEnd:
+		r.deliver(body{data: r.buf.Bytes()})
+	case *edgepb.RunDown_Cancel:
+		r.cancel(fmt.Errorf("%w: %s", errCancelled, msg.Cancel.Reason))
 	}
-	limit := r.s.a.cfg.MaxBodyBytes
+}
+
+// streamEnded is the run's stream ending with err: the runtime request
+// is cancelled.
+func (r *run) streamEnded(err error) {
+	r.deliver(body{err: fmt.Errorf("%w before the request body ended: %v", errRunStreamEnded, err)})
+	r.cancel(errRunStreamEnded)
+}
+
+func (r *run) deliver(b body) {
+	if !r.delivered {
+		r.delivered = true
+		r.bodyCh <- b
+	}
+}
+
+// read reads a stream opened for r alone until it ends.
+func (r *run) read(stream edgepb.Edge_RunClient, done chan<- struct{}) {
+	defer close(done)
 	for {
 		m, err := stream.Recv()
 		if err != nil {
-			deliver(body{err: fmt.Errorf("%w before the request body ended: %v", errRunStreamEnded, err)})
-			r.cancel(errRunStreamEnded)
+			r.streamEnded(err)
 			return
 		}
-		switch msg := m.Msg.(type) {
-		case *edgepb.RunDown_Chunk:
-			if delivered {
-				continue // a body that was refused, or a chunk after BodyEnd
-			}
-			if int64(buf.Len())+int64(len(msg.Chunk.Data)) > limit {
-				deliver(body{err: overBound(limit)})
-				buf = bytes.Buffer{}
-				continue
-			}
-			buf.Write(msg.Chunk.Data)
-		case *edgepb.RunDown_BodyEnd:
-			deliver(body{data: buf.Bytes()})
-		case *edgepb.RunDown_Cancel:
-			r.cancel(fmt.Errorf("%w: %s", errCancelled, msg.Cancel.Reason))
-		}
+		r.down(m)
 	}
 }
 
 // call POSTs the body to the runtime and streams its answer back.
-func (r *run) call(stream edgepb.Edge_RunClient, log *slog.Logger, data []byte) {
+func (r *run) call(stream *upStream, log *slog.Logger, data []byte) {
 	a := r.s.a
-	dog := watchdog{clock: a.deps.Clock, d: a.cfg.StallTimeout, fire: func() { r.cancel(errStalled) }}
+	dog := clock.NewWatch(a.deps.Clock, a.cfg.StallTimeout, func() { r.cancel(errStalled) })
+	defer dog.Stop()
 	req, err := http.NewRequestWithContext(r.httpCtx, http.MethodPost, r.p.URL+r.offer.Path, bytes.NewReader(data))
 	if err != nil {
 		r.end(stream, edgepb.RunEnd_ERROR, fmt.Sprintf("make the runtime request: %v", err), nil)
 		return
 	}
 	req.Header.Set("Content-Type", "application/json")
-	dog.arm()
+	dog.Arm()
 	resp, err := a.deps.HTTP.Do(req)
-	dog.stop()
+	dog.Disarm()
 	if err != nil {
 		r.failed(stream, log, err, false)
 		return
@@ -175,15 +214,33 @@ func (r *run) call(stream edgepb.Edge_RunClient, log *slog.Logger, data []byte) 
 			head.Headers[k] = strings.Join(vs, ", ")
 		}
 	}
+	buf := make([]byte, a.cfg.ReadBufferBytes)
+	if !r.offer.Stream && r.s.wholeHeads {
+		// The head waits for the answer's first bytes, and, for an answer
+		// that fits them, says it is complete: one message, not three.
+		dog.Arm()
+		n, err := io.ReadFull(resp.Body, buf)
+		dog.Disarm()
+		head.Body = buf[:n]
+		switch {
+		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+			head.Complete = true
+		case err != nil:
+			r.failed(stream, log, err, false)
+			return
+		}
+	}
 	if err := stream.Send(&edgepb.RunUp{Msg: &edgepb.RunUp_Head{Head: head}}); err != nil {
 		r.gone(log, err)
 		return
 	}
-	buf := make([]byte, a.cfg.ReadBufferBytes)
+	if head.Complete {
+		return
+	}
 	for {
-		dog.arm()
+		dog.Arm()
 		n, err := resp.Body.Read(buf)
-		dog.stop()
+		dog.Disarm()
 		if n > 0 {
 			// Send encodes the message before it returns, so buf is free
 			// to be read into again.
@@ -206,7 +263,7 @@ func (r *run) call(stream edgepb.Edge_RunClient, log *slog.Logger, data []byte) 
 // failed ends a run whose runtime request failed with err, by its cause:
 // a stall (probed), a cancel, the stream's own end (nothing to send), or
 // the runtime's failure.
-func (r *run) failed(stream edgepb.Edge_RunClient, log *slog.Logger, err error, headSent bool) {
+func (r *run) failed(stream *upStream, log *slog.Logger, err error, headSent bool) {
 	cause := context.Cause(r.httpCtx)
 	switch {
 	case errors.Is(cause, errStalled):
@@ -235,54 +292,6 @@ func (r *run) gone(log *slog.Logger, err error) {
 }
 
 // end sends the run's RunEnd; a failure means the stream is gone already.
-func (r *run) end(stream edgepb.Edge_RunClient, kind edgepb.RunEnd_Kind, msg string, ev *edgepb.Evidence) {
+func (r *run) end(stream *upStream, kind edgepb.RunEnd_Kind, msg string, ev *edgepb.Evidence) {
 	_ = stream.Send(&edgepb.RunUp{Msg: &edgepb.RunUp_End{End: &edgepb.RunEnd{Kind: kind, Message: msg, Evidence: ev}}})
-}
-
-// close half-closes the stream and waits, up to closeWait, for the
-// gateway to end it (the receiver sees its end), so that the RunEnd is
-// delivered rather than cut off by a reset.
-func (r *run) close(stream edgepb.Edge_RunClient, recvDone <-chan struct{}) {
-	_ = stream.CloseSend()
-	t := r.s.a.deps.Clock.AfterFunc(closeWait, r.streamCancel)
-	defer t.Stop()
-	<-recvDone
-}
-
-// refuse answers an offer the node cannot run with RunEnd ERROR on a Run
-// stream of its own, so that the gateway frees its slot at once.
-func (r *run) refuse(msg string) {
-	defer r.streamCancel()
-	stream, err := r.s.client.Run(r.streamCtx)
-	if err != nil {
-		return
-	}
-	_ = stream.Send(&edgepb.RunUp{Msg: &edgepb.RunUp_Open{Open: &edgepb.RunOpen{RunId: r.offer.RunId, Generation: r.s.gen}}})
-	r.end(stream, edgepb.RunEnd_ERROR, msg, nil)
-	_ = stream.CloseSend()
-	t := r.s.a.deps.Clock.AfterFunc(closeWait, r.streamCancel)
-	defer t.Stop()
-	for {
-		if _, err := stream.Recv(); err != nil {
-			return
-		}
-	}
-}
-
-// watchdog cancels a run whose runtime sends nothing for d: armed while
-// the agent waits on the runtime, stopped while it waits on the gateway
-// (a slow client is not a stalled runtime).
-type watchdog struct {
-	clock clock.Clock
-	d     time.Duration
-	fire  func()
-	t     clock.Timer
-}
-
-func (w *watchdog) arm() { w.t = w.clock.AfterFunc(w.d, w.fire) }
-
-func (w *watchdog) stop() {
-	if w.t != nil {
-		w.t.Stop()
-	}
 }

@@ -27,6 +27,12 @@ type session struct {
 	nodeID   string
 	interval time.Duration
 	seq      uint64 // the last heartbeat's
+	// ctx is the session's, set with the Welcome: its runs' streams live
+	// within it.
+	ctx context.Context
+	// wholeHeads: the gateway takes an answer's first bytes, and its end,
+	// in its head (Welcome.whole_heads).
+	wholeHeads bool
 
 	sendMu sync.Mutex // one sender at a time on the Control stream
 	stream edgepb.Edge_ControlClient
@@ -37,8 +43,12 @@ type session struct {
 	longBusy map[string]int32 // of them, those holding a long-context slot
 	evSeq    map[string]uint64
 	draining bool
-	runsDone chan struct{} // signalled when a run ends
-	wg       sync.WaitGroup
+	// readyWant is how many Run streams the session keeps open ahead of
+	// its runs for the gateway to offer on (Welcome.ready_runs, up to the
+	// node's slots); readyOpen how many are open and waiting.
+	readyWant, readyOpen int
+	runsDone             chan struct{} // signalled when a run ends
+	wg                   sync.WaitGroup
 }
 
 func newSession(a *Agent) *session {
@@ -93,7 +103,15 @@ func (s *session) run(hard context.Context, drain <-chan struct{}) error {
 	if s.interval <= 0 {
 		s.interval = 2 * time.Second
 	}
+	s.wholeHeads = w.WholeHeads
+	slots := 0
+	for _, p := range s.a.cfg.Providers {
+		slots += p.Slots
+	}
+	s.readyWant = min(int(w.ReadyRuns), slots)
 	log := s.a.deps.Logger.With("node", s.nodeID, "generation", s.gen)
+	s.ctx = ctx
+	s.topUp()
 	cause := s.serve(ctx, drain, log)
 	cancel(cause)
 	log.Warn("node: session ended", "cause", cause)
@@ -237,28 +255,61 @@ func (s *session) handle(ctx context.Context, m *edgepb.GatewayMessage) {
 	}
 }
 
-// offer starts the run the gateway offers, or answers it with an error
-// when it cannot start.
+// offer starts the run the gateway offers on the Control stream on a Run
+// stream of its own, or answers it with an error when it cannot start.
 func (s *session) offer(ctx context.Context, o *edgepb.Offer) {
+	streamCtx, cancel := context.WithCancel(ctx)
+	r, refuse, ok := s.admit(streamCtx, o)
+	if !ok {
+		cancel()
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		if refuse == "" {
+			defer s.finished(r)
+		}
+		stream, err := r.open()
+		if err != nil {
+			s.a.deps.Logger.Warn("node: could not open a run", "run", o.RunId, "error", err)
+			return
+		}
+		done := make(chan struct{})
+		go r.read(stream, done)
+		r.run(&upStream{stream: stream}, refuse)
+		// Half-close and wait, up to closeWait, for the gateway to end the
+		// stream, so that the answer's end is delivered rather than cut
+		// off by a reset.
+		_ = stream.CloseSend()
+		t := s.a.deps.Clock.AfterFunc(closeWait, cancel)
+		defer t.Stop()
+		<-done
+	}()
+}
+
+// admit takes offer o as a run of the session on a Run stream of
+// streamCtx, or says why the node refuses it (refuse); ok false: o names
+// no run, or one in flight, and is not a run of the session.
+func (s *session) admit(streamCtx context.Context, o *edgepb.Offer) (r *run, refuse string, ok bool) {
 	p := s.a.providers[o.Provider]
 	s.mu.Lock()
-	var refuse string
+	defer s.mu.Unlock()
 	switch {
 	case o.RunId == "":
-		s.mu.Unlock()
 		s.a.deps.Logger.Warn("node: an offer without a run id; ignored", "provider", o.Provider)
-		return
+		return nil, "", false
 	case s.runs[o.RunId] != nil:
-		s.mu.Unlock()
 		// Answering on a second Run stream would end the run in flight.
 		s.a.deps.Logger.Warn("node: an offer of a run already in flight; ignored", "run", o.RunId)
-		return
+		return nil, "", false
 	case p == nil:
 		refuse = fmt.Sprintf("the node has no provider %q", o.Provider)
 	case s.draining:
 		refuse = "the node is shutting down"
 	}
-	r := newRun(ctx, s, o, p)
+	r = newRun(streamCtx, s, o, p)
 	if refuse == "" {
 		s.runs[o.RunId] = r
 		s.busy[p.ID]++
@@ -266,18 +317,91 @@ func (s *session) offer(ctx context.Context, o *edgepb.Offer) {
 			s.longBusy[p.ID]++
 		}
 	}
+	return r, refuse, true
+}
+
+// topUp opens Run streams ahead until readyWant are open, unless the
+// session drains or has ended.
+func (s *session) topUp() {
+	s.mu.Lock()
+	n := 0
+	if !s.draining && s.ctx.Err() == nil {
+		n = max(s.readyWant-s.readyOpen, 0)
+		s.readyOpen += n
+	}
 	s.mu.Unlock()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		if refuse != "" {
-			s.a.deps.Logger.Warn("node: refusing an offer", "run", o.RunId, "provider", o.Provider, "reason", refuse)
-			r.refuse(refuse)
+	for range n {
+		s.wg.Add(1)
+		go s.ready()
+	}
+}
+
+// ready keeps one Run stream open ahead and serves the runs the gateway
+// offers on it, one after another, until it ends: the gateway ends it
+// when it cuts a run on it short, or the session ends. One that carried a
+// run is replaced; one that failed before is not (the next run's end
+// tops the streams up again), so that a gateway refusing them is not
+// asked in a loop.
+func (s *session) ready() {
+	defer s.wg.Done()
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	carried := false
+	defer func() {
+		s.mu.Lock()
+		s.readyOpen--
+		s.mu.Unlock()
+		if carried {
+			s.topUp()
+		}
+	}()
+	stream, err := s.client.Run(ctx)
+	if err == nil {
+		err = stream.Send(&edgepb.RunUp{Msg: &edgepb.RunUp_Open{Open: &edgepb.RunOpen{Generation: s.gen, Ready: true}}})
+	}
+	if err != nil {
+		s.a.deps.Logger.Debug("node: could not open a run stream ahead", "error", err)
+		return
+	}
+	up := &upStream{stream: stream}
+	var cur *run
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			if cur != nil {
+				cur.streamEnded(err)
+			}
+			if ctx.Err() == nil {
+				s.a.deps.Logger.Debug("node: a run stream opened ahead ended", "error", err)
+			}
 			return
 		}
-		defer s.finished(r)
-		r.serve()
-	}()
+		o := m.GetOffer()
+		if o == nil {
+			if cur != nil {
+				cur.down(m)
+			}
+			continue
+		}
+		carried = true
+		r, refuse, ok := s.admit(ctx, o)
+		if !ok {
+			// Not a run of the session; its offer is answered on this
+			// stream all the same, so that the gateway frees the slot.
+			_ = up.Send(&edgepb.RunUp{Msg: &edgepb.RunUp_End{End: &edgepb.RunEnd{Kind: edgepb.RunEnd_ERROR, Message: "the offer names no run, or one in flight"}}})
+			cur = nil
+			continue
+		}
+		cur = r
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if refuse == "" {
+				defer s.finished(r)
+			}
+			r.run(up, refuse)
+		}()
+	}
 }
 
 // finished forgets a run that ended.
@@ -293,6 +417,7 @@ func (s *session) finished(r *run) {
 	case s.runsDone <- struct{}{}:
 	default:
 	}
+	s.topUp()
 }
 
 func (s *session) inFlight() int {

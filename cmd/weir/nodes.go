@@ -192,7 +192,7 @@ func printLiveNodes(w io.Writer, ns []edge.NodeView) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tPROVIDER\tSTATE\tGENERATION\tSLOTS USED\tLONG USED\tQUEUED\tLAST SEEN\tMODELS")
+	fmt.Fprintln(tw, "NODE\tPROVIDER\tSTATE\tGENERATION\tSTREAMS READY\tSLOTS USED\tLONG USED\tQUEUED\tLAST SEEN\tMODELS")
 	for _, n := range ns {
 		state := "connected"
 		switch {
@@ -202,7 +202,7 @@ func printLiveNodes(w io.Writer, ns []edge.NodeView) {
 			state = "draining"
 		}
 		seen := (time.Duration(n.LastSeenMs) * time.Millisecond).String() + " ago"
-		fmt.Fprintf(tw, "%s (%s)\t\t%s\t%d\t\t\t\t%s\t\n", n.Name, n.ID, state, n.Generation, seen)
+		fmt.Fprintf(tw, "%s (%s)\t\t%s\t%d\t%d\t\t\t\t%s\t\n", n.Name, n.ID, state, n.Generation, n.ReadyStreams, seen)
 		for _, p := range n.Providers {
 			pstate := "serving"
 			switch {
@@ -217,7 +217,7 @@ func printLiveNodes(w io.Writer, ns []edge.NodeView) {
 			if p.LongSlots > 0 {
 				long = fmt.Sprintf("%d/%d", p.LongUsed, p.LongSlots)
 			}
-			fmt.Fprintf(tw, "\t%s\t%s\t\t%d/%d\t%s\t%d\t\t%s\n", p.ID, pstate, p.Used, p.Slots, long, p.Queued, strings.Join(p.Models, ","))
+			fmt.Fprintf(tw, "\t%s\t%s\t\t\t%d/%d\t%s\t%d\t\t%s\n", p.ID, pstate, p.Used, p.Slots, long, p.Queued, strings.Join(p.Models, ","))
 		}
 	}
 	tw.Flush()

@@ -5,7 +5,10 @@
 // answers probes; the gateway welcomes it with a generation, offers it
 // runs and cancels them. Each offered run travels on a Run stream of its
 // own, opened by the node, so that every run has its own flow control and
-// one slow client never holds up another run on the same node.
+// one slow client never holds up another run on the same node. A node
+// whose gateway allows it (Welcome.ready_runs) keeps some Run streams open
+// ahead: the gateway offers a run on one of them, and the run's request
+// and answer cross the network once each, as through a proxy.
 //
 // Every message a node sends is bound to the generation the gateway gave
 // its Control stream: a message of an older generation is refused, so a
@@ -672,8 +675,16 @@ type Welcome struct {
 	// gateway declares it gone after heartbeat_timeout_ms without one.
 	HeartbeatIntervalMs int64 `protobuf:"varint,3,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
 	HeartbeatTimeoutMs  int64 `protobuf:"varint,4,opt,name=heartbeat_timeout_ms,json=heartbeatTimeoutMs,proto3" json:"heartbeat_timeout_ms,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// ready_runs is how many Run streams the node may keep open ahead of
+	// its runs (RunOpen.ready), each waiting for an Offer on it; 0: none,
+	// every Offer comes on the Control stream. The gateway may offer on
+	// either, and does on the Control stream when no ready stream is open.
+	ReadyRuns int32 `protobuf:"varint,5,opt,name=ready_runs,json=readyRuns,proto3" json:"ready_runs,omitempty"`
+	// whole_heads: the gateway takes an answer's first bytes, and its end,
+	// in RunHead (RunHead.body, RunHead.complete).
+	WholeHeads    bool `protobuf:"varint,6,opt,name=whole_heads,json=wholeHeads,proto3" json:"whole_heads,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
@@ -732,6 +743,20 @@ func (x *Welcome) GetHeartbeatTimeoutMs() int64 {
 		return x.HeartbeatTimeoutMs
 	}
 	return 0
+}
+
+func (x *Welcome) GetReadyRuns() int32 {
+	if x != nil {
+		return x.ReadyRuns
+	}
+	return 0
+}
+
+func (x *Welcome) GetWholeHeads() bool {
+	if x != nil {
+		return x.WholeHeads
+	}
+	return false
 }
 
 // Heartbeat says the node is alive, with what its runtimes are doing.
@@ -967,7 +992,8 @@ func (x *Evidence) GetProbeId() string {
 	return ""
 }
 
-// Offer gives the node a run: it opens a Run stream for it.
+// Offer gives the node a run: on the Control stream, the node opens a Run
+// stream for it; on a ready Run stream, the run travels on that stream.
 type Offer struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	RunId    string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
@@ -1357,6 +1383,7 @@ type RunDown struct {
 	//	*RunDown_Chunk
 	//	*RunDown_BodyEnd
 	//	*RunDown_Cancel
+	//	*RunDown_Offer
 	Msg           isRunDown_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1426,6 +1453,15 @@ func (x *RunDown) GetCancel() *Cancel {
 	return nil
 }
 
+func (x *RunDown) GetOffer() *Offer {
+	if x != nil {
+		if x, ok := x.Msg.(*RunDown_Offer); ok {
+			return x.Offer
+		}
+	}
+	return nil
+}
+
 type isRunDown_Msg interface {
 	isRunDown_Msg()
 }
@@ -1439,7 +1475,14 @@ type RunDown_BodyEnd struct {
 }
 
 type RunDown_Cancel struct {
+	// cancel ends the run. A gateway may instead end the stream with
+	// status CANCELLED, which a node takes the same way.
 	Cancel *Cancel `protobuf:"bytes,3,opt,name=cancel,proto3,oneof"`
+}
+
+type RunDown_Offer struct {
+	// offer is a ready stream's run, its first message.
+	Offer *Offer `protobuf:"bytes,4,opt,name=offer,proto3,oneof"`
 }
 
 func (*RunDown_Chunk) isRunDown_Msg() {}
@@ -1448,11 +1491,17 @@ func (*RunDown_BodyEnd) isRunDown_Msg() {}
 
 func (*RunDown_Cancel) isRunDown_Msg() {}
 
-// RunOpen binds a Run stream to an offered run of the node's session.
+func (*RunDown_Offer) isRunDown_Msg() {}
+
+// RunOpen binds a Run stream to an offered run of the node's session,
+// or, ready, opens it ahead for the next run the gateway offers on it.
 type RunOpen struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RunId         string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	Generation    uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	RunId      string                 `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Generation uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	// ready: the stream waits for its run, whose Offer comes on it; run_id
+	// is empty.
+	Ready         bool `protobuf:"varint,3,opt,name=ready,proto3" json:"ready,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1501,11 +1550,24 @@ func (x *RunOpen) GetGeneration() uint64 {
 	return 0
 }
 
+func (x *RunOpen) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
 // RunHead is the runtime's answer's status and headers.
 type RunHead struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Status        int32                  `protobuf:"varint,1,opt,name=status,proto3" json:"status,omitempty"`
-	Headers       map[string]string      `protobuf:"bytes,2,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Status  int32                  `protobuf:"varint,1,opt,name=status,proto3" json:"status,omitempty"`
+	Headers map[string]string      `protobuf:"bytes,2,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// body is the answer's first bytes (only to a gateway whose Welcome
+	// says whole_heads); Chunks carry the rest.
+	Body []byte `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
+	// complete: body is the whole answer and the run completed; no Chunk
+	// or RunEnd follows.
+	Complete      bool `protobuf:"varint,4,opt,name=complete,proto3" json:"complete,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1552,6 +1614,20 @@ func (x *RunHead) GetHeaders() map[string]string {
 		return x.Headers
 	}
 	return nil
+}
+
+func (x *RunHead) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *RunHead) GetComplete() bool {
+	if x != nil {
+		return x.Complete
+	}
+	return false
 }
 
 // Chunk is a piece of a body: the request's going down, the answer's
@@ -1737,14 +1813,18 @@ const file_edge_proto_rawDesc = "" +
 	"\n" +
 	"ModelRoute\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
-	"\aruntime\x18\x02 \x01(\tR\aruntime\"\xa8\x01\n" +
+	"\aruntime\x18\x02 \x01(\tR\aruntime\"\xe8\x01\n" +
 	"\aWelcome\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x04R\n" +
 	"generation\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x03 \x01(\x03R\x13heartbeatIntervalMs\x120\n" +
-	"\x14heartbeat_timeout_ms\x18\x04 \x01(\x03R\x12heartbeatTimeoutMs\"o\n" +
+	"\x14heartbeat_timeout_ms\x18\x04 \x01(\x03R\x12heartbeatTimeoutMs\x12\x1d\n" +
+	"\n" +
+	"ready_runs\x18\x05 \x01(\x05R\treadyRuns\x12\x1f\n" +
+	"\vwhole_heads\x18\x06 \x01(\bR\n" +
+	"wholeHeads\"o\n" +
 	"\tHeartbeat\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
@@ -1790,20 +1870,24 @@ const file_edge_proto_rawDesc = "" +
 	"\x04head\x18\x02 \x01(\v2\x15.weir.edge.v1.RunHeadH\x00R\x04head\x12+\n" +
 	"\x05chunk\x18\x03 \x01(\v2\x13.weir.edge.v1.ChunkH\x00R\x05chunk\x12(\n" +
 	"\x03end\x18\x04 \x01(\v2\x14.weir.edge.v1.RunEndH\x00R\x03endB\x05\n" +
-	"\x03msg\"\xa1\x01\n" +
+	"\x03msg\"\xce\x01\n" +
 	"\aRunDown\x12+\n" +
 	"\x05chunk\x18\x01 \x01(\v2\x13.weir.edge.v1.ChunkH\x00R\x05chunk\x122\n" +
 	"\bbody_end\x18\x02 \x01(\v2\x15.weir.edge.v1.BodyEndH\x00R\abodyEnd\x12.\n" +
-	"\x06cancel\x18\x03 \x01(\v2\x14.weir.edge.v1.CancelH\x00R\x06cancelB\x05\n" +
-	"\x03msg\"@\n" +
+	"\x06cancel\x18\x03 \x01(\v2\x14.weir.edge.v1.CancelH\x00R\x06cancel\x12+\n" +
+	"\x05offer\x18\x04 \x01(\v2\x13.weir.edge.v1.OfferH\x00R\x05offerB\x05\n" +
+	"\x03msg\"V\n" +
 	"\aRunOpen\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x04R\n" +
-	"generation\"\x9b\x01\n" +
+	"generation\x12\x14\n" +
+	"\x05ready\x18\x03 \x01(\bR\x05ready\"\xcb\x01\n" +
 	"\aRunHead\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\x05R\x06status\x12<\n" +
-	"\aheaders\x18\x02 \x03(\v2\".weir.edge.v1.RunHead.HeadersEntryR\aheaders\x1a:\n" +
+	"\aheaders\x18\x02 \x03(\v2\".weir.edge.v1.RunHead.HeadersEntryR\aheaders\x12\x12\n" +
+	"\x04body\x18\x03 \x01(\fR\x04body\x12\x1a\n" +
+	"\bcomplete\x18\x04 \x01(\bR\bcomplete\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x1b\n" +
@@ -1890,18 +1974,19 @@ var file_edge_proto_depIdxs = []int32{
 	20, // 17: weir.edge.v1.RunDown.chunk:type_name -> weir.edge.v1.Chunk
 	21, // 18: weir.edge.v1.RunDown.body_end:type_name -> weir.edge.v1.BodyEnd
 	13, // 19: weir.edge.v1.RunDown.cancel:type_name -> weir.edge.v1.Cancel
-	23, // 20: weir.edge.v1.RunHead.headers:type_name -> weir.edge.v1.RunHead.HeadersEntry
-	1,  // 21: weir.edge.v1.RunEnd.kind:type_name -> weir.edge.v1.RunEnd.Kind
-	11, // 22: weir.edge.v1.RunEnd.evidence:type_name -> weir.edge.v1.Evidence
-	2,  // 23: weir.edge.v1.Edge.Control:input_type -> weir.edge.v1.NodeMessage
-	16, // 24: weir.edge.v1.Edge.Run:input_type -> weir.edge.v1.RunUp
-	4,  // 25: weir.edge.v1.Edge.Control:output_type -> weir.edge.v1.GatewayMessage
-	17, // 26: weir.edge.v1.Edge.Run:output_type -> weir.edge.v1.RunDown
-	25, // [25:27] is the sub-list for method output_type
-	23, // [23:25] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	12, // 20: weir.edge.v1.RunDown.offer:type_name -> weir.edge.v1.Offer
+	23, // 21: weir.edge.v1.RunHead.headers:type_name -> weir.edge.v1.RunHead.HeadersEntry
+	1,  // 22: weir.edge.v1.RunEnd.kind:type_name -> weir.edge.v1.RunEnd.Kind
+	11, // 23: weir.edge.v1.RunEnd.evidence:type_name -> weir.edge.v1.Evidence
+	2,  // 24: weir.edge.v1.Edge.Control:input_type -> weir.edge.v1.NodeMessage
+	16, // 25: weir.edge.v1.Edge.Run:input_type -> weir.edge.v1.RunUp
+	4,  // 26: weir.edge.v1.Edge.Control:output_type -> weir.edge.v1.GatewayMessage
+	17, // 27: weir.edge.v1.Edge.Run:output_type -> weir.edge.v1.RunDown
+	26, // [26:28] is the sub-list for method output_type
+	24, // [24:26] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_edge_proto_init() }
@@ -1932,6 +2017,7 @@ func file_edge_proto_init() {
 		(*RunDown_Chunk)(nil),
 		(*RunDown_BodyEnd)(nil),
 		(*RunDown_Cancel)(nil),
+		(*RunDown_Offer)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -5,7 +5,10 @@
 // answers probes; the gateway welcomes it with a generation, offers it
 // runs and cancels them. Each offered run travels on a Run stream of its
 // own, opened by the node, so that every run has its own flow control and
-// one slow client never holds up another run on the same node.
+// one slow client never holds up another run on the same node. A node
+// whose gateway allows it (Welcome.ready_runs) keeps some Run streams open
+// ahead: the gateway offers a run on one of them, and the run's request
+// and answer cross the network once each, as through a proxy.
 //
 // Every message a node sends is bound to the generation the gateway gave
 // its Control stream: a message of an older generation is refused, so a
@@ -45,7 +48,8 @@ type EdgeClient interface {
 	// (metadata "authorization: Bearer wn-…") and sends Register first.
 	Control(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[NodeMessage, GatewayMessage], error)
 	// Run carries one offered run: the node opens it with RunOpen, the
-	// gateway sends the request body, the node the runtime's answer.
+	// gateway sends the request body, the node the runtime's answer. A Run
+	// stream opened ahead (RunOpen.ready) waits for its run's Offer on it.
 	Run(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RunUp, RunDown], error)
 }
 
@@ -91,7 +95,8 @@ type EdgeServer interface {
 	// (metadata "authorization: Bearer wn-…") and sends Register first.
 	Control(grpc.BidiStreamingServer[NodeMessage, GatewayMessage]) error
 	// Run carries one offered run: the node opens it with RunOpen, the
-	// gateway sends the request body, the node the runtime's answer.
+	// gateway sends the request body, the node the runtime's answer. A Run
+	// stream opened ahead (RunOpen.ready) waits for its run's Offer on it.
 	Run(grpc.BidiStreamingServer[RunUp, RunDown]) error
 	mustEmbedUnimplementedEdgeServer()
 }
