@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -146,6 +147,9 @@ type Agent struct {
 	deps Deps
 	// providers are cfg.Providers by id.
 	providers map[string]*Provider
+	// bufs are read buffers of ReadBufferBytes for runtime answers, kept
+	// between runs rather than made for each.
+	bufs sync.Pool
 }
 
 // New returns an Agent; it checks only what the agent cannot run without
@@ -170,6 +174,10 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 		deps.HTTP = &http.Client{Transport: runtimeTransport(cfg.Providers)}
 	}
 	a := &Agent{cfg: cfg, deps: deps, providers: make(map[string]*Provider, len(cfg.Providers))}
+	a.bufs.New = func() any {
+		b := make([]byte, cfg.ReadBufferBytes)
+		return &b
+	}
 	for i := range a.cfg.Providers {
 		p := &a.cfg.Providers[i]
 		if a.providers[p.ID] != nil {

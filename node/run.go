@@ -214,7 +214,11 @@ func (r *run) call(stream *upStream, log *slog.Logger, data []byte) {
 			head.Headers[k] = strings.Join(vs, ", ")
 		}
 	}
-	buf := make([]byte, a.cfg.ReadBufferBytes)
+	// Send encodes a message before it returns, so no message holds on
+	// to buf once the run is over.
+	bp := a.bufs.Get().(*[]byte)
+	defer a.bufs.Put(bp)
+	buf := *bp
 	if !r.offer.Stream && r.s.wholeHeads {
 		// The head waits for the answer's first bytes, and, for an answer
 		// that fits them, says it is complete: one message, not three.
