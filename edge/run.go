@@ -287,6 +287,9 @@ func (h *Hub) Do(ctx context.Context, t weir.NodeTarget, c provider.Call) (*http
 			})
 		}
 		resp := &http.Response{StatusCode: int(m.Head.Status), Header: make(http.Header), Body: b, ContentLength: -1}
+		if m.Head.Complete {
+			resp.ContentLength = int64(len(m.Head.Body))
+		}
 		for k, v := range m.Head.Headers {
 			resp.Header.Set(k, v)
 		}
