@@ -438,7 +438,7 @@ function nodes() {
   if (!ns.length) html += '<p class="muted">no node has registered since the gateway started (or it has no edge listener)</p>';
   for (const n of ns) {
     html += `<section class="node" data-node="${esc(n.name)}"><h3>${esc(n.name)} <span class="tag ${n.connected ? 'ok' : 'bad'}">${n.connected ? 'connected' : 'disconnected'}</span>${n.draining ? ' <span class="tag warn">draining</span>' : ''}</h3>
-<p class="muted">id ${esc(n.id)} · generation ${esc(n.generation)} · last heartbeat ${dur(n.last_seen_ms)} ago</p>
+<p class="muted">id ${esc(n.id)} · generation ${esc(n.generation)} · last heartbeat ${dur(n.last_seen_ms)} ago · ${num(n.ready_streams || 0)} streams ready</p>
 <table><thead><tr><th>provider</th><th>adapter</th><th>models</th><th>slots used</th><th>long slots</th><th>queued</th><th>health</th><th>state</th></tr></thead><tbody>`;
     for (const p of n.providers) {
       html += `<tr><td>${esc(p.id)}</td><td>${esc(p.adapter)} <span class="muted">${esc(p.target)}</span></td><td>${esc((p.models || []).join(', '))}</td><td>${num(p.used)} / ${num(p.slots)}</td>
