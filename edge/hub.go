@@ -261,10 +261,8 @@ func bearerToken(ctx context.Context) (string, error) {
 // next check.
 func (h *Hub) recheck(s *session, token string) {
 	t := h.cfg.Clock.AfterFunc(h.cfg.TokenRecheck, func() {
-		select {
-		case <-s.done:
+		if s.ended() {
 			return
-		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), h.cfg.TokenRecheck)
 		id, err := h.deps.Authenticate(ctx, token)

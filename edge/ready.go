@@ -54,10 +54,8 @@ func (rs *readyStream) stop(st error) {
 func (s *session) enter(rs *readyStream) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	select {
-	case <-s.done:
+	if s.ended() {
 		return false
-	default:
 	}
 	if s.readyAll >= s.readyMax {
 		return false

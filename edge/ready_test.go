@@ -65,6 +65,18 @@ func recvBody(rs edgepb.Edge_RunClient) (string, error) {
 	}
 }
 
+// readySession is node_a's session with a provider of 2 slots and one
+// ready stream, parked.
+func readySession(t *testing.T) (*testBundle, *testSession, edgepb.Edge_RunClient) {
+	t.Helper()
+	b := setup(t)
+	s := b.open(t, "wn-a")
+	s.welcome(testProvider("p", 2, "m"))
+	rs := b.openReady(t, "wn-a", s.gen)
+	b.waitReady(t, "gpu-a", 1)
+	return b, s, rs
+}
+
 // readyOffer waits for the Offer on a ready stream.
 func readyOffer(t *testing.T, rs edgepb.Edge_RunClient) *edgepb.Offer {
 	t.Helper()
@@ -143,11 +155,7 @@ func TestReadyStreamCarriesRuns(t *testing.T) {
 // left the next offer goes on the Control stream.
 func TestReadyStreamCutShort(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	s := b.open(t, "wn-a")
-	s.welcome(testProvider("p", 2, "m"))
-	rs := b.openReady(t, "wn-a", s.gen)
-	b.waitReady(t, "gpu-a", 1)
+	b, s, rs := readySession(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	res := b.do(ctx, s.gen, provider.Call{Path: "/chat/completions", Body: []byte(`{}`), Stream: true})
 	readyOffer(t, rs)
@@ -214,11 +222,7 @@ func TestReadyStreamRefusals(t *testing.T) {
 // stream fails that run and loses the stream (InvalidArgument).
 func TestReadyStreamProtocol(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	s := b.open(t, "wn-a")
-	s.welcome(testProvider("p", 2, "m"))
-	rs := b.openReady(t, "wn-a", s.gen)
-	b.waitReady(t, "gpu-a", 1)
+	b, s, rs := readySession(t)
 	res := b.do(t.Context(), s.gen, provider.Call{Path: "/chat/completions", Body: []byte(`{}`)})
 	readyOffer(t, rs)
 	readBody(t, rs)

@@ -403,10 +403,8 @@ func newRunID() string {
 func (s *session) addRun(r *run) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	select {
-	case <-s.done:
+	if s.ended() {
 		return false
-	default:
 	}
 	if s.runs == nil {
 		s.runs = make(map[string]*run)

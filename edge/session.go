@@ -86,6 +86,16 @@ func (s *session) end(cause error) {
 	})
 }
 
+// ended reports whether the session has ended.
+func (s *session) ended() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // cause is why the session ended.
 func (s *session) cause() error {
 	s.mu.Lock()
@@ -100,10 +110,8 @@ func (s *session) watch() {
 	if s.dog != nil {
 		s.dog.Stop()
 	}
-	select {
-	case <-s.done:
+	if s.ended() {
 		return
-	default:
 	}
 	s.dog = s.h.cfg.Clock.AfterFunc(s.h.cfg.HeartbeatTimeout, func() { s.end(errHeartbeats) })
 }
@@ -112,10 +120,8 @@ func (s *session) watch() {
 // its sender is that far behind (which ends it: a node that reads
 // nothing is gone as far as the gateway can tell).
 func (s *session) queue(m *edgepb.GatewayMessage) bool {
-	select {
-	case <-s.done:
+	if s.ended() {
 		return false
-	default:
 	}
 	select {
 	case s.send <- m:
