@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -139,5 +140,61 @@ func TestReleaseRacesReconnect(t *testing.T) {
 		}
 		old.cancel()
 		old = s
+	}
+}
+
+// TestReadyEndRacesDisconnect: a run's whole answer on a ready stream
+// (which puts the stream back) and its node's disconnect at the same
+// moment: the caller gets the whole answer or a clean retryable error,
+// never a hang or a torn answer, and no stream of the gone session is
+// left waiting for a run.
+func TestReadyEndRacesDisconnect(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for range raceRounds {
+		s := b.open(t, "wn-a")
+		s.welcome(testProvider("p", 2, "m"))
+		rs := b.openReady(t, "wn-a", s.gen)
+		b.waitReady(t, "gpu-a", 1)
+		b.hub.mu.Lock()
+		sess := b.hub.nodes["node_a"].sess
+		b.hub.mu.Unlock()
+		res := b.do(t.Context(), s.gen, provider.Call{Path: "/chat/completions", Body: []byte(`{}`)})
+		readyOffer(t, rs)
+		readBody(t, rs)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			<-start
+			_ = rs.Send(up(&edgepb.RunHead{Status: 200, Body: []byte("answer"), Complete: true}))
+		})
+		wg.Go(func() {
+			<-start
+			s.cancel()
+		})
+		close(start)
+		wg.Wait()
+		select {
+		case r := <-res:
+			var pe *provider.Error
+			if r.err == nil && r.body != "answer" || r.err != nil && (!errors.As(r.err, &pe) || !pe.Retryable()) {
+				t.Fatalf("the run: %q, %v; want the whole answer or a retryable error", r.body, r.err)
+			}
+		case <-time.After(within):
+			t.Fatal("the run did not end")
+		}
+		deadline := time.Now().Add(within)
+		for {
+			sess.mu.Lock()
+			left, all := len(sess.ready), sess.readyAll
+			sess.mu.Unlock()
+			if left == 0 && all == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the gone session keeps %d ready streams (%d counted)", left, all)
+			}
+			time.Sleep(time.Millisecond)
+		}
 	}
 }
