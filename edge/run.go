@@ -213,11 +213,11 @@ func (h *Hub) Do(ctx context.Context, t weir.NodeTarget, c provider.Call) (*http
 		return nil, &provider.Error{Err: fmt.Errorf("node %s (generation %d): %w", t.Node, t.Gen, weir.ErrNodeGone)}
 	}
 	r := &run{id: newRunID(), sess: s, target: t, body: c.Body, attached: make(chan struct{}), over: make(chan struct{})}
-	// A ready stream, if one waits: the offer goes on it, and the answer
-	// comes back on it.
 	if !s.addRun(r) {
 		return nil, &provider.Error{Err: fmt.Errorf("node %s: %w", t.Node, weir.ErrNodeGone)}
 	}
+	// A ready stream, if one waits: the offer goes on it, and the answer
+	// comes back on it.
 	s.takeReady(r)
 	// The client going away and the wait for the head cut the run.
 	stopCtx := context.AfterFunc(ctx, func() { r.cut(ctx.Err()) })
