@@ -75,11 +75,10 @@ func (s *session) leave(rs *readyStream) {
 	}
 }
 
-// takeReady offers r on the newest waiting ready stream of s, if there
-// is one: r.ready and its stream are set, the stream no longer waits.
-func (s *session) takeReady(r *run) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// takeReadyLocked offers r on the newest waiting ready stream of s, if
+// there is one: r.ready and its stream are set, the stream no longer
+// waits. s.mu is held.
+func (s *session) takeReadyLocked(r *run) {
 	n := len(s.ready)
 	if n == 0 {
 		return

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -46,8 +45,6 @@ type run struct {
 	id     string
 	sess   *session
 	target weir.NodeTarget
-	body   []byte
-	inline bool // body went in the Offer
 	// ready is the ready stream the run was offered on; nil for a run
 	// offered on the Control stream. Set before the run is shared.
 	ready *readyStream
@@ -185,8 +182,8 @@ func (r *run) send(m *edgepb.RunDown) error {
 }
 
 // sendBody sends a body that did not go in the Offer, in chunks.
-func (r *run) sendBody() error {
-	for rest := r.body; len(rest) > 0; {
+func (r *run) sendBody(body []byte) error {
+	for rest := body; len(rest) > 0; {
 		n := min(len(rest), chunkBytes)
 		// Send encodes the message before it returns, so the chunk may
 		// share the caller's body.
@@ -212,18 +209,18 @@ func (h *Hub) Do(ctx context.Context, t weir.NodeTarget, c provider.Call) (*http
 	if s == nil {
 		return nil, &provider.Error{Err: fmt.Errorf("node %s (generation %d): %w", t.Node, t.Gen, weir.ErrNodeGone)}
 	}
-	r := &run{id: newRunID(), sess: s, target: t, body: c.Body, attached: make(chan struct{}), over: make(chan struct{})}
+	r := &run{id: newRunID(), sess: s, target: t, attached: make(chan struct{}), over: make(chan struct{})}
+	// A ready stream, if one waits, takes the run: the offer goes on it,
+	// and the answer comes back on it.
 	if !s.addRun(r) {
 		return nil, &provider.Error{Err: fmt.Errorf("node %s: %w", t.Node, weir.ErrNodeGone)}
 	}
-	// A ready stream, if one waits: the offer goes on it, and the answer
-	// comes back on it.
-	s.takeReady(r)
 	// The client going away and the wait for the head cut the run.
 	stopCtx := context.AfterFunc(ctx, func() { r.cut(ctx.Err()) })
-	headWait := h.after(h.cfg.RunHeaderTimeout, func() {
+	headWait := clock.NewWatch(h.cfg.Clock, h.cfg.RunHeaderTimeout, func() {
 		r.cut(&provider.Error{Timeout: true, Err: fmt.Errorf("node %s did not answer within %s", t.Node, h.cfg.RunHeaderTimeout)})
 	})
+	headWait.Arm()
 	fail := func(err error) (*http.Response, error) {
 		headWait.Stop()
 		stopCtx()
@@ -235,15 +232,16 @@ func (h *Hub) Do(ctx context.Context, t weir.NodeTarget, c provider.Call) (*http
 	}
 
 	offer := &edgepb.Offer{RunId: r.id, Provider: t.Provider, Path: c.Path, Stream: c.Stream, Long: t.Long}
-	if s.inline && len(c.Body) <= inlineBytes {
-		offer.BodyInline, offer.Body, r.inline = true, c.Body, true
+	inline := s.inline && len(c.Body) <= inlineBytes
+	if inline {
+		offer.BodyInline, offer.Body = true, c.Body
 	}
 	if r.ready != nil {
 		if err := r.send(&edgepb.RunDown{Msg: &edgepb.RunDown_Offer{Offer: offer}}); err != nil {
 			return fail(err)
 		}
 	} else {
-		if r.inline {
+		if inline {
 			// A copy: the Offer may still wait in the send queue when Do
 			// returns, and the caller reuses its body.
 			offer.Body = bytes.Clone(c.Body)
@@ -265,8 +263,8 @@ func (h *Hub) Do(ctx context.Context, t weir.NodeTarget, c provider.Call) (*http
 			}
 		}
 	}
-	if !r.inline {
-		if err := r.sendBody(); err != nil {
+	if !inline {
+		if err := r.sendBody(c.Body); err != nil {
 			return fail(err)
 		}
 	}
@@ -299,18 +297,6 @@ func (h *Hub) Do(ctx context.Context, t weir.NodeTarget, c provider.Call) (*http
 	}
 	return fail(r.refuse("a chunk before the run's head"))
 }
-
-// after runs f on the Hub's clock once d has passed; d ≤ 0 never.
-func (h *Hub) after(d time.Duration, f func()) clock.Timer {
-	if d <= 0 {
-		return stopped{}
-	}
-	return h.cfg.Clock.AfterFunc(d, f)
-}
-
-type stopped struct{}
-
-func (stopped) Stop() bool { return false }
 
 // endedDuring is the error of a run whose node's session ended while it
 // ran: it may have reached the runtime, so it is a failed upstream.
@@ -399,7 +385,8 @@ func newRunID() string {
 	return "run_" + hex.EncodeToString(b)
 }
 
-// addRun records r as a run of s; false once s has ended.
+// addRun records r as a run of s and offers it the newest waiting ready
+// stream, if there is one; false once s has ended.
 func (s *session) addRun(r *run) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -410,6 +397,7 @@ func (s *session) addRun(r *run) bool {
 		s.runs = make(map[string]*run)
 	}
 	s.runs[r.id] = r
+	s.takeReadyLocked(r)
 	return true
 }
 
