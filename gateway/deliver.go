@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/weir-gateway/weir/provider"
 )
@@ -93,6 +94,11 @@ func (s *Service) copyBody(c *Call, out Answer, resp *http.Response, head Head, 
 	return d
 }
 
+// pumpBufs are pump's read buffers: a streamed answer borrows one for
+// its life instead of allocating it. Write copies out of it (or has
+// written it) before it returns, so nothing keeps it after pump.
+var pumpBufs = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
+
 // pump passes resp's body to the client as it arrives, flushing each
 // read: the answer starts with the first bytes, so an upstream that fails
 // before sending any leaves the client untouched. scan, if set, sees each
@@ -108,7 +114,9 @@ func (s *Service) pump(out Answer, resp *http.Response, head Head, done func(usa
 			d.started = true
 		}
 	}
-	buf := make([]byte, 16<<10)
+	bp := pumpBufs.Get().(*[]byte)
+	defer pumpBufs.Put(bp)
+	buf := *bp
 	whole := false
 	for {
 		n, err := resp.Body.Read(buf)
