@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httptrace"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -238,7 +239,10 @@ func TestCredentialRefusalInWeirsWords(t *testing.T) {
 // TestConnectionReusedAfterLateAbort: a call whose body was read to its
 // end is over; a cancellation that comes before Close (a client hanging
 // up right after the last chunk) must not shut its connection, which the
-// transport has already handed back for the next call.
+// transport has already handed back for the next call. The test counts
+// Weir's shutdowns rather than the transport's reuses: net/http also
+// drops a connection whose request write it did not hear of within 50 ms,
+// which a loaded machine now and then makes it do.
 func TestConnectionReusedAfterLateAbort(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -246,13 +250,18 @@ func TestConnectionReusedAfterLateAbort(t *testing.T) {
 		_, _ = io.WriteString(w, "data: [DONE]\n\n")
 	}))
 	t.Cleanup(srv.Close)
-	ad := &OpenAI{BaseURL: srv.URL, AbortGrace: testGrace}
-	reuses := 0
+	var shuts atomic.Int32
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &countingConn{TCPConn: c.(*net.TCPConn), shuts: &shuts}, nil
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	ad := &OpenAI{BaseURL: srv.URL, AbortGrace: testGrace, Client: &http.Client{Transport: tr}}
 	for i := range 5 {
-		var reused bool
-		ctx, cancel := context.WithCancel(httptrace.WithClientTrace(t.Context(), &httptrace.ClientTrace{
-			GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused },
-		}))
+		ctx, cancel := context.WithCancel(t.Context())
 		resp, err := ad.Do(ctx, Call{Path: "/chat/completions", Body: []byte(`{}`), Stream: true})
 		if err != nil {
 			t.Fatalf("call %d: %v", i, err)
@@ -260,20 +269,26 @@ func TestConnectionReusedAfterLateAbort(t *testing.T) {
 		if _, err := io.ReadAll(resp.Body); err != nil {
 			t.Fatalf("call %d: read: %v", i, err)
 		}
-		if reused {
-			reuses++
-		}
 		// The abort the cancellation starts, run here rather than on
 		// context.AfterFunc's goroutine, so that it surely comes first.
 		resp.Body.(*body).x.abort(context.Canceled)
 		cancel()
 		resp.Body.Close()
 	}
-	// A loaded machine may now and then open a new connection anyway;
-	// with the aborts shutting connections, none is ever reused.
-	if reuses < 2 {
-		t.Fatalf("%d of 4 calls reused a connection; want most", reuses)
+	if n := shuts.Load(); n != 0 {
+		t.Fatalf("Weir shut %d connections of calls that had ended", n)
 	}
+}
+
+// countingConn counts the half-closes Weir makes of its connection.
+type countingConn struct {
+	*net.TCPConn
+	shuts *atomic.Int32
+}
+
+func (c *countingConn) CloseWrite() error {
+	c.shuts.Add(1)
+	return c.TCPConn.CloseWrite()
 }
 
 // TestShutConnectionNotReused: an aborted call whose upstream still ends
