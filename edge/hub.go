@@ -141,6 +141,10 @@ type Hub struct {
 	nodes    map[string]*node // by node id
 	probeSeq uint64
 
+	// changes has a value when what the Hub serves may have changed
+	// since it was last taken (see Changes).
+	changes chan struct{}
+
 	// tokens are the tokens Authenticate accepted, by their SHA-256, with
 	// when; guarded by tokensMu.
 	tokensMu sync.Mutex
@@ -179,7 +183,7 @@ func New(cfg Config, deps Deps) *Hub {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Hub{cfg: cfg, deps: deps, nodes: make(map[string]*node)}
+	return &Hub{cfg: cfg, deps: deps, nodes: make(map[string]*node), changes: make(chan struct{}, 1)}
 }
 
 var _ edgepb.EdgeServer = (*Hub)(nil)
@@ -354,6 +358,7 @@ func (h *Hub) attach(ctx context.Context, id Identity, reg *edgepb.Register, s *
 	h.mu.Lock()
 	s.serving = true
 	h.mu.Unlock()
+	h.changed()
 	return nil
 }
 
@@ -376,6 +381,7 @@ func (h *Hub) repause(s *session, p *edgepb.Provider) {
 	if err := h.deps.Engine.SetScope(context.Background(), weir.NodeScope(s.node.id, p.Id), slotsConfig(s.node.id, s.gen, p, paused)); err != nil {
 		h.deps.Logger.Warn("edge: could not pause or resume a provider's slots", "node", s.node.id, "provider", p.Id, "paused", paused, "error", err)
 	}
+	h.changed()
 }
 
 // drain takes s's Drain: nothing more is offered to it, and the requests
@@ -406,6 +412,52 @@ func (h *Hub) Serving(model string) []weir.NodeTarget {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []weir.NodeTarget
+	h.eachServingLocked(func(m string, t weir.NodeTarget) {
+		if m == model {
+			out = append(out, t)
+		}
+	})
+	sortTargets(out)
+	return out
+}
+
+// hasSession reports whether node's live session here is of generation
+// gen.
+func (h *Hub) hasSession(node string, gen uint64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := h.nodes[node]
+	return n != nil && n.sess != nil && n.sess.gen == gen
+}
+
+// Served is every public model the Hub's live sessions serve, with the
+// providers serving it, as Serving gives them.
+func (h *Hub) Served() map[string][]weir.NodeTarget {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[string][]weir.NodeTarget)
+	h.eachServingLocked(func(m string, t weir.NodeTarget) { out[m] = append(out[m], t) })
+	for _, ts := range out {
+		sortTargets(ts)
+	}
+	return out
+}
+
+// Changes has a value once what Served gives may have changed since the
+// value was last taken: a session began serving or ended, a provider's
+// health or a node's draining changed.
+func (h *Hub) Changes() <-chan struct{} { return h.changes }
+
+func (h *Hub) changed() {
+	select {
+	case h.changes <- struct{}{}:
+	default:
+	}
+}
+
+// eachServingLocked calls f with each public model a provider of a live
+// session serves, and the provider.
+func (h *Hub) eachServingLocked(f func(model string, t weir.NodeTarget)) {
 	for _, n := range h.nodes {
 		if n.sess == nil || !n.sess.serving || n.sess.draining {
 			continue
@@ -415,17 +467,17 @@ func (h *Hub) Serving(model string) []weir.NodeTarget {
 				continue
 			}
 			for _, m := range p.Models {
-				if m.Name == model {
-					out = append(out, weir.NodeTarget{Node: n.id, Gen: n.sess.gen, Provider: p.Id, Runtime: m.Runtime,
-						LongPromptTokens: p.LongPromptTokens})
-				}
+				f(m.Name, weir.NodeTarget{Node: n.id, Gen: n.sess.gen, Provider: p.Id, Runtime: m.Runtime,
+					LongPromptTokens: p.LongPromptTokens})
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b weir.NodeTarget) int {
+}
+
+func sortTargets(ts []weir.NodeTarget) {
+	slices.SortFunc(ts, func(a, b weir.NodeTarget) int {
 		return cmp.Or(strings.Compare(a.Node, b.Node), strings.Compare(a.Provider, b.Provider))
 	})
-	return out
 }
 
 // removeScope retires a scope of a provider the node no longer has; a
@@ -447,6 +499,9 @@ func (h *Hub) detach(s *session, cause error) {
 		n.sess = nil
 	}
 	h.mu.Unlock()
+	if current {
+		h.changed()
+	}
 	if n == nil {
 		return
 	}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -648,5 +650,38 @@ func TestRevokedTokenEndsSession(t *testing.T) {
 	again := b.open(t, "wn-a")
 	if _, err := again.register(testProvider("p", 1, "m")); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("a new session with the revoked token: %v; want Unauthenticated", err)
+	}
+}
+
+// TestServedFollowsSessions: Served gives every model a live session's
+// providers serve, and Changes says so as a session begins serving and
+// as it ends.
+func TestServedFollowsSessions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	changed := func(what string) {
+		t.Helper()
+		select {
+		case <-b.hub.Changes():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no change once %s", what)
+		}
+	}
+	s := b.open(t, "wn-a")
+	s.welcome(testProvider("p", 1, "m", "n"), testProvider("q", 1, "m"))
+	changed("the session serves")
+	got := b.hub.Served()
+	want := map[string][]weir.NodeTarget{
+		"m": {{Node: "node_a", Gen: s.gen, Provider: "p", Runtime: "rt-m"}, {Node: "node_a", Gen: s.gen, Provider: "q", Runtime: "rt-m"}},
+		"n": {{Node: "node_a", Gen: s.gen, Provider: "p", Runtime: "rt-n"}},
+	}
+	if !maps.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("Served = %+v, want %+v", got, want)
+	}
+	s.cancel()
+	changed("the session ended")
+	// The session's end is seen once its detach ran; Changes came after.
+	if got := b.hub.Served(); len(got) != 0 {
+		t.Fatalf("Served after the session ended = %+v", got)
 	}
 }
