@@ -169,6 +169,11 @@ func (m *Member) Fence(ctx context.Context, tx pgx.Tx, epoch uint64) error {
 // Replica is this replica's id.
 func (m *Member) Replica() string { return m.cfg.Replica }
 
+// Secret is the fleet's shared secret (MemberConfig.Secret, or the one
+// the database keeps): what else the replicas say to each other, such as
+// relayed runs, is authenticated by it too.
+func (m *Member) Secret() string { return m.cfg.Secret }
+
 // Ready waits until the replica's engine has synced with a leader.
 func (m *Member) Ready(ctx context.Context) error { return m.engine.Ready(ctx) }
 

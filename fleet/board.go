@@ -1,0 +1,269 @@
+package fleet
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/clock"
+)
+
+// BoardConfig configures a Board.
+type BoardConfig struct {
+	// Replica is this replica's id in the fleet.
+	Replica string
+	// Interval is how often the Board writes this replica's offer and
+	// reads the others' (default 1s). A change of this replica's nodes is
+	// written at once.
+	Interval time.Duration
+	// TTL is how old another replica's offer may be and still count
+	// (default 5 × Interval): a replica that stopped writing is gone.
+	TTL    time.Duration
+	Clock  clock.Clock
+	Logger *slog.Logger
+}
+
+func (c *BoardConfig) defaults() {
+	if c.Interval <= 0 {
+		c.Interval = time.Second
+	}
+	if c.TTL <= 0 {
+		c.TTL = 5 * c.Interval
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Board is where the fleet's replicas publish the edge nodes that dialed
+// them, and learn the others': a row per replica in PostgreSQL
+// (weir_fleet_nodes). It is the edge.Directory of a replica's
+// edge.Relay. What it knows of the others is as old as its last read,
+// at most Interval: a node it still offers may be gone, which the
+// engine settles (a gone node's scopes are fenced at the leader, so
+// nothing is admitted there) and the relay answers (weir.ErrNodeGone).
+type Board struct {
+	pool *pgxpool.Pool
+	cfg  BoardConfig
+
+	mu      sync.Mutex
+	byModel map[string][]weir.NodeTarget
+	where   map[nodeGen]string
+}
+
+type nodeGen struct {
+	node string
+	gen  uint64
+}
+
+// NewBoard returns a Board on pool, whose schema the fleet's migrations
+// (Migrate) have made.
+func NewBoard(pool *pgxpool.Pool, cfg BoardConfig) (*Board, error) {
+	cfg.defaults()
+	if err := checkName("replica", cfg.Replica); err != nil {
+		return nil, err
+	}
+	return &Board{pool: pool, cfg: cfg, byModel: map[string][]weir.NodeTarget{}, where: map[nodeGen]string{}}, nil
+}
+
+// boardTarget is a weir.NodeTarget as the board stores it.
+type boardTarget struct {
+	Node             string `json:"node"`
+	Gen              uint64 `json:"gen"`
+	Provider         string `json:"provider"`
+	Runtime          string `json:"runtime"`
+	LongPromptTokens int64  `json:"long_prompt_tokens,omitempty"`
+}
+
+// Offer is what a replica offers the others on its board.
+type Offer struct {
+	// Addr is the base URL (http://host:port) at which the other replicas
+	// reach this replica's HTTP API to relay runs to its nodes.
+	Addr string
+	// Served is what its nodes serve now: public model → the providers
+	// serving it (edge.Hub.Served).
+	Served func() map[string][]weir.NodeTarget
+	// Changes has a value when Served may have changed (edge.Hub.Changes).
+	Changes <-chan struct{}
+}
+
+// Publish writes what this replica's nodes serve (public model → the
+// providers serving it) as its offer, relayed to at addr.
+func (b *Board) Publish(ctx context.Context, addr string, served map[string][]weir.NodeTarget) error {
+	out := make(map[string][]boardTarget, len(served))
+	for m, ts := range served {
+		for _, t := range ts {
+			out[m] = append(out[m], boardTarget{Node: t.Node, Gen: t.Gen, Provider: t.Provider, Runtime: t.Runtime, LongPromptTokens: t.LongPromptTokens})
+		}
+	}
+	doc, err := json.Marshal(out)
+	if err != nil {
+		return fmt.Errorf("fleet: publish nodes: %w", err)
+	}
+	if _, err := b.pool.Exec(ctx, `
+		INSERT INTO weir_fleet_nodes (replica, addr, served, updated_at) VALUES ($1, $2, $3, now())
+		ON CONFLICT (replica) DO UPDATE SET addr = EXCLUDED.addr, served = EXCLUDED.served, updated_at = now()`,
+		b.cfg.Replica, addr, doc); err != nil {
+		return fmt.Errorf("fleet: publish nodes: %w", err)
+	}
+	return nil
+}
+
+// Leave removes this replica's offer: the others stop offering its nodes
+// at their next read.
+func (b *Board) Leave(ctx context.Context) error {
+	if _, err := b.pool.Exec(ctx, `DELETE FROM weir_fleet_nodes WHERE replica = $1`, b.cfg.Replica); err != nil {
+		return fmt.Errorf("fleet: withdraw nodes: %w", err)
+	}
+	return nil
+}
+
+// Read reads the other replicas' offers younger than TTL. A node offered
+// by two (it moved, and the replica it left has not written since) is
+// taken at its newest generation.
+func (b *Board) Read(ctx context.Context) error {
+	rows, err := b.pool.Query(ctx, `
+		SELECT addr, served FROM weir_fleet_nodes
+		WHERE replica <> $1 AND updated_at > now() - $2 * interval '1 microsecond'
+		ORDER BY replica`, b.cfg.Replica, micros(b.cfg.TTL))
+	if err != nil {
+		return fmt.Errorf("fleet: read nodes: %w", err)
+	}
+	type offer struct {
+		addr   string
+		served map[string][]boardTarget
+	}
+	offers, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (offer, error) {
+		var o offer
+		var doc []byte
+		if err := row.Scan(&o.addr, &doc); err != nil {
+			return o, err
+		}
+		return o, json.Unmarshal(doc, &o.served)
+	})
+	if err != nil {
+		return fmt.Errorf("fleet: read nodes: %w", err)
+	}
+	newest := map[string]uint64{}
+	for _, o := range offers {
+		for _, ts := range o.served {
+			for _, t := range ts {
+				newest[t.Node] = max(newest[t.Node], t.Gen)
+			}
+		}
+	}
+	byModel := map[string][]weir.NodeTarget{}
+	where := map[nodeGen]string{}
+	for _, o := range offers {
+		for m, ts := range o.served {
+			for _, t := range ts {
+				if t.Gen != newest[t.Node] {
+					continue
+				}
+				byModel[m] = append(byModel[m], weir.NodeTarget{Node: t.Node, Gen: t.Gen, Provider: t.Provider,
+					Runtime: t.Runtime, LongPromptTokens: t.LongPromptTokens})
+				where[nodeGen{t.Node, t.Gen}] = o.addr
+			}
+		}
+	}
+	for _, ts := range byModel {
+		slices.SortFunc(ts, func(a, b weir.NodeTarget) int {
+			return cmp.Or(strings.Compare(a.Node, b.Node), strings.Compare(a.Provider, b.Provider))
+		})
+	}
+	b.mu.Lock()
+	b.byModel, b.where = byModel, where
+	b.mu.Unlock()
+	return nil
+}
+
+// Serving lists the other replicas' node providers serving the public
+// model, as of the last Read.
+func (b *Board) Serving(model string) []weir.NodeTarget {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.byModel[model])
+}
+
+// Where is the base URL of the replica whose node's session of
+// generation gen this is, as of the last Read.
+func (b *Board) Where(node string, gen uint64) (string, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	addr, ok := b.where[nodeGen{node, gen}]
+	return addr, ok
+}
+
+// Run keeps the board until ctx ends: every Interval it writes this
+// replica's offer (if o is not nil: a replica without nodes of its own
+// only reads) and reads the others'; a change of o's writes it at once.
+// When ctx ends it removes the offer. Failures are logged; the next
+// round tries again.
+func (b *Board) Run(ctx context.Context, o *Offer) {
+	var changes <-chan struct{}
+	if o != nil {
+		changes = o.Changes
+	}
+	tick := make(chan struct{}, 1)
+	var timer clock.Timer
+	arm := func() {
+		timer = b.cfg.Clock.AfterFunc(b.cfg.Interval, func() {
+			select {
+			case tick <- struct{}{}:
+			default:
+			}
+		})
+	}
+	publish := func() {
+		if o == nil {
+			return
+		}
+		if err := b.Publish(ctx, o.Addr, o.Served()); err != nil && ctx.Err() == nil {
+			b.cfg.Logger.Warn("fleet: could not publish this replica's nodes", "error", err)
+		}
+	}
+	for {
+		publish()
+		if err := b.Read(ctx); err != nil && ctx.Err() == nil {
+			b.cfg.Logger.Warn("fleet: could not read the other replicas' nodes", "error", err)
+		}
+		arm()
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				b.leave(ctx, o != nil)
+				return
+			case <-tick:
+				waiting = false
+			case <-changes:
+				publish()
+			}
+		}
+	}
+}
+
+// leave removes the offer, if this replica made one, once Run's ctx ended.
+func (b *Board) leave(ctx context.Context, offered bool) {
+	if !offered {
+		return
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := b.Leave(lctx); err != nil {
+		b.cfg.Logger.Warn("fleet: could not withdraw this replica's nodes; they lapse after the board's TTL", "error", err)
+	}
+}

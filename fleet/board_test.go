@@ -1,0 +1,157 @@
+package fleet
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/clock"
+)
+
+func (b *bundle) board(t *testing.T, replica string) *Board {
+	t.Helper()
+	bd, err := NewBoard(b.pool, BoardConfig{Replica: replica, Interval: time.Hour,
+		Clock: clock.NewFake(time.Unix(0, 0))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bd
+}
+
+func read(t *testing.T, bd *Board) {
+	t.Helper()
+	if err := bd.Read(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBoardOffersTheOtherReplicasNodes: a replica's published nodes are
+// what the others offer and where they relay; not its own; gone once it
+// leaves.
+func TestBoardOffersTheOtherReplicasNodes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a, other := b.board(t, "a"), b.board(t, "b")
+	na := weir.NodeTarget{Node: "node_00000000000a", Gen: 5, Provider: "gpu", Runtime: "llama-3", LongPromptTokens: 4096}
+	if err := a.Publish(t.Context(), "http://a:8080", map[string][]weir.NodeTarget{"m": {na}}); err != nil {
+		t.Fatal(err)
+	}
+	read(t, other)
+	if got := other.Serving("m"); !slices.Equal(got, []weir.NodeTarget{na}) {
+		t.Fatalf("Serving(m) = %+v, want a's provider", got)
+	}
+	if got := other.Serving("n"); len(got) != 0 {
+		t.Fatalf("Serving(n) = %+v, want none", got)
+	}
+	if addr, ok := other.Where(na.Node, 5); !ok || addr != "http://a:8080" {
+		t.Fatalf("Where(gen 5) = %q, %v", addr, ok)
+	}
+	if _, ok := other.Where(na.Node, 4); ok {
+		t.Fatal("an older generation has a place")
+	}
+	read(t, a)
+	if got := a.Serving("m"); len(got) != 0 {
+		t.Fatalf("a offers its own nodes back to itself: %+v", got)
+	}
+	if err := a.Leave(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	read(t, other)
+	if got := other.Serving("m"); len(got) != 0 {
+		t.Fatalf("after a left, Serving(m) = %+v", got)
+	}
+}
+
+// TestBoardDropsLapsedOffers: an offer older than the TTL (its replica
+// stopped writing) is not read.
+func TestBoardDropsLapsedOffers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a, other := b.board(t, "a"), b.board(t, "b")
+	if err := a.Publish(t.Context(), "http://a:8080", map[string][]weir.NodeTarget{"m": {{Node: "node_00000000000a", Gen: 1, Provider: "p"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(t.Context(), `UPDATE weir_fleet_nodes SET updated_at = now() - $1 * interval '1 microsecond'`,
+		micros(other.cfg.TTL+time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	read(t, other)
+	if got := other.Serving("m"); len(got) != 0 {
+		t.Fatalf("a lapsed offer is read: %+v", got)
+	}
+}
+
+// TestBoardTakesAMovedNodeAtItsNewestGeneration: a node that left one
+// replica for another, before the first wrote again, is offered once, at
+// the replica of its newer session.
+func TestBoardTakesAMovedNodeAtItsNewestGeneration(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a, c, other := b.board(t, "a"), b.board(t, "c"), b.board(t, "b")
+	old := weir.NodeTarget{Node: "node_00000000000a", Gen: 5, Provider: "p"}
+	moved := old
+	moved.Gen = 7
+	for bd, nt := range map[*Board]weir.NodeTarget{a: old, c: moved} {
+		if err := bd.Publish(t.Context(), "http://"+bd.cfg.Replica+":8080", map[string][]weir.NodeTarget{"m": {nt}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read(t, other)
+	if got := other.Serving("m"); !slices.Equal(got, []weir.NodeTarget{moved}) {
+		t.Fatalf("Serving(m) = %+v, want only the newer session", got)
+	}
+	if addr, _ := other.Where(old.Node, 7); addr != "http://c:8080" {
+		t.Fatalf("Where = %q, want c's", addr)
+	}
+	if _, ok := other.Where(old.Node, 5); ok {
+		t.Fatal("the older session still has a place")
+	}
+}
+
+// TestBoardRunPublishesChangesAndLeaves: a change of the replica's nodes
+// is written without waiting for the interval; the offer goes when Run
+// ends.
+func TestBoardRunPublishesChangesAndLeaves(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a, other := b.board(t, "a"), b.board(t, "b")
+	var mu sync.Mutex
+	var served map[string][]weir.NodeTarget
+	take := func() map[string][]weir.NodeTarget {
+		mu.Lock()
+		defer mu.Unlock()
+		return served
+	}
+	changes := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); a.Run(ctx, &Offer{Addr: "http://a:8080", Served: take, Changes: changes}) }()
+
+	nt := weir.NodeTarget{Node: "node_00000000000a", Gen: 3, Provider: "p"}
+	mu.Lock()
+	served = map[string][]weir.NodeTarget{"m": {nt}}
+	mu.Unlock()
+	changes <- struct{}{}
+	// The interval is an hour on a clock that does not move: only the
+	// change writes the offer.
+	deadline := time.Now().Add(guard)
+	for {
+		read(t, other)
+		if len(other.Serving("m")) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the change was never published")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	read(t, other)
+	if got := other.Serving("m"); len(got) != 0 {
+		t.Fatalf("after Run ended, Serving(m) = %+v", got)
+	}
+}

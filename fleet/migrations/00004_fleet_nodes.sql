@@ -1,0 +1,15 @@
+-- The edge nodes that dialed each replica, for the other replicas to
+-- offer and relay runs to. A row is the replica's whole offer, written
+-- again every board interval; a row older than the board's TTL (by
+-- PostgreSQL's clock) is a replica gone, and is not read.
+
+-- +goose Up
+CREATE TABLE weir_fleet_nodes (
+    replica    text        PRIMARY KEY CHECK (replica <> ''),
+    addr       text        NOT NULL,
+    served     jsonb       NOT NULL,
+    updated_at timestamptz NOT NULL
+);
+
+-- +goose Down
+DROP TABLE weir_fleet_nodes;
