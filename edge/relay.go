@@ -1,0 +1,333 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/provider"
+)
+
+// Directory is where a replica of a fleet finds the nodes that dialed
+// the other replicas: what they serve, and where to send their runs.
+// fleet.Board implements it.
+type Directory interface {
+	// Serving lists the providers of the other replicas' nodes that serve
+	// the public model. It must not call the engine (see gateway.Nodes).
+	Serving(model string) []weir.NodeTarget
+	// Where is the base URL of the replica that node's session of
+	// generation gen dialed.
+	Where(node string, gen uint64) (string, bool)
+}
+
+// RelayPath is where a replica takes the runs of its nodes that another
+// replica admitted.
+const RelayPath = "/internal/edge/runs"
+
+// The relay's request and answer headers.
+const (
+	headerTarget = "Weir-Relay-Target"
+	headerPath   = "Weir-Relay-Path"
+	headerStream = "Weir-Relay-Stream"
+	// headerRelay says what the body is: "answer", the node's answer as
+	// it came; "error", a relayError.
+	headerRelay = "Weir-Relay"
+)
+
+// RelayConfig configures a Relay.
+type RelayConfig struct {
+	// Secret authenticates the fleet's replicas to each other; a relay
+	// without one forwards nothing and takes nothing.
+	Secret string
+	// MaxBodyBytes bounds a relayed request's body (0: 16 MiB).
+	MaxBodyBytes int64
+	// Client sends relayed runs; nil: one made for it.
+	Client *http.Client
+}
+
+// Relay is a fleet's nodes for one replica's gateway (gateway.Nodes):
+// those that dialed this replica (its Hub, nil if it has no edge
+// listener) and those that dialed the others (a Directory). A run for a
+// node of another replica goes to that replica over HTTP (RelayPath),
+// which runs it on its Hub and streams the answer back; the slots are
+// the fleet's scopes, so the admission that chose the node holds
+// whichever replica admitted.
+type Relay struct {
+	hub *Hub
+	dir Directory
+	cfg RelayConfig
+}
+
+var relayBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// NewRelay returns a Relay over hub (nil: none) and dir.
+func NewRelay(hub *Hub, dir Directory, cfg RelayConfig) *Relay {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 16 << 20
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Transport: &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     90 * time.Second,
+			TLSHandshakeTimeout: 5 * time.Second,
+		}}
+	}
+	return &Relay{hub: hub, dir: dir, cfg: cfg}
+}
+
+// Serving lists this replica's node providers serving the public model,
+// and the other replicas', by node and provider id. A node seen here
+// and on another replica is this replica's: the Hub knows its newest
+// session, the directory may lag.
+func (r *Relay) Serving(model string) []weir.NodeTarget {
+	var out []weir.NodeTarget
+	if r.hub != nil {
+		out = r.hub.Serving(model)
+	}
+	if r.dir == nil || r.cfg.Secret == "" {
+		return out
+	}
+	local := len(out)
+	for _, t := range r.dir.Serving(model) {
+		if !slices.ContainsFunc(out[:local], func(l weir.NodeTarget) bool { return l.Node == t.Node }) {
+			out = append(out, t)
+		}
+	}
+	if len(out) > local {
+		sortTargets(out)
+	}
+	return out
+}
+
+// Do runs c on t's provider: through this replica's Hub if t's session
+// is here, else through the replica it dialed. Errors are as Hub.Do's.
+func (r *Relay) Do(ctx context.Context, t weir.NodeTarget, c provider.Call) (*http.Response, error) {
+	if r.hub != nil && r.hub.hasSession(t.Node, t.Gen) {
+		return r.hub.Do(ctx, t, c)
+	}
+	var base string
+	ok := false
+	if r.dir != nil && r.cfg.Secret != "" {
+		base, ok = r.dir.Where(t.Node, t.Gen)
+	}
+	if !ok {
+		if r.hub != nil {
+			return r.hub.Do(ctx, t, c)
+		}
+		return nil, &provider.Error{Err: fmt.Errorf("node %s (generation %d): %w", t.Node, t.Gen, weir.ErrNodeGone)}
+	}
+	return r.forward(ctx, base, t, c)
+}
+
+// forward sends c for t to the replica at base.
+func (r *Relay) forward(ctx context.Context, base string, t weir.NodeTarget, c provider.Call) (*http.Response, error) {
+	target, err := json.Marshal(relayTarget{Node: t.Node, Gen: t.Gen, Provider: t.Provider, Runtime: t.Runtime, Long: t.Long})
+	if err != nil {
+		return nil, &provider.Error{Err: err}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+RelayPath, bytes.NewReader(c.Body))
+	if err != nil {
+		return nil, &provider.Error{Err: fmt.Errorf("relay to %s: %w", base, err)}
+	}
+	req.Header.Set("Authorization", "Bearer "+r.cfg.Secret)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(headerTarget, string(target))
+	req.Header.Set(headerPath, c.Path)
+	if c.Stream {
+		req.Header.Set(headerStream, "true")
+	}
+	for _, h := range []string{"Accept", "User-Agent"} {
+		if v := c.Header.Get(h); v != "" {
+			req.Header.Set(h, v)
+		}
+	}
+	resp, err := r.cfg.Client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, &provider.Error{Err: fmt.Errorf("relay to %s: %w", base, context.Cause(ctx))}
+		}
+		// The replica the node dialed is out of reach: so is the node.
+		return nil, &provider.Error{Err: fmt.Errorf("node %s (generation %d) by way of %s: %w: %v", t.Node, t.Gen, base, weir.ErrNodeGone, err)}
+	}
+	switch resp.Header.Get(headerRelay) {
+	case "answer":
+		resp.Header.Del(headerRelay)
+		resp.Body = &relayBody{ReadCloser: resp.Body, ctx: ctx, base: base}
+		return resp, nil
+	case "error":
+		defer resp.Body.Close()
+		var e relayError
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e); err != nil {
+			return nil, &provider.Error{Err: fmt.Errorf("relay to %s: unreadable error: %w", base, err)}
+		}
+		return nil, e.providerError(t)
+	default:
+		defer resp.Body.Close()
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, &provider.Error{Err: fmt.Errorf("relay to %s refused the run: %d %s", base, resp.StatusCode, bytes.TrimSpace(msg))}
+	}
+}
+
+// relayBody is a relayed answer's body: a read that fails while its
+// caller is still there is the upstream's failure (a *provider.Error),
+// as an adapter's body reports it.
+type relayBody struct {
+	io.ReadCloser
+	ctx  context.Context
+	base string
+}
+
+func (b *relayBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		if b.ctx.Err() != nil {
+			return n, context.Cause(b.ctx)
+		}
+		err = &provider.Error{Err: fmt.Errorf("the answer relayed from %s broke: %w", b.base, err)}
+	}
+	return n, err
+}
+
+// relayTarget is a weir.NodeTarget on the relay's wire.
+type relayTarget struct {
+	Node     string `json:"node"`
+	Gen      uint64 `json:"gen"`
+	Provider string `json:"provider"`
+	Runtime  string `json:"runtime"`
+	Long     bool   `json:"long,omitempty"`
+}
+
+// relayError is a *provider.Error on the relay's wire.
+type relayError struct {
+	Status       int    `json:"status,omitempty"`
+	Body         []byte `json:"body,omitempty"`
+	RetryAfterMs int64  `json:"retry_after_ms,omitempty"`
+	Timeout      bool   `json:"timeout,omitempty"`
+	Credential   bool   `json:"credential,omitempty"`
+	// Gone: the run never reached the node (weir.ErrNodeGone).
+	Gone    bool   `json:"gone,omitempty"`
+	Message string `json:"message"`
+}
+
+func newRelayError(err error) relayError {
+	e := relayError{Message: err.Error(), Gone: errors.Is(err, weir.ErrNodeGone)}
+	var pe *provider.Error
+	if errors.As(err, &pe) {
+		e.Status, e.Body, e.Timeout, e.Credential = pe.Status, pe.Body, pe.Timeout, pe.Credential
+		e.RetryAfterMs = pe.RetryAfter.Milliseconds()
+		if pe.Err != nil {
+			e.Message = pe.Err.Error()
+		}
+	}
+	return e
+}
+
+func (e relayError) providerError(t weir.NodeTarget) *provider.Error {
+	var err error = errors.New(e.Message)
+	if e.Gone {
+		err = fmt.Errorf("node %s (generation %d): %w", t.Node, t.Gen, weir.ErrNodeGone)
+	}
+	return &provider.Error{Status: e.Status, Body: e.Body, RetryAfter: time.Duration(e.RetryAfterMs) * time.Millisecond,
+		Timeout: e.Timeout, Credential: e.Credential, Err: err}
+}
+
+// Handler takes the runs other replicas relay to this replica's nodes:
+// authenticated by the fleet's secret, run on the Hub, the answer
+// streamed back as it comes. A relay without a Hub or a secret refuses
+// every run.
+func (r *Relay) Handler() http.Handler {
+	return http.HandlerFunc(r.serveRelay)
+}
+
+func (r *Relay) serveRelay(w http.ResponseWriter, req *http.Request) {
+	token, _ := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+	if r.hub == nil || r.cfg.Secret == "" || subtle.ConstantTimeCompare([]byte(token), []byte(r.cfg.Secret)) != 1 {
+		refuse(w, http.StatusUnauthorized, "relay_unauthorized", "a relayed run needs the fleet's secret")
+		return
+	}
+	var t relayTarget
+	if err := json.Unmarshal([]byte(req.Header.Get(headerTarget)), &t); err != nil {
+		refuse(w, http.StatusBadRequest, "invalid_relay_target", headerTarget+" is not a node target: "+err.Error())
+		return
+	}
+	path := req.Header.Get(headerPath)
+	switch {
+	case t.Node == "" || len(t.Node) > 128 || t.Gen == 0 || t.Provider == "":
+		refuse(w, http.StatusBadRequest, "invalid_relay_target", headerTarget+" needs a node id, a generation and a provider")
+		return
+	case !strings.HasPrefix(path, "/") || len(path) > 256 || strings.Contains(path, ".."):
+		refuse(w, http.StatusBadRequest, "invalid_relay_path", headerPath+" must be an absolute path of at most 256 bytes")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.cfg.MaxBodyBytes))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			refuse(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("a relayed body is at most %d bytes", r.cfg.MaxBodyBytes))
+			return
+		}
+		refuse(w, http.StatusBadRequest, "invalid_body", "read body: "+err.Error())
+		return
+	}
+	c := provider.Call{Path: path, Body: body, Stream: req.Header.Get(headerStream) == "true", Header: http.Header{}}
+	for _, h := range []string{"Accept", "User-Agent"} {
+		if v := req.Header.Get(h); v != "" {
+			c.Header.Set(h, v)
+		}
+	}
+	resp, err := r.hub.Do(req.Context(), weir.NodeTarget{Node: t.Node, Gen: t.Gen, Provider: t.Provider, Runtime: t.Runtime, Long: t.Long}, c)
+	if err != nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set(headerRelay, "error")
+		w.WriteHeader(http.StatusBadGateway)
+		_ = json.NewEncoder(w).Encode(newRelayError(err))
+		return
+	}
+	defer resp.Body.Close()
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	w.Header().Set(headerRelay, "answer")
+	w.WriteHeader(resp.StatusCode)
+	rc := http.NewResponseController(w)
+	bp := relayBufs.Get().(*[]byte)
+	defer relayBufs.Put(bp)
+	for {
+		n, err := resp.Body.Read(*bp)
+		if n > 0 {
+			if _, werr := w.Write((*bp)[:n]); werr != nil {
+				return // the relaying replica is gone; closing the body cancels the run
+			}
+			_ = rc.Flush()
+		}
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			// Cut the answer short rather than end it cleanly: the other
+			// replica must see a broken answer, not a whole one.
+			panic(http.ErrAbortHandler)
+		}
+	}
+}
+
+// refuse answers a relay request it will not run, in the API's error
+// shape.
+func refuse(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
+		"message": msg, "type": "invalid_request_error", "code": code,
+	}})
+}

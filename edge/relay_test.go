@@ -1,0 +1,290 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/edge/edgepb"
+	"github.com/weir-gateway/weir/provider"
+)
+
+const testSecret = "fleet-secret-of-at-least-32-bytes!!"
+
+// staticDir is a Directory that knows one replica's targets.
+type staticDir struct {
+	model, addr string
+	targets     []weir.NodeTarget
+}
+
+func (d staticDir) Serving(model string) []weir.NodeTarget {
+	if model != d.model {
+		return nil
+	}
+	return slices.Clone(d.targets)
+}
+
+func (d staticDir) Where(node string, gen uint64) (string, bool) {
+	for _, t := range d.targets {
+		if t.Node == node && t.Gen == gen {
+			return d.addr, true
+		}
+	}
+	return "", false
+}
+
+// relayBundle is a fleet of two replicas: here, whose Hub the node
+// dialed (the bundle's), serving relays at url; and there, without a
+// Hub, that finds the node through its directory.
+type relayBundle struct {
+	*testBundle
+	s           *testSession
+	url         string
+	here, there *Relay
+	target      weir.NodeTarget
+}
+
+func relaySetup(t *testing.T) *relayBundle {
+	t.Helper()
+	b := setup(t)
+	s := b.open(t, "wn-a")
+	s.welcome(testProvider("p", 2, "m"))
+	here := NewRelay(b.hub, nil, RelayConfig{Secret: testSecret})
+	srv := httptest.NewServer(here.Handler())
+	t.Cleanup(srv.Close)
+	targets := b.hub.Serving("m")
+	if len(targets) != 1 {
+		t.Fatalf("the hub serves %+v", targets)
+	}
+	there := NewRelay(nil, staticDir{model: "m", addr: srv.URL, targets: targets}, RelayConfig{Secret: testSecret})
+	return &relayBundle{testBundle: b, s: s, url: srv.URL, here: here, there: there, target: targets[0]}
+}
+
+// do runs c on t through r in the background.
+func relayDo(ctx context.Context, r *Relay, t weir.NodeTarget, c provider.Call) <-chan doResult {
+	out := make(chan doResult, 1)
+	go func() {
+		resp, err := r.Do(ctx, t, c)
+		if err != nil {
+			out <- doResult{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		if resp.Header.Get(headerRelay) != "" || resp.Header.Get("Content-Type") != "text/event-stream" {
+			out <- doResult{err: errors.New("the answer's headers: " + strings.Join(slices.Collect(func(yield func(string) bool) {
+				for k := range resp.Header {
+					if !yield(k) {
+						return
+					}
+				}
+			}), ","))}
+			return
+		}
+		body, err := io.ReadAll(resp.Body)
+		out <- doResult{body: string(body), err: err}
+	}()
+	return out
+}
+
+// answer plays the node's side of the next run: it checks the request's
+// body and sends msgs.
+func (rb *relayBundle) answer(t *testing.T, wantBody string, msgs ...any) edgepb.Edge_RunClient {
+	t.Helper()
+	o := rb.s.offer()
+	if o.Provider != "p" || o.Path != "/chat/completions" || !o.Stream {
+		t.Fatalf("offer %+v", o)
+	}
+	rs, err := rb.openRun(t, "wn-a", o.RunId, rb.s.gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readBody(t, rs); got != wantBody {
+		t.Fatalf("the node got %q, want %q", got, wantBody)
+	}
+	for _, m := range msgs {
+		if err := rs.Send(up(m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return rs
+}
+
+var streamHead = &edgepb.RunHead{Status: 200, Headers: map[string]string{"Content-Type": "text/event-stream"}}
+
+// TestRelayRunsOnTheNodesReplica: a replica without the node offers it
+// and relays its run to the replica it dialed; the request and the
+// streamed answer cross whole.
+func TestRelayRunsOnTheNodesReplica(t *testing.T) {
+	t.Parallel()
+	rb := relaySetup(t)
+	if got := rb.there.Serving("m"); !slices.Equal(got, []weir.NodeTarget{rb.target}) {
+		t.Fatalf("there serves %+v", got)
+	}
+	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("x", 3*chunkBytes) + `"}]}`
+	res := relayDo(t.Context(), rb.there, rb.target, provider.Call{Path: "/chat/completions", Body: []byte(body), Stream: true})
+	rb.answer(t, body, streamHead, &edgepb.Chunk{Data: []byte("data: 1\n\n")}, &edgepb.Chunk{Data: []byte("data: [DONE]\n\n")},
+		&edgepb.RunEnd{Kind: edgepb.RunEnd_COMPLETE})
+	if r := <-res; r.err != nil || r.body != "data: 1\n\ndata: [DONE]\n\n" {
+		t.Fatalf("answer %q, %v", r.body, r.err)
+	}
+}
+
+// TestRelayKeepsTheRuntimesError: a runtime's error status reaches the
+// relaying replica as the upstream's error it is, classified alike.
+func TestRelayKeepsTheRuntimesError(t *testing.T) {
+	t.Parallel()
+	rb := relaySetup(t)
+	res := relayDo(t.Context(), rb.there, rb.target, provider.Call{Path: "/chat/completions", Body: []byte(`{}`), Stream: true})
+	rb.answer(t, `{}`, &edgepb.RunHead{Status: 429, Headers: map[string]string{"Retry-After": "7"}},
+		&edgepb.Chunk{Data: []byte(`{"error":{"message":"slow down"}}`)}, &edgepb.RunEnd{Kind: edgepb.RunEnd_COMPLETE})
+	var pe *provider.Error
+	r := <-res
+	if !errors.As(r.err, &pe) || pe.Status != 429 || !strings.Contains(string(pe.Body), "slow down") || !pe.Retryable() {
+		t.Fatalf("a 429 of the runtime, relayed: %v", r.err)
+	}
+}
+
+// TestRelayNodeGone: a run for a session that is not the node's live one
+// fails as a gone node (no candidate, if none else), without an offer.
+func TestRelayNodeGone(t *testing.T) {
+	t.Parallel()
+	rb := relaySetup(t)
+	stale := rb.target
+	stale.Gen--
+	rb.there.dir = staticDir{model: "m", addr: rb.url, targets: []weir.NodeTarget{stale}}
+	_, err := rb.there.Do(t.Context(), stale, provider.Call{Path: "/chat/completions", Body: []byte(`{}`)})
+	if !errors.Is(err, weir.ErrNodeGone) {
+		t.Fatalf("a run for an older session: %v", err)
+	}
+	// One the directory does not know has nowhere to go.
+	if _, err := rb.there.Do(t.Context(), weir.NodeTarget{Node: "node_b", Gen: 1, Provider: "p"}, provider.Call{}); !errors.Is(err, weir.ErrNodeGone) {
+		t.Fatalf("a run for an unknown node: %v", err)
+	}
+	// And a replica out of reach is a gone node too.
+	rb.there.dir = staticDir{model: "m", addr: "http://127.0.0.1:1", targets: []weir.NodeTarget{rb.target}}
+	if _, err := rb.there.Do(t.Context(), rb.target, provider.Call{Path: "/chat/completions"}); !errors.Is(err, weir.ErrNodeGone) {
+		t.Fatalf("a run through a replica out of reach: %v", err)
+	}
+}
+
+// TestRelayCutShort: a node that goes away mid-answer breaks the relayed
+// answer; the relaying replica never sees it end whole.
+func TestRelayCutShort(t *testing.T) {
+	t.Parallel()
+	rb := relaySetup(t)
+	res := relayDo(t.Context(), rb.there, rb.target, provider.Call{Path: "/chat/completions", Body: []byte(`{}`), Stream: true})
+	rb.answer(t, `{}`, streamHead, &edgepb.Chunk{Data: []byte("data: 1\n\n")})
+	rb.s.cancel()
+	r := <-res
+	var pe *provider.Error
+	if !errors.As(r.err, &pe) {
+		t.Fatalf("a broken answer read: %q, %v; want an upstream's error", r.body, r.err)
+	}
+	if r.body != "data: 1\n\n" {
+		t.Fatalf("before the break the caller read %q", r.body)
+	}
+}
+
+// TestRelayCancelledByClient: a caller of the relaying replica that goes
+// away cancels the run on the node.
+func TestRelayCancelledByClient(t *testing.T) {
+	t.Parallel()
+	rb := relaySetup(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	res := relayDo(ctx, rb.there, rb.target, provider.Call{Path: "/chat/completions", Body: []byte(`{}`), Stream: true})
+	rs := rb.answer(t, `{}`, streamHead, &edgepb.Chunk{Data: []byte("data: 1\n\n")})
+	cancel()
+	if r := <-res; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("the caller's read after it left: %v; want its cancellation", r.err)
+	}
+	for {
+		m, err := rs.Recv()
+		if err != nil {
+			return // the run's stream ended
+		}
+		if m.GetCancel() != nil {
+			return
+		}
+	}
+}
+
+// TestRelayRefusals: a relayed run without the fleet's secret, or with a
+// target or path that is not one, is refused in the API's error shape
+// and reaches no node.
+func TestRelayRefusals(t *testing.T) {
+	t.Parallel()
+	rb := relaySetup(t)
+	target, _ := json.Marshal(relayTarget{Node: rb.target.Node, Gen: rb.target.Gen, Provider: "p"})
+	for _, tc := range []struct {
+		name, auth, target, path string
+		status                   int
+		code                     string
+	}{
+		{"no secret", "", string(target), "/chat/completions", 401, "relay_unauthorized"},
+		{"wrong secret", "Bearer " + testSecret + "x", string(target), "/chat/completions", 401, "relay_unauthorized"},
+		{"no target", "Bearer " + testSecret, "", "/chat/completions", 400, "invalid_relay_target"},
+		{"no node", "Bearer " + testSecret, `{"gen":1,"provider":"p"}`, "/chat/completions", 400, "invalid_relay_target"},
+		{"no generation", "Bearer " + testSecret, `{"node":"` + rb.target.Node + `","provider":"p"}`, "/chat/completions", 400, "invalid_relay_target"},
+		{"relative path", "Bearer " + testSecret, string(target), "chat", 400, "invalid_relay_path"},
+		{"dot dot", "Bearer " + testSecret, string(target), "/../admin", 400, "invalid_relay_path"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, rb.url+RelayPath, strings.NewReader(`{}`))
+			if tc.auth != "" {
+				req.Header.Set("Authorization", tc.auth)
+			}
+			req.Header.Set(headerTarget, tc.target)
+			req.Header.Set(headerPath, tc.path)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var e struct {
+				Error struct{ Message, Type, Code string }
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&e); err != nil || resp.StatusCode != tc.status || e.Error.Code != tc.code || e.Error.Message == "" {
+				t.Fatalf("%d %+v (%v), want %d %s", resp.StatusCode, e, err, tc.status, tc.code)
+			}
+		})
+	}
+	// A relay whose secret differs offers nothing it cannot send: the
+	// other replica refuses it, a retryable failure of the target.
+	rb.there.cfg.Secret = "another"
+	_, err := rb.there.Do(t.Context(), rb.target, provider.Call{Path: "/chat/completions", Body: []byte(`{}`)})
+	var pe *provider.Error
+	if !errors.As(err, &pe) || !pe.Retryable() || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("a run with the wrong secret: %v", err)
+	}
+	// Nothing reached the node: its next offer is the next run's.
+	res := relayDo(t.Context(), rb.here, rb.target, provider.Call{Path: "/chat/completions", Body: []byte(`{"n":2}`), Stream: true})
+	rb.answer(t, `{"n":2}`, streamHead, &edgepb.RunEnd{Kind: edgepb.RunEnd_COMPLETE})
+	if r := <-res; r.err != nil {
+		t.Fatal(r.err)
+	}
+}
+
+// TestRelayServingPrefersThisReplica: a node this replica's Hub serves
+// is this replica's, whatever the directory says of it.
+func TestRelayServingPrefersThisReplica(t *testing.T) {
+	t.Parallel()
+	rb := relaySetup(t)
+	moved := rb.target
+	moved.Gen--
+	other := weir.NodeTarget{Node: "node_b", Gen: 9, Provider: "q"}
+	both := NewRelay(rb.hub, staticDir{model: "m", addr: "http://elsewhere", targets: []weir.NodeTarget{other, moved}}, RelayConfig{Secret: testSecret})
+	if got := both.Serving("m"); !slices.Equal(got, []weir.NodeTarget{rb.target, other}) {
+		t.Fatalf("Serving = %+v", got)
+	}
+	// Without a secret the directory's nodes cannot be reached.
+	if got := NewRelay(rb.hub, staticDir{model: "m", targets: []weir.NodeTarget{other}}, RelayConfig{}).Serving("m"); !slices.Equal(got, []weir.NodeTarget{rb.target}) {
+		t.Fatalf("Serving without a secret = %+v", got)
+	}
+}
