@@ -227,6 +227,12 @@ type Fleet struct {
 	// another name or through another port. Default "": this host's name
 	// with the listener's port.
 	Advertise string `yaml:"advertise"`
+	// RelayAdvertise is the base URL (http://host:port or https://...)
+	// at which the other replicas reach this replica's HTTP API, to relay
+	// runs to the edge nodes that dialed it (edge.listen): a node serves
+	// the whole fleet whichever replica it dialed. Default "": http://,
+	// this host's name and the port the API listens on.
+	RelayAdvertise string `yaml:"relay_advertise"`
 	// Secret is shared by the fleet's replicas and authenticates them to
 	// each other: at least 16 bytes. Default "": the replicas use one kept
 	// in their database.

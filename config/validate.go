@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -179,6 +180,15 @@ func (f *Fleet) validate(postgres bool) error {
 	if f.Advertise != "" {
 		if err := checkAdvertise(f.Advertise); err != nil {
 			return err
+		}
+	}
+	if f.RelayAdvertise != "" {
+		u, err := url.Parse(f.RelayAdvertise)
+		if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.Path != "" && u.Path != "/" || u.RawQuery != "" {
+			return invalidf("fleet.relay_advertise", "%q is not a base URL such as http://weir-1.internal:8080", f.RelayAdvertise)
+		}
+		if host := u.Hostname(); host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified() {
+			return invalidf("fleet.relay_advertise", "%q has no host the others can reach: give this replica's name or address as they reach it", f.RelayAdvertise)
 		}
 	}
 	if f.Secret != "" && len(f.Secret) < minFleetSecretBytes {

@@ -57,6 +57,17 @@
 // drained node is offered nothing more; its session's end fences it as
 // any other.
 //
+// # In a fleet
+//
+// A node dials one replica, and serves them all. Each replica's Hub
+// configures its nodes' scopes in the fleet's engine, so their limits
+// hold whichever replica admits; a Relay (the replica's gateway.Nodes)
+// offers its own Hub's providers and the other replicas', as the
+// fleet's board (a Directory) has them, and sends a run for another
+// replica's node to that replica over HTTP (RelayPath), which runs it on
+// its Hub. A node's generation and the engine's fencing are as for one
+// replica: what the board says late costs a failed relay, never a slot.
+//
 // # Bad input
 //
 // A node's malformed, oversize or out-of-order message gets a Refusal in

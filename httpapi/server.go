@@ -133,6 +133,10 @@ type Deps struct {
 	// Nodes lists the edge nodes for /admin/nodes; nil: the gateway has
 	// no edge listener, and /admin/nodes answers an empty list.
 	Nodes func(ctx context.Context) []edge.NodeView
+	// Relay takes the runs the fleet's other replicas relay to this
+	// replica's nodes (edge.Relay.Handler) at edge.RelayPath; nil: none
+	// (outside a fleet, or without an edge listener).
+	Relay http.Handler
 	// Console serves the web console at GET / and under /console/; nil:
 	// none (GET / is a 404).
 	Console http.Handler
@@ -193,6 +197,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("DELETE /v1/tasks/{id}", s.handle(s.deleteTask))
 	mux.HandleFunc("GET /admin/queues", s.admin(s.queues))
 	mux.HandleFunc("GET /admin/nodes", s.admin(s.nodes))
+	if s.deps.Relay != nil {
+		mux.Handle("POST "+edge.RelayPath, s.deps.Relay)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", s.readyz)
 	if h := s.deps.MetricsHandler; h != nil {

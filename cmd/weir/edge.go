@@ -6,9 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/edge"
+	"github.com/weir-gateway/weir/fleet"
 	"github.com/weir-gateway/weir/keys"
 )
 
@@ -62,4 +66,41 @@ func (m *Main) startEdge() error {
 	// themselves, and the engine is closed right after.
 	m.stopEdge = srv.Stop
 	return nil
+}
+
+// startBoard keeps this replica's place on the fleet's board of nodes:
+// it reads the other replicas' offers, and offers its own nodes, if it
+// listens for any, at relayAddr.
+func (m *Main) startBoard() {
+	var offer *fleet.Offer
+	if m.Hub != nil {
+		offer = &fleet.Offer{Addr: m.relayAddr(), Served: m.Hub.Served, Changes: m.Hub.Changes()}
+		m.Logger.Info("edge: this replica's nodes serve the fleet", "relay_addr", offer.Addr)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Board.Run(ctx, offer)
+	}()
+	m.stopBoard = func() {
+		cancel()
+		<-done
+	}
+}
+
+// relayAddr is the base URL the other replicas relay this replica's
+// node runs to: fleet.relay_advertise, or http:// and the address the API
+// listens on (this host's name if it listens on every interface).
+func (m *Main) relayAddr() string {
+	if a := m.Config.Fleet.RelayAdvertise; a != "" {
+		return strings.TrimSuffix(a, "/")
+	}
+	addr := m.ln.Addr().String()
+	if ta, ok := m.ln.Addr().(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
+		if host, err := os.Hostname(); err == nil && host != "" {
+			addr = net.JoinHostPort(host, strconv.Itoa(ta.Port))
+		}
+	}
+	return "http://" + addr
 }

@@ -79,6 +79,11 @@ type Main struct {
 	HTTP    *http.Server
 	// Hub serves the edge nodes; nil without an edge listener.
 	Hub *edge.Hub
+	// Relay, in a fleet, is the fleet's nodes for this replica's gateway
+	// (its own and the other replicas'); Board is where the replicas
+	// publish them. Both nil on SQLite.
+	Relay *edge.Relay
+	Board *fleet.Board
 	// Console is the web console; Recorder feeds its charts from the
 	// request path.
 	Console  *console.Console
@@ -89,6 +94,7 @@ type Main struct {
 	closeEngine func()
 	stopFleet   func()
 	stopEdge    func()
+	stopBoard   func()
 	// failed carries an error that must end the process (the fleet
 	// fenced this replica).
 	failed   chan error
@@ -127,6 +133,9 @@ func (m *Main) Start(ctx context.Context) error {
 			return err
 		}
 		m.Member, eng, m.closeEngine = member, member.Engine(), member.Engine().Close
+		if m.Board, err = fleet.NewBoard(pg.Pool(), fleet.BoardConfig{Replica: member.Replica(), Logger: m.Logger}); err != nil {
+			return err
+		}
 		m.Metrics.WatchFleet(m.fleetState)
 		tuneTasks = fleetTasks(member)
 	} else {
@@ -155,6 +164,10 @@ func (m *Main) Start(ctx context.Context) error {
 	var nodes gateway.Nodes
 	if m.Hub != nil {
 		nodes = m.Hub
+	}
+	if m.Member != nil {
+		m.Relay = edge.NewRelay(m.Hub, m.Board, edge.RelayConfig{Secret: m.Member.Secret(), MaxBodyBytes: cfg.Server.MaxBodyBytes})
+		nodes = m.Relay
 	}
 	m.Gateway = gateway.New(gateway.Config{
 		UpstreamTimeout:     unbounded(cfg.Server.UpstreamTimeout),
@@ -197,6 +210,10 @@ func (m *Main) Start(ctx context.Context) error {
 	if m.Hub != nil {
 		nodeViews = m.Hub.Nodes
 	}
+	var relay http.Handler
+	if m.Relay != nil && m.Hub != nil {
+		relay = m.Relay.Handler()
+	}
 	var fleetView func(context.Context) *httpapi.FleetView
 	if m.Member != nil {
 		fleetView = m.fleetView
@@ -234,6 +251,7 @@ func (m *Main) Start(ctx context.Context) error {
 		Webhooks: hooks.Sender,
 		Fleet:    fleetView,
 		Nodes:    nodeViews,
+		Relay:    relay,
 		Console:  m.Console.Handler(),
 	})
 	if err := m.Tasks.Start(ctx); err != nil {
@@ -260,6 +278,9 @@ func (m *Main) Start(ctx context.Context) error {
 			m.Logger.Error("http server stopped", "error", err)
 		}
 	}()
+	if m.Board != nil {
+		m.startBoard()
+	}
 	if m.edgeLn != nil {
 		m.Logger.Info("edge nodes dial in", "edge_addr", m.edgeLn.Addr().String(), "tls", cfg.Edge.TLSCert != "")
 	}
@@ -334,6 +355,10 @@ func (m *Main) Stop(ctx context.Context) error {
 
 func (m *Main) stop(ctx context.Context) error {
 	var errs []error
+	if m.stopBoard != nil {
+		// The other replicas stop relaying runs here first.
+		m.stopBoard()
+	}
 	if m.HTTP != nil {
 		sctx, cancel := context.WithTimeout(ctx, m.Config.Server.ShutdownTimeout)
 		errs = append(errs, m.HTTP.Shutdown(sctx))

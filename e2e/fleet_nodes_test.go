@@ -1,0 +1,83 @@
+package e2e
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir/provider/mock"
+)
+
+// TestFleetNodeServesEveryReplica: a node that dialed one replica of a
+// fleet serves the requests of the other too, relayed to the replica it
+// dialed; its slots hold across both (the runtime never sees more than
+// them at once); killed mid-stream, the streams relayed through the
+// other replica end with an error event and the request waiting there
+// for its slots fails at once with no_candidate.
+func TestFleetNodeServesEveryReplica(t *testing.T) {
+	t.Parallel()
+	const slots = 2
+	rt := startUpstream(t, mock.Config{Latency: 100 * time.Millisecond})
+	f := startFleet(t, 2, nodeCatalog())
+	f.ready(t, "r0", "r1")
+	r0, r1 := f.rs["r0"], f.rs["r1"]
+	_, key := r0.createKey(t, "--name", "edge")
+	n := newNode(t, r0, "gpu-fleet", rt.URL, slots)
+	r0.serving(t, n.id, 0)
+	// r1 learns of the node from the fleet's board.
+	waitFor(t, 10*time.Second, "r1 to serve the node's model", func() bool {
+		return r1.do(t, request{Path: "/v1/chat/completions", Key: key, Body: chatBody("local")}).Status == http.StatusOK
+	})
+
+	var wg sync.WaitGroup
+	statuses := make([]int, 12)
+	for i := range statuses {
+		g := []*gateway{r0, r1}[i%2]
+		wg.Go(func() {
+			statuses[i] = g.do(t, request{Path: "/v1/chat/completions", Key: key, Body: chatBody("local")}).Status
+		})
+	}
+	wg.Wait()
+	for i, s := range statuses {
+		if s != http.StatusOK {
+			t.Errorf("request %d (through r%d): %d", i, i%2, s)
+		}
+	}
+	if st := rt.Mock.Stats(); st.PeakInFlight > slots {
+		t.Errorf("the runtime saw %d at once; the node has %d slots", st.PeakInFlight, slots)
+	}
+
+	// Slow streams fill both slots through r1, a third request waits.
+	if err := rt.Mock.Update(func(c *mock.Config) { c.Latency, c.TokensPerSecond, c.CompletionTokens = 0, 5, 200 }); err != nil {
+		t.Fatal(err)
+	}
+	streams := []<-chan sent{
+		r1.sendAsync(t.Context(), request{Path: "/v1/chat/completions", Key: key, Body: streamBody("local")}),
+		r1.sendAsync(t.Context(), request{Path: "/v1/chat/completions", Key: key, Body: streamBody("local")}),
+	}
+	waitFor(t, 10*time.Second, "both streams on the runtime", func() bool { return rt.Mock.Stats().InFlight == slots })
+	waiting := r1.sendAsync(t.Context(), request{Path: "/v1/chat/completions", Key: key, Body: chatBody("local")})
+	waitFor(t, 10*time.Second, "a request queued on the node's slots", func() bool {
+		p := r0.node(t, n.id).Providers
+		return len(p) == 1 && p[0].Queued == 1
+	})
+	if err := n.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	for i, s := range streams {
+		rep := await(t, s)
+		if rep.Status != http.StatusOK || !strings.Contains(string(rep.Body), `"error":{`) {
+			t.Errorf("stream %d, cut: %d, ending %q; want its events, then an error event", i, rep.Status, tail(rep.Body))
+		}
+	}
+	checkError(t, await(t, waiting), http.StatusServiceUnavailable, "no_candidate")
+	if took := time.Since(killed); took > nodeGone+2*time.Second {
+		t.Errorf("the answers took %s after the kill; want about at once", took)
+	}
+	if st := rt.Mock.Stats(); st.PeakInFlight > slots {
+		t.Errorf("the runtime saw %d at once; the node has %d slots", st.PeakInFlight, slots)
+	}
+}
