@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"slices"
@@ -56,6 +57,27 @@ type RelayConfig struct {
 	Client *http.Client
 }
 
+// RelayDeps are what a Relay works with.
+type RelayDeps struct {
+	// Hub is this replica's; nil: it has no edge listener.
+	Hub *Hub
+	// Directory has the other replicas' nodes; nil: none.
+	Directory Directory
+	// Metrics counts relayed runs; nil: none.
+	Metrics RelayMetrics
+	Logger  *slog.Logger
+}
+
+// RelayMetrics receives a Relay's counts. metrics.Metrics implements it.
+type RelayMetrics interface {
+	// Relayed counts one relayed run: direction "sent" (to the replica
+	// its node dialed) or "taken" (from another replica), and its outcome:
+	// "answer", "error" (the node's or runtime's), "refused" (by the
+	// replica taking it: a wrong secret, bad input) or, sent only,
+	// "unreachable".
+	Relayed(direction, outcome string)
+}
+
 // Relay is a fleet's nodes for one replica's gateway (gateway.Nodes):
 // those that dialed this replica (its Hub, nil if it has no edge
 // listener) and those that dialed the others (a Directory). A run for a
@@ -64,15 +86,16 @@ type RelayConfig struct {
 // the fleet's scopes, so the admission that chose the node holds
 // whichever replica admitted.
 type Relay struct {
-	hub *Hub
-	dir Directory
-	cfg RelayConfig
+	hub  *Hub
+	dir  Directory
+	cfg  RelayConfig
+	deps RelayDeps
 }
 
 var relayBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// NewRelay returns a Relay over hub (nil: none) and dir.
-func NewRelay(hub *Hub, dir Directory, cfg RelayConfig) *Relay {
+// NewRelay returns a Relay.
+func NewRelay(cfg RelayConfig, deps RelayDeps) *Relay {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 16 << 20
 	}
@@ -84,7 +107,16 @@ func NewRelay(hub *Hub, dir Directory, cfg RelayConfig) *Relay {
 			TLSHandshakeTimeout: 5 * time.Second,
 		}}
 	}
-	return &Relay{hub: hub, dir: dir, cfg: cfg}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Relay{hub: deps.Hub, dir: deps.Directory, cfg: cfg, deps: deps}
+}
+
+func (r *Relay) count(direction, outcome string) {
+	if r.deps.Metrics != nil {
+		r.deps.Metrics.Relayed(direction, outcome)
+	}
 }
 
 // Serving lists this replica's node providers serving the public model,
@@ -155,6 +187,7 @@ func (r *Relay) forward(ctx context.Context, base string, t weir.NodeTarget, c p
 	}
 	resp, err := r.cfg.Client.Do(req)
 	if err != nil {
+		r.count("sent", "unreachable")
 		if ctx.Err() != nil {
 			return nil, &provider.Error{Err: fmt.Errorf("relay to %s: %w", base, context.Cause(ctx))}
 		}
@@ -163,10 +196,12 @@ func (r *Relay) forward(ctx context.Context, base string, t weir.NodeTarget, c p
 	}
 	switch resp.Header.Get(headerRelay) {
 	case "answer":
+		r.count("sent", "answer")
 		resp.Header.Del(headerRelay)
 		resp.Body = &relayBody{ReadCloser: resp.Body, ctx: ctx, base: base}
 		return resp, nil
 	case "error":
+		r.count("sent", "error")
 		defer resp.Body.Close()
 		var e relayError
 		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e); err != nil {
@@ -174,6 +209,7 @@ func (r *Relay) forward(ctx context.Context, base string, t weir.NodeTarget, c p
 		}
 		return nil, e.providerError(t)
 	default:
+		r.count("sent", "refused")
 		defer resp.Body.Close()
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return nil, &provider.Error{Err: fmt.Errorf("relay to %s refused the run: %d %s", base, resp.StatusCode, bytes.TrimSpace(msg))}
@@ -254,30 +290,30 @@ func (r *Relay) Handler() http.Handler {
 func (r *Relay) serveRelay(w http.ResponseWriter, req *http.Request) {
 	token, _ := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
 	if r.hub == nil || r.cfg.Secret == "" || subtle.ConstantTimeCompare([]byte(token), []byte(r.cfg.Secret)) != 1 {
-		refuse(w, http.StatusUnauthorized, "relay_unauthorized", "a relayed run needs the fleet's secret")
+		r.refuse(w, req, http.StatusUnauthorized, "relay_unauthorized", "a relayed run needs the fleet's secret")
 		return
 	}
 	var t relayTarget
 	if err := json.Unmarshal([]byte(req.Header.Get(headerTarget)), &t); err != nil {
-		refuse(w, http.StatusBadRequest, "invalid_relay_target", headerTarget+" is not a node target: "+err.Error())
+		r.refuse(w, req, http.StatusBadRequest, "invalid_relay_target", headerTarget+" is not a node target: "+err.Error())
 		return
 	}
 	path := req.Header.Get(headerPath)
 	switch {
 	case t.Node == "" || len(t.Node) > 128 || t.Gen == 0 || t.Provider == "":
-		refuse(w, http.StatusBadRequest, "invalid_relay_target", headerTarget+" needs a node id, a generation and a provider")
+		r.refuse(w, req, http.StatusBadRequest, "invalid_relay_target", headerTarget+" needs a node id, a generation and a provider")
 		return
 	case !strings.HasPrefix(path, "/") || len(path) > 256 || strings.Contains(path, ".."):
-		refuse(w, http.StatusBadRequest, "invalid_relay_path", headerPath+" must be an absolute path of at most 256 bytes")
+		r.refuse(w, req, http.StatusBadRequest, "invalid_relay_path", headerPath+" must be an absolute path of at most 256 bytes")
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.cfg.MaxBodyBytes))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			refuse(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("a relayed body is at most %d bytes", r.cfg.MaxBodyBytes))
+			r.refuse(w, req, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("a relayed body is at most %d bytes", r.cfg.MaxBodyBytes))
 			return
 		}
-		refuse(w, http.StatusBadRequest, "invalid_body", "read body: "+err.Error())
+		r.refuse(w, req, http.StatusBadRequest, "invalid_body", "read body: "+err.Error())
 		return
 	}
 	c := provider.Call{Path: path, Body: body, Stream: req.Header.Get(headerStream) == "true", Header: http.Header{}}
@@ -288,12 +324,14 @@ func (r *Relay) serveRelay(w http.ResponseWriter, req *http.Request) {
 	}
 	resp, err := r.hub.Do(req.Context(), weir.NodeTarget{Node: t.Node, Gen: t.Gen, Provider: t.Provider, Runtime: t.Runtime, Long: t.Long}, c)
 	if err != nil {
+		r.count("taken", "error")
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set(headerRelay, "error")
 		w.WriteHeader(http.StatusBadGateway)
 		_ = json.NewEncoder(w).Encode(newRelayError(err))
 		return
 	}
+	r.count("taken", "answer")
 	defer resp.Body.Close()
 	for k, vs := range resp.Header {
 		w.Header()[k] = vs
@@ -323,8 +361,11 @@ func (r *Relay) serveRelay(w http.ResponseWriter, req *http.Request) {
 }
 
 // refuse answers a relay request it will not run, in the API's error
-// shape.
-func refuse(w http.ResponseWriter, status int, code, msg string) {
+// shape, and says so in the log: a replica sending what this one refuses
+// has another secret or another version.
+func (r *Relay) refuse(w http.ResponseWriter, req *http.Request, status int, code, msg string) {
+	r.count("taken", "refused")
+	r.deps.Logger.Warn("edge: a relayed run refused", "remote", req.RemoteAddr, "status", status, "code", code, "reason", msg)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/weir-gateway/weir"
@@ -49,6 +51,26 @@ type relayBundle struct {
 	url         string
 	here, there *Relay
 	target      weir.NodeTarget
+	// counts are both relays' (sent by there, taken by here).
+	counts *relayCounts
+}
+
+// relayCounts counts Relayed calls by "direction/outcome".
+type relayCounts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *relayCounts) Relayed(direction, outcome string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[direction+"/"+outcome]++
+}
+
+func (c *relayCounts) get() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.n)
 }
 
 func relaySetup(t *testing.T) *relayBundle {
@@ -56,15 +78,16 @@ func relaySetup(t *testing.T) *relayBundle {
 	b := setup(t)
 	s := b.open(t, "wn-a")
 	s.welcome(testProvider("p", 2, "m"))
-	here := NewRelay(b.hub, nil, RelayConfig{Secret: testSecret})
+	counts := &relayCounts{n: map[string]int{}}
+	here := NewRelay(RelayConfig{Secret: testSecret}, RelayDeps{Hub: b.hub, Metrics: counts})
 	srv := httptest.NewServer(here.Handler())
 	t.Cleanup(srv.Close)
 	targets := b.hub.Serving("m")
 	if len(targets) != 1 {
 		t.Fatalf("the hub serves %+v", targets)
 	}
-	there := NewRelay(nil, staticDir{model: "m", addr: srv.URL, targets: targets}, RelayConfig{Secret: testSecret})
-	return &relayBundle{testBundle: b, s: s, url: srv.URL, here: here, there: there, target: targets[0]}
+	there := NewRelay(RelayConfig{Secret: testSecret}, RelayDeps{Directory: staticDir{model: "m", addr: srv.URL, targets: targets}, Metrics: counts})
+	return &relayBundle{testBundle: b, s: s, url: srv.URL, here: here, there: there, target: targets[0], counts: counts}
 }
 
 // do runs c on t through r in the background.
@@ -134,6 +157,9 @@ func TestRelayRunsOnTheNodesReplica(t *testing.T) {
 	if r := <-res; r.err != nil || r.body != "data: 1\n\ndata: [DONE]\n\n" {
 		t.Fatalf("answer %q, %v", r.body, r.err)
 	}
+	if got := rb.counts.get(); !maps.Equal(got, map[string]int{"sent/answer": 1, "taken/answer": 1}) {
+		t.Errorf("counted %v", got)
+	}
 }
 
 // TestRelayKeepsTheRuntimesError: a runtime's error status reaches the
@@ -148,6 +174,9 @@ func TestRelayKeepsTheRuntimesError(t *testing.T) {
 	r := <-res
 	if !errors.As(r.err, &pe) || pe.Status != 429 || !strings.Contains(string(pe.Body), "slow down") || !pe.Retryable() {
 		t.Fatalf("a 429 of the runtime, relayed: %v", r.err)
+	}
+	if got := rb.counts.get(); !maps.Equal(got, map[string]int{"sent/error": 1, "taken/error": 1}) {
+		t.Errorf("counted %v", got)
 	}
 }
 
@@ -263,6 +292,9 @@ func TestRelayRefusals(t *testing.T) {
 	if !errors.As(err, &pe) || !pe.Retryable() || !strings.Contains(err.Error(), "refused") {
 		t.Fatalf("a run with the wrong secret: %v", err)
 	}
+	if got := rb.counts.get(); got["sent/refused"] != 1 || got["taken/refused"] != 8 {
+		t.Errorf("counted %v; want the refusals, each", got)
+	}
 	// Nothing reached the node: its next offer is the next run's.
 	res := relayDo(t.Context(), rb.here, rb.target, provider.Call{Path: "/chat/completions", Body: []byte(`{"n":2}`), Stream: true})
 	rb.answer(t, `{"n":2}`, streamHead, &edgepb.RunEnd{Kind: edgepb.RunEnd_COMPLETE})
@@ -279,12 +311,12 @@ func TestRelayServingPrefersThisReplica(t *testing.T) {
 	moved := rb.target
 	moved.Gen--
 	other := weir.NodeTarget{Node: "node_b", Gen: 9, Provider: "q"}
-	both := NewRelay(rb.hub, staticDir{model: "m", addr: "http://elsewhere", targets: []weir.NodeTarget{other, moved}}, RelayConfig{Secret: testSecret})
+	both := NewRelay(RelayConfig{Secret: testSecret}, RelayDeps{Hub: rb.hub, Directory: staticDir{model: "m", addr: "http://elsewhere", targets: []weir.NodeTarget{other, moved}}})
 	if got := both.Serving("m"); !slices.Equal(got, []weir.NodeTarget{rb.target, other}) {
 		t.Fatalf("Serving = %+v", got)
 	}
 	// Without a secret the directory's nodes cannot be reached.
-	if got := NewRelay(rb.hub, staticDir{model: "m", targets: []weir.NodeTarget{other}}, RelayConfig{}).Serving("m"); !slices.Equal(got, []weir.NodeTarget{rb.target}) {
+	if got := NewRelay(RelayConfig{}, RelayDeps{Hub: rb.hub, Directory: staticDir{model: "m", targets: []weir.NodeTarget{other}}}).Serving("m"); !slices.Equal(got, []weir.NodeTarget{rb.target}) {
 		t.Fatalf("Serving without a secret = %+v", got)
 	}
 }

@@ -41,6 +41,7 @@ type Metrics struct {
 	affinity   *prometheus.CounterVec
 	paused     *prometheus.GaugeVec
 	evidence   *prometheus.CounterVec
+	relayed    *prometheus.CounterVec
 	shadow     *prometheus.CounterVec
 }
 
@@ -138,7 +139,11 @@ func New(scopes func(context.Context) []admission.ScopeStats) *Metrics {
 		Name: "weir_shadow_total",
 		Help: "Admissions through a scope whose limits are in shadow that the limits would have held back, by scope (key scopes summed as key:*) and what they would have done: queued (waited for capacity), rate_limited (waited for a rate limit), queue_full and no_candidate (refused: a full queue, more tokens than the tpm), timeout (dropped at max_wait).",
 	}, []string{"scope", "would"})
-	m.Registry.MustRegister(m.shadow, m.dropped, m.pauses, m.paused, m.affinity, m.evidence, m.admission, m.queueWait, m.leaseHeld, m.httpReqs, m.httpDur, m.upstream, m.upstreamLt, m.usageDrop, m.tasks,
+	m.relayed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_edge_relayed_total",
+		Help: "Runs relayed between a fleet's replicas for edge nodes, by direction (sent to the replica the node dialed, taken from another) and outcome (answer, error, refused, unreachable).",
+	}, []string{"direction", "outcome"})
+	m.Registry.MustRegister(m.shadow, m.dropped, m.pauses, m.paused, m.affinity, m.evidence, m.relayed, m.admission, m.queueWait, m.leaseHeld, m.httpReqs, m.httpDur, m.upstream, m.upstreamLt, m.usageDrop, m.tasks,
 		m.taskWait, m.taskRun, m.webhooks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if scopes != nil {
@@ -216,6 +221,11 @@ func (m *Metrics) UpstreamPaused(platformModel string, paused bool) {
 		return
 	}
 	m.paused.WithLabelValues(platformModel).Set(0)
+}
+
+// Relayed counts one run relayed for an edge node (edge.RelayMetrics).
+func (m *Metrics) Relayed(direction, outcome string) {
+	m.relayed.WithLabelValues(direction, outcome).Inc()
 }
 
 // Evidence counts one piece of an edge node's health evidence

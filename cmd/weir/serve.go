@@ -166,7 +166,8 @@ func (m *Main) Start(ctx context.Context) error {
 		nodes = m.Hub
 	}
 	if m.Member != nil {
-		m.Relay = edge.NewRelay(m.Hub, m.Board, edge.RelayConfig{Secret: m.Member.Secret(), MaxBodyBytes: cfg.Server.MaxBodyBytes})
+		m.Relay = edge.NewRelay(edge.RelayConfig{Secret: m.Member.Secret(), MaxBodyBytes: cfg.Server.MaxBodyBytes},
+			edge.RelayDeps{Hub: m.Hub, Directory: m.Board, Metrics: m.Metrics, Logger: m.Logger})
 		nodes = m.Relay
 	}
 	m.Gateway = gateway.New(gateway.Config{
