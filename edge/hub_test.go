@@ -79,7 +79,7 @@ var testNodes = map[string]Identity{
 	"wn-b": {ID: "node_b", Name: "gpu-b"},
 }
 
-func setup(t *testing.T) *testBundle {
+func setup(t testing.TB) *testBundle {
 	t.Helper()
 	fc := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	ends := &leaseEnds{n: make(map[admission.LeaseID]int)}
@@ -127,7 +127,7 @@ func setup(t *testing.T) *testBundle {
 
 // testSession is a node's side of one Control stream.
 type testSession struct {
-	t      *testing.T
+	t      testing.TB
 	stream edgepb.Edge_ControlClient
 	cancel context.CancelFunc
 	gen    uint64
@@ -135,7 +135,7 @@ type testSession struct {
 }
 
 // open opens a Control stream with token (none if empty).
-func (b *testBundle) open(t *testing.T, token string) *testSession {
+func (b *testBundle) open(t testing.TB, token string) *testSession {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel)

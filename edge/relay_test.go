@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 
+	"google.golang.org/grpc/metadata"
+
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/edge/edgepb"
 	"github.com/weir-gateway/weir/provider"
@@ -73,7 +75,7 @@ func (c *relayCounts) get() map[string]int {
 	return maps.Clone(c.n)
 }
 
-func relaySetup(t *testing.T) *relayBundle {
+func relaySetup(t testing.TB) *relayBundle {
 	t.Helper()
 	b := setup(t)
 	s := b.open(t, "wn-a")
@@ -118,7 +120,7 @@ func relayDo(ctx context.Context, r *Relay, t weir.NodeTarget, c provider.Call) 
 
 // answer plays the node's side of the next run: it checks the request's
 // body and sends msgs.
-func (rb *relayBundle) answer(t *testing.T, wantBody string, msgs ...any) edgepb.Edge_RunClient {
+func (rb *relayBundle) answer(t testing.TB, wantBody string, msgs ...any) edgepb.Edge_RunClient {
 	t.Helper()
 	o := rb.s.offer()
 	if o.Provider != "p" || o.Path != "/chat/completions" || !o.Stream {
@@ -318,5 +320,69 @@ func TestRelayServingPrefersThisReplica(t *testing.T) {
 	// Without a secret the directory's nodes cannot be reached.
 	if got := NewRelay(RelayConfig{}, RelayDeps{Hub: rb.hub, Directory: staticDir{model: "m", targets: []weir.NodeTarget{other}}}).Serving("m"); !slices.Equal(got, []weir.NodeTarget{rb.target}) {
 		t.Fatalf("Serving without a secret = %+v", got)
+	}
+}
+
+// serveNode plays the node until its session ends: each offer's run is
+// answered with a short stream.
+func (rb *relayBundle) serveNode(ctx context.Context) {
+	md := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer wn-a")
+	for {
+		m, err := rb.s.stream.Recv()
+		if err != nil {
+			return
+		}
+		o := m.GetOffer()
+		if o == nil {
+			continue
+		}
+		rs, err := rb.client.Run(md)
+		if err != nil {
+			return
+		}
+		if rs.Send(&edgepb.RunUp{Msg: &edgepb.RunUp_Open{Open: &edgepb.RunOpen{RunId: o.RunId, Generation: rb.s.gen}}}) != nil {
+			return
+		}
+		for {
+			m, err := rs.Recv()
+			if err != nil {
+				return
+			}
+			if m.GetBodyEnd() != nil {
+				break
+			}
+		}
+		for _, m := range []any{streamHead, &edgepb.Chunk{Data: []byte("data: 1\n\ndata: [DONE]\n\n")}, &edgepb.RunEnd{Kind: edgepb.RunEnd_COMPLETE}} {
+			if rs.Send(up(m)) != nil {
+				return
+			}
+		}
+	}
+}
+
+// BenchmarkRelay: runs one after another on a node, through the Hub of
+// the replica it dialed (local) and relayed from another replica
+// (relayed): the difference is what the relay's HTTP hop adds to a run.
+func BenchmarkRelay(b *testing.B) {
+	for _, via := range []string{"local", "relayed"} {
+		b.Run(via, func(b *testing.B) {
+			rb := relaySetup(b)
+			r := rb.here
+			if via == "relayed" {
+				r = rb.there
+			}
+			go rb.serveNode(b.Context())
+			call := provider.Call{Path: "/chat/completions", Body: []byte(`{"model":"m","stream":true}`), Stream: true}
+			for b.Loop() {
+				resp, err := r.Do(b.Context(), rb.target, call)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+					b.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+		})
 	}
 }

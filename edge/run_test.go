@@ -32,7 +32,7 @@ func (s *testSession) offer() *edgepb.Offer {
 }
 
 // openRun opens a Run stream for run id at generation gen with token.
-func (b *testBundle) openRun(t *testing.T, token, id string, gen uint64) (edgepb.Edge_RunClient, error) {
+func (b *testBundle) openRun(t testing.TB, token, id string, gen uint64) (edgepb.Edge_RunClient, error) {
 	t.Helper()
 	ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+token)
 	rs, err := b.client.Run(ctx)
@@ -46,7 +46,7 @@ func (b *testBundle) openRun(t *testing.T, token, id string, gen uint64) (edgepb
 }
 
 // readBody reads a run's request body off rs.
-func readBody(t *testing.T, rs edgepb.Edge_RunClient) string {
+func readBody(t testing.TB, rs edgepb.Edge_RunClient) string {
 	t.Helper()
 	var sb strings.Builder
 	for {

@@ -58,6 +58,18 @@
 // leader's own replica. A waiter of another replica whose scope is fenced
 // loses the candidates that touch it instead of re-resolving.
 //
+// # Edge nodes
+//
+// A node dials one replica, whose Hub configures the node's scopes in
+// the fleet's engine (owned by the node, as on one replica). Each
+// replica publishes what its nodes serve on the Board, a row of its own
+// in weir_fleet_nodes, and reads the others' rows, so that its gateway
+// offers every node of the fleet (edge.Relay); a run for a node of
+// another replica is relayed to that replica over HTTP, authenticated
+// by the fleet's secret. The Board only lists candidates: the engine
+// decides, and a node gone meanwhile is fenced at the leader before
+// anything more is admitted there.
+//
 // # When the leader cannot be reached
 //
 // No leader answers when none can be dialled, or the one there is
