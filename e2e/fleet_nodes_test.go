@@ -26,10 +26,16 @@ func TestFleetNodeServesEveryReplica(t *testing.T) {
 	_, key := r0.createKey(t, "--name", "edge")
 	n := newNode(t, r0, "gpu-fleet", rt.URL, slots)
 	r0.serving(t, n.id, 0)
-	// r1 learns of the node from the fleet's board.
+	// r1 learns of the node from the fleet's board, and shows it.
 	waitFor(t, 10*time.Second, "r1 to serve the node's model", func() bool {
 		return r1.do(t, request{Path: "/v1/chat/completions", Key: key, Body: chatBody("local")}).Status == http.StatusOK
 	})
+	if v := r1.node(t, n.id); !v.Connected || v.Replica != "r0" || len(v.Providers) != 1 {
+		t.Errorf("r1's /admin/nodes shows the node as %+v; want it connected to r0", v)
+	}
+	if v := r0.node(t, n.id); v.Replica != "" {
+		t.Errorf("r0 shows its own node as another replica's: %+v", v)
+	}
 
 	var wg sync.WaitGroup
 	statuses := make([]int, 12)

@@ -143,6 +143,7 @@ type nodeView struct {
 	ID         string `json:"id"`
 	Connected  bool   `json:"connected"`
 	Generation uint64 `json:"generation"`
+	Replica    string `json:"replica"`
 	Providers  []struct {
 		ID       string `json:"id"`
 		Slots    int64  `json:"slots"`

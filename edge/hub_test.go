@@ -685,3 +685,29 @@ func TestServedFollowsSessions(t *testing.T) {
 		t.Fatalf("Served after the session ended = %+v", got)
 	}
 }
+
+// TestFleetViews: the fleet's nodes shown once each: a node that moved
+// by the view of its live session, then of its newest generation, the
+// other replicas' marked with their replica and age.
+func TestFleetViews(t *testing.T) {
+	t.Parallel()
+	local := []NodeView{
+		{ID: "node_a", Name: "a", Connected: true, Generation: 5},
+		{ID: "node_c", Name: "c", Generation: 2},
+	}
+	remote := map[string][]NodeView{
+		"r0": {{ID: "node_a", Name: "a", Generation: 4}, {ID: "node_b", Name: "b", Connected: true, Generation: 7}},
+		"r2": {{ID: "node_b", Name: "b", Generation: 8}, {ID: "node_c", Name: "c", Connected: true, Generation: 3}},
+	}
+	got := FleetViews(local, remote, map[string]int64{"r0": 100, "r2": 200})
+	want := []NodeView{
+		{ID: "node_a", Name: "a", Connected: true, Generation: 5},
+		{ID: "node_b", Name: "b", Connected: true, Generation: 7, Replica: "r0", AgeMs: 100},
+		{ID: "node_c", Name: "c", Connected: true, Generation: 3, Replica: "r2", AgeMs: 200},
+	}
+	if !slices.EqualFunc(got, want, func(a, b NodeView) bool {
+		return a.ID == b.ID && a.Connected == b.Connected && a.Generation == b.Generation && a.Replica == b.Replica && a.AgeMs == b.AgeMs
+	}) {
+		t.Fatalf("FleetViews = %+v\nwant %+v", got, want)
+	}
+}

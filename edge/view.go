@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 
@@ -28,6 +29,47 @@ type NodeView struct {
 	// stream and the node opens a Run stream for it.
 	ReadyStreams int            `json:"ready_streams"`
 	Providers    []ProviderView `json:"providers"`
+	// Replica is, in a fleet, the replica the node dialed when it is not
+	// this one; its view is that replica's, as it last published it
+	// (AgeMs ago).
+	Replica string `json:"replica,omitempty"`
+	AgeMs   int64  `json:"age_ms,omitempty"`
+}
+
+// FleetViews is the fleet's nodes as one replica shows them: its own
+// (local) and the other replicas' views of theirs (remote, by replica,
+// each AgeMs old). A node seen by two (it moved) is shown once: the
+// view of its live session, else the one of its newest generation.
+func FleetViews(local []NodeView, remote map[string][]NodeView, ageMs map[string]int64) []NodeView {
+	out := slices.Clone(local)
+	at := make(map[string]int, len(out))
+	for i, v := range out {
+		at[v.ID] = i
+	}
+	for _, replica := range slices.Sorted(maps.Keys(remote)) {
+		for _, v := range remote[replica] {
+			v.Replica, v.AgeMs = replica, ageMs[replica]
+			i, seen := at[v.ID]
+			switch {
+			case !seen:
+				at[v.ID] = len(out)
+				out = append(out, v)
+			case newerView(v, out[i]):
+				out[i] = v
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b NodeView) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// newerView reports whether a is the better view of a node than b: a
+// live session over a gone one, then the newer generation.
+func newerView(a, b NodeView) bool {
+	if a.Connected != b.Connected {
+		return a.Connected
+	}
+	return a.Generation > b.Generation
 }
 
 // ProviderView is one provider of a node, with its slots as the engine

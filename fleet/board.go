@@ -62,6 +62,17 @@ type Board struct {
 	mu      sync.Mutex
 	byModel map[string][]weir.NodeTarget
 	where   map[nodeGen]string
+	views   []RemoteNodes
+}
+
+// RemoteNodes is another replica's admin view of its nodes, as it last
+// published it.
+type RemoteNodes struct {
+	Replica string
+	// Age is how long ago the replica published it, by PostgreSQL's
+	// clock, as of the Read.
+	Age   time.Duration
+	Nodes json.RawMessage
 }
 
 type nodeGen struct {
@@ -98,11 +109,15 @@ type Offer struct {
 	Served func() map[string][]weir.NodeTarget
 	// Changes has a value when Served may have changed (edge.Hub.Changes).
 	Changes <-chan struct{}
+	// Nodes is its admin view of its nodes (edge.Hub.Nodes), published as
+	// JSON for the other replicas' /admin/nodes; nil: none.
+	Nodes func(context.Context) any
 }
 
 // Publish writes what this replica's nodes serve (public model → the
-// providers serving it) as its offer, relayed to at addr.
-func (b *Board) Publish(ctx context.Context, addr string, served map[string][]weir.NodeTarget) error {
+// providers serving it) as its offer, relayed to at addr, with views,
+// its admin view of them (JSON; nil: none).
+func (b *Board) Publish(ctx context.Context, addr string, served map[string][]weir.NodeTarget, views any) error {
 	out := make(map[string][]boardTarget, len(served))
 	for m, ts := range served {
 		for _, t := range ts {
@@ -113,10 +128,17 @@ func (b *Board) Publish(ctx context.Context, addr string, served map[string][]we
 	if err != nil {
 		return fmt.Errorf("fleet: publish nodes: %w", err)
 	}
+	if views == nil {
+		views = []any{}
+	}
+	viewDoc, err := json.Marshal(views)
+	if err != nil {
+		return fmt.Errorf("fleet: publish nodes: %w", err)
+	}
 	if _, err := b.pool.Exec(ctx, `
-		INSERT INTO weir_fleet_nodes (replica, addr, served, updated_at) VALUES ($1, $2, $3, now())
-		ON CONFLICT (replica) DO UPDATE SET addr = EXCLUDED.addr, served = EXCLUDED.served, updated_at = now()`,
-		b.cfg.Replica, addr, doc); err != nil {
+		INSERT INTO weir_fleet_nodes (replica, addr, served, nodes, updated_at) VALUES ($1, $2, $3, $4, now())
+		ON CONFLICT (replica) DO UPDATE SET addr = EXCLUDED.addr, served = EXCLUDED.served, nodes = EXCLUDED.nodes, updated_at = now()`,
+		b.cfg.Replica, addr, doc, viewDoc); err != nil {
 		return fmt.Errorf("fleet: publish nodes: %w", err)
 	}
 	return nil
@@ -136,7 +158,8 @@ func (b *Board) Leave(ctx context.Context) error {
 // taken at its newest generation.
 func (b *Board) Read(ctx context.Context) error {
 	rows, err := b.pool.Query(ctx, `
-		SELECT addr, served FROM weir_fleet_nodes
+		SELECT replica, addr, served, nodes, floor(extract(epoch FROM now() - updated_at) * 1000000)::bigint
+		FROM weir_fleet_nodes
 		WHERE replica <> $1 AND updated_at > now() - $2 * interval '1 microsecond'
 		ORDER BY replica`, b.cfg.Replica, micros(b.cfg.TTL))
 	if err != nil {
@@ -145,13 +168,16 @@ func (b *Board) Read(ctx context.Context) error {
 	type offer struct {
 		addr   string
 		served map[string][]boardTarget
+		views  RemoteNodes
 	}
 	offers, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (offer, error) {
 		var o offer
 		var doc []byte
-		if err := row.Scan(&o.addr, &doc); err != nil {
+		var age int64
+		if err := row.Scan(&o.views.Replica, &o.addr, &doc, &o.views.Nodes, &age); err != nil {
 			return o, err
 		}
+		o.views.Age = time.Duration(age) * time.Microsecond
 		return o, json.Unmarshal(doc, &o.served)
 	})
 	if err != nil {
@@ -167,7 +193,9 @@ func (b *Board) Read(ctx context.Context) error {
 	}
 	byModel := map[string][]weir.NodeTarget{}
 	where := map[nodeGen]string{}
+	views := make([]RemoteNodes, 0, len(offers))
 	for _, o := range offers {
+		views = append(views, o.views)
 		for m, ts := range o.served {
 			for _, t := range ts {
 				if t.Gen != newest[t.Node] {
@@ -185,9 +213,17 @@ func (b *Board) Read(ctx context.Context) error {
 		})
 	}
 	b.mu.Lock()
-	b.byModel, b.where = byModel, where
+	b.byModel, b.where, b.views = byModel, where, views
 	b.mu.Unlock()
 	return nil
+}
+
+// Nodes is the other replicas' admin views of their nodes, by replica,
+// as of the last Read.
+func (b *Board) Nodes() []RemoteNodes {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.views)
 }
 
 // Serving lists the other replicas' node providers serving the public
@@ -231,7 +267,11 @@ func (b *Board) Run(ctx context.Context, o *Offer) {
 		if o == nil {
 			return
 		}
-		if err := b.Publish(ctx, o.Addr, o.Served()); err != nil && ctx.Err() == nil {
+		var views any
+		if o.Nodes != nil {
+			views = o.Nodes(ctx)
+		}
+		if err := b.Publish(ctx, o.Addr, o.Served(), views); err != nil && ctx.Err() == nil {
 			b.cfg.Logger.Warn("fleet: could not publish this replica's nodes", "error", err)
 		}
 	}

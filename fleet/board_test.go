@@ -36,7 +36,7 @@ func TestBoardOffersTheOtherReplicasNodes(t *testing.T) {
 	b := setup(t)
 	a, other := b.board(t, "a"), b.board(t, "b")
 	na := weir.NodeTarget{Node: "node_00000000000a", Gen: 5, Provider: "gpu", Runtime: "llama-3", LongPromptTokens: 4096}
-	if err := a.Publish(t.Context(), "http://a:8080", map[string][]weir.NodeTarget{"m": {na}}); err != nil {
+	if err := a.Publish(t.Context(), "http://a:8080", map[string][]weir.NodeTarget{"m": {na}}, []map[string]string{{"id": na.Node}}); err != nil {
 		t.Fatal(err)
 	}
 	read(t, other)
@@ -51,6 +51,9 @@ func TestBoardOffersTheOtherReplicasNodes(t *testing.T) {
 	}
 	if _, ok := other.Where(na.Node, 4); ok {
 		t.Fatal("an older generation has a place")
+	}
+	if v := other.Nodes(); len(v) != 1 || v[0].Replica != "a" || string(v[0].Nodes) != `[{"id": "node_00000000000a"}]` || v[0].Age < 0 || v[0].Age > guard {
+		t.Fatalf("Nodes() = %+v (%s)", v, v[0].Nodes)
 	}
 	read(t, a)
 	if got := a.Serving("m"); len(got) != 0 {
@@ -71,7 +74,7 @@ func TestBoardDropsLapsedOffers(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	a, other := b.board(t, "a"), b.board(t, "b")
-	if err := a.Publish(t.Context(), "http://a:8080", map[string][]weir.NodeTarget{"m": {{Node: "node_00000000000a", Gen: 1, Provider: "p"}}}); err != nil {
+	if err := a.Publish(t.Context(), "http://a:8080", map[string][]weir.NodeTarget{"m": {{Node: "node_00000000000a", Gen: 1, Provider: "p"}}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.pool.Exec(t.Context(), `UPDATE weir_fleet_nodes SET updated_at = now() - $1 * interval '1 microsecond'`,
@@ -95,7 +98,7 @@ func TestBoardTakesAMovedNodeAtItsNewestGeneration(t *testing.T) {
 	moved := old
 	moved.Gen = 7
 	for bd, nt := range map[*Board]weir.NodeTarget{a: old, c: moved} {
-		if err := bd.Publish(t.Context(), "http://"+bd.cfg.Replica+":8080", map[string][]weir.NodeTarget{"m": {nt}}); err != nil {
+		if err := bd.Publish(t.Context(), "http://"+bd.cfg.Replica+":8080", map[string][]weir.NodeTarget{"m": {nt}}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -74,7 +75,8 @@ func (m *Main) startEdge() error {
 func (m *Main) startBoard() {
 	var offer *fleet.Offer
 	if m.Hub != nil {
-		offer = &fleet.Offer{Addr: m.relayAddr(), Served: m.Hub.Served, Changes: m.Hub.Changes()}
+		offer = &fleet.Offer{Addr: m.relayAddr(), Served: m.Hub.Served, Changes: m.Hub.Changes(),
+			Nodes: func(ctx context.Context) any { return m.Hub.Nodes(ctx) }}
 		m.Logger.Info("edge: this replica's nodes serve the fleet", "relay_addr", offer.Addr)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -103,4 +105,24 @@ func (m *Main) relayAddr() string {
 		}
 	}
 	return "http://" + addr
+}
+
+// fleetNodes is /admin/nodes in a fleet: this replica's nodes and the
+// other replicas', as they last published them on the board.
+func (m *Main) fleetNodes(ctx context.Context) []edge.NodeView {
+	var local []edge.NodeView
+	if m.Hub != nil {
+		local = m.Hub.Nodes(ctx)
+	}
+	remote := map[string][]edge.NodeView{}
+	ages := map[string]int64{}
+	for _, rn := range m.Board.Nodes() {
+		var vs []edge.NodeView
+		if err := json.Unmarshal(rn.Nodes, &vs); err != nil {
+			m.Logger.Warn("edge: another replica's view of its nodes is unreadable", "replica", rn.Replica, "error", err)
+			continue
+		}
+		remote[rn.Replica], ages[rn.Replica] = vs, rn.Age.Milliseconds()
+	}
+	return edge.FleetViews(local, remote, ages)
 }

@@ -201,6 +201,10 @@ func printLiveNodes(w io.Writer, ns []edge.NodeView) {
 		case n.Draining:
 			state = "draining"
 		}
+		if n.Replica != "" {
+			// Another replica's node, as that replica last published it.
+			state += " to " + n.Replica
+		}
 		seen := (time.Duration(n.LastSeenMs) * time.Millisecond).String() + " ago"
 		fmt.Fprintf(tw, "%s (%s)\t\t%s\t%d\t%d\t\t\t\t%s\t\n", n.Name, n.ID, state, n.Generation, n.ReadyStreams, seen)
 		for _, p := range n.Providers {

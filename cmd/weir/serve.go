@@ -211,6 +211,9 @@ func (m *Main) Start(ctx context.Context) error {
 	if m.Hub != nil {
 		nodeViews = m.Hub.Nodes
 	}
+	if m.Board != nil {
+		nodeViews = m.fleetNodes
+	}
 	var relay http.Handler
 	if m.Relay != nil && m.Hub != nil {
 		relay = m.Relay.Handler()

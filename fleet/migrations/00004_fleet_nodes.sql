@@ -8,6 +8,9 @@ CREATE TABLE weir_fleet_nodes (
     replica    text        PRIMARY KEY CHECK (replica <> ''),
     addr       text        NOT NULL,
     served     jsonb       NOT NULL,
+    -- nodes is the replica's admin view of its nodes (/admin/nodes), so
+    -- that every replica can show the whole fleet's.
+    nodes      jsonb       NOT NULL DEFAULT '[]',
     updated_at timestamptz NOT NULL
 );
 
