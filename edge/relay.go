@@ -14,9 +14,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/provider"
 )
 
@@ -44,6 +46,21 @@ const (
 	// headerRelay says what the body is: "answer", the node's answer as
 	// it came; "error", a relayError.
 	headerRelay = "Weir-Relay"
+	// trailerEnd ends an answer: "ok" once it came whole, else the
+	// relayError that cut it. An answer that ends without it was cut.
+	trailerEnd = "Weir-Relay-End"
+)
+
+// relayedHeaders are the headers of a node's answer that cross the
+// relay: what describes the body (gateway.Head's), never how it is
+// framed, which is the relay's own.
+var relayedHeaders = []string{"Content-Type", "Content-Disposition", "Cache-Control"}
+
+// errRelayStalled and errRelayNoAnswer are why a relayed run was cut
+// short on the relaying replica's side.
+var (
+	errRelayNoAnswer = errors.New("no answer began")
+	errRelayStalled  = errors.New("nothing more of the answer came")
 )
 
 // RelayConfig configures a Relay.
@@ -55,6 +72,14 @@ type RelayConfig struct {
 	MaxBodyBytes int64
 	// Client sends relayed runs; nil: one made for it.
 	Client *http.Client
+	// HeaderTimeout bounds the wait for a relayed run's answer to begin,
+	// IdleTimeout each wait for more of it: they end a run whose replica
+	// froze or was cut off, which its own bounds cannot. Default 130s
+	// each, past the Hub's defaults (Config.RunHeaderTimeout,
+	// RunIdleTimeout); negative: none.
+	HeaderTimeout, IdleTimeout time.Duration
+	// Clock runs the bounds; nil: clock.Real.
+	Clock clock.Clock
 }
 
 // RelayDeps are what a Relay works with.
@@ -90,6 +115,18 @@ type Relay struct {
 	dir  Directory
 	cfg  RelayConfig
 	deps RelayDeps
+
+	// refusals counts the refusals since the last logged; loggedAt is
+	// when that was (unix nanoseconds by the Clock).
+	refusals, loggedAt atomic.Int64
+}
+
+// logRefusal reports whether a refusal may be logged now: the first,
+// then one a minute.
+func (r *Relay) logRefusal() bool {
+	now := r.cfg.Clock.Now().UnixNano()
+	last := r.loggedAt.Load()
+	return (last == 0 || now-last >= int64(time.Minute)) && r.loggedAt.CompareAndSwap(last, now)
 }
 
 var relayBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
@@ -98,6 +135,14 @@ var relayBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b
 func NewRelay(cfg RelayConfig, deps RelayDeps) *Relay {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 16 << 20
+	}
+	for _, d := range []*time.Duration{&cfg.HeaderTimeout, &cfg.IdleTimeout} {
+		if *d == 0 {
+			*d = 130 * time.Second
+		}
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Transport: &http.Transport{
@@ -169,8 +214,10 @@ func (r *Relay) forward(ctx context.Context, base string, t weir.NodeTarget, c p
 	if err != nil {
 		return nil, &provider.Error{Err: err}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+RelayPath, bytes.NewReader(c.Body))
+	rctx, cancel := context.WithCancelCause(ctx)
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, strings.TrimSuffix(base, "/")+RelayPath, bytes.NewReader(c.Body))
 	if err != nil {
+		cancel(nil)
 		return nil, &provider.Error{Err: fmt.Errorf("relay to %s: %w", base, err)}
 	}
 	req.Header.Set("Authorization", "Bearer "+r.cfg.Secret)
@@ -185,24 +232,40 @@ func (r *Relay) forward(ctx context.Context, base string, t weir.NodeTarget, c p
 			req.Header.Set(h, v)
 		}
 	}
+	head := clock.NewWatch(r.cfg.Clock, r.cfg.HeaderTimeout, func() { cancel(errRelayNoAnswer) })
+	head.Arm()
 	resp, err := r.cfg.Client.Do(req)
+	head.Stop()
 	if err != nil {
-		r.count("sent", "unreachable")
-		if ctx.Err() != nil {
-			return nil, &provider.Error{Err: fmt.Errorf("relay to %s: %w", base, context.Cause(ctx))}
+		defer cancel(nil)
+		switch cause := context.Cause(rctx); {
+		case ctx.Err() != nil:
+			return nil, context.Cause(ctx)
+		case cause == errRelayNoAnswer:
+			r.count("sent", "error")
+			return nil, &provider.Error{Timeout: true, Err: fmt.Errorf("relay to %s: %w within %s", base, cause, r.cfg.HeaderTimeout)}
+		case isDialError(err):
+			// The replica the node dialed is out of reach: so is the node.
+			r.count("sent", "unreachable")
+			return nil, &provider.Error{Err: fmt.Errorf("node %s (generation %d) by way of %s: %w: %v", t.Node, t.Gen, base, weir.ErrNodeGone, err)}
+		default:
+			r.count("sent", "unreachable")
+			return nil, &provider.Error{Err: fmt.Errorf("relay to %s: %w", base, err)}
 		}
-		// The replica the node dialed is out of reach: so is the node.
-		return nil, &provider.Error{Err: fmt.Errorf("node %s (generation %d) by way of %s: %w: %v", t.Node, t.Gen, base, weir.ErrNodeGone, err)}
 	}
 	switch resp.Header.Get(headerRelay) {
 	case "answer":
 		r.count("sent", "answer")
 		resp.Header.Del(headerRelay)
-		resp.Body = &relayBody{ReadCloser: resp.Body, ctx: ctx, base: base}
+		b := &relayBody{rc: resp.Body, resp: resp, ctx: ctx, rctx: rctx, cancel: cancel, base: base}
+		b.idle = clock.NewWatch(r.cfg.Clock, r.cfg.IdleTimeout, func() { cancel(errRelayStalled) })
+		b.idleFor = r.cfg.IdleTimeout
+		resp.Body = b
 		return resp, nil
 	case "error":
 		r.count("sent", "error")
-		defer resp.Body.Close()
+		defer cancel(nil)
+		defer drain(resp.Body)
 		var e relayError
 		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e); err != nil {
 			return nil, &provider.Error{Err: fmt.Errorf("relay to %s: unreadable error: %w", base, err)}
@@ -210,30 +273,77 @@ func (r *Relay) forward(ctx context.Context, base string, t weir.NodeTarget, c p
 		return nil, e.providerError(t)
 	default:
 		r.count("sent", "refused")
-		defer resp.Body.Close()
+		defer cancel(nil)
+		defer drain(resp.Body)
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return nil, &provider.Error{Err: fmt.Errorf("relay to %s refused the run: %d %s", base, resp.StatusCode, bytes.TrimSpace(msg))}
 	}
 }
 
-// relayBody is a relayed answer's body: a read that fails while its
-// caller is still there is the upstream's failure (a *provider.Error),
-// as an adapter's body reports it.
+// isDialError reports whether err is a failure to connect: the request
+// never left.
+func isDialError(err error) bool {
+	oe, ok := errors.AsType[*net.OpError](err)
+	return ok && oe.Op == "dial"
+}
+
+// drain reads a little of what is left of rc, so that its connection
+// can carry the next relayed run, and closes it.
+func drain(rc io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(rc, 64<<10))
+	_ = rc.Close()
+}
+
+// relayBody is a relayed answer's body. It reads as an adapter's does: a
+// failure while its caller is still there is the upstream's (a
+// *provider.Error), and so is an answer that ends without the relay's
+// end trailer (it was cut), or with the error that cut it on the other
+// replica, as that replica classified it.
 type relayBody struct {
-	io.ReadCloser
-	ctx  context.Context
-	base string
+	rc        io.ReadCloser
+	resp      *http.Response
+	ctx, rctx context.Context
+	cancel    context.CancelCauseFunc
+	base      string
+	idle      *clock.Watch
+	idleFor   time.Duration
 }
 
 func (b *relayBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF {
-		if b.ctx.Err() != nil {
-			return n, context.Cause(b.ctx)
-		}
-		err = &provider.Error{Err: fmt.Errorf("the answer relayed from %s broke: %w", b.base, err)}
+	b.idle.Arm()
+	n, err := b.rc.Read(p)
+	b.idle.Disarm()
+	switch {
+	case err == nil:
+		return n, nil
+	case b.ctx.Err() != nil:
+		return n, context.Cause(b.ctx)
+	case context.Cause(b.rctx) == errRelayStalled:
+		return n, &provider.Error{Timeout: true, Err: fmt.Errorf("the answer relayed from %s: %w for %s", b.base, errRelayStalled, b.idleFor)}
+	case err != io.EOF:
+		return n, &provider.Error{Err: fmt.Errorf("the answer relayed from %s broke: %w", b.base, err)}
 	}
-	return n, err
+	switch end := b.resp.Trailer.Get(trailerEnd); end {
+	case "ok":
+		return n, io.EOF
+	case "":
+		return n, &provider.Error{Err: fmt.Errorf("the answer relayed from %s was cut short", b.base)}
+	default:
+		var e relayError
+		if json.Unmarshal([]byte(end), &e) != nil {
+			return n, &provider.Error{Err: fmt.Errorf("the answer relayed from %s broke: %s", b.base, end)}
+		}
+		pe := e.providerError(weir.NodeTarget{})
+		pe.Err = fmt.Errorf("the answer relayed from %s broke: %w", b.base, pe.Err)
+		return n, pe
+	}
+}
+
+func (b *relayBody) Close() error {
+	b.idle.Stop()
+	err := b.rc.Close()
+	b.cancel(nil)
+	return err
 }
 
 // relayTarget is a weir.NodeTarget on the relay's wire.
@@ -303,14 +413,17 @@ func (r *Relay) serveRelay(w http.ResponseWriter, req *http.Request) {
 	case t.Node == "" || len(t.Node) > 128 || t.Gen == 0 || t.Provider == "":
 		r.refuse(w, req, http.StatusBadRequest, "invalid_relay_target", headerTarget+" needs a node id, a generation and a provider")
 		return
-	case !strings.HasPrefix(path, "/") || len(path) > 256 || strings.Contains(path, ".."):
-		r.refuse(w, req, http.StatusBadRequest, "invalid_relay_path", headerPath+" must be an absolute path of at most 256 bytes")
+	case !validRelayPath(path):
+		r.refuse(w, req, http.StatusBadRequest, "invalid_relay_path", headerPath+" must be an absolute path of at most 256 bytes of a-z, 0-9, '/', '-' and '_'")
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.cfg.MaxBodyBytes))
+	// The relaying replica bounded the client's body; what it relays may
+	// be a little longer (the model's name rewritten to the runtime's).
+	limit := r.cfg.MaxBodyBytes + relayBodySlack
+	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, limit))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			r.refuse(w, req, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("a relayed body is at most %d bytes", r.cfg.MaxBodyBytes))
+			r.refuse(w, req, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("a relayed body is at most %d bytes", limit))
 			return
 		}
 		r.refuse(w, req, http.StatusBadRequest, "invalid_body", "read body: "+err.Error())
@@ -333,10 +446,13 @@ func (r *Relay) serveRelay(w http.ResponseWriter, req *http.Request) {
 	}
 	r.count("taken", "answer")
 	defer resp.Body.Close()
-	for k, vs := range resp.Header {
-		w.Header()[k] = vs
+	for _, h := range relayedHeaders {
+		if vs := resp.Header.Values(h); len(vs) > 0 {
+			w.Header()[h] = vs
+		}
 	}
 	w.Header().Set(headerRelay, "answer")
+	w.Header().Set("Trailer", trailerEnd)
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
 	bp := relayBufs.Get().(*[]byte)
@@ -350,22 +466,48 @@ func (r *Relay) serveRelay(w http.ResponseWriter, req *http.Request) {
 			_ = rc.Flush()
 		}
 		if err == io.EOF {
+			w.Header().Set(trailerEnd, "ok")
 			return
 		}
 		if err != nil {
-			// Cut the answer short rather than end it cleanly: the other
-			// replica must see a broken answer, not a whole one.
-			panic(http.ErrAbortHandler)
+			// The answer is cut: its end says why, as the Hub classified
+			// it, for the relaying replica to report as its own.
+			end, _ := json.Marshal(newRelayError(err))
+			w.Header().Set(trailerEnd, string(end))
+			return
 		}
 	}
 }
 
+// relayBodySlack is how much longer than MaxBodyBytes a relayed body may
+// be.
+const relayBodySlack = 64 << 10
+
+// validRelayPath reports whether path is one an adapter's call would
+// have: absolute, short, lowercase letters, digits, '/', '-' and '_'.
+func validRelayPath(path string) bool {
+	if !strings.HasPrefix(path, "/") || len(path) > 256 {
+		return false
+	}
+	for i := range len(path) {
+		if c := path[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '/' && c != '-' && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
 // refuse answers a relay request it will not run, in the API's error
-// shape, and says so in the log: a replica sending what this one refuses
-// has another secret or another version.
+// shape, and says so in the log, once a minute at most (a port that
+// anyone can reach must not flood it): a replica sending what this one
+// refuses has another secret or another version.
 func (r *Relay) refuse(w http.ResponseWriter, req *http.Request, status int, code, msg string) {
 	r.count("taken", "refused")
-	r.deps.Logger.Warn("edge: a relayed run refused", "remote", req.RemoteAddr, "status", status, "code", code, "reason", msg)
+	if n := r.refusals.Add(1); r.logRefusal() {
+		r.deps.Logger.Warn("edge: a relayed run refused", "remote", req.RemoteAddr, "status", status, "code", code, "reason", msg,
+			"refused_since_last_line", n)
+		r.refusals.Store(0)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{

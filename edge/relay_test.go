@@ -12,10 +12,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/metadata"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/edge/edgepb"
 	"github.com/weir-gateway/weir/provider"
 )
@@ -205,22 +207,142 @@ func TestRelayNodeGone(t *testing.T) {
 	}
 }
 
+// relayStart runs c on the bundle's node through r in the background and
+// returns the answer once it began; the node's side sends msgs.
+func (rb *relayBundle) relayStart(t *testing.T, r *Relay, msgs ...any) (*http.Response, edgepb.Edge_RunClient) {
+	t.Helper()
+	type started struct {
+		resp *http.Response
+		err  error
+	}
+	ch := make(chan started, 1)
+	go func() {
+		resp, err := r.Do(t.Context(), rb.target, provider.Call{Path: "/chat/completions", Body: []byte(`{}`), Stream: true})
+		ch <- started{resp, err}
+	}()
+	rs := rb.answer(t, `{}`, msgs...)
+	st := <-ch
+	if st.err != nil {
+		t.Fatal(st.err)
+	}
+	t.Cleanup(func() { st.resp.Body.Close() })
+	return st.resp, rs
+}
+
+// readCut reads a relayed answer that is to break after want: it wants
+// want, then an upstream's error.
+func readCut(t *testing.T, resp *http.Response, want string) *provider.Error {
+	t.Helper()
+	first := make([]byte, len(want))
+	if _, err := io.ReadFull(resp.Body, first); err != nil || string(first) != want {
+		t.Fatalf("before the break: %q, %v; want %q", first, err, want)
+	}
+	return readBroken(t, resp)
+}
+
+// readBroken reads what is left of resp and wants it to end with an
+// upstream's error.
+func readBroken(t *testing.T, resp *http.Response) *provider.Error {
+	t.Helper()
+	rest, err := io.ReadAll(resp.Body)
+	var pe *provider.Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("a broken answer read: %q, %v; want an upstream's error", rest, err)
+	}
+	return pe
+}
+
 // TestRelayCutShort: a node that goes away mid-answer breaks the relayed
-// answer; the relaying replica never sees it end whole.
+// answer; the relaying replica never sees it end whole, whatever framing
+// the node's head claimed.
 func TestRelayCutShort(t *testing.T) {
 	t.Parallel()
+	for name, head := range map[string]*edgepb.RunHead{
+		"stream":            streamHead,
+		"identity framing":  {Status: 200, Headers: map[string]string{"Content-Type": "text/event-stream", "Transfer-Encoding": "identity"}},
+		"a shorter length":  {Status: 200, Headers: map[string]string{"Content-Type": "text/event-stream", "Content-Length": "9"}},
+		"connection: close": {Status: 200, Headers: map[string]string{"Content-Type": "text/event-stream", "Connection": "close"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rb := relaySetup(t)
+			resp, _ := rb.relayStart(t, rb.there, head, &edgepb.Chunk{Data: []byte("data: 1\n\n")})
+			if resp.Header.Get("Content-Type") != "text/event-stream" || resp.ContentLength != -1 {
+				t.Errorf("the relayed head: %v, length %d", resp.Header, resp.ContentLength)
+			}
+			first := make([]byte, 9)
+			if _, err := io.ReadFull(resp.Body, first); err != nil {
+				t.Fatal(err)
+			}
+			rb.s.cancel()
+			readBroken(t, resp)
+		})
+	}
+}
+
+// TestRelayKeepsATimeoutsClass: a run that stalls on the node mid-answer
+// reaches the relaying replica as a timeout, as it would be there.
+func TestRelayKeepsATimeoutsClass(t *testing.T) {
+	t.Parallel()
 	rb := relaySetup(t)
-	res := relayDo(t.Context(), rb.there, rb.target, provider.Call{Path: "/chat/completions", Body: []byte(`{}`), Stream: true})
-	rb.answer(t, `{}`, streamHead, &edgepb.Chunk{Data: []byte("data: 1\n\n")})
-	rb.s.cancel()
-	r := <-res
+	resp, _ := rb.relayStart(t, rb.there, streamHead, &edgepb.Chunk{Data: []byte("data: 1\n\n")},
+		&edgepb.RunEnd{Kind: edgepb.RunEnd_STALLED, Message: "no progress for 30s"})
+	if pe := readCut(t, resp, "data: 1\n\n"); !pe.Timeout || !strings.Contains(pe.Error(), "no progress") {
+		t.Fatalf("the relayed end: %v; want the node's stall, a timeout", pe)
+	}
+}
+
+// TestRelayBoundsAFrozenReplica: a replica that takes a run and then
+// says nothing more (frozen, or cut off) is given up on, by the
+// relaying replica's own bounds: for the answer to begin, and for each
+// more of it.
+func TestRelayBoundsAFrozenReplica(t *testing.T) {
+	t.Parallel()
+	rb := relaySetup(t)
+	fc := clock.NewFake(time.Unix(0, 0))
+	there := NewRelay(RelayConfig{Secret: testSecret, HeaderTimeout: 10 * time.Second, IdleTimeout: 10 * time.Second, Clock: fc},
+		RelayDeps{Directory: staticDir{model: "m", addr: rb.url, targets: []weir.NodeTarget{rb.target}}})
+
+	// No answer begins: the node takes the offer and never answers.
+	errc := make(chan error, 1)
+	go func() {
+		_, err := there.Do(t.Context(), rb.target, provider.Call{Path: "/chat/completions", Body: []byte(`{}`), Stream: true})
+		errc <- err
+	}()
+	rb.s.offer()
+	var err error
+	gotErr := make(chan struct{})
+	go func() { err = <-errc; close(gotErr) }()
+	if !fc.AdvanceUntil(gotErr, time.Second, time.Minute, 10*time.Second) {
+		t.Fatal("the header bound never ended the wait")
+	}
+	if pe, ok := errors.AsType[*provider.Error](err); !ok || !pe.Timeout {
+		t.Fatalf("a run whose answer never began: %v; want a timeout", err)
+	}
+
+	// The answer begins, then nothing more comes.
+	resp, _ := rb.relayStart(t, there, streamHead, &edgepb.Chunk{Data: []byte("data: 1\n\n")})
+	first := make([]byte, 9)
+	if _, err := io.ReadFull(resp.Body, first); err != nil {
+		t.Fatal(err)
+	}
 	var pe *provider.Error
-	if !errors.As(r.err, &pe) {
-		t.Fatalf("a broken answer read: %q, %v; want an upstream's error", r.body, r.err)
+	read := make(chan struct{})
+	go func() { pe = readBrokenErr(resp); close(read) }()
+	if !fc.AdvanceUntil(read, time.Second, time.Minute, 10*time.Second) {
+		t.Fatal("the idle bound never ended the read")
 	}
-	if r.body != "data: 1\n\n" {
-		t.Fatalf("before the break the caller read %q", r.body)
+	if pe == nil || !pe.Timeout {
+		t.Fatalf("a stalled relayed answer: %v; want a timeout", pe)
 	}
+}
+
+// readBrokenErr reads what is left of resp and returns its upstream's
+// error, if it ended with one.
+func readBrokenErr(resp *http.Response) *provider.Error {
+	_, err := io.ReadAll(resp.Body)
+	pe, _ := errors.AsType[*provider.Error](err)
+	return pe
 }
 
 // TestRelayCancelledByClient: a caller of the relaying replica that goes
@@ -384,5 +506,28 @@ func BenchmarkRelay(b *testing.B) {
 				resp.Body.Close()
 			}
 		})
+	}
+}
+
+// TestRelayAnswerWithoutItsEnd: an answer that ends without the relay's
+// end trailer (a replica cut off before it could say, or a proxy between
+// that drops trailers) is a broken one.
+func TestRelayAnswerWithoutItsEnd(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(headerRelay, "answer")
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: 1\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	target := weir.NodeTarget{Node: "node_a", Gen: 1, Provider: "p"}
+	there := NewRelay(RelayConfig{Secret: testSecret}, RelayDeps{Directory: staticDir{model: "m", addr: srv.URL, targets: []weir.NodeTarget{target}}})
+	resp, err := there.Do(t.Context(), target, provider.Call{Path: "/chat/completions", Body: []byte(`{}`), Stream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if pe := readCut(t, resp, "data: 1\n\n"); !strings.Contains(pe.Error(), "cut short") {
+		t.Fatalf("an answer without its end: %v", pe)
 	}
 }
