@@ -63,6 +63,10 @@ type Board struct {
 	byModel map[string][]weir.NodeTarget
 	where   map[nodeGen]string
 	views   []RemoteNodes
+	// readAt is when the last Read succeeded, by the Clock: what it read
+	// counts for TTL after, no longer (PostgreSQL may be out of reach,
+	// and the others' nodes gone meanwhile).
+	readAt time.Time
 }
 
 // RemoteNodes is another replica's admin view of its nodes, as it last
@@ -167,21 +171,29 @@ func (b *Board) Read(ctx context.Context) error {
 	}
 	type offer struct {
 		addr   string
+		doc    []byte
 		served map[string][]boardTarget
 		views  RemoteNodes
 	}
-	offers, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (offer, error) {
+	rowsRead, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (offer, error) {
 		var o offer
-		var doc []byte
 		var age int64
-		if err := row.Scan(&o.views.Replica, &o.addr, &doc, &o.views.Nodes, &age); err != nil {
-			return o, err
-		}
+		err := row.Scan(&o.views.Replica, &o.addr, &o.doc, &o.views.Nodes, &age)
 		o.views.Age = time.Duration(age) * time.Microsecond
-		return o, json.Unmarshal(doc, &o.served)
+		return o, err
 	})
 	if err != nil {
 		return fmt.Errorf("fleet: read nodes: %w", err)
+	}
+	// A row this replica cannot read (another version's) leaves that
+	// replica's nodes out, not the others'.
+	offers := rowsRead[:0]
+	for _, o := range rowsRead {
+		if err := json.Unmarshal(o.doc, &o.served); err != nil {
+			b.cfg.Logger.Warn("fleet: another replica's nodes are unreadable; they are not offered here", "replica", o.views.Replica, "error", err)
+			continue
+		}
+		offers = append(offers, o)
 	}
 	newest := map[string]uint64{}
 	for _, o := range offers {
@@ -213,9 +225,14 @@ func (b *Board) Read(ctx context.Context) error {
 		})
 	}
 	b.mu.Lock()
-	b.byModel, b.where, b.views = byModel, where, views
+	b.byModel, b.where, b.views, b.readAt = byModel, where, views, b.cfg.Clock.Now()
 	b.mu.Unlock()
 	return nil
+}
+
+// freshLocked reports whether the last Read is recent enough to count.
+func (b *Board) freshLocked() bool {
+	return !b.readAt.IsZero() && b.cfg.Clock.Now().Sub(b.readAt) < b.cfg.TTL
 }
 
 // Nodes is the other replicas' admin views of their nodes, by replica,
@@ -223,14 +240,20 @@ func (b *Board) Read(ctx context.Context) error {
 func (b *Board) Nodes() []RemoteNodes {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if !b.freshLocked() {
+		return nil
+	}
 	return slices.Clone(b.views)
 }
 
 // Serving lists the other replicas' node providers serving the public
-// model, as of the last Read.
+// model, as of the last Read; nothing once that is TTL old.
 func (b *Board) Serving(model string) []weir.NodeTarget {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if !b.freshLocked() {
+		return nil
+	}
 	return slices.Clone(b.byModel[model])
 }
 
@@ -239,6 +262,9 @@ func (b *Board) Serving(model string) []weir.NodeTarget {
 func (b *Board) Where(node string, gen uint64) (string, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if !b.freshLocked() {
+		return "", false
+	}
 	addr, ok := b.where[nodeGen{node, gen}]
 	return addr, ok
 }

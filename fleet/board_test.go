@@ -133,28 +133,81 @@ func TestBoardRunPublishesChangesAndLeaves(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); a.Run(ctx, &Offer{Addr: "http://a:8080", Served: take, Changes: changes}) }()
 
+	// Run's first round writes the offer as it is then, empty; only then
+	// does the replica's node come, and only the change can write it: the
+	// interval is an hour on a clock that does not move.
+	until(t, "the first offer", func() bool { read(t, other); return len(other.Nodes()) == 1 })
 	nt := weir.NodeTarget{Node: "node_00000000000a", Gen: 3, Provider: "p"}
 	mu.Lock()
 	served = map[string][]weir.NodeTarget{"m": {nt}}
 	mu.Unlock()
 	changes <- struct{}{}
-	// The interval is an hour on a clock that does not move: only the
-	// change writes the offer.
-	deadline := time.Now().Add(guard)
-	for {
-		read(t, other)
-		if len(other.Serving("m")) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the change was never published")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	until(t, "the change", func() bool { read(t, other); return len(other.Serving("m")) == 1 })
 	cancel()
 	<-done
 	read(t, other)
 	if got := other.Serving("m"); len(got) != 0 {
 		t.Fatalf("after Run ended, Serving(m) = %+v", got)
+	}
+}
+
+// until waits for cond, read from the database, for up to guard.
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(guard)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was never published", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestBoardForgetsWhatItCannotRenew: what the last read found counts for
+// the TTL, no longer: with PostgreSQL out of reach, the other replicas'
+// nodes may be gone.
+func TestBoardForgetsWhatItCannotRenew(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a, other := b.board(t, "a"), b.board(t, "b")
+	nt := weir.NodeTarget{Node: "node_00000000000a", Gen: 1, Provider: "p"}
+	if err := a.Publish(t.Context(), "http://a:8080", map[string][]weir.NodeTarget{"m": {nt}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	read(t, other)
+	fc := other.cfg.Clock.(*clock.Fake)
+	fc.Advance(other.cfg.TTL - time.Second)
+	if len(other.Serving("m")) != 1 {
+		t.Fatal("forgotten within the TTL")
+	}
+	fc.Advance(time.Second)
+	if got := other.Serving("m"); len(got) != 0 {
+		t.Fatalf("Serving after the TTL without a read = %+v", got)
+	}
+	if _, ok := other.Where(nt.Node, nt.Gen); ok {
+		t.Fatal("Where after the TTL without a read")
+	}
+	if got := other.Nodes(); len(got) != 0 {
+		t.Fatalf("Nodes after the TTL without a read = %+v", got)
+	}
+}
+
+// TestBoardSkipsAnUnreadableRow: a replica whose row this one cannot
+// read (another version's) is left out; the others' nodes are offered.
+func TestBoardSkipsAnUnreadableRow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a, other := b.board(t, "a"), b.board(t, "b")
+	if _, err := b.pool.Exec(t.Context(), `INSERT INTO weir_fleet_nodes (replica, addr, served, updated_at)
+		VALUES ('x', 'http://x:8080', '["not", "a", "map"]', now())`); err != nil {
+		t.Fatal(err)
+	}
+	nt := weir.NodeTarget{Node: "node_00000000000a", Gen: 1, Provider: "p"}
+	if err := a.Publish(t.Context(), "http://a:8080", map[string][]weir.NodeTarget{"m": {nt}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	read(t, other)
+	if got := other.Serving("m"); !slices.Equal(got, []weir.NodeTarget{nt}) {
+		t.Fatalf("Serving = %+v, want a's despite x's row", got)
 	}
 }
