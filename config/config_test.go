@@ -618,6 +618,8 @@ func TestValidate(t *testing.T) {
 			`fleet.relay_advertise: "weir-1:8080" is not a base URL`},
 		{"relay_advertise with a path", onPostgres(func(f *Fleet) { f.RelayAdvertise = "http://weir-1:8080/api" }),
 			`fleet.relay_advertise: "http://weir-1:8080/api" is not a base URL`},
+		{"relay_advertise with a user", onPostgres(func(f *Fleet) { f.RelayAdvertise = "http://u:p@weir-1:8080" }),
+			`fleet.relay_advertise: a base URL without a user or password`},
 		{"relay_advertise of any address", onPostgres(func(f *Fleet) { f.RelayAdvertise = "http://0.0.0.0:8080" }),
 			`fleet.relay_advertise: "http://0.0.0.0:8080" has no host the others can reach`},
 		{"advertise port 0", onPostgres(func(f *Fleet) { f.Advertise = "weir-1:0" }),

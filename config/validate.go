@@ -184,7 +184,11 @@ func (f *Fleet) validate(postgres bool) error {
 	}
 	if f.RelayAdvertise != "" {
 		u, err := url.Parse(f.RelayAdvertise)
-		if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.Path != "" && u.Path != "/" || u.RawQuery != "" {
+		if err == nil && u.User != nil {
+			// Never echo it: it holds a credential.
+			return invalidf("fleet.relay_advertise", "a base URL without a user or password: the replicas authenticate with the fleet's secret")
+		}
+		if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" {
 			return invalidf("fleet.relay_advertise", "%q is not a base URL such as http://weir-1.internal:8080", f.RelayAdvertise)
 		}
 		if host := u.Hostname(); host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified() {
