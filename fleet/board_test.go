@@ -21,6 +21,22 @@ func (b *bundle) board(t *testing.T, replica string) *Board {
 	return bd
 }
 
+// publish writes served as bd's offer, at bd's replica's address.
+func publish(t *testing.T, bd *Board, served map[string][]weir.NodeTarget, views any) {
+	t.Helper()
+	if err := bd.Publish(t.Context(), "http://"+bd.cfg.Replica+":8080", served, views); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// offersNone wants bd to offer nothing for model m.
+func offersNone(t *testing.T, bd *Board, when string) {
+	t.Helper()
+	if got := bd.Serving("m"); len(got) != 0 {
+		t.Fatalf("%s, Serving(m) = %+v; want nothing", when, got)
+	}
+}
+
 func read(t *testing.T, bd *Board) {
 	t.Helper()
 	if err := bd.Read(t.Context()); err != nil {
@@ -36,9 +52,7 @@ func TestBoardOffersTheOtherReplicasNodes(t *testing.T) {
 	b := setup(t)
 	a, other := b.board(t, "a"), b.board(t, "b")
 	na := weir.NodeTarget{Node: "node_00000000000a", Gen: 5, Provider: "gpu", Runtime: "llama-3", LongPromptTokens: 4096}
-	if err := a.Publish(t.Context(), "http://a:8080", map[string][]weir.NodeTarget{"m": {na}}, []map[string]string{{"id": na.Node}}); err != nil {
-		t.Fatal(err)
-	}
+	publish(t, a, map[string][]weir.NodeTarget{"m": {na}}, []map[string]string{{"id": na.Node}})
 	read(t, other)
 	if got := other.Serving("m"); !slices.Equal(got, []weir.NodeTarget{na}) {
 		t.Fatalf("Serving(m) = %+v, want a's provider", got)
@@ -56,16 +70,12 @@ func TestBoardOffersTheOtherReplicasNodes(t *testing.T) {
 		t.Fatalf("Nodes() = %+v (%s)", v, v[0].Nodes)
 	}
 	read(t, a)
-	if got := a.Serving("m"); len(got) != 0 {
-		t.Fatalf("a offers its own nodes back to itself: %+v", got)
-	}
+	offersNone(t, a, "a offers its own nodes back to itself")
 	if err := a.Leave(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	read(t, other)
-	if got := other.Serving("m"); len(got) != 0 {
-		t.Fatalf("after a left, Serving(m) = %+v", got)
-	}
+	offersNone(t, other, "after a left")
 }
 
 // TestBoardDropsLapsedOffers: an offer older than the TTL (its replica
@@ -74,17 +84,13 @@ func TestBoardDropsLapsedOffers(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	a, other := b.board(t, "a"), b.board(t, "b")
-	if err := a.Publish(t.Context(), "http://a:8080", map[string][]weir.NodeTarget{"m": {{Node: "node_00000000000a", Gen: 1, Provider: "p"}}}, nil); err != nil {
-		t.Fatal(err)
-	}
+	publish(t, a, map[string][]weir.NodeTarget{"m": {{Node: "node_00000000000a", Gen: 1, Provider: "p"}}}, nil)
 	if _, err := b.pool.Exec(t.Context(), `UPDATE weir_fleet_nodes SET updated_at = now() - $1 * interval '1 microsecond'`,
 		micros(other.cfg.TTL+time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	read(t, other)
-	if got := other.Serving("m"); len(got) != 0 {
-		t.Fatalf("a lapsed offer is read: %+v", got)
-	}
+	offersNone(t, other, "a lapsed offer is read")
 }
 
 // TestBoardTakesAMovedNodeAtItsNewestGeneration: a node that left one
@@ -98,9 +104,7 @@ func TestBoardTakesAMovedNodeAtItsNewestGeneration(t *testing.T) {
 	moved := old
 	moved.Gen = 7
 	for bd, nt := range map[*Board]weir.NodeTarget{a: old, c: moved} {
-		if err := bd.Publish(t.Context(), "http://"+bd.cfg.Replica+":8080", map[string][]weir.NodeTarget{"m": {nt}}, nil); err != nil {
-			t.Fatal(err)
-		}
+		publish(t, bd, map[string][]weir.NodeTarget{"m": {nt}}, nil)
 	}
 	read(t, other)
 	if got := other.Serving("m"); !slices.Equal(got, []weir.NodeTarget{moved}) {
@@ -146,9 +150,7 @@ func TestBoardRunPublishesChangesAndLeaves(t *testing.T) {
 	cancel()
 	<-done
 	read(t, other)
-	if got := other.Serving("m"); len(got) != 0 {
-		t.Fatalf("after Run ended, Serving(m) = %+v", got)
-	}
+	offersNone(t, other, "after Run ended")
 }
 
 // until waits for cond, read from the database, for up to guard.
@@ -171,9 +173,7 @@ func TestBoardForgetsWhatItCannotRenew(t *testing.T) {
 	b := setup(t)
 	a, other := b.board(t, "a"), b.board(t, "b")
 	nt := weir.NodeTarget{Node: "node_00000000000a", Gen: 1, Provider: "p"}
-	if err := a.Publish(t.Context(), "http://a:8080", map[string][]weir.NodeTarget{"m": {nt}}, nil); err != nil {
-		t.Fatal(err)
-	}
+	publish(t, a, map[string][]weir.NodeTarget{"m": {nt}}, nil)
 	read(t, other)
 	fc := other.cfg.Clock.(*clock.Fake)
 	fc.Advance(other.cfg.TTL - time.Second)
@@ -181,9 +181,7 @@ func TestBoardForgetsWhatItCannotRenew(t *testing.T) {
 		t.Fatal("forgotten within the TTL")
 	}
 	fc.Advance(time.Second)
-	if got := other.Serving("m"); len(got) != 0 {
-		t.Fatalf("Serving after the TTL without a read = %+v", got)
-	}
+	offersNone(t, other, "after the TTL without a read")
 	if _, ok := other.Where(nt.Node, nt.Gen); ok {
 		t.Fatal("Where after the TTL without a read")
 	}
@@ -203,9 +201,7 @@ func TestBoardSkipsAnUnreadableRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	nt := weir.NodeTarget{Node: "node_00000000000a", Gen: 1, Provider: "p"}
-	if err := a.Publish(t.Context(), "http://a:8080", map[string][]weir.NodeTarget{"m": {nt}}, nil); err != nil {
-		t.Fatal(err)
-	}
+	publish(t, a, map[string][]weir.NodeTarget{"m": {nt}}, nil)
 	read(t, other)
 	if got := other.Serving("m"); !slices.Equal(got, []weir.NodeTarget{nt}) {
 		t.Fatalf("Serving = %+v, want a's despite x's row", got)
