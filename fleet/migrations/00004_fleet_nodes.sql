@@ -1,10 +1,13 @@
 -- The edge nodes that dialed each replica, for the other replicas to
 -- offer and relay runs to. A row is the replica's whole offer, written
 -- again every board interval; a row older than the board's TTL (by
--- PostgreSQL's clock) is a replica gone, and is not read.
+-- PostgreSQL's clock) is a replica gone, and is not read. Soft state,
+-- rewritten every second: unlogged, so that it costs no WAL (after a
+-- crash of PostgreSQL, or on a standby promoted, it is empty until the
+-- replicas write it again, a second later).
 
 -- +goose Up
-CREATE TABLE weir_fleet_nodes (
+CREATE UNLOGGED TABLE weir_fleet_nodes (
     replica    text        PRIMARY KEY CHECK (replica <> ''),
     addr       text        NOT NULL,
     served     jsonb       NOT NULL,
