@@ -78,7 +78,12 @@ type RelayConfig struct {
 	// each, past the Hub's defaults (Config.RunHeaderTimeout,
 	// RunIdleTimeout); negative: none.
 	HeaderTimeout, IdleTimeout time.Duration
-	// Clock runs the bounds; nil: clock.Real.
+	// ProbeInterval is how often Run probes a replica this Relay has runs
+	// on (default 2s); ProbeMisses how many probes in a row it may miss
+	// before its runs are cut (default 3).
+	ProbeInterval time.Duration
+	ProbeMisses   int
+	// Clock runs the bounds and the probes; nil: clock.Real.
 	Clock clock.Clock
 }
 
@@ -119,6 +124,9 @@ type Relay struct {
 	// refusals counts the refusals since the last logged; loggedAt is
 	// when that was (unix nanoseconds by the Clock).
 	refusals, loggedAt atomic.Int64
+
+	mu   sync.Mutex
+	runs map[*inflight]struct{} // relayed runs under way, for the probes
 }
 
 // logRefusal reports whether a refusal may be logged now: the first,
@@ -144,6 +152,7 @@ func NewRelay(cfg RelayConfig, deps RelayDeps) *Relay {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real
 	}
+	cfg.probeDefaults()
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Transport: &http.Transport{
 			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -155,7 +164,7 @@ func NewRelay(cfg RelayConfig, deps RelayDeps) *Relay {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Relay{hub: deps.Hub, dir: deps.Directory, cfg: cfg, deps: deps}
+	return &Relay{hub: deps.Hub, dir: deps.Directory, cfg: cfg, deps: deps, runs: make(map[*inflight]struct{})}
 }
 
 func (r *Relay) count(direction, outcome string) {
@@ -214,10 +223,15 @@ func (r *Relay) forward(ctx context.Context, base string, t weir.NodeTarget, c p
 	if err != nil {
 		return nil, &provider.Error{Err: err}
 	}
-	rctx, cancel := context.WithCancelCause(ctx)
+	rctx, cancelCause := context.WithCancelCause(ctx)
+	untrack := r.track(base, cancelCause)
+	end := func() {
+		untrack()
+		cancelCause(nil)
+	}
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, strings.TrimSuffix(base, "/")+RelayPath, bytes.NewReader(c.Body))
 	if err != nil {
-		cancel(nil)
+		end()
 		return nil, &provider.Error{Err: fmt.Errorf("relay to %s: %w", base, err)}
 	}
 	req.Header.Set("Authorization", "Bearer "+r.cfg.Secret)
@@ -232,18 +246,21 @@ func (r *Relay) forward(ctx context.Context, base string, t weir.NodeTarget, c p
 			req.Header.Set(h, v)
 		}
 	}
-	head := clock.NewWatch(r.cfg.Clock, r.cfg.HeaderTimeout, func() { cancel(errRelayNoAnswer) })
+	head := clock.NewWatch(r.cfg.Clock, r.cfg.HeaderTimeout, func() { cancelCause(errRelayNoAnswer) })
 	head.Arm()
 	resp, err := r.cfg.Client.Do(req)
 	head.Stop()
 	if err != nil {
-		defer cancel(nil)
+		defer end()
 		switch cause := context.Cause(rctx); {
 		case ctx.Err() != nil:
 			return nil, context.Cause(ctx)
 		case cause == errRelayNoAnswer:
 			r.count("sent", "error")
 			return nil, &provider.Error{Timeout: true, Err: fmt.Errorf("relay to %s: %w within %s", base, cause, r.cfg.HeaderTimeout)}
+		case cause == errRelaySilent:
+			r.count("sent", "error")
+			return nil, &provider.Error{Timeout: true, Err: fmt.Errorf("relay to %s: %w", base, cause)}
 		case isDialError(err):
 			// The replica the node dialed is out of reach: so is the node.
 			r.count("sent", "unreachable")
@@ -257,14 +274,14 @@ func (r *Relay) forward(ctx context.Context, base string, t weir.NodeTarget, c p
 	case "answer":
 		r.count("sent", "answer")
 		resp.Header.Del(headerRelay)
-		b := &relayBody{rc: resp.Body, resp: resp, ctx: ctx, rctx: rctx, cancel: cancel, base: base}
-		b.idle = clock.NewWatch(r.cfg.Clock, r.cfg.IdleTimeout, func() { cancel(errRelayStalled) })
+		b := &relayBody{rc: resp.Body, resp: resp, ctx: ctx, rctx: rctx, end: end, base: base}
+		b.idle = clock.NewWatch(r.cfg.Clock, r.cfg.IdleTimeout, func() { cancelCause(errRelayStalled) })
 		b.idleFor = r.cfg.IdleTimeout
 		resp.Body = b
 		return resp, nil
 	case "error":
 		r.count("sent", "error")
-		defer cancel(nil)
+		defer end()
 		defer drain(resp.Body)
 		var e relayError
 		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e); err != nil {
@@ -273,7 +290,7 @@ func (r *Relay) forward(ctx context.Context, base string, t weir.NodeTarget, c p
 		return nil, e.providerError(t)
 	default:
 		r.count("sent", "refused")
-		defer cancel(nil)
+		defer end()
 		defer drain(resp.Body)
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return nil, &provider.Error{Err: fmt.Errorf("relay to %s refused the run: %d %s", base, resp.StatusCode, bytes.TrimSpace(msg))}
@@ -303,7 +320,7 @@ type relayBody struct {
 	rc        io.ReadCloser
 	resp      *http.Response
 	ctx, rctx context.Context
-	cancel    context.CancelCauseFunc
+	end       func() // forgets the run and frees its context
 	base      string
 	idle      *clock.Watch
 	idleFor   time.Duration
@@ -320,6 +337,8 @@ func (b *relayBody) Read(p []byte) (int, error) {
 		return n, context.Cause(b.ctx)
 	case context.Cause(b.rctx) == errRelayStalled:
 		return n, &provider.Error{Timeout: true, Err: fmt.Errorf("the answer relayed from %s: %w for %s", b.base, errRelayStalled, b.idleFor)}
+	case context.Cause(b.rctx) == errRelaySilent:
+		return n, &provider.Error{Timeout: true, Err: fmt.Errorf("the answer relayed from %s: %w", b.base, errRelaySilent)}
 	case err != io.EOF:
 		return n, &provider.Error{Err: fmt.Errorf("the answer relayed from %s broke: %w", b.base, err)}
 	}
@@ -342,7 +361,7 @@ func (b *relayBody) Read(p []byte) (int, error) {
 func (b *relayBody) Close() error {
 	b.idle.Stop()
 	err := b.rc.Close()
-	b.cancel(nil)
+	b.end()
 	return err
 }
 

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -529,5 +531,133 @@ func TestRelayAnswerWithoutItsEnd(t *testing.T) {
 	defer resp.Body.Close()
 	if pe := readCut(t, resp, "data: 1\n\n"); !strings.Contains(pe.Error(), "cut short") {
 		t.Fatalf("an answer without its end: %v", pe)
+	}
+}
+
+// TestRelayCutsASilentReplica: while a relayed run lasts, its replica is
+// probed; one that answers its probes keeps the run however long the
+// answer is silent, one that stops answering (frozen, cut off) has the
+// run cut after ProbeMisses probes, as a timeout.
+func TestRelayCutsASilentReplica(t *testing.T) {
+	t.Parallel()
+	var healthy atomic.Bool
+	healthy.Store(true)
+	var probes atomic.Int64
+	fifth := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			if probes.Add(1) == 5 {
+				close(fifth)
+			}
+			if !healthy.Load() {
+				<-r.Context().Done() // frozen: no answer
+				return
+			}
+			_, _ = io.WriteString(w, "ok\n")
+			return
+		}
+		w.Header().Set(headerRelay, "answer")
+		w.Header().Set("Trailer", trailerEnd)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: 1\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // then silent, the runtime thinking
+	}))
+	t.Cleanup(srv.Close)
+	fc := clock.NewFake(time.Unix(0, 0))
+	target := weir.NodeTarget{Node: "node_a", Gen: 1, Provider: "p"}
+	there := NewRelay(RelayConfig{Secret: testSecret, HeaderTimeout: -1, IdleTimeout: -1, ProbeInterval: 2 * time.Second, ProbeMisses: 3, Clock: fc},
+		RelayDeps{Directory: staticDir{model: "m", addr: srv.URL, targets: []weir.NodeTarget{target}}})
+	go there.Run(t.Context())
+
+	resp, err := there.Do(t.Context(), target, provider.Call{Path: "/chat/completions", Body: []byte(`{}`), Stream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	first := make([]byte, 9)
+	if _, err := io.ReadFull(resp.Body, first); err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan *provider.Error, 1)
+	go func() { read <- readBrokenErr(resp) }()
+
+	// Answered probes keep the run.
+	if !fc.AdvanceUntil(fifth, 500*time.Millisecond, time.Hour, 10*time.Second) {
+		t.Fatal("the replica was never probed")
+	}
+	select {
+	case pe := <-read:
+		t.Fatalf("a run on a replica that answers was cut: %v", pe)
+	default:
+	}
+
+	// Unanswered ones cut it.
+	healthy.Store(false)
+	cut := make(chan struct{})
+	var pe *provider.Error
+	go func() { pe = <-read; close(cut) }()
+	before := probes.Load()
+	if !fc.AdvanceUntil(cut, 500*time.Millisecond, time.Hour, 10*time.Second) {
+		t.Fatal("the silent replica's run was never cut")
+	}
+	if pe == nil || !pe.Timeout || !strings.Contains(pe.Error(), "answers nothing") {
+		t.Fatalf("the cut run's error: %v", pe)
+	}
+	if missed := probes.Load() - before; missed < 3 {
+		t.Errorf("cut after %d unanswered probes; want 3", missed)
+	}
+}
+
+// TestRelayKeepsTheRunsOfAStoppingReplica: a replica that refuses new
+// connections (its listener closed: it stops, and drains what it has)
+// is not silent; its runs go on to their end.
+func TestRelayKeepsTheRunsOfAStoppingReplica(t *testing.T) {
+	t.Parallel()
+	finish := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(headerRelay, "answer")
+		w.Header().Set("Trailer", trailerEnd)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: 1\n\n")
+		w.(http.Flusher).Flush()
+		<-finish
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+		w.Header().Set(trailerEnd, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	fc := clock.NewFake(time.Unix(0, 0))
+	// The run's connection is the first dial; each probe dials anew (the
+	// listener is closed before the first), and the sixth is refused
+	// after five missed probes would have cut the run.
+	var dials atomic.Int64
+	sixth := make(chan struct{})
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if dials.Add(1) == 6 {
+			close(sixth)
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}}}
+	target := weir.NodeTarget{Node: "node_a", Gen: 1, Provider: "p"}
+	there := NewRelay(RelayConfig{Secret: testSecret, HeaderTimeout: -1, IdleTimeout: -1, ProbeInterval: 2 * time.Second, ProbeMisses: 3,
+		Clock: fc, Client: client}, RelayDeps{Directory: staticDir{model: "m", addr: srv.URL, targets: []weir.NodeTarget{target}}})
+	go there.Run(t.Context())
+	resp, err := there.Do(t.Context(), target, provider.Call{Path: "/chat/completions", Body: []byte(`{}`), Stream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	first := make([]byte, 9)
+	if _, err := io.ReadFull(resp.Body, first); err != nil {
+		t.Fatal(err)
+	}
+	srv.Listener.Close() // refuses from now on; the run's connection stays
+	if !fc.AdvanceUntil(sixth, 500*time.Millisecond, time.Hour, 10*time.Second) {
+		t.Fatal("the stopping replica was never probed")
+	}
+	close(finish)
+	rest, err := io.ReadAll(resp.Body)
+	if err != nil || string(rest) != "data: [DONE]\n\n" {
+		t.Fatalf("the run of a stopping replica: %q, %v; want its end", rest, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/edge"
@@ -71,7 +72,7 @@ func (m *Main) startEdge() error {
 
 // startBoard keeps this replica's place on the fleet's board of nodes:
 // it reads the other replicas' offers, and offers its own nodes, if it
-// listens for any, at relayAddr.
+// listens for any, at relayAddr; and it runs the relay's probes.
 func (m *Main) startBoard() {
 	var offer *fleet.Offer
 	if m.Hub != nil {
@@ -80,14 +81,13 @@ func (m *Main) startBoard() {
 		m.Logger.Info("edge: this replica's nodes serve the fleet", "relay_addr", offer.Addr)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		m.Board.Run(ctx, offer)
-	}()
+	var wg sync.WaitGroup
+	wg.Go(func() { m.Board.Run(ctx, offer) })
+	// The replicas this one relays runs to are probed while the runs last.
+	wg.Go(func() { m.Relay.Run(ctx) })
 	m.stopBoard = func() {
 		cancel()
-		<-done
+		wg.Wait()
 	}
 }
 
