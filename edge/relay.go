@@ -127,6 +127,9 @@ type Relay struct {
 
 	mu   sync.Mutex
 	runs map[*inflight]struct{} // relayed runs under way, for the probes
+	// roundDone, if set (by tests), runs after each probe round, once
+	// the next is due.
+	roundDone func()
 }
 
 // logRefusal reports whether a refusal may be logged now: the first,
@@ -224,11 +227,8 @@ func (r *Relay) forward(ctx context.Context, base string, t weir.NodeTarget, c p
 		return nil, &provider.Error{Err: err}
 	}
 	rctx, cancelCause := context.WithCancelCause(ctx)
-	untrack := r.track(base, cancelCause)
-	end := func() {
-		untrack()
-		cancelCause(nil)
-	}
+	run := r.track(rctx, base, cancelCause)
+	end := func() { cancelCause(nil) }
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, strings.TrimSuffix(base, "/")+RelayPath, bytes.NewReader(c.Body))
 	if err != nil {
 		end()
@@ -255,16 +255,16 @@ func (r *Relay) forward(ctx context.Context, base string, t weir.NodeTarget, c p
 		switch cause := context.Cause(rctx); {
 		case ctx.Err() != nil:
 			return nil, context.Cause(ctx)
+		case isDialError(err):
+			// The replica the node dialed is out of reach: so is the node.
+			r.count("sent", "unreachable")
+			return nil, &provider.Error{Err: fmt.Errorf("node %s (generation %d) by way of %s: %w: %v", t.Node, t.Gen, base, weir.ErrNodeGone, err)}
 		case cause == errRelayNoAnswer:
 			r.count("sent", "error")
 			return nil, &provider.Error{Timeout: true, Err: fmt.Errorf("relay to %s: %w within %s", base, cause, r.cfg.HeaderTimeout)}
 		case cause == errRelaySilent:
 			r.count("sent", "error")
 			return nil, &provider.Error{Timeout: true, Err: fmt.Errorf("relay to %s: %w", base, cause)}
-		case isDialError(err):
-			// The replica the node dialed is out of reach: so is the node.
-			r.count("sent", "unreachable")
-			return nil, &provider.Error{Err: fmt.Errorf("node %s (generation %d) by way of %s: %w: %v", t.Node, t.Gen, base, weir.ErrNodeGone, err)}
 		default:
 			r.count("sent", "unreachable")
 			return nil, &provider.Error{Err: fmt.Errorf("relay to %s: %w", base, err)}
@@ -274,7 +274,7 @@ func (r *Relay) forward(ctx context.Context, base string, t weir.NodeTarget, c p
 	case "answer":
 		r.count("sent", "answer")
 		resp.Header.Del(headerRelay)
-		b := &relayBody{rc: resp.Body, resp: resp, ctx: ctx, rctx: rctx, end: end, base: base}
+		b := &relayBody{rc: resp.Body, resp: resp, ctx: ctx, rctx: rctx, end: end, base: base, run: run}
 		b.idle = clock.NewWatch(r.cfg.Clock, r.cfg.IdleTimeout, func() { cancelCause(errRelayStalled) })
 		b.idleFor = r.cfg.IdleTimeout
 		resp.Body = b
@@ -320,8 +320,9 @@ type relayBody struct {
 	rc        io.ReadCloser
 	resp      *http.Response
 	ctx, rctx context.Context
-	end       func() // forgets the run and frees its context
+	end       func() // frees the run's context, which forgets the run
 	base      string
+	run       *inflight
 	idle      *clock.Watch
 	idleFor   time.Duration
 }
@@ -330,6 +331,9 @@ func (b *relayBody) Read(p []byte) (int, error) {
 	b.idle.Arm()
 	n, err := b.rc.Read(p)
 	b.idle.Disarm()
+	if n > 0 {
+		b.run.progressed.Store(true)
+	}
 	switch {
 	case err == nil:
 		return n, nil

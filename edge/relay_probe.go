@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -14,44 +15,51 @@ import (
 
 // While a Relay has runs on another replica it probes that replica
 // (GET /healthz) every ProbeInterval: one that answers none of
-// ProbeMisses probes in a row, frozen or cut off, has its runs cut then,
-// rather than at the idle bound, which a long silence of a runtime must
-// be allowed. Silence is what counts, not refusal: a replica that
-// refuses the connection is up, and stopping (its listener closed while
-// it drains the runs it has); one whose process died has reset their
-// connections already. A replica that cannot reach PostgreSQL but still
-// answers keeps its runs: work already admitted runs on.
+// ProbeMisses probes in a row, and sends nothing of any run it has
+// meanwhile, frozen or cut off, has its runs cut then, rather than at
+// the idle bound, which a long silence of a runtime must be allowed.
+// Silence is what counts, not refusal: a replica that refuses the
+// connection is up, and stopping (its listener closed while it drains
+// the runs it has); one whose process died has reset their connections
+// already. A replica that cannot reach PostgreSQL but still answers
+// keeps its runs: work already admitted runs on.
 
 // errRelaySilent is why the runs of a replica that answered no probe
 // were cut.
 var errRelaySilent = errors.New("the replica the node dialed answers nothing")
 
-// inflight is a relayed run, from its request to its body's Close.
+// inflight is a relayed run, from its request to its body's Close (or
+// its context's end).
 type inflight struct {
 	base   string
 	cancel context.CancelCauseFunc
+	// progressed: some of the answer came since the last probe round.
+	progressed atomic.Bool
 }
 
-// track counts a run on base until the returned func is called.
-func (r *Relay) track(base string, cancel context.CancelCauseFunc) (untrack func()) {
+// track counts a run on base, whose context is ctx, until the returned
+// func is called or ctx ends.
+func (r *Relay) track(ctx context.Context, base string, cancel context.CancelCauseFunc) *inflight {
 	f := &inflight{base: base, cancel: cancel}
 	r.mu.Lock()
 	r.runs[f] = struct{}{}
 	r.mu.Unlock()
-	return func() {
+	context.AfterFunc(ctx, func() {
 		r.mu.Lock()
 		delete(r.runs, f)
 		r.mu.Unlock()
-	}
+	})
+	return f
 }
 
-// bases lists the replicas this Relay has runs on now.
+// bases lists the replicas this Relay has runs on now, each with whether
+// one of its runs progressed since the last call.
 func (r *Relay) bases() map[string]bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make(map[string]bool)
 	for f := range r.runs {
-		out[f.base] = true
+		out[f.base] = f.progressed.Swap(false) || out[f.base]
 	}
 	return out
 }
@@ -72,32 +80,45 @@ func (r *Relay) cut(base string, cause error) int {
 	return len(cancels)
 }
 
-// Run probes the replicas this Relay has runs on until ctx ends.
+// Run probes the replicas this Relay has runs on until ctx ends: a
+// round every ProbeInterval, each probe bounded by it.
 func (r *Relay) Run(ctx context.Context) {
 	tick := make(chan struct{}, 1)
-	misses := map[string]int{}
-	for {
-		t := r.cfg.Clock.AfterFunc(r.cfg.ProbeInterval, func() {
+	arm := func() clock.Timer {
+		return r.cfg.Clock.AfterFunc(r.cfg.ProbeInterval, func() {
 			select {
 			case tick <- struct{}{}:
 			default:
 			}
 		})
+	}
+	misses := map[string]int{}
+	t := arm()
+	for {
+		if r.roundDone != nil {
+			r.roundDone()
+		}
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-tick:
 		}
+		t = arm()
 		bases := r.bases()
 		for base := range misses {
-			if !bases[base] {
+			if _, ok := bases[base]; !ok {
 				delete(misses, base)
 			}
 		}
 		answered := r.probeAll(ctx, bases)
-		for base := range bases {
-			if answered[base] {
+		if ctx.Err() != nil {
+			// The probes were cut short by the end, not by the replicas.
+			t.Stop()
+			return
+		}
+		for base, progressed := range bases {
+			if progressed || answered[base] {
 				delete(misses, base)
 				continue
 			}
@@ -146,7 +167,8 @@ func (r *Relay) probe(ctx context.Context, base string) bool {
 		return errors.Is(err, syscall.ECONNREFUSED)
 	}
 	drain(resp.Body)
-	return true
+	// A proxy in front that finds nothing behind it answers for it.
+	return resp.StatusCode != http.StatusBadGateway && resp.StatusCode != http.StatusGatewayTimeout
 }
 
 // probeDefaults fills the probe's settings.

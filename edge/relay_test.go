@@ -534,22 +534,27 @@ func TestRelayAnswerWithoutItsEnd(t *testing.T) {
 	}
 }
 
-// TestRelayCutsASilentReplica: while a relayed run lasts, its replica is
-// probed; one that answers its probes keeps the run however long the
-// answer is silent, one that stops answering (frozen, cut off) has the
-// run cut after ProbeMisses probes, as a timeout.
-func TestRelayCutsASilentReplica(t *testing.T) {
-	t.Parallel()
-	var healthy atomic.Bool
-	healthy.Store(true)
-	var probes atomic.Int64
-	fifth := make(chan struct{})
+// probeRig is a replica to relay to, played by the test: its /healthz
+// answers while healthy, else hangs (frozen); a run's answer is a chunk,
+// then one more for each value on more, until the run ends. Its relay
+// probes on a fake clock, and says when each round is over.
+type probeRig struct {
+	healthy atomic.Bool
+	more    chan string
+	fc      *clock.Fake
+	relay   *Relay
+	rounds  chan struct{}
+	target  weir.NodeTarget
+}
+
+func newProbeRig(t *testing.T, client *http.Client) (*probeRig, *httptest.Server) {
+	t.Helper()
+	p := &probeRig{more: make(chan string), fc: clock.NewFake(time.Unix(0, 0)), rounds: make(chan struct{}, 64),
+		target: weir.NodeTarget{Node: "node_a", Gen: 1, Provider: "p"}}
+	p.healthy.Store(true)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/healthz" {
-			if probes.Add(1) == 5 {
-				close(fifth)
-			}
-			if !healthy.Load() {
+			if !p.healthy.Load() {
 				<-r.Context().Done() // frozen: no answer
 				return
 			}
@@ -561,51 +566,121 @@ func TestRelayCutsASilentReplica(t *testing.T) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, "data: 1\n\n")
 		w.(http.Flusher).Flush()
-		<-r.Context().Done() // then silent, the runtime thinking
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case m, ok := <-p.more:
+				if !ok {
+					w.Header().Set(trailerEnd, "ok")
+					return
+				}
+				_, _ = io.WriteString(w, m)
+				w.(http.Flusher).Flush()
+			}
+		}
 	}))
 	t.Cleanup(srv.Close)
-	fc := clock.NewFake(time.Unix(0, 0))
-	target := weir.NodeTarget{Node: "node_a", Gen: 1, Provider: "p"}
-	there := NewRelay(RelayConfig{Secret: testSecret, HeaderTimeout: -1, IdleTimeout: -1, ProbeInterval: 2 * time.Second, ProbeMisses: 3, Clock: fc},
-		RelayDeps{Directory: staticDir{model: "m", addr: srv.URL, targets: []weir.NodeTarget{target}}})
-	go there.Run(t.Context())
+	p.relay = NewRelay(RelayConfig{Secret: testSecret, HeaderTimeout: -1, IdleTimeout: -1, ProbeInterval: 2 * time.Second, ProbeMisses: 3,
+		Clock: p.fc, Client: client}, RelayDeps{Directory: staticDir{model: "m", addr: srv.URL, targets: []weir.NodeTarget{p.target}}})
+	p.relay.roundDone = func() { p.rounds <- struct{}{} }
+	go p.relay.Run(t.Context())
+	<-p.rounds // the first round is due
+	return p, srv
+}
 
-	resp, err := there.Do(t.Context(), target, provider.Call{Path: "/chat/completions", Body: []byte(`{}`), Stream: true})
+// start begins a run and reads its first chunk.
+func (p *probeRig) start(t *testing.T) *http.Response {
+	t.Helper()
+	resp, err := p.relay.Do(t.Context(), p.target, provider.Call{Path: "/chat/completions", Body: []byte(`{}`), Stream: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	t.Cleanup(func() { resp.Body.Close() })
 	first := make([]byte, 9)
 	if _, err := io.ReadFull(resp.Body, first); err != nil {
 		t.Fatal(err)
 	}
+	return resp
+}
+
+// round runs one probe round: the clock moves to it, and, for a frozen
+// replica, on until its probes time out.
+func (p *probeRig) round(t *testing.T) {
+	t.Helper()
+	if p.healthy.Load() {
+		// Exactly to the round: the probe answers before its bound.
+		p.fc.Advance(2 * time.Second)
+		<-p.rounds
+		return
+	}
+	done := make(chan struct{})
+	go func() { <-p.rounds; close(done) }()
+	if !p.fc.AdvanceUntil(done, 500*time.Millisecond, time.Minute, 10*time.Second) {
+		t.Fatal("a probe round never ended")
+	}
+}
+
+// TestRelayCutsASilentReplica: while a relayed run lasts, its replica is
+// probed; one that answers its probes keeps the run however long the
+// answer is silent, one that stops answering (frozen, cut off) has the
+// run cut after ProbeMisses probes, as a timeout.
+func TestRelayCutsASilentReplica(t *testing.T) {
+	t.Parallel()
+	p, _ := newProbeRig(t, nil)
+	resp := p.start(t)
 	read := make(chan *provider.Error, 1)
 	go func() { read <- readBrokenErr(resp) }()
-
-	// Answered probes keep the run.
-	if !fc.AdvanceUntil(fifth, 500*time.Millisecond, time.Hour, 10*time.Second) {
-		t.Fatal("the replica was never probed")
+	for range 5 {
+		p.round(t)
 	}
 	select {
 	case pe := <-read:
 		t.Fatalf("a run on a replica that answers was cut: %v", pe)
 	default:
 	}
+	p.healthy.Store(false)
+	for i := range 2 {
+		p.round(t)
+		select {
+		case pe := <-read:
+			t.Fatalf("cut after %d unanswered probes: %v; want 3", i+1, pe)
+		default:
+		}
+	}
+	p.round(t)
+	select {
+	case pe := <-read:
+		if pe == nil || !pe.Timeout || !strings.Contains(pe.Error(), "answers nothing") {
+			t.Fatalf("the cut run's error: %v", pe)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("three unanswered probes did not cut the run")
+	}
+}
 
-	// Unanswered ones cut it.
-	healthy.Store(false)
-	cut := make(chan struct{})
-	var pe *provider.Error
-	go func() { pe = <-read; close(cut) }()
-	before := probes.Load()
-	if !fc.AdvanceUntil(cut, 500*time.Millisecond, time.Hour, 10*time.Second) {
-		t.Fatal("the silent replica's run was never cut")
+// TestRelayKeepsARunThatProgresses: a replica whose probes go unanswered
+// (its API overloaded, say) but whose runs still send keeps them.
+func TestRelayKeepsARunThatProgresses(t *testing.T) {
+	t.Parallel()
+	p, _ := newProbeRig(t, nil)
+	resp := p.start(t)
+	p.healthy.Store(false)
+	chunk := make([]byte, 9)
+	for range 5 {
+		select {
+		case p.more <- "data: 2\n\n":
+		case <-time.After(10 * time.Second):
+			t.Fatal("the run's answer ended: it was cut")
+		}
+		if _, err := io.ReadFull(resp.Body, chunk); err != nil {
+			t.Fatalf("a run that progresses was cut: %v", err)
+		}
+		p.round(t)
 	}
-	if pe == nil || !pe.Timeout || !strings.Contains(pe.Error(), "answers nothing") {
-		t.Fatalf("the cut run's error: %v", pe)
-	}
-	if missed := probes.Load() - before; missed < 3 {
-		t.Errorf("cut after %d unanswered probes; want 3", missed)
+	close(p.more)
+	if rest, err := io.ReadAll(resp.Body); err != nil || len(rest) != 0 {
+		t.Fatalf("the run's end: %q, %v", rest, err)
 	}
 }
 
@@ -614,50 +689,24 @@ func TestRelayCutsASilentReplica(t *testing.T) {
 // is not silent; its runs go on to their end.
 func TestRelayKeepsTheRunsOfAStoppingReplica(t *testing.T) {
 	t.Parallel()
-	finish := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set(headerRelay, "answer")
-		w.Header().Set("Trailer", trailerEnd)
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, "data: 1\n\n")
-		w.(http.Flusher).Flush()
-		<-finish
-		_, _ = io.WriteString(w, "data: [DONE]\n\n")
-		w.Header().Set(trailerEnd, "ok")
-	}))
-	t.Cleanup(srv.Close)
-	fc := clock.NewFake(time.Unix(0, 0))
 	// The run's connection is the first dial; each probe dials anew (the
-	// listener is closed before the first), and the sixth is refused
-	// after five missed probes would have cut the run.
+	// listener is closed before the first).
 	var dials atomic.Int64
-	sixth := make(chan struct{})
 	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if dials.Add(1) == 6 {
-			close(sixth)
-		}
+		dials.Add(1)
 		return (&net.Dialer{}).DialContext(ctx, network, addr)
 	}}}
-	target := weir.NodeTarget{Node: "node_a", Gen: 1, Provider: "p"}
-	there := NewRelay(RelayConfig{Secret: testSecret, HeaderTimeout: -1, IdleTimeout: -1, ProbeInterval: 2 * time.Second, ProbeMisses: 3,
-		Clock: fc, Client: client}, RelayDeps{Directory: staticDir{model: "m", addr: srv.URL, targets: []weir.NodeTarget{target}}})
-	go there.Run(t.Context())
-	resp, err := there.Do(t.Context(), target, provider.Call{Path: "/chat/completions", Body: []byte(`{}`), Stream: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	first := make([]byte, 9)
-	if _, err := io.ReadFull(resp.Body, first); err != nil {
-		t.Fatal(err)
-	}
+	p, srv := newProbeRig(t, client)
+	resp := p.start(t)
 	srv.Listener.Close() // refuses from now on; the run's connection stays
-	if !fc.AdvanceUntil(sixth, 500*time.Millisecond, time.Hour, 10*time.Second) {
-		t.Fatal("the stopping replica was never probed")
+	for range 5 {
+		p.round(t)
 	}
-	close(finish)
-	rest, err := io.ReadAll(resp.Body)
-	if err != nil || string(rest) != "data: [DONE]\n\n" {
+	if n := dials.Load(); n != 6 {
+		t.Fatalf("%d dials; want the run's and five refused probes", n)
+	}
+	close(p.more)
+	if rest, err := io.ReadAll(resp.Body); err != nil || len(rest) != 0 {
 		t.Fatalf("the run of a stopping replica: %q, %v; want its end", rest, err)
 	}
 }

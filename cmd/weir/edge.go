@@ -10,7 +10,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/edge"
@@ -80,14 +79,24 @@ func (m *Main) startBoard() {
 			Nodes: func(ctx context.Context) any { return m.Hub.Nodes(ctx) }}
 		m.Logger.Info("edge: this replica's nodes serve the fleet", "relay_addr", offer.Addr)
 	}
+	m.stopBoard = goUntilStopped(func(ctx context.Context) { m.Board.Run(ctx, offer) })
+	// The replicas this one relays runs to are probed while the runs
+	// last; Stop ends the probes only once the API has drained.
+	m.stopProbes = goUntilStopped(m.Relay.Run)
+}
+
+// goUntilStopped runs f in a goroutine until the returned func is called,
+// which cancels f's context and waits for it to return.
+func goUntilStopped(f func(ctx context.Context)) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { m.Board.Run(ctx, offer) })
-	// The replicas this one relays runs to are probed while the runs last.
-	wg.Go(func() { m.Relay.Run(ctx) })
-	m.stopBoard = func() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(ctx)
+	}()
+	return func() {
 		cancel()
-		wg.Wait()
+		<-done
 	}
 }
 

@@ -95,6 +95,7 @@ type Main struct {
 	stopFleet   func()
 	stopEdge    func()
 	stopBoard   func()
+	stopProbes  func()
 	// failed carries an error that must end the process (the fleet
 	// fenced this replica).
 	failed   chan error
@@ -367,6 +368,9 @@ func (m *Main) stop(ctx context.Context) error {
 		sctx, cancel := context.WithTimeout(ctx, m.Config.Server.ShutdownTimeout)
 		errs = append(errs, m.HTTP.Shutdown(sctx))
 		cancel()
+	}
+	if m.stopProbes != nil {
+		m.stopProbes()
 	}
 	if m.Console != nil {
 		m.Console.Stop()
