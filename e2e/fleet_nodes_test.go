@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -85,5 +87,50 @@ func TestFleetNodeServesEveryReplica(t *testing.T) {
 	}
 	if st := rt.Mock.Stats(); st.PeakInFlight > slots {
 		t.Errorf("the runtime saw %d at once; the node has %d slots", st.PeakInFlight, slots)
+	}
+}
+
+// TestFleetRelayToAFrozenReplica: a stream relayed through r1 to a node
+// on r0 ends with an error event once r0 is frozen (SIGSTOP), within the
+// relay's probes of r0 (three silent rounds of 2s, after the round that
+// still saw the stream's bytes), not its idle bound (130s).
+func TestFleetRelayToAFrozenReplica(t *testing.T) {
+	t.Parallel()
+	rt := startUpstream(t, mock.Config{TokensPerSecond: 5, CompletionTokens: 200})
+	f := startFleet(t, 2, nodeCatalog())
+	f.ready(t, "r0", "r1")
+	r0, r1 := f.rs["r0"], f.rs["r1"]
+	_, key := r0.createKey(t, "--name", "edge")
+	n := newNode(t, r0, "gpu-frozen", rt.URL, 1)
+	r0.serving(t, n.id, 0)
+	waitFor(t, 10*time.Second, "r1 to know the node", func() bool { return r1.node(t, n.id).Connected })
+
+	// The stream begins: its first event reaches the client.
+	req, err := r1.newRequest(t.Context(), request{Path: "/v1/chat/completions", Key: key, Body: streamBody("local")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	first := make([]byte, 5)
+	if _, err := io.ReadFull(resp.Body, first); err != nil || string(first) != "data:" {
+		t.Fatalf("the stream's start: %d %q, %v", resp.StatusCode, first, err)
+	}
+	if err := r0.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r0.cmd.Process.Signal(syscall.SIGCONT) })
+	frozen := time.Now()
+	rest, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(rest), `"error":{`) {
+		t.Errorf("the stream through the frozen replica: %d, ending %q (%v); want its events, then an error event", resp.StatusCode, tail(rest), err)
+	}
+	took := time.Since(frozen)
+	t.Logf("the stream ended %s after its replica froze", took.Round(time.Millisecond))
+	if took > 15*time.Second {
+		t.Errorf("the stream ended %s after its replica froze; want within the probes' rounds (about 10s)", took)
 	}
 }
