@@ -162,6 +162,11 @@ func (h *harness) acquireQueued(ctx context.Context, r admission.Request) *waite
 		w.notify(l, err)
 	}()
 	h.events.waitFor(h.t, "queued "+r.ID, isWaiterEvent(admission.OutcomeQueued, r.ID))
+	// The event comes from inside the engine's critical section, which
+	// may then arm a timer on the clock; a test that moves the clock
+	// before that would move it past a timer not yet set. A call that
+	// takes the engine's lock returns once the section is over.
+	h.e.Scopes(h.ctx)
 	return w
 }
 
