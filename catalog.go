@@ -1,11 +1,13 @@
 package weir
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -364,22 +366,31 @@ func (o NodesOrder) Valid() bool {
 
 // NodeTarget is one edge node's provider serving a model, in the session
 // (generation) that registered it.
+//
+// Its JSON is how the fleet's replicas pass it to each other (the board
+// of nodes, relayed runs).
 type NodeTarget struct {
-	Node     string
-	Gen      uint64
-	Provider string
+	Node     string `json:"node"`
+	Gen      uint64 `json:"gen"`
+	Provider string `json:"provider"`
 	// Runtime is the runtime's own name for the model.
-	Runtime string
+	Runtime string `json:"runtime"`
 	// LongPromptTokens: a request whose prompt has more tokens needs a
 	// long-context slot too (NodeLongScope); 0: the provider has none.
-	LongPromptTokens int64
+	LongPromptTokens int64 `json:"long_prompt_tokens,omitempty"`
 	// Long: the call holds one of the provider's long-context slots (the
 	// node counts them).
-	Long bool
+	Long bool `json:"long,omitempty"`
 }
 
 // Name names the target in metrics, logs and usage: its slots' scope.
 func (t NodeTarget) Name() string { return NodeScope(t.Node, t.Provider) }
+
+// CompareNodeTargets orders targets by node, then provider: the order in
+// which a model's node providers are offered.
+func CompareNodeTargets(a, b NodeTarget) int {
+	return cmp.Or(strings.Compare(a.Node, b.Node), strings.Compare(a.Provider, b.Provider))
+}
 
 // Group is a class of users with its own limits and default priority.
 type Group struct {

@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -421,15 +420,6 @@ func (h *Hub) Serving(model string) []weir.NodeTarget {
 	return out
 }
 
-// hasSession reports whether node's live session here is of generation
-// gen.
-func (h *Hub) hasSession(node string, gen uint64) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := h.nodes[node]
-	return n != nil && n.sess != nil && n.sess.gen == gen
-}
-
 // Served is every public model the Hub's live sessions serve, with the
 // providers serving it, as Serving gives them.
 func (h *Hub) Served() map[string][]weir.NodeTarget {
@@ -474,11 +464,7 @@ func (h *Hub) eachServingLocked(f func(model string, t weir.NodeTarget)) {
 	}
 }
 
-func sortTargets(ts []weir.NodeTarget) {
-	slices.SortFunc(ts, func(a, b weir.NodeTarget) int {
-		return cmp.Or(strings.Compare(a.Node, b.Node), strings.Compare(a.Provider, b.Provider))
-	})
-}
+func sortTargets(ts []weir.NodeTarget) { slices.SortFunc(ts, weir.CompareNodeTargets) }
 
 // removeScope retires a scope of a provider the node no longer has; a
 // failure leaves it configured (and orphaned) and is only logged.

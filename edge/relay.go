@@ -155,7 +155,12 @@ func NewRelay(cfg RelayConfig, deps RelayDeps) *Relay {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real
 	}
-	cfg.probeDefaults()
+	if cfg.ProbeInterval <= 0 {
+		cfg.ProbeInterval = 2 * time.Second
+	}
+	if cfg.ProbeMisses <= 0 {
+		cfg.ProbeMisses = 3
+	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Transport: &http.Transport{
 			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -200,29 +205,24 @@ func (r *Relay) Serving(model string) []weir.NodeTarget {
 	return out
 }
 
-// Do runs c on t's provider: through this replica's Hub if t's session
-// is here, else through the replica it dialed. Errors are as Hub.Do's.
+// Do runs c on t's provider: through the replica t's session dialed, if
+// the directory has it there, else through this replica's Hub (a
+// session's generation is one replica's alone). Errors are as Hub.Do's.
 func (r *Relay) Do(ctx context.Context, t weir.NodeTarget, c provider.Call) (*http.Response, error) {
-	if r.hub != nil && r.hub.hasSession(t.Node, t.Gen) {
-		return r.hub.Do(ctx, t, c)
-	}
-	var base string
-	ok := false
 	if r.dir != nil && r.cfg.Secret != "" {
-		base, ok = r.dir.Where(t.Node, t.Gen)
-	}
-	if !ok {
-		if r.hub != nil {
-			return r.hub.Do(ctx, t, c)
+		if base, ok := r.dir.Where(t.Node, t.Gen); ok {
+			return r.forward(ctx, base, t, c)
 		}
+	}
+	if r.hub == nil {
 		return nil, &provider.Error{Err: fmt.Errorf("node %s (generation %d): %w", t.Node, t.Gen, weir.ErrNodeGone)}
 	}
-	return r.forward(ctx, base, t, c)
+	return r.hub.Do(ctx, t, c)
 }
 
 // forward sends c for t to the replica at base.
 func (r *Relay) forward(ctx context.Context, base string, t weir.NodeTarget, c provider.Call) (*http.Response, error) {
-	target, err := json.Marshal(relayTarget{Node: t.Node, Gen: t.Gen, Provider: t.Provider, Runtime: t.Runtime, Long: t.Long})
+	target, err := json.Marshal(t)
 	if err != nil {
 		return nil, &provider.Error{Err: err}
 	}
@@ -369,15 +369,6 @@ func (b *relayBody) Close() error {
 	return err
 }
 
-// relayTarget is a weir.NodeTarget on the relay's wire.
-type relayTarget struct {
-	Node     string `json:"node"`
-	Gen      uint64 `json:"gen"`
-	Provider string `json:"provider"`
-	Runtime  string `json:"runtime"`
-	Long     bool   `json:"long,omitempty"`
-}
-
 // relayError is a *provider.Error on the relay's wire.
 type relayError struct {
 	Status       int    `json:"status,omitempty"`
@@ -426,7 +417,7 @@ func (r *Relay) serveRelay(w http.ResponseWriter, req *http.Request) {
 		r.refuse(w, req, http.StatusUnauthorized, "relay_unauthorized", "a relayed run needs the fleet's secret")
 		return
 	}
-	var t relayTarget
+	var t weir.NodeTarget
 	if err := json.Unmarshal([]byte(req.Header.Get(headerTarget)), &t); err != nil {
 		r.refuse(w, req, http.StatusBadRequest, "invalid_relay_target", headerTarget+" is not a node target: "+err.Error())
 		return
@@ -458,7 +449,7 @@ func (r *Relay) serveRelay(w http.ResponseWriter, req *http.Request) {
 			c.Header.Set(h, v)
 		}
 	}
-	resp, err := r.hub.Do(req.Context(), weir.NodeTarget{Node: t.Node, Gen: t.Gen, Provider: t.Provider, Runtime: t.Runtime, Long: t.Long}, c)
+	resp, err := r.hub.Do(req.Context(), t, c)
 	if err != nil {
 		r.count("taken", "error")
 		w.Header().Set("Content-Type", "application/json")

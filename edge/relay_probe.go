@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/weir-gateway/weir/clock"
 )
@@ -169,14 +168,4 @@ func (r *Relay) probe(ctx context.Context, base string) bool {
 	drain(resp.Body)
 	// A proxy in front that finds nothing behind it answers for it.
 	return resp.StatusCode != http.StatusBadGateway && resp.StatusCode != http.StatusGatewayTimeout
-}
-
-// probeDefaults fills the probe's settings.
-func (c *RelayConfig) probeDefaults() {
-	if c.ProbeInterval <= 0 {
-		c.ProbeInterval = 2 * time.Second
-	}
-	if c.ProbeMisses <= 0 {
-		c.ProbeMisses = 3
-	}
 }

@@ -246,10 +246,9 @@ func readCut(t *testing.T, resp *http.Response, want string) *provider.Error {
 // upstream's error.
 func readBroken(t *testing.T, resp *http.Response) *provider.Error {
 	t.Helper()
-	rest, err := io.ReadAll(resp.Body)
-	var pe *provider.Error
-	if !errors.As(err, &pe) {
-		t.Fatalf("a broken answer read: %q, %v; want an upstream's error", rest, err)
+	pe := readBrokenErr(resp)
+	if pe == nil {
+		t.Fatal("a broken answer read to its end, or not with an upstream's error")
 	}
 	return pe
 }
@@ -376,7 +375,7 @@ func TestRelayCancelledByClient(t *testing.T) {
 func TestRelayRefusals(t *testing.T) {
 	t.Parallel()
 	rb := relaySetup(t)
-	target, _ := json.Marshal(relayTarget{Node: rb.target.Node, Gen: rb.target.Gen, Provider: "p"})
+	target, _ := json.Marshal(weir.NodeTarget{Node: rb.target.Node, Gen: rb.target.Gen, Provider: "p"})
 	for _, tc := range []struct {
 		name, auth, target, path string
 		status                   int

@@ -1,13 +1,11 @@
 package fleet
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -94,15 +92,6 @@ func NewBoard(pool *pgxpool.Pool, cfg BoardConfig) (*Board, error) {
 	return &Board{pool: pool, cfg: cfg, byModel: map[string][]weir.NodeTarget{}, where: map[nodeGen]string{}}, nil
 }
 
-// boardTarget is a weir.NodeTarget as the board stores it.
-type boardTarget struct {
-	Node             string `json:"node"`
-	Gen              uint64 `json:"gen"`
-	Provider         string `json:"provider"`
-	Runtime          string `json:"runtime"`
-	LongPromptTokens int64  `json:"long_prompt_tokens,omitempty"`
-}
-
 // Offer is what a replica offers the others on its board.
 type Offer struct {
 	// Addr is the base URL (http://host:port) at which the other replicas
@@ -122,13 +111,7 @@ type Offer struct {
 // providers serving it) as its offer, relayed to at addr, with views,
 // its admin view of them (JSON; nil: none).
 func (b *Board) Publish(ctx context.Context, addr string, served map[string][]weir.NodeTarget, views any) error {
-	out := make(map[string][]boardTarget, len(served))
-	for m, ts := range served {
-		for _, t := range ts {
-			out[m] = append(out[m], boardTarget{Node: t.Node, Gen: t.Gen, Provider: t.Provider, Runtime: t.Runtime, LongPromptTokens: t.LongPromptTokens})
-		}
-	}
-	doc, err := json.Marshal(out)
+	doc, err := json.Marshal(served)
 	if err != nil {
 		return fmt.Errorf("fleet: publish nodes: %w", err)
 	}
@@ -172,7 +155,7 @@ func (b *Board) Read(ctx context.Context) error {
 	type offer struct {
 		addr   string
 		doc    []byte
-		served map[string][]boardTarget
+		served map[string][]weir.NodeTarget
 		views  RemoteNodes
 	}
 	rowsRead, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (offer, error) {
@@ -213,16 +196,13 @@ func (b *Board) Read(ctx context.Context) error {
 				if t.Gen != newest[t.Node] {
 					continue
 				}
-				byModel[m] = append(byModel[m], weir.NodeTarget{Node: t.Node, Gen: t.Gen, Provider: t.Provider,
-					Runtime: t.Runtime, LongPromptTokens: t.LongPromptTokens})
+				byModel[m] = append(byModel[m], t)
 				where[nodeGen{t.Node, t.Gen}] = o.addr
 			}
 		}
 	}
 	for _, ts := range byModel {
-		slices.SortFunc(ts, func(a, b weir.NodeTarget) int {
-			return cmp.Or(strings.Compare(a.Node, b.Node), strings.Compare(a.Provider, b.Provider))
-		})
+		slices.SortFunc(ts, weir.CompareNodeTargets)
 	}
 	b.mu.Lock()
 	b.byModel, b.where, b.views, b.readAt = byModel, where, views, b.cfg.Clock.Now()
