@@ -68,14 +68,7 @@ func TestStreamingPassthrough(t *testing.T) {
 	g := startGateway(t, "", oneModel(up.URL, "    concurrency: 2"))
 	_, key := g.createKey(t)
 
-	req, err := g.newRequest(context.Background(), request{Path: "/v1/chat/completions", Key: key, Body: streamBody("chat")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := g.open(t, context.Background(), request{Path: "/v1/chat/completions", Key: key, Body: streamBody("chat")})
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", resp.StatusCode)

@@ -60,6 +60,22 @@ func (g *gateway) newRequest(ctx context.Context, r request) (*http.Request, err
 	return req, nil
 }
 
+// open makes the call and returns the answer as it begins, for a test
+// that reads it as it comes; the caller closes its body. It is for the
+// test's goroutine: an error fails the test.
+func (g *gateway) open(t *testing.T, ctx context.Context, r request) *http.Response {
+	t.Helper()
+	req, err := g.newRequest(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
 // send makes the call and reads the whole answer. It is safe to use from
 // any goroutine.
 func (g *gateway) send(ctx context.Context, r request) (*reply, error) {

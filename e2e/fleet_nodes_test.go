@@ -106,14 +106,7 @@ func TestFleetRelayToAFrozenReplica(t *testing.T) {
 	waitFor(t, 10*time.Second, "r1 to know the node", func() bool { return r1.node(t, n.id).Connected })
 
 	// The stream begins: its first event reaches the client.
-	req, err := r1.newRequest(t.Context(), request{Path: "/v1/chat/completions", Key: key, Body: streamBody("local")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := r1.open(t, t.Context(), request{Path: "/v1/chat/completions", Key: key, Body: streamBody("local")})
 	defer resp.Body.Close()
 	first := make([]byte, 5)
 	if _, err := io.ReadFull(resp.Body, first); err != nil || string(first) != "data:" {

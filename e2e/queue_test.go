@@ -239,14 +239,7 @@ func TestDisconnectMidStreamReleasesLease(t *testing.T) {
 
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			req, err := g.newRequest(ctx, request{Path: "/v1/chat/completions", Key: key, Body: streamBody("chat")})
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp, err := client.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := g.open(t, ctx, request{Path: "/v1/chat/completions", Key: key, Body: streamBody("chat")})
 			defer resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("status %d", resp.StatusCode)
