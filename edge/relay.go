@@ -56,6 +56,10 @@ const (
 // framed, which is the relay's own.
 var relayedHeaders = []string{"Content-Type", "Content-Disposition", "Cache-Control"}
 
+// relayedCallHeaders are the client's headers of a call (provider.Call's
+// Header) that cross the relay.
+var relayedCallHeaders = []string{"Accept", "User-Agent"}
+
 // errRelayStalled and errRelayNoAnswer are why a relayed run was cut
 // short on the relaying replica's side.
 var (
@@ -226,12 +230,12 @@ func (r *Relay) forward(ctx context.Context, base string, t weir.NodeTarget, c p
 	if err != nil {
 		return nil, &provider.Error{Err: err}
 	}
-	rctx, cancelCause := context.WithCancelCause(ctx)
-	run := r.track(rctx, base, cancelCause)
-	end := func() { cancelCause(nil) }
+	// Ending rctx (cancel(nil) once the run is over) also forgets the run.
+	rctx, cancel := context.WithCancelCause(ctx)
+	run := r.track(rctx, base, cancel)
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, strings.TrimSuffix(base, "/")+RelayPath, bytes.NewReader(c.Body))
 	if err != nil {
-		end()
+		cancel(nil)
 		return nil, &provider.Error{Err: fmt.Errorf("relay to %s: %w", base, err)}
 	}
 	req.Header.Set("Authorization", "Bearer "+r.cfg.Secret)
@@ -241,17 +245,17 @@ func (r *Relay) forward(ctx context.Context, base string, t weir.NodeTarget, c p
 	if c.Stream {
 		req.Header.Set(headerStream, "true")
 	}
-	for _, h := range []string{"Accept", "User-Agent"} {
+	for _, h := range relayedCallHeaders {
 		if v := c.Header.Get(h); v != "" {
 			req.Header.Set(h, v)
 		}
 	}
-	head := clock.NewWatch(r.cfg.Clock, r.cfg.HeaderTimeout, func() { cancelCause(errRelayNoAnswer) })
+	head := clock.NewWatch(r.cfg.Clock, r.cfg.HeaderTimeout, func() { cancel(errRelayNoAnswer) })
 	head.Arm()
 	resp, err := r.cfg.Client.Do(req)
 	head.Stop()
 	if err != nil {
-		defer end()
+		defer cancel(nil)
 		switch cause := context.Cause(rctx); {
 		case ctx.Err() != nil:
 			return nil, context.Cause(ctx)
@@ -274,14 +278,14 @@ func (r *Relay) forward(ctx context.Context, base string, t weir.NodeTarget, c p
 	case "answer":
 		r.count("sent", "answer")
 		resp.Header.Del(headerRelay)
-		b := &relayBody{rc: resp.Body, resp: resp, ctx: ctx, rctx: rctx, end: end, base: base, run: run}
-		b.idle = clock.NewWatch(r.cfg.Clock, r.cfg.IdleTimeout, func() { cancelCause(errRelayStalled) })
+		b := &relayBody{rc: resp.Body, resp: resp, ctx: ctx, rctx: rctx, cancel: cancel, base: base, run: run}
+		b.idle = clock.NewWatch(r.cfg.Clock, r.cfg.IdleTimeout, func() { cancel(errRelayStalled) })
 		b.idleFor = r.cfg.IdleTimeout
 		resp.Body = b
 		return resp, nil
 	case "error":
 		r.count("sent", "error")
-		defer end()
+		defer cancel(nil)
 		defer drain(resp.Body)
 		var e relayError
 		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e); err != nil {
@@ -290,7 +294,7 @@ func (r *Relay) forward(ctx context.Context, base string, t weir.NodeTarget, c p
 		return nil, e.providerError(t)
 	default:
 		r.count("sent", "refused")
-		defer end()
+		defer cancel(nil)
 		defer drain(resp.Body)
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return nil, &provider.Error{Err: fmt.Errorf("relay to %s refused the run: %d %s", base, resp.StatusCode, bytes.TrimSpace(msg))}
@@ -320,7 +324,7 @@ type relayBody struct {
 	rc        io.ReadCloser
 	resp      *http.Response
 	ctx, rctx context.Context
-	end       func() // frees the run's context, which forgets the run
+	cancel    context.CancelCauseFunc
 	base      string
 	run       *inflight
 	idle      *clock.Watch
@@ -365,7 +369,7 @@ func (b *relayBody) Read(p []byte) (int, error) {
 func (b *relayBody) Close() error {
 	b.idle.Stop()
 	err := b.rc.Close()
-	b.end()
+	b.cancel(nil)
 	return err
 }
 
@@ -444,7 +448,7 @@ func (r *Relay) serveRelay(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	c := provider.Call{Path: path, Body: body, Stream: req.Header.Get(headerStream) == "true", Header: http.Header{}}
-	for _, h := range []string{"Accept", "User-Agent"} {
+	for _, h := range relayedCallHeaders {
 		if v := req.Header.Get(h); v != "" {
 			c.Header.Set(h, v)
 		}
