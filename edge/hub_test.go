@@ -695,11 +695,13 @@ func TestFleetViews(t *testing.T) {
 		{ID: "node_a", Name: "a", Connected: true, Generation: 5},
 		{ID: "node_c", Name: "c", Generation: 2},
 	}
-	remote := map[string][]NodeView{
-		"r0": {{ID: "node_a", Name: "a", Generation: 4}, {ID: "node_b", Name: "b", Connected: true, Generation: 7}},
-		"r2": {{ID: "node_b", Name: "b", Generation: 8}, {ID: "node_c", Name: "c", Connected: true, Generation: 3}},
+	remote := []NodeView{
+		{ID: "node_a", Name: "a", Generation: 4, Replica: "r0", AgeMs: 100},
+		{ID: "node_b", Name: "b", Connected: true, Generation: 7, Replica: "r0", AgeMs: 100},
+		{ID: "node_b", Name: "b", Generation: 8, Replica: "r2", AgeMs: 200},
+		{ID: "node_c", Name: "c", Connected: true, Generation: 3, Replica: "r2", AgeMs: 200},
 	}
-	got := FleetViews(local, remote, map[string]int64{"r0": 100, "r2": 200})
+	got := FleetViews(local, remote)
 	want := []NodeView{
 		{ID: "node_a", Name: "a", Connected: true, Generation: 5},
 		{ID: "node_b", Name: "b", Connected: true, Generation: 7, Replica: "r0", AgeMs: 100},

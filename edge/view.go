@@ -2,7 +2,6 @@ package edge
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"strings"
 
@@ -37,26 +36,24 @@ type NodeView struct {
 }
 
 // FleetViews is the fleet's nodes as one replica shows them: its own
-// (local) and the other replicas' views of theirs (remote, by replica,
-// each AgeMs old). A node seen by two (it moved) is shown once: the
-// view of its live session, else the one of its newest generation.
-func FleetViews(local []NodeView, remote map[string][]NodeView, ageMs map[string]int64) []NodeView {
+// (local) and the other replicas' views of theirs (remote, each marked
+// with its Replica and AgeMs). A node seen by two (it moved) is shown
+// once: the view of its live session, else the one of its newest
+// generation.
+func FleetViews(local, remote []NodeView) []NodeView {
 	out := slices.Clone(local)
 	at := make(map[string]int, len(out))
 	for i, v := range out {
 		at[v.ID] = i
 	}
-	for _, replica := range slices.Sorted(maps.Keys(remote)) {
-		for _, v := range remote[replica] {
-			v.Replica, v.AgeMs = replica, ageMs[replica]
-			i, seen := at[v.ID]
-			switch {
-			case !seen:
-				at[v.ID] = len(out)
-				out = append(out, v)
-			case newerView(v, out[i]):
-				out[i] = v
-			}
+	for _, v := range remote {
+		i, seen := at[v.ID]
+		switch {
+		case !seen:
+			at[v.ID] = len(out)
+			out = append(out, v)
+		case newerView(v, out[i]):
+			out[i] = v
 		}
 	}
 	slices.SortFunc(out, func(a, b NodeView) int { return strings.Compare(a.Name, b.Name) })

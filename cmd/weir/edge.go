@@ -123,15 +123,17 @@ func (m *Main) fleetNodes(ctx context.Context) []edge.NodeView {
 	if m.Hub != nil {
 		local = m.Hub.Nodes(ctx)
 	}
-	remote := map[string][]edge.NodeView{}
-	ages := map[string]int64{}
+	var remote []edge.NodeView
 	for _, rn := range m.Board.Nodes() {
 		var vs []edge.NodeView
 		if err := json.Unmarshal(rn.Nodes, &vs); err != nil {
 			m.Logger.Warn("edge: another replica's view of its nodes is unreadable", "replica", rn.Replica, "error", err)
 			continue
 		}
-		remote[rn.Replica], ages[rn.Replica] = vs, rn.Age.Milliseconds()
+		for _, v := range vs {
+			v.Replica, v.AgeMs = rn.Replica, rn.Age.Milliseconds()
+			remote = append(remote, v)
+		}
 	}
-	return edge.FleetViews(local, remote, ages)
+	return edge.FleetViews(local, remote)
 }
