@@ -191,7 +191,7 @@ func (f *Fleet) validate(postgres bool) error {
 		if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" {
 			return invalidf("fleet.relay_advertise", "%q is not a base URL such as http://weir-1.internal:8080", f.RelayAdvertise)
 		}
-		if host := u.Hostname(); host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified() {
+		if host := u.Hostname(); unspecifiedHost(host) {
 			return invalidf("fleet.relay_advertise", "%q has no host the others can reach: give this replica's name or address as they reach it", f.RelayAdvertise)
 		}
 	}
@@ -203,6 +203,13 @@ func (f *Fleet) validate(postgres bool) error {
 	return nil
 }
 
+// unspecifiedHost reports whether host names no machine the other
+// replicas can reach: none, or the unspecified address.
+func unspecifiedHost(host string) bool {
+	ip, err := netip.ParseAddr(host)
+	return host == "" || err == nil && ip.IsUnspecified()
+}
+
 // checkAdvertise checks that addr is something the other replicas can
 // dial: a host, which is not the unspecified address, and a port from 1
 // to 65535.
@@ -211,7 +218,7 @@ func checkAdvertise(addr string) error {
 	if err != nil {
 		return invalidf("fleet.advertise", "%q is not host:port", addr)
 	}
-	if ip, err := netip.ParseAddr(host); host == "" || err == nil && ip.IsUnspecified() {
+	if unspecifiedHost(host) {
 		return invalidf("fleet.advertise", "%q has no host the others can dial: give this replica's name or address as they reach it", addr)
 	}
 	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
