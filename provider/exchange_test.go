@@ -87,9 +87,10 @@ func TestIdleTimeoutEndsStalledBody(t *testing.T) {
 
 func TestHeaderTimeout(t *testing.T) {
 	t.Parallel()
-	released := make(chan struct{})
+	arrived, released := make(chan struct{}), make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
+		close(arrived)
 		<-r.Context().Done()
 		close(released)
 	}))
@@ -101,6 +102,10 @@ func TestHeaderTimeout(t *testing.T) {
 		_, err := ad.Do(t.Context(), Call{Path: "/chat/completions", Body: []byte(`{}`)})
 		errc <- err
 	}()
+	// The bound passes only once the upstream holds the request: a bound
+	// that passes before the request goes out cancels it unsent, and
+	// there is then no upstream to let go of it.
+	<-arrived
 	got := make(chan struct{})
 	var err error
 	go func() { err = <-errc; close(got) }()
