@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httptrace"
 	"strings"
 	"testing"
 	"time"
@@ -89,36 +88,36 @@ func TestKeylessBodyIsNotRead(t *testing.T) {
 }
 
 // TestReadBodyKeepsConnection: a request whose body was read to its end
-// leaves its connection open for the next one, refused or not.
+// leaves its connection open for the next one, refused or not. The
+// requests go one after another on one raw connection, so that only the
+// server's side is under test (a client transport may drop a connection
+// for reasons of its own, such as an answer that beats its write).
 func TestReadBodyKeepsConnection(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
-	client := &http.Client{Transport: &http.Transport{}}
-	t.Cleanup(client.CloseIdleConnections)
+	conn, r := dialRaw(t, strings.TrimPrefix(b.http.URL, "http://"))
 	for i, body := range []string{
 		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
 		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
 		`{"model":"nope","messages":[{"role":"user","content":"hi"}]}`,
 		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
 	} {
-		reused := false
-		ctx := httptrace.WithClientTrace(t.Context(), &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) { reused = ci.Reused }})
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.http.URL+"/v1/chat/completions", strings.NewReader(body))
+		req, err := http.NewRequest(http.MethodPost, b.http.URL+"/v1/chat/completions", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		req.Header.Set("Authorization", "Bearer "+b.key)
-		resp, err := client.Do(req)
+		if err := req.Write(conn); err != nil {
+			t.Fatalf("request %d: the connection is gone: %v", i, err)
+		}
+		resp, err := http.ReadResponse(r, req)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("request %d: no answer on the connection: %v", i, err)
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		if resp.Close || resp.Header.Get("Connection") == "close" {
 			t.Errorf("request %d: answer %d closes the connection", i, resp.StatusCode)
-		}
-		if i > 0 && !reused {
-			t.Errorf("request %d did not reuse the connection", i)
 		}
 	}
 }
