@@ -2,7 +2,11 @@ package bench
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,5 +174,37 @@ func TestEdgeCatalog(t *testing.T) {
 	}
 	if len(edgeBody) != len(chatBody) || len(edgeStreamBody) != len(chatStreamBody) || !strings.Contains(edgeBody, edgeModel) {
 		t.Errorf("edge requests %q / %q, want chatBody's size for %s", edgeBody, edgeStreamBody, edgeModel)
+	}
+}
+
+// TestProbeTriesPastADroppedAnswer: a target that drops one answer (a
+// connection cut mid-body) passes the rig's probe; one that drops every
+// answer fails it.
+func TestProbeTriesPastADroppedAnswer(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		drops int64
+		ok    bool
+	}{{0, true}, {1, true}, {100, false}} {
+		var served atomic.Int64
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if served.Add(1) <= tc.drops {
+				w.Header().Set("Content-Length", "100")
+				_, _ = io.WriteString(w, "half")
+				w.(http.Flusher).Flush()
+				conn, _, _ := http.NewResponseController(w).Hijack()
+				conn.Close()
+				return
+			}
+			_, _ = io.WriteString(w, "whole")
+		}))
+		n, err := probeTries(t.Context(), srv.URL, http.Header{}, "{}")
+		srv.Close()
+		if tc.ok && (err != nil || n != len("whole")) {
+			t.Errorf("%d dropped: %d bytes, %v; want the answer", tc.drops, n, err)
+		}
+		if !tc.ok && err == nil {
+			t.Errorf("every answer dropped: no error")
+		}
 	}
 }
