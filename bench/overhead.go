@@ -44,6 +44,7 @@ type OverheadConfig struct {
 	CompletionTokens int           // tokens in a non-streamed answer; 80 make about 1 KB (80)
 	CPUProfile       string        // a CPU profile of ProfileTarget's measured phase, first round, goes here
 	Trace            string        // an execution trace of the same goes here
+	MemProfile       string        // the allocations of the same go here, those before it in MemProfile+".base"
 	ProfileTarget    string        // direct, proxy, weir or, with Edge, edge (weir)
 	// Edge adds the target "edge": the same gateway, with an edge
 	// listener, tunnelling each request to a node agent in this process
@@ -735,7 +736,7 @@ func (c OverheadConfig) drive(ctx context.Context, t overheadTarget, round int) 
 // them.
 func (c OverheadConfig) profile(target string, cfg *loadgen.Config) (stop func(), err error) {
 	var files []*os.File
-	var cpu, tr bool
+	var cpu, tr, mem bool
 	stop = func() {
 		if cpu {
 			pprof.StopCPUProfile()
@@ -743,11 +744,17 @@ func (c OverheadConfig) profile(target string, cfg *loadgen.Config) (stop func()
 		if tr {
 			trace.Stop()
 		}
+		if mem {
+			err := writeAllocs(c.MemProfile)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			}
+		}
 		for _, f := range files {
 			_ = f.Close()
 		}
 	}
-	if target != c.ProfileTarget || (c.CPUProfile == "" && c.Trace == "") {
+	if target != c.ProfileTarget || (c.CPUProfile == "" && c.Trace == "" && c.MemProfile == "") {
 		return stop, nil
 	}
 	create := func(path string) *os.File {
@@ -772,8 +779,35 @@ func (c OverheadConfig) profile(target string, cfg *loadgen.Config) (stop func()
 		if traceFile != nil {
 			tr = trace.Start(traceFile) == nil
 		}
+		if c.MemProfile != "" {
+			if err := writeAllocs(c.MemProfile + ".base"); err != nil {
+				fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			} else {
+				mem = true
+			}
+		}
 	}
 	return stop, nil
+}
+
+// writeAllocs writes the process's allocations so far, as a profile, to
+// path. Two of them, before and after a phase, give the phase's own:
+// go tool pprof -sample_index=alloc_space -base path.base weir path.
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	// Allocations show in the profile once a GC has swept them.
+	runtime.GC()
+	err = pprof.Lookup("allocs").WriteTo(f, 0)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write the allocations profile: %w", err)
+	}
+	return nil
 }
 
 // startWatcher runs argv with WEIR_URL=url and waits (up to a minute)

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -206,5 +208,25 @@ func TestProbeTriesPastADroppedAnswer(t *testing.T) {
 		if !tc.ok && err == nil {
 			t.Errorf("every answer dropped: no error")
 		}
+	}
+}
+
+// TestWriteAllocs: the allocations profile is written, as pprof's
+// gzipped protobuf, and a path that cannot be created is an error.
+func TestWriteAllocs(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "mem.prof")
+	if err := writeAllocs(path); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("the profile is not gzipped: % x", b[:min(len(b), 8)])
+	}
+	if err := writeAllocs(filepath.Join(t.TempDir(), "missing", "mem.prof")); err == nil {
+		t.Error("a path in a missing directory: no error")
 	}
 }
