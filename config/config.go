@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/weir-gateway/weir/gcfloor"
 	"net"
 	"net/netip"
 	"os"
@@ -116,6 +117,13 @@ type Server struct {
 	// KeyCacheTTL is how long a looked-up API key is trusted before the
 	// store is asked again: a revoked key is refused within it. Default 2s.
 	KeyCacheTTL time.Duration `yaml:"key_cache_ttl"`
+	// HeapFloor is the heap, in bytes, below which the garbage collector
+	// does not start a cycle: with a small live heap, GOGC is raised so
+	// that the heap grows to this between cycles (package gcfloor). It
+	// shortens the latency tail; the process may use about this much
+	// memory for its heap. Default 134217728 (128 MiB); 0: none, GOGC as
+	// it is. GOGC set in the environment turns it off.
+	HeapFloor int64 `yaml:"heap_floor"`
 }
 
 // AdminLoopbackTrusted reports whether loopback clients may use the admin
@@ -443,6 +451,7 @@ func Default() *Config {
 			UsageFlushInterval:  time.Second,
 			KeyCacheTTL:         2 * time.Second,
 			AdminLoopback:       "auto",
+			HeapFloor:           gcfloor.Default,
 		},
 		Storage: Storage{
 			Driver: "sqlite",

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/weir-gateway/weir/gcfloor"
 	"net"
 	"net/url"
 	"os"
@@ -42,6 +43,10 @@ type NodeConfig struct {
 	// LogLevel is debug, info, warn or error. Default "info".
 	// Env WEIR_NODE_LOG_LEVEL.
 	LogLevel string `yaml:"log_level"`
+	// HeapFloor is as the gateway's server.heap_floor: the heap, in
+	// bytes, below which the garbage collector does not start a cycle.
+	// Default 134217728 (128 MiB); 0: none. Env WEIR_NODE_HEAP_FLOOR.
+	HeapFloor int64 `yaml:"heap_floor"`
 	// Providers are the node's model runtimes. Required: at least one.
 	Providers []NodeProvider `yaml:"providers"`
 }
@@ -108,6 +113,7 @@ func DefaultNode() *NodeConfig {
 		ProbeTimeout:    5 * time.Second,
 		ShutdownTimeout: 30 * time.Second,
 		LogLevel:        "info",
+		HeapFloor:       gcfloor.Default,
 	}
 }
 
@@ -194,6 +200,8 @@ func (c *NodeConfig) Validate() error {
 		return invalidf("probe_timeout", "must be positive")
 	case c.ShutdownTimeout < 0:
 		return invalidf("shutdown_timeout", "must not be negative")
+	case c.HeapFloor < 0:
+		return invalidf("heap_floor", "must not be negative (0 for none)")
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

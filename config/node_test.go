@@ -192,6 +192,7 @@ func TestNodeRefused(t *testing.T) {
 		{"bad duration", "providers:", "stall_timeout: 60\nproviders:", nil, "time.Duration", ""},
 		{"bad env duration", "", "", []string{"WEIR_NODE_STALL_TIMEOUT", "x"}, "WEIR_NODE_STALL_TIMEOUT", ""},
 		{"log level", "providers:", "log_level: loud\nproviders:", nil, "log_level: unknown level", ""},
+		{"heap floor", "providers:", "heap_floor: -1\nproviders:", nil, "heap_floor: must not be negative", ""},
 		{"unknown field", "slots: 8", "slot: 8", nil, `unknown field "slot" in providers[]`, ""},
 		{"unknown tls field", "providers:", "tls:\n  cert: x\nproviders:", nil, `unknown field "cert" in tls`, ""},
 		{name: "no providers", text: "gateway: gw:1\ntoken: wn-a\n", want: "providers: required"},

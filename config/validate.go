@@ -88,6 +88,8 @@ func (s *Server) validate() error {
 		return invalidf("server.stream_write_timeout", "must not be negative (0: no timeout)")
 	case s.MaxResponseBytes <= 0:
 		return invalidf("server.max_response_bytes", "must be positive")
+	case s.HeapFloor < 0:
+		return invalidf("server.heap_floor", "must not be negative (0 for none)")
 	case s.UsageFlushInterval <= 0:
 		return invalidf("server.usage_flush_interval", "must be positive")
 	case s.KeyCacheTTL <= 0:

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/weir-gateway/weir/gcfloor"
 	"io/fs"
 	"os"
 	"os/signal"
@@ -54,6 +55,7 @@ func runNode(ctx context.Context, cfg *config.NodeConfig) error {
 		return err
 	}
 	log := newLogger(cfg.LogLevel)
+	defer gcfloor.Start(cfg.HeapFloor, log)()
 	a, err := node.New(ncfg, node.Deps{Logger: log})
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/weir-gateway/weir/gcfloor"
 	"log/slog"
 	"net"
 	"net/http"
@@ -50,6 +51,9 @@ in-flight work; SIGINT or SIGTERM drain in-flight requests and stop.`,
 			if listen != "" {
 				cfg.Server.Listen = listen
 			}
+			// The process's own, so here rather than in Main, which tests
+			// start many of in one process.
+			defer gcfloor.Start(cfg.Server.HeapFloor, newLogger(cfg.Server.LogLevel))()
 			m := &Main{ConfigPath: path, Config: cfg}
 			return m.Run(cmd.Context())
 		},
