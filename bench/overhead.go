@@ -45,6 +45,7 @@ type OverheadConfig struct {
 	CPUProfile       string        // a CPU profile of ProfileTarget's measured phase, first round, goes here
 	Trace            string        // an execution trace of the same goes here
 	MemProfile       string        // the allocations of the same go here, those before it in MemProfile+".base"
+	HeapFloor        int64         // the process's heap floor (package gcfloor), for the header; the caller keeps it
 	ProfileTarget    string        // direct, proxy, weir or, with Edge, edge (weir)
 	// Edge adds the target "edge": the same gateway, with an edge
 	// listener, tunnelling each request to a node agent in this process
@@ -405,7 +406,7 @@ func (s streamSplit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // disturbed and should be repeated):
 //
 //	weir bench: overhead at 2000 req/s (open loop), 10s warm-up, 20s measured per target, 0% streaming, in-flight bound 256
-//	  mock: 0ms latency, 80-token answers (998 B), 131 B requests; GOMAXPROCS 2; load average 0.28 0.96 1.68
+//	  mock: 0ms latency, 80-token answers (998 B), 131 B requests; GOMAXPROCS 2; heap floor 128 MiB; load average 0.28 0.96 1.68
 //	  weir: scopes key:key_dc60b47600c9 group:default pm:mock/gpt-4o-mini, each limit 1000000; log level warn
 //
 //	target     rate/s     ok%      p50      p90      p99      max   added p50   added p99   late  others
@@ -519,8 +520,12 @@ func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 		fmt.Fprintf(out, "weir bench: overhead at %.0f req/s (open loop), %s warm-up, %s measured per target, %.0f%% streaming, in-flight bound %d\n",
 			c.Rate, c.Warmup, c.Duration, c.Stream*100, c.Concurrency)
 	}
-	fmt.Fprintf(out, "  mock: 0ms latency, %d-token answers (%d B), %d B requests; GOMAXPROCS %d; load average %s\n",
-		c.CompletionTokens, rig.answer, len(chatBody), runtime.GOMAXPROCS(0), loadAverage())
+	gc := fmt.Sprintf("heap floor %d MiB", c.HeapFloor>>20)
+	if v := os.Getenv("GOGC"); v != "" {
+		gc = "GOGC=" + v // it turns the floor off
+	}
+	fmt.Fprintf(out, "  mock: 0ms latency, %d-token answers (%d B), %d B requests; GOMAXPROCS %d; %s; load average %s\n",
+		c.CompletionTokens, rig.answer, len(chatBody), runtime.GOMAXPROCS(0), gc, loadAverage())
 	fmt.Fprintf(out, "  weir: scopes key:%s group:%s pm:%s, each limit %d; log level %s\n",
 		rig.key.ID, rig.key.Group, chatPM, generous, rig.logLevel)
 	if rig.edge != nil {

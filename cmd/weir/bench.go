@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/weir-gateway/weir/gcfloor"
 	"os"
 	"time"
 
@@ -88,6 +89,9 @@ and 'go doc ./bench Overhead' for every column.`,
 			if c.Weir, err = benchWeir(); err != nil {
 				return err
 			}
+			// Every target runs in this process, the gateway as weir serve
+			// would: with its heap floor.
+			defer gcfloor.Start(c.HeapFloor, nil)()
 			return bench.Overhead(cmd.Context(), cmd.OutOrStdout(), c)
 		},
 	}
@@ -105,6 +109,7 @@ and 'go doc ./bench Overhead' for every column.`,
 	f.StringVar(&c.MemProfile, "memprofile", "", "write the allocations of the same phase to this file, and those before it to this file plus .base (go tool pprof -sample_index=alloc_space -base FILE.base weir FILE)")
 	f.StringVar(&c.Trace, "trace", "", "write an execution trace of one target's measured phase to this file (keep --duration short)")
 	f.StringVar(&c.ProfileTarget, "profile-target", "weir", "target whose measured phase --cpuprofile, --memprofile and --trace cover: direct, proxy, weir or (with --edge) edge")
+	f.Int64Var(&c.HeapFloor, "heap-floor", gcfloor.Default, "this process's heap floor in bytes, as weir serve's server.heap_floor (0: none)")
 	f.StringSliceVar(&c.ConsoleWatcher, "console-watcher", nil, "also drive target console: the same gateway while this command watches its web console (WEIR_URL; it prints \"watching\" once live), e.g. node,e2e/browser/watch.mjs")
 	f.BoolVar(&c.Edge, "edge", false, "also drive target edge: the same gateway tunnelling each request over gRPC to an edge node agent (in this process) whose provider is the same mock (edge-overhead; with --stream, edge-stream)")
 	fleetFlags(f, &c.Fleet, "also drive one 'weir serve' on SQLite (target serve) and this many replicas on PostgreSQL (target fleet), each as a child process; with --max-rps, pgbench follows the fleet's loop (fleet-admit)")
