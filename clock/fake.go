@@ -61,6 +61,13 @@ func (c *Fake) AdvanceUntil(done <-chan struct{}, step, limit, within time.Durat
 		case <-deadline:
 			return false
 		case <-time.After(5 * time.Millisecond):
+			// done may have come while waiting: a step after it would
+			// run timers the test means to stay in the future.
+			select {
+			case <-done:
+				return true
+			default:
+			}
 			if moved < limit {
 				c.Advance(step)
 				moved += step

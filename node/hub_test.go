@@ -17,40 +17,9 @@ import (
 // config is one the gateway takes, and its heartbeats keep the session.
 func TestAgainstTheHub(t *testing.T) {
 	t.Parallel()
-	fc := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-	eng := admission.NewMemory(admission.Options{Clock: fc})
-	t.Cleanup(eng.Close)
-	hub := edge.New(edge.Config{HeartbeatInterval: time.Second, HeartbeatTimeout: 3 * time.Second, Clock: fc}, edge.Deps{
-		Engine: eng,
-		Authenticate: func(_ context.Context, token string) (edge.Identity, error) {
-			if token != testToken {
-				return edge.Identity{}, edge.ErrUnauthenticated
-			}
-			return edge.Identity{ID: "node_a", Name: "gpu-a"}, nil
-		},
-	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := hub.Server()
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-
-	logs := newLogRecorder()
-	a, err := New(Config{Gateway: ln.Addr().String(), Token: testToken, Version: "weir test", DrainTimeout: -1,
-		Providers: []Provider{{ID: "vllm", URL: "http://127.0.0.1:8000/v1", Slots: 4, LongSlots: 1, LongPromptTokens: 8000,
-			Models: []Model{{Name: "llama", Runtime: "meta/llama"}}}}},
-		Deps{Clock: fc, Logger: slog.New(logs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() { defer close(stopped); _ = a.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-stopped })
-
-	logs.wait(t, "node: session started")
+	hub, logs, fc := hubAndAgent(t, nil, Provider{ID: "vllm", URL: "http://127.0.0.1:8000/v1", Slots: 4, LongSlots: 1, LongPromptTokens: 8000,
+		Models: []Model{{Name: "llama", Runtime: "meta/llama"}}})
+	ctx := t.Context()
 	nodes := hub.Nodes(ctx)
 	if len(nodes) != 1 || !nodes[0].Connected || len(nodes[0].Providers) != 1 {
 		t.Fatalf("nodes = %+v", nodes)
@@ -69,6 +38,49 @@ func TestAgainstTheHub(t *testing.T) {
 	if nodes := hub.Nodes(ctx); !nodes[0].Connected || nodes[0].Generation != generationOf(t, logs) {
 		t.Errorf("after heartbeats: %+v", nodes)
 	}
+}
+
+// hubAndAgent starts an edge.Hub on a fake clock, with listen applied to
+// its listener if set, and an agent serving p that dials it; it returns
+// once the agent's session has started.
+func hubAndAgent(t *testing.T, listen func(net.Listener) net.Listener, p Provider) (*edge.Hub, *logRecorder, *clock.Fake) {
+	t.Helper()
+	fc := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	eng := admission.NewMemory(admission.Options{Clock: fc})
+	t.Cleanup(eng.Close)
+	hub := edge.New(edge.Config{HeartbeatInterval: time.Second, HeartbeatTimeout: 3 * time.Second, Clock: fc}, edge.Deps{
+		Engine: eng,
+		Authenticate: func(_ context.Context, token string) (edge.Identity, error) {
+			if token != testToken {
+				return edge.Identity{}, edge.ErrUnauthenticated
+			}
+			return edge.Identity{ID: "node_a", Name: "gpu-a"}, nil
+		},
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if listen != nil {
+		ln = listen(ln)
+	}
+	srv := hub.Server()
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+
+	logs := newLogRecorder()
+	a, err := New(Config{Gateway: addr, Token: testToken, Version: "weir test", DrainTimeout: -1, Providers: []Provider{p}},
+		Deps{Clock: fc, Logger: slog.New(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); _ = a.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-stopped })
+	logs.wait(t, "node: session started")
+	return hub, logs, fc
 }
 
 // waitBeat waits until the hub has heard from its node at the clock's

@@ -159,7 +159,10 @@ func TestStalledStreamMidway(t *testing.T) {
 	fs.offer(&edgepb.Offer{RunId: "run-1", Provider: "rt", Path: "/chat/completions", Stream: true})
 	fr := b.gw.run(t)
 	fr.sendBody(chatBody(true), 1<<10)
-	b.advanceUntil(t, ended, stall/4, 100*stall)
+	// Steps well under closeWait: the clock may move a step or two
+	// after the run has sent its end, and one past closeWait would cut
+	// the stream before the gateway read it.
+	b.advanceUntil(t, ended, time.Second, 2*stall)
 	a := fr.result()
 	if a.end.Kind != edgepb.RunEnd_STALLED || string(a.body) != "data: {}\n\n" || a.end.Evidence.GetHealth() != edgepb.Health_HEALTH_AVAILABLE {
 		t.Errorf("body %q end %v", a.body, a.end)
@@ -182,7 +185,10 @@ func TestStalledDeadRuntimeIsUnavailable(t *testing.T) {
 	ended := make(chan struct{})
 	var a answer
 	go func() { defer close(ended); a = fr.result() }()
-	b.advanceUntil(t, ended, stall, 100*stall)
+	// Steps well under closeWait: the clock may move a step or two
+	// after the run has sent its end, and one past closeWait would cut
+	// the stream before the gateway read it.
+	b.advanceUntil(t, ended, time.Second, 2*stall)
 	ev := a.end.Evidence
 	if a.end.Kind != edgepb.RunEnd_STALLED || ev.GetHealth() != edgepb.Health_HEALTH_UNAVAILABLE ||
 		ev.Classification != "provider_unhealthy" || ev.Provider != "dead" || ev.Seq != 1 {

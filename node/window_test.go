@@ -5,20 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"golang.org/x/net/http2"
 
 	"github.com/weir-gateway/weir"
-	"github.com/weir-gateway/weir/admission"
-	"github.com/weir-gateway/weir/clock"
-	"github.com/weir-gateway/weir/edge"
 	"github.com/weir-gateway/weir/provider"
 )
 
@@ -100,36 +95,11 @@ func TestTunnelSendsNoPings(t *testing.T) {
 	}))
 	t.Cleanup(rt.Close)
 
-	fc := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-	eng := admission.NewMemory(admission.Options{Clock: fc})
-	t.Cleanup(eng.Close)
-	hub := edge.New(edge.Config{HeartbeatInterval: time.Second, HeartbeatTimeout: 3 * time.Second, Clock: fc}, edge.Deps{
-		Engine: eng,
-		Authenticate: func(context.Context, string) (edge.Identity, error) {
-			return edge.Identity{ID: "node_a", Name: "gpu-a"}, nil
-		},
-	})
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := &pingCounter{Listener: inner}
-	srv := hub.Server()
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-
-	logs := newLogRecorder()
-	a, err := New(Config{Gateway: inner.Addr().String(), Token: testToken, Version: "weir test", DrainTimeout: -1,
-		Providers: []Provider{{ID: "rt", URL: rt.URL + "/v1", Slots: 4, Models: []Model{{Name: "llama", Runtime: "meta/llama"}}}}},
-		Deps{Clock: fc, Logger: slog.New(logs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() { defer close(stopped); _ = a.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-stopped })
-	logs.wait(t, "node: session started")
+	var ln *pingCounter
+	hub, logs, _ := hubAndAgent(t, func(inner net.Listener) net.Listener {
+		ln = &pingCounter{Listener: inner}
+		return ln
+	}, Provider{ID: "rt", URL: rt.URL + "/v1", Slots: 4, Models: []Model{{Name: "llama", Runtime: "meta/llama"}}})
 
 	target := weir.NodeTarget{Node: "node_a", Gen: generationOf(t, logs), Provider: "rt"}
 	for range 3 {
