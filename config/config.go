@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"github.com/weir-gateway/weir/gcfloor"
 	"net"
 	"net/netip"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/gcfloor"
 )
 
 // Config is the whole config file.

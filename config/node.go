@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"github.com/weir-gateway/weir/gcfloor"
 	"net"
 	"net/url"
 	"os"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/weir-gateway/weir/gcfloor"
 )
 
 // NodeConfig is an edge node's config file (`weir node -c node.yaml`):

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/weir-gateway/weir/gcfloor"
 	"os"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/bench"
 	"github.com/weir-gateway/weir/config"
+	"github.com/weir-gateway/weir/gcfloor"
 )
 
 // The benchmarks of docs/benchmarks.md: `weir bench` (gateway overhead),

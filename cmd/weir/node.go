@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"github.com/weir-gateway/weir/gcfloor"
 	"io/fs"
 	"os"
 	"os/signal"
@@ -15,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weir-gateway/weir/config"
+	"github.com/weir-gateway/weir/gcfloor"
 	"github.com/weir-gateway/weir/node"
 )
 
