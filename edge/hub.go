@@ -192,7 +192,7 @@ var _ edgepb.EdgeServer = (*Hub)(nil)
 func (h *Hub) Server() *grpc.Server {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(h.cfg.MaxMessageBytes),
-		grpc.InitialWindowSize(edgepb.StreamWindow),
+		grpc.InitialWindowSize(edgepb.AnswerWindow),
 		grpc.InitialConnWindowSize(edgepb.ConnWindow),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),

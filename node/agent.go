@@ -300,7 +300,7 @@ func (a *Agent) dial() (*grpc.ClientConn, error) {
 		// a dead path to the gateway is found in about 40s even when no
 		// run is sending.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.WithInitialWindowSize(edgepb.StreamWindow),
+		grpc.WithInitialWindowSize(edgepb.BodyWindow),
 		grpc.WithInitialConnWindowSize(edgepb.ConnWindow),
 	}
 	opts = append(opts, a.deps.DialOptions...)
