@@ -24,6 +24,7 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/config"
 	"github.com/weir-gateway/weir/gateway"
+	"github.com/weir-gateway/weir/gcfloor"
 	"github.com/weir-gateway/weir/loadgen"
 	"github.com/weir-gateway/weir/provider/mock"
 )
@@ -521,8 +522,8 @@ func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 			c.Rate, c.Warmup, c.Duration, c.Stream*100, c.Concurrency)
 	}
 	gc := fmt.Sprintf("heap floor %d MiB", c.HeapFloor>>20)
-	if v := os.Getenv("GOGC"); v != "" {
-		gc = "GOGC=" + v // it turns the floor off
+	if v, ok := gcfloor.Overridden(); ok {
+		gc = "GOGC=" + v
 	}
 	fmt.Fprintf(out, "  mock: 0ms latency, %d-token answers (%d B), %d B requests; GOMAXPROCS %d; %s; load average %s\n",
 		c.CompletionTokens, rig.answer, len(chatBody), runtime.GOMAXPROCS(0), gc, loadAverage())

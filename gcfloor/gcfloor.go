@@ -75,7 +75,7 @@ func Start(bytes int64, log *slog.Logger) (stop func()) {
 	if bytes <= 0 {
 		return func() {}
 	}
-	if v := os.Getenv("GOGC"); v != "" {
+	if v, ok := Overridden(); ok {
 		log.Info("gc: GOGC is set, no heap floor", "GOGC", v)
 		return func() {}
 	}
@@ -84,9 +84,17 @@ func Start(bytes int64, log *slog.Logger) (stop func()) {
 	return f.stop
 }
 
+// Overridden returns the GOGC the environment sets, if it does: then
+// there is no floor.
+func Overridden() (string, bool) {
+	v := os.Getenv("GOGC")
+	return v, v != ""
+}
+
 func start(bytes int64, adjusted func(int)) *floor {
-	base := debug.SetGCPercent(100)
-	debug.SetGCPercent(base)
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	base := int(s[0].Value.Uint64())
 	f := &floor{bytes: bytes, base: base, applied: base, adjusted: adjusted,
 		sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
 	f.cycleEnded()

@@ -51,10 +51,11 @@ in-flight work; SIGINT or SIGTERM drain in-flight requests and stop.`,
 			if listen != "" {
 				cfg.Server.Listen = listen
 			}
+			log := newLogger(cfg.Server.LogLevel)
 			// The process's own, so here rather than in Main, which tests
 			// start many of in one process.
-			defer gcfloor.Start(cfg.Server.HeapFloor, newLogger(cfg.Server.LogLevel))()
-			m := &Main{ConfigPath: path, Config: cfg}
+			defer gcfloor.Start(cfg.Server.HeapFloor, log)()
+			m := &Main{ConfigPath: path, Config: cfg, Logger: log}
 			return m.Run(cmd.Context())
 		},
 	}
