@@ -12,7 +12,7 @@ import (
 	"github.com/weir-gateway/weir/gateway"
 )
 
-// Code is a stable error code, as listed in DESIGN.md's "Errors".
+// Code is a stable error code, as listed in docs/architecture.md's "Errors".
 type Code string
 
 const (

@@ -124,7 +124,7 @@ func exerciseBounded(t *testing.T, newEngine NewEngine) {
 	})
 
 	// A saturated primary's MaxWait hands its waiters to their fallback
-	// instead of failing them (DESIGN.md, contract point 6).
+	// instead of failing them (docs/architecture.md, contract point 6).
 	run(t, "MaxWaitFallsBack", newEngine, func(t *testing.T, h *harness) {
 		h.setScope("key", admission.ScopeConfig{Limit: 5})
 		h.setScope("p", admission.ScopeConfig{Limit: 1, MaxWait: 2 * time.Second})
