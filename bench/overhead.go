@@ -381,129 +381,59 @@ func (s streamSplit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Overhead is `weir bench`: it measures what Weir adds to a request against
-// two baselines in the same run, for docs/benchmarks.md's overhead-1k/overhead-2k,
-// stream and max-rps scenarios. In one process it starts the mock provider
-// (0 ms latency, ~1 KB answers) on a loopback listener, a plain
-// httputil.ReverseProxy in front of it, and Weir (c.Weir.Start, on a
-// temporary SQLite, log level warn) whose chat model is admitted through three scopes
-// per request — the key's, its group's and the platform model's — with
-// limits so generous that they are checked but never block. It then drives
-// each target in turn at the same load with package loadgen and prints a
-// line per target as soon as it is measured.
+// two baselines in the same run (docs/benchmarks.md's overhead-1k,
+// overhead-2k, stream and max-rps scenarios). In one process it starts the
+// mock provider (0 ms latency, ~1 KB answers) on a loopback listener, a
+// plain httputil.ReverseProxy in front of it, and Weir (c.Weir.Start, on a
+// temporary SQLite, log level warn) whose chat model is admitted through
+// three scopes per request — the key's, its group's and the platform
+// model's — with limits so generous that they are checked but never block.
+// It then drives each target in turn at the same load with package loadgen
+// and prints a line per target as soon as it is measured: its latency
+// percentiles, what it adds over direct, and the ratio to the proxy's
+// addition on the same line.
 //
-// Commands (overhead-2k's target: Weir's added latency at most 1.5× the
-// plain proxy's at 2,000 req/s):
-//
-//	go run ./cmd/weir bench --rate 1000 --duration 20s --warmup 10s   # overhead-1k
-//	go run ./cmd/weir bench --rate 2000 --duration 20s --warmup 10s   # overhead-2k
-//	go run ./cmd/weir bench --rate 1000 --stream 0.2                  # stream
-//	go run ./cmd/weir bench --max-rps --duration 20s --warmup 10s     # max-rps
-//	go run ./cmd/weir bench --rate 2000 --cpuprofile /tmp/weir.pprof  # profile Weir's measured phase
-//
-// Output of an open-loop run (times in ms; "added" is the target's
-// percentile minus direct's in the same run; "late" counts requests sent
-// more than 5 ms behind schedule; "others" is the cores other programs kept
-// busy meanwhile, from /proc/stat — a run where it is well above 0 was
-// disturbed and should be repeated):
-//
-//	weir bench: overhead at 2000 req/s (open loop), 10s warm-up, 20s measured per target, 0% streaming, in-flight bound 256
-//	  mock: 0ms latency, 80-token answers (998 B), 131 B requests; GOMAXPROCS 2; heap floor 128 MiB; load average 0.28 0.96 1.68
-//	  weir: scopes key:key_dc60b47600c9 group:default pm:mock/gpt-4o-mini, each limit 1000000; log level warn
-//
-//	target     rate/s     ok%      p50      p90      p99      max   added p50   added p99   late  others
-//	direct     1999.9  100.00    0.772    1.410    2.155    7.089           -           -      4    0.04
-//	proxy      2000.0  100.00    0.829    1.477    2.750    9.626      +0.057      +0.595      1    0.11
-//	weir       2000.0  100.00    0.863    1.622    4.436   21.057      +0.091      +2.282     26    0.06   weir/proxy added: p50 1.60x, p99 3.84x (target <= 1.5x: missed)
-//	(late: sent more than 5ms behind schedule; others: cores that other programs kept busy meanwhile, well above 0 means a disturbed run)
-//
-//	cost per request, whole process (load generator + mock + target), over the measured window:
-//	target    cpu µs   allocs       KB    GCs   added cpu µs   added allocs   added KB
-//	direct      185.5      112      9.6     26              -              -          -
-//	proxy       220.6      206     49.3    116          +35.1            +94      +39.7
-//	weir        267.4      338     27.7     59          +81.9           +226      +18.2   weir/proxy added: cpu 2.33x, allocs 2.40x
-//
-//	weir scopes used: group:default (limit 1000000, mean hold 258µs), key:key_dc60b47600c9 (limit 1000000, mean hold 258µs), pm:mock/gpt-4o-mini (limit 1000000, mean hold 258µs)
-//	load average at the end: 0.79 0.91 1.60
-//
-// The cost table divides the whole process's CPU time and allocations over
-// the measured window by the requests: the load generator and the mock are
-// in every line, so the differences from direct are the targets' own. The
-// allocation figures are steady from run to run; CPU time in an open loop
-// also holds what the Go runtime spends spinning between requests, which
-// varies with the rate and from run to run, so compare CPU under --max-rps,
-// where every target is saturated.
+// A second table gives each target's cost per request — the whole
+// process's CPU time and allocations over the measured window divided by
+// the requests — so the differences from direct are the targets' own; CPU
+// time in an open loop also holds the runtime's spinning between requests,
+// so CPU is compared under max-rps, where every target is saturated.
+// "others" on each line is the cores other programs kept busy meanwhile
+// (from /proc/stat): a run where it is well above 0 was disturbed.
 //
 // With --stream, two more tables give the streaming requests' time to the
-// first and to the last byte, in the same shape, and a third the latency
-// of each streamed chunk, from the moment the mock wrote it (a stamp the
-// harness puts before each chunk, loadgen.AppendStamp) to the client's
-// read that completed it. With --max-rps each target
-// is driven by a closed loop of --connections workers instead, and the
-// table gives sustained req/s (a target below 99.9% success is marked),
-// with each target's throughput as a multiple of direct's and Weir's of the
-// proxy's on its line.
+// first and last byte, and a third each streamed chunk's latency from the
+// mock's write (a stamp the harness puts before each chunk,
+// loadgen.AppendStamp) to the client's read. With --max-rps each target is
+// driven by a closed loop of --connections workers instead, and the table
+// gives sustained req/s. --rounds N drives the targets in turn N times and
+// ends with each column's median, since one stall of a shared machine moves
+// a p99.
 //
-//	target      req/s       ok%      p50      p99      max  others
-//	direct     21175.0   100.000    2.761    9.145   20.784    0.02
-//	proxy       9575.6   100.000    5.961   17.034   28.190    0.01   proxy/direct 0.45x
-//	weir        9434.4   100.000    6.031   19.945   43.437    0.02   weir/direct 0.45x, weir/proxy 0.99x
-//
-// Everything shares the machine's cores, the load generator included; quote
-// the ratios, which are taken within one run, rather than absolute times.
-// A p99 comes from the slowest 1% of requests, so a single stall of the
-// machine moves it: on this 2-core machine the proxy's added p99 at 2,000
-// req/s ranged from 0.6 to 4.6 ms over quiet runs. --rounds N drives the
-// three targets in turn N times, prints each round, and ends with a table of
-// each column's median and the weir/proxy ratios round by round; judge a
-// p99 target on that, not on one round:
-//
-//	go run ./cmd/weir bench --rate 2000 --duration 20s --warmup 5s --rounds 5
-//
-// With c.Fleet.Replicas set (--fleet N, --dsn), two more targets run as
-// `weir serve` child processes with the same catalog and limits: "serve",
-// one gateway on a SQLite file (Weir as one process, its memory engine:
-// the fleet's baseline), and "fleet", N replicas on a PostgreSQL schema of
-// the run's own (dropped after), which the load generator reaches in turn
-// as a round-robin load balancer would; one of them leads the admission
-// engine and the others ask it over TCP. The fleet's line gives its added
-// p50/p99 as a multiple of serve's (docs/benchmarks.md's overhead-2k
-// through a fleet; target <= 2x), and their cost lines count the
+// With c.Fleet.Replicas set (--fleet N), two more targets run as `weir
+// serve` child processes with the same catalog and limits: "serve", one
+// gateway on a SQLite file (the fleet's baseline), and "fleet", N replicas
+// on a PostgreSQL schema of the run's own (dropped after), reached in turn
+// as a round-robin load balancer would. Their cost lines count the
 // children's CPU time (from /proc) but not their allocations. Under
-// --max-rps, pgbench runs on the same server right after the fleet's
-// closed loop, for as long (8 clients, one row; package bench/pgbench),
-// and a fleet-admit line gives the fleet's admissions per second — one
-// per request, of its three scopes at once, with its release — against
-// pgbench's TPS (target >= 1x):
-//
-//	go run ./cmd/weir bench --fleet 2 --rate 2000 --duration 20s --warmup 10s   # overhead-2k through a fleet
-//	go run ./cmd/weir bench --fleet 2 --max-rps --duration 20s --warmup 10s     # fleet-admit, HTTP level
+// --max-rps, pgbench runs on the same server right after the fleet's closed
+// loop, for as long (package bench/pgbench), and a fleet-admit line gives
+// the fleet's admissions per second against pgbench's TPS.
 //
 // With c.Edge (--edge), one more target, "edge", reaches the same gateway
-// for a model that edge nodes alone serve: the gateway has an edge
-// listener, and a node agent in this process (package node, configured
-// as `weir node` is by a file of only the required fields, its log
-// formatted at info and dropped) dials it with a node token, registering
-// the same mock as its one provider with 4,096 slots (package edge's
-// most), so that each request is admitted through the key's, the group's
-// and the node provider's scopes, never blocking, and tunnelled gateway →
-// node (gRPC) → mock. Its line gives what the tunnel adds, edge's
-// percentile minus weir's, beside what the plain proxy's hop adds, proxy's
-// minus direct's, and the first as a multiple of the second
-// (docs/benchmarks.md's edge-overhead; issue 11's target <= 1.5x). With
-// --stream, its line in the chunk table gives its added p99 per chunk over
-// direct, against issue 11's 2 ms (edge-stream), and over weir:
-//
-//	go run ./cmd/weir bench --edge --rate 1000 --duration 10s --warmup 5s --rounds 3              # edge-overhead
-//	go run ./cmd/weir bench --edge --rate 1000 --stream 0.2 --duration 10s --warmup 5s --rounds 3 # edge-stream
+// for a model that edge nodes alone serve: a node agent in this process
+// (package node, configured as `weir node` is) dials the gateway's edge
+// listener and registers the same mock as its one provider with 4,096
+// slots (package edge's most), so each request is tunnelled gateway → node
+// (gRPC) → mock. Its line gives what the tunnel adds (edge's percentile
+// minus weir's) beside what the plain proxy's hop adds (proxy's minus
+// direct's).
 //
 // --cpuprofile and --trace cover the measured part of one target's first
-// round (--profile-target, default weir); every goroutine carries a pprof label
-// "component" (loadgen, mock, proxy, weir or node), so
-//
-//	go tool pprof -tagfocus component=weir -top /tmp/weir.pprof
-//
-// shows Weir's own time apart from the load generator's and the mock's
-// (the garbage collector's background work carries no label).
+// round (--profile-target, default weir); every goroutine carries a pprof
+// label "component" (loadgen, mock, proxy, weir or node), so that
+// `go tool pprof -tagfocus component=weir` shows Weir's own time. The
+// commands, the columns and the latest figures are in docs/benchmarks.md.
 func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 	if err := c.validate(); err != nil {
 		return err

@@ -185,7 +185,7 @@ func printOverhead(out io.Writer, target string, rows map[string]row) {
 
 // printChunks prints target's line of the table of streamed chunks,
 // each timed from the mock's write to the client's read; on the edge
-// target's, its added p99 per chunk against issue 11's 2 ms, over direct
+// target's, its added p99 per chunk against the edge-stream target, over direct
 // (the verdict) and over weir (the tunnel's own share).
 func printChunks(out io.Writer, target string, rows map[string]row) {
 	if target == "direct" {

@@ -317,15 +317,12 @@ func (r *tasksRig) submitAll(ctx context.Context, urls []string, n, conns int, p
 // as a child on a temporary SQLite file) in front of the mock provider's
 // video API, served in this process.
 //
-//	go run ./cmd/weir bench-tasks drain                          # 10,000 tasks, capacity 100, 2s jobs: ideal 200s
-//	go run ./cmd/weir bench-tasks drain --tasks 2000 --job 1s    # scaled down: ideal 20s
-//
 // It submits c.Tasks tasks through the task API (c.Connections
 // connections) to a gateway whose worker capacity (tasks.workers) is
 // c.Capacity, with every upstream job lasting c.Job, and times from the
 // first submission until every task has ended (its terminal status
 // committed). The ideal is ceil(tasks / capacity) × job; the line gives
-// the ratio (issue 4's target: ≤ 1.05). A second line says where each
+// the ratio. A second line says where each
 // task's time between its admission and its end went, from the gateway's
 // database and the mock's job times: admission to upstream submit
 // (commit, River's fetch, the HTTP call), the job itself, and the
@@ -599,9 +596,7 @@ func drainBreakdown(ctx context.Context, out io.Writer, r *tasksRig, store weir.
 }
 
 // Restart is `weir bench-tasks restart`, docs/benchmarks.md's "restart"
-// scenario, on the same rig as Drain:
-//
-//	go run ./cmd/weir bench-tasks restart    # 100,000 waiting tasks, kill -9, restart
+// scenario, on the same rig as Drain.
 //
 // It submits c.Tasks tasks to a gateway with one worker while the first
 // task's upstream job runs for an hour, so all the others wait; kills the
@@ -609,7 +604,7 @@ func drainBreakdown(ctx context.Context, out io.Writer, r *tasksRig, store weir.
 // alone; restarts the gateway on the same database with two workers; and
 // prints the time from the new process's start until it serves HTTP, and
 // until the first waiting task reaches the upstream (admitted, its River
-// job committed, fetched and submitted) — issue 4's target: ≤ 2s — with
+// job committed, fetched and submitted), with
 // the recovery's time from the gateway's log, the process's peak RSS, and
 // how long a GET of the last queued task takes (its queue position is
 // counted at each GET).
