@@ -16,6 +16,7 @@ import (
 	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/keys"
 	"github.com/weir-gateway/weir/provider/mock"
+	"github.com/weir-gateway/weir/riverjob"
 	"github.com/weir-gateway/weir/router"
 	"github.com/weir-gateway/weir/sqlite"
 	"github.com/weir-gateway/weir/task"
@@ -100,7 +101,7 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	b.gw = gateway.New(o.gwCfg, gwDeps)
 	deps.Gateway = b.gw
 	if o.tasks != nil {
-		if err := task.MigrateRiver(ctx, db.RiverDriver()); err != nil {
+		if err := riverjob.Migrate(ctx, db.RiverDriver()); err != nil {
 			t.Fatal(err)
 		}
 		tc := *o.tasks

@@ -55,7 +55,7 @@ var _ weir.Store = (*DB)(nil)
 
 // Open connects to the database at dsn (a URL, postgres://..., or
 // key=value pairs, as libpq and pgx take them), makes sure it answers,
-// and brings Weir's tables up to date. River's tables are task.MigrateRiver's.
+// and brings Weir's tables up to date. River's tables are riverjob.Migrate's.
 //
 // A DSN that does not parse is weir.ErrInvalid; a server that cannot be
 // reached is an error naming its host and port. Neither error repeats a

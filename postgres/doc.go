@@ -53,7 +53,7 @@
 // of the schema's own while it migrates, so that processes starting
 // together on a new database apply each migration once. Add a migration
 // as the next number; never edit one that has shipped. River keeps its
-// own tables and migration line in the same schema; task.MigrateRiver applies
+// own tables and migration line in the same schema; riverjob.Migrate applies
 // them (rivermigrate), when the task service starts.
 //
 // Times are timestamptz, stored to the microsecond and read back in UTC;

@@ -13,6 +13,7 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/pgtest"
+	"github.com/weir-gateway/weir/riverjob"
 	"github.com/weir-gateway/weir/task"
 )
 
@@ -50,10 +51,10 @@ func (runArgs) Kind() string { return "test_run" }
 // db's driver.
 func newRiver(t *testing.T, db *DB) *river.Client[pgx.Tx] {
 	t.Helper()
-	if err := task.MigrateRiver(t.Context(), db.RiverDriver()); err != nil {
+	if err := riverjob.Migrate(t.Context(), db.RiverDriver()); err != nil {
 		t.Fatal(err)
 	}
-	if err := task.MigrateRiver(t.Context(), db.RiverDriver()); err != nil {
+	if err := riverjob.Migrate(t.Context(), db.RiverDriver()); err != nil {
 		t.Fatalf("MigrateRiver on an up-to-date schema: %v", err)
 	}
 	client, err := river.NewClient(db.RiverDriver(), &river.Config{})

@@ -58,7 +58,7 @@ var _ weir.Store = (*DB)(nil)
 
 // Open opens (creating it if needed) the database at path, a file path or
 // ":memory:", and brings its schema up to date. River's tables are
-// task.MigrateRiver's.
+// riverjob.Migrate's.
 func Open(ctx context.Context, path string) (*DB, error) {
 	if path == "" || strings.ContainsRune(path, '?') || strings.HasPrefix(path, "file:") {
 		return nil, fmt.Errorf("open sqlite %q: %w: want a file path without '?' or \":memory:\"", path, weir.ErrInvalid)

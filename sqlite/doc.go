@@ -43,7 +43,7 @@
 // Open by goose (github.com/pressly/goose/v3) in order, each in its own
 // transaction; goose records them in goose_db_version. Add a migration as
 // the next number; never edit one that has shipped. River keeps its own
-// tables and its own migration line in the same file; task.MigrateRiver applies
+// tables and its own migration line in the same file; riverjob.Migrate applies
 // them (rivermigrate), when the task service starts.
 //
 // # River

@@ -59,6 +59,9 @@
 // cancelled context fails a call with context.Canceled and changes
 // nothing.
 //
+// Jobs (ExerciseJobs, for stores that run River's jobs): see
+// ExerciseJobs.
+//
 // Tasks (ExerciseTasks, for stores that are also a weir.TaskStore).
 // TaskCreate requires an ID, a KeyID naming a stored key, a Kind, a Model,
 // a known Status and a CreatedAt, no negative Attempts and only known

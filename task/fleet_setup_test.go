@@ -22,6 +22,7 @@ import (
 	"github.com/weir-gateway/weir/postgres"
 	"github.com/weir-gateway/weir/provider"
 	"github.com/weir-gateway/weir/provider/mock"
+	"github.com/weir-gateway/weir/riverjob"
 )
 
 // The fleet test bundle: replicas of the task service on one PostgreSQL
@@ -167,7 +168,7 @@ func setupFleet(t *testing.T, opts fleetOpts, replicas ...string) *fleetBundle {
 	}
 	t.Cleanup(func() { db.Close() })
 	// Once, before the replicas start: their Starts migrate too.
-	if err := MigrateRiver(ctx, db.RiverDriver()); err != nil {
+	if err := riverjob.Migrate(ctx, db.RiverDriver()); err != nil {
 		t.Fatal(err)
 	}
 	fb.db = db

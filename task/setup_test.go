@@ -19,6 +19,7 @@ import (
 	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/provider"
 	"github.com/weir-gateway/weir/provider/mock"
+	"github.com/weir-gateway/weir/riverjob"
 	"github.com/weir-gateway/weir/sqlite"
 	"github.com/weir-gateway/weir/webhook"
 )
@@ -159,7 +160,7 @@ func setup(t *testing.T, opts setupOpts) (*Service, *testBundle) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	if err := MigrateRiver(ctx, db.RiverDriver()); err != nil {
+	if err := riverjob.Migrate(ctx, db.RiverDriver()); err != nil {
 		t.Fatal(err)
 	}
 	b.store = db

@@ -2,13 +2,12 @@ package task
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
-	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/riverjob"
 )
 
 // Store is what the service needs of storage, over the store's
@@ -99,23 +98,7 @@ func newRiverStore[TTx any](store Store[TTx], cfg *river.Config) (*riverStore[TT
 }
 
 func (r *riverStore[TTx]) migrate(ctx context.Context) error {
-	return MigrateRiver(ctx, r.store.RiverDriver())
-}
-
-// MigrateRiver brings River's tables on d's database up to date: it
-// applies River's migrations not yet applied, on River's own migration
-// line (rivermigrate) beside the store's. Start calls it; a store's Open
-// leaves River's tables to it, since only a process that runs tasks needs
-// them.
-func MigrateRiver[TTx any](ctx context.Context, d riverdriver.Driver[TTx]) error {
-	m, err := rivermigrate.New(d, nil)
-	if err != nil {
-		return fmt.Errorf("load migrations: %w", err)
-	}
-	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return fmt.Errorf("apply migrations: %w", err)
-	}
-	return nil
+	return riverjob.Migrate(ctx, r.store.RiverDriver())
 }
 
 func (r *riverStore[TTx]) reclaim(ctx context.Context, kinds []string) (int, error) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/riverjob"
 	"github.com/weir-gateway/weir/sqlite"
 	"github.com/weir-gateway/weir/webhook"
 )
@@ -123,7 +124,7 @@ func newEventRig(t *testing.T) *eventRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	if err := MigrateRiver(t.Context(), store.RiverDriver()); err != nil {
+	if err := riverjob.Migrate(t.Context(), store.RiverDriver()); err != nil {
 		t.Fatal(err)
 	}
 	secret, err := webhook.NewSecret()
