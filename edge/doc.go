@@ -68,6 +68,18 @@
 // its Hub. A node's generation and the engine's fencing are as for one
 // replica: what the board says late costs a failed relay, never a slot.
 //
+// # The edge listener
+//
+// The edge listener is open to whoever reaches it, and a node
+// authenticates per stream, with its token, once its connection is up.
+// So that connections that never do cost little, a listener wrapped by
+// Hub.Guard holds at most Config.MaxUnauthenticated connections (128)
+// that have not yet opened a stream with a token the Hub accepted,
+// closes more as they come, and closes each one that has not done so
+// within Config.AuthTimeout (10s) of its accept, by the Hub's clock. A
+// connection whose token was accepted is the node's, held as long as
+// the node keeps it.
+//
 // # Bad input
 //
 // A node's malformed, oversize or out-of-order message gets a Refusal in

@@ -60,6 +60,12 @@ type Config struct {
 	// so that revoking a node's token (weir nodes revoke, from any
 	// process) ends its session within it. Default 30s.
 	TokenRecheck time.Duration
+	// AuthTimeout is how long a connection to a guarded listener (Guard)
+	// may take to open a stream with an accepted token before it is
+	// closed; MaxUnauthenticated how many connections that have not are
+	// held at once (more are closed as they come). Default 10s and 128.
+	AuthTimeout        time.Duration
+	MaxUnauthenticated int
 	// TLS, if set, is the server's TLS configuration; nil: plaintext
 	// (for loopback and private networks).
 	TLS *tls.Config
@@ -94,6 +100,12 @@ func (c *Config) defaults() {
 	}
 	if c.TokenRecheck <= 0 {
 		c.TokenRecheck = 30 * time.Second
+	}
+	if c.AuthTimeout <= 0 {
+		c.AuthTimeout = 10 * time.Second
+	}
+	if c.MaxUnauthenticated <= 0 {
+		c.MaxUnauthenticated = 128
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real
@@ -148,6 +160,10 @@ type Hub struct {
 	// when; guarded by tokensMu.
 	tokensMu sync.Mutex
 	tokens   map[[sha256.Size]byte]acceptedToken
+
+	// guard bounds the connections of guarded listeners that have not
+	// authenticated (guard.go).
+	guard guard
 }
 
 type acceptedToken struct {
@@ -188,9 +204,12 @@ func New(cfg Config, deps Deps) *Hub {
 var _ edgepb.EdgeServer = (*Hub)(nil)
 
 // Server returns a gRPC server serving the Hub, with the Config's message
-// bound, keepalive and TLS.
+// bound, keepalive and TLS; serve it on a listener Guard bounds.
 func (h *Hub) Server() *grpc.Server {
 	opts := []grpc.ServerOption{
+		// The connection's handshake (TLS, HTTP/2's preface) within the
+		// time it has to authenticate.
+		grpc.ConnectionTimeout(h.cfg.AuthTimeout),
 		grpc.MaxRecvMsgSize(h.cfg.MaxMessageBytes),
 		grpc.InitialWindowSize(edgepb.AnswerWindow),
 		grpc.InitialConnWindowSize(edgepb.ConnWindow),
@@ -205,8 +224,8 @@ func (h *Hub) Server() *grpc.Server {
 	return s
 }
 
-// Serve serves nodes on ln until the server stops.
-func (h *Hub) Serve(ln net.Listener) error { return h.Server().Serve(ln) }
+// Serve serves nodes on ln, guarded, until the server stops.
+func (h *Hub) Serve(ln net.Listener) error { return h.Server().Serve(h.Guard(ln)) }
 
 // authenticate reads the bearer token of a stream's metadata and checks
 // it with Authenticate, or, for a Run stream (run true), against the
@@ -223,6 +242,7 @@ func (h *Hub) authenticate(ctx context.Context, run bool) (Identity, error) {
 		t, ok := h.tokens[key]
 		h.tokensMu.Unlock()
 		if ok && now.Sub(t.at) < h.cfg.TokenCacheTTL {
+			h.guard.authenticated(ctx)
 			return t.id, nil
 		}
 	}
@@ -243,6 +263,7 @@ func (h *Hub) authenticate(ctx context.Context, run bool) (Identity, error) {
 	}
 	h.tokens[key] = acceptedToken{id: id, at: now}
 	h.tokensMu.Unlock()
+	h.guard.authenticated(ctx)
 	return id, nil
 }
 

@@ -35,6 +35,7 @@ type testBundle struct {
 	clock  *clock.Fake
 	client edgepb.EdgeClient
 	ends   *leaseEnds
+	addr   string // the Hub's listener
 
 	// auths counts the hub's calls of Authenticate; revoked are tokens it
 	// refuses from now on.
@@ -81,12 +82,23 @@ var testNodes = map[string]Identity{
 
 func setup(t testing.TB) *testBundle {
 	t.Helper()
+	return setupWith(t, nil, false)
+}
+
+// setupWith is setup with edit applied to the Hub's Config, and its
+// listener guarded (Hub.Guard) if guarded.
+func setupWith(t testing.TB, edit func(*Config), guarded bool) *testBundle {
+	t.Helper()
 	fc := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	ends := &leaseEnds{n: make(map[admission.LeaseID]int)}
 	eng := admission.NewMemory(admission.Options{Clock: fc, Observer: ends})
 	t.Cleanup(eng.Close)
 	b := &testBundle{engine: eng, clock: fc, ends: ends, revoked: map[string]bool{}}
-	hub := New(Config{HeartbeatInterval: time.Second, HeartbeatTimeout: 3 * time.Second, Clock: fc}, Deps{
+	cfg := Config{HeartbeatInterval: time.Second, HeartbeatTimeout: 3 * time.Second, Clock: fc}
+	if edit != nil {
+		edit(&cfg)
+	}
+	hub := New(cfg, Deps{
 		Engine: eng,
 		Authenticate: func(_ context.Context, token string) (Identity, error) {
 			b.auths.Add(1)
@@ -112,6 +124,10 @@ func setup(t testing.TB) *testBundle {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	b.addr = ln.Addr().String()
+	if guarded {
+		ln = hub.Guard(ln)
 	}
 	srv := hub.Server()
 	go func() { _ = srv.Serve(ln) }()
