@@ -20,7 +20,12 @@
 // A session ends when its stream ends or breaks, when the node misses
 // its heartbeats for Config.HeartbeatTimeout on the gateway's own
 // monotonic clock, or when the node opens a newer session (a reconnect
-// supersedes a half-open old one). Its end fences the node's owner at the
+// supersedes a half-open old one). A node's token serves one process at
+// a time: a Register that names another process (Register.instance)
+// than the node's live session is refused with token_in_use, warned of
+// and counted (Metrics.TokenConflict), and the live session goes on; the
+// refusal tells the node when that session would be gone if it fell
+// silent, so that a restarted node takes over from its dead process. Its end fences the node's owner at the
 // session's generation: the engine releases its leases through its one
 // release path, orphans its scopes, and every waiter that used them
 // re-resolves or loses those candidates. A newer session activates the

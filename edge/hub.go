@@ -139,6 +139,9 @@ type Metrics interface {
 	// "probe") and the decision ("applied", "rejected_stale",
 	// "rejected_binding", "rejected_ambiguous", "rejected_invalid").
 	Evidence(source, decision string)
+	// TokenConflict counts one registration refused because another
+	// process of the node holds a live session (token_in_use).
+	TokenConflict()
 }
 
 // Hub serves the edge protocol to nodes and keeps their sessions.
@@ -319,9 +322,25 @@ func (h *Hub) nextGenLocked(n *node) uint64 {
 	return n.gen
 }
 
+// tokenInUseError refuses a registration of another process of a node
+// whose session is live (edgepb.Register.instance).
+type tokenInUseError struct {
+	// live is the live session: its process and where it connects from.
+	live, from string
+	// retryAfter is when the live session would be declared gone if it
+	// fell silent now, and a heartbeat interval more.
+	retryAfter time.Duration
+}
+
+func (e *tokenInUseError) Error() string {
+	return fmt.Sprintf("another process of the node (instance %s, from %s) has a live session", e.live, e.from)
+}
+
 // attach starts a session of id with its registration: a newer
 // generation, the session it supersedes ended and fenced, the node's
-// scopes configured and activated at the new generation.
+// scopes configured and activated at the new generation. A live session
+// of another process of the node is not superseded: attach returns a
+// *tokenInUseError and changes nothing.
 func (h *Hub) attach(ctx context.Context, id Identity, reg *edgepb.Register, s *session) error {
 	h.mu.Lock()
 	n := h.nodes[id.ID]
@@ -333,6 +352,13 @@ func (h *Hub) attach(ctx context.Context, id Identity, reg *edgepb.Register, s *
 	n.attaching.Lock()
 	defer n.attaching.Unlock()
 	h.mu.Lock()
+	if old := n.sess; old != nil && !old.ended() && old.instance != "" && s.instance != "" && old.instance != s.instance {
+		// A session ends when it misses its heartbeats (its watchdog), so
+		// one not ended is live, or at most that long from being gone.
+		left := max(h.cfg.HeartbeatTimeout-h.cfg.Clock.Now().Sub(n.lastSeen), 0)
+		h.mu.Unlock()
+		return &tokenInUseError{live: old.instance, from: old.remote, retryAfter: left + h.cfg.HeartbeatInterval}
+	}
 	n.name = id.Name
 	old := n.sess
 	gen := h.nextGenLocked(n)

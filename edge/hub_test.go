@@ -42,7 +42,13 @@ type testBundle struct {
 	auths   atomic.Int64
 	mu      sync.Mutex
 	revoked map[string]bool
+
+	// conflicts counts the Hub's TokenConflict metric.
+	conflicts atomic.Int64
 }
+
+func (b *testBundle) Evidence(source, decision string) {}
+func (b *testBundle) TokenConflict()                   { b.conflicts.Add(1) }
 
 // revoke makes Authenticate refuse token.
 func (b *testBundle) revoke(token string) {
@@ -99,7 +105,8 @@ func setupWith(t testing.TB, edit func(*Config), guarded bool) *testBundle {
 		edit(&cfg)
 	}
 	hub := New(cfg, Deps{
-		Engine: eng,
+		Engine:  eng,
+		Metrics: b,
 		Authenticate: func(_ context.Context, token string) (Identity, error) {
 			b.auths.Add(1)
 			b.mu.Lock()
@@ -143,11 +150,13 @@ func setupWith(t testing.TB, edit func(*Config), guarded bool) *testBundle {
 
 // testSession is a node's side of one Control stream.
 type testSession struct {
-	t      testing.TB
-	stream edgepb.Edge_ControlClient
-	cancel context.CancelFunc
-	gen    uint64
-	seq    uint64
+	t testing.TB
+	// instance is the process its Register names (none if empty).
+	instance string
+	stream   edgepb.Edge_ControlClient
+	cancel   context.CancelFunc
+	gen      uint64
+	seq      uint64
 }
 
 // open opens a Control stream with token (none if empty).
@@ -178,7 +187,7 @@ func testProvider(id string, slots int32, models ...string) *edgepb.Provider {
 func (s *testSession) register(ps ...*edgepb.Provider) (*edgepb.GatewayMessage, error) {
 	// A Send on a stream the server has ended says only io.EOF: the
 	// stream's status comes from Recv.
-	if err := s.stream.Send(&edgepb.NodeMessage{Msg: &edgepb.NodeMessage_Register{Register: &edgepb.Register{Version: "test", Providers: ps}}}); err != nil && !errors.Is(err, io.EOF) {
+	if err := s.stream.Send(&edgepb.NodeMessage{Msg: &edgepb.NodeMessage_Register{Register: &edgepb.Register{Version: "test", Providers: ps, Instance: s.instance}}}); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
 	return s.stream.Recv()
