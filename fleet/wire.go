@@ -20,6 +20,11 @@ import (
 // of the same ID once it has handed the outcome to its caller. Either side
 // sends "ping" when it has sent nothing for a while; a side that hears
 // nothing for the session timeout closes the connection.
+//
+// A session begins with the replica's "hello" (its id and generation,
+// the term's epoch and the fleet's secret), which the listener reads and
+// checks before anything else, and the leader's "welcome": until then
+// neither side reads a frame longer than maxHello (handshake.go).
 
 // Frame ops.
 const (
