@@ -227,13 +227,16 @@ type Fleet struct {
 	// suffix instead of the port, a new id at each start.
 	Replica string `yaml:"replica"`
 	// Listen is the address of the fleet listener, where the other
-	// replicas reach this one while it leads. Default ":0": every
-	// interface, on a free port.
+	// replicas reach this one while it leads. Default "": the host of
+	// server.listen, on a free port (Config.FleetListen), so that a
+	// replica whose API listens on loopback keeps its fleet port there
+	// too; ":0" is every interface.
 	Listen string `yaml:"listen"`
 	// Advertise is the address, host:port, the other replicas dial to
 	// reach this one's fleet listener. Set it when they reach this host by
-	// another name or through another port. Default "": this host's name
-	// with the listener's port.
+	// another name or through another port. Default "": the listener's
+	// address, or this host's name with the listener's port when it
+	// listens on every interface.
 	Advertise string `yaml:"advertise"`
 	// RelayAdvertise is the base URL (http://host:port or https://...)
 	// at which the other replicas reach this replica's HTTP API, to relay
@@ -267,6 +270,22 @@ type Fleet struct {
 	// rounded down). Work already admitted runs on either way.
 	// Default "closed".
 	Unavailable string `yaml:"unavailable"`
+}
+
+// FleetListen is the address the fleet listener listens on:
+// fleet.listen, or, when it is empty, the host of server.listen on a free
+// port (every interface when server.listen names none).
+func (c *Config) FleetListen() string {
+	if c.Fleet.Listen != "" {
+		return c.Fleet.Listen
+	}
+	host, _, err := net.SplitHostPort(c.Server.Listen)
+	if err != nil {
+		// server.listen is validated as host:port; should it not be,
+		// loopback is the safe side.
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, "0")
 }
 
 // Fleet.Unavailable's values.
@@ -458,7 +477,6 @@ func Default() *Config {
 			Path:   "weir.db",
 		},
 		Fleet: Fleet{
-			Listen:           ":0",
 			TermTTL:          10 * time.Second,
 			HeartbeatTimeout: 6 * time.Second,
 			Poll:             5 * time.Second,

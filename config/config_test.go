@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -134,7 +135,7 @@ func TestDefaultValues(t *testing.T) {
 		},
 		Storage: Storage{Driver: "sqlite", Path: "weir.db"},
 		Fleet: Fleet{
-			Replica: "", Listen: ":0", Advertise: "", Secret: "",
+			Replica: "", Listen: "", Advertise: "", Secret: "",
 			TermTTL: 10 * time.Second, HeartbeatTimeout: 6 * time.Second, Poll: 5 * time.Second,
 			Unavailable: "closed",
 		},
@@ -186,6 +187,46 @@ fleet:
 	}
 	if c.Fleet != want {
 		t.Errorf("fleet = %+v\nwant %+v", c.Fleet, want)
+	}
+}
+
+// TestFleetListenFollowsTheAPI: with no fleet.listen, the fleet listener
+// is on server.listen's host (a free port), so that a loopback API does
+// not put the fleet's port on every interface; a fleet.listen given is
+// taken as it is.
+func TestFleetListenFollowsTheAPI(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		server, fleet string
+		env           []string
+		want          string
+	}{
+		{want: "127.0.0.1:0"}, // the defaults
+		{server: "127.0.0.1:8080", want: "127.0.0.1:0"},
+		{server: "[::1]:8080", want: "[::1]:0"},
+		{server: "localhost:8080", want: "localhost:0"},
+		{server: "10.0.0.5:8080", want: "10.0.0.5:0"},
+		{server: "0.0.0.0:8080", want: "0.0.0.0:0"},
+		{server: ":8080", want: ":0"},
+		{server: "127.0.0.1:8080", env: []string{"WEIR_SERVER_LISTEN", "10.0.0.6:8080"}, want: "10.0.0.6:0"},
+		{server: "127.0.0.1:8080", fleet: ":0", want: ":0"},
+		{server: "127.0.0.1:8080", fleet: "10.0.0.5:7946", want: "10.0.0.5:7946"},
+		{server: "127.0.0.1:8080", env: []string{"WEIR_FLEET_LISTEN", "0.0.0.0:7946"}, want: "0.0.0.0:7946"},
+	} {
+		data := "storage:\n  driver: postgres\n  dsn: postgres://weir@db:5432/weir\n"
+		if tc.server != "" {
+			data += fmt.Sprintf("server:\n  listen: %q\n", tc.server)
+		}
+		if tc.fleet != "" {
+			data += fmt.Sprintf("fleet:\n  listen: %q\n", tc.fleet)
+		}
+		c, err := parse([]byte(data), env(tc.env...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.FleetListen(); got != tc.want {
+			t.Errorf("server.listen %q, fleet.listen %q, env %q: the fleet listens on %q; want %q", tc.server, tc.fleet, tc.env, got, tc.want)
+		}
 	}
 }
 

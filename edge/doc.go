@@ -20,7 +20,12 @@
 // A session ends when its stream ends or breaks, when the node misses
 // its heartbeats for Config.HeartbeatTimeout on the gateway's own
 // monotonic clock, or when the node opens a newer session (a reconnect
-// supersedes a half-open old one). Its end fences the node's owner at the
+// supersedes a half-open old one). A node's token serves one process at
+// a time: a Register that names another process (Register.instance)
+// than the node's live session is refused with token_in_use, warned of
+// and counted (Metrics.TokenConflict), and the live session goes on; the
+// refusal tells the node when that session would be gone if it fell
+// silent, so that a restarted node takes over from its dead process. Its end fences the node's owner at the
 // session's generation: the engine releases its leases through its one
 // release path, orphans its scopes, and every waiter that used them
 // re-resolves or loses those candidates. A newer session activates the
@@ -67,6 +72,18 @@
 // replica's node to that replica over HTTP (RelayPath), which runs it on
 // its Hub. A node's generation and the engine's fencing are as for one
 // replica: what the board says late costs a failed relay, never a slot.
+//
+// # The edge listener
+//
+// The edge listener is open to whoever reaches it, and a node
+// authenticates per stream, with its token, once its connection is up.
+// So that connections that never do cost little, a listener wrapped by
+// Hub.Guard holds at most Config.MaxUnauthenticated connections (128)
+// that have not yet opened a stream with a token the Hub accepted,
+// closes more as they come, and closes each one that has not done so
+// within Config.AuthTimeout (10s) of its accept, by the Hub's clock. A
+// connection whose token was accepted is the node's, held as long as
+// the node keeps it.
 //
 // # Bad input
 //

@@ -60,6 +60,12 @@ type Config struct {
 	// so that revoking a node's token (weir nodes revoke, from any
 	// process) ends its session within it. Default 30s.
 	TokenRecheck time.Duration
+	// AuthTimeout is how long a connection to a guarded listener (Guard)
+	// may take to open a stream with an accepted token before it is
+	// closed; MaxUnauthenticated how many connections that have not are
+	// held at once (more are closed as they come). Default 10s and 128.
+	AuthTimeout        time.Duration
+	MaxUnauthenticated int
 	// TLS, if set, is the server's TLS configuration; nil: plaintext
 	// (for loopback and private networks).
 	TLS *tls.Config
@@ -95,6 +101,12 @@ func (c *Config) defaults() {
 	if c.TokenRecheck <= 0 {
 		c.TokenRecheck = 30 * time.Second
 	}
+	if c.AuthTimeout <= 0 {
+		c.AuthTimeout = 10 * time.Second
+	}
+	if c.MaxUnauthenticated <= 0 {
+		c.MaxUnauthenticated = 128
+	}
 	if c.Clock == nil {
 		c.Clock = clock.Real
 	}
@@ -127,6 +139,9 @@ type Metrics interface {
 	// "probe") and the decision ("applied", "rejected_stale",
 	// "rejected_binding", "rejected_ambiguous", "rejected_invalid").
 	Evidence(source, decision string)
+	// TokenConflict counts one registration refused because another
+	// process of the node holds a live session (token_in_use).
+	TokenConflict()
 }
 
 // Hub serves the edge protocol to nodes and keeps their sessions.
@@ -148,6 +163,10 @@ type Hub struct {
 	// when; guarded by tokensMu.
 	tokensMu sync.Mutex
 	tokens   map[[sha256.Size]byte]acceptedToken
+
+	// guard bounds the connections of guarded listeners that have not
+	// authenticated (guard.go).
+	guard guard
 }
 
 type acceptedToken struct {
@@ -188,9 +207,12 @@ func New(cfg Config, deps Deps) *Hub {
 var _ edgepb.EdgeServer = (*Hub)(nil)
 
 // Server returns a gRPC server serving the Hub, with the Config's message
-// bound, keepalive and TLS.
+// bound, keepalive and TLS; serve it on a listener Guard bounds.
 func (h *Hub) Server() *grpc.Server {
 	opts := []grpc.ServerOption{
+		// The connection's handshake (TLS, HTTP/2's preface) within the
+		// time it has to authenticate.
+		grpc.ConnectionTimeout(h.cfg.AuthTimeout),
 		grpc.MaxRecvMsgSize(h.cfg.MaxMessageBytes),
 		grpc.InitialWindowSize(edgepb.AnswerWindow),
 		grpc.InitialConnWindowSize(edgepb.ConnWindow),
@@ -205,8 +227,8 @@ func (h *Hub) Server() *grpc.Server {
 	return s
 }
 
-// Serve serves nodes on ln until the server stops.
-func (h *Hub) Serve(ln net.Listener) error { return h.Server().Serve(ln) }
+// Serve serves nodes on ln, guarded, until the server stops.
+func (h *Hub) Serve(ln net.Listener) error { return h.Server().Serve(h.Guard(ln)) }
 
 // authenticate reads the bearer token of a stream's metadata and checks
 // it with Authenticate, or, for a Run stream (run true), against the
@@ -223,6 +245,7 @@ func (h *Hub) authenticate(ctx context.Context, run bool) (Identity, error) {
 		t, ok := h.tokens[key]
 		h.tokensMu.Unlock()
 		if ok && now.Sub(t.at) < h.cfg.TokenCacheTTL {
+			h.guard.authenticated(ctx)
 			return t.id, nil
 		}
 	}
@@ -243,6 +266,7 @@ func (h *Hub) authenticate(ctx context.Context, run bool) (Identity, error) {
 	}
 	h.tokens[key] = acceptedToken{id: id, at: now}
 	h.tokensMu.Unlock()
+	h.guard.authenticated(ctx)
 	return id, nil
 }
 
@@ -298,9 +322,25 @@ func (h *Hub) nextGenLocked(n *node) uint64 {
 	return n.gen
 }
 
+// tokenInUseError refuses a registration of another process of a node
+// whose session is live (edgepb.Register.instance).
+type tokenInUseError struct {
+	// live is the live session: its process and where it connects from.
+	live, from string
+	// retryAfter is when the live session would be declared gone if it
+	// fell silent now, and a heartbeat interval more.
+	retryAfter time.Duration
+}
+
+func (e *tokenInUseError) Error() string {
+	return fmt.Sprintf("another process of the node (instance %s, from %s) has a live session", e.live, e.from)
+}
+
 // attach starts a session of id with its registration: a newer
 // generation, the session it supersedes ended and fenced, the node's
-// scopes configured and activated at the new generation.
+// scopes configured and activated at the new generation. A live session
+// of another process of the node is not superseded: attach returns a
+// *tokenInUseError and changes nothing.
 func (h *Hub) attach(ctx context.Context, id Identity, reg *edgepb.Register, s *session) error {
 	h.mu.Lock()
 	n := h.nodes[id.ID]
@@ -312,6 +352,13 @@ func (h *Hub) attach(ctx context.Context, id Identity, reg *edgepb.Register, s *
 	n.attaching.Lock()
 	defer n.attaching.Unlock()
 	h.mu.Lock()
+	if old := n.sess; old != nil && !old.ended() && old.instance != "" && s.instance != "" && old.instance != s.instance {
+		// A session ends when it misses its heartbeats (its watchdog), so
+		// one not ended is live, or at most that long from being gone.
+		left := max(h.cfg.HeartbeatTimeout-h.cfg.Clock.Now().Sub(n.lastSeen), 0)
+		h.mu.Unlock()
+		return &tokenInUseError{live: old.instance, from: old.remote, retryAfter: left + h.cfg.HeartbeatInterval}
+	}
 	n.name = id.Name
 	old := n.sess
 	gen := h.nextGenLocked(n)

@@ -35,13 +35,20 @@ type testBundle struct {
 	clock  *clock.Fake
 	client edgepb.EdgeClient
 	ends   *leaseEnds
+	addr   string // the Hub's listener
 
 	// auths counts the hub's calls of Authenticate; revoked are tokens it
 	// refuses from now on.
 	auths   atomic.Int64
 	mu      sync.Mutex
 	revoked map[string]bool
+
+	// conflicts counts the Hub's TokenConflict metric.
+	conflicts atomic.Int64
 }
+
+func (b *testBundle) Evidence(source, decision string) {}
+func (b *testBundle) TokenConflict()                   { b.conflicts.Add(1) }
 
 // revoke makes Authenticate refuse token.
 func (b *testBundle) revoke(token string) {
@@ -81,13 +88,25 @@ var testNodes = map[string]Identity{
 
 func setup(t testing.TB) *testBundle {
 	t.Helper()
+	return setupWith(t, nil, false)
+}
+
+// setupWith is setup with edit applied to the Hub's Config, and its
+// listener guarded (Hub.Guard) if guarded.
+func setupWith(t testing.TB, edit func(*Config), guarded bool) *testBundle {
+	t.Helper()
 	fc := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	ends := &leaseEnds{n: make(map[admission.LeaseID]int)}
 	eng := admission.NewMemory(admission.Options{Clock: fc, Observer: ends})
 	t.Cleanup(eng.Close)
 	b := &testBundle{engine: eng, clock: fc, ends: ends, revoked: map[string]bool{}}
-	hub := New(Config{HeartbeatInterval: time.Second, HeartbeatTimeout: 3 * time.Second, Clock: fc}, Deps{
-		Engine: eng,
+	cfg := Config{HeartbeatInterval: time.Second, HeartbeatTimeout: 3 * time.Second, Clock: fc}
+	if edit != nil {
+		edit(&cfg)
+	}
+	hub := New(cfg, Deps{
+		Engine:  eng,
+		Metrics: b,
 		Authenticate: func(_ context.Context, token string) (Identity, error) {
 			b.auths.Add(1)
 			b.mu.Lock()
@@ -113,6 +132,10 @@ func setup(t testing.TB) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.addr = ln.Addr().String()
+	if guarded {
+		ln = hub.Guard(ln)
+	}
 	srv := hub.Server()
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
@@ -127,11 +150,13 @@ func setup(t testing.TB) *testBundle {
 
 // testSession is a node's side of one Control stream.
 type testSession struct {
-	t      testing.TB
-	stream edgepb.Edge_ControlClient
-	cancel context.CancelFunc
-	gen    uint64
-	seq    uint64
+	t testing.TB
+	// instance is the process its Register names (none if empty).
+	instance string
+	stream   edgepb.Edge_ControlClient
+	cancel   context.CancelFunc
+	gen      uint64
+	seq      uint64
 }
 
 // open opens a Control stream with token (none if empty).
@@ -162,7 +187,7 @@ func testProvider(id string, slots int32, models ...string) *edgepb.Provider {
 func (s *testSession) register(ps ...*edgepb.Provider) (*edgepb.GatewayMessage, error) {
 	// A Send on a stream the server has ended says only io.EOF: the
 	// stream's status comes from Recv.
-	if err := s.stream.Send(&edgepb.NodeMessage{Msg: &edgepb.NodeMessage_Register{Register: &edgepb.Register{Version: "test", Providers: ps}}}); err != nil && !errors.Is(err, io.EOF) {
+	if err := s.stream.Send(&edgepb.NodeMessage{Msg: &edgepb.NodeMessage_Register{Register: &edgepb.Register{Version: "test", Providers: ps, Instance: s.instance}}}); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
 	return s.stream.Recv()

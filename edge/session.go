@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/weir-gateway/weir/clock"
@@ -48,6 +49,9 @@ type session struct {
 	// inline: the node takes small request bodies in its Offers
 	// (Register.inline_bodies). Set before the session serves.
 	inline bool
+	// instance is the node's process (Register.instance) and remote the
+	// address it connects from. Set before attach.
+	instance, remote string
 
 	send chan *edgepb.GatewayMessage
 	done chan struct{}
@@ -189,8 +193,16 @@ func (h *Hub) Control(stream edgepb.Edge_ControlServer) error {
 	}
 	s.inline = reg.InlineBodies
 	s.readyMax = readyRuns(reg)
+	s.instance = reg.Instance
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		s.remote = p.Addr.String()
+	}
 	if err := h.attach(ctx, id, reg, s); err != nil {
 		s.end(err)
+		var inUse *tokenInUseError
+		if errors.As(err, &inUse) {
+			return h.refuseInUse(stream, id, s, inUse)
+		}
 		h.detach(s, err)
 		h.deps.Logger.Error("edge: could not register a node", "node", id.ID, "error", err)
 		return status.Error(codes.Unavailable, "the gateway could not register the node; retry")
@@ -248,6 +260,26 @@ func (h *Hub) Control(stream edgepb.Edge_ControlServer) error {
 			return nil
 		}
 	}
+}
+
+// codeTokenInUse is the Refusal of a registration while another process
+// of the node has a live session.
+const codeTokenInUse = "token_in_use"
+
+// refuseInUse refuses s, a registration of a node whose live session is
+// another process's: the node is told why, and when to try again; the
+// gateway warns and counts it.
+func (h *Hub) refuseInUse(stream edgepb.Edge_ControlServer, id Identity, s *session, inUse *tokenInUseError) error {
+	h.deps.Logger.Warn("edge: a second process registered with a node's token while the node's session is live; refused (each weir node needs its own token)",
+		"node", id.ID, "name", id.Name, "instance", s.instance, "remote", s.remote, "live_instance", inUse.live, "live_remote", inUse.from)
+	if h.deps.Metrics != nil {
+		h.deps.Metrics.TokenConflict()
+	}
+	msg := fmt.Sprintf("node %s (%s) has a live session from another weir node process (instance %s, from %s) with this token: "+
+		"a token serves one process at a time; give this one its own token (weir nodes create), or stop the other", id.Name, id.ID, inUse.live, inUse.from)
+	_ = stream.Send(&edgepb.GatewayMessage{Msg: &edgepb.GatewayMessage_Refusal{Refusal: &edgepb.Refusal{
+		Code: codeTokenInUse, Message: msg, RetryAfterMs: inUse.retryAfter.Milliseconds()}}})
+	return status.Error(codes.AlreadyExists, msg)
 }
 
 // refusal sends a Refusal and ends the stream with it.

@@ -32,8 +32,17 @@ type conn struct {
 	waiting map[uint64]chan *frame
 }
 
+// newConn is the session on nc of a replica that dialed: its reader
+// takes frames of at most maxHello until the leader's welcome
+// authenticates the session (reader.authenticated).
 func newConn(nc net.Conn, timeout time.Duration) *conn {
-	c := &conn{nc: nc, timeout: timeout, r: newReader(nc), wake: make(chan struct{}, 1),
+	return newConnReader(nc, timeout, newReader(nc))
+}
+
+// newConnReader is the session on nc, read with r, which may hold what
+// was read of nc already.
+func newConnReader(nc net.Conn, timeout time.Duration, r *reader) *conn {
+	c := &conn{nc: nc, timeout: timeout, r: r, wake: make(chan struct{}, 1),
 		done: make(chan struct{}), waiting: make(map[uint64]chan *frame)}
 	go c.writeLoop()
 	return c

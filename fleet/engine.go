@@ -33,6 +33,10 @@ type Config struct {
 	// leader keeps the state of a replica whose session is gone, and how
 	// long a new leader waits for the replicas to sync. Default 3s.
 	SessionTimeout time.Duration
+	// HelloTimeout is how long a connection to the fleet listener may
+	// take to authenticate (handshake.go). Default: SessionTimeout, at
+	// most 5s.
+	HelloTimeout time.Duration
 	// Unavailable is how long a call waits for a leader before it fails
 	// with ErrUnavailable, and how long the engine is without a leader
 	// before it runs open (the scopes that fail open admit this replica's
@@ -74,6 +78,9 @@ func (c *Config) defaults() {
 	}
 	if c.Unavailable <= 0 {
 		c.Unavailable = c.SessionTimeout
+	}
+	if c.HelloTimeout <= 0 {
+		c.HelloTimeout = min(c.SessionTimeout, maxHelloWait)
 	}
 	if c.Valid == nil {
 		c.Valid = func(uint64) bool { return true }
@@ -382,6 +389,7 @@ func (e *Engine) dialLeader(t Term) *conn {
 		c.close()
 		return nil
 	}
+	c.r.authenticated()
 	return c
 }
 
@@ -1167,28 +1175,42 @@ func (e *Engine) Reconcile(ctx context.Context, id admission.LeaseID, owner admi
 }
 
 // Serve answers sessions on ln while this replica leads; a session that
-// reaches it at another time is refused. It returns when ln is closed.
+// reaches it at another time is refused. A connection must authenticate
+// first (handshake.go); beyond the bound of connections that have not,
+// more are closed as they come. It returns when ln is closed.
 func (e *Engine) Serve(ln net.Listener) error {
+	var p unauthenticated
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
 			return err
 		}
-		go e.accept(nc)
+		host := remoteHost(nc)
+		if ok, first := p.enter(host); !ok {
+			if first {
+				e.cfg.Logger.Warn("fleet listener: too many connections that have not authenticated; refusing more until they do or time out",
+					"remote", nc.RemoteAddr().String(), "max", maxPending, "max_per_host", maxPendingPerHost)
+			}
+			_ = nc.Close()
+			continue
+		}
+		go e.accept(nc, func() { p.leave(host) })
 	}
 }
 
-func (e *Engine) accept(nc net.Conn) {
+// accept serves a connection the listener accepted; handshaken is
+// called once its hello is checked, or it is closed.
+func (e *Engine) accept(nc net.Conn, handshaken func()) {
+	c, hello, ok := e.handshake(nc)
+	handshaken()
+	if !ok {
+		return
+	}
 	e.mu.Lock()
 	lead := e.lead
 	e.mu.Unlock()
 	if lead != nil {
-		lead.serve(nc)
-		return
-	}
-	c := newConn(nc, e.cfg.SessionTimeout)
-	if _, err := c.read(); err != nil {
-		c.close()
+		lead.serve(c, hello)
 		return
 	}
 	_ = c.send(&frame{Op: opWelcome, Err: encodeErr(fmt.Errorf("%w: replica %s does not lead", errWrongTerm, e.cfg.Replica))})

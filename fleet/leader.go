@@ -2,11 +2,9 @@ package fleet
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"sync"
 	"time"
 
@@ -665,28 +663,16 @@ func (l *leader) sync(ctx context.Context, p *peer, st *syncState) (map[string]a
 // are strings).
 func key(id admission.LeaseID) string { return fmt.Sprint(uint64(id)) }
 
-// serve answers one replica's session on nc.
-func (l *leader) serve(nc net.Conn) {
-	c := newConn(nc, l.cfg.SessionTimeout)
+// serve answers one replica's session on c, whose hello (the secret
+// checked: Engine.handshake) is given.
+func (l *leader) serve(c *conn, hello *frame) {
 	defer c.close()
-	hello, err := c.read()
-	if err != nil {
-		return
-	}
 	refuse := func(err error) {
 		_ = c.send(&frame{Op: opWelcome, Epoch: l.epoch, Err: encodeErr(err)})
 		c.finish()
 		<-c.done // written, or the write deadline passed
 	}
-	switch {
-	case hello.Op != opHello || hello.Replica == "":
-		refuse(fmt.Errorf("%w: a session must begin with hello", admission.ErrInvalid))
-		return
-	case subtle.ConstantTimeCompare([]byte(hello.Secret), []byte(l.cfg.Secret)) != 1:
-		l.logger.Warn("fleet session refused: wrong secret", "replica", hello.Replica, "remote", nc.RemoteAddr().String())
-		refuse(fmt.Errorf("%w: wrong fleet secret", admission.ErrInvalid))
-		return
-	case hello.Epoch != l.epoch || !l.valid():
+	if hello.Epoch != l.epoch || !l.valid() {
 		refuse(fmt.Errorf("%w: epoch %d is not this leader's (%d)", errWrongTerm, hello.Epoch, l.epoch))
 		return
 	}

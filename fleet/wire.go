@@ -20,6 +20,11 @@ import (
 // of the same ID once it has handed the outcome to its caller. Either side
 // sends "ping" when it has sent nothing for a while; a side that hears
 // nothing for the session timeout closes the connection.
+//
+// A session begins with the replica's "hello" (its id and generation,
+// the term's epoch and the fleet's secret), which the listener reads and
+// checks before anything else, and the leader's "welcome": until then
+// neither side reads a frame longer than maxHello (handshake.go).
 
 // Frame ops.
 const (
@@ -46,10 +51,16 @@ const (
 	opActivate    = "activate"
 )
 
-// maxFrame bounds one frame: a replica's whole state in a sync frame is
-// the largest, and a peer that sends more is cut off rather than let
-// exhaust memory.
+// maxFrame bounds one frame of an authenticated session: a replica's
+// whole state in a sync frame is the largest, and a peer that sends more
+// is cut off rather than let exhaust memory.
 const maxFrame = 64 << 20
+
+// maxHello bounds a frame read before the session is authenticated: the
+// hello a listener reads, and the welcome a replica that dialed reads.
+// Both are a few hundred bytes; a peer that has not shown the fleet's
+// secret is never buffered more than this and the reader's buffer.
+const maxHello = 8 << 10
 
 // frame is one message. Only the fields its op uses are set.
 type frame struct {
@@ -244,19 +255,27 @@ func (w *wireError) err() error {
 	return errors.New(w.Message)
 }
 
-// reader decodes frames, refusing any longer than maxFrame.
+// reader decodes frames, refusing any longer than its limit: maxHello
+// until the session is authenticated, maxFrame after.
 type reader struct {
-	br *bufio.Reader
+	br    *bufio.Reader
+	limit int
 }
 
-func newReader(r io.Reader) *reader { return &reader{br: bufio.NewReaderSize(r, 64<<10)} }
+func newReader(r io.Reader) *reader {
+	return &reader{br: bufio.NewReaderSize(r, 64<<10), limit: maxHello}
+}
+
+// authenticated lifts the bound to maxFrame: the peer showed the secret,
+// or, on the side that dialed, the leader welcomed the session.
+func (r *reader) authenticated() { r.limit = maxFrame }
 
 func (r *reader) next() (*frame, error) {
 	var line []byte
 	for {
 		chunk, err := r.br.ReadSlice('\n')
-		if len(line)+len(chunk) > maxFrame {
-			return nil, fmt.Errorf("a frame longer than %d bytes", maxFrame)
+		if len(line)+len(chunk) > r.limit {
+			return nil, fmt.Errorf("a frame longer than %d bytes", r.limit)
 		}
 		line = append(line, chunk...)
 		if err == bufio.ErrBufferFull {

@@ -41,6 +41,7 @@ type Metrics struct {
 	affinity   *prometheus.CounterVec
 	paused     *prometheus.GaugeVec
 	evidence   *prometheus.CounterVec
+	conflicts  prometheus.Counter
 	relayed    *prometheus.CounterVec
 	shadow     *prometheus.CounterVec
 }
@@ -135,6 +136,10 @@ func New(scopes func(context.Context) []admission.ScopeStats) *Metrics {
 		Name: "weir_edge_evidence_total",
 		Help: "Edge nodes' provider health evidence, by source (stall, probe) and decision (applied, rejected_stale, rejected_binding, rejected_ambiguous, rejected_invalid).",
 	}, []string{"source", "decision"})
+	m.conflicts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "weir_edge_token_conflicts_total",
+		Help: "Edge node registrations refused because another process of the node, with the same token, had a live session (token_in_use).",
+	})
 	m.shadow = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "weir_shadow_total",
 		Help: "Admissions through a scope whose limits are in shadow that the limits would have held back, by scope (key scopes summed as key:*) and what they would have done: queued (waited for capacity), rate_limited (waited for a rate limit), queue_full and no_candidate (refused: a full queue, more tokens than the tpm), timeout (dropped at max_wait).",
@@ -143,7 +148,7 @@ func New(scopes func(context.Context) []admission.ScopeStats) *Metrics {
 		Name: "weir_edge_relayed_total",
 		Help: "Runs relayed between a fleet's replicas for edge nodes, by direction (sent to the replica the node dialed, taken from another) and outcome (answer, error, refused, unreachable).",
 	}, []string{"direction", "outcome"})
-	m.Registry.MustRegister(m.shadow, m.dropped, m.pauses, m.paused, m.affinity, m.evidence, m.relayed, m.admission, m.queueWait, m.leaseHeld, m.httpReqs, m.httpDur, m.upstream, m.upstreamLt, m.usageDrop, m.tasks,
+	m.Registry.MustRegister(m.shadow, m.dropped, m.pauses, m.paused, m.affinity, m.evidence, m.conflicts, m.relayed, m.admission, m.queueWait, m.leaseHeld, m.httpReqs, m.httpDur, m.upstream, m.upstreamLt, m.usageDrop, m.tasks,
 		m.taskWait, m.taskRun, m.webhooks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if scopes != nil {
@@ -233,6 +238,10 @@ func (m *Metrics) Relayed(direction, outcome string) {
 func (m *Metrics) Evidence(source, decision string) {
 	m.evidence.WithLabelValues(source, decision).Inc()
 }
+
+// TokenConflict counts one edge node registration refused because
+// another process of the node had a live session (edge.Metrics).
+func (m *Metrics) TokenConflict() { m.conflicts.Inc() }
 
 // FleetState is a replica's view of its fleet, read at scrape time.
 type FleetState struct {

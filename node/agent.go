@@ -2,11 +2,12 @@ package node
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
+	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
 	"sync"
@@ -80,6 +81,12 @@ type Config struct {
 	// WelcomeTimeout bounds the wait for Welcome after Register.
 	// Default 30s.
 	WelcomeTimeout time.Duration
+	// ConflictBackoff is the wait before registering again after the
+	// gateway refused the node because another process holds a live
+	// session with its token (token_in_use) twice in a row; after the
+	// first refusal the agent waits as long as the gateway says.
+	// Default 1m.
+	ConflictBackoff time.Duration
 }
 
 func (c *Config) defaults() {
@@ -118,6 +125,9 @@ func (c *Config) defaults() {
 	if c.WelcomeTimeout <= 0 {
 		c.WelcomeTimeout = 30 * time.Second
 	}
+	if c.ConflictBackoff <= 0 {
+		c.ConflictBackoff = time.Minute
+	}
 }
 
 // maxVersionBytes is the gateway's bound on Register.version.
@@ -145,6 +155,10 @@ type Deps struct {
 type Agent struct {
 	cfg  Config
 	deps Deps
+	// instance names this agent (its process) to the gateway, the same
+	// on each of its sessions (Register.instance): a session of another
+	// process with the node's token is refused while this one's lives.
+	instance string
 	// providers are cfg.Providers by id.
 	providers map[string]*Provider
 	// bufs are read buffers of ReadBufferBytes for runtime answers, kept
@@ -173,7 +187,7 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 	if deps.HTTP == nil {
 		deps.HTTP = &http.Client{Transport: runtimeTransport(cfg.Providers)}
 	}
-	a := &Agent{cfg: cfg, deps: deps, providers: make(map[string]*Provider, len(cfg.Providers))}
+	a := &Agent{cfg: cfg, deps: deps, instance: rand.Text(), providers: make(map[string]*Provider, len(cfg.Providers))}
 	a.bufs.New = func() any {
 		b := make([]byte, cfg.ReadBufferBytes)
 		return &b
@@ -238,6 +252,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}()
 
 	backoff := a.cfg.BackoffMin
+	conflicts := 0 // token_in_use refusals since the last session
 	for attempt := 1; ; attempt++ {
 		if ctx.Err() != nil {
 			return nil
@@ -248,18 +263,44 @@ func (a *Agent) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		if s.gen != 0 {
+			conflicts = 0
+		}
+		var r *refusedError
+		if errors.As(err, &r) && r.code == codeTokenInUse {
+			// Another process serves as this node. The first refusal
+			// may be a restart of this node whose old session the gateway
+			// has not yet found gone: wait as long as the gateway says.
+			// After that, the other process is alive: retry seldom.
+			conflicts++
+			wait := max(r.retryAfter, a.cfg.BackoffMin)
+			if conflicts > 1 {
+				wait = a.cfg.ConflictBackoff
+			}
+			logged := func() {
+				a.deps.Logger.Error("node: the gateway refuses this process: another weir node process is connected with this node's token, "+
+					"and a token serves one process at a time; give each process its own token (weir nodes create), or stop the other",
+					"gateway", a.cfg.Gateway, "refusal", r.message, "retry_in", wait.String())
+			}
+			if !a.sleep(ctx, wait, logged) {
+				return nil
+			}
+			continue
+		}
 		lived := s.gen != 0 && a.deps.Clock.Now().Sub(started) >= a.cfg.BackoffMax
 		if lived {
 			backoff, attempt = a.cfg.BackoffMin, 1
 		}
 		wait := jitter(backoff)
-		if s.gen == 0 {
-			a.deps.Logger.Warn("node: could not open a session with the gateway; retrying",
-				"gateway", a.cfg.Gateway, "attempt", attempt, "backoff", wait.String(), "error", err)
-		} else {
-			a.deps.Logger.Info("node: dialing the gateway again", "backoff", wait.String())
+		logged := func() {
+			if s.gen == 0 {
+				a.deps.Logger.Warn("node: could not open a session with the gateway; retrying",
+					"gateway", a.cfg.Gateway, "attempt", attempt, "backoff", wait.String(), "error", err)
+			} else {
+				a.deps.Logger.Info("node: dialing the gateway again", "backoff", wait.String())
+			}
 		}
-		if !a.sleep(ctx, wait) {
+		if !a.sleep(ctx, wait, logged) {
 			return nil
 		}
 		backoff = min(2*backoff, a.cfg.BackoffMax)
@@ -270,14 +311,17 @@ func (a *Agent) Run(ctx context.Context) error {
 // dial back together.
 func jitter(d time.Duration) time.Duration {
 	half := d / 2
-	return half + rand.N(d-half+1)
+	return half + mrand.N(d-half+1)
 }
 
-// sleep waits d on the clock; false if ctx ended first.
-func (a *Agent) sleep(ctx context.Context, d time.Duration) bool {
+// sleep waits d on the clock; false if ctx ended first. It calls logged
+// once the wait is armed: whoever reads the log may move the clock, and
+// the wait ends with it.
+func (a *Agent) sleep(ctx context.Context, d time.Duration, logged func()) bool {
 	done := make(chan struct{})
 	t := a.deps.Clock.AfterFunc(d, func() { close(done) })
 	defer t.Stop()
+	logged()
 	select {
 	case <-done:
 		return true
@@ -313,7 +357,7 @@ func (a *Agent) dial() (*grpc.ClientConn, error) {
 
 // register is the node's Register.
 func (a *Agent) register() *edgepb.Register {
-	r := &edgepb.Register{Version: a.cfg.Version, InlineBodies: true}
+	r := &edgepb.Register{Version: a.cfg.Version, InlineBodies: true, Instance: a.instance}
 	for _, p := range a.cfg.Providers {
 		pp := &edgepb.Provider{Id: p.ID, Adapter: p.Adapter, Target: p.URL, Slots: int32(p.Slots),
 			LongSlots: int32(p.LongSlots), LongPromptTokens: p.LongPromptTokens}

@@ -158,7 +158,10 @@ func TestRegisterFromConfig(t *testing.T) {
 	if fs.auth != "Bearer "+testToken {
 		t.Errorf("authorization = %q", fs.auth)
 	}
-	want := &edgepb.Register{Version: "weir test", InlineBodies: true, Providers: []*edgepb.Provider{
+	if len(b.agent.instance) < 16 {
+		t.Errorf("instance %q; want a random id of the process", b.agent.instance)
+	}
+	want := &edgepb.Register{Version: "weir test", InlineBodies: true, Instance: b.agent.instance, Providers: []*edgepb.Provider{
 		{Id: "mock", Adapter: "openai", Target: b.agent.cfg.Providers[0].URL, Slots: 4, LongSlots: 1, LongPromptTokens: 8000,
 			Models: []*edgepb.ModelRoute{{Name: "gpt-4o-mini", Runtime: "gpt-4o-mini"}}},
 		{Id: "rt", Adapter: "openai", Target: b.rt.URL + "/v1", Slots: 2,

@@ -22,6 +22,15 @@
 // Config.BackoffMax, back to the minimum after a session that lived). The
 // gateway gives every new session a new generation.
 //
+// Register names the agent's process (a random instance id made when it
+// starts), so that the gateway tells a reconnect of this process, which
+// supersedes its old session, from a second process with the same token,
+// which it refuses (token_in_use) while the node's session lives. The
+// agent then logs the conflict at ERROR and registers again after the
+// wait the gateway gave (its live session's heartbeat timeout: a node
+// restarted while its dead process's session lingers takes over then),
+// and, refused again, after Config.ConflictBackoff.
+//
 // # Runs
 //
 // An Offer names a run, a provider, and the path under its base URL. It

@@ -325,12 +325,22 @@ func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
 // attributes.
 func (l *logRecorder) wait(t *testing.T, msg string) (slog.Level, map[string]string) {
 	t.Helper()
+	return l.waitNth(t, msg, 1)
+}
+
+// waitNth waits for the nth record whose message is msg and returns its
+// attributes.
+func (l *logRecorder) waitNth(t *testing.T, msg string, nth int) (slog.Level, map[string]string) {
+	t.Helper()
 	deadline := time.After(within)
-	seen := 0
+	seen, found := 0, 0
 	for {
 		l.mu.Lock()
 		for ; seen < len(l.records); seen++ {
 			if r := l.records[seen]; r.Message == msg {
+				if found++; found < nth {
+					continue
+				}
 				attrs := map[string]string{}
 				r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
 				l.mu.Unlock()

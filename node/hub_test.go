@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,6 +46,16 @@ func TestAgainstTheHub(t *testing.T) {
 // once the agent's session has started.
 func hubAndAgent(t *testing.T, listen func(net.Listener) net.Listener, p Provider) (*edge.Hub, *logRecorder, *clock.Fake) {
 	t.Helper()
+	hub, addr, fc := startHub(t, listen)
+	logs, _ := startAgent(t, addr, fc, p)
+	logs.wait(t, "node: session started")
+	return hub, logs, fc
+}
+
+// startHub starts an edge.Hub on a fake clock, with listen applied to
+// its listener if set; it returns the Hub, its address and its clock.
+func startHub(t *testing.T, listen func(net.Listener) net.Listener) (*edge.Hub, string, *clock.Fake) {
+	t.Helper()
 	fc := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	eng := admission.NewMemory(admission.Options{Clock: fc})
 	t.Cleanup(eng.Close)
@@ -68,8 +79,15 @@ func hubAndAgent(t *testing.T, listen func(net.Listener) net.Listener, p Provide
 	srv := hub.Server()
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
+	return hub, addr, fc
+}
 
-	logs := newLogRecorder()
+// startAgent runs an agent (a `weir node` process) with the test's token
+// serving p against the Hub at addr, on the Hub's clock fc. It is
+// stopped when the test ends, or by stop, which returns once it has.
+func startAgent(t *testing.T, addr string, fc *clock.Fake, p Provider) (logs *logRecorder, stop func()) {
+	t.Helper()
+	logs = newLogRecorder()
 	a, err := New(Config{Gateway: addr, Token: testToken, Version: "weir test", DrainTimeout: -1, Providers: []Provider{p}},
 		Deps{Clock: fc, Logger: slog.New(logs)})
 	if err != nil {
@@ -78,9 +96,9 @@ func hubAndAgent(t *testing.T, listen func(net.Listener) net.Listener, p Provide
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() { defer close(stopped); _ = a.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-stopped })
-	logs.wait(t, "node: session started")
-	return hub, logs, fc
+	stop = sync.OnceFunc(func() { cancel(); <-stopped })
+	t.Cleanup(stop)
+	return logs, stop
 }
 
 // waitBeat waits until the hub has heard from its node at the clock's

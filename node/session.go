@@ -17,6 +17,21 @@ var (
 	errDrained   = errors.New("the node shut down")
 )
 
+// codeTokenInUse is the gateway's Refusal of a registration while
+// another process with the node's token has a live session.
+const codeTokenInUse = "token_in_use"
+
+// refusedError is the gateway's Refusal of the registration.
+type refusedError struct {
+	code, message string
+	// retryAfter is when the gateway says to try again; 0: it does not.
+	retryAfter time.Duration
+}
+
+func (e *refusedError) Error() string {
+	return fmt.Sprintf("registration refused: %s: %s", e.code, e.message)
+}
+
 // session is one connection to the gateway and its Control stream.
 type session struct {
 	a      *Agent
@@ -90,8 +105,10 @@ func (s *session) run(hard context.Context, drain <-chan struct{}) error {
 	w := m.GetWelcome()
 	if w == nil {
 		if r := m.GetRefusal(); r != nil {
-			s.a.deps.Logger.Error("node: the gateway refused the registration", "code", r.Code, "message", r.Message)
-			return fmt.Errorf("registration refused: %s: %s", r.Code, r.Message)
+			if r.Code != codeTokenInUse { // Run says it
+				s.a.deps.Logger.Error("node: the gateway refused the registration", "code", r.Code, "message", r.Message)
+			}
+			return &refusedError{code: r.Code, message: r.Message, retryAfter: time.Duration(r.RetryAfterMs) * time.Millisecond}
 		}
 		return fmt.Errorf("the gateway answered Register with %T, not Welcome", m.Msg)
 	}

@@ -62,7 +62,7 @@ func (m *Main) startEdge() error {
 	}
 	srv := m.Hub.Server()
 	m.edgeLn = ln
-	go func() { _ = srv.Serve(ln) }()
+	go func() { _ = srv.Serve(m.Hub.Guard(ln)) }()
 	// Stop ends the nodes' sessions at once: their streams never end by
 	// themselves, and the engine is closed right after.
 	m.stopEdge = srv.Stop

@@ -36,7 +36,7 @@ func (m *Main) joinFleet(ctx context.Context, db *postgres.DB, opts admission.Op
 	}
 	member, err := fleet.NewMember(ctx, db.Pool(), fleet.MemberConfig{
 		Replica:   replica,
-		Listen:    cfg.Listen,
+		Listen:    m.Config.FleetListen(),
 		Advertise: cfg.Advertise,
 		Secret:    cfg.Secret,
 		Workers:   m.Config.Tasks.Workers,

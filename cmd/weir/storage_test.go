@@ -50,7 +50,8 @@ func servingLine(t *testing.T, logs string) map[string]any {
 // TestServeOnPostgres: serve opens the PostgreSQL the config names, takes
 // no lock (a second serve on the same database starts too), leaves
 // reclaiming jobs to River's rescue, says in its log line which storage
-// it serves from, and writes keys that the keys command sees.
+// it serves from, listens for the fleet on the API's host, and writes
+// keys that the keys command sees.
 func TestServeOnPostgres(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.Schema(t)
@@ -64,6 +65,10 @@ func TestServeOnPostgres(t *testing.T) {
 	rec := servingLine(t, logs.String())
 	if rec["driver"] != "postgres" || rec["storage"] != postgres.Describe(dsn) {
 		t.Errorf("serving line %v; want driver postgres and storage %s", rec, postgres.Describe(dsn))
+	}
+	// No fleet.listen: the fleet's port is on the API's loopback host.
+	if addr, _ := rec["fleet_addr"].(string); !strings.HasPrefix(addr, "127.0.0.1:") {
+		t.Errorf("the fleet listens on %q; want server.listen's host, 127.0.0.1", addr)
 	}
 	if _, err := os.Stat(m.Config.Storage.Path + ".lock"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a lock file beside storage.path: %v; want none on postgres", err)

@@ -451,7 +451,16 @@ type Register struct {
 	// inline_bodies: the node takes a small request body in its Offer
 	// (Offer.body), and then runs it without waiting for the body on the
 	// Run stream. A node that does not say so gets every body there.
-	InlineBodies  bool `protobuf:"varint,3,opt,name=inline_bodies,json=inlineBodies,proto3" json:"inline_bodies,omitempty"`
+	InlineBodies bool `protobuf:"varint,3,opt,name=inline_bodies,json=inlineBodies,proto3" json:"inline_bodies,omitempty"`
+	// instance names the node's process: random, made when it starts, and
+	// the same on each of its sessions. A node's token serves one process
+	// at a time: a registration of another instance while the node has a
+	// live session (one that has not missed its heartbeats) is refused
+	// with a Refusal of code "token_in_use", and the live session goes on;
+	// one of the same instance (the process reconnecting) supersedes it. A
+	// registration without an instance, or over a session without one,
+	// supersedes it, as the gateway cannot tell.
+	Instance      string `protobuf:"bytes,4,opt,name=instance,proto3" json:"instance,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -505,6 +514,13 @@ func (x *Register) GetInlineBodies() bool {
 		return x.InlineBodies
 	}
 	return false
+}
+
+func (x *Register) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
 }
 
 // Provider is one local model runtime of a node (vLLM, llama.cpp,
@@ -1209,9 +1225,13 @@ func (x *Probe) GetProvider() string {
 // Refusal says why the gateway refused a message; after a Refusal of
 // Register or of the session the stream ends.
 type Refusal struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Code          string                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
-	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Code    string                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// retry_after_ms, when set, is how long the node should wait before it
+	// registers again: for "token_in_use", until the live session would be
+	// declared gone if it fell silent now.
+	RetryAfterMs  int64 `protobuf:"varint,3,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1258,6 +1278,13 @@ func (x *Refusal) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *Refusal) GetRetryAfterMs() int64 {
+	if x != nil {
+		return x.RetryAfterMs
+	}
+	return 0
 }
 
 // RunUp is what a node sends on a Run stream.
@@ -1796,11 +1823,12 @@ const file_edge_proto_rawDesc = "" +
 	"\x06cancel\x18\x03 \x01(\v2\x14.weir.edge.v1.CancelH\x00R\x06cancel\x12+\n" +
 	"\x05probe\x18\x04 \x01(\v2\x13.weir.edge.v1.ProbeH\x00R\x05probe\x121\n" +
 	"\arefusal\x18\x05 \x01(\v2\x15.weir.edge.v1.RefusalH\x00R\arefusalB\x05\n" +
-	"\x03msg\"\x7f\n" +
+	"\x03msg\"\x9b\x01\n" +
 	"\bRegister\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x124\n" +
 	"\tproviders\x18\x02 \x03(\v2\x16.weir.edge.v1.ProviderR\tproviders\x12#\n" +
-	"\rinline_bodies\x18\x03 \x01(\bR\finlineBodies\"\xe1\x01\n" +
+	"\rinline_bodies\x18\x03 \x01(\bR\finlineBodies\x12\x1a\n" +
+	"\binstance\x18\x04 \x01(\tR\binstance\"\xe1\x01\n" +
 	"\bProvider\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aadapter\x18\x02 \x01(\tR\aadapter\x12\x16\n" +
@@ -1861,10 +1889,11 @@ const file_edge_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\">\n" +
 	"\x05Probe\x12\x19\n" +
 	"\bprobe_id\x18\x01 \x01(\tR\aprobeId\x12\x1a\n" +
-	"\bprovider\x18\x02 \x01(\tR\bprovider\"7\n" +
+	"\bprovider\x18\x02 \x01(\tR\bprovider\"]\n" +
 	"\aRefusal\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xbf\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12$\n" +
+	"\x0eretry_after_ms\x18\x03 \x01(\x03R\fretryAfterMs\"\xbf\x01\n" +
 	"\x05RunUp\x12+\n" +
 	"\x04open\x18\x01 \x01(\v2\x15.weir.edge.v1.RunOpenH\x00R\x04open\x12+\n" +
 	"\x04head\x18\x02 \x01(\v2\x15.weir.edge.v1.RunHeadH\x00R\x04head\x12+\n" +
