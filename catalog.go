@@ -118,16 +118,24 @@ type RunMode string
 // reaches a provider, and nothing is paid for.
 const RunSimulation RunMode = "simulation"
 
-// RunAcceptance: the real pipeline and the real upstreams, in scopes of
-// the run's own (AcceptanceScope, named by its run id): a copy of each
-// production scope's limits, with a queue of AcceptanceQueueLimit and a
-// wait of up to AcceptanceMaxWait, and rates and usage of its own, so
-// that trying a new platform neither starves production nor is starved
-// by it.
+// RunAcceptance: the real pipeline and the real upstreams, for a run
+// named by its id. A run's requests count against their key's and
+// group's scopes as production's do: a tenant's limits are the tenant's
+// whatever the run. In place of a platform model's scope they need its
+// acceptance copy (AcceptanceScope), one per platform model shared by
+// every run: production's limits with a queue of AcceptanceQueueLimit
+// and a wait of up to AcceptanceMaxWait. So trying a new platform
+// neither starves production there nor is starved by it, and the runs
+// together add at most one copy of a platform model's limits on top of
+// production's, whatever the number of runs; an operator who must keep
+// the sum under a provider's cap lowers the platform model's limits (or
+// the copy's). A run's tasks also need the acceptance share of the task
+// workers, so production's tasks always find workers. Usage is named by
+// run.
 const RunAcceptance RunMode = "acceptance"
 
-// An acceptance run's queue bound and longest wait, in each of its
-// scopes.
+// The queue bound and longest wait of a platform model's acceptance
+// copy.
 const (
 	AcceptanceQueueLimit = 10_000
 	AcceptanceMaxWait    = 15 * time.Minute

@@ -15,21 +15,20 @@ func PlatformModelScope(pm string) string { return pmScopePrefix + pm }
 
 const pmScopePrefix = "pm:"
 
-// AcceptanceScope is scope's copy for the acceptance run run: its own
-// capacity, queue and rates (RunAcceptance).
-func AcceptanceScope(run, scope string) string { return runScopePrefix + run + "/" + scope }
+// AcceptanceScope is the acceptance runs' copy of the production scope
+// scope (RunAcceptance): one copy, shared by every run, which acceptance
+// requests need in its place. The gateway copies a platform model's
+// scope ("acceptance:pm:up/m") and the task service its workers' pool
+// ("acceptance:global:tasks", a share of it rather than a copy); a
+// tenant's scopes are never copied.
+func AcceptanceScope(scope string) string { return acceptancePrefix + scope }
 
-const runScopePrefix = "run:"
+const acceptancePrefix = "acceptance:"
 
-// acceptanceOf splits an acceptance run's copy of a scope into the run
-// and the production scope; ok is false for any other scope. A run id
-// holds no '/'.
-func acceptanceOf(scope string) (run, production string, ok bool) {
-	rest, ok := strings.CutPrefix(scope, runScopePrefix)
-	if !ok {
-		return "", "", false
-	}
-	return strings.Cut(rest, "/")
+// AcceptanceOf is the production scope that scope is the acceptance
+// copy of; ok is false for any other scope.
+func AcceptanceOf(scope string) (production string, ok bool) {
+	return strings.CutPrefix(scope, acceptancePrefix)
 }
 
 // The scopes an edge node's session makes: a provider's slots, and the
@@ -49,10 +48,10 @@ func NodeOwner(nodeID string) string { return nodeScopePrefix + nodeID }
 const nodeScopePrefix = "node:"
 
 // PlatformModelOfScope returns the platform model a scope is for, and
-// whether it is a platform model's scope (or an acceptance run's copy of
+// whether it is a platform model's scope (or the acceptance runs' copy of
 // one).
 func PlatformModelOfScope(scope string) (string, bool) {
-	if _, prod, ok := acceptanceOf(scope); ok {
+	if prod, ok := AcceptanceOf(scope); ok {
 		scope = prod
 	}
 	return strings.CutPrefix(scope, pmScopePrefix)
@@ -62,8 +61,8 @@ func PlatformModelOfScope(scope string) (string, bool) {
 // "platform model up/m", "key key_1", "group default"; any other scope as
 // "scope <name>".
 func ScopeLabel(scope string) string {
-	if run, prod, ok := acceptanceOf(scope); ok {
-		return "acceptance run " + run + "'s " + ScopeLabel(prod)
+	if prod, ok := AcceptanceOf(scope); ok {
+		return "the acceptance runs' " + ScopeLabel(prod)
 	}
 	if pm, ok := PlatformModelOfScope(scope); ok {
 		return "platform model " + pm

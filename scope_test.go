@@ -2,20 +2,23 @@ package weir
 
 import "testing"
 
-// TestAcceptanceScopeNames: a run's copy of a scope is read back as its
-// production scope, for the platform model a lease was admitted to and
-// for messages.
+// TestAcceptanceScopeNames: the acceptance runs' copy of a scope is read
+// back as its production scope, for the platform model a lease was
+// admitted to and for messages.
 func TestAcceptanceScopeNames(t *testing.T) {
 	t.Parallel()
-	copyOf := AcceptanceScope("run-1", PlatformModelScope("up/m"))
+	copyOf := AcceptanceScope(PlatformModelScope("up/m"))
 	if pm, ok := PlatformModelOfScope(copyOf); !ok || pm != "up/m" {
 		t.Errorf("PlatformModelOfScope(%s) = %q, %v; want up/m", copyOf, pm, ok)
 	}
-	if got, want := ScopeLabel(copyOf), "acceptance run run-1's platform model up/m"; got != want {
+	if got, want := ScopeLabel(copyOf), "the acceptance runs' platform model up/m"; got != want {
 		t.Errorf("ScopeLabel(%s) = %q, want %q", copyOf, got, want)
 	}
-	if _, ok := PlatformModelOfScope(AcceptanceScope("run-1", KeyScope("k"))); ok {
-		t.Error("a copy of a key's scope read as a platform model's")
+	if prod, ok := AcceptanceOf(copyOf); !ok || prod != PlatformModelScope("up/m") {
+		t.Errorf("AcceptanceOf(%s) = %q, %v", copyOf, prod, ok)
+	}
+	if _, ok := PlatformModelOfScope(AcceptanceScope("global:tasks")); ok {
+		t.Error("the acceptance share of the workers read as a platform model's scope")
 	}
 	for _, id := range []string{"", "a/b", "a b", string(make([]byte, MaxRunID+1))} {
 		if ValidRunID(id) {

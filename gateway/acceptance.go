@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"container/list"
 	"context"
 	"fmt"
 	"sync"
@@ -11,201 +12,210 @@ import (
 )
 
 // The acceptance run mode (weir.RunAcceptance): a request names its run
-// (Call.RunID) and needs, in place of each production scope, the run's
-// copy of it (weir.AcceptanceScope). A copy takes the production scope's
-// limits, concurrency, rates and fairness alike, with the run's own queue
-// bound and longest wait; the run's requests queue, take turns and spend
-// rates there alone. So an acceptance run saturating its copies leaves
-// production's queues as they were, and production's load does not
-// starve the run. The upstream is real and shared: a copy's limit is
-// production's again, on top of production's use, and an operator who
-// must keep the sum under a provider's cap lowers the platform model's
-// limit while the run lasts. Edge nodes are left out: their slots are
-// physical.
+// (Call.RunID) and goes to the real upstreams. What it counts against:
 //
-// Copies are made when a run first needs them, follow each reload, and
-// are retired once their run has had no request for runIdle; at most
-// maxRuns runs live at once.
+//   - Its tenant's scopes, the key's and the group's, exactly as a
+//     production request does: their concurrency, rpm, tpm, queue and
+//     wait are the tenant's whatever the run, and naming more run ids
+//     buys nothing.
+//   - In place of its platform model's scope, the acceptance copy of it
+//     (weir.AcceptanceScope: "acceptance:pm:<name>"), one per platform
+//     model and shared by every run. The copy has production's limits
+//     (concurrency, rpm, tpm), pause and drain, with a queue of
+//     weir.AcceptanceQueueLimit and a wait of up to
+//     weir.AcceptanceMaxWait. So acceptance traffic neither starves
+//     production at the platform model nor is starved by it, and the runs
+//     together add at most one copy of its limits on top of production's:
+//     the provider sees at most twice the platform model's limits, never
+//     once more per run. An operator who must keep the sum under a
+//     provider's cap halves the platform model's limits while runs last
+//     (the copy follows them), sets the copy's own limit lower (an
+//     operator's limit of "acceptance:pm:<name>", as any scope's), or
+//     leaves acceptance out of the groups' run_modes.
+//   - Within the copy, keys take turns, as in production's scope (both are
+//     round-robin by the request's fairness key, its key), and a key's
+//     requests, whatever their runs, go in arrival order. The engine has
+//     one fairness key per request for all its round-robin scopes: the
+//     run id there would also give each run a turn of its own in a
+//     round-robin group, and more run ids would buy more turns.
+//   - A task of a run also needs the task service's acceptance share of
+//     the workers (task.AcceptanceWorkersScope), so runs never hold
+//     every worker production's tasks need.
+//
+// Edge nodes are left out: their slots are physical.
+//
+// A run holds nothing in the engine. What is left of it is its usage
+// label ("acceptance:<run>:<platform model>") and its place under the
+// caps on runs alive: maxRunsPerKey for each key, maxRuns in all, so that
+// a key cannot fill the usage with labels nor the gateway's memory with
+// runs, and one key's runs leave every other key's alone. A run is alive
+// from its first request to runIdle after its last one; a request that
+// would start one more run than its key may have gets 429 with a
+// Retry-After of when the earliest of its key's runs ends (at the
+// gateway's cap, of all runs). Only a client's requests and task
+// submissions enter a run: a task of the run queued again (a retry, a
+// restart) is not refused by the caps.
 
 const (
-	// runIdle is how long after its last request a run's scopes live: its
-	// waits are over by then.
+	// runIdle is how long after its last request a run stays alive: by
+	// then the waits of its requests are over.
 	runIdle = weir.AcceptanceMaxWait + time.Minute
-	// maxRuns bounds the acceptance runs alive at once, and so the scopes
-	// they make.
-	maxRuns = 100
+	// maxRunsPerKey bounds a key's runs alive at once.
+	maxRunsPerKey = 10
+	// maxRuns bounds the runs alive at once in the gateway, whatever
+	// their keys, for the memory they take.
+	maxRuns = 10_000
 )
 
 // acceptancePrefix marks an acceptance request's platform model in its
 // usage, with its run: "acceptance:<run>:<platform model>".
 const acceptancePrefix = "acceptance:"
 
-// runs are the acceptance runs alive, with the scope copies each made.
+// runs are the acceptance runs alive.
 type runs struct {
-	mu   sync.Mutex
-	byID map[string]*run
-	// scopesMu orders the engine calls that make and retire runs'
-	// scopes, so that a run retired as it comes back is not left with
-	// its new scopes removed by the retirement.
-	scopesMu sync.Mutex
+	mu sync.Mutex
+	// byKey holds each key's runs alive, by run id: elements of order.
+	byKey map[string]map[string]*list.Element
+	// order holds every run alive (a *run), the least recently entered
+	// first: the order in which they end.
+	order list.List
 }
 
 type run struct {
-	// scopes are the production scopes the run has copies of.
-	scopes map[string]bool
-	last   time.Time
+	key, id string
+	// last is when a request last entered the run.
+	last time.Time
 }
 
-// acceptanceConfig is the run's copy of production's cfg.
-func acceptanceConfig(cfg admission.ScopeConfig) admission.ScopeConfig {
-	cfg.QueueLimit = weir.AcceptanceQueueLimit
-	cfg.MaxWait = weir.AcceptanceMaxWait
-	// Production's pause (an upstream's Retry-After) is checked at
-	// admission (allPausedPast); the copy holds no state of its own.
-	cfg.Paused = false
-	return cfg
-}
+// ends is when r ends if no request enters it again.
+func (r *run) ends() time.Time { return r.last.Add(runIdle) }
 
-// enterRun makes sure run id has its copies of the scopes that the
-// candidates of key keyID, of group, on the platform models pms need: the
-// tenant's (tenantNeeds) and each platform model's.
-func (s *Service) enterRun(ctx context.Context, id, keyID, group string, pms []string) error {
-	tenant := tenantNeeds(keyID, group)
-	names := make([]string, 0, len(tenant)+len(pms))
-	for _, n := range tenant {
-		names = append(names, n.Scope)
-	}
-	for _, pm := range pms {
-		names = append(names, weir.PlatformModelScope(pm))
-	}
-	return s.ensureRun(ctx, id, names)
-}
-
-// inRun points needs at the run's copies of their scopes.
-func inRun(run string, needs []admission.Need) {
-	for j := range needs {
-		needs[j].Scope = weir.AcceptanceScope(run, needs[j].Scope)
-	}
-}
-
-// ensureRun makes sure run has copies of the production scopes, and
-// retires runs that have been idle past runIdle.
-func (s *Service) ensureRun(ctx context.Context, id string, scopes []string) error {
+// EnterRun enters the acceptance run id of key keyID now: a client's
+// request or task submission of the run. It fails with a 429
+// rate_limited Error if that would start one run more than the key or
+// the gateway may have alive (see "The acceptance run mode" above).
+func (s *Service) EnterRun(keyID, id string) error {
 	now := s.deps.Clock.Now()
-	s.runs.mu.Lock()
-	if r := s.runs.byID[id]; r != nil && hasAll(r.scopes, scopes) && len(s.idleRunsLocked(id, now)) == 0 {
-		// The common case: nothing to make, nothing to retire.
-		r.last = now
-		s.runs.mu.Unlock()
+	rs := &s.runs
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.endLocked(now)
+	if e := rs.byKey[keyID][id]; e != nil {
+		e.Value.(*run).last = now
+		rs.order.MoveToBack(e)
 		return nil
 	}
-	s.runs.mu.Unlock()
-	s.runs.scopesMu.Lock()
-	defer s.runs.scopesMu.Unlock()
-	s.runs.mu.Lock()
-	if s.runs.byID == nil {
-		s.runs.byID = make(map[string]*run)
+	if mine := rs.byKey[keyID]; len(mine) >= maxRunsPerKey {
+		var first time.Time
+		for _, e := range mine {
+			if t := e.Value.(*run).ends(); first.IsZero() || t.Before(first) {
+				first = t
+			}
+		}
+		return &Error{Category: ErrRateLimited, RetryAfter: first.Sub(now),
+			Message: fmt.Sprintf("this key has %d acceptance runs alive, its most; a run ends %s after its last request, the earliest of this key's in %s",
+				maxRunsPerKey, runIdle, first.Sub(now).Round(time.Second))}
 	}
-	var retire []string
-	for _, rid := range s.idleRunsLocked(id, now) {
-		for sc := range s.runs.byID[rid].scopes {
-			retire = append(retire, weir.AcceptanceScope(rid, sc))
-		}
-		delete(s.runs.byID, rid)
+	if rs.order.Len() >= maxRuns {
+		first := rs.order.Front().Value.(*run).ends()
+		return &Error{Category: ErrRateLimited, RetryAfter: first.Sub(now),
+			Message: fmt.Sprintf("the gateway has %d acceptance runs alive, its most; the earliest ends in %s",
+				maxRuns, first.Sub(now).Round(time.Second))}
 	}
-	r := s.runs.byID[id]
-	if r == nil {
-		if len(s.runs.byID) >= maxRuns {
-			s.runs.mu.Unlock()
-			s.retireScopes(ctx, retire)
-			return &Error{Category: ErrRateLimited, RetryAfter: time.Minute,
-				Message: fmt.Sprintf("the gateway holds %d acceptance runs, its most; a run ends %s after its last request", maxRuns, runIdle)}
-		}
-		r = &run{scopes: make(map[string]bool)}
-		s.runs.byID[id] = r
+	if rs.byKey == nil {
+		rs.byKey = make(map[string]map[string]*list.Element)
 	}
-	r.last = now
-	var missing []string
-	for _, sc := range scopes {
-		if !r.scopes[sc] {
-			missing = append(missing, sc)
+	if rs.byKey[keyID] == nil {
+		rs.byKey[keyID] = make(map[string]*list.Element, 1)
+	}
+	rs.byKey[keyID][id] = rs.order.PushBack(&run{key: keyID, id: id, last: now})
+	return nil
+}
+
+// endLocked forgets the runs that have ended by now.
+func (rs *runs) endLocked(now time.Time) {
+	for e := rs.order.Front(); e != nil; e = rs.order.Front() {
+		r := e.Value.(*run)
+		if now.Before(r.ends()) {
+			return
+		}
+		rs.order.Remove(e)
+		delete(rs.byKey[r.key], r.id)
+		if len(rs.byKey[r.key]) == 0 {
+			delete(rs.byKey, r.key)
 		}
 	}
-	s.runs.mu.Unlock()
-	s.retireScopes(ctx, retire)
-	for _, sc := range missing {
-		st, err := s.deps.Engine.Scope(ctx, sc)
-		if err != nil {
-			return fmt.Errorf("acceptance run %s: production scope %s: %w", id, sc, err)
+}
+
+// pmScopeFor is the scope a request of mode needs of platform model pm:
+// the platform model's own, or in the acceptance run mode its acceptance
+// copy.
+func pmScopeFor(mode weir.RunMode, pm string) string {
+	if mode == weir.RunAcceptance {
+		return weir.AcceptanceScope(weir.PlatformModelScope(pm))
+	}
+	return weir.PlatformModelScope(pm)
+}
+
+// ensureAcceptanceScopes makes sure each of the platform models pms has
+// its acceptance copy: made when a run first needs it, it follows the
+// platform model's configuration from then on (Apply, setPMScope,
+// SetScopeLimit) and leaves the catalog with it. A platform model no
+// longer in the catalog is passed over: admission finds its scope gone.
+func (s *Service) ensureAcceptanceScopes(ctx context.Context, pms []string) error {
+	missing := false
+	for _, pm := range pms {
+		if _, ok := s.acceptCopies.Load(pm); !ok {
+			missing = true
+			break
 		}
-		if err := s.deps.Engine.SetScope(ctx, weir.AcceptanceScope(id, sc), acceptanceConfig(st.Config)); err != nil {
-			return fmt.Errorf("acceptance run %s: scope %s: %w", id, sc, err)
+	}
+	if !missing {
+		return nil
+	}
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	st := s.state.Load()
+	if st == nil {
+		return nil
+	}
+	for _, name := range pms {
+		pm, ok := st.pms[name]
+		if _, made := s.acceptCopies.Load(name); made || !ok {
+			continue
 		}
-		s.runs.mu.Lock()
-		if r := s.runs.byID[id]; r != nil {
-			r.scopes[sc] = true
+		if err := s.deps.Engine.SetScope(ctx, weir.AcceptanceScope(weir.PlatformModelScope(name)), s.acceptanceScopeConfig(pm)); err != nil {
+			return fmt.Errorf("the acceptance copy of platform model %s: %w", name, err)
 		}
-		s.runs.mu.Unlock()
+		s.acceptCopies.Store(name, struct{}{})
 	}
 	return nil
 }
 
-// reconfigureRuns gives every live run's copies the limits production's
-// scopes have now (after a reload); a copy whose production scope left
-// the catalog is retired with it.
-func (s *Service) reconfigureRuns(ctx context.Context) {
-	s.runs.scopesMu.Lock()
-	defer s.runs.scopesMu.Unlock()
-	s.runs.mu.Lock()
-	type copyOf struct{ run, scope string }
-	var copies []copyOf
-	for rid, r := range s.runs.byID {
-		for sc := range r.scopes {
-			copies = append(copies, copyOf{rid, sc})
-		}
-	}
-	s.runs.mu.Unlock()
-	for _, c := range copies {
-		name := weir.AcceptanceScope(c.run, c.scope)
-		st, err := s.deps.Engine.Scope(ctx, c.scope)
-		if err != nil {
-			s.runs.mu.Lock()
-			if r := s.runs.byID[c.run]; r != nil {
-				delete(r.scopes, c.scope)
-			}
-			s.runs.mu.Unlock()
-			s.removeScope(ctx, name)
-			continue
-		}
-		if err := s.deps.Engine.SetScope(ctx, name, acceptanceConfig(st.Config)); err != nil {
-			s.deps.Logger.Warn("an acceptance run's scope keeps its old limits", "scope", name, "error", err)
-		}
-	}
+// acceptanceScopeConfig is the configuration of pm's acceptance copy:
+// production's now (its limits, pause, drain and an operator's limit),
+// an operator's limit of the copy itself, and the runs' queue and wait.
+func (s *Service) acceptanceScopeConfig(pm weir.PlatformModel) admission.ScopeConfig {
+	cfg := s.pmScopeConfig(pm)
+	s.ops.applyTo(weir.AcceptanceScope(weir.PlatformModelScope(pm.Name)), "", &cfg)
+	cfg.QueueLimit = weir.AcceptanceQueueLimit
+	cfg.MaxWait = weir.AcceptanceMaxWait
+	return cfg
 }
 
-// hasAll reports whether have holds every one of want.
-func hasAll(have map[string]bool, want []string) bool {
-	for _, sc := range want {
-		if !have[sc] {
-			return false
-		}
+// setAcceptanceScopeLocked sets pm's acceptance copy, if it has one, to
+// its configuration now. The caller holds applyMu.
+func (s *Service) setAcceptanceScopeLocked(ctx context.Context, pm weir.PlatformModel) error {
+	if _, ok := s.acceptCopies.Load(pm.Name); !ok {
+		return nil
 	}
-	return true
+	return s.deps.Engine.SetScope(ctx, weir.AcceptanceScope(weir.PlatformModelScope(pm.Name)), s.acceptanceScopeConfig(pm))
 }
 
-// idleRunsLocked are the runs other than id idle past runIdle.
-func (s *Service) idleRunsLocked(id string, now time.Time) []string {
-	var idle []string
-	for rid, r := range s.runs.byID {
-		if rid != id && now.Sub(r.last) > runIdle {
-			idle = append(idle, rid)
-		}
-	}
-	return idle
-}
-
-func (s *Service) retireScopes(ctx context.Context, names []string) {
-	for _, name := range names {
-		s.removeScope(ctx, name)
+// removeAcceptanceScopeLocked retires the acceptance copy of platform
+// model name, which left the catalog. The caller holds applyMu.
+func (s *Service) removeAcceptanceScopeLocked(ctx context.Context, name string) {
+	if _, ok := s.acceptCopies.LoadAndDelete(name); ok {
+		s.removeScope(ctx, weir.AcceptanceScope(weir.PlatformModelScope(name)))
 	}
 }

@@ -175,6 +175,9 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		if err := s.deps.Engine.SetScope(ctx, weir.PlatformModelScope(pm.Name), s.pmScopeConfig(pm)); err != nil {
 			return fmt.Errorf("platform model %s: %w", pm.Name, err)
 		}
+		if err := s.setAcceptanceScopeLocked(ctx, pm); err != nil {
+			return fmt.Errorf("platform model %s's acceptance copy: %w", pm.Name, err)
+		}
 	}
 	for _, g := range next.groups {
 		if err := s.deps.Engine.SetScope(ctx, weir.GroupScope(g.Name), groupScopeConfig(g)); err != nil {
@@ -185,6 +188,7 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		for name := range prev.pms {
 			if _, ok := next.pms[name]; !ok {
 				s.removeScope(ctx, weir.PlatformModelScope(name))
+				s.removeAcceptanceScopeLocked(ctx, name)
 			}
 		}
 		for name := range prev.groups {
@@ -194,7 +198,6 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		}
 	}
 	s.state.Store(next)
-	s.reconfigureRuns(ctx)
 	return nil
 }
 

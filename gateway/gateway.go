@@ -116,8 +116,11 @@ type Service struct {
 
 	applyMu   sync.Mutex
 	keyScopes sync.Map // key id → struct{}: scopes already configured
-	// runs are the acceptance runs alive (acceptance.go).
-	runs runs
+	// runs are the acceptance runs alive; acceptCopies, the platform
+	// models whose acceptance copy is made (name → struct{}), changed
+	// under applyMu (acceptance.go).
+	runs         runs
+	acceptCopies sync.Map
 
 	pauseMu sync.Mutex
 	pauses  map[string]*pause // platform models paused, by name

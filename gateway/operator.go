@@ -90,8 +90,9 @@ func (s *Service) Drain(ctx context.Context, pm string, on bool) error {
 
 // SetScopeLimit sets scope's concurrent limit to limit (0: unlimited)
 // until the next reload or restart. Platform models', groups' and keys'
-// scopes can be set; a node's slots are the node's to say, and the task
-// workers' pool is tasks.workers.
+// scopes can be set, and a platform model's acceptance copy (which
+// otherwise follows its platform model's); a node's slots are the
+// node's to say, and the task workers' pool is tasks.workers.
 func (s *Service) SetScopeLimit(ctx context.Context, scope string, limit int64) error {
 	if limit < 0 {
 		return &Error{Category: ErrInvalid, Param: "limit", Message: fmt.Sprintf("a limit must be 0 (unlimited) or more, not %d", limit)}
@@ -103,15 +104,20 @@ func (s *Service) SetScopeLimit(ctx context.Context, scope string, limit int64) 
 		return &Error{Category: ErrNotFound, Message: "no catalog is applied"}
 	}
 	var cfg admission.ScopeConfig
-	pm, isPM := weir.PlatformModelOfScope(scope)
+	pmName, isPM := weir.PlatformModelOfScope(scope)
+	_, isCopy := weir.AcceptanceOf(scope)
 	group, isGroup := strings.CutPrefix(scope, weir.GroupScope(""))
+	var pm *weir.PlatformModel // the platform model of scope, or of the copy scope is
 	switch {
 	case isPM:
-		p, ok := st.pms[pm]
+		p, ok := st.pms[pmName]
 		if !ok {
-			return &Error{Category: ErrNotFound, Param: "scope", Message: fmt.Sprintf("no platform model %q in the catalog", pm)}
+			return &Error{Category: ErrNotFound, Param: "scope", Message: fmt.Sprintf("no platform model %q in the catalog", pmName)}
 		}
-		cfg = s.pmScopeConfig(p)
+		if _, made := s.acceptCopies.Load(pmName); isCopy && !made {
+			return &Error{Category: ErrNotFound, Param: "scope", Message: fmt.Sprintf("no scope %q: a platform model's acceptance copy exists once an acceptance run uses it", scope)}
+		}
+		pm = &p
 	case isGroup:
 		g, ok := st.groups[group]
 		if !ok {
@@ -128,7 +134,7 @@ func (s *Service) SetScopeLimit(ctx context.Context, scope string, limit int64) 
 		}
 		cfg = now.Config
 	default:
-		return &Error{Category: ErrInvalid, Param: "scope", Message: fmt.Sprintf("the limit of %s cannot be set here: only platform models', groups' and keys' scopes can (a node's slots are the node's to say; the task workers are tasks.workers)", scope)}
+		return &Error{Category: ErrInvalid, Param: "scope", Message: fmt.Sprintf("the limit of %s cannot be set here: only platform models' (and their acceptance copies'), groups' and keys' scopes can (a node's slots are the node's to say; the task workers are tasks.workers)", scope)}
 	}
 	s.ops.mu.Lock()
 	if s.ops.limits == nil {
@@ -136,9 +142,23 @@ func (s *Service) SetScopeLimit(ctx context.Context, scope string, limit int64) 
 	}
 	s.ops.limits[scope] = limit
 	s.ops.mu.Unlock()
-	cfg.Limit = limit
+	switch {
+	case pm != nil && isCopy:
+		cfg = s.acceptanceScopeConfig(*pm) // with the limit just set
+	case pm != nil:
+		cfg = s.pmScopeConfig(*pm)
+	default:
+		cfg.Limit = limit
+	}
 	if err := s.deps.Engine.SetScope(ctx, scope, cfg); err != nil {
 		return fmt.Errorf("set the limit of %s: %w", scope, err)
+	}
+	if pm != nil && !isCopy {
+		// The acceptance copy follows production's limit unless an
+		// operator set its own.
+		if err := s.setAcceptanceScopeLocked(ctx, *pm); err != nil {
+			return fmt.Errorf("set the limit of %s's acceptance copy: %w", scope, err)
+		}
 	}
 	s.deps.Logger.Warn("scope limit set by an operator until the next reload", "scope", scope, "limit", limit)
 	return nil

@@ -78,8 +78,9 @@ func (s *Service) resume(pm string, until time.Time) {
 	s.setPMScope(pm)
 }
 
-// setPMScope sets pm's scope from the catalog and its pause now, in turn
-// with Apply; a platform model gone from the catalog is left alone.
+// setPMScope sets pm's scope, and its acceptance copy, from the catalog
+// and its pause now, in turn with Apply; a platform model gone from the
+// catalog is left alone.
 func (s *Service) setPMScope(name string) {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
@@ -94,6 +95,12 @@ func (s *Service) setPMScope(name string) {
 	if err := s.deps.Engine.SetScope(context.Background(), weir.PlatformModelScope(name), s.pmScopeConfig(pm)); err != nil {
 		s.deps.Metrics.DroppedError("pause")
 		s.deps.Logger.Warn("could not pause or resume a platform model's admissions", "platform_model", name, "error", err)
+	}
+	// The acceptance copy calls the same upstream: it pauses and drains
+	// with production.
+	if err := s.setAcceptanceScopeLocked(context.Background(), pm); err != nil {
+		s.deps.Metrics.DroppedError("pause")
+		s.deps.Logger.Warn("could not pause or resume a platform model's acceptance admissions", "platform_model", name, "error", err)
 	}
 }
 

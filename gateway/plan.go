@@ -10,17 +10,16 @@ import (
 	"github.com/weir-gateway/weir/task"
 )
 
-// candidates are the admission candidates of a request of key (counted
-// against group) for the platform models pms, in their order: each needs
-// the key's, the group's and the platform model's scope, one of each.
-// Sync requests and tasks both take theirs from here (the task service
-// adds its worker-capacity scope).
-func candidates(keyID, group string, pms []string, tokens int64) []admission.Candidate {
+// taskCandidates are the admission candidates of a task of key
+// (counted against group) in run mode mode for the platform models pms,
+// in their order: each needs the key's, the group's and the platform
+// model's scope (in the acceptance run mode, its acceptance copy), one of
+// each. The task service adds its workers' scopes.
+func taskCandidates(keyID, group string, mode weir.RunMode, pms []string) []admission.Candidate {
 	cands := make([]admission.Candidate, len(pms))
 	for i, pm := range pms {
 		cands[i] = admission.Candidate{
-			Needs:  append(tenantNeeds(keyID, group), admission.Need{Scope: weir.PlatformModelScope(pm), Amount: 1}),
-			Tokens: tokens,
+			Needs: append(tenantNeeds(keyID, group), admission.Need{Scope: pmScopeFor(mode, pm), Amount: 1}),
 		}
 	}
 	return cands
@@ -70,18 +69,14 @@ func (s *Service) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate,
 	if len(pms) == 0 {
 		return nil, fmt.Errorf("%w: model %q has no platform to run on", admission.ErrNoCandidate, t.Model)
 	}
-	cands := candidates(key.ID, group, pms, 0)
 	if t.RunMode == weir.RunAcceptance {
-		// The run's copies of the scopes; the task service's workers
-		// are the process's, shared with production.
-		if err := s.enterRun(ctx, t.RunID, key.ID, group, pms); err != nil {
+		// Not EnterRun: the run was entered when the task was submitted,
+		// and a task queued again is not refused by the caps on runs.
+		if err := s.ensureAcceptanceScopes(ctx, pms); err != nil {
 			return nil, err
 		}
-		for i := range cands {
-			inRun(t.RunID, cands[i].Needs)
-		}
 	}
-	return cands, nil
+	return taskCandidates(key.ID, group, t.RunMode, pms), nil
 }
 
 // Target implements task.Planner. A simulated task's target is the

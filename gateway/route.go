@@ -60,7 +60,7 @@ type routing struct {
 func (r *routing) resolve() []target {
 	var nodes []target
 	// Nodes serve production alone: their runtimes are real (no
-	// simulation), their slots physical (no acceptance copies); and no
+	// simulation), their slots physical (no acceptance copy); and no
 	// request pinned to a platform.
 	if r.s.deps.Nodes != nil && r.c.Model.Nodes != weir.NodesNever && r.c.RunMode == "" && r.c.Platform == "" {
 		now := r.s.deps.Clock.Now()
@@ -124,8 +124,9 @@ func (r *routing) failed(t target) {
 }
 
 // candidates are ts as admission candidates: each needs the key's and
-// the group's scope, and its platform model's scope or its node
-// provider's slots (and a long-context slot for a long prompt).
+// the group's scope, and its platform model's scope (in the acceptance
+// run mode, its acceptance copy) or its node provider's slots (and a
+// long-context slot for a long prompt).
 func (r *routing) candidates(ts []target) []admission.Candidate {
 	c := r.c
 	cands := make([]admission.Candidate, len(ts))
@@ -137,10 +138,7 @@ func (r *routing) candidates(ts []target) []admission.Candidate {
 				needs = append(needs, admission.Need{Scope: weir.NodeLongScope(n.Node, n.Provider), Amount: 1})
 			}
 		} else {
-			needs = append(needs, admission.Need{Scope: weir.PlatformModelScope(t.pm), Amount: 1})
-		}
-		if c.RunMode == weir.RunAcceptance {
-			inRun(c.RunID, needs)
+			needs = append(needs, admission.Need{Scope: pmScopeFor(c.RunMode, t.pm), Amount: 1})
 		}
 		cands[i] = admission.Candidate{Needs: needs, Tokens: c.Tokens}
 	}

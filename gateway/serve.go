@@ -48,12 +48,13 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 		}
 	}
 	if c.RunMode == weir.RunAcceptance {
-		if err := s.enterRun(ctx, c.RunID, c.KeyID, c.Group, pms); err != nil {
-			var e *Error
-			if !errors.As(err, &e) {
-				s.logger(c).Error("could not make an acceptance run's scopes", "run", c.RunID, "error", err)
-				err = errorf(ErrInternal, "", "could not make the acceptance run's scopes")
-			}
+		if err := s.EnterRun(c.KeyID, c.RunID); err != nil {
+			c.Usage.Outcome = outcomeOf(err)
+			return err
+		}
+		if err := s.ensureAcceptanceScopes(ctx, pms); err != nil {
+			s.logger(c).Error("could not make the acceptance copies of platform models", "run", c.RunID, "error", err)
+			err = errorf(ErrInternal, "", "could not make the acceptance copies of the platform models")
 			c.Usage.Outcome = outcomeOf(err)
 			return err
 		}

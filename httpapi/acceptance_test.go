@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -9,15 +10,16 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/task"
 )
 
-// TestAcceptanceRunMode: an acceptance run that saturates its copy of a
-// platform model (concurrency 1) and queues past production's queue
-// limit leaves production's scope alone: a production request is
-// admitted at once. The run's copies have production's limits with the
-// run's queue and wait; its usage is reported apart, and its tasks run
-// in its copies too. Bad run ids are refused.
+// TestAcceptanceRunMode: an acceptance run that saturates the acceptance
+// copy of a platform model (concurrency 1) and queues past production's
+// queue limit leaves production's scope alone: a production request is
+// admitted at once. The copy has production's limits with the runs'
+// queue and wait; the run's usage is reported apart, and its tasks run
+// in the copies too. Bad run ids are refused.
 func TestAcceptanceRunMode(t *testing.T) {
 	t.Parallel()
 	var usage usageLog
@@ -66,7 +68,7 @@ func TestAcceptanceRunMode(t *testing.T) {
 		return weir.Limits{Concurrency: st.Used, QueueLimit: st.Queued}
 	}
 	const prod = "pm:up/m"
-	copyOf := weir.AcceptanceScope("new-platform.1", prod)
+	copyOf := weir.AcceptanceScope(prod)
 
 	var runAnswers []<-chan sent
 	runAnswers = append(runAnswers, send(run))
@@ -74,13 +76,13 @@ func TestAcceptanceRunMode(t *testing.T) {
 	// Two more of the run queue in its copy: past production's queue
 	// limit of 1, within the run's.
 	runAnswers = append(runAnswers, send(run), send(run))
-	waitUntil(t, "two of the run queued in its copy", func() bool { return scope(copyOf).QueueLimit == 2 })
+	waitUntil(t, "two of the run queued in the copy", func() bool { return scope(copyOf).QueueLimit == 2 })
 	if got := scope(prod); got.Concurrency != 0 || got.QueueLimit != 0 {
 		t.Fatalf("production's scope while the run saturates its copy: %d used, %d queued; want 0, 0", got.Concurrency, got.QueueLimit)
 	}
 	st, err := b.engine.Scope(t.Context(), copyOf)
 	if err != nil || st.Config.Limit != 1 || st.Config.QueueLimit != weir.AcceptanceQueueLimit || st.Config.MaxWait != weir.AcceptanceMaxWait {
-		t.Errorf("the run's copy: %+v, %v; want production's limit 1, queue %d, wait %s", st.Config, err, weir.AcceptanceQueueLimit, weir.AcceptanceMaxWait)
+		t.Errorf("the acceptance copy: %+v, %v; want production's limit 1, queue %d, wait %s", st.Config, err, weir.AcceptanceQueueLimit, weir.AcceptanceMaxWait)
 	}
 
 	// Production is admitted at once, beside the saturated run.
@@ -153,8 +155,8 @@ func TestAcceptanceRunMode(t *testing.T) {
 	if tk, err := b.db.TaskGet(t.Context(), v.ID); err != nil || tk.Status != weir.TaskSucceeded || tk.PlatformModel != "up/v" {
 		t.Errorf("the run's video: %+v, %v; want succeeded on up/v", tk, err)
 	}
-	if _, err := b.engine.Scope(t.Context(), weir.AcceptanceScope("new-platform.1", "pm:up/v")); err != nil {
-		t.Errorf("the run's copy of up/v: %v", err)
+	if _, err := b.engine.Scope(t.Context(), weir.AcceptanceScope("pm:up/v")); err != nil {
+		t.Errorf("the acceptance copy of up/v: %v", err)
 	}
 
 	// The task API takes the mode and the run in its body too.
@@ -165,4 +167,43 @@ func TestAcceptanceRunMode(t *testing.T) {
 	}
 	resp, out = b.call(t, http.MethodPost, "/v1/tasks", b.key, taskBody, http.Header{HeaderRunMode: {"simulation"}})
 	wantError(t, resp, out, http.StatusBadRequest, CodeInvalidRequest, "run_mode")
+}
+
+// TestAcceptanceTaskRunCap: a task submission enters its run, under the
+// cap on a key's runs alive (the gateway's, 10): one run more gets 429
+// rate_limited with a Retry-After of when the key's earliest run ends,
+// 16 minutes after its last request; a run alive takes more tasks, and
+// another key starts runs of its own.
+func TestAcceptanceTaskRunCap(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Now())
+	cat := weir.Catalog{
+		Platforms:      []weir.Platform{{Name: "up", Kind: "openai", BaseURL: "UP"}},
+		PlatformModels: []weir.PlatformModel{{Name: "up/v", Platform: "up", Upstream: "sora-2"}},
+		Models:         []weir.Model{{Name: "v", Kind: weir.KindVideo, Candidates: []weir.Candidate{{PlatformModel: "up/v", Weight: 1}}}},
+		Groups:         []weir.Group{{Name: "default", RunModes: []weir.RunMode{weir.RunAcceptance}}},
+	}
+	b := setup(t, setupOpts{clock: clk, catalog: &cat, tasks: &task.Config{}})
+	submit := func(key, run string) (*http.Response, []byte) {
+		return b.call(t, http.MethodPost, "/v1/videos", key, `{"model":"v","prompt":"p"}`,
+			http.Header{HeaderRunMode: {"acceptance"}, HeaderRunID: {run}})
+	}
+	for i := range 10 {
+		if resp, out := submit(b.key, fmt.Sprintf("run-%d", i)); resp.StatusCode != http.StatusOK {
+			t.Fatalf("run %d: %d %s", i, resp.StatusCode, out)
+		}
+		clk.Advance(time.Second)
+	}
+	resp, out := submit(b.key, "one-more")
+	wantError(t, resp, out, http.StatusTooManyRequests, CodeRateLimited, "")
+	if got, want := resp.Header.Get("Retry-After"), fmt.Sprint(16*60-10); got != want {
+		t.Errorf("Retry-After %q; want %s, when the key's earliest run ends", got, want)
+	}
+	if resp, out := submit(b.key, "run-3"); resp.StatusCode != http.StatusOK {
+		t.Errorf("a run alive: %d %s", resp.StatusCode, out)
+	}
+	other := b.newKey(t, weir.APIKey{ID: "key_other", Name: "other"})
+	if resp, out := submit(other, "one-more"); resp.StatusCode != http.StatusOK {
+		t.Errorf("another key's run: %d %s", resp.StatusCode, out)
+	}
 }

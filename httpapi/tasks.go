@@ -381,6 +381,13 @@ func (s *Server) submitTask(r *http.Request, sub submission, kind string, input 
 	} else if ok {
 		t.Deadline = s.deps.Clock.Now().Add(d)
 	}
+	if mode == weir.RunAcceptance {
+		// A submission enters its run, under the caps on runs alive; the
+		// task queued again later does not.
+		if err := s.deps.Gateway.EnterRun(key.ID, runID); err != nil {
+			return weir.Task{}, false, answerOf(err)
+		}
+	}
 	created, err := s.deps.Tasks.Submit(r.Context(), &t)
 	switch {
 	case err == nil && !created && !t.SameRequest(fingerprint):

@@ -5,7 +5,9 @@
 //
 // A submitted task is stored, then waits in the engine in submission order
 // (priority first) for its scopes plus the global worker-capacity scope
-// (WorkersScope). When it is admitted, its status change and its River job
+// (WorkersScope); a task of an acceptance run also needs the runs' share
+// of it (AcceptanceWorkersScope, a quarter of the workers), so runs never
+// hold the workers production's tasks need. When it is admitted, its status change and its River job
 // are committed in one transaction. The job (run.go) submits it upstream
 // and records the upstream id before anything else (the Idempotency-Key is
 // the task id, so a resubmit after a crash in between finds the same job),

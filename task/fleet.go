@@ -59,7 +59,8 @@ func (s *Service) Lead(e admission.Engine, epoch uint64, workers int) {
 	}
 }
 
-// SetWorkers sets the limit of the workers scope (WorkersScope), in the
+// SetWorkers sets the limit of the workers scope (WorkersScope), and the
+// acceptance runs' share of it (AcceptanceWorkersScope), in the
 // term this replica leads if it leads one, and in every term it leads
 // later. In a fleet it is the sum of the live replicas' Config.Workers,
 // which the wiring computes. n must be positive.
@@ -82,12 +83,15 @@ func (s *Service) SetWorkers(n int) {
 	}
 }
 
-// setWorkersScope sets the workers scope in tm's engine to the current
-// limit; the lock keeps a later limit from being overwritten by an
-// earlier one.
+// setWorkersScope sets the workers scope, and the acceptance runs' share
+// of it, in tm's engine to the current limit; the lock keeps a later
+// limit from being overwritten by an earlier one.
 func (s *Service) setWorkersScope(ctx context.Context, tm *term) error {
 	s.workersMu.Lock()
 	defer s.workersMu.Unlock()
+	if err := tm.engine.SetScope(ctx, AcceptanceWorkersScope, admission.ScopeConfig{Limit: int64(acceptanceWorkers(s.workers)), LeaseTTL: s.cfg.LeaseTTL}); err != nil {
+		return err
+	}
 	return tm.engine.SetScope(ctx, WorkersScope, admission.ScopeConfig{Limit: int64(s.workers), LeaseTTL: s.cfg.LeaseTTL})
 }
 

@@ -10,13 +10,18 @@ import (
 	"github.com/weir-gateway/weir/admission"
 )
 
-// request builds the engine request for t.
+// request builds the engine request for t: the planner's candidates,
+// each with a worker (and for a task of an acceptance run, a worker of
+// the runs' share).
 func (s *Service) request(ctx context.Context, t weir.Task) (admission.Request, error) {
 	cands, err := s.planner.Plan(ctx, t)
 	if err != nil {
 		return admission.Request{}, err
 	}
 	for i := range cands {
+		if t.RunMode == weir.RunAcceptance {
+			cands[i].Needs = append(cands[i].Needs, admission.Need{Scope: AcceptanceWorkersScope, Amount: 1})
+		}
 		cands[i].Needs = append(cands[i].Needs, admission.Need{Scope: WorkersScope, Amount: 1})
 	}
 	return admission.Request{

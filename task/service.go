@@ -23,6 +23,18 @@ import (
 // WorkersScope is the global worker-capacity scope every task needs.
 const WorkersScope = "global:tasks"
 
+// AcceptanceWorkersScope is the acceptance runs' share of the workers:
+// a task of the acceptance run mode needs it beside WorkersScope, so the
+// runs together hold at most acceptanceWorkers of the pool and
+// production's tasks always find the rest.
+var AcceptanceWorkersScope = weir.AcceptanceScope(WorkersScope)
+
+// acceptanceWorkers is the acceptance runs' share of a pool of n
+// workers: a quarter, so that trying a platform moves at a useful pace
+// while three quarters of the pool stay production's; at least one, so
+// that runs move at all, which with a pool of one is the whole pool.
+func acceptanceWorkers(n int) int { return max(n/4, 1) }
+
 // queueWebhooks is the River queue webhook deliveries run on, with
 // webhookWorkers workers; tasks' jobs run on River's default queue.
 const queueWebhooks = "webhooks"

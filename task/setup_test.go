@@ -219,8 +219,10 @@ func (b *testBundle) newService(t *testing.T) *Service {
 	b.engine = admission.NewMemory(admission.Options{Clock: b.clock.Fake})
 	t.Cleanup(b.engine.Close)
 	for pm := range b.up {
-		if err := b.engine.SetScope(t.Context(), weir.PlatformModelScope(pm), admission.ScopeConfig{Limit: b.limits[pm]}); err != nil {
-			t.Fatal(err)
+		for _, scope := range []string{weir.PlatformModelScope(pm), weir.AcceptanceScope(weir.PlatformModelScope(pm))} {
+			if err := b.engine.SetScope(t.Context(), scope, admission.ScopeConfig{Limit: b.limits[pm]}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	s, err := New(b.cfg, Deps[*sql.Tx]{Store: b.served, Engine: b.engine, Planner: b.planner, Webhooks: b.hooks, Logger: b.logger})
@@ -458,7 +460,11 @@ func (p *testPlanner) Plan(_ context.Context, t weir.Task) ([]admission.Candidat
 	}
 	cands := make([]admission.Candidate, len(pms))
 	for i, pm := range pms {
-		cands[i] = admission.Candidate{Needs: []admission.Need{{Scope: weir.PlatformModelScope(pm), Amount: 1}}}
+		scope := weir.PlatformModelScope(pm)
+		if t.RunMode == weir.RunAcceptance {
+			scope = weir.AcceptanceScope(scope) // as the gateway plans
+		}
+		cands[i] = admission.Candidate{Needs: []admission.Need{{Scope: scope, Amount: 1}}}
 	}
 	return cands, nil
 }

@@ -274,7 +274,8 @@ func (tm *term) restore(ctx context.Context, t weir.Task) (admission.Lease, erro
 	cand := -1
 	for i, c := range req.Candidates {
 		for _, n := range c.Needs {
-			if n.Scope == weir.PlatformModelScope(t.PlatformModel) {
+			// Its platform model's scope, or the acceptance copy of it.
+			if pm, ok := weir.PlatformModelOfScope(n.Scope); ok && pm == t.PlatformModel {
 				cand = i
 			}
 		}
