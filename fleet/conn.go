@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -26,6 +27,7 @@ type conn struct {
 	queue   []*frame
 	wake    chan struct{}
 	closed  bool
+	err     error // what closed the connection, if it failed
 	closing bool // close once the queue is written
 	done    chan struct{}
 	nextID  uint64
@@ -126,6 +128,31 @@ func (c *conn) finish() {
 	}
 }
 
+// fail closes the connection for err, which it keeps (closedByPeer).
+func (c *conn) fail(err error) {
+	c.mu.Lock()
+	if !c.closed && c.err == nil {
+		c.err = err
+	}
+	c.mu.Unlock()
+	c.close()
+}
+
+// closedByPeer reports whether the connection ended because the other
+// side closed it (end of file, a reset), not through a timeout or a
+// close of this side's.
+func (c *conn) closedByPeer() bool {
+	c.mu.Lock()
+	err := c.err
+	c.mu.Unlock()
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// refused reports whether a dial failed because nothing listens there:
+// the peer's host answered that the port is closed.
+func refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
+
 func (c *conn) close() {
 	c.mu.Lock()
 	if c.closed {
@@ -169,12 +196,16 @@ func (c *conn) writeLoop() {
 		}
 		_ = c.nc.SetWriteDeadline(time.Now().Add(c.timeout))
 		for _, f := range batch {
-			if enc.Encode(f) != nil {
-				c.close()
+			if err := enc.Encode(f); err != nil {
+				c.fail(err)
 				return
 			}
 		}
-		if bw.Flush() != nil || closing {
+		if err := bw.Flush(); err != nil {
+			c.fail(err)
+			return
+		}
+		if closing {
 			c.close()
 			return
 		}
