@@ -28,7 +28,7 @@ type conn struct {
 	wake    chan struct{}
 	closed  bool
 	err     error // what closed the connection, if it failed
-	closing bool // close once the queue is written
+	closing bool  // close once the queue is written
 	done    chan struct{}
 	nextID  uint64
 	waiting map[uint64]chan *frame
