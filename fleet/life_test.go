@@ -7,6 +7,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/pgtest"
 )
 
 // lifeConn opens a connection of its own on b's schema and holds c's
@@ -180,5 +184,109 @@ func TestMemberDeadNeedsBothSigns(t *testing.T) {
 	}
 	if m.dead(t.Context(), "y", y.Gen()) {
 		t.Fatal("dead with no session but its listener open (its PostgreSQL connection alone ended)")
+	}
+}
+
+// TestLeaderLostTakesOverOnlyFromAClosedListener: a follower whose
+// session the leader closed asks its elector to take the term only when
+// the leader's listener refuses connections; a leader that still
+// listens (its PostgreSQL connection alone ended, or it closed one
+// session) keeps its term.
+func TestLeaderLostTakesOverOnlyFromAClosedListener(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	m, err := NewMember(t.Context(), b.pool, MemberConfig{Replica: "m", Listen: "127.0.0.1:0", Secret: "members"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.ln.Close() })
+	lost := func(addr string, epoch uint64) (uint64, bool) {
+		m.leaderLost(Term{Epoch: epoch, Leader: "l", Addr: addr})
+		waitFor(t, "the probe done", func() bool { return !m.takingOver.Load() })
+		select {
+		case e := <-m.elector.takeover:
+			return e, true
+		default:
+			return 0, false
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := lost(ln.Addr().String(), 4); ok {
+		t.Fatalf("take over epoch %d of a leader that still listens", e)
+	}
+	ln.Close()
+	if e, ok := lost(ln.Addr().String(), 5); !ok || e != 5 {
+		t.Fatalf("take over: %d, %v; want epoch 5 of the leader whose listener refuses", e, ok)
+	}
+}
+
+// TestMemberLeaderCrashEndsTermAtOnce: when the leader's process dies —
+// its sessions, listener and PostgreSQL connections close together —
+// the follower takes the term long before it expires, and admits.
+func TestMemberLeaderCrashEndsTermAtOnce(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.Schema(t)
+	type member struct {
+		m      *Member
+		pool   *pgxpool.Pool
+		cancel context.CancelFunc
+		done   chan error
+	}
+	start := func(id string) *member {
+		pool, err := pgxpool.New(context.Background(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		m, err := NewMember(t.Context(), pool, MemberConfig{Replica: id, Secret: "s", Listen: "127.0.0.1:0",
+			TermTTL: time.Minute, HeartbeatTimeout: 2 * time.Second, Poll: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		r := &member{m: m, pool: pool, cancel: cancel, done: make(chan error, 1)}
+		go func() { r.done <- m.Run(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			<-r.done
+		})
+		return r
+	}
+	ms := []*member{start("a"), start("b")}
+	ctx, cancel := context.WithTimeout(t.Context(), guard)
+	defer cancel()
+	for _, r := range ms {
+		if err := r.m.Engine().Ready(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lead, follow := ms[0], ms[1]
+	if _, leading := follow.m.Term(); leading {
+		lead, follow = follow, lead
+	}
+	first, _ := lead.m.Term()
+	if err := follow.m.Engine().SetScope(ctx, "s", admission.ScopeConfig{Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The leader's process dies: no resignation reaches PostgreSQL.
+	lead.pool.Close()
+	lead.cancel()
+	<-lead.done
+	lead.done <- nil
+	died := time.Now()
+	waitFor(t, "the follower leads", func() bool {
+		term, leading := follow.m.Term()
+		return leading && term.Epoch > first.Epoch
+	})
+	if _, err := follow.m.Engine().Acquire(ctx, admission.Request{ID: "x",
+		Candidates: []admission.Candidate{{Needs: []admission.Need{{Scope: "s", Amount: 1}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(died); took > 5*time.Second {
+		t.Fatalf("admitting again took %v after the leader died; want far less than its minute-long term", took)
 	}
 }
