@@ -241,6 +241,7 @@ func (s *Service) admit(ctx context.Context, c *Call, r *routing, attempt int) (
 		FairnessKey: c.KeyID,
 		Deadline:    c.Deadline,
 		Candidates:  r.candidates(r.current()),
+		Hold:        s.holdOf(c, r.current()),
 	}
 	if s.deps.Nodes != nil {
 		// Nodes come and go while the request waits: the engine asks for
@@ -267,6 +268,37 @@ func (s *Service) admit(ctx context.Context, c *Call, r *routing, attempt int) (
 		return lease, nil
 	}
 	return lease, s.admissionError(ctx, c, err)
+}
+
+// holdOf bounds how long the work of a lease for one of ts runs once
+// granted (admission.Request.Hold): the longest call timeout among them,
+// that of the server for edge nodes (which may join the candidates while
+// the request waits), or no bound if one of them has none. A fleet keeps
+// a silent replica's lease held that long.
+func (s *Service) holdOf(c *Call, ts []target) time.Duration {
+	bound := func(d time.Duration) (time.Duration, bool) { return d, d > 0 }
+	var hold time.Duration
+	if s.deps.Nodes != nil {
+		d, ok := bound(s.cfg.UpstreamCallTimeout)
+		if !ok {
+			return 0
+		}
+		hold = d
+	}
+	for _, t := range ts {
+		d := s.cfg.UpstreamCallTimeout
+		if st := c.Snapshot; st != nil && t.node == nil {
+			if pd, ok := st.callTimeouts[st.pms[t.pm].Platform]; ok {
+				d = pd
+			}
+		}
+		d, ok := bound(d)
+		if !ok {
+			return 0
+		}
+		hold = max(hold, d)
+	}
+	return hold
 }
 
 // admissionError is the one mapping from the engine's errors to the
