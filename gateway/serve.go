@@ -271,20 +271,12 @@ func (s *Service) admit(ctx context.Context, c *Call, r *routing, attempt int) (
 }
 
 // holdOf bounds how long the work of a lease for one of ts runs once
-// granted (admission.Request.Hold): the longest call timeout among them,
-// that of the server for edge nodes (which may join the candidates while
-// the request waits), or no bound if one of them has none. A fleet keeps
-// a silent replica's lease held that long.
+// granted (admission.Request.Hold): the longest call timeout among them
+// (the platform's, or the server's, which is also an edge node's), or no
+// bound if one of them has none. A fleet keeps a silent replica's lease
+// held that long.
 func (s *Service) holdOf(c *Call, ts []target) time.Duration {
-	bound := func(d time.Duration) (time.Duration, bool) { return d, d > 0 }
 	var hold time.Duration
-	if s.deps.Nodes != nil {
-		d, ok := bound(s.cfg.UpstreamCallTimeout)
-		if !ok {
-			return 0
-		}
-		hold = d
-	}
 	for _, t := range ts {
 		d := s.cfg.UpstreamCallTimeout
 		if st := c.Snapshot; st != nil && t.node == nil {
@@ -292,8 +284,7 @@ func (s *Service) holdOf(c *Call, ts []target) time.Duration {
 				d = pd
 			}
 		}
-		d, ok := bound(d)
-		if !ok {
+		if d <= 0 {
 			return 0
 		}
 		hold = max(hold, d)
