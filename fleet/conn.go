@@ -32,6 +32,9 @@ type conn struct {
 	done    chan struct{}
 	nextID  uint64
 	waiting map[uint64]chan *frame
+	// written are closed once the frames queued with them are written
+	// (sendWritten).
+	written []chan struct{}
 }
 
 func newConn(nc net.Conn, timeout time.Duration) *conn {
@@ -43,6 +46,27 @@ func newConn(nc net.Conn, timeout time.Duration) *conn {
 
 // send queues f; it reports errSessionClosed once the session is over.
 func (c *conn) send(f *frame) error { return c.enqueue(f, false, nil) }
+
+// sendWritten queues f and returns a channel closed once f has been
+// written to the connection (handed to the kernel, which delivers it
+// even if this process is paused next); the session's end (done) ends
+// the wait too.
+func (c *conn) sendWritten(f *frame) (<-chan struct{}, error) {
+	ch := make(chan struct{})
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, errSessionClosed
+	}
+	c.queue = append(c.queue, f)
+	c.written = append(c.written, ch)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return ch, nil
+}
 
 // call sends f with a fresh ID and waits for the frame that answers it
 // (a reply, or an ack), or for the session to end.
@@ -183,8 +207,8 @@ func (c *conn) writeLoop() {
 			c.mu.Unlock()
 		}
 		c.mu.Lock()
-		batch := c.queue
-		c.queue = nil
+		batch, written := c.queue, c.written
+		c.queue, c.written = nil, nil
 		closing := c.closing
 		c.mu.Unlock()
 		if len(batch) == 0 {
@@ -204,6 +228,9 @@ func (c *conn) writeLoop() {
 		if err := bw.Flush(); err != nil {
 			c.fail(err)
 			return
+		}
+		for _, ch := range written {
+			close(ch)
 		}
 		if closing {
 			c.close()

@@ -91,7 +91,10 @@
 // callers held. So the leader mirrors, to every replica synced with it,
 // the leases no live replica could re-assert to a next leader: its own
 // replica's and those it holds for silent replicas, each with the time
-// left to its bound. Every replica keeps the last mirror it got and
+// left to its bound. A grant of the leader's own replica reaches its
+// caller only once its mirror has been written to those replicas'
+// connections (or a short bound passed): the kernel delivers it even if
+// the leader is paused the moment after. Every replica keeps the last mirror it got and
 // sends it with its next sync; the next leader holds those leases as a
 // silent replica's — before that replica counts as synced — until their
 // holder syncs itself, their bounds pass, or it is proven dead.

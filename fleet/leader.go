@@ -414,11 +414,13 @@ func (l *leader) notifier(p *peer, req *wireRequest) func(admission.Lease, error
 			return
 		}
 		delete(p.waiters, id)
+		var mirrored mirrorWait
 		if granted {
-			l.recordLocked(p, lease, req, l.boundOf(req.Hold))
+			mirrored = l.recordLocked(p, lease, req, l.boundOf(req.Hold))
 		}
 		deliver := p.deliver
 		l.mu.Unlock()
+		mirrored.wait()
 		if deliver(f) != nil {
 			// The replica is told when its session comes back (sync), or
 			// the lease goes back when it does not (drop).
@@ -576,10 +578,12 @@ func (l *leader) boundOf(hold time.Duration) time.Time {
 func (l *leader) hand(p *peer, lease admission.Lease, req *wireRequest, bound time.Time) error {
 	l.mu.Lock()
 	ok := !p.dropped && !l.closed && l.valid()
+	var mirrored mirrorWait
 	if ok {
-		l.recordLocked(p, lease, req, bound)
+		mirrored = l.recordLocked(p, lease, req, bound)
 	}
 	l.mu.Unlock()
+	mirrored.wait()
 	if !ok {
 		_ = l.release(context.Background(), lease.ID, lease.Owner)
 		return ErrUnavailable

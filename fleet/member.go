@@ -308,6 +308,8 @@ func (m *Member) live(ctx context.Context) ([]string, int) {
 // cut-off process keeps both; a live one whose PostgreSQL connection
 // alone was ended keeps its listener.
 func (m *Member) dead(ctx context.Context, replica string, gen uint64) bool {
+	ctx, cancel := context.WithTimeout(ctx, m.coord.cfg.HeartbeatTimeout)
+	defer cancel()
 	addr, held, err := m.coord.Life(ctx, replica, gen)
 	if err != nil || held {
 		return false

@@ -64,6 +64,57 @@ func (l *leader) postMirrorLocked(add []mirrorLease, remove []mirrorKey) {
 	}
 }
 
+// mirrorWait is the wait for a mirrored grant of the leader's own
+// replica to be written to the replicas that take the mirror.
+type mirrorWait []mirrorWritten
+
+type mirrorWritten struct {
+	written <-chan struct{}
+	done    <-chan struct{}
+}
+
+// postWrittenLocked is postMirrorLocked of one added lease, returning
+// the wait for it to be written to every session.
+func (l *leader) postWrittenLocked(m mirrorLease) mirrorWait {
+	f := &frame{Op: opMirror, Epoch: l.epoch, Mirror: []mirrorLease{m}}
+	var w mirrorWait
+	for p := range l.mirror {
+		if p.session == nil {
+			continue
+		}
+		if ch, err := p.session.sendWritten(f); err == nil {
+			w = append(w, mirrorWritten{written: ch, done: p.session.done})
+		}
+	}
+	return w
+}
+
+// mirrorWriteBound bounds the wait of a grant of the leader's own
+// replica for its mirror to be written: a replica whose connection
+// takes no more gives up no grant of the leader's.
+const mirrorWriteBound = 100 * time.Millisecond
+
+// wait returns once the mirror is written, each session is over, or
+// mirrorWriteBound has passed: a grant of the leader's own replica goes
+// to its caller, whose call may start, only once the other replicas
+// can tell the next leader about it, even if this process is paused
+// right after.
+func (w mirrorWait) wait() {
+	if len(w) == 0 {
+		return
+	}
+	bound := time.NewTimer(mirrorWriteBound)
+	defer bound.Stop()
+	for _, m := range w {
+		select {
+		case <-m.written:
+		case <-m.done:
+		case <-bound.C:
+			return
+		}
+	}
+}
+
 // startMirrorLocked makes p, whose session has just synced, take the
 // mirror: the whole of it first, then each change.
 func (l *leader) startMirrorLocked(p *peer) {

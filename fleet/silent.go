@@ -77,13 +77,16 @@ func (l *leader) boundLeft(left time.Duration) time.Time {
 }
 
 // recordLocked records lease as p's; bound is its bound (zero: none).
-func (l *leader) recordLocked(p *peer, lease admission.Lease, req *wireRequest, bound time.Time) {
+// The caller waits on what it returns, once unlocked, before the lease
+// reaches its holder (mirrorWait).
+func (l *leader) recordLocked(p *peer, lease admission.Lease, req *wireRequest, bound time.Time) mirrorWait {
 	pl := &peerLease{owner: lease.Owner, bound: bound, origin: origin{l.epoch, lease.ID}, req: chosen(req, lease.Candidate)}
 	p.leases[lease.ID] = pl
 	l.owners[lease.ID] = p
 	if l.mirroredLocked(p) {
-		l.postMirrorLocked([]mirrorLease{l.mirrorOfLocked(p, pl)}, nil)
+		return l.postWrittenLocked(l.mirrorOfLocked(p, pl))
 	}
+	return nil
 }
 
 // drop forgets a replica that is gone: its waiters are cancelled, and
