@@ -36,8 +36,12 @@ func keyOf(p *peer, pl *peerLease) mirrorKey {
 }
 
 // mirroredLocked reports whether p's leases are mirrored: p is the
-// leader's own replica, or silent.
+// leader's own replica, or silent. With ReleaseAtTimeout nothing is: a
+// silent leader's leases go back as any silent replica's do.
 func (l *leader) mirroredLocked(p *peer) bool {
+	if l.cfg.ReleaseSilent == ReleaseAtTimeout {
+		return false
+	}
 	return p.silent || (p.session == nil && !p.dropped && p.replica == l.cfg.Replica)
 }
 
@@ -122,6 +126,9 @@ func (l *leader) startMirrorLocked(p *peer) {
 		return
 	}
 	var all []mirrorLease
+	if l.cfg.ReleaseSilent == ReleaseAtTimeout {
+		return
+	}
 	for _, q := range l.peers {
 		if l.mirroredLocked(q) {
 			for _, pl := range q.leases {
@@ -143,6 +150,9 @@ func (l *leader) startMirrorLocked(p *peer) {
 // mirrored by an earlier leader. It returns those on a scope not known
 // yet, to adopt again once every replica's scopes are in.
 func (l *leader) adoptMirror(ctx context.Context, p *peer, ms []mirrorLease) (unknown []mirrorLease) {
+	if l.cfg.ReleaseSilent == ReleaseAtTimeout {
+		return nil
+	}
 	adopted := 0
 	for _, m := range ms {
 		if m.Req == nil || len(m.Req.Candidates) != 1 {

@@ -250,3 +250,37 @@ func TestSilentLeaderLeasesCarried(t *testing.T) {
 		t.Fatalf("w: %v", o.err)
 	}
 }
+
+// TestSilentLeaderReleasedAtTimeout: with ReleaseAtTimeout the leader
+// mirrors nothing, and a silent leader's leases count no more once the
+// next leader stops waiting for it.
+func TestSilentLeaderReleasedAtTimeout(t *testing.T) {
+	t.Parallel()
+	a, b, clk := silentFleet(t, func(c *Config) { c.ReleaseSilent = ReleaseAtTimeout })
+	holdFor(t, a.e, "h", time.Minute)
+	b.e.SetTerm(Term{Epoch: 2, Leader: "b", Addr: b.addr}, true, []string{"a", "b"})
+	got := make(chan error, 1)
+	go func() {
+		_, err := b.e.Acquire(context.Background(), admission.Request{ID: "x",
+			Candidates: []admission.Candidate{{Needs: []admission.Need{{Scope: "s", Amount: 1}}}}})
+		got <- err
+	}()
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Errorf("Acquire under the new leader: %v", err)
+			}
+		case <-time.After(guard):
+			t.Error("Acquire never admitted")
+		}
+	}()
+	if !clk.AdvanceUntil(ch, silentTimeout, 10*silentTimeout, guard) {
+		t.Fatal("not admitted")
+	}
+	if n := b.e.mirrorCount(); n != 0 {
+		t.Errorf("b keeps a mirror of %d leases; want none", n)
+	}
+}
