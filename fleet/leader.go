@@ -38,8 +38,8 @@ type leader struct {
 	// silent replicas died; watching, the detached peers being watched.
 	probing  bool
 	watching map[*peer]bool
-	// mirror are the sessions that take the mirror of the leases no
-	// other replica could re-assert (silent.go).
+	// mirror are the peers whose sessions take the mirror of the leases
+	// no other replica could re-assert (mirror.go).
 	mirror map[*peer]bool
 	// Lease ids: the engine's own ids are reused, and a new term's
 	// engine starts them again, so the fleet's ids are the leader's: the
@@ -78,9 +78,6 @@ type peer struct {
 	// silent: dropped without proof that it died; its leases are held
 	// until their bounds, its word, or that proof (silent.go).
 	silent bool
-	// synced: it has synced in this term, so its own word about its
-	// leases is what counts, not another replica's mirror of them.
-	synced bool
 }
 
 // peerLease is a lease a peer holds, as the leader keeps it.
@@ -352,7 +349,7 @@ func (l *leader) attach(replica string, gen uint64, session *conn, deliver func(
 			keys = append(keys, keyOf(p, pl))
 		}
 		l.postMirrorLocked(nil, keys)
-		p.silent, p.dropped, p.synced = false, false, false
+		p.silent, p.dropped = false, false
 		p.session, p.deliver = session, deliver
 		p.undelivered = make(map[string]*frame)
 	} else {
@@ -679,9 +676,6 @@ func (l *leader) sync(ctx context.Context, p *peer, st *syncState) (map[string]a
 		}
 		ids[key(h.Local)] = lease.ID
 	}
-	l.mu.Lock()
-	p.synced = true
-	l.mu.Unlock()
 	// The mirrored leases whose scopes were not known before the scoped
 	// stage.
 	l.adoptMirror(ctx, p, later)
