@@ -150,6 +150,15 @@ type Request struct {
 	// restart) is ignored, and the waiter arrives now. Zero: it arrives
 	// now.
 	Place uint64
+	// Hold bounds how long the work a lease admits runs once granted:
+	// its holder ends that work within Hold of the grant (the gateway's
+	// call timeout). A home that loses sight of a holder without proof
+	// that it died (a fleet replica gone silent) keeps the lease's
+	// capacity held for that long, so that work it cannot see end is
+	// never run beside work admitted in its place. The memory home sees
+	// every holder and ignores it. Zero: no bound; such a lease is held
+	// until its holder speaks again or is proven dead. Not negative.
+	Hold time.Duration
 	// Resolve, if set, is asked for fresh candidates when a scope this
 	// waiter uses is fenced, orphaned or re-activated. Without it the waiter
 	// just loses candidates that touch unusable scopes. It is called with
@@ -165,6 +174,9 @@ func (r Request) Validate() error {
 	}
 	if len(r.Candidates) == 0 {
 		return invalidf("request %s has no candidates", r.ID)
+	}
+	if r.Hold < 0 {
+		return invalidf("request %s has a negative hold bound", r.ID)
 	}
 	if len(r.Candidates) > MaxCandidates {
 		return invalidf("request %s has %d candidates; at most %d", r.ID, len(r.Candidates), MaxCandidates)

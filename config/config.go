@@ -270,6 +270,17 @@ type Fleet struct {
 	// rounded down). Work already admitted runs on either way.
 	// Default "closed".
 	Unavailable string `yaml:"unavailable"`
+	// ReleaseSilent says when the fleet gives back the capacity held by
+	// a replica that went silent — paused, stalled or cut off, with no
+	// proof that its process died (one whose process died gives it back
+	// at once): "call_timeout", once each of its calls is surely over
+	// (its platform's call_timeout, or server.upstream_call_timeout,
+	// from its admission, and heartbeat_timeout more; never, for a call
+	// without one), or as soon as the replica comes back and says which
+	// ended; or "heartbeat", once it has been silent for
+	// heartbeat_timeout, knowing that its calls may still run upstream
+	// and a limit be exceeded until they end. Default "call_timeout".
+	ReleaseSilent string `yaml:"release_silent"`
 }
 
 // FleetListen is the address the fleet listener listens on:
@@ -292,6 +303,12 @@ func (c *Config) FleetListen() string {
 const (
 	UnavailableClosed = "closed"
 	UnavailableOpen   = "open"
+)
+
+// Fleet.ReleaseSilent's values.
+const (
+	ReleaseSilentCallTimeout = "call_timeout"
+	ReleaseSilentHeartbeat   = "heartbeat"
 )
 
 // Edge is the gateway's listener for its edge nodes: machines with
@@ -481,6 +498,7 @@ func Default() *Config {
 			HeartbeatTimeout: 6 * time.Second,
 			Poll:             5 * time.Second,
 			Unavailable:      UnavailableClosed,
+			ReleaseSilent:    ReleaseSilentCallTimeout,
 		},
 		Edge: Edge{
 			HeartbeatInterval: 2 * time.Second,

@@ -137,7 +137,7 @@ func TestDefaultValues(t *testing.T) {
 		Fleet: Fleet{
 			Replica: "", Listen: "", Advertise: "", Secret: "",
 			TermTTL: 10 * time.Second, HeartbeatTimeout: 6 * time.Second, Poll: 5 * time.Second,
-			Unavailable: "closed",
+			Unavailable: "closed", ReleaseSilent: "call_timeout",
 		},
 		Edge: Edge{HeartbeatInterval: 2 * time.Second, HeartbeatTimeout: 6 * time.Second},
 		Tasks: Tasks{
@@ -175,6 +175,7 @@ fleet:
   heartbeat_timeout: 9s
   poll: 1500ms
   unavailable: open
+  release_silent: heartbeat
 `
 	c, err := parse([]byte(data), env("FLEET_SECRET", "0123456789abcdef"))
 	if err != nil {
@@ -183,7 +184,7 @@ fleet:
 	want := Fleet{
 		Replica: "weir-1", Listen: "10.0.0.5:7946", Advertise: "weir-1.internal:7946", Secret: "0123456789abcdef",
 		TermTTL: 15 * time.Second, HeartbeatTimeout: 9 * time.Second, Poll: 1500 * time.Millisecond,
-		Unavailable: "open",
+		Unavailable: "open", ReleaseSilent: "heartbeat",
 	}
 	if c.Fleet != want {
 		t.Errorf("fleet = %+v\nwant %+v", c.Fleet, want)
@@ -322,6 +323,7 @@ func TestEnvOverrides(t *testing.T) {
 		{"WEIR_FLEET_HEARTBEAT_TIMEOUT", "3s", func(c *Config) { c.Fleet.HeartbeatTimeout = 3 * time.Second }},
 		{"WEIR_FLEET_POLL", "2s", func(c *Config) { c.Fleet.Poll = 2 * time.Second }},
 		{"WEIR_FLEET_UNAVAILABLE", "open", func(c *Config) { c.Fleet.Unavailable = "open" }},
+		{"WEIR_FLEET_RELEASE_SILENT", "heartbeat", func(c *Config) { c.Fleet.ReleaseSilent = "heartbeat" }},
 		{"WEIR_EDGE_LISTEN", "127.0.0.1:8443", func(c *Config) { c.Edge.Listen = "127.0.0.1:8443" }},
 		{"WEIR_EDGE_TLS_CERT", "/etc/weir/edge.crt", func(c *Config) { c.Edge.TLSCert = "/etc/weir/edge.crt" }},
 		{"WEIR_EDGE_TLS_KEY", "/etc/weir/edge.key", func(c *Config) { c.Edge.TLSKey = "/etc/weir/edge.key" }},
@@ -679,6 +681,9 @@ func TestValidate(t *testing.T) {
 			`fleet.unavailable: "ajar" is not closed or open`},
 		{"fleet unavailable unknown on sqlite", func(c *Config) { c.Fleet.Unavailable = "Open" },
 			`fleet.unavailable: "Open" is not closed or open`},
+		{"fleet release_silent heartbeat", onPostgres(func(f *Fleet) { f.ReleaseSilent = "heartbeat" }), ""},
+		{"fleet release_silent unknown", onPostgres(func(f *Fleet) { f.ReleaseSilent = "never" }),
+			`fleet.release_silent: "never" is not call_timeout or heartbeat`},
 		{"negative fleet duration on sqlite", func(c *Config) { c.Fleet.HeartbeatTimeout = -time.Second },
 			`fleet.heartbeat_timeout: must not be negative`},
 		{"fleet nonsense ignored on sqlite", func(c *Config) {

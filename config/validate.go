@@ -143,6 +143,9 @@ func (f *Fleet) validate(postgres bool) error {
 	if f.Unavailable != "" && f.Unavailable != UnavailableClosed && f.Unavailable != UnavailableOpen {
 		return invalidf("fleet.unavailable", "%q is not closed or open", f.Unavailable)
 	}
+	if f.ReleaseSilent != "" && f.ReleaseSilent != ReleaseSilentCallTimeout && f.ReleaseSilent != ReleaseSilentHeartbeat {
+		return invalidf("fleet.release_silent", "%q is not call_timeout or heartbeat", f.ReleaseSilent)
+	}
 	if !postgres {
 		switch {
 		case f.TermTTL < 0:

@@ -44,19 +44,31 @@ type fleetRig struct {
 	app     string // the replicas' application_name, to find their connections
 	catalog string
 	dir     string
+	timings fleetTimings
 	rs      map[string]*gateway
+}
+
+// fleetTimings are a fleet's term TTL and heartbeat timeout.
+type fleetTimings struct {
+	termTTL, heartbeat time.Duration
 }
 
 // startFleet starts replicas r0 … r(n-1) on a new schema with catalog
 // (the tasks section and the catalog, as startGateway takes).
 func startFleet(t *testing.T, n int, catalog string) *fleetRig {
 	t.Helper()
+	return startFleetWith(t, n, catalog, fleetTimings{fleetTermTTL, fleetHeartbeat})
+}
+
+// startFleetWith is startFleet with other timings.
+func startFleetWith(t *testing.T, n int, catalog string, timings fleetTimings) *fleetRig {
+	t.Helper()
 	dsn := pgtest.Schema(t)
 	// Unique across the tests running at once: a test that ends
 	// connections by application_name must end only its own fleet's.
 	app := fmt.Sprintf("weir-e2e-%x", rand.Uint64())
 	f := &fleetRig{dsn: withParam(dsn, "application_name", app), app: app, catalog: catalog, dir: t.TempDir(),
-		rs: make(map[string]*gateway)}
+		timings: timings, rs: make(map[string]*gateway)}
 	for i := range n {
 		f.start(t, fmt.Sprintf("r%d", i))
 	}
@@ -94,7 +106,7 @@ fleet:
   poll: 500ms
 
 %s
-`, f.dsn, id, fleetTermTTL, fleetHeartbeat, f.catalog)
+`, f.dsn, id, f.timings.termTTL, f.timings.heartbeat, f.catalog)
 	if err := os.WriteFile(g.Config, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}

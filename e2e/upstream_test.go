@@ -28,9 +28,13 @@ type upstream struct {
 	force atomic.Int32 // non-zero: answer every work request with this status
 	hold  atomic.Bool  // set: hold every work request's answer until release
 	gate  chan struct{}
+	// slow, if set, holds the answer of each work request whose
+	// User-Agent begins with "slow-" that much longer, slot taken.
+	slow atomic.Int64
 
 	mu       sync.Mutex
 	arrivals []string
+	times    []time.Time // when each arrival came
 }
 
 func startUpstream(t *testing.T, cfg mock.Config) *upstream {
@@ -50,12 +54,19 @@ func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/") {
 		u.mu.Lock()
 		u.arrivals = append(u.arrivals, r.UserAgent())
+		u.times = append(u.times, time.Now())
 		u.mu.Unlock()
 		if s := u.force.Load(); s != 0 {
 			r.Header.Set("X-Mock-Status", strconv.Itoa(int(s)))
 		}
 		if u.hold.Load() {
 			w = &heldWriter{ResponseWriter: w, gate: u.gate, done: r.Context().Done()}
+		}
+		if d := time.Duration(u.slow.Load()); d > 0 && strings.HasPrefix(r.UserAgent(), "slow-") {
+			gate := make(chan struct{})
+			t := time.AfterFunc(d, func() { close(gate) })
+			defer t.Stop()
+			w = &heldWriter{ResponseWriter: w, gate: gate, done: r.Context().Done()}
 		}
 	}
 	u.Mock.ServeHTTP(w, r)
@@ -67,6 +78,13 @@ func (u *upstream) Arrivals() []string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return append([]string(nil), u.arrivals...)
+}
+
+// ArrivalTimes returns when each work request so far arrived, in order.
+func (u *upstream) ArrivalTimes() []time.Time {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]time.Time(nil), u.times...)
 }
 
 // release lets one held answer go (whichever held request takes it).

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -26,10 +27,14 @@ type conn struct {
 	queue   []*frame
 	wake    chan struct{}
 	closed  bool
-	closing bool // close once the queue is written
+	err     error // what closed the connection, if it failed
+	closing bool  // close once the queue is written
 	done    chan struct{}
 	nextID  uint64
 	waiting map[uint64]chan *frame
+	// written are closed once the frames queued with them are written
+	// (sendWritten).
+	written []chan struct{}
 }
 
 // newConn is the session on nc of a replica that dialed: its reader
@@ -50,6 +55,27 @@ func newConnReader(nc net.Conn, timeout time.Duration, r *reader) *conn {
 
 // send queues f; it reports errSessionClosed once the session is over.
 func (c *conn) send(f *frame) error { return c.enqueue(f, false, nil) }
+
+// sendWritten queues f and returns a channel closed once f has been
+// written to the connection (handed to the kernel, which delivers it
+// even if this process is paused next); the session's end (done) ends
+// the wait too.
+func (c *conn) sendWritten(f *frame) (<-chan struct{}, error) {
+	ch := make(chan struct{})
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, errSessionClosed
+	}
+	c.queue = append(c.queue, f)
+	c.written = append(c.written, ch)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return ch, nil
+}
 
 // call sends f with a fresh ID and waits for the frame that answers it
 // (a reply, or an ack), or for the session to end.
@@ -135,6 +161,31 @@ func (c *conn) finish() {
 	}
 }
 
+// fail closes the connection for err, which it keeps (closedByPeer).
+func (c *conn) fail(err error) {
+	c.mu.Lock()
+	if !c.closed && c.err == nil {
+		c.err = err
+	}
+	c.mu.Unlock()
+	c.close()
+}
+
+// closedByPeer reports whether the connection ended because the other
+// side closed it (end of file, a reset), not through a timeout or a
+// close of this side's.
+func (c *conn) closedByPeer() bool {
+	c.mu.Lock()
+	err := c.err
+	c.mu.Unlock()
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// refused reports whether a dial failed because nothing listens there:
+// the peer's host answered that the port is closed.
+func refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
+
 func (c *conn) close() {
 	c.mu.Lock()
 	if c.closed {
@@ -165,8 +216,8 @@ func (c *conn) writeLoop() {
 			c.mu.Unlock()
 		}
 		c.mu.Lock()
-		batch := c.queue
-		c.queue = nil
+		batch, written := c.queue, c.written
+		c.queue, c.written = nil, nil
 		closing := c.closing
 		c.mu.Unlock()
 		if len(batch) == 0 {
@@ -178,12 +229,19 @@ func (c *conn) writeLoop() {
 		}
 		_ = c.nc.SetWriteDeadline(time.Now().Add(c.timeout))
 		for _, f := range batch {
-			if enc.Encode(f) != nil {
-				c.close()
+			if err := enc.Encode(f); err != nil {
+				c.fail(err)
 				return
 			}
 		}
-		if bw.Flush() != nil || closing {
+		if err := bw.Flush(); err != nil {
+			c.fail(err)
+			return
+		}
+		for _, ch := range written {
+			close(ch)
+		}
+		if closing {
 			c.close()
 			return
 		}

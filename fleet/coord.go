@@ -120,6 +120,10 @@ type Replica struct {
 	// HeartbeatAge is how old its last heartbeat was when read, by
 	// PostgreSQL's clock.
 	HeartbeatAge time.Duration
+	// Session says whether PostgreSQL holds the replica's life session
+	// (HoldLife): false once the process that registered is gone, or
+	// while its connection is being made again.
+	Session bool
 }
 
 // CoordConfig configures a Coordinator.
@@ -308,6 +312,26 @@ func (c *Coordinator) Leave(ctx context.Context) error {
 // running). One round trip: the row lock and the update go in one batch,
 // one implicit transaction.
 func (c *Coordinator) Campaign(ctx context.Context) (Term, bool, error) {
+	return c.campaign(ctx, -1)
+}
+
+// TakeOver is Campaign that also takes the term of epoch before it
+// expires, if PostgreSQL holds no life session (HoldLife) of the
+// generation that leads it — checked in the statement that takes it.
+// Call it only for a leader whose process the caller has other proof
+// of death for (its fleet listener refuses connections): a leader whose
+// PostgreSQL connection alone was ended still runs, and still grants.
+func (c *Coordinator) TakeOver(ctx context.Context, epoch uint64) (Term, bool, error) {
+	e, err := toInt64("epoch", epoch)
+	if err != nil {
+		return Term{}, false, err
+	}
+	return c.campaign(ctx, e)
+}
+
+// campaign takes the term if it has expired, or if early is its epoch
+// and its leader's life session is gone.
+func (c *Coordinator) campaign(ctx context.Context, early int64) (Term, bool, error) {
 	// The row lock comes first, for two reasons: a campaigner that loses
 	// reads the winner's term rather than the expired one its snapshot
 	// held, and FOR UPDATE waits for every fenced transaction (FOR KEY
@@ -325,7 +349,8 @@ func (c *Coordinator) Campaign(ctx context.Context) (Term, bool, error) {
 		UPDATE weir_fleet_term
 		SET epoch = epoch + 1, leader = $1, addr = $2, expires_at = now() + $3 * interval '1 microsecond', leader_gen = $4
 		WHERE expires_at <= now() OR (leader = $1 AND leader_gen < $4)
-		RETURNING epoch`, c.cfg.Replica, c.cfg.Addr, micros(c.cfg.TermTTL), int64(c.gen.Load())).
+		   OR (epoch = $5 AND leader_gen > 0 AND NOT `+lifeHeldSQL("leader_gen")+`)
+		RETURNING epoch`, c.cfg.Replica, c.cfg.Addr, micros(c.cfg.TermTTL), int64(c.gen.Load()), early).
 		QueryRow(func(row pgx.Row) error {
 			err := row.Scan(&newEpoch)
 			if errors.Is(err, pgx.ErrNoRows) {
@@ -415,7 +440,7 @@ func (c *Coordinator) Lapsed(ctx context.Context) ([]Replica, error) {
 
 func (c *Coordinator) replicas(ctx context.Context, where string) ([]Replica, error) {
 	rows, err := c.pool.Query(ctx, `
-		SELECT id, gen, addr, workers, floor(extract(epoch FROM now() - heartbeat_at) * 1000000)::bigint
+		SELECT id, gen, addr, workers, floor(extract(epoch FROM now() - heartbeat_at) * 1000000)::bigint, `+lifeHeldSQL("gen")+`
 		FROM weir_fleet_replicas WHERE `+where+` ORDER BY id`, micros(c.cfg.HeartbeatTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("list replicas: %w", err)
@@ -423,7 +448,7 @@ func (c *Coordinator) replicas(ctx context.Context, where string) ([]Replica, er
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Replica, error) {
 		var r Replica
 		var gen, age int64
-		err := row.Scan(&r.ID, &gen, &r.Addr, &r.Workers, &age)
+		err := row.Scan(&r.ID, &gen, &r.Addr, &r.Workers, &age, &r.Session)
 		r.Gen = uint64(gen)
 		r.HeartbeatAge = time.Duration(age) * time.Microsecond
 		return r, err
@@ -514,4 +539,65 @@ func (c *Coordinator) Secret(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("fleet: read the fleet's secret: %w", err)
 	}
 	return secret, nil
+}
+
+// A replica's life session: a session-level advisory lock that the
+// replica holds on a connection of its own for as long as its process
+// lives (HoldLife, kept by its Elector). PostgreSQL ends a backend whose
+// client's socket closed, and with it the lock, at once: a replica whose
+// lock is free has lost its connection to PostgreSQL — its process died,
+// or the connection alone was ended (pg_terminate_backend, a restart of
+// PostgreSQL), which the replica mends by connecting again. A paused or
+// cut-off process keeps its backend, and its lock. The lock's keys are
+// a hash of the schema, so that fleets in other schemas of a database
+// never meet, and the generation.
+
+// lifeClassSQL is the first key of the life locks: the schema's.
+const lifeClassSQL = `(SELECT hashtext(n.nspname::text || '.weir_fleet_life')
+	FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+	WHERE c.oid = 'weir_fleet_replicas'::regclass)`
+
+// lifeHeldSQL is true while the life lock of the generation gen (an SQL
+// expression) is held.
+func lifeHeldSQL(gen string) string {
+	return `EXISTS (SELECT 1 FROM pg_locks lk
+		WHERE lk.locktype = 'advisory' AND lk.objsubid = 2 AND lk.granted
+		  AND lk.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND lk.classid = (` + lifeClassSQL + `::bigint & 4294967295)::oid
+		  AND lk.objid = ((` + gen + `) & 2147483647)::oid)`
+}
+
+// HoldLife takes this replica's life lock on conn, a connection that
+// serves nothing else and stays open for as long as the process runs.
+// It waits while the lock is held by an earlier connection of this
+// replica's that PostgreSQL has not yet seen end.
+func (c *Coordinator) HoldLife(ctx context.Context, conn *pgx.Conn) error {
+	gen := c.gen.Load()
+	if gen == 0 {
+		return ErrNotRegistered
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(`+lifeClassSQL+`, ($1::bigint & 2147483647)::int4)`, int64(gen)); err != nil {
+		return fmt.Errorf("hold the life lock of %s/%d: %w", c.cfg.Replica, gen, err)
+	}
+	return nil
+}
+
+// Life reports what PostgreSQL knows of replica id at generation gen:
+// its fleet listener's address while it is registered ("" once its
+// registration is gone), and whether its life lock is held.
+func (c *Coordinator) Life(ctx context.Context, id string, gen uint64) (addr string, held bool, err error) {
+	g, err := toInt64("generation", gen)
+	if err != nil {
+		return "", false, err
+	}
+	var a *string
+	err = c.pool.QueryRow(ctx, `
+		SELECT (SELECT addr FROM weir_fleet_replicas WHERE id = $1 AND gen = $2), `+lifeHeldSQL("$2::bigint"), id, g).Scan(&a, &held)
+	if err != nil {
+		return "", false, fmt.Errorf("life of %s/%d: %w", id, gen, err)
+	}
+	if a != nil {
+		addr = *a
+	}
+	return addr, held, nil
 }

@@ -27,7 +27,8 @@
 // scopes (a lease may be on a scope another replica configured), and the
 // leader admits nothing until every such replica has restored its
 // leases, or the session timeout has passed: a leader that admitted
-// earlier could exceed a limit with leases it does not know yet. A waiter keeps its place within its replica;
+// earlier could exceed a limit with leases it does not know yet. It
+// does not wait for a replica proven dead (see below). A waiter keeps its place within its replica;
 // between replicas, the order after a change of leader is the order in
 // which they synced.
 //
@@ -45,12 +46,83 @@
 //
 // # Replicas that go away
 //
+// A replica that goes away has either died — its process is gone, and
+// with it every call it ran — or gone silent: paused (SIGSTOP, a frozen
+// VM), stalled or cut off, its calls perhaps still running upstream.
+// The two are told apart by proof of death, never by a timeout: a
+// replica is proven dead when PostgreSQL no longer holds its life
+// session (a session-level advisory lock each replica holds on a
+// connection of its own, which PostgreSQL frees as soon as the process's
+// socket closes) and its fleet listener refuses connections (the kernel
+// closed it) or its registration is gone. A paused or cut-off process
+// keeps both its backend and its listener; a live process whose
+// PostgreSQL connection alone was ended keeps its listener, and takes
+// its lock again on a new connection.
+//
 // A session that breaks leaves the replica's state at the leader for the
 // session timeout; a replica that comes back in time syncs, and its
-// waiters keep their places. One that does not is dropped: its leases go
-// back through the engine's release path and its waiters are cancelled.
-// Sync waiters die with their replica; durable tasks and their leases are
-// the task store's, and are recovered from it.
+// waiters keep their places. The leader asks at once, and again within
+// the timeout, whether the replica died: one proven dead is dropped, its
+// leases go back through the engine's release path and its waiters are
+// cancelled. One that is silent when the timeout passes is dropped too —
+// its waiters cancelled — but its leases stay held (Config.ReleaseSilent,
+// ReleaseAtBound, the default), each until whichever comes first:
+//
+//   - its bound: the lease's Request.Hold (the gateway's call timeout,
+//     by which the call is over) plus the session timeout, counted from
+//     the grant on the leader's clock. A lease without a Hold has no
+//     bound;
+//   - the replica's own word: it syncs again, and what it no longer
+//     names goes back, what it still holds stays held once;
+//   - proof of its death, asked again every session timeout.
+//
+// So a limit holds while a silent replica's calls may run, at the price
+// of that capacity for as long as they may; the bound assumes the
+// upstream does not work on a call longer than the gateway waits for it.
+// With ReleaseAtTimeout the leases go back at the drop instead, and the
+// fleet may exceed a limit until the silent replica's calls end.
+//
+// A silent replica is also fenced once its heartbeats lapse: the leader
+// forgets its registration, and when it resumes its next heartbeat tells
+// it so; it stops, and its process cuts the calls it still runs.
+//
+// The leader's own replica cannot be dropped by itself: if the leader
+// goes silent, the next leader must learn from the others what its
+// callers held. So the leader mirrors, to every replica synced with it,
+// the leases no live replica could re-assert to a next leader: its own
+// replica's and those it holds for silent replicas, each with the time
+// left to its bound. A grant of the leader's own replica reaches its
+// caller only once its mirror has been written to those replicas'
+// connections (or a short bound passed): the kernel delivers it even if
+// the leader is paused the moment after. Every replica keeps the last mirror it got and
+// sends it with its next sync; the next leader holds those leases as a
+// silent replica's — before that replica counts as synced — until their
+// holder syncs itself, their bounds pass, or it is proven dead.
+//
+// Sync waiters die with their replica; durable tasks and their leases
+// are the task store's, and are recovered from it.
+//
+// # A leader that dies
+//
+// A replica whose session the leader closed, or whose dial the leader's
+// listener refused, dials the listener again: if it refuses (the kernel
+// closed it: the leader's process died, or it stopped leading — a
+// replica closes its engine, and with it every grant, before its
+// listener), the replica takes the term at once (Coordinator.TakeOver),
+// and the statement that takes it checks that PostgreSQL holds no life
+// session of the leader's generation. The new leader neither waits for
+// the dead leader's sync (the replicas it waits for leave out those
+// proven dead) nor keeps its leases. So admissions resume within a
+// session's round trips of the leader's death, not its term.
+//
+// A leader whose PostgreSQL connection is ended while its process lives
+// (pg_terminate_backend) keeps its listener, so no replica takes its
+// term early: it is fenced by its term as before, and takes its life
+// lock again on a new connection. Both proofs must fail together for a
+// live leader to be taken for dead: its PostgreSQL session ended and
+// its listener refusing connections, which a live process's never does
+// while it leads. A leader merely paused or cut off keeps both, and is
+// fenced by its term.
 //
 // # What does not cross
 //

@@ -39,7 +39,10 @@ type Elector struct {
 
 	changes chan Term     // coalesced: holds at most the newest term
 	refresh chan struct{} // the listener's word: re-read the term
-	started atomic.Bool
+	// takeover carries the epoch of a term whose leader was proven dead
+	// (TakeOver).
+	takeover chan uint64
+	started  atomic.Bool
 
 	mu        sync.Mutex
 	leadEpoch uint64    // 0: not leading
@@ -69,6 +72,9 @@ type listenHooks struct {
 	// listening is called with the backend's pid each time the listener
 	// has LISTENed afresh.
 	listening func(pid uint32)
+	// living is called with the backend's pid each time the life
+	// session holds its lock afresh.
+	living func(pid uint32)
 }
 
 // NewElector returns an Elector for coord's replica.
@@ -98,6 +104,7 @@ func NewElector(coord *Coordinator, cfg ElectorConfig) (*Elector, error) {
 		probeTimeout: probeTimeout,
 		changes:      make(chan Term, 1),
 		refresh:      make(chan struct{}, 1),
+		takeover:     make(chan uint64, 1),
 	}, nil
 }
 
@@ -174,6 +181,7 @@ func (e *Elector) Run(ctx context.Context) error {
 			cancel(err)
 		}
 	})
+	wg.Go(func() { e.life(runCtx) })
 	e.termLoop(runCtx)
 	wg.Wait()
 	if ctx.Err() != nil {
@@ -226,6 +234,7 @@ func (e *Elector) termLoop(ctx context.Context) {
 	defer poll.stop()
 	poll.arm(e.pollWait())
 	needRead := true
+	var early uint64 // a term whose leader was proven dead, to take over
 	for ctx.Err() == nil {
 		now := e.clock.Now()
 		e.mu.Lock()
@@ -237,6 +246,14 @@ func (e *Elector) termLoop(ctx context.Context) {
 			e.stepDown()
 			e.log.Warn("fleet leadership lapsed locally", "epoch", leadEpoch)
 			leadEpoch, needRead = 0, true
+		}
+		if early != 0 {
+			epoch := early
+			early = 0
+			if leadEpoch == 0 && !now.Before(e.retryAt) {
+				e.campaignEarly(ctx, now, int64(epoch))
+				continue
+			}
 		}
 		if needRead && !now.Before(e.retryAt) {
 			needRead = !e.read(ctx, now)
@@ -276,6 +293,7 @@ func (e *Elector) termLoop(ctx context.Context) {
 		case <-timer.c:
 		case <-e.refresh:
 			needRead = true
+		case early = <-e.takeover:
 		case <-poll.c:
 			needRead = true
 			poll.arm(e.pollWait())
@@ -323,11 +341,44 @@ func (e *Elector) read(ctx context.Context, sent time.Time) bool {
 	return true
 }
 
+// TakeOver asks the elector to take the term of epoch at once, before
+// it expires, if PostgreSQL no longer holds its leader's life session
+// (Coordinator.TakeOver). Call it only for a leader whose process has
+// other proof of death: its fleet listener refuses connections.
+func (e *Elector) TakeOver(epoch uint64) {
+	select {
+	case e.takeover <- epoch:
+	default:
+		// One is pending: the newest epoch wins.
+		select {
+		case <-e.takeover:
+		default:
+		}
+		select {
+		case e.takeover <- epoch:
+		default:
+		}
+	}
+}
+
 // campaign takes the term if it has expired.
 func (e *Elector) campaign(ctx context.Context, sent time.Time) {
+	e.campaignEarly(ctx, sent, -1)
+}
+
+// campaignEarly takes the term if it has expired, or if it is early's
+// and its leader's life session is gone (-1: none).
+func (e *Elector) campaignEarly(ctx context.Context, sent time.Time, early int64) {
 	opCtx, cancel := context.WithTimeout(ctx, e.opTimeout())
 	defer cancel()
-	t, won, err := e.coord.Campaign(opCtx)
+	var t Term
+	var won bool
+	var err error
+	if early >= 0 {
+		t, won, err = e.coord.TakeOver(opCtx, uint64(early))
+	} else {
+		t, won, err = e.coord.Campaign(opCtx)
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			e.log.Warn("fleet campaign failed", "err", err)
@@ -338,7 +389,11 @@ func (e *Elector) campaign(ctx context.Context, sent time.Time) {
 	if won {
 		e.wonEpoch = t.Epoch
 		e.setLead(t.Epoch, sent)
-		e.log.Info("fleet leadership taken", "epoch", t.Epoch)
+		if early >= 0 && uint64(early) == t.Epoch-1 {
+			e.log.Warn("fleet leadership taken from a leader whose process died", "epoch", t.Epoch)
+		} else {
+			e.log.Info("fleet leadership taken", "epoch", t.Epoch)
+		}
 	} else if t.Left <= 0 {
 		// Lost to a term that has already ended: not expected, since a
 		// lost campaign saw an unexpired term; do not spin on it.

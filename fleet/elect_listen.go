@@ -164,3 +164,63 @@ func (e *Elector) probe(ctx context.Context, conn *pgx.Conn, channel string) err
 		}
 	}
 }
+
+// life keeps this replica's life session (Coordinator.HoldLife) on a
+// connection of its own for as long as ctx runs, connecting again (at
+// once, then with a growing jittered pause) whenever it is lost.
+func (e *Elector) life(ctx context.Context) {
+	pause := time.Duration(0)
+	for ctx.Err() == nil {
+		held, err := e.lifeOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if held {
+			pause = 0
+		} else {
+			pause = min(max(2*pause, 100*time.Millisecond), 5*time.Second)
+		}
+		e.log.Warn("fleet life session lost; connecting again", "err", err, "after", pause)
+		if pause > 0 {
+			w := newWaker(e.clock)
+			w.arm(pause/2 + mathrand.N(pause))
+			select {
+			case <-ctx.Done():
+			case <-w.c:
+			}
+			w.stop()
+		}
+	}
+}
+
+// lifeOnce connects, takes the life lock and holds it until the
+// connection fails or ctx ends; held reports whether it got the lock.
+func (e *Elector) lifeOnce(ctx context.Context) (held bool, err error) {
+	cfg := e.coord.pool.Config().ConnConfig.Copy()
+	dialCtx, cancel := context.WithTimeout(ctx, e.opTimeout())
+	conn, err := pgx.ConnectConfig(dialCtx, cfg)
+	cancel()
+	if err != nil {
+		return false, fmt.Errorf("connect: %w", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		conn.Close(cctx)
+	}()
+	lockCtx, cancel := context.WithTimeout(ctx, e.opTimeout())
+	err = e.coord.HoldLife(lockCtx, conn)
+	cancel()
+	if err != nil {
+		return false, err
+	}
+	if e.hooks.living != nil {
+		e.hooks.living(conn.PgConn().PID())
+	}
+	// Nothing is ever sent on it: waiting reads until the session ends.
+	for {
+		if err := conn.PgConn().WaitForNotification(ctx); err != nil {
+			return true, fmt.Errorf("hold: %w", err)
+		}
+	}
+}

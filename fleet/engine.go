@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/clock"
 )
 
 // ErrUnavailable is the answer while no leader can be reached: admissions
@@ -70,6 +71,21 @@ type Config struct {
 	// its queued waiters fail with admission.ErrClosed. Calls are made
 	// one at a time, in order; OnLead must not block.
 	OnLead func(term admission.Engine, epoch uint64)
+	// ReleaseSilent says when the leader gives back the leases of a
+	// replica that went silent (silent.go). Default ReleaseAtBound.
+	ReleaseSilent ReleasePolicy
+	// Dead reports whether the process of replica at generation gen is
+	// proven dead: its calls ended with it, and what it held may go
+	// back at once. It must never say so of a process that may still
+	// run (the Member asks the kernel and PostgreSQL: member.go).
+	// Default nil: none is ever proven dead, and a replica that goes
+	// away is silent.
+	Dead func(ctx context.Context, replica string, gen uint64) bool
+	// OnLeaderLost, if set, is called when this replica's session with
+	// the leader of t was closed from the leader's side, or its
+	// listener refused a session: the leader's process may have died.
+	// It must not block.
+	OnLeaderLost func(t Term)
 }
 
 func (c *Config) defaults() {
@@ -135,9 +151,31 @@ type Engine struct {
 	openLeases   uint64
 	openAdmitted uint64
 
+	// mirror is the last mirror a leader sent (mirror.go), which the
+	// next sync takes along.
+	mirror map[mirrorKey]mirrored
+
 	// afterSync, when a test sets it, runs in establish once the leader
 	// has answered the sync and before the route opens.
 	afterSync func()
+}
+
+// now reads the engine's clock.
+func (e *Engine) now() time.Time {
+	if e.cfg.Options.Clock != nil {
+		return e.cfg.Options.Clock.Now()
+	}
+	return clock.Real.Now()
+}
+
+// boundOf is the bound of a lease this replica got now for work that
+// ends within hold (Request.Hold), with the same margin the leader
+// takes; zero: none.
+func (e *Engine) boundOf(hold time.Duration) time.Time {
+	if hold <= 0 {
+		return time.Time{}
+	}
+	return e.now().Add(hold + e.cfg.SessionTimeout)
 }
 
 // held is a lease a caller of this replica holds, under the id it was
@@ -156,6 +194,9 @@ type held struct {
 	// (Config.LazyRelease): it goes with the release.
 	tokens int64
 	settle bool
+	// bound is when the work under the lease is surely over, on this
+	// replica's clock (Request.Hold); zero: no bound.
+	bound time.Time
 }
 
 // waiting is a caller's queued waiter.
@@ -182,6 +223,7 @@ func New(cfg Config) *Engine {
 	return &Engine{cfg: cfg, scopes: make(map[string]admission.ScopeConfig), removed: make(map[string]bool),
 		fenced: make(map[string]uint64), active: make(map[string]uint64),
 		leases: make(map[admission.LeaseID]*held), waiters: make(map[string]*waiting),
+		mirror:  make(map[mirrorKey]mirrored),
 		changed: make(chan struct{}), stop: make(chan struct{})}
 }
 
@@ -356,6 +398,9 @@ func (e *Engine) follow(t Term) {
 			}
 			<-c.done
 			e.lost(rt)
+			if c.closedByPeer() && e.cfg.OnLeaderLost != nil && e.current(t.Epoch) {
+				e.cfg.OnLeaderLost(t)
+			}
 		}
 		wait := backoff/2 + rand.N(backoff)
 		backoff = min(backoff*2, time.Second)
@@ -374,6 +419,9 @@ func (e *Engine) dialLeader(t Term) *conn {
 	nc, err := e.cfg.Dial(ctx, t.Addr)
 	if err != nil {
 		e.cfg.Logger.Debug("fleet: leader not reachable", "addr", t.Addr, "epoch", t.Epoch, "error", err)
+		if refused(err) && e.cfg.OnLeaderLost != nil {
+			e.cfg.OnLeaderLost(t)
+		}
 		return nil
 	}
 	c := newConn(nc, e.cfg.SessionTimeout)
@@ -400,11 +448,16 @@ func (e *Engine) readLoop(rt *route) {
 	for {
 		f, err := c.read()
 		if err != nil {
+			c.fail(err)
 			return
 		}
 		switch f.Op {
 		case opReply:
 			c.answer(f)
+		case opMirror:
+			if f.Epoch == rt.epoch {
+				e.onMirror(f, rt.epoch)
+			}
 		case opNotify:
 			if f.Epoch != rt.epoch {
 				continue // another term's outcome: refused
@@ -484,9 +537,15 @@ func (e *Engine) establish(rt *route) bool {
 	}()
 	st := &syncState{}
 	config := e.configLocked(st)
+	now := e.now()
 	for local, h := range e.leases {
-		st.Leases = append(st.Leases, heldLease{Local: local, Remote: h.remote, Epoch: h.epoch, Req: h.req, Cand: h.cand})
+		hl := heldLease{Local: local, Remote: h.remote, Epoch: h.epoch, Req: h.req, Cand: h.cand}
+		if !h.bound.IsZero() {
+			hl.Bound = max(h.bound.Sub(now), time.Nanosecond)
+		}
+		st.Leases = append(st.Leases, hl)
 	}
+	st.Mirror = e.mirrorLocked()
 	ws := make([]*waiting, 0, len(e.waiters))
 	for _, w := range e.waiters {
 		ws = append(ws, w)
@@ -545,6 +604,11 @@ func (e *Engine) establish(rt *route) bool {
 		} else {
 			delete(e.leases, h.Local) // the leader no longer holds it
 		}
+	}
+	if rt.c == nil {
+		// This replica leads: the mirror it took along is now its own
+		// leader's to keep.
+		clear(e.mirror)
 	}
 	e.rt = rt
 	if e.openTimer != nil {
@@ -616,7 +680,7 @@ func (e *Engine) onNotify(f *frame, epoch uint64) {
 	var out admission.Lease
 	if f.Lease != nil {
 		out = *f.Lease
-		e.leases[out.ID] = &held{remote: out.ID, epoch: epoch, req: w.req, cand: out.Candidate}
+		e.leases[out.ID] = &held{remote: out.ID, epoch: epoch, req: w.req, cand: out.Candidate, bound: e.boundOf(w.req.Hold)}
 	}
 	e.mu.Unlock()
 	w.notify(out, err)
@@ -958,7 +1022,7 @@ func (e *Engine) cancel(ctx context.Context, id string) error {
 func (e *Engine) grant(rt *route, req admission.Request, l admission.Lease) admission.Lease {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.leases[l.ID] = &held{remote: l.ID, epoch: rt.epoch, req: toWire(req), cand: l.Candidate}
+	e.leases[l.ID] = &held{remote: l.ID, epoch: rt.epoch, req: toWire(req), cand: l.Candidate, bound: e.boundOf(req.Hold)}
 	return l
 }
 

@@ -19,6 +19,11 @@ type node struct {
 	e     *Engine
 	addr  string
 	valid atomic.Bool
+	// dead: the node's process is gone, as Config.Dead reports it;
+	// silent: its connections carry nothing either way and close
+	// nothing, as a paused process's (silentConn).
+	dead   atomic.Bool
+	silent atomic.Bool
 
 	mu    sync.Mutex
 	conns []net.Conn
@@ -26,32 +31,134 @@ type node struct {
 
 func startNodes(t *testing.T, timeout time.Duration, ids ...string) map[string]*node {
 	t.Helper()
+	return startNodesWith(t, timeout, nil, ids...)
+}
+
+// startNodesWith starts nodes whose configs edit changes (nil: none).
+// Each node's Config.Dead reports the node asked about dead once it
+// died (node.die).
+func startNodesWith(t *testing.T, timeout time.Duration, edit func(*Config), ids ...string) map[string]*node {
+	t.Helper()
 	out := make(map[string]*node)
+	for _, id := range ids {
+		out[id] = &node{id: id}
+	}
 	for _, id := range ids {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		n := &node{id: id, addr: ln.Addr().String()}
+		n := out[id]
+		n.addr = ln.Addr().String()
 		n.valid.Store(true)
 		var d net.Dialer
-		n.e = New(Config{Replica: id, Gen: 1, Secret: "s", SessionTimeout: timeout,
+		cfg := Config{Replica: id, Gen: 1, Secret: "s", SessionTimeout: timeout,
 			Valid: func(uint64) bool { return n.valid.Load() },
+			Dead: func(_ context.Context, replica string, _ uint64) bool {
+				o := out[replica]
+				return o != nil && o.dead.Load()
+			},
 			Dial: func(ctx context.Context, addr string) (net.Conn, error) {
+				if n.silent.Load() {
+					return nil, errors.New("silent")
+				}
 				c, err := d.DialContext(ctx, "tcp", addr)
 				if err == nil {
+					c = &silentConn{Conn: c, n: n, done: make(chan struct{})}
 					n.mu.Lock()
 					n.conns = append(n.conns, c)
 					n.mu.Unlock()
 				}
 				return c, err
-			}})
+			}}
+		if edit != nil {
+			edit(&cfg)
+		}
+		n.e = New(cfg)
 		go n.e.Serve(ln)
 		t.Cleanup(func() { ln.Close() })
 		t.Cleanup(n.e.Close)
-		out[id] = n
+		t.Cleanup(n.unsilence)
 	}
 	return out
+}
+
+// die ends n as a process that died would: its engine closes, and the
+// others may prove it dead.
+func (n *node) die() {
+	n.dead.Store(true)
+	n.e.Close()
+}
+
+// silence makes n go silent, as a paused process does: what it sends
+// and what is sent to it goes nowhere, and it closes nothing, so the
+// leader hears neither a frame nor an end.
+func (n *node) silence() { n.silent.Store(true) }
+
+// unsilence closes what n's engine closed while it was silent.
+func (n *node) unsilence() {
+	n.silent.Store(false)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, c := range n.conns {
+		if sc, ok := c.(*silentConn); ok {
+			sc.settle()
+		}
+	}
+}
+
+// silentConn is a dialled connection of a node that may go silent.
+type silentConn struct {
+	net.Conn
+	n *node
+
+	mu     sync.Mutex
+	closed bool
+	done   chan struct{}
+}
+
+func (c *silentConn) Read(b []byte) (int, error) {
+	for {
+		if !c.n.silent.Load() {
+			return c.Conn.Read(b)
+		}
+		select {
+		case <-c.done:
+			return 0, net.ErrClosed
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func (c *silentConn) Write(b []byte) (int, error) {
+	if c.n.silent.Load() {
+		return len(b), nil
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *silentConn) Close() error {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.done)
+	}
+	c.mu.Unlock()
+	if c.n.silent.Load() {
+		return nil // a paused process closes nothing
+	}
+	return c.Conn.Close()
+}
+
+// settle closes the real connection of a silentConn closed while
+// silent.
+func (c *silentConn) settle() {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		_ = c.Conn.Close()
+	}
 }
 
 // elect makes leader lead epoch on every node given, with live the
@@ -249,9 +356,8 @@ func TestLateGrantRefused(t *testing.T) {
 	}
 }
 
-// TestGoneReplicaDropped: a replica whose session is gone for the
-// session timeout is dropped: its leases go back and the next waiter is
-// admitted.
+// TestGoneReplicaDropped: a replica whose process died is dropped: its
+// leases go back and the next waiter is admitted.
 func TestGoneReplicaDropped(t *testing.T) {
 	t.Parallel()
 	ns := startNodes(t, 300*time.Millisecond, "a", "b")
@@ -263,7 +369,7 @@ func TestGoneReplicaDropped(t *testing.T) {
 	}
 	tryAcquire(t, b.e, "h", "s")
 	w := enqueue(t, a.e, "w", "s")
-	b.e.Close() // b dies holding its lease
+	b.die() // holding its lease
 	o := wait(t, w, "w after b died")
 	if o.err != nil {
 		t.Fatalf("w: %v", o.err)

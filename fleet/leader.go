@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/clock"
 )
 
 // leader decides for the fleet during one term: it runs the memory
@@ -20,12 +21,24 @@ type leader struct {
 	epoch  uint64
 	mem    *admission.Memory
 	cfg    *Config
+	clock  clock.Clock
 	valid  func() bool // reports whether the term is still this replica's
 	logger *slog.Logger
 
 	mu     sync.Mutex
 	peers  map[string]*peer
 	owners map[admission.LeaseID]*peer // who holds each lease granted
+	// silent are the replicas dropped without proof that they died,
+	// whose leases are still held (silent.go), by silentKey.
+	silent map[string]*peer
+	sweep  clock.Timer // releases the silent leases whose bound passed
+	// probing is the goroutine that asks, now and then, whether the
+	// silent replicas died; watching, the detached peers being watched.
+	probing  bool
+	watching map[*peer]bool
+	// mirror are the peers whose sessions take the mirror of the leases
+	// no other replica could re-assert (mirror.go).
+	mirror map[*peer]bool
 	// Lease ids: the engine's own ids are reused, and a new term's
 	// engine starts them again, so the fleet's ids are the leader's: the
 	// epoch in the top bits and a count below, never reused. Every id
@@ -53,18 +66,47 @@ type peer struct {
 	// replica has handed the outcome on, or the session is lost.
 	deliver func(f *frame) error
 	session *conn // nil for the leader's own replica
-	leases  map[admission.LeaseID]admission.Owner
+	leases  map[admission.LeaseID]*peerLease
 	waiters map[string]bool
 	// undelivered are outcomes the replica was not told of because its
 	// session was lost; its next sync gets them.
 	undelivered map[string]*frame
-	gone        *time.Timer // the absence after which its state is dropped
+	gone        clock.Timer // the absence after which its state is dropped
 	dropped     bool
+	// silent: dropped without proof that it died; its leases are held
+	// until their bounds, its word, or that proof (silent.go).
+	silent bool
+}
+
+// peerLease is a lease a peer holds, as the leader keeps it.
+type peerLease struct {
+	owner admission.Owner
+	// bound is when the work under the lease is over whatever becomes
+	// of its holder, on the leader's clock (Request.Hold and a margin);
+	// zero: no bound.
+	bound time.Time
+	// origin is the lease as its holder knows it: the epoch and id of the
+	// last leader it synced it with, which its next sync names.
+	origin origin
+	// req is the request with the chosen candidate alone: what another
+	// leader needs to hold the lease again.
+	req *wireRequest
+}
+
+// origin names a lease as its holder knows it.
+type origin struct {
+	Epoch uint64            `json:"epoch"`
+	ID    admission.LeaseID `json:"id"`
 }
 
 func newLeader(epoch uint64, cfg *Config, valid func() bool, expect []string) *leader {
-	l := &leader{epoch: epoch, cfg: cfg, valid: valid, logger: cfg.Logger,
+	c := cfg.Options.Clock
+	if c == nil {
+		c = clock.Real
+	}
+	l := &leader{epoch: epoch, cfg: cfg, clock: c, valid: valid, logger: cfg.Logger,
 		peers: make(map[string]*peer), owners: make(map[admission.LeaseID]*peer),
+		silent: make(map[string]*peer), watching: make(map[*peer]bool), mirror: make(map[*peer]bool),
 		fleetIDs: make(map[admission.LeaseID]admission.LeaseID), memIDs: make(map[admission.LeaseID]admission.LeaseID),
 		nextID: epoch << 40}
 	opts := cfg.Options
@@ -80,7 +122,7 @@ func newLeader(epoch uint64, cfg *Config, valid func() bool, expect []string) *l
 		l.stages[i] = newBarrier(expect)
 	}
 	if !l.stages[restored].passed() {
-		time.AfterFunc(cfg.SessionTimeout, l.forceReady)
+		l.clock.AfterFunc(cfg.SessionTimeout, l.forceReady)
 	}
 	return l
 }
@@ -113,6 +155,9 @@ func (l *leader) observe(e admission.Event) admission.Event {
 		delete(l.fleetIDs, l.memIDs[id])
 		delete(l.memIDs, id)
 		if p := l.owners[id]; p != nil {
+			if pl := p.leases[id]; pl != nil && l.mirroredLocked(p) {
+				l.postMirrorLocked(nil, []mirrorKey{keyOf(p, pl)})
+			}
 			delete(p.leases, id)
 			delete(l.owners, id)
 		}
@@ -248,6 +293,9 @@ func (l *leader) close() {
 	for _, p := range l.peers {
 		peers = append(peers, p)
 	}
+	if l.sweep != nil {
+		l.sweep.Stop()
+	}
 	l.mu.Unlock()
 	for _, p := range peers {
 		if p.session != nil {
@@ -261,8 +309,10 @@ func (l *leader) close() {
 }
 
 // attach makes a replica a peer, or gives a known one its new session.
-// A newer generation of a known replica replaces it: the older one's
-// leases and waiters are dropped first.
+// A newer generation of a known replica replaces it: the older one is
+// dropped first (as one gone: silent.go). A replica this term holds
+// silent leases of comes back to them: its sync says which it still
+// holds.
 func (l *leader) attach(replica string, gen uint64, session *conn, deliver func(*frame) error) (*peer, error) {
 	l.mu.Lock()
 	if l.closed {
@@ -279,6 +329,7 @@ func (l *leader) attach(replica string, gen uint64, session *conn, deliver func(
 			old.gone.Stop()
 			old.gone = nil
 		}
+		delete(l.watching, old)
 		prev := old.session
 		old.session, old.deliver = session, deliver
 		l.mu.Unlock()
@@ -287,19 +338,34 @@ func (l *leader) attach(replica string, gen uint64, session *conn, deliver func(
 		}
 		return old, nil
 	}
-	p := &peer{replica: replica, gen: gen, session: session, deliver: deliver,
-		leases: make(map[admission.LeaseID]admission.Owner), waiters: make(map[string]bool),
-		undelivered: make(map[string]*frame)}
+	p := l.silent[silentKey(replica, gen)]
+	if p != nil {
+		// Its leases are its own to name again: no longer mirrored.
+		delete(l.silent, silentKey(replica, gen))
+		var keys []mirrorKey
+		for _, pl := range p.leases {
+			keys = append(keys, keyOf(p, pl))
+		}
+		l.postMirrorLocked(nil, keys)
+		p.silent, p.dropped = false, false
+		p.session, p.deliver = session, deliver
+		p.undelivered = make(map[string]*frame)
+	} else {
+		p = &peer{replica: replica, gen: gen, session: session, deliver: deliver,
+			leases: make(map[admission.LeaseID]*peerLease), waiters: make(map[string]bool),
+			undelivered: make(map[string]*frame)}
+	}
 	l.peers[replica] = p
 	l.mu.Unlock()
 	if old != nil {
-		l.drop(old)
+		l.drop(old, false)
 	}
 	return p, nil
 }
 
 // detach notes that p's session ended; p's state stays for the session
-// timeout, for the replica to come back to.
+// timeout, for the replica to come back to, unless its process is proven
+// dead meanwhile (silent.go).
 func (l *leader) detach(p *peer, session *conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -308,45 +374,15 @@ func (l *leader) detach(p *peer, session *conn) {
 	}
 	p.session = nil
 	p.deliver = func(*frame) error { return errSessionClosed }
-	p.gone = time.AfterFunc(l.cfg.SessionTimeout, func() { l.drop(p) })
-}
-
-// drop forgets a replica that is gone: its leases go back through the
-// engine's release path and its waiters are cancelled.
-func (l *leader) drop(p *peer) {
-	l.mu.Lock()
-	if p.dropped || (p.session != nil && !l.closed) {
-		l.mu.Unlock()
-		return
-	}
-	p.dropped = true
-	if l.peers[p.replica] == p {
-		delete(l.peers, p.replica)
-	}
-	for _, b := range l.stages {
-		b.arrive(p.replica)
-	}
-	leases := p.leases
-	p.leases = map[admission.LeaseID]admission.Owner{}
-	for id := range leases {
-		delete(l.owners, id)
-	}
-	waiters := p.waiters
-	p.waiters = map[string]bool{}
-	l.mu.Unlock()
-	l.logger.Info("fleet leader dropped a replica that is gone", "replica", p.replica, "gen", p.gen, "leases", len(leases), "waiters", len(waiters))
-	ctx := context.Background()
-	for id, owner := range leases {
-		_ = l.release(ctx, id, owner)
-	}
-	for id := range waiters {
-		_ = l.mem.Cancel(ctx, id)
-	}
+	delete(l.mirror, p)
+	p.gone = l.clock.AfterFunc(l.cfg.SessionTimeout, func() { l.drop(p, false) })
+	l.watchLocked(p)
 }
 
 // notifier is the engine's notify for a waiter of p: it records the
 // outcome and delivers it to p.
-func (l *leader) notifier(p *peer, id string) func(admission.Lease, error) {
+func (l *leader) notifier(p *peer, req *wireRequest) func(admission.Lease, error) {
+	id := req.ID
 	return func(lease admission.Lease, err error) {
 		granted := err == nil
 		if granted {
@@ -373,12 +409,13 @@ func (l *leader) notifier(p *peer, id string) func(admission.Lease, error) {
 			return
 		}
 		delete(p.waiters, id)
+		var mirrored mirrorWait
 		if granted {
-			p.leases[lease.ID] = lease.Owner
-			l.owners[lease.ID] = p
+			mirrored = l.recordLocked(p, lease, req, l.boundOf(req.Hold))
 		}
 		deliver := p.deliver
 		l.mu.Unlock()
+		mirrored.wait()
 		if deliver(f) != nil {
 			// The replica is told when its session comes back (sync), or
 			// the lease goes back when it does not (drop).
@@ -454,7 +491,7 @@ func (l *leader) handle(ctx context.Context, p *peer, f *frame) *frame {
 		err = l.mem.Reconcile(ctx, l.memID(f.LeaseID), f.Owner, f.Tokens)
 	case opRestore:
 		var lease admission.Lease
-		lease, err = l.restore(ctx, p, f.Req.request(), f.Cand)
+		lease, err = l.restore(ctx, p, f.Req.request(), f.Cand, l.boundOf(f.Req.Hold))
 		if err == nil {
 			r.Lease = &lease
 		}
@@ -488,7 +525,7 @@ func (l *leader) enqueue(ctx context.Context, p *peer, req admission.Request) er
 	}
 	p.waiters[req.ID] = true
 	l.mu.Unlock()
-	err := l.mem.Enqueue(ctx, req, l.notifier(p, req.ID))
+	err := l.mem.Enqueue(ctx, req, l.notifier(p, toWire(req)))
 	if err != nil {
 		l.mu.Lock()
 		delete(p.waiters, req.ID)
@@ -506,28 +543,42 @@ func (l *leader) tryAcquire(ctx context.Context, p *peer, req admission.Request)
 		return lease, err
 	}
 	lease = l.fleetLease(lease)
-	return lease, l.hand(p, lease)
+	return lease, l.hand(p, lease, toWire(req), l.boundOf(req.Hold))
 }
 
-func (l *leader) restore(ctx context.Context, p *peer, req admission.Request, cand int) (admission.Lease, error) {
+// restore re-creates a lease p holds; bound is its bound, zero for
+// none.
+func (l *leader) restore(ctx context.Context, p *peer, req admission.Request, cand int, bound time.Time) (admission.Lease, error) {
 	lease, err := l.mem.Restore(ctx, req, cand)
 	if err != nil {
 		return lease, err
 	}
 	lease = l.fleetLease(lease)
-	return lease, l.hand(p, lease)
+	return lease, l.hand(p, lease, toWire(req), bound)
+}
+
+// boundOf is the bound of a lease granted now for work that ends within
+// hold: hold and the session timeout, which covers the grant's way to
+// its holder and the difference between the two clocks. Zero hold: no
+// bound.
+func (l *leader) boundOf(hold time.Duration) time.Time {
+	if hold <= 0 {
+		return time.Time{}
+	}
+	return l.clock.Now().Add(hold + l.cfg.SessionTimeout)
 }
 
 // hand records lease as p's, or gives it back if it may not be handed
 // out: the term has passed, or p is gone.
-func (l *leader) hand(p *peer, lease admission.Lease) error {
+func (l *leader) hand(p *peer, lease admission.Lease, req *wireRequest, bound time.Time) error {
 	l.mu.Lock()
 	ok := !p.dropped && !l.closed && l.valid()
+	var mirrored mirrorWait
 	if ok {
-		p.leases[lease.ID] = lease.Owner
-		l.owners[lease.ID] = p
+		mirrored = l.recordLocked(p, lease, req, bound)
 	}
 	l.mu.Unlock()
+	mirrored.wait()
 	if !ok {
 		_ = l.release(context.Background(), lease.ID, lease.Owner)
 		return ErrUnavailable
@@ -554,6 +605,11 @@ func (l *leader) sync(ctx context.Context, p *peer, st *syncState) (map[string]a
 	for _, name := range st.Removed {
 		_ = l.mem.RemoveScope(ctx, name)
 	}
+	// What the replica was mirrored of the leases that others could not
+	// re-assert (silent.go) is held here too, until their holders speak:
+	// before this replica counts as arrived, so that the barrier does
+	// not pass without them.
+	later := l.adoptMirror(ctx, p, st.Mirror)
 	l.reached(p.replica, scoped)
 	if err := l.stages[scoped].wait(ctx); err != nil {
 		return nil, err
@@ -575,23 +631,35 @@ func (l *leader) sync(ctx context.Context, p *peer, st *syncState) (map[string]a
 	kept := make(map[admission.LeaseID]bool)
 	var restore []heldLease
 	l.mu.Lock()
+	// What p holds here, by the name p knows each lease by: its own
+	// grants and restores of this term, and the leases held for it while
+	// it was silent.
+	named := make(map[origin]admission.LeaseID, len(p.leases))
+	for id, pl := range p.leases {
+		named[pl.origin] = id
+	}
 	for _, h := range st.Leases {
-		if h.Remote != 0 && h.Epoch == l.epoch {
-			if _, ok := p.leases[h.Remote]; ok {
-				kept[h.Remote] = true
-				ids[key(h.Local)] = h.Remote
+		if h.Remote != 0 {
+			if id, ok := named[origin{h.Epoch, h.Remote}]; ok {
+				kept[id] = true
+				ids[key(h.Local)] = id
+				p.leases[id].origin = origin{l.epoch, id}
+				continue
 			}
-			// Granted here but gone since (expired, fenced): it stays gone.
-			continue
+			if h.Epoch == l.epoch {
+				// Granted here but gone since (expired, fenced): it
+				// stays gone.
+				continue
+			}
 		}
 		restore = append(restore, h)
 	}
 	var release []admission.LeaseID
 	owners := make(map[admission.LeaseID]admission.Owner)
-	for id, owner := range p.leases {
+	for id, pl := range p.leases {
 		if !kept[id] {
 			release = append(release, id)
-			owners[id] = owner
+			owners[id] = pl.owner
 		}
 	}
 	l.mu.Unlock()
@@ -599,13 +667,16 @@ func (l *leader) sync(ctx context.Context, p *peer, st *syncState) (map[string]a
 		_ = l.release(ctx, id, owners[id])
 	}
 	for _, h := range restore {
-		lease, err := l.restore(ctx, p, h.Req.request(), h.Cand)
+		lease, err := l.restore(ctx, p, h.Req.request(), h.Cand, l.boundLeft(h.Bound))
 		if err != nil {
 			l.logger.Warn("fleet sync: a replica's lease could not be restored", "replica", p.replica, "waiter", h.Req.ID, "error", err)
 			continue
 		}
 		ids[key(h.Local)] = lease.ID
 	}
+	// The mirrored leases whose scopes were not known before the scoped
+	// stage.
+	l.adoptMirror(ctx, p, later)
 
 	l.reached(p.replica, restored)
 	if err := l.waitReady(ctx); err != nil {
@@ -656,6 +727,9 @@ func (l *leader) sync(ctx context.Context, p *peer, st *syncState) (map[string]a
 		l.mu.Unlock()
 		_ = l.release(ctx, f.Lease.ID, f.Lease.Owner)
 	}
+	l.mu.Lock()
+	l.startMirrorLocked(p)
+	l.mu.Unlock()
 	return ids, nil
 }
 

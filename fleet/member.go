@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,6 +44,8 @@ type MemberConfig struct {
 	Options admission.Options
 	// LazyRelease: see Config.LazyRelease.
 	LazyRelease bool
+	// ReleaseSilent: see Config.ReleaseSilent. Default ReleaseAtBound.
+	ReleaseSilent ReleasePolicy
 	// OnLead: see Config.OnLead; workers is the sum of the live
 	// replicas' Workers when the term began (0 if it could not be read).
 	OnLead func(term admission.Engine, epoch uint64, workers int)
@@ -79,6 +82,9 @@ type Member struct {
 	// when, by its clock.
 	ledEpoch uint64
 	ledSince time.Time
+
+	probe      *prober
+	takingOver atomic.Bool // a leaderLost probe is under way
 }
 
 // NewMember opens the fleet listener and prepares the replica; Run
@@ -120,7 +126,7 @@ func NewMember(ctx context.Context, pool *pgxpool.Pool, cfg MemberConfig) (*Memb
 		ln.Close()
 		return nil, err
 	}
-	m := &Member{cfg: cfg, pool: pool, ln: ln, coord: coord, elector: elector, log: cfg.Logger}
+	m := &Member{cfg: cfg, pool: pool, ln: ln, coord: coord, elector: elector, log: cfg.Logger, probe: newProber(coord.cfg.HeartbeatTimeout)}
 	var onLead func(admission.Engine, uint64)
 	if cfg.OnLead != nil {
 		// Run reads the live replicas' workers before it gives the engine
@@ -136,7 +142,8 @@ func NewMember(ctx context.Context, pool *pgxpool.Pool, cfg MemberConfig) (*Memb
 			e, ok := elector.Leading()
 			return ok && e == epoch
 		},
-		Options: cfg.Options, Logger: cfg.Logger, OnLead: onLead, LazyRelease: cfg.LazyRelease})
+		Options: cfg.Options, Logger: cfg.Logger, OnLead: onLead, LazyRelease: cfg.LazyRelease,
+		ReleaseSilent: cfg.ReleaseSilent, Dead: m.dead, OnLeaderLost: m.leaderLost})
 	return m, nil
 }
 
@@ -198,8 +205,11 @@ func (m *Member) Replicas(ctx context.Context) ([]Replica, error) { return m.coo
 // or the replica is fenced (ErrFenced: it must stop, for the fleet has
 // given away what it held). The engine is closed when Run returns.
 func (m *Member) Run(ctx context.Context) error {
-	defer m.engine.Close()
+	// The engine closes before the listener: a listener that refuses
+	// connections is proof that this replica grants nothing more
+	// (leaderLost).
 	defer m.ln.Close()
+	defer m.engine.Close()
 	go func() { _ = m.engine.Serve(m.ln) }()
 	errc := make(chan error, 1)
 	go func() { errc <- m.elector.Run(ctx) }()
@@ -281,10 +291,77 @@ func (m *Member) live(ctx context.Context) ([]string, int) {
 	out := make([]string, 0, len(rs))
 	workers := 0
 	for _, r := range rs {
+		if !r.Session && r.ID != m.cfg.Replica && m.probe.refused(ctx, r.Addr) {
+			// Its process died: it will never sync, and holds nothing.
+			continue
+		}
 		out = append(out, r.ID)
 		workers += r.Workers
 	}
 	return out, workers
+}
+
+// dead reports whether the process of replica at generation gen is
+// proven dead (Config.Dead): PostgreSQL holds no life session of it
+// (its backend ended), and either its registration is gone or its fleet
+// listener refuses connections (the kernel closed it). A paused or
+// cut-off process keeps both; a live one whose PostgreSQL connection
+// alone was ended keeps its listener.
+func (m *Member) dead(ctx context.Context, replica string, gen uint64) bool {
+	ctx, cancel := context.WithTimeout(ctx, m.coord.cfg.HeartbeatTimeout)
+	defer cancel()
+	addr, held, err := m.coord.Life(ctx, replica, gen)
+	if err != nil || held {
+		return false
+	}
+	return addr == "" || m.probe.refused(ctx, addr)
+}
+
+// leaderLost is the engine's word that its session with t's leader was
+// closed from the leader's side, or refused (Config.OnLeaderLost). If
+// the leader's fleet listener refuses connections — its process died,
+// or it stopped leading and closed its engine first — the elector takes
+// the term at once, should PostgreSQL confirm that the leader's life
+// session is gone too (Coordinator.TakeOver); otherwise nothing
+// changes, and a leader merely paused or cut off is fenced by its term.
+func (m *Member) leaderLost(t Term) {
+	if t.Leader == m.cfg.Replica || !m.takingOver.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer m.takingOver.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), m.coord.cfg.HeartbeatTimeout)
+		defer cancel()
+		if m.probe.refused(ctx, t.Addr) {
+			m.log.Warn("fleet: the leader's listener refuses connections; taking the term if its PostgreSQL session is gone too", "epoch", t.Epoch, "leader", t.Leader)
+			m.elector.TakeOver(t.Epoch)
+		}
+	}()
+}
+
+// prober dials replicas' fleet listeners to learn whether one is closed.
+type prober struct {
+	timeout time.Duration
+}
+
+func newProber(heartbeat time.Duration) *prober {
+	return &prober{timeout: min(heartbeat, time.Second)}
+}
+
+// refused reports whether a connection to addr is refused: its host
+// says nothing listens there. A paused process's listener still
+// accepts (its kernel does), and an unreachable one times out.
+func (p *prober) refused(ctx context.Context, addr string) bool {
+	if addr == "" {
+		return false
+	}
+	d := net.Dialer{Timeout: p.timeout}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err == nil {
+		c.Close()
+		return false
+	}
+	return refused(err)
 }
 
 // lead does a leader's periodic work: it forgets the replicas whose

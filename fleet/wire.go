@@ -49,6 +49,10 @@ const (
 	opRestore     = "restore"
 	opFence       = "fence"
 	opActivate    = "activate"
+	// mirror: the leader's copy, to a replica synced with it, of the
+	// leases no live replica could re-assert to the next leader
+	// (mirror.go); answered by nobody.
+	opMirror = "mirror"
 )
 
 // maxFrame bounds one frame of an authenticated session: a replica's
@@ -96,6 +100,12 @@ type frame struct {
 	Pos     *admission.Position          `json:"pos,omitempty"`
 	Expires time.Time                    `json:"expires,omitzero"`
 	Synced  map[string]admission.LeaseID `json:"synced,omitempty"`
+
+	// mirror: leases added to the mirror, and removed; Reset: the whole
+	// mirror, replacing what the replica had.
+	Mirror   []mirrorLease `json:"mirror,omitempty"`
+	Unmirror []mirrorKey   `json:"unmirror,omitempty"`
+	Reset    bool          `json:"reset,omitempty"`
 }
 
 // wireRequest is an admission.Request as it crosses the wire. Its
@@ -109,12 +119,13 @@ type wireRequest struct {
 	Owner       admission.Owner                                `json:"owner,omitzero"`
 	Candidates  []admission.Candidate                          `json:"candidates"`
 	Place       uint64                                         `json:"place,omitempty"`
+	Hold        time.Duration                                  `json:"hold,omitempty"`
 	resolve     func(id string) ([]admission.Candidate, error) `json:"-"`
 }
 
 func toWire(r admission.Request) *wireRequest {
 	return &wireRequest{ID: r.ID, Priority: r.Priority, FairnessKey: r.FairnessKey,
-		Deadline: r.Deadline, Owner: r.Owner, Candidates: r.Candidates, Place: r.Place, resolve: r.Resolve}
+		Deadline: r.Deadline, Owner: r.Owner, Candidates: r.Candidates, Place: r.Place, Hold: r.Hold, resolve: r.Resolve}
 }
 
 func (w *wireRequest) request() admission.Request {
@@ -122,7 +133,7 @@ func (w *wireRequest) request() admission.Request {
 		return admission.Request{}
 	}
 	return admission.Request{ID: w.ID, Priority: w.Priority, FairnessKey: w.FairnessKey,
-		Deadline: w.Deadline, Owner: w.Owner, Candidates: w.Candidates, Place: w.Place, Resolve: w.resolve}
+		Deadline: w.Deadline, Owner: w.Owner, Candidates: w.Candidates, Place: w.Place, Hold: w.Hold, Resolve: w.resolve}
 }
 
 // syncState is everything a replica holds, sent to a leader when its
@@ -137,6 +148,9 @@ type syncState struct {
 	Active  map[string]uint64 `json:"active,omitempty"`
 	Leases  []heldLease       `json:"leases,omitempty"`
 	Waiters []*wireRequest    `json:"waiters,omitempty"`
+	// Mirror is the last mirror the replica got from a leader: leases
+	// of other replicas the new leader must hold until they sync.
+	Mirror []mirrorLease `json:"mirror,omitempty"`
 }
 
 // heldLease is a lease a replica holds, as it re-asserts it: Local is the
@@ -149,6 +163,9 @@ type heldLease struct {
 	Epoch uint64       `json:"epoch,omitempty"`
 	Req   *wireRequest `json:"req"`
 	Cand  int          `json:"cand"`
+	// Bound is how long the lease has until its bound (Request.Hold
+	// from when the replica got it, and a margin); zero: no bound.
+	Bound time.Duration `json:"bound,omitempty"`
 }
 
 // wireError carries an engine error across: its kind, for errors.Is, the

@@ -26,6 +26,10 @@ type Snapshot struct {
 	asyncSims    map[string]provider.AsyncAdapter
 	async        map[string]provider.AsyncAdapter
 	defaultGroup string
+
+	// callTimeouts bounds each platform's calls, by platform: its
+	// call_timeout or the server's (not positive: no bound).
+	callTimeouts map[string]time.Duration
 }
 
 // Snapshot is the catalog being served; nil before the first Apply.
@@ -140,6 +144,7 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		asyncSims:    make(map[string]provider.AsyncAdapter, len(cat.PlatformModels)),
 		async:        make(map[string]provider.AsyncAdapter, len(cat.Platforms)),
 		defaultGroup: defaultGroup,
+		callTimeouts: make(map[string]time.Duration, len(cat.Platforms)),
 	}
 	orDefault := func(d, def time.Duration) time.Duration {
 		if d > 0 {
@@ -151,6 +156,7 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		timeout := orDefault(p.Timeout, s.cfg.UpstreamTimeout)
 		idle := orDefault(p.IdleTimeout, s.cfg.UpstreamIdleTimeout)
 		total := orDefault(p.CallTimeout, s.cfg.UpstreamCallTimeout)
+		next.callTimeouts[p.Name] = total
 		next.adapters[p.Name] = &provider.OpenAI{BaseURL: p.BaseURL, APIKey: p.APIKey, Client: s.deps.HTTPClient,
 			Timeout: timeout, IdleTimeout: idle, CallTimeout: total, Clock: s.deps.Clock}
 		next.async[p.Name] = &provider.OpenAIVideo{BaseURL: p.BaseURL, APIKey: p.APIKey, Client: s.deps.HTTPClient,

@@ -242,6 +242,7 @@ func (s *Service) admit(ctx context.Context, c *Call, r *routing, attempt int) (
 		FairnessKey: c.KeyID,
 		Deadline:    c.Deadline,
 		Candidates:  r.candidates(r.current()),
+		Hold:        s.holdOf(c, r.current()),
 	}
 	if s.deps.Nodes != nil {
 		// Nodes come and go while the request waits: the engine asks for
@@ -268,6 +269,28 @@ func (s *Service) admit(ctx context.Context, c *Call, r *routing, attempt int) (
 		return lease, nil
 	}
 	return lease, s.admissionError(ctx, c, err)
+}
+
+// holdOf bounds how long the work of a lease for one of ts runs once
+// granted (admission.Request.Hold): the longest call timeout among them
+// (the platform's, or the server's, which is also an edge node's), or no
+// bound if one of them has none. A fleet keeps a silent replica's lease
+// held that long.
+func (s *Service) holdOf(c *Call, ts []target) time.Duration {
+	var hold time.Duration
+	for _, t := range ts {
+		d := s.cfg.UpstreamCallTimeout
+		if st := c.Snapshot; st != nil && t.node == nil {
+			if pd, ok := st.callTimeouts[st.pms[t.pm].Platform]; ok {
+				d = pd
+			}
+		}
+		if d <= 0 {
+			return 0
+		}
+		hold = max(hold, d)
+	}
+	return hold
 }
 
 // admissionError is the one mapping from the engine's errors to the

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/config"
 	"github.com/weir-gateway/weir/fleet"
 	"github.com/weir-gateway/weir/httpapi"
 	"github.com/weir-gateway/weir/metrics"
@@ -44,6 +45,7 @@ func (m *Main) joinFleet(ctx context.Context, db *postgres.DB, opts admission.Op
 		// as their upstream calls end: a follower need not wait for the
 		// leader to take each release.
 		LazyRelease:      true,
+		ReleaseSilent:    releaseSilent(cfg.ReleaseSilent),
 		TermTTL:          cfg.TermTTL,
 		HeartbeatTimeout: cfg.HeartbeatTimeout,
 		Poll:             cfg.Poll,
@@ -65,6 +67,14 @@ func (m *Main) joinFleet(ctx context.Context, db *postgres.DB, opts admission.Op
 		return nil, fmt.Errorf("join the fleet: %w", err)
 	}
 	return member, nil
+}
+
+// releaseSilent is the fleet's policy for fleet.release_silent.
+func releaseSilent(v string) fleet.ReleasePolicy {
+	if v == config.ReleaseSilentHeartbeat {
+		return fleet.ReleaseAtTimeout
+	}
+	return fleet.ReleaseAtBound
 }
 
 // fleetTasks is what the task service needs of the fleet.

@@ -418,6 +418,12 @@ func (m *Main) Run(ctx context.Context) error {
 			return m.Stop(context.Background())
 		case err := <-m.failed:
 			m.Logger.Error("stopping", "error", err)
+			if errors.Is(err, fleet.ErrFenced) && m.HTTP != nil {
+				// What this replica's calls held may have been given to
+				// the others: cut them now (closing their connections
+				// cancels them) rather than let them finish.
+				_ = m.HTTP.Close()
+			}
 			return errors.Join(err, m.Stop(context.Background()))
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
