@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"log/slog"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -44,9 +45,13 @@ type Config struct {
 	// WriteTimeout bounds one write to a stream's client; a client that
 	// takes longer is dropped (its page reconnects). Default 10s.
 	WriteTimeout time.Duration
-	// LoginsPerMinute bounds login attempts from one address; ten times
-	// as many from all addresses together. Default 10.
-	LoginsPerMinute int
+	// PublicURL is the base URL the console's users reach it by
+	// (server.public_url), when a proxy stands in front: an https one
+	// makes the session cookie Secure (the proxy ends TLS, so this
+	// process sees plain http); its origin is accepted as the page's
+	// Origin, and its host, while loopback alone vouches for clients, as
+	// the Host. Default "": none.
+	PublicURL string
 }
 
 func (c *Config) defaults() {
@@ -67,9 +72,6 @@ func (c *Config) defaults() {
 	}
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = 10 * time.Second
-	}
-	if c.LoginsPerMinute <= 0 {
-		c.LoginsPerMinute = 10
 	}
 }
 
@@ -98,9 +100,21 @@ type Deps struct {
 	// one the gateway's metrics, the engine's observer and the usage
 	// records feed. Default: a fresh one (the charts stay empty).
 	Recorder *Recorder
-	Clock    clock.Clock
-	Logger   *slog.Logger
+	// Metrics counts logins; default none.
+	Metrics Metrics
+	Clock   clock.Clock
+	Logger  *slog.Logger
 }
+
+// Metrics receives the console's counts; metrics.Metrics implements it.
+type Metrics interface {
+	// ConsoleLogin counts a login by outcome: ok or failed.
+	ConsoleLogin(outcome string)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) ConsoleLogin(string) {}
 
 // Console is the web console and its live stream.
 type Console struct {
@@ -110,7 +124,10 @@ type Console struct {
 	token    adminauth.Token
 	csrfKey  [32]byte
 	sessions *sessions
-	logins   *limiter
+	logins   *loginGuard
+	// public is Config.PublicURL's scheme and host (no default port,
+	// lower case); empty when there is none.
+	public url.URL
 
 	mu       sync.Mutex
 	ring     *ring
@@ -148,17 +165,36 @@ func New(cfg Config, deps Deps) *Console {
 	if deps.Recorder == nil {
 		deps.Recorder = NewRecorder()
 	}
+	if deps.Metrics == nil {
+		deps.Metrics = noMetrics{}
+	}
 	c := &Console{
 		cfg: cfg, deps: deps,
 		token:    adminauth.NewToken(cfg.AdminToken),
 		sessions: &sessions{clock: deps.Clock, ttl: cfg.SessionTTL, byID: make(map[[sha256.Size]byte]time.Time)},
-		logins:   &limiter{clock: deps.Clock, perIP: cfg.LoginsPerMinute, total: 10 * cfg.LoginsPerMinute},
+		logins:   newLoginGuard(deps.Clock),
+		public:   publicOrigin(cfg.PublicURL),
 		ring:     newRing(int(cfg.Window / cfg.Interval)),
 		clients:  make(map[*client]struct{}),
 		counts:   make(map[string]secondCounts),
 	}
 	_, _ = rand.Read(c.csrfKey[:])
 	return c
+}
+
+// publicOrigin is the scheme and host of raw, an absolute http or https
+// URL, with a default port left out as a browser's Origin leaves it out;
+// the zero URL if raw is none (the config has refused a malformed one).
+func publicOrigin(raw string) url.URL {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return url.URL{}
+	}
+	host := strings.ToLower(u.Host)
+	if p := u.Port(); (u.Scheme == "https" && p == "443") || (u.Scheme == "http" && p == "80") {
+		host = strings.TrimSuffix(host, ":"+p)
+	}
+	return url.URL{Scheme: u.Scheme, Host: host}
 }
 
 // Start takes the first snapshot and samples every Interval after.

@@ -39,12 +39,17 @@
 //
 // The admin API's rule: with server.admin_token set, a login form takes
 // the token and starts a session (a random id in an HttpOnly,
-// SameSite=Strict cookie, Secure over TLS, expiring after
-// Config.SessionTTL); the token as a bearer token also works (scripts,
-// `weir queues --watch`). Without a token, loopback clients get in if
-// server.admin_loopback trusts them, and nobody else does. API keys never
-// open it. Login attempts are limited per address and in total. Every
-// action must come from the console's own page: SameSite=Strict, a
+// SameSite=Strict cookie, Secure over TLS or with an https
+// Config.PublicURL, expiring after Config.SessionTTL); the token as a
+// bearer token also works (scripts, `weir queues --watch`). Without a
+// token, loopback clients get in if server.admin_loopback trusts them,
+// and nobody else does; and then a request must name a loopback host (or
+// the public URL's) in Host, or it gets 403 before anything is read:
+// another site's page whose name resolves to 127.0.0.1 (DNS rebinding)
+// names its own (adminauth.TrustedHost). API keys never open it. The
+// login form checks the token first: the right one always gets in, and
+// only failures are limited, by how long their answer waits (loginGuard).
+// Every action must come from the console's own page: SameSite=Strict, a
 // Sec-Fetch-Site and Origin check, and a CSRF token (an HMAC of the
 // session under a key made at start) in a header, which a page of
 // another origin cannot read.

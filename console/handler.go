@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/adminauth"
 	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/keys"
 	"github.com/weir-gateway/weir/task"
@@ -52,7 +54,20 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})
-	return headers(mux)
+	return headers(c.hostGuard(mux))
+}
+
+// hostGuard refuses, before anything is read or changed, a request that
+// names a host other than a loopback one while loopback alone vouches
+// for clients (see hostRefused).
+func (c *Console) hostGuard(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c.hostRefused(r) {
+			writeError(w, http.StatusForbidden, "forbidden", "", adminauth.HostRefusal(r.Host))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // headers sets what every console answer carries: no framing by other
@@ -140,7 +155,9 @@ func (c *Console) index(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// login checks the admin token from the form and starts a session.
+// login checks the admin token from the form and starts a session. The
+// token is checked first: the right one gets in whatever failed before
+// (loginGuard limits only failures, by when their answer goes out).
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	render := func(status int, msg string) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -151,37 +168,59 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		render(http.StatusForbidden, "no admin token is set: "+offMessage)
 		return
 	}
-	if !sameOrigin(r) {
+	if !c.sameOrigin(r) {
 		render(http.StatusForbidden, "cross-site login refused")
 		return
 	}
-	if ok, wait := c.logins.allow(clientIP(r)); !ok {
-		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
-		render(http.StatusTooManyRequests, fmt.Sprintf("too many login attempts: try again in %d s", int(wait.Seconds())+1))
-		return
-	}
+	addr := clientIP(r)
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
-	if err := r.ParseForm(); err != nil || !c.token.Is(r.PostForm.Get("token")) {
-		c.deps.Logger.Warn("console login refused", "remote", clientIP(r))
-		render(http.StatusUnauthorized, "that is not the admin token")
+	if err := r.ParseForm(); err == nil && c.token.Is(r.PostForm.Get("token")) {
+		c.logins.succeeded(addr)
+		id, exp, err := c.sessions.create()
+		if err != nil {
+			render(http.StatusInternalServerError, "could not start a session")
+			return
+		}
+		http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/", Expires: exp, MaxAge: int(c.cfg.SessionTTL.Seconds()),
+			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.secure(r)})
+		c.deps.Metrics.ConsoleLogin("ok")
+		c.deps.Logger.Info("console login", "remote", addr)
+		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
 	}
-	id, exp, err := c.sessions.create()
-	if err != nil {
-		render(http.StatusInternalServerError, "could not start a session")
-		return
+	at, n, held := c.logins.failed(addr)
+	c.deps.Metrics.ConsoleLogin("failed")
+	if n&(n-1) == 0 {
+		// The 1st, 2nd, 4th, 8th... failure of an address: a guesser's
+		// log lines grow with the log of its guesses.
+		c.deps.Logger.Warn("console login refused: not the admin token", "remote", addr, "failures", n)
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/", Expires: exp, MaxAge: int(c.cfg.SessionTTL.Seconds()),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
-	c.deps.Logger.Info("console login", "remote", clientIP(r))
-	http.Redirect(w, r, "/", http.StatusSeeOther)
+	if held {
+		c.waitUntil(r.Context(), at)
+		c.logins.release()
+	}
+	render(http.StatusUnauthorized, "that is not the admin token")
+}
+
+// waitUntil waits until at on the console's clock, or until ctx ends.
+func (c *Console) waitUntil(ctx context.Context, at time.Time) {
+	done := make(chan struct{})
+	t := c.deps.Clock.AfterFunc(at.Sub(c.deps.Clock.Now()), func() { close(done) })
+	defer t.Stop()
+	if c.logins.onHold != nil {
+		c.logins.onHold()
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) error {
 	if ck, err := r.Cookie(cookieName); err == nil {
 		c.sessions.end(ck.Value)
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.secure(r)})
 	return writeJSON(w, map[string]bool{"ok": true})
 }
 
