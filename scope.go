@@ -9,7 +9,7 @@ import (
 
 // The admission scopes the catalog makes, by name: every request needs
 // its key's, its group's and its platform model's.
-func KeyScope(keyID string) string        { return "key:" + keyID }
+func KeyScope(keyID string) string        { return keyScopePrefix + keyID }
 func GroupScope(group string) string      { return "group:" + group }
 func PlatformModelScope(pm string) string { return pmScopePrefix + pm }
 
@@ -57,6 +57,23 @@ func PlatformModelOfScope(scope string) (string, bool) {
 	}
 	return strings.CutPrefix(scope, pmScopePrefix)
 }
+
+// KeyOfScope returns the key a scope is for, and whether it is a key's
+// scope (or an acceptance run's copy of one). Every candidate of a
+// request needs one key scope, its key's, so the key scopes count each
+// request once: a request waits in one of them and holds a lease in one.
+func KeyOfScope(scope string) (string, bool) {
+	if _, prod, ok := acceptanceOf(scope); ok {
+		scope = prod
+	}
+	key, ok := strings.CutPrefix(scope, keyScopePrefix)
+	if !ok {
+		return "", false
+	}
+	return key, true
+}
+
+const keyScopePrefix = "key:"
 
 // ScopeLabel names a scope as the catalog's users know it, for messages:
 // "platform model up/m", "key key_1", "group default"; any other scope as
