@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/edge"
 	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/sqlite"
 )
@@ -33,8 +35,19 @@ type testBundle struct {
 const adminToken = "the-admin-token"
 
 // setup builds a console over a real gateway service, engine and SQLite
-// store, on a fake clock, with cfg (AdminToken and Loopback as given).
+// store, on a fake clock, with cfg (AdminToken and Loopback as given),
+// for a catalog of one model m on platform model up/m (concurrency 2).
 func setup(t *testing.T, cfg Config) *testBundle {
+	t.Helper()
+	return setupWith(t, cfg, weir.Catalog{
+		Platforms:      []weir.Platform{{Name: "up", Kind: "openai", BaseURL: "http://127.0.0.1:1/v1"}},
+		PlatformModels: []weir.PlatformModel{{Name: "up/m", Platform: "up", Upstream: "x", Limits: weir.Limits{Concurrency: 2}}},
+		Models:         []weir.Model{{Name: "m", Kind: weir.KindChat, Candidates: []weir.Candidate{{PlatformModel: "up/m"}}}},
+	}, nil)
+}
+
+// setupWith is setup for the catalog cat, with the edge nodes nodes.
+func setupWith(t *testing.T, cfg Config, cat weir.Catalog, nodes []edge.NodeView) *testBundle {
 	t.Helper()
 	fc := clock.NewFake(time.Unix(1_700_000_000, 0))
 	b := &testBundle{clock: fc}
@@ -48,15 +61,14 @@ func setup(t *testing.T, cfg Config) *testBundle {
 	t.Cleanup(func() { _ = db.Close() })
 	b.store = db
 	b.gw = gateway.New(gateway.Config{}, gateway.Deps{Engine: b.engine, Keys: db, Clock: fc})
-	cat := weir.Catalog{
-		Platforms:      []weir.Platform{{Name: "up", Kind: "openai", BaseURL: "http://127.0.0.1:1/v1"}},
-		PlatformModels: []weir.PlatformModel{{Name: "up/m", Platform: "up", Upstream: "x", Limits: weir.Limits{Concurrency: 2}}},
-		Models:         []weir.Model{{Name: "m", Kind: weir.KindChat, Candidates: []weir.Candidate{{PlatformModel: "up/m"}}}},
-	}
 	if err := b.gw.Apply(t.Context(), cat, ""); err != nil {
 		t.Fatal(err)
 	}
-	b.console = New(cfg, Deps{Gateway: b.gw, Keys: db, Recorder: rec, Clock: fc})
+	deps := Deps{Gateway: b.gw, Keys: db, Recorder: rec, Clock: fc}
+	if nodes != nil {
+		deps.Nodes = func(context.Context) []edge.NodeView { return nodes }
+	}
+	b.console = New(cfg, deps)
 	if err := b.console.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -661,6 +673,132 @@ func TestQueueView(t *testing.T) {
 	for _, path := range []string{"/console/api/queue", "/console/api/queue?scope=pm:nope"} {
 		if w := b.do("GET", path, "127.0.0.1:1", "", nil); w.Code != 400 && w.Code != 404 {
 			t.Errorf("GET %s: %d", path, w.Code)
+		}
+	}
+}
+
+// snapshot takes the next snapshot (a second on) and decodes it.
+func (b *testBundle) snapshot(t *testing.T) Snapshot {
+	t.Helper()
+	b.clock.Advance(time.Second)
+	b.console.mu.Lock()
+	data := b.console.frame
+	b.console.mu.Unlock()
+	var s Snapshot
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestOverviewCountsEachScopeAndWaiterOnce: an edge node's provider
+// serves chat and embeddings, and only chat requests come, each able to
+// run on chat's platform model or on the node. The overview shows them
+// under chat and the node's shared capacity once, nothing under
+// embeddings, and a total of as many as are waiting.
+func TestOverviewCountsEachScopeAndWaiterOnce(t *testing.T) {
+	t.Parallel()
+	node := weir.NodeScope("n1", "gpu")
+	b := setupWith(t, Config{Loopback: true}, weir.Catalog{
+		Platforms: []weir.Platform{{Name: "up", Kind: "openai", BaseURL: "http://127.0.0.1:1/v1"}},
+		PlatformModels: []weir.PlatformModel{
+			{Name: "up/chat", Platform: "up", Upstream: "x", Limits: weir.Limits{Concurrency: 1}},
+			{Name: "up/emb", Platform: "up", Upstream: "y", Limits: weir.Limits{Concurrency: 8}},
+		},
+		Models: []weir.Model{
+			{Name: "chat", Kind: weir.KindChat, Candidates: []weir.Candidate{{PlatformModel: "up/chat"}}},
+			{Name: "embeddings", Kind: weir.KindEmbeddings, Candidates: []weir.Candidate{{PlatformModel: "up/emb"}}},
+		},
+	}, []edge.NodeView{{ID: "n1", Name: "gpu-box", Connected: true, Providers: []edge.ProviderView{{ID: "gpu", Models: []string{"chat", "embeddings"}}}}})
+	ctx := t.Context()
+	for _, sc := range []struct {
+		name  string
+		limit int64
+	}{{node, 4}, {weir.KeyScope("key_a"), 0}, {weir.KeyScope("key_b"), 0}, {weir.GroupScope("default"), 0}} {
+		if err := b.engine.SetScope(ctx, sc.name, admission.ScopeConfig{Limit: sc.limit}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chatPM := weir.PlatformModelScope("up/chat")
+	cands := func(key string) []admission.Candidate {
+		tenant := []admission.Need{{Scope: weir.KeyScope(key), Amount: 1}, {Scope: weir.GroupScope("default"), Amount: 1}}
+		return []admission.Candidate{
+			{Needs: append(slices.Clone(tenant), admission.Need{Scope: chatPM, Amount: 1})},
+			{Needs: append(slices.Clone(tenant), admission.Need{Scope: node, Amount: 1})},
+		}
+	}
+	// Five admitted (the platform model's one, the node's four), then
+	// seven waiting on both.
+	for i := range 12 {
+		key := "key_a"
+		if i%3 == 0 {
+			key = "key_b"
+		}
+		if err := b.engine.Enqueue(ctx, admission.Request{ID: fmt.Sprintf("req_%d/0", i), FairnessKey: key, Candidates: cands(key)},
+			func(admission.Lease, error) {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := b.snapshot(t)
+	rows := map[string]ModelRow{}
+	for _, m := range s.Models {
+		rows[m.Name] = m
+	}
+	if m := rows["embeddings"]; m.Queued != 0 || m.InFlight != 0 || m.Limit != 8 || !slices.Equal(m.Shares, []string{node}) {
+		t.Errorf("embeddings, which nobody asked for: %+v; want nothing queued or in flight, of its own 8, sharing %s", m, node)
+	}
+	if m := rows["chat"]; m.Queued != 7 || m.InFlight != 1 || m.Limit != 1 || !slices.Equal(m.Scopes, []string{chatPM}) || !slices.Equal(m.Shares, []string{node}) {
+		t.Errorf("chat: %+v; want 7 queued, 1/1 in flight on %s, sharing %s", m, chatPM, node)
+	}
+	if len(s.Shared) != 1 || s.Shared[0].Scope != node || !slices.Equal(s.Shared[0].Models, []string{"chat", "embeddings"}) ||
+		s.Shared[0].InFlight != 4 || s.Shared[0].Limit != 4 || s.Shared[0].Queued != 7 {
+		t.Errorf("shared %+v; want %s, serving chat and embeddings, 4/4 in flight, 7 queued, once", s.Shared, node)
+	}
+	if s.Requests.Waiting != 7 || s.Requests.InFlight != 5 {
+		t.Errorf("requests %+v; want the 7 waiting and 5 in flight, each once", s.Requests)
+	}
+}
+
+// TestQueueViewPagesAndNamesKeys: a long queue comes a page at a time,
+// each waiter with its key's name beside the id.
+func TestQueueViewPagesAndNamesKeys(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{Loopback: true, AdminToken: adminToken})
+	keyID, _ := createKey(t, b)
+	scope := weir.PlatformModelScope("up/m")
+	cand := []admission.Candidate{{Needs: []admission.Need{{Scope: scope, Amount: 1}}}}
+	for i := range 252 {
+		if err := b.engine.Enqueue(t.Context(), admission.Request{ID: fmt.Sprintf("req_%03d/0", i), FairnessKey: keyID, Candidates: cand},
+			func(admission.Lease, error) {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bearer := map[string]string{"Authorization": "Bearer " + adminToken}
+	get := func(query string) QueueAnswer {
+		t.Helper()
+		w := b.do("GET", "/console/api/queue?scope="+url.QueryEscape(scope)+query, "10.0.0.1:1", "", bearer)
+		var q QueueAnswer
+		if err := json.Unmarshal(w.Body.Bytes(), &q); err != nil || w.Code != 200 {
+			t.Fatalf("%s: %d %s", query, w.Code, w.Body)
+		}
+		return q
+	}
+	q := get("")
+	if q.Queued != 250 || q.Offset != 0 || q.Limit != 100 || len(q.Waiters) != 100 || q.Waiters[0].Position != 1 || q.Waiters[99].Position != 100 ||
+		q.Waiters[0].ID != "req_002/0" || q.Waiters[0].Tenant != keyID || q.Waiters[0].TenantName != "k" || q.Held != 2 {
+		t.Fatalf("the first page: queued %d, offset %d, limit %d, %d waiters, first %+v, held %d", q.Queued, q.Offset, q.Limit, len(q.Waiters), q.Waiters[0], q.Held)
+	}
+	q = get("&offset=200&limit=100")
+	if len(q.Waiters) != 50 || q.Waiters[0].Position != 201 || q.Waiters[49].Position != 250 || q.Waiters[49].ID != "req_251/0" {
+		t.Fatalf("the last page: %d waiters, from %+v", len(q.Waiters), q.Waiters)
+	}
+	if q := get("&offset=300"); len(q.Waiters) != 0 || q.Queued != 250 {
+		t.Fatalf("past the end: %d waiters of %d", len(q.Waiters), q.Queued)
+	}
+	for _, bad := range []string{"&limit=0", "&limit=501", "&limit=x", "&offset=-1", "&offset=100000"} {
+		w := b.do("GET", "/console/api/queue?scope="+url.QueryEscape(scope)+bad, "10.0.0.1:1", "", bearer)
+		if w.Code != 400 || !strings.Contains(w.Body.String(), `"code":"invalid_request"`) {
+			t.Errorf("%s: %d %s; want 400", bad, w.Code, w.Body)
 		}
 	}
 }

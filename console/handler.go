@@ -331,10 +331,15 @@ func mustJSON(v any) []byte {
 	return b
 }
 
-// QueueAnswer is what GET /console/api/queue answers.
+// QueueAnswer is what GET /console/api/queue answers: one page of a
+// scope's waiters, in the order they will be admitted.
 type QueueAnswer struct {
-	Scope   string             `json:"scope"`
+	Scope string `json:"scope"`
+	// Queued counts every waiter; Waiters are those at positions
+	// Offset+1 to Offset+Limit.
 	Queued  int                `json:"queued"`
+	Offset  int                `json:"offset"`
+	Limit   int                `json:"limit"`
 	Held    int                `json:"held"`
 	Waiters []WaiterRow        `json:"waiters"`
 	Leases  []LeaseRow         `json:"leases"`
@@ -346,10 +351,12 @@ type WaiterRow struct {
 	ID       string `json:"id"`
 	Position int    `json:"position"`
 	Priority int32  `json:"priority"`
-	Tenant   string `json:"tenant"`
-	Owner    string `json:"owner"`
-	Amount   int64  `json:"amount"`
-	AgeMs    int64  `json:"age_ms"`
+	// Tenant is its key's id; TenantName the key's name, if it has one.
+	Tenant     string `json:"tenant"`
+	TenantName string `json:"tenant_name,omitempty"`
+	Owner      string `json:"owner"`
+	Amount     int64  `json:"amount"`
+	AgeMs      int64  `json:"age_ms"`
 	// DeadlineMs is how long until it gives up; omitted with no deadline.
 	DeadlineMs *int64 `json:"deadline_ms,omitempty"`
 	Holder     bool   `json:"holder,omitempty"`
@@ -367,29 +374,52 @@ type LeaseRow struct {
 	ExpiresMs *int64 `json:"expires_ms,omitempty"`
 }
 
-// maxQueueRows is how many waiters and leases the queue view lists.
-const maxQueueRows = 500
+// The queue view's pages: queuePage waiters unless ?limit= says up to
+// maxQueuePage, and no further into a queue than maxQueueDepth (the
+// engine walks the queue to the page, under its lock). maxQueueLeases
+// bounds the leases listed.
+const (
+	queuePage      = 100
+	maxQueuePage   = 500
+	maxQueueDepth  = 100_000
+	maxQueueLeases = 500
+)
 
 func (c *Console) queue(w http.ResponseWriter, r *http.Request) error {
-	name := r.URL.Query().Get("scope")
+	qs := r.URL.Query()
+	name := qs.Get("scope")
 	if name == "" {
 		return &gateway.Error{Category: gateway.ErrInvalid, Param: "scope", Message: "name a scope: ?scope=pm:up/chat"}
 	}
-	q, err := c.deps.Gateway.ScopeQueue(r.Context(), name, maxQueueRows)
+	limit, err := intParam(qs.Get("limit"), "limit", queuePage, 1, maxQueuePage)
+	if err != nil {
+		return err
+	}
+	offset, err := intParam(qs.Get("offset"), "offset", 0, 0, maxQueueDepth-limit)
+	if err != nil {
+		return err
+	}
+	q, err := c.deps.Gateway.ScopeQueue(r.Context(), name, max(offset+limit, maxQueueLeases))
 	if err != nil {
 		return err
 	}
 	now := c.deps.Clock.Now()
-	out := QueueAnswer{Scope: q.Scope, Queued: q.Queued, Held: q.Held, Waiters: []WaiterRow{}, Leases: []LeaseRow{}}
+	out := QueueAnswer{Scope: q.Scope, Queued: q.Queued, Offset: offset, Limit: limit, Held: q.Held, Waiters: []WaiterRow{}, Leases: []LeaseRow{}}
 	for _, v := range c.deps.Gateway.Scopes(r.Context()) {
 		if v.Name == name {
 			out.Stats = &v
 			break
 		}
 	}
-	for _, wv := range q.Waiters {
-		row := WaiterRow{ID: wv.ID, Position: wv.Position, Priority: wv.Priority, Tenant: wv.FairnessKey, Owner: wv.Owner.String(),
-			Amount: wv.Amount, AgeMs: now.Sub(wv.Arrived).Milliseconds(), Holder: wv.Holder}
+	page := q.Waiters[min(offset, len(q.Waiters)):min(offset+limit, len(q.Waiters))]
+	tenants := make([]string, 0, len(page))
+	for _, wv := range page {
+		tenants = append(tenants, wv.FairnessKey)
+	}
+	names := c.names.of(r.Context(), tenants)
+	for _, wv := range page {
+		row := WaiterRow{ID: wv.ID, Position: wv.Position, Priority: wv.Priority, Tenant: wv.FairnessKey, TenantName: names[wv.FairnessKey],
+			Owner: wv.Owner.String(), Amount: wv.Amount, AgeMs: now.Sub(wv.Arrived).Milliseconds(), Holder: wv.Holder}
 		if wv.Owner.ID == "" {
 			row.Owner = ""
 		}
@@ -400,7 +430,7 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request) error {
 		row.Task = c.deps.Tasks != nil && !strings.HasPrefix(wv.ID, "req_")
 		out.Waiters = append(out.Waiters, row)
 	}
-	for _, l := range q.Leases {
+	for _, l := range q.Leases[:min(len(q.Leases), maxQueueLeases)] {
 		row := LeaseRow{ID: strconv.FormatUint(uint64(l.ID), 10), WaiterID: l.WaiterID, Owner: l.Owner.String(), Amount: l.Amount}
 		if l.Owner.ID == "" {
 			row.Owner = ""
@@ -416,6 +446,19 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request) error {
 		out.Leases = append(out.Leases, row)
 	}
 	return writeJSON(w, out)
+}
+
+// intParam reads a whole-number query parameter from lo to hi, def when
+// absent.
+func intParam(v, name string, def, lo, hi int) (int, error) {
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, &gateway.Error{Category: gateway.ErrInvalid, Param: name, Message: fmt.Sprintf("%s is a whole number from %d to %d", name, lo, hi)}
+	}
+	return n, nil
 }
 
 func (c *Console) cancelWaiter(w http.ResponseWriter, r *http.Request) error {
@@ -486,6 +529,7 @@ type TaskRow struct {
 	Model         string    `json:"model"`
 	Status        string    `json:"status"`
 	KeyID         string    `json:"key_id"`
+	KeyName       string    `json:"key_name,omitempty"`
 	Priority      int32     `json:"priority"`
 	PlatformModel string    `json:"platform_model,omitempty"`
 	Progress      int       `json:"progress"`
@@ -536,9 +580,16 @@ func (c *Console) listTasks(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	ids := make([]string, 0, len(ts))
+	for _, t := range ts {
+		ids = append(ids, t.KeyID)
+	}
+	names := c.names.of(r.Context(), ids)
 	out := make([]TaskRow, 0, len(ts))
 	for _, t := range ts {
-		out = append(out, taskRow(t))
+		row := taskRow(t)
+		row.KeyName = names[t.KeyID]
+		out = append(out, row)
 	}
 	return writeJSON(w, map[string]any{"tasks": out})
 }
@@ -551,7 +602,9 @@ func (c *Console) getTask(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := map[string]any{"task": taskRow(t), "events": taskEvents(t), "input": json.RawMessage(orNull(t.Input)), "result": json.RawMessage(orNull(t.Result))}
+	row := taskRow(t)
+	row.KeyName = c.names.of(r.Context(), []string{t.KeyID})[t.KeyID]
+	out := map[string]any{"task": row, "events": taskEvents(t), "input": json.RawMessage(orNull(t.Input)), "result": json.RawMessage(orNull(t.Result))}
 	if p, ok := c.deps.Tasks.Position(r.Context(), t.ID); ok {
 		out["position"] = map[string]any{"scope": p.Scope, "ahead": p.Ahead, "queued": p.Queued, "estimated_wait_ms": p.EstimatedWait.Milliseconds()}
 	}

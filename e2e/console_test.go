@@ -95,7 +95,7 @@ models:
 	cmd := exec.CommandContext(ctx, "node", "console.mjs")
 	cmd.Dir = "browser"
 	cmd.Env = append(os.Environ(),
-		"WEIR_URL="+g.URL, "WEIR_ADMIN_TOKEN="+token, "WEIR_KEY="+key,
+		"WEIR_URL="+g.URL, "WEIR_ADMIN_TOKEN="+token, "WEIR_KEY="+key, "WEIR_KEY_NAME=burst",
 		"WEIR_REVOKE_KEY_ID="+doomedID, "WEIR_REVOKE_KEY="+doomed, "WEIR_SHOTS="+shots,
 		"WEIR_CHAT_MODEL=chat", "WEIR_CHAT_SCOPE=pm:up/chat", "WEIR_VIDEO_MODEL=sora-2", "WEIR_CHROMIUM="+chromiumPath)
 	cmd.WaitDelay = 10 * time.Second
