@@ -29,7 +29,7 @@ func queuesCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if watch {
-				return watchQueues(cmd.Context(), cmd.OutOrStdout(), addr, token, all, interval)
+				return watchQueues(cmd.Context(), cmd.OutOrStdout(), addr, token, all, interval, isTerminal(cmd.OutOrStdout()))
 			}
 			view, err := fetchQueues(addr, token)
 			if err != nil {
@@ -42,7 +42,7 @@ func queuesCmd() *cobra.Command {
 	cmd.Flags().StringVar(&addr, "addr", "http://127.0.0.1:8080", "the server's base URL")
 	cmd.Flags().StringVar(&token, "token", "", "admin token (when the server sets one; env WEIR_ADMIN_TOKEN)")
 	cmd.Flags().BoolVar(&all, "all", false, "include per-key scopes")
-	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "redraw live from the server's console stream until Ctrl-C")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "redraw live from the server's console stream until Ctrl-C (plain snapshots when not a terminal)")
 	cmd.Flags().DurationVar(&interval, "interval", time.Second, "with --watch, redraw at most this often")
 	return cmd
 }
