@@ -5,14 +5,18 @@
 //
 // Overview: per model, in flight against its limit, queued, admissions a
 // second, queue wait p50 and p99 over the last 15 minutes, and how many
-// requests queued and were then served instead of failing, charted from
+// requests queued and were then served instead of failing; each scope is
+// counted once (one that several models use, such as an edge provider
+// serving two, is a shared row of its own), and the totals count each
+// request once (gateway.CountRequests). The figures are charted from
 // a bounded in-memory ring of one point a second (Config.Window), with a
 // strip of what needs attention first (failures in the last minute,
 // paused, drained and orphaned scopes, capacity held for a passed-over
 // waiter, limits changed at run time, disconnected nodes, a replica out
 // of sync with its fleet). Scopes: each scope's limit, use, hold, queue,
 // rate buckets and state. One scope's queue: its waiters in the order the
-// engine will admit them (admission.Inspector) and its leases. Tasks,
+// engine will admit them (admission.Inspector), a page at a time, and its
+// leases. Keys are shown by name, the id beside it (keyNames). Tasks,
 // keys (with their usage over the last 24 hours, from the store) and
 // edge nodes.
 //

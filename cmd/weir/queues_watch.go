@@ -62,7 +62,7 @@ func watchQueues(ctx context.Context, w io.Writer, addr, token string, all bool,
 	}
 	for {
 		err := streamQueues(ctx, addr, token, func(s *console.Snapshot) {
-			view := httpapi.QueueView{Scopes: s.Scopes}
+			view := httpapi.QueueView{Scopes: s.Scopes, Requests: &s.Requests}
 			if s.Fleet != nil {
 				if raw, err := json.Marshal(s.Fleet); err == nil {
 					view.Fleet = new(httpapi.FleetView)

@@ -50,7 +50,7 @@ func TestWatchQueuesRedrawsFromTheStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := out.buf.String()
-	for _, want := range []string{"\x1b[2J", "chat", "1.5s", "pm:up/chat", "node:n1/gpu  chat, embed"} {
+	for _, want := range []string{"\x1b[2J", "chat", "1.5s", "pm:up/chat", "node:n1/gpu  chat, embed", "7 waiting and 6 in flight in all"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the watch drew no %q:\n%s", want, got)
 		}
