@@ -27,7 +27,8 @@ type Config struct {
 	// and only if Loopback says so. The admin API's setting. Default "".
 	AdminToken string
 	// Loopback lets loopback clients in without a token when AdminToken
-	// is empty (server.admin_loopback). Default false.
+	// is empty (server.admin_loopback), if their requests name a loopback
+	// host or PublicURL's (adminauth.TrustedHost). Default false.
 	Loopback bool
 	// DefaultGroup is the group of a key created without one. Default
 	// "default".

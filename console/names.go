@@ -27,6 +27,7 @@ type keyNames struct {
 const (
 	namesTTL    = 30 * time.Second
 	namesMinAge = 5 * time.Second
+	namesWait   = 2 * time.Second
 )
 
 // of returns the names of ids, by id; an id with no key, or a key
@@ -47,7 +48,12 @@ func (n *keyNames) of(ctx context.Context, ids []string) map[string]string {
 	}
 	if !fresh && (n.at.IsZero() || now.Sub(n.at) >= namesMinAge) {
 		n.at = now
-		ks, err := n.keys.KeyList(ctx)
+		// A store that does not answer must not hold up the sampler: the
+		// names are a nicety. A deadline on the store is on the real
+		// clock, whatever n.clock is.
+		lctx, cancel := context.WithTimeout(ctx, namesWait)
+		ks, err := n.keys.KeyList(lctx)
+		cancel()
 		if err != nil {
 			n.logger.Warn("console: could not list keys for their names", "error", err)
 		} else {
