@@ -9,7 +9,7 @@ import (
 
 // The admission scopes the catalog makes, by name: every request needs
 // its key's, its group's and its platform model's.
-func KeyScope(keyID string) string        { return "key:" + keyID }
+func KeyScope(keyID string) string        { return keyScopePrefix + keyID }
 func GroupScope(group string) string      { return "group:" + group }
 func PlatformModelScope(pm string) string { return pmScopePrefix + pm }
 
@@ -56,6 +56,20 @@ func PlatformModelOfScope(scope string) (string, bool) {
 	}
 	return strings.CutPrefix(scope, pmScopePrefix)
 }
+
+// KeyOfScope returns the key a scope is for, and whether it is a key's
+// scope. Every candidate of a request needs one key scope, its key's
+// (acceptance runs' included: a tenant's scopes are never copied), so the
+// key scopes count each request once: a request waits in one of them and
+// holds a lease in one.
+func KeyOfScope(scope string) (string, bool) {
+	if key, ok := strings.CutPrefix(scope, keyScopePrefix); ok {
+		return key, true
+	}
+	return "", false
+}
+
+const keyScopePrefix = "key:"
 
 // ScopeLabel names a scope as the catalog's users know it, for messages:
 // "platform model up/m", "key key_1", "group default"; any other scope as

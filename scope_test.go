@@ -29,3 +29,21 @@ func TestAcceptanceScopeNames(t *testing.T) {
 		t.Error("ValidRunID refused a good id")
 	}
 }
+
+func TestKeyOfScope(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		scope, key string
+		ok         bool
+	}{
+		{KeyScope("key_1"), "key_1", true},
+		{AcceptanceScope(PlatformModelScope("up/m")), "", false},
+		{GroupScope("key:x"), "", false},
+		{PlatformModelScope("up/m"), "", false},
+		{NodeScope("key", "p"), "", false},
+	} {
+		if key, ok := KeyOfScope(c.scope); key != c.key || ok != c.ok {
+			t.Errorf("KeyOfScope(%q) = %q, %v; want %q, %v", c.scope, key, ok, c.key, c.ok)
+		}
+	}
+}

@@ -44,3 +44,37 @@ func TestIsLoopback(t *testing.T) {
 		}
 	}
 }
+
+func TestTrustedHost(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		host, public string
+		want         bool
+	}{
+		{"127.0.0.1:8080", "", true},
+		{"127.0.0.1", "", true},
+		{"127.8.9.10:80", "", true},
+		{"[::1]:8080", "", true},
+		{"[::1]", "", true},
+		{"localhost:8080", "", true},
+		{"LocalHost.:8080", "", true},
+		{"weir.localhost:8080", "", true},
+		{"evil.example", "", false},
+		{"evil.example:8080", "", false},
+		{"localhost.evil.example:8080", "", false},
+		{"evillocalhost:8080", "", false},
+		{"127.0.0.1.evil.example", "", false},
+		{"0.0.0.0:8080", "", false},
+		{"10.0.0.1:8080", "", false},
+		{"[fe80::1%25eth0]:8080", "", false},
+		{"", "", false},
+		{"weir.example.com", "weir.example.com", true},
+		{"Weir.Example.com:443", "weir.example.com", true},
+		{"weir.example.com", "weir.example.com:8443", true},
+		{"evil.example", "weir.example.com", false},
+	} {
+		if got := TrustedHost(c.host, c.public); got != c.want {
+			t.Errorf("TrustedHost(%q, %q) = %v, want %v", c.host, c.public, got, c.want)
+		}
+	}
+}

@@ -107,6 +107,16 @@ type Server struct {
 	// there. With no token and no loopback trust the admin API answers
 	// 403. Default "auto".
 	AdminLoopback string `yaml:"admin_loopback"`
+	// PublicURL is the base URL clients reach the gateway by when it is
+	// not the listen address: a reverse proxy's, say
+	// "https://weir.example.com". With https, the console's session
+	// cookie is Secure even though the proxy ends TLS; its origin is the
+	// console page's own; and while loopback trust alone lets clients in,
+	// its host is accepted in the Host header besides the loopback names
+	// (127.0.0.1, [::1], localhost), which are all that is accepted
+	// otherwise, against DNS rebinding. An http or https URL with no path
+	// beyond "/". Default "": none.
+	PublicURL string `yaml:"public_url"`
 	// MetricsAuth puts /metrics behind the admin API's guard (the admin
 	// token, or loopback trust as AdminLoopback says). Default false:
 	// /metrics is open, as most Prometheus scrapers expect.

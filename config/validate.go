@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -100,10 +101,44 @@ func (s *Server) validate() error {
 	default:
 		return invalidf("server.admin_loopback", "%q: want auto, true or false", s.AdminLoopback)
 	}
+	if s.PublicURL != "" {
+		if err := validPublicURL(s.PublicURL); errors.Is(err, errUserInfo) {
+			return invalidf("server.public_url", "%v", err) // never echo a password
+		} else if err != nil {
+			return invalidf("server.public_url", "%q: %v", s.PublicURL, err)
+		}
+	}
 	switch s.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
 		return invalidf("server.log_level", "unknown level %q: want debug, info, warn or error", s.LogLevel)
+	}
+	return nil
+}
+
+var errUserInfo = errors.New("a user or password has no place in a public URL")
+
+// validPublicURL checks a public base URL: absolute http or https, a
+// host, and nothing the console could not be served under (a path, a
+// query, a fragment, user info).
+func validPublicURL(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return errors.New("not a URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return errors.New("want an http:// or https:// URL")
+	case u.Hostname() == "":
+		return errors.New("no host")
+	case u.User != nil:
+		return errUserInfo
+	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "":
+		return errors.New("want the base URL only: the console is served at its root, no path, query or fragment")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("port %q is not a port", p)
+		}
 	}
 	return nil
 }

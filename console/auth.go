@@ -94,43 +94,10 @@ func (s *sessions) end(id string) {
 	s.mu.Unlock()
 }
 
-// limiter bounds login attempts: perIP a minute from one address, and
-// total a minute from all of them (so that many addresses cannot guess
-// faster). Its map is bounded; when full it starts afresh, which lets an
-// address in early at worst.
-type limiter struct {
-	mu     sync.Mutex
-	clock  clock.Clock
-	perIP  int
-	total  int
-	window time.Time
-	byIP   map[string]int
-	all    int
-}
-
-const maxLimiterIPs = 10_000
-
-// allow counts an attempt from ip and reports whether it may go ahead,
-// and if not, when to try again.
-func (l *limiter) allow(ip string) (bool, time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.clock.Now()
-	if now.Sub(l.window) >= time.Minute || len(l.byIP) >= maxLimiterIPs {
-		l.window, l.byIP, l.all = now, make(map[string]int), 0
-	}
-	wait := time.Minute - now.Sub(l.window)
-	if l.byIP[ip] >= l.perIP || l.all >= l.total {
-		return false, wait
-	}
-	l.byIP[ip]++
-	l.all++
-	return true, 0
-}
-
 // access finds how r gets in: the admin token as a bearer token, a live
 // session cookie, or (with no token configured) a trusted loopback
-// client. It is the admin API's rule, with the login form's cookie added.
+// client that names a loopback host. It is the admin API's rule, with
+// the login form's cookie added.
 func (c *Console) access(r *http.Request) access {
 	if c.cfg.AdminToken != "" {
 		if t := adminauth.Bearer(r); t != "" && c.token.Is(t) {
@@ -141,10 +108,19 @@ func (c *Console) access(r *http.Request) access {
 		}
 		return denied
 	}
-	if c.cfg.Loopback && adminauth.IsLoopback(r.RemoteAddr) {
+	if c.cfg.Loopback && adminauth.IsLoopback(r.RemoteAddr) && adminauth.TrustedHost(r.Host, c.public.Host) {
 		return loopback
 	}
 	return denied
+}
+
+// hostRefused reports whether r is refused for the host it names: while
+// loopback alone vouches for clients (no admin token), a request must
+// name a loopback host or the public one, so that another site's page
+// whose name resolves to 127.0.0.1 (DNS rebinding) gets nothing, not
+// even the page and its CSRF token.
+func (c *Console) hostRefused(r *http.Request) bool {
+	return c.cfg.AdminToken == "" && c.cfg.Loopback && !adminauth.TrustedHost(r.Host, c.public.Host)
 }
 
 // csrfToken is the token an action must carry: an HMAC of the session
@@ -162,8 +138,10 @@ func (c *Console) csrfToken(r *http.Request) string {
 
 // sameOrigin reports whether a browser says r comes from the console's
 // own pages: Sec-Fetch-Site, when sent, must be same-origin (or none: the
-// user typed it), and Origin, when sent, must be this host.
-func sameOrigin(r *http.Request) bool {
+// user typed it), and Origin, when sent, must be this host or the public
+// URL's origin (behind a TLS-terminating proxy the browser's origin is
+// https while this request came in over http).
+func (c *Console) sameOrigin(r *http.Request) bool {
 	switch r.Header.Get("Sec-Fetch-Site") {
 	case "", "same-origin", "none":
 	default:
@@ -174,11 +152,17 @@ func sameOrigin(r *http.Request) bool {
 		if r.TLS != nil {
 			scheme = "https://"
 		}
-		if o != scheme+r.Host {
+		if o != scheme+r.Host && (c.public.Host == "" || o != c.public.Scheme+"://"+c.public.Host) {
 			return false
 		}
 	}
 	return true
+}
+
+// secure reports whether the session cookie must be Secure: over TLS, or
+// when the public URL is https (a TLS-terminating proxy in front).
+func (c *Console) secure(r *http.Request) bool {
+	return r.TLS != nil || c.public.Scheme == "https"
 }
 
 // csrfOK checks an action: a bearer caller is no browser riding a cookie;
@@ -187,7 +171,7 @@ func (c *Console) csrfOK(r *http.Request, a access) bool {
 	if a == bearer {
 		return true
 	}
-	if !sameOrigin(r) {
+	if !c.sameOrigin(r) {
 		return false
 	}
 	got := r.Header.Get(csrfHeader)

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"log/slog"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -26,7 +27,8 @@ type Config struct {
 	// and only if Loopback says so. The admin API's setting. Default "".
 	AdminToken string
 	// Loopback lets loopback clients in without a token when AdminToken
-	// is empty (server.admin_loopback). Default false.
+	// is empty (server.admin_loopback), if their requests name a loopback
+	// host or PublicURL's (adminauth.TrustedHost). Default false.
 	Loopback bool
 	// DefaultGroup is the group of a key created without one. Default
 	// "default".
@@ -44,9 +46,13 @@ type Config struct {
 	// WriteTimeout bounds one write to a stream's client; a client that
 	// takes longer is dropped (its page reconnects). Default 10s.
 	WriteTimeout time.Duration
-	// LoginsPerMinute bounds login attempts from one address; ten times
-	// as many from all addresses together. Default 10.
-	LoginsPerMinute int
+	// PublicURL is the base URL the console's users reach it by
+	// (server.public_url), when a proxy stands in front: an https one
+	// makes the session cookie Secure (the proxy ends TLS, so this
+	// process sees plain http); its origin is accepted as the page's
+	// Origin, and its host, while loopback alone vouches for clients, as
+	// the Host. Default "": none.
+	PublicURL string
 }
 
 func (c *Config) defaults() {
@@ -67,9 +73,6 @@ func (c *Config) defaults() {
 	}
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = 10 * time.Second
-	}
-	if c.LoginsPerMinute <= 0 {
-		c.LoginsPerMinute = 10
 	}
 }
 
@@ -98,9 +101,21 @@ type Deps struct {
 	// one the gateway's metrics, the engine's observer and the usage
 	// records feed. Default: a fresh one (the charts stay empty).
 	Recorder *Recorder
-	Clock    clock.Clock
-	Logger   *slog.Logger
+	// Metrics counts logins; default none.
+	Metrics Metrics
+	Clock   clock.Clock
+	Logger  *slog.Logger
 }
+
+// Metrics receives the console's counts; metrics.Metrics implements it.
+type Metrics interface {
+	// ConsoleLogin counts a login by outcome: ok or failed.
+	ConsoleLogin(outcome string)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) ConsoleLogin(string) {}
 
 // Console is the web console and its live stream.
 type Console struct {
@@ -110,7 +125,11 @@ type Console struct {
 	token    adminauth.Token
 	csrfKey  [32]byte
 	sessions *sessions
-	logins   *limiter
+	logins   *loginGuard
+	names    *keyNames
+	// public is Config.PublicURL's scheme and host (no default port,
+	// lower case); empty when there is none.
+	public url.URL
 
 	mu       sync.Mutex
 	ring     *ring
@@ -148,17 +167,37 @@ func New(cfg Config, deps Deps) *Console {
 	if deps.Recorder == nil {
 		deps.Recorder = NewRecorder()
 	}
+	if deps.Metrics == nil {
+		deps.Metrics = noMetrics{}
+	}
 	c := &Console{
 		cfg: cfg, deps: deps,
 		token:    adminauth.NewToken(cfg.AdminToken),
 		sessions: &sessions{clock: deps.Clock, ttl: cfg.SessionTTL, byID: make(map[[sha256.Size]byte]time.Time)},
-		logins:   &limiter{clock: deps.Clock, perIP: cfg.LoginsPerMinute, total: 10 * cfg.LoginsPerMinute},
+		logins:   newLoginGuard(deps.Clock),
+		names:    &keyNames{keys: deps.Keys, clock: deps.Clock, logger: deps.Logger},
+		public:   publicOrigin(cfg.PublicURL),
 		ring:     newRing(int(cfg.Window / cfg.Interval)),
 		clients:  make(map[*client]struct{}),
 		counts:   make(map[string]secondCounts),
 	}
 	_, _ = rand.Read(c.csrfKey[:])
 	return c
+}
+
+// publicOrigin is the scheme and host of raw, an absolute http or https
+// URL, with a default port left out as a browser's Origin leaves it out;
+// the zero URL if raw is none (the config has refused a malformed one).
+func publicOrigin(raw string) url.URL {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return url.URL{}
+	}
+	host := strings.ToLower(u.Host)
+	if p := u.Port(); (u.Scheme == "https" && p == "443") || (u.Scheme == "http" && p == "80") {
+		host = strings.TrimSuffix(host, ":"+p)
+	}
+	return url.URL{Scheme: u.Scheme, Host: host}
 }
 
 // Start takes the first snapshot and samples every Interval after.
@@ -190,19 +229,26 @@ func (c *Console) tick() {
 // Snapshot is what a stream's snapshot event carries: the state now, and
 // the newest chart point.
 type Snapshot struct {
-	Seq    uint64               `json:"seq"`
-	T      int64                `json:"t"`
-	Models []ModelRow           `json:"models"`
-	Scopes []gateway.ScopeView  `json:"scopes"`
-	Nodes  []edge.NodeView      `json:"nodes"`
-	Fleet  any                  `json:"fleet,omitempty"`
-	Paused map[string]time.Time `json:"paused"`
+	Seq    uint64     `json:"seq"`
+	T      int64      `json:"t"`
+	Models []ModelRow `json:"models"`
+	// Shared are the scopes several models' candidates use, each once.
+	Shared []SharedRow `json:"shared"`
+	// Requests counts the requests waiting and in flight, each once.
+	Requests gateway.Requests     `json:"requests"`
+	Scopes   []gateway.ScopeView  `json:"scopes"`
+	Nodes    []edge.NodeView      `json:"nodes"`
+	Fleet    any                  `json:"fleet,omitempty"`
+	Paused   map[string]time.Time `json:"paused"`
 	// Failed is the running count since start of waiters that left
 	// without a lease, by outcome.
 	Failed map[string]uint64 `json:"failed"`
 	Point  Point             `json:"point"`
 	// Hidden counts idle per-key scopes left out of Scopes.
 	Hidden int `json:"hidden_scopes,omitempty"`
+	// KeyNames are the names of the keys whose scopes Scopes lists, by
+	// id (a key without a name is left out).
+	KeyNames map[string]string `json:"key_names,omitempty"`
 }
 
 // ModelRow is one model in the overview: now, and over the window.
@@ -210,10 +256,16 @@ type ModelRow struct {
 	Name string `json:"name"`
 	Kind string `json:"kind"`
 	// Scopes are the scopes of its candidates (platform models, node
-	// providers) that InFlight, Limit and Queued add up.
-	Scopes   []string `json:"scopes"`
+	// providers) that no other model's candidates use: InFlight, Limit
+	// and Queued add up these.
+	Scopes []string `json:"scopes"`
+	// Shares are the scopes of its candidates that other models' use too
+	// (a node provider that serves several models, a platform model two
+	// models list): each is counted once, in Snapshot.Shared, for whoever
+	// uses it, and not here.
+	Shares   []string `json:"shares,omitempty"`
 	InFlight int64    `json:"in_flight"`
-	Limit    int64    `json:"limit"` // 0: one of them is unlimited
+	Limit    int64    `json:"limit"` // 0: one of them is unlimited, or it has none of its own
 	// Queued is the most waiting on any one of its scopes (a waiter
 	// counts in each of its candidates' scopes).
 	Queued         int     `json:"queued"`
@@ -223,6 +275,17 @@ type ModelRow struct {
 	P50            float64 `json:"p50_ms"`
 	P99            float64 `json:"p99_ms"`
 	QueuedAdmitted uint64  `json:"queued_admitted"`
+}
+
+// SharedRow is a scope that several models' candidates use, counted
+// once: its waiters and leases may be any of those models'.
+type SharedRow struct {
+	Scope    string   `json:"scope"`
+	Models   []string `json:"models"`
+	InFlight int64    `json:"in_flight"`
+	Limit    int64    `json:"limit"` // 0: unlimited
+	Queued   int      `json:"queued"`
+	Paused   bool     `json:"paused,omitempty"`
 }
 
 // maxKeyScopes is how many per-key scopes a snapshot lists before it
@@ -250,17 +313,32 @@ func (c *Console) sample(ctx context.Context) {
 	c.deps.Recorder.take(c.counts)
 	fail := c.deps.Recorder.failures()
 
-	snap := Snapshot{T: now.UnixMilli(), Scopes: scopes, Nodes: nodes, Paused: c.deps.Gateway.Paused(), Failed: fail, Models: []ModelRow{}}
+	snap := Snapshot{T: now.UnixMilli(), Scopes: scopes, Nodes: nodes, Paused: c.deps.Gateway.Paused(), Failed: fail, Models: []ModelRow{}, Shared: []SharedRow{}}
 	if c.deps.Fleet != nil {
 		snap.Fleet = c.deps.Fleet(ctx)
 	}
 	pt := Point{T: now.UnixMilli(), Models: make(map[string]ModelPoint), bins: make(map[string]*[waitBins]uint32)}
 	if st := c.deps.Gateway.Snapshot(); st != nil {
-		for _, name := range st.ModelNames() {
+		names := st.ModelNames()
+		scopesOf := make(map[string][]string, len(names))
+		usedBy := make(map[string][]string)
+		for _, name := range names {
 			m, _ := st.Model(name)
-			row := ModelRow{Name: name, Kind: string(m.Kind), Scopes: modelScopes(m, nodes)}
+			scopesOf[name] = modelScopes(m, nodes)
+			for _, sc := range scopesOf[name] {
+				usedBy[sc] = append(usedBy[sc], name)
+			}
+		}
+		for _, name := range names {
+			m, _ := st.Model(name)
+			row := ModelRow{Name: name, Kind: string(m.Kind), Scopes: []string{}}
 			unlimited := false
-			for _, sc := range row.Scopes {
+			for _, sc := range scopesOf[name] {
+				if len(usedBy[sc]) > 1 {
+					row.Shares = append(row.Shares, sc)
+					continue
+				}
+				row.Scopes = append(row.Scopes, sc)
 				v, ok := byName[sc]
 				if !ok {
 					continue
@@ -290,8 +368,17 @@ func (c *Console) sample(ctx context.Context) {
 			row.AdmittedPerSec = float64(mp.Admitted) / c.cfg.Interval.Seconds()
 			snap.Models = append(snap.Models, row)
 		}
+		snap.Shared = sharedRows(usedBy, byName)
 	}
+	snap.Requests = gateway.CountRequests(scopes)
 	snap.Scopes, snap.Hidden = trimKeyScopes(scopes)
+	var keyIDs []string
+	for _, v := range snap.Scopes {
+		if id, ok := weir.KeyOfScope(v.Name); ok {
+			keyIDs = append(keyIDs, id)
+		}
+	}
+	snap.KeyNames = c.names.of(ctx, keyIDs)
 
 	c.mu.Lock()
 	if c.lastFail != nil {
@@ -344,20 +431,42 @@ func offer(cl *client, f frame) {
 	}
 }
 
-// modelScopes are the scopes of m's candidates: its platform models',
-// and those of the edge providers that serve it.
+// modelScopes are the scopes of m's candidates, each once: its platform
+// models', and those of the edge providers that serve it.
 func modelScopes(m weir.Model, nodes []edge.NodeView) []string {
 	var out []string
+	add := func(sc string) {
+		if !slices.Contains(out, sc) {
+			out = append(out, sc)
+		}
+	}
 	for _, cd := range m.Candidates {
-		out = append(out, weir.PlatformModelScope(cd.PlatformModel))
+		add(weir.PlatformModelScope(cd.PlatformModel))
 	}
 	for _, n := range nodes {
 		for _, p := range n.Providers {
 			if slices.Contains(p.Models, m.Name) {
-				out = append(out, weir.NodeScope(n.ID, p.ID))
+				add(weir.NodeScope(n.ID, p.ID))
 			}
 		}
 	}
+	return out
+}
+
+// sharedRows are the scopes that more than one model uses, by name.
+func sharedRows(usedBy map[string][]string, byName map[string]gateway.ScopeView) []SharedRow {
+	out := []SharedRow{}
+	for sc, models := range usedBy {
+		if len(models) < 2 {
+			continue
+		}
+		row := SharedRow{Scope: sc, Models: models}
+		if v, ok := byName[sc]; ok {
+			row.InFlight, row.Limit, row.Queued, row.Paused = v.InFlight, v.Limit, v.Waiting, v.Paused
+		}
+		out = append(out, row)
+	}
+	slices.SortFunc(out, func(a, b SharedRow) int { return strings.Compare(a.Scope, b.Scope) })
 	return out
 }
 

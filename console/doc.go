@@ -5,14 +5,18 @@
 //
 // Overview: per model, in flight against its limit, queued, admissions a
 // second, queue wait p50 and p99 over the last 15 minutes, and how many
-// requests queued and were then served instead of failing, charted from
+// requests queued and were then served instead of failing; each scope is
+// counted once (one that several models use, such as an edge provider
+// serving two, is a shared row of its own), and the totals count each
+// request once (gateway.CountRequests). The figures are charted from
 // a bounded in-memory ring of one point a second (Config.Window), with a
 // strip of what needs attention first (failures in the last minute,
 // paused, drained and orphaned scopes, capacity held for a passed-over
 // waiter, limits changed at run time, disconnected nodes, a replica out
 // of sync with its fleet). Scopes: each scope's limit, use, hold, queue,
 // rate buckets and state. One scope's queue: its waiters in the order the
-// engine will admit them (admission.Inspector) and its leases. Tasks,
+// engine will admit them (admission.Inspector), a page at a time, and its
+// leases. Keys are shown by name, the id beside it (keyNames). Tasks,
 // keys (with their usage over the last 24 hours, from the store) and
 // edge nodes.
 //
@@ -39,12 +43,17 @@
 //
 // The admin API's rule: with server.admin_token set, a login form takes
 // the token and starts a session (a random id in an HttpOnly,
-// SameSite=Strict cookie, Secure over TLS, expiring after
-// Config.SessionTTL); the token as a bearer token also works (scripts,
-// `weir queues --watch`). Without a token, loopback clients get in if
-// server.admin_loopback trusts them, and nobody else does. API keys never
-// open it. Login attempts are limited per address and in total. Every
-// action must come from the console's own page: SameSite=Strict, a
+// SameSite=Strict cookie, Secure over TLS or with an https
+// Config.PublicURL, expiring after Config.SessionTTL); the token as a
+// bearer token also works (scripts, `weir queues --watch`). Without a
+// token, loopback clients get in if server.admin_loopback trusts them,
+// and nobody else does; and then a request must name a loopback host (or
+// the public URL's) in Host, or it gets 403 before anything is read:
+// another site's page whose name resolves to 127.0.0.1 (DNS rebinding)
+// names its own (adminauth.TrustedHost). API keys never open it. The
+// login form checks the token first: the right one always gets in, and
+// only failures are limited, by how long their answer waits (loginGuard).
+// Every action must come from the console's own page: SameSite=Strict, a
 // Sec-Fetch-Site and Origin check, and a CSRF token (an HMAC of the
 // session under a key made at start) in a header, which a page of
 // another origin cannot read.

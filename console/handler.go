@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/adminauth"
 	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/keys"
 	"github.com/weir-gateway/weir/task"
@@ -52,7 +54,20 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})
-	return headers(mux)
+	return headers(c.hostGuard(mux))
+}
+
+// hostGuard refuses, before anything is read or changed, a request that
+// names a host other than a loopback one while loopback alone vouches
+// for clients (see hostRefused).
+func (c *Console) hostGuard(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c.hostRefused(r) {
+			writeError(w, http.StatusForbidden, "forbidden", "", adminauth.HostRefusal(r.Host))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // headers sets what every console answer carries: no framing by other
@@ -140,7 +155,9 @@ func (c *Console) index(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// login checks the admin token from the form and starts a session.
+// login checks the admin token from the form and starts a session. The
+// token is checked first: the right one gets in whatever failed before
+// (loginGuard limits only failures, by when their answer goes out).
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	render := func(status int, msg string) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -151,37 +168,59 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		render(http.StatusForbidden, "no admin token is set: "+offMessage)
 		return
 	}
-	if !sameOrigin(r) {
+	if !c.sameOrigin(r) {
 		render(http.StatusForbidden, "cross-site login refused")
 		return
 	}
-	if ok, wait := c.logins.allow(clientIP(r)); !ok {
-		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
-		render(http.StatusTooManyRequests, fmt.Sprintf("too many login attempts: try again in %d s", int(wait.Seconds())+1))
-		return
-	}
+	addr := clientIP(r)
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
-	if err := r.ParseForm(); err != nil || !c.token.Is(r.PostForm.Get("token")) {
-		c.deps.Logger.Warn("console login refused", "remote", clientIP(r))
-		render(http.StatusUnauthorized, "that is not the admin token")
+	if err := r.ParseForm(); err == nil && c.token.Is(r.PostForm.Get("token")) {
+		c.logins.succeeded(addr)
+		id, exp, err := c.sessions.create()
+		if err != nil {
+			render(http.StatusInternalServerError, "could not start a session")
+			return
+		}
+		http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/", Expires: exp, MaxAge: int(c.cfg.SessionTTL.Seconds()),
+			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.secure(r)})
+		c.deps.Metrics.ConsoleLogin("ok")
+		c.deps.Logger.Info("console login", "remote", addr)
+		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
 	}
-	id, exp, err := c.sessions.create()
-	if err != nil {
-		render(http.StatusInternalServerError, "could not start a session")
-		return
+	at, n, held := c.logins.failed(addr)
+	c.deps.Metrics.ConsoleLogin("failed")
+	if n&(n-1) == 0 {
+		// The 1st, 2nd, 4th, 8th... failure of an address: a guesser's
+		// log lines grow with the log of its guesses.
+		c.deps.Logger.Warn("console login refused: not the admin token", "remote", addr, "failures", n)
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/", Expires: exp, MaxAge: int(c.cfg.SessionTTL.Seconds()),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
-	c.deps.Logger.Info("console login", "remote", clientIP(r))
-	http.Redirect(w, r, "/", http.StatusSeeOther)
+	if held {
+		c.waitUntil(r.Context(), at)
+		c.logins.release()
+	}
+	render(http.StatusUnauthorized, "that is not the admin token")
+}
+
+// waitUntil waits until at on the console's clock, or until ctx ends.
+func (c *Console) waitUntil(ctx context.Context, at time.Time) {
+	done := make(chan struct{})
+	t := c.deps.Clock.AfterFunc(at.Sub(c.deps.Clock.Now()), func() { close(done) })
+	defer t.Stop()
+	if c.logins.onHold != nil {
+		c.logins.onHold()
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) error {
 	if ck, err := r.Cookie(cookieName); err == nil {
 		c.sessions.end(ck.Value)
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.secure(r)})
 	return writeJSON(w, map[string]bool{"ok": true})
 }
 
@@ -292,10 +331,15 @@ func mustJSON(v any) []byte {
 	return b
 }
 
-// QueueAnswer is what GET /console/api/queue answers.
+// QueueAnswer is what GET /console/api/queue answers: one page of a
+// scope's waiters, in the order they will be admitted.
 type QueueAnswer struct {
-	Scope   string             `json:"scope"`
+	Scope string `json:"scope"`
+	// Queued counts every waiter; Waiters are those at positions
+	// Offset+1 to Offset+Limit.
 	Queued  int                `json:"queued"`
+	Offset  int                `json:"offset"`
+	Limit   int                `json:"limit"`
 	Held    int                `json:"held"`
 	Waiters []WaiterRow        `json:"waiters"`
 	Leases  []LeaseRow         `json:"leases"`
@@ -307,10 +351,12 @@ type WaiterRow struct {
 	ID       string `json:"id"`
 	Position int    `json:"position"`
 	Priority int32  `json:"priority"`
-	Tenant   string `json:"tenant"`
-	Owner    string `json:"owner"`
-	Amount   int64  `json:"amount"`
-	AgeMs    int64  `json:"age_ms"`
+	// Tenant is its key's id; TenantName the key's name, if it has one.
+	Tenant     string `json:"tenant"`
+	TenantName string `json:"tenant_name,omitempty"`
+	Owner      string `json:"owner"`
+	Amount     int64  `json:"amount"`
+	AgeMs      int64  `json:"age_ms"`
 	// DeadlineMs is how long until it gives up; omitted with no deadline.
 	DeadlineMs *int64 `json:"deadline_ms,omitempty"`
 	Holder     bool   `json:"holder,omitempty"`
@@ -328,29 +374,52 @@ type LeaseRow struct {
 	ExpiresMs *int64 `json:"expires_ms,omitempty"`
 }
 
-// maxQueueRows is how many waiters and leases the queue view lists.
-const maxQueueRows = 500
+// The queue view's pages: queuePage waiters unless ?limit= says up to
+// maxQueuePage, and no further into a queue than maxQueueDepth (the
+// engine walks the queue to the page, under its lock). maxQueueLeases
+// bounds the leases listed.
+const (
+	queuePage      = 100
+	maxQueuePage   = 500
+	maxQueueDepth  = 100_000
+	maxQueueLeases = 500
+)
 
 func (c *Console) queue(w http.ResponseWriter, r *http.Request) error {
-	name := r.URL.Query().Get("scope")
+	qs := r.URL.Query()
+	name := qs.Get("scope")
 	if name == "" {
 		return &gateway.Error{Category: gateway.ErrInvalid, Param: "scope", Message: "name a scope: ?scope=pm:up/chat"}
 	}
-	q, err := c.deps.Gateway.ScopeQueue(r.Context(), name, maxQueueRows)
+	limit, err := intParam(qs.Get("limit"), "limit", queuePage, 1, maxQueuePage)
+	if err != nil {
+		return err
+	}
+	offset, err := intParam(qs.Get("offset"), "offset", 0, 0, maxQueueDepth-limit)
+	if err != nil {
+		return err
+	}
+	q, err := c.deps.Gateway.ScopeQueue(r.Context(), name, max(offset+limit, maxQueueLeases))
 	if err != nil {
 		return err
 	}
 	now := c.deps.Clock.Now()
-	out := QueueAnswer{Scope: q.Scope, Queued: q.Queued, Held: q.Held, Waiters: []WaiterRow{}, Leases: []LeaseRow{}}
+	out := QueueAnswer{Scope: q.Scope, Queued: q.Queued, Offset: offset, Limit: limit, Held: q.Held, Waiters: []WaiterRow{}, Leases: []LeaseRow{}}
 	for _, v := range c.deps.Gateway.Scopes(r.Context()) {
 		if v.Name == name {
 			out.Stats = &v
 			break
 		}
 	}
-	for _, wv := range q.Waiters {
-		row := WaiterRow{ID: wv.ID, Position: wv.Position, Priority: wv.Priority, Tenant: wv.FairnessKey, Owner: wv.Owner.String(),
-			Amount: wv.Amount, AgeMs: now.Sub(wv.Arrived).Milliseconds(), Holder: wv.Holder}
+	page := q.Waiters[min(offset, len(q.Waiters)):min(offset+limit, len(q.Waiters))]
+	tenants := make([]string, 0, len(page))
+	for _, wv := range page {
+		tenants = append(tenants, wv.FairnessKey)
+	}
+	names := c.names.of(r.Context(), tenants)
+	for _, wv := range page {
+		row := WaiterRow{ID: wv.ID, Position: wv.Position, Priority: wv.Priority, Tenant: wv.FairnessKey, TenantName: names[wv.FairnessKey],
+			Owner: wv.Owner.String(), Amount: wv.Amount, AgeMs: now.Sub(wv.Arrived).Milliseconds(), Holder: wv.Holder}
 		if wv.Owner.ID == "" {
 			row.Owner = ""
 		}
@@ -361,7 +430,7 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request) error {
 		row.Task = c.deps.Tasks != nil && !strings.HasPrefix(wv.ID, "req_")
 		out.Waiters = append(out.Waiters, row)
 	}
-	for _, l := range q.Leases {
+	for _, l := range q.Leases[:min(len(q.Leases), maxQueueLeases)] {
 		row := LeaseRow{ID: strconv.FormatUint(uint64(l.ID), 10), WaiterID: l.WaiterID, Owner: l.Owner.String(), Amount: l.Amount}
 		if l.Owner.ID == "" {
 			row.Owner = ""
@@ -377,6 +446,19 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request) error {
 		out.Leases = append(out.Leases, row)
 	}
 	return writeJSON(w, out)
+}
+
+// intParam reads a whole-number query parameter from lo to hi, def when
+// absent.
+func intParam(v, name string, def, lo, hi int) (int, error) {
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, &gateway.Error{Category: gateway.ErrInvalid, Param: name, Message: fmt.Sprintf("%s is a whole number from %d to %d", name, lo, hi)}
+	}
+	return n, nil
 }
 
 func (c *Console) cancelWaiter(w http.ResponseWriter, r *http.Request) error {
@@ -447,6 +529,7 @@ type TaskRow struct {
 	Model         string    `json:"model"`
 	Status        string    `json:"status"`
 	KeyID         string    `json:"key_id"`
+	KeyName       string    `json:"key_name,omitempty"`
 	Priority      int32     `json:"priority"`
 	PlatformModel string    `json:"platform_model,omitempty"`
 	Progress      int       `json:"progress"`
@@ -497,9 +580,16 @@ func (c *Console) listTasks(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	ids := make([]string, 0, len(ts))
+	for _, t := range ts {
+		ids = append(ids, t.KeyID)
+	}
+	names := c.names.of(r.Context(), ids)
 	out := make([]TaskRow, 0, len(ts))
 	for _, t := range ts {
-		out = append(out, taskRow(t))
+		row := taskRow(t)
+		row.KeyName = names[t.KeyID]
+		out = append(out, row)
 	}
 	return writeJSON(w, map[string]any{"tasks": out})
 }
@@ -512,7 +602,9 @@ func (c *Console) getTask(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := map[string]any{"task": taskRow(t), "events": taskEvents(t), "input": json.RawMessage(orNull(t.Input)), "result": json.RawMessage(orNull(t.Result))}
+	row := taskRow(t)
+	row.KeyName = c.names.of(r.Context(), []string{t.KeyID})[t.KeyID]
+	out := map[string]any{"task": row, "events": taskEvents(t), "input": json.RawMessage(orNull(t.Input)), "result": json.RawMessage(orNull(t.Result))}
 	if p, ok := c.deps.Tasks.Position(r.Context(), t.ID); ok {
 		out["position"] = map[string]any{"scope": p.Scope, "ahead": p.Ahead, "queued": p.Queued, "estimated_wait_ms": p.EstimatedWait.Milliseconds()}
 	}

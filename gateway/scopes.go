@@ -87,3 +87,27 @@ func (s *Service) Scopes(ctx context.Context) []ScopeView {
 	}
 	return out
 }
+
+// Requests counts requests, each once, where a scope's Waiting and
+// InFlight count one under every scope it needs or may be admitted by.
+type Requests struct {
+	// Waiting: requests (and tasks) waiting for admission.
+	Waiting int `json:"waiting"`
+	// InFlight: the leases held for them.
+	InFlight int `json:"in_flight"`
+}
+
+// CountRequests counts the requests behind scopes once each: from the key
+// scopes alone, since each of a request's candidates needs its key's
+// scope and no other key's (weir.KeyOfScope). Scopes must be all of them,
+// not a trimmed list.
+func CountRequests(scopes []ScopeView) Requests {
+	var n Requests
+	for _, s := range scopes {
+		if _, ok := weir.KeyOfScope(s.Name); ok {
+			n.Waiting += s.Waiting
+			n.InFlight += s.Leases
+		}
+	}
+	return n
+}

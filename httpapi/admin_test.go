@@ -81,6 +81,73 @@ func TestAdminLoopbackTrust(t *testing.T) {
 	}
 }
 
+// TestAdminLoopbackTrustNamesLoopback: while loopback alone lets a
+// client in, a request must name a loopback host (or the public one):
+// another site's page whose name resolves to 127.0.0.1 (DNS rebinding)
+// names its own and is refused, in the API's error shape, on the admin
+// API and /metrics behind it. A request bearing the admin token may name
+// any host.
+func TestAdminLoopbackTrustNamesLoopback(t *testing.T) {
+	t.Parallel()
+	metrics := func(d *Deps) {
+		d.MetricsHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "weir_up 1\n") })
+	}
+	open := setup(t, setupOpts{cfg: Config{AdminLoopback: true, MetricsAuth: true, PublicHost: "weir.example.com"}, deps: metrics})
+	const token = "adm_rebind"
+	withToken := setup(t, setupOpts{cfg: Config{AdminToken: token}})
+	_, port, _ := strings.Cut(strings.TrimPrefix(open.http.URL, "http://"), ":")
+	_, tokenPort, _ := strings.Cut(strings.TrimPrefix(withToken.http.URL, "http://"), ":")
+	get := func(b *testBundle, path, host, auth string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, b.http.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = resp.Body.Close() })
+		return resp
+	}
+	for _, c := range []struct {
+		host string
+		want int
+	}{
+		{"evil.example:" + port, http.StatusForbidden},
+		{"evil.example", http.StatusForbidden},
+		{"127.0.0.1.nip.io:" + port, http.StatusForbidden},
+		{"0.0.0.0:" + port, http.StatusForbidden},
+		{"127.0.0.1:" + port, http.StatusOK},
+		{"localhost:" + port, http.StatusOK},
+		{"[::1]:" + port, http.StatusOK},
+		{"weir.example.com", http.StatusOK},
+	} {
+		for _, path := range []string{"/admin/queues", "/admin/nodes", "/metrics"} {
+			resp := get(open, path, c.host, "")
+			if resp.StatusCode != c.want {
+				t.Errorf("GET %s for Host %s: status %d, want %d", path, c.host, resp.StatusCode, c.want)
+				continue
+			}
+			if c.want == http.StatusForbidden {
+				if e := apiErrorOf(t, resp); e.Code != string(CodeForbidden) || !strings.Contains(e.Message, "DNS rebinding") {
+					t.Errorf("GET %s for Host %s: %+v; want forbidden naming DNS rebinding", path, c.host, e)
+				}
+			}
+		}
+	}
+	if resp := get(withToken, "/admin/queues", "evil.example:"+tokenPort, "Bearer "+token); resp.StatusCode != http.StatusOK {
+		t.Errorf("the admin token, Host evil.example: status %d, want 200", resp.StatusCode)
+	}
+	if resp := get(withToken, "/admin/queues", "evil.example:"+tokenPort, ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("no token, token set, Host evil.example: status %d, want 401", resp.StatusCode)
+	}
+}
+
 // TestMetricsAuth: /metrics is open by default and behind the admin
 // guard with MetricsAuth.
 func TestMetricsAuth(t *testing.T) {

@@ -173,6 +173,11 @@ func TestAdminQueuesShowsScopes(t *testing.T) {
 	if !found {
 		t.Errorf("no scope %s in %+v", weir.PlatformModelScope("up/v"), q.Scopes)
 	}
+	// Each task counts once, though it waits on its key's, its group's,
+	// the platform model's and the workers' scopes.
+	if q.Requests == nil || q.Requests.Waiting != 1 || q.Requests.InFlight != 1 {
+		t.Errorf("requests %+v; want 1 waiting and 1 in flight", q.Requests)
+	}
 }
 
 // TestKeyStoreDown: while the key store cannot answer, a key the gateway

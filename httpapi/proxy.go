@@ -354,11 +354,16 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// QueueView is what /admin/queues answers: every scope's state, and on a
-// fleet the fleet's (the scopes are then the fleet's, from any replica).
+// QueueView is what /admin/queues answers: every scope's state, the
+// requests behind them counted once each, and on a fleet the fleet's
+// (the scopes are then the fleet's, from any replica).
 type QueueView struct {
 	Scopes []ScopeView `json:"scopes"`
-	Fleet  *FleetView  `json:"fleet,omitempty"`
+	// Requests counts each waiting and admitted request once, where each
+	// scope's waiting counts it under every scope it needs or may be
+	// admitted by. Nil from a server that does not count them.
+	Requests *gateway.Requests `json:"requests,omitempty"`
+	Fleet    *FleetView        `json:"fleet,omitempty"`
 }
 
 // ScopeView is one scope in QueueView.
@@ -412,6 +417,8 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) queues(w http.ResponseWriter, r *http.Request) {
 	out := QueueView{Scopes: s.deps.Gateway.Scopes(r.Context())}
+	n := gateway.CountRequests(out.Scopes)
+	out.Requests = &n
 	if s.deps.Fleet != nil {
 		out.Fleet = s.deps.Fleet(r.Context())
 	}

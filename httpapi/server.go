@@ -52,6 +52,11 @@ type Config struct {
 	// so this is for a gateway that only loopback clients can reach.
 	// Default false.
 	AdminLoopback bool
+	// PublicHost is the host clients reach the gateway by, from
+	// server.public_url (with or without a port); "" for none. While
+	// AdminLoopback alone lets a client in, the request's Host must be a
+	// loopback name or this one (adminauth.TrustedHost). Default "".
+	PublicHost string
 	// MetricsAuth puts /metrics behind the admin API's guard. Default
 	// false: /metrics is open to whoever can reach it.
 	MetricsAuth bool
@@ -386,7 +391,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 // admin guards the admin API: the admin token if one is configured, else
-// loopback clients if AdminLoopback trusts them, else nobody.
+// loopback clients if AdminLoopback trusts them, else nobody. A client
+// trusted for being on loopback must also name a loopback host (or the
+// public one): a page of another site that has its name resolve to
+// 127.0.0.1 (DNS rebinding) names its own, and is refused before
+// anything is read.
 func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		switch {
@@ -401,6 +410,9 @@ func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 			return
 		case !adminauth.IsLoopback(r.RemoteAddr):
 			writeError(w, errorf(CodeForbidden, "", "the admin API answers loopback clients only unless an admin token is set"))
+			return
+		case !adminauth.TrustedHost(r.Host, s.cfg.PublicHost):
+			writeError(w, errorf(CodeForbidden, "", adminauth.HostRefusal(r.Host)))
 			return
 		}
 		h(w, r)

@@ -44,6 +44,7 @@ type Metrics struct {
 	conflicts  prometheus.Counter
 	relayed    *prometheus.CounterVec
 	shadow     *prometheus.CounterVec
+	logins     *prometheus.CounterVec
 }
 
 // New returns Metrics on a fresh registry. scopes, if set, is read at
@@ -148,7 +149,14 @@ func New(scopes func(context.Context) []admission.ScopeStats) *Metrics {
 		Name: "weir_edge_relayed_total",
 		Help: "Runs relayed between a fleet's replicas for edge nodes, by direction (sent to the replica the node dialed, taken from another) and outcome (answer, error, refused, unreachable).",
 	}, []string{"direction", "outcome"})
-	m.Registry.MustRegister(m.shadow, m.dropped, m.pauses, m.paused, m.affinity, m.evidence, m.conflicts, m.relayed, m.admission, m.queueWait, m.leaseHeld, m.httpReqs, m.httpDur, m.upstream, m.upstreamLt, m.usageDrop, m.tasks,
+	m.logins = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_console_logins_total",
+		Help: "Logins at the web console's form, by outcome: ok, or failed (not the admin token).",
+	}, []string{"outcome"})
+	for _, o := range []string{"ok", "failed"} {
+		m.logins.WithLabelValues(o)
+	}
+	m.Registry.MustRegister(m.logins, m.shadow, m.dropped, m.pauses, m.paused, m.affinity, m.evidence, m.conflicts, m.relayed, m.admission, m.queueWait, m.leaseHeld, m.httpReqs, m.httpDur, m.upstream, m.upstreamLt, m.usageDrop, m.tasks,
 		m.taskWait, m.taskRun, m.webhooks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if scopes != nil {
@@ -330,6 +338,10 @@ func (m *Metrics) TaskWaited(model string, d time.Duration) {
 func (m *Metrics) TaskRan(model string, st weir.TaskStatus, d time.Duration) {
 	m.taskRun.WithLabelValues(model, string(st)).Observe(d.Seconds())
 }
+
+// ConsoleLogin counts a login at the console's form by outcome (ok,
+// failed).
+func (m *Metrics) ConsoleLogin(outcome string) { m.logins.WithLabelValues(outcome).Inc() }
 
 // WebhookAttempt counts one webhook delivery attempt by its outcome.
 func (m *Metrics) WebhookAttempt(outcome string) { m.webhooks.WithLabelValues(outcome).Inc() }

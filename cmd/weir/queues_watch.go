@@ -19,18 +19,22 @@ import (
 	"github.com/weir-gateway/weir/httpapi"
 )
 
-// watchQueues redraws the queues on w from the console's live stream
-// (the same snapshots the web console gets), at most once per interval,
-// until Ctrl-C. A server without the stream is asked /admin/queues every
-// interval instead.
-func watchQueues(ctx context.Context, w io.Writer, addr, token string, all bool, interval time.Duration) error {
+// watchQueues draws the queues on w from the console's live stream (the
+// same snapshots the web console gets), at most once per interval, until
+// Ctrl-C. A server without the stream is asked /admin/queues every
+// interval instead. On a terminal (tty) each drawing replaces the last;
+// elsewhere (a pipe, a file) each is written after the last, as plain
+// lines under a time stamp, with no escape codes.
+func watchQueues(ctx context.Context, w io.Writer, addr, token string, all bool, interval time.Duration, tty bool) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if token == "" {
 		token = envOr("WEIR_ADMIN_TOKEN", "")
 	}
-	defer fmt.Fprint(w, "\x1b[?25h") // the cursor, shown again
-	fmt.Fprint(w, "\x1b[?25l")
+	if tty {
+		defer fmt.Fprint(w, "\x1b[?25h") // the cursor, shown again
+		fmt.Fprint(w, "\x1b[?25l")
+	}
 	var last time.Time
 	draw := func(snap *console.Snapshot, view httpapi.QueueView, note string) {
 		if time.Since(last) < interval {
@@ -38,8 +42,12 @@ func watchQueues(ctx context.Context, w io.Writer, addr, token string, all bool,
 		}
 		last = time.Now()
 		var b strings.Builder
-		b.WriteString("\x1b[H\x1b[2J") // home, clear
-		fmt.Fprintf(&b, "weir queues --watch  %s  %s  (Ctrl-C to stop)\n\n", addr, time.Now().Format("15:04:05"))
+		if tty {
+			b.WriteString("\x1b[H\x1b[2J") // home, clear
+			fmt.Fprintf(&b, "weir queues --watch  %s  %s  (Ctrl-C to stop)\n\n", addr, time.Now().Format("15:04:05"))
+		} else {
+			fmt.Fprintf(&b, "--- weir queues --watch  %s  %s\n\n", addr, time.Now().Format(time.RFC3339))
+		}
 		if snap != nil {
 			printModels(&b, snap)
 		}
@@ -47,11 +55,14 @@ func watchQueues(ctx context.Context, w io.Writer, addr, token string, all bool,
 		if note != "" {
 			fmt.Fprintf(&b, "\n%s\n", note)
 		}
+		if !tty {
+			b.WriteString("\n")
+		}
 		_, _ = io.WriteString(w, b.String())
 	}
 	for {
 		err := streamQueues(ctx, addr, token, func(s *console.Snapshot) {
-			view := httpapi.QueueView{Scopes: s.Scopes}
+			view := httpapi.QueueView{Scopes: s.Scopes, Requests: &s.Requests}
 			if s.Fleet != nil {
 				if raw, err := json.Marshal(s.Fleet); err == nil {
 					view.Fleet = new(httpapi.FleetView)
@@ -136,7 +147,7 @@ func streamQueues(ctx context.Context, addr, token string, f func(*console.Snaps
 }
 
 // printModels is the overview's table: per model, now and over the
-// console's window.
+// console's window; then the scopes several models share, each once.
 func printModels(w io.Writer, s *console.Snapshot) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MODEL\tIN FLIGHT\tLIMIT\tQUEUED\tADMITTED/S\tWAIT P50\tWAIT P99\tQUEUED, THEN SERVED")
@@ -149,10 +160,27 @@ func printModels(w io.Writer, s *console.Snapshot) {
 		if m.Paused {
 			name += " (paused)"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%.0f\t%s\t%s\t%d\n", name, m.InFlight, limit, m.Queued, m.AdmittedPerSec,
+		inFlight, queued := fmt.Sprint(m.InFlight), fmt.Sprint(m.Queued)
+		if m.Scopes != nil && len(m.Scopes) == 0 {
+			inFlight, limit, queued = "-", "-", "-" // all its capacity is shared: below
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t%d\n", name, inFlight, limit, queued, m.AdmittedPerSec,
 			msText(m.P50), msText(m.P99), m.QueuedAdmitted)
 	}
 	tw.Flush()
+	if len(s.Shared) > 0 {
+		fmt.Fprintln(w, "\nshared by several models (counted here once, not under each):")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SCOPE\tSERVES\tIN FLIGHT\tLIMIT\tQUEUED")
+		for _, r := range s.Shared {
+			limit := "-"
+			if r.Limit > 0 {
+				limit = fmt.Sprint(r.Limit)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\n", r.Scope, strings.Join(r.Models, ", "), r.InFlight, limit, r.Queued)
+		}
+		tw.Flush()
+	}
 	if len(s.Failed) > 0 {
 		var parts []string
 		for o, n := range s.Failed {
@@ -162,6 +190,17 @@ func printModels(w io.Writer, s *console.Snapshot) {
 	}
 	fmt.Fprintln(w, "(wait quantiles and queued-then-served over the last 15 minutes)")
 	fmt.Fprintln(w)
+}
+
+// isTerminal reports whether w is a terminal (a character device), where
+// --watch redraws in place; a pipe or a file gets plain lines.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 func msText(ms float64) string {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -236,13 +237,16 @@ func (m *Main) Start(ctx context.Context) error {
 		AdminToken:   cfg.Server.AdminToken,
 		Loopback:     cfg.Server.AdminLoopbackTrusted(),
 		DefaultGroup: cfg.DefaultGroup,
-	}, console.Deps{Gateway: m.Gateway, Tasks: m.Tasks, Keys: db, Nodes: nodeViews, Fleet: fleetAny, Recorder: m.Recorder, Logger: m.Logger})
+		PublicURL:    cfg.Server.PublicURL,
+	}, console.Deps{Gateway: m.Gateway, Tasks: m.Tasks, Keys: db, Nodes: nodeViews, Fleet: fleetAny, Recorder: m.Recorder,
+		Metrics: m.Metrics, Logger: m.Logger})
 	m.API = httpapi.New(httpapi.Config{
 		MaxBodyBytes:       cfg.Server.MaxBodyBytes,
 		DefaultMaxWait:     unbounded(cfg.Server.DefaultMaxWait),
 		StreamWriteTimeout: unbounded(cfg.Server.StreamWriteTimeout),
 		AdminToken:         cfg.Server.AdminToken,
 		AdminLoopback:      cfg.Server.AdminLoopbackTrusted(),
+		PublicHost:         publicHost(cfg.Server.PublicURL),
 		MetricsAuth:        cfg.Server.MetricsAuth,
 		ReadHeaderTimeout:  cfg.Server.ReadHeaderTimeout,
 		BodyTimeout:        cfg.Server.BodyTimeout,
@@ -505,6 +509,18 @@ func newLogger(level string) *slog.Logger {
 		l = slog.LevelInfo
 	}
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+// publicHost is the host (and port) of server.public_url, "" for none.
+func publicHost(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Host
 }
 
 // consoleMetrics is the gateway's metrics, with each admission's wait

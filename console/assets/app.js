@@ -12,7 +12,10 @@ const state = {
   showKeys: false,
   secret: null,    // a key's secret, shown once after creating it
   taskFilter: { status: '', model: '' },
+  queuePage: { scope: '', offset: 0 },
 };
+
+const QUEUE_PAGE = 100; // waiters a page of the queue view
 
 // ---- helpers ----
 
@@ -32,6 +35,8 @@ function dur(ms) {
 const num = (n) => (n == null ? '—' : Number(n).toLocaleString('en-US', { maximumFractionDigits: 1 }));
 const ago = (t) => (t ? dur(Date.now() - new Date(t).getTime()) + ' ago' : '—');
 const limitText = (l) => (l > 0 ? num(l) : '∞');
+// keyText shows a key by its name, with its id beside it.
+const keyText = (id, name) => (name ? `${esc(name)} <code class="muted">${esc(id)}</code>` : `<code>${esc(id || '—')}</code>`);
 
 async function api(path, opts = {}) {
   const init = { headers: {}, credentials: 'same-origin', ...opts };
@@ -202,8 +207,9 @@ function waiting() {
 
 function attention(snap) {
   const items = [];
-  let queued = 0, inflight = 0;
-  for (const m of snap.models) { queued += m.queued; inflight += m.in_flight; }
+  // Each request once (a scope counts one under every scope it may be
+  // admitted by).
+  const queued = snap.requests?.waiting ?? 0, inflight = snap.requests?.in_flight ?? 0;
   const failedMin = {};
   for (const p of state.points.slice(-60)) for (const [o, n] of Object.entries(p.failed || {})) failedMin[o] = (failedMin[o] || 0) + n;
   for (const [o, n] of Object.entries(failedMin)) items.push(`<span class="bad">${num(n)} ${esc(o)} in the last minute</span>`);
@@ -230,12 +236,24 @@ function overview() {
   if (snap.fleet) html += `<p class="muted">fleet epoch ${esc(snap.fleet.epoch)}, leader ${esc(snap.fleet.leader || 'none')}, this replica ${esc(snap.fleet.replica)}${snap.fleet.leading ? ' (leading)' : ''}</p>`;
   html += '<table class="models"><thead><tr><th>model</th><th>in flight / limit</th><th>queued</th><th>admitted/s</th><th>wait p50 (15 m)</th><th>wait p99 (15 m)</th><th>queued, then served (15 m)</th></tr></thead><tbody>';
   for (const m of snap.models) {
-    html += `<tr data-model="${esc(m.name)}"><td><b>${esc(m.name)}</b> <span class="muted">${esc(m.kind)}</span>${m.paused ? ' <span class="tag warn">paused</span>' : ''}</td>
-<td data-testid="inflight">${num(m.in_flight)} / ${limitText(m.limit)}</td><td data-testid="queued">${num(m.queued)}</td><td>${num(m.admitted_per_s)}</td>
+    const own = m.scopes.length > 0;
+    const shares = (m.shares || []).length ? `<div class="muted small">shares ${(m.shares || []).map((sc) => esc(sc)).join(', ')} (below)</div>` : '';
+    html += `<tr data-model="${esc(m.name)}"><td><b>${esc(m.name)}</b> <span class="muted">${esc(m.kind)}</span>${m.paused ? ' <span class="tag warn">paused</span>' : ''}${shares}</td>
+<td data-testid="inflight">${own ? `${num(m.in_flight)} / ${limitText(m.limit)}` : '—'}</td><td data-testid="queued">${own ? num(m.queued) : '—'}</td><td>${num(m.admitted_per_s)}</td>
 <td>${dur(m.p50_ms)}</td><td>${dur(m.p99_ms)}</td><td data-testid="queued-served">${num(m.queued_admitted)}</td></tr>`;
   }
   html += '</tbody></table>';
   if (!snap.models.length) html += '<p class="muted">the catalog has no models</p>';
+  const shared = snap.shared || [];
+  if (shared.length) {
+    html += `<h3>Shared capacity</h3><p class="muted">Scopes that several models' candidates use (an edge provider serving several models): counted once here, not under each model; their requests may be any of those models'.</p>
+<table data-testid="shared"><thead><tr><th>scope</th><th>serves</th><th>in flight / limit</th><th>queued</th></tr></thead><tbody>`;
+    for (const r of shared) {
+      html += `<tr data-shared="${esc(r.scope)}"><td><a href="#/queue/${encodeURIComponent(r.scope)}">${esc(r.scope)}</a>${r.paused ? ' <span class="tag warn">paused</span>' : ''}</td><td>${r.models.map((m) => esc(m)).join(', ')}</td>
+<td>${num(r.in_flight)} / ${limitText(r.limit)}</td><td>${num(r.queued)}</td></tr>`;
+    }
+    html += '</tbody></table>';
+  }
   for (const m of snap.models) {
     html += `<section class="model-charts"><h3>${esc(m.name)}</h3><div class="charts">`;
     html += chart('in flight, limit and queued', [
@@ -280,7 +298,8 @@ function scopes() {
   for (const s of rows) {
     const pm = s.name.startsWith('pm:') ? s.name.slice(3) : null;
     const settable = pm || s.name.startsWith('group:') || s.name.startsWith('key:');
-    html += `<tr data-scope="${esc(s.name)}"><td><a href="#/queue/${encodeURIComponent(s.name)}">${esc(s.name)}</a></td>
+    const keyName = s.name.startsWith('key:') ? snap.key_names?.[s.name.slice(4)] : null;
+    html += `<tr data-scope="${esc(s.name)}"><td><a href="#/queue/${encodeURIComponent(s.name)}">${esc(s.name)}</a>${keyName ? ` <span class="muted">${esc(keyName)}</span>` : ''}</td>
 <td>${limitText(s.limit)}${settable ? ` <button class="quiet small" data-limit="${esc(s.name)}">set</button>` : ''}</td>
 <td>${num(s.in_flight)}</td><td>${num(s.held || 0)}</td><td data-testid="waiting">${num(s.waiting)}</td>
 <td>${rate(s.rpm, s.rpm_left)}</td><td>${rate(s.tpm, s.tpm_left)}</td><td>${esc(s.mean_hold || '—')}</td><td>${scopeState(s)}</td>
@@ -306,9 +325,11 @@ async function setLimit(scope) {
 let queueSeq = 0;
 async function queue(scope) {
   const seq = ++queueSeq;
+  const page = state.queuePage;
+  if (page.scope !== scope) { page.scope = scope; page.offset = 0; }
   let q;
   try {
-    q = await api(`/console/api/queue?scope=${encodeURIComponent(scope)}`);
+    q = await api(`/console/api/queue?scope=${encodeURIComponent(scope)}&offset=${page.offset}&limit=${QUEUE_PAGE}`);
   } catch (e) {
     $('#view').innerHTML = `<h2>${esc(scope)}</h2><p class="error">${esc(e.message)}</p>`;
     return;
@@ -317,15 +338,14 @@ async function queue(scope) {
   const st = q.stats || {};
   let html = `<div class="bar"><h2>Queue of <span data-testid="queue-scope">${esc(q.scope)}</span></h2><a href="#/scopes">all scopes</a></div>
 <p>limit ${limitText(st.limit)} · in flight ${num(st.in_flight)} · held for a passed-over waiter ${num(st.held || 0)} · <b data-testid="queue-count">${num(q.queued)}</b> queued ${scopeState(st)}</p>
-<h3>Waiting, in the order they will be admitted</h3>
-<table data-testid="waiters"><thead><tr><th>#</th><th>waiter</th><th>priority</th><th>tenant</th><th>amount</th><th>waited</th><th>gives up in</th><th></th></tr></thead><tbody>`;
+<h3>Waiting, in the order they will be admitted</h3>${pager(q)}
+<table data-testid="waiters"><thead><tr><th>#</th><th>waiter</th><th>priority</th><th>key</th><th>amount</th><th>waited</th><th>gives up in</th><th></th></tr></thead><tbody>`;
   for (const w of q.waiters) {
     html += `<tr data-waiter="${esc(w.id)}"><td data-testid="position">${w.position}</td><td><code>${esc(w.id)}</code>${w.task ? ' <span class="tag">task</span>' : ''}${w.holder ? ' <span class="tag warn" title="passed over past the fairness window: capacity is kept for it">held for</span>' : ''}</td>
-<td>${w.priority}</td><td>${esc(w.tenant || '—')}</td><td>${num(w.amount)}</td><td>${dur(w.age_ms)}</td><td>${w.deadline_ms == null ? 'no deadline' : dur(w.deadline_ms)}</td>
+<td>${w.priority}</td><td data-testid="waiter-key">${keyText(w.tenant, w.tenant_name)}</td><td>${num(w.amount)}</td><td>${dur(w.age_ms)}</td><td>${w.deadline_ms == null ? 'no deadline' : dur(w.deadline_ms)}</td>
 <td><button class="danger small" data-cancel="${esc(w.id)}">Cancel</button></td></tr>`;
   }
-  if (!q.waiters.length) html += '<tr><td colspan="8" class="muted">nobody waits</td></tr>';
-  if (q.queued > q.waiters.length) html += `<tr><td colspan="8" class="muted">and ${num(q.queued - q.waiters.length)} more (some may wait on another candidate's scope)</td></tr>`;
+  if (!q.waiters.length) html += `<tr><td colspan="8" class="muted">${q.offset > 0 && q.queued > 0 ? 'nobody waits this far back' : 'nobody waits'}</td></tr>`;
   html += `</tbody></table><h3>Held (${num(q.held)} leases)</h3>
 <table data-testid="leases"><thead><tr><th>lease</th><th>waiter</th><th>owner</th><th>amount</th><th>held for</th><th>expires in</th></tr></thead><tbody>`;
   for (const l of q.leases) {
@@ -334,7 +354,17 @@ async function queue(scope) {
   if (!q.leases.length) html += '<tr><td colspan="6" class="muted">nothing held</td></tr>';
   html += '</tbody></table>';
   $('#view').innerHTML = html;
+  for (const b of document.querySelectorAll('[data-page]')) b.onclick = () => { page.offset = Math.max(0, Number(b.dataset.page)); queue(scope); };
   for (const b of document.querySelectorAll('[data-cancel]')) b.onclick = () => act(`Cancel waiter ${b.dataset.cancel}? It leaves the queue now; its client gets an error saying an operator removed it (a task is cancelled).`, 'Cancel it', '/console/api/waiters/cancel', { id: b.dataset.cancel });
+}
+
+// pager says which waiters of a queue a page shows and moves between
+// pages.
+function pager(q) {
+  const from = q.waiters.length ? q.offset + 1 : 0, to = q.offset + q.waiters.length;
+  const prev = q.offset > 0 ? `<button class="quiet small" data-page="${q.offset - q.limit}">← earlier</button>` : '';
+  const next = to < q.queued ? `<button class="quiet small" data-page="${q.offset + q.limit}">later →</button>` : '';
+  return `<p class="pager" data-testid="pager">${prev} waiters <b>${num(from)}–${num(to)}</b> of ${num(q.queued)} ${next}</p>`;
 }
 
 const STATUSES = ['queued', 'admitted', 'running', 'succeeded', 'failed', 'cancelled', 'expired'];
@@ -363,7 +393,7 @@ async function refreshTasks() {
   const body = $('#task-rows');
   if (seq !== tasksSeq || !body) return;
   body.innerHTML = res.tasks.map((t) => `<tr data-task="${esc(t.id)}" data-status="${esc(t.status)}"><td><a href="#/task/${encodeURIComponent(t.id)}"><code>${esc(t.id)}</code></a></td><td>${esc(t.model)}</td>
-<td><span class="tag st-${esc(t.status)}">${esc(t.status)}</span></td><td><code>${esc(t.key_id)}</code></td><td>${esc(t.platform_model || '—')}</td><td>${t.progress}%</td><td>${ago(t.created_at)}</td>
+<td><span class="tag st-${esc(t.status)}">${esc(t.status)}</span></td><td data-testid="task-key">${keyText(t.key_id, t.key_name)}</td><td>${esc(t.platform_model || '—')}</td><td>${t.progress}%</td><td>${ago(t.created_at)}</td>
 <td>${['queued', 'admitted', 'running'].includes(t.status) ? `<button class="danger small" data-cancel-task="${esc(t.id)}">Cancel</button>` : ''}</td></tr>`).join('') || '<tr><td colspan="8" class="muted">no tasks</td></tr>';
   for (const b of body.querySelectorAll('[data-cancel-task]')) b.onclick = () => cancelTask(b.dataset.cancelTask);
 }
@@ -379,7 +409,7 @@ async function taskDetail(id) {
   const live = ['queued', 'admitted', 'running'].includes(t.status);
   let html = `<div class="bar"><h2>Task <code>${esc(t.id)}</code></h2><a href="#/tasks">all tasks</a>${live ? `<button class="danger" id="cancel-this">Cancel</button>` : ''}</div>
 <dl class="fields"><dt>status</dt><dd data-testid="task-status"><span class="tag st-${esc(t.status)}">${esc(t.status)}</span></dd><dt>model</dt><dd>${esc(t.model)} (${esc(t.kind)})</dd>
-<dt>key</dt><dd><code>${esc(t.key_id)}</code></dd><dt>priority</dt><dd>${t.priority}</dd><dt>platform model</dt><dd>${esc(t.platform_model || '—')}</dd>
+<dt>key</dt><dd>${keyText(t.key_id, t.key_name)}</dd><dt>priority</dt><dd>${t.priority}</dd><dt>platform model</dt><dd>${esc(t.platform_model || '—')}</dd>
 <dt>progress</dt><dd>${t.progress}%</dd><dt>attempts</dt><dd>${t.attempts}</dd><dt>upstream job</dt><dd>${esc(t.upstream_id || '—')}</dd>
 <dt>callback</dt><dd>${esc(t.callback_url || 'none')}</dd>${d.position ? `<dt>queue</dt><dd>${num(d.position.ahead)} ahead of ${num(d.position.queued)} on ${esc(d.position.scope)}, about ${dur(d.position.estimated_wait_ms)}</dd>` : ''}
 ${t.deadline ? `<dt>expires if still queued</dt><dd>${esc(new Date(t.deadline).toLocaleString())}</dd>` : ''}</dl>

@@ -23,6 +23,7 @@ const shots = env('WEIR_SHOTS');
 const chatModel = env('WEIR_CHAT_MODEL');
 const chatScope = env('WEIR_CHAT_SCOPE');
 const videoModel = env('WEIR_VIDEO_MODEL');
+const keyName = env('WEIR_KEY_NAME');
 
 const step = (s) => console.log(`step: ${s}`);
 const fail = (s) => { throw new Error(s); };
@@ -125,6 +126,11 @@ try {
     return { id: r.dataset.waiter, pos: Number(r.querySelector('[data-testid=position]').textContent) };
   });
   if (last.bad) fail(`positions ${last.bad}; want 1, 2, …`);
+  // Waiters show their key by its name (the id beside it), and the page
+  // says which of how many it lists.
+  const keyCell = await page.textContent('[data-testid=waiters] tr[data-waiter] [data-testid=waiter-key]');
+  if (!keyCell.includes(keyName)) fail(`a waiter's key shows as ${JSON.stringify(keyCell)}; want its name ${keyName}`);
+  if (!/waiters 1–\d+ of \d+/.test(await page.textContent('[data-testid=pager]'))) fail('the queue has no pager');
   await shot(page, 'queue');
   await waitFor(page, `waiter ${last.id} to move up from ${last.pos}`, (w) => {
     const r = document.querySelector(`tr[data-waiter="${w.id}"]`);
@@ -149,6 +155,8 @@ try {
   await page.goto(`${base}/#/tasks`);
   await page.selectOption('#task-status', 'queued');
   await waitFor(page, `task ${queuedID} to be listed as queued`, (id) => !!document.querySelector(`tr[data-task="${id}"][data-status=queued]`), queuedID);
+  const taskKey = await page.textContent(`tr[data-task="${queuedID}"] [data-testid=task-key]`);
+  if (!taskKey.includes(keyName)) fail(`a task's key shows as ${JSON.stringify(taskKey)}; want its name ${keyName}`);
   await shot(page, 'tasks');
   await page.click(`tr[data-task="${queuedID}"] [data-cancel-task]`);
   await confirm(page);
