@@ -74,7 +74,7 @@ func (s *Server) chat(c *call) int {
 	if apiErr != nil {
 		return c.fail(*apiErr)
 	}
-	js, apiErr := structuredJSON(req.ResponseFormat, tool, r.text.String(), s.now())
+	js, apiErr := structuredJSON(req.ResponseFormat, tool, r.text, s.now)
 	if apiErr != nil {
 		return c.fail(*apiErr)
 	}

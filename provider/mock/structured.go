@@ -82,9 +82,9 @@ func forcedTool(choice json.RawMessage, tools []chatTool) (*chatTool, *apiError)
 
 // structuredJSON is the JSON a request asks for, or nil for a text
 // answer: the arguments of the forced tool, or the content that
-// response_format asks for. text is the answer's text, for string values
-// with nothing else to say.
-func structuredJSON(rf *responseFormat, tool *chatTool, text string, now time.Time) ([]byte, *apiError) {
+// response_format asks for. text is the answer the request would get in
+// text, for a JSON object with no schema; now dates date-times.
+func structuredJSON(rf *responseFormat, tool *chatTool, text textAnswer, now func() time.Time) ([]byte, *apiError) {
 	var schema json.RawMessage
 	switch {
 	case tool != nil:
@@ -95,7 +95,7 @@ func structuredJSON(rf *responseFormat, tool *chatTool, text string, now time.Ti
 	case rf == nil || rf.Type == "" || rf.Type == "text":
 		return nil, nil
 	case rf.Type == "json_object":
-		return marshalAnswer(map[string]any{"answer": text}), nil
+		return marshalAnswer(map[string]any{"answer": text.String()}), nil
 	case rf.Type == "json_schema":
 		if rf.JSONSchema == nil {
 			e := invalidRequest("response_format.json_schema", "Missing required parameter: 'response_format.json_schema'.")
@@ -107,7 +107,7 @@ func structuredJSON(rf *responseFormat, tool *chatTool, text string, now time.Ti
 		}
 		schema = rf.JSONSchema.Schema
 		if len(schema) == 0 || string(schema) == "null" {
-			return marshalAnswer(map[string]any{"answer": text}), nil
+			return marshalAnswer(map[string]any{"answer": text.String()}), nil
 		}
 	default:
 		e := invalidRequest("response_format.type", "Invalid value: '"+rf.Type+"'. Supported values are: 'json_object', 'json_schema', and 'text'.")
@@ -122,7 +122,7 @@ func structuredJSON(rf *responseFormat, tool *chatTool, text string, now time.Ti
 		e := invalidRequest("response_format.json_schema.schema", "Invalid schema: a JSON Schema is an object.")
 		return nil, &e
 	}
-	s := &shaper{root: root, now: now}
+	s := &shaper{root: root, now: now()}
 	return marshalAnswer(s.value(root, 0)), nil
 }
 
