@@ -150,22 +150,31 @@ func writeFailures(w io.Writer, lines []line, failed func(string) bool) {
 // logPrefix is where a t.Log line says it came from.
 var logPrefix = regexp.MustCompile(`^\s*[\w.-]+\.go:\d+: `)
 
-// skipReason is what test said when it skipped: its log lines, without
-// their file:line prefix.
+// skipReason is what test said when it skipped: its log lines (t.Skip's
+// among them), without their file:line prefix; or, with none, what else
+// it printed.
 func skipReason(lines []line, test string) string {
-	var parts []string
+	var logged, printed []string
 	for _, l := range lines {
 		if l.test != test || framing.MatchString(l.text) {
 			continue
 		}
-		if s := strings.TrimSpace(logPrefix.ReplaceAllString(l.text, "")); s != "" {
-			parts = append(parts, s)
+		s := strings.TrimSpace(logPrefix.ReplaceAllString(l.text, ""))
+		switch {
+		case s == "":
+		case logPrefix.MatchString(l.text):
+			logged = append(logged, s)
+		default:
+			printed = append(printed, s)
 		}
 	}
-	if len(parts) == 0 {
-		return "(no reason given)"
+	switch {
+	case len(logged) > 0:
+		return strings.Join(logged, " ")
+	case len(printed) > 0:
+		return strings.Join(printed, " ")
 	}
-	return strings.Join(parts, " ")
+	return "(no reason given)"
 }
 
 // shownPerPackage is how many of a reason's tests are named per package.

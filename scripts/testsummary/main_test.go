@@ -49,3 +49,27 @@ func TestSummarizeNoSkips(t *testing.T) {
 		t.Errorf("summary %q, want %q", out.String(), want)
 	}
 }
+
+// TestSkipReason: a skipped test's reason is what it logged (t.Skip's
+// words), not a banner it printed besides; with nothing logged, what it
+// printed.
+func TestSkipReason(t *testing.T) {
+	lines := []line{
+		{"TestA", "=== RUN   TestA\n"},
+		{"TestA", "*** SKIPPING the widget tests ***\n"},
+		{"TestA", "    a_test.go:12: SKIPPED: no widget\n"},
+		{"TestA", "--- SKIP: TestA (0.00s)\n"},
+		{"TestB", "=== RUN   TestB\n"},
+		{"TestB", "only printed\n"},
+		{"TestB", "--- SKIP: TestB (0.00s)\n"},
+	}
+	if got := skipReason(lines, "TestA"); got != "SKIPPED: no widget" {
+		t.Errorf("TestA: %q", got)
+	}
+	if got := skipReason(lines, "TestB"); got != "only printed" {
+		t.Errorf("TestB: %q", got)
+	}
+	if got := skipReason(lines, "TestC"); got != "(no reason given)" {
+		t.Errorf("TestC: %q", got)
+	}
+}
