@@ -224,8 +224,9 @@ func fieldKind(path string) reflect.Kind {
 }
 
 // TestExamplePostgres keeps examples/weir-postgres.yaml honest: it loads
-// strictly, puts storage on the local PostgreSQL of the tests, and serves
-// the same models from the same platform models as examples/weir.yaml.
+// strictly, puts storage in a database of its own on the local
+// PostgreSQL (not the tests' database), and serves the same models from
+// the same platform models as examples/weir.yaml.
 func TestExamplePostgres(t *testing.T) {
 	t.Parallel()
 	load := func(path string) (*Config, weir.Catalog) {
@@ -246,7 +247,7 @@ func TestExamplePostgres(t *testing.T) {
 	}
 	c, cat := load("../examples/weir-postgres.yaml")
 	_, full := load(examplePath)
-	want := Storage{Driver: "postgres", Path: "weir.db", DSN: "postgres://postgres@127.0.0.1:5432/test"}
+	want := Storage{Driver: "postgres", Path: "weir.db", DSN: "postgres://postgres@127.0.0.1:5432/weir"}
 	if c.Storage != want {
 		t.Errorf("storage = %+v, want %+v", c.Storage, want)
 	}
@@ -268,5 +269,48 @@ func TestExamplePostgres(t *testing.T) {
 	}
 	if got, want := names(cat.PlatformModels, pm), names(full.PlatformModels, pm); !slices.Equal(got, want) {
 		t.Errorf("platform models %v, want weir.yaml's %v", got, want)
+	}
+}
+
+// TestExamplesMockURL: the mock provider's URL is named once in each
+// example, so that WEIR_MOCK_URL moves every platform (and the node's
+// runtime) to a mock on another port.
+func TestExamplesMockURL(t *testing.T) {
+	t.Parallel()
+	const moved = "http://127.0.0.1:9191/v1"
+	for _, path := range []string{examplePath, "../examples/weir-postgres.yaml"} {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		named := 0
+		for _, line := range strings.Split(string(data), "\n") {
+			if !strings.HasPrefix(strings.TrimSpace(line), "#") {
+				named += strings.Count(line, "127.0.0.1:9090")
+			}
+		}
+		if named != 1 {
+			t.Errorf("%s names the mock's address %d times outside comments", path, named)
+		}
+		c, err := parse(data, env("WEIR_MOCK_URL", moved))
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		for _, p := range c.Platforms {
+			if p.BaseURL != moved {
+				t.Errorf("%s: platform %s at %s, want %s", path, p.Name, p.BaseURL, moved)
+			}
+		}
+	}
+	data, err := os.ReadFile(nodeExamplePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := parseNode(data, env("WEIR_MOCK_URL", moved))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Providers[0].URL; got != moved {
+		t.Errorf("node.yaml's runtime at %s, want %s", got, moved)
 	}
 }

@@ -32,7 +32,7 @@ func TestNodeExample(t *testing.T) {
 		c.ShutdownTimeout != def.ShutdownTimeout || c.LogLevel != def.LogLevel || c.TLS != nil {
 		t.Errorf("the example's settings differ from the defaults: %+v", c)
 	}
-	if c.Token != "wn-example" || c.Gateway != "127.0.0.1:8081" {
+	if c.Token != "wn-example" || c.Gateway != "127.0.0.1:50051" {
 		t.Errorf("gateway %q token %q", c.Gateway, c.Token)
 	}
 	if len(c.Providers) != 1 {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/weir-gateway/weir/provider/mock"
 )
@@ -108,5 +110,99 @@ func TestOfficialSDK(t *testing.T) {
 	var apiErr *openai.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || apiErr.Code != "not_found" {
 		t.Fatalf("unknown model: %v", err)
+	}
+}
+
+// TestOfficialSDKStructuredOutput: through the gateway, the official SDK
+// gets JSON of the asked schema from the mock (whole and streamed), and a
+// forced tool call whose streamed arguments its accumulator puts back
+// together, as a structured-output client (generateObject,
+// withStructuredOutput) needs.
+func TestOfficialSDKStructuredOutput(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t, mock.Config{})
+	g := startGateway(t, "", allKinds(up.URL))
+	_, secret := g.createKey(t)
+	client := openai.NewClient(
+		option.WithBaseURL(g.URL+"/v1/"),
+		option.WithAPIKey(secret),
+		option.WithMaxRetries(0),
+		option.WithRequestTimeout(20*time.Second),
+	)
+	ctx := context.Background()
+	type step struct {
+		Explanation string `json:"explanation"`
+		Output      string `json:"output"`
+	}
+	type reasoning struct {
+		Steps       []step `json:"steps"`
+		FinalAnswer string `json:"final_answer"`
+		Confidence  int    `json:"confidence"`
+	}
+	schema := map[string]any{
+		"type": "object", "additionalProperties": false,
+		"required": []string{"steps", "final_answer", "confidence"},
+		"properties": map[string]any{
+			"steps": map[string]any{"type": "array", "items": map[string]any{
+				"type": "object", "additionalProperties": false, "required": []string{"explanation", "output"},
+				"properties": map[string]any{"explanation": map[string]any{"type": "string"}, "output": map[string]any{"type": "string"}},
+			}},
+			"final_answer": map[string]any{"type": "string"},
+			"confidence":   map[string]any{"type": "integer", "minimum": 1, "maximum": 5},
+		},
+	}
+	params := openai.ChatCompletionNewParams{
+		Model:    "chat",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Solve 8x + 7 = -23")},
+		ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
+			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "math_reasoning", Schema: schema, Strict: openai.Bool(true)},
+		}},
+	}
+	chat, err := client.Chat.Completions.New(ctx, params)
+	if err != nil {
+		t.Fatalf("chat: %v", err)
+	}
+	var whole reasoning
+	if err := json.Unmarshal([]byte(chat.Choices[0].Message.Content), &whole); err != nil ||
+		len(whole.Steps) == 0 || whole.Steps[0].Output == "" || whole.FinalAnswer == "" || whole.Confidence < 1 || whole.Confidence > 5 {
+		t.Fatalf("structured answer %q: %+v, %v", chat.Choices[0].Message.Content, whole, err)
+	}
+
+	stream := client.Chat.Completions.NewStreaming(ctx, params)
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	if got := acc.Choices[0].Message.Content; got != chat.Choices[0].Message.Content {
+		t.Errorf("streamed %q, whole %q", got, chat.Choices[0].Message.Content)
+	}
+
+	tool := openai.ChatCompletionNewParams{
+		Model:    "chat",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Solve 8x + 7 = -23")},
+		Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+			Name: "math_reasoning", Parameters: schema,
+		})},
+		ToolChoice: openai.ToolChoiceOptionFunctionToolChoice(openai.ChatCompletionNamedToolChoiceFunctionParam{Name: "math_reasoning"}),
+	}
+	stream = client.Chat.Completions.NewStreaming(ctx, tool)
+	acc = openai.ChatCompletionAccumulator{}
+	var finished []openai.FinishedChatCompletionToolCall
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+		if call, ok := acc.JustFinishedToolCall(); ok {
+			finished = append(finished, call)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("tool stream: %v", err)
+	}
+	var args reasoning
+	if len(finished) != 1 || finished[0].Name != "math_reasoning" || json.Unmarshal([]byte(finished[0].Arguments), &args) != nil ||
+		len(args.Steps) == 0 || acc.Choices[0].FinishReason != "tool_calls" {
+		t.Fatalf("tool calls %+v, finish %q", finished, acc.Choices[0].FinishReason)
 	}
 }

@@ -36,6 +36,9 @@ type demoOptions struct {
 	burst   int
 	latency time.Duration
 	exit    bool
+	// redraw draws the burst's progress in place (a terminal); else it is
+	// written as plain lines, one a second.
+	redraw bool
 }
 
 func demoCmd() *cobra.Command {
@@ -49,6 +52,7 @@ at a model whose platform allows 2 at a time, and show them wait in line
 instead of failing. The gateway keeps serving until Ctrl-C (or --exit).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.redraw = drawsInPlace(cmd.OutOrStdout())
 			return runDemo(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
@@ -183,7 +187,7 @@ Try:
 `, base, mockURL, secret, weirCmd)
 
 	if o.burst > 0 {
-		if err := demoBurst(ctx, out, m, up, base, secret, o.burst); err != nil {
+		if err := demoBurst(ctx, out, o.redraw, m, up, base, secret, o.burst); err != nil {
 			return err
 		}
 	}
@@ -215,8 +219,9 @@ type burstResult struct {
 }
 
 // demoBurst sends n chat requests at once at the capacity-2 model and
-// draws the queue draining, then says how each request ended.
-func demoBurst(ctx context.Context, out io.Writer, m *Main, up *mock.Server, base, secret string, n int) error {
+// draws the queue draining (in place with redraw, else a line a second),
+// then says how each request ended.
+func demoBurst(ctx context.Context, out io.Writer, redraw bool, m *Main, up *mock.Server, base, secret string, n int) error {
 	fmt.Fprintf(out, "A burst of %d requests at gpt-4o-mini, whose platform allows %d at a time:\n\n", n, demoChatSlots)
 	results := make([]burstResult, n)
 	var wg sync.WaitGroup
@@ -235,12 +240,17 @@ func demoBurst(ctx context.Context, out io.Writer, m *Main, up *mock.Server, bas
 	go func() { wg.Wait(); close(done) }()
 	tick := time.NewTicker(150 * time.Millisecond)
 	defer tick.Stop()
+	progress := progressLine{w: out, inPlace: redraw, every: time.Second}
+	line := func(used, queued int) string {
+		return fmt.Sprintf("  running %s  waiting %s  %5.1fs ", bar(used, demoChatSlots), bar(queued, n), time.Since(start).Seconds())
+	}
 	for {
 		st, _ := m.Engine.Scope(ctx, weir.PlatformModelScope(demoChatPM))
-		fmt.Fprintf(out, "\r  running %s  waiting %s  %5.1fs ", bar(int(st.Used), demoChatSlots), bar(st.Queued, n), time.Since(start).Seconds())
+		progress.show(time.Now(), line(int(st.Used), st.Queued))
 		select {
 		case <-done:
-			fmt.Fprintf(out, "\r  running %s  waiting %s  %5.1fs \n\n", bar(0, demoChatSlots), bar(0, n), time.Since(start).Seconds())
+			progress.done(line(0, 0))
+			fmt.Fprintln(out)
 			reportBurst(out, results, up.Stats().PeakInFlight, m.Config)
 			return nil
 		case <-ctx.Done():

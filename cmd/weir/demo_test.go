@@ -16,7 +16,9 @@ import (
 )
 
 // TestDemoBurst runs the demo's burst on a fast mock: every request is
-// answered, and the report counts them and says "No 429s".
+// answered, and the report counts them and says "No 429s". Written to
+// something that is not a terminal (a file, a pipe, this buffer), its
+// progress comes as plain lines: no carriage return, no escape code.
 func TestDemoBurst(t *testing.T) {
 	t.Parallel()
 	var out syncBuffer
@@ -24,10 +26,54 @@ func TestDemoBurst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := out.String()
 	for _, want := range []string{"answers: 6 × HTTP 200", "the provider had 2 at once at most", "No 429s"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("no %q in:\n%s", want, out.String())
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q in:\n%s", want, got)
 		}
+	}
+	if strings.ContainsAny(got, "\r\x1b") {
+		t.Errorf("carriage returns or escape codes in plain output:\n%q", got)
+	}
+	progress := 0
+	for _, line := range strings.Split(got, "\n") {
+		if strings.HasPrefix(line, "  running [") {
+			progress++
+			if len(line) > 120 {
+				t.Errorf("a progress line of %d bytes: %q", len(line), line)
+			}
+		}
+	}
+	if progress < 2 {
+		t.Errorf("%d progress lines, want the first and the last at least:\n%s", progress, got)
+	}
+}
+
+// TestProgressLine: on a terminal the line is redrawn in place; elsewhere
+// a line is written when it has changed and a second has passed since the
+// last, and the last line always.
+func TestProgressLine(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var plain bytes.Buffer
+	p := progressLine{w: &plain, every: time.Second}
+	p.show(t0, "a ")
+	p.show(t0.Add(500*time.Millisecond), "b") // too soon
+	p.show(t0.Add(time.Second), "c")
+	p.show(t0.Add(3*time.Second), "c") // unchanged
+	p.show(t0.Add(3500*time.Millisecond), "d")
+	p.done("e")
+	if got, want := plain.String(), "a\nc\nd\ne\n"; got != want {
+		t.Errorf("plain: %q, want %q", got, want)
+	}
+
+	var term bytes.Buffer
+	p = progressLine{w: &term, inPlace: true, every: time.Second}
+	p.show(t0, "long line")
+	p.show(t0, "short")
+	p.done("end")
+	if got, want := term.String(), "\rlong line\rshort    \rend      \n"; got != want {
+		t.Errorf("in place: %q, want %q", got, want)
 	}
 }
 

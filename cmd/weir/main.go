@@ -21,6 +21,7 @@ a queue instead of bouncing off a provider's 429.`,
 }
 
 func main() {
+	requireSubcommands(rootCmd)
 	if err := rootCmd.Execute(); err != nil {
 		os.Exit(1)
 	}

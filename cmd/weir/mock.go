@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -49,7 +50,7 @@ See 'go doc github.com/weir-gateway/weir/provider/mock'.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&listen, "listen", "127.0.0.1:9090", "address to listen on (port 0 picks a free one)")
+	f.StringVar(&listen, "listen", mockListenDefault(), "address to listen on (port 0 picks a free one); default: the host and port of WEIR_MOCK_URL, the URL the examples' platforms point at, or 127.0.0.1:9090")
 	f.DurationVar(&drain, "shutdown-timeout", 5*time.Second, "how long SIGINT/SIGTERM waits for in-flight requests before closing them")
 	f.DurationVar(&cfg.Latency, "latency", 0, "base time to first byte of every request")
 	f.DurationVar(&cfg.LatencyJitter, "latency-jitter", 0, "spread of the latency, per --distribution")
@@ -68,6 +69,26 @@ See 'go doc github.com/weir-gateway/weir/provider/mock'.`,
 	f.IntVar(&cfg.MaxJobs, "max-jobs", 0, "video jobs running at once before a submit is answered 429 (0: unlimited)")
 	f.DurationVar(&cfg.JobRetention, "job-retention", mock.DefaultJobRetention, "how long a finished video job is kept (its expires_at) before it is forgotten")
 	return cmd
+}
+
+// mockListenDefault is the mock's address unless --listen gives one: the
+// host and port of WEIR_MOCK_URL when it is set, so that one variable
+// moves the mock and the examples' platforms (examples/*.yaml) together;
+// else 127.0.0.1:9090, where the examples look without it.
+func mockListenDefault() string {
+	u, err := url.Parse(os.Getenv("WEIR_MOCK_URL"))
+	if err != nil || u.Hostname() == "" {
+		return "127.0.0.1:9090"
+	}
+	port := u.Port()
+	switch {
+	case port != "":
+	case u.Scheme == "https":
+		port = "443"
+	default:
+		port = "80"
+	}
+	return net.JoinHostPort(u.Hostname(), port)
 }
 
 // serveMock serves the mock provider on addr until ctx ends or SIGINT or

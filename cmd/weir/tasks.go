@@ -49,6 +49,9 @@ func tasksCmd() *cobra.Command {
 		Short: "List, show, wait for, fetch, cancel and delete durable tasks on a running server",
 		// Every subcommand speaks for a key.
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("key") && key == "" {
+				return errors.New("--key was given an empty value (is the variable it names set?); " + errNoKey().Error())
+			}
 			if key == "" {
 				key = envOr("WEIR_API_KEY", "")
 			}
@@ -128,6 +131,8 @@ func tasksCmd() *cobra.Command {
 			c, out := api(), cmd.OutOrStdout()
 			tick := time.NewTicker(every)
 			defer tick.Stop()
+			// Off a terminal, a line each time the task has moved on.
+			progress := progressLine{w: out, inPlace: drawsInPlace(out)}
 			for {
 				var t taskView
 				if err := c.do(cmd.Context(), http.MethodGet, "/v1/tasks/"+args[0], &t); err != nil {
@@ -137,17 +142,24 @@ func tasksCmd() *cobra.Command {
 				if t.Queue != nil {
 					line += fmt.Sprintf("  queued #%d, about %.0fs", t.Queue.Position, t.Queue.EstimatedWait)
 				}
-				fmt.Fprintf(out, "\r%-80s", line)
 				if weir.TaskStatus(t.Status).Terminal() {
-					fmt.Fprintln(out)
+					progress.done(line)
 					if t.Error != nil {
 						return fmt.Errorf("task %s %s: %s: %s", t.ID, t.Status, t.Error.Code, t.Error.Message)
 					}
 					if t.Status == string(weir.TaskSucceeded) {
-						printFetchHint(out, c.base, t.ID)
+						// The follow-ups speak for the key given with
+						// --key; one from the environment is there for
+						// them already.
+						given := ""
+						if cmd.Flags().Changed("key") {
+							given = key
+						}
+						printFetchHint(out, c.base, t.ID, given)
 					}
 					return nil
 				}
+				progress.show(time.Now(), line)
 				select {
 				case <-cmd.Context().Done():
 					return cmd.Context().Err()
@@ -218,13 +230,19 @@ func errNoKey() error {
 var contentExt = map[string]string{"video": ".mp4", "thumbnail": ".webp", "spritesheet": ".jpg"}
 
 // printFetchHint says how to fetch what task id made, with weir and with
-// curl (whose key comes from the environment: a secret is not echoed).
-func printFetchHint(w io.Writer, base, id string) {
+// curl, as the key's owner: with key when the command was given it with
+// --key (so they work as they are copied), else with the key that
+// WEIR_API_KEY holds.
+func printFetchHint(w io.Writer, base, id, key string) {
+	weirKey, bearer := "", "$WEIR_API_KEY"
+	if key != "" {
+		weirKey, bearer = " --key "+key, key
+	}
 	fmt.Fprintf(w, `Fetch the video:
-  %[3]s tasks --addr %[1]s content %[2]s      # saves %[2]s.mp4
-  curl -o %[2]s.mp4 %[1]s/v1/videos/%[2]s/content -H "Authorization: Bearer $WEIR_API_KEY"
-The upstream's own object (the task's result): %[3]s tasks --addr %[1]s show %[2]s
-`, base, id, selfCommand())
+  %[3]s tasks --addr %[1]s%[4]s content %[2]s      # saves %[2]s.mp4
+  curl -o %[2]s.mp4 %[1]s/v1/videos/%[2]s/content -H "Authorization: Bearer %[5]s"
+The upstream's own object (the task's result): %[3]s tasks --addr %[1]s%[4]s show %[2]s
+`, base, id, selfCommand(), weirKey, bearer)
 }
 
 func progressBar(pct, width int) string {

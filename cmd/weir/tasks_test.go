@@ -11,22 +11,83 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/provider/mock"
 )
 
 // runTasks runs `weir tasks args...` as a fresh command (flags start at
-// their defaults) and returns what it printed and its error.
+// their defaults), wired as main wires it, and returns what it printed
+// and its error.
 func runTasks(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := tasksCmd()
+	root := &cobra.Command{Use: "weir", SilenceUsage: true, SilenceErrors: true}
+	root.AddCommand(tasksCmd())
+	requireSubcommands(root)
 	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetArgs(args)
-	cmd.SetContext(t.Context())
-	err := cmd.Execute()
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(append([]string{"tasks"}, args...))
+	root.SetContext(t.Context())
+	err := root.Execute()
 	return out.String(), err
+}
+
+// TestTasksEmptyKey: `tasks --key $KEY list` with KEY unset is `tasks
+// --key list`; it fails and says that --key took "list", rather than
+// print help and exit 0. `--key "$KEY"` (an empty value) fails too,
+// rather than fall back to WEIR_API_KEY unasked. No subcommand, or an
+// unknown one, fails and lists them.
+func TestTasksEmptyKey(t *testing.T) {
+	t.Setenv("WEIR_API_KEY", "wk-from-the-environment")
+	closed := closedPort(t)
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--addr", closed, "--key", "list"}, []string{"weir tasks needs a subcommand", "(cancel, content, delete, list, show, wait)", `--key took "list"`, "unset variable"}},
+		{[]string{"--addr", closed, "--key", "", "list"}, []string{"--key was given an empty value", "WEIR_API_KEY"}},
+		{[]string{"--addr", closed}, []string{"weir tasks needs a subcommand (cancel, content, delete, list, show, wait)"}},
+		{[]string{"--addr", closed, "lsit"}, []string{`weir tasks has no subcommand "lsit"`}},
+	} {
+		out, err := runTasks(t, tc.args...)
+		if err == nil {
+			t.Errorf("%q: no error; printed:\n%s", tc.args, out)
+			continue
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%q: error %q, want %q in it", tc.args, err, want)
+			}
+		}
+	}
+}
+
+// TestFetchHint: the follow-ups carry the key given with --key, so that
+// they run as they are copied; with the key in WEIR_API_KEY they use it.
+func TestFetchHint(t *testing.T) {
+	t.Parallel()
+	var given, env bytes.Buffer
+	printFetchHint(&given, "http://127.0.0.1:8080", "task_1", "wk-secret")
+	printFetchHint(&env, "http://127.0.0.1:8080", "task_1", "")
+	for _, want := range []string{
+		"tasks --addr http://127.0.0.1:8080 --key wk-secret content task_1",
+		`curl -o task_1.mp4 http://127.0.0.1:8080/v1/videos/task_1/content -H "Authorization: Bearer wk-secret"`,
+		"tasks --addr http://127.0.0.1:8080 --key wk-secret show task_1",
+	} {
+		if !strings.Contains(given.String(), want) {
+			t.Errorf("with --key: no %q in\n%s", want, given.String())
+		}
+	}
+	for _, want := range []string{
+		"tasks --addr http://127.0.0.1:8080 content task_1",
+		`-H "Authorization: Bearer $WEIR_API_KEY"`,
+	} {
+		if !strings.Contains(env.String(), want) {
+			t.Errorf("with WEIR_API_KEY: no %q in\n%s", want, env.String())
+		}
+	}
 }
 
 // TestTasksNeedAKey: without --key or WEIR_API_KEY a tasks command says
@@ -86,9 +147,13 @@ func TestTasksWaitAndFetch(t *testing.T) {
 	if err != nil {
 		t.Fatalf("wait: %v\n%s", err, out)
 	}
+	if strings.Contains(out, "\r") {
+		t.Errorf("wait drew in place on a buffer:\n%q", out)
+	}
 	for _, want := range []string{
-		"weir tasks --addr " + base + " content " + v.ID,
-		"curl -o " + v.ID + ".mp4 " + base + "/v1/videos/" + v.ID + "/content",
+		"weir tasks --addr " + base + " --key " + secret + " content " + v.ID,
+		"curl -o " + v.ID + ".mp4 " + base + "/v1/videos/" + v.ID + "/content -H \"Authorization: Bearer " + secret + "\"",
+		"succeeded",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("wait printed no %q:\n%s", want, out)

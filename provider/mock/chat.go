@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -17,14 +16,40 @@ type chatRequest struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	MaxTokens           *int `json:"max_tokens"`
-	MaxCompletionTokens *int `json:"max_completion_tokens"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	ResponseFormat      *responseFormat `json:"response_format"`
+	Tools               []chatTool      `json:"tools"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
 }
 
 type chatMessage struct {
 	// Content is a string, an array of parts, or null; kept raw so only
 	// its length is looked at.
 	Content json.RawMessage `json:"content"`
+}
+
+// reply is what one chat completion answers: text, or JSON (the content
+// response_format asks for, or a tool call's arguments), as tokens.
+type reply struct {
+	tokens int        // tokens sent: the answer's, or fewer when max_tokens cuts it
+	finish string     // "stop", "length" or "tool_calls", as JSON
+	text   textAnswer // a text answer, when pieces is nil
+	pieces []string   // a JSON answer's tokens
+	tool   string     // the function called: the answer is its tool call
+	callID []byte     // the tool call's id
+}
+
+// appendTokens appends tokens [from, to) as the inside of a JSON string.
+func (r *reply) appendTokens(b []byte, from, to int) []byte {
+	if r.pieces == nil {
+		return r.text.append(b, from, to) // needs no escaping
+	}
+	for _, p := range r.pieces[from:to] {
+		q := appendJSONString(nil, p)
+		b = append(b, q[1:len(q)-1]...)
+	}
+	return b
 }
 
 // chat serves POST /v1/chat/completions.
@@ -44,7 +69,23 @@ func (s *Server) chat(c *call) int {
 	if o.tokens > 0 {
 		n = o.tokens
 	}
-	finish := `"stop"`
+	r := reply{tokens: n, finish: `"stop"`, text: newTextAnswer(n)}
+	tool, apiErr := forcedTool(req.ToolChoice, req.Tools)
+	if apiErr != nil {
+		return c.fail(*apiErr)
+	}
+	js, apiErr := structuredJSON(req.ResponseFormat, tool, r.text, s.now)
+	if apiErr != nil {
+		return c.fail(*apiErr)
+	}
+	if js != nil {
+		r.pieces = jsonTokens(js)
+		r.tokens = len(r.pieces)
+	}
+	if tool != nil {
+		r.tool, r.finish = tool.Function.Name, `"tool_calls"`
+		r.callID = c.rand.appendID([]byte("call_"), 24)
+	}
 	limit, param := req.MaxCompletionTokens, "max_completion_tokens"
 	if limit == nil {
 		limit, param = req.MaxTokens, "max_tokens"
@@ -53,8 +94,8 @@ func (s *Server) chat(c *call) int {
 		if *limit < 1 {
 			return c.fail(invalidRequest(param, "Invalid '"+param+"': integer below minimum value. Expected a value >= 1, but got "+strconv.Itoa(*limit)+" instead."))
 		}
-		if *limit < n {
-			n, finish = *limit, `"length"`
+		if *limit < r.tokens {
+			r.tokens, r.finish = *limit, `"length"`
 		}
 	}
 	prompt := promptTokens(req.Messages)
@@ -63,22 +104,34 @@ func (s *Server) chat(c *call) int {
 	}
 	if !req.Stream {
 		// A non-streamed answer comes when the whole generation would have.
-		if !wait(c.r.Context(), time.Duration(n)*c.st.interval) {
+		if !wait(c.r.Context(), time.Duration(r.tokens)*c.st.interval) {
 			return statusClientClosed
 		}
-		b := make([]byte, 0, 640+len(req.Model)+textLen(n))
+		b := make([]byte, 0, 640+len(req.Model)+len(r.tool)+textLen(r.tokens)+len(js)*2)
 		b = append(b, `{"id":"chatcmpl-`...)
 		b = c.rand.appendID(b, 29)
 		b = append(b, `","object":"chat.completion","created":`...)
 		b = strconv.AppendInt(b, s.now().Unix(), 10)
 		b = append(b, `,"model":`...)
 		b = appendJSONString(b, req.Model)
-		b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":"`...)
-		b = appendText(b, 0, n)
-		b = append(b, `","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":`...)
-		b = append(b, finish...)
+		b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
+		if r.tool == "" {
+			b = append(b, '"')
+			b = r.appendTokens(b, 0, r.tokens)
+			b = append(b, `","refusal":null,"annotations":[]}`...)
+		} else {
+			b = append(b, `null,"refusal":null,"annotations":[],"tool_calls":[{"id":"`...)
+			b = append(b, r.callID...)
+			b = append(b, `","type":"function","function":{"name":`...)
+			b = appendJSONString(b, r.tool)
+			b = append(b, `,"arguments":"`...)
+			b = r.appendTokens(b, 0, r.tokens)
+			b = append(b, `"}}]}`...)
+		}
+		b = append(b, `,"logprobs":null,"finish_reason":`...)
+		b = append(b, r.finish...)
 		b = append(b, `}],"usage":`...)
-		b = appendUsage(b, prompt, n)
+		b = appendUsage(b, prompt, r.tokens)
 		b = append(b, `,"service_tier":"default","system_fingerprint":"fp_weirmock"}`+"\n"...)
 		writeJSON(c.w, b)
 		return http.StatusOK
@@ -90,12 +143,15 @@ func (s *Server) chat(c *call) int {
 		stallFor = o.stallFor
 	}
 	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	return s.stream(c, req.Model, n, prompt, finish, includeUsage, stall, stallFor)
+	return s.stream(c, req.Model, &r, prompt, includeUsage, stall, stallFor)
 }
 
 // stream writes a chat completion as SSE chunks: the role, one token per
-// chunk, the finish reason, the usage chunk if asked for, and [DONE].
-func (s *Server) stream(c *call, model string, n, prompt int, finish string, includeUsage, stall bool, stallFor time.Duration) int {
+// chunk (of the content, or of the tool call's arguments after a chunk
+// naming the call), the finish reason, the usage chunk if asked for, and
+// [DONE].
+func (s *Server) stream(c *call, model string, r *reply, prompt int, includeUsage, stall bool, stallFor time.Duration) int {
+	n := r.tokens
 	// Every chunk shares its opening and its closing.
 	var prefix []byte
 	prefix = append(prefix, `data: {"id":"chatcmpl-`...)
@@ -146,7 +202,15 @@ func (s *Server) stream(c *call, model string, n, prompt int, finish string, inc
 		return err == nil || errors.Is(err, http.ErrNotSupported)
 	}
 	b = open(b)
-	b = append(b, `{"role":"assistant","content":"","refusal":null}`...)
+	if r.tool == "" {
+		b = append(b, `{"role":"assistant","content":"","refusal":null}`...)
+	} else {
+		b = append(b, `{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"`...)
+		b = append(b, r.callID...)
+		b = append(b, `","type":"function","function":{"name":`...)
+		b = appendJSONString(b, r.tool)
+		b = append(b, `,"arguments":""}}],"refusal":null}`...)
+	}
 	b = closeWith(b, "null")
 	for i := 0; i < n; i++ {
 		if stall && i == n/2 {
@@ -167,14 +231,20 @@ func (s *Server) stream(c *call, model string, n, prompt int, finish string, inc
 			}
 		}
 		b = open(b)
-		b = append(b, `{"content":"`...)
-		b = appendText(b, i, i+1)
-		b = append(b, `"}`...)
+		if r.tool == "" {
+			b = append(b, `{"content":"`...)
+			b = r.appendTokens(b, i, i+1)
+			b = append(b, `"}`...)
+		} else {
+			b = append(b, `{"tool_calls":[{"index":0,"function":{"arguments":"`...)
+			b = r.appendTokens(b, i, i+1)
+			b = append(b, `"}}]}`...)
+		}
 		b = closeWith(b, "null")
 	}
 	b = open(b)
 	b = append(b, "{}"...)
-	b = closeWith(b, finish)
+	b = closeWith(b, r.finish)
 	if includeUsage {
 		b = append(b, prefix...)
 		b = append(b, `],"usage":`...)
@@ -196,64 +266,6 @@ func appendUsage(b []byte, prompt, completion int) []byte {
 	b = append(b, `,"total_tokens":`...)
 	b = strconv.AppendInt(b, int64(prompt+completion), 10)
 	return append(b, `,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`...)
-}
-
-// The answer's text: token i is vocabulary word i (cycling), with a
-// leading space after the first, as real tokenizers split text. The words
-// need no JSON escaping.
-var vocabulary = strings.Fields(`This is a mock answer from Weir's mock provider, sent one token at a time
-so that gateways, demos and benchmarks see tokens arrive at a steady pace. It knows nothing and
-says so plainly; ask again and it will say the same.`)
-
-func token(i int) string {
-	w := vocabulary[i%len(vocabulary)]
-	if i == 0 {
-		return w
-	}
-	return " " + w
-}
-
-// preText holds the first preTokens tokens and preEnds where each ends,
-// so an answer of up to preTokens tokens is one slice, built once.
-const preTokens = 1024
-
-var preText, preEnds = func() (string, []int) {
-	var sb strings.Builder
-	ends := make([]int, preTokens)
-	for i := range preTokens {
-		sb.WriteString(token(i))
-		ends[i] = sb.Len()
-	}
-	return sb.String(), ends
-}()
-
-// appendText appends tokens [from, to).
-func appendText(b []byte, from, to int) []byte {
-	if to <= from {
-		return b
-	}
-	if to <= preTokens {
-		start := 0
-		if from > 0 {
-			start = preEnds[from-1]
-		}
-		return append(b, preText[start:preEnds[to-1]]...)
-	}
-	for i := from; i < to; i++ {
-		b = append(b, token(i)...)
-	}
-	return b
-}
-
-// textLen is about the length of n tokens, for sizing buffers.
-func textLen(n int) int {
-	if n == 0 {
-		return 0
-	}
-	if n <= preTokens {
-		return preEnds[n-1]
-	}
-	return preEnds[preTokens-1] / preTokens * n
 }
 
 // estimateTokens is the mock's tokenizer: about four bytes a token.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -296,5 +297,32 @@ func TestDisconnectMidStream(t *testing.T) {
 	}
 	if st := f.s.Stats(); st.InFlight != 0 || st.ByStatus[statusClientClosed] != 1 {
 		t.Errorf("after disconnect: %+v", st)
+	}
+}
+
+// TestChatWholeSentences: an answer that ends of itself (finish_reason
+// "stop") ends a sentence at every length, has as many words as tokens,
+// streamed or not; one cut by max_tokens says "length" and is the start
+// of the answer it would have given.
+func TestChatWholeSentences(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{})
+	content := func(m map[string]any) (string, any) {
+		ch := m["choices"].([]any)[0].(map[string]any)
+		return ch["message"].(map[string]any)["content"].(string), ch["finish_reason"]
+	}
+	for _, n := range []int{1, 2, 5, 7, 9, 16, 38, 39, 40, 100, 1500} {
+		h := map[string]string{"X-Mock-Tokens": strconv.Itoa(n)}
+		whole, finish := content(obj(t, expectStatus(t, f.post("/v1/chat/completions", chatBody, h), http.StatusOK)))
+		if finish != "stop" || !strings.HasSuffix(whole, ".") || len(strings.Fields(whole)) != n {
+			t.Errorf("%d tokens: finish %v, %d words: %q", n, finish, len(strings.Fields(whole)), whole)
+		}
+		if n < 3 {
+			continue
+		}
+		cut, finish := content(obj(t, expectStatus(t, f.post("/v1/chat/completions", chatWith(map[string]any{"max_tokens": n - 2}), h), http.StatusOK)))
+		if finish != "length" || !strings.HasPrefix(whole, cut) || len(strings.Fields(cut)) != n-2 {
+			t.Errorf("%d tokens cut to %d: finish %v, %q of %q", n, n-2, finish, cut, whole)
+		}
 	}
 }

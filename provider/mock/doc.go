@@ -16,7 +16,8 @@
 //	                              chat.completion.chunk events as SSE
 //	                              ("data: {...}" lines, "data: [DONE]" last);
 //	                              stream_options.include_usage adds the
-//	                              usage chunk with empty choices before [DONE]
+//	                              usage chunk with empty choices before [DONE];
+//	                              response_format and tool_choice as below
 //	POST /v1/embeddings           list of embedding objects; input as a
 //	                              string, strings, tokens or token lists;
 //	                              encoding_format "float" or "base64" (the
@@ -139,6 +140,29 @@
 // Usage is estimated, not tokenized: a text of n bytes counts ceil(n/4)
 // tokens; a chat prompt counts 3 tokens per message plus 3, an image part 85,
 // and token-array inputs count their length. Completions are CompletionTokens
-// long (or X-Mock-Tokens), cut to max_completion_tokens / max_tokens with
-// finish_reason "length". A chat request's n is ignored: one choice.
+// long (or X-Mock-Tokens), a word a token, and end a sentence whatever their
+// length; cut to max_completion_tokens / max_tokens, they end where the cut
+// falls, with finish_reason "length". A chat request's n is ignored: one
+// choice.
+//
+// # Structured answers
+//
+// A chat request with response_format {"type": "json_object"} is answered
+// with a JSON object ({"answer": the text}); with {"type": "json_schema",
+// "json_schema": {"name", "schema"}}, with JSON of the schema's shape:
+// objects with every listed property, arrays of one item (or minItems),
+// strings (a sentence, or a value of their format: date-time, date, email,
+// uri, uuid, ...), numbers and integers within their bounds, booleans,
+// enums and consts, nested to any depth; a local $ref is followed, anyOf
+// and oneOf take their first branch that is not null, allOf is merged, and
+// a recursive schema ends where null or an empty array is allowed. A
+// tool_choice naming a function (or "required": the first tool) is
+// answered with a call of it (finish_reason "tool_calls") whose arguments
+// are JSON of its parameters' shape; "auto" and "none" are answered in
+// text. Such JSON is as long as its shape needs (CompletionTokens does
+// not apply), counted at four bytes a token, and a stream sends it a token
+// a chunk: the content, or the call's arguments after a chunk that names
+// the call, as OpenAI streams them. max_tokens cuts it as it cuts text.
+// An unknown response_format type, a json_schema without a name or with a
+// schema that is not an object, and a tool_choice naming no tool get 400.
 package mock
