@@ -653,6 +653,14 @@ func (c *Console) createKey(w http.ResponseWriter, r *http.Request) error {
 	if k.Group == "" {
 		k.Group = c.cfg.DefaultGroup
 	}
+	st := c.deps.Gateway.Snapshot()
+	if st == nil {
+		return &gateway.Error{Category: gateway.ErrUnavailable, Message: "no catalog is applied yet: its groups are not known"}
+	}
+	var fe *weir.FieldError
+	if err := st.CheckKeyGroup(k.Group); errors.As(err, &fe) {
+		return &gateway.Error{Category: gateway.ErrInvalid, Param: fe.Path, Message: fe.Msg, Err: err}
+	}
 	secret, prefix, hash, err := keys.Generate()
 	if err != nil {
 		return err

@@ -19,7 +19,10 @@ type Snapshot struct {
 	modelNames []string // sorted
 	pms        map[string]weir.PlatformModel
 	groups     map[string]weir.Group
-	adapters   map[string]provider.Adapter
+	// keyGroups is the catalog of groups a key may name: the catalog's,
+	// the default among them.
+	keyGroups weir.Catalog
+	adapters  map[string]provider.Adapter
 	// sims and asyncSims answer the simulation run mode, by platform
 	// model: its requests and its tasks.
 	sims         map[string]provider.Adapter
@@ -48,6 +51,12 @@ func (st *Snapshot) GroupOf(k weir.APIKey) (string, weir.Group) {
 		return k.Group, g
 	}
 	return st.defaultGroup, st.groups[st.defaultGroup]
+}
+
+// CheckKeyGroup refuses a new key's group that the served catalog has
+// not (weir.Catalog.CheckKeyGroup); the default group is always there.
+func (st *Snapshot) CheckKeyGroup(name string) error {
+	return st.keyGroups.CheckKeyGroup(name)
 }
 
 // PlatformModel is the platform model name, if the catalog has it.
@@ -170,6 +179,9 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 	}
 	if _, ok := next.groups[defaultGroup]; !ok {
 		next.groups[defaultGroup] = weir.Group{Name: defaultGroup}
+	}
+	for _, g := range next.groups {
+		next.keyGroups.Groups = append(next.keyGroups.Groups, g)
 	}
 	for _, pm := range next.pms {
 		if err := s.deps.Engine.SetScope(ctx, weir.PlatformModelScope(pm.Name), s.pmScopeConfig(pm)); err != nil {
