@@ -437,7 +437,7 @@ func (c *Console) setLimit(w http.ResponseWriter, r *http.Request) error {
 	if err := c.deps.Gateway.SetScopeLimit(r.Context(), in.Scope, *in.Limit); err != nil {
 		return err
 	}
-	return writeJSON(w, map[string]any{"ok": true, "survives": "until the next reload (SIGHUP) or restart, which apply the config's limit"})
+	return writeJSON(w, map[string]any{"ok": true, "survives": "until the next reload (SIGHUP) or restart of any replica, which apply the config's limit"})
 }
 
 // TaskRow is a task as the tasks view lists it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/weir-gateway/weir"
@@ -125,11 +126,29 @@ func keyScopeConfig(k weir.APIKey) admission.ScopeConfig {
 	return scopeConfig(k.Limits)
 }
 
+// groupConfig is g's scope configuration with its run-time limit, if
+// one is set (operator.go).
+func (s *Service) groupConfig(g weir.Group) admission.ScopeConfig {
+	cfg := groupScopeConfig(g)
+	s.ops.applyTo(weir.GroupScope(g.Name), "", &cfg)
+	return cfg
+}
+
+// keyConfig is k's scope configuration with its run-time limit, if one
+// is set.
+func (s *Service) keyConfig(k weir.APIKey) admission.ScopeConfig {
+	cfg := keyScopeConfig(k)
+	s.ops.applyTo(weir.KeyScope(k.ID), "", &cfg)
+	return cfg
+}
+
 // Apply makes cat the served catalog: it configures the scopes of its
 // platform models and groups (a lowered limit stops admissions until usage
 // is below it; nothing in flight is revoked), retires scopes that left the
 // catalog, builds the platforms' adapters, and swaps the lookup state in
-// one step.
+// one step. It applies the config's limits: the run-time limits go, for
+// every replica; drains and pauses are kept (operator.go). A store that
+// cannot be reached fails it before the catalog changed.
 func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup string) error {
 	if err := cat.Validate(); err != nil {
 		return err
@@ -139,7 +158,17 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 	}
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	s.ops.resetLimits() // a reload applies the config's limits (operator.go)
+	if _, err := s.deps.Overrides.OverrideDelete(ctx, weir.OverrideDeleteParams{Kind: weir.OverrideLimit}); err != nil {
+		return fmt.Errorf("%w: forget the run-time limits: %w", ErrUnavailable, err)
+	}
+	changed, err := s.readOverridesLocked(ctx)
+	if err != nil {
+		return err // the next read sets again what the limits' going changed
+	}
+	// Tidying: a pause whose every replica went away before it ended.
+	if _, err := s.deps.Overrides.OverrideDelete(ctx, weir.OverrideDeleteParams{Kind: weir.OverridePause, EndedBy: s.deps.Clock.Now()}); err != nil {
+		s.deps.Logger.Warn("could not clear the ended pauses from the store", "error", err)
+	}
 	next := &Snapshot{
 		models:       make(map[string]weir.Model, len(cat.Models)),
 		pms:          make(map[string]weir.PlatformModel, len(cat.PlatformModels)),
@@ -189,7 +218,7 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		}
 	}
 	for _, g := range next.groups {
-		if err := s.deps.Engine.SetScope(ctx, weir.GroupScope(g.Name), groupScopeConfig(g)); err != nil {
+		if err := s.deps.Engine.SetScope(ctx, weir.GroupScope(g.Name), s.groupConfig(g)); err != nil {
 			return fmt.Errorf("group %s: %w", g.Name, err)
 		}
 	}
@@ -206,6 +235,14 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		}
 	}
 	s.state.Store(next)
+	// The keys' scopes whose run-time limit went (the catalog's were set
+	// above).
+	for scope := range changed {
+		if !strings.HasPrefix(scope, weir.KeyScope("")) {
+			delete(changed, scope)
+		}
+	}
+	s.reconfigureLocked(ctx, changed)
 	s.reconfigureRuns(ctx)
 	return nil
 }
@@ -225,7 +262,7 @@ func (s *Service) EnsureKeyScope(ctx context.Context, k weir.APIKey) error {
 	if _, ok := s.keyScopes.Load(k.ID); ok {
 		return nil
 	}
-	if err := s.deps.Engine.SetScope(ctx, weir.KeyScope(k.ID), keyScopeConfig(k)); err != nil {
+	if err := s.deps.Engine.SetScope(ctx, weir.KeyScope(k.ID), s.keyConfig(k)); err != nil {
 		return err
 	}
 	s.keyScopes.Store(k.ID, struct{}{})
