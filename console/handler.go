@@ -420,7 +420,7 @@ func (c *Console) drain(w http.ResponseWriter, r *http.Request) error {
 	if err := c.deps.Gateway.Drain(r.Context(), in.PlatformModel, *in.Drained); err != nil {
 		return err
 	}
-	return writeJSON(w, map[string]any{"ok": true, "survives": "reloads, not a restart: lift it here"})
+	return writeJSON(w, map[string]any{"ok": true, "survives": "until lifted, through reloads and restarts, on every replica"})
 }
 
 func (c *Console) setLimit(w http.ResponseWriter, r *http.Request) error {
