@@ -46,6 +46,7 @@ func (s *Service) pauseUpstream(log *slog.Logger, pm string, d time.Duration) {
 	if !s.holdPause(pm, until) {
 		return
 	}
+	s.deps.Metrics.UpstreamPaused(pm, true) // the replica that met the 429 counts it
 	log.Warn("upstream answered 429 with Retry-After: its admissions pause", "platform_model", pm, "for", d)
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	err := s.deps.Overrides.OverrideSet(ctx, weir.Override{Scope: weir.PlatformModelScope(pm), Kind: weir.OverridePause, Until: until, SetAt: now})
@@ -59,7 +60,7 @@ func (s *Service) pauseUpstream(log *slog.Logger, pm string, d time.Duration) {
 
 // holdPause makes pm paused here until until, or extends its pause to
 // then; it reports whether it did (false: it is paused as long already).
-// It does not set the scope.
+// It does not set the scope, nor count the pause.
 func (s *Service) holdPause(pm string, until time.Time) bool {
 	d := until.Sub(s.deps.Clock.Now())
 	if d <= 0 {
@@ -71,8 +72,7 @@ func (s *Service) holdPause(pm string, until time.Time) bool {
 		s.pauseMu.Unlock()
 		return false
 	}
-	fresh := p == nil
-	if fresh {
+	if p == nil {
 		p = &pause{}
 		s.pauses[pm] = p
 	} else {
@@ -81,9 +81,6 @@ func (s *Service) holdPause(pm string, until time.Time) bool {
 	p.until = until
 	p.timer = s.deps.Clock.AfterFunc(d, func() { s.resume(pm, until) })
 	s.pauseMu.Unlock()
-	if fresh {
-		s.deps.Metrics.UpstreamPaused(pm, true)
-	}
 	return true
 }
 

@@ -194,6 +194,7 @@ func TestPauseShown(t *testing.T) {
 // holds through another replica's reload, which learns of it there
 // (reports it, and answers a request that cannot wait so long at once);
 // it ends on every replica when it is over, and leaves nothing stored.
+// Only the replica that met the 429 counts it.
 func TestPauseHoldsAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{catalog: onlyUp})
@@ -208,7 +209,8 @@ func TestPauseHoldsAcrossReplicas(t *testing.T) {
 	}
 	cat := b.catalog()
 	onlyUp(&cat)
-	other := New(Config{}, Deps{Engine: b.engine, Keys: b.store, Overrides: b.store, Clock: b.clock})
+	otherMetrics := &countingMetrics{}
+	other := New(Config{}, Deps{Engine: b.engine, Keys: b.store, Overrides: b.store, Clock: b.clock, Metrics: otherMetrics})
 	if err := other.Apply(t.Context(), cat, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -236,5 +238,10 @@ func TestPauseHoldsAcrossReplicas(t *testing.T) {
 	}
 	if os, err := b.store.OverrideList(t.Context()); err != nil || len(os) != 0 {
 		t.Errorf("stored after the pause: %+v, %v; want nothing", os, err)
+	}
+	otherMetrics.mu.Lock()
+	defer otherMetrics.mu.Unlock()
+	if slices.Contains(otherMetrics.paused, "up/m paused") {
+		t.Errorf("the other replica counted a pause it did not meet: %v", otherMetrics.paused)
 	}
 }
