@@ -604,6 +604,24 @@ func (l Limits) validate() *FieldError {
 	return nil
 }
 
+// CheckKeyGroup checks the group a new key is to count against: a key of
+// a group the catalog has not would count against the default group's
+// limits without anyone being told. The error is a *FieldError on
+// "group" that names the groups there are. Every way a key is made
+// (weir keys create, the console) asks this.
+func (c *Catalog) CheckKeyGroup(name string) error {
+	names := make([]string, 0, len(c.Groups))
+	for _, g := range c.Groups {
+		if g.Name == name {
+			return nil
+		}
+		names = append(names, g.Name)
+	}
+	slices.Sort(names)
+	return invalidf("group", "no group %q in the catalog (groups: %s); a key must name one of them, or none for the default group",
+		name, strings.Join(names, ", "))
+}
+
 // PlatformModel finds a platform model by name.
 func (c *Catalog) PlatformModel(name string) (PlatformModel, bool) {
 	for _, pm := range c.PlatformModels {

@@ -802,3 +802,31 @@ func TestQueueViewPagesAndNamesKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateKeyRefusesAnUnknownGroup: the console's key creation refuses
+// a group the catalog has not, with invalid_request naming group, and
+// stores nothing; the default group (named or not) is always there.
+func TestCreateKeyRefusesAnUnknownGroup(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{AdminToken: adminToken})
+	bearer := map[string]string{"Authorization": "Bearer " + adminToken, "Content-Type": "application/json"}
+	w := b.do("POST", "/console/api/keys", "10.0.0.1:1", `{"name":"k","group":"nosuchgroup"}`, bearer)
+	var e struct {
+		Error struct {
+			Code, Message string
+			Param         *string
+		}
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || w.Code != http.StatusBadRequest || e.Error.Code != "invalid_request" ||
+		e.Error.Param == nil || *e.Error.Param != "group" || !strings.Contains(e.Error.Message, `no group "nosuchgroup"`) {
+		t.Fatalf("create with an unknown group: %d %s; want 400 invalid_request naming group", w.Code, w.Body)
+	}
+	if ks, err := b.store.KeyList(t.Context()); err != nil || len(ks) != 0 {
+		t.Fatalf("keys stored after the refusal: %+v, %v", ks, err)
+	}
+	for _, body := range []string{`{"name":"k"}`, `{"name":"k","group":"default"}`} {
+		if w := b.do("POST", "/console/api/keys", "10.0.0.1:1", body, bearer); w.Code != http.StatusCreated {
+			t.Errorf("create %s: %d %s", body, w.Code, w.Body)
+		}
+	}
+}

@@ -21,9 +21,10 @@
 // edge nodes.
 //
 // Actions, each confirmed in the page: cancel a task or a waiter, drain
-// and resume a platform model, set a scope's limit (until the next reload
-// or restart; gateway.Service.SetScopeLimit says why), create and revoke
-// keys.
+// and resume a platform model (until lifted), set a scope's limit (until
+// the next reload or restart of any replica), create and revoke keys.
+// Drains and limits are kept in the store for every replica
+// (gateway/operator.go says how long each lasts, and why).
 //
 // # Live
 //

@@ -502,7 +502,7 @@ func (c *Console) drain(w http.ResponseWriter, r *http.Request) error {
 	if err := c.deps.Gateway.Drain(r.Context(), in.PlatformModel, *in.Drained); err != nil {
 		return err
 	}
-	return writeJSON(w, map[string]any{"ok": true, "survives": "reloads, not a restart: lift it here"})
+	return writeJSON(w, map[string]any{"ok": true, "survives": "until lifted, through reloads and restarts, on every replica"})
 }
 
 func (c *Console) setLimit(w http.ResponseWriter, r *http.Request) error {
@@ -519,7 +519,7 @@ func (c *Console) setLimit(w http.ResponseWriter, r *http.Request) error {
 	if err := c.deps.Gateway.SetScopeLimit(r.Context(), in.Scope, *in.Limit); err != nil {
 		return err
 	}
-	return writeJSON(w, map[string]any{"ok": true, "survives": "until the next reload (SIGHUP) or restart, which apply the config's limit"})
+	return writeJSON(w, map[string]any{"ok": true, "survives": "until the next reload (SIGHUP) or restart of any replica, which apply the config's limit"})
 }
 
 // TaskRow is a task as the tasks view lists it.
@@ -744,6 +744,14 @@ func (c *Console) createKey(w http.ResponseWriter, r *http.Request) error {
 	k := weir.APIKey{Name: in.Name, Group: in.Group, Models: in.Models}
 	if k.Group == "" {
 		k.Group = c.cfg.DefaultGroup
+	}
+	st := c.deps.Gateway.Snapshot()
+	if st == nil {
+		return &gateway.Error{Category: gateway.ErrUnavailable, Message: "no catalog is applied yet: its groups are not known"}
+	}
+	var fe *weir.FieldError
+	if err := st.CheckKeyGroup(k.Group); errors.As(err, &fe) {
+		return &gateway.Error{Category: gateway.ErrInvalid, Param: fe.Path, Message: fe.Msg, Err: err}
 	}
 	secret, prefix, hash, err := keys.Generate()
 	if err != nil {

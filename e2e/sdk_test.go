@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -204,5 +205,48 @@ func TestOfficialSDKStructuredOutput(t *testing.T) {
 	if len(finished) != 1 || finished[0].Name != "math_reasoning" || json.Unmarshal([]byte(finished[0].Arguments), &args) != nil ||
 		len(args.Steps) == 0 || acc.Choices[0].FinishReason != "tool_calls" {
 		t.Fatalf("tool calls %+v, finish %q", finished, acc.Choices[0].FinishReason)
+	}
+}
+
+// TestOfficialSDKKeepsItsMaxWait: a call through the official SDK, with
+// its default retries, that asks to wait at most 300ms while the model is
+// busy ends in about that: the gateway's 503 queue_timeout tells the SDK
+// not to retry it (x-should-retry: false), so it is sent once and not
+// again after a Retry-After behind its caller's back.
+func TestOfficialSDKKeepsItsMaxWait(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t, mock.Config{})
+	up.hold.Store(true)
+	g := startGateway(t, "", oneModel(up.URL, "    concurrency: 1"))
+	_, key := g.createKey(t)
+	first := g.sendAsync(context.Background(), request{Path: "/v1/chat/completions", Key: key, Body: chatBody("chat")})
+	waitFor(t, 5*time.Second, "the first request to reach the upstream", func() bool { return len(up.Arrivals()) == 1 })
+
+	var sent atomic.Int32
+	client := openai.NewClient(
+		option.WithBaseURL(g.URL+"/v1/"),
+		option.WithAPIKey(key),
+		option.WithHeader("X-Weir-Max-Wait", "300ms"),
+		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			sent.Add(1)
+			return next(r)
+		}),
+	)
+	start := time.Now()
+	_, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model:    "chat",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+	})
+	took := time.Since(start)
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable || apiErr.Code != "queue_timeout" {
+		t.Fatalf("while busy: %v; want 503 queue_timeout", err)
+	}
+	if n := sent.Load(); n != 1 || took > 2*time.Second {
+		t.Errorf("the SDK sent it %d times over %s; want once, in about the 300ms it asked for", n, took)
+	}
+	up.release(t)
+	if rep := await(t, first); rep.Status != http.StatusOK {
+		t.Errorf("the first request: status %d: %s", rep.Status, rep.Body)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/weir-gateway/weir"
@@ -19,7 +20,10 @@ type Snapshot struct {
 	modelNames []string // sorted
 	pms        map[string]weir.PlatformModel
 	groups     map[string]weir.Group
-	adapters   map[string]provider.Adapter
+	// keyGroups is the catalog of groups a key may name: the catalog's,
+	// the default among them.
+	keyGroups weir.Catalog
+	adapters  map[string]provider.Adapter
 	// sims and asyncSims answer the simulation run mode, by platform
 	// model: its requests and its tasks.
 	sims         map[string]provider.Adapter
@@ -52,6 +56,12 @@ func (st *Snapshot) GroupOf(k weir.APIKey) (string, weir.Group) {
 		return k.Group, g
 	}
 	return st.defaultGroup, st.groups[st.defaultGroup]
+}
+
+// CheckKeyGroup refuses a new key's group that the served catalog has
+// not (weir.Catalog.CheckKeyGroup); the default group is always there.
+func (st *Snapshot) CheckKeyGroup(name string) error {
+	return st.keyGroups.CheckKeyGroup(name)
 }
 
 // PlatformModel is the platform model name, if the catalog has it.
@@ -120,11 +130,29 @@ func keyScopeConfig(k weir.APIKey) admission.ScopeConfig {
 	return scopeConfig(k.Limits)
 }
 
+// groupConfig is g's scope configuration with its run-time limit, if
+// one is set (operator.go).
+func (s *Service) groupConfig(g weir.Group) admission.ScopeConfig {
+	cfg := groupScopeConfig(g)
+	s.ops.applyTo(weir.GroupScope(g.Name), "", &cfg)
+	return cfg
+}
+
+// keyConfig is k's scope configuration with its run-time limit, if one
+// is set.
+func (s *Service) keyConfig(k weir.APIKey) admission.ScopeConfig {
+	cfg := keyScopeConfig(k)
+	s.ops.applyTo(weir.KeyScope(k.ID), "", &cfg)
+	return cfg
+}
+
 // Apply makes cat the served catalog: it configures the scopes of its
 // platform models and groups (a lowered limit stops admissions until usage
 // is below it; nothing in flight is revoked), retires scopes that left the
 // catalog, builds the platforms' adapters, and swaps the lookup state in
-// one step.
+// one step. It applies the config's limits: the run-time limits go, for
+// every replica; drains and pauses are kept (operator.go). A store that
+// cannot be reached fails it before the catalog changed.
 func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup string) error {
 	if err := cat.Validate(); err != nil {
 		return err
@@ -134,7 +162,17 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 	}
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	s.ops.resetLimits() // a reload applies the config's limits (operator.go)
+	if _, err := s.deps.Overrides.OverrideDelete(ctx, weir.OverrideDeleteParams{Kind: weir.OverrideLimit}); err != nil {
+		return fmt.Errorf("%w: forget the run-time limits: %w", ErrUnavailable, err)
+	}
+	changed, err := s.readOverridesLocked(ctx)
+	if err != nil {
+		return err // the next read sets again what the limits' going changed
+	}
+	// Tidying: a pause whose every replica went away before it ended.
+	if _, err := s.deps.Overrides.OverrideDelete(ctx, weir.OverrideDeleteParams{Kind: weir.OverridePause, EndedBy: s.deps.Clock.Now()}); err != nil {
+		s.deps.Logger.Warn("could not clear the ended pauses from the store", "error", err)
+	}
 	next := &Snapshot{
 		models:       make(map[string]weir.Model, len(cat.Models)),
 		pms:          make(map[string]weir.PlatformModel, len(cat.PlatformModels)),
@@ -177,6 +215,9 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 	if _, ok := next.groups[defaultGroup]; !ok {
 		next.groups[defaultGroup] = weir.Group{Name: defaultGroup}
 	}
+	for _, g := range next.groups {
+		next.keyGroups.Groups = append(next.keyGroups.Groups, g)
+	}
 	for _, pm := range next.pms {
 		if err := s.deps.Engine.SetScope(ctx, weir.PlatformModelScope(pm.Name), s.pmScopeConfig(pm)); err != nil {
 			return fmt.Errorf("platform model %s: %w", pm.Name, err)
@@ -186,7 +227,7 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		}
 	}
 	for _, g := range next.groups {
-		if err := s.deps.Engine.SetScope(ctx, weir.GroupScope(g.Name), groupScopeConfig(g)); err != nil {
+		if err := s.deps.Engine.SetScope(ctx, weir.GroupScope(g.Name), s.groupConfig(g)); err != nil {
 			return fmt.Errorf("group %s: %w", g.Name, err)
 		}
 	}
@@ -204,6 +245,14 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		}
 	}
 	s.state.Store(next)
+	// The keys' scopes whose run-time limit went (the catalog's were set
+	// above).
+	for scope := range changed {
+		if !strings.HasPrefix(scope, weir.KeyScope("")) {
+			delete(changed, scope)
+		}
+	}
+	s.reconfigureLocked(ctx, changed)
 	return nil
 }
 
@@ -222,7 +271,7 @@ func (s *Service) EnsureKeyScope(ctx context.Context, k weir.APIKey) error {
 	if _, ok := s.keyScopes.Load(k.ID); ok {
 		return nil
 	}
-	if err := s.deps.Engine.SetScope(ctx, weir.KeyScope(k.ID), keyScopeConfig(k)); err != nil {
+	if err := s.deps.Engine.SetScope(ctx, weir.KeyScope(k.ID), s.keyConfig(k)); err != nil {
 		return err
 	}
 	s.keyScopes.Store(k.ID, struct{}{})

@@ -66,16 +66,16 @@ func (s *Service) copyBody(c *Call, out Answer, resp *http.Response, head Head, 
 	}
 	limit := s.cfg.MaxResponseBytes
 	var body []byte
-	var err error
-	if resp.ContentLength <= limit {
-		body, err = io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	over := resp.ContentLength > limit // refused unread
+	if !over {
+		var err error
+		if body, over, err = readCapped(resp.Body, resp.ContentLength, limit); err != nil {
+			done(usage{}, false)
+			d.readFailed(err)
+			return d
+		}
 	}
-	if err != nil {
-		done(usage{}, false)
-		d.readFailed(err)
-		return d
-	}
-	if resp.ContentLength > limit || int64(len(body)) > limit {
+	if over {
 		done(usage{}, false)
 		s.logger(c).Warn("upstream answer over server.max_response_bytes; refused", "limit", limit)
 		d.outcome = "upstream_too_large"
@@ -92,6 +92,56 @@ func (s *Service) copyBody(c *Call, out Answer, resp *http.Response, head Head, 
 	}
 	d.complete = true
 	return d
+}
+
+// firstChunk is the first buffer readCapped reads an answer of unknown
+// length into; each next one is twice the size of all before it.
+const firstChunk = 32 << 10
+
+// readCapped reads r to its end if that is at most limit bytes; over
+// reports that it is longer, having read limit+1 bytes. It allocates
+// about what it reads and never more than limit+1 bytes for the reading:
+// an answer of known size (declared, at most limit) is read into one
+// buffer of that size and a byte more; one of unknown size into chunks
+// that are never copied as they grow, joined once at the end if it fits.
+// An answer that turns out too large costs the cap once, not twice.
+func readCapped(r io.Reader, size, limit int64) (body []byte, over bool, err error) {
+	r = io.LimitReader(r, limit+1)
+	next := int64(firstChunk)
+	if size >= 0 {
+		next = size + 1 // the byte more tells an answer longer than declared
+	}
+	var parts [][]byte
+	var total int64
+	for {
+		buf := make([]byte, min(next, limit+1-total))
+		n, err := io.ReadFull(r, buf)
+		if n > 0 {
+			parts = append(parts, buf[:n])
+			total += int64(n)
+		}
+		if total > limit {
+			return nil, true, nil
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		next = max(total, firstChunk)
+	}
+	switch len(parts) {
+	case 0:
+		return nil, false, nil
+	case 1:
+		return parts[0], false, nil
+	}
+	body = make([]byte, 0, total)
+	for _, p := range parts {
+		body = append(body, p...)
+	}
+	return body, false, nil
 }
 
 // pumpBufs are pump's read buffers: a streamed answer borrows one for

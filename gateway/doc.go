@@ -6,6 +6,9 @@
 //     retired scopes removed, the platforms' adapters built), and each
 //     key's scope is configured on first use. A Snapshot is one catalog,
 //     replaced whole on reload.
+//   - Overrides: an operator's drains and run-time limits and upstreams'
+//     pauses, set beside the catalog, are kept in the store for every
+//     replica (operator.go says how long each lasts).
 //   - Planning: one candidate builder for sync requests and durable tasks
 //     alike; the Service is the task service's Planner and HealthReporter.
 //   - Serving: Serve takes a decoded Call through route (router) → admit

@@ -45,6 +45,12 @@ type Error struct {
 	Message    string
 	Param      string
 	RetryAfter time.Duration
+	// NoRetry: the client is to be told not to retry this on its own
+	// (httpapi sends x-should-retry: false, which OpenAI's SDKs obey).
+	// Set when the request said how long it would wait
+	// (X-Weir-Max-Wait) and the answer comes of that: an SDK that
+	// retried it silently would wait past what its caller asked for.
+	NoRetry bool
 	// Err is the cause, if any (not shown to the client).
 	Err error
 }
@@ -95,7 +101,23 @@ func retryAfter(estimate time.Duration) time.Duration {
 // describes ("the request's own max wait (X-Weir-Max-Wait 500ms)").
 // Retry-After is the engine's wait estimate for the scope the request
 // waited on.
-func queueTimeout(model string, waited time.Duration, own string, err error) *Error {
+//
+// A request that set its own max wait (asked) has said how long it
+// waits, whichever limit fired first: it gets no Retry-After and is told
+// not to retry (NoRetry), or an SDK would retry it after the estimate
+// behind its caller's back. The status stays queue_timeout's 503: the
+// gateway had no capacity in time, which is not the caller's rate limit
+// (a 429 would be raised by SDKs as RateLimitError, inviting a backoff
+// loop), and one code keeps one status whoever set the wait.
+func queueTimeout(model string, waited time.Duration, own string, asked bool, err error) *Error {
+	e := queueTimeoutAnswer(model, waited, own, err)
+	if asked {
+		e.RetryAfter, e.NoRetry = 0, true
+	}
+	return e
+}
+
+func queueTimeoutAnswer(model string, waited time.Duration, own string, err error) *Error {
 	var te *admission.TimeoutError
 	if !errors.As(err, &te) {
 		return &Error{Category: ErrQueueTimeout, RetryAfter: minRetryAfter, Err: err,

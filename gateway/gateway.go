@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/router"
@@ -35,6 +36,10 @@ type Config struct {
 	// KeyCacheTTL is how long a looked-up key is trusted before the store
 	// is asked again (a revocation takes effect within it). Default 2s.
 	KeyCacheTTL time.Duration
+	// OverridePoll is how often a started service reads the overrides
+	// (drains, run-time limits, upstream pauses) other replicas may have
+	// set (operator.go). Default 2s.
+	OverridePoll time.Duration
 }
 
 func (c *Config) defaults() {
@@ -61,6 +66,9 @@ func (c *Config) defaults() {
 	}
 	if c.KeyCacheTTL <= 0 {
 		c.KeyCacheTTL = 2 * time.Second
+	}
+	if c.OverridePoll <= 0 {
+		c.OverridePoll = 2 * time.Second
 	}
 }
 
@@ -104,6 +112,10 @@ type Deps struct {
 	HTTPClient *http.Client
 	// Clock measures waits and latencies; default clock.Real.
 	Clock clock.Clock
+	// Overrides keeps the drains, run-time limits and upstream pauses
+	// for every replica (operator.go); the stores implement it. Default:
+	// kept in this process only.
+	Overrides weir.OverrideStore
 }
 
 // Service is one request's way through the gateway. Apply a catalog
@@ -126,6 +138,11 @@ type Service struct {
 	pauses  map[string]*pause // platform models paused, by name
 
 	ops operatorState // drains and run-time limits (operator.go)
+	// pollMu guards poll, Start's timer, and stopped; a read of the
+	// overrides holds it (operator.go).
+	pollMu  sync.Mutex
+	poll    clock.Timer
+	stopped bool
 
 	affinity affinityTable
 }
@@ -144,6 +161,9 @@ func New(cfg Config, deps Deps) *Service {
 	}
 	if deps.HTTPClient == nil {
 		deps.HTTPClient = &http.Client{Transport: NewUpstreamTransport()}
+	}
+	if deps.Overrides == nil {
+		deps.Overrides = &memOverrides{}
 	}
 	if deps.Router == nil {
 		deps.Router = router.New(router.Options{Clock: deps.Clock})

@@ -6,28 +6,46 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 )
 
-// What an operator changes at run time (the console's actions), beside
-// what the catalog says:
+// What is set at run time beside the catalog, and how long each lasts:
 //
 //   - A drained platform model admits nothing: what runs there runs on,
 //     its waiters wait or are admitted on their other candidates. A drain
-//     lasts until it is lifted, through reloads, and ends with the
-//     process (it is not in the config).
+//     lasts until it is lifted, through reloads and restarts of any
+//     replica. It is held by the platform model's name: while the name is
+//     out of the catalog it waits, and holds again if the name comes back
+//     (it can be lifted meanwhile).
 //   - A scope's limit set at run time holds until the next reload or
-//     restart, which apply the config's again: the config file stays the
-//     one truth. Lowering it revokes nothing, as a reload's.
+//     restart of any replica: the config file stays the one truth, and a
+//     replica that applies it (SIGHUP, start) forgets every run-time limit,
+//     the fleet's with its own. Lowering a limit revokes nothing, as a
+//     reload's does not.
+//   - An upstream's pause (pause.go) ends by itself; a reload keeps it.
+//
+// All three are overrides kept in the store (Deps.Overrides), so that
+// every replica of a fleet applies and reports the same ones whichever
+// replica set them. A replica reads them whenever it applies a catalog,
+// after each change it makes, whenever it reports them (Scopes), and every
+// Config.OverridePoll once started (Start). It sets again every scope
+// whose override it finds changed, so that what it configures itself — a
+// key's scope on first use there, a platform model's on a pause, what it
+// gives a new fleet leader — agrees with the rest within OverridePoll. In
+// a fleet the engine is shared: a drain, a limit or a pause set through
+// one replica holds for every replica at once.
 
-// operatorState holds the drains and the run-time limits; its lock is
-// taken after applyMu, never before.
+// operatorState is this replica's view of the stored drains and run-time
+// limits, as last read; its lock is taken after applyMu, never before.
 type operatorState struct {
 	mu      sync.Mutex
 	drained map[string]bool  // platform model names
 	limits  map[string]int64 // scope names
+	// failing: the last read failed (logged once until one succeeds).
+	failing bool
 }
 
 // applyTo sets what the operator changed in cfg, the configuration of
@@ -43,13 +61,6 @@ func (o *operatorState) applyTo(scope, pm string, cfg *admission.ScopeConfig) {
 	}
 }
 
-// resetLimits forgets the run-time limits: a reload applies the config's.
-func (o *operatorState) resetLimits() {
-	o.mu.Lock()
-	o.limits = nil
-	o.mu.Unlock()
-}
-
 func (o *operatorState) drainedNow(pm string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -63,36 +74,195 @@ func (o *operatorState) limitSet(scope string) bool {
 	return ok
 }
 
+// storeTimeout bounds a write of an override made beside a request (an
+// upstream's pause): the request does not wait long on a slow store.
+const storeTimeout = 5 * time.Second
+
+// readOverridesLocked reads the stored overrides, makes them this
+// replica's view, holds here the stored pauses that end later than what
+// it holds, and returns the scopes whose override changed: those to set
+// again. The caller holds applyMu.
+func (s *Service) readOverridesLocked(ctx context.Context) (map[string]bool, error) {
+	stored, err := s.deps.Overrides.OverrideList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: read the overrides (drains, run-time limits, pauses): %w", ErrUnavailable, err)
+	}
+	now := s.deps.Clock.Now()
+	changed := make(map[string]bool)
+	drained, limits := make(map[string]bool), make(map[string]int64)
+	for _, o := range stored {
+		pm, isPM := weir.PlatformModelOfScope(o.Scope)
+		switch {
+		case o.Kind == weir.OverrideDrain && isPM:
+			drained[pm] = true
+		case o.Kind == weir.OverrideLimit:
+			limits[o.Scope] = o.Limit
+		case o.Kind == weir.OverridePause && isPM && o.Until.After(now):
+			if s.holdPause(pm, o.Until) {
+				s.deps.Logger.Info("upstream paused by another replica's 429: its admissions pause here too", "platform_model", pm, "until", o.Until)
+				changed[o.Scope] = true
+			}
+		}
+	}
+	s.ops.mu.Lock()
+	for pm := range drained {
+		if !s.ops.drained[pm] {
+			changed[weir.PlatformModelScope(pm)] = true
+		}
+	}
+	for pm := range s.ops.drained {
+		if !drained[pm] {
+			changed[weir.PlatformModelScope(pm)] = true
+		}
+	}
+	for scope, l := range limits {
+		if was, ok := s.ops.limits[scope]; !ok || was != l {
+			changed[scope] = true
+		}
+	}
+	for scope := range s.ops.limits {
+		if _, ok := limits[scope]; !ok {
+			changed[scope] = true
+		}
+	}
+	s.ops.drained, s.ops.limits = drained, limits
+	if s.ops.failing {
+		s.ops.failing = false
+		s.deps.Logger.Info("overrides read again from the store")
+	}
+	s.ops.mu.Unlock()
+	return changed, nil
+}
+
+// syncOverridesLocked reads the stored overrides and sets again each
+// scope whose override changed, and the scopes also named. A store that
+// cannot be read leaves the view as it was (logged once, counted); the
+// scopes named are set from it. The caller holds applyMu.
+func (s *Service) syncOverridesLocked(ctx context.Context, also ...string) {
+	changed, err := s.readOverridesLocked(ctx)
+	if err != nil {
+		s.deps.Metrics.DroppedError("overrides")
+		s.ops.mu.Lock()
+		first := !s.ops.failing
+		s.ops.failing = true
+		s.ops.mu.Unlock()
+		if first {
+			s.deps.Logger.Warn("could not read the overrides from the store: this replica keeps its last view of drains, run-time limits and pauses", "error", err)
+		}
+		changed = make(map[string]bool)
+	}
+	for _, scope := range also {
+		changed[scope] = true
+	}
+	s.reconfigureLocked(ctx, changed)
+}
+
+// reconfigureLocked sets scopes again from the catalog and the overrides:
+// platform models' and groups' of the served catalog, and keys' that are
+// configured (here or on another replica: the engine knows them). The
+// caller holds applyMu.
+func (s *Service) reconfigureLocked(ctx context.Context, scopes map[string]bool) {
+	st := s.state.Load()
+	if st == nil {
+		return
+	}
+	for scope := range scopes {
+		var cfg admission.ScopeConfig
+		if pm, ok := weir.PlatformModelOfScope(scope); ok {
+			p, ok := st.pms[pm]
+			if !ok {
+				continue
+			}
+			if _, isCopy := weir.AcceptanceOf(scope); !isCopy {
+				if err := s.deps.Engine.SetScope(ctx, scope, s.pmScopeConfig(p)); err != nil {
+					s.deps.Metrics.DroppedError("overrides")
+					s.deps.Logger.Warn("could not set a scope to its overrides", "scope", scope, "error", err)
+				}
+			}
+			// The acceptance copy calls the same upstream: it follows
+			// its platform model's pause, drain and limit, and has its
+			// own run-time limit.
+			if err := s.setAcceptanceScopeLocked(ctx, p); err != nil {
+				s.deps.Metrics.DroppedError("overrides")
+				s.deps.Logger.Warn("could not set a scope to its overrides", "scope", weir.AcceptanceScope(weir.PlatformModelScope(pm)), "error", err)
+			}
+			continue
+		} else if group, ok := strings.CutPrefix(scope, weir.GroupScope("")); ok {
+			g, ok := st.groups[group]
+			if !ok {
+				continue
+			}
+			cfg = s.groupConfig(g)
+		} else if id, ok := strings.CutPrefix(scope, weir.KeyScope("")); ok {
+			now, err := s.deps.Engine.Scope(ctx, scope)
+			if err != nil {
+				continue // nobody has used the key: its first use sets it
+			}
+			k, found, err := s.keyByID(ctx, id)
+			if err != nil || !found {
+				// The key's own limits cannot be read: its scope as it
+				// is, with the run-time limit if one is set.
+				cfg = now.Config
+				s.ops.applyTo(scope, "", &cfg)
+			} else {
+				cfg = s.keyConfig(k)
+			}
+		} else {
+			continue
+		}
+		if err := s.deps.Engine.SetScope(ctx, scope, cfg); err != nil {
+			s.deps.Metrics.DroppedError("overrides")
+			s.deps.Logger.Warn("could not set a scope to its overrides", "scope", scope, "error", err)
+		}
+	}
+}
+
+// setPMScope sets pm's scope from the catalog and the overrides now
+// (reading them first), in turn with Apply; a platform model gone from
+// the catalog is left alone.
+func (s *Service) setPMScope(pm string) {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	s.syncOverridesLocked(context.Background(), weir.PlatformModelScope(pm))
+}
+
 // Drain stops (on) or restarts (off) admissions to platform model pm, by
-// an operator's hand: see "What an operator changes" above.
+// an operator's hand, for every replica: see "What is set at run time"
+// above. A drain can be lifted while pm is out of the catalog.
 func (s *Service) Drain(ctx context.Context, pm string, on bool) error {
 	st := s.state.Load()
 	if st == nil {
 		return &Error{Category: ErrNotFound, Message: "no catalog is applied"}
 	}
-	if _, ok := st.pms[pm]; !ok {
-		return &Error{Category: ErrNotFound, Param: "platform_model", Message: fmt.Sprintf("no platform model %q in the catalog", pm)}
+	scope := weir.PlatformModelScope(pm)
+	_, known := st.pms[pm]
+	notFound := &Error{Category: ErrNotFound, Param: "platform_model", Message: fmt.Sprintf("no platform model %q in the catalog", pm)}
+	if on && !known {
+		return notFound
 	}
-	s.ops.mu.Lock()
+	var err error
 	if on {
-		if s.ops.drained == nil {
-			s.ops.drained = make(map[string]bool)
-		}
-		s.ops.drained[pm] = true
+		err = s.deps.Overrides.OverrideSet(ctx, weir.Override{Scope: scope, Kind: weir.OverrideDrain, SetAt: s.deps.Clock.Now()})
 	} else {
-		delete(s.ops.drained, pm)
+		var n int
+		n, err = s.deps.Overrides.OverrideDelete(ctx, weir.OverrideDeleteParams{Kind: weir.OverrideDrain, Scope: scope})
+		if err == nil && n == 0 && !known {
+			return notFound
+		}
 	}
-	s.ops.mu.Unlock()
+	if err != nil {
+		return &Error{Category: ErrUnavailable, Message: "the store could not record it: nothing changed", Err: err}
+	}
 	s.deps.Logger.Warn("platform model drained by an operator", "platform_model", pm, "drained", on)
 	s.setPMScope(pm)
 	return nil
 }
 
 // SetScopeLimit sets scope's concurrent limit to limit (0: unlimited)
-// until the next reload or restart. Platform models', groups' and keys'
-// scopes can be set, and a platform model's acceptance copy (which
-// otherwise follows its platform model's); a node's slots are the
-// node's to say, and the task workers' pool is tasks.workers.
+// until the next reload or restart of any replica. Platform models',
+// groups' and keys' scopes can be set, and a platform model's acceptance
+// copy (which otherwise follows its platform model's); a node's slots
+// are the node's to say, and the task workers' pool is tasks.workers.
 func (s *Service) SetScopeLimit(ctx context.Context, scope string, limit int64) error {
 	if limit < 0 {
 		return &Error{Category: ErrInvalid, Param: "limit", Message: fmt.Sprintf("a limit must be 0 (unlimited) or more, not %d", limit)}
@@ -103,65 +273,75 @@ func (s *Service) SetScopeLimit(ctx context.Context, scope string, limit int64) 
 	if st == nil {
 		return &Error{Category: ErrNotFound, Message: "no catalog is applied"}
 	}
-	var cfg admission.ScopeConfig
-	pmName, isPM := weir.PlatformModelOfScope(scope)
+	pm, isPM := weir.PlatformModelOfScope(scope)
 	_, isCopy := weir.AcceptanceOf(scope)
 	group, isGroup := strings.CutPrefix(scope, weir.GroupScope(""))
-	var pm *weir.PlatformModel // the platform model of scope, or of the copy scope is
 	switch {
 	case isPM:
-		p, ok := st.pms[pmName]
-		if !ok {
-			return &Error{Category: ErrNotFound, Param: "scope", Message: fmt.Sprintf("no platform model %q in the catalog", pmName)}
+		if _, ok := st.pms[pm]; !ok {
+			return &Error{Category: ErrNotFound, Param: "scope", Message: fmt.Sprintf("no platform model %q in the catalog", pm)}
 		}
-		if _, made := s.acceptCopies.Load(pmName); isCopy && !made {
+		if _, made := s.acceptCopies.Load(pm); isCopy && !made {
 			return &Error{Category: ErrNotFound, Param: "scope", Message: fmt.Sprintf("no scope %q: a platform model's acceptance copy exists once an acceptance run uses it", scope)}
 		}
-		pm = &p
 	case isGroup:
-		g, ok := st.groups[group]
-		if !ok {
+		if _, ok := st.groups[group]; !ok {
 			return &Error{Category: ErrNotFound, Param: "scope", Message: fmt.Sprintf("no group %q in the catalog", group)}
 		}
-		cfg = groupScopeConfig(g)
 	case strings.HasPrefix(scope, weir.KeyScope("")):
-		now, err := s.deps.Engine.Scope(ctx, scope)
+		_, err := s.deps.Engine.Scope(ctx, scope)
 		if errors.Is(err, admission.ErrUnknownScope) {
 			return &Error{Category: ErrNotFound, Param: "scope", Message: fmt.Sprintf("no scope %q: a key's scope exists once the key is used", scope), Err: err}
 		}
 		if err != nil {
 			return fmt.Errorf("scope %s: %w", scope, err)
 		}
-		cfg = now.Config
 	default:
 		return &Error{Category: ErrInvalid, Param: "scope", Message: fmt.Sprintf("the limit of %s cannot be set here: only platform models' (and their acceptance copies'), groups' and keys' scopes can (a node's slots are the node's to say; the task workers are tasks.workers)", scope)}
 	}
-	s.ops.mu.Lock()
-	if s.ops.limits == nil {
-		s.ops.limits = make(map[string]int64)
+	o := weir.Override{Scope: scope, Kind: weir.OverrideLimit, Limit: limit, SetAt: s.deps.Clock.Now()}
+	if err := s.deps.Overrides.OverrideSet(ctx, o); err != nil {
+		return &Error{Category: ErrUnavailable, Message: "the store could not record the limit: nothing changed", Err: err}
 	}
-	s.ops.limits[scope] = limit
-	s.ops.mu.Unlock()
-	switch {
-	case pm != nil && isCopy:
-		cfg = s.acceptanceScopeConfig(*pm) // with the limit just set
-	case pm != nil:
-		cfg = s.pmScopeConfig(*pm)
-	default:
-		cfg.Limit = limit
-	}
-	if err := s.deps.Engine.SetScope(ctx, scope, cfg); err != nil {
-		return fmt.Errorf("set the limit of %s: %w", scope, err)
-	}
-	if pm != nil && !isCopy {
-		// The acceptance copy follows production's limit unless an
-		// operator set its own.
-		if err := s.setAcceptanceScopeLocked(ctx, *pm); err != nil {
-			return fmt.Errorf("set the limit of %s's acceptance copy: %w", scope, err)
-		}
-	}
+	s.syncOverridesLocked(ctx, scope)
 	s.deps.Logger.Warn("scope limit set by an operator until the next reload", "scope", scope, "limit", limit)
 	return nil
+}
+
+// Start keeps this replica's view of the overrides fresh: it reads them
+// every Config.OverridePoll until Stop.
+func (s *Service) Start(ctx context.Context) error {
+	s.pollMu.Lock()
+	defer s.pollMu.Unlock()
+	if s.poll != nil || s.stopped {
+		return nil
+	}
+	s.poll = s.deps.Clock.AfterFunc(s.cfg.OverridePoll, s.pollOverrides)
+	return nil
+}
+
+// Stop ends Start's reads, waiting for one under way.
+func (s *Service) Stop() {
+	s.pollMu.Lock()
+	defer s.pollMu.Unlock()
+	s.stopped = true
+	if s.poll != nil {
+		s.poll.Stop()
+	}
+}
+
+// pollOverrides is Start's read; it holds pollMu, so that Stop waits for
+// it.
+func (s *Service) pollOverrides() {
+	s.pollMu.Lock()
+	defer s.pollMu.Unlock()
+	if s.stopped {
+		return
+	}
+	s.applyMu.Lock()
+	s.syncOverridesLocked(context.Background())
+	s.applyMu.Unlock()
+	s.poll = s.deps.Clock.AfterFunc(s.cfg.OverridePoll, s.pollOverrides)
 }
 
 // ScopeQueue is one scope's waiters in order (the first max) and leases.

@@ -1,13 +1,17 @@
 package gateway
 
 import (
+	"context"
 	"errors"
+	"io"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/storetest"
 )
 
 // TestDrainSendsToTheFallbackUntilLifted: a drained platform model gets
@@ -135,4 +139,204 @@ func TestCancelWaiterAnswersTheClient(t *testing.T) {
 		t.Fatalf("queue of an unknown scope: %v", err)
 	}
 	_ = b.engine.Release(t.Context(), hold.ID, hold.Owner)
+}
+
+// replica is another gateway service of the bundle's fleet: the same
+// engine (a fleet's is shared), store and clock, the same catalog
+// applied, as a second `weir serve` on the same PostgreSQL would be.
+func (b *testBundle) replica(t *testing.T) *Service {
+	t.Helper()
+	r := New(Config{}, Deps{Engine: b.engine, Keys: b.store, Overrides: b.store, Clock: b.clock, Metrics: &countingMetrics{}})
+	if err := r.Apply(t.Context(), b.catalog(), ""); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// view is what s reports of scope.
+func view(t *testing.T, s *Service, scope string) ScopeView {
+	t.Helper()
+	for _, v := range s.Scopes(t.Context()) {
+		if v.Name == scope {
+			return v
+		}
+	}
+	t.Fatalf("no scope %s", scope)
+	return ScopeView{}
+}
+
+// TestDrainHoldsAcrossReplicas: a drain set through one replica holds
+// through another replica's reload, every replica reports it, and it is
+// lifted through any of them; a replica that has not reloaded keeps it
+// when it sets the scope again itself (its own upstream pause ending).
+func TestDrainHoldsAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	a, other := b.svc, b.replica(t)
+	pm := weir.PlatformModelScope("up/m")
+	if err := a.Drain(t.Context(), "up/m", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Apply(t.Context(), b.catalog(), ""); err != nil {
+		t.Fatal(err)
+	}
+	if !b.scope(t, pm).Config.Paused {
+		t.Fatal("another replica's reload undid the drain")
+	}
+	for name, s := range map[string]*Service{"the replica that drained": a, "the other": other} {
+		if v := view(t, s, pm); !v.Drained || !v.Paused {
+			t.Errorf("%s reports %+v; want drained and paused", name, v)
+		}
+	}
+	// The other replica's own pause of up/m begins and ends: the drain
+	// stays.
+	other.PauseUpstream("up/m", 3*time.Second)
+	b.clock.Advance(3 * time.Second)
+	if !b.scope(t, pm).Config.Paused {
+		t.Fatal("a pause ending on another replica undid the drain")
+	}
+	if err := other.Drain(t.Context(), "up/m", false); err != nil {
+		t.Fatal(err)
+	}
+	if b.scope(t, pm).Config.Paused {
+		t.Fatal("lifted through the other replica, the drain holds")
+	}
+	if v := view(t, a, pm); v.Drained || v.Paused {
+		t.Errorf("the replica that drained reports %+v after the other lifted it", v)
+	}
+}
+
+// TestDrainPickedUpByPoll: a started replica learns of a drain set
+// elsewhere within OverridePoll, without a reload or a report, and sets
+// the scope from it.
+func TestDrainPickedUpByPoll(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	other := New(Config{OverridePoll: time.Second}, Deps{Engine: b.engine, Keys: b.store, Overrides: b.store, Clock: b.clock})
+	if err := other.Apply(t.Context(), b.catalog(), ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Stop)
+	if err := b.svc.Drain(t.Context(), "up/m", true); err != nil {
+		t.Fatal(err)
+	}
+	if other.ops.drainedNow("up/m") {
+		t.Fatal("the other replica knew of the drain before it read the store")
+	}
+	b.clock.Advance(time.Second)
+	if !other.ops.drainedNow("up/m") {
+		t.Fatal("the other replica did not learn of the drain within OverridePoll")
+	}
+	other.Stop()
+	if err := b.svc.Drain(t.Context(), "up/m", false); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(time.Second)
+	if !other.ops.drainedNow("up/m") {
+		t.Error("a stopped replica read the store")
+	}
+}
+
+// TestScopeLimitResetFleetWide: a run-time limit set through one replica
+// is reported by every replica, and any replica's reload puts the
+// config's back — the platform model's, and a key's — and is reported so
+// by every replica.
+func TestScopeLimitResetFleetWide(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	a, other := b.svc, b.replica(t)
+	pm, key := weir.PlatformModelScope("up/m"), weir.KeyScope("key_1")
+	if _, err := b.store.KeyByID(t.Context(), "key_1"); err == nil {
+		t.Fatal("key_1 exists already")
+	}
+	k := weir.APIKey{ID: "key_1", Hash: "h1", CreatedAt: b.clock.Now(), Limits: weir.Limits{Concurrency: 5}}
+	if err := b.store.KeyCreate(t.Context(), k); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.EnsureKeyScope(t.Context(), k); err != nil {
+		t.Fatal(err)
+	}
+	for scope, limit := range map[string]int64{pm: 1, key: 2} {
+		if err := a.SetScopeLimit(t.Context(), scope, limit); err != nil {
+			t.Fatal(err)
+		}
+		if v := view(t, other, scope); !v.LimitSet || v.Limit != limit {
+			t.Errorf("the other replica reports %+v; want limit %d, set at run time", v, limit)
+		}
+	}
+	if err := other.Apply(t.Context(), b.catalog(), ""); err != nil {
+		t.Fatal(err)
+	}
+	for scope, limit := range map[string]int64{pm: 0, key: 5} {
+		if st := b.scope(t, scope); st.Config.Limit != limit {
+			t.Errorf("%s after the other replica's reload: limit %d; want the config's %d", scope, st.Config.Limit, limit)
+		}
+		for name, s := range map[string]*Service{"the replica that set it": a, "the other": other} {
+			if v := view(t, s, scope); v.LimitSet {
+				t.Errorf("%s reports %+v after a reload; want no run-time limit", name, v)
+			}
+		}
+	}
+}
+
+// failingOverrides is a store of overrides that cannot be reached.
+type failingOverrides struct{}
+
+var errStoreDown = errors.New("store down")
+
+func (failingOverrides) OverrideSet(context.Context, weir.Override) error { return errStoreDown }
+func (failingOverrides) OverrideList(context.Context) ([]weir.Override, error) {
+	return nil, errStoreDown
+}
+func (failingOverrides) OverrideDelete(context.Context, weir.OverrideDeleteParams) (int, error) {
+	return 0, errStoreDown
+}
+
+// TestOverridesStoreDown: with the store out of reach a drain or a limit
+// is refused as unavailable and changes nothing, a reload fails before
+// changing anything, and reports keep the last view.
+func TestOverridesStoreDown(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	pm := weir.PlatformModelScope("up/m")
+	b.svc.deps.Overrides = failingOverrides{}
+	if err := b.svc.Drain(t.Context(), "up/m", true); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("drain: %v; want ErrUnavailable", err)
+	}
+	if err := b.svc.SetScopeLimit(t.Context(), pm, 1); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("limit: %v; want ErrUnavailable", err)
+	}
+	before := b.svc.Snapshot()
+	cat := b.catalog()
+	onlyUp(&cat)
+	if err := b.svc.Apply(t.Context(), cat, ""); !errors.Is(err, ErrUnavailable) || b.svc.Snapshot() != before {
+		t.Errorf("reload: %v; want ErrUnavailable and the catalog as it was", err)
+	}
+	if st := b.scope(t, pm); st.Config.Paused || st.Config.Limit != 0 {
+		t.Errorf("scope %+v; want it untouched", st.Config)
+	}
+	if v := view(t, b.svc, pm); v.Drained || v.LimitSet {
+		t.Errorf("reported %+v", v)
+	}
+	if b.metrics.count("overrides") == 0 {
+		t.Error("the failed reads are not counted")
+	}
+}
+
+// TestMemOverrides: a service given no store keeps its overrides as the
+// stores do.
+func TestMemOverrides(t *testing.T) {
+	t.Parallel()
+	storetest.ExerciseOverrides(t, func(t *testing.T) interface {
+		weir.OverrideStore
+		io.Closer
+	} {
+		return struct {
+			weir.OverrideStore
+			io.Closer
+		}{&memOverrides{}, io.NopCloser(nil)}
+	})
 }

@@ -17,6 +17,12 @@ import (
 // sent to fail. A later 429 with a later Retry-After extends the pause;
 // the pause ends by itself. A request whose candidates are all paused past
 // its own deadline is answered 429 rate_limited with the Retry-After.
+//
+// The pause is kept in the store with the other overrides (operator.go):
+// every replica of a fleet holds it — they learn of it when they next read
+// the overrides — and so none undoes it by setting the scope again (a
+// reload, a drain lifted). Each replica that holds it ends it by its own
+// timer; one that cannot reach the store holds it here only.
 
 // maxPause bounds a pause, whatever an upstream asks for: a broken or
 // hostile Retry-After cannot take a platform model away for long.
@@ -29,18 +35,42 @@ type pause struct {
 }
 
 // pauseUpstream pauses platform model pm for d from now (bounded by
-// maxPause), or extends its pause to then.
+// maxPause), or extends its pause to then, for every replica.
 func (s *Service) pauseUpstream(log *slog.Logger, pm string, d time.Duration) {
 	d = min(d, maxPause)
 	if d <= 0 {
 		return
 	}
-	until := s.deps.Clock.Now().Add(d)
+	now := s.deps.Clock.Now()
+	until := stored(now.Add(d))
+	if !s.holdPause(pm, until) {
+		return
+	}
+	s.deps.Metrics.UpstreamPaused(pm, true) // the replica that met the 429 counts it
+	log.Warn("upstream answered 429 with Retry-After: its admissions pause", "platform_model", pm, "for", d)
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	err := s.deps.Overrides.OverrideSet(ctx, weir.Override{Scope: weir.PlatformModelScope(pm), Kind: weir.OverridePause, Until: until, SetAt: now})
+	cancel()
+	if err != nil {
+		s.deps.Metrics.DroppedError("pause")
+		log.Warn("could not keep an upstream's pause in the store: it holds on this replica only", "platform_model", pm, "error", err)
+	}
+	s.setPMScope(pm)
+}
+
+// holdPause makes pm paused here until until, or extends its pause to
+// then; it reports whether it did (false: it is paused as long already).
+// It does not set the scope, nor count the pause.
+func (s *Service) holdPause(pm string, until time.Time) bool {
+	d := until.Sub(s.deps.Clock.Now())
+	if d <= 0 {
+		return false
+	}
 	s.pauseMu.Lock()
 	p := s.pauses[pm]
 	if p != nil && !until.After(p.until) {
 		s.pauseMu.Unlock()
-		return
+		return false
 	}
 	if p == nil {
 		p = &pause{}
@@ -51,9 +81,7 @@ func (s *Service) pauseUpstream(log *slog.Logger, pm string, d time.Duration) {
 	p.until = until
 	p.timer = s.deps.Clock.AfterFunc(d, func() { s.resume(pm, until) })
 	s.pauseMu.Unlock()
-	s.deps.Metrics.UpstreamPaused(pm, true)
-	log.Warn("upstream answered 429 with Retry-After: its admissions pause", "platform_model", pm, "for", d)
-	s.setPMScope(pm)
+	return true
 }
 
 // PauseUpstream implements task.Pauser: a task's submit that its platform
@@ -64,7 +92,8 @@ func (s *Service) PauseUpstream(pm string, d time.Duration) {
 }
 
 // resume ends pm's pause that was to end at until (a pause extended
-// since has a timer of its own).
+// since has a timer of its own), here and in the store; a pause another
+// replica extended meanwhile is read back as the scope is set.
 func (s *Service) resume(pm string, until time.Time) {
 	s.pauseMu.Lock()
 	if p := s.pauses[pm]; p == nil || !p.until.Equal(until) {
@@ -75,33 +104,14 @@ func (s *Service) resume(pm string, until time.Time) {
 	s.pauseMu.Unlock()
 	s.deps.Metrics.UpstreamPaused(pm, false)
 	s.deps.Logger.Info("upstream pause over: admissions resume", "platform_model", pm)
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	_, err := s.deps.Overrides.OverrideDelete(ctx, weir.OverrideDeleteParams{Kind: weir.OverridePause, Scope: weir.PlatformModelScope(pm), EndedBy: until})
+	cancel()
+	if err != nil {
+		s.deps.Metrics.DroppedError("pause")
+		s.deps.Logger.Warn("could not clear an ended pause from the store", "platform_model", pm, "error", err)
+	}
 	s.setPMScope(pm)
-}
-
-// setPMScope sets pm's scope, and its acceptance copy, from the catalog
-// and its pause now, in turn with Apply; a platform model gone from the
-// catalog is left alone.
-func (s *Service) setPMScope(name string) {
-	s.applyMu.Lock()
-	defer s.applyMu.Unlock()
-	st := s.state.Load()
-	if st == nil {
-		return
-	}
-	pm, ok := st.pms[name]
-	if !ok {
-		return
-	}
-	if err := s.deps.Engine.SetScope(context.Background(), weir.PlatformModelScope(name), s.pmScopeConfig(pm)); err != nil {
-		s.deps.Metrics.DroppedError("pause")
-		s.deps.Logger.Warn("could not pause or resume a platform model's admissions", "platform_model", name, "error", err)
-	}
-	// The acceptance copy calls the same upstream: it pauses and drains
-	// with production.
-	if err := s.setAcceptanceScopeLocked(context.Background(), pm); err != nil {
-		s.deps.Metrics.DroppedError("pause")
-		s.deps.Logger.Warn("could not pause or resume a platform model's acceptance admissions", "platform_model", name, "error", err)
-	}
 }
 
 // pmScopeConfig is pm's scope configuration, paused while it is.

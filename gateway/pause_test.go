@@ -61,7 +61,7 @@ func TestRetryAfterPauses(t *testing.T) {
 	if st := b.scope(t, weir.PlatformModelScope("up/m")); !st.Config.Paused {
 		t.Error("up/m's scope is not paused")
 	}
-	if p := b.svc.Paused(); len(p) != 1 || !p["up/m"].Equal(b.clock.Now().Add(3*time.Second)) {
+	if p := b.svc.Paused(); len(p) != 1 || !p["up/m"].Equal(stored(b.clock.Now().Add(3*time.Second))) {
 		t.Errorf("Paused() = %v; want up/m until 3 s from now", p)
 	}
 
@@ -109,7 +109,7 @@ func TestRetryAfterWaits(t *testing.T) {
 // TestRetryAfterPastDeadline: a pause that outlasts a request's wait is
 // answered 429 rate_limited with the Retry-After — at once for a request
 // that arrives during it, without reaching the upstream — not a 502 or a
-// queue timeout.
+// queue timeout. (A pause ends on the microsecond the store keeps.)
 func TestRetryAfterPastDeadline(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{catalog: onlyUp})
@@ -122,7 +122,7 @@ func TestRetryAfterPastDeadline(t *testing.T) {
 		c.Deadline = b.clock.Now().Add(10 * time.Second)
 		err := b.svc.Serve(t.Context(), c, &recordedAnswer{})
 		var e *Error
-		if !errors.As(err, &e) || e.Category != ErrRateLimited || e.RetryAfter < 29*time.Second || e.RetryAfter > 30*time.Second {
+		if !errors.As(err, &e) || e.Category != ErrRateLimited || e.RetryAfter < 29*time.Second-time.Microsecond || e.RetryAfter > 30*time.Second {
 			t.Fatalf("%s: %v; want rate_limited with the 30 s Retry-After", what, err)
 		}
 		if n := calls.Load(); n != 1 {
@@ -142,7 +142,7 @@ func TestRetryAfterBounded(t *testing.T) {
 	b.svc.pauseUpstream(b.svc.deps.Logger, "up/m", time.Second)
 	b.svc.pauseUpstream(b.svc.deps.Logger, "up/m", 24*time.Hour)
 	b.svc.pauseUpstream(b.svc.deps.Logger, "up/m", time.Second) // shorter: no change
-	if until, ok := b.svc.pausedUntil("up/m"); !ok || !until.Equal(b.clock.Now().Add(maxPause)) {
+	if until, ok := b.svc.pausedUntil("up/m"); !ok || !until.Equal(stored(b.clock.Now().Add(maxPause))) {
 		t.Fatalf("paused until %s (%v); want maxPause from now", until, ok)
 	}
 	b.clock.Advance(time.Second) // the first pause's end: it was extended
@@ -175,7 +175,7 @@ func TestPauseShown(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	b.svc.pauseUpstream(b.svc.deps.Logger, "up/m", time.Minute)
-	want := b.clock.Now().Add(time.Minute).UTC().Format(time.RFC3339Nano)
+	want := stored(b.clock.Now().Add(time.Minute)).UTC().Format(time.RFC3339Nano)
 	for _, v := range b.svc.Scopes(t.Context()) {
 		switch v.Name {
 		case weir.PlatformModelScope("up/m"):
@@ -187,5 +187,61 @@ func TestPauseShown(t *testing.T) {
 				t.Errorf("up2/m's view: paused %v until %q; want not paused", v.Paused, v.PausedUntil)
 			}
 		}
+	}
+}
+
+// TestPauseHoldsAcrossReplicas: an upstream's pause met on one replica
+// holds through another replica's reload, which learns of it there
+// (reports it, and answers a request that cannot wait so long at once);
+// it ends on every replica when it is over, and leaves nothing stored.
+// Only the replica that met the 429 counts it.
+func TestPauseHoldsAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{catalog: onlyUp})
+	pm := weir.PlatformModelScope("up/m")
+	var limited atomic.Bool
+	limited.Store(true)
+	b.setExec("up", tooManyFor(&limited, 30*time.Second))
+	c := b.chat(t)
+	c.Deadline = b.clock.Now().Add(time.Second)
+	if err := b.svc.Serve(t.Context(), c, &recordedAnswer{}); !errors.Is(err, ErrRateLimited) {
+		t.Fatalf("the request that met the 429: %v; want rate_limited", err)
+	}
+	cat := b.catalog()
+	onlyUp(&cat)
+	otherMetrics := &countingMetrics{}
+	other := New(Config{}, Deps{Engine: b.engine, Keys: b.store, Overrides: b.store, Clock: b.clock, Metrics: otherMetrics})
+	if err := other.Apply(t.Context(), cat, ""); err != nil {
+		t.Fatal(err)
+	}
+	if !b.scope(t, pm).Config.Paused {
+		t.Fatal("another replica's reload undid the pause")
+	}
+	until := stored(b.clock.Now().Add(30 * time.Second))
+	if v := view(t, other, pm); !v.Paused || v.PausedUntil != until.UTC().Format(time.RFC3339Nano) {
+		t.Errorf("the other replica reports %+v; want paused until %s", v, until)
+	}
+	if got, ok := other.pausedUntil("up/m"); !ok || !got.Equal(until) {
+		t.Errorf("the other replica holds the pause until %v, %v; want %v", got, ok, until)
+	}
+	c = b.chat(t)
+	c.Snapshot, c.Deadline = other.Snapshot(), b.clock.Now().Add(time.Second)
+	if err := other.Serve(t.Context(), c, &recordedAnswer{}); !errors.Is(err, ErrRateLimited) {
+		t.Errorf("a request on the other replica that cannot wait out the pause: %v; want rate_limited at once", err)
+	}
+	b.clock.Advance(30 * time.Second)
+	if b.scope(t, pm).Config.Paused {
+		t.Error("still paused after the pause")
+	}
+	if p := other.Paused(); len(p) != 0 {
+		t.Errorf("the other replica still holds %v", p)
+	}
+	if os, err := b.store.OverrideList(t.Context()); err != nil || len(os) != 0 {
+		t.Errorf("stored after the pause: %+v, %v; want nothing", os, err)
+	}
+	otherMetrics.mu.Lock()
+	defer otherMetrics.mu.Unlock()
+	if slices.Contains(otherMetrics.paused, "up/m paused") {
+		t.Errorf("the other replica counted a pause it did not meet: %v", otherMetrics.paused)
 	}
 }

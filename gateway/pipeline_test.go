@@ -728,7 +728,8 @@ func TestServeAdmissionErrorCategories(t *testing.T) {
 		{"queue full", wait, &admission.QueueFullError{Scope: weir.PlatformModelScope("up/m"), Limit: 3, RetryAfter: 2 * time.Second}, 0, "", ErrQueueFull, "", 2 * time.Second, "queue_limit 3"},
 		{"queue full, bare", wait, admission.ErrQueueFull, 0, "", ErrQueueFull, "", time.Second, "is full"},
 		{"max_wait", wait, &admission.TimeoutError{Scope: weir.GroupScope("default"), Value: time.Second, WaitingOn: weir.PlatformModelScope("up/m"), RetryAfter: 2 * time.Hour}, 0, "", ErrQueueTimeout, "", time.Minute, "max_wait (1s)"},
-		{"own deadline", wait, &admission.TimeoutError{Value: time.Second}, 0, "X-Weir-Max-Wait", ErrQueueTimeout, "", time.Second, "the request's own max wait (X-Weir-Max-Wait"},
+		{"own deadline", wait, &admission.TimeoutError{Value: time.Second, RetryAfter: 20 * time.Second}, 0, "X-Weir-Max-Wait", ErrQueueTimeout, "", 0, "the request's own max wait (X-Weir-Max-Wait"},
+		{"max_wait, own wait set", wait, &admission.TimeoutError{Scope: weir.GroupScope("default"), Value: time.Second, RetryAfter: 20 * time.Second}, 0, "X-Weir-Max-Wait", ErrQueueTimeout, "", 0, "max_wait (1s)"},
 		{"default deadline", wait, &admission.TimeoutError{Value: time.Second}, 0, "", ErrQueueTimeout, "", time.Second, "default_max_wait"},
 		{"timeout, bare", wait, admission.ErrTimeout, 0, "", ErrQueueTimeout, "", time.Second, "waited"},
 		{"token limit", &admission.TokenLimitError{Scope: weir.KeyScope("key_1"), TPM: 5, Tokens: 10}, nil, 100, "", ErrInvalid, "max_tokens", 0, "tpm 5"},
@@ -737,6 +738,7 @@ func TestServeAdmissionErrorCategories(t *testing.T) {
 		{"unknown scope", admission.ErrUnknownScope, nil, 0, "", ErrNoCandidate, "model", 0, "no platform can serve m"},
 		{"closed", wait, admission.ErrClosed, 0, "", ErrNoCandidate, "", 0, "shutting down"},
 		{"rate limited past the deadline", &admission.RateLimitedError{RetryAfter: 2 * time.Minute}, nil, 0, "", ErrRateLimited, "", 2 * time.Minute, "rate limit"},
+		{"rate limited past the own deadline", &admission.RateLimitedError{RetryAfter: 2 * time.Minute}, nil, 0, "X-Weir-Max-Wait", ErrRateLimited, "", 2 * time.Minute, "rate limit"},
 		{"something else", wait, errors.New("disk on fire"), 0, "", ErrInternal, "", 0, "admission failed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -752,6 +754,11 @@ func TestServeAdmissionErrorCategories(t *testing.T) {
 			}
 			if ge.Param != tc.param || ge.RetryAfter != tc.retryAfter || !strings.Contains(ge.Message, tc.msg) {
 				t.Errorf("param %q, Retry-After %s, message %q; want %q, %s, containing %q", ge.Param, ge.RetryAfter, ge.Message, tc.param, tc.retryAfter, tc.msg)
+			}
+			// A request that set its own max wait is told not to retry
+			// what its wait brought; one that did not, as before.
+			if ge.NoRetry != (tc.askedBy != "") {
+				t.Errorf("NoRetry %v for a request whose max wait was asked by %q", ge.NoRetry, tc.askedBy)
 			}
 			if tc.acq != nil && !errors.Is(err, tc.acq) {
 				t.Errorf("%v does not wrap the engine's %v", err, tc.acq)

@@ -22,7 +22,7 @@ type ScopeView struct {
 	// Drained: an operator paused it (Service.Drain), until lifted.
 	Drained bool `json:"drained,omitempty"`
 	// LimitSet: an operator set Limit at run time; the next reload or
-	// restart applies the config's again.
+	// restart of any replica applies the config's again.
 	LimitSet    bool    `json:"limit_set,omitempty"`
 	PausedUntil string  `json:"paused_until,omitempty"`
 	RPM         int64   `json:"rpm,omitempty"`
@@ -53,8 +53,13 @@ type ShadowView struct {
 	Queued int `json:"queued"`
 }
 
-// Scopes is every scope's state now.
+// Scopes is every scope's state now. The overrides it reports (drained,
+// limit_set, paused_until) are read from the store first, so that every
+// replica reports the same.
 func (s *Service) Scopes(ctx context.Context) []ScopeView {
+	s.applyMu.Lock()
+	s.syncOverridesLocked(ctx)
+	s.applyMu.Unlock()
 	var out []ScopeView
 	until := make(map[string]time.Time)
 	for pm, t := range s.Paused() {

@@ -215,7 +215,7 @@ func (s *Service) rememberAffinity(c *Call, key, prefer, target string) {
 func (s *Service) pausedError(c *Call, until time.Time) error {
 	c.Usage.Outcome = ErrRateLimited.Error()
 	wait := max(until.Sub(s.deps.Clock.Now()), time.Second)
-	return &Error{Category: ErrRateLimited, RetryAfter: wait,
+	return &Error{Category: ErrRateLimited, RetryAfter: wait, NoRetry: c.MaxWaitAskedBy != "",
 		Message: "the upstreams of " + c.Model.Name + " asked the gateway to wait (429 with Retry-After) past this request's deadline"}
 }
 
@@ -258,7 +258,10 @@ func (s *Service) admit(ctx context.Context, c *Call, r *routing, attempt int) (
 	switch {
 	case err == nil:
 	case errors.As(err, &rl) && !c.Deadline.IsZero() && start.Add(rl.RetryAfter).After(c.Deadline):
-		return lease, &Error{Category: ErrRateLimited, Message: "rate limit reached for " + c.Model.Name, RetryAfter: rl.RetryAfter, Err: err}
+		// Retry-After says when the window opens; a request that set its
+		// own max wait is still told not to retry on its own (Error.NoRetry).
+		return lease, &Error{Category: ErrRateLimited, Message: "rate limit reached for " + c.Model.Name, RetryAfter: rl.RetryAfter,
+			NoRetry: c.MaxWaitAskedBy != "", Err: err}
 	case errors.Is(err, admission.ErrWouldWait), errors.Is(err, admission.ErrRateLimited):
 		lease, err = s.deps.Engine.Acquire(ctx, areq)
 	}
@@ -305,7 +308,7 @@ func (s *Service) admissionError(ctx context.Context, c *Call, err error) error 
 		if c.MaxWaitAskedBy != "" {
 			own = fmt.Sprintf("the request's own max wait (%s %s)", c.MaxWaitAskedBy, c.MaxWait)
 		}
-		return queueTimeout(c.Model.Name, c.Waited, own, err)
+		return queueTimeout(c.Model.Name, c.Waited, own, c.MaxWaitAskedBy != "", err)
 	case errors.Is(err, admission.ErrQueueFull):
 		return queueFull(c.Model.Name, err)
 	case errors.As(err, &tl):

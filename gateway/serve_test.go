@@ -21,7 +21,7 @@ import (
 )
 
 // testBundle is the service over a memory engine on a fake clock, a temp
-// SQLite store for its keys, and the mock provider on a real listener as
+// SQLite store for its keys and overrides, and the mock provider on a real listener as
 // its upstream (whose adapters a test may replace with fake executors),
 // with its metrics and logs recorded.
 type testBundle struct {
@@ -76,7 +76,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	if o.engine != nil {
 		eng = o.engine(eng)
 	}
-	b.svc = New(o.cfg, Deps{Engine: eng, Keys: db, Clock: clk, Metrics: b.metrics, Nodes: o.nodes, Logger: slog.New(slog.NewJSONHandler(b.logs, nil))})
+	b.svc = New(o.cfg, Deps{Engine: eng, Keys: db, Overrides: db, Clock: clk, Metrics: b.metrics, Nodes: o.nodes, Logger: slog.New(slog.NewJSONHandler(b.logs, nil))})
 	cat := b.catalog()
 	if o.catalog != nil {
 		o.catalog(&cat)

@@ -23,8 +23,9 @@ func TaskError(model string, err error) error {
 		return queueFull(model, err)
 	case errors.Is(err, admission.ErrTimeout):
 		// A submission whose wait had ended before it could queue (it
-		// asked for none while capacity was taken).
-		return queueTimeout(model, 0, "the task's own max wait", err)
+		// asked for none while capacity was taken): only its own
+		// X-Weir-Max-Wait sets one.
+		return queueTimeout(model, 0, "the task's own max wait", true, err)
 	case errors.Is(err, admission.ErrNoCandidate):
 		return &Error{Category: ErrNoCandidate, Param: "model", Message: err.Error(), Err: err}
 	case errors.As(err, &pe):

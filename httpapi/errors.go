@@ -37,6 +37,13 @@ const (
 )
 
 // codeTable is the one table from code to HTTP status and OpenAI error type.
+//
+// queue_timeout is 503 whoever set the wait that passed: the gateway had
+// no capacity in time, which is not the caller's rate limit (a 429 is
+// raised by OpenAI's SDKs as RateLimitError, read as "slow down"), and
+// one code keeps one status. What stops an SDK's silent retry of a
+// request that set its own max wait is x-should-retry: false
+// (apiError.NoRetry), which those SDKs obey whatever the status.
 var codeTable = map[Code]struct {
 	status int
 	typ    string
@@ -76,7 +83,15 @@ type apiError struct {
 	// Client: the code's answer as the client's fault (400
 	// invalid_request_error), where the code is otherwise the server's.
 	Client bool
+	// NoRetry sends x-should-retry: false, which OpenAI's SDKs obey
+	// before the status and Retry-After: the request said how long it
+	// waits, and a silent retry would wait past it (gateway.Error.NoRetry).
+	NoRetry bool
 }
+
+// HeaderShouldRetry tells a client's SDK whether to retry an error
+// answer on its own (OpenAI's and Anthropic's SDKs read it).
+const HeaderShouldRetry = "X-Should-Retry"
 
 func (e *apiError) Error() string { return string(e.Code) + ": " + e.Message }
 
@@ -114,6 +129,9 @@ func writeError(w http.ResponseWriter, e *apiError) {
 		secs := int64((e.RetryAfter + time.Second - 1) / time.Second)
 		h.Set("Retry-After", strconv.FormatInt(secs, 10))
 	}
+	if e.NoRetry {
+		h.Set(HeaderShouldRetry, "false")
+	}
 	w.WriteHeader(entry.status)
 	_ = json.NewEncoder(w).Encode(body)
 }
@@ -150,7 +168,7 @@ func answerOf(err error) *apiError {
 	if errors.As(err, &ge) {
 		for _, cc := range categoryCodes {
 			if ge.Category == cc.category {
-				return &apiError{Code: cc.code, Message: ge.Message, Param: ge.Param, RetryAfter: ge.RetryAfter, Client: cc.client}
+				return &apiError{Code: cc.code, Message: ge.Message, Param: ge.Param, RetryAfter: ge.RetryAfter, Client: cc.client, NoRetry: ge.NoRetry}
 			}
 		}
 	}

@@ -232,7 +232,10 @@ func TestMaxWaitFallsBack(t *testing.T) {
 
 // queue_timeout names the limit that fired and carries a Retry-After from
 // the engine's wait estimate: one request queued in a scope whose leases
-// are held 10s, one at a time.
+// are held 10s, one at a time. A request that set its own max wait
+// (X-Weir-Max-Wait) said how long it waits, whichever limit fired: it
+// gets the same 503 with no Retry-After and x-should-retry: false, so
+// that an SDK does not retry it behind its caller's back.
 func TestQueueTimeoutNamesLimit(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -241,13 +244,17 @@ func TestQueueTimeoutNamesLimit(t *testing.T) {
 		header http.Header
 		wait   time.Duration
 		msg    string
+		// own: the request set its own max wait.
+		own bool
 	}{
 		{"MaxWait", weir.Limits{Concurrency: 1, MaxWait: 2 * time.Second}, nil, 2 * time.Second,
-			"waited 2s for capacity on model m: platform model up/m's max_wait (2s) passed"},
-		{"Header", weir.Limits{Concurrency: 1}, http.Header{HeaderMaxWait: {"500ms"}}, 500 * time.Millisecond,
-			"waited 500ms for capacity on model m, queued on platform model up/m: the request's own max wait (X-Weir-Max-Wait 500ms) passed"},
+			"waited 2s for capacity on model m: platform model up/m's max_wait (2s) passed", false},
+		{"Header", weir.Limits{Concurrency: 1}, http.Header{HeaderMaxWait: {"300ms"}}, 300 * time.Millisecond,
+			"waited 300ms for capacity on model m, queued on platform model up/m: the request's own max wait (X-Weir-Max-Wait 300ms) passed", true},
+		{"MaxWaitUnderHeader", weir.Limits{Concurrency: 1, MaxWait: 2 * time.Second}, http.Header{HeaderMaxWait: {"5s"}}, 2 * time.Second,
+			"waited 2s for capacity on model m: platform model up/m's max_wait (2s) passed", true},
 		{"Default", weir.Limits{Concurrency: 1}, nil, 30 * time.Second,
-			"waited 30s for capacity on model m, queued on platform model up/m: the gateway's default max wait (default_max_wait 30s) passed"},
+			"waited 30s for capacity on model m, queued on platform model up/m: the gateway's default max wait (default_max_wait 30s) passed", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -264,8 +271,12 @@ func TestQueueTimeoutNamesLimit(t *testing.T) {
 			q.clk.Advance(time.Millisecond)
 			a := waitAnswer(t, ch)
 			wantAPIError(t, a, http.StatusServiceUnavailable, "queue_timeout", "", tc.msg)
-			if ra := a.resp.Header.Get("Retry-After"); ra != "10" {
-				t.Errorf("Retry-After %q, want 10 (one queued, leases held 10s)", ra)
+			ra, retry := a.resp.Header.Get("Retry-After"), a.resp.Header.Values("X-Should-Retry")
+			switch {
+			case tc.own && (ra != "" || len(retry) != 1 || retry[0] != "false"):
+				t.Errorf("Retry-After %q, x-should-retry %q; want none and false for a request that set its own max wait", ra, retry)
+			case !tc.own && (ra != "10" || len(retry) != 0):
+				t.Errorf("Retry-After %q, x-should-retry %q; want 10 (one queued, leases held 10s) and none", ra, retry)
 			}
 		})
 	}

@@ -75,6 +75,21 @@ func TestNodeStore(t *testing.T) {
 	})
 }
 
+func TestOverrideStore(t *testing.T) {
+	t.Parallel()
+	pgtest.Require(t)
+	storetest.ExerciseOverrides(t, func(t *testing.T) interface {
+		weir.OverrideStore
+		io.Closer
+	} {
+		db, err := Open(t.Context(), pgtest.Schema(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	})
+}
+
 // TestOpenErrors: a DSN that does not parse is ErrInvalid, and a server
 // that does not answer fails Open with an error naming its host and port;
 // neither repeats the password.

@@ -232,6 +232,16 @@ func TestNodeStore(t *testing.T) {
 	})
 }
 
+func TestOverrideStore(t *testing.T) {
+	t.Parallel()
+	storetest.ExerciseOverrides(t, func(t *testing.T) interface {
+		weir.OverrideStore
+		io.Closer
+	} {
+		return openTemp(t)
+	})
+}
+
 func TestNodeStoreInMemory(t *testing.T) {
 	t.Parallel()
 	storetest.ExerciseNodes(t, func(t *testing.T) interface {

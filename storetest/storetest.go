@@ -111,6 +111,19 @@
 // is. A task given to TaskCreate with a CallbackGoneAt is
 // weir.ErrInvalid; an unknown ID is weir.ErrNotFound; a zero time is
 // weir.ErrInvalid.
+//
+// Overrides (ExerciseOverrides, for stores that are also a
+// weir.OverrideStore). OverrideSet stores an override as written (times
+// as for keys) and replaces the scope's override of the same kind, with
+// its Limit, Until and SetAt; a pause is only ever extended: one whose
+// Until is not after the stored pause's changes nothing. It refuses with
+// weir.ErrInvalid whatever weir.Override.Validate refuses, and stores
+// nothing. OverrideList returns every override by Scope in byte order,
+// then Kind; none is an empty list. OverrideDelete removes the overrides
+// of its Kind, only its Scope's if set, only those whose Until is set and
+// not after EndedBy if set, and says how many; removing none is 0 and no
+// error; an unknown Kind is weir.ErrInvalid. A cancelled context fails a
+// call with context.Canceled and changes nothing.
 package storetest
 
 import (

@@ -41,6 +41,13 @@ func keysCmd() *cobra.Command {
 			if k.Group == "" {
 				k.Group = cfg.DefaultGroup
 			}
+			cat, err := cfg.Catalog()
+			if err != nil {
+				return err
+			}
+			if err := cat.CheckKeyGroup(k.Group); err != nil {
+				return err
+			}
 			if models != "" {
 				k.Models = strings.Split(models, ",")
 			}
@@ -54,7 +61,7 @@ func keysCmd() *cobra.Command {
 		},
 	}
 	create.Flags().StringVar(&k.Name, "name", "", "a name to recognise the key by")
-	create.Flags().StringVar(&k.Group, "group", "", "group (default: the config's default_group)")
+	create.Flags().StringVar(&k.Group, "group", "", "group: one of the config's groups (default: the config's default_group)")
 	create.Flags().StringVar(&models, "models", "", "comma-separated allow-list of public models (default: all)")
 	create.Flags().Int64Var(&k.Concurrency, "concurrency", 0, "requests in flight at once (0: no limit)")
 	create.Flags().Int64Var(&k.RPM, "rpm", 0, "requests per minute (0: no limit)")

@@ -185,15 +185,20 @@ func (m *Main) Start(ctx context.Context) error {
 		MaxResponseBytes:    cfg.Server.MaxResponseBytes,
 		KeyCacheTTL:         cfg.Server.KeyCacheTTL,
 	}, gateway.Deps{
-		Engine:  eng,
-		Keys:    db,
-		Router:  router.New(router.Options{Failures: cfg.Server.Cooldown.Failures, Cooldown: cfg.Server.Cooldown.Duration}),
-		Nodes:   nodes,
-		Logger:  m.Logger,
-		Metrics: consoleMetrics{Metrics: m.Metrics, rec: m.Recorder},
+		Engine:    eng,
+		Keys:      db,
+		Router:    router.New(router.Options{Failures: cfg.Server.Cooldown.Failures, Cooldown: cfg.Server.Cooldown.Duration}),
+		Nodes:     nodes,
+		Logger:    m.Logger,
+		Metrics:   consoleMetrics{Metrics: m.Metrics, rec: m.Recorder},
+		Overrides: db,
 	})
 	if err := m.apply(ctx, cfg); err != nil {
 		return err
+	}
+	// Drains, run-time limits and pauses set through other replicas.
+	if err := m.Gateway.Start(ctx); err != nil {
+		return fmt.Errorf("start gateway: %w", err)
 	}
 	// The gateway plans tasks; the API serves both.
 	taskCfg := task.Config{
@@ -383,6 +388,9 @@ func (m *Main) stop(ctx context.Context) error {
 	}
 	if m.Console != nil {
 		m.Console.Stop()
+	}
+	if m.Gateway != nil {
+		m.Gateway.Stop()
 	}
 	if m.Tasks != nil {
 		errs = append(errs, m.Tasks.Stop(ctx))

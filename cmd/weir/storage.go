@@ -13,12 +13,13 @@ import (
 	"github.com/weir-gateway/weir/task"
 )
 
-// store is what the commands use of storage: keys, usage, tasks and
-// nodes.
+// store is what the commands use of storage: keys, usage, tasks, nodes
+// and overrides.
 type store interface {
 	weir.Store
 	weir.TaskStore
 	weir.NodeStore
+	weir.OverrideStore
 }
 
 // storage is the database the config names, open: the one place that

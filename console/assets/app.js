@@ -308,18 +308,18 @@ function scopes() {
   html += '</tbody></table>';
   $('#view').innerHTML = html;
   $('#show-keys').onchange = (e) => { state.showKeys = e.target.checked; render(); };
-  for (const b of document.querySelectorAll('[data-drain]')) b.onclick = () => act(`Drain platform model ${b.dataset.drain}? Nothing more is sent to it: what runs there runs on, and its waiters wait or go to their other candidates. The drain lasts through reloads until you resume it, and ends with a restart.`, 'Drain', '/console/api/drain', { platform_model: b.dataset.drain, drained: true });
+  for (const b of document.querySelectorAll('[data-drain]')) b.onclick = () => act(`Drain platform model ${b.dataset.drain}? Nothing more is sent to it: what runs there runs on, and its waiters wait or go to their other candidates. The drain lasts until you resume it, through reloads and restarts, on every replica.`, 'Drain', '/console/api/drain', { platform_model: b.dataset.drain, drained: true });
   for (const b of document.querySelectorAll('[data-resume]')) b.onclick = () => act(`Resume platform model ${b.dataset.resume}? It takes requests again at once.`, 'Resume', '/console/api/drain', { platform_model: b.dataset.resume, drained: false });
   for (const b of document.querySelectorAll('[data-limit]')) b.onclick = () => setLimit(b.dataset.limit);
 }
 
 async function setLimit(scope) {
   const cur = state.snap.scopes.find((s) => s.name === scope);
-  const v = prompt(`New concurrent limit for ${scope} (0: unlimited). Now ${cur ? limitText(cur.limit) : '?'}.\nIt holds until the next reload (SIGHUP) or restart, which apply the config's limit. Lowering it revokes nothing.`, cur ? cur.limit : '');
+  const v = prompt(`New concurrent limit for ${scope} (0: unlimited). Now ${cur ? limitText(cur.limit) : '?'}.\nIt holds until the next reload (SIGHUP) or restart of any replica, which apply the config's limit. Lowering it revokes nothing.`, cur ? cur.limit : '');
   if (v === null || v.trim() === '') return;
   const n = Number(v);
   if (!Number.isInteger(n) || n < 0) { alertBox('a limit is a whole number, 0 or more'); return; }
-  await act(`Set the limit of ${scope} to ${n === 0 ? 'unlimited' : n}, until the next reload or restart?`, 'Set limit', '/console/api/limit', { scope, limit: n });
+  await act(`Set the limit of ${scope} to ${n === 0 ? 'unlimited' : n}, until the next reload or restart of any replica?`, 'Set limit', '/console/api/limit', { scope, limit: n });
 }
 
 let queueSeq = 0;
