@@ -176,20 +176,34 @@ func newMigrator(db *sql.DB) (*goose.Provider, error) {
 }
 
 // migrate applies the migrations not yet applied. Each runs in its own
-// transaction on the write connection. Two processes opening a new file at
-// the same instant could both try the same migration; the loser fails to
-// open and succeeds when started again.
+// transaction on the write connection. Two processes opening a new file
+// at the same instant (weir serve, and weir keys create beside it) may
+// both try the same migration: SQLite's write lock lets one apply it and
+// the other's fails and rolls back. Since goose holds no lock across
+// migrations on SQLite, the loser reads the version again and goes on from
+// there, a few times at most, rather than fail to open.
 func migrate(ctx context.Context, db *sql.DB) error {
 	p, err := newMigrator(db)
 	if err != nil {
 		return fmt.Errorf("load migrations: %w", err)
 	}
 	// Not p.Close: it would close db.
-	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("migrate: %w", err)
+	for tries := 1; ; tries++ {
+		before, _ := p.GetDBVersion(ctx) // a new file has no version yet: 0
+		_, err := p.Up(ctx)
+		if err == nil {
+			return nil
+		}
+		after, verr := p.GetDBVersion(ctx)
+		if tries == migrateTries || verr != nil || after <= before {
+			return fmt.Errorf("migrate: %w", err)
+		}
 	}
-	return nil
 }
+
+// migrateTries bounds migrate's rounds: each one that fails after another
+// process moved the version on is tried again.
+const migrateTries = 5
 
 // SQL returns the write pool: one connection, shared with River's driver
 // (RiverDriver), for transactions that write Weir's tables and River's

@@ -255,3 +255,28 @@ func TestNodeStoreInMemory(t *testing.T) {
 		return db
 	})
 }
+
+// TestOpenAtOnce: processes opening a new file at the same instant (weir
+// serve, and weir keys create beside it) all open it: whoever loses the
+// race to apply a migration carries on from the winner's.
+func TestOpenAtOnce(t *testing.T) {
+	t.Parallel()
+	for round := range 3 {
+		path := filepath.Join(t.TempDir(), "weir.db")
+		errs := make(chan error, 3)
+		for range cap(errs) {
+			go func() {
+				db, err := Open(t.Context(), path)
+				if err == nil {
+					err = db.Close()
+				}
+				errs <- err
+			}()
+		}
+		for range cap(errs) {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: Open beside two others on a new file: %v", round, err)
+			}
+		}
+	}
+}
