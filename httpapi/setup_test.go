@@ -101,7 +101,7 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	b.gw = gateway.New(o.gwCfg, gwDeps)
 	deps.Gateway = b.gw
 	if o.tasks != nil {
-		if err := riverjob.Migrate(ctx, db.RiverDriver()); err != nil {
+		if err := riverjob.Migrate(ctx, db); err != nil {
 			t.Fatal(err)
 		}
 		tc := *o.tasks

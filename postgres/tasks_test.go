@@ -51,10 +51,10 @@ func (runArgs) Kind() string { return "test_run" }
 // db's driver.
 func newRiver(t *testing.T, db *DB) *river.Client[pgx.Tx] {
 	t.Helper()
-	if err := riverjob.Migrate(t.Context(), db.RiverDriver()); err != nil {
+	if err := riverjob.Migrate(t.Context(), db); err != nil {
 		t.Fatal(err)
 	}
-	if err := riverjob.Migrate(t.Context(), db.RiverDriver()); err != nil {
+	if err := riverjob.Migrate(t.Context(), db); err != nil {
 		t.Fatalf("MigrateRiver on an up-to-date schema: %v", err)
 	}
 	client, err := river.NewClient(db.RiverDriver(), &river.Config{})

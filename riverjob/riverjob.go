@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/riverqueue/river/riverdriver"
@@ -17,21 +18,60 @@ import (
 	"github.com/riverqueue/river/rivertype"
 )
 
-// Migrate brings River's tables on d's database up to date: it applies
+// Store is what Migrate needs of a store: River's driver on its
+// database, and its transactions.
+type Store[TTx any] interface {
+	RiverDriver() riverdriver.Driver[TTx]
+	InTx(ctx context.Context, fn func(tx TTx) error) error
+}
+
+// Migrate brings River's tables on s's database up to date: it applies
 // River's migrations not yet applied, on River's own migration line
-// (rivermigrate) beside the store's. The task service calls it at start;
-// a store's Open leaves River's tables to it, since only a process that
-// runs tasks needs them.
-func Migrate[TTx any](ctx context.Context, d riverdriver.Driver[TTx]) error {
+// (rivermigrate) beside the store's. On PostgreSQL it holds an advisory
+// lock of the schema's own meanwhile, so that replicas starting together
+// on a new database take turns instead of one failing on the other's
+// half-made tables; on SQLite, callers in the process take turns. The task service
+// calls it at start; a store's Open leaves River's tables to it, since
+// only a process that runs tasks needs them.
+func Migrate[TTx any](ctx context.Context, s Store[TTx]) error {
+	d := s.RiverDriver()
 	m, err := rivermigrate.New(d, nil)
 	if err != nil {
 		return fmt.Errorf("load migrations: %w", err)
 	}
-	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return fmt.Errorf("apply migrations: %w", err)
+	up := func() error {
+		if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+			return fmt.Errorf("apply migrations: %w", err)
+		}
+		return nil
 	}
-	return nil
+	if d.DatabaseName() != "postgres" {
+		// A SQLite database belongs to one process (weir serve locks
+		// it): taking turns within the process is enough.
+		sqliteMigrations.Lock()
+		defer sqliteMigrations.Unlock()
+		return up()
+	}
+	// The transaction only holds the lock: the migrations run beside it,
+	// on the pool's other connections, each as River applies it (one of
+	// them adds an enum value that a later statement uses, which
+	// PostgreSQL refuses within one transaction).
+	return s.InTx(ctx, func(tx TTx) error {
+		if err := d.UnwrapExecutor(tx).Exec(ctx, migrateLockSQL); err != nil {
+			return fmt.Errorf("lock the schema's migrations: %w", err)
+		}
+		return up()
+	})
 }
+
+// sqliteMigrations serializes Migrate on SQLite databases.
+var sqliteMigrations sync.Mutex
+
+// migrateLockSQL takes, until the transaction ends, the advisory lock of
+// River's migrations on the current schema: the same for every process
+// on the schema, another for each schema (so tests on schemas of their
+// own do not wait for each other).
+const migrateLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('weir river migrations ' || coalesce(current_schema(), ''), 0))`
 
 // batch is how many running jobs one round of Reclaim reads.
 const batch = 1000

@@ -16,9 +16,10 @@ import (
 )
 
 // JobStore is what ExerciseJobs needs of a store: River's driver on its
-// database, and the reclaim of the jobs a killed process left running.
+// database and its transactions, and the reclaim of the jobs a killed
+// process left running.
 type JobStore[TTx any] interface {
-	RiverDriver() riverdriver.Driver[TTx]
+	riverjob.Store[TTx]
 	JobReclaimRunning(ctx context.Context, kinds []string) (int, error)
 }
 
@@ -37,7 +38,7 @@ type otherArgs struct{}
 func (otherArgs) Kind() string { return "storetest_other" }
 
 // ExerciseJobs runs the jobs suite against stores newStore makes: River's
-// migrations apply, and apply again as a no-op; JobReclaimRunning makes a
+// migrations apply, again as a no-op, and at once from several callers; JobReclaimRunning makes a
 // job of a named kind left running available at once, its attempt kept and
 // the reclaim in its errors, and leaves a running job of another kind and a
 // scheduled job of the kind alone. A store that is also a jobReclaimer
@@ -48,11 +49,27 @@ func (otherArgs) Kind() string { return "storetest_other" }
 // It reaches River's tables through River's client and driver only, so the
 // same suite pins what riverjob does on every database.
 func ExerciseJobs[TTx any](t *testing.T, newStore func(t *testing.T) JobStore[TTx]) {
+	t.Run("MigrateAtOnce", func(t *testing.T) {
+		t.Parallel()
+		// Replicas starting together on a new database: each applies
+		// River's migrations, none fails on another's.
+		store := newStore(t)
+		errs := make(chan error, 4)
+		for range cap(errs) {
+			go func() { errs <- riverjob.Migrate(t.Context(), store) }()
+		}
+		for range cap(errs) {
+			if err := <-errs; err != nil {
+				t.Errorf("riverjob.Migrate beside three others: %v", err)
+			}
+		}
+	})
+
 	t.Run("ReclaimRunning", func(t *testing.T) {
 		t.Parallel()
 		ctx := t.Context()
 		store := newStore(t)
-		client, running := jobRig(t, store.RiverDriver())
+		client, running := jobRig(t, store)
 		left := insertJob(t, client, reclaimedArgs{}, nil)
 		other := insertJob(t, client, otherArgs{}, nil)
 		later := time.Now().Add(time.Hour)
@@ -94,7 +111,7 @@ func ExerciseJobs[TTx any](t *testing.T, newStore func(t *testing.T) JobStore[TT
 		if !ok {
 			t.Skip("the store runs jobs in one process only: it takes back no other runner's jobs")
 		}
-		client, running := jobRig(t, store.RiverDriver())
+		client, running := jobRig(t, store)
 		job := func(args river.JobArgs, attemptedBy ...string) int64 {
 			id := insertJob(t, client, args, nil)
 			running(id, attemptedBy...)
@@ -127,17 +144,18 @@ func ExerciseJobs[TTx any](t *testing.T, newStore func(t *testing.T) JobStore[TT
 	})
 }
 
-// jobRig migrates River's tables on d (twice: the second must be a no-op)
+// jobRig migrates River's tables on s (twice: the second must be a no-op)
 // and returns a River client that inserts and reads jobs, and a function
 // that marks a job as a worker's fetch leaves it when its process is
 // killed: running, attempted a minute ago by the given clients in turn.
-func jobRig[TTx any](t *testing.T, d riverdriver.Driver[TTx]) (*river.Client[TTx], func(id int64, attemptedBy ...string)) {
+func jobRig[TTx any](t *testing.T, s JobStore[TTx]) (*river.Client[TTx], func(id int64, attemptedBy ...string)) {
 	t.Helper()
 	ctx := t.Context()
-	if err := riverjob.Migrate(ctx, d); err != nil {
+	d := s.RiverDriver()
+	if err := riverjob.Migrate(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	if err := riverjob.Migrate(ctx, d); err != nil {
+	if err := riverjob.Migrate(ctx, s); err != nil {
 		t.Fatalf("riverjob.Migrate on an up-to-date database: %v", err)
 	}
 	client, err := river.NewClient(d, &river.Config{})

@@ -168,7 +168,7 @@ func setupFleet(t *testing.T, opts fleetOpts, replicas ...string) *fleetBundle {
 	}
 	t.Cleanup(func() { db.Close() })
 	// Once, before the replicas start: their Starts migrate too.
-	if err := riverjob.Migrate(ctx, db.RiverDriver()); err != nil {
+	if err := riverjob.Migrate(ctx, db); err != nil {
 		t.Fatal(err)
 	}
 	fb.db = db

@@ -160,7 +160,7 @@ func setup(t *testing.T, opts setupOpts) (*Service, *testBundle) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	if err := riverjob.Migrate(ctx, db.RiverDriver()); err != nil {
+	if err := riverjob.Migrate(ctx, db); err != nil {
 		t.Fatal(err)
 	}
 	b.store = db

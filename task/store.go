@@ -98,7 +98,7 @@ func newRiverStore[TTx any](store Store[TTx], cfg *river.Config) (*riverStore[TT
 }
 
 func (r *riverStore[TTx]) migrate(ctx context.Context) error {
-	return riverjob.Migrate(ctx, r.store.RiverDriver())
+	return riverjob.Migrate(ctx, r.store)
 }
 
 func (r *riverStore[TTx]) reclaim(ctx context.Context, kinds []string) (int, error) {

@@ -124,7 +124,7 @@ func newEventRig(t *testing.T) *eventRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	if err := riverjob.Migrate(t.Context(), store.RiverDriver()); err != nil {
+	if err := riverjob.Migrate(t.Context(), store); err != nil {
 		t.Fatal(err)
 	}
 	secret, err := webhook.NewSecret()
