@@ -1,8 +1,8 @@
 // Package weir holds Weir's domain: the catalog (platforms, platform models,
 // public models, groups; catalog.go), API keys (key.go), edge nodes and
-// their tokens (node.go), usage records (usage.go), tasks (task.go), and
-// the Store interfaces that the storage packages (sqlite, postgres)
-// implement (store.go). It imports only the standard library; everything
+// their tokens (node.go), usage records (usage.go), tasks (task.go), the
+// API's error codes (errcode.go), and the Store interfaces that the
+// storage packages (sqlite, postgres) implement (store.go). It imports only the standard library; everything
 // that talks to the outside world lives in a subpackage and depends
 // inward.
 package weir

@@ -15,23 +15,42 @@ import (
 // label a request that ends in it is counted under. httpapi maps each to
 // its status in one table.
 var (
-	ErrInvalid      = errors.New("invalid_request")
-	ErrNotFound     = errors.New("not_found")
-	ErrRateLimited  = errors.New("rate_limited")
-	ErrQueueFull    = errors.New("queue_full")
-	ErrQueueTimeout = errors.New("queue_timeout")
-	ErrNoCandidate  = errors.New("no_candidate")
+	ErrInvalid      = errors.New(string(weir.CodeInvalidRequest))
+	ErrNotFound     = errors.New(string(weir.CodeNotFound))
+	ErrRateLimited  = errors.New(string(weir.CodeRateLimited))
+	ErrQueueFull    = errors.New(string(weir.CodeQueueFull))
+	ErrQueueTimeout = errors.New(string(weir.CodeQueueTimeout))
+	ErrNoCandidate  = errors.New(string(weir.CodeNoCandidate))
 	// ErrUnservable: no candidate can serve the request as it is (a
 	// parameter over what any supports); the same code as ErrNoCandidate,
 	// but the client's to change, not a wait's.
-	ErrUnservable      = errors.New("no_candidate")
-	ErrUpstream        = errors.New("upstream_error")
-	ErrUpstreamTimeout = errors.New("upstream_timeout")
-	ErrInternal        = errors.New("internal_error")
+	ErrUnservable      = errors.New(string(weir.CodeNoCandidate))
+	ErrUpstream        = errors.New(string(weir.CodeUpstreamError))
+	ErrUpstreamTimeout = errors.New(string(weir.CodeUpstreamTimeout))
+	ErrInternal        = errors.New(string(weir.CodeInternal))
 	// ErrUnavailable: the gateway cannot admit now (a fleet's replicas
 	// cannot reach their leader or the store); nothing was done.
-	ErrUnavailable = errors.New("store_unavailable")
+	ErrUnavailable = errors.New(string(weir.CodeStoreUnavailable))
 )
+
+// CodeOf is the API's code for err's category, if err is an *Error, and
+// whether it is answered as the client's fault (a request no candidate
+// could ever serve: no_candidate, answered 400); ok is false for any
+// other error.
+func CodeOf(err error) (code weir.Code, client, ok bool) {
+	var e *Error
+	if !errors.As(err, &e) {
+		return "", false, false
+	}
+	switch e.Category {
+	case ErrUnservable:
+		return weir.CodeNoCandidate, true, true
+	case ErrInvalid, ErrNotFound, ErrRateLimited, ErrQueueFull, ErrQueueTimeout, ErrNoCandidate,
+		ErrUpstream, ErrUpstreamTimeout, ErrInternal, ErrUnavailable:
+		return weir.Code(e.Category.Error()), false, true
+	}
+	return weir.CodeInternal, false, true
+}
 
 // ErrClientGone ends a request whose client went away: nobody reads an
 // answer, so none is written.

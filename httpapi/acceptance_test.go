@@ -131,10 +131,10 @@ func TestAcceptanceRunMode(t *testing.T) {
 		{http.Header{HeaderRunID: {"r1"}}, HeaderRunID},
 	} {
 		resp, out := b.call(t, http.MethodPost, "/v1/chat/completions", b.key, body, c.h)
-		wantError(t, resp, out, http.StatusBadRequest, CodeInvalidRequest, c.param)
+		wantError(t, resp, out, http.StatusBadRequest, weir.CodeInvalidRequest, c.param)
 	}
 	resp, out := b.call(t, http.MethodPost, "/v1/videos", b.key, `{"model":"v","prompt":"p"}`, http.Header{HeaderRunMode: {"acceptance"}})
-	wantError(t, resp, out, http.StatusBadRequest, CodeInvalidRequest, HeaderRunID)
+	wantError(t, resp, out, http.StatusBadRequest, weir.CodeInvalidRequest, HeaderRunID)
 
 	// A task of the run waits and runs in the run's copies too.
 	resp, out = b.call(t, http.MethodPost, "/v1/videos", b.key, `{"model":"v","prompt":"p"}`, run)
@@ -166,7 +166,7 @@ func TestAcceptanceRunMode(t *testing.T) {
 		t.Errorf("a task of the run by its body: %d %s", resp.StatusCode, out)
 	}
 	resp, out = b.call(t, http.MethodPost, "/v1/tasks", b.key, taskBody, http.Header{HeaderRunMode: {"simulation"}})
-	wantError(t, resp, out, http.StatusBadRequest, CodeInvalidRequest, "run_mode")
+	wantError(t, resp, out, http.StatusBadRequest, weir.CodeInvalidRequest, "run_mode")
 }
 
 // TestAcceptanceTaskRunCap: a task submission enters its run, under the
@@ -195,7 +195,7 @@ func TestAcceptanceTaskRunCap(t *testing.T) {
 		clk.Advance(time.Second)
 	}
 	resp, out := submit(b.key, "one-more")
-	wantError(t, resp, out, http.StatusTooManyRequests, CodeRateLimited, "")
+	wantError(t, resp, out, http.StatusTooManyRequests, weir.CodeRateLimited, "")
 	if got, want := resp.Header.Get("Retry-After"), fmt.Sprint(16*60-10); got != want {
 		t.Errorf("Retry-After %q; want %s, when the key's earliest run ends", got, want)
 	}

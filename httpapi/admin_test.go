@@ -134,7 +134,7 @@ func TestAdminLoopbackTrustNamesLoopback(t *testing.T) {
 				continue
 			}
 			if c.want == http.StatusForbidden {
-				if e := apiErrorOf(t, resp); e.Code != string(CodeForbidden) || !strings.Contains(e.Message, "DNS rebinding") {
+				if e := apiErrorOf(t, resp); e.Code != string(weir.CodeForbidden) || !strings.Contains(e.Message, "DNS rebinding") {
 					t.Errorf("GET %s for Host %s: %+v; want forbidden naming DNS rebinding", path, c.host, e)
 				}
 			}

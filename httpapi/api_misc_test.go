@@ -51,7 +51,7 @@ func TestModels(t *testing.T) {
 		t.Errorf("an allow-list's models: %+v", l)
 	}
 	resp, body := b.call(t, http.MethodGet, "/v1/models", "sk-wrong", "", nil)
-	wantError(t, resp, body, http.StatusUnauthorized, CodeUnauthorized, "")
+	wantError(t, resp, body, http.StatusUnauthorized, weir.CodeUnauthorized, "")
 
 	type model struct{ ID, Object string }
 	if m := callAs[model](t, b, http.StatusOK, http.MethodGet, "/v1/models/a/b", limited, "", nil); m.ID != "a/b" || m.Object != "model" {
@@ -59,10 +59,10 @@ func TestModels(t *testing.T) {
 	}
 	for _, c := range []struct{ key, model string }{{limited, "m"}, {limited, "gone"}, {b.key, "nonesuch"}} {
 		resp, body := b.call(t, http.MethodGet, "/v1/models/"+c.model, c.key, "", nil)
-		wantError(t, resp, body, http.StatusNotFound, CodeNotFound, "model")
+		wantError(t, resp, body, http.StatusNotFound, weir.CodeNotFound, "model")
 	}
 	resp, body = b.call(t, http.MethodGet, "/v1/models/m", "", "", nil)
-	wantError(t, resp, body, http.StatusUnauthorized, CodeUnauthorized, "")
+	wantError(t, resp, body, http.StatusUnauthorized, weir.CodeUnauthorized, "")
 }
 
 // TestReadyz: ready once a catalog is applied and Ready agrees; 503 with
@@ -100,25 +100,25 @@ func TestReadyz(t *testing.T) {
 func TestErrorTable(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		code   Code
+		code   weir.Code
 		status int
 		typ    string
 	}{
-		{CodeInvalidRequest, 400, "invalid_request_error"},
-		{CodeUnauthorized, 401, "authentication_error"},
-		{CodeForbidden, 403, "permission_error"},
-		{CodeNotFound, 404, "not_found_error"},
-		{CodeRequestTimeout, 408, "invalid_request_error"},
-		{CodeIdempotencyKeyReused, 422, "invalid_request_error"},
-		{CodePayloadTooLarge, 413, "invalid_request_error"},
-		{CodeRateLimited, 429, "rate_limit_error"},
-		{CodeQueueFull, 429, "rate_limit_error"},
-		{CodeQueueTimeout, 503, "server_error"},
-		{CodeNoCandidate, 503, "server_error"},
-		{CodeUpstreamError, 502, "server_error"},
-		{CodeUpstreamTimeout, 504, "server_error"},
-		{CodeInternal, 500, "server_error"},
-		{Code("no_such_code"), 500, "server_error"},
+		{weir.CodeInvalidRequest, 400, "invalid_request_error"},
+		{weir.CodeUnauthorized, 401, "authentication_error"},
+		{weir.CodeForbidden, 403, "permission_error"},
+		{weir.CodeNotFound, 404, "not_found_error"},
+		{weir.CodeRequestTimeout, 408, "invalid_request_error"},
+		{weir.CodeIdempotencyKeyReused, 422, "invalid_request_error"},
+		{weir.CodePayloadTooLarge, 413, "invalid_request_error"},
+		{weir.CodeRateLimited, 429, "rate_limit_error"},
+		{weir.CodeQueueFull, 429, "rate_limit_error"},
+		{weir.CodeQueueTimeout, 503, "server_error"},
+		{weir.CodeNoCandidate, 503, "server_error"},
+		{weir.CodeUpstreamError, 502, "server_error"},
+		{weir.CodeUpstreamTimeout, 504, "server_error"},
+		{weir.CodeInternal, 500, "server_error"},
+		{weir.Code("no_such_code"), 500, "server_error"},
 	} {
 		for _, ra := range []time.Duration{0, 1500 * time.Millisecond} {
 			w := httptest.NewRecorder()
@@ -146,7 +146,7 @@ func TestErrorTable(t *testing.T) {
 			}
 		}
 	}
-	if got := errorf(CodeNotFound, "", "gone").Error(); got != "not_found: gone" {
+	if got := errorf(weir.CodeNotFound, "", "gone").Error(); got != "not_found: gone" {
 		t.Errorf("Error() = %q", got)
 	}
 }
@@ -197,7 +197,7 @@ func TestKeyStoreDown(t *testing.T) {
 		t.Errorf("a key seen before the store went down: %d %s; want 200", resp.StatusCode, body)
 	}
 	resp, body = b.call(t, http.MethodGet, "/v1/models", "sk-never-seen", "", nil)
-	wantError(t, resp, body, http.StatusServiceUnavailable, CodeStoreUnavailable, "")
+	wantError(t, resp, body, http.StatusServiceUnavailable, weir.CodeStoreUnavailable, "")
 	if got := resp.Header.Get("Retry-After"); got != "1" {
 		t.Errorf("Retry-After %q; want 1", got)
 	}

@@ -18,7 +18,7 @@ func (s *Server) authenticate(r *http.Request) (weir.APIKey, *apiError) {
 	if secret == "" {
 		secret = r.Header.Get("X-Api-Key")
 	}
-	denied := errorf(CodeUnauthorized, "", "invalid or missing API key")
+	denied := errorf(weir.CodeUnauthorized, "", "invalid or missing API key")
 	if secret == "" {
 		return weir.APIKey{}, denied
 	}
@@ -26,9 +26,9 @@ func (s *Server) authenticate(r *http.Request) (weir.APIKey, *apiError) {
 	if err != nil {
 		info(r.Context()).log().Error("key lookup failed", "error", err)
 		if errors.Is(err, gateway.ErrUnavailable) {
-			return weir.APIKey{}, &apiError{Code: CodeStoreUnavailable, Message: "the key store cannot be reached; retry shortly", RetryAfter: time.Second}
+			return weir.APIKey{}, &apiError{Code: weir.CodeStoreUnavailable, Message: "the key store cannot be reached; retry shortly", RetryAfter: time.Second}
 		}
-		return weir.APIKey{}, errorf(CodeInternal, "", "key lookup failed")
+		return weir.APIKey{}, errorf(weir.CodeInternal, "", "key lookup failed")
 	}
 	if !found || !k.Active() {
 		return weir.APIKey{}, denied

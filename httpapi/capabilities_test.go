@@ -45,7 +45,7 @@ func TestUnservableRefusedAtOnce(t *testing.T) {
 	} {
 		before := b.mock.Stats().Requests
 		resp, out := b.call(t, http.MethodPost, c.path, b.key, c.body, nil)
-		e := wantError(t, resp, out, http.StatusBadRequest, CodeNoCandidate, c.param)
+		e := wantError(t, resp, out, http.StatusBadRequest, weir.CodeNoCandidate, c.param)
 		if e.Type != "invalid_request_error" {
 			t.Errorf("%s: type %q; want invalid_request_error", c.what, e.Type)
 		}
@@ -114,12 +114,12 @@ func TestUnservableTaskRefused(t *testing.T) {
 		{`{"model":"v","prompt":"a weir","seconds":"4","size":"720x1280"}`, "size"},
 	} {
 		resp, out := b.call(t, http.MethodPost, "/v1/videos", b.key, c.body, nil)
-		wantError(t, resp, out, http.StatusBadRequest, CodeNoCandidate, c.param)
+		wantError(t, resp, out, http.StatusBadRequest, weir.CodeNoCandidate, c.param)
 	}
 	// A task asked to be simulated by a group that may not is refused,
 	// never run for real.
 	resp, out := b.call(t, http.MethodPost, "/v1/videos", b.key, `{"model":"v","prompt":"a weir","seconds":"4"}`, http.Header{HeaderRunMode: {"simulation"}})
-	wantError(t, resp, out, http.StatusForbidden, CodeForbidden, HeaderRunMode)
+	wantError(t, resp, out, http.StatusForbidden, weir.CodeForbidden, HeaderRunMode)
 	if ts, err := b.db.TaskList(t.Context(), weir.TaskFilter{Limit: 10}); err != nil || len(ts) != 0 {
 		t.Errorf("tasks stored after the refusals: %d, %v", len(ts), err)
 	}

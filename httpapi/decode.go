@@ -52,38 +52,38 @@ type request struct {
 func decodeRequest(ep endpoint, body []byte) (*request, *apiError) {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 {
-		return nil, errorf(CodeInvalidRequest, "", "request body is empty")
+		return nil, errorf(weir.CodeInvalidRequest, "", "request body is empty")
 	}
 	if body[0] != '{' {
-		return nil, errorf(CodeInvalidRequest, "", "request body must be a JSON object")
+		return nil, errorf(weir.CodeInvalidRequest, "", "request body must be a JSON object")
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil {
-		return nil, errorf(CodeInvalidRequest, "", "request body is not valid JSON: "+err.Error())
+		return nil, errorf(weir.CodeInvalidRequest, "", "request body is not valid JSON: "+err.Error())
 	}
 	r := &request{body: body}
 	m, ok := raw["model"]
 	if !ok {
-		return nil, errorf(CodeInvalidRequest, "model", "you must provide a model parameter")
+		return nil, errorf(weir.CodeInvalidRequest, "model", "you must provide a model parameter")
 	}
 	if err := json.Unmarshal(m, &r.model); err != nil || r.model == "" {
-		return nil, errorf(CodeInvalidRequest, "model", "model must be a non-empty string")
+		return nil, errorf(weir.CodeInvalidRequest, "model", "model must be a non-empty string")
 	}
 	if len(r.model) > maxModelName {
-		return nil, errorf(CodeInvalidRequest, "model", fmt.Sprintf("model is %d bytes long; at most %d are allowed", len(r.model), maxModelName))
+		return nil, errorf(weir.CodeInvalidRequest, "model", fmt.Sprintf("model is %d bytes long; at most %d are allowed", len(r.model), maxModelName))
 	}
 	for _, f := range ep.required {
 		v, ok := raw[f]
 		if !ok || isEmptyJSON(v) {
-			return nil, errorf(CodeInvalidRequest, f, fmt.Sprintf("missing required parameter: %s", f))
+			return nil, errorf(weir.CodeInvalidRequest, f, fmt.Sprintf("missing required parameter: %s", f))
 		}
 	}
 	if s, ok := raw["stream"]; ok && !isNull(s) {
 		if ep.kind != weir.KindChat {
-			return nil, errorf(CodeInvalidRequest, "stream", "stream is only supported for chat completions")
+			return nil, errorf(weir.CodeInvalidRequest, "stream", "stream is only supported for chat completions")
 		}
 		if err := json.Unmarshal(s, &r.stream); err != nil {
-			return nil, errorf(CodeInvalidRequest, "stream", "stream must be a boolean")
+			return nil, errorf(weir.CodeInvalidRequest, "stream", "stream must be a boolean")
 		}
 	}
 	for _, f := range []string{"max_completion_tokens", "max_tokens"} {
@@ -93,7 +93,7 @@ func decodeRequest(ep endpoint, body []byte) (*request, *apiError) {
 		}
 		var n int64
 		if err := json.Unmarshal(v, &n); err != nil || n < 0 {
-			return nil, errorf(CodeInvalidRequest, f, f+" must be a non-negative integer")
+			return nil, errorf(weir.CodeInvalidRequest, f, f+" must be a non-negative integer")
 		}
 		if r.maxTokens == 0 {
 			r.maxTokens = n
@@ -102,12 +102,12 @@ func decodeRequest(ep endpoint, body []byte) (*request, *apiError) {
 	if ep.kind == weir.KindChat {
 		var msgs []json.RawMessage
 		if err := json.Unmarshal(raw["messages"], &msgs); err != nil {
-			return nil, errorf(CodeInvalidRequest, "messages", "messages must be an array")
+			return nil, errorf(weir.CodeInvalidRequest, "messages", "messages must be an array")
 		}
 		mayHaveImage := bytes.Contains(body, []byte("image"))
 		for i, msg := range msgs {
 			if len(msg) == 0 || msg[0] != '{' {
-				return nil, errorf(CodeInvalidRequest, "messages["+strconv.Itoa(i)+"]", "each message must be an object")
+				return nil, errorf(weir.CodeInvalidRequest, "messages["+strconv.Itoa(i)+"]", "each message must be an object")
 			}
 			r.wants.Vision = r.wants.Vision || (mayHaveImage && hasImage(msg))
 		}

@@ -74,7 +74,7 @@ func FuzzDecodeRequest(f *testing.F) {
 			t.Fatalf("decodeRequest(%s, %q) = %v, %v: want exactly one of a request and an error", ep.name, body, req, aerr)
 		}
 		if aerr != nil {
-			if aerr.Code != CodeInvalidRequest || aerr.Code.Status() != 400 || aerr.Message == "" {
+			if aerr.Code != weir.CodeInvalidRequest || aerr.Code.Status() != 400 || aerr.Message == "" {
 				t.Fatalf("decodeRequest(%s, %q) refused with %+v, want invalid_request (400) with a message", ep.name, body, aerr)
 			}
 			return

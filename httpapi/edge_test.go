@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/provider/mock"
 	"github.com/weir-gateway/weir/task"
@@ -79,7 +80,7 @@ func TestKeylessBodyIsNotRead(t *testing.T) {
 					t.Fatalf("no answer while the body is unsent (length %d): %v", length, err)
 				}
 				defer resp.Body.Close()
-				if e := apiErrorOf(t, resp); resp.StatusCode != http.StatusUnauthorized || e.Code != string(CodeUnauthorized) {
+				if e := apiErrorOf(t, resp); resp.StatusCode != http.StatusUnauthorized || e.Code != string(weir.CodeUnauthorized) {
 					t.Fatalf("status %d, error %+v; want 401 unauthorized", resp.StatusCode, e)
 				}
 			})
@@ -166,7 +167,7 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 		t.Fatalf("no answer to a stalled body: %v", err)
 	}
 	defer resp.Body.Close()
-	if e := apiErrorOf(t, resp); resp.StatusCode != http.StatusRequestTimeout || e.Code != string(CodeRequestTimeout) {
+	if e := apiErrorOf(t, resp); resp.StatusCode != http.StatusRequestTimeout || e.Code != string(weir.CodeRequestTimeout) {
 		t.Fatalf("status %d, error %+v; want 408 request_timeout", resp.StatusCode, e)
 	}
 	if !resp.Close {
@@ -241,7 +242,7 @@ func TestTaskBeforeCatalog(t *testing.T) {
 		r.Header.Set("Authorization", "Bearer "+b.key)
 		w := httptest.NewRecorder()
 		bare.Handler().ServeHTTP(w, r)
-		if w.Code != CodeNoCandidate.Status() || !strings.Contains(w.Body.String(), string(CodeNoCandidate)) {
+		if w.Code != weir.CodeNoCandidate.Status() || !strings.Contains(w.Body.String(), string(weir.CodeNoCandidate)) {
 			t.Errorf("POST %s before a catalog: %d %s", path, w.Code, w.Body)
 		}
 	}

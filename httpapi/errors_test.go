@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/gateway"
 )
 
@@ -24,11 +25,23 @@ func TestGatewayErrorsMapToTheirCodes(t *testing.T) {
 		if string(got.Code) != category.Error() || got.Message != "m" || got.Param != "p" || got.RetryAfter != time.Second {
 			t.Errorf("%v answered as %+v", category, got)
 		}
-		if _, ok := codeTable[got.Code]; !ok {
+		if !got.Code.Known() {
 			t.Errorf("%v: code %s has no status", category, got.Code)
 		}
 	}
-	if got := answerOf(errors.New("secret detail")); got.Code != CodeInternal || got.Message != "internal error" {
+	if got := answerOf(errors.New("secret detail")); got.Code != weir.CodeInternal || got.Message != "internal error" {
 		t.Errorf("a foreign error answered as %+v", got)
 	}
+}
+
+// errorBody is OpenAI's error shape, as a client decodes it.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Code    string  `json:"code"`
+	Param   *string `json:"param"`
 }

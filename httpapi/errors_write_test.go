@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/gateway"
 )
 
@@ -31,24 +32,24 @@ func TestWriteErr(t *testing.T) {
 		name     string
 		err      error
 		status   int
-		code     Code   // "" for a body passed through
-		body     string // the body passed through, or a substring of the message
+		code     weir.Code // "" for a body passed through
+		body     string    // the body passed through, or a substring of the message
 		retry    string
 		logged   bool
 		noDetail string // text that must not show
 	}{
 		{name: "upstream's own error", err: &gateway.RefusedError{Status: 400, Body: []byte(openaiBody)}, status: 400, body: openaiBody},
-		{name: "upstream's plain 404", err: &gateway.RefusedError{Status: 404, Body: []byte(" no such thing \n")}, status: 404, code: CodeNotFound, body: "upstream answered 404: no such thing"},
-		{name: "upstream's plain 413", err: &gateway.RefusedError{Status: 413, Body: []byte("too big")}, status: 413, code: CodePayloadTooLarge, body: "too big"},
-		{name: "upstream's plain 400", err: &gateway.RefusedError{Status: 400, Body: []byte("nope")}, status: 400, code: CodeInvalidRequest, body: "nope"},
+		{name: "upstream's plain 404", err: &gateway.RefusedError{Status: 404, Body: []byte(" no such thing \n")}, status: 404, code: weir.CodeNotFound, body: "upstream answered 404: no such thing"},
+		{name: "upstream's plain 413", err: &gateway.RefusedError{Status: 413, Body: []byte("too big")}, status: 413, code: weir.CodePayloadTooLarge, body: "too big"},
+		{name: "upstream's plain 400", err: &gateway.RefusedError{Status: 400, Body: []byte("nope")}, status: 400, code: weir.CodeInvalidRequest, body: "nope"},
 		{name: "upstream refused the credential", err: &gateway.RefusedError{Status: 401, Body: []byte(`{"error":{"message":"sk-upstream-secret invalid"}}`)},
-			status: 502, code: CodeUpstreamError, body: "credential", noDetail: "sk-upstream-secret"},
-		{name: "upstream forbade the credential", err: fmt.Errorf("call: %w", &gateway.RefusedError{Status: 403, Body: []byte("forbidden")}), status: 502, code: CodeUpstreamError, body: "credential"},
+			status: 502, code: weir.CodeUpstreamError, body: "credential", noDetail: "sk-upstream-secret"},
+		{name: "upstream forbade the credential", err: fmt.Errorf("call: %w", &gateway.RefusedError{Status: 403, Body: []byte("forbidden")}), status: 502, code: weir.CodeUpstreamError, body: "credential"},
 		{name: "queue full", err: &gateway.Error{Category: gateway.ErrQueueFull, Message: "the queue is full", RetryAfter: 3 * time.Second},
-			status: 429, code: CodeQueueFull, body: "the queue is full", retry: "3"},
+			status: 429, code: weir.CodeQueueFull, body: "the queue is full", retry: "3"},
 		{name: "gateway internal", err: &gateway.Error{Category: gateway.ErrInternal, Message: "internal error", Err: errors.New("disk on fire")},
-			status: 500, code: CodeInternal, body: "internal error", noDetail: "disk on fire"},
-		{name: "foreign", err: errors.New("secret detail"), status: 500, code: CodeInternal, body: "internal error", logged: true, noDetail: "secret detail"},
+			status: 500, code: weir.CodeInternal, body: "internal error", noDetail: "disk on fire"},
+		{name: "foreign", err: errors.New("secret detail"), status: 500, code: weir.CodeInternal, body: "internal error", logged: true, noDetail: "secret detail"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mu.Lock()

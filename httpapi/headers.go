@@ -3,6 +3,8 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+
+	"github.com/weir-gateway/weir"
 )
 
 // Bounds of client strings that are stored, compared or echoed: longer
@@ -29,7 +31,7 @@ func oneHeader(r *http.Request, name string) (string, *apiError) {
 	case 1:
 		return vs[0], nil
 	}
-	return "", errorf(CodeInvalidRequest, name, fmt.Sprintf("the %s header is given %d times; give it once", name, len(vs)))
+	return "", errorf(weir.CodeInvalidRequest, name, fmt.Sprintf("the %s header is given %d times; give it once", name, len(vs)))
 }
 
 // idempotencyKeyOf is the request's Idempotency-Key, "" if it has none: at
@@ -40,11 +42,11 @@ func idempotencyKeyOf(r *http.Request) (string, *apiError) {
 		return "", aerr
 	}
 	if len(v) > maxIdempotencyKey {
-		return "", errorf(CodeInvalidRequest, HeaderIdempotencyKey, fmt.Sprintf("the Idempotency-Key is %d bytes long; at most %d are allowed", len(v), maxIdempotencyKey))
+		return "", errorf(weir.CodeInvalidRequest, HeaderIdempotencyKey, fmt.Sprintf("the Idempotency-Key is %d bytes long; at most %d are allowed", len(v), maxIdempotencyKey))
 	}
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; c < ' ' || c > '~' {
-			return "", errorf(CodeInvalidRequest, HeaderIdempotencyKey, "the Idempotency-Key must be printable ASCII")
+			return "", errorf(weir.CodeInvalidRequest, HeaderIdempotencyKey, "the Idempotency-Key must be printable ASCII")
 		}
 	}
 	return v, nil

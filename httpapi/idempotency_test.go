@@ -69,7 +69,7 @@ func TestRequestFingerprint(t *testing.T) {
 
 func TestIdempotencyKeyReusedIs422(t *testing.T) {
 	t.Parallel()
-	if got := CodeIdempotencyKeyReused.Status(); got != http.StatusUnprocessableEntity {
+	if got := weir.CodeIdempotencyKeyReused.Status(); got != http.StatusUnprocessableEntity {
 		t.Errorf("status %d, want 422", got)
 	}
 }

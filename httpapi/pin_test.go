@@ -44,10 +44,10 @@ func TestPinPlatform(t *testing.T) {
 	usage.mu.Unlock()
 
 	resp, out := b.call(t, http.MethodPost, "/v1/chat/completions", b.key, chat, pin("nope"))
-	wantError(t, resp, out, http.StatusBadRequest, CodeInvalidRequest, HeaderPlatform)
+	wantError(t, resp, out, http.StatusBadRequest, weir.CodeInvalidRequest, HeaderPlatform)
 	resp, out = b.call(t, http.MethodPost, "/v1/embeddings", b.key, `{"model":"e","input":"hi"}`, pin("up2"))
-	wantError(t, resp, out, http.StatusBadRequest, CodeNoCandidate, HeaderPlatform)
+	wantError(t, resp, out, http.StatusBadRequest, weir.CodeNoCandidate, HeaderPlatform)
 	plain := b.newKey(t, weir.APIKey{Group: "plain"})
 	resp, out = b.call(t, http.MethodPost, "/v1/chat/completions", plain, chat, pin("up"))
-	wantError(t, resp, out, http.StatusForbidden, CodeForbidden, HeaderPlatform)
+	wantError(t, resp, out, http.StatusForbidden, weir.CodeForbidden, HeaderPlatform)
 }

@@ -117,17 +117,17 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint) (*
 	}
 	st := s.deps.Gateway.Snapshot()
 	if st == nil {
-		return nil, errorf(CodeNoCandidate, "", "the gateway has no catalog yet")
+		return nil, errorf(weir.CodeNoCandidate, "", "the gateway has no catalog yet")
 	}
 	model, ok := st.Model(req.model)
 	if !ok {
-		return nil, errorf(CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", req.model))
+		return nil, errorf(weir.CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", req.model))
 	}
 	if !key.Allows(req.model) {
-		return nil, errorf(CodeForbidden, "model", fmt.Sprintf("this key may not use the model %q", req.model))
+		return nil, errorf(weir.CodeForbidden, "model", fmt.Sprintf("this key may not use the model %q", req.model))
 	}
 	if model.Kind != ep.kind {
-		return nil, errorf(CodeInvalidRequest, "model", fmt.Sprintf("the model %q serves %s, not %s", req.model, model.Kind, ep.kind))
+		return nil, errorf(weir.CodeInvalidRequest, "model", fmt.Sprintf("the model %q serves %s, not %s", req.model, model.Kind, ep.kind))
 	}
 	groupName, group := st.GroupOf(key)
 	prio, aerr := requestPriority(r, group.Priority)
@@ -172,7 +172,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint) (*
 	}
 	c.Usage = weir.Usage{RequestID: ri.id, KeyID: key.ID, Model: model.Name, Endpoint: ep.name}
 	if err := s.deps.Gateway.EnsureKeyScope(r.Context(), key); err != nil {
-		return nil, errorf(CodeInternal, "", "could not configure the key's scope")
+		return nil, errorf(weir.CodeInternal, "", "could not configure the key's scope")
 	}
 	return c, nil
 }
@@ -189,7 +189,7 @@ func (s *Server) limitBody(w http.ResponseWriter, r *http.Request) *apiError {
 }
 
 func (s *Server) tooLarge() *apiError {
-	return errorf(CodePayloadTooLarge, "", fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes))
+	return errorf(weir.CodePayloadTooLarge, "", fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes))
 }
 
 // bodyError is the answer to err from reading a body limitBody bounded:
@@ -201,9 +201,9 @@ func (s *Server) bodyError(err error, msg string) *apiError {
 		return s.tooLarge()
 	}
 	if bodyTimedOut(err) {
-		return errorf(CodeRequestTimeout, "", fmt.Sprintf("the request body did not arrive within %s", s.cfg.BodyTimeout))
+		return errorf(weir.CodeRequestTimeout, "", fmt.Sprintf("the request body did not arrive within %s", s.cfg.BodyTimeout))
 	}
-	return errorf(CodeInvalidRequest, "", msg)
+	return errorf(weir.CodeInvalidRequest, "", msg)
 }
 
 // requestPriority is base, lowered (never raised) by X-Weir-Priority.
@@ -219,9 +219,9 @@ func requestRunMode(r *http.Request, group weir.Group) (weir.RunMode, *apiError)
 	case mode == "production":
 		return "", nil
 	case !mode.Valid():
-		return "", errorf(CodeInvalidRequest, HeaderRunMode, fmt.Sprintf("unknown run mode %q: want production, %s or %s", v, weir.RunSimulation, weir.RunAcceptance))
+		return "", errorf(weir.CodeInvalidRequest, HeaderRunMode, fmt.Sprintf("unknown run mode %q: want production, %s or %s", v, weir.RunSimulation, weir.RunAcceptance))
 	case !group.Allows(mode):
-		return "", errorf(CodeForbidden, HeaderRunMode, fmt.Sprintf("this key's group (%s) may not run requests in the %s mode", group.Name, mode))
+		return "", errorf(weir.CodeForbidden, HeaderRunMode, fmt.Sprintf("this key's group (%s) may not run requests in the %s mode", group.Name, mode))
 	}
 	return mode, nil
 }
@@ -234,13 +234,13 @@ func requestRunID(r *http.Request, mode weir.RunMode) (string, *apiError) {
 	case aerr != nil:
 		return "", aerr
 	case mode != weir.RunAcceptance && id != "":
-		return "", errorf(CodeInvalidRequest, HeaderRunID, "a run id is for the acceptance run mode ("+HeaderRunMode+": acceptance)")
+		return "", errorf(weir.CodeInvalidRequest, HeaderRunID, "a run id is for the acceptance run mode ("+HeaderRunMode+": acceptance)")
 	case mode != weir.RunAcceptance:
 		return "", nil
 	case id == "":
-		return "", errorf(CodeInvalidRequest, HeaderRunID, "the acceptance run mode needs a run id ("+HeaderRunID+")")
+		return "", errorf(weir.CodeInvalidRequest, HeaderRunID, "the acceptance run mode needs a run id ("+HeaderRunID+")")
 	case !weir.ValidRunID(id):
-		return "", errorf(CodeInvalidRequest, HeaderRunID, fmt.Sprintf("run id %q: want 1 to %d letters, digits, '.', '_' or '-'", id, weir.MaxRunID))
+		return "", errorf(weir.CodeInvalidRequest, HeaderRunID, fmt.Sprintf("run id %q: want 1 to %d letters, digits, '.', '_' or '-'", id, weir.MaxRunID))
 	}
 	return id, nil
 }
@@ -254,11 +254,11 @@ func requestPlatform(r *http.Request, st *gateway.Snapshot, model weir.Model, gr
 	case aerr != nil || p == "":
 		return "", aerr
 	case !group.PinPlatform:
-		return "", errorf(CodeForbidden, HeaderPlatform, fmt.Sprintf("this key's group (%s) may not pin a platform", group.Name))
+		return "", errorf(weir.CodeForbidden, HeaderPlatform, fmt.Sprintf("this key's group (%s) may not pin a platform", group.Name))
 	case st.Adapter(p) == nil:
-		return "", errorf(CodeInvalidRequest, HeaderPlatform, fmt.Sprintf("there is no platform %q", p))
+		return "", errorf(weir.CodeInvalidRequest, HeaderPlatform, fmt.Sprintf("there is no platform %q", p))
 	case !st.Serves(model, p):
-		e := errorf(CodeNoCandidate, HeaderPlatform, fmt.Sprintf("the model %q has no candidate on platform %q", model.Name, p))
+		e := errorf(weir.CodeNoCandidate, HeaderPlatform, fmt.Sprintf("the model %q has no candidate on platform %q", model.Name, p))
 		e.Client = true // what the request asks for, not the gateway's state
 		return "", e
 	}
@@ -272,7 +272,7 @@ func requestPriority(r *http.Request, base int32) (int32, *apiError) {
 	}
 	p, err := strconv.ParseInt(v, 10, 32)
 	if err != nil {
-		return 0, errorf(CodeInvalidRequest, HeaderPriority, fmt.Sprintf("priority must be an integer from %d to %d", math.MinInt32, math.MaxInt32))
+		return 0, errorf(weir.CodeInvalidRequest, HeaderPriority, fmt.Sprintf("priority must be an integer from %d to %d", math.MinInt32, math.MaxInt32))
 	}
 	return min(base, int32(p)), nil
 }
@@ -285,7 +285,7 @@ func requestMaxWait(r *http.Request) (time.Duration, bool, *apiError) {
 	}
 	d, err := parseWait(v)
 	if err != nil {
-		return 0, false, errorf(CodeInvalidRequest, HeaderMaxWait, fmt.Sprintf("max wait must be a duration such as 2s or a number of seconds, from 0 to %g", maxWaitSeconds))
+		return 0, false, errorf(weir.CodeInvalidRequest, HeaderMaxWait, fmt.Sprintf("max wait must be a duration such as 2s or a number of seconds, from 0 to %g", maxWaitSeconds))
 	}
 	return d, true, nil
 }
@@ -344,10 +344,10 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("model")
 	st := s.deps.Gateway.Snapshot()
 	if st == nil || !key.Allows(name) {
-		return errorf(CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", name))
+		return errorf(weir.CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", name))
 	}
 	if _, ok := st.Model(name); !ok {
-		return errorf(CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", name))
+		return errorf(weir.CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", name))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"id": name, "object": "model", "created": 0, "owned_by": "weir"})

@@ -218,7 +218,7 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("/console/", h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, errorf(CodeNotFound, "", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))
+		writeError(w, errorf(weir.CodeNotFound, "", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))
 	})
 	return s.middleware(mux)
 }
@@ -295,7 +295,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 				}
 				ri.log().Error("panic serving request", "panic", fmt.Sprint(p), "path", r.URL.Path)
 				if !rw.wrote {
-					writeError(rw, errorf(CodeInternal, "", "internal error"))
+					writeError(rw, errorf(weir.CodeInternal, "", "internal error"))
 				}
 			}
 			if !rw.wrote {
@@ -401,18 +401,18 @@ func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 		switch {
 		case s.cfg.AdminToken != "":
 			if !s.adminToken.Is(adminauth.Bearer(r)) {
-				writeError(w, errorf(CodeUnauthorized, "", "admin token required"))
+				writeError(w, errorf(weir.CodeUnauthorized, "", "admin token required"))
 				return
 			}
 		case !s.cfg.AdminLoopback:
-			writeError(w, errorf(CodeForbidden, "", "the admin API is off: set server.admin_token (then send it as a bearer token), "+
+			writeError(w, errorf(weir.CodeForbidden, "", "the admin API is off: set server.admin_token (then send it as a bearer token), "+
 				"or server.admin_loopback: true to let loopback clients in without one"))
 			return
 		case !adminauth.IsLoopback(r.RemoteAddr):
-			writeError(w, errorf(CodeForbidden, "", "the admin API answers loopback clients only unless an admin token is set"))
+			writeError(w, errorf(weir.CodeForbidden, "", "the admin API answers loopback clients only unless an admin token is set"))
 			return
 		case !adminauth.TrustedHost(r.Host, s.cfg.PublicHost):
-			writeError(w, errorf(CodeForbidden, "", adminauth.HostRefusal(r.Host)))
+			writeError(w, errorf(weir.CodeForbidden, "", adminauth.HostRefusal(r.Host)))
 			return
 		}
 		h(w, r)

@@ -54,9 +54,9 @@ func TestSimulationRunMode(t *testing.T) {
 
 	prod := b.newKey(t, weir.APIKey{Group: "prod"})
 	resp, out := b.call(t, http.MethodPost, "/v1/chat/completions", prod, body, sim)
-	wantError(t, resp, out, http.StatusForbidden, CodeForbidden, HeaderRunMode)
+	wantError(t, resp, out, http.StatusForbidden, weir.CodeForbidden, HeaderRunMode)
 	resp, out = b.call(t, http.MethodPost, "/v1/chat/completions", b.key, body, http.Header{HeaderRunMode: {"dream"}})
-	wantError(t, resp, out, http.StatusBadRequest, CodeInvalidRequest, HeaderRunMode)
+	wantError(t, resp, out, http.StatusBadRequest, weir.CodeInvalidRequest, HeaderRunMode)
 	if n := b.mock.Stats().Requests; n != 0 {
 		t.Errorf("%d requests reached the upstream after the refusals", n)
 	}
@@ -82,7 +82,7 @@ func TestSimulatedErrorsStaySimulated(t *testing.T) {
 	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
 	for range 3 {
 		resp, out := b.call(t, http.MethodPost, "/v1/chat/completions", b.key, body, http.Header{HeaderRunMode: {"simulation"}})
-		wantError(t, resp, out, http.StatusBadGateway, CodeUpstreamError, "")
+		wantError(t, resp, out, http.StatusBadGateway, weir.CodeUpstreamError, "")
 	}
 	if resp, out := b.call(t, http.MethodPost, "/v1/chat/completions", b.key, body, nil); resp.StatusCode != http.StatusOK {
 		t.Errorf("production after simulated failures: %d %s", resp.StatusCode, out)

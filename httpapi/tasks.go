@@ -19,7 +19,7 @@ import (
 
 // HeaderIdempotencyKey makes a repeated task submission return the task
 // the first one made; the key reused with a different request is refused
-// with CodeIdempotencyKeyReused.
+// with weir.CodeIdempotencyKeyReused.
 const HeaderIdempotencyKey = "Idempotency-Key"
 
 type taskError struct {
@@ -141,7 +141,7 @@ func (s *Server) readTaskBody(w http.ResponseWriter, r *http.Request) (map[strin
 			return nil, s.bodyError(err, "could not parse the form: "+err.Error())
 		}
 		if r.MultipartForm != nil && len(r.MultipartForm.File) > 0 {
-			return nil, errorf(CodeInvalidRequest, "input_reference", "file inputs are not supported")
+			return nil, errorf(weir.CodeInvalidRequest, "input_reference", "file inputs are not supported")
 		}
 		out := make(map[string]json.RawMessage)
 		for k, vs := range r.PostForm {
@@ -158,7 +158,7 @@ func (s *Server) readTaskBody(w http.ResponseWriter, r *http.Request) (map[strin
 	}
 	var out map[string]json.RawMessage
 	if json.Unmarshal(body, &out) != nil || out == nil {
-		return nil, errorf(CodeInvalidRequest, "", "request body must be a JSON object")
+		return nil, errorf(weir.CodeInvalidRequest, "", "request body must be a JSON object")
 	}
 	return out, nil
 }
@@ -195,7 +195,7 @@ func callbackOf(r *http.Request, body map[string]json.RawMessage) (taskCallback,
 	var bodyURL string
 	if raw, ok := body["callback_url"]; ok && string(raw) != "null" {
 		if json.Unmarshal(raw, &bodyURL) != nil {
-			return cb, errorf(CodeInvalidRequest, "callback_url", "callback_url must be a string")
+			return cb, errorf(weir.CodeInvalidRequest, "callback_url", "callback_url must be a string")
 		}
 	}
 	var bodyEvents []weir.TaskEvent
@@ -203,7 +203,7 @@ func callbackOf(r *http.Request, body map[string]json.RawMessage) (taskCallback,
 	if raw, ok := body["callback_events"]; ok && string(raw) != "null" {
 		var names []string
 		if json.Unmarshal(raw, &names) != nil {
-			return cb, errorf(CodeInvalidRequest, "callback_events", `callback_events must be an array of event names, such as ["progress"]`)
+			return cb, errorf(weir.CodeInvalidRequest, "callback_events", `callback_events must be an array of event names, such as ["progress"]`)
 		}
 		var aerr *apiError
 		if bodyEvents, aerr = taskEvents(names, "callback_events"); aerr != nil {
@@ -235,7 +235,7 @@ func callbackOf(r *http.Request, body map[string]json.RawMessage) (taskCallback,
 	}
 	switch {
 	case bodyURL != "" && headerURL != "" && bodyURL != headerURL:
-		return cb, errorf(CodeInvalidRequest, "callback_url", "callback_url and the "+HeaderCallbackURL+" header differ; give one of them")
+		return cb, errorf(weir.CodeInvalidRequest, "callback_url", "callback_url and the "+HeaderCallbackURL+" header differ; give one of them")
 	case bodyURL != "":
 		cb.URL = bodyURL
 	case headerURL != "":
@@ -243,21 +243,21 @@ func callbackOf(r *http.Request, body map[string]json.RawMessage) (taskCallback,
 	}
 	switch {
 	case hasBodyEvents && hasHeaderEvents && !slices.Equal(bodyEvents, headerEvents):
-		return cb, errorf(CodeInvalidRequest, "callback_events", "callback_events and the "+HeaderCallbackEvents+" header differ; give one of them")
+		return cb, errorf(weir.CodeInvalidRequest, "callback_events", "callback_events and the "+HeaderCallbackEvents+" header differ; give one of them")
 	case hasBodyEvents:
 		cb.Events = bodyEvents
 	default:
 		cb.Events = headerEvents
 	}
 	if len(cb.URL) > maxCallbackURL {
-		return cb, errorf(CodeInvalidRequest, cb.param, fmt.Sprintf("the callback URL is %d bytes long; at most %d are allowed", len(cb.URL), maxCallbackURL))
+		return cb, errorf(weir.CodeInvalidRequest, cb.param, fmt.Sprintf("the callback URL is %d bytes long; at most %d are allowed", len(cb.URL), maxCallbackURL))
 	}
 	if len(cb.Events) > 0 && cb.URL == "" {
 		param := "callback_events"
 		if !hasBodyEvents {
 			param = HeaderCallbackEvents
 		}
-		return cb, errorf(CodeInvalidRequest, param, "callback events need a callback URL (callback_url or "+HeaderCallbackURL+")")
+		return cb, errorf(weir.CodeInvalidRequest, param, "callback events need a callback URL (callback_url or "+HeaderCallbackURL+")")
 	}
 	return cb, nil
 }
@@ -268,7 +268,7 @@ func taskEvents(names []string, param string) ([]weir.TaskEvent, *apiError) {
 	for _, n := range names {
 		e := weir.TaskEvent(n)
 		if !e.Valid() {
-			return nil, errorf(CodeInvalidRequest, param, fmt.Sprintf("unknown callback event %q: the events a task may ask for are %q (terminal events are always sent)", n, weir.TaskEventProgress))
+			return nil, errorf(weir.CodeInvalidRequest, param, fmt.Sprintf("unknown callback event %q: the events a task may ask for are %q (terminal events are always sent)", n, weir.TaskEventProgress))
 		}
 		events = append(events, e)
 	}
@@ -288,7 +288,7 @@ func (s *Server) taskCaller(r *http.Request) (weir.APIKey, *apiError) {
 
 func (s *Server) tasksEnabled() *apiError {
 	if s.deps.Tasks == nil {
-		return errorf(CodeNotFound, "", "tasks are not enabled on this gateway")
+		return errorf(weir.CodeNotFound, "", "tasks are not enabled on this gateway")
 	}
 	return nil
 }
@@ -318,35 +318,35 @@ func (s *Server) submitTask(r *http.Request, sub submission, kind string, input 
 	key := sub.key
 	st := s.deps.Gateway.Snapshot()
 	if st == nil {
-		return weir.Task{}, false, errorf(CodeNoCandidate, "", "the gateway has no catalog yet")
+		return weir.Task{}, false, errorf(weir.CodeNoCandidate, "", "the gateway has no catalog yet")
 	}
 	m, ok := st.Model(model)
 	if model == "" {
-		return weir.Task{}, false, errorf(CodeInvalidRequest, "model", "you must provide a model parameter")
+		return weir.Task{}, false, errorf(weir.CodeInvalidRequest, "model", "you must provide a model parameter")
 	}
 	if len(model) > maxModelName {
-		return weir.Task{}, false, errorf(CodeInvalidRequest, "model", fmt.Sprintf("model is %d bytes long; at most %d are allowed", len(model), maxModelName))
+		return weir.Task{}, false, errorf(weir.CodeInvalidRequest, "model", fmt.Sprintf("model is %d bytes long; at most %d are allowed", len(model), maxModelName))
 	}
 	if !ok {
-		return weir.Task{}, false, errorf(CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", model))
+		return weir.Task{}, false, errorf(weir.CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", model))
 	}
 	if !key.Allows(model) {
-		return weir.Task{}, false, errorf(CodeForbidden, "model", fmt.Sprintf("this key may not use the model %q", model))
+		return weir.Task{}, false, errorf(weir.CodeForbidden, "model", fmt.Sprintf("this key may not use the model %q", model))
 	}
 	if !m.Kind.Async() {
-		return weir.Task{}, false, errorf(CodeInvalidRequest, "model", fmt.Sprintf("the model %q serves %s, not tasks", model, m.Kind))
+		return weir.Task{}, false, errorf(weir.CodeInvalidRequest, "model", fmt.Sprintf("the model %q serves %s, not tasks", model, m.Kind))
 	}
 	if cb.URL != "" {
 		if !s.deps.Tasks.CallbacksEnabled() {
-			return weir.Task{}, false, errorf(CodeInvalidRequest, cb.param, "callbacks are not enabled on this gateway (tasks.webhook_secret)")
+			return weir.Task{}, false, errorf(weir.CodeInvalidRequest, cb.param, "callbacks are not enabled on this gateway (tasks.webhook_secret)")
 		}
 		if err := s.deps.Webhooks.ValidateURL(cb.URL); err != nil {
-			return weir.Task{}, false, errorf(CodeInvalidRequest, cb.param, err.Error())
+			return weir.Task{}, false, errorf(weir.CodeInvalidRequest, cb.param, err.Error())
 		}
 	}
 	body, err := json.Marshal(input)
 	if err != nil {
-		return weir.Task{}, false, errorf(CodeInvalidRequest, "", "could not encode the task input")
+		return weir.Task{}, false, errorf(weir.CodeInvalidRequest, "", "could not encode the task input")
 	}
 	if err := s.deps.Gateway.Unservable(m, body); err != nil {
 		return weir.Task{}, false, answerOf(err)
@@ -357,7 +357,7 @@ func (s *Server) submitTask(r *http.Request, sub submission, kind string, input 
 		return weir.Task{}, false, aerr
 	}
 	if r.Header.Get(HeaderPlatform) != "" {
-		return weir.Task{}, false, errorf(CodeInvalidRequest, HeaderPlatform, "pinning a platform is for synchronous requests; a task runs on its model's candidates")
+		return weir.Task{}, false, errorf(weir.CodeInvalidRequest, HeaderPlatform, "pinning a platform is for synchronous requests; a task runs on its model's candidates")
 	}
 	runID, aerr := requestRunID(r, mode)
 	if aerr != nil {
@@ -365,7 +365,7 @@ func (s *Server) submitTask(r *http.Request, sub submission, kind string, input 
 	}
 	fingerprint, err := requestFingerprint(kind, model, input, cb.URL, cb.Events, mode, runID)
 	if err != nil {
-		return weir.Task{}, false, errorf(CodeInvalidRequest, "", "could not read the task input: "+err.Error())
+		return weir.Task{}, false, errorf(weir.CodeInvalidRequest, "", "could not read the task input: "+err.Error())
 	}
 	prio, aerr := requestPriority(r, group.Priority)
 	if aerr != nil {
@@ -392,10 +392,10 @@ func (s *Server) submitTask(r *http.Request, sub submission, kind string, input 
 	switch {
 	case err == nil && !created && !t.SameRequest(fingerprint):
 		// The stored task is another request's: nothing was created.
-		return weir.Task{}, false, errorf(CodeIdempotencyKeyReused, HeaderIdempotencyKey,
+		return weir.Task{}, false, errorf(weir.CodeIdempotencyKeyReused, HeaderIdempotencyKey,
 			"this Idempotency-Key was already used with a different request; use a new key for a new request")
 	case err == nil && !created && t.Deleted():
-		return weir.Task{}, false, errorf(CodeNotFound, HeaderIdempotencyKey,
+		return weir.Task{}, false, errorf(weir.CodeNotFound, HeaderIdempotencyKey,
 			fmt.Sprintf("the task this Idempotency-Key made (%s) was deleted", t.ID))
 	case err == nil:
 		return t, created, nil
@@ -407,7 +407,7 @@ func (s *Server) submitTask(r *http.Request, sub submission, kind string, input 
 		return t, created, answerOf(err)
 	}
 	info(r.Context()).log().Error("task submit failed", "error", err)
-	return t, created, errorf(CodeInternal, "", "could not submit the task")
+	return t, created, errorf(weir.CodeInternal, "", "could not submit the task")
 }
 
 // ownTask loads a task the caller's key owns; others', and deleted ones,
@@ -422,9 +422,9 @@ func (s *Server) ownTask(r *http.Request) (weir.Task, *apiError) {
 	if err != nil || t.KeyID != key.ID || t.Deleted() {
 		if err != nil && !errors.Is(err, task.ErrNotFound) {
 			info(r.Context()).log().Error("task lookup failed", "error", err)
-			return t, errorf(CodeInternal, "", "task lookup failed")
+			return t, errorf(weir.CodeInternal, "", "task lookup failed")
 		}
-		return t, errorf(CodeNotFound, "id", fmt.Sprintf("no task %q", id))
+		return t, errorf(weir.CodeNotFound, "id", fmt.Sprintf("no task %q", id))
 	}
 	return t, nil
 }
@@ -454,12 +454,12 @@ func (s *Server) deleteOwnTask(w http.ResponseWriter, r *http.Request, object st
 	if err := gateway.TaskError(t.Model, s.deps.Tasks.Delete(r.Context(), t.ID)); err != nil {
 		switch {
 		case errors.Is(err, task.ErrNotFound):
-			return errorf(CodeNotFound, "id", fmt.Sprintf("no task %q", t.ID))
+			return errorf(weir.CodeNotFound, "id", fmt.Sprintf("no task %q", t.ID))
 		case errors.Is(err, gateway.ErrUpstream):
-			return errorf(CodeUpstreamError, "", "could not delete the "+object+" upstream: "+causeOf(err).Error())
+			return errorf(weir.CodeUpstreamError, "", "could not delete the "+object+" upstream: "+causeOf(err).Error())
 		}
 		info(r.Context()).log().Error(object+" delete failed", "task", t.ID, "error", err)
-		return errorf(CodeInternal, "", "could not delete the "+object)
+		return errorf(weir.CodeInternal, "", "could not delete the "+object)
 	}
 	writeJSON(w, http.StatusOK, deletedObject{ID: t.ID, Object: object + ".deleted", Deleted: true})
 	return nil
@@ -478,7 +478,7 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) error {
 	model, _ := stringField(body, "model")
 	var input map[string]json.RawMessage
 	if raw, ok := body["input"]; !ok || json.Unmarshal(raw, &input) != nil || input == nil {
-		return errorf(CodeInvalidRequest, "input", "input must be a JSON object")
+		return errorf(weir.CodeInvalidRequest, "input", "input must be a JSON object")
 	}
 	cb, aerr := callbackOf(r, body)
 	if aerr != nil {
@@ -511,9 +511,9 @@ func runModeFields(r *http.Request, body map[string]json.RawMessage) *apiError {
 		v, ok := stringField(body, f.field)
 		switch {
 		case !ok:
-			return errorf(CodeInvalidRequest, f.field, f.field+" must be a string")
+			return errorf(weir.CodeInvalidRequest, f.field, f.field+" must be a string")
 		case r.Header.Get(f.header) != "" && r.Header.Get(f.header) != v:
-			return errorf(CodeInvalidRequest, f.field, f.field+" and the "+f.header+" header differ; give one of them")
+			return errorf(weir.CodeInvalidRequest, f.field, f.field+" and the "+f.header+" header differ; give one of them")
 		}
 		r.Header.Set(f.header, v)
 	}
@@ -537,11 +537,11 @@ func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) error {
 	t, err := s.deps.Tasks.Cancel(r.Context(), t.ID)
 	if errors.Is(err, task.ErrNotFound) {
 		// Deleted or purged since ownTask found it.
-		return errorf(CodeNotFound, "id", fmt.Sprintf("no task %q", r.PathValue("id")))
+		return errorf(weir.CodeNotFound, "id", fmt.Sprintf("no task %q", r.PathValue("id")))
 	}
 	if err != nil {
 		info(r.Context()).log().Error("task cancel failed", "error", err)
-		return errorf(CodeInternal, "", "could not cancel the task")
+		return errorf(weir.CodeInternal, "", "could not cancel the task")
 	}
 	writeJSON(w, http.StatusOK, s.taskOf(r.Context(), t))
 	return nil
@@ -564,14 +564,14 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) error {
 	if v := q.Get("after"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			return errorf(CodeInvalidRequest, "after", "after must be a cursor from a previous page")
+			return errorf(weir.CodeInvalidRequest, "after", "after must be a cursor from a previous page")
 		}
 		f.AfterSeq = n
 	}
 	if v := q.Get("status"); v != "" {
 		st := weir.TaskStatus(v)
 		if !st.Valid() {
-			return errorf(CodeInvalidRequest, "status", fmt.Sprintf(
+			return errorf(weir.CodeInvalidRequest, "status", fmt.Sprintf(
 				"unknown status %q: one of queued, admitted, running, succeeded, failed, cancelled, expired", v))
 		}
 		f.Statuses = []weir.TaskStatus{st}
@@ -579,7 +579,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) error {
 	ts, err := s.deps.Tasks.List(r.Context(), f)
 	if err != nil {
 		info(r.Context()).log().Error("task list failed", "error", err)
-		return errorf(CodeInternal, "", "could not list tasks")
+		return errorf(weir.CodeInternal, "", "could not list tasks")
 	}
 	out := struct {
 		Object  string       `json:"object"`
@@ -606,7 +606,7 @@ func listLimit(v string, def, most int) (int, *apiError) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > most {
-		return 0, errorf(CodeInvalidRequest, "limit", fmt.Sprintf("limit must be between 1 and %d", most))
+		return 0, errorf(weir.CodeInvalidRequest, "limit", fmt.Sprintf("limit must be between 1 and %d", most))
 	}
 	return n, nil
 }

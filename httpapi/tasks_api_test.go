@@ -70,7 +70,7 @@ func callAs[T any](t testing.TB, b *testBundle, want int, method, path, key, bod
 }
 
 // wantError checks an error answer: its status, code and param.
-func wantError(t testing.TB, resp *http.Response, body []byte, status int, code Code, param string) errorDetail {
+func wantError(t testing.TB, resp *http.Response, body []byte, status int, code weir.Code, param string) errorDetail {
 	t.Helper()
 	var e errorBody
 	if err := json.Unmarshal(body, &e); err != nil {
@@ -135,11 +135,11 @@ func TestTasksDisabled(t *testing.T) {
 		{http.MethodDelete, "/v1/tasks/task_1", ""},
 	} {
 		resp, body := b.call(t, c.method, c.path, b.key, c.body, nil)
-		if e := wantError(t, resp, body, http.StatusNotFound, CodeNotFound, ""); !strings.Contains(e.Message, "tasks are not enabled") {
+		if e := wantError(t, resp, body, http.StatusNotFound, weir.CodeNotFound, ""); !strings.Contains(e.Message, "tasks are not enabled") {
 			t.Errorf("%s %s: %q", c.method, c.path, e.Message)
 		}
 		resp, body = b.call(t, c.method, c.path, "sk-wrong", c.body, nil)
-		wantError(t, resp, body, http.StatusUnauthorized, CodeUnauthorized, "")
+		wantError(t, resp, body, http.StatusUnauthorized, weir.CodeUnauthorized, "")
 	}
 }
 
@@ -165,7 +165,7 @@ func TestVideoLifecycle(t *testing.T) {
 		}
 	}
 	resp, body := b.call(t, http.MethodGet, "/v1/videos/"+v.ID+"/content?variant=poster", b.key, "", nil)
-	wantError(t, resp, body, http.StatusBadRequest, CodeInvalidRequest, "variant")
+	wantError(t, resp, body, http.StatusBadRequest, weir.CodeInvalidRequest, "variant")
 
 	del := callAs[deletedObject](t, b, http.StatusOK, http.MethodDelete, "/v1/videos/"+v.ID, b.key, "", nil)
 	if del != (deletedObject{ID: v.ID, Object: "video.deleted", Deleted: true}) {
@@ -175,7 +175,7 @@ func TestVideoLifecycle(t *testing.T) {
 		{http.MethodGet, "/v1/videos/" + v.ID}, {http.MethodDelete, "/v1/videos/" + v.ID}, {http.MethodGet, "/v1/videos/" + v.ID + "/content"},
 	} {
 		resp, body := b.call(t, c.method, c.path, b.key, "", nil)
-		wantError(t, resp, body, http.StatusNotFound, CodeNotFound, "id")
+		wantError(t, resp, body, http.StatusNotFound, weir.CodeNotFound, "id")
 	}
 }
 
@@ -193,7 +193,7 @@ func TestTaskQueuedCancel(t *testing.T) {
 		t.Fatalf("queued video %+v (weir %+v)", v, v.Weir)
 	}
 	resp, body := b.call(t, http.MethodGet, "/v1/videos/"+v.ID+"/content", b.key, "", nil)
-	if e := wantError(t, resp, body, http.StatusNotFound, CodeNotFound, "id"); !strings.Contains(e.Message, "queued") {
+	if e := wantError(t, resp, body, http.StatusNotFound, weir.CodeNotFound, "id"); !strings.Contains(e.Message, "queued") {
 		t.Errorf("content of a queued video: %q", e.Message)
 	}
 	got := callAs[taskObject](t, b, http.StatusOK, http.MethodGet, "/v1/tasks/"+v.ID, b.key, "", nil)
@@ -209,7 +209,7 @@ func TestTaskQueuedCancel(t *testing.T) {
 		t.Errorf("delete answered %+v", del)
 	}
 	resp, body = b.call(t, http.MethodPost, "/v1/tasks/"+first.ID+"/cancel", b.key, "", nil)
-	wantError(t, resp, body, http.StatusNotFound, CodeNotFound, "id")
+	wantError(t, resp, body, http.StatusNotFound, weir.CodeNotFound, "id")
 }
 
 // TestTaskOwnership: another key's tasks are not found, whatever the
@@ -226,13 +226,13 @@ func TestTaskOwnership(t *testing.T) {
 		{http.MethodGet, "/v1/tasks/task_nonesuch"},
 	} {
 		resp, body := b.call(t, c.method, c.path, other, "", nil)
-		wantError(t, resp, body, http.StatusNotFound, CodeNotFound, "id")
+		wantError(t, resp, body, http.StatusNotFound, weir.CodeNotFound, "id")
 	}
 	if l := callAs[videoList](t, b, http.StatusOK, http.MethodGet, "/v1/videos", other, "", nil); len(l.Data) != 0 || l.FirstID != nil || l.HasMore {
 		t.Errorf("another key's video list %+v", l)
 	}
 	resp, body := b.call(t, http.MethodGet, "/v1/videos?after="+v.ID, other, "", nil)
-	wantError(t, resp, body, http.StatusBadRequest, CodeInvalidRequest, "after")
+	wantError(t, resp, body, http.StatusBadRequest, weir.CodeInvalidRequest, "after")
 	var tl struct {
 		Data []taskObject `json:"data"`
 	}
@@ -289,7 +289,7 @@ func TestVideoList(t *testing.T) {
 		"?order=up": "order", "?limit=0": "limit", "?limit=101": "limit", "?limit=x": "limit", "?after=video_nonesuch": "after",
 	} {
 		resp, body := b.call(t, http.MethodGet, "/v1/videos"+q, b.key, "", nil)
-		wantError(t, resp, body, http.StatusBadRequest, CodeInvalidRequest, param)
+		wantError(t, resp, body, http.StatusBadRequest, weir.CodeInvalidRequest, param)
 	}
 }
 
@@ -331,7 +331,7 @@ func TestTaskList(t *testing.T) {
 	}
 	for q, param := range map[string]string{"?status=done": "status", "?after=-1": "after", "?after=x": "after", "?limit=1001": "limit"} {
 		resp, body := b.call(t, http.MethodGet, "/v1/tasks"+q, b.key, "", nil)
-		wantError(t, resp, body, http.StatusBadRequest, CodeInvalidRequest, param)
+		wantError(t, resp, body, http.StatusBadRequest, weir.CodeInvalidRequest, param)
 	}
 }
 
@@ -349,7 +349,7 @@ func TestTaskIdempotency(t *testing.T) {
 		t.Errorf("repeat made %s, want %s", again.ID, first.ID)
 	}
 	resp, body := b.call(t, http.MethodPost, "/v1/tasks", b.key, `{"model":"v","input":{"prompt":"other"}}`, h)
-	wantError(t, resp, body, http.StatusUnprocessableEntity, CodeIdempotencyKeyReused, HeaderIdempotencyKey)
+	wantError(t, resp, body, http.StatusUnprocessableEntity, weir.CodeIdempotencyKeyReused, HeaderIdempotencyKey)
 
 	vh := http.Header{HeaderIdempotencyKey: {"idem-v"}}
 	v1 := callAs[videoObject](t, b, http.StatusOK, http.MethodPost, "/v1/videos", b.key, `{"model":"v","prompt":"p"}`, vh)
@@ -358,7 +358,7 @@ func TestTaskIdempotency(t *testing.T) {
 		t.Errorf("repeated video made %s, want %s", v2.ID, v1.ID)
 	}
 	resp, body = b.call(t, http.MethodPost, "/v1/videos", b.key, `{"model":"v","prompt":"q"}`, vh)
-	wantError(t, resp, body, http.StatusUnprocessableEntity, CodeIdempotencyKeyReused, HeaderIdempotencyKey)
+	wantError(t, resp, body, http.StatusUnprocessableEntity, weir.CodeIdempotencyKeyReused, HeaderIdempotencyKey)
 
 	ts, err := b.tasks.List(t.Context(), weir.TaskFilter{Limit: 100})
 	if err != nil {
@@ -370,7 +370,7 @@ func TestTaskIdempotency(t *testing.T) {
 	// Deleted, the task its key made is not found.
 	callAs[deletedObject](t, b, http.StatusOK, http.MethodDelete, "/v1/tasks/"+first.ID, b.key, "", nil)
 	resp, body = b.call(t, http.MethodPost, "/v1/tasks", b.key, req, h)
-	wantError(t, resp, body, http.StatusNotFound, CodeNotFound, HeaderIdempotencyKey)
+	wantError(t, resp, body, http.StatusNotFound, weir.CodeNotFound, HeaderIdempotencyKey)
 }
 
 // TestTaskBadInput: each refused submission names what is wrong and
@@ -383,25 +383,25 @@ func TestTaskBadInput(t *testing.T) {
 		name, path, key, body string
 		h                     http.Header
 		status                int
-		code                  Code
+		code                  weir.Code
 		param                 string
 	}{
-		{"not JSON", "/v1/tasks", b.key, `[1]`, nil, 400, CodeInvalidRequest, ""},
-		{"no input", "/v1/tasks", b.key, `{"model":"v"}`, nil, 400, CodeInvalidRequest, "input"},
-		{"input not an object", "/v1/tasks", b.key, `{"model":"v","input":"p"}`, nil, 400, CodeInvalidRequest, "input"},
-		{"no model", "/v1/tasks", b.key, `{"input":{}}`, nil, 400, CodeInvalidRequest, "model"},
-		{"model too long", "/v1/tasks", b.key, `{"model":"` + strings.Repeat("m", 300) + `","input":{}}`, nil, 400, CodeInvalidRequest, "model"},
-		{"unknown model", "/v1/tasks", b.key, `{"model":"nonesuch","input":{}}`, nil, 404, CodeNotFound, "model"},
-		{"a chat model", "/v1/tasks", b.key, `{"model":"m","input":{}}`, nil, 400, CodeInvalidRequest, "model"},
-		{"a model the key may not use", "/v1/tasks", limited, `{"model":"v","input":{}}`, nil, 403, CodeForbidden, "model"},
-		{"callbacks off", "/v1/tasks", b.key, `{"model":"v","input":{},"callback_url":"https://hooks.example.com/"}`, nil, 400, CodeInvalidRequest, "callback_url"},
-		{"bad callback events", "/v1/tasks", b.key, `{"model":"v","input":{},"callback_events":"x"}`, nil, 400, CodeInvalidRequest, "callback_events"},
-		{"bad priority", "/v1/tasks", b.key, `{"model":"v","input":{}}`, http.Header{HeaderPriority: {"urgent"}}, 400, CodeInvalidRequest, HeaderPriority},
-		{"bad max wait", "/v1/tasks", b.key, `{"model":"v","input":{}}`, http.Header{HeaderMaxWait: {"soon"}}, 400, CodeInvalidRequest, HeaderMaxWait},
-		{"video without a prompt", "/v1/videos", b.key, `{"model":"v"}`, nil, 400, CodeInvalidRequest, "prompt"},
-		{"video not JSON", "/v1/videos", b.key, `{`, nil, 400, CodeInvalidRequest, ""},
-		{"video callbacks off", "/v1/videos", b.key, `{"model":"v","prompt":"p"}`, http.Header{HeaderCallbackURL: {"https://hooks.example.com/"}}, 400, CodeInvalidRequest, HeaderCallbackURL},
-		{"video bad callback header", "/v1/videos", b.key, `{"model":"v","prompt":"p"}`, http.Header{HeaderCallbackEvents: {"nope"}}, 400, CodeInvalidRequest, HeaderCallbackEvents},
+		{"not JSON", "/v1/tasks", b.key, `[1]`, nil, 400, weir.CodeInvalidRequest, ""},
+		{"no input", "/v1/tasks", b.key, `{"model":"v"}`, nil, 400, weir.CodeInvalidRequest, "input"},
+		{"input not an object", "/v1/tasks", b.key, `{"model":"v","input":"p"}`, nil, 400, weir.CodeInvalidRequest, "input"},
+		{"no model", "/v1/tasks", b.key, `{"input":{}}`, nil, 400, weir.CodeInvalidRequest, "model"},
+		{"model too long", "/v1/tasks", b.key, `{"model":"` + strings.Repeat("m", 300) + `","input":{}}`, nil, 400, weir.CodeInvalidRequest, "model"},
+		{"unknown model", "/v1/tasks", b.key, `{"model":"nonesuch","input":{}}`, nil, 404, weir.CodeNotFound, "model"},
+		{"a chat model", "/v1/tasks", b.key, `{"model":"m","input":{}}`, nil, 400, weir.CodeInvalidRequest, "model"},
+		{"a model the key may not use", "/v1/tasks", limited, `{"model":"v","input":{}}`, nil, 403, weir.CodeForbidden, "model"},
+		{"callbacks off", "/v1/tasks", b.key, `{"model":"v","input":{},"callback_url":"https://hooks.example.com/"}`, nil, 400, weir.CodeInvalidRequest, "callback_url"},
+		{"bad callback events", "/v1/tasks", b.key, `{"model":"v","input":{},"callback_events":"x"}`, nil, 400, weir.CodeInvalidRequest, "callback_events"},
+		{"bad priority", "/v1/tasks", b.key, `{"model":"v","input":{}}`, http.Header{HeaderPriority: {"urgent"}}, 400, weir.CodeInvalidRequest, HeaderPriority},
+		{"bad max wait", "/v1/tasks", b.key, `{"model":"v","input":{}}`, http.Header{HeaderMaxWait: {"soon"}}, 400, weir.CodeInvalidRequest, HeaderMaxWait},
+		{"video without a prompt", "/v1/videos", b.key, `{"model":"v"}`, nil, 400, weir.CodeInvalidRequest, "prompt"},
+		{"video not JSON", "/v1/videos", b.key, `{`, nil, 400, weir.CodeInvalidRequest, ""},
+		{"video callbacks off", "/v1/videos", b.key, `{"model":"v","prompt":"p"}`, http.Header{HeaderCallbackURL: {"https://hooks.example.com/"}}, 400, weir.CodeInvalidRequest, HeaderCallbackURL},
+		{"video bad callback header", "/v1/videos", b.key, `{"model":"v","prompt":"p"}`, http.Header{HeaderCallbackEvents: {"nope"}}, 400, weir.CodeInvalidRequest, HeaderCallbackEvents},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, body := b.call(t, http.MethodPost, tc.path, tc.key, tc.body, tc.h)
@@ -444,9 +444,9 @@ func TestVideoForms(t *testing.T) {
 	_, _ = fw.Write([]byte("png"))
 	_ = mw.Close()
 	resp, body := send(mw.FormDataContentType(), buf.Bytes())
-	wantError(t, resp, body, http.StatusBadRequest, CodeInvalidRequest, "input_reference")
+	wantError(t, resp, body, http.StatusBadRequest, weir.CodeInvalidRequest, "input_reference")
 	resp, body = send("multipart/form-data; boundary=x", []byte("not multipart"))
-	wantError(t, resp, body, http.StatusBadRequest, CodeInvalidRequest, "")
+	wantError(t, resp, body, http.StatusBadRequest, weir.CodeInvalidRequest, "")
 }
 
 // TestTaskCallbacks: with callbacks enabled, a callback URL the sender
@@ -466,9 +466,9 @@ func TestTaskCallbacks(t *testing.T) {
 		hooks: task.Webhooks{Sender: webhook.NewSender(webhook.Config{}), Signer: signer}})
 	for _, u := range []string{"ftp://hooks.example.com/", "http://127.0.0.1:9/hook", "https://user:pw@hooks.example.com/"} {
 		resp, body := b.call(t, http.MethodPost, "/v1/tasks", b.key, `{"model":"v","input":{},"callback_url":"`+u+`"}`, nil)
-		wantError(t, resp, body, http.StatusBadRequest, CodeInvalidRequest, "callback_url")
+		wantError(t, resp, body, http.StatusBadRequest, weir.CodeInvalidRequest, "callback_url")
 		resp, body = b.call(t, http.MethodPost, "/v1/videos", b.key, `{"model":"v","prompt":"p"}`, http.Header{HeaderCallbackURL: {u}})
-		wantError(t, resp, body, http.StatusBadRequest, CodeInvalidRequest, HeaderCallbackURL)
+		wantError(t, resp, body, http.StatusBadRequest, weir.CodeInvalidRequest, HeaderCallbackURL)
 	}
 	const hook = "https://hooks.example.com/weir"
 	tk := callAs[taskObject](t, b, http.StatusAccepted, http.MethodPost, "/v1/tasks", b.key,
@@ -493,7 +493,7 @@ func TestTaskBodyTooLarge(t *testing.T) {
 		{"/v1/videos", url.Values{"model": {"v"}, "prompt": {big}}.Encode(), http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}},
 	} {
 		resp, body := b.call(t, http.MethodPost, c.path, b.key, c.body, c.h)
-		wantError(t, resp, body, http.StatusRequestEntityTooLarge, CodePayloadTooLarge, "")
+		wantError(t, resp, body, http.StatusRequestEntityTooLarge, weir.CodePayloadTooLarge, "")
 	}
 	if ts, err := b.tasks.List(t.Context(), weir.TaskFilter{Limit: 10}); err != nil || len(ts) != 0 {
 		t.Errorf("refused submissions stored %d tasks (%v)", len(ts), err)

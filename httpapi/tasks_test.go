@@ -140,7 +140,7 @@ func TestCallbackOf(t *testing.T) {
 			}
 			cb, aerr := callbackOf(r, body)
 			if tc.refused {
-				if aerr == nil || aerr.Code != CodeInvalidRequest || aerr.Param != tc.param || !strings.Contains(aerr.Message, tc.errSubstr) {
+				if aerr == nil || aerr.Code != weir.CodeInvalidRequest || aerr.Param != tc.param || !strings.Contains(aerr.Message, tc.errSubstr) {
 					t.Fatalf("callbackOf = %+v, %+v; want invalid_request on %s saying %q", cb, aerr, tc.param, tc.errSubstr)
 				}
 				return

@@ -410,7 +410,7 @@ func TestLargeAnswerRefused(t *testing.T) {
 	resp := b.post(t, "/v1/chat/completions", chatJSON, nil)
 	body, _ := io.ReadAll(resp.Body)
 	var e errorBody
-	if resp.StatusCode != http.StatusBadGateway || json.Unmarshal(body, &e) != nil || e.Error.Code != string(CodeUpstreamError) {
+	if resp.StatusCode != http.StatusBadGateway || json.Unmarshal(body, &e) != nil || e.Error.Code != string(weir.CodeUpstreamError) {
 		t.Fatalf("status %d: %s; want 502 upstream_error", resp.StatusCode, body)
 	}
 	if !strings.Contains(e.Error.Message, "4096 bytes") {
@@ -494,7 +494,7 @@ func TestUpstreamCredentialRefusal(t *testing.T) {
 	resp = b.post(t, "/v1/chat/completions", `{"model":"only-bad","messages":[{"role":"user","content":"hi"}]}`, nil)
 	body, _ = io.ReadAll(resp.Body)
 	var e errorBody
-	if resp.StatusCode != http.StatusBadGateway || json.Unmarshal(body, &e) != nil || e.Error.Code != string(CodeUpstreamError) {
+	if resp.StatusCode != http.StatusBadGateway || json.Unmarshal(body, &e) != nil || e.Error.Code != string(weir.CodeUpstreamError) {
 		t.Fatalf("alone: status %d: %s; want 502 upstream_error", resp.StatusCode, body)
 	}
 	for _, leak := range []string{badKey, "Incorrect", "invalid_api_key"} {
@@ -541,7 +541,7 @@ func TestUpstreamRetryAfterPauses(t *testing.T) {
 	}
 	h := http.Header{HeaderMaxWait: {"1s"}}
 	resp, out := b.call(t, http.MethodPost, "/v1/chat/completions", b.key, body, h)
-	wantError(t, resp, out, http.StatusTooManyRequests, CodeRateLimited, "")
+	wantError(t, resp, out, http.StatusTooManyRequests, weir.CodeRateLimited, "")
 	if got := resp.Header.Get("Retry-After"); got != "3" {
 		t.Errorf("Retry-After %q; want 3", got)
 	}

@@ -119,7 +119,7 @@ func (s *Server) createVideo(w http.ResponseWriter, r *http.Request) error {
 	input, aerr := s.readTaskBody(w, r)
 	if aerr == nil {
 		if _, ok := input["prompt"]; !ok {
-			aerr = errorf(CodeInvalidRequest, "prompt", "missing required parameter: prompt")
+			aerr = errorf(weir.CodeInvalidRequest, "prompt", "missing required parameter: prompt")
 		}
 	}
 	if aerr != nil {
@@ -160,10 +160,10 @@ func (s *Server) videoContent(w http.ResponseWriter, r *http.Request) error {
 	}
 	variant := r.URL.Query().Get("variant")
 	if !videoVariants[variant] {
-		return errorf(CodeInvalidRequest, "variant", fmt.Sprintf("variant %q is not one of video, thumbnail, spritesheet", variant))
+		return errorf(weir.CodeInvalidRequest, "variant", fmt.Sprintf("variant %q is not one of video, thumbnail, spritesheet", variant))
 	}
 	if t.Status != weir.TaskSucceeded {
-		return errorf(CodeNotFound, "id", fmt.Sprintf("video %s has no content: it is %s, not completed", t.ID, openAIVideoStatus(t.Status)))
+		return errorf(weir.CodeNotFound, "id", fmt.Sprintf("video %s has no content: it is %s, not completed", t.ID, openAIVideoStatus(t.Status)))
 	}
 	resp, err := s.deps.Gateway.VideoContent(r.Context(), t, variant)
 	if err != nil {
@@ -225,16 +225,16 @@ func (s *Server) listVideos(w http.ResponseWriter, r *http.Request) error {
 	case "asc":
 		f.Descending = false
 	default:
-		return errorf(CodeInvalidRequest, "order", fmt.Sprintf("order must be asc or desc, not %q", q.Get("order")))
+		return errorf(weir.CodeInvalidRequest, "order", fmt.Sprintf("order must be asc or desc, not %q", q.Get("order")))
 	}
 	if after := q.Get("after"); after != "" {
 		t, err := s.deps.Tasks.Get(r.Context(), after)
 		if err != nil && !errors.Is(err, task.ErrNotFound) {
 			info(r.Context()).log().Error("video lookup failed", "error", err)
-			return errorf(CodeInternal, "", "video lookup failed")
+			return errorf(weir.CodeInternal, "", "video lookup failed")
 		}
 		if err != nil || t.KeyID != key.ID || t.Kind != "video" {
-			return errorf(CodeInvalidRequest, "after", fmt.Sprintf("after must be the id of one of your videos, not %q", after))
+			return errorf(weir.CodeInvalidRequest, "after", fmt.Sprintf("after must be the id of one of your videos, not %q", after))
 		}
 		if f.Descending {
 			f.BeforeSeq = t.Seq
@@ -245,7 +245,7 @@ func (s *Server) listVideos(w http.ResponseWriter, r *http.Request) error {
 	ts, err := s.deps.Tasks.List(r.Context(), f)
 	if err != nil {
 		info(r.Context()).log().Error("video list failed", "error", err)
-		return errorf(CodeInternal, "", "could not list videos")
+		return errorf(weir.CodeInternal, "", "could not list videos")
 	}
 	out := videoList{Object: "list", Data: []videoObject{}}
 	if len(ts) > limit {

@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/weir-gateway/weir"
 )
 
 // TestReadBody reads bodies of every length whole, into a buffer that fits
@@ -81,7 +83,7 @@ func TestRequestIDSetAsTheAnswerStarts(t *testing.T) {
 	}{
 		{"status", func(w http.ResponseWriter) { w.WriteHeader(http.StatusTeapot) }, http.StatusTeapot},
 		{"write", func(w http.ResponseWriter) { _, _ = w.Write([]byte("hi")) }, http.StatusOK},
-		{"error", func(w http.ResponseWriter) { writeError(w, errorf(CodeForbidden, "", "no")) }, http.StatusForbidden},
+		{"error", func(w http.ResponseWriter) { writeError(w, errorf(weir.CodeForbidden, "", "no")) }, http.StatusForbidden},
 		{"nothing", func(http.ResponseWriter) {}, http.StatusOK},
 		{"panic", func(http.ResponseWriter) { panic("boom") }, http.StatusInternalServerError},
 	} {

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -99,16 +98,14 @@ func (a *answerWriter) Start(head gateway.Head) {
 
 // StreamError implements gateway.Answer.
 func (a *answerWriter) StreamError(err error) {
-	e := answerOf(err)
-	a.streamError(e.Code, e.Message)
+	a.streamError(answerOf(err))
 }
 
 // streamError ends a started SSE stream with an error event in OpenAI's
 // error shape, which OpenAI's SDKs raise as an error.
-func (cw *clientWriter) streamError(code Code, msg string) {
-	entry := codeTable[code]
-	b, _ := json.Marshal(errorBody{Error: errorDetail{Message: msg, Type: entry.typ, Code: string(code)}})
-	b = append(append([]byte("data: "), b...), "\n\n"...)
+func (cw *clientWriter) streamError(e *apiError) {
+	b := append([]byte("data: "), e.JSON()...)
+	b = append(b, '\n')
 	if _, err := cw.Write(b); err == nil {
 		_ = cw.Flush()
 	}
