@@ -830,3 +830,22 @@ func TestCreateKeyRefusesAnUnknownGroup(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteErrShowsNoInternals: an action's failure that is neither the
+// gateway's nor a missing task is a 500 in the API's shape that shows
+// nothing of the error's text; a gateway error keeps its category's code.
+func TestWriteErrShowsNoInternals(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{Loopback: true})
+	w := httptest.NewRecorder()
+	b.console.writeErr(w, fmt.Errorf("update scope: dial tcp 10.0.0.7:5432: password=hunter2"))
+	if w.Code != http.StatusInternalServerError || strings.Contains(w.Body.String(), "hunter2") || strings.Contains(w.Body.String(), "10.0.0.7") ||
+		!strings.Contains(w.Body.String(), `"code":"internal_error"`) {
+		t.Errorf("a foreign error: %d %s; want 500 internal_error without its text", w.Code, w.Body)
+	}
+	w = httptest.NewRecorder()
+	b.console.writeErr(w, fmt.Errorf("drain: %w", &gateway.Error{Category: gateway.ErrRateLimited, Message: "later", RetryAfter: 2 * time.Second}))
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "2" || !strings.Contains(w.Body.String(), `"code":"rate_limited"`) {
+		t.Errorf("a gateway error: %d %v %s; want 429 rate_limited with Retry-After 2", w.Code, w.Header(), w.Body)
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/adminauth"
+	"github.com/weir-gateway/weir/apierror"
 	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/keys"
 	"github.com/weir-gateway/weir/task"
@@ -52,7 +53,7 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("POST /console/api/drain", c.act(c.drain))
 	mux.HandleFunc("POST /console/api/limit", c.act(c.setLimit))
 	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
+		writeError(w, weir.CodeNotFound, "", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})
 	return headers(c.hostGuard(mux))
 }
@@ -63,7 +64,7 @@ func (c *Console) Handler() http.Handler {
 func (c *Console) hostGuard(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if c.hostRefused(r) {
-			writeError(w, http.StatusForbidden, "forbidden", "", adminauth.HostRefusal(r.Host))
+			writeError(w, weir.CodeForbidden, "", adminauth.HostRefusal(r.Host))
 			return
 		}
 		h.ServeHTTP(w, r)
@@ -106,7 +107,7 @@ func (c *Console) act(h func(http.ResponseWriter, *http.Request) error) http.Han
 			return
 		}
 		if !c.csrfOK(r, a) {
-			writeError(w, http.StatusForbidden, "forbidden", "", "this action must come from the console's own page (cross-site request refused)")
+			writeError(w, weir.CodeForbidden, "", "this action must come from the console's own page (cross-site request refused)")
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
@@ -122,11 +123,11 @@ func (c *Console) refuse(w http.ResponseWriter, r *http.Request) access {
 	switch {
 	case a != denied:
 	case c.cfg.AdminToken != "":
-		writeError(w, http.StatusUnauthorized, "unauthorized", "", "log in with the admin token")
+		writeError(w, weir.CodeUnauthorized, "", "log in with the admin token")
 	case !c.cfg.Loopback:
-		writeError(w, http.StatusForbidden, "forbidden", "", offMessage)
+		writeError(w, weir.CodeForbidden, "", offMessage)
 	default:
-		writeError(w, http.StatusForbidden, "forbidden", "", "the console answers loopback clients only unless an admin token is set")
+		writeError(w, weir.CodeForbidden, "", "the console answers loopback clients only unless an admin token is set")
 	}
 	return a
 }
@@ -240,7 +241,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) error {
 	if len(c.clients) >= c.cfg.MaxClients {
 		c.mu.Unlock()
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "", fmt.Sprintf("the console already streams to %d pages; close one", c.cfg.MaxClients))
+		writeError(w, weir.CodeStoreUnavailable, "", fmt.Sprintf("the console already streams to %d pages; close one", c.cfg.MaxClients))
 		return nil
 	}
 	c.clients[cl] = struct{}{}
@@ -805,35 +806,24 @@ func writeJSON(w http.ResponseWriter, v any) error {
 	return json.NewEncoder(w).Encode(v)
 }
 
-// writeErr answers err in the API's error shape, by its category.
+// writeErr answers err in the API's error shape: a gateway error under
+// its category's code, a task or key not found as not_found, anything
+// else internal_error, logged and with nothing of its text shown.
 func (c *Console) writeErr(w http.ResponseWriter, err error) {
 	var ge *gateway.Error
+	code, client, ok := gateway.CodeOf(err)
 	switch {
-	case errors.As(err, &ge) && errors.Is(err, gateway.ErrInvalid):
-		writeError(w, http.StatusBadRequest, "invalid_request", ge.Param, ge.Message)
-	case errors.As(err, &ge) && errors.Is(err, gateway.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", ge.Param, ge.Message)
-	case errors.As(err, &ge) && errors.Is(err, gateway.ErrUnavailable):
-		writeError(w, http.StatusServiceUnavailable, "store_unavailable", ge.Param, ge.Message)
+	case ok && errors.As(err, &ge):
+		apierror.Write(w, &apierror.Answer{Code: code, Client: client, Param: ge.Param, Message: ge.Message, RetryAfter: ge.RetryAfter})
 	case errors.Is(err, task.ErrNotFound), errors.Is(err, weir.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", "id", "no such task")
+		writeError(w, weir.CodeNotFound, "id", "no such task")
 	default:
 		c.deps.Logger.Error("console action failed", "error", err)
-		writeError(w, http.StatusInternalServerError, "internal_error", "", "the action failed: "+err.Error())
+		writeError(w, weir.CodeInternal, "", "the action failed; the gateway's log says why")
 	}
 }
 
 // writeError writes OpenAI's error shape, as the rest of the API does.
-func writeError(w http.ResponseWriter, status int, code, param, msg string) {
-	typ := "invalid_request_error"
-	if status >= 500 {
-		typ = "server_error"
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	var p any
-	if param != "" {
-		p = param
-	}
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": code, "param": p}})
+func writeError(w http.ResponseWriter, code weir.Code, param, msg string) {
+	apierror.Write(w, &apierror.Answer{Code: code, Param: param, Message: msg})
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/apierror"
 	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/provider"
 )
@@ -516,7 +517,8 @@ func validRelayPath(path string) bool {
 }
 
 // refuse answers a relay request it will not run, in the API's error
-// shape, and says so in the log, once a minute at most (a port that
+// shape with the relay's own code (the protocol between replicas, not the
+// API's), and says so in the log, once a minute at most (a port that
 // anyone can reach must not flood it): a replica sending what this one
 // refuses has another secret or another version.
 func (r *Relay) refuse(w http.ResponseWriter, req *http.Request, status int, code, msg string) {
@@ -526,9 +528,5 @@ func (r *Relay) refuse(w http.ResponseWriter, req *http.Request, status int, cod
 			"refused_since_last_line", n)
 		r.refusals.Store(0)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
-		"message": msg, "type": "invalid_request_error", "code": code,
-	}})
+	apierror.Write(w, &apierror.Answer{Code: weir.Code(code), Status: status, Message: msg})
 }
