@@ -27,3 +27,10 @@ type realClock struct{}
 func (realClock) Now() time.Time { return time.Now() }
 
 func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+
+// After is time.After on c: a channel closed once d has passed, and the
+// timer that closes it, to stop it early.
+func After(c Clock, d time.Duration) (<-chan struct{}, Timer) {
+	ch := make(chan struct{})
+	return ch, c.AfterFunc(d, func() { close(ch) })
+}

@@ -44,3 +44,30 @@ func TestFakeTimerSeesItsDueTime(t *testing.T) {
 		t.Fatalf("timer ran at %v, want at its due time", at)
 	}
 }
+
+// TestAfter: After's channel closes once its time has passed on the
+// clock, not before, and a stopped one never closes.
+func TestAfter(t *testing.T) {
+	t.Parallel()
+	c := NewFake(time.Unix(0, 0))
+	ch, _ := After(c, time.Second)
+	stopped, timer := After(c, time.Second)
+	timer.Stop()
+	c.Advance(999 * time.Millisecond)
+	select {
+	case <-ch:
+		t.Fatal("closed before its time")
+	default:
+	}
+	c.Advance(time.Millisecond)
+	select {
+	case <-ch:
+	default:
+		t.Fatal("not closed at its time")
+	}
+	select {
+	case <-stopped:
+		t.Fatal("a stopped After closed")
+	default:
+	}
+}

@@ -201,6 +201,7 @@ func (c *conn) close() {
 func (c *conn) writeLoop() {
 	bw := bufio.NewWriterSize(c.nc, 64<<10)
 	enc := json.NewEncoder(bw)
+	// Real time, as the connection's deadlines are.
 	ping := time.NewTimer(c.timeout / 3)
 	defer ping.Stop()
 	for {

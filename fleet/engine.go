@@ -147,7 +147,7 @@ type Engine struct {
 	// openAdmitted counts them.
 	open         *open
 	syncing      int // syncs under way: none runs open meanwhile
-	openTimer    *time.Timer
+	openTimer    clock.Timer
 	openLeases   uint64
 	openAdmitted uint64
 
@@ -160,13 +160,20 @@ type Engine struct {
 	afterSync func()
 }
 
-// now reads the engine's clock.
-func (e *Engine) now() time.Time {
+// clock is the engine's clock: the leader's engine's (Options.Clock),
+// default clock.Real. Decisions and their timeouts run on it; the
+// network's own pacing (a session's pings and read and write deadlines,
+// the backoff between dials, the bound on a mirror's write) runs on real
+// time, as net.Conn deadlines do.
+func (e *Engine) clock() clock.Clock {
 	if e.cfg.Options.Clock != nil {
-		return e.cfg.Options.Clock.Now()
+		return e.cfg.Options.Clock
 	}
-	return clock.Real.Now()
+	return clock.Real
 }
+
+// now reads the engine's clock.
+func (e *Engine) now() time.Time { return e.clock().Now() }
 
 // boundOf is the bound of a lease this replica got now for work that
 // ends within hold (Request.Hold), with the same margin the leader
@@ -402,6 +409,7 @@ func (e *Engine) follow(t Term) {
 				e.cfg.OnLeaderLost(t)
 			}
 		}
+		// Real time: it paces dials, as the network's own timeouts do.
 		wait := backoff/2 + rand.N(backoff)
 		backoff = min(backoff*2, time.Second)
 		select {
@@ -500,7 +508,7 @@ func (e *Engine) armOpenLocked() {
 	if e.openTimer != nil || e.closed || e.open != nil {
 		return
 	}
-	e.openTimer = time.AfterFunc(e.cfg.Unavailable, func() {
+	e.openTimer = e.clock().AfterFunc(e.cfg.Unavailable, func() {
 		e.mu.Lock()
 		e.openTimer = nil
 		moved := e.failOpenLocked()
@@ -701,7 +709,7 @@ func (e *Engine) releaseRemote(epoch uint64, id admission.LeaseID, owner admissi
 // errOpen says that the engine runs open (at once if it already does),
 // and its caller asks the open engine.
 func (e *Engine) route(ctx context.Context) (*route, error) {
-	var timeout <-chan time.Time
+	var timeout <-chan struct{}
 	for {
 		e.mu.Lock()
 		rt, changed, closed, o := e.rt, e.changed, e.closed, e.open
@@ -715,9 +723,9 @@ func (e *Engine) route(ctx context.Context) (*route, error) {
 			return nil, errOpen
 		}
 		if timeout == nil {
-			t := time.NewTimer(e.cfg.Unavailable)
+			var t clock.Timer
+			timeout, t = clock.After(e.clock(), e.cfg.Unavailable)
 			defer t.Stop()
-			timeout = t.C
 		}
 		select {
 		case <-changed:

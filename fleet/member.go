@@ -214,8 +214,9 @@ func (m *Member) Run(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- m.elector.Run(ctx) }()
 	first := true
-	tick := time.NewTicker(m.coord.cfg.HeartbeatTimeout / 2)
-	defer tick.Stop()
+	every := m.coord.cfg.HeartbeatTimeout / 2
+	tick, t := clock.After(m.cfg.Clock, every)
+	defer func() { t.Stop() }()
 	for {
 		select {
 		case t, ok := <-m.elector.Changes():
@@ -248,9 +249,10 @@ func (m *Member) Run(ctx context.Context) error {
 				m.log.Info("fleet term", "epoch", t.Epoch, "leader", t.Leader, "leading", leading)
 				m.engine.SetTerm(t, leading, live)
 			}
-		case <-tick.C:
+		case <-tick:
 			m.lead(ctx)
 			m.countReplicas(ctx)
+			tick, t = clock.After(m.cfg.Clock, every)
 		}
 	}
 }

@@ -107,6 +107,7 @@ func (w mirrorWait) wait() {
 	if len(w) == 0 {
 		return
 	}
+	// Real time: it bounds a write to the network.
 	bound := time.NewTimer(mirrorWriteBound)
 	defer bound.Stop()
 	for _, m := range w {

@@ -25,6 +25,9 @@ func silentFleet(t *testing.T, edit func(*Config)) (a, b *node, clk *clock.Fake)
 	clk = clock.NewFake(time.Unix(1_000_000, 0))
 	ns := startNodesWith(t, silentTimeout, func(c *Config) {
 		c.Options.Clock = clk
+		// As a Member sets it: past the new leader's barrier, so that a
+		// caller waits out the barrier rather than fail beside it.
+		c.Unavailable = 3 * silentTimeout
 		if edit != nil {
 			edit(c)
 		}
