@@ -4,7 +4,7 @@ import "net/http"
 
 // Code is one of the stable error codes of Weir's API: the "code" of
 // OpenAI's error shape, {"error": {"message", "type", "code", "param"}},
-// which every transport answers with (docs/architecture.md, "Errors").
+// which every transport answers with (docs/api.md, "Errors").
 // Each code has one HTTP status and one OpenAI error type.
 type Code string
 

@@ -170,7 +170,7 @@ type apiError struct {
 	Param   *string
 }
 
-// checkError checks that rep is the error answer docs/architecture.md's table gives
+// checkError checks that rep is the error answer docs/api.md's table gives
 // for code: its status, OpenAI's error shape ({"error": {"message",
 // "type", "code", "param"}}, param null or a string), and Retry-After for
 // the 429s.

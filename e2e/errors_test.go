@@ -12,7 +12,7 @@ import (
 	"github.com/weir-gateway/weir/provider/mock"
 )
 
-// TestErrorCodes checks every error code of docs/architecture.md's "Errors" that one
+// TestErrorCodes checks every error code of docs/api.md's "Errors" that one
 // gateway can produce on its own — status, error.code, error.type and
 // OpenAI's error shape — and that a bad input changes nothing. queue_full,
 // queue_timeout and no_candidate need a queue or a reload and have their

@@ -16,7 +16,7 @@ import (
 )
 
 // copyOfUp is the acceptance copy of platform model up/m's scope, by the
-// name the README gives it.
+// name docs/api.md gives it.
 const copyOfUp = "acceptance:pm:up/m"
 
 // gatedUpstream is an executor whose calls wait for gate to close,

@@ -11,7 +11,7 @@ import (
 
 // The categories of the service's failures. Each is a sentinel that
 // errors.Is finds in the service's errors, and its text is the API's
-// stable code for it (docs/architecture.md, "Errors"), which is also the outcome
+// stable code for it (docs/api.md, "Errors"), which is also the outcome
 // label a request that ends in it is counted under. httpapi maps each to
 // its status in one table.
 var (
@@ -167,7 +167,7 @@ func queueFull(model string, err error) *Error {
 
 // tooManyTokens is the answer to a request none of whose candidates can
 // ever be admitted, its token estimate being more than a TPM limit holds:
-// waiting cannot help, so it is the request's to change (docs/architecture.md,
+// waiting cannot help, so it is the request's to change (docs/api.md,
 // "Errors": no candidate could ever serve it, a 400).
 func tooManyTokens(model string, param string, tl *admission.TokenLimitError) *Error {
 	return &Error{Category: ErrInvalid, Param: param, Err: tl, Message: fmt.Sprintf(
