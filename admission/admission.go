@@ -466,6 +466,21 @@ var (
 	ErrUnavailable = errors.New("admission unavailable")
 )
 
+// Routine reports whether err is one that a step taken on the engine's
+// own account — a release, a cancel, a fence that no caller waits for —
+// meets in the normal course, and so is neither logged nor counted: the
+// engine closing, a lease already released or expired, a waiter already
+// admitted or gone, a scope already retired, an owner already fenced at a
+// newer generation, or the step's context ended.
+func Routine(err error) bool {
+	for _, r := range [...]error{ErrClosed, ErrLeaseNotHeld, ErrNotQueued, ErrUnknownScope, ErrStaleOwner, ErrFenced, context.Canceled} {
+		if errors.Is(err, r) {
+			return true
+		}
+	}
+	return false
+}
+
 // QueueFullError says which queue refused a waiter: the full scope of its
 // most preferred candidate, when a full queue dropped every candidate it
 // could still use.

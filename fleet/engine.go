@@ -81,6 +81,10 @@ type Config struct {
 	// Default nil: none is ever proven dead, and a replica that goes
 	// away is silent.
 	Dead func(ctx context.Context, replica string, gen uint64) bool
+	// Dropped, if set, counts an error that only the log sees (a step the
+	// fleet takes on its own, such as a release no caller waits for): op
+	// names the step, as weir_dropped_errors_total's label. Default none.
+	Dropped func(op string)
 	// OnLeaderLost, if set, is called when this replica's session with
 	// the leader of t was closed from the leader's side, or its
 	// listener refused a session: the leader's process may have died.
@@ -702,7 +706,8 @@ func (e *Engine) releaseRemote(epoch uint64, id admission.LeaseID, owner admissi
 	if rt == nil || rt.epoch != epoch {
 		return // the next sync leaves it out: that leader releases it
 	}
-	_, _ = rt.call(context.Background(), &frame{Op: opRelease, Epoch: epoch, LeaseID: id, Owner: owner})
+	_, err := rt.call(context.Background(), &frame{Op: opRelease, Epoch: epoch, LeaseID: id, Owner: owner})
+	dropped(&e.cfg, e.cfg.Logger, "release", err)
 }
 
 // route waits for a route to the leader, for up to cfg.Unavailable;
@@ -967,10 +972,10 @@ func (e *Engine) Acquire(ctx context.Context, req admission.Request) (admission.
 		return r.lease, r.err
 	case <-ctx.Done():
 	}
-	_ = e.cancel(context.WithoutCancel(ctx), req.ID)
+	dropped(&e.cfg, e.cfg.Logger, "cancel", e.cancel(context.WithoutCancel(ctx), req.ID))
 	r := <-ch
 	if r.err == nil {
-		_ = e.Release(context.WithoutCancel(ctx), r.lease.ID, r.lease.Owner)
+		dropped(&e.cfg, e.cfg.Logger, "release", e.Release(context.WithoutCancel(ctx), r.lease.ID, r.lease.Owner))
 	}
 	return admission.Lease{}, ctx.Err()
 }

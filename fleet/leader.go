@@ -392,7 +392,7 @@ func (l *leader) notifier(p *peer, req *wireRequest) func(admission.Lease, error
 			// The term has passed (this process may have been paused
 			// past it): a grant now could exceed a limit under the next
 			// leader. The replica takes its waiter to that leader.
-			_ = l.release(context.Background(), lease.ID, lease.Owner)
+			dropped(l.cfg, l.logger, "release", l.release(context.Background(), lease.ID, lease.Owner))
 			return
 		}
 		f := &frame{Op: opNotify, Epoch: l.epoch, Waiter: id, Err: encodeErr(err)}
@@ -404,7 +404,7 @@ func (l *leader) notifier(p *peer, req *wireRequest) func(admission.Lease, error
 			delete(p.waiters, id)
 			l.mu.Unlock()
 			if granted {
-				_ = l.release(context.Background(), lease.ID, lease.Owner)
+				dropped(l.cfg, l.logger, "release", l.release(context.Background(), lease.ID, lease.Owner))
 			}
 			return
 		}
@@ -484,7 +484,7 @@ func (l *leader) handle(ctx context.Context, p *peer, f *frame) *frame {
 	case opRelease:
 		if f.Settle {
 			// What the lease used, then its release (Config.LazyRelease).
-			_ = l.mem.Reconcile(ctx, l.memID(f.LeaseID), f.Owner, f.Tokens)
+			dropped(l.cfg, l.logger, "reconcile", l.mem.Reconcile(ctx, l.memID(f.LeaseID), f.Owner, f.Tokens))
 		}
 		err = l.release(ctx, f.LeaseID, f.Owner)
 	case opReconcile:
@@ -580,7 +580,7 @@ func (l *leader) hand(p *peer, lease admission.Lease, req *wireRequest, bound ti
 	l.mu.Unlock()
 	mirrored.wait()
 	if !ok {
-		_ = l.release(context.Background(), lease.ID, lease.Owner)
+		dropped(l.cfg, l.logger, "release", l.release(context.Background(), lease.ID, lease.Owner))
 		return ErrUnavailable
 	}
 	return nil
@@ -603,7 +603,7 @@ func (l *leader) sync(ctx context.Context, p *peer, st *syncState) (map[string]a
 		}
 	}
 	for _, name := range st.Removed {
-		_ = l.mem.RemoveScope(ctx, name)
+		dropped(l.cfg, l.logger, "remove_scope", l.mem.RemoveScope(ctx, name))
 	}
 	// What the replica was mirrored of the leases that others could not
 	// re-assert (silent.go) is held here too, until their holders speak:
@@ -617,10 +617,10 @@ func (l *leader) sync(ctx context.Context, p *peer, st *syncState) (map[string]a
 	// Fences before activations: an activation of a generation fenced
 	// meanwhile fails, as it would have at the time.
 	for id, gen := range st.Fenced {
-		_ = l.mem.Fence(ctx, id, gen)
+		dropped(l.cfg, l.logger, "fence", l.mem.Fence(ctx, id, gen))
 	}
 	for id, gen := range st.Active {
-		_ = l.mem.Activate(ctx, id, gen)
+		dropped(l.cfg, l.logger, "activate", l.mem.Activate(ctx, id, gen))
 	}
 	l.reached(p.replica, owned)
 	if err := l.stages[owned].wait(ctx); err != nil {
@@ -664,7 +664,7 @@ func (l *leader) sync(ctx context.Context, p *peer, st *syncState) (map[string]a
 	}
 	l.mu.Unlock()
 	for _, id := range release {
-		_ = l.release(ctx, id, owners[id])
+		dropped(l.cfg, l.logger, "release", l.release(ctx, id, owners[id]))
 	}
 	for _, h := range restore {
 		lease, err := l.restore(ctx, p, h.Req.request(), h.Cand, l.boundLeft(h.Bound))
@@ -718,14 +718,14 @@ func (l *leader) sync(ctx context.Context, p *peer, st *syncState) (map[string]a
 	}
 	l.mu.Unlock()
 	for _, id := range cancel {
-		_ = l.mem.Cancel(ctx, id)
+		dropped(l.cfg, l.logger, "cancel", l.mem.Cancel(ctx, id))
 	}
 	for _, f := range unwanted {
 		l.mu.Lock()
 		delete(p.leases, f.Lease.ID)
 		delete(l.owners, f.Lease.ID)
 		l.mu.Unlock()
-		_ = l.release(ctx, f.Lease.ID, f.Lease.Owner)
+		dropped(l.cfg, l.logger, "release", l.release(ctx, f.Lease.ID, f.Lease.Owner))
 	}
 	l.mu.Lock()
 	l.startMirrorLocked(p)

@@ -59,6 +59,8 @@ type MemberConfig struct {
 	// Clock runs the elector; default clock.Real.
 	Clock  clock.Clock
 	Logger *slog.Logger
+	// Dropped: see Config.Dropped.
+	Dropped func(op string)
 }
 
 // Member is one replica of a fleet: it takes part in the election, keeps
@@ -142,7 +144,7 @@ func NewMember(ctx context.Context, pool *pgxpool.Pool, cfg MemberConfig) (*Memb
 			e, ok := elector.Leading()
 			return ok && e == epoch
 		},
-		Options: cfg.Options, Logger: cfg.Logger, OnLead: onLead, LazyRelease: cfg.LazyRelease,
+		Options: cfg.Options, Logger: cfg.Logger, Dropped: cfg.Dropped, OnLead: onLead, LazyRelease: cfg.LazyRelease,
 		ReleaseSilent: cfg.ReleaseSilent, Dead: m.dead, OnLeaderLost: m.leaderLost})
 	return m, nil
 }

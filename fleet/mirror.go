@@ -194,7 +194,7 @@ func (l *leader) adoptMirror(ctx context.Context, p *peer, ms []mirrorLease) (un
 		l.mu.Lock()
 		if l.closed {
 			l.mu.Unlock()
-			_ = l.release(ctx, lease.ID, lease.Owner)
+			dropped(l.cfg, l.logger, "release", l.release(ctx, lease.ID, lease.Owner))
 			continue
 		}
 		s = l.silent[silentKey(m.Replica, m.Gen)]

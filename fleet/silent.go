@@ -149,14 +149,14 @@ func (l *leader) drop(p *peer, dead bool) {
 	l.logger.Info("fleet leader dropped a replica", "replica", p.replica, "gen", p.gen, "why", why, "leases", len(leases), "waiters", len(waiters))
 	ctx := context.Background()
 	for id, pl := range leases {
-		_ = l.release(ctx, id, pl.owner)
+		dropped(l.cfg, l.logger, "release", l.release(ctx, id, pl.owner))
 	}
 	l.cancelAll(waiters)
 }
 
 func (l *leader) cancelAll(waiters map[string]bool) {
 	for id := range waiters {
-		_ = l.mem.Cancel(context.Background(), id)
+		dropped(l.cfg, l.logger, "cancel", l.mem.Cancel(context.Background(), id))
 	}
 }
 
@@ -208,7 +208,7 @@ func (l *leader) sweepDue() {
 		l.logger.Info("fleet leader gave back the leases of a silent replica whose bounds passed", "leases", len(due))
 	}
 	for id, owner := range due {
-		_ = l.release(context.Background(), id, owner)
+		dropped(l.cfg, l.logger, "release", l.release(context.Background(), id, owner))
 	}
 }
 

@@ -174,6 +174,9 @@ type Metrics interface {
 	// WebhookAttempt: one delivery attempt ended with outcome
 	// (webhook.Outcome's names).
 	WebhookAttempt(outcome string)
+	// DroppedError counts an error that only the log sees (a release or
+	// a cancel no caller waits for); op names the step.
+	DroppedError(op string)
 }
 
 type noMetrics struct{}
@@ -185,6 +188,8 @@ func (noMetrics) TaskWaited(string, time.Duration) {}
 func (noMetrics) TaskRan(string, weir.TaskStatus, time.Duration) {}
 
 func (noMetrics) WebhookAttempt(string) {}
+
+func (noMetrics) DroppedError(string) {}
 
 func (c *Config) defaults() {
 	if c.Workers <= 0 {
@@ -495,6 +500,16 @@ func (s *Service) finishID(ctx context.Context, id string, from []weir.TaskStatu
 	return s.finish(ctx, t, from, u)
 }
 
+// dropped logs at warn, and counts (Metrics.DroppedError), an error of a
+// step no caller waits for, unless it is routine (admission.Routine).
+func (s *Service) dropped(op string, err error) {
+	if err == nil || admission.Routine(err) {
+		return
+	}
+	s.logger.Warn("task: an error that only the log sees", "op", op, "error", err)
+	s.cfg.Metrics.DroppedError(op)
+}
+
 // finish moves task t to a terminal status if it is in one of from (the
 // store checks; t need not be fresh), with its webhook job in the same
 // transaction. It reports whether it did; an error says the store could
@@ -535,7 +550,7 @@ func (s *Service) releaseLease(id string) {
 		return
 	}
 	if l, ok := s.term.take(id); ok {
-		_ = s.term.engine.Release(context.Background(), l.ID, l.Owner)
+		s.dropped("release", s.term.engine.Release(context.Background(), l.ID, l.Owner))
 	}
 }
 
@@ -572,7 +587,7 @@ func (s *Service) Cancel(ctx context.Context, id string) (weir.Task, error) {
 		return s.cancelInFleet(ctx, t)
 	}
 	if t.Status == weir.TaskQueued {
-		_ = s.engine.Cancel(ctx, id)
+		s.dropped("cancel", s.engine.Cancel(ctx, id))
 	}
 	ok, err := s.finish(ctx, t, []weir.TaskStatus{weir.TaskQueued, weir.TaskAdmitted, weir.TaskRunning},
 		weir.TaskUpdate{Status: weir.TaskCancelled, ErrorCode: "cancelled", ErrorMessage: "cancelled by the client"})

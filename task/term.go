@@ -411,7 +411,7 @@ func (tm *term) commit(batch []admittedTask) {
 	}
 	// Not admitted after all: the capacity goes back.
 	for _, l := range back {
-		_ = tm.engine.Release(ctx, l.ID, l.Owner)
+		tm.s.dropped("release", tm.engine.Release(ctx, l.ID, l.Owner))
 	}
 	for i, a := range batch {
 		if !slices.Contains(poison, a.id) {
@@ -632,10 +632,10 @@ func (tm *term) decideLocked(a *actions, t weir.Task, gone bool, n notice) {
 func (tm *term) act(ctx context.Context, a actions) (restored, queued int) {
 	s := tm.s
 	for _, l := range a.release {
-		_ = tm.engine.Release(ctx, l.ID, l.Owner)
+		tm.s.dropped("release", tm.engine.Release(ctx, l.ID, l.Owner))
 	}
 	for _, id := range a.cancel {
-		_ = tm.engine.Cancel(ctx, id)
+		tm.s.dropped("cancel", tm.engine.Cancel(ctx, id))
 	}
 	for _, t := range a.restore {
 		l, err := tm.restore(ctx, t)
@@ -658,7 +658,7 @@ func (tm *term) act(ctx context.Context, a actions) (restored, queued int) {
 		switch {
 		case err == nil && !kept:
 			// The task ended while its lease was restored.
-			_ = tm.engine.Release(ctx, l.ID, l.Owner)
+			tm.s.dropped("release", tm.engine.Release(ctx, l.ID, l.Owner))
 		case err == nil:
 			restored++
 		case warn && tm.fleet:

@@ -51,6 +51,7 @@ func (m *Main) joinFleet(ctx context.Context, db *postgres.DB, opts admission.Op
 		Poll:             cfg.Poll,
 		Options:          opts,
 		Logger:           m.Logger,
+		Dropped:          m.Metrics.DroppedError,
 		// The task service exists before the member runs: Start builds
 		// it next, and starts the member only after.
 		OnLead:    func(term admission.Engine, epoch uint64, workers int) { m.Tasks.Lead(term, epoch, workers) },
