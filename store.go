@@ -14,7 +14,7 @@ type Store interface {
 	KeyByID(ctx context.Context, id string) (APIKey, error)
 	KeyList(ctx context.Context) ([]APIKey, error)
 	// KeyRevoke marks a key revoked; revoking twice is not an error.
-	KeyRevoke(ctx context.Context, id string, at time.Time) error
+	KeyRevoke(ctx context.Context, p *KeyRevokeParams) error
 
 	// UsageInsert records a batch of usage in one transaction.
 	UsageInsert(ctx context.Context, batch []Usage) error
@@ -24,6 +24,15 @@ type Store interface {
 	UsageByKey(ctx context.Context, since time.Time) ([]KeyUsage, error)
 
 	Close() error
+}
+
+// KeyRevokeParams say which key Store.KeyRevoke revokes, and when.
+type KeyRevokeParams struct {
+	// ID is the key's; an unknown ID is ErrNotFound.
+	ID string
+	// At is when the key stops being usable; the zero time is
+	// ErrInvalid. A key revoked before keeps its first time.
+	At time.Time
 }
 
 // TaskStore keeps tasks. storetest states its contract.

@@ -65,8 +65,8 @@ func (db *DB) KeyList(ctx context.Context) ([]weir.APIKey, error) {
 
 // KeyRevoke marks a key revoked at the given time. Revoking a revoked key
 // succeeds and keeps the first time.
-func (db *DB) KeyRevoke(ctx context.Context, id string, at time.Time) error {
-	return db.revoke(ctx, "api_keys", "key", id, at)
+func (db *DB) KeyRevoke(ctx context.Context, p *weir.KeyRevokeParams) error {
+	return db.revoke(ctx, "api_keys", "key", p.ID, p.At)
 }
 
 // scanKey reads one row of keyColumns; no row is weir.ErrNotFound.

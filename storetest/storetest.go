@@ -353,7 +353,7 @@ func testKeyList(t *testing.T, s weir.Store) {
 	k1, k2, k3, k4 := newKey(1), newKey(2), newKey(3), newKey(4)
 	k4.CreatedAt = k3.CreatedAt
 	mustCreate(t, s, k4, k2, k3, k1)
-	if err := s.KeyRevoke(t.Context(), k2.ID, base.Add(time.Hour)); err != nil {
+	if err := s.KeyRevoke(t.Context(), &weir.KeyRevokeParams{ID: k2.ID, At: base.Add(time.Hour)}); err != nil {
 		t.Fatalf("KeyRevoke: %v", err)
 	}
 	k2.RevokedAt = base.Add(time.Hour)
@@ -375,10 +375,10 @@ func testKeyRevoke(t *testing.T, s weir.Store) {
 	k, other := newKey(1), newKey(2)
 	mustCreate(t, s, k, other)
 	first := base.Add(time.Hour)
-	if err := s.KeyRevoke(t.Context(), k.ID, first); err != nil {
+	if err := s.KeyRevoke(t.Context(), &weir.KeyRevokeParams{ID: k.ID, At: first}); err != nil {
 		t.Fatalf("KeyRevoke: %v", err)
 	}
-	if err := s.KeyRevoke(t.Context(), k.ID, first.Add(time.Hour)); err != nil {
+	if err := s.KeyRevoke(t.Context(), &weir.KeyRevokeParams{ID: k.ID, At: first.Add(time.Hour)}); err != nil {
 		t.Fatalf("KeyRevoke a second time: %v", err)
 	}
 	k.RevokedAt = first // the first revocation stands
@@ -403,10 +403,10 @@ func testKeyRevoke(t *testing.T, s weir.Store) {
 	}
 	checkKey(t, "the other key", got, other)
 
-	if err := s.KeyRevoke(t.Context(), "key-nope", first); !errors.Is(err, weir.ErrNotFound) {
+	if err := s.KeyRevoke(t.Context(), &weir.KeyRevokeParams{ID: "key-nope", At: first}); !errors.Is(err, weir.ErrNotFound) {
 		t.Errorf("KeyRevoke of an unknown key: %v, want ErrNotFound", err)
 	}
-	if err := s.KeyRevoke(t.Context(), other.ID, time.Time{}); !errors.Is(err, weir.ErrInvalid) {
+	if err := s.KeyRevoke(t.Context(), &weir.KeyRevokeParams{ID: other.ID, At: time.Time{}}); !errors.Is(err, weir.ErrInvalid) {
 		t.Errorf("KeyRevoke at the zero time: %v, want ErrInvalid", err)
 	}
 }
