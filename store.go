@@ -78,8 +78,17 @@ type NodeStore interface {
 	// NodeList returns every node, revoked ones included, by Name in byte
 	// order.
 	NodeList(ctx context.Context) ([]Node, error)
-	// NodeRevoke marks a node revoked at at; revoking twice is not an
+	// NodeRevoke marks a node revoked at p.At; revoking twice is not an
 	// error and keeps the first time. An unknown ID is ErrNotFound, a zero
 	// time ErrInvalid.
-	NodeRevoke(ctx context.Context, id string, at time.Time) error
+	NodeRevoke(ctx context.Context, p *NodeRevokeParams) error
+}
+
+// NodeRevokeParams say which node NodeStore.NodeRevoke revokes, and when.
+type NodeRevokeParams struct {
+	// ID is the node's; an unknown ID is ErrNotFound.
+	ID string
+	// At is when the node's token stops being accepted; the zero time is
+	// ErrInvalid. A node revoked before keeps its first time.
+	At time.Time
 }

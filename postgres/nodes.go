@@ -55,8 +55,8 @@ func (db *DB) NodeList(ctx context.Context) ([]weir.Node, error) {
 
 // NodeRevoke marks a node revoked at the given time. Revoking a revoked
 // node succeeds and keeps the first time.
-func (db *DB) NodeRevoke(ctx context.Context, id string, at time.Time) error {
-	return db.revoke(ctx, "nodes", "node", id, at)
+func (db *DB) NodeRevoke(ctx context.Context, p *weir.NodeRevokeParams) error {
+	return db.revoke(ctx, "nodes", "node", p.ID, p.At)
 }
 
 // scanNode reads one row of nodeColumns; no row is weir.ErrNotFound.
