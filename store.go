@@ -44,9 +44,10 @@ type TaskStore interface {
 	TaskGet(ctx context.Context, id string) (Task, error)
 	// TaskList lists in Seq order (ascending, or descending if asked).
 	TaskList(ctx context.Context, f TaskFilter) ([]Task, error)
-	// TaskUpdate applies u if the task's status is in u.From; it reports
-	// whether it did (false, nil: the task had moved on).
-	TaskUpdate(ctx context.Context, id string, u TaskUpdate) (bool, error)
+	// TaskUpdate applies p.Update to task p.ID if the task's status is in
+	// p.Update.From; it reports whether it did (false, nil: the task had
+	// moved on).
+	TaskUpdate(ctx context.Context, p *TaskUpdateParams) (bool, error)
 	// TaskDelete marks a terminal task deleted at at, if it is not yet;
 	// it reports whether it did (false, nil: the task is not terminal, or
 	// was already deleted). TaskGet still returns a deleted task, with
@@ -60,6 +61,15 @@ type TaskStore interface {
 	// before the given time, oldest first, and returns how many it
 	// removed; their idempotency keys are free again.
 	TaskPurge(ctx context.Context, finishedBefore time.Time, limit int) (int, error)
+}
+
+// TaskUpdateParams say which task TaskStore.TaskUpdate changes, and how.
+type TaskUpdateParams struct {
+	// ID is the task's; an unknown ID is ErrNotFound.
+	ID string
+	// Update is the change, applied only if the task's status is in its
+	// From; an Update that fails Validate is ErrInvalid.
+	Update TaskUpdate
 }
 
 // NodeStore keeps edge nodes and the hashes of their tokens.

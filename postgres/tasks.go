@@ -300,22 +300,23 @@ func taskListQuery(f weir.TaskFilter) (string, []any) {
 	return q, args
 }
 
-// TaskUpdate applies u to the task if its status is in u.From, in one
-// statement, and reports whether it did: false with a nil error means the
-// task had moved on. A task that is not there is weir.ErrNotFound.
+// TaskUpdate applies u (p.Update) to task p.ID if its status is in
+// u.From, in one statement, and reports whether it did: false with a nil
+// error means the task had moved on. A task that is not there is
+// weir.ErrNotFound.
 //
 // Zero fields of u are left as they are (a nil or empty Result too);
 // Status is always set. u.From must not be empty and must not hold a
 // terminal status, which is never left; u.Status must be known
 // (weir.ErrInvalid).
-func (db *DB) TaskUpdate(ctx context.Context, id string, u weir.TaskUpdate) (bool, error) {
-	return taskUpdate(ctx, db.pool, id, u)
+func (db *DB) TaskUpdate(ctx context.Context, p *weir.TaskUpdateParams) (bool, error) {
+	return taskUpdate(ctx, db.pool, p)
 }
 
 // TaskUpdateTx is TaskUpdate inside tx, which should come from InTx (or
 // be another transaction on Pool()); it commits nothing itself.
-func (db *DB) TaskUpdateTx(ctx context.Context, tx pgx.Tx, id string, u weir.TaskUpdate) (bool, error) {
-	return taskUpdate(ctx, tx, id, u)
+func (db *DB) TaskUpdateTx(ctx context.Context, tx pgx.Tx, p *weir.TaskUpdateParams) (bool, error) {
+	return taskUpdate(ctx, tx, p)
 }
 
 // querier is what a pool and a transaction have in common.
@@ -323,7 +324,8 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-func taskUpdate(ctx context.Context, q querier, id string, u weir.TaskUpdate) (bool, error) {
+func taskUpdate(ctx context.Context, q querier, p *weir.TaskUpdateParams) (bool, error) {
+	id, u := p.ID, p.Update
 	from, err := validateTaskUpdate(u)
 	if err != nil {
 		return false, fmt.Errorf("update task %s: %w", id, err)

@@ -89,7 +89,7 @@ func TestInTx(t *testing.T) {
 
 	failed := errors.New("river said no")
 	err := db.InTx(t.Context(), func(tx pgx.Tx) error {
-		if ok, err := db.TaskUpdateTx(t.Context(), tx, task.ID, admit); err != nil || !ok {
+		if ok, err := db.TaskUpdateTx(t.Context(), tx, &weir.TaskUpdateParams{ID: task.ID, Update: admit}); err != nil || !ok {
 			t.Fatalf("TaskUpdateTx = %v, %v", ok, err)
 		}
 		insertJob(tx)
@@ -109,7 +109,7 @@ func TestInTx(t *testing.T) {
 			}
 		}()
 		db.InTx(t.Context(), func(tx pgx.Tx) error {
-			if _, err := db.TaskUpdateTx(t.Context(), tx, task.ID, admit); err != nil {
+			if _, err := db.TaskUpdateTx(t.Context(), tx, &weir.TaskUpdateParams{ID: task.ID, Update: admit}); err != nil {
 				t.Fatal(err)
 			}
 			insertJob(tx)
@@ -121,7 +121,7 @@ func TestInTx(t *testing.T) {
 	}
 
 	err = db.InTx(t.Context(), func(tx pgx.Tx) error {
-		if ok, err := db.TaskUpdateTx(t.Context(), tx, task.ID, admit); err != nil || !ok {
+		if ok, err := db.TaskUpdateTx(t.Context(), tx, &weir.TaskUpdateParams{ID: task.ID, Update: admit}); err != nil || !ok {
 			t.Fatalf("TaskUpdateTx = %v, %v", ok, err)
 		}
 		// Another connection sees only what is committed.
@@ -140,7 +140,7 @@ func TestInTx(t *testing.T) {
 	}
 	// The CAS inside a transaction: the task has moved on.
 	err = db.InTx(t.Context(), func(tx pgx.Tx) error {
-		ok, err := db.TaskUpdateTx(t.Context(), tx, task.ID, admit)
+		ok, err := db.TaskUpdateTx(t.Context(), tx, &weir.TaskUpdateParams{ID: task.ID, Update: admit})
 		if ok {
 			t.Errorf("TaskUpdateTx from queued applied to an admitted task")
 		}
@@ -151,7 +151,7 @@ func TestInTx(t *testing.T) {
 	}
 	// And of a task that is not there.
 	err = db.InTx(t.Context(), func(tx pgx.Tx) error {
-		_, err := db.TaskUpdateTx(t.Context(), tx, "video_nope", admit)
+		_, err := db.TaskUpdateTx(t.Context(), tx, &weir.TaskUpdateParams{ID: "video_nope", Update: admit})
 		return err
 	})
 	if !errors.Is(err, weir.ErrNotFound) {
@@ -212,7 +212,7 @@ func TestTwoPoolsRace(t *testing.T) {
 				u := weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskAdmitted,
 					PlatformModel: fmt.Sprintf("pm-%d", i), Attempts: &i}
 				<-start
-				applied[i], errs[i] = dbs[i%2].TaskUpdate(t.Context(), id, u)
+				applied[i], errs[i] = dbs[i%2].TaskUpdate(t.Context(), &weir.TaskUpdateParams{ID: id, Update: u})
 			})
 		}
 		close(start)

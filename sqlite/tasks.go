@@ -268,31 +268,33 @@ func taskListQuery(f weir.TaskFilter) (string, []any) {
 	return q, args
 }
 
-// TaskUpdate applies u to the task if its status is in u.From, in one
-// statement, and reports whether it did: false with a nil error means the
-// task had moved on. A task that is not there is weir.ErrNotFound.
+// TaskUpdate applies u (p.Update) to task p.ID if its status is in
+// u.From, in one statement, and reports whether it did: false with a nil
+// error means the task had moved on. A task that is not there is
+// weir.ErrNotFound.
 //
 // Zero fields of u are left as they are (a nil or empty Result too);
 // Status is always set. u.From must not be empty and must not hold a
 // terminal status, which is never left; u.Status must be known
 // (weir.ErrInvalid).
-func (db *DB) TaskUpdate(ctx context.Context, id string, u weir.TaskUpdate) (applied bool, err error) {
+func (db *DB) TaskUpdate(ctx context.Context, p *weir.TaskUpdateParams) (applied bool, err error) {
 	// In a transaction so that a miss can tell "moved on" from "not there"
 	// with the same view of the table.
 	var updateErr error // already says which task
 	err = db.InTx(ctx, func(tx *sql.Tx) error {
-		applied, updateErr = db.TaskUpdateTx(ctx, tx, id, u)
+		applied, updateErr = db.TaskUpdateTx(ctx, tx, p)
 		return updateErr
 	})
 	if err != nil && err != updateErr {
-		return false, fmt.Errorf("update task %s: %w", id, err)
+		return false, fmt.Errorf("update task %s: %w", p.ID, err)
 	}
 	return applied, err
 }
 
 // TaskUpdateTx is TaskUpdate inside tx, which should come from InTx (or
 // be another transaction on SQL()); it commits nothing itself.
-func (db *DB) TaskUpdateTx(ctx context.Context, tx *sql.Tx, id string, u weir.TaskUpdate) (bool, error) {
+func (db *DB) TaskUpdateTx(ctx context.Context, tx *sql.Tx, p *weir.TaskUpdateParams) (bool, error) {
+	id, u := p.ID, p.Update
 	from, err := validateTaskUpdate(u)
 	if err != nil {
 		return false, fmt.Errorf("update task %s: %w", id, err)

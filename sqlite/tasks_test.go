@@ -57,7 +57,7 @@ func TestInTx(t *testing.T) {
 
 	failed := errors.New("river said no")
 	err := db.InTx(t.Context(), func(tx *sql.Tx) error {
-		if ok, err := db.TaskUpdateTx(t.Context(), tx, task.ID, admit); err != nil || !ok {
+		if ok, err := db.TaskUpdateTx(t.Context(), tx, &weir.TaskUpdateParams{ID: task.ID, Update: admit}); err != nil || !ok {
 			t.Fatalf("TaskUpdateTx = %v, %v", ok, err)
 		}
 		if err := insertJob(t.Context(), tx); err != nil {
@@ -79,7 +79,7 @@ func TestInTx(t *testing.T) {
 			}
 		}()
 		db.InTx(t.Context(), func(tx *sql.Tx) error {
-			if _, err := db.TaskUpdateTx(t.Context(), tx, task.ID, admit); err != nil {
+			if _, err := db.TaskUpdateTx(t.Context(), tx, &weir.TaskUpdateParams{ID: task.ID, Update: admit}); err != nil {
 				t.Fatal(err)
 			}
 			panic("boom")
@@ -90,7 +90,7 @@ func TestInTx(t *testing.T) {
 	}
 
 	err = db.InTx(t.Context(), func(tx *sql.Tx) error {
-		if ok, err := db.TaskUpdateTx(t.Context(), tx, task.ID, admit); err != nil || !ok {
+		if ok, err := db.TaskUpdateTx(t.Context(), tx, &weir.TaskUpdateParams{ID: task.ID, Update: admit}); err != nil || !ok {
 			t.Fatalf("TaskUpdateTx = %v, %v", ok, err)
 		}
 		// The read pool sees only what is committed.
@@ -108,7 +108,7 @@ func TestInTx(t *testing.T) {
 	}
 	// The CAS inside a transaction: the task has moved on.
 	err = db.InTx(t.Context(), func(tx *sql.Tx) error {
-		ok, err := db.TaskUpdateTx(t.Context(), tx, task.ID, admit)
+		ok, err := db.TaskUpdateTx(t.Context(), tx, &weir.TaskUpdateParams{ID: task.ID, Update: admit})
 		if ok {
 			t.Errorf("TaskUpdateTx from queued applied to an admitted task")
 		}

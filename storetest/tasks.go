@@ -233,7 +233,7 @@ func checkList(t *testing.T, what string, got []weir.Task, want ...weir.Task) {
 
 func update(t *testing.T, s taskStore, id string, u weir.TaskUpdate) bool {
 	t.Helper()
-	applied, err := s.TaskUpdate(t.Context(), id, u)
+	applied, err := s.TaskUpdate(t.Context(), &weir.TaskUpdateParams{ID: id, Update: u})
 	if err != nil {
 		t.Fatalf("TaskUpdate(%s, %+v): %v", id, u, err)
 	}
@@ -393,7 +393,9 @@ func testTaskNotFound(t *testing.T, s taskStore) {
 		if _, err := s.TaskGet(t.Context(), id); !errors.Is(err, weir.ErrNotFound) {
 			t.Errorf("TaskGet(%q): %v, want ErrNotFound", id, err)
 		}
-		applied, err := s.TaskUpdate(t.Context(), id, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskCancelled})
+		applied, err := s.TaskUpdate(t.Context(), &weir.TaskUpdateParams{ID: id, Update: weir.TaskUpdate{
+			From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskCancelled,
+		}})
 		if applied || !errors.Is(err, weir.ErrNotFound) {
 			t.Errorf("TaskUpdate(%q) = %v, %v; want false, ErrNotFound", id, applied, err)
 		}
@@ -453,7 +455,7 @@ func testTaskInvalid(t *testing.T, s taskStore) {
 		{"an unknown status", weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: "paused"}},
 		{"negative attempts", weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskQueued, Attempts: ptr(-1)}},
 	} {
-		if applied, err := s.TaskUpdate(t.Context(), kept.ID, tc.u); applied || !errors.Is(err, weir.ErrInvalid) {
+		if applied, err := s.TaskUpdate(t.Context(), &weir.TaskUpdateParams{ID: kept.ID, Update: tc.u}); applied || !errors.Is(err, weir.ErrInvalid) {
 			t.Errorf("TaskUpdate with %s = %v, %v; want false, ErrInvalid", tc.name, applied, err)
 		}
 	}

@@ -271,7 +271,7 @@ func (s *Service) insertEventTx(ctx context.Context, tx txn, args WebhookArgs) e
 // callback, inserts the webhook job in the same transaction, so an event is
 // sent exactly for the transitions that happened.
 func (s *Service) finishTx(ctx context.Context, tx txn, t weir.Task, u weir.TaskUpdate) (bool, error) {
-	ok, err := tx.taskUpdate(ctx, t.ID, u)
+	ok, err := tx.taskUpdate(ctx, &weir.TaskUpdateParams{ID: t.ID, Update: u})
 	if err != nil || !ok || !s.callbacksOn(t) {
 		return ok, err
 	}
@@ -284,12 +284,12 @@ func (s *Service) finishTx(ctx context.Context, tx txn, t weir.Task, u weir.Task
 // sent exactly when the update happened.
 func (s *Service) updateWithEvent(ctx context.Context, t weir.Task, u weir.TaskUpdate, ev *WebhookArgs) (bool, error) {
 	if ev == nil || !s.callbacksOn(t) {
-		return s.store.TaskUpdate(ctx, t.ID, u)
+		return s.store.TaskUpdate(ctx, &weir.TaskUpdateParams{ID: t.ID, Update: u})
 	}
 	var ok bool
 	err := s.river.inTx(ctx, func(tx txn) error {
 		var err error
-		if ok, err = tx.taskUpdate(ctx, t.ID, u); err != nil || !ok {
+		if ok, err = tx.taskUpdate(ctx, &weir.TaskUpdateParams{ID: t.ID, Update: u}); err != nil || !ok {
 			return err
 		}
 		return s.insertEventTx(ctx, tx, *ev)
