@@ -48,11 +48,11 @@ type TaskStore interface {
 	// p.Update.From; it reports whether it did (false, nil: the task had
 	// moved on).
 	TaskUpdate(ctx context.Context, p *TaskUpdateParams) (bool, error)
-	// TaskDelete marks a terminal task deleted at at, if it is not yet;
-	// it reports whether it did (false, nil: the task is not terminal, or
-	// was already deleted). TaskGet still returns a deleted task, with
-	// DeletedAt set; TaskList leaves it out.
-	TaskDelete(ctx context.Context, id string, at time.Time) (bool, error)
+	// TaskDelete marks terminal task p.ID deleted at p.At, if it is not
+	// yet; it reports whether it did (false, nil: the task is not
+	// terminal, or was already deleted). TaskGet still returns a deleted
+	// task, with DeletedAt set; TaskList leaves it out.
+	TaskDelete(ctx context.Context, p *TaskDeleteParams) (bool, error)
 	// TaskCallbackGone records that the task's callback URL answered 410
 	// Gone at at, if it was not recorded yet; it reports whether it did
 	// (false, nil: it was already, and the first time stays).
@@ -70,6 +70,15 @@ type TaskUpdateParams struct {
 	// Update is the change, applied only if the task's status is in its
 	// From; an Update that fails Validate is ErrInvalid.
 	Update TaskUpdate
+}
+
+// TaskDeleteParams say which task TaskStore.TaskDelete marks deleted, and
+// when.
+type TaskDeleteParams struct {
+	// ID is the task's; an unknown ID is ErrNotFound.
+	ID string
+	// At becomes the task's DeletedAt; the zero time is ErrInvalid.
+	At time.Time
 }
 
 // NodeStore keeps edge nodes and the hashes of their tokens.

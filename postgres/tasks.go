@@ -346,11 +346,12 @@ func taskUpdate(ctx context.Context, q querier, p *weir.TaskUpdateParams) (bool,
 	return applied, nil
 }
 
-// TaskDelete marks a terminal task deleted at at and reports whether it
-// did: false with a nil error means the task is not terminal or was
-// already deleted. A task that is not there is weir.ErrNotFound; a zero
-// at is weir.ErrInvalid.
-func (db *DB) TaskDelete(ctx context.Context, id string, at time.Time) (bool, error) {
+// TaskDelete marks terminal task p.ID deleted at p.At and reports
+// whether it did: false with a nil error means the task is not terminal
+// or was already deleted. A task that is not there is weir.ErrNotFound; a
+// zero p.At is weir.ErrInvalid.
+func (db *DB) TaskDelete(ctx context.Context, p *weir.TaskDeleteParams) (bool, error) {
+	id, at := p.ID, p.At
 	if at.IsZero() {
 		return false, fmt.Errorf("delete task %s: %w: no deletion time", id, weir.ErrInvalid)
 	}

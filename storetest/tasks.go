@@ -580,7 +580,7 @@ func testTaskCallbackGone(t *testing.T, s taskStore) {
 	running = getTask(t, s, running.ID)
 	finished = finishTask(t, s, finished.ID, weir.TaskSucceeded)
 	deleted = finishTask(t, s, deleted.ID, weir.TaskFailed)
-	if ok, err := s.TaskDelete(t.Context(), deleted.ID, base.Add(2*time.Hour)); !ok || err != nil {
+	if ok, err := s.TaskDelete(t.Context(), &weir.TaskDeleteParams{ID: deleted.ID, At: base.Add(2 * time.Hour)}); !ok || err != nil {
 		t.Fatalf("TaskDelete: %v, %v", ok, err)
 	}
 	deleted = getTask(t, s, deleted.ID)

@@ -23,7 +23,7 @@ func testTaskPurge(t *testing.T, s taskStore) {
 	finish(0, weir.TaskSucceeded, base.Add(2*time.Hour)) // old: purged second
 	finish(1, weir.TaskFailed, base.Add(time.Hour))      // oldest: purged first
 	finish(2, weir.TaskCancelled, base.Add(3*time.Hour)) // old, then deleted: purged third
-	if ok, err := s.TaskDelete(t.Context(), tasks[2].ID, base.Add(4*time.Hour)); !ok || err != nil {
+	if ok, err := s.TaskDelete(t.Context(), &weir.TaskDeleteParams{ID: tasks[2].ID, At: base.Add(4 * time.Hour)}); !ok || err != nil {
 		t.Fatalf("TaskDelete: %v %v", ok, err)
 	}
 	finish(3, weir.TaskExpired, cutoff.Add(time.Second)) // after the cutoff: kept
