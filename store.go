@@ -53,10 +53,10 @@ type TaskStore interface {
 	// terminal, or was already deleted). TaskGet still returns a deleted
 	// task, with DeletedAt set; TaskList leaves it out.
 	TaskDelete(ctx context.Context, p *TaskDeleteParams) (bool, error)
-	// TaskCallbackGone records that the task's callback URL answered 410
-	// Gone at at, if it was not recorded yet; it reports whether it did
+	// TaskCallbackGone records that task p.ID's callback URL answered 410
+	// Gone at p.At, if it was not recorded yet; it reports whether it did
 	// (false, nil: it was already, and the first time stays).
-	TaskCallbackGone(ctx context.Context, id string, at time.Time) (bool, error)
+	TaskCallbackGone(ctx context.Context, p *TaskCallbackGoneParams) (bool, error)
 	// TaskPurge removes for good up to limit terminal tasks that finished
 	// before the given time, oldest first, and returns how many it
 	// removed; their idempotency keys are free again.
@@ -78,6 +78,16 @@ type TaskDeleteParams struct {
 	// ID is the task's; an unknown ID is ErrNotFound.
 	ID string
 	// At becomes the task's DeletedAt; the zero time is ErrInvalid.
+	At time.Time
+}
+
+// TaskCallbackGoneParams say whose callback TaskStore.TaskCallbackGone
+// records gone, and when.
+type TaskCallbackGoneParams struct {
+	// ID is the task's; an unknown ID is ErrNotFound.
+	ID string
+	// At is when the callback URL answered 410 Gone, and becomes the
+	// task's CallbackGoneAt; the zero time is ErrInvalid.
 	At time.Time
 }
 

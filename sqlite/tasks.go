@@ -358,13 +358,14 @@ func (db *DB) TaskDelete(ctx context.Context, p *weir.TaskDeleteParams) (deleted
 	return deleted, nil
 }
 
-// TaskCallbackGone records that the task's callback URL answered 410 Gone
-// at at and reports whether it did: false with a nil error means it was
-// recorded before (the first time stays). A task that is not there is
-// weir.ErrNotFound; a zero at is weir.ErrInvalid. Unlike TaskUpdate it
+// TaskCallbackGone records that task p.ID's callback URL answered 410
+// Gone at p.At and reports whether it did: false with a nil error means
+// it was recorded before (the first time stays). A task that is not there
+// is weir.ErrNotFound; a zero p.At is weir.ErrInvalid. Unlike TaskUpdate it
 // applies whatever the task's status, deleted tasks included: a terminal
 // task still has events in flight.
-func (db *DB) TaskCallbackGone(ctx context.Context, id string, at time.Time) (marked bool, err error) {
+func (db *DB) TaskCallbackGone(ctx context.Context, p *weir.TaskCallbackGoneParams) (marked bool, err error) {
+	id, at := p.ID, p.At
 	if at.IsZero() {
 		return false, fmt.Errorf("mark the callback of task %s gone: %w: no time", id, weir.ErrInvalid)
 	}

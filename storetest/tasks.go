@@ -587,12 +587,12 @@ func testTaskCallbackGone(t *testing.T, s taskStore) {
 
 	at := base.Add(3*time.Hour + 1500*time.Nanosecond)
 	for _, task := range []*weir.Task{&running, &finished, &deleted} {
-		if ok, err := s.TaskCallbackGone(t.Context(), task.ID, at); !ok || err != nil {
+		if ok, err := s.TaskCallbackGone(t.Context(), &weir.TaskCallbackGoneParams{ID: task.ID, At: at}); !ok || err != nil {
 			t.Fatalf("TaskCallbackGone of a %s task = %v, %v; want true", task.Status, ok, err)
 		}
 		task.CallbackGoneAt = at
 		checkTask(t, "TaskGet after TaskCallbackGone", getTask(t, s, task.ID), *task)
-		if ok, err := s.TaskCallbackGone(t.Context(), task.ID, at.Add(time.Hour)); ok || err != nil {
+		if ok, err := s.TaskCallbackGone(t.Context(), &weir.TaskCallbackGoneParams{ID: task.ID, At: at.Add(time.Hour)}); ok || err != nil {
 			t.Errorf("a second TaskCallbackGone = %v, %v; want false, nil", ok, err)
 		}
 		checkTask(t, "TaskGet after a second TaskCallbackGone", getTask(t, s, task.ID), *task)
@@ -603,10 +603,10 @@ func testTaskCallbackGone(t *testing.T, s taskStore) {
 	running.Progress = 40
 	checkTask(t, "a gone callback after an update", getTask(t, s, running.ID), running)
 
-	if ok, err := s.TaskCallbackGone(t.Context(), "task_nope", at); ok || !errors.Is(err, weir.ErrNotFound) {
+	if ok, err := s.TaskCallbackGone(t.Context(), &weir.TaskCallbackGoneParams{ID: "task_nope", At: at}); ok || !errors.Is(err, weir.ErrNotFound) {
 		t.Errorf("TaskCallbackGone of an unknown task = %v, %v; want false, ErrNotFound", ok, err)
 	}
-	if ok, err := s.TaskCallbackGone(t.Context(), finished.ID, time.Time{}); ok || !errors.Is(err, weir.ErrInvalid) {
+	if ok, err := s.TaskCallbackGone(t.Context(), &weir.TaskCallbackGoneParams{ID: finished.ID, At: time.Time{}}); ok || !errors.Is(err, weir.ErrInvalid) {
 		t.Errorf("TaskCallbackGone with a zero time = %v, %v; want false, ErrInvalid", ok, err)
 	}
 }

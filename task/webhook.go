@@ -211,7 +211,7 @@ func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 	case webhook.Gone:
 		// Recorded before the job ends: if the store fails, the job is
 		// retried and the receiver says 410 again.
-		if _, merr := s.store.TaskCallbackGone(ctx, t.ID, s.clock.Now()); merr != nil {
+		if _, merr := s.store.TaskCallbackGone(ctx, &weir.TaskCallbackGoneParams{ID: t.ID, At: s.clock.Now()}); merr != nil {
 			return fmt.Errorf("webhook for %s: %w; %w", t.ID, err, merr)
 		}
 		fallthrough
