@@ -57,10 +57,10 @@ type TaskStore interface {
 	// Gone at p.At, if it was not recorded yet; it reports whether it did
 	// (false, nil: it was already, and the first time stays).
 	TaskCallbackGone(ctx context.Context, p *TaskCallbackGoneParams) (bool, error)
-	// TaskPurge removes for good up to limit terminal tasks that finished
-	// before the given time, oldest first, and returns how many it
-	// removed; their idempotency keys are free again.
-	TaskPurge(ctx context.Context, finishedBefore time.Time, limit int) (int, error)
+	// TaskPurge removes for good up to p.Limit terminal tasks that
+	// finished before p.FinishedBefore, oldest first, and returns how many
+	// it removed; their idempotency keys are free again.
+	TaskPurge(ctx context.Context, p *TaskPurgeParams) (int, error)
 }
 
 // TaskUpdateParams say which task TaskStore.TaskUpdate changes, and how.
@@ -89,6 +89,17 @@ type TaskCallbackGoneParams struct {
 	// At is when the callback URL answered 410 Gone, and becomes the
 	// task's CallbackGoneAt; the zero time is ErrInvalid.
 	At time.Time
+}
+
+// TaskPurgeParams say which finished tasks TaskStore.TaskPurge removes.
+type TaskPurgeParams struct {
+	// FinishedBefore: only terminal tasks whose FinishedAt is before it
+	// go; the zero time is ErrInvalid.
+	FinishedBefore time.Time
+	// Limit is the most tasks one call removes, oldest first; it must be
+	// positive (ErrInvalid otherwise). A call that removes Limit may have
+	// left more.
+	Limit int
 }
 
 // NodeStore keeps edge nodes and the hashes of their tokens.

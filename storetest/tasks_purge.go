@@ -32,14 +32,14 @@ func testTaskPurge(t *testing.T, s taskStore) {
 	}
 	// tasks[5] stays queued.
 
-	if _, err := s.TaskPurge(t.Context(), time.Time{}, 10); !errors.Is(err, weir.ErrInvalid) {
+	if _, err := s.TaskPurge(t.Context(), &weir.TaskPurgeParams{FinishedBefore: time.Time{}, Limit: 10}); !errors.Is(err, weir.ErrInvalid) {
 		t.Errorf("TaskPurge with no time: %v, want ErrInvalid", err)
 	}
-	if _, err := s.TaskPurge(t.Context(), cutoff, 0); !errors.Is(err, weir.ErrInvalid) {
+	if _, err := s.TaskPurge(t.Context(), &weir.TaskPurgeParams{FinishedBefore: cutoff, Limit: 0}); !errors.Is(err, weir.ErrInvalid) {
 		t.Errorf("TaskPurge with limit 0: %v, want ErrInvalid", err)
 	}
 	for round, want := range []string{tasks[1].ID, tasks[0].ID, tasks[2].ID, ""} {
-		n, err := s.TaskPurge(t.Context(), cutoff, 1)
+		n, err := s.TaskPurge(t.Context(), &weir.TaskPurgeParams{FinishedBefore: cutoff, Limit: 1})
 		if err != nil {
 			t.Fatalf("TaskPurge round %d: %v", round, err)
 		}
