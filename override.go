@@ -97,5 +97,5 @@ type OverrideStore interface {
 	// OverrideDelete removes the overrides p selects and says how many it
 	// removed; none is not an error. A p without a valid Kind is
 	// ErrInvalid.
-	OverrideDelete(ctx context.Context, p OverrideDeleteParams) (int, error)
+	OverrideDelete(ctx context.Context, p *OverrideDeleteParams) (int, error)
 }

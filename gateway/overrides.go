@@ -65,7 +65,7 @@ func (m *memOverrides) OverrideList(ctx context.Context) ([]weir.Override, error
 	return out, nil
 }
 
-func (m *memOverrides) OverrideDelete(ctx context.Context, p weir.OverrideDeleteParams) (int, error) {
+func (m *memOverrides) OverrideDelete(ctx context.Context, p *weir.OverrideDeleteParams) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
