@@ -2,6 +2,7 @@ package weir
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -81,6 +82,14 @@ type OverrideDeleteParams struct {
 	// EndedBy, if set, removes only overrides whose Until is set and not
 	// after it (pauses that are over).
 	EndedBy time.Time
+}
+
+// Validate reports what a store refuses: a Kind that is not valid.
+func (p *OverrideDeleteParams) Validate() error {
+	if !p.Kind.Valid() {
+		return fmt.Errorf("%w: unknown kind %q", ErrInvalid, p.Kind)
+	}
+	return nil
 }
 
 // OverrideStore keeps the overrides. storetest.ExerciseOverrides states

@@ -2,6 +2,7 @@ package weir
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -34,6 +35,9 @@ type KeyRevokeParams struct {
 	// ErrInvalid. A key revoked before keeps its first time.
 	At time.Time
 }
+
+// Validate reports what a store refuses: a zero At.
+func (p *KeyRevokeParams) Validate() error { return validRevokeTime(p.At) }
 
 // TaskStore keeps tasks. storetest states its contract.
 type TaskStore interface {
@@ -81,6 +85,14 @@ type TaskDeleteParams struct {
 	At time.Time
 }
 
+// Validate reports what a store refuses: a zero At.
+func (p *TaskDeleteParams) Validate() error {
+	if p.At.IsZero() {
+		return fmt.Errorf("%w: no deletion time", ErrInvalid)
+	}
+	return nil
+}
+
 // TaskCallbackGoneParams say whose callback TaskStore.TaskCallbackGone
 // records gone, and when.
 type TaskCallbackGoneParams struct {
@@ -89,6 +101,14 @@ type TaskCallbackGoneParams struct {
 	// At is when the callback URL answered 410 Gone, and becomes the
 	// task's CallbackGoneAt; the zero time is ErrInvalid.
 	At time.Time
+}
+
+// Validate reports what a store refuses: a zero At.
+func (p *TaskCallbackGoneParams) Validate() error {
+	if p.At.IsZero() {
+		return fmt.Errorf("%w: no time", ErrInvalid)
+	}
+	return nil
 }
 
 // TaskPurgeParams say which finished tasks TaskStore.TaskPurge removes.
@@ -100,6 +120,15 @@ type TaskPurgeParams struct {
 	// positive (ErrInvalid otherwise). A call that removes Limit may have
 	// left more.
 	Limit int
+}
+
+// Validate reports what a store refuses: a zero FinishedBefore, or a
+// Limit that is not positive.
+func (p *TaskPurgeParams) Validate() error {
+	if p.FinishedBefore.IsZero() || p.Limit <= 0 {
+		return fmt.Errorf("%w: a time and a positive limit are required", ErrInvalid)
+	}
+	return nil
 }
 
 // NodeStore keeps edge nodes and the hashes of their tokens.
@@ -131,4 +160,14 @@ type NodeRevokeParams struct {
 	// At is when the node's token stops being accepted; the zero time is
 	// ErrInvalid. A node revoked before keeps its first time.
 	At time.Time
+}
+
+// Validate reports what a store refuses: a zero At.
+func (p *NodeRevokeParams) Validate() error { return validRevokeTime(p.At) }
+
+func validRevokeTime(at time.Time) error {
+	if at.IsZero() {
+		return fmt.Errorf("%w: no time given", ErrInvalid)
+	}
+	return nil
 }

@@ -69,8 +69,8 @@ func (m *memOverrides) OverrideDelete(ctx context.Context, p *weir.OverrideDelet
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if !p.Kind.Valid() {
-		return 0, fmt.Errorf("delete overrides: %w: unknown kind %q", weir.ErrInvalid, p.Kind)
+	if err := p.Validate(); err != nil {
+		return 0, fmt.Errorf("delete overrides: %w", err)
 	}
 	endedBy := stored(p.EndedBy)
 	m.mu.Lock()

@@ -66,6 +66,9 @@ func (db *DB) KeyList(ctx context.Context) ([]weir.APIKey, error) {
 // KeyRevoke marks a key revoked at the given time. Revoking a revoked key
 // succeeds and keeps the first time.
 func (db *DB) KeyRevoke(ctx context.Context, p *weir.KeyRevokeParams) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("revoke key %s: %w", p.ID, err)
+	}
 	return db.revoke(ctx, "api_keys", "key", p.ID, p.At)
 }
 

@@ -40,8 +40,8 @@ func (db *DB) OverrideList(ctx context.Context) ([]weir.Override, error) {
 
 // OverrideDelete removes the overrides p selects.
 func (db *DB) OverrideDelete(ctx context.Context, p *weir.OverrideDeleteParams) (int, error) {
-	if !p.Kind.Valid() {
-		return 0, fmt.Errorf("delete overrides: %w: unknown kind %q", weir.ErrInvalid, p.Kind)
+	if err := p.Validate(); err != nil {
+		return 0, fmt.Errorf("delete overrides: %w", err)
 	}
 	where, args := []string{"kind = $1"}, []any{string(p.Kind)}
 	if p.Scope != "" {

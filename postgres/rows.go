@@ -32,12 +32,10 @@ func listAll[T any](ctx context.Context, db *DB, what, query string, scan func(p
 	return out, nil
 }
 
-// revoke marks row id of table (api_keys, nodes) revoked at at, keeping
-// the first time if it was already; its errors say "revoke <what> <id>".
+// revoke marks row id of table (api_keys, nodes) revoked at at, which
+// the caller has validated, keeping the first time if it was already; its
+// errors say "revoke <what> <id>".
 func (db *DB) revoke(ctx context.Context, table, what, id string, at time.Time) error {
-	if at.IsZero() {
-		return fmt.Errorf("revoke %s %s: %w: no time given", what, id, weir.ErrInvalid)
-	}
 	tag, err := db.pool.Exec(ctx,
 		`UPDATE `+table+` SET revoked_at = coalesce(revoked_at, $1) WHERE id = $2`, dbTime(at), id)
 	if err != nil {

@@ -351,13 +351,12 @@ func taskUpdate(ctx context.Context, q querier, p *weir.TaskUpdateParams) (bool,
 // or was already deleted. A task that is not there is weir.ErrNotFound; a
 // zero p.At is weir.ErrInvalid.
 func (db *DB) TaskDelete(ctx context.Context, p *weir.TaskDeleteParams) (bool, error) {
-	id, at := p.ID, p.At
-	if at.IsZero() {
-		return false, fmt.Errorf("delete task %s: %w: no deletion time", id, weir.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return false, fmt.Errorf("delete task %s: %w", p.ID, err)
 	}
-	deleted, err := db.markOnce(ctx, taskDeleteSQL, id, at)
+	deleted, err := db.markOnce(ctx, taskDeleteSQL, p.ID, p.At)
 	if err != nil {
-		return false, fmt.Errorf("delete task %s: %w", id, err)
+		return false, fmt.Errorf("delete task %s: %w", p.ID, err)
 	}
 	return deleted, nil
 }
@@ -369,13 +368,12 @@ func (db *DB) TaskDelete(ctx context.Context, p *weir.TaskDeleteParams) (bool, e
 // applies whatever the task's status, deleted tasks included: a terminal
 // task still has events in flight.
 func (db *DB) TaskCallbackGone(ctx context.Context, p *weir.TaskCallbackGoneParams) (bool, error) {
-	id, at := p.ID, p.At
-	if at.IsZero() {
-		return false, fmt.Errorf("mark the callback of task %s gone: %w: no time", id, weir.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return false, fmt.Errorf("mark the callback of task %s gone: %w", p.ID, err)
 	}
-	marked, err := db.markOnce(ctx, taskCallbackGoneSQL, id, at)
+	marked, err := db.markOnce(ctx, taskCallbackGoneSQL, p.ID, p.At)
 	if err != nil {
-		return false, fmt.Errorf("mark the callback of task %s gone: %w", id, err)
+		return false, fmt.Errorf("mark the callback of task %s gone: %w", p.ID, err)
 	}
 	return marked, nil
 }

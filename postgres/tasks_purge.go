@@ -20,8 +20,8 @@ const taskPurgeSQL = `DELETE FROM tasks WHERE seq IN (
 // p.FinishedBefore, oldest first, in one statement; call it again while it
 // returns p.Limit.
 func (db *DB) TaskPurge(ctx context.Context, p *weir.TaskPurgeParams) (int, error) {
-	if p.FinishedBefore.IsZero() || p.Limit <= 0 {
-		return 0, fmt.Errorf("purge tasks: %w: a time and a positive limit are required", weir.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return 0, fmt.Errorf("purge tasks: %w", err)
 	}
 	tag, err := db.pool.Exec(ctx, taskPurgeSQL, dbTime(p.FinishedBefore), p.Limit)
 	if err != nil {

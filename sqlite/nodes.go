@@ -58,6 +58,9 @@ func (db *DB) NodeList(ctx context.Context) ([]weir.Node, error) {
 // NodeRevoke marks a node revoked at the given time. Revoking a revoked
 // node succeeds and keeps the first time.
 func (db *DB) NodeRevoke(ctx context.Context, p *weir.NodeRevokeParams) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("revoke node %s: %w", p.ID, err)
+	}
 	return db.revoke(ctx, "nodes", "node", p.ID, p.At)
 }
 

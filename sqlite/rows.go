@@ -33,12 +33,10 @@ func listAll[T any](ctx context.Context, db *DB, what, query string, scan func(r
 	return out, nil
 }
 
-// revoke marks row id of table (api_keys, nodes) revoked at at, keeping
-// the first time if it was already; its errors say "revoke <what> <id>".
+// revoke marks row id of table (api_keys, nodes) revoked at at, which
+// the caller has validated, keeping the first time if it was already; its
+// errors say "revoke <what> <id>".
 func (db *DB) revoke(ctx context.Context, table, what, id string, at time.Time) error {
-	if at.IsZero() {
-		return fmt.Errorf("revoke %s %s: %w: no time given", what, id, weir.ErrInvalid)
-	}
 	res, err := db.write.ExecContext(ctx,
 		`UPDATE `+table+` SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, formatTime(at), id)
 	if err != nil {

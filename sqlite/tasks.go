@@ -336,12 +336,11 @@ func (db *DB) taskExistsTx(ctx context.Context, tx *sql.Tx, id string) error {
 // or was already deleted. A task that is not there is weir.ErrNotFound; a
 // zero p.At is weir.ErrInvalid.
 func (db *DB) TaskDelete(ctx context.Context, p *weir.TaskDeleteParams) (deleted bool, err error) {
-	id, at := p.ID, p.At
-	if at.IsZero() {
-		return false, fmt.Errorf("delete task %s: %w: no deletion time", id, weir.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return false, fmt.Errorf("delete task %s: %w", p.ID, err)
 	}
 	err = db.InTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.StmtContext(ctx, db.taskDelete).ExecContext(ctx, id, formatTime(at))
+		res, err := tx.StmtContext(ctx, db.taskDelete).ExecContext(ctx, p.ID, formatTime(p.At))
 		if err != nil {
 			return classify(err)
 		}
@@ -350,10 +349,10 @@ func (db *DB) TaskDelete(ctx context.Context, p *weir.TaskDeleteParams) (deleted
 			deleted = n > 0
 			return err
 		}
-		return db.taskExistsTx(ctx, tx, id)
+		return db.taskExistsTx(ctx, tx, p.ID)
 	})
 	if err != nil {
-		return false, fmt.Errorf("delete task %s: %w", id, err)
+		return false, fmt.Errorf("delete task %s: %w", p.ID, err)
 	}
 	return deleted, nil
 }
@@ -365,12 +364,11 @@ func (db *DB) TaskDelete(ctx context.Context, p *weir.TaskDeleteParams) (deleted
 // applies whatever the task's status, deleted tasks included: a terminal
 // task still has events in flight.
 func (db *DB) TaskCallbackGone(ctx context.Context, p *weir.TaskCallbackGoneParams) (marked bool, err error) {
-	id, at := p.ID, p.At
-	if at.IsZero() {
-		return false, fmt.Errorf("mark the callback of task %s gone: %w: no time", id, weir.ErrInvalid)
+	if err := p.Validate(); err != nil {
+		return false, fmt.Errorf("mark the callback of task %s gone: %w", p.ID, err)
 	}
 	err = db.InTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, taskCallbackGoneSQL, id, formatTime(at))
+		res, err := tx.ExecContext(ctx, taskCallbackGoneSQL, p.ID, formatTime(p.At))
 		if err != nil {
 			return classify(err)
 		}
@@ -379,10 +377,10 @@ func (db *DB) TaskCallbackGone(ctx context.Context, p *weir.TaskCallbackGonePara
 			marked = n > 0
 			return err
 		}
-		return db.taskExistsTx(ctx, tx, id)
+		return db.taskExistsTx(ctx, tx, p.ID)
 	})
 	if err != nil {
-		return false, fmt.Errorf("mark the callback of task %s gone: %w", id, err)
+		return false, fmt.Errorf("mark the callback of task %s gone: %w", p.ID, err)
 	}
 	return marked, nil
 }
