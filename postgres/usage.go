@@ -37,9 +37,8 @@ func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) error {
 		return nil
 	}
 	for i, u := range batch {
-		if u.RequestID == "" || u.KeyID == "" || u.At.IsZero() {
-			return fmt.Errorf("insert usage: row %d (request %q): %w: request id, key id and time are required",
-				i, u.RequestID, weir.ErrInvalid)
+		if err := u.Validate(); err != nil {
+			return fmt.Errorf("insert usage: row %d (request %q): %w", i, u.RequestID, err)
 		}
 	}
 	n := len(batch)
@@ -69,8 +68,8 @@ func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) error {
 // UsageList returns usage newest first, filtered by key and time, at most
 // f.Limit records if it is positive.
 func (db *DB) UsageList(ctx context.Context, f weir.UsageFilter) ([]weir.Usage, error) {
-	if f.Limit < 0 {
-		return nil, fmt.Errorf("list usage: %w: negative limit %d", weir.ErrInvalid, f.Limit)
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("list usage: %w", err)
 	}
 	var (
 		where []string

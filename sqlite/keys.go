@@ -17,11 +17,8 @@ const keyColumns = `id, name, prefix, hash, group_name, models,
 
 // KeyCreate stores a new key. A taken ID or Hash is weir.ErrConflict.
 func (db *DB) KeyCreate(ctx context.Context, k weir.APIKey) error {
-	if k.ID == "" || k.Hash == "" || k.CreatedAt.IsZero() {
-		return fmt.Errorf("create key %q: %w: id, hash and creation time are required", k.ID, weir.ErrInvalid)
-	}
-	if err := k.Limits.Validate(); err != nil {
-		return fmt.Errorf("create key %s: %w", k.ID, err)
+	if err := k.Validate(); err != nil {
+		return fmt.Errorf("create key %q: %w", k.ID, err)
 	}
 	models := k.Models
 	if models == nil {

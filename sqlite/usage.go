@@ -44,9 +44,8 @@ func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) (err error) {
 		return nil
 	}
 	for i, u := range batch {
-		if u.RequestID == "" || u.KeyID == "" || u.At.IsZero() {
-			return fmt.Errorf("insert usage: row %d (request %q): %w: request id, key id and time are required",
-				i, u.RequestID, weir.ErrInvalid)
+		if err := u.Validate(); err != nil {
+			return fmt.Errorf("insert usage: row %d (request %q): %w", i, u.RequestID, err)
 		}
 	}
 	err = db.InTx(ctx, func(tx *sql.Tx) error {
@@ -81,8 +80,8 @@ func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) (err error) {
 // UsageList returns usage newest first, filtered by key and time, at most
 // f.Limit records if it is positive.
 func (db *DB) UsageList(ctx context.Context, f weir.UsageFilter) ([]weir.Usage, error) {
-	if f.Limit < 0 {
-		return nil, fmt.Errorf("list usage: %w: negative limit %d", weir.ErrInvalid, f.Limit)
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("list usage: %w", err)
 	}
 	var (
 		where []string
