@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/internal/rowscan"
 )
 
 var _ weir.NodeStore = (*DB)(nil)
@@ -63,7 +64,7 @@ func (db *DB) NodeRevoke(ctx context.Context, p *weir.NodeRevokeParams) error {
 }
 
 // scanNode reads one row of nodeColumns; no row is weir.ErrNotFound.
-func scanNode(row pgx.Row) (weir.Node, error) {
+func scanNode(row rowscan.Row) (weir.Node, error) {
 	var (
 		n       weir.Node
 		revoked *time.Time

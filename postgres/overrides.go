@@ -6,9 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/internal/rowscan"
 )
 
 var _ weir.OverrideStore = (*DB)(nil)
@@ -60,7 +59,7 @@ func (db *DB) OverrideDelete(ctx context.Context, p *weir.OverrideDeleteParams) 
 }
 
 // scanOverride reads one row of overrideColumns.
-func scanOverride(row pgx.Row) (weir.Override, error) {
+func scanOverride(row rowscan.Row) (weir.Override, error) {
 	var (
 		o     weir.Override
 		kind  string

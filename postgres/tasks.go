@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/internal/rowscan"
 )
 
 var _ weir.TaskStore = (*DB)(nil)
@@ -235,15 +236,7 @@ func (db *DB) TaskList(ctx context.Context, f weir.TaskFilter) ([]weir.Task, err
 	if f.Limit > 0 && f.Limit <= smallList {
 		out = make([]weir.Task, 0, f.Limit)
 	}
-	scanner := newTaskScanner()
-	for rows.Next() {
-		t, err := scanner.scan(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list tasks: %w", err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
+	if out, err = rowscan.Append(out, rows, newTaskScanner().scan); err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
 	return out, nil
@@ -404,7 +397,7 @@ func validateTaskUpdate(u weir.TaskUpdate) ([]string, error) {
 }
 
 // scanTask reads one row of taskColumns; no row is weir.ErrNotFound.
-func scanTask(row pgx.Row) (weir.Task, error) {
+func scanTask(row rowscan.Row) (weir.Task, error) {
 	return newTaskScanner().scan(row)
 }
 
@@ -431,7 +424,7 @@ func newTaskScanner() *taskScanner {
 	return s
 }
 
-func (s *taskScanner) scan(row pgx.Row) (weir.Task, error) {
+func (s *taskScanner) scan(row rowscan.Row) (weir.Task, error) {
 	// Fresh slices for every row, so that no two tasks share one.
 	s.t.Input, s.t.Result, s.events = nil, nil, nil
 	err := row.Scan(s.dest...)

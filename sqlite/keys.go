@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/internal/rowscan"
 )
 
 const keyColumns = `id, name, prefix, hash, group_name, models,
@@ -78,7 +79,7 @@ func (db *DB) KeyRevoke(ctx context.Context, p *weir.KeyRevokeParams) error {
 }
 
 // scanKey reads one row of keyColumns; no row is weir.ErrNotFound.
-func scanKey(row rowScanner) (weir.APIKey, error) {
+func scanKey(row rowscan.Row) (weir.APIKey, error) {
 	var (
 		k                          weir.APIKey
 		models, created            string

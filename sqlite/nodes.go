@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/internal/rowscan"
 )
 
 var _ weir.NodeStore = (*DB)(nil)
@@ -65,7 +66,7 @@ func (db *DB) NodeRevoke(ctx context.Context, p *weir.NodeRevokeParams) error {
 }
 
 // scanNode reads one row of nodeColumns; no row is weir.ErrNotFound.
-func scanNode(row rowScanner) (weir.Node, error) {
+func scanNode(row rowscan.Row) (weir.Node, error) {
 	var (
 		n       weir.Node
 		created string

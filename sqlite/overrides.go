@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/internal/rowscan"
 )
 
 var _ weir.OverrideStore = (*DB)(nil)
@@ -64,7 +65,7 @@ func (db *DB) OverrideDelete(ctx context.Context, p *weir.OverrideDeleteParams) 
 }
 
 // scanOverride reads one row of overrideColumns.
-func scanOverride(row rowScanner) (weir.Override, error) {
+func scanOverride(row rowscan.Row) (weir.Override, error) {
 	var (
 		o           weir.Override
 		kind, setAt string

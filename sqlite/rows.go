@@ -6,28 +6,19 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/internal/rowscan"
 )
-
-// rowScanner is a row to scan: *sql.Row or *sql.Rows.
-type rowScanner interface{ Scan(...any) error }
 
 // listAll runs query with args on the read pool and scans each row with
 // scan; its errors say "list <what>".
-func listAll[T any](ctx context.Context, db *DB, what, query string, scan func(rowScanner) (T, error), args ...any) ([]T, error) {
+func listAll[T any](ctx context.Context, db *DB, what, query string, scan func(rowscan.Row) (T, error), args ...any) ([]T, error) {
 	rows, err := db.read.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", what, err)
 	}
 	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", what, err)
-		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := rowscan.Append(nil, rows, scan)
+	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", what, err)
 	}
 	return out, nil

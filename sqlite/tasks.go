@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/internal/rowscan"
 )
 
 var _ weir.TaskStore = (*DB)(nil)
@@ -213,15 +214,7 @@ func (db *DB) TaskList(ctx context.Context, f weir.TaskFilter) ([]weir.Task, err
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
 	defer rows.Close()
-	scanner := newTaskScanner()
-	for rows.Next() {
-		t, err := scanner.scan(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list tasks: %w", err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
+	if out, err = rowscan.Append(out, rows, newTaskScanner().scan); err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
 	return out, nil
@@ -399,7 +392,7 @@ func validateTaskUpdate(u weir.TaskUpdate) (string, error) {
 }
 
 // scanTask reads one row of taskColumns; no row is weir.ErrNotFound.
-func scanTask(row interface{ Scan(...any) error }) (weir.Task, error) {
+func scanTask(row rowscan.Row) (weir.Task, error) {
 	return newTaskScanner().scan(row)
 }
 
@@ -427,7 +420,7 @@ func newTaskScanner() *taskScanner {
 	return s
 }
 
-func (s *taskScanner) scan(row interface{ Scan(...any) error }) (weir.Task, error) {
+func (s *taskScanner) scan(row rowscan.Row) (weir.Task, error) {
 	err := row.Scan(s.dest...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return weir.Task{}, weir.ErrNotFound
