@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/weir-gateway/weir"
@@ -58,6 +59,12 @@ func TestTaskStore(t *testing.T) {
 		}
 		return db
 	})
+}
+
+func TestTx(t *testing.T) {
+	t.Parallel()
+	pgtest.Require(t)
+	storetest.ExerciseTx(t, func(t *testing.T) storetest.TxStore[pgx.Tx] { return openTemp(t) })
 }
 
 func TestNodeStore(t *testing.T) {

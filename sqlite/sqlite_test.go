@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"io"
 	"path/filepath"
@@ -218,6 +219,17 @@ func TestTaskStoreInMemory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		return db
+	})
+}
+
+// TestTx runs on a file: on ":memory:" the transaction holds the one
+// connection the suite's reads would need.
+func TestTx(t *testing.T) {
+	t.Parallel()
+	storetest.ExerciseTx(t, func(t *testing.T) storetest.TxStore[*sql.Tx] {
+		db := openTemp(t)
+		t.Cleanup(func() { db.Close() })
 		return db
 	})
 }

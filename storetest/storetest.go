@@ -62,6 +62,9 @@
 // Jobs (ExerciseJobs, for stores that run River's jobs): see
 // ExerciseJobs.
 //
+// Transactions (ExerciseTx, for stores whose transactions carry a task's
+// change and its River job together): see ExerciseTx.
+//
 // Tasks (ExerciseTasks, for stores that are also a weir.TaskStore).
 // TaskCreate requires an ID, a KeyID naming a stored key, a Kind, a Model,
 // a known Status and a CreatedAt, no negative Attempts and only known
