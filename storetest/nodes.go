@@ -29,10 +29,7 @@ func ExerciseNodes(t *testing.T, newStore func(t *testing.T) interface {
 	io.Closer
 }) {
 	t.Helper()
-	for _, tc := range []struct {
-		name string
-		run  func(t *testing.T, s nodeStore)
-	}{
+	runSubtests(t, newStore, []subtest[nodeStore]{
 		{"01_NodeCreateThenGetByHashAndID", testNodeCreateGet},
 		{"02_NodeListByName", testNodeList},
 		{"03_NodeRevoke", testNodeRevoke},
@@ -41,18 +38,7 @@ func ExerciseNodes(t *testing.T, newStore func(t *testing.T) interface {
 		{"06_NodeInvalidIsRejected", testNodeInvalid},
 		{"07_NodeNameRace", testNodeNameRace},
 		{"08_NodeCancelledContext", testNodeCancelled},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s := newStore(t)
-			t.Cleanup(func() {
-				if err := s.Close(); err != nil {
-					t.Errorf("Close: %v", err)
-				}
-			})
-			tc.run(t, s)
-		})
-	}
+	})
 }
 
 // newNode is a valid, active node numbered i.

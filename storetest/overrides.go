@@ -25,28 +25,14 @@ func ExerciseOverrides(t *testing.T, newStore func(t *testing.T) interface {
 	io.Closer
 }) {
 	t.Helper()
-	for _, tc := range []struct {
-		name string
-		run  func(t *testing.T, s overrideStore)
-	}{
+	runSubtests(t, newStore, []subtest[overrideStore]{
 		{"01_OverrideSetThenList", testOverrideSetList},
 		{"02_OverrideSetReplaces", testOverrideReplace},
 		{"03_OverridePauseOnlyExtends", testOverridePauseExtends},
 		{"04_OverrideDelete", testOverrideDelete},
 		{"05_OverrideInvalidIsRejected", testOverrideInvalid},
 		{"06_OverrideCancelledContext", testOverrideCancelled},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s := newStore(t)
-			t.Cleanup(func() {
-				if err := s.Close(); err != nil {
-					t.Errorf("Close: %v", err)
-				}
-			})
-			tc.run(t, s)
-		})
-	}
+	})
 }
 
 func drain(pm string, at time.Time) weir.Override {

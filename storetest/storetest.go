@@ -133,6 +133,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"testing"
@@ -146,20 +147,7 @@ import (
 // when the subtest ends. Subtests run in parallel, each on its own store.
 func Exercise(t *testing.T, newStore func(t *testing.T) weir.Store) {
 	t.Helper()
-	open := func(t *testing.T) weir.Store {
-		t.Helper()
-		s := newStore(t)
-		t.Cleanup(func() {
-			if err := s.Close(); err != nil {
-				t.Errorf("Close: %v", err)
-			}
-		})
-		return s
-	}
-	for _, tc := range []struct {
-		name string
-		run  func(t *testing.T, s weir.Store)
-	}{
+	runSubtests(t, newStore, []subtest[weir.Store]{
 		{"01_KeyCreateThenGetByHashAndID", testKeyCreateGet},
 		{"02_KeyAllowListAndLimitsRoundTrip", testKeyRoundTrip},
 		{"03_KeyListByCreation", testKeyList},
@@ -176,10 +164,29 @@ func Exercise(t *testing.T, newStore func(t *testing.T) weir.Store) {
 		{"14_ConcurrentUse", testConcurrent},
 		{"15_UsageLargeBatch", testUsageLargeBatch},
 		{"16_UsageByKey", testUsageByKey},
-	} {
+	})
+}
+
+// subtest is one numbered case of a suite, run on a store of type S.
+type subtest[S any] struct {
+	name string
+	run  func(t *testing.T, s S)
+}
+
+// runSubtests runs each case as a parallel subtest on a new store from
+// newStore, closed when the subtest ends.
+func runSubtests[S io.Closer](t *testing.T, newStore func(t *testing.T) S, cases []subtest[S]) {
+	t.Helper()
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tc.run(t, open(t))
+			s := newStore(t)
+			t.Cleanup(func() {
+				if err := s.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+			})
+			tc.run(t, s)
 		})
 	}
 }

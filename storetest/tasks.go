@@ -27,10 +27,7 @@ func ExerciseTasks(t *testing.T, newStore func(t *testing.T) interface {
 	weir.TaskStore
 }) {
 	t.Helper()
-	for _, tc := range []struct {
-		name string
-		run  func(t *testing.T, s taskStore)
-	}{
+	runSubtests(t, newStore, []subtest[taskStore]{
 		{"01_TaskCreateThenGet", testTaskCreateGet},
 		{"02_TaskSeqIsSubmissionOrder", testTaskSeq},
 		{"03_TaskIdempotencyKey", testTaskIdempotency},
@@ -53,18 +50,7 @@ func ExerciseTasks(t *testing.T, newStore func(t *testing.T) interface {
 		{"20_TaskPurge", testTaskPurge},
 		{"21_TaskClearUpstream", testTaskClearUpstream},
 		{"22_TaskCallbackGone", testTaskCallbackGone},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s := newStore(t)
-			t.Cleanup(func() {
-				if err := s.Close(); err != nil {
-					t.Errorf("Close: %v", err)
-				}
-			})
-			tc.run(t, s)
-		})
-	}
+	})
 }
 
 // newTask is a queued task of key keyID, with what a submission sets.
