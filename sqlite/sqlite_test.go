@@ -22,6 +22,16 @@ func openTemp(t testing.TB) *DB {
 	return db
 }
 
+// openMemory opens a DB on ":memory:", for a suite that closes it.
+func openMemory(t testing.TB) *DB {
+	t.Helper()
+	db, err := Open(t.Context(), ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
 func TestStore(t *testing.T) {
 	t.Parallel()
 	storetest.Exercise(t, func(t *testing.T) weir.Store { return openTemp(t) })
@@ -29,13 +39,7 @@ func TestStore(t *testing.T) {
 
 func TestStoreInMemory(t *testing.T) {
 	t.Parallel()
-	storetest.Exercise(t, func(t *testing.T) weir.Store {
-		db, err := Open(t.Context(), ":memory:")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return db
-	})
+	storetest.Exercise(t, func(t *testing.T) weir.Store { return openMemory(t) })
 }
 
 func TestOpenSettings(t *testing.T) {
@@ -215,11 +219,7 @@ func TestTaskStoreInMemory(t *testing.T) {
 		weir.Store
 		weir.TaskStore
 	} {
-		db, err := Open(t.Context(), ":memory:")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return db
+		return openMemory(t)
 	})
 }
 
@@ -260,11 +260,7 @@ func TestNodeStoreInMemory(t *testing.T) {
 		weir.NodeStore
 		io.Closer
 	} {
-		db, err := Open(t.Context(), ":memory:")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return db
+		return openMemory(t)
 	})
 }
 
