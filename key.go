@@ -1,6 +1,9 @@
 package weir
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // APIKey is a client credential. The secret itself is never stored: only
 // its SHA-256 hash, and a short prefix to recognise it in listings.
@@ -16,6 +19,15 @@ type APIKey struct {
 	Limits
 	CreatedAt time.Time
 	RevokedAt time.Time // zero while active
+}
+
+// Validate reports what a store refuses in a key it is asked to create:
+// no ID, Hash or CreatedAt, or negative limits.
+func (k APIKey) Validate() error {
+	if k.ID == "" || k.Hash == "" || k.CreatedAt.IsZero() {
+		return fmt.Errorf("%w: id, hash and creation time are required", ErrInvalid)
+	}
+	return k.Limits.Validate()
 }
 
 // Active reports whether the key may be used.

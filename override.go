@@ -2,6 +2,7 @@ package weir
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -83,6 +84,14 @@ type OverrideDeleteParams struct {
 	EndedBy time.Time
 }
 
+// Validate reports what a store refuses: a Kind that is not valid.
+func (p *OverrideDeleteParams) Validate() error {
+	if !p.Kind.Valid() {
+		return fmt.Errorf("%w: unknown kind %q", ErrInvalid, p.Kind)
+	}
+	return nil
+}
+
 // OverrideStore keeps the overrides. storetest.ExerciseOverrides states
 // its contract.
 type OverrideStore interface {
@@ -97,5 +106,5 @@ type OverrideStore interface {
 	// OverrideDelete removes the overrides p selects and says how many it
 	// removed; none is not an error. A p without a valid Kind is
 	// ErrInvalid.
-	OverrideDelete(ctx context.Context, p OverrideDeleteParams) (int, error)
+	OverrideDelete(ctx context.Context, p *OverrideDeleteParams) (int, error)
 }

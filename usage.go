@@ -1,6 +1,9 @@
 package weir
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Usage is one request's record.
 type Usage struct {
@@ -20,6 +23,15 @@ type Usage struct {
 	At      time.Time
 }
 
+// Validate reports what a store refuses in a record: no RequestID, KeyID
+// or At.
+func (u Usage) Validate() error {
+	if u.RequestID == "" || u.KeyID == "" || u.At.IsZero() {
+		return fmt.Errorf("%w: request id, key id and time are required", ErrInvalid)
+	}
+	return nil
+}
+
 // KeyUsage sums one key's usage records: its requests, those whose
 // outcome was not ok, the tokens they used, and when the last was.
 type KeyUsage struct {
@@ -33,4 +45,13 @@ type UsageFilter struct {
 	KeyID string
 	Since time.Time
 	Limit int
+}
+
+// Validate reports what a store refuses in a listing's filter: a
+// negative Limit.
+func (f UsageFilter) Validate() error {
+	if f.Limit < 0 {
+		return fmt.Errorf("%w: negative limit %d", ErrInvalid, f.Limit)
+	}
+	return nil
 }

@@ -82,7 +82,7 @@ type KeyStore interface {
 	KeyCreate(ctx context.Context, k weir.APIKey) error
 	KeyList(ctx context.Context) ([]weir.APIKey, error)
 	KeyByID(ctx context.Context, id string) (weir.APIKey, error)
-	KeyRevoke(ctx context.Context, id string, at time.Time) error
+	KeyRevoke(ctx context.Context, p *weir.KeyRevokeParams) error
 	UsageByKey(ctx context.Context, since time.Time) ([]weir.KeyUsage, error)
 }
 

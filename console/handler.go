@@ -781,7 +781,7 @@ func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request) error {
 		}
 		return fmt.Errorf("find key %s: %w", id, err)
 	}
-	if err := c.deps.Keys.KeyRevoke(r.Context(), id, c.deps.Clock.Now().UTC()); err != nil {
+	if err := c.deps.Keys.KeyRevoke(r.Context(), &weir.KeyRevokeParams{ID: id, At: c.deps.Clock.Now().UTC()}); err != nil {
 		return fmt.Errorf("revoke key %s: %w", id, err)
 	}
 	c.deps.Logger.Warn("key revoked from the console", "key", id)

@@ -162,7 +162,7 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 	}
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	if _, err := s.deps.Overrides.OverrideDelete(ctx, weir.OverrideDeleteParams{Kind: weir.OverrideLimit}); err != nil {
+	if _, err := s.deps.Overrides.OverrideDelete(ctx, &weir.OverrideDeleteParams{Kind: weir.OverrideLimit}); err != nil {
 		return fmt.Errorf("%w: forget the run-time limits: %w", ErrUnavailable, err)
 	}
 	changed, err := s.readOverridesLocked(ctx)
@@ -170,7 +170,7 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		return err // the next read sets again what the limits' going changed
 	}
 	// Tidying: a pause whose every replica went away before it ended.
-	if _, err := s.deps.Overrides.OverrideDelete(ctx, weir.OverrideDeleteParams{Kind: weir.OverridePause, EndedBy: s.deps.Clock.Now()}); err != nil {
+	if _, err := s.deps.Overrides.OverrideDelete(ctx, &weir.OverrideDeleteParams{Kind: weir.OverridePause, EndedBy: s.deps.Clock.Now()}); err != nil {
 		s.deps.Logger.Warn("could not clear the ended pauses from the store", "error", err)
 	}
 	next := &Snapshot{

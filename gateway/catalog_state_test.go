@@ -207,7 +207,7 @@ func TestKeyByHashCaches(t *testing.T) {
 	if k, found, err := b.svc.KeyByHash(ctx, "hash_a"); err != nil || !found || k.ID != "key_a" || !k.Active() {
 		t.Fatalf("KeyByHash: %+v %v %v", k, found, err)
 	}
-	if err := b.store.KeyRevoke(ctx, "key_a", b.clock.Now()); err != nil {
+	if err := b.store.KeyRevoke(ctx, &weir.KeyRevokeParams{ID: "key_a", At: b.clock.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	b.clock.Advance(time.Second)

@@ -245,7 +245,7 @@ func (s *Service) Drain(ctx context.Context, pm string, on bool) error {
 		err = s.deps.Overrides.OverrideSet(ctx, weir.Override{Scope: scope, Kind: weir.OverrideDrain, SetAt: s.deps.Clock.Now()})
 	} else {
 		var n int
-		n, err = s.deps.Overrides.OverrideDelete(ctx, weir.OverrideDeleteParams{Kind: weir.OverrideDrain, Scope: scope})
+		n, err = s.deps.Overrides.OverrideDelete(ctx, &weir.OverrideDeleteParams{Kind: weir.OverrideDrain, Scope: scope})
 		if err == nil && n == 0 && !known {
 			return notFound
 		}

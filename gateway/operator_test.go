@@ -291,7 +291,7 @@ func (failingOverrides) OverrideSet(context.Context, weir.Override) error { retu
 func (failingOverrides) OverrideList(context.Context) ([]weir.Override, error) {
 	return nil, errStoreDown
 }
-func (failingOverrides) OverrideDelete(context.Context, weir.OverrideDeleteParams) (int, error) {
+func (failingOverrides) OverrideDelete(context.Context, *weir.OverrideDeleteParams) (int, error) {
 	return 0, errStoreDown
 }
 

@@ -65,12 +65,12 @@ func (m *memOverrides) OverrideList(ctx context.Context) ([]weir.Override, error
 	return out, nil
 }
 
-func (m *memOverrides) OverrideDelete(ctx context.Context, p weir.OverrideDeleteParams) (int, error) {
+func (m *memOverrides) OverrideDelete(ctx context.Context, p *weir.OverrideDeleteParams) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if !p.Kind.Valid() {
-		return 0, fmt.Errorf("delete overrides: %w: unknown kind %q", weir.ErrInvalid, p.Kind)
+	if err := p.Validate(); err != nil {
+		return 0, fmt.Errorf("delete overrides: %w", err)
 	}
 	endedBy := stored(p.EndedBy)
 	m.mu.Lock()

@@ -105,7 +105,7 @@ func (s *Service) resume(pm string, until time.Time) {
 	s.deps.Metrics.UpstreamPaused(pm, false)
 	s.deps.Logger.Info("upstream pause over: admissions resume", "platform_model", pm)
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	_, err := s.deps.Overrides.OverrideDelete(ctx, weir.OverrideDeleteParams{Kind: weir.OverridePause, Scope: weir.PlatformModelScope(pm), EndedBy: until})
+	_, err := s.deps.Overrides.OverrideDelete(ctx, &weir.OverrideDeleteParams{Kind: weir.OverridePause, Scope: weir.PlatformModelScope(pm), EndedBy: until})
 	cancel()
 	if err != nil {
 		s.deps.Metrics.DroppedError("pause")

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/internal/rowscan"
 )
 
 var _ weir.NodeStore = (*DB)(nil)
@@ -55,12 +56,15 @@ func (db *DB) NodeList(ctx context.Context) ([]weir.Node, error) {
 
 // NodeRevoke marks a node revoked at the given time. Revoking a revoked
 // node succeeds and keeps the first time.
-func (db *DB) NodeRevoke(ctx context.Context, id string, at time.Time) error {
-	return db.revoke(ctx, "nodes", "node", id, at)
+func (db *DB) NodeRevoke(ctx context.Context, p *weir.NodeRevokeParams) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("revoke node %s: %w", p.ID, err)
+	}
+	return db.revoke(ctx, "nodes", "node", p.ID, p.At)
 }
 
 // scanNode reads one row of nodeColumns; no row is weir.ErrNotFound.
-func scanNode(row pgx.Row) (weir.Node, error) {
+func scanNode(row rowscan.Row) (weir.Node, error) {
 	var (
 		n       weir.Node
 		revoked *time.Time

@@ -6,9 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/internal/rowscan"
 )
 
 var _ weir.OverrideStore = (*DB)(nil)
@@ -39,9 +38,9 @@ func (db *DB) OverrideList(ctx context.Context) ([]weir.Override, error) {
 }
 
 // OverrideDelete removes the overrides p selects.
-func (db *DB) OverrideDelete(ctx context.Context, p weir.OverrideDeleteParams) (int, error) {
-	if !p.Kind.Valid() {
-		return 0, fmt.Errorf("delete overrides: %w: unknown kind %q", weir.ErrInvalid, p.Kind)
+func (db *DB) OverrideDelete(ctx context.Context, p *weir.OverrideDeleteParams) (int, error) {
+	if err := p.Validate(); err != nil {
+		return 0, fmt.Errorf("delete overrides: %w", err)
 	}
 	where, args := []string{"kind = $1"}, []any{string(p.Kind)}
 	if p.Scope != "" {
@@ -60,7 +59,7 @@ func (db *DB) OverrideDelete(ctx context.Context, p weir.OverrideDeleteParams) (
 }
 
 // scanOverride reads one row of overrideColumns.
-func scanOverride(row pgx.Row) (weir.Override, error) {
+func scanOverride(row rowscan.Row) (weir.Override, error) {
 	var (
 		o     weir.Override
 		kind  string

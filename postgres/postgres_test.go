@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/weir-gateway/weir"
@@ -27,7 +28,9 @@ func open(t testing.TB, dsn string) *DB {
 	return db
 }
 
-// openTemp opens a DB on a schema of the test's own.
+// openTemp opens a DB on a schema of the test's own, closed when the
+// test ends (a suite's own Close of it before then is harmless: the pool
+// closes once).
 func openTemp(t testing.TB) *DB {
 	t.Helper()
 	return open(t, pgtest.Schema(t))
@@ -36,13 +39,7 @@ func openTemp(t testing.TB) *DB {
 func TestStore(t *testing.T) {
 	t.Parallel()
 	pgtest.Require(t)
-	storetest.Exercise(t, func(t *testing.T) weir.Store {
-		db, err := Open(t.Context(), pgtest.Schema(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return db
-	})
+	storetest.Exercise(t, func(t *testing.T) weir.Store { return openTemp(t) })
 }
 
 func TestTaskStore(t *testing.T) {
@@ -52,12 +49,14 @@ func TestTaskStore(t *testing.T) {
 		weir.Store
 		weir.TaskStore
 	} {
-		db, err := Open(t.Context(), pgtest.Schema(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return db
+		return openTemp(t)
 	})
+}
+
+func TestTx(t *testing.T) {
+	t.Parallel()
+	pgtest.Require(t)
+	storetest.ExerciseTx(t, func(t *testing.T) storetest.TxStore[pgx.Tx] { return openTemp(t) })
 }
 
 func TestNodeStore(t *testing.T) {
@@ -67,11 +66,7 @@ func TestNodeStore(t *testing.T) {
 		weir.NodeStore
 		io.Closer
 	} {
-		db, err := Open(t.Context(), pgtest.Schema(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return db
+		return openTemp(t)
 	})
 }
 
@@ -82,11 +77,7 @@ func TestOverrideStore(t *testing.T) {
 		weir.OverrideStore
 		io.Closer
 	} {
-		db, err := Open(t.Context(), pgtest.Schema(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return db
+		return openTemp(t)
 	})
 }
 

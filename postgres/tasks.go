@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/internal/rowscan"
 )
 
 var _ weir.TaskStore = (*DB)(nil)
@@ -235,15 +236,7 @@ func (db *DB) TaskList(ctx context.Context, f weir.TaskFilter) ([]weir.Task, err
 	if f.Limit > 0 && f.Limit <= smallList {
 		out = make([]weir.Task, 0, f.Limit)
 	}
-	scanner := newTaskScanner()
-	for rows.Next() {
-		t, err := scanner.scan(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list tasks: %w", err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
+	if out, err = rowscan.Append(out, rows, newTaskScanner().scan); err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
 	return out, nil
@@ -300,22 +293,23 @@ func taskListQuery(f weir.TaskFilter) (string, []any) {
 	return q, args
 }
 
-// TaskUpdate applies u to the task if its status is in u.From, in one
-// statement, and reports whether it did: false with a nil error means the
-// task had moved on. A task that is not there is weir.ErrNotFound.
+// TaskUpdate applies u (p.Update) to task p.ID if its status is in
+// u.From, in one statement, and reports whether it did: false with a nil
+// error means the task had moved on. A task that is not there is
+// weir.ErrNotFound.
 //
 // Zero fields of u are left as they are (a nil or empty Result too);
 // Status is always set. u.From must not be empty and must not hold a
 // terminal status, which is never left; u.Status must be known
 // (weir.ErrInvalid).
-func (db *DB) TaskUpdate(ctx context.Context, id string, u weir.TaskUpdate) (bool, error) {
-	return taskUpdate(ctx, db.pool, id, u)
+func (db *DB) TaskUpdate(ctx context.Context, p *weir.TaskUpdateParams) (bool, error) {
+	return taskUpdate(ctx, db.pool, p)
 }
 
 // TaskUpdateTx is TaskUpdate inside tx, which should come from InTx (or
 // be another transaction on Pool()); it commits nothing itself.
-func (db *DB) TaskUpdateTx(ctx context.Context, tx pgx.Tx, id string, u weir.TaskUpdate) (bool, error) {
-	return taskUpdate(ctx, tx, id, u)
+func (db *DB) TaskUpdateTx(ctx context.Context, tx pgx.Tx, p *weir.TaskUpdateParams) (bool, error) {
+	return taskUpdate(ctx, tx, p)
 }
 
 // querier is what a pool and a transaction have in common.
@@ -323,7 +317,8 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-func taskUpdate(ctx context.Context, q querier, id string, u weir.TaskUpdate) (bool, error) {
+func taskUpdate(ctx context.Context, q querier, p *weir.TaskUpdateParams) (bool, error) {
+	id, u := p.ID, p.Update
 	from, err := validateTaskUpdate(u)
 	if err != nil {
 		return false, fmt.Errorf("update task %s: %w", id, err)
@@ -344,34 +339,34 @@ func taskUpdate(ctx context.Context, q querier, id string, u weir.TaskUpdate) (b
 	return applied, nil
 }
 
-// TaskDelete marks a terminal task deleted at at and reports whether it
-// did: false with a nil error means the task is not terminal or was
-// already deleted. A task that is not there is weir.ErrNotFound; a zero
-// at is weir.ErrInvalid.
-func (db *DB) TaskDelete(ctx context.Context, id string, at time.Time) (bool, error) {
-	if at.IsZero() {
-		return false, fmt.Errorf("delete task %s: %w: no deletion time", id, weir.ErrInvalid)
+// TaskDelete marks terminal task p.ID deleted at p.At and reports
+// whether it did: false with a nil error means the task is not terminal
+// or was already deleted. A task that is not there is weir.ErrNotFound; a
+// zero p.At is weir.ErrInvalid.
+func (db *DB) TaskDelete(ctx context.Context, p *weir.TaskDeleteParams) (bool, error) {
+	if err := p.Validate(); err != nil {
+		return false, fmt.Errorf("delete task %s: %w", p.ID, err)
 	}
-	deleted, err := db.markOnce(ctx, taskDeleteSQL, id, at)
+	deleted, err := db.markOnce(ctx, taskDeleteSQL, p.ID, p.At)
 	if err != nil {
-		return false, fmt.Errorf("delete task %s: %w", id, err)
+		return false, fmt.Errorf("delete task %s: %w", p.ID, err)
 	}
 	return deleted, nil
 }
 
-// TaskCallbackGone records that the task's callback URL answered 410 Gone
-// at at and reports whether it did: false with a nil error means it was
-// recorded before (the first time stays). A task that is not there is
-// weir.ErrNotFound; a zero at is weir.ErrInvalid. Unlike TaskUpdate it
+// TaskCallbackGone records that task p.ID's callback URL answered 410
+// Gone at p.At and reports whether it did: false with a nil error means
+// it was recorded before (the first time stays). A task that is not there
+// is weir.ErrNotFound; a zero p.At is weir.ErrInvalid. Unlike TaskUpdate it
 // applies whatever the task's status, deleted tasks included: a terminal
 // task still has events in flight.
-func (db *DB) TaskCallbackGone(ctx context.Context, id string, at time.Time) (bool, error) {
-	if at.IsZero() {
-		return false, fmt.Errorf("mark the callback of task %s gone: %w: no time", id, weir.ErrInvalid)
+func (db *DB) TaskCallbackGone(ctx context.Context, p *weir.TaskCallbackGoneParams) (bool, error) {
+	if err := p.Validate(); err != nil {
+		return false, fmt.Errorf("mark the callback of task %s gone: %w", p.ID, err)
 	}
-	marked, err := db.markOnce(ctx, taskCallbackGoneSQL, id, at)
+	marked, err := db.markOnce(ctx, taskCallbackGoneSQL, p.ID, p.At)
 	if err != nil {
-		return false, fmt.Errorf("mark the callback of task %s gone: %w", id, err)
+		return false, fmt.Errorf("mark the callback of task %s gone: %w", p.ID, err)
 	}
 	return marked, nil
 }
@@ -402,7 +397,7 @@ func validateTaskUpdate(u weir.TaskUpdate) ([]string, error) {
 }
 
 // scanTask reads one row of taskColumns; no row is weir.ErrNotFound.
-func scanTask(row pgx.Row) (weir.Task, error) {
+func scanTask(row rowscan.Row) (weir.Task, error) {
 	return newTaskScanner().scan(row)
 }
 
@@ -429,7 +424,7 @@ func newTaskScanner() *taskScanner {
 	return s
 }
 
-func (s *taskScanner) scan(row pgx.Row) (weir.Task, error) {
+func (s *taskScanner) scan(row rowscan.Row) (weir.Task, error) {
 	// Fresh slices for every row, so that no two tasks share one.
 	s.t.Input, s.t.Result, s.events = nil, nil, nil
 	err := row.Scan(s.dest...)

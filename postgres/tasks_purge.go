@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/weir-gateway/weir"
 )
@@ -17,14 +16,14 @@ const taskPurgeSQL = `DELETE FROM tasks WHERE seq IN (
 	AND status IN ` + terminalStatuses + `
 	ORDER BY finished_at LIMIT $2)`
 
-// TaskPurge removes up to limit terminal tasks that finished before
-// finishedBefore, oldest first, in one statement; call it again while it
-// returns limit.
-func (db *DB) TaskPurge(ctx context.Context, finishedBefore time.Time, limit int) (int, error) {
-	if finishedBefore.IsZero() || limit <= 0 {
-		return 0, fmt.Errorf("purge tasks: %w: a time and a positive limit are required", weir.ErrInvalid)
+// TaskPurge removes up to p.Limit terminal tasks that finished before
+// p.FinishedBefore, oldest first, in one statement; call it again while it
+// returns p.Limit.
+func (db *DB) TaskPurge(ctx context.Context, p *weir.TaskPurgeParams) (int, error) {
+	if err := p.Validate(); err != nil {
+		return 0, fmt.Errorf("purge tasks: %w", err)
 	}
-	tag, err := db.pool.Exec(ctx, taskPurgeSQL, dbTime(finishedBefore), limit)
+	tag, err := db.pool.Exec(ctx, taskPurgeSQL, dbTime(p.FinishedBefore), p.Limit)
 	if err != nil {
 		return 0, fmt.Errorf("purge tasks: %w", classify(err))
 	}

@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,11 +8,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/pgtest"
-	"github.com/weir-gateway/weir/riverjob"
 	"github.com/weir-gateway/weir/task"
 )
 
@@ -37,126 +34,6 @@ func newQueuedTask(t *testing.T, db *DB) weir.Task {
 		t.Fatalf("TaskCreate = %v, %v", created, err)
 	}
 	return task
-}
-
-var admit = weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskAdmitted, PlatformModel: "pm"}
-
-type runArgs struct {
-	TaskID string `json:"task_id"`
-}
-
-func (runArgs) Kind() string { return "test_run" }
-
-// newRiver migrates River's tables and returns an insert-only client on
-// db's driver.
-func newRiver(t *testing.T, db *DB) *river.Client[pgx.Tx] {
-	t.Helper()
-	if err := riverjob.Migrate(t.Context(), db); err != nil {
-		t.Fatal(err)
-	}
-	if err := riverjob.Migrate(t.Context(), db); err != nil {
-		t.Fatalf("MigrateRiver on an up-to-date schema: %v", err)
-	}
-	client, err := river.NewClient(db.RiverDriver(), &river.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return client
-}
-
-func jobCount(t *testing.T, db *DB) int {
-	t.Helper()
-	n := 0
-	if err := db.Pool().QueryRow(t.Context(), `SELECT count(*) FROM river_job WHERE kind = 'test_run'`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-// TestInTx checks that a task update and River's InsertTx in InTx commit
-// together, and that an error or a panic in fn rolls both back.
-func TestInTx(t *testing.T) {
-	t.Parallel()
-	db := openTemp(t)
-	client := newRiver(t, db)
-	task := newQueuedTask(t, db)
-	insertJob := func(tx pgx.Tx) {
-		t.Helper()
-		if _, err := client.InsertTx(t.Context(), tx, runArgs{TaskID: task.ID}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	failed := errors.New("river said no")
-	err := db.InTx(t.Context(), func(tx pgx.Tx) error {
-		if ok, err := db.TaskUpdateTx(t.Context(), tx, task.ID, admit); err != nil || !ok {
-			t.Fatalf("TaskUpdateTx = %v, %v", ok, err)
-		}
-		insertJob(tx)
-		return failed
-	})
-	if err != failed {
-		t.Errorf("InTx returned %v, want fn's error as it is", err)
-	}
-	if got, _ := db.TaskGet(t.Context(), task.ID); got.Status != weir.TaskQueued || jobCount(t, db) != 0 {
-		t.Fatalf("after a failed InTx: task %s, %d jobs; want queued and none", got.Status, jobCount(t, db))
-	}
-
-	func() {
-		defer func() {
-			if recover() == nil {
-				t.Errorf("InTx swallowed fn's panic")
-			}
-		}()
-		db.InTx(t.Context(), func(tx pgx.Tx) error {
-			if _, err := db.TaskUpdateTx(t.Context(), tx, task.ID, admit); err != nil {
-				t.Fatal(err)
-			}
-			insertJob(tx)
-			panic("boom")
-		})
-	}()
-	if got, _ := db.TaskGet(t.Context(), task.ID); got.Status != weir.TaskQueued || jobCount(t, db) != 0 {
-		t.Fatalf("after a panic in InTx: task %s, %d jobs; want queued and none", got.Status, jobCount(t, db))
-	}
-
-	err = db.InTx(t.Context(), func(tx pgx.Tx) error {
-		if ok, err := db.TaskUpdateTx(t.Context(), tx, task.ID, admit); err != nil || !ok {
-			t.Fatalf("TaskUpdateTx = %v, %v", ok, err)
-		}
-		// Another connection sees only what is committed.
-		if got, err := db.TaskGet(t.Context(), task.ID); err != nil || got.Status != weir.TaskQueued {
-			t.Errorf("TaskGet inside the transaction = %s, %v; want queued", got.Status, err)
-		}
-		insertJob(tx)
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("InTx: %v", err)
-	}
-	got, err := db.TaskGet(t.Context(), task.ID)
-	if err != nil || got.Status != weir.TaskAdmitted || got.PlatformModel != "pm" || jobCount(t, db) != 1 {
-		t.Fatalf("after InTx: task %+v (%v), %d jobs; want admitted on pm and one job", got, err, jobCount(t, db))
-	}
-	// The CAS inside a transaction: the task has moved on.
-	err = db.InTx(t.Context(), func(tx pgx.Tx) error {
-		ok, err := db.TaskUpdateTx(t.Context(), tx, task.ID, admit)
-		if ok {
-			t.Errorf("TaskUpdateTx from queued applied to an admitted task")
-		}
-		return err
-	})
-	if err != nil {
-		t.Errorf("InTx: %v", err)
-	}
-	// And of a task that is not there.
-	err = db.InTx(t.Context(), func(tx pgx.Tx) error {
-		_, err := db.TaskUpdateTx(t.Context(), tx, "video_nope", admit)
-		return err
-	})
-	if !errors.Is(err, weir.ErrNotFound) {
-		t.Errorf("TaskUpdateTx of an unknown task: %v, want ErrNotFound", err)
-	}
 }
 
 // TestTwoPoolsRace races two DBs on one schema, as two replicas would:
@@ -212,7 +89,7 @@ func TestTwoPoolsRace(t *testing.T) {
 				u := weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskAdmitted,
 					PlatformModel: fmt.Sprintf("pm-%d", i), Attempts: &i}
 				<-start
-				applied[i], errs[i] = dbs[i%2].TaskUpdate(t.Context(), id, u)
+				applied[i], errs[i] = dbs[i%2].TaskUpdate(t.Context(), &weir.TaskUpdateParams{ID: id, Update: u})
 			})
 		}
 		close(start)

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/internal/rowscan"
 )
 
 const usageColumns = `request_id, key_id, model, platform_model, endpoint,
@@ -37,9 +37,8 @@ func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) error {
 		return nil
 	}
 	for i, u := range batch {
-		if u.RequestID == "" || u.KeyID == "" || u.At.IsZero() {
-			return fmt.Errorf("insert usage: row %d (request %q): %w: request id, key id and time are required",
-				i, u.RequestID, weir.ErrInvalid)
+		if err := u.Validate(); err != nil {
+			return fmt.Errorf("insert usage: row %d (request %q): %w", i, u.RequestID, err)
 		}
 	}
 	n := len(batch)
@@ -69,8 +68,8 @@ func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) error {
 // UsageList returns usage newest first, filtered by key and time, at most
 // f.Limit records if it is positive.
 func (db *DB) UsageList(ctx context.Context, f weir.UsageFilter) ([]weir.Usage, error) {
-	if f.Limit < 0 {
-		return nil, fmt.Errorf("list usage: %w: negative limit %d", weir.ErrInvalid, f.Limit)
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("list usage: %w", err)
 	}
 	var (
 		where []string
@@ -94,28 +93,21 @@ func (db *DB) UsageList(ctx context.Context, f weir.UsageFilter) ([]weir.Usage, 
 	if f.Limit > 0 {
 		q += ` LIMIT ` + arg(f.Limit)
 	}
-	rows, err := db.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list usage: %w", err)
+	return listAll(ctx, db, "usage", q, scanUsage, args...)
+}
+
+// scanUsage reads one row of usageColumns.
+func scanUsage(row rowscan.Row) (weir.Usage, error) {
+	var (
+		u                       weir.Usage
+		waited, latency, status int64
+	)
+	if err := row.Scan(&u.RequestID, &u.KeyID, &u.Model, &u.PlatformModel, &u.Endpoint,
+		&u.PromptTokens, &u.CompletionTokens, &waited, &latency, &status, &u.Outcome, &u.At); err != nil {
+		return weir.Usage{}, err
 	}
-	defer rows.Close()
-	var out []weir.Usage
-	for rows.Next() {
-		var (
-			u                       weir.Usage
-			waited, latency, status int64
-		)
-		if err := rows.Scan(&u.RequestID, &u.KeyID, &u.Model, &u.PlatformModel, &u.Endpoint,
-			&u.PromptTokens, &u.CompletionTokens, &waited, &latency, &status, &u.Outcome, &u.At); err != nil {
-			return nil, fmt.Errorf("list usage: %w", err)
-		}
-		u.Waited, u.Latency, u.Status, u.At = time.Duration(waited), time.Duration(latency), int(status), u.At.UTC()
-		out = append(out, u)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list usage: %w", err)
-	}
-	return out, nil
+	u.Waited, u.Latency, u.Status, u.At = time.Duration(waited), time.Duration(latency), int(status), u.At.UTC()
+	return u, nil
 }
 
 // UsageByKey sums the usage recorded since since, by key, in key id
@@ -126,7 +118,7 @@ func (db *DB) UsageByKey(ctx context.Context, since time.Time) ([]weir.KeyUsage,
 		FROM usage_records WHERE at >= $1 GROUP BY key_id ORDER BY key_id`, scanKeyUsage, since)
 }
 
-func scanKeyUsage(row pgx.Row) (weir.KeyUsage, error) {
+func scanKeyUsage(row rowscan.Row) (weir.KeyUsage, error) {
 	var u weir.KeyUsage
 	err := row.Scan(&u.KeyID, &u.Requests, &u.Failed, &u.Tokens, &u.Last)
 	u.Last = u.Last.UTC()

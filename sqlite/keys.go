@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/internal/rowscan"
 )
 
 const keyColumns = `id, name, prefix, hash, group_name, models,
@@ -17,11 +18,8 @@ const keyColumns = `id, name, prefix, hash, group_name, models,
 
 // KeyCreate stores a new key. A taken ID or Hash is weir.ErrConflict.
 func (db *DB) KeyCreate(ctx context.Context, k weir.APIKey) error {
-	if k.ID == "" || k.Hash == "" || k.CreatedAt.IsZero() {
-		return fmt.Errorf("create key %q: %w: id, hash and creation time are required", k.ID, weir.ErrInvalid)
-	}
-	if err := k.Limits.Validate(); err != nil {
-		return fmt.Errorf("create key %s: %w", k.ID, err)
+	if err := k.Validate(); err != nil {
+		return fmt.Errorf("create key %q: %w", k.ID, err)
 	}
 	models := k.Models
 	if models == nil {
@@ -73,12 +71,15 @@ func (db *DB) KeyList(ctx context.Context) ([]weir.APIKey, error) {
 
 // KeyRevoke marks a key revoked at the given time. Revoking a revoked key
 // succeeds and keeps the first time.
-func (db *DB) KeyRevoke(ctx context.Context, id string, at time.Time) error {
-	return db.revoke(ctx, "api_keys", "key", id, at)
+func (db *DB) KeyRevoke(ctx context.Context, p *weir.KeyRevokeParams) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("revoke key %s: %w", p.ID, err)
+	}
+	return db.revoke(ctx, "api_keys", "key", p.ID, p.At)
 }
 
 // scanKey reads one row of keyColumns; no row is weir.ErrNotFound.
-func scanKey(row rowScanner) (weir.APIKey, error) {
+func scanKey(row rowscan.Row) (weir.APIKey, error) {
 	var (
 		k                          weir.APIKey
 		models, created            string

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/internal/rowscan"
 )
 
 var _ weir.OverrideStore = (*DB)(nil)
@@ -41,9 +42,9 @@ func (db *DB) OverrideList(ctx context.Context) ([]weir.Override, error) {
 }
 
 // OverrideDelete removes the overrides p selects.
-func (db *DB) OverrideDelete(ctx context.Context, p weir.OverrideDeleteParams) (int, error) {
-	if !p.Kind.Valid() {
-		return 0, fmt.Errorf("delete overrides: %w: unknown kind %q", weir.ErrInvalid, p.Kind)
+func (db *DB) OverrideDelete(ctx context.Context, p *weir.OverrideDeleteParams) (int, error) {
+	if err := p.Validate(); err != nil {
+		return 0, fmt.Errorf("delete overrides: %w", err)
 	}
 	where, args := []string{"kind = ?"}, []any{string(p.Kind)}
 	if p.Scope != "" {
@@ -64,7 +65,7 @@ func (db *DB) OverrideDelete(ctx context.Context, p weir.OverrideDeleteParams) (
 }
 
 // scanOverride reads one row of overrideColumns.
-func scanOverride(row rowScanner) (weir.Override, error) {
+func scanOverride(row rowscan.Row) (weir.Override, error) {
 	var (
 		o           weir.Override
 		kind, setAt string

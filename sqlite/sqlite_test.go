@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"io"
 	"path/filepath"
@@ -21,6 +22,16 @@ func openTemp(t testing.TB) *DB {
 	return db
 }
 
+// openMemory opens a DB on ":memory:", for a suite that closes it.
+func openMemory(t testing.TB) *DB {
+	t.Helper()
+	db, err := Open(t.Context(), ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
 func TestStore(t *testing.T) {
 	t.Parallel()
 	storetest.Exercise(t, func(t *testing.T) weir.Store { return openTemp(t) })
@@ -28,13 +39,7 @@ func TestStore(t *testing.T) {
 
 func TestStoreInMemory(t *testing.T) {
 	t.Parallel()
-	storetest.Exercise(t, func(t *testing.T) weir.Store {
-		db, err := Open(t.Context(), ":memory:")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return db
-	})
+	storetest.Exercise(t, func(t *testing.T) weir.Store { return openMemory(t) })
 }
 
 func TestOpenSettings(t *testing.T) {
@@ -214,10 +219,17 @@ func TestTaskStoreInMemory(t *testing.T) {
 		weir.Store
 		weir.TaskStore
 	} {
-		db, err := Open(t.Context(), ":memory:")
-		if err != nil {
-			t.Fatal(err)
-		}
+		return openMemory(t)
+	})
+}
+
+// TestTx runs on a file: on ":memory:" the transaction holds the one
+// connection the suite's reads would need.
+func TestTx(t *testing.T) {
+	t.Parallel()
+	storetest.ExerciseTx(t, func(t *testing.T) storetest.TxStore[*sql.Tx] {
+		db := openTemp(t)
+		t.Cleanup(func() { db.Close() })
 		return db
 	})
 }
@@ -248,11 +260,7 @@ func TestNodeStoreInMemory(t *testing.T) {
 		weir.NodeStore
 		io.Closer
 	} {
-		db, err := Open(t.Context(), ":memory:")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return db
+		return openMemory(t)
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/internal/rowscan"
 )
 
 var _ weir.TaskStore = (*DB)(nil)
@@ -213,15 +214,7 @@ func (db *DB) TaskList(ctx context.Context, f weir.TaskFilter) ([]weir.Task, err
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
 	defer rows.Close()
-	scanner := newTaskScanner()
-	for rows.Next() {
-		t, err := scanner.scan(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list tasks: %w", err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
+	if out, err = rowscan.Append(out, rows, newTaskScanner().scan); err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
 	return out, nil
@@ -268,31 +261,33 @@ func taskListQuery(f weir.TaskFilter) (string, []any) {
 	return q, args
 }
 
-// TaskUpdate applies u to the task if its status is in u.From, in one
-// statement, and reports whether it did: false with a nil error means the
-// task had moved on. A task that is not there is weir.ErrNotFound.
+// TaskUpdate applies u (p.Update) to task p.ID if its status is in
+// u.From, in one statement, and reports whether it did: false with a nil
+// error means the task had moved on. A task that is not there is
+// weir.ErrNotFound.
 //
 // Zero fields of u are left as they are (a nil or empty Result too);
 // Status is always set. u.From must not be empty and must not hold a
 // terminal status, which is never left; u.Status must be known
 // (weir.ErrInvalid).
-func (db *DB) TaskUpdate(ctx context.Context, id string, u weir.TaskUpdate) (applied bool, err error) {
+func (db *DB) TaskUpdate(ctx context.Context, p *weir.TaskUpdateParams) (applied bool, err error) {
 	// In a transaction so that a miss can tell "moved on" from "not there"
 	// with the same view of the table.
 	var updateErr error // already says which task
 	err = db.InTx(ctx, func(tx *sql.Tx) error {
-		applied, updateErr = db.TaskUpdateTx(ctx, tx, id, u)
+		applied, updateErr = db.TaskUpdateTx(ctx, tx, p)
 		return updateErr
 	})
 	if err != nil && err != updateErr {
-		return false, fmt.Errorf("update task %s: %w", id, err)
+		return false, fmt.Errorf("update task %s: %w", p.ID, err)
 	}
 	return applied, err
 }
 
 // TaskUpdateTx is TaskUpdate inside tx, which should come from InTx (or
 // be another transaction on SQL()); it commits nothing itself.
-func (db *DB) TaskUpdateTx(ctx context.Context, tx *sql.Tx, id string, u weir.TaskUpdate) (bool, error) {
+func (db *DB) TaskUpdateTx(ctx context.Context, tx *sql.Tx, p *weir.TaskUpdateParams) (bool, error) {
+	id, u := p.ID, p.Update
 	from, err := validateTaskUpdate(u)
 	if err != nil {
 		return false, fmt.Errorf("update task %s: %w", id, err)
@@ -329,16 +324,16 @@ func (db *DB) taskExistsTx(ctx context.Context, tx *sql.Tx, id string) error {
 	return err
 }
 
-// TaskDelete marks a terminal task deleted at at and reports whether it
-// did: false with a nil error means the task is not terminal or was
-// already deleted. A task that is not there is weir.ErrNotFound; a zero
-// at is weir.ErrInvalid.
-func (db *DB) TaskDelete(ctx context.Context, id string, at time.Time) (deleted bool, err error) {
-	if at.IsZero() {
-		return false, fmt.Errorf("delete task %s: %w: no deletion time", id, weir.ErrInvalid)
+// TaskDelete marks terminal task p.ID deleted at p.At and reports
+// whether it did: false with a nil error means the task is not terminal
+// or was already deleted. A task that is not there is weir.ErrNotFound; a
+// zero p.At is weir.ErrInvalid.
+func (db *DB) TaskDelete(ctx context.Context, p *weir.TaskDeleteParams) (deleted bool, err error) {
+	if err := p.Validate(); err != nil {
+		return false, fmt.Errorf("delete task %s: %w", p.ID, err)
 	}
 	err = db.InTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.StmtContext(ctx, db.taskDelete).ExecContext(ctx, id, formatTime(at))
+		res, err := tx.StmtContext(ctx, db.taskDelete).ExecContext(ctx, p.ID, formatTime(p.At))
 		if err != nil {
 			return classify(err)
 		}
@@ -347,26 +342,26 @@ func (db *DB) TaskDelete(ctx context.Context, id string, at time.Time) (deleted 
 			deleted = n > 0
 			return err
 		}
-		return db.taskExistsTx(ctx, tx, id)
+		return db.taskExistsTx(ctx, tx, p.ID)
 	})
 	if err != nil {
-		return false, fmt.Errorf("delete task %s: %w", id, err)
+		return false, fmt.Errorf("delete task %s: %w", p.ID, err)
 	}
 	return deleted, nil
 }
 
-// TaskCallbackGone records that the task's callback URL answered 410 Gone
-// at at and reports whether it did: false with a nil error means it was
-// recorded before (the first time stays). A task that is not there is
-// weir.ErrNotFound; a zero at is weir.ErrInvalid. Unlike TaskUpdate it
+// TaskCallbackGone records that task p.ID's callback URL answered 410
+// Gone at p.At and reports whether it did: false with a nil error means
+// it was recorded before (the first time stays). A task that is not there
+// is weir.ErrNotFound; a zero p.At is weir.ErrInvalid. Unlike TaskUpdate it
 // applies whatever the task's status, deleted tasks included: a terminal
 // task still has events in flight.
-func (db *DB) TaskCallbackGone(ctx context.Context, id string, at time.Time) (marked bool, err error) {
-	if at.IsZero() {
-		return false, fmt.Errorf("mark the callback of task %s gone: %w: no time", id, weir.ErrInvalid)
+func (db *DB) TaskCallbackGone(ctx context.Context, p *weir.TaskCallbackGoneParams) (marked bool, err error) {
+	if err := p.Validate(); err != nil {
+		return false, fmt.Errorf("mark the callback of task %s gone: %w", p.ID, err)
 	}
 	err = db.InTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, taskCallbackGoneSQL, id, formatTime(at))
+		res, err := tx.ExecContext(ctx, taskCallbackGoneSQL, p.ID, formatTime(p.At))
 		if err != nil {
 			return classify(err)
 		}
@@ -375,10 +370,10 @@ func (db *DB) TaskCallbackGone(ctx context.Context, id string, at time.Time) (ma
 			marked = n > 0
 			return err
 		}
-		return db.taskExistsTx(ctx, tx, id)
+		return db.taskExistsTx(ctx, tx, p.ID)
 	})
 	if err != nil {
-		return false, fmt.Errorf("mark the callback of task %s gone: %w", id, err)
+		return false, fmt.Errorf("mark the callback of task %s gone: %w", p.ID, err)
 	}
 	return marked, nil
 }
@@ -397,7 +392,7 @@ func validateTaskUpdate(u weir.TaskUpdate) (string, error) {
 }
 
 // scanTask reads one row of taskColumns; no row is weir.ErrNotFound.
-func scanTask(row interface{ Scan(...any) error }) (weir.Task, error) {
+func scanTask(row rowscan.Row) (weir.Task, error) {
 	return newTaskScanner().scan(row)
 }
 
@@ -425,7 +420,7 @@ func newTaskScanner() *taskScanner {
 	return s
 }
 
-func (s *taskScanner) scan(row interface{ Scan(...any) error }) (weir.Task, error) {
+func (s *taskScanner) scan(row rowscan.Row) (weir.Task, error) {
 	err := row.Scan(s.dest...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return weir.Task{}, weir.ErrNotFound

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/weir-gateway/weir"
 )
@@ -17,14 +16,14 @@ const taskPurgeSQL = `DELETE FROM tasks WHERE seq IN (
 	AND status IN ('succeeded', 'failed', 'cancelled', 'expired')
 	ORDER BY finished_at LIMIT ?)`
 
-// TaskPurge removes up to limit terminal tasks that finished before
-// finishedBefore, oldest first, in one short transaction; call it again
-// while it returns limit.
-func (db *DB) TaskPurge(ctx context.Context, finishedBefore time.Time, limit int) (int, error) {
-	if finishedBefore.IsZero() || limit <= 0 {
-		return 0, fmt.Errorf("purge tasks: %w: a time and a positive limit are required", weir.ErrInvalid)
+// TaskPurge removes up to p.Limit terminal tasks that finished before
+// p.FinishedBefore, oldest first, in one short transaction; call it again
+// while it returns p.Limit.
+func (db *DB) TaskPurge(ctx context.Context, p *weir.TaskPurgeParams) (int, error) {
+	if err := p.Validate(); err != nil {
+		return 0, fmt.Errorf("purge tasks: %w", err)
 	}
-	res, err := db.write.ExecContext(ctx, taskPurgeSQL, formatTime(finishedBefore), limit)
+	res, err := db.write.ExecContext(ctx, taskPurgeSQL, formatTime(p.FinishedBefore), p.Limit)
 	if err != nil {
 		return 0, fmt.Errorf("purge tasks: %w", classify(err))
 	}

@@ -1,123 +1,12 @@
 package sqlite
 
 import (
-	"context"
-	"database/sql"
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/weir-gateway/weir"
 )
-
-// newQueuedTask stores a key and a queued task of it.
-func newQueuedTask(t *testing.T, db *DB) weir.Task {
-	t.Helper()
-	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	if err := db.KeyCreate(t.Context(), weir.APIKey{ID: "k1", Hash: "h1", CreatedAt: at}); err != nil {
-		t.Fatal(err)
-	}
-	task := weir.Task{ID: "video_1", KeyID: "k1", Kind: "video", Model: "sora-2", Input: []byte(`{}`),
-		Status: weir.TaskQueued, Candidate: -1, CreatedAt: at}
-	if created, err := db.TaskCreate(t.Context(), &task); err != nil || !created {
-		t.Fatalf("TaskCreate = %v, %v", created, err)
-	}
-	return task
-}
-
-var admit = weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskAdmitted, PlatformModel: "pm"}
-
-// insertJob stands for River's InsertTx: another write in the same
-// transaction.
-func insertJob(ctx context.Context, tx *sql.Tx) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO usage_records (request_id, key_id, model, platform_model, endpoint,
-		prompt_tokens, completion_tokens, waited_ns, latency_ns, status, outcome, at)
-		VALUES ('job-1', 'k1', '', '', '', 0, 0, 0, 0, 0, '', '2026-01-02T03:04:05.000000Z')`)
-	return err
-}
-
-func usageCount(t *testing.T, db *DB) int {
-	t.Helper()
-	n := 0
-	if err := db.read.QueryRowContext(t.Context(), `SELECT count(*) FROM usage_records`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-// TestInTx checks that a task update and another write in InTx commit
-// together, and that an error or a panic in fn rolls both back and leaves
-// the write connection free.
-func TestInTx(t *testing.T) {
-	t.Parallel()
-	db := openTemp(t)
-	t.Cleanup(func() { db.Close() })
-	task := newQueuedTask(t, db)
-
-	failed := errors.New("river said no")
-	err := db.InTx(t.Context(), func(tx *sql.Tx) error {
-		if ok, err := db.TaskUpdateTx(t.Context(), tx, task.ID, admit); err != nil || !ok {
-			t.Fatalf("TaskUpdateTx = %v, %v", ok, err)
-		}
-		if err := insertJob(t.Context(), tx); err != nil {
-			t.Fatal(err)
-		}
-		return failed
-	})
-	if err != failed {
-		t.Errorf("InTx returned %v, want fn's error as it is", err)
-	}
-	if got, _ := db.TaskGet(t.Context(), task.ID); got.Status != weir.TaskQueued || usageCount(t, db) != 0 {
-		t.Fatalf("after a failed InTx: task %s, %d jobs; want queued and none", got.Status, usageCount(t, db))
-	}
-
-	func() {
-		defer func() {
-			if recover() == nil {
-				t.Errorf("InTx swallowed fn's panic")
-			}
-		}()
-		db.InTx(t.Context(), func(tx *sql.Tx) error {
-			if _, err := db.TaskUpdateTx(t.Context(), tx, task.ID, admit); err != nil {
-				t.Fatal(err)
-			}
-			panic("boom")
-		})
-	}()
-	if got, _ := db.TaskGet(t.Context(), task.ID); got.Status != weir.TaskQueued {
-		t.Fatalf("after a panic in InTx the task is %s, want queued", got.Status)
-	}
-
-	err = db.InTx(t.Context(), func(tx *sql.Tx) error {
-		if ok, err := db.TaskUpdateTx(t.Context(), tx, task.ID, admit); err != nil || !ok {
-			t.Fatalf("TaskUpdateTx = %v, %v", ok, err)
-		}
-		// The read pool sees only what is committed.
-		if got, err := db.TaskGet(t.Context(), task.ID); err != nil || got.Status != weir.TaskQueued {
-			t.Errorf("TaskGet inside the transaction = %s, %v; want queued", got.Status, err)
-		}
-		return insertJob(t.Context(), tx)
-	})
-	if err != nil {
-		t.Fatalf("InTx: %v", err)
-	}
-	got, err := db.TaskGet(t.Context(), task.ID)
-	if err != nil || got.Status != weir.TaskAdmitted || got.PlatformModel != "pm" || usageCount(t, db) != 1 {
-		t.Fatalf("after InTx: task %+v (%v), %d jobs; want admitted on pm and one job", got, err, usageCount(t, db))
-	}
-	// The CAS inside a transaction: the task has moved on.
-	err = db.InTx(t.Context(), func(tx *sql.Tx) error {
-		ok, err := db.TaskUpdateTx(t.Context(), tx, task.ID, admit)
-		if ok {
-			t.Errorf("TaskUpdateTx from queued applied to an admitted task")
-		}
-		return err
-	})
-	if err != nil {
-		t.Errorf("InTx: %v", err)
-	}
-}
 
 // TestTaskListPlans pins the plans of the listings the service runs: each
 // reads an index in seq order, with no sort, so that a page costs its own

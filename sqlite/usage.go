@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/internal/rowscan"
 )
 
 const usageColumns = `request_id, key_id, model, platform_model, endpoint,
@@ -44,9 +45,8 @@ func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) (err error) {
 		return nil
 	}
 	for i, u := range batch {
-		if u.RequestID == "" || u.KeyID == "" || u.At.IsZero() {
-			return fmt.Errorf("insert usage: row %d (request %q): %w: request id, key id and time are required",
-				i, u.RequestID, weir.ErrInvalid)
+		if err := u.Validate(); err != nil {
+			return fmt.Errorf("insert usage: row %d (request %q): %w", i, u.RequestID, err)
 		}
 	}
 	err = db.InTx(ctx, func(tx *sql.Tx) error {
@@ -81,8 +81,8 @@ func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) (err error) {
 // UsageList returns usage newest first, filtered by key and time, at most
 // f.Limit records if it is positive.
 func (db *DB) UsageList(ctx context.Context, f weir.UsageFilter) ([]weir.Usage, error) {
-	if f.Limit < 0 {
-		return nil, fmt.Errorf("list usage: %w: negative limit %d", weir.ErrInvalid, f.Limit)
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("list usage: %w", err)
 	}
 	var (
 		where []string
@@ -102,33 +102,27 @@ func (db *DB) UsageList(ctx context.Context, f weir.UsageFilter) ([]weir.Usage, 
 	if f.Limit > 0 {
 		q, args = q+` LIMIT ?`, append(args, f.Limit)
 	}
-	rows, err := db.read.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list usage: %w", err)
+	return listAll(ctx, db, "usage", q, scanUsage, args...)
+}
+
+// scanUsage reads one row of usageColumns.
+func scanUsage(row rowscan.Row) (weir.Usage, error) {
+	var (
+		u               weir.Usage
+		waited, latency int64
+		status          int64
+		at              string
+	)
+	if err := row.Scan(&u.RequestID, &u.KeyID, &u.Model, &u.PlatformModel, &u.Endpoint,
+		&u.PromptTokens, &u.CompletionTokens, &waited, &latency, &status, &u.Outcome, &at); err != nil {
+		return weir.Usage{}, err
 	}
-	defer rows.Close()
-	var out []weir.Usage
-	for rows.Next() {
-		var (
-			u               weir.Usage
-			waited, latency int64
-			status          int64
-			at              string
-		)
-		if err := rows.Scan(&u.RequestID, &u.KeyID, &u.Model, &u.PlatformModel, &u.Endpoint,
-			&u.PromptTokens, &u.CompletionTokens, &waited, &latency, &status, &u.Outcome, &at); err != nil {
-			return nil, fmt.Errorf("list usage: %w", err)
-		}
-		u.Waited, u.Latency, u.Status = time.Duration(waited), time.Duration(latency), int(status)
-		if u.At, err = parseTime(at); err != nil {
-			return nil, fmt.Errorf("list usage: request %s: %w", u.RequestID, err)
-		}
-		out = append(out, u)
+	u.Waited, u.Latency, u.Status = time.Duration(waited), time.Duration(latency), int(status)
+	var err error
+	if u.At, err = parseTime(at); err != nil {
+		return weir.Usage{}, fmt.Errorf("request %s: %w", u.RequestID, err)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list usage: %w", err)
-	}
-	return out, nil
+	return u, nil
 }
 
 // UsageByKey sums the usage recorded since since, by key, in key id
@@ -139,7 +133,7 @@ func (db *DB) UsageByKey(ctx context.Context, since time.Time) ([]weir.KeyUsage,
 		FROM usage_records WHERE at >= ? GROUP BY key_id ORDER BY key_id`, scanKeyUsage, formatTime(since))
 }
 
-func scanKeyUsage(row rowScanner) (weir.KeyUsage, error) {
+func scanKeyUsage(row rowscan.Row) (weir.KeyUsage, error) {
 	var (
 		u    weir.KeyUsage
 		last string

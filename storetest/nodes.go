@@ -29,10 +29,7 @@ func ExerciseNodes(t *testing.T, newStore func(t *testing.T) interface {
 	io.Closer
 }) {
 	t.Helper()
-	for _, tc := range []struct {
-		name string
-		run  func(t *testing.T, s nodeStore)
-	}{
+	runSubtests(t, newStore, []subtest[nodeStore]{
 		{"01_NodeCreateThenGetByHashAndID", testNodeCreateGet},
 		{"02_NodeListByName", testNodeList},
 		{"03_NodeRevoke", testNodeRevoke},
@@ -41,18 +38,7 @@ func ExerciseNodes(t *testing.T, newStore func(t *testing.T) interface {
 		{"06_NodeInvalidIsRejected", testNodeInvalid},
 		{"07_NodeNameRace", testNodeNameRace},
 		{"08_NodeCancelledContext", testNodeCancelled},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s := newStore(t)
-			t.Cleanup(func() {
-				if err := s.Close(); err != nil {
-					t.Errorf("Close: %v", err)
-				}
-			})
-			tc.run(t, s)
-		})
-	}
+	})
 }
 
 // newNode is a valid, active node numbered i.
@@ -158,7 +144,7 @@ func testNodeList(t *testing.T, s nodeStore) {
 	}
 	mustCreateNodes(t, s, nodes...)
 	revokedAt := base.Add(time.Hour)
-	if err := s.NodeRevoke(t.Context(), nodes[2].ID, revokedAt); err != nil {
+	if err := s.NodeRevoke(t.Context(), &weir.NodeRevokeParams{ID: nodes[2].ID, At: revokedAt}); err != nil {
 		t.Fatalf("NodeRevoke: %v", err)
 	}
 	nodes[2].RevokedAt = revokedAt
@@ -172,10 +158,10 @@ func testNodeRevoke(t *testing.T, s nodeStore) {
 	n, other := newNode(1), newNode(2)
 	mustCreateNodes(t, s, n, other)
 	first := base.Add(time.Hour)
-	if err := s.NodeRevoke(t.Context(), n.ID, first); err != nil {
+	if err := s.NodeRevoke(t.Context(), &weir.NodeRevokeParams{ID: n.ID, At: first}); err != nil {
 		t.Fatalf("NodeRevoke: %v", err)
 	}
-	if err := s.NodeRevoke(t.Context(), n.ID, first.Add(time.Hour)); err != nil {
+	if err := s.NodeRevoke(t.Context(), &weir.NodeRevokeParams{ID: n.ID, At: first.Add(time.Hour)}); err != nil {
 		t.Fatalf("NodeRevoke a second time: %v", err)
 	}
 	n.RevokedAt = first // the first revocation stands
@@ -195,10 +181,10 @@ func testNodeRevoke(t *testing.T, s nodeStore) {
 	checkNode(t, "NodeByID after revoke", got, n)
 	checkNodes(t, "NodeList after revoke", listNodes(t, s), []weir.Node{n, other})
 
-	if err := s.NodeRevoke(t.Context(), newNode(3).ID, first); !errors.Is(err, weir.ErrNotFound) {
+	if err := s.NodeRevoke(t.Context(), &weir.NodeRevokeParams{ID: newNode(3).ID, At: first}); !errors.Is(err, weir.ErrNotFound) {
 		t.Errorf("NodeRevoke of an unknown node: %v, want ErrNotFound", err)
 	}
-	if err := s.NodeRevoke(t.Context(), other.ID, time.Time{}); !errors.Is(err, weir.ErrInvalid) {
+	if err := s.NodeRevoke(t.Context(), &weir.NodeRevokeParams{ID: other.ID, At: time.Time{}}); !errors.Is(err, weir.ErrInvalid) {
 		t.Errorf("NodeRevoke at the zero time: %v, want ErrInvalid", err)
 	}
 	got, err = s.NodeByID(t.Context(), other.ID)
@@ -228,7 +214,7 @@ func testNodeNotFound(t *testing.T, s nodeStore) {
 func testNodeConflict(t *testing.T, s nodeStore) {
 	n, revoked := newNode(1), newNode(2)
 	mustCreateNodes(t, s, n, revoked)
-	if err := s.NodeRevoke(t.Context(), revoked.ID, base.Add(time.Hour)); err != nil {
+	if err := s.NodeRevoke(t.Context(), &weir.NodeRevokeParams{ID: revoked.ID, At: base.Add(time.Hour)}); err != nil {
 		t.Fatalf("NodeRevoke: %v", err)
 	}
 	revoked.RevokedAt = base.Add(time.Hour)
@@ -327,7 +313,7 @@ func testNodeCancelled(t *testing.T, s nodeStore) {
 	if _, err := s.NodeByHash(ctx, n.Hash); !errors.Is(err, context.Canceled) {
 		t.Errorf("NodeByHash with a cancelled context: %v, want context.Canceled", err)
 	}
-	if err := s.NodeRevoke(ctx, n.ID, base.Add(time.Hour)); !errors.Is(err, context.Canceled) {
+	if err := s.NodeRevoke(ctx, &weir.NodeRevokeParams{ID: n.ID, At: base.Add(time.Hour)}); !errors.Is(err, context.Canceled) {
 		t.Errorf("NodeRevoke with a cancelled context: %v, want context.Canceled", err)
 	}
 	checkNodes(t, "NodeList after cancelled calls", listNodes(t, s), []weir.Node{n})

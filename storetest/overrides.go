@@ -25,28 +25,14 @@ func ExerciseOverrides(t *testing.T, newStore func(t *testing.T) interface {
 	io.Closer
 }) {
 	t.Helper()
-	for _, tc := range []struct {
-		name string
-		run  func(t *testing.T, s overrideStore)
-	}{
+	runSubtests(t, newStore, []subtest[overrideStore]{
 		{"01_OverrideSetThenList", testOverrideSetList},
 		{"02_OverrideSetReplaces", testOverrideReplace},
 		{"03_OverridePauseOnlyExtends", testOverridePauseExtends},
 		{"04_OverrideDelete", testOverrideDelete},
 		{"05_OverrideInvalidIsRejected", testOverrideInvalid},
 		{"06_OverrideCancelledContext", testOverrideCancelled},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s := newStore(t)
-			t.Cleanup(func() {
-				if err := s.Close(); err != nil {
-					t.Errorf("Close: %v", err)
-				}
-			})
-			tc.run(t, s)
-		})
-	}
+	})
 }
 
 func drain(pm string, at time.Time) weir.Override {
@@ -136,7 +122,7 @@ func testOverrideDelete(t *testing.T, s overrideStore) {
 	mustSet(t, s, all...)
 	del := func(p weir.OverrideDeleteParams, want int) {
 		t.Helper()
-		if n, err := s.OverrideDelete(t.Context(), p); err != nil || n != want {
+		if n, err := s.OverrideDelete(t.Context(), &p); err != nil || n != want {
 			t.Fatalf("OverrideDelete(%+v) = %d, %v; want %d", p, n, err, want)
 		}
 	}
@@ -150,7 +136,7 @@ func testOverrideDelete(t *testing.T, s overrideStore) {
 	// Every scope's limits.
 	del(weir.OverrideDeleteParams{Kind: weir.OverrideLimit}, 3)
 	checkOverrides(t, "after deleting the limits", listOverrides(t, s), all[3], all[5])
-	if _, err := s.OverrideDelete(t.Context(), weir.OverrideDeleteParams{Kind: "everything"}); !errors.Is(err, weir.ErrInvalid) {
+	if _, err := s.OverrideDelete(t.Context(), &weir.OverrideDeleteParams{Kind: "everything"}); !errors.Is(err, weir.ErrInvalid) {
 		t.Errorf("OverrideDelete of an unknown kind: %v; want ErrInvalid", err)
 	}
 	checkOverrides(t, "after a refused delete", listOverrides(t, s), all[3], all[5])
@@ -187,7 +173,7 @@ func testOverrideCancelled(t *testing.T, s overrideStore) {
 	if _, err := s.OverrideList(ctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("OverrideList with a cancelled context: %v; want context.Canceled", err)
 	}
-	if _, err := s.OverrideDelete(ctx, weir.OverrideDeleteParams{Kind: weir.OverrideDrain}); !errors.Is(err, context.Canceled) {
+	if _, err := s.OverrideDelete(ctx, &weir.OverrideDeleteParams{Kind: weir.OverrideDrain}); !errors.Is(err, context.Canceled) {
 		t.Errorf("OverrideDelete with a cancelled context: %v; want context.Canceled", err)
 	}
 	checkOverrides(t, "after cancelled calls", listOverrides(t, s), d)

@@ -62,6 +62,9 @@
 // Jobs (ExerciseJobs, for stores that run River's jobs): see
 // ExerciseJobs.
 //
+// Transactions (ExerciseTx, for stores whose transactions carry a task's
+// change and its River job together): see ExerciseTx.
+//
 // Tasks (ExerciseTasks, for stores that are also a weir.TaskStore).
 // TaskCreate requires an ID, a KeyID naming a stored key, a Kind, a Model,
 // a known Status and a CreatedAt, no negative Attempts and only known
@@ -130,6 +133,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"testing"
@@ -143,20 +147,7 @@ import (
 // when the subtest ends. Subtests run in parallel, each on its own store.
 func Exercise(t *testing.T, newStore func(t *testing.T) weir.Store) {
 	t.Helper()
-	open := func(t *testing.T) weir.Store {
-		t.Helper()
-		s := newStore(t)
-		t.Cleanup(func() {
-			if err := s.Close(); err != nil {
-				t.Errorf("Close: %v", err)
-			}
-		})
-		return s
-	}
-	for _, tc := range []struct {
-		name string
-		run  func(t *testing.T, s weir.Store)
-	}{
+	runSubtests(t, newStore, []subtest[weir.Store]{
 		{"01_KeyCreateThenGetByHashAndID", testKeyCreateGet},
 		{"02_KeyAllowListAndLimitsRoundTrip", testKeyRoundTrip},
 		{"03_KeyListByCreation", testKeyList},
@@ -173,10 +164,29 @@ func Exercise(t *testing.T, newStore func(t *testing.T) weir.Store) {
 		{"14_ConcurrentUse", testConcurrent},
 		{"15_UsageLargeBatch", testUsageLargeBatch},
 		{"16_UsageByKey", testUsageByKey},
-	} {
+	})
+}
+
+// subtest is one numbered case of a suite, run on a store of type S.
+type subtest[S any] struct {
+	name string
+	run  func(t *testing.T, s S)
+}
+
+// runSubtests runs each case as a parallel subtest on a new store from
+// newStore, closed when the subtest ends.
+func runSubtests[S io.Closer](t *testing.T, newStore func(t *testing.T) S, cases []subtest[S]) {
+	t.Helper()
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tc.run(t, open(t))
+			s := newStore(t)
+			t.Cleanup(func() {
+				if err := s.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+			})
+			tc.run(t, s)
 		})
 	}
 }
@@ -353,7 +363,7 @@ func testKeyList(t *testing.T, s weir.Store) {
 	k1, k2, k3, k4 := newKey(1), newKey(2), newKey(3), newKey(4)
 	k4.CreatedAt = k3.CreatedAt
 	mustCreate(t, s, k4, k2, k3, k1)
-	if err := s.KeyRevoke(t.Context(), k2.ID, base.Add(time.Hour)); err != nil {
+	if err := s.KeyRevoke(t.Context(), &weir.KeyRevokeParams{ID: k2.ID, At: base.Add(time.Hour)}); err != nil {
 		t.Fatalf("KeyRevoke: %v", err)
 	}
 	k2.RevokedAt = base.Add(time.Hour)
@@ -375,10 +385,10 @@ func testKeyRevoke(t *testing.T, s weir.Store) {
 	k, other := newKey(1), newKey(2)
 	mustCreate(t, s, k, other)
 	first := base.Add(time.Hour)
-	if err := s.KeyRevoke(t.Context(), k.ID, first); err != nil {
+	if err := s.KeyRevoke(t.Context(), &weir.KeyRevokeParams{ID: k.ID, At: first}); err != nil {
 		t.Fatalf("KeyRevoke: %v", err)
 	}
-	if err := s.KeyRevoke(t.Context(), k.ID, first.Add(time.Hour)); err != nil {
+	if err := s.KeyRevoke(t.Context(), &weir.KeyRevokeParams{ID: k.ID, At: first.Add(time.Hour)}); err != nil {
 		t.Fatalf("KeyRevoke a second time: %v", err)
 	}
 	k.RevokedAt = first // the first revocation stands
@@ -403,10 +413,10 @@ func testKeyRevoke(t *testing.T, s weir.Store) {
 	}
 	checkKey(t, "the other key", got, other)
 
-	if err := s.KeyRevoke(t.Context(), "key-nope", first); !errors.Is(err, weir.ErrNotFound) {
+	if err := s.KeyRevoke(t.Context(), &weir.KeyRevokeParams{ID: "key-nope", At: first}); !errors.Is(err, weir.ErrNotFound) {
 		t.Errorf("KeyRevoke of an unknown key: %v, want ErrNotFound", err)
 	}
-	if err := s.KeyRevoke(t.Context(), other.ID, time.Time{}); !errors.Is(err, weir.ErrInvalid) {
+	if err := s.KeyRevoke(t.Context(), &weir.KeyRevokeParams{ID: other.ID, At: time.Time{}}); !errors.Is(err, weir.ErrInvalid) {
 		t.Errorf("KeyRevoke at the zero time: %v, want ErrInvalid", err)
 	}
 }

@@ -27,10 +27,7 @@ func ExerciseTasks(t *testing.T, newStore func(t *testing.T) interface {
 	weir.TaskStore
 }) {
 	t.Helper()
-	for _, tc := range []struct {
-		name string
-		run  func(t *testing.T, s taskStore)
-	}{
+	runSubtests(t, newStore, []subtest[taskStore]{
 		{"01_TaskCreateThenGet", testTaskCreateGet},
 		{"02_TaskSeqIsSubmissionOrder", testTaskSeq},
 		{"03_TaskIdempotencyKey", testTaskIdempotency},
@@ -53,18 +50,7 @@ func ExerciseTasks(t *testing.T, newStore func(t *testing.T) interface {
 		{"20_TaskPurge", testTaskPurge},
 		{"21_TaskClearUpstream", testTaskClearUpstream},
 		{"22_TaskCallbackGone", testTaskCallbackGone},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			s := newStore(t)
-			t.Cleanup(func() {
-				if err := s.Close(); err != nil {
-					t.Errorf("Close: %v", err)
-				}
-			})
-			tc.run(t, s)
-		})
-	}
+	})
 }
 
 // newTask is a queued task of key keyID, with what a submission sets.
@@ -233,7 +219,7 @@ func checkList(t *testing.T, what string, got []weir.Task, want ...weir.Task) {
 
 func update(t *testing.T, s taskStore, id string, u weir.TaskUpdate) bool {
 	t.Helper()
-	applied, err := s.TaskUpdate(t.Context(), id, u)
+	applied, err := s.TaskUpdate(t.Context(), &weir.TaskUpdateParams{ID: id, Update: u})
 	if err != nil {
 		t.Fatalf("TaskUpdate(%s, %+v): %v", id, u, err)
 	}
@@ -393,7 +379,9 @@ func testTaskNotFound(t *testing.T, s taskStore) {
 		if _, err := s.TaskGet(t.Context(), id); !errors.Is(err, weir.ErrNotFound) {
 			t.Errorf("TaskGet(%q): %v, want ErrNotFound", id, err)
 		}
-		applied, err := s.TaskUpdate(t.Context(), id, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskCancelled})
+		applied, err := s.TaskUpdate(t.Context(), &weir.TaskUpdateParams{ID: id, Update: weir.TaskUpdate{
+			From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskCancelled,
+		}})
 		if applied || !errors.Is(err, weir.ErrNotFound) {
 			t.Errorf("TaskUpdate(%q) = %v, %v; want false, ErrNotFound", id, applied, err)
 		}
@@ -453,7 +441,7 @@ func testTaskInvalid(t *testing.T, s taskStore) {
 		{"an unknown status", weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: "paused"}},
 		{"negative attempts", weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskQueued, Attempts: ptr(-1)}},
 	} {
-		if applied, err := s.TaskUpdate(t.Context(), kept.ID, tc.u); applied || !errors.Is(err, weir.ErrInvalid) {
+		if applied, err := s.TaskUpdate(t.Context(), &weir.TaskUpdateParams{ID: kept.ID, Update: tc.u}); applied || !errors.Is(err, weir.ErrInvalid) {
 			t.Errorf("TaskUpdate with %s = %v, %v; want false, ErrInvalid", tc.name, applied, err)
 		}
 	}
@@ -578,19 +566,19 @@ func testTaskCallbackGone(t *testing.T, s taskStore) {
 	running = getTask(t, s, running.ID)
 	finished = finishTask(t, s, finished.ID, weir.TaskSucceeded)
 	deleted = finishTask(t, s, deleted.ID, weir.TaskFailed)
-	if ok, err := s.TaskDelete(t.Context(), deleted.ID, base.Add(2*time.Hour)); !ok || err != nil {
+	if ok, err := s.TaskDelete(t.Context(), &weir.TaskDeleteParams{ID: deleted.ID, At: base.Add(2 * time.Hour)}); !ok || err != nil {
 		t.Fatalf("TaskDelete: %v, %v", ok, err)
 	}
 	deleted = getTask(t, s, deleted.ID)
 
 	at := base.Add(3*time.Hour + 1500*time.Nanosecond)
 	for _, task := range []*weir.Task{&running, &finished, &deleted} {
-		if ok, err := s.TaskCallbackGone(t.Context(), task.ID, at); !ok || err != nil {
+		if ok, err := s.TaskCallbackGone(t.Context(), &weir.TaskCallbackGoneParams{ID: task.ID, At: at}); !ok || err != nil {
 			t.Fatalf("TaskCallbackGone of a %s task = %v, %v; want true", task.Status, ok, err)
 		}
 		task.CallbackGoneAt = at
 		checkTask(t, "TaskGet after TaskCallbackGone", getTask(t, s, task.ID), *task)
-		if ok, err := s.TaskCallbackGone(t.Context(), task.ID, at.Add(time.Hour)); ok || err != nil {
+		if ok, err := s.TaskCallbackGone(t.Context(), &weir.TaskCallbackGoneParams{ID: task.ID, At: at.Add(time.Hour)}); ok || err != nil {
 			t.Errorf("a second TaskCallbackGone = %v, %v; want false, nil", ok, err)
 		}
 		checkTask(t, "TaskGet after a second TaskCallbackGone", getTask(t, s, task.ID), *task)
@@ -601,10 +589,10 @@ func testTaskCallbackGone(t *testing.T, s taskStore) {
 	running.Progress = 40
 	checkTask(t, "a gone callback after an update", getTask(t, s, running.ID), running)
 
-	if ok, err := s.TaskCallbackGone(t.Context(), "task_nope", at); ok || !errors.Is(err, weir.ErrNotFound) {
+	if ok, err := s.TaskCallbackGone(t.Context(), &weir.TaskCallbackGoneParams{ID: "task_nope", At: at}); ok || !errors.Is(err, weir.ErrNotFound) {
 		t.Errorf("TaskCallbackGone of an unknown task = %v, %v; want false, ErrNotFound", ok, err)
 	}
-	if ok, err := s.TaskCallbackGone(t.Context(), finished.ID, time.Time{}); ok || !errors.Is(err, weir.ErrInvalid) {
+	if ok, err := s.TaskCallbackGone(t.Context(), &weir.TaskCallbackGoneParams{ID: finished.ID, At: time.Time{}}); ok || !errors.Is(err, weir.ErrInvalid) {
 		t.Errorf("TaskCallbackGone with a zero time = %v, %v; want false, ErrInvalid", ok, err)
 	}
 }

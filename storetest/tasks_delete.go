@@ -23,7 +23,7 @@ func testTaskDelete(t *testing.T, s taskStore) {
 	k, tasks := createIdempotentTasks(t, s, 6)
 	// A task that has not ended is not deleted.
 	queued := tasks[0]
-	if ok, err := s.TaskDelete(t.Context(), queued.ID, base); ok || err != nil {
+	if ok, err := s.TaskDelete(t.Context(), &weir.TaskDeleteParams{ID: queued.ID, At: base}); ok || err != nil {
 		t.Errorf("TaskDelete of a queued task = %v, %v; want false, nil", ok, err)
 	}
 	checkTask(t, "the queued task after a refused delete", getTask(t, s, queued.ID), queued)
@@ -34,12 +34,12 @@ func testTaskDelete(t *testing.T, s taskStore) {
 	var deleted []weir.Task
 	for i, st := range []weir.TaskStatus{weir.TaskSucceeded, weir.TaskFailed, weir.TaskCancelled, weir.TaskExpired} {
 		task := finishTask(t, s, tasks[i+1].ID, st)
-		if ok, err := s.TaskDelete(t.Context(), task.ID, at); !ok || err != nil {
+		if ok, err := s.TaskDelete(t.Context(), &weir.TaskDeleteParams{ID: task.ID, At: at}); !ok || err != nil {
 			t.Fatalf("TaskDelete of a %s task = %v, %v; want true", st, ok, err)
 		}
 		task.DeletedAt = at
 		checkTask(t, "TaskGet of a deleted "+string(st)+" task", getTask(t, s, task.ID), task)
-		if ok, err := s.TaskDelete(t.Context(), task.ID, at.Add(time.Hour)); ok || err != nil {
+		if ok, err := s.TaskDelete(t.Context(), &weir.TaskDeleteParams{ID: task.ID, At: at.Add(time.Hour)}); ok || err != nil {
 			t.Errorf("a second TaskDelete of %s = %v, %v; want false, nil", task.ID, ok, err)
 		}
 		checkTask(t, "a task deleted twice", getTask(t, s, task.ID), task)
@@ -64,10 +64,10 @@ func testTaskDelete(t *testing.T, s taskStore) {
 	}
 	checkTask(t, "the task returned for a deleted task's idempotency key", again, deleted[0])
 
-	if ok, err := s.TaskDelete(t.Context(), "video_nope", at); ok || !errors.Is(err, weir.ErrNotFound) {
+	if ok, err := s.TaskDelete(t.Context(), &weir.TaskDeleteParams{ID: "video_nope", At: at}); ok || !errors.Is(err, weir.ErrNotFound) {
 		t.Errorf("TaskDelete of an unknown task = %v, %v; want false, ErrNotFound", ok, err)
 	}
-	if ok, err := s.TaskDelete(t.Context(), kept.ID, time.Time{}); ok || !errors.Is(err, weir.ErrInvalid) {
+	if ok, err := s.TaskDelete(t.Context(), &weir.TaskDeleteParams{ID: kept.ID, At: time.Time{}}); ok || !errors.Is(err, weir.ErrInvalid) {
 		t.Errorf("TaskDelete with a zero time = %v, %v; want false, ErrInvalid", ok, err)
 	}
 	checkTask(t, "the task after a refused delete", getTask(t, s, kept.ID), kept)
@@ -91,7 +91,7 @@ func testTaskDeleteRace(t *testing.T, s taskStore) {
 	for i := range racers {
 		wg.Go(func() {
 			<-start
-			deleted[i], errs[i] = s.TaskDelete(t.Context(), task.ID, base.Add(time.Duration(i+1)*time.Minute))
+			deleted[i], errs[i] = s.TaskDelete(t.Context(), &weir.TaskDeleteParams{ID: task.ID, At: base.Add(time.Duration(i+1) * time.Minute)})
 		})
 	}
 	close(start)

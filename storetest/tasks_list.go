@@ -148,7 +148,7 @@ func testTaskListKindOrder(t *testing.T, s taskStore) {
 	gone := newTask(99, a.ID)
 	createTasks(t, s, &gone)
 	finishTask(t, s, gone.ID, weir.TaskCancelled)
-	if ok, err := s.TaskDelete(t.Context(), gone.ID, base.Add(2*time.Hour)); !ok || err != nil {
+	if ok, err := s.TaskDelete(t.Context(), &weir.TaskDeleteParams{ID: gone.ID, At: base.Add(2 * time.Hour)}); !ok || err != nil {
 		t.Fatalf("TaskDelete(%s) = %v, %v", gone.ID, ok, err)
 	}
 	reversed := func(ts []weir.Task) []weir.Task {

@@ -23,7 +23,7 @@ func testTaskPurge(t *testing.T, s taskStore) {
 	finish(0, weir.TaskSucceeded, base.Add(2*time.Hour)) // old: purged second
 	finish(1, weir.TaskFailed, base.Add(time.Hour))      // oldest: purged first
 	finish(2, weir.TaskCancelled, base.Add(3*time.Hour)) // old, then deleted: purged third
-	if ok, err := s.TaskDelete(t.Context(), tasks[2].ID, base.Add(4*time.Hour)); !ok || err != nil {
+	if ok, err := s.TaskDelete(t.Context(), &weir.TaskDeleteParams{ID: tasks[2].ID, At: base.Add(4 * time.Hour)}); !ok || err != nil {
 		t.Fatalf("TaskDelete: %v %v", ok, err)
 	}
 	finish(3, weir.TaskExpired, cutoff.Add(time.Second)) // after the cutoff: kept
@@ -32,14 +32,14 @@ func testTaskPurge(t *testing.T, s taskStore) {
 	}
 	// tasks[5] stays queued.
 
-	if _, err := s.TaskPurge(t.Context(), time.Time{}, 10); !errors.Is(err, weir.ErrInvalid) {
+	if _, err := s.TaskPurge(t.Context(), &weir.TaskPurgeParams{FinishedBefore: time.Time{}, Limit: 10}); !errors.Is(err, weir.ErrInvalid) {
 		t.Errorf("TaskPurge with no time: %v, want ErrInvalid", err)
 	}
-	if _, err := s.TaskPurge(t.Context(), cutoff, 0); !errors.Is(err, weir.ErrInvalid) {
+	if _, err := s.TaskPurge(t.Context(), &weir.TaskPurgeParams{FinishedBefore: cutoff, Limit: 0}); !errors.Is(err, weir.ErrInvalid) {
 		t.Errorf("TaskPurge with limit 0: %v, want ErrInvalid", err)
 	}
 	for round, want := range []string{tasks[1].ID, tasks[0].ID, tasks[2].ID, ""} {
-		n, err := s.TaskPurge(t.Context(), cutoff, 1)
+		n, err := s.TaskPurge(t.Context(), &weir.TaskPurgeParams{FinishedBefore: cutoff, Limit: 1})
 		if err != nil {
 			t.Fatalf("TaskPurge round %d: %v", round, err)
 		}

@@ -118,10 +118,10 @@ func testTaskTerminal(t *testing.T, s taskStore) {
 		// From naming it, back to an active status, to another terminal
 		// one, or to itself with new fields: refused, never applied.
 		for _, to := range []weir.TaskStatus{weir.TaskRunning, weir.TaskFailed, weir.TaskCancelled, final} {
-			applied, err := s.TaskUpdate(t.Context(), task.ID, weir.TaskUpdate{
+			applied, err := s.TaskUpdate(t.Context(), &weir.TaskUpdateParams{ID: task.ID, Update: weir.TaskUpdate{
 				From: append([]weir.TaskStatus{final}, everything...), Status: to,
 				ErrorCode: "overwritten", Result: []byte(`{"overwritten":true}`),
-			})
+			}})
 			if applied || !errors.Is(err, weir.ErrInvalid) {
 				t.Errorf("TaskUpdate of a %s task from %s to %s = %v, %v; want false, ErrInvalid", final, final, to, applied, err)
 			}
@@ -152,7 +152,7 @@ func testTaskUpdateRace(t *testing.T, s taskStore) {
 					u = weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued, weir.TaskAdmitted}, Status: weir.TaskCancelled, Candidate: ptr(r)}
 				}
 				<-start
-				applied[r], errs[r] = s.TaskUpdate(t.Context(), task.ID, u)
+				applied[r], errs[r] = s.TaskUpdate(t.Context(), &weir.TaskUpdateParams{ID: task.ID, Update: u})
 			})
 		}
 		close(start)
@@ -192,7 +192,8 @@ func testTaskCancelled(t *testing.T, s taskStore) {
 	if _, err := s.TaskCreate(ctx, &fresh); !errors.Is(err, context.Canceled) {
 		t.Errorf("TaskCreate with a cancelled context: %v, want context.Canceled", err)
 	}
-	if _, err := s.TaskUpdate(ctx, task.ID, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskCancelled}); !errors.Is(err, context.Canceled) {
+	toCancelled := weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskCancelled}
+	if _, err := s.TaskUpdate(ctx, &weir.TaskUpdateParams{ID: task.ID, Update: toCancelled}); !errors.Is(err, context.Canceled) {
 		t.Errorf("TaskUpdate with a cancelled context: %v, want context.Canceled", err)
 	}
 	if _, err := s.TaskGet(ctx, task.ID); !errors.Is(err, context.Canceled) {

@@ -49,7 +49,7 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 			return fmt.Errorf("delete task %s: upstream job %s: %w", id, t.UpstreamID, err)
 		}
 	}
-	deleted, err := s.store.TaskDelete(context.WithoutCancel(ctx), id, s.clock.Now())
+	deleted, err := s.store.TaskDelete(context.WithoutCancel(ctx), &weir.TaskDeleteParams{ID: id, At: s.clock.Now()})
 	switch {
 	case errors.Is(err, weir.ErrNotFound):
 		return ErrNotFound

@@ -134,8 +134,9 @@ func newFollowRig(t *testing.T, length time.Duration) *followRig {
 	if _, err := db.TaskCreate(ctx, &tk); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := db.TaskUpdate(ctx, tk.ID, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskRunning,
-		PlatformModel: "vid/sora", Candidate: ptr(0), UpstreamID: "job_1", AdmittedAt: start}); !ok || err != nil {
+	toRunning := weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskRunning,
+		PlatformModel: "vid/sora", Candidate: ptr(0), UpstreamID: "job_1", AdmittedAt: start}
+	if ok, err := db.TaskUpdate(ctx, &weir.TaskUpdateParams{ID: tk.ID, Update: toRunning}); !ok || err != nil {
 		t.Fatalf("task to running: %v %v", ok, err)
 	}
 	if tk, err = db.TaskGet(ctx, tk.ID); err != nil {

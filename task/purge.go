@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/weir-gateway/weir"
 )
 
 // purgeBatch is how many tasks one purge transaction removes: small
@@ -48,7 +49,7 @@ func (s *Service) purge(ctx context.Context) (int, error) {
 	before := s.clock.Now().Add(-s.cfg.Retention)
 	total := 0
 	for {
-		n, err := s.store.TaskPurge(ctx, before, s.purgeBatch)
+		n, err := s.store.TaskPurge(ctx, &weir.TaskPurgeParams{FinishedBefore: before, Limit: s.purgeBatch})
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("purge tasks finished before %s: %w", before.Format(time.RFC3339), err)

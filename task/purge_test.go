@@ -44,7 +44,8 @@ func TestPurgeRemovesTasksPastRetention(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !finished.IsZero() {
-			if ok, err := db.TaskUpdate(ctx, tk.ID, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskSucceeded, FinishedAt: finished}); !ok || err != nil {
+			done := weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskSucceeded, FinishedAt: finished}
+			if ok, err := db.TaskUpdate(ctx, &weir.TaskUpdateParams{ID: tk.ID, Update: done}); !ok || err != nil {
 				t.Fatalf("finish %s: %v %v", tk.ID, ok, err)
 			}
 		}

@@ -118,7 +118,8 @@ func TestPurgeRunsOnStart(t *testing.T) {
 		if _, err := b.store.TaskCreate(t.Context(), &tk); err != nil {
 			t.Fatal(err)
 		}
-		if ok, err := b.store.TaskUpdate(t.Context(), tk.ID, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskSucceeded, FinishedAt: finished}); !ok || err != nil {
+		done := weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskSucceeded, FinishedAt: finished}
+		if ok, err := b.store.TaskUpdate(t.Context(), &weir.TaskUpdateParams{ID: tk.ID, Update: done}); !ok || err != nil {
 			t.Fatalf("finish %s: %v %v", tk.ID, ok, err)
 		}
 		return tk.ID

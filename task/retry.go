@@ -68,10 +68,10 @@ func (s *Service) retryFailedJob(ctx context.Context, t weir.Task, code, msg str
 		return false
 	}
 	ctx = context.WithoutCancel(ctx)
-	ok, err := s.store.TaskUpdate(ctx, t.ID, weir.TaskUpdate{
+	ok, err := s.store.TaskUpdate(ctx, &weir.TaskUpdateParams{ID: t.ID, Update: weir.TaskUpdate{
 		From: []weir.TaskStatus{weir.TaskRunning}, Status: weir.TaskQueued,
 		ClearUpstream: true, Progress: ptr(0), Attempts: &n, Candidate: ptr(-1),
-	})
+	}})
 	if err != nil {
 		return false
 	}

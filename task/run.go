@@ -259,7 +259,9 @@ func (s *Service) requeue(ctx context.Context, t weir.Task, after time.Duration,
 		return false
 	}
 	cand := -1
-	ok, err := s.store.TaskUpdate(ctx, t.ID, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskAdmitted}, Status: weir.TaskQueued, Candidate: &cand})
+	ok, err := s.store.TaskUpdate(ctx, &weir.TaskUpdateParams{ID: t.ID, Update: weir.TaskUpdate{
+		From: []weir.TaskStatus{weir.TaskAdmitted}, Status: weir.TaskQueued, Candidate: &cand,
+	}})
 	if err != nil || !ok {
 		return false
 	}

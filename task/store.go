@@ -20,7 +20,7 @@ type Store[TTx any] interface {
 	// InTx runs fn in a transaction and commits it if fn returns nil.
 	InTx(ctx context.Context, fn func(tx TTx) error) error
 	// TaskUpdateTx is TaskUpdate inside tx.
-	TaskUpdateTx(ctx context.Context, tx TTx, id string, u weir.TaskUpdate) (bool, error)
+	TaskUpdateTx(ctx context.Context, tx TTx, p *weir.TaskUpdateParams) (bool, error)
 	// RiverDriver is River's driver on the database InTx's transactions
 	// are on.
 	RiverDriver() riverdriver.Driver[TTx]
@@ -78,7 +78,7 @@ type jobStore interface {
 // txn is one store transaction: a task's change and the jobs inserted
 // with it.
 type txn interface {
-	taskUpdate(ctx context.Context, id string, u weir.TaskUpdate) (bool, error)
+	taskUpdate(ctx context.Context, p *weir.TaskUpdateParams) (bool, error)
 	jobInsert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) error
 	// raw is the store's own transaction (a TTx), for Config.Fence.
 	raw() any
@@ -114,8 +114,8 @@ type riverTx[TTx any] struct {
 	tx TTx
 }
 
-func (t riverTx[TTx]) taskUpdate(ctx context.Context, id string, u weir.TaskUpdate) (bool, error) {
-	return t.r.store.TaskUpdateTx(ctx, t.tx, id, u)
+func (t riverTx[TTx]) taskUpdate(ctx context.Context, p *weir.TaskUpdateParams) (bool, error) {
+	return t.r.store.TaskUpdateTx(ctx, t.tx, p)
 }
 
 func (t riverTx[TTx]) jobInsert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) error {

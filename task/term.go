@@ -503,10 +503,10 @@ func (tm *term) apply(ctx context.Context, batch []admittedTask) (applied []bool
 					}
 				}
 				cand := a.lease.Candidate
-				ok, err := tx.taskUpdate(ctx, a.id, weir.TaskUpdate{
+				ok, err := tx.taskUpdate(ctx, &weir.TaskUpdateParams{ID: a.id, Update: weir.TaskUpdate{
 					From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskAdmitted,
 					PlatformModel: pm, Candidate: &cand, AdmittedAt: now,
-				})
+				}})
 				if err != nil {
 					return err
 				}

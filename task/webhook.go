@@ -211,7 +211,7 @@ func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 	case webhook.Gone:
 		// Recorded before the job ends: if the store fails, the job is
 		// retried and the receiver says 410 again.
-		if _, merr := s.store.TaskCallbackGone(ctx, t.ID, s.clock.Now()); merr != nil {
+		if _, merr := s.store.TaskCallbackGone(ctx, &weir.TaskCallbackGoneParams{ID: t.ID, At: s.clock.Now()}); merr != nil {
 			return fmt.Errorf("webhook for %s: %w; %w", t.ID, err, merr)
 		}
 		fallthrough
@@ -271,7 +271,7 @@ func (s *Service) insertEventTx(ctx context.Context, tx txn, args WebhookArgs) e
 // callback, inserts the webhook job in the same transaction, so an event is
 // sent exactly for the transitions that happened.
 func (s *Service) finishTx(ctx context.Context, tx txn, t weir.Task, u weir.TaskUpdate) (bool, error) {
-	ok, err := tx.taskUpdate(ctx, t.ID, u)
+	ok, err := tx.taskUpdate(ctx, &weir.TaskUpdateParams{ID: t.ID, Update: u})
 	if err != nil || !ok || !s.callbacksOn(t) {
 		return ok, err
 	}
@@ -284,12 +284,12 @@ func (s *Service) finishTx(ctx context.Context, tx txn, t weir.Task, u weir.Task
 // sent exactly when the update happened.
 func (s *Service) updateWithEvent(ctx context.Context, t weir.Task, u weir.TaskUpdate, ev *WebhookArgs) (bool, error) {
 	if ev == nil || !s.callbacksOn(t) {
-		return s.store.TaskUpdate(ctx, t.ID, u)
+		return s.store.TaskUpdate(ctx, &weir.TaskUpdateParams{ID: t.ID, Update: u})
 	}
 	var ok bool
 	err := s.river.inTx(ctx, func(tx txn) error {
 		var err error
-		if ok, err = tx.taskUpdate(ctx, t.ID, u); err != nil || !ok {
+		if ok, err = tx.taskUpdate(ctx, &weir.TaskUpdateParams{ID: t.ID, Update: u}); err != nil || !ok {
 			return err
 		}
 		return s.insertEventTx(ctx, tx, *ev)

@@ -98,7 +98,7 @@ func keysCmd() *cobra.Command {
 				return err
 			}
 			defer db.Close()
-			if err := db.KeyRevoke(cmd.Context(), args[0], time.Now()); err != nil {
+			if err := db.KeyRevoke(cmd.Context(), &weir.KeyRevokeParams{ID: args[0], At: time.Now()}); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s\n", args[0])

@@ -102,7 +102,7 @@ func nodesCmd() *cobra.Command {
 				fmt.Fprintf(out, "node %s (%s) was already revoked at %s\n", n.ID, n.Name, n.RevokedAt.Format(time.RFC3339))
 				return nil
 			}
-			if err := db.NodeRevoke(cmd.Context(), n.ID, time.Now()); err != nil {
+			if err := db.NodeRevoke(cmd.Context(), &weir.NodeRevokeParams{ID: n.ID, At: time.Now()}); err != nil {
 				return err
 			}
 			fmt.Fprintf(out, "revoked node %s (%s)\n", n.ID, n.Name)
