@@ -51,6 +51,24 @@ type Metrics struct {
 // scrape time for the per-scope gauges.
 func New(scopes func(context.Context) []admission.ScopeStats) *Metrics {
 	m := &Metrics{Registry: prometheus.NewRegistry()}
+	m.Registry.MustRegister(m.requestCollectors()...)
+	m.Registry.MustRegister(m.taskCollectors()...)
+	m.Registry.MustRegister(m.operatorCollectors()...)
+	m.Registry.MustRegister(m.edgeCollectors()...)
+	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if scopes != nil {
+		m.Registry.MustRegister(&scopeCollector{scopes: scopes})
+	}
+	return m
+}
+
+// waitBuckets are the histogram buckets of a request's waits and calls,
+// in seconds.
+var waitBuckets = []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}
+
+// requestCollectors makes the collectors of requests: admission, queue
+// waits, leases, HTTP and upstream calls, usage records, shadow limits.
+func (m *Metrics) requestCollectors() []prometheus.Collector {
 	m.admission = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "weir_admission_events_total",
 		Help: "Admission engine transitions by outcome.",
@@ -61,7 +79,6 @@ func New(scopes func(context.Context) []admission.ScopeStats) *Metrics {
 		}
 		m.outcomes[o] = m.admission.WithLabelValues(o.String())
 	}
-	waitBuckets := []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}
 	m.queueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "weir_queue_wait_seconds",
 		Help:    "Time admitted requests waited in the queue, by public model.",
@@ -94,6 +111,16 @@ func New(scopes func(context.Context) []admission.ScopeStats) *Metrics {
 		Name: "weir_usage_records_dropped_total",
 		Help: "Usage records that could not be stored.",
 	})
+	m.shadow = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_shadow_total",
+		Help: "Admissions through a scope whose limits are in shadow that the limits would have held back, by scope (key scopes summed as key:*) and what they would have done: queued (waited for capacity), rate_limited (waited for a rate limit), queue_full and no_candidate (refused: a full queue, more tokens than the tpm), timeout (dropped at max_wait).",
+	}, []string{"scope", "would"})
+	return []prometheus.Collector{m.admission, m.queueWait, m.leaseHeld, m.httpReqs, m.httpDur, m.upstream, m.upstreamLt, m.usageDrop, m.shadow}
+}
+
+// taskCollectors makes the collectors of durable tasks and their
+// callbacks.
+func (m *Metrics) taskCollectors() []prometheus.Collector {
 	m.tasks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "weir_task_transitions_total",
 		Help: "Durable task transitions, by the status entered.",
@@ -117,9 +144,15 @@ func New(scopes func(context.Context) []admission.ScopeStats) *Metrics {
 		Name: "weir_task_webhook_attempts_total",
 		Help: "Webhook delivery attempts by outcome (delivered, retryable, gone, refused); gone and refused also count events dropped unsent, after a 410 or to a forbidden address.",
 	}, []string{"outcome"})
+	return []prometheus.Collector{m.tasks, m.taskWait, m.taskRun, m.webhooks}
+}
+
+// operatorCollectors makes the collectors an operator watches beside the
+// requests: dropped errors, affinity, upstream pauses, console logins.
+func (m *Metrics) operatorCollectors() []prometheus.Collector {
 	m.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "weir_dropped_errors_total",
-		Help: "Errors the gateway could only log, by what failed (release, reconcile, remove_scope).",
+		Help: "Errors that only the log sees, by the step that failed (release, reconcile, remove_scope, cancel, fence, activate, overrides, pause, ...).",
 	}, []string{"op"})
 	m.affinity = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "weir_affinity_total",
@@ -133,6 +166,19 @@ func New(scopes func(context.Context) []admission.ScopeStats) *Metrics {
 		Name: "weir_upstream_paused",
 		Help: "1 while a platform model's admissions are paused on its upstream's Retry-After.",
 	}, []string{"platform_model"})
+	m.logins = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_console_logins_total",
+		Help: "Logins at the web console's form, by outcome: ok, or failed (not the admin token).",
+	}, []string{"outcome"})
+	for _, o := range []string{"ok", "failed"} {
+		m.logins.WithLabelValues(o)
+	}
+	return []prometheus.Collector{m.dropped, m.affinity, m.pauses, m.paused, m.logins}
+}
+
+// edgeCollectors makes the collectors of edge nodes: health evidence,
+// token conflicts, relayed runs.
+func (m *Metrics) edgeCollectors() []prometheus.Collector {
 	m.evidence = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "weir_edge_evidence_total",
 		Help: "Edge nodes' provider health evidence, by source (stall, probe) and decision (applied, rejected_stale, rejected_binding, rejected_ambiguous, rejected_invalid).",
@@ -141,28 +187,11 @@ func New(scopes func(context.Context) []admission.ScopeStats) *Metrics {
 		Name: "weir_edge_token_conflicts_total",
 		Help: "Edge node registrations refused because another process of the node, with the same token, had a live session (token_in_use).",
 	})
-	m.shadow = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "weir_shadow_total",
-		Help: "Admissions through a scope whose limits are in shadow that the limits would have held back, by scope (key scopes summed as key:*) and what they would have done: queued (waited for capacity), rate_limited (waited for a rate limit), queue_full and no_candidate (refused: a full queue, more tokens than the tpm), timeout (dropped at max_wait).",
-	}, []string{"scope", "would"})
 	m.relayed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "weir_edge_relayed_total",
 		Help: "Runs relayed between a fleet's replicas for edge nodes, by direction (sent to the replica the node dialed, taken from another) and outcome (answer, error, refused, unreachable).",
 	}, []string{"direction", "outcome"})
-	m.logins = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "weir_console_logins_total",
-		Help: "Logins at the web console's form, by outcome: ok, or failed (not the admin token).",
-	}, []string{"outcome"})
-	for _, o := range []string{"ok", "failed"} {
-		m.logins.WithLabelValues(o)
-	}
-	m.Registry.MustRegister(m.logins, m.shadow, m.dropped, m.pauses, m.paused, m.affinity, m.evidence, m.conflicts, m.relayed, m.admission, m.queueWait, m.leaseHeld, m.httpReqs, m.httpDur, m.upstream, m.upstreamLt, m.usageDrop, m.tasks,
-		m.taskWait, m.taskRun, m.webhooks,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if scopes != nil {
-		m.Registry.MustRegister(&scopeCollector{scopes: scopes})
-	}
-	return m
+	return []prometheus.Collector{m.evidence, m.conflicts, m.relayed}
 }
 
 // Handler serves /metrics.
