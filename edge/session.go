@@ -154,42 +154,10 @@ func (h *Hub) Control(stream edgepb.Edge_ControlServer) error {
 	s := &session{h: h, send: make(chan *edgepb.GatewayMessage, sendBuffer), done: make(chan struct{})}
 	in := make(chan *edgepb.NodeMessage)
 	recvErr := make(chan error, 1)
-	go func() {
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				recvErr <- err
-				return
-			}
-			select {
-			case in <- m:
-			case <-s.done:
-				return
-			}
-		}
-	}()
-
-	// The first message registers the node, within RegisterTimeout.
-	var reg *edgepb.Register
-	timeout := h.cfg.Clock.AfterFunc(h.cfg.RegisterTimeout, func() { s.end(errors.New("no Register in time")) })
-	select {
-	case m := <-in:
-		timeout.Stop()
-		reg = m.GetRegister()
-		if reg == nil {
-			return refusal(stream, "register_first", "a session begins with Register")
-		}
-		if err := validateRegister(reg); err != nil {
-			return refusal(stream, "invalid_register", err.Error())
-		}
-	case err := <-recvErr:
-		timeout.Stop()
+	go s.recvLoop(stream, in, recvErr)
+	reg, err := h.awaitRegister(ctx, stream, s, in, recvErr)
+	if err != nil {
 		return err
-	case <-s.done:
-		return status.Error(codes.DeadlineExceeded, "no Register within the register timeout")
-	case <-ctx.Done():
-		timeout.Stop()
-		return ctx.Err()
 	}
 	s.inline = reg.InlineBodies
 	s.readyMax = readyRuns(reg)
@@ -221,20 +189,73 @@ func (h *Hub) Control(stream edgepb.Edge_ControlServer) error {
 	h.recheck(s, token)
 
 	sendErr := make(chan error, 1)
-	go func() {
-		for {
-			select {
-			case m := <-s.send:
-				if err := stream.Send(m); err != nil {
-					sendErr <- err
-					s.end(err)
-					return
-				}
-			case <-s.done:
+	go s.sendLoop(stream, sendErr)
+	return s.serve(ctx, in, recvErr, sendErr)
+}
+
+// recvLoop hands the node's messages to the session until the stream
+// ends (its error goes to recvErr) or the session does.
+func (s *session) recvLoop(stream edgepb.Edge_ControlServer, in chan<- *edgepb.NodeMessage, recvErr chan<- error) {
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			recvErr <- err
+			return
+		}
+		select {
+		case in <- m:
+		case <-s.done:
+			return
+		}
+	}
+}
+
+// awaitRegister takes the session's first message, which must register
+// the node within RegisterTimeout.
+func (h *Hub) awaitRegister(ctx context.Context, stream edgepb.Edge_ControlServer, s *session, in <-chan *edgepb.NodeMessage, recvErr <-chan error) (*edgepb.Register, error) {
+	timeout := h.cfg.Clock.AfterFunc(h.cfg.RegisterTimeout, func() { s.end(errors.New("no Register in time")) })
+	select {
+	case m := <-in:
+		timeout.Stop()
+		reg := m.GetRegister()
+		if reg == nil {
+			return nil, refusal(stream, "register_first", "a session begins with Register")
+		}
+		if err := validateRegister(reg); err != nil {
+			return nil, refusal(stream, "invalid_register", err.Error())
+		}
+		return reg, nil
+	case err := <-recvErr:
+		timeout.Stop()
+		return nil, err
+	case <-s.done:
+		return nil, status.Error(codes.DeadlineExceeded, "no Register within the register timeout")
+	case <-ctx.Done():
+		timeout.Stop()
+		return nil, ctx.Err()
+	}
+}
+
+// sendLoop sends the session's messages to the node until sending fails
+// (its error goes to sendErr, and ends the session) or the session ends.
+func (s *session) sendLoop(stream edgepb.Edge_ControlServer, sendErr chan<- error) {
+	for {
+		select {
+		case m := <-s.send:
+			if err := stream.Send(m); err != nil {
+				sendErr <- err
+				s.end(err)
 				return
 			}
+		case <-s.done:
+			return
 		}
-	}()
+	}
+}
+
+// serve handles a registered node's messages until its stream or the
+// session ends, and answers the stream with why the session ended.
+func (s *session) serve(ctx context.Context, in <-chan *edgepb.NodeMessage, recvErr, sendErr <-chan error) error {
 	for {
 		select {
 		case m := <-in:
