@@ -42,31 +42,41 @@ type taskView struct {
 }
 
 // tasksCmd works with a running server's task API, as the key's owner.
+// tasksFlags are the flags every tasks subcommand shares: whose tasks,
+// on which server.
+type tasksFlags struct{ addr, key string }
+
+func (f *tasksFlags) api() *taskClient {
+	return &taskClient{base: strings.TrimRight(f.addr, "/"), key: f.key, http: &http.Client{Timeout: 30 * time.Second}}
+}
+
 func tasksCmd() *cobra.Command {
-	var addr, key string
+	f := &tasksFlags{}
 	cmd := &cobra.Command{
 		Use:   "tasks",
 		Short: "List, show, wait for, fetch, cancel and delete durable tasks on a running server",
 		// Every subcommand speaks for a key.
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
-			if cmd.Flags().Changed("key") && key == "" {
+			if cmd.Flags().Changed("key") && f.key == "" {
 				return errors.New("--key was given an empty value (is the variable it names set?); " + errNoKey().Error())
 			}
-			if key == "" {
-				key = envOr("WEIR_API_KEY", "")
+			if f.key == "" {
+				f.key = envOr("WEIR_API_KEY", "")
 			}
-			if key == "" {
+			if f.key == "" {
 				return errNoKey()
 			}
 			return nil
 		},
 	}
-	cmd.PersistentFlags().StringVar(&addr, "addr", "http://127.0.0.1:8080", "the server's base URL")
-	cmd.PersistentFlags().StringVar(&key, "key", "", "API key (env WEIR_API_KEY)")
-	api := func() *taskClient {
-		return &taskClient{base: strings.TrimRight(addr, "/"), key: key, http: &http.Client{Timeout: 30 * time.Second}}
-	}
+	cmd.PersistentFlags().StringVar(&f.addr, "addr", "http://127.0.0.1:8080", "the server's base URL")
+	cmd.PersistentFlags().StringVar(&f.key, "key", "", "API key (env WEIR_API_KEY)")
+	cmd.AddCommand(tasksListCmd(f), tasksShowCmd(f), tasksWaitCmd(f), tasksContentCmd(f), tasksCancelCmd(f), tasksDeleteCmd(f))
+	return cmd
+}
 
+// tasksListCmd is `weir tasks list`.
+func tasksListCmd(f *tasksFlags) *cobra.Command {
 	var status, after string
 	var limit int
 	list := &cobra.Command{
@@ -84,7 +94,7 @@ func tasksCmd() *cobra.Command {
 			if after != "" {
 				q += "&after=" + url.QueryEscape(after)
 			}
-			if err := api().do(cmd.Context(), http.MethodGet, q, &page); err != nil {
+			if err := f.api().do(cmd.Context(), http.MethodGet, q, &page); err != nil {
 				return err
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
@@ -109,12 +119,16 @@ func tasksCmd() *cobra.Command {
 	list.Flags().StringVar(&status, "status", "", "only tasks in this status")
 	list.Flags().IntVar(&limit, "limit", 100, "at most this many (1 to 1000)")
 	list.Flags().StringVar(&after, "after", "", "the cursor a previous listing printed, to list the page after it")
+	return list
+}
 
+// tasksShowCmd is `weir tasks show ID`.
+func tasksShowCmd(f *tasksFlags) *cobra.Command {
 	show := &cobra.Command{
 		Use: "show ID", Short: "Show a task as JSON", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var raw json.RawMessage
-			if err := api().do(cmd.Context(), http.MethodGet, "/v1/tasks/"+args[0], &raw); err != nil {
+			if err := f.api().do(cmd.Context(), http.MethodGet, "/v1/tasks/"+args[0], &raw); err != nil {
 				return err
 			}
 			var out bytes.Buffer
@@ -123,12 +137,16 @@ func tasksCmd() *cobra.Command {
 			return nil
 		},
 	}
+	return show
+}
 
+// tasksWaitCmd is `weir tasks wait ID`.
+func tasksWaitCmd(f *tasksFlags) *cobra.Command {
 	var every time.Duration
 	wait := &cobra.Command{
 		Use: "wait ID", Short: "Wait for a task to end, drawing its progress", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, out := api(), cmd.OutOrStdout()
+			c, out := f.api(), cmd.OutOrStdout()
 			tick := time.NewTicker(every)
 			defer tick.Stop()
 			// Off a terminal, a line each time the task has moved on.
@@ -153,7 +171,7 @@ func tasksCmd() *cobra.Command {
 						// them already.
 						given := ""
 						if cmd.Flags().Changed("key") {
-							given = key
+							given = f.key
 						}
 						printFetchHint(out, c.base, t.ID, given)
 					}
@@ -169,7 +187,11 @@ func tasksCmd() *cobra.Command {
 		},
 	}
 	wait.Flags().DurationVar(&every, "every", time.Second, "how often to look")
+	return wait
+}
 
+// tasksContentCmd is `weir tasks content ID`.
+func tasksContentCmd(f *tasksFlags) *cobra.Command {
 	var output, variant string
 	content := &cobra.Command{
 		Use: "content ID", Short: "Save what a finished task made (a video's MP4, thumbnail or spritesheet)", Args: cobra.ExactArgs(1),
@@ -178,7 +200,7 @@ func tasksCmd() *cobra.Command {
 			if name == "" {
 				name = args[0] + contentExt[variant]
 			}
-			n, err := api().save(cmd.Context(), "/v1/videos/"+url.PathEscape(args[0])+"/content?variant="+url.QueryEscape(variant), name, cmd.OutOrStdout())
+			n, err := f.api().save(cmd.Context(), "/v1/videos/"+url.PathEscape(args[0])+"/content?variant="+url.QueryEscape(variant), name, cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -190,18 +212,27 @@ func tasksCmd() *cobra.Command {
 	}
 	content.Flags().StringVarP(&output, "output", "o", "", `file to write ("-": standard output; default ID.mp4, .webp or .jpg by variant)`)
 	content.Flags().StringVar(&variant, "variant", "video", "video, thumbnail or spritesheet")
+	return content
+}
 
+// tasksCancelCmd is `weir tasks cancel ID`.
+func tasksCancelCmd(f *tasksFlags) *cobra.Command {
 	cancel := &cobra.Command{
 		Use: "cancel ID", Short: "Cancel a task", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var t taskView
-			if err := api().do(cmd.Context(), http.MethodPost, "/v1/tasks/"+args[0]+"/cancel", &t); err != nil {
+			if err := f.api().do(cmd.Context(), http.MethodPost, "/v1/tasks/"+args[0]+"/cancel", &t); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", t.ID, t.Status)
 			return nil
 		},
 	}
+	return cancel
+}
+
+// tasksDeleteCmd is `weir tasks delete ID`.
+func tasksDeleteCmd(f *tasksFlags) *cobra.Command {
 	del := &cobra.Command{
 		Use: "delete ID", Short: "Delete a task: cancel it if it has not ended, delete its upstream job; it is gone afterwards", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -209,15 +240,14 @@ func tasksCmd() *cobra.Command {
 				ID      string `json:"id"`
 				Deleted bool   `json:"deleted"`
 			}
-			if err := api().do(cmd.Context(), http.MethodDelete, "/v1/tasks/"+url.PathEscape(args[0]), &d); err != nil {
+			if err := f.api().do(cmd.Context(), http.MethodDelete, "/v1/tasks/"+url.PathEscape(args[0]), &d); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s deleted\n", d.ID)
 			return nil
 		},
 	}
-	cmd.AddCommand(list, show, wait, content, cancel, del)
-	return cmd
+	return del
 }
 
 // errNoKey is what a tasks command says without a key.
