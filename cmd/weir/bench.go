@@ -14,6 +14,7 @@ import (
 	"github.com/weir-gateway/weir/bench"
 	"github.com/weir-gateway/weir/config"
 	"github.com/weir-gateway/weir/gcfloor"
+	"github.com/weir-gateway/weir/serve"
 )
 
 // The benchmarks of docs/benchmarks.md: `weir bench` (gateway overhead),
@@ -35,15 +36,15 @@ func benchWeir() (bench.Weir, error) {
 		ServeArgs: []string{"serve"},
 		FloorArgs: []string{"bench", "sync-waiters-floor"},
 		Start:     startBenchGateway,
-		CreateKey: createKey,
+		CreateKey: serve.CreateKey,
 		CreateNode: func(ctx context.Context, store weir.NodeStore, name string) (weir.Node, string, error) {
-			return createNode(ctx, store, name, time.Now())
+			return serve.CreateNode(ctx, store, name, time.Now())
 		},
 	}, nil
 }
 
 // benchGateway is Main as bench.Gateway.
-type benchGateway struct{ *Main }
+type benchGateway struct{ *serve.Main }
 
 var _ bench.Gateway = benchGateway{}
 
@@ -51,19 +52,12 @@ func (g benchGateway) Store() weir.Store { return g.DB }
 
 func (g benchGateway) NodeStore() weir.NodeStore { return g.DB }
 
-func (g benchGateway) EdgeAddr() string {
-	if g.edgeLn == nil {
-		return ""
-	}
-	return g.edgeLn.Addr().String()
-}
-
 func (g benchGateway) Scopes(ctx context.Context) []admission.ScopeStats {
 	return g.Engine.Scopes(ctx)
 }
 
 func startBenchGateway(ctx context.Context, cfg *config.Config) (bench.Gateway, error) {
-	m := &Main{Config: cfg, Logger: newLogger(cfg.Server.LogLevel)}
+	m := &serve.Main{Config: cfg, Logger: serve.NewLogger(cfg.Server.LogLevel)}
 	if err := m.Start(ctx); err != nil {
 		_ = m.Stop(context.Background())
 		return nil, err
