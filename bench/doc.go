@@ -1,10 +1,11 @@
 // Package bench is Weir's benchmark harness: the scenarios of
-// docs/benchmarks.md, which cmd/weir runs as `weir bench`, `weir bench
-// sync-waiters` and `weir bench-tasks`. Each scenario is one function that
-// sets up its rig on loopback, measures, writes its report to an
-// io.Writer line by line as the figures come in, and tears the rig down:
+// docs/benchmarks.md, which cmd/weir-bench runs as `weir-bench`,
+// `weir-bench sync-waiters` and `weir-bench tasks`. Each scenario is one
+// function that sets up its rig on loopback, measures, writes its report
+// to an io.Writer line by line as the figures come in, and tears the rig
+// down:
 //
-//   - Overhead (`weir bench`; overhead-1k, overhead-2k, stream, max-rps):
+//   - Overhead (`weir-bench`; overhead-1k, overhead-2k, stream, max-rps):
 //     the mock provider, a plain httputil.ReverseProxy in front of it and
 //     Weir, all in this process, each driven in turn at the same load by
 //     package loadgen; what Weir adds to a request's latency, CPU time and
@@ -13,16 +14,16 @@
 //     --max-rps pgbench on the same server (fleet-admit); with --edge
 //     (edge-overhead, edge-stream), also the same gateway tunnelling to an
 //     edge node agent in this process whose provider is the mock.
-//   - SyncWaiters (`weir bench sync-waiters`): a burst of synchronous
+//   - SyncWaiters (`weir-bench sync-waiters`): a burst of synchronous
 //     requests queued behind a small limit, sent to a bare net/http floor
 //     (ServeFloor, in a child process) and to `weir serve` (another
 //     child); the memory one waiting request costs each, and whether they
 //     were served in order at exactly the limit.
-//   - Drain (`weir bench-tasks drain`): durable tasks through a `weir
+//   - Drain (`weir-bench tasks drain`): durable tasks through a `weir
 //     serve` child to the mock's video API; the time to drain them against
 //     the ideal, and where each task's time went; with --fleet, through
 //     replicas on PostgreSQL instead.
-//   - Restart (`weir bench-tasks restart`): a long queue of waiting
+//   - Restart (`weir-bench tasks restart`): a long queue of waiting
 //     tasks, the gateway killed with SIGKILL and restarted on the same
 //     database; the time to serving and to the first admission.
 //
@@ -32,9 +33,11 @@
 // (scripts/bench-fleet.sh); their pgbench baseline is package
 // bench/pgbench.
 //
-// The harness measures the gateway that cmd/weir wires together, which it
-// cannot import: each scenario's config carries a Weir, with the weir
-// binary and the subcommands it runs as children and a function that
-// starts the gateway in this process. docs/benchmarks.md has the
-// commands, the targets and the latest figures.
+// The harness measures the gateway that package serve assembles, from a
+// binary of its own (cmd/weir-bench), so that weir links neither the
+// harness nor its load generator. Each scenario's config carries a Weir,
+// which cmd/weir-bench fills in: the weir binary and the subcommands it
+// runs as children, and a function that starts the gateway in this
+// process. docs/benchmarks.md has the commands, the targets and the
+// latest figures.
 package bench

@@ -30,7 +30,7 @@ import (
 )
 
 // OverheadConfig says how Overhead drives its three targets; the
-// defaults are `weir bench`'s flags'.
+// defaults are `weir-bench`'s flags'.
 type OverheadConfig struct {
 	Weir Weir
 
@@ -380,7 +380,7 @@ func (s streamSplit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.plain.ServeHTTP(w, r)
 }
 
-// Overhead is `weir bench`: it measures what Weir adds to a request against
+// Overhead is `weir-bench`: it measures what Weir adds to a request against
 // two baselines in the same run (docs/benchmarks.md's overhead-1k,
 // overhead-2k, stream and max-rps scenarios). In one process it starts the
 // mock provider (0 ms latency, ~1 KB answers) on a loopback listener, a
@@ -445,10 +445,10 @@ func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 	defer rig.close()
 
 	if c.MaxRPS {
-		fmt.Fprintf(out, "weir bench: max-rps, closed loop of %d connections per target, %s warm-up, %s measured per target, %.0f%% streaming\n",
+		fmt.Fprintf(out, "weir-bench: max-rps, closed loop of %d connections per target, %s warm-up, %s measured per target, %.0f%% streaming\n",
 			c.Connections, c.Warmup, c.Duration, c.Stream*100)
 	} else {
-		fmt.Fprintf(out, "weir bench: overhead at %.0f req/s (open loop), %s warm-up, %s measured per target, %.0f%% streaming, in-flight bound %d\n",
+		fmt.Fprintf(out, "weir-bench: overhead at %.0f req/s (open loop), %s warm-up, %s measured per target, %.0f%% streaming, in-flight bound %d\n",
 			c.Rate, c.Warmup, c.Duration, c.Stream*100, c.Concurrency)
 	}
 	gc := fmt.Sprintf("heap floor %d MiB", c.HeapFloor>>20)

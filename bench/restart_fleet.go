@@ -39,7 +39,7 @@ func restartFleet(ctx context.Context, out io.Writer, c TasksConfig) error {
 	if err := waitWorkersLimit(ctx, f.urls()[0], int64(running), time.Minute); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "weir bench-tasks restart: %d tasks on a fleet of %d on PostgreSQL, one worker each busy for an hour; load average %s\n",
+	fmt.Fprintf(out, "weir-bench tasks restart: %d tasks on a fleet of %d on PostgreSQL, one worker each busy for an hour; load average %s\n",
 		c.Tasks, c.Fleet.Replicas, loadAverage())
 	start := time.Now()
 	if _, err := r.submitAll(ctx, f.urls(), c.Tasks, c.Connections, nil); err != nil {

@@ -32,7 +32,7 @@ import (
 )
 
 // TasksConfig says how Drain and Restart run; the defaults are
-// `weir bench-tasks`' flags'.
+// `weir-bench tasks`' flags'.
 type TasksConfig struct {
 	Weir Weir
 
@@ -312,7 +312,7 @@ func (r *tasksRig) submitAll(ctx context.Context, urls []string, n, conns int, p
 	return last, <-errs
 }
 
-// Drain is `weir bench-tasks drain`, docs/benchmarks.md's "drain"
+// Drain is `weir-bench tasks drain`, docs/benchmarks.md's "drain"
 // scenario: durable tasks against a real `weir serve` (Weir.Exe, started
 // as a child on a temporary SQLite file) in front of the mock provider's
 // video API, served in this process.
@@ -341,8 +341,8 @@ func (r *tasksRig) submitAll(ctx context.Context, urls []string, n, conns int, p
 // /admin/queues (any replica's answers with the leader's) and the
 // schema:
 //
-//	go run ./cmd/weir bench-tasks drain --fleet 2                          # the full drain on PostgreSQL
-//	go run ./cmd/weir bench-tasks drain --fleet 2 --tasks 2000 --job 1s    # scaled down
+//	go run ./cmd/weir-bench tasks drain --fleet 2                          # the full drain on PostgreSQL
+//	go run ./cmd/weir-bench tasks drain --fleet 2 --tasks 2000 --job 1s    # scaled down
 func Drain(ctx context.Context, out io.Writer, c TasksConfig) error {
 	if err := c.validate(true); err != nil {
 		return err
@@ -359,7 +359,7 @@ func Drain(ctx context.Context, out io.Writer, c TasksConfig) error {
 	defer g.stop()
 	waves := (c.Tasks + c.Capacity - 1) / c.Capacity
 	ideal := time.Duration(waves) * c.Job
-	fmt.Fprintf(out, "weir bench-tasks drain: %d tasks, capacity %d, upstream jobs of %s, polls %s..%s; ideal %s; %d CPUs, load average %s\n",
+	fmt.Fprintf(out, "weir-bench tasks drain: %d tasks, capacity %d, upstream jobs of %s, polls %s..%s; ideal %s; %d CPUs, load average %s\n",
 		c.Tasks, c.Capacity, c.Job, c.PollMin, c.PollMax, ideal, runtime.NumCPU(), loadAverage())
 	if g.fleet != nil {
 		fmt.Fprintf(out, "  fleet: %d `weir serve` replicas on PostgreSQL schema %s, tasks submitted to each in turn, %s leads; tasks.workers %d each, the fleet's capacity %d\n",
@@ -595,7 +595,7 @@ func drainBreakdown(ctx context.Context, out io.Writer, r *tasksRig, store weir.
 	return nil
 }
 
-// Restart is `weir bench-tasks restart`, docs/benchmarks.md's "restart"
+// Restart is `weir-bench tasks restart`, docs/benchmarks.md's "restart"
 // scenario, on the same rig as Drain.
 //
 // It submits c.Tasks tasks to a gateway with one worker while the first
@@ -624,7 +624,7 @@ func Restart(ctx context.Context, out io.Writer, c TasksConfig) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "weir bench-tasks restart: %d tasks, one worker busy for an hour; load average %s\n", c.Tasks, loadAverage())
+	fmt.Fprintf(out, "weir-bench tasks restart: %d tasks, one worker busy for an hour; load average %s\n", c.Tasks, loadAverage())
 	start := time.Now()
 	last := time.Now()
 	lastID, err := r.submitAll(ctx, []string{g.url}, c.Tasks, c.Connections, func(d int) {

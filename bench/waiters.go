@@ -103,17 +103,17 @@ type waitersResult struct {
 
 func (r waitersResult) perWaiter(n int) float64 { return float64(r.peak-r.idle) / float64(n) }
 
-// SyncWaiters is `weir bench sync-waiters`: it measures what a waiting
+// SyncWaiters is `weir-bench sync-waiters`: it measures what a waiting
 // request costs the gateway, docs/benchmarks.md's "sync-waiters" scenario.
 //
-//	go run ./cmd/weir bench sync-waiters                      # 10,000 waiters, limit 10, 100 ms upstream
-//	go run ./cmd/weir bench sync-waiters --requests 2000      # scaled down
+//	go run ./cmd/weir-bench sync-waiters                      # 10,000 waiters, limit 10, 100 ms upstream
+//	go run ./cmd/weir-bench sync-waiters --requests 2000      # scaled down
 //
 // It serves the mock provider (o.Latency per answer, no cap of its own) in
-// this process and, in turn, two servers in their own processes (o.Weir's
-// binary, as children):
+// this process and, in turn, two servers in their own processes (children
+// of o.Weir's FloorExe and Exe):
 //
-//   - floor: a bare net/http server (ServeFloor, the hidden `weir bench
+//   - floor: a bare net/http server (ServeFloor, the hidden `weir-bench
 //     sync-waiters-floor`) that reads and decodes the JSON body, waits on a
 //     o.Limit-slot semaphore (a buffered channel: blocked senders go in
 //     arrival order) and proxies the body to the mock: the least a server
@@ -160,7 +160,7 @@ func SyncWaiters(ctx context.Context, out io.Writer, o SyncWaitersConfig) error 
 	go func() { _ = up.srv.Serve(ln) }()
 	defer up.srv.Close()
 
-	fmt.Fprintf(out, "weir bench sync-waiters: %d chat requests at once, one connection each; limit %d; mock latency %s; GOMAXPROCS %d; load average %s\n",
+	fmt.Fprintf(out, "weir-bench sync-waiters: %d chat requests at once, one connection each; limit %d; mock latency %s; GOMAXPROCS %d; load average %s\n",
 		o.Requests, o.Limit, o.Latency, runtime.GOMAXPROCS(0), loadAverage())
 
 	results := map[string]waitersResult{}
@@ -204,8 +204,8 @@ func (o SyncWaitersConfig) validate() error {
 		switch {
 		case t != "floor" && t != "weir":
 			return fmt.Errorf("--targets: unknown target %q: want floor or weir", t)
-		case t == "floor" && len(o.Weir.FloorArgs) == 0:
-			return errors.New("bench: Weir.FloorArgs are required to measure the floor")
+		case t == "floor" && (o.Weir.FloorExe == "" || len(o.Weir.FloorArgs) == 0):
+			return errors.New("bench: Weir.FloorExe and Weir.FloorArgs are required to measure the floor")
 		}
 	}
 	return nil
@@ -213,7 +213,7 @@ func (o SyncWaitersConfig) validate() error {
 
 // measureFloor runs the floor as a child and sends it the burst.
 func measureFloor(ctx context.Context, up *waitersUpstream, o SyncWaitersConfig) (waitersResult, error) {
-	c, err := startChild(o.Weir.Exe, append(slices.Clone(o.Weir.FloorArgs),
+	c, err := startChild(o.Weir.FloorExe, append(slices.Clone(o.Weir.FloorArgs),
 		"--upstream", up.url+"/chat/completions", "--limit", strconv.Itoa(o.Limit)), time.Minute, nil)
 	if err != nil {
 		return waitersResult{}, err

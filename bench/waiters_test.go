@@ -43,7 +43,8 @@ func TestSyncWaitersConfigErrors(t *testing.T) {
 	t.Parallel()
 	valid := func() SyncWaitersConfig {
 		return SyncWaitersConfig{
-			Weir:     Weir{Exe: "/bin/weir", ServeArgs: []string{"serve"}, FloorArgs: []string{"bench", "sync-waiters-floor"}, CreateKey: noKey},
+			Weir: Weir{Exe: "/bin/weir", ServeArgs: []string{"serve"}, FloorExe: "/bin/weir-bench", FloorArgs: []string{"sync-waiters-floor"},
+				CreateKey: noKey},
 			Requests: 10, Limit: 2, Latency: time.Millisecond, Timeout: time.Minute, Targets: []string{"floor", "weir"},
 		}
 	}
@@ -56,6 +57,7 @@ func TestSyncWaitersConfigErrors(t *testing.T) {
 	}{
 		{func(c *SyncWaitersConfig) { c.Weir.Exe = "" }, "Weir.Exe"},
 		{func(c *SyncWaitersConfig) { c.Weir.FloorArgs = nil }, "Weir.FloorArgs"},
+		{func(c *SyncWaitersConfig) { c.Weir.FloorExe = "" }, "Weir.FloorExe"},
 		{func(c *SyncWaitersConfig) { c.Requests = 0 }, "--requests"},
 		{func(c *SyncWaitersConfig) { c.Limit = 0 }, "--limit"},
 		{func(c *SyncWaitersConfig) { c.Rate = -1 }, "--rate"},

@@ -9,19 +9,21 @@ import (
 	"github.com/weir-gateway/weir/config"
 )
 
-// Weir is how the harness reaches the gateway it measures. cmd/weir,
-// which wires the gateway together, fills it in: the harness cannot
-// import it.
+// Weir is how the harness reaches the gateway it measures. cmd/weir-bench
+// fills it in: the weir binary for the scenarios that run `weir serve` as
+// a child, and package serve's Main for the one that starts the gateway
+// in this process.
 type Weir struct {
-	// Exe is the weir binary that Drain, Restart and SyncWaiters run as
-	// child processes (cmd/weir gives its own, from os.Executable).
+	// Exe is the weir binary that Drain, Restart, SyncWaiters and
+	// Overhead's fleet targets run as child processes.
 	Exe string
 	// ServeArgs run the gateway from Exe; the harness appends
-	// "-c" and a config file. cmd/weir: ["serve"].
+	// "-c" and a config file. cmd/weir-bench: ["serve"].
 	ServeArgs []string
-	// FloorArgs run SyncWaiters' floor server (ServeFloor) from Exe; the
-	// harness appends "--upstream" URL "--limit" N.
-	// cmd/weir: ["bench", "sync-waiters-floor"].
+	// FloorExe and FloorArgs run SyncWaiters' floor server (ServeFloor)
+	// as a child; the harness appends "--upstream" URL "--limit" N.
+	// cmd/weir-bench: its own binary and ["sync-waiters-floor"].
+	FloorExe  string
 	FloorArgs []string
 	// Start starts a gateway in this process on cfg and returns once it
 	// serves; Overhead measures it.

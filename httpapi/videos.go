@@ -11,7 +11,7 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/gateway"
-	"github.com/weir-gateway/weir/provider/openaiwire"
+	"github.com/weir-gateway/weir/openaiwire"
 	"github.com/weir-gateway/weir/task"
 )
 

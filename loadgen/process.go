@@ -7,7 +7,7 @@ import (
 
 // ProcessStats is what this whole process spent over a measured window:
 // the generator's work and, when the target runs in the same process (as
-// weir bench's do), the target's. Differences between runs of the same
+// weir-bench's do), the target's. Differences between runs of the same
 // process at the same load are the targets' own costs, and unlike latency
 // they hardly move when other programs load the machine.
 type ProcessStats struct {

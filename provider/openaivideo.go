@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir/clock"
-	"github.com/weir-gateway/weir/provider/openaiwire"
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 // OpenAIVideo is the adapter for OpenAI's video API: POST /videos, GET

@@ -1,7 +1,8 @@
 // Package provider holds the upstream adapters: how Weir sends one call to
 // one platform. The OpenAI adapter speaks any OpenAI-compatible API and
 // passes bodies and streams through as they arrive; provider/mock is the
-// mock provider that tests, benchmarks and the demo run against.
+// mock provider that tests, benchmarks and the demo run against, and
+// provider/simulate answers the simulation run mode with it in process.
 package provider
 
 import (

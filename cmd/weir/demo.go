@@ -26,6 +26,7 @@ import (
 	"github.com/weir-gateway/weir/config"
 	"github.com/weir-gateway/weir/httpapi"
 	"github.com/weir-gateway/weir/provider/mock"
+	"github.com/weir-gateway/weir/serve"
 )
 
 func init() { rootCmd.AddCommand(demoCmd()) }
@@ -151,14 +152,14 @@ func runDemo(ctx context.Context, out io.Writer, o demoOptions) error {
 	fitBurst(cfg, o.burst, demoPer(o.latency))
 	log := newDemoLog(out)
 	log.quiet.Store(o.burst > 0)
-	m := &Main{Config: cfg, Logger: slog.New(log)}
+	m := &serve.Main{Config: cfg, Logger: slog.New(log)}
 	if err := m.Start(ctx); err != nil {
 		_ = m.Stop(context.Background())
 		return err
 	}
 	defer m.Stop(context.Background())
 	key := weir.APIKey{Name: "demo", Group: "default"}
-	secret, err := createKey(ctx, m.DB, &key)
+	secret, err := serve.CreateKey(ctx, m.DB, &key)
 	if err != nil {
 		return err
 	}
@@ -221,7 +222,7 @@ type burstResult struct {
 // demoBurst sends n chat requests at once at the capacity-2 model and
 // draws the queue draining (in place with redraw, else a line a second),
 // then says how each request ended.
-func demoBurst(ctx context.Context, out io.Writer, redraw bool, m *Main, up *mock.Server, base, secret string, n int) error {
+func demoBurst(ctx context.Context, out io.Writer, redraw bool, m *serve.Main, up *mock.Server, base, secret string, n int) error {
 	fmt.Fprintf(out, "A burst of %d requests at gpt-4o-mini, whose platform allows %d at a time:\n\n", n, demoChatSlots)
 	results := make([]burstResult, n)
 	var wg sync.WaitGroup

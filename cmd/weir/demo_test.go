@@ -13,6 +13,7 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/provider/mock"
+	"github.com/weir-gateway/weir/serve"
 )
 
 // TestDemoBurst runs the demo's burst on a fast mock: every request is
@@ -134,13 +135,13 @@ func TestDemoLog(t *testing.T) {
 	defer up.Close()
 	cfg := demoConfig(up.URL+"/v1", "127.0.0.1:0", filepath.Join(t.TempDir(), "weir.db"))
 	lines := make(lineWriter, 16)
-	m := &Main{Config: cfg, Logger: slog.New(newDemoLog(lines))}
+	m := &serve.Main{Config: cfg, Logger: slog.New(newDemoLog(lines))}
 	if err := m.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	defer m.Stop(context.Background())
 	key := weir.APIKey{Name: "demo", Group: "default"}
-	secret, err := createKey(t.Context(), m.DB, &key)
+	secret, err := serve.CreateKey(t.Context(), m.DB, &key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/config"
-	"github.com/weir-gateway/weir/keys"
+	"github.com/weir-gateway/weir/serve"
 )
 
 func init() { rootCmd.AddCommand(keysCmd()) }
@@ -51,7 +51,7 @@ func keysCmd() *cobra.Command {
 			if models != "" {
 				k.Models = strings.Split(models, ",")
 			}
-			secret, err := createKey(cmd.Context(), db, &k)
+			secret, err := serve.CreateKey(cmd.Context(), db, &k)
 			if err != nil {
 				return err
 			}
@@ -110,34 +110,16 @@ func keysCmd() *cobra.Command {
 }
 
 // openStore loads the config at path and opens the storage it names.
-func openStore(ctx context.Context, path string) (*config.Config, *storage, error) {
-	cfg, err := loadConfig(path)
+func openStore(ctx context.Context, path string) (*config.Config, *serve.Storage, error) {
+	cfg, err := serve.LoadConfig(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := openStorage(ctx, cfg.Storage, storageOptions{})
+	db, err := serve.OpenStorage(ctx, cfg.Storage, serve.StorageOptions{})
 	if err != nil {
 		return nil, nil, err
 	}
 	return cfg, db, nil
-}
-
-// createKey fills in k's id, secret hash and creation time, stores it and
-// returns the secret.
-func createKey(ctx context.Context, store weir.Store, k *weir.APIKey) (string, error) {
-	secret, prefix, hash, err := keys.Generate()
-	if err != nil {
-		return "", err
-	}
-	if k.ID, err = keys.NewID("key_"); err != nil {
-		return "", err
-	}
-	k.Prefix, k.Hash = prefix, hash
-	k.CreatedAt = time.Now().UTC()
-	if err := store.KeyCreate(ctx, *k); err != nil {
-		return "", err
-	}
-	return secret, nil
 }
 
 func printKeys(w io.Writer, ks []weir.APIKey) {

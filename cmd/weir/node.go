@@ -16,6 +16,7 @@ import (
 	"github.com/weir-gateway/weir/config"
 	"github.com/weir-gateway/weir/gcfloor"
 	"github.com/weir-gateway/weir/node"
+	"github.com/weir-gateway/weir/serve"
 )
 
 func init() { rootCmd.AddCommand(nodeCmd()) }
@@ -54,7 +55,7 @@ func runNode(ctx context.Context, cfg *config.NodeConfig) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg.LogLevel)
+	log := serve.NewLogger(cfg.LogLevel)
 	defer gcfloor.Start(cfg.HeapFloor, log)()
 	a, err := node.New(ncfg, node.Deps{Logger: log})
 	if err != nil {

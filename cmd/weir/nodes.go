@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,7 +13,7 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/edge"
 	"github.com/weir-gateway/weir/httpapi"
-	"github.com/weir-gateway/weir/keys"
+	"github.com/weir-gateway/weir/serve"
 )
 
 func init() { rootCmd.AddCommand(nodesCmd()) }
@@ -40,7 +39,7 @@ func nodesCmd() *cobra.Command {
 				return err
 			}
 			defer db.Close()
-			n, token, err := createNode(cmd.Context(), db, name, time.Now())
+			n, token, err := serve.CreateNode(cmd.Context(), db, name, time.Now())
 			if err != nil {
 				return err
 			}
@@ -93,7 +92,7 @@ func nodesCmd() *cobra.Command {
 				return err
 			}
 			defer db.Close()
-			n, err := findNode(cmd.Context(), db, args[0])
+			n, err := serve.FindNode(cmd.Context(), db, args[0])
 			if err != nil {
 				return err
 			}
@@ -111,64 +110,6 @@ func nodesCmd() *cobra.Command {
 	}
 	cmd.AddCommand(create, list, revoke)
 	return cmd
-}
-
-// createNode makes a node named name, created at now, with a new token,
-// stores it and returns it with the token.
-func createNode(ctx context.Context, store weir.NodeStore, name string, now time.Time) (weir.Node, string, error) {
-	token, prefix, hash, err := keys.GenerateNodeToken()
-	if err != nil {
-		return weir.Node{}, "", err
-	}
-	id, err := keys.NewID(weir.NodeIDPrefix)
-	if err != nil {
-		return weir.Node{}, "", err
-	}
-	n := weir.Node{
-		ID:        id,
-		Name:      name,
-		Prefix:    prefix,
-		Hash:      hash,
-		CreatedAt: now.UTC(),
-	}
-	if err := n.Validate(); err != nil {
-		return weir.Node{}, "", fmt.Errorf("create node: %w", err)
-	}
-	if err := store.NodeCreate(ctx, n); err != nil {
-		if errors.Is(err, weir.ErrConflict) {
-			if _, ferr := findNode(ctx, store, name); ferr == nil {
-				return weir.Node{}, "", fmt.Errorf("create node: a node named %q exists already (a revoked node keeps its name); choose another: %w",
-					name, weir.ErrConflict)
-			}
-		}
-		return weir.Node{}, "", err
-	}
-	return n, token, nil
-}
-
-// findNode finds a node by its ID if arg has the shape of one (a name
-// never has), else by its name.
-func findNode(ctx context.Context, store weir.NodeStore, arg string) (weir.Node, error) {
-	notFound := fmt.Errorf("no node with id or name %q (weir nodes list shows them): %w", arg, weir.ErrNotFound)
-	if weir.ValidNodeID(arg) {
-		n, err := store.NodeByID(ctx, arg)
-		if errors.Is(err, weir.ErrNotFound) {
-			return weir.Node{}, notFound
-		}
-		return n, err
-	}
-	// No lookup by name in the store: nodes are few, and the listing is
-	// what the operator reads names from anyway.
-	ns, err := store.NodeList(ctx)
-	if err != nil {
-		return weir.Node{}, err
-	}
-	for _, n := range ns {
-		if n.Name == arg {
-			return n, nil
-		}
-	}
-	return weir.Node{}, notFound
 }
 
 func printNodes(w io.Writer, ns []weir.Node) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/provider/mock"
+	"github.com/weir-gateway/weir/serve"
 )
 
 // runTasks runs `weir tasks args...` as a fresh command (flags start at
@@ -109,12 +110,12 @@ func TestTasksWaitAndFetch(t *testing.T) {
 	up := httptest.NewServer(mock.New(mock.Config{JobDuration: 200 * time.Millisecond}))
 	defer up.Close()
 	cfg := demoConfig(up.URL+"/v1", "127.0.0.1:0", "")
-	m, _, _, err := startMain(t, cfg)
+	m, err := startMain(t, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	key := weir.APIKey{Name: "t", Group: "default"}
-	secret, err := createKey(t.Context(), m.DB, &key)
+	secret, err := serve.CreateKey(t.Context(), m.DB, &key)
 	if err != nil {
 		t.Fatal(err)
 	}

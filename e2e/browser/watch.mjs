@@ -1,5 +1,5 @@
 // Keeps Weir's console open in headless chromium until killed: the
-// overhead benchmark's "console" target (weir bench --console-watcher
+// overhead benchmark's "console" target (weir-bench --console-watcher
 // node,e2e/browser/watch.mjs). It opens WEIR_URL (a gateway whose
 // console lets loopback clients in), waits for the live stream and
 // prints "watching".

@@ -22,7 +22,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/weir-gateway/weir/provider/openaiwire"
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 // The video API: OpenAI's asynchronous video generation (POST /v1/videos,

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"context"
@@ -67,6 +67,15 @@ func (m *Main) startEdge() error {
 	// themselves, and the engine is closed right after.
 	m.stopEdge = srv.Stop
 	return nil
+}
+
+// EdgeAddr is the address the edge listener serves nodes on; "" without
+// one (edge.listen unset) or before Start.
+func (m *Main) EdgeAddr() string {
+	if m.edgeLn == nil {
+		return ""
+	}
+	return m.edgeLn.Addr().String()
 }
 
 // startBoard keeps this replica's place on the fleet's board of nodes:

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"context"
@@ -22,9 +22,10 @@ type store interface {
 	weir.OverrideStore
 }
 
-// storage is the database the config names, open: the one place that
-// knows the drivers apart.
-type storage struct {
+// Storage is the database the config names, open: the one place that
+// knows the drivers apart. It is every store the commands use
+// (weir.Store, weir.TaskStore, weir.NodeStore, weir.OverrideStore).
+type Storage struct {
 	store
 	// Driver is the config's storage.driver; Where says where the
 	// database is, for logs: the SQLite file, or the PostgreSQL DSN
@@ -49,8 +50,8 @@ type taskDeps struct {
 	Logger   *slog.Logger
 }
 
-// storageOptions say what a command opens storage for.
-type storageOptions struct {
+// StorageOptions say what a command opens storage for.
+type StorageOptions struct {
 	// Serve: the process runs the gateway. On SQLite it first takes the
 	// database's lock, which keeps a second serve off the file; other
 	// commands (keys) work beside a running serve without it.
@@ -59,9 +60,9 @@ type storageOptions struct {
 	Logger *slog.Logger
 }
 
-// openStorage opens the database cfg names and brings its schema up to
+// OpenStorage opens the database cfg names and brings its schema up to
 // date.
-func openStorage(ctx context.Context, cfg config.Storage, o storageOptions) (*storage, error) {
+func OpenStorage(ctx context.Context, cfg config.Storage, o StorageOptions) (*Storage, error) {
 	switch cfg.Driver {
 	case "sqlite":
 		unlock := func() {}
@@ -76,7 +77,7 @@ func openStorage(ctx context.Context, cfg config.Storage, o storageOptions) (*st
 			unlock()
 			return nil, fmt.Errorf("open storage: %w", err)
 		}
-		return &storage{store: db, Driver: cfg.Driver, Where: cfg.Path, SoleRunner: true,
+		return &Storage{store: db, Driver: cfg.Driver, Where: cfg.Path, SoleRunner: true,
 			newTasks: tasksOn(db), unlock: unlock}, nil
 	case "postgres":
 		// No lock: replicas share the database by design.
@@ -84,7 +85,7 @@ func openStorage(ctx context.Context, cfg config.Storage, o storageOptions) (*st
 		if err != nil {
 			return nil, fmt.Errorf("open storage: %w", err)
 		}
-		return &storage{store: db, Driver: cfg.Driver, Where: postgres.Describe(cfg.DSN), SoleRunner: false,
+		return &Storage{store: db, Driver: cfg.Driver, Where: postgres.Describe(cfg.DSN), SoleRunner: false,
 			newTasks: tasksOn(db), unlock: func() {}}, nil
 	}
 	// config.Validate refuses any other driver; this is for a Config
@@ -100,7 +101,7 @@ func tasksOn[TTx any](st task.Store[TTx]) func(task.Config, taskDeps) (*task.Ser
 }
 
 // Close closes the store, then lets another serve have it.
-func (s *storage) Close() error {
+func (s *Storage) Close() error {
 	err := s.store.Close()
 	s.unlock()
 	return err

@@ -1,7 +1,6 @@
-package main
+package serve
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -77,33 +77,29 @@ func TestServeOnPostgres(t *testing.T) {
 		t.Errorf("a second serve on the same database: %v", err)
 	}
 
-	// `weir keys list` on a config naming the same database.
-	secret, err := createKey(t.Context(), m.DB, &weir.APIKey{Name: "alice", Group: "default"})
+	// The keys that `weir keys list` reads, on a config naming the same
+	// database.
+	secret, err := CreateKey(t.Context(), m.DB, &weir.APIKey{Name: "alice", Group: "default"})
 	if err != nil || secret == "" {
-		t.Fatalf("createKey: %q, %v", secret, err)
+		t.Fatalf("CreateKey: %q, %v", secret, err)
 	}
 	path := filepath.Join(t.TempDir(), "weir.yaml")
 	if err := os.WriteFile(path, []byte(fmt.Sprintf("storage:\n  driver: postgres\n  dsn: %q\n", dsn)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err := runKeys(t, "list", "-c", path)
-	if err != nil || !strings.Contains(out, "alice") {
-		t.Errorf("weir keys list on postgres: %v\n%s", err, out)
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
 	}
-}
-
-// runKeys runs `weir keys args...` as a fresh command and returns what it
-// printed and its error.
-func runKeys(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	cmd := keysCmd()
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetArgs(args)
-	cmd.SetContext(t.Context())
-	err := cmd.Execute()
-	return out.String(), err
+	db, err := OpenStorage(t.Context(), cfg.Storage, StorageOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ks, err := db.KeyList(t.Context())
+	if err != nil || !slices.ContainsFunc(ks, func(k weir.APIKey) bool { return k.Name == "alice" }) {
+		t.Errorf("the keys on postgres: %v, %+v; want alice's", err, ks)
+	}
 }
 
 // TestServePostgresUnreachable: a DSN nothing answers fails start with an
@@ -132,7 +128,7 @@ func TestServePostgresUnreachable(t *testing.T) {
 func TestOpenStorageDrivers(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "weir.db")
-	s, err := openStorage(t.Context(), config.Storage{Driver: "sqlite", Path: path}, storageOptions{Serve: true})
+	s, err := OpenStorage(t.Context(), config.Storage{Driver: "sqlite", Path: path}, StorageOptions{Serve: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,8 +141,8 @@ func TestOpenStorageDrivers(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := openStorage(t.Context(), config.Storage{Driver: "mysql"}, storageOptions{}); err == nil ||
+	if _, err := OpenStorage(t.Context(), config.Storage{Driver: "mysql"}, StorageOptions{}); err == nil ||
 		!strings.Contains(err.Error(), `unknown driver "mysql"`) {
-		t.Errorf("openStorage of driver mysql: %v", err)
+		t.Errorf("OpenStorage of driver mysql: %v", err)
 	}
 }

@@ -3,8 +3,10 @@ package main
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,49 +14,120 @@ import (
 	"github.com/weir-gateway/weir/pgtest"
 )
 
-// The harness runs this binary with Weir's args: they must name the
-// commands that serve the gateway and the floor.
-func TestBenchWeirArgsNameTheirCommands(t *testing.T) {
-	w, err := benchWeir()
+// testWeir is benchWeir for this test binary.
+func testWeir(t *testing.T) bench.Weir {
+	t.Helper()
+	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{w.ServeArgs, "serve"},
-		{w.FloorArgs, "sync-waiters-floor"},
-	} {
-		cmd, rest, err := rootCmd.Find(tc.args)
-		if err != nil || len(rest) > 0 || cmd.Name() != tc.want {
-			t.Errorf("%q finds %q (rest %q, %v), want %q", tc.args, cmd.Name(), rest, err, tc.want)
-		}
+	return benchWeir(self)
+}
+
+// The harness runs this binary with the floor's args: they must name the
+// floor's command, with the flags the harness passes.
+func TestFloorArgsNameTheirCommand(t *testing.T) {
+	t.Parallel()
+	w := testWeir(t)
+	floor, rest, err := rootCmd().Find(w.FloorArgs)
+	if err != nil || len(rest) > 0 || floor.Name() != "sync-waiters-floor" {
+		t.Fatalf("%q finds %q (rest %q, %v), want sync-waiters-floor", w.FloorArgs, floor.Name(), rest, err)
 	}
 	for _, name := range []string{"listen", "upstream", "limit"} {
-		floor, _, _ := rootCmd.Find(w.FloorArgs)
 		if floor.Flags().Lookup(name) == nil {
 			t.Errorf("the floor command has no --%s, which the harness passes", name)
 		}
 	}
-	if w.Exe == "" || w.Start == nil || w.CreateKey == nil || w.CreateNode == nil {
+	if w.FloorExe == "" || len(w.ServeArgs) == 0 || w.Start == nil || w.CreateKey == nil || w.CreateNode == nil {
 		t.Errorf("benchWeir left a field empty: %+v", w)
 	}
 }
 
-// Overhead against Main started in this process: a short open loop
+// --weir is taken as given, and else the weir beside this binary, before
+// any build.
+func TestFindWeirGivenOrBeside(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	given := filepath.Join(dir, "my-weir")
+	if err := os.WriteFile(given, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exe, cleanup, err := findWeir(t.Context(), given, filepath.Join(t.TempDir(), "weir-bench"))
+	if err != nil || exe != given {
+		t.Errorf("--weir %s: %q, %v", given, exe, err)
+	} else {
+		cleanup()
+	}
+	if _, _, err := findWeir(t.Context(), filepath.Join(dir, "missing"), given); err == nil || !strings.Contains(err.Error(), "--weir") {
+		t.Errorf("--weir naming no file: %v, want an error naming --weir", err)
+	}
+	beside := filepath.Join(dir, "weir")
+	if err := os.WriteFile(beside, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exe, cleanup, err = findWeir(t.Context(), "", filepath.Join(dir, "weir-bench"))
+	if err != nil || exe != beside {
+		t.Errorf("a weir beside weir-bench: %q, %v; want %s", exe, err, beside)
+	} else {
+		cleanup()
+	}
+}
+
+// builtWeir is the weir findWeir builds from this checkout, built once
+// for every test that needs it and removed when they end (TestMain).
+var builtWeir struct {
+	once    sync.Once
+	exe     string
+	cleanup func()
+	err     error
+}
+
+// buildWeir builds weir as findWeir does with neither --weir nor a weir
+// beside this binary.
+func buildWeir(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the weir binary")
+	}
+	builtWeir.once.Do(func() {
+		builtWeir.exe, builtWeir.cleanup, builtWeir.err = findWeir(t.Context(), "", filepath.Join(t.TempDir(), "weir-bench"))
+	})
+	if builtWeir.err != nil {
+		t.Fatal(builtWeir.err)
+	}
+	return builtWeir.exe
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtWeir.cleanup != nil {
+		builtWeir.cleanup()
+	}
+	os.Exit(code)
+}
+
+// With neither --weir nor a weir beside it, the harness builds weir from
+// this checkout; ServeArgs name its serve command, which takes the -c the
+// harness appends.
+func TestFindWeirBuilds(t *testing.T) {
+	t.Parallel()
+	exe := buildWeir(t)
+	out, err := exec.Command(exe, append(slices.Clone(testWeir(t).ServeArgs), "--help")...).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "-c, --config") {
+		t.Errorf("%s serve --help: %v\n%s", exe, err, out)
+	}
+}
+
+// Overhead against serve.Main started in this process: a short open loop
 // through all three targets, every request admitted through Weir's three
 // scopes.
 func TestBenchOverheadThroughMain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives load for a few seconds")
 	}
-	w, err := benchWeir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := testWeir(t)
 	var out strings.Builder
-	err = bench.Overhead(t.Context(), &out, bench.OverheadConfig{
+	err := bench.Overhead(t.Context(), &out, bench.OverheadConfig{
 		Weir: w, Rate: 100, Duration: 300 * time.Millisecond, Rounds: 1, Concurrency: 16,
 		CompletionTokens: 80, ProfileTarget: "weir",
 	})
@@ -75,7 +148,7 @@ func TestBenchOverheadThroughMain(t *testing.T) {
 	}
 }
 
-// Overhead's edge target against Main, briefly, over two rounds with a
+// Overhead's edge target against serve.Main, briefly, over two rounds with a
 // share of streams: every request through the node agent succeeds, the
 // edge line judges the tunnel against the proxy's hop, and the chunk
 // table judges its added p99 per chunk.
@@ -83,12 +156,9 @@ func TestBenchEdgeThroughMain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives load for a few seconds")
 	}
-	w, err := benchWeir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := testWeir(t)
 	var out strings.Builder
-	err = bench.Overhead(t.Context(), &out, bench.OverheadConfig{
+	err := bench.Overhead(t.Context(), &out, bench.OverheadConfig{
 		Weir: w, Rate: 100, Duration: 250 * time.Millisecond, Rounds: 2, Stream: 0.2, Concurrency: 16,
 		CompletionTokens: 80, ProfileTarget: "edge", Edge: true,
 	})
@@ -120,20 +190,6 @@ func TestBenchEdgeThroughMain(t *testing.T) {
 	}
 }
 
-// runAsWeir, set in the environment, makes this test binary run as the
-// weir command, so that the harness can start it as its `weir serve`
-// children (their environment keeps it: the harness drops only WEIR_
-// variables).
-const runAsWeir = "GO_WANT_WEIR_COMMAND"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(runAsWeir) == "1" {
-		main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
-
 // The fleet's scenarios end to end, briefly, through real `weir serve`
 // children: two replicas on a PostgreSQL schema of their own and one
 // serve on SQLite. Skipped (failed under WEIR_TEST_POSTGRES=require)
@@ -143,11 +199,8 @@ func TestBenchFleetThroughServe(t *testing.T) {
 		t.Skip("starts five weir serve processes and drives load for a few seconds")
 	}
 	pgtest.Require(t)
-	t.Setenv(runAsWeir, "1")
-	w, err := benchWeir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := testWeir(t)
+	w.Exe = buildWeir(t)
 	fleet := bench.FleetConfig{Replicas: 2, DSN: pgtest.BaseDSN()}
 
 	t.Run("overhead", func(t *testing.T) {

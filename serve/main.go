@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"context"
@@ -15,8 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/config"
@@ -24,7 +22,6 @@ import (
 	"github.com/weir-gateway/weir/edge"
 	"github.com/weir-gateway/weir/fleet"
 	"github.com/weir-gateway/weir/gateway"
-	"github.com/weir-gateway/weir/gcfloor"
 	"github.com/weir-gateway/weir/httpapi"
 	"github.com/weir-gateway/weir/metrics"
 	"github.com/weir-gateway/weir/postgres"
@@ -34,45 +31,15 @@ import (
 	"github.com/weir-gateway/weir/webhook"
 )
 
-func init() { rootCmd.AddCommand(serveCmd()) }
-
-func serveCmd() *cobra.Command {
-	var path, listen string
-	cmd := &cobra.Command{
-		Use:   "serve",
-		Short: "Serve the OpenAI-compatible gateway",
-		Long: `Serve the OpenAI-compatible gateway described by a config file
-(see examples/weir.yaml). SIGHUP reloads the catalog without dropping
-in-flight work; SIGINT or SIGTERM drain in-flight requests and stop.`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := loadConfig(path)
-			if err != nil {
-				return err
-			}
-			if listen != "" {
-				cfg.Server.Listen = listen
-			}
-			log := newLogger(cfg.Server.LogLevel)
-			// The process's own, so here rather than in Main, which tests
-			// start many of in one process.
-			defer gcfloor.Start(cfg.Server.HeapFloor, log)()
-			m := &Main{ConfigPath: path, Config: cfg, Logger: log}
-			return m.Run(cmd.Context())
-		},
-	}
-	cmd.Flags().StringVarP(&path, "config", "c", "weir.yaml", "config file")
-	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on, over server.listen and WEIR_SERVER_LISTEN (port 0 picks a free one)")
-	return cmd
-}
-
-// Main wires the gateway's services together. cmd/ only wires: every
-// piece it assembles lives in its own package.
+// Main wires the gateway's services together from Config: every piece
+// it assembles lives in its own package. ConfigPath is the file Reload
+// reads again; Logger defaults to NewLogger at server.log_level.
 type Main struct {
 	ConfigPath string
 	Config     *config.Config
 	Logger     *slog.Logger
 
-	DB     *storage
+	DB     *Storage
 	Engine admission.Engine
 	// Member is this replica's membership of its fleet, on PostgreSQL;
 	// nil on SQLite.
@@ -114,9 +81,9 @@ type Main struct {
 func (m *Main) Start(ctx context.Context) error {
 	cfg := m.Config
 	if m.Logger == nil {
-		m.Logger = newLogger(cfg.Server.LogLevel)
+		m.Logger = NewLogger(cfg.Server.LogLevel)
 	}
-	db, err := openStorage(ctx, cfg.Storage, storageOptions{Serve: true, Logger: m.Logger})
+	db, err := OpenStorage(ctx, cfg.Storage, StorageOptions{Serve: true, Logger: m.Logger})
 	if err != nil {
 		return err
 	}
@@ -347,7 +314,7 @@ func (m *Main) Addr() string { return m.ln.Addr().String() }
 // Reload reads the config file again and applies its catalog. Server and
 // storage settings need a restart; a reload changes the catalog only.
 func (m *Main) Reload(ctx context.Context) error {
-	cfg, err := loadConfig(m.ConfigPath)
+	cfg, err := LoadConfig(m.ConfigPath)
 	if err != nil {
 		return err
 	}
@@ -504,7 +471,9 @@ func (h minLevel) WithGroup(name string) slog.Handler {
 	return minLevel{Handler: h.Handler.WithGroup(name), min: h.min}
 }
 
-func newLogger(level string) *slog.Logger {
+// NewLogger is the process's logger: JSON lines on stderr at level
+// (debug, info, warn or error; default info).
+func NewLogger(level string) *slog.Logger {
 	var l slog.Level
 	switch strings.ToLower(level) {
 	case "debug":

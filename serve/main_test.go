@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"bytes"
@@ -93,7 +93,8 @@ func TestServeEmptyCatalogWarns(t *testing.T) {
 // logged, and durations carry their unit.
 func TestServeLogs(t *testing.T) {
 	t.Parallel()
-	cfg := demoConfig("http://127.0.0.1:1/v1", "127.0.0.1:0", "")
+	cfg := config.Default()
+	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Server.LogLevel = "info"
 	_, stop, logs, err := startMain(t, cfg)
 	if err != nil {

@@ -1,7 +1,18 @@
+// Command weir-bench is Weir's benchmark harness: the scenarios of
+// docs/benchmarks.md (package bench), given their flags here.
+//
+//	weir-bench [flags]                   the gateway's overhead against a plain proxy
+//	weir-bench sync-waiters [flags]      the memory a waiting synchronous request costs
+//	weir-bench tasks drain|restart       durable tasks: drain time, restart time
+//
+// It is a binary of its own so that weir links neither the harness, its
+// load generator nor its pgbench runner. It starts the gateway in its own
+// process as `weir serve` assembles it (package serve), and runs the weir
+// binary for the scenarios that need `weir serve` as a child process
+// (--weir; see findWeir).
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"time"
@@ -9,72 +20,30 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/weir-gateway/weir"
-	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/bench"
-	"github.com/weir-gateway/weir/config"
 	"github.com/weir-gateway/weir/gcfloor"
 )
 
-// The benchmarks of docs/benchmarks.md: `weir bench` (gateway overhead),
-// `weir bench sync-waiters` and `weir bench-tasks drain|restart`. The
-// harness is package bench; these commands give it its flags and the
-// gateway it measures.
-func init() { rootCmd.AddCommand(benchCmd(), benchTasksCmd()) }
-
-// benchWeir is how package bench reaches Weir: this binary, for the
-// scenarios that run `weir serve` as a child, and Main, for the one that
-// runs it in process.
-func benchWeir() (bench.Weir, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return bench.Weir{}, fmt.Errorf("find the weir binary: %w", err)
+func main() {
+	if err := rootCmd().Execute(); err != nil {
+		os.Exit(1)
 	}
-	return bench.Weir{
-		Exe:       exe,
-		ServeArgs: []string{"serve"},
-		FloorArgs: []string{"bench", "sync-waiters-floor"},
-		Start:     startBenchGateway,
-		CreateKey: createKey,
-		CreateNode: func(ctx context.Context, store weir.NodeStore, name string) (weir.Node, string, error) {
-			return createNode(ctx, store, name, time.Now())
-		},
-	}, nil
 }
 
-// benchGateway is Main as bench.Gateway.
-type benchGateway struct{ *Main }
-
-var _ bench.Gateway = benchGateway{}
-
-func (g benchGateway) Store() weir.Store { return g.DB }
-
-func (g benchGateway) NodeStore() weir.NodeStore { return g.DB }
-
-func (g benchGateway) EdgeAddr() string {
-	if g.edgeLn == nil {
-		return ""
-	}
-	return g.edgeLn.Addr().String()
+// rootCmd is weir-bench: the overhead scenario, with the others as its
+// subcommands and --weir for them all.
+func rootCmd() *cobra.Command {
+	h := &harness{}
+	cmd := benchCmd(h)
+	cmd.PersistentFlags().StringVar(&h.weirPath, "weir", "", "the weir binary that the scenarios run as 'weir serve' children (default: the weir beside this binary, else one built with go build from the checkout in the current directory; never one on PATH)")
+	cmd.AddCommand(benchWaitersCmd(h), benchWaitersFloorCmd(), benchTasksCmd(h))
+	return cmd
 }
 
-func (g benchGateway) Scopes(ctx context.Context) []admission.ScopeStats {
-	return g.Engine.Scopes(ctx)
-}
-
-func startBenchGateway(ctx context.Context, cfg *config.Config) (bench.Gateway, error) {
-	m := &Main{Config: cfg, Logger: newLogger(cfg.Server.LogLevel)}
-	if err := m.Start(ctx); err != nil {
-		_ = m.Stop(context.Background())
-		return nil, err
-	}
-	return benchGateway{m}, nil
-}
-
-func benchCmd() *cobra.Command {
+func benchCmd(h *harness) *cobra.Command {
 	var c bench.OverheadConfig
 	cmd := &cobra.Command{
-		Use:   "bench",
+		Use:   "weir-bench",
 		Short: "Measure Weir's added latency against the mock provider and a plain reverse proxy",
 		Long: `Start the mock provider, a plain httputil.ReverseProxy in front of it and
 Weir (three scopes per request, limits that never block) in this process,
@@ -83,12 +52,17 @@ request's scheduled time), and print per target the rate achieved, success,
 latency percentiles and the latency added over direct, with Weir's added
 latency as a multiple of the proxy's. --max-rps drives a closed loop instead
 and reports sustained throughput. See docs/benchmarks.md for the scenarios
-and 'go doc ./bench Overhead' for every column.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) (err error) {
-			if c.Weir, err = benchWeir(); err != nil {
+and 'go doc ./bench Overhead' for every column. The subcommands are the
+other scenarios.`,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true, // a failing run prints its error, not its usage
+		RunE: func(cmd *cobra.Command, args []string) error {
+			w, cleanup, err := h.weir(cmd, c.Fleet.Replicas > 0)
+			if err != nil {
 				return err
 			}
+			defer cleanup()
+			c.Weir = w
 			// Every target runs in this process, the gateway as weir serve
 			// would: with its heap floor.
 			defer gcfloor.Start(c.HeapFloor, nil)()
@@ -106,31 +80,33 @@ and 'go doc ./bench Overhead' for every column.`,
 	f.IntVar(&c.Connections, "connections", 64, "closed-loop workers for --max-rps")
 	f.IntVar(&c.CompletionTokens, "completion-tokens", 80, "tokens in a non-streamed answer (80 make about 1 KB)")
 	f.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of one target's measured phase (first round) to this file")
-	f.StringVar(&c.MemProfile, "memprofile", "", "write the allocations of the same phase to this file, and those before it to this file plus .base (go tool pprof -sample_index=alloc_space -base FILE.base weir FILE)")
+	f.StringVar(&c.MemProfile, "memprofile", "", "write the allocations of the same phase to this file, and those before it to this file plus .base (go tool pprof -sample_index=alloc_space -base FILE.base weir-bench FILE)")
 	f.StringVar(&c.Trace, "trace", "", "write an execution trace of one target's measured phase to this file (keep --duration short)")
 	f.StringVar(&c.ProfileTarget, "profile-target", "weir", "target whose measured phase --cpuprofile, --memprofile and --trace cover: direct, proxy, weir or (with --edge) edge")
 	f.Int64Var(&c.HeapFloor, "heap-floor", gcfloor.Default, "this process's heap floor in bytes, as weir serve's server.heap_floor (0: none)")
 	f.StringSliceVar(&c.ConsoleWatcher, "console-watcher", nil, "also drive target console: the same gateway while this command watches its web console (WEIR_URL; it prints \"watching\" once live), e.g. node,e2e/browser/watch.mjs")
 	f.BoolVar(&c.Edge, "edge", false, "also drive target edge: the same gateway tunnelling each request over gRPC to an edge node agent (in this process) whose provider is the same mock (edge-overhead; with --stream, edge-stream)")
 	fleetFlags(f, &c.Fleet, "also drive one 'weir serve' on SQLite (target serve) and this many replicas on PostgreSQL (target fleet), each as a child process; with --max-rps, pgbench follows the fleet's loop (fleet-admit)")
-	cmd.AddCommand(benchWaitersCmd(), benchWaitersFloorCmd())
 	return cmd
 }
 
-func benchTasksCmd() *cobra.Command {
+func benchTasksCmd(h *harness) *cobra.Command {
 	var c bench.TasksConfig
 	cmd := &cobra.Command{
-		Use:   "bench-tasks drain|restart",
+		Use:   "tasks drain|restart",
 		Short: "Benchmark durable tasks: drain time against the ideal, restart time with a long queue",
 		Long: `Benchmark durable tasks against a real 'weir serve' child process and the
 mock provider's video API (docs/benchmarks.md's "drain" and "restart" scenarios).
 See 'go doc ./bench Drain' and 'go doc ./bench Restart'.`,
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: []string{"drain", "restart"},
-		RunE: func(cmd *cobra.Command, args []string) (err error) {
-			if c.Weir, err = benchWeir(); err != nil {
+		RunE: func(cmd *cobra.Command, args []string) error {
+			w, cleanup, err := h.weir(cmd, true)
+			if err != nil {
 				return err
 			}
+			defer cleanup()
+			c.Weir = w
 			ctx := cmd.Context()
 			switch args[0] {
 			case "drain":
@@ -141,7 +117,7 @@ See 'go doc ./bench Drain' and 'go doc ./bench Restart'.`,
 				}
 				return bench.Restart(ctx, cmd.OutOrStdout(), c)
 			}
-			return fmt.Errorf("bench-tasks: unknown scenario %q: want drain or restart", args[0])
+			return fmt.Errorf("tasks: unknown scenario %q: want drain or restart", args[0])
 		},
 	}
 	f := cmd.Flags()
@@ -162,7 +138,7 @@ func fleetFlags(f *pflag.FlagSet, c *bench.FleetConfig, usage string) {
 	f.StringVar(&c.DSN, "dsn", bench.DefaultDSN(), "with --fleet: the PostgreSQL server (env WEIR_TEST_POSTGRES_DSN); each run makes a schema of its own there and drops it after")
 }
 
-func benchWaitersCmd() *cobra.Command {
+func benchWaitersCmd(h *harness) *cobra.Command {
 	var c bench.SyncWaitersConfig
 	cmd := &cobra.Command{
 		Use:   "sync-waiters",
@@ -175,10 +151,13 @@ print each process's idle and peak RSS, the share of one waiting request,
 and whether all were served in order at exactly the limit.
 See 'go doc ./bench SyncWaiters'.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			if c.Weir, err = benchWeir(); err != nil {
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			w, cleanup, err := h.weir(cmd, true)
+			if err != nil {
 				return err
 			}
+			defer cleanup()
+			c.Weir = w
 			return bench.SyncWaiters(cmd.Context(), cmd.OutOrStdout(), c)
 		},
 	}
