@@ -33,7 +33,7 @@ func (m *Main) joinFleet(ctx context.Context, db *postgres.DB, opts admission.Op
 	if replica == "" {
 		replica = defaultReplica(m.Config.Server.Listen)
 	}
-	member, err := fleet.NewMember(ctx, db.Pool(), fleet.MemberConfig{
+	member, err := fleet.NewMember(ctx, db, fleet.MemberConfig{
 		Replica:   replica,
 		Listen:    m.Config.FleetListen(),
 		Advertise: cfg.Advertise,
