@@ -1,9 +1,9 @@
-package fleet
+package fleet_test
 
 // The fleet's scenarios of docs/benchmarks.md, which holds their targets
 // and figures; scripts/bench-fleet.sh runs them. Each fleet is made of
-// Members in this process, each with a pgxpool of its own on one pgtest
-// schema of the real PostgreSQL, elected through it and talking to the
+// Members in this process, each with a store (postgres.DB) of its own on
+// one pgtest schema of the real PostgreSQL, elected through it and talking to the
 // leader over loopback TCP, on the real clock:
 //
 //	BenchmarkHandoff/replicas=2     (one of the two leads)
@@ -50,12 +50,13 @@ import (
 
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/bench/pgbench"
+	"github.com/weir-gateway/weir/fleet"
 	"github.com/weir-gateway/weir/pgtest"
 )
 
 // benchFleet is n replicas on one schema, all synced with one leader.
 type benchFleet struct {
-	members []*Member
+	members []*fleet.Member
 	// queued receives the id of each waiter the leader queues.
 	queued chan string
 }
@@ -79,7 +80,7 @@ func startBenchFleet(b *testing.B, n int) *benchFleet {
 
 // roles splits the fleet into its leader and followers, by the current
 // term.
-func (f *benchFleet) roles(b *testing.B) (leader *Member, followers []*Member) {
+func (f *benchFleet) roles(b *testing.B) (leader *fleet.Member, followers []*fleet.Member) {
 	b.Helper()
 	for _, m := range f.members {
 		if _, leading := m.Term(); leading {
@@ -112,7 +113,7 @@ func BenchmarkHandoff(b *testing.B) {
 // benchHandoffs hands a lease of a limit-1 scope back and forth between
 // replicas x and y and reports the handoffs' latencies, split by whether
 // the waiter is on the leader when one of the two leads.
-func benchHandoffs(b *testing.B, f *benchFleet, x, y, leader *Member) {
+func benchHandoffs(b *testing.B, f *benchFleet, x, y, leader *fleet.Member) {
 	ctx := context.Background()
 	const scope = "handoff"
 	if err := x.Engine().SetScope(ctx, scope, admission.ScopeConfig{Limit: 1}); err != nil {
@@ -200,7 +201,7 @@ func BenchmarkFleetAdmit(b *testing.B) {
 	for _, onLeader := range []int{goroutines / 2, 0} {
 		name := fmt.Sprintf("leader=%d,follower=%d", onLeader, goroutines-onLeader)
 		b.Run(name, func(b *testing.B) {
-			callers := make([]*Engine, goroutines)
+			callers := make([]*fleet.Engine, goroutines)
 			for g := range callers {
 				callers[g] = followers[0].Engine()
 				if g < onLeader {
@@ -215,7 +216,7 @@ func BenchmarkFleetAdmit(b *testing.B) {
 // benchAdmit runs b.N Acquire+Release on callers, one goroutine each,
 // and reports the rate, split by the callers on the leader and on a
 // follower, and pgbench's in the run that is reported.
-func benchAdmit(b *testing.B, callers []*Engine, leader *Engine, reqs []admission.Request) {
+func benchAdmit(b *testing.B, callers []*fleet.Engine, leader *fleet.Engine, reqs []admission.Request) {
 	ctx := context.Background()
 	// The goroutines take operations from one count until b.N are done,
 	// so that every one is busy to the end: the leader's own callers,

@@ -3,14 +3,12 @@ package fleet
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/clock"
@@ -47,15 +45,16 @@ func (c *BoardConfig) defaults() {
 }
 
 // Board is where the fleet's replicas publish the edge nodes that dialed
-// them, and learn the others': a row per replica in PostgreSQL
-// (weir_fleet_nodes). It is the edge.Directory of a replica's
-// edge.Relay. What it knows of the others is as old as its last read,
-// at most Interval: a node it still offers may be gone, which the
-// engine settles (a gone node's scopes are fenced at the leader, so
-// nothing is admitted there) and the relay answers (weir.ErrNodeGone).
+// them, and learn the others': an offer per replica in the store they
+// share (NodeBoard; a row of weir_fleet_nodes on PostgreSQL). It is the
+// edge.Directory of a replica's edge.Relay. What it knows of the others
+// is as old as its last read, at most Interval: a node it still offers
+// may be gone, which the engine settles (a gone node's scopes are fenced
+// at the leader, so nothing is admitted there) and the relay answers
+// (weir.ErrNodeGone).
 type Board struct {
-	pool *pgxpool.Pool
-	cfg  BoardConfig
+	store NodeBoard
+	cfg   BoardConfig
 
 	mu      sync.Mutex
 	byModel map[string][]weir.NodeTarget
@@ -71,7 +70,7 @@ type Board struct {
 // published it.
 type RemoteNodes struct {
 	Replica string
-	// Age is how long ago the replica published it, by PostgreSQL's
+	// Age is how long ago the replica published it, by the store's
 	// clock, as of the Read.
 	Age   time.Duration
 	Nodes json.RawMessage
@@ -82,14 +81,17 @@ type nodeGen struct {
 	gen  uint64
 }
 
-// NewBoard returns a Board on pool, whose schema the fleet's migrations
-// (Migrate) have made.
-func NewBoard(pool *pgxpool.Pool, cfg BoardConfig) (*Board, error) {
+// NewBoard returns a Board on store, whose schema is ready
+// (postgres.Open migrates it).
+func NewBoard(store NodeBoard, cfg BoardConfig) (*Board, error) {
+	if store == nil {
+		return nil, errors.New("fleet: nil board store")
+	}
 	cfg.defaults()
 	if err := checkName("replica", cfg.Replica); err != nil {
 		return nil, err
 	}
-	return &Board{pool: pool, cfg: cfg, byModel: map[string][]weir.NodeTarget{}, where: map[nodeGen]string{}}, nil
+	return &Board{store: store, cfg: cfg, byModel: map[string][]weir.NodeTarget{}, where: map[nodeGen]string{}}, nil
 }
 
 // Offer is what a replica offers the others on its board.
@@ -122,10 +124,7 @@ func (b *Board) Publish(ctx context.Context, addr string, served map[string][]we
 	if err != nil {
 		return fmt.Errorf("fleet: publish nodes: %w", err)
 	}
-	if _, err := b.pool.Exec(ctx, `
-		INSERT INTO weir_fleet_nodes (replica, addr, served, nodes, updated_at) VALUES ($1, $2, $3, $4, now())
-		ON CONFLICT (replica) DO UPDATE SET addr = EXCLUDED.addr, served = EXCLUDED.served, nodes = EXCLUDED.nodes, updated_at = now()`,
-		b.cfg.Replica, addr, doc, viewDoc); err != nil {
+	if err := b.store.BoardPublish(ctx, &BoardPublishParams{Replica: b.cfg.Replica, Addr: addr, Served: doc, Nodes: viewDoc}); err != nil {
 		return fmt.Errorf("fleet: publish nodes: %w", err)
 	}
 	return nil
@@ -134,7 +133,7 @@ func (b *Board) Publish(ctx context.Context, addr string, served map[string][]we
 // Leave removes this replica's offer: the others stop offering its nodes
 // at their next read.
 func (b *Board) Leave(ctx context.Context) error {
-	if _, err := b.pool.Exec(ctx, `DELETE FROM weir_fleet_nodes WHERE replica = $1`, b.cfg.Replica); err != nil {
+	if err := b.store.BoardLeave(ctx, b.cfg.Replica); err != nil {
 		return fmt.Errorf("fleet: withdraw nodes: %w", err)
 	}
 	return nil
@@ -144,36 +143,22 @@ func (b *Board) Leave(ctx context.Context) error {
 // by two (it moved, and the replica it left has not written since) is
 // taken at its newest generation.
 func (b *Board) Read(ctx context.Context) error {
-	rows, err := b.pool.Query(ctx, `
-		SELECT replica, addr, served, nodes, floor(extract(epoch FROM now() - updated_at) * 1000000)::bigint
-		FROM weir_fleet_nodes
-		WHERE replica <> $1 AND updated_at > now() - $2 * interval '1 microsecond'
-		ORDER BY replica`, b.cfg.Replica, micros(b.cfg.TTL))
+	read, err := b.store.BoardRead(ctx, &BoardReadParams{Except: b.cfg.Replica, TTL: b.cfg.TTL})
 	if err != nil {
 		return fmt.Errorf("fleet: read nodes: %w", err)
 	}
 	type offer struct {
 		addr   string
-		doc    []byte
 		served map[string][]weir.NodeTarget
 		views  RemoteNodes
 	}
-	rowsRead, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (offer, error) {
-		var o offer
-		var age int64
-		err := row.Scan(&o.views.Replica, &o.addr, &o.doc, &o.views.Nodes, &age)
-		o.views.Age = time.Duration(age) * time.Microsecond
-		return o, err
-	})
-	if err != nil {
-		return fmt.Errorf("fleet: read nodes: %w", err)
-	}
 	// A row this replica cannot read (another version's) leaves that
 	// replica's nodes out, not the others'.
-	offers := rowsRead[:0]
-	for _, o := range rowsRead {
-		if err := json.Unmarshal(o.doc, &o.served); err != nil {
-			b.cfg.Logger.Warn("fleet: another replica's nodes are unreadable; they are not offered here", "replica", o.views.Replica, "error", err)
+	offers := make([]offer, 0, len(read))
+	for _, r := range read {
+		o := offer{addr: r.Addr, views: RemoteNodes{Replica: r.Replica, Age: r.Age, Nodes: r.Nodes}}
+		if err := json.Unmarshal(r.Served, &o.served); err != nil {
+			b.cfg.Logger.Warn("fleet: another replica's nodes are unreadable; they are not offered here", "replica", r.Replica, "error", err)
 			continue
 		}
 		offers = append(offers, o)

@@ -11,9 +11,18 @@ import (
 	"github.com/weir-gateway/weir/clock"
 )
 
+// boardBundle is a store on a fake clock of its own, whose boards each
+// have another fake clock: the store's ages the offers, a board's what
+// it read.
+func boardBundle(t *testing.T) (*bundle, *clock.Fake) {
+	t.Helper()
+	fc := clock.NewFake(time.Unix(1_000_000, 0))
+	return &bundle{store: newMemStore(fc)}, fc
+}
+
 func (b *bundle) board(t *testing.T, replica string) *Board {
 	t.Helper()
-	bd, err := NewBoard(b.pool, BoardConfig{Replica: replica, Interval: time.Hour,
+	bd, err := NewBoard(b.store, BoardConfig{Replica: replica, Interval: time.Hour,
 		Clock: clock.NewFake(time.Unix(0, 0))})
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +75,7 @@ func TestBoardOffersTheOtherReplicasNodes(t *testing.T) {
 	if _, ok := other.Where(na.Node, 4); ok {
 		t.Fatal("an older generation has a place")
 	}
-	if v := other.Nodes(); len(v) != 1 || v[0].Replica != "a" || string(v[0].Nodes) != `[{"id": "node_00000000000a"}]` || v[0].Age < 0 || v[0].Age > guard {
+	if v := other.Nodes(); len(v) != 1 || v[0].Replica != "a" || string(v[0].Nodes) != `[{"id":"node_00000000000a"}]` || v[0].Age < 0 || v[0].Age > guard {
 		t.Fatalf("Nodes() = %+v (%s)", v, v[0].Nodes)
 	}
 	read(t, a)
@@ -82,13 +91,15 @@ func TestBoardOffersTheOtherReplicasNodes(t *testing.T) {
 // stopped writing) is not read.
 func TestBoardDropsLapsedOffers(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b, storeClock := boardBundle(t)
 	a, other := b.board(t, "a"), b.board(t, "b")
 	publish(t, a, map[string][]weir.NodeTarget{"m": {{Node: "node_00000000000a", Gen: 1, Provider: "p"}}}, nil)
-	if _, err := b.pool.Exec(t.Context(), `UPDATE weir_fleet_nodes SET updated_at = now() - $1 * interval '1 microsecond'`,
-		micros(other.cfg.TTL+time.Second)); err != nil {
-		t.Fatal(err)
+	storeClock.Advance(other.cfg.TTL - time.Microsecond)
+	read(t, other)
+	if len(other.Serving("m")) != 1 {
+		t.Fatal("an offer younger than the TTL is not read")
 	}
+	storeClock.Advance(time.Microsecond)
 	read(t, other)
 	offersNone(t, other, "a lapsed offer is read")
 }
@@ -153,7 +164,7 @@ func TestBoardRunPublishesChangesAndLeaves(t *testing.T) {
 	offersNone(t, other, "after Run ended")
 }
 
-// until waits for cond, read from the database, for up to guard.
+// until waits for cond, read from the store, for up to guard.
 func until(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(guard)
@@ -166,7 +177,7 @@ func until(t *testing.T, what string, cond func() bool) {
 }
 
 // TestBoardForgetsWhatItCannotRenew: what the last read found counts for
-// the TTL, no longer: with PostgreSQL out of reach, the other replicas'
+// the TTL, no longer: with the store out of reach, the other replicas'
 // nodes may be gone.
 func TestBoardForgetsWhatItCannotRenew(t *testing.T) {
 	t.Parallel()
@@ -196,8 +207,8 @@ func TestBoardSkipsAnUnreadableRow(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	a, other := b.board(t, "a"), b.board(t, "b")
-	if _, err := b.pool.Exec(t.Context(), `INSERT INTO weir_fleet_nodes (replica, addr, served, updated_at)
-		VALUES ('x', 'http://x:8080', '["not", "a", "map"]', now())`); err != nil {
+	if err := b.store.BoardPublish(t.Context(), &BoardPublishParams{Replica: "x", Addr: "http://x:8080",
+		Served: []byte(`["not", "a", "map"]`)}); err != nil {
 		t.Fatal(err)
 	}
 	nt := weir.NodeTarget{Node: "node_00000000000a", Gen: 1, Provider: "p"}

@@ -5,7 +5,11 @@
 // # Who decides
 //
 // One replica at a time leads: PostgreSQL elects it (Coordinator,
-// Elector) for a term with an epoch. The leader runs the memory engine
+// Elector) for a term with an epoch. The fleet speaks to PostgreSQL only
+// through the coordination it declares (Coordination and NodeBoard, in
+// coordination.go), which the store implements (postgres.DB) and package
+// coordtest checks; it imports no database driver, and its own tests
+// elect through an in-memory store. The leader runs the memory engine
 // (admission.Memory) for the whole fleet; every replica's Engine — the
 // leader's own included — is a peer of that leader and asks it for every
 // decision: the other replicas over one TCP session each (see wire.go for

@@ -35,8 +35,6 @@ type Elector struct {
 	log   *slog.Logger
 	ttl   time.Duration
 
-	probeTimeout time.Duration // how long the listener waits for its own probe
-
 	changes chan Term     // coalesced: holds at most the newest term
 	refresh chan struct{} // the listener's word: re-read the term
 	// takeover carries the epoch of a term whose leader was proven dead
@@ -61,20 +59,6 @@ type Elector struct {
 	retryAt   time.Time // no database call before this, after an error
 	delivered Term
 	sentOnce  bool
-
-	hooks listenHooks
-}
-
-// listenHooks let tests see into the listener; nil hooks are skipped.
-type listenHooks struct {
-	// connecting is called before each connection attempt, counting from 1.
-	connecting func(attempt int)
-	// listening is called with the backend's pid each time the listener
-	// has LISTENed afresh.
-	listening func(pid uint32)
-	// living is called with the backend's pid each time the life
-	// session holds its lock afresh.
-	living func(pid uint32)
 }
 
 // NewElector returns an Elector for coord's replica.
@@ -96,15 +80,14 @@ func NewElector(coord *Coordinator, cfg ElectorConfig) (*Elector, error) {
 		return nil, fmt.Errorf("fleet: margin %v must be at least 0 and less than half the term TTL %v", cfg.Margin, ttl)
 	}
 	return &Elector{
-		coord:        coord,
-		cfg:          cfg,
-		clock:        coord.cfg.Clock,
-		log:          coord.cfg.Logger.With("replica", coord.cfg.Replica),
-		ttl:          ttl,
-		probeTimeout: probeTimeout,
-		changes:      make(chan Term, 1),
-		refresh:      make(chan struct{}, 1),
-		takeover:     make(chan uint64, 1),
+		coord:    coord,
+		cfg:      cfg,
+		clock:    coord.cfg.Clock,
+		log:      coord.cfg.Logger.With("replica", coord.cfg.Replica),
+		ttl:      ttl,
+		changes:  make(chan Term, 1),
+		refresh:  make(chan struct{}, 1),
+		takeover: make(chan uint64, 1),
 	}, nil
 }
 
@@ -156,9 +139,9 @@ func (e *Elector) stepDown() uint64 {
 // while it leads, until ctx ends; then it resigns a term it holds, so
 // another replica takes over at once, and returns nil. It returns
 // ErrFenced when this replica's registration is gone or superseded (the
-// replica must stop), ErrNoListen when LISTEN does not work on a
-// connection of the pool's DSN, and Register's error if registering
-// fails. Run may be called once.
+// replica must stop), an error wrapping ErrNoListen when the store's
+// announcements cannot reach this process (TermListen), and Register's
+// error if registering fails. Run may be called once.
 func (e *Elector) Run(ctx context.Context) error {
 	if !e.started.CompareAndSwap(false, true) {
 		return errors.New("fleet: Elector.Run called twice")
@@ -181,13 +164,33 @@ func (e *Elector) Run(ctx context.Context) error {
 			cancel(err)
 		}
 	})
-	wg.Go(func() { e.life(runCtx) })
+	wg.Go(func() {
+		// The life session ends with runCtx; it fails only for a
+		// registration the store cannot hold, and then this replica
+		// cannot be proven dead, only silent.
+		if err := e.coord.HoldLife(runCtx); err != nil {
+			e.log.Error("fleet life session not held", "err", err)
+		}
+	})
 	e.termLoop(runCtx)
 	wg.Wait()
 	if ctx.Err() != nil {
 		return nil
 	}
 	return context.Cause(runCtx)
+}
+
+// listen asks the term loop to re-read the term on each announcement,
+// and in full whenever the store's listener listens afresh, until ctx
+// ends; it fails only when announcements cannot reach this process
+// (ErrNoListen).
+func (e *Elector) listen(ctx context.Context) error {
+	err := e.coord.store.TermListen(ctx, func(uint64) { e.signalRefresh() })
+	if err != nil && ctx.Err() == nil {
+		e.log.Error("fleet listener", "err", err)
+		return err
+	}
+	return nil
 }
 
 // heartbeats marks the replica alive every HeartbeatTimeout/3 until ctx

@@ -2,146 +2,47 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/weir-gateway/weir/admission"
-	"github.com/weir-gateway/weir/pgtest"
 )
 
-// lifeConn opens a connection of its own on b's schema and holds c's
-// life lock on it; closing it is the process's end as PostgreSQL sees
-// it.
-func (b *bundle) lifeConn(t *testing.T, c *Coordinator) *pgx.Conn {
+// holdLife holds c's life session until the test ends or the returned
+// release is called (the process's end as the store sees it), and waits
+// until the store reports it held.
+func holdLife(t *testing.T, c *Coordinator) (release func()) {
 	t.Helper()
-	conn, err := pgx.Connect(t.Context(), b.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	if err := c.HoldLife(t.Context(), conn); err != nil {
-		t.Fatal(err)
-	}
-	return conn
-}
-
-// TestTakeOverOnlyWithoutLifeSession: a term that has not expired is
-// taken early only while PostgreSQL holds no life session of its
-// leader's generation; otherwise TakeOver is an ordinary campaign, and
-// loses.
-func TestTakeOverOnlyWithoutLifeSession(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	ttl := CoordConfig{TermTTL: time.Minute}
-	a, o := b.coord(t, "a", ttl), b.coord(t, "o", ttl)
-	for _, c := range []*Coordinator{a, o} {
-		if _, err := c.Register(t.Context()); err != nil {
-			t.Fatal(err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := c.HoldLife(ctx); err != nil {
+			t.Errorf("HoldLife: %v", err)
 		}
+	}()
+	release = func() {
+		cancel()
+		<-done
 	}
-	life := b.lifeConn(t, a)
-	term, won, err := a.Campaign(t.Context())
-	if err != nil || !won {
-		t.Fatalf("a's campaign: %+v, %v, %v", term, won, err)
-	}
-
-	if got, won, err := o.TakeOver(t.Context(), term.Epoch); err != nil || won {
-		t.Fatalf("TakeOver while a's life session is held: %+v, won %v, %v; want lost", got, won, err)
-	}
-	if _, won, err := o.TakeOver(t.Context(), term.Epoch+7); err != nil || won {
-		t.Fatalf("TakeOver of another epoch: won %v, %v; want lost", won, err)
-	}
-	if rs, err := o.Live(t.Context()); err != nil || len(rs) != 2 || !rs[0].Session || rs[1].Session {
-		t.Fatalf("Live: %+v, %v; want a with its session, o without", rs, err)
-	}
-
-	life.Close(context.Background())
-	waitFor(t, "a's life session gone", func() bool {
-		_, held, err := o.Life(t.Context(), "a", a.Gen())
-		return err == nil && !held
+	t.Cleanup(release)
+	waitFor(t, "the life session held", func() bool {
+		_, held, err := c.Life(context.Background(), c.Replica(), c.Gen())
+		return err == nil && held
 	})
-	if _, won, err := o.Campaign(t.Context()); err != nil || won {
-		t.Fatalf("a plain campaign before the term expired: won %v, %v; want lost", won, err)
-	}
-	got, won, err := o.TakeOver(t.Context(), term.Epoch)
-	if err != nil || !won || got.Epoch != term.Epoch+1 || got.Leader != "o" {
-		t.Fatalf("TakeOver once a's life session is gone: %+v, won %v, %v; want epoch %d led by o", got, won, err, term.Epoch+1)
-	}
-}
-
-// TestLifeReportsRegistration: Life tells a registered replica's address
-// and whether its session is held, and no address once it left.
-func TestLifeReportsRegistration(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	a := b.coord(t, "a", CoordConfig{})
-	if _, err := a.Register(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	addr, held, err := a.Life(t.Context(), "a", a.Gen())
-	if err != nil || addr != "a.fleet:7000" || held {
-		t.Fatalf("before HoldLife: %q, %v, %v", addr, held, err)
-	}
-	b.lifeConn(t, a)
-	if addr, held, err = a.Life(t.Context(), "a", a.Gen()); err != nil || addr == "" || !held {
-		t.Fatalf("with its session: %q, %v, %v", addr, held, err)
-	}
-	if err := a.Leave(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if addr, held, err = a.Life(t.Context(), "a", a.Gen()); err != nil || addr != "" || !held {
-		t.Fatalf("after Leave: %q, %v, %v; want no address, the session still held", addr, held, err)
-	}
-}
-
-// TestElectorHoldsLife: a running Elector holds its life session, takes
-// it again when PostgreSQL ends its connection, and lets it go when it
-// stops.
-func TestElectorHoldsLife(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	r := b.elector(t, "a", CoordConfig{}, ElectorConfig{})
-	pids := make(chan uint32, 4)
-	r.hooks.living = func(pid uint32) { pids <- pid }
-	r.start(t)
-	var pid uint32
-	select {
-	case pid = <-pids:
-	case <-time.After(guard):
-		t.Fatal("the life session was never held")
-	}
-	if _, err := b.pool.Exec(t.Context(), `SELECT pg_terminate_backend($1)`, int64(pid)); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case again := <-pids:
-		if again == pid {
-			t.Fatalf("held again on the ended backend %d", pid)
-		}
-	case <-time.After(guard):
-		t.Fatal("the life session was not held again after its backend ended")
-	}
-	gen := r.coord.Gen()
-	if err := r.stop(t); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the life session released", func() bool {
-		_, held, err := r.coord.Life(t.Context(), "a", gen)
-		return err == nil && !held
-	})
+	return release
 }
 
 // TestMemberDeadNeedsBothSigns: a Member proves a replica dead only when
-// PostgreSQL holds no life session of it and its fleet listener refuses
+// the store holds no life session of it and its fleet listener refuses
 // connections (or its registration is gone).
 func TestMemberDeadNeedsBothSigns(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	m, err := NewMember(t.Context(), b.pool, MemberConfig{Replica: "m", Listen: "127.0.0.1:0", Secret: "members"})
+	m, err := NewMember(t.Context(), b.store, MemberConfig{Replica: "m", Listen: "127.0.0.1:0", Secret: "members"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,22 +52,22 @@ func TestMemberDeadNeedsBothSigns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := NewCoordinator(b.pool, CoordConfig{Replica: "x", Addr: ln.Addr().String()})
+	other, err := NewCoordinator(b.store, CoordConfig{Replica: "x", Addr: ln.Addr().String()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := other.Register(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	life := b.lifeConn(t, other)
+	release := holdLife(t, other)
 	if m.dead(t.Context(), "x", other.Gen()) {
 		t.Fatal("dead while its session is held and its listener open")
 	}
 	ln.Close()
 	if m.dead(t.Context(), "x", other.Gen()) {
-		t.Fatal("dead while its session is held (a paused process's backend lives on)")
+		t.Fatal("dead while its session is held (a paused process's session lives on)")
 	}
-	life.Close(context.Background())
+	release()
 	waitFor(t, "x proven dead once its session is gone too", func() bool { return m.dead(t.Context(), "x", other.Gen()) })
 
 	// A live listener keeps a replica alive whose session alone ended.
@@ -175,7 +76,7 @@ func TestMemberDeadNeedsBothSigns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln2.Close()
-	y, err := NewCoordinator(b.pool, CoordConfig{Replica: "y", Addr: ln2.Addr().String()})
+	y, err := NewCoordinator(b.store, CoordConfig{Replica: "y", Addr: ln2.Addr().String()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,19 +84,27 @@ func TestMemberDeadNeedsBothSigns(t *testing.T) {
 		t.Fatal(err)
 	}
 	if m.dead(t.Context(), "y", y.Gen()) {
-		t.Fatal("dead with no session but its listener open (its PostgreSQL connection alone ended)")
+		t.Fatal("dead with no session but its listener open (its connection to the store alone ended)")
+	}
+	// Gone from the registry and without a session: dead, whatever its
+	// address does.
+	if err := y.Leave(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if !m.dead(t.Context(), "y", y.Gen()) {
+		t.Fatal("not dead with no session and no registration")
 	}
 }
 
 // TestLeaderLostTakesOverOnlyFromAClosedListener: a follower whose
 // session the leader closed asks its elector to take the term only when
 // the leader's listener refuses connections; a leader that still
-// listens (its PostgreSQL connection alone ended, or it closed one
+// listens (its connection to the store alone ended, or it closed one
 // session) keeps its term.
 func TestLeaderLostTakesOverOnlyFromAClosedListener(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	m, err := NewMember(t.Context(), b.pool, MemberConfig{Replica: "m", Listen: "127.0.0.1:0", Secret: "members"})
+	m, err := NewMember(t.Context(), b.store, MemberConfig{Replica: "m", Listen: "127.0.0.1:0", Secret: "members"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,31 +132,52 @@ func TestLeaderLostTakesOverOnlyFromAClosedListener(t *testing.T) {
 	}
 }
 
+// crashable is a replica's view of the store that fails every write once
+// the replica's process has died: a dead process resigns nothing and
+// does not leave.
+type crashable struct {
+	Coordination
+	dead atomic.Bool
+}
+
+var errDied = errors.New("the process died")
+
+func (c *crashable) TermResign(ctx context.Context, epoch uint64, leader string) error {
+	if c.dead.Load() {
+		return errDied
+	}
+	return c.Coordination.TermResign(ctx, epoch, leader)
+}
+
+func (c *crashable) ReplicaLeave(ctx context.Context, id string, gen uint64) error {
+	if c.dead.Load() {
+		return errDied
+	}
+	return c.Coordination.ReplicaLeave(ctx, id, gen)
+}
+
 // TestMemberLeaderCrashEndsTermAtOnce: when the leader's process dies —
-// its sessions, listener and PostgreSQL connections close together —
-// the follower takes the term long before it expires, and admits.
+// its sessions, listener and life session end together, and it neither
+// resigns nor leaves — the follower takes the term long before it
+// expires, and admits.
 func TestMemberLeaderCrashEndsTermAtOnce(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.Schema(t)
+	b := setup(t)
 	type member struct {
 		m      *Member
-		pool   *pgxpool.Pool
+		store  *crashable
 		cancel context.CancelFunc
 		done   chan error
 	}
 	start := func(id string) *member {
-		pool, err := pgxpool.New(context.Background(), dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		m, err := NewMember(t.Context(), pool, MemberConfig{Replica: id, Secret: "s", Listen: "127.0.0.1:0",
+		store := &crashable{Coordination: b.store}
+		m, err := NewMember(t.Context(), store, MemberConfig{Replica: id, Secret: "s", Listen: "127.0.0.1:0",
 			TermTTL: time.Minute, HeartbeatTimeout: 2 * time.Second, Poll: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		r := &member{m: m, pool: pool, cancel: cancel, done: make(chan error, 1)}
+		r := &member{m: m, store: store, cancel: cancel, done: make(chan error, 1)}
 		go func() { r.done <- m.Run(ctx) }()
 		t.Cleanup(func() {
 			cancel()
@@ -272,8 +202,8 @@ func TestMemberLeaderCrashEndsTermAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The leader's process dies: no resignation reaches PostgreSQL.
-	lead.pool.Close()
+	// The leader's process dies: no resignation reaches the store.
+	lead.store.dead.Store(true)
 	lead.cancel()
 	<-lead.done
 	lead.done <- nil
@@ -288,5 +218,8 @@ func TestMemberLeaderCrashEndsTermAtOnce(t *testing.T) {
 	}
 	if took := time.Since(died); took > 5*time.Second {
 		t.Fatalf("admitting again took %v after the leader died; want far less than its minute-long term", took)
+	}
+	if term, _ := b.store.TermGet(t.Context()); term.Epoch != first.Epoch+1 {
+		t.Fatalf("the store's term is %+v; want epoch %d, taken over", term, first.Epoch+1)
 	}
 }

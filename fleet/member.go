@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -10,9 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/clock"
@@ -69,7 +67,6 @@ type MemberConfig struct {
 // have lapsed, so that one that comes back finds itself fenced.
 type Member struct {
 	cfg     MemberConfig
-	pool    *pgxpool.Pool
 	ln      net.Listener
 	coord   *Coordinator
 	elector *Elector
@@ -89,18 +86,19 @@ type Member struct {
 	takingOver atomic.Bool // a leaderLost probe is under way
 }
 
-// NewMember opens the fleet listener and prepares the replica; Run
-// starts it. The engine may be handed to the gateway at once: its calls
-// wait for the first leader (Config.Unavailable).
-func NewMember(ctx context.Context, pool *pgxpool.Pool, cfg MemberConfig) (*Member, error) {
+// NewMember opens the fleet listener and prepares the replica, on the
+// store the replicas share (postgres.DB, whose Open migrated its schema);
+// Run starts it. The engine may be handed to the gateway at once: its
+// calls wait for the first leader (Config.Unavailable).
+func NewMember(ctx context.Context, store Coordination, cfg MemberConfig) (*Member, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real
 	}
-	if err := Migrate(ctx, pool); err != nil {
-		return nil, err
+	if store == nil {
+		return nil, errors.New("fleet: nil coordination store")
 	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
@@ -111,7 +109,7 @@ func NewMember(ctx context.Context, pool *pgxpool.Pool, cfg MemberConfig) (*Memb
 	if addr == "" {
 		addr = advertised(ln.Addr())
 	}
-	coord, err := NewCoordinator(pool, CoordConfig{Replica: cfg.Replica, Addr: addr, Workers: cfg.Workers,
+	coord, err := NewCoordinator(store, CoordConfig{Replica: cfg.Replica, Addr: addr, Workers: cfg.Workers,
 		TermTTL: cfg.TermTTL, HeartbeatTimeout: cfg.HeartbeatTimeout, Clock: cfg.Clock, Logger: cfg.Logger})
 	if err != nil {
 		ln.Close()
@@ -128,7 +126,7 @@ func NewMember(ctx context.Context, pool *pgxpool.Pool, cfg MemberConfig) (*Memb
 		ln.Close()
 		return nil, err
 	}
-	m := &Member{cfg: cfg, pool: pool, ln: ln, coord: coord, elector: elector, log: cfg.Logger, probe: newProber(coord.cfg.HeartbeatTimeout)}
+	m := &Member{cfg: cfg, ln: ln, coord: coord, elector: elector, log: cfg.Logger, probe: newProber(coord.cfg.HeartbeatTimeout)}
 	var onLead func(admission.Engine, uint64)
 	if cfg.OnLead != nil {
 		// Run reads the live replicas' workers before it gives the engine
@@ -167,14 +165,6 @@ func advertised(a net.Addr) string {
 // Engine is the replica's admission engine.
 func (m *Member) Engine() *Engine { return m.engine }
 
-// Fence checks, in tx, that epoch is still the term this replica leads,
-// and holds the term against a campaign until tx ends
-// (Coordinator.Fence): the durable work a leader commits (task
-// admissions) calls it in each transaction.
-func (m *Member) Fence(ctx context.Context, tx pgx.Tx, epoch uint64) error {
-	return m.coord.Fence(ctx, tx, epoch)
-}
-
 // Replica is this replica's id.
 func (m *Member) Replica() string { return m.cfg.Replica }
 
@@ -200,7 +190,7 @@ func (m *Member) Term() (Term, bool) {
 }
 
 // Replicas lists the live replicas (a heartbeat within the heartbeat
-// timeout), by id, as PostgreSQL has them.
+// timeout), by id, as the store has them.
 func (m *Member) Replicas(ctx context.Context) ([]Replica, error) { return m.coord.Live(ctx) }
 
 // Run serves the listener and follows the election until ctx ends (nil)

@@ -6,10 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/weir-gateway/weir/admission"
-	"github.com/weir-gateway/weir/pgtest"
+	"github.com/weir-gateway/weir/clock"
 )
 
 type runningMember struct {
@@ -18,23 +16,18 @@ type runningMember struct {
 	done   chan error
 }
 
-func startMember(t *testing.T, dsn, id string) *runningMember {
+func startMember(t *testing.T, store Coordination, id string) *runningMember {
 	t.Helper()
-	return startMemberWith(t, dsn, MemberConfig{Replica: id, Secret: "s"})
+	return startMemberWith(t, store, MemberConfig{Replica: id, Secret: "s"})
 }
 
-// startMemberWith starts a member of cfg, with short timings and a
-// listener on loopback.
-func startMemberWith(t *testing.T, dsn string, cfg MemberConfig) *runningMember {
+// startMemberWith starts a member of cfg on store, with short timings
+// and a listener on loopback.
+func startMemberWith(t *testing.T, store Coordination, cfg MemberConfig) *runningMember {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
 	cfg.Listen = "127.0.0.1:0"
 	cfg.TermTTL, cfg.HeartbeatTimeout, cfg.Poll = 400*time.Millisecond, 400*time.Millisecond, 200*time.Millisecond
-	m, err := NewMember(t.Context(), pool, cfg)
+	m, err := NewMember(t.Context(), store, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,16 +41,16 @@ func startMemberWith(t *testing.T, dsn string, cfg MemberConfig) *runningMember 
 	return r
 }
 
-// TestMembersFailover: three replicas on one PostgreSQL elect a leader;
+// TestMembersFailover: three replicas on one store elect a leader;
 // when it goes away, another takes over, the leases held on the others
 // still count against the limit, and a queued waiter is admitted by a
 // release under the new leader.
 func TestMembersFailover(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.Schema(t)
+	store := newMemStore(clock.Real)
 	ms := map[string]*runningMember{}
 	for _, id := range []string{"a", "b", "c"} {
-		ms[id] = startMember(t, dsn, id)
+		ms[id] = startMember(t, store, id)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), guard)
 	defer cancel()
@@ -141,7 +134,7 @@ func TestMemberLeadsWorkersAndForgets(t *testing.T) {
 		workers int
 	}
 	leads, workers, forgot := make(chan led, 4), make(chan int, 4), make(chan string, 4)
-	r := startMemberWith(t, b.dsn, MemberConfig{Replica: "a", Workers: 2,
+	r := startMemberWith(t, b.store, MemberConfig{Replica: "a", Workers: 2,
 		OnLead: func(term admission.Engine, epoch uint64, n int) {
 			if term != nil {
 				leads <- led{epoch, n}
@@ -185,12 +178,12 @@ func TestMemberLeadsWorkersAndForgets(t *testing.T) {
 }
 
 // TestMemberSecretFromDatabase: replicas given no secret share the one
-// the database keeps, and reach each other with it.
+// the store keeps, and reach each other with it.
 func TestMemberSecretFromDatabase(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.Schema(t)
-	a := startMemberWith(t, dsn, MemberConfig{Replica: "a"})
-	bm := startMemberWith(t, dsn, MemberConfig{Replica: "b"})
+	store := newMemStore(clock.Real)
+	a := startMemberWith(t, store, MemberConfig{Replica: "a"})
+	bm := startMemberWith(t, store, MemberConfig{Replica: "b"})
 	ctx, cancel := context.WithTimeout(t.Context(), guard)
 	defer cancel()
 	for _, r := range []*runningMember{a, bm} {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
+	"log/slog"
 	"net"
 	"slices"
 	"strconv"
@@ -44,11 +45,53 @@ const (
 	migrateLockTries = 300
 )
 
-// DB is a weir.Store on a PostgreSQL database. See the package
+// DB is a weir.Store on a PostgreSQL database, and the fleet's
+// coordination (fleet.Coordination, fleet.NodeBoard). See the package
 // documentation for its pool and schema.
 type DB struct {
 	pool  *pgxpool.Pool
 	river *riverpgxv5.Driver
+	log   *slog.Logger
+	// listener is the one LISTEN connection (listen.go).
+	listener listener
+	// probeTimeout is how long the listener's first connection waits for
+	// its own probe notification.
+	probeTimeout time.Duration
+	hooks        dbHooks
+}
+
+// dbHooks let tests see into the connections of its own a DB makes; nil
+// hooks are skipped.
+type dbHooks struct {
+	// connecting is called before the listener connects.
+	connecting func()
+	// listening is called with the backend's pid each time the listener
+	// has LISTENed afresh.
+	listening func(pid uint32)
+	// living is called with the backend's pid each time a life session
+	// holds its lock afresh.
+	living func(pid uint32)
+}
+
+// Config configures OpenConfig.
+type Config struct {
+	// DSN is the database's (required): a URL, postgres://..., or
+	// key=value pairs, as libpq and pgx take them.
+	DSN string
+	// Logger receives what the DB's own connections — the listener, the
+	// fleet's life sessions — run into when they are lost and made
+	// again. Default none.
+	Logger *slog.Logger
+}
+
+// newDB returns a DB on pool.
+func newDB(pool *pgxpool.Pool, logger *slog.Logger) *DB {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	db := &DB{pool: pool, river: riverpgxv5.New(pool), log: logger, probeTimeout: probeTimeout}
+	db.listener.db = db
+	return db
 }
 
 var _ weir.Store = (*DB)(nil)
@@ -61,6 +104,12 @@ var _ weir.Store = (*DB)(nil)
 // reached is an error naming its host and port. Neither error repeats a
 // password.
 func Open(ctx context.Context, dsn string) (*DB, error) {
+	return OpenConfig(ctx, Config{DSN: dsn})
+}
+
+// OpenConfig is Open with a Config.
+func OpenConfig(ctx context.Context, c Config) (*DB, error) {
+	dsn := c.DSN
 	if strings.TrimSpace(dsn) == "" {
 		// pgx would take it for libpq's defaults: the local server.
 		return nil, fmt.Errorf("open postgres: %w: no DSN given", weir.ErrInvalid)
@@ -85,7 +134,7 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("connect to postgres at %s: %w", where, err)
 	}
-	db := &DB{pool: pool, river: riverpgxv5.New(pool)}
+	db := newDB(pool, c.Logger)
 	if err := db.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres at %s: %w", where, err)
@@ -95,11 +144,13 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 
 // Pool returns the connection pool, shared with River's driver
 // (RiverDriver), for transactions that write Weir's tables and River's
-// jobs together, and for whatever else needs the database (LISTEN, an
-// advisory lock). Do not close it: Close does.
+// jobs together, and for whatever else needs the database. Do not close
+// it: Close does.
 func (db *DB) Pool() *pgxpool.Pool { return db.pool }
 
 // Close closes the pool, waiting for the connections in use to come back.
+// The listener (ListenTasks, TermListen) and life sessions (LifeHold) run
+// on connections of their own, which close when their contexts end.
 func (db *DB) Close() error {
 	db.pool.Close()
 	return nil

@@ -1,8 +1,10 @@
 // Package postgres is Weir's home on PostgreSQL: a weir.Store, a
 // weir.TaskStore and a task.Store[pgx.Tx] on one database, through pgx
-// (github.com/jackc/pgx/v5) and its pool. It is what `weir serve` uses
-// when storage.driver is "postgres"; package sqlite is the embedded
-// default, with the same contract (package storetest).
+// (github.com/jackc/pgx/v5) and its pool, and the fleet's coordination
+// (fleet.Coordination, fleet.NodeBoard) on the same database. It is what
+// `weir serve` uses when storage.driver is "postgres"; package sqlite is
+// the embedded default, with the same store contract (package
+// storetest). The coordination's contract is package coordtest's.
 //
 // # Connections
 //
@@ -46,15 +48,28 @@
 //
 // # Schema
 //
-// Migrations are the embedded migrations/NNNNN_name.sql files, applied at
-// Open by goose (github.com/pressly/goose/v3) in order, each in its own
-// transaction, over database/sql (pgx's stdlib) on the same pool; goose
-// records them in goose_db_version. Open holds a session advisory lock
-// of the schema's own while it migrates, so that processes starting
-// together on a new database apply each migration once. Add a migration
-// as the next number; never edit one that has shipped. River keeps its
-// own tables and migration line in the same schema; riverjob.Migrate applies
-// them (rivermigrate), when the task service starts.
+// Migrations are the embedded migrations/NNNNN_name.sql files, one set
+// for the store's tables and the fleet's (weir_fleet_*, from 00008),
+// applied at Open by goose (github.com/pressly/goose/v3) in order, each
+// in its own transaction, over database/sql (pgx's stdlib) on the same
+// pool; goose records them in goose_db_version. Open holds a session
+// advisory lock of the schema's own while it migrates, so that processes
+// starting together on a new database apply each migration once. Add a
+// migration as the next number; never edit one that has shipped. River
+// keeps its own tables and migration line in the same schema;
+// riverjob.Migrate applies them (rivermigrate), when the task service
+// starts.
+//
+// An earlier Weir migrated the fleet's tables through a goose line of
+// their own (weir_fleet_goose_version, its migrations 1 to 4, which
+// 00008 to 00011 replace). Those four make only what is missing (IF NOT
+// EXISTS, or a look at the catalog), so on a database the earlier
+// version migrated, whichever of its migrations it had applied, they
+// change nothing it has and goose records them as applied; the schema
+// then is a new database's. weir_fleet_goose_version is left as it was:
+// a replica of the earlier version started during a rolling upgrade
+// finds its fleet migrations applied, and its store migrations too
+// (goose ignores versions recorded beyond its files).
 //
 // Times are timestamptz, stored to the microsecond and read back in UTC;
 // durations are bigint nanoseconds. A task's input and result are bytea
@@ -78,5 +93,19 @@
 // NotifyTask and ListenTasks (task.Notifier) tell the replicas on the
 // database that a task changed, through NOTIFY on a channel named after
 // the schema (notify.go), so that schemas sharing a database do not hear
-// each other.
+// each other. The fleet's term is announced the same way, by a trigger
+// (TermListen). A DB has one LISTEN connection for both, outside the
+// pool, while anyone listens; when it is lost it is made again and every
+// listener is told to read everything again (listen.go).
+//
+// # The fleet's coordination
+//
+// The term, the replicas' registrations and heartbeats, the fleet's
+// secret and its node board are tables of the schema (coord.go,
+// board.go); every time they compare is PostgreSQL's now(). A replica's
+// life session is an advisory lock on a connection of its own
+// (coord_life.go). A leader's writes are fenced by its epoch: Forget in
+// its own statement, a task store transaction by TermFenceTx (the task
+// service's task.Fencer), both by locking the term's row against the
+// next campaign.
 package postgres

@@ -3,13 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"math/rand/v2"
-	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/weir-gateway/weir"
 )
@@ -58,82 +52,19 @@ func (db *DB) NotifyTask(ctx context.Context, event, id string) error {
 	return nil
 }
 
-// listenPauseMax bounds the pause between attempts to listen again.
-const listenPauseMax = 5 * time.Second
-
 // ListenTasks calls f with each task notification sent on this
 // database's schema (NotifyTask) until ctx ends, then returns nil. It
-// listens on a connection of its own, outside the pool (a LISTEN lives
-// as long as its session), and when that connection is lost it connects
-// and listens again, at once after a connection that had listened, then
-// after a growing jittered pause. What was sent while it was not
-// listening is lost: after every LISTEN, the first included, it calls
-// f("", "") — the listener should then look at everything again. f is
-// called from one goroutine, in the order the notifications arrive, and
-// must not block.
+// listens on the DB's one LISTEN connection (listen.go), shared with the
+// fleet's term announcements, which is made again whenever it is lost.
+// What was sent while it was not listening is lost: after it begins
+// listening, and after every LISTEN on a new connection, it calls f("",
+// "") — the listener should then look at everything again. f is called
+// for one notification at a time, in the order they arrive, and must not
+// block.
 //
 // A DSN that leads through PgBouncer in transaction pooling mode loses
 // LISTEN silently; the fleet's elector refuses such a DSN at start
 // (fleet.ErrNoListen), and the task service's poll is the safety net.
 func (db *DB) ListenTasks(ctx context.Context, f func(event, id string)) error {
-	pause := time.Duration(0)
-	for ctx.Err() == nil {
-		listened, _ := db.listenTasksOnce(ctx, f)
-		if ctx.Err() != nil {
-			break
-		}
-		if listened {
-			pause = 0
-			continue
-		}
-		pause = min(max(2*pause, 100*time.Millisecond), listenPauseMax)
-		t := time.NewTimer(pause/2 + rand.N(pause))
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
-	}
-	return nil
-}
-
-// listenTasksOnce connects, LISTENs and hands notifications to f until
-// the connection fails or ctx ends. listened reports whether it got as
-// far as LISTENing.
-func (db *DB) listenTasksOnce(ctx context.Context, f func(event, id string)) (listened bool, err error) {
-	conn, err := pgx.ConnectConfig(ctx, db.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return false, fmt.Errorf("connect: %w", err)
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		conn.Close(cctx)
-	}()
-	var channel string
-	if err := conn.QueryRow(ctx, taskChannelSQL).Scan(&channel); err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
-			return false, fmt.Errorf("find the tasks table (open the DB first, which migrates it): %w", err)
-		}
-		return false, fmt.Errorf("name the channel: %w", err)
-	}
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
-		return false, fmt.Errorf("listen: %w", err)
-	}
-	f("", "")
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return true, fmt.Errorf("wait for notification: %w", err)
-		}
-		if n.Channel != channel {
-			continue
-		}
-		var tn taskNotice
-		if json.Unmarshal([]byte(n.Payload), &tn) != nil || tn.Event == "" || tn.ID == "" {
-			continue // not ours: someone else NOTIFYing the channel
-		}
-		f(tn.Event, tn.ID)
-	}
+	return db.listener.follow(ctx, &subscription{task: f})
 }

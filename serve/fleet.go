@@ -10,8 +10,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/config"
 	"github.com/weir-gateway/weir/fleet"
@@ -35,7 +33,7 @@ func (m *Main) joinFleet(ctx context.Context, db *postgres.DB, opts admission.Op
 	if replica == "" {
 		replica = defaultReplica(m.Config.Server.Listen)
 	}
-	member, err := fleet.NewMember(ctx, db.Pool(), fleet.MemberConfig{
+	member, err := fleet.NewMember(ctx, db, fleet.MemberConfig{
 		Replica:   replica,
 		Listen:    m.Config.FleetListen(),
 		Advertise: cfg.Advertise,
@@ -78,22 +76,13 @@ func releaseSilent(v string) fleet.ReleasePolicy {
 	return fleet.ReleaseAtBound
 }
 
-// fleetTasks is what the task service needs of the fleet.
+// fleetTasks is what the task service needs of the fleet; the commits
+// of its admissions are fenced by the fleet's term through the store
+// (task.Fencer), which is the fleet's too.
 func fleetTasks(member *fleet.Member) func(*task.Config) {
 	return func(c *task.Config) {
 		c.Fleet = true
 		c.Replica = member.Replica()
-		c.Fence = func(ctx context.Context, tx any, epoch uint64) error {
-			ptx, ok := tx.(pgx.Tx)
-			if !ok {
-				return fmt.Errorf("fence: a %T is not a PostgreSQL transaction", tx)
-			}
-			err := member.Fence(ctx, ptx, epoch)
-			if errors.Is(err, fleet.ErrDeposed) {
-				return fmt.Errorf("%w: %w", task.ErrDeposed, err)
-			}
-			return err
-		}
 	}
 }
 

@@ -107,7 +107,7 @@ func (m *Main) Start(ctx context.Context) error {
 			return err
 		}
 		m.Member, eng, m.closeEngine = member, member.Engine(), member.Engine().Close
-		if m.Board, err = fleet.NewBoard(pg.Pool(), fleet.BoardConfig{Replica: member.Replica(), Logger: m.Logger}); err != nil {
+		if m.Board, err = fleet.NewBoard(pg, fleet.BoardConfig{Replica: member.Replica(), Logger: m.Logger}); err != nil {
 			return err
 		}
 		m.Metrics.WatchFleet(m.fleetState)

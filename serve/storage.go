@@ -81,7 +81,7 @@ func OpenStorage(ctx context.Context, cfg config.Storage, o StorageOptions) (*St
 			newTasks: tasksOn(db), unlock: unlock}, nil
 	case "postgres":
 		// No lock: replicas share the database by design.
-		db, err := postgres.Open(ctx, cfg.DSN)
+		db, err := postgres.OpenConfig(ctx, postgres.Config{DSN: cfg.DSN, Logger: o.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("open storage: %w", err)
 		}

@@ -119,14 +119,14 @@
 // the jobs its previous run left running, and ReclaimFrom takes back
 // another replica's at once when the fleet declares it gone.
 //
-// A commit of admissions is fenced by the term: Config.Fence checks,
-// inside the commit's transaction, that the term's epoch is still this
-// replica's and holds it so until the commit ends (fleet's
-// Coordinator.Fence), so a leader paused past its term and resumed
-// commits nothing; its tasks stay queued for the next leader. Without a
-// Fence, such a late commit would land, and the next ledger would
-// restore the task's lease only when it noticed, capacity being over its
-// limit until then.
+// A commit of admissions is fenced by the term: the store (a Fencer,
+// postgres.DB.TermFenceTx) checks, inside the commit's transaction, that
+// the term's epoch is still this replica's and holds it so until the
+// commit ends, so a leader paused past its term and resumed commits
+// nothing; its tasks stay queued for the next leader. Without the fence,
+// such a late commit would land, and the next ledger would restore the
+// task's lease only when it noticed, capacity being over its limit until
+// then.
 //
 // What the ledger cannot close: refusals by platforms gather at the
 // ledger of one term and

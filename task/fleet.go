@@ -19,7 +19,7 @@ const notifyTimeout = 5 * time.Second
 
 // Lead gives the service the admission side of the fleet: e is the
 // engine of the fleet term this replica now leads (fleet.Config.OnLead),
-// epoch that term's (which Config.Fence checks at each commit),
+// epoch that term's (which the store's Fencer checks at each commit),
 // on which it sets the workers scope to workers (if positive: the sum of
 // the live replicas' workers; else the last value given), recovers what
 // the store holds — the leases of admitted and running tasks, the queued

@@ -82,9 +82,10 @@ type fleetNode struct {
 	store *fleetStore
 	e     *fleet.Engine
 	addr  string
-	// deposed makes the replica's Config.Fence refuse its commits, as
-	// the store does once another replica leads; fenced counts the
-	// checks, and fencedEpoch is the epoch the last one was asked for.
+	// deposed makes the replica's store's fence (TermFenceTx) refuse its
+	// commits, as the store does once another replica leads; fenced
+	// counts the checks, and fencedEpoch is the epoch the last one was
+	// asked for.
 	deposed     atomic.Bool
 	fenced      atomic.Int64
 	fencedEpoch atomic.Uint64
@@ -104,6 +105,9 @@ func (n *fleetNode) service() *Service {
 // (they are dropped and counted), as across a lost connection.
 type fleetStore struct {
 	*postgres.DB
+	// node is the replica whose store this is: its deposed flag stands
+	// for the term row, which no election in these tests writes.
+	node      *fleetNode
 	mute      atomic.Bool
 	deaf      atomic.Bool
 	dropped   atomic.Int64
@@ -114,10 +118,27 @@ type fleetStore struct {
 }
 
 var (
-	_ Store[pgx.Tx] = (*fleetStore)(nil)
-	_ Notifier      = (*fleetStore)(nil)
-	_ JobReclaimer  = (*fleetStore)(nil)
+	_ Store[pgx.Tx]  = (*fleetStore)(nil)
+	_ Notifier       = (*fleetStore)(nil)
+	_ JobReclaimer   = (*fleetStore)(nil)
+	_ Fencer[pgx.Tx] = (*fleetStore)(nil)
 )
+
+// TermFenceTx is the store's fence with the node's deposed flag for the
+// term row: it checks that it runs in a live transaction of the store,
+// for the replica's own term.
+func (s *fleetStore) TermFenceTx(ctx context.Context, tx pgx.Tx, leader string, epoch uint64) (bool, error) {
+	n := s.node
+	n.fenced.Add(1)
+	n.fencedEpoch.Store(epoch)
+	if leader != n.id {
+		return false, fmt.Errorf("fence asked for leader %q; want the replica's own id %q", leader, n.id)
+	}
+	if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
+		return false, err
+	}
+	return !n.deposed.Load(), nil
+}
 
 func (s *fleetStore) NotifyTask(ctx context.Context, event, id string) error {
 	if s.mute.Load() {
@@ -211,6 +232,7 @@ func (fb *fleetBundle) addNode(t *testing.T, id string, gen uint64) *fleetNode {
 		t.Fatal(err)
 	}
 	n := &fleetNode{id: id, gen: gen, store: &fleetStore{DB: db}, addr: ln.Addr().String()}
+	n.store.node = n
 	n.e = fleet.New(fleet.Config{Replica: id, Gen: gen, Secret: "s", SessionTimeout: 5 * time.Second,
 		Options: admission.Options{Clock: fb.clock.Fake},
 		OnLead: func(term admission.Engine, epoch uint64) {
@@ -245,21 +267,6 @@ func (fb *fleetBundle) newService(t *testing.T, n *fleetNode) *Service {
 	cfg.Fleet, cfg.Replica, cfg.FleetPoll = true, n.id, fleetTestPoll
 	cfg.Clock = fb.clock
 	cfg.Owner = admission.Owner{ID: n.id, Gen: n.gen}
-	cfg.Fence = func(ctx context.Context, tx any, epoch uint64) error {
-		n.fenced.Add(1)
-		n.fencedEpoch.Store(epoch)
-		ptx, ok := tx.(pgx.Tx)
-		if !ok {
-			return fmt.Errorf("Fence was given a %T, not the store's pgx.Tx", tx)
-		}
-		if _, err := ptx.Exec(ctx, "SELECT 1"); err != nil {
-			return err
-		}
-		if n.deposed.Load() {
-			return fmt.Errorf("%w: epoch %d", ErrDeposed, epoch)
-		}
-		return nil
-	}
 	if cfg.FetchPollInterval == 0 {
 		cfg.FetchPollInterval = 10 * time.Millisecond
 	}

@@ -310,9 +310,16 @@ func TestFleetReclaimFrom(t *testing.T) {
 	waitFor(t, "the lease released", func() bool { return fb.scope(t, "a", WorkersScope).Used == 0 })
 }
 
+// unfenced is PostgreSQL's store without its fence (Fencer).
+type unfenced struct {
+	Store[pgx.Tx]
+	Notifier
+	JobReclaimer
+}
+
 // TestFleetNeeds: fleet mode refuses a store that cannot tell the
-// replicas of a change (SQLite's), a replica without an id, and
-// SoleRunner.
+// replicas of a change (SQLite's), one that cannot fence a commit by the
+// fleet's term, a replica without an id, and SoleRunner.
 func TestFleetNeeds(t *testing.T) {
 	t.Parallel()
 	lite, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "weir.db"))
@@ -331,6 +338,10 @@ func TestFleetNeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pg.Close()
+	_, err = New(Config{Fleet: true, Replica: "a"}, Deps[pgx.Tx]{Store: unfenced{pg, pg, pg}, Engine: engine, Planner: &testPlanner{}})
+	if err == nil || !strings.Contains(err.Error(), "task.Fencer") {
+		t.Errorf("New in fleet mode on a store without a fence: %v; want the store refused", err)
+	}
 	for _, cfg := range []Config{{Fleet: true}, {Fleet: true, Replica: "a", SoleRunner: true}} {
 		if _, err := New(cfg, Deps[pgx.Tx]{Store: pg, Engine: engine, Planner: &testPlanner{}}); err == nil {
 			t.Errorf("New(%+v) on PostgreSQL: no error", cfg)
@@ -347,9 +358,10 @@ func TestFleetNeeds(t *testing.T) {
 
 // TestFleetDeposedLeaderCommitsNothing: a leader whose term has passed
 // in the store (paused past it, say) but who has not heard yet decides
-// admissions in its engine, but its commits are refused by Config.Fence
-// inside their transactions: the task stays queued, no job is inserted,
-// the lease goes back, and the next leader admits the task, once.
+// admissions in its engine, but its commits are refused by the store's
+// fence (TermFenceTx) inside their transactions: the task stays queued,
+// no job is inserted, the lease goes back, and the next leader admits
+// the task, once.
 func TestFleetDeposedLeaderCommitsNothing(t *testing.T) {
 	t.Parallel()
 	fb := setupFleet(t, fleetOpts{Workers: 1}, "a", "b")

@@ -122,19 +122,9 @@ type Config struct {
 	// the replica that leads, on the engine Lead gives it; every replica
 	// accepts tasks, runs their jobs and tells the leader what changed
 	// (see "Several replicas" in the package documentation). It needs a
-	// store that is a Notifier and a JobReclaimer, and Replica. Default
-	// false: one process.
+	// store that is a Notifier, a JobReclaimer and a Fencer, and Replica.
+	// Default false: one process.
 	Fleet bool
-	// Fence, with Fleet, checks inside each transaction that commits
-	// admissions that epoch, the fleet term they were decided in, is
-	// still this replica's, and holds it so until the transaction ends;
-	// tx is the store's transaction (pgx.Tx on PostgreSQL). An error
-	// rolls the commit back: one that wraps ErrDeposed says the term has
-	// passed (its tasks stay queued in the store, for the next leader),
-	// any other is a failed commit, tried again. Without it, a leader
-	// paused past its term and resumed could commit admissions that the
-	// next leader has already made room for. Default none.
-	Fence func(ctx context.Context, tx any, epoch uint64) error
 	// FleetPoll is how often, on average (jittered ±50%), the fleet
 	// leader's ledger reads the store for changes whose notices it
 	// missed, and renews the leases it holds. Default 2s.
@@ -320,11 +310,12 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 	}
 	notifier, _ := any(store).(Notifier)
 	reclaimer, _ := any(store).(JobReclaimer)
+	_, fencer := any(store).(Fencer[TTx])
 	if cfg.Fleet {
 		switch {
-		case notifier == nil || reclaimer == nil:
-			return nil, errors.New("task: fleet mode needs a store that notifies the replicas and reclaims a replica's jobs " +
-				"(task.Notifier and task.JobReclaimer: PostgreSQL's store); this one does not")
+		case notifier == nil || reclaimer == nil || !fencer:
+			return nil, errors.New("task: fleet mode needs a store that notifies the replicas, reclaims a replica's jobs " +
+				"and fences commits by the fleet's term (task.Notifier, task.JobReclaimer and task.Fencer: PostgreSQL's store); this one does not")
 		case cfg.Replica == "":
 			return nil, errors.New("task: fleet mode needs Config.Replica, the replica's id")
 		case cfg.SoleRunner:

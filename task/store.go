@@ -59,6 +59,19 @@ type JobReclaimer interface {
 	JobReclaimAttemptedBy(ctx context.Context, client string, kinds []string) (int, error)
 }
 
+// Fencer is what a store shared by a fleet's replicas also does, over
+// its transaction type TTx: fence the commits of admissions by the fleet
+// term they were decided in. PostgreSQL's store does it by locking the
+// term's row (postgres.DB.TermFenceTx).
+type Fencer[TTx any] interface {
+	// TermFenceTx checks, inside tx, that epoch is still the current
+	// unexpired fleet term and led by leader, and holds it so until tx
+	// ends: no new term begins before tx commits. It reports false when
+	// the term has passed (tx must roll back); an error is a failed
+	// check, and the commit is tried again.
+	TermFenceTx(ctx context.Context, tx TTx, leader string, epoch uint64) (bool, error)
+}
+
 // jobStore is a Store and River's client on its driver, seen without their
 // transaction type: this file is the only code in the package that names
 // TTx, so the Service and its workers are not generic, and neither is
@@ -71,6 +84,8 @@ type jobStore interface {
 	reclaim(ctx context.Context, kinds []string) (int, error)
 	// inTx runs fn in a store transaction (Store.InTx).
 	inTx(ctx context.Context, fn func(tx txn) error) error
+	// fences says the store is a Fencer.
+	fences() bool
 	// JobList is River's client's.
 	JobList(ctx context.Context, params *river.JobListParams) (*river.JobListResult, error)
 }
@@ -80,13 +95,15 @@ type jobStore interface {
 type txn interface {
 	taskUpdate(ctx context.Context, p *weir.TaskUpdateParams) (bool, error)
 	jobInsert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) error
-	// raw is the store's own transaction (a TTx), for Config.Fence.
-	raw() any
+	// fence is the store's TermFenceTx in this transaction; a store that
+	// is not a Fencer fences nothing (true).
+	fence(ctx context.Context, leader string, epoch uint64) (bool, error)
 }
 
 type riverStore[TTx any] struct {
 	*river.Client[TTx]
-	store Store[TTx]
+	store  Store[TTx]
+	fencer Fencer[TTx] // nil if the store is not one
 }
 
 func newRiverStore[TTx any](store Store[TTx], cfg *river.Config) (*riverStore[TTx], error) {
@@ -94,8 +111,11 @@ func newRiverStore[TTx any](store Store[TTx], cfg *river.Config) (*riverStore[TT
 	if err != nil {
 		return nil, err
 	}
-	return &riverStore[TTx]{Client: client, store: store}, nil
+	fencer, _ := any(store).(Fencer[TTx])
+	return &riverStore[TTx]{Client: client, store: store, fencer: fencer}, nil
 }
+
+func (r *riverStore[TTx]) fences() bool { return r.fencer != nil }
 
 func (r *riverStore[TTx]) migrate(ctx context.Context) error {
 	return riverjob.Migrate(ctx, r.store)
@@ -123,4 +143,9 @@ func (t riverTx[TTx]) jobInsert(ctx context.Context, args river.JobArgs, opts *r
 	return err
 }
 
-func (t riverTx[TTx]) raw() any { return t.tx }
+func (t riverTx[TTx]) fence(ctx context.Context, leader string, epoch uint64) (bool, error) {
+	if t.r.fencer == nil {
+		return true, nil
+	}
+	return t.r.fencer.TermFenceTx(ctx, t.tx, leader, epoch)
+}

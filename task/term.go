@@ -3,6 +3,7 @@ package task
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -29,8 +30,8 @@ type term struct {
 	// fleet says the term is a fleet leader's ledger: it learns of the
 	// other replicas' changes from notices and polls (ledger.go).
 	fleet bool
-	// epoch is the fleet term's (Lead), which Config.Fence checks at
-	// each commit.
+	// epoch is the fleet term's (Lead), which the store's Fencer checks
+	// at each commit.
 	epoch uint64
 
 	admitted chan admittedTask
@@ -325,8 +326,8 @@ const (
 // errTermEnded: a fleet term ended before its admissions were committed.
 var errTermEnded = errors.New("the fleet term ended")
 
-// ErrDeposed is what Config.Fence's error wraps when the fleet term has
-// passed to another replica.
+// ErrDeposed is what a commit of admissions fails with when the store's
+// fence (Fencer) finds that the fleet term has passed to another replica.
 var ErrDeposed = errors.New("task: the fleet term is no longer this replica's")
 
 // codeDispatchFailed is the error code of a task whose admission the
@@ -490,9 +491,13 @@ func (tm *term) apply(ctx context.Context, batch []admittedTask) (applied []bool
 		err = errTermEnded
 	} else {
 		err = s.river.inTx(ctx, func(tx txn) error {
-			if tm.fleet && s.cfg.Fence != nil {
-				if err := s.cfg.Fence(ctx, tx.raw(), tm.epoch); err != nil {
+			if tm.fleet {
+				held, err := tx.fence(ctx, s.cfg.Replica, tm.epoch)
+				if err != nil {
 					return err
+				}
+				if !held {
+					return fmt.Errorf("%w: epoch %d", ErrDeposed, tm.epoch)
 				}
 			}
 			for i, a := range batch {

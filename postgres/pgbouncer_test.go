@@ -1,4 +1,4 @@
-package fleet
+package postgres
 
 import (
 	"bytes"
@@ -16,25 +16,27 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/weir-gateway/weir/fleet"
 	"github.com/weir-gateway/weir/pgtest"
 )
 
 // TestElectorThroughPgBouncer runs an Elector through a real PgBouncer:
 // in transaction pooling mode LISTEN silently receives nothing, and Run
-// must say so (ErrNoListen) instead of running deaf; in session mode it
-// works. It needs the pgbouncer binary and is skipped, loudly, without it
-// (it fails instead under WEIR_TEST_PGBOUNCER=require, as in CI).
+// must say so (fleet.ErrNoListen) instead of running deaf; in session
+// mode it works. It needs the pgbouncer binary and is skipped, loudly,
+// without it (it fails instead under WEIR_TEST_PGBOUNCER=require, as in
+// CI).
 func TestElectorThroughPgBouncer(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{"transaction", "session"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t)
-			dsn := startPgBouncer(t, b.dsn, mode)
-			r := newRunning(t, newPool(t, dsn, "fleet-bouncer-"+mode), "a",
-				CoordConfig{TermTTL: time.Minute, HeartbeatTimeout: time.Minute}, ElectorConfig{Poll: time.Hour})
-			r.probeTimeout = time.Second
-			r.start(t)
+			direct := pgtest.Schema(t)
+			open(t, direct) // migrates: PgBouncer in transaction mode would break the migration lock
+			dsn := startPgBouncer(t, direct, mode)
+			db := newDB(newPool(t, dsn, "fleet-bouncer-"+mode), nil)
+			db.probeTimeout = time.Second
+			r := runElector(t, db, "a", fleet.CoordConfig{TermTTL: time.Minute, HeartbeatTimeout: time.Minute})
 			if mode == "session" {
 				waitTerm(t, r, "a leads through a session-pooled PgBouncer", ledBy("a", 1))
 				return
@@ -42,7 +44,7 @@ func TestElectorThroughPgBouncer(t *testing.T) {
 			select {
 			case err := <-r.done:
 				r.done <- err
-				if !errors.Is(err, ErrNoListen) {
+				if !errors.Is(err, fleet.ErrNoListen) {
 					t.Fatalf("Run through a transaction-pooled PgBouncer = %v, want ErrNoListen", err)
 				}
 			case <-time.After(guard):

@@ -1,4 +1,4 @@
-package fleet
+package fleet_test
 
 import (
 	"context"
@@ -6,29 +6,34 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/admission/admissiontest"
+	"github.com/weir-gateway/weir/fleet"
 	"github.com/weir-gateway/weir/pgtest"
+	"github.com/weir-gateway/weir/postgres"
 )
 
+// The fleet on PostgreSQL's store: the engine's conformance suite and
+// reference model, and the benchmarks (bench_test.go), on Members elected
+// through the real database. The coordination's own contract is tested
+// on PostgreSQL by package postgres (coordtest).
+
 // startMembers starts n Members on a schema of tb's own, each with a
-// pgxpool of its own, elected through PostgreSQL and talking to the
-// leader over loopback TCP; it waits until every one has synced with
-// the leader and returns them, the leader first. They stop when tb
+// store (a pool) of its own, elected through PostgreSQL and talking to
+// the leader over loopback TCP; it waits until every one has synced
+// with the leader and returns them, the leader first. They stop when tb
 // ends.
-func startMembers(tb testing.TB, n int, opts admission.Options) []*Member {
+func startMembers(tb testing.TB, n int, opts admission.Options) []*fleet.Member {
 	tb.Helper()
 	dsn := pgtest.Schema(tb)
-	var ms []*Member
+	var ms []*fleet.Member
 	for i := range n {
-		pool, err := pgxpool.New(context.Background(), dsn)
+		db, err := postgres.Open(context.Background(), dsn)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		tb.Cleanup(pool.Close)
-		m, err := NewMember(context.Background(), pool, MemberConfig{Replica: "r" + strconv.Itoa(i),
+		tb.Cleanup(func() { db.Close() })
+		m, err := fleet.NewMember(context.Background(), db, fleet.MemberConfig{Replica: "r" + strconv.Itoa(i),
 			Listen: "127.0.0.1:0", Secret: "members", Options: opts})
 		if err != nil {
 			tb.Fatal(err)
@@ -60,13 +65,22 @@ func startMembers(tb testing.TB, n int, opts admission.Options) []*Member {
 }
 
 // spreadMembers is an engine of n Members over one PostgreSQL schema,
-// each call on the next replica in turn (spread), the leader first.
+// each call on the next replica in turn, the leader first.
 func spreadMembers(t *testing.T, n int, opts admission.Options) admission.Engine {
-	var es []*Engine
+	var es []*fleet.Engine
 	for _, m := range startMembers(t, n, opts) {
 		es = append(es, m.Engine())
 	}
-	return &spread{es: es, holders: make(map[admission.LeaseID]*Engine), waiters: make(map[string]*Engine)}
+	return fleet.Spread(es)
+}
+
+// TestConformanceOnPostgres runs the engine's conformance suite against
+// two Members elected through the real PostgreSQL, each call on the next.
+func TestConformanceOnPostgres(t *testing.T) {
+	t.Parallel()
+	admissiontest.Exercise(t, func(t *testing.T, opts admission.Options) admission.Engine {
+		return spreadMembers(t, 2, opts)
+	})
 }
 
 // TestModelOnPostgres runs the reference model as TestModel does, its
@@ -75,8 +89,5 @@ func TestModelOnPostgres(t *testing.T) {
 	t.Parallel()
 	admissiontest.Model(t, func(t *testing.T, opts admission.Options) admission.Engine {
 		return spreadMembers(t, 2, opts)
-	}, admissiontest.ModelConfig{
-		Ops: *flagOps, Seeds: max(*flagSeeds, 1), Seed: *flagSeed, Lenient: *flagLenient,
-		Rerun: "go test -race -run TestModelOnPostgres ./fleet/", FlagPrefix: "fleet",
-	})
+	}, fleet.ModelFlags("go test -race -run TestModelOnPostgres ./fleet/"))
 }
