@@ -18,7 +18,6 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/clock"
-	"github.com/weir-gateway/weir/edge"
 	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/sqlite"
 )
@@ -47,7 +46,7 @@ func setup(t *testing.T, cfg Config) *testBundle {
 }
 
 // setupWith is setup for the catalog cat, with the edge nodes nodes.
-func setupWith(t *testing.T, cfg Config, cat weir.Catalog, nodes []edge.NodeView) *testBundle {
+func setupWith(t *testing.T, cfg Config, cat weir.Catalog, nodes []weir.NodeView) *testBundle {
 	t.Helper()
 	fc := clock.NewFake(time.Unix(1_700_000_000, 0))
 	b := &testBundle{clock: fc}
@@ -66,7 +65,7 @@ func setupWith(t *testing.T, cfg Config, cat weir.Catalog, nodes []edge.NodeView
 	}
 	deps := Deps{Gateway: b.gw, Keys: db, Recorder: rec, Clock: fc}
 	if nodes != nil {
-		deps.Nodes = func(context.Context) []edge.NodeView { return nodes }
+		deps.Nodes = func(context.Context) []weir.NodeView { return nodes }
 	}
 	b.console = New(cfg, deps)
 	if err := b.console.Start(t.Context()); err != nil {
@@ -709,7 +708,7 @@ func TestOverviewCountsEachScopeAndWaiterOnce(t *testing.T) {
 			{Name: "chat", Kind: weir.KindChat, Candidates: []weir.Candidate{{PlatformModel: "up/chat"}}},
 			{Name: "embeddings", Kind: weir.KindEmbeddings, Candidates: []weir.Candidate{{PlatformModel: "up/emb"}}},
 		},
-	}, []edge.NodeView{{ID: "n1", Name: "gpu-box", Connected: true, Providers: []edge.ProviderView{{ID: "gpu", Models: []string{"chat", "embeddings"}}}}})
+	}, []weir.NodeView{{ID: "n1", Name: "gpu-box", Connected: true, Providers: []weir.ProviderView{{ID: "gpu", Models: []string{"chat", "embeddings"}}}}})
 	ctx := t.Context()
 	for _, sc := range []struct {
 		name  string

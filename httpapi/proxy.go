@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
-	"github.com/weir-gateway/weir/edge"
 	"github.com/weir-gateway/weir/gateway"
 )
 
@@ -403,11 +402,11 @@ type ReplicaView struct {
 // NodesView is what /admin/nodes answers: the edge nodes seen since the
 // gateway started, by name.
 type NodesView struct {
-	Nodes []edge.NodeView `json:"nodes"`
+	Nodes []weir.NodeView `json:"nodes"`
 }
 
 func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
-	out := NodesView{Nodes: []edge.NodeView{}}
+	out := NodesView{Nodes: []weir.NodeView{}}
 	if s.deps.Nodes != nil {
 		out.Nodes = append(out.Nodes, s.deps.Nodes(r.Context())...)
 	}

@@ -22,7 +22,6 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/adminauth"
 	"github.com/weir-gateway/weir/clock"
-	"github.com/weir-gateway/weir/edge"
 	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/task"
 	"github.com/weir-gateway/weir/webhook"
@@ -135,13 +134,15 @@ type Deps struct {
 	// Fleet reports the fleet this replica is in, for /admin/queues; nil
 	// outside a fleet.
 	Fleet func(ctx context.Context) *FleetView
-	// Nodes lists the edge nodes for /admin/nodes; nil: the gateway has
-	// no edge listener, and /admin/nodes answers an empty list.
-	Nodes func(ctx context.Context) []edge.NodeView
+	// Nodes lists the edge nodes for /admin/nodes (edge.Hub.Nodes); nil:
+	// the gateway has no edge listener, and /admin/nodes answers an empty
+	// list.
+	Nodes func(ctx context.Context) []weir.NodeView
 	// Relay takes the runs the fleet's other replicas relay to this
-	// replica's nodes (edge.Relay.Handler) at edge.RelayPath; nil: none
-	// (outside a fleet, or without an edge listener).
-	Relay http.Handler
+	// replica's nodes (edge.Relay.Handler) at RelayPath (edge.RelayPath);
+	// nil: none (outside a fleet, or without an edge listener).
+	Relay     http.Handler
+	RelayPath string
 	// Console serves the web console at GET / and under /console/; nil:
 	// none (GET / is a 404).
 	Console http.Handler
@@ -203,7 +204,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /admin/queues", s.admin(s.queues))
 	mux.HandleFunc("GET /admin/nodes", s.admin(s.nodes))
 	if s.deps.Relay != nil {
-		mux.Handle("POST "+edge.RelayPath, s.deps.Relay)
+		mux.Handle("POST "+s.deps.RelayPath, s.deps.Relay)
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", s.readyz)

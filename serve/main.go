@@ -186,7 +186,7 @@ func (m *Main) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var nodeViews func(context.Context) []edge.NodeView
+	var nodeViews func(context.Context) []weir.NodeView
 	if m.Hub != nil {
 		nodeViews = m.Hub.Nodes
 	}
@@ -232,13 +232,14 @@ func (m *Main) Start(ctx context.Context) error {
 			m.Usage.Record(u)
 			m.Recorder.Usage(u)
 		},
-		Ready:    m.ready,
-		Tasks:    m.Tasks,
-		Webhooks: hooks.Sender,
-		Fleet:    fleetView,
-		Nodes:    nodeViews,
-		Relay:    relay,
-		Console:  m.Console.Handler(),
+		Ready:     m.ready,
+		Tasks:     m.Tasks,
+		Webhooks:  hooks.Sender,
+		Fleet:     fleetView,
+		Nodes:     nodeViews,
+		Relay:     relay,
+		RelayPath: edge.RelayPath,
+		Console:   m.Console.Handler(),
 	})
 	if err := m.Tasks.Start(ctx); err != nil {
 		return fmt.Errorf("start tasks: %w", err)
