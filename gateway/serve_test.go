@@ -146,9 +146,9 @@ func (b *testBundle) chat(t *testing.T) *Call {
 		t.Fatal(err)
 	}
 	group, _ := st.GroupOf(k)
-	return &Call{RequestID: "req_1", Snapshot: st, Model: m, KeyID: k.ID, Group: group, Path: "/chat/completions",
-		Body: rawBody(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), Tokens: 10,
-		Deadline: b.clock.Now().Add(time.Minute), MaxWait: time.Minute}
+	return &Call{RequestID: "req_1", Path: "/chat/completions",
+		Grant: Grant{Snapshot: st, Model: m, KeyID: k.ID, Group: group, Deadline: b.clock.Now().Add(time.Minute), MaxWait: time.Minute},
+		Body:  rawBody(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), Tokens: 10}
 }
 
 type rawBody string
