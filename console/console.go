@@ -16,7 +16,6 @@ import (
 	"github.com/weir-gateway/weir/adminauth"
 	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/gateway"
-	"github.com/weir-gateway/weir/task"
 )
 
 // Config tunes the console.
@@ -88,9 +87,12 @@ type KeyStore interface {
 // Deps are the data sources the console shows and acts through: the same
 // ones the admin API reads.
 type Deps struct {
-	Gateway *gateway.Service
-	// Tasks is the task service; nil: no tasks view.
-	Tasks *task.Service
+	// Gateway is what the views show (gateway.Service), and Operator
+	// what the actions change (gateway.Service).
+	Gateway  Gateway
+	Operator Operator
+	// Tasks is the task front (gateway.Tasks); nil: no tasks view.
+	Tasks Tasks
 	Keys  KeyStore
 	// Nodes lists the edge nodes (edge.Hub.Nodes); nil: none.
 	Nodes func(ctx context.Context) []weir.NodeView

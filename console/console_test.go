@@ -48,6 +48,17 @@ func setup(t *testing.T, cfg Config) *testBundle {
 // setupWith is setup for the catalog cat, with the edge nodes nodes.
 func setupWith(t *testing.T, cfg Config, cat weir.Catalog, nodes []weir.NodeView) *testBundle {
 	t.Helper()
+	return setupDeps(t, cfg, cat, func(d *Deps) {
+		if nodes != nil {
+			d.Nodes = func(context.Context) []weir.NodeView { return nodes }
+		}
+	})
+}
+
+// setupDeps is setup for the catalog cat, with change made to the
+// console's Deps.
+func setupDeps(t *testing.T, cfg Config, cat weir.Catalog, change func(*Deps)) *testBundle {
+	t.Helper()
 	fc := clock.NewFake(time.Unix(1_700_000_000, 0))
 	b := &testBundle{clock: fc}
 	rec := NewRecorder()
@@ -63,10 +74,8 @@ func setupWith(t *testing.T, cfg Config, cat weir.Catalog, nodes []weir.NodeView
 	if err := b.gw.Apply(t.Context(), cat, ""); err != nil {
 		t.Fatal(err)
 	}
-	deps := Deps{Gateway: b.gw, Keys: db, Recorder: rec, Clock: fc}
-	if nodes != nil {
-		deps.Nodes = func(context.Context) []weir.NodeView { return nodes }
-	}
+	deps := Deps{Gateway: b.gw, Operator: b.gw, Keys: db, Recorder: rec, Clock: fc}
+	change(&deps)
 	b.console = New(cfg, deps)
 	if err := b.console.Start(t.Context()); err != nil {
 		t.Fatal(err)

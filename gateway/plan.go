@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/weir-gateway/weir"
@@ -39,7 +38,7 @@ func tenantNeeds(keyID, group string) []admission.Need {
 func (s *Service) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate, error) {
 	st := s.state.Load()
 	if st == nil {
-		return nil, errors.New("no catalog applied")
+		return nil, errNoCatalog
 	}
 	model, ok := st.models[t.Model]
 	if !ok || !model.Kind.Async() {

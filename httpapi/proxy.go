@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/gateway"
@@ -181,7 +182,6 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	st := s.deps.Gateway.Snapshot()
 	type model struct {
 		ID      string `json:"id"`
 		Object  string `json:"object"`
@@ -192,12 +192,8 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
 		Object string  `json:"object"`
 		Data   []model `json:"data"`
 	}{Object: "list", Data: []model{}}
-	if st != nil {
-		for _, name := range st.ModelNames() {
-			if key.Allows(name) {
-				out.Data = append(out.Data, model{ID: name, Object: "model", OwnedBy: "weir"})
-			}
-		}
+	for _, name := range s.deps.Gateway.Models(key) {
+		out.Data = append(out.Data, model{ID: name, Object: "model", OwnedBy: "weir"})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(out)
@@ -210,11 +206,7 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	name := r.PathValue("model")
-	st := s.deps.Gateway.Snapshot()
-	if st == nil || !key.Allows(name) {
-		return errorf(weir.CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", name))
-	}
-	if _, ok := st.Model(name); !ok {
+	if !slices.Contains(s.deps.Gateway.Models(key), name) {
 		return errorf(weir.CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", name))
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -284,7 +276,10 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) queues(w http.ResponseWriter, r *http.Request) {
-	out := QueueView{Scopes: s.deps.Gateway.Scopes(r.Context())}
+	var out QueueView
+	if s.deps.Queues != nil {
+		out.Scopes = s.deps.Queues.Scopes(r.Context())
+	}
 	n := gateway.CountRequests(out.Scopes)
 	out.Requests = &n
 	if s.deps.Fleet != nil {

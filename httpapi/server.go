@@ -1,11 +1,14 @@
 // Package httpapi is Weir's HTTP face: the OpenAI-compatible API (chat
 // completions with streaming, embeddings, images, speech, models, videos
 // and tasks), the admin API (queues), health and metrics endpoints. It
-// authenticates, decodes and validates a request, hands it to the gateway
-// service (package gateway: admission against the key's, the group's and
-// a platform model's scopes, the upstream call, release), and encodes the
+// reads and validates a request's headers and body, has the gateway find
+// its key and decide what the key may ask (gateway.Authenticate and
+// Prepare), hands the request to the gateway to serve (admission against
+// the key's, the group's and a platform model's scopes, the upstream
+// call, release) or a task to the gateway's task front, and encodes the
 // answer — headers, write deadlines, stream framing and the one mapping
-// from errors to the API's codes stay here.
+// from errors to the API's codes stay here. What it calls it declares by
+// role in services.go.
 package httpapi
 
 import (
@@ -22,9 +25,6 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/adminauth"
 	"github.com/weir-gateway/weir/clock"
-	"github.com/weir-gateway/weir/gateway"
-	"github.com/weir-gateway/weir/task"
-	"github.com/weir-gateway/weir/webhook"
 )
 
 // Config tunes the API.
@@ -114,10 +114,12 @@ func (noMetrics) ObserveHTTP(string, int, time.Duration) {}
 
 // Deps are the services the API is built on.
 type Deps struct {
-	// Gateway is one request's way: the catalog, keys, candidates,
-	// admission and the upstream call.
-	Gateway *gateway.Service
-	Logger  *slog.Logger
+	// Gateway is one request's way: keys, what a key may ask, the
+	// candidates, admission and the upstream call (gateway.Service).
+	Gateway Gateway
+	// Queues are the scopes /admin/queues shows (gateway.Service).
+	Queues Queues
+	Logger *slog.Logger
 	// Metrics defaults to none; MetricsHandler serves /metrics if set.
 	Metrics        Metrics
 	MetricsHandler http.Handler
@@ -127,10 +129,9 @@ type Deps struct {
 	Clock clock.Clock
 	// Ready reports whether the gateway should take traffic (/readyz).
 	Ready func() error
-	// Tasks runs durable tasks (the video and task APIs), planned by
-	// Gateway; nil disables them. Webhooks checks callback URLs.
-	Tasks    *task.Service
-	Webhooks *webhook.Sender
+	// Tasks is the task front of the video and task APIs (gateway.Tasks);
+	// nil disables them.
+	Tasks Tasks
 	// Fleet reports the fleet this replica is in, for /admin/queues; nil
 	// outside a fleet.
 	Fleet func(ctx context.Context) *FleetView
@@ -173,9 +174,6 @@ func New(cfg Config, deps Deps) *Server {
 	}
 	if deps.Clock == nil {
 		deps.Clock = clock.Real
-	}
-	if deps.Webhooks == nil {
-		deps.Webhooks = webhook.NewSender(webhook.Config{})
 	}
 	s := &Server{cfg: cfg, deps: deps, adminToken: adminauth.NewToken(cfg.AdminToken)}
 	s.ids = newIDSource()
@@ -378,8 +376,8 @@ func (s *idSource) next() string {
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if s.deps.Gateway.Snapshot() == nil {
-		http.Error(w, "no catalog applied", http.StatusServiceUnavailable)
+	if err := s.deps.Gateway.Ready(); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	if s.deps.Ready != nil {

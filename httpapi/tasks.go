@@ -14,13 +14,12 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/gateway"
-	"github.com/weir-gateway/weir/task"
 )
 
 // HeaderIdempotencyKey makes a repeated task submission return the task
 // the first one made; the key reused with a different request is refused
 // with weir.CodeIdempotencyKeyReused.
-const HeaderIdempotencyKey = "Idempotency-Key"
+const HeaderIdempotencyKey = gateway.ParamIdempotencyKey
 
 type taskError struct {
 	Code    string `json:"code"`
@@ -320,9 +319,10 @@ func (s *Server) beginSubmit(r *http.Request) (submission, error) {
 	return sub, nil
 }
 
-// submitTask is the shared part of POST /v1/videos and POST /v1/tasks.
+// submitTask is the shared part of POST /v1/videos and POST /v1/tasks:
+// the model's name checked, the headers read, and the gateway's task
+// front called (gateway.Tasks.Submit).
 func (s *Server) submitTask(r *http.Request, sub submission, kind string, input map[string]json.RawMessage, model string, cb taskCallback) (weir.Task, bool, error) {
-	key := sub.key
 	if model == "" {
 		return weir.Task{}, false, errorf(weir.CodeInvalidRequest, "model", "you must provide a model parameter")
 	}
@@ -334,61 +334,17 @@ func (s *Server) submitTask(r *http.Request, sub submission, kind string, input 
 		return weir.Task{}, false, aerr
 	}
 	ask.Model = model
-	g, err := s.deps.Gateway.Prepare(r.Context(), key, ask)
-	if err != nil {
-		return weir.Task{}, false, err
-	}
-	if cb.URL != "" {
-		if !s.deps.Tasks.CallbacksEnabled() {
-			return weir.Task{}, false, errorf(weir.CodeInvalidRequest, cb.param, "callbacks are not enabled on this gateway (tasks.webhook_secret)")
-		}
-		if err := s.deps.Webhooks.ValidateURL(cb.URL); err != nil {
-			return weir.Task{}, false, errorf(weir.CodeInvalidRequest, cb.param, err.Error())
-		}
-	}
-	body, err := json.Marshal(input)
-	if err != nil {
-		return weir.Task{}, false, errorf(weir.CodeInvalidRequest, "", "could not encode the task input")
-	}
-	if err := s.deps.Gateway.Unservable(g.Model, body); err != nil {
-		return weir.Task{}, false, err
-	}
-	fingerprint, err := requestFingerprint(kind, model, input, cb.URL, cb.Events, g.RunMode, g.RunID)
-	if err != nil {
-		return weir.Task{}, false, errorf(weir.CodeInvalidRequest, "", "could not read the task input: "+err.Error())
-	}
-	t := weir.Task{
-		ID: task.NewID(kind), KeyID: key.ID, Kind: kind, Model: model, Input: body, Priority: g.Priority,
-		CallbackURL: cb.URL, CallbackEvents: cb.Events, IdempotencyKey: sub.idempotencyKey, Fingerprint: fingerprint,
-		RunMode: g.RunMode, RunID: g.RunID, Deadline: g.Deadline,
-	}
-	if g.RunMode == weir.RunAcceptance {
-		// A submission enters its run, under the caps on runs alive; the
-		// task queued again later does not.
-		if err := s.deps.Gateway.EnterRun(key.ID, g.RunID); err != nil {
-			return weir.Task{}, false, err
-		}
-	}
-	created, err := s.deps.Tasks.Submit(r.Context(), &t)
-	switch {
-	case err == nil && !created && !t.SameRequest(fingerprint):
-		// The stored task is another request's: nothing was created.
-		return weir.Task{}, false, errorf(weir.CodeIdempotencyKeyReused, HeaderIdempotencyKey,
-			"this Idempotency-Key was already used with a different request; use a new key for a new request")
-	case err == nil && !created && t.Deleted():
-		return weir.Task{}, false, errorf(weir.CodeNotFound, HeaderIdempotencyKey,
-			fmt.Sprintf("the task this Idempotency-Key made (%s) was deleted", t.ID))
-	case err == nil:
-		return t, created, nil
-	}
-	// What the gateway puts in a category has its answer in the one
-	// table; anything else is the store's or ours.
+	t, created, err := s.deps.Tasks.Submit(r.Context(), sub.key, gateway.TaskRequest{
+		Kind: kind, Ask: ask, Input: input, IdempotencyKey: sub.idempotencyKey,
+		CallbackURL: cb.URL, CallbackEvents: cb.Events, CallbackParam: cb.param,
+	})
 	var ge *gateway.Error
-	if err := gateway.TaskError(model, err); errors.As(err, &ge) {
-		return t, created, err
+	if err != nil && !errors.As(err, &ge) {
+		// Not the gateway's refusal: the store's failure, or ours.
+		info(r.Context()).log().Error("task submit failed", "error", err)
+		return t, created, errorf(weir.CodeInternal, "", "could not submit the task")
 	}
-	info(r.Context()).log().Error("task submit failed", "error", err)
-	return t, created, errorf(weir.CodeInternal, "", "could not submit the task")
+	return t, created, err
 }
 
 // ownTask loads a task the caller's key owns; others', and deleted ones,
@@ -399,13 +355,13 @@ func (s *Server) ownTask(r *http.Request) (weir.Task, error) {
 		return weir.Task{}, err
 	}
 	id := r.PathValue("id")
-	t, err := s.deps.Tasks.Get(r.Context(), id)
-	if err != nil || t.KeyID != key.ID || t.Deleted() {
-		if err != nil && !errors.Is(err, task.ErrNotFound) {
-			info(r.Context()).log().Error("task lookup failed", "error", err)
-			return t, errorf(weir.CodeInternal, "", "task lookup failed")
-		}
+	t, err := s.deps.Tasks.Own(r.Context(), key, id)
+	switch {
+	case errors.Is(err, gateway.ErrTaskNotFound):
 		return t, errorf(weir.CodeNotFound, "id", fmt.Sprintf("no task %q", id))
+	case err != nil:
+		info(r.Context()).log().Error("task lookup failed", "error", err)
+		return t, errorf(weir.CodeInternal, "", "task lookup failed")
 	}
 	return t, nil
 }
@@ -425,16 +381,16 @@ func (s *Server) deleteTask(w http.ResponseWriter, r *http.Request) error {
 	return s.deleteOwnTask(w, r, "task")
 }
 
-// deleteOwnTask deletes the caller's task (task.Service.Delete) and
+// deleteOwnTask deletes the caller's task (gateway.Tasks.Delete) and
 // answers {"id", "object": object+".deleted", "deleted": true}.
 func (s *Server) deleteOwnTask(w http.ResponseWriter, r *http.Request, object string) error {
 	t, err := s.ownTask(r)
 	if err != nil {
 		return err
 	}
-	if err := gateway.TaskError(t.Model, s.deps.Tasks.Delete(r.Context(), t.ID)); err != nil {
+	if err := s.deps.Tasks.Delete(r.Context(), t); err != nil {
 		switch {
-		case errors.Is(err, task.ErrNotFound):
+		case errors.Is(err, gateway.ErrTaskNotFound):
 			return errorf(weir.CodeNotFound, "id", fmt.Sprintf("no task %q", t.ID))
 		case errors.Is(err, gateway.ErrUpstream):
 			return errorf(weir.CodeUpstreamError, "", "could not delete the "+object+" upstream: "+causeOf(err).Error())
@@ -516,7 +472,7 @@ func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	t, err = s.deps.Tasks.Cancel(r.Context(), t.ID)
-	if errors.Is(err, task.ErrNotFound) {
+	if errors.Is(err, gateway.ErrTaskNotFound) {
 		// Deleted or purged since ownTask found it.
 		return errorf(weir.CodeNotFound, "id", fmt.Sprintf("no task %q", r.PathValue("id")))
 	}

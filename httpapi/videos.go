@@ -12,7 +12,6 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/openaiwire"
-	"github.com/weir-gateway/weir/task"
 )
 
 // What OpenAI's video API makes when a request leaves seconds or size out.
@@ -165,7 +164,7 @@ func (s *Server) videoContent(w http.ResponseWriter, r *http.Request) error {
 	if t.Status != weir.TaskSucceeded {
 		return errorf(weir.CodeNotFound, "id", fmt.Sprintf("video %s has no content: it is %s, not completed", t.ID, openAIVideoStatus(t.Status)))
 	}
-	resp, err := s.deps.Gateway.VideoContent(r.Context(), t, variant)
+	resp, err := s.deps.Tasks.Content(r.Context(), t, variant)
 	if err != nil {
 		if errors.Is(err, gateway.ErrUpstream) {
 			info(r.Context()).log().Warn("video content not fetched", "task", t.ID, "error", causeOf(err))
@@ -229,7 +228,7 @@ func (s *Server) listVideos(w http.ResponseWriter, r *http.Request) error {
 	}
 	if after := q.Get("after"); after != "" {
 		t, err := s.deps.Tasks.Get(r.Context(), after)
-		if err != nil && !errors.Is(err, task.ErrNotFound) {
+		if err != nil && !errors.Is(err, gateway.ErrTaskNotFound) {
 			info(r.Context()).log().Error("video lookup failed", "error", err)
 			return errorf(weir.CodeInternal, "", "video lookup failed")
 		}
