@@ -294,7 +294,7 @@ func TestServeMapsAdmissionErrors(t *testing.T) {
 	}
 	defer func() { _ = b.engine.Release(t.Context(), held.ID, held.Owner) }()
 	c := b.chat(t)
-	c.Deadline = time.Now().Add(-time.Second)
+	c.Deadline = b.clock.Now().Add(-time.Second)
 	err = b.svc.Serve(t.Context(), c, &recordedAnswer{})
 	var ge *Error
 	if !errors.Is(err, ErrQueueTimeout) || !errors.As(err, &ge) || !errors.Is(err, admission.ErrTimeout) {
