@@ -111,8 +111,9 @@ func (s *Service) Authenticate(ctx context.Context, secret string) (weir.APIKey,
 // Nothing in the engine changes until all but the last have passed.
 //
 // Which of the model's candidates can serve the request's body (its
-// wants) is the candidates' to say (Serve, Unservable); entering an
-// acceptance run is Serve's and the task submission's (EnterRun).
+// wants) is the candidates' order to say (order.go: Serve, and the task
+// front for a submission); entering an acceptance run is Serve's and the
+// task front's (EnterRun).
 func (s *Service) Prepare(ctx context.Context, key weir.APIKey, ask Ask) (Grant, error) {
 	var g Grant
 	st := s.state.Load()

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/weir-gateway/weir"
@@ -35,17 +33,11 @@ var _ Executor = provider.Adapter(nil)
 // *RefusedError, or ErrClientGone when nobody is left to answer. c.Usage
 // says how it went.
 func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
-	pms, refusal := servable(c.Snapshot, c.Wants, s.deps.Router.Order(c.Model))
-	if c.Platform != "" {
-		pms = onPlatform(c.Snapshot, pms, c.Platform)
-		if len(pms) == 0 {
-			c.end(codeOutcome(weir.CodeNoCandidate))
-			if refusal != nil {
-				return refusal
-			}
-			return &Error{Category: ErrUnservable, Param: "X-Weir-Platform",
-				Message: fmt.Sprintf("no candidate of %q on platform %q can serve this request", c.Model.Name, c.Platform)}
-		}
+	pms, refusal := s.order(c.Snapshot, c.Model, c.Wants, c.Platform)
+	if c.Platform != "" && len(pms) == 0 {
+		// No node serves a pinned request: none is left.
+		c.end(codeOutcome(weir.CodeNoCandidate))
+		return refusal
 	}
 	if c.RunMode == weir.RunAcceptance {
 		if err := s.EnterRun(c.KeyID, c.RunID); err != nil {
@@ -123,49 +115,6 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 	err := &Error{Category: category, Message: "every upstream attempt failed; last: " + last.Error(), RetryAfter: last.RetryAfter, Err: last}
 	c.end(outcomeOf(err))
 	return err
-}
-
-// servable is the platform models of order that can serve a request
-// wanting w; when it leaves one out, refusal is the error of a request
-// none could serve, naming the parameter of the first left out.
-func servable(st *Snapshot, w weir.Wants, order []string) (pms []string, refusal *Error) {
-	var whys []string
-	for i, name := range order {
-		pm, ok := st.pms[name]
-		param, why, refused := pm.Supports.Refuses(w)
-		if !ok || !refused {
-			if refusal != nil {
-				pms = append(pms, name)
-			}
-			continue
-		}
-		if refusal == nil {
-			// The first left out: the order is copied from here on (a
-			// request that all can serve, the usual, copies nothing).
-			refusal = &Error{Category: ErrUnservable, Param: param}
-			pms = append(make([]string, 0, len(order)-1), order[:i]...)
-		}
-		if !slices.Contains(whys, why) {
-			whys = append(whys, why)
-		}
-	}
-	if refusal == nil {
-		return order, nil
-	}
-	// The candidates are the operator's: the client hears why, not which.
-	refusal.Message = "no candidate can serve this request: " + strings.Join(whys, "; ")
-	return pms, refusal
-}
-
-// onPlatform are those of pms on platform, in their order.
-func onPlatform(st *Snapshot, pms []string, platform string) []string {
-	var out []string
-	for _, name := range pms {
-		if pm, ok := st.pms[name]; ok && pm.Platform == platform {
-			out = append(out, name)
-		}
-	}
-	return out
 }
 
 // admitPreferred admits c on the target its strict affinity prefers

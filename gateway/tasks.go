@@ -107,7 +107,7 @@ func (f *Tasks) Submit(ctx context.Context, key weir.APIKey, req TaskRequest) (t
 	if err != nil {
 		return t, false, errorf(ErrInvalid, "", "could not encode the task input")
 	}
-	if err := f.gw.Unservable(g.Model, body); err != nil {
+	if err := f.gw.unservable(g.Model, body); err != nil {
 		return t, false, err
 	}
 	fingerprint, err := requestFingerprint(req.Kind, g.Model.Name, req.Input, req.CallbackURL, req.CallbackEvents, g.RunMode, g.RunID)
