@@ -15,9 +15,7 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/adminauth"
 	"github.com/weir-gateway/weir/clock"
-	"github.com/weir-gateway/weir/edge"
 	"github.com/weir-gateway/weir/gateway"
-	"github.com/weir-gateway/weir/task"
 )
 
 // Config tunes the console.
@@ -89,12 +87,15 @@ type KeyStore interface {
 // Deps are the data sources the console shows and acts through: the same
 // ones the admin API reads.
 type Deps struct {
-	Gateway *gateway.Service
-	// Tasks is the task service; nil: no tasks view.
-	Tasks *task.Service
+	// Gateway is what the views show (gateway.Service), and Operator
+	// what the actions change (gateway.Service).
+	Gateway  Gateway
+	Operator Operator
+	// Tasks is the task front (gateway.Tasks); nil: no tasks view.
+	Tasks Tasks
 	Keys  KeyStore
-	// Nodes lists the edge nodes; nil: none.
-	Nodes func(ctx context.Context) []edge.NodeView
+	// Nodes lists the edge nodes (edge.Hub.Nodes); nil: none.
+	Nodes func(ctx context.Context) []weir.NodeView
 	// Fleet describes the fleet, JSON-encodable; nil outside a fleet.
 	Fleet func(ctx context.Context) any
 	// Recorder counts waits and usage on the request path; it must be the
@@ -237,7 +238,7 @@ type Snapshot struct {
 	// Requests counts the requests waiting and in flight, each once.
 	Requests gateway.Requests     `json:"requests"`
 	Scopes   []gateway.ScopeView  `json:"scopes"`
-	Nodes    []edge.NodeView      `json:"nodes"`
+	Nodes    []weir.NodeView      `json:"nodes"`
 	Fleet    any                  `json:"fleet,omitempty"`
 	Paused   map[string]time.Time `json:"paused"`
 	// Failed is the running count since start of waiters that left
@@ -298,12 +299,12 @@ const maxKeyScopes = 200
 func (c *Console) sample(ctx context.Context) {
 	now := c.deps.Clock.Now()
 	scopes := c.deps.Gateway.Scopes(ctx)
-	var nodes []edge.NodeView
+	var nodes []weir.NodeView
 	if c.deps.Nodes != nil {
 		nodes = c.deps.Nodes(ctx)
 	}
 	if nodes == nil {
-		nodes = []edge.NodeView{}
+		nodes = []weir.NodeView{}
 	}
 	byName := make(map[string]gateway.ScopeView, len(scopes))
 	for _, s := range scopes {
@@ -433,7 +434,7 @@ func offer(cl *client, f frame) {
 
 // modelScopes are the scopes of m's candidates, each once: its platform
 // models', and those of the edge providers that serve it.
-func modelScopes(m weir.Model, nodes []edge.NodeView) []string {
+func modelScopes(m weir.Model, nodes []weir.NodeView) []string {
 	var out []string
 	add := func(sc string) {
 		if !slices.Contains(out, sc) {

@@ -18,7 +18,6 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/clock"
-	"github.com/weir-gateway/weir/edge"
 	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/sqlite"
 )
@@ -47,7 +46,18 @@ func setup(t *testing.T, cfg Config) *testBundle {
 }
 
 // setupWith is setup for the catalog cat, with the edge nodes nodes.
-func setupWith(t *testing.T, cfg Config, cat weir.Catalog, nodes []edge.NodeView) *testBundle {
+func setupWith(t *testing.T, cfg Config, cat weir.Catalog, nodes []weir.NodeView) *testBundle {
+	t.Helper()
+	return setupDeps(t, cfg, cat, func(d *Deps) {
+		if nodes != nil {
+			d.Nodes = func(context.Context) []weir.NodeView { return nodes }
+		}
+	})
+}
+
+// setupDeps is setup for the catalog cat, with change made to the
+// console's Deps.
+func setupDeps(t *testing.T, cfg Config, cat weir.Catalog, change func(*Deps)) *testBundle {
 	t.Helper()
 	fc := clock.NewFake(time.Unix(1_700_000_000, 0))
 	b := &testBundle{clock: fc}
@@ -64,10 +74,8 @@ func setupWith(t *testing.T, cfg Config, cat weir.Catalog, nodes []edge.NodeView
 	if err := b.gw.Apply(t.Context(), cat, ""); err != nil {
 		t.Fatal(err)
 	}
-	deps := Deps{Gateway: b.gw, Keys: db, Recorder: rec, Clock: fc}
-	if nodes != nil {
-		deps.Nodes = func(context.Context) []edge.NodeView { return nodes }
-	}
+	deps := Deps{Gateway: b.gw, Operator: b.gw, Keys: db, Recorder: rec, Clock: fc}
+	change(&deps)
 	b.console = New(cfg, deps)
 	if err := b.console.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -709,7 +717,7 @@ func TestOverviewCountsEachScopeAndWaiterOnce(t *testing.T) {
 			{Name: "chat", Kind: weir.KindChat, Candidates: []weir.Candidate{{PlatformModel: "up/chat"}}},
 			{Name: "embeddings", Kind: weir.KindEmbeddings, Candidates: []weir.Candidate{{PlatformModel: "up/emb"}}},
 		},
-	}, []edge.NodeView{{ID: "n1", Name: "gpu-box", Connected: true, Providers: []edge.ProviderView{{ID: "gpu", Models: []string{"chat", "embeddings"}}}}})
+	}, []weir.NodeView{{ID: "n1", Name: "gpu-box", Connected: true, Providers: []weir.ProviderView{{ID: "gpu", Models: []string{"chat", "embeddings"}}}}})
 	ctx := t.Context()
 	for _, sc := range []struct {
 		name  string

@@ -24,7 +24,10 @@
 // and resume a platform model (until lifted), set a scope's limit (until
 // the next reload or restart of any replica), create and revoke keys.
 // Drains and limits are kept in the store for every replica
-// (gateway/operator.go says how long each lasts, and why).
+// (gateway/operator.go says how long each lasts, and why). The console
+// reads and acts through the roles services.go declares (the gateway's
+// views, its operator's actions, its task front), never through the task
+// service or the edge hub themselves.
 //
 // # Live
 //

@@ -20,7 +20,6 @@ import (
 	"github.com/weir-gateway/weir/apierror"
 	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/keys"
-	"github.com/weir-gateway/weir/task"
 )
 
 //go:embed assets
@@ -483,7 +482,7 @@ func (c *Console) cancelWaiter(w http.ResponseWriter, r *http.Request) error {
 			return writeJSON(w, map[string]any{"ok": true, "task": taskRow(t)})
 		}
 	}
-	if err := c.deps.Gateway.CancelWaiter(r.Context(), in.ID); err != nil {
+	if err := c.deps.Operator.CancelWaiter(r.Context(), in.ID); err != nil {
 		return err
 	}
 	return writeJSON(w, map[string]bool{"ok": true})
@@ -500,7 +499,7 @@ func (c *Console) drain(w http.ResponseWriter, r *http.Request) error {
 	if in.PlatformModel == "" || in.Drained == nil {
 		return &gateway.Error{Category: gateway.ErrInvalid, Message: `send {"platform_model": NAME, "drained": true|false}`}
 	}
-	if err := c.deps.Gateway.Drain(r.Context(), in.PlatformModel, *in.Drained); err != nil {
+	if err := c.deps.Operator.Drain(r.Context(), in.PlatformModel, *in.Drained); err != nil {
 		return err
 	}
 	return writeJSON(w, map[string]any{"ok": true, "survives": "until lifted, through reloads and restarts, on every replica"})
@@ -517,7 +516,7 @@ func (c *Console) setLimit(w http.ResponseWriter, r *http.Request) error {
 	if in.Scope == "" || in.Limit == nil {
 		return &gateway.Error{Category: gateway.ErrInvalid, Message: `send {"scope": NAME, "limit": N} (0: unlimited)`}
 	}
-	if err := c.deps.Gateway.SetScopeLimit(r.Context(), in.Scope, *in.Limit); err != nil {
+	if err := c.deps.Operator.SetScopeLimit(r.Context(), in.Scope, *in.Limit); err != nil {
 		return err
 	}
 	return writeJSON(w, map[string]any{"ok": true, "survives": "until the next reload (SIGHUP) or restart of any replica, which apply the config's limit"})
@@ -623,7 +622,7 @@ func (c *Console) getTask(w http.ResponseWriter, r *http.Request) error {
 
 // deliveryRows are a task's callback deliveries as the task view shows
 // them: each event, its state, its tries and each failed one.
-func deliveryRows(ds []task.Delivery) []map[string]any {
+func deliveryRows(ds []gateway.TaskDelivery) []map[string]any {
 	out := make([]map[string]any, 0, len(ds))
 	for _, d := range ds {
 		errs := make([]map[string]any, 0, len(d.Errors))
@@ -815,7 +814,7 @@ func (c *Console) writeErr(w http.ResponseWriter, err error) {
 	switch {
 	case ok && errors.As(err, &ge):
 		apierror.Write(w, &apierror.Answer{Code: code, Client: client, Param: ge.Param, Message: ge.Message, RetryAfter: ge.RetryAfter})
-	case errors.Is(err, task.ErrNotFound), errors.Is(err, weir.ErrNotFound):
+	case errors.Is(err, gateway.ErrTaskNotFound), errors.Is(err, weir.ErrNotFound):
 		writeError(w, weir.CodeNotFound, "id", "no such task")
 	default:
 		c.deps.Logger.Error("console action failed", "error", err)

@@ -16,21 +16,9 @@ type Call struct {
 	// name the request on log lines; RequestID also names its admission
 	// requests.
 	RequestID, ClientRequestID string
-	// Snapshot is the catalog the request was resolved in, and Model its
-	// model there.
-	Snapshot *Snapshot
-	Model    weir.Model
-	// KeyID and Group (the key's, or the default) are the scopes it
-	// counts against besides its platform model's.
-	KeyID, Group string
-	Priority     int32
-	// Deadline ends its wait in the queue; zero: none. MaxWait is what
-	// set it, and MaxWaitAskedBy names what asked for less than the
-	// gateway's default ("" if nothing did), for the answer to a wait
-	// that ran out.
-	Deadline       time.Time
-	MaxWait        time.Duration
-	MaxWaitAskedBy string
+	// Grant is what Prepare decided of it: its model, tenant, priority,
+	// deadline and run mode.
+	Grant
 	// Path is the upstream endpoint under the platform's base URL.
 	Path string
 	Body Body
@@ -42,14 +30,6 @@ type Call struct {
 	// Wants is what the request needs of a candidate (the platform
 	// models' Supports are checked against it).
 	Wants weir.Wants
-	// RunMode is how it runs: "" production, weir.RunSimulation (the
-	// simulator answers its upstream call), or weir.RunAcceptance in the
-	// scopes of the run RunID (acceptance.go).
-	RunMode weir.RunMode
-	RunID   string
-	// Platform, if set, pins the request to that platform's candidates
-	// (X-Weir-Platform).
-	Platform string
 	// Affinity is what the request shares with those whose candidate it
 	// prefers, for its model's affinity; "" none.
 	Affinity string

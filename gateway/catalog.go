@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -38,6 +39,34 @@ type Snapshot struct {
 
 // Snapshot is the catalog being served; nil before the first Apply.
 func (s *Service) Snapshot() *Snapshot { return s.state.Load() }
+
+// errNoCatalog: no catalog has been applied yet.
+var errNoCatalog = errors.New("no catalog applied")
+
+// Ready reports whether the service has a catalog to serve by (an error
+// saying so if not).
+func (s *Service) Ready() error {
+	if s.state.Load() == nil {
+		return errNoCatalog
+	}
+	return nil
+}
+
+// Models are the names of the served models k may use, sorted; none
+// before a catalog is applied.
+func (s *Service) Models(k weir.APIKey) []string {
+	st := s.state.Load()
+	if st == nil {
+		return nil
+	}
+	var out []string
+	for _, name := range st.modelNames {
+		if k.Allows(name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
 
 // Model is the public model name, if the catalog has it.
 func (st *Snapshot) Model(name string) (weir.Model, bool) {

@@ -343,12 +343,12 @@ func TestTaskError(t *testing.T) {
 		{&provider.Error{Status: 500}, ErrUpstream},
 		{other, other},
 	} {
-		if got := TaskError("v", tc.err); !errors.Is(got, tc.want) || !errors.Is(got, tc.err) {
-			t.Errorf("TaskError(%v) = %v; want %v", tc.err, got, tc.want)
+		if got := taskError("v", tc.err); !errors.Is(got, tc.want) || !errors.Is(got, tc.err) {
+			t.Errorf("taskError(%v) = %v; want %v", tc.err, got, tc.want)
 		}
 	}
-	if TaskError("v", nil) != nil {
-		t.Error("TaskError(nil) is not nil")
+	if taskError("v", nil) != nil {
+		t.Error("taskError(nil) is not nil")
 	}
 }
 
@@ -369,6 +369,7 @@ func (f fakeAsync) Content(context.Context, string, string) (*http.Response, err
 func TestVideoContent(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{catalog: videoCatalog})
+	front := NewTasks(b.svc, nil)
 	task := weir.Task{ID: "t", PlatformModel: "up/v", UpstreamID: "video_1"}
 	ok := &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("mp4"))}
 	for _, tc := range []struct {
@@ -381,13 +382,13 @@ func TestVideoContent(t *testing.T) {
 		{"upstream failed", fakeAsync{err: &provider.Error{Status: 502}}, ErrUpstream},
 	} {
 		b.svc.Snapshot().async["up"] = tc.ad
-		resp, err := b.svc.VideoContent(t.Context(), task, "")
+		resp, err := front.Content(t.Context(), task, "")
 		if tc.want == nil && (err != nil || resp != ok) || tc.want != nil && !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, %v; want %v", tc.name, resp, err, tc.want)
 		}
 	}
 	task.PlatformModel = "gone/v"
-	if _, err := b.svc.VideoContent(t.Context(), task, ""); !errors.Is(err, ErrNoCandidate) {
+	if _, err := front.Content(t.Context(), task, ""); !errors.Is(err, ErrNoCandidate) {
 		t.Errorf("platform model gone: %v", err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -27,7 +26,7 @@ type delivery struct {
 	client error
 	// outcome is set when the delivery ended in a failure of its own,
 	// and err, if nothing was written, is the answer to it.
-	outcome string
+	outcome Outcome
 	err     error
 }
 
@@ -39,19 +38,6 @@ func (d *delivery) readFailed(err error) {
 		return
 	}
 	d.client = err // the client went away: the call was aborted for it
-}
-
-func upstreamOutcome(pe *provider.Error) string {
-	switch {
-	case pe.Credential:
-		return "credential"
-	case pe.Timeout:
-		return "timeout"
-	case pe.Status == 0:
-		return "connect_error"
-	default:
-		return strconv.Itoa(pe.Status)
-	}
 }
 
 // copyBody passes a whole answer on. JSON is read whole (up to
@@ -78,7 +64,7 @@ func (s *Service) copyBody(c *Call, out Answer, resp *http.Response, head Head, 
 	if over {
 		done(usage{}, false)
 		s.logger(c).Warn("upstream answer over server.max_response_bytes; refused", "limit", limit)
-		d.outcome = "upstream_too_large"
+		d.outcome = OutcomeUpstreamTooLarge
 		d.err = errorf(ErrUpstream, "", fmt.Sprintf("the upstream's answer is larger than the gateway's limit of %d bytes", limit))
 		return d
 	}
@@ -255,7 +241,7 @@ func (s *Service) stream(out Answer, resp *http.Response, head Head, prompt int6
 	d := s.pump(out, resp, head, settle, scan)
 	if d.complete && !sawDone && !got {
 		// The upstream ended the stream without finishing it.
-		d.complete, d.outcome = false, "upstream_broken"
+		d.complete, d.outcome = false, OutcomeUpstreamBroken
 	}
 	if d.upstream != nil && d.started {
 		category := ErrUpstream

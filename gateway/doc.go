@@ -9,6 +9,12 @@
 //   - Overrides: an operator's drains and run-time limits and upstreams'
 //     pauses, set beside the catalog, are kept in the store for every
 //     replica (operator.go says how long each lasts).
+//   - Policy: Authenticate finds a request's key, and Prepare decides
+//     what that key may ask and how the request runs (model, kind,
+//     priority, run mode, platform pin, deadline, the key's scope), for
+//     sync requests and task submissions alike (prepare.go).
+//   - Tasks: the task front (Tasks: submit, find, list, cancel, delete,
+//     a video's content) is how the transports reach the task service.
 //   - Planning: one candidate builder for sync requests and durable tasks
 //     alike; the Service is the task service's Planner and HealthReporter.
 //   - Serving: Serve takes a decoded Call through route (router) → admit
@@ -19,11 +25,12 @@
 //   - Errors: the service answers with *Error, whose category sentinels
 //     (ErrQueueFull, ErrNoCandidate, ...) are named for the API's stable
 //     codes, *RefusedError for an upstream's own refusal, and
-//     ErrClientGone; the transport maps them in one table.
+//     ErrClientGone; the transport maps them in one table. How a request
+//     and each upstream call ended is an Outcome (outcome.go).
 //
 // It is named for what it is — the gateway itself, the part between a
 // decoded request and the upstreams — rather than for one of its steps:
-// httpapi in front of it authenticates, decodes and encodes; admission,
+// httpapi in front of it reads requests and encodes answers; admission,
 // router and provider behind it admit, order and execute. Data flows one
 // way: HTTP → gateway → router and engine → executor → release.
 package gateway

@@ -15,12 +15,19 @@ import (
 // label a request that ends in it is counted under. httpapi maps each to
 // its status in one table.
 var (
-	ErrInvalid      = errors.New(string(weir.CodeInvalidRequest))
-	ErrNotFound     = errors.New(string(weir.CodeNotFound))
-	ErrRateLimited  = errors.New(string(weir.CodeRateLimited))
-	ErrQueueFull    = errors.New(string(weir.CodeQueueFull))
-	ErrQueueTimeout = errors.New(string(weir.CodeQueueTimeout))
-	ErrNoCandidate  = errors.New(string(weir.CodeNoCandidate))
+	ErrInvalid = errors.New(string(weir.CodeInvalidRequest))
+	// ErrUnauthorized: the request bears no key, or not an active one.
+	ErrUnauthorized = errors.New(string(weir.CodeUnauthorized))
+	// ErrForbidden: the key may not do what the request asks.
+	ErrForbidden = errors.New(string(weir.CodeForbidden))
+	ErrNotFound  = errors.New(string(weir.CodeNotFound))
+	// ErrIdempotencyKeyReused: a task submission's Idempotency-Key was
+	// used before with a different request.
+	ErrIdempotencyKeyReused = errors.New(string(weir.CodeIdempotencyKeyReused))
+	ErrRateLimited          = errors.New(string(weir.CodeRateLimited))
+	ErrQueueFull            = errors.New(string(weir.CodeQueueFull))
+	ErrQueueTimeout         = errors.New(string(weir.CodeQueueTimeout))
+	ErrNoCandidate          = errors.New(string(weir.CodeNoCandidate))
 	// ErrUnservable: no candidate can serve the request as it is (a
 	// parameter over what any supports); the same code as ErrNoCandidate,
 	// but the client's to change, not a wait's.
@@ -45,8 +52,8 @@ func CodeOf(err error) (code weir.Code, client, ok bool) {
 	switch e.Category {
 	case ErrUnservable:
 		return weir.CodeNoCandidate, true, true
-	case ErrInvalid, ErrNotFound, ErrRateLimited, ErrQueueFull, ErrQueueTimeout, ErrNoCandidate,
-		ErrUpstream, ErrUpstreamTimeout, ErrInternal, ErrUnavailable:
+	case ErrInvalid, ErrUnauthorized, ErrForbidden, ErrNotFound, ErrIdempotencyKeyReused, ErrRateLimited,
+		ErrQueueFull, ErrQueueTimeout, ErrNoCandidate, ErrUpstream, ErrUpstreamTimeout, ErrInternal, ErrUnavailable:
 		return weir.Code(e.Category.Error()), false, true
 	}
 	return weir.CodeInternal, false, true

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/weir-gateway/weir"
@@ -39,7 +38,7 @@ func tenantNeeds(keyID, group string) []admission.Need {
 func (s *Service) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate, error) {
 	st := s.state.Load()
 	if st == nil {
-		return nil, errors.New("no catalog applied")
+		return nil, errNoCatalog
 	}
 	model, ok := st.models[t.Model]
 	if !ok || !model.Kind.Async() {
@@ -57,7 +56,7 @@ func (s *Service) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate,
 	}
 	group, _ := st.GroupOf(key)
 	var pms []string
-	order, refusal := servable(st, weir.TaskWants(t.Input), s.deps.Router.Order(model))
+	order, refusal := s.order(st, model, weir.TaskWants(t.Input), "")
 	for _, pmName := range order {
 		if _, ok := st.target(pmName); ok {
 			pms = append(pms, pmName)
@@ -121,14 +120,14 @@ var (
 	_ task.Pauser         = (*Service)(nil)
 )
 
-// Unservable is the refusal of a task for model m with input that none
+// unservable is the refusal of a task for model m with input that none
 // of its platform models can serve (their Supports); nil if one can.
-func (s *Service) Unservable(m weir.Model, input []byte) error {
+func (s *Service) unservable(m weir.Model, input []byte) error {
 	st := s.state.Load()
 	if st == nil {
 		return nil
 	}
-	if pms, refusal := servable(st, weir.TaskWants(input), s.deps.Router.Order(m)); len(pms) == 0 && refusal != nil {
+	if pms, refusal := s.order(st, m, weir.TaskWants(input), ""); len(pms) == 0 && refusal != nil {
 		return refusal
 	}
 	return nil

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/weir-gateway/weir"
@@ -35,33 +33,27 @@ var _ Executor = provider.Adapter(nil)
 // *RefusedError, or ErrClientGone when nobody is left to answer. c.Usage
 // says how it went.
 func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
-	pms, refusal := servable(c.Snapshot, c.Wants, s.deps.Router.Order(c.Model))
-	if c.Platform != "" {
-		pms = onPlatform(c.Snapshot, pms, c.Platform)
-		if len(pms) == 0 {
-			c.Usage.Outcome = ErrNoCandidate.Error()
-			if refusal != nil {
-				return refusal
-			}
-			return &Error{Category: ErrUnservable, Param: "X-Weir-Platform",
-				Message: fmt.Sprintf("no candidate of %q on platform %q can serve this request", c.Model.Name, c.Platform)}
-		}
+	pms, refusal := s.order(c.Snapshot, c.Model, c.Wants, c.Platform)
+	if c.Platform != "" && len(pms) == 0 {
+		// No node serves a pinned request: none is left.
+		c.end(codeOutcome(weir.CodeNoCandidate))
+		return refusal
 	}
 	if c.RunMode == weir.RunAcceptance {
 		if err := s.EnterRun(c.KeyID, c.RunID); err != nil {
-			c.Usage.Outcome = outcomeOf(err)
+			c.end(outcomeOf(err))
 			return err
 		}
 		if err := s.ensureAcceptanceScopes(ctx, pms); err != nil {
 			s.logger(c).Error("could not make the acceptance copies of platform models", "run", c.RunID, "error", err)
 			err = errorf(ErrInternal, "", "could not make the acceptance copies of the platform models")
-			c.Usage.Outcome = outcomeOf(err)
+			c.end(outcomeOf(err))
 			return err
 		}
 	}
 	r := &routing{s: s, c: c, pms: pms, tried: make(map[string]bool)}
 	if refusal != nil && len(pms) == 0 && len(r.resolve()) == 0 {
-		c.Usage.Outcome = ErrNoCandidate.Error()
+		c.end(codeOutcome(weir.CodeNoCandidate))
 		return refusal
 	}
 	akey := affinityKeyOf(c)
@@ -83,7 +75,7 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 			lease, err = s.admit(ctx, c, r, attempt)
 		}
 		if err != nil {
-			c.Usage.Outcome = outcomeOf(err)
+			c.end(outcomeOf(err))
 			return err
 		}
 		t := r.admitted(lease.Candidate)
@@ -113,58 +105,16 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 		return s.pausedError(c, s.deps.Clock.Now().Add(min(last.RetryAfter, maxPause)))
 	}
 	if last == nil || errors.Is(last, weir.ErrNodeGone) {
-		c.Usage.Outcome = ErrNoCandidate.Error()
+		c.end(codeOutcome(weir.CodeNoCandidate))
 		return errorf(ErrNoCandidate, "model", fmt.Sprintf("no platform can serve %q right now", c.Model.Name))
 	}
 	category := ErrUpstream
 	if last.Timeout {
 		category = ErrUpstreamTimeout
 	}
-	c.Usage.Outcome = category.Error()
-	return &Error{Category: category, Message: "every upstream attempt failed; last: " + last.Error(), RetryAfter: last.RetryAfter, Err: last}
-}
-
-// servable is the platform models of order that can serve a request
-// wanting w; when it leaves one out, refusal is the error of a request
-// none could serve, naming the parameter of the first left out.
-func servable(st *Snapshot, w weir.Wants, order []string) (pms []string, refusal *Error) {
-	var whys []string
-	for i, name := range order {
-		pm, ok := st.pms[name]
-		param, why, refused := pm.Supports.Refuses(w)
-		if !ok || !refused {
-			if refusal != nil {
-				pms = append(pms, name)
-			}
-			continue
-		}
-		if refusal == nil {
-			// The first left out: the order is copied from here on (a
-			// request that all can serve, the usual, copies nothing).
-			refusal = &Error{Category: ErrUnservable, Param: param}
-			pms = append(make([]string, 0, len(order)-1), order[:i]...)
-		}
-		if !slices.Contains(whys, why) {
-			whys = append(whys, why)
-		}
-	}
-	if refusal == nil {
-		return order, nil
-	}
-	// The candidates are the operator's: the client hears why, not which.
-	refusal.Message = "no candidate can serve this request: " + strings.Join(whys, "; ")
-	return pms, refusal
-}
-
-// onPlatform are those of pms on platform, in their order.
-func onPlatform(st *Snapshot, pms []string, platform string) []string {
-	var out []string
-	for _, name := range pms {
-		if pm, ok := st.pms[name]; ok && pm.Platform == platform {
-			out = append(out, name)
-		}
-	}
-	return out
+	err := &Error{Category: category, Message: "every upstream attempt failed; last: " + last.Error(), RetryAfter: last.RetryAfter, Err: last}
+	c.end(outcomeOf(err))
+	return err
 }
 
 // admitPreferred admits c on the target its strict affinity prefers
@@ -213,23 +163,10 @@ func (s *Service) rememberAffinity(c *Call, key, prefer, target string) {
 // pausedError answers a request whose candidates are all paused past its
 // deadline: 429 rate_limited, to come back when the first resumes.
 func (s *Service) pausedError(c *Call, until time.Time) error {
-	c.Usage.Outcome = ErrRateLimited.Error()
+	c.end(codeOutcome(weir.CodeRateLimited))
 	wait := max(until.Sub(s.deps.Clock.Now()), time.Second)
 	return &Error{Category: ErrRateLimited, RetryAfter: wait, NoRetry: c.MaxWaitAskedBy != "",
 		Message: "the upstreams of " + c.Model.Name + " asked the gateway to wait (429 with Retry-After) past this request's deadline"}
-}
-
-// outcomeOf is the outcome label of a request that ended in err before
-// an answer started.
-func outcomeOf(err error) string {
-	var e *Error
-	switch {
-	case errors.Is(err, ErrClientGone):
-		return "cancelled"
-	case errors.As(err, &e):
-		return e.Category.Error()
-	}
-	return ErrInternal.Error()
 }
 
 // admit waits for a lease on the first of order's platform models that has
@@ -343,21 +280,21 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 	defer hold.release()
 	body, err := c.Body.WithModel(pm.Upstream)
 	if err != nil {
-		c.Usage.Outcome = ErrInternal.Error()
+		c.end(codeOutcome(weir.CodeInternal))
 		return nil, &Error{Category: ErrInternal, Message: "could not encode the upstream request", Err: err}
 	}
 	t0 := s.deps.Clock.Now()
 	resp, err := pm.ex.Do(ctx, provider.Call{Path: c.Path, Body: body, Stream: c.Stream, Header: c.Header})
 	if err != nil {
 		if ctx.Err() != nil {
-			c.Usage.Outcome = "cancelled"
+			c.end(OutcomeCancelled)
 			return nil, ErrClientGone
 		}
 		var pe *provider.Error
 		if !errors.As(err, &pe) {
 			pe = &provider.Error{Err: err}
 		}
-		s.deps.Metrics.ObserveUpstream(pm.Name, upstreamOutcome(pe), s.deps.Clock.Now().Sub(t0))
+		s.deps.Metrics.ObserveUpstream(pm.Name, string(callOutcome(pe)), s.deps.Clock.Now().Sub(t0))
 		if pm.pausable && pe.Status == http.StatusTooManyRequests && pe.RetryAfter > 0 {
 			// Not a failure of the upstream's: it said when to come back.
 			s.pauseUpstream(s.logger(c), pm.Name, pe.RetryAfter)
@@ -368,7 +305,7 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 			return pe, nil
 		}
 		// The client's request was refused upstream: pass the answer on.
-		c.Usage.Outcome = "upstream_" + strconv.Itoa(pe.Status)
+		c.end(refusedOutcome(pe.Status))
 		if pe.Credential {
 			// Never the client's to see (the adapter marks it
 			// retryable, so it does not come here; this holds the line
@@ -419,21 +356,21 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 
 	pe := d.upstream
 	if !d.started && d.err == nil && ctx.Err() != nil {
-		c.Usage.Outcome = "cancelled"
+		c.end(OutcomeCancelled)
 		return nil, ErrClientGone // the client is gone; nobody reads the answer
 	}
 	switch {
 	case pe != nil && !d.started && pe.Retryable():
 		// Nothing reached the client: another candidate may serve.
-		s.deps.Metrics.ObserveUpstream(pm.Name, upstreamOutcome(pe), headersIn)
+		s.deps.Metrics.ObserveUpstream(pm.Name, string(callOutcome(pe)), headersIn)
 		s.upstreamFailed(c, pm, pe, "trying the next candidate")
 		return pe, nil
 	case pe != nil:
-		s.deps.Metrics.ObserveUpstream(pm.Name, upstreamOutcome(pe), headersIn)
+		s.deps.Metrics.ObserveUpstream(pm.Name, string(callOutcome(pe)), headersIn)
 		s.upstreamFailed(c, pm, pe, "the answer was cut short")
-		c.Usage.Outcome = "upstream_broken"
+		c.end(OutcomeUpstreamBroken)
 		if pe.Timeout {
-			c.Usage.Outcome = ErrUpstreamTimeout.Error()
+			c.end(codeOutcome(weir.CodeUpstreamTimeout))
 		}
 		if !d.started {
 			category := ErrUpstream
@@ -444,21 +381,21 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 		}
 		return nil, nil
 	case d.outcome != "":
-		s.deps.Metrics.ObserveUpstream(pm.Name, d.outcome, headersIn)
-		c.Usage.Outcome = d.outcome
+		s.deps.Metrics.ObserveUpstream(pm.Name, string(d.outcome), headersIn)
+		c.end(d.outcome)
 		return nil, d.err
 	}
 	s.deps.Router.Success(pm.health)
-	s.deps.Metrics.ObserveUpstream(pm.Name, "ok", headersIn)
+	s.deps.Metrics.ObserveUpstream(pm.Name, string(OutcomeOK), headersIn)
 	switch {
 	case d.complete:
-		c.Usage.Outcome = "ok"
+		c.end(OutcomeOK)
 	case errors.Is(d.client, os.ErrDeadlineExceeded):
 		// (The server cancels the request's context once a write fails,
 		// so the context cannot tell this from a client that left.)
-		c.Usage.Outcome = "client_write_timeout"
+		c.end(OutcomeClientWriteTimeout)
 	default:
-		c.Usage.Outcome = "cancelled"
+		c.end(OutcomeCancelled)
 	}
 	if !d.started {
 		return nil, ErrClientGone

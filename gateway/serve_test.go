@@ -146,9 +146,9 @@ func (b *testBundle) chat(t *testing.T) *Call {
 		t.Fatal(err)
 	}
 	group, _ := st.GroupOf(k)
-	return &Call{RequestID: "req_1", Snapshot: st, Model: m, KeyID: k.ID, Group: group, Path: "/chat/completions",
-		Body: rawBody(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), Tokens: 10,
-		Deadline: b.clock.Now().Add(time.Minute), MaxWait: time.Minute}
+	return &Call{RequestID: "req_1", Path: "/chat/completions",
+		Grant: Grant{Snapshot: st, Model: m, KeyID: k.ID, Group: group, Deadline: b.clock.Now().Add(time.Minute), MaxWait: time.Minute},
+		Body:  rawBody(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), Tokens: 10}
 }
 
 type rawBody string
@@ -294,7 +294,7 @@ func TestServeMapsAdmissionErrors(t *testing.T) {
 	}
 	defer func() { _ = b.engine.Release(t.Context(), held.ID, held.Owner) }()
 	c := b.chat(t)
-	c.Deadline = time.Now().Add(-time.Second)
+	c.Deadline = b.clock.Now().Add(-time.Second)
 	err = b.svc.Serve(t.Context(), c, &recordedAnswer{})
 	var ge *Error
 	if !errors.Is(err, ErrQueueTimeout) || !errors.As(err, &ge) || !errors.Is(err, admission.ErrTimeout) {

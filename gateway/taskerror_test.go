@@ -23,12 +23,12 @@ func TestTaskErrorCategories(t *testing.T) {
 		{&admission.TimeoutError{Setting: admission.SettingDeadline, RetryAfter: 4 * time.Second}, ErrQueueTimeout, "the task's own max wait passed"},
 		{admission.ErrNoCandidate, ErrNoCandidate, ""},
 	} {
-		got := TaskError("v", tc.err)
+		got := taskError("v", tc.err)
 		if !errors.Is(got, tc.want) || !strings.Contains(got.Error(), tc.msg) {
-			t.Errorf("TaskError(%v) = %v, want %v with %q", tc.err, got, tc.want, tc.msg)
+			t.Errorf("taskError(%v) = %v, want %v with %q", tc.err, got, tc.want, tc.msg)
 		}
 	}
-	if other := errors.New("disk full"); TaskError("v", other) != other {
+	if other := errors.New("disk full"); taskError("v", other) != other {
 		t.Error("an error of no category is not returned as it is")
 	}
 }

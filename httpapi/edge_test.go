@@ -236,7 +236,7 @@ func TestTaskBeforeCatalog(t *testing.T) {
 	b := setup(t, setupOpts{})
 	gw := gateway.New(gateway.Config{}, gateway.Deps{Engine: b.engine, Keys: b.db})
 	// The task service is reached only past the catalog check.
-	bare := New(Config{}, Deps{Gateway: gw, Tasks: new(task.Service)})
+	bare := New(Config{}, Deps{Gateway: gw, Tasks: gateway.NewTasks(gw, new(task.Service))})
 	for _, path := range []string{"/v1/tasks", "/v1/videos"} {
 		r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(`{"model":"m","prompt":"p","input":{}}`))
 		r.Header.Set("Authorization", "Bearer "+b.key)

@@ -4,42 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 )
-
-func TestParseWait(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		in   string
-		want time.Duration
-		ok   bool
-	}{
-		{"2s", 2 * time.Second, true},
-		{"0", 0, true},
-		{"-0", 0, true},
-		{"0.5", 500 * time.Millisecond, true},
-		{"1e6", 1e6 * time.Second, true},
-		{"NaN", 0, false},
-		{"nan", 0, false},
-		{"-NaN", 0, false},
-		{"Inf", 0, false},
-		{"+Inf", 0, false},
-		{"-Inf", 0, false},
-		{"infinity", 0, false},
-		{"1e400", 0, false},
-		{"1000001", 0, false},
-		{"-1", 0, false},
-		{"-2s", 0, false},
-		{"9999999999h", 0, false},
-		{"", 0, false},
-		{"soon", 0, false},
-	} {
-		got, err := parseWait(tc.in)
-		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("parseWait(%q) = %v, %v; want %v, ok %v", tc.in, got, err, tc.want, tc.ok)
-		}
-	}
-}
 
 // TestRequestHeaders: X-Weir-Max-Wait and X-Weir-Priority out of range,
 // not finite or given twice are refused with 400 naming the header, and

@@ -5,33 +5,30 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
-	"strconv"
-	"strings"
-	"time"
+	"slices"
 
 	"github.com/weir-gateway/weir"
-	"github.com/weir-gateway/weir/edge"
 	"github.com/weir-gateway/weir/gateway"
 )
 
-// Request headers a client may use to ask for less than its due.
+// Request headers a client may use to ask for less than its due, or for
+// another way to run; the gateway decides what they ask (gateway.Prepare).
 const (
 	// HeaderPriority lowers (never raises) the priority of a request.
-	HeaderPriority = "X-Weir-Priority"
+	HeaderPriority = gateway.ParamPriority
 	// HeaderMaxWait shortens (never lengthens) how long it may queue: a Go
 	// duration ("2s") or seconds ("2", "0.5").
-	HeaderMaxWait = "X-Weir-Max-Wait"
+	HeaderMaxWait = gateway.ParamMaxWait
 	// HeaderRunMode asks for a run mode other than production
 	// ("simulation", "acceptance"), if the key's group allows it.
-	HeaderRunMode = "X-Weir-Run-Mode"
+	HeaderRunMode = gateway.ParamRunMode
 	// HeaderRunID names the acceptance run a request of that mode
 	// belongs to: its scopes are the run's own.
-	HeaderRunID = "X-Weir-Run-Id"
+	HeaderRunID = gateway.ParamRunID
 	// HeaderPlatform pins a request to one platform's candidates, if the
 	// key's group allows it.
-	HeaderPlatform = "X-Weir-Platform"
+	HeaderPlatform = gateway.ParamPlatform
 	// HeaderQueueWait, on answers, says how long the request queued, in
 	// milliseconds.
 	HeaderQueueWait = "X-Weir-Queue-Wait-Ms"
@@ -67,13 +64,13 @@ func (s *Server) model(ep endpoint) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := s.deps.Clock.Now()
 		ri := info(r.Context())
-		c, aerr := s.prepare(w, r, ep)
-		if aerr != nil {
-			s.deps.Metrics.ObserveHTTP(ep.name, s.writeErr(w, r, aerr), s.deps.Clock.Now().Sub(start))
+		c, err := s.prepare(w, r, ep)
+		if err != nil {
+			s.deps.Metrics.ObserveHTTP(ep.name, s.writeErr(w, r, err), s.deps.Clock.Now().Sub(start))
 			return
 		}
 		c.out.clientWriter = clientWriter{w: w, rc: *http.NewResponseController(w), timeout: s.cfg.StreamWriteTimeout}
-		err := s.deps.Gateway.Serve(r.Context(), &c.Call, &c.out)
+		err = s.deps.Gateway.Serve(r.Context(), &c.Call, &c.out)
 		c.out.clearDeadline()
 		status := c.out.status
 		switch {
@@ -96,13 +93,13 @@ func (s *Server) model(ep endpoint) http.Handler {
 	})
 }
 
-// prepare authenticates, reads and validates the request and resolves its
-// model, group, priority and deadline. Nothing in the engine changes until
-// it has passed.
-func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint) (*call, *apiError) {
-	key, aerr := s.authenticate(r)
-	if aerr != nil {
-		return nil, aerr
+// prepare authenticates, reads and validates the request, and has the
+// gateway decide whether its key may make it and how it runs. Nothing in
+// the engine changes until it has passed.
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint) (*call, error) {
+	key, err := s.authenticate(r)
+	if err != nil {
+		return nil, err
 	}
 	if aerr := s.limitBody(w, r); aerr != nil {
 		return nil, aerr
@@ -115,66 +112,39 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint) (*
 	if aerr != nil {
 		return nil, aerr
 	}
-	st := s.deps.Gateway.Snapshot()
-	if st == nil {
-		return nil, errorf(weir.CodeNoCandidate, "", "the gateway has no catalog yet")
-	}
-	model, ok := st.Model(req.model)
-	if !ok {
-		return nil, errorf(weir.CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", req.model))
-	}
-	if !key.Allows(req.model) {
-		return nil, errorf(weir.CodeForbidden, "model", fmt.Sprintf("this key may not use the model %q", req.model))
-	}
-	if model.Kind != ep.kind {
-		return nil, errorf(weir.CodeInvalidRequest, "model", fmt.Sprintf("the model %q serves %s, not %s", req.model, model.Kind, ep.kind))
-	}
-	groupName, group := st.GroupOf(key)
-	prio, aerr := requestPriority(r, group.Priority)
+	ask, aerr := askOf(r)
 	if aerr != nil {
 		return nil, aerr
 	}
-	mode, aerr := requestRunMode(r, group)
-	if aerr != nil {
-		return nil, aerr
+	ask.Model, ask.Kind, ask.DefaultMaxWait = req.model, ep.kind, s.cfg.DefaultMaxWait
+	g, err := s.deps.Gateway.Prepare(r.Context(), key, ask)
+	if err != nil {
+		return nil, err
 	}
-	runID, aerr := requestRunID(r, mode)
-	if aerr != nil {
-		return nil, aerr
-	}
-	platform, aerr := requestPlatform(r, st, model, group)
-	if aerr != nil {
-		return nil, aerr
-	}
-	// The group of the request (which may be the default) is what the
-	// scopes use.
 	ri := info(r.Context())
 	c := &call{Call: gateway.Call{
-		RequestID: ri.id, ClientRequestID: ri.clientID,
-		Snapshot: st, Model: model, KeyID: key.ID, Group: groupName, Priority: prio,
-		Path: ep.path, Body: req, Stream: req.stream, Tokens: req.estimate, MaxTokens: req.maxTokens, Wants: req.wants, Affinity: req.affinity, RunMode: mode, RunID: runID, Platform: platform, Header: r.Header,
+		RequestID: ri.id, ClientRequestID: ri.clientID, Grant: g,
+		Path: ep.path, Body: req, Stream: req.stream, Tokens: req.estimate, MaxTokens: req.maxTokens, Wants: req.wants, Affinity: req.affinity, Header: r.Header,
 	}}
-	maxWait := s.cfg.DefaultMaxWait
-	if mode == weir.RunAcceptance {
-		// An acceptance run waits in its own queue, as long as it must.
-		maxWait = weir.AcceptanceMaxWait
-	}
-	d, ok, aerr := requestMaxWait(r)
-	if aerr != nil {
-		return nil, aerr
-	}
-	if ok && (maxWait < 0 || d < maxWait) {
-		maxWait, c.MaxWaitAskedBy = d, HeaderMaxWait
-	}
-	if maxWait >= 0 {
-		c.MaxWait = maxWait
-		c.Deadline = s.deps.Clock.Now().Add(maxWait)
-	}
-	c.Usage = weir.Usage{RequestID: ri.id, KeyID: key.ID, Model: model.Name, Endpoint: ep.name}
-	if err := s.deps.Gateway.EnsureKeyScope(r.Context(), key); err != nil {
-		return nil, errorf(weir.CodeInternal, "", "could not configure the key's scope")
-	}
+	c.Usage = weir.Usage{RequestID: ri.id, KeyID: key.ID, Model: g.Model.Name, Endpoint: ep.name}
 	return c, nil
+}
+
+// askOf is what a request's headers ask of the gateway (gateway.Ask),
+// each header given at most once.
+func askOf(r *http.Request) (gateway.Ask, *apiError) {
+	var ask gateway.Ask
+	for _, h := range [...]struct {
+		name string
+		v    *string
+	}{{HeaderPriority, &ask.Priority}, {HeaderRunMode, &ask.RunMode}, {HeaderRunID, &ask.RunID}, {HeaderPlatform, &ask.Platform}, {HeaderMaxWait, &ask.MaxWait}} {
+		v, aerr := oneHeader(r, h.name)
+		if aerr != nil {
+			return ask, aerr
+		}
+		*h.v = v
+	}
+	return ask, nil
 }
 
 // limitBody refuses a body declared larger than MaxBodyBytes and bounds
@@ -206,114 +176,12 @@ func (s *Server) bodyError(err error, msg string) *apiError {
 	return errorf(weir.CodeInvalidRequest, "", msg)
 }
 
-// requestPriority is base, lowered (never raised) by X-Weir-Priority.
-// requestRunMode is the run mode a request asks for (HeaderRunMode),
-// which its key's group must allow.
-func requestRunMode(r *http.Request, group weir.Group) (weir.RunMode, *apiError) {
-	v, aerr := oneHeader(r, HeaderRunMode)
-	if aerr != nil {
-		return "", aerr
-	}
-	mode := weir.RunMode(strings.ToLower(v))
-	switch {
-	case mode == "production":
-		return "", nil
-	case !mode.Valid():
-		return "", errorf(weir.CodeInvalidRequest, HeaderRunMode, fmt.Sprintf("unknown run mode %q: want production, %s or %s", v, weir.RunSimulation, weir.RunAcceptance))
-	case !group.Allows(mode):
-		return "", errorf(weir.CodeForbidden, HeaderRunMode, fmt.Sprintf("this key's group (%s) may not run requests in the %s mode", group.Name, mode))
-	}
-	return mode, nil
-}
-
-// requestRunID is the acceptance run a request of mode names
-// (HeaderRunID): required in the acceptance mode, refused in the others.
-func requestRunID(r *http.Request, mode weir.RunMode) (string, *apiError) {
-	id, aerr := oneHeader(r, HeaderRunID)
-	switch {
-	case aerr != nil:
-		return "", aerr
-	case mode != weir.RunAcceptance && id != "":
-		return "", errorf(weir.CodeInvalidRequest, HeaderRunID, "a run id is for the acceptance run mode ("+HeaderRunMode+": acceptance)")
-	case mode != weir.RunAcceptance:
-		return "", nil
-	case id == "":
-		return "", errorf(weir.CodeInvalidRequest, HeaderRunID, "the acceptance run mode needs a run id ("+HeaderRunID+")")
-	case !weir.ValidRunID(id):
-		return "", errorf(weir.CodeInvalidRequest, HeaderRunID, fmt.Sprintf("run id %q: want 1 to %d letters, digits, '.', '_' or '-'", id, weir.MaxRunID))
-	}
-	return id, nil
-}
-
-// requestPlatform is the platform a request pins itself to
-// (HeaderPlatform), which its key's group must allow and which must hold
-// a candidate of model.
-func requestPlatform(r *http.Request, st *gateway.Snapshot, model weir.Model, group weir.Group) (string, *apiError) {
-	p, aerr := oneHeader(r, HeaderPlatform)
-	switch {
-	case aerr != nil || p == "":
-		return "", aerr
-	case !group.PinPlatform:
-		return "", errorf(weir.CodeForbidden, HeaderPlatform, fmt.Sprintf("this key's group (%s) may not pin a platform", group.Name))
-	case st.Adapter(p) == nil:
-		return "", errorf(weir.CodeInvalidRequest, HeaderPlatform, fmt.Sprintf("there is no platform %q", p))
-	case !st.Serves(model, p):
-		e := errorf(weir.CodeNoCandidate, HeaderPlatform, fmt.Sprintf("the model %q has no candidate on platform %q", model.Name, p))
-		e.Client = true // what the request asks for, not the gateway's state
-		return "", e
-	}
-	return p, nil
-}
-
-func requestPriority(r *http.Request, base int32) (int32, *apiError) {
-	v, aerr := oneHeader(r, HeaderPriority)
-	if v == "" || aerr != nil {
-		return base, aerr
-	}
-	p, err := strconv.ParseInt(v, 10, 32)
-	if err != nil {
-		return 0, errorf(weir.CodeInvalidRequest, HeaderPriority, fmt.Sprintf("priority must be an integer from %d to %d", math.MinInt32, math.MaxInt32))
-	}
-	return min(base, int32(p)), nil
-}
-
-// requestMaxWait is the wait X-Weir-Max-Wait asks for, if it asks.
-func requestMaxWait(r *http.Request) (time.Duration, bool, *apiError) {
-	v, aerr := oneHeader(r, HeaderMaxWait)
-	if v == "" || aerr != nil {
-		return 0, false, aerr
-	}
-	d, err := parseWait(v)
-	if err != nil {
-		return 0, false, errorf(weir.CodeInvalidRequest, HeaderMaxWait, fmt.Sprintf("max wait must be a duration such as 2s or a number of seconds, from 0 to %g", maxWaitSeconds))
-	}
-	return d, true, nil
-}
-
-// maxWaitSeconds is the most X-Weir-Max-Wait may say as a number.
-const maxWaitSeconds = 1e6
-
-// parseWait reads a wait: a Go duration or a number of seconds, neither
-// negative, the number finite and at most maxWaitSeconds (NaN, which
-// every comparison lets through, is refused by name).
-func parseWait(v string) (time.Duration, error) {
-	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
-		return d, nil
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f > maxWaitSeconds {
-		return 0, fmt.Errorf("bad wait %q", v)
-	}
-	return time.Duration(f * float64(time.Second)), nil
-}
-
 // listModels answers GET /v1/models with the models the key may use.
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
-	key, aerr := s.authenticate(r)
-	if aerr != nil {
-		return aerr
+	key, err := s.authenticate(r)
+	if err != nil {
+		return err
 	}
-	st := s.deps.Gateway.Snapshot()
 	type model struct {
 		ID      string `json:"id"`
 		Object  string `json:"object"`
@@ -324,12 +192,8 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
 		Object string  `json:"object"`
 		Data   []model `json:"data"`
 	}{Object: "list", Data: []model{}}
-	if st != nil {
-		for _, name := range st.ModelNames() {
-			if key.Allows(name) {
-				out.Data = append(out.Data, model{ID: name, Object: "model", OwnedBy: "weir"})
-			}
-		}
+	for _, name := range s.deps.Gateway.Models(key) {
+		out.Data = append(out.Data, model{ID: name, Object: "model", OwnedBy: "weir"})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(out)
@@ -337,16 +201,12 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
-	key, aerr := s.authenticate(r)
-	if aerr != nil {
-		return aerr
+	key, err := s.authenticate(r)
+	if err != nil {
+		return err
 	}
 	name := r.PathValue("model")
-	st := s.deps.Gateway.Snapshot()
-	if st == nil || !key.Allows(name) {
-		return errorf(weir.CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", name))
-	}
-	if _, ok := st.Model(name); !ok {
+	if !slices.Contains(s.deps.Gateway.Models(key), name) {
 		return errorf(weir.CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", name))
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -403,11 +263,11 @@ type ReplicaView struct {
 // NodesView is what /admin/nodes answers: the edge nodes seen since the
 // gateway started, by name.
 type NodesView struct {
-	Nodes []edge.NodeView `json:"nodes"`
+	Nodes []weir.NodeView `json:"nodes"`
 }
 
 func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
-	out := NodesView{Nodes: []edge.NodeView{}}
+	out := NodesView{Nodes: []weir.NodeView{}}
 	if s.deps.Nodes != nil {
 		out.Nodes = append(out.Nodes, s.deps.Nodes(r.Context())...)
 	}
@@ -416,7 +276,10 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) queues(w http.ResponseWriter, r *http.Request) {
-	out := QueueView{Scopes: s.deps.Gateway.Scopes(r.Context())}
+	var out QueueView
+	if s.deps.Queues != nil {
+		out.Scopes = s.deps.Queues.Scopes(r.Context())
+	}
 	n := gateway.CountRequests(out.Scopes)
 	out.Requests = &n
 	if s.deps.Fleet != nil {

@@ -1,11 +1,14 @@
 // Package httpapi is Weir's HTTP face: the OpenAI-compatible API (chat
 // completions with streaming, embeddings, images, speech, models, videos
 // and tasks), the admin API (queues), health and metrics endpoints. It
-// authenticates, decodes and validates a request, hands it to the gateway
-// service (package gateway: admission against the key's, the group's and
-// a platform model's scopes, the upstream call, release), and encodes the
+// reads and validates a request's headers and body, has the gateway find
+// its key and decide what the key may ask (gateway.Authenticate and
+// Prepare), hands the request to the gateway to serve (admission against
+// the key's, the group's and a platform model's scopes, the upstream
+// call, release) or a task to the gateway's task front, and encodes the
 // answer — headers, write deadlines, stream framing and the one mapping
-// from errors to the API's codes stay here.
+// from errors to the API's codes stay here. What it calls it declares by
+// role in services.go.
 package httpapi
 
 import (
@@ -22,10 +25,6 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/adminauth"
 	"github.com/weir-gateway/weir/clock"
-	"github.com/weir-gateway/weir/edge"
-	"github.com/weir-gateway/weir/gateway"
-	"github.com/weir-gateway/weir/task"
-	"github.com/weir-gateway/weir/webhook"
 )
 
 // Config tunes the API.
@@ -115,10 +114,12 @@ func (noMetrics) ObserveHTTP(string, int, time.Duration) {}
 
 // Deps are the services the API is built on.
 type Deps struct {
-	// Gateway is one request's way: the catalog, keys, candidates,
-	// admission and the upstream call.
-	Gateway *gateway.Service
-	Logger  *slog.Logger
+	// Gateway is one request's way: keys, what a key may ask, the
+	// candidates, admission and the upstream call (gateway.Service).
+	Gateway Gateway
+	// Queues are the scopes /admin/queues shows (gateway.Service).
+	Queues Queues
+	Logger *slog.Logger
 	// Metrics defaults to none; MetricsHandler serves /metrics if set.
 	Metrics        Metrics
 	MetricsHandler http.Handler
@@ -128,20 +129,21 @@ type Deps struct {
 	Clock clock.Clock
 	// Ready reports whether the gateway should take traffic (/readyz).
 	Ready func() error
-	// Tasks runs durable tasks (the video and task APIs), planned by
-	// Gateway; nil disables them. Webhooks checks callback URLs.
-	Tasks    *task.Service
-	Webhooks *webhook.Sender
+	// Tasks is the task front of the video and task APIs (gateway.Tasks);
+	// nil disables them.
+	Tasks Tasks
 	// Fleet reports the fleet this replica is in, for /admin/queues; nil
 	// outside a fleet.
 	Fleet func(ctx context.Context) *FleetView
-	// Nodes lists the edge nodes for /admin/nodes; nil: the gateway has
-	// no edge listener, and /admin/nodes answers an empty list.
-	Nodes func(ctx context.Context) []edge.NodeView
+	// Nodes lists the edge nodes for /admin/nodes (edge.Hub.Nodes); nil:
+	// the gateway has no edge listener, and /admin/nodes answers an empty
+	// list.
+	Nodes func(ctx context.Context) []weir.NodeView
 	// Relay takes the runs the fleet's other replicas relay to this
-	// replica's nodes (edge.Relay.Handler) at edge.RelayPath; nil: none
-	// (outside a fleet, or without an edge listener).
-	Relay http.Handler
+	// replica's nodes (edge.Relay.Handler) at RelayPath (edge.RelayPath);
+	// nil: none (outside a fleet, or without an edge listener).
+	Relay     http.Handler
+	RelayPath string
 	// Console serves the web console at GET / and under /console/; nil:
 	// none (GET / is a 404).
 	Console http.Handler
@@ -173,9 +175,6 @@ func New(cfg Config, deps Deps) *Server {
 	if deps.Clock == nil {
 		deps.Clock = clock.Real
 	}
-	if deps.Webhooks == nil {
-		deps.Webhooks = webhook.NewSender(webhook.Config{})
-	}
 	s := &Server{cfg: cfg, deps: deps, adminToken: adminauth.NewToken(cfg.AdminToken)}
 	s.ids = newIDSource()
 	return s
@@ -203,7 +202,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /admin/queues", s.admin(s.queues))
 	mux.HandleFunc("GET /admin/nodes", s.admin(s.nodes))
 	if s.deps.Relay != nil {
-		mux.Handle("POST "+edge.RelayPath, s.deps.Relay)
+		mux.Handle("POST "+s.deps.RelayPath, s.deps.Relay)
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", s.readyz)
@@ -377,8 +376,8 @@ func (s *idSource) next() string {
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if s.deps.Gateway.Snapshot() == nil {
-		http.Error(w, "no catalog applied", http.StatusServiceUnavailable)
+	if err := s.deps.Gateway.Ready(); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	if s.deps.Ready != nil {

@@ -99,7 +99,7 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 		o.gwDeps(&gwDeps)
 	}
 	b.gw = gateway.New(o.gwCfg, gwDeps)
-	deps.Gateway = b.gw
+	deps.Gateway, deps.Queues = b.gw, b.gw
 	if o.tasks != nil {
 		if err := riverjob.Migrate(ctx, db); err != nil {
 			t.Fatal(err)
@@ -119,10 +119,7 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 		if err != nil {
 			t.Fatal(err)
 		}
-		deps.Tasks = b.tasks
-		if o.hooks.Sender != nil && deps.Webhooks == nil {
-			deps.Webhooks = o.hooks.Sender
-		}
+		deps.Tasks = gateway.NewTasks(b.gw, b.tasks)
 	}
 	b.srv = New(o.cfg, deps)
 	cat := weir.Catalog{

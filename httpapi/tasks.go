@@ -14,13 +14,12 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/gateway"
-	"github.com/weir-gateway/weir/task"
 )
 
 // HeaderIdempotencyKey makes a repeated task submission return the task
 // the first one made; the key reused with a different request is refused
 // with weir.CodeIdempotencyKeyReused.
-const HeaderIdempotencyKey = "Idempotency-Key"
+const HeaderIdempotencyKey = gateway.ParamIdempotencyKey
 
 type taskError struct {
 	Code    string `json:"code"`
@@ -278,12 +277,15 @@ func taskEvents(names []string, param string) ([]weir.TaskEvent, *apiError) {
 
 // taskCaller authenticates a request to the task APIs, which need the
 // task service.
-func (s *Server) taskCaller(r *http.Request) (weir.APIKey, *apiError) {
-	key, aerr := s.authenticate(r)
-	if aerr != nil {
+func (s *Server) taskCaller(r *http.Request) (weir.APIKey, error) {
+	key, err := s.authenticate(r)
+	if err != nil {
+		return key, err
+	}
+	if aerr := s.tasksEnabled(); aerr != nil {
 		return key, aerr
 	}
-	return key, s.tasksEnabled()
+	return key, nil
 }
 
 func (s *Server) tasksEnabled() *apiError {
@@ -301,130 +303,65 @@ type submission struct {
 
 // beginSubmit authenticates a task submission and checks its headers,
 // before its body is read.
-func (s *Server) beginSubmit(r *http.Request) (submission, *apiError) {
+func (s *Server) beginSubmit(r *http.Request) (submission, error) {
 	var sub submission
-	var aerr *apiError
-	if sub.key, aerr = s.authenticate(r); aerr != nil {
-		return sub, aerr
+	var err error
+	if sub.key, err = s.authenticate(r); err != nil {
+		return sub, err
 	}
+	var aerr *apiError
 	if sub.idempotencyKey, aerr = idempotencyKeyOf(r); aerr != nil {
 		return sub, aerr
 	}
-	return sub, s.tasksEnabled()
+	if aerr := s.tasksEnabled(); aerr != nil {
+		return sub, aerr
+	}
+	return sub, nil
 }
 
-// submitTask is the shared part of POST /v1/videos and POST /v1/tasks.
-func (s *Server) submitTask(r *http.Request, sub submission, kind string, input map[string]json.RawMessage, model string, cb taskCallback) (weir.Task, bool, *apiError) {
-	key := sub.key
-	st := s.deps.Gateway.Snapshot()
-	if st == nil {
-		return weir.Task{}, false, errorf(weir.CodeNoCandidate, "", "the gateway has no catalog yet")
-	}
-	m, ok := st.Model(model)
+// submitTask is the shared part of POST /v1/videos and POST /v1/tasks:
+// the model's name checked, the headers read, and the gateway's task
+// front called (gateway.Tasks.Submit).
+func (s *Server) submitTask(r *http.Request, sub submission, kind string, input map[string]json.RawMessage, model string, cb taskCallback) (weir.Task, bool, error) {
 	if model == "" {
 		return weir.Task{}, false, errorf(weir.CodeInvalidRequest, "model", "you must provide a model parameter")
 	}
 	if len(model) > maxModelName {
 		return weir.Task{}, false, errorf(weir.CodeInvalidRequest, "model", fmt.Sprintf("model is %d bytes long; at most %d are allowed", len(model), maxModelName))
 	}
-	if !ok {
-		return weir.Task{}, false, errorf(weir.CodeNotFound, "model", fmt.Sprintf("the model %q does not exist", model))
-	}
-	if !key.Allows(model) {
-		return weir.Task{}, false, errorf(weir.CodeForbidden, "model", fmt.Sprintf("this key may not use the model %q", model))
-	}
-	if !m.Kind.Async() {
-		return weir.Task{}, false, errorf(weir.CodeInvalidRequest, "model", fmt.Sprintf("the model %q serves %s, not tasks", model, m.Kind))
-	}
-	if cb.URL != "" {
-		if !s.deps.Tasks.CallbacksEnabled() {
-			return weir.Task{}, false, errorf(weir.CodeInvalidRequest, cb.param, "callbacks are not enabled on this gateway (tasks.webhook_secret)")
-		}
-		if err := s.deps.Webhooks.ValidateURL(cb.URL); err != nil {
-			return weir.Task{}, false, errorf(weir.CodeInvalidRequest, cb.param, err.Error())
-		}
-	}
-	body, err := json.Marshal(input)
-	if err != nil {
-		return weir.Task{}, false, errorf(weir.CodeInvalidRequest, "", "could not encode the task input")
-	}
-	if err := s.deps.Gateway.Unservable(m, body); err != nil {
-		return weir.Task{}, false, answerOf(err)
-	}
-	_, group := st.GroupOf(key)
-	mode, aerr := requestRunMode(r, group)
+	ask, aerr := askOf(r)
 	if aerr != nil {
 		return weir.Task{}, false, aerr
 	}
-	if r.Header.Get(HeaderPlatform) != "" {
-		return weir.Task{}, false, errorf(weir.CodeInvalidRequest, HeaderPlatform, "pinning a platform is for synchronous requests; a task runs on its model's candidates")
-	}
-	runID, aerr := requestRunID(r, mode)
-	if aerr != nil {
-		return weir.Task{}, false, aerr
-	}
-	fingerprint, err := requestFingerprint(kind, model, input, cb.URL, cb.Events, mode, runID)
-	if err != nil {
-		return weir.Task{}, false, errorf(weir.CodeInvalidRequest, "", "could not read the task input: "+err.Error())
-	}
-	prio, aerr := requestPriority(r, group.Priority)
-	if aerr != nil {
-		return weir.Task{}, false, aerr
-	}
-	t := weir.Task{
-		ID: task.NewID(kind), KeyID: key.ID, Kind: kind, Model: model, Input: body, Priority: prio,
-		CallbackURL: cb.URL, CallbackEvents: cb.Events, IdempotencyKey: sub.idempotencyKey, Fingerprint: fingerprint,
-		RunMode: mode, RunID: runID,
-	}
-	if d, ok, aerr := requestMaxWait(r); aerr != nil {
-		return weir.Task{}, false, aerr
-	} else if ok {
-		t.Deadline = s.deps.Clock.Now().Add(d)
-	}
-	if mode == weir.RunAcceptance {
-		// A submission enters its run, under the caps on runs alive; the
-		// task queued again later does not.
-		if err := s.deps.Gateway.EnterRun(key.ID, runID); err != nil {
-			return weir.Task{}, false, answerOf(err)
-		}
-	}
-	created, err := s.deps.Tasks.Submit(r.Context(), &t)
-	switch {
-	case err == nil && !created && !t.SameRequest(fingerprint):
-		// The stored task is another request's: nothing was created.
-		return weir.Task{}, false, errorf(weir.CodeIdempotencyKeyReused, HeaderIdempotencyKey,
-			"this Idempotency-Key was already used with a different request; use a new key for a new request")
-	case err == nil && !created && t.Deleted():
-		return weir.Task{}, false, errorf(weir.CodeNotFound, HeaderIdempotencyKey,
-			fmt.Sprintf("the task this Idempotency-Key made (%s) was deleted", t.ID))
-	case err == nil:
-		return t, created, nil
-	}
-	// What the gateway puts in a category has its answer in the one
-	// table; anything else is the store's or ours.
+	ask.Model = model
+	t, created, err := s.deps.Tasks.Submit(r.Context(), sub.key, gateway.TaskRequest{
+		Kind: kind, Ask: ask, Input: input, IdempotencyKey: sub.idempotencyKey,
+		CallbackURL: cb.URL, CallbackEvents: cb.Events, CallbackParam: cb.param,
+	})
 	var ge *gateway.Error
-	if err := gateway.TaskError(model, err); errors.As(err, &ge) {
-		return t, created, answerOf(err)
+	if err != nil && !errors.As(err, &ge) {
+		// Not the gateway's refusal: the store's failure, or ours.
+		info(r.Context()).log().Error("task submit failed", "error", err)
+		return t, created, errorf(weir.CodeInternal, "", "could not submit the task")
 	}
-	info(r.Context()).log().Error("task submit failed", "error", err)
-	return t, created, errorf(weir.CodeInternal, "", "could not submit the task")
+	return t, created, err
 }
 
 // ownTask loads a task the caller's key owns; others', and deleted ones,
 // are not found.
-func (s *Server) ownTask(r *http.Request) (weir.Task, *apiError) {
-	key, aerr := s.taskCaller(r)
-	if aerr != nil {
-		return weir.Task{}, aerr
+func (s *Server) ownTask(r *http.Request) (weir.Task, error) {
+	key, err := s.taskCaller(r)
+	if err != nil {
+		return weir.Task{}, err
 	}
 	id := r.PathValue("id")
-	t, err := s.deps.Tasks.Get(r.Context(), id)
-	if err != nil || t.KeyID != key.ID || t.Deleted() {
-		if err != nil && !errors.Is(err, task.ErrNotFound) {
-			info(r.Context()).log().Error("task lookup failed", "error", err)
-			return t, errorf(weir.CodeInternal, "", "task lookup failed")
-		}
+	t, err := s.deps.Tasks.Own(r.Context(), key, id)
+	switch {
+	case errors.Is(err, gateway.ErrTaskNotFound):
 		return t, errorf(weir.CodeNotFound, "id", fmt.Sprintf("no task %q", id))
+	case err != nil:
+		info(r.Context()).log().Error("task lookup failed", "error", err)
+		return t, errorf(weir.CodeInternal, "", "task lookup failed")
 	}
 	return t, nil
 }
@@ -444,16 +381,16 @@ func (s *Server) deleteTask(w http.ResponseWriter, r *http.Request) error {
 	return s.deleteOwnTask(w, r, "task")
 }
 
-// deleteOwnTask deletes the caller's task (task.Service.Delete) and
+// deleteOwnTask deletes the caller's task (gateway.Tasks.Delete) and
 // answers {"id", "object": object+".deleted", "deleted": true}.
 func (s *Server) deleteOwnTask(w http.ResponseWriter, r *http.Request, object string) error {
-	t, aerr := s.ownTask(r)
-	if aerr != nil {
-		return aerr
+	t, err := s.ownTask(r)
+	if err != nil {
+		return err
 	}
-	if err := gateway.TaskError(t.Model, s.deps.Tasks.Delete(r.Context(), t.ID)); err != nil {
+	if err := s.deps.Tasks.Delete(r.Context(), t); err != nil {
 		switch {
-		case errors.Is(err, task.ErrNotFound):
+		case errors.Is(err, gateway.ErrTaskNotFound):
 			return errorf(weir.CodeNotFound, "id", fmt.Sprintf("no task %q", t.ID))
 		case errors.Is(err, gateway.ErrUpstream):
 			return errorf(weir.CodeUpstreamError, "", "could not delete the "+object+" upstream: "+causeOf(err).Error())
@@ -467,9 +404,9 @@ func (s *Server) deleteOwnTask(w http.ResponseWriter, r *http.Request, object st
 
 // createTask is POST /v1/tasks; it authenticates before it reads the body.
 func (s *Server) createTask(w http.ResponseWriter, r *http.Request) error {
-	sub, aerr := s.beginSubmit(r)
-	if aerr != nil {
-		return aerr
+	sub, err := s.beginSubmit(r)
+	if err != nil {
+		return err
 	}
 	body, aerr := s.readTaskBody(w, r)
 	if aerr != nil {
@@ -487,9 +424,9 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) error {
 	if aerr := runModeFields(r, body); aerr != nil {
 		return aerr
 	}
-	t, created, aerr := s.submitTask(r, sub, "task", input, model, cb)
-	if aerr != nil {
-		return aerr
+	t, created, err := s.submitTask(r, sub, "task", input, model, cb)
+	if err != nil {
+		return err
 	}
 	status := http.StatusAccepted
 	if !created {
@@ -521,21 +458,21 @@ func runModeFields(r *http.Request, body map[string]json.RawMessage) *apiError {
 }
 
 func (s *Server) getTask(w http.ResponseWriter, r *http.Request) error {
-	t, aerr := s.ownTask(r)
-	if aerr != nil {
-		return aerr
+	t, err := s.ownTask(r)
+	if err != nil {
+		return err
 	}
 	writeJSON(w, http.StatusOK, s.taskOf(r.Context(), t))
 	return nil
 }
 
 func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) error {
-	t, aerr := s.ownTask(r)
-	if aerr != nil {
-		return aerr
+	t, err := s.ownTask(r)
+	if err != nil {
+		return err
 	}
-	t, err := s.deps.Tasks.Cancel(r.Context(), t.ID)
-	if errors.Is(err, task.ErrNotFound) {
+	t, err = s.deps.Tasks.Cancel(r.Context(), t.ID)
+	if errors.Is(err, gateway.ErrTaskNotFound) {
 		// Deleted or purged since ownTask found it.
 		return errorf(weir.CodeNotFound, "id", fmt.Sprintf("no task %q", r.PathValue("id")))
 	}
@@ -551,9 +488,9 @@ func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) error {
 // ?after=<the previous page's cursor>&limit=N (1–1000, default 100), and
 // ?status= one status (an unknown one is a 400).
 func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) error {
-	key, aerr := s.taskCaller(r)
-	if aerr != nil {
-		return aerr
+	key, err := s.taskCaller(r)
+	if err != nil {
+		return err
 	}
 	q := r.URL.Query()
 	limit, aerr := listLimit(q.Get("limit"), 100, 1000)

@@ -12,7 +12,6 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/openaiwire"
-	"github.com/weir-gateway/weir/task"
 )
 
 // What OpenAI's video API makes when a request leaves seconds or size out.
@@ -112,9 +111,9 @@ func (s *Server) videoOf(ctx context.Context, t weir.Task) videoObject {
 // createVideo is POST /v1/videos. Like every endpoint, it authenticates
 // from the headers before it reads the body.
 func (s *Server) createVideo(w http.ResponseWriter, r *http.Request) error {
-	sub, aerr := s.beginSubmit(r)
-	if aerr != nil {
-		return aerr
+	sub, err := s.beginSubmit(r)
+	if err != nil {
+		return err
 	}
 	input, aerr := s.readTaskBody(w, r)
 	if aerr == nil {
@@ -130,18 +129,18 @@ func (s *Server) createVideo(w http.ResponseWriter, r *http.Request) error {
 	if aerr != nil {
 		return aerr
 	}
-	t, _, aerr := s.submitTask(r, sub, "video", input, model, cb)
-	if aerr != nil {
-		return aerr
+	t, _, err := s.submitTask(r, sub, "video", input, model, cb)
+	if err != nil {
+		return err
 	}
 	writeJSON(w, http.StatusOK, s.videoOf(r.Context(), t))
 	return nil
 }
 
 func (s *Server) getVideo(w http.ResponseWriter, r *http.Request) error {
-	t, aerr := s.ownTask(r)
-	if aerr != nil {
-		return aerr
+	t, err := s.ownTask(r)
+	if err != nil {
+		return err
 	}
 	writeJSON(w, http.StatusOK, s.videoOf(r.Context(), t))
 	return nil
@@ -154,9 +153,9 @@ var videoVariants = map[string]bool{"": true, "video": true, "thumbnail": true, 
 // videoContent serves a finished video's asset (?variant=video, thumbnail
 // or spritesheet) from the upstream, with the upstream's content type.
 func (s *Server) videoContent(w http.ResponseWriter, r *http.Request) error {
-	t, aerr := s.ownTask(r)
-	if aerr != nil {
-		return aerr
+	t, err := s.ownTask(r)
+	if err != nil {
+		return err
 	}
 	variant := r.URL.Query().Get("variant")
 	if !videoVariants[variant] {
@@ -165,7 +164,7 @@ func (s *Server) videoContent(w http.ResponseWriter, r *http.Request) error {
 	if t.Status != weir.TaskSucceeded {
 		return errorf(weir.CodeNotFound, "id", fmt.Sprintf("video %s has no content: it is %s, not completed", t.ID, openAIVideoStatus(t.Status)))
 	}
-	resp, err := s.deps.Gateway.VideoContent(r.Context(), t, variant)
+	resp, err := s.deps.Tasks.Content(r.Context(), t, variant)
 	if err != nil {
 		if errors.Is(err, gateway.ErrUpstream) {
 			info(r.Context()).log().Warn("video content not fetched", "task", t.ID, "error", causeOf(err))
@@ -210,9 +209,9 @@ type videoList struct {
 // 20); ?after= the id of the last video of the previous page (it may have
 // been deleted since). Tasks of the generic task API are not videos.
 func (s *Server) listVideos(w http.ResponseWriter, r *http.Request) error {
-	key, aerr := s.taskCaller(r)
-	if aerr != nil {
-		return aerr
+	key, err := s.taskCaller(r)
+	if err != nil {
+		return err
 	}
 	q := r.URL.Query()
 	limit, aerr := listLimit(q.Get("limit"), 20, 100)
@@ -229,7 +228,7 @@ func (s *Server) listVideos(w http.ResponseWriter, r *http.Request) error {
 	}
 	if after := q.Get("after"); after != "" {
 		t, err := s.deps.Tasks.Get(r.Context(), after)
-		if err != nil && !errors.Is(err, task.ErrNotFound) {
+		if err != nil && !errors.Is(err, gateway.ErrTaskNotFound) {
 			info(r.Context()).log().Error("video lookup failed", "error", err)
 			return errorf(weir.CodeInternal, "", "video lookup failed")
 		}

@@ -186,7 +186,9 @@ func (m *Main) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var nodeViews func(context.Context) []edge.NodeView
+	// The transports reach tasks through the gateway's task front.
+	taskFront := gateway.NewTasks(m.Gateway, m.Tasks)
+	var nodeViews func(context.Context) []weir.NodeView
 	if m.Hub != nil {
 		nodeViews = m.Hub.Nodes
 	}
@@ -210,7 +212,7 @@ func (m *Main) Start(ctx context.Context) error {
 		Loopback:     cfg.Server.AdminLoopbackTrusted(),
 		DefaultGroup: cfg.DefaultGroup,
 		PublicURL:    cfg.Server.PublicURL,
-	}, console.Deps{Gateway: m.Gateway, Tasks: m.Tasks, Keys: db, Nodes: nodeViews, Fleet: fleetAny, Recorder: m.Recorder,
+	}, console.Deps{Gateway: m.Gateway, Operator: m.Gateway, Tasks: taskFront, Keys: db, Nodes: nodeViews, Fleet: fleetAny, Recorder: m.Recorder,
 		Metrics: m.Metrics, Logger: m.Logger})
 	m.API = httpapi.New(httpapi.Config{
 		MaxBodyBytes:       cfg.Server.MaxBodyBytes,
@@ -225,6 +227,7 @@ func (m *Main) Start(ctx context.Context) error {
 		IdleTimeout:        cfg.Server.IdleTimeout,
 	}, httpapi.Deps{
 		Gateway:        m.Gateway,
+		Queues:         m.Gateway,
 		Logger:         m.Logger,
 		Metrics:        m.Metrics,
 		MetricsHandler: m.Metrics.Handler(),
@@ -232,13 +235,13 @@ func (m *Main) Start(ctx context.Context) error {
 			m.Usage.Record(u)
 			m.Recorder.Usage(u)
 		},
-		Ready:    m.ready,
-		Tasks:    m.Tasks,
-		Webhooks: hooks.Sender,
-		Fleet:    fleetView,
-		Nodes:    nodeViews,
-		Relay:    relay,
-		Console:  m.Console.Handler(),
+		Ready:     m.ready,
+		Tasks:     taskFront,
+		Fleet:     fleetView,
+		Nodes:     nodeViews,
+		Relay:     relay,
+		RelayPath: edge.RelayPath,
+		Console:   m.Console.Handler(),
 	})
 	if err := m.Tasks.Start(ctx); err != nil {
 		return fmt.Errorf("start tasks: %w", err)

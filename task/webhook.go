@@ -331,3 +331,13 @@ func progressEvent(t weir.Task, r *run, p int, now time.Time) *WebhookArgs {
 // CallbacksEnabled reports whether tasks may ask for callbacks: only when
 // events can be signed.
 func (s *Service) CallbacksEnabled() bool { return s.hooks.Sender != nil && s.hooks.Signer != nil }
+
+// ValidateCallbackURL is the refusal of a callback URL a task asks for
+// (webhook.Sender.ValidateURL: one its sender would not post to); nil
+// if the sender takes it. Without callbacks, every URL is refused.
+func (s *Service) ValidateCallbackURL(raw string) error {
+	if !s.CallbacksEnabled() {
+		return errors.New("callbacks are not enabled")
+	}
+	return s.hooks.Sender.ValidateURL(raw)
+}

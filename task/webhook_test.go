@@ -403,3 +403,24 @@ func TestDeliveriesListsTheTasksEvents(t *testing.T) {
 		t.Errorf("deliveries of an unknown task: %+v, %v", ds, err)
 	}
 }
+
+// TestValidateCallbackURL: a callback URL is checked under the service's
+// own sender's policy (here, loopback allowed); without callbacks every
+// URL is refused.
+func TestValidateCallbackURL(t *testing.T) {
+	t.Parallel()
+	g := newEventRig(t)
+	if err := g.s.ValidateCallbackURL("http://127.0.0.1:9/hook"); err != nil {
+		t.Errorf("a loopback URL under AllowLoopback: %v", err)
+	}
+	if err := g.s.ValidateCallbackURL("ftp://hooks.example.com/a"); err == nil {
+		t.Error("an ftp URL was taken")
+	}
+	off, err := New(Config{}, Deps[*sql.Tx]{Store: g.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := off.ValidateCallbackURL("https://hooks.example.com/a"); err == nil {
+		t.Error("a service without callbacks took a callback URL")
+	}
+}

@@ -1,4 +1,4 @@
-package httpapi
+package gateway
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ import (
 // count: object keys in any order, whitespace, string escapes. Numbers
 // are compared as written (8 and 8.0 differ), and a form field's text is
 // not its JSON value ("8" is not 8). events must be normalised (sorted,
-// without repeats: callbackOf does it); a request without events has the
+// without repeats: TaskRequest says they are); a request without events has the
 // fingerprint it had before events were asked for, so that a repeat of a
 // task stored then still matches.
 func requestFingerprint(kind, model string, input map[string]json.RawMessage, callback string, events []weir.TaskEvent, mode weir.RunMode, run string) (string, error) {

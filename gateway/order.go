@@ -1,0 +1,79 @@
+package gateway
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/weir-gateway/weir"
+)
+
+// A request's candidates are ordered in two steps. order, here, is the
+// platform models that may serve it, in the order they are tried: the
+// router's (priority, then weight among equals, less those cooling
+// down), less those whose Supports refuse what the request wants, less
+// those off the platform it pins. Serve, Plan (a task's candidates) and
+// unservable (a task's early refusal) all start from it. Then, for a
+// sync request, routing.resolve (route.go) adds the edge nodes serving
+// the model as they come and go, leaves out what was already tried, and
+// puts the target its affinity prefers first, on each admission.
+
+// order is the platform models that may serve a request for model
+// wanting w, pinned to platform ("" none), best first. When one was left
+// out for w, refusal is the error of a request none could serve; a pin
+// that leaves none has a refusal too.
+func (s *Service) order(st *Snapshot, model weir.Model, w weir.Wants, platform string) (pms []string, refusal *Error) {
+	pms, refusal = servable(st, w, s.deps.Router.Order(model))
+	if platform == "" {
+		return pms, refusal
+	}
+	pms = onPlatform(st, pms, platform)
+	if len(pms) == 0 && refusal == nil {
+		refusal = &Error{Category: ErrUnservable, Param: ParamPlatform,
+			Message: fmt.Sprintf("no candidate of %q on platform %q can serve this request", model.Name, platform)}
+	}
+	return pms, refusal
+}
+
+// servable is the platform models of order that can serve a request
+// wanting w; when it leaves one out, refusal is the error of a request
+// none could serve, naming the parameter of the first left out.
+func servable(st *Snapshot, w weir.Wants, order []string) (pms []string, refusal *Error) {
+	var whys []string
+	for i, name := range order {
+		pm, ok := st.pms[name]
+		param, why, refused := pm.Supports.Refuses(w)
+		if !ok || !refused {
+			if refusal != nil {
+				pms = append(pms, name)
+			}
+			continue
+		}
+		if refusal == nil {
+			// The first left out: the order is copied from here on (a
+			// request that all can serve, the usual, copies nothing).
+			refusal = &Error{Category: ErrUnservable, Param: param}
+			pms = append(make([]string, 0, len(order)-1), order[:i]...)
+		}
+		if !slices.Contains(whys, why) {
+			whys = append(whys, why)
+		}
+	}
+	if refusal == nil {
+		return order, nil
+	}
+	// The candidates are the operator's: the client hears why, not which.
+	refusal.Message = "no candidate can serve this request: " + strings.Join(whys, "; ")
+	return pms, refusal
+}
+
+// onPlatform are those of pms on platform, in their order.
+func onPlatform(st *Snapshot, pms []string, platform string) []string {
+	var out []string
+	for _, name := range pms {
+		if pm, ok := st.pms[name]; ok && pm.Platform == platform {
+			out = append(out, name)
+		}
+	}
+	return out
+}
