@@ -48,6 +48,17 @@
 // grants go back to its engine, never to a caller, and its sessions are
 // refused or already closed.
 //
+// # Goroutines
+//
+// Every goroutine of the engine has an owner that joins it: Close joins
+// the engine's own (the way to the leader, each session's reader and
+// writer, the sessions its listener accepted, its timers' callbacks),
+// and a term's leader, when the term ends here, joins the sessions it
+// served with their calls, its probes of replicas that went away, and
+// its timers' callbacks. Each owner first closes what they may block
+// on — connections, listeners, the waits of its term — so that none is
+// left waiting on the network.
+//
 // # Replicas that go away
 //
 // A replica that goes away has either died — its process is gone, and

@@ -53,18 +53,21 @@ func (e *Engine) SetTerm(t Term, leading bool, live []string) {
 	}
 	if oldDurable != nil {
 		e.cfg.OnLead(nil, 0)
-		oldDurable.Close()
+		oldDurable.shut()
 	}
 	if oldLead != nil {
 		oldLead.close()
 	}
+	if oldDurable != nil {
+		oldDurable.run.wait()
+	}
 	if leading {
-		go e.leadTerm(lead)
+		e.run.spawn(func() { e.leadTerm(lead) })
 		if durable != nil {
 			e.cfg.OnLead(durable, t.Epoch)
 		}
 	} else if t.Addr != "" {
-		go e.follow(t)
+		e.run.spawn(func() { e.follow(t) })
 	}
 }
 
@@ -142,32 +145,55 @@ func (e *Engine) leadTerm(lead *leader) {
 func (e *Engine) follow(t Term) {
 	backoff := 20 * time.Millisecond
 	for e.current(t.Epoch) {
-		if c := e.dialLeader(t); c != nil {
-			rt := &route{epoch: t.Epoch, c: c, call: func(_ context.Context, f *frame) (*frame, error) { return c.call(f) }}
-			go e.readLoop(rt)
-			if e.establish(rt) {
-				backoff = 20 * time.Millisecond
-			}
-			<-c.done
-			e.lost(rt)
-			if c.closedByPeer() && e.cfg.OnLeaderLost != nil && e.current(t.Epoch) {
-				e.cfg.OnLeaderLost(t)
-			}
+		if c := e.dialLeader(t); c != nil && e.session(t, c) {
+			backoff = 20 * time.Millisecond
 		}
 		// Real time: it paces dials, as the network's own timeouts do.
-		wait := backoff/2 + rand.N(backoff)
+		wait := time.NewTimer(backoff/2 + rand.N(backoff))
 		backoff = min(backoff*2, time.Second)
 		select {
-		case <-time.After(wait):
+		case <-wait.C:
 		case <-e.stop:
+			wait.Stop()
 			return
 		}
 	}
 }
 
-// dialLeader opens a session with t's leader, or returns nil.
+// session keeps the session c with t's leader until it ends, and reports
+// whether it synced. Its read loop is joined, and c stopped, before it
+// returns.
+func (e *Engine) session(t Term, c *conn) (synced bool) {
+	defer e.disown(c.nc)
+	rt := &route{epoch: t.Epoch, c: c, call: func(_ context.Context, f *frame) (*frame, error) { return c.call(f) }}
+	read := make(chan struct{})
+	if !e.run.spawn(func() {
+		defer close(read)
+		e.readLoop(rt)
+	}) {
+		c.stop()
+		return false
+	}
+	synced = e.establish(rt)
+	if !synced {
+		// Not the route: the term moved on or the engine closed meanwhile
+		// (a failed sync closed it already), and nobody else closes it.
+		c.close()
+	}
+	<-c.done
+	e.lost(rt)
+	<-read
+	c.stop()
+	if c.closedByPeer() && e.cfg.OnLeaderLost != nil && e.current(t.Epoch) {
+		e.cfg.OnLeaderLost(t)
+	}
+	return synced
+}
+
+// dialLeader opens a session with t's leader, or returns nil. The
+// connection is the engine's to close (own) until session ends.
 func (e *Engine) dialLeader(t Term) *conn {
-	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.SessionTimeout)
+	ctx, cancel := context.WithTimeout(e.ctx, e.cfg.SessionTimeout)
 	defer cancel()
 	nc, err := e.cfg.Dial(ctx, t.Addr)
 	if err != nil {
@@ -177,9 +203,14 @@ func (e *Engine) dialLeader(t Term) *conn {
 		}
 		return nil
 	}
+	if !e.own(nc) {
+		_ = nc.Close()
+		return nil
+	}
 	c := newConn(nc, e.cfg.SessionTimeout)
 	if c.send(&frame{Op: opHello, Epoch: t.Epoch, Replica: e.cfg.Replica, Gen: e.cfg.Gen, Secret: e.cfg.Secret}) != nil {
-		c.close()
+		e.disown(nc)
+		c.stop()
 		return nil
 	}
 	w, err := c.read()
@@ -187,7 +218,8 @@ func (e *Engine) dialLeader(t Term) *conn {
 		if w != nil && w.Err != nil {
 			e.cfg.Logger.Warn("fleet: the leader refused the session", "addr", t.Addr, "epoch", t.Epoch, "error", w.Err.err())
 		}
-		c.close()
+		e.disown(nc)
+		c.stop()
 		return nil
 	}
 	c.r.authenticated()
@@ -253,7 +285,7 @@ func (e *Engine) armOpenLocked() {
 	if e.openTimer != nil || e.closed || e.open != nil {
 		return
 	}
-	e.openTimer = e.clock().AfterFunc(e.cfg.Unavailable, func() {
+	e.openTimer = e.afterFunc(e.cfg.Unavailable, func() {
 		e.mu.Lock()
 		e.openTimer = nil
 		moved := e.failOpenLocked()
@@ -311,7 +343,7 @@ func (e *Engine) establish(rt *route) bool {
 	for _, w := range ws {
 		st.Waiters = append(st.Waiters, w.req)
 	}
-	reply, err := rt.call(context.Background(), &frame{Op: opSync, Epoch: rt.epoch, State: st})
+	reply, err := rt.call(e.ctx, &frame{Op: opSync, Epoch: rt.epoch, State: st})
 	if err == nil && reply.Err != nil {
 		err = reply.Err.err()
 	}
@@ -400,7 +432,7 @@ func (e *Engine) reconfigure(rt *route, st *syncState) error {
 	}
 	for _, f := range fs {
 		f.Epoch = rt.epoch
-		r, err := rt.call(context.Background(), f)
+		r, err := rt.call(e.ctx, f)
 		if err == nil {
 			err = r.Err.err()
 		}
@@ -425,7 +457,7 @@ func (e *Engine) onNotify(f *frame, epoch uint64) {
 			// Nobody waits for it (cancelled here meanwhile, or waiting
 			// in the open engine): back it goes.
 			lease := *f.Lease
-			go e.releaseRemote(epoch, lease.ID, lease.Owner)
+			e.run.spawn(func() { e.releaseRemote(epoch, lease.ID, lease.Owner) })
 		}
 		return
 	}
@@ -447,6 +479,6 @@ func (e *Engine) releaseRemote(epoch uint64, id admission.LeaseID, owner admissi
 	if rt == nil || rt.epoch != epoch {
 		return // the next sync leaves it out: that leader releases it
 	}
-	_, err := rt.call(context.Background(), &frame{Op: opRelease, Epoch: epoch, LeaseID: id, Owner: owner})
+	_, err := rt.call(e.ctx, &frame{Op: opRelease, Epoch: epoch, LeaseID: id, Owner: owner})
 	dropped(&e.cfg, e.cfg.Logger, "release", err)
 }

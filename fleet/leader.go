@@ -56,6 +56,17 @@ type leader struct {
 	stages  [stages]*barrier
 	isReady bool
 	closed  bool
+	// ready forces the last stage once the session timeout has passed.
+	ready clock.Timer
+
+	// run is the term's goroutines here: the sessions it serves, each
+	// with its calls (serve), the probes of replicas that went away, and
+	// its timers' callbacks; close joins them. ctx ends when the term
+	// ends here, and with it every wait of the term's (its barriers,
+	// probes, the pauses between them).
+	run    group
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // peer is one replica as the leader sees it.
@@ -104,7 +115,8 @@ func newLeader(epoch uint64, cfg *Config, valid func() bool, expect []string) *l
 	if c == nil {
 		c = clock.Real
 	}
-	l := &leader{epoch: epoch, cfg: cfg, clock: c, valid: valid, logger: cfg.Logger,
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &leader{epoch: epoch, cfg: cfg, clock: c, valid: valid, logger: cfg.Logger, ctx: ctx, cancel: cancel,
 		peers: make(map[string]*peer), owners: make(map[admission.LeaseID]*peer),
 		silent: make(map[string]*peer), watching: make(map[*peer]bool), mirror: make(map[*peer]bool),
 		fleetIDs: make(map[admission.LeaseID]admission.LeaseID), memIDs: make(map[admission.LeaseID]admission.LeaseID),
@@ -122,9 +134,22 @@ func newLeader(epoch uint64, cfg *Config, valid func() bool, expect []string) *l
 		l.stages[i] = newBarrier(expect)
 	}
 	if !l.stages[restored].passed() {
-		l.clock.AfterFunc(cfg.SessionTimeout, l.forceReady)
+		l.ready = l.afterFunc(cfg.SessionTimeout, l.forceReady)
 	}
 	return l
+}
+
+// afterFunc runs f after d on the leader's clock as one of the term's
+// goroutines: not once the term has ended here, and close waits for a
+// run under way.
+func (l *leader) afterFunc(d time.Duration, f func()) clock.Timer {
+	return l.clock.AfterFunc(d, func() {
+		if !l.run.enter() {
+			return
+		}
+		defer l.run.leave()
+		f()
+	})
 }
 
 // observe gives each lease its fleet id as the engine grants it, keeps
@@ -240,12 +265,16 @@ func (b *barrier) force() {
 	b.check()
 }
 
-func (b *barrier) wait(ctx context.Context) error {
+// await waits until b is passed. It fails when ctx ends, or the term
+// ends here: the caller asks the next leader (errWrongTerm).
+func (l *leader) await(ctx context.Context, b *barrier) error {
 	select {
 	case <-b.done:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-l.ctx.Done():
+		return fmt.Errorf("%w: the term of epoch %d ended here", errWrongTerm, l.epoch)
 	}
 }
 
@@ -276,16 +305,18 @@ func (l *leader) reached(replica string, stage int) {
 // the term began has re-asserted what it holds: a new leader that
 // admitted before that could exceed a limit with leases it does not know.
 func (l *leader) waitReady(ctx context.Context) error {
-	return l.stages[restored].wait(ctx)
+	return l.await(ctx, l.stages[restored])
 }
 
 // close ends the term here: every session is closed and the engine
 // discarded. Outcomes are not delivered any more: the replicas take their
-// waiters and leases to the next leader.
+// waiters and leases to the next leader. It returns once the term's
+// goroutines have.
 func (l *leader) close() {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
+		l.run.wait()
 		return
 	}
 	l.closed = true
@@ -293,10 +324,14 @@ func (l *leader) close() {
 	for _, p := range l.peers {
 		peers = append(peers, p)
 	}
-	if l.sweep != nil {
-		l.sweep.Stop()
+	for _, t := range []clock.Timer{l.sweep, l.ready} {
+		if t != nil {
+			t.Stop()
+		}
 	}
 	l.mu.Unlock()
+	l.run.close()
+	l.cancel()
 	for _, p := range peers {
 		if p.session != nil {
 			p.session.close()
@@ -306,6 +341,7 @@ func (l *leader) close() {
 		}
 	}
 	l.mem.Close()
+	l.run.wait()
 }
 
 // attach makes a replica a peer, or gives a known one its new session.
@@ -375,7 +411,7 @@ func (l *leader) detach(p *peer, session *conn) {
 	p.session = nil
 	p.deliver = func(*frame) error { return errSessionClosed }
 	delete(l.mirror, p)
-	p.gone = l.clock.AfterFunc(l.cfg.SessionTimeout, func() { l.drop(p, false) })
+	p.gone = l.afterFunc(l.cfg.SessionTimeout, func() { l.drop(p, false) })
 	l.watchLocked(p)
 }
 
@@ -611,7 +647,7 @@ func (l *leader) sync(ctx context.Context, p *peer, st *syncState) (map[string]a
 	// not pass without them.
 	later := l.adoptMirror(ctx, p, st.Mirror)
 	l.reached(p.replica, scoped)
-	if err := l.stages[scoped].wait(ctx); err != nil {
+	if err := l.await(ctx, l.stages[scoped]); err != nil {
 		return nil, err
 	}
 	// Fences before activations: an activation of a generation fenced
@@ -623,7 +659,7 @@ func (l *leader) sync(ctx context.Context, p *peer, st *syncState) (map[string]a
 		dropped(l.cfg, l.logger, "activate", l.mem.Activate(ctx, id, gen))
 	}
 	l.reached(p.replica, owned)
-	if err := l.stages[owned].wait(ctx); err != nil {
+	if err := l.await(ctx, l.stages[owned]); err != nil {
 		return nil, err
 	}
 
@@ -738,14 +774,23 @@ func (l *leader) sync(ctx context.Context, p *peer, st *syncState) (map[string]a
 func key(id admission.LeaseID) string { return fmt.Sprint(uint64(id)) }
 
 // serve answers one replica's session on c, whose hello (the secret
-// checked: Engine.handshake) is given.
+// checked: Engine.handshake) is given, as one of the term's goroutines;
+// it returns once the session has ended and its calls have returned.
 func (l *leader) serve(c *conn, hello *frame) {
-	defer c.close()
+	defer c.stop()
 	refuse := func(err error) {
 		_ = c.send(&frame{Op: opWelcome, Epoch: l.epoch, Err: encodeErr(err)})
 		c.finish()
-		<-c.done // written, or the write deadline passed
+		select {
+		case <-c.done: // written, or the write deadline passed
+		case <-l.ctx.Done():
+		}
 	}
+	if !l.run.enter() {
+		refuse(fmt.Errorf("%w: the term of epoch %d ended here", errWrongTerm, l.epoch))
+		return
+	}
+	defer l.run.leave()
 	if hello.Epoch != l.epoch || !l.valid() {
 		refuse(fmt.Errorf("%w: epoch %d is not this leader's (%d)", errWrongTerm, hello.Epoch, l.epoch))
 		return
@@ -765,12 +810,29 @@ func (l *leader) serve(c *conn, hello *frame) {
 		refuse(err)
 		return
 	}
-	defer l.detach(p, c)
 	if c.send(&frame{Op: opWelcome, Epoch: l.epoch}) != nil {
+		l.detach(p, c)
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	l.answer(c, p)
+}
+
+// answer reads p's frames on c until the session ends, then ends it:
+// p is detached, c closed, and the calls still running are waited for.
+// Each call runs on its own goroutine, for one may wait (for the term's
+// replicas to sync, for another replica to take an outcome) while this
+// loop must go on reading the acks that end such waits. A replica sends
+// a call only after the calls it depends on were answered, so their
+// order here does not matter.
+func (l *leader) answer(c *conn, p *peer) {
+	ctx, cancel := context.WithCancel(l.ctx)
+	var calls sync.WaitGroup
+	defer func() {
+		cancel()
+		l.detach(p, c)
+		c.close()
+		calls.Wait()
+	}()
 	for {
 		f, err := c.read()
 		if err != nil {
@@ -780,14 +842,11 @@ func (l *leader) serve(c *conn, hello *frame) {
 			c.answer(f)
 			continue
 		}
-		// Each call runs on its own: one may wait (for the term's
-		// replicas to sync, for another replica to take an outcome)
-		// while this loop must go on reading the acks that end such
-		// waits. A replica sends a call only after the calls it depends
-		// on were answered, so their order here does not matter.
-		go func() { _ = c.send(l.handle(ctx, p, f)) }()
+		calls.Go(func() { _ = c.send(l.handle(ctx, p, f)) })
 	}
 }
 
-// errWrongTerm refuses a session opened for another term.
+// errWrongTerm refuses a session opened for another term, and a call
+// that this leader will not run: the replica drops the session and asks
+// again on the next, of the next leader if the term has passed.
 var errWrongTerm = errors.New("not the leader of that term")
