@@ -86,6 +86,10 @@ type Config struct {
 	// listener refused a session: the leader's process may have died.
 	// It must not block.
 	OnLeaderLost func(t Term)
+
+	// sessionCalls bounds the calls of one session the leader runs at
+	// once (leader.answer); tests set it lower. Default maxSessionCalls.
+	sessionCalls int
 }
 
 func (c *Config) defaults() {
@@ -107,6 +111,9 @@ func (c *Config) defaults() {
 	if c.Dial == nil {
 		var d net.Dialer
 		c.Dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	if c.sessionCalls <= 0 {
+		c.sessionCalls = maxSessionCalls
 	}
 }
 

@@ -238,7 +238,12 @@ func (e *Engine) readLoop(rt *route) {
 		}
 		switch f.Op {
 		case opReply:
-			c.answer(f)
+			if !c.answer(f) && errors.Is(f.Err.err(), errWrongTerm) {
+				// A call posted without a wait (a lazy release) that the
+				// leader did not run (errBusy): the session ends, as if
+				// lost, so that the next sync settles what it asked.
+				return
+			}
 		case opMirror:
 			if f.Epoch == rt.epoch {
 				e.onMirror(f, rt.epoch)
@@ -479,6 +484,12 @@ func (e *Engine) releaseRemote(epoch uint64, id admission.LeaseID, owner admissi
 	if rt == nil || rt.epoch != epoch {
 		return // the next sync leaves it out: that leader releases it
 	}
-	_, err := rt.call(e.ctx, &frame{Op: opRelease, Epoch: epoch, LeaseID: id, Owner: owner})
+	r, err := rt.call(e.ctx, &frame{Op: opRelease, Epoch: epoch, LeaseID: id, Owner: owner})
+	if err == nil && errors.Is(r.Err.err(), errWrongTerm) {
+		// Not run (errBusy): the session ends, as if lost, and the next
+		// sync leaves the lease out.
+		e.lost(rt)
+		return
+	}
 	dropped(&e.cfg, e.cfg.Logger, "release", err)
 }

@@ -817,13 +817,26 @@ func (l *leader) serve(c *conn, hello *frame) {
 	l.answer(c, p)
 }
 
+// maxSessionCalls bounds the calls of one session that the leader runs
+// at once (Config.sessionCalls): a replica has about one call in flight
+// per caller of its own, far fewer than this; past it, a call is
+// refused at once with errBusy (see the package doc, "The sessions").
+const maxSessionCalls = 4096
+
+// errBusy refuses a call that found its session with maxSessionCalls
+// calls running. It is an errWrongTerm: the replica drops the session
+// and asks again on the next, as when a session is lost.
+var errBusy = fmt.Errorf("%w: the session has too many calls running", errWrongTerm)
+
 // answer reads p's frames on c until the session ends, then ends it:
 // p is detached, c closed, and the calls still running are waited for.
 // Each call runs on its own goroutine, for one may wait (for the term's
 // replicas to sync, for another replica to take an outcome) while this
-// loop must go on reading the acks that end such waits. A replica sends
-// a call only after the calls it depends on were answered, so their
-// order here does not matter.
+// loop must go on reading the acks that end such waits; so this loop
+// never waits for a call. At most cfg.sessionCalls run at once: beyond
+// them, a call is answered at once with errBusy. A replica sends a call
+// only after the calls it depends on were answered, so their order here
+// does not matter.
 func (l *leader) answer(c *conn, p *peer) {
 	ctx, cancel := context.WithCancel(l.ctx)
 	var calls sync.WaitGroup
@@ -833,6 +846,7 @@ func (l *leader) answer(c *conn, p *peer) {
 		c.close()
 		calls.Wait()
 	}()
+	slots := make(chan struct{}, l.cfg.sessionCalls)
 	for {
 		f, err := c.read()
 		if err != nil {
@@ -842,7 +856,18 @@ func (l *leader) answer(c *conn, p *peer) {
 			c.answer(f)
 			continue
 		}
-		calls.Go(func() { _ = c.send(l.handle(ctx, p, f)) })
+		select {
+		case slots <- struct{}{}:
+		default:
+			if c.send(&frame{ID: f.ID, Op: opReply, Epoch: l.epoch, Err: encodeErr(errBusy)}) != nil {
+				return
+			}
+			continue
+		}
+		calls.Go(func() {
+			defer func() { <-slots }()
+			_ = c.send(l.handle(ctx, p, f))
+		})
 	}
 }
 
