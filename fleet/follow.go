@@ -310,36 +310,8 @@ func (e *Engine) establish(rt *route) bool {
 	// Running open while the sync is under way would grant leases the
 	// sync does not take to the leader.
 	e.syncing++
-	defer func() {
-		e.mu.Lock()
-		e.syncing--
-		var moved []*waiting
-		if retired != nil {
-			// A sync that failed leaves the engine without a leader
-			// again: it runs open again at once.
-			moved = e.failOpenLocked()
-		}
-		o := e.open
-		e.mu.Unlock()
-		if o != nil && o != retired {
-			e.queueOpen(o, moved)
-		}
-	}()
-	st := &syncState{}
-	config := e.configLocked(st)
-	now := e.now()
-	for local, h := range e.leases {
-		hl := heldLease{Local: local, Remote: h.remote, Epoch: h.epoch, Req: h.req, Cand: h.cand}
-		if !h.bound.IsZero() {
-			hl.Bound = max(h.bound.Sub(now), time.Nanosecond)
-		}
-		st.Leases = append(st.Leases, hl)
-	}
-	st.Mirror = e.mirrorLocked()
-	ws := make([]*waiting, 0, len(e.waiters))
-	for _, w := range e.waiters {
-		ws = append(ws, w)
-	}
+	defer e.syncEnded(retired)
+	st, config, ws := e.syncStateLocked()
 	e.mu.Unlock()
 	if retired != nil {
 		retired.mem.Close()
@@ -364,9 +336,69 @@ func (e *Engine) establish(rt *route) bool {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	// A change of configuration made while the sync was under way found
-	// no route and was only recorded: give the leader the configuration
-	// as it is now before the route opens.
+	if !e.reconfigureLocked(rt, config) || e.closed || e.term.Epoch != rt.epoch {
+		return false
+	}
+	e.takeSyncedLocked(rt, st.Leases, reply.Synced)
+	if rt.c == nil {
+		// This replica leads: the mirror it took along is now its own
+		// leader's to keep.
+		clear(e.mirror)
+	}
+	e.rt = rt
+	if e.openTimer != nil {
+		e.openTimer.Stop()
+		e.openTimer = nil
+	}
+	e.signalLocked()
+	return true
+}
+
+// syncEnded ends a sync that establish began, having retired the open
+// engine (nil if it ran none): a sync that failed leaves the engine
+// without a leader again, and it runs open again at once.
+func (e *Engine) syncEnded(retired *open) {
+	e.mu.Lock()
+	e.syncing--
+	var moved []*waiting
+	if retired != nil {
+		moved = e.failOpenLocked()
+	}
+	o := e.open
+	e.mu.Unlock()
+	if o != nil && o != retired {
+		e.queueOpen(o, moved)
+	}
+}
+
+// syncStateLocked is what a sync tells the leader, but the waiters: the
+// configuration (and its change count), the leases with the time left
+// to their bounds, and the mirror; and the waiters, for the caller to
+// put in their order once unlocked.
+func (e *Engine) syncStateLocked() (*syncState, uint64, []*waiting) {
+	st := &syncState{}
+	config := e.configLocked(st)
+	now := e.now()
+	for local, h := range e.leases {
+		hl := heldLease{Local: local, Remote: h.remote, Epoch: h.epoch, Req: h.req, Cand: h.cand}
+		if !h.bound.IsZero() {
+			hl.Bound = max(h.bound.Sub(now), time.Nanosecond)
+		}
+		st.Leases = append(st.Leases, hl)
+	}
+	st.Mirror = e.mirrorLocked()
+	ws := make([]*waiting, 0, len(e.waiters))
+	for _, w := range e.waiters {
+		ws = append(ws, w)
+	}
+	return st, config, ws
+}
+
+// reconfigureLocked gives rt's leader the configuration as it is now,
+// if it changed since the sync took it (config, its change count): a
+// change made while the sync was under way found no route and was only
+// recorded. False if that failed, and rt's session is closed.
+func (e *Engine) reconfigureLocked(rt *route, config uint64) bool {
 	for e.config != config && !e.closed && e.term.Epoch == rt.epoch {
 		again := &syncState{}
 		config = e.configLocked(again)
@@ -381,32 +413,25 @@ func (e *Engine) establish(rt *route) bool {
 			return false
 		}
 	}
-	if e.closed || e.term.Epoch != rt.epoch {
-		return false
-	}
-	for _, h := range st.Leases {
+	return true
+}
+
+// takeSyncedLocked gives each lease the sync took along (sent) the id
+// rt's leader knows it by (synced, by key of the local id), and forgets
+// those the leader no longer holds; a lease released or granted again
+// meanwhile is left as it is.
+func (e *Engine) takeSyncedLocked(rt *route, sent []heldLease, synced map[string]admission.LeaseID) {
+	for _, h := range sent {
 		cur := e.leases[h.Local]
 		if cur == nil || cur.remote != h.Remote || cur.epoch != h.Epoch {
 			continue // released or re-granted meanwhile
 		}
-		if id, ok := reply.Synced[key(h.Local)]; ok {
+		if id, ok := synced[key(h.Local)]; ok {
 			cur.remote, cur.epoch = id, rt.epoch
 		} else {
 			delete(e.leases, h.Local) // the leader no longer holds it
 		}
 	}
-	if rt.c == nil {
-		// This replica leads: the mirror it took along is now its own
-		// leader's to keep.
-		clear(e.mirror)
-	}
-	e.rt = rt
-	if e.openTimer != nil {
-		e.openTimer.Stop()
-		e.openTimer = nil
-	}
-	e.signalLocked()
-	return true
 }
 
 // configLocked copies the configuration this replica has recorded into
