@@ -72,13 +72,7 @@ func (tm *term) commit(batch []admittedTask) {
 	s := tm.s
 	ctx := context.Background()
 	tm.sync.Lock()
-	applied, errs, err := tm.apply(ctx, batch)
-	if isCommitFault(err) && len(batch) > 1 {
-		for i := range batch {
-			one, oneErrs, _ := tm.apply(ctx, batch[i:i+1])
-			applied[i], errs[i] = one[0], oneErrs[0]
-		}
-	}
+	applied, errs, err := tm.applyEach(ctx, batch)
 	// The store is at fault when it took none; a task it refuses while
 	// it takes others (now, or since the task was last refused) is at
 	// fault itself.
@@ -89,47 +83,15 @@ func (tm *term) commit(batch []admittedTask) {
 	if !storeFault {
 		tm.okCommits++
 	}
-	var back []admission.Lease
-	var moved, poison, again []string
 	tm.mu.Lock()
-	for i, a := range batch {
-		h := tm.leases[a.id]
-		mine := h != nil && h.lease.ID == a.lease.ID
-		if errs[i] == nil && applied[i] {
-			if mine {
-				h.pending = false
-			}
-			continue
-		}
-		if mine {
-			delete(tm.leases, a.id)
-		}
-		back = append(back, a.lease)
-		switch {
-		case errs[i] == nil:
-			moved = append(moved, a.id)
-		case !isCommitFault(errs[i]), ended:
-		case !storeFault:
-			poison = append(poison, a.id)
-		default:
-			if at, ok := tm.refusedAt[a.id]; ok && tm.okCommits > at {
-				poison = append(poison, a.id)
-				break
-			}
-			tm.refusedAt[a.id] = tm.okCommits
-			again = append(again, a.id)
-		}
-		if errs[i] == nil || slices.Contains(poison, a.id) {
-			delete(tm.refusedAt, a.id)
-		}
-	}
+	out := tm.sortCommitsLocked(batch, applied, errs, storeFault, ended)
 	tm.mu.Unlock()
 	tm.sync.Unlock()
 	if tm.fleet {
 		// A task that was no longer queued: cancelled, or admitted by
 		// the term before this one, whose late commit the ledger looks
 		// at now rather than at its next poll (it restores the lease).
-		for _, id := range moved {
+		for _, id := range out.moved {
 			tm.post(notice{id: id})
 		}
 	}
@@ -139,20 +101,10 @@ func (tm *term) commit(batch []admittedTask) {
 		}
 	}
 	// Not admitted after all: the capacity goes back.
-	for _, l := range back {
+	for _, l := range out.back {
 		tm.s.dropped("release", tm.engine.Release(ctx, l.ID, l.Owner))
 	}
-	for i, a := range batch {
-		if !slices.Contains(poison, a.id) {
-			continue
-		}
-		s.logger.Error("the store refused one task's admission while it took others'; the task fails", "task", a.id, "error", errs[i])
-		if _, ferr := s.finishID(ctx, a.id, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{Status: weir.TaskFailed,
-			ErrorCode: codeDispatchFailed, ErrorMessage: "the gateway could not record this task's admission; it was not started"}); ferr != nil {
-			// Still queued in the store: it must not be left in no queue.
-			tm.queueAgain(a.id, commitBackoff(1))
-		}
-	}
+	tm.failPoisoned(ctx, batch, errs, out.poison)
 	switch {
 	case errors.Is(err, ErrDeposed):
 		s.logger.Warn("admissions decided in a fleet term that has passed were not committed; the next leader admits their tasks",
@@ -167,11 +119,92 @@ func (tm *term) commit(batch []admittedTask) {
 	// in a busy loop.
 	tm.commitFails++
 	wait := commitBackoff(tm.commitFails)
-	for _, id := range again {
+	for _, id := range out.again {
 		tm.queueAgain(id, wait)
 	}
-	s.logger.Error("admission commit failed; tasks queue again", "tasks", len(again), "failures_in_a_row", tm.commitFails,
+	s.logger.Error("admission commit failed; tasks queue again", "tasks", len(out.again), "failures_in_a_row", tm.commitFails,
 		"after_ms", wait.Milliseconds(), "error", err)
+}
+
+// applyEach applies batch in one transaction (apply) and, when that
+// fails for the store's or a task's fault, each of its tasks alone;
+// err is the batch's.
+func (tm *term) applyEach(ctx context.Context, batch []admittedTask) (applied []bool, errs []error, err error) {
+	applied, errs, err = tm.apply(ctx, batch)
+	if isCommitFault(err) && len(batch) > 1 {
+		for i := range batch {
+			one, oneErrs, _ := tm.apply(ctx, batch[i:i+1])
+			applied[i], errs[i] = one[0], oneErrs[0]
+		}
+	}
+	return applied, errs, err
+}
+
+// commitsSorted is what a commit leaves to do about its batch's tasks
+// that were not admitted: their leases go back; and each was no longer
+// queued (moved), is refused by the store alone (poison: it fails), or
+// queues again after a backoff (again).
+type commitsSorted struct {
+	back                 []admission.Lease
+	moved, poison, again []string
+}
+
+// sortCommitsLocked records what the commit of batch did (applied, and
+// errs, as applyEach says; storeFault and ended as commit judged them):
+// the leases of the tasks admitted are held, and those of the others
+// sorted out.
+func (tm *term) sortCommitsLocked(batch []admittedTask, applied []bool, errs []error, storeFault, ended bool) commitsSorted {
+	var out commitsSorted
+	for i, a := range batch {
+		h := tm.leases[a.id]
+		mine := h != nil && h.lease.ID == a.lease.ID
+		if errs[i] == nil && applied[i] {
+			if mine {
+				h.pending = false
+			}
+			continue
+		}
+		if mine {
+			delete(tm.leases, a.id)
+		}
+		out.back = append(out.back, a.lease)
+		switch {
+		case errs[i] == nil:
+			out.moved = append(out.moved, a.id)
+		case !isCommitFault(errs[i]), ended:
+		case !storeFault:
+			out.poison = append(out.poison, a.id)
+		default:
+			if at, ok := tm.refusedAt[a.id]; ok && tm.okCommits > at {
+				out.poison = append(out.poison, a.id)
+				break
+			}
+			tm.refusedAt[a.id] = tm.okCommits
+			out.again = append(out.again, a.id)
+		}
+		if errs[i] == nil || slices.Contains(out.poison, a.id) {
+			delete(tm.refusedAt, a.id)
+		}
+	}
+	return out
+}
+
+// failPoisoned fails the tasks of batch the store refused alone
+// (poison, with errs as applyEach says): their own records are at
+// fault. One that cannot be failed queues again.
+func (tm *term) failPoisoned(ctx context.Context, batch []admittedTask, errs []error, poison []string) {
+	s := tm.s
+	for i, a := range batch {
+		if !slices.Contains(poison, a.id) {
+			continue
+		}
+		s.logger.Error("the store refused one task's admission while it took others'; the task fails", "task", a.id, "error", errs[i])
+		if _, ferr := s.finishID(ctx, a.id, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{Status: weir.TaskFailed,
+			ErrorCode: codeDispatchFailed, ErrorMessage: "the gateway could not record this task's admission; it was not started"}); ferr != nil {
+			// Still queued in the store: it must not be left in no queue.
+			tm.queueAgain(a.id, commitBackoff(1))
+		}
+	}
 }
 
 // queueAgain queues task id, queued in the store, again after d.
