@@ -19,12 +19,12 @@ import (
 // on the engine that term gives it, whose waiters and leases are the
 // term's alone. When it ends they are forgotten, not released (the
 // engine goes with the term), and the next leader's term recovers them
-// from the store (ledger.go).
+// from the store (lead.go).
 type term struct {
 	s      *Service
 	engine admission.Engine
 	// fleet says the term is a fleet leader's ledger: it learns of the
-	// other replicas' changes from notices and polls (ledger.go).
+	// other replicas' changes from notices and polls (lead.go).
 	fleet bool
 	// epoch is the fleet term's (Lead), which the store's Fencer checks
 	// at each commit.
@@ -65,7 +65,7 @@ type term struct {
 	// (admission.Request.Place). The term's engine gave them: the next
 	// term's recovery queues what waits in submission order instead.
 	places map[string]uint64
-	// The fleet ledger's own (ledger.go).
+	// The fleet ledger's own (lead.go).
 	deferred     map[string]clock.Timer // task id → its wait before it queues again
 	refused      map[string][]string    // task id → platform models that refused it since it last queued for all
 	rounds       map[string]int         // task id → times every candidate refused it
