@@ -17,11 +17,13 @@ var errSessionClosed = errors.New("fleet session closed")
 // one goroutine from a queue, so no caller blocks on the network; the
 // reader's loop is the owner's. A side that has written nothing for a
 // third of the timeout sends a ping, and a side that has read nothing for
-// the timeout closes the connection.
+// the timeout closes the connection. The owner ends a session with stop,
+// which joins the writer.
 type conn struct {
 	nc      net.Conn
 	timeout time.Duration
 	r       *reader
+	writer  group
 
 	mu      sync.Mutex
 	queue   []*frame
@@ -49,7 +51,7 @@ func newConn(nc net.Conn, timeout time.Duration) *conn {
 func newConnReader(nc net.Conn, timeout time.Duration, r *reader) *conn {
 	c := &conn{nc: nc, timeout: timeout, r: r, wake: make(chan struct{}, 1),
 		done: make(chan struct{}), waiting: make(map[uint64]chan *frame)}
-	go c.writeLoop()
+	c.writer.spawn(c.writeLoop)
 	return c
 }
 
@@ -185,6 +187,13 @@ func (c *conn) closedByPeer() bool {
 // refused reports whether a dial failed because nothing listens there:
 // the peer's host answered that the port is closed.
 func refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
+
+// stop closes the connection and waits for its writer to return: what
+// the owner of a session does once it is done with it.
+func (c *conn) stop() {
+	c.close()
+	c.writer.wait()
+}
 
 func (c *conn) close() {
 	c.mu.Lock()

@@ -48,6 +48,28 @@
 // grants go back to its engine, never to a caller, and its sessions are
 // refused or already closed.
 //
+// # The sessions
+//
+// A leader runs each call a session brings on a goroutine of its own,
+// for a call may wait for acknowledgements that the session's reader
+// must keep reading; at most 4096 calls of one session run at once
+// (maxSessionCalls), far more than a replica has in flight. A
+// call beyond them is answered at once, unrun, with an error the
+// replica takes as it takes a lost session: it drops the session, dials
+// again and syncs, and asks the call again on the new one; what it had
+// posted without waiting (a lazy release) is settled by that sync.
+//
+// # Goroutines
+//
+// Every goroutine of the engine has an owner that joins it: Close joins
+// the engine's own (the way to the leader, each session's reader and
+// writer, the sessions its listener accepted, its timers' callbacks),
+// and a term's leader, when the term ends here, joins the sessions it
+// served with their calls, its probes of replicas that went away, and
+// its timers' callbacks. Each owner first closes what they may block
+// on — connections, listeners, the waits of its term — so that none is
+// left waiting on the network.
+//
 // # Replicas that go away
 //
 // A replica that goes away has either died — its process is gone, and

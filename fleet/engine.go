@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -85,6 +86,10 @@ type Config struct {
 	// listener refused a session: the leader's process may have died.
 	// It must not block.
 	OnLeaderLost func(t Term)
+
+	// sessionCalls bounds the calls of one session the leader runs at
+	// once (leader.answer); tests set it lower. Default maxSessionCalls.
+	sessionCalls int
 }
 
 func (c *Config) defaults() {
@@ -106,6 +111,9 @@ func (c *Config) defaults() {
 	if c.Dial == nil {
 		var d net.Dialer
 		c.Dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	if c.sessionCalls <= 0 {
+		c.sessionCalls = maxSessionCalls
 	}
 }
 
@@ -136,6 +144,15 @@ type Engine struct {
 	closed  bool
 	stop    chan struct{}
 	durable *Engine // the term's engine for durable work, while leading
+	// run is the engine's goroutines (follow, readLoop, leadTerm, the
+	// sessions its listener accepted, timers' callbacks), which Close
+	// joins; ctx ends with Close, and with it the waits of those
+	// goroutines' calls. owned are the listeners and connections Close
+	// closes so that a goroutine blocked on one returns.
+	run       group
+	ctx       context.Context
+	cancelCtx context.CancelFunc
+	owned     map[io.Closer]bool
 	// replicas is the fleet's size as last known (SetTerm, SetReplicas),
 	// which divides the limits while running open; 0: not known, and the
 	// engine never runs open.
@@ -226,18 +243,31 @@ type route struct {
 // a leader.
 func New(cfg Config) *Engine {
 	cfg.defaults()
+	ctx, cancel := context.WithCancel(context.Background())
 	return &Engine{cfg: cfg, scopes: make(map[string]admission.ScopeConfig), removed: make(map[string]bool),
 		fenced: make(map[string]uint64), active: make(map[string]uint64),
 		leases: make(map[admission.LeaseID]*held), waiters: make(map[string]*waiting),
 		mirror:  make(map[mirrorKey]mirrored),
-		changed: make(chan struct{}), stop: make(chan struct{})}
+		changed: make(chan struct{}), stop: make(chan struct{}),
+		ctx: ctx, cancelCtx: cancel, owned: make(map[io.Closer]bool)}
 }
 
 var _ admission.Engine = (*Engine)(nil)
 
-// Close ends the engine: the sessions close, and a leader here steps down.
-// Queued waiters fail with admission.ErrClosed.
+// Close ends the engine: the sessions close, a leader here steps down,
+// and the listeners given to Serve close last, once it grants nothing
+// more. Queued waiters fail with admission.ErrClosed. Close returns once
+// every goroutine the engine started has returned.
 func (e *Engine) Close() {
+	e.shut()
+	e.run.wait()
+}
+
+// shut is Close without the wait for the engine's goroutines: a term's
+// engine for durable work is shut before its leader closes and joined
+// after (its calls may wait on that leader's sessions, which the leader
+// closes).
+func (e *Engine) shut() {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -252,7 +282,12 @@ func (e *Engine) Close() {
 	}
 	waiters := e.waiters
 	e.waiters = make(map[string]*waiting)
+	owned := e.owned
+	e.owned = nil
+	e.signalLocked() // calls waiting for a route see the engine closed
 	e.mu.Unlock()
+	e.run.close()
+	e.cancelCtx()
 	if o != nil {
 		o.mem.Close()
 	}
@@ -261,21 +296,75 @@ func (e *Engine) Close() {
 	}
 	if durable != nil {
 		e.cfg.OnLead(nil, 0)
-		durable.Close()
+		durable.shut()
 	}
 	if lead != nil {
 		lead.close()
 	}
+	if durable != nil {
+		durable.run.wait()
+	}
 	for _, w := range waiters {
 		w.notify(admission.Lease{}, admission.ErrClosed)
 	}
+	// The connections being dialled or handshaken, then the listeners:
+	// a listener that refuses says this replica grants nothing more.
+	for c := range owned {
+		if _, ok := c.(net.Listener); !ok {
+			_ = c.Close()
+		}
+	}
+	for c := range owned {
+		if _, ok := c.(net.Listener); ok {
+			_ = c.Close()
+		}
+	}
+}
+
+// own records c for Close to close; false, and c is not recorded, once
+// the engine is closed.
+func (e *Engine) own(c io.Closer) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.owned[c] = true
+	return true
+}
+
+// disown forgets c, which its user closes.
+func (e *Engine) disown(c io.Closer) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.owned, c)
+}
+
+// afterFunc runs f after d on the engine's clock as one of its
+// goroutines: not once the engine is closed, and Close waits for a run
+// under way.
+func (e *Engine) afterFunc(d time.Duration, f func()) clock.Timer {
+	return e.clock().AfterFunc(d, func() {
+		if !e.run.enter() {
+			return
+		}
+		defer e.run.leave()
+		f()
+	})
 }
 
 // Serve answers sessions on ln while this replica leads; a session that
 // reaches it at another time is refused. A connection must authenticate
 // first (handshake.go); beyond the bound of connections that have not,
-// more are closed as they come. It returns when ln is closed.
+// more are closed as they come. It returns when ln is closed; Close
+// closes it (as http.Server's does), and Serve on a closed engine closes
+// ln and returns admission.ErrClosed.
 func (e *Engine) Serve(ln net.Listener) error {
+	if !e.own(ln) {
+		_ = ln.Close()
+		return admission.ErrClosed
+	}
+	defer e.disown(ln)
 	var p unauthenticated
 	for {
 		nc, err := ln.Accept()
@@ -291,13 +380,22 @@ func (e *Engine) Serve(ln net.Listener) error {
 			_ = nc.Close()
 			continue
 		}
-		go e.accept(nc, func() { p.leave(host) })
+		if !e.run.spawn(func() { e.accept(nc, func() { p.leave(host) }) }) {
+			_ = nc.Close()
+			p.leave(host)
+		}
 	}
 }
 
 // accept serves a connection the listener accepted; handshaken is
 // called once its hello is checked, or it is closed.
 func (e *Engine) accept(nc net.Conn, handshaken func()) {
+	if !e.own(nc) {
+		_ = nc.Close()
+		handshaken()
+		return
+	}
+	defer e.disown(nc)
 	c, hello, ok := e.handshake(nc)
 	handshaken()
 	if !ok {
@@ -312,4 +410,6 @@ func (e *Engine) accept(nc net.Conn, handshaken func()) {
 	}
 	_ = c.send(&frame{Op: opWelcome, Err: encodeErr(fmt.Errorf("%w: replica %s does not lead", errWrongTerm, e.cfg.Replica))})
 	c.finish()
+	<-c.done // written, or the write deadline passed
+	c.stop()
 }

@@ -27,6 +27,8 @@ type node struct {
 
 	mu    sync.Mutex
 	conns []net.Conn
+	// serving is closed when Serve, on the node's listener, has returned.
+	serving chan struct{}
 }
 
 func startNodes(t *testing.T, timeout time.Duration, ids ...string) map[string]*node {
@@ -75,7 +77,11 @@ func startNodesWith(t *testing.T, timeout time.Duration, edit func(*Config), ids
 			edit(&cfg)
 		}
 		n.e = New(cfg)
-		go n.e.Serve(ln)
+		n.serving = make(chan struct{})
+		go func() {
+			defer close(n.serving)
+			_ = n.e.Serve(ln)
+		}()
 		t.Cleanup(func() { ln.Close() })
 		t.Cleanup(n.e.Close)
 		t.Cleanup(n.unsilence)

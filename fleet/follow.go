@@ -53,18 +53,21 @@ func (e *Engine) SetTerm(t Term, leading bool, live []string) {
 	}
 	if oldDurable != nil {
 		e.cfg.OnLead(nil, 0)
-		oldDurable.Close()
+		oldDurable.shut()
 	}
 	if oldLead != nil {
 		oldLead.close()
 	}
+	if oldDurable != nil {
+		oldDurable.run.wait()
+	}
 	if leading {
-		go e.leadTerm(lead)
+		e.run.spawn(func() { e.leadTerm(lead) })
 		if durable != nil {
 			e.cfg.OnLead(durable, t.Epoch)
 		}
 	} else if t.Addr != "" {
-		go e.follow(t)
+		e.run.spawn(func() { e.follow(t) })
 	}
 }
 
@@ -142,32 +145,55 @@ func (e *Engine) leadTerm(lead *leader) {
 func (e *Engine) follow(t Term) {
 	backoff := 20 * time.Millisecond
 	for e.current(t.Epoch) {
-		if c := e.dialLeader(t); c != nil {
-			rt := &route{epoch: t.Epoch, c: c, call: func(_ context.Context, f *frame) (*frame, error) { return c.call(f) }}
-			go e.readLoop(rt)
-			if e.establish(rt) {
-				backoff = 20 * time.Millisecond
-			}
-			<-c.done
-			e.lost(rt)
-			if c.closedByPeer() && e.cfg.OnLeaderLost != nil && e.current(t.Epoch) {
-				e.cfg.OnLeaderLost(t)
-			}
+		if c := e.dialLeader(t); c != nil && e.session(t, c) {
+			backoff = 20 * time.Millisecond
 		}
 		// Real time: it paces dials, as the network's own timeouts do.
-		wait := backoff/2 + rand.N(backoff)
+		wait := time.NewTimer(backoff/2 + rand.N(backoff))
 		backoff = min(backoff*2, time.Second)
 		select {
-		case <-time.After(wait):
+		case <-wait.C:
 		case <-e.stop:
+			wait.Stop()
 			return
 		}
 	}
 }
 
-// dialLeader opens a session with t's leader, or returns nil.
+// session keeps the session c with t's leader until it ends, and reports
+// whether it synced. Its read loop is joined, and c stopped, before it
+// returns.
+func (e *Engine) session(t Term, c *conn) (synced bool) {
+	defer e.disown(c.nc)
+	rt := &route{epoch: t.Epoch, c: c, call: func(_ context.Context, f *frame) (*frame, error) { return c.call(f) }}
+	read := make(chan struct{})
+	if !e.run.spawn(func() {
+		defer close(read)
+		e.readLoop(rt)
+	}) {
+		c.stop()
+		return false
+	}
+	synced = e.establish(rt)
+	if !synced {
+		// Not the route: the term moved on or the engine closed meanwhile
+		// (a failed sync closed it already), and nobody else closes it.
+		c.close()
+	}
+	<-c.done
+	e.lost(rt)
+	<-read
+	c.stop()
+	if c.closedByPeer() && e.cfg.OnLeaderLost != nil && e.current(t.Epoch) {
+		e.cfg.OnLeaderLost(t)
+	}
+	return synced
+}
+
+// dialLeader opens a session with t's leader, or returns nil. The
+// connection is the engine's to close (own) until session ends.
 func (e *Engine) dialLeader(t Term) *conn {
-	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.SessionTimeout)
+	ctx, cancel := context.WithTimeout(e.ctx, e.cfg.SessionTimeout)
 	defer cancel()
 	nc, err := e.cfg.Dial(ctx, t.Addr)
 	if err != nil {
@@ -177,9 +203,14 @@ func (e *Engine) dialLeader(t Term) *conn {
 		}
 		return nil
 	}
+	if !e.own(nc) {
+		_ = nc.Close()
+		return nil
+	}
 	c := newConn(nc, e.cfg.SessionTimeout)
 	if c.send(&frame{Op: opHello, Epoch: t.Epoch, Replica: e.cfg.Replica, Gen: e.cfg.Gen, Secret: e.cfg.Secret}) != nil {
-		c.close()
+		e.disown(nc)
+		c.stop()
 		return nil
 	}
 	w, err := c.read()
@@ -187,7 +218,8 @@ func (e *Engine) dialLeader(t Term) *conn {
 		if w != nil && w.Err != nil {
 			e.cfg.Logger.Warn("fleet: the leader refused the session", "addr", t.Addr, "epoch", t.Epoch, "error", w.Err.err())
 		}
-		c.close()
+		e.disown(nc)
+		c.stop()
 		return nil
 	}
 	c.r.authenticated()
@@ -206,7 +238,12 @@ func (e *Engine) readLoop(rt *route) {
 		}
 		switch f.Op {
 		case opReply:
-			c.answer(f)
+			if !c.answer(f) && errors.Is(f.Err.err(), errWrongTerm) {
+				// A call posted without a wait (a lazy release) that the
+				// leader did not run (errBusy): the session ends, as if
+				// lost, so that the next sync settles what it asked.
+				return
+			}
 		case opMirror:
 			if f.Epoch == rt.epoch {
 				e.onMirror(f, rt.epoch)
@@ -253,7 +290,7 @@ func (e *Engine) armOpenLocked() {
 	if e.openTimer != nil || e.closed || e.open != nil {
 		return
 	}
-	e.openTimer = e.clock().AfterFunc(e.cfg.Unavailable, func() {
+	e.openTimer = e.afterFunc(e.cfg.Unavailable, func() {
 		e.mu.Lock()
 		e.openTimer = nil
 		moved := e.failOpenLocked()
@@ -273,36 +310,8 @@ func (e *Engine) establish(rt *route) bool {
 	// Running open while the sync is under way would grant leases the
 	// sync does not take to the leader.
 	e.syncing++
-	defer func() {
-		e.mu.Lock()
-		e.syncing--
-		var moved []*waiting
-		if retired != nil {
-			// A sync that failed leaves the engine without a leader
-			// again: it runs open again at once.
-			moved = e.failOpenLocked()
-		}
-		o := e.open
-		e.mu.Unlock()
-		if o != nil && o != retired {
-			e.queueOpen(o, moved)
-		}
-	}()
-	st := &syncState{}
-	config := e.configLocked(st)
-	now := e.now()
-	for local, h := range e.leases {
-		hl := heldLease{Local: local, Remote: h.remote, Epoch: h.epoch, Req: h.req, Cand: h.cand}
-		if !h.bound.IsZero() {
-			hl.Bound = max(h.bound.Sub(now), time.Nanosecond)
-		}
-		st.Leases = append(st.Leases, hl)
-	}
-	st.Mirror = e.mirrorLocked()
-	ws := make([]*waiting, 0, len(e.waiters))
-	for _, w := range e.waiters {
-		ws = append(ws, w)
-	}
+	defer e.syncEnded(retired)
+	st, config, ws := e.syncStateLocked()
 	e.mu.Unlock()
 	if retired != nil {
 		retired.mem.Close()
@@ -311,7 +320,7 @@ func (e *Engine) establish(rt *route) bool {
 	for _, w := range ws {
 		st.Waiters = append(st.Waiters, w.req)
 	}
-	reply, err := rt.call(context.Background(), &frame{Op: opSync, Epoch: rt.epoch, State: st})
+	reply, err := rt.call(e.ctx, &frame{Op: opSync, Epoch: rt.epoch, State: st})
 	if err == nil && reply.Err != nil {
 		err = reply.Err.err()
 	}
@@ -327,9 +336,69 @@ func (e *Engine) establish(rt *route) bool {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	// A change of configuration made while the sync was under way found
-	// no route and was only recorded: give the leader the configuration
-	// as it is now before the route opens.
+	if !e.reconfigureLocked(rt, config) || e.closed || e.term.Epoch != rt.epoch {
+		return false
+	}
+	e.takeSyncedLocked(rt, st.Leases, reply.Synced)
+	if rt.c == nil {
+		// This replica leads: the mirror it took along is now its own
+		// leader's to keep.
+		clear(e.mirror)
+	}
+	e.rt = rt
+	if e.openTimer != nil {
+		e.openTimer.Stop()
+		e.openTimer = nil
+	}
+	e.signalLocked()
+	return true
+}
+
+// syncEnded ends a sync that establish began, having retired the open
+// engine (nil if it ran none): a sync that failed leaves the engine
+// without a leader again, and it runs open again at once.
+func (e *Engine) syncEnded(retired *open) {
+	e.mu.Lock()
+	e.syncing--
+	var moved []*waiting
+	if retired != nil {
+		moved = e.failOpenLocked()
+	}
+	o := e.open
+	e.mu.Unlock()
+	if o != nil && o != retired {
+		e.queueOpen(o, moved)
+	}
+}
+
+// syncStateLocked is what a sync tells the leader, but the waiters: the
+// configuration (and its change count), the leases with the time left
+// to their bounds, and the mirror; and the waiters, for the caller to
+// put in their order once unlocked.
+func (e *Engine) syncStateLocked() (*syncState, uint64, []*waiting) {
+	st := &syncState{}
+	config := e.configLocked(st)
+	now := e.now()
+	for local, h := range e.leases {
+		hl := heldLease{Local: local, Remote: h.remote, Epoch: h.epoch, Req: h.req, Cand: h.cand}
+		if !h.bound.IsZero() {
+			hl.Bound = max(h.bound.Sub(now), time.Nanosecond)
+		}
+		st.Leases = append(st.Leases, hl)
+	}
+	st.Mirror = e.mirrorLocked()
+	ws := make([]*waiting, 0, len(e.waiters))
+	for _, w := range e.waiters {
+		ws = append(ws, w)
+	}
+	return st, config, ws
+}
+
+// reconfigureLocked gives rt's leader the configuration as it is now,
+// if it changed since the sync took it (config, its change count): a
+// change made while the sync was under way found no route and was only
+// recorded. False if that failed, and rt's session is closed.
+func (e *Engine) reconfigureLocked(rt *route, config uint64) bool {
 	for e.config != config && !e.closed && e.term.Epoch == rt.epoch {
 		again := &syncState{}
 		config = e.configLocked(again)
@@ -344,32 +413,25 @@ func (e *Engine) establish(rt *route) bool {
 			return false
 		}
 	}
-	if e.closed || e.term.Epoch != rt.epoch {
-		return false
-	}
-	for _, h := range st.Leases {
+	return true
+}
+
+// takeSyncedLocked gives each lease the sync took along (sent) the id
+// rt's leader knows it by (synced, by key of the local id), and forgets
+// those the leader no longer holds; a lease released or granted again
+// meanwhile is left as it is.
+func (e *Engine) takeSyncedLocked(rt *route, sent []heldLease, synced map[string]admission.LeaseID) {
+	for _, h := range sent {
 		cur := e.leases[h.Local]
 		if cur == nil || cur.remote != h.Remote || cur.epoch != h.Epoch {
 			continue // released or re-granted meanwhile
 		}
-		if id, ok := reply.Synced[key(h.Local)]; ok {
+		if id, ok := synced[key(h.Local)]; ok {
 			cur.remote, cur.epoch = id, rt.epoch
 		} else {
 			delete(e.leases, h.Local) // the leader no longer holds it
 		}
 	}
-	if rt.c == nil {
-		// This replica leads: the mirror it took along is now its own
-		// leader's to keep.
-		clear(e.mirror)
-	}
-	e.rt = rt
-	if e.openTimer != nil {
-		e.openTimer.Stop()
-		e.openTimer = nil
-	}
-	e.signalLocked()
-	return true
 }
 
 // configLocked copies the configuration this replica has recorded into
@@ -400,7 +462,7 @@ func (e *Engine) reconfigure(rt *route, st *syncState) error {
 	}
 	for _, f := range fs {
 		f.Epoch = rt.epoch
-		r, err := rt.call(context.Background(), f)
+		r, err := rt.call(e.ctx, f)
 		if err == nil {
 			err = r.Err.err()
 		}
@@ -425,7 +487,7 @@ func (e *Engine) onNotify(f *frame, epoch uint64) {
 			// Nobody waits for it (cancelled here meanwhile, or waiting
 			// in the open engine): back it goes.
 			lease := *f.Lease
-			go e.releaseRemote(epoch, lease.ID, lease.Owner)
+			e.run.spawn(func() { e.releaseRemote(epoch, lease.ID, lease.Owner) })
 		}
 		return
 	}
@@ -447,6 +509,12 @@ func (e *Engine) releaseRemote(epoch uint64, id admission.LeaseID, owner admissi
 	if rt == nil || rt.epoch != epoch {
 		return // the next sync leaves it out: that leader releases it
 	}
-	_, err := rt.call(context.Background(), &frame{Op: opRelease, Epoch: epoch, LeaseID: id, Owner: owner})
+	r, err := rt.call(e.ctx, &frame{Op: opRelease, Epoch: epoch, LeaseID: id, Owner: owner})
+	if err == nil && errors.Is(r.Err.err(), errWrongTerm) {
+		// Not run (errBusy): the session ends, as if lost, and the next
+		// sync leaves the lease out.
+		e.lost(rt)
+		return
+	}
 	dropped(&e.cfg, e.cfg.Logger, "release", err)
 }

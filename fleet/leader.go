@@ -56,6 +56,17 @@ type leader struct {
 	stages  [stages]*barrier
 	isReady bool
 	closed  bool
+	// ready forces the last stage once the session timeout has passed.
+	ready clock.Timer
+
+	// run is the term's goroutines here: the sessions it serves, each
+	// with its calls (serve), the probes of replicas that went away, and
+	// its timers' callbacks; close joins them. ctx ends when the term
+	// ends here, and with it every wait of the term's (its barriers,
+	// probes, the pauses between them).
+	run    group
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // peer is one replica as the leader sees it.
@@ -104,7 +115,8 @@ func newLeader(epoch uint64, cfg *Config, valid func() bool, expect []string) *l
 	if c == nil {
 		c = clock.Real
 	}
-	l := &leader{epoch: epoch, cfg: cfg, clock: c, valid: valid, logger: cfg.Logger,
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &leader{epoch: epoch, cfg: cfg, clock: c, valid: valid, logger: cfg.Logger, ctx: ctx, cancel: cancel,
 		peers: make(map[string]*peer), owners: make(map[admission.LeaseID]*peer),
 		silent: make(map[string]*peer), watching: make(map[*peer]bool), mirror: make(map[*peer]bool),
 		fleetIDs: make(map[admission.LeaseID]admission.LeaseID), memIDs: make(map[admission.LeaseID]admission.LeaseID),
@@ -122,9 +134,22 @@ func newLeader(epoch uint64, cfg *Config, valid func() bool, expect []string) *l
 		l.stages[i] = newBarrier(expect)
 	}
 	if !l.stages[restored].passed() {
-		l.clock.AfterFunc(cfg.SessionTimeout, l.forceReady)
+		l.ready = l.afterFunc(cfg.SessionTimeout, l.forceReady)
 	}
 	return l
+}
+
+// afterFunc runs f after d on the leader's clock as one of the term's
+// goroutines: not once the term has ended here, and close waits for a
+// run under way.
+func (l *leader) afterFunc(d time.Duration, f func()) clock.Timer {
+	return l.clock.AfterFunc(d, func() {
+		if !l.run.enter() {
+			return
+		}
+		defer l.run.leave()
+		f()
+	})
 }
 
 // observe gives each lease its fleet id as the engine grants it, keeps
@@ -186,106 +211,15 @@ func (l *leader) release(ctx context.Context, id admission.LeaseID, owner admiss
 	return l.mem.Release(ctx, l.memID(id), owner)
 }
 
-// The stages of a new term's sync (leader.stages).
-const (
-	scoped = iota
-	owned
-	restored
-	stages
-)
-
-// barrier is passed once every replica expected has arrived, or it was
-// forced.
-type barrier struct {
-	waiting map[string]bool
-	done    chan struct{}
-	known   bool // the replicas expected are known
-}
-
-// newBarrier waits for the replicas of expect; nil says they are not
-// known, and only forcing passes it.
-func newBarrier(expect []string) *barrier {
-	b := &barrier{waiting: make(map[string]bool), done: make(chan struct{}), known: expect != nil}
-	for _, r := range expect {
-		b.waiting[r] = true
-	}
-	b.check()
-	return b
-}
-
-func (b *barrier) passed() bool {
-	select {
-	case <-b.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (b *barrier) check() {
-	if b.known && len(b.waiting) == 0 && !b.passed() {
-		close(b.done)
-	}
-}
-
-// arrive and force are called under the leader's lock.
-func (b *barrier) arrive(replica string) {
-	delete(b.waiting, replica)
-	b.check()
-}
-
-func (b *barrier) force() {
-	clear(b.waiting)
-	b.known = true
-	b.check()
-}
-
-func (b *barrier) wait(ctx context.Context) error {
-	select {
-	case <-b.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// forceReady ends the wait for replicas that never synced: their
-// sessions' absence says they are gone, and they hold nothing the new
-// term must honour.
-func (l *leader) forceReady() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.stages[restored].passed() {
-		l.logger.Warn("fleet leader admits without replicas that did not sync", "epoch", l.epoch, "missing", len(l.stages[restored].waiting))
-		for _, b := range l.stages {
-			b.force()
-		}
-	}
-}
-
-// reached notes that replica has passed stage (and every earlier one).
-func (l *leader) reached(replica string, stage int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, b := range l.stages[:stage+1] {
-		b.arrive(replica)
-	}
-}
-
-// waitReady blocks admissions until every replica that was alive when
-// the term began has re-asserted what it holds: a new leader that
-// admitted before that could exceed a limit with leases it does not know.
-func (l *leader) waitReady(ctx context.Context) error {
-	return l.stages[restored].wait(ctx)
-}
-
 // close ends the term here: every session is closed and the engine
 // discarded. Outcomes are not delivered any more: the replicas take their
-// waiters and leases to the next leader.
+// waiters and leases to the next leader. It returns once the term's
+// goroutines have.
 func (l *leader) close() {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
+		l.run.wait()
 		return
 	}
 	l.closed = true
@@ -293,10 +227,14 @@ func (l *leader) close() {
 	for _, p := range l.peers {
 		peers = append(peers, p)
 	}
-	if l.sweep != nil {
-		l.sweep.Stop()
+	for _, t := range []clock.Timer{l.sweep, l.ready} {
+		if t != nil {
+			t.Stop()
+		}
 	}
 	l.mu.Unlock()
+	l.run.close()
+	l.cancel()
 	for _, p := range peers {
 		if p.session != nil {
 			p.session.close()
@@ -306,6 +244,7 @@ func (l *leader) close() {
 		}
 	}
 	l.mem.Close()
+	l.run.wait()
 }
 
 // attach makes a replica a peer, or gives a known one its new session.
@@ -375,7 +314,7 @@ func (l *leader) detach(p *peer, session *conn) {
 	p.session = nil
 	p.deliver = func(*frame) error { return errSessionClosed }
 	delete(l.mirror, p)
-	p.gone = l.clock.AfterFunc(l.cfg.SessionTimeout, func() { l.drop(p, false) })
+	p.gone = l.afterFunc(l.cfg.SessionTimeout, func() { l.drop(p, false) })
 	l.watchLocked(p)
 }
 
@@ -586,166 +525,24 @@ func (l *leader) hand(p *peer, lease admission.Lease, req *wireRequest, bound ti
 	return nil
 }
 
-// sync makes the leader's record of p what p says it holds: its scopes'
-// configuration, the owners it fenced and activated, its leases (kept if this leader granted them and still
-// holds them, restored if an earlier leader did, released if p no longer
-// holds them) and its queued waiters (kept in place if queued here, told
-// their outcome if it was decided while p was away, queued otherwise,
-// cancelled if p no longer waits). It returns, for each lease p sent, the
-// id it has here.
-func (l *leader) sync(ctx context.Context, p *peer, st *syncState) (map[string]admission.LeaseID, error) {
-	if st == nil {
-		st = &syncState{}
-	}
-	for name, cfg := range st.Scopes {
-		if err := l.mem.SetScope(ctx, name, cfg); err != nil {
-			l.logger.Warn("fleet sync: a replica's scope refused", "replica", p.replica, "scope", name, "error", err)
-		}
-	}
-	for _, name := range st.Removed {
-		dropped(l.cfg, l.logger, "remove_scope", l.mem.RemoveScope(ctx, name))
-	}
-	// What the replica was mirrored of the leases that others could not
-	// re-assert (silent.go) is held here too, until their holders speak:
-	// before this replica counts as arrived, so that the barrier does
-	// not pass without them.
-	later := l.adoptMirror(ctx, p, st.Mirror)
-	l.reached(p.replica, scoped)
-	if err := l.stages[scoped].wait(ctx); err != nil {
-		return nil, err
-	}
-	// Fences before activations: an activation of a generation fenced
-	// meanwhile fails, as it would have at the time.
-	for id, gen := range st.Fenced {
-		dropped(l.cfg, l.logger, "fence", l.mem.Fence(ctx, id, gen))
-	}
-	for id, gen := range st.Active {
-		dropped(l.cfg, l.logger, "activate", l.mem.Activate(ctx, id, gen))
-	}
-	l.reached(p.replica, owned)
-	if err := l.stages[owned].wait(ctx); err != nil {
-		return nil, err
-	}
-
-	ids := make(map[string]admission.LeaseID, len(st.Leases))
-	kept := make(map[admission.LeaseID]bool)
-	var restore []heldLease
-	l.mu.Lock()
-	// What p holds here, by the name p knows each lease by: its own
-	// grants and restores of this term, and the leases held for it while
-	// it was silent.
-	named := make(map[origin]admission.LeaseID, len(p.leases))
-	for id, pl := range p.leases {
-		named[pl.origin] = id
-	}
-	for _, h := range st.Leases {
-		if h.Remote != 0 {
-			if id, ok := named[origin{h.Epoch, h.Remote}]; ok {
-				kept[id] = true
-				ids[key(h.Local)] = id
-				p.leases[id].origin = origin{l.epoch, id}
-				continue
-			}
-			if h.Epoch == l.epoch {
-				// Granted here but gone since (expired, fenced): it
-				// stays gone.
-				continue
-			}
-		}
-		restore = append(restore, h)
-	}
-	var release []admission.LeaseID
-	owners := make(map[admission.LeaseID]admission.Owner)
-	for id, pl := range p.leases {
-		if !kept[id] {
-			release = append(release, id)
-			owners[id] = pl.owner
-		}
-	}
-	l.mu.Unlock()
-	for _, id := range release {
-		dropped(l.cfg, l.logger, "release", l.release(ctx, id, owners[id]))
-	}
-	for _, h := range restore {
-		lease, err := l.restore(ctx, p, h.Req.request(), h.Cand, l.boundLeft(h.Bound))
-		if err != nil {
-			l.logger.Warn("fleet sync: a replica's lease could not be restored", "replica", p.replica, "waiter", h.Req.ID, "error", err)
-			continue
-		}
-		ids[key(h.Local)] = lease.ID
-	}
-	// The mirrored leases whose scopes were not known before the scoped
-	// stage.
-	l.adoptMirror(ctx, p, later)
-
-	l.reached(p.replica, restored)
-	if err := l.waitReady(ctx); err != nil {
-		return ids, err
-	}
-
-	listed := make(map[string]bool, len(st.Waiters))
-	for _, w := range st.Waiters {
-		listed[w.ID] = true
-		l.mu.Lock()
-		told := p.undelivered[w.ID]
-		delete(p.undelivered, w.ID)
-		queued := p.waiters[w.ID]
-		deliver := p.deliver
-		l.mu.Unlock()
-		switch {
-		case told != nil:
-			_ = deliver(told)
-		case queued:
-		default:
-			if err := l.enqueue(ctx, p, w.request()); err != nil {
-				_ = deliver(&frame{Op: opNotify, Epoch: l.epoch, Waiter: w.ID, Err: encodeErr(err)})
-			}
-		}
-	}
-	l.mu.Lock()
-	var cancel []string
-	for id := range p.waiters {
-		if !listed[id] {
-			cancel = append(cancel, id)
-		}
-	}
-	var unwanted []*frame
-	for id, f := range p.undelivered {
-		if !listed[id] && f.Lease != nil {
-			unwanted = append(unwanted, f)
-		}
-		delete(p.undelivered, id)
-	}
-	l.mu.Unlock()
-	for _, id := range cancel {
-		dropped(l.cfg, l.logger, "cancel", l.mem.Cancel(ctx, id))
-	}
-	for _, f := range unwanted {
-		l.mu.Lock()
-		delete(p.leases, f.Lease.ID)
-		delete(l.owners, f.Lease.ID)
-		l.mu.Unlock()
-		dropped(l.cfg, l.logger, "release", l.release(ctx, f.Lease.ID, f.Lease.Owner))
-	}
-	l.mu.Lock()
-	l.startMirrorLocked(p)
-	l.mu.Unlock()
-	return ids, nil
-}
-
-// key names a replica's own lease id in a sync reply (JSON object keys
-// are strings).
-func key(id admission.LeaseID) string { return fmt.Sprint(uint64(id)) }
-
 // serve answers one replica's session on c, whose hello (the secret
-// checked: Engine.handshake) is given.
+// checked: Engine.handshake) is given, as one of the term's goroutines;
+// it returns once the session has ended and its calls have returned.
 func (l *leader) serve(c *conn, hello *frame) {
-	defer c.close()
+	defer c.stop()
 	refuse := func(err error) {
 		_ = c.send(&frame{Op: opWelcome, Epoch: l.epoch, Err: encodeErr(err)})
 		c.finish()
-		<-c.done // written, or the write deadline passed
+		select {
+		case <-c.done: // written, or the write deadline passed
+		case <-l.ctx.Done():
+		}
 	}
+	if !l.run.enter() {
+		refuse(fmt.Errorf("%w: the term of epoch %d ended here", errWrongTerm, l.epoch))
+		return
+	}
+	defer l.run.leave()
 	if hello.Epoch != l.epoch || !l.valid() {
 		refuse(fmt.Errorf("%w: epoch %d is not this leader's (%d)", errWrongTerm, hello.Epoch, l.epoch))
 		return
@@ -765,12 +562,43 @@ func (l *leader) serve(c *conn, hello *frame) {
 		refuse(err)
 		return
 	}
-	defer l.detach(p, c)
 	if c.send(&frame{Op: opWelcome, Epoch: l.epoch}) != nil {
+		l.detach(p, c)
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	l.answer(c, p)
+}
+
+// maxSessionCalls bounds the calls of one session that the leader runs
+// at once (Config.sessionCalls): a replica has about one call in flight
+// per caller of its own, far fewer than this; past it, a call is
+// refused at once with errBusy (see the package doc, "The sessions").
+const maxSessionCalls = 4096
+
+// errBusy refuses a call that found its session with maxSessionCalls
+// calls running. It is an errWrongTerm: the replica drops the session
+// and asks again on the next, as when a session is lost.
+var errBusy = fmt.Errorf("%w: the session has too many calls running", errWrongTerm)
+
+// answer reads p's frames on c until the session ends, then ends it:
+// p is detached, c closed, and the calls still running are waited for.
+// Each call runs on its own goroutine, for one may wait (for the term's
+// replicas to sync, for another replica to take an outcome) while this
+// loop must go on reading the acks that end such waits; so this loop
+// never waits for a call. At most cfg.sessionCalls run at once: beyond
+// them, a call is answered at once with errBusy. A replica sends a call
+// only after the calls it depends on were answered, so their order here
+// does not matter.
+func (l *leader) answer(c *conn, p *peer) {
+	ctx, cancel := context.WithCancel(l.ctx)
+	var calls sync.WaitGroup
+	defer func() {
+		cancel()
+		l.detach(p, c)
+		c.close()
+		calls.Wait()
+	}()
+	slots := make(chan struct{}, l.cfg.sessionCalls)
 	for {
 		f, err := c.read()
 		if err != nil {
@@ -780,14 +608,22 @@ func (l *leader) serve(c *conn, hello *frame) {
 			c.answer(f)
 			continue
 		}
-		// Each call runs on its own: one may wait (for the term's
-		// replicas to sync, for another replica to take an outcome)
-		// while this loop must go on reading the acks that end such
-		// waits. A replica sends a call only after the calls it depends
-		// on were answered, so their order here does not matter.
-		go func() { _ = c.send(l.handle(ctx, p, f)) }()
+		select {
+		case slots <- struct{}{}:
+		default:
+			if c.send(&frame{ID: f.ID, Op: opReply, Epoch: l.epoch, Err: encodeErr(errBusy)}) != nil {
+				return
+			}
+			continue
+		}
+		calls.Go(func() {
+			defer func() { <-slots }()
+			_ = c.send(l.handle(ctx, p, f))
+		})
 	}
 }
 
-// errWrongTerm refuses a session opened for another term.
+// errWrongTerm refuses a session opened for another term, and a call
+// that this leader will not run: the replica drops the session and asks
+// again on the next, of the next leader if the term has passed.
 var errWrongTerm = errors.New("not the leader of that term")

@@ -83,7 +83,8 @@ type Member struct {
 	ledSince time.Time
 
 	probe      *prober
-	takingOver atomic.Bool // a leaderLost probe is under way
+	takingOver atomic.Bool    // a leaderLost probe is under way
+	lost       sync.WaitGroup // leaderLost's probes, which Run joins
 }
 
 // NewMember opens the fleet listener and prepares the replica, on the
@@ -197,12 +198,18 @@ func (m *Member) Replicas(ctx context.Context) ([]Replica, error) { return m.coo
 // or the replica is fenced (ErrFenced: it must stop, for the fleet has
 // given away what it held). The engine is closed when Run returns.
 func (m *Member) Run(ctx context.Context) error {
-	// The engine closes before the listener: a listener that refuses
-	// connections is proof that this replica grants nothing more
-	// (leaderLost).
+	// The engine closes before the listener (its Close closes it last):
+	// a listener that refuses connections is proof that this replica
+	// grants nothing more (leaderLost). Then what Run started is joined.
 	defer m.ln.Close()
+	serving := make(chan struct{})
+	defer func() { <-serving }()
+	defer m.lost.Wait()
 	defer m.engine.Close()
-	go func() { _ = m.engine.Serve(m.ln) }()
+	go func() {
+		defer close(serving)
+		_ = m.engine.Serve(m.ln)
+	}()
 	errc := make(chan error, 1)
 	go func() { errc <- m.elector.Run(ctx) }()
 	first := true
@@ -322,7 +329,7 @@ func (m *Member) leaderLost(t Term) {
 	if t.Leader == m.cfg.Replica || !m.takingOver.CompareAndSwap(false, true) {
 		return
 	}
-	go func() {
+	m.lost.Go(func() {
 		defer m.takingOver.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), m.coord.cfg.HeartbeatTimeout)
 		defer cancel()
@@ -330,7 +337,7 @@ func (m *Member) leaderLost(t Term) {
 			m.log.Warn("fleet: the leader's listener refuses connections; taking the term if its PostgreSQL session is gone too", "epoch", t.Epoch, "leader", t.Leader)
 			m.elector.TakeOver(t.Epoch)
 		}
-	}()
+	})
 }
 
 // prober dials replicas' fleet listeners to learn whether one is closed.

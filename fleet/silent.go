@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/clock"
 )
 
 // Replicas that go away, as the leader sees them.
@@ -178,7 +179,7 @@ func (l *leader) armSweepLocked() {
 	if next.IsZero() || l.closed {
 		return
 	}
-	l.sweep = l.clock.AfterFunc(max(next.Sub(l.clock.Now()), 0), l.sweepDue)
+	l.sweep = l.afterFunc(max(next.Sub(l.clock.Now()), 0), l.sweepDue)
 }
 
 // sweepDue gives back the silent leases whose bounds have passed: their
@@ -221,7 +222,7 @@ func (l *leader) watchLocked(p *peer) {
 		return
 	}
 	l.watching[p] = true
-	go func() {
+	l.run.spawn(func() {
 		for _, d := range deathProbes(l.cfg.SessionTimeout) {
 			if !l.sleep(d) {
 				return
@@ -232,12 +233,12 @@ func (l *leader) watchLocked(p *peer) {
 			if !watched {
 				return
 			}
-			if l.cfg.Dead(context.Background(), p.replica, p.gen) {
+			if l.cfg.Dead(l.ctx, p.replica, p.gen) {
 				l.drop(p, true)
 				return
 			}
 		}
-	}()
+	})
 }
 
 // deathProbes are the pauses between the probes of a detached peer,
@@ -261,10 +262,13 @@ func deathProbes(timeout time.Duration) []time.Duration {
 // sleep waits d on the leader's clock; false once the term ended here.
 func (l *leader) sleep(d time.Duration) bool {
 	if d > 0 {
-		ch := make(chan struct{})
-		t := l.clock.AfterFunc(d, func() { close(ch) })
+		ch, t := clock.After(l.clock, d)
 		defer t.Stop()
-		<-ch
+		select {
+		case <-ch:
+		case <-l.ctx.Done():
+			return false
+		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -278,8 +282,7 @@ func (l *leader) probeSilentLocked() {
 	if l.cfg.Dead == nil || l.probing {
 		return
 	}
-	l.probing = true
-	go func() {
+	l.probing = l.run.spawn(func() {
 		first := true
 		for {
 			if !first && !l.sleep(l.cfg.SessionTimeout) {
@@ -298,10 +301,10 @@ func (l *leader) probeSilentLocked() {
 			}
 			l.mu.Unlock()
 			for _, p := range ps {
-				if l.cfg.Dead(context.Background(), p.replica, p.gen) {
+				if l.cfg.Dead(l.ctx, p.replica, p.gen) {
 					l.drop(p, true)
 				}
 			}
 		}
-	}()
+	})
 }

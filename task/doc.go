@@ -94,8 +94,8 @@
 // own Config.Workers). The admission side — the waiters, the leases, the
 // commits of admissions, recovery — runs only on the replica that leads,
 // on the engine the term gives it (Lead, from fleet.Config.OnLead): its
-// ledger (term.go, ledger.go). The workers scope's limit there is the sum
-// over the live replicas (SetWorkers).
+// ledger (term.go, dispatch.go, resync.go, lead.go). The workers
+// scope's limit there is the sum over the live replicas (SetWorkers).
 //
 // The ledger learns what the other replicas did from notices (Notifier:
 // LISTEN/NOTIFY on PostgreSQL) — a task submitted, cancelled, sent back

@@ -13,6 +13,129 @@ import (
 // Several replicas (Config.Fleet): see "Several replicas" in the package
 // documentation.
 
+// fleetLedger is the ledger of a replica of a fleet: the admission side
+// is the term of the replica that leads (Lead gives it to this one while
+// it does), and every replica tells that term's ledger (lead.go) what
+// its workers and its API did to tasks, through notices.
+type fleetLedger struct {
+	s *Service
+	// listenDone is closed when the listener of the replicas' notices
+	// returns; stopListening ends it.
+	listenDone    chan struct{}
+	stopListening context.CancelFunc
+}
+
+var _ ledger = (*fleetLedger)(nil)
+
+// start takes back the jobs this replica's previous run left running,
+// listens for the replicas' notices, and begins the term this replica
+// leads, if Lead gave it one already.
+func (fl *fleetLedger) start(ctx context.Context) error {
+	s := fl.s
+	// River lets no two processes run with one client id at once, so
+	// the jobs this id has running are this replica's previous run's.
+	n, err := s.reclaimer.JobReclaimAttemptedBy(ctx, s.cfg.Replica, []string{RunArgs{}.Kind(), WebhookArgs{}.Kind()})
+	if err != nil {
+		return fmt.Errorf("reclaim the jobs of this replica's last run: %w", err)
+	}
+	if n > 0 {
+		s.logger.Info("jobs left running by this replica's last run reclaimed", "jobs", n)
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	s.mu.Lock()
+	s.started = true
+	fl.stopListening = cancel
+	tm := s.term
+	s.mu.Unlock()
+	go fl.listen(lctx)
+	if tm != nil {
+		tm.begin()
+	}
+	return nil
+}
+
+// stop ends the term this replica leads, tm, if any, and the listener.
+func (fl *fleetLedger) stop(tm *term) {
+	s := fl.s
+	s.mu.Lock()
+	if s.term == tm {
+		s.term = nil
+	}
+	stopListening := fl.stopListening
+	s.mu.Unlock()
+	if tm != nil {
+		tm.end()
+		tm.wait()
+	}
+	if stopListening != nil {
+		stopListening()
+		<-fl.listenDone
+	}
+}
+
+// submit queues a stored task at once if this replica leads, else
+// through the leader's ledger, which hears of it (and its poll finds it
+// if the notice is lost). A task that could not queue for its own fault
+// ends; otherwise the ledger's next look queues it.
+func (fl *fleetLedger) submit(ctx context.Context, t *weir.Task, req admission.Request) error {
+	s := fl.s
+	ctx = context.WithoutCancel(ctx)
+	tm := s.current()
+	if tm == nil {
+		s.notify(ctx, notice{kind: noticeQueued, id: t.ID})
+		return nil
+	}
+	err := tm.enqueue(ctx, req)
+	if err == nil || !taskFault(err) {
+		return nil // not queued for the engine's reason: the ledger's next look queues it
+	}
+	s.failQueued(ctx, t.ID, err)
+	if ended, gerr := s.store.TaskGet(ctx, t.ID); gerr == nil {
+		*t = ended
+	}
+	return err
+}
+
+// hold has nothing to do: the lease is the leader's ledger's, which
+// holds and renews it while the store says the task runs.
+func (fl *fleetLedger) hold(context.Context, weir.Task) error { return nil }
+
+// done tells the leader's ledger: it releases the lease, and queues a
+// task sent back again, on the candidates left or after the wait.
+func (fl *fleetLedger) done(ctx context.Context, id string, back *sentBack) {
+	if back == nil {
+		fl.s.notify(ctx, notice{kind: noticeEnded, id: id})
+		return
+	}
+	n := notice{kind: noticeRequeue, id: id, refused: back.refused, after: back.after, failed: back.failed}
+	if len(back.others) == 0 {
+		n.refused = nil
+	}
+	fl.s.notify(ctx, n)
+}
+
+// cancel ends the task in the store, and every replica is told — the
+// leader's ledger takes it out of the queue or releases its lease, and
+// the replica running it stops waiting for its next poll.
+func (fl *fleetLedger) cancel(ctx context.Context, t weir.Task) (weir.Task, error) {
+	s := fl.s
+	ok, err := s.finish(ctx, t, []weir.TaskStatus{weir.TaskQueued, weir.TaskAdmitted, weir.TaskRunning},
+		weir.TaskUpdate{Status: weir.TaskCancelled, ErrorCode: "cancelled", ErrorMessage: "cancelled by the client"})
+	if err != nil {
+		return t, fmt.Errorf("cancel task %s: %w", t.ID, err)
+	}
+	if ok {
+		s.endRun(t.ID)
+		s.notify(ctx, notice{kind: noticeCancelled, id: t.ID})
+		s.cancelUpstream(ctx, t)
+	}
+	return s.Get(ctx, t.ID)
+}
+
+// passing: a failure that is not the task's own (the term ending, the
+// leader unreachable) leaves it queued for the ledger's next look.
+func (fl *fleetLedger) passing(err error) bool { return !taskFault(err) }
+
 // notifyTimeout bounds one notice: a store that does not answer must not
 // hold a worker, and the ledger's poll catches up with a lost notice.
 const notifyTimeout = 5 * time.Second
@@ -138,8 +261,9 @@ func (s *Service) current() *term {
 }
 
 // listen hears the replicas' notices until the service stops.
-func (s *Service) listen(ctx context.Context) {
-	defer close(s.listenDone)
+func (fl *fleetLedger) listen(ctx context.Context) {
+	s := fl.s
+	defer close(fl.listenDone)
 	connects := 0
 	err := s.notifier.ListenTasks(ctx, func(event, id string) {
 		if event == "" {
@@ -205,7 +329,7 @@ func (s *Service) queueFailed(ctx context.Context, id string, err error) {
 	switch {
 	case errors.Is(err, admission.ErrDuplicate):
 		// Queued already.
-	case s.cfg.Fleet && !taskFault(err):
+	case s.ledger.passing(err):
 		s.logger.Debug("a task could not be queued; the ledger tries again", "task", id, "error", err)
 	default:
 		s.failQueued(ctx, id, err)

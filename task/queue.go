@@ -60,43 +60,7 @@ func (s *Service) Submit(ctx context.Context, t *weir.Task) (created bool, err e
 		return created, err
 	}
 	s.cfg.Metrics.TaskTransition(weir.TaskQueued)
-	if s.cfg.Fleet {
-		return true, s.submitInFleet(ctx, t, req)
-	}
-	if err := s.enqueueRequest(context.WithoutCancel(ctx), req); err != nil {
-		s.failQueued(ctx, t.ID, err)
-		// The caller gets the task as it ended; a failed read leaves it
-		// as it was stored rather than zeroed.
-		if ended, gerr := s.store.TaskGet(context.WithoutCancel(ctx), t.ID); gerr == nil {
-			*t = ended
-		} else {
-			s.logger.Error("task read failed", "task", t.ID, "error", gerr)
-		}
-		return true, err
-	}
-	return true, nil
-}
-
-// submitInFleet queues a stored task in a fleet: at once if this replica
-// leads, else through the leader's ledger, which hears of it (and its
-// poll finds it if the notice is lost). Like Submit, it returns the
-// error of a task that could not queue, which it has ended.
-func (s *Service) submitInFleet(ctx context.Context, t *weir.Task, req admission.Request) error {
-	ctx = context.WithoutCancel(ctx)
-	tm := s.current()
-	if tm == nil {
-		s.notify(ctx, notice{kind: noticeQueued, id: t.ID})
-		return nil
-	}
-	err := tm.enqueue(ctx, req)
-	if err == nil || !taskFault(err) {
-		return nil // not queued for the engine's reason: the ledger's next look queues it
-	}
-	s.failQueued(ctx, t.ID, err)
-	if ended, gerr := s.store.TaskGet(ctx, t.ID); gerr == nil {
-		*t = ended
-	}
-	return err
+	return true, s.ledger.submit(ctx, t, req)
 }
 
 // enqueue makes a queued task a waiter in the engine.
@@ -131,9 +95,9 @@ func (s *Service) waitEnded(id string, err error) {
 	case errors.Is(err, admission.ErrCancelled):
 		// Cancel marked it (in a fleet, the ledger took the waiter out:
 		// the task moved on, or its next look queues it again).
-	case s.cfg.Fleet && !taskFault(err):
-		// The term's trouble, not the task's: the ledger's next look
-		// queues it again.
+	case s.ledger.passing(err):
+		// The term's trouble, not the task's (in a fleet): the ledger's
+		// next look queues it again.
 	default:
 		s.failQueued(ctx, id, err)
 	}

@@ -75,23 +75,15 @@ func (s *Service) retryFailedJob(ctx context.Context, t weir.Task, code, msg str
 	if err != nil {
 		return false
 	}
-	if s.cfg.Fleet && ok {
-		wait := s.retryBackoff(n)
-		s.cfg.Metrics.TaskTransition(weir.TaskQueued)
-		s.logger.Info("upstream job failed; the task queues again for a new one", "task", t.ID, "code", code, "message", msg,
-			"attempt", n+1, "of", s.cfg.MaxAttempts, "after_ms", wait.Milliseconds())
-		s.endRun(t.ID)
-		s.notify(ctx, notice{kind: noticeRequeue, id: t.ID, after: wait})
-		return true
-	}
-	s.releaseLease(t.ID)
 	if !ok {
+		s.releaseLease(t.ID)
 		return true // cancelled meanwhile
 	}
-	s.cfg.Metrics.TaskTransition(weir.TaskQueued)
 	wait := s.retryBackoff(n)
+	s.cfg.Metrics.TaskTransition(weir.TaskQueued)
 	s.logger.Info("upstream job failed; the task queues again for a new one", "task", t.ID, "code", code, "message", msg,
 		"attempt", n+1, "of", s.cfg.MaxAttempts, "after_ms", wait.Milliseconds())
-	s.enqueueAfter(t.ID, wait)
+	s.endRun(t.ID)
+	s.ledger.done(ctx, t.ID, &sentBack{after: wait})
 	return true
 }

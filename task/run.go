@@ -89,29 +89,10 @@ func (w *runWorker) step(ctx context.Context, job *river.Job[RunArgs]) error {
 	return s.follow(ctx, t, target, job)
 }
 
-// holdLease makes sure the task's lease is held and renewed: restored if
-// this process does not hold it (it restarted, or the lease expired while
-// nobody renewed it). In a fleet the lease is the leader's ledger's,
-// which holds and renews it while the store says the task runs: the
-// worker has nothing to do.
+// holdLease makes sure the task's lease is held and renewed (the
+// ledger's hold).
 func (s *Service) holdLease(ctx context.Context, t weir.Task) error {
-	if s.cfg.Fleet {
-		return nil
-	}
-	tm := s.term
-	if l, ok := tm.lease(t.ID); ok {
-		if _, err := tm.engine.Renew(ctx, l.ID, l.Owner); err == nil {
-			return nil
-		} else if !errors.Is(err, admission.ErrLeaseNotHeld) {
-			return err
-		}
-	}
-	l, err := tm.restore(ctx, t)
-	if err != nil {
-		return err
-	}
-	tm.setLease(t.ID, l)
-	return nil
+	return s.ledger.hold(ctx, t)
 }
 
 // submit starts the task upstream and records the upstream id before
@@ -265,26 +246,10 @@ func (s *Service) requeue(ctx context.Context, t weir.Task, after time.Duration,
 	if err != nil || !ok {
 		return false
 	}
-	if s.cfg.Fleet {
-		// The leader's ledger queues it again: on the candidates left,
-		// or after the wait.
-		s.endRun(t.ID)
-		n := notice{kind: noticeRequeue, id: t.ID, refused: refused, after: after, failed: elsewhereOnly}
-		if len(others) == 0 {
-			n.refused = nil
-		}
-		s.notify(ctx, n)
-		return true
-	}
-	s.releaseLease(t.ID)
-	if len(others) > 0 {
-		req.Candidates = others
-		if err := s.enqueueRequest(ctx, req); err != nil {
-			s.requeueFailed(ctx, t.ID, err, s.enqueueAfter)
-		}
-		return true
-	}
-	s.enqueueAfter(t.ID, after)
+	// The ledger queues it again: on the candidates left, or after the
+	// wait.
+	s.endRun(t.ID)
+	s.ledger.done(ctx, t.ID, &sentBack{req: req, refused: refused, others: others, after: after, failed: elsewhereOnly})
 	return true
 }
 

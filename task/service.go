@@ -244,6 +244,9 @@ type Service struct {
 	// store does).
 	notifier  Notifier
 	reclaimer JobReclaimer
+	// ledger is the admission side as this process reaches it: its own
+	// term, or a fleet's (ledger.go).
+	ledger ledger
 
 	// workers is the workers scope's limit (Config.Workers, or what
 	// Lead and SetWorkers say); workersMu orders its changes.
@@ -270,12 +273,8 @@ type Service struct {
 	stopping chan struct{}
 
 	purgeBatch int
-	// listenDone is closed when the fleet's listener returns;
-	// stopListening ends it.
-	listenDone    chan struct{}
-	stopListening context.CancelFunc
-	stopOnce      sync.Once
-	stopErr       error
+	stopOnce   sync.Once
+	stopErr    error
 }
 
 // Deps is what the service runs on, over the store's transaction type
@@ -335,10 +334,12 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 		purgeBatch: purgeBatch,
 		hookSlots:  webhook.NewLimiter(webhook.LimiterConfig{PerTenant: hooks.PerKey, Shared: webhookShared}),
 		ready:      make(chan struct{}),
-		listenDone: make(chan struct{}),
 	}
-	if !cfg.Fleet {
+	if cfg.Fleet {
+		s.ledger = &fleetLedger{s: s, listenDone: make(chan struct{})}
+	} else {
 		s.term = newTerm(s, engine, false, 0)
+		s.ledger = &soloLedger{s: s}
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &runWorker{s: s})
@@ -381,53 +382,8 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.river.migrate(ctx); err != nil {
 		return fmt.Errorf("migrate river: %w", err)
 	}
-	if s.cfg.Fleet {
-		return s.startFleet(ctx)
-	}
-	tm := s.term
-	if err := s.setWorkersScope(ctx, tm); err != nil {
+	if err := s.ledger.start(ctx); err != nil {
 		return err
-	}
-	s.mu.Lock()
-	s.started = true
-	s.mu.Unlock()
-	tm.startDispatch()
-	if err := s.recover(ctx, tm); err != nil {
-		return err
-	}
-	if s.cfg.SoleRunner {
-		n, err := s.reclaim(ctx)
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			s.logger.Info("jobs left running by the last run reclaimed", "jobs", n)
-		}
-	}
-	close(s.ready)
-	return s.river.Start(ctx)
-}
-
-// startFleet is Start in a fleet.
-func (s *Service) startFleet(ctx context.Context) error {
-	// River lets no two processes run with one client id at once, so
-	// the jobs this id has running are this replica's previous run's.
-	n, err := s.reclaimer.JobReclaimAttemptedBy(ctx, s.cfg.Replica, []string{RunArgs{}.Kind(), WebhookArgs{}.Kind()})
-	if err != nil {
-		return fmt.Errorf("reclaim the jobs of this replica's last run: %w", err)
-	}
-	if n > 0 {
-		s.logger.Info("jobs left running by this replica's last run reclaimed", "jobs", n)
-	}
-	lctx, cancel := context.WithCancel(context.Background())
-	s.mu.Lock()
-	s.started = true
-	s.stopListening = cancel
-	tm := s.term
-	s.mu.Unlock()
-	go s.listen(lctx)
-	if tm != nil {
-		tm.begin()
 	}
 	close(s.ready)
 	return s.river.Start(ctx)
@@ -444,19 +400,9 @@ func (s *Service) Stop(ctx context.Context) error {
 		s.stopErr = s.river.Stop(ctx)
 		s.mu.Lock()
 		s.stopped = true
-		tm, stopListening := s.term, s.stopListening
-		if s.cfg.Fleet {
-			s.term = nil
-		}
+		tm := s.term
 		s.mu.Unlock()
-		if tm != nil {
-			tm.end()
-			tm.wait()
-		}
-		if stopListening != nil {
-			stopListening()
-			<-s.listenDone
-		}
+		s.ledger.stop(tm)
 	})
 	return s.stopErr
 }
@@ -536,13 +482,7 @@ func (s *Service) finish(ctx context.Context, t weir.Task, from []weir.TaskStatu
 // is told the task's admission ended.
 func (s *Service) releaseLease(id string) {
 	s.endRun(id)
-	if s.cfg.Fleet {
-		s.notify(context.Background(), notice{kind: noticeEnded, id: id})
-		return
-	}
-	if l, ok := s.term.take(id); ok {
-		s.dropped("release", s.term.engine.Release(context.Background(), l.ID, l.Owner))
-	}
+	s.ledger.done(context.Background(), id, nil)
 }
 
 // Get returns a task.
@@ -573,48 +513,7 @@ func (s *Service) Cancel(ctx context.Context, id string) (weir.Task, error) {
 	if err != nil || t.Status.Terminal() {
 		return t, err
 	}
-	ctx = context.WithoutCancel(ctx)
-	if s.cfg.Fleet {
-		return s.cancelInFleet(ctx, t)
-	}
-	if t.Status == weir.TaskQueued {
-		s.dropped("cancel", s.engine.Cancel(ctx, id))
-	}
-	ok, err := s.finish(ctx, t, []weir.TaskStatus{weir.TaskQueued, weir.TaskAdmitted, weir.TaskRunning},
-		weir.TaskUpdate{Status: weir.TaskCancelled, ErrorCode: "cancelled", ErrorMessage: "cancelled by the client"})
-	if err != nil {
-		// Not cancelled after all: a queued task that left the engine
-		// waits again.
-		if t.Status == weir.TaskQueued {
-			if qerr := s.enqueue(ctx, t); qerr != nil && !errors.Is(qerr, admission.ErrDuplicate) {
-				s.logger.Error("a task whose cancel failed could not queue again", "task", id, "error", qerr)
-			}
-		}
-		return t, fmt.Errorf("cancel task %s: %w", id, err)
-	}
-	if ok {
-		s.releaseLease(id)
-		s.cancelUpstream(ctx, t)
-	}
-	return s.Get(ctx, id)
-}
-
-// cancelInFleet is Cancel in a fleet: the task ends in the store, and
-// every replica is told — the leader's ledger takes it out of the queue
-// or releases its lease, and the replica running it stops waiting for
-// its next poll.
-func (s *Service) cancelInFleet(ctx context.Context, t weir.Task) (weir.Task, error) {
-	ok, err := s.finish(ctx, t, []weir.TaskStatus{weir.TaskQueued, weir.TaskAdmitted, weir.TaskRunning},
-		weir.TaskUpdate{Status: weir.TaskCancelled, ErrorCode: "cancelled", ErrorMessage: "cancelled by the client"})
-	if err != nil {
-		return t, fmt.Errorf("cancel task %s: %w", t.ID, err)
-	}
-	if ok {
-		s.endRun(t.ID)
-		s.notify(ctx, notice{kind: noticeCancelled, id: t.ID})
-		s.cancelUpstream(ctx, t)
-	}
-	return s.Get(ctx, t.ID)
+	return s.ledger.cancel(context.WithoutCancel(ctx), t)
 }
 
 // cancelUpstream cancels t's upstream job, if it has one.

@@ -1,0 +1,378 @@
+package task
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/clock"
+)
+
+// The fleet leader's ledger: a term (term.go) that learns what the other
+// replicas did to tasks from notices (Notifier) and, as the safety net,
+// from a jittered poll of the store, and acts on each as decideLocked
+// says. One goroutine (lead) does all of it, in order, so that what it
+// reads of the store and what it holds move together.
+
+// noticeKind says what a notice tells of a task.
+type noticeKind string
+
+const (
+	// noticeQueued: the task was submitted, and waits to be queued.
+	noticeQueued noticeKind = "queued"
+	// noticeCancelled: the task was cancelled. Every replica hears it: a
+	// worker waiting for the task's next poll stops waiting.
+	noticeCancelled noticeKind = "cancelled"
+	// noticeEnded: the task's worker is done with its admission (the
+	// task ended); the ledger releases its lease.
+	noticeEnded noticeKind = "ended"
+	// noticeRequeue: the task's worker sent it back to the queue; the
+	// notice says how it queues again.
+	noticeRequeue noticeKind = "requeue"
+	// noticeDue: the ledger's own, never sent: a task's wait before it
+	// queues again is over.
+	noticeDue noticeKind = "due"
+)
+
+// notice is what a replica tells the ledger of a task.
+type notice struct {
+	kind noticeKind
+	id   string
+	// refused, after and failed are a requeue's: the platform models
+	// that refused the task (to leave out while another candidate is
+	// left); how long it waits before it queues for all its candidates;
+	// and whether the refusals were failures (5xx, unreachable) rather
+	// than a full platform (429), which end the task once every
+	// candidate has failed it MaxAttempts times.
+	refused []string
+	after   time.Duration
+	failed  bool
+}
+
+// requeueParams is a requeue notice's event after its kind.
+type requeueParams struct {
+	Refused []string `json:"refused,omitempty"`
+	AfterMS int64    `json:"after_ms,omitempty"`
+	Failed  bool     `json:"failed,omitempty"`
+}
+
+// event is n as a Notifier event.
+func (n notice) event() string {
+	if n.kind != noticeRequeue {
+		return string(n.kind)
+	}
+	p, _ := json.Marshal(requeueParams{Refused: n.refused, AfterMS: n.after.Milliseconds(), Failed: n.failed})
+	return string(n.kind) + " " + string(p)
+}
+
+// parseNotice reads a Notifier event of task id. An event it does not
+// know is a look at the task all the same.
+func parseNotice(event, id string) notice {
+	kind, params, _ := strings.Cut(event, " ")
+	n := notice{kind: noticeKind(kind), id: id}
+	if n.kind == noticeRequeue {
+		var p requeueParams
+		if json.Unmarshal([]byte(params), &p) != nil {
+			return notice{id: id}
+		}
+		n.refused, n.after, n.failed = p.Refused, time.Duration(p.AfterMS)*time.Millisecond, p.Failed
+	}
+	return n
+}
+
+// inboxMax bounds the notices waiting for the ledger; past it they are
+// dropped for a resync, which reads everything they could say but how a
+// requeued task queues again.
+const inboxMax = 65536
+
+// post hands a notice to the ledger.
+func (tm *term) post(n notice) {
+	tm.mu.Lock()
+	if len(tm.inbox) >= inboxMax {
+		tm.inbox, tm.resyncWanted = nil, true
+	} else {
+		tm.inbox = append(tm.inbox, n)
+	}
+	tm.mu.Unlock()
+	tm.signal()
+}
+
+// wantResync asks the ledger to read everything again: notices may have
+// been lost.
+func (tm *term) wantResync() {
+	tm.mu.Lock()
+	tm.resyncWanted = true
+	tm.mu.Unlock()
+	tm.signal()
+}
+
+func (tm *term) signal() {
+	select {
+	case tm.wake <- struct{}{}:
+	default:
+	}
+}
+
+// begin runs a fleet term: its dispatcher, and its ledger.
+func (tm *term) begin() {
+	tm.startDispatch()
+	tm.looping.Store(true)
+	go tm.lead()
+}
+
+// leadRetry is how long the ledger waits before it tries again a start
+// that failed (the store could not be read).
+const leadRetry = time.Second
+
+// lead starts the term — the workers scope, then recovery — and then
+// keeps the ledger until the term ends.
+func (tm *term) lead() {
+	defer close(tm.loopDone)
+	s := tm.s
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-tm.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	// The replica's own scopes reach the leader when its engine syncs
+	// with it: a task queued before that would find its platform's scope
+	// unknown.
+	if r, ok := s.engine.(interface{ Ready(context.Context) error }); ok {
+		_ = r.Ready(ctx)
+	}
+	for {
+		err := s.setWorkersScope(ctx, tm)
+		if err == nil {
+			break
+		}
+		s.logger.Warn("the workers scope could not be set in the fleet term; trying again", "error", err)
+		if !tm.pause(leadRetry) {
+			return
+		}
+	}
+	start := s.clock.Now()
+	for {
+		restored, queued, err := tm.resync(ctx)
+		if err == nil {
+			s.logger.Info("tasks recovered for the fleet term", "restored", restored, "queued", queued,
+				"took_ms", float64(s.clock.Now().Sub(start).Microseconds())/1000)
+			break
+		}
+		s.logger.Warn("tasks could not be recovered for the fleet term; trying again", "error", err)
+		if !tm.pause(leadRetry) {
+			return
+		}
+	}
+	tm.ready.Store(true)
+	poll := make(chan struct{}, 1)
+	var timer clock.Timer
+	arm := func() {
+		d := s.cfg.FleetPoll/2 + rand.N(s.cfg.FleetPoll)
+		timer = s.clock.AfterFunc(d, func() {
+			select {
+			case poll <- struct{}{}:
+			default:
+			}
+		})
+	}
+	arm()
+	defer func() { timer.Stop() }()
+	for {
+		select {
+		case <-tm.stop:
+			return
+		case <-tm.wake:
+			tm.drain(ctx)
+		case <-poll:
+			tm.renew(ctx)
+			if _, _, err := tm.resync(ctx); err != nil && ctx.Err() == nil {
+				s.logger.Warn("the task ledger's poll could not read the store", "error", err)
+			}
+			arm()
+		}
+	}
+}
+
+// pause waits d on the service's clock; false if the term ends first.
+func (tm *term) pause(d time.Duration) bool {
+	done := make(chan struct{})
+	t := tm.s.clock.AfterFunc(d, func() { close(done) })
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-tm.stop:
+		return false
+	}
+}
+
+// drain handles the notices that came, after a resync if one is wanted.
+func (tm *term) drain(ctx context.Context) {
+	tm.mu.Lock()
+	inbox, resync := tm.inbox, tm.resyncWanted
+	tm.inbox, tm.resyncWanted = nil, false
+	tm.mu.Unlock()
+	if resync {
+		if _, _, err := tm.resync(ctx); err != nil && ctx.Err() == nil {
+			tm.s.logger.Warn("the task ledger could not resync; its poll tries again", "error", err)
+		}
+	}
+	for i, n := range inbox {
+		// A notice repeated at once says nothing new, unless it carries
+		// how the task queues again.
+		if i > 0 && n.kind != noticeRequeue && n.kind != noticeDue && inbox[i-1].id == n.id {
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		tm.reconcile(ctx, n)
+	}
+}
+
+// reconcile reads task n.id and acts on what the store says of it and
+// what n says.
+func (tm *term) reconcile(ctx context.Context, n notice) {
+	tm.sync.Lock()
+	t, err := tm.s.store.TaskGet(ctx, n.id)
+	gone := errors.Is(err, weir.ErrNotFound)
+	if err != nil && !gone {
+		tm.sync.Unlock()
+		tm.s.logger.Warn("a task the ledger heard of could not be read; its poll looks again", "task", n.id, "error", err)
+		return
+	}
+	if gone {
+		t = weir.Task{ID: n.id}
+	}
+	var a actions
+	tm.mu.Lock()
+	tm.decideLocked(&a, t, gone || t.Deleted(), n)
+	tm.mu.Unlock()
+	tm.sync.Unlock()
+	tm.act(ctx, a)
+}
+
+// requeue queues again task t, which its worker sent back as n says: at
+// once on the candidates no platform that refused it offers, if one is
+// left (refusals gather here from every replica's workers until it
+// queues for all its candidates again); otherwise for all of them once
+// n.after has passed, or, if every candidate refused it, after a backoff
+// that grows each time they all have, so that platforms that keep
+// refusing do not pass it back and forth. Platforms that all keep
+// failing it (not full: failing) end it after MaxAttempts rounds, as
+// River's retries would on one replica.
+func (tm *term) requeue(ctx context.Context, t weir.Task, n notice) {
+	s := tm.s
+	t.PlatformModel = ""
+	req, err := s.request(ctx, t)
+	if err != nil {
+		s.requeueFailed(ctx, t.ID, err, tm.deferQueue)
+		return
+	}
+	wait := n.after
+	tm.mu.Lock()
+	if len(n.refused) > 0 {
+		refused := tm.refused[t.ID]
+		for _, pm := range n.refused {
+			if !slices.Contains(refused, pm) {
+				refused = append(refused, pm)
+			}
+		}
+		tm.refused[t.ID] = refused
+		others := req.Candidates
+		for _, pm := range refused {
+			others = withoutScope(others, weir.PlatformModelScope(pm))
+		}
+		if len(others) > 0 {
+			w := tm.reserveLocked(t.ID)
+			tm.mu.Unlock()
+			if w == nil {
+				return
+			}
+			req.Candidates = others
+			if err := tm.enqueueReserved(ctx, req, w); err != nil {
+				s.queueFailed(ctx, t.ID, err)
+			}
+			return
+		}
+		tm.rounds[t.ID]++
+		if rounds := tm.rounds[t.ID]; n.failed && rounds >= s.cfg.MaxAttempts {
+			delete(tm.refused, t.ID)
+			tm.mu.Unlock()
+			_, _ = s.finishID(ctx, t.ID, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{Status: weir.TaskFailed,
+				ErrorCode: "upstream_error", ErrorMessage: fmt.Sprintf("every candidate failed the task's submit, %d times", rounds)})
+			return
+		}
+		wait = max(wait, s.retryBackoff(tm.rounds[t.ID]-1))
+	}
+	delete(tm.refused, t.ID)
+	var w *waiter
+	if wait <= 0 {
+		w = tm.reserveLocked(t.ID)
+	}
+	tm.mu.Unlock()
+	switch {
+	case wait > 0:
+		tm.deferQueue(t.ID, wait)
+	case w != nil:
+		if err := tm.enqueueReserved(ctx, req, w); err != nil {
+			s.queueFailed(ctx, t.ID, err)
+		}
+	}
+}
+
+// deferQueue queues task id again, if it is still queued then, once d
+// has passed; until then the poll leaves it waiting.
+func (tm *term) deferQueue(id string, d time.Duration) {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	if old := tm.deferred[id]; old != nil {
+		old.Stop()
+	}
+	tm.deferred[id] = tm.s.clock.AfterFunc(d, func() { tm.post(notice{kind: noticeDue, id: id}) })
+}
+
+// renew extends the leases the ledger holds that are past half their
+// life: in a fleet the ledger, not the worker, holds a task's lease, for
+// as long as the store says the task is admitted or running.
+func (tm *term) renew(ctx context.Context) {
+	s := tm.s
+	now := s.clock.Now()
+	type due struct {
+		id string
+		l  admission.Lease
+	}
+	var dues []due
+	tm.mu.Lock()
+	for id, h := range tm.leases {
+		if !h.pending && !h.restoring && !h.lease.Expires.IsZero() && h.lease.Expires.Sub(now) < s.cfg.LeaseTTL/2 {
+			dues = append(dues, due{id, h.lease})
+		}
+	}
+	tm.mu.Unlock()
+	for _, d := range dues {
+		exp, err := tm.engine.Renew(ctx, d.l.ID, d.l.Owner)
+		tm.mu.Lock()
+		if h := tm.leases[d.id]; h != nil && h.lease.ID == d.l.ID && !h.pending {
+			switch {
+			case err == nil:
+				h.lease.Expires = exp
+			case errors.Is(err, admission.ErrLeaseNotHeld):
+				// Expired: the next look restores it.
+				delete(tm.leases, d.id)
+			}
+		}
+		tm.mu.Unlock()
+	}
+}

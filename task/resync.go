@@ -1,0 +1,224 @@
+package task
+
+import (
+	"context"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+)
+
+// The term against the store: what it decides from one read of a task
+// (decideLocked), what it does about it once the read's locks are let
+// go (act), and the read of every task that has not ended (resync), at
+// a term's start and, in a fleet, as the ledger's poll.
+
+// actions are what the ledger decided from one read of the store, done
+// once the read's locks are let go: engine calls are never made under
+// them.
+type actions struct {
+	release []admission.Lease
+	cancel  []string
+	restore []weir.Task
+	queue   []queueAction
+	requeue []requeueAction
+}
+
+// queueAction queues task t as waiter w (recorded already).
+type queueAction struct {
+	t weir.Task
+	w *waiter
+}
+
+// requeueAction queues again a task its worker sent back (a notice).
+type requeueAction struct {
+	t weir.Task
+	n notice
+}
+
+// decideLocked decides what the term does about task t as the store
+// holds it (gone: not there, or deleted), having heard n of it (the zero
+// notice: nothing, a look at the store). It holds tm.mu, and tm.sync
+// from before the read of t.
+func (tm *term) decideLocked(a *actions, t weir.Task, gone bool, n notice) {
+	id := t.ID
+	h, w := tm.leases[id], tm.waiting[id]
+	switch {
+	case gone || t.Status.Terminal():
+		if w != nil {
+			a.cancel = append(a.cancel, id)
+		}
+		// A pending lease is the dispatcher's: its commit finds the task
+		// ended and gives the lease back.
+		if h != nil && !h.pending {
+			delete(tm.leases, id)
+			if !h.restoring {
+				a.release = append(a.release, h.lease)
+			}
+		}
+		if d := tm.deferred[id]; d != nil {
+			d.Stop()
+			delete(tm.deferred, id)
+		}
+		delete(tm.refused, id)
+		delete(tm.rounds, id)
+		delete(tm.unrestorable, id)
+		delete(tm.places, id)
+	case t.Status == weir.TaskQueued:
+		if n.kind == noticeDue {
+			delete(tm.deferred, id)
+		}
+		if h != nil {
+			if h.pending || h.restoring {
+				return
+			}
+			// Committed, and queued again since: its worker sent it back
+			// (requeue, retryFailedJob). The notice of it says how it
+			// queues again; without one, the next look queues it.
+			delete(tm.leases, id)
+			a.release = append(a.release, h.lease)
+			if n.kind != noticeRequeue {
+				return
+			}
+		}
+		switch {
+		case w != nil:
+		case n.kind == noticeRequeue:
+			if d := tm.deferred[id]; d != nil {
+				d.Stop()
+				delete(tm.deferred, id)
+			}
+			a.requeue = append(a.requeue, requeueAction{t: t, n: n})
+		case tm.deferred[id] != nil:
+			// Waiting out its delay.
+		default:
+			delete(tm.refused, id)
+			a.queue = append(a.queue, queueAction{t: t, w: tm.reserveLocked(id)})
+		}
+	default: // admitted, running
+		if w != nil {
+			// Admitted by another term (its commit came after this term
+			// read the task as queued): this waiter goes, and the next
+			// look restores the lease.
+			a.cancel = append(a.cancel, id)
+			return
+		}
+		if h == nil {
+			tm.leases[id] = &held{restoring: true}
+			a.restore = append(a.restore, t)
+		}
+	}
+}
+
+// act does what was decided, and returns how many leases it restored and
+// tasks it queued.
+func (tm *term) act(ctx context.Context, a actions) (restored, queued int) {
+	s := tm.s
+	for _, l := range a.release {
+		tm.s.dropped("release", tm.engine.Release(ctx, l.ID, l.Owner))
+	}
+	for _, id := range a.cancel {
+		tm.s.dropped("cancel", tm.engine.Cancel(ctx, id))
+	}
+	for _, t := range a.restore {
+		l, err := tm.restore(ctx, t)
+		tm.mu.Lock()
+		kept := false
+		if h := tm.leases[t.ID]; h != nil && h.restoring {
+			if err == nil {
+				tm.leases[t.ID] = &held{lease: l}
+				tm.keepPlaceLocked(t.ID, l)
+				kept = true
+			} else {
+				delete(tm.leases, t.ID)
+			}
+		}
+		warn := err != nil && !tm.unrestorable[t.ID]
+		if err != nil && tm.fleet {
+			tm.unrestorable[t.ID] = true
+		}
+		tm.mu.Unlock()
+		switch {
+		case err == nil && !kept:
+			// The task ended while its lease was restored.
+			tm.s.dropped("release", tm.engine.Release(ctx, l.ID, l.Owner))
+		case err == nil:
+			restored++
+		case warn && tm.fleet:
+			s.logger.Warn("task lease not restored; the task runs uncounted, and the ledger tries again at each poll", "task", t.ID, "error", err)
+		case warn:
+			s.logger.Warn("task lease not restored; its job will retry", "task", t.ID, "error", err)
+		}
+	}
+	for _, q := range a.queue {
+		if q.w == nil {
+			continue
+		}
+		req, err := s.request(ctx, q.t)
+		if err != nil {
+			tm.unreserve(q.t.ID, q.w)
+			s.failQueued(ctx, q.t.ID, err)
+			continue
+		}
+		if err := tm.enqueueReserved(ctx, req, q.w); err != nil {
+			s.queueFailed(ctx, q.t.ID, err)
+			continue
+		}
+		queued++
+	}
+	for _, r := range a.requeue {
+		tm.requeue(ctx, r.t, r.n)
+	}
+	return restored, queued
+}
+
+// resync reads every task that has not ended and makes the term hold
+// what the store says: a lease for each admitted and running task,
+// restored if it has none; a waiter for each queued one, queued in
+// submission order; no lease or waiter for a task that ended. At a term's
+// start it is recovery; in a fleet, also the ledger's poll.
+func (tm *term) resync(ctx context.Context) (restored, queued int, err error) {
+	tm.sync.Lock()
+	tm.mu.Lock()
+	before := make(map[string]*waiter, len(tm.waiting))
+	for id, w := range tm.waiting {
+		before[id] = w
+	}
+	tm.mu.Unlock()
+	tasks, err := tm.s.store.TaskList(ctx, weir.TaskFilter{Statuses: []weir.TaskStatus{weir.TaskQueued, weir.TaskAdmitted, weir.TaskRunning}})
+	if err != nil {
+		tm.sync.Unlock()
+		return 0, 0, err
+	}
+	var a actions
+	live := make(map[string]bool, len(tasks))
+	tm.mu.Lock()
+	// Leases first, so that capacity held is counted before anything
+	// queued is admitted.
+	for _, t := range tasks {
+		live[t.ID] = true
+		if t.Status != weir.TaskQueued {
+			tm.decideLocked(&a, t, false, notice{})
+		}
+	}
+	for _, t := range tasks {
+		if t.Status == weir.TaskQueued {
+			tm.decideLocked(&a, t, false, notice{})
+		}
+	}
+	// What the term holds for tasks that have ended (or been deleted).
+	// Waiters queued since the read may be of tasks created since.
+	for id, h := range tm.leases {
+		if !live[id] && !h.pending {
+			tm.decideLocked(&a, weir.Task{ID: id}, true, notice{})
+		}
+	}
+	for id, w := range before {
+		if !live[id] && tm.waiting[id] == w {
+			tm.decideLocked(&a, weir.Task{ID: id}, true, notice{})
+		}
+	}
+	tm.mu.Unlock()
+	tm.sync.Unlock()
+	restored, queued = tm.act(ctx, a)
+	return restored, queued, nil
+}
