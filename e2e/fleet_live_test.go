@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -132,34 +131,11 @@ func TestFleetLeaderKilledResumesAtOnce(t *testing.T) {
 	ids := f.ids()
 	f.ready(t, ids...)
 	lead := f.leader(t, 20*time.Second)
-	var others []string
-	for _, id := range ids {
-		if id != lead {
-			others = append(others, id)
-		}
-	}
+	others := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == lead })
 	_, key := f.rs[others[0]].createKey(t, "--name", "kill")
 
 	load := newFleetLoad()
-	stop := make(chan struct{})
-	var senders sync.WaitGroup
-	for _, id := range others {
-		g := f.rs[id]
-		for w := range 3 {
-			senders.Add(1)
-			go func() {
-				defer senders.Done()
-				for i := 0; ; i++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					load.do(g, request{Path: "/v1/chat/completions", Key: key, Body: chatBody("chat"), Agent: fmt.Sprintf("%s-%d-%d", id, w, i)})
-				}
-			}()
-		}
-	}
+	stop := load.flood(f, others, key, 3)
 	waitFor(t, 10*time.Second, "load flowing", func() bool { return up.Mock.Stats().Requests >= 20 })
 
 	old := f.rs[lead]
@@ -174,8 +150,7 @@ func TestFleetLeaderKilledResumesAtOnce(t *testing.T) {
 	})
 	served := up.Mock.Stats().Requests
 	waitFor(t, 20*time.Second, "requests served under the new leader", func() bool { return up.Mock.Stats().Requests >= served+20 })
-	close(stop)
-	senders.Wait()
+	stop()
 
 	// The gap: from the last admission before the kill to the first
 	// after it.

@@ -287,6 +287,35 @@ func (l *fleetLoad) wait() {
 	l.wg.Wait()
 }
 
+// flood keeps workers senders per replica of ids sending chat requests
+// with key, one after another, until the returned stop is called; stop
+// waits for them.
+func (l *fleetLoad) flood(f *fleetRig, ids []string, key string, workers int) (stop func()) {
+	done := make(chan struct{})
+	var senders sync.WaitGroup
+	for _, id := range ids {
+		g := f.rs[id]
+		for w := range workers {
+			senders.Add(1)
+			go func() {
+				defer senders.Done()
+				for i := 0; ; i++ {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					l.do(g, request{Path: "/v1/chat/completions", Key: key, Body: chatBody("chat"), Agent: fmt.Sprintf("%s-%d-%d", id, w, i)})
+				}
+			}()
+		}
+	}
+	return func() {
+		close(done)
+		senders.Wait()
+	}
+}
+
 func (l *fleetLoad) result() (map[int]int, []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -399,12 +428,7 @@ func TestFleetReplicaKilled(t *testing.T) {
 	ids := f.ids()
 	f.ready(t, ids...)
 	lead := f.leader(t, 20*time.Second)
-	var others []string
-	for _, id := range ids {
-		if id != lead {
-			others = append(others, id)
-		}
-	}
+	others := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == lead })
 	victim, waiter := f.rs[others[0]], f.rs[others[1]]
 	_, key := victim.createKey(t, "--name", "kill")
 
@@ -513,35 +537,12 @@ func TestFleetPausedLeaderIsReplaced(t *testing.T) {
 	ids := f.ids()
 	f.ready(t, ids...)
 	lead := f.leader(t, 20*time.Second)
-	var others []string
-	for _, id := range ids {
-		if id != lead {
-			others = append(others, id)
-		}
-	}
+	others := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == lead })
 	_, key := f.rs[others[0]].createKey(t, "--name", "pause")
 
 	// Steady load through the other two until told to stop.
 	load := newFleetLoad()
-	stop := make(chan struct{})
-	var senders sync.WaitGroup
-	for _, id := range others {
-		g := f.rs[id]
-		for w := range 4 {
-			senders.Add(1)
-			go func() {
-				defer senders.Done()
-				for i := 0; ; i++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					load.do(g, request{Path: "/v1/chat/completions", Key: key, Body: chatBody("chat"), Agent: fmt.Sprintf("%s-%d-%d", id, w, i)})
-				}
-			}()
-		}
-	}
+	stop := load.flood(f, others, key, 4)
 	waitFor(t, 10*time.Second, "load flowing", func() bool { return up.Mock.Stats().Requests >= 10 })
 
 	old := f.rs[lead]
@@ -570,8 +571,7 @@ func TestFleetPausedLeaderIsReplaced(t *testing.T) {
 	delete(f.rs, lead)
 	served = up.Mock.Stats().Requests
 	waitFor(t, 20*time.Second, "requests served after the old leader came back", func() bool { return up.Mock.Stats().Requests >= served+20 })
-	close(stop)
-	senders.Wait()
+	stop()
 
 	statuses, errs := load.result()
 	if statuses[http.StatusOK] == 0 || statuses[http.StatusOK]+statuses[http.StatusServiceUnavailable] != sum(statuses) {
