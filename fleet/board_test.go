@@ -53,40 +53,6 @@ func read(t *testing.T, bd *Board) {
 	}
 }
 
-// TestBoardOffersTheOtherReplicasNodes: a replica's published nodes are
-// what the others offer and where they relay; not its own; gone once it
-// leaves.
-func TestBoardOffersTheOtherReplicasNodes(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	a, other := b.board(t, "a"), b.board(t, "b")
-	na := weir.NodeTarget{Node: "node_00000000000a", Gen: 5, Provider: "gpu", Runtime: "llama-3", LongPromptTokens: 4096}
-	publish(t, a, map[string][]weir.NodeTarget{"m": {na}}, []map[string]string{{"id": na.Node}})
-	read(t, other)
-	if got := other.Serving("m"); !slices.Equal(got, []weir.NodeTarget{na}) {
-		t.Fatalf("Serving(m) = %+v, want a's provider", got)
-	}
-	if got := other.Serving("n"); len(got) != 0 {
-		t.Fatalf("Serving(n) = %+v, want none", got)
-	}
-	if addr, ok := other.Where(na.Node, 5); !ok || addr != "http://a:8080" {
-		t.Fatalf("Where(gen 5) = %q, %v", addr, ok)
-	}
-	if _, ok := other.Where(na.Node, 4); ok {
-		t.Fatal("an older generation has a place")
-	}
-	if v := other.Nodes(); len(v) != 1 || v[0].Replica != "a" || string(v[0].Nodes) != `[{"id":"node_00000000000a"}]` || v[0].Age < 0 || v[0].Age > guard {
-		t.Fatalf("Nodes() = %+v (%s)", v, v[0].Nodes)
-	}
-	read(t, a)
-	offersNone(t, a, "a offers its own nodes back to itself")
-	if err := a.Leave(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	read(t, other)
-	offersNone(t, other, "after a left")
-}
-
 // TestBoardDropsLapsedOffers: an offer older than the TTL (its replica
 // stopped writing) is not read.
 func TestBoardDropsLapsedOffers(t *testing.T) {
