@@ -53,7 +53,7 @@ at a model whose platform allows 2 at a time, and show them wait in line
 instead of failing. The gateway keeps serving until Ctrl-C (or --exit).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.redraw = drawsInPlace(cmd.OutOrStdout())
+			o.redraw = isTerminal(cmd.OutOrStdout())
 			return runDemo(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}

@@ -8,10 +8,11 @@ import (
 	"time"
 )
 
-// drawsInPlace reports whether w is a terminal, where a line can be
-// redrawn with a carriage return. A file or a pipe (`weir demo > log`)
-// is not: there every redraw would pile up on one long line.
-func drawsInPlace(w io.Writer) bool {
+// isTerminal reports whether w is a terminal (a character device), where
+// a line can be redrawn in place (a carriage return, --watch's escape
+// codes). A file or a pipe (`weir demo > log`) is not: there every redraw
+// would pile up on one long line, so it gets plain lines.
+func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false

@@ -192,17 +192,6 @@ func printModels(w io.Writer, s *console.Snapshot) {
 	fmt.Fprintln(w)
 }
 
-// isTerminal reports whether w is a terminal (a character device), where
-// --watch redraws in place; a pipe or a file gets plain lines.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
 func msText(ms float64) string {
 	return (time.Duration(ms * float64(time.Millisecond))).Round(time.Millisecond).String()
 }

@@ -150,7 +150,7 @@ func tasksWaitCmd(f *tasksFlags) *cobra.Command {
 			tick := time.NewTicker(every)
 			defer tick.Stop()
 			// Off a terminal, a line each time the task has moved on.
-			progress := progressLine{w: out, inPlace: drawsInPlace(out)}
+			progress := progressLine{w: out, inPlace: isTerminal(out)}
 			for {
 				var t taskView
 				if err := c.do(cmd.Context(), http.MethodGet, "/v1/tasks/"+args[0], &t); err != nil {
