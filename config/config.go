@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -50,7 +51,7 @@ type Server struct {
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// DefaultMaxWait is how long a request may wait in the queue when
 	// neither the request nor a scope's max_wait says less. 0: no default
-	// cap. Default 30s.
+	// cap (NoBound once parsed). Default (unset) 30s, the HTTP API's.
 	DefaultMaxWait time.Duration `yaml:"default_max_wait"`
 	// ShutdownTimeout is how long a graceful shutdown waits for in-flight
 	// requests to drain. Default 30s.
@@ -73,21 +74,24 @@ type Server struct {
 	// UpstreamTimeout bounds the wait for an upstream's response headers,
 	// for platforms that set no timeout of their own; past it the call
 	// moves to the next candidate, or the client gets upstream_timeout.
-	// 0: no bound. Default 120s.
+	// 0: no bound (NoBound once parsed). Default (unset) 120s, the
+	// gateway's.
 	UpstreamTimeout time.Duration `yaml:"upstream_timeout"`
 	// UpstreamIdleTimeout bounds each wait for more of an upstream's
 	// answer once its headers are in (the gap between a stream's chunks),
-	// for platforms that set no idle_timeout of their own. 0: no bound.
-	// Default 120s.
+	// for platforms that set no idle_timeout of their own. 0: no bound
+	// (NoBound once parsed). Default (unset) 120s, the gateway's.
 	UpstreamIdleTimeout time.Duration `yaml:"upstream_idle_timeout"`
 	// UpstreamCallTimeout bounds one upstream call whole, from sending it
 	// to the end of its answer, for platforms that set no call_timeout of
-	// their own. 0: no bound. Default 10m.
+	// their own. 0: no bound (NoBound once parsed). Default (unset) 10m,
+	// the gateway's.
 	UpstreamCallTimeout time.Duration `yaml:"upstream_call_timeout"`
 	// StreamWriteTimeout is how long one write of an answer to a client
 	// may block (each chunk of a stream, each piece of a body); a client
 	// that stops reading loses its answer after it, and its upstream call
-	// and capacity are let go. 0: no bound. Default 30s.
+	// and capacity are let go. 0: no bound (NoBound once parsed). Default
+	// (unset) 30s, the HTTP API's.
 	StreamWriteTimeout time.Duration `yaml:"stream_write_timeout"`
 	// MaxResponseBytes bounds an upstream answer the gateway reads whole
 	// (a JSON answer; streams and other bodies pass through as they
@@ -472,13 +476,51 @@ type Group struct {
 	PinPlatform bool `yaml:"pin_platform"`
 }
 
-// Default returns a config with every default set and an empty catalog.
+// NoBound is, in a parsed config, the value of a timeout whose 0 in the
+// file or the environment means "no bound" (server.upstream_timeout,
+// upstream_idle_timeout, upstream_call_timeout, stream_write_timeout,
+// default_max_wait): the negative that the packages using them read as
+// no bound. Left unset, such a timeout is 0, which those packages read
+// as their default: the default lives with the code that applies it.
+const NoBound time.Duration = -1
+
+// bounds are the timeouts of NoBound.
+func (s *Server) bounds() []*time.Duration {
+	return []*time.Duration{&s.DefaultMaxWait, &s.UpstreamTimeout, &s.UpstreamIdleTimeout, &s.UpstreamCallTimeout, &s.StreamWriteTimeout}
+}
+
+// unsetBound marks, while a file is parsed, a bound that neither the
+// file nor the environment set.
+const unsetBound = time.Duration(math.MinInt64)
+
+// markBounds sets the bounds to unsetBound before decoding.
+func (s *Server) markBounds() {
+	for _, b := range s.bounds() {
+		*b = unsetBound
+	}
+}
+
+// settleBounds, after decoding, leaves an unset bound 0 (the default of
+// the package that applies it) and makes an explicit 0 NoBound.
+func (s *Server) settleBounds() {
+	for _, b := range s.bounds() {
+		switch *b {
+		case unsetBound:
+			*b = 0
+		case 0:
+			*b = NoBound
+		}
+	}
+}
+
+// Default returns a config with the defaults this package decides and
+// an empty catalog. A field it leaves 0 takes the default of the
+// package that uses it (see NoBound).
 func Default() *Config {
 	return &Config{
 		Server: Server{
 			Listen:            "127.0.0.1:8080",
 			MaxBodyBytes:      10 << 20,
-			DefaultMaxWait:    30 * time.Second,
 			ShutdownTimeout:   30 * time.Second,
 			ReadHeaderTimeout: 30 * time.Second,
 			BodyTimeout:       60 * time.Second,
@@ -488,16 +530,12 @@ func Default() *Config {
 				Failures: 3,
 				Duration: 30 * time.Second,
 			},
-			UpstreamTimeout:     120 * time.Second,
-			UpstreamIdleTimeout: 120 * time.Second,
-			UpstreamCallTimeout: 10 * time.Minute,
-			StreamWriteTimeout:  30 * time.Second,
-			MaxResponseBytes:    64 << 20,
-			LogLevel:            "info",
-			UsageFlushInterval:  time.Second,
-			KeyCacheTTL:         2 * time.Second,
-			AdminLoopback:       "auto",
-			HeapFloor:           gcfloor.Default,
+			MaxResponseBytes:   64 << 20,
+			LogLevel:           "info",
+			UsageFlushInterval: time.Second,
+			KeyCacheTTL:        2 * time.Second,
+			AdminLoopback:      "auto",
+			HeapFloor:          gcfloor.Default,
 		},
 		Storage: Storage{
 			Driver: "sqlite",

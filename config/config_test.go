@@ -69,10 +69,13 @@ func TestDefaults(t *testing.T) {
 		{"nested section keeps its sibling", "server:\n  cooldown:\n    failures: 5\n", func(c *Config) {
 			c.Server.Cooldown.Failures = 5
 		}},
-		{"explicit zero is kept", "server:\n  default_max_wait: 0s\n  upstream_timeout: 0s\n  cooldown:\n    failures: 0\n", func(c *Config) {
-			c.Server.DefaultMaxWait = 0
-			c.Server.UpstreamTimeout = 0
+		{"explicit zero is kept", "server:\n  cooldown:\n    failures: 0\n", func(c *Config) {
 			c.Server.Cooldown.Failures = 0
+		}},
+		{"a bound's zero is no bound", "server:\n  default_max_wait: 0s\n  upstream_timeout: 0s\n  upstream_call_timeout: 0s\n", func(c *Config) {
+			c.Server.DefaultMaxWait = NoBound
+			c.Server.UpstreamTimeout = NoBound
+			c.Server.UpstreamCallTimeout = NoBound
 		}},
 		{"durations", "server:\n  shutdown_timeout: 1m30s\n  usage_flush_interval: 250ms\n", func(c *Config) {
 			c.Server.ShutdownTimeout = 90 * time.Second
@@ -111,27 +114,22 @@ func TestDefaultValues(t *testing.T) {
 	// is a deliberate edit here, in the field comments and in the example.
 	want := &Config{
 		Server: Server{
-			Listen:              "127.0.0.1:8080",
-			MaxBodyBytes:        10 * 1024 * 1024,
-			DefaultMaxWait:      30 * time.Second,
-			ShutdownTimeout:     30 * time.Second,
-			RetryBudget:         3,
-			Cooldown:            Cooldown{Failures: 3, Duration: 30 * time.Second},
-			UpstreamTimeout:     120 * time.Second,
-			UpstreamIdleTimeout: 120 * time.Second,
-			UpstreamCallTimeout: 10 * time.Minute,
-			StreamWriteTimeout:  30 * time.Second,
-			MaxResponseBytes:    64 << 20,
-			LogLevel:            "info",
-			AdminToken:          "",
-			UsageFlushInterval:  time.Second,
-			KeyCacheTTL:         2 * time.Second,
-			HeapFloor:           128 << 20,
-			ReadHeaderTimeout:   30 * time.Second,
-			BodyTimeout:         60 * time.Second,
-			IdleTimeout:         120 * time.Second,
-			AdminLoopback:       "auto",
-			MetricsAuth:         false,
+			Listen:             "127.0.0.1:8080",
+			MaxBodyBytes:       10 * 1024 * 1024,
+			ShutdownTimeout:    30 * time.Second,
+			RetryBudget:        3,
+			Cooldown:           Cooldown{Failures: 3, Duration: 30 * time.Second},
+			MaxResponseBytes:   64 << 20,
+			LogLevel:           "info",
+			AdminToken:         "",
+			UsageFlushInterval: time.Second,
+			KeyCacheTTL:        2 * time.Second,
+			HeapFloor:          128 << 20,
+			ReadHeaderTimeout:  30 * time.Second,
+			BodyTimeout:        60 * time.Second,
+			IdleTimeout:        120 * time.Second,
+			AdminLoopback:      "auto",
+			MetricsAuth:        false,
 		},
 		Storage: Storage{Driver: "sqlite", Path: "weir.db"},
 		Fleet: Fleet{
@@ -303,6 +301,7 @@ func TestEnvOverrides(t *testing.T) {
 		{"WEIR_SERVER_UPSTREAM_IDLE_TIMEOUT", "15s", func(c *Config) { c.Server.UpstreamIdleTimeout = 15 * time.Second }},
 		{"WEIR_SERVER_UPSTREAM_CALL_TIMEOUT", "1h", func(c *Config) { c.Server.UpstreamCallTimeout = time.Hour }},
 		{"WEIR_SERVER_STREAM_WRITE_TIMEOUT", "5s", func(c *Config) { c.Server.StreamWriteTimeout = 5 * time.Second }},
+		{"WEIR_SERVER_STREAM_WRITE_TIMEOUT", "0s", func(c *Config) { c.Server.StreamWriteTimeout = NoBound }},
 		{"WEIR_SERVER_MAX_RESPONSE_BYTES", "1048576", func(c *Config) { c.Server.MaxResponseBytes = 1 << 20 }},
 		{"WEIR_SERVER_LOG_LEVEL", "debug", func(c *Config) { c.Server.LogLevel = "debug" }},
 		{"WEIR_SERVER_ADMIN_TOKEN", "s3cret", func(c *Config) { c.Server.AdminToken = "s3cret" }},
@@ -342,6 +341,7 @@ func TestEnvOverrides(t *testing.T) {
 	}
 	slices.Sort(names)
 	slices.Sort(tested)
+	tested = slices.Compact(tested)
 	if !slices.Equal(names, tested) {
 		t.Fatalf("overrides %v\ntested    %v", names, tested)
 	}
@@ -570,8 +570,8 @@ func TestValidate(t *testing.T) {
 		{"platform twice", func(c *Config) { c.Platforms[1].Name = "a" },
 			`platforms[1].name: platform "a" defined twice`},
 		{"platform without name", func(c *Config) { c.Platforms[0].Name = "" }, `platforms[0].name: required`},
-		{"platform kind", func(c *Config) { c.Platforms[0].Kind = "anthropic" },
-			`platforms[0].kind: unknown kind "anthropic": want openai`},
+		{"platform kind", func(c *Config) { c.Platforms[0].Kind = "carrier-pigeon" },
+			`platforms[0].kind: unknown kind "carrier-pigeon": want one of openai`},
 		{"no base_url", func(c *Config) { c.Platforms[0].BaseURL = "" }, `platforms[0].base_url: required`},
 		{"relative base_url", func(c *Config) { c.Platforms[0].BaseURL = "127.0.0.1:9090/v1" },
 			`platforms[0].base_url: "127.0.0.1:9090/v1" is not an http or https URL`},
@@ -603,7 +603,8 @@ func TestValidate(t *testing.T) {
 		{"empty default group", func(c *Config) { c.DefaultGroup = "" }, `default_group: required`},
 		{"bad listen", func(c *Config) { c.Server.Listen = "8080" }, `server.listen: "8080" is not host:port`},
 		{"zero body limit", func(c *Config) { c.Server.MaxBodyBytes = 0 }, `server.max_body_bytes: must be positive`},
-		{"negative max wait", func(c *Config) { c.Server.DefaultMaxWait = -1 }, `server.default_max_wait: must not be negative`},
+		{"negative max wait", func(c *Config) { c.Server.DefaultMaxWait = -time.Second }, `server.default_max_wait: must not be negative`},
+		{"no bound on max wait", func(c *Config) { c.Server.DefaultMaxWait = NoBound }, ""},
 		{"bad admin loopback", func(c *Config) { c.Server.AdminLoopback = "yes" }, `server.admin_loopback: "yes": want auto, true or false`},
 		{"public url", func(c *Config) { c.Server.PublicURL = "https://weir.example.com" }, ""},
 		{"public url with port and slash", func(c *Config) { c.Server.PublicURL = "http://10.0.0.5:8080/" }, ""},

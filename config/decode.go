@@ -25,6 +25,7 @@ type lookupFunc func(string) (string, bool)
 
 func parse(data []byte, lookup lookupFunc) (*Config, error) {
 	c := Default()
+	c.Server.markBounds()
 	if err := decode(data, c); err != nil {
 		return nil, err
 	}
@@ -35,6 +36,7 @@ func parse(data []byte, lookup lookupFunc) (*Config, error) {
 	if err := applyOverrides(c, lookup); err != nil {
 		return nil, err
 	}
+	c.Server.settleBounds()
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/gateway"
+	"github.com/weir-gateway/weir/httpapi"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -34,11 +36,18 @@ func TestExample(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The server, storage and fleet sections state every default as it is.
-	if !reflect.DeepEqual(c.Server, Default().Server) || !reflect.DeepEqual(c.Storage, Default().Storage) ||
+	// The server, storage and fleet sections state every default as it
+	// is: this package's, and the bounds' of the packages that apply them.
+	want := Default().Server
+	want.UpstreamTimeout = gateway.DefaultUpstreamTimeout
+	want.UpstreamIdleTimeout = gateway.DefaultUpstreamIdleTimeout
+	want.UpstreamCallTimeout = gateway.DefaultUpstreamCallTimeout
+	want.DefaultMaxWait = httpapi.DefaultMaxWait
+	want.StreamWriteTimeout = httpapi.DefaultStreamWriteTimeout
+	if !reflect.DeepEqual(c.Server, want) || !reflect.DeepEqual(c.Storage, Default().Storage) ||
 		c.Fleet != Default().Fleet || c.Edge != Default().Edge {
 		t.Errorf("server/storage/fleet differ from the defaults:\n got %+v %+v %+v\nwant %+v %+v %+v",
-			c.Server, c.Storage, c.Fleet, Default().Server, Default().Storage, Default().Fleet)
+			c.Server, c.Storage, c.Fleet, want, Default().Storage, Default().Fleet)
 	}
 
 	for _, p := range cat.Platforms {

@@ -61,7 +61,7 @@ func (s *Server) validate() error {
 	switch {
 	case s.MaxBodyBytes <= 0:
 		return invalidf("server.max_body_bytes", "must be positive")
-	case s.DefaultMaxWait < 0:
+	case s.DefaultMaxWait < 0 && s.DefaultMaxWait != NoBound:
 		return invalidf("server.default_max_wait", "must not be negative")
 	case s.ShutdownTimeout < 0:
 		return invalidf("server.shutdown_timeout", "must not be negative")
@@ -79,13 +79,13 @@ func (s *Server) validate() error {
 		return invalidf("server.cooldown.duration", "must be positive while cooldown.failures is set")
 	case s.Cooldown.Duration < 0:
 		return invalidf("server.cooldown.duration", "must not be negative")
-	case s.UpstreamTimeout < 0:
+	case s.UpstreamTimeout < 0 && s.UpstreamTimeout != NoBound:
 		return invalidf("server.upstream_timeout", "must not be negative (0: no timeout)")
-	case s.UpstreamIdleTimeout < 0:
+	case s.UpstreamIdleTimeout < 0 && s.UpstreamIdleTimeout != NoBound:
 		return invalidf("server.upstream_idle_timeout", "must not be negative (0: no timeout)")
-	case s.UpstreamCallTimeout < 0:
+	case s.UpstreamCallTimeout < 0 && s.UpstreamCallTimeout != NoBound:
 		return invalidf("server.upstream_call_timeout", "must not be negative (0: no timeout)")
-	case s.StreamWriteTimeout < 0:
+	case s.StreamWriteTimeout < 0 && s.StreamWriteTimeout != NoBound:
 		return invalidf("server.stream_write_timeout", "must not be negative (0: no timeout)")
 	case s.MaxResponseBytes <= 0:
 		return invalidf("server.max_response_bytes", "must be positive")

@@ -42,14 +42,21 @@ type Config struct {
 	OverridePoll time.Duration
 }
 
+// The defaults of Config's upstream bounds.
+const (
+	DefaultUpstreamTimeout     = 120 * time.Second
+	DefaultUpstreamIdleTimeout = 120 * time.Second
+	DefaultUpstreamCallTimeout = 10 * time.Minute
+)
+
 func (c *Config) defaults() {
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration
 	}{
-		{&c.UpstreamTimeout, 120 * time.Second},
-		{&c.UpstreamIdleTimeout, 120 * time.Second},
-		{&c.UpstreamCallTimeout, 10 * time.Minute},
+		{&c.UpstreamTimeout, DefaultUpstreamTimeout},
+		{&c.UpstreamIdleTimeout, DefaultUpstreamIdleTimeout},
+		{&c.UpstreamCallTimeout, DefaultUpstreamCallTimeout},
 	} {
 		switch {
 		case *d.v == 0:

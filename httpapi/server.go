@@ -72,18 +72,25 @@ type Config struct {
 	IdleTimeout time.Duration
 }
 
+// The defaults of Config's bounds on a request's wait and on a write
+// to its client.
+const (
+	DefaultMaxWait            = 30 * time.Second
+	DefaultStreamWriteTimeout = 30 * time.Second
+)
+
 func (c *Config) defaults() {
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = 10 << 20
 	}
 	if c.DefaultMaxWait == 0 {
-		c.DefaultMaxWait = 30 * time.Second
+		c.DefaultMaxWait = DefaultMaxWait
 	}
 	for _, d := range []struct {
 		v   *time.Duration
 		def time.Duration
 	}{
-		{&c.StreamWriteTimeout, 30 * time.Second},
+		{&c.StreamWriteTimeout, DefaultStreamWriteTimeout},
 	} {
 		switch {
 		case *d.v == 0:
