@@ -37,10 +37,14 @@ func (k ModelKind) Valid() bool {
 	return false
 }
 
+// PlatformKinds are the upstream protocols a platform may speak
+// (Platform.Kind): "openai" is any OpenAI-compatible API.
+var PlatformKinds = []string{"openai"}
+
 // Platform is one upstream account.
 type Platform struct {
 	Name string
-	// Kind is the adapter: "openai" (any OpenAI-compatible API).
+	// Kind is the upstream's protocol, one of PlatformKinds.
 	Kind    string
 	BaseURL string
 	// APIKey is the credential, read from the environment variable the
@@ -473,8 +477,8 @@ func (p Platform) validate(defined map[string]bool) *FieldError {
 		return invalidf("name", "required")
 	case defined[p.Name]:
 		return invalidf("name", "platform %q defined twice", p.Name)
-	case p.Kind != "openai":
-		return invalidf("kind", "unknown kind %q: want openai", p.Kind)
+	case !slices.Contains(PlatformKinds, p.Kind):
+		return invalidf("kind", "unknown kind %q: want one of %s", p.Kind, strings.Join(PlatformKinds, ", "))
 	case p.BaseURL == "":
 		return invalidf("base_url", "required")
 	case p.Timeout < 0:

@@ -213,21 +213,8 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		defaultGroup: defaultGroup,
 		callTimeouts: make(map[string]time.Duration, len(cat.Platforms)),
 	}
-	orDefault := func(d, def time.Duration) time.Duration {
-		if d > 0 {
-			return d
-		}
-		return def
-	}
-	for _, p := range cat.Platforms {
-		timeout := orDefault(p.Timeout, s.cfg.UpstreamTimeout)
-		idle := orDefault(p.IdleTimeout, s.cfg.UpstreamIdleTimeout)
-		total := orDefault(p.CallTimeout, s.cfg.UpstreamCallTimeout)
-		next.callTimeouts[p.Name] = total
-		next.adapters[p.Name] = &provider.OpenAI{BaseURL: p.BaseURL, APIKey: p.APIKey, Client: s.deps.HTTPClient,
-			Timeout: timeout, IdleTimeout: idle, CallTimeout: total, Clock: s.deps.Clock}
-		next.async[p.Name] = &provider.OpenAIVideo{BaseURL: p.BaseURL, APIKey: p.APIKey, Client: s.deps.HTTPClient,
-			Timeout: timeout, IdleTimeout: idle, CallTimeout: total, Clock: s.deps.Clock}
+	if err := s.platformAdapters(next, cat.Platforms); err != nil {
+		return err
 	}
 	for _, m := range cat.Models {
 		next.models[m.Name] = m
@@ -282,6 +269,29 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		}
 	}
 	s.reconfigureLocked(ctx, changed)
+	return nil
+}
+
+// platformAdapters builds each platform's adapters, by its kind, with
+// the gateway's bounds where the platform sets none.
+func (s *Service) platformAdapters(next *Snapshot, platforms []weir.Platform) error {
+	orDefault := func(d, def time.Duration) time.Duration {
+		if d > 0 {
+			return d
+		}
+		return def
+	}
+	for _, p := range platforms {
+		total := orDefault(p.CallTimeout, s.cfg.UpstreamCallTimeout)
+		a, err := provider.New(provider.Platform{Kind: p.Kind, BaseURL: p.BaseURL, APIKey: p.APIKey, Client: s.deps.HTTPClient,
+			Timeout: orDefault(p.Timeout, s.cfg.UpstreamTimeout), IdleTimeout: orDefault(p.IdleTimeout, s.cfg.UpstreamIdleTimeout),
+			CallTimeout: total, Clock: s.deps.Clock})
+		if err != nil {
+			return fmt.Errorf("platform %s: %w", p.Name, err)
+		}
+		next.callTimeouts[p.Name] = total
+		next.adapters[p.Name], next.async[p.Name] = a.Sync, a.Async
+	}
 	return nil
 }
 

@@ -1,0 +1,49 @@
+package provider
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/weir-gateway/weir/clock"
+)
+
+// Platform is what the adapters of one platform are made from, whatever
+// its kind (weir.Platform.Kind).
+type Platform struct {
+	Kind    string
+	BaseURL string
+	APIKey  string
+	Client  *http.Client
+	// Timeout, IdleTimeout and CallTimeout bound each call (Bounds).
+	Timeout     time.Duration
+	IdleTimeout time.Duration
+	CallTimeout time.Duration
+	Clock       clock.Clock
+}
+
+// Adapters are a platform's adapters: Sync for the calls answered at
+// once (chat, embeddings, images, speech), Async for long-running jobs
+// (video); nil where the kind has none.
+type Adapters struct {
+	Sync  Adapter
+	Async AsyncAdapter
+}
+
+// New returns the adapters of p's kind. Every kind takes Chat Completions
+// (and the other OpenAI-shaped calls it serves) and answers in OpenAI's
+// shapes, translating to and from its own protocol, so that what the
+// gateway reads of an answer (usage, errors) is the same whatever the
+// kind.
+func New(p Platform) (Adapters, error) {
+	switch p.Kind {
+	case "", "openai":
+		return Adapters{
+			Sync: &OpenAI{BaseURL: p.BaseURL, APIKey: p.APIKey, Client: p.Client,
+				Timeout: p.Timeout, IdleTimeout: p.IdleTimeout, CallTimeout: p.CallTimeout, Clock: p.Clock},
+			Async: &OpenAIVideo{BaseURL: p.BaseURL, APIKey: p.APIKey, Client: p.Client,
+				Timeout: p.Timeout, IdleTimeout: p.IdleTimeout, CallTimeout: p.CallTimeout, Clock: p.Clock},
+		}, nil
+	}
+	return Adapters{}, fmt.Errorf("provider: unknown platform kind %q", p.Kind)
+}
