@@ -12,6 +12,7 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/internal/lifecycle"
 )
 
 // BoardConfig configures a Board.
@@ -24,7 +25,10 @@ type BoardConfig struct {
 	Interval time.Duration
 	// TTL is how old another replica's offer may be and still count
 	// (default 5 × Interval): a replica that stopped writing is gone.
-	TTL    time.Duration
+	TTL time.Duration
+	// Offer is what Start's Run offers the others; nil: this replica
+	// has no nodes of its own and only reads.
+	Offer  *Offer
 	Clock  clock.Clock
 	Logger *slog.Logger
 }
@@ -55,6 +59,7 @@ func (c *BoardConfig) defaults() {
 type Board struct {
 	store NodeBoard
 	cfg   BoardConfig
+	loop  lifecycle.Loop // Start's Run
 
 	mu      sync.Mutex
 	byModel map[string][]weir.NodeTarget
@@ -73,7 +78,7 @@ type RemoteNodes struct {
 	// Age is how long ago the replica published it, by the store's
 	// clock, as of the Read.
 	Age   time.Duration
-	Nodes json.RawMessage
+	Nodes []weir.NodeView
 }
 
 type nodeGen struct {
@@ -104,21 +109,21 @@ type Offer struct {
 	Served func() map[string][]weir.NodeTarget
 	// Changes has a value when Served may have changed (edge.Hub.Changes).
 	Changes <-chan struct{}
-	// Nodes is its admin view of its nodes (edge.Hub.Nodes), published as
-	// JSON for the other replicas' /admin/nodes; nil: none.
-	Nodes func(context.Context) any
+	// Nodes is its admin view of its nodes (edge.Hub.Nodes), published
+	// for the other replicas' /admin/nodes; nil: none.
+	Nodes func(context.Context) []weir.NodeView
 }
 
 // Publish writes what this replica's nodes serve (public model → the
 // providers serving it) as its offer, relayed to at addr, with views,
-// its admin view of them (JSON; nil: none).
-func (b *Board) Publish(ctx context.Context, addr string, served map[string][]weir.NodeTarget, views any) error {
+// its admin view of them.
+func (b *Board) Publish(ctx context.Context, addr string, served map[string][]weir.NodeTarget, views []weir.NodeView) error {
 	doc, err := json.Marshal(served)
 	if err != nil {
 		return fmt.Errorf("fleet: publish nodes: %w", err)
 	}
 	if views == nil {
-		views = []any{}
+		views = []weir.NodeView{}
 	}
 	viewDoc, err := json.Marshal(views)
 	if err != nil {
@@ -156,10 +161,14 @@ func (b *Board) Read(ctx context.Context) error {
 	// replica's nodes out, not the others'.
 	offers := make([]offer, 0, len(read))
 	for _, r := range read {
-		o := offer{addr: r.Addr, views: RemoteNodes{Replica: r.Replica, Age: r.Age, Nodes: r.Nodes}}
+		o := offer{addr: r.Addr, views: RemoteNodes{Replica: r.Replica, Age: r.Age}}
 		if err := json.Unmarshal(r.Served, &o.served); err != nil {
 			b.cfg.Logger.Warn("fleet: another replica's nodes are unreadable; they are not offered here", "replica", r.Replica, "error", err)
 			continue
+		}
+		if err := json.Unmarshal(r.Nodes, &o.views.Nodes); len(r.Nodes) > 0 && err != nil {
+			// Its nodes still serve; only /admin/nodes goes without them.
+			b.cfg.Logger.Warn("fleet: another replica's view of its nodes is unreadable", "replica", r.Replica, "error", err)
 		}
 		offers = append(offers, o)
 	}
@@ -234,6 +243,18 @@ func (b *Board) Where(node string, gen uint64) (string, bool) {
 	return addr, ok
 }
 
+// Start runs the board (Run with Config.Offer) until Stop.
+func (b *Board) Start(context.Context) error {
+	b.loop.Go(func(ctx context.Context) error {
+		b.Run(ctx, b.cfg.Offer)
+		return nil
+	})
+	return nil
+}
+
+// Stop ends Start's Run, which withdraws this replica's offer.
+func (b *Board) Stop(ctx context.Context) error { return b.loop.Stop(ctx) }
+
 // Run keeps the board until ctx ends: every Interval it writes this
 // replica's offer (if o is not nil: a replica without nodes of its own
 // only reads) and reads the others'; a change of o's writes it at once.
@@ -258,7 +279,7 @@ func (b *Board) Run(ctx context.Context, o *Offer) {
 		if o == nil {
 			return
 		}
-		var views any
+		var views []weir.NodeView
 		if o.Nodes != nil {
 			views = o.Nodes(ctx)
 		}

@@ -31,7 +31,7 @@ func (b *bundle) board(t *testing.T, replica string) *Board {
 }
 
 // publish writes served as bd's offer, at bd's replica's address.
-func publish(t *testing.T, bd *Board, served map[string][]weir.NodeTarget, views any) {
+func publish(t *testing.T, bd *Board, served map[string][]weir.NodeTarget, views []weir.NodeView) {
 	t.Helper()
 	if err := bd.Publish(t.Context(), "http://"+bd.cfg.Replica+":8080", served, views); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/internal/lifecycle"
 )
 
 // MemberConfig configures one replica's membership of a fleet.
@@ -44,16 +45,6 @@ type MemberConfig struct {
 	LazyRelease bool
 	// ReleaseSilent: see Config.ReleaseSilent. Default ReleaseAtBound.
 	ReleaseSilent ReleasePolicy
-	// OnLead: see Config.OnLead; workers is the sum of the live
-	// replicas' Workers when the term began (0 if it could not be read).
-	OnLead func(term admission.Engine, epoch uint64, workers int)
-	// OnWorkers, while this replica leads, is called when the sum of the
-	// live replicas' Workers changes (a replica joined or went away).
-	OnWorkers func(workers int)
-	// OnForget, while this replica leads, is called after it forgot a
-	// replica whose heartbeats lapsed: that replica is fenced, and what
-	// it ran (its task jobs) may be taken over at once.
-	OnForget func(replica string)
 	// Clock runs the elector; default clock.Real.
 	Clock  clock.Clock
 	Logger *slog.Logger
@@ -64,7 +55,9 @@ type MemberConfig struct {
 // Member is one replica of a fleet: it takes part in the election, keeps
 // itself registered and alive, and gives its engine the terms as they
 // change. While it leads, it also forgets the replicas whose heartbeats
-// have lapsed, so that one that comes back finds itself fenced.
+// have lapsed, so that one that comes back finds itself fenced. What it
+// leads it publishes (Subscribe): the term's durable engine, the live
+// replicas' workers, the replicas it forgot.
 type Member struct {
 	cfg     MemberConfig
 	ln      net.Listener
@@ -72,6 +65,8 @@ type Member struct {
 	elector *Elector
 	engine  *Engine
 	log     *slog.Logger
+	feed    admission.LeadFeed
+	loop    lifecycle.Loop // Start's Run
 
 	mu      sync.Mutex
 	term    Term
@@ -128,11 +123,14 @@ func NewMember(ctx context.Context, store Coordination, cfg MemberConfig) (*Memb
 		return nil, err
 	}
 	m := &Member{cfg: cfg, ln: ln, coord: coord, elector: elector, log: cfg.Logger, probe: newProber(coord.cfg.HeartbeatTimeout)}
-	var onLead func(admission.Engine, uint64)
-	if cfg.OnLead != nil {
+	onLead := func(term admission.Engine, epoch uint64) {
+		if term == nil {
+			m.feed.Publish(admission.LeadEvent{Kind: admission.TermEnded})
+			return
+		}
 		// Run reads the live replicas' workers before it gives the engine
-		// the term whose OnLead this is.
-		onLead = func(term admission.Engine, epoch uint64) { cfg.OnLead(term, epoch, m.workersNow()) }
+		// the term that began.
+		m.feed.Publish(admission.LeadEvent{Kind: admission.TermBegan, Engine: term, Epoch: epoch, Workers: m.workersNow()})
 	}
 	// A call waits for a leader through a failover: the term running out,
 	// a campaign, and the new leader's wait for the replicas to sync.
@@ -190,9 +188,33 @@ func (m *Member) Term() (Term, bool) {
 	return t, ok && e == t.Epoch
 }
 
+// Subscribe follows what this replica leads (admission.Leadership): the
+// durable engine of each term it leads, the live replicas' workers, the
+// replicas it forgot.
+func (m *Member) Subscribe() (<-chan admission.LeadEvent, func()) { return m.feed.Subscribe() }
+
 // Replicas lists the live replicas (a heartbeat within the heartbeat
 // timeout), by id, as the store has them.
 func (m *Member) Replicas(ctx context.Context) ([]Replica, error) { return m.coord.Live(ctx) }
+
+// Start runs the member (Run) until Stop. If it ends on its own — the
+// fleet fenced this replica — Done is closed and Err says why: the
+// process must not go on serving.
+func (m *Member) Start(context.Context) error {
+	m.loop.Go(m.Run)
+	return nil
+}
+
+// Stop ends Start's Run: it resigns a term it leads, and the others stop
+// counting this replica as alive at once.
+func (m *Member) Stop(ctx context.Context) error { return m.loop.Stop(ctx) }
+
+// Done is closed when Start's Run has returned; see Err.
+func (m *Member) Done() <-chan struct{} { return m.loop.Done() }
+
+// Err is why Start's Run ended on its own (ErrFenced), once Done is
+// closed; nil if Stop ended it.
+func (m *Member) Err() error { return m.loop.Err() }
 
 // Run serves the listener and follows the election until ctx ends (nil)
 // or the replica is fenced (ErrFenced: it must stop, for the fleet has
@@ -373,8 +395,8 @@ func (m *Member) lead(ctx context.Context) {
 		return
 	}
 	m.forgetLapsed(ctx, epoch)
-	if _, workers := m.live(ctx); workers > 0 && m.setWorkers(workers) && m.cfg.OnWorkers != nil {
-		m.cfg.OnWorkers(workers)
+	if _, workers := m.live(ctx); workers > 0 && m.setWorkers(workers) {
+		m.feed.Publish(admission.LeadEvent{Kind: admission.WorkersChanged, Workers: workers})
 	}
 }
 
@@ -400,9 +422,7 @@ func (m *Member) forgetLapsed(ctx context.Context, epoch uint64) {
 		}
 		if done, err := m.coord.Forget(ctx, epoch, r.ID, r.Gen); err == nil && done {
 			m.log.Warn("fleet: a replica's heartbeats lapsed; it is fenced", "replica", r.ID, "gen", r.Gen, "heartbeat_age", r.HeartbeatAge)
-			if m.cfg.OnForget != nil {
-				m.cfg.OnForget(r.ID)
-			}
+			m.feed.Publish(admission.LeadEvent{Kind: admission.ReplicaForgotten, Replica: r.ID})
 		}
 	}
 }

@@ -25,12 +25,23 @@ func startMember(t *testing.T, store Coordination, id string) *runningMember {
 // and a listener on loopback.
 func startMemberWith(t *testing.T, store Coordination, cfg MemberConfig) *runningMember {
 	t.Helper()
+	return runMember(t, newMember(t, store, cfg))
+}
+
+// newMember makes a member with the tests' short timeouts.
+func newMember(t *testing.T, store Coordination, cfg MemberConfig) *Member {
+	t.Helper()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.TermTTL, cfg.HeartbeatTimeout, cfg.Poll = 400*time.Millisecond, 400*time.Millisecond, 200*time.Millisecond
 	m, err := NewMember(t.Context(), store, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m
+}
+
+// runMember runs m until the test ends.
+func runMember(t *testing.T, m *Member) *runningMember {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &runningMember{m: m, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- m.Run(ctx) }()
@@ -129,45 +140,45 @@ func TestMemberLeadsWorkersAndForgets(t *testing.T) {
 			}
 		}
 	}()
-	type led struct {
-		epoch   uint64
-		workers int
-	}
-	leads, workers, forgot := make(chan led, 4), make(chan int, 4), make(chan string, 4)
-	r := startMemberWith(t, b.store, MemberConfig{Replica: "a", Workers: 2,
-		OnLead: func(term admission.Engine, epoch uint64, n int) {
-			if term != nil {
-				leads <- led{epoch, n}
-			}
-		},
-		OnWorkers: func(n int) { workers <- n },
-		OnForget:  func(id string) { forgot <- id },
-	})
-	select {
-	case l := <-leads:
-		close(quiet)
-		<-beating
-		if l.workers != 5 {
-			t.Fatalf("OnLead workers %d; want 5 (a's 2 and ghost's 3, both live)", l.workers)
+	m := newMember(t, b.store, MemberConfig{Replica: "a", Workers: 2})
+	events, stop := m.Subscribe()
+	defer stop()
+	r := runMember(t, m)
+	next := func(what string) admission.LeadEvent {
+		t.Helper()
+		select {
+		case e := <-events:
+			return e
+		case <-time.After(guard):
+			t.Fatalf("no event: %s", what)
 		}
-	case <-time.After(guard):
-		t.Fatal("a never led")
+		return admission.LeadEvent{}
 	}
-	select {
-	case id := <-forgot:
-		if id != "ghost" {
-			t.Fatalf("forgot %q; want ghost", id)
-		}
-	case <-time.After(guard):
-		t.Fatal("ghost never forgotten")
+	// First the term began with both replicas' workers; then ghost was
+	// forgotten, and the workers are a's alone (ghost stops counting when
+	// its heartbeats lapse, which may come before it is forgotten).
+	e := next("a never led")
+	close(quiet)
+	<-beating
+	if e.Kind != admission.TermBegan || e.Engine == nil || e.Workers != 5 {
+		t.Fatalf("first event %+v; want TermBegan with 5 workers (a's 2 and ghost's 3, both live)", e)
 	}
-	select {
-	case n := <-workers:
-		if n != 2 {
-			t.Fatalf("OnWorkers %d; want 2 (a's alone)", n)
+	forgot, changed := false, false
+	for !forgot || !changed {
+		switch e := next("ghost forgotten and the workers changed"); {
+		case e.Kind == admission.ReplicaForgotten && e.Replica == "ghost" && !forgot:
+			forgot = true
+		case e.Kind == admission.WorkersChanged && e.Workers == 2 && !changed:
+			changed = true
+		default:
+			t.Fatalf("event %+v; want ghost forgotten once and the workers changed to 2 (a's alone) once", e)
 		}
-	case <-time.After(guard):
-		t.Fatal("OnWorkers never called")
+	}
+	// One who subscribes now hears of the term, with the workers now.
+	late, stopLate := m.Subscribe()
+	defer stopLate()
+	if e := <-late; e.Kind != admission.TermBegan || e.Workers != 2 {
+		t.Fatalf("late subscriber's first event %+v; want TermBegan with 2 workers", e)
 	}
 	if err := ghost.Heartbeat(ctx); !errors.Is(err, ErrFenced) {
 		t.Fatalf("ghost's heartbeat: %v; want ErrFenced", err)

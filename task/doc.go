@@ -77,7 +77,7 @@
 //
 // # Crashes and restarts
 //
-// At Start (in a fleet: when a replica starts to lead, Lead), admitted
+// At Start (in a fleet: when a replica starts to lead), admitted
 // and running tasks get their leases back (Restore), waiting tasks
 // re-enter the queue in their original order, and — when this process
 // is the store's only runner (Config.SoleRunner) — the jobs its previous
@@ -87,15 +87,20 @@
 //
 // # Several replicas
 //
-// With Config.Fleet, several replicas share the store and a fleet's
+// With Deps.Leadership, several replicas share the store and a fleet's
 // admission engine (package fleet), and durable work belongs to the
 // fleet's term. Any replica accepts, reads, cancels and deletes tasks,
 // and runs their jobs (River spreads them; each replica runs at most its
 // own Config.Workers). The admission side — the waiters, the leases, the
 // commits of admissions, recovery — runs only on the replica that leads,
-// on the engine the term gives it (Lead, from fleet.Config.OnLead): its
-// ledger (term.go, dispatch.go, resync.go, lead.go). The workers
-// scope's limit there is the sum over the live replicas (SetWorkers).
+// on the engine the term gives it: Start subscribes to the fleet's
+// leadership (admission.Leadership, which fleet.Member publishes) and
+// follows its events in order — a term began or ended here, the live
+// replicas' workers changed, a replica was forgotten (its jobs are
+// reclaimed at once) — so nothing depends on which was built first.
+// The admission side is the term's ledger (term.go, dispatch.go,
+// resync.go, lead.go). The workers scope's limit there is the sum over
+// the live replicas.
 //
 // The ledger learns what the other replicas did from notices (Notifier:
 // LISTEN/NOTIFY on PostgreSQL) — a task submitted, cancelled, sent back

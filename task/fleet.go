@@ -10,12 +10,12 @@ import (
 	"github.com/weir-gateway/weir/admission"
 )
 
-// Several replicas (Config.Fleet): see "Several replicas" in the package
+// Several replicas (Deps.Leadership): see "Several replicas" in the package
 // documentation.
 
 // fleetLedger is the ledger of a replica of a fleet: the admission side
-// is the term of the replica that leads (Lead gives it to this one while
-// it does), and every replica tells that term's ledger (lead.go) what
+// is the term of the replica that leads (the fleet's Leadership gives
+// it to this one while it does: followLead), and every replica tells that term's ledger (lead.go) what
 // its workers and its API did to tasks, through notices.
 type fleetLedger struct {
 	s *Service
@@ -29,7 +29,7 @@ var _ ledger = (*fleetLedger)(nil)
 
 // start takes back the jobs this replica's previous run left running,
 // listens for the replicas' notices, and begins the term this replica
-// leads, if Lead gave it one already.
+// leads, if it was given one already.
 func (fl *fleetLedger) start(ctx context.Context) error {
 	s := fl.s
 	// River lets no two processes run with one client id at once, so
@@ -140,25 +140,60 @@ func (fl *fleetLedger) passing(err error) bool { return !taskFault(err) }
 // hold a worker, and the ledger's poll catches up with a lost notice.
 const notifyTimeout = 5 * time.Second
 
-// Lead gives the service the admission side of the fleet: e is the
-// engine of the fleet term this replica now leads (fleet.Config.OnLead),
-// epoch that term's (which the store's Fencer checks at each commit),
-// on which it sets the workers scope to workers (if positive: the sum of
-// the live replicas' workers; else the last value given), recovers what
-// the store holds — the leases of admitted and running tasks, the queued
-// tasks in submission order — and then commits admissions and keeps the
-// ledger: it learns from the other replicas' notices, and polls the
-// store every Config.FleetPoll, jittered. e nil says the term ended here:
-// the admission side stops, and its waiters and leases are forgotten
-// without being released (the engine goes with the term; the next leader
-// recovers them from the store). Lead does not block; a call before
-// Start takes effect when Start runs, one after Stop is ignored. Only a
-// service in fleet mode leads.
-func (s *Service) Lead(e admission.Engine, epoch uint64, workers int) {
-	if !s.cfg.Fleet {
-		s.logger.Error("Lead called on a task service that is not in fleet mode; ignored")
-		return
+// followLead applies, in order, what the fleet says this replica leads,
+// until ctx ends (Stop) or the subscription does.
+func (s *Service) followLead(ctx context.Context, events <-chan admission.LeadEvent) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-events:
+			if !ok {
+				return
+			}
+			switch e.Kind {
+			case admission.TermBegan:
+				s.lead(e.Engine, e.Epoch, e.Workers)
+			case admission.TermEnded:
+				s.lead(nil, 0, 0)
+			case admission.WorkersChanged:
+				s.setWorkers(e.Workers)
+			case admission.ReplicaForgotten:
+				s.reclaimForgotten(ctx, e.Replica)
+			}
+		}
 	}
+}
+
+// reclaimTimeout bounds taking back a forgotten replica's jobs: the
+// events after it wait for it.
+const reclaimTimeout = 10 * time.Second
+
+// reclaimForgotten takes back at once the jobs of a replica the fleet
+// forgot (it is fenced): River would rescue them only after
+// Config.RescueAfter.
+func (s *Service) reclaimForgotten(ctx context.Context, replica string) {
+	ctx, cancel := context.WithTimeout(ctx, reclaimTimeout)
+	defer cancel()
+	if _, err := s.ReclaimFrom(ctx, replica); err != nil {
+		s.logger.Warn("fleet: the jobs of a forgotten replica were not taken back; River rescues them later", "replica", replica, "error", err)
+	}
+}
+
+// lead gives the service the admission side of the fleet: e is the
+// engine of the fleet term this replica now leads, epoch that term's
+// (which the store's Fencer checks at each commit), on which it sets the
+// workers scope to workers (if positive: the sum of the live replicas'
+// workers; else the last value given), recovers what the store holds —
+// the leases of admitted and running tasks, the queued tasks in
+// submission order — and then commits admissions and keeps the ledger:
+// it learns from the other replicas' notices, and polls the store every
+// Config.FleetPoll, jittered. e nil says the term ended here: the
+// admission side stops, and its waiters and leases are forgotten without
+// being released (the engine goes with the term; the next leader
+// recovers them from the store). lead does not block; a call after Stop
+// is ignored.
+func (s *Service) lead(e admission.Engine, epoch uint64, workers int) {
 	if workers > 0 {
 		s.workersMu.Lock()
 		s.workers = workers
@@ -182,14 +217,14 @@ func (s *Service) Lead(e admission.Engine, epoch uint64, workers int) {
 	}
 }
 
-// SetWorkers sets the limit of the workers scope (WorkersScope), and the
-// acceptance runs' share of it (AcceptanceWorkersScope), in the
-// term this replica leads if it leads one, and in every term it leads
-// later. In a fleet it is the sum of the live replicas' Config.Workers,
-// which the wiring computes. n must be positive.
-func (s *Service) SetWorkers(n int) {
+// setWorkers sets the limit of the workers scope (WorkersScope), and the
+// acceptance runs' share of it (AcceptanceWorkersScope), in the term
+// this replica leads if it leads one, and in every term it leads later:
+// the sum of the live replicas' Config.Workers, as the fleet says. n
+// must be positive.
+func (s *Service) setWorkers(n int) {
 	if n <= 0 {
-		s.logger.Error("SetWorkers with a limit that is not positive; ignored", "workers", n)
+		s.logger.Error("a workers limit that is not positive; ignored", "workers", n)
 		return
 	}
 	s.workersMu.Lock()

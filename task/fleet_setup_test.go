@@ -82,6 +82,9 @@ type fleetNode struct {
 	store *fleetStore
 	e     *fleet.Engine
 	addr  string
+	// feed is what the replica leads, as fleet.Member publishes it: the
+	// engine's terms, with the bundle's workers.
+	feed admission.LeadFeed
 	// deposed makes the replica's store's fence (TermFenceTx) refuse its
 	// commits, as the store does once another replica leads; fenced
 	// counts the checks, and fencedEpoch is the epoch the last one was
@@ -236,9 +239,11 @@ func (fb *fleetBundle) addNode(t *testing.T, id string, gen uint64) *fleetNode {
 	n.e = fleet.New(fleet.Config{Replica: id, Gen: gen, Secret: "s", SessionTimeout: 5 * time.Second,
 		Options: admission.Options{Clock: fb.clock.Fake},
 		OnLead: func(term admission.Engine, epoch uint64) {
-			if s := n.service(); s != nil {
-				s.Lead(term, epoch, fb.opts.Workers)
+			if term == nil {
+				n.feed.Publish(admission.LeadEvent{Kind: admission.TermEnded})
+				return
 			}
+			n.feed.Publish(admission.LeadEvent{Kind: admission.TermBegan, Engine: term, Epoch: epoch, Workers: fb.opts.Workers})
 		}})
 	go n.e.Serve(ln)
 	t.Cleanup(func() { ln.Close() })
@@ -264,7 +269,7 @@ func (fb *fleetBundle) addNode(t *testing.T, id string, gen uint64) *fleetNode {
 func (fb *fleetBundle) newService(t *testing.T, n *fleetNode) *Service {
 	t.Helper()
 	cfg := fb.opts.Config
-	cfg.Fleet, cfg.Replica, cfg.FleetPoll = true, n.id, fleetTestPoll
+	cfg.Replica, cfg.FleetPoll = n.id, fleetTestPoll
 	cfg.Clock = fb.clock
 	cfg.Owner = admission.Owner{ID: n.id, Gen: n.gen}
 	if cfg.FetchPollInterval == 0 {
@@ -277,7 +282,7 @@ func (fb *fleetBundle) newService(t *testing.T, n *fleetNode) *Service {
 		// Beyond every move of the fake clock, the polls' included.
 		cfg.LeaseTTL = 100 * time.Hour
 	}
-	s, err := New(cfg, Deps[pgx.Tx]{Store: n.store, Engine: n.e, Planner: fb.planner})
+	s, err := New(cfg, Deps[pgx.Tx]{Store: n.store, Engine: n.e, Planner: fb.planner, Leadership: &n.feed})
 	if err != nil {
 		t.Fatal(err)
 	}

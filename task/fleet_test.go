@@ -261,8 +261,9 @@ func TestFleetResyncAfterReconnect(t *testing.T) {
 }
 
 // TestFleetReclaimFrom: the job of a task whose replica died mid-step is
-// taken over at once by ReclaimFrom, rather than after RescueAfter, and
-// the task ends without a second upstream job.
+// taken over at once when the fleet forgets that replica (ReclaimFrom),
+// rather than after RescueAfter, and the task ends without a second
+// upstream job.
 func TestFleetReclaimFrom(t *testing.T) {
 	t.Parallel()
 	fb := setupFleet(t, fleetOpts{Platforms: map[string]mock.Config{"vid/a": {JobDuration: 30 * time.Second}},
@@ -290,10 +291,9 @@ func TestFleetReclaimFrom(t *testing.T) {
 	if _, err := a.ReclaimFrom(t.Context(), "a"); err == nil {
 		t.Error("ReclaimFrom of the running replica itself: no error")
 	}
-	n, err := a.ReclaimFrom(t.Context(), "gone")
-	if err != nil || n != 1 {
-		t.Fatalf("ReclaimFrom(gone) = %d, %v; want 1 job", n, err)
-	}
+	// The leader forgets "gone": the service hears it from the fleet
+	// and reclaims its job.
+	fb.node("a").feed.Publish(admission.LeadEvent{Kind: admission.ReplicaForgotten, Replica: "gone"})
 	if got := fb.driveTo(t, tk.ID, weir.TaskSucceeded, weir.TaskFailed); got.Status != weir.TaskSucceeded {
 		t.Fatalf("task %+v; want succeeded", got)
 	}
@@ -329,7 +329,8 @@ func TestFleetNeeds(t *testing.T) {
 	defer lite.Close()
 	engine := admission.NewMemory(admission.Options{})
 	defer engine.Close()
-	_, err = New(Config{Fleet: true, Replica: "a"}, Deps[*sql.Tx]{Store: lite, Engine: engine, Planner: &testPlanner{}})
+	var feed admission.LeadFeed
+	_, err = New(Config{Replica: "a"}, Deps[*sql.Tx]{Store: lite, Engine: engine, Planner: &testPlanner{}, Leadership: &feed})
 	if err == nil || !strings.Contains(err.Error(), "fleet mode needs a store that notifies") {
 		t.Errorf("New in fleet mode on SQLite: %v; want the store refused", err)
 	}
@@ -338,16 +339,16 @@ func TestFleetNeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pg.Close()
-	_, err = New(Config{Fleet: true, Replica: "a"}, Deps[pgx.Tx]{Store: unfenced{pg, pg, pg}, Engine: engine, Planner: &testPlanner{}})
+	_, err = New(Config{Replica: "a"}, Deps[pgx.Tx]{Store: unfenced{pg, pg, pg}, Engine: engine, Planner: &testPlanner{}, Leadership: &feed})
 	if err == nil || !strings.Contains(err.Error(), "task.Fencer") {
 		t.Errorf("New in fleet mode on a store without a fence: %v; want the store refused", err)
 	}
-	for _, cfg := range []Config{{Fleet: true}, {Fleet: true, Replica: "a", SoleRunner: true}} {
-		if _, err := New(cfg, Deps[pgx.Tx]{Store: pg, Engine: engine, Planner: &testPlanner{}}); err == nil {
+	for _, cfg := range []Config{{}, {Replica: "a", SoleRunner: true}} {
+		if _, err := New(cfg, Deps[pgx.Tx]{Store: pg, Engine: engine, Planner: &testPlanner{}, Leadership: &feed}); err == nil {
 			t.Errorf("New(%+v) on PostgreSQL: no error", cfg)
 		}
 	}
-	s, err := New(Config{Fleet: true, Replica: "a"}, Deps[pgx.Tx]{Store: pg, Engine: engine, Planner: &testPlanner{}})
+	s, err := New(Config{Replica: "a"}, Deps[pgx.Tx]{Store: pg, Engine: engine, Planner: &testPlanner{}, Leadership: &feed})
 	if err != nil {
 		t.Fatalf("New in fleet mode on PostgreSQL: %v", err)
 	}

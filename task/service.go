@@ -16,6 +16,7 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/internal/lifecycle"
 	"github.com/weir-gateway/weir/provider"
 	"github.com/weir-gateway/weir/webhook"
 )
@@ -114,17 +115,9 @@ type Config struct {
 	// SoleRunner says no other process runs this store's jobs (the
 	// embedded SQLite store): at start, jobs still marked running are
 	// this process's own from before it stopped, and run again at once
-	// instead of after RescueAfter. Default false; never with Fleet.
+	// instead of after RescueAfter. Default false; never in a fleet
+	// (Deps.Leadership).
 	SoleRunner bool
-	// Fleet says several replicas share the store and a fleet's
-	// admission engine (package fleet): the admission side of tasks —
-	// waiters, leases, the commits of admissions, recovery — runs only on
-	// the replica that leads, on the engine Lead gives it; every replica
-	// accepts tasks, runs their jobs and tells the leader what changed
-	// (see "Several replicas" in the package documentation). It needs a
-	// store that is a Notifier, a JobReclaimer and a Fencer, and Replica.
-	// Default false: one process.
-	Fleet bool
 	// FleetPoll is how often, on average (jittered ±50%), the fleet
 	// leader's ledger reads the store for changes whose notices it
 	// missed, and renews the leases it holds. Default 2s.
@@ -133,7 +126,7 @@ type Config struct {
 	// it is River's client id (river.Config.ID), recorded in each job's
 	// attempted_by, by which ReclaimFrom takes back the jobs of a
 	// replica that is gone. It must be unique among the processes
-	// running at once, and at most 100 bytes. Required with Fleet, where
+	// running at once, and at most 100 bytes. Required in a fleet, where
 	// a start also takes back at once the jobs its replica's previous
 	// run left running; default River's random id.
 	Replica string
@@ -247,15 +240,19 @@ type Service struct {
 	// ledger is the admission side as this process reaches it: its own
 	// term, or a fleet's (ledger.go).
 	ledger ledger
+	// leadership is the fleet's, which Start follows (fleet.go); nil
+	// for a service alone.
+	leadership admission.Leadership
+	following  lifecycle.Loop
 
 	// workers is the workers scope's limit (Config.Workers, or what
-	// Lead and SetWorkers say); workersMu orders its changes.
+	// the fleet says: followLead); workersMu orders its changes.
 	workersMu sync.Mutex
 	workers   int
 
 	mu sync.Mutex
 	// term is the admission side (term.go): set by New for a service
-	// alone; in a fleet, while this replica leads (Lead).
+	// alone; in a fleet, while this replica leads (followLead).
 	term *term
 	// started and stopped say Start and Stop have begun.
 	started, stopped bool
@@ -288,6 +285,16 @@ type Deps[TTx any] struct {
 	Planner Planner
 	// Webhooks delivers task events; the zero value delivers none.
 	Webhooks Webhooks
+	// Leadership, when set, says several replicas share the store and a
+	// fleet's admission engine (fleet.Member): the admission side of
+	// tasks — waiters, leases, the commits of admissions, recovery — runs
+	// only on the replica that leads, on the engine of the term it leads,
+	// which Start follows from here; every replica accepts tasks, runs
+	// their jobs and tells the leader what changed (see "Several
+	// replicas" in the package documentation). It needs a store that is
+	// a Notifier, a JobReclaimer and a Fencer, and Config.Replica.
+	// Default nil: one process, admitting on Engine.
+	Leadership admission.Leadership
 	// Logger is the service's logger; default none.
 	Logger *slog.Logger
 }
@@ -310,7 +317,7 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 	notifier, _ := any(store).(Notifier)
 	reclaimer, _ := any(store).(JobReclaimer)
 	_, fencer := any(store).(Fencer[TTx])
-	if cfg.Fleet {
+	if deps.Leadership != nil {
 		switch {
 		case notifier == nil || reclaimer == nil || !fencer:
 			return nil, errors.New("task: fleet mode needs a store that notifies the replicas, reclaims a replica's jobs " +
@@ -335,7 +342,8 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 		hookSlots:  webhook.NewLimiter(webhook.LimiterConfig{PerTenant: hooks.PerKey, Shared: webhookShared}),
 		ready:      make(chan struct{}),
 	}
-	if cfg.Fleet {
+	if deps.Leadership != nil {
+		s.leadership = deps.Leadership
 		s.ledger = &fleetLedger{s: s, listenDone: make(chan struct{})}
 	} else {
 		s.term = newTerm(s, engine, false, 0)
@@ -375,9 +383,9 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 
 // Start recovers tasks left by an earlier run, then runs the dispatcher
 // and River's workers. In a fleet it recovers nothing itself (the
-// leader's term does: Lead); it takes back the jobs this replica's
-// previous run left running, listens for the replicas' notices, and
-// runs River's workers.
+// leader's term does); it takes back the jobs this replica's
+// previous run left running, listens for the replicas' notices, runs
+// River's workers, and follows the fleet's leadership.
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.river.migrate(ctx); err != nil {
 		return fmt.Errorf("migrate river: %w", err)
@@ -386,7 +394,18 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 	close(s.ready)
-	return s.river.Start(ctx)
+	if err := s.river.Start(ctx); err != nil {
+		return err
+	}
+	if s.leadership != nil {
+		events, cancel := s.leadership.Subscribe()
+		s.following.Go(func(ctx context.Context) error {
+			defer cancel()
+			s.followLead(ctx, events)
+			return nil
+		})
+	}
+	return nil
 }
 
 // Stop stops the workers (a job in flight finishes its step) and the
@@ -397,7 +416,9 @@ func (s *Service) Start(ctx context.Context) error {
 func (s *Service) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() {
 		close(s.stopping)
-		s.stopErr = s.river.Stop(ctx)
+		// What the fleet says from now on is the next leader's business.
+		errFollow := s.following.Stop(ctx)
+		s.stopErr = errors.Join(s.river.Stop(ctx), errFollow)
 		s.mu.Lock()
 		s.stopped = true
 		tm := s.term

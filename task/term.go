@@ -15,7 +15,7 @@ import (
 // in, the leases held for them, and the dispatcher that commits
 // admissions. A service alone has one term, from New to Stop, on
 // Deps.Engine. In a fleet (Config.Fleet) the admission side runs only on
-// the replica that leads: one term for each fleet term it leads (Lead),
+// the replica that leads: one term for each fleet term it leads (followLead),
 // on the engine that term gives it, whose waiters and leases are the
 // term's alone. When it ends they are forgotten, not released (the
 // engine goes with the term), and the next leader's term recovers them
@@ -26,7 +26,7 @@ type term struct {
 	// fleet says the term is a fleet leader's ledger: it learns of the
 	// other replicas' changes from notices and polls (lead.go).
 	fleet bool
-	// epoch is the fleet term's (Lead), which the store's Fencer checks
+	// epoch is the fleet term's (followLead), which the store's Fencer checks
 	// at each commit.
 	epoch uint64
 
