@@ -208,13 +208,14 @@ func (c *Console) Start(ctx context.Context) error {
 }
 
 // Stop ends sampling; live streams end with their requests.
-func (c *Console) Stop() {
+func (c *Console) Stop(context.Context) error {
 	c.mu.Lock()
 	c.stopped = true
 	if c.timer != nil {
 		c.timer.Stop()
 	}
 	c.mu.Unlock()
+	return nil
 }
 
 // tick samples once and arms the next tick.

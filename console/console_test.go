@@ -80,7 +80,7 @@ func setupDeps(t *testing.T, cfg Config, cat weir.Catalog, change func(*Deps)) *
 	if err := b.console.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(b.console.Stop)
+	t.Cleanup(func() { _ = b.console.Stop(context.Background()) })
 	b.handler = b.console.Handler()
 	return b
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/edge/edgepb"
+	"github.com/weir-gateway/weir/internal/lifecycle"
 )
 
 // Config tunes the Hub.
@@ -229,6 +230,24 @@ func (h *Hub) Server() *grpc.Server {
 
 // Serve serves nodes on ln, guarded, until the server stops.
 func (h *Hub) Serve(ln net.Listener) error { return h.Server().Serve(h.Guard(ln)) }
+
+// ServeOn is the Hub serving nodes on ln, guarded, as a service: Start
+// serves, Stop ends the nodes' sessions at once (their streams never
+// end by themselves) and closes ln.
+func (h *Hub) ServeOn(ln net.Listener) lifecycle.Service {
+	srv := h.Server()
+	var loop lifecycle.Loop
+	return lifecycle.Funcs{
+		OnStart: func(context.Context) error {
+			loop.Go(func(context.Context) error { return srv.Serve(h.Guard(ln)) })
+			return nil
+		},
+		OnStop: func(ctx context.Context) error {
+			srv.Stop()
+			return loop.Stop(ctx)
+		},
+	}
+}
 
 // authenticate reads the bearer token of a stream's metadata and checks
 // it with Authenticate, or, for a Run stream (run true), against the

@@ -20,6 +20,7 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/apierror"
 	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/internal/lifecycle"
 	"github.com/weir-gateway/weir/provider"
 )
 
@@ -129,6 +130,8 @@ type Relay struct {
 	// refusals counts the refusals since the last logged; loggedAt is
 	// when that was (unix nanoseconds by the Clock).
 	refusals, loggedAt atomic.Int64
+
+	probes lifecycle.Loop // Start's Run
 
 	mu   sync.Mutex
 	runs map[*inflight]struct{} // relayed runs under way, for the probes

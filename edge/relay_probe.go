@@ -79,6 +79,18 @@ func (r *Relay) cut(base string, cause error) int {
 	return len(cancels)
 }
 
+// Start runs the probes (Run) until Stop.
+func (r *Relay) Start(context.Context) error {
+	r.probes.Go(func(ctx context.Context) error {
+		r.Run(ctx)
+		return nil
+	})
+	return nil
+}
+
+// Stop ends Start's probes.
+func (r *Relay) Stop(ctx context.Context) error { return r.probes.Stop(ctx) }
+
 // Run probes the replicas this Relay has runs on until ctx ends: a
 // round every ProbeInterval, each probe bounded by it.
 func (r *Relay) Run(ctx context.Context) {

@@ -321,13 +321,14 @@ func (s *Service) Start(ctx context.Context) error {
 }
 
 // Stop ends Start's reads, waiting for one under way.
-func (s *Service) Stop() {
+func (s *Service) Stop(context.Context) error {
 	s.pollMu.Lock()
 	defer s.pollMu.Unlock()
 	s.stopped = true
 	if s.poll != nil {
 		s.poll.Stop()
 	}
+	return nil
 }
 
 // pollOverrides is Start's read; it holds pollMu, so that Stop waits for

@@ -219,7 +219,7 @@ func TestDrainPickedUpByPoll(t *testing.T) {
 	if err := other.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(other.Stop)
+	t.Cleanup(func() { _ = other.Stop(context.Background()) })
 	if err := b.svc.Drain(t.Context(), "up/m", true); err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestDrainPickedUpByPoll(t *testing.T) {
 	if !other.ops.drainedNow("up/m") {
 		t.Fatal("the other replica did not learn of the drain within OverridePoll")
 	}
-	other.Stop()
+	_ = other.Stop(t.Context())
 	if err := b.svc.Drain(t.Context(), "up/m", false); err != nil {
 		t.Fatal(err)
 	}
