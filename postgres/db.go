@@ -148,6 +148,9 @@ func OpenConfig(ctx context.Context, c Config) (*DB, error) {
 // it: Close does.
 func (db *DB) Pool() *pgxpool.Pool { return db.pool }
 
+// Ping checks that the server answers.
+func (db *DB) Ping(ctx context.Context) error { return db.pool.Ping(ctx) }
+
 // Close closes the pool, waiting for the connections in use to come back.
 // The listener (ListenTasks, TermListen) and life sessions (LifeHold) run
 // on connections of their own, which close when their contexts end.

@@ -3,7 +3,6 @@ package serve
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -14,26 +13,60 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/edge"
 	"github.com/weir-gateway/weir/fleet"
+	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/keys"
 )
 
-// newHub makes the edge hub when the config has an edge listener (nil
-// otherwise); startEdge serves it once the catalog is applied.
-func (m *Main) newHub() (*edge.Hub, error) {
+// newNodes makes what reaches the edge nodes: the hub, when the config
+// has an edge listener; in a fleet, the board where the replicas offer
+// their nodes and the relay that runs requests on the others'.
+func (m *Main) newNodes() error {
 	cfg := m.Config.Edge
-	if cfg.Listen == "" {
-		return nil, nil
-	}
-	var tlsCfg *tls.Config
-	if cfg.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
-		if err != nil {
-			return nil, fmt.Errorf("edge.tls_cert and edge.tls_key: %w", err)
+	if cfg.Listen != "" {
+		var tlsCfg *tls.Config
+		if cfg.TLSCert != "" {
+			cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+			if err != nil {
+				return fmt.Errorf("edge.tls_cert and edge.tls_key: %w", err)
+			}
+			tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		}
-		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		m.Hub = edge.New(edge.Config{HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, TLS: tlsCfg},
+			edge.Deps{Engine: m.Engine, Authenticate: m.authenticateNode, Logger: m.Logger, Metrics: m.Metrics})
 	}
-	return edge.New(edge.Config{HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, TLS: tlsCfg},
-		edge.Deps{Engine: m.Engine, Authenticate: m.authenticateNode, Logger: m.Logger, Metrics: m.Metrics}), nil
+	if m.Member == nil {
+		return nil
+	}
+	var err error
+	if m.Board, err = fleet.NewBoard(m.DB.Fleet, fleet.BoardConfig{Replica: m.Member.Replica(), Offer: m.offer(), Logger: m.Logger}); err != nil {
+		return err
+	}
+	m.Relay = edge.NewRelay(edge.RelayConfig{Secret: m.Member.Secret(), MaxBodyBytes: m.Config.Server.MaxBodyBytes},
+		edge.RelayDeps{Hub: m.Hub, Directory: m.Board, Metrics: m.Metrics, Logger: m.Logger})
+	return nil
+}
+
+// nodes is where the gateway finds edge nodes: the fleet's relay, this
+// process's hub, or none.
+func (m *Main) nodes() gateway.Nodes {
+	switch {
+	case m.Relay != nil:
+		return m.Relay
+	case m.Hub != nil:
+		return m.Hub
+	}
+	return nil
+}
+
+// offer is what this replica offers the fleet on its board: its nodes,
+// at relayAddr, if it listens for any; nil otherwise.
+func (m *Main) offer() *fleet.Offer {
+	if m.Hub == nil {
+		return nil
+	}
+	o := &fleet.Offer{Addr: m.relayAddr(), Served: m.Hub.Served, Changes: m.Hub.Changes(), Nodes: m.Hub.Nodes}
+	m.Logger.Info("edge: this replica's nodes serve the fleet", "relay_addr", o.Addr)
+	return o
 }
 
 // authenticateNode finds the node whose token this is: an unknown or
@@ -51,24 +84,6 @@ func (m *Main) authenticateNode(ctx context.Context, token string) (edge.Identit
 	return edge.Identity{ID: n.ID, Name: n.Name}, nil
 }
 
-// startEdge listens for nodes on edge.listen.
-func (m *Main) startEdge() error {
-	if m.Hub == nil {
-		return nil
-	}
-	ln, err := net.Listen("tcp", m.Config.Edge.Listen)
-	if err != nil {
-		return fmt.Errorf("edge.listen: %w", listenError(m.Config.Edge.Listen, err))
-	}
-	srv := m.Hub.Server()
-	m.edgeLn = ln
-	go func() { _ = srv.Serve(m.Hub.Guard(ln)) }()
-	// Stop ends the nodes' sessions at once: their streams never end by
-	// themselves, and the engine is closed right after.
-	m.stopEdge = srv.Stop
-	return nil
-}
-
 // EdgeAddr is the address the edge listener serves nodes on; "" without
 // one (edge.listen unset) or before Start.
 func (m *Main) EdgeAddr() string {
@@ -76,37 +91,6 @@ func (m *Main) EdgeAddr() string {
 		return ""
 	}
 	return m.edgeLn.Addr().String()
-}
-
-// startBoard keeps this replica's place on the fleet's board of nodes:
-// it reads the other replicas' offers, and offers its own nodes, if it
-// listens for any, at relayAddr; and it runs the relay's probes.
-func (m *Main) startBoard() {
-	var offer *fleet.Offer
-	if m.Hub != nil {
-		offer = &fleet.Offer{Addr: m.relayAddr(), Served: m.Hub.Served, Changes: m.Hub.Changes(),
-			Nodes: func(ctx context.Context) any { return m.Hub.Nodes(ctx) }}
-		m.Logger.Info("edge: this replica's nodes serve the fleet", "relay_addr", offer.Addr)
-	}
-	m.stopBoard = goUntilStopped(func(ctx context.Context) { m.Board.Run(ctx, offer) })
-	// The replicas this one relays runs to are probed while the runs
-	// last; Stop ends the probes only once the API has drained.
-	m.stopProbes = goUntilStopped(m.Relay.Run)
-}
-
-// goUntilStopped runs f in a goroutine until the returned func is called,
-// which cancels f's context and waits for it to return.
-func goUntilStopped(f func(ctx context.Context)) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f(ctx)
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
 }
 
 // relayAddr is the base URL the other replicas relay this replica's
@@ -134,12 +118,7 @@ func (m *Main) fleetNodes(ctx context.Context) []edge.NodeView {
 	}
 	var remote []edge.NodeView
 	for _, rn := range m.Board.Nodes() {
-		var vs []edge.NodeView
-		if err := json.Unmarshal(rn.Nodes, &vs); err != nil {
-			m.Logger.Warn("edge: another replica's view of its nodes is unreadable", "replica", rn.Replica, "error", err)
-			continue
-		}
-		for _, v := range vs {
+		for _, v := range rn.Nodes {
 			v.Replica, v.AgeMs = rn.Replica, rn.Age.Milliseconds()
 			remote = append(remote, v)
 		}

@@ -15,19 +15,12 @@ import (
 	"github.com/weir-gateway/weir/fleet"
 	"github.com/weir-gateway/weir/httpapi"
 	"github.com/weir-gateway/weir/metrics"
-	"github.com/weir-gateway/weir/postgres"
-	"github.com/weir-gateway/weir/task"
 )
 
-// reclaimTimeout bounds taking back a forgotten replica's jobs: the
-// fleet's loop waits for it.
-const reclaimTimeout = 10 * time.Second
-
 // joinFleet makes this serve a replica of the fleet on the PostgreSQL
-// database db: its admission engine is the fleet's, and its task service
-// takes the admission side of tasks while it leads. The member runs
-// once Start calls runFleet.
-func (m *Main) joinFleet(ctx context.Context, db *postgres.DB, opts admission.Options) (*fleet.Member, error) {
+// store the replicas share: its admission engine is the fleet's, and its
+// task service follows what it leads (fleet.Member.Subscribe).
+func (m *Main) joinFleet(ctx context.Context, db fleet.Coordination, opts admission.Options) (*fleet.Member, error) {
 	cfg := m.Config.Fleet
 	replica := cfg.Replica
 	if replica == "" {
@@ -50,17 +43,6 @@ func (m *Main) joinFleet(ctx context.Context, db *postgres.DB, opts admission.Op
 		Options:          opts,
 		Logger:           m.Logger,
 		Dropped:          m.Metrics.DroppedError,
-		// The task service exists before the member runs: Start builds
-		// it next, and starts the member only after.
-		OnLead:    func(term admission.Engine, epoch uint64, workers int) { m.Tasks.Lead(term, epoch, workers) },
-		OnWorkers: func(workers int) { m.Tasks.SetWorkers(workers) },
-		OnForget: func(replica string) {
-			ctx, cancel := context.WithTimeout(context.Background(), reclaimTimeout)
-			defer cancel()
-			if _, err := m.Tasks.ReclaimFrom(ctx, replica); err != nil {
-				m.Logger.Warn("fleet: the jobs of a forgotten replica were not taken back; River rescues them later", "replica", replica, "error", err)
-			}
-		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("join the fleet: %w", err)
@@ -74,39 +56,6 @@ func releaseSilent(v string) fleet.ReleasePolicy {
 		return fleet.ReleaseAtTimeout
 	}
 	return fleet.ReleaseAtBound
-}
-
-// fleetTasks is what the task service needs of the fleet; the commits
-// of its admissions are fenced by the fleet's term through the store
-// (task.Fencer), which is the fleet's too.
-func fleetTasks(member *fleet.Member) func(*task.Config) {
-	return func(c *task.Config) {
-		c.Fleet = true
-		c.Replica = member.Replica()
-	}
-}
-
-// runFleet runs the member until ctx ends; a replica that the fleet
-// fenced (it lapsed, and its leases and jobs were given away) must not
-// go on serving, so that ends the process with an error.
-func (m *Main) runFleet() {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	m.stopFleet = func() {
-		cancel()
-		<-done
-	}
-	go func() {
-		defer close(done)
-		err := m.Member.Run(ctx)
-		if err == nil || ctx.Err() != nil {
-			return
-		}
-		if errors.Is(err, fleet.ErrFenced) {
-			err = fmt.Errorf("this replica was fenced by the fleet (its heartbeats lapsed, and what it held was given to the others); it stops and may be started again: %w", err)
-		}
-		m.fail(err)
-	}()
 }
 
 // defaultReplica names a replica that the config does not: this host and
@@ -143,7 +92,7 @@ func (m *Main) fleetReady() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), pingBound)
 	defer cancel()
-	if err := m.DB.store.(*postgres.DB).Pool().Ping(ctx); err != nil {
+	if err := m.DB.Fleet.Ping(ctx); err != nil {
 		return fmt.Errorf("PostgreSQL does not answer: admissions fail with store_unavailable: %w", err)
 	}
 	return nil

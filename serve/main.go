@@ -23,8 +23,8 @@ import (
 	"github.com/weir-gateway/weir/fleet"
 	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/httpapi"
+	"github.com/weir-gateway/weir/internal/lifecycle"
 	"github.com/weir-gateway/weir/metrics"
-	"github.com/weir-gateway/weir/postgres"
 	"github.com/weir-gateway/weir/router"
 	"github.com/weir-gateway/weir/task"
 	"github.com/weir-gateway/weir/usage"
@@ -64,130 +64,152 @@ type Main struct {
 	ln       net.Listener
 	edgeLn   net.Listener
 
-	closeEngine func()
-	stopFleet   func()
-	stopEdge    func()
-	stopBoard   func()
-	stopProbes  func()
-	// failed carries an error that must end the process (the fleet
-	// fenced this replica).
-	failed   chan error
+	// parts are the long-lived parts, in the order they start; Stop
+	// stops them in reverse.
+	parts    lifecycle.List
 	stopOnce sync.Once
 	stopErr  error
 }
 
-// Start opens storage, builds the engine and API, applies the catalog and
-// starts listening.
+// Start opens storage and assembles the parts (assemble), then starts
+// them in order: once it returns, the gateway serves.
 func (m *Main) Start(ctx context.Context) error {
-	cfg := m.Config
 	if m.Logger == nil {
-		m.Logger = NewLogger(cfg.Server.LogLevel)
+		m.Logger = NewLogger(m.Config.Server.LogLevel)
 	}
+	if err := m.assemble(ctx); err != nil {
+		return err
+	}
+	if err := m.parts.Start(ctx); err != nil {
+		return err
+	}
+	attrs := []any{"addr", m.Addr(), "driver", m.DB.Driver, "storage", m.DB.Where}
+	if m.edgeLn != nil {
+		m.Logger.Info("edge nodes dial in", "edge_addr", m.EdgeAddr(), "tls", m.Config.Edge.TLSCert != "")
+	}
+	if m.Member != nil {
+		attrs = append(attrs, "replica", m.Member.Replica(), "fleet_addr", m.Member.Addr())
+	}
+	m.Logger.Info("weir serving", attrs...)
+	return nil
+}
+
+// assemble builds every part from the config, and lists those that run
+// in the order they start: the store first, then what serves on it, the
+// HTTP server and the fleet's board of nodes last. It only builds; what
+// it opens (the store, the listeners) the list closes.
+func (m *Main) assemble(ctx context.Context) error {
+	cfg := m.Config
 	db, err := OpenStorage(ctx, cfg.Storage, StorageOptions{Serve: true, Logger: m.Logger})
 	if err != nil {
 		return err
 	}
 	m.DB = db
-	m.failed = make(chan error, 1)
-	var eng admission.Engine
-	m.Metrics = metrics.New(func(ctx context.Context) []admission.ScopeStats { return eng.Scopes(ctx) })
+	m.parts.Add("storage", lifecycle.Closer(db.Close))
+	if err := m.listen(); err != nil {
+		return err
+	}
+	m.Metrics = metrics.New(func(ctx context.Context) []admission.ScopeStats { return m.Engine.Scopes(ctx) })
 	m.Recorder = console.NewRecorder()
-	// The engine's events feed the metrics, the console's recorder, and
-	// the shadow limits' log (a summed line per scope a minute at most).
+	if err := m.newEngine(ctx); err != nil {
+		return err
+	}
+	m.Usage = usage.New(usage.Config{Interval: cfg.Server.UsageFlushInterval},
+		usage.Deps{Store: db, Logger: m.Logger, Dropped: m.Metrics.UsageDropped})
+	m.parts.Add("usage", m.Usage)
+	if err := m.newNodes(); err != nil {
+		return err
+	}
+	m.Gateway = gateway.New(gatewayConfig(cfg.Server), gateway.Deps{
+		Engine: m.Engine, Keys: db, Nodes: m.nodes(), Logger: m.Logger, Overrides: db,
+		Router:  router.New(router.Options{Failures: cfg.Server.Cooldown.Failures, Cooldown: cfg.Server.Cooldown.Duration}),
+		Metrics: consoleMetrics{Metrics: m.Metrics, rec: m.Recorder},
+	})
+	// The catalog first; then drains, run-time limits and pauses set
+	// through other replicas.
+	m.parts.Add("gateway", lifecycle.Funcs{
+		OnStart: func(ctx context.Context) error {
+			if err := m.apply(ctx, cfg); err != nil {
+				return err
+			}
+			return m.Gateway.Start(ctx)
+		},
+		OnStop: m.Gateway.Stop,
+	})
+	if m.Member != nil {
+		// Its Stop resigns a term it leads and closes its engine.
+		m.parts.Add("fleet", m.Member)
+	}
+	if m.Hub != nil {
+		m.parts.Add("edge", m.Hub.ServeOn(m.edgeLn))
+	}
+	if err := m.newTasks(); err != nil {
+		return err
+	}
+	m.parts.Add("tasks", m.Tasks)
+	m.newFront()
+	m.parts.Add("console", m.Console)
+	if m.Relay != nil {
+		m.parts.Add("relay probes", m.Relay)
+	}
+	m.parts.Add("http", m.serveHTTP())
+	if m.Board != nil {
+		// Started last, stopped first: the other replicas stop relaying
+		// runs here before the API drains.
+		m.parts.Add("board", m.Board)
+	}
+	return nil
+}
+
+// newEngine makes the admission engine: the fleet's on PostgreSQL (this
+// process a replica of it), one in memory on SQLite. Its events feed the
+// metrics, the console's recorder, and the shadow limits' log (a summed
+// line per scope a minute at most).
+func (m *Main) newEngine(ctx context.Context) error {
 	shadowLog := gateway.NewShadowLog(gateway.ShadowLogConfig{Logger: m.Logger})
 	opts := admission.Options{Observer: admission.ObserverFunc(func(e admission.Event) {
 		m.Metrics.Observe(e)
 		m.Recorder.Observe(e)
 		shadowLog.Observe(e)
 	})}
-	tuneTasks := func(*task.Config) {}
-	if pg, ok := db.store.(*postgres.DB); ok {
-		member, err := m.joinFleet(ctx, pg, opts)
-		if err != nil {
-			return err
-		}
-		m.Member, eng, m.closeEngine = member, member.Engine(), member.Engine().Close
-		if m.Board, err = fleet.NewBoard(pg, fleet.BoardConfig{Replica: member.Replica(), Logger: m.Logger}); err != nil {
-			return err
-		}
-		m.Metrics.WatchFleet(m.fleetState)
-		tuneTasks = fleetTasks(member)
-	} else {
+	if m.DB.Fleet == nil {
 		mem := admission.NewMemory(opts)
-		eng, m.closeEngine = mem, mem.Close
+		m.Engine = mem
+		m.parts.Add("engine", lifecycle.Closer(func() error { mem.Close(); return nil }))
+		return nil
 	}
-	m.Engine = eng
-	m.Usage = usage.New(usage.Config{Interval: cfg.Server.UsageFlushInterval}, usage.Deps{Store: db, Logger: m.Logger, Dropped: m.Metrics.UsageDropped})
-	if err := m.Usage.Start(ctx); err != nil {
-		return fmt.Errorf("start usage: %w", err)
-	}
-	hooks, err := webhooks(cfg.Tasks)
+	member, err := m.joinFleet(ctx, m.DB.Fleet, opts)
 	if err != nil {
 		return err
 	}
-	// The config's 0 is "no bound"; the services' is "the default".
-	unbounded := func(d time.Duration) time.Duration {
-		if d == 0 {
-			return -1
-		}
-		return d
-	}
-	if m.Hub, err = m.newHub(); err != nil {
+	m.Member, m.Engine = member, member.Engine()
+	m.Metrics.WatchFleet(m.fleetState)
+	return nil
+}
+
+// newTasks makes the task service on the store; in a fleet it follows
+// what this replica leads.
+func (m *Main) newTasks() error {
+	hooks, err := webhooks(m.Config.Tasks)
+	if err != nil {
 		return err
 	}
-	var nodes gateway.Nodes
-	if m.Hub != nil {
-		nodes = m.Hub
-	}
+	tc := taskConfig(m.Config)
+	tc.SoleRunner, tc.Metrics = m.DB.SoleRunner, m.Metrics
+	tc.RiverLogger = riverLogger(m.Logger, m.Config.Server.LogLevel)
+	deps := taskDeps{Engine: m.Engine, Planner: m.Gateway, Webhooks: hooks, Logger: m.Logger}
 	if m.Member != nil {
-		m.Relay = edge.NewRelay(edge.RelayConfig{Secret: m.Member.Secret(), MaxBodyBytes: cfg.Server.MaxBodyBytes},
-			edge.RelayDeps{Hub: m.Hub, Directory: m.Board, Metrics: m.Metrics, Logger: m.Logger})
-		nodes = m.Relay
+		tc.Replica, deps.Leadership = m.Member.Replica(), m.Member
 	}
-	m.Gateway = gateway.New(gateway.Config{
-		UpstreamTimeout:     unbounded(cfg.Server.UpstreamTimeout),
-		UpstreamIdleTimeout: unbounded(cfg.Server.UpstreamIdleTimeout),
-		UpstreamCallTimeout: unbounded(cfg.Server.UpstreamCallTimeout),
-		RetryBudget:         cfg.Server.RetryBudget,
-		MaxResponseBytes:    cfg.Server.MaxResponseBytes,
-		KeyCacheTTL:         cfg.Server.KeyCacheTTL,
-	}, gateway.Deps{
-		Engine:    eng,
-		Keys:      db,
-		Router:    router.New(router.Options{Failures: cfg.Server.Cooldown.Failures, Cooldown: cfg.Server.Cooldown.Duration}),
-		Nodes:     nodes,
-		Logger:    m.Logger,
-		Metrics:   consoleMetrics{Metrics: m.Metrics, rec: m.Recorder},
-		Overrides: db,
-	})
-	if err := m.apply(ctx, cfg); err != nil {
-		return err
-	}
-	// Drains, run-time limits and pauses set through other replicas.
-	if err := m.Gateway.Start(ctx); err != nil {
-		return fmt.Errorf("start gateway: %w", err)
-	}
-	// The gateway plans tasks; the API serves both.
-	taskCfg := task.Config{
-		Workers:     cfg.Tasks.Workers,
-		MaxWait:     cfg.Tasks.MaxWait,
-		PollMin:     cfg.Tasks.PollMin,
-		PollMax:     cfg.Tasks.PollMax,
-		MaxAttempts: cfg.Tasks.MaxAttempts,
-		LeaseTTL:    cfg.Tasks.LeaseTTL,
-		RescueAfter: cfg.Tasks.RescueAfter,
-		Retention:   cfg.Tasks.Retention,
-		SoleRunner:  db.SoleRunner,
-		Metrics:     m.Metrics,
-		RiverLogger: riverLogger(m.Logger, cfg.Server.LogLevel),
-	}
-	tuneTasks(&taskCfg)
-	m.Tasks, err = db.newTasks(taskCfg, taskDeps{Engine: eng, Planner: m.Gateway, Webhooks: hooks, Logger: m.Logger})
-	if err != nil {
-		return err
-	}
-	// The transports reach tasks through the gateway's task front.
-	taskFront := gateway.NewTasks(m.Gateway, m.Tasks)
+	m.Tasks, err = m.DB.newTasks(tc, deps)
+	return err
+}
+
+// newFront makes what the clients and operators reach: the console and
+// the HTTP API, which reach tasks through the gateway's task front.
+func (m *Main) newFront() {
+	cfg := m.Config
+	tasks := gateway.NewTasks(m.Gateway, m.Tasks)
 	var nodeViews func(context.Context) []weir.NodeView
 	if m.Hub != nil {
 		nodeViews = m.Hub.Nodes
@@ -195,91 +217,81 @@ func (m *Main) Start(ctx context.Context) error {
 	if m.Board != nil {
 		nodeViews = m.fleetNodes
 	}
-	var relay http.Handler
-	if m.Relay != nil && m.Hub != nil {
-		relay = m.Relay.Handler()
-	}
 	var fleetView func(context.Context) *httpapi.FleetView
-	if m.Member != nil {
-		fleetView = m.fleetView
-	}
 	var fleetAny func(context.Context) any
 	if m.Member != nil {
+		fleetView = m.fleetView
 		fleetAny = func(ctx context.Context) any { return m.fleetView(ctx) }
 	}
-	m.Console = console.New(console.Config{
-		AdminToken:   cfg.Server.AdminToken,
-		Loopback:     cfg.Server.AdminLoopbackTrusted(),
-		DefaultGroup: cfg.DefaultGroup,
-		PublicURL:    cfg.Server.PublicURL,
-	}, console.Deps{Gateway: m.Gateway, Operator: m.Gateway, Tasks: taskFront, Keys: db, Nodes: nodeViews, Fleet: fleetAny, Recorder: m.Recorder,
-		Metrics: m.Metrics, Logger: m.Logger})
-	m.API = httpapi.New(httpapi.Config{
-		MaxBodyBytes:       cfg.Server.MaxBodyBytes,
-		DefaultMaxWait:     unbounded(cfg.Server.DefaultMaxWait),
-		StreamWriteTimeout: unbounded(cfg.Server.StreamWriteTimeout),
-		AdminToken:         cfg.Server.AdminToken,
-		AdminLoopback:      cfg.Server.AdminLoopbackTrusted(),
-		PublicHost:         publicHost(cfg.Server.PublicURL),
-		MetricsAuth:        cfg.Server.MetricsAuth,
-		ReadHeaderTimeout:  cfg.Server.ReadHeaderTimeout,
-		BodyTimeout:        cfg.Server.BodyTimeout,
-		IdleTimeout:        cfg.Server.IdleTimeout,
-	}, httpapi.Deps{
-		Gateway:        m.Gateway,
-		Queues:         m.Gateway,
-		Logger:         m.Logger,
-		Metrics:        m.Metrics,
-		MetricsHandler: m.Metrics.Handler(),
+	m.Console = console.New(consoleConfig(cfg), console.Deps{Gateway: m.Gateway, Operator: m.Gateway, Tasks: tasks, Keys: m.DB,
+		Nodes: nodeViews, Fleet: fleetAny, Recorder: m.Recorder, Metrics: m.Metrics, Logger: m.Logger})
+	deps := httpapi.Deps{Gateway: m.Gateway, Queues: m.Gateway, Logger: m.Logger, Metrics: m.Metrics,
+		MetricsHandler: m.Metrics.Handler(), Ready: m.ready, Tasks: tasks, Fleet: fleetView, Nodes: nodeViews,
+		RelayPath: edge.RelayPath, Console: m.Console.Handler(),
 		Usage: func(u weir.Usage) {
 			m.Usage.Record(u)
 			m.Recorder.Usage(u)
 		},
-		Ready:     m.ready,
-		Tasks:     taskFront,
-		Fleet:     fleetView,
-		Nodes:     nodeViews,
-		Relay:     relay,
-		RelayPath: edge.RelayPath,
-		Console:   m.Console.Handler(),
-	})
-	if err := m.Tasks.Start(ctx); err != nil {
-		return fmt.Errorf("start tasks: %w", err)
 	}
-	if m.Member != nil {
-		m.runFleet()
+	if m.Relay != nil && m.Hub != nil {
+		deps.Relay = m.Relay.Handler()
 	}
-	if err := m.Console.Start(ctx); err != nil {
-		return fmt.Errorf("start console: %w", err)
-	}
-	if err := m.startEdge(); err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", cfg.Server.Listen)
-	if err != nil {
-		return listenError(cfg.Server.Listen, err)
-	}
-	m.ln = ln
+	m.API = httpapi.New(apiConfig(cfg), deps)
 	m.HTTP = m.API.HTTPServer()
 	m.HTTP.ErrorLog = slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn)
-	go func() {
-		if err := m.HTTP.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			m.Logger.Error("http server stopped", "error", err)
+}
+
+// listen takes the API's address, and the edge listener's if there is
+// one, before anything starts: a port in use fails the start before
+// anything runs, and the fleet's board offers the address it got.
+func (m *Main) listen() error {
+	ln, err := net.Listen("tcp", m.Config.Server.Listen)
+	if err != nil {
+		return listenError(m.Config.Server.Listen, err)
+	}
+	m.ln = ln
+	m.parts.Add("listener", closeListener(ln))
+	if a := m.Config.Edge.Listen; a != "" {
+		if m.edgeLn, err = net.Listen("tcp", a); err != nil {
+			return fmt.Errorf("edge.listen: %w", listenError(a, err))
 		}
-	}()
-	if m.Board != nil {
-		m.startBoard()
-	}
-	if m.edgeLn != nil {
-		m.Logger.Info("edge nodes dial in", "edge_addr", m.edgeLn.Addr().String(), "tls", cfg.Edge.TLSCert != "")
-	}
-	if m.Member != nil {
-		m.Logger.Info("weir serving", "addr", ln.Addr().String(), "driver", db.Driver, "storage", db.Where,
-			"replica", m.Member.Replica(), "fleet_addr", m.Member.Addr())
-	} else {
-		m.Logger.Info("weir serving", "addr", ln.Addr().String(), "driver", db.Driver, "storage", db.Where)
+		m.parts.Add("edge listener", closeListener(m.edgeLn))
 	}
 	return nil
+}
+
+// closeListener closes ln at the end, if its server has not.
+func closeListener(ln net.Listener) lifecycle.Service {
+	return lifecycle.Closer(func() error {
+		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			return err
+		}
+		return nil
+	})
+}
+
+// serveHTTP is the HTTP server as a part: Stop drains the requests in
+// flight for up to server.shutdown_timeout.
+func (m *Main) serveHTTP() lifecycle.Service {
+	var loop lifecycle.Loop
+	return lifecycle.Funcs{
+		OnStart: func(context.Context) error {
+			loop.Go(func(context.Context) error {
+				err := m.HTTP.Serve(m.ln)
+				if err != nil && !errors.Is(err, http.ErrServerClosed) {
+					m.Logger.Error("http server stopped", "error", err)
+					return err
+				}
+				return nil
+			})
+			return nil
+		},
+		OnStop: func(ctx context.Context) error {
+			sctx, cancel := context.WithTimeout(ctx, m.Config.Server.ShutdownTimeout)
+			defer cancel()
+			return errors.Join(m.HTTP.Shutdown(sctx), loop.Stop(ctx))
+		},
+	}
 }
 
 // ready is /readyz's answer beyond the store: on a fleet, this replica
@@ -289,14 +301,6 @@ func (m *Main) ready() error {
 		return nil
 	}
 	return m.fleetReady()
-}
-
-// fail ends Run with err: something the process cannot serve past.
-func (m *Main) fail(err error) {
-	select {
-	case m.failed <- err:
-	default:
-	}
 }
 
 func (m *Main) apply(ctx context.Context, cfg *config.Config) error {
@@ -334,56 +338,16 @@ func (m *Main) Reload(ctx context.Context) error {
 	return nil
 }
 
-// Stop drains in-flight requests (up to the shutdown timeout), then flushes
-// usage and closes the engine and storage. Stopping again returns the
-// first Stop's result.
+// Stop stops the parts in the reverse of their start: the board, the
+// HTTP server (draining in-flight requests up to the shutdown timeout),
+// …, usage (flushed), the engine, the storage. Stopping again returns
+// the first Stop's result.
 func (m *Main) Stop(ctx context.Context) error {
 	m.stopOnce.Do(func() { m.stopErr = m.stop(ctx) })
 	return m.stopErr
 }
 
-func (m *Main) stop(ctx context.Context) error {
-	var errs []error
-	if m.stopBoard != nil {
-		// The other replicas stop relaying runs here first.
-		m.stopBoard()
-	}
-	if m.HTTP != nil {
-		sctx, cancel := context.WithTimeout(ctx, m.Config.Server.ShutdownTimeout)
-		errs = append(errs, m.HTTP.Shutdown(sctx))
-		cancel()
-	}
-	if m.stopProbes != nil {
-		m.stopProbes()
-	}
-	if m.Console != nil {
-		m.Console.Stop()
-	}
-	if m.Gateway != nil {
-		m.Gateway.Stop()
-	}
-	if m.Tasks != nil {
-		errs = append(errs, m.Tasks.Stop(ctx))
-	}
-	if m.stopEdge != nil {
-		m.stopEdge()
-	}
-	if m.stopFleet != nil {
-		// Leaves the fleet: resigns a term it leads, and the others stop
-		// counting it as alive at once.
-		m.stopFleet()
-	}
-	if m.closeEngine != nil {
-		m.closeEngine()
-	}
-	if m.Usage != nil {
-		errs = append(errs, m.Usage.Stop(ctx))
-	}
-	if m.DB != nil {
-		errs = append(errs, m.DB.Close())
-	}
-	return errors.Join(errs...)
-}
+func (m *Main) stop(ctx context.Context) error { return m.parts.Stop(ctx) }
 
 // Run starts, serves until SIGINT/SIGTERM (reloading on SIGHUP) and stops.
 func (m *Main) Run(ctx context.Context) error {
@@ -394,11 +358,21 @@ func (m *Main) Run(ctx context.Context) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	// A replica that the fleet fenced (it lapsed, and its leases and
+	// jobs were given away) must not go on serving.
+	var fleetEnded <-chan struct{}
+	if m.Member != nil {
+		fleetEnded = m.Member.Done()
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return m.Stop(context.Background())
-		case err := <-m.failed:
+		case <-fleetEnded:
+			err := m.Member.Err()
+			if errors.Is(err, fleet.ErrFenced) {
+				err = fmt.Errorf("this replica was fenced by the fleet (its heartbeats lapsed, and what it held was given to the others); it stops and may be started again: %w", err)
+			}
 			m.Logger.Error("stopping", "error", err)
 			if errors.Is(err, fleet.ErrFenced) && m.HTTP != nil {
 				// What this replica's calls held may have been given to

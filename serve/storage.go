@@ -8,6 +8,7 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/config"
+	"github.com/weir-gateway/weir/fleet"
 	"github.com/weir-gateway/weir/postgres"
 	"github.com/weir-gateway/weir/sqlite"
 	"github.com/weir-gateway/weir/task"
@@ -36,18 +37,31 @@ type Storage struct {
 	// serve locks; false on PostgreSQL, where other replicas may run
 	// them.
 	SoleRunner bool
+	// Fleet is what a fleet's replicas share in the store: PostgreSQL's;
+	// nil on SQLite, where one process serves alone.
+	Fleet FleetStore
 	// newTasks builds the task service on the store, in the store's own
 	// transaction type.
 	newTasks func(task.Config, taskDeps) (*task.Service, error)
 	unlock   func()
 }
 
+// FleetStore is what the replicas of a fleet coordinate on: the
+// election and liveness, the board of edge nodes, and a ping for
+// /readyz.
+type FleetStore interface {
+	fleet.Coordination
+	fleet.NodeBoard
+	Ping(ctx context.Context) error
+}
+
 // taskDeps are task.Deps less the store, which storage gives.
 type taskDeps struct {
-	Engine   admission.Engine
-	Planner  task.Planner
-	Webhooks task.Webhooks
-	Logger   *slog.Logger
+	Engine     admission.Engine
+	Planner    task.Planner
+	Webhooks   task.Webhooks
+	Leadership admission.Leadership
+	Logger     *slog.Logger
 }
 
 // StorageOptions say what a command opens storage for.
@@ -86,7 +100,7 @@ func OpenStorage(ctx context.Context, cfg config.Storage, o StorageOptions) (*St
 			return nil, fmt.Errorf("open storage: %w", err)
 		}
 		return &Storage{store: db, Driver: cfg.Driver, Where: postgres.Describe(cfg.DSN), SoleRunner: false,
-			newTasks: tasksOn(db), unlock: func() {}}, nil
+			Fleet: db, newTasks: tasksOn(db), unlock: func() {}}, nil
 	}
 	// config.Validate refuses any other driver; this is for a Config
 	// built in code.
@@ -96,7 +110,8 @@ func OpenStorage(ctx context.Context, cfg config.Storage, o StorageOptions) (*St
 // tasksOn returns how to build the task service on st.
 func tasksOn[TTx any](st task.Store[TTx]) func(task.Config, taskDeps) (*task.Service, error) {
 	return func(cfg task.Config, d taskDeps) (*task.Service, error) {
-		return task.New(cfg, task.Deps[TTx]{Store: st, Engine: d.Engine, Planner: d.Planner, Webhooks: d.Webhooks, Logger: d.Logger})
+		return task.New(cfg, task.Deps[TTx]{Store: st, Engine: d.Engine, Planner: d.Planner, Webhooks: d.Webhooks,
+			Leadership: d.Leadership, Logger: d.Logger})
 	}
 }
 
