@@ -135,6 +135,9 @@ func serve(ctx context.Context, rig *overheadRig, component string, h http.Handl
 	return "http://" + ln.Addr().String(), nil
 }
 
+// startOverheadRig starts the mock, the plain proxy in front of it and
+// Weir, makes them the targets direct, proxy and weir (and console, edge,
+// serve and fleet when c asks for them), and probes each target.
 func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, err error) {
 	rig := &overheadRig{}
 	defer func() {
@@ -142,63 +145,20 @@ func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, er
 			rig.close()
 		}
 	}()
-
-	// The mock: instant, ~1 KB answers. Streams, when asked for, come from
-	// a second mock paced at 5 ms a token (pacing would also delay the
-	// non-streamed answers), chosen by the body's "stream" field, each
-	// chunk stamped as it is written.
-	var upstream http.Handler = mock.New(mock.Config{CompletionTokens: c.CompletionTokens})
-	if c.Stream > 0 {
-		upstream = streamSplit{
-			plain: upstream,
-			paced: stamped{mock.New(mock.Config{CompletionTokens: 20, TokensPerSecond: 200})},
-		}
-	}
-	mockURL, err := serve(ctx, rig, "mock", upstream)
+	mockURL, err := serve(ctx, rig, "mock", overheadMock(c))
 	if err != nil {
 		return nil, err
 	}
-
-	// The plain proxy, with httpapi's upstream transport, so that it
-	// differs from Weir only in what Weir does.
-	// Under --stream it loses about 0.1% of streams ("ReverseProxy read
-	// error during body copy: use of closed network connection", the client
-	// sees unexpected EOF): golang/go#40747, the server closing the inbound
-	// body when the answer's headers go out while the transport still reads
-	// it. It is left plain, as the baseline the issue asks for.
-	target, _ := url.Parse(mockURL)
-	proxy := &httputil.ReverseProxy{
-		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
-		Transport: gateway.NewUpstreamTransport(),
-	}
-	proxyURL, err := serve(ctx, rig, "proxy", proxy)
+	proxyURL, err := serve(ctx, rig, "proxy", plainProxy(mockURL))
 	if err != nil {
 		return nil, err
 	}
-
-	// Weir, with limits never reached: the key, the group and the
-	// platform model each get a concurrency limit of generous.
 	dir, err := os.MkdirTemp("", "weir-bench-")
 	if err != nil {
 		return nil, err
 	}
 	rig.closers = append(rig.closers, func() { _ = os.RemoveAll(dir) })
-	cfg := overheadCatalog(mockURL+"/v1", filepath.Join(dir, "weir.db"))
-	if c.Edge {
-		edgeCatalog(cfg)
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("bench config: %w", err)
-	}
-	var gw Gateway
-	labelled(ctx, "weir", func(ctx context.Context) { gw, err = c.Weir.Start(ctx, cfg) })
-	if err != nil {
-		return nil, err
-	}
-	rig.closers = append(rig.closers, func() { _ = gw.Stop(context.Background()) })
-	rig.gateway, rig.logLevel = gw, cfg.Server.LogLevel
-	rig.key = weir.APIKey{Name: "bench", Group: cfg.DefaultGroup, Limits: weir.Limits{Concurrency: generous}}
-	secret, err := c.Weir.CreateKey(ctx, gw.Store(), &rig.key)
+	secret, err := startWeirGateway(ctx, c, rig, dir, mockURL+"/v1")
 	if err != nil {
 		return nil, err
 	}
@@ -207,14 +167,15 @@ func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, er
 	auth := plain.Clone()
 	auth.Set("Authorization", "Bearer "+secret)
 	const chat = "/v1/chat/completions"
+	weirURL := "http://" + rig.gateway.Addr()
 	rig.targets = []overheadTarget{
 		{name: "direct", urls: []string{mockURL + chat}, header: plain},
 		{name: "proxy", urls: []string{proxyURL + chat}, header: plain},
-		{name: "weir", urls: []string{"http://" + gw.Addr() + chat}, header: auth},
+		{name: "weir", urls: []string{weirURL + chat}, header: auth},
 	}
 	if len(c.ConsoleWatcher) > 0 {
-		rig.targets = append(rig.targets, overheadTarget{name: "console", urls: []string{"http://" + gw.Addr() + chat}, header: auth,
-			watch: c.ConsoleWatcher, consoleURL: "http://" + gw.Addr() + "/"})
+		rig.targets = append(rig.targets, overheadTarget{name: "console", urls: []string{weirURL + chat}, header: auth,
+			watch: c.ConsoleWatcher, consoleURL: weirURL + "/"})
 	}
 	if c.Edge {
 		if err := startEdgeTarget(ctx, c, rig, mockURL+"/v1", auth); err != nil {
@@ -226,23 +187,85 @@ func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, er
 			return nil, err
 		}
 	}
-	// One request through each, so that a broken rig fails here and not
-	// as a table of errors.
-	for _, t := range rig.targets {
+	if err := rig.probeTargets(ctx); err != nil {
+		return nil, err
+	}
+	return rig, nil
+}
+
+// overheadMock is the mock: instant, ~1 KB answers. Streams, when asked
+// for, come from a second mock paced at 5 ms a token (pacing would also
+// delay the non-streamed answers), chosen by the body's "stream" field,
+// each chunk stamped as it is written.
+func overheadMock(c OverheadConfig) http.Handler {
+	var upstream http.Handler = mock.New(mock.Config{CompletionTokens: c.CompletionTokens})
+	if c.Stream > 0 {
+		upstream = streamSplit{
+			plain: upstream,
+			paced: stamped{mock.New(mock.Config{CompletionTokens: 20, TokensPerSecond: 200})},
+		}
+	}
+	return upstream
+}
+
+// plainProxy is the plain proxy to the mock at mockURL, with httpapi's
+// upstream transport, so that it differs from Weir only in what Weir does.
+// Under --stream it loses about 0.1% of streams ("ReverseProxy read
+// error during body copy: use of closed network connection", the client
+// sees unexpected EOF): golang/go#40747, the server closing the inbound
+// body when the answer's headers go out while the transport still reads
+// it. It is left plain, as the baseline the issue asks for.
+func plainProxy(mockURL string) http.Handler {
+	target, _ := url.Parse(mockURL)
+	return &httputil.ReverseProxy{
+		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
+		Transport: gateway.NewUpstreamTransport(),
+	}
+}
+
+// startWeirGateway starts Weir on a SQLite file in dir, in front of the
+// mock (mockURL, its /v1), with limits never reached: the key, the group
+// and the platform model each get a concurrency limit of generous. It
+// notes the gateway, its log level and its key in rig, and returns the
+// key's secret.
+func startWeirGateway(ctx context.Context, c OverheadConfig, rig *overheadRig, dir, mockURL string) (secret string, err error) {
+	cfg := overheadCatalog(mockURL, filepath.Join(dir, "weir.db"))
+	if c.Edge {
+		edgeCatalog(cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		return "", fmt.Errorf("bench config: %w", err)
+	}
+	var gw Gateway
+	labelled(ctx, "weir", func(ctx context.Context) { gw, err = c.Weir.Start(ctx, cfg) })
+	if err != nil {
+		return "", err
+	}
+	rig.closers = append(rig.closers, func() { _ = gw.Stop(context.Background()) })
+	rig.gateway, rig.logLevel = gw, cfg.Server.LogLevel
+	rig.key = weir.APIKey{Name: "bench", Group: cfg.DefaultGroup, Limits: weir.Limits{Concurrency: generous}}
+	return c.Weir.CreateKey(ctx, gw.Store(), &rig.key)
+}
+
+// probeTargets sends one request of each kind through each of rig's
+// targets, so that a broken rig fails here and not as a table of errors,
+// and notes the length of direct's plain answer.
+func (r *overheadRig) probeTargets(ctx context.Context) error {
+	for _, t := range r.targets {
 		plain, stream := t.requests()
 		for _, url := range t.urls {
 			for _, body := range []string{plain, stream} {
 				n, err := probeTries(ctx, url, t.header, body)
 				if err != nil {
-					return nil, fmt.Errorf("%s: %w", t.name, err)
+					return fmt.Errorf("%s: %w", t.name, err)
 				}
 				if t.name == "direct" && body == chatBody {
-					rig.answer = n
+					r.answer = n
 				}
 			}
 		}
 	}
-	return rig, nil
+	return nil
 }
 
 func (c OverheadConfig) validate() error {
