@@ -24,7 +24,6 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/config"
 	"github.com/weir-gateway/weir/gateway"
-	"github.com/weir-gateway/weir/gcfloor"
 	"github.com/weir-gateway/weir/loadgen"
 	"github.com/weir-gateway/weir/provider/mock"
 )
@@ -135,6 +134,9 @@ func serve(ctx context.Context, rig *overheadRig, component string, h http.Handl
 	return "http://" + ln.Addr().String(), nil
 }
 
+// startOverheadRig starts the mock, the plain proxy in front of it and
+// Weir, makes them the targets direct, proxy and weir (and console, edge,
+// serve and fleet when c asks for them), and probes each target.
 func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, err error) {
 	rig := &overheadRig{}
 	defer func() {
@@ -142,63 +144,20 @@ func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, er
 			rig.close()
 		}
 	}()
-
-	// The mock: instant, ~1 KB answers. Streams, when asked for, come from
-	// a second mock paced at 5 ms a token (pacing would also delay the
-	// non-streamed answers), chosen by the body's "stream" field, each
-	// chunk stamped as it is written.
-	var upstream http.Handler = mock.New(mock.Config{CompletionTokens: c.CompletionTokens})
-	if c.Stream > 0 {
-		upstream = streamSplit{
-			plain: upstream,
-			paced: stamped{mock.New(mock.Config{CompletionTokens: 20, TokensPerSecond: 200})},
-		}
-	}
-	mockURL, err := serve(ctx, rig, "mock", upstream)
+	mockURL, err := serve(ctx, rig, "mock", overheadMock(c))
 	if err != nil {
 		return nil, err
 	}
-
-	// The plain proxy, with httpapi's upstream transport, so that it
-	// differs from Weir only in what Weir does.
-	// Under --stream it loses about 0.1% of streams ("ReverseProxy read
-	// error during body copy: use of closed network connection", the client
-	// sees unexpected EOF): golang/go#40747, the server closing the inbound
-	// body when the answer's headers go out while the transport still reads
-	// it. It is left plain, as the baseline the issue asks for.
-	target, _ := url.Parse(mockURL)
-	proxy := &httputil.ReverseProxy{
-		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
-		Transport: gateway.NewUpstreamTransport(),
-	}
-	proxyURL, err := serve(ctx, rig, "proxy", proxy)
+	proxyURL, err := serve(ctx, rig, "proxy", plainProxy(mockURL))
 	if err != nil {
 		return nil, err
 	}
-
-	// Weir, with limits never reached: the key, the group and the
-	// platform model each get a concurrency limit of generous.
 	dir, err := os.MkdirTemp("", "weir-bench-")
 	if err != nil {
 		return nil, err
 	}
 	rig.closers = append(rig.closers, func() { _ = os.RemoveAll(dir) })
-	cfg := overheadCatalog(mockURL+"/v1", filepath.Join(dir, "weir.db"))
-	if c.Edge {
-		edgeCatalog(cfg)
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("bench config: %w", err)
-	}
-	var gw Gateway
-	labelled(ctx, "weir", func(ctx context.Context) { gw, err = c.Weir.Start(ctx, cfg) })
-	if err != nil {
-		return nil, err
-	}
-	rig.closers = append(rig.closers, func() { _ = gw.Stop(context.Background()) })
-	rig.gateway, rig.logLevel = gw, cfg.Server.LogLevel
-	rig.key = weir.APIKey{Name: "bench", Group: cfg.DefaultGroup, Limits: weir.Limits{Concurrency: generous}}
-	secret, err := c.Weir.CreateKey(ctx, gw.Store(), &rig.key)
+	secret, err := startWeirGateway(ctx, c, rig, dir, mockURL+"/v1")
 	if err != nil {
 		return nil, err
 	}
@@ -207,14 +166,15 @@ func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, er
 	auth := plain.Clone()
 	auth.Set("Authorization", "Bearer "+secret)
 	const chat = "/v1/chat/completions"
+	weirURL := "http://" + rig.gateway.Addr()
 	rig.targets = []overheadTarget{
 		{name: "direct", urls: []string{mockURL + chat}, header: plain},
 		{name: "proxy", urls: []string{proxyURL + chat}, header: plain},
-		{name: "weir", urls: []string{"http://" + gw.Addr() + chat}, header: auth},
+		{name: "weir", urls: []string{weirURL + chat}, header: auth},
 	}
 	if len(c.ConsoleWatcher) > 0 {
-		rig.targets = append(rig.targets, overheadTarget{name: "console", urls: []string{"http://" + gw.Addr() + chat}, header: auth,
-			watch: c.ConsoleWatcher, consoleURL: "http://" + gw.Addr() + "/"})
+		rig.targets = append(rig.targets, overheadTarget{name: "console", urls: []string{weirURL + chat}, header: auth,
+			watch: c.ConsoleWatcher, consoleURL: weirURL + "/"})
 	}
 	if c.Edge {
 		if err := startEdgeTarget(ctx, c, rig, mockURL+"/v1", auth); err != nil {
@@ -226,23 +186,85 @@ func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, er
 			return nil, err
 		}
 	}
-	// One request through each, so that a broken rig fails here and not
-	// as a table of errors.
-	for _, t := range rig.targets {
+	if err := rig.probeTargets(ctx); err != nil {
+		return nil, err
+	}
+	return rig, nil
+}
+
+// overheadMock is the mock: instant, ~1 KB answers. Streams, when asked
+// for, come from a second mock paced at 5 ms a token (pacing would also
+// delay the non-streamed answers), chosen by the body's "stream" field,
+// each chunk stamped as it is written.
+func overheadMock(c OverheadConfig) http.Handler {
+	var upstream http.Handler = mock.New(mock.Config{CompletionTokens: c.CompletionTokens})
+	if c.Stream > 0 {
+		upstream = streamSplit{
+			plain: upstream,
+			paced: stamped{mock.New(mock.Config{CompletionTokens: 20, TokensPerSecond: 200})},
+		}
+	}
+	return upstream
+}
+
+// plainProxy is the plain proxy to the mock at mockURL, with httpapi's
+// upstream transport, so that it differs from Weir only in what Weir does.
+// Under --stream it loses about 0.1% of streams ("ReverseProxy read
+// error during body copy: use of closed network connection", the client
+// sees unexpected EOF): golang/go#40747, the server closing the inbound
+// body when the answer's headers go out while the transport still reads
+// it. It is left plain, as the baseline the issue asks for.
+func plainProxy(mockURL string) http.Handler {
+	target, _ := url.Parse(mockURL)
+	return &httputil.ReverseProxy{
+		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
+		Transport: gateway.NewUpstreamTransport(),
+	}
+}
+
+// startWeirGateway starts Weir on a SQLite file in dir, in front of the
+// mock (mockURL, its /v1), with limits never reached: the key, the group
+// and the platform model each get a concurrency limit of generous. It
+// notes the gateway, its log level and its key in rig, and returns the
+// key's secret.
+func startWeirGateway(ctx context.Context, c OverheadConfig, rig *overheadRig, dir, mockURL string) (secret string, err error) {
+	cfg := overheadCatalog(mockURL, filepath.Join(dir, "weir.db"))
+	if c.Edge {
+		edgeCatalog(cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		return "", fmt.Errorf("bench config: %w", err)
+	}
+	var gw Gateway
+	labelled(ctx, "weir", func(ctx context.Context) { gw, err = c.Weir.Start(ctx, cfg) })
+	if err != nil {
+		return "", err
+	}
+	rig.closers = append(rig.closers, func() { _ = gw.Stop(context.Background()) })
+	rig.gateway, rig.logLevel = gw, cfg.Server.LogLevel
+	rig.key = weir.APIKey{Name: "bench", Group: cfg.DefaultGroup, Limits: weir.Limits{Concurrency: generous}}
+	return c.Weir.CreateKey(ctx, gw.Store(), &rig.key)
+}
+
+// probeTargets sends one request of each kind through each of rig's
+// targets, so that a broken rig fails here and not as a table of errors,
+// and notes the length of direct's plain answer.
+func (r *overheadRig) probeTargets(ctx context.Context) error {
+	for _, t := range r.targets {
 		plain, stream := t.requests()
 		for _, url := range t.urls {
 			for _, body := range []string{plain, stream} {
 				n, err := probeTries(ctx, url, t.header, body)
 				if err != nil {
-					return nil, fmt.Errorf("%s: %w", t.name, err)
+					return fmt.Errorf("%s: %w", t.name, err)
 				}
 				if t.name == "direct" && body == chatBody {
-					rig.answer = n
+					r.answer = n
 				}
 			}
 		}
 	}
-	return rig, nil
+	return nil
 }
 
 func (c OverheadConfig) validate() error {
@@ -444,33 +466,32 @@ func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 	}
 	defer rig.close()
 
-	if c.MaxRPS {
-		fmt.Fprintf(out, "weir-bench: max-rps, closed loop of %d connections per target, %s warm-up, %s measured per target, %.0f%% streaming\n",
-			c.Connections, c.Warmup, c.Duration, c.Stream*100)
-	} else {
-		fmt.Fprintf(out, "weir-bench: overhead at %.0f req/s (open loop), %s warm-up, %s measured per target, %.0f%% streaming, in-flight bound %d\n",
-			c.Rate, c.Warmup, c.Duration, c.Stream*100, c.Concurrency)
+	printOverheadSetup(out, c, rig)
+	results, err := c.driveRounds(ctx, out, rig)
+	if err != nil {
+		return err
 	}
-	gc := fmt.Sprintf("heap floor %d MiB", c.HeapFloor>>20)
-	if v, ok := gcfloor.Overridden(); ok {
-		gc = "GOGC=" + v
+	rep := overheadReport{out: out, c: c, rig: rig, results: results}
+	if c.Rounds > 1 {
+		rep.printMedians()
 	}
-	fmt.Fprintf(out, "  mock: 0ms latency, %d-token answers (%d B), %d B requests; GOMAXPROCS %d; %s; load average %s\n",
-		c.CompletionTokens, rig.answer, len(chatBody), runtime.GOMAXPROCS(0), gc, loadAverage())
-	fmt.Fprintf(out, "  weir: scopes key:%s group:%s pm:%s, each limit %d; log level %s\n",
-		rig.key.ID, rig.key.Group, chatPM, generous, rig.logLevel)
-	if rig.edge != nil {
-		fmt.Fprintf(out, "  edge: the same gateway, model %s routed to node %s alone: its agent in this process dials the edge listener %s over gRPC (plaintext), its provider %s is the same mock, %d slots; scopes key, group and %s\n",
-			edgeModel, rig.edge.node.ID, rig.gateway.EdgeAddr(), edgeProvider, edgeSlots, rig.edge.scope())
+	if c.Stream > 0 && !c.MaxRPS {
+		rep.printStreams()
 	}
-	if rig.fleet != nil {
-		fmt.Fprintf(out, "  serve: one `weir serve` child on SQLite; fleet: %d `weir serve` children on PostgreSQL schema %s, requests to each in turn, %s leads; same catalog and limits, log level info\n",
-			len(rig.fleet.replicas), rig.fleet.schema.name, rig.fleet.leader())
-	}
-	fmt.Fprintln(out)
+	rep.printCosts()
+	rep.printFailures()
+	rep.printScopes(ctx)
+	rep.printLogWarnings()
+	fmt.Fprintf(out, "load average at the end: %s\n", loadAverage())
+	return nil
+}
 
-	latency := func(r loadgen.Result) loadgen.Percentiles { return r.Latency }
-	results := map[string][]loadgen.Result{}
+// driveRounds drives rig's targets in turn, c.Rounds times, and returns
+// each target's results, a round each. It prints as the run goes: a line
+// per target, once it is measured, and under MaxRPS the fleet-admit line
+// after the fleet's.
+func (c OverheadConfig) driveRounds(ctx context.Context, out io.Writer, rig *overheadRig) (overheadResults, error) {
+	results := overheadResults{}
 	for round := 1; round <= c.Rounds; round++ {
 		if c.Rounds > 1 {
 			fmt.Fprintf(out, "round %d of %d:\n", round, c.Rounds)
@@ -479,130 +500,19 @@ func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 		for _, t := range rig.targets {
 			res, err := c.drive(ctx, t, round)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			results[t.name] = append(results[t.name], res)
-			// Print as the run goes: a line per target, once it is measured.
 			rows[t.name] = rowOf(res, latency)
-			if c.MaxRPS {
-				printMaxRPS(out, t.name, rows)
-			} else {
-				printOverhead(out, t.name, rows)
-			}
+			c.printLatencyLine(out, t.name, rows)
 			if c.MaxRPS && t.name == "fleet" {
 				if err := fleetAdmit(ctx, out, c, rig, res); err != nil {
-					return err
+					return nil, err
 				}
 			}
 		}
 	}
-	// summary is each target's row over the rounds: the run's own with one
-	// round, the median of each column with several.
-	summary := func(pick func(loadgen.Result) loadgen.Percentiles) map[string]row {
-		rows := map[string]row{}
-		for name, rs := range results {
-			var each []row
-			for _, r := range rs {
-				each = append(each, rowOf(r, pick))
-			}
-			rows[name] = medianRow(each)
-		}
-		return rows
-	}
-	if c.Rounds > 1 {
-		fmt.Fprintf(out, "\nmedian of each column over %d rounds:\n", c.Rounds)
-		rows := summary(latency)
-		for _, t := range rig.targets {
-			if c.MaxRPS {
-				printMaxRPS(out, t.name, rows)
-			} else {
-				printOverhead(out, t.name, rows)
-			}
-		}
-		if !c.MaxRPS {
-			fmt.Fprintf(out, "weir/proxy added latency, round by round: %s\n", roundRatios(results, latency, weirHop, proxyHop))
-			if rig.edge != nil {
-				fmt.Fprintf(out, "tunnel/proxy added latency (edge-weir over proxy-direct), round by round: %s\n", roundRatios(results, latency, tunnelHop, proxyHop))
-			}
-			if rig.fleet != nil {
-				fmt.Fprintf(out, "fleet/serve added latency, round by round: %s\n", roundRatios(results, latency, fleetHop, serveHop))
-			}
-		}
-	}
-
-	if c.Stream > 0 && !c.MaxRPS {
-		for _, part := range []struct {
-			title string
-			pick  func(loadgen.Result) loadgen.Percentiles
-		}{
-			{"streams, to the first byte", func(r loadgen.Result) loadgen.Percentiles { return r.FirstByte }},
-			{"streams, to the last byte", func(r loadgen.Result) loadgen.Percentiles { return r.Stream }},
-		} {
-			fmt.Fprintf(out, "\n%s:\n", part.title)
-			rows := summary(part.pick)
-			for _, t := range rig.targets {
-				printOverhead(out, t.name, rows)
-			}
-		}
-		fmt.Fprintf(out, "\nstreamed chunks, each from the mock's write to the client's read (the columns are per chunk):\n")
-		rows := summary(func(r loadgen.Result) loadgen.Percentiles { return r.Chunk })
-		for _, t := range rig.targets {
-			printChunks(out, t.name, rows)
-		}
-		if c.Rounds > 1 && rig.edge != nil {
-			fmt.Fprintf(out, "edge added per-chunk p99 in ms, over direct/over weir, round by round: %s\n", roundChunks(results))
-		}
-	}
-
-	if !c.MaxRPS {
-		fmt.Fprint(out, "(late: sent more than 5ms behind schedule; ")
-	} else {
-		fmt.Fprint(out, "(")
-	}
-	fmt.Fprintln(out, "others: cores that other programs kept busy meanwhile, well above 0 means a disturbed run)")
-	fmt.Fprintf(out, "\ncost per request, whole process (load generator + mock + target), over the measured window:\n")
-	rows := summary(latency)
-	for _, t := range rig.targets {
-		printCost(out, t.name, rows)
-	}
-
-	fmt.Fprintln(out)
-	for _, t := range rig.targets {
-		failed := map[string]int{}
-		for _, r := range results[t.name] {
-			for k, n := range r.Errors {
-				failed[k] += n
-			}
-		}
-		if len(failed) > 0 {
-			fmt.Fprintf(out, "%s failures: %s\n", t.name, failures(failed))
-		}
-	}
-	// Every request held a lease in all three scopes; the edge target's
-	// in the node's provider's instead of the platform model's.
-	var scopes []string
-	for _, st := range rig.gateway.Scopes(ctx) {
-		if st.Name == weir.KeyScope(rig.key.ID) || st.Name == weir.GroupScope(rig.key.Group) || st.Name == weir.PlatformModelScope(chatPM) ||
-			rig.edge != nil && st.Name == rig.edge.scope() {
-			scopes = append(scopes, fmt.Sprintf("%s (limit %d, mean hold %s)", st.Name, st.Config.Limit, st.MeanHold.Round(time.Microsecond)))
-		}
-	}
-	fmt.Fprintf(out, "weir scopes used: %s\n", strings.Join(scopes, ", "))
-	if rig.edge != nil {
-		if w := rig.edge.log.warnings(); w != "" {
-			fmt.Fprintf(out, "edge node log: %s\n", w)
-		}
-	}
-	if rig.fleet != nil {
-		if w := rig.fleet.warnings(); w != "" {
-			fmt.Fprintf(out, "fleet log: %s\n", w)
-		}
-		if w := rig.serve.warnings(); w != "" {
-			fmt.Fprintf(out, "serve log: %s\n", w)
-		}
-	}
-	fmt.Fprintf(out, "load average at the end: %s\n", loadAverage())
-	return nil
+	return results, nil
 }
 
 // drive runs one measured load at t: warm-up, then the measured window.

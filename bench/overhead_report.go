@@ -1,13 +1,17 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/gcfloor"
 	"github.com/weir-gateway/weir/loadgen"
 )
 
@@ -305,3 +309,183 @@ func fmtRatio(r float64) string {
 // childTarget says whether target runs in child processes (serve and
 // fleet, under OverheadConfig.Fleet) rather than in this one.
 func childTarget(target string) bool { return target == "serve" || target == "fleet" }
+
+// overheadResults are each target's results, a round each.
+type overheadResults map[string][]loadgen.Result
+
+// latency is the latency of a result's requests, the main tables'.
+func latency(r loadgen.Result) loadgen.Percentiles { return r.Latency }
+
+// summary is each target's row over the rounds: the run's own with one
+// round, the median of each column with several.
+func (res overheadResults) summary(pick func(loadgen.Result) loadgen.Percentiles) map[string]row {
+	rows := map[string]row{}
+	for name, rs := range res {
+		var each []row
+		for _, r := range rs {
+			each = append(each, rowOf(r, pick))
+		}
+		rows[name] = medianRow(each)
+	}
+	return rows
+}
+
+// printLatencyLine prints target's line of a latency table: the max-rps
+// table's under MaxRPS, the open loop's otherwise.
+func (c OverheadConfig) printLatencyLine(out io.Writer, target string, rows map[string]row) {
+	if c.MaxRPS {
+		printMaxRPS(out, target, rows)
+	} else {
+		printOverhead(out, target, rows)
+	}
+}
+
+// printOverheadSetup prints what the run drives and how: the load, the
+// mock, Weir's scopes and, when they run, the edge and fleet targets.
+func printOverheadSetup(out io.Writer, c OverheadConfig, rig *overheadRig) {
+	if c.MaxRPS {
+		fmt.Fprintf(out, "weir-bench: max-rps, closed loop of %d connections per target, %s warm-up, %s measured per target, %.0f%% streaming\n",
+			c.Connections, c.Warmup, c.Duration, c.Stream*100)
+	} else {
+		fmt.Fprintf(out, "weir-bench: overhead at %.0f req/s (open loop), %s warm-up, %s measured per target, %.0f%% streaming, in-flight bound %d\n",
+			c.Rate, c.Warmup, c.Duration, c.Stream*100, c.Concurrency)
+	}
+	gc := fmt.Sprintf("heap floor %d MiB", c.HeapFloor>>20)
+	if v, ok := gcfloor.Overridden(); ok {
+		gc = "GOGC=" + v
+	}
+	fmt.Fprintf(out, "  mock: 0ms latency, %d-token answers (%d B), %d B requests; GOMAXPROCS %d; %s; load average %s\n",
+		c.CompletionTokens, rig.answer, len(chatBody), runtime.GOMAXPROCS(0), gc, loadAverage())
+	fmt.Fprintf(out, "  weir: scopes key:%s group:%s pm:%s, each limit %d; log level %s\n",
+		rig.key.ID, rig.key.Group, chatPM, generous, rig.logLevel)
+	if rig.edge != nil {
+		fmt.Fprintf(out, "  edge: the same gateway, model %s routed to node %s alone: its agent in this process dials the edge listener %s over gRPC (plaintext), its provider %s is the same mock, %d slots; scopes key, group and %s\n",
+			edgeModel, rig.edge.node.ID, rig.gateway.EdgeAddr(), edgeProvider, edgeSlots, rig.edge.scope())
+	}
+	if rig.fleet != nil {
+		fmt.Fprintf(out, "  serve: one `weir serve` child on SQLite; fleet: %d `weir serve` children on PostgreSQL schema %s, requests to each in turn, %s leads; same catalog and limits, log level info\n",
+			len(rig.fleet.replicas), rig.fleet.schema.name, rig.fleet.leader())
+	}
+	fmt.Fprintln(out)
+}
+
+// overheadReport prints what follows the rounds' tables, from their
+// results.
+type overheadReport struct {
+	out     io.Writer
+	c       OverheadConfig
+	rig     *overheadRig
+	results overheadResults
+}
+
+// printMedians prints the latency table of each column's median over the
+// rounds and, in an open loop, the hops' ratios round by round.
+func (p overheadReport) printMedians() {
+	fmt.Fprintf(p.out, "\nmedian of each column over %d rounds:\n", p.c.Rounds)
+	rows := p.results.summary(latency)
+	for _, t := range p.rig.targets {
+		p.c.printLatencyLine(p.out, t.name, rows)
+	}
+	if p.c.MaxRPS {
+		return
+	}
+	fmt.Fprintf(p.out, "weir/proxy added latency, round by round: %s\n", roundRatios(p.results, latency, weirHop, proxyHop))
+	if p.rig.edge != nil {
+		fmt.Fprintf(p.out, "tunnel/proxy added latency (edge-weir over proxy-direct), round by round: %s\n", roundRatios(p.results, latency, tunnelHop, proxyHop))
+	}
+	if p.rig.fleet != nil {
+		fmt.Fprintf(p.out, "fleet/serve added latency, round by round: %s\n", roundRatios(p.results, latency, fleetHop, serveHop))
+	}
+}
+
+// printStreams prints the streams' tables: to the first byte, to the last
+// and per chunk, and with several rounds the edge's per-chunk p99 round
+// by round.
+func (p overheadReport) printStreams() {
+	for _, part := range []struct {
+		title string
+		pick  func(loadgen.Result) loadgen.Percentiles
+	}{
+		{"streams, to the first byte", func(r loadgen.Result) loadgen.Percentiles { return r.FirstByte }},
+		{"streams, to the last byte", func(r loadgen.Result) loadgen.Percentiles { return r.Stream }},
+	} {
+		fmt.Fprintf(p.out, "\n%s:\n", part.title)
+		rows := p.results.summary(part.pick)
+		for _, t := range p.rig.targets {
+			printOverhead(p.out, t.name, rows)
+		}
+	}
+	fmt.Fprintf(p.out, "\nstreamed chunks, each from the mock's write to the client's read (the columns are per chunk):\n")
+	rows := p.results.summary(func(r loadgen.Result) loadgen.Percentiles { return r.Chunk })
+	for _, t := range p.rig.targets {
+		printChunks(p.out, t.name, rows)
+	}
+	if p.c.Rounds > 1 && p.rig.edge != nil {
+		fmt.Fprintf(p.out, "edge added per-chunk p99 in ms, over direct/over weir, round by round: %s\n", roundChunks(p.results))
+	}
+}
+
+// printCosts prints the latency tables' legend, then the cost table.
+func (p overheadReport) printCosts() {
+	if !p.c.MaxRPS {
+		fmt.Fprint(p.out, "(late: sent more than 5ms behind schedule; ")
+	} else {
+		fmt.Fprint(p.out, "(")
+	}
+	fmt.Fprintln(p.out, "others: cores that other programs kept busy meanwhile, well above 0 means a disturbed run)")
+	fmt.Fprintf(p.out, "\ncost per request, whole process (load generator + mock + target), over the measured window:\n")
+	rows := p.results.summary(latency)
+	for _, t := range p.rig.targets {
+		printCost(p.out, t.name, rows)
+	}
+}
+
+// printFailures prints, after a blank line, each target's failed
+// requests over all the rounds, by cause.
+func (p overheadReport) printFailures() {
+	fmt.Fprintln(p.out)
+	for _, t := range p.rig.targets {
+		failed := map[string]int{}
+		for _, r := range p.results[t.name] {
+			for k, n := range r.Errors {
+				failed[k] += n
+			}
+		}
+		if len(failed) > 0 {
+			fmt.Fprintf(p.out, "%s failures: %s\n", t.name, failures(failed))
+		}
+	}
+}
+
+// printScopes prints the gateway's scopes that the requests held: every
+// request held a lease in all three; the edge target's in the node's
+// provider's instead of the platform model's.
+func (p overheadReport) printScopes(ctx context.Context) {
+	rig := p.rig
+	var scopes []string
+	for _, st := range rig.gateway.Scopes(ctx) {
+		if st.Name == weir.KeyScope(rig.key.ID) || st.Name == weir.GroupScope(rig.key.Group) || st.Name == weir.PlatformModelScope(chatPM) ||
+			rig.edge != nil && st.Name == rig.edge.scope() {
+			scopes = append(scopes, fmt.Sprintf("%s (limit %d, mean hold %s)", st.Name, st.Config.Limit, st.MeanHold.Round(time.Microsecond)))
+		}
+	}
+	fmt.Fprintf(p.out, "weir scopes used: %s\n", strings.Join(scopes, ", "))
+}
+
+// printLogWarnings prints the warnings that the edge node and the `weir
+// serve` children logged, where they ran.
+func (p overheadReport) printLogWarnings() {
+	if p.rig.edge != nil {
+		if w := p.rig.edge.log.warnings(); w != "" {
+			fmt.Fprintf(p.out, "edge node log: %s\n", w)
+		}
+	}
+	if p.rig.fleet != nil {
+		if w := p.rig.fleet.warnings(); w != "" {
+			fmt.Fprintf(p.out, "fleet log: %s\n", w)
+		}
+		if w := p.rig.serve.warnings(); w != "" {
+			fmt.Fprintf(p.out, "serve log: %s\n", w)
+		}
+	}
+}

@@ -288,46 +288,10 @@ models:
 func driveWaiters(ctx context.Context, c *child, url string, header http.Header, up *waitersUpstream, o SyncWaitersConfig) (waitersResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	// Every request its own connection, closed once answered.
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, MaxConnsPerHost: 0}}
-	defer client.CloseIdleConnections()
-	send := func(ctx context.Context, i int) (int, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(waiterBody(i)))
-		if err != nil {
-			return 0, err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		for k, v := range header {
-			req.Header[k] = v
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		defer resp.Body.Close()
-		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-			return resp.StatusCode, err
-		}
-		return resp.StatusCode, nil
-	}
-
-	// Warm-up: a few rounds at the limit, so pools, connections and the
-	// key's scope exist before idle is read.
-	for range 3 {
-		var wg sync.WaitGroup
-		errs := make(chan error, o.Limit)
-		for i := range o.Limit {
-			wg.Go(func() {
-				if code, err := send(ctx, -1-i); err != nil || code != http.StatusOK {
-					errs <- fmt.Errorf("warm-up request: status %d, %v", code, err)
-				}
-			})
-		}
-		wg.Wait()
-		close(errs)
-		if err := <-errs; err != nil {
-			return waitersResult{}, err
-		}
+	wc := newWaiterClient(url, header)
+	defer wc.client.CloseIdleConnections()
+	if err := wc.warmUp(ctx, o.Limit); err != nil {
+		return waitersResult{}, err
 	}
 	time.Sleep(time.Second) // let the warm-up's connections close
 	var r waitersResult
@@ -337,16 +301,95 @@ func driveWaiters(ctx context.Context, c *child, url string, header http.Header,
 	}
 	up.reset()
 
-	n := o.Requests
-	sent := make([]atomic.Int64, n) // when request i was written, since t0
+	sent, lastDone := wc.sendBurst(ctx, o, &r)
+	if err := ctx.Err(); err != nil {
+		return r, fmt.Errorf("the burst did not end within --timeout %s: %w", o.Timeout, err)
+	}
+	if r.peak, err = c.memKiB("VmHWM"); err != nil {
+		return r, err
+	}
+	r.sent, r.drain = o.Requests, lastDone
+	r.peakInFlight = up.mock.Stats().PeakInFlight
+	r.noteOrder(up.arrivals(), sent)
+	if w := c.warnings(); w != "" {
+		r.warnings = "; warnings: " + w
+	}
+	return r, nil
+}
+
+// waiterClient sends the waiters' requests to url with header, every
+// request on its own connection, closed once answered.
+type waiterClient struct {
+	client *http.Client
+	url    string
+	header http.Header
+}
+
+func newWaiterClient(url string, header http.Header) *waiterClient {
+	return &waiterClient{
+		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true, MaxConnsPerHost: 0}},
+		url:    url,
+		header: header,
+	}
+}
+
+// send sends request i (waiterBody) and reads its answer to the end.
+func (wc *waiterClient) send(ctx context.Context, i int) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, wc.url, strings.NewReader(waiterBody(i)))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range wc.header {
+		req.Header[k] = v
+	}
+	resp, err := wc.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return resp.StatusCode, err
+	}
+	return resp.StatusCode, nil
+}
+
+// warmUp sends a few rounds of limit requests at once, so pools,
+// connections and the key's scope exist before idle is read.
+func (wc *waiterClient) warmUp(ctx context.Context, limit int) error {
+	for range 3 {
+		var wg sync.WaitGroup
+		errs := make(chan error, limit)
+		for i := range limit {
+			wg.Go(func() {
+				if code, err := wc.send(ctx, -1-i); err != nil || code != http.StatusOK {
+					errs <- fmt.Errorf("warm-up request: status %d, %v", code, err)
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sendBurst sends o.Requests requests, numbered in the order they are
+// started, all at once or at o.Rate, and waits for every answer. It
+// tallies the answers and the most outstanding at once in r, and returns
+// when each request was written and when the last answer came in, both
+// since the first was started.
+func (wc *waiterClient) sendBurst(ctx context.Context, o SyncWaitersConfig, r *waitersResult) (sent []atomic.Int64, lastDone time.Duration) {
+	sent = make([]atomic.Int64, o.Requests)
 	var outstanding atomic.Int64
 	var mu sync.Mutex
 	r.failed = map[string]int{}
-	var lastDone time.Duration
 
 	t0 := time.Now()
 	var wg sync.WaitGroup
-	for i := range n {
+	for i := range o.Requests {
 		if o.Rate > 0 {
 			if d := time.Until(t0.Add(time.Duration(float64(i) / o.Rate * float64(time.Second)))); d > 0 {
 				time.Sleep(d)
@@ -358,46 +401,52 @@ func driveWaiters(ctx context.Context, c *child, url string, header http.Header,
 		wg.Go(func() {
 			defer outstanding.Add(-1)
 			trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { sent[i].Store(int64(time.Since(t0))) }}
-			code, err := send(httptrace.WithClientTrace(ctx, trace), i)
+			code, err := wc.send(httptrace.WithClientTrace(ctx, trace), i)
 			done := time.Since(t0)
 			mu.Lock()
 			defer mu.Unlock()
 			lastDone = max(lastDone, done)
-			switch {
-			case err != nil:
-				msg := err.Error()
-				if _, after, ok := strings.Cut(msg, ": "); ok && strings.Contains(msg, "http://") {
-					msg = after // the URL names a random port
-				}
-				r.failed[msg]++
-			case code != http.StatusOK:
-				r.failed["status "+strconv.Itoa(code)]++
-			default:
-				r.ok++
-			}
+			r.tally(code, err)
 		})
 	}
 	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return r, fmt.Errorf("the burst did not end within --timeout %s: %w", o.Timeout, err)
+	return sent, lastDone
+}
+
+// tally counts one answer of the burst: served, its status, or the error
+// that ended it.
+func (r *waitersResult) tally(code int, err error) {
+	switch {
+	case err != nil:
+		msg := err.Error()
+		if _, after, ok := strings.Cut(msg, ": "); ok && strings.Contains(msg, "http://") {
+			msg = after // the URL names a random port
+		}
+		r.failed[msg]++
+	case code != http.StatusOK:
+		r.failed["status "+strconv.Itoa(code)]++
+	default:
+		r.ok++
 	}
-	if r.peak, err = c.memKiB("VmHWM"); err != nil {
-		return r, err
-	}
-	r.sent, r.drain = n, lastDone
-	r.peakInFlight = up.mock.Stats().PeakInFlight
-	up.mu.Lock()
-	order := slices.Clone(up.order)
-	up.mu.Unlock()
+}
+
+// arrivals are the numbers of the requests that reached the mock so far,
+// in the order they reached it.
+func (u *waitersUpstream) arrivals() []int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.order)
+}
+
+// noteOrder notes how many requests reached the mock, in order (their
+// numbers), how long the client took to write them all, and how order
+// agrees with when each was sent.
+func (r *waitersResult) noteOrder(order []int, sent []atomic.Int64) {
 	r.reached = len(order)
 	for i := range sent {
 		r.sendTime = max(r.sendTime, time.Duration(sent[i].Load()))
 	}
 	r.rho, r.maxGap = orderAgreement(order, sent)
-	if w := c.warnings(); w != "" {
-		r.warnings = "; warnings: " + w
-	}
-	return r, nil
 }
 
 // orderAgreement compares the order requests reached the mock in (their
