@@ -300,13 +300,7 @@ const maxKeyScopes = 200
 func (c *Console) sample(ctx context.Context) {
 	now := c.deps.Clock.Now()
 	scopes := c.deps.Gateway.Scopes(ctx)
-	var nodes []weir.NodeView
-	if c.deps.Nodes != nil {
-		nodes = c.deps.Nodes(ctx)
-	}
-	if nodes == nil {
-		nodes = []weir.NodeView{}
-	}
+	nodes := c.nodes(ctx)
 	byName := make(map[string]gateway.ScopeView, len(scopes))
 	for _, s := range scopes {
 		byName[s.Name] = s
@@ -321,79 +315,118 @@ func (c *Console) sample(ctx context.Context) {
 	}
 	pt := Point{T: now.UnixMilli(), Models: make(map[string]ModelPoint), bins: make(map[string]*[waitBins]uint32)}
 	if st := c.deps.Gateway.Snapshot(); st != nil {
-		names := st.ModelNames()
-		scopesOf := make(map[string][]string, len(names))
-		usedBy := make(map[string][]string)
-		for _, name := range names {
-			m, _ := st.Model(name)
-			scopesOf[name] = modelScopes(m, nodes)
-			for _, sc := range scopesOf[name] {
-				usedBy[sc] = append(usedBy[sc], name)
-			}
-		}
-		for _, name := range names {
-			m, _ := st.Model(name)
-			row := ModelRow{Name: name, Kind: string(m.Kind), Scopes: []string{}}
-			unlimited := false
-			for _, sc := range scopesOf[name] {
-				if len(usedBy[sc]) > 1 {
-					row.Shares = append(row.Shares, sc)
-					continue
-				}
-				row.Scopes = append(row.Scopes, sc)
-				v, ok := byName[sc]
-				if !ok {
-					continue
-				}
-				row.InFlight += v.InFlight
-				row.Limit += v.Limit
-				unlimited = unlimited || v.Limit == 0
-				row.Queued = max(row.Queued, v.Waiting)
-				row.Paused = row.Paused || v.Paused
-			}
-			if unlimited {
-				row.Limit = 0
-			}
-			mp := ModelPoint{InFlight: row.InFlight, Limit: row.Limit, Queued: row.Queued}
-			if sc, ok := c.counts[name]; ok {
-				mp.Admitted, mp.QueuedAdmitted = sc.admitted, sc.queued
-				if sc.bins != nil {
-					pt.bins[name] = sc.bins
-					var b [waitBins]uint64
-					for i, n := range sc.bins {
-						b[i] = uint64(n)
-					}
-					mp.P50, mp.P99 = quantile(&b, 0.5), quantile(&b, 0.99)
-				}
-			}
-			pt.Models[name] = mp
-			row.AdmittedPerSec = float64(mp.Admitted) / c.cfg.Interval.Seconds()
-			snap.Models = append(snap.Models, row)
-		}
-		snap.Shared = sharedRows(usedBy, byName)
+		snap.Models, snap.Shared = c.modelRows(st, nodes, byName, &pt)
 	}
 	snap.Requests = gateway.CountRequests(scopes)
 	snap.Scopes, snap.Hidden = trimKeyScopes(scopes)
-	var keyIDs []string
-	for _, v := range snap.Scopes {
-		if id, ok := weir.KeyOfScope(v.Name); ok {
-			keyIDs = append(keyIDs, id)
-		}
-	}
-	snap.KeyNames = c.names.of(ctx, keyIDs)
+	snap.KeyNames = c.names.of(ctx, keyIDsOf(snap.Scopes))
+	c.publish(snap, pt, fail)
+}
 
-	c.mu.Lock()
-	if c.lastFail != nil {
-		for o, n := range fail {
-			if d := n - c.lastFail[o]; d > 0 {
-				if pt.Failed == nil {
-					pt.Failed = make(map[string]uint64)
-				}
-				pt.Failed[o] = d
-			}
+// nodes are the edge nodes now, none (not nil) if there are none.
+func (c *Console) nodes(ctx context.Context) []weir.NodeView {
+	var nodes []weir.NodeView
+	if c.deps.Nodes != nil {
+		nodes = c.deps.Nodes(ctx)
+	}
+	if nodes == nil {
+		nodes = []weir.NodeView{}
+	}
+	return nodes
+}
+
+// modelRows are the overview's rows of st's models and the scopes that
+// several of them share; each model's chart point goes into pt. byName
+// are the scopes now, by name.
+func (c *Console) modelRows(st *gateway.Snapshot, nodes []weir.NodeView, byName map[string]gateway.ScopeView, pt *Point) ([]ModelRow, []SharedRow) {
+	names := st.ModelNames()
+	scopesOf := make(map[string][]string, len(names))
+	usedBy := make(map[string][]string)
+	for _, name := range names {
+		m, _ := st.Model(name)
+		scopesOf[name] = modelScopes(m, nodes)
+		for _, sc := range scopesOf[name] {
+			usedBy[sc] = append(usedBy[sc], name)
 		}
 	}
-	c.lastFail = fail
+	rows := []ModelRow{}
+	for _, name := range names {
+		m, _ := st.Model(name)
+		row := modelRow(name, m.Kind, scopesOf[name], usedBy, byName)
+		mp := c.modelPoint(row, pt)
+		pt.Models[name] = mp
+		row.AdmittedPerSec = float64(mp.Admitted) / c.cfg.Interval.Seconds()
+		rows = append(rows, row)
+	}
+	return rows, sharedRows(usedBy, byName)
+}
+
+// modelRow is the model name's row now: it adds up the scopes (scopes)
+// that no other model uses (usedBy says who uses each) and lists the
+// others as its shares.
+func modelRow(name string, kind weir.ModelKind, scopes []string, usedBy map[string][]string, byName map[string]gateway.ScopeView) ModelRow {
+	row := ModelRow{Name: name, Kind: string(kind), Scopes: []string{}}
+	unlimited := false
+	for _, sc := range scopes {
+		if len(usedBy[sc]) > 1 {
+			row.Shares = append(row.Shares, sc)
+			continue
+		}
+		row.Scopes = append(row.Scopes, sc)
+		v, ok := byName[sc]
+		if !ok {
+			continue
+		}
+		row.InFlight += v.InFlight
+		row.Limit += v.Limit
+		unlimited = unlimited || v.Limit == 0
+		row.Queued = max(row.Queued, v.Waiting)
+		row.Paused = row.Paused || v.Paused
+	}
+	if unlimited {
+		row.Limit = 0
+	}
+	return row
+}
+
+// modelPoint is row's model in the chart point pt: its state now and
+// what the recorder counted for it since the last sample, whose queue
+// wait bins go into pt.
+func (c *Console) modelPoint(row ModelRow, pt *Point) ModelPoint {
+	mp := ModelPoint{InFlight: row.InFlight, Limit: row.Limit, Queued: row.Queued}
+	sc, ok := c.counts[row.Name]
+	if !ok {
+		return mp
+	}
+	mp.Admitted, mp.QueuedAdmitted = sc.admitted, sc.queued
+	if sc.bins != nil {
+		pt.bins[row.Name] = sc.bins
+		var b [waitBins]uint64
+		for i, n := range sc.bins {
+			b[i] = uint64(n)
+		}
+		mp.P50, mp.P99 = quantile(&b, 0.5), quantile(&b, 0.99)
+	}
+	return mp
+}
+
+// keyIDsOf are the ids of the keys whose per-key scopes scopes lists.
+func keyIDsOf(scopes []gateway.ScopeView) []string {
+	var ids []string
+	for _, v := range scopes {
+		if id, ok := weir.KeyOfScope(v.Name); ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// publish files pt in the chart, numbered, with the waiters that failed
+// since the last sample (fail is their running count), and sends snap,
+// with pt and each model's window, to every live stream.
+func (c *Console) publish(snap Snapshot, pt Point, fail map[string]uint64) {
+	c.mu.Lock()
+	pt.Failed = c.failedSinceLocked(fail)
 	c.seq++
 	pt.Seq = c.seq
 	c.ring.push(pt)
@@ -414,6 +447,25 @@ func (c *Console) sample(ctx context.Context) {
 		offer(cl, f)
 	}
 	c.mu.Unlock()
+}
+
+// failedSinceLocked is, by outcome, how many waiters left without a lease
+// since the last sample (nil if none), fail being their running count
+// now; it keeps fail for the next.
+func (c *Console) failedSinceLocked(fail map[string]uint64) map[string]uint64 {
+	var since map[string]uint64
+	if c.lastFail != nil {
+		for o, n := range fail {
+			if d := n - c.lastFail[o]; d > 0 {
+				if since == nil {
+					since = make(map[string]uint64)
+				}
+				since[o] = d
+			}
+		}
+	}
+	c.lastFail = fail
+	return since
 }
 
 // offer gives cl the newest frame in place of one it has not taken.

@@ -286,33 +286,7 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 	t0 := s.deps.Clock.Now()
 	resp, err := pm.ex.Do(ctx, provider.Call{Path: c.Path, Body: body, Stream: c.Stream, Header: c.Header})
 	if err != nil {
-		if ctx.Err() != nil {
-			c.end(OutcomeCancelled)
-			return nil, ErrClientGone
-		}
-		var pe *provider.Error
-		if !errors.As(err, &pe) {
-			pe = &provider.Error{Err: err}
-		}
-		s.deps.Metrics.ObserveUpstream(pm.Name, string(callOutcome(pe)), s.deps.Clock.Now().Sub(t0))
-		if pm.pausable && pe.Status == http.StatusTooManyRequests && pe.RetryAfter > 0 {
-			// Not a failure of the upstream's: it said when to come back.
-			s.pauseUpstream(s.logger(c), pm.Name, pe.RetryAfter)
-			return pe, nil
-		}
-		if pe.Retryable() {
-			s.upstreamFailed(c, pm, pe, "trying the next candidate")
-			return pe, nil
-		}
-		// The client's request was refused upstream: pass the answer on.
-		c.end(refusedOutcome(pe.Status))
-		if pe.Credential {
-			// Never the client's to see (the adapter marks it
-			// retryable, so it does not come here; this holds the line
-			// if it did).
-			return nil, &Error{Category: ErrUpstream, Message: "the upstream refused the gateway's credential for it", Err: pe}
-		}
-		return nil, &RefusedError{Status: pe.Status, Body: pe.Body}
+		return s.callFailed(ctx, c, pm, t0, err)
 	}
 	headersIn := s.deps.Clock.Now().Sub(t0)
 
@@ -338,14 +312,7 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 		hold.release()
 	}
 	defer done(usage{}, false)
-	head := Head{
-		Status:             resp.StatusCode,
-		ContentType:        resp.Header.Get("Content-Type"),
-		ContentDisposition: resp.Header.Get("Content-Disposition"),
-		CacheControl:       resp.Header.Get("Cache-Control"),
-		ContentLength:      -1,
-		Waited:             c.Waited,
-	}
+	head := headOf(c, resp)
 	var d delivery
 	if c.Stream {
 		// The estimate less max_tokens is the input's.
@@ -353,33 +320,66 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 	} else {
 		d = s.copyBody(c, out, resp, head, done)
 	}
+	return s.delivered(ctx, c, pm, d, headersIn)
+}
 
-	pe := d.upstream
+// callFailed answers an upstream call (to pm, begun at t0) that returned
+// err instead of a response: a retryable *provider.Error when another
+// candidate should be tried (pm paused itself, or failed), else what
+// Serve returns (the upstream's refusal, passed on).
+func (s *Service) callFailed(ctx context.Context, c *Call, pm upstream, t0 time.Time, err error) (*provider.Error, error) {
+	if ctx.Err() != nil {
+		c.end(OutcomeCancelled)
+		return nil, ErrClientGone
+	}
+	var pe *provider.Error
+	if !errors.As(err, &pe) {
+		pe = &provider.Error{Err: err}
+	}
+	s.deps.Metrics.ObserveUpstream(pm.Name, string(callOutcome(pe)), s.deps.Clock.Now().Sub(t0))
+	if pm.pausable && pe.Status == http.StatusTooManyRequests && pe.RetryAfter > 0 {
+		// Not a failure of the upstream's: it said when to come back.
+		s.pauseUpstream(s.logger(c), pm.Name, pe.RetryAfter)
+		return pe, nil
+	}
+	if pe.Retryable() {
+		s.upstreamFailed(c, pm, pe, "trying the next candidate")
+		return pe, nil
+	}
+	// The client's request was refused upstream: pass the answer on.
+	c.end(refusedOutcome(pe.Status))
+	if pe.Credential {
+		// Never the client's to see (the adapter marks it
+		// retryable, so it does not come here; this holds the line
+		// if it did).
+		return nil, &Error{Category: ErrUpstream, Message: "the upstream refused the gateway's credential for it", Err: pe}
+	}
+	return nil, &RefusedError{Status: pe.Status, Body: pe.Body}
+}
+
+// headOf is the head of the answer to c that passes resp on.
+func headOf(c *Call, resp *http.Response) Head {
+	return Head{
+		Status:             resp.StatusCode,
+		ContentType:        resp.Header.Get("Content-Type"),
+		ContentDisposition: resp.Header.Get("Content-Disposition"),
+		CacheControl:       resp.Header.Get("Cache-Control"),
+		ContentLength:      -1,
+		Waited:             c.Waited,
+	}
+}
+
+// delivered ends c's attempt on pm, whose answer's headers came in after
+// headersIn, by how passing that answer on went (d): it counts the
+// upstream call, files c's outcome and returns what attempt returns.
+func (s *Service) delivered(ctx context.Context, c *Call, pm upstream, d delivery, headersIn time.Duration) (*provider.Error, error) {
 	if !d.started && d.err == nil && ctx.Err() != nil {
 		c.end(OutcomeCancelled)
 		return nil, ErrClientGone // the client is gone; nobody reads the answer
 	}
 	switch {
-	case pe != nil && !d.started && pe.Retryable():
-		// Nothing reached the client: another candidate may serve.
-		s.deps.Metrics.ObserveUpstream(pm.Name, string(callOutcome(pe)), headersIn)
-		s.upstreamFailed(c, pm, pe, "trying the next candidate")
-		return pe, nil
-	case pe != nil:
-		s.deps.Metrics.ObserveUpstream(pm.Name, string(callOutcome(pe)), headersIn)
-		s.upstreamFailed(c, pm, pe, "the answer was cut short")
-		c.end(OutcomeUpstreamBroken)
-		if pe.Timeout {
-			c.end(codeOutcome(weir.CodeUpstreamTimeout))
-		}
-		if !d.started {
-			category := ErrUpstream
-			if pe.Timeout {
-				category = ErrUpstreamTimeout
-			}
-			return nil, &Error{Category: category, Message: "the upstream failed: " + pe.Error(), Err: pe}
-		}
-		return nil, nil
+	case d.upstream != nil:
+		return s.upstreamBroke(c, pm, d.upstream, d.started, headersIn)
 	case d.outcome != "":
 		s.deps.Metrics.ObserveUpstream(pm.Name, string(d.outcome), headersIn)
 		c.end(d.outcome)
@@ -401,6 +401,32 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 		return nil, ErrClientGone
 	}
 	return nil, nil
+}
+
+// upstreamBroke ends c's attempt on pm, whose answer failed (pe) after
+// its headers came in: retryable when nothing reached the client
+// (started is false) and pe allows it; else cut short, with an error to
+// answer with if the answer had not started.
+func (s *Service) upstreamBroke(c *Call, pm upstream, pe *provider.Error, started bool, headersIn time.Duration) (*provider.Error, error) {
+	s.deps.Metrics.ObserveUpstream(pm.Name, string(callOutcome(pe)), headersIn)
+	if !started && pe.Retryable() {
+		// Nothing reached the client: another candidate may serve.
+		s.upstreamFailed(c, pm, pe, "trying the next candidate")
+		return pe, nil
+	}
+	s.upstreamFailed(c, pm, pe, "the answer was cut short")
+	c.end(OutcomeUpstreamBroken)
+	if pe.Timeout {
+		c.end(codeOutcome(weir.CodeUpstreamTimeout))
+	}
+	if started {
+		return nil, nil
+	}
+	category := ErrUpstream
+	if pe.Timeout {
+		category = ErrUpstreamTimeout
+	}
+	return nil, &Error{Category: category, Message: "the upstream failed: " + pe.Error(), Err: pe}
 }
 
 // upstreamFailed counts a retryable upstream failure against pm's health

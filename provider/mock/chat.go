@@ -1,6 +1,7 @@
 package mock
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -152,7 +153,45 @@ func (s *Server) chat(c *call) int {
 // [DONE].
 func (s *Server) stream(c *call, model string, r *reply, prompt int, includeUsage, stall bool, stallFor time.Duration) int {
 	n := r.tokens
-	// Every chunk shares its opening and its closing.
+	out := sseChunks{prefix: s.chunkPrefix(c, model), suffix: "}\n\n", w: c.w}
+	if includeUsage {
+		out.suffix = `,"usage":null}` + "\n\n"
+	}
+	h := c.w.Header()
+	h["Content-Type"] = sseContentType
+	h["Cache-Control"] = noCache
+	c.w.WriteHeader(http.StatusOK)
+	out.rc = *http.NewResponseController(c.w)
+	ctx := c.r.Context()
+	interval := c.st.interval
+	out.grow(n, interval > 0)
+
+	out.role(r)
+	for i := 0; i < n; i++ {
+		if stall && i == n/2 && !s.stallStream(ctx, &out, stallFor) {
+			return statusClientClosed
+		}
+		if interval > 0 && i > 0 {
+			if !out.send() || !wait(ctx, interval) {
+				return statusClientClosed
+			}
+		}
+		out.token(r, i)
+	}
+	out.finish(r)
+	if includeUsage {
+		out.usage(prompt, n)
+	}
+	out.b = append(out.b, "data: [DONE]\n\n"...)
+	if !out.send() {
+		return statusClientClosed
+	}
+	return http.StatusOK
+}
+
+// chunkPrefix is the opening that every chunk of a streamed completion
+// of model shares: its id, time and model.
+func (s *Server) chunkPrefix(c *call, model string) []byte {
 	var prefix []byte
 	prefix = append(prefix, `data: {"id":"chatcmpl-`...)
 	prefix = c.rand.appendID(prefix, 29)
@@ -160,102 +199,120 @@ func (s *Server) stream(c *call, model string, r *reply, prompt int, includeUsag
 	prefix = strconv.AppendInt(prefix, s.now().Unix(), 10)
 	prefix = append(prefix, `,"model":`...)
 	prefix = appendJSONString(prefix, model)
-	prefix = append(prefix, `,"service_tier":"default","system_fingerprint":"fp_weirmock","choices":[`...)
-	suffix := "}\n\n"
-	if includeUsage {
-		suffix = `,"usage":null}` + "\n\n"
-	}
-	open := func(b []byte) []byte {
-		b = append(b, prefix...)
-		return append(b, `{"index":0,"delta":`...)
-	}
-	closeWith := func(b []byte, finish string) []byte {
-		b = append(b, `,"logprobs":null,"finish_reason":`...)
-		b = append(b, finish...)
-		b = append(b, "}]"...)
-		return append(b, suffix...)
-	}
+	return append(prefix, `,"service_tier":"default","system_fingerprint":"fp_weirmock","choices":[`...)
+}
 
-	h := c.w.Header()
-	h["Content-Type"] = sseContentType
-	h["Cache-Control"] = noCache
-	c.w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(c.w)
-	ctx := c.r.Context()
-	interval := c.st.interval
+// stallStream sends what out has made and holds the stream for d; false
+// if the client went away.
+func (s *Server) stallStream(ctx context.Context, out *sseChunks, d time.Duration) bool {
+	if !out.send() {
+		return false
+	}
+	s.stalled.Add(1)
+	if s.hooks.stalling != nil {
+		s.hooks.stalling()
+	}
+	return wait(ctx, d)
+}
 
+// sseChunks makes a streamed chat completion's chunks, each with the
+// opening (prefix) and the closing (suffix) that all share, and sends
+// them to w.
+type sseChunks struct {
+	prefix []byte
+	suffix string
 	// b collects chunks until they are sent: all at once when unpaced,
 	// each as it is made when paced, and before a stall.
+	b []byte
+	w http.ResponseWriter
+	// rc is held by value: a pointer in the struct would escape with b
+	// and cost the stream an allocation.
+	rc http.ResponseController
+}
+
+// grow makes room in b for the chunks sent at once: the n tokens' and
+// the three around them, or two when paced.
+func (o *sseChunks) grow(n int, paced bool) {
 	chunks := n + 3
-	if interval > 0 {
+	if paced {
 		chunks = 2
 	}
-	b := make([]byte, 0, min(1<<20, 256+chunks*(len(prefix)+64)))
-	send := func() bool {
-		if _, err := c.w.Write(b); err != nil {
-			return false
-		}
-		b = b[:0]
-		// A writer that cannot flush (a wrapper without Unwrap) still
-		// gets the whole stream, only later.
-		err := rc.Flush()
-		return err == nil || errors.Is(err, http.ErrNotSupported)
+	o.b = make([]byte, 0, min(1<<20, 256+chunks*(len(o.prefix)+64)))
+}
+
+// send writes the chunks made so far and flushes them; false if the
+// client went away.
+func (o *sseChunks) send() bool {
+	if _, err := o.w.Write(o.b); err != nil {
+		return false
 	}
-	b = open(b)
+	o.b = o.b[:0]
+	// A writer that cannot flush (a wrapper without Unwrap) still
+	// gets the whole stream, only later.
+	err := o.rc.Flush()
+	return err == nil || errors.Is(err, http.ErrNotSupported)
+}
+
+// openChunk begins a chunk, up to its delta.
+func (o *sseChunks) openChunk() {
+	o.b = append(o.b, o.prefix...)
+	o.b = append(o.b, `{"index":0,"delta":`...)
+}
+
+// closeChunk ends a chunk with its finish reason, as JSON.
+func (o *sseChunks) closeChunk(finish string) {
+	o.b = append(o.b, `,"logprobs":null,"finish_reason":`...)
+	o.b = append(o.b, finish...)
+	o.b = append(o.b, "}]"...)
+	o.b = append(o.b, o.suffix...)
+}
+
+// role makes the first chunk: the assistant's role, and the tool call's
+// name if r calls one.
+func (o *sseChunks) role(r *reply) {
+	o.openChunk()
 	if r.tool == "" {
-		b = append(b, `{"role":"assistant","content":"","refusal":null}`...)
+		o.b = append(o.b, `{"role":"assistant","content":"","refusal":null}`...)
 	} else {
-		b = append(b, `{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"`...)
-		b = append(b, r.callID...)
-		b = append(b, `","type":"function","function":{"name":`...)
-		b = appendJSONString(b, r.tool)
-		b = append(b, `,"arguments":""}}],"refusal":null}`...)
+		o.b = append(o.b, `{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"`...)
+		o.b = append(o.b, r.callID...)
+		o.b = append(o.b, `","type":"function","function":{"name":`...)
+		o.b = appendJSONString(o.b, r.tool)
+		o.b = append(o.b, `,"arguments":""}}],"refusal":null}`...)
 	}
-	b = closeWith(b, "null")
-	for i := 0; i < n; i++ {
-		if stall && i == n/2 {
-			if !send() {
-				return statusClientClosed
-			}
-			s.stalled.Add(1)
-			if s.hooks.stalling != nil {
-				s.hooks.stalling()
-			}
-			if !wait(ctx, stallFor) {
-				return statusClientClosed
-			}
-		}
-		if interval > 0 && i > 0 {
-			if !send() || !wait(ctx, interval) {
-				return statusClientClosed
-			}
-		}
-		b = open(b)
-		if r.tool == "" {
-			b = append(b, `{"content":"`...)
-			b = r.appendTokens(b, i, i+1)
-			b = append(b, `"}`...)
-		} else {
-			b = append(b, `{"tool_calls":[{"index":0,"function":{"arguments":"`...)
-			b = r.appendTokens(b, i, i+1)
-			b = append(b, `"}}]}`...)
-		}
-		b = closeWith(b, "null")
+	o.closeChunk("null")
+}
+
+// token makes the chunk of r's token i: content, or the tool call's
+// arguments.
+func (o *sseChunks) token(r *reply, i int) {
+	o.openChunk()
+	if r.tool == "" {
+		o.b = append(o.b, `{"content":"`...)
+		o.b = r.appendTokens(o.b, i, i+1)
+		o.b = append(o.b, `"}`...)
+	} else {
+		o.b = append(o.b, `{"tool_calls":[{"index":0,"function":{"arguments":"`...)
+		o.b = r.appendTokens(o.b, i, i+1)
+		o.b = append(o.b, `"}}]}`...)
 	}
-	b = open(b)
-	b = append(b, "{}"...)
-	b = closeWith(b, r.finish)
-	if includeUsage {
-		b = append(b, prefix...)
-		b = append(b, `],"usage":`...)
-		b = appendUsage(b, prompt, n)
-		b = append(b, "}\n\n"...)
-	}
-	b = append(b, "data: [DONE]\n\n"...)
-	if !send() {
-		return statusClientClosed
-	}
-	return http.StatusOK
+	o.closeChunk("null")
+}
+
+// finish makes the last chunk of a choice: no delta, and r's finish
+// reason.
+func (o *sseChunks) finish(r *reply) {
+	o.openChunk()
+	o.b = append(o.b, "{}"...)
+	o.closeChunk(r.finish)
+}
+
+// usage makes the usage chunk: no choices, and the tokens counted.
+func (o *sseChunks) usage(prompt, completion int) {
+	o.b = append(o.b, o.prefix...)
+	o.b = append(o.b, `],"usage":`...)
+	o.b = appendUsage(o.b, prompt, completion)
+	o.b = append(o.b, "}\n\n"...)
 }
 
 func appendUsage(b []byte, prompt, completion int) []byte {
