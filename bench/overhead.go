@@ -209,11 +209,11 @@ func overheadMock(c OverheadConfig) http.Handler {
 
 // plainProxy is the plain proxy to the mock at mockURL, with httpapi's
 // upstream transport, so that it differs from Weir only in what Weir does.
-// Under --stream it loses about 0.1% of streams ("ReverseProxy read
-// error during body copy: use of closed network connection", the client
-// sees unexpected EOF): golang/go#40747, the server closing the inbound
-// body when the answer's headers go out while the transport still reads
-// it. It is left plain, as the baseline the issue asks for.
+// Under --stream it loses a rare stream ("ReverseProxy read error during
+// body copy: use of closed network connection", the client sees
+// unexpected EOF): golang/go#40747, the server closing the inbound body
+// when the answer's headers go out while the transport still reads it.
+// It is left plain: it is the baseline, not a product.
 func plainProxy(mockURL string) http.Handler {
 	target, _ := url.Parse(mockURL)
 	return &httputil.ReverseProxy{
