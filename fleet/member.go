@@ -209,6 +209,20 @@ func (m *Member) Start(context.Context) error {
 // counting this replica as alive at once.
 func (m *Member) Stop(ctx context.Context) error { return m.loop.Stop(ctx) }
 
+// Discard lets go of what NewMember took — the fleet listener, the
+// engine — when Start never ran (a part started before it failed); once
+// Start ran, Stop does that, and Discard does nothing.
+func (m *Member) Discard() error {
+	if m.loop.Done() != nil {
+		return nil
+	}
+	m.engine.Close()
+	if err := m.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
 // Done is closed when Start's Run has returned; see Err.
 func (m *Member) Done() <-chan struct{} { return m.loop.Done() }
 

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -210,4 +211,34 @@ func TestMemberSecretFromDatabase(t *testing.T) {
 		Candidates: []admission.Candidate{{Needs: []admission.Need{{Scope: "s", Amount: 1}}}}}); !errors.Is(err, admission.ErrWouldWait) {
 		t.Fatalf("TryAcquire on b: %v; want ErrWouldWait (a holds the one slot)", err)
 	}
+}
+
+// TestMemberDiscard: a member that never started lets go of its fleet
+// listener when discarded; one that started is left to its Stop.
+func TestMemberDiscard(t *testing.T) {
+	t.Parallel()
+	store := newMemStore(clock.Real)
+	m := newMember(t, store, MemberConfig{Replica: "a"})
+	addr := m.Addr()
+	if err := m.Discard(); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Fatal("the fleet listener of a discarded member still accepts")
+	}
+
+	b := newMember(t, store, MemberConfig{Replica: "b"})
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	if err := b.Discard(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", b.Addr())
+	if err != nil {
+		t.Fatalf("Discard after Start closed the listener: %v", err)
+	}
+	c.Close()
 }

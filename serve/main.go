@@ -183,6 +183,8 @@ func (m *Main) newEngine(ctx context.Context) error {
 		return err
 	}
 	m.Member, m.Engine = member, member.Engine()
+	// What the member holds before it starts; after, its Stop lets go.
+	m.parts.Add("fleet listener", lifecycle.Closer(member.Discard))
 	m.Metrics.WatchFleet(m.fleetState)
 	return nil
 }
