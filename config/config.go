@@ -352,8 +352,8 @@ type Edge struct {
 type Platform struct {
 	// Name identifies the platform in platform_models. Required.
 	Name string `yaml:"name"`
-	// Kind is the adapter: "openai" (any OpenAI-compatible API). Default
-	// "openai".
+	// Kind is the adapter: "openai" (any OpenAI-compatible API), "gemini"
+	// (Google's Gemini API, chat only). Default "openai".
 	Kind string `yaml:"kind"`
 	// BaseURL is the API root, e.g. "https://api.openai.com/v1". Required.
 	BaseURL string `yaml:"base_url"`

@@ -44,6 +44,9 @@ func New(p Platform) (Adapters, error) {
 			Async: &OpenAIVideo{BaseURL: p.BaseURL, APIKey: p.APIKey, Client: p.Client,
 				Timeout: p.Timeout, IdleTimeout: p.IdleTimeout, CallTimeout: p.CallTimeout, Clock: p.Clock},
 		}, nil
+	case "gemini":
+		return Adapters{Sync: &Gemini{BaseURL: p.BaseURL, APIKey: p.APIKey, Client: p.Client,
+			Timeout: p.Timeout, IdleTimeout: p.IdleTimeout, CallTimeout: p.CallTimeout, Clock: p.Clock}}, nil
 	}
 	return Adapters{}, fmt.Errorf("provider: unknown platform kind %q", p.Kind)
 }
