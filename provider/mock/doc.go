@@ -90,6 +90,23 @@
 // UNAVAILABLE, ...); the cap, latency, stalls, ErrorRate and the X-Mock-*
 // headers apply as to chat.
 //
+// # Azure OpenAI
+//
+//	POST /openai/deployments/{deployment}/chat/completions?api-version=...
+//	POST /openai/deployments/{deployment}/embeddings?api-version=...
+//	POST /openai/deployments/{deployment}/images/generations?api-version=...
+//	POST /openai/deployments/{deployment}/audio/speech?api-version=...
+//	                              the OpenAI endpoints above, the
+//	                              deployment as the model whatever the body
+//	                              names
+//
+// Azure's own refusals come first, in its shape {"error": {"code",
+// "message"}}: no api-version (or an endpoint it lacks) 404 "Resource not
+// found", neither an api-key header nor a bearer token 401, a deployment
+// the model list lacks 404 DeploymentNotFound. X-Mock-Content-Filter: 1
+// answers 400 with code content_filter and the filter's innererror, as
+// Azure's content filter refuses a prompt.
+//
 // # Work, the cap and the counters
 //
 // The five POST /v1 endpoints are work: each holds one of MaxConcurrent

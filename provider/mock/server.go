@@ -275,6 +275,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.serveGemini(w, r, model, method)
 			return
 		}
+		if deployment, endpoint, ok := azureRoute(p); ok {
+			s.serveAzure(w, r, deployment, endpoint)
+			return
+		}
 		if id, ok := strings.CutPrefix(p, "/v1/models/"); ok {
 			if onlyMethod(w, r, http.MethodGet) {
 				s.model(w, id)
