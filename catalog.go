@@ -39,13 +39,15 @@ func (k ModelKind) Valid() bool {
 
 // PlatformKinds are the upstream protocols a platform may speak
 // (Platform.Kind): "openai" is any OpenAI-compatible API, "gemini"
-// Google's Gemini API (chat only).
-var PlatformKinds = []string{"openai", "gemini"}
+// Google's Gemini API (chat only), "azure" Azure OpenAI (its deployments:
+// chat, embeddings, images and speech).
+var PlatformKinds = []string{"openai", "gemini", "azure"}
 
 // platformKindServes lists, for a platform kind that serves only some
 // model kinds, those it serves; a kind not listed serves every one.
 var platformKindServes = map[string][]ModelKind{
 	"gemini": {KindChat},
+	"azure":  {KindChat, KindEmbeddings, KindImages, KindSpeech},
 }
 
 // PlatformKindServes reports whether a platform of kind pk can serve a
@@ -73,6 +75,9 @@ type Platform struct {
 	// CallTimeout bounds one upstream call whole, from sending it to the
 	// end of its answer (0: the gateway default).
 	CallTimeout time.Duration
+	// APIVersion is the API version an azure platform's calls name
+	// (api-version); "": the adapter's default.
+	APIVersion string
 }
 
 // Limits are the capacity settings of a scope, shared by platform models,

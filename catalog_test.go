@@ -39,6 +39,15 @@ func TestValidatePaths(t *testing.T) {
 		},
 			`models[0].candidates[0].platform_model: "p/m" is on platform "p" of kind gemini, which serves no embeddings models`},
 		{"a gemini platform serving chat", func(c *weir.Catalog) { c.Platforms[0].Kind = "gemini" }, ""},
+		{"an azure platform serving images", func(c *weir.Catalog) {
+			c.Platforms[0].Kind = "azure"
+			c.Models[0].Kind = weir.KindImages
+		}, ""},
+		{"an azure platform serving video", func(c *weir.Catalog) {
+			c.Platforms[0].Kind = "azure"
+			c.Models[0].Kind = weir.KindVideo
+		},
+			`models[0].candidates[0].platform_model: "p/m" is on platform "p" of kind azure, which serves no video models`},
 		{"group limit", func(c *weir.Catalog) {
 			c.Groups = append(c.Groups, weir.Group{Name: "g", Limits: weir.Limits{RPM: -1}})
 		},
