@@ -38,8 +38,24 @@ func (k ModelKind) Valid() bool {
 }
 
 // PlatformKinds are the upstream protocols a platform may speak
-// (Platform.Kind): "openai" is any OpenAI-compatible API.
-var PlatformKinds = []string{"openai"}
+// (Platform.Kind): "openai" is any OpenAI-compatible API, "gemini"
+// Google's Gemini API (chat only), "azure" Azure OpenAI (its deployments:
+// chat, embeddings, images and speech).
+var PlatformKinds = []string{"openai", "gemini", "azure"}
+
+// platformKindServes lists, for a platform kind that serves only some
+// model kinds, those it serves; a kind not listed serves every one.
+var platformKindServes = map[string][]ModelKind{
+	"gemini": {KindChat},
+	"azure":  {KindChat, KindEmbeddings, KindImages, KindSpeech},
+}
+
+// PlatformKindServes reports whether a platform of kind pk can serve a
+// model of kind mk.
+func PlatformKindServes(pk string, mk ModelKind) bool {
+	served, ok := platformKindServes[pk]
+	return !ok || slices.Contains(served, mk)
+}
 
 // Platform is one upstream account.
 type Platform struct {
@@ -59,6 +75,9 @@ type Platform struct {
 	// CallTimeout bounds one upstream call whole, from sending it to the
 	// end of its answer (0: the gateway default).
 	CallTimeout time.Duration
+	// APIVersion is the API version an azure platform's calls name
+	// (api-version); "": the adapter's default.
+	APIVersion string
 }
 
 // Limits are the capacity settings of a scope, shared by platform models,
@@ -458,6 +477,9 @@ func (c *Catalog) Validate() error {
 		if err := m.validate(pms, models); err != nil {
 			return err.within(fmt.Sprintf("models[%d]", i))
 		}
+		if err := c.servable(m); err != nil {
+			return err.within(fmt.Sprintf("models[%d]", i))
+		}
 		models[m.Name] = true
 	}
 	groups := map[string]bool{}
@@ -560,6 +582,24 @@ func (m Model) validate(pms, defined map[string]bool) *FieldError {
 			return err.within(fmt.Sprintf("candidates[%d]", j))
 		}
 		seen[cd.PlatformModel] = true
+	}
+	return nil
+}
+
+// servable checks that every candidate of m is on a platform whose kind
+// serves m's kind (a gemini platform serves no embeddings), given that
+// the candidates name defined platform models.
+func (c *Catalog) servable(m Model) *FieldError {
+	kinds := make(map[string]string, len(c.Platforms))
+	for _, p := range c.Platforms {
+		kinds[p.Name] = p.Kind
+	}
+	for j, cd := range m.Candidates {
+		pm, _ := c.PlatformModel(cd.PlatformModel)
+		if pk := kinds[pm.Platform]; !PlatformKindServes(pk, m.Kind) {
+			return invalidf("platform_model", "%q is on platform %q of kind %s, which serves no %s models",
+				cd.PlatformModel, pm.Platform, pk, m.Kind).within(fmt.Sprintf("candidates[%d]", j))
+		}
 	}
 	return nil
 }

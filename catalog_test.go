@@ -33,6 +33,21 @@ func TestValidatePaths(t *testing.T) {
 			c.Models[0].Candidates = append(c.Models[0].Candidates, c.Models[0].Candidates[0])
 		},
 			`models[0].candidates[1].platform_model: "p/m" listed twice`},
+		{"a gemini platform serving embeddings", func(c *weir.Catalog) {
+			c.Platforms[0].Kind = "gemini"
+			c.Models[0].Kind = weir.KindEmbeddings
+		},
+			`models[0].candidates[0].platform_model: "p/m" is on platform "p" of kind gemini, which serves no embeddings models`},
+		{"a gemini platform serving chat", func(c *weir.Catalog) { c.Platforms[0].Kind = "gemini" }, ""},
+		{"an azure platform serving images", func(c *weir.Catalog) {
+			c.Platforms[0].Kind = "azure"
+			c.Models[0].Kind = weir.KindImages
+		}, ""},
+		{"an azure platform serving video", func(c *weir.Catalog) {
+			c.Platforms[0].Kind = "azure"
+			c.Models[0].Kind = weir.KindVideo
+		},
+			`models[0].candidates[0].platform_model: "p/m" is on platform "p" of kind azure, which serves no video models`},
 		{"group limit", func(c *weir.Catalog) {
 			c.Groups = append(c.Groups, weir.Group{Name: "g", Limits: weir.Limits{RPM: -1}})
 		},

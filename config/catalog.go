@@ -44,6 +44,7 @@ func (c *Config) toCatalog(lookup lookupFunc) weir.Catalog {
 			Timeout:     p.Timeout,
 			IdleTimeout: p.IdleTimeout,
 			CallTimeout: p.CallTimeout,
+			APIVersion:  p.APIVersion,
 		})
 	}
 	for _, pm := range c.PlatformModels {

@@ -352,8 +352,10 @@ type Edge struct {
 type Platform struct {
 	// Name identifies the platform in platform_models. Required.
 	Name string `yaml:"name"`
-	// Kind is the adapter: "openai" (any OpenAI-compatible API). Default
-	// "openai".
+	// Kind is the adapter: "openai" (any OpenAI-compatible API), "gemini"
+	// (Google's Gemini API, chat only), "azure" (Azure OpenAI: base_url is
+	// the resource's endpoint, a platform model's upstream its deployment).
+	// Default "openai".
 	Kind string `yaml:"kind"`
 	// BaseURL is the API root, e.g. "https://api.openai.com/v1". Required.
 	BaseURL string `yaml:"base_url"`
@@ -370,6 +372,9 @@ type Platform struct {
 	// CallTimeout bounds one call to this platform whole, answer included.
 	// 0: server.upstream_call_timeout. Default 0.
 	CallTimeout time.Duration `yaml:"call_timeout"`
+	// APIVersion is the api-version of an azure platform's calls. Default
+	// "": 2024-10-21.
+	APIVersion string `yaml:"api_version"`
 }
 
 // PlatformModel is one model on one platform, with its limits (see

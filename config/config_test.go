@@ -844,6 +844,7 @@ func TestCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Platforms[1].Timeout, c.Platforms[1].IdleTimeout, c.Platforms[1].CallTimeout = time.Second, 2*time.Second, 3*time.Second
+	c.Platforms[1].APIVersion = "2025-04-01-preview"
 	cat, err := c.catalog(env("A_KEY", "sk-a"))
 	if err != nil {
 		t.Fatal(err)
@@ -852,7 +853,7 @@ func TestCatalog(t *testing.T) {
 		Platforms: []weir.Platform{
 			{Name: "a", Kind: "openai", BaseURL: "http://127.0.0.1:9090/v1", APIKey: "sk-a"},
 			{Name: "b", Kind: "openai", BaseURL: "http://127.0.0.1:9090/v1",
-				Timeout: time.Second, IdleTimeout: 2 * time.Second, CallTimeout: 3 * time.Second},
+				Timeout: time.Second, IdleTimeout: 2 * time.Second, CallTimeout: 3 * time.Second, APIVersion: "2025-04-01-preview"},
 		},
 		PlatformModels: []weir.PlatformModel{
 			{Name: "a/m", Platform: "a", Upstream: "m", Limits: weir.Limits{Concurrency: 2}},

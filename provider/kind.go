@@ -19,7 +19,9 @@ type Platform struct {
 	Timeout     time.Duration
 	IdleTimeout time.Duration
 	CallTimeout time.Duration
-	Clock       clock.Clock
+	// APIVersion is an azure platform's api-version ("": the default).
+	APIVersion string
+	Clock      clock.Clock
 }
 
 // Adapters are a platform's adapters: Sync for the calls answered at
@@ -44,6 +46,12 @@ func New(p Platform) (Adapters, error) {
 			Async: &OpenAIVideo{BaseURL: p.BaseURL, APIKey: p.APIKey, Client: p.Client,
 				Timeout: p.Timeout, IdleTimeout: p.IdleTimeout, CallTimeout: p.CallTimeout, Clock: p.Clock},
 		}, nil
+	case "gemini":
+		return Adapters{Sync: &Gemini{BaseURL: p.BaseURL, APIKey: p.APIKey, Client: p.Client,
+			Timeout: p.Timeout, IdleTimeout: p.IdleTimeout, CallTimeout: p.CallTimeout, Clock: p.Clock}}, nil
+	case "azure":
+		return Adapters{Sync: &Azure{BaseURL: p.BaseURL, APIKey: p.APIKey, APIVersion: p.APIVersion, Client: p.Client,
+			Timeout: p.Timeout, IdleTimeout: p.IdleTimeout, CallTimeout: p.CallTimeout, Clock: p.Clock}}, nil
 	}
 	return Adapters{}, fmt.Errorf("provider: unknown platform kind %q", p.Kind)
 }

@@ -59,6 +59,54 @@
 // Every answer that is not a success carries OpenAI's error JSON,
 // {"error": {"message", "type", "param", "code"}}.
 //
+// # Gemini
+//
+//	POST /v1beta/models/{model}:generateContent
+//	POST /v1beta/models/{model}:streamGenerateContent?alt=sse
+//	                              Google's Gemini API (also under /v1 and
+//	                              /v1alpha): contents, systemInstruction,
+//	                              functionDeclarations, toolConfig and
+//	                              generationConfig read as the chat endpoint
+//	                              reads their equivalents. The answer is
+//	                              the chat endpoint's text (or JSON of
+//	                              responseJsonSchema's or responseSchema's
+//	                              shape, or with mode ANY a functionCall of
+//	                              the first allowed function, whole, with a
+//	                              thoughtSignature) as candidates[0], with
+//	                              finishReason STOP or MAX_TOKENS
+//	                              (maxOutputTokens), safetyRatings and
+//	                              usageMetadata; a stream sends a token an
+//	                              event ("data: {...}" and CRLF pairs), each
+//	                              with the usage so far, the last with the
+//	                              finish reason
+//
+// The key goes in x-goog-api-key (or ?key=): none is answered 403
+// PERMISSION_DENIED, InvalidGeminiKey 400 INVALID_ARGUMENT with reason
+// API_KEY_INVALID, as Gemini answers them. A model turn whose first
+// functionCall comes back without its thoughtSignature is refused 400, as
+// Gemini 3 refuses it. Errors are Google's, {"error": {"code",
+// "message", "status", "details"}}, the status named as Google names it
+// (429 RESOURCE_EXHAUSTED with a RetryInfo detail saying RetryAfter, 503
+// UNAVAILABLE, ...); the cap, latency, stalls, ErrorRate and the X-Mock-*
+// headers apply as to chat.
+//
+// # Azure OpenAI
+//
+//	POST /openai/deployments/{deployment}/chat/completions?api-version=...
+//	POST /openai/deployments/{deployment}/embeddings?api-version=...
+//	POST /openai/deployments/{deployment}/images/generations?api-version=...
+//	POST /openai/deployments/{deployment}/audio/speech?api-version=...
+//	                              the OpenAI endpoints above, the
+//	                              deployment as the model whatever the body
+//	                              names
+//
+// Azure's own refusals come first, in its shape {"error": {"code",
+// "message"}}: no api-version (or an endpoint it lacks) 404 "Resource not
+// found", neither an api-key header nor a bearer token 401, a deployment
+// the model list lacks 404 DeploymentNotFound. X-Mock-Content-Filter: 1
+// answers 400 with code content_filter and the filter's innererror, as
+// Azure's content filter refuses a prompt.
+//
 // # Work, the cap and the counters
 //
 // The five POST /v1 endpoints are work: each holds one of MaxConcurrent

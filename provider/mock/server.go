@@ -271,6 +271,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Write(mockPNG)
 		}
 	default:
+		if model, method, ok := geminiRoute(p); ok {
+			s.serveGemini(w, r, model, method)
+			return
+		}
+		if deployment, endpoint, ok := azureRoute(p); ok {
+			s.serveAzure(w, r, deployment, endpoint)
+			return
+		}
 		if id, ok := strings.CutPrefix(p, "/v1/models/"); ok {
 			if onlyMethod(w, r, http.MethodGet) {
 				s.model(w, id)
@@ -308,7 +316,17 @@ type call struct {
 	st   *settings
 	rand rng
 	body []byte
+	// shape is how its errors are written.
+	shape errorShape
 }
+
+// errorShape is a protocol's error body: OpenAI's, or Gemini's.
+type errorShape int
+
+const (
+	shapeOpenAI errorShape = iota
+	shapeGemini
+)
 
 // A handler serves one decoded work request and returns the status it
 // answered (statusClientClosed if the client left first).
@@ -321,13 +339,22 @@ var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // work runs h under the concurrency cap and counts its outcome.
 func (s *Server) work(w http.ResponseWriter, r *http.Request, h handler) {
+	s.workAs(w, r, shapeOpenAI, h)
+}
+
+// workAs is work for a protocol whose errors have the given shape.
+func (s *Server) workAs(w http.ResponseWriter, r *http.Request, shape errorShape, h handler) {
 	if !onlyMethod(w, r, http.MethodPost) {
 		return
 	}
 	st := s.settings.Load()
 	if !s.acquire(st.cfg.MaxConcurrent) {
 		s.rejected.Add(1)
-		writeErrorBody(w, http.StatusTooManyRequests, st.capBody, st.cfg.RetryAfter)
+		if shape == shapeGemini {
+			writeGeminiError(w, capError(st.cfg.MaxConcurrent), st.cfg.RetryAfter)
+		} else {
+			writeErrorBody(w, http.StatusTooManyRequests, st.capBody, st.cfg.RetryAfter)
+		}
 		s.finish(http.StatusTooManyRequests)
 		return
 	}
@@ -359,7 +386,7 @@ func (s *Server) work(w http.ResponseWriter, r *http.Request, h handler) {
 		writeError(w, invalidRequest("", "Could not read the request body: "+err.Error()), 0)
 		return
 	}
-	c := &call{w: w, r: r, st: st, rand: newRNG(st.cfg.Seed, s.arrivals.Add(1)), body: buf.Bytes()}
+	c := &call{w: w, r: r, st: st, rand: newRNG(st.cfg.Seed, s.arrivals.Add(1)), body: buf.Bytes(), shape: shape}
 	w.Header()["X-Request-Id"] = []string{string(c.rand.appendID([]byte("req_"), 24))}
 	status = h(c)
 }
@@ -469,7 +496,11 @@ func (s *Server) begin(c *call, model string, o overrides) int {
 }
 
 func (c *call) fail(e apiError) int {
-	writeError(c.w, e, c.st.cfg.RetryAfter)
+	if c.shape == shapeGemini {
+		writeGeminiError(c.w, e, c.st.cfg.RetryAfter)
+	} else {
+		writeError(c.w, e, c.st.cfg.RetryAfter)
+	}
 	return e.Status
 }
 

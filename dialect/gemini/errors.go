@@ -1,0 +1,76 @@
+package gemini
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// chatError is OpenAI's error body.
+type chatError struct {
+	Error struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
+	} `json:"error"`
+}
+
+// ChatError is an error body in OpenAI's shape: type
+// "invalid_request_error" for a 4xx status, "server_error" else.
+func ChatError(status int, message, param, code string) []byte {
+	var e chatError
+	e.Error.Message, e.Error.Type = message, "invalid_request_error"
+	if status >= 500 {
+		e.Error.Type = "server_error"
+	}
+	if param != "" {
+		e.Error.Param = &param
+	}
+	if code != "" {
+		e.Error.Code = &code
+	}
+	b, _ := json.Marshal(e) // strings: cannot fail
+	return b
+}
+
+// ErrorToChat rewrites Gemini's error body in OpenAI's shape: its message
+// with "Gemini: " before it, its status ("INVALID_ARGUMENT") as the code,
+// lower-cased. A body that is not Gemini's is quoted as the message.
+func ErrorToChat(status int, body []byte) []byte {
+	var g ErrorBody
+	msg, code := strings.TrimSpace(string(body)), ""
+	if json.Unmarshal(body, &g) == nil && g.Error.Message != "" {
+		msg, code = g.Error.Message, strings.ToLower(g.Error.Status)
+	}
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	return ChatError(status, "Gemini: "+msg, "", code)
+}
+
+// RetryDelay is how long Gemini's error body asks to wait (its RetryInfo
+// detail), or 0.
+func RetryDelay(body []byte) time.Duration {
+	var g ErrorBody
+	if json.Unmarshal(body, &g) != nil {
+		return 0
+	}
+	for _, d := range g.Error.Details {
+		if d.Type != RetryInfoType || d.RetryDelay == "" {
+			continue
+		}
+		if v, err := time.ParseDuration(d.RetryDelay); err == nil && v > 0 {
+			return v
+		}
+	}
+	return 0
+}
+
+// BlockedToChat is the error a blocked prompt is answered with: 400,
+// code "content_filter", as OpenAI-shaped platforms refuse a prompt their
+// filter stops.
+func BlockedToChat(e *BlockedError) []byte {
+	return ChatError(http.StatusBadRequest, "Gemini's safety filter blocked the prompt ("+e.Reason+"); change the prompt and try again.", "messages", "content_filter")
+}

@@ -1,0 +1,167 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/weir-gateway/weir/clock"
+)
+
+// Azure is the adapter for Azure OpenAI: OpenAI's API behind deployment
+// URLs. The platform model's upstream name is the deployment; a call to
+// {path} goes to {base}/openai/deployments/{deployment}{path}
+// ?api-version={version} with the key in the api-key header, and its
+// answer passes through as OpenAI's does. It serves chat, embeddings,
+// images and speech.
+type Azure struct {
+	BaseURL string // e.g. https://my-resource.openai.azure.com
+	APIKey  string // sent as api-key
+	// APIVersion is the api-version every call names; "":
+	// DefaultAzureAPIVersion.
+	APIVersion string
+	Client     *http.Client
+	// Timeout, IdleTimeout, CallTimeout and AbortGrace bound each call as
+	// OpenAI's do.
+	Timeout     time.Duration
+	IdleTimeout time.Duration
+	CallTimeout time.Duration
+	AbortGrace  time.Duration
+	Clock       clock.Clock
+}
+
+// DefaultAzureAPIVersion is the api-version an azure platform sends
+// unless its config names another: the latest generally available one of
+// Azure OpenAI's inference API.
+const DefaultAzureAPIVersion = "2024-10-21"
+
+var _ Adapter = (*Azure)(nil)
+
+// azurePaths are the calls Azure serves by deployment.
+var azurePaths = []string{"/chat/completions", "/embeddings", "/images/generations", "/audio/speech"}
+
+// Do sends c to the deployment its body's model names.
+func (a *Azure) Do(ctx context.Context, c Call) (*http.Response, error) {
+	if !slices.Contains(azurePaths, c.Path) {
+		msg := fmt.Sprintf("this model's azure platform serves %s, not %s", strings.Join(azurePaths, ", "), c.Path)
+		return nil, &Error{Status: http.StatusBadRequest, Body: openAIErrorBody(http.StatusBadRequest, msg, "model", "unsupported_endpoint")}
+	}
+	var body struct {
+		Model string `json:"model"`
+	}
+	if err := json.Unmarshal(c.Body, &body); err != nil || body.Model == "" {
+		return nil, &Error{Status: http.StatusBadRequest, Body: openAIErrorBody(http.StatusBadRequest, "the request names no model (the deployment)", "model", "")}
+	}
+	version := a.APIVersion
+	if version == "" {
+		version = DefaultAzureAPIVersion
+	}
+	path := "/openai/deployments/" + url.PathEscape(body.Model) + c.Path + "?api-version=" + url.QueryEscape(version)
+	h := http.Header{"Content-Type": {"application/json"}}
+	if c.Stream {
+		h.Set("Accept", "text/event-stream")
+	} else if acc := c.Header.Get("Accept"); acc != "" {
+		h.Set("Accept", acc)
+	}
+	if ua := c.Header.Get("User-Agent"); ua != "" {
+		h.Set("User-Agent", ua)
+	}
+	if a.APIKey != "" {
+		h.Set("Api-Key", a.APIKey)
+	}
+	req, err := newRequest(ctx, http.MethodPost, a.BaseURL, path, "", c.Body, h)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := send(ctx, httpClient(a.Client), req, callOpts{
+		clock:  a.Clock,
+		bounds: Bounds{Header: a.Timeout, Idle: a.IdleTimeout, Total: a.CallTimeout},
+		grace:  a.AbortGrace,
+	})
+	if err != nil {
+		return nil, err
+	}
+	resp, err = checkStatus(resp, a.APIKey)
+	if pe, ok := err.(*Error); ok && pe.Status == http.StatusBadRequest {
+		if b, ok := contentFiltered(pe.Body, c.Path); ok {
+			pe.Body = b
+		}
+	}
+	return resp, err
+}
+
+// contentFiltered rewrites Azure's refusal of a prompt its content filter
+// stopped (400, code content_filter) as a clear client error in OpenAI's
+// shape: which categories stopped it, and the parameter that holds the
+// prompt.
+func contentFiltered(body []byte, path string) ([]byte, bool) {
+	var e struct {
+		Error struct {
+			Code       string `json:"code"`
+			InnerError struct {
+				Result map[string]struct {
+					Filtered bool   `json:"filtered"`
+					Severity string `json:"severity"`
+					Detected *bool  `json:"detected"`
+				} `json:"content_filter_result"`
+			} `json:"innererror"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) != nil || e.Error.Code != "content_filter" {
+		return nil, false
+	}
+	var why []string
+	for cat, r := range e.Error.InnerError.Result {
+		if !r.Filtered {
+			continue
+		}
+		if r.Severity != "" {
+			cat += ": " + r.Severity
+		}
+		why = append(why, cat)
+	}
+	slices.Sort(why)
+	msg := "Azure OpenAI's content filter refused the prompt"
+	if len(why) > 0 {
+		msg += " (" + strings.Join(why, ", ") + ")"
+	}
+	msg += "; change the prompt and try again."
+	param := "input"
+	switch path {
+	case "/chat/completions":
+		param = "messages"
+	case "/images/generations":
+		param = "prompt"
+	}
+	return openAIErrorBody(http.StatusBadRequest, msg, param, "content_filter"), true
+}
+
+// openAIErrorBody is an error in OpenAI's shape: type
+// "invalid_request_error" for a 4xx status, "server_error" else.
+func openAIErrorBody(status int, message, param, code string) []byte {
+	var e struct {
+		Error struct {
+			Message string  `json:"message"`
+			Type    string  `json:"type"`
+			Param   *string `json:"param"`
+			Code    *string `json:"code"`
+		} `json:"error"`
+	}
+	e.Error.Message, e.Error.Type = message, "invalid_request_error"
+	if status >= 500 {
+		e.Error.Type = "server_error"
+	}
+	if param != "" {
+		e.Error.Param = &param
+	}
+	if code != "" {
+		e.Error.Code = &code
+	}
+	b, _ := json.Marshal(e) // strings: cannot fail
+	return b
+}

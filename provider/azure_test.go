@@ -1,0 +1,125 @@
+package provider
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/weir-gateway/weir/provider/mock"
+)
+
+type azureBundle struct {
+	ad  *Azure
+	rec *recorder
+}
+
+func setupAzure(t *testing.T, cfg mock.Config) azureBundle {
+	t.Helper()
+	rec := &recorder{}
+	srv := httptest.NewServer(rec.wrap(mock.New(cfg)))
+	t.Cleanup(srv.Close)
+	return azureBundle{ad: &Azure{BaseURL: srv.URL + "/", APIKey: "azure-platform-key", AbortGrace: -1}, rec: rec}
+}
+
+func TestAzureDeploymentURLs(t *testing.T) {
+	t.Parallel()
+	b := setupAzure(t, mock.Config{Models: []string{"chat-dep", "embed-dep", "image-dep", "tts-dep"}})
+	for _, tc := range []struct {
+		path, body, want string
+	}{
+		{"/chat/completions", `{"model":"chat-dep","messages":[{"role":"user","content":"hi"}]}`, "chat.completion"},
+		{"/embeddings", `{"model":"embed-dep","input":"hi"}`, "list"},
+		{"/images/generations", `{"model":"image-dep","prompt":"a cat"}`, ""},
+		{"/audio/speech", `{"model":"tts-dep","input":"hi","voice":"alloy"}`, ""},
+	} {
+		resp, err := b.ad.Do(t.Context(), Call{Path: tc.path, Body: []byte(tc.body), Header: http.Header{"User-Agent": {"sdk/1"}}})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.path, err)
+		}
+		got := readBody(t, resp)
+		req := b.rec.last(t)
+		var dep struct{ Model string }
+		_ = json.Unmarshal([]byte(tc.body), &dep)
+		if req.Path != "/openai/deployments/"+dep.Model+tc.path || req.Query != "api-version="+DefaultAzureAPIVersion {
+			t.Fatalf("%s: sent %s?%s", tc.path, req.Path, req.Query)
+		}
+		if req.Header.Get("Api-Key") != "azure-platform-key" || req.Header.Get("Authorization") != "" || req.Header.Get("User-Agent") != "sdk/1" {
+			t.Fatalf("%s: headers %v", tc.path, req.Header)
+		}
+		if string(req.Body) != tc.body {
+			t.Fatalf("%s: body changed: %s", tc.path, req.Body)
+		}
+		if tc.want != "" {
+			var m struct{ Object string }
+			if err := json.Unmarshal(got, &m); err != nil || m.Object != tc.want {
+				t.Fatalf("%s: answer %.200s", tc.path, got)
+			}
+		}
+	}
+
+	// The platform's api-version, a deployment name escaped, a stream
+	// passed through as it comes.
+	ad := *b.ad
+	ad.APIVersion = "2025-04-01-preview"
+	resp, err := ad.Do(t.Context(), Call{Path: "/chat/completions", Stream: true,
+		Body: []byte(`{"model":"chat-dep","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(readBody(t, resp))
+	if req := b.rec.last(t); req.Query != "api-version=2025-04-01-preview" || req.Header.Get("Accept") != "text/event-stream" {
+		t.Fatalf("sent ?%s, Accept %q", req.Query, req.Header.Get("Accept"))
+	}
+	if !strings.HasSuffix(got, "data: [DONE]\n\n") || !strings.Contains(got, `"usage":{"prompt_tokens"`) {
+		t.Fatalf("stream %s", got)
+	}
+	pe := upstreamErr(t, b.ad, Call{Path: "/chat/completions", Body: []byte(`{"model":"a/b?c","messages":[]}`)})
+	if req := b.rec.last(t); req.Path != "/openai/deployments/a/b?c/chat/completions" || pe.Status != http.StatusNotFound {
+		t.Fatalf("sent %s (%d)", req.Path, pe.Status)
+	}
+}
+
+func TestAzureErrors(t *testing.T) {
+	t.Parallel()
+	b := setupAzure(t, mock.Config{Models: []string{"dep"}})
+	chat := Call{Path: "/chat/completions", Body: []byte(`{"model":"dep","messages":[{"role":"user","content":"hi"}]}`)}
+
+	// The content filter: a clear client error, in OpenAI's shape.
+	b.rec.set("X-Mock-Content-Filter", "1")
+	pe := upstreamErr(t, b.ad, chat)
+	msg, param, code := openAIError(t, pe.Body)
+	if pe.Status != http.StatusBadRequest || pe.Retryable() || code != "content_filter" || param != "messages" ||
+		msg != "Azure OpenAI's content filter refused the prompt (violence: medium); change the prompt and try again." {
+		t.Fatalf("content filter: %+v %s", pe, pe.Body)
+	}
+	// A refused key is the platform's.
+	b.rec.set()
+	ad := *b.ad
+	ad.APIKey = ""
+	if pe := upstreamErr(t, &ad, chat); pe.Status != http.StatusUnauthorized || !pe.Credential || pe.Body != nil {
+		t.Fatalf("no key: %+v", pe)
+	}
+	// 429 carries its wait; 503 passes.
+	b.rec.set("X-Mock-Status", "429")
+	if pe := upstreamErr(t, b.ad, chat); pe.Status != http.StatusTooManyRequests || pe.RetryAfter <= 0 {
+		t.Fatalf("429: %+v", pe)
+	}
+	b.rec.set("X-Mock-Status", "503")
+	if pe := upstreamErr(t, b.ad, chat); !pe.Retryable() {
+		t.Fatalf("503: %+v", pe)
+	}
+	// Other 400s pass as they came.
+	b.rec.set("X-Mock-Status", "400")
+	if pe := upstreamErr(t, b.ad, chat); !strings.Contains(string(pe.Body), "forced by the mock provider") {
+		t.Fatalf("400: %s", pe.Body)
+	}
+	b.rec.set()
+	// What Azure does not serve here.
+	for _, c := range []Call{{Path: "/videos", Body: []byte(`{"model":"dep"}`)}, {Path: "/chat/completions", Body: []byte(`{"messages":[]}`)}} {
+		if pe := upstreamErr(t, b.ad, c); pe.Status != http.StatusBadRequest || pe.Retryable() {
+			t.Fatalf("%s: %+v", c.Path, pe)
+		}
+	}
+}
