@@ -4,7 +4,11 @@ import (
 	"encoding/json"
 	"strconv"
 	"testing"
+	"time"
 )
+
+// testNow is the time the tests translate at.
+var testNow = time.Unix(1700000000, 0)
 
 // testTranslation translates the answer to the request in, its ids
 // numbered in the order they are made.
