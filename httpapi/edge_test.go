@@ -53,6 +53,7 @@ func TestKeylessBodyIsNotRead(t *testing.T) {
 		{"POST", "/v1/embeddings", "application/json"},
 		{"POST", "/v1/images/generations", "application/json"},
 		{"POST", "/v1/audio/speech", "application/json"},
+		{"POST", "/v1/responses", "application/json"},
 		{"POST", "/v1/videos", "multipart/form-data; boundary=x"},
 		{"POST", "/v1/videos", "application/json"},
 		{"POST", "/v1/tasks", "application/json"},

@@ -1,12 +1,14 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/gateway"
@@ -63,40 +65,59 @@ type call struct {
 func (s *Server) model(ep endpoint) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := s.deps.Clock.Now()
-		ri := info(r.Context())
-		c, err := s.prepare(w, r, ep)
+		c, err := s.prepare(w, r, ep, nil)
 		if err != nil {
 			s.deps.Metrics.ObserveHTTP(ep.name, s.writeErr(w, r, err), s.deps.Clock.Now().Sub(start))
 			return
 		}
-		c.out.clientWriter = clientWriter{w: w, rc: *http.NewResponseController(w), timeout: s.cfg.StreamWriteTimeout}
-		err = s.deps.Gateway.Serve(r.Context(), &c.Call, &c.out)
-		c.out.clearDeadline()
-		status := c.out.status
-		switch {
-		case c.out.started:
-		case errors.Is(err, gateway.ErrClientGone):
-			status = 499 // the client is gone; nobody reads the answer
-		default:
-			status = s.writeErr(w, r, err)
-		}
-		c.Usage.Latency = s.deps.Clock.Now().Sub(start)
-		c.Usage.Waited = c.Waited
-		c.Usage.Status = status
-		c.Usage.At = start
-		s.deps.Usage(c.Usage)
-		s.deps.Metrics.ObserveHTTP(ep.name, status, c.Usage.Latency)
-		if s.deps.Logger.Enabled(r.Context(), slog.LevelInfo) {
-			ri.log().Info("model request", "endpoint", ep.name, "model", c.Model.Name, "platform_model", c.Usage.PlatformModel,
-				"status", status, "outcome", c.Usage.Outcome, "waited_ms", c.Waited.Milliseconds(), "key", c.KeyID)
-		}
+		s.serve(w, r, ep, c, &c.out, start)
 	})
+}
+
+// ender is an answer writer with something left to write once the
+// gateway is done with it (a translated stream's last event).
+type ender interface {
+	end(ctx context.Context)
+}
+
+// serve has the gateway serve c, its answer written to ans (c.out, or a
+// writer over it that translates the answer to another dialect), answers
+// its error if it ended in one before an answer started, and records
+// the request's usage, metrics and log line.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, ep endpoint, c *call, ans gateway.Answer, start time.Time) {
+	ri := info(r.Context())
+	c.out.clientWriter = clientWriter{w: w, rc: *http.NewResponseController(w), timeout: s.cfg.StreamWriteTimeout}
+	err := s.deps.Gateway.Serve(r.Context(), &c.Call, ans)
+	if e, ok := ans.(ender); ok {
+		e.end(r.Context())
+	}
+	c.out.clearDeadline()
+	status := c.out.status
+	switch {
+	case c.out.started:
+	case errors.Is(err, gateway.ErrClientGone):
+		status = 499 // the client is gone; nobody reads the answer
+	default:
+		status = s.writeErr(w, r, err)
+	}
+	c.Usage.Latency = s.deps.Clock.Now().Sub(start)
+	c.Usage.Waited = c.Waited
+	c.Usage.Status = status
+	c.Usage.At = start
+	s.deps.Usage(c.Usage)
+	s.deps.Metrics.ObserveHTTP(ep.name, status, c.Usage.Latency)
+	if s.deps.Logger.Enabled(r.Context(), slog.LevelInfo) {
+		ri.log().Info("model request", "endpoint", ep.name, "model", c.Model.Name, "platform_model", c.Usage.PlatformModel,
+			"status", status, "outcome", c.Usage.Outcome, "waited_ms", c.Waited.Milliseconds(), "key", c.KeyID)
+	}
 }
 
 // prepare authenticates, reads and validates the request, and has the
 // gateway decide whether its key may make it and how it runs. Nothing in
-// the engine changes until it has passed.
-func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint) (*call, error) {
+// the engine changes until it has passed. decode reads the body, if
+// given (an endpoint of another dialect, which translates it to the Chat
+// Completions ep serves); else decodeRequest does.
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint, decode func([]byte) (*request, *apiError)) (*call, error) {
 	key, err := s.authenticate(r)
 	if err != nil {
 		return nil, err
@@ -108,7 +129,13 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint) (*
 	if err != nil {
 		return nil, s.bodyError(err, "could not read request body")
 	}
-	req, aerr := decodeRequest(ep, body)
+	var req *request
+	var aerr *apiError
+	if decode != nil {
+		req, aerr = decode(body)
+	} else {
+		req, aerr = decodeRequest(ep, body)
+	}
 	if aerr != nil {
 		return nil, aerr
 	}
