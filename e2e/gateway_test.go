@@ -23,7 +23,8 @@ type gateway struct {
 	Config string // the config file's path
 	DB     string // the SQLite database's path
 
-	server string // extra lines of the config's server section
+	server string   // extra lines of the config's server section
+	env    []string // added to the process's environment
 	cmd    *exec.Cmd
 	exited chan struct{}
 	err    error // cmd.Wait's, once exited is closed
@@ -45,11 +46,19 @@ type logLine struct {
 // test ends.
 func startGateway(t *testing.T, server, catalog string) *gateway {
 	t.Helper()
+	return startGatewayEnv(t, nil, server, catalog)
+}
+
+// startGatewayEnv is startGateway with env (KEY=value) added to the
+// process's environment: the platforms' credentials.
+func startGatewayEnv(t *testing.T, env []string, server, catalog string) *gateway {
+	t.Helper()
 	dir := t.TempDir()
 	g := &gateway{
 		Config: filepath.Join(dir, "weir.yaml"),
 		DB:     filepath.Join(dir, "weir.db"),
 		server: server,
+		env:    env,
 		exited: make(chan struct{}),
 	}
 	g.writeConfig(t, catalog)
@@ -63,7 +72,7 @@ func startGateway(t *testing.T, server, catalog string) *gateway {
 func (g *gateway) launch(t *testing.T, name string) {
 	t.Helper()
 	g.cmd = exec.Command(weirBin, "serve", "-c", g.Config)
-	g.cmd.Env = cleanEnv()
+	g.cmd.Env = append(cleanEnv(), g.env...)
 	stderr, err := g.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
