@@ -52,6 +52,10 @@ type OverheadConfig struct {
 	// (package node, as `weir node` runs it) whose one provider is the
 	// same mock; its model routes to the node alone.
 	Edge bool
+	// Dialects adds the targets of the translated paths: "responses",
+	// the same gateway and model asked through the Responses API, judged
+	// against weir (the Chat Completions it is translated to).
+	Dialects bool
 	// Fleet, with Replicas set, adds two targets run as `weir serve`
 	// children: "serve", one gateway on SQLite (the fleet's baseline), and
 	// "fleet", the replicas on PostgreSQL, which the load reaches in turn.
@@ -70,6 +74,10 @@ const (
 	chatPM         = "mock/gpt-4o-mini"
 	chatBody       = `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Write one short paragraph on why a gateway queues a burst of work."}]}`
 	chatStreamBody = `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"Write one short paragraph on why a gateway queues a burst of work."}]}`
+	// responsesBody and responsesStreamBody ask the Responses API for what
+	// chatBody asks: Weir translates them to it, and its answer back.
+	responsesBody       = `{"model":"gpt-4o-mini","input":"Write one short paragraph on why a gateway queues a burst of work."}`
+	responsesStreamBody = `{"model":"gpt-4o-mini","stream":true,"input":"Write one short paragraph on why a gateway queues a burst of work."}`
 	// generous is every scope's concurrency limit: checked, never reached.
 	generous = 1_000_000
 )
@@ -175,6 +183,10 @@ func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, er
 	if len(c.ConsoleWatcher) > 0 {
 		rig.targets = append(rig.targets, overheadTarget{name: "console", urls: []string{weirURL + chat}, header: auth,
 			watch: c.ConsoleWatcher, consoleURL: weirURL + "/"})
+	}
+	if c.Dialects {
+		rig.targets = append(rig.targets, overheadTarget{name: "responses", urls: []string{weirURL + "/v1/responses"}, header: auth,
+			body: responsesBody, streamBody: responsesStreamBody})
 	}
 	if c.Edge {
 		if err := startEdgeTarget(ctx, c, rig, mockURL+"/v1", auth); err != nil {

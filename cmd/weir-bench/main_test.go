@@ -119,8 +119,8 @@ func TestFindWeirBuilds(t *testing.T) {
 }
 
 // Overhead against serve.Main started in this process: a short open loop
-// through all three targets, every request admitted through Weir's three
-// scopes.
+// through all the targets (the Responses API's too), every request
+// admitted through Weir's three scopes.
 func TestBenchOverheadThroughMain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives load for a few seconds")
@@ -129,19 +129,19 @@ func TestBenchOverheadThroughMain(t *testing.T) {
 	var out strings.Builder
 	err := bench.Overhead(t.Context(), &out, bench.OverheadConfig{
 		Weir: w, Rate: 100, Duration: 300 * time.Millisecond, Rounds: 1, Concurrency: 16,
-		CompletionTokens: 80, ProfileTarget: "weir",
+		CompletionTokens: 80, ProfileTarget: "weir", Dialects: true,
 	})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	lines := strings.Split(out.String(), "\n")
-	for _, target := range []string{"direct ", "proxy ", "weir "} {
+	for _, target := range []string{"direct ", "proxy ", "weir ", "responses "} {
 		i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, target) && strings.Contains(l, "100.00") })
 		if i < 0 {
 			t.Errorf("no line for %s with 100%% success in:\n%s", target, out.String())
 		}
 	}
-	for _, want := range []string{"weir/proxy added: p50", "weir scopes used: group:default (limit 1000000", "pm:mock/gpt-4o-mini (limit 1000000"} {
+	for _, want := range []string{"weir/proxy added: p50", "responses/weir added: p50", "weir scopes used: group:default (limit 1000000", "pm:mock/gpt-4o-mini (limit 1000000"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
