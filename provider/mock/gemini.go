@@ -98,17 +98,8 @@ func (s *Server) generate(c *call, model string, stream bool) int {
 	if len(req.Contents) == 0 {
 		return c.fail(invalidRequest("", "* GenerateContentRequest.contents: contents is not specified"))
 	}
-	for i, ct := range req.Contents {
-		// Gemini 3 refuses a model turn whose first function call comes
-		// back without its thought signature.
-		for _, p := range ct.Parts {
-			if p.FunctionCall != nil {
-				if ct.Role == "model" && p.ThoughtSignature == "" {
-					return c.fail(invalidRequest("", fmt.Sprintf("Function call is missing a thought_signature in functionCall parts. Content index %d.", i)))
-				}
-				break
-			}
-		}
+	if apiErr := unsignedCall(&req); apiErr != nil {
+		return c.fail(*apiErr)
 	}
 	n := c.st.cfg.CompletionTokens
 	if o.tokens > 0 {
@@ -119,22 +110,7 @@ func (s *Server) generate(c *call, model string, stream bool) int {
 	if apiErr != nil {
 		return c.fail(*apiErr)
 	}
-	var rf *responseFormat
-	if gc := req.GenerationConfig; gc != nil && gc.ResponseMimeType == "application/json" {
-		rf = &responseFormat{Type: "json_object"}
-		schema := gc.ResponseJSONSchema
-		if len(schema) == 0 {
-			schema = gc.ResponseSchema
-		}
-		if len(schema) > 0 {
-			rf.Type = "json_schema"
-			rf.JSONSchema = &struct {
-				Name   string          `json:"name"`
-				Schema json.RawMessage `json:"schema"`
-			}{Name: "response", Schema: schema}
-		}
-	}
-	js, apiErr := structuredJSON(rf, tool, r.text, s.now)
+	js, apiErr := structuredJSON(geminiResponseFormat(&req), tool, r.text, s.now)
 	if apiErr != nil {
 		return c.fail(*apiErr)
 	}
@@ -160,21 +136,7 @@ func (s *Server) generate(c *call, model string, stream bool) int {
 	}
 	id := c.rand.appendID(nil, 22)
 	if !stream {
-		if !wait(c.r.Context(), time.Duration(r.tokens)*c.st.interval) {
-			return statusClientClosed
-		}
-		b := append([]byte(`{"candidates":[{"content":{"role":"model","parts":[`), geminiParts(&r, 0, r.tokens)...)
-		b = append(b, `]},"finishReason":`...)
-		b = append(b, r.finish...)
-		b = append(b, `,"index":0,"safetyRatings":`+geminiSafety+`}],"usageMetadata":`...)
-		b = appendGeminiUsage(b, prompt, r.tokens)
-		b = append(b, `,"modelVersion":`...)
-		b = appendJSONString(b, model)
-		b = append(b, `,"responseId":"`...)
-		b = append(b, id...)
-		b = append(b, "\"}\n"...)
-		writeJSON(c.w, b)
-		return http.StatusOK
+		return s.answerGemini(c, model, id, &r, prompt)
 	}
 	stall := o.stall == 1 || (o.stall == 0 && c.rand.chance(c.st.cfg.StallRate))
 	stallFor := c.st.cfg.StallFor
@@ -182,6 +144,66 @@ func (s *Server) generate(c *call, model string, stream bool) int {
 		stallFor = o.stallFor
 	}
 	return s.streamGemini(c, model, string(id), &r, prompt, stall, stallFor)
+}
+
+// unsignedCall refuses, as Gemini 3 does, a model turn whose first
+// function call comes back without its thought signature.
+func unsignedCall(req *geminiRequest) *apiError {
+	for i, ct := range req.Contents {
+		for _, p := range ct.Parts {
+			if p.FunctionCall != nil {
+				if ct.Role == "model" && p.ThoughtSignature == "" {
+					e := invalidRequest("", fmt.Sprintf("Function call is missing a thought_signature in functionCall parts. Content index %d.", i))
+					return &e
+				}
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// geminiResponseFormat is the chat endpoint's response_format for what
+// req's generationConfig asks (JSON, of a schema if it gives one); nil
+// for text.
+func geminiResponseFormat(req *geminiRequest) *responseFormat {
+	gc := req.GenerationConfig
+	if gc == nil || gc.ResponseMimeType != "application/json" {
+		return nil
+	}
+	rf := &responseFormat{Type: "json_object"}
+	schema := gc.ResponseJSONSchema
+	if len(schema) == 0 {
+		schema = gc.ResponseSchema
+	}
+	if len(schema) > 0 {
+		rf.Type = "json_schema"
+		rf.JSONSchema = &struct {
+			Name   string          `json:"name"`
+			Schema json.RawMessage `json:"schema"`
+		}{Name: "response", Schema: schema}
+	}
+	return rf
+}
+
+// answerGemini writes r whole, as generateContent answers, once the
+// tokens' time has passed.
+func (s *Server) answerGemini(c *call, model string, id []byte, r *reply, prompt int) int {
+	if !wait(c.r.Context(), time.Duration(r.tokens)*c.st.interval) {
+		return statusClientClosed
+	}
+	b := append([]byte(`{"candidates":[{"content":{"role":"model","parts":[`), geminiParts(r, 0, r.tokens)...)
+	b = append(b, `]},"finishReason":`...)
+	b = append(b, r.finish...)
+	b = append(b, `,"index":0,"safetyRatings":`+geminiSafety+`}],"usageMetadata":`...)
+	b = appendGeminiUsage(b, prompt, r.tokens)
+	b = append(b, `,"modelVersion":`...)
+	b = appendJSONString(b, model)
+	b = append(b, `,"responseId":"`...)
+	b = append(b, id...)
+	b = append(b, "\"}\n"...)
+	writeJSON(c.w, b)
+	return http.StatusOK
 }
 
 // InvalidGeminiKey is the x-goog-api-key the mock refuses as Gemini
