@@ -40,14 +40,16 @@ func (k ModelKind) Valid() bool {
 // PlatformKinds are the upstream protocols a platform may speak
 // (Platform.Kind): "openai" is any OpenAI-compatible API, "gemini"
 // Google's Gemini API (chat only), "azure" Azure OpenAI (its deployments:
-// chat, embeddings, images and speech).
-var PlatformKinds = []string{"openai", "gemini", "azure"}
+// chat, embeddings, images and speech), "anthropic" Anthropic's Messages
+// API (chat only).
+var PlatformKinds = []string{"openai", "gemini", "azure", "anthropic"}
 
 // platformKindServes lists, for a platform kind that serves only some
 // model kinds, those it serves; a kind not listed serves every one.
 var platformKindServes = map[string][]ModelKind{
-	"gemini": {KindChat},
-	"azure":  {KindChat, KindEmbeddings, KindImages, KindSpeech},
+	"gemini":    {KindChat},
+	"azure":     {KindChat, KindEmbeddings, KindImages, KindSpeech},
+	"anthropic": {KindChat},
 }
 
 // PlatformKindServes reports whether a platform of kind pk can serve a

@@ -48,6 +48,12 @@ func TestValidatePaths(t *testing.T) {
 			c.Models[0].Kind = weir.KindVideo
 		},
 			`models[0].candidates[0].platform_model: "p/m" is on platform "p" of kind azure, which serves no video models`},
+		{"an anthropic platform serving chat", func(c *weir.Catalog) { c.Platforms[0].Kind = "anthropic" }, ""},
+		{"an anthropic platform serving embeddings", func(c *weir.Catalog) {
+			c.Platforms[0].Kind = "anthropic"
+			c.Models[0].Kind = weir.KindEmbeddings
+		},
+			`models[0].candidates[0].platform_model: "p/m" is on platform "p" of kind anthropic, which serves no embeddings models`},
 		{"group limit", func(c *weir.Catalog) {
 			c.Groups = append(c.Groups, weir.Group{Name: "g", Limits: weir.Limits{RPM: -1}})
 		},

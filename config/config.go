@@ -354,8 +354,8 @@ type Platform struct {
 	Name string `yaml:"name"`
 	// Kind is the adapter: "openai" (any OpenAI-compatible API), "gemini"
 	// (Google's Gemini API, chat only), "azure" (Azure OpenAI: base_url is
-	// the resource's endpoint, a platform model's upstream its deployment).
-	// Default "openai".
+	// the resource's endpoint, a platform model's upstream its deployment),
+	// "anthropic" (Anthropic's Messages API, chat only). Default "openai".
 	Kind string `yaml:"kind"`
 	// BaseURL is the API root, e.g. "https://api.openai.com/v1". Required.
 	BaseURL string `yaml:"base_url"`

@@ -571,7 +571,7 @@ func TestValidate(t *testing.T) {
 			`platforms[1].name: platform "a" defined twice`},
 		{"platform without name", func(c *Config) { c.Platforms[0].Name = "" }, `platforms[0].name: required`},
 		{"platform kind", func(c *Config) { c.Platforms[0].Kind = "carrier-pigeon" },
-			`platforms[0].kind: unknown kind "carrier-pigeon": want one of openai`},
+			`platforms[0].kind: unknown kind "carrier-pigeon": want one of openai, gemini, azure, anthropic`},
 		{"no base_url", func(c *Config) { c.Platforms[0].BaseURL = "" }, `platforms[0].base_url: required`},
 		{"relative base_url", func(c *Config) { c.Platforms[0].BaseURL = "127.0.0.1:9090/v1" },
 			`platforms[0].base_url: "127.0.0.1:9090/v1" is not an http or https URL`},

@@ -80,6 +80,31 @@ func TestRetryAfterPauses(t *testing.T) {
 	}
 }
 
+// TestOverloadPauses: a passing overload (Anthropic's 529) pauses its
+// platform model for its RetryAfter as a 429 does, and the request goes
+// to the fallback.
+func TestOverloadPauses(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	var upCalls atomic.Int32
+	b.setExec("up", counted(&upCalls, func(context.Context, provider.Call) (*http.Response, error) {
+		return nil, &provider.Error{Status: 529, Overloaded: true, RetryAfter: 2 * time.Second, Body: []byte(`{"error":{"type":"overloaded_error"}}`)}
+	}))
+	b.setExec("up2", okExec)
+	for range 3 {
+		c := b.chat(t)
+		if err := b.svc.Serve(t.Context(), c, &recordedAnswer{}); err != nil || c.Usage.PlatformModel != "up2/m" {
+			t.Fatalf("%v, served by %q; want up2/m", err, c.Usage.PlatformModel)
+		}
+	}
+	if n := upCalls.Load(); n != 1 {
+		t.Errorf("%d calls reached the overloaded platform model; want the one", n)
+	}
+	if p := b.svc.Paused(); !p["up/m"].Equal(stored(b.clock.Now().Add(2 * time.Second))) {
+		t.Errorf("Paused() = %v; want up/m for 2 s", p)
+	}
+}
+
 // TestRetryAfterWaits: with no other candidate, the request that met the
 // 429 waits out the pause (it ends before its deadline) and is served by
 // the same platform model, which nothing reached meanwhile.

@@ -99,7 +99,7 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 		}
 		r.failed(t)
 	}
-	if last != nil && last.Status == http.StatusTooManyRequests && last.RetryAfter > 0 {
+	if last != nil && last.Pauses() {
 		// The last upstream said when to come back, past this request's
 		// deadline: so does the answer.
 		return s.pausedError(c, s.deps.Clock.Now().Add(min(last.RetryAfter, maxPause)))
@@ -337,7 +337,7 @@ func (s *Service) callFailed(ctx context.Context, c *Call, pm upstream, t0 time.
 		pe = &provider.Error{Err: err}
 	}
 	s.deps.Metrics.ObserveUpstream(pm.Name, string(callOutcome(pe)), s.deps.Clock.Now().Sub(t0))
-	if pm.pausable && pe.Status == http.StatusTooManyRequests && pe.RetryAfter > 0 {
+	if pm.pausable && pe.Pauses() {
 		// Not a failure of the upstream's: it said when to come back.
 		s.pauseUpstream(s.logger(c), pm.Name, pe.RetryAfter)
 		return pe, nil

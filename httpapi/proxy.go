@@ -80,6 +80,13 @@ type ender interface {
 	end(ctx context.Context)
 }
 
+// errWriter is an answer writer of a dialect with its own error shape:
+// it answers an error that ended the request before an answer started,
+// and returns the status written.
+type errWriter interface {
+	writeErr(w http.ResponseWriter, r *http.Request, err error) int
+}
+
 // serve has the gateway serve c, its answer written to ans (c.out, or a
 // writer over it that translates the answer to another dialect), answers
 // its error if it ended in one before an answer started, and records
@@ -98,7 +105,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ep endpoint, c *c
 	case errors.Is(err, gateway.ErrClientGone):
 		status = 499 // the client is gone; nobody reads the answer
 	default:
-		status = s.writeErr(w, r, err)
+		if ew, ok := ans.(errWriter); ok {
+			status = ew.writeErr(w, r, err)
+		} else {
+			status = s.writeErr(w, r, err)
+		}
 	}
 	c.Usage.Latency = s.deps.Clock.Now().Sub(start)
 	c.Usage.Waited = c.Waited

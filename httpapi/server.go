@@ -195,6 +195,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/images/generations", s.model(epImages))
 	mux.Handle("POST /v1/audio/speech", s.model(epSpeech))
 	mux.HandleFunc("POST /v1/responses", s.createResponse)
+	mux.HandleFunc("POST /v1/messages", s.createMessage)
+	mux.HandleFunc("POST /v1/messages/count_tokens", s.countTokens)
 	mux.HandleFunc("GET /v1/responses/{id}", s.handle(s.noStoredResponse))
 	mux.HandleFunc("DELETE /v1/responses/{id}", s.handle(s.noStoredResponse))
 	mux.HandleFunc("POST /v1/responses/{id}/cancel", s.handle(s.noStoredResponse))

@@ -52,6 +52,9 @@ func New(p Platform) (Adapters, error) {
 	case "azure":
 		return Adapters{Sync: &Azure{BaseURL: p.BaseURL, APIKey: p.APIKey, APIVersion: p.APIVersion, Client: p.Client,
 			Timeout: p.Timeout, IdleTimeout: p.IdleTimeout, CallTimeout: p.CallTimeout, Clock: p.Clock}}, nil
+	case "anthropic":
+		return Adapters{Sync: &Anthropic{BaseURL: p.BaseURL, APIKey: p.APIKey, Client: p.Client,
+			Timeout: p.Timeout, IdleTimeout: p.IdleTimeout, CallTimeout: p.CallTimeout, Clock: p.Clock}}, nil
 	}
 	return Adapters{}, fmt.Errorf("provider: unknown platform kind %q", p.Kind)
 }

@@ -50,6 +50,10 @@ type Error struct {
 	// Body is dropped (it may quote the key) and Error says so in Weir's
 	// words: it is the operator's to fix, never the client's to see.
 	Credential bool
+	// Overloaded marks a passing overload of the upstream's own
+	// (Anthropic's 529 overloaded_error): retryable like any server
+	// error, and it pauses the platform model as a 429 does (Pauses).
+	Overloaded bool
 	Err        error
 }
 
@@ -74,6 +78,13 @@ func (e *Error) Unwrap() error { return e.Err }
 // as they are.
 func (e *Error) Retryable() bool {
 	return e.Credential || e.Status == 0 || e.Status == http.StatusTooManyRequests || e.Status == http.StatusRequestTimeout || e.Status >= 500
+}
+
+// Pauses reports whether the upstream said it takes no more calls for a
+// while, and for how long: a 429, or a passing overload, with a
+// RetryAfter. The platform model pauses for that long.
+func (e *Error) Pauses() bool {
+	return (e.Status == http.StatusTooManyRequests || e.Overloaded) && e.RetryAfter > 0
 }
 
 // newRequest is a request to path under base (its trailing slash
@@ -132,14 +143,21 @@ func checkStatus(resp *http.Response, apiKey string) (*http.Response, error) {
 	if credentialComplaint(resp.StatusCode, body, apiKey) {
 		e.Credential, e.Body = true, nil
 	}
-	// retry-after-ms, which OpenAI sends beside Retry-After and its SDKs
-	// read first, is exact where Retry-After is whole seconds.
-	if ms, err := strconv.ParseFloat(resp.Header.Get("Retry-After-Ms"), 64); err == nil && ms >= 0 {
-		e.RetryAfter = time.Duration(ms * float64(time.Millisecond))
-	} else if secs, err := strconv.ParseFloat(resp.Header.Get("Retry-After"), 64); err == nil && secs >= 0 {
-		e.RetryAfter = time.Duration(secs * float64(time.Second))
-	}
+	e.RetryAfter, _ = retryAfterOf(resp.Header)
 	return nil, e
+}
+
+// retryAfterOf is an answer's Retry-After, if it has one. retry-after-ms,
+// which OpenAI and Anthropic send beside Retry-After and their SDKs read
+// first, is exact where Retry-After is whole seconds.
+func retryAfterOf(h http.Header) (time.Duration, bool) {
+	if ms, err := strconv.ParseFloat(h.Get("Retry-After-Ms"), 64); err == nil && ms >= 0 {
+		return time.Duration(ms * float64(time.Millisecond)), true
+	}
+	if secs, err := strconv.ParseFloat(h.Get("Retry-After"), 64); err == nil && secs >= 0 {
+		return time.Duration(secs * float64(time.Second)), true
+	}
+	return 0, false
 }
 
 // credentialComplaint reports whether an upstream's error is about the

@@ -1,5 +1,6 @@
 // Package mock is Weir's mock provider: an http.Handler that speaks the
-// OpenAI API closely enough that the official SDKs accept its answers, with
+// OpenAI API closely enough that the official SDKs accept its answers (and
+// Anthropic's Messages API beside it), with
 // the behaviours a gateway has to survive — latency and its spread, paced
 // streaming, a concurrency cap answered with 429 and Retry-After, random
 // server errors and streams that stall — and OpenAI's asynchronous video
@@ -45,6 +46,18 @@
 //	DELETE /v1/videos/{id}        cancel a running job or delete a finished
 //	                              one: {"id", "object": "video.deleted",
 //	                              "deleted": true}
+//	POST /v1/messages             Anthropic's Messages API: a message, or
+//	                              with "stream": true its events
+//	                              (message_start, content_block_start,
+//	                              ping, content_block_delta, ...,
+//	                              message_delta with the usage,
+//	                              message_stop); needs the
+//	                              anthropic-version header and max_tokens;
+//	                              tool use as below; errors in Anthropic's
+//	                              shape, {"type": "error", "error":
+//	                              {"type", "message"}, "request_id"}
+//	POST /v1/messages/count_tokens  {"input_tokens": n} for a Messages
+//	                              request (no max_tokens needed)
 //	GET  /mock/jobs               the jobs held, oldest first ({"object":
 //	                              "list", "data": [JobInfo...]})
 //	GET  /mock/config             the current Config as JSON
@@ -57,7 +70,18 @@
 //	                              in flight and running)
 //
 // Every answer that is not a success carries OpenAI's error JSON,
-// {"error": {"message", "type", "param", "code"}}.
+// {"error": {"message", "type", "param", "code"}}, but those of the
+// Messages API, which carry Anthropic's with its types by status
+// (invalid_request_error, authentication_error, not_found_error,
+// rate_limit_error, api_error, overloaded_error for 529, ...). Its 429s
+// carry retry-after and exhausted anthropic-ratelimit-requests-* headers
+// (remaining 0, the reset as an RFC 3339 time); its 529s carry neither.
+//
+// A Messages request with tools calls one: the tool tool_choice names,
+// the first with "any", and with "auto" (or none) the first unless the
+// last turn holds a tool_result, so that a client's tool loop ends; with
+// "none" it answers in text. The call's input is JSON of the tool's
+// input_schema, as a forced chat tool call's arguments are.
 //
 // # Gemini
 //

@@ -59,6 +59,8 @@ func statusError(status int) apiError {
 		return apiError{Status: status, Type: "server_error", Message: "The server had an error while processing your request. Sorry about that!"}
 	case http.StatusServiceUnavailable:
 		return apiError{Status: status, Type: "server_error", Message: "The engine is currently overloaded, please try again later."}
+	case statusOverloaded:
+		return apiError{Status: status, Type: "server_error", Message: "Overloaded (forced by the mock provider)."}
 	}
 	typ := "invalid_request_error"
 	if status >= 500 {

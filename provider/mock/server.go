@@ -244,6 +244,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.work(w, r, s.speech)
 	case "/v1/videos":
 		s.work(w, r, s.submitVideo)
+	case "/v1/messages":
+		s.workAs(w, r, shapeAnthropic, s.messages)
+	case "/v1/messages/count_tokens":
+		s.workAs(w, r, shapeAnthropic, s.countTokens)
 	case "/v1/models":
 		if onlyMethod(w, r, http.MethodGet) {
 			writeJSON(w, s.settings.Load().listJSON)
@@ -318,14 +322,17 @@ type call struct {
 	body []byte
 	// shape is how its errors are written.
 	shape errorShape
+	now   func() time.Time
 }
 
-// errorShape is a protocol's error body: OpenAI's, or Gemini's.
+// errorShape is a protocol's error body: OpenAI's, Gemini's or
+// Anthropic's.
 type errorShape int
 
 const (
 	shapeOpenAI errorShape = iota
 	shapeGemini
+	shapeAnthropic
 )
 
 // A handler serves one decoded work request and returns the status it
@@ -350,9 +357,12 @@ func (s *Server) workAs(w http.ResponseWriter, r *http.Request, shape errorShape
 	st := s.settings.Load()
 	if !s.acquire(st.cfg.MaxConcurrent) {
 		s.rejected.Add(1)
-		if shape == shapeGemini {
+		switch shape {
+		case shapeGemini:
 			writeGeminiError(w, capError(st.cfg.MaxConcurrent), st.cfg.RetryAfter)
-		} else {
+		case shapeAnthropic:
+			writeAnthropicError(w, capError(st.cfg.MaxConcurrent), st.cfg.RetryAfter, s.now())
+		default:
 			writeErrorBody(w, http.StatusTooManyRequests, st.capBody, st.cfg.RetryAfter)
 		}
 		s.finish(http.StatusTooManyRequests)
@@ -371,22 +381,21 @@ func (s *Server) workAs(w http.ResponseWriter, r *http.Request, shape errorShape
 			bodyPool.Put(buf)
 		}
 	}()
+	c := &call{w: w, r: r, st: st, rand: newRNG(st.cfg.Seed, s.arrivals.Add(1)), shape: shape, now: s.now}
 	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.maxBody)); err != nil {
 		if r.Context().Err() != nil {
 			return
 		}
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			status = http.StatusRequestEntityTooLarge
-			writeError(w, apiError{Status: status, Type: "invalid_request_error",
-				Message: fmt.Sprintf("The request body is larger than %d bytes.", s.maxBody)}, 0)
+			status = c.fail(apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
+				Message: fmt.Sprintf("The request body is larger than %d bytes.", s.maxBody)})
 			return
 		}
-		status = http.StatusBadRequest
-		writeError(w, invalidRequest("", "Could not read the request body: "+err.Error()), 0)
+		status = c.fail(invalidRequest("", "Could not read the request body: "+err.Error()))
 		return
 	}
-	c := &call{w: w, r: r, st: st, rand: newRNG(st.cfg.Seed, s.arrivals.Add(1)), body: buf.Bytes(), shape: shape}
+	c.body = buf.Bytes()
 	w.Header()["X-Request-Id"] = []string{string(c.rand.appendID([]byte("req_"), 24))}
 	status = h(c)
 }
@@ -496,9 +505,12 @@ func (s *Server) begin(c *call, model string, o overrides) int {
 }
 
 func (c *call) fail(e apiError) int {
-	if c.shape == shapeGemini {
+	switch c.shape {
+	case shapeGemini:
 		writeGeminiError(c.w, e, c.st.cfg.RetryAfter)
-	} else {
+	case shapeAnthropic:
+		writeAnthropicError(c.w, e, c.st.cfg.RetryAfter, c.now())
+	default:
 		writeError(c.w, e, c.st.cfg.RetryAfter)
 	}
 	return e.Status

@@ -1,0 +1,260 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/apierror"
+	"github.com/weir-gateway/weir/dialect/anthropic"
+	"github.com/weir-gateway/weir/gateway"
+)
+
+// Anthropic's Messages API in front: POST /v1/messages is translated to
+// Chat Completions and takes the way /v1/chat/completions takes (the
+// key, the queue, the scopes, fallbacks, edge nodes); its answer is
+// translated back, a stream chunk by chunk, and its errors are written in
+// Anthropic's shape with Anthropic's statuses. The same Weir keys let a
+// client in, by x-api-key (as Anthropic's SDKs send them) or as a bearer
+// token.
+
+// epMessages is POST /v1/messages: a chat model's endpoint, under its
+// own name in metrics and usage records.
+var epMessages = endpoint{name: "messages", path: epChat.path, kind: weir.KindChat, required: epChat.required}
+
+// createMessage serves POST /v1/messages.
+func (s *Server) createMessage(w http.ResponseWriter, r *http.Request) {
+	start := s.deps.Clock.Now()
+	c, err := s.prepare(w, r, epMessages, func(body []byte) (*request, *apiError) {
+		chat, aerr := messagesToChat(body)
+		if aerr != nil {
+			return nil, aerr
+		}
+		return decodeRequest(epMessages, chat)
+	})
+	if err != nil {
+		s.deps.Metrics.ObserveHTTP(epMessages.name, s.writeAnthropicErr(w, r, err), s.deps.Clock.Now().Sub(start))
+		return
+	}
+	w.Header().Set("Request-Id", info(r.Context()).id)
+	s.serve(w, r, epMessages, c, &messagesAnswer{s: s, out: &c.out}, start)
+}
+
+// messagesToChat translates a Messages request's body to Chat
+// Completions.
+func messagesToChat(body []byte) ([]byte, *apiError) {
+	req, perr := anthropic.ParseRequest(body)
+	if perr != nil {
+		return nil, errorf(weir.CodeInvalidRequest, perr.Param, perr.Message)
+	}
+	if req.MaxTokens < 1 {
+		return nil, errorf(weir.CodeInvalidRequest, "max_tokens", "max_tokens: field required, a positive integer")
+	}
+	chat, perr := anthropic.RequestToChat(req)
+	if perr != nil {
+		return nil, errorf(weir.CodeInvalidRequest, perr.Param, perr.Message)
+	}
+	return chat, nil
+}
+
+// messagesAnswer writes the gateway's Chat Completions answer as a
+// Messages answer: a stream as it arrives, chunk by chunk; a whole answer
+// once the gateway has written it all (end), as it must be read whole to
+// be translated.
+type messagesAnswer struct {
+	s      *Server
+	out    *answerWriter
+	stream *anthropic.MessagesStream // a streamed answer's translation
+	head   gateway.Head              // a whole answer's, held until end
+	body   []byte                    // a whole answer, held until end
+	held   bool
+}
+
+func (a *messagesAnswer) Start(head gateway.Head) {
+	if strings.HasPrefix(head.ContentType, "text/event-stream") {
+		a.stream = anthropic.NewMessagesStream(&a.out.clientWriter)
+		a.out.Start(head)
+		return
+	}
+	a.head, a.held = head, true
+}
+
+func (a *messagesAnswer) Write(p []byte) (int, error) {
+	if a.stream != nil {
+		return a.stream.Write(p)
+	}
+	a.body = append(a.body, p...)
+	return len(p), nil
+}
+
+func (a *messagesAnswer) Flush() error {
+	if a.stream != nil {
+		return a.out.Flush()
+	}
+	return nil
+}
+
+func (a *messagesAnswer) StreamError(err error) {
+	if a.stream == nil {
+		return
+	}
+	_, d := anthropicError(answerOf(err))
+	if a.stream.Fail(d) == nil {
+		_ = a.out.Flush()
+	}
+}
+
+var (
+	_ ender     = (*messagesAnswer)(nil)
+	_ errWriter = (*messagesAnswer)(nil)
+)
+
+func (a *messagesAnswer) writeErr(w http.ResponseWriter, r *http.Request, err error) int {
+	return a.s.writeAnthropicErr(w, r, err)
+}
+
+func (a *messagesAnswer) end(context.Context) {
+	switch {
+	case a.stream != nil:
+		if a.stream.End() == nil {
+			_ = a.out.Flush()
+		}
+	case a.held:
+		// (A client that fails to take it now is past the gateway's
+		// notice: its outcome stands.)
+		out, err := anthropic.AnswerFromChat(a.body)
+		head := a.head
+		if err != nil {
+			head.Status = http.StatusInternalServerError
+			out = anthropic.ErrorJSON(anthropic.ErrorDetail{Type: anthropic.ErrAPI, Message: "the upstream's answer could not be translated: " + err.Error(),
+				Code: string(weir.CodeUpstreamError)}, "")
+		}
+		head.ContentType, head.ContentLength = "application/json", int64(len(out))
+		a.out.Start(head)
+		_, _ = a.out.Write(out)
+	}
+}
+
+// anthropicError is the status and the error of Anthropic's that answer
+// e: its code's meaning in Anthropic's table, Weir's code beside it.
+func anthropicError(e *apiError) (int, anthropic.ErrorDetail) {
+	d := anthropic.ErrorDetail{Message: e.Message, Code: string(e.Code)}
+	status := e.StatusOf()
+	switch {
+	case e.Client:
+		status = http.StatusBadRequest
+	case e.Code == weir.CodeQueueTimeout, e.Code == weir.CodeNoCandidate, e.Code == weir.CodeStoreUnavailable:
+		// No capacity in time, or none at all right now: Anthropic's
+		// passing overload, which its SDKs retry.
+		status = anthropic.StatusOverloaded
+	case e.Code == weir.CodeUpstreamError, e.Code == weir.CodeInternal:
+		status = http.StatusInternalServerError
+	}
+	d.Type = anthropic.ErrorType(status)
+	return status, d
+}
+
+// writeAnthropicErr answers err in Anthropic's error shape, as writeErr
+// does in OpenAI's, and returns the status written. An upstream's own
+// refusal keeps its status and message.
+func (s *Server) writeAnthropicErr(w http.ResponseWriter, r *http.Request, err error) int {
+	var re *gateway.RefusedError
+	var status int
+	var d anthropic.ErrorDetail
+	var e *apiError
+	if errors.As(err, &re) {
+		status, d = refusalOf(re)
+	} else {
+		e = answerOf(err)
+		if e.Code == weir.CodeInternal {
+			var ge *gateway.Error
+			if !errors.As(err, &ge) {
+				info(r.Context()).log().Error("request failed", "error", err)
+			}
+		}
+		status, d = anthropicError(e)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	if e != nil && e.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.FormatInt(int64((e.RetryAfter+time.Second-1)/time.Second), 10))
+	}
+	if e != nil && e.NoRetry {
+		h.Set(apierror.HeaderShouldRetry, "false")
+	}
+	id := info(r.Context()).id
+	h.Set("Request-Id", id)
+	w.WriteHeader(status)
+	_, _ = w.Write(anthropic.ErrorJSON(d, id))
+	return status
+}
+
+// refusalOf is an upstream's refusal of the client's request in
+// Anthropic's terms: its status, its message (an OpenAI error's, or its
+// body's text). A refused credential is the gateway's, never the
+// client's to see.
+func refusalOf(re *gateway.RefusedError) (int, anthropic.ErrorDetail) {
+	if re.Status == http.StatusUnauthorized || re.Status == http.StatusForbidden {
+		return http.StatusInternalServerError, anthropic.ErrorDetail{Type: anthropic.ErrAPI,
+			Message: "the upstream refused the gateway's credential for it", Code: string(weir.CodeUpstreamError)}
+	}
+	var probe struct {
+		Error *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	msg := string(bytes.TrimSpace(re.Body))
+	if json.Unmarshal(re.Body, &probe) == nil && probe.Error != nil && probe.Error.Message != "" {
+		msg = probe.Error.Message
+	}
+	return re.Status, anthropic.ErrorDetail{Type: anthropic.ErrorType(re.Status), Message: msg}
+}
+
+// countTokens answers POST /v1/messages/count_tokens with Weir's own
+// estimate of the request's input tokens, once the key may use its
+// model. It queues for nothing and calls no upstream.
+func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
+	start := s.deps.Clock.Now()
+	status, err := s.countTokensOf(w, r)
+	if err != nil {
+		status = s.writeAnthropicErr(w, r, err)
+	}
+	s.deps.Metrics.ObserveHTTP("count_tokens", status, s.deps.Clock.Now().Sub(start))
+}
+
+func (s *Server) countTokensOf(w http.ResponseWriter, r *http.Request) (int, error) {
+	key, err := s.authenticate(r)
+	if err != nil {
+		return 0, err
+	}
+	if aerr := s.limitBody(w, r); aerr != nil {
+		return 0, aerr
+	}
+	body, err := readBody(r.Body, r.ContentLength)
+	if err != nil {
+		return 0, s.bodyError(err, "could not read request body")
+	}
+	req, perr := anthropic.ParseRequest(body)
+	if perr != nil {
+		return 0, errorf(weir.CodeInvalidRequest, perr.Param, perr.Message)
+	}
+	ask, aerr := askOf(r)
+	if aerr != nil {
+		return 0, aerr
+	}
+	ask.Model, ask.Kind, ask.DefaultMaxWait = req.Model, weir.KindChat, s.cfg.DefaultMaxWait
+	if _, err := s.deps.Gateway.Prepare(r.Context(), key, ask); err != nil {
+		return 0, err
+	}
+	out, _ := json.Marshal(anthropic.CountTokens{InputTokens: anthropic.EstimateInputTokens(req)}) // an int: cannot fail
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Request-Id", info(r.Context()).id)
+	_, _ = w.Write(append(out, '\n'))
+	return http.StatusOK, nil
+}

@@ -1,0 +1,233 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/dialect/anthropic"
+)
+
+// Anthropic is the adapter for Anthropic's Messages API (kind
+// anthropic). It takes Chat Completions calls, sends them as Messages
+// requests to {BaseURL}/messages with the x-api-key and anthropic-version
+// headers, and answers in Chat Completions: a whole answer translated
+// once read, a stream event by event as it arrives. It serves chat alone:
+// another call is refused with a 400 that names it.
+//
+// A 429 says when to come back by retry-after or, without one, by the
+// reset time of the anthropic-ratelimit-* limit it exhausted; a 529
+// overloaded_error is a passing overload, retried elsewhere and pausing
+// the platform model for its retry-after, or OverloadPause. A 401 or 403
+// is the platform's credential refused; another 4xx goes back to the
+// client in OpenAI's error shape.
+type Anthropic struct {
+	BaseURL string // e.g. https://api.anthropic.com/v1
+	APIKey  string
+	Client  *http.Client
+	// Timeout, IdleTimeout, CallTimeout and AbortGrace bound each call as
+	// OpenAI's do.
+	Timeout     time.Duration
+	IdleTimeout time.Duration
+	CallTimeout time.Duration
+	AbortGrace  time.Duration
+	// Clock runs the bounds, dates the answers and reads rate-limit
+	// resets; nil: clock.Real.
+	Clock clock.Clock
+}
+
+var _ Adapter = (*Anthropic)(nil)
+
+// OverloadPause is how long a platform model pauses for an overload
+// whose answer does not say.
+const OverloadPause = 2 * time.Second
+
+// maxAnswerBody bounds a whole Messages answer read for translation; the
+// gateway bounds the translation by its own limit.
+const maxAnswerBody = 64 << 20
+
+// Do sends c and returns the translated response when the upstream
+// answers 2xx.
+func (a *Anthropic) Do(ctx context.Context, c Call) (*http.Response, error) {
+	if c.Path != "/chat/completions" {
+		return nil, refusal("", fmt.Sprintf("the anthropic platform kind serves chat completions only, not %s", c.Path))
+	}
+	mreq, rerr := anthropic.RequestFromChat(c.Body, anthropic.DefaultMaxTokens)
+	if rerr != nil {
+		return nil, refusal(rerr.Param, rerr.Message)
+	}
+	body, err := json.Marshal(mreq)
+	if err != nil {
+		return nil, &Error{Err: fmt.Errorf("encode a Messages request: %w", err)}
+	}
+	h := http.Header{"Content-Type": {"application/json"}, "Anthropic-Version": {anthropic.Version}, "Accept": {"application/json"}}
+	if c.Stream {
+		h.Set("Accept", "text/event-stream")
+	}
+	if a.APIKey != "" {
+		h.Set("X-Api-Key", a.APIKey)
+	}
+	for _, k := range []string{"User-Agent", "Anthropic-Beta"} {
+		if v := c.Header.Get(k); v != "" {
+			h.Set(k, v)
+		}
+	}
+	req, err := newRequest(ctx, http.MethodPost, a.BaseURL, "/messages", "", body, h)
+	if err != nil {
+		return nil, err
+	}
+	clk := a.Clock
+	if clk == nil {
+		clk = clock.Real
+	}
+	resp, err := send(ctx, httpClient(a.Client), req, callOpts{
+		clock:  clk,
+		bounds: Bounds{Header: a.Timeout, Idle: a.IdleTimeout, Total: a.CallTimeout},
+		grace:  a.AbortGrace,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, a.failure(resp, clk.Now())
+	}
+	created := clk.Now().Unix()
+	resp.Header.Del("Content-Length")
+	resp.ContentLength = -1
+	if c.Stream {
+		resp.Header.Set("Content-Type", "text/event-stream")
+		resp.Body = &anthropicStream{s: anthropic.NewChatStream(resp.Body, created)}
+	} else {
+		resp.Header.Set("Content-Type", "application/json")
+		resp.Body = &anthropicAnswer{up: resp.Body, created: created}
+	}
+	return resp, nil
+}
+
+// failure is the *Error of an answer that is not 2xx: its body in
+// OpenAI's error shape, its wait and its overload read from Anthropic's
+// headers.
+func (a *Anthropic) failure(resp *http.Response, now time.Time) error {
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	d, ok := anthropic.ParseError(raw)
+	if !ok {
+		d = anthropic.ErrorDetail{Type: anthropic.ErrorType(resp.StatusCode), Message: strings.TrimSpace(string(raw))}
+		if d.Message == "" {
+			d.Message = http.StatusText(resp.StatusCode)
+		}
+	}
+	e := &Error{Status: resp.StatusCode, Body: openAIErrorOfType(d.Type, d.Message, "")}
+	e.Overloaded = resp.StatusCode == anthropic.StatusOverloaded || d.Type == anthropic.ErrOverloaded
+	if credentialComplaint(resp.StatusCode, raw, a.APIKey) {
+		e.Credential, e.Body = true, nil
+	}
+	var given bool
+	e.RetryAfter, given = retryAfterOf(resp.Header)
+	switch {
+	case given:
+	case resp.StatusCode == http.StatusTooManyRequests:
+		e.RetryAfter = rateLimitReset(resp.Header, now)
+	case e.Overloaded:
+		e.RetryAfter = OverloadPause
+	}
+	return e
+}
+
+// rateLimitReset is how long until the limits an answer says are
+// exhausted (anthropic-ratelimit-<limit>-remaining: 0) reset, the latest
+// of them (anthropic-ratelimit-<limit>-reset, an RFC 3339 time); 0 when
+// none is.
+func rateLimitReset(h http.Header, now time.Time) time.Duration {
+	var wait time.Duration
+	for _, limit := range []string{"requests", "tokens", "input-tokens", "output-tokens"} {
+		prefix := "Anthropic-Ratelimit-" + limit
+		if strings.TrimSpace(h.Get(prefix+"-Remaining")) != "0" {
+			continue
+		}
+		if at, err := time.Parse(time.RFC3339, h.Get(prefix+"-Reset")); err == nil {
+			wait = max(wait, at.Sub(now))
+		}
+	}
+	return wait
+}
+
+// refusal is a call the adapter refuses before sending it: a 400 in
+// OpenAI's error shape, for the client.
+func refusal(param, msg string) *Error {
+	return &Error{Status: http.StatusBadRequest, Body: openAIErrorOfType("invalid_request_error", msg, param), Err: errors.New(msg)}
+}
+
+// openAIErrorOfType is an error in OpenAI's shape,
+// {"error": {"message", "type", "param", "code"}}, of the type given
+// (Anthropic's, where the upstream named one).
+func openAIErrorOfType(typ, msg, param string) []byte {
+	var b struct {
+		Error struct {
+			Message string  `json:"message"`
+			Type    string  `json:"type"`
+			Param   *string `json:"param"`
+			Code    *string `json:"code"`
+		} `json:"error"`
+	}
+	b.Error.Message, b.Error.Type = msg, typ
+	if param != "" {
+		b.Error.Param = &param
+	}
+	out, _ := json.Marshal(b) // strings: cannot fail
+	return out
+}
+
+// anthropicAnswer is a whole Messages answer read as a chat.completion:
+// read and translated at the first Read.
+type anthropicAnswer struct {
+	up      io.ReadCloser
+	created int64
+	rd      *bytes.Reader
+}
+
+func (b *anthropicAnswer) Read(p []byte) (int, error) {
+	if b.rd == nil {
+		raw, err := io.ReadAll(io.LimitReader(b.up, maxAnswerBody+1))
+		if err != nil {
+			return 0, err // the body's own *Error, or the client gone
+		}
+		if len(raw) > maxAnswerBody {
+			return 0, &Error{Status: http.StatusBadGateway, Err: fmt.Errorf("the upstream's answer is larger than %d bytes", maxAnswerBody)}
+		}
+		out, err := anthropic.AnswerToChat(raw, b.created)
+		if err != nil {
+			return 0, &Error{Status: http.StatusBadGateway, Body: openAIErrorOfType("server_error", "the upstream's answer is not a Messages answer", ""), Err: err}
+		}
+		b.rd = bytes.NewReader(out)
+	}
+	return b.rd.Read(p)
+}
+
+func (b *anthropicAnswer) Close() error { return b.up.Close() }
+
+// anthropicStream is a Messages stream read as Chat Completions chunks;
+// an error event in it fails the read as the upstream's *Error.
+type anthropicStream struct {
+	s *anthropic.ChatStream
+}
+
+func (b *anthropicStream) Read(p []byte) (int, error) {
+	n, err := b.s.Read(p)
+	var se *anthropic.StreamError
+	if errors.As(err, &se) {
+		status := anthropic.ErrorStatus(se.Detail.Type)
+		err = &Error{Status: status, Overloaded: status == anthropic.StatusOverloaded,
+			Body: openAIErrorOfType(se.Detail.Type, se.Detail.Message, ""), Err: se}
+	}
+	return n, err
+}
+
+func (b *anthropicStream) Close() error { return b.s.Close() }
