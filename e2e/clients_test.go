@@ -53,7 +53,9 @@ func runClient(t *testing.T, script, url, key, model string) {
 }
 
 // TestClientLibraries: each client library, unchanged but for its base
-// URL and key, against Weir in front of an OpenAI-compatible upstream.
+// URL and key, against Weir in front of each kind of upstream: an
+// OpenAI-compatible platform, an Anthropic one (kind anthropic) and an
+// edge node's runtime, all served by mocks.
 func TestClientLibraries(t *testing.T) {
 	if missing := clientsReady(); missing != "" {
 		if os.Getenv("WEIR_TEST_CLIENTS") == "require" {
@@ -64,11 +66,39 @@ func TestClientLibraries(t *testing.T) {
 	}
 	t.Parallel()
 	up := startUpstream(t, mock.Config{CompletionTokens: 8})
-	g := startGateway(t, "", allKinds(up.URL))
+	rt := startUpstream(t, mock.Config{CompletionTokens: 8})
+	catalog := nodeCatalog() + fmt.Sprintf(`  - name: chat
+    kind: chat
+    candidates:
+      - platform_model: up/chat
+  - name: claude
+    kind: chat
+    candidates:
+      - platform_model: ant/claude
+platforms:
+  - name: up
+    base_url: %[1]s
+  - name: ant
+    kind: anthropic
+    base_url: %[1]s
+    api_key_env: E2E_ANTHROPIC_KEY
+platform_models:
+  - name: up/chat
+    platform: up
+    upstream: gpt-4o-mini
+  - name: ant/claude
+    platform: ant
+    upstream: claude-sonnet-4-5
+`, up.URL)
+	g := startGatewayEnv(t, []string{"E2E_ANTHROPIC_KEY=ant-key"}, "", catalog)
 	_, secret := g.createKey(t)
-	for _, script := range []string{"responses.mjs", "vercel.mjs"} {
-		t.Run(script, func(t *testing.T) {
-			runClient(t, script, g.URL, secret, "chat")
-		})
+	n := newNode(t, g, "gpu", rt.URL, 4)
+	g.serving(t, n.id, 0)
+	for _, model := range []string{"chat", "claude", "local"} {
+		for _, script := range []string{"responses.mjs", "anthropic.mjs", "vercel.mjs"} {
+			t.Run(model+"/"+script, func(t *testing.T) {
+				runClient(t, script, g.URL, secret, model)
+			})
+		}
 	}
 }
