@@ -52,9 +52,10 @@ type OverheadConfig struct {
 	// (package node, as `weir node` runs it) whose one provider is the
 	// same mock; its model routes to the node alone.
 	Edge bool
-	// Dialects adds the targets of the translated paths: "responses",
-	// the same gateway and model asked through the Responses API, judged
-	// against weir (the Chat Completions it is translated to).
+	// Dialects adds the targets of the translated paths, the same gateway
+	// and model asked through another API and judged against weir (the
+	// Chat Completions each is translated to): "responses", OpenAI's
+	// Responses API, and "messages", Anthropic's Messages API.
 	Dialects bool
 	// Fleet, with Replicas set, adds two targets run as `weir serve`
 	// children: "serve", one gateway on SQLite (the fleet's baseline), and
@@ -78,6 +79,10 @@ const (
 	// chatBody asks: Weir translates them to it, and its answer back.
 	responsesBody       = `{"model":"gpt-4o-mini","input":"Write one short paragraph on why a gateway queues a burst of work."}`
 	responsesStreamBody = `{"model":"gpt-4o-mini","stream":true,"input":"Write one short paragraph on why a gateway queues a burst of work."}`
+	// messagesBody and messagesStreamBody ask Anthropic's Messages API
+	// for the same.
+	messagesBody       = `{"model":"gpt-4o-mini","max_tokens":1024,"messages":[{"role":"user","content":"Write one short paragraph on why a gateway queues a burst of work."}]}`
+	messagesStreamBody = `{"model":"gpt-4o-mini","max_tokens":1024,"stream":true,"messages":[{"role":"user","content":"Write one short paragraph on why a gateway queues a burst of work."}]}`
 	// generous is every scope's concurrency limit: checked, never reached.
 	generous = 1_000_000
 )
@@ -187,6 +192,11 @@ func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, er
 	if c.Dialects {
 		rig.targets = append(rig.targets, overheadTarget{name: "responses", urls: []string{weirURL + "/v1/responses"}, header: auth,
 			body: responsesBody, streamBody: responsesStreamBody})
+		anthropic := plain.Clone()
+		anthropic.Set("X-Api-Key", secret)
+		anthropic.Set("Anthropic-Version", "2023-06-01")
+		rig.targets = append(rig.targets, overheadTarget{name: "messages", urls: []string{weirURL + "/v1/messages"}, header: anthropic,
+			body: messagesBody, streamBody: messagesStreamBody})
 	}
 	if c.Edge {
 		if err := startEdgeTarget(ctx, c, rig, mockURL+"/v1", auth); err != nil {

@@ -87,8 +87,10 @@ var (
 	serveHop  = hop{"serve", "direct"}
 	fleetHop  = hop{"fleet", "direct"}
 	tunnelHop = hop{"edge", "weir"}
-	// responsesHop is Weir asked through the Responses API.
+	// responsesHop and messagesHop are Weir asked through the Responses
+	// API and Anthropic's Messages API.
 	responsesHop = hop{"responses", "direct"}
+	messagesHop  = hop{"messages", "direct"}
 	// consoleHop is Weir with its web console watched, against Weir.
 	consoleHop = hop{"console", "direct"}
 )
@@ -256,9 +258,13 @@ func ratioVerdict(target string, rows map[string]row) string {
 		w50, w99 := weirHop.added(rows)
 		return fmt.Sprintf("   with the console watched, added p50 %+.3f ms, p99 %+.3f ms; console/weir added: p50 %s, p99 %s, throughput %.3fx",
 			ms(c50), ms(c99), fmtRatio(ratio(c50, w50)), fmtRatio(ratio(c99, w99)), rows["console"].rate/rows["weir"].rate)
-	case target == "responses" && has("direct", "weir"):
-		r50, r99 := hopRatios(rows, responsesHop, weirHop)
-		return fmt.Sprintf("   responses/weir added: p50 %s, p99 %s (target <= 1.3x: %s)", fmtRatio(r50), fmtRatio(r99), verdict(r50, r99, 1.3))
+	case (target == "responses" || target == "messages") && has("direct", "weir"):
+		h := responsesHop
+		if target == "messages" {
+			h = messagesHop
+		}
+		r50, r99 := hopRatios(rows, h, weirHop)
+		return fmt.Sprintf("   %s/weir added: p50 %s, p99 %s (target <= 1.3x: %s)", target, fmtRatio(r50), fmtRatio(r99), verdict(r50, r99, 1.3))
 	case target == "edge" && has("direct", "proxy", "weir"):
 		t50, t99 := tunnelHop.added(rows)
 		p50, p99 := proxyHop.added(rows)

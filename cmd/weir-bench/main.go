@@ -85,7 +85,7 @@ other scenarios.`,
 	f.StringVar(&c.ProfileTarget, "profile-target", "weir", "target whose measured phase --cpuprofile, --memprofile and --trace cover: direct, proxy, weir or (with --edge) edge")
 	f.Int64Var(&c.HeapFloor, "heap-floor", gcfloor.Default, "this process's heap floor in bytes, as weir serve's server.heap_floor (0: none)")
 	f.StringSliceVar(&c.ConsoleWatcher, "console-watcher", nil, "also drive target console: the same gateway while this command watches its web console (WEIR_URL; it prints \"watching\" once live), e.g. node,e2e/browser/watch.mjs")
-	f.BoolVar(&c.Dialects, "dialects", false, "also drive target responses: the same gateway and model through the Responses API, translated to Chat Completions and back (judged against weir)")
+	f.BoolVar(&c.Dialects, "dialects", false, "also drive targets responses and messages: the same gateway and model through OpenAI's Responses API and Anthropic's Messages API, translated to Chat Completions and back (judged against weir)")
 	f.BoolVar(&c.Edge, "edge", false, "also drive target edge: the same gateway tunnelling each request over gRPC to an edge node agent (in this process) whose provider is the same mock (edge-overhead; with --stream, edge-stream)")
 	fleetFlags(f, &c.Fleet, "also drive one 'weir serve' on SQLite (target serve) and this many replicas on PostgreSQL (target fleet), each as a child process; with --max-rps, pgbench follows the fleet's loop (fleet-admit)")
 	return cmd

@@ -135,13 +135,13 @@ func TestBenchOverheadThroughMain(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	lines := strings.Split(out.String(), "\n")
-	for _, target := range []string{"direct ", "proxy ", "weir ", "responses "} {
+	for _, target := range []string{"direct ", "proxy ", "weir ", "responses ", "messages "} {
 		i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, target) && strings.Contains(l, "100.00") })
 		if i < 0 {
 			t.Errorf("no line for %s with 100%% success in:\n%s", target, out.String())
 		}
 	}
-	for _, want := range []string{"weir/proxy added: p50", "responses/weir added: p50", "weir scopes used: group:default (limit 1000000", "pm:mock/gpt-4o-mini (limit 1000000"} {
+	for _, want := range []string{"weir/proxy added: p50", "responses/weir added: p50", "messages/weir added: p50", "weir scopes used: group:default (limit 1000000", "pm:mock/gpt-4o-mini (limit 1000000"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
