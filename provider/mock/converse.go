@@ -84,10 +84,12 @@ type converseMessage struct {
 	} `json:"content"`
 }
 
-// serveConverse routes /model/{modelId}/{operation}; the model id is
-// path-escaped, as the SDKs send an ARN.
+// serveConverse routes /model/{modelId}/{operation}, and the same under
+// /v1, so that a platform whose base URL is the mock's OpenAI root (as
+// every platform of examples/weir.yaml is) reaches it too; the model id
+// is path-escaped, as the SDKs send an ARN.
 func (s *Server) serveConverse(w http.ResponseWriter, r *http.Request) {
-	esc := strings.TrimPrefix(r.URL.EscapedPath(), "/model/")
+	esc := strings.TrimPrefix(strings.TrimPrefix(r.URL.EscapedPath(), "/v1"), "/model/")
 	i := strings.LastIndexByte(esc, '/')
 	var model, op string
 	if i > 0 {

@@ -102,6 +102,8 @@ func TestConverseAnswers(t *testing.T) {
 	if a.Metrics == nil || a.Metrics.LatencyMs == nil {
 		t.Errorf("no metrics: %s", b)
 	}
+	// Under the mock's OpenAI root as well.
+	expectStatus(t, f.post("/v1/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse", converseBody, signedHeader), http.StatusOK)
 }
 
 func TestConverseCutsTextAtMaxTokens(t *testing.T) {

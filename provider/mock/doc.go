@@ -70,7 +70,7 @@
 //	                              messageStart, contentBlockStart for a
 //	                              tool use, one contentBlockDelta a token,
 //	                              contentBlockStop, messageStop, metadata
-//	                              with the usage
+//	                              with the usage; both also under /v1
 //	GET  /mock/jobs               the jobs held, oldest first ({"object":
 //	                              "list", "data": [JobInfo...]})
 //	GET  /mock/config             the current Config as JSON

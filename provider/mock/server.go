@@ -283,7 +283,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.serveAzure(w, r, deployment, endpoint)
 			return
 		}
-		if strings.HasPrefix(p, "/model/") {
+		if strings.HasPrefix(p, "/model/") || strings.HasPrefix(p, "/v1/model/") {
 			s.serveConverse(w, r)
 			return
 		}
