@@ -2,8 +2,10 @@ package provider
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +13,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/provider/mock"
@@ -544,5 +552,57 @@ func TestBedrockCredentials(t *testing.T) {
 	}
 	if _, err := NewBedrock(t.Context(), BedrockConfig{}); err == nil {
 		t.Error("no region: no error")
+	}
+}
+
+func TestBedrockFailure(t *testing.T) {
+	t.Parallel()
+	withResponse := func(status int, h http.Header, err error) error {
+		return &awshttp.ResponseError{ResponseError: &smithyhttp.ResponseError{
+			Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status, Header: h}}, Err: err}}
+	}
+	cases := []struct {
+		name       string
+		err        error
+		status     int
+		retryAfter time.Duration
+		credential bool
+		body       bool
+	}{
+		{"throttled with Retry-After", withResponse(429, http.Header{"Retry-After": {"3"}}, &types.ThrottlingException{Message: aws.String("slow")}),
+			429, 3 * time.Second, false, false},
+		{"throttled in a stream", &types.ThrottlingException{}, 429, throttleRetryAfter, false, false},
+		{"quota", withResponse(400, nil, &smithy.GenericAPIError{Code: "ServiceQuotaExceededException"}), 429, 0, false, false},
+		{"model not ready", withResponse(429, nil, &types.ModelNotReadyException{}), 503, 0, false, false},
+		{"unavailable in a stream", &types.ServiceUnavailableException{}, 503, 0, false, false},
+		{"model stream error", &types.ModelStreamErrorException{}, 502, 0, false, false},
+		{"model timeout", withResponse(408, nil, &types.ModelTimeoutException{}), 408, 0, false, false},
+		{"unrecognized client", withResponse(403, nil, &smithy.GenericAPIError{Code: "UnrecognizedClientException", Message: "The security token included in the request is invalid."}),
+			403, 0, true, false},
+		{"expired token without a status", &smithy.GenericAPIError{Code: "ExpiredTokenException"}, 403, 0, true, false},
+		{"validation in a stream", &types.ValidationException{Message: aws.String("bad")}, 400, 0, false, true},
+		{"an unknown 4xx", withResponse(409, nil, &smithy.GenericAPIError{Code: "ConflictException", Message: "x"}), 409, 0, false, true},
+		{"an unknown exception in a stream", &smithy.GenericAPIError{Code: "SomethingNewException"}, 500, 0, false, false},
+	}
+	for _, tc := range cases {
+		var pe *Error
+		if !errors.As(bedrockFailure(t.Context(), tc.err), &pe) {
+			t.Fatalf("%s: not an *Error", tc.name)
+		}
+		if pe.Status != tc.status || pe.RetryAfter != tc.retryAfter || pe.Credential != tc.credential || (pe.Body != nil) != tc.body {
+			t.Errorf("%s: %+v; want status %d, retry after %s, credential %v, body %v", tc.name, pe, tc.status, tc.retryAfter, tc.credential, tc.body)
+		}
+		if !errors.Is(pe, tc.err) {
+			t.Errorf("%s: the SDK's error is not kept", tc.name)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := bedrockFailure(ctx, &types.ThrottlingException{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("after the client left: %v", err)
+	}
+	timeout := &Error{Timeout: true}
+	if err := bedrockFailure(t.Context(), fmt.Errorf("decode event: %w", timeout)); err != timeout {
+		t.Errorf("a bound passing: %v", err)
 	}
 }
