@@ -41,8 +41,8 @@ func (k ModelKind) Valid() bool {
 // (Platform.Kind): "openai" is any OpenAI-compatible API, "gemini"
 // Google's Gemini API (chat only), "azure" Azure OpenAI (its deployments:
 // chat, embeddings, images and speech), "anthropic" Anthropic's Messages
-// API (chat only).
-var PlatformKinds = []string{"openai", "gemini", "azure", "anthropic"}
+// API (chat only), "bedrock" Amazon Bedrock's Converse API (chat only).
+var PlatformKinds = []string{"openai", "gemini", "azure", "anthropic", "bedrock"}
 
 // platformKindServes lists, for a platform kind that serves only some
 // model kinds, those it serves; a kind not listed serves every one.
@@ -50,6 +50,7 @@ var platformKindServes = map[string][]ModelKind{
 	"gemini":    {KindChat},
 	"azure":     {KindChat, KindEmbeddings, KindImages, KindSpeech},
 	"anthropic": {KindChat},
+	"bedrock":   {KindChat},
 }
 
 // PlatformKindServes reports whether a platform of kind pk can serve a
@@ -80,6 +81,13 @@ type Platform struct {
 	// APIVersion is the API version an azure platform's calls name
 	// (api-version); "": the adapter's default.
 	APIVersion string
+	// Region is a bedrock platform's AWS region; required there.
+	Region string
+	// AccessKeyID, SecretAccessKey and SessionToken are a bedrock
+	// platform's AWS key pair, read from the environment variables the
+	// config names; never stored. None: the AWS SDK's default credential
+	// chain, or APIKey as a Bedrock API key.
+	AccessKeyID, SecretAccessKey, SessionToken string
 }
 
 // Limits are the capacity settings of a scope, shared by platform models,
@@ -503,7 +511,11 @@ func (p Platform) validate(defined map[string]bool) *FieldError {
 		return invalidf("name", "platform %q defined twice", p.Name)
 	case !slices.Contains(PlatformKinds, p.Kind):
 		return invalidf("kind", "unknown kind %q: want one of %s", p.Kind, strings.Join(PlatformKinds, ", "))
-	case p.BaseURL == "":
+	case p.Kind == "bedrock" && p.Region == "":
+		return invalidf("region", "required for a bedrock platform")
+	case (p.AccessKeyID == "") != (p.SecretAccessKey == ""):
+		return invalidf("secret_access_key", "an AWS access key id and its secret go together")
+	case p.BaseURL == "" && p.Kind != "bedrock": // bedrock's endpoint is its region's by default
 		return invalidf("base_url", "required")
 	case p.Timeout < 0:
 		return invalidf("timeout", "must not be negative")
@@ -511,6 +523,9 @@ func (p Platform) validate(defined map[string]bool) *FieldError {
 		return invalidf("idle_timeout", "must not be negative")
 	case p.CallTimeout < 0:
 		return invalidf("call_timeout", "must not be negative")
+	}
+	if p.BaseURL == "" {
+		return nil
 	}
 	u, err := url.Parse(p.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

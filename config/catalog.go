@@ -32,19 +32,27 @@ func (c *Config) toCatalog(lookup lookupFunc) weir.Catalog {
 		if kind == "" {
 			kind = "openai" // a Config built in code may skip Parse's defaults
 		}
-		var key string
-		if p.APIKeyEnv != "" {
-			key, _ = lookup(p.APIKeyEnv)
+		env := func(name string) string {
+			if name == "" {
+				return ""
+			}
+			v, _ := lookup(name)
+			return v
 		}
+		key := env(p.APIKeyEnv)
 		cat.Platforms = append(cat.Platforms, weir.Platform{
-			Name:        p.Name,
-			Kind:        kind,
-			BaseURL:     p.BaseURL,
-			APIKey:      key,
-			Timeout:     p.Timeout,
-			IdleTimeout: p.IdleTimeout,
-			CallTimeout: p.CallTimeout,
-			APIVersion:  p.APIVersion,
+			Name:            p.Name,
+			Kind:            kind,
+			BaseURL:         p.BaseURL,
+			APIKey:          key,
+			Timeout:         p.Timeout,
+			IdleTimeout:     p.IdleTimeout,
+			CallTimeout:     p.CallTimeout,
+			Region:          p.Region,
+			AccessKeyID:     env(p.AccessKeyIDEnv),
+			SecretAccessKey: env(p.SecretAccessKeyEnv),
+			SessionToken:    env(p.SessionTokenEnv),
+			APIVersion:      p.APIVersion,
 		})
 	}
 	for _, pm := range c.PlatformModels {

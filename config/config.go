@@ -355,9 +355,12 @@ type Platform struct {
 	// Kind is the adapter: "openai" (any OpenAI-compatible API), "gemini"
 	// (Google's Gemini API, chat only), "azure" (Azure OpenAI: base_url is
 	// the resource's endpoint, a platform model's upstream its deployment),
-	// "anthropic" (Anthropic's Messages API, chat only). Default "openai".
+	// "anthropic" (Anthropic's Messages API, chat only), "bedrock"
+	// (Amazon Bedrock's Converse API, chat only). Default "openai".
 	Kind string `yaml:"kind"`
-	// BaseURL is the API root, e.g. "https://api.openai.com/v1". Required.
+	// BaseURL is the API root, e.g. "https://api.openai.com/v1". Required,
+	// except for bedrock, where it overrides the region's endpoint
+	// (default "": the region's).
 	BaseURL string `yaml:"base_url"`
 	// APIKeyEnv names the environment variable holding the credential. Empty
 	// or unset: no credential is sent. Default "".
@@ -375,6 +378,19 @@ type Platform struct {
 	// APIVersion is the api-version of an azure platform's calls. Default
 	// "": 2024-10-21.
 	APIVersion string `yaml:"api_version"`
+	// Region is a bedrock platform's AWS region, e.g. "us-east-1".
+	// Required for bedrock. Default "".
+	Region string `yaml:"region"`
+	// AccessKeyIDEnv and SecretAccessKeyEnv name the environment variables
+	// holding a bedrock platform's AWS key pair, SessionTokenEnv the one
+	// holding its session token, if any. Both of the pair or neither:
+	// with neither, api_key_env names a Bedrock API key, or, with no key
+	// at all, the AWS SDK's default credential chain finds credentials
+	// (AWS_* variables, shared files, the instance's or task's role).
+	// Default "".
+	AccessKeyIDEnv     string `yaml:"access_key_id_env"`
+	SecretAccessKeyEnv string `yaml:"secret_access_key_env"`
+	SessionTokenEnv    string `yaml:"session_token_env"`
 }
 
 // PlatformModel is one model on one platform, with its limits (see

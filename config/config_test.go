@@ -571,7 +571,33 @@ func TestValidate(t *testing.T) {
 			`platforms[1].name: platform "a" defined twice`},
 		{"platform without name", func(c *Config) { c.Platforms[0].Name = "" }, `platforms[0].name: required`},
 		{"platform kind", func(c *Config) { c.Platforms[0].Kind = "carrier-pigeon" },
-			`platforms[0].kind: unknown kind "carrier-pigeon": want one of openai, gemini, azure, anthropic`},
+			`platforms[0].kind: unknown kind "carrier-pigeon": want one of openai, gemini, azure, anthropic, bedrock`},
+		{"bedrock with a region and no base_url", func(c *Config) {
+			c.Platforms[0] = Platform{Name: "a", Kind: "bedrock", Region: "us-east-1", AccessKeyIDEnv: "AWS_KEY_ID", SecretAccessKeyEnv: "AWS_SECRET", SessionTokenEnv: "AWS_TOKEN"}
+		}, ""},
+		{"bedrock on the default chain", func(c *Config) {
+			c.Platforms[0] = Platform{Name: "a", Kind: "bedrock", Region: "us-east-1", BaseURL: "https://vpce.example.com"}
+		}, ""},
+		{"bedrock without a region", func(c *Config) { c.Platforms[0] = Platform{Name: "a", Kind: "bedrock"} },
+			`platforms[0].region: required for a bedrock platform`},
+		{"bedrock with half a key pair", func(c *Config) {
+			c.Platforms[0] = Platform{Name: "a", Kind: "bedrock", Region: "us-east-1", AccessKeyIDEnv: "AWS_KEY_ID"}
+		}, `platforms[0].secret_access_key_env: access_key_id_env and secret_access_key_env name an AWS key pair: both or neither`},
+		{"bedrock with a key pasted in", func(c *Config) {
+			c.Platforms[0] = Platform{Name: "a", Kind: "bedrock", Region: "us-east-1", AccessKeyIDEnv: "AKIA/EXAMPLE", SecretAccessKeyEnv: "S"}
+		}, `platforms[0].access_key_id_env: not an environment variable name`},
+		{"bedrock session token without a pair", func(c *Config) {
+			c.Platforms[0] = Platform{Name: "a", Kind: "bedrock", Region: "us-east-1", SessionTokenEnv: "T"}
+		}, `platforms[0].session_token_env: a session token goes with access_key_id_env and secret_access_key_env`},
+		{"bedrock with a pair and an API key", func(c *Config) {
+			c.Platforms[0] = Platform{Name: "a", Kind: "bedrock", Region: "us-east-1", AccessKeyIDEnv: "K", SecretAccessKeyEnv: "S", APIKeyEnv: "A"}
+		}, `platforms[0].api_key_env: a bedrock platform signs with its key pair or sends an API key, not both`},
+		{"a region on openai", func(c *Config) { c.Platforms[0].Region = "us-east-1" },
+			`platforms[0].region: region and AWS keys are a bedrock platform's`},
+		{"embeddings on bedrock", func(c *Config) {
+			c.Platforms[1] = Platform{Name: "b", Kind: "bedrock", Region: "us-east-1"}
+			c.Models[0].Kind = weir.KindEmbeddings
+		}, `models[0].candidates[1].platform_model: "b/m" is on platform "b" of kind bedrock, which serves no embeddings models`},
 		{"no base_url", func(c *Config) { c.Platforms[0].BaseURL = "" }, `platforms[0].base_url: required`},
 		{"relative base_url", func(c *Config) { c.Platforms[0].BaseURL = "127.0.0.1:9090/v1" },
 			`platforms[0].base_url: "127.0.0.1:9090/v1" is not an http or https URL`},
@@ -1006,6 +1032,28 @@ func TestCatalogFromCode(t *testing.T) {
 	}
 	if cat.Platforms[0].Kind != "openai" || cat.Models[0].Candidates[0].Weight != 1 {
 		t.Errorf("catalog = %+v; want kind openai and weight 1", cat)
+	}
+}
+
+func TestCatalogReadsBedrockKeys(t *testing.T) {
+	t.Parallel()
+	c := Default()
+	c.Platforms = []Platform{{Name: "aws", Kind: "bedrock", Region: "eu-west-3",
+		AccessKeyIDEnv: "AWS_KEY_ID", SecretAccessKeyEnv: "AWS_SECRET", SessionTokenEnv: "AWS_TOKEN"}}
+	c.PlatformModels = []PlatformModel{{Name: "aws/haiku", Platform: "aws", Upstream: "anthropic.claude-3-haiku-20240307-v1:0"}}
+	c.Models = []Model{{Name: "haiku", Kind: weir.KindChat, Candidates: []Candidate{{PlatformModel: "aws/haiku"}}}}
+	vars := map[string]string{"AWS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET": "s3cret", "AWS_TOKEN": "tok"}
+	cat, err := c.catalog(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cat.Platforms[0]
+	if p.Kind != "bedrock" || p.Region != "eu-west-3" || p.BaseURL != "" ||
+		p.AccessKeyID != "AKIDEXAMPLE" || p.SecretAccessKey != "s3cret" || p.SessionToken != "tok" || p.APIKey != "" {
+		t.Errorf("platform %+v", p)
+	}
+	if err := cat.Validate(); err != nil {
+		t.Errorf("the catalog does not validate: %v", err)
 	}
 }
 

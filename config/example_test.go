@@ -55,7 +55,7 @@ func TestExample(t *testing.T) {
 			t.Errorf("platform %s points at %s; want the mock provider", p.Name, p.BaseURL)
 		}
 	}
-	if names := names(cat.Platforms, func(p weir.Platform) string { return p.Name }); !slices.Equal(names, []string{"mock-a", "mock-b"}) {
+	if names := names(cat.Platforms, func(p weir.Platform) string { return p.Name }); !slices.Equal(names, []string{"mock-a", "mock-b", "mock-bedrock"}) {
 		t.Errorf("platforms = %v", names)
 	}
 

@@ -44,6 +44,25 @@ func (c *Config) Validate() error {
 			return invalidf(fmt.Sprintf("platforms[%d].api_key_env", i),
 				"not an environment variable name; put the key in a variable and name the variable here")
 		}
+		for _, env := range []struct{ field, name string }{
+			{"access_key_id_env", p.AccessKeyIDEnv}, {"secret_access_key_env", p.SecretAccessKeyEnv}, {"session_token_env", p.SessionTokenEnv},
+		} {
+			if env.name != "" && !validEnvName(env.name) {
+				return invalidf(fmt.Sprintf("platforms[%d].%s", i, env.field),
+					"not an environment variable name; put the key in a variable and name the variable here")
+			}
+		}
+		switch {
+		case (p.AccessKeyIDEnv == "") != (p.SecretAccessKeyEnv == ""):
+			return invalidf(fmt.Sprintf("platforms[%d].secret_access_key_env", i),
+				"access_key_id_env and secret_access_key_env name an AWS key pair: both or neither")
+		case p.SessionTokenEnv != "" && p.AccessKeyIDEnv == "":
+			return invalidf(fmt.Sprintf("platforms[%d].session_token_env", i), "a session token goes with access_key_id_env and secret_access_key_env")
+		case p.AccessKeyIDEnv != "" && p.APIKeyEnv != "":
+			return invalidf(fmt.Sprintf("platforms[%d].api_key_env", i), "a bedrock platform signs with its key pair or sends an API key, not both")
+		case p.Kind != "bedrock" && p.Kind != "" && (p.Region != "" || p.AccessKeyIDEnv != ""):
+			return invalidf(fmt.Sprintf("platforms[%d].region", i), "region and AWS keys are a bedrock platform's")
+		}
 	}
 	if c.DefaultGroup == "" {
 		return invalidf("default_group", "required")

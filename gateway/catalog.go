@@ -285,7 +285,8 @@ func (s *Service) platformAdapters(next *Snapshot, platforms []weir.Platform) er
 		total := orDefault(p.CallTimeout, s.cfg.UpstreamCallTimeout)
 		a, err := provider.New(provider.Platform{Kind: p.Kind, BaseURL: p.BaseURL, APIKey: p.APIKey, Client: s.deps.HTTPClient,
 			Timeout: orDefault(p.Timeout, s.cfg.UpstreamTimeout), IdleTimeout: orDefault(p.IdleTimeout, s.cfg.UpstreamIdleTimeout),
-			CallTimeout: total, APIVersion: p.APIVersion, Clock: s.deps.Clock})
+			CallTimeout: total, APIVersion: p.APIVersion, Clock: s.deps.Clock,
+			Region: p.Region, AccessKeyID: p.AccessKeyID, SecretAccessKey: p.SecretAccessKey, SessionToken: p.SessionToken})
 		if err != nil {
 			return fmt.Errorf("platform %s: %w", p.Name, err)
 		}

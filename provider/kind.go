@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"time"
@@ -22,6 +23,10 @@ type Platform struct {
 	// APIVersion is an azure platform's api-version ("": the default).
 	APIVersion string
 	Clock      clock.Clock
+	// Region, AccessKeyID, SecretAccessKey and SessionToken are a bedrock
+	// platform's (BedrockConfig); APIKey is its Bedrock API key.
+	Region                                     string
+	AccessKeyID, SecretAccessKey, SessionToken string
 }
 
 // Adapters are a platform's adapters: Sync for the calls answered at
@@ -55,6 +60,14 @@ func New(p Platform) (Adapters, error) {
 	case "anthropic":
 		return Adapters{Sync: &Anthropic{BaseURL: p.BaseURL, APIKey: p.APIKey, Client: p.Client,
 			Timeout: p.Timeout, IdleTimeout: p.IdleTimeout, CallTimeout: p.CallTimeout, Clock: p.Clock}}, nil
+	case "bedrock":
+		b, err := NewBedrock(context.Background(), BedrockConfig{Region: p.Region, BaseURL: p.BaseURL,
+			AccessKeyID: p.AccessKeyID, SecretAccessKey: p.SecretAccessKey, SessionToken: p.SessionToken, APIKey: p.APIKey,
+			Client: p.Client, Timeout: p.Timeout, IdleTimeout: p.IdleTimeout, CallTimeout: p.CallTimeout, Clock: p.Clock})
+		if err != nil {
+			return Adapters{}, err
+		}
+		return Adapters{Sync: b}, nil
 	}
 	return Adapters{}, fmt.Errorf("provider: unknown platform kind %q", p.Kind)
 }

@@ -9,7 +9,8 @@
 // benchmarks run against it instead of real providers; `weir mock-provider`
 // serves it on its own, and `weir demo` starts it in-process.
 //
-// It imports only the standard library.
+// It imports only the standard library and, for Bedrock's streams, the AWS
+// SDK's event-stream encoder.
 //
 // # Endpoints
 //
@@ -58,6 +59,18 @@
 //	                              {"type", "message"}, "request_id"}
 //	POST /v1/messages/count_tokens  {"input_tokens": n} for a Messages
 //	                              request (no max_tokens needed)
+//	POST /model/{modelId}/converse         Amazon Bedrock's Converse: the
+//	                              answer as {"output": {"message"},
+//	                              "stopReason", "usage", "metrics"}; the
+//	                              model id path-escaped, as the AWS SDKs
+//	                              send an ARN or "vendor.model:0"
+//	POST /model/{modelId}/converse-stream  the same as ConverseStream's
+//	                              events in AWS event-stream framing
+//	                              (application/vnd.amazon.eventstream):
+//	                              messageStart, contentBlockStart for a
+//	                              tool use, one contentBlockDelta a token,
+//	                              contentBlockStop, messageStop, metadata
+//	                              with the usage; both also under /v1
 //	GET  /mock/jobs               the jobs held, oldest first ({"object":
 //	                              "list", "data": [JobInfo...]})
 //	GET  /mock/config             the current Config as JSON
@@ -73,15 +86,43 @@
 // {"error": {"message", "type", "param", "code"}}, but those of the
 // Messages API, which carry Anthropic's with its types by status
 // (invalid_request_error, authentication_error, not_found_error,
-// rate_limit_error, api_error, overloaded_error for 529, ...). Its 429s
-// carry retry-after and exhausted anthropic-ratelimit-requests-* headers
-// (remaining 0, the reset as an RFC 3339 time); its 529s carry neither.
+// rate_limit_error, api_error, overloaded_error for 529, ...), and
+// Converse's, which carry Bedrock's: the exception's name in
+// X-Amzn-ErrorType (ValidationException for 400, AccessDeniedException
+// 403, ResourceNotFoundException 404, ThrottlingException 429,
+// InternalServerException 500, ServiceUnavailableException 503, ...) and
+// {"message"} in the body, with no Retry-After, as Bedrock sends. The
+// Messages API's 429s carry retry-after and exhausted
+// anthropic-ratelimit-requests-* headers (remaining 0, the reset as an
+// RFC 3339 time); its 529s carry neither.
 //
 // A Messages request with tools calls one: the tool tool_choice names,
 // the first with "any", and with "auto" (or none) the first unless the
 // last turn holds a tool_result, so that a client's tool loop ends; with
 // "none" it answers in text. The call's input is JSON of the tool's
 // input_schema, as a forced chat tool call's arguments are.
+//
+// # Converse
+//
+// A Converse request must carry a SigV4 Authorization header
+// (AWS4-HMAC-SHA256 with a .../bedrock/aws4_request credential scope and
+// X-Amz-Date) or a Bedrock API key as a bearer token, or it is answered
+// 403 MissingAuthenticationTokenException; the signature is not checked,
+// since the mock knows no secret. The conversation is checked as Bedrock
+// checks it — it starts and ends with a user message and alternates, a
+// content block holds one member, text is not blank, images are png,
+// jpeg, gif or webp, a toolResult answers a toolUse of the turn before,
+// tool blocks need toolConfig — and a violation is answered 400
+// ValidationException. toolChoice any (the first tool) or tool (the one
+// named) is answered with a toolUse whose input is JSON of the tool's
+// inputSchema, stopReason "tool_use"; auto or none, in text; an
+// outputConfig JSON schema, with JSON of its shape. maxTokens cuts a text
+// answer (stopReason "max_tokens"), never a tool's input. Work, the cap,
+// latency, pacing, stalls and the X-Mock-* overrides apply as to chat;
+// X-Mock-Stream-Exception: throttlingException (or internalServerException,
+// modelStreamErrorException, validationException,
+// serviceUnavailableException) ends a ConverseStream with that exception
+// message after half its tokens.
 //
 // # Gemini
 //

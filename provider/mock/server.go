@@ -283,6 +283,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.serveAzure(w, r, deployment, endpoint)
 			return
 		}
+		if strings.HasPrefix(p, "/model/") || strings.HasPrefix(p, "/v1/model/") {
+			s.serveConverse(w, r)
+			return
+		}
 		if id, ok := strings.CutPrefix(p, "/v1/models/"); ok {
 			if onlyMethod(w, r, http.MethodGet) {
 				s.model(w, id)
@@ -325,14 +329,15 @@ type call struct {
 	now   func() time.Time
 }
 
-// errorShape is a protocol's error body: OpenAI's, Gemini's or
-// Anthropic's.
+// errorShape is a protocol's error body: OpenAI's, Gemini's,
+// Anthropic's or Bedrock's.
 type errorShape int
 
 const (
 	shapeOpenAI errorShape = iota
 	shapeGemini
 	shapeAnthropic
+	shapeBedrock
 )
 
 // A handler serves one decoded work request and returns the status it
@@ -362,6 +367,8 @@ func (s *Server) workAs(w http.ResponseWriter, r *http.Request, shape errorShape
 			writeGeminiError(w, capError(st.cfg.MaxConcurrent), st.cfg.RetryAfter)
 		case shapeAnthropic:
 			writeAnthropicError(w, capError(st.cfg.MaxConcurrent), st.cfg.RetryAfter, s.now())
+		case shapeBedrock:
+			writeBedrockError(w, capError(st.cfg.MaxConcurrent))
 		default:
 			writeErrorBody(w, http.StatusTooManyRequests, st.capBody, st.cfg.RetryAfter)
 		}
@@ -510,6 +517,8 @@ func (c *call) fail(e apiError) int {
 		writeGeminiError(c.w, e, c.st.cfg.RetryAfter)
 	case shapeAnthropic:
 		writeAnthropicError(c.w, e, c.st.cfg.RetryAfter, c.now())
+	case shapeBedrock:
+		writeBedrockError(c.w, e) // Bedrock sends no Retry-After
 	default:
 		writeError(c.w, e, c.st.cfg.RetryAfter)
 	}
