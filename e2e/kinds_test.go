@@ -14,8 +14,9 @@ import (
 )
 
 // TestUpstreamKinds: the official OpenAI SDK, unchanged, against models
-// whose platforms speak other protocols — Gemini's generateContent and
-// Azure OpenAI's deployment URLs, both served by the mock — plain and
+// whose platforms speak other protocols — Gemini's generateContent,
+// Azure OpenAI's deployment URLs, Anthropic's Messages API and Bedrock's
+// Converse (signed by the AWS SDK), all served by the mock — plain and
 // streamed, with usage.
 func TestUpstreamKinds(t *testing.T) {
 	t.Parallel()
@@ -29,6 +30,16 @@ func TestUpstreamKinds(t *testing.T) {
     kind: azure
     base_url: %[1]s
     api_key_env: E2E_AZURE_KEY
+  - name: ant
+    kind: anthropic
+    base_url: %[1]s/v1
+    api_key_env: E2E_ANTHROPIC_KEY
+  - name: br
+    kind: bedrock
+    region: us-east-1
+    base_url: %[1]s
+    access_key_id_env: E2E_AWS_ID
+    secret_access_key_env: E2E_AWS_SECRET
 platform_models:
   - name: gem/flash
     platform: gem
@@ -36,6 +47,12 @@ platform_models:
   - name: az/mini
     platform: az
     upstream: gpt-4o-mini-deployment
+  - name: ant/sonnet
+    platform: ant
+    upstream: claude-sonnet-4-5
+  - name: br/nova
+    platform: br
+    upstream: amazon.nova-lite-v1:0
 models:
   - name: gemini
     kind: chat
@@ -45,13 +62,22 @@ models:
     kind: chat
     candidates:
       - platform_model: az/mini
+  - name: anthropic
+    kind: chat
+    candidates:
+      - platform_model: ant/sonnet
+  - name: bedrock
+    kind: chat
+    candidates:
+      - platform_model: br/nova
 `, strings.TrimSuffix(up.URL, "/v1"))
-	g := startGatewayEnv(t, []string{"E2E_GEMINI_KEY=gem-key", "E2E_AZURE_KEY=az-key"}, "", catalog)
+	g := startGatewayEnv(t, []string{"E2E_GEMINI_KEY=gem-key", "E2E_AZURE_KEY=az-key", "E2E_ANTHROPIC_KEY=ant-key",
+		"E2E_AWS_ID=AKIDEXAMPLE", "E2E_AWS_SECRET=wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"}, "", catalog)
 	_, secret := g.createKey(t)
 	client := openai.NewClient(option.WithBaseURL(g.URL+"/v1/"), option.WithAPIKey(secret),
 		option.WithMaxRetries(0), option.WithRequestTimeout(20*time.Second))
 	ctx := context.Background()
-	for _, model := range []string{"gemini", "azure"} {
+	for _, model := range []string{"gemini", "azure", "anthropic", "bedrock"} {
 		t.Run(model, func(t *testing.T) {
 			chat, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 				Model:    model,
