@@ -25,7 +25,7 @@ func TestAnswerToChat(t *testing.T) {
 	sameJSON(t, got, `{
 		"id": "msg_01", "object": "chat.completion", "created": 1700000000, "model": "claude-x",
 		"choices": [{"index": 0, "logprobs": null, "finish_reason": "tool_calls", "message": {
-			"role": "assistant", "content": "Looking it up.", "reasoning_content": "Let me think.",
+			"role": "assistant", "content": "Looking it up.", "refusal": null, "reasoning_content": "Let me think.",
 			"tool_calls": [
 				{"id": "toolu_1", "type": "function", "function": {"name": "lookup", "arguments": "{\"q\": \"a\"}"}},
 				{"id": "toolu_2", "type": "function", "function": {"name": "noargs", "arguments": "{}"}}
@@ -42,7 +42,7 @@ func TestAnswerToChatToolsOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameJSON(t, got, `{"id":"m","object":"chat.completion","created":0,"model":"c",
-		"choices":[{"index":0,"logprobs":null,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,
+		"choices":[{"index":0,"logprobs":null,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,"refusal":null,
 			"tool_calls":[{"id":"t","type":"function","function":{"name":"f","arguments":"{}"}}]}}],
 		"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3,"prompt_tokens_details":{"cached_tokens":0}}}`)
 }
