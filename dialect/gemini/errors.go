@@ -5,34 +5,14 @@ import (
 	"net/http"
 	"strings"
 	"time"
-)
 
-// chatError is OpenAI's error body.
-type chatError struct {
-	Error struct {
-		Message string  `json:"message"`
-		Type    string  `json:"type"`
-		Param   *string `json:"param"`
-		Code    *string `json:"code"`
-	} `json:"error"`
-}
+	"github.com/weir-gateway/weir/openaiwire"
+)
 
 // ChatError is an error body in OpenAI's shape: type
 // "invalid_request_error" for a 4xx status, "server_error" else.
 func ChatError(status int, message, param, code string) []byte {
-	var e chatError
-	e.Error.Message, e.Error.Type = message, "invalid_request_error"
-	if status >= 500 {
-		e.Error.Type = "server_error"
-	}
-	if param != "" {
-		e.Error.Param = &param
-	}
-	if code != "" {
-		e.Error.Code = &code
-	}
-	b, _ := json.Marshal(e) // strings: cannot fail
-	return b
+	return openaiwire.ErrorJSON(openaiwire.ErrorType(status), message, param, code)
 }
 
 // ErrorToChat rewrites Gemini's error body in OpenAI's shape: its message
