@@ -353,12 +353,13 @@ type Delta struct {
 }
 
 // Usage is an answer's usage. Cached input counts in PromptTokens, as
-// OpenAI counts it, and again in the details.
+// OpenAI counts it, and again in the details, which are always written;
+// the completion's details only by a translation that knows them.
 type Usage struct {
 	PromptTokens            int64                    `json:"prompt_tokens"`
 	CompletionTokens        int64                    `json:"completion_tokens"`
 	TotalTokens             int64                    `json:"total_tokens"`
-	PromptTokensDetails     *PromptTokensDetails     `json:"prompt_tokens_details,omitempty"`
+	PromptTokensDetails     PromptTokensDetails      `json:"prompt_tokens_details"`
 	CompletionTokensDetails *CompletionTokensDetails `json:"completion_tokens_details,omitempty"`
 }
 

@@ -65,7 +65,7 @@ func chatUsageOf(u Usage) *openaiwire.Usage {
 		PromptTokens:        prompt,
 		CompletionTokens:    u.OutputTokens,
 		TotalTokens:         prompt + u.OutputTokens,
-		PromptTokensDetails: &openaiwire.PromptTokensDetails{CachedTokens: u.CacheReadInputTokens},
+		PromptTokensDetails: openaiwire.PromptTokensDetails{CachedTokens: u.CacheReadInputTokens},
 	}
 }
 
@@ -75,10 +75,7 @@ func usageOfChat(u *openaiwire.Usage) Usage {
 	if u == nil {
 		return Usage{}
 	}
-	var cached int64
-	if u.PromptTokensDetails != nil {
-		cached = min(u.PromptTokensDetails.CachedTokens, u.PromptTokens)
-	}
+	cached := min(u.PromptTokensDetails.CachedTokens, u.PromptTokens)
 	return Usage{InputTokens: u.PromptTokens - cached, OutputTokens: u.CompletionTokens, CacheReadInputTokens: cached}
 }
 

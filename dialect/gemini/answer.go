@@ -131,7 +131,7 @@ func usageOf(u *UsageMetadata) *openaiwire.Usage {
 	}
 	return &openaiwire.Usage{
 		PromptTokens: prompt, CompletionTokens: completion, TotalTokens: total,
-		PromptTokensDetails:     &openaiwire.PromptTokensDetails{CachedTokens: u.CachedContentTokenCount},
+		PromptTokensDetails:     openaiwire.PromptTokensDetails{CachedTokens: u.CachedContentTokenCount},
 		CompletionTokensDetails: &openaiwire.CompletionTokensDetails{ReasoningTokens: u.ThoughtsTokenCount},
 	}
 }
