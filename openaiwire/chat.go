@@ -15,27 +15,27 @@ import (
 
 // ChatRequest is a Chat Completions request.
 type ChatRequest struct {
-	Model               string          `json:"model"`
-	Messages            []Message       `json:"messages"`
-	Tools               []Tool          `json:"tools,omitempty"`
+	Model    string    `json:"model"`
+	Messages []Message `json:"messages"`
+	Tools    []Tool    `json:"tools,omitempty"`
+	// ToolChoice is "none", "auto", "required" or a ToolChoice. It is
+	// kept as it came, so that each translation refuses a malformed one
+	// in its own terms.
+	ToolChoice          json.RawMessage `json:"tool_choice,omitempty"`
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls,omitempty"`
+	ResponseFormat      *ResponseFormat `json:"response_format,omitempty"`
 	MaxTokens           *int64          `json:"max_tokens,omitempty"`
 	MaxCompletionTokens *int64          `json:"max_completion_tokens,omitempty"`
 	Temperature         *float64        `json:"temperature,omitempty"`
 	TopP                *float64        `json:"top_p,omitempty"`
 	TopK                *int64          `json:"top_k,omitempty"`
 	Stop                json.RawMessage `json:"stop,omitempty"`
-	// ToolChoice is "none", "auto", "required" or a ToolChoice. It is
-	// kept as it came, so that each translation refuses a malformed one
-	// in its own terms.
-	ToolChoice        json.RawMessage `json:"tool_choice,omitempty"`
-	ParallelToolCalls *bool           `json:"parallel_tool_calls,omitempty"`
-	ResponseFormat    *ResponseFormat `json:"response_format,omitempty"`
-	FrequencyPenalty  *float64        `json:"frequency_penalty,omitempty"`
-	PresencePenalty   *float64        `json:"presence_penalty,omitempty"`
-	Seed              *int64          `json:"seed,omitempty"`
-	Stream            bool            `json:"stream,omitempty"`
-	StreamOptions     *StreamOptions  `json:"stream_options,omitempty"`
-	User              string          `json:"user,omitempty"`
+	FrequencyPenalty    *float64        `json:"frequency_penalty,omitempty"`
+	PresencePenalty     *float64        `json:"presence_penalty,omitempty"`
+	Seed                *int64          `json:"seed,omitempty"`
+	Stream              bool            `json:"stream,omitempty"`
+	StreamOptions       *StreamOptions  `json:"stream_options,omitempty"`
+	User                string          `json:"user,omitempty"`
 
 	ReasoningEffort      string `json:"reasoning_effort,omitempty"`
 	Verbosity            string `json:"verbosity,omitempty"`

@@ -9,13 +9,13 @@ type ErrorBody struct {
 }
 
 // ErrorDetail is an error's detail. Param and Code are null when not
-// given; Code is a string as OpenAI writes it, though some upstreams
-// answer a number.
+// given, and strings as OpenAI writes them; they are read as any JSON,
+// since some upstreams answer a number.
 type ErrorDetail struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    any     `json:"code"`
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Param   any    `json:"param"`
+	Code    any    `json:"code"`
 }
 
 // Error types OpenAI answers.
@@ -38,7 +38,7 @@ func ErrorType(status int) string {
 func ErrorJSON(typ, message, param, code string) []byte {
 	e := ErrorBody{Error: ErrorDetail{Message: message, Type: typ}}
 	if param != "" {
-		e.Error.Param = &param
+		e.Error.Param = param
 	}
 	if code != "" {
 		e.Error.Code = code
