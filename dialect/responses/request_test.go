@@ -101,6 +101,11 @@ func TestChatBody(t *testing.T) {
 		in:   `{"model":"m","input":"hi","text":{"format":{"type":"json_object"}}}`,
 		want: `{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_object"}}`,
 	}, {
+		// OpenAI requires a text part's text, empty or not.
+		name: "an empty text part keeps its text",
+		in:   `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":""},{"type":"input_image","image_url":"https://example.com/a.png"}]}]}`,
+		want: `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":""},{"type":"image_url","image_url":{"url":"https://example.com/a.png"}}]}]}`,
+	}, {
 		name: "plain text format",
 		in:   `{"model":"m","input":"hi","text":{"format":{"type":"text"}}}`,
 		want: `{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
