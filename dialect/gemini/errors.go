@@ -9,12 +9,6 @@ import (
 	"github.com/weir-gateway/weir/openaiwire"
 )
 
-// ChatError is an error body in OpenAI's shape: type
-// "invalid_request_error" for a 4xx status, "server_error" else.
-func ChatError(status int, message, param, code string) []byte {
-	return openaiwire.ErrorJSON(openaiwire.ErrorType(status), message, param, code)
-}
-
 // ErrorToChat rewrites Gemini's error body in OpenAI's shape: its message
 // with "Gemini: " before it, its status ("INVALID_ARGUMENT") as the code,
 // lower-cased. A body that is not Gemini's is quoted as the message.
@@ -27,7 +21,7 @@ func ErrorToChat(status int, body []byte) []byte {
 	if msg == "" {
 		msg = http.StatusText(status)
 	}
-	return ChatError(status, "Gemini: "+msg, "", code)
+	return openaiwire.ErrorJSON(openaiwire.ErrorType(status), "Gemini: "+msg, "", code)
 }
 
 // RetryDelay is how long Gemini's error body asks to wait (its RetryInfo
@@ -52,5 +46,5 @@ func RetryDelay(body []byte) time.Duration {
 // code "content_filter", as OpenAI-shaped platforms refuse a prompt their
 // filter stops.
 func BlockedToChat(e *BlockedError) []byte {
-	return ChatError(http.StatusBadRequest, "Gemini's safety filter blocked the prompt ("+e.Reason+"); change the prompt and try again.", "messages", "content_filter")
+	return openaiwire.ErrorJSON(openaiwire.TypeInvalidRequest, "Gemini's safety filter blocked the prompt ("+e.Reason+"); change the prompt and try again.", "messages", "content_filter")
 }
