@@ -80,19 +80,16 @@ func (a *Anthropic) Do(ctx context.Context, c Call) (*http.Response, error) {
 			h.Set(k, v)
 		}
 	}
-	req, err := newRequest(ctx, http.MethodPost, a.BaseURL, "/messages", "", body, h)
-	if err != nil {
-		return nil, err
-	}
 	clk := a.Clock
 	if clk == nil {
 		clk = clock.Real
 	}
-	resp, err := send(ctx, httpClient(a.Client), req, callOpts{
+	resp, err := callOpts{
+		client: a.Client,
 		clock:  clk,
 		bounds: Bounds{Header: a.Timeout, Idle: a.IdleTimeout, Total: a.CallTimeout},
 		grace:  a.AbortGrace,
-	})
+	}.post(ctx, a.BaseURL, "/messages", "", body, h)
 	if err != nil {
 		return nil, err
 	}

@@ -63,27 +63,17 @@ func (a *Azure) Do(ctx context.Context, c Call) (*http.Response, error) {
 		version = DefaultAzureAPIVersion
 	}
 	path := "/openai/deployments/" + url.PathEscape(body.Model) + c.Path + "?api-version=" + url.QueryEscape(version)
-	h := http.Header{"Content-Type": {"application/json"}}
-	if c.Stream {
-		h.Set("Accept", "text/event-stream")
-	} else if acc := c.Header.Get("Accept"); acc != "" {
-		h.Set("Accept", acc)
-	}
-	if ua := c.Header.Get("User-Agent"); ua != "" {
-		h.Set("User-Agent", ua)
-	}
+	h := make(http.Header, 4)
+	setPassedOn(h, &c)
 	if a.APIKey != "" {
 		h.Set("Api-Key", a.APIKey)
 	}
-	req, err := newRequest(ctx, http.MethodPost, a.BaseURL, path, "", c.Body, h)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := send(ctx, httpClient(a.Client), req, callOpts{
+	resp, err := callOpts{
+		client: a.Client,
 		clock:  a.Clock,
 		bounds: Bounds{Header: a.Timeout, Idle: a.IdleTimeout, Total: a.CallTimeout},
 		grace:  a.AbortGrace,
-	})
+	}.post(ctx, a.BaseURL, path, "", c.Body, h)
 	if err != nil {
 		return nil, err
 	}

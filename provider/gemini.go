@@ -74,19 +74,16 @@ func (g *Gemini) Do(ctx context.Context, c Call) (*http.Response, error) {
 	if ua := c.Header.Get("User-Agent"); ua != "" {
 		h.Set("User-Agent", ua)
 	}
-	req, err := newRequest(ctx, http.MethodPost, g.BaseURL, path, "", body, h)
-	if err != nil {
-		return nil, err
-	}
 	clk := g.Clock
 	if clk == nil {
 		clk = clock.Real
 	}
-	resp, err := send(ctx, httpClient(g.Client), req, callOpts{
+	resp, err := callOpts{
+		client: g.Client,
 		clock:  clk,
 		bounds: Bounds{Header: g.Timeout, Idle: g.IdleTimeout, Total: g.CallTimeout},
 		grace:  g.AbortGrace,
-	})
+	}.post(ctx, g.BaseURL, path, "", body, h)
 	if err != nil {
 		return nil, err
 	}
