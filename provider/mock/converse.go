@@ -419,14 +419,7 @@ func (s *Server) converseStream(c *call, r *reply, prompt int, exception string,
 				}
 				return http.StatusOK
 			}
-			if !send() {
-				return statusClientClosed
-			}
-			s.stalled.Add(1)
-			if s.hooks.stalling != nil {
-				s.hooks.stalling()
-			}
-			if !wait(ctx, stallFor) {
+			if !s.stallStream(ctx, send, stallFor) {
 				return statusClientClosed
 			}
 		}

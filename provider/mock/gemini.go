@@ -342,14 +342,7 @@ func (s *Server) streamGemini(c *call, model, id string, r *reply, prompt int, s
 	}
 	for i := 0; i < events; i++ {
 		if stall && i == events/2 && i > 0 {
-			if !send() {
-				return statusClientClosed
-			}
-			s.stalled.Add(1)
-			if s.hooks.stalling != nil {
-				s.hooks.stalling()
-			}
-			if !wait(ctx, stallFor) {
+			if !s.stallStream(ctx, send, stallFor) {
 				return statusClientClosed
 			}
 		}
