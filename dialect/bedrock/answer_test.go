@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/document"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
+	"github.com/weir-gateway/weir/internal/jsontest"
 	"github.com/weir-gateway/weir/openaiwire"
 )
 
@@ -35,7 +35,7 @@ func TestAnswerTranslatesAConverseOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameJSON(t, string(got), `{"id":"chatcmpl-req1","object":"chat.completion","created":1700000000,"model":"anthropic.claude-3-haiku",
+	jsontest.Equal(t, got, `{"id":"chatcmpl-req1","object":"chat.completion","created":1700000000,"model":"anthropic.claude-3-haiku",
 		"choices":[{"index":0,"message":{"role":"assistant","content":"Let me look.","refusal":null,"tool_calls":[
 			{"id":"tooluse_a","type":"function","function":{"name":"weather","arguments":"{\"city\":\"Paris\"}"}},
 			{"id":"tooluse_b","type":"function","function":{"name":"time","arguments":"{}"}}]},
@@ -53,7 +53,7 @@ func TestAnswerWithoutTextHasNullContent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameJSON(t, string(got), `{"id":"chatcmpl-req1","object":"chat.completion","created":1700000000,"model":"anthropic.claude-3-haiku",
+	jsontest.Equal(t, got, `{"id":"chatcmpl-req1","object":"chat.completion","created":1700000000,"model":"anthropic.claude-3-haiku",
 		"choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":null},"logprobs":null,"finish_reason":"content_filter"}]}`)
 }
 
@@ -156,7 +156,7 @@ func TestRoundTripKeepsTextCallsAndIDs(t *testing.T) {
 			if c.ID != want.ID || c.Function.Name != want.Function.Name {
 				t.Errorf("case %d call %d: %s %s, want %s %s", i, j, c.ID, c.Function.Name, want.ID, want.Function.Name)
 			}
-			if !jsonEqual(c.Function.Arguments, want.Function.Arguments) {
+			if !jsontest.Same([]byte(c.Function.Arguments), []byte(want.Function.Arguments)) {
 				t.Errorf("case %d call %d: arguments %s, want %s", i, j, c.Function.Arguments, want.Function.Arguments)
 			}
 		}
@@ -164,19 +164,4 @@ func TestRoundTripKeepsTextCallsAndIDs(t *testing.T) {
 			t.Errorf("case %d: usage %+v, want %d + %d", i, got.Usage, in, outTok)
 		}
 	}
-}
-
-// jsonEqual compares JSON texts with numbers kept exact.
-func jsonEqual(a, b string) bool {
-	norm := func(s string) string {
-		dec := json.NewDecoder(strings.NewReader(s))
-		dec.UseNumber()
-		var v any
-		if dec.Decode(&v) != nil {
-			return "invalid: " + s
-		}
-		out, _ := json.Marshal(v)
-		return string(out)
-	}
-	return norm(a) == norm(b)
 }

@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/weir-gateway/weir/internal/jsontest"
 	"github.com/weir-gateway/weir/openaiwire"
 )
 
@@ -74,11 +74,6 @@ func wantCalls(resp Response) []*FunctionCall {
 	return out
 }
 
-func sameJSON(a, b []byte) bool {
-	var x, y any
-	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
-}
-
 func TestRoundTripKeepsTextCallsIDsAndUsage(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
@@ -127,7 +122,7 @@ func checkAnswer(t *testing.T, i int, resp Response, text string, calls []openai
 			t.Fatalf("case %d: call %d id %q (Gemini's %q); want Gemini's, or a new one", i, j, c.ID, fc.ID)
 		}
 		seen[c.ID] = true
-		if c.Function.Name != fc.Name || !sameJSON([]byte(c.Function.Arguments), fc.Args) {
+		if c.Function.Name != fc.Name || !jsontest.Same([]byte(c.Function.Arguments), fc.Args) {
 			t.Fatalf("case %d: call %d is %s(%s); want %s(%s)", i, j, c.Function.Name, c.Function.Arguments, fc.Name, fc.Args)
 		}
 	}
@@ -230,7 +225,7 @@ func checkHistory(t *testing.T, i int, resp Response, msg openaiwire.AnswerMessa
 			continue
 		}
 		got := model[k]
-		if got.FunctionCall.Name != p.FunctionCall.Name || !sameJSON(got.FunctionCall.Args, p.FunctionCall.Args) ||
+		if got.FunctionCall.Name != p.FunctionCall.Name || !jsontest.Same(got.FunctionCall.Args, p.FunctionCall.Args) ||
 			got.FunctionCall.ID != msg.ToolCalls[k].ID {
 			t.Fatalf("case %d: call %d back as %+v; want %+v", i, k, got.FunctionCall, p.FunctionCall)
 		}
