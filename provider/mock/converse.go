@@ -163,13 +163,8 @@ func (s *Server) converse(c *call, model string, stream bool) int {
 			Schema json.RawMessage `json:"schema"`
 		}{Name: "output", Schema: json.RawMessage(oc.TextFormat.Structure.JSONSchema.Schema)}}
 	}
-	js, apiErr := structuredJSON(rf, tool, r.text, s.now)
-	if apiErr != nil {
+	if apiErr := r.structure(rf, tool, s.now); apiErr != nil {
 		return c.fail(*apiErr)
-	}
-	if js != nil {
-		r.pieces = jsonTokens(js)
-		r.tokens = len(r.pieces)
 	}
 	if tool != nil {
 		r.tool, r.finish = tool.Function.Name, "tool_use"

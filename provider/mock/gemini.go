@@ -110,13 +110,8 @@ func (s *Server) generate(c *call, model string, stream bool) int {
 	if apiErr != nil {
 		return c.fail(*apiErr)
 	}
-	js, apiErr := structuredJSON(geminiResponseFormat(&req), tool, r.text, s.now)
-	if apiErr != nil {
+	if apiErr := r.structure(geminiResponseFormat(&req), tool, s.now); apiErr != nil {
 		return c.fail(*apiErr)
-	}
-	if js != nil {
-		r.pieces = jsonTokens(js)
-		r.tokens = len(r.pieces)
 	}
 	if tool != nil {
 		r.tool = tool.Function.Name
