@@ -77,7 +77,7 @@ func Decode(body []byte) (*Request, error) {
 	r := &Request{
 		Model:        cr.Model,
 		Stream:       cr.Stream,
-		IncludeUsage: cr.StreamOptions != nil && cr.StreamOptions.IncludeUsage,
+		IncludeUsage: cr.StreamOptions.IncludesUsage(),
 	}
 	r.Input.ModelId = &cr.Model
 	var err error

@@ -56,7 +56,7 @@ func FromChat(body []byte) (*Translated, error) {
 	if err := refused(&in); err != nil {
 		return nil, err
 	}
-	t := &Translated{Model: in.Model, Stream: in.Stream, IncludeUsage: in.StreamOptions != nil && in.StreamOptions.IncludeUsage}
+	t := &Translated{Model: in.Model, Stream: in.Stream, IncludeUsage: in.StreamOptions.IncludesUsage()}
 	if t.Model == "" {
 		return nil, refusef("model", "you must provide a model parameter")
 	}
