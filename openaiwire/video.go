@@ -1,8 +1,11 @@
 // Package openaiwire holds OpenAI's wire types that more than one side of
 // Weir speaks: the upstream adapter reads them, the mock provider writes
-// them, and the API answers with them. It imports nothing, so any package
-// may use it without an import cycle, and it sits beside provider/ rather
-// than under it: the API, which is no adapter, is one of its sides.
+// them, and the API answers with them; the dialect translations read and
+// write Chat Completions through them, and every side writes OpenAI's
+// error body with ErrorJSON. It imports only the standard library, so any
+// package may use it without an import cycle, and it sits beside
+// provider/ rather than under it: the API, which is no adapter, is one of
+// its sides.
 package openaiwire
 
 // Video is OpenAI's video object (POST /v1/videos, GET /v1/videos/{id}),

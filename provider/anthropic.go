@@ -13,6 +13,7 @@ import (
 
 	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/dialect/anthropic"
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 // Anthropic is the adapter for Anthropic's Messages API (kind
@@ -79,19 +80,16 @@ func (a *Anthropic) Do(ctx context.Context, c Call) (*http.Response, error) {
 			h.Set(k, v)
 		}
 	}
-	req, err := newRequest(ctx, http.MethodPost, a.BaseURL, "/messages", "", body, h)
-	if err != nil {
-		return nil, err
-	}
 	clk := a.Clock
 	if clk == nil {
 		clk = clock.Real
 	}
-	resp, err := send(ctx, httpClient(a.Client), req, callOpts{
+	resp, err := callOpts{
+		client: a.Client,
 		clock:  clk,
 		bounds: Bounds{Header: a.Timeout, Idle: a.IdleTimeout, Total: a.CallTimeout},
 		grace:  a.AbortGrace,
-	})
+	}.post(ctx, a.BaseURL, "/messages", "", body, h)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +122,7 @@ func (a *Anthropic) failure(resp *http.Response, now time.Time) error {
 			d.Message = http.StatusText(resp.StatusCode)
 		}
 	}
-	e := &Error{Status: resp.StatusCode, Body: openAIErrorOfType(d.Type, d.Message, "")}
+	e := &Error{Status: resp.StatusCode, Body: openaiwire.ErrorJSON(d.Type, d.Message, "", "")}
 	e.Overloaded = resp.StatusCode == anthropic.StatusOverloaded || d.Type == anthropic.ErrOverloaded
 	if credentialComplaint(resp.StatusCode, raw, a.APIKey) {
 		e.Credential, e.Body = true, nil
@@ -162,27 +160,7 @@ func rateLimitReset(h http.Header, now time.Time) time.Duration {
 // refusal is a call the adapter refuses before sending it: a 400 in
 // OpenAI's error shape, for the client.
 func refusal(param, msg string) *Error {
-	return &Error{Status: http.StatusBadRequest, Body: openAIErrorOfType("invalid_request_error", msg, param), Err: errors.New(msg)}
-}
-
-// openAIErrorOfType is an error in OpenAI's shape,
-// {"error": {"message", "type", "param", "code"}}, of the type given
-// (Anthropic's, where the upstream named one).
-func openAIErrorOfType(typ, msg, param string) []byte {
-	var b struct {
-		Error struct {
-			Message string  `json:"message"`
-			Type    string  `json:"type"`
-			Param   *string `json:"param"`
-			Code    *string `json:"code"`
-		} `json:"error"`
-	}
-	b.Error.Message, b.Error.Type = msg, typ
-	if param != "" {
-		b.Error.Param = &param
-	}
-	out, _ := json.Marshal(b) // strings: cannot fail
-	return out
+	return &Error{Status: http.StatusBadRequest, Body: openaiwire.ErrorJSON(openaiwire.TypeInvalidRequest, msg, param, ""), Err: errors.New(msg)}
 }
 
 // anthropicAnswer is a whole Messages answer read as a chat.completion:
@@ -204,7 +182,7 @@ func (b *anthropicAnswer) Read(p []byte) (int, error) {
 		}
 		out, err := anthropic.AnswerToChat(raw, b.created)
 		if err != nil {
-			return 0, &Error{Status: http.StatusBadGateway, Body: openAIErrorOfType("server_error", "the upstream's answer is not a Messages answer", ""), Err: err}
+			return 0, &Error{Status: http.StatusBadGateway, Body: openaiwire.ErrorJSON(openaiwire.TypeServer, "the upstream's answer is not a Messages answer", "", ""), Err: err}
 		}
 		b.rd = bytes.NewReader(out)
 	}
@@ -225,7 +203,7 @@ func (b *anthropicStream) Read(p []byte) (int, error) {
 	if errors.As(err, &se) {
 		status := anthropic.ErrorStatus(se.Detail.Type)
 		err = &Error{Status: status, Overloaded: status == anthropic.StatusOverloaded,
-			Body: openAIErrorOfType(se.Detail.Type, se.Detail.Message, ""), Err: se}
+			Body: openaiwire.ErrorJSON(se.Detail.Type, se.Detail.Message, "", ""), Err: se}
 	}
 	return n, err
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 // Azure is the adapter for Azure OpenAI: OpenAI's API behind deployment
@@ -49,40 +50,30 @@ var azurePaths = []string{"/chat/completions", "/embeddings", "/images/generatio
 func (a *Azure) Do(ctx context.Context, c Call) (*http.Response, error) {
 	if !slices.Contains(azurePaths, c.Path) {
 		msg := fmt.Sprintf("this model's azure platform serves %s, not %s", strings.Join(azurePaths, ", "), c.Path)
-		return nil, &Error{Status: http.StatusBadRequest, Body: openAIErrorBody(http.StatusBadRequest, msg, "model", "unsupported_endpoint")}
+		return nil, &Error{Status: http.StatusBadRequest, Body: openaiwire.ErrorJSON(openaiwire.TypeInvalidRequest, msg, "model", "unsupported_endpoint")}
 	}
 	var body struct {
 		Model string `json:"model"`
 	}
 	if err := json.Unmarshal(c.Body, &body); err != nil || body.Model == "" {
-		return nil, &Error{Status: http.StatusBadRequest, Body: openAIErrorBody(http.StatusBadRequest, "the request names no model (the deployment)", "model", "")}
+		return nil, &Error{Status: http.StatusBadRequest, Body: openaiwire.ErrorJSON(openaiwire.TypeInvalidRequest, "the request names no model (the deployment)", "model", "")}
 	}
 	version := a.APIVersion
 	if version == "" {
 		version = DefaultAzureAPIVersion
 	}
 	path := "/openai/deployments/" + url.PathEscape(body.Model) + c.Path + "?api-version=" + url.QueryEscape(version)
-	h := http.Header{"Content-Type": {"application/json"}}
-	if c.Stream {
-		h.Set("Accept", "text/event-stream")
-	} else if acc := c.Header.Get("Accept"); acc != "" {
-		h.Set("Accept", acc)
-	}
-	if ua := c.Header.Get("User-Agent"); ua != "" {
-		h.Set("User-Agent", ua)
-	}
+	h := make(http.Header, 4)
+	setPassedOn(h, &c)
 	if a.APIKey != "" {
 		h.Set("Api-Key", a.APIKey)
 	}
-	req, err := newRequest(ctx, http.MethodPost, a.BaseURL, path, "", c.Body, h)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := send(ctx, httpClient(a.Client), req, callOpts{
+	resp, err := callOpts{
+		client: a.Client,
 		clock:  a.Clock,
 		bounds: Bounds{Header: a.Timeout, Idle: a.IdleTimeout, Total: a.CallTimeout},
 		grace:  a.AbortGrace,
-	})
+	}.post(ctx, a.BaseURL, path, "", c.Body, h)
 	if err != nil {
 		return nil, err
 	}
@@ -138,30 +129,5 @@ func contentFiltered(body []byte, path string) ([]byte, bool) {
 	case "/images/generations":
 		param = "prompt"
 	}
-	return openAIErrorBody(http.StatusBadRequest, msg, param, "content_filter"), true
-}
-
-// openAIErrorBody is an error in OpenAI's shape: type
-// "invalid_request_error" for a 4xx status, "server_error" else.
-func openAIErrorBody(status int, message, param, code string) []byte {
-	var e struct {
-		Error struct {
-			Message string  `json:"message"`
-			Type    string  `json:"type"`
-			Param   *string `json:"param"`
-			Code    *string `json:"code"`
-		} `json:"error"`
-	}
-	e.Error.Message, e.Error.Type = message, "invalid_request_error"
-	if status >= 500 {
-		e.Error.Type = "server_error"
-	}
-	if param != "" {
-		e.Error.Param = &param
-	}
-	if code != "" {
-		e.Error.Code = &code
-	}
-	b, _ := json.Marshal(e) // strings: cannot fail
-	return b
+	return openaiwire.ErrorJSON(openaiwire.TypeInvalidRequest, msg, param, "content_filter"), true
 }

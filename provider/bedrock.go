@@ -25,6 +25,7 @@ import (
 
 	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/dialect/bedrock"
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 // BedrockConfig is what a Bedrock adapter is made from.
@@ -125,7 +126,7 @@ func (b *Bedrock) Do(ctx context.Context, c Call) (*http.Response, error) {
 	if err != nil {
 		var re *bedrock.RequestError
 		if errors.As(err, &re) {
-			return nil, &Error{Status: http.StatusBadRequest, Body: openAIErrorBody(http.StatusBadRequest, re.Message, re.Param, "")}
+			return nil, &Error{Status: http.StatusBadRequest, Body: openaiwire.ErrorJSON(openaiwire.TypeInvalidRequest, re.Message, re.Param, "")}
 		}
 		return nil, err
 	}
@@ -204,7 +205,7 @@ func bedrockFailure(ctx context.Context, err error) error {
 	var ae smithy.APIError
 	if !errors.As(err, &ae) {
 		if e.Status >= 400 && e.Status < 500 {
-			e.Body = openAIErrorBody(e.Status, err.Error(), "", "")
+			e.Body = openaiwire.ErrorJSON(openaiwire.ErrorType(e.Status), err.Error(), "", "")
 		}
 		return e
 	}
@@ -243,7 +244,7 @@ func bedrockFailure(ctx context.Context, err error) error {
 		}
 	}
 	if e.Status >= 400 && e.Status < 500 && !e.Retryable() {
-		e.Body = openAIErrorBody(e.Status, ae.ErrorMessage(), "", code)
+		e.Body = openaiwire.ErrorJSON(openaiwire.ErrorType(e.Status), ae.ErrorMessage(), "", code)
 	}
 	return e
 }

@@ -461,21 +461,7 @@ func TestBedrockIdleTimeoutAndClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := make([]byte, 4096)
-	if n, err := resp.Body.Read(first); err != nil || !strings.HasPrefix(string(first[:n]), "data: ") {
-		t.Fatalf("first read %q, %v", first[:n], err)
-	}
-	readErr := make(chan error, 1)
-	go func() {
-		_, err := io.ReadAll(resp.Body)
-		readErr <- err
-	}()
-	got := make(chan struct{})
-	var err2 error
-	go func() { err2 = <-readErr; close(got) }()
-	if !clk.AdvanceUntil(got, 5*time.Second, time.Minute, 10*time.Second) {
-		t.Fatal("the stalled stream never ended")
-	}
+	err2 := readPastStall(t, clk, resp.Body, "data: ")
 	var pe *Error
 	if !errors.As(err2, &pe) || !pe.Timeout {
 		t.Fatalf("read after the stall: %v; want a timeout *Error", err2)

@@ -33,6 +33,8 @@ const DefaultAbortGrace = 2 * time.Second
 
 // callOpts say how send runs one call.
 type callOpts struct {
+	// client sends it; nil: http.DefaultClient.
+	client *http.Client
 	clock  clock.Clock
 	bounds Bounds
 	// grace: see DefaultAbortGrace; 0 is the default, negative none.
@@ -47,6 +49,17 @@ func (o callOpts) abortGrace() time.Duration {
 		return 0
 	}
 	return o.grace
+}
+
+// post sends body to path under base with the headers h (and apiKey, if
+// given, as a bearer token) and returns the answer, whatever its status,
+// as send does.
+func (o callOpts) post(ctx context.Context, base, path, apiKey string, body []byte, h http.Header) (*http.Response, error) {
+	req, err := newRequest(ctx, http.MethodPost, base, path, apiKey, body, h)
+	if err != nil {
+		return nil, err
+	}
+	return send(ctx, httpClient(o.client), req, o)
 }
 
 // errBodyClosed is why a call whose body was closed before its end was

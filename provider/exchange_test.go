@@ -46,6 +46,22 @@ func advanceUntil(t *testing.T, clk *clock.Fake, step, limit time.Duration, done
 	}
 }
 
+// readPastStall reads body's first part, which must begin with prefix,
+// then the rest while clk runs on until the read ends; it returns the
+// error that ended it.
+func readPastStall(t *testing.T, clk *clock.Fake, body io.Reader, prefix string) error {
+	t.Helper()
+	first := make([]byte, 4096)
+	if n, err := body.Read(first); err != nil || !strings.HasPrefix(string(first[:n]), prefix) {
+		t.Fatalf("first read: %q, %v", first[:n], err)
+	}
+	got := make(chan struct{})
+	var err error
+	go func() { _, err = io.ReadAll(body); close(got) }()
+	advanceUntil(t, clk, 5*time.Second, time.Minute, got)
+	return err
+}
+
 const testGrace = time.Hour
 
 func TestIdleTimeoutEndsStalledBody(t *testing.T) {
@@ -57,19 +73,7 @@ func TestIdleTimeoutEndsStalledBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := make([]byte, 64)
-	if n, err := resp.Body.Read(first); err != nil || !strings.HasPrefix(string(first[:n]), "data:") {
-		t.Fatalf("first read: %q, %v", first[:n], err)
-	}
-	readErr := make(chan error, 1)
-	go func() {
-		_, err := io.ReadAll(resp.Body)
-		readErr <- err
-	}()
-	got := make(chan struct{})
-	var err2 error
-	go func() { err2 = <-readErr; close(got) }()
-	advanceUntil(t, clk, 5*time.Second, time.Minute, got)
+	err2 := readPastStall(t, clk, resp.Body, "data:")
 	var pe *Error
 	if !errors.As(err2, &pe) || !pe.Timeout {
 		t.Fatalf("read after the stall: %v; want a timeout *Error", err2)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/dialect/gemini"
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 // Gemini is the adapter for Google's Gemini API: Chat Completions calls
@@ -53,7 +54,7 @@ func (g *Gemini) Do(ctx context.Context, c Call) (*http.Response, error) {
 	if err != nil {
 		var re *gemini.RefusedError
 		if errors.As(err, &re) {
-			return nil, &Error{Status: http.StatusBadRequest, Body: gemini.ChatError(http.StatusBadRequest, re.Message, re.Param, "unsupported_parameter")}
+			return nil, &Error{Status: http.StatusBadRequest, Body: openaiwire.ErrorJSON(openaiwire.TypeInvalidRequest, re.Message, re.Param, "unsupported_parameter")}
 		}
 		return nil, &Error{Err: err}
 	}
@@ -73,19 +74,16 @@ func (g *Gemini) Do(ctx context.Context, c Call) (*http.Response, error) {
 	if ua := c.Header.Get("User-Agent"); ua != "" {
 		h.Set("User-Agent", ua)
 	}
-	req, err := newRequest(ctx, http.MethodPost, g.BaseURL, path, "", body, h)
-	if err != nil {
-		return nil, err
-	}
 	clk := g.Clock
 	if clk == nil {
 		clk = clock.Real
 	}
-	resp, err := send(ctx, httpClient(g.Client), req, callOpts{
+	resp, err := callOpts{
+		client: g.Client,
 		clock:  clk,
 		bounds: Bounds{Header: g.Timeout, Idle: g.IdleTimeout, Total: g.CallTimeout},
 		grace:  g.AbortGrace,
-	})
+	}.post(ctx, g.BaseURL, path, "", body, h)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +109,7 @@ func modelPath(model string) string {
 // unservedPath is the error for a call a kind does not serve.
 func unservedPath(kind, path string) *Error {
 	msg := fmt.Sprintf("this model's %s platform serves chat completions only, not %s", kind, path)
-	return &Error{Status: http.StatusBadRequest, Body: gemini.ChatError(http.StatusBadRequest, msg, "model", "unsupported_endpoint")}
+	return &Error{Status: http.StatusBadRequest, Body: openaiwire.ErrorJSON(openaiwire.TypeInvalidRequest, msg, "model", "unsupported_endpoint")}
 }
 
 // geminiError turns a refused call into an *Error: its body in OpenAI's

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/internal/jsontest"
 	"github.com/weir-gateway/weir/provider/mock"
 )
 
@@ -122,7 +123,7 @@ func TestGeminiChat(t *testing.T) {
 	}
 	wantSent := `{"contents":[{"role":"user","parts":[{"text":"Say hello to the mock provider."}]}],
 		"systemInstruction":{"parts":[{"text":"Be brief."}]},"generationConfig":{"temperature":0.2,"maxOutputTokens":50}}`
-	if canonJSON(t, req.Body) != canonJSON(t, []byte(wantSent)) {
+	if jsontest.Canonical(t, req.Body) != jsontest.Canonical(t, []byte(wantSent)) {
 		t.Fatalf("sent %s", req.Body)
 	}
 
@@ -435,14 +436,4 @@ func TestGeminiIdleTimeoutThroughTheTranslation(t *testing.T) {
 	default:
 		t.Fatal("Close returned before the upstream saw the call end")
 	}
-}
-
-func canonJSON(t *testing.T, b []byte) string {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, b)
-	}
-	out, _ := json.Marshal(v)
-	return string(out)
 }

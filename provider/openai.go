@@ -31,24 +31,14 @@ var _ Adapter = (*OpenAI)(nil)
 
 // Do sends c and returns the response when the upstream answers 2xx.
 func (o *OpenAI) Do(ctx context.Context, c Call) (*http.Response, error) {
-	h := http.Header{"Content-Type": {"application/json"}}
-	if c.Stream {
-		h.Set("Accept", "text/event-stream")
-	} else if a := c.Header.Get("Accept"); a != "" {
-		h.Set("Accept", a)
-	}
-	if ua := c.Header.Get("User-Agent"); ua != "" {
-		h.Set("User-Agent", ua)
-	}
-	req, err := newRequest(ctx, http.MethodPost, o.BaseURL, c.Path, o.APIKey, c.Body, h)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := send(ctx, httpClient(o.Client), req, callOpts{
+	h := make(http.Header, 3)
+	setPassedOn(h, &c)
+	resp, err := callOpts{
+		client: o.Client,
 		clock:  o.Clock,
 		bounds: Bounds{Header: o.Timeout, Idle: o.IdleTimeout, Total: o.CallTimeout},
 		grace:  o.AbortGrace,
-	})
+	}.post(ctx, o.BaseURL, c.Path, o.APIKey, c.Body, h)
 	if err != nil {
 		return nil, err
 	}

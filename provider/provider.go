@@ -107,6 +107,22 @@ func newRequest(ctx context.Context, method, base, path, apiKey string, body []b
 	return req, nil
 }
 
+// setPassedOn sets in h the headers of a call whose body is passed on:
+// JSON, an event stream accepted for a stream and else what the client
+// accepts, and the client's User-Agent. h is the caller's so that it
+// may stay on the stack.
+func setPassedOn(h http.Header, c *Call) {
+	h["Content-Type"] = []string{"application/json"}
+	if c.Stream {
+		h.Set("Accept", "text/event-stream")
+	} else if a := c.Header.Get("Accept"); a != "" {
+		h.Set("Accept", a)
+	}
+	if ua := c.Header.Get("User-Agent"); ua != "" {
+		h.Set("User-Agent", ua)
+	}
+}
+
 func httpClient(c *http.Client) *http.Client {
 	if c != nil {
 		return c

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 // AnswerToChat translates a Messages answer to a chat.completion: its
@@ -18,7 +20,7 @@ func AnswerToChat(body []byte, created int64) ([]byte, error) {
 	if err := json.Unmarshal(body, &a); err != nil {
 		return nil, fmt.Errorf("read a Messages answer: %w", err)
 	}
-	msg := chatMessage{Role: "assistant"}
+	msg := openaiwire.AnswerMessage{Role: "assistant"}
 	var text, thinking strings.Builder
 	hasText := false
 	for _, b := range a.Content {
@@ -33,23 +35,23 @@ func AnswerToChat(body []byte, created int64) ([]byte, error) {
 			if len(bytes.TrimSpace(args)) == 0 {
 				args = json.RawMessage(`{}`)
 			}
-			msg.ToolCalls = append(msg.ToolCalls, chatToolCall{ID: b.ID, Type: "function", Function: chatFunctionCall{Name: b.Name, Arguments: string(args)}})
+			msg.ToolCalls = append(msg.ToolCalls, openaiwire.ToolCall{ID: b.ID, Type: "function", Function: openaiwire.FunctionCall{Name: b.Name, Arguments: string(args)}})
 		}
 	}
 	if hasText || len(msg.ToolCalls) == 0 {
-		msg.Content = textContent(text.String())
+		msg.Content = openaiwire.TextContent(text.String())
 	}
 	msg.ReasoningContent = thinking.String()
 	finish := finishStop
 	if a.StopReason != nil {
 		finish = FinishReason(*a.StopReason)
 	}
-	out := chatAnswer{
+	out := openaiwire.ChatCompletion{
 		ID:      a.ID,
 		Object:  "chat.completion",
 		Created: created,
 		Model:   a.Model,
-		Choices: []chatChoice{{Message: &msg, FinishReason: &finish}},
+		Choices: []openaiwire.Choice{{Message: msg, FinishReason: &finish}},
 		Usage:   chatUsageOf(a.Usage),
 	}
 	return json.Marshal(out)
@@ -57,26 +59,23 @@ func AnswerToChat(body []byte, created int64) ([]byte, error) {
 
 // chatUsageOf is u in Chat Completions' terms: every input token, cached
 // or not, is a prompt token.
-func chatUsageOf(u Usage) *chatUsage {
+func chatUsageOf(u Usage) *openaiwire.Usage {
 	prompt := u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens
-	return &chatUsage{
+	return &openaiwire.Usage{
 		PromptTokens:        prompt,
 		CompletionTokens:    u.OutputTokens,
 		TotalTokens:         prompt + u.OutputTokens,
-		PromptTokensDetails: &chatPromptDetails{CachedTokens: u.CacheReadInputTokens},
+		PromptTokensDetails: openaiwire.PromptTokensDetails{CachedTokens: u.CacheReadInputTokens},
 	}
 }
 
 // usageOfChat is a chat usage in Anthropic's terms: the cached prompt
 // tokens are cache reads, the rest input.
-func usageOfChat(u *chatUsage) Usage {
+func usageOfChat(u *openaiwire.Usage) Usage {
 	if u == nil {
 		return Usage{}
 	}
-	var cached int64
-	if u.PromptTokensDetails != nil {
-		cached = min(u.PromptTokensDetails.CachedTokens, u.PromptTokens)
-	}
+	cached := min(u.PromptTokensDetails.CachedTokens, u.PromptTokens)
 	return Usage{InputTokens: u.PromptTokens - cached, OutputTokens: u.CompletionTokens, CacheReadInputTokens: cached}
 }
 
@@ -87,7 +86,7 @@ func usageOfChat(u *chatUsage) Usage {
 // finish reason as the stop reason, and the usage with the cached prompt
 // tokens as cache reads.
 func AnswerFromChat(body []byte) ([]byte, error) {
-	var in chatAnswer
+	var in openaiwire.ChatCompletion
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, fmt.Errorf("read a chat completion: %w", err)
 	}
@@ -95,16 +94,15 @@ func AnswerFromChat(body []byte) ([]byte, error) {
 	stop := StopEndTurn
 	if len(in.Choices) > 0 {
 		c := in.Choices[0]
-		if m := c.Message; m != nil {
-			if m.ReasoningContent != "" {
-				out.Content = append(out.Content, Block{Type: BlockThinking, Thinking: m.ReasoningContent})
-			}
-			if text := m.Content.text(); text != "" {
-				out.Content = append(out.Content, Block{Type: BlockText, Text: text})
-			}
-			for _, tc := range m.ToolCalls {
-				out.Content = append(out.Content, Block{Type: BlockToolUse, ID: tc.ID, Name: tc.Function.Name, Input: toolInput(tc.Function.Arguments)})
-			}
+		m := c.Message
+		if m.ReasoningContent != "" {
+			out.Content = append(out.Content, Block{Type: BlockThinking, Thinking: m.ReasoningContent})
+		}
+		if text := m.Content.Text(); text != "" {
+			out.Content = append(out.Content, Block{Type: BlockText, Text: text})
+		}
+		for _, tc := range m.ToolCalls {
+			out.Content = append(out.Content, Block{Type: BlockToolUse, ID: tc.ID, Name: tc.Function.Name, Input: toolInput(tc.Function.Arguments)})
 		}
 		if c.FinishReason != nil {
 			stop = StopReason(*c.FinishReason)

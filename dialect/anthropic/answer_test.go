@@ -2,6 +2,8 @@ package anthropic
 
 import (
 	"testing"
+
+	"github.com/weir-gateway/weir/internal/jsontest"
 )
 
 func TestAnswerToChat(t *testing.T) {
@@ -22,10 +24,10 @@ func TestAnswerToChat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameJSON(t, got, `{
+	jsontest.Equal(t, got, `{
 		"id": "msg_01", "object": "chat.completion", "created": 1700000000, "model": "claude-x",
 		"choices": [{"index": 0, "logprobs": null, "finish_reason": "tool_calls", "message": {
-			"role": "assistant", "content": "Looking it up.", "reasoning_content": "Let me think.",
+			"role": "assistant", "content": "Looking it up.", "refusal": null, "reasoning_content": "Let me think.",
 			"tool_calls": [
 				{"id": "toolu_1", "type": "function", "function": {"name": "lookup", "arguments": "{\"q\": \"a\"}"}},
 				{"id": "toolu_2", "type": "function", "function": {"name": "noargs", "arguments": "{}"}}
@@ -41,8 +43,8 @@ func TestAnswerToChatToolsOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameJSON(t, got, `{"id":"m","object":"chat.completion","created":0,"model":"c",
-		"choices":[{"index":0,"logprobs":null,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,
+	jsontest.Equal(t, got, `{"id":"m","object":"chat.completion","created":0,"model":"c",
+		"choices":[{"index":0,"logprobs":null,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,"refusal":null,
 			"tool_calls":[{"id":"t","type":"function","function":{"name":"f","arguments":"{}"}}]}}],
 		"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3,"prompt_tokens_details":{"cached_tokens":0}}}`)
 }
@@ -84,7 +86,7 @@ func TestAnswerFromChat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameJSON(t, got, `{
+	jsontest.Equal(t, got, `{
 		"id": "chatcmpl-1", "type": "message", "role": "assistant", "model": "gpt-x",
 		"content": [
 			{"type": "thinking", "thinking": "thought", "signature": ""},
@@ -104,7 +106,7 @@ func TestAnswerFromChatFinish(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sameJSON(t, got, `{"id":"c","type":"message","role":"assistant","model":"g","content":[{"type":"text","text":"x"}],
+		jsontest.Equal(t, got, `{"id":"c","type":"message","role":"assistant","model":"g","content":[{"type":"text","text":"x"}],
 			"stop_reason":"`+stop+`","stop_sequence":null,
 			"usage":{"input_tokens":3,"output_tokens":1,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}}`)
 	}

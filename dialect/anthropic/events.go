@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 // MessagesStream translates a Chat Completions stream, written to it as
@@ -78,7 +80,7 @@ func (s *MessagesStream) translateLine(out, line []byte) []byte {
 	if bytes.Equal(data, []byte("[DONE]")) {
 		return s.finish(out)
 	}
-	var c chatAnswer
+	var c openaiwire.ChatChunk
 	if json.Unmarshal(data, &c) != nil {
 		return out
 	}
@@ -94,18 +96,17 @@ func (s *MessagesStream) translateLine(out, line []byte) []byte {
 		if ch.Index != 0 {
 			continue // one choice: the first
 		}
-		if d := ch.Delta; d != nil {
-			if d.ReasoningContent != nil && *d.ReasoningContent != "" {
-				out = s.into(out, BlockThinking, 0, Block{Type: BlockThinking})
-				out = appendEvent(out, EventContentBlockDelta, blockDelta{Type: EventContentBlockDelta, Index: s.open, Delta: thinkingDelta{DeltaThinking, *d.ReasoningContent}})
-			}
-			if d.Content != nil && *d.Content != "" {
-				out = s.into(out, BlockText, 0, Block{Type: BlockText})
-				out = appendEvent(out, EventContentBlockDelta, blockDelta{Type: EventContentBlockDelta, Index: s.open, Delta: textDelta{DeltaText, *d.Content}})
-			}
-			for _, tc := range d.ToolCalls {
-				out = s.toolCall(out, tc)
-			}
+		d := &ch.Delta
+		if d.ReasoningContent != nil && *d.ReasoningContent != "" {
+			out = s.into(out, BlockThinking, 0, Block{Type: BlockThinking})
+			out = appendEvent(out, EventContentBlockDelta, blockDelta{Type: EventContentBlockDelta, Index: s.open, Delta: thinkingDelta{DeltaThinking, *d.ReasoningContent}})
+		}
+		if d.Content != nil && *d.Content != "" {
+			out = s.into(out, BlockText, 0, Block{Type: BlockText})
+			out = appendEvent(out, EventContentBlockDelta, blockDelta{Type: EventContentBlockDelta, Index: s.open, Delta: textDelta{DeltaText, *d.Content}})
+		}
+		for _, tc := range d.ToolCalls {
+			out = s.toolCall(out, tc)
 		}
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
 			s.stop = StopReason(*ch.FinishReason)
@@ -149,7 +150,7 @@ func (s *MessagesStream) stopBlock(out []byte) []byte {
 
 // toolCall translates one tool call delta: its first (with its id and
 // name) starts a tool_use block, its arguments are input_json_delta.
-func (s *MessagesStream) toolCall(out []byte, tc chatToolCall) []byte {
+func (s *MessagesStream) toolCall(out []byte, tc openaiwire.ToolCall) []byte {
 	i := 0
 	if tc.Index != nil {
 		i = *tc.Index

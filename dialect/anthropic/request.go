@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 // DefaultMaxTokens is the max_tokens a Messages request gets when the
@@ -44,7 +46,7 @@ func ParseRequest(body []byte) (*Request, *RequestError) {
 // tool (one with a type) or a block of another kind is refused. A
 // streamed request asks for the usage chunk, which settles its tokens.
 func RequestToChat(r *Request) ([]byte, *RequestError) {
-	out := chatRequest{
+	out := openaiwire.ChatRequest{
 		Model:       r.Model,
 		Temperature: r.Temperature,
 		TopP:        r.TopP,
@@ -54,7 +56,7 @@ func RequestToChat(r *Request) ([]byte, *RequestError) {
 		out.MaxTokens = &r.MaxTokens
 	}
 	if r.Stream {
-		out.StreamOptions = &chatStreamOptions{IncludeUsage: true}
+		out.StreamOptions = &openaiwire.StreamOptions{IncludeUsage: true}
 	}
 	if len(r.StopSequences) > 0 {
 		out.Stop, _ = json.Marshal(r.StopSequences) // strings: cannot fail
@@ -73,7 +75,7 @@ func RequestToChat(r *Request) ([]byte, *RequestError) {
 			}
 			sys.WriteString(b.Text)
 		}
-		out.Messages = append(out.Messages, chatMessage{Role: "system", Content: textContent(sys.String())})
+		out.Messages = append(out.Messages, openaiwire.Message{Role: "system", Content: openaiwire.TextContent(sys.String())})
 	}
 	for i, m := range r.Messages {
 		msgs, err := turnToChat(m, fmt.Sprintf("messages.%d", i))
@@ -90,7 +92,11 @@ func RequestToChat(r *Request) ([]byte, *RequestError) {
 		if len(params) == 0 {
 			params = json.RawMessage(`{"type":"object"}`)
 		}
-		out.Tools = append(out.Tools, chatTool{Type: "function", Function: chatFunction{Name: t.Name, Description: t.Description, Parameters: params}})
+		fn := openaiwire.Function{Name: t.Name, Parameters: params}
+		if t.Description != "" {
+			fn.Description = &t.Description
+		}
+		out.Tools = append(out.Tools, openaiwire.Tool{Type: "function", Function: fn})
 	}
 	if tc := r.ToolChoice; tc != nil {
 		var choice any
@@ -105,7 +111,7 @@ func RequestToChat(r *Request) ([]byte, *RequestError) {
 			if tc.Name == "" {
 				return nil, refuse("tool_choice.name", "tool_choice.name: field required")
 			}
-			choice = map[string]any{"type": "function", "function": map[string]string{"name": tc.Name}}
+			choice = openaiwire.FunctionChoice(tc.Name)
 		default:
 			return nil, refuse("tool_choice.type", fmt.Sprintf("unknown tool_choice type %q: want auto, any, tool or none", tc.Type))
 		}
@@ -124,15 +130,15 @@ func RequestToChat(r *Request) ([]byte, *RequestError) {
 
 // turnToChat translates one turn of a Messages conversation to the chat
 // messages that say it.
-func turnToChat(m Message, at string) ([]chatMessage, *RequestError) {
-	var out []chatMessage
-	var parts []chatPart
-	var calls []chatToolCall
+func turnToChat(m Message, at string) ([]openaiwire.Message, *RequestError) {
+	var out []openaiwire.Message
+	var parts []openaiwire.Part
+	var calls []openaiwire.ToolCall
 	for j, b := range m.Content {
 		where := at + ".content." + strconv.Itoa(j)
 		switch b.Type {
 		case BlockText:
-			parts = append(parts, chatPart{Type: "text", Text: b.Text})
+			parts = append(parts, openaiwire.Part{Type: "text", Text: b.Text})
 		case BlockImage:
 			if m.Role != "user" {
 				return nil, refuse(where, "an image is a user's content")
@@ -150,7 +156,7 @@ func turnToChat(m Message, at string) ([]chatMessage, *RequestError) {
 			if len(bytes.TrimSpace(args)) == 0 {
 				args = json.RawMessage(`{}`)
 			}
-			calls = append(calls, chatToolCall{ID: b.ID, Type: "function", Function: chatFunctionCall{Name: b.Name, Arguments: string(args)}})
+			calls = append(calls, openaiwire.ToolCall{ID: b.ID, Type: "function", Function: openaiwire.FunctionCall{Name: b.Name, Arguments: string(args)}})
 		case BlockToolResult:
 			if m.Role != "user" {
 				return nil, refuse(where, "a tool_result block is a user's content")
@@ -159,7 +165,7 @@ func turnToChat(m Message, at string) ([]chatMessage, *RequestError) {
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, chatMessage{Role: "tool", ToolCallID: b.ToolUseID, Content: textContent(text)})
+			out = append(out, openaiwire.Message{Role: "tool", ToolCallID: b.ToolUseID, Content: openaiwire.TextContent(text)})
 		case BlockThinking, BlockRedactedThinking:
 			// Its signature cannot cross Chat Completions: dropped.
 		default:
@@ -169,7 +175,7 @@ func turnToChat(m Message, at string) ([]chatMessage, *RequestError) {
 	if len(parts) == 0 && len(calls) == 0 {
 		return out, nil
 	}
-	msg := chatMessage{Role: m.Role, ToolCalls: calls}
+	msg := openaiwire.Message{Role: m.Role, ToolCalls: calls}
 	switch {
 	case len(parts) == 0:
 		// An assistant's calls alone: content null.
@@ -178,14 +184,14 @@ func turnToChat(m Message, at string) ([]chatMessage, *RequestError) {
 		for _, p := range parts {
 			s.WriteString(p.Text)
 		}
-		msg.Content = textContent(s.String())
+		msg.Content = openaiwire.TextContent(s.String())
 	default:
-		msg.Content = chatContent{Parts: parts}
+		msg.Content = openaiwire.PartsContent(parts)
 	}
 	return append(out, msg), nil
 }
 
-func allText(parts []chatPart) bool {
+func allText(parts []openaiwire.Part) bool {
 	for _, p := range parts {
 		if p.Type != "text" {
 			return false
@@ -196,16 +202,16 @@ func allText(parts []chatPart) bool {
 
 // imageToChat is an image block's source as an image_url part: a data
 // URL for base64 bytes, the URL itself for a url source.
-func imageToChat(src *Source, at string) (chatPart, *RequestError) {
+func imageToChat(src *Source, at string) (openaiwire.Part, *RequestError) {
 	switch {
 	case src == nil:
-		return chatPart{}, refuse(at+".source", "source: field required")
+		return openaiwire.Part{}, refuse(at+".source", "source: field required")
 	case src.Type == "base64":
-		return chatPart{Type: "image_url", ImageURL: &chatImageURL{URL: "data:" + src.MediaType + ";base64," + src.Data}}, nil
+		return openaiwire.Part{Type: "image_url", ImageURL: &openaiwire.ImageURL{URL: "data:" + src.MediaType + ";base64," + src.Data}}, nil
 	case src.Type == "url":
-		return chatPart{Type: "image_url", ImageURL: &chatImageURL{URL: src.URL}}, nil
+		return openaiwire.Part{Type: "image_url", ImageURL: &openaiwire.ImageURL{URL: src.URL}}, nil
 	}
-	return chatPart{}, refuse(at+".source.type", fmt.Sprintf("image sources of type %q cannot be served through this gateway's translation", src.Type))
+	return openaiwire.Part{}, refuse(at+".source.type", fmt.Sprintf("image sources of type %q cannot be served through this gateway's translation", src.Type))
 }
 
 // toolResultText is a tool_result's content as a tool message's text.
@@ -232,7 +238,7 @@ func toolResultText(c Content, at string) (string, *RequestError) {
 // change the answer and has no Messages form is refused: n above 1,
 // logprobs, a JSON response_format, audio, the legacy functions.
 func RequestFromChat(body []byte, defaultMaxTokens int64) (*Request, *RequestError) {
-	var in chatRequest
+	var in openaiwire.ChatRequest
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, refuse("", "the request body is not a valid chat completions request: "+err.Error())
 	}
@@ -243,7 +249,7 @@ func RequestFromChat(body []byte, defaultMaxTokens int64) (*Request, *RequestErr
 		return nil, refuse("logprobs", "this platform does not answer logprobs")
 	case in.ResponseFormat != nil && in.ResponseFormat.Type != "" && in.ResponseFormat.Type != "text":
 		return nil, refuse("response_format", fmt.Sprintf("this platform does not take response_format %q", in.ResponseFormat.Type))
-	case len(in.Functions) > 0 && !bytes.Equal(in.Functions, []byte("null")):
+	case in.Functions != nil:
 		return nil, refuse("functions", "functions is not supported by this platform: use tools")
 	}
 	for _, m := range in.Modalities {
@@ -289,7 +295,7 @@ func RequestFromChat(body []byte, defaultMaxTokens int64) (*Request, *RequestErr
 		if len(schema) == 0 || bytes.Equal(schema, []byte("null")) {
 			schema = json.RawMessage(`{"type":"object","properties":{}}`)
 		}
-		r.Tools = append(r.Tools, Tool{Name: t.Function.Name, Description: t.Function.Description, InputSchema: schema})
+		r.Tools = append(r.Tools, Tool{Name: t.Function.Name, Description: t.Function.DescriptionText(), InputSchema: schema})
 	}
 	tc, err := toolChoiceFromChat(in.ToolChoice)
 	if err != nil {
@@ -311,20 +317,24 @@ func RequestFromChat(body []byte, defaultMaxTokens int64) (*Request, *RequestErr
 
 // addChatMessage adds the i-th chat message to r, joining it to the last
 // turn if that has the same role.
-func (r *Request) addChatMessage(m chatMessage, i int) *RequestError {
+func (r *Request) addChatMessage(m openaiwire.Message, i int) *RequestError {
 	at := fmt.Sprintf("messages[%d]", i)
 	var role string
 	var blocks []Block
 	switch m.Role {
 	case "system", "developer":
-		r.System = append(r.System, Block{Type: BlockText, Text: m.Content.text()})
+		r.System = append(r.System, Block{Type: BlockText, Text: m.Content.Text()})
 		return nil
 	case "user":
 		role = "user"
-		if m.Content.Text != nil {
-			blocks = append(blocks, Block{Type: BlockText, Text: *m.Content.Text})
+		text, parts, err := m.Content.Parse()
+		if err != nil {
+			return refuse(at+".content", err.Error())
 		}
-		for j, p := range m.Content.Parts {
+		if parts == nil && !m.Content.IsNull() {
+			blocks = append(blocks, Block{Type: BlockText, Text: text})
+		}
+		for j, p := range parts {
 			b, err := partFromChat(p, fmt.Sprintf("%s.content[%d]", at, j))
 			if err != nil {
 				return err
@@ -333,7 +343,7 @@ func (r *Request) addChatMessage(m chatMessage, i int) *RequestError {
 		}
 	case "assistant":
 		role = "assistant"
-		if text := m.Content.text(); text != "" {
+		if text := m.Content.Text(); text != "" {
 			blocks = append(blocks, Block{Type: BlockText, Text: text})
 		}
 		for j, tc := range m.ToolCalls {
@@ -349,7 +359,7 @@ func (r *Request) addChatMessage(m chatMessage, i int) *RequestError {
 	case "tool":
 		role = "user"
 		b := Block{Type: BlockToolResult, ToolUseID: m.ToolCallID}
-		if text := m.Content.text(); text != "" {
+		if text := m.Content.Text(); text != "" {
 			b.Content = Content{{Type: BlockText, Text: text}}
 		}
 		blocks = append(blocks, b)
@@ -378,7 +388,7 @@ func (r *Request) addChatMessage(m chatMessage, i int) *RequestError {
 }
 
 // partFromChat is a user message's part as a content block.
-func partFromChat(p chatPart, at string) (Block, *RequestError) {
+func partFromChat(p openaiwire.Part, at string) (Block, *RequestError) {
 	switch p.Type {
 	case "text":
 		return Block{Type: BlockText, Text: p.Text}, nil

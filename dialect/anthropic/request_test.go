@@ -3,6 +3,8 @@ package anthropic
 import (
 	"strings"
 	"testing"
+
+	"github.com/weir-gateway/weir/internal/jsontest"
 )
 
 func TestRequestFromChat(t *testing.T) {
@@ -46,7 +48,7 @@ func TestRequestFromChat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameJSON(t, mustJSON(t, r), `{
+	jsontest.Equal(t, mustJSON(t, r), `{
 		"model": "claude-x",
 		"max_tokens": 300,
 		"system": [{"type": "text", "text": "Be brief."}, {"type": "text", "text": "Use tools."}],
@@ -175,7 +177,7 @@ func TestRequestToChat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameJSON(t, got, `{
+	jsontest.Equal(t, got, `{
 		"model": "claude-x",
 		"messages": [
 			{"role": "system", "content": "Be brief.\n\nBe kind."},

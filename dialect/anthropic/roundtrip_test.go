@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 // A property: a Chat Completions conversation translated to Messages and
@@ -15,38 +17,38 @@ import (
 
 // randomConversation is a chat conversation of user turns, assistant
 // turns with text and tool calls, and the tool results answering them.
-func randomConversation(r *rand.Rand) []chatMessage {
+func randomConversation(r *rand.Rand) []openaiwire.Message {
 	word := func() string { return fmt.Sprintf("w%d \"q\" ü\n", r.IntN(1000)) }
-	msgs := []chatMessage{{Role: "user", Content: textContent(word())}}
+	msgs := []openaiwire.Message{{Role: "user", Content: openaiwire.TextContent(word())}}
 	for range r.IntN(5) {
-		a := chatMessage{Role: "assistant"}
+		a := openaiwire.Message{Role: "assistant"}
 		if r.IntN(2) == 0 {
-			a.Content = textContent(word())
+			a.Content = openaiwire.TextContent(word())
 		}
 		calls := r.IntN(3)
-		if calls == 0 && a.Content.Text == nil {
+		if calls == 0 && a.Content.IsNull() {
 			calls = 1
 		}
 		for k := range calls {
 			args := fmt.Sprintf(`{"n":%d,"s":%q}`, r.IntN(100), word())
-			a.ToolCalls = append(a.ToolCalls, chatToolCall{ID: fmt.Sprintf("call_%d_%d", len(msgs), k), Type: "function",
-				Function: chatFunctionCall{Name: fmt.Sprintf("f%d", r.IntN(3)), Arguments: args}})
+			a.ToolCalls = append(a.ToolCalls, openaiwire.ToolCall{ID: fmt.Sprintf("call_%d_%d", len(msgs), k), Type: "function",
+				Function: openaiwire.FunctionCall{Name: fmt.Sprintf("f%d", r.IntN(3)), Arguments: args}})
 		}
 		msgs = append(msgs, a)
 		for _, c := range a.ToolCalls {
-			msgs = append(msgs, chatMessage{Role: "tool", ToolCallID: c.ID, Content: textContent(word())})
+			msgs = append(msgs, openaiwire.Message{Role: "tool", ToolCallID: c.ID, Content: openaiwire.TextContent(word())})
 		}
-		msgs = append(msgs, chatMessage{Role: "user", Content: textContent(word())})
+		msgs = append(msgs, openaiwire.Message{Role: "user", Content: openaiwire.TextContent(word())})
 	}
 	return msgs
 }
 
 // said is what a conversation says, in order: texts, calls, results.
-func said(t *testing.T, msgs []chatMessage) []string {
+func said(t *testing.T, msgs []openaiwire.Message) []string {
 	t.Helper()
 	var out []string
 	for _, m := range msgs {
-		if text := m.Content.text(); text != "" {
+		if text := m.Content.Text(); text != "" {
 			out = append(out, m.Role+": "+text)
 		}
 		for _, c := range m.ToolCalls {
@@ -68,7 +70,7 @@ func TestRoundTripRequest(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range 300 {
 		msgs := randomConversation(r)
-		body := mustJSON(t, chatRequest{Model: "m", Messages: msgs})
+		body := mustJSON(t, openaiwire.ChatRequest{Model: "m", Messages: msgs})
 		mreq, err := RequestFromChat(body, DefaultMaxTokens)
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
@@ -86,7 +88,7 @@ func TestRoundTripRequest(t *testing.T) {
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
-		var got chatRequest
+		var got openaiwire.ChatRequest
 		if err := json.Unmarshal(back, &got); err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 // StreamError is an error event in a Messages stream: the upstream
@@ -133,7 +135,7 @@ func (s *ChatStream) dispatch() {
 		}
 		role := "assistant"
 		empty := ""
-		s.chunk(&chatDelta{Role: role, Content: &empty}, nil)
+		s.chunk(&openaiwire.Delta{Role: role, Content: &empty}, nil)
 	case EventContentBlockStart:
 		s.blockStart(ev)
 	case EventContentBlockDelta:
@@ -155,7 +157,7 @@ func (s *ChatStream) dispatch() {
 		}
 	case EventMessageStop:
 		finish := s.finish
-		s.chunk(&chatDelta{}, &finish)
+		s.chunk(&openaiwire.Delta{}, &finish)
 		s.usageChunk()
 		s.out = append(s.out, "data: [DONE]\n\n"...)
 		s.err = io.EOF
@@ -178,18 +180,18 @@ func (s *ChatStream) blockStart(ev Event) {
 	case BlockText:
 		s.blocks[ev.Index] = carriesText
 		if b.Text != "" {
-			s.chunk(&chatDelta{Content: &b.Text}, nil)
+			s.chunk(&openaiwire.Delta{Content: &b.Text}, nil)
 		}
 	case BlockThinking:
 		s.blocks[ev.Index] = carriesThinking
 		if b.Thinking != "" {
-			s.chunk(&chatDelta{ReasoningContent: &b.Thinking}, nil)
+			s.chunk(&openaiwire.Delta{ReasoningContent: &b.Thinking}, nil)
 		}
 	case BlockToolUse:
 		i := s.tools
 		s.tools++
 		s.blocks[ev.Index] = i
-		s.chunk(&chatDelta{ToolCalls: []chatToolCall{{Index: &i, ID: b.ID, Type: "function", Function: chatFunctionCall{Name: b.Name}}}}, nil)
+		s.chunk(&openaiwire.Delta{ToolCalls: []openaiwire.ToolCall{{Index: &i, ID: b.ID, Type: "function", Function: openaiwire.FunctionCall{Name: b.Name}}}}, nil)
 	default:
 		s.blocks[ev.Index] = carriesNothing
 	}
@@ -203,29 +205,29 @@ func (s *ChatStream) blockDelta(ev Event) {
 	}
 	switch {
 	case d.Type == DeltaText && carries == carriesText:
-		s.chunk(&chatDelta{Content: &d.Text}, nil)
+		s.chunk(&openaiwire.Delta{Content: &d.Text}, nil)
 	case d.Type == DeltaThinking && carries == carriesThinking:
-		s.chunk(&chatDelta{ReasoningContent: &d.Thinking}, nil)
+		s.chunk(&openaiwire.Delta{ReasoningContent: &d.Thinking}, nil)
 	case d.Type == DeltaInputJSON && carries >= 0 && d.PartialJSON != "":
 		i := carries
-		s.chunk(&chatDelta{ToolCalls: []chatToolCall{{Index: &i, Function: chatFunctionCall{Arguments: d.PartialJSON}}}}, nil)
+		s.chunk(&openaiwire.Delta{ToolCalls: []openaiwire.ToolCall{{Index: &i, Function: openaiwire.FunctionCall{Arguments: d.PartialJSON}}}}, nil)
 	}
 	// signature_delta: a signature has no Chat Completions form.
 }
 
 // chunk adds a chat.completion.chunk with one choice.
-func (s *ChatStream) chunk(d *chatDelta, finish *string) {
-	s.write(chatAnswer{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model,
-		Choices: []chatChoice{{Delta: d, FinishReason: finish}}})
+func (s *ChatStream) chunk(d *openaiwire.Delta, finish *string) {
+	s.write(openaiwire.ChatChunk{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model,
+		Choices: []openaiwire.ChunkChoice{{Delta: *d, FinishReason: finish}}})
 }
 
 // usageChunk adds the chunk with the usage and no choices.
 func (s *ChatStream) usageChunk() {
-	s.write(chatAnswer{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model,
-		Choices: []chatChoice{}, Usage: chatUsageOf(s.usage)})
+	s.write(openaiwire.ChatChunk{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model,
+		Choices: []openaiwire.ChunkChoice{}, Usage: chatUsageOf(s.usage)})
 }
 
-func (s *ChatStream) write(a chatAnswer) {
+func (s *ChatStream) write(a openaiwire.ChatChunk) {
 	b, _ := json.Marshal(a) // plain values: cannot fail
 	s.out = append(s.out, "data: "...)
 	s.out = append(s.out, b...)

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/weir-gateway/weir/internal/jsontest"
 )
 
 // anthropicStream is a Messages stream as Anthropic sends one: thinking
@@ -116,7 +118,7 @@ func TestChatStream(t *testing.T) {
 			}
 			continue
 		}
-		sameJSON(t, []byte(lines[i]), want[i])
+		jsontest.Equal(t, []byte(lines[i]), want[i])
 	}
 }
 
@@ -257,7 +259,7 @@ func TestMessagesStream(t *testing.T) {
 			if got[i][0] != want[i][0] {
 				t.Fatalf("writes of %d bytes: event %d is %s, want %s", size, i, got[i][0], want[i][0])
 			}
-			sameJSON(t, []byte(got[i][1]), want[i][1])
+			jsontest.Equal(t, []byte(got[i][1]), want[i][1])
 		}
 	}
 }
@@ -304,7 +306,7 @@ func TestMessagesStreamErrors(t *testing.T) {
 	}
 	got := events(t, out.Bytes())
 	last := got[len(got)-1]
-	sameJSON(t, []byte(last[1]), `{"type":"error","error":{"type":"overloaded_error","message":"no capacity","code":"queue_timeout"}}`)
+	jsontest.Equal(t, []byte(last[1]), `{"type":"error","error":{"type":"overloaded_error","message":"no capacity","code":"queue_timeout"}}`)
 
 	// An error chunk in the upstream's stream ends it the same way.
 	out.Reset()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 // Meta is what a translated answer says of itself that Converse does not
@@ -25,7 +26,7 @@ type Meta struct {
 // kept), its stop reason as the finish reason and its usage as OpenAI's.
 // Reasoning blocks are dropped: Chat Completions has no place for them.
 func Answer(out *bedrockruntime.ConverseOutput, m Meta) ([]byte, error) {
-	msg := answerMessage{Role: "assistant"}
+	msg := openaiwire.AnswerMessage{Role: "assistant"}
 	if o, ok := out.Output.(*types.ConverseOutputMemberMessage); ok {
 		var text strings.Builder
 		hasText := false
@@ -39,24 +40,24 @@ func Answer(out *bedrockruntime.ConverseOutput, m Meta) ([]byte, error) {
 				if err != nil {
 					return nil, fmt.Errorf("tool use %s: %w", deref(b.Value.ToolUseId), err)
 				}
-				msg.ToolCalls = append(msg.ToolCalls, answerToolCall{
+				msg.ToolCalls = append(msg.ToolCalls, openaiwire.ToolCall{
 					ID:       deref(b.Value.ToolUseId),
 					Type:     "function",
-					Function: answerToolCallFn{Name: deref(b.Value.Name), Arguments: args},
+					Function: openaiwire.FunctionCall{Name: deref(b.Value.Name), Arguments: args},
 				})
 			}
 		}
 		if hasText {
-			s := text.String()
-			msg.Content = &s
+			msg.Content = openaiwire.TextContent(text.String())
 		}
 	}
-	c := completion{
+	finish := FinishReason(out.StopReason)
+	c := openaiwire.ChatCompletion{
 		ID:      m.ID,
 		Object:  "chat.completion",
 		Created: m.Created,
 		Model:   m.Model,
-		Choices: []choice{{Message: msg, Logprobs: jsonNull, FinishReason: FinishReason(out.StopReason)}},
+		Choices: []openaiwire.Choice{{Message: msg, Logprobs: openaiwire.Null, FinishReason: &finish}},
 		Usage:   UsageOf(out.Usage),
 	}
 	b, err := json.Marshal(c)
@@ -99,7 +100,7 @@ func FinishReason(r types.StopReason) string {
 // read from and written to its prompt cache apart from inputTokens;
 // OpenAI counts all input in prompt_tokens and what came from the cache
 // again in cached_tokens. nil: no usage.
-func UsageOf(u *types.TokenUsage) *Usage {
+func UsageOf(u *types.TokenUsage) *openaiwire.Usage {
 	if u == nil {
 		return nil
 	}
@@ -112,11 +113,11 @@ func UsageOf(u *types.TokenUsage) *Usage {
 	cached := n(u.CacheReadInputTokens)
 	prompt := n(u.InputTokens) + cached + n(u.CacheWriteInputTokens)
 	completion := n(u.OutputTokens)
-	return &Usage{
+	return &openaiwire.Usage{
 		PromptTokens:        prompt,
 		CompletionTokens:    completion,
 		TotalTokens:         prompt + completion,
-		PromptTokensDetails: promptDetails{CachedTokens: cached},
+		PromptTokensDetails: openaiwire.PromptTokensDetails{CachedTokens: cached},
 	}
 }
 

@@ -4,13 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/document"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
+	"github.com/weir-gateway/weir/internal/jsontest"
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 var meta = Meta{ID: "chatcmpl-req1", Model: "anthropic.claude-3-haiku", Created: 1700000000}
@@ -34,7 +35,7 @@ func TestAnswerTranslatesAConverseOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameJSON(t, string(got), `{"id":"chatcmpl-req1","object":"chat.completion","created":1700000000,"model":"anthropic.claude-3-haiku",
+	jsontest.Equal(t, got, `{"id":"chatcmpl-req1","object":"chat.completion","created":1700000000,"model":"anthropic.claude-3-haiku",
 		"choices":[{"index":0,"message":{"role":"assistant","content":"Let me look.","refusal":null,"tool_calls":[
 			{"id":"tooluse_a","type":"function","function":{"name":"weather","arguments":"{\"city\":\"Paris\"}"}},
 			{"id":"tooluse_b","type":"function","function":{"name":"time","arguments":"{}"}}]},
@@ -52,7 +53,7 @@ func TestAnswerWithoutTextHasNullContent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameJSON(t, string(got), `{"id":"chatcmpl-req1","object":"chat.completion","created":1700000000,"model":"anthropic.claude-3-haiku",
+	jsontest.Equal(t, got, `{"id":"chatcmpl-req1","object":"chat.completion","created":1700000000,"model":"anthropic.claude-3-haiku",
 		"choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":null},"logprobs":null,"finish_reason":"content_filter"}]}`)
 }
 
@@ -81,11 +82,11 @@ func TestUsageOf(t *testing.T) {
 		t.Error("no usage is not nil")
 	}
 	u := UsageOf(&types.TokenUsage{InputTokens: aws.Int32(3), OutputTokens: aws.Int32(4), TotalTokens: aws.Int32(7)})
-	if *u != (Usage{PromptTokens: 3, CompletionTokens: 4, TotalTokens: 7}) {
+	if *u != (openaiwire.Usage{PromptTokens: 3, CompletionTokens: 4, TotalTokens: 7}) {
 		t.Errorf("usage %+v", *u)
 	}
 	u = UsageOf(&types.TokenUsage{InputTokens: aws.Int32(-3), OutputTokens: aws.Int32(4)})
-	if *u != (Usage{CompletionTokens: 4, TotalTokens: 4}) {
+	if *u != (openaiwire.Usage{CompletionTokens: 4, TotalTokens: 4}) {
 		t.Errorf("negative input counted: %+v", *u)
 	}
 }
@@ -106,9 +107,9 @@ func TestRoundTripKeepsTextCallsAndIDs(t *testing.T) {
 		for range rng.IntN(4) {
 			text += word() + " "
 		}
-		var calls []chatToolCall
+		var calls []openaiwire.ToolCall
 		for j := range rng.IntN(4) {
-			var tc chatToolCall
+			var tc openaiwire.ToolCall
 			tc.ID, tc.Type = fmt.Sprintf("tooluse_%d_%d", i, j), "function"
 			tc.Function.Name = fmt.Sprintf("f%d", rng.IntN(3))
 			args := map[string]any{"s": word(), "n": rng.Int64(), "f": rng.Float64(), "list": []any{word(), rng.IntN(10), nil, true}}
@@ -119,10 +120,9 @@ func TestRoundTripKeepsTextCallsAndIDs(t *testing.T) {
 		if text == "" && len(calls) == 0 {
 			text = "x"
 		}
-		content, _ := json.Marshal(text)
-		req, _ := json.Marshal(chatRequest{Model: "m", Messages: []chatMessage{
-			{Role: "user", Content: json.RawMessage(`"go"`)},
-			{Role: "assistant", Content: content, ToolCalls: calls},
+		req, _ := json.Marshal(openaiwire.ChatRequest{Model: "m", Messages: []openaiwire.Message{
+			{Role: "user", Content: openaiwire.TextContent("go")},
+			{Role: "assistant", Content: openaiwire.TextContent(text), ToolCalls: calls},
 		}})
 		r, err := Decode(req)
 		if err != nil {
@@ -140,12 +140,12 @@ func TestRoundTripKeepsTextCallsAndIDs(t *testing.T) {
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
-		var got completion
+		var got openaiwire.ChatCompletion
 		if err := json.Unmarshal(b, &got); err != nil {
 			t.Fatal(err)
 		}
 		m := got.Choices[0].Message
-		if text != "" && (m.Content == nil || *m.Content != text) {
+		if text != "" && m.Content.Text() != text {
 			t.Fatalf("case %d: text %v, want %q", i, m.Content, text)
 		}
 		if len(m.ToolCalls) != len(calls) {
@@ -156,7 +156,7 @@ func TestRoundTripKeepsTextCallsAndIDs(t *testing.T) {
 			if c.ID != want.ID || c.Function.Name != want.Function.Name {
 				t.Errorf("case %d call %d: %s %s, want %s %s", i, j, c.ID, c.Function.Name, want.ID, want.Function.Name)
 			}
-			if !jsonEqual(c.Function.Arguments, want.Function.Arguments) {
+			if !jsontest.Same([]byte(c.Function.Arguments), []byte(want.Function.Arguments)) {
 				t.Errorf("case %d call %d: arguments %s, want %s", i, j, c.Function.Arguments, want.Function.Arguments)
 			}
 		}
@@ -164,19 +164,4 @@ func TestRoundTripKeepsTextCallsAndIDs(t *testing.T) {
 			t.Errorf("case %d: usage %+v, want %d + %d", i, got.Usage, in, outTok)
 		}
 	}
-}
-
-// jsonEqual compares JSON texts with numbers kept exact.
-func jsonEqual(a, b string) bool {
-	norm := func(s string) string {
-		dec := json.NewDecoder(strings.NewReader(s))
-		dec.UseNumber()
-		var v any
-		if dec.Decode(&v) != nil {
-			return "invalid: " + s
-		}
-		out, _ := json.Marshal(v)
-		return string(out)
-	}
-	return norm(a) == norm(b)
 }

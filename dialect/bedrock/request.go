@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"path"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/document"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
 	smithydocument "github.com/aws/smithy-go/document"
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 // Request is a Chat Completions request translated for Converse.
@@ -62,7 +64,7 @@ func invalid(param, format string, args ...any) *RequestError {
 // Decode translates a Chat Completions request body. An error is a
 // *RequestError.
 func Decode(body []byte) (*Request, error) {
-	var cr chatRequest
+	var cr openaiwire.ChatRequest
 	if err := json.Unmarshal(body, &cr); err != nil {
 		return nil, invalid("", "the body is not a Chat Completions request: %v", err)
 	}
@@ -75,7 +77,7 @@ func Decode(body []byte) (*Request, error) {
 	r := &Request{
 		Model:        cr.Model,
 		Stream:       cr.Stream,
-		IncludeUsage: cr.StreamOptions != nil && cr.StreamOptions.IncludeUsage,
+		IncludeUsage: cr.StreamOptions.IncludesUsage(),
 	}
 	r.Input.ModelId = &cr.Model
 	var err error
@@ -96,11 +98,11 @@ func Decode(body []byte) (*Request, error) {
 }
 
 // refuse names what Converse cannot do that the request asks for.
-func refuse(cr *chatRequest) error {
+func refuse(cr *openaiwire.ChatRequest) error {
 	switch {
 	case cr.N != nil && *cr.N > 1:
 		return invalid("n", "Bedrock answers with one choice; n must be 1")
-	case cr.Logprobs != nil && *cr.Logprobs:
+	case cr.Logprobs:
 		return invalid("logprobs", "Bedrock's Converse API has no log probabilities")
 	case cr.TopLogprobs != nil && *cr.TopLogprobs > 0:
 		return invalid("top_logprobs", "Bedrock's Converse API has no log probabilities")
@@ -121,7 +123,7 @@ func refuse(cr *chatRequest) error {
 // messages, which alternate: consecutive messages of one role (a tool's
 // results and the user's next words, say) are merged into one. It
 // reports whether any message holds a tool use or result.
-func conversation(msgs []chatMessage) (system []types.SystemContentBlock, out []types.Message, toolBlocks bool, err error) {
+func conversation(msgs []openaiwire.Message) (system []types.SystemContentBlock, out []types.Message, toolBlocks bool, err error) {
 	if len(msgs) == 0 {
 		return nil, nil, false, invalid("messages", "at least one message is required")
 	}
@@ -201,7 +203,7 @@ func conversation(msgs []chatMessage) (system []types.SystemContentBlock, out []
 
 // textsOf is the non-empty texts of a content that may hold text only: a
 // string, or an array of text parts.
-func textsOf(content json.RawMessage, param string) ([]string, error) {
+func textsOf(content openaiwire.Content, param string) ([]string, error) {
 	s, parts, err := contentOf(content, param)
 	if err != nil {
 		return nil, err
@@ -226,30 +228,19 @@ func textsOf(content json.RawMessage, param string) ([]string, error) {
 
 // contentOf reads a content: a string (parts nil), an array of parts
 // (parts non-nil), or null (both empty).
-func contentOf(content json.RawMessage, param string) (s string, parts []contentPart, err error) {
-	content = bytes.TrimSpace(content)
+func contentOf(content openaiwire.Content, param string) (s string, parts []openaiwire.Part, err error) {
+	s, parts, err = content.Parse()
 	switch {
-	case len(content) == 0 || string(content) == "null":
-		return "", nil, nil
-	case content[0] == '"':
-		if err := json.Unmarshal(content, &s); err != nil {
-			return "", nil, invalid(param, "%v", err)
-		}
-		return s, nil, nil
-	case content[0] == '[':
-		if err := json.Unmarshal(content, &parts); err != nil {
-			return "", nil, invalid(param, "%v", err)
-		}
-		if parts == nil {
-			parts = []contentPart{}
-		}
-		return "", parts, nil
+	case errors.Is(err, openaiwire.ErrContent):
+		return "", nil, invalid(param, "a string or an array of parts")
+	case err != nil:
+		return "", nil, invalid(param, "%v", err)
 	}
-	return "", nil, invalid(param, "a string or an array of parts")
+	return s, parts, nil
 }
 
 // userBlocks is a user message's content: text and images.
-func userBlocks(content json.RawMessage, param string) ([]types.ContentBlock, error) {
+func userBlocks(content openaiwire.Content, param string) ([]types.ContentBlock, error) {
 	s, parts, err := contentOf(content, param)
 	if err != nil {
 		return nil, err
@@ -323,7 +314,7 @@ func image(url, param string) (types.ContentBlock, error) {
 }
 
 // toolUse is an assistant's tool call, its arguments JSON as a document.
-func toolUse(tc chatToolCall, param string) (types.ContentBlock, error) {
+func toolUse(tc openaiwire.ToolCall, param string) (types.ContentBlock, error) {
 	switch {
 	case tc.Type != "" && tc.Type != "function":
 		return nil, invalid(param+".type", "Bedrock calls functions only, not %q", tc.Type)
@@ -376,7 +367,7 @@ func exactNumbers(v any) any {
 }
 
 // inference is the sampling settings.
-func inference(cr *chatRequest) (*types.InferenceConfiguration, error) {
+func inference(cr *openaiwire.ChatRequest) (*types.InferenceConfiguration, error) {
 	var ic types.InferenceConfiguration
 	set := false
 	limit, param := cr.MaxCompletionTokens, "max_completion_tokens"
@@ -391,10 +382,10 @@ func inference(cr *chatRequest) (*types.InferenceConfiguration, error) {
 		ic.MaxTokens, set = &n, true
 	}
 	if cr.Temperature != nil {
-		ic.Temperature, set = cr.Temperature, true
+		ic.Temperature, set = ptr(float32(*cr.Temperature)), true
 	}
 	if cr.TopP != nil {
-		ic.TopP, set = cr.TopP, true
+		ic.TopP, set = ptr(float32(*cr.TopP)), true
 	}
 	if stop := bytes.TrimSpace(cr.Stop); len(stop) > 0 && string(stop) != "null" {
 		var one string
@@ -414,7 +405,7 @@ func inference(cr *chatRequest) (*types.InferenceConfiguration, error) {
 // toolConfig is the tools and the choice among them. Converse has no
 // "none": it is sent as no tools, unless the conversation holds tool
 // uses or results, which Converse accepts only beside the tools.
-func toolConfig(tools []chatTool, choiceJSON json.RawMessage, toolBlocks bool) (*types.ToolConfiguration, error) {
+func toolConfig(tools []openaiwire.Tool, choiceJSON json.RawMessage, toolBlocks bool) (*types.ToolConfiguration, error) {
 	var tc types.ToolConfiguration
 	names := map[string]bool{}
 	for i, t := range tools {
@@ -435,8 +426,8 @@ func toolConfig(tools []chatTool, choiceJSON json.RawMessage, toolBlocks bool) (
 			return nil, invalid(param+".function.parameters", "not JSON: %v", err)
 		}
 		spec := types.ToolSpecification{Name: &f.Name, InputSchema: &types.ToolInputSchemaMemberJson{Value: doc}, Strict: f.Strict}
-		if f.Description != "" {
-			spec.Description = &f.Description
+		if f.DescriptionText() != "" {
+			spec.Description = f.Description
 		}
 		tc.Tools = append(tc.Tools, &types.ToolMemberToolSpec{Value: spec})
 		names[f.Name] = true
@@ -489,7 +480,7 @@ func toolConfig(tools []chatTool, choiceJSON json.RawMessage, toolBlocks bool) (
 
 // outputConfig is response_format: a JSON schema is Converse's own
 // structured output; json_object is the schema of any object.
-func outputConfig(rf *responseFormat) (*types.OutputConfig, error) {
+func outputConfig(rf *openaiwire.ResponseFormat) (*types.OutputConfig, error) {
 	if rf == nil {
 		return nil, nil
 	}
@@ -512,8 +503,8 @@ func outputConfig(rf *responseFormat) (*types.OutputConfig, error) {
 		if js.Name != "" {
 			def.Name = &js.Name
 		}
-		if js.Description != "" {
-			def.Description = &js.Description
+		if js.Description != nil && *js.Description != "" {
+			def.Description = js.Description
 		}
 	default:
 		return nil, invalid("response_format.type", "text, json_object or json_schema, not %q", rf.Type)

@@ -1,9 +1,7 @@
 package bedrock
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -13,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
+	"github.com/weir-gateway/weir/internal/jsontest"
 )
 
 // wire is the JSON body the SDK sends for in: what Bedrock receives.
@@ -33,29 +32,7 @@ func wire(t *testing.T, in *bedrockruntime.ConverseInput) string {
 	if _, err := c.Converse(context.Background(), in); err == nil {
 		t.Fatal("the capturing server answered no error")
 	}
-	var v any
-	if err := json.Unmarshal(body, &v); err != nil {
-		t.Fatalf("the SDK sent no JSON: %v: %s", err, body)
-	}
-	norm, _ := json.Marshal(v)
-	return string(norm)
-}
-
-// sameJSON fails unless got and want are the same JSON value.
-func sameJSON(t *testing.T, got, want string) {
-	t.Helper()
-	var g, w any
-	if err := json.Unmarshal([]byte(got), &g); err != nil {
-		t.Fatalf("got is not JSON: %v\n%s", err, got)
-	}
-	if err := json.Unmarshal([]byte(want), &w); err != nil {
-		t.Fatalf("want is not JSON: %v\n%s", err, want)
-	}
-	gb, _ := json.Marshal(g)
-	wb, _ := json.Marshal(w)
-	if !bytes.Equal(gb, wb) {
-		t.Errorf("JSON differs\n got: %s\nwant: %s", gb, wb)
-	}
+	return jsontest.Canonical(t, body)
 }
 
 func TestDecodeTranslatesToConverse(t *testing.T) {
@@ -169,7 +146,7 @@ func TestDecodeTranslatesToConverse(t *testing.T) {
 			if r.Stream != tc.stream || r.IncludeUsage != tc.usage {
 				t.Errorf("stream %v include_usage %v, want %v %v", r.Stream, r.IncludeUsage, tc.stream, tc.usage)
 			}
-			sameJSON(t, wire(t, &r.Input), tc.converse)
+			jsontest.Equal(t, []byte(wire(t, &r.Input)), tc.converse)
 			if *r.Input.ModelId != r.Model {
 				t.Errorf("model id %q, model %q", *r.Input.ModelId, r.Model)
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 // Stream translates a ConverseStream's events to chat.completion.chunk
@@ -31,7 +32,7 @@ type Stream struct {
 	tools   map[int32]int
 	started bool // the role was sent
 	finish  string
-	usage   *Usage
+	usage   *openaiwire.Usage
 	ended   bool // the finish chunk was sent
 }
 
@@ -57,9 +58,9 @@ func (s *Stream) Event(b []byte, ev types.ConverseStreamOutput) []byte {
 		}
 		b = s.role(b)
 		k := s.toolIndex(ev.Value.ContentBlockIndex)
-		b = s.chunk(b, delta{ToolCalls: []answerToolCall{{
+		b = s.chunk(b, openaiwire.Delta{ToolCalls: []openaiwire.ToolCall{{
 			Index: &k, ID: deref(tu.Value.ToolUseId), Type: "function",
-			Function: answerToolCallFn{Name: deref(tu.Value.Name)},
+			Function: openaiwire.FunctionCall{Name: deref(tu.Value.Name)},
 		}}}, nil, nil)
 	case *types.ConverseStreamOutputMemberContentBlockDelta:
 		switch d := ev.Value.Delta.(type) {
@@ -69,12 +70,12 @@ func (s *Stream) Event(b []byte, ev types.ConverseStreamOutput) []byte {
 			}
 			b = s.role(b)
 			text := d.Value
-			b = s.chunk(b, delta{Content: &text}, nil, nil)
+			b = s.chunk(b, openaiwire.Delta{Content: &text}, nil, nil)
 		case *types.ContentBlockDeltaMemberToolUse:
 			b = s.role(b)
 			k := s.toolIndex(ev.Value.ContentBlockIndex)
-			b = s.chunk(b, delta{ToolCalls: []answerToolCall{{
-				Index: &k, Function: answerToolCallFn{Arguments: deref(d.Value.Input)},
+			b = s.chunk(b, openaiwire.Delta{ToolCalls: []openaiwire.ToolCall{{
+				Index: &k, Function: openaiwire.FunctionCall{Arguments: deref(d.Value.Input)},
 			}}}, nil, nil)
 		}
 	case *types.ConverseStreamOutputMemberMessageStop:
@@ -105,7 +106,7 @@ func (s *Stream) End(b []byte) ([]byte, error) {
 }
 
 // Usage is the usage metadata reported; nil before it came.
-func (s *Stream) Usage() *Usage { return s.usage }
+func (s *Stream) Usage() *openaiwire.Usage { return s.usage }
 
 func (s *Stream) toolIndex(block *int32) int {
 	var i int32
@@ -127,7 +128,7 @@ func (s *Stream) role(b []byte) []byte {
 	}
 	s.started = true
 	empty := ""
-	return s.chunk(b, delta{Role: "assistant", Content: &empty}, nil, nil)
+	return s.chunk(b, openaiwire.Delta{Role: "assistant", Content: &empty}, nil, nil)
 }
 
 // end sends the finish chunk and the usage, once.
@@ -139,25 +140,25 @@ func (s *Stream) end(b []byte) []byte {
 	b = s.role(b)
 	finish := s.finish
 	if !s.includeUsage {
-		return s.chunk(b, delta{}, &finish, s.usage)
+		return s.chunk(b, openaiwire.Delta{}, &finish, s.usage)
 	}
-	b = s.chunk(b, delta{}, &finish, nil)
+	b = s.chunk(b, openaiwire.Delta{}, &finish, nil)
 	if s.usage != nil {
-		b = s.event(b, chunk{ID: s.meta.ID, Object: "chat.completion.chunk", Created: s.meta.Created,
-			Model: s.meta.Model, Choices: []chunkChoice{}, Usage: s.usage})
+		b = s.event(b, openaiwire.ChatChunk{ID: s.meta.ID, Object: "chat.completion.chunk", Created: s.meta.Created,
+			Model: s.meta.Model, Choices: []openaiwire.ChunkChoice{}, Usage: s.usage})
 	}
 	return b
 }
 
-func (s *Stream) chunk(b []byte, d delta, finish *string, u *Usage) []byte {
-	return s.event(b, chunk{
+func (s *Stream) chunk(b []byte, d openaiwire.Delta, finish *string, u *openaiwire.Usage) []byte {
+	return s.event(b, openaiwire.ChatChunk{
 		ID: s.meta.ID, Object: "chat.completion.chunk", Created: s.meta.Created, Model: s.meta.Model,
-		Choices: []chunkChoice{{Delta: d, Logprobs: jsonNull, FinishReason: finish}},
+		Choices: []openaiwire.ChunkChoice{{Delta: d, Logprobs: openaiwire.Null, FinishReason: finish}},
 		Usage:   u,
 	})
 }
 
-func (s *Stream) event(b []byte, c chunk) []byte {
+func (s *Stream) event(b []byte, c openaiwire.ChatChunk) []byte {
 	js, _ := json.Marshal(c) // strings, numbers and raw null: cannot fail
 	b = append(b, "data: "...)
 	b = append(b, js...)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 // BlockedError is a prompt Gemini blocked: it answered with no candidate
@@ -37,17 +39,19 @@ func ToChat(body []byte, meta AnswerMeta) ([]byte, error) {
 		return nil, &BlockedError{Reason: r.PromptFeedback.BlockReason}
 	}
 	ids := newIDs(r.ResponseID)
-	out := chatCompletion{
+	out := openaiwire.ChatCompletion{
 		ID:      ids.completion(),
 		Object:  "chat.completion",
 		Created: meta.Created,
 		Model:   modelOf(r, meta),
-		Choices: []chatChoice{},
+		Choices: []openaiwire.Choice{},
 		Usage:   usageOf(r.UsageMetadata),
+		// OpenAI names a fingerprint; Gemini has none to give.
+		SystemFingerprint: openaiwire.Null,
 	}
 	for i, c := range r.Candidates {
 		var text strings.Builder
-		var calls []chatToolCall
+		var calls []openaiwire.ToolCall
 		if c.Content != nil {
 			for _, p := range c.Content.Parts {
 				switch {
@@ -58,13 +62,12 @@ func ToChat(body []byte, meta AnswerMeta) ([]byte, error) {
 				}
 			}
 		}
-		msg := chatAnswer{Role: "assistant", ToolCalls: calls}
+		msg := openaiwire.AnswerMessage{Role: "assistant", ToolCalls: calls}
 		if text.Len() > 0 || len(calls) == 0 {
-			s := text.String()
-			msg.Content = &s
+			msg.Content = openaiwire.TextContent(text.String())
 		}
 		finish := FinishReason(c.FinishReason, len(calls) > 0)
-		out.Choices = append(out.Choices, chatChoice{Index: i, Message: msg, FinishReason: &finish})
+		out.Choices = append(out.Choices, openaiwire.Choice{Index: i, Message: msg, FinishReason: &finish})
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
@@ -82,7 +85,7 @@ func modelOf(r Response, meta AnswerMeta) string {
 
 // toolCall is a function call part as a Chat Completions tool call,
 // whole (as Gemini sends it, in streams too).
-func toolCall(p Part, ids *idSource) chatToolCall {
+func toolCall(p Part, ids *idSource) openaiwire.ToolCall {
 	fc := p.FunctionCall
 	id := fc.ID
 	if id == "" {
@@ -92,7 +95,7 @@ func toolCall(p Part, ids *idSource) chatToolCall {
 	if args == "" || args == "null" {
 		args = "{}"
 	}
-	return chatToolCall{ID: id, Type: "function", Function: chatFunctionCall{Name: fc.Name, Arguments: args},
+	return openaiwire.ToolCall{ID: id, Type: "function", Function: openaiwire.FunctionCall{Name: fc.Name, Arguments: args},
 		ExtraContent: signatureExtra(p.ThoughtSignature)}
 }
 
@@ -116,7 +119,7 @@ func FinishReason(reason string, calls bool) string {
 // usageOf is Gemini's usage in Chat Completions' terms: the thinking
 // counts as completion (its reasoning tokens), the tool-use prompt as
 // prompt, the cached prompt as cached tokens.
-func usageOf(u *UsageMetadata) *chatUsage {
+func usageOf(u *UsageMetadata) *openaiwire.Usage {
 	if u == nil {
 		return nil
 	}
@@ -126,10 +129,10 @@ func usageOf(u *UsageMetadata) *chatUsage {
 	if total < prompt+completion {
 		total = prompt + completion
 	}
-	return &chatUsage{
+	return &openaiwire.Usage{
 		PromptTokens: prompt, CompletionTokens: completion, TotalTokens: total,
-		PromptTokensDetails:     promptDetails{CachedTokens: u.CachedContentTokenCount},
-		CompletionTokensDetails: outputDetails{ReasoningTokens: u.ThoughtsTokenCount},
+		PromptTokensDetails:     openaiwire.PromptTokensDetails{CachedTokens: u.CachedContentTokenCount},
+		CompletionTokensDetails: &openaiwire.CompletionTokensDetails{ReasoningTokens: u.ThoughtsTokenCount},
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/weir-gateway/weir/internal/jsontest"
 )
 
 func TestToChatTranslatesAnAnswer(t *testing.T) {
@@ -42,8 +44,8 @@ func TestToChatTranslatesAnAnswer(t *testing.T) {
 		"usage": {"prompt_tokens": 10, "completion_tokens": 8, "total_tokens": 18,
 			"prompt_tokens_details": {"cached_tokens": 4}, "completion_tokens_details": {"reasoning_tokens": 3}}
 	}`
-	if canon(t, got) != canon(t, []byte(want)) {
-		t.Fatalf("got  %s\nwant %s", canon(t, got), canon(t, []byte(want)))
+	if jsontest.Canonical(t, got) != jsontest.Canonical(t, []byte(want)) {
+		t.Fatalf("got  %s\nwant %s", jsontest.Canonical(t, got), jsontest.Canonical(t, []byte(want)))
 	}
 }
 
@@ -64,8 +66,8 @@ func TestToChatTextOnlyAndSeveralCandidates(t *testing.T) {
 		],
 		"usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5,
 			"prompt_tokens_details": {"cached_tokens": 0}, "completion_tokens_details": {"reasoning_tokens": 0}}}`
-	if canon(t, got) != canon(t, []byte(want)) {
-		t.Fatalf("got  %s\nwant %s", canon(t, got), canon(t, []byte(want)))
+	if jsontest.Canonical(t, got) != jsontest.Canonical(t, []byte(want)) {
+		t.Fatalf("got  %s\nwant %s", jsontest.Canonical(t, got), jsontest.Canonical(t, []byte(want)))
 	}
 }
 
@@ -77,7 +79,7 @@ func TestToChatBlockedPrompt(t *testing.T) {
 		t.Fatalf("err %v; want a *BlockedError for SAFETY", err)
 	}
 	want := `{"error":{"message":"Gemini's safety filter blocked the prompt (SAFETY); change the prompt and try again.","type":"invalid_request_error","param":"messages","code":"content_filter"}}`
-	if got := BlockedToChat(be); canon(t, got) != canon(t, []byte(want)) {
+	if got := BlockedToChat(be); jsontest.Canonical(t, got) != jsontest.Canonical(t, []byte(want)) {
 		t.Fatalf("got %s", got)
 	}
 }
@@ -132,7 +134,7 @@ func TestErrorToChat(t *testing.T) {
 			`{"error":{"message":"Gemini: Request Entity Too Large","type":"invalid_request_error","param":null,"code":null}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := ErrorToChat(tc.status, []byte(tc.body)); canon(t, got) != canon(t, []byte(tc.want)) {
+			if got := ErrorToChat(tc.status, []byte(tc.body)); jsontest.Canonical(t, got) != jsontest.Canonical(t, []byte(tc.want)) {
 				t.Fatalf("got %s", got)
 			}
 		})

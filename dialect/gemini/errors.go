@@ -5,35 +5,9 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/weir-gateway/weir/openaiwire"
 )
-
-// chatError is OpenAI's error body.
-type chatError struct {
-	Error struct {
-		Message string  `json:"message"`
-		Type    string  `json:"type"`
-		Param   *string `json:"param"`
-		Code    *string `json:"code"`
-	} `json:"error"`
-}
-
-// ChatError is an error body in OpenAI's shape: type
-// "invalid_request_error" for a 4xx status, "server_error" else.
-func ChatError(status int, message, param, code string) []byte {
-	var e chatError
-	e.Error.Message, e.Error.Type = message, "invalid_request_error"
-	if status >= 500 {
-		e.Error.Type = "server_error"
-	}
-	if param != "" {
-		e.Error.Param = &param
-	}
-	if code != "" {
-		e.Error.Code = &code
-	}
-	b, _ := json.Marshal(e) // strings: cannot fail
-	return b
-}
 
 // ErrorToChat rewrites Gemini's error body in OpenAI's shape: its message
 // with "Gemini: " before it, its status ("INVALID_ARGUMENT") as the code,
@@ -47,7 +21,7 @@ func ErrorToChat(status int, body []byte) []byte {
 	if msg == "" {
 		msg = http.StatusText(status)
 	}
-	return ChatError(status, "Gemini: "+msg, "", code)
+	return openaiwire.ErrorJSON(openaiwire.ErrorType(status), "Gemini: "+msg, "", code)
 }
 
 // RetryDelay is how long Gemini's error body asks to wait (its RetryInfo
@@ -72,5 +46,5 @@ func RetryDelay(body []byte) time.Duration {
 // code "content_filter", as OpenAI-shaped platforms refuse a prompt their
 // filter stops.
 func BlockedToChat(e *BlockedError) []byte {
-	return ChatError(http.StatusBadRequest, "Gemini's safety filter blocked the prompt ("+e.Reason+"); change the prompt and try again.", "messages", "content_filter")
+	return openaiwire.ErrorJSON(openaiwire.TypeInvalidRequest, "Gemini's safety filter blocked the prompt ("+e.Reason+"); change the prompt and try again.", "messages", "content_filter")
 }

@@ -8,6 +8,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 // Translated is a Chat Completions request in Gemini's terms.
@@ -47,14 +49,14 @@ const SkipSignature = "skip_thought_signature_validator"
 // cannot translate is a *RefusedError; a body that is not a Chat
 // Completions request at all is one on "" (the body).
 func FromChat(body []byte) (*Translated, error) {
-	var in chatRequest
+	var in openaiwire.ChatRequest
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, refusef("", "the request body is not a Chat Completions request: %v", err)
 	}
 	if err := refused(&in); err != nil {
 		return nil, err
 	}
-	t := &Translated{Model: in.Model, Stream: in.Stream, IncludeUsage: in.StreamOptions != nil && in.StreamOptions.IncludeUsage}
+	t := &Translated{Model: in.Model, Stream: in.Stream, IncludeUsage: in.StreamOptions.IncludesUsage()}
 	if t.Model == "" {
 		return nil, refusef("model", "you must provide a model parameter")
 	}
@@ -74,7 +76,7 @@ func FromChat(body []byte) (*Translated, error) {
 
 // refused reports the first parameter of in that Gemini cannot honour
 // and that changes what the client gets back: not a hint to drop.
-func refused(in *chatRequest) error {
+func refused(in *openaiwire.ChatRequest) error {
 	switch {
 	case in.Logprobs:
 		return refusef("logprobs", "log probabilities are not translated to Gemini")
@@ -84,7 +86,7 @@ func refused(in *chatRequest) error {
 	return nil
 }
 
-func translateMessages(msgs []chatMessage, out *Request) error {
+func translateMessages(msgs []openaiwire.Message, out *Request) error {
 	if len(msgs) == 0 {
 		return refusef("messages", "'messages' must hold at least one message")
 	}
@@ -165,27 +167,19 @@ func resultObject(text string) json.RawMessage {
 
 // parts decodes a message's content: a string is one text part, null
 // none.
-func parts(raw json.RawMessage, param string) ([]chatPart, error) {
-	raw = bytes.TrimSpace(raw)
+func parts(c openaiwire.Content, param string) ([]openaiwire.Part, error) {
+	text, ps, err := c.Parse()
 	switch {
-	case len(raw) == 0 || string(raw) == "null":
-		return nil, nil
-	case raw[0] == '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, refusef(param+".content", "not a string: %v", err)
-		}
-		return []chatPart{{Type: "text", Text: s}}, nil
-	}
-	var ps []chatPart
-	if err := json.Unmarshal(raw, &ps); err != nil {
+	case err != nil:
 		return nil, refusef(param+".content", "neither a string nor an array of parts: %v", err)
+	case ps == nil && !c.IsNull():
+		return []openaiwire.Part{{Type: "text", Text: text}}, nil
 	}
 	return ps, nil
 }
 
 // plainText is a content of text parts as one string.
-func plainText(raw json.RawMessage, param string) (string, error) {
+func plainText(raw openaiwire.Content, param string) (string, error) {
 	ps, err := parts(raw, param)
 	if err != nil {
 		return "", err
@@ -200,7 +194,7 @@ func plainText(raw json.RawMessage, param string) (string, error) {
 	return sb.String(), nil
 }
 
-func textParts(raw json.RawMessage, param string) ([]Part, error) {
+func textParts(raw openaiwire.Content, param string) ([]Part, error) {
 	ps, err := parts(raw, param)
 	if err != nil {
 		return nil, err
@@ -217,7 +211,7 @@ func textParts(raw json.RawMessage, param string) ([]Part, error) {
 	return out, nil
 }
 
-func userParts(raw json.RawMessage, param string) ([]Part, error) {
+func userParts(raw openaiwire.Content, param string) ([]Part, error) {
 	ps, err := parts(raw, param)
 	if err != nil {
 		return nil, err
@@ -286,7 +280,7 @@ func mediaPart(u, param string) (Part, error) {
 	return Part{FileData: &FileData{MimeType: mt, FileURI: u}}, nil
 }
 
-func assistantParts(m chatMessage, param string, names map[string]string) ([]Part, error) {
+func assistantParts(m openaiwire.Message, param string, names map[string]string) ([]Part, error) {
 	ps, err := parts(m.Content, param)
 	if err != nil {
 		return nil, err
@@ -308,7 +302,7 @@ func assistantParts(m chatMessage, param string, names map[string]string) ([]Par
 	}
 	calls := m.ToolCalls
 	if m.FunctionCall != nil {
-		calls = append(calls, chatToolCall{Function: *m.FunctionCall})
+		calls = append(calls, openaiwire.ToolCall{Function: *m.FunctionCall})
 	}
 	for j, tc := range calls {
 		tp := fmt.Sprintf("%s.tool_calls[%d].function", param, j)
@@ -322,7 +316,7 @@ func assistantParts(m chatMessage, param string, names map[string]string) ([]Par
 			}
 			args = json.RawMessage(a)
 		}
-		sig := tc.ExtraContent.signature()
+		sig := signature(tc.ExtraContent)
 		if sig == "" && j == 0 {
 			// Gemini 3 wants a signature on a turn's first call.
 			sig = SkipSignature
@@ -335,7 +329,7 @@ func assistantParts(m chatMessage, param string, names map[string]string) ([]Par
 	return out, nil
 }
 
-func translateTools(in *chatRequest, out *Request) error {
+func translateTools(in *openaiwire.ChatRequest, out *Request) error {
 	var decls []FunctionDeclaration
 	for i, t := range in.Tools {
 		if t.Type != "function" {
@@ -398,15 +392,15 @@ func translateTools(in *chatRequest, out *Request) error {
 	return nil
 }
 
-func declaration(f chatFunction) FunctionDeclaration {
-	d := FunctionDeclaration{Name: f.Name, Description: f.Description}
+func declaration(f openaiwire.Function) FunctionDeclaration {
+	d := FunctionDeclaration{Name: f.Name, Description: f.DescriptionText()}
 	if len(f.Parameters) > 0 && string(f.Parameters) != "null" {
 		d.ParametersJSONSchema = f.Parameters
 	}
 	return d
 }
 
-func generationConfig(in *chatRequest) (*GenerationConfig, error) {
+func generationConfig(in *openaiwire.ChatRequest) (*GenerationConfig, error) {
 	gc := GenerationConfig{
 		Temperature: in.Temperature, TopP: in.TopP, TopK: in.TopK,
 		CandidateCount: in.N, PresencePenalty: in.PresencePenalty, FrequencyPenalty: in.FrequencyPenalty, Seed: in.Seed,

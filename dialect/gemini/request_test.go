@@ -5,19 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
-)
 
-// canon re-encodes JSON with sorted keys and no spaces, so that two
-// bodies compare by what they say.
-func canon(t *testing.T, b []byte) string {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, b)
-	}
-	out, _ := json.Marshal(v)
-	return string(out)
-}
+	"github.com/weir-gateway/weir/internal/jsontest"
+)
 
 func translate(t *testing.T, body string) *Translated {
 	t.Helper()
@@ -104,8 +94,8 @@ func TestFromChatTranslatesEveryField(t *testing.T) {
 			"responseJsonSchema": {"type": "object", "properties": {"a": {"type": "integer"}}}
 		}
 	}`
-	if canon(t, got) != canon(t, []byte(want)) {
-		t.Fatalf("got  %s\nwant %s", canon(t, got), canon(t, []byte(want)))
+	if jsontest.Canonical(t, got) != jsontest.Canonical(t, []byte(want)) {
+		t.Fatalf("got  %s\nwant %s", jsontest.Canonical(t, got), jsontest.Canonical(t, []byte(want)))
 	}
 }
 
@@ -152,8 +142,8 @@ func TestFromChatSmallCases(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, _ := json.Marshal(translate(t, tc.body).Request)
-			if canon(t, got) != canon(t, []byte(tc.want)) {
-				t.Fatalf("got  %s\nwant %s", canon(t, got), canon(t, []byte(tc.want)))
+			if jsontest.Canonical(t, got) != jsontest.Canonical(t, []byte(tc.want)) {
+				t.Fatalf("got  %s\nwant %s", jsontest.Canonical(t, got), jsontest.Canonical(t, []byte(tc.want)))
 			}
 		})
 	}

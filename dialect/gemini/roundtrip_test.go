@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/weir-gateway/weir/internal/jsontest"
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 // A property of the translations: an answer translated to Chat
@@ -72,11 +74,6 @@ func wantCalls(resp Response) []*FunctionCall {
 	return out
 }
 
-func sameJSON(a, b []byte) bool {
-	var x, y any
-	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
-}
-
 func TestRoundTripKeepsTextCallsIDsAndUsage(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
@@ -87,12 +84,12 @@ func TestRoundTripKeepsTextCallsIDsAndUsage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var cc chatCompletion
+		var cc openaiwire.ChatCompletion
 		if err := json.Unmarshal(got, &cc); err != nil {
 			t.Fatal(err)
 		}
 		msg := cc.Choices[0].Message
-		checkAnswer(t, i, resp, msg.Content, msg.ToolCalls, cc.Usage)
+		checkAnswer(t, i, resp, msg.Content.Text(), msg.ToolCalls, cc.Usage)
 
 		// Streamed, in events of random size, it says the same.
 		content, calls, usage := streamed(t, r, resp)
@@ -109,12 +106,8 @@ func TestRoundTripKeepsTextCallsIDsAndUsage(t *testing.T) {
 	}
 }
 
-func checkAnswer(t *testing.T, i int, resp Response, content *string, calls []chatToolCall, usage *chatUsage) {
+func checkAnswer(t *testing.T, i int, resp Response, text string, calls []openaiwire.ToolCall, usage *openaiwire.Usage) {
 	t.Helper()
-	text := ""
-	if content != nil {
-		text = *content
-	}
 	if want := wantText(resp); text != want {
 		t.Fatalf("case %d: text %q; want %q", i, text, want)
 	}
@@ -129,7 +122,7 @@ func checkAnswer(t *testing.T, i int, resp Response, content *string, calls []ch
 			t.Fatalf("case %d: call %d id %q (Gemini's %q); want Gemini's, or a new one", i, j, c.ID, fc.ID)
 		}
 		seen[c.ID] = true
-		if c.Function.Name != fc.Name || !sameJSON([]byte(c.Function.Arguments), fc.Args) {
+		if c.Function.Name != fc.Name || !jsontest.Same([]byte(c.Function.Arguments), fc.Args) {
 			t.Fatalf("case %d: call %d is %s(%s); want %s(%s)", i, j, c.Function.Name, c.Function.Arguments, fc.Name, fc.Args)
 		}
 	}
@@ -143,7 +136,7 @@ func checkAnswer(t *testing.T, i int, resp Response, content *string, calls []ch
 
 // streamed sends resp's parts in events of random size and puts the
 // chunks back together.
-func streamed(t *testing.T, r *rand.Rand, resp Response) (*string, []chatToolCall, *chatUsage) {
+func streamed(t *testing.T, r *rand.Rand, resp Response) (string, []openaiwire.ToolCall, *openaiwire.Usage) {
 	t.Helper()
 	s := NewStream(AnswerMeta{Model: "m", Created: 1}, r.IntN(2) == 0)
 	parts := resp.Candidates[0].Content.Parts
@@ -166,15 +159,15 @@ func streamed(t *testing.T, r *rand.Rand, resp Response) (*string, []chatToolCal
 	if err != nil {
 		t.Fatal(err)
 	}
-	var content *string
-	var calls []chatToolCall
-	var usage *chatUsage
+	var content string
+	var calls []openaiwire.ToolCall
+	var usage *openaiwire.Usage
 	for _, ev := range strings.Split(strings.TrimSpace(string(sse)), "\n\n") {
 		data := strings.TrimPrefix(ev, "data: ")
 		if data == "[DONE]" {
 			break
 		}
-		var c chatChunk
+		var c openaiwire.ChatChunk
 		if err := json.Unmarshal([]byte(data), &c); err != nil {
 			t.Fatalf("chunk %s: %v", data, err)
 		}
@@ -183,11 +176,7 @@ func streamed(t *testing.T, r *rand.Rand, resp Response) (*string, []chatToolCal
 		}
 		for _, ch := range c.Choices {
 			if ch.Delta.Content != nil {
-				s := *ch.Delta.Content
-				if content != nil {
-					s = *content + s
-				}
-				content = &s
+				content += *ch.Delta.Content
 			}
 			for _, tc := range ch.Delta.ToolCalls {
 				if *tc.Index != len(calls) {
@@ -201,7 +190,7 @@ func streamed(t *testing.T, r *rand.Rand, resp Response) (*string, []chatToolCal
 	return content, calls, usage
 }
 
-func checkHistory(t *testing.T, i int, resp Response, msg chatAnswer) {
+func checkHistory(t *testing.T, i int, resp Response, msg openaiwire.AnswerMessage) {
 	t.Helper()
 	hist := []map[string]any{{"role": "user", "content": "go"}, {"role": "assistant", "content": msg.Content, "tool_calls": msg.ToolCalls}}
 	for _, c := range msg.ToolCalls {
@@ -236,7 +225,7 @@ func checkHistory(t *testing.T, i int, resp Response, msg chatAnswer) {
 			continue
 		}
 		got := model[k]
-		if got.FunctionCall.Name != p.FunctionCall.Name || !sameJSON(got.FunctionCall.Args, p.FunctionCall.Args) ||
+		if got.FunctionCall.Name != p.FunctionCall.Name || !jsontest.Same(got.FunctionCall.Args, p.FunctionCall.Args) ||
 			got.FunctionCall.ID != msg.ToolCalls[k].ID {
 			t.Fatalf("case %d: call %d back as %+v; want %+v", i, k, got.FunctionCall, p.FunctionCall)
 		}

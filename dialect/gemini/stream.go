@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 // ErrIncomplete is a stream that ended before every answer in it had
@@ -67,7 +69,7 @@ func (s *Stream) Event(b, data []byte) ([]byte, error) {
 			s.choices[c.Index] = st
 		}
 		var text strings.Builder
-		var calls []chatToolCall
+		var calls []openaiwire.ToolCall
 		if c.Content != nil {
 			for _, p := range c.Content.Parts {
 				switch {
@@ -83,7 +85,7 @@ func (s *Stream) Event(b, data []byte) ([]byte, error) {
 			}
 		}
 		if first || text.Len() > 0 || len(calls) > 0 {
-			var d chatDelta
+			var d openaiwire.Delta
 			if first {
 				d.Role = "assistant"
 			}
@@ -92,16 +94,16 @@ func (s *Stream) Event(b, data []byte) ([]byte, error) {
 				d.Content = &t
 			}
 			d.ToolCalls = calls
-			b = s.appendChunk(b, []chatChunkChoice{{Index: c.Index, Delta: d}}, nil)
+			b = s.appendChunk(b, []openaiwire.ChunkChoice{{Index: c.Index, Delta: d}}, nil)
 		}
 		if c.FinishReason != "" && !st.finished {
 			st.finished = true
 			finish := FinishReason(c.FinishReason, st.calls > 0)
-			var u *chatUsage
+			var u *openaiwire.Usage
 			if !s.includeUsage && s.usage != nil {
 				u, s.sent = usageOf(s.usage), s.usage
 			}
-			b = s.appendChunk(b, []chatChunkChoice{{Index: c.Index, FinishReason: &finish}}, u)
+			b = s.appendChunk(b, []openaiwire.ChunkChoice{{Index: c.Index, FinishReason: &finish}}, u)
 		}
 	}
 	return b, nil
@@ -121,14 +123,14 @@ func (s *Stream) End(b []byte) ([]byte, error) {
 		}
 	}
 	if s.usage != nil && (s.includeUsage || s.sent != s.usage) {
-		b = s.appendChunk(b, []chatChunkChoice{}, usageOf(s.usage))
+		b = s.appendChunk(b, []openaiwire.ChunkChoice{}, usageOf(s.usage))
 	}
 	return append(b, "data: [DONE]\n\n"...), nil
 }
 
-func (s *Stream) appendChunk(b []byte, choices []chatChunkChoice, u *chatUsage) []byte {
-	c := chatChunk{ID: s.ids.completion(), Object: "chat.completion.chunk", Created: s.meta.Created, Model: s.model,
-		Choices: choices, Usage: u}
+func (s *Stream) appendChunk(b []byte, choices []openaiwire.ChunkChoice, u *openaiwire.Usage) []byte {
+	c := openaiwire.ChatChunk{ID: s.ids.completion(), Object: "chat.completion.chunk", Created: s.meta.Created, Model: s.model,
+		SystemFingerprint: openaiwire.Null, Choices: choices, Usage: u}
 	j, _ := json.Marshal(c) // plain values and valid raw JSON: cannot fail
 	b = append(b, "data: "...)
 	b = append(b, j...)

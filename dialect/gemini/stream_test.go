@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/weir-gateway/weir/internal/jsontest"
 )
 
 // feed runs events through a Stream and returns the SSE it wrote, each
@@ -39,7 +41,7 @@ func sseData(t *testing.T, sse string) []string {
 			out = append(out, data)
 			continue
 		}
-		out = append(out, canon(t, []byte(data)))
+		out = append(out, jsontest.Canonical(t, []byte(data)))
 	}
 	return out
 }
@@ -52,7 +54,7 @@ func wantChunks(t *testing.T, got string, want ...string) {
 	}
 	for i := range want {
 		if w := want[i]; w != "[DONE]" {
-			w = canon(t, []byte(w))
+			w = jsontest.Canonical(t, []byte(w))
 			if g[i] != w {
 				t.Errorf("chunk %d:\ngot  %s\nwant %s", i, g[i], w)
 			}

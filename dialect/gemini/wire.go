@@ -109,7 +109,7 @@ const (
 type GenerationConfig struct {
 	Temperature        *float64        `json:"temperature,omitempty"`
 	TopP               *float64        `json:"topP,omitempty"`
-	TopK               *int            `json:"topK,omitempty"`
+	TopK               *int64          `json:"topK,omitempty"`
 	MaxOutputTokens    *int64          `json:"maxOutputTokens,omitempty"`
 	StopSequences      []string        `json:"stopSequences,omitempty"`
 	CandidateCount     *int            `json:"candidateCount,omitempty"`

@@ -3,141 +3,15 @@ package responses
 import (
 	"bytes"
 	"encoding/json"
+
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 // The Chat Completions wire types the translation writes and reads: the
 // subset a Responses request and its answer map onto.
 
-type chatRequest struct {
-	Model                string              `json:"model"`
-	Messages             []chatMessage       `json:"messages"`
-	Tools                []chatTool          `json:"tools,omitempty"`
-	ToolChoice           any                 `json:"tool_choice,omitempty"`
-	ParallelToolCalls    *bool               `json:"parallel_tool_calls,omitempty"`
-	ResponseFormat       *chatResponseFormat `json:"response_format,omitempty"`
-	MaxCompletionTokens  *int64              `json:"max_completion_tokens,omitempty"`
-	Temperature          *float64            `json:"temperature,omitempty"`
-	TopP                 *float64            `json:"top_p,omitempty"`
-	FrequencyPenalty     *float64            `json:"frequency_penalty,omitempty"`
-	PresencePenalty      *float64            `json:"presence_penalty,omitempty"`
-	Stream               bool                `json:"stream,omitempty"`
-	StreamOptions        *chatStreamOptions  `json:"stream_options,omitempty"`
-	User                 string              `json:"user,omitempty"`
-	ReasoningEffort      string              `json:"reasoning_effort,omitempty"`
-	Verbosity            string              `json:"verbosity,omitempty"`
-	ServiceTier          string              `json:"service_tier,omitempty"`
-	PromptCacheKey       string              `json:"prompt_cache_key,omitempty"`
-	PromptCacheRetention string              `json:"prompt_cache_retention,omitempty"`
-	SafetyIdentifier     string              `json:"safety_identifier,omitempty"`
-}
-
-type chatStreamOptions struct {
-	IncludeUsage bool `json:"include_usage"`
-}
-
-type chatMessage struct {
-	Role string `json:"role"`
-	// Content is a string, a list of chatParts, or nil (an assistant
-	// message of tool calls only).
-	Content    any            `json:"content"`
-	Refusal    string         `json:"refusal,omitempty"`
-	ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string         `json:"tool_call_id,omitempty"`
-}
-
-type chatPart struct {
-	Type     string        `json:"type"`
-	Text     string        `json:"text,omitempty"`
-	ImageURL *chatImageURL `json:"image_url,omitempty"`
-	File     *chatFile     `json:"file,omitempty"`
-}
-
-type chatImageURL struct {
-	URL    string `json:"url"`
-	Detail string `json:"detail,omitempty"`
-}
-
-type chatFile struct {
-	FileID   string `json:"file_id,omitempty"`
-	FileData string `json:"file_data,omitempty"`
-	Filename string `json:"filename,omitempty"`
-}
-
-type chatToolCall struct {
-	// Index is a streamed tool call's position among the message's.
-	Index    *int         `json:"index,omitempty"`
-	ID       string       `json:"id,omitempty"`
-	Type     string       `json:"type,omitempty"`
-	Function chatFunction `json:"function"`
-}
-
-type chatFunction struct {
-	Name      string `json:"name,omitempty"`
-	Arguments string `json:"arguments"`
-}
-
-type chatTool struct {
-	Type     string          `json:"type"`
-	Function chatFunctionDef `json:"function"`
-}
-
-type chatFunctionDef struct {
-	Name        string          `json:"name"`
-	Description *string         `json:"description,omitempty"`
-	Parameters  json.RawMessage `json:"parameters,omitempty"`
-	Strict      *bool           `json:"strict,omitempty"`
-}
-
-type chatResponseFormat struct {
-	Type       string          `json:"type"`
-	JSONSchema *chatJSONSchema `json:"json_schema,omitempty"`
-}
-
-type chatJSONSchema struct {
-	Name        string          `json:"name"`
-	Schema      json.RawMessage `json:"schema"`
-	Description *string         `json:"description,omitempty"`
-	Strict      *bool           `json:"strict,omitempty"`
-}
-
-// chatCompletion is a Chat Completions answer, or one chunk of a
-// streamed one (whose choices carry a Delta in place of a Message).
-type chatCompletion struct {
-	ID          string       `json:"id"`
-	Model       string       `json:"model"`
-	Choices     []chatChoice `json:"choices"`
-	Usage       *chatUsage   `json:"usage"`
-	ServiceTier string       `json:"service_tier"`
-}
-
-type chatChoice struct {
-	Index        int        `json:"index"`
-	Message      chatAnswer `json:"message"`
-	Delta        chatAnswer `json:"delta"`
-	FinishReason string     `json:"finish_reason"`
-}
-
-type chatAnswer struct {
-	Role      string         `json:"role"`
-	Content   *string        `json:"content"`
-	Refusal   *string        `json:"refusal"`
-	ToolCalls []chatToolCall `json:"tool_calls"`
-}
-
-type chatUsage struct {
-	PromptTokens        int64 `json:"prompt_tokens"`
-	CompletionTokens    int64 `json:"completion_tokens"`
-	TotalTokens         int64 `json:"total_tokens"`
-	PromptTokensDetails *struct {
-		CachedTokens int64 `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-	CompletionTokensDetails *struct {
-		ReasoningTokens int64 `json:"reasoning_tokens"`
-	} `json:"completion_tokens_details"`
-}
-
-// usage is u in the Responses API's terms.
-func (u *chatUsage) usage() *Usage {
+// usageOf is u in the Responses API's terms.
+func usageOf(u *openaiwire.Usage) *Usage {
 	if u == nil {
 		return nil
 	}
@@ -145,9 +19,7 @@ func (u *chatUsage) usage() *Usage {
 	if out.TotalTokens == 0 {
 		out.TotalTokens = u.PromptTokens + u.CompletionTokens
 	}
-	if d := u.PromptTokensDetails; d != nil {
-		out.InputTokensDetails.CachedTokens = d.CachedTokens
-	}
+	out.InputTokensDetails.CachedTokens = u.PromptTokensDetails.CachedTokens
 	if d := u.CompletionTokensDetails; d != nil {
 		out.OutputTokensDetails.ReasoningTokens = d.ReasoningTokens
 	}
@@ -163,7 +35,7 @@ func (u *chatUsage) usage() *Usage {
 // routing fields as they are. A stream asks for its usage
 // (stream_options.include_usage), which the response's usage needs.
 func (r *Request) ChatBody() ([]byte, error) {
-	c := chatRequest{
+	c := openaiwire.ChatRequest{
 		Model:                r.Model,
 		MaxCompletionTokens:  r.MaxOutputTokens,
 		Temperature:          r.Temperature,
@@ -178,19 +50,19 @@ func (r *Request) ChatBody() ([]byte, error) {
 		SafetyIdentifier:     r.SafetyIdentifier,
 	}
 	if r.Stream {
-		c.StreamOptions = &chatStreamOptions{IncludeUsage: true}
+		c.StreamOptions = &openaiwire.StreamOptions{IncludeUsage: true}
 	}
 	if r.Instructions != nil && *r.Instructions != "" {
-		c.Messages = append(c.Messages, chatMessage{Role: "system", Content: *r.Instructions})
+		c.Messages = append(c.Messages, openaiwire.Message{Role: "system", Content: openaiwire.TextContent(*r.Instructions)})
 	}
 	if r.Input.IsText {
-		c.Messages = append(c.Messages, chatMessage{Role: "user", Content: r.Input.Text})
+		c.Messages = append(c.Messages, openaiwire.Message{Role: "user", Content: openaiwire.TextContent(r.Input.Text)})
 	}
 	for _, it := range r.Input.Items {
 		c.Messages = appendItem(c.Messages, it)
 	}
 	for _, t := range r.Tools {
-		c.Tools = append(c.Tools, chatTool{Type: "function", Function: chatFunctionDef{
+		c.Tools = append(c.Tools, openaiwire.Tool{Type: "function", Function: openaiwire.Function{
 			Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict}})
 	}
 	if len(c.Tools) > 0 {
@@ -206,9 +78,9 @@ func (r *Request) ChatBody() ([]byte, error) {
 		if f := r.Text.Format; f != nil {
 			switch f.Type {
 			case "json_object":
-				c.ResponseFormat = &chatResponseFormat{Type: "json_object"}
+				c.ResponseFormat = &openaiwire.ResponseFormat{Type: "json_object"}
 			case "json_schema":
-				c.ResponseFormat = &chatResponseFormat{Type: "json_schema", JSONSchema: &chatJSONSchema{
+				c.ResponseFormat = &openaiwire.ResponseFormat{Type: "json_schema", JSONSchema: &openaiwire.JSONSchema{
 					Name: f.Name, Schema: f.Schema, Description: f.Description, Strict: f.Strict}}
 			}
 		}
@@ -221,19 +93,19 @@ func (r *Request) ChatBody() ([]byte, error) {
 
 // appendItem appends the Chat Completions message of one input item
 // to msgs.
-func appendItem(msgs []chatMessage, it Item) []chatMessage {
+func appendItem(msgs []openaiwire.Message, it Item) []openaiwire.Message {
 	switch it.Type {
 	case "function_call":
-		call := chatToolCall{ID: it.CallID, Type: "function", Function: chatFunction{Name: it.Name, Arguments: it.Arguments}}
+		call := openaiwire.ToolCall{ID: it.CallID, Type: "function", Function: openaiwire.FunctionCall{Name: it.Name, Arguments: it.Arguments}}
 		if n := len(msgs); n > 0 && msgs[n-1].Role == "assistant" {
 			// A call made beside the text before it, or beside other
 			// calls: one assistant message, as Chat Completions has it.
 			msgs[n-1].ToolCalls = append(msgs[n-1].ToolCalls, call)
 			return msgs
 		}
-		return append(msgs, chatMessage{Role: "assistant", ToolCalls: []chatToolCall{call}})
+		return append(msgs, openaiwire.Message{Role: "assistant", ToolCalls: []openaiwire.ToolCall{call}})
 	case "function_call_output":
-		return append(msgs, chatMessage{Role: "tool", ToolCallID: it.CallID, Content: chatContent(it.Output)})
+		return append(msgs, openaiwire.Message{Role: "tool", ToolCallID: it.CallID, Content: chatContent(it.Output)})
 	}
 	role := it.Role
 	if role == "developer" {
@@ -241,7 +113,7 @@ func appendItem(msgs []chatMessage, it Item) []chatMessage {
 		// developer role; OpenAI's takes system for it.
 		role = "system"
 	}
-	m := chatMessage{Role: role}
+	m := openaiwire.Message{Role: role}
 	if role != "assistant" {
 		m.Content = chatContent(it.Content)
 		return append(msgs, m)
@@ -249,7 +121,7 @@ func appendItem(msgs []chatMessage, it Item) []chatMessage {
 	// An assistant message: its output_text parts are its text, a
 	// refusal its refusal.
 	if it.Content.IsText {
-		m.Content = it.Content.Text
+		m.Content = openaiwire.TextContent(it.Content.Text)
 		return append(msgs, m)
 	}
 	var text []byte
@@ -261,7 +133,7 @@ func appendItem(msgs []chatMessage, it Item) []chatMessage {
 		text = append(text, p.Text...)
 	}
 	if len(text) > 0 || m.Refusal == "" {
-		m.Content = string(text)
+		m.Content = openaiwire.TextContent(string(text))
 	}
 	return append(msgs, m)
 }
@@ -269,28 +141,28 @@ func appendItem(msgs []chatMessage, it Item) []chatMessage {
 // chatContent is a message's content (or a call's output) in Chat
 // Completions: a string as it is, parts as text, image_url and file
 // parts.
-func chatContent(c Content) any {
+func chatContent(c Content) openaiwire.Content {
 	if c.IsText {
-		return c.Text
+		return openaiwire.TextContent(c.Text)
 	}
-	parts := make([]chatPart, 0, len(c.Parts))
+	parts := make([]openaiwire.Part, 0, len(c.Parts))
 	for _, p := range c.Parts {
 		switch p.Type {
 		case "input_image":
-			parts = append(parts, chatPart{Type: "image_url", ImageURL: &chatImageURL{URL: p.ImageURL, Detail: p.Detail}})
+			parts = append(parts, openaiwire.Part{Type: "image_url", ImageURL: &openaiwire.ImageURL{URL: p.ImageURL, Detail: p.Detail}})
 		case "input_file":
-			parts = append(parts, chatPart{Type: "file", File: &chatFile{FileID: p.FileID, FileData: p.FileData, Filename: p.Filename}})
+			parts = append(parts, openaiwire.Part{Type: "file", File: &openaiwire.File{FileID: p.FileID, FileData: p.FileData, Filename: p.Filename}})
 		default:
-			parts = append(parts, chatPart{Type: "text", Text: p.Text})
+			parts = append(parts, openaiwire.Part{Type: "text", Text: p.Text})
 		}
 	}
-	return parts
+	return openaiwire.PartsContent(parts)
 }
 
 // chatToolChoice is a Responses tool_choice in Chat Completions: the
 // strings as they are, a function by name as {"type":"function",
 // "function":{"name"}}. nil when the request leaves it out.
-func chatToolChoice(raw json.RawMessage) (any, *Error) {
+func chatToolChoice(raw json.RawMessage) (json.RawMessage, *Error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return nil, nil
@@ -299,7 +171,8 @@ func chatToolChoice(raw json.RawMessage) (any, *Error) {
 	if json.Unmarshal(raw, &s) == nil {
 		switch s {
 		case "none", "auto", "required":
-			return s, nil
+			b, _ := json.Marshal(s) // a string: cannot fail
+			return b, nil
 		}
 		return nil, invalid("tool_choice", "tool_choice must be none, auto, required or a function, not %q", s)
 	}
@@ -315,7 +188,8 @@ func chatToolChoice(raw json.RawMessage) (any, *Error) {
 		if fn.Name == "" {
 			return nil, invalid("tool_choice.name", "a function tool_choice must name the function")
 		}
-		return map[string]any{"type": "function", "function": map[string]string{"name": fn.Name}}, nil
+		b, _ := json.Marshal(openaiwire.FunctionChoice(fn.Name)) // a string: cannot fail
+		return b, nil
 	case "":
 		return nil, invalid("tool_choice.type", "tool_choice must have a type")
 	}

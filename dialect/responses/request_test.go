@@ -1,28 +1,11 @@
 package responses
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"testing"
-)
 
-// canonical is j re-encoded with its object keys sorted, to compare JSON
-// by value.
-func canonical(t *testing.T, j []byte) string {
-	t.Helper()
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(j))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, j)
-	}
-	out, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(out)
-}
+	"github.com/weir-gateway/weir/internal/jsontest"
+)
 
 func TestChatBody(t *testing.T) {
 	t.Parallel()
@@ -101,6 +84,11 @@ func TestChatBody(t *testing.T) {
 		in:   `{"model":"m","input":"hi","text":{"format":{"type":"json_object"}}}`,
 		want: `{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_object"}}`,
 	}, {
+		// OpenAI requires a text part's text, empty or not.
+		name: "an empty text part keeps its text",
+		in:   `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":""},{"type":"input_image","image_url":"https://example.com/a.png"}]}]}`,
+		want: `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":""},{"type":"image_url","image_url":{"url":"https://example.com/a.png"}}]}]}`,
+	}, {
 		name: "plain text format",
 		in:   `{"model":"m","input":"hi","text":{"format":{"type":"text"}}}`,
 		want: `{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
@@ -115,7 +103,7 @@ func TestChatBody(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ChatBody: %v", err)
 			}
-			if g, w := canonical(t, got), canonical(t, []byte(tc.want)); g != w {
+			if g, w := jsontest.Canonical(t, got), jsontest.Canonical(t, []byte(tc.want)); g != w {
 				t.Errorf("chat body\n got %s\nwant %s", g, w)
 			}
 		})

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 // Response is the Responses API's response object, as a non-streamed
@@ -242,6 +244,14 @@ func finished(resp *Response, reason string) {
 	}
 }
 
+// finishReason is a choice's finish_reason, "" for null.
+func finishReason(r *string) string {
+	if r == nil {
+		return ""
+	}
+	return *r
+}
+
 // itemStatus is the status of an output item the model was writing when
 // it finished for reason.
 func itemStatus(reason string) string {
@@ -256,7 +266,7 @@ func itemStatus(reason string) string {
 // its tool calls as a function_call item (its id the call_id), the
 // finish reason as the status, the usage in the Responses API's terms.
 func (t *Translation) FromChat(body []byte) ([]byte, error) {
-	var cc chatCompletion
+	var cc openaiwire.ChatCompletion
 	if err := json.Unmarshal(body, &cc); err != nil {
 		return nil, fmt.Errorf("the upstream's answer is not a chat completion: %w", err)
 	}
@@ -268,8 +278,8 @@ func (t *Translation) FromChat(body []byte) ([]byte, error) {
 	if len(cc.Choices) > 0 {
 		ch := cc.Choices[0]
 		var parts []OutputPart
-		if m := ch.Message; m.Content != nil && *m.Content != "" {
-			parts = append(parts, OutputPart{Type: PartOutputText, Text: *m.Content})
+		if text := ch.Message.Content.Text(); text != "" {
+			parts = append(parts, OutputPart{Type: PartOutputText, Text: text})
 		}
 		if m := ch.Message; m.Refusal != nil && *m.Refusal != "" {
 			parts = append(parts, OutputPart{Type: PartRefusal, Refusal: *m.Refusal})
@@ -287,10 +297,10 @@ func (t *Translation) FromChat(body []byte) ([]byte, error) {
 		}
 		if n := len(resp.Output); n > 0 {
 			// The model was writing the last item when it stopped.
-			resp.Output[n-1].Status = itemStatus(ch.FinishReason)
+			resp.Output[n-1].Status = itemStatus(finishReason(ch.FinishReason))
 		}
-		finished(&resp, ch.FinishReason)
+		finished(&resp, finishReason(ch.FinishReason))
 	}
-	resp.Usage = cc.Usage.usage()
+	resp.Usage = usageOf(cc.Usage)
 	return json.Marshal(resp)
 }

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/weir-gateway/weir/internal/jsontest"
 )
 
 // testNow is the time the tests translate at.
@@ -97,7 +99,7 @@ func TestFromChat(t *testing.T) {
 			if err != nil {
 				t.Fatalf("FromChat: %v", err)
 			}
-			if g, w := canonical(t, got), canonical(t, []byte(tc.want)); g != w {
+			if g, w := jsontest.Canonical(t, got), jsontest.Canonical(t, []byte(tc.want)); g != w {
 				t.Errorf("response\n got %s\nwant %s", g, w)
 			}
 		})

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"strconv"
+
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 // The streamed events' types.
@@ -171,12 +173,7 @@ func (s *Stream) Chunk(data []byte) []byte {
 	if bytes.Equal(data, []byte("[DONE]")) {
 		return s.Done()
 	}
-	var c struct {
-		chatCompletion
-		Error *struct {
-			Message string `json:"message"`
-		} `json:"error"`
-	}
+	var c openaiwire.ChatChunk
 	if err := json.Unmarshal(data, &c); err != nil {
 		return s.Fail("upstream_error", "the upstream sent a stream chunk that is not JSON")
 	}
@@ -188,15 +185,15 @@ func (s *Stream) Chunk(data []byte) []byte {
 		s.resp.ServiceTier = &c.ServiceTier
 	}
 	if c.Usage != nil {
-		s.resp.Usage = c.Usage.usage()
+		s.resp.Usage = usageOf(c.Usage)
 	}
 	for _, ch := range c.Choices {
 		if ch.Index != 0 {
 			continue // a Responses request asks for one answer
 		}
 		s.delta(ch.Delta)
-		if ch.FinishReason != "" {
-			s.finish = ch.FinishReason
+		if f := finishReason(ch.FinishReason); f != "" {
+			s.finish = f
 			s.closeOpen()
 		}
 	}
@@ -204,7 +201,7 @@ func (s *Stream) Chunk(data []byte) []byte {
 }
 
 // delta translates one choice's delta.
-func (s *Stream) delta(d chatAnswer) {
+func (s *Stream) delta(d openaiwire.Delta) {
 	if d.Content != nil && *d.Content != "" {
 		s.text(PartOutputText, *d.Content)
 	}
@@ -249,7 +246,7 @@ func (s *Stream) text(typ, delta string) {
 
 // toolCall adds one tool call's delta: the first of a call opens its
 // function_call item, which is announced once its name is known.
-func (s *Stream) toolCall(tc chatToolCall) {
+func (s *Stream) toolCall(tc openaiwire.ToolCall) {
 	n := 0
 	if tc.Index != nil {
 		n = *tc.Index

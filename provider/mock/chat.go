@@ -168,7 +168,7 @@ func (s *Server) stream(c *call, model string, r *reply, prompt int, includeUsag
 
 	out.role(r)
 	for i := 0; i < n; i++ {
-		if stall && i == n/2 && !s.stallStream(ctx, &out, stallFor) {
+		if stall && i == n/2 && !s.stallStream(ctx, out.send, stallFor) {
 			return statusClientClosed
 		}
 		if interval > 0 && i > 0 {
@@ -202,10 +202,10 @@ func (s *Server) chunkPrefix(c *call, model string) []byte {
 	return append(prefix, `,"service_tier":"default","system_fingerprint":"fp_weirmock","choices":[`...)
 }
 
-// stallStream sends what out has made and holds the stream for d; false
-// if the client went away.
-func (s *Server) stallStream(ctx context.Context, out *sseChunks, d time.Duration) bool {
-	if !out.send() {
+// stallStream sends what the stream has made (send) and holds it for d;
+// false if the client went away.
+func (s *Server) stallStream(ctx context.Context, send func() bool, d time.Duration) bool {
+	if !send() {
 		return false
 	}
 	s.stalled.Add(1)

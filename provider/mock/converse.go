@@ -163,13 +163,8 @@ func (s *Server) converse(c *call, model string, stream bool) int {
 			Schema json.RawMessage `json:"schema"`
 		}{Name: "output", Schema: json.RawMessage(oc.TextFormat.Structure.JSONSchema.Schema)}}
 	}
-	js, apiErr := structuredJSON(rf, tool, r.text, s.now)
-	if apiErr != nil {
+	if apiErr := r.structure(rf, tool, s.now); apiErr != nil {
 		return c.fail(*apiErr)
-	}
-	if js != nil {
-		r.pieces = jsonTokens(js)
-		r.tokens = len(r.pieces)
 	}
 	if tool != nil {
 		r.tool, r.finish = tool.Function.Name, "tool_use"
@@ -419,14 +414,7 @@ func (s *Server) converseStream(c *call, r *reply, prompt int, exception string,
 				}
 				return http.StatusOK
 			}
-			if !send() {
-				return statusClientClosed
-			}
-			s.stalled.Add(1)
-			if s.hooks.stalling != nil {
-				s.hooks.stalling()
-			}
-			if !wait(ctx, stallFor) {
+			if !s.stallStream(ctx, send, stallFor) {
 				return statusClientClosed
 			}
 		}

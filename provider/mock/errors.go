@@ -1,10 +1,11 @@
 package mock
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 // apiError is OpenAI's error object. Empty Param and Code are sent as null,
@@ -18,23 +19,7 @@ type apiError struct {
 }
 
 func (e apiError) body() []byte {
-	var w struct {
-		Error struct {
-			Message string  `json:"message"`
-			Type    string  `json:"type"`
-			Param   *string `json:"param"`
-			Code    *string `json:"code"`
-		} `json:"error"`
-	}
-	w.Error.Message, w.Error.Type = e.Message, e.Type
-	if e.Param != "" {
-		w.Error.Param = &e.Param
-	}
-	if e.Code != "" {
-		w.Error.Code = &e.Code
-	}
-	b, _ := json.Marshal(w) // strings and pointers to strings: cannot fail
-	return append(b, '\n')
+	return append(openaiwire.ErrorJSON(e.Type, e.Message, e.Param, e.Code), '\n')
 }
 
 func invalidRequest(param, format string) apiError {
@@ -62,11 +47,7 @@ func statusError(status int) apiError {
 	case statusOverloaded:
 		return apiError{Status: status, Type: "server_error", Message: "Overloaded (forced by the mock provider)."}
 	}
-	typ := "invalid_request_error"
-	if status >= 500 {
-		typ = "server_error"
-	}
-	return apiError{Status: status, Type: typ, Message: http.StatusText(status) + " (forced by the mock provider)."}
+	return apiError{Status: status, Type: openaiwire.ErrorType(status), Message: http.StatusText(status) + " (forced by the mock provider)."}
 }
 
 // capError is the answer past MaxConcurrent.

@@ -110,13 +110,8 @@ func (s *Server) generate(c *call, model string, stream bool) int {
 	if apiErr != nil {
 		return c.fail(*apiErr)
 	}
-	js, apiErr := structuredJSON(geminiResponseFormat(&req), tool, r.text, s.now)
-	if apiErr != nil {
+	if apiErr := r.structure(geminiResponseFormat(&req), tool, s.now); apiErr != nil {
 		return c.fail(*apiErr)
-	}
-	if js != nil {
-		r.pieces = jsonTokens(js)
-		r.tokens = len(r.pieces)
 	}
 	if tool != nil {
 		r.tool = tool.Function.Name
@@ -342,14 +337,7 @@ func (s *Server) streamGemini(c *call, model, id string, r *reply, prompt int, s
 	}
 	for i := 0; i < events; i++ {
 		if stall && i == events/2 && i > 0 {
-			if !send() {
-				return statusClientClosed
-			}
-			s.stalled.Add(1)
-			if s.hooks.stalling != nil {
-				s.hooks.stalling()
-			}
-			if !wait(ctx, stallFor) {
+			if !s.stallStream(ctx, send, stallFor) {
 				return statusClientClosed
 			}
 		}

@@ -349,14 +349,7 @@ func (s *Server) streamMessage(c *call, model string, id []byte, r *reply, input
 	b = append(b, `{"type": "ping"}`+"\n\n"...)
 	for i := 0; i < r.tokens; i++ {
 		if stall && i == r.tokens/2 {
-			if !send() {
-				return statusClientClosed
-			}
-			s.stalled.Add(1)
-			if s.hooks.stalling != nil {
-				s.hooks.stalling()
-			}
-			if !wait(ctx, stallFor) {
+			if !s.stallStream(ctx, send, stallFor) {
 				return statusClientClosed
 			}
 		}

@@ -80,6 +80,20 @@ func forcedTool(choice json.RawMessage, tools []chatTool) (*chatTool, *apiError)
 	return nil, &e
 }
 
+// structure makes r the JSON a request asks for (see structuredJSON), if
+// it asks for JSON.
+func (r *reply) structure(rf *responseFormat, tool *chatTool, now func() time.Time) *apiError {
+	js, apiErr := structuredJSON(rf, tool, r.text, now)
+	if apiErr != nil {
+		return apiErr
+	}
+	if js != nil {
+		r.pieces = jsonTokens(js)
+		r.tokens = len(r.pieces)
+	}
+	return nil
+}
+
 // structuredJSON is the JSON a request asks for, or nil for a text
 // answer: the arguments of the forced tool, or the content that
 // response_format asks for. text is the answer the request would get in
