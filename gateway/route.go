@@ -155,7 +155,14 @@ type upstream struct {
 	health string
 	// pausable: a platform model, paused by a 429 with Retry-After.
 	pausable bool
+	// responses: its platform speaks the Responses API (a node or a
+	// simulator speaks Chat Completions only).
+	responses bool
 }
+
+// speaks reports whether pm is sent c's native request instead of its
+// Chat Completions.
+func (pm upstream) speaks(c *Call) bool { return c.Native != nil && pm.responses }
 
 // nodeHealth is a node provider's key in the router's cooldown: its
 // session's own, so that failures of a session that ended do not keep
@@ -182,7 +189,8 @@ func (s *Service) upstreamOf(c *Call, t target) upstream {
 		name := simulatedPrefix + pm.Name
 		return upstream{Name: name, Platform: pm.Platform, Upstream: pm.Upstream, ex: c.Snapshot.sims[pm.Name], health: name}
 	}
-	return upstream{Name: pm.Name, Platform: pm.Platform, Upstream: pm.Upstream, ex: c.Snapshot.Adapter(pm.Platform), health: pm.Name, pausable: true}
+	return upstream{Name: pm.Name, Platform: pm.Platform, Upstream: pm.Upstream, ex: c.Snapshot.Adapter(pm.Platform), health: pm.Name, pausable: true,
+		responses: c.Snapshot.SpeaksResponses(pm.Platform)}
 }
 
 // nodeExecutor runs calls on one node provider.

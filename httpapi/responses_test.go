@@ -105,9 +105,10 @@ func TestResponsesThroughTheGateway(t *testing.T) {
 	var up upstreamBodies
 	var usage usageLog
 	b := setup(t, setupOpts{
-		upstream: up.wrap,
-		mock:     mock.Config{CompletionTokens: 7},
-		deps:     func(d *Deps) { d.Usage = usage.record },
+		translateResponses: true,
+		upstream:           up.wrap,
+		mock:               mock.Config{CompletionTokens: 7},
+		deps:               func(d *Deps) { d.Usage = usage.record },
 	})
 
 	t.Run("whole", func(t *testing.T) {
@@ -197,7 +198,7 @@ func types(evs []sseEvent) []string {
 func TestResponsesFunctionToolRoundTrip(t *testing.T) {
 	t.Parallel()
 	var up upstreamBodies
-	b := setup(t, setupOpts{upstream: up.wrap})
+	b := setup(t, setupOpts{upstream: up.wrap, translateResponses: true})
 	const tools = `"tools":[{"type":"function","name":"get_weather","description":"The weather in a city",
 		"parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false},"strict":true}]`
 	for _, stream := range []bool{false, true} {
@@ -345,7 +346,7 @@ func TestResponsesNotStored(t *testing.T) {
 // OpenAI's error shape.
 func TestResponsesUpstreamRefusal(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{upstream: func(h http.Handler) http.Handler {
+	b := setup(t, setupOpts{translateResponses: true, upstream: func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			r.Header.Set("X-Mock-Status", "400")
 			h.ServeHTTP(w, r)
@@ -368,10 +369,11 @@ func TestResponsesStalledStreamFails(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
 	var usage usageLog
 	b := setup(t, setupOpts{
-		clock: clk,
-		gwCfg: gateway.Config{UpstreamIdleTimeout: 10 * time.Second},
-		mock:  mock.Config{StallRate: 1, StallFor: time.Hour, CompletionTokens: 10},
-		deps:  func(d *Deps) { d.Usage = usage.record },
+		clock:              clk,
+		gwCfg:              gateway.Config{UpstreamIdleTimeout: 10 * time.Second},
+		mock:               mock.Config{StallRate: 1, StallFor: time.Hour, CompletionTokens: 10},
+		deps:               func(d *Deps) { d.Usage = usage.record },
+		translateResponses: true,
 	})
 	var evs []sseEvent
 	done := make(chan struct{})
