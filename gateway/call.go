@@ -55,6 +55,18 @@ type Call struct {
 type Native struct {
 	Path string
 	Body Body
+	// Only, if set, names the parameter that no translation carries:
+	// only a candidate that is sent Native can serve the request.
+	Only string
+	// Platform, if set, is the platform that holds the response the
+	// request continues (previous_response_id): only its candidates
+	// that are sent Native can serve it.
+	Platform string
+}
+
+// nativeOnly reports whether only a candidate sent c.Native can serve c.
+func (c *Call) nativeOnly() bool {
+	return c.Native != nil && (c.Native.Only != "" || c.Native.Platform != "")
 }
 
 // Body is a decoded request body.

@@ -62,7 +62,8 @@ func (r *routing) resolve() []target {
 	// Nodes serve production alone: their runtimes are real (no
 	// simulation), their slots physical (no acceptance copy); and no
 	// request pinned to a platform.
-	if r.s.deps.Nodes != nil && r.c.Model.Nodes != weir.NodesNever && r.c.RunMode == "" && r.c.Platform == "" {
+	// Nor one only a platform speaking the Responses API can serve.
+	if r.s.deps.Nodes != nil && r.c.Model.Nodes != weir.NodesNever && r.c.RunMode == "" && r.c.Platform == "" && !r.c.nativeOnly() {
 		now := r.s.deps.Clock.Now()
 		for _, n := range r.s.deps.Nodes.Serving(r.c.Model.Name) {
 			if until := r.s.deps.Router.CoolingUntil(nodeHealth(n)); until.After(now) {

@@ -34,6 +34,12 @@ var _ Executor = provider.Adapter(nil)
 // says how it went.
 func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 	pms, refusal := s.order(c.Snapshot, c.Model, c.Wants, c.Platform)
+	if c.nativeOnly() {
+		if pms, refusal = nativeOrder(c, pms, refusal); len(pms) == 0 && refusal != nil {
+			c.end(codeOutcome(weir.CodeNoCandidate))
+			return refusal
+		}
+	}
 	if c.Platform != "" && len(pms) == 0 {
 		// No node serves a pinned request: none is left.
 		c.end(codeOutcome(weir.CodeNoCandidate))
