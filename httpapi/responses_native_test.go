@@ -3,8 +3,10 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -18,10 +20,10 @@ import (
 
 // exchange is one call the mock received and what it answered.
 type exchange struct {
-	method, path string
-	header       http.Header
-	body, answer []byte
-	status       int
+	method, path, query string
+	header              http.Header
+	body, answer        []byte
+	status              int
 }
 
 // tap records every call that reaches the mock, its body and its answer.
@@ -62,7 +64,7 @@ func (tp *tap) wrap(h http.Handler) http.Handler {
 			h.ServeHTTP(tw, r)
 		}
 		tp.mu.Lock()
-		tp.all = append(tp.all, exchange{method: r.Method, path: r.URL.Path, header: r.Header.Clone(), body: b, answer: tw.buf.Bytes(), status: tw.status})
+		tp.all = append(tp.all, exchange{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery, header: r.Header.Clone(), body: b, answer: tw.buf.Bytes(), status: tw.status})
 		tp.mu.Unlock()
 	})
 }
@@ -279,5 +281,185 @@ func TestResponsesPassedThroughStreamFails(t *testing.T) {
 	}
 	if got := usage.outcomes(); len(got) != 1 || got[0] != string(weir.CodeUpstreamTimeout) {
 		t.Errorf("outcomes %v", got)
+	}
+}
+
+// sendAs sends body (none if "") to path with method and key's secret.
+func (b *testBundle) sendAs(t *testing.T, method, path, key, body string) (*http.Response, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, b.http.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	return resp, readAllBody(t, resp)
+}
+
+// statefulBundle serves, beside the bundle's mock (platforms "a", kind
+// openai, and "c", kind anthropic), a second mock as platform "b" (kind
+// openai): each mock keeps its own responses. Models: "m" (a/m first,
+// then b/m), "ma" (a/m), "mb" (b/m), "mc" (c/m), "mx" (c/m first, then
+// a/m).
+func statefulBundle(t *testing.T) (b *testBundle, tapA, tapB *tap) {
+	t.Helper()
+	tapA, tapB = &tap{}, &tap{}
+	second := httptest.NewServer(tapB.wrap(mock.New(mock.Config{CompletionTokens: 5})))
+	t.Cleanup(second.Close)
+	model := func(name string, pms ...string) weir.Model {
+		m := weir.Model{Name: name, Kind: weir.KindChat}
+		for i, pm := range pms {
+			m.Candidates = append(m.Candidates, weir.Candidate{PlatformModel: pm, Priority: len(pms) - i, Weight: 1})
+		}
+		return m
+	}
+	cat := weir.Catalog{
+		Platforms: []weir.Platform{{Name: "a", Kind: "openai", BaseURL: "UP"}, {Name: "b", Kind: "openai", BaseURL: second.URL + "/v1"},
+			{Name: "c", Kind: "anthropic", BaseURL: "UP"}},
+		PlatformModels: []weir.PlatformModel{{Name: "a/m", Platform: "a", Upstream: "gpt-a"}, {Name: "b/m", Platform: "b", Upstream: "gpt-b"},
+			{Name: "c/m", Platform: "c", Upstream: "claude-c"}},
+		Models: []weir.Model{model("m", "a/m", "b/m"), model("ma", "a/m"), model("mb", "b/m"), model("mc", "c/m"), model("mx", "c/m", "a/m")},
+	}
+	return setup(t, setupOpts{upstream: tapA.wrap, catalog: &cat, mock: mock.Config{CompletionTokens: 5}}), tapA, tapB
+}
+
+// What no translation carries is served by a candidate that takes the
+// Responses API as it is, the others left out; a model with none refuses
+// it, naming the parameter.
+func TestResponsesUntranslatableGoNative(t *testing.T) {
+	t.Parallel()
+	b, tapA, _ := statefulBundle(t)
+	for _, body := range []string{
+		`{"model":"mx","input":"hi","tools":[{"type":"web_search"}]}`,
+		`{"model":"mx","input":[{"type":"reasoning","id":"rs_1","summary":[]},{"role":"user","content":"hi"}]}`,
+		`{"model":"mx","input":"hi","store":true,"stream":true}`,
+	} {
+		resp, got := b.sendAs(t, http.MethodPost, "/v1/responses", b.key, body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: status %d: %s", body, resp.StatusCode, got)
+		}
+		if ex := tapA.last(t, "/v1/responses"); !bytes.Equal(ex.answer, got) || !strings.Contains(string(ex.body), `"model":"gpt-a"`) {
+			t.Errorf("%s: the upstream received %s", body, ex.body)
+		}
+	}
+	if n := len(tapA.to("/v1/messages")); n != 0 {
+		t.Errorf("the anthropic candidate, first in order, was sent %d requests", n)
+	}
+	resp, got := b.sendAs(t, http.MethodPost, "/v1/responses", b.key, `{"model":"mc","input":"hi","tools":[{"type":"web_search"}]}`)
+	e := apiErrorOf(t, &http.Response{Body: io.NopCloser(bytes.NewReader(got))})
+	if resp.StatusCode != http.StatusBadRequest || e.Code != string(weir.CodeNoCandidate) || e.Param == nil || *e.Param != "tools[0].type" {
+		t.Errorf("a model without a native candidate: %d %s", resp.StatusCode, got)
+	}
+}
+
+// A response a platform keeps binds to it, in the store, for the key
+// that made it: a request continuing it goes to that platform alone (a
+// model with no candidate there refuses it), and retrieving, listing,
+// cancelling and deleting it pass to that platform for that key only.
+func TestResponsesBoundToTheirPlatform(t *testing.T) {
+	t.Parallel()
+	b, tapA, tapB := statefulBundle(t)
+	other := b.newKey(t, weir.APIKey{})
+	idOf := func(body []byte) string {
+		var r struct{ ID string }
+		if err := json.Unmarshal(body, &r); err != nil || r.ID == "" {
+			t.Fatalf("no response id in %s", body)
+		}
+		return r.ID
+	}
+
+	// Made on b (whole, and streamed), bound there.
+	resp, got := b.sendAs(t, http.MethodPost, "/v1/responses", b.key, `{"model":"mb","input":"hi"}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, got)
+	}
+	id := idOf(got)
+	bd, err := b.db.ResponseBindingGet(t.Context(), &weir.ResponseBindingGetParams{ResponseID: id, Now: time.Now()})
+	if err != nil || bd.Platform != "b" || !strings.HasPrefix(bd.KeyID, "key_") || bd.ExpiresAt.Sub(bd.CreatedAt) != weir.ResponseBindingTTL {
+		t.Fatalf("binding %+v, %v", bd, err)
+	}
+	_, got = b.sendAs(t, http.MethodPost, "/v1/responses", b.key, `{"model":"mb","input":"hi","stream":true}`)
+	evs := readEvents(t, bytes.NewReader(got))
+	streamed := evs[0].data["response"].(map[string]any)["id"].(string)
+	if _, err := b.db.ResponseBindingGet(t.Context(), &weir.ResponseBindingGetParams{ResponseID: streamed, Now: time.Now()}); err != nil {
+		t.Errorf("the streamed response is not bound: %v", err)
+	}
+	// store: false keeps nothing, so nothing is bound.
+	_, got = b.sendAs(t, http.MethodPost, "/v1/responses", b.key, `{"model":"mb","input":"hi","store":false}`)
+	if _, err := b.db.ResponseBindingGet(t.Context(), &weir.ResponseBindingGetParams{ResponseID: idOf(got), Now: time.Now()}); err == nil {
+		t.Error("a response not stored is bound")
+	}
+
+	// Continued through "m", whose first candidate is on a: it goes to b.
+	resp, got = b.sendAs(t, http.MethodPost, "/v1/responses", b.key, `{"model":"m","input":"and then?","previous_response_id":"`+id+`"}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("continued: %d %s", resp.StatusCode, got)
+	}
+	if n := len(tapA.to("/v1/responses")); n != 0 {
+		t.Errorf("platform a was sent %d requests", n)
+	}
+	if ex := tapB.last(t, "/v1/responses"); !strings.Contains(string(ex.body), id) || !bytes.Equal(ex.answer, got) {
+		t.Errorf("platform b received %s", ex.body)
+	}
+	// Through "ma", which has no candidate on b: refused.
+	resp, got = b.sendAs(t, http.MethodPost, "/v1/responses", b.key, `{"model":"ma","input":"and then?","previous_response_id":"`+id+`"}`)
+	e := apiErrorOf(t, &http.Response{Body: io.NopCloser(bytes.NewReader(got))})
+	if resp.StatusCode != http.StatusBadRequest || e.Code != string(weir.CodeNoCandidate) || e.Param == nil || *e.Param != "previous_response_id" {
+		t.Errorf("continued through a model without b: %d %s", resp.StatusCode, got)
+	}
+	// Another key's: not found, and sent nowhere.
+	before := len(tapB.to("/v1/responses"))
+	resp, got = b.sendAs(t, http.MethodPost, "/v1/responses", other, `{"model":"m","input":"and then?","previous_response_id":"`+id+`"}`)
+	e = apiErrorOf(t, &http.Response{Body: io.NopCloser(bytes.NewReader(got))})
+	if resp.StatusCode != http.StatusNotFound || e.Param == nil || *e.Param != "previous_response_id" ||
+		len(tapB.to("/v1/responses")) != before || len(tapA.to("/v1/responses")) != 0 {
+		t.Errorf("another key's continuation: %d %s", resp.StatusCode, got)
+	}
+
+	// Retrieved, listed, cancelled and deleted on b, for this key only.
+	for _, tc := range []struct {
+		method, path string
+		status       int
+	}{
+		{http.MethodGet, "/v1/responses/" + id, http.StatusOK},
+		{http.MethodGet, "/v1/responses/" + id + "/input_items?limit=10", http.StatusOK},
+		{http.MethodPost, "/v1/responses/" + id + "/cancel", http.StatusBadRequest}, // the platform's own refusal
+	} {
+		resp, got := b.sendAs(t, tc.method, tc.path, b.key, "")
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s %s: %d %s", tc.method, tc.path, resp.StatusCode, got)
+		}
+		path, _, _ := strings.Cut(tc.path, "?")
+		if ex := tapB.last(t, path); ex.method != tc.method || !bytes.Equal(ex.answer, got) {
+			t.Errorf("%s %s: b received %s %s; the client got %s", tc.method, tc.path, ex.method, ex.path, got)
+		}
+		resp, got = b.sendAs(t, tc.method, tc.path, other, "")
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s %s with another key: %d %s", tc.method, tc.path, resp.StatusCode, got)
+		}
+	}
+	if ex := tapB.last(t, "/v1/responses/"+id+"/input_items"); ex.query != "limit=10" {
+		t.Errorf("input_items sent with the query %q", ex.query)
+	}
+	if resp, got := b.sendAs(t, http.MethodDelete, "/v1/responses/"+id, other, ""); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("DELETE with another key: %d %s", resp.StatusCode, got)
+	}
+	resp, got = b.sendAs(t, http.MethodDelete, "/v1/responses/"+id, b.key, "")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), `"deleted":true`) {
+		t.Fatalf("DELETE: %d %s", resp.StatusCode, got)
+	}
+	if _, err := b.db.ResponseBindingGet(t.Context(), &weir.ResponseBindingGetParams{ResponseID: id, Now: time.Now()}); !errors.Is(err, weir.ErrNotFound) {
+		t.Errorf("the deleted response is still bound: %v", err)
+	}
+	if resp, got := b.sendAs(t, http.MethodGet, "/v1/responses/"+id, b.key, ""); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET after DELETE: %d %s", resp.StatusCode, got)
 	}
 }

@@ -269,12 +269,13 @@ func TestResponsesFunctionToolRoundTrip(t *testing.T) {
 	}
 }
 
-// What cannot be translated is refused before anything is queued, in
+// What cannot be translated, for a model with no candidate that takes
+// the Responses API as it is, is refused before anything is queued, in
 // OpenAI's error shape naming the parameter: no_candidate as a 400 for
 // what OpenAI's API would take, invalid_request for a malformed request.
 func TestResponsesRefusals(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{translateResponses: true})
 	for _, tc := range []struct {
 		name, body, code, param string
 	}{
@@ -306,8 +307,9 @@ func TestResponsesRefusals(t *testing.T) {
 	}
 }
 
-// Weir stores no responses: retrieving, deleting or cancelling one, or
-// listing its input items, is a 404 that says so; without a key, a 401.
+// A response Weir did not bind (no platform that keeps responses made
+// it through Weir): retrieving, deleting or cancelling it, or listing its
+// input items, is a 404 that says so; without a key, a 401.
 func TestResponsesNotStored(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
@@ -335,7 +337,7 @@ func TestResponsesNotStored(t *testing.T) {
 			case key == "" && (resp.StatusCode != http.StatusUnauthorized || e.Code != string(weir.CodeUnauthorized)):
 				t.Errorf("%s %s without a key: %d %+v", tc.method, tc.path, resp.StatusCode, e)
 			case key != "" && (resp.StatusCode != http.StatusNotFound || e.Code != string(weir.CodeNotFound) ||
-				!strings.Contains(e.Message, "stores no responses") || !strings.Contains(e.Message, "resp_1")):
+				!strings.Contains(e.Message, "key whose request made it") || !strings.Contains(e.Message, "resp_1")):
 				t.Errorf("%s %s: %d %+v", tc.method, tc.path, resp.StatusCode, e)
 			}
 		}

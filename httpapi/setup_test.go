@@ -98,12 +98,12 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	if o.deps != nil {
 		o.deps(&deps)
 	}
-	gwDeps := gateway.Deps{Engine: b.engine, Keys: db, Router: router.New(router.Options{}), Logger: deps.Logger, Clock: o.clock}
+	gwDeps := gateway.Deps{Engine: b.engine, Keys: db, Router: router.New(router.Options{}), Logger: deps.Logger, Clock: o.clock, Responses: db}
 	if o.gwDeps != nil {
 		o.gwDeps(&gwDeps)
 	}
 	b.gw = gateway.New(o.gwCfg, gwDeps)
-	deps.Gateway, deps.Queues = b.gw, b.gw
+	deps.Gateway, deps.Queues, deps.Responses = b.gw, b.gw, b.gw
 	if o.tasks != nil {
 		if err := riverjob.Migrate(ctx, db); err != nil {
 			t.Fatal(err)
