@@ -39,6 +39,10 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	c, err := s.prepare(w, r, epResponses, func(body []byte) (*request, *apiError) {
 		native = &gateway.Native{Path: "/responses", Body: &request{body: body}}
 		rq, err := responses.Parse(body)
+		var chat []byte
+		if err == nil {
+			chat, err = rq.ChatBody()
+		}
 		var e *responses.Error
 		if errors.As(err, &e) && e.Unsupported {
 			// Untranslatable: for the candidates that take it as it is.
@@ -49,10 +53,6 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 			}
 			return req, aerr
 		}
-		if err != nil {
-			return nil, responsesError(err)
-		}
-		chat, err := rq.ChatBody()
 		if err != nil {
 			return nil, responsesError(err)
 		}
@@ -144,17 +144,12 @@ func nativeRequest(body []byte) (*request, *apiError) {
 	return r, nil
 }
 
-// responsesError is the answer to a request package responses refused:
-// invalid_request for a malformed one, no_candidate (a 400) for one that
-// no candidate could serve, all of them speaking Chat Completions.
+// responsesError is the answer to a request package responses found
+// malformed: invalid_request, naming the parameter.
 func responsesError(err error) *apiError {
 	var e *responses.Error
 	if !errors.As(err, &e) {
 		return errorf(weir.CodeInvalidRequest, "", err.Error())
-	}
-	if e.Unsupported {
-		return &apiError{Code: weir.CodeNoCandidate, Param: e.Param, Client: true,
-			Message: "no candidate can serve this request: Weir translates the Responses API to Chat Completions, and " + e.Message}
 	}
 	return errorf(weir.CodeInvalidRequest, e.Param, e.Message)
 }
