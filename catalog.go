@@ -44,6 +44,18 @@ func (k ModelKind) Valid() bool {
 // API (chat only), "bedrock" Amazon Bedrock's Converse API (chat only).
 var PlatformKinds = []string{"openai", "gemini", "azure", "anthropic", "bedrock"}
 
+// ResponsesKinds are the platform kinds that speak OpenAI's Responses
+// API themselves: a Responses request is passed through to them as it
+// came (unless the platform says TranslateResponses), where every other
+// kind (and an edge node) is sent its translation to Chat Completions.
+var ResponsesKinds = []string{"openai", "azure"}
+
+// SpeaksResponses reports whether p is sent Responses requests as they
+// came rather than translated to Chat Completions.
+func (p Platform) SpeaksResponses() bool {
+	return slices.Contains(ResponsesKinds, p.Kind) && !p.TranslateResponses
+}
+
 // platformKindServes lists, for a platform kind that serves only some
 // model kinds, those it serves; a kind not listed serves every one.
 var platformKindServes = map[string][]ModelKind{
@@ -78,6 +90,11 @@ type Platform struct {
 	// CallTimeout bounds one upstream call whole, from sending it to the
 	// end of its answer (0: the gateway default).
 	CallTimeout time.Duration
+	// TranslateResponses sends an openai or azure platform Responses
+	// requests translated to Chat Completions, as every other kind is,
+	// instead of passing them through: for an OpenAI-compatible server
+	// that lacks the Responses API. Default false.
+	TranslateResponses bool
 	// APIVersion is the API version an azure platform's calls name
 	// (api-version); "": the adapter's default.
 	APIVersion string

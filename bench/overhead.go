@@ -335,7 +335,9 @@ func overheadCatalog(mockURL, dbPath string) *config.Config {
 	cfg.Server.LogLevel = "warn"
 	cfg.Server.DefaultMaxWait = 60 * time.Second
 	cfg.Storage.Path = dbPath
-	cfg.Platforms = []config.Platform{{Name: "mock", Kind: "openai", BaseURL: mockURL}}
+	// responses: translate keeps the "responses" target on its translated
+	// path, which the mock would otherwise serve as it is.
+	cfg.Platforms = []config.Platform{{Name: "mock", Kind: "openai", BaseURL: mockURL, Responses: "translate"}}
 	cfg.PlatformModels = []config.PlatformModel{
 		{Name: chatPM, Platform: "mock", Upstream: "gpt-4o-mini", Limits: weir.Limits{Concurrency: generous, QueueLimit: generous}},
 	}

@@ -19,6 +19,7 @@ func overheadCatalogYAML(mockURL string) string {
 	return fmt.Sprintf(`platforms:
   - name: mock
     base_url: %s
+    responses: translate
 platform_models:
   - name: %s
     platform: mock

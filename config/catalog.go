@@ -41,18 +41,19 @@ func (c *Config) toCatalog(lookup lookupFunc) weir.Catalog {
 		}
 		key := env(p.APIKeyEnv)
 		cat.Platforms = append(cat.Platforms, weir.Platform{
-			Name:            p.Name,
-			Kind:            kind,
-			BaseURL:         p.BaseURL,
-			APIKey:          key,
-			Timeout:         p.Timeout,
-			IdleTimeout:     p.IdleTimeout,
-			CallTimeout:     p.CallTimeout,
-			Region:          p.Region,
-			AccessKeyID:     env(p.AccessKeyIDEnv),
-			SecretAccessKey: env(p.SecretAccessKeyEnv),
-			SessionToken:    env(p.SessionTokenEnv),
-			APIVersion:      p.APIVersion,
+			Name:               p.Name,
+			Kind:               kind,
+			BaseURL:            p.BaseURL,
+			APIKey:             key,
+			Timeout:            p.Timeout,
+			IdleTimeout:        p.IdleTimeout,
+			CallTimeout:        p.CallTimeout,
+			Region:             p.Region,
+			AccessKeyID:        env(p.AccessKeyIDEnv),
+			SecretAccessKey:    env(p.SecretAccessKeyEnv),
+			SessionToken:       env(p.SessionTokenEnv),
+			APIVersion:         p.APIVersion,
+			TranslateResponses: p.Responses == "translate",
 		})
 	}
 	for _, pm := range c.PlatformModels {

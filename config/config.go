@@ -375,6 +375,12 @@ type Platform struct {
 	// CallTimeout bounds one call to this platform whole, answer included.
 	// 0: server.upstream_call_timeout. Default 0.
 	CallTimeout time.Duration `yaml:"call_timeout"`
+	// Responses is how an openai or azure platform is sent a request to
+	// POST /v1/responses: "native", passed through as it came (its own
+	// Responses API answers), or "translate", translated to Chat
+	// Completions as every other kind is (for an OpenAI-compatible server
+	// without the Responses API, as many are). Default "": native.
+	Responses string `yaml:"responses"`
 	// APIVersion is the api-version of an azure platform's calls. Default
 	// "": 2024-10-21.
 	APIVersion string `yaml:"api_version"`

@@ -594,6 +594,11 @@ func TestValidate(t *testing.T) {
 		}, `platforms[0].api_key_env: a bedrock platform signs with its key pair or sends an API key, not both`},
 		{"a region on openai", func(c *Config) { c.Platforms[0].Region = "us-east-1" },
 			`platforms[0].region: region and AWS keys are a bedrock platform's`},
+		{"responses neither native nor translate", func(c *Config) { c.Platforms[0].Responses = "passthrough" },
+			`platforms[0].responses: "passthrough": want native or translate`},
+		{"responses on gemini", func(c *Config) {
+			c.Platforms[0] = Platform{Name: "a", Kind: "gemini", BaseURL: "http://g", Responses: "native"}
+		}, `platforms[0].responses: only an openai or azure platform may speak the Responses API; a gemini platform is always sent it translated`},
 		{"embeddings on bedrock", func(c *Config) {
 			c.Platforms[1] = Platform{Name: "b", Kind: "bedrock", Region: "us-east-1"}
 			c.Models[0].Kind = weir.KindEmbeddings
@@ -871,6 +876,7 @@ func TestCatalog(t *testing.T) {
 	}
 	c.Platforms[1].Timeout, c.Platforms[1].IdleTimeout, c.Platforms[1].CallTimeout = time.Second, 2*time.Second, 3*time.Second
 	c.Platforms[1].APIVersion = "2025-04-01-preview"
+	c.Platforms[1].Responses = "translate"
 	cat, err := c.catalog(env("A_KEY", "sk-a"))
 	if err != nil {
 		t.Fatal(err)
@@ -879,7 +885,8 @@ func TestCatalog(t *testing.T) {
 		Platforms: []weir.Platform{
 			{Name: "a", Kind: "openai", BaseURL: "http://127.0.0.1:9090/v1", APIKey: "sk-a"},
 			{Name: "b", Kind: "openai", BaseURL: "http://127.0.0.1:9090/v1",
-				Timeout: time.Second, IdleTimeout: 2 * time.Second, CallTimeout: 3 * time.Second, APIVersion: "2025-04-01-preview"},
+				Timeout: time.Second, IdleTimeout: 2 * time.Second, CallTimeout: 3 * time.Second, APIVersion: "2025-04-01-preview",
+				TranslateResponses: true},
 		},
 		PlatformModels: []weir.PlatformModel{
 			{Name: "a/m", Platform: "a", Upstream: "m", Limits: weir.Limits{Concurrency: 2}},

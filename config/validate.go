@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -62,6 +63,10 @@ func (c *Config) Validate() error {
 			return invalidf(fmt.Sprintf("platforms[%d].api_key_env", i), "a bedrock platform signs with its key pair or sends an API key, not both")
 		case p.Kind != "bedrock" && p.Kind != "" && (p.Region != "" || p.AccessKeyIDEnv != ""):
 			return invalidf(fmt.Sprintf("platforms[%d].region", i), "region and AWS keys are a bedrock platform's")
+		case p.Responses != "" && p.Responses != "native" && p.Responses != "translate":
+			return invalidf(fmt.Sprintf("platforms[%d].responses", i), "%q: want native or translate", p.Responses)
+		case p.Responses != "" && p.Kind != "" && !slices.Contains(weir.ResponsesKinds, p.Kind):
+			return invalidf(fmt.Sprintf("platforms[%d].responses", i), "only an openai or azure platform may speak the Responses API; a %s platform is always sent it translated", p.Kind)
 		}
 	}
 	if c.DefaultGroup == "" {

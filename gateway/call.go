@@ -35,6 +35,11 @@ type Call struct {
 	Affinity string
 	// Header carries client headers worth forwarding upstream.
 	Header http.Header
+	// Native, if set, is the request as the client sent it in the
+	// Responses API, which some platforms speak themselves: a candidate
+	// on one of them is sent it instead of Path and Body, and its answer
+	// passes back as it came (Head.Native).
+	Native *Native
 
 	// Waited is how long the request queued, across its attempts.
 	Waited time.Duration
@@ -42,6 +47,26 @@ type Call struct {
 	// what; Serve fills in the platform model, the outcome and the
 	// tokens.
 	Usage weir.Usage
+}
+
+// Native is a Responses request as the client sent it, for the platforms
+// that speak the Responses API (weir.Platform.SpeaksResponses): it goes
+// to Path under their base URL, its model rewritten.
+type Native struct {
+	Path string
+	Body Body
+	// Only, if set, names the parameter that no translation carries:
+	// only a candidate that is sent Native can serve the request.
+	Only string
+	// Platform, if set, is the platform that holds the response the
+	// request continues (previous_response_id): only its candidates
+	// that are sent Native can serve it.
+	Platform string
+}
+
+// nativeOnly reports whether only a candidate sent c.Native can serve c.
+func (c *Call) nativeOnly() bool {
+	return c.Native != nil && (c.Native.Only != "" || c.Native.Platform != "")
 }
 
 // Body is a decoded request body.
@@ -69,6 +94,11 @@ type Head struct {
 	ContentLength int64
 	// Waited is how long the request queued.
 	Waited time.Duration
+	// Native: the answer is the Responses API's, from a platform that
+	// speaks it (Platform) and was sent Call.Native, not Chat
+	// Completions.
+	Native   bool
+	Platform string
 }
 
 // Answer is where Serve writes an upstream's answer; the transport in

@@ -25,6 +25,9 @@ type Snapshot struct {
 	// the default among them.
 	keyGroups weir.Catalog
 	adapters  map[string]provider.Adapter
+	// responses are the platforms that speak the Responses API
+	// (weir.Platform.SpeaksResponses).
+	responses map[string]bool
 	// sims and asyncSims answer the simulation run mode, by platform
 	// model: its requests and its tasks.
 	sims         map[string]provider.Adapter
@@ -108,6 +111,10 @@ func (st *Snapshot) Serves(m weir.Model, platform string) bool {
 	}
 	return false
 }
+
+// SpeaksResponses reports whether the platform name is sent Responses
+// requests as they came (weir.Platform.SpeaksResponses).
+func (st *Snapshot) SpeaksResponses(platform string) bool { return st.responses[platform] }
 
 // Adapter is the adapter of the platform name (nil if there is none).
 func (st *Snapshot) Adapter(platform string) provider.Adapter { return st.adapters[platform] }
@@ -207,6 +214,7 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		pms:          make(map[string]weir.PlatformModel, len(cat.PlatformModels)),
 		groups:       make(map[string]weir.Group, len(cat.Groups)+1),
 		adapters:     make(map[string]provider.Adapter, len(cat.Platforms)),
+		responses:    make(map[string]bool, len(cat.Platforms)),
 		sims:         make(map[string]provider.Adapter, len(cat.PlatformModels)),
 		asyncSims:    make(map[string]provider.AsyncAdapter, len(cat.PlatformModels)),
 		async:        make(map[string]provider.AsyncAdapter, len(cat.Platforms)),
@@ -291,6 +299,7 @@ func (s *Service) platformAdapters(next *Snapshot, platforms []weir.Platform) er
 			return fmt.Errorf("platform %s: %w", p.Name, err)
 		}
 		next.callTimeouts[p.Name] = total
+		next.responses[p.Name] = p.SpeaksResponses()
 		next.adapters[p.Name], next.async[p.Name] = a.Sync, a.Async
 	}
 	return nil

@@ -130,6 +130,9 @@ func readCapped(r io.Reader, size, limit int64) (body []byte, over bool, err err
 	return body, false, nil
 }
 
+// responsesTerminal are the events that end a Responses stream.
+var responsesTerminal = map[string]bool{"response.completed": true, "response.incomplete": true, "response.failed": true}
+
 // pumpBufs are pump's read buffers: a streamed answer borrows one for
 // its life instead of allocating it. Write copies out of it (or has
 // written it) before it returns, so nothing keeps it after pump.
@@ -189,7 +192,10 @@ func (s *Service) pump(out Answer, resp *http.Response, head Head, done func(usa
 
 // stream passes an SSE answer through as it arrives, flushing each read,
 // and watches the data lines for a usage report; without one, it counts
-// prompt (the request's estimate of its input) and about a token a chunk. It stops at once when
+// prompt (the request's estimate of its input) and about a token a chunk.
+// A Chat Completions stream is whole at its [DONE], a Responses stream at
+// the data of its terminal event (response.completed, .incomplete or
+// .failed), whose response carries the usage. It stops at once when
 // the client goes away or stops reading (the write timeout), and when
 // the upstream fails mid-stream it ends the stream with an error event,
 // as OpenAI's streams report errors.
@@ -200,6 +206,9 @@ func (s *Service) stream(out Answer, resp *http.Response, head Head, prompt int6
 		got     bool
 		chunks  int64
 		sawDone bool
+		// terminal: the event line just read names a Responses stream's
+		// last event.
+		terminal bool
 	)
 	scan := func(b []byte) bool {
 		for len(b) > 0 {
@@ -212,12 +221,17 @@ func (s *Service) stream(out Answer, resp *http.Response, head Head, prompt int6
 			}
 			line = append(line, b[:i]...)
 			b = b[i+1:]
-			if data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r"), []byte("data:")); ok {
+			l := bytes.TrimRight(line, "\r")
+			if ev, ok := bytes.CutPrefix(l, []byte("event:")); ok {
+				terminal = responsesTerminal[string(bytes.TrimSpace(ev))]
+			}
+			if data, ok := bytes.CutPrefix(l, []byte("data:")); ok {
 				data = bytes.TrimSpace(data)
 				switch {
 				case bytes.Equal(data, []byte("[DONE]")):
 					sawDone = true
 				default:
+					sawDone = sawDone || terminal
 					chunks++
 					if uu, ok := usageOf(data); ok {
 						u, got = uu, true

@@ -123,6 +123,11 @@ type Deps struct {
 	// for every replica (operator.go); the stores implement it. Default:
 	// kept in this process only.
 	Overrides weir.OverrideStore
+	// Responses keeps which platform holds each response a platform
+	// speaking the Responses API made (responses.go); the stores
+	// implement it. nil: none is kept, and a response's later calls are
+	// not found.
+	Responses weir.ResponseStore
 }
 
 // Service is one request's way through the gateway. Apply a catalog

@@ -62,7 +62,8 @@ func (r *routing) resolve() []target {
 	// Nodes serve production alone: their runtimes are real (no
 	// simulation), their slots physical (no acceptance copy); and no
 	// request pinned to a platform.
-	if r.s.deps.Nodes != nil && r.c.Model.Nodes != weir.NodesNever && r.c.RunMode == "" && r.c.Platform == "" {
+	// Nor one only a platform speaking the Responses API can serve.
+	if r.s.deps.Nodes != nil && r.c.Model.Nodes != weir.NodesNever && r.c.RunMode == "" && r.c.Platform == "" && !r.c.nativeOnly() {
 		now := r.s.deps.Clock.Now()
 		for _, n := range r.s.deps.Nodes.Serving(r.c.Model.Name) {
 			if until := r.s.deps.Router.CoolingUntil(nodeHealth(n)); until.After(now) {
@@ -155,7 +156,14 @@ type upstream struct {
 	health string
 	// pausable: a platform model, paused by a 429 with Retry-After.
 	pausable bool
+	// responses: its platform speaks the Responses API (a node or a
+	// simulator speaks Chat Completions only).
+	responses bool
 }
+
+// speaks reports whether pm is sent c's native request instead of its
+// Chat Completions.
+func (pm upstream) speaks(c *Call) bool { return c.Native != nil && pm.responses }
 
 // nodeHealth is a node provider's key in the router's cooldown: its
 // session's own, so that failures of a session that ended do not keep
@@ -182,7 +190,8 @@ func (s *Service) upstreamOf(c *Call, t target) upstream {
 		name := simulatedPrefix + pm.Name
 		return upstream{Name: name, Platform: pm.Platform, Upstream: pm.Upstream, ex: c.Snapshot.sims[pm.Name], health: name}
 	}
-	return upstream{Name: pm.Name, Platform: pm.Platform, Upstream: pm.Upstream, ex: c.Snapshot.Adapter(pm.Platform), health: pm.Name, pausable: true}
+	return upstream{Name: pm.Name, Platform: pm.Platform, Upstream: pm.Upstream, ex: c.Snapshot.Adapter(pm.Platform), health: pm.Name, pausable: true,
+		responses: c.Snapshot.SpeaksResponses(pm.Platform)}
 }
 
 // nodeExecutor runs calls on one node provider.

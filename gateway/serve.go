@@ -34,6 +34,12 @@ var _ Executor = provider.Adapter(nil)
 // says how it went.
 func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 	pms, refusal := s.order(c.Snapshot, c.Model, c.Wants, c.Platform)
+	if c.nativeOnly() {
+		if pms, refusal = nativeOrder(c, pms, refusal); len(pms) == 0 && refusal != nil {
+			c.end(codeOutcome(weir.CodeNoCandidate))
+			return refusal
+		}
+	}
 	if c.Platform != "" && len(pms) == 0 {
 		// No node serves a pinned request: none is left.
 		c.end(codeOutcome(weir.CodeNoCandidate))
@@ -278,13 +284,17 @@ func (s *Service) admissionError(ctx context.Context, c *Call, err error) error 
 func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admission.Lease, pm upstream) (*provider.Error, error) {
 	hold := s.hold(ctx, c, lease)
 	defer hold.release()
-	body, err := c.Body.WithModel(pm.Upstream)
+	path, from, native := c.Path, c.Body, pm.speaks(c)
+	if native {
+		path, from = c.Native.Path, c.Native.Body
+	}
+	body, err := from.WithModel(pm.Upstream)
 	if err != nil {
 		c.end(codeOutcome(weir.CodeInternal))
 		return nil, &Error{Category: ErrInternal, Message: "could not encode the upstream request", Err: err}
 	}
 	t0 := s.deps.Clock.Now()
-	resp, err := pm.ex.Do(ctx, provider.Call{Path: c.Path, Body: body, Stream: c.Stream, Header: c.Header})
+	resp, err := pm.ex.Do(ctx, provider.Call{Path: path, Body: body, Stream: c.Stream, Header: c.Header})
 	if err != nil {
 		return s.callFailed(ctx, c, pm, t0, err)
 	}
@@ -313,6 +323,9 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 	}
 	defer done(usage{}, false)
 	head := headOf(c, resp)
+	if native {
+		head.Native, head.Platform = true, pm.Platform
+	}
 	var d delivery
 	if c.Stream {
 		// The estimate less max_tokens is the input's.

@@ -6,11 +6,25 @@ import (
 	"math"
 )
 
-// usage is the part of an upstream answer that says what it cost.
+// usage is the part of an upstream answer that says what it cost: Chat
+// Completions' usage, or the Responses API's (a response object's, or in
+// a stream the one its last event carries), whose input and output
+// tokens usageOf reads as the prompt and completion tokens.
 type usage struct {
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
 	TotalTokens      int64 `json:"total_tokens"`
+	InputTokens      int64 `json:"input_tokens"`
+	OutputTokens     int64 `json:"output_tokens"`
+}
+
+// normal is u with the Responses API's counts as Chat Completions'.
+func (u usage) normal() usage {
+	if u.PromptTokens == 0 && u.CompletionTokens == 0 {
+		u.PromptTokens, u.CompletionTokens = u.InputTokens, u.OutputTokens
+	}
+	u.InputTokens, u.OutputTokens = 0, 0
+	return u
 }
 
 // total is what the answer cost; an upstream's numbers are trusted no
@@ -33,8 +47,10 @@ func usageOf(body []byte) (usage, bool) {
 	// key), and parse the whole answer only if that does not work out.
 	if rest := bytes.TrimLeft(body[i+len(`"usage"`):], " \t\r\n"); len(rest) > 0 && rest[0] == ':' {
 		var u *usage
-		if json.NewDecoder(bytes.NewReader(rest[1:])).Decode(&u) == nil && u != nil && u.total() > 0 {
-			return *u, true
+		if json.NewDecoder(bytes.NewReader(rest[1:])).Decode(&u) == nil && u != nil {
+			if n := u.normal(); n.total() > 0 {
+				return n, true
+			}
 		}
 	}
 	var v struct {
@@ -43,7 +59,7 @@ func usageOf(body []byte) (usage, bool) {
 	if json.Unmarshal(body, &v) != nil || v.Usage == nil {
 		return usage{}, false
 	}
-	return *v.Usage, true
+	return v.Usage.normal(), true
 }
 
 // addTokens is a+b for token counts a, b >= 0, saturating at the int64

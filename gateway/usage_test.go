@@ -15,6 +15,10 @@ func TestUsageOf(t *testing.T) {
 		{`{"usage":{"prompt_tokens":3,"completion_tokens":4},"choices":[{"message":{"content":"\"usage\": 9"}}]}`, 7, true},
 		{`{"choices":[{"tool":{"usage":"nested"}}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`, 2, true},
 		{`{"id":"x"}`, 0, false},
+		// The Responses API's: a response object, and a stream's events.
+		{`{"id":"resp_1","object":"response","usage":{"input_tokens":5,"input_tokens_details":{"cached_tokens":0},"output_tokens":6,"total_tokens":11},"user":null}`, 11, true},
+		{`{"type":"response.completed","sequence_number":9,"response":{"id":"resp_1","usage":{"input_tokens":5,"output_tokens":6,"total_tokens":11},"metadata":{}}}`, 11, true},
+		{`{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","usage":null,"metadata":{}}}`, 0, false},
 	} {
 		u, ok := usageOf([]byte(tc.body))
 		if ok != tc.ok || u.total() != tc.want {
@@ -33,5 +37,15 @@ func TestUsageTotalSaturates(t *testing.T) {
 	}
 	if got := (usage{PromptTokens: -5, CompletionTokens: 3}).total(); got != 3 {
 		t.Errorf("usage total with a negative prompt = %d, want 3", got)
+	}
+}
+
+// TestUsageOfResponses: the Responses API's input and output tokens are
+// the prompt and completion tokens of the usage record.
+func TestUsageOfResponses(t *testing.T) {
+	t.Parallel()
+	u, ok := usageOf([]byte(`{"usage":{"input_tokens":5,"output_tokens":6,"total_tokens":11}}`))
+	if !ok || u.PromptTokens != 5 || u.CompletionTokens != 6 {
+		t.Errorf("usageOf = %+v %v", u, ok)
 	}
 }

@@ -45,6 +45,9 @@ type request struct {
 	// affinity is what it shares with the requests whose candidate it
 	// prefers (a chat's prompt_cache_key, user, or first message).
 	affinity string
+	// previous is the response a Responses request continues
+	// (previous_response_id), if it is passed through.
+	previous string
 }
 
 // decodeRequest parses and validates a body for ep. It never panics on any

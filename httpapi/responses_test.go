@@ -105,9 +105,10 @@ func TestResponsesThroughTheGateway(t *testing.T) {
 	var up upstreamBodies
 	var usage usageLog
 	b := setup(t, setupOpts{
-		upstream: up.wrap,
-		mock:     mock.Config{CompletionTokens: 7},
-		deps:     func(d *Deps) { d.Usage = usage.record },
+		translateResponses: true,
+		upstream:           up.wrap,
+		mock:               mock.Config{CompletionTokens: 7},
+		deps:               func(d *Deps) { d.Usage = usage.record },
 	})
 
 	t.Run("whole", func(t *testing.T) {
@@ -197,7 +198,7 @@ func types(evs []sseEvent) []string {
 func TestResponsesFunctionToolRoundTrip(t *testing.T) {
 	t.Parallel()
 	var up upstreamBodies
-	b := setup(t, setupOpts{upstream: up.wrap})
+	b := setup(t, setupOpts{upstream: up.wrap, translateResponses: true})
 	const tools = `"tools":[{"type":"function","name":"get_weather","description":"The weather in a city",
 		"parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false},"strict":true}]`
 	for _, stream := range []bool{false, true} {
@@ -268,12 +269,13 @@ func TestResponsesFunctionToolRoundTrip(t *testing.T) {
 	}
 }
 
-// What cannot be translated is refused before anything is queued, in
+// What cannot be translated, for a model with no candidate that takes
+// the Responses API as it is, is refused before anything is queued, in
 // OpenAI's error shape naming the parameter: no_candidate as a 400 for
 // what OpenAI's API would take, invalid_request for a malformed request.
 func TestResponsesRefusals(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{translateResponses: true})
 	for _, tc := range []struct {
 		name, body, code, param string
 	}{
@@ -305,8 +307,9 @@ func TestResponsesRefusals(t *testing.T) {
 	}
 }
 
-// Weir stores no responses: retrieving, deleting or cancelling one, or
-// listing its input items, is a 404 that says so; without a key, a 401.
+// A response Weir did not bind (no platform that keeps responses made
+// it through Weir): retrieving, deleting or cancelling it, or listing its
+// input items, is a 404 that says so; without a key, a 401.
 func TestResponsesNotStored(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
@@ -334,7 +337,7 @@ func TestResponsesNotStored(t *testing.T) {
 			case key == "" && (resp.StatusCode != http.StatusUnauthorized || e.Code != string(weir.CodeUnauthorized)):
 				t.Errorf("%s %s without a key: %d %+v", tc.method, tc.path, resp.StatusCode, e)
 			case key != "" && (resp.StatusCode != http.StatusNotFound || e.Code != string(weir.CodeNotFound) ||
-				!strings.Contains(e.Message, "stores no responses") || !strings.Contains(e.Message, "resp_1")):
+				!strings.Contains(e.Message, "key whose request made it") || !strings.Contains(e.Message, "resp_1")):
 				t.Errorf("%s %s: %d %+v", tc.method, tc.path, resp.StatusCode, e)
 			}
 		}
@@ -345,7 +348,7 @@ func TestResponsesNotStored(t *testing.T) {
 // OpenAI's error shape.
 func TestResponsesUpstreamRefusal(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{upstream: func(h http.Handler) http.Handler {
+	b := setup(t, setupOpts{translateResponses: true, upstream: func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			r.Header.Set("X-Mock-Status", "400")
 			h.ServeHTTP(w, r)
@@ -368,10 +371,11 @@ func TestResponsesStalledStreamFails(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
 	var usage usageLog
 	b := setup(t, setupOpts{
-		clock: clk,
-		gwCfg: gateway.Config{UpstreamIdleTimeout: 10 * time.Second},
-		mock:  mock.Config{StallRate: 1, StallFor: time.Hour, CompletionTokens: 10},
-		deps:  func(d *Deps) { d.Usage = usage.record },
+		clock:              clk,
+		gwCfg:              gateway.Config{UpstreamIdleTimeout: 10 * time.Second},
+		mock:               mock.Config{StallRate: 1, StallFor: time.Hour, CompletionTokens: 10},
+		deps:               func(d *Deps) { d.Usage = usage.record },
+		translateResponses: true,
 	})
 	var evs []sseEvent
 	done := make(chan struct{})

@@ -126,7 +126,12 @@ type Deps struct {
 	Gateway Gateway
 	// Queues are the scopes /admin/queues shows (gateway.Service).
 	Queues Queues
-	Logger *slog.Logger
+	// Responses binds the responses that platforms speaking the
+	// Responses API keep to them, and passes the calls that follow a
+	// response there (gateway.Service); nil: none is bound, and those
+	// calls are not found.
+	Responses Responses
+	Logger    *slog.Logger
 	// Metrics defaults to none; MetricsHandler serves /metrics if set.
 	Metrics        Metrics
 	MetricsHandler http.Handler
@@ -197,10 +202,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/responses", s.createResponse)
 	mux.HandleFunc("POST /v1/messages", s.createMessage)
 	mux.HandleFunc("POST /v1/messages/count_tokens", s.countTokens)
-	mux.HandleFunc("GET /v1/responses/{id}", s.handle(s.noStoredResponse))
-	mux.HandleFunc("DELETE /v1/responses/{id}", s.handle(s.noStoredResponse))
-	mux.HandleFunc("POST /v1/responses/{id}/cancel", s.handle(s.noStoredResponse))
-	mux.HandleFunc("GET /v1/responses/{id}/input_items", s.handle(s.noStoredResponse))
+	mux.HandleFunc("GET /v1/responses/{id}", s.handle(s.responseCall))
+	mux.HandleFunc("DELETE /v1/responses/{id}", s.handle(s.responseCall))
+	mux.HandleFunc("POST /v1/responses/{id}/cancel", s.handle(s.responseCall))
+	mux.HandleFunc("GET /v1/responses/{id}/input_items", s.handle(s.responseCall))
 	mux.HandleFunc("GET /v1/models", s.handle(s.listModels))
 	mux.HandleFunc("GET /v1/models/{model...}", s.handle(s.getModel))
 	mux.HandleFunc("POST /v1/videos", s.handle(s.createVideo))

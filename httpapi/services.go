@@ -7,6 +7,7 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/gateway"
+	"github.com/weir-gateway/weir/provider"
 )
 
 // The services the API calls, each declared here by the role it plays,
@@ -28,6 +29,23 @@ type Gateway interface {
 	// Ready is nil once there is a catalog to serve by.
 	Ready() error
 }
+
+// Responses is what passing the Responses API through needs beyond
+// Serve (gateway.Service).
+type Responses interface {
+	// BindResponse records that platform holds the response id, which
+	// keyID's request made.
+	BindResponse(ctx context.Context, id, platform, keyID string) error
+	// ResponsePlatform is the platform holding the response id that
+	// keyID's request made; gateway.ErrResponseNotFound if none is
+	// bound, gateway.ErrResponseOfAnotherKey (which matches it) if it is
+	// another key's.
+	ResponsePlatform(ctx context.Context, keyID, id string) (string, error)
+	// ResponseCall passes c, a call on that response, to its platform.
+	ResponseCall(ctx context.Context, keyID, id string, c provider.Call) (*http.Response, error)
+}
+
+var _ Responses = (*gateway.Service)(nil)
 
 // Queues is what the admin API shows of the engine's scopes.
 type Queues interface {

@@ -49,7 +49,8 @@ type setupOpts struct {
 	mock   mock.Config
 	limits weir.Limits // of the platform model "up/m"
 	// catalog, if set, replaces the default catalog; "UP" in a platform's
-	// BaseURL is replaced with the mock's URL.
+	// BaseURL is replaced with the mock's URL and /v1, "ROOT" with its
+	// URL alone (an azure platform's resource endpoint).
 	catalog *weir.Catalog
 	// clock, if set, is the engine's and the API's clock.
 	clock clock.Clock
@@ -67,6 +68,9 @@ type setupOpts struct {
 	hooks task.Webhooks
 	// vlimits are the limits of "up/v", with tasks.
 	vlimits weir.Limits
+	// translateResponses sends the default catalog's platform Responses
+	// requests translated to Chat Completions, not passed through.
+	translateResponses bool
 }
 
 // setup serves a catalog of one platform ("up", the mock), one platform
@@ -94,12 +98,12 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	if o.deps != nil {
 		o.deps(&deps)
 	}
-	gwDeps := gateway.Deps{Engine: b.engine, Keys: db, Router: router.New(router.Options{}), Logger: deps.Logger, Clock: o.clock}
+	gwDeps := gateway.Deps{Engine: b.engine, Keys: db, Router: router.New(router.Options{}), Logger: deps.Logger, Clock: o.clock, Responses: db}
 	if o.gwDeps != nil {
 		o.gwDeps(&gwDeps)
 	}
 	b.gw = gateway.New(o.gwCfg, gwDeps)
-	deps.Gateway, deps.Queues = b.gw, b.gw
+	deps.Gateway, deps.Queues, deps.Responses = b.gw, b.gw, b.gw
 	if o.tasks != nil {
 		if err := riverjob.Migrate(ctx, db); err != nil {
 			t.Fatal(err)
@@ -123,7 +127,7 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	}
 	b.srv = New(o.cfg, deps)
 	cat := weir.Catalog{
-		Platforms:      []weir.Platform{{Name: "up", Kind: "openai", BaseURL: "UP"}},
+		Platforms:      []weir.Platform{{Name: "up", Kind: "openai", BaseURL: "UP", TranslateResponses: o.translateResponses}},
 		PlatformModels: []weir.PlatformModel{{Name: "up/m", Platform: "up", Upstream: "gpt-4o-mini", Limits: o.limits}},
 		Models:         []weir.Model{{Name: "m", Kind: weir.KindChat, Candidates: []weir.Candidate{{PlatformModel: "up/m", Weight: 1}}}},
 	}
@@ -136,6 +140,7 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	}
 	for i := range cat.Platforms {
 		cat.Platforms[i].BaseURL = strings.ReplaceAll(cat.Platforms[i].BaseURL, "UP", b.up.URL+"/v1")
+		cat.Platforms[i].BaseURL = strings.ReplaceAll(cat.Platforms[i].BaseURL, "ROOT", b.up.URL)
 	}
 	if err := b.gw.Apply(ctx, cat, ""); err != nil {
 		t.Fatal(err)

@@ -81,6 +81,17 @@ func TestOverrideStore(t *testing.T) {
 	})
 }
 
+func TestResponseStore(t *testing.T) {
+	t.Parallel()
+	pgtest.Require(t)
+	storetest.ExerciseResponses(t, func(t *testing.T) interface {
+		weir.ResponseStore
+		io.Closer
+	} {
+		return openTemp(t)
+	})
+}
+
 // TestOpenErrors: a DSN that does not parse is ErrInvalid, and a server
 // that does not answer fails Open with an error naming its host and port;
 // neither repeats the password.

@@ -19,7 +19,10 @@ import (
 // {path} goes to {base}/openai/deployments/{deployment}{path}
 // ?api-version={version} with the key in the api-key header, and its
 // answer passes through as OpenAI's does. It serves chat, embeddings,
-// images and speech.
+// images and speech, and the Responses API (/responses and what follows
+// a response, /responses/{id}...), which Azure serves only on its v1 API:
+// {base}/openai/v1/responses, the deployment as the body's model, no
+// api-version.
 type Azure struct {
 	BaseURL string // e.g. https://my-resource.openai.azure.com
 	APIKey  string // sent as api-key
@@ -48,6 +51,9 @@ var azurePaths = []string{"/chat/completions", "/embeddings", "/images/generatio
 
 // Do sends c to the deployment its body's model names.
 func (a *Azure) Do(ctx context.Context, c Call) (*http.Response, error) {
+	if c.Path == "/responses" || strings.HasPrefix(c.Path, "/responses/") {
+		return a.do(ctx, c, azureV1+c.Path)
+	}
 	if !slices.Contains(azurePaths, c.Path) {
 		msg := fmt.Sprintf("this model's azure platform serves %s, not %s", strings.Join(azurePaths, ", "), c.Path)
 		return nil, &Error{Status: http.StatusBadRequest, Body: openaiwire.ErrorJSON(openaiwire.TypeInvalidRequest, msg, "model", "unsupported_endpoint")}
@@ -62,7 +68,14 @@ func (a *Azure) Do(ctx context.Context, c Call) (*http.Response, error) {
 	if version == "" {
 		version = DefaultAzureAPIVersion
 	}
-	path := "/openai/deployments/" + url.PathEscape(body.Model) + c.Path + "?api-version=" + url.QueryEscape(version)
+	return a.do(ctx, c, "/openai/deployments/"+url.PathEscape(body.Model)+c.Path+"?api-version="+url.QueryEscape(version))
+}
+
+// azureV1 is the path of Azure's v1 API, OpenAI's paths under it.
+const azureV1 = "/openai/v1"
+
+// do sends c to path under the base URL.
+func (a *Azure) do(ctx context.Context, c Call, path string) (*http.Response, error) {
 	h := make(http.Header, 4)
 	setPassedOn(h, &c)
 	if a.APIKey != "" {
@@ -73,7 +86,7 @@ func (a *Azure) Do(ctx context.Context, c Call) (*http.Response, error) {
 		clock:  a.Clock,
 		bounds: Bounds{Header: a.Timeout, Idle: a.IdleTimeout, Total: a.CallTimeout},
 		grace:  a.AbortGrace,
-	}.post(ctx, a.BaseURL, path, "", c.Body, h)
+	}.call(ctx, c.method(), a.BaseURL, path, "", c.Body, h)
 	if err != nil {
 		return nil, err
 	}

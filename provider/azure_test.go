@@ -123,3 +123,35 @@ func TestAzureErrors(t *testing.T) {
 		}
 	}
 }
+
+// The Responses API goes to Azure's v1 API, the deployment in the body's
+// model, no api-version.
+func TestAzureResponses(t *testing.T) {
+	t.Parallel()
+	b := setupAzure(t, mock.Config{Models: []string{"chat-dep"}})
+	body := `{"model":"chat-dep","input":"hi"}`
+	resp, err := b.ad.Do(t.Context(), Call{Path: "/responses", Body: []byte(body)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readBody(t, resp)
+	req := b.rec.last(t)
+	if req.Path != "/openai/v1/responses" || req.Query != "" || string(req.Body) != body || req.Header.Get("Api-Key") != "azure-platform-key" {
+		t.Fatalf("sent %s?%s %v %s", req.Path, req.Query, req.Header, req.Body)
+	}
+	var m struct{ ID, Object, Model string }
+	if err := json.Unmarshal(got, &m); err != nil || m.Object != "response" || m.Model != "chat-dep" {
+		t.Fatalf("answer %.200s", got)
+	}
+	// What follows a response goes there too, with no body.
+	resp, err = b.ad.Do(t.Context(), Call{Method: http.MethodGet, Path: "/responses/" + m.ID + "/input_items?limit=5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = readBody(t, resp)
+	req = b.rec.last(t)
+	if req.Method != http.MethodGet || req.Path != "/openai/v1/responses/"+m.ID+"/input_items" || req.Query != "limit=5" ||
+		len(req.Body) != 0 || req.Header.Get("Content-Type") != "" || !strings.Contains(string(got), `"object":"list"`) {
+		t.Fatalf("sent %s %s?%s %v; answer %s", req.Method, req.Path, req.Query, req.Header, got)
+	}
+}

@@ -55,7 +55,12 @@ func (o callOpts) abortGrace() time.Duration {
 // given, as a bearer token) and returns the answer, whatever its status,
 // as send does.
 func (o callOpts) post(ctx context.Context, base, path, apiKey string, body []byte, h http.Header) (*http.Response, error) {
-	req, err := newRequest(ctx, http.MethodPost, base, path, apiKey, body, h)
+	return o.call(ctx, http.MethodPost, base, path, apiKey, body, h)
+}
+
+// call is post with another method (a body is then optional).
+func (o callOpts) call(ctx context.Context, method, base, path, apiKey string, body []byte, h http.Header) (*http.Response, error) {
+	req, err := newRequest(ctx, method, base, path, apiKey, body, h)
 	if err != nil {
 		return nil, err
 	}

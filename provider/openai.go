@@ -38,7 +38,7 @@ func (o *OpenAI) Do(ctx context.Context, c Call) (*http.Response, error) {
 		clock:  o.Clock,
 		bounds: Bounds{Header: o.Timeout, Idle: o.IdleTimeout, Total: o.CallTimeout},
 		grace:  o.AbortGrace,
-	}.post(ctx, o.BaseURL, c.Path, o.APIKey, c.Body, h)
+	}.call(ctx, c.method(), o.BaseURL, c.Path, o.APIKey, c.Body, h)
 	if err != nil {
 		return nil, err
 	}

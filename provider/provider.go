@@ -19,8 +19,11 @@ import (
 )
 
 // Call is one upstream request: an endpoint path under the platform's base
-// URL ("/chat/completions") and the JSON body, model already rewritten.
+// URL ("/chat/completions", a query allowed) and the JSON body, model
+// already rewritten (none for a GET or a DELETE).
 type Call struct {
+	// Method is the HTTP method; "": POST.
+	Method string
 	Path   string
 	Body   []byte
 	Stream bool
@@ -108,11 +111,13 @@ func newRequest(ctx context.Context, method, base, path, apiKey string, body []b
 }
 
 // setPassedOn sets in h the headers of a call whose body is passed on:
-// JSON, an event stream accepted for a stream and else what the client
-// accepts, and the client's User-Agent. h is the caller's so that it
-// may stay on the stack.
+// JSON (if it has a body), an event stream accepted for a stream and else
+// what the client accepts, and the client's User-Agent. h is the
+// caller's so that it may stay on the stack.
 func setPassedOn(h http.Header, c *Call) {
-	h["Content-Type"] = []string{"application/json"}
+	if c.Body != nil {
+		h["Content-Type"] = []string{"application/json"}
+	}
 	if c.Stream {
 		h.Set("Accept", "text/event-stream")
 	} else if a := c.Header.Get("Accept"); a != "" {
@@ -208,3 +213,11 @@ var credentialWords = []string{
 // executors that get an upstream's answer by another way than HTTP (an
 // edge node's tunnel).
 func CheckStatus(resp *http.Response) (*http.Response, error) { return checkStatus(resp, "") }
+
+// method is c's HTTP method.
+func (c Call) method() string {
+	if c.Method == "" {
+		return http.MethodPost
+	}
+	return c.Method
+}

@@ -121,7 +121,7 @@ func (m *Main) assemble(ctx context.Context) error {
 		return err
 	}
 	m.Gateway = gateway.New(gatewayConfig(cfg.Server), gateway.Deps{
-		Engine: m.Engine, Keys: db, Nodes: m.nodes(), Logger: m.Logger, Overrides: db,
+		Engine: m.Engine, Keys: db, Nodes: m.nodes(), Logger: m.Logger, Overrides: db, Responses: db,
 		Router:  router.New(router.Options{Failures: cfg.Server.Cooldown.Failures, Cooldown: cfg.Server.Cooldown.Duration}),
 		Metrics: consoleMetrics{Metrics: m.Metrics, rec: m.Recorder},
 	})
@@ -227,7 +227,7 @@ func (m *Main) newFront() {
 	}
 	m.Console = console.New(consoleConfig(cfg), console.Deps{Gateway: m.Gateway, Operator: m.Gateway, Tasks: tasks, Keys: m.DB,
 		Nodes: nodeViews, Fleet: fleetAny, Recorder: m.Recorder, Metrics: m.Metrics, Logger: m.Logger})
-	deps := httpapi.Deps{Gateway: m.Gateway, Queues: m.Gateway, Logger: m.Logger, Metrics: m.Metrics,
+	deps := httpapi.Deps{Gateway: m.Gateway, Queues: m.Gateway, Responses: m.Gateway, Logger: m.Logger, Metrics: m.Metrics,
 		MetricsHandler: m.Metrics.Handler(), Ready: m.ready, Tasks: tasks, Fleet: fleetView, Nodes: nodeViews,
 		RelayPath: edge.RelayPath, Console: m.Console.Handler(),
 		Usage: func(u weir.Usage) {

@@ -14,18 +14,20 @@ import (
 	"github.com/weir-gateway/weir/task"
 )
 
-// store is what the commands use of storage: keys, usage, tasks, nodes
-// and overrides.
+// store is what the commands use of storage: keys, usage, tasks, nodes,
+// overrides and response bindings.
 type store interface {
 	weir.Store
 	weir.TaskStore
 	weir.NodeStore
 	weir.OverrideStore
+	weir.ResponseStore
 }
 
 // Storage is the database the config names, open: the one place that
 // knows the drivers apart. It is every store the commands use
-// (weir.Store, weir.TaskStore, weir.NodeStore, weir.OverrideStore).
+// (weir.Store, weir.TaskStore, weir.NodeStore, weir.OverrideStore,
+// weir.ResponseStore).
 type Storage struct {
 	store
 	// Driver is the config's storage.driver; Where says where the

@@ -254,6 +254,16 @@ func TestOverrideStore(t *testing.T) {
 	})
 }
 
+func TestResponseStore(t *testing.T) {
+	t.Parallel()
+	storetest.ExerciseResponses(t, func(t *testing.T) interface {
+		weir.ResponseStore
+		io.Closer
+	} {
+		return openTemp(t)
+	})
+}
+
 func TestNodeStoreInMemory(t *testing.T) {
 	t.Parallel()
 	storetest.ExerciseNodes(t, func(t *testing.T) interface {

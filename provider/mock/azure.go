@@ -79,3 +79,25 @@ func (s *Server) serveAzure(w http.ResponseWriter, r *http.Request, deployment, 
 		return h(c)
 	})
 }
+
+// azureV1 is Azure's v1 API, OpenAI's paths under it and the deployment
+// as the body's model, with no api-version: where Azure serves the
+// Responses API.
+const azureV1 = "/openai/v1"
+
+// serveAzureV1 serves Azure's v1 API: the Responses API, whole and
+// stored.
+func (s *Server) serveAzureV1(w http.ResponseWriter, r *http.Request, rest string) {
+	if r.Header.Get("Api-Key") == "" && !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+		azureError(w, http.StatusUnauthorized, "401", "Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource.")
+		return
+	}
+	switch {
+	case rest == "/responses":
+		s.work(w, r, s.createResponse)
+	case strings.HasPrefix(rest, "/responses/"):
+		s.serveStoredResponse(w, r, strings.TrimPrefix(rest, "/responses/"))
+	default:
+		azureError(w, http.StatusNotFound, "404", "Resource not found")
+	}
+}

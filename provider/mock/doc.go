@@ -59,6 +59,21 @@
 //	                              {"type", "message"}, "request_id"}
 //	POST /v1/messages/count_tokens  {"input_tokens": n} for a Messages
 //	                              request (no max_tokens needed)
+//	POST /v1/responses            OpenAI's Responses API: a response
+//	                              object, or with "stream": true its
+//	                              events (response.created, ...,
+//	                              response.output_text.delta or
+//	                              response.function_call_arguments.delta
+//	                              a token, ..., response.completed or
+//	                              response.incomplete with the usage),
+//	                              each with its sequence_number, no
+//	                              [DONE]; tool_choice and text.format as
+//	                              below; kept unless store is false
+//	GET  /v1/responses/{id}       a kept response; DELETE deletes it;
+//	                              POST .../cancel is 400 (none runs in the
+//	                              background); GET .../input_items its
+//	                              input; 404 for an id not kept, and for a
+//	                              previous_response_id not kept
 //	POST /model/{modelId}/converse         Amazon Bedrock's Converse: the
 //	                              answer as {"output": {"message"},
 //	                              "stopReason", "usage", "metrics"}; the
@@ -164,6 +179,10 @@
 //	                              the OpenAI endpoints above, the
 //	                              deployment as the model whatever the body
 //	                              names
+//	POST /openai/v1/responses     Azure's v1 API: the Responses API as
+//	                              above (and /openai/v1/responses/{id}...),
+//	                              the deployment as the body's model, no
+//	                              api-version
 //
 // Azure's own refusals come first, in its shape {"error": {"code",
 // "message"}}: no api-version (or an endpoint it lacks) 404 "Resource not

@@ -29,7 +29,8 @@ type Server struct {
 	stalled  atomic.Int64
 	byStatus [600]atomic.Int64
 
-	jobs jobStore // the video jobs
+	jobs      jobStore      // the video jobs
+	responses responseStore // the responses kept
 
 	now     func() time.Time
 	maxBody int64 // maxBody, but smaller in tests
@@ -244,6 +245,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.work(w, r, s.speech)
 	case "/v1/videos":
 		s.work(w, r, s.submitVideo)
+	case "/v1/responses":
+		s.work(w, r, s.createResponse)
 	case "/v1/messages":
 		s.workAs(w, r, shapeAnthropic, s.messages)
 	case "/v1/messages/count_tokens":
@@ -277,6 +280,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		if model, method, ok := geminiRoute(p); ok {
 			s.serveGemini(w, r, model, method)
+			return
+		}
+		if rest, ok := strings.CutPrefix(p, "/v1/responses/"); ok {
+			s.serveStoredResponse(w, r, rest)
+			return
+		}
+		if rest, ok := strings.CutPrefix(p, azureV1); ok {
+			s.serveAzureV1(w, r, rest)
 			return
 		}
 		if deployment, endpoint, ok := azureRoute(p); ok {

@@ -1,0 +1,89 @@
+package gateway
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/weir-gateway/weir"
+)
+
+// nativeCall is b.chat with its Responses form for the platforms that
+// speak it.
+func (b *testBundle) nativeCall(t *testing.T, n Native) *Call {
+	c := b.chat(t)
+	n.Path, n.Body = "/responses", rawBody(`{"model":"m","input":"hi"}`)
+	c.Native = &n
+	return c
+}
+
+// TestNativeCallsByCandidate: a Responses request goes as it came to a
+// platform that speaks the API and translated to an edge node; what only
+// the former can serve skips the nodes, and a bound response's platform
+// is the only one tried.
+func TestNativeCallsByCandidate(t *testing.T) {
+	t.Parallel()
+	nodes := &fakeNodes{answer: okAnswer}
+	b := setup(t, setupOpts{nodes: nodes})
+	nodes.set(b.nodeTarget(t, "node_a", 1))
+
+	// Translatable: the node, first in order, gets the chat completion.
+	c := b.nativeCall(t, Native{})
+	var out recordedAnswer
+	if err := b.svc.Serve(t.Context(), c, &out); err != nil || out.head == nil || out.head.Native {
+		t.Fatalf("serve: %v, head %+v", err, out.head)
+	}
+	if len(nodes.calls) != 1 || !strings.Contains(nodes.calls[0], `"messages"`) {
+		t.Fatalf("node calls %q", nodes.calls)
+	}
+
+	// Only natively: the node is skipped, up/m gets the Responses body.
+	c = b.nativeCall(t, Native{Only: "tools[0].type"})
+	out = recordedAnswer{}
+	if err := b.svc.Serve(t.Context(), c, &out); err != nil || out.head == nil || !out.head.Native || out.head.Platform != "up" {
+		t.Fatalf("serve: %v, head %+v", err, out.head)
+	}
+	if len(nodes.calls) != 1 || c.Usage.PlatformModel != "up/m" || !strings.Contains(out.body.String(), `"object":"response"`) {
+		t.Fatalf("node calls %q, served by %s: %s", nodes.calls, c.Usage.PlatformModel, out.body.String())
+	}
+	if c.Usage.PromptTokens == 0 || c.Usage.CompletionTokens == 0 {
+		t.Errorf("usage %+v: the Responses usage was not read", c.Usage)
+	}
+
+	// Bound to up2: up/m, first in order, is passed over.
+	c = b.nativeCall(t, Native{Only: "previous_response_id", Platform: "up2"})
+	out = recordedAnswer{}
+	if err := b.svc.Serve(t.Context(), c, &out); err != nil || out.head == nil || out.head.Platform != "up2" || c.Usage.PlatformModel != "up2/m" {
+		t.Fatalf("serve: %v, head %+v, served by %s", err, out.head, c.Usage.PlatformModel)
+	}
+	// Bound to a platform the model has no candidate on: refused.
+	c = b.nativeCall(t, Native{Only: "previous_response_id", Platform: "elsewhere"})
+	err := b.svc.Serve(t.Context(), c, &recordedAnswer{})
+	var e *Error
+	if !errors.As(err, &e) || e.Category != ErrUnservable || e.Param != "previous_response_id" {
+		t.Fatalf("serve: %v", err)
+	}
+}
+
+// TestNativeOnlyWithoutNativeCandidates: a model whose platforms all
+// translate refuses what only a native candidate serves, naming it.
+func TestNativeOnlyWithoutNativeCandidates(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{catalog: func(c *weir.Catalog) {
+		for i := range c.Platforms {
+			c.Platforms[i].TranslateResponses = true
+		}
+	}})
+	c := b.nativeCall(t, Native{Only: "store"})
+	err := b.svc.Serve(t.Context(), c, &recordedAnswer{})
+	var e *Error
+	if !errors.As(err, &e) || e.Category != ErrUnservable || e.Param != "store" || c.Usage.Outcome != string(weir.CodeNoCandidate) {
+		t.Fatalf("serve: %v, outcome %s", err, c.Usage.Outcome)
+	}
+	// Translatable, it is served translated.
+	c = b.nativeCall(t, Native{})
+	var out recordedAnswer
+	if err := b.svc.Serve(t.Context(), c, &out); err != nil || out.head == nil || out.head.Native {
+		t.Fatalf("serve: %v, head %+v", err, out.head)
+	}
+}
