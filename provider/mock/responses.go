@@ -402,17 +402,8 @@ func (s *Server) streamResponse(c *call, r *reply, resp *responseObject, start, 
 		event("response.content_part.added", "item_id", item.ID, "output_index", 0, "content_index", 0, "part", part)
 	}
 	for i := 0; i < r.tokens; i++ {
-		if stall && i == r.tokens/2 {
-			if !send() {
-				return statusClientClosed
-			}
-			s.stalled.Add(1)
-			if s.hooks.stalling != nil {
-				s.hooks.stalling()
-			}
-			if !wait(ctx, stallFor) {
-				return statusClientClosed
-			}
+		if stall && i == r.tokens/2 && !s.stallStream(ctx, send, stallFor) {
+			return statusClientClosed
 		}
 		if interval > 0 && i > 0 {
 			if !send() || !wait(ctx, interval) {
