@@ -8,5 +8,5 @@
 // sends what it makes.
 //
 // What is translated, what is dropped and what is refused is listed in
-// docs/dialects.md, section "bedrock".
+// docs/dialects/bedrock.md.
 package bedrock
