@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -46,7 +47,7 @@ type OverheadConfig struct {
 	Trace            string        // an execution trace of the same goes here
 	MemProfile       string        // the allocations of the same go here, those before it in MemProfile+".base"
 	HeapFloor        int64         // the process's heap floor (package gcfloor), for the header; the caller keeps it
-	ProfileTarget    string        // direct, proxy, weir or, with Edge, edge (weir)
+	ProfileTarget    string        // direct, proxy, weir, with Edge edge, with Dialects responses or messages (weir)
 	// Edge adds the target "edge": the same gateway, with an edge
 	// listener, tunnelling each request to a node agent in this process
 	// (package node, as `weir node` runs it) whose one provider is the
@@ -309,8 +310,10 @@ func (c OverheadConfig) validate() error {
 		return fmt.Errorf("--stream must be in [0, 1]")
 	case c.ProfileTarget == "edge" && !c.Edge:
 		return fmt.Errorf("--profile-target edge needs --edge")
-	case c.ProfileTarget != "direct" && c.ProfileTarget != "proxy" && c.ProfileTarget != "weir" && c.ProfileTarget != "edge":
-		return fmt.Errorf("--profile-target must be direct, proxy, weir or edge")
+	case (c.ProfileTarget == "responses" || c.ProfileTarget == "messages") && !c.Dialects:
+		return fmt.Errorf("--profile-target %s needs --dialects", c.ProfileTarget)
+	case !slices.Contains([]string{"direct", "proxy", "weir", "edge", "responses", "messages"}, c.ProfileTarget):
+		return fmt.Errorf("--profile-target must be direct, proxy, weir, edge, responses or messages")
 	case c.Edge && c.Weir.CreateNode == nil:
 		return errors.New("bench: Weir.CreateNode is required for the edge target")
 	}
