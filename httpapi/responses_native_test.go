@@ -255,23 +255,7 @@ func TestResponsesPassedThroughStreamFails(t *testing.T) {
 		mock:  mock.Config{StallRate: 1, StallFor: time.Hour, CompletionTokens: 10},
 		deps:  func(d *Deps) { d.Usage = usage.record },
 	})
-	var evs []sseEvent
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, b.http.URL+"/v1/responses", strings.NewReader(`{"model":"m","input":"hi","stream":true}`))
-		if err != nil {
-			return
-		}
-		req.Header.Set("Authorization", "Bearer "+b.key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return
-		}
-		defer resp.Body.Close()
-		evs = readEvents(t, resp.Body)
-	}()
-	advanceUntil(t, clk, 5*time.Second, time.Minute, done)
+	evs := streamStalled(t, b, clk)
 	if len(evs) < 2 {
 		t.Fatalf("events %v", types(evs))
 	}

@@ -377,6 +377,29 @@ func TestResponsesStalledStreamFails(t *testing.T) {
 		deps:               func(d *Deps) { d.Usage = usage.record },
 		translateResponses: true,
 	})
+	evs := streamStalled(t, b, clk)
+	if len(evs) == 0 {
+		t.Fatal("no events")
+	}
+	last := evs[len(evs)-1]
+	if last.typ != responses.EventFailed {
+		t.Fatalf("events %v; want the last response.failed", types(evs))
+	}
+	r := last.data["response"].(map[string]any)
+	e := r["error"].(map[string]any)
+	out := r["output"].([]any)
+	if r["status"] != "failed" || e["code"] != string(weir.CodeUpstreamTimeout) || len(out) != 1 || out[0].(map[string]any)["status"] != "incomplete" {
+		t.Errorf("failed response %v", r)
+	}
+	if got := usage.outcomes(); len(got) != 1 || got[0] != string(weir.CodeUpstreamTimeout) {
+		t.Errorf("outcomes %v", got)
+	}
+}
+
+// streamStalled posts a streamed Responses request to b, whose upstream
+// stalls, and returns its events, moving clk until the stream has ended.
+func streamStalled(t *testing.T, b *testBundle, clk *clock.Fake) []sseEvent {
+	t.Helper()
 	var evs []sseEvent
 	done := make(chan struct{})
 	go func() {
@@ -394,20 +417,5 @@ func TestResponsesStalledStreamFails(t *testing.T) {
 		evs = readEvents(t, resp.Body)
 	}()
 	advanceUntil(t, clk, 5*time.Second, time.Minute, done)
-	if len(evs) == 0 {
-		t.Fatal("no events")
-	}
-	last := evs[len(evs)-1]
-	if last.typ != responses.EventFailed {
-		t.Fatalf("events %v; want the last response.failed", types(evs))
-	}
-	r := last.data["response"].(map[string]any)
-	e := r["error"].(map[string]any)
-	out := r["output"].([]any)
-	if r["status"] != "failed" || e["code"] != string(weir.CodeUpstreamTimeout) || len(out) != 1 || out[0].(map[string]any)["status"] != "incomplete" {
-		t.Errorf("failed response %v", r)
-	}
-	if got := usage.outcomes(); len(got) != 1 || got[0] != string(weir.CodeUpstreamTimeout) {
-		t.Errorf("outcomes %v", got)
-	}
+	return evs
 }

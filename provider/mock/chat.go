@@ -215,6 +215,25 @@ func (s *Server) stallStream(ctx context.Context, send func() bool, d time.Durat
 	return wait(ctx, d)
 }
 
+// beginEvents begins c's answer as a stream of server-sent events and
+// returns send, which writes the events gathered in *b to the client,
+// empties *b and flushes; false: the client is gone.
+func beginEvents(c *call, b *[]byte) (send func() bool) {
+	h := c.w.Header()
+	h["Content-Type"] = sseContentType
+	h["Cache-Control"] = noCache
+	c.w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(c.w)
+	return func() bool {
+		if _, err := c.w.Write(*b); err != nil {
+			return false
+		}
+		*b = (*b)[:0]
+		err := rc.Flush()
+		return err == nil || errors.Is(err, http.ErrNotSupported)
+	}
+}
+
 // sseChunks makes a streamed chat completion's chunks, each with the
 // opening (prefix) and the closing (suffix) that all share, and sends
 // them to w.

@@ -2,7 +2,6 @@ package mock
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -310,11 +309,6 @@ func geminiPromptTokens(req *geminiRequest) int {
 // so far, the last with the finish reason and the whole usage. Events end
 // in CRLF pairs, as Google's do.
 func (s *Server) streamGemini(c *call, model, id string, r *reply, prompt int, stall bool, stallFor time.Duration) int {
-	h := c.w.Header()
-	h["Content-Type"] = sseContentType
-	h["Cache-Control"] = noCache
-	c.w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(c.w)
 	ctx := c.r.Context()
 	var tail []byte
 	tail = append(tail, `,"modelVersion":`...)
@@ -323,14 +317,7 @@ func (s *Server) streamGemini(c *call, model, id string, r *reply, prompt int, s
 	tail = append(tail, id...)
 	tail = append(tail, "\"}\r\n\r\n"...)
 	var b []byte
-	send := func() bool {
-		if _, err := c.w.Write(b); err != nil {
-			return false
-		}
-		b = b[:0]
-		err := rc.Flush()
-		return err == nil || errors.Is(err, http.ErrNotSupported)
-	}
+	send := beginEvents(c, &b)
 	events := r.tokens
 	if r.tool != "" {
 		events = 1

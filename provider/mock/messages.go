@@ -3,7 +3,6 @@ package mock
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -305,23 +304,10 @@ func appendAnthropicUsage(b []byte, input, output int) []byte {
 // input_json_delta for a tool call), the block's stop, message_delta with
 // the stop reason and the output tokens, message_stop.
 func (s *Server) streamMessage(c *call, model string, id []byte, r *reply, input int, stall bool, stallFor time.Duration) int {
-	h := c.w.Header()
-	h["Content-Type"] = sseContentType
-	h["Cache-Control"] = noCache
-	c.w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(c.w)
 	ctx := c.r.Context()
 	interval := c.st.interval
-
 	b := make([]byte, 0, 1024+r.tokens*96)
-	send := func() bool {
-		if _, err := c.w.Write(b); err != nil {
-			return false
-		}
-		b = b[:0]
-		err := rc.Flush()
-		return err == nil || errors.Is(err, http.ErrNotSupported)
-	}
+	send := beginEvents(c, &b)
 	event := func(name string) {
 		b = append(b, "event: "...)
 		b = append(b, name...)

@@ -344,23 +344,10 @@ func (s *Server) newResponse(c *call, req *responsesRequest, r *reply, status st
 // (response.incomplete when max_output_tokens cut it short) with final,
 // its usage in it.
 func (s *Server) streamResponse(c *call, r *reply, resp *responseObject, start, final []byte, stall bool, stallFor time.Duration) int {
-	h := c.w.Header()
-	h["Content-Type"] = sseContentType
-	h["Cache-Control"] = noCache
-	c.w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(c.w)
 	ctx := c.r.Context()
 	interval := c.st.interval
-
 	b := make([]byte, 0, 4096+r.tokens*160)
-	send := func() bool {
-		if _, err := c.w.Write(b); err != nil {
-			return false
-		}
-		b = b[:0]
-		err := rc.Flush()
-		return err == nil || errors.Is(err, http.ErrNotSupported)
-	}
+	send := beginEvents(c, &b)
 	seq := 0
 	// event writes one event: its name, and its data, fields the JSON
 	// object's members after type and sequence_number.
