@@ -27,7 +27,7 @@ var (
 )
 
 // nativeOrder is those of pms that are sent c.Native (on a platform that
-// speaks the Responses API, and on c.Native.Platform if it names one),
+// speaks its API, and on c.Native.Platform if it names one),
 // for a request only they can serve; refusal, when it leaves none, names
 // the parameter that needs them. No pms (all cooling down, or refused
 // already) are left as they are.
@@ -40,7 +40,7 @@ func nativeOrder(c *Call, pms []string, refusal *Error) ([]string, *Error) {
 	if c.RunMode != weir.RunSimulation { // the simulator speaks Chat Completions only
 		for _, name := range pms {
 			pm, ok := st.pms[name]
-			if ok && st.responses[pm.Platform] && (n.Platform == "" || pm.Platform == n.Platform) {
+			if ok && st.speaks(pm.Platform, n.API) && (n.Platform == "" || pm.Platform == n.Platform) {
 				out = append(out, name)
 			}
 		}
@@ -53,8 +53,11 @@ func nativeOrder(c *Call, pms []string, refusal *Error) ([]string, *Error) {
 			Message: fmt.Sprintf("no candidate of %q can continue this response: it is held by a platform that serves none of them", c.Model.Name)}
 	}
 	return nil, &Error{Category: ErrUnservable, Param: n.Only,
-		Message: fmt.Sprintf("no candidate of %q can serve %s: only a platform that speaks the Responses API itself can, and none of its candidates is on one", c.Model.Name, n.Only)}
+		Message: fmt.Sprintf("no candidate of %q can serve %s: only a platform that speaks %s itself can, and none of its candidates is on one", c.Model.Name, n.Only, apiNames[n.API])}
 }
+
+// apiNames name the native APIs in refusals.
+var apiNames = map[NativeAPI]string{APIResponses: "the Responses API", APIMessages: "Anthropic's Messages API"}
 
 // BindResponse records that platform holds the response id, which key's
 // request made; it is kept for weir.ResponseBindingTTL. Without a store
