@@ -16,10 +16,13 @@ import (
 	"github.com/weir-gateway/weir/gateway"
 )
 
-// Anthropic's Messages API in front: POST /v1/messages is translated to
-// Chat Completions and takes the way /v1/chat/completions takes (the
-// key, the queue, the scopes, fallbacks, edge nodes); its answer is
-// translated back, a stream chunk by chunk, and its errors are written in
+// Anthropic's Messages API in front: POST /v1/messages goes as it came
+// to a candidate on a platform that speaks the Messages API itself (kind
+// anthropic), and its answer comes back untouched; to any other
+// candidate it is translated to Chat Completions, and its answer
+// translated back, a stream chunk by chunk. Either way it takes the way
+// /v1/chat/completions takes (the key, the queue, the scopes, fallbacks,
+// edge nodes for the translation), and its errors are written in
 // Anthropic's shape with Anthropic's statuses. The same Weir keys let a
 // client in, by x-api-key (as Anthropic's SDKs send them) or as a bearer
 // token.
@@ -28,13 +31,21 @@ import (
 // own name in metrics and usage records.
 var epMessages = endpoint{name: "messages", path: epChat.path, kind: weir.KindChat, required: epChat.required}
 
-// createMessage serves POST /v1/messages.
+// createMessage serves POST /v1/messages. What the translation cannot
+// carry (thinking, a tool_result's is_error, a document, a server tool)
+// only a candidate sent the request as it came can serve.
 func (s *Server) createMessage(w http.ResponseWriter, r *http.Request) {
 	start := s.deps.Clock.Now()
+	var native *gateway.Native
 	c, err := s.prepare(w, r, epMessages, func(body []byte) (*request, *apiError) {
-		chat, aerr := messagesToChat(body)
-		if aerr != nil {
-			return nil, aerr
+		native = &gateway.Native{API: gateway.APIMessages, Path: "/messages", Body: &request{body: body}}
+		req, chat, perr := messagesToChat(body)
+		if perr != nil && perr.Unsupported {
+			native.Only = perr.Param
+			return nativeMessagesRequest(req, body), nil
+		}
+		if perr != nil {
+			return nil, errorf(weir.CodeInvalidRequest, perr.Param, perr.Message)
 		}
 		return decodeRequest(epMessages, chat)
 	})
@@ -42,34 +53,48 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request) {
 		s.deps.Metrics.ObserveHTTP(epMessages.name, s.writeAnthropicErr(w, r, err), s.deps.Clock.Now().Sub(start))
 		return
 	}
+	if native.Only != "" {
+		c.Body = native.Body // never sent: only a candidate sent Native serves it
+	}
+	c.Native = native
 	w.Header().Set("Request-Id", info(r.Context()).id)
 	s.serve(w, r, epMessages, c, &messagesAnswer{s: s, out: &c.out}, start)
 }
 
-// messagesToChat translates a Messages request's body to Chat
-// Completions.
-func messagesToChat(body []byte) ([]byte, *apiError) {
+// messagesToChat reads a Messages request's body and translates it to
+// Chat Completions.
+func messagesToChat(body []byte) (*anthropic.Request, []byte, *anthropic.RequestError) {
 	req, perr := anthropic.ParseRequest(body)
 	if perr != nil {
-		return nil, errorf(weir.CodeInvalidRequest, perr.Param, perr.Message)
+		return nil, nil, perr
 	}
 	if req.MaxTokens < 1 {
-		return nil, errorf(weir.CodeInvalidRequest, "max_tokens", "max_tokens: field required, a positive integer")
+		return nil, nil, &anthropic.RequestError{Param: "max_tokens", Message: "max_tokens: field required, a positive integer"}
 	}
 	chat, perr := anthropic.RequestToChat(req)
-	if perr != nil {
-		return nil, errorf(weir.CodeInvalidRequest, perr.Param, perr.Message)
-	}
-	return chat, nil
+	return req, chat, perr
+}
+
+// nativeMessagesRequest is what the gateway needs of a Messages request
+// that only a platform speaking the Messages API can serve: its model,
+// stream flag, max_tokens and the token estimate.
+func nativeMessagesRequest(req *anthropic.Request, body []byte) *request {
+	r := &request{body: body, model: req.Model, stream: req.Stream, maxTokens: req.MaxTokens}
+	prompt := anthropic.EstimateInputTokens(req)
+	r.wants = weir.Wants{PromptTokens: prompt, MaxTokens: r.maxTokens, Stream: r.stream, Tools: len(req.Tools) > 0}
+	r.estimate = addTokens(prompt, r.maxTokens)
+	return r
 }
 
 // messagesAnswer writes the gateway's Chat Completions answer as a
 // Messages answer: a stream as it arrives, chunk by chunk; a whole answer
 // once the gateway has written it all (end), as it must be read whole to
-// be translated.
+// be translated. A platform's own Messages answer (Head.Native) it passes
+// through.
 type messagesAnswer struct {
 	s      *Server
 	out    *answerWriter
+	native bool                      // the answer is the platform's own
 	stream *anthropic.MessagesStream // a streamed answer's translation
 	head   gateway.Head              // a whole answer's, held until end
 	body   []byte                    // a whole answer, held until end
@@ -77,6 +102,11 @@ type messagesAnswer struct {
 }
 
 func (a *messagesAnswer) Start(head gateway.Head) {
+	if head.Native {
+		a.native = true
+		a.out.Start(head)
+		return
+	}
 	if strings.HasPrefix(head.ContentType, "text/event-stream") {
 		a.stream = anthropic.NewMessagesStream(&a.out.clientWriter)
 		a.out.Start(head)
@@ -86,6 +116,9 @@ func (a *messagesAnswer) Start(head gateway.Head) {
 }
 
 func (a *messagesAnswer) Write(p []byte) (int, error) {
+	if a.native {
+		return a.out.Write(p)
+	}
 	if a.stream != nil {
 		return a.stream.Write(p)
 	}
@@ -94,19 +127,25 @@ func (a *messagesAnswer) Write(p []byte) (int, error) {
 }
 
 func (a *messagesAnswer) Flush() error {
-	if a.stream != nil {
+	if a.native || a.stream != nil {
 		return a.out.Flush()
 	}
 	return nil
 }
 
+// StreamError ends a stream the upstream broke off with Anthropic's
+// error event; a passed-through one, after the events that got through.
 func (a *messagesAnswer) StreamError(err error) {
-	if a.stream == nil {
-		return
-	}
 	_, d := anthropicError(answerOf(err))
-	if a.stream.Fail(d) == nil {
-		_ = a.out.Flush()
+	switch {
+	case a.native:
+		if _, err := a.out.Write(anthropic.ErrorEvent(d)); err == nil {
+			_ = a.out.Flush()
+		}
+	case a.stream != nil:
+		if a.stream.Fail(d) == nil {
+			_ = a.out.Flush()
+		}
 	}
 }
 
