@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -255,9 +256,12 @@ func refusalOf(re *gateway.RefusedError) (int, anthropic.ErrorDetail) {
 	return re.Status, anthropic.ErrorDetail{Type: anthropic.ErrorType(re.Status), Message: msg}
 }
 
-// countTokens answers POST /v1/messages/count_tokens with Weir's own
-// estimate of the request's input tokens, once the key may use its
-// model. It queues for nothing and calls no upstream.
+// countTokens answers POST /v1/messages/count_tokens, once the key may
+// use its model: the count of the anthropic platform of the model's
+// first candidate, asked without queueing (counting costs no capacity
+// there), its answer passed back as it came; for any other candidate (or
+// if the platform cannot count now) Weir's own estimate. It queues for
+// nothing.
 func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 	start := s.deps.Clock.Now()
 	status, err := s.countTokensOf(w, r)
@@ -288,12 +292,37 @@ func (s *Server) countTokensOf(w http.ResponseWriter, r *http.Request) (int, err
 		return 0, aerr
 	}
 	ask.Model, ask.Kind, ask.DefaultMaxWait = req.Model, weir.KindChat, s.cfg.DefaultMaxWait
-	if _, err := s.deps.Gateway.Prepare(r.Context(), key, ask); err != nil {
+	g, err := s.deps.Gateway.Prepare(r.Context(), key, ask)
+	if err != nil {
 		return 0, err
+	}
+	w.Header().Set("Request-Id", info(r.Context()).id)
+	if tc, ok := s.deps.Gateway.(TokenCounter); ok {
+		resp, ok, err := tc.CountTokens(r.Context(), g, &request{body: body}, r.Header)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			return passCount(w, resp), nil
+		}
 	}
 	out, _ := json.Marshal(anthropic.CountTokens{InputTokens: anthropic.EstimateInputTokens(req)}) // an int: cannot fail
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Request-Id", info(r.Context()).id)
 	_, _ = w.Write(append(out, '\n'))
 	return http.StatusOK, nil
 }
+
+// passCount writes an upstream's count_tokens answer as it came.
+func passCount(w http.ResponseWriter, resp *http.Response) int {
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		w.Header().Set("Content-Type", ct)
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, io.LimitReader(resp.Body, maxCountAnswer))
+	return resp.StatusCode
+}
+
+// maxCountAnswer bounds a count_tokens answer passed on: a few bytes of
+// JSON.
+const maxCountAnswer = 1 << 20

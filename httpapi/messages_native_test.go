@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/weir-gateway/weir"
@@ -200,5 +201,56 @@ func TestMessagesFallBackToTranslation(t *testing.T) {
 		if evs[0].name != "message_start" || evs[1].name != "ping" || evs[len(evs)-1].name != "message_stop" {
 			t.Errorf("the translated stream %s", got)
 		}
+	}
+}
+
+// count_tokens asks the anthropic platform of the model's first
+// candidate, as the client sent it but for the model, and passes its
+// count back; a model whose first candidate is another's answers Weir's
+// estimate, asking no one.
+func TestCountTokensAsksAnthropic(t *testing.T) {
+	t.Parallel()
+	var cannotCount atomic.Bool
+	tp := tap{refuse: func(r *http.Request) int {
+		if cannotCount.Load() && r.URL.Path == "/v1/messages/count_tokens" {
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	}}
+	cat := mixedCatalog()
+	cat.Models = append(cat.Models, weir.Model{Name: "c", Kind: weir.KindChat, Candidates: []weir.Candidate{
+		{PlatformModel: "ant/c", Priority: 2, Weight: 1}, {PlatformModel: "up/m", Priority: 1, Weight: 1}}})
+	b := setup(t, setupOpts{upstream: tp.wrap, catalog: cat})
+	body := `{"model":"c","system":"Be brief.","messages":[{"role":"user","content":"Hello there, how are you?"}]}`
+	resp := b.postMessages(t, "/v1/messages/count_tokens", body)
+	got := readAllBody(t, resp)
+	ex := tp.last(t, "/v1/messages/count_tokens")
+	if resp.StatusCode != http.StatusOK || !bytes.Equal(got, ex.answer) || string(ex.body) != strings.Replace(body, `"c"`, `"claude-up"`, 1) ||
+		ex.header.Get("X-Api-Key") != "sk-ant" {
+		t.Fatalf("status %d, %s; the upstream got %s %v and answered %s", resp.StatusCode, got, ex.body, ex.header, ex.answer)
+	}
+	// Its refusal, in Anthropic's shape.
+	resp = b.postMessages(t, "/v1/messages/count_tokens", `{"model":"c","thinking":{"type":"on"},"messages":[{"role":"user","content":"x"}]}`)
+	e := anthropicErrorOf(t, resp, http.StatusBadRequest, "invalid_request_error")
+	if !strings.Contains(e["message"].(string), "thinking.type") {
+		t.Fatalf("a refused count: %v", e)
+	}
+	n := len(tp.to("/v1/messages/count_tokens"))
+	// "m" tries the openai candidate first: the estimate.
+	resp = b.postMessages(t, "/v1/messages/count_tokens", strings.Replace(body, `"c"`, `"m"`, 1))
+	var m map[string]any
+	if err := json.Unmarshal(readAllBody(t, resp), &m); err != nil || resp.StatusCode != http.StatusOK || m["input_tokens"].(float64) < 5 {
+		t.Fatalf("status %d, %v", resp.StatusCode, m)
+	}
+	if len(tp.to("/v1/messages/count_tokens")) != n {
+		t.Errorf("counting for an openai candidate asked the upstream")
+	}
+	// A platform that cannot count now: the estimate.
+	cannotCount.Store(true)
+	resp = b.postMessages(t, "/v1/messages/count_tokens", body)
+	m = nil
+	if err := json.Unmarshal(readAllBody(t, resp), &m); err != nil || resp.StatusCode != http.StatusOK || m["input_tokens"].(float64) < 5 ||
+		len(tp.to("/v1/messages/count_tokens")) != n+1 {
+		t.Fatalf("status %d, %v", resp.StatusCode, m)
 	}
 }
