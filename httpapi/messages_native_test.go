@@ -3,12 +3,15 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/provider/mock"
 )
@@ -252,5 +255,47 @@ func TestCountTokensAsksAnthropic(t *testing.T) {
 	if err := json.Unmarshal(readAllBody(t, resp), &m); err != nil || resp.StatusCode != http.StatusOK || m["input_tokens"].(float64) < 5 ||
 		len(tp.to("/v1/messages/count_tokens")) != n+1 {
 		t.Fatalf("status %d, %v", resp.StatusCode, m)
+	}
+}
+
+// A passed-through stream that the upstream breaks off ends with
+// Anthropic's error event, after the events that got through.
+func TestMessagesPassedThroughStreamFails(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Unix(1_000_000, 0))
+	var usage usageLog
+	b := setup(t, setupOpts{
+		clock:   clk,
+		catalog: anthropicCatalog(),
+		gwCfg:   gateway.Config{UpstreamIdleTimeout: 10 * time.Second},
+		mock:    mock.Config{StallRate: 1, StallFor: time.Hour, CompletionTokens: 10},
+		deps:    func(d *Deps) { d.Usage = usage.record },
+	})
+	var got []byte
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, b.http.URL+"/v1/messages",
+			strings.NewReader(`{"model":"m","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+		if err != nil {
+			return
+		}
+		req.Header.Set("X-Api-Key", b.key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return
+		}
+		defer resp.Body.Close()
+		got, _ = io.ReadAll(resp.Body)
+	}()
+	advanceUntil(t, clk, 5*time.Second, time.Minute, done)
+	evs := readMessagesEvents(t, resp2(got))
+	last := evs[len(evs)-1]
+	e, _ := last.data["error"].(map[string]any)
+	if last.name != "error" || e["type"] != "timeout_error" || e["code"] != string(weir.CodeUpstreamTimeout) || evs[len(evs)-2].name != "content_block_delta" {
+		t.Fatalf("stream %s", got)
+	}
+	if got := usage.outcomes(); len(got) != 1 || got[0] != string(weir.CodeUpstreamTimeout) {
+		t.Errorf("outcomes %v", got)
 	}
 }
