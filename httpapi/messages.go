@@ -236,13 +236,18 @@ func (s *Server) writeAnthropicErr(w http.ResponseWriter, r *http.Request, err e
 }
 
 // refusalOf is an upstream's refusal of the client's request in
-// Anthropic's terms: its status, its message (an OpenAI error's, or its
-// body's text). A refused credential is the gateway's, never the
+// Anthropic's terms: its status, its type and message (Anthropic's own
+// error's; an OpenAI error's message, or its body's text). A refused credential is the gateway's, never the
 // client's to see.
 func refusalOf(re *gateway.RefusedError) (int, anthropic.ErrorDetail) {
 	if re.Status == http.StatusUnauthorized || re.Status == http.StatusForbidden {
 		return http.StatusInternalServerError, anthropic.ErrorDetail{Type: anthropic.ErrAPI,
 			Message: "the upstream refused the gateway's credential for it", Code: string(weir.CodeUpstreamError)}
+	}
+	var ab anthropic.ErrorBody
+	if json.Unmarshal(re.Body, &ab) == nil && ab.Type == "error" && ab.Error.Type != "" {
+		// Anthropic's own, from a request passed through.
+		return re.Status, anthropic.ErrorDetail{Type: ab.Error.Type, Message: ab.Error.Message}
 	}
 	var probe struct {
 		Error *struct {

@@ -299,3 +299,19 @@ func TestMessagesPassedThroughStreamFails(t *testing.T) {
 		t.Errorf("outcomes %v", got)
 	}
 }
+
+// An anthropic platform's refusal keeps its type; an OpenAI one's gets
+// the type of its status.
+func TestRefusalOfKeepsAnthropicsType(t *testing.T) {
+	t.Parallel()
+	status, d := refusalOf(&gateway.RefusedError{Status: http.StatusBadRequest,
+		Body: []byte(`{"type":"error","error":{"type":"billing_error","message":"Your credit balance is too low."},"request_id":"req_1"}`)})
+	if status != http.StatusBadRequest || d.Type != "billing_error" || d.Message != "Your credit balance is too low." {
+		t.Errorf("Anthropic's refusal: %d %+v", status, d)
+	}
+	status, d = refusalOf(&gateway.RefusedError{Status: http.StatusNotFound,
+		Body: []byte(`{"error":{"type":"invalid_request_error","message":"no such model"}}`)})
+	if status != http.StatusNotFound || d.Type != "not_found_error" || d.Message != "no such model" {
+		t.Errorf("OpenAI's refusal: %d %+v", status, d)
+	}
+}
