@@ -30,19 +30,27 @@ var (
 // speaks its API, and on c.Native.Platform if it names one),
 // for a request only they can serve; refusal, when it leaves none, names
 // the parameter that needs them. No pms (all cooling down, or refused
-// already) are left as they are.
+// already) are left as they are if one of the model's candidates could
+// serve the request; a model with none of them (one served by edge nodes
+// alone) refuses it.
 func nativeOrder(c *Call, pms []string, refusal *Error) ([]string, *Error) {
 	st, n := c.Snapshot, c.Native
+	native := func(name string) bool {
+		pm, ok := st.pms[name]
+		return ok && c.RunMode != weir.RunSimulation && // the simulator speaks Chat Completions only
+			st.speaks(pm.Platform, n.API) && (n.Platform == "" || pm.Platform == n.Platform)
+	}
 	if len(pms) == 0 {
-		return pms, refusal
+		for _, cand := range c.Model.Candidates {
+			if native(cand.PlatformModel) {
+				return pms, refusal
+			}
+		}
 	}
 	var out []string
-	if c.RunMode != weir.RunSimulation { // the simulator speaks Chat Completions only
-		for _, name := range pms {
-			pm, ok := st.pms[name]
-			if ok && st.speaks(pm.Platform, n.API) && (n.Platform == "" || pm.Platform == n.Platform) {
-				out = append(out, name)
-			}
+	for _, name := range pms {
+		if native(name) {
+			out = append(out, name)
 		}
 	}
 	if len(out) > 0 {

@@ -145,4 +145,10 @@ func TestNativeMessages(t *testing.T) {
 	if !errors.As(err, &e) || e.Category != ErrUnservable || e.Param != "thinking" || !strings.Contains(e.Message, "Messages API") {
 		t.Fatalf("serve: %v", err)
 	}
+	// So does a model of no platform's (edge nodes' alone).
+	c.Model.Candidates = nil
+	err = b.svc.Serve(t.Context(), c, &recordedAnswer{})
+	if !errors.As(err, &e) || e.Category != ErrUnservable || e.Param != "thinking" {
+		t.Fatalf("serve, a model without candidates: %v", err)
+	}
 }
