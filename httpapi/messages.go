@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -43,7 +44,7 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request) {
 		req, chat, perr := messagesToChat(body)
 		if perr != nil && perr.Unsupported {
 			native.Only = perr.Param
-			return nativeMessagesRequest(req, body), nil
+			return nativeMessagesRequest(req, body)
 		}
 		if perr != nil {
 			return nil, errorf(weir.CodeInvalidRequest, perr.Param, perr.Message)
@@ -79,12 +80,15 @@ func messagesToChat(body []byte) (*anthropic.Request, []byte, *anthropic.Request
 // nativeMessagesRequest is what the gateway needs of a Messages request
 // that only a platform speaking the Messages API can serve: its model,
 // stream flag, max_tokens and the token estimate.
-func nativeMessagesRequest(req *anthropic.Request, body []byte) *request {
+func nativeMessagesRequest(req *anthropic.Request, body []byte) (*request, *apiError) {
+	if len(req.Model) > maxModelName {
+		return nil, errorf(weir.CodeInvalidRequest, "model", fmt.Sprintf("model is %d bytes long; at most %d are allowed", len(req.Model), maxModelName))
+	}
 	r := &request{body: body, model: req.Model, stream: req.Stream, maxTokens: req.MaxTokens}
 	prompt := anthropic.EstimateInputTokens(req)
 	r.wants = weir.Wants{PromptTokens: prompt, MaxTokens: r.maxTokens, Stream: r.stream, Tools: len(req.Tools) > 0}
 	r.estimate = addTokens(prompt, r.maxTokens)
-	return r
+	return r, nil
 }
 
 // messagesAnswer writes the gateway's Chat Completions answer as a
