@@ -56,6 +56,16 @@ func (p Platform) SpeaksResponses() bool {
 	return slices.Contains(ResponsesKinds, p.Kind) && !p.TranslateResponses
 }
 
+// MessagesKinds are the platform kinds that speak Anthropic's Messages
+// API themselves: a Messages request is passed through to them as it
+// came, where every other kind (and an edge node) is sent its
+// translation to Chat Completions.
+var MessagesKinds = []string{"anthropic"}
+
+// SpeaksMessages reports whether p is sent Messages requests as they
+// came rather than translated to Chat Completions.
+func (p Platform) SpeaksMessages() bool { return slices.Contains(MessagesKinds, p.Kind) }
+
 // platformKindServes lists, for a platform kind that serves only some
 // model kinds, those it serves; a kind not listed serves every one.
 var platformKindServes = map[string][]ModelKind{

@@ -34,14 +34,14 @@ func clientsReady() string {
 
 // runClient runs clients/script against the gateway at url with key,
 // asking for model, and fails the test with the script's output if any
-// of its checks failed.
-func runClient(t *testing.T, script, url, key, model string) {
+// of its checks failed. env adds to the script's environment.
+func runClient(t *testing.T, script, url, key, model string, env ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", script)
 	cmd.Dir = "clients"
-	cmd.Env = append(os.Environ(), "WEIR_URL="+url, "WEIR_KEY="+key, "WEIR_MODEL="+model)
+	cmd.Env = append(append(os.Environ(), "WEIR_URL="+url, "WEIR_KEY="+key, "WEIR_MODEL="+model), env...)
 	cmd.WaitDelay = 10 * time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -97,7 +97,12 @@ platform_models:
 	for _, model := range []string{"chat", "claude", "local"} {
 		for _, script := range []string{"responses.mjs", "anthropic.mjs", "vercel.mjs"} {
 			t.Run(model+"/"+script, func(t *testing.T) {
-				runClient(t, script, g.URL, secret, model)
+				var env []string
+				if model == "claude" {
+					// Messages requests pass through to it: thinking too.
+					env = append(env, "WEIR_NATIVE_MESSAGES=1")
+				}
+				runClient(t, script, g.URL, secret, model, env...)
 			})
 		}
 	}

@@ -35,10 +35,11 @@ type Call struct {
 	Affinity string
 	// Header carries client headers worth forwarding upstream.
 	Header http.Header
-	// Native, if set, is the request as the client sent it in the
-	// Responses API, which some platforms speak themselves: a candidate
-	// on one of them is sent it instead of Path and Body, and its answer
-	// passes back as it came (Head.Native).
+	// Native, if set, is the request as the client sent it in a
+	// dialect that some platforms speak themselves (the Responses API,
+	// Anthropic's Messages API): a candidate on one of them is sent it
+	// instead of Path and Body, and its answer passes back as it came
+	// (Head.Native).
 	Native *Native
 
 	// Waited is how long the request queued, across its attempts.
@@ -49,10 +50,24 @@ type Call struct {
 	Usage weir.Usage
 }
 
-// Native is a Responses request as the client sent it, for the platforms
-// that speak the Responses API (weir.Platform.SpeaksResponses): it goes
-// to Path under their base URL, its model rewritten.
+// NativeAPI names a dialect in front that some platforms speak
+// themselves.
+type NativeAPI string
+
+const (
+	// APIResponses is OpenAI's Responses API
+	// (weir.Platform.SpeaksResponses).
+	APIResponses NativeAPI = "responses"
+	// APIMessages is Anthropic's Messages API
+	// (weir.Platform.SpeaksMessages).
+	APIMessages NativeAPI = "messages"
+)
+
+// Native is a request as the client sent it, in API, for the platforms
+// that speak API: it goes to Path under their base URL, its model
+// rewritten.
 type Native struct {
+	API  NativeAPI
 	Path string
 	Body Body
 	// Only, if set, names the parameter that no translation carries:
@@ -94,7 +109,7 @@ type Head struct {
 	ContentLength int64
 	// Waited is how long the request queued.
 	Waited time.Duration
-	// Native: the answer is the Responses API's, from a platform that
+	// Native: the answer is in Call.Native's API, from a platform that
 	// speaks it (Platform) and was sent Call.Native, not Chat
 	// Completions.
 	Native   bool

@@ -28,6 +28,9 @@ type Snapshot struct {
 	// responses are the platforms that speak the Responses API
 	// (weir.Platform.SpeaksResponses).
 	responses map[string]bool
+	// messages are the platforms that speak Anthropic's Messages API
+	// (weir.Platform.SpeaksMessages).
+	messages map[string]bool
 	// sims and asyncSims answer the simulation run mode, by platform
 	// model: its requests and its tasks.
 	sims         map[string]provider.Adapter
@@ -115,6 +118,18 @@ func (st *Snapshot) Serves(m weir.Model, platform string) bool {
 // SpeaksResponses reports whether the platform name is sent Responses
 // requests as they came (weir.Platform.SpeaksResponses).
 func (st *Snapshot) SpeaksResponses(platform string) bool { return st.responses[platform] }
+
+// speaks reports whether the platform name is sent requests of api as
+// they came.
+func (st *Snapshot) speaks(platform string, api NativeAPI) bool {
+	switch api {
+	case APIResponses:
+		return st.responses[platform]
+	case APIMessages:
+		return st.messages[platform]
+	}
+	return false
+}
 
 // Adapter is the adapter of the platform name (nil if there is none).
 func (st *Snapshot) Adapter(platform string) provider.Adapter { return st.adapters[platform] }
@@ -215,6 +230,7 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		groups:       make(map[string]weir.Group, len(cat.Groups)+1),
 		adapters:     make(map[string]provider.Adapter, len(cat.Platforms)),
 		responses:    make(map[string]bool, len(cat.Platforms)),
+		messages:     make(map[string]bool, len(cat.Platforms)),
 		sims:         make(map[string]provider.Adapter, len(cat.PlatformModels)),
 		asyncSims:    make(map[string]provider.AsyncAdapter, len(cat.PlatformModels)),
 		async:        make(map[string]provider.AsyncAdapter, len(cat.Platforms)),
@@ -300,6 +316,7 @@ func (s *Service) platformAdapters(next *Snapshot, platforms []weir.Platform) er
 		}
 		next.callTimeouts[p.Name] = total
 		next.responses[p.Name] = p.SpeaksResponses()
+		next.messages[p.Name] = p.SpeaksMessages()
 		next.adapters[p.Name], next.async[p.Name] = a.Sync, a.Async
 	}
 	return nil

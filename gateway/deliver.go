@@ -130,8 +130,10 @@ func readCapped(r io.Reader, size, limit int64) (body []byte, over bool, err err
 	return body, false, nil
 }
 
-// responsesTerminal are the events that end a Responses stream.
-var responsesTerminal = map[string]bool{"response.completed": true, "response.incomplete": true, "response.failed": true}
+// terminalEvents are the events that end a Responses stream and a
+// Messages stream.
+var terminalEvents = map[string]bool{"response.completed": true, "response.incomplete": true, "response.failed": true,
+	"message_stop": true}
 
 // pumpBufs are pump's read buffers: a streamed answer borrows one for
 // its life instead of allocating it. Write copies out of it (or has
@@ -195,7 +197,9 @@ func (s *Service) pump(out Answer, resp *http.Response, head Head, done func(usa
 // prompt (the request's estimate of its input) and about a token a chunk.
 // A Chat Completions stream is whole at its [DONE], a Responses stream at
 // the data of its terminal event (response.completed, .incomplete or
-// .failed), whose response carries the usage. It stops at once when
+// .failed), whose response carries the usage, a Messages stream at its
+// message_stop (its usage is message_start's, updated by
+// message_delta's). It stops at once when
 // the client goes away or stops reading (the write timeout), and when
 // the upstream fails mid-stream it ends the stream with an error event,
 // as OpenAI's streams report errors.
@@ -206,9 +210,10 @@ func (s *Service) stream(out Answer, resp *http.Response, head Head, prompt int6
 		got     bool
 		chunks  int64
 		sawDone bool
-		// terminal: the event line just read names a Responses stream's
-		// last event.
-		terminal bool
+		// terminal: the event line just read names a Responses or
+		// Messages stream's last event; delta, a Messages stream's
+		// message_delta, whose usage adds to message_start's.
+		terminal, delta bool
 	)
 	scan := func(b []byte) bool {
 		for len(b) > 0 {
@@ -223,7 +228,8 @@ func (s *Service) stream(out Answer, resp *http.Response, head Head, prompt int6
 			b = b[i+1:]
 			l := bytes.TrimRight(line, "\r")
 			if ev, ok := bytes.CutPrefix(l, []byte("event:")); ok {
-				terminal = responsesTerminal[string(bytes.TrimSpace(ev))]
+				name := string(bytes.TrimSpace(ev))
+				terminal, delta = terminalEvents[name], name == "message_delta"
 			}
 			if data, ok := bytes.CutPrefix(l, []byte("data:")); ok {
 				data = bytes.TrimSpace(data)
@@ -234,6 +240,9 @@ func (s *Service) stream(out Answer, resp *http.Response, head Head, prompt int6
 					sawDone = sawDone || terminal
 					chunks++
 					if uu, ok := usageOf(data); ok {
+						if delta && got {
+							uu = u.update(uu)
+						}
 						u, got = uu, true
 					}
 				}

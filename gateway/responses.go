@@ -26,36 +26,6 @@ var (
 	ErrResponseOfAnotherKey = fmt.Errorf("%w: it is another key's", ErrResponseNotFound)
 )
 
-// nativeOrder is those of pms that are sent c.Native (on a platform that
-// speaks the Responses API, and on c.Native.Platform if it names one),
-// for a request only they can serve; refusal, when it leaves none, names
-// the parameter that needs them. No pms (all cooling down, or refused
-// already) are left as they are.
-func nativeOrder(c *Call, pms []string, refusal *Error) ([]string, *Error) {
-	st, n := c.Snapshot, c.Native
-	if len(pms) == 0 {
-		return pms, refusal
-	}
-	var out []string
-	if c.RunMode != weir.RunSimulation { // the simulator speaks Chat Completions only
-		for _, name := range pms {
-			pm, ok := st.pms[name]
-			if ok && st.responses[pm.Platform] && (n.Platform == "" || pm.Platform == n.Platform) {
-				out = append(out, name)
-			}
-		}
-	}
-	if len(out) > 0 {
-		return out, refusal
-	}
-	if n.Platform != "" {
-		return nil, &Error{Category: ErrUnservable, Param: "previous_response_id",
-			Message: fmt.Sprintf("no candidate of %q can continue this response: it is held by a platform that serves none of them", c.Model.Name)}
-	}
-	return nil, &Error{Category: ErrUnservable, Param: n.Only,
-		Message: fmt.Sprintf("no candidate of %q can serve %s: only a platform that speaks the Responses API itself can, and none of its candidates is on one", c.Model.Name, n.Only)}
-}
-
 // BindResponse records that platform holds the response id, which key's
 // request made; it is kept for weir.ResponseBindingTTL. Without a store
 // it does nothing.

@@ -156,14 +156,14 @@ type upstream struct {
 	health string
 	// pausable: a platform model, paused by a 429 with Retry-After.
 	pausable bool
-	// responses: its platform speaks the Responses API (a node or a
-	// simulator speaks Chat Completions only).
-	responses bool
+	// native: its platform speaks the API of the call's native request
+	// (a node or a simulator speaks Chat Completions only).
+	native bool
 }
 
 // speaks reports whether pm is sent c's native request instead of its
 // Chat Completions.
-func (pm upstream) speaks(c *Call) bool { return c.Native != nil && pm.responses }
+func (pm upstream) speaks(c *Call) bool { return c.Native != nil && pm.native }
 
 // nodeHealth is a node provider's key in the router's cooldown: its
 // session's own, so that failures of a session that ended do not keep
@@ -191,7 +191,7 @@ func (s *Service) upstreamOf(c *Call, t target) upstream {
 		return upstream{Name: name, Platform: pm.Platform, Upstream: pm.Upstream, ex: c.Snapshot.sims[pm.Name], health: name}
 	}
 	return upstream{Name: pm.Name, Platform: pm.Platform, Upstream: pm.Upstream, ex: c.Snapshot.Adapter(pm.Platform), health: pm.Name, pausable: true,
-		responses: c.Snapshot.SpeaksResponses(pm.Platform)}
+		native: c.Native != nil && c.Snapshot.speaks(pm.Platform, c.Native.API)}
 }
 
 // nodeExecutor runs calls on one node provider.

@@ -7,23 +7,46 @@ import (
 )
 
 // usage is the part of an upstream answer that says what it cost: Chat
-// Completions' usage, or the Responses API's (a response object's, or in
-// a stream the one its last event carries), whose input and output
-// tokens usageOf reads as the prompt and completion tokens.
+// Completions' usage, the Responses API's (a response object's, or in a
+// stream the one its last event carries) or Anthropic's Messages API's
+// (a message's; in a stream, message_start's and then message_delta's),
+// whose input and output tokens usageOf reads as the prompt and
+// completion tokens. Anthropic counts the input read from and written to
+// its prompt cache apart from the rest: all of it is the prompt.
 type usage struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
-	TotalTokens      int64 `json:"total_tokens"`
-	InputTokens      int64 `json:"input_tokens"`
-	OutputTokens     int64 `json:"output_tokens"`
+	PromptTokens             int64 `json:"prompt_tokens"`
+	CompletionTokens         int64 `json:"completion_tokens"`
+	TotalTokens              int64 `json:"total_tokens"`
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
 }
 
-// normal is u with the Responses API's counts as Chat Completions'.
+// normal is u with the Responses API's or the Messages API's counts as
+// Chat Completions'.
 func (u usage) normal() usage {
 	if u.PromptTokens == 0 && u.CompletionTokens == 0 {
-		u.PromptTokens, u.CompletionTokens = u.InputTokens, u.OutputTokens
+		input := addTokens(max(u.InputTokens, 0), max(u.CacheCreationInputTokens, 0))
+		u.PromptTokens, u.CompletionTokens = addTokens(input, max(u.CacheReadInputTokens, 0)), u.OutputTokens
 	}
-	u.InputTokens, u.OutputTokens = 0, 0
+	u.InputTokens, u.OutputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens = 0, 0, 0, 0
+	return u
+}
+
+// update is u updated by later, a Messages stream's message_delta
+// usage: its counts are cumulative, and it may leave out the input ones
+// that message_start gave.
+func (u usage) update(later usage) usage {
+	if later.PromptTokens > 0 {
+		u.PromptTokens = later.PromptTokens
+	}
+	if later.CompletionTokens > 0 {
+		u.CompletionTokens = later.CompletionTokens
+	}
+	if later.TotalTokens > 0 {
+		u.TotalTokens = later.TotalTokens
+	}
 	return u
 }
 

@@ -49,3 +49,22 @@ func TestUsageOfResponses(t *testing.T) {
 		t.Errorf("usageOf = %+v %v", u, ok)
 	}
 }
+
+// TestUsageOfMessages: Anthropic's Messages API counts the input read
+// from and written to its prompt cache apart: all of it is the prompt.
+func TestUsageOfMessages(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		body               string
+		prompt, completion int64
+	}{
+		{`{"id":"msg_1","type":"message","content":[],"usage":{"input_tokens":5,"cache_creation_input_tokens":7,"cache_read_input_tokens":11,"output_tokens":6}}`, 23, 6},
+		{`{"type":"message_start","message":{"id":"msg_1","usage":{"input_tokens":5,"output_tokens":1}}}`, 5, 1},
+		{`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9}}`, 0, 9},
+	} {
+		u, ok := usageOf([]byte(tc.body))
+		if !ok || u.PromptTokens != tc.prompt || u.CompletionTokens != tc.completion {
+			t.Errorf("usageOf(%s) = %+v %v, want %d and %d", tc.body, u, ok, tc.prompt, tc.completion)
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,10 +18,13 @@ import (
 	"github.com/weir-gateway/weir/gateway"
 )
 
-// Anthropic's Messages API in front: POST /v1/messages is translated to
-// Chat Completions and takes the way /v1/chat/completions takes (the
-// key, the queue, the scopes, fallbacks, edge nodes); its answer is
-// translated back, a stream chunk by chunk, and its errors are written in
+// Anthropic's Messages API in front: POST /v1/messages goes as it came
+// to a candidate on a platform that speaks the Messages API itself (kind
+// anthropic), and its answer comes back untouched; to any other
+// candidate it is translated to Chat Completions, and its answer
+// translated back, a stream chunk by chunk. Either way it takes the way
+// /v1/chat/completions takes (the key, the queue, the scopes, fallbacks,
+// edge nodes for the translation), and its errors are written in
 // Anthropic's shape with Anthropic's statuses. The same Weir keys let a
 // client in, by x-api-key (as Anthropic's SDKs send them) or as a bearer
 // token.
@@ -28,13 +33,21 @@ import (
 // own name in metrics and usage records.
 var epMessages = endpoint{name: "messages", path: epChat.path, kind: weir.KindChat, required: epChat.required}
 
-// createMessage serves POST /v1/messages.
+// createMessage serves POST /v1/messages. What the translation cannot
+// carry (thinking, a tool_result's is_error, a document, a server tool)
+// only a candidate sent the request as it came can serve.
 func (s *Server) createMessage(w http.ResponseWriter, r *http.Request) {
 	start := s.deps.Clock.Now()
+	var native *gateway.Native
 	c, err := s.prepare(w, r, epMessages, func(body []byte) (*request, *apiError) {
-		chat, aerr := messagesToChat(body)
-		if aerr != nil {
-			return nil, aerr
+		native = &gateway.Native{API: gateway.APIMessages, Path: "/messages", Body: &request{body: body}}
+		req, chat, perr := messagesToChat(body)
+		if perr != nil && perr.Unsupported {
+			native.Only = perr.Param
+			return nativeMessagesRequest(req, body)
+		}
+		if perr != nil {
+			return nil, errorf(weir.CodeInvalidRequest, perr.Param, perr.Message)
 		}
 		return decodeRequest(epMessages, chat)
 	})
@@ -42,34 +55,51 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request) {
 		s.deps.Metrics.ObserveHTTP(epMessages.name, s.writeAnthropicErr(w, r, err), s.deps.Clock.Now().Sub(start))
 		return
 	}
+	if native.Only != "" {
+		c.Body = native.Body // never sent: only a candidate sent Native serves it
+	}
+	c.Native = native
 	w.Header().Set("Request-Id", info(r.Context()).id)
 	s.serve(w, r, epMessages, c, &messagesAnswer{s: s, out: &c.out}, start)
 }
 
-// messagesToChat translates a Messages request's body to Chat
-// Completions.
-func messagesToChat(body []byte) ([]byte, *apiError) {
+// messagesToChat reads a Messages request's body and translates it to
+// Chat Completions.
+func messagesToChat(body []byte) (*anthropic.Request, []byte, *anthropic.RequestError) {
 	req, perr := anthropic.ParseRequest(body)
 	if perr != nil {
-		return nil, errorf(weir.CodeInvalidRequest, perr.Param, perr.Message)
+		return nil, nil, perr
 	}
 	if req.MaxTokens < 1 {
-		return nil, errorf(weir.CodeInvalidRequest, "max_tokens", "max_tokens: field required, a positive integer")
+		return nil, nil, &anthropic.RequestError{Param: "max_tokens", Message: "max_tokens: field required, a positive integer"}
 	}
 	chat, perr := anthropic.RequestToChat(req)
-	if perr != nil {
-		return nil, errorf(weir.CodeInvalidRequest, perr.Param, perr.Message)
+	return req, chat, perr
+}
+
+// nativeMessagesRequest is what the gateway needs of a Messages request
+// that only a platform speaking the Messages API can serve: its model,
+// stream flag, max_tokens and the token estimate.
+func nativeMessagesRequest(req *anthropic.Request, body []byte) (*request, *apiError) {
+	if len(req.Model) > maxModelName {
+		return nil, errorf(weir.CodeInvalidRequest, "model", fmt.Sprintf("model is %d bytes long; at most %d are allowed", len(req.Model), maxModelName))
 	}
-	return chat, nil
+	r := &request{body: body, model: req.Model, stream: req.Stream, maxTokens: req.MaxTokens}
+	prompt := anthropic.EstimateInputTokens(req)
+	r.wants = weir.Wants{PromptTokens: prompt, MaxTokens: r.maxTokens, Stream: r.stream, Tools: len(req.Tools) > 0}
+	r.estimate = addTokens(prompt, r.maxTokens)
+	return r, nil
 }
 
 // messagesAnswer writes the gateway's Chat Completions answer as a
 // Messages answer: a stream as it arrives, chunk by chunk; a whole answer
 // once the gateway has written it all (end), as it must be read whole to
-// be translated.
+// be translated. A platform's own Messages answer (Head.Native) it passes
+// through.
 type messagesAnswer struct {
 	s      *Server
 	out    *answerWriter
+	native bool                      // the answer is the platform's own
 	stream *anthropic.MessagesStream // a streamed answer's translation
 	head   gateway.Head              // a whole answer's, held until end
 	body   []byte                    // a whole answer, held until end
@@ -77,6 +107,11 @@ type messagesAnswer struct {
 }
 
 func (a *messagesAnswer) Start(head gateway.Head) {
+	if head.Native {
+		a.native = true
+		a.out.Start(head)
+		return
+	}
 	if strings.HasPrefix(head.ContentType, "text/event-stream") {
 		a.stream = anthropic.NewMessagesStream(&a.out.clientWriter)
 		a.out.Start(head)
@@ -86,6 +121,9 @@ func (a *messagesAnswer) Start(head gateway.Head) {
 }
 
 func (a *messagesAnswer) Write(p []byte) (int, error) {
+	if a.native {
+		return a.out.Write(p)
+	}
 	if a.stream != nil {
 		return a.stream.Write(p)
 	}
@@ -94,19 +132,25 @@ func (a *messagesAnswer) Write(p []byte) (int, error) {
 }
 
 func (a *messagesAnswer) Flush() error {
-	if a.stream != nil {
+	if a.native || a.stream != nil {
 		return a.out.Flush()
 	}
 	return nil
 }
 
+// StreamError ends a stream the upstream broke off with Anthropic's
+// error event; a passed-through one, after the events that got through.
 func (a *messagesAnswer) StreamError(err error) {
-	if a.stream == nil {
-		return
-	}
 	_, d := anthropicError(answerOf(err))
-	if a.stream.Fail(d) == nil {
-		_ = a.out.Flush()
+	switch {
+	case a.native:
+		if _, err := a.out.Write(anthropic.ErrorEvent(d)); err == nil {
+			_ = a.out.Flush()
+		}
+	case a.stream != nil:
+		if a.stream.Fail(d) == nil {
+			_ = a.out.Flush()
+		}
 	}
 }
 
@@ -196,13 +240,18 @@ func (s *Server) writeAnthropicErr(w http.ResponseWriter, r *http.Request, err e
 }
 
 // refusalOf is an upstream's refusal of the client's request in
-// Anthropic's terms: its status, its message (an OpenAI error's, or its
-// body's text). A refused credential is the gateway's, never the
+// Anthropic's terms: its status, its type and message (Anthropic's own
+// error's; an OpenAI error's message, or its body's text). A refused credential is the gateway's, never the
 // client's to see.
 func refusalOf(re *gateway.RefusedError) (int, anthropic.ErrorDetail) {
 	if re.Status == http.StatusUnauthorized || re.Status == http.StatusForbidden {
 		return http.StatusInternalServerError, anthropic.ErrorDetail{Type: anthropic.ErrAPI,
 			Message: "the upstream refused the gateway's credential for it", Code: string(weir.CodeUpstreamError)}
+	}
+	var ab anthropic.ErrorBody
+	if json.Unmarshal(re.Body, &ab) == nil && ab.Type == "error" && ab.Error.Type != "" {
+		// Anthropic's own, from a request passed through.
+		return re.Status, anthropic.ErrorDetail{Type: ab.Error.Type, Message: ab.Error.Message}
 	}
 	var probe struct {
 		Error *struct {
@@ -216,9 +265,12 @@ func refusalOf(re *gateway.RefusedError) (int, anthropic.ErrorDetail) {
 	return re.Status, anthropic.ErrorDetail{Type: anthropic.ErrorType(re.Status), Message: msg}
 }
 
-// countTokens answers POST /v1/messages/count_tokens with Weir's own
-// estimate of the request's input tokens, once the key may use its
-// model. It queues for nothing and calls no upstream.
+// countTokens answers POST /v1/messages/count_tokens, once the key may
+// use its model: the count of the anthropic platform of the model's
+// first candidate, asked without queueing (counting costs no capacity
+// there), its answer passed back as it came; for any other candidate (or
+// if the platform cannot count now) Weir's own estimate. It queues for
+// nothing.
 func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 	start := s.deps.Clock.Now()
 	status, err := s.countTokensOf(w, r)
@@ -249,12 +301,37 @@ func (s *Server) countTokensOf(w http.ResponseWriter, r *http.Request) (int, err
 		return 0, aerr
 	}
 	ask.Model, ask.Kind, ask.DefaultMaxWait = req.Model, weir.KindChat, s.cfg.DefaultMaxWait
-	if _, err := s.deps.Gateway.Prepare(r.Context(), key, ask); err != nil {
+	g, err := s.deps.Gateway.Prepare(r.Context(), key, ask)
+	if err != nil {
 		return 0, err
+	}
+	w.Header().Set("Request-Id", info(r.Context()).id)
+	if tc, ok := s.deps.Gateway.(TokenCounter); ok {
+		resp, ok, err := tc.CountTokens(r.Context(), g, &request{body: body}, r.Header)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			return passCount(w, resp), nil
+		}
 	}
 	out, _ := json.Marshal(anthropic.CountTokens{InputTokens: anthropic.EstimateInputTokens(req)}) // an int: cannot fail
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Request-Id", info(r.Context()).id)
 	_, _ = w.Write(append(out, '\n'))
 	return http.StatusOK, nil
 }
+
+// passCount writes an upstream's count_tokens answer as it came.
+func passCount(w http.ResponseWriter, resp *http.Response) int {
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		w.Header().Set("Content-Type", ct)
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, io.LimitReader(resp.Body, maxCountAnswer))
+	return resp.StatusCode
+}
+
+// maxCountAnswer bounds a count_tokens answer passed on: a few bytes of
+// JSON.
+const maxCountAnswer = 1 << 20

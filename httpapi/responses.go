@@ -37,7 +37,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	var native *gateway.Native
 	var previous string
 	c, err := s.prepare(w, r, epResponses, func(body []byte) (*request, *apiError) {
-		native = &gateway.Native{Path: "/responses", Body: &request{body: body}}
+		native = &gateway.Native{API: gateway.APIResponses, Path: "/responses", Body: &request{body: body}}
 		rq, err := responses.Parse(body)
 		var chat []byte
 		if err == nil {

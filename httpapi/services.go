@@ -47,6 +47,18 @@ type Responses interface {
 
 var _ Responses = (*gateway.Service)(nil)
 
+// TokenCounter asks an anthropic platform to count a Messages request's
+// input tokens (gateway.Service); a Gateway that is not one leaves
+// count_tokens to Weir's estimate.
+type TokenCounter interface {
+	// CountTokens passes body to the platform of the first candidate
+	// of g's model if it speaks the Messages API; ok false if it does
+	// not.
+	CountTokens(ctx context.Context, g gateway.Grant, body gateway.Body, header http.Header) (*http.Response, bool, error)
+}
+
+var _ TokenCounter = (*gateway.Service)(nil)
+
 // Queues is what the admin API shows of the engine's scopes.
 type Queues interface {
 	Scopes(ctx context.Context) []gateway.ScopeView

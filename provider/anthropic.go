@@ -29,6 +29,11 @@ import (
 // the platform model for its retry-after, or OverloadPause. A 401 or 403
 // is the platform's credential refused; another 4xx goes back to the
 // client in OpenAI's error shape.
+//
+// A Messages request itself (Path /messages, or /messages/count_tokens)
+// is passed through: sent as it came, with the client's anthropic-version
+// (Version if it sent none) and anthropic-beta, its answer and its
+// stream returned untouched and a refusal in Anthropic's own shape.
 type Anthropic struct {
 	BaseURL string // e.g. https://api.anthropic.com/v1
 	APIKey  string
@@ -57,6 +62,9 @@ const maxAnswerBody = 64 << 20
 // Do sends c and returns the translated response when the upstream
 // answers 2xx.
 func (a *Anthropic) Do(ctx context.Context, c Call) (*http.Response, error) {
+	if c.Path == "/messages" || c.Path == "/messages/count_tokens" {
+		return a.passThrough(ctx, c)
+	}
 	if c.Path != "/chat/completions" {
 		return nil, refusal("", fmt.Sprintf("the anthropic platform kind serves chat completions only, not %s", c.Path))
 	}
@@ -68,33 +76,13 @@ func (a *Anthropic) Do(ctx context.Context, c Call) (*http.Response, error) {
 	if err != nil {
 		return nil, &Error{Err: fmt.Errorf("encode a Messages request: %w", err)}
 	}
-	h := http.Header{"Content-Type": {"application/json"}, "Anthropic-Version": {anthropic.Version}, "Accept": {"application/json"}}
-	if c.Stream {
-		h.Set("Accept", "text/event-stream")
-	}
-	if a.APIKey != "" {
-		h.Set("X-Api-Key", a.APIKey)
-	}
-	for _, k := range []string{"User-Agent", "Anthropic-Beta"} {
-		if v := c.Header.Get(k); v != "" {
-			h.Set(k, v)
-		}
-	}
-	clk := a.Clock
-	if clk == nil {
-		clk = clock.Real
-	}
-	resp, err := callOpts{
-		client: a.Client,
-		clock:  clk,
-		bounds: Bounds{Header: a.Timeout, Idle: a.IdleTimeout, Total: a.CallTimeout},
-		grace:  a.AbortGrace,
-	}.post(ctx, a.BaseURL, "/messages", "", body, h)
+	clk := a.clock()
+	resp, err := a.post(ctx, "/messages", body, a.header(c, anthropic.Version))
 	if err != nil {
 		return nil, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, a.failure(resp, clk.Now())
+		return nil, a.failure(resp, clk.Now(), false)
 	}
 	created := clk.Now().Unix()
 	resp.Header.Del("Content-Length")
@@ -109,10 +97,64 @@ func (a *Anthropic) Do(ctx context.Context, c Call) (*http.Response, error) {
 	return resp, nil
 }
 
+// passThrough sends c, a Messages request as the client sent it, and
+// returns the upstream's 2xx answer untouched.
+func (a *Anthropic) passThrough(ctx context.Context, c Call) (*http.Response, error) {
+	version := c.Header.Get("Anthropic-Version")
+	if version == "" {
+		version = anthropic.Version
+	}
+	resp, err := a.post(ctx, c.Path, c.Body, a.header(c, version))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, a.failure(resp, a.clock().Now(), true)
+	}
+	return resp, nil
+}
+
+// header is the header of a call to the Messages API for c: the key, the
+// version, and the client's beta features and user agent.
+func (a *Anthropic) header(c Call, version string) http.Header {
+	h := http.Header{"Content-Type": {"application/json"}, "Anthropic-Version": {version}, "Accept": {"application/json"}}
+	if c.Stream {
+		h.Set("Accept", "text/event-stream")
+	}
+	if a.APIKey != "" {
+		h.Set("X-Api-Key", a.APIKey)
+	}
+	for _, k := range []string{"User-Agent", "Anthropic-Beta"} {
+		if v := c.Header.Get(k); v != "" {
+			h.Set(k, v)
+		}
+	}
+	return h
+}
+
+func (a *Anthropic) clock() clock.Clock {
+	if a.Clock == nil {
+		return clock.Real
+	}
+	return a.Clock
+}
+
+// post sends body to path under the base URL, within the adapter's
+// bounds.
+func (a *Anthropic) post(ctx context.Context, path string, body []byte, h http.Header) (*http.Response, error) {
+	return callOpts{
+		client: a.Client,
+		clock:  a.clock(),
+		bounds: Bounds{Header: a.Timeout, Idle: a.IdleTimeout, Total: a.CallTimeout},
+		grace:  a.AbortGrace,
+	}.post(ctx, a.BaseURL, path, "", body, h)
+}
+
 // failure is the *Error of an answer that is not 2xx: its body in
-// OpenAI's error shape, its wait and its overload read from Anthropic's
+// OpenAI's error shape (in Anthropic's, as it came, for a request passed
+// through: native), its wait and its overload read from Anthropic's
 // headers.
-func (a *Anthropic) failure(resp *http.Response, now time.Time) error {
+func (a *Anthropic) failure(resp *http.Response, now time.Time, native bool) error {
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	d, ok := anthropic.ParseError(raw)
@@ -123,6 +165,12 @@ func (a *Anthropic) failure(resp *http.Response, now time.Time) error {
 		}
 	}
 	e := &Error{Status: resp.StatusCode, Body: openaiwire.ErrorJSON(d.Type, d.Message, "", "")}
+	switch {
+	case native && ok:
+		e.Body = raw
+	case native:
+		e.Body = anthropic.ErrorJSON(d, "")
+	}
 	e.Overloaded = resp.StatusCode == anthropic.StatusOverloaded || d.Type == anthropic.ErrOverloaded
 	if credentialComplaint(resp.StatusCode, raw, a.APIKey) {
 		e.Credential, e.Body = true, nil

@@ -389,3 +389,65 @@ func TestNewAnthropic(t *testing.T) {
 		t.Fatalf("adapters %#v", a)
 	}
 }
+
+// TestAnthropicPassThrough: a Messages request goes to /messages as it
+// came, with the client's anthropic-version (the adapter's without one)
+// and anthropic-beta; its answer and its stream come back untouched, and
+// a refusal in Anthropic's shape.
+func TestAnthropicPassThrough(t *testing.T) {
+	t.Parallel()
+	b := anthropicSetup(t, mock.Config{CompletionTokens: 3})
+	body := `{"model":"claude-test","max_tokens":2048,"thinking":{"type":"enabled","budget_tokens":1024},` +
+		`"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}]}`
+	for _, tc := range []struct {
+		name, version string
+		stream        bool
+	}{{"whole", "2023-06-01", false}, {"default version", "", false}, {"stream", "2023-06-01", true}} {
+		h := http.Header{"Anthropic-Beta": {"interleaved-thinking-2025-05-14"}, "X-Api-Key": {"weir-key"}}
+		if tc.version != "" {
+			h.Set("Anthropic-Version", tc.version)
+		}
+		in := body
+		if tc.stream {
+			in = strings.Replace(body, `{"model"`, `{"stream":true,"model"`, 1)
+		}
+		resp, err := b.ad.Do(t.Context(), provider.Call{Path: "/messages", Body: []byte(in), Stream: tc.stream, Header: h})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		r, _ := b.last(t)
+		b.mu.Lock()
+		sent := string(b.bodies[len(b.bodies)-1])
+		b.mu.Unlock()
+		if r.URL.Path != "/v1/messages" || sent != in || r.Header.Get("Anthropic-Version") != "2023-06-01" ||
+			r.Header.Get("Anthropic-Beta") != "interleaved-thinking-2025-05-14" || r.Header.Get("X-Api-Key") != "sk-ant-test" {
+			t.Fatalf("%s: the mock got %s %v: %s", tc.name, r.URL.Path, r.Header, sent)
+		}
+		if !tc.stream && (!strings.Contains(string(out), `"type":"thinking"`) || !strings.Contains(string(out), `"type":"message"`)) {
+			t.Errorf("%s: answer %s", tc.name, out)
+		}
+		if tc.stream && (!strings.HasPrefix(string(out), "event: message_start\n") || !strings.Contains(string(out), `"signature_delta"`) ||
+			strings.Contains(string(out), "[DONE]")) {
+			t.Errorf("%s: stream %s", tc.name, out)
+		}
+	}
+	// count_tokens too.
+	resp, err := b.ad.Do(t.Context(), provider.Call{Path: "/messages/count_tokens", Body: []byte(`{"model":"claude-test","messages":[{"role":"user","content":"hi"}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(out), `"input_tokens":`) {
+		t.Errorf("count_tokens answered %s", out)
+	}
+	// A refusal keeps Anthropic's shape.
+	_, err = b.ad.Do(t.Context(), provider.Call{Path: "/messages", Body: []byte(`{"model":"claude-test","messages":[{"role":"user","content":"hi"}]}`)})
+	var pe *provider.Error
+	if !errors.As(err, &pe) || pe.Status != http.StatusBadRequest || !strings.Contains(string(pe.Body), `"type":"error"`) ||
+		!strings.Contains(string(pe.Body), `"invalid_request_error"`) {
+		t.Fatalf("refusal: %v", err)
+	}
+}

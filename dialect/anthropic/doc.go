@@ -11,10 +11,13 @@
 // answer back (AnswerFromChat), a stream chunk by chunk (MessagesStream).
 //
 // What one dialect can say and the other cannot is dropped where it only
-// tunes the answer (top_k on the way in, a thinking block's signature)
-// and refused with a *RequestError naming the parameter where dropping
-// it would change what the client gets (n > 1, a JSON response_format,
-// Anthropic's server tools).
+// tunes the answer (top_k and cache_control on the way in, a thinking
+// block's signature on the way back) and refused with a *RequestError
+// naming the parameter where dropping it would change what the client
+// gets (n > 1, a JSON response_format). A Messages request the
+// translation cannot carry (thinking, Anthropic's server tools, a
+// document) is refused as Unsupported: a platform that speaks the
+// Messages API itself takes it as it is.
 //
 // The package does no HTTP; it imports only the standard library.
 package anthropic

@@ -98,9 +98,12 @@ func ErrorJSON(d ErrorDetail, requestID string) []byte {
 
 // RequestError is a request that cannot be translated: Param names what
 // is wrong with it (in the dialect of the request), Message says why.
+// Unsupported: the request is a valid one that the translation cannot
+// carry, which a platform speaking the Messages API itself can serve.
 type RequestError struct {
-	Param   string
-	Message string
+	Param       string
+	Message     string
+	Unsupported bool
 }
 
 func (e *RequestError) Error() string {
@@ -111,3 +114,8 @@ func (e *RequestError) Error() string {
 }
 
 func refuse(param, msg string) *RequestError { return &RequestError{Param: param, Message: msg} }
+
+// unsupported is a refusal of what the translation cannot carry.
+func unsupported(param, msg string) *RequestError {
+	return &RequestError{Param: param, Message: msg, Unsupported: true}
+}

@@ -41,11 +41,24 @@ func ParseRequest(body []byte) (*Request, *RequestError) {
 // system prompt becomes the first message, a user turn's tool_result
 // blocks become tool messages (before the rest of the turn, as the calls
 // they answer come first), an assistant turn's tool_use blocks its tool
-// calls, ids kept. Thinking blocks, cache_control, top_k and the thinking
-// configuration have no Chat Completions form and are dropped; a server
-// tool (one with a type) or a block of another kind is refused. A
-// streamed request asks for the usage chunk, which settles its tokens.
+// calls, ids kept. cache_control and top_k, which only tune the answer,
+// have no Chat Completions form and are dropped. What the translation
+// cannot carry without changing the answer is refused as Unsupported:
+// thinking (its configuration, when enabled, and thinking and
+// redacted_thinking blocks, whose signatures only Anthropic reads), a
+// tool_result's is_error, a server tool (one with a type), a document or
+// a block of another kind, an image source other than base64 and url, an
+// image in a tool_result. A streamed request asks for the usage chunk,
+// which settles its tokens.
 func RequestToChat(r *Request) ([]byte, *RequestError) {
+	if len(r.Thinking) > 0 && !bytes.Equal(r.Thinking, []byte("null")) {
+		var th struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(r.Thinking, &th) != nil || th.Type != "disabled" {
+			return nil, unsupported("thinking", "extended thinking cannot be served through this gateway's translation to Chat Completions")
+		}
+	}
 	out := openaiwire.ChatRequest{
 		Model:       r.Model,
 		Temperature: r.Temperature,
@@ -86,7 +99,7 @@ func RequestToChat(r *Request) ([]byte, *RequestError) {
 	}
 	for i, t := range r.Tools {
 		if !t.IsClientTool() {
-			return nil, refuse(fmt.Sprintf("tools.%d.type", i), fmt.Sprintf("the server tool %q cannot be served through this gateway's translation", t.Type))
+			return nil, unsupported(fmt.Sprintf("tools.%d.type", i), fmt.Sprintf("the server tool %q cannot be served through this gateway's translation", t.Type))
 		}
 		params := t.InputSchema
 		if len(params) == 0 {
@@ -161,15 +174,19 @@ func turnToChat(m Message, at string) ([]openaiwire.Message, *RequestError) {
 			if m.Role != "user" {
 				return nil, refuse(where, "a tool_result block is a user's content")
 			}
+			if b.IsError {
+				return nil, unsupported(where+".is_error", "a tool_result's is_error cannot be served through this gateway's translation")
+			}
 			text, err := toolResultText(b.Content, where)
 			if err != nil {
 				return nil, err
 			}
 			out = append(out, openaiwire.Message{Role: "tool", ToolCallID: b.ToolUseID, Content: openaiwire.TextContent(text)})
 		case BlockThinking, BlockRedactedThinking:
-			// Its signature cannot cross Chat Completions: dropped.
+			// Its signature cannot cross Chat Completions.
+			return nil, unsupported(where+".type", fmt.Sprintf("%s blocks cannot be served through this gateway's translation", b.Type))
 		default:
-			return nil, refuse(where+".type", fmt.Sprintf("content blocks of type %q cannot be served through this gateway's translation", b.Type))
+			return nil, unsupported(where+".type", fmt.Sprintf("content blocks of type %q cannot be served through this gateway's translation", b.Type))
 		}
 	}
 	if len(parts) == 0 && len(calls) == 0 {
@@ -211,7 +228,7 @@ func imageToChat(src *Source, at string) (openaiwire.Part, *RequestError) {
 	case src.Type == "url":
 		return openaiwire.Part{Type: "image_url", ImageURL: &openaiwire.ImageURL{URL: src.URL}}, nil
 	}
-	return openaiwire.Part{}, refuse(at+".source.type", fmt.Sprintf("image sources of type %q cannot be served through this gateway's translation", src.Type))
+	return openaiwire.Part{}, unsupported(at+".source.type", fmt.Sprintf("image sources of type %q cannot be served through this gateway's translation", src.Type))
 }
 
 // toolResultText is a tool_result's content as a tool message's text.
@@ -220,7 +237,7 @@ func toolResultText(c Content, at string) (string, *RequestError) {
 	var s strings.Builder
 	for k, b := range c {
 		if b.Type != BlockText {
-			return "", refuse(fmt.Sprintf("%s.content.%d.type", at, k), fmt.Sprintf("a tool_result translated to Chat Completions holds text only, not %q", b.Type))
+			return "", unsupported(fmt.Sprintf("%s.content.%d.type", at, k), fmt.Sprintf("a tool_result translated to Chat Completions holds text only, not %q", b.Type))
 		}
 		s.WriteString(b.Text)
 	}

@@ -146,14 +146,12 @@ func TestRequestToChat(t *testing.T) {
 		"messages": [
 			{"role": "user", "content": "Hello"},
 			{"role": "assistant", "content": [
-				{"type": "thinking", "thinking": "hmm", "signature": "sig"},
-				{"type": "redacted_thinking", "data": "xyz"},
 				{"type": "text", "text": "Checking."},
 				{"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"q": "a"}}
 			]},
 			{"role": "user", "content": [
 				{"type": "tool_result", "tool_use_id": "toolu_1", "content": "a cat"},
-				{"type": "tool_result", "tool_use_id": "toolu_2", "is_error": true, "content": [{"type": "text", "text": "failed"}, {"type": "text", "text": " twice"}]},
+				{"type": "tool_result", "tool_use_id": "toolu_2", "is_error": false, "content": [{"type": "text", "text": "failed"}, {"type": "text", "text": " twice"}]},
 				{"type": "text", "text": "Look:"},
 				{"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "/9j/"}},
 				{"type": "image", "source": {"type": "url", "url": "https://example.com/b.png"}}
@@ -166,7 +164,7 @@ func TestRequestToChat(t *testing.T) {
 		"top_p": 0.8,
 		"top_k": 5,
 		"metadata": {"user_id": "u-9"},
-		"thinking": {"type": "enabled", "budget_tokens": 2048},
+		"thinking": {"type": "disabled"},
 		"stream": true
 	}`
 	r, perr := ParseRequest([]byte(in))
@@ -230,17 +228,26 @@ func TestRequestToChatToolChoice(t *testing.T) {
 	}
 }
 
+// TestRequestToChatRefuses: what is wrong is refused; what the
+// translation cannot carry is refused as Unsupported, for a platform that
+// speaks the Messages API itself.
 func TestRequestToChatRefuses(t *testing.T) {
 	t.Parallel()
+	const thinks = `{"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"sig"},{"type":"text","text":"ok"}]}`
 	for _, tc := range []struct {
 		name, body, param string
+		unsupported       bool
 	}{
-		{"server tool", `{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"web_search_20250305","name":"web_search"}]}`, "tools.0.type"},
-		{"document", `{"model":"m","messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"x"}}]}]}`, "messages.0.content.0.type"},
-		{"image result", `{"model":"m","messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"image","source":{"type":"url","url":"u"}}]}]}]}`, "messages.0.content.0.content.0.type"},
-		{"file source", `{"model":"m","messages":[{"role":"user","content":[{"type":"image","source":{"type":"file","file_id":"f"}}]}]}`, "messages.0.content.0.source.type"},
-		{"assistant image", `{"model":"m","messages":[{"role":"assistant","content":[{"type":"image","source":{"type":"url","url":"u"}}]}]}`, "messages.0.content.0"},
-		{"tool choice", `{"model":"m","messages":[{"role":"user","content":"hi"}],"tool_choice":{"type":"maybe"}}`, "tool_choice.type"},
+		{"server tool", `{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"web_search_20250305","name":"web_search"}]}`, "tools.0.type", true},
+		{"document", `{"model":"m","messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"x"}}]}]}`, "messages.0.content.0.type", true},
+		{"image result", `{"model":"m","messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"image","source":{"type":"url","url":"u"}}]}]}]}`, "messages.0.content.0.content.0.type", true},
+		{"file source", `{"model":"m","messages":[{"role":"user","content":[{"type":"image","source":{"type":"file","file_id":"f"}}]}]}`, "messages.0.content.0.source.type", true},
+		{"thinking enabled", `{"model":"m","thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"hi"}]}`, "thinking", true},
+		{"thinking block", `{"model":"m","messages":[{"role":"user","content":"hi"},` + thinks + `]}`, "messages.1.content.0.type", true},
+		{"redacted thinking", `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"redacted_thinking","data":"xyz"}]}]}`, "messages.1.content.0.type", true},
+		{"tool error", `{"model":"m","messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","is_error":true,"content":"failed"}]}]}`, "messages.0.content.0.is_error", true},
+		{"assistant image", `{"model":"m","messages":[{"role":"assistant","content":[{"type":"image","source":{"type":"url","url":"u"}}]}]}`, "messages.0.content.0", false},
+		{"tool choice", `{"model":"m","messages":[{"role":"user","content":"hi"}],"tool_choice":{"type":"maybe"}}`, "tool_choice.type", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, perr := ParseRequest([]byte(tc.body))
@@ -248,8 +255,8 @@ func TestRequestToChatRefuses(t *testing.T) {
 				t.Fatal(perr)
 			}
 			_, err := RequestToChat(r)
-			if err == nil || err.Param != tc.param {
-				t.Fatalf("got %v, want a refusal of %s", err, tc.param)
+			if err == nil || err.Param != tc.param || err.Unsupported != tc.unsupported {
+				t.Fatalf("got %+v, want a refusal of %s, unsupported %v", err, tc.param, tc.unsupported)
 			}
 		})
 	}

@@ -41,6 +41,29 @@ const answer = await client.messages.create({ model, max_tokens: 64, tools, mess
 ] });
 check(answer.content.some((b) => b.type === 'text'), 'the tool result answered', answer);
 
+// Thinking passes through to an Anthropic platform, signed, and goes
+// back to it in the next turn; a model without one refuses it, naming it.
+const thinking = { type: 'enabled', budget_tokens: 1024 };
+if (process.env.WEIR_NATIVE_MESSAGES === '1') {
+  const thought = await client.messages.create({ model, max_tokens: 2048, thinking, messages: [{ role: 'user', content: 'Say hello' }] });
+  check(thought.content[0]?.type === 'thinking' && thought.content[0].signature && thought.content[1]?.type === 'text',
+    'a signed thinking block before the text', thought.content);
+  const streamed = await client.messages.stream({ model, max_tokens: 2048, thinking, messages: [{ role: 'user', content: 'Say hello' }] }).finalMessage();
+  check(streamed.content[0]?.type === 'thinking' && streamed.content[0].thinking.length > 0 && streamed.content[0].signature,
+    'a streamed thinking block, signed', streamed.content);
+  const next = await client.messages.create({ model, max_tokens: 2048, thinking, messages: [
+    { role: 'user', content: 'Say hello' }, { role: 'assistant', content: thought.content }, { role: 'user', content: 'Again' }] });
+  check(next.content.some((b) => b.type === 'text'), 'a conversation with thinking blocks answered', next.content);
+} else {
+  let refused;
+  try {
+    await client.messages.create({ model, max_tokens: 2048, thinking, messages: [{ role: 'user', content: 'Say hello' }] });
+  } catch (err) {
+    refused = err;
+  }
+  check(refused instanceof Anthropic.BadRequestError && /thinking/.test(refused.message), 'thinking refused without an Anthropic platform', refused);
+}
+
 const count = await client.messages.countTokens({ model, messages: [{ role: 'user', content: 'Say hello' }] });
 check(count.input_tokens > 0, 'countTokens counts', count);
 console.log('anthropic: all checks passed');

@@ -15,15 +15,32 @@ import (
 // Weir's own translation, so that tests of the one check the other.
 
 type messagesRequest struct {
-	Model      string            `json:"model"`
-	MaxTokens  *int              `json:"max_tokens"`
-	System     json.RawMessage   `json:"system"`
-	Messages   []anthropicTurn   `json:"messages"`
-	Stream     bool              `json:"stream"`
-	Tools      []anthropicTool   `json:"tools"`
-	ToolChoice *anthropicChoice  `json:"tool_choice"`
-	Metadata   map[string]string `json:"metadata"`
+	Model      string             `json:"model"`
+	MaxTokens  *int               `json:"max_tokens"`
+	System     json.RawMessage    `json:"system"`
+	Messages   []anthropicTurn    `json:"messages"`
+	Stream     bool               `json:"stream"`
+	Tools      []anthropicTool    `json:"tools"`
+	ToolChoice *anthropicChoice   `json:"tool_choice"`
+	Metadata   map[string]string  `json:"metadata"`
+	Thinking   *anthropicThinking `json:"thinking"`
 }
+
+// anthropicThinking is extended thinking's configuration: "enabled",
+// with a budget of at least 1024 tokens and under max_tokens, or
+// "disabled".
+type anthropicThinking struct {
+	Type         string `json:"type"`
+	BudgetTokens int    `json:"budget_tokens"`
+}
+
+// The mock's thinking, when a request asks for it: a thinking block
+// before the answer, its text in mockThinkingTokens deltas, signed.
+const (
+	mockThinking       = "The user wants an answer. Let me think it over."
+	mockThinkingTokens = 4
+	mockSignature      = "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"
+)
 
 type anthropicTurn struct {
 	Role string `json:"role"`
@@ -76,6 +93,20 @@ func (c *call) parseMessages(needMax bool) (*messagesRequest, *apiError) {
 	case len(req.Messages) == 0:
 		e := invalidRequest("messages", "messages: at least one message is required")
 		return nil, &e
+	}
+	if t := req.Thinking; t != nil {
+		switch {
+		case t.Type == "disabled":
+		case t.Type != "enabled":
+			e := invalidRequest("thinking", "thinking.type: Input should be 'enabled' or 'disabled'")
+			return nil, &e
+		case t.BudgetTokens < 1024:
+			e := invalidRequest("thinking", "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024")
+			return nil, &e
+		case needMax && t.BudgetTokens >= *req.MaxTokens:
+			e := invalidRequest("thinking", "`max_tokens` must be greater than `thinking.budget_tokens`")
+			return nil, &e
+		}
 	}
 	for i, m := range req.Messages {
 		if m.Role != "user" && m.Role != "assistant" {
@@ -220,6 +251,7 @@ func (s *Server) messages(c *call) int {
 		n = o.tokens
 	}
 	r := reply{tokens: n, finish: "end_turn", text: newTextAnswer(n)}
+	thinks := req.Thinking != nil && req.Thinking.Type == "enabled"
 	if tool != nil {
 		ct := chatTool{Type: "function"}
 		ct.Function.Name, ct.Function.Parameters = tool.Name, tool.InputSchema
@@ -234,6 +266,10 @@ func (s *Server) messages(c *call) int {
 	}
 	if *req.MaxTokens < r.tokens {
 		r.tokens, r.finish = *req.MaxTokens, "max_tokens"
+	}
+	output := r.tokens
+	if thinks {
+		output += mockThinkingTokens
 	}
 	input := req.inputTokens()
 	if status := s.begin(c, req.Model, o); status != 0 {
@@ -250,6 +286,9 @@ func (s *Server) messages(c *call) int {
 		b = append(b, `","type":"message","role":"assistant","model":`...)
 		b = appendJSONString(b, req.Model)
 		b = append(b, `,"content":[`...)
+		if thinks {
+			b = append(b, `{"type":"thinking","thinking":"`+mockThinking+`","signature":"`+mockSignature+`"},`...)
+		}
 		if r.tool == "" {
 			b = append(b, `{"type":"text","text":"`...)
 			b = r.appendTokens(b, 0, r.tokens)
@@ -266,7 +305,7 @@ func (s *Server) messages(c *call) int {
 		b = append(b, `],"stop_reason":"`...)
 		b = append(b, r.finish...)
 		b = append(b, `","stop_sequence":null,"usage":`...)
-		b = appendAnthropicUsage(b, input, r.tokens)
+		b = appendAnthropicUsage(b, input, output)
 		b = append(b, "}\n"...)
 		writeJSON(c.w, b)
 		return http.StatusOK
@@ -276,7 +315,7 @@ func (s *Server) messages(c *call) int {
 	if o.stallFor > 0 {
 		stallFor = o.stallFor
 	}
-	return s.streamMessage(c, req.Model, id, &r, input, stall, stallFor)
+	return s.streamMessage(c, req.Model, id, &r, input, thinks, stall, stallFor)
 }
 
 // appendToolInput appends a tool_use's input: the call's JSON, or, cut
@@ -300,10 +339,11 @@ func appendAnthropicUsage(b []byte, input, output int) []byte {
 }
 
 // streamMessage writes a message as Anthropic's events: message_start,
-// the content block's start, a ping, a delta a token (text_delta, or
-// input_json_delta for a tool call), the block's stop, message_delta with
-// the stop reason and the output tokens, message_stop.
-func (s *Server) streamMessage(c *call, model string, id []byte, r *reply, input int, stall bool, stallFor time.Duration) int {
+// (thinks: a thinking block, its thinking_delta events and its
+// signature_delta,) the content block's start, a ping, a delta a token
+// (text_delta, or input_json_delta for a tool call), the block's stop,
+// message_delta with the stop reason and the output tokens, message_stop.
+func (s *Server) streamMessage(c *call, model string, id []byte, r *reply, input int, thinks, stall bool, stallFor time.Duration) int {
 	ctx := c.r.Context()
 	interval := c.st.interval
 	b := make([]byte, 0, 1024+r.tokens*96)
@@ -321,11 +361,31 @@ func (s *Server) streamMessage(c *call, model string, id []byte, r *reply, input
 	b = append(b, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":`...)
 	b = appendAnthropicUsage(b, input, 1)
 	b = append(b, "}}\n\n"...)
+	index, output := 0, r.tokens
+	if thinks {
+		output += mockThinkingTokens
+		event("content_block_start")
+		b = append(b, `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`+"\n\n"...)
+		words := bytes.SplitAfter([]byte(mockThinking), []byte(" "))
+		per := (len(words) + mockThinkingTokens - 1) / mockThinkingTokens
+		for i := 0; i < len(words); i += per {
+			event("content_block_delta")
+			b = append(b, `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"`...)
+			b = append(b, bytes.Join(words[i:min(i+per, len(words))], nil)...)
+			b = append(b, `"}}`+"\n\n"...)
+		}
+		event("content_block_delta")
+		b = append(b, `{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"`+mockSignature+`"}}`+"\n\n"...)
+		event("content_block_stop")
+		b = append(b, `{"type":"content_block_stop","index":0}`+"\n\n"...)
+		index = 1
+	}
+	idx := strconv.Itoa(index)
 	event("content_block_start")
 	if r.tool == "" {
-		b = append(b, `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`+"\n\n"...)
+		b = append(b, `{"type":"content_block_start","index":`+idx+`,"content_block":{"type":"text","text":""}}`+"\n\n"...)
 	} else {
-		b = append(b, `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"`...)
+		b = append(b, `{"type":"content_block_start","index":`+idx+`,"content_block":{"type":"tool_use","id":"`...)
 		b = append(b, r.callID...)
 		b = append(b, `","name":`...)
 		b = appendJSONString(b, r.tool)
@@ -346,20 +406,20 @@ func (s *Server) streamMessage(c *call, model string, id []byte, r *reply, input
 		}
 		event("content_block_delta")
 		if r.tool == "" {
-			b = append(b, `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`...)
+			b = append(b, `{"type":"content_block_delta","index":`+idx+`,"delta":{"type":"text_delta","text":"`...)
 		} else {
-			b = append(b, `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"`...)
+			b = append(b, `{"type":"content_block_delta","index":`+idx+`,"delta":{"type":"input_json_delta","partial_json":"`...)
 		}
 		b = r.appendTokens(b, i, i+1)
 		b = append(b, `"}}`+"\n\n"...)
 	}
 	event("content_block_stop")
-	b = append(b, `{"type":"content_block_stop","index":0}`+"\n\n"...)
+	b = append(b, `{"type":"content_block_stop","index":`+idx+`}`+"\n\n"...)
 	event("message_delta")
 	b = append(b, `{"type":"message_delta","delta":{"stop_reason":"`...)
 	b = append(b, r.finish...)
 	b = append(b, `","stop_sequence":null},"usage":{"output_tokens":`...)
-	b = strconv.AppendInt(b, int64(r.tokens), 10)
+	b = strconv.AppendInt(b, int64(output), 10)
 	b = append(b, "}}\n\n"...)
 	event("message_stop")
 	b = append(b, `{"type":"message_stop"}`+"\n\n"...)

@@ -253,3 +253,57 @@ func TestMessageCap(t *testing.T) {
 	f.await(f.waiting, "the first request to hold its slot")
 	expectAnthropicError(t, f.post("/v1/messages", messagesWith(nil), anthropicHeaders), http.StatusTooManyRequests, "rate_limit_error")
 }
+
+// TestMessageThinking: a request that enables thinking is answered with
+// a signed thinking block before the text, whole and streamed, its
+// tokens counted as output.
+func TestMessageThinking(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{CompletionTokens: 4})
+	thinking := map[string]any{"type": "enabled", "budget_tokens": 1024}
+	resp := f.post("/v1/messages", messagesWith(map[string]any{"max_tokens": 2048, "thinking": thinking}), anthropicHeaders)
+	m := obj(t, expectStatus(t, resp, http.StatusOK))
+	content := m["content"].([]any)
+	th := content[0].(map[string]any)
+	if len(content) != 2 || th["type"] != "thinking" || th["thinking"] != mockThinking || th["signature"] != mockSignature ||
+		content[1].(map[string]any)["type"] != "text" {
+		t.Fatalf("content %v", content)
+	}
+	if out := m["usage"].(map[string]any)["output_tokens"]; out != 8.0 {
+		t.Errorf("output tokens %v, want 4 of text and 4 of thinking", out)
+	}
+
+	resp = f.post("/v1/messages", messagesWith(map[string]any{"max_tokens": 2048, "thinking": thinking, "stream": true}), anthropicHeaders)
+	evs := anthropicEvents(t, expectStatus(t, resp, http.StatusOK))
+	var types []string
+	var thought, signature, text string
+	for _, ev := range evs {
+		types = append(types, ev["type"].(string))
+		d, _ := ev["delta"].(map[string]any)
+		switch {
+		case d["type"] == "thinking_delta" && ev["index"] == 0.0:
+			thought += d["thinking"].(string)
+		case d["type"] == "signature_delta" && ev["index"] == 0.0:
+			signature = d["signature"].(string)
+		case d["type"] == "text_delta" && ev["index"] == 1.0:
+			text += d["text"].(string)
+		}
+	}
+	want := "message_start content_block_start" + strings.Repeat(" content_block_delta", 5) + " content_block_stop content_block_start ping" +
+		strings.Repeat(" content_block_delta", 4) + " content_block_stop message_delta message_stop"
+	if strings.Join(types, " ") != want {
+		t.Fatalf("events %v, want %s", types, want)
+	}
+	if thought != mockThinking || signature != mockSignature || text != "And that is all." {
+		t.Errorf("thinking %q, signature %q, text %q", thought, signature, text)
+	}
+	if out := evs[len(evs)-2]["usage"].(map[string]any)["output_tokens"]; out != 8.0 {
+		t.Errorf("message_delta output tokens %v", out)
+	}
+
+	// Anthropic's bounds on the budget.
+	for _, th := range []map[string]any{{"type": "enabled", "budget_tokens": 512}, {"type": "enabled", "budget_tokens": 4096}, {"type": "on"}} {
+		resp = f.post("/v1/messages", messagesWith(map[string]any{"max_tokens": 2048, "thinking": th}), anthropicHeaders)
+		expectAnthropicError(t, resp, http.StatusBadRequest, "invalid_request_error")
+	}
+}
