@@ -115,6 +115,13 @@ type Platform struct {
 	// config names; never stored. None: the AWS SDK's default credential
 	// chain, or APIKey as a Bedrock API key.
 	AccessKeyID, SecretAccessKey, SessionToken string
+	// TenantID, ClientID and ClientSecret are an azure platform's service
+	// principal, which signs in with Microsoft Entra ID and sends its
+	// access token instead of APIKey; the secret is read from the
+	// environment variable the config names, never stored. TokenURL
+	// overrides the tenant's token endpoint on Microsoft's public cloud
+	// ("": that one).
+	TenantID, ClientID, ClientSecret, TokenURL string
 }
 
 // Limits are the capacity settings of a scope, shared by platform models,
@@ -542,6 +549,14 @@ func (p Platform) validate(defined map[string]bool) *FieldError {
 		return invalidf("region", "required for a bedrock platform")
 	case (p.AccessKeyID == "") != (p.SecretAccessKey == ""):
 		return invalidf("secret_access_key", "an AWS access key id and its secret go together")
+	case p.Kind != "azure" && (p.TenantID != "" || p.ClientID != "" || p.ClientSecret != "" || p.TokenURL != ""):
+		return invalidf("tenant_id", "Microsoft Entra ID client credentials are an azure platform's")
+	case (p.TenantID == "") != (p.ClientID == ""):
+		return invalidf("client_id", "a tenant id and a client id go together")
+	case p.TenantID == "" && (p.ClientSecret != "" || p.TokenURL != ""):
+		return invalidf("tenant_id", "a client secret and a token url go with a tenant id and a client id")
+	case p.TenantID != "" && p.APIKey != "":
+		return invalidf("api_key", "an azure platform signs in with Entra ID or sends an API key, not both")
 	case p.BaseURL == "" && p.Kind != "bedrock": // bedrock's endpoint is its region's by default
 		return invalidf("base_url", "required")
 	case p.Timeout < 0:
@@ -550,6 +565,11 @@ func (p Platform) validate(defined map[string]bool) *FieldError {
 		return invalidf("idle_timeout", "must not be negative")
 	case p.CallTimeout < 0:
 		return invalidf("call_timeout", "must not be negative")
+	}
+	if p.TokenURL != "" {
+		if u, err := url.Parse(p.TokenURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return invalidf("token_url", "%q is not an http or https URL", p.TokenURL)
+		}
 	}
 	if p.BaseURL == "" {
 		return nil

@@ -48,6 +48,25 @@ func TestValidatePaths(t *testing.T) {
 			c.Models[0].Kind = weir.KindVideo
 		},
 			`models[0].candidates[0].platform_model: "p/m" is on platform "p" of kind azure, which serves no video models`},
+		{"an azure platform signed in with entra id", func(c *weir.Catalog) {
+			c.Platforms[0].Kind = "azure"
+			c.Platforms[0].TenantID, c.Platforms[0].ClientID, c.Platforms[0].ClientSecret = "t", "c", "s"
+			c.Platforms[0].TokenURL = "https://login.example.com/t/oauth2/v2.0/token"
+		}, ""},
+		{"entra id on openai", func(c *weir.Catalog) { c.Platforms[0].TenantID, c.Platforms[0].ClientID = "t", "c" },
+			"platforms[0].tenant_id: Microsoft Entra ID client credentials are an azure platform's"},
+		{"a tenant without a client", func(c *weir.Catalog) { c.Platforms[0].Kind, c.Platforms[0].TenantID = "azure", "t" },
+			"platforms[0].client_id: a tenant id and a client id go together"},
+		{"a client secret alone", func(c *weir.Catalog) { c.Platforms[0].Kind, c.Platforms[0].ClientSecret = "azure", "s" },
+			"platforms[0].tenant_id: a client secret and a token url go with a tenant id and a client id"},
+		{"entra id and an api key", func(c *weir.Catalog) {
+			c.Platforms[0].Kind, c.Platforms[0].APIKey = "azure", "k"
+			c.Platforms[0].TenantID, c.Platforms[0].ClientID = "t", "c"
+		}, "platforms[0].api_key: an azure platform signs in with Entra ID or sends an API key, not both"},
+		{"a relative token url", func(c *weir.Catalog) {
+			c.Platforms[0].Kind, c.Platforms[0].TokenURL = "azure", "login/token"
+			c.Platforms[0].TenantID, c.Platforms[0].ClientID = "t", "c"
+		}, `platforms[0].token_url: "login/token" is not an http or https URL`},
 		{"an anthropic platform serving chat", func(c *weir.Catalog) { c.Platforms[0].Kind = "anthropic" }, ""},
 		{"an anthropic platform serving embeddings", func(c *weir.Catalog) {
 			c.Platforms[0].Kind = "anthropic"

@@ -52,6 +52,10 @@ func (c *Config) toCatalog(lookup lookupFunc) weir.Catalog {
 			AccessKeyID:        env(p.AccessKeyIDEnv),
 			SecretAccessKey:    env(p.SecretAccessKeyEnv),
 			SessionToken:       env(p.SessionTokenEnv),
+			TenantID:           p.TenantID,
+			ClientID:           p.ClientID,
+			ClientSecret:       env(p.ClientSecretEnv),
+			TokenURL:           p.TokenURL,
 			APIVersion:         p.APIVersion,
 			TranslateResponses: p.Responses == "translate",
 		})

@@ -397,6 +397,22 @@ type Platform struct {
 	AccessKeyIDEnv     string `yaml:"access_key_id_env"`
 	SecretAccessKeyEnv string `yaml:"secret_access_key_env"`
 	SessionTokenEnv    string `yaml:"session_token_env"`
+	// TenantID, ClientID and ClientSecretEnv sign an azure platform in with
+	// Microsoft Entra ID instead of a key: its service principal's tenant,
+	// its application (client) id, and the name of the environment
+	// variable holding its client secret. All three or none, and not with
+	// api_key_env. The access token (scope
+	// https://cognitiveservices.azure.com/.default) is sent as a bearer
+	// token, shared by the platform's calls and fetched anew before it
+	// expires. Default "".
+	TenantID        string `yaml:"tenant_id"`
+	ClientID        string `yaml:"client_id"`
+	ClientSecretEnv string `yaml:"client_secret_env"`
+	// TokenURL is the token endpoint of an azure platform's Entra ID
+	// sign-in, for another cloud than Microsoft's public one (e.g.
+	// https://login.microsoftonline.us/{tenant}/oauth2/v2.0/token). Default
+	// "": https://login.microsoftonline.com/{tenant}/oauth2/v2.0/token.
+	TokenURL string `yaml:"token_url"`
 }
 
 // PlatformModel is one model on one platform, with its limits (see

@@ -592,6 +592,29 @@ func TestValidate(t *testing.T) {
 		{"bedrock with a pair and an API key", func(c *Config) {
 			c.Platforms[0] = Platform{Name: "a", Kind: "bedrock", Region: "us-east-1", AccessKeyIDEnv: "K", SecretAccessKeyEnv: "S", APIKeyEnv: "A"}
 		}, `platforms[0].api_key_env: a bedrock platform signs with its key pair or sends an API key, not both`},
+		{"azure signed in with entra id", func(c *Config) {
+			c.Platforms[0] = Platform{Name: "a", Kind: "azure", BaseURL: "https://r.openai.azure.com",
+				TenantID: "t", ClientID: "c", ClientSecretEnv: "AZURE_SECRET", TokenURL: "https://login.microsoftonline.us/t/oauth2/v2.0/token"}
+		}, ""},
+		{"entra id without a secret", func(c *Config) {
+			c.Platforms[0] = Platform{Name: "a", Kind: "azure", BaseURL: "https://r.openai.azure.com", TenantID: "t", ClientID: "c"}
+		}, `platforms[0].client_secret_env: tenant_id, client_id and client_secret_env sign in with Microsoft Entra ID: all three or none`},
+		{"entra id without a tenant", func(c *Config) {
+			c.Platforms[0] = Platform{Name: "a", Kind: "azure", BaseURL: "https://r.openai.azure.com", ClientID: "c", ClientSecretEnv: "S"}
+		}, `platforms[0].client_secret_env: tenant_id, client_id and client_secret_env sign in with Microsoft Entra ID: all three or none`},
+		{"entra id secret pasted in", func(c *Config) {
+			c.Platforms[0] = Platform{Name: "a", Kind: "azure", BaseURL: "https://r.openai.azure.com", TenantID: "t", ClientID: "c", ClientSecretEnv: "abc~secret"}
+		}, `platforms[0].client_secret_env: not an environment variable name; put the key in a variable and name the variable here`},
+		{"entra id and an API key", func(c *Config) {
+			c.Platforms[0] = Platform{Name: "a", Kind: "azure", BaseURL: "https://r.openai.azure.com", TenantID: "t", ClientID: "c", ClientSecretEnv: "S", APIKeyEnv: "K"}
+		}, `platforms[0].api_key_env: an azure platform signs in with Microsoft Entra ID or sends an API key, not both`},
+		{"a token url alone", func(c *Config) {
+			c.Platforms[0] = Platform{Name: "a", Kind: "azure", BaseURL: "https://r.openai.azure.com", TokenURL: "https://login.example.com/token"}
+		}, `platforms[0].token_url: a token_url goes with tenant_id, client_id and client_secret_env`},
+		{"entra id on openai", func(c *Config) {
+			c.Platforms[0].TenantID, c.Platforms[0].ClientID, c.Platforms[0].ClientSecretEnv = "t", "c", "S"
+		},
+			`platforms[0].tenant_id: tenant_id, client_id, client_secret_env and token_url are an azure platform's (Microsoft Entra ID)`},
 		{"a region on openai", func(c *Config) { c.Platforms[0].Region = "us-east-1" },
 			`platforms[0].region: region and AWS keys are a bedrock platform's`},
 		{"responses neither native nor translate", func(c *Config) { c.Platforms[0].Responses = "passthrough" },
@@ -1057,6 +1080,27 @@ func TestCatalogReadsBedrockKeys(t *testing.T) {
 	p := cat.Platforms[0]
 	if p.Kind != "bedrock" || p.Region != "eu-west-3" || p.BaseURL != "" ||
 		p.AccessKeyID != "AKIDEXAMPLE" || p.SecretAccessKey != "s3cret" || p.SessionToken != "tok" || p.APIKey != "" {
+		t.Errorf("platform %+v", p)
+	}
+	if err := cat.Validate(); err != nil {
+		t.Errorf("the catalog does not validate: %v", err)
+	}
+}
+
+func TestCatalogReadsEntraSecret(t *testing.T) {
+	t.Parallel()
+	c := Default()
+	c.Platforms = []Platform{{Name: "az", Kind: "azure", BaseURL: "https://r.openai.azure.com",
+		TenantID: "tenant-1", ClientID: "client-1", ClientSecretEnv: "AZURE_SECRET"}}
+	c.PlatformModels = []PlatformModel{{Name: "az/gpt", Platform: "az", Upstream: "gpt-dep"}}
+	c.Models = []Model{{Name: "gpt", Kind: weir.KindChat, Candidates: []Candidate{{PlatformModel: "az/gpt"}}}}
+	vars := map[string]string{"AZURE_SECRET": "s3cret"}
+	cat, err := c.catalog(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cat.Platforms[0]
+	if p.TenantID != "tenant-1" || p.ClientID != "client-1" || p.ClientSecret != "s3cret" || p.TokenURL != "" || p.APIKey != "" {
 		t.Errorf("platform %+v", p)
 	}
 	if err := cat.Validate(); err != nil {

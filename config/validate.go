@@ -47,6 +47,7 @@ func (c *Config) Validate() error {
 		}
 		for _, env := range []struct{ field, name string }{
 			{"access_key_id_env", p.AccessKeyIDEnv}, {"secret_access_key_env", p.SecretAccessKeyEnv}, {"session_token_env", p.SessionTokenEnv},
+			{"client_secret_env", p.ClientSecretEnv},
 		} {
 			if env.name != "" && !validEnvName(env.name) {
 				return invalidf(fmt.Sprintf("platforms[%d].%s", i, env.field),
@@ -63,6 +64,14 @@ func (c *Config) Validate() error {
 			return invalidf(fmt.Sprintf("platforms[%d].api_key_env", i), "a bedrock platform signs with its key pair or sends an API key, not both")
 		case p.Kind != "bedrock" && p.Kind != "" && (p.Region != "" || p.AccessKeyIDEnv != ""):
 			return invalidf(fmt.Sprintf("platforms[%d].region", i), "region and AWS keys are a bedrock platform's")
+		case p.Kind != "azure" && p.Kind != "" && (p.TenantID != "" || p.ClientID != "" || p.ClientSecretEnv != "" || p.TokenURL != ""):
+			return invalidf(fmt.Sprintf("platforms[%d].tenant_id", i), "tenant_id, client_id, client_secret_env and token_url are an azure platform's (Microsoft Entra ID)")
+		case (p.TenantID == "") != (p.ClientID == "") || (p.TenantID == "") != (p.ClientSecretEnv == ""):
+			return invalidf(fmt.Sprintf("platforms[%d].client_secret_env", i), "tenant_id, client_id and client_secret_env sign in with Microsoft Entra ID: all three or none")
+		case p.TokenURL != "" && p.TenantID == "":
+			return invalidf(fmt.Sprintf("platforms[%d].token_url", i), "a token_url goes with tenant_id, client_id and client_secret_env")
+		case p.TenantID != "" && p.APIKeyEnv != "":
+			return invalidf(fmt.Sprintf("platforms[%d].api_key_env", i), "an azure platform signs in with Microsoft Entra ID or sends an API key, not both")
 		case p.Responses != "" && p.Responses != "native" && p.Responses != "translate":
 			return invalidf(fmt.Sprintf("platforms[%d].responses", i), "%q: want native or translate", p.Responses)
 		case p.Responses != "" && p.Kind != "" && !slices.Contains(weir.ResponsesKinds, p.Kind):

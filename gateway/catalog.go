@@ -310,7 +310,8 @@ func (s *Service) platformAdapters(next *Snapshot, platforms []weir.Platform) er
 		a, err := provider.New(provider.Platform{Kind: p.Kind, BaseURL: p.BaseURL, APIKey: p.APIKey, Client: s.deps.HTTPClient,
 			Timeout: orDefault(p.Timeout, s.cfg.UpstreamTimeout), IdleTimeout: orDefault(p.IdleTimeout, s.cfg.UpstreamIdleTimeout),
 			CallTimeout: total, APIVersion: p.APIVersion, Clock: s.deps.Clock,
-			Region: p.Region, AccessKeyID: p.AccessKeyID, SecretAccessKey: p.SecretAccessKey, SessionToken: p.SessionToken})
+			Region: p.Region, AccessKeyID: p.AccessKeyID, SecretAccessKey: p.SecretAccessKey, SessionToken: p.SessionToken,
+			TenantID: p.TenantID, ClientID: p.ClientID, ClientSecret: p.ClientSecret, TokenURL: p.TokenURL})
 		if err != nil {
 			return fmt.Errorf("platform %s: %w", p.Name, err)
 		}

@@ -17,7 +17,8 @@ import (
 // Azure is the adapter for Azure OpenAI: OpenAI's API behind deployment
 // URLs. The platform model's upstream name is the deployment; a call to
 // {path} goes to {base}/openai/deployments/{deployment}{path}
-// ?api-version={version} with the key in the api-key header, and its
+// ?api-version={version} with the key in the api-key header (or, signed
+// in with Microsoft Entra ID, a bearer token), and its
 // answer passes through as OpenAI's does. It serves chat, embeddings,
 // images and speech, and the Responses API (/responses and what follows
 // a response, /responses/{id}...), which Azure serves only on its v1 API:
@@ -26,6 +27,9 @@ import (
 type Azure struct {
 	BaseURL string // e.g. https://my-resource.openai.azure.com
 	APIKey  string // sent as api-key
+	// Entra, when set, signs the platform in with Microsoft Entra ID: its
+	// access token is sent as Authorization: Bearer instead of api-key.
+	Entra *EntraTokens
 	// APIVersion is the api-version every call names; "":
 	// DefaultAzureAPIVersion.
 	APIVersion string
@@ -78,7 +82,16 @@ const azureV1 = "/openai/v1"
 func (a *Azure) do(ctx context.Context, c Call, path string) (*http.Response, error) {
 	h := make(http.Header, 4)
 	setPassedOn(h, &c)
-	if a.APIKey != "" {
+	secret := a.APIKey
+	switch {
+	case a.Entra != nil:
+		tok, err := a.Entra.token(ctx)
+		if err != nil {
+			return nil, err
+		}
+		secret = tok
+		h.Set("Authorization", "Bearer "+tok)
+	case a.APIKey != "":
 		h.Set("Api-Key", a.APIKey)
 	}
 	resp, err := callOpts{
@@ -90,7 +103,7 @@ func (a *Azure) do(ctx context.Context, c Call, path string) (*http.Response, er
 	if err != nil {
 		return nil, err
 	}
-	resp, err = checkStatus(resp, a.APIKey)
+	resp, err = checkStatus(resp, secret)
 	if pe, ok := err.(*Error); ok && pe.Status == http.StatusBadRequest {
 		if b, ok := contentFiltered(pe.Body, c.Path); ok {
 			pe.Body = b

@@ -27,6 +27,10 @@ type Platform struct {
 	// platform's (BedrockConfig); APIKey is its Bedrock API key.
 	Region                                     string
 	AccessKeyID, SecretAccessKey, SessionToken string
+	// TenantID, ClientID, ClientSecret and TokenURL sign an azure
+	// platform in with Microsoft Entra ID (EntraConfig) when TenantID is
+	// set; APIKey is then unused.
+	TenantID, ClientID, ClientSecret, TokenURL string
 }
 
 // Adapters are a platform's adapters: Sync for the calls answered at
@@ -55,8 +59,14 @@ func New(p Platform) (Adapters, error) {
 		return Adapters{Sync: &Gemini{BaseURL: p.BaseURL, APIKey: p.APIKey, Client: p.Client,
 			Timeout: p.Timeout, IdleTimeout: p.IdleTimeout, CallTimeout: p.CallTimeout, Clock: p.Clock}}, nil
 	case "azure":
-		return Adapters{Sync: &Azure{BaseURL: p.BaseURL, APIKey: p.APIKey, APIVersion: p.APIVersion, Client: p.Client,
-			Timeout: p.Timeout, IdleTimeout: p.IdleTimeout, CallTimeout: p.CallTimeout, Clock: p.Clock}}, nil
+		a := &Azure{BaseURL: p.BaseURL, APIKey: p.APIKey, APIVersion: p.APIVersion, Client: p.Client,
+			Timeout: p.Timeout, IdleTimeout: p.IdleTimeout, CallTimeout: p.CallTimeout, Clock: p.Clock}
+		if p.TenantID != "" {
+			a.APIKey = ""
+			a.Entra = NewEntraTokens(EntraConfig{TenantID: p.TenantID, ClientID: p.ClientID, ClientSecret: p.ClientSecret,
+				TokenURL: p.TokenURL, Client: p.Client})
+		}
+		return Adapters{Sync: a}, nil
 	case "anthropic":
 		return Adapters{Sync: &Anthropic{BaseURL: p.BaseURL, APIKey: p.APIKey, Client: p.Client,
 			Timeout: p.Timeout, IdleTimeout: p.IdleTimeout, CallTimeout: p.CallTimeout, Clock: p.Clock}}, nil
