@@ -14,6 +14,7 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/dialect/responses"
 	"github.com/weir-gateway/weir/gateway"
+	"github.com/weir-gateway/weir/openaiwire"
 	"github.com/weir-gateway/weir/provider"
 )
 
@@ -39,9 +40,9 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	c, err := s.prepare(w, r, epResponses, func(body []byte) (*request, *apiError) {
 		native = &gateway.Native{API: gateway.APIResponses, Path: "/responses", Body: &request{body: body}}
 		rq, err := responses.Parse(body)
-		var chat []byte
+		var chat *openaiwire.ChatRequest
 		if err == nil {
-			chat, err = rq.ChatBody()
+			chat, err = rq.ChatRequest()
 		}
 		var e *responses.Error
 		if errors.As(err, &e) && e.Unsupported {
@@ -57,7 +58,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 			return nil, responsesError(err)
 		}
 		tr = responses.NewTranslation(rq, s.deps.Clock.Now())
-		return decodeRequest(epResponses, chat)
+		return translatedRequest(epResponses, chat)
 	})
 	if err == nil && previous != "" {
 		native.Platform, err = s.previousPlatform(r.Context(), c.KeyID, previous)
