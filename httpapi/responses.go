@@ -224,17 +224,26 @@ func (a *responsesAnswer) Write(p []byte) (int, error) {
 		return n, err
 	}
 	a.body = append(a.body, p...)
-	if !json.Valid(a.body) {
+	// The translation reads the answer once: JSON that is not whole yet
+	// is a syntax error, which waits for the rest.
+	out, err := a.tr.FromChat(a.body)
+	if err != nil && notWhole(err) {
 		return len(p), nil
 	}
-	return len(p), a.send()
+	return len(p), a.send(out, err)
 }
 
-// send writes the translation of a whole answer, or a 502 when the
-// upstream's answer was no chat completion.
-func (a *responsesAnswer) send() error {
+// notWhole reports whether err is the translation's of an answer that is
+// not whole JSON.
+func notWhole(err error) bool {
+	var se *json.SyntaxError
+	return errors.As(err, &se)
+}
+
+// send writes out, the translation of a whole answer, or a 502 when the
+// upstream's answer was no chat completion (err).
+func (a *responsesAnswer) send(out []byte, err error) error {
 	a.sent = true
-	out, err := a.tr.FromChat(a.body)
 	head := a.head
 	head.ContentType, head.ContentDisposition = "application/json", ""
 	if err != nil {
@@ -291,7 +300,7 @@ func (a *responsesAnswer) end(ctx context.Context) {
 			_ = a.out.Flush()
 		}
 	case !a.sent:
-		_ = a.send()
+		_ = a.send(a.tr.FromChat(a.body))
 	}
 }
 
