@@ -12,12 +12,34 @@ import (
 // usage): its allocations are the hot path's.
 func BenchmarkChat(b *testing.B) {
 	bundle := setup(b, setupOpts{})
-	h := bundle.srv.Handler()
 	const body = `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	benchPost(b, bundle, "/v1/chat/completions", body, http.Header{"Authorization": {"Bearer " + bundle.key}})
+}
+
+// BenchmarkResponses is BenchmarkChat's request asked of the Responses
+// API, translated to Chat Completions and its answer back.
+func BenchmarkResponses(b *testing.B) {
+	bundle := setup(b, setupOpts{translateResponses: true})
+	const body = `{"model":"m","input":"hi"}`
+	benchPost(b, bundle, "/v1/responses", body, http.Header{"Authorization": {"Bearer " + bundle.key}})
+}
+
+// BenchmarkMessages is BenchmarkChat's request asked of the Messages API,
+// translated to Chat Completions and its answer back.
+func BenchmarkMessages(b *testing.B) {
+	bundle := setup(b, setupOpts{})
+	const body = `{"model":"m","max_tokens":1024,"messages":[{"role":"user","content":"hi"}]}`
+	benchPost(b, bundle, "/v1/messages", body, http.Header{"X-Api-Key": {bundle.key}, "Anthropic-Version": {"2023-06-01"}})
+}
+
+func benchPost(b *testing.B, bundle *testBundle, path, body string, header http.Header) {
+	h := bundle.srv.Handler()
 	b.ReportAllocs()
 	for b.Loop() {
-		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
-		r.Header.Set("Authorization", "Bearer "+bundle.key)
+		r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+		for k, v := range header {
+			r.Header[k] = v
+		}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		if w.Code != http.StatusOK {

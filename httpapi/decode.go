@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 // endpoint is one OpenAI-compatible POST route.
@@ -48,6 +49,10 @@ type request struct {
 	// previous is the response a Responses request continues
 	// (previous_response_id), if it is passed through.
 	previous string
+	// modelEnd, if not 0, is where the model's value ends in a body Weir
+	// encoded itself (translatedRequest), which starts with it: withModel
+	// splices the upstream's name there without parsing the body.
+	modelEnd int
 }
 
 // decodeRequest parses and validates a body for ep. It never panics on any
@@ -145,6 +150,101 @@ func decodeRequest(ep endpoint, body []byte) (*request, *apiError) {
 	return r, nil
 }
 
+// translatedRequest is what decodeRequest reads of the chat body
+// json.Marshal makes of c, a dialect's translation, read from c instead
+// of the body: the same fields, the same checks, the same answers to a
+// malformed request, without parsing the body again.
+func translatedRequest(ep endpoint, c *openaiwire.ChatRequest) (*request, *apiError) {
+	body, err := json.Marshal(c)
+	if err != nil {
+		return nil, errorf(weir.CodeInvalidRequest, "", "could not encode the translated request: "+err.Error())
+	}
+	// The encoding starts {"model":"...", the order of ChatRequest's
+	// fields.
+	const modelAt = len(`{"model":`)
+	end := modelAt + jsonValueLen(body[modelAt:])
+	r := &request{body: body, model: c.Model, stream: c.Stream, modelEnd: end}
+	switch {
+	case r.model == "":
+		return nil, errorf(weir.CodeInvalidRequest, "model", "model must be a non-empty string")
+	case len(r.model) > maxModelName:
+		return nil, errorf(weir.CodeInvalidRequest, "model", fmt.Sprintf("model is %d bytes long; at most %d are allowed", len(r.model), maxModelName))
+	case len(c.Messages) == 0:
+		return nil, errorf(weir.CodeInvalidRequest, "messages", "missing required parameter: messages")
+	}
+	for _, f := range []struct {
+		name string
+		n    *int64
+	}{{"max_completion_tokens", c.MaxCompletionTokens}, {"max_tokens", c.MaxTokens}} {
+		switch {
+		case f.n == nil:
+		case *f.n < 0:
+			return nil, errorf(weir.CodeInvalidRequest, f.name, f.name+" must be a non-negative integer")
+		case r.maxTokens == 0:
+			r.maxTokens = *f.n
+		}
+	}
+	if bytes.Contains(body, []byte("image")) {
+		for _, m := range c.Messages {
+			r.wants.Vision = r.wants.Vision || contentHasImage(m.Content)
+		}
+	}
+	r.wants.Tools = len(c.Tools) > 0 || len(c.Functions) > 0
+	switch {
+	case c.PromptCacheKey != "":
+		r.affinity = "k:" + c.PromptCacheKey
+	case c.User != "":
+		r.affinity = "u:" + c.User
+	default:
+		// The first message as the body has it: it follows the model.
+		first := end + len(`,"messages":[`)
+		r.affinity = promptAffinity(body[first : first+jsonValueLen(body[first:])])
+	}
+	if f := c.ResponseFormat; f != nil {
+		r.wants.JSONOutput = f.Type == "json_object" || f.Type == "json_schema"
+	}
+	r.estimate = int64(len(body))/4 + 1
+	r.wants.PromptTokens, r.wants.MaxTokens, r.wants.Stream = r.estimate, r.maxTokens, r.stream
+	if r.maxTokens > 0 {
+		r.estimate = addTokens(r.estimate, r.maxTokens)
+	} else {
+		r.estimate = addTokens(r.estimate, 256)
+	}
+	return r, nil
+}
+
+// jsonValueLen is the length of the JSON value b starts with, which must
+// be valid, compact JSON (as json.Marshal writes it): a string, or an
+// object or array followed by more.
+func jsonValueLen(b []byte) int {
+	depth, inString := 0, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case inString:
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+				if depth == 0 {
+					return i + 1
+				}
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		}
+	}
+	return len(b)
+}
+
 // addTokens is a+b for token counts a, b >= 0, saturating at the int64
 // maximum: a count that big can never be admitted against a TPM limit
 // anyway, and one that wrapped negative would be refused as invalid.
@@ -194,6 +294,12 @@ func (r *request) withModel(upstream string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r.modelEnd > 0 {
+		const modelAt = len(`{"model":`)
+		out := make([]byte, 0, len(r.body)-(r.modelEnd-modelAt)+len(name))
+		out = append(append(append(out, r.body[:modelAt]...), name...), r.body[r.modelEnd:]...)
+		return out, nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(r.body))
 	if _, err := dec.Token(); err != nil { // {
 		return nil, err
@@ -241,13 +347,19 @@ func hasImage(msg json.RawMessage) bool {
 	var m struct {
 		Content json.RawMessage `json:"content"`
 	}
-	if json.Unmarshal(msg, &m) != nil || len(m.Content) == 0 || m.Content[0] != '[' {
+	return json.Unmarshal(msg, &m) == nil && contentHasImage(m.Content)
+}
+
+// contentHasImage reports whether a chat message's content has an image
+// part.
+func contentHasImage[T ~[]byte](content T) bool {
+	if len(content) == 0 || content[0] != '[' {
 		return false
 	}
 	var parts []struct {
 		Type string `json:"type"`
 	}
-	if json.Unmarshal(m.Content, &parts) != nil {
+	if json.Unmarshal([]byte(content), &parts) != nil {
 		return false
 	}
 	for _, p := range parts {
@@ -278,7 +390,12 @@ func affinityKey(raw map[string]json.RawMessage, msgs []json.RawMessage) string 
 	if len(msgs) == 0 {
 		return ""
 	}
+	return promptAffinity(msgs[0])
+}
+
+// promptAffinity is the affinity of a chat request by its first message.
+func promptAffinity(first []byte) string {
 	h := fnv.New64a()
-	h.Write(msgs[0])
+	h.Write(first)
 	return "p:" + strconv.FormatUint(h.Sum64(), 36)
 }

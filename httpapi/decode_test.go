@@ -1,12 +1,16 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"math"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 func TestWithModelSplicesEveryModel(t *testing.T) {
@@ -82,4 +86,70 @@ func TestModelNameBound(t *testing.T) {
 			t.Errorf("a model of %d bytes: %v", tc.n, aerr)
 		}
 	}
+}
+
+// translatedRequest reads of a dialect's translation what decodeRequest
+// reads of the body it encodes to, and its withModel writes the same
+// bytes.
+func TestTranslatedRequestIsDecodeRequest(t *testing.T) {
+	t.Parallel()
+	five, neg := int64(5), int64(-1)
+	img := openaiwire.PartsContent([]openaiwire.Part{{Type: "text", Text: "look"}, {Type: "image_url", ImageURL: &openaiwire.ImageURL{URL: "data:image/png;base64,AA"}}})
+	user := func(c openaiwire.Content) []openaiwire.Message {
+		return []openaiwire.Message{{Role: "system", Content: openaiwire.TextContent("Be <brief> & \"kind\".")}, {Role: "user", Content: c}}
+	}
+	for name, c := range map[string]openaiwire.ChatRequest{
+		"plain":      {Model: "m", Messages: user(openaiwire.TextContent("hi"))},
+		"escaped":    {Model: `m"<x>\y`, Messages: user(openaiwire.TextContent(`{"a":[1]}`))},
+		"image":      {Model: "m", Messages: user(img), Stream: true, StreamOptions: &openaiwire.StreamOptions{IncludeUsage: true}},
+		"image text": {Model: "m", Messages: user(openaiwire.TextContent("an image_url"))},
+		"tokens":     {Model: "m", Messages: user(nil), MaxCompletionTokens: &five, MaxTokens: &five},
+		"negative":   {Model: "m", Messages: user(nil), MaxTokens: &neg},
+		"no model":   {Messages: user(nil)},
+		"long model": {Model: strings.Repeat("m", maxModelName+1), Messages: user(nil)},
+		"none":       {Model: "m"},
+		"empty":      {Model: "m", Messages: []openaiwire.Message{}},
+		"tools": {Model: "m", Messages: user(nil), User: "u1", Tools: []openaiwire.Tool{{Type: "function", Function: openaiwire.Function{Name: "f"}}},
+			ResponseFormat: &openaiwire.ResponseFormat{Type: "json_object"}},
+		"cache key": {Model: "m", Messages: user(nil), User: "u1", PromptCacheKey: "k1", ResponseFormat: &openaiwire.ResponseFormat{Type: "text"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			body, err := json.Marshal(&c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, werr := decodeRequest(epChat, body)
+			got, gerr := translatedRequest(epChat, &c)
+			if !reflect.DeepEqual(gerr, werr) {
+				t.Fatalf("error %v, want %v", gerr, werr)
+			}
+			if werr != nil {
+				return
+			}
+			if got.modelEnd == 0 {
+				t.Error("no modelEnd")
+			}
+			got.modelEnd = 0
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("got %+v\nwant %+v", got, want)
+			}
+			got.modelEnd = len(`{"model":`) + len(mustJSON(t, c.Model))
+			for _, up := range []string{"up", `u"p<>`, ""} {
+				g, _ := got.withModel(up)
+				w, _ := want.withModel(up)
+				if !bytes.Equal(g, w) {
+					t.Errorf("withModel(%q) = %s, want %s", up, g, w)
+				}
+			}
+		})
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/weir-gateway/weir/apierror"
 	"github.com/weir-gateway/weir/dialect/anthropic"
 	"github.com/weir-gateway/weir/gateway"
+	"github.com/weir-gateway/weir/openaiwire"
 )
 
 // Anthropic's Messages API in front: POST /v1/messages goes as it came
@@ -49,7 +50,7 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request) {
 		if perr != nil {
 			return nil, errorf(weir.CodeInvalidRequest, perr.Param, perr.Message)
 		}
-		return decodeRequest(epMessages, chat)
+		return translatedRequest(epMessages, chat)
 	})
 	if err != nil {
 		s.deps.Metrics.ObserveHTTP(epMessages.name, s.writeAnthropicErr(w, r, err), s.deps.Clock.Now().Sub(start))
@@ -65,7 +66,7 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request) {
 
 // messagesToChat reads a Messages request's body and translates it to
 // Chat Completions.
-func messagesToChat(body []byte) (*anthropic.Request, []byte, *anthropic.RequestError) {
+func messagesToChat(body []byte) (*anthropic.Request, *openaiwire.ChatRequest, *anthropic.RequestError) {
 	req, perr := anthropic.ParseRequest(body)
 	if perr != nil {
 		return nil, nil, perr
@@ -73,7 +74,7 @@ func messagesToChat(body []byte) (*anthropic.Request, []byte, *anthropic.Request
 	if req.MaxTokens < 1 {
 		return nil, nil, &anthropic.RequestError{Param: "max_tokens", Message: "max_tokens: field required, a positive integer"}
 	}
-	chat, perr := anthropic.RequestToChat(req)
+	chat, perr := anthropic.ChatRequestOf(req)
 	return req, chat, perr
 }
 

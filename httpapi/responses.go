@@ -14,6 +14,7 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/dialect/responses"
 	"github.com/weir-gateway/weir/gateway"
+	"github.com/weir-gateway/weir/openaiwire"
 	"github.com/weir-gateway/weir/provider"
 )
 
@@ -39,9 +40,9 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	c, err := s.prepare(w, r, epResponses, func(body []byte) (*request, *apiError) {
 		native = &gateway.Native{API: gateway.APIResponses, Path: "/responses", Body: &request{body: body}}
 		rq, err := responses.Parse(body)
-		var chat []byte
+		var chat *openaiwire.ChatRequest
 		if err == nil {
-			chat, err = rq.ChatBody()
+			chat, err = rq.ChatRequest()
 		}
 		var e *responses.Error
 		if errors.As(err, &e) && e.Unsupported {
@@ -57,7 +58,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 			return nil, responsesError(err)
 		}
 		tr = responses.NewTranslation(rq, s.deps.Clock.Now())
-		return decodeRequest(epResponses, chat)
+		return translatedRequest(epResponses, chat)
 	})
 	if err == nil && previous != "" {
 		native.Platform, err = s.previousPlatform(r.Context(), c.KeyID, previous)
@@ -223,17 +224,26 @@ func (a *responsesAnswer) Write(p []byte) (int, error) {
 		return n, err
 	}
 	a.body = append(a.body, p...)
-	if !json.Valid(a.body) {
+	// The translation reads the answer once: JSON that is not whole yet
+	// is a syntax error, which waits for the rest.
+	out, err := a.tr.FromChat(a.body)
+	if err != nil && notWhole(err) {
 		return len(p), nil
 	}
-	return len(p), a.send()
+	return len(p), a.send(out, err)
 }
 
-// send writes the translation of a whole answer, or a 502 when the
-// upstream's answer was no chat completion.
-func (a *responsesAnswer) send() error {
+// notWhole reports whether err is the translation's of an answer that is
+// not whole JSON.
+func notWhole(err error) bool {
+	var se *json.SyntaxError
+	return errors.As(err, &se)
+}
+
+// send writes out, the translation of a whole answer, or a 502 when the
+// upstream's answer was no chat completion (err).
+func (a *responsesAnswer) send(out []byte, err error) error {
 	a.sent = true
-	out, err := a.tr.FromChat(a.body)
 	head := a.head
 	head.ContentType, head.ContentDisposition = "application/json", ""
 	if err != nil {
@@ -290,7 +300,7 @@ func (a *responsesAnswer) end(ctx context.Context) {
 			_ = a.out.Flush()
 		}
 	case !a.sent:
-		_ = a.send()
+		_ = a.send(a.tr.FromChat(a.body))
 	}
 }
 

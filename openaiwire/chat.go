@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"unicode/utf8"
 )
 
 // The Chat Completions shapes that the dialect translations read and
@@ -135,6 +136,9 @@ func (c Content) Parse() (text string, parts []Part, err error) {
 	case len(b) == 0 || string(b) == "null":
 		return "", nil, nil
 	case b[0] == '"':
+		if s, ok := plainString(b); ok {
+			return s, nil, nil
+		}
 		err = json.Unmarshal(b, &text)
 		return text, nil, err
 	case b[0] == '[':
@@ -147,6 +151,26 @@ func (c Content) Parse() (text string, parts []Part, err error) {
 		return "", parts, nil
 	}
 	return "", nil, ErrContent
+}
+
+// plainString is the JSON string literal b's value when it has nothing
+// to unescape or replace: no escapes, no control characters, valid
+// UTF-8, as most answers' text is. It reads it as json.Unmarshal would,
+// without its machinery.
+func plainString(b []byte) (string, bool) {
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return "", false
+	}
+	in := b[1 : len(b)-1]
+	for _, c := range in {
+		if c < 0x20 || c == '"' || c == '\\' {
+			return "", false
+		}
+	}
+	if !utf8.Valid(in) {
+		return "", false
+	}
+	return string(in), true
 }
 
 // Text is c's text: the string, or its text parts joined; "" for null

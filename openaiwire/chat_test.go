@@ -3,6 +3,7 @@ package openaiwire
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -117,4 +118,35 @@ func TestErrorJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"error":{"message":"m","type":"t","param":1,"code":429}}`), &e); err != nil || e.Error.Message != "m" {
 		t.Errorf("got %+v, %v", e, err)
 	}
+}
+
+// A string content's text is what json.Unmarshal reads of it, whether
+// or not it has anything to unescape.
+func TestContentStringAsUnmarshal(t *testing.T) {
+	for _, lit := range []string{`""`, `"hi"`, `"a \"q\""`, `"tab\there"`, `"é ü 日本"`, `"<b>&amp;</b>"`, "\"bad \xff utf8\"", "\"ctl \x01\"",
+		`"\u00e9"`, `"unterminated`, `"`, `"a"b"`, "\"del \x7f\"", `"\ud800"`} {
+		var want string
+		werr := json.Unmarshal([]byte(lit), &want)
+		got, parts, err := Content(lit).Parse()
+		if (err != nil) != (werr != nil) || parts != nil || (werr == nil && got != want) {
+			t.Errorf("%q: %q, %v, %v; want %q, %v", lit, got, parts, err, want, werr)
+		}
+	}
+}
+
+func FuzzContentString(f *testing.F) {
+	f.Add(`"hi"`)
+	f.Add("\"\xff\"")
+	f.Fuzz(func(t *testing.T, lit string) {
+		// Parse reads c with the space around it trimmed.
+		if lit = strings.TrimSpace(lit); lit == "" || lit[0] != '"' {
+			return
+		}
+		var want string
+		werr := json.Unmarshal([]byte(lit), &want)
+		got, _, err := Content(lit).Parse()
+		if (err != nil) != (werr != nil) || (werr == nil && got != want) {
+			t.Errorf("%q: %q, %v; want %q, %v", lit, got, err, want, werr)
+		}
+	})
 }

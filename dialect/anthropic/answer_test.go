@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/weir-gateway/weir/internal/jsontest"
@@ -109,5 +110,36 @@ func TestAnswerFromChatFinish(t *testing.T) {
 		jsontest.Equal(t, got, `{"id":"c","type":"message","role":"assistant","model":"g","content":[{"type":"text","text":"x"}],
 			"stop_reason":"`+stop+`","stop_sequence":null,
 			"usage":{"input_tokens":3,"output_tokens":1,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}}`)
+	}
+}
+
+// AnswerFromChat's encoding of an answer is json.Marshal's of the Answer.
+func TestAnswerWireIsMarshal(t *testing.T) {
+	t.Parallel()
+	stop := StopToolUse
+	for _, a := range []Answer{
+		{ID: "msg_1", Type: "message", Role: "assistant", Model: "m <x>", Content: []Block{}, StopReason: &stop},
+		{ID: "msg_2", Type: "message", Role: "assistant", Model: "m", StopReason: &stop, Usage: Usage{InputTokens: 3, OutputTokens: 4},
+			Content: []Block{
+				{Type: BlockThinking, Thinking: "hmm & <so>"},
+				{Type: BlockText, Text: "hi \"there\" \u2028", CacheControl: json.RawMessage(`{"type": "ephemeral"}`)},
+				{Type: BlockText},
+				{Type: BlockToolUse, ID: "t1", Name: "f", Input: json.RawMessage(`{"a": [1, 2]}`)},
+				{Type: BlockToolUse, ID: "t2", Name: "g"},
+				{Type: BlockRedactedThinking, Data: "xyz"},
+			}},
+		{},
+	} {
+		want, err := json.Marshal(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := json.Marshal(a.wire())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("wire:\n%s\nwant\n%s", got, want)
+		}
 	}
 }

@@ -51,6 +51,21 @@ func ParseRequest(body []byte) (*Request, *RequestError) {
 // image in a tool_result. A streamed request asks for the usage chunk,
 // which settles its tokens.
 func RequestToChat(r *Request) ([]byte, *RequestError) {
+	out, perr := ChatRequestOf(r)
+	if perr != nil {
+		return nil, perr
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, refuse("", "could not encode the translated request: "+err.Error())
+	}
+	return b, nil
+}
+
+// ChatRequestOf is RequestToChat's translation before it is encoded, for
+// a caller that reads the fields it needs from it rather than parsing the
+// body again.
+func ChatRequestOf(r *Request) (*openaiwire.ChatRequest, *RequestError) {
 	if len(r.Thinking) > 0 && !bytes.Equal(r.Thinking, []byte("null")) {
 		var th struct {
 			Type string `json:"type"`
@@ -134,11 +149,7 @@ func RequestToChat(r *Request) ([]byte, *RequestError) {
 			out.ParallelToolCalls = &no
 		}
 	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return nil, refuse("", "could not encode the translated request: "+err.Error())
-	}
-	return b, nil
+	return &out, nil
 }
 
 // turnToChat translates one turn of a Messages conversation to the chat

@@ -35,7 +35,18 @@ func usageOf(u *openaiwire.Usage) *Usage {
 // routing fields as they are. A stream asks for its usage
 // (stream_options.include_usage), which the response's usage needs.
 func (r *Request) ChatBody() ([]byte, error) {
-	c := openaiwire.ChatRequest{
+	c, err := r.ChatRequest()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(c)
+}
+
+// ChatRequest is ChatBody's translation before it is encoded, for a
+// caller that reads the fields it needs from it rather than parsing the
+// body again.
+func (r *Request) ChatRequest() (*openaiwire.ChatRequest, error) {
+	c := &openaiwire.ChatRequest{
 		Model:                r.Model,
 		MaxCompletionTokens:  r.MaxOutputTokens,
 		Temperature:          r.Temperature,
@@ -88,7 +99,7 @@ func (r *Request) ChatBody() ([]byte, error) {
 	if r.Reasoning != nil && r.Reasoning.Effort != nil {
 		c.ReasoningEffort = *r.Reasoning.Effort
 	}
-	return json.Marshal(c)
+	return c, nil
 }
 
 // appendItem appends the Chat Completions message of one input item

@@ -128,3 +128,38 @@ func TestUsageTotal(t *testing.T) {
 		t.Errorf("usage %+v, model %q; want a total of 7 and the request's model", r.Usage, r.Model)
 	}
 }
+
+// FromChat's encoding of a response is json.Marshal's of the Response.
+func TestResponseWireIsMarshal(t *testing.T) {
+	t.Parallel()
+	refusal, effort := "no <way> & \u2028", "low"
+	tr := &Translation{Req: &Request{Model: "m", Metadata: map[string]string{"a": "<b>"}, Reasoning: &Reasoning{Effort: &effort}},
+		ID: "resp_1", CreatedAt: 7, NewID: func(p string) string { return p + "x" }}
+	for _, resp := range []Response{
+		tr.response(""),
+		func() Response {
+			r := tr.response("up")
+			r.Output = append(r.Output,
+				OutputItem{Type: ItemMessage, ID: "msg_1", Status: StatusCompleted, Role: "assistant",
+					Content: []OutputPart{{Type: PartOutputText, Text: "hi \"there\" <x>"}, {Type: PartRefusal, Refusal: refusal}}},
+				OutputItem{Type: ItemMessage, ID: "msg_2", Status: StatusIncomplete, Role: "assistant"},
+				OutputItem{Type: ItemFunctionCall, ID: "fc_1", Status: StatusCompleted, CallID: "c", Name: "f", Arguments: `{"a":1}`})
+			r.Usage = &Usage{InputTokens: 1, OutputTokens: 2, TotalTokens: 3}
+			finished(&r, "length")
+			return r
+		}(),
+		{},
+	} {
+		want, err := json.Marshal(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := json.Marshal(resp.wire())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("wire:\n%s\nwant\n%s", got, want)
+		}
+	}
+}
