@@ -14,7 +14,11 @@
 //     Responses events, chunk by chunk as the chunks arrive (Stream,
 //     Writer).
 //
-// Weir keeps no response: every response object says store: false, and
-// nothing can be retrieved, continued or cancelled later. The package
-// serves nothing over HTTP; httpapi does.
+// A translated answer is kept nowhere: its response object says store:
+// false, and nothing of it can be retrieved, continued or cancelled
+// later. What needs a kept response (previous_response_id, store: true,
+// item_reference, …) is refused here as untranslatable, and the gateway
+// sends it to a platform that speaks the Responses API itself, which
+// keeps it (docs/dialects/responses.md). The package serves nothing over
+// HTTP; httpapi does.
 package responses

@@ -38,9 +38,9 @@ type Request struct {
 	// PromptCacheRetention ("in_memory", "24h") is passed on as it is.
 	PromptCacheRetention string `json:"prompt_cache_retention"`
 	SafetyIdentifier     string `json:"safety_identifier"`
-	// Store defaults to true in OpenAI's API; Weir keeps nothing, so it
-	// takes a request that leaves it out or sets it false, and refuses
-	// true.
+	// Store defaults to true in OpenAI's API; the translation keeps
+	// nothing, so it takes a request that leaves it out or sets it false,
+	// and refuses true (which a platform that keeps responses serves).
 	Store *bool `json:"store"`
 }
 

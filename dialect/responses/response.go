@@ -30,7 +30,7 @@ type Response struct {
 	PreviousResponseID *string            `json:"previous_response_id"`
 	Reasoning          ReasoningEcho      `json:"reasoning"`
 	ServiceTier        *string            `json:"service_tier"`
-	// Store is always false: Weir keeps no response.
+	// Store is always false: a translated response is kept nowhere.
 	Store       bool              `json:"store"`
 	Temperature *float64          `json:"temperature"`
 	Text        TextConfig        `json:"text"`
