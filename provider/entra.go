@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -41,6 +42,9 @@ type EntraConfig struct {
 // a token and a new one is fetched shortly before it expires.
 type EntraTokens struct {
 	src oauth2.TokenSource
+	// last is the token the source last gave, which a call takes as it
+	// is while it is valid, without waiting on the source.
+	last atomic.Pointer[oauth2.Token]
 }
 
 // NewEntraTokens returns the token source of cfg's service principal.
@@ -73,13 +77,16 @@ func NewEntraTokens(cfg EntraConfig) *EntraTokens {
 	return &EntraTokens{src: cc.TokenSource(ctx)}
 }
 
-// token returns a valid access token, the cached one while it lasts. The
-// fetch runs apart from the call, bounded by the source's client, so
+// token returns a valid access token, the cached one while it lasts (at
+// once, from last). A fetch runs apart from the call, bounded by the source's client, so
 // that the call waits for it no longer than ctx allows; a fetch the call
 // gave up on still fills the cache for the calls after it. A failed
 // fetch is the platform's credential refused: the operator's to fix, and
 // the next candidate serves.
 func (e *EntraTokens) token(ctx context.Context) (string, error) {
+	if t := e.last.Load(); t.Valid() {
+		return t.AccessToken, nil
+	}
 	type result struct {
 		tok *oauth2.Token
 		err error
@@ -105,5 +112,6 @@ func (e *EntraTokens) token(ctx context.Context) (string, error) {
 		}
 		return "", &Error{Status: status, Credential: true, Err: fmt.Errorf("entra id sign-in: %w", r.err)}
 	}
+	e.last.Store(r.tok)
 	return r.tok.AccessToken, nil
 }

@@ -27,7 +27,7 @@ type tokenEndpoint struct {
 	arrived chan struct{}
 }
 
-func newTokenEndpoint(t *testing.T, expiresIn int) *tokenEndpoint {
+func newTokenEndpoint(t testing.TB, expiresIn int) *tokenEndpoint {
 	t.Helper()
 	te := &tokenEndpoint{expiresIn: expiresIn}
 	te.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
