@@ -118,18 +118,13 @@ func TestCampaignLinedUp(t *testing.T) {
 	if _, err := blocker.Exec(ctx, `SELECT 1 FROM weir_fleet_term FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		term fleet.Term
-		won  bool
-		err  error
-	}
-	results := make([]result, n)
+	results := make([]coordtest.Campaign, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		id := string(rune('a' + i))
 		wg.Go(func() {
 			r := &results[i]
-			r.term, r.won, r.err = campaigners.TermCampaign(ctx, &fleet.TermCampaignParams{Replica: id, Addr: id + ".fleet:7000", TTL: time.Minute})
+			r.Term, r.Won, r.Err = campaigners.TermCampaign(ctx, &fleet.TermCampaignParams{Replica: id, Addr: id + ".fleet:7000", TTL: time.Minute})
 		})
 	}
 	waitFor(t, "all campaigners wait for the term row", func() bool {
@@ -144,26 +139,7 @@ func TestCampaignLinedUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	wg.Wait()
-	var winner string
-	for i, r := range results {
-		if r.err != nil {
-			t.Fatalf("campaigner %d: %v", i, r.err)
-		}
-		if r.won {
-			if winner != "" {
-				t.Fatalf("both %s and %s won", winner, r.term.Leader)
-			}
-			winner = r.term.Leader
-		}
-	}
-	if winner == "" {
-		t.Fatal("no campaigner won an expired term")
-	}
-	for i, r := range results {
-		if r.term.Epoch != 1 || r.term.Leader != winner || r.term.Addr != winner+".fleet:7000" || r.term.Left <= 0 {
-			t.Errorf("campaigner %d saw %+v; want epoch 1 led by %s, running", i, r.term, winner)
-		}
-	}
+	coordtest.OneWinner(t, results)
 }
 
 // TestCoordinationRefusesWhatBigintCannotHold: epochs and generations

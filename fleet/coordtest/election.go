@@ -31,12 +31,7 @@ func testCampaignOneWinner(t *testing.T, newBackend func(*testing.T) Backend) {
 	store := newBackend(t).Store
 	ctx := context.Background()
 	const n = 10
-	type result struct {
-		term fleet.Term
-		won  bool
-		err  error
-	}
-	results := make([]result, n)
+	results := make([]Campaign, n)
 	cs := make([]*fleet.Coordinator, n)
 	for i := range n {
 		cs[i] = coord(t, store, string(rune('a'+i)), fleet.CoordConfig{TermTTL: time.Minute})
@@ -47,31 +42,12 @@ func testCampaignOneWinner(t *testing.T, newBackend func(*testing.T) Backend) {
 		wg.Go(func() {
 			<-start
 			r := &results[i]
-			r.term, r.won, r.err = cs[i].Campaign(ctx)
+			r.Term, r.Won, r.Err = cs[i].Campaign(ctx)
 		})
 	}
 	close(start)
 	wg.Wait()
-	var winner string
-	for i, r := range results {
-		if r.err != nil {
-			t.Fatalf("campaigner %d: %v", i, r.err)
-		}
-		if r.won {
-			if winner != "" {
-				t.Fatalf("both %s and %s won", winner, r.term.Leader)
-			}
-			winner = r.term.Leader
-		}
-	}
-	if winner == "" {
-		t.Fatal("no campaigner won an expired term")
-	}
-	for i, r := range results {
-		if r.term.Epoch != 1 || r.term.Leader != winner || r.term.Addr != winner+".fleet:7000" || r.term.Left <= 0 {
-			t.Errorf("campaigner %d saw %+v; want epoch 1 led by %s, running", i, r.term, winner)
-		}
-	}
+	OneWinner(t, results)
 }
 
 // testDeposedLeaderIsRefused: once another replica took the expired
@@ -455,16 +431,11 @@ func testFenceHoldsOffCampaign(t *testing.T, newBackend func(*testing.T) Backend
 	}
 	waitFor(t, "a's term expires", func() bool { return current(t, a).Left == 0 })
 
-	type result struct {
-		term fleet.Term
-		won  bool
-		err  error
-	}
-	done := make(chan result, 1)
+	done := make(chan Campaign, 1)
 	c := coord(t, store, "b", fleet.CoordConfig{TermTTL: time.Minute})
 	go func() {
-		var r result
-		r.term, r.won, r.err = c.Campaign(ctx)
+		var r Campaign
+		r.Term, r.Won, r.Err = c.Campaign(ctx)
 		done <- r
 	}()
 	waitFor(t, "the campaign waits for the fenced write", func() bool {
@@ -484,7 +455,7 @@ func testFenceHoldsOffCampaign(t *testing.T, newBackend func(*testing.T) Backend
 	}
 	select {
 	case r := <-done:
-		if r.err != nil || !r.won || r.term.Epoch != term.Epoch+1 {
+		if r.Err != nil || !r.Won || r.Term.Epoch != term.Epoch+1 {
 			t.Fatalf("campaign after the fenced write = %+v", r)
 		}
 	case <-time.After(guard):
@@ -504,6 +475,40 @@ func testFenceHoldsOffCampaign(t *testing.T, newBackend func(*testing.T) Backend
 		}
 		if err := w.End(ctx); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// Campaign is what one campaigner's Campaign (or TermCampaign) returned.
+type Campaign struct {
+	Term fleet.Term
+	Won  bool
+	Err  error
+}
+
+// OneWinner checks the campaigns of an expired term, each for replica
+// x's address x.fleet:7000: none failed, exactly one won, and every one
+// was told the winner's running term of epoch 1.
+func OneWinner(t *testing.T, results []Campaign) {
+	t.Helper()
+	var winner string
+	for i, r := range results {
+		if r.Err != nil {
+			t.Fatalf("campaigner %d: %v", i, r.Err)
+		}
+		if r.Won {
+			if winner != "" {
+				t.Fatalf("both %s and %s won", winner, r.Term.Leader)
+			}
+			winner = r.Term.Leader
+		}
+	}
+	if winner == "" {
+		t.Fatal("no campaigner won an expired term")
+	}
+	for i, r := range results {
+		if r.Term.Epoch != 1 || r.Term.Leader != winner || r.Term.Addr != winner+".fleet:7000" || r.Term.Left <= 0 {
+			t.Errorf("campaigner %d saw %+v; want epoch 1 led by %s, running", i, r.Term, winner)
 		}
 	}
 }
