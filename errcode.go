@@ -21,12 +21,15 @@ const (
 	CodePayloadTooLarge      Code = "payload_too_large"
 	CodeRateLimited          Code = "rate_limited"
 	CodeQueueFull            Code = "queue_full"
-	CodeQueueTimeout         Code = "queue_timeout"
-	CodeNoCandidate          Code = "no_candidate"
-	CodeUpstreamError        Code = "upstream_error"
-	CodeUpstreamTimeout      Code = "upstream_timeout"
-	CodeInternal             Code = "internal_error"
-	CodeStoreUnavailable     Code = "store_unavailable"
+	// CodeBudgetExceeded: a hard budget has too little left for the
+	// request's estimated cost; Retry-After says when its window resets.
+	CodeBudgetExceeded   Code = "budget_exceeded"
+	CodeQueueTimeout     Code = "queue_timeout"
+	CodeNoCandidate      Code = "no_candidate"
+	CodeUpstreamError    Code = "upstream_error"
+	CodeUpstreamTimeout  Code = "upstream_timeout"
+	CodeInternal         Code = "internal_error"
+	CodeStoreUnavailable Code = "store_unavailable"
 )
 
 // codeTable is the one table from code to HTTP status and OpenAI error
@@ -51,6 +54,7 @@ var codeTable = map[Code]struct {
 	CodePayloadTooLarge:      {http.StatusRequestEntityTooLarge, "invalid_request_error"},
 	CodeRateLimited:          {http.StatusTooManyRequests, "rate_limit_error"},
 	CodeQueueFull:            {http.StatusTooManyRequests, "rate_limit_error"},
+	CodeBudgetExceeded:       {http.StatusTooManyRequests, "rate_limit_error"},
 	CodeQueueTimeout:         {http.StatusServiceUnavailable, "server_error"},
 	CodeNoCandidate:          {http.StatusServiceUnavailable, "server_error"},
 	CodeUpstreamError:        {http.StatusBadGateway, "server_error"},

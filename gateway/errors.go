@@ -26,8 +26,11 @@ var (
 	ErrIdempotencyKeyReused = errors.New(string(weir.CodeIdempotencyKeyReused))
 	ErrRateLimited          = errors.New(string(weir.CodeRateLimited))
 	ErrQueueFull            = errors.New(string(weir.CodeQueueFull))
-	ErrQueueTimeout         = errors.New(string(weir.CodeQueueTimeout))
-	ErrNoCandidate          = errors.New(string(weir.CodeNoCandidate))
+	// ErrBudgetExceeded: a hard budget has too little left for the
+	// request; it is refused at once, never queued.
+	ErrBudgetExceeded = errors.New(string(weir.CodeBudgetExceeded))
+	ErrQueueTimeout   = errors.New(string(weir.CodeQueueTimeout))
+	ErrNoCandidate    = errors.New(string(weir.CodeNoCandidate))
 	// ErrUnservable: no candidate can serve the request as it is (a
 	// parameter over what any supports); the same code as ErrNoCandidate,
 	// but the client's to change, not a wait's.
@@ -53,7 +56,7 @@ func CodeOf(err error) (code weir.Code, client, ok bool) {
 	case ErrUnservable:
 		return weir.CodeNoCandidate, true, true
 	case ErrInvalid, ErrUnauthorized, ErrForbidden, ErrNotFound, ErrIdempotencyKeyReused, ErrRateLimited,
-		ErrQueueFull, ErrQueueTimeout, ErrNoCandidate, ErrUpstream, ErrUpstreamTimeout, ErrInternal, ErrUnavailable:
+		ErrQueueFull, ErrBudgetExceeded, ErrQueueTimeout, ErrNoCandidate, ErrUpstream, ErrUpstreamTimeout, ErrInternal, ErrUnavailable:
 		return weir.Code(e.Category.Error()), false, true
 	}
 	return weir.CodeInternal, false, true
