@@ -2,6 +2,7 @@ package weir
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -55,12 +56,38 @@ type ResponseBindingGetParams struct {
 // states its contract.
 type ResponseStore interface {
 	// ResponseBind stores b, in place of a binding of the same
-	// ResponseID, and removes the bindings that expired by b.CreatedAt. A
-	// b that fails Validate is ErrInvalid, and nothing is stored.
+	// ResponseID. A b that fails Validate is ErrInvalid, and nothing is
+	// stored.
 	ResponseBind(ctx context.Context, b ResponseBinding) error
 	// ResponseBindingGet finds the binding of p.ResponseID, unless it
 	// expired by p.Now; ErrNotFound if there is none.
 	ResponseBindingGet(ctx context.Context, p *ResponseBindingGetParams) (ResponseBinding, error)
 	// ResponseUnbind removes the binding of id; none is not an error.
 	ResponseUnbind(ctx context.Context, id string) error
+	// ResponseBindingsPurge removes up to p.Limit bindings that expired
+	// by p.ExpiredBy, the earliest expired first, and returns how many it
+	// removed; call it again while it returns p.Limit. The reads ignore
+	// an expired binding whether or not it was purged: the purge only
+	// keeps the table small, off the path of each bind.
+	ResponseBindingsPurge(ctx context.Context, p *ResponseBindingsPurgeParams) (int, error)
+}
+
+// ResponseBindingsPurgeParams say which bindings
+// ResponseStore.ResponseBindingsPurge removes.
+type ResponseBindingsPurgeParams struct {
+	// ExpiredBy: only bindings whose ExpiresAt is not after it go; the
+	// zero time is ErrInvalid.
+	ExpiredBy time.Time
+	// Limit is the most bindings one call removes; it must be positive
+	// (ErrInvalid otherwise).
+	Limit int
+}
+
+// Validate reports what a store refuses: a zero ExpiredBy, or a Limit
+// that is not positive.
+func (p *ResponseBindingsPurgeParams) Validate() error {
+	if p.ExpiredBy.IsZero() || p.Limit <= 0 {
+		return fmt.Errorf("%w: a time and a positive limit are required", ErrInvalid)
+	}
+	return nil
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,6 +101,50 @@ func TestApplyRetiresScopes(t *testing.T) {
 	if _, ok := b.svc.Snapshot().PlatformModel("up2/m"); ok {
 		t.Error("the new snapshot still has up2/m")
 	}
+}
+
+// TestApplyKeepsUnchangedAdapters: a reload builds the adapters of a
+// platform whose configuration changed, and of a new one, and keeps
+// those of a platform whose configuration is the same; a platform that
+// comes back after it left is built anew.
+func TestApplyKeepsUnchangedAdapters(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	var mu sync.Mutex
+	var built []string
+	b.svc.newAdapters = func(p provider.Platform) (provider.Adapters, error) {
+		mu.Lock()
+		built = append(built, p.APIKey)
+		mu.Unlock()
+		return provider.New(p)
+	}
+	reload := func(what string, change func(*weir.Catalog), want ...string) {
+		t.Helper()
+		built = nil
+		cat := b.catalog()
+		cat.Platforms[0].APIKey, cat.Platforms[1].APIKey = "key-up", "key-up2"
+		if change != nil {
+			change(&cat)
+		}
+		if err := b.svc.Apply(t.Context(), cat, ""); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if !slices.Equal(built, want) {
+			t.Errorf("%s built the adapters of %q; want %q", what, built, want)
+		}
+	}
+	reload("the first reload with keys", nil, "key-up", "key-up2")
+	up, up2 := b.svc.Snapshot().Adapter("up"), b.svc.Snapshot().Adapter("up2")
+	reload("a reload of the same catalog", nil)
+	if st := b.svc.Snapshot(); st.Adapter("up") != up || st.Adapter("up2") != up2 {
+		t.Error("a reload that changed no platform replaced an adapter")
+	}
+	reload("a reload with up2's timeout changed", func(c *weir.Catalog) { c.Platforms[1].Timeout = time.Minute }, "key-up2")
+	if st := b.svc.Snapshot(); st.Adapter("up") != up || st.Adapter("up2") == up2 {
+		t.Error("up2's adapter was kept though its platform changed, or up's replaced though it did not")
+	}
+	reload("a reload without up2", onlyUp)
+	reload("a reload with up2 back", func(c *weir.Catalog) { c.Platforms[1].Timeout = time.Minute }, "key-up2")
 }
 
 // TestApplyRefusesABadCatalog: a catalog that does not validate, or whose

@@ -135,6 +135,11 @@ func readCapped(r io.Reader, size, limit int64) (body []byte, over bool, err err
 var terminalEvents = map[string]bool{"response.completed": true, "response.incomplete": true, "response.failed": true,
 	"message_stop": true}
 
+// failureEvents are the events in which a stream passed through as it
+// came may report that its upstream failed (provider.StreamFailure):
+// Anthropic's and the Responses API's error, and response.failed.
+var failureEvents = map[string]bool{"error": true, "response.failed": true}
+
 // pumpBufs are pump's read buffers: a streamed answer borrows one for
 // its life instead of allocating it. Write copies out of it (or has
 // written it) before it returns, so nothing keeps it after pump.
@@ -202,7 +207,9 @@ func (s *Service) pump(out Answer, resp *http.Response, head Head, done func(usa
 // message_delta's). It stops at once when
 // the client goes away or stops reading (the write timeout), and when
 // the upstream fails mid-stream it ends the stream with an error event,
-// as OpenAI's streams report errors.
+// as OpenAI's streams report errors. An upstream that reports its own
+// failure in the stream (an overload, say) has it passed on as it came,
+// and the delivery fails with it as if the read had.
 func (s *Service) stream(out Answer, resp *http.Response, head Head, prompt int64, done func(usage, bool)) delivery {
 	var (
 		line    []byte
@@ -214,6 +221,11 @@ func (s *Service) stream(out Answer, resp *http.Response, head Head, prompt int6
 		// Messages stream's last event; delta, a Messages stream's
 		// message_delta, whose usage adds to message_start's.
 		terminal, delta bool
+		// event is that line's event name when it may report a failure
+		// (failureEvents); failed, the failure a stream passed through
+		// reported in its own words (provider.StreamFailure).
+		event  string
+		failed *provider.Error
 	)
 	scan := func(b []byte) bool {
 		for len(b) > 0 {
@@ -230,6 +242,10 @@ func (s *Service) stream(out Answer, resp *http.Response, head Head, prompt int6
 			if ev, ok := bytes.CutPrefix(l, []byte("event:")); ok {
 				name := string(bytes.TrimSpace(ev))
 				terminal, delta = terminalEvents[name], name == "message_delta"
+				event = ""
+				if failureEvents[name] {
+					event = name
+				}
 			}
 			if data, ok := bytes.CutPrefix(l, []byte("data:")); ok {
 				data = bytes.TrimSpace(data)
@@ -239,6 +255,9 @@ func (s *Service) stream(out Answer, resp *http.Response, head Head, prompt int6
 				default:
 					sawDone = sawDone || terminal
 					chunks++
+					if event != "" && failed == nil {
+						failed = provider.StreamFailure(event, data)
+					}
 					if uu, ok := usageOf(data); ok {
 						if delta && got {
 							uu = u.update(uu)
@@ -272,6 +291,11 @@ func (s *Service) stream(out Answer, resp *http.Response, head Head, prompt int6
 			category = ErrUpstreamTimeout
 		}
 		out.StreamError(errorf(category, "", "the upstream failed mid-stream: "+d.upstream.Error()))
+	}
+	if d.upstream == nil && failed != nil {
+		// The upstream said in its stream that it failed, and the
+		// client has had that as it came: nothing is added to it.
+		d.upstream, d.complete = failed, false
 	}
 	return d
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/provider"
 	"github.com/weir-gateway/weir/router"
 )
 
@@ -157,6 +158,10 @@ type Service struct {
 	stopped bool
 
 	affinity affinityTable
+
+	// newAdapters makes a platform's adapters: provider.New, but for
+	// tests that count what a reload builds.
+	newAdapters func(provider.Platform) (provider.Adapters, error)
 }
 
 // New returns a Service.
@@ -180,7 +185,7 @@ func New(cfg Config, deps Deps) *Service {
 	if deps.Router == nil {
 		deps.Router = router.New(router.Options{Clock: deps.Clock})
 	}
-	s := &Service{cfg: cfg, deps: deps, pauses: make(map[string]*pause)}
+	s := &Service{cfg: cfg, deps: deps, pauses: make(map[string]*pause), newAdapters: provider.New}
 	s.keys.ttl = cfg.KeyCacheTTL
 	s.keys.clock = deps.Clock
 	return s

@@ -11,7 +11,9 @@ import (
 )
 
 // An upstream that answers 429 with a Retry-After says when it will take
-// requests again. Until then its platform model's scope is paused: what
+// requests again; an overload (a 529), or either reported in a stream
+// once its answer has begun, says it for provider.OverloadPause unless it
+// names a time. Until then its platform model's scope is paused: what
 // runs there runs on, nothing more is admitted, and the requests waiting
 // for it wait or are admitted on their other candidates, instead of being
 // sent to fail. A later 429 with a later Retry-After extends the pause;
@@ -47,7 +49,7 @@ func (s *Service) pauseUpstream(log *slog.Logger, pm string, d time.Duration) {
 		return
 	}
 	s.deps.Metrics.UpstreamPaused(pm, true) // the replica that met the 429 counts it
-	log.Warn("upstream answered 429 with Retry-After: its admissions pause", "platform_model", pm, "for", d)
+	log.Warn("upstream takes no more calls for a while (a 429 with Retry-After, or an overload): its admissions pause", "platform_model", pm, "for", d)
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	err := s.deps.Overrides.OverrideSet(ctx, weir.Override{Scope: weir.PlatformModelScope(pm), Kind: weir.OverridePause, Until: until, SetAt: now})
 	cancel()

@@ -13,6 +13,7 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/provider"
+	"github.com/weir-gateway/weir/provider/mock"
 )
 
 // tooManyFor answers 429 with a Retry-After of d while *on, else okBody.
@@ -268,5 +269,100 @@ func TestPauseHoldsAcrossReplicas(t *testing.T) {
 	defer otherMetrics.mu.Unlock()
 	if slices.Contains(otherMetrics.paused, "up/m paused") {
 		t.Errorf("the other replica counted a pause it did not meet: %v", otherMetrics.paused)
+	}
+}
+
+// headerTransport adds header to every request it carries.
+type headerTransport struct {
+	header http.Header
+}
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, vs := range h.header {
+		r.Header[k] = vs
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestStreamFailurePauses: an upstream that reports an overload or a
+// rate limit inside its stream, once its answer has begun, pauses its
+// platform model for provider.OverloadPause, as a 529 or a 429 before the
+// answer does: the client has the stream so far and the upstream's error
+// (passed through as it came, or as the translated stream's error), and
+// the next requests go to the fallback until the pause is over. So for
+// a Messages stream passed to an anthropic platform, a Responses stream
+// passed to an openai one, and a chat stream translated to Messages.
+func TestStreamFailurePauses(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		kind   string
+		fail   string // X-Mock-Stream-Error
+		native *Native
+		// inStream is what the client's stream holds of the failure
+		// (nothing: it came as the gateway's StreamError).
+		inStream string
+	}{
+		{name: "messages passed through", kind: "anthropic", fail: "overloaded_error",
+			native:   &Native{API: APIMessages, Path: "/messages", Body: rawBody(`{"model":"m","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)},
+			inStream: "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\""},
+		{name: "responses passed through", kind: "openai", fail: "rate_limit_exceeded",
+			native:   &Native{API: APIResponses, Path: "/responses", Body: rawBody(`{"model":"m","input":"hi","stream":true}`)},
+			inStream: `"code":"rate_limit_exceeded"`},
+		{name: "chat translated to messages", kind: "anthropic", fail: "overloaded_error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, setupOpts{mock: mock.Config{CompletionTokens: 8}, catalog: func(c *weir.Catalog) {
+				c.Platforms[0].Kind = tc.kind // up/m: first in order
+			}})
+			failing, err := provider.New(provider.Platform{Kind: tc.kind, BaseURL: b.upstream,
+				Client: &http.Client{Transport: headerTransport{http.Header{"X-Mock-Stream-Error": {tc.fail}}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var upCalls atomic.Int32
+			b.setExec("up", counted(&upCalls, failing.Sync.Do))
+
+			c := b.chat(t)
+			c.Stream, c.Native = true, tc.native
+			c.Body = rawBody(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+			var out recordedAnswer
+			if err := b.svc.Serve(t.Context(), c, &out); err != nil || c.Usage.PlatformModel != "up/m" {
+				t.Fatalf("serve: %v, served by %q; want up/m, its stream begun", err, c.Usage.PlatformModel)
+			}
+			if c.Usage.Outcome != string(OutcomeUpstreamBroken) {
+				t.Errorf("outcome %q; want %q", c.Usage.Outcome, OutcomeUpstreamBroken)
+			}
+			body := out.body.String()
+			if !strings.Contains(body, "delta") {
+				t.Errorf("the stream before the failure was lost: %s", body)
+			}
+			if tc.inStream != "" {
+				if !strings.Contains(body, tc.inStream) || out.streamE != nil {
+					t.Errorf("stream %s, the gateway's error %v; want the upstream's failure as it came, and nothing added", body, out.streamE)
+				}
+			} else if out.streamE == nil {
+				t.Errorf("the translated stream ended without an error: %s", body)
+			}
+			if p := b.svc.Paused(); !p["up/m"].Equal(stored(b.clock.Now().Add(provider.OverloadPause))) {
+				t.Fatalf("Paused() = %v; want up/m for OverloadPause", p)
+			}
+
+			for range 2 {
+				c := b.chat(t)
+				if err := b.svc.Serve(t.Context(), c, &recordedAnswer{}); err != nil || c.Usage.PlatformModel != "up2/m" {
+					t.Fatalf("during the pause: %v, served by %q; want up2/m", err, c.Usage.PlatformModel)
+				}
+			}
+			if n := upCalls.Load(); n != 1 {
+				t.Errorf("%d calls reached the paused platform model; want the one that failed", n)
+			}
+			b.clock.Advance(provider.OverloadPause)
+			if _, ok := b.svc.pausedUntil("up/m"); ok {
+				t.Error("still paused after OverloadPause")
+			}
+		})
 	}
 }

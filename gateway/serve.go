@@ -419,15 +419,26 @@ func (s *Service) delivered(ctx context.Context, c *Call, pm upstream, d deliver
 // upstreamBroke ends c's attempt on pm, whose answer failed (pe) after
 // its headers came in: retryable when nothing reached the client
 // (started is false) and pe allows it; else cut short, with an error to
-// answer with if the answer had not started.
+// answer with if the answer had not started. A pe that Pauses pauses pm
+// (and is not counted against its health, as in callFailed).
 func (s *Service) upstreamBroke(c *Call, pm upstream, pe *provider.Error, started bool, headersIn time.Duration) (*provider.Error, error) {
 	s.deps.Metrics.ObserveUpstream(pm.Name, string(callOutcome(pe)), headersIn)
+	// An overload or a rate limit met mid-answer pauses pm as one met
+	// before it does: the next requests go elsewhere or wait.
+	paused := pm.pausable && pe.Pauses()
+	if paused {
+		s.pauseUpstream(s.logger(c), pm.Name, pe.RetryAfter)
+	}
 	if !started && pe.Retryable() {
 		// Nothing reached the client: another candidate may serve.
-		s.upstreamFailed(c, pm, pe, "trying the next candidate")
+		if !paused {
+			s.upstreamFailed(c, pm, pe, "trying the next candidate")
+		}
 		return pe, nil
 	}
-	s.upstreamFailed(c, pm, pe, "the answer was cut short")
+	if !paused {
+		s.upstreamFailed(c, pm, pe, "the answer was cut short")
+	}
 	c.end(OutcomeUpstreamBroken)
 	if pe.Timeout {
 		c.end(codeOutcome(weir.CodeUpstreamTimeout))

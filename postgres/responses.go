@@ -12,14 +12,10 @@ import (
 
 var _ weir.ResponseStore = (*DB)(nil)
 
-// ResponseBind stores b in place of a binding of its response id, having
-// removed the bindings expired by its creation.
+// ResponseBind stores b in place of a binding of its response id.
 func (db *DB) ResponseBind(ctx context.Context, b weir.ResponseBinding) error {
 	if err := b.Validate(); err != nil {
 		return fmt.Errorf("bind response %s: %w", b.ResponseID, err)
-	}
-	if _, err := db.pool.Exec(ctx, `DELETE FROM response_bindings WHERE expires_at <= $1`, dbTime(b.CreatedAt)); err != nil {
-		return fmt.Errorf("bind response %s: remove the expired: %w", b.ResponseID, classify(err))
 	}
 	_, err := db.pool.Exec(ctx, `INSERT INTO response_bindings (response_id, platform, key_id, created_at, expires_at)
 		VALUES ($1, $2, $3, $4, $5)
@@ -55,4 +51,22 @@ func (db *DB) ResponseUnbind(ctx context.Context, id string) error {
 		return fmt.Errorf("unbind response %s: %w", id, classify(err))
 	}
 	return nil
+}
+
+// responseBindingsPurgeSQL removes the earliest expired bindings, through
+// the index on expires_at.
+const responseBindingsPurgeSQL = `DELETE FROM response_bindings WHERE response_id IN (
+	SELECT response_id FROM response_bindings WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2)`
+
+// ResponseBindingsPurge removes up to p.Limit bindings expired by
+// p.ExpiredBy, in one statement.
+func (db *DB) ResponseBindingsPurge(ctx context.Context, p *weir.ResponseBindingsPurgeParams) (int, error) {
+	if err := p.Validate(); err != nil {
+		return 0, fmt.Errorf("purge response bindings: %w", err)
+	}
+	tag, err := db.pool.Exec(ctx, responseBindingsPurgeSQL, dbTime(p.ExpiredBy), p.Limit)
+	if err != nil {
+		return 0, fmt.Errorf("purge response bindings: %w", classify(err))
+	}
+	return int(tag.RowsAffected()), nil
 }

@@ -240,7 +240,9 @@ func (b *anthropicAnswer) Read(p []byte) (int, error) {
 func (b *anthropicAnswer) Close() error { return b.up.Close() }
 
 // anthropicStream is a Messages stream read as Chat Completions chunks;
-// an error event in it fails the read as the upstream's *Error.
+// an error event in it fails the read as the upstream's *Error, which
+// pauses the platform model for an overload or a rate limit as
+// StreamFailure's does.
 type anthropicStream struct {
 	s *anthropic.ChatStream
 }
@@ -249,9 +251,12 @@ func (b *anthropicStream) Read(p []byte) (int, error) {
 	n, err := b.s.Read(p)
 	var se *anthropic.StreamError
 	if errors.As(err, &se) {
-		status := anthropic.ErrorStatus(se.Detail.Type)
-		err = &Error{Status: status, Overloaded: status == anthropic.StatusOverloaded,
-			Body: openaiwire.ErrorJSON(se.Detail.Type, se.Detail.Message, "", ""), Err: se}
+		e := streamError(se.Detail.Type, se.Detail.Message)
+		if e == nil {
+			e = &Error{Status: anthropic.ErrorStatus(se.Detail.Type)}
+		}
+		e.Body, e.Err = openaiwire.ErrorJSON(se.Detail.Type, se.Detail.Message, "", ""), se
+		err = e
 	}
 	return n, err
 }

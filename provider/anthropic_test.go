@@ -343,8 +343,8 @@ func TestAnthropicStreamErrorEvent(t *testing.T) {
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
 	var pe *provider.Error
-	if !errors.As(err, &pe) || pe.Status != 529 || !pe.Overloaded || !pe.Retryable() {
-		t.Fatalf("got %v, want the overload as the upstream's error", err)
+	if !errors.As(err, &pe) || pe.Status != 529 || !pe.Overloaded || !pe.Retryable() || !pe.Pauses() || pe.RetryAfter != provider.OverloadPause {
+		t.Fatalf("got %#v, want the overload as the upstream's error, pausing for OverloadPause", err)
 	}
 	if !bytes.Contains(out, []byte(`"role":"assistant"`)) {
 		t.Fatalf("the chunk before the error was lost: %s", out)

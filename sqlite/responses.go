@@ -11,21 +11,16 @@ import (
 
 var _ weir.ResponseStore = (*DB)(nil)
 
-// ResponseBind stores b in place of a binding of its response id, having
-// removed the bindings expired by its creation.
+// ResponseBind stores b in place of a binding of its response id.
 func (db *DB) ResponseBind(ctx context.Context, b weir.ResponseBinding) error {
 	if err := b.Validate(); err != nil {
 		return fmt.Errorf("bind response %s: %w", b.ResponseID, err)
-	}
-	created := formatTime(b.CreatedAt)
-	if _, err := db.write.ExecContext(ctx, `DELETE FROM response_bindings WHERE expires_at <= ?`, created); err != nil {
-		return fmt.Errorf("bind response %s: remove the expired: %w", b.ResponseID, classify(err))
 	}
 	_, err := db.write.ExecContext(ctx, `INSERT INTO response_bindings (response_id, platform, key_id, created_at, expires_at)
 		VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (response_id) DO UPDATE SET
 			platform = excluded.platform, key_id = excluded.key_id, created_at = excluded.created_at, expires_at = excluded.expires_at`,
-		b.ResponseID, b.Platform, b.KeyID, created, formatTime(b.ExpiresAt))
+		b.ResponseID, b.Platform, b.KeyID, formatTime(b.CreatedAt), formatTime(b.ExpiresAt))
 	if err != nil {
 		return fmt.Errorf("bind response %s: %w", b.ResponseID, classify(err))
 	}
@@ -63,4 +58,26 @@ func (db *DB) ResponseUnbind(ctx context.Context, id string) error {
 		return fmt.Errorf("unbind response %s: %w", id, classify(err))
 	}
 	return nil
+}
+
+// responseBindingsPurgeSQL removes the earliest expired bindings, through
+// the index on expires_at.
+const responseBindingsPurgeSQL = `DELETE FROM response_bindings WHERE response_id IN (
+	SELECT response_id FROM response_bindings WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)`
+
+// ResponseBindingsPurge removes up to p.Limit bindings expired by
+// p.ExpiredBy, in one short transaction.
+func (db *DB) ResponseBindingsPurge(ctx context.Context, p *weir.ResponseBindingsPurgeParams) (int, error) {
+	if err := p.Validate(); err != nil {
+		return 0, fmt.Errorf("purge response bindings: %w", err)
+	}
+	res, err := db.write.ExecContext(ctx, responseBindingsPurgeSQL, formatTime(p.ExpiredBy), p.Limit)
+	if err != nil {
+		return 0, fmt.Errorf("purge response bindings: %w", classify(err))
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("purge response bindings: %w", err)
+	}
+	return int(n), nil
 }

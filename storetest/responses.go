@@ -29,6 +29,7 @@ func ExerciseResponses(t *testing.T, newStore func(t *testing.T) interface {
 		{"03_ResponseBindingExpires", testResponseExpires},
 		{"04_ResponseUnbind", testResponseUnbind},
 		{"05_ResponseInvalidIsRejected", testResponseInvalid},
+		{"06_ResponseBindingsPurge", testResponseBindingsPurge},
 	})
 }
 
@@ -90,9 +91,10 @@ func testResponseExpires(t *testing.T, s responseStore) {
 	mustBind(t, s, a)
 	checkBinding(t, s, a, a.ExpiresAt.Add(-time.Microsecond))
 	expectNoBinding(t, s, "resp_a", a.ExpiresAt)
-	// Binding another after it expired removes it for good.
+	// Binding another after it expired leaves it (the purge removes it)
+	// and is not found the less.
 	mustBind(t, s, binding("resp_b", "openai", "key_1", a.ExpiresAt.Add(time.Second)))
-	expectNoBinding(t, s, "resp_a", base)
+	expectNoBinding(t, s, "resp_a", a.ExpiresAt.Add(time.Second))
 }
 
 func testResponseUnbind(t *testing.T, s responseStore) {
@@ -120,4 +122,41 @@ func testResponseInvalid(t *testing.T, s responseStore) {
 		}
 	}
 	expectNoBinding(t, s, "resp_a", base)
+}
+
+// testResponseBindingsPurge: the purge removes the bindings expired by
+// its time, the earliest first and at most limit at a time, and nothing
+// else; it refuses no time and a limit that is not positive.
+func testResponseBindingsPurge(t *testing.T, s responseStore) {
+	first := binding("resp_1", "openai", "key_1", base)
+	second := binding("resp_2", "openai", "key_1", base.Add(time.Hour))
+	third := binding("resp_3", "openai", "key_1", base.Add(2*time.Hour))
+	live := binding("resp_4", "openai", "key_1", base.Add(3*time.Hour))
+	mustBind(t, s, third, live, second, first)
+	purge := func(by time.Time, limit int) (int, error) {
+		return s.ResponseBindingsPurge(t.Context(), &weir.ResponseBindingsPurgeParams{ExpiredBy: by, Limit: limit})
+	}
+	if _, err := purge(time.Time{}, 10); !errors.Is(err, weir.ErrInvalid) {
+		t.Errorf("ResponseBindingsPurge with no time: %v; want ErrInvalid", err)
+	}
+	if _, err := purge(third.ExpiresAt, 0); !errors.Is(err, weir.ErrInvalid) {
+		t.Errorf("ResponseBindingsPurge with limit 0: %v; want ErrInvalid", err)
+	}
+	by := third.ExpiresAt // third expired just then: it goes too
+	if n, err := purge(by, 2); n != 2 || err != nil {
+		t.Fatalf("the first purge = %d, %v; want 2", n, err)
+	}
+	// Read as of before they expired: only the purge can have removed
+	// them.
+	expectNoBinding(t, s, first.ResponseID, base)
+	expectNoBinding(t, s, second.ResponseID, base)
+	checkBinding(t, s, third, base)
+	if n, err := purge(by, 2); n != 1 || err != nil {
+		t.Fatalf("the second purge = %d, %v; want the 1 left", n, err)
+	}
+	expectNoBinding(t, s, third.ResponseID, base)
+	if n, err := purge(by, 2); n != 0 || err != nil {
+		t.Errorf("a third purge = %d, %v; want 0", n, err)
+	}
+	checkBinding(t, s, live, base)
 }

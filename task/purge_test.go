@@ -72,3 +72,54 @@ func TestPurgeRemovesTasksPastRetention(t *testing.T) {
 		t.Errorf("a second purge = %d, %v; want 0", n, err)
 	}
 }
+
+// TestPurgeRemovesExpiredBindings: the purge job removes, over several
+// batches, every response binding expired by now, and keeps the others.
+func TestPurgeRemovesExpiredBindings(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "weir.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	eng := admission.NewMemory(admission.Options{})
+	t.Cleanup(eng.Close)
+	s, err := New(Config{Clock: clock.NewFake(now)}, Deps[*sql.Tx]{Store: db, Engine: eng, Planner: onePlatform{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.purgeBatch = 10
+
+	bind := func(i int, expires time.Time) string {
+		b := weir.ResponseBinding{ResponseID: fmt.Sprintf("resp_%05d", i), Platform: "openai", KeyID: "key_1",
+			CreatedAt: expires.Add(-weir.ResponseBindingTTL), ExpiresAt: expires}
+		if err := db.ResponseBind(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		return b.ResponseID
+	}
+	expired := s.purgeBatch*2 + 5
+	for i := range expired {
+		bind(i, now.Add(-time.Duration(i)*time.Minute))
+	}
+	live := bind(expired, now.Add(time.Second))
+
+	if err := (&purgeWorker{s: s}).Work(ctx, nil); err != nil {
+		t.Fatalf("the purge job: %v", err)
+	}
+	long := now.Add(-weir.ResponseBindingTTL) // when every binding was live
+	for i := range expired {
+		id := fmt.Sprintf("resp_%05d", i)
+		if _, err := db.ResponseBindingGet(ctx, &weir.ResponseBindingGetParams{ResponseID: id, Now: long}); err == nil {
+			t.Fatalf("%s, expired, is still stored after the purge", id)
+		}
+	}
+	if _, err := db.ResponseBindingGet(ctx, &weir.ResponseBindingGetParams{ResponseID: live, Now: now}); err != nil {
+		t.Errorf("the live binding after the purge: %v", err)
+	}
+	if n, err := s.purgeBindings(ctx); n != 0 || err != nil {
+		t.Errorf("a second purge = %d, %v; want 0", n, err)
+	}
+}

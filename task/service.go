@@ -237,6 +237,9 @@ type Service struct {
 	// store does).
 	notifier  Notifier
 	reclaimer JobReclaimer
+	// bindings is the store's, if it keeps response bindings: the purge
+	// job removes the expired ones.
+	bindings BindingPurger
 	// ledger is the admission side as this process reaches it: its own
 	// term, or a fleet's (ledger.go).
 	ledger ledger
@@ -316,6 +319,7 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 	}
 	notifier, _ := any(store).(Notifier)
 	reclaimer, _ := any(store).(JobReclaimer)
+	bindings, _ := any(store).(BindingPurger)
 	_, fencer := any(store).(Fencer[TTx])
 	if deps.Leadership != nil {
 		switch {
@@ -333,7 +337,7 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 	}
 	s := &Service{
 		cfg: cfg, store: store, engine: engine, planner: planner, hooks: hooks, logger: logger, clock: cfg.Clock,
-		notifier: notifier, reclaimer: reclaimer, workers: cfg.Workers,
+		notifier: notifier, reclaimer: reclaimer, bindings: bindings, workers: cfg.Workers,
 		runs:       make(map[string]*run),
 		refusals:   make(map[string][]string),
 		deferrals:  make(map[string]int),

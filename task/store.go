@@ -59,6 +59,13 @@ type JobReclaimer interface {
 	JobReclaimAttemptedBy(ctx context.Context, client string, kinds []string) (int, error)
 }
 
+// BindingPurger is what a store that keeps response bindings
+// (weir.ResponseStore) also does, for the purge job to remove those that
+// expired: both stores do.
+type BindingPurger interface {
+	ResponseBindingsPurge(ctx context.Context, p *weir.ResponseBindingsPurgeParams) (int, error)
+}
+
 // Fencer is what a store shared by a fleet's replicas also does, over
 // its transaction type TTx: fence the commits of admissions by the fleet
 // term they were decided in. PostgreSQL's store does it by locking the

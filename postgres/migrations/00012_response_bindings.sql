@@ -2,7 +2,7 @@
 -- which key's request made it (weir.ResponseBinding): a request that
 -- continues the response goes to that platform, and only that key may
 -- retrieve, delete or cancel it, on whichever replica of a fleet it
--- arrives. A binding past expires_at is as if gone; binding another
+-- arrives. A binding past expires_at is as if gone; a periodic purge
 -- removes those.
 
 -- +goose Up

@@ -251,6 +251,13 @@
 //	X-Mock-Stall: 1 | 2s | 0        stall this stream for StallFor, for the
 //	                                given time, or never
 //	X-Mock-Tokens: 40               completion tokens for this answer
+//	X-Mock-Stream-Error: overloaded_error
+//	                                end this Messages stream after half its
+//	                                tokens with an error event of this type
+//	                                (a Responses stream: with response.failed,
+//	                                its error of this code, such as
+//	                                rate_limit_exceeded), as an upstream that
+//	                                fails once its answer has begun
 //	X-Mock-Job-Duration: 30s        this video job's duration
 //	X-Mock-Job-Fail: 1 | 0          this video job fails, or does not,
 //	                                whatever JobFailureRate says

@@ -315,7 +315,7 @@ func (s *Server) messages(c *call) int {
 	if o.stallFor > 0 {
 		stallFor = o.stallFor
 	}
-	return s.streamMessage(c, req.Model, id, &r, input, thinks, stall, stallFor)
+	return s.streamMessage(c, req.Model, id, &r, input, thinks, stall, stallFor, o.streamError)
 }
 
 // appendToolInput appends a tool_use's input: the call's JSON, or, cut
@@ -343,7 +343,10 @@ func appendAnthropicUsage(b []byte, input, output int) []byte {
 // signature_delta,) the content block's start, a ping, a delta a token
 // (text_delta, or input_json_delta for a tool call), the block's stop,
 // message_delta with the stop reason and the output tokens, message_stop.
-func (s *Server) streamMessage(c *call, model string, id []byte, r *reply, input int, thinks, stall bool, stallFor time.Duration) int {
+// failWith, if set, is an error type: the stream ends after half its
+// tokens with an error event of that type instead, as Anthropic ends a
+// stream that fails once it has begun (overloaded_error, say).
+func (s *Server) streamMessage(c *call, model string, id []byte, r *reply, input int, thinks, stall bool, stallFor time.Duration, failWith string) int {
 	ctx := c.r.Context()
 	interval := c.st.interval
 	b := make([]byte, 0, 1024+r.tokens*96)
@@ -404,6 +407,14 @@ func (s *Server) streamMessage(c *call, model string, id []byte, r *reply, input
 				return statusClientClosed
 			}
 		}
+		if failWith != "" && i == r.tokens/2 {
+			event("error")
+			b = appendAnthropicErrorEvent(b, failWith)
+			if !send() {
+				return statusClientClosed
+			}
+			return http.StatusOK
+		}
 		event("content_block_delta")
 		if r.tool == "" {
 			b = append(b, `{"type":"content_block_delta","index":`+idx+`,"delta":{"type":"text_delta","text":"`...)
@@ -453,6 +464,16 @@ func anthropicErrorType(status int) string {
 		return "api_error"
 	}
 	return "invalid_request_error"
+}
+
+// appendAnthropicErrorEvent appends an error event's data: Anthropic's
+// error shape, of type typ.
+func appendAnthropicErrorEvent(b []byte, typ string) []byte {
+	b = append(b, `{"type":"error","error":{"type":`...)
+	b = appendJSONString(b, typ)
+	b = append(b, `,"message":`...)
+	b = appendJSONString(b, "the mock failed the stream with "+typ)
+	return append(b, "}}\n\n"...)
 }
 
 // statusOverloaded is Anthropic's status for an overloaded API.

@@ -166,6 +166,28 @@ func TestMessageStream(t *testing.T) {
 	}
 }
 
+// TestMessageStreamError: X-Mock-Stream-Error ends a stream after half
+// its tokens with an error event of that type, as Anthropic's overload.
+func TestMessageStreamError(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{CompletionTokens: 4})
+	h := map[string]string{"X-Mock-Stream-Error": "overloaded_error"}
+	for k, v := range anthropicHeaders {
+		h[k] = v
+	}
+	evs := anthropicEvents(t, expectStatus(t, f.post("/v1/messages", messagesWith(map[string]any{"stream": true}), h), http.StatusOK))
+	var types []string
+	for _, ev := range evs {
+		types = append(types, ev["type"].(string))
+	}
+	if want := "message_start content_block_start ping content_block_delta content_block_delta error"; strings.Join(types, " ") != want {
+		t.Fatalf("events %v, want %s", types, want)
+	}
+	if e := evs[len(evs)-1]["error"].(map[string]any); e["type"] != "overloaded_error" || e["message"] == "" {
+		t.Errorf("error event %v", evs[len(evs)-1])
+	}
+}
+
 func TestMessageStreamToolUse(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, Config{})

@@ -273,8 +273,14 @@ func (s *Server) createResponse(c *call) int {
 	}
 	resp.Usage = &responsesUsage{InputTokens: int64(inputTokens), OutputTokens: int64(r.tokens), TotalTokens: int64(inputTokens + r.tokens)}
 	final, _ := json.Marshal(resp) // plain values: cannot fail
+	kept := final
+	var failed []byte
+	if req.Stream && o.streamError != "" {
+		failed = failedResponse(*resp, o.streamError)
+		kept = failed
+	}
 	if resp.Store {
-		s.responses.put(resp.ID, storedResponse{resp: final, input: input})
+		s.responses.put(resp.ID, storedResponse{resp: kept, input: input})
 	}
 	if !req.Stream {
 		if !wait(c.r.Context(), time.Duration(r.tokens)*c.st.interval) {
@@ -288,7 +294,16 @@ func (s *Server) createResponse(c *call) int {
 	if o.stallFor > 0 {
 		stallFor = o.stallFor
 	}
-	return s.streamResponse(c, &r, resp, start, final, stall, stallFor)
+	return s.streamResponse(c, &r, resp, start, final, failed, stall, stallFor)
+}
+
+// failedResponse is resp failed with an error of code, as response.failed
+// carries it: no output, no usage.
+func failedResponse(resp responseObject, code string) []byte {
+	resp.Status, resp.Output, resp.Usage, resp.IncompleteDetails = "failed", []outputItem{}, nil, nil
+	resp.Error = map[string]string{"code": code, "message": "the mock failed the response with " + code}
+	b, _ := json.Marshal(resp) // plain values: cannot fail
+	return b
 }
 
 // plain is r's tokens [from, to) as a string, not a JSON string's
@@ -342,8 +357,10 @@ func (s *Server) newResponse(c *call, req *responsesRequest, r *reply, status st
 // response.function_call_arguments.delta for a call), the text or the
 // arguments done, the part and the item done, and response.completed
 // (response.incomplete when max_output_tokens cut it short) with final,
-// its usage in it.
-func (s *Server) streamResponse(c *call, r *reply, resp *responseObject, start, final []byte, stall bool, stallFor time.Duration) int {
+// its usage in it. failed, if set, is the response failed: the stream
+// ends after half its tokens with response.failed carrying it instead,
+// as the API ends a response that fails once it has begun.
+func (s *Server) streamResponse(c *call, r *reply, resp *responseObject, start, final, failed []byte, stall bool, stallFor time.Duration) int {
 	ctx := c.r.Context()
 	interval := c.st.interval
 	b := make([]byte, 0, 4096+r.tokens*160)
@@ -396,6 +413,13 @@ func (s *Server) streamResponse(c *call, r *reply, resp *responseObject, start, 
 			if !send() || !wait(ctx, interval) {
 				return statusClientClosed
 			}
+		}
+		if failed != nil && i == r.tokens/2 {
+			event("response.failed", "response", raw(failed))
+			if !send() {
+				return statusClientClosed
+			}
+			return http.StatusOK
 		}
 		delta := r.plain(i, i+1)
 		if r.tool == "" {

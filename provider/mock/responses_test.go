@@ -141,6 +141,33 @@ func TestResponseStream(t *testing.T) {
 	}
 }
 
+// TestResponseStreamFails: X-Mock-Stream-Error ends a stream after half
+// its tokens with response.failed, its error of that code; the response
+// kept is the failed one.
+func TestResponseStreamFails(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{CompletionTokens: 4})
+	resp := f.post("/v1/responses", responsesWith(map[string]any{"stream": true}), map[string]string{"X-Mock-Stream-Error": "rate_limit_exceeded"})
+	evs := anthropicEvents(t, expectStatus(t, resp, http.StatusOK))
+	var names []string
+	for _, ev := range evs {
+		names = append(names, ev["type"].(string))
+	}
+	want := []string{"response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
+		"response.output_text.delta", "response.output_text.delta", "response.failed"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("events %v\nwant %v", names, want)
+	}
+	failed := evs[len(evs)-1]["response"].(map[string]any)
+	if e, _ := failed["error"].(map[string]any); failed["status"] != "failed" || e["code"] != "rate_limit_exceeded" {
+		t.Fatalf("response.failed %v", failed)
+	}
+	got := obj(t, expectStatus(t, f.request(t.Context(), http.MethodGet, "/v1/responses/"+failed["id"].(string), nil, nil), http.StatusOK))
+	if got["status"] != "failed" {
+		t.Errorf("the kept response: %v", got)
+	}
+}
+
 func TestResponseAzure(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, Config{Models: []string{"gpt-4o-dep"}})

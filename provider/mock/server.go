@@ -425,6 +425,10 @@ type overrides struct {
 	stall    int8          // -1 never, 0 as StallRate says, 1 stall
 	stallFor time.Duration
 	tokens   int // 0: none
+	// streamError ends a Messages or Responses stream after half its
+	// tokens with an error of this type (Messages) or code (Responses);
+	// "": none.
+	streamError string
 
 	jobDuration time.Duration // <0: none
 	jobFail     int8          // -1 never, 0 as JobFailureRate says, 1 fail
@@ -470,6 +474,12 @@ func parseOverrides(h http.Header) (overrides, error) {
 		}
 		o.tokens = n
 	}
+	if v := h.Get("X-Mock-Stream-Error"); v != "" {
+		if !isErrorName(v) {
+			return o, fmt.Errorf("X-Mock-Stream-Error must name an error type or code such as overloaded_error or rate_limit_exceeded, not %q", v)
+		}
+		o.streamError = v
+	}
 	if v := h.Get("X-Mock-Job-Duration"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
@@ -488,6 +498,20 @@ func parseOverrides(h http.Header) (overrides, error) {
 		}
 	}
 	return o, nil
+}
+
+// isErrorName reports whether v looks like an API's error type or code:
+// lower-case letters and underscores, at most 64.
+func isErrorName(v string) bool {
+	if len(v) > 64 {
+		return false
+	}
+	for _, r := range v {
+		if (r < 'a' || r > 'z') && r != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 // begin does what every work request does after decoding its body: checks

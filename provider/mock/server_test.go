@@ -190,6 +190,7 @@ func TestBadRequests(t *testing.T) {
 		{"bad status header", "POST", "/v1/chat/completions", chatBody, map[string]string{"X-Mock-Status": "200"}, 400, nil},
 		{"bad latency header", "POST", "/v1/chat/completions", chatBody, map[string]string{"X-Mock-Latency": "soon"}, 400, nil},
 		{"bad stall header", "POST", "/v1/chat/completions", chatBody, map[string]string{"X-Mock-Stall": "maybe"}, 400, nil},
+		{"bad stream error header", "POST", "/v1/chat/completions", chatBody, map[string]string{"X-Mock-Stream-Error": "Overloaded!"}, 400, nil},
 		{"GET on a POST path", "GET", "/v1/chat/completions", nil, nil, 405, nil},
 		{"unknown path", "POST", "/v1/completions/nope", chatBody, nil, 404, nil},
 		{"empty embedding input", "POST", "/v1/embeddings", map[string]any{"model": "only-this", "input": ""}, nil, 400, "input"},

@@ -2,7 +2,7 @@
 -- which key's request made it (weir.ResponseBinding): a request that
 -- continues the response goes to that platform, and only that key may
 -- retrieve, delete or cancel it. A binding past expires_at is as if gone;
--- binding another removes those. Times are as in api_keys, whose text
+-- a periodic purge removes those. Times are as in api_keys, whose text
 -- order is time order.
 
 -- +goose Up
