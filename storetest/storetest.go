@@ -134,6 +134,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -221,8 +222,12 @@ func newUsage(i int, keyID string, at time.Time) weir.Usage {
 		Model:            "gpt-4o",
 		PlatformModel:    "openai-main/gpt-4o",
 		Endpoint:         "/v1/chat/completions",
+		Group:            fmt.Sprintf("group-%d", i%3),
 		PromptTokens:     int64(100 + i),
 		CompletionTokens: int64(20 + i),
+		CachedTokens:     int64(i % 50),
+		Cost:             weir.Money(1_000_000_007 * int64(i+1)),
+		CostEstimated:    i%4 == 1,
 		Waited:           time.Duration(i) * time.Millisecond,
 		Latency:          time.Duration(i)*time.Millisecond + 1234*time.Nanosecond,
 		Status:           200,
@@ -495,6 +500,7 @@ func testUsageRoundTrip(t *testing.T, s weir.Store) {
 	u.Status = 504
 	u.Outcome = "queue_timeout"
 	u.Waited = 30*time.Second + 7 // nanoseconds survive in durations
+	u.Group, u.CachedTokens, u.Cost, u.CostEstimated = "premium", 64, math.MaxInt64, true
 	if err := s.UsageInsert(t.Context(), []weir.Usage{u}); err != nil {
 		t.Fatalf("UsageInsert: %v", err)
 	}
