@@ -50,3 +50,18 @@ func (c *Call) addCost(cost weir.Money, estimated bool) {
 	c.Usage.Cost = c.Usage.Cost.Add(cost)
 	c.Usage.CostEstimated = c.Usage.CostEstimated || estimated
 }
+
+// TaskCost is what task t, a video job, costs at the price its platform
+// model has in the catalog served now: the seconds its request asked for
+// (weir.DefaultVideoSeconds if it said none) at Second, and Request.
+// The job makes what it was asked, so its estimate is its cost. ok is
+// false before t was admitted to a platform model the catalog still
+// has: it is not priced then. A budget settles a task's reservation to
+// it when the job ends.
+func (s *Service) TaskCost(t weir.Task) (cost weir.Money, ok bool) {
+	pm, ok := s.Snapshot().PlatformModel(t.PlatformModel)
+	if !ok {
+		return 0, false
+	}
+	return pm.Price.Estimate(weir.TaskWants(t.Input), weir.KindVideo), true
+}

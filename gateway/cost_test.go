@@ -158,3 +158,27 @@ func TestEstimateOfCall(t *testing.T) {
 		}
 	}
 }
+
+// TestTaskCost: a video job costs its seconds at its platform model's
+// price; one not admitted to a platform model is not priced.
+func TestTaskCost(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{catalog: func(c *weir.Catalog) {
+		onlyUp(c)
+		c.PlatformModels[0].Price = weir.Price{Second: money(t, "0.10"), Request: money(t, "0.01")}
+	}})
+	for _, tc := range []struct {
+		task weir.Task
+		want string
+		ok   bool
+	}{
+		{weir.Task{PlatformModel: "up/m", Input: []byte(`{"model":"v","prompt":"p","seconds":"8"}`)}, "0.81", true},
+		{weir.Task{PlatformModel: "up/m", Input: []byte(`{"model":"v","prompt":"p"}`)}, "0.41", true},
+		{weir.Task{Input: []byte(`{"model":"v","seconds":"8"}`)}, "0.00", false},
+		{weir.Task{PlatformModel: "gone/m", Input: []byte(`{}`)}, "0.00", false},
+	} {
+		if got, ok := b.svc.TaskCost(tc.task); got.String() != tc.want || ok != tc.ok {
+			t.Errorf("TaskCost(%s on %q) = %s, %v; want %s, %v", tc.task.Input, tc.task.PlatformModel, got, ok, tc.want, tc.ok)
+		}
+	}
+}
