@@ -90,3 +90,26 @@ func TestSinceTime(t *testing.T) {
 		}
 	}
 }
+
+// TestSpendOnServer: weir spend reads a served gateway's store, which
+// has spent nothing yet.
+func TestSpendOnServer(t *testing.T) {
+	t.Parallel()
+	cfg := demoConfig("http://127.0.0.1:1/v1", "127.0.0.1:0", "")
+	m, err := startMain(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := spendCmd()
+	var out strings.Builder
+	cmd.SetOut(&out)
+	cmd.SetErr(io.Discard)
+	cmd.SetArgs([]string{"--addr", "http://" + m.Addr(), "--by", "group", "--window", "day"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "spend by group from") || !strings.Contains(out.String(), ": 0.00") ||
+		!strings.Contains(out.String(), "no requests in the window") {
+		t.Errorf("output:\n%s", out.String())
+	}
+}
