@@ -19,15 +19,15 @@ import (
 // Responses API's details count it (the native dialects' adapters put
 // their cached counts there too).
 type usage struct {
-	PromptTokens             int64         `json:"prompt_tokens"`
-	CompletionTokens         int64         `json:"completion_tokens"`
-	TotalTokens              int64         `json:"total_tokens"`
-	InputTokens              int64         `json:"input_tokens"`
-	OutputTokens             int64         `json:"output_tokens"`
-	CacheCreationInputTokens int64         `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     int64         `json:"cache_read_input_tokens"`
-	PromptTokensDetails      *tokenDetails `json:"prompt_tokens_details"`
-	InputTokensDetails       *tokenDetails `json:"input_tokens_details"`
+	PromptTokens             int64        `json:"prompt_tokens"`
+	CompletionTokens         int64        `json:"completion_tokens"`
+	TotalTokens              int64        `json:"total_tokens"`
+	InputTokens              int64        `json:"input_tokens"`
+	OutputTokens             int64        `json:"output_tokens"`
+	CacheCreationInputTokens int64        `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64        `json:"cache_read_input_tokens"`
+	PromptTokensDetails      tokenDetails `json:"prompt_tokens_details"`
+	InputTokensDetails       tokenDetails `json:"input_tokens_details"`
 
 	// CachedTokens is the cached part of the prompt, as normal reads it.
 	CachedTokens int64 `json:"-"`
@@ -47,16 +47,9 @@ type tokenDetails struct {
 // normal is u with the Responses API's or the Messages API's counts as
 // Chat Completions'.
 func (u usage) normal() usage {
-	switch {
-	case u.PromptTokensDetails != nil:
-		u.CachedTokens = u.PromptTokensDetails.CachedTokens
-	case u.InputTokensDetails != nil:
-		u.CachedTokens = u.InputTokensDetails.CachedTokens
-	default:
-		u.CachedTokens = u.CacheReadInputTokens
-	}
-	u.CachedTokens = max(u.CachedTokens, 0)
-	u.PromptTokensDetails, u.InputTokensDetails = nil, nil
+	// Each dialect says it in one of the three; the others are 0.
+	u.CachedTokens = max(u.PromptTokensDetails.CachedTokens, u.InputTokensDetails.CachedTokens, u.CacheReadInputTokens, 0)
+	u.PromptTokensDetails, u.InputTokensDetails = tokenDetails{}, tokenDetails{}
 	if u.PromptTokens == 0 && u.CompletionTokens == 0 {
 		input := addTokens(max(u.InputTokens, 0), max(u.CacheCreationInputTokens, 0))
 		u.PromptTokens, u.CompletionTokens = addTokens(input, max(u.CacheReadInputTokens, 0)), u.OutputTokens
