@@ -34,10 +34,13 @@ type Usage struct {
 }
 
 // Validate reports what a store refuses in a record: no RequestID, KeyID
-// or At.
+// or At, or a negative Cost.
 func (u Usage) Validate() error {
-	if u.RequestID == "" || u.KeyID == "" || u.At.IsZero() {
+	switch {
+	case u.RequestID == "" || u.KeyID == "" || u.At.IsZero():
 		return fmt.Errorf("%w: request id, key id and time are required", ErrInvalid)
+	case u.Cost < 0:
+		return fmt.Errorf("%w: negative cost %s", ErrInvalid, u.Cost)
 	}
 	return nil
 }

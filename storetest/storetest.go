@@ -30,9 +30,10 @@
 // revoked key succeeds and keeps the first RevokedAt.
 //
 // Usage. UsageInsert writes the whole batch or nothing. A row without a
-// RequestID, a KeyID or an At, or naming a key that does not exist, makes
-// the batch fail with weir.ErrInvalid. A row whose RequestID is already
-// stored, or appears earlier in the same batch, is skipped: a flush
+// RequestID, a KeyID or an At, with a negative Cost, or naming a key that
+// does not exist, makes the batch fail with weir.ErrInvalid. A row whose
+// RequestID is already stored, or appears earlier in the same batch, is
+// skipped: a flush
 // retried after an error of unknown outcome does not count a request
 // twice, wherever the copies fall in a batch of hundreds of rows (which a
 // store may split into several statements). An empty batch is a no-op. UsageList returns records newest
@@ -596,6 +597,7 @@ func testUsageAtomic(t *testing.T, s weir.Store) {
 		{"a row without a request id", func(u *weir.Usage) { u.RequestID = "" }},
 		{"a row without a key id", func(u *weir.Usage) { u.KeyID = "" }},
 		{"a row without a time", func(u *weir.Usage) { u.At = time.Time{} }},
+		{"a row with a negative cost", func(u *weir.Usage) { u.Cost = -1 }},
 	} {
 		batch := []weir.Usage{
 			newUsage(1, k.ID, base.Add(time.Second)),
