@@ -175,6 +175,8 @@ type PlatformModel struct {
 	// Simulate is how the simulator answers for it in the simulation run
 	// mode; the zero value answers at once, always well.
 	Simulate Simulation
+	// Price is what its calls cost; the zero value: nothing.
+	Price Price
 }
 
 // RunMode is how a request runs. The default, "", is production.
@@ -302,6 +304,12 @@ type Wants struct {
 	// Size, Voice and Seconds, when set, are the request's.
 	Size, Voice string
 	Seconds     int
+	// N is the number of images asked for (0: not said, one); Quality
+	// theirs. Characters is the length of the input to speech, in
+	// characters. Prices read them (Price.Estimate).
+	N          int64
+	Quality    string
+	Characters int64
 }
 
 // TaskWants is what a task's input (a video request: its size and
@@ -394,6 +402,10 @@ type Model struct {
 	// AffinityWait bounds how long a strict affinity waits for its
 	// candidate before the others may serve. Default 0: 2 s.
 	AffinityWait time.Duration
+	// NodePrice is what a call of the model served by an edge node's
+	// provider costs: nodes register their providers themselves, so the
+	// gateway's price for them is the model's. The zero value: nothing.
+	NodePrice Price
 }
 
 // Affinity is how strongly a model's requests keep to the candidate that
@@ -602,6 +614,9 @@ func (pm PlatformModel) validate(platforms, defined map[string]bool) *FieldError
 	if err := pm.Simulate.validate(); err != nil {
 		return err.within("simulate")
 	}
+	if err := pm.Price.validate(); err != nil {
+		return err.within("price")
+	}
 	return pm.Limits.validate()
 }
 
@@ -622,6 +637,8 @@ func (m Model) validate(pms, defined map[string]bool) *FieldError {
 		return invalidf("affinity", "unknown affinity %q: want %s, %s or %s", m.Affinity, AffinityOff, AffinityPrefer, AffinityStrict)
 	case m.AffinityWait < 0:
 		return invalidf("affinity_wait", "must not be negative")
+	case m.NodePrice.validate() != nil:
+		return m.NodePrice.validate().within("node_price")
 	case len(m.Candidates) == 0 && (m.Nodes == NodesNever || m.Kind.Async()):
 		why := "nodes: never"
 		if m.Kind.Async() {

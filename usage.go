@@ -7,16 +7,26 @@ import (
 
 // Usage is one request's record.
 type Usage struct {
-	RequestID        string
-	KeyID            string
+	RequestID string
+	KeyID     string
+	// Group is the key's group when the request was made.
+	Group            string
 	Model            string
 	PlatformModel    string
 	Endpoint         string
 	PromptTokens     int64
 	CompletionTokens int64
-	Waited           time.Duration
-	Latency          time.Duration
-	Status           int
+	// CachedTokens are the prompt tokens read from the provider's prompt
+	// cache (a part of PromptTokens).
+	CachedTokens int64
+	// Cost is what the request cost at its platform model's (or node
+	// provider's) price. CostEstimated: the upstream reported no usage,
+	// so Cost is priced from the request's estimate.
+	Cost          Money
+	CostEstimated bool
+	Waited        time.Duration
+	Latency       time.Duration
+	Status        int
 	// Outcome is a low-cardinality word: ok, queue_timeout, queue_full,
 	// upstream_error, cancelled...
 	Outcome string
@@ -24,10 +34,13 @@ type Usage struct {
 }
 
 // Validate reports what a store refuses in a record: no RequestID, KeyID
-// or At.
+// or At, or a negative Cost.
 func (u Usage) Validate() error {
-	if u.RequestID == "" || u.KeyID == "" || u.At.IsZero() {
+	switch {
+	case u.RequestID == "" || u.KeyID == "" || u.At.IsZero():
 		return fmt.Errorf("%w: request id, key id and time are required", ErrInvalid)
+	case u.Cost < 0:
+		return fmt.Errorf("%w: negative cost %s", ErrInvalid, u.Cost)
 	}
 	return nil
 }

@@ -69,10 +69,12 @@ func (c *Config) toCatalog(lookup lookupFunc) weir.Catalog {
 			FailOpen: c.failOpen(pm.FailOpen),
 			Supports: pm.Capabilities,
 			Simulate: pm.Simulate,
+			Price:    pm.Price,
 		})
 	}
 	for _, m := range c.Models {
-		model := weir.Model{Name: m.Name, Kind: m.Kind, Nodes: m.Nodes, Affinity: m.Affinity, AffinityWait: m.AffinityWait}
+		model := weir.Model{Name: m.Name, Kind: m.Kind, Nodes: m.Nodes, Affinity: m.Affinity, AffinityWait: m.AffinityWait,
+			NodePrice: m.NodePrice}
 		for _, cd := range m.Candidates {
 			weight := cd.Weight
 			if weight == 0 {

@@ -448,6 +448,12 @@ type PlatformModel struct {
 	// in the simulation run mode (latency, latency_jitter, error_rate,
 	// max_concurrent, retry_after). Default: at once, always well.
 	Simulate weir.Simulation `yaml:"simulate"`
+	// Price is what its calls cost, in the operator's currency: input,
+	// cached_input and output per million tokens, request per call,
+	// images per image by "size/quality", "size" or "*", second per
+	// second of video, characters per million characters of speech
+	// input. Default: every part 0, free.
+	Price weir.Price `yaml:"price"`
 }
 
 // Model is a public model name and the platform models that serve it.
@@ -473,6 +479,11 @@ type Model struct {
 	// AffinityWait is how long a strict affinity waits for its candidate
 	// before any may serve. Default 2s.
 	AffinityWait time.Duration `yaml:"affinity_wait"`
+	// NodePrice is what a call of it served by an edge node's provider
+	// costs, as a platform model's price: nodes register their providers
+	// themselves, so the gateway prices them by model. Default: every
+	// part 0, free.
+	NodePrice weir.Price `yaml:"node_price"`
 }
 
 // Candidate is one platform model a public model can be served by.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/provider"
 )
 
@@ -69,6 +70,11 @@ func (s *Service) copyBody(c *Call, out Answer, resp *http.Response, head Head, 
 		return d
 	}
 	u, ok := usageOf(body)
+	if c.Model.Kind == weir.KindImages {
+		// An image is priced by the one: count what was made.
+		u.Images = imagesOf(body)
+		ok = ok || u.Images > 0
+	}
 	done(u, ok)
 	out.Start(head)
 	d.started = true
@@ -276,7 +282,7 @@ func (s *Service) stream(out Answer, resp *http.Response, head Head, prompt int6
 		if !got && chunks > 0 {
 			// No usage chunk: the prompt was read all the same; count
 			// about one token per content chunk on top.
-			u = usage{PromptTokens: prompt, CompletionTokens: chunks}
+			u = usage{PromptTokens: prompt, CompletionTokens: chunks, counted: true}
 		}
 		done(u, got || chunks > 0)
 	}

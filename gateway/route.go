@@ -159,6 +159,11 @@ type upstream struct {
 	// native: its platform speaks the API of the call's native request
 	// (a node or a simulator speaks Chat Completions only).
 	native bool
+	// price is what its calls cost (a node provider's: its model's
+	// NodePrice; a simulator's: nothing), maxOutput its
+	// max_output_tokens, for an estimate.
+	price     weir.Price
+	maxOutput int64
 }
 
 // speaks reports whether pm is sent c's native request instead of its
@@ -181,7 +186,7 @@ func (s *Service) upstreamOf(c *Call, t target) upstream {
 		nt := *n
 		nt.Long = needsLong(c, n)
 		return upstream{Name: n.Name(), Platform: "node " + n.Node, Upstream: n.Runtime, ex: nodeExecutor{s.deps.Nodes, nt},
-			health: nodeHealth(*n)}
+			health: nodeHealth(*n), price: c.Model.NodePrice}
 	}
 	pm, _ := c.Snapshot.PlatformModel(t.pm)
 	if c.RunMode == weir.RunSimulation {
@@ -191,7 +196,7 @@ func (s *Service) upstreamOf(c *Call, t target) upstream {
 		return upstream{Name: name, Platform: pm.Platform, Upstream: pm.Upstream, ex: c.Snapshot.sims[pm.Name], health: name}
 	}
 	return upstream{Name: pm.Name, Platform: pm.Platform, Upstream: pm.Upstream, ex: c.Snapshot.Adapter(pm.Platform), health: pm.Name, pausable: true,
-		native: c.Native != nil && c.Snapshot.speaks(pm.Platform, c.Native.API)}
+		native: c.Native != nil && c.Snapshot.speaks(pm.Platform, c.Native.API), price: pm.Price, maxOutput: pm.Supports.MaxOutputTokens}
 }
 
 // nodeExecutor runs calls on one node provider.

@@ -301,8 +301,9 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 	headersIn := s.deps.Clock.Now().Sub(t0)
 
 	// done ends the upstream call and gives the lease back, having
-	// settled its tokens against what the answer reported (or the
-	// estimate): at the end of the upstream's answer, not the client's.
+	// settled its tokens and its cost against what the answer reported
+	// (or the estimate): at the end of the upstream's answer, not the
+	// client's. A budget's reservation settles here, to cost.
 	finished := false
 	done := func(u usage, got bool) {
 		if finished {
@@ -310,10 +311,12 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 		}
 		finished = true
 		_ = resp.Body.Close()
+		cost, estimated := c.attemptCost(pm, u, got)
+		c.addCost(cost, estimated)
 		if !got {
 			u = usage{PromptTokens: c.Tokens}
 		}
-		c.Usage.PromptTokens, c.Usage.CompletionTokens = u.PromptTokens, u.CompletionTokens
+		c.Usage.PromptTokens, c.Usage.CompletionTokens, c.Usage.CachedTokens = u.PromptTokens, u.CompletionTokens, u.CachedTokens
 		if total := u.total(); total > 0 {
 			if err := s.deps.Engine.Reconcile(context.WithoutCancel(ctx), lease.ID, lease.Owner, total); err != nil {
 				s.dropped(c, "reconcile", "could not settle a lease's tokens", err)

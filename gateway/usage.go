@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+
+	"github.com/weir-gateway/weir"
 )
 
 // usage is the part of an upstream answer that says what it cost: Chat
@@ -12,20 +14,42 @@ import (
 // (a message's; in a stream, message_start's and then message_delta's),
 // whose input and output tokens usageOf reads as the prompt and
 // completion tokens. Anthropic counts the input read from and written to
-// its prompt cache apart from the rest: all of it is the prompt.
+// its prompt cache apart from the rest: all of it is the prompt, and what
+// was read from the cache its cached part, as Chat Completions' and the
+// Responses API's details count it (the native dialects' adapters put
+// their cached counts there too).
 type usage struct {
-	PromptTokens             int64 `json:"prompt_tokens"`
-	CompletionTokens         int64 `json:"completion_tokens"`
-	TotalTokens              int64 `json:"total_tokens"`
-	InputTokens              int64 `json:"input_tokens"`
-	OutputTokens             int64 `json:"output_tokens"`
-	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	PromptTokens             int64        `json:"prompt_tokens"`
+	CompletionTokens         int64        `json:"completion_tokens"`
+	TotalTokens              int64        `json:"total_tokens"`
+	InputTokens              int64        `json:"input_tokens"`
+	OutputTokens             int64        `json:"output_tokens"`
+	CacheCreationInputTokens int64        `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64        `json:"cache_read_input_tokens"`
+	PromptTokensDetails      tokenDetails `json:"prompt_tokens_details"`
+	InputTokensDetails       tokenDetails `json:"input_tokens_details"`
+
+	// CachedTokens is the cached part of the prompt, as normal reads it.
+	CachedTokens int64 `json:"-"`
+	// Images is how many images an answer holds (its data), for an
+	// images request.
+	Images int64 `json:"-"`
+	// counted: the upstream reported no usage, and these counts are the
+	// gateway's own (a stream's prompt estimate and chunks).
+	counted bool
+}
+
+// tokenDetails is the part of a usage's details that prices read.
+type tokenDetails struct {
+	CachedTokens int64 `json:"cached_tokens"`
 }
 
 // normal is u with the Responses API's or the Messages API's counts as
 // Chat Completions'.
 func (u usage) normal() usage {
+	// Each dialect says it in one of the three; the others are 0.
+	u.CachedTokens = max(u.PromptTokensDetails.CachedTokens, u.InputTokensDetails.CachedTokens, u.CacheReadInputTokens, 0)
+	u.PromptTokensDetails, u.InputTokensDetails = tokenDetails{}, tokenDetails{}
 	if u.PromptTokens == 0 && u.CompletionTokens == 0 {
 		input := addTokens(max(u.InputTokens, 0), max(u.CacheCreationInputTokens, 0))
 		u.PromptTokens, u.CompletionTokens = addTokens(input, max(u.CacheReadInputTokens, 0)), u.OutputTokens
@@ -46,6 +70,9 @@ func (u usage) update(later usage) usage {
 	}
 	if later.TotalTokens > 0 {
 		u.TotalTokens = later.TotalTokens
+	}
+	if later.CachedTokens > 0 {
+		u.CachedTokens = later.CachedTokens
 	}
 	return u
 }
@@ -93,4 +120,23 @@ func addTokens(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return a + b
+}
+
+// metered is what u used, for a price: its tokens, and the images it
+// holds at the size and quality w asked for.
+func (u usage) metered(w weir.Wants) weir.Metered {
+	return weir.Metered{PromptTokens: u.PromptTokens, CachedTokens: u.CachedTokens, CompletionTokens: u.CompletionTokens,
+		Images: u.Images, Size: w.Size, Quality: w.Quality}
+}
+
+// imagesOf counts the images of an images answer: the entries of its
+// data array (0 if it has none, or is not JSON).
+func imagesOf(body []byte) int64 {
+	var v struct {
+		Data []struct{} `json:"data"` // counted, not kept
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return 0
+	}
+	return int64(len(v.Data))
 }

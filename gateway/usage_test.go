@@ -68,3 +68,46 @@ func TestUsageOfMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageCachedTokens: the cached part of the prompt is read from each
+// dialect's usage: Chat Completions' prompt_tokens_details, the
+// Responses API's input_tokens_details, Anthropic's
+// cache_read_input_tokens (also from a stream's message_delta).
+func TestUsageCachedTokens(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		body           string
+		prompt, cached int64
+	}{
+		{`{"usage":{"prompt_tokens":100,"completion_tokens":4,"prompt_tokens_details":{"cached_tokens":64}}}`, 100, 64},
+		{`{"usage":{"input_tokens":90,"input_tokens_details":{"cached_tokens":32},"output_tokens":6}}`, 90, 32},
+		{`{"usage":{"input_tokens":10,"cache_creation_input_tokens":20,"cache_read_input_tokens":70,"output_tokens":6}}`, 100, 70},
+		{`{"usage":{"prompt_tokens":5,"completion_tokens":4,"prompt_tokens_details":{"cached_tokens":-3}}}`, 5, 0},
+		{`{"usage":{"prompt_tokens":5,"completion_tokens":4}}`, 5, 0},
+	} {
+		u, ok := usageOf([]byte(tc.body))
+		if !ok || u.PromptTokens != tc.prompt || u.CachedTokens != tc.cached {
+			t.Errorf("usageOf(%s) = %+v %v; want prompt %d, cached %d", tc.body, u, ok, tc.prompt, tc.cached)
+		}
+	}
+	start, _ := usageOf([]byte(`{"type":"message_start","message":{"usage":{"input_tokens":10,"cache_read_input_tokens":40,"output_tokens":1}}}`))
+	delta, _ := usageOf([]byte(`{"type":"message_delta","usage":{"output_tokens":9}}`))
+	if u := start.update(delta); u.CachedTokens != 40 || u.PromptTokens != 50 || u.CompletionTokens != 9 {
+		t.Errorf("a Messages stream's usage: %+v; want 50 prompt, 40 cached, 9 completion", u)
+	}
+}
+
+// TestImagesOf: an images answer's images are its data's entries.
+func TestImagesOf(t *testing.T) {
+	t.Parallel()
+	for body, want := range map[string]int64{
+		`{"created":1,"data":[{"b64_json":"x"},{"url":"u"}]}`: 2,
+		`{"created":1,"data":[]}`:                             0,
+		`{"error":{"message":"no"}}`:                          0,
+		`not json`:                                            0,
+	} {
+		if got := imagesOf([]byte(body)); got != want {
+			t.Errorf("imagesOf(%s) = %d, want %d", body, got, want)
+		}
+	}
+}

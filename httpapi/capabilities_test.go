@@ -81,7 +81,11 @@ func TestDecodeWants(t *testing.T) {
 		{epChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"text"}}`, weir.Wants{}},
 		{epChat, `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"max_tokens":9}`, weir.Wants{Stream: true, MaxTokens: 9}},
 		{epImages, `{"model":"m","prompt":"p","size":"1024x1024"}`, weir.Wants{Size: "1024x1024"}},
-		{epSpeech, `{"model":"m","input":"hi","voice":"alloy"}`, weir.Wants{Voice: "alloy"}},
+		{epImages, `{"model":"m","prompt":"p","size":"1024x1024","quality":"hd","n":3}`, weir.Wants{Size: "1024x1024", Quality: "hd", N: 3}},
+		{epImages, `{"model":"m","prompt":"p","n":"three"}`, weir.Wants{}},
+		{epImages, `{"model":"m","prompt":"p","n":-2}`, weir.Wants{}},
+		{epSpeech, `{"model":"m","input":"hi","voice":"alloy"}`, weir.Wants{Voice: "alloy", Characters: 2}},
+		{epSpeech, `{"model":"m","input":"héllo ✓","voice":"alloy"}`, weir.Wants{Voice: "alloy", Characters: 7}},
 	} {
 		r, err := decodeRequest(c.ep, []byte(c.body))
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/openaiwire"
@@ -131,11 +132,12 @@ func decodeRequest(ep endpoint, body []byte) (*request, *apiError) {
 	for _, f := range []struct {
 		name string
 		to   *string
-	}{{"size", &r.wants.Size}, {"voice", &r.wants.Voice}} {
+	}{{"size", &r.wants.Size}, {"voice", &r.wants.Voice}, {"quality", &r.wants.Quality}} {
 		if v, ok := raw[f.name]; ok {
 			_ = json.Unmarshal(v, f.to) // not a string: the upstream's to judge
 		}
 	}
+	r.wants.N, r.wants.Characters = priced(ep, raw)
 	// About four bytes of JSON per token, plus what the answer may take.
 	// The client's numbers may be anything up to the int64 maximum: the
 	// sum saturates there rather than wrap negative.
@@ -148,6 +150,24 @@ func decodeRequest(ep endpoint, body []byte) (*request, *apiError) {
 		r.estimate = addTokens(r.estimate, 256)
 	}
 	return r, nil
+}
+
+// priced is what a price reads of a request for ep besides its tokens:
+// the images asked for (n; 0 if not said, or not a count, which the
+// upstream judges), and the characters of the input to speech.
+func priced(ep endpoint, raw map[string]json.RawMessage) (n, characters int64) {
+	switch ep.kind {
+	case weir.KindImages:
+		if v, ok := raw["n"]; ok && json.Unmarshal(v, &n) != nil || n < 0 {
+			n = 0
+		}
+	case weir.KindSpeech:
+		var input string
+		if json.Unmarshal(raw["input"], &input) == nil {
+			characters = int64(utf8.RuneCountInString(input))
+		}
+	}
+	return n, characters
 }
 
 // translatedRequest is what decodeRequest reads of the chat body

@@ -1,9 +1,10 @@
 // Package httpapi is Weir's HTTP face: the OpenAI-compatible API (chat
 // completions with streaming, embeddings, images, speech, models, videos
-// and tasks), the admin API (queues), health and metrics endpoints. It
-// reads and validates a request's headers and body, has the gateway find
-// its key and decide what the key may ask (gateway.Authenticate and
-// Prepare), hands the request to the gateway to serve (admission against
+// and tasks), the admin API (queues, nodes, spend), health and metrics
+// endpoints. It reads and validates a request's headers and body, has
+// the gateway find its key and decide what the key may ask
+// (gateway.Authenticate and Prepare), hands the request to the gateway
+// to serve (admission against
 // the key's, the group's and a platform model's scopes, the upstream
 // call, release) or a task to the gateway's task front, and encodes the
 // answer — headers, write deadlines, stream framing and the one mapping
@@ -159,6 +160,9 @@ type Deps struct {
 	// Console serves the web console at GET / and under /console/; nil:
 	// none (GET / is a 404).
 	Console http.Handler
+	// Spend reports spend for /admin/spend (the store); nil: it answers
+	// 404.
+	Spend Spend
 }
 
 // Server is the HTTP API. Apply a catalog before serving.
@@ -220,6 +224,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("DELETE /v1/tasks/{id}", s.handle(s.deleteTask))
 	mux.HandleFunc("GET /admin/queues", s.admin(s.queues))
 	mux.HandleFunc("GET /admin/nodes", s.admin(s.nodes))
+	mux.HandleFunc("GET /admin/spend", s.admin(s.spend))
 	if s.deps.Relay != nil {
 		mux.Handle("POST "+s.deps.RelayPath, s.deps.Relay)
 	}

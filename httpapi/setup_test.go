@@ -94,7 +94,7 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	b.db = db
 	b.engine = admission.NewMemory(admission.Options{Clock: o.clock, Observer: o.observer})
 	t.Cleanup(b.engine.Close)
-	deps := Deps{Clock: o.clock}
+	deps := Deps{Clock: o.clock, Spend: db}
 	if o.deps != nil {
 		o.deps(&deps)
 	}

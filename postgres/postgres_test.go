@@ -59,6 +59,18 @@ func TestTx(t *testing.T) {
 	storetest.ExerciseTx(t, func(t *testing.T) storetest.TxStore[pgx.Tx] { return openTemp(t) })
 }
 
+func TestSpendStore(t *testing.T) {
+	t.Parallel()
+	pgtest.Require(t)
+	storetest.ExerciseSpend(t, func(t *testing.T) interface {
+		weir.Store
+		weir.SpendStore
+		io.Closer
+	} {
+		return openTemp(t)
+	})
+}
+
 func TestNodeStore(t *testing.T) {
 	t.Parallel()
 	pgtest.Require(t)

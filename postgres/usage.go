@@ -12,7 +12,8 @@ import (
 )
 
 const usageColumns = `request_id, key_id, model, platform_model, endpoint,
-	prompt_tokens, completion_tokens, waited_ns, latency_ns, status, outcome, at`
+	prompt_tokens, completion_tokens, waited_ns, latency_ns, status, outcome, at,
+	group_name, cached_tokens, cost, cost_estimated`
 
 // usageInsertSQL inserts a whole batch in one statement, one array
 // parameter per column: a batch is one round trip and one plan, whatever
@@ -21,11 +22,14 @@ const usageColumns = `request_id, key_id, model, platform_model, endpoint,
 // kept.
 const usageInsertSQL = `INSERT INTO usage_records (` + usageColumns + `)
 	SELECT request_id, key_id, model, platform_model, endpoint,
-		prompt_tokens, completion_tokens, waited_ns, latency_ns, status, outcome, at
+		prompt_tokens, completion_tokens, waited_ns, latency_ns, status, outcome, at,
+		group_name, cached_tokens, cost, cost_estimated
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
-		$6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::text[], $12::timestamptz[])
+		$6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::text[], $12::timestamptz[],
+		$13::text[], $14::bigint[], $15::bigint[], $16::boolean[])
 		WITH ORDINALITY AS r(request_id, key_id, model, platform_model, endpoint,
-			prompt_tokens, completion_tokens, waited_ns, latency_ns, status, outcome, at, ord)
+			prompt_tokens, completion_tokens, waited_ns, latency_ns, status, outcome, at,
+			group_name, cached_tokens, cost, cost_estimated, ord)
 	ORDER BY ord
 	ON CONFLICT (request_id) DO NOTHING`
 
@@ -43,21 +47,22 @@ func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) error {
 	}
 	n := len(batch)
 	var (
-		requestIDs, keyIDs, models, pms, endpoints, outcomes = make([]string, n), make([]string, n),
-			make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		prompt, completion, waited, latency, status = make([]int64, n), make([]int64, n),
-			make([]int64, n), make([]int64, n), make([]int64, n)
-		at = make([]time.Time, n)
+		requestIDs, keyIDs, models, pms, endpoints, outcomes, groups = make([]string, n), make([]string, n),
+			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		prompt, completion, waited, latency, status, cached, cost = make([]int64, n), make([]int64, n),
+			make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		at        = make([]time.Time, n)
+		estimated = make([]bool, n)
 	)
 	for i, u := range batch {
-		requestIDs[i], keyIDs[i], models[i], pms[i], endpoints[i], outcomes[i] =
-			u.RequestID, u.KeyID, u.Model, u.PlatformModel, u.Endpoint, u.Outcome
-		prompt[i], completion[i], waited[i], latency[i], status[i] =
-			u.PromptTokens, u.CompletionTokens, int64(u.Waited), int64(u.Latency), int64(u.Status)
-		at[i] = dbTime(u.At)
+		requestIDs[i], keyIDs[i], models[i], pms[i], endpoints[i], outcomes[i], groups[i] =
+			u.RequestID, u.KeyID, u.Model, u.PlatformModel, u.Endpoint, u.Outcome, u.Group
+		prompt[i], completion[i], waited[i], latency[i], status[i], cached[i], cost[i] =
+			u.PromptTokens, u.CompletionTokens, int64(u.Waited), int64(u.Latency), int64(u.Status), u.CachedTokens, int64(u.Cost)
+		at[i], estimated[i] = dbTime(u.At), u.CostEstimated
 	}
 	_, err := db.pool.Exec(ctx, usageInsertSQL, requestIDs, keyIDs, models, pms, endpoints,
-		prompt, completion, waited, latency, status, outcomes, at)
+		prompt, completion, waited, latency, status, outcomes, at, groups, cached, cost, estimated)
 	if err != nil {
 		u := batch[0]
 		return fmt.Errorf("insert usage: %d rows (from request %s, key %s): %w", n, u.RequestID, u.KeyID, classify(err))
@@ -99,14 +104,16 @@ func (db *DB) UsageList(ctx context.Context, f weir.UsageFilter) ([]weir.Usage, 
 // scanUsage reads one row of usageColumns.
 func scanUsage(row rowscan.Row) (weir.Usage, error) {
 	var (
-		u                       weir.Usage
-		waited, latency, status int64
+		u                             weir.Usage
+		waited, latency, status, cost int64
 	)
 	if err := row.Scan(&u.RequestID, &u.KeyID, &u.Model, &u.PlatformModel, &u.Endpoint,
-		&u.PromptTokens, &u.CompletionTokens, &waited, &latency, &status, &u.Outcome, &u.At); err != nil {
+		&u.PromptTokens, &u.CompletionTokens, &waited, &latency, &status, &u.Outcome, &u.At,
+		&u.Group, &u.CachedTokens, &cost, &u.CostEstimated); err != nil {
 		return weir.Usage{}, err
 	}
 	u.Waited, u.Latency, u.Status, u.At = time.Duration(waited), time.Duration(latency), int(status), u.At.UTC()
+	u.Cost = weir.Money(cost)
 	return u, nil
 }
 

@@ -22,6 +22,7 @@ type store interface {
 	weir.NodeStore
 	weir.OverrideStore
 	weir.ResponseStore
+	weir.SpendStore
 }
 
 // Storage is the database the config names, open: the one place that

@@ -234,6 +234,17 @@ func TestTx(t *testing.T) {
 	})
 }
 
+func TestSpendStore(t *testing.T) {
+	t.Parallel()
+	storetest.ExerciseSpend(t, func(t *testing.T) interface {
+		weir.Store
+		weir.SpendStore
+		io.Closer
+	} {
+		return openTemp(t)
+	})
+}
+
 func TestNodeStore(t *testing.T) {
 	t.Parallel()
 	storetest.ExerciseNodes(t, func(t *testing.T) interface {
@@ -296,5 +307,29 @@ func TestOpenAtOnce(t *testing.T) {
 				t.Fatalf("round %d: Open beside two others on a new file: %v", round, err)
 			}
 		}
+	}
+}
+
+// TestUsageBeforeCost: a usage record written before records carried
+// their cost reads as no group, nothing cached, free and measured.
+func TestUsageBeforeCost(t *testing.T) {
+	t.Parallel()
+	db := openTemp(t)
+	t.Cleanup(func() { _ = db.Close() })
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if err := db.KeyCreate(t.Context(), weir.APIKey{ID: "k1", Hash: "h1", CreatedAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.write.ExecContext(t.Context(), `INSERT INTO usage_records (request_id, key_id, model, platform_model,
+		endpoint, prompt_tokens, completion_tokens, waited_ns, latency_ns, status, outcome, at)
+		VALUES ('r1', 'k1', 'm', 'p/m', 'chat', 10, 5, 0, 0, 200, 'ok', ?)`, formatTime(at)); err != nil {
+		t.Fatal(err)
+	}
+	us, err := db.UsageList(t.Context(), weir.UsageFilter{})
+	if err != nil || len(us) != 1 {
+		t.Fatalf("UsageList: %+v, %v", us, err)
+	}
+	if u := us[0]; u.Group != "" || u.CachedTokens != 0 || u.Cost != 0 || u.CostEstimated || u.PromptTokens != 10 {
+		t.Errorf("an old record reads %+v", u)
 	}
 }

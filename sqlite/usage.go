@@ -12,19 +12,23 @@ import (
 )
 
 const usageColumns = `request_id, key_id, model, platform_model, endpoint,
-	prompt_tokens, completion_tokens, waited_ns, latency_ns, status, outcome, at`
+	prompt_tokens, completion_tokens, waited_ns, latency_ns, status, outcome, at,
+	group_name, cached_tokens, cost, cost_estimated`
+
+// usageColumnCount is how many columns usageColumns names.
+const usageColumnCount = 16
 
 // usageRowsPerInsert is how many rows one INSERT statement carries. One
 // statement per row spent most of a row's cost outside SQLite (database/sql
 // and the driver, per statement: argument conversion, a goroutine watching
 // the context); 32 rows a statement cut it by more than half
-// (BenchmarkUsageInsert) with 384 parameters, far under SQLite's limit.
+// (BenchmarkUsageInsert) with 512 parameters, far under SQLite's limit.
 const usageRowsPerInsert = 32
 
 // usageInsertSQL inserts rows rows; usageInsertSQL(usageRowsPerInsert) is
 // prepared once, the rest of a batch uses usageInsertSQL(1).
 func usageInsertSQL(rows int) string {
-	const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	var b strings.Builder
 	b.WriteString(`INSERT INTO usage_records (` + usageColumns + `) VALUES `)
 	for i := range rows {
@@ -51,7 +55,7 @@ func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) (err error) {
 	}
 	err = db.InTx(ctx, func(tx *sql.Tx) error {
 		many, one := tx.StmtContext(ctx, db.usageInsertMany), tx.StmtContext(ctx, db.usageInsertOne)
-		args := make([]any, 0, 12*usageRowsPerInsert)
+		args := make([]any, 0, usageColumnCount*usageRowsPerInsert)
 		for start := 0; start < len(batch); {
 			rows, stmt := usageRowsPerInsert, many
 			if len(batch)-start < usageRowsPerInsert {
@@ -61,7 +65,8 @@ func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) (err error) {
 			for _, u := range batch[start : start+rows] {
 				args = append(args, u.RequestID, u.KeyID, u.Model, u.PlatformModel, u.Endpoint,
 					u.PromptTokens, u.CompletionTokens, int64(u.Waited), int64(u.Latency),
-					int64(u.Status), u.Outcome, formatTime(u.At))
+					int64(u.Status), u.Outcome, formatTime(u.At),
+					u.Group, u.CachedTokens, int64(u.Cost), u.CostEstimated)
 			}
 			if _, err := stmt.ExecContext(ctx, args...); err != nil {
 				u := batch[start]
@@ -110,14 +115,15 @@ func scanUsage(row rowscan.Row) (weir.Usage, error) {
 	var (
 		u               weir.Usage
 		waited, latency int64
-		status          int64
+		status, cost    int64
 		at              string
 	)
 	if err := row.Scan(&u.RequestID, &u.KeyID, &u.Model, &u.PlatformModel, &u.Endpoint,
-		&u.PromptTokens, &u.CompletionTokens, &waited, &latency, &status, &u.Outcome, &at); err != nil {
+		&u.PromptTokens, &u.CompletionTokens, &waited, &latency, &status, &u.Outcome, &at,
+		&u.Group, &u.CachedTokens, &cost, &u.CostEstimated); err != nil {
 		return weir.Usage{}, err
 	}
-	u.Waited, u.Latency, u.Status = time.Duration(waited), time.Duration(latency), int(status)
+	u.Waited, u.Latency, u.Status, u.Cost = time.Duration(waited), time.Duration(latency), int(status), weir.Money(cost)
 	var err error
 	if u.At, err = parseTime(at); err != nil {
 		return weir.Usage{}, fmt.Errorf("request %s: %w", u.RequestID, err)

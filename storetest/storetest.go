@@ -30,9 +30,10 @@
 // revoked key succeeds and keeps the first RevokedAt.
 //
 // Usage. UsageInsert writes the whole batch or nothing. A row without a
-// RequestID, a KeyID or an At, or naming a key that does not exist, makes
-// the batch fail with weir.ErrInvalid. A row whose RequestID is already
-// stored, or appears earlier in the same batch, is skipped: a flush
+// RequestID, a KeyID or an At, with a negative Cost, or naming a key that
+// does not exist, makes the batch fail with weir.ErrInvalid. A row whose
+// RequestID is already stored, or appears earlier in the same batch, is
+// skipped: a flush
 // retried after an error of unknown outcome does not count a request
 // twice, wherever the copies fall in a batch of hundreds of rows (which a
 // store may split into several statements). An empty batch is a no-op. UsageList returns records newest
@@ -134,6 +135,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -221,8 +223,12 @@ func newUsage(i int, keyID string, at time.Time) weir.Usage {
 		Model:            "gpt-4o",
 		PlatformModel:    "openai-main/gpt-4o",
 		Endpoint:         "/v1/chat/completions",
+		Group:            fmt.Sprintf("group-%d", i%3),
 		PromptTokens:     int64(100 + i),
 		CompletionTokens: int64(20 + i),
+		CachedTokens:     int64(i % 50),
+		Cost:             weir.Money(1_000_000_007 * int64(i+1)),
+		CostEstimated:    i%4 == 1,
 		Waited:           time.Duration(i) * time.Millisecond,
 		Latency:          time.Duration(i)*time.Millisecond + 1234*time.Nanosecond,
 		Status:           200,
@@ -495,6 +501,7 @@ func testUsageRoundTrip(t *testing.T, s weir.Store) {
 	u.Status = 504
 	u.Outcome = "queue_timeout"
 	u.Waited = 30*time.Second + 7 // nanoseconds survive in durations
+	u.Group, u.CachedTokens, u.Cost, u.CostEstimated = "premium", 64, math.MaxInt64, true
 	if err := s.UsageInsert(t.Context(), []weir.Usage{u}); err != nil {
 		t.Fatalf("UsageInsert: %v", err)
 	}
@@ -590,6 +597,7 @@ func testUsageAtomic(t *testing.T, s weir.Store) {
 		{"a row without a request id", func(u *weir.Usage) { u.RequestID = "" }},
 		{"a row without a key id", func(u *weir.Usage) { u.KeyID = "" }},
 		{"a row without a time", func(u *weir.Usage) { u.At = time.Time{} }},
+		{"a row with a negative cost", func(u *weir.Usage) { u.Cost = -1 }},
 	} {
 		batch := []weir.Usage{
 			newUsage(1, k.ID, base.Add(time.Second)),

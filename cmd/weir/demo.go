@@ -87,12 +87,16 @@ func demoConfig(mockURL, listen, dbPath string) *config.Config {
 	cfg.Platforms = []config.Platform{
 		{Name: "mock", Kind: "openai", BaseURL: mockURL},
 	}
+	usd := func(s string) weir.Money { m, _ := weir.ParseMoney(s); return m } // list prices, in dollars
 	cfg.PlatformModels = []config.PlatformModel{
-		{Name: demoChatPM, Platform: "mock", Upstream: "gpt-4o-mini", Limits: weir.Limits{Concurrency: demoChatSlots, QueueLimit: 100}},
-		{Name: "mock/text-embedding-3-small", Platform: "mock", Upstream: "text-embedding-3-small", Limits: weir.Limits{Concurrency: 8}},
-		{Name: "mock/gpt-image-1", Platform: "mock", Upstream: "gpt-image-1", Limits: weir.Limits{Concurrency: 1}},
-		{Name: "mock/tts-1", Platform: "mock", Upstream: "tts-1", Limits: weir.Limits{Concurrency: 2}},
-		{Name: "mock/sora-2", Platform: "mock", Upstream: "sora-2", Limits: weir.Limits{Concurrency: 2}},
+		{Name: demoChatPM, Platform: "mock", Upstream: "gpt-4o-mini", Limits: weir.Limits{Concurrency: demoChatSlots, QueueLimit: 100},
+			Price: weir.Price{Input: usd("0.15"), CachedInput: usd("0.075"), Output: usd("0.60")}},
+		{Name: "mock/text-embedding-3-small", Platform: "mock", Upstream: "text-embedding-3-small", Limits: weir.Limits{Concurrency: 8},
+			Price: weir.Price{Input: usd("0.02")}},
+		{Name: "mock/gpt-image-1", Platform: "mock", Upstream: "gpt-image-1", Limits: weir.Limits{Concurrency: 1},
+			Price: weir.Price{Images: map[string]weir.Money{"1024x1024/low": usd("0.011"), "1024x1024/medium": usd("0.042"), "*": usd("0.167")}}},
+		{Name: "mock/tts-1", Platform: "mock", Upstream: "tts-1", Limits: weir.Limits{Concurrency: 2}, Price: weir.Price{Characters: usd("15")}},
+		{Name: "mock/sora-2", Platform: "mock", Upstream: "sora-2", Limits: weir.Limits{Concurrency: 2}, Price: weir.Price{Second: usd("0.10")}},
 	}
 	cfg.Models = []config.Model{
 		{Name: "gpt-4o-mini", Kind: weir.KindChat, Candidates: []config.Candidate{{PlatformModel: demoChatPM, Weight: 1}}},

@@ -22,6 +22,9 @@ type chatRequest struct {
 	ResponseFormat      *responseFormat `json:"response_format"`
 	Tools               []chatTool      `json:"tools"`
 	ToolChoice          json.RawMessage `json:"tool_choice"`
+	// Metadata's mock_usage, if set, is as X-Mock-Usage (usageReport),
+	// for callers that pass no headers on.
+	Metadata map[string]string `json:"metadata"`
 }
 
 type chatMessage struct {
@@ -100,6 +103,12 @@ func (s *Server) chat(c *call) int {
 		}
 	}
 	prompt := promptTokens(req.Messages)
+	report := o.usage
+	if report == noUsageReport {
+		if report, err = parseUsageReport(req.Metadata["mock_usage"]); err != nil {
+			return c.fail(invalidRequest("metadata", err.Error()))
+		}
+	}
 	if status := s.begin(c, req.Model, o); status != 0 {
 		return status
 	}
@@ -131,8 +140,11 @@ func (s *Server) chat(c *call) int {
 		}
 		b = append(b, `,"logprobs":null,"finish_reason":`...)
 		b = append(b, r.finish...)
-		b = append(b, `}],"usage":`...)
-		b = appendUsage(b, prompt, r.tokens)
+		b = append(b, `}]`...)
+		if !report.none {
+			b = append(b, `,"usage":`...)
+			b = appendUsage(b, report, prompt, r.tokens)
+		}
 		b = append(b, `,"service_tier":"default","system_fingerprint":"fp_weirmock"}`+"\n"...)
 		writeJSON(c.w, b)
 		return http.StatusOK
@@ -144,14 +156,14 @@ func (s *Server) chat(c *call) int {
 		stallFor = o.stallFor
 	}
 	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	return s.stream(c, req.Model, &r, prompt, includeUsage, stall, stallFor)
+	return s.stream(c, req.Model, &r, prompt, report, includeUsage, stall, stallFor)
 }
 
 // stream writes a chat completion as SSE chunks: the role, one token per
 // chunk (of the content, or of the tool call's arguments after a chunk
 // naming the call), the finish reason, the usage chunk if asked for, and
 // [DONE].
-func (s *Server) stream(c *call, model string, r *reply, prompt int, includeUsage, stall bool, stallFor time.Duration) int {
+func (s *Server) stream(c *call, model string, r *reply, prompt int, report usageReport, includeUsage, stall bool, stallFor time.Duration) int {
 	n := r.tokens
 	out := sseChunks{prefix: s.chunkPrefix(c, model), suffix: "}\n\n", w: c.w}
 	if includeUsage {
@@ -179,8 +191,8 @@ func (s *Server) stream(c *call, model string, r *reply, prompt int, includeUsag
 		out.token(r, i)
 	}
 	out.finish(r)
-	if includeUsage {
-		out.usage(prompt, n)
+	if includeUsage && !report.none {
+		out.usage(report, prompt, n)
 	}
 	out.b = append(out.b, "data: [DONE]\n\n"...)
 	if !out.send() {
@@ -327,21 +339,26 @@ func (o *sseChunks) finish(r *reply) {
 }
 
 // usage makes the usage chunk: no choices, and the tokens counted.
-func (o *sseChunks) usage(prompt, completion int) {
+func (o *sseChunks) usage(report usageReport, prompt, completion int) {
 	o.b = append(o.b, o.prefix...)
 	o.b = append(o.b, `],"usage":`...)
-	o.b = appendUsage(o.b, prompt, completion)
+	o.b = appendUsage(o.b, report, prompt, completion)
 	o.b = append(o.b, "}\n\n"...)
 }
 
-func appendUsage(b []byte, prompt, completion int) []byte {
+// appendUsage appends the usage of an answer that counted prompt and
+// completion tokens, as report has it reported.
+func appendUsage(b []byte, report usageReport, prompt, completion int) []byte {
+	prompt, completion, cached := report.counts(prompt, completion)
 	b = append(b, `{"prompt_tokens":`...)
 	b = strconv.AppendInt(b, int64(prompt), 10)
 	b = append(b, `,"completion_tokens":`...)
 	b = strconv.AppendInt(b, int64(completion), 10)
 	b = append(b, `,"total_tokens":`...)
 	b = strconv.AppendInt(b, int64(prompt+completion), 10)
-	return append(b, `,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`...)
+	b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
+	b = strconv.AppendInt(b, int64(cached), 10)
+	return append(b, `,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`...)
 }
 
 // estimateTokens is the mock's tokenizer: about four bytes a token.

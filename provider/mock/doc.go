@@ -258,6 +258,13 @@
 //	                                its error of this code, such as
 //	                                rate_limit_exceeded), as an upstream that
 //	                                fails once its answer has begun
+//	X-Mock-Usage: prompt=900,completion=40,cached=512 | none
+//	                                the usage a chat completion reports
+//	                                (each count given; the rest as
+//	                                counted), or no usage at all; what it
+//	                                answers is unchanged. A chat request's
+//	                                metadata.mock_usage says the same, for
+//	                                callers that pass no headers on
 //	X-Mock-Job-Duration: 30s        this video job's duration
 //	X-Mock-Job-Fail: 1 | 0          this video job fails, or does not,
 //	                                whatever JobFailureRate says

@@ -429,13 +429,14 @@ type overrides struct {
 	// tokens with an error of this type (Messages) or code (Responses);
 	// "": none.
 	streamError string
+	usage       usageReport
 
 	jobDuration time.Duration // <0: none
 	jobFail     int8          // -1 never, 0 as JobFailureRate says, 1 fail
 }
 
 func parseOverrides(h http.Header) (overrides, error) {
-	o := overrides{latency: -1, jobDuration: -1}
+	o := overrides{latency: -1, jobDuration: -1, usage: noUsageReport}
 	if len(h) == 0 {
 		return o, nil
 	}
@@ -479,6 +480,13 @@ func parseOverrides(h http.Header) (overrides, error) {
 			return o, fmt.Errorf("X-Mock-Stream-Error must name an error type or code such as overloaded_error or rate_limit_exceeded, not %q", v)
 		}
 		o.streamError = v
+	}
+	if v := h.Get("X-Mock-Usage"); v != "" {
+		u, err := parseUsageReport(v)
+		if err != nil {
+			return o, err
+		}
+		o.usage = u
 	}
 	if v := h.Get("X-Mock-Job-Duration"); v != "" {
 		d, err := time.ParseDuration(v)

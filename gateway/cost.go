@@ -1,0 +1,67 @@
+package gateway
+
+import "github.com/weir-gateway/weir"
+
+// Cost is what c cost so far, at the price of whatever served it: the
+// sum over its attempts of each one's cost (an attempt whose answer
+// broke before it reached the client may have been billed all the same),
+// and whether any of it is an estimate because an upstream reported no
+// usage. It is c.Usage's Cost and CostEstimated.
+func (c *Call) Cost() (weir.Money, bool) { return c.Usage.Cost, c.Usage.CostEstimated }
+
+// Estimate is what c may cost if platform model name serves it (or, when
+// the snapshot has no platform model of that name, an edge node's
+// provider at its model's node price), reserved before the call:
+// weir.PlatformModel.Estimate of c's wants. A simulated request costs
+// nothing.
+func (c *Call) Estimate(name string) weir.Money {
+	if c.RunMode == weir.RunSimulation {
+		return 0
+	}
+	if pm, ok := c.Snapshot.PlatformModel(name); ok {
+		return pm.Estimate(c.Wants, c.Model.Kind)
+	}
+	return c.Model.NodePrice.Estimate(c.Wants, c.Model.Kind)
+}
+
+// attemptCost is what c's attempt on pm cost, given the usage u its
+// answer reported (got: it reported some, or its images were counted),
+// and whether that is an estimate:
+//
+//   - speech, by its input's characters, which the request holds whole
+//     (its answer is audio, with no usage);
+//   - the usage reported, priced, images by the size and quality asked
+//     for: measured, unless the counts are the gateway's own (a stream
+//     without a usage chunk: the prompt's estimate and a token a chunk);
+//   - none reported: the request's estimate.
+func (c *Call) attemptCost(pm upstream, u usage, got bool) (weir.Money, bool) {
+	switch {
+	case c.Model.Kind == weir.KindSpeech:
+		return pm.price.Cost(weir.Metered{Characters: c.Wants.Characters}), false
+	case got:
+		return pm.price.Cost(u.metered(c.Wants)), u.counted
+	}
+	est := weir.PlatformModel{Price: pm.price, Supports: weir.Capabilities{MaxOutputTokens: pm.maxOutput}}
+	return est.Estimate(c.Wants, c.Model.Kind), true
+}
+
+// addCost adds an attempt's cost to c's usage record.
+func (c *Call) addCost(cost weir.Money, estimated bool) {
+	c.Usage.Cost = c.Usage.Cost.Add(cost)
+	c.Usage.CostEstimated = c.Usage.CostEstimated || estimated
+}
+
+// TaskCost is what task t, a video job, costs at the price its platform
+// model has in the catalog served now: the seconds its request asked for
+// (weir.DefaultVideoSeconds if it said none) at Second, and Request.
+// The job makes what it was asked, so its estimate is its cost. ok is
+// false before t was admitted to a platform model the catalog still
+// has: it is not priced then. A budget settles a task's reservation to
+// it when the job ends.
+func (s *Service) TaskCost(t weir.Task) (cost weir.Money, ok bool) {
+	pm, ok := s.Snapshot().PlatformModel(t.PlatformModel)
+	if !ok {
+		return 0, false
+	}
+	return pm.Price.Estimate(weir.TaskWants(t.Input), weir.KindVideo), true
+}

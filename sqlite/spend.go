@@ -1,0 +1,80 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/internal/rowscan"
+)
+
+var _ weir.SpendStore = (*DB)(nil)
+
+// spendColumns are the usage_records column of each subject type.
+var spendColumns = map[string]string{"key": "key_id", "group": "group_name", "model": "model", "platform_model": "platform_model"}
+
+// spendBuckets start each bucket of the text times (timeLayout) as a
+// time of the same layout: SQLite has no date_trunc. A week's starts on
+// the Monday on or before its day.
+var spendBuckets = map[string]string{
+	"":      `''`,
+	"hour":  `substr(at, 1, 13) || ':00:00.000000Z'`,
+	"day":   `substr(at, 1, 10) || 'T00:00:00.000000Z'`,
+	"week":  `date(substr(at, 1, 10), '-6 days', 'weekday 1') || 'T00:00:00.000000Z'`,
+	"month": `substr(at, 1, 7) || '-01T00:00:00.000000Z'`,
+}
+
+// costSums sums cost as whole units and billionths apart, so that no sum
+// overflows SQLite's integers (which fails the query) however many
+// saturated costs it adds; joinCost adds them up, saturating.
+const costSums = `coalesce(sum(cost / 1000000000), 0), coalesce(sum(cost % 1000000000), 0)`
+
+func joinCost(units, billionths int64) weir.Money {
+	return weir.Money(billionths).Add(weir.MoneyScale.MulDiv(units, 1))
+}
+
+// SpendSum is the cost of f.Subject's usage in [f.From, f.Until), over
+// the index on its column and at.
+func (db *DB) SpendSum(ctx context.Context, f weir.SpendFilter) (weir.Money, error) {
+	if err := f.Validate(); err != nil {
+		return 0, fmt.Errorf("sum spend: %w", err)
+	}
+	var units, billionths int64
+	err := db.read.QueryRowContext(ctx, `SELECT `+costSums+` FROM usage_records
+		WHERE `+spendColumns[f.Subject.Type]+` = ? AND at >= ? AND at < ?`,
+		f.Subject.Name, formatTime(f.From), formatTime(f.Until)).Scan(&units, &billionths)
+	if err != nil {
+		return 0, fmt.Errorf("sum spend of %s %s: %w", f.Subject.Type, f.Subject.Name, err)
+	}
+	return joinCost(units, billionths), nil
+}
+
+// SpendReport sums usage in [f.From, f.Until) by subject and bucket, by
+// bucket then subject in byte order.
+func (db *DB) SpendReport(ctx context.Context, f weir.SpendReportFilter) ([]weir.SpendRow, error) {
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("report spend: %w", err)
+	}
+	q := `SELECT ` + spendColumns[f.By] + `, ` + spendBuckets[f.Bucket] + `, count(*),
+		coalesce(sum(prompt_tokens + completion_tokens), 0), ` + costSums + `, coalesce(sum(cost_estimated), 0)
+		FROM usage_records WHERE at >= ? AND at < ? GROUP BY 1, 2 ORDER BY 2, 1`
+	return listAll(ctx, db, "spend", q, func(row rowscan.Row) (weir.SpendRow, error) {
+		var (
+			r                 weir.SpendRow
+			bucket            string
+			units, billionths int64
+		)
+		if err := row.Scan(&r.Subject, &bucket, &r.Requests, &r.Tokens, &units, &billionths, &r.Estimated); err != nil {
+			return r, err
+		}
+		r.Cost, r.Bucket = joinCost(units, billionths), f.From.UTC().Truncate(time.Microsecond)
+		if bucket != "" {
+			var err error
+			if r.Bucket, err = parseTime(bucket); err != nil {
+				return r, err
+			}
+		}
+		return r, nil
+	}, formatTime(f.From), formatTime(f.Until))
+}
