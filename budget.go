@@ -1,6 +1,11 @@
 package weir
 
-import "time"
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
 
 // A Budget is an amount of Money a subject may spend in each window:
 // a key, a group, a public model or a platform model. docs/spend.md says
@@ -52,4 +57,143 @@ type Window struct {
 	Zone   string
 	Every  time.Duration
 	Anchor time.Time
+}
+
+// Budget limits, as Validate holds them.
+const (
+	// MaxBudgetAlerts is the most thresholds a budget may alert at.
+	MaxBudgetAlerts = 8
+	// MaxBudgetAlert is the highest threshold, in percent: a soft budget
+	// may alert well past its amount.
+	MaxBudgetAlert = 1000
+)
+
+// WithDefaults is b with what was left out filled in: the mode hard,
+// and a rolling window's anchor b's creation. Stores, the admin API, the
+// CLI and the config apply it before Validate, so that every budget
+// stored or loaded says its mode and anchor.
+func (b Budget) WithDefaults() Budget {
+	if b.Mode == "" {
+		b.Mode = BudgetHard
+	}
+	if !b.Window.Calendar() && b.Window.Anchor.IsZero() {
+		b.Window.Anchor = b.CreatedAt
+	}
+	return b
+}
+
+// Valid reports whether m is a known mode; "" is not (WithDefaults makes
+// it hard).
+func (m BudgetMode) Valid() bool { return m == BudgetHard || m == BudgetSoft || m == BudgetShadow }
+
+// Validate reports the first problem with b's content as a *FieldError
+// (matching ErrInvalid) named as the config file and the admin API name
+// it: "subject", "amount", "window", "zone", "mode", "alerts". It does
+// not ask for an ID or times, which ValidateStored adds.
+func (b Budget) Validate() error {
+	if err := b.Subject.validate(); err != nil {
+		return err
+	}
+	if b.Amount <= 0 {
+		return invalidf("amount", "must be more than 0")
+	}
+	if err := b.Window.validate(); err != nil {
+		return err
+	}
+	if !b.Mode.Valid() {
+		return invalidf("mode", "unknown mode %q: want hard, soft or shadow", b.Mode)
+	}
+	if err := validAlerts(b.Alerts); err != nil {
+		return err
+	}
+	return nil
+}
+
+// ValidateStored is Validate and what a store needs besides: an ID and
+// the creation and update times.
+func (b Budget) ValidateStored() error {
+	switch {
+	case b.ID == "":
+		return invalidf("id", "required")
+	case b.CreatedAt.IsZero() || b.UpdatedAt.IsZero():
+		return invalidf("created_at", "creation and update times are required")
+	}
+	return b.Validate()
+}
+
+// validAlerts holds the thresholds to at most MaxBudgetAlerts, each from
+// 1 to MaxBudgetAlert percent, strictly ascending.
+func validAlerts(alerts []int) *FieldError {
+	if len(alerts) > MaxBudgetAlerts {
+		return invalidf("alerts", "at most %d thresholds, not %d", MaxBudgetAlerts, len(alerts))
+	}
+	for i, a := range alerts {
+		switch {
+		case a < 1 || a > MaxBudgetAlert:
+			return invalidf("alerts", "%d is not a percentage from 1 to %d", a, MaxBudgetAlert)
+		case i > 0 && a <= alerts[i-1]:
+			return invalidf("alerts", "thresholds must be ascending, and %d follows %d", a, alerts[i-1])
+		}
+	}
+	return nil
+}
+
+// String writes s as "type:name" ("key:key_abc", "group:default"), as
+// ParseBudgetSubject reads it.
+func (s BudgetSubject) String() string { return s.Type + ":" + s.Name }
+
+// ParseBudgetSubject reads "type:name"; the name may itself hold colons.
+func ParseBudgetSubject(s string) (BudgetSubject, error) {
+	typ, name, _ := strings.Cut(s, ":")
+	sub := BudgetSubject{Type: typ, Name: name}
+	if err := sub.validate(); err != nil {
+		return BudgetSubject{}, fmt.Errorf("%w: subject %q: %s", ErrInvalid, s, err.Msg)
+	}
+	return sub, nil
+}
+
+func (s BudgetSubject) validate() *FieldError {
+	switch {
+	case !slices.Contains(BudgetSubjectTypes, s.Type):
+		return invalidf("subject", "unknown subject type %q: want one of %s (as in key:ID or group:NAME)",
+			s.Type, strings.Join(BudgetSubjectTypes, ", "))
+	case s.Name == "":
+		return invalidf("subject", "a %s's name is required", s.Type)
+	}
+	return nil
+}
+
+// ParseBudgetSpec reads an amount over a window as the CLI and the
+// config write it: "50/month", "12.50/day", "100/30d".
+func ParseBudgetSpec(s string) (Money, Window, error) {
+	amount, window, ok := strings.Cut(s, "/")
+	if !ok {
+		return 0, Window{}, fmt.Errorf("%w: budget %q: want AMOUNT/WINDOW, such as 50/month or 100/30d", ErrInvalid, s)
+	}
+	m, err := ParseMoney(amount)
+	if err != nil {
+		return 0, Window{}, fmt.Errorf("budget %q: %w", s, err)
+	}
+	if m <= 0 {
+		return 0, Window{}, fmt.Errorf("%w: budget %q: the amount must be more than 0", ErrInvalid, s)
+	}
+	w, err := ParseWindow(window)
+	if err != nil {
+		return 0, Window{}, fmt.Errorf("budget %q: %w", s, err)
+	}
+	return m, w, nil
+}
+
+// BudgetIDPrefix starts the ID of a budget made through the admin API or
+// the CLI (keys.NewID); ConfigBudgetIDPrefix, one from the config file.
+const (
+	BudgetIDPrefix       = "bgt_"
+	ConfigBudgetIDPrefix = "cfg:"
+)
+
+// ConfigBudgetID is the ID of the config file's budget on subject over
+// window: "cfg:group:default:month". A subject has one budget per window
+// length, so the ID stays the same across reloads.
+func ConfigBudgetID(subject BudgetSubject, w Window) string {
+	return ConfigBudgetIDPrefix + subject.String() + ":" + w.String()
 }
