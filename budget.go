@@ -1,6 +1,7 @@
 package weir
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -196,4 +197,105 @@ const (
 // length, so the ID stays the same across reloads.
 func ConfigBudgetID(subject BudgetSubject, w Window) string {
 	return ConfigBudgetIDPrefix + subject.String() + ":" + w.String()
+}
+
+// BudgetStore keeps the budgets set through the admin API and the CLI
+// (the config file's are the catalog's), and which alerts were sent.
+// storetest.ExerciseBudgets states its contract.
+type BudgetStore interface {
+	// BudgetCreate stores b.WithDefaults(). One that fails
+	// ValidateStored is ErrInvalid; a taken ID is ErrConflict, and so is
+	// a second budget of one subject over a window of the same length
+	// (unit, or period): a subject may have a day's budget and a
+	// month's, not two months'. Either way nothing is stored.
+	BudgetCreate(ctx context.Context, b Budget) error
+	// BudgetGet finds a budget by ID; none is ErrNotFound.
+	BudgetGet(ctx context.Context, id string) (Budget, error)
+	// BudgetList returns the budgets f selects, by subject type, subject
+	// name (in byte order), then ID.
+	BudgetList(ctx context.Context, f BudgetFilter) ([]Budget, error)
+	// BudgetUpdate changes what p sets of budget p.ID and returns the
+	// budget as stored. The last update wins unless p.IfUpdatedAt is
+	// set: then a budget updated since is ErrConflict and unchanged. An
+	// unknown ID is ErrNotFound; a p that fails Validate, ErrInvalid.
+	BudgetUpdate(ctx context.Context, p *BudgetUpdateParams) (Budget, error)
+	// BudgetDelete removes a budget and the record of its alerts; an
+	// unknown ID is ErrNotFound.
+	BudgetDelete(ctx context.Context, id string) error
+	// BudgetAlertClaim records that p's alert is sent and reports true,
+	// once per budget, window and threshold, whichever replica asks
+	// first: the one that gets true sends the event. Any budget ID may
+	// be claimed, the config file's too.
+	BudgetAlertClaim(ctx context.Context, p *BudgetAlertClaimParams) (bool, error)
+}
+
+// BudgetFilter selects budgets for BudgetStore.BudgetList.
+type BudgetFilter struct {
+	// Subject, if set, is the one subject whose budgets are listed;
+	// the zero subject lists every budget.
+	Subject BudgetSubject
+}
+
+// BudgetUpdateParams say which budget BudgetStore.BudgetUpdate changes,
+// and how: a nil field stays as it is.
+type BudgetUpdateParams struct {
+	// ID is the budget's; an unknown ID is ErrNotFound.
+	ID     string
+	Amount *Money
+	Mode   *BudgetMode
+	// Alerts, if not nil, replace the thresholds; an empty list ends
+	// them.
+	Alerts *[]int
+	// At becomes the budget's UpdatedAt; the zero time is ErrInvalid.
+	At time.Time
+	// IfUpdatedAt, if set, makes the update a compare-and-set: it
+	// applies only if the budget's UpdatedAt is still this time.
+	IfUpdatedAt time.Time
+}
+
+// Validate reports what a store refuses, as a *FieldError naming the
+// field: no change, a zero At, or a change Budget.Validate refuses.
+func (p *BudgetUpdateParams) Validate() error {
+	switch {
+	case p.Amount == nil && p.Mode == nil && p.Alerts == nil:
+		return invalidf("amount", "nothing to change: set an amount, a mode or alerts")
+	case p.At.IsZero():
+		return invalidf("updated_at", "required")
+	case p.Amount != nil && *p.Amount <= 0:
+		return invalidf("amount", "must be more than 0")
+	case p.Mode != nil && !p.Mode.Valid():
+		return invalidf("mode", "unknown mode %q: want hard, soft or shadow", *p.Mode)
+	}
+	if p.Alerts != nil {
+		if err := validAlerts(*p.Alerts); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// BudgetAlertClaimParams name one alert of BudgetStore.BudgetAlertClaim:
+// a budget's threshold crossed in its window starting at WindowFrom.
+type BudgetAlertClaimParams struct {
+	BudgetID   string
+	WindowFrom time.Time
+	// Threshold is in percent of the budget's amount, 1 to
+	// MaxBudgetAlert.
+	Threshold int
+	// At is when the alert is sent.
+	At time.Time
+}
+
+// Validate reports what a store refuses: no budget ID, a zero time, or a
+// threshold out of range.
+func (p *BudgetAlertClaimParams) Validate() error {
+	switch {
+	case p.BudgetID == "":
+		return invalidf("budget_id", "required")
+	case p.WindowFrom.IsZero() || p.At.IsZero():
+		return invalidf("window_from", "the window's start and the time sent are required")
+	case p.Threshold < 1 || p.Threshold > MaxBudgetAlert:
+		return invalidf("threshold", "%d is not a percentage from 1 to %d", p.Threshold, MaxBudgetAlert)
+	}
+	return nil
 }
