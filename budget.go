@@ -92,6 +92,13 @@ func (m BudgetMode) Valid() bool { return m == BudgetHard || m == BudgetSoft || 
 // it: "subject", "amount", "window", "zone", "mode", "alerts". It does
 // not ask for an ID or times, which ValidateStored adds.
 func (b Budget) Validate() error {
+	if err := b.validate(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (b Budget) validate() *FieldError {
 	if err := b.Subject.validate(); err != nil {
 		return err
 	}
@@ -104,10 +111,7 @@ func (b Budget) Validate() error {
 	if !b.Mode.Valid() {
 		return invalidf("mode", "unknown mode %q: want hard, soft or shadow", b.Mode)
 	}
-	if err := validAlerts(b.Alerts); err != nil {
-		return err
-	}
-	return nil
+	return validAlerts(b.Alerts)
 }
 
 // ValidateStored is Validate and what a store needs besides: an ID and
