@@ -505,6 +505,9 @@ type Catalog struct {
 	PlatformModels []PlatformModel
 	Models         []Model
 	Groups         []Group
+	// Budgets are the config file's, each with its ConfigBudgetID; the
+	// store keeps those set at run time.
+	Budgets []Budget
 }
 
 // Validate holds the catalog's rules, references and values: every entry
@@ -544,6 +547,9 @@ func (c *Catalog) Validate() error {
 			return err.within(fmt.Sprintf("groups[%d]", i))
 		}
 		groups[g.Name] = true
+	}
+	if err := c.validateBudgets(); err != nil {
+		return err
 	}
 	return nil
 }

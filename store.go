@@ -6,9 +6,12 @@ import (
 	"time"
 )
 
-// Store keeps the durable things: keys and usage. The catalog comes from
-// the config file. storetest.Exercise states its contract.
+// Store keeps the durable things: keys, usage and budgets. The catalog
+// comes from the config file. storetest.Exercise states its contract,
+// storetest.ExerciseBudgets that of the budgets.
 type Store interface {
+	BudgetStore
+
 	KeyCreate(ctx context.Context, k APIKey) error
 	// KeyByHash finds a key by the hash of its secret, revoked or not.
 	KeyByHash(ctx context.Context, hash string) (APIKey, error)

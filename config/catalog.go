@@ -104,6 +104,7 @@ func (c *Config) toCatalog(lookup lookupFunc) weir.Catalog {
 	if !hasDefault {
 		cat.Groups = append(cat.Groups, weir.Group{Name: c.DefaultGroup, FailOpen: c.failOpen(nil)})
 	}
+	cat.Budgets = c.budgets()
 	return cat
 }
 

@@ -36,6 +36,9 @@ type Config struct {
 	// Groups are classes of keys with their own limits and priority.
 	// Default: none (but see DefaultGroup).
 	Groups []Group `yaml:"groups"`
+	// Budgets are amounts that groups, models, platform models and keys
+	// may spend per window. Default: none.
+	Budgets []Budget `yaml:"budgets"`
 	// DefaultGroup is the group a key gets when created without one. If
 	// Groups does not define it, a group of that name with no limits exists
 	// implicitly. Default "default".

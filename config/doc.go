@@ -1,6 +1,6 @@
 // Package config reads Weir's YAML config file: the server, storage and
 // fleet settings, and the catalog (platforms, platform models, public
-// models, groups) that Catalog turns into a weir.Catalog.
+// models, groups, budgets) that Catalog turns into a weir.Catalog.
 //
 // Parse (and Load, which reads a file and parses it) goes through these
 // steps, in order:

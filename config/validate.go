@@ -81,6 +81,9 @@ func (c *Config) Validate() error {
 	if c.DefaultGroup == "" {
 		return invalidf("default_group", "required")
 	}
+	if err := c.validateBudgets(); err != nil {
+		return err
+	}
 	// The catalog's entries are the file's, in the file's order, so the
 	// paths of its errors are the file's.
 	cat := c.toCatalog(func(string) (string, bool) { return "", false })

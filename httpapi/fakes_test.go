@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -218,4 +220,102 @@ func TestNodesAndRelay(t *testing.T) {
 	if w := bare.do(http.MethodGet, "/admin/nodes", "", nil); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"nodes":[]`) {
 		t.Errorf("/admin/nodes without nodes: %d %s", w.Code, w.Body)
 	}
+}
+
+// fakeBudgets keeps budgets in a map, as the stores do: one per ID and
+// per subject and window length; err, if set, fails every call.
+type fakeBudgets struct {
+	mu  sync.Mutex
+	bs  map[string]weir.Budget
+	err error
+}
+
+var _ Budgets = (*fakeBudgets)(nil)
+
+func (f *fakeBudgets) BudgetCreate(_ context.Context, b weir.Budget) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return f.err
+	}
+	if err := b.ValidateStored(); err != nil {
+		return err
+	}
+	for _, o := range f.bs {
+		if o.ID == b.ID || o.Subject == b.Subject && o.Window.String() == b.Window.String() {
+			return weir.ErrConflict
+		}
+	}
+	if f.bs == nil {
+		f.bs = map[string]weir.Budget{}
+	}
+	f.bs[b.ID] = b
+	return nil
+}
+
+func (f *fakeBudgets) BudgetGet(_ context.Context, id string) (weir.Budget, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, ok := f.bs[id]
+	switch {
+	case f.err != nil:
+		return weir.Budget{}, f.err
+	case !ok:
+		return weir.Budget{}, weir.ErrNotFound
+	}
+	return b, nil
+}
+
+func (f *fakeBudgets) BudgetList(_ context.Context, filter weir.BudgetFilter) ([]weir.Budget, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	var out []weir.Budget
+	for _, id := range slices.Sorted(maps.Keys(f.bs)) {
+		if b := f.bs[id]; filter.Subject == (weir.BudgetSubject{}) || b.Subject == filter.Subject {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeBudgets) BudgetUpdate(_ context.Context, p *weir.BudgetUpdateParams) (weir.Budget, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, ok := f.bs[p.ID]
+	switch {
+	case f.err != nil:
+		return weir.Budget{}, f.err
+	case p.Validate() != nil:
+		return weir.Budget{}, p.Validate()
+	case !ok:
+		return weir.Budget{}, weir.ErrNotFound
+	}
+	if p.Amount != nil {
+		b.Amount = *p.Amount
+	}
+	if p.Mode != nil {
+		b.Mode = *p.Mode
+	}
+	if p.Alerts != nil {
+		b.Alerts = *p.Alerts
+	}
+	b.UpdatedAt = p.At
+	f.bs[p.ID] = b
+	return b, nil
+}
+
+func (f *fakeBudgets) BudgetDelete(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return f.err
+	}
+	if _, ok := f.bs[id]; !ok {
+		return weir.ErrNotFound
+	}
+	delete(f.bs, id)
+	return nil
 }

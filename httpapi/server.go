@@ -157,6 +157,9 @@ type Deps struct {
 	// nil: none (outside a fleet, or without an edge listener).
 	Relay     http.Handler
 	RelayPath string
+	// Budgets keeps the budgets of /admin/budgets (the store); nil:
+	// those routes are not served.
+	Budgets Budgets
 	// Console serves the web console at GET / and under /console/; nil:
 	// none (GET / is a 404).
 	Console http.Handler
@@ -225,6 +228,13 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /admin/queues", s.admin(s.queues))
 	mux.HandleFunc("GET /admin/nodes", s.admin(s.nodes))
 	mux.HandleFunc("GET /admin/spend", s.admin(s.spend))
+	if s.deps.Budgets != nil {
+		mux.HandleFunc("GET /admin/budgets", s.admin(s.handle(s.listBudgets)))
+		mux.HandleFunc("POST /admin/budgets", s.admin(s.handle(s.createBudget)))
+		mux.HandleFunc("GET /admin/budgets/{id}", s.admin(s.handle(s.getBudget)))
+		mux.HandleFunc("PATCH /admin/budgets/{id}", s.admin(s.handle(s.updateBudget)))
+		mux.HandleFunc("DELETE /admin/budgets/{id}", s.admin(s.handle(s.deleteBudget)))
+	}
 	if s.deps.Relay != nil {
 		mux.Handle("POST "+s.deps.RelayPath, s.deps.Relay)
 	}

@@ -81,6 +81,16 @@ type Tasks interface {
 	Content(ctx context.Context, t weir.Task, variant string) (*http.Response, error)
 }
 
+// Budgets keeps the budgets the admin API lists, creates, changes and
+// deletes: the store's (weir.BudgetStore), which every replica reads.
+type Budgets interface {
+	BudgetCreate(ctx context.Context, b weir.Budget) error
+	BudgetGet(ctx context.Context, id string) (weir.Budget, error)
+	BudgetList(ctx context.Context, f weir.BudgetFilter) ([]weir.Budget, error)
+	BudgetUpdate(ctx context.Context, p *weir.BudgetUpdateParams) (weir.Budget, error)
+	BudgetDelete(ctx context.Context, id string) error
+}
+
 var (
 	_ Gateway = (*gateway.Service)(nil)
 	_ Queues  = (*gateway.Service)(nil)

@@ -93,6 +93,17 @@ func TestOverrideStore(t *testing.T) {
 	})
 }
 
+func TestBudgetStore(t *testing.T) {
+	t.Parallel()
+	pgtest.Require(t)
+	storetest.ExerciseBudgets(t, func(t *testing.T) interface {
+		weir.BudgetStore
+		io.Closer
+	} {
+		return openTemp(t)
+	})
+}
+
 func TestResponseStore(t *testing.T) {
 	t.Parallel()
 	pgtest.Require(t)

@@ -14,8 +14,8 @@ import (
 	"github.com/weir-gateway/weir/task"
 )
 
-// store is what the commands use of storage: keys, usage, tasks, nodes,
-// overrides and response bindings.
+// store is what the commands use of storage: keys, usage, budgets,
+// tasks, nodes, overrides and response bindings.
 type store interface {
 	weir.Store
 	weir.TaskStore

@@ -265,6 +265,16 @@ func TestOverrideStore(t *testing.T) {
 	})
 }
 
+func TestBudgetStore(t *testing.T) {
+	t.Parallel()
+	storetest.ExerciseBudgets(t, func(t *testing.T) interface {
+		weir.BudgetStore
+		io.Closer
+	} {
+		return openTemp(t)
+	})
+}
+
 func TestResponseStore(t *testing.T) {
 	t.Parallel()
 	storetest.ExerciseResponses(t, func(t *testing.T) interface {

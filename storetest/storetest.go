@@ -128,6 +128,24 @@
 // not after EndedBy if set, and says how many; removing none is 0 and no
 // error; an unknown Kind is weir.ErrInvalid. A cancelled context fails a
 // call with context.Canceled and changes nothing.
+//
+// Budgets (ExerciseBudgets, for stores that are also a weir.BudgetStore).
+// BudgetCreate stores a budget with its defaults (mode hard, a rolling
+// window anchored at its creation) and times as for keys; it refuses with
+// weir.ErrInvalid whatever weir.Budget.ValidateStored refuses, and with
+// weir.ErrConflict a taken ID or a second budget of one subject over a
+// window of the same length (unit, or period, whatever the zone or
+// anchor); either way it stores nothing. BudgetList returns the budgets of
+// one subject, or all, by subject type, name in byte order, then ID;
+// none is an empty list. BudgetUpdate changes the amount, mode and alerts
+// it is given (an empty list of alerts ends them), sets UpdatedAt, and
+// returns the budget; with IfUpdatedAt it changes a budget only if its
+// UpdatedAt is that time, else weir.ErrConflict. BudgetDelete removes a
+// budget and the record of its alerts, so that one made again under its
+// ID alerts afresh. BudgetAlertClaim reports true once per budget ID,
+// window start (an instant, whatever its zone) and threshold, of any
+// number of concurrent claims; any ID may be claimed. A cancelled context
+// fails a call with context.Canceled and changes nothing.
 package storetest
 
 import (

@@ -27,7 +27,7 @@ func keysCmd() *cobra.Command {
 	cmd.PersistentFlags().StringVarP(&path, "config", "c", "weir.yaml", "config file (for the storage path and default group)")
 
 	var k weir.APIKey
-	var models string
+	var models, budget, budgetZone string
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Create a key; its secret is shown once",
@@ -51,12 +51,29 @@ func keysCmd() *cobra.Command {
 			if models != "" {
 				k.Models = strings.Split(models, ",")
 			}
+			// The budget is checked before the key is made, so that a
+			// mistake in it makes nothing.
+			var b weir.Budget
+			if budget != "" {
+				if b, err = (budgetFlags{zone: budgetZone}).budget("key:pending", budget, time.Now()); err != nil {
+					return fmt.Errorf("--budget: %w", err)
+				}
+			}
 			secret, err := serve.CreateKey(cmd.Context(), db, &k)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "id:     %s\nname:   %s\ngroup:  %s\nsecret: %s\n\nThe secret is shown only now; store it safely.\n", k.ID, k.Name, k.Group, secret)
+			fmt.Fprintf(out, "id:     %s\nname:   %s\ngroup:  %s\nsecret: %s\n", k.ID, k.Name, k.Group, secret)
+			if budget != "" {
+				b.Subject.Name = k.ID
+				if err := db.BudgetCreate(cmd.Context(), b); err != nil {
+					fmt.Fprintf(out, "\nThe secret is shown only now; store it safely.\n")
+					return fmt.Errorf("the key is made, its budget not (weir budgets create %s %s): %w", b.Subject, budget, err)
+				}
+				fmt.Fprintf(out, "budget: %s per %s, hard (%s)\n", b.Amount, b.Window, b.ID)
+			}
+			fmt.Fprintf(out, "\nThe secret is shown only now; store it safely.\n")
 			return nil
 		},
 	}
@@ -67,6 +84,8 @@ func keysCmd() *cobra.Command {
 	create.Flags().Int64Var(&k.RPM, "rpm", 0, "requests per minute (0: no limit)")
 	create.Flags().Int64Var(&k.TPM, "tpm", 0, "tokens per minute (0: no limit)")
 	create.Flags().IntVar(&k.QueueLimit, "queue-limit", 0, "requests that may wait (0: no limit)")
+	create.Flags().StringVar(&budget, "budget", "", "a hard budget for the key, AMOUNT/WINDOW: 50/month, 12.50/day, 100/30d")
+	create.Flags().StringVar(&budgetZone, "budget-zone", "", "the IANA time zone of the budget's calendar window (default UTC)")
 	create.Flags().BoolVar(&k.Shadow, "shadow", false, "judge the key's limits on every request but enforce none: count and log what they would do")
 
 	list := &cobra.Command{
