@@ -82,6 +82,9 @@ type Memory struct {
 	// shadowScopes counts the scopes in shadow: while there are none, a
 	// release has no would-be queue to serve.
 	shadowScopes int
+	// budgetScopes counts the scopes with a Budget: while there are none,
+	// no waiter's candidate can have outgrown one.
+	budgetScopes int
 }
 
 var _ Engine = (*Memory)(nil)

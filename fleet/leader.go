@@ -423,11 +423,11 @@ func (l *leader) handle(ctx context.Context, p *peer, f *frame) *frame {
 	case opRelease:
 		if f.Settle {
 			// What the lease used, then its release (Config.LazyRelease).
-			dropped(l.cfg, l.logger, "reconcile", l.mem.Reconcile(ctx, l.memID(f.LeaseID), f.Owner, f.Tokens))
+			dropped(l.cfg, l.logger, "reconcile", l.mem.Reconcile(ctx, l.memID(f.LeaseID), f.Owner, f.settlement()))
 		}
 		err = l.release(ctx, f.LeaseID, f.Owner)
 	case opReconcile:
-		err = l.mem.Reconcile(ctx, l.memID(f.LeaseID), f.Owner, f.Tokens)
+		err = l.mem.Reconcile(ctx, l.memID(f.LeaseID), f.Owner, f.settlement())
 	case opRestore:
 		var lease admission.Lease
 		lease, err = l.restore(ctx, p, f.Req.request(), f.Cand, l.boundOf(f.Req.Hold))

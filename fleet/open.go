@@ -344,7 +344,7 @@ func (e *Engine) openLeaseCall(ctx context.Context, local admission.LeaseID, f *
 			err = nil // retired meanwhile, after the lease left: it counts nowhere
 		}
 	case opReconcile:
-		err = o.mem.Reconcile(ctx, openID, f.Owner, f.Tokens)
+		err = o.mem.Reconcile(ctx, openID, f.Owner, f.settlement())
 	}
 	if errors.Is(err, admission.ErrClosed) {
 		return nil, h, errRetry

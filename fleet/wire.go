@@ -85,8 +85,11 @@ type frame struct {
 	Waiter  string                 `json:"waiter,omitempty"`
 	LeaseID admission.LeaseID      `json:"lease_id,omitempty"`
 	Owner   admission.Owner        `json:"owner,omitzero"`
-	Tokens  int64                  `json:"tokens,omitempty"`
-	// Settle: a release that reconciles the lease to Tokens first.
+	// Tokens and Cost: a reconcile's settlement.
+	Tokens int64 `json:"tokens,omitempty"`
+	Cost   int64 `json:"cost,omitempty"`
+	// Settle: a release that reconciles the lease to Tokens and Cost
+	// first.
 	Settle   bool       `json:"settle,omitempty"`
 	OwnerID  string     `json:"owner_id,omitempty"`
 	OwnerGen uint64     `json:"owner_gen,omitempty"`
@@ -308,4 +311,9 @@ func (r *reader) next() (*frame, error) {
 		return nil, fmt.Errorf("a malformed frame: %w", err)
 	}
 	return f, nil
+}
+
+// settlement is a reconcile frame's settlement.
+func (f *frame) settlement() admission.Settlement {
+	return admission.Settlement{Tokens: f.Tokens, Cost: f.Cost}
 }
