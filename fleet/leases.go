@@ -218,6 +218,8 @@ func (e *Engine) postRelease(id admission.LeaseID, owner admission.Owner) bool {
 }
 
 // Reconcile settles a lease at the leader (or lazily, with its release).
+// Once settled, the lease is re-asserted to a new leader with what it
+// used, so that a failover keeps its settlement.
 func (e *Engine) Reconcile(ctx context.Context, id admission.LeaseID, owner admission.Owner, used admission.Settlement) error {
 	if used.Tokens < 0 || used.Cost < 0 {
 		return fmt.Errorf("%w: reconcile with %d tokens and a cost of %d", admission.ErrInvalid, used.Tokens, used.Cost)
@@ -225,13 +227,19 @@ func (e *Engine) Reconcile(ctx context.Context, id admission.LeaseID, owner admi
 	e.mu.Lock()
 	if h, _ := e.lazyLocked(id, owner); h != nil {
 		h.used, h.settle = used, true
+		h.req = h.req.settled(h.cand, used)
 		e.mu.Unlock()
 		return nil
 	}
 	e.mu.Unlock()
-	_, _, err := e.leaseCall(ctx, id, &frame{Op: opReconcile, Owner: owner, Tokens: used.Tokens, Cost: used.Cost})
+	_, h, err := e.leaseCall(ctx, id, &frame{Op: opReconcile, Owner: owner, Tokens: used.Tokens, Cost: used.Cost})
 	if errors.Is(err, errSessionClosed) {
 		return ErrUnavailable
+	}
+	if err == nil && h != nil {
+		e.mu.Lock()
+		h.req = h.req.settled(h.cand, used)
+		e.mu.Unlock()
 	}
 	return err
 }
