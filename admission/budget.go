@@ -1,15 +1,19 @@
 package admission
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Budgets (ScopeConfig.Budget). Each scope counts, in its window, the cost
 // settled (spent: the cost of the leases that ended) and the cost reserved
 // by the leases held. A candidate with a Cost fits a budget scope when
 // spent + reserved + cost is within the Budget; when spent + cost alone is
 // past it, nothing but the next window can make room, so the candidate is
-// dropped (at arrival, when a waiter holding it is next looked at, or when
-// a configuration tightens the budget). Everything is a few additions per
-// scope of a lease, with no scan.
+// dropped: at arrival, when the end of a lease spends what it needed
+// (whatever its waiter waits on: see costEntry), or when a configuration
+// tightens the budget. Everything is a few additions and O(log n) heap
+// steps per scope of a lease or waiter, with no scan.
 //
 // A window that ends is followed by the next, from its end, with nothing
 // spent and no known end (the caller configures it). Waiters held back by
@@ -168,6 +172,9 @@ func (m *Memory) settleCostLocked(s *scope, cost int64) {
 	}
 	b.reserved -= cost
 	b.spent += cost
+	if s.cfg.Budget > 0 {
+		m.checkOversLocked(s)
+	}
 }
 
 // budgetStats fills st's budget figures, in the window in force now.
@@ -181,4 +188,107 @@ func (m *Memory) budgetStats(s *scope, st *ScopeStats) {
 		}
 	}
 	st.BudgetSpent, st.BudgetReserved = b.spent, b.reserved
+}
+
+// Waiters that settlements leave no room for. Each budget scope keeps, in
+// a heap, its queued waiters by the largest cost they would reserve there
+// (costEntry). When what the scope has spent grows (a lease ended) or its
+// budget tightens, the next pump drops the candidates of the waiters on
+// top whose cost no longer fits, wherever those waiters are parked: a
+// waiter learns at once that its budget is spent rather than when it is
+// next looked at. Each entry costs O(log n) to add and remove, and each
+// drop O(log n).
+
+// costEntry is a queued waiter's largest cost in budget scope s.
+type costEntry struct {
+	w    *waiter
+	s    *scope
+	cost int64
+	idx  int
+}
+
+// indexCostsLocked files w, which just joined its class, in the heaps of
+// its class's budget scopes where it reserves a cost.
+func (m *Memory) indexCostsLocked(w *waiter) {
+	for _, s := range w.class.scopes {
+		if s.cfg.Budget > 0 {
+			m.indexCostLocked(w, s)
+		}
+	}
+}
+
+// indexCostLocked files w in s's heap under its largest cost there, if any.
+func (m *Memory) indexCostLocked(w *waiter, s *scope) {
+	var most int64
+	for _, cd := range w.class.cands {
+		for _, n := range cd.needs {
+			if n.s == s {
+				most = max(most, w.cands[cd.idx].Cost)
+			}
+		}
+	}
+	if most == 0 {
+		return
+	}
+	if s.overs.less == nil {
+		s.overs = indexHeap[*costEntry]{
+			less:   func(a, b *costEntry) bool { return a.cost > b.cost },
+			setIdx: func(e *costEntry, i int) { e.idx = i },
+		}
+	}
+	e := &costEntry{w: w, s: s, cost: most, idx: -1}
+	w.costs = append(w.costs, e)
+	s.overs.push(e)
+}
+
+// unindexCostsLocked takes w, leaving its class, out of those heaps.
+func (m *Memory) unindexCostsLocked(w *waiter) {
+	for _, e := range w.costs {
+		if e.idx >= 0 {
+			e.s.overs.remove(e.idx)
+		}
+	}
+	clear(w.costs)
+	w.costs = w.costs[:0]
+}
+
+// rebudgetLocked applies a budget set on s or taken off it to the heap of
+// its queued waiters: O(waiters touching s), on a configuration change.
+func (m *Memory) rebudgetLocked(s *scope, old ScopeConfig) {
+	switch {
+	case old.Budget == 0 && s.cfg.Budget > 0:
+		for c := range s.classes {
+			c.members.each(func(w *waiter) { m.indexCostLocked(w, s) })
+		}
+	case old.Budget > 0 && s.cfg.Budget == 0:
+		for s.overs.len() > 0 {
+			e := s.overs.top()
+			s.overs.remove(0)
+			e.w.costs = slices.DeleteFunc(e.w.costs, func(x *costEntry) bool { return x == e })
+		}
+	}
+}
+
+// checkOversLocked has the next pump drop the waiters that s's budget no
+// longer has room for.
+func (m *Memory) checkOversLocked(s *scope) {
+	if s.overs.len() > 0 && !s.overCheck {
+		s.overCheck = true
+		m.overChecks = append(m.overChecks, s)
+	}
+}
+
+// dropOversLocked drops, in each scope checkOversLocked named, the
+// candidates of the waiters whose cost no longer fits what its budget has
+// left. Each waiter dropped leaves the top entry of the heap or moves
+// under a smaller cost, so the loop ends.
+func (m *Memory) dropOversLocked() {
+	for len(m.overChecks) > 0 {
+		s := m.overChecks[len(m.overChecks)-1]
+		m.overChecks = m.overChecks[:len(m.overChecks)-1]
+		s.overCheck = false
+		for s.overs.len() > 0 && m.overBudgetLocked(s, s.overs.top().cost) {
+			m.dropOverBudgetLocked(s.overs.top().w)
+		}
+	}
 }

@@ -203,9 +203,20 @@ func (r *budgetRun) rollAll() {
 	}
 }
 
-// check compares each budget scope's spent and reserved with the run's.
+// check compares each budget scope's spent and reserved with the run's,
+// and checks that no waiter still queued there reserves more than it has
+// left.
 func (r *budgetRun) check() {
 	r.t.Helper()
+	r.m.mu.Lock()
+	for _, name := range budgetNames {
+		s := r.m.scopes[name]
+		s.budget.roll(r.clk.Now().UnixNano())
+		if s.overs.len() > 0 && s.budget.spent+s.overs.top().cost > s.cfg.Budget {
+			r.t.Errorf("%s queues %s with a cost of %d, but has %d left", name, s.overs.top().w.id, s.overs.top().cost, s.cfg.Budget-s.budget.spent)
+		}
+	}
+	r.m.mu.Unlock()
 	r.mu.Lock()
 	reserved := make(map[string]int64)
 	for _, h := range r.leases {

@@ -31,29 +31,63 @@ func (b *shadowBundle) enqueue(t *testing.T, id string, cands ...Candidate) chan
 	return ch
 }
 
-// TestBudgetDropsWaiterWhenLookedAt: a waiter held back by another scope
-// loses a candidate whose budget was spent meanwhile when it is next
-// looked at, and fails with the budget's error if it has no other.
-func TestBudgetDropsWaiterWhenLookedAt(t *testing.T) {
+// TestBudgetDropsWaitersParkedElsewhere: the spend of a release drops at
+// once the candidates it leaves no room for, of waiters held back by
+// another scope too, or behind a waiter that still fits; a waiter left
+// with none fails with the budget's error, one with a fallback waits on.
+func TestBudgetDropsWaitersParkedElsewhere(t *testing.T) {
 	t.Parallel()
 	b := setupShadow(t)
 	b.set(t, "c", ScopeConfig{Limit: 1})
 	b.set(t, "b", b.budget(100, time.Hour))
-	lc := b.hold(t, costOf(0, "c"))
-	w := b.enqueue(t, "w", costOf(50, "c", "b"))
-	b.release(t, b.hold(t, costOf(60, "b")))
+	b.hold(t, costOf(0, "c"))
+	la := b.hold(t, costOf(60, "b"))
+	lx := b.hold(t, costOf(20, "b"))
+	ahead := b.enqueue(t, "ahead", costOf(30, "b"))         // fits once x settles
+	behind := b.enqueue(t, "behind", costOf(50, "b"))       // behind it in b
+	elsewhere := b.enqueue(t, "else", costOf(50, "c", "b")) // held back by c
+	fallback := b.enqueue(t, "fb", costOf(50, "c", "b"), costOf(0, "c"))
+	b.release(t, la) // 60 spent: 50 never fits again
+	for _, w := range []struct {
+		id string
+		ch chan error
+	}{{"behind", behind}, {"else", elsewhere}} {
+		select {
+		case err := <-w.ch:
+			var be *BudgetExceededError
+			if !errors.As(err, &be) || be.Scope != "b" {
+				t.Errorf("%s: %v; want a *BudgetExceededError of b", w.id, err)
+			}
+		default:
+			t.Errorf("%s still queued after the release spent its budget", w.id)
+		}
+	}
 	select {
-	case err := <-w:
-		t.Fatalf("w ended (%v) while c held it back", err)
+	case err := <-ahead:
+		t.Fatalf("ahead ended with %v; want it waiting on x's reservation", err)
 	default:
 	}
-	b.release(t, lc)
-	var be *BudgetExceededError
-	if err := <-w; !errors.As(err, &be) || be.Scope != "b" {
-		t.Errorf("w after b's budget was spent: %v; want a *BudgetExceededError of b", err)
+	if err := b.m.Reconcile(b.ctx, lx.ID, lx.Owner, Settlement{}); err != nil {
+		t.Fatal(err)
 	}
-	if st := b.stats(t, "c"); st.Queued != 0 || st.Used != 0 {
-		t.Errorf("c: used %d, queued %d; want 0, 0", st.Used, st.Queued)
+	select {
+	case err := <-ahead:
+		if err != nil {
+			t.Errorf("ahead: %v; want a lease", err)
+		}
+	default:
+		t.Errorf("ahead still queued once x settled at no cost")
+	}
+	select {
+	case err := <-fallback:
+		t.Errorf("fb ended with %v; want it queued on its fallback", err)
+	default:
+	}
+	if st := b.stats(t, "c"); st.Queued != 1 {
+		t.Errorf("c queues %d; want 1 (fb)", st.Queued)
+	}
+	if b.stats(t, "b").Queued != 0 || b.m.scopes["b"].overs.len() != 0 {
+		t.Errorf("b still queues %d, with %d in its heap; want none", b.stats(t, "b").Queued, b.m.scopes["b"].overs.len())
 	}
 }
 

@@ -83,14 +83,15 @@
 // spent in the window plus the cost reserved never exceeds the Budget,
 // but by what settlements add beyond the reservations of the leases in
 // flight. A candidate whose Cost is more than the budget has left (Budget
-// less spent) can never fit in the window: it is dropped at once, at
-// arrival, when a waiter holding it is next looked at after settlements
-// spent the budget, or when SetScope tightens it; a request left with none
-// fails with a *BudgetExceededError (ErrBudgetExceeded) that says when the
-// window resets. One that only the reservations in flight keep out waits,
-// ordered as for capacity, and is admitted when settlements make room, or
-// when the window ends: the engine then starts the next window itself,
-// from the old end with nothing spent, until it is configured.
+// less spent) can never fit in the window: it is dropped at once — at
+// arrival, when the end of a lease spends what it needed (whatever its
+// waiter waits on), or when SetScope tightens the budget; a request left
+// with none fails with a *BudgetExceededError (ErrBudgetExceeded) that
+// says when the window resets. One that only the reservations in flight
+// keep out waits, ordered as for capacity, and is admitted when
+// settlements make room, or when the window ends: the engine then starts
+// the next window itself, from the old end with nothing spent, until it is
+// configured.
 //
 // # Shadow scopes
 //

@@ -39,6 +39,10 @@ type scope struct {
 	budget     budget
 	rateWakeAt int64
 	rateIdx    int
+	// overs holds the queued waiters by the largest cost they reserve
+	// here, while the scope has a budget; overCheck: in m.overChecks.
+	overs     indexHeap[*costEntry]
+	overCheck bool
 
 	flows  map[string]*flow // round-robin turns by fairness key
 	vclock int64
@@ -117,6 +121,9 @@ func (m *Memory) SetScope(ctx context.Context, name string, cfg ScopeConfig) err
 	tighter := cfg.TPM > 0 && (old.TPM == 0 || cfg.TPM < old.TPM || enforced)
 	if m.configureBudgetLocked(s, old) || (cfg.Budget > 0 && enforced) {
 		tighter = true
+	}
+	if (old.Budget > 0) != (cfg.Budget > 0) {
+		m.rebudgetLocked(s, old)
 	}
 	if len(s.classes) > 0 && (tighter || cfg.MaxWait != old.MaxWait || cfg.Shadow != old.Shadow) {
 		m.rescopeLocked(s, now, tighter)
