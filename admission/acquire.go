@@ -133,7 +133,7 @@ func (m *Memory) admitNowLocked(req *Request, try bool) (l Lease, err error, don
 	}
 	var buf [3]need
 	rateOnly, usable, orphaned := true, false, false
-	var tooMany *TokenLimitError
+	var never error // of the first candidate that can never fit
 	var wake int64
 	for i := range req.Candidates {
 		c := &req.Candidates[i]
@@ -142,11 +142,12 @@ func (m *Memory) admitNowLocked(req *Request, try bool) (l Lease, err error, don
 			return Lease{}, err, true
 		}
 		if needs == nil {
-			// It touches an orphaned scope, or can never fit a TPM.
+			// It touches an orphaned scope, or can never fit a TPM or a
+			// budget.
 			if over == nil {
 				orphaned = true
-			} else if tooMany == nil {
-				tooMany = tokenLimitError(over, c.Tokens)
+			} else if never == nil {
+				never = over
 			}
 			continue
 		}
@@ -171,13 +172,14 @@ func (m *Memory) admitNowLocked(req *Request, try bool) (l Lease, err error, don
 		}
 	}
 	if !usable {
-		m.emitLocked(Event{Outcome: OutcomeNoCandidate, WaiterID: req.ID, Priority: req.Priority})
 		if !orphaned {
 			// No candidate could ever be admitted; an orphaned one could
 			// once its owner is back.
-			return Lease{}, tooMany, true
+			m.emitLocked(Event{Outcome: outcomeOf(never), WaiterID: req.ID, Priority: req.Priority})
+			return Lease{}, never, true
 		}
-		return Lease{}, fmt.Errorf("%w: every candidate of %s uses an orphaned scope or more tokens than a TPM", ErrNoCandidate, req.ID), true
+		m.emitLocked(Event{Outcome: OutcomeNoCandidate, WaiterID: req.ID, Priority: req.Priority})
+		return Lease{}, fmt.Errorf("%w: every candidate of %s uses an orphaned scope, or more tokens than a TPM or more cost than a budget has left", ErrNoCandidate, req.ID), true
 	}
 	if !try {
 		return Lease{}, nil, false
@@ -201,7 +203,7 @@ func (m *Memory) queueLocked(req *Request, notify func(Lease, error)) (*waiter, 
 	b := appendKeyHead(m.keyBuf[:0], req.FairnessKey, req.Priority)
 	for i := range req.Candidates {
 		c := &req.Candidates[i]
-		if ok, f := m.queueableLocked(c.Needs, c.Tokens); !ok {
+		if ok, f := m.queueableLocked(c); !ok {
 			if full == nil {
 				full = f
 			}

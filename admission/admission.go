@@ -59,7 +59,10 @@ type ScopeConfig struct {
 	// whatever it says.
 	// The memory home always decides and ignores it. An owner's scope
 	// cannot fail open: its owner's fencing is the decider's to know.
-	// Default false: fail closed.
+	// A scope with a Budget (not shadow) fails closed whatever it says:
+	// spend is counted by the decider alone, and a share of it per
+	// replica would let the fleet spend the whole budget once per
+	// replica. Default false: fail closed.
 	FailOpen bool
 	// Paused stops the scope admitting: its leases stay held and are
 	// released as usual, and its waiters stay queued, or are admitted on
@@ -81,6 +84,35 @@ type ScopeConfig struct {
 	// charged but never left in debt. Setting it false enforces from then
 	// on, as a lowered limit does: nothing held is revoked. Default false.
 	Shadow bool
+
+	// Budget is the scope's spending limit in its window [BudgetFrom,
+	// BudgetUntil): the cost settled in the window plus the cost reserved
+	// by the leases held never exceeds it, except by what settlements
+	// (Reconcile) add beyond the reservations of the leases in flight
+	// (one request's real cost less its estimate, each). A lease reserves its
+	// candidate's Cost at admission and settles it when it ends (Release,
+	// expiry, fence: the last reconciled cost, else the whole
+	// reservation). A candidate whose Cost can never fit what is left of
+	// the window is dropped at once, and a waiter left with none fails
+	// with a *BudgetExceededError; one that only the reservations in
+	// flight keep out waits for them to settle. When the window ends the
+	// engine starts the next itself, from BudgetUntil with nothing spent
+	// and no known end, until it is configured. The unit is the caller's
+	// (a fixed-point amount of money). Default 0: no budget.
+	Budget int64
+	// BudgetFrom and BudgetUntil bound the budget's window; with a
+	// Budget, BudgetUntil must come after BudgetFrom, and neither may be
+	// zero.
+	BudgetFrom, BudgetUntil time.Time
+	// BudgetSpent is what the window had spent before this configuration
+	// (the caller reads it from its store). It is applied only when the
+	// window in force changes: a new scope, a budget added, or a
+	// BudgetFrom other than the start of the window in force. A
+	// reconfiguration within the window keeps what the engine has
+	// counted since. A home that starts afresh (a restart, a fleet's
+	// new leader) starts from it too, so callers keep it current from
+	// their store. Default 0.
+	BudgetSpent int64
 }
 
 // Validate reports a configuration that can never be meaningful.
@@ -98,6 +130,10 @@ func (c ScopeConfig) Validate() error {
 		return invalidf("scope owner generation set without an owner")
 	case c.Owner != "" && c.FailOpen:
 		return invalidf("scope of owner %s cannot fail open", c.Owner)
+	case c.Budget < 0, c.BudgetSpent < 0:
+		return invalidf("scope budget and budget spent must not be negative")
+	case c.Budget > 0 && (c.BudgetFrom.IsZero() || !c.BudgetUntil.After(c.BudgetFrom)):
+		return invalidf("scope budget window [%s, %s) is empty or unbounded", c.BudgetFrom, c.BudgetUntil)
 	}
 	return nil
 }
@@ -109,10 +145,23 @@ type Need struct {
 }
 
 // Candidate is one way to serve a request: every scope it needs, taken all
-// at once, plus the tokens it reserves against the TPM of those scopes.
+// at once, plus the tokens it reserves against the TPM of those scopes and
+// the cost it reserves against their Budget (scopes without a TPM or a
+// Budget ignore them).
 type Candidate struct {
 	Needs  []Need
 	Tokens int64
+	// Cost is the estimated cost of the work, in the unit of the scopes'
+	// Budget; Reconcile settles it to the real cost. Not negative.
+	Cost int64
+}
+
+// Settlement is what a lease's work really used, for Reconcile: its tokens
+// (against TPM) and its cost (against Budget). Both replace what the lease
+// reserved; a caller that knows only one passes the lease's own value of
+// the other (Lease.Tokens, Lease.Cost).
+type Settlement struct {
+	Tokens, Cost int64
 }
 
 // Owner says which process or node connection holds a lease. Gen grows with
@@ -196,6 +245,9 @@ func (c Candidate) validate() error {
 	if c.Tokens < 0 {
 		return invalidf("candidate reserves %d tokens", c.Tokens)
 	}
+	if c.Cost < 0 {
+		return invalidf("candidate reserves a cost of %d", c.Cost)
+	}
 	for i, n := range c.Needs {
 		if n.Scope == "" {
 			return invalidf("need %d names no scope", i)
@@ -222,9 +274,11 @@ type Lease struct {
 	WaiterID string
 	// Candidate is the index of the chosen candidate in the request.
 	Candidate int
-	// Needs and Tokens are what the lease holds (the chosen candidate's).
+	// Needs, Tokens and Cost are what the lease holds (the chosen
+	// candidate's).
 	Needs  []Need
 	Tokens int64
+	Cost   int64
 	Owner  Owner
 	// Waited is how long the waiter queued (zero if admitted at once). The
 	// engine reads the clock only when a decision needs it, so a lease
@@ -286,6 +340,13 @@ type ScopeStats struct {
 	// ShadowQueued is how many of the leases held in a shadow scope would
 	// still be waiting if it enforced its limits.
 	ShadowQueued int
+	// BudgetSpent is the cost settled in the budget's window in force
+	// (BudgetFrom, BudgetUntil: zero BudgetUntil while the engine runs a
+	// window it started itself, whose end is not yet configured), and
+	// BudgetReserved the cost the leases held reserve. They are counted
+	// whether or not the scope has a Budget.
+	BudgetSpent, BudgetReserved int64
+	BudgetFrom, BudgetUntil     time.Time
 }
 
 // Engine is the admission contract. The memory home (Memory) implements
@@ -306,8 +367,9 @@ type Engine interface {
 	// passes. Cancelling ctx removes the waiter at once.
 	Acquire(ctx context.Context, req Request) (Lease, error)
 	// TryAcquire admits at once or fails without queueing: ErrWouldWait when
-	// capacity is missing, a *RateLimitedError when only rate limits stand in
-	// the way, a *TokenLimitError when no candidate could ever be admitted.
+	// capacity (or a budget's reservations) is missing, a *RateLimitedError
+	// when only rate limits stand in the way, a *TokenLimitError or a
+	// *BudgetExceededError when no candidate could ever be admitted.
 	TryAcquire(ctx context.Context, req Request) (Lease, error)
 	// Enqueue queues the waiter and returns; notify is called exactly once,
 	// outside the engine's lock, with the lease or the error that ended the
@@ -328,9 +390,10 @@ type Engine interface {
 	// Release returns a lease's capacity. Releasing a lease that is gone is a
 	// no-op; a fenced or foreign owner gets ErrStaleOwner.
 	Release(ctx context.Context, id LeaseID, owner Owner) error
-	// Reconcile replaces a lease's TPM reservation with the tokens actually
-	// used, refunding or charging the difference.
-	Reconcile(ctx context.Context, id LeaseID, owner Owner, tokens int64) error
+	// Reconcile replaces a lease's TPM and Budget reservations with what
+	// its work really used, refunding or charging the difference; the
+	// cost settles into the budget's spent when the lease ends.
+	Reconcile(ctx context.Context, id LeaseID, owner Owner, used Settlement) error
 	// Restore grants candidate cand of req at once, whatever the limits:
 	// it re-creates, after a restart, a lease that was granted before it
 	// (durable work that was admitted and is still running). Usage may then
@@ -367,6 +430,9 @@ const (
 	// OutcomeShadow: a shadow scope (ScopeConfig.Shadow) admitted what it
 	// would have made wait, refused or dropped; Event.Would says which.
 	OutcomeShadow
+	// OutcomeBudgetExceeded: a waiter failed because no candidate left
+	// can fit what its budgets have left in their windows.
+	OutcomeBudgetExceeded
 )
 
 var outcomeNames = [...]string{
@@ -382,6 +448,8 @@ var outcomeNames = [...]string{
 	OutcomeRateLimited: "rate_limited",
 	OutcomeReselected:  "reselected",
 	OutcomeShadow:      "shadow",
+
+	OutcomeBudgetExceeded: "budget_exceeded",
 }
 
 func (o Outcome) String() string {
@@ -409,7 +477,8 @@ type Event struct {
 	// Would is set for shadow events, with Scope: what the shadow scope
 	// would have done had it enforced its limits — queued (made the
 	// request wait for capacity), rate_limited (wait for a rate limit),
-	// queue_full, no_candidate (more tokens than its TPM), or timeout (its
+	// queue_full, no_candidate (more tokens than its TPM), budget_exceeded
+	// (more cost than its budget has left), or timeout (its
 	// MaxWait passed while the request would have waited; then Waited is
 	// that would-be wait). It sits beside Outcome, in what would be
 	// padding, to keep the Event that every transition copies small.
@@ -464,6 +533,9 @@ var (
 	// leader that answers); nothing was admitted, and a later call may
 	// succeed.
 	ErrUnavailable = errors.New("admission unavailable")
+	// ErrBudgetExceeded: no candidate can fit what its budgets have left
+	// in their windows (BudgetExceededError).
+	ErrBudgetExceeded = errors.New("budget exceeded")
 )
 
 // Routine reports whether err is one that a step taken on the engine's
@@ -560,6 +632,28 @@ func (e *TokenLimitError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrNoCandidate) true.
 func (e *TokenLimitError) Unwrap() error { return ErrNoCandidate }
+
+// BudgetExceededError says that a request can never be admitted in its
+// budgets' windows: every candidate left reserves more cost than a
+// Budget of one of its scopes has left (Budget less the cost settled in
+// the window). It names the first such candidate's scope.
+type BudgetExceededError struct {
+	Scope string
+	// ResetAt is when the scope's window ends (its BudgetUntil); zero
+	// when the engine runs a window it started itself, whose end is not
+	// yet configured.
+	ResetAt time.Time
+}
+
+func (e *BudgetExceededError) Error() string {
+	if e.ResetAt.IsZero() {
+		return fmt.Sprintf("budget exceeded: the budget of scope %s has too little left", e.Scope)
+	}
+	return fmt.Sprintf("budget exceeded: the budget of scope %s has too little left until %s", e.Scope, e.ResetAt.UTC().Format(time.RFC3339))
+}
+
+// Unwrap makes errors.Is(err, ErrBudgetExceeded) true.
+func (e *BudgetExceededError) Unwrap() error { return ErrBudgetExceeded }
 
 // RateLimitedError says when a rate-limited request could next be admitted.
 type RateLimitedError struct {

@@ -253,11 +253,11 @@ func tokenLimitError(s *scope, tokens int64) *TokenLimitError {
 	return &TokenLimitError{Scope: s.name, TPM: s.cfg.TPM, Tokens: tokens}
 }
 
-// rescopeLocked applies a change of s's MaxWait or a lowered TPM to the
-// waiters that touch s: their due moments move, and candidates whose
-// tokens no longer fit s's TPM are dropped. It costs O(waiters touching
-// s), on a configuration change only.
-func (m *Memory) rescopeLocked(s *scope, now int64, tpmLowered bool) {
+// rescopeLocked applies a change of s's MaxWait, or (tighter) a lowered TPM
+// or Budget, to the waiters that touch s: their due moments move, and
+// candidates whose tokens or cost no longer fit s are dropped. It costs
+// O(waiters touching s), on a configuration change only.
+func (m *Memory) rescopeLocked(s *scope, now int64, tighter bool) {
 	var affected []*waiter
 	for c := range s.classes {
 		affected = c.members.appendTo(affected)
@@ -267,20 +267,22 @@ func (m *Memory) rescopeLocked(s *scope, now int64, tpmLowered bool) {
 		if w.class == nil {
 			continue // ended while an earlier one was handled
 		}
-		if tpmLowered {
-			var tokens int64
+		if tighter {
+			var never error
 			left := m.keepCandsLocked(w, func(cd *cand) bool {
-				t := w.cands[cd.idx].Tokens
+				c := &w.cands[cd.idx]
 				for _, n := range cd.needs {
-					if n.s == s && s.tooManyTokens(t) {
-						tokens = t
+					if n.s == s && m.neverFitsLocked(s, c.Tokens, c.Cost) {
+						if never == nil {
+							never = m.neverFitError(s, c.Tokens, c.Cost)
+						}
 						return false
 					}
 				}
 				return true
 			}, 0)
 			if left == 0 {
-				m.dropWaiterLocked(w, OutcomeNoCandidate, tokenLimitError(s, tokens))
+				m.dropWaiterLocked(w, outcomeOf(never), never)
 				continue
 			}
 		}

@@ -8,9 +8,10 @@ type blocker struct {
 	wake int64 // when a rate limit refills enough; 0 for capacity
 }
 
-// fitsLocked reports whether p may take amt (and tokens) of s now; if a rate
-// limit stands in the way, wake says when it will have refilled enough.
-func (m *Memory) fitsLocked(s *scope, p *probe, amt, tokens int64) (ok bool, wake int64) {
+// fitsLocked reports whether p may take amt (and tokens and cost) of s now;
+// if a rate limit stands in the way, wake says when it will have refilled
+// enough. A budget's reservations stand in the way as capacity does.
+func (m *Memory) fitsLocked(s *scope, p *probe, amt, tokens, cost int64) (ok bool, wake int64) {
 	if s.orphaned || s.gated {
 		if s.orphaned || s.cfg.Paused {
 			return false, 0
@@ -33,6 +34,9 @@ func (m *Memory) fitsLocked(s *scope, p *probe, amt, tokens int64) (ok bool, wak
 			return false, 0
 		}
 	}
+	if s.cfg.Budget > 0 && cost > 0 && !m.budgetRoomLocked(s, cost) {
+		return false, 0
+	}
 	if s.cfg.RPM > 0 {
 		if ok, wake := s.rpm.has(m.nowLocked(), 1); !ok {
 			return false, wake
@@ -47,14 +51,19 @@ func (m *Memory) fitsLocked(s *scope, p *probe, amt, tokens int64) (ok bool, wak
 }
 
 // evaluateLocked admits w to its first candidate that fits, or collects in
-// m.blk the scope each candidate waits on.
+// m.blk the scope each candidate waits on. It reports true when w is no
+// longer where it was: admitted, or (its budgets spent meanwhile) moved to
+// the class of the candidates it has left, or failed.
 func (m *Memory) evaluateLocked(w *waiter) bool {
+	if m.budgetScopes > 0 && m.dropOverBudgetLocked(w) {
+		return true
+	}
 	m.blk = m.blk[:0]
 	p := probe{w: w, prio: w.prio, seq: w.seq}
 	for j := range w.class.cands {
 		cd := &w.class.cands[j]
-		tokens := w.cands[cd.idx].Tokens
-		b, ok := m.candidateBlockerLocked(&p, cd.needs, tokens)
+		c := &w.cands[cd.idx]
+		b, ok := m.candidateBlockerLocked(&p, cd.needs, c.Tokens, c.Cost)
 		if ok {
 			m.admitLocked(w, j)
 			return true
@@ -76,9 +85,9 @@ func (m *Memory) addBlockerLocked(b blocker) {
 	m.blk = append(m.blk, b)
 }
 
-func (m *Memory) candidateBlockerLocked(p *probe, needs []need, tokens int64) (blocker, bool) {
+func (m *Memory) candidateBlockerLocked(p *probe, needs []need, tokens, cost int64) (blocker, bool) {
 	for _, n := range needs {
-		if ok, wake := m.fitsLocked(n.s, p, n.amt, tokens); !ok {
+		if ok, wake := m.fitsLocked(n.s, p, n.amt, tokens, cost); !ok {
 			return blocker{s: n.s, wake: wake}, false
 		}
 	}
@@ -87,9 +96,10 @@ func (m *Memory) candidateBlockerLocked(p *probe, needs []need, tokens int64) (b
 
 // checkCandidateLocked resolves c's scopes into buf and finds the scope it
 // would wait on (none if it fits now). It returns nil needs when a scope is
-// orphaned or c reserves more tokens than its TPM (then over is that
-// scope), and ErrUnknownScope when one does not exist.
-func (m *Memory) checkCandidateLocked(p *probe, c *Candidate, buf []need) (needs []need, b blocker, over *scope, err error) {
+// orphaned or c can never fit one (then never says why: more tokens than
+// its TPM, more cost than its budget has left), and ErrUnknownScope when
+// one does not exist.
+func (m *Memory) checkCandidateLocked(p *probe, c *Candidate, buf []need) (needs []need, b blocker, never, err error) {
 	for _, n := range c.Needs {
 		s := m.scopes[n.Scope]
 		if s == nil {
@@ -98,12 +108,12 @@ func (m *Memory) checkCandidateLocked(p *probe, c *Candidate, buf []need) (needs
 		if s.orphaned {
 			return nil, b, nil, nil
 		}
-		if s.tooManyTokens(c.Tokens) {
-			return nil, b, s, nil
+		if m.neverFitsLocked(s, c.Tokens, c.Cost) {
+			return nil, b, m.neverFitError(s, c.Tokens, c.Cost), nil
 		}
 		buf = append(buf, need{s: s, amt: n.Amount})
 		if b.s == nil {
-			if ok, wake := m.fitsLocked(s, p, n.Amount, c.Tokens); !ok {
+			if ok, wake := m.fitsLocked(s, p, n.Amount, c.Tokens, c.Cost); !ok {
 				b = blocker{s: s, wake: wake}
 			}
 		}
@@ -129,12 +139,12 @@ func (m *Memory) resolveNeedsLocked(in []Need, buf []need) ([]need, error) {
 }
 
 // queueableLocked reports whether a candidate's scopes exist, are usable,
-// can hold its tokens and have room in their queues; if not for a full
-// queue alone, full is that scope.
-func (m *Memory) queueableLocked(needs []Need, tokens int64) (ok bool, full *scope) {
-	for _, n := range needs {
+// can hold its tokens and cost and have room in their queues; if not for a
+// full queue alone, full is that scope.
+func (m *Memory) queueableLocked(c *Candidate) (ok bool, full *scope) {
+	for _, n := range c.Needs {
 		s := m.scopes[n.Scope]
-		if s == nil || s.orphaned || s.tooManyTokens(tokens) {
+		if s == nil || s.orphaned || m.neverFitsLocked(s, c.Tokens, c.Cost) {
 			return false, nil
 		}
 		if q := s.cfg.QueueLimit; q > 0 && s.queued >= q && full == nil && s.shadow == nil {

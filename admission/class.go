@@ -123,6 +123,9 @@ func (m *Memory) joinClassLocked(w *waiter, c *class) {
 		wasHead = c.head()
 	}
 	c.members.push(w)
+	if m.budgetScopes > 0 {
+		m.indexCostsLocked(w)
+	}
 	if wasHead != nil && c.head() != wasHead {
 		m.classHeadChangedLocked(c)
 	}
@@ -133,6 +136,9 @@ func (m *Memory) leaveClassLocked(w *waiter) {
 	c := w.class
 	wasHead := c.head() == w
 	c.members.remove(w)
+	if len(w.costs) > 0 {
+		m.unindexCostsLocked(w)
+	}
 	for _, s := range c.scopes {
 		s.queued--
 		if s.holder == w {

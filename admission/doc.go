@@ -4,7 +4,8 @@
 // node's provider slots.
 //
 // A waiter (Request) lists candidates in preference order; each candidate
-// is a set of (scope, amount) pairs plus the tokens it reserves against TPM.
+// is a set of (scope, amount) pairs plus the tokens it reserves against TPM
+// and the cost it reserves against budgets.
 // The grant is a Lease on exactly one candidate, all of its scopes at once.
 //
 // # The contract
@@ -73,6 +74,25 @@
 // TPM), and a request left with none fails with a TokenLimitError, an
 // ErrNoCandidate, rather than waiting for a refill that never comes.
 //
+// # Budgets
+//
+// A scope's Budget limits spending over a window (ScopeConfig.Budget): a
+// candidate reserves its Cost in every budget scope it needs, Reconcile
+// settles the lease to its real cost, and the lease's end (release,
+// expiry, fence: the one release path) counts that cost spent. The cost
+// spent in the window plus the cost reserved never exceeds the Budget,
+// but by what settlements add beyond the reservations of the leases in
+// flight. A candidate whose Cost is more than the budget has left (Budget
+// less spent) can never fit in the window: it is dropped at once — at
+// arrival, when the end of a lease spends what it needed (whatever its
+// waiter waits on), or when SetScope tightens the budget; a request left
+// with none fails with a *BudgetExceededError (ErrBudgetExceeded) that
+// says when the window resets. One that only the reservations in flight
+// keep out waits, ordered as for capacity, and is admitted when
+// settlements make room, or when the window ends: the engine then starts
+// the next window itself, from the old end with nothing spent, until it is
+// configured.
+//
 // # Shadow scopes
 //
 // A scope set to Shadow (ScopeConfig.Shadow) is outside the contract's
@@ -82,7 +102,7 @@
 // scope's (it may pass its Limit). Beside it the engine keeps what the
 // scope would hold, and who would still wait, if it enforced, and counts
 // (ScopeStats) and reports (OutcomeShadow events) every admission it
-// would have made wait, refused or dropped at MaxWait. Setting Shadow
+// would have made wait, refused or dropped at MaxWait — its Budget too. Setting Shadow
 // false enforces from then on and revokes nothing, as a lowered limit.
 //
 // # Owners and fencing

@@ -18,6 +18,7 @@ type lease struct {
 	buf      [3]need
 	pub      []Need
 	tokens   int64
+	cost     int64 // reserved in each of its scopes' budgets
 	owner    Owner
 	admitted int64
 	waited   int64
@@ -54,6 +55,7 @@ func (m *Memory) grantLocked(waiterID string, prio int32, place uint64, candIdx 
 	l.needs = append(l.buf[:0], needs...)
 	l.pub = c.Needs
 	l.tokens = c.Tokens
+	l.cost = c.Cost
 	l.owner = owner
 	l.waited = waited
 	l.prio = prio
@@ -62,7 +64,7 @@ func (m *Memory) grantLocked(waiterID string, prio int32, place uint64, candIdx 
 		// Judged before they count it; they charge their own buckets.
 		for _, n := range needs {
 			if n.s.shadow != nil {
-				m.shadowGrantLocked(l, n.s, n.amt, c.Tokens)
+				m.shadowGrantLocked(l, n.s, n.amt, c.Tokens, c.Cost)
 			}
 		}
 	}
@@ -70,6 +72,7 @@ func (m *Memory) grantLocked(waiterID string, prio int32, place uint64, candIdx 
 		s := n.s
 		s.used += n.amt
 		s.leases++
+		s.budget.reserved += c.Cost
 		if s.cfg.RPM > 0 && s.shadow == nil {
 			s.rpm.add(m.nowLocked(), -1)
 		}
@@ -109,6 +112,7 @@ func (l *lease) public() Lease {
 		Candidate: l.candIdx,
 		Needs:     l.pub,
 		Tokens:    l.tokens,
+		Cost:      l.cost,
 		Owner:     l.owner,
 		Waited:    time.Duration(l.waited),
 		Place:     l.place,
@@ -157,6 +161,9 @@ func (m *Memory) releaseLocked(l *lease, o Outcome) {
 		s := n.s
 		s.used -= n.amt
 		s.leases--
+		if l.cost != 0 {
+			m.settleCostLocked(s, l.cost)
+		}
 		switch {
 		case l.admitted == 0: // hold time not sampled
 		case s.meanHold == 0:
@@ -227,10 +234,11 @@ func (m *Memory) Renew(ctx context.Context, id LeaseID, owner Owner) (time.Time,
 	return time.Unix(0, l.expires), nil
 }
 
-// Reconcile settles a lease's TPM reservation against the tokens used.
-func (m *Memory) Reconcile(ctx context.Context, id LeaseID, owner Owner, tokens int64) error {
-	if tokens < 0 {
-		return invalidf("reconcile with %d tokens", tokens)
+// Reconcile settles a lease's TPM and Budget reservations against what
+// its work used.
+func (m *Memory) Reconcile(ctx context.Context, id LeaseID, owner Owner, used Settlement) error {
+	if used.Tokens < 0 || used.Cost < 0 {
+		return invalidf("reconcile with %d tokens and a cost of %d", used.Tokens, used.Cost)
 	}
 	m.lockSettled()
 	defer m.pumpUnlockDeliver()
@@ -242,8 +250,10 @@ func (m *Memory) Reconcile(ctx context.Context, id LeaseID, owner Owner, tokens 
 	if l == nil {
 		return fmt.Errorf("%w: lease %d", ErrLeaseNotHeld, id)
 	}
-	diff := l.tokens - tokens
-	l.tokens = tokens
+	diff := l.tokens - used.Tokens
+	l.tokens = used.Tokens
+	more := used.Cost - l.cost
+	l.cost = used.Cost
 	for _, n := range l.needs {
 		if n.s.cfg.TPM > 0 && diff < 0 && n.s.shadow != nil {
 			n.s.tpm.drain(now, float64(-diff))
@@ -252,6 +262,10 @@ func (m *Memory) Reconcile(ctx context.Context, id LeaseID, owner Owner, tokens 
 			if diff > 0 && n.s.waiting.len() > 0 {
 				m.markDirtyLocked(n.s)
 			}
+		}
+		n.s.budget.reserved += more
+		if more < 0 && n.s.cfg.Budget > 0 && n.s.waiting.len() > 0 {
+			m.markDirtyLocked(n.s)
 		}
 	}
 	return nil

@@ -82,6 +82,12 @@ type Memory struct {
 	// shadowScopes counts the scopes in shadow: while there are none, a
 	// release has no would-be queue to serve.
 	shadowScopes int
+	// budgetScopes counts the scopes with a Budget: while there are none,
+	// no waiter's candidate can have outgrown one.
+	budgetScopes int
+	// overChecks: budget scopes whose spend grew or budget tightened, for
+	// the next pump to drop the waiters they have no room for.
+	overChecks []*scope
 }
 
 var _ Engine = (*Memory)(nil)
@@ -167,7 +173,7 @@ func (m *Memory) lockSettled() {
 		m.reapLocked(m.nowLocked())
 		// Capacity that fell due goes to those already waiting before the
 		// caller's own operation can take it.
-		if len(m.dirty) > 0 || m.unsettled.len() > 0 {
+		if len(m.dirty) > 0 || m.unsettled.len() > 0 || len(m.overChecks) > 0 {
 			m.pumpLocked()
 		}
 	}
@@ -177,7 +183,7 @@ func (m *Memory) lockSettled() {
 // on, arms the timer for the next due event, releases the lock and then
 // delivers the section's notifications.
 func (m *Memory) pumpUnlockDeliver() {
-	if len(m.dirty) > 0 || m.unsettled.len() > 0 {
+	if len(m.dirty) > 0 || m.unsettled.len() > 0 || len(m.overChecks) > 0 {
 		m.pumpLocked()
 	}
 	m.armLocked()

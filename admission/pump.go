@@ -24,6 +24,9 @@ func (m *Memory) settleLocked(c *class) {
 // re-evaluated, and moves to wait on the next scope it needs, before a
 // later waiter can take that scope's capacity.
 func (m *Memory) pumpLocked() {
+	if len(m.overChecks) > 0 {
+		m.dropOversLocked()
+	}
 	for len(m.dirty) > 0 || m.unsettled.len() > 0 {
 		i, w := m.nextDirtyLocked()
 		if cw := m.nextUnsettledLocked(); cw != nil && (i < 0 || (w != nil && earlier(cw, w))) {

@@ -34,8 +34,8 @@ func (m *Memory) liveCandidatesLocked(w *waiter) ([]Candidate, []cand, error) {
 		if err != nil || needs == nil {
 			continue
 		}
-		tokens := fresh[i].Tokens
-		if slices.ContainsFunc(needs, func(n need) bool { return n.s.tooManyTokens(tokens) }) {
+		tokens, cost := fresh[i].Tokens, fresh[i].Cost
+		if slices.ContainsFunc(needs, func(n need) bool { return m.neverFitsLocked(n.s, tokens, cost) }) {
 			continue
 		}
 		full := slices.ContainsFunc(needs, func(n need) bool {
@@ -54,8 +54,8 @@ func (m *Memory) liveCandidatesLocked(w *waiter) ([]Candidate, []cand, error) {
 func (m *Memory) keptCandidatesLocked(w *waiter) ([]Candidate, []cand) {
 	var live []cand
 	for _, cd := range w.class.cands {
-		tokens := w.cands[cd.idx].Tokens
-		if !slices.ContainsFunc(cd.needs, func(n need) bool { return n.s.orphaned || n.s.tooManyTokens(tokens) }) {
+		tokens, cost := w.cands[cd.idx].Tokens, w.cands[cd.idx].Cost
+		if !slices.ContainsFunc(cd.needs, func(n need) bool { return n.s.orphaned || m.neverFitsLocked(n.s, tokens, cost) }) {
 			live = append(live, cd)
 		}
 	}

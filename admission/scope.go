@@ -36,8 +36,13 @@ type scope struct {
 	holdAmt int64
 
 	rpm, tpm   bucket
+	budget     budget
 	rateWakeAt int64
 	rateIdx    int
+	// overs holds the queued waiters by the largest cost they reserve
+	// here, while the scope has a budget; overCheck: in m.overChecks.
+	overs     indexHeap[*costEntry]
+	overCheck bool
 
 	flows  map[string]*flow // round-robin turns by fairness key
 	vclock int64
@@ -109,12 +114,19 @@ func (m *Memory) SetScope(ctx context.Context, name string, cfg ScopeConfig) err
 	if cfg.Shadow || old.Shadow {
 		m.setShadowLocked(s, old, now)
 	}
-	// A scope that starts to enforce applies its TPM and MaxWait to the
-	// waiters already queued, as a lowered TPM or a changed MaxWait does.
+	// A scope that starts to enforce applies its TPM, Budget and MaxWait
+	// to the waiters already queued, as a lowered TPM or Budget or a
+	// changed MaxWait does.
 	enforced := old.Shadow && !cfg.Shadow
-	tpmLowered := cfg.TPM > 0 && (old.TPM == 0 || cfg.TPM < old.TPM || enforced)
-	if len(s.classes) > 0 && (tpmLowered || cfg.MaxWait != old.MaxWait || cfg.Shadow != old.Shadow) {
-		m.rescopeLocked(s, now, tpmLowered)
+	tighter := cfg.TPM > 0 && (old.TPM == 0 || cfg.TPM < old.TPM || enforced)
+	if m.configureBudgetLocked(s, old) || (cfg.Budget > 0 && enforced) {
+		tighter = true
+	}
+	if (old.Budget > 0) != (cfg.Budget > 0) {
+		m.rebudgetLocked(s, old)
+	}
+	if len(s.classes) > 0 && (tighter || cfg.MaxWait != old.MaxWait || cfg.Shadow != old.Shadow) {
+		m.rescopeLocked(s, now, tighter)
 	}
 	if cfg.Paused && !old.Paused {
 		// Its waiters with a resolver are asked where else they may go.
@@ -137,6 +149,9 @@ func (m *Memory) RemoveScope(ctx context.Context, name string) error {
 	unindex(m.ownedScopes, s.cfg.Owner, s)
 	s.removed = true
 	s.orphaned = true
+	if s.cfg.Budget > 0 {
+		m.budgetScopes--
+	}
 	if s.shadow != nil {
 		// Nothing more is admitted there: nothing more to judge.
 		s.shadow = nil
@@ -182,6 +197,7 @@ func (m *Memory) Scope(ctx context.Context, name string) (ScopeStats, error) {
 		s.tpm.refill(now)
 		st.TPMAvailable = s.tpm.level
 	}
+	m.budgetStats(s, &st)
 	return st, nil
 }
 

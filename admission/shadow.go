@@ -25,8 +25,14 @@ import "time"
 //     would-be usage has no room for it — or refused with queue_full if
 //     the queue (the waiters counted in the scope and the would-be queue)
 //     is at QueueLimit;
-//   - made to wait for a rate limit (rate_limited) if a rate bucket is
-//     short. The rate wait is counted, not followed: the lease is in.
+//   - refused with budget_exceeded if its cost is more than the budget
+//     has left in its window;
+//   - made to wait (queued) if only the budget's reservations held stand
+//     in the way, or for a rate limit (rate_limited) if a rate bucket is
+//     short. These waits are counted, not followed: the lease is in.
+//
+// A shadow scope's budget counts spent and reserved cost as an enforced
+// scope's does.
 //
 // Only the scope itself is simulated: the other scopes of a request
 // decide as they do, and FairnessWindow holds are not simulated. A
@@ -87,9 +93,9 @@ func (m *Memory) setShadowLocked(s *scope, old ScopeConfig, now int64) {
 	}
 }
 
-// shadowGrantLocked judges an admission of amt (and tokens) through
-// shadow scope s, before s counts it, and charges s's rate buckets.
-func (m *Memory) shadowGrantLocked(l *lease, s *scope, amt, tokens int64) {
+// shadowGrantLocked judges an admission of amt (and tokens and cost)
+// through shadow scope s, before s counts it, and charges s's rate buckets.
+func (m *Memory) shadowGrantLocked(l *lease, s *scope, amt, tokens, cost int64) {
 	sh := s.shadow
 	now := m.nowLocked()
 	var would Outcome
@@ -106,12 +112,16 @@ func (m *Memory) shadowGrantLocked(l *lease, s *scope, amt, tokens int64) {
 		// Admitted before a restart: it counts as it was.
 	case s.cfg.TPM > 0 && tokens > s.cfg.TPM:
 		would, state = OutcomeNoCandidate, shadowOut
+	case s.cfg.Budget > 0 && cost > 0 && m.shadowBudgetLocked(s, cost, false):
+		would, state = OutcomeBudgetExceeded, shadowOut
 	case s.cfg.Limit > 0 && (sh.live > 0 || s.used-sh.excess+amt > s.cfg.Limit):
 		if q := s.cfg.QueueLimit; q > 0 && s.queued+sh.live >= q {
 			would, state = OutcomeQueueFull, shadowOut
 		} else {
 			would, state = OutcomeQueued, shadowQueued
 		}
+	case s.cfg.Budget > 0 && cost > 0 && m.shadowBudgetLocked(s, cost, true):
+		would = OutcomeQueued
 	case !rpmOK || !tpmOK:
 		would = OutcomeRateLimited
 	}

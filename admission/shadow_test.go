@@ -196,13 +196,13 @@ func TestShadowReconcileNeverInDebt(t *testing.T) {
 	b := setupShadow(t)
 	b.set(t, "s", ScopeConfig{TPM: 100, Shadow: true})
 	l := b.hold(t, Candidate{Needs: []Need{{Scope: "s", Amount: 1}}, Tokens: 50})
-	if err := b.m.Reconcile(b.ctx, l.ID, l.Owner, 400); err != nil {
+	if err := b.m.Reconcile(b.ctx, l.ID, l.Owner, Settlement{Tokens: 400}); err != nil {
 		t.Fatal(err)
 	}
 	if st := b.stats(t, "s"); st.TPMAvailable != 0 {
 		t.Errorf("TPMAvailable = %v, want 0", st.TPMAvailable)
 	}
-	if err := b.m.Reconcile(b.ctx, l.ID, l.Owner, 0); err != nil {
+	if err := b.m.Reconcile(b.ctx, l.ID, l.Owner, Settlement{}); err != nil {
 		t.Fatal(err)
 	}
 	if st := b.stats(t, "s"); st.TPMAvailable != 100 {

@@ -24,6 +24,8 @@ type waiter struct {
 	vts     []int64 // turns in the others
 	resolve func(string) ([]Candidate, error)
 	notify  func(Lease, error)
+	// costs are its entries in its budget scopes' heaps (budget.go).
+	costs []*costEntry
 }
 
 // removeWaiterLocked takes w out of every index.

@@ -109,7 +109,7 @@ func (r *Recorder) model(name string) *modelAcc {
 func (r *Recorder) Observe(e admission.Event) {
 	switch e.Outcome {
 	case admission.OutcomeQueueFull, admission.OutcomeTimeout, admission.OutcomeCancelled,
-		admission.OutcomeNoCandidate, admission.OutcomeRateLimited, admission.OutcomeFenced:
+		admission.OutcomeNoCandidate, admission.OutcomeRateLimited, admission.OutcomeFenced, admission.OutcomeBudgetExceeded:
 		if e.WaiterID != "" && int(e.Outcome) < outcomeSlots {
 			r.failed[e.Outcome].Add(1)
 		}

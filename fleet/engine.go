@@ -213,9 +213,9 @@ type held struct {
 	// the engine runs open.
 	open   *open
 	openID admission.LeaseID
-	// tokens, with settle, is a Reconcile not yet sent
+	// used, with settle, is a Reconcile not yet sent
 	// (Config.LazyRelease): it goes with the release.
-	tokens int64
+	used   admission.Settlement
 	settle bool
 	// bound is when the work under the lease is surely over, on this
 	// replica's clock (Request.Hold); zero: no bound.

@@ -153,8 +153,8 @@ func (s *spread) Renew(ctx context.Context, id admission.LeaseID, owner admissio
 func (s *spread) Release(ctx context.Context, id admission.LeaseID, owner admission.Owner) error {
 	return s.holder(id).Release(ctx, id, owner)
 }
-func (s *spread) Reconcile(ctx context.Context, id admission.LeaseID, owner admission.Owner, tokens int64) error {
-	return s.holder(id).Reconcile(ctx, id, owner, tokens)
+func (s *spread) Reconcile(ctx context.Context, id admission.LeaseID, owner admission.Owner, used admission.Settlement) error {
+	return s.holder(id).Reconcile(ctx, id, owner, used)
 }
 func (s *spread) Restore(ctx context.Context, req admission.Request, cand int) (admission.Lease, error) {
 	e := s.next()

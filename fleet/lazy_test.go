@@ -49,7 +49,7 @@ func TestLazyRelease(t *testing.T) {
 	if err := leader.Enqueue(ctx, req("next"), func(_ admission.Lease, err error) { got <- err }); err != nil {
 		t.Fatal(err)
 	}
-	if err := follower.Reconcile(ctx, l.ID, l.Owner, 100); err != nil {
+	if err := follower.Reconcile(ctx, l.ID, l.Owner, admission.Settlement{Tokens: 100}); err != nil {
 		t.Fatalf("lazy Reconcile: %v", err)
 	}
 	if err := follower.Release(ctx, l.ID, l.Owner); err != nil {

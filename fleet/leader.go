@@ -190,6 +190,25 @@ func (l *leader) observe(e admission.Event) admission.Event {
 	return e
 }
 
+// settled keeps what the work under lease id used in the leader's record
+// of it, so that the next leader holds a mirror of it settled: a mirrored
+// lease whose cost changed is mirrored again (its tokens alone go with
+// the next change).
+func (l *leader) settled(id admission.LeaseID, used admission.Settlement) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.owners[id]
+	if p == nil || p.leases[id] == nil {
+		return
+	}
+	pl := p.leases[id]
+	was := pl.req
+	pl.req = pl.req.settled(0, used)
+	if l.mirroredLocked(p) && len(was.Candidates) > 0 && was.Candidates[0].Cost != used.Cost {
+		l.postMirrorLocked([]mirrorLease{l.mirrorOfLocked(p, pl)}, nil)
+	}
+}
+
 // fleetLease returns the engine's lease with its fleet id.
 func (l *leader) fleetLease(lease admission.Lease) admission.Lease {
 	l.mu.Lock()
@@ -423,11 +442,13 @@ func (l *leader) handle(ctx context.Context, p *peer, f *frame) *frame {
 	case opRelease:
 		if f.Settle {
 			// What the lease used, then its release (Config.LazyRelease).
-			dropped(l.cfg, l.logger, "reconcile", l.mem.Reconcile(ctx, l.memID(f.LeaseID), f.Owner, f.Tokens))
+			dropped(l.cfg, l.logger, "reconcile", l.mem.Reconcile(ctx, l.memID(f.LeaseID), f.Owner, f.settlement()))
 		}
 		err = l.release(ctx, f.LeaseID, f.Owner)
 	case opReconcile:
-		err = l.mem.Reconcile(ctx, l.memID(f.LeaseID), f.Owner, f.Tokens)
+		if err = l.mem.Reconcile(ctx, l.memID(f.LeaseID), f.Owner, f.settlement()); err == nil {
+			l.settled(f.LeaseID, f.settlement())
+		}
 	case opRestore:
 		var lease admission.Lease
 		lease, err = l.restore(ctx, p, f.Req.request(), f.Cand, l.boundOf(f.Req.Hold))

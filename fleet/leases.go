@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/weir-gateway/weir/admission"
@@ -168,7 +169,7 @@ func (e *Engine) Release(ctx context.Context, id admission.LeaseID, owner admiss
 	e.mu.Unlock()
 	if settle != nil {
 		// A lazy Reconcile whose release cannot be posted: it goes first.
-		_, _, _ = e.leaseCall(ctx, id, &frame{Op: opReconcile, Owner: owner, Tokens: settle.tokens})
+		_, _, _ = e.leaseCall(ctx, id, &frame{Op: opReconcile, Owner: owner, Tokens: settle.used.Tokens, Cost: settle.used.Cost})
 	}
 	_, _, err := e.leaseCall(ctx, id, &frame{Op: opRelease, Owner: owner})
 	switch {
@@ -212,21 +213,33 @@ func (e *Engine) postRelease(id admission.LeaseID, owner admission.Owner) bool {
 	e.mu.Unlock()
 	// A session lost before it is sent: the next sync leaves the lease
 	// out, and the leader releases it then.
-	_ = rt.c.post(&frame{Op: opRelease, Epoch: rt.epoch, LeaseID: h.remote, Owner: owner, Tokens: h.tokens, Settle: h.settle})
+	_ = rt.c.post(&frame{Op: opRelease, Epoch: rt.epoch, LeaseID: h.remote, Owner: owner, Tokens: h.used.Tokens, Cost: h.used.Cost, Settle: h.settle})
 	return true
 }
 
-func (e *Engine) Reconcile(ctx context.Context, id admission.LeaseID, owner admission.Owner, tokens int64) error {
+// Reconcile settles a lease at the leader (or lazily, with its release).
+// Once settled, the lease is re-asserted to a new leader with what it
+// used, so that a failover keeps its settlement.
+func (e *Engine) Reconcile(ctx context.Context, id admission.LeaseID, owner admission.Owner, used admission.Settlement) error {
+	if used.Tokens < 0 || used.Cost < 0 {
+		return fmt.Errorf("%w: reconcile with %d tokens and a cost of %d", admission.ErrInvalid, used.Tokens, used.Cost)
+	}
 	e.mu.Lock()
 	if h, _ := e.lazyLocked(id, owner); h != nil {
-		h.tokens, h.settle = tokens, true
+		h.used, h.settle = used, true
+		h.req = h.req.settled(h.cand, used)
 		e.mu.Unlock()
 		return nil
 	}
 	e.mu.Unlock()
-	_, _, err := e.leaseCall(ctx, id, &frame{Op: opReconcile, Owner: owner, Tokens: tokens})
+	_, h, err := e.leaseCall(ctx, id, &frame{Op: opReconcile, Owner: owner, Tokens: used.Tokens, Cost: used.Cost})
 	if errors.Is(err, errSessionClosed) {
 		return ErrUnavailable
+	}
+	if err == nil && h != nil {
+		e.mu.Lock()
+		h.req = h.req.settled(h.cand, used)
+		e.mu.Unlock()
 	}
 	return err
 }

@@ -85,7 +85,7 @@ func TestStaleOwnerOfEndedLease(t *testing.T) {
 			if _, err := e.Renew(ctx, l.ID, n2); !errors.Is(err, admission.ErrStaleOwner) {
 				t.Errorf("Renew of the released lease by fenced n2@1: %v, want ErrStaleOwner", err)
 			}
-			if err := e.Reconcile(ctx, l.ID, n2, 1); !errors.Is(err, admission.ErrStaleOwner) {
+			if err := e.Reconcile(ctx, l.ID, n2, admission.Settlement{Tokens: 1}); !errors.Is(err, admission.ErrStaleOwner) {
 				t.Errorf("Reconcile of the released lease by fenced n2@1: %v, want ErrStaleOwner", err)
 			}
 		})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/weir-gateway/weir/admission"
 )
@@ -33,12 +34,17 @@ var errOpen = errors.New("fleet: running open")
 // and none of its limits' shares is 0 (0 would mean no limit to the
 // engine, where the share is nothing). A shadow scope enforces nothing,
 // so it fails open whatever it says, and a share of 0 leaves it nothing
-// to count.
+// to count. A scope with a Budget fails closed whatever it says: spend is
+// the leader's to count, and shares of it would not add up to the budget
+// once each replica counts from what the configuration says was spent. A
+// shadow one fails open without its budget (what a replica would count
+// alone would say nothing true).
 func share(cfg admission.ScopeConfig, n int64) (admission.ScopeConfig, bool) {
 	limited := cfg.Limit > 0 || cfg.RPM > 0 || cfg.TPM > 0
-	if cfg.Owner != "" || (limited && !cfg.FailOpen && !cfg.Shadow) {
+	if cfg.Owner != "" || (limited && !cfg.FailOpen && !cfg.Shadow) || (cfg.Budget > 0 && !cfg.Shadow) {
 		return cfg, false
 	}
+	cfg.Budget, cfg.BudgetSpent, cfg.BudgetFrom, cfg.BudgetUntil = 0, 0, time.Time{}, time.Time{}
 	ok := true
 	div := func(v int64) int64 {
 		if v == 0 {
@@ -344,7 +350,7 @@ func (e *Engine) openLeaseCall(ctx context.Context, local admission.LeaseID, f *
 			err = nil // retired meanwhile, after the lease left: it counts nowhere
 		}
 	case opReconcile:
-		err = o.mem.Reconcile(ctx, openID, f.Owner, f.Tokens)
+		err = o.mem.Reconcile(ctx, openID, f.Owner, f.settlement())
 	}
 	if errors.Is(err, admission.ErrClosed) {
 		return nil, h, errRetry

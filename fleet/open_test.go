@@ -106,9 +106,13 @@ func TestFailOpen(t *testing.T) {
 
 // TestFailOpenShare: a scope's limits are divided among the replicas,
 // rounded down; a share of 0 makes the scope admit nothing here, and a
-// scope with no limit, or a shadow one, fails open whatever it says.
+// scope with no limit, or a shadow one, fails open whatever it says. A
+// budget fails closed whatever it says; a shadow one fails open without
+// its budget.
 func TestFailOpenShare(t *testing.T) {
 	t.Parallel()
+	from := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	until := from.AddDate(0, 1, 0)
 	for _, c := range []struct {
 		name string
 		cfg  admission.ScopeConfig
@@ -127,6 +131,10 @@ func TestFailOpenShare(t *testing.T) {
 			admission.ScopeConfig{Limit: 2, QueueLimit: 1, Shadow: true}, true},
 		{"shadow share of 0", admission.ScopeConfig{Limit: 1, Shadow: true}, 3, admission.ScopeConfig{Shadow: true}, true},
 		{"shadow owner", admission.ScopeConfig{Limit: 1, Owner: "node", OwnerGen: 1, Shadow: true}, 1, admission.ScopeConfig{}, false},
+		{"budget", admission.ScopeConfig{Limit: 4, Budget: 100, BudgetFrom: from, BudgetUntil: until, FailOpen: true}, 2, admission.ScopeConfig{}, false},
+		{"budget alone", admission.ScopeConfig{Budget: 100, BudgetFrom: from, BudgetUntil: until}, 2, admission.ScopeConfig{}, false},
+		{"shadow budget", admission.ScopeConfig{Budget: 100, BudgetSpent: 5, BudgetFrom: from, BudgetUntil: until, Shadow: true}, 2,
+			admission.ScopeConfig{Shadow: true}, true},
 	} {
 		got, ok := share(c.cfg, c.n)
 		if ok != c.ok || (ok && got != c.want) {

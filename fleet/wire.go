@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/weir-gateway/weir/admission"
@@ -85,8 +86,11 @@ type frame struct {
 	Waiter  string                 `json:"waiter,omitempty"`
 	LeaseID admission.LeaseID      `json:"lease_id,omitempty"`
 	Owner   admission.Owner        `json:"owner,omitzero"`
-	Tokens  int64                  `json:"tokens,omitempty"`
-	// Settle: a release that reconciles the lease to Tokens first.
+	// Tokens and Cost: a reconcile's settlement.
+	Tokens int64 `json:"tokens,omitempty"`
+	Cost   int64 `json:"cost,omitempty"`
+	// Settle: a release that reconciles the lease to Tokens and Cost
+	// first.
 	Settle   bool       `json:"settle,omitempty"`
 	OwnerID  string     `json:"owner_id,omitempty"`
 	OwnerGen uint64     `json:"owner_gen,omitempty"`
@@ -171,12 +175,13 @@ type heldLease struct {
 // wireError carries an engine error across: its kind, for errors.Is, the
 // typed error's fields, and the message.
 type wireError struct {
-	Kind    string                      `json:"kind"`
-	Message string                      `json:"message"`
-	Full    *admission.QueueFullError   `json:"queue_full,omitempty"`
-	Timeout *admission.TimeoutError     `json:"timeout,omitempty"`
-	Tokens  *admission.TokenLimitError  `json:"token_limit,omitempty"`
-	Rate    *admission.RateLimitedError `json:"rate_limited,omitempty"`
+	Kind    string                         `json:"kind"`
+	Message string                         `json:"message"`
+	Full    *admission.QueueFullError      `json:"queue_full,omitempty"`
+	Timeout *admission.TimeoutError        `json:"timeout,omitempty"`
+	Tokens  *admission.TokenLimitError     `json:"token_limit,omitempty"`
+	Rate    *admission.RateLimitedError    `json:"rate_limited,omitempty"`
+	Budget  *admission.BudgetExceededError `json:"budget_exceeded,omitempty"`
 }
 
 // sentinels names the engine's errors on the wire.
@@ -192,6 +197,7 @@ var sentinels = []struct {
 	{"cancelled", admission.ErrCancelled},
 	{"no_candidate", admission.ErrNoCandidate},
 	{"rate_limited", admission.ErrRateLimited},
+	{"budget_exceeded", admission.ErrBudgetExceeded},
 	{"would_wait", admission.ErrWouldWait},
 	{"stale_owner", admission.ErrStaleOwner},
 	{"fenced", admission.ErrFenced},
@@ -217,6 +223,7 @@ func encodeErr(err error) *wireError {
 		to   *admission.TimeoutError
 		tl   *admission.TokenLimitError
 		rl   *admission.RateLimitedError
+		be   *admission.BudgetExceededError
 	)
 	switch {
 	case errors.As(err, &full):
@@ -227,6 +234,8 @@ func encodeErr(err error) *wireError {
 		w.Tokens = tl
 	case errors.As(err, &rl):
 		w.Rate = rl
+	case errors.As(err, &be):
+		w.Budget = be
 	}
 	for _, s := range sentinels {
 		if errors.Is(err, s.err) {
@@ -260,6 +269,8 @@ func (w *wireError) err() error {
 		return w.Tokens
 	case w.Rate != nil:
 		return w.Rate
+	case w.Budget != nil:
+		return w.Budget
 	}
 	for _, s := range sentinels {
 		if s.kind == w.Kind {
@@ -308,4 +319,22 @@ func (r *reader) next() (*frame, error) {
 		return nil, fmt.Errorf("a malformed frame: %w", err)
 	}
 	return f, nil
+}
+
+// settlement is a reconcile frame's settlement.
+func (f *frame) settlement() admission.Settlement {
+	return admission.Settlement{Tokens: f.Tokens, Cost: f.Cost}
+}
+
+// settled is w with candidate cand reserving what a settlement says was
+// used, for a lease re-asserted to a new leader after Reconcile; w and its
+// candidates are left as they are (the caller's request shares them).
+func (w *wireRequest) settled(cand int, used admission.Settlement) *wireRequest {
+	if w == nil || cand < 0 || cand >= len(w.Candidates) {
+		return w
+	}
+	c := *w
+	c.Candidates = slices.Clone(w.Candidates)
+	c.Candidates[cand].Tokens, c.Candidates[cand].Cost = used.Tokens, used.Cost
+	return &c
 }

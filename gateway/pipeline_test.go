@@ -799,7 +799,7 @@ func TestServeRealEngineRefusals(t *testing.T) {
 // failingReconcile is an engine whose Reconcile fails.
 type failingReconcile struct{ admission.Engine }
 
-func (failingReconcile) Reconcile(context.Context, admission.LeaseID, admission.Owner, int64) error {
+func (failingReconcile) Reconcile(context.Context, admission.LeaseID, admission.Owner, admission.Settlement) error {
 	return errors.New("reconcile refused")
 }
 

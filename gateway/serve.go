@@ -318,7 +318,7 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 		}
 		c.Usage.PromptTokens, c.Usage.CompletionTokens, c.Usage.CachedTokens = u.PromptTokens, u.CompletionTokens, u.CachedTokens
 		if total := u.total(); total > 0 {
-			if err := s.deps.Engine.Reconcile(context.WithoutCancel(ctx), lease.ID, lease.Owner, total); err != nil {
+			if err := s.deps.Engine.Reconcile(context.WithoutCancel(ctx), lease.ID, lease.Owner, admission.Settlement{Tokens: total, Cost: lease.Cost}); err != nil {
 				s.dropped(c, "reconcile", "could not settle a lease's tokens", err)
 			}
 		}

@@ -55,6 +55,7 @@ func Exercise(t *testing.T, newEngine func(t *testing.T, opts admission.Options)
 		{"13_Pause", exercisePause},
 		{"14_Place", exercisePlace},
 		{"15_Shadow", exerciseShadow},
+		{"16_Budgets", exerciseBudgets},
 	}
 	for _, s := range sections {
 		t.Run(s.name, func(t *testing.T) {

@@ -586,7 +586,7 @@ func (r *runner) opReconcile() {
 	m.mu.Unlock()
 	r.logf("Reconcile lease %d of %s (needs %v) from %d to %d tokens", l.id, l.waiter, l.needs, old, tokens)
 	r.begin(op{kind: "reconcile", lease: l.id})
-	err := r.eng.Reconcile(r.ctx, l.id, l.owner, tokens)
+	err := r.eng.Reconcile(r.ctx, l.id, l.owner, admission.Settlement{Tokens: tokens})
 	r.end()
 	if err != nil {
 		r.fatalf("Reconcile of live lease %d returned %v", l.id, err)

@@ -128,18 +128,18 @@ func exerciseRateLimits(t *testing.T, newEngine NewEngine) {
 		wantTPM("t", 20)
 
 		// a used 30 of its 80: the 50 come back.
-		wantNoErr(t, "Reconcile(a, 30)", h.e.Reconcile(h.ctx, la.ID, la.Owner, 30))
+		wantNoErr(t, "Reconcile(a, 30)", h.e.Reconcile(h.ctx, la.ID, la.Owner, admission.Settlement{Tokens: 30}))
 		wantTPM("t", 70)
 		lb := h.holdReq(tokens("b", "t", 60))
 		wantTPM("t", 10)
-		wantNoErr(t, "Reconcile(b, 50)", h.e.Reconcile(h.ctx, lb.ID, lb.Owner, 50))
+		wantNoErr(t, "Reconcile(b, 50)", h.e.Reconcile(h.ctx, lb.ID, lb.Owner, admission.Settlement{Tokens: 50}))
 		wantTPM("t", 20)
 
 		// Using more than reserved charges the difference.
 		h.setScope("t2", admission.ScopeConfig{TPM: 1000})
 		lc := h.holdReq(tokens("c", "t2", 100))
 		wantTPM("t2", 900)
-		wantNoErr(t, "Reconcile(c, 400)", h.e.Reconcile(h.ctx, lc.ID, lc.Owner, 400))
+		wantNoErr(t, "Reconcile(c, 400)", h.e.Reconcile(h.ctx, lc.ID, lc.Owner, admission.Settlement{Tokens: 400}))
 		wantTPM("t2", 600)
 	})
 
