@@ -87,6 +87,9 @@ func ScopeLabel(scope string) string {
 	if g, ok := strings.CutPrefix(scope, "group:"); ok {
 		return "group " + g
 	}
+	if id, ok := BudgetOfScope(scope); ok {
+		return "budget " + id
+	}
 	if n, ok := strings.CutPrefix(scope, nodeScopePrefix); ok {
 		if p, ok := strings.CutSuffix(n, "/long"); ok && strings.Count(n, "/") == 2 {
 			return "node provider " + p + "'s long-context slots"
@@ -106,4 +109,18 @@ func QueueFullText(scope string, queueLimit int) string {
 // up/m's max_wait (2s)".
 func MaxWaitText(scope string, maxWait time.Duration) string {
 	return fmt.Sprintf("%s's max_wait (%s)", ScopeLabel(scope), maxWait)
+}
+
+// budgetScopePrefix begins the scope of a budget.
+const budgetScopePrefix = "budget:"
+
+// BudgetScope is the engine scope that holds budget id: its amount in
+// its window (docs/budgets.md).
+func BudgetScope(id string) string { return budgetScopePrefix + id }
+
+// BudgetOfScope is the id of the budget whose scope is scope, if it is
+// one.
+func BudgetOfScope(scope string) (string, bool) {
+	id, ok := strings.CutPrefix(scope, budgetScopePrefix)
+	return id, ok && id != ""
 }

@@ -26,6 +26,8 @@ type Config struct {
 	Edge Edge `yaml:"edge"`
 	// Tasks runs durable asynchronous tasks (the video and task APIs).
 	Tasks Tasks `yaml:"tasks"`
+	// Spend says where budget alerts go.
+	Spend Spend `yaml:"spend"`
 	// Platforms are the upstream accounts. Default: none.
 	Platforms []Platform `yaml:"platforms"`
 	// PlatformModels are the models on each platform, with their limits.

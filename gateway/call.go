@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
 )
 
 // Call is one decoded model request on its way through the gateway. It
@@ -48,6 +49,10 @@ type Call struct {
 	// what; Serve fills in the platform model, the outcome and the
 	// tokens.
 	Usage weir.Usage
+
+	// budgets are the budget scopes the admitted attempt's lease
+	// reserved its cost in (budgets.go).
+	budgets []admission.Need
 }
 
 // NativeAPI names a dialect in front that some platforms speak

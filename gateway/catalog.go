@@ -298,6 +298,11 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		}
 	}
 	s.reconfigureLocked(ctx, changed)
+	s.budgets.catalog = cat.Budgets
+	if err := s.reloadBudgetsLocked(ctx); err != nil {
+		// The store's budgets are read again on the next poll.
+		s.deps.Logger.Warn("could not read the budgets", "error", err)
+	}
 	return nil
 }
 

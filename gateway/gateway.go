@@ -94,6 +94,10 @@ type Metrics interface {
 	// Affinity counts a served request of a model with affinity on by
 	// result: hit (served where its affinity said), miss, or new.
 	Affinity(model, result string)
+	// BudgetAlert counts a budget threshold crossed, by the budget's
+	// mode, and whether this replica sent its event (claimed) or another
+	// had.
+	BudgetAlert(mode string, claimed bool)
 }
 
 type noMetrics struct{}
@@ -103,6 +107,7 @@ func (noMetrics) ObserveQueueWait(string, time.Duration)        {}
 func (noMetrics) DroppedError(string)                           {}
 func (noMetrics) UpstreamPaused(string, bool)                   {}
 func (noMetrics) Affinity(string, string)                       {}
+func (noMetrics) BudgetAlert(string, bool)                      {}
 
 // Deps are what the service is built on.
 type Deps struct {
@@ -129,6 +134,13 @@ type Deps struct {
 	// implement it. nil: none is kept, and a response's later calls are
 	// not found.
 	Responses weir.ResponseStore
+	// Budgets are the budgets the stores keep, and what they record as
+	// spent (budgets.go). nil: only the catalog's budgets, whose spend
+	// before this process is not known.
+	Budgets BudgetSource
+	// Events sends the operator events of budget alerts
+	// (budget_alerts.go); nil: none is sent.
+	Events OperatorEvents
 }
 
 // Service is one request's way through the gateway. Apply a catalog
@@ -162,6 +174,9 @@ type Service struct {
 	// newAdapters makes a platform's adapters: provider.New, but for
 	// tests that count what a reload builds.
 	newAdapters func(provider.Platform) (provider.Adapters, error)
+
+	budgets budgetState
+	alerts  alertState
 }
 
 // New returns a Service.

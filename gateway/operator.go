@@ -341,6 +341,9 @@ func (s *Service) pollOverrides() {
 	}
 	s.applyMu.Lock()
 	s.syncOverridesLocked(context.Background())
+	if err := s.reloadBudgetsLocked(context.Background()); err != nil {
+		s.deps.Logger.Warn("could not read the budgets", "error", err)
+	}
 	s.applyMu.Unlock()
 	s.poll = s.deps.Clock.AfterFunc(s.cfg.OverridePoll, s.pollOverrides)
 }

@@ -75,7 +75,21 @@ func (s *Service) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate,
 			return nil, err
 		}
 	}
-	return taskCandidates(key.ID, group, t.RunMode, pms), nil
+	cands := taskCandidates(key.ID, group, t.RunMode, pms)
+	budgets, err := s.prepareBudgets(ctx, key.ID, group, model.Name, pms)
+	if err != nil {
+		return nil, err
+	}
+	if t.RunMode != weir.RunSimulation {
+		wants := weir.TaskWants(t.Input)
+		for i, pm := range pms {
+			if budgets.budgeted(pm) {
+				cands[i].Needs = append(cands[i].Needs, budgets.needs(pm)...)
+				cands[i].Cost = int64(st.pms[pm].Estimate(wants, model.Kind))
+			}
+		}
+	}
+	return cands, nil
 }
 
 // Target implements task.Planner. A simulated task's target is the

@@ -50,6 +50,9 @@ type routing struct {
 	// target a strict affinity waits for ("": none).
 	prefer, only string
 
+	// budgets are those its candidates reserve against (budgets.go).
+	budgets requestBudgets
+
 	mu      sync.Mutex
 	tried   map[string]bool
 	targets []target
@@ -141,7 +144,8 @@ func (r *routing) candidates(ts []target) []admission.Candidate {
 		} else {
 			needs = append(needs, admission.Need{Scope: pmScopeFor(c.RunMode, t.pm), Amount: 1})
 		}
-		cands[i] = admission.Candidate{Needs: needs, Tokens: c.Tokens}
+		needs = append(needs, r.budgets.needs(t.pm)...)
+		cands[i] = admission.Candidate{Needs: needs, Tokens: c.Tokens, Cost: int64(r.estimate(t))}
 	}
 	return cands
 }

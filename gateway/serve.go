@@ -58,6 +58,12 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 		}
 	}
 	r := &routing{s: s, c: c, pms: pms, tried: make(map[string]bool)}
+	budgets, err := s.prepareBudgets(ctx, c.KeyID, c.Group, c.Model.Name, pms)
+	if err != nil {
+		c.end(outcomeOf(err))
+		return err
+	}
+	r.budgets = budgets
 	if refusal != nil && len(pms) == 0 && len(r.resolve()) == 0 {
 		c.end(codeOutcome(weir.CodeNoCandidate))
 		return refusal
@@ -85,6 +91,7 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 			return err
 		}
 		t := r.admitted(lease.Candidate)
+		c.budgets = r.budgets.needs(t.pm)
 		up := s.upstreamOf(c, t)
 		c.Usage.PlatformModel = up.Name
 		if c.RunMode == weir.RunAcceptance {
@@ -118,7 +125,7 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 	if last.Timeout {
 		category = ErrUpstreamTimeout
 	}
-	err := &Error{Category: category, Message: "every upstream attempt failed; last: " + last.Error(), RetryAfter: last.RetryAfter, Err: last}
+	err = &Error{Category: category, Message: "every upstream attempt failed; last: " + last.Error(), RetryAfter: last.RetryAfter, Err: last}
 	c.end(outcomeOf(err))
 	return err
 }
@@ -242,10 +249,15 @@ func (s *Service) holdOf(c *Call, ts []target) time.Duration {
 // admissionError is the one mapping from the engine's errors to the
 // service's, for a request that was not admitted.
 func (s *Service) admissionError(ctx context.Context, c *Call, err error) error {
-	var tl *admission.TokenLimitError
+	var (
+		tl *admission.TokenLimitError
+		be *admission.BudgetExceededError
+	)
 	switch {
 	case ctx.Err() != nil:
 		return ErrClientGone
+	case errors.As(err, &be):
+		return s.budgetExceeded(be)
 	case errors.Is(err, admission.ErrTimeout):
 		own := fmt.Sprintf("the gateway's default max wait (default_max_wait %s)", c.MaxWait)
 		if c.MaxWaitAskedBy != "" {
@@ -296,6 +308,7 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 	t0 := s.deps.Clock.Now()
 	resp, err := pm.ex.Do(ctx, provider.Call{Path: path, Body: body, Stream: c.Stream, Header: c.Header})
 	if err != nil {
+		s.settleRefused(ctx, c, lease, err)
 		return s.callFailed(ctx, c, pm, t0, err)
 	}
 	headersIn := s.deps.Clock.Now().Sub(t0)
@@ -317,12 +330,9 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 			u = usage{PromptTokens: c.Tokens}
 		}
 		c.Usage.PromptTokens, c.Usage.CompletionTokens, c.Usage.CachedTokens = u.PromptTokens, u.CompletionTokens, u.CachedTokens
-		if total := u.total(); total > 0 {
-			if err := s.deps.Engine.Reconcile(context.WithoutCancel(ctx), lease.ID, lease.Owner, admission.Settlement{Tokens: total, Cost: lease.Cost}); err != nil {
-				s.dropped(c, "reconcile", "could not settle a lease's tokens", err)
-			}
-		}
+		s.settle(ctx, c, lease, u.total(), cost)
 		hold.release()
+		s.afterSettle(c)
 	}
 	defer done(usage{}, false)
 	head := headOf(c, resp)

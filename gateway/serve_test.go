@@ -50,6 +50,8 @@ type setupOpts struct {
 	catalog func(*weir.Catalog)
 	// nodes, if set, are the service's edge nodes.
 	nodes Nodes
+	// events, if set, receives the service's operator events.
+	events OperatorEvents
 }
 
 func setup(t *testing.T, o setupOpts) *testBundle {
@@ -76,7 +78,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	if o.engine != nil {
 		eng = o.engine(eng)
 	}
-	b.svc = New(o.cfg, Deps{Engine: eng, Keys: db, Overrides: db, Clock: clk, Metrics: b.metrics, Nodes: o.nodes, Logger: slog.New(slog.NewJSONHandler(b.logs, nil))})
+	b.svc = New(o.cfg, Deps{Engine: eng, Keys: db, Overrides: db, Budgets: db, Events: o.events, Clock: clk, Metrics: b.metrics, Nodes: o.nodes, Logger: slog.New(slog.NewJSONHandler(b.logs, nil))})
 	cat := b.catalog()
 	if o.catalog != nil {
 		o.catalog(&cat)

@@ -127,7 +127,7 @@ func (l *ShadowLog) flush() {
 		t := tallies[s]
 		attrs := []any{"scope", s, "limits", weir.ScopeLabel(s), "requests", t.total, "over", period}
 		for _, o := range []admission.Outcome{admission.OutcomeQueued, admission.OutcomeRateLimited, admission.OutcomeQueueFull,
-			admission.OutcomeNoCandidate, admission.OutcomeTimeout} {
+			admission.OutcomeNoCandidate, admission.OutcomeBudgetExceeded, admission.OutcomeTimeout} {
 			if n := t.by[o]; n > 0 {
 				attrs = append(attrs, "would_"+o.String(), n)
 			}

@@ -122,6 +122,7 @@ func (m *Main) assemble(ctx context.Context) error {
 	}
 	m.Gateway = gateway.New(gatewayConfig(cfg.Server), gateway.Deps{
 		Engine: m.Engine, Keys: db, Nodes: m.nodes(), Logger: m.Logger, Overrides: db, Responses: db,
+		Budgets: db, Events: operatorEvents{m},
 		Router:  router.New(router.Options{Failures: cfg.Server.Cooldown.Failures, Cooldown: cfg.Server.Cooldown.Duration}),
 		Metrics: consoleMetrics{Metrics: m.Metrics, rec: m.Recorder},
 	})
@@ -192,7 +193,7 @@ func (m *Main) newEngine(ctx context.Context) error {
 // newTasks makes the task service on the store; in a fleet it follows
 // what this replica leads.
 func (m *Main) newTasks() error {
-	hooks, err := webhooks(m.Config.Tasks)
+	hooks, err := webhooks(m.Config.Tasks, m.Config.Spend)
 	if err != nil {
 		return err
 	}
@@ -398,7 +399,7 @@ func (m *Main) Run(ctx context.Context) error {
 
 // webhooks builds callback delivery from the tasks config: a sender that
 // refuses internal addresses (unless allowed) and, with a secret, a signer.
-func webhooks(cfg config.Tasks) (task.Webhooks, error) {
+func webhooks(cfg config.Tasks, spend config.Spend) (task.Webhooks, error) {
 	hooks := task.Webhooks{Sender: webhook.NewSender(webhook.Config{
 		AllowLoopback: cfg.WebhookAllowLoopback,
 		AllowPrivate:  cfg.WebhookAllowPrivate,
@@ -410,7 +411,27 @@ func webhooks(cfg config.Tasks) (task.Webhooks, error) {
 		}
 		hooks.Signer = signer
 	}
+	if spend.AlertsURL != "" {
+		signer, err := webhook.NewSigner(spend.AlertsSecret)
+		if err != nil {
+			return hooks, fmt.Errorf("spend.alerts_secret: %w", err)
+		}
+		// The operator's own receiver: wherever the operator put it.
+		hooks.OperatorURL, hooks.OperatorSigner = spend.AlertsURL, signer
+		hooks.OperatorSender = webhook.NewSender(webhook.Config{AllowLoopback: true, AllowPrivate: true})
+	}
 	return hooks, nil
+}
+
+// operatorEvents sends the gateway's operator events through the task
+// service, which is made after the gateway.
+type operatorEvents struct{ m *Main }
+
+func (o operatorEvents) SendOperatorEvent(ctx context.Context, ev task.OperatorEvent) error {
+	if o.m.Tasks == nil {
+		return errors.New("the task service, which sends operator events, is not running")
+	}
+	return o.m.Tasks.SendOperatorEvent(ctx, ev)
 }
 
 // listenError says what to do about an address that cannot be had: most
@@ -490,3 +511,6 @@ func (c consoleMetrics) ObserveQueueWait(model string, d time.Duration) {
 	c.Metrics.ObserveQueueWait(model, d)
 	c.rec.ObserveQueueWait(model, d)
 }
+
+// BudgetAlert is not yet counted in Prometheus.
+func (c consoleMetrics) BudgetAlert(string, bool) {}

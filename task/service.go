@@ -357,6 +357,7 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 	river.AddWorker(workers, &runWorker{s: s})
 	river.AddWorker(workers, &webhookWorker{s: s})
 	river.AddWorker(workers, &purgeWorker{s: s})
+	river.AddWorker(workers, &operatorWorker{s: s})
 	client, err := newRiverStore(store, &river.Config{
 		// Task jobs may wait in process for their next poll, holding a
 		// worker each; webhooks have their own queue so that they never

@@ -25,6 +25,13 @@ type Webhooks struct {
 	// this process; the key's others are put off (see webhookWorker.Work).
 	// Default 8, a quarter of the webhook workers.
 	PerKey int
+	// OperatorURL receives the operator events (operator.go), signed by
+	// OperatorSigner and sent by OperatorSender (default Sender): the
+	// operator's own receiver, which may live on an internal network
+	// that clients' callbacks may not reach. "": none is sent.
+	OperatorURL    string
+	OperatorSigner *webhook.Signer
+	OperatorSender *webhook.Sender
 }
 
 // deferMin and deferMax bound how long a delivery whose key is at its

@@ -1,0 +1,140 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/task"
+)
+
+// Budget alerts (docs/spend.md): a budget's Alerts are thresholds in
+// percent of its amount. Once its window's spend (settled, as its scope
+// counts it) reaches one, an event "budget.threshold" goes to the
+// operator's URL, one per budget, window and threshold however many
+// replicas see it: the store's claim (BudgetAlertClaim) lets one
+// replica send it. Spend is looked at after every settlement that
+// touched a budget with alerts, at most once per alertGap per budget.
+
+// OperatorEvents sends operator events: the task service.
+type OperatorEvents interface {
+	SendOperatorEvent(ctx context.Context, ev task.OperatorEvent) error
+}
+
+// alertGap is the least time between two looks at one budget's spend.
+const alertGap = time.Second
+
+// alertState is what this replica has sent or seen claimed, and when it
+// last looked at each budget.
+type alertState struct {
+	mu     sync.Mutex
+	looked map[string]time.Time // budget id → last look
+	done   map[alertKey]bool
+}
+
+type alertKey struct {
+	budget    string
+	from      int64
+	threshold int
+}
+
+// BudgetAlert is the data of a budget.threshold event.
+type BudgetAlert struct {
+	Budget    string     `json:"budget"`
+	Subject   string     `json:"subject"`
+	Mode      string     `json:"mode"`
+	Amount    weir.Money `json:"amount"`
+	Spent     weir.Money `json:"spent"`
+	Threshold int        `json:"threshold"`
+	From      time.Time  `json:"window_start"`
+	Until     time.Time  `json:"window_end"`
+}
+
+// checkAlerts looks at the spend of the budgets a settled request
+// counted against, and sends what thresholds it crossed. It runs apart
+// from the request.
+func (s *Service) checkAlerts(scopes []string) {
+	if s.deps.Events == nil || s.deps.Budgets == nil {
+		return
+	}
+	book := s.budgets.book.Load()
+	now := s.deps.Clock.Now()
+	for _, scope := range scopes {
+		id, ok := weir.BudgetOfScope(scope)
+		if !ok {
+			continue
+		}
+		b, ok := book.get(id)
+		if !ok || len(b.Alerts) == 0 || !s.alerts.due(id, now) {
+			continue
+		}
+		s.checkAlert(b, now)
+	}
+}
+
+// due reports whether budget id's spend is to be looked at now, and
+// notes the look.
+func (a *alertState) due(id string, now time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.looked == nil {
+		a.looked, a.done = make(map[string]time.Time), make(map[alertKey]bool)
+	}
+	if last, ok := a.looked[id]; ok && now.Sub(last) < alertGap {
+		return false
+	}
+	a.looked[id] = now
+	return true
+}
+
+func (s *Service) checkAlert(b weir.Budget, now time.Time) {
+	ctx := context.Background()
+	st, err := s.deps.Engine.Scope(ctx, weir.BudgetScope(b.ID))
+	if err != nil || b.Amount <= 0 {
+		return
+	}
+	spent := weir.Money(st.BudgetSpent)
+	from, until := b.Window.Bounds(now)
+	for _, th := range b.Alerts {
+		if spent < b.Amount.MulDiv(int64(th), 100) {
+			break
+		}
+		k := alertKey{b.ID, from.UnixNano(), th}
+		s.alerts.mu.Lock()
+		done := s.alerts.done[k]
+		s.alerts.done[k] = true
+		s.alerts.mu.Unlock()
+		if done {
+			continue
+		}
+		s.sendAlert(ctx, b, spent, th, from, until)
+	}
+}
+
+// sendAlert claims b's threshold th in the window from and, if this
+// replica is the first, sends its event.
+func (s *Service) sendAlert(ctx context.Context, b weir.Budget, spent weir.Money, th int, from, until time.Time) {
+	log := s.deps.Logger.With("budget", b.ID, "threshold", th)
+	claimed, err := s.deps.Budgets.BudgetAlertClaim(ctx, &weir.BudgetAlertClaimParams{BudgetID: b.ID, WindowFrom: from, Threshold: th, At: s.deps.Clock.Now()})
+	if err != nil {
+		log.Warn("could not claim a budget's alert; it is not sent", "error", err)
+		s.deps.Metrics.DroppedError("budget_alert")
+		return
+	}
+	s.deps.Metrics.BudgetAlert(string(b.Mode), claimed)
+	if !claimed {
+		return
+	}
+	data, _ := json.Marshal(BudgetAlert{Budget: b.ID, Subject: b.Subject.String(), Mode: string(b.Mode),
+		Amount: b.Amount, Spent: spent, Threshold: th, From: from, Until: until})
+	ev := task.OperatorEvent{ID: fmt.Sprintf("evt_budget_%s_%d_%d", b.ID, from.Unix(), th), Type: "budget.threshold", At: s.deps.Clock.Now(), Data: data}
+	if err := s.deps.Events.SendOperatorEvent(ctx, ev); err != nil {
+		log.Warn("could not queue a budget's alert", "error", err)
+		s.deps.Metrics.DroppedError("budget_alert")
+		return
+	}
+	log.Info("budget alert", "subject", b.Subject.String(), "spent", spent.String(), "amount", b.Amount.String())
+}

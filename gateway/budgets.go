@@ -1,0 +1,308 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/provider"
+)
+
+// Budgets are engine scopes (docs/spend.md): each budget is the scope
+// weir.BudgetScope(id), whose Budget is the budget's amount in its window. A
+// request needs the budget scopes of its key, group and model, and each
+// candidate those of its platform model besides, reserving the
+// candidate's estimated cost (admission.Candidate.Cost) in each; the
+// answer's real cost settles it. So a hard budget is exact as the
+// engine's limits are, on one process and, through the fleet's leader,
+// across replicas. A soft budget's scope is a shadow one: it refuses
+// nothing, and its spend is there for its alerts. A scope's window is
+// set before the request queues: the first request of a window reads
+// what the window has spent from the store (what the engine has not
+// counted itself), later ones find it set.
+
+// BudgetSource is where budgets and their spend are kept: the stores
+// implement it.
+type BudgetSource interface {
+	BudgetList(ctx context.Context, f weir.BudgetFilter) ([]weir.Budget, error)
+	// SpendSum is what a subject has spent in a window, as recorded.
+	SpendSum(ctx context.Context, f weir.SpendFilter) (weir.Money, error)
+	// BudgetAlertClaim reports whether this caller is the first to claim
+	// a budget's alert at a threshold in a window.
+	BudgetAlertClaim(ctx context.Context, p *weir.BudgetAlertClaimParams) (bool, error)
+}
+
+// budgetBook is the budgets in force, by subject and by id.
+type budgetBook struct {
+	bySubject map[weir.BudgetSubject][]weir.Budget
+	byID      map[string]weir.Budget
+}
+
+func newBudgetBook(bs []weir.Budget) *budgetBook {
+	b := &budgetBook{bySubject: make(map[weir.BudgetSubject][]weir.Budget), byID: make(map[string]weir.Budget)}
+	for _, x := range bs {
+		b.bySubject[x.Subject] = append(b.bySubject[x.Subject], x)
+		b.byID[x.ID] = x
+	}
+	return b
+}
+
+func (b *budgetBook) get(id string) (weir.Budget, bool) {
+	if b == nil {
+		return weir.Budget{}, false
+	}
+	x, ok := b.byID[id]
+	return x, ok
+}
+
+func (b *budgetBook) of(typ, name string) []weir.Budget {
+	if b == nil || name == "" {
+		return nil
+	}
+	return b.bySubject[weir.BudgetSubject{Type: typ, Name: name}]
+}
+
+// budgetWindow is the window a budget's scope is set to.
+type budgetWindow struct {
+	mu          sync.Mutex
+	from, until time.Time
+	// cfg is the budget as its scope was last set, to see a change.
+	cfg weir.Budget
+}
+
+// budgetState is the service's budgets: the book, and each budget
+// scope's window.
+type budgetState struct {
+	book atomic.Pointer[budgetBook]
+	// catalog is the catalog's budgets (its config file's), beside the
+	// store's.
+	catalog []weir.Budget
+	windows sync.Map // budget id → *budgetWindow
+}
+
+// requestBudgets are the budgets a request reserves against: those of
+// its tenant and model (every candidate's) and, by platform model, each
+// candidate's own.
+type requestBudgets struct {
+	common []admission.Need
+	byPM   map[string][]admission.Need
+}
+
+// prepareBudgets sets the windows of the budgets a request of key
+// (counted against group) for model may reserve against, on the
+// platform models pms, before it queues: the engine is not to be called
+// from a waiter's Resolve, which builds its candidates.
+func (s *Service) prepareBudgets(ctx context.Context, key, group, model string, pms []string) (requestBudgets, error) {
+	var rb requestBudgets
+	book := s.budgets.book.Load()
+	if book == nil || len(book.byID) == 0 {
+		return rb, nil
+	}
+	for _, b := range [][]weir.Budget{book.of("key", key), book.of("group", group), book.of("model", model)} {
+		for _, x := range b {
+			if err := s.ensureBudgetScope(ctx, x); err != nil {
+				return rb, err
+			}
+			rb.common = append(rb.common, admission.Need{Scope: weir.BudgetScope(x.ID)})
+		}
+	}
+	for _, pm := range pms {
+		for _, x := range book.of("platform_model", pm) {
+			if err := s.ensureBudgetScope(ctx, x); err != nil {
+				return rb, err
+			}
+			if rb.byPM == nil {
+				rb.byPM = make(map[string][]admission.Need)
+			}
+			rb.byPM[pm] = append(rb.byPM[pm], admission.Need{Scope: weir.BudgetScope(x.ID)})
+		}
+	}
+	return rb, nil
+}
+
+// ensureBudgetScope sets b's scope to its window now, unless it is
+// already: the window's spend so far is read from the store once per
+// window.
+func (s *Service) ensureBudgetScope(ctx context.Context, b weir.Budget) error {
+	now := s.deps.Clock.Now()
+	v, _ := s.budgets.windows.LoadOrStore(b.ID, &budgetWindow{})
+	w := v.(*budgetWindow)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if now.Before(w.until) && !now.Before(w.from) && sameBudget(w.cfg, b) {
+		return nil
+	}
+	from, until := b.Window.Bounds(now)
+	spent := weir.Money(0)
+	if !from.Equal(w.from) {
+		var err error
+		if spent, err = s.spentBefore(ctx, b.Subject, from, until); err != nil {
+			return &Error{Category: ErrUnavailable, Message: "the store could not say what the request's budgets have spent: nothing was done", RetryAfter: time.Second, Err: err}
+		}
+	}
+	if err := s.deps.Engine.SetScope(ctx, weir.BudgetScope(b.ID), budgetScopeConfig(b, from, until, spent)); err != nil {
+		return &Error{Category: ErrInternal, Message: "could not configure a budget's scope", Err: err}
+	}
+	w.from, w.until, w.cfg = from, until, b
+	return nil
+}
+
+// sameBudget reports whether a and b set the same scope.
+func sameBudget(a, b weir.Budget) bool {
+	return a.Amount == b.Amount && a.Mode == b.Mode && a.Window == b.Window
+}
+
+// budgetScopeConfig is b's scope in the window [from, until) that had
+// spent spent before it.
+func budgetScopeConfig(b weir.Budget, from, until time.Time, spent weir.Money) admission.ScopeConfig {
+	return admission.ScopeConfig{
+		Budget:      int64(b.Amount),
+		BudgetFrom:  from,
+		BudgetUntil: until,
+		BudgetSpent: int64(spent),
+		Shadow:      b.Mode != weir.BudgetHard,
+	}
+}
+
+// budgetExceeded is the answer to a request a hard budget refused.
+func (s *Service) budgetExceeded(be *admission.BudgetExceededError) *Error {
+	now := s.deps.Clock.Now()
+	what, reset := "a budget", be.ResetAt
+	if id, ok := weir.BudgetOfScope(be.Scope); ok {
+		if b, ok := s.budgets.book.Load().get(id); ok {
+			what = fmt.Sprintf("the budget of %s (%s a %s)", b.Subject, b.Amount, b.Window)
+			if reset.IsZero() {
+				_, reset = b.Window.Bounds(now)
+			}
+		}
+	}
+	msg := fmt.Sprintf("%s has too little left for this request's estimated cost", what)
+	wait := time.Second
+	if !reset.IsZero() {
+		msg += "; it resets at " + reset.UTC().Format(time.RFC3339)
+		wait = max(reset.Sub(now), wait)
+	}
+	return &Error{Category: ErrBudgetExceeded, Message: msg, RetryAfter: wait, NoRetry: true, Err: be}
+}
+
+// reloadBudgets reads the budgets again, the store's and the catalog's,
+// and sets at once the scopes of those whose amount, mode or window
+// changed (a raised budget admits what it now fits); a budget gone
+// retires its scope. Called with applyMu held.
+func (s *Service) reloadBudgetsLocked(ctx context.Context) error {
+	var stored []weir.Budget
+	if s.deps.Budgets != nil {
+		var err error
+		if stored, err = s.deps.Budgets.BudgetList(ctx, weir.BudgetFilter{}); err != nil {
+			return err
+		}
+	}
+	next := newBudgetBook(append(stored, s.budgets.catalog...))
+	prev := s.budgets.book.Swap(next)
+	for id, b := range next.byID {
+		v, ok := s.budgets.windows.Load(id)
+		if !ok {
+			continue // set on first use
+		}
+		w := v.(*budgetWindow)
+		w.mu.Lock()
+		changed := !w.until.IsZero() && !sameBudget(w.cfg, b)
+		w.mu.Unlock()
+		if changed {
+			if err := s.ensureBudgetScope(ctx, b); err != nil {
+				s.deps.Logger.Warn("could not change a budget's scope", "budget", id, "error", err)
+			}
+		}
+	}
+	if prev == nil {
+		return nil
+	}
+	for id := range prev.byID {
+		if _, ok := next.byID[id]; !ok {
+			s.budgets.windows.Delete(id)
+			s.removeScope(ctx, weir.BudgetScope(id))
+		}
+	}
+	return nil
+}
+
+// budgeted reports whether a candidate on the platform model pm ("" for
+// a node) reserves against any budget.
+func (rb requestBudgets) budgeted(pm string) bool {
+	return len(rb.common) > 0 || len(rb.byPM[pm]) > 0
+}
+
+// needs are the budget scopes a candidate on pm ("" for a node) needs.
+func (rb requestBudgets) needs(pm string) []admission.Need {
+	return slices.Concat(rb.byPM[pm], rb.common)
+}
+
+// estimate is what r's request may cost on t, reserved against its
+// budgets: 0 where it reserves against none (and Call.Estimate's, 0 in
+// the simulation run mode).
+func (r *routing) estimate(t target) weir.Money {
+	if !r.budgets.budgeted(t.pm) {
+		return 0
+	}
+	return r.c.Estimate(t.name())
+}
+
+// settle reconciles c's lease to the tokens and cost its answer
+// reported, where the lease reserved any.
+func (s *Service) settle(ctx context.Context, c *Call, lease admission.Lease, tokens int64, cost weir.Money) {
+	if tokens <= 0 && len(c.budgets) == 0 {
+		return
+	}
+	set := admission.Settlement{Tokens: tokens, Cost: int64(cost)}
+	if tokens <= 0 {
+		set.Tokens = lease.Tokens // no count came back: the estimate stands
+	}
+	if len(c.budgets) == 0 {
+		set.Cost = lease.Cost
+	}
+	if err := s.deps.Engine.Reconcile(context.WithoutCancel(ctx), lease.ID, lease.Owner, set); err != nil {
+		s.dropped(c, "reconcile", "could not settle a lease's tokens and cost", err)
+	}
+}
+
+// settleRefused settles to nothing the budgets of a call its upstream
+// answered with an error status: providers charge no error. A call that
+// failed otherwise (a timeout, a broken connection, a client gone) may
+// have been charged and keeps its reservation as spent.
+func (s *Service) settleRefused(ctx context.Context, c *Call, lease admission.Lease, err error) {
+	var pe *provider.Error
+	if len(c.budgets) == 0 || !errors.As(err, &pe) || pe.Status == 0 {
+		return
+	}
+	if err := s.deps.Engine.Reconcile(context.WithoutCancel(ctx), lease.ID, lease.Owner, admission.Settlement{Tokens: lease.Tokens}); err != nil {
+		s.dropped(c, "reconcile", "could not settle a refused call's cost", err)
+	}
+}
+
+// afterSettle looks at the alerts of the budgets c's lease counted
+// against, apart from the request.
+func (s *Service) afterSettle(c *Call) {
+	if len(c.budgets) == 0 || s.deps.Events == nil {
+		return
+	}
+	scopes := make([]string, len(c.budgets))
+	for i, n := range c.budgets {
+		scopes[i] = n.Scope
+	}
+	go s.checkAlerts(scopes)
+}
+
+// spentBefore is what subject spent in [from, until) as recorded; 0
+// without a store.
+func (s *Service) spentBefore(ctx context.Context, subject weir.BudgetSubject, from, until time.Time) (weir.Money, error) {
+	if s.deps.Budgets == nil {
+		return 0, nil
+	}
+	return s.deps.Budgets.SpendSum(ctx, weir.SpendFilter{Subject: subject, From: from, Until: until})
+}

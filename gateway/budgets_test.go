@@ -1,0 +1,236 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/provider/mock"
+	"github.com/weir-gateway/weir/task"
+)
+
+// A token costs one billionth in and out on up/m: a request's cost is
+// its token count.
+var tokenPrice = weir.Price{Input: 1_000_000, Output: 1_000_000}
+
+// budgeted is the catalog with only up/m, priced per token, and bs.
+func budgeted(bs ...weir.Budget) func(*weir.Catalog) {
+	return func(c *weir.Catalog) {
+		onlyUp(c)
+		c.PlatformModels[0].Price = tokenPrice
+		c.Groups = []weir.Group{{Name: "default"}}
+		for i := range bs {
+			bs[i] = bs[i].WithDefaults()
+			bs[i].ID = weir.ConfigBudgetID(bs[i].Subject, bs[i].Window)
+		}
+		c.Budgets = bs
+	}
+}
+
+// budgetScopeOf is the scope of the catalog's budget of subject over w.
+func budgetScopeOf(subject weir.BudgetSubject, w string) string {
+	win, _ := weir.ParseWindow(w)
+	return weir.BudgetScope(weir.ConfigBudgetID(subject, win))
+}
+
+func monthBudget(id string, subject weir.BudgetSubject, amount weir.Money, mode weir.BudgetMode, alerts ...int) weir.Budget {
+	w, _ := weir.ParseWindow("month")
+	return weir.Budget{ID: id, Subject: subject, Amount: amount, Window: w, Mode: mode, Alerts: alerts}
+}
+
+// budgetCall is a chat call of key_1 asking for at most maxTokens, whose
+// answer the mock reports as prompt and completion tokens.
+func (b *testBundle) budgetCall(t *testing.T, id string, maxTokens, prompt, completion int64) *Call {
+	c := b.chat(t)
+	c.RequestID = id
+	c.Body = rawBody(fmt.Sprintf(`{"model":"m","max_tokens":%d,"metadata":{"mock_usage":"prompt=%d,completion=%d"},"messages":[{"role":"user","content":"hi"}]}`,
+		maxTokens, prompt, completion))
+	c.Wants = weir.Wants{PromptTokens: 10, MaxTokens: maxTokens}
+	c.Tokens, c.MaxTokens = 10+maxTokens, maxTokens
+	return c
+}
+
+// A hard budget is passed by no more than what requests settle beyond
+// their estimates, under 200 concurrent requests whose real costs differ
+// from their estimates (most cost less, every tenth more: its prompt was
+// longer than estimated); those that do not fit are refused at once with
+// budget_exceeded and the window's end, and none is refused while the
+// budget still had room for it.
+func TestHardBudgetExactUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	const amount, estimate = 5_000, 60
+	key := weir.BudgetSubject{Type: "key", Name: "key_1"}
+	b := setup(t, setupOpts{catalog: budgeted(monthBudget("b1", key, amount, weir.BudgetHard))})
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		served   int64 // cost settled by the requests that were served
+		refused  int
+		overshot int64 // what the served requests cost beyond their estimates
+	)
+	for i := range 200 {
+		wg.Go(func() {
+			prompt, completion := int64(10), int64(i%51)
+			if i%10 == 0 {
+				prompt = 40
+			}
+			c := b.budgetCall(t, fmt.Sprintf("req_%d", i), 50, prompt, completion)
+			err := b.svc.Serve(t.Context(), c, &recordedAnswer{})
+			mu.Lock()
+			defer mu.Unlock()
+			var e *Error
+			switch {
+			case err == nil:
+				served += prompt + completion
+				overshot += max(prompt+completion-estimate, 0)
+			case errors.As(err, &e) && e.Category == ErrBudgetExceeded:
+				refused++
+				if e.RetryAfter <= 0 || e.RetryAfter > 32*24*time.Hour {
+					t.Errorf("Retry-After %s: want the month's end", e.RetryAfter)
+				}
+			default:
+				t.Errorf("request %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	st := b.scope(t, budgetScopeOf(key, "month"))
+	if st.BudgetSpent != served || st.BudgetReserved != 0 {
+		t.Errorf("budget spent %d, reserved %d: want the %d the served requests cost, nothing reserved", st.BudgetSpent, st.BudgetReserved, served)
+	}
+	if served > amount+overshot {
+		t.Errorf("served %d past a budget of %d by more than the served requests' overshoot, %d", served, amount, overshot)
+	}
+	if refused == 0 || served <= amount-estimate {
+		t.Errorf("%d refused with %d spent of %d: want refusals only once less than an estimate is left", refused, served, amount)
+	}
+}
+
+// A spent budget refuses at once, naming its subject and when it resets;
+// the next window admits again.
+func TestHardBudgetResetsWithItsWindow(t *testing.T) {
+	t.Parallel()
+	key := weir.BudgetSubject{Type: "key", Name: "key_1"}
+	day, _ := weir.ParseWindow("day")
+	b := setup(t, setupOpts{catalog: budgeted(weir.Budget{ID: "d", Subject: key, Amount: 100, Window: day})})
+	if err := b.svc.Serve(t.Context(), b.budgetCall(t, "r1", 50, 10, 95), &recordedAnswer{}); err != nil {
+		t.Fatal(err)
+	}
+	err := b.svc.Serve(t.Context(), b.budgetCall(t, "r2", 50, 10, 10), &recordedAnswer{})
+	var e *Error
+	if !errors.As(err, &e) || e.Category != ErrBudgetExceeded {
+		t.Fatalf("second request: %v, want budget_exceeded", err)
+	}
+	_, until := day.Bounds(b.clock.Now())
+	if want := until.Sub(b.clock.Now()); e.RetryAfter != max(want, time.Second) {
+		t.Errorf("Retry-After %s, want %s (the day's end)", e.RetryAfter, want)
+	}
+	b.clock.Advance(until.Sub(b.clock.Now()) + time.Minute)
+	if err := b.svc.Serve(t.Context(), b.budgetCall(t, "r3", 50, 10, 10), &recordedAnswer{}); err != nil {
+		t.Fatalf("in the next day: %v", err)
+	}
+}
+
+// An upstream's error status costs nothing: the reservation is given
+// back, not counted.
+func TestBudgetRefusedCallCostsNothing(t *testing.T) {
+	t.Parallel()
+	key := weir.BudgetSubject{Type: "key", Name: "key_1"}
+	b := setup(t, setupOpts{catalog: budgeted(monthBudget("b1", key, 1_000, weir.BudgetHard)), mock: mock.Config{ErrorRate: 1}})
+	if err := b.svc.Serve(t.Context(), b.budgetCall(t, "r1", 50, 10, 10), &recordedAnswer{}); !errors.Is(err, ErrUpstream) {
+		t.Fatalf("Serve: %v, want upstream_error", err)
+	}
+	if st := b.scope(t, budgetScopeOf(key, "month")); st.BudgetSpent != 0 || st.BudgetReserved != 0 {
+		t.Errorf("spent %d, reserved %d after a refused call: want nothing", st.BudgetSpent, st.BudgetReserved)
+	}
+}
+
+// A shadow budget refuses nothing and counts what it would have refused;
+// a soft one refuses nothing and sends each alert threshold once.
+func TestSoftAndShadowBudgetsRefuseNothing(t *testing.T) {
+	t.Parallel()
+	key := weir.BudgetSubject{Type: "key", Name: "key_1"}
+	group := weir.BudgetSubject{Type: "group", Name: "default"}
+	events := &recordedEvents{}
+	b := setup(t, setupOpts{
+		catalog: budgeted(monthBudget("shadow", key, 100, weir.BudgetShadow), monthBudget("soft", group, 100, weir.BudgetSoft, 50, 100)),
+		events:  events,
+	})
+	for i := range 5 {
+		if err := b.svc.Serve(t.Context(), b.budgetCall(t, fmt.Sprintf("r%d", i), 50, 10, 30), &recordedAnswer{}); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		b.clock.Advance(alertGap)
+	}
+	if st := b.scope(t, budgetScopeOf(key, "month")); st.BudgetSpent != 200 || st.ShadowRefusals == 0 {
+		t.Errorf("shadow budget spent %d, would have refused %d: want 200 and some", st.BudgetSpent, st.ShadowRefusals)
+	}
+	got := events.wait(t, 2)
+	win, _ := weir.ParseWindow("month")
+	for i, th := range []int{50, 100} {
+		var a BudgetAlert
+		if err := json.Unmarshal(got[i].Data, &a); err != nil || a.Budget != weir.ConfigBudgetID(group, win) || a.Threshold != th {
+			t.Errorf("event %d: %s (%v), want the soft budget's %d%%", i, got[i].Data, err, th)
+		}
+	}
+	// Looked at again, past the gap: both thresholds are sent already.
+	b.clock.Advance(alertGap)
+	b.svc.checkAlerts([]string{budgetScopeOf(group, "month")})
+	if n := len(events.all()); n != 2 {
+		t.Errorf("%d events, want one per threshold", n)
+	}
+}
+
+// recordedEvents keeps the operator events sent.
+type recordedEvents struct {
+	mu  sync.Mutex
+	evs []task.OperatorEvent
+	ch  chan struct{}
+}
+
+func (r *recordedEvents) SendOperatorEvent(_ context.Context, ev task.OperatorEvent) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.evs = append(r.evs, ev)
+	if r.ch != nil {
+		close(r.ch)
+		r.ch = nil
+	}
+	return nil
+}
+
+func (r *recordedEvents) all() []task.OperatorEvent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]task.OperatorEvent(nil), r.evs...)
+}
+
+// wait waits until at least n events were sent.
+func (r *recordedEvents) wait(t *testing.T, n int) []task.OperatorEvent {
+	t.Helper()
+	for {
+		r.mu.Lock()
+		if len(r.evs) >= n {
+			evs := append([]task.OperatorEvent(nil), r.evs...)
+			r.mu.Unlock()
+			return evs
+		}
+		if r.ch == nil {
+			r.ch = make(chan struct{})
+		}
+		ch := r.ch
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-t.Context().Done():
+			t.Fatalf("%d events sent, want %d", len(r.all()), n)
+		}
+	}
+}
+
+func (m *countingMetrics) BudgetAlert(string, bool) {}
