@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/provider/mock"
 	"github.com/weir-gateway/weir/task"
 )
@@ -234,3 +235,39 @@ func (r *recordedEvents) wait(t *testing.T, n int) []task.OperatorEvent {
 }
 
 func (m *countingMetrics) BudgetAlert(string, bool) {}
+
+// A task reserves what its video's seconds cost against its model's
+// budget; another waits while the first holds what is left.
+func TestPlanReservesATasksCost(t *testing.T) {
+	t.Parallel()
+	model := weir.BudgetSubject{Type: "model", Name: "v"}
+	month, _ := weir.ParseWindow("month")
+	b := setup(t, setupOpts{catalog: func(c *weir.Catalog) {
+		videoCatalog(c)
+		c.PlatformModels[len(c.PlatformModels)-1].Price = weir.Price{Second: weir.MoneyScale / 10}
+		bud := weir.Budget{ID: weir.ConfigBudgetID(model, month), Subject: model, Amount: weir.MoneyScale, Window: month}
+		c.Budgets = []weir.Budget{bud.WithDefaults()}
+	}})
+	ctx := t.Context()
+	if err := b.store.KeyCreate(ctx, weir.APIKey{ID: "key_v", Hash: "hash_v", Group: "gold", CreatedAt: b.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	cands, err := b.svc.Plan(ctx, weir.Task{ID: "task_1", Model: "v", KeyID: "key_v", Input: []byte(`{"seconds":"8"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := weir.BudgetScope(weir.ConfigBudgetID(model, month))
+	if len(cands) != 1 || cands[0].Cost != int64(8*weir.MoneyScale/10) || cands[0].Needs[len(cands[0].Needs)-1].Scope != scope {
+		t.Fatalf("candidates %+v: want one reserving 0.80 in %s", cands, scope)
+	}
+	cands[0].Needs = append(cands[0].Needs[:len(cands[0].Needs):len(cands[0].Needs)], admission.Need{Scope: "workers", Amount: 1})
+	if err := b.engine.SetScope(ctx, "workers", admission.ScopeConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.engine.TryAcquire(ctx, admission.Request{ID: "t1", Candidates: cands}); err != nil {
+		t.Fatalf("the first 0.80 of 1.00: %v", err)
+	}
+	if _, err := b.engine.TryAcquire(ctx, admission.Request{ID: "t2", Candidates: cands}); !errors.Is(err, admission.ErrWouldWait) {
+		t.Fatalf("a second 0.80 while the first is held: %v, want to wait for it", err)
+	}
+}

@@ -100,9 +100,10 @@ func (tm *term) commit(batch []admittedTask) {
 			s.cfg.Metrics.TaskTransition(weir.TaskAdmitted)
 		}
 	}
-	// Not admitted after all: the capacity goes back.
+	// Not admitted after all: the capacity goes back, and nothing was
+	// spent.
 	for _, l := range out.back {
-		tm.s.dropped("release", tm.engine.Release(ctx, l.ID, l.Owner))
+		tm.releaseUnspent(ctx, l)
 	}
 	tm.failPoisoned(ctx, batch, errs, out.poison)
 	switch {

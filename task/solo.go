@@ -94,7 +94,10 @@ func (sl *soloLedger) hold(ctx context.Context, t weir.Task) error {
 // again: at once on the candidates left, or after the wait.
 func (sl *soloLedger) done(ctx context.Context, id string, back *sentBack) {
 	s := sl.s
-	if l, ok := s.term.take(id); ok {
+	if l, ok := s.term.take(id); ok && back != nil {
+		// Sent back: its upstream refused it, and charged nothing.
+		s.term.releaseUnspent(context.Background(), l)
+	} else if ok {
 		s.dropped("release", s.term.engine.Release(context.Background(), l.ID, l.Owner))
 	}
 	switch {

@@ -283,3 +283,14 @@ func (tm *term) restore(ctx context.Context, t weir.Task) (admission.Lease, erro
 	req.ID = t.ID + "/restored"
 	return tm.engine.Restore(ctx, req, cand)
 }
+
+// releaseUnspent gives back lease l of work that cost nothing (it never
+// reached its upstream, or the upstream refused it): the cost it reserved
+// against budgets is settled to nothing first, where a plain release
+// counts it as spent (an ended task's, priced by what it asked for).
+func (tm *term) releaseUnspent(ctx context.Context, l admission.Lease) {
+	if l.Cost > 0 {
+		tm.s.dropped("reconcile", tm.engine.Reconcile(ctx, l.ID, l.Owner, admission.Settlement{Tokens: l.Tokens}))
+	}
+	tm.s.dropped("release", tm.engine.Release(ctx, l.ID, l.Owner))
+}
