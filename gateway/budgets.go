@@ -72,6 +72,8 @@ func (b *budgetBook) of(typ, name string) []weir.Budget {
 type budgetWindow struct {
 	mu          sync.Mutex
 	from, until time.Time
+	// spent is the BudgetSpent the scope was last set with.
+	spent weir.Money
 	// cfg is the budget as its scope was last set, to see a change.
 	cfg weir.Budget
 }
@@ -139,7 +141,7 @@ func (s *Service) ensureBudgetScope(ctx context.Context, b weir.Budget) error {
 		return nil
 	}
 	from, until := b.Window.Bounds(now)
-	spent := weir.Money(0)
+	spent := w.spent
 	if !from.Equal(w.from) {
 		var err error
 		if spent, err = s.spentBefore(ctx, b.Subject, from, until); err != nil {
@@ -149,8 +151,41 @@ func (s *Service) ensureBudgetScope(ctx context.Context, b weir.Budget) error {
 	if err := s.deps.Engine.SetScope(ctx, weir.BudgetScope(b.ID), budgetScopeConfig(b, from, until, spent)); err != nil {
 		return &Error{Category: ErrInternal, Message: "could not configure a budget's scope", Err: err}
 	}
-	w.from, w.until, w.cfg = from, until, b
+	w.from, w.until, w.cfg, w.spent = from, until, b, spent
 	return nil
+}
+
+// refreshBudgetSpentLocked sets each budget scope's BudgetSpent to what
+// its engine has counted in the window, where that is more. The engine
+// in force keeps its own count whatever BudgetSpent says; a fleet's next
+// leader starts from the configurations the replicas give it, so this
+// keeps what it starts from at most a poll behind, rather than at the
+// window's first request. Called with applyMu held.
+func (s *Service) refreshBudgetSpentLocked(ctx context.Context) {
+	book := s.budgets.book.Load()
+	if book == nil || len(book.byID) == 0 {
+		return
+	}
+	for _, st := range s.deps.Engine.Scopes(ctx) {
+		id, ok := weir.BudgetOfScope(st.Name)
+		if !ok {
+			continue
+		}
+		v, ok := s.budgets.windows.Load(id)
+		b, known := book.get(id)
+		if !ok || !known {
+			continue
+		}
+		w := v.(*budgetWindow)
+		w.mu.Lock()
+		if st.BudgetFrom.Equal(w.from) && weir.Money(st.BudgetSpent) > w.spent && sameBudget(w.cfg, b) {
+			spent := weir.Money(st.BudgetSpent)
+			if err := s.deps.Engine.SetScope(ctx, st.Name, budgetScopeConfig(b, w.from, w.until, spent)); err == nil {
+				w.spent = spent
+			}
+		}
+		w.mu.Unlock()
+	}
 }
 
 // sameBudget reports whether a and b set the same scope.
@@ -220,6 +255,7 @@ func (s *Service) reloadBudgetsLocked(ctx context.Context) error {
 			}
 		}
 	}
+	s.refreshBudgetSpentLocked(ctx)
 	if prev == nil {
 		return nil
 	}

@@ -271,3 +271,55 @@ func TestPlanReservesATasksCost(t *testing.T) {
 		t.Fatalf("a second 0.80 while the first is held: %v, want to wait for it", err)
 	}
 }
+
+// Each poll sets a budget scope's BudgetSpent to what the engine has
+// counted in the window, so that a fleet's next leader, which starts
+// from the replicas' configurations, starts from the spend of a poll ago
+// rather than from the window's first request.
+func TestBudgetSpentKeptCurrentForTheNextLeader(t *testing.T) {
+	t.Parallel()
+	key := weir.BudgetSubject{Type: "key", Name: "key_1"}
+	rec := &recordingEngine{}
+	b := setup(t, setupOpts{catalog: budgeted(monthBudget("b1", key, 1_000, weir.BudgetHard)),
+		engine: func(e admission.Engine) admission.Engine { rec.Engine = e; return rec }})
+	for i := range 3 {
+		if err := b.svc.Serve(t.Context(), b.budgetCall(t, fmt.Sprintf("r%d", i), 50, 10, 20), &recordedAnswer{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scope := budgetScopeOf(key, "month")
+	if got := rec.last(scope).BudgetSpent; got != 0 {
+		t.Fatalf("BudgetSpent %d before a poll, want 0 (the window's first request)", got)
+	}
+	b.svc.applyMu.Lock()
+	if err := b.svc.reloadBudgetsLocked(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b.svc.applyMu.Unlock()
+	if got := rec.last(scope).BudgetSpent; got != 90 {
+		t.Errorf("BudgetSpent %d after a poll, want the 90 spent", got)
+	}
+}
+
+// recordingEngine keeps the last configuration SetScope gave each scope.
+type recordingEngine struct {
+	admission.Engine
+	mu   sync.Mutex
+	cfgs map[string]admission.ScopeConfig
+}
+
+func (r *recordingEngine) SetScope(ctx context.Context, name string, cfg admission.ScopeConfig) error {
+	r.mu.Lock()
+	if r.cfgs == nil {
+		r.cfgs = make(map[string]admission.ScopeConfig)
+	}
+	r.cfgs[name] = cfg
+	r.mu.Unlock()
+	return r.Engine.SetScope(ctx, name, cfg)
+}
+
+func (r *recordingEngine) last(name string) admission.ScopeConfig {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cfgs[name]
+}
