@@ -87,3 +87,59 @@ type SpendRow struct {
 	Cost             Money
 	Estimated        int64
 }
+
+// OutcomeInterrupted is the outcome of a usage record made from a
+// reservation whose request ended without one (its process died):
+// Store.SpendRecover writes it, at the reservation's estimate.
+const OutcomeInterrupted = "interrupted"
+
+// Reservation is the estimated cost of a request admitted and not yet
+// ended, kept in the store's spend journal until the request's usage
+// record settles it (Store.UsageInsert) or, if the request never gets
+// one, until Store.SpendRecover counts it at its estimate.
+type Reservation struct {
+	RequestID string
+	KeyID     string
+	// Group is the key's group when the request was made.
+	Group         string
+	Model         string
+	PlatformModel string
+	// Estimate is what the request reserved: its estimated cost.
+	Estimate Money
+	// At is when the request was admitted; a recovered reservation's
+	// usage record has this time, so it counts in the window it was
+	// spent in.
+	At time.Time
+}
+
+// Validate reports what a store refuses in a reservation: no RequestID,
+// KeyID or At, or a negative Estimate.
+func (r Reservation) Validate() error {
+	switch {
+	case r.RequestID == "" || r.KeyID == "" || r.At.IsZero():
+		return fmt.Errorf("%w: request id, key id and time are required", ErrInvalid)
+	case r.Estimate < 0:
+		return fmt.Errorf("%w: negative estimate %s", ErrInvalid, r.Estimate)
+	}
+	return nil
+}
+
+// SpendRecoverParams say which reservations Store.SpendRecover counts.
+type SpendRecoverParams struct {
+	// Before: only reservations made before it (their At) are counted;
+	// the zero time is ErrInvalid.
+	Before time.Time
+	// Limit is the most reservations one call counts, oldest first; it
+	// must be positive (ErrInvalid otherwise). A call that counts Limit
+	// may have left more.
+	Limit int
+}
+
+// Validate reports what a store refuses: a zero Before, or a Limit that
+// is not positive.
+func (p *SpendRecoverParams) Validate() error {
+	if p.Before.IsZero() || p.Limit <= 0 {
+		return fmt.Errorf("%w: a time and a positive limit are required", ErrInvalid)
+	}
+	return nil
+}

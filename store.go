@@ -6,9 +6,11 @@ import (
 	"time"
 )
 
-// Store keeps the durable things: keys, usage and budgets. The catalog
+// Store keeps the durable things: keys, usage, budgets and the spend
+// journal (reservations of requests not yet ended). The catalog
 // comes from the config file. storetest.Exercise states its contract,
-// storetest.ExerciseBudgets that of the budgets.
+// storetest.ExerciseBudgets that of the budgets, and
+// storetest.ExerciseSpendJournal that of the reservations.
 type Store interface {
 	BudgetStore
 
@@ -20,12 +22,24 @@ type Store interface {
 	// KeyRevoke marks a key revoked; revoking twice is not an error.
 	KeyRevoke(ctx context.Context, p *KeyRevokeParams) error
 
-	// UsageInsert records a batch of usage in one transaction.
+	// UsageInsert records a batch of usage in one transaction, and in
+	// the same transaction deletes the reservations of its requests: a
+	// request's usage record settles its reservation.
 	UsageInsert(ctx context.Context, batch []Usage) error
 	UsageList(ctx context.Context, f UsageFilter) ([]Usage, error)
 	// UsageByKey sums the usage recorded since since, by key, in key id
 	// order.
 	UsageByKey(ctx context.Context, since time.Time) ([]KeyUsage, error)
+
+	// SpendReserve journals a batch of reservations in one transaction:
+	// all of it or nothing. A reservation whose request is already
+	// journaled, or already has a usage record, is skipped.
+	SpendReserve(ctx context.Context, batch []Reservation) error
+	// SpendRecover turns up to p.Limit reservations made before
+	// p.Before, oldest first, into usage records at their estimate (a
+	// request's usage record already stored wins), deletes them, and
+	// returns how many it deleted; one transaction.
+	SpendRecover(ctx context.Context, p *SpendRecoverParams) (int, error)
 
 	Close() error
 }

@@ -45,7 +45,8 @@ func TestParamsValidate(t *testing.T) {
 }
 
 // TestRecordsValidate: what every store refuses in a key it creates, a
-// usage record it inserts or a usage listing's filter is refused by their
+// usage record it inserts, a reservation it journals, a recovery's
+// parameters or a usage listing's filter is refused by their
 // Validate, as ErrInvalid, and nothing else is.
 func TestRecordsValidate(t *testing.T) {
 	t.Parallel()
@@ -59,6 +60,11 @@ func TestRecordsValidate(t *testing.T) {
 		u := weir.Usage{RequestID: "req_1", KeyID: "key_1", At: at}
 		edit(&u)
 		return u
+	}
+	reservation := func(edit func(*weir.Reservation)) weir.Reservation {
+		r := weir.Reservation{RequestID: "req_1", KeyID: "key_1", Estimate: 5, At: at}
+		edit(&r)
+		return r
 	}
 	for _, tc := range []struct {
 		what  string
@@ -75,6 +81,15 @@ func TestRecordsValidate(t *testing.T) {
 		{"a usage record without a request id", usage(func(u *weir.Usage) { u.RequestID = "" }), false},
 		{"a usage record without a key id", usage(func(u *weir.Usage) { u.KeyID = "" }), false},
 		{"a usage record without a time", usage(func(u *weir.Usage) { u.At = time.Time{} }), false},
+		{"a reservation", reservation(func(*weir.Reservation) {}), true},
+		{"a reservation of nothing", reservation(func(r *weir.Reservation) { r.Estimate = 0 }), true},
+		{"a reservation without a request id", reservation(func(r *weir.Reservation) { r.RequestID = "" }), false},
+		{"a reservation without a key id", reservation(func(r *weir.Reservation) { r.KeyID = "" }), false},
+		{"a reservation without a time", reservation(func(r *weir.Reservation) { r.At = time.Time{} }), false},
+		{"a reservation of a negative estimate", reservation(func(r *weir.Reservation) { r.Estimate = -1 }), false},
+		{"a recovery", &weir.SpendRecoverParams{Before: at, Limit: 1}, true},
+		{"a recovery without a time", &weir.SpendRecoverParams{Limit: 1}, false},
+		{"a recovery without a limit", &weir.SpendRecoverParams{Before: at}, false},
 		{"a usage filter", weir.UsageFilter{KeyID: "key_1", Since: at, Limit: 10}, true},
 		{"a usage filter without a limit", weir.UsageFilter{}, true},
 		{"a usage filter with a negative limit", weir.UsageFilter{Limit: -1}, false},

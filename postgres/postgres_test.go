@@ -71,6 +71,18 @@ func TestSpendStore(t *testing.T) {
 	})
 }
 
+func TestSpendJournal(t *testing.T) {
+	t.Parallel()
+	pgtest.Require(t)
+	storetest.ExerciseSpendJournal(t, func(t *testing.T) interface {
+		weir.Store
+		weir.SpendStore
+		io.Closer
+	} {
+		return openTemp(t)
+	})
+}
+
 func TestNodeStore(t *testing.T) {
 	t.Parallel()
 	pgtest.Require(t)

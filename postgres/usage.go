@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/internal/rowscan"
 )
@@ -33,9 +35,12 @@ const usageInsertSQL = `INSERT INTO usage_records (` + usageColumns + `)
 	ORDER BY ord
 	ON CONFLICT (request_id) DO NOTHING`
 
-// UsageInsert records a batch in one statement: all of it or nothing.
+// UsageInsert records a batch in one transaction: all of it or nothing.
 // A row whose RequestID is already stored (or earlier in the batch) is
-// skipped, so a flush retried after an unknown outcome counts once.
+// skipped, so a flush retried after an unknown outcome counts once. The
+// transaction first deletes the batch's reservations from the spend
+// journal (reservationSettleSQL): a usage record settles its request's
+// reservation.
 func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) error {
 	if len(batch) == 0 {
 		return nil
@@ -61,11 +66,17 @@ func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) error {
 			u.PromptTokens, u.CompletionTokens, int64(u.Waited), int64(u.Latency), int64(u.Status), u.CachedTokens, int64(u.Cost)
 		at[i], estimated[i] = dbTime(u.At), u.CostEstimated
 	}
-	_, err := db.pool.Exec(ctx, usageInsertSQL, requestIDs, keyIDs, models, pms, endpoints,
-		prompt, completion, waited, latency, status, outcomes, at, groups, cached, cost, estimated)
+	err := db.InTx(ctx, func(tx pgx.Tx) error {
+		if err := settleTx(ctx, tx, requestIDs); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, usageInsertSQL, requestIDs, keyIDs, models, pms, endpoints,
+			prompt, completion, waited, latency, status, outcomes, at, groups, cached, cost, estimated)
+		return classify(err)
+	})
 	if err != nil {
 		u := batch[0]
-		return fmt.Errorf("insert usage: %d rows (from request %s, key %s): %w", n, u.RequestID, u.KeyID, classify(err))
+		return fmt.Errorf("insert usage: %d rows (from request %s, key %s): %w", n, u.RequestID, u.KeyID, err)
 	}
 	return nil
 }

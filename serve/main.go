@@ -114,9 +114,10 @@ func (m *Main) assemble(ctx context.Context) error {
 	if err := m.newEngine(ctx); err != nil {
 		return err
 	}
-	m.Usage = usage.New(usage.Config{Interval: cfg.Server.UsageFlushInterval},
-		usage.Deps{Store: db, Logger: m.Logger, Dropped: m.Metrics.UsageDropped})
+	uc := usageConfig(cfg)
+	m.Usage = usage.New(uc, usage.Deps{Store: db, Logger: m.Logger, Dropped: m.Metrics.UsageDropped})
 	m.parts.Add("usage", m.Usage)
+	m.parts.Add("spend recovery", m.spendRecovery(uc))
 	if err := m.newNodes(); err != nil {
 		return err
 	}

@@ -48,6 +48,9 @@ type DB struct {
 	taskInsert, taskByIdempotency, taskUpdate, taskStatus, taskDelete *sql.Stmt
 	// The usage inserts, of usageRowsPerInsert rows and of one.
 	usageInsertMany, usageInsertOne *sql.Stmt
+	// The spend journal's inserts (of usageRowsPerInsert reservations
+	// and of one) and the deletion of a usage batch's reservations.
+	reserveMany, reserveOne, reserveSettle *sql.Stmt
 	// stmts are all of the above that prepare made, for Close.
 	stmts []*sql.Stmt
 	// river is River's driver on the write connection.
@@ -120,7 +123,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 }
 
 // prepare prepares the statements of the request path on the read pool,
-// and the task and usage writes on the write connection.
+// and the task, usage and spend journal writes on the write connection.
 func (db *DB) prepare(ctx context.Context) error {
 	for _, s := range []struct {
 		stmt **sql.Stmt
@@ -137,6 +140,9 @@ func (db *DB) prepare(ctx context.Context) error {
 		{&db.taskDelete, db.write, taskDeleteSQL},
 		{&db.usageInsertMany, db.write, usageInsertSQL(usageRowsPerInsert)},
 		{&db.usageInsertOne, db.write, usageInsertSQL(1)},
+		{&db.reserveMany, db.write, reservationInsertSQL(usageRowsPerInsert)},
+		{&db.reserveOne, db.write, reservationInsertSQL(1)},
+		{&db.reserveSettle, db.write, reservationSettleSQL},
 	} {
 		var err error
 		if *s.stmt, err = s.pool.PrepareContext(ctx, s.sql); err != nil {

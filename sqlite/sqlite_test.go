@@ -245,6 +245,17 @@ func TestSpendStore(t *testing.T) {
 	})
 }
 
+func TestSpendJournal(t *testing.T) {
+	t.Parallel()
+	storetest.ExerciseSpendJournal(t, func(t *testing.T) interface {
+		weir.Store
+		weir.SpendStore
+		io.Closer
+	} {
+		return openTemp(t)
+	})
+}
+
 func TestNodeStore(t *testing.T) {
 	t.Parallel()
 	storetest.ExerciseNodes(t, func(t *testing.T) interface {

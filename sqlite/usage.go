@@ -43,7 +43,9 @@ func usageInsertSQL(rows int) string {
 
 // UsageInsert records a batch in one transaction: all of it or nothing.
 // A row whose RequestID is already stored (or earlier in the batch) is
-// skipped, so a flush retried after an unknown outcome counts once.
+// skipped, so a flush retried after an unknown outcome counts once. The
+// same transaction deletes the batch's reservations from the spend
+// journal: a usage record settles its request's reservation.
 func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) (err error) {
 	if len(batch) == 0 {
 		return nil
@@ -75,7 +77,7 @@ func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) (err error) {
 			}
 			start += rows
 		}
-		return nil
+		return db.settleTx(ctx, tx, batch)
 	})
 	if err != nil {
 		return fmt.Errorf("insert usage: %w", err)

@@ -13,6 +13,15 @@
 // which the garbage collector scans at its length, rather than a channel
 // sized for MaxPending, which it would scan whole in every cycle.
 // BenchmarkRecorderHoldsCPU measures the longest hold.
+//
+// Beside the records, the Recorder buffers reservations: the estimated
+// cost of each request admitted, journaled in the store (the spend
+// journal, Store.SpendReserve) until the request's usage record settles
+// it. A flush writes the reservations it takes before the records it
+// takes, so a request whose reservation and record share a flush leaves
+// nothing in the journal. A reservation left there belongs to a request
+// whose process died: RecoverAll, or the flusher's periodic recovery
+// (Config.RecoverAfter), counts it at its estimate.
 package usage
 
 import (
@@ -25,36 +34,50 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/clock"
 )
 
 const (
-	// BatchMax is the most records written in one transaction: about a
-	// millisecond of SQLite's time (BenchmarkUsageInsert in package
-	// sqlite), so that a flush never keeps a CPU from the request path for
-	// longer. Reaching it starts a flush without waiting for the interval.
+	// BatchMax is the most records (or reservations) written in one
+	// transaction: about a millisecond of SQLite's time
+	// (BenchmarkUsageInsert in package sqlite), so that a flush never
+	// keeps a CPU from the request path for longer. Reaching it starts a
+	// flush without waiting for the interval. It is also the most
+	// reservations one recovery transaction counts.
 	BatchMax = 128
-	// MaxPending is the most records buffered; beyond it (the store has
-	// fallen far behind) Record drops records and counts them.
+	// MaxPending is the most records buffered, and the most
+	// reservations; beyond it (the store has fallen far behind) Record
+	// and Reserve drop what they are given and count it.
 	MaxPending = 64 << 10
+	// DefaultRecoverEvery is Config.RecoverEvery's default.
+	DefaultRecoverEvery = time.Minute
 	// maxSpare bounds the capacity of the buffer kept for reuse after a
 	// flush, so that a burst's large buffer does not stay in the heap.
 	maxSpare = 8 * BatchMax
 )
 
-// Recorder buffers usage records and flushes them to a Store.
+// Recorder buffers usage records and reservations, and flushes them to
+// a Store.
 type Recorder struct {
-	store    weir.Store
-	interval time.Duration
-	logger   *slog.Logger
-	dropped  func(n int)
-	// maxPending is MaxPending but in tests.
-	maxPending int
+	store        weir.Store
+	clock        clock.Clock
+	interval     time.Duration
+	recoverAfter time.Duration
+	recoverEvery time.Duration
+	logger       *slog.Logger
+	dropped      func(n int)
+	// maxPending is MaxPending, and recoverLimit BatchMax, but in tests.
+	maxPending   int
+	recoverLimit int
 
-	mu      sync.Mutex
-	pending []weir.Usage
-	closed  bool
+	mu       sync.Mutex
+	pending  []weir.Usage
+	reserved []weir.Reservation
+	closed   bool
+	// tick and recoverTick are the flusher's timers, armed by Start.
+	tick, recoverTick timer
 
-	wake    chan struct{} // cap 1: BatchMax more records are pending
+	wake    chan struct{} // cap 1: BatchMax more records or reservations are pending
 	started atomic.Bool
 	stop    chan struct{}
 	done    chan struct{}
@@ -68,20 +91,32 @@ type Recorder struct {
 
 // Config tunes a Recorder.
 type Config struct {
-	// Interval is the longest a record waits in the buffer before it is
-	// written. Default 1s.
+	// Interval is the longest a record or a reservation waits in the
+	// buffer before it is written. Default 1s.
 	Interval time.Duration
+	// RecoverAfter, if positive, is the age past which a reservation
+	// belongs to a request that can no longer be running anywhere: every
+	// RecoverEvery the flusher counts those older at their estimate
+	// (Store.SpendRecover). It must be longer than any request can run
+	// from its reservation to its usage record being written. Default 0:
+	// the flusher recovers nothing.
+	RecoverAfter time.Duration
+	// RecoverEvery is how often the flusher recovers, if RecoverAfter is
+	// positive. Default DefaultRecoverEvery.
+	RecoverEvery time.Duration
 }
 
 // Deps is what a Recorder writes to and reports to.
 type Deps struct {
-	// Store receives the records; required.
+	// Store receives the records and the reservations; required.
 	Store weir.Store
-	// Logger hears of failed flushes; default none.
+	// Logger hears of failed flushes and of recoveries; default none.
 	Logger *slog.Logger
-	// Dropped is told of records dropped (buffer full, stopped, or a
-	// failed flush); default none.
+	// Dropped is told of records and reservations dropped (buffer full,
+	// stopped, or a failed flush); default none.
 	Dropped func(n int)
+	// Clock times the flushes and the recoveries; default clock.Real.
+	Clock clock.Clock
 }
 
 // New returns a Recorder; Start it before Record.
@@ -89,14 +124,22 @@ func New(cfg Config, deps Deps) *Recorder {
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
 	}
+	if cfg.RecoverEvery <= 0 {
+		cfg.RecoverEvery = DefaultRecoverEvery
+	}
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
 	if deps.Dropped == nil {
 		deps.Dropped = func(int) {}
 	}
+	if deps.Clock == nil {
+		deps.Clock = clock.Real
+	}
 	ctx, abort := context.WithCancel(context.Background())
-	return &Recorder{ctx: ctx, abort: abort, store: deps.Store, interval: cfg.Interval, logger: deps.Logger, dropped: deps.Dropped, maxPending: MaxPending,
+	return &Recorder{ctx: ctx, abort: abort, store: deps.Store, clock: deps.Clock, interval: cfg.Interval,
+		recoverAfter: cfg.RecoverAfter, recoverEvery: cfg.RecoverEvery, logger: deps.Logger, dropped: deps.Dropped,
+		maxPending: MaxPending, recoverLimit: BatchMax,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -113,21 +156,51 @@ func (r *Recorder) Record(u weir.Usage) {
 	full := len(r.pending)%BatchMax == 0
 	r.mu.Unlock()
 	if full {
-		select {
-		case r.wake <- struct{}{}:
-		default: // a flush is already due
-		}
+		r.wakeUp()
+	}
+}
+
+// Reserve queues res, the reservation of a request just admitted, for
+// the spend journal; the request's usage record, given to Record when
+// it ends, settles it. Reserve before Record: a reservation written
+// after its request's record is not kept. It never blocks: if
+// MaxPending reservations are already waiting, or the Recorder is
+// stopped, the reservation is counted as dropped.
+func (r *Recorder) Reserve(res weir.Reservation) {
+	r.mu.Lock()
+	if r.closed || len(r.reserved) >= r.maxPending {
+		r.mu.Unlock()
+		r.dropped(1)
+		return
+	}
+	r.reserved = append(r.reserved, res)
+	full := len(r.reserved)%BatchMax == 0
+	r.mu.Unlock()
+	if full {
+		r.wakeUp()
+	}
+}
+
+// wakeUp starts a flush without waiting for the interval.
+func (r *Recorder) wakeUp() {
+	select {
+	case r.wake <- struct{}{}:
+	default: // a flush is already due
 	}
 }
 
 // Start runs the flusher until Stop. ctx bounds the start only; the
-// flusher runs until Stop.
+// flusher runs until Stop. The flusher's timers start with it.
 func (r *Recorder) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if !r.started.CompareAndSwap(false, true) {
 		return errors.New("usage recorder started or stopped already")
+	}
+	r.tick.arm(r.clock, r.interval)
+	if r.recoverAfter > 0 {
+		r.recoverTick.arm(r.clock, r.recoverEvery)
 	}
 	go r.run()
 	return nil
@@ -147,8 +220,8 @@ func (r *Recorder) Stop(ctx context.Context) error {
 		close(r.stop)
 		if !r.started.Swap(true) {
 			r.mu.Lock()
-			n := len(r.pending)
-			r.pending = nil
+			n := len(r.pending) + len(r.reserved)
+			r.pending, r.reserved = nil, nil
 			r.mu.Unlock()
 			if n > 0 {
 				r.dropped(n)
@@ -168,19 +241,28 @@ func (r *Recorder) Stop(ctx context.Context) error {
 
 func (r *Recorder) run() {
 	defer close(r.done)
-	t := time.NewTicker(r.interval)
-	defer t.Stop()
+	defer r.tick.stop()
+	defer r.recoverTick.stop()
 	var spare []weir.Usage
 	for {
 		stopping, woken := false, false
 		select {
 		case <-r.wake:
 			woken = true
-		case <-t.C:
+		case <-r.tick.c:
+			r.tick.arm(r.clock, r.interval)
+		case <-r.recoverTick.c:
+			r.recoverTick.arm(r.clock, r.recoverEvery)
+			r.recoverOld()
+			continue
 		case <-r.stop:
 			stopping = true
 		}
 		r.mu.Lock()
+		// Every reservation pending goes, before the records: a record
+		// taken has its reservation in this flush or an earlier one.
+		reserved := r.reserved
+		r.reserved = nil
 		records := r.pending
 		r.pending = spare
 		if woken {
@@ -192,7 +274,8 @@ func (r *Recorder) run() {
 			records = records[:full]
 		}
 		r.mu.Unlock()
-		r.write(records)
+		write(r, "reservations", reserved, r.store.SpendReserve)
+		write(r, "records", records, r.store.UsageInsert)
 		clear(records) // let the strings go
 		spare = nil
 		if cap(records) <= maxSpare {
@@ -204,28 +287,69 @@ func (r *Recorder) run() {
 	}
 }
 
-// write stores records, BatchMax to a transaction, yielding the CPU
-// between transactions. Once Stop abandons the flush, the records not yet
-// written are dropped.
-func (r *Recorder) write(records []weir.Usage) {
-	for len(records) > 0 {
+// write stores rows (records or reservations) with insert, BatchMax to
+// a transaction, yielding the CPU between transactions. Once Stop
+// abandons the flush, the rows not yet written are dropped.
+func write[T any](r *Recorder, what string, rows []T, insert func(context.Context, []T) error) {
+	for len(rows) > 0 {
 		if err := r.ctx.Err(); err != nil {
-			r.logger.Error("usage flush abandoned", "records", len(records), "error", err)
-			r.dropped(len(records))
+			r.logger.Error("usage flush abandoned", what, len(rows), "error", err)
+			r.dropped(len(rows))
 			return
 		}
-		n := min(len(records), BatchMax)
+		n := min(len(rows), BatchMax)
 		ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
-		err := r.store.UsageInsert(ctx, records[:n])
+		err := insert(ctx, rows[:n])
 		cancel()
 		if err != nil {
-			r.logger.Error("usage flush failed", "records", n, "error", err)
+			r.logger.Error("usage flush failed", what, n, "error", err)
 			r.dropped(n)
 		}
-		records = records[n:]
-		if len(records) > 0 {
+		rows = rows[n:]
+		if len(rows) > 0 {
 			// Let the request goroutines queued on this CPU run first.
 			runtime.Gosched()
 		}
+	}
+}
+
+// RecoverAll counts at its estimate every reservation in the store made
+// before now, and returns how many: for a process sure that no other
+// runs requests on the store (serve on SQLite, which locks the file),
+// before it admits any, so every reservation there is a request that
+// died with an earlier process.
+func (r *Recorder) RecoverAll(ctx context.Context) (int, error) {
+	return r.recoverBefore(ctx, r.clock.Now())
+}
+
+// recoverOld counts the reservations older than RecoverAfter, and logs
+// what it did.
+func (r *Recorder) recoverOld() {
+	n, err := r.recoverBefore(r.ctx, r.clock.Now().Add(-r.recoverAfter))
+	switch {
+	case err != nil:
+		r.logger.Error("spend recovery failed", "recovered", n, "error", err)
+	case n > 0:
+		r.logger.Info("spend recovered: requests that ended without a usage record counted at their estimate",
+			"requests", n, "older_than", r.recoverAfter)
+	}
+}
+
+// recoverBefore counts the reservations made before before,
+// recoverLimit to a transaction, until a transaction counts fewer.
+func (r *Recorder) recoverBefore(ctx context.Context, before time.Time) (int, error) {
+	total := 0
+	for {
+		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		n, err := r.store.SpendRecover(tctx, &weir.SpendRecoverParams{Before: before, Limit: r.recoverLimit})
+		cancel()
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if n < r.recoverLimit {
+			return total, nil
+		}
+		runtime.Gosched()
 	}
 }

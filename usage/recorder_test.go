@@ -16,15 +16,42 @@ import (
 )
 
 // observedStore is a real SQLite store that reports each UsageInsert's
-// batch size once it returns, and can hold inserts until released.
+// batch size once it returns, and can hold inserts until released. It
+// reports each SpendReserve's batch size and each SpendRecover's count
+// too, and notes the order of the writes.
 type observedStore struct {
 	*sqlite.DB
-	inserted chan int
-	entered  chan struct{} // told when an insert begins, if not nil
-	gate     chan struct{} // an insert waits for it, if not nil
+	inserted  chan int
+	entered   chan struct{} // told when an insert begins, if not nil
+	gate      chan struct{} // an insert waits for it, if not nil
+	reserved  chan int
+	recovered chan int
+
+	mu     sync.Mutex
+	writes []string // "reserve" and "insert", in the order they began
+}
+
+func (s *observedStore) wrote(what string) {
+	s.mu.Lock()
+	s.writes = append(s.writes, what)
+	s.mu.Unlock()
+}
+
+func (s *observedStore) SpendReserve(ctx context.Context, batch []weir.Reservation) error {
+	s.wrote("reserve")
+	err := s.DB.SpendReserve(ctx, batch)
+	s.reserved <- len(batch)
+	return err
+}
+
+func (s *observedStore) SpendRecover(ctx context.Context, p *weir.SpendRecoverParams) (int, error) {
+	n, err := s.DB.SpendRecover(ctx, p)
+	s.recovered <- n
+	return n, err
 }
 
 func (s *observedStore) UsageInsert(ctx context.Context, batch []weir.Usage) error {
+	s.wrote("insert")
 	if s.entered != nil {
 		s.entered <- struct{}{}
 	}
@@ -50,7 +77,8 @@ func openStore(t testing.TB) (*observedStore, weir.APIKey) {
 	if err := db.KeyCreate(t.Context(), k); err != nil {
 		t.Fatal(err)
 	}
-	return &observedStore{DB: db, inserted: make(chan int, 1<<10)}, k
+	return &observedStore{DB: db, inserted: make(chan int, 1<<10), reserved: make(chan int, 1<<10),
+		recovered: make(chan int, 1<<10)}, k
 }
 
 func record(r *usage.Recorder, key string, from, to int) {
