@@ -342,3 +342,19 @@ func (s *Service) spentBefore(ctx context.Context, subject weir.BudgetSubject, f
 	}
 	return s.deps.Budgets.SpendSum(ctx, weir.SpendFilter{Subject: subject, From: from, Until: until})
 }
+
+// Journal records what admitted requests reserved against budgets, so
+// that a crash before their usage is written counts them at their
+// estimate (docs/budgets.md, "After a crash"): usage.Recorder.
+type Journal interface {
+	Reserve(r weir.Reservation)
+}
+
+// journal records the cost lease reserved for c, if any.
+func (s *Service) journal(c *Call, lease admission.Lease) {
+	if lease.Cost <= 0 || s.deps.Journal == nil || c.Usage.RequestID == "" {
+		return
+	}
+	s.deps.Journal.Reserve(weir.Reservation{RequestID: c.Usage.RequestID, KeyID: c.KeyID, Group: c.Group,
+		Model: c.Model.Name, PlatformModel: c.Usage.PlatformModel, Estimate: weir.Money(lease.Cost), At: s.deps.Clock.Now()})
+}

@@ -48,7 +48,7 @@ func monthBudget(id string, subject weir.BudgetSubject, amount weir.Money, mode 
 // answer the mock reports as prompt and completion tokens.
 func (b *testBundle) budgetCall(t *testing.T, id string, maxTokens, prompt, completion int64) *Call {
 	c := b.chat(t)
-	c.RequestID = id
+	c.RequestID, c.Usage.RequestID = id, id
 	c.Body = rawBody(fmt.Sprintf(`{"model":"m","max_tokens":%d,"metadata":{"mock_usage":"prompt=%d,completion=%d"},"messages":[{"role":"user","content":"hi"}]}`,
 		maxTokens, prompt, completion))
 	c.Wants = weir.Wants{PromptTokens: 10, MaxTokens: maxTokens}
@@ -322,4 +322,31 @@ func (r *recordingEngine) last(name string) admission.ScopeConfig {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.cfgs[name]
+}
+
+// An admitted request's reservation is journaled with its estimate and
+// whom it counts against; an unbudgeted one's is not.
+func TestBudgetReservationJournaled(t *testing.T) {
+	t.Parallel()
+	key := weir.BudgetSubject{Type: "key", Name: "key_1"}
+	j := &recordedJournal{}
+	b := setup(t, setupOpts{catalog: budgeted(monthBudget("b1", key, 1_000, weir.BudgetHard)), journal: j})
+	if err := b.svc.Serve(t.Context(), b.budgetCall(t, "r1", 50, 10, 20), &recordedAnswer{}); err != nil {
+		t.Fatal(err)
+	}
+	want := weir.Reservation{RequestID: "r1", KeyID: "key_1", Group: "default", Model: "m", PlatformModel: "up/m", Estimate: 60, At: b.clock.Now()}
+	if len(j.rs) != 1 || j.rs[0] != want {
+		t.Errorf("journaled %+v, want %+v", j.rs, want)
+	}
+}
+
+type recordedJournal struct {
+	mu sync.Mutex
+	rs []weir.Reservation
+}
+
+func (j *recordedJournal) Reserve(r weir.Reservation) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.rs = append(j.rs, r)
 }

@@ -138,6 +138,10 @@ type Deps struct {
 	// spent (budgets.go). nil: only the catalog's budgets, whose spend
 	// before this process is not known.
 	Budgets BudgetSource
+	// Journal records what requests reserved against budgets until
+	// their usage is written (budgets.go); nil: nothing is recorded, and
+	// a crash forgets what was in flight.
+	Journal Journal
 	// Events sends the operator events of budget alerts
 	// (budget_alerts.go); nil: none is sent.
 	Events OperatorEvents

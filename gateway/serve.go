@@ -97,6 +97,7 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 		if c.RunMode == weir.RunAcceptance {
 			c.Usage.PlatformModel = acceptancePrefix + c.RunID + ":" + up.Name
 		}
+		s.journal(c, lease)
 		retry, err := s.attempt(ctx, c, out, lease, up)
 		if retry == nil {
 			if err == nil && akey != "" {

@@ -52,6 +52,8 @@ type setupOpts struct {
 	nodes Nodes
 	// events, if set, receives the service's operator events.
 	events OperatorEvents
+	// journal, if set, records the budgets' reservations.
+	journal Journal
 }
 
 func setup(t *testing.T, o setupOpts) *testBundle {
@@ -78,7 +80,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	if o.engine != nil {
 		eng = o.engine(eng)
 	}
-	b.svc = New(o.cfg, Deps{Engine: eng, Keys: db, Overrides: db, Budgets: db, Events: o.events, Clock: clk, Metrics: b.metrics, Nodes: o.nodes, Logger: slog.New(slog.NewJSONHandler(b.logs, nil))})
+	b.svc = New(o.cfg, Deps{Engine: eng, Keys: db, Overrides: db, Budgets: db, Events: o.events, Journal: o.journal, Clock: clk, Metrics: b.metrics, Nodes: o.nodes, Logger: slog.New(slog.NewJSONHandler(b.logs, nil))})
 	cat := b.catalog()
 	if o.catalog != nil {
 		o.catalog(&cat)
