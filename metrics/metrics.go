@@ -1,7 +1,7 @@
 // Package metrics holds Weir's Prometheus collectors: admission outcomes
 // and waits (fed by the engine's Observer), per-scope in-flight and waiting
 // (read from the engine at scrape time), HTTP requests, and upstream
-// latency and errors per platform model.
+// latency and errors per platform model, spend and budgets (spend.go).
 package metrics
 
 import (
@@ -45,6 +45,7 @@ type Metrics struct {
 	relayed    *prometheus.CounterVec
 	shadow     *prometheus.CounterVec
 	logins     *prometheus.CounterVec
+	spendState spendState
 }
 
 // New returns Metrics on a fresh registry. scopes, if set, is read at
@@ -55,6 +56,7 @@ func New(scopes func(context.Context) []admission.ScopeStats) *Metrics {
 	m.Registry.MustRegister(m.taskCollectors()...)
 	m.Registry.MustRegister(m.operatorCollectors()...)
 	m.Registry.MustRegister(m.edgeCollectors()...)
+	m.Registry.MustRegister(m.spendCollectors()...)
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if scopes != nil {
 		m.Registry.MustRegister(&scopeCollector{scopes: scopes})
