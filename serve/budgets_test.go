@@ -1,0 +1,92 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/config"
+	"github.com/weir-gateway/weir/console"
+	"github.com/weir-gateway/weir/metrics"
+)
+
+// gauges reports fixed budget gauges, as the gateway's budgets will.
+type gauges []metrics.BudgetGauge
+
+func (g gauges) BudgetGauges(context.Context) []metrics.BudgetGauge { return g }
+
+// TestSpendWiring: the console's spend view shows the config file's
+// budgets beside the store's (and a reload's in place of the last), the
+// metrics label spend by key when the config asks, and the budget
+// gauges read whatever reports them.
+func TestSpendWiring(t *testing.T) {
+	t.Parallel()
+	const token = "spend-token"
+	cfg := config.Default()
+	cfg.Server.Listen = "127.0.0.1:0"
+	cfg.Server.AdminToken = token
+	cfg.Server.MetricsSpendByKey = true
+	cfg.Budgets = []config.Budget{{Subject: "group:default", Budget: "5/day", Mode: weir.BudgetSoft, Alerts: []int{80}}}
+	m, _, _, err := startMain(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	stored := weir.Budget{ID: "bgt_spendwiring", Subject: weir.BudgetSubject{Type: "key", Name: "key_x"}, Amount: 2 * weir.MoneyScale,
+		Window: weir.Window{Unit: weir.WindowMonth}, CreatedAt: now, UpdatedAt: now}
+	if err := m.DB.BudgetCreate(t.Context(), stored.WithDefaults()); err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) string {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", "http://"+m.Addr()+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	var page console.SpendPage
+	if err := json.Unmarshal([]byte(get("/console/api/spend?window=day")), &page); err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Groups) != 1 || len(page.Groups[0].Budgets) != 1 || page.Groups[0].Budgets[0].ID != "cfg:group:default:day" {
+		t.Errorf("groups: %+v; want default with the config file's budget", page.Groups)
+	}
+	if len(page.Keys) != 1 || page.Keys[0].ID != "key_x" || len(page.Keys[0].Budgets) != 1 || page.Keys[0].Budgets[0].ID != stored.ID {
+		t.Errorf("keys: %+v; want key_x with the store's budget", page.Keys)
+	}
+
+	// A catalog applied without budgets takes the config file's away.
+	if err := m.apply(t.Context(), config.Default()); err != nil {
+		t.Fatal(err)
+	}
+	bs, err := m.budgets.Budgets(t.Context())
+	if err != nil || len(bs) != 1 || bs[0].ID != stored.ID {
+		t.Errorf("after a reload without budgets: %+v %v", bs, err)
+	}
+
+	m.Metrics.Spent("key_x", "default", "chat", "up/chat", weir.MoneyScale/2)
+	if body := get("/metrics"); !strings.Contains(body, `weir_spend_total{group="default",key="key_x",model="chat",platform_model="up/chat"} 0.5`) {
+		t.Errorf("/metrics has no spend by key")
+	}
+	m.watchBudgets(m.Gateway) // reports none (yet): no gauges
+	if body := get("/metrics"); strings.Contains(body, "weir_budget_amount{") {
+		t.Errorf("budget gauges with nothing reporting them")
+	}
+	m.watchBudgets(gauges{{ID: "cfg:group:default:day", SubjectType: "group", Subject: "default", Mode: "soft", Amount: 5 * weir.MoneyScale}})
+	if body := get("/metrics"); !strings.Contains(body, `weir_budget_remaining{budget="cfg:group:default:day",mode="soft",subject="default",subject_type="group"} 5`) {
+		t.Errorf("/metrics has no budget gauge")
+	}
+}
