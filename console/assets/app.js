@@ -503,6 +503,10 @@ function spendTable(title, testid, rows) {
   return html + '</tbody></table>';
 }
 
+// amount writes a chart's axis amount to three significant digits (the
+// tables show money exactly, as the gateway writes it).
+const amount = (v) => Number(v).toLocaleString('en-US', { maximumSignificantDigits: 3 });
+
 // budgetBar is one budget: a bar of the share of it used (red past its
 // amount, amber past its first alert threshold) and the figures.
 function budgetBar(u) {
@@ -510,7 +514,7 @@ function budgetBar(u) {
   const mark = u.alert && u.alert < 100 ? `<line class="mark" x1="${u.alert}" y1="0" x2="${u.alert}" y2="8"/>` : '';
   return `<div class="budget" data-testid="budget" data-level="${esc(u.level)}" title="${esc(u.id)}: ${esc(new Date(u.window_start).toLocaleString())} – ${esc(new Date(u.window_end).toLocaleString())}">
 <svg class="meter" viewBox="0 0 100 8" preserveAspectRatio="none" role="img" aria-label="${pct.toFixed(0)}% used"><rect class="track" width="100" height="8"/><rect class="fill lvl-${esc(u.level)}" width="${Math.min(pct, 100).toFixed(2)}" height="8"/>${mark}</svg>
-<span class="${u.level === 'over' ? 'bad' : u.level === 'warn' ? 'warn' : ''}">${pct < 10 ? pct.toFixed(1) : pct.toFixed(0)}%</span> ${esc(u.spent)} of ${esc(u.amount)} / ${esc(u.window)}${u.zone ? ` ${esc(u.zone)}` : ''} <span class="tag">${esc(u.mode)}</span></div>`;
+<span class="${u.level === 'over' ? 'bad' : u.level === 'warn' ? 'warn' : ''}">${pct < 10 ? pct.toFixed(1) : num(Math.round(pct))}%</span> ${esc(u.spent)} of ${esc(u.amount)} / ${esc(u.window)}${u.zone ? ` ${esc(u.zone)}` : ''} <span class="tag">${esc(u.mode)}</span></div>`;
 }
 
 // spendChart draws the window's spend as a bar per bucket, the total's
@@ -532,7 +536,7 @@ function spendChart(p) {
   return `<figure class="chart wide" data-testid="spend-chart"><figcaption>Spend by ${esc(ch.bucket)} (UTC) of ${pick}</figcaption>
 <svg viewBox="0 0 ${W} ${H}" role="img" aria-label="spend by ${esc(ch.bucket)}">
 <line class="axis" x1="${L}" y1="${y(0)}" x2="${W - 4}" y2="${y(0)}"/><line class="grid" x1="${L}" y1="${y(max)}" x2="${W - 4}" y2="${y(max)}"/><line class="grid" x1="${L}" y1="${y(max / 2)}" x2="${W - 4}" y2="${y(max / 2)}"/>
-<text x="${L - 4}" y="${y(max) + 4}" text-anchor="end">${esc(num(max))}</text><text x="${L - 4}" y="${y(max / 2) + 4}" text-anchor="end">${esc(num(max / 2))}</text><text x="${L - 4}" y="${y(0) + 4}" text-anchor="end">0</text>
+<text x="${L - 4}" y="${y(max) + 4}" text-anchor="end">${esc(amount(max))}</text><text x="${L - 4}" y="${y(max / 2) + 4}" text-anchor="end">${esc(amount(max / 2))}</text><text x="${L - 4}" y="${y(0) + 4}" text-anchor="end">0</text>
 <text x="${L}" y="${H - 4}">${esc(first)}</text><text x="${W - 4}" y="${H - 4}" text-anchor="end">${ch.bucket === 'hour' ? '24:00' : esc(new Date(new Date(p.until) - 1).toISOString().slice(0, 10))}</text>
 ${bars}</svg></figure>`;
 }
