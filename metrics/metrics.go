@@ -330,7 +330,9 @@ var (
 )
 
 // scopeCollector reads the engine at scrape time. Key scopes are left out:
-// one series per API key would not scale.
+// one series per API key would not scale. So are budget scopes
+// ("budget:ID", one per budget, keys' too), whose state the
+// weir_budget_* gauges show.
 type scopeCollector struct {
 	scopes func(context.Context) []admission.ScopeStats
 }
@@ -351,7 +353,7 @@ func (c *scopeCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	for _, st := range c.scopes(ctx) {
 		typ, _, _ := strings.Cut(st.Name, ":")
-		if typ == "key" {
+		if typ == "key" || typ == "budget" {
 			continue
 		}
 		ch <- prometheus.MustNewConstMetric(scopeInFlight, prometheus.GaugeValue, float64(st.Used), st.Name, typ)
