@@ -47,6 +47,7 @@ type Tasks interface {
 // view; weir.SpendStore implements it.
 type Spend interface {
 	SpendReport(ctx context.Context, f weir.SpendReportFilter) ([]weir.SpendRow, error)
+	SpendSum(ctx context.Context, f weir.SpendFilter) (weir.Money, error)
 }
 
 // Budgets lists the budgets in force for the spend view: those the

@@ -26,6 +26,7 @@ type fakeSpend struct {
 	recs    []spendRecord
 	err     error
 	filters []weir.SpendReportFilter
+	sums    []weir.SpendFilter
 }
 
 func (f *fakeSpend) SpendReport(_ context.Context, flt weir.SpendReportFilter) ([]weir.SpendRow, error) {
@@ -77,6 +78,27 @@ func (f *fakeSpend) SpendReport(_ context.Context, flt weir.SpendReportFilter) (
 	return out, nil
 }
 
+// SpendSum sums f.Subject's records in [f.From, f.Until).
+func (f *fakeSpend) SpendSum(_ context.Context, flt weir.SpendFilter) (weir.Money, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sums = append(f.sums, flt)
+	if f.err != nil {
+		return 0, f.err
+	}
+	var m weir.Money
+	for _, r := range f.recs {
+		sub := r.key
+		if flt.Subject.Type == "group" {
+			sub = r.group
+		}
+		if sub == flt.Subject.Name && !r.at.Before(flt.From) && r.at.Before(flt.Until) {
+			m = m.Add(r.cost)
+		}
+	}
+	return m, nil
+}
+
 // fakeBudgets lists its budgets, or fails with err.
 type fakeBudgets struct {
 	list []weir.Budget
@@ -97,9 +119,9 @@ func money(t *testing.T, s string) weir.Money {
 // spendFixture is a console over fake spend and budgets: key A (named
 // alpha, group default) spent 1.50 and 0.25 today at 10:00 and 11:00,
 // 2.00 yesterday and 5.00 on the 2nd; key B (group team) a billionth
-// today. Budgets: the default group 2/day with alerts at 80 and 100,
-// key A 1/week, team 10/month, and a model's, which the view leaves
-// out. The fake clock is at Tuesday 2023-11-14 22:13:20 UTC.
+// today. Budgets: the default group 2/day with alerts at 80 and 100 and
+// 20/month, key A 1/week, team 10/month, and a model's, which the view
+// leaves out. The fake clock is at Tuesday 2023-11-14 22:13:20 UTC.
 func spendFixture(t *testing.T) (*testBundle, *fakeSpend, *fakeBudgets, string) {
 	t.Helper()
 	sp, bg := &fakeSpend{}, &fakeBudgets{}
@@ -132,6 +154,7 @@ func spendFixture(t *testing.T) (*testBundle, *fakeSpend, *fakeBudgets, string) 
 		bud("group:default", "2/day", weir.BudgetSoft, 80, 100),
 		bud("key:"+keyA, "1/week", weir.BudgetHard),
 		bud("group:team", "10/month", weir.BudgetHard, 50),
+		bud("group:default", "20/month", weir.BudgetSoft),
 		bud("model:m", "3/day", weir.BudgetHard),
 	}
 	return b, sp, bg, keyA
@@ -161,11 +184,14 @@ func TestSpendView(t *testing.T) {
 		t.Errorf("key A's week budget: %+v", u)
 	}
 	def := day.Groups[0]
-	if def.ID != "default" || def.Spent != money(t, "1.75") || len(def.Budgets) != 1 {
+	if def.ID != "default" || def.Spent != money(t, "1.75") || len(def.Budgets) != 2 {
 		t.Fatalf("group default today: %+v", def)
 	}
 	if u := def.Budgets[0]; u.Spent != money(t, "1.75") || u.Level != "warn" || u.Alert != 80 || u.UsedPct != 87.5 || u.Amount != money(t, "2") {
 		t.Errorf("group default's day budget: %+v", u)
+	}
+	if u := def.Budgets[1]; u.Window != "month" || u.Spent != money(t, "8.75") || u.Level != "ok" {
+		t.Errorf("group default's month budget: %+v", u)
 	}
 	if u := day.Groups[1].Budgets; len(u) != 1 || u[0].Spent != 1 || u[0].Level != "ok" || u[0].WindowStart != time.Date(2023, 11, 1, 0, 0, 0, 0, time.UTC) {
 		t.Errorf("group team's month budget: %+v", u)
@@ -186,17 +212,17 @@ func TestSpendView(t *testing.T) {
 		ch.Points[12].Cost != money(t, "2") || ch.Points[13].Cost != money(t, "1.75") {
 		t.Errorf("month chart of key A: %+v", ch)
 	}
-	// The week's budget windows are the page's: no report beyond the
-	// page's three (key, group, chart) is read for them.
+	// Key A's week budget reads the week's page's report; the day's
+	// budget, alone in its window, one sum; the month's two, one report.
 	sp.mu.Lock()
-	sp.filters = nil
+	sp.filters, sp.sums = nil, nil
 	sp.mu.Unlock()
 	var week SpendPage
 	if code := b.admin(t, "GET", "/console/api/spend?window=week&subject=group:team", "", &week); code != 200 || len(week.Chart.Points) != 2 {
 		t.Fatalf("week: %d %+v", code, week.Chart)
 	}
-	if n := len(sp.filters); n != 5 {
-		t.Errorf("the week's page read %d reports; want 5 (key, group, the day's and the month's budgets, chart)", n)
+	if n, m := len(sp.filters), len(sp.sums); n != 4 || m != 1 {
+		t.Errorf("the week's page read %d reports and %d sums; want 4 (key, group, chart, the month's budgets) and 1 (the day's budget)", n, m)
 	}
 
 	// Money is a decimal string in the JSON.

@@ -19,8 +19,8 @@ type budgetSpan struct {
 // budgetUses are the key and group budgets in force, by subject type
 // and name, each with what its window has spent by now. Budgets whose
 // window is the page's (from, until) read the page's reports; each other
-// window is one report of the store, whatever the number of budgets in
-// it.
+// window is one sum of the store if one budget has it, else one report,
+// whatever the number of budgets in it.
 func (c *Console) budgetUses(ctx context.Context, from, until time.Time, reports map[string][]weir.SpendRow, now time.Time) (map[string]map[string][]BudgetUse, error) {
 	if c.deps.Budgets == nil {
 		return nil, nil
@@ -40,11 +40,20 @@ func (c *Console) budgetUses(ctx context.Context, from, until time.Time, reports
 	}
 	out := map[string]map[string][]BudgetUse{"key": {}, "group": {}}
 	for sp, bs := range spans {
-		rows := reports[sp.typ]
-		if !sp.from.Equal(from) || !sp.until.Equal(until) {
-			if rows, err = c.deps.Spend.SpendReport(ctx, weir.SpendReportFilter{By: sp.typ, From: sp.from, Until: sp.until}); err != nil {
-				return nil, err
-			}
+		var rows []weir.SpendRow
+		switch {
+		case sp.from.Equal(from) && sp.until.Equal(until):
+			rows = reports[sp.typ]
+		case len(bs) == 1:
+			// One subject's spend, which the store sums by its index
+			// (a key's rolling window, anchored at its creation, is
+			// often the only one of its span).
+			rows, err = c.spendSum(ctx, bs[0].Subject, sp)
+		default:
+			rows, err = c.deps.Spend.SpendReport(ctx, weir.SpendReportFilter{By: sp.typ, From: sp.from, Until: sp.until})
+		}
+		if err != nil {
+			return nil, err
 		}
 		spent := make(map[string]weir.Money, len(rows))
 		for _, r := range rows {
@@ -62,6 +71,15 @@ func (c *Console) budgetUses(ctx context.Context, from, until time.Time, reports
 		}
 	}
 	return out, nil
+}
+
+// spendSum is sub's spend in sp, as the one row of a report.
+func (c *Console) spendSum(ctx context.Context, sub weir.BudgetSubject, sp budgetSpan) ([]weir.SpendRow, error) {
+	m, err := c.deps.Spend.SpendSum(ctx, weir.SpendFilter{Subject: sub, From: sp.from, Until: sp.until})
+	if err != nil {
+		return nil, err
+	}
+	return []weir.SpendRow{{Subject: sub.Name, Cost: m}}, nil
 }
 
 // budgetUse is b, in its window sp, having spent spent.
