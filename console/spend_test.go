@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -289,5 +290,33 @@ func TestBudgetLevel(t *testing.T) {
 	}
 	if got := budgetUse(weir.Budget{Amount: 1000}, budgetSpan{}, 999).Level; got != "ok" {
 		t.Errorf("no alerts, 999 of 1000: %s", got)
+	}
+}
+
+// TestSpendViewReadsOnlyListedBudgets: past maxSpendKeys keys, the page
+// lists those that spent most and reads the budgets of those alone.
+func TestSpendViewReadsOnlyListedBudgets(t *testing.T) {
+	t.Parallel()
+	b, sp, bg, _ := spendFixture(t)
+	now := b.clock.Now()
+	bg.list = nil
+	for i := range maxSpendKeys + 2 {
+		// Each key's rolling day from its own anchor: a window of its own.
+		w := weir.Window{Every: 24 * time.Hour, Anchor: now.Add(-time.Duration(i+1) * time.Minute)}
+		bg.list = append(bg.list, weir.Budget{ID: fmt.Sprintf("bgt_%04d", i), Subject: weir.BudgetSubject{Type: "key", Name: fmt.Sprintf("key_%04d", i)},
+			Amount: weir.MoneyScale, Window: w, Mode: weir.BudgetHard, CreatedAt: now, UpdatedAt: now})
+	}
+	var page SpendPage
+	if code := b.admin(t, "GET", "/console/api/spend?window=day", "", &page); code != 200 {
+		t.Fatalf("%d", code)
+	}
+	// key_alpha and key_b spent; of the others, those first by id.
+	if len(page.Keys) != maxSpendKeys || page.HiddenKeys != 4 || page.Keys[2].ID != "key_0000" || len(page.Keys[2].Budgets) != 1 {
+		t.Fatalf("%d keys listed, %d hidden, third %+v", len(page.Keys), page.HiddenKeys, page.Keys[2])
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if n := len(sp.sums); n != maxSpendKeys-2 {
+		t.Errorf("%d budgets' spend read; want %d, the listed keys'", n, maxSpendKeys-2)
 	}
 }

@@ -16,12 +16,9 @@ type budgetSpan struct {
 	from, until time.Time
 }
 
-// budgetUses are the key and group budgets in force, by subject type
-// and name, each with what its window has spent by now. Budgets whose
-// window is the page's (from, until) read the page's reports; each other
-// window is one sum of the store if one budget has it, else one report,
-// whatever the number of budgets in it.
-func (c *Console) budgetUses(ctx context.Context, from, until time.Time, reports map[string][]weir.SpendRow, now time.Time) (map[string]map[string][]BudgetUse, error) {
+// keyGroupBudgets are the budgets in force of keys and groups, the
+// subjects the spend view lists.
+func (c *Console) keyGroupBudgets(ctx context.Context) ([]weir.Budget, error) {
 	if c.deps.Budgets == nil {
 		return nil, nil
 	}
@@ -29,11 +26,48 @@ func (c *Console) budgetUses(ctx context.Context, from, until time.Time, reports
 	if err != nil {
 		return nil, err
 	}
-	spans := make(map[budgetSpan][]weir.Budget)
-	for _, b := range all {
-		if b.Subject.Type != "key" && b.Subject.Type != "group" {
-			continue
+	return slices.DeleteFunc(all, func(b weir.Budget) bool { return b.Subject.Type != "key" && b.Subject.Type != "group" }), nil
+}
+
+// attachBudgets gives each of page's rows its budgets, of budgets, with
+// what each one's window has spent by now.
+func (c *Console) attachBudgets(ctx context.Context, page *SpendPage, reports map[string][]weir.SpendRow, budgets []weir.Budget, now time.Time) error {
+	tables := map[string][]SpendRow{"key": page.Keys, "group": page.Groups}
+	listed := make(map[weir.BudgetSubject]bool, len(page.Keys)+len(page.Groups))
+	for typ, rows := range tables {
+		for _, r := range rows {
+			listed[weir.BudgetSubject{Type: typ, Name: r.ID}] = true
 		}
+	}
+	var shown []weir.Budget
+	for _, b := range budgets {
+		if listed[b.Subject] {
+			shown = append(shown, b)
+		}
+	}
+	uses, err := c.budgetUses(ctx, page.From, page.Until, reports, shown, now)
+	if err != nil {
+		return err
+	}
+	for typ, rows := range tables {
+		for i := range rows {
+			if us := uses[typ][rows[i].ID]; us != nil {
+				rows[i].Budgets = us
+			}
+		}
+	}
+	return nil
+}
+
+// budgetUses are budgets (of keys and groups), by subject type and name,
+// each with what its window has spent by now. Budgets whose window is
+// the page's (from, until) read the page's reports; each other window is
+// one sum of the store if one budget has it, else one report, whatever
+// the number of budgets in it.
+func (c *Console) budgetUses(ctx context.Context, from, until time.Time, reports map[string][]weir.SpendRow, budgets []weir.Budget, now time.Time) (map[string]map[string][]BudgetUse, error) {
+	var err error
+	spans := make(map[budgetSpan][]weir.Budget)
+	for _, b := range budgets {
 		f, u := b.Window.Bounds(now)
 		sp := budgetSpan{typ: b.Subject.Type, from: f.UTC(), until: u.UTC()}
 		spans[sp] = append(spans[sp], b)

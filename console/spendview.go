@@ -123,17 +123,20 @@ func (c *Console) spend(w http.ResponseWriter, r *http.Request) error {
 		}
 		reports[by] = rows
 	}
-	uses, err := c.budgetUses(r.Context(), page.From, page.Until, reports, now)
+	budgets, err := c.keyGroupBudgets(r.Context())
+	page.Keys, page.HiddenKeys = topKeys(spendRows("key", reports["key"], budgets))
+	page.Groups = spendRows("group", reports["group"], budgets)
+	for _, row := range page.Groups {
+		page.Total = page.Total.Add(row.Spent)
+	}
+	if err == nil {
+		// Only the budgets of the rows listed are read.
+		err = c.attachBudgets(r.Context(), &page, reports, budgets, now)
+	}
 	if err != nil {
 		c.deps.Logger.Warn("console: could not read the budgets for the spend view", "error", err)
 		page.BudgetsError = "the budgets could not be read; the gateway's log says why"
 	}
-	page.Keys = spendRows("key", reports["key"], uses["key"])
-	page.Groups = spendRows("group", reports["group"], uses["group"])
-	for _, row := range page.Groups {
-		page.Total = page.Total.Add(row.Spent)
-	}
-	page.Keys, page.HiddenKeys = topKeys(page.Keys)
 	c.nameKeys(r.Context(), page.Keys)
 	if page.Chart, err = c.spendChart(r.Context(), page.From, page.Until, now, chartOf); err != nil {
 		return err
@@ -153,10 +156,10 @@ func (c *Console) spendReport(ctx context.Context, f weir.SpendReportFilter) ([]
 }
 
 // spendRows are the page's rows of one subject type: each subject with
-// spend in the window (reported, summed over buckets), and each with a
-// budget (uses, by subject name) though it spent nothing; by spend,
-// most first, then by id.
-func spendRows(typ string, reported []weir.SpendRow, uses map[string][]BudgetUse) []SpendRow {
+// spend in the window (reported, summed over buckets), and each with one
+// of budgets though it spent nothing; by spend, most first, then by id.
+// Their budgets are for attachBudgets to fill in.
+func spendRows(typ string, reported []weir.SpendRow, budgets []weir.Budget) []SpendRow {
 	byID := make(map[string]*SpendRow)
 	row := func(id string) *SpendRow {
 		if r, ok := byID[id]; ok {
@@ -173,8 +176,10 @@ func spendRows(typ string, reported []weir.SpendRow, uses map[string][]BudgetUse
 		r.Tokens += sr.Tokens
 		r.Estimated += sr.Estimated
 	}
-	for id, us := range uses {
-		row(id).Budgets = us
+	for _, b := range budgets {
+		if b.Subject.Type == typ {
+			row(b.Subject.Name)
+		}
 	}
 	out := make([]SpendRow, 0, len(byID))
 	for _, r := range byID {
