@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/config"
 	"github.com/weir-gateway/weir/console"
 	"github.com/weir-gateway/weir/metrics"
@@ -22,8 +23,9 @@ func (g gauges) BudgetGauges(context.Context) []metrics.BudgetGauge { return g }
 
 // TestSpendWiring: the console's spend view shows the config file's
 // budgets beside the store's (and a reload's in place of the last), the
-// metrics label spend by key when the config asks, and the budget
-// gauges read whatever reports them.
+// metrics label spend by key when the config asks, the budget gauges read
+// the engine, or the store before it has a budget's window, or whatever
+// reports them itself, and the gateway's budget alerts are counted.
 func TestSpendWiring(t *testing.T) {
 	t.Parallel()
 	const token = "spend-token"
@@ -68,6 +70,31 @@ func TestSpendWiring(t *testing.T) {
 		t.Errorf("keys: %+v; want key_x with the store's budget", page.Keys)
 	}
 
+	// The budget gauges: the store's spend before the engine has the
+	// budget's scope, the engine's after; keys' too, as the config asks.
+	m.watchBudgets(m.Gateway)
+	body := get("/metrics")
+	for _, want := range []string{
+		`weir_budget_remaining{budget="cfg:group:default:day",mode="soft",subject="default",subject_type="group"} 5`,
+		`weir_budget_remaining{budget="bgt_spendwiring",mode="hard",subject="key_x",subject_type="key"} 2`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics has no %s", want)
+		}
+	}
+	from, until := weir.Window{Unit: weir.WindowDay}.Bounds(time.Now())
+	if err := m.Engine.SetScope(t.Context(), weir.BudgetScope("cfg:group:default:day"), admission.ScopeConfig{
+		Budget: int64(5 * weir.MoneyScale), BudgetFrom: from, BudgetUntil: until, BudgetSpent: int64(3 * weir.MoneyScale / 2), Shadow: true}); err != nil {
+		t.Fatal(err)
+	}
+	if body := get("/metrics"); !strings.Contains(body, `weir_budget_spent{budget="cfg:group:default:day",mode="soft",subject="default",subject_type="group"} 1.5`) {
+		t.Errorf("/metrics has not the engine's spend of the default group's budget")
+	}
+	consoleMetrics{Metrics: m.Metrics}.BudgetAlert("soft", true)
+	if body := get("/metrics"); !strings.Contains(body, `weir_budget_alerts_total{mode="soft",sent="true"} 1`) {
+		t.Errorf("/metrics does not count the gateway's budget alerts")
+	}
+
 	// A catalog applied without budgets takes the config file's away.
 	if err := m.apply(t.Context(), config.Default()); err != nil {
 		t.Fatal(err)
@@ -80,10 +107,6 @@ func TestSpendWiring(t *testing.T) {
 	m.Metrics.Spent("key_x", "default", "chat", "up/chat", weir.MoneyScale/2)
 	if body := get("/metrics"); !strings.Contains(body, `weir_spend_total{group="default",key="key_x",model="chat",platform_model="up/chat"} 0.5`) {
 		t.Errorf("/metrics has no spend by key")
-	}
-	m.watchBudgets(m.Gateway) // reports none (yet): no gauges
-	if body := get("/metrics"); strings.Contains(body, "weir_budget_amount{") {
-		t.Errorf("budget gauges with nothing reporting them")
 	}
 	m.watchBudgets(gauges{{ID: "cfg:group:default:day", SubjectType: "group", Subject: "default", Mode: "soft", Amount: 5 * weir.MoneyScale}})
 	if body := get("/metrics"); !strings.Contains(body, `weir_budget_remaining{budget="cfg:group:default:day",mode="soft",subject="default",subject_type="group"} 5`) {

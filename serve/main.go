@@ -524,6 +524,3 @@ func (c consoleMetrics) ObserveQueueWait(model string, d time.Duration) {
 	c.Metrics.ObserveQueueWait(model, d)
 	c.rec.ObserveQueueWait(model, d)
 }
-
-// BudgetAlert is not yet counted in Prometheus.
-func (c consoleMetrics) BudgetAlert(string, bool) {}
