@@ -46,6 +46,18 @@ func (l *budgetList) applied(cat weir.Catalog) {
 	l.catalog.Store(&bs)
 }
 
+// recordUsage takes one request's usage record: to the store (in
+// batches), to the console's charts, and its cost to weir_spend_total.
+// A record of a request that reached no upstream and cost nothing (one
+// refused or timed out in the queue) adds no spend series.
+func (m *Main) recordUsage(u weir.Usage) {
+	m.Usage.Record(u)
+	m.Recorder.Usage(u)
+	if u.PlatformModel != "" || u.Cost > 0 {
+		m.Metrics.Spent(u.KeyID, u.Group, u.Model, u.PlatformModel, u.Cost)
+	}
+}
+
 // budgetGauger is what reports the budgets' state for the weir_budget_*
 // gauges, if a part does so itself; otherwise serve reads it from the
 // engine (budgetGauges).

@@ -104,9 +104,13 @@ func TestSpendWiring(t *testing.T) {
 		t.Errorf("after a reload without budgets: %+v %v", bs, err)
 	}
 
-	m.Metrics.Spent("key_x", "default", "chat", "up/chat", weir.MoneyScale/2)
+	m.recordUsage(weir.Usage{RequestID: "req_1", KeyID: "key_x", Group: "default", Model: "chat", PlatformModel: "up/chat", Cost: weir.MoneyScale / 2, Status: 200, Outcome: "ok", At: now})
+	m.recordUsage(weir.Usage{RequestID: "req_2", KeyID: "key_x", Group: "default", Model: "chat", Status: 429, Outcome: "queue_full", At: now})
 	if body := get("/metrics"); !strings.Contains(body, `weir_spend_total{group="default",key="key_x",model="chat",platform_model="up/chat"} 0.5`) {
 		t.Errorf("/metrics has no spend by key")
+	}
+	if body := get("/metrics"); strings.Contains(body, `platform_model=""`) {
+		t.Errorf("a request that reached no upstream counted in weir_spend_total")
 	}
 	m.watchBudgets(gauges{{ID: "cfg:group:default:day", SubjectType: "group", Subject: "default", Mode: "soft", Amount: 5 * weir.MoneyScale}})
 	if body := get("/metrics"); !strings.Contains(body, `weir_budget_remaining{budget="cfg:group:default:day",mode="soft",subject="default",subject_type="group"} 5`) {

@@ -238,10 +238,7 @@ func (m *Main) newFront() {
 	deps := httpapi.Deps{Gateway: m.Gateway, Queues: m.Gateway, Responses: m.Gateway, Logger: m.Logger, Metrics: m.Metrics,
 		MetricsHandler: m.Metrics.Handler(), Ready: m.ready, Tasks: tasks, Fleet: fleetView, Nodes: nodeViews,
 		RelayPath: edge.RelayPath, Console: m.Console.Handler(), Spend: m.DB, Budgets: m.DB,
-		Usage: func(u weir.Usage) {
-			m.Usage.Record(u)
-			m.Recorder.Usage(u)
-		},
+		Usage: m.recordUsage,
 	}
 	if m.Relay != nil && m.Hub != nil {
 		deps.Relay = m.Relay.Handler()
