@@ -215,6 +215,9 @@ try {
     if (total === '0.00') await new Promise((ok) => setTimeout(ok, 100));
   }
   if (total === '0.00') fail('no spend recorded for the burst');
+  const metrics = await (await fetch(`${base}/metrics`)).text();
+  const counted = metrics.split('\n').find((l) => l.startsWith('weir_spend_total{') && l.includes('group="default"'));
+  if (!counted || !(Number(counted.split(' ').pop()) > 0)) fail(`weir_spend_total has no spend of the default group: ${counted}`);
   await page.goto(`${base}/#/spend`);
   await page.selectOption('#spend-window', 'day');
   const bar = '[data-testid=spend-groups] tr[data-subject="group:default"] [data-testid=budget]';
