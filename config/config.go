@@ -130,6 +130,12 @@ type Server struct {
 	// token, or loopback trust as AdminLoopback says). Default false:
 	// /metrics is open, as most Prometheus scrapers expect.
 	MetricsAuth bool `yaml:"metrics_auth"`
+	// MetricsSpendByKey adds a key label (the key's id) to
+	// weir_spend_total and shows keys' budgets in the weir_budget_*
+	// gauges: one series per key, which suits a gateway with few keys.
+	// Default false: spend by group, model and platform model, and no
+	// key's budget.
+	MetricsSpendByKey bool `yaml:"metrics_spend_by_key"`
 	// UsageFlushInterval is how often buffered usage records are written to
 	// storage. Default 1s.
 	UsageFlushInterval time.Duration `yaml:"usage_flush_interval"`

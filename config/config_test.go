@@ -130,6 +130,7 @@ func TestDefaultValues(t *testing.T) {
 			IdleTimeout:        120 * time.Second,
 			AdminLoopback:      "auto",
 			MetricsAuth:        false,
+			MetricsSpendByKey:  false,
 		},
 		Storage: Storage{Driver: "sqlite", Path: "weir.db"},
 		Fleet: Fleet{
@@ -307,6 +308,7 @@ func TestEnvOverrides(t *testing.T) {
 		{"WEIR_SERVER_ADMIN_TOKEN", "s3cret", func(c *Config) { c.Server.AdminToken = "s3cret" }},
 		{"WEIR_SERVER_ADMIN_LOOPBACK", "false", func(c *Config) { c.Server.AdminLoopback = "false" }},
 		{"WEIR_SERVER_METRICS_AUTH", "true", func(c *Config) { c.Server.MetricsAuth = true }},
+		{"WEIR_SERVER_METRICS_SPEND_BY_KEY", "true", func(c *Config) { c.Server.MetricsSpendByKey = true }},
 		{"WEIR_SERVER_PUBLIC_URL", "https://weir.example.com", func(c *Config) { c.Server.PublicURL = "https://weir.example.com" }},
 		{"WEIR_SERVER_USAGE_FLUSH_INTERVAL", "100ms", func(c *Config) { c.Server.UsageFlushInterval = 100 * time.Millisecond }},
 		{"WEIR_SERVER_KEY_CACHE_TTL", "500ms", func(c *Config) { c.Server.KeyCacheTTL = 500 * time.Millisecond }},

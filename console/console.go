@@ -94,6 +94,11 @@ type Deps struct {
 	// Tasks is the task front (gateway.Tasks); nil: no tasks view.
 	Tasks Tasks
 	Keys  KeyStore
+	// Spend reports spend for the spend view; nil: the view says the
+	// gateway keeps none. Budgets are the budgets it shows spend
+	// against; nil: none.
+	Spend   Spend
+	Budgets Budgets
 	// Nodes lists the edge nodes (edge.Hub.Nodes); nil: none.
 	Nodes func(ctx context.Context) []weir.NodeView
 	// Fleet describes the fleet, JSON-encodable; nil outside a fleet.

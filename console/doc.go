@@ -18,7 +18,12 @@
 // engine will admit them (admission.Inspector), a page at a time, and its
 // leases. Keys are shown by name, the id beside it (keyNames). Tasks,
 // keys (with their usage over the last 24 hours, from the store) and
-// edge nodes.
+// edge nodes. Spend (spendview.go): what each key and group spent in the
+// current UTC day, week or month, each against its budgets (the store's
+// and the config file's, each in its own window, as a bar that turns
+// amber at its first alert threshold and red when used up), and a chart
+// of spend over the window, in total or for one key or group, read from
+// the store's spend reports when the page asks.
 //
 // Actions, each confirmed in the page: cancel a task or a waiter, drain
 // and resume a platform model (until lifted), set a scope's limit (until
@@ -67,7 +72,7 @@
 // Plain HTML, CSS and one ES module (assets/), embedded with embed and
 // served as they are: no framework, no build step, nothing fetched from
 // the internet at run time, and so no built files that can go stale and
-// no Node in the Go build. The console is a handful of tables, five
+// no Node in the Go build. The console is a handful of tables, six
 // views and three kinds of line chart; a framework's components, a
 // bundler and a charting library would each be larger than the whole
 // page and a dependency to keep current. Charts are SVG paths drawn from

@@ -47,6 +47,7 @@ func (c *Console) Handler() http.Handler {
 	mux.HandleFunc("GET /console/api/keys", c.read(c.listKeys))
 	mux.HandleFunc("POST /console/api/keys", c.act(c.createKey))
 	mux.HandleFunc("POST /console/api/keys/{id}/revoke", c.act(c.revokeKey))
+	mux.HandleFunc("GET /console/api/spend", c.read(c.spend))
 	mux.HandleFunc("POST /console/api/waiters/cancel", c.act(c.cancelWaiter))
 	mux.HandleFunc("POST /console/api/drain", c.act(c.drain))
 	mux.HandleFunc("POST /console/api/limit", c.act(c.setLimit))

@@ -43,7 +43,22 @@ type Tasks interface {
 	Deliveries(ctx context.Context, id string) ([]gateway.TaskDelivery, error)
 }
 
+// Spend sums what requests cost, from the usage records, for the spend
+// view; weir.SpendStore implements it.
+type Spend interface {
+	SpendReport(ctx context.Context, f weir.SpendReportFilter) ([]weir.SpendRow, error)
+	SpendSum(ctx context.Context, f weir.SpendFilter) (weir.Money, error)
+}
+
+// Budgets lists the budgets in force for the spend view: those the
+// store keeps (the admin API's, the CLI's) and the applied catalog's
+// (the config file's), which serve merges.
+type Budgets interface {
+	Budgets(ctx context.Context) ([]weir.Budget, error)
+}
+
 var (
+	_ Spend    = weir.SpendStore(nil)
 	_ Gateway  = (*gateway.Service)(nil)
 	_ Operator = (*gateway.Service)(nil)
 	_ Tasks    = (*gateway.Tasks)(nil)

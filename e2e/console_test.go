@@ -41,7 +41,8 @@ func browserReady() string {
 // TestConsoleInBrowser: log in, watch a burst queue up and drain live on a
 // capacity-2 model, open its scope's queue and see positions change,
 // cancel a queued task, create and revoke keys, drain and resume a
-// platform model, and be refused without the token. Screenshots of each
+// platform model, see the burst's spend against its group's budget, and
+// be refused without the token. Screenshots of each
 // view go to $WEIR_SCREENSHOTS, or e2e/browser/screenshots.
 func TestConsoleInBrowser(t *testing.T) {
 	if missing := browserReady(); missing != "" {
@@ -66,6 +67,7 @@ platform_models:
     upstream: gpt-4o-mini
     concurrency: 2
     queue_limit: 50
+    price: {input: 1000, output: 1000}
   - name: up/video
     platform: up
     upstream: sora-2
@@ -79,6 +81,11 @@ models:
     kind: video
     candidates:
       - platform_model: up/video
+budgets:
+  - subject: group:default
+    budget: 0.000001/day
+    mode: soft
+    alerts: [50]
 `, up.URL))
 	_, key := g.createKey(t, "--name", "burst")
 	doomedID, doomed := g.createKey(t, "--name", "doomed")

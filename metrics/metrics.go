@@ -1,7 +1,7 @@
 // Package metrics holds Weir's Prometheus collectors: admission outcomes
 // and waits (fed by the engine's Observer), per-scope in-flight and waiting
 // (read from the engine at scrape time), HTTP requests, and upstream
-// latency and errors per platform model.
+// latency and errors per platform model, spend and budgets (spend.go).
 package metrics
 
 import (
@@ -45,6 +45,7 @@ type Metrics struct {
 	relayed    *prometheus.CounterVec
 	shadow     *prometheus.CounterVec
 	logins     *prometheus.CounterVec
+	spendState spendState
 }
 
 // New returns Metrics on a fresh registry. scopes, if set, is read at
@@ -55,6 +56,7 @@ func New(scopes func(context.Context) []admission.ScopeStats) *Metrics {
 	m.Registry.MustRegister(m.taskCollectors()...)
 	m.Registry.MustRegister(m.operatorCollectors()...)
 	m.Registry.MustRegister(m.edgeCollectors()...)
+	m.Registry.MustRegister(m.spendCollectors()...)
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if scopes != nil {
 		m.Registry.MustRegister(&scopeCollector{scopes: scopes})
@@ -328,7 +330,9 @@ var (
 )
 
 // scopeCollector reads the engine at scrape time. Key scopes are left out:
-// one series per API key would not scale.
+// one series per API key would not scale. So are budget scopes
+// ("budget:ID", one per budget, keys' too), whose state the
+// weir_budget_* gauges show.
 type scopeCollector struct {
 	scopes func(context.Context) []admission.ScopeStats
 }
@@ -349,7 +353,7 @@ func (c *scopeCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	for _, st := range c.scopes(ctx) {
 		typ, _, _ := strings.Cut(st.Name, ":")
-		if typ == "key" {
+		if typ == "key" || typ == "budget" {
 			continue
 		}
 		ch <- prometheus.MustNewConstMetric(scopeInFlight, prometheus.GaugeValue, float64(st.Used), st.Name, typ)

@@ -60,6 +60,7 @@ func TestScopeGaugesLeaveOutKeys(t *testing.T) {
 		return []admission.ScopeStats{
 			{Name: "pm:a/b", Used: 2, Queued: 5, Config: admission.ScopeConfig{Limit: 2}},
 			{Name: "key:k1", Used: 1},
+			{Name: "budget:bgt_k1", Used: 1},
 		}
 	})
 	m.ObserveUpstream("a/b", "ok", time.Millisecond)

@@ -61,8 +61,11 @@ type Main struct {
 	// request path.
 	Console  *console.Console
 	Recorder *console.Recorder
-	ln       net.Listener
-	edgeLn   net.Listener
+	// budgets are the budgets in force, the store's and the applied
+	// catalog's, for the console's spend view.
+	budgets *budgetList
+	ln      net.Listener
+	edgeLn  net.Listener
 
 	// parts are the long-lived parts, in the order they start; Stop
 	// stops them in reverse.
@@ -110,7 +113,9 @@ func (m *Main) assemble(ctx context.Context) error {
 		return err
 	}
 	m.Metrics = metrics.New(func(ctx context.Context) []admission.ScopeStats { return m.Engine.Scopes(ctx) })
+	m.Metrics.SetSpendByKey(cfg.Server.MetricsSpendByKey)
 	m.Recorder = console.NewRecorder()
+	m.budgets = &budgetList{store: db}
 	if err := m.newEngine(ctx); err != nil {
 		return err
 	}
@@ -127,6 +132,7 @@ func (m *Main) assemble(ctx context.Context) error {
 		Router:  router.New(router.Options{Failures: cfg.Server.Cooldown.Failures, Cooldown: cfg.Server.Cooldown.Duration}),
 		Metrics: consoleMetrics{Metrics: m.Metrics, rec: m.Recorder},
 	})
+	m.watchBudgets(m.Gateway)
 	// The catalog first; then drains, run-time limits and pauses set
 	// through other replicas.
 	m.parts.Add("gateway", lifecycle.Funcs{
@@ -228,14 +234,11 @@ func (m *Main) newFront() {
 		fleetAny = func(ctx context.Context) any { return m.fleetView(ctx) }
 	}
 	m.Console = console.New(consoleConfig(cfg), console.Deps{Gateway: m.Gateway, Operator: m.Gateway, Tasks: tasks, Keys: m.DB,
-		Nodes: nodeViews, Fleet: fleetAny, Recorder: m.Recorder, Metrics: m.Metrics, Logger: m.Logger})
+		Spend: m.DB, Budgets: m.budgets, Nodes: nodeViews, Fleet: fleetAny, Recorder: m.Recorder, Metrics: m.Metrics, Logger: m.Logger})
 	deps := httpapi.Deps{Gateway: m.Gateway, Queues: m.Gateway, Responses: m.Gateway, Logger: m.Logger, Metrics: m.Metrics,
 		MetricsHandler: m.Metrics.Handler(), Ready: m.ready, Tasks: tasks, Fleet: fleetView, Nodes: nodeViews,
 		RelayPath: edge.RelayPath, Console: m.Console.Handler(), Spend: m.DB, Budgets: m.DB,
-		Usage: func(u weir.Usage) {
-			m.Usage.Record(u)
-			m.Recorder.Usage(u)
-		},
+		Usage: m.recordUsage,
 	}
 	if m.Relay != nil && m.Hub != nil {
 		deps.Relay = m.Relay.Handler()
@@ -316,7 +319,13 @@ func (m *Main) apply(ctx context.Context, cfg *config.Config) error {
 		m.Logger.Warn("the catalog has no models: every model request will get 404 until platforms, platform_models and models are configured (examples/weir.yaml shows them)",
 			"config", m.ConfigPath)
 	}
-	return m.Gateway.Apply(ctx, cat, cfg.DefaultGroup)
+	if err := m.Gateway.Apply(ctx, cat, cfg.DefaultGroup); err != nil {
+		return err
+	}
+	if m.budgets != nil {
+		m.budgets.applied(cat)
+	}
+	return nil
 }
 
 // Addr is where the gateway listens.
@@ -512,6 +521,3 @@ func (c consoleMetrics) ObserveQueueWait(model string, d time.Duration) {
 	c.Metrics.ObserveQueueWait(model, d)
 	c.rec.ObserveQueueWait(model, d)
 }
-
-// BudgetAlert is not yet counted in Prometheus.
-func (c consoleMetrics) BudgetAlert(string, bool) {}

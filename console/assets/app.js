@@ -13,6 +13,7 @@ const state = {
   secret: null,    // a key's secret, shown once after creating it
   taskFilter: { status: '', model: '' },
   queuePage: { scope: '', offset: 0 },
+  spend: { window: 'month', subject: '' }, // the spend view's window, and whose spend it charts
 };
 
 const QUEUE_PAGE = 100; // waiters a page of the queue view
@@ -179,7 +180,7 @@ const series = (model, f) => state.points.map((p) => f(p.models?.[model] || {}))
 
 // ---- views ----
 
-const views = { overview, scopes, queue, tasks, task: taskDetail, keys, nodes };
+const views = { overview, scopes, queue, tasks, task: taskDetail, keys, spend, nodes };
 
 function route() {
   const [, name = 'overview', ...rest] = location.hash.split('/');
@@ -459,6 +460,85 @@ async function keys() {
   };
   if (state.secret) $('#hide-secret').onclick = () => { state.secret = null; keys(); };
   for (const b of document.querySelectorAll('[data-revoke]')) b.onclick = () => act(`Revoke key ${b.dataset.revoke}? Its requests are refused from now on (within 2 s); this cannot be undone.`, 'Revoke', `/console/api/keys/${encodeURIComponent(b.dataset.revoke)}/revoke`, {}, () => alertBox(`key ${b.dataset.revoke} revoked`, 'ok'));
+}
+
+// ---- spend ----
+
+let spendSeq = 0;
+async function spend() {
+  const seq = ++spendSeq;
+  const f = state.spend;
+  const qs = new URLSearchParams({ window: f.window });
+  if (f.subject) qs.set('subject', f.subject);
+  let p;
+  try { p = await api('/console/api/spend?' + qs); } catch (e) { $('#view').innerHTML = `<h2>Spend</h2><p class="error">${esc(e.message)}</p>`; return; }
+  if (seq !== spendSeq || route().name !== 'spend') return;
+  const day = (t) => new Date(t).toISOString().slice(0, 10);
+  const last = new Date(new Date(p.until).getTime() - 1);
+  let html = `<div class="bar"><h2>Spend</h2>
+<label>window <select id="spend-window">${['day', 'week', 'month'].map((w) => `<option value="${w}" ${f.window === w ? 'selected' : ''}>this ${w}</option>`).join('')}</select></label>
+<span>${esc(day(p.from))}${f.window === 'day' ? '' : ` – ${esc(day(last))}`} (UTC) · total <b data-testid="spend-total">${esc(p.total)}</b></span>
+<button class="quiet small" id="spend-refresh">Refresh</button></div>`;
+  if (p.budgets_error) html += `<p class="error">${esc(p.budgets_error)}</p>`;
+  html += spendChart(p);
+  html += spendTable('Groups', 'spend-groups', p.groups) + spendTable('Keys', 'spend-keys', p.keys);
+  if (p.hidden_keys) html += `<p class="muted">${num(p.hidden_keys)} more keys spent less and are not listed.</p>`;
+  html += `<p class="muted">Spend is summed from the usage records (every replica's, a few seconds behind). Each budget's bar is its own window's spend: amber from its first alert threshold, red once it is used up.</p>`;
+  $('#view').innerHTML = html;
+  $('#spend-window').onchange = (e) => { f.window = e.target.value; spend(); };
+  $('#spend-subject').onchange = (e) => { f.subject = e.target.value; spend(); };
+  $('#spend-refresh').onclick = () => spend();
+  for (const b of document.querySelectorAll('[data-chart]')) b.onclick = () => { f.subject = b.dataset.chart; spend(); };
+}
+
+// spendTable lists rows (keys or groups) with their spend and budgets.
+function spendTable(title, testid, rows) {
+  let html = `<h3>${title}</h3><table data-testid="${testid}"><thead><tr><th>${title === 'Keys' ? 'key' : 'group'}</th><th>spent</th><th>budgets</th><th>requests</th><th>tokens</th><th>estimated</th><th></th></tr></thead><tbody>`;
+  for (const r of rows) {
+    const who = r.subject.startsWith('key:') ? keyText(r.id, r.name) : esc(r.id || '(none)');
+    html += `<tr data-subject="${esc(r.subject)}"><td>${who}</td><td data-testid="spent"><b>${esc(r.spent)}</b></td><td>${r.budgets.map(budgetBar).join('') || '<span class="muted">none</span>'}</td>
+<td>${num(r.requests)}</td><td>${num(r.tokens)}</td><td>${r.estimated ? num(r.estimated) : '—'}</td><td><button class="quiet small" data-chart="${esc(r.subject)}">chart</button></td></tr>`;
+  }
+  if (!rows.length) html += `<tr><td colspan="7" class="muted">no spend and no budget in this window</td></tr>`;
+  return html + '</tbody></table>';
+}
+
+// amount writes a chart's axis amount to three significant digits (the
+// tables show money exactly, as the gateway writes it).
+const amount = (v) => Number(v).toLocaleString('en-US', { maximumSignificantDigits: 3 });
+
+// budgetBar is one budget: a bar of the share of it used (red past its
+// amount, amber past its first alert threshold) and the figures.
+function budgetBar(u) {
+  const pct = Math.max(0, u.used_pct);
+  const mark = u.alert && u.alert < 100 ? `<line class="mark" x1="${u.alert}" y1="0" x2="${u.alert}" y2="8"/>` : '';
+  return `<div class="budget" data-testid="budget" data-level="${esc(u.level)}" title="${esc(u.id)}: ${esc(new Date(u.window_start).toLocaleString())} – ${esc(new Date(u.window_end).toLocaleString())}">
+<svg class="meter" viewBox="0 0 100 8" preserveAspectRatio="none" role="img" aria-label="${pct.toFixed(0)}% used"><rect class="track" width="100" height="8"/><rect class="fill lvl-${esc(u.level)}" width="${Math.min(pct, 100).toFixed(2)}" height="8"/>${mark}</svg>
+<span class="${u.level === 'over' ? 'bad' : u.level === 'warn' ? 'warn' : ''}">${pct < 10 ? pct.toFixed(1) : num(Math.round(pct))}%</span> ${esc(u.spent)} of ${esc(u.amount)} / ${esc(u.window)}${u.zone ? ` ${esc(u.zone)}` : ''} <span class="tag">${esc(u.mode)}</span></div>`;
+}
+
+// spendChart draws the window's spend as a bar per bucket, the total's
+// or one subject's, with a choice of whose.
+function spendChart(p) {
+  const ch = p.chart, f = state.spend;
+  const opts = [...p.groups.map((g) => [g.subject, `group ${g.id || '(none)'}`]), ...p.keys.map((k) => [k.subject, `key ${k.name || k.id}`])];
+  if (ch.subject && !opts.some(([v]) => v === ch.subject)) opts.push([ch.subject, ch.subject]);
+  const pick = `<select id="spend-subject"><option value="">everyone</option>${opts.map(([v, l]) => `<option value="${esc(v)}" ${f.subject === v ? 'selected' : ''}>${esc(l)}</option>`).join('')}</select>`;
+  const W = 840, H = 160, L = 54, B = 18, T = 10;
+  const step = ch.bucket === 'hour' ? 3600e3 : 86400e3;
+  const slots = Math.max(1, Math.round((new Date(p.until) - new Date(p.from)) / step));
+  const vals = ch.points.map((pt) => Number(pt.cost));
+  const max = niceCeil(Math.max(...vals, 0) || 1);
+  const bw = (W - L - 4) / slots;
+  const y = (v) => T + (H - T - B) * (1 - v / max);
+  const bars = vals.map((v, i) => `<rect class="spend-bar" x="${(L + i * bw + 1).toFixed(1)}" y="${y(v).toFixed(1)}" width="${Math.max(1, bw - 2).toFixed(1)}" height="${(y(0) - y(v)).toFixed(1)}"><title>${esc(new Date(ch.points[i].t).toISOString().slice(0, ch.bucket === 'hour' ? 16 : 10).replace('T', ' '))}: ${esc(ch.points[i].cost)}</title></rect>`).join('');
+  const first = new Date(p.from).toISOString().slice(0, 10);
+  return `<figure class="chart wide" data-testid="spend-chart"><figcaption>Spend by ${esc(ch.bucket)} (UTC) of ${pick}</figcaption>
+<svg viewBox="0 0 ${W} ${H}" role="img" aria-label="spend by ${esc(ch.bucket)}">
+<line class="axis" x1="${L}" y1="${y(0)}" x2="${W - 4}" y2="${y(0)}"/><line class="grid" x1="${L}" y1="${y(max)}" x2="${W - 4}" y2="${y(max)}"/><line class="grid" x1="${L}" y1="${y(max / 2)}" x2="${W - 4}" y2="${y(max / 2)}"/>
+<text x="${L - 4}" y="${y(max) + 4}" text-anchor="end">${esc(amount(max))}</text><text x="${L - 4}" y="${y(max / 2) + 4}" text-anchor="end">${esc(amount(max / 2))}</text><text x="${L - 4}" y="${y(0) + 4}" text-anchor="end">0</text>
+<text x="${L}" y="${H - 4}">${esc(first)}</text><text x="${W - 4}" y="${H - 4}" text-anchor="end">${ch.bucket === 'hour' ? '24:00' : esc(new Date(new Date(p.until) - 1).toISOString().slice(0, 10))}</text>
+${bars}</svg></figure>`;
 }
 
 function nodes() {

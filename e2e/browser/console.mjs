@@ -205,11 +205,39 @@ try {
   const after = await chat('after-resume');
   if (after.status !== 200) fail(`after resuming: ${after.status} ${after.body}`);
 
+  // 8. Spend: the burst's cost against its group's (soft) budget, a
+  // millionth a day, used up: its bar is red.
+  step("the spend page shows the group's budget used up");
+  let total = '0.00';
+  for (let i = 0; i < 100 && total === '0.00'; i++) {
+    const r = await fetch(`${base}/admin/spend?by=group&window=day`, { headers: { Authorization: `Bearer ${token}` } });
+    total = (await r.json()).total ?? '0.00';
+    if (total === '0.00') await new Promise((ok) => setTimeout(ok, 100));
+  }
+  if (total === '0.00') fail('no spend recorded for the burst');
+  const metrics = await (await fetch(`${base}/metrics`)).text();
+  const counted = metrics.split('\n').find((l) => l.startsWith('weir_spend_total{') && l.includes('group="default"'));
+  if (!counted || !(Number(counted.split(' ').pop()) > 0)) fail(`weir_spend_total has no spend of the default group: ${counted}`);
+  await page.goto(`${base}/#/spend`);
+  await page.selectOption('#spend-window', 'day');
+  const bar = '[data-testid=spend-groups] tr[data-subject="group:default"] [data-testid=budget]';
+  await waitFor(page, "the default group's budget bar", (sel) => !!document.querySelector(sel), bar);
+  const b = await page.evaluate((sel) => {
+    const el = document.querySelector(sel);
+    const fill = el.querySelector('rect.fill');
+    return { level: el.dataset.level, cls: fill?.getAttribute('class'), width: Number(fill?.getAttribute('width')), color: fill && getComputedStyle(fill).fill };
+  }, bar);
+  if (b.level !== 'over' || b.cls !== 'fill lvl-over' || b.width !== 100) fail(`the budget bar: ${JSON.stringify(b)}; want a full red one`);
+  const spent = await page.textContent('[data-testid=spend-groups] tr[data-subject="group:default"] [data-testid=spent]');
+  if (!(Number(spent) > 0)) fail(`the default group spent ${spent}`);
+  if ((await page.locator('[data-testid=spend-chart] rect.spend-bar').count()) < 1) fail('the spend chart has no bars');
+  await shot(page, 'spend');
+
   await page.goto(`${base}/#/nodes`);
   await page.waitForSelector('main h2');
   await shot(page, 'nodes');
 
-  // 8. Log out: the console is closed again.
+  // 9. Log out: the console is closed again.
   step('log out');
   await page.click('#logout');
   await page.waitForSelector('#login');
