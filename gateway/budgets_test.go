@@ -350,3 +350,30 @@ func (j *recordedJournal) Reserve(r weir.Reservation) {
 	defer j.mu.Unlock()
 	j.rs = append(j.rs, r)
 }
+
+// A task that ended has a usage record of what it cost, as its budgets
+// counted it, in its key's group; one that never ran has none.
+func TestTaskUsage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{catalog: func(c *weir.Catalog) {
+		videoCatalog(c)
+		c.PlatformModels[len(c.PlatformModels)-1].Price = weir.Price{Second: weir.MoneyScale / 10}
+	}})
+	ctx := t.Context()
+	if err := b.store.KeyCreate(ctx, weir.APIKey{ID: "key_v", Hash: "hash_v", Group: "gold", CreatedAt: b.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	now := b.clock.Now()
+	tk := weir.Task{ID: "task_1", KeyID: "key_v", Model: "v", PlatformModel: "up/v", Input: []byte(`{"seconds":"8"}`),
+		Status: weir.TaskSucceeded, CreatedAt: now, AdmittedAt: now.Add(time.Second), FinishedAt: now.Add(time.Minute)}
+	u, ok := b.svc.TaskUsage(tk)
+	want := weir.Usage{RequestID: "task_1", KeyID: "key_v", Group: "gold", Model: "v", PlatformModel: "up/v", Endpoint: "tasks",
+		Outcome: "succeeded", Cost: 8 * weir.MoneyScale / 10, Waited: time.Second, Latency: 59 * time.Second, At: tk.FinishedAt}
+	if !ok || u != want {
+		t.Errorf("usage %+v, %v; want %+v", u, ok, want)
+	}
+	tk.AdmittedAt, tk.PlatformModel, tk.Status = time.Time{}, "", weir.TaskExpired
+	if u, ok := b.svc.TaskUsage(tk); ok {
+		t.Errorf("a task that never ran: usage %+v", u)
+	}
+}

@@ -1,6 +1,10 @@
 package gateway
 
-import "github.com/weir-gateway/weir"
+import (
+	"context"
+
+	"github.com/weir-gateway/weir"
+)
 
 // Cost is what c cost so far, at the price of whatever served it: the
 // sum over its attempts of each one's cost (an attempt whose answer
@@ -64,4 +68,24 @@ func (s *Service) TaskCost(t weir.Task) (cost weir.Money, ok bool) {
 		return 0, false
 	}
 	return pm.Price.Estimate(weir.TaskWants(t.Input), weir.KindVideo), true
+}
+
+// TaskUsage is the usage record of task t, which ended: what it cost
+// (TaskCost, as its budgets counted it when its lease was released) and
+// whose it was, so that spend reports and the budgets' reads of a
+// window's spend see tasks as they see requests. A task that never
+// reached a platform model costs nothing and has none: ok is false.
+func (s *Service) TaskUsage(t weir.Task) (u weir.Usage, ok bool) {
+	if t.AdmittedAt.IsZero() || t.PlatformModel == "" {
+		return u, false
+	}
+	cost, _ := s.TaskCost(t)
+	st := s.Snapshot()
+	group := ""
+	if k, found, err := s.keyByID(context.Background(), t.KeyID); err == nil && found {
+		group, _ = st.GroupOf(k)
+	}
+	return weir.Usage{RequestID: t.ID, KeyID: t.KeyID, Group: group, Model: t.Model, PlatformModel: t.PlatformModel,
+		Endpoint: "tasks", Outcome: string(t.Status), Cost: cost, CostEstimated: t.Status != weir.TaskSucceeded,
+		Waited: t.AdmittedAt.Sub(t.CreatedAt), Latency: t.FinishedAt.Sub(t.AdmittedAt), At: t.FinishedAt}, true
 }

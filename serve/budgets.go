@@ -58,6 +58,14 @@ func (m *Main) recordUsage(u weir.Usage) {
 	}
 }
 
+// taskEnded records an ended task's usage, as a request's is recorded:
+// what it cost reaches the store, the charts and weir_spend_total.
+func (m *Main) taskEnded(t weir.Task) {
+	if u, ok := m.Gateway.TaskUsage(t); ok {
+		m.recordUsage(u)
+	}
+}
+
 // budgetGauger is what reports the budgets' state for the weir_budget_*
 // gauges, if a part does so itself; otherwise serve reads it from the
 // engine (budgetGauges).

@@ -207,7 +207,7 @@ func (m *Main) newTasks() error {
 	tc := taskConfig(m.Config)
 	tc.SoleRunner, tc.Metrics = m.DB.SoleRunner, m.Metrics
 	tc.RiverLogger = riverLogger(m.Logger, m.Config.Server.LogLevel)
-	deps := taskDeps{Engine: m.Engine, Planner: m.Gateway, Webhooks: hooks, Logger: m.Logger}
+	deps := taskDeps{Engine: m.Engine, Planner: m.Gateway, Webhooks: hooks, Logger: m.Logger, Ended: m.taskEnded}
 	if m.Member != nil {
 		tc.Replica, deps.Leadership = m.Member.Replica(), m.Member
 	}

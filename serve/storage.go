@@ -65,6 +65,7 @@ type taskDeps struct {
 	Webhooks   task.Webhooks
 	Leadership admission.Leadership
 	Logger     *slog.Logger
+	Ended      func(weir.Task)
 }
 
 // StorageOptions say what a command opens storage for.
@@ -114,7 +115,7 @@ func OpenStorage(ctx context.Context, cfg config.Storage, o StorageOptions) (*St
 func tasksOn[TTx any](st task.Store[TTx]) func(task.Config, taskDeps) (*task.Service, error) {
 	return func(cfg task.Config, d taskDeps) (*task.Service, error) {
 		return task.New(cfg, task.Deps[TTx]{Store: st, Engine: d.Engine, Planner: d.Planner, Webhooks: d.Webhooks,
-			Leadership: d.Leadership, Logger: d.Logger})
+			Leadership: d.Leadership, Logger: d.Logger, Ended: d.Ended})
 	}
 }
 

@@ -227,6 +227,7 @@ type Service struct {
 	logger  *slog.Logger
 	clock   clock.Clock
 	hooks   Webhooks
+	ended   func(weir.Task)
 	// river is River's client on the store, with the store's
 	// transactions (store.go).
 	river jobStore
@@ -300,6 +301,10 @@ type Deps[TTx any] struct {
 	Leadership admission.Leadership
 	// Logger is the service's logger; default none.
 	Logger *slog.Logger
+	// Ended, if set, hears of every task that ended, as it ended (its
+	// usage is recorded from it). It runs on the path that ended the
+	// task and should be quick.
+	Ended func(t weir.Task)
 }
 
 // New returns a Service on deps.Store, whose River client runs on the
@@ -336,7 +341,7 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 		return nil, fmt.Errorf("task: Config.Replica %.20q… is longer than 100 bytes", cfg.Replica)
 	}
 	s := &Service{
-		cfg: cfg, store: store, engine: engine, planner: planner, hooks: hooks, logger: logger, clock: cfg.Clock,
+		cfg: cfg, store: store, engine: engine, planner: planner, hooks: hooks, logger: logger, clock: cfg.Clock, ended: deps.Ended,
 		notifier: notifier, reclaimer: reclaimer, bindings: bindings, workers: cfg.Workers,
 		runs:       make(map[string]*run),
 		refusals:   make(map[string][]string),
@@ -491,6 +496,10 @@ func (s *Service) finish(ctx context.Context, t weir.Task, from []weir.TaskStatu
 		return false, err
 	}
 	if ok {
+		if s.ended != nil {
+			t.Status, t.FinishedAt = u.Status, u.FinishedAt
+			s.ended(t)
+		}
 		s.forgetRefusals(t.ID)
 		if tm := s.current(); tm != nil {
 			tm.forget(t.ID)

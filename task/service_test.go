@@ -47,6 +47,11 @@ func TestRunToSuccess(t *testing.T) {
 		t.Errorf("task finished %s after its submit, want soon after its 3s job ended", ended)
 	}
 	b.waitReleased(t)
+	b.endedMu.Lock()
+	if len(b.ended) != 1 || b.ended[0].ID != tk.ID || b.ended[0].Status != weir.TaskSucceeded || b.ended[0].FinishedAt.Sub(got.FinishedAt).Abs() > time.Millisecond {
+		t.Errorf("ended %+v: want the task, once, succeeded when it finished", b.ended)
+	}
+	b.endedMu.Unlock()
 	polls := b.up["vid/a"].srv.Stats().JobPolls
 	if polls > 8 {
 		t.Errorf("%d polls of a 3s job, want a few (the schedule aims at its end)", polls)

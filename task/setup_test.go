@@ -68,6 +68,10 @@ type setupOpts struct {
 }
 
 type testBundle struct {
+	// ended are the tasks the service said ended (Deps.Ended), in order.
+	endedMu sync.Mutex
+	ended   []weir.Task
+
 	store *sqlite.DB
 	// served is the store as the service sees it, which can be made to
 	// fail.
@@ -225,7 +229,12 @@ func (b *testBundle) newService(t *testing.T) *Service {
 			}
 		}
 	}
-	s, err := New(b.cfg, Deps[*sql.Tx]{Store: b.served, Engine: b.engine, Planner: b.planner, Webhooks: b.hooks, Logger: b.logger})
+	s, err := New(b.cfg, Deps[*sql.Tx]{Store: b.served, Engine: b.engine, Planner: b.planner, Webhooks: b.hooks, Logger: b.logger,
+		Ended: func(t weir.Task) {
+			b.endedMu.Lock()
+			defer b.endedMu.Unlock()
+			b.ended = append(b.ended, t)
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
