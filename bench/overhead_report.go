@@ -414,6 +414,10 @@ func (p overheadReport) printMedians() {
 	if p.rig.fleet != nil {
 		fmt.Fprintf(p.out, "fleet/serve added latency, round by round: %s\n", roundRatios(p.results, latency, fleetHop, serveHop))
 	}
+	if p.c.Dialects {
+		fmt.Fprintf(p.out, "responses/weir added latency, round by round: %s\n", roundRatios(p.results, latency, responsesHop, weirHop))
+		fmt.Fprintf(p.out, "messages/weir added latency, round by round: %s\n", roundRatios(p.results, latency, messagesHop, weirHop))
+	}
 }
 
 // printStreams prints the streams' tables: to the first byte, to the last

@@ -183,6 +183,7 @@ func TestBenchInterleavedThroughMain(t *testing.T) {
 	for _, want := range []string{
 		"overhead interleaved, one open loop at 250 req/s dealing each turn of 5 requests to every target in a shuffled order (50 req/s each)",
 		"responses/weir added: p50 ", "messages/weir added: p50 ",
+		"responses/weir added latency, round by round: ", "messages/weir added latency, round by round: ",
 		"cost pass, each target alone in turn at 250 req/s",
 		"added cpu µs",
 	} {
