@@ -58,6 +58,13 @@ type OverheadConfig struct {
 	// Chat Completions each is translated to): "responses", OpenAI's
 	// Responses API, and "messages", Anthropic's Messages API.
 	Dialects bool
+	// Interleave, with Dialects, drives direct, proxy, weir, responses
+	// and messages together, each round, on one open loop at Rate (each
+	// target Rate/5; loadgen.RunInterleaved), so that every target's
+	// latency comes from the same seconds; a pass of each target alone
+	// follows the rounds for the cost table. Open loop only, and
+	// without Edge, Fleet or ConsoleWatcher. Default false: in turn.
+	Interleave bool
 	// Fleet, with Replicas set, adds two targets run as `weir serve`
 	// children: "serve", one gateway on SQLite (the fleet's baseline), and
 	// "fleet", the replicas on PostgreSQL, which the load reaches in turn.
@@ -314,6 +321,10 @@ func (c OverheadConfig) validate() error {
 		return fmt.Errorf("--profile-target %s needs --dialects", c.ProfileTarget)
 	case !slices.Contains([]string{"direct", "proxy", "weir", "edge", "responses", "messages"}, c.ProfileTarget):
 		return fmt.Errorf("--profile-target must be direct, proxy, weir, edge, responses or messages")
+	case c.Interleave && (!c.Dialects || c.MaxRPS):
+		return fmt.Errorf("--interleave needs --dialects and an open loop (not --max-rps)")
+	case c.Interleave && (c.Edge || c.Fleet.Replicas > 0 || len(c.ConsoleWatcher) > 0):
+		return fmt.Errorf("--interleave drives direct, proxy, weir, responses and messages alone: not with --edge, --fleet or --console-watcher")
 	case c.Edge && c.Weir.CreateNode == nil:
 		return errors.New("bench: Weir.CreateNode is required for the edge target")
 	}
@@ -459,6 +470,14 @@ func (s streamSplit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // ends with each column's median, since one stall of a shared machine moves
 // a p99.
 //
+// With c.Interleave (--interleave, with --dialects), each round drives the
+// five targets together instead, one open loop at --rate dealing its
+// requests to each in turn (each target --rate/5), so that what each adds
+// over direct is measured over the same seconds; the whole process's CPU
+// time and allocations cannot be split among targets sharing a window,
+// so the cost table comes from a pass of each target alone, in turn,
+// after the rounds.
+//
 // With c.Fleet.Replicas set (--fleet N), two more targets run as `weir
 // serve` child processes with the same catalog and limits: "serve", one
 // gateway on a SQLite file (the fleet's baseline), and "fleet", N replicas
@@ -498,9 +517,14 @@ func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 	if err != nil {
 		return err
 	}
-	rep := overheadReport{out: out, c: c, rig: rig, results: results}
+	rep := overheadReport{out: out, c: c, rig: rig, results: results, costs: results}
 	if c.Rounds > 1 {
 		rep.printMedians()
+	}
+	if c.Interleave {
+		if rep.costs, err = c.costPass(ctx, out, rig); err != nil {
+			return err
+		}
 	}
 	if c.Stream > 0 && !c.MaxRPS {
 		rep.printStreams()
@@ -518,6 +542,9 @@ func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 // per target, once it is measured, and under MaxRPS the fleet-admit line
 // after the fleet's.
 func (c OverheadConfig) driveRounds(ctx context.Context, out io.Writer, rig *overheadRig) (overheadResults, error) {
+	if c.Interleave {
+		return c.driveInterleaved(ctx, out, rig)
+	}
 	results := overheadResults{}
 	for round := 1; round <= c.Rounds; round++ {
 		if c.Rounds > 1 {
@@ -542,16 +569,16 @@ func (c OverheadConfig) driveRounds(ctx context.Context, out io.Writer, rig *ove
 	return results, nil
 }
 
-// drive runs one measured load at t: warm-up, then the measured window.
-func (c OverheadConfig) drive(ctx context.Context, t overheadTarget, round int) (loadgen.Result, error) {
+// load is what loadgen sends to t.
+func (t overheadTarget) load() loadgen.Target {
 	plain, stream := t.requests()
+	return loadgen.Target{URLs: t.urls, Header: t.header, Body: []byte(plain), StreamBody: []byte(stream)}
+}
+
+// loadConfig is the load c asks for, for one target or, interleaved, for
+// them all (its Target left for the caller).
+func (c OverheadConfig) loadConfig() loadgen.Config {
 	cfg := loadgen.Config{
-		Target: loadgen.Target{
-			URLs:       t.urls,
-			Header:     t.header,
-			Body:       []byte(plain),
-			StreamBody: []byte(stream),
-		},
 		Duration:       c.Duration,
 		Warmup:         c.Warmup,
 		StreamFraction: c.Stream,
@@ -562,6 +589,13 @@ func (c OverheadConfig) drive(ctx context.Context, t overheadTarget, round int) 
 	} else {
 		cfg.Rate, cfg.MaxInFlight = c.Rate, c.Concurrency
 	}
+	return cfg
+}
+
+// drive runs one measured load at t: warm-up, then the measured window.
+func (c OverheadConfig) drive(ctx context.Context, t overheadTarget, round int) (loadgen.Result, error) {
+	cfg := c.loadConfig()
+	cfg.Target = t.load()
 	stop := func() {}
 	if round == 1 {
 		var err error

@@ -354,10 +354,14 @@ func (c OverheadConfig) printLatencyLine(out io.Writer, target string, rows map[
 // printOverheadSetup prints what the run drives and how: the load, the
 // mock, Weir's scopes and, when they run, the edge and fleet targets.
 func printOverheadSetup(out io.Writer, c OverheadConfig, rig *overheadRig) {
-	if c.MaxRPS {
+	switch {
+	case c.Interleave:
+		fmt.Fprintf(out, "weir-bench: overhead interleaved, one open loop at %.0f req/s dealing each turn of %d requests to every target in a shuffled order (%.0f req/s each), %s warm-up, %s measured per round, %.0f%% streaming, in-flight bound %d; then a cost pass of each target alone\n",
+			c.Rate, len(rig.targets), c.Rate/float64(len(rig.targets)), c.Warmup, c.Duration, c.Stream*100, c.Concurrency)
+	case c.MaxRPS:
 		fmt.Fprintf(out, "weir-bench: max-rps, closed loop of %d connections per target, %s warm-up, %s measured per target, %.0f%% streaming\n",
 			c.Connections, c.Warmup, c.Duration, c.Stream*100)
-	} else {
+	default:
 		fmt.Fprintf(out, "weir-bench: overhead at %.0f req/s (open loop), %s warm-up, %s measured per target, %.0f%% streaming, in-flight bound %d\n",
 			c.Rate, c.Warmup, c.Duration, c.Stream*100, c.Concurrency)
 	}
@@ -387,6 +391,9 @@ type overheadReport struct {
 	c       OverheadConfig
 	rig     *overheadRig
 	results overheadResults
+	// costs are the results the cost table comes from: results, or with
+	// OverheadConfig.Interleave the cost pass's (costPass).
+	costs overheadResults
 }
 
 // printMedians prints the latency table of each column's median over the
@@ -406,6 +413,10 @@ func (p overheadReport) printMedians() {
 	}
 	if p.rig.fleet != nil {
 		fmt.Fprintf(p.out, "fleet/serve added latency, round by round: %s\n", roundRatios(p.results, latency, fleetHop, serveHop))
+	}
+	if p.c.Dialects {
+		fmt.Fprintf(p.out, "responses/weir added latency, round by round: %s\n", roundRatios(p.results, latency, responsesHop, weirHop))
+		fmt.Fprintf(p.out, "messages/weir added latency, round by round: %s\n", roundRatios(p.results, latency, messagesHop, weirHop))
 	}
 }
 
@@ -445,25 +456,35 @@ func (p overheadReport) printCosts() {
 	}
 	fmt.Fprintln(p.out, "others: cores that other programs kept busy meanwhile, well above 0 means a disturbed run)")
 	fmt.Fprintf(p.out, "\ncost per request, whole process (load generator + mock + target), over the measured window:\n")
-	rows := p.results.summary(latency)
+	rows := p.costs.summary(latency)
 	for _, t := range p.rig.targets {
 		printCost(p.out, t.name, rows)
 	}
 }
 
 // printFailures prints, after a blank line, each target's failed
-// requests over all the rounds, by cause.
+// requests over all the rounds, by cause, and with OverheadConfig.Interleave
+// the cost pass's.
 func (p overheadReport) printFailures() {
 	fmt.Fprintln(p.out)
+	p.printFailuresOf("", p.results)
+	if p.c.Interleave {
+		p.printFailuresOf("cost pass: ", p.costs)
+	}
+}
+
+// printFailuresOf prints each target's failed requests in results, by
+// cause, each line after prefix.
+func (p overheadReport) printFailuresOf(prefix string, results overheadResults) {
 	for _, t := range p.rig.targets {
 		failed := map[string]int{}
-		for _, r := range p.results[t.name] {
+		for _, r := range results[t.name] {
 			for k, n := range r.Errors {
 				failed[k] += n
 			}
 		}
 		if len(failed) > 0 {
-			fmt.Fprintf(p.out, "%s failures: %s\n", t.name, failures(failed))
+			fmt.Fprintf(p.out, "%s%s failures: %s\n", prefix, t.name, failures(failed))
 		}
 	}
 }

@@ -82,6 +82,10 @@ func TestOverheadConfigErrors(t *testing.T) {
 		{func(c *OverheadConfig) { c.ProfileTarget = "nginx" }, "--profile-target"},
 		{func(c *OverheadConfig) { c.ProfileTarget = "edge" }, "--edge"},
 		{func(c *OverheadConfig) { c.Edge = true }, "Weir.CreateNode"},
+		{func(c *OverheadConfig) { c.Interleave = true }, "--interleave needs --dialects"},
+		{func(c *OverheadConfig) { c.Interleave, c.Dialects, c.MaxRPS = true, true, true }, "not --max-rps"},
+		{func(c *OverheadConfig) { c.Interleave, c.Dialects, c.Edge = true, true, true }, "not with --edge"},
+		{func(c *OverheadConfig) { c.Interleave, c.Dialects, c.ConsoleWatcher = true, true, []string{"watch"} }, "--console-watcher"},
 	} {
 		c := valid()
 		tc.change(&c)

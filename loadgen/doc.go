@@ -13,6 +13,14 @@
 // Such requests are counted (Result.Late, Result.Blocked), and Result.SendDelay
 // says how far behind schedule the generator ran.
 //
+// # Interleaved
+//
+// RunInterleaved drives several targets on one open loop, a request to
+// each in turn (in an order shuffled every turn), and measures each apart:
+// on a shared, noisy machine, targets driven one after the other are
+// measured in different seconds of its state, and their difference moves
+// with it; interleaved, they share the same seconds.
+//
 // # Closed loop
 //
 // With Config.Rate zero, MaxInFlight workers each send their next request as

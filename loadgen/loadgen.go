@@ -36,7 +36,8 @@ type Target struct {
 
 // Config is one run.
 type Config struct {
-	// Target is what to send. Required.
+	// Target is what to send. Required by Run; RunInterleaved takes its
+	// targets apart and leaves it unused.
 	Target Target
 	// Rate is the open loop's requests per second. Default 0: a closed
 	// loop, MaxInFlight workers sending back to back.
@@ -77,6 +78,29 @@ type Config struct {
 	OnMeasure func()
 }
 
+// defaults fills in t's method and stream body.
+func (t *Target) defaults() {
+	if t.Method == "" {
+		t.Method = http.MethodGet
+		if len(t.Body) > 0 {
+			t.Method = http.MethodPost
+		}
+	}
+	if t.StreamBody == nil {
+		t.StreamBody = t.Body
+	}
+}
+
+func (t *Target) validate() error {
+	switch {
+	case t.URL == "" && len(t.URLs) == 0:
+		return errors.New("loadgen: no target URL")
+	case slices.Contains(t.URLs, ""):
+		return errors.New("loadgen: an empty URL in Target.URLs")
+	}
+	return nil
+}
+
 func (c *Config) defaults() {
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = 256
@@ -93,23 +117,10 @@ func (c *Config) defaults() {
 	if c.Clock == nil {
 		c.Clock = wallClock{}
 	}
-	if c.Target.Method == "" {
-		c.Target.Method = http.MethodGet
-		if len(c.Target.Body) > 0 {
-			c.Target.Method = http.MethodPost
-		}
-	}
-	if c.Target.StreamBody == nil {
-		c.Target.StreamBody = c.Target.Body
-	}
 }
 
 func (c *Config) validate() error {
 	switch {
-	case c.Target.URL == "" && len(c.Target.URLs) == 0:
-		return errors.New("loadgen: no target URL")
-	case slices.Contains(c.Target.URLs, ""):
-		return errors.New("loadgen: an empty URL in Target.URLs")
 	case c.Duration <= 0:
 		return errors.New("loadgen: duration must be positive")
 	case c.Rate < 0:
@@ -145,6 +156,7 @@ func NewTransport(maxConns int) *http.Transport {
 // sample is one request's record. Times are offsets from the run's start.
 type sample struct {
 	due, sent, firstByte, done time.Duration
+	target, seq                int // its target's index in the run, and its number among that target's requests
 	stream, ok, used           bool
 	failure                    string
 	chunks                     []time.Duration // with ChunkStamps: each stamp's latency
@@ -153,19 +165,38 @@ type sample struct {
 // Run drives cfg.Target as cfg says and returns what it measured. It
 // returns early, with the figures so far and ctx's error, when ctx ends.
 func Run(ctx context.Context, cfg Config) (Result, error) {
-	cfg.defaults()
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Target.validate(); err != nil {
 		return Result{}, err
 	}
-	g := &generator{cfg: cfg, start: cfg.Clock.Now()}
+	res, err := run(ctx, cfg, []Target{cfg.Target})
+	if len(res) == 0 {
+		return Result{}, err
+	}
+	return res[0], err
+}
+
+// run drives targets as cfg says and returns a Result for each; more than
+// one target needs an open loop.
+func run(ctx context.Context, cfg Config, targets []Target) ([]Result, error) {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	targets = slices.Clone(targets)
+	for i := range targets {
+		targets[i].defaults()
+	}
+	g := &generator{cfg: cfg, targets: targets, start: cfg.Clock.Now()}
 	if cfg.Rate > 0 {
 		return g.open(ctx)
 	}
-	return g.closed(ctx)
+	res, err := g.closed(ctx)
+	return []Result{res}, err
 }
 
 type generator struct {
 	cfg     Config
+	targets []Target // the closed loop's is targets[0]
 	start   time.Time
 	counted ProcessStats // the process's counters when measuring began
 	began   bool
@@ -191,15 +222,19 @@ func (g *generator) spent() ProcessStats {
 func (g *generator) since() time.Duration { return g.cfg.Clock.Now().Sub(g.start) }
 
 // open sends on the fixed schedule: each request from its own goroutine,
-// at most MaxInFlight at once.
-func (g *generator) open(ctx context.Context) (Result, error) {
+// at most MaxInFlight at once, to the targets in turns (see turns). With
+// several targets the warm-up and the measured window hold whole turns,
+// so that each target has as many measured requests as the others.
+func (g *generator) open(ctx context.Context) ([]Result, error) {
 	sch := Schedule{Start: g.start, Rate: g.cfg.Rate}
-	total := sch.Count(g.cfg.Warmup + g.cfg.Duration)
-	first := sch.Count(g.cfg.Warmup)
+	n := len(g.targets)
+	first := wholeTurns(sch.Count(g.cfg.Warmup), n)
+	total := first + wholeTurns(max(0, sch.Count(g.cfg.Warmup+g.cfg.Duration)-first), n)
 	samples := make([]sample, total)
 	slots := make(chan struct{}, g.cfg.MaxInFlight)
 	var wg sync.WaitGroup
-	blocked := 0
+	deal := newTurns(n)
+	seqs, blocked := make([]int, n), make([]int, n)
 	var err error
 send:
 	for i := range total {
@@ -210,11 +245,12 @@ send:
 		if i == first {
 			g.measuring()
 		}
+		target := deal.next()
 		select {
 		case slots <- struct{}{}:
 		default:
 			if i >= first {
-				blocked++
+				blocked[target]++
 			}
 			select {
 			case slots <- struct{}{}:
@@ -224,18 +260,23 @@ send:
 			}
 		}
 		s := &samples[i]
-		s.due, s.stream, s.used = due, streams(i, g.cfg.StreamFraction), true
+		s.due, s.target, s.seq, s.used = due, target, seqs[target], true
+		s.stream = streams(s.seq, g.cfg.StreamFraction)
+		seqs[target]++
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			g.do(ctx, s, i)
+			g.do(ctx, s)
 			<-slots
 		}()
 	}
 	wg.Wait()
-	res := g.summarize(samples[first:])
-	res.Open, res.Rate, res.Blocked, res.Process = true, g.cfg.Rate, blocked, g.spent()
-	return res, err
+	results, spent := g.summarizeEach(samples[first:]), g.spent()
+	for t := range results {
+		r := &results[t]
+		r.Open, r.Rate, r.Blocked, r.Process = true, g.cfg.Rate/float64(n), blocked[t], spent
+	}
+	return results, err
 }
 
 // closed runs MaxInFlight workers, each sending its next request when the
@@ -265,8 +306,8 @@ func (g *generator) closed(ctx context.Context) (Result, error) {
 					measure.Do(g.measuring)
 				}
 				seq := int(next.Add(1) - 1)
-				s := sample{due: now, stream: streams(seq, g.cfg.StreamFraction), used: true}
-				g.do(ctx, &s, seq)
+				s := sample{due: now, seq: seq, stream: streams(seq, g.cfg.StreamFraction), used: true}
+				g.do(ctx, &s)
 				if s.due >= measureFrom {
 					mine = append(mine, s)
 				}
@@ -285,20 +326,20 @@ func (g *generator) closed(ctx context.Context) (Result, error) {
 // bufs hold the buffers bodies are read into and thrown away.
 var bufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// do sends request seq of the run and records it in s.
-func (g *generator) do(ctx context.Context, s *sample, seq int) {
+// do sends the request s stands for and records it in s.
+func (g *generator) do(ctx context.Context, s *sample) {
 	s.sent = g.since()
 	defer func() { s.done = g.since() }()
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()
-	t := &g.cfg.Target
+	t := &g.targets[s.target]
 	body := t.Body
 	if s.stream {
 		body = t.StreamBody
 	}
 	url := t.URL
 	if len(t.URLs) > 0 {
-		url = t.URLs[seq%len(t.URLs)]
+		url = t.URLs[s.seq%len(t.URLs)]
 	}
 	req, err := http.NewRequestWithContext(ctx, t.Method, url, bytes.NewReader(body))
 	if err != nil {

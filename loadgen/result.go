@@ -37,7 +37,9 @@ type Result struct {
 	// SendDelay: every request, from due to sent; the generator's lag.
 	SendDelay Percentiles
 	// Process is what the whole process spent from the start of the
-	// measured window until its last request ended.
+	// measured window until its last request ended. RunInterleaved's
+	// targets share one window, and each of their results holds its
+	// whole Process.
 	Process ProcessStats
 }
 

@@ -73,7 +73,7 @@ other scenarios.`,
 	f.Float64Var(&c.Rate, "rate", 2000, "requests per second, open loop")
 	f.DurationVar(&c.Duration, "duration", 20*time.Second, "measured time per target")
 	f.DurationVar(&c.Warmup, "warmup", 10*time.Second, "warm-up per target, left out of the figures")
-	f.IntVar(&c.Rounds, "rounds", 1, "drive the three targets in turn this many times and add a table of medians")
+	f.IntVar(&c.Rounds, "rounds", 1, "drive the targets (in turn, or with --interleave together) this many times and add a table of medians")
 	f.Float64Var(&c.Stream, "stream", 0, "fraction of requests that stream (20 chunks 5 ms apart)")
 	f.IntVar(&c.Concurrency, "concurrency", 256, "most requests in flight at once, open loop")
 	f.BoolVar(&c.MaxRPS, "max-rps", false, "closed loop: sustained throughput with --connections workers")
@@ -86,6 +86,7 @@ other scenarios.`,
 	f.Int64Var(&c.HeapFloor, "heap-floor", gcfloor.Default, "this process's heap floor in bytes, as weir serve's server.heap_floor (0: none)")
 	f.StringSliceVar(&c.ConsoleWatcher, "console-watcher", nil, "also drive target console: the same gateway while this command watches its web console (WEIR_URL; it prints \"watching\" once live), e.g. node,e2e/browser/watch.mjs")
 	f.BoolVar(&c.Dialects, "dialects", false, "also drive targets responses and messages: the same gateway and model through OpenAI's Responses API and Anthropic's Messages API, translated to Chat Completions and back (judged against weir)")
+	f.BoolVar(&c.Interleave, "interleave", false, "with --dialects: drive direct, proxy, weir, responses and messages together on one open loop at --rate, each request to the next target of a shuffled turn (each target --rate/5), so all are measured over the same seconds and the ratios to weir hold steady on a noisy machine; the cost table then comes from a pass of each target alone after the rounds")
 	f.BoolVar(&c.Edge, "edge", false, "also drive target edge: the same gateway tunnelling each request over gRPC to an edge node agent (in this process) whose provider is the same mock (edge-overhead; with --stream, edge-stream)")
 	fleetFlags(f, &c.Fleet, "also drive one 'weir serve' on SQLite (target serve) and this many replicas on PostgreSQL (target fleet), each as a child process; with --max-rps, pgbench follows the fleet's loop (fleet-admit)")
 	return cmd

@@ -148,6 +148,54 @@ func TestBenchOverheadThroughMain(t *testing.T) {
 	}
 }
 
+// Overhead's interleaved rounds against serve.Main, briefly: the five
+// targets share each round's open loop, each gets a fifth of it with
+// every request answered, the lines judge the dialects against weir
+// round by round and over the medians, and a cost pass follows.
+func TestBenchInterleavedThroughMain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives load for a few seconds")
+	}
+	w := testWeir(t)
+	var out strings.Builder
+	err := bench.Overhead(t.Context(), &out, bench.OverheadConfig{
+		Weir: w, Rate: 250, Warmup: 100 * time.Millisecond, Duration: 400 * time.Millisecond, Rounds: 2, Concurrency: 16,
+		CompletionTokens: 80, ProfileTarget: "weir", Dialects: true, Interleave: true,
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	text := out.String()
+	lines := strings.Split(text, "\n")
+	for _, target := range []string{"direct ", "proxy ", "weir ", "responses ", "messages "} {
+		// Each round's line, the medians' and the cost pass's.
+		n := len(slices.DeleteFunc(slices.Clone(lines), func(l string) bool {
+			return !strings.HasPrefix(l, target) || !strings.Contains(l, " 100.00 ")
+		}))
+		if n != 4 {
+			t.Errorf("%d lines for %s with 100%% success, want 4 (2 rounds, medians, cost pass):\n%s", n, target, text)
+		}
+	}
+	// 250 req/s over 5 targets for 400ms: 20 measured requests each.
+	if n := strings.Count(text, "requests measured: direct 20, proxy 20, weir 20, responses 20, messages 20\n"); n != 2 {
+		t.Errorf("%d rounds gave each target its 20 requests, want 2:\n%s", n, text)
+	}
+	for _, want := range []string{
+		"overhead interleaved, one open loop at 250 req/s dealing each turn of 5 requests to every target in a shuffled order (50 req/s each)",
+		"responses/weir added: p50 ", "messages/weir added: p50 ",
+		"responses/weir added latency, round by round: ", "messages/weir added latency, round by round: ",
+		"cost pass, each target alone in turn at 250 req/s",
+		"added cpu µs",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "failures:") {
+		t.Errorf("requests failed:\n%s", text)
+	}
+}
+
 // Overhead's edge target against serve.Main, briefly, over two rounds with a
 // share of streams: every request through the node agent succeeds, the
 // edge line judges the tunnel against the proxy's hop, and the chunk
