@@ -1,0 +1,133 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/provider/mock"
+)
+
+// budgetAnswer is one request's answer in a budget's load: its tag (its
+// User-Agent), status and code, and when the client had it.
+type budgetAnswer struct {
+	tag    string
+	status int
+	code   string
+	err    error // a refusal that is not a budget's, or a transport error
+	at     time.Time
+}
+
+// TestFleetBudgetExact: two replicas on PostgreSQL, one key with a hard
+// budget of 2.00, 200 concurrent requests spread over both, each
+// estimated at about 0.0208; four in five cost less (0.0086), one in
+// five more (0.052: a prompt larger than the estimate's). Every answer is
+// 200 or 429 budget_exceeded; the spend recorded is exactly the real cost
+// of the 200s and at most the amount plus, over the requests served, what
+// each cost past its estimate (the bound in docs/budgets.md); and each
+// refusal came once less than one estimate was left, counting as spent
+// every request that had reached the upstream by then.
+func TestFleetBudgetExact(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t, mock.Config{Latency: 40 * time.Millisecond, LatencyJitter: 40 * time.Millisecond, CompletionTokens: 8})
+	f := startFleetServer(t, 2, "  usage_flush_interval: 50ms\n", pricedCatalog(up.URL, "20"), fleetTimings{fleetTermTTL, fleetHeartbeat})
+	ids := f.ids()
+	f.ready(t, ids...)
+	keyID, key := f.rs[ids[0]].createKey(t, "--name", "fleet-budget", "--budget", "2/month")
+	for _, id := range ids {
+		f.rs[id].hup(t)
+	}
+
+	perToken := money(t, "0.00002")
+	amount := money(t, "2")
+	below, above := "prompt=0030,completion=0400", "prompt=1600,completion=1000"
+	est := estimateOf(budgetBody(below), budgetMaxTokens, perToken)
+	if e := estimateOf(budgetBody(above), budgetMaxTokens, perToken); e != est {
+		t.Fatalf("the two bodies are estimated %s and %s; want one estimate", est, e)
+	}
+	cost := map[string]weir.Money{} // by tag
+	answers := make([]budgetAnswer, 200)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range answers {
+		usage := below
+		if i%5 == 4 {
+			usage = above
+		}
+		tag := fmt.Sprintf("req-%03d", i)
+		cost[tag] = costOf(t, usage, perToken)
+		g := f.rs[ids[i%len(ids)]]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			rep, err := g.send(context.Background(), request{Path: "/v1/chat/completions", Key: key, Body: budgetBody(usage), Agent: tag})
+			a := budgetAnswer{tag: tag, at: time.Now(), err: err}
+			if err == nil {
+				a.status, a.code = rep.Status, errorCode(rep.Body)
+				if rep.Status != http.StatusOK {
+					a.err = checkBudgetRefusal(rep)
+				}
+			}
+			answers[i] = a
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	var served, refused []budgetAnswer
+	var spent, over weir.Money
+	for _, a := range answers {
+		switch {
+		case a.err != nil:
+			t.Errorf("%s: %v", a.tag, a.err)
+		case a.status == http.StatusOK:
+			served = append(served, a)
+			spent += cost[a.tag]
+			over += max(cost[a.tag]-est, 0)
+		default:
+			refused = append(refused, a)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Logf("served %d, refused %d; real cost %s, past the estimates %s; estimate %s", len(served), len(refused), spent, over, est)
+	if len(refused) == 0 || len(served) == 0 {
+		t.Fatalf("served %d, refused %d; want the budget to serve some and refuse the rest", len(served), len(refused))
+	}
+	if n := len(up.Arrivals()); n != len(served) {
+		t.Errorf("%d calls reached the upstream; want one for each of the %d served", n, len(served))
+	}
+	got := f.rs[ids[1]].waitSpend(t, keyID, spent)
+	if bound := amount + over; got.Cost > bound {
+		t.Errorf("spent %s; want at most the amount plus what the served requests cost past their estimates, %s", got.Cost, bound)
+	}
+
+	// A refusal sees, as spent, at most the requests that had reached
+	// the upstream before its client had it.
+	arrived, times := up.Arrivals(), up.ArrivalTimes()
+	for _, a := range refused {
+		var before weir.Money
+		for i, tag := range arrived {
+			if times[i].Before(a.at) {
+				before += cost[tag]
+			}
+		}
+		if before+est <= amount {
+			t.Errorf("%s refused when at most %s was spent: %s, one estimate, was left", a.tag, before, amount-before)
+		}
+	}
+	// Once refused, refused: what is spent leaves less than an
+	// estimate, on every replica.
+	for _, id := range ids {
+		rep := f.rs[id].do(t, request{Path: "/v1/chat/completions", Key: key, Body: budgetBody(below), Agent: "after-" + id})
+		if err := checkBudgetRefusal(rep); err != nil {
+			t.Errorf("a request through %s after the load: %v", id, err)
+		}
+	}
+}
