@@ -26,7 +26,8 @@ type budgetAnswer struct {
 // budget of 2.00, 200 concurrent requests spread over both, each
 // estimated at about 0.0208; four in five cost less (0.0086), one in
 // five more (0.052: a prompt larger than the estimate's). Every answer is
-// 200 or 429 budget_exceeded; the spend recorded is exactly the real cost
+// 200 or 429 budget_exceeded; the spend recorded, and the leader's
+// engine's count on every replica's /metrics, is exactly the real cost
 // of the 200s and at most the amount plus, over the requests served, what
 // each cost past its estimate (the bound in docs/budgets.md); and each
 // refusal came once less than one estimate was left, counting as spent
@@ -34,7 +35,7 @@ type budgetAnswer struct {
 func TestFleetBudgetExact(t *testing.T) {
 	t.Parallel()
 	up := startUpstream(t, mock.Config{Latency: 40 * time.Millisecond, LatencyJitter: 40 * time.Millisecond, CompletionTokens: 8})
-	f := startFleetServer(t, 2, "  usage_flush_interval: 50ms\n", pricedCatalog(up.URL, "20"), fleetTimings{fleetTermTTL, fleetHeartbeat})
+	f := startFleetServer(t, 2, "  usage_flush_interval: 50ms\n  metrics_spend_by_key: true\n", pricedCatalog(up.URL, "20"), fleetTimings{fleetTermTTL, fleetHeartbeat})
 	ids := f.ids()
 	f.ready(t, ids...)
 	keyID, key := f.rs[ids[0]].createKey(t, "--name", "fleet-budget", "--budget", "2/month")
@@ -106,6 +107,12 @@ func TestFleetBudgetExact(t *testing.T) {
 	got := f.rs[ids[1]].waitSpend(t, keyID, spent)
 	if bound := amount + over; got.Cost > bound {
 		t.Errorf("spent %s; want at most the amount plus what the served requests cost past their estimates, %s", got.Cost, bound)
+	}
+	// The leader's engine, which every replica reports, counted the same.
+	for _, id := range ids {
+		if s, r, ok := f.rs[id].budgetGauges(t, keyID); !ok || !sameMoney(s, spent) || r != 0 {
+			t.Errorf("%s's /metrics: the budget spent %v, reserved %v (shown: %v); want %s spent, nothing reserved", id, s, r, ok, spent)
+		}
 	}
 
 	// A refusal sees, as spent, at most the requests that had reached

@@ -66,13 +66,14 @@ func (g *gateway) journaled(t *testing.T) (n int, ok bool) {
 // had not been written, at its estimate; each that was in flight at the
 // kill is recorded at most at its estimate, and every one that reached
 // the upstream is recorded, but those admitted within a flush interval
-// of the kill (docs/budgets.md, "After a crash"); the journal is empty; /admin/spend says what
-// the records sum to; and the budget after the restart admits exactly
-// what that spend leaves room for.
+// of the kill (docs/budgets.md, "After a crash"); the journal is empty;
+// /admin/spend, and the budget's gauges on /metrics, say what the
+// records sum to; and the budget after the restart admits exactly what
+// that spend leaves room for.
 func TestBudgetKillMidWindow(t *testing.T) {
 	t.Parallel()
 	up := startUpstream(t, mock.Config{Latency: time.Second, LatencyJitter: 500 * time.Millisecond, CompletionTokens: 8})
-	g := startGateway(t, "  usage_flush_interval: "+budgetFlush.String(), pricedCatalog(up.URL, "20"))
+	g := startGateway(t, "  usage_flush_interval: "+budgetFlush.String()+"\n  metrics_spend_by_key: true", pricedCatalog(up.URL, "20"))
 	if _, ok := g.journaled(t); !ok {
 		t.Skip("needs the spend journal (store migration spend_reservations), which this build has not")
 	}
@@ -172,6 +173,10 @@ func TestBudgetKillMidWindow(t *testing.T) {
 		t.Errorf("/admin/spend says %s over %d requests; the records sum to %s over %d", got.Cost, got.Requests, recorded, len(records))
 	}
 
+	if s, r, ok := ng.budgetGauges(t, keyID); !ok || !sameMoney(s, recorded) || r != 0 {
+		t.Errorf("/metrics after the restart: the budget spent %v, reserved %v (shown: %v); want the %s recorded, nothing reserved", s, r, ok, recorded)
+	}
+
 	// The budget after the restart starts from what was recorded:
 	// requests one at a time, each costing 0.62, are admitted while
 	// their estimate fits beside it, and the next is refused.
@@ -191,5 +196,9 @@ func TestBudgetKillMidWindow(t *testing.T) {
 				t.Fatalf("request %d after the restart, with %s recorded (%d fit): %v", i+1, recorded, fits, err)
 			}
 		}
+	}
+	want := recorded + weir.Money(fits)*bigCost
+	if s, r, ok := ng.budgetGauges(t, keyID); !ok || !sameMoney(s, want) || r != 0 {
+		t.Errorf("/metrics at the end: the budget spent %v, reserved %v (shown: %v); want %s spent, nothing reserved", s, r, ok, want)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -135,6 +136,27 @@ func (g *gateway) waitSpend(t *testing.T, keyID string, want weir.Money) keySpen
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// budgetGauges reads, from the gateway's /metrics, what the admission
+// engine says the budget of key (by id) has spent and holds reserved in
+// its window (weir_budget_spent, weir_budget_reserved: the gateway needs
+// server.metrics_spend_by_key). ok is false while it shows neither.
+func (g *gateway) budgetGauges(t *testing.T, keyID string) (spent, reserved float64, ok bool) {
+	t.Helper()
+	rep := g.do(t, request{Method: http.MethodGet, Path: "/metrics"})
+	if rep.Status != http.StatusOK {
+		t.Fatalf("GET /metrics: %d", rep.Status)
+	}
+	subject := `subject="` + keyID + `"`
+	spent, ok1 := metric(string(rep.Body), "weir_budget_spent", subject)
+	reserved, ok2 := metric(string(rep.Body), "weir_budget_reserved", subject)
+	return spent, reserved, ok1 && ok2
+}
+
+// sameMoney reports whether a gauge's float says m, to the billionth.
+func sameMoney(f float64, m weir.Money) bool {
+	return math.Abs(f-float64(m)/1e9) < 0.5e-9
 }
 
 // hup makes the gateway read its catalog again, and with it the store's
