@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/provider/mock"
@@ -136,5 +139,136 @@ func TestFleetBudgetExact(t *testing.T) {
 		if err := checkBudgetRefusal(rep); err != nil {
 			t.Errorf("a request through %s after the load: %v", id, err)
 		}
+	}
+}
+
+// TestFleetBudgetLeaderKilled: two replicas on PostgreSQL, clients
+// sending through both against a key's hard budget, and kill -9 of the
+// leader mid-window. The other replica takes over and goes on serving.
+// Once the dead leader's leases are fenced, the new leader's engine
+// counts as spent no more than what was served (each at its real cost)
+// and the dead leader's requests in flight (each at its estimate), and
+// no less than what was served but what was settled within a poll of the
+// kill, which a new leader may not know (docs/budgets.md, "One
+// decider"); and no request is both journaled and recorded.
+func TestFleetBudgetLeaderKilled(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t, mock.Config{Latency: time.Second, LatencyJitter: 500 * time.Millisecond, CompletionTokens: 8})
+	f := startFleetServer(t, 2, "  usage_flush_interval: 50ms\n  metrics_spend_by_key: true\n", pricedCatalog(up.URL, "20"), fleetTimings{fleetTermTTL, fleetHeartbeat})
+	ids := f.ids()
+	f.ready(t, ids...)
+	lead := f.leader(t, 20*time.Second)
+	surv := ids[0]
+	if surv == lead {
+		surv = ids[1]
+	}
+	keyID, key := f.rs[surv].createKey(t, "--name", "failover", "--budget", "2/month")
+	for _, id := range ids {
+		f.rs[id].hup(t)
+	}
+	perToken := money(t, "0.00002")
+	usage := "prompt=0030,completion=0400"
+	est, cost := estimateOf(budgetBody(usage), budgetMaxTokens, perToken), costOf(t, usage, perToken)
+
+	var (
+		mu     sync.Mutex
+		served = map[string]time.Time{} // by tag, when its client had it
+		others = map[int]int{}          // the survivor's other answers, by status (0: no answer)
+		wg     sync.WaitGroup
+		stop   = make(chan struct{})
+		prefix = map[string]string{lead: "L", surv: "S"}
+	)
+	stopped := func() bool {
+		select {
+		case <-stop:
+			return true
+		default:
+			return false
+		}
+	}
+	for _, id := range ids {
+		g := f.rs[id]
+		for w := range 15 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; !stopped(); i++ {
+					tag := fmt.Sprintf("%s-%02d-%03d", prefix[id], w, i)
+					rep, err := g.send(context.Background(), request{Path: "/v1/chat/completions", Key: key, Body: budgetBody(usage), Agent: tag})
+					mu.Lock()
+					switch {
+					case err != nil && id == lead:
+						mu.Unlock()
+						return // killed
+					case err != nil:
+						others[0]++
+					case rep.Status == http.StatusOK:
+						served[tag] = time.Now()
+					default:
+						others[rep.Status]++
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	waitFor(t, 20*time.Second, "45 requests upstream", func() bool { return len(up.Arrivals()) >= 45 })
+	killed := time.Now()
+	if err := f.rs[lead].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-f.rs[lead].exited
+	delete(f.rs, lead)
+	f.leader(t, 20*time.Second, surv)
+	n := len(up.Arrivals())
+	waitFor(t, 20*time.Second, "30 more requests upstream", func() bool { return len(up.Arrivals()) >= n+30 })
+	close(stop)
+	wg.Wait()
+
+	g := f.rs[surv]
+	waitFor(t, 20*time.Second, "nothing reserved against the budget", func() bool {
+		_, r, ok := g.budgetGauges(t, keyID)
+		return ok && r == 0
+	})
+	// What was served, and of it what a new leader must know: all but
+	// what was settled within a poll (2s, and a little for the
+	// settlement's way) before the kill.
+	var servedCost, known weir.Money
+	for _, at := range served {
+		servedCost += cost
+		if at.Before(killed.Add(-2500*time.Millisecond)) || !at.Before(killed) {
+			known += cost
+		}
+	}
+	inFlight := 0 // the dead leader's, reached the upstream, no 200
+	for _, tag := range up.Arrivals() {
+		if tag[0] == 'L' && served[tag].IsZero() {
+			inFlight++
+		}
+	}
+	spent, _, _ := g.budgetGauges(t, keyID)
+	stored := g.spendOfKey(t, keyID)
+	hi := servedCost + est*weir.Money(inFlight)
+	t.Logf("served %d (cost %s, %s of it settled over a poll before the kill or after it); the dead leader's in flight upstream %d (estimates %s); "+
+		"the engine says %v spent, %v short of served and in flight; the store %s over %d records; the survivor's other answers %v",
+		len(served), servedCost, known, inFlight, est*weir.Money(inFlight), spent, float64(hi)/1e9-spent, stored.Cost, stored.Requests, others)
+	if lo := float64(known) / 1e9; spent < lo-0.5e-9 || spent > float64(hi)/1e9+0.5e-9 {
+		t.Errorf("after the failover the engine says the budget spent %v; want between what was served but in the last poll before the kill, %v, "+
+			"and what was served plus the dead leader's %d in flight at their estimates, %v", spent, lo, inFlight, float64(hi)/1e9)
+	}
+
+	conn, err := pgx.Connect(t.Context(), f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var journaled, both int
+	if err := conn.QueryRow(t.Context(), `SELECT count(*), count(u.request_id) FROM spend_reservations r
+		LEFT JOIN usage_records u USING (request_id) WHERE r.key_id = $1`, keyID).Scan(&journaled, &both); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d reservations left in the journal, for recovery past the call horizon", journaled)
+	if both != 0 {
+		t.Errorf("%d requests both journaled and recorded; want none: a record settles its reservation", both)
 	}
 }
