@@ -136,7 +136,7 @@ func TestBudgetKillMidWindow(t *testing.T) {
 	}
 	records := ng.spendRecords(t, keyID)
 	var recorded, servedCost weir.Money
-	atEstimate, lost, recovered := 0, 0, 0
+	atEstimate, lost, recovered, estimated := 0, 0, 0, 0
 	for id := range served {
 		servedCost += cost
 		r, ok := records[id]
@@ -152,6 +152,9 @@ func TestBudgetKillMidWindow(t *testing.T) {
 	}
 	for id, r := range records {
 		recorded += r.cost
+		if r.estimated {
+			estimated++
+		}
 		if _, ok := served[id]; ok {
 			continue
 		}
@@ -169,8 +172,9 @@ func TestBudgetKillMidWindow(t *testing.T) {
 		t.Errorf("%d requests reached the upstream and were in flight at the kill, %d of them within four flush intervals of it; %d recorded: the spend of the rest is lost",
 			inFlight, late, recovered)
 	}
-	if got := ng.spendOfKey(t, keyID); got.Cost != recorded || got.Requests != int64(len(records)) {
-		t.Errorf("/admin/spend says %s over %d requests; the records sum to %s over %d", got.Cost, got.Requests, recorded, len(records))
+	if got := ng.spendOfKey(t, keyID); got.Cost != recorded || got.Requests != int64(len(records)) || got.Estimated != int64(estimated) {
+		t.Errorf("/admin/spend says %s over %d requests, %d estimated; the records sum to %s over %d, %d estimated",
+			got.Cost, got.Requests, got.Estimated, recorded, len(records), estimated)
 	}
 
 	if s, r, ok := ng.budgetGauges(t, keyID); !ok || !sameMoney(s, recorded) || r != 0 {
