@@ -45,7 +45,10 @@ type fleetRig struct {
 	catalog string
 	dir     string
 	timings fleetTimings
-	rs      map[string]*gateway
+	// server is extra lines of each replica's server section, each
+	// indented by two spaces and ending in a newline, or "".
+	server string
+	rs     map[string]*gateway
 }
 
 // fleetTimings are a fleet's term TTL and heartbeat timeout.
@@ -63,12 +66,19 @@ func startFleet(t *testing.T, n int, catalog string) *fleetRig {
 // startFleetWith is startFleet with other timings.
 func startFleetWith(t *testing.T, n int, catalog string, timings fleetTimings) *fleetRig {
 	t.Helper()
+	return startFleetServer(t, n, "", catalog, timings)
+}
+
+// startFleetServer is startFleetWith with server, extra lines of each
+// replica's server section (fleetRig.server).
+func startFleetServer(t *testing.T, n int, server, catalog string, timings fleetTimings) *fleetRig {
+	t.Helper()
 	dsn := pgtest.Schema(t)
 	// Unique across the tests running at once: a test that ends
 	// connections by application_name must end only its own fleet's.
 	app := fmt.Sprintf("weir-e2e-%x", rand.Uint64())
 	f := &fleetRig{dsn: withParam(dsn, "application_name", app), app: app, catalog: catalog, dir: t.TempDir(),
-		timings: timings, rs: make(map[string]*gateway)}
+		timings: timings, server: server, rs: make(map[string]*gateway)}
 	for i := range n {
 		f.start(t, fmt.Sprintf("r%d", i))
 	}
@@ -95,7 +105,7 @@ func (f *fleetRig) start(t *testing.T, id string) *gateway {
   listen: 127.0.0.1:0
   log_level: info
   default_max_wait: 60s
-storage:
+%sstorage:
   driver: postgres
   dsn: %q
 fleet:
@@ -106,7 +116,7 @@ fleet:
   poll: 500ms
 
 %s
-`, f.dsn, id, f.timings.termTTL, f.timings.heartbeat, f.catalog)
+`, f.server, f.dsn, id, f.timings.termTTL, f.timings.heartbeat, f.catalog)
 	if err := os.WriteFile(g.Config, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
