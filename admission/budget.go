@@ -1,6 +1,8 @@
 package admission
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -174,7 +176,48 @@ func (m *Memory) settleCostLocked(s *scope, cost int64) {
 	b.spent += cost
 	if s.cfg.Budget > 0 {
 		m.checkOversLocked(s)
+		if m.spend != nil {
+			m.spend(Spend{Scope: s.name, From: time.Unix(0, b.from), Spent: b.spent})
+		}
 	}
+}
+
+// Spend is what a budget scope had spent in a window: the cost settled
+// there since From, the window's start.
+type Spend struct {
+	Scope string
+	From  time.Time
+	Spent int64
+}
+
+// SpendAtLeast raises what scope name has spent in its window in force
+// to spent, if that window starts at from and counted less; otherwise
+// it changes nothing. Spend only grows within a window, so a figure
+// another home counted for it (a fleet's earlier leader, as its
+// replicas saw it) is never more than the window spent, and the larger
+// of two such figures is the better. Waiters whose cost no longer fits
+// are dropped, as after a settlement.
+func (m *Memory) SpendAtLeast(ctx context.Context, name string, from time.Time, spent int64) error {
+	m.lockSettled()
+	defer m.pumpUnlockDeliver()
+	if m.closed {
+		return ErrClosed
+	}
+	s := m.scopes[name]
+	if s == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownScope, name)
+	}
+	b := &s.budget
+	if s.cfg.Budget == 0 {
+		return nil
+	}
+	b.roll(m.nowLocked())
+	if b.from != from.UnixNano() || spent <= b.spent {
+		return nil
+	}
+	b.spent = spent
+	m.checkOversLocked(s)
+	return nil
 }
 
 // budgetStats fills st's budget figures, in the window in force now.

@@ -1,9 +1,12 @@
 package admission
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/weir-gateway/weir/clock"
 )
 
 // The budget's bookkeeping seen from inside: what the conformance suite
@@ -200,5 +203,83 @@ func TestBudgetValidate(t *testing.T) {
 	e := &BudgetExceededError{Scope: "b"}
 	if !errors.Is(e, ErrBudgetExceeded) || errors.Is(e, ErrNoCandidate) || e.Error() == "" {
 		t.Errorf("%v: want ErrBudgetExceeded alone", e)
+	}
+}
+
+// TestSpendAtLeast: a figure counted elsewhere for the window in force
+// raises what it has spent, and drops at once the waiters it leaves no
+// room for; a smaller figure, or one of another window, changes nothing.
+func TestSpendAtLeast(t *testing.T) {
+	t.Parallel()
+	b := setupShadow(t)
+	cfg := b.budget(100, time.Hour)
+	cfg.Limit = 1
+	b.set(t, "b", cfg)
+	b.release(t, b.hold(t, costOf(10, "b")))
+	b.hold(t, costOf(30, "b"))
+	w := b.enqueue(t, "w", costOf(50, "b")) // waits for the limit: 10+30+50 fits
+	for _, c := range []struct {
+		what  string
+		from  time.Time
+		spent int64
+	}{
+		{"a smaller figure", cfg.BudgetFrom, 5},
+		{"another window's", cfg.BudgetFrom.Add(-time.Hour), 90},
+	} {
+		if err := b.m.SpendAtLeast(b.ctx, "b", c.from, c.spent); err != nil {
+			t.Fatalf("%s: %v", c.what, err)
+		}
+		if st := b.stats(t, "b"); st.BudgetSpent != 10 {
+			t.Fatalf("after %s: spent %d; want 10", c.what, st.BudgetSpent)
+		}
+	}
+	select {
+	case err := <-w:
+		t.Fatalf("w ended before the raise: %v", err)
+	default:
+	}
+	if err := b.m.SpendAtLeast(b.ctx, "b", cfg.BudgetFrom, 60); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.stats(t, "b"); st.BudgetSpent != 60 {
+		t.Errorf("after the raise: spent %d; want 60", st.BudgetSpent)
+	}
+	select {
+	case err := <-w:
+		var be *BudgetExceededError
+		if !errors.As(err, &be) || be.Scope != "b" {
+			t.Errorf("w: %v; want a *BudgetExceededError of b", err)
+		}
+	default:
+		t.Error("w still waits; 60 spent leaves no room for its 50")
+	}
+	if err := b.m.SpendAtLeast(b.ctx, "x", cfg.BudgetFrom, 1); !errors.Is(err, ErrUnknownScope) {
+		t.Errorf("SpendAtLeast of an unknown scope: %v; want ErrUnknownScope", err)
+	}
+}
+
+// TestOnSpend: each settlement in a budget scope tells Options.OnSpend
+// the scope's spend in its window; a scope without a budget tells
+// nothing.
+func TestOnSpend(t *testing.T) {
+	t.Parallel()
+	var got []Spend
+	clk := clock.NewFake(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+	m := NewMemory(Options{Clock: clk, OnSpend: func(s Spend) { got = append(got, s) }})
+	t.Cleanup(m.Close)
+	b := &shadowBundle{m: m, clk: clk, ctx: context.Background()}
+	b.set(t, "b", b.budget(100, time.Hour))
+	b.set(t, "plain", ScopeConfig{})
+	b.release(t, b.hold(t, costOf(10, "b", "plain")))
+	b.release(t, b.hold(t, costOf(5, "b")))
+	from := clk.Now()
+	want := []Spend{{"b", from, 10}, {"b", from, 15}}
+	if len(got) != len(want) {
+		t.Fatalf("told %+v; want %+v", got, want)
+	}
+	for i := range want {
+		if got[i].Scope != want[i].Scope || !got[i].From.Equal(want[i].From) || got[i].Spent != want[i].Spent {
+			t.Errorf("told %+v; want %+v", got[i], want[i])
+		}
 	}
 }

@@ -12,6 +12,11 @@ type Options struct {
 	Clock clock.Clock
 	// Observer receives every event; default none.
 	Observer Observer
+	// OnSpend, if set, is told a budget scope's spend in its window each
+	// time a lease's cost settles there (Spend). It is called with the
+	// engine's lock held, in order, as the Observer is: it must be quick
+	// and must not call back into the engine. Default nil.
+	OnSpend func(Spend)
 }
 
 // Memory is the in-process home of the engine: exact, and fast enough to
@@ -41,6 +46,7 @@ type Memory struct {
 	mu    sync.Mutex
 	clock clock.Clock
 	obs   Observer
+	spend func(Spend) // Options.OnSpend
 
 	closed  bool
 	scopes  map[string]*scope
@@ -103,6 +109,7 @@ func NewMemory(opts Options) *Memory {
 	m := &Memory{
 		clock:   opts.Clock,
 		obs:     opts.Observer,
+		spend:   opts.OnSpend,
 		scopes:  make(map[string]*scope),
 		waiters: make(map[string]*waiter),
 		classes: make(map[string]*class),

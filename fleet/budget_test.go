@@ -104,3 +104,79 @@ func waitMirroredCost(t *testing.T, e *Engine, cost int64) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestNewLeaderStartsFromTheSpentCounted: after the leader dies, with
+// no reconfiguration since the replicas configured the budget, the next
+// leader starts the window from what the dead one had counted, not from
+// the configured figure: the leader's own replica's spend reached every
+// replica with its mirror, another replica's with its (lazy) release's
+// reply; and it takes the larger figure, though the replica that knew
+// less synced first.
+func TestNewLeaderStartsFromTheSpentCounted(t *testing.T) {
+	t.Parallel()
+	ns := startNodesWith(t, 5*time.Second, func(c *Config) { c.LazyRelease = true }, "a", "b", "c")
+	a, b, c := ns["a"], ns["b"], ns["c"]
+	elect(1, a, []string{"a", "b", "c"}, a, b, c)
+	ready(t, a, b, c)
+	now := time.Now()
+	bud := admission.ScopeConfig{Budget: 1000, BudgetFrom: now.Add(-time.Hour), BudgetUntil: now.Add(time.Hour), BudgetSpent: 100}
+	for _, n := range []*node{a, b, c} {
+		if err := n.e.SetScope(t.Context(), "bud", bud); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spend := func(e *Engine, id string, est, real int64) {
+		t.Helper()
+		l, err := e.TryAcquire(t.Context(), admission.Request{ID: id,
+			Candidates: []admission.Candidate{{Needs: []admission.Need{{Scope: "bud", Amount: 1}}, Cost: est}}})
+		if err != nil {
+			t.Fatalf("TryAcquire(%s): %v", id, err)
+		}
+		if err := e.Reconcile(t.Context(), l.ID, l.Owner, admission.Settlement{Cost: real}); err != nil {
+			t.Fatalf("Reconcile(%s): %v", id, err)
+		}
+		if err := e.Release(t.Context(), l.ID, l.Owner); err != nil {
+			t.Fatalf("Release(%s): %v", id, err)
+		}
+	}
+	spend(a.e, "on the leader", 50, 20)
+	waitSpent(t, b.e, "bud", 120)
+	waitSpent(t, c.e, "bud", 120)
+	spend(b.e, "on b", 50, 30)
+	waitSpent(t, b.e, "bud", 150)
+
+	a.die()
+	term := Term{Epoch: 2, Leader: "c", Addr: c.addr}
+	live := []string{"b", "c"}
+	c.e.SetTerm(term, true, live)
+	waitUntil(t, "c's own sync at its first barrier", func() bool {
+		l := leaderOf(c.e)
+		if l == nil || l.epoch != 2 {
+			return false
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		w := l.stages[scoped].waiting
+		return len(w) == 1 && w["b"]
+	})
+	b.e.SetTerm(term, false, live)
+	ready(t, b, c)
+	st, err := c.e.Scope(t.Context(), "bud")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.BudgetSpent != 150 {
+		t.Errorf("the new leader counts %d spent; want 150 (the configured 100, a's 20 and b's 30)", st.BudgetSpent)
+	}
+}
+
+// waitSpent waits until e keeps spent as what scope spent in its
+// window, as a leader told it.
+func waitSpent(t *testing.T, e *Engine, scope string, spent int64) {
+	t.Helper()
+	waitUntil(t, fmt.Sprintf("%s spent %d", scope, spent), func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.spent[scope].Spent == spent
+	})
+}

@@ -135,6 +135,7 @@ func (e *Engine) RemoveScope(ctx context.Context, name string) error {
 	if err := e.configure(ctx, &frame{Op: opRemoveScope, Scope: name}, func() {
 		delete(e.scopes, name)
 		e.removed[name] = true
+		delete(e.spent, name)
 	}); err != nil {
 		return err
 	}

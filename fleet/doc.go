@@ -36,6 +36,15 @@
 // between replicas, the order after a change of leader is the order in
 // which they synced.
 //
+// A budget's window starts, at a new leader, from what the old one had
+// counted: the leader tells each budget scope's spend, as a lease
+// settles there, to the replica that released it (in the release's
+// reply) and, for a lease of its own replica, to every replica (with
+// the mirror's removal of it); each replica gives the latest it was
+// told for the window as the scope's BudgetSpent, where that is more
+// than its configuration says, and the leader keeps the largest any
+// replica gives (spend.go).
+//
 // # Fencing
 //
 // Every frame carries its term's epoch, and lease ids carry it too (the

@@ -170,6 +170,10 @@ type Engine struct {
 	// mirror is the last mirror a leader sent (mirror.go), which the
 	// next sync takes along.
 	mirror map[mirrorKey]mirrored
+	// spent is the latest spend a leader told of each budget scope
+	// (spend.go), which the next sync gives where it is more than the
+	// scope's configuration says.
+	spent map[string]wireSpend
 
 	// afterSync, when a test sets it, runs in establish once the leader
 	// has answered the sync and before the route opens.
@@ -248,6 +252,7 @@ func New(cfg Config) *Engine {
 		fenced: make(map[string]uint64), active: make(map[string]uint64),
 		leases: make(map[admission.LeaseID]*held), waiters: make(map[string]*waiting),
 		mirror:  make(map[mirrorKey]mirrored),
+		spent:   make(map[string]wireSpend),
 		changed: make(chan struct{}), stop: make(chan struct{}),
 		ctx: ctx, cancelCtx: cancel, owned: make(map[io.Closer]bool)}
 }

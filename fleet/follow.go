@@ -135,7 +135,9 @@ func (e *Engine) leadTerm(lead *leader) {
 		return
 	}
 	rt := &route{epoch: lead.epoch, call: func(ctx context.Context, f *frame) (*frame, error) {
-		return lead.handle(ctx, p, f), nil
+		r := lead.handle(ctx, p, f)
+		e.noteSpent(r.Spent)
+		return r, nil
 	}}
 	e.establish(rt)
 }
@@ -238,6 +240,8 @@ func (e *Engine) readLoop(rt *route) {
 		}
 		switch f.Op {
 		case opReply:
+			// A lazy release's reply too, which no call waits for.
+			e.noteSpent(f.Spent)
 			if !c.answer(f) && errors.Is(f.Err.err(), errWrongTerm) {
 				// A call posted without a wait (a lazy release) that the
 				// leader did not run (errBusy): the session ends, as if
@@ -435,9 +439,13 @@ func (e *Engine) takeSyncedLocked(rt *route, sent []heldLease, synced map[string
 }
 
 // configLocked copies the configuration this replica has recorded into
-// st and returns its change count.
+// st, each budget with the latest spend a leader told of its window,
+// and returns its change count.
 func (e *Engine) configLocked(st *syncState) uint64 {
 	st.Scopes, st.Fenced, st.Active = maps.Clone(e.scopes), maps.Clone(e.fenced), maps.Clone(e.active)
+	for name, cfg := range st.Scopes {
+		st.Scopes[name] = e.spentConfigLocked(name, cfg)
+	}
 	for name := range e.removed {
 		st.Removed = append(st.Removed, name)
 	}

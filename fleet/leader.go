@@ -39,6 +39,9 @@ type leader struct {
 	// mirror are the peers whose sessions take the mirror of the leases
 	// no other replica could re-assert (mirror.go).
 	mirror map[*peer]bool
+	// spends is each budget scope's spend as its last settlement left
+	// it (spend.go).
+	spends map[string]wireSpend
 	// Lease ids: the engine's own ids are reused, and a new term's
 	// engine starts them again, so the fleet's ids are the leader's: the
 	// epoch in the top bits and a count below, never reused. Every id
@@ -119,6 +122,7 @@ func newLeader(epoch uint64, cfg *Config, valid func() bool, expect []string) *l
 	l := &leader{epoch: epoch, cfg: cfg, clock: c, valid: valid, logger: cfg.Logger, ctx: ctx, cancel: cancel,
 		peers: make(map[string]*peer), owners: make(map[admission.LeaseID]*peer),
 		silent: make(map[string]*peer), watching: make(map[*peer]bool), mirror: make(map[*peer]bool),
+		spends:   make(map[string]wireSpend),
 		fleetIDs: make(map[admission.LeaseID]admission.LeaseID), memIDs: make(map[admission.LeaseID]admission.LeaseID),
 		nextID: epoch << 40}
 	opts := cfg.Options
@@ -129,6 +133,13 @@ func newLeader(epoch uint64, cfg *Config, valid func() bool, expect []string) *l
 			outer.Observe(e)
 		}
 	})
+	outerSpend := opts.OnSpend
+	opts.OnSpend = func(s admission.Spend) {
+		l.onSpend(s)
+		if outerSpend != nil {
+			outerSpend(s)
+		}
+	}
 	l.mem = admission.NewMemory(opts)
 	for i := range l.stages {
 		l.stages[i] = newBarrier(expect)
@@ -181,7 +192,7 @@ func (l *leader) observe(e admission.Event) admission.Event {
 		delete(l.memIDs, id)
 		if p := l.owners[id]; p != nil {
 			if pl := p.leases[id]; pl != nil && l.mirroredLocked(p) {
-				l.postMirrorLocked(nil, []mirrorKey{keyOf(p, pl)})
+				l.postUnmirrorLocked(keyOf(p, pl), l.spentLocked(e.Needs))
 			}
 			delete(p.leases, id)
 			delete(l.owners, id)
@@ -417,6 +428,7 @@ func (l *leader) handle(ctx context.Context, p *peer, f *frame) *frame {
 		err = l.mem.SetScope(ctx, f.Scope, *f.Config)
 	case opRemoveScope:
 		err = l.mem.RemoveScope(ctx, f.Scope)
+		l.forgetSpend(f.Scope)
 	case opScope:
 		var st admission.ScopeStats
 		st, err = l.mem.Scope(ctx, f.Scope)
@@ -444,7 +456,11 @@ func (l *leader) handle(ctx context.Context, p *peer, f *frame) *frame {
 			// What the lease used, then its release (Config.LazyRelease).
 			dropped(l.cfg, l.logger, "reconcile", l.mem.Reconcile(ctx, l.memID(f.LeaseID), f.Owner, f.settlement()))
 		}
+		l.mu.Lock()
+		needs := l.needsOfLocked(f.LeaseID)
+		l.mu.Unlock()
 		err = l.release(ctx, f.LeaseID, f.Owner)
+		r.Spent = l.spentAfter(needs)
 	case opReconcile:
 		if err = l.mem.Reconcile(ctx, l.memID(f.LeaseID), f.Owner, f.settlement()); err == nil {
 			l.settled(f.LeaseID, f.settlement())

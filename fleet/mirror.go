@@ -60,12 +60,22 @@ func (l *leader) postMirrorLocked(add []mirrorLease, remove []mirrorKey) {
 	if len(add) == 0 && len(remove) == 0 {
 		return
 	}
-	f := &frame{Op: opMirror, Epoch: l.epoch, Mirror: add, Unmirror: remove}
+	l.sendMirrorLocked(&frame{Op: opMirror, Epoch: l.epoch, Mirror: add, Unmirror: remove})
+}
+
+// sendMirrorLocked sends a mirror frame to every replica that takes it.
+func (l *leader) sendMirrorLocked(f *frame) {
 	for p := range l.mirror {
 		if p.session != nil {
 			_ = p.session.send(f)
 		}
 	}
+}
+
+// postUnmirrorLocked sends the removal of a lease from the mirror, with
+// the spend of its budget scopes now that it ended.
+func (l *leader) postUnmirrorLocked(k mirrorKey, spent []wireSpend) {
+	l.sendMirrorLocked(&frame{Op: opMirror, Epoch: l.epoch, Unmirror: []mirrorKey{k}, Spent: spent})
 }
 
 // mirrorWait is the wait for a mirrored grant of the leader's own
@@ -249,6 +259,7 @@ func (e *Engine) onMirror(f *frame, epoch uint64) {
 	for _, k := range f.Unmirror {
 		delete(e.mirror, k)
 	}
+	e.noteSpentLocked(f.Spent)
 }
 
 // mirrorLocked is the mirror to send with a sync: what is not yet past

@@ -151,10 +151,13 @@ func (l *leader) syncScopes(ctx context.Context, p *peer, st *syncState) ([]mirr
 	for name, cfg := range st.Scopes {
 		if err := l.mem.SetScope(ctx, name, cfg); err != nil {
 			l.logger.Warn("fleet sync: a replica's scope refused", "replica", p.replica, "scope", name, "error", err)
+			continue
 		}
+		l.raiseSpent(ctx, name, cfg)
 	}
 	for _, name := range st.Removed {
 		dropped(l.cfg, l.logger, "remove_scope", l.mem.RemoveScope(ctx, name))
+		l.forgetSpend(name)
 	}
 	// What the replica was mirrored of the leases that others could not
 	// re-assert (silent.go) is held here too, until their holders speak:

@@ -110,6 +110,10 @@ type frame struct {
 	Mirror   []mirrorLease `json:"mirror,omitempty"`
 	Unmirror []mirrorKey   `json:"unmirror,omitempty"`
 	Reset    bool          `json:"reset,omitempty"`
+
+	// Spent is what budget scopes had spent when the leases of a
+	// release's reply, or of a mirror's removal, ended (spend.go).
+	Spent []wireSpend `json:"spent,omitempty"`
 }
 
 // wireRequest is an admission.Request as it crosses the wire. Its

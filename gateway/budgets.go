@@ -158,9 +158,11 @@ func (s *Service) ensureBudgetScope(ctx context.Context, b weir.Budget) error {
 // refreshBudgetSpentLocked sets each budget scope's BudgetSpent to what
 // its engine has counted in the window, where that is more. The engine
 // in force keeps its own count whatever BudgetSpent says; a fleet's next
-// leader starts from the configurations the replicas give it, so this
-// keeps what it starts from at most a poll behind, rather than at the
-// window's first request. Called with applyMu held.
+// leader starts from the configurations the replicas give it, each with
+// the spend the leader told that replica as leases settled where that is
+// more (package fleet), so this keeps what it starts from at most a poll
+// behind for what settled untold (a lease that expired, an async task's),
+// rather than at the window's first request. Called with applyMu held.
 func (s *Service) refreshBudgetSpentLocked(ctx context.Context) {
 	book := s.budgets.book.Load()
 	if book == nil || len(book.byID) == 0 {
