@@ -47,7 +47,7 @@ type OverheadConfig struct {
 	Trace            string        // an execution trace of the same goes here
 	MemProfile       string        // the allocations of the same go here, those before it in MemProfile+".base"
 	HeapFloor        int64         // the process's heap floor (package gcfloor), for the header; the caller keeps it
-	ProfileTarget    string        // direct, proxy, weir, with Edge edge, with Dialects responses or messages (weir)
+	ProfileTarget    string        // direct, proxy, weir, with Edge edge, with Dialects responses or messages, with Budgets budgets (weir)
 	// Edge adds the target "edge": the same gateway, with an edge
 	// listener, tunnelling each request to a node agent in this process
 	// (package node, as `weir node` runs it) whose one provider is the
@@ -58,12 +58,21 @@ type OverheadConfig struct {
 	// Chat Completions each is translated to): "responses", OpenAI's
 	// Responses API, and "messages", Anthropic's Messages API.
 	Dialects bool
-	// Interleave, with Dialects, drives direct, proxy, weir, responses
-	// and messages together, each round, on one open loop at Rate (each
-	// target Rate/5; loadgen.RunInterleaved), so that every target's
-	// latency comes from the same seconds; a pass of each target alone
-	// follows the rounds for the cost table. Open loop only, and
-	// without Edge, Fleet or ConsoleWatcher. Default false: in turn.
+	// Budgets adds the target "budgets": the same gateway and platform
+	// model, now priced, asked by a key of another group for another
+	// public model, where that key, group and model each have a hard
+	// budget never reached (budgetsCatalog), so that each request
+	// reserves its estimated cost in three budget scopes and settles its
+	// real cost; judged against weir, whose key, group and model have
+	// none. Default false.
+	Budgets bool
+	// Interleave, with Dialects or Budgets, drives direct, proxy, weir
+	// and their targets together, each round, on one open loop at Rate
+	// (each target an equal share; loadgen.RunInterleaved), so that
+	// every target's latency comes from the same seconds; a pass of each
+	// target alone follows the rounds for the cost table. Open loop
+	// only, and without Edge, Fleet or ConsoleWatcher. Default false: in
+	// turn.
 	Interleave bool
 	// Fleet, with Replicas set, adds two targets run as `weir serve`
 	// children: "serve", one gateway on SQLite (the fleet's baseline), and
@@ -122,9 +131,10 @@ func (t overheadTarget) requests() (plain, stream string) {
 type overheadRig struct {
 	targets  []overheadTarget
 	gateway  Gateway
-	serve    *child    // with OverheadConfig.Fleet: one `weir serve` on SQLite
-	fleet    *fleetRun // and the replicas
-	edge     *edgeNode // with OverheadConfig.Edge: the node agent
+	serve    *child         // with OverheadConfig.Fleet: one `weir serve` on SQLite
+	fleet    *fleetRun      // and the replicas
+	edge     *edgeNode      // with OverheadConfig.Edge: the node agent
+	budgets  *budgetsTarget // with OverheadConfig.Budgets: its key and budget scopes
 	logLevel string
 	key      weir.APIKey
 	answer   int // bytes of a non-streamed answer
@@ -206,6 +216,11 @@ func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, er
 		rig.targets = append(rig.targets, overheadTarget{name: "messages", urls: []string{weirURL + "/v1/messages"}, header: anthropic,
 			body: messagesBody, streamBody: messagesStreamBody})
 	}
+	if c.Budgets {
+		if err := startBudgetsTarget(ctx, c, rig, plain); err != nil {
+			return nil, err
+		}
+	}
 	if c.Edge {
 		if err := startEdgeTarget(ctx, c, rig, mockURL+"/v1", auth); err != nil {
 			return nil, err
@@ -261,6 +276,9 @@ func startWeirGateway(ctx context.Context, c OverheadConfig, rig *overheadRig, d
 	cfg := overheadCatalog(mockURL, filepath.Join(dir, "weir.db"))
 	if c.Edge {
 		edgeCatalog(cfg)
+	}
+	if c.Budgets {
+		budgetsCatalog(cfg)
 	}
 	if err := cfg.Validate(); err != nil {
 		return "", fmt.Errorf("bench config: %w", err)
@@ -319,12 +337,14 @@ func (c OverheadConfig) validate() error {
 		return fmt.Errorf("--profile-target edge needs --edge")
 	case (c.ProfileTarget == "responses" || c.ProfileTarget == "messages") && !c.Dialects:
 		return fmt.Errorf("--profile-target %s needs --dialects", c.ProfileTarget)
-	case !slices.Contains([]string{"direct", "proxy", "weir", "edge", "responses", "messages"}, c.ProfileTarget):
-		return fmt.Errorf("--profile-target must be direct, proxy, weir, edge, responses or messages")
-	case c.Interleave && (!c.Dialects || c.MaxRPS):
-		return fmt.Errorf("--interleave needs --dialects and an open loop (not --max-rps)")
+	case c.ProfileTarget == "budgets" && !c.Budgets:
+		return fmt.Errorf("--profile-target budgets needs --budgets")
+	case !slices.Contains([]string{"direct", "proxy", "weir", "edge", "responses", "messages", "budgets"}, c.ProfileTarget):
+		return fmt.Errorf("--profile-target must be direct, proxy, weir, edge, responses, messages or budgets")
+	case c.Interleave && (!(c.Dialects || c.Budgets) || c.MaxRPS):
+		return fmt.Errorf("--interleave needs --dialects or --budgets, and an open loop (not --max-rps)")
 	case c.Interleave && (c.Edge || c.Fleet.Replicas > 0 || len(c.ConsoleWatcher) > 0):
-		return fmt.Errorf("--interleave drives direct, proxy, weir, responses and messages alone: not with --edge, --fleet or --console-watcher")
+		return fmt.Errorf("--interleave drives direct, proxy, weir and the targets of --dialects and --budgets alone: not with --edge, --fleet or --console-watcher")
 	case c.Edge && c.Weir.CreateNode == nil:
 		return errors.New("bench: Weir.CreateNode is required for the edge target")
 	}
@@ -470,13 +490,26 @@ func (s streamSplit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // ends with each column's median, since one stall of a shared machine moves
 // a p99.
 //
-// With c.Interleave (--interleave, with --dialects), each round drives the
-// five targets together instead, one open loop at --rate dealing its
-// requests to each in turn (each target --rate/5), so that what each adds
-// over direct is measured over the same seconds; the whole process's CPU
-// time and allocations cannot be split among targets sharing a window,
-// so the cost table comes from a pass of each target alone, in turn,
-// after the rounds.
+// With c.Interleave (--interleave, with --dialects or --budgets), each
+// round drives the targets together instead, one open loop at --rate
+// dealing its requests to each in turn (each target an equal share of
+// --rate), so that what each adds over direct is measured over the same
+// seconds; the whole process's CPU time and allocations cannot be split
+// among targets sharing a window, so the cost table comes from a pass of
+// each target alone, in turn, after the rounds.
+//
+// With c.Budgets (--budgets), one more target, "budgets", reaches the
+// same gateway and platform model (priced with --budgets, for every
+// target) through a key of another group asking another public model,
+// where that key (in the store, as `weir keys create --budget` makes
+// it), that group and that model each have a hard budget of
+// 1,000,000 a month (the config file's), never reached: each request
+// reserves its estimated cost in the three budget scopes, is journaled,
+// settles its real cost and has the budgets' alerts looked at. Its line
+// gives its added latency as a multiple of weir's, against 1.1x. Before
+// the run, a probe checks that a request settles in all three scopes
+// (their spend grows), and after it that the run's did: the run fails
+// otherwise.
 //
 // With c.Fleet.Replicas set (--fleet N), two more targets run as `weir
 // serve` child processes with the same catalog and limits: "serve", one
@@ -532,6 +565,9 @@ func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 	rep.printCosts()
 	rep.printFailures()
 	rep.printScopes(ctx)
+	if err := rep.printBudgetScopes(ctx); err != nil {
+		return err
+	}
 	rep.printLogWarnings()
 	fmt.Fprintf(out, "load average at the end: %s\n", loadAverage())
 	return nil

@@ -93,6 +93,9 @@ var (
 	messagesHop  = hop{"messages", "direct"}
 	// consoleHop is Weir with its web console watched, against Weir.
 	consoleHop = hop{"console", "direct"}
+	// budgetsHop is Weir with a budget on the request's key, group and
+	// model, judged against weir's hop.
+	budgetsHop = hop{"budgets", "direct"}
 )
 
 // added is what h adds to the p50 and the p99 of rows.
@@ -169,6 +172,11 @@ func printCost(out io.Writer, target string, rows map[string]row) {
 		line += fmt.Sprintf("   tunnel (edge-weir) %+.1f µs, %+.0f allocs; tunnel/proxy: cpu %s, allocs %s",
 			r.cpu-w.cpu, r.allocs-w.allocs,
 			fmtRatio(fratio(r.cpu-w.cpu, px.cpu-d.cpu)), fmtRatio(fratio(r.allocs-w.allocs, px.allocs-d.allocs)))
+	}
+	if w, ok := rows["weir"]; ok && target == "budgets" {
+		line += fmt.Sprintf("   budgets-weir: cpu %+.1f µs, allocs %+.0f, KB %+.1f; budgets/weir added: cpu %s, allocs %s",
+			r.cpu-w.cpu, r.allocs-w.allocs, r.kb-w.kb,
+			fmtRatio(fratio(r.cpu-d.cpu, w.cpu-d.cpu)), fmtRatio(fratio(r.allocs-d.allocs, w.allocs-d.allocs)))
 	}
 	fmt.Fprintln(out, line)
 }
@@ -265,6 +273,9 @@ func ratioVerdict(target string, rows map[string]row) string {
 		}
 		r50, r99 := hopRatios(rows, h, weirHop)
 		return fmt.Sprintf("   %s/weir added: p50 %s, p99 %s (target <= 1.3x: %s)", target, fmtRatio(r50), fmtRatio(r99), verdict(r50, r99, 1.3))
+	case target == "budgets" && has("direct", "weir"):
+		r50, r99 := hopRatios(rows, budgetsHop, weirHop)
+		return fmt.Sprintf("   budgets/weir added: p50 %s, p99 %s (target <= 1.1x: %s)", fmtRatio(r50), fmtRatio(r99), verdict(r50, r99, 1.1))
 	case target == "edge" && has("direct", "proxy", "weir"):
 		t50, t99 := tunnelHop.added(rows)
 		p50, p99 := proxyHop.added(rows)
@@ -373,6 +384,10 @@ func printOverheadSetup(out io.Writer, c OverheadConfig, rig *overheadRig) {
 		c.CompletionTokens, rig.answer, len(chatBody), runtime.GOMAXPROCS(0), gc, loadAverage())
 	fmt.Fprintf(out, "  weir: scopes key:%s group:%s pm:%s, each limit %d; log level %s\n",
 		rig.key.ID, rig.key.Group, chatPM, generous, rig.logLevel)
+	if rig.budgets != nil {
+		fmt.Fprintf(out, "  budgets: the same gateway and platform model (priced input %s, output %s a million tokens, for every target), key %s of group %s asking model %s; a hard budget of %s (alerts at %v%%) on that key, group and model: scopes %s\n",
+			budgetsPrice.Input, budgetsPrice.Output, rig.budgets.key.ID, budgetsGroup, budgetsModel, budgetsSpec, budgetsAlerts, strings.Join(rig.budgets.scopes, ", "))
+	}
 	if rig.edge != nil {
 		fmt.Fprintf(out, "  edge: the same gateway, model %s routed to node %s alone: its agent in this process dials the edge listener %s over gRPC (plaintext), its provider %s is the same mock, %d slots; scopes key, group and %s\n",
 			edgeModel, rig.edge.node.ID, rig.gateway.EdgeAddr(), edgeProvider, edgeSlots, rig.edge.scope())
@@ -417,6 +432,9 @@ func (p overheadReport) printMedians() {
 	if p.c.Dialects {
 		fmt.Fprintf(p.out, "responses/weir added latency, round by round: %s\n", roundRatios(p.results, latency, responsesHop, weirHop))
 		fmt.Fprintf(p.out, "messages/weir added latency, round by round: %s\n", roundRatios(p.results, latency, messagesHop, weirHop))
+	}
+	if p.c.Budgets {
+		fmt.Fprintf(p.out, "budgets/weir added latency, round by round: %s\n", roundRatios(p.results, latency, budgetsHop, weirHop))
 	}
 }
 
@@ -502,6 +520,18 @@ func (p overheadReport) printScopes(ctx context.Context) {
 		}
 	}
 	fmt.Fprintf(p.out, "weir scopes used: %s\n", strings.Join(scopes, ", "))
+}
+
+// printBudgetScopes prints, with OverheadConfig.Budgets, the budgets
+// target's budget scopes' spend, and fails the run if the run's requests
+// settled nothing in one of them.
+func (p overheadReport) printBudgetScopes(ctx context.Context) error {
+	if p.rig.budgets == nil {
+		return nil
+	}
+	line, err := p.rig.budgets.report(ctx, p.rig)
+	fmt.Fprintln(p.out, line)
+	return err
 }
 
 // printLogWarnings prints the warnings that the edge node and the `weir

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -86,12 +87,89 @@ func TestOverheadConfigErrors(t *testing.T) {
 		{func(c *OverheadConfig) { c.Interleave, c.Dialects, c.MaxRPS = true, true, true }, "not --max-rps"},
 		{func(c *OverheadConfig) { c.Interleave, c.Dialects, c.Edge = true, true, true }, "not with --edge"},
 		{func(c *OverheadConfig) { c.Interleave, c.Dialects, c.ConsoleWatcher = true, true, []string{"watch"} }, "--console-watcher"},
+		{func(c *OverheadConfig) { c.ProfileTarget = "budgets" }, "--profile-target budgets needs --budgets"},
+		{func(c *OverheadConfig) { c.Interleave, c.Budgets, c.MaxRPS = true, true, true }, "not --max-rps"},
 	} {
 		c := valid()
 		tc.change(&c)
 		if err := c.validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("want an error naming %s, got %v", tc.want, err)
 		}
+	}
+	// --budgets, in turn or interleaved without --dialects, and profiled.
+	for _, change := range []func(*OverheadConfig){
+		func(c *OverheadConfig) { c.Budgets, c.ProfileTarget = true, "budgets" },
+		func(c *OverheadConfig) { c.Budgets, c.Interleave = true, true },
+		func(c *OverheadConfig) { c.Budgets, c.Dialects, c.Interleave = true, true, true },
+	} {
+		c := valid()
+		change(&c)
+		if err := c.validate(); err != nil {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+}
+
+// The budgets line judges what budgets adds over direct against what
+// weir adds, within 1.1x.
+func TestOverheadVerdictOnBudgetsLine(t *testing.T) {
+	t.Parallel()
+	lat := func(p50, p99 time.Duration) row { return row{lat: loadgen.Percentiles{P50: p50, P99: p99}} }
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		budgets row
+		want    string
+	}{
+		// Weir adds 0.2 / 2 ms over direct.
+		{lat(1200*time.Microsecond, 3*ms), "p50 1.00x, p99 1.00x (target <= 1.1x: met)"},
+		{lat(1220*time.Microsecond, 3200*time.Microsecond), "p50 1.10x, p99 1.10x (target <= 1.1x: met)"},
+		{lat(1250*time.Microsecond, 3*ms), "p50 1.25x, p99 1.00x (target <= 1.1x: missed)"},
+		{lat(1200*time.Microsecond, 4*ms), "p50 1.00x, p99 1.50x (target <= 1.1x: missed)"},
+	} {
+		rows := map[string]row{
+			"direct":  lat(ms, ms),
+			"proxy":   lat(1100*time.Microsecond, 2*ms),
+			"weir":    lat(1200*time.Microsecond, 3*ms),
+			"budgets": tc.budgets,
+		}
+		var b strings.Builder
+		printOverhead(&b, "budgets", rows)
+		if !strings.Contains(b.String(), "budgets/weir added: "+tc.want) {
+			t.Errorf("budgets' line %q, want it to end %q", b.String(), tc.want)
+		}
+	}
+}
+
+// The budgets target's gateway config is valid: the platform model is
+// priced, the budgets target's group and model each have a hard budget
+// and the weir target's none, and its requests are as long as the weir
+// target's.
+func TestBudgetsCatalog(t *testing.T) {
+	t.Parallel()
+	cfg := overheadCatalog("http://127.0.0.1:9/v1", "/tmp/x.db")
+	budgetsCatalog(cfg)
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := cfg.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pm := range cat.PlatformModels {
+		if pm.Name == chatPM && pm.Price.IsZero() {
+			t.Errorf("%s has no price: a request would reserve nothing", chatPM)
+		}
+	}
+	subjects := map[string]weir.BudgetMode{}
+	for _, b := range cat.Budgets {
+		subjects[b.Subject.String()] = b.Mode
+	}
+	want := map[string]weir.BudgetMode{"group:" + budgetsGroup: weir.BudgetHard, "model:" + budgetsModel: weir.BudgetHard}
+	if !maps.Equal(subjects, want) {
+		t.Errorf("budgets %v, want %v (none on the weir target's group or model)", subjects, want)
+	}
+	if len(budgetsBody) != len(chatBody) || len(budgetsStreamBody) != len(chatStreamBody) || !strings.Contains(budgetsBody, budgetsModel) {
+		t.Errorf("budgets requests %q / %q, want chatBody's size for %s", budgetsBody, budgetsStreamBody, budgetsModel)
 	}
 }
 

@@ -106,9 +106,10 @@ func (s *Service) prepareBudgets(ctx context.Context, key, group, model string, 
 	if book == nil || len(book.byID) == 0 {
 		return rb, nil
 	}
+	now := s.deps.Clock.Now()
 	for _, b := range [][]weir.Budget{book.of("key", key), book.of("group", group), book.of("model", model)} {
 		for _, x := range b {
-			if err := s.ensureBudgetScope(ctx, x); err != nil {
+			if err := s.ensureBudgetScope(ctx, x, now); err != nil {
 				return rb, err
 			}
 			rb.common = append(rb.common, admission.Need{Scope: weir.BudgetScope(x.ID)})
@@ -116,7 +117,7 @@ func (s *Service) prepareBudgets(ctx context.Context, key, group, model string, 
 	}
 	for _, pm := range pms {
 		for _, x := range book.of("platform_model", pm) {
-			if err := s.ensureBudgetScope(ctx, x); err != nil {
+			if err := s.ensureBudgetScope(ctx, x, now); err != nil {
 				return rb, err
 			}
 			if rb.byPM == nil {
@@ -128,12 +129,15 @@ func (s *Service) prepareBudgets(ctx context.Context, key, group, model string, 
 	return rb, nil
 }
 
-// ensureBudgetScope sets b's scope to its window now, unless it is
+// ensureBudgetScope sets b's scope to its window at now, unless it is
 // already: the window's spend so far is read from the store once per
-// window.
-func (s *Service) ensureBudgetScope(ctx context.Context, b weir.Budget) error {
-	now := s.deps.Clock.Now()
-	v, _ := s.budgets.windows.LoadOrStore(b.ID, &budgetWindow{})
+// window. Every request calls it for each of its budgets, so the usual
+// case, a window already set, allocates nothing.
+func (s *Service) ensureBudgetScope(ctx context.Context, b weir.Budget, now time.Time) error {
+	v, ok := s.budgets.windows.Load(b.ID)
+	if !ok {
+		v, _ = s.budgets.windows.LoadOrStore(b.ID, &budgetWindow{})
+	}
 	w := v.(*budgetWindow)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -252,7 +256,7 @@ func (s *Service) reloadBudgetsLocked(ctx context.Context) error {
 		changed := !w.until.IsZero() && !sameBudget(w.cfg, b)
 		w.mu.Unlock()
 		if changed {
-			if err := s.ensureBudgetScope(ctx, b); err != nil {
+			if err := s.ensureBudgetScope(ctx, b, s.deps.Clock.Now()); err != nil {
 				s.deps.Logger.Warn("could not change a budget's scope", "budget", id, "error", err)
 			}
 		}

@@ -301,6 +301,30 @@ func TestBudgetSpentKeptCurrentForTheNextLeader(t *testing.T) {
 	}
 }
 
+// Once a budget's window is set, the check every request makes of it
+// allocates nothing. Not parallel: AllocsPerRun counts the process's
+// allocations.
+func TestBudgetWindowSetAllocatesNothing(t *testing.T) {
+	key := weir.BudgetSubject{Type: "key", Name: "key_1"}
+	b := setup(t, setupOpts{catalog: budgeted(monthBudget("b1", key, 1_000, weir.BudgetHard))})
+	if err := b.svc.Serve(t.Context(), b.budgetCall(t, "r1", 50, 10, 20), &recordedAnswer{}); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := weir.ParseWindow("month")
+	budget, ok := b.svc.budgets.book.Load().get(weir.ConfigBudgetID(key, w))
+	if !ok {
+		t.Fatal("the catalog's budget is not in the book")
+	}
+	ctx, now := t.Context(), b.clock.Now()
+	var err error
+	if n := testing.AllocsPerRun(100, func() { err = b.svc.ensureBudgetScope(ctx, budget, now) }); n != 0 || err != nil {
+		t.Errorf("a set window's check: %v allocations, %v; want none", n, err)
+	}
+	if st := b.scope(t, budgetScopeOf(key, "month")); st.BudgetSpent != 30 {
+		t.Errorf("spent %d after the checks, want the first request's 30", st.BudgetSpent)
+	}
+}
+
 // recordingEngine keeps the last configuration SetScope gave each scope.
 type recordingEngine struct {
 	admission.Engine

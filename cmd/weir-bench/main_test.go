@@ -4,12 +4,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/bench"
 	"github.com/weir-gateway/weir/pgtest"
 )
@@ -193,6 +195,62 @@ func TestBenchInterleavedThroughMain(t *testing.T) {
 	}
 	if strings.Contains(text, "failures:") {
 		t.Errorf("requests failed:\n%s", text)
+	}
+}
+
+// Overhead's budgets target interleaved with the others against
+// serve.Main, briefly: every request answered, the budgets line judged
+// against weir round by round and over the medians, and each of the
+// three budget scopes (the key's, the group's, the model's) shows spend.
+func TestBenchBudgetsInterleavedThroughMain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives load for a few seconds")
+	}
+	w := testWeir(t)
+	var out strings.Builder
+	err := bench.Overhead(t.Context(), &out, bench.OverheadConfig{
+		Weir: w, Rate: 200, Warmup: 100 * time.Millisecond, Duration: 400 * time.Millisecond, Rounds: 2, Concurrency: 16,
+		CompletionTokens: 80, ProfileTarget: "budgets", Budgets: true, Interleave: true,
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	text := out.String()
+	lines := strings.Split(text, "\n")
+	for _, target := range []string{"direct ", "proxy ", "weir ", "budgets "} {
+		// Each round's line, the medians' and the cost pass's.
+		n := len(slices.DeleteFunc(slices.Clone(lines), func(l string) bool {
+			return !strings.HasPrefix(l, target) || !strings.Contains(l, " 100.00 ")
+		}))
+		if n != 4 {
+			t.Errorf("%d lines for %s with 100%% success, want 4 (2 rounds, medians, cost pass):\n%s", n, target, text)
+		}
+	}
+	// 200 req/s over 4 targets for 400ms: 20 measured requests each.
+	if n := strings.Count(text, "requests measured: direct 20, proxy 20, weir 20, budgets 20\n"); n != 2 {
+		t.Errorf("%d rounds gave each target its 20 requests, want 2:\n%s", n, text)
+	}
+	for _, want := range []string{
+		"budgets: the same gateway and platform model",
+		"budgets/weir added: p50 ",
+		"budgets/weir added latency, round by round: ",
+		"budgets-weir: cpu ",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "failures:") {
+		t.Errorf("requests failed:\n%s", text)
+	}
+	spent := regexp.MustCompile(`budget:(\S+) \(spent ([0-9.]+),`).FindAllStringSubmatch(text, -1)
+	if len(spent) != 3 {
+		t.Fatalf("%d budget scopes with their spend, want 3 (key, group, model):\n%s", len(spent), text)
+	}
+	for _, m := range spent {
+		if v, err := weir.ParseMoney(m[2]); err != nil || v <= 0 {
+			t.Errorf("budget %s spent %s (%v), want more than 0", m[1], m[2], err)
+		}
 	}
 }
 
