@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/task"
 )
 
@@ -30,8 +32,8 @@ const alertGap = time.Second
 // alertState is what this replica has sent or seen claimed, and when it
 // last looked at each budget.
 type alertState struct {
+	looked sync.Map // budget id → *atomic.Int64: the last look, Unix ns
 	mu     sync.Mutex
-	looked map[string]time.Time // budget id → last look
 	done   map[alertKey]bool
 }
 
@@ -53,41 +55,49 @@ type BudgetAlert struct {
 	Until     time.Time  `json:"window_end"`
 }
 
-// checkAlerts looks at the spend of the budgets a settled request
-// counted against, and sends what thresholds it crossed. It runs apart
-// from the request.
-func (s *Service) checkAlerts(scopes []string) {
+// checkAlerts looks, apart from the request, at the spend of those of
+// the budgets a settled request counted against (its scopes) that have
+// alerts and were not looked at within alertGap, and sends what
+// thresholds they crossed.
+func (s *Service) checkAlerts(scopes []admission.Need) {
 	if s.deps.Events == nil || s.deps.Budgets == nil {
 		return
 	}
 	book := s.budgets.book.Load()
 	now := s.deps.Clock.Now()
-	for _, scope := range scopes {
-		id, ok := weir.BudgetOfScope(scope)
+	var due []weir.Budget
+	for _, n := range scopes {
+		id, ok := weir.BudgetOfScope(n.Scope)
 		if !ok {
 			continue
 		}
-		b, ok := book.get(id)
-		if !ok || len(b.Alerts) == 0 || !s.alerts.due(id, now) {
-			continue
+		if b, ok := book.get(id); ok && len(b.Alerts) > 0 && s.alerts.due(id, now) {
+			due = append(due, b)
 		}
-		s.checkAlert(b, now)
 	}
+	if len(due) == 0 {
+		return
+	}
+	go func() {
+		for _, b := range due {
+			s.checkAlert(b, now)
+		}
+	}()
 }
 
 // due reports whether budget id's spend is to be looked at now, and
-// notes the look.
+// notes the look: one caller in alertGap gets true.
 func (a *alertState) due(id string, now time.Time) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.looked == nil {
-		a.looked, a.done = make(map[string]time.Time), make(map[alertKey]bool)
+	v, ok := a.looked.Load(id)
+	if !ok {
+		v, _ = a.looked.LoadOrStore(id, new(atomic.Int64))
 	}
-	if last, ok := a.looked[id]; ok && now.Sub(last) < alertGap {
+	last := v.(*atomic.Int64)
+	prev := last.Load()
+	if prev != 0 && now.UnixNano()-prev < int64(alertGap) {
 		return false
 	}
-	a.looked[id] = now
-	return true
+	return last.CompareAndSwap(prev, now.UnixNano())
 }
 
 func (s *Service) checkAlert(b weir.Budget, now time.Time) {
@@ -104,6 +114,9 @@ func (s *Service) checkAlert(b weir.Budget, now time.Time) {
 		}
 		k := alertKey{b.ID, from.UnixNano(), th}
 		s.alerts.mu.Lock()
+		if s.alerts.done == nil {
+			s.alerts.done = make(map[alertKey]bool)
+		}
 		done := s.alerts.done[k]
 		s.alerts.done[k] = true
 		s.alerts.mu.Unlock()

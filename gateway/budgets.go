@@ -330,14 +330,9 @@ func (s *Service) settleRefused(ctx context.Context, c *Call, lease admission.Le
 // afterSettle looks at the alerts of the budgets c's lease counted
 // against, apart from the request.
 func (s *Service) afterSettle(c *Call) {
-	if len(c.budgets) == 0 || s.deps.Events == nil {
-		return
+	if len(c.budgets) > 0 {
+		s.checkAlerts(c.budgets)
 	}
-	scopes := make([]string, len(c.budgets))
-	for i, n := range c.budgets {
-		scopes[i] = n.Scope
-	}
-	go s.checkAlerts(scopes)
 }
 
 // spentBefore is what subject spent in [from, until) as recorded; 0

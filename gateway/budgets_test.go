@@ -181,7 +181,8 @@ func TestSoftAndShadowBudgetsRefuseNothing(t *testing.T) {
 	}
 	// Looked at again, past the gap: both thresholds are sent already.
 	b.clock.Advance(alertGap)
-	b.svc.checkAlerts([]string{budgetScopeOf(group, "month")})
+	soft, _ := b.svc.budgets.book.Load().get(weir.ConfigBudgetID(group, win))
+	b.svc.checkAlert(soft, b.clock.Now())
 	if n := len(events.all()); n != 2 {
 		t.Errorf("%d events, want one per threshold", n)
 	}
