@@ -134,6 +134,12 @@ func (r *Reader) Once(seen *uint64, bit uint) {
 // for; it fails if key matches one of names case-insensitively, as
 // encoding/json would match it to that field.
 func (r *Reader) SkipUnknown(key []byte, names []string) {
+	for _, c := range key {
+		if c >= utf8.RuneSelf {
+			r.failed = true // matched by Unicode's case folding, maybe
+			return
+		}
+	}
 	for _, n := range names {
 		if len(n) == len(key) && bytes.EqualFold(key, []byte(n)) {
 			r.failed = true
