@@ -365,10 +365,39 @@ func unquote(lit []byte) string {
 			break
 		}
 	}
-	if plain || (bytes.IndexByte(in, '\\') < 0 && utf8.Valid(in)) {
+	if plain {
+		return intern(in)
+	}
+	if bytes.IndexByte(in, '\\') < 0 && utf8.Valid(in) {
 		return string(in)
 	}
 	var s string
 	_ = json.Unmarshal(lit, &s) // a well-formed literal: cannot fail
 	return s
+}
+
+// intern is s as a string, without allocating for the values that
+// recur in every answer and chunk.
+func intern(s []byte) string {
+	switch string(s) {
+	case "":
+		return ""
+	case "assistant":
+		return "assistant"
+	case "chat.completion":
+		return "chat.completion"
+	case "chat.completion.chunk":
+		return "chat.completion.chunk"
+	case "function":
+		return "function"
+	case "stop":
+		return "stop"
+	case "length":
+		return "length"
+	case "tool_calls":
+		return "tool_calls"
+	case "default":
+		return "default"
+	}
+	return string(s)
 }
