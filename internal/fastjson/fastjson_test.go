@@ -90,3 +90,32 @@ func TestInt64(t *testing.T) {
 		}
 	}
 }
+
+func TestScalars(t *testing.T) {
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{{"true", true}, {"false", true}, {"null", true}, {"1", false}, {`"true"`, false}, {"tru", false}} {
+		r := NewReader([]byte(tc.in))
+		var want *bool
+		if err := json.Unmarshal([]byte(tc.in), &want); (err == nil) != tc.ok {
+			t.Fatalf("json.Unmarshal %s: %v", tc.in, err)
+		}
+		got := r.BoolPtr()
+		if ok := r.End(); ok != tc.ok || (ok && (got == nil) != (want == nil)) || (ok && got != nil && *got != *want) {
+			t.Errorf("BoolPtr of %s = %v, %v", tc.in, got, ok)
+		}
+	}
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{{"0.2", true}, {" -1e-7", true}, {"1e400", false}, {"null", true}, {`"1"`, false}, {"1.", false}} {
+		r := NewReader([]byte(tc.in))
+		var want *float64
+		werr := json.Unmarshal([]byte(tc.in), &want)
+		got := r.Float64Ptr()
+		if ok := r.End(); ok != (werr == nil) || ok != tc.ok || (ok && (got == nil) != (want == nil)) || (ok && got != nil && *got != *want) {
+			t.Errorf("Float64Ptr of %s = %v, %v; json %v, %v", tc.in, got, ok, want, werr)
+		}
+	}
+}

@@ -186,6 +186,7 @@ func (r *Reader) Int64() int64 {
 	if r.Null() {
 		return 0
 	}
+	r.space()
 	num := r.number()
 	if r.failed {
 		return 0
@@ -201,13 +202,86 @@ func (r *Reader) Int64() int64 {
 // Raw reads any value and returns a copy of it as it is, as a
 // json.RawMessage field keeps it (null included).
 func (r *Reader) Raw() []byte {
+	span := r.Span()
+	if span == nil {
+		return nil
+	}
+	return append([]byte(nil), span...)
+}
+
+// Span reads any value and returns it as it is in the text read, not
+// copied.
+func (r *Reader) Span() []byte {
 	r.space()
 	start := r.i
 	r.Skip()
 	if r.failed {
 		return nil
 	}
-	return append([]byte(nil), r.b[start:r.i]...)
+	return r.b[start:r.i]
+}
+
+// Offset is where the next value starts, after any spaces.
+func (r *Reader) Offset() int {
+	r.space()
+	return r.i
+}
+
+// Since is the text read from offset to here.
+func (r *Reader) Since(offset int) []byte { return r.b[offset:r.i] }
+
+// Bool reads true or false; null is false, as encoding/json leaves a
+// bool it decodes null into.
+func (r *Reader) Bool() bool {
+	switch r.peek() {
+	case 't':
+		r.literal("true")
+		return true
+	case 'f':
+		r.literal("false")
+		return false
+	}
+	if !r.Null() {
+		r.failed = true
+	}
+	return false
+}
+
+// BoolPtr reads true, false or null (nil).
+func (r *Reader) BoolPtr() *bool {
+	if r.Null() {
+		return nil
+	}
+	v := r.Bool()
+	return &v
+}
+
+// Int64Ptr reads an integer or null (nil).
+func (r *Reader) Int64Ptr() *int64 {
+	if r.Null() {
+		return nil
+	}
+	n := r.Int64()
+	return &n
+}
+
+// Float64Ptr reads a number or null (nil); a number out of float64's
+// range fails.
+func (r *Reader) Float64Ptr() *float64 {
+	if r.Null() {
+		return nil
+	}
+	r.space()
+	num := r.number()
+	if r.failed {
+		return nil
+	}
+	f, err := strconv.ParseFloat(string(num), 64)
+	if err != nil {
+		r.failed = true
+		return nil
+	}
+	return &f
 }
 
 // Skip reads any value, checking it is well formed.
