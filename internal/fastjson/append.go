@@ -62,8 +62,7 @@ func AppendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// AppendFloat appends f as json.Marshal writes a float64; NaN and the
-// infinities, which it refuses, are left to AppendValue's error.
+// AppendFloat appends f, a finite float64, as json.Marshal writes it.
 func AppendFloat(b []byte, f float64) []byte {
 	format := byte('f')
 	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
@@ -80,6 +79,15 @@ func AppendFloat(b []byte, f float64) []byte {
 	return b
 }
 
+// AppendFloat64 appends f as AppendFloat does, or fails as json.Marshal
+// fails on NaN and the infinities.
+func AppendFloat64(b []byte, f float64) ([]byte, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return AppendValue(b, f)
+	}
+	return AppendFloat(b, f), nil
+}
+
 // AppendValue appends v as json.Marshal writes it, for the values a
 // writer has no faster way with.
 func AppendValue(b []byte, v any) ([]byte, error) {
@@ -91,28 +99,50 @@ func AppendValue(b []byte, v any) ([]byte, error) {
 }
 
 // AppendRaw appends raw, a JSON value, as json.Marshal writes a
-// json.RawMessage field: compacted, HTML's characters escaped; empty
-// (a nil field) as null.
-// Raw that is already compact and has nothing to escape is copied.
+// json.RawMessage field: compacted, HTML's characters and the line and
+// paragraph separators escaped; empty (a nil field) as null. Raw that
+// is not JSON is json.Marshal's error.
 func AppendRaw(b []byte, raw []byte) ([]byte, error) {
 	if len(raw) == 0 {
 		return append(b, "null"...), nil
 	}
-	if plainRaw(raw) {
-		return append(b, raw...), nil
-	}
-	return AppendValue(b, json.RawMessage(raw))
-}
-
-// plainRaw reports whether raw holds nothing json.Marshal would change
-// (spaces, <, >, &, non-ASCII bytes) and is well formed.
-func plainRaw(raw []byte) bool {
-	for _, c := range raw {
-		if c <= ' ' || c == '<' || c == '>' || c == '&' || c >= utf8.RuneSelf {
-			return false
-		}
-	}
 	r := NewReader(raw)
 	r.Skip()
-	return r.End()
+	if !r.End() {
+		return AppendValue(b, json.RawMessage(raw))
+	}
+	return appendCompact(b, raw), nil
+}
+
+// appendCompact appends raw, well-formed JSON, without the spaces
+// between its tokens and with <, >, &, U+2028 and U+2029 escaped, as
+// encoding/json compacts a marshaller's output.
+func appendCompact(b, raw []byte) []byte {
+	start, inString := 0, false
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		switch {
+		case !inString:
+			if isSpace(c) {
+				b = append(b, raw[start:i]...)
+				start = i + 1
+			} else if c == '"' {
+				inString = true
+			}
+		case c == '\\':
+			i++ // the escaped byte, kept
+		case c == '"':
+			inString = false
+		case c == '<' || c == '>' || c == '&':
+			b = append(b, raw[start:i]...)
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			start = i + 1
+		case c == 0xe2 && i+2 < len(raw) && raw[i+1] == 0x80 && raw[i+2]&^1 == 0xa8:
+			b = append(b, raw[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[raw[i+2]&0xf])
+			i += 2
+			start = i + 1
+		}
+	}
+	return append(b, raw[start:]...)
 }

@@ -10,7 +10,7 @@ import (
 var seeds = []string{
 	`{"a":[1,2.5e-3,-0,true,false,null,"x\u00e9\n"],"b":{}}`, `[]`, `[1,]`, `{"a" 1}`, `{"a":1,}`,
 	`"<&>\u2028"`, `01`, `1.`, `-`, `1e+`, `"\x"`, `[1 "x": 2]`, `{"a":1 "b":2}`, ` null `, `nul`,
-	"\"\xff\"", `"tab	"`, `{"k":"v"}x`, `[[[[]]]]`, `{"a":{"b":[{"c":null}]}}`,
+	"\"\xff\"", `"tab	"`, "{ \"a\" : \"x\u2028<y>\u2029 \\\" \" , \"b\":[ 1 , 2 ] }", `{"k":"v"}x`, `[[[[]]]]`, `{"a":{"b":[{"c":null}]}}`,
 }
 
 // FuzzSkip: Skip then End accepts exactly what encoding/json takes as one
