@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"encoding/json"
 	"io"
 	"os"
 	"testing"
@@ -31,7 +30,7 @@ func BenchmarkRequest(b *testing.B) {
 				if perr != nil {
 					b.Fatal(perr)
 				}
-				if _, err := json.Marshal(c); err != nil {
+				if _, err := c.Marshal(); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -55,7 +55,7 @@ func RequestToChat(r *Request) ([]byte, *RequestError) {
 	if perr != nil {
 		return nil, perr
 	}
-	b, err := json.Marshal(out)
+	b, err := out.Marshal()
 	if err != nil {
 		return nil, refuse("", "could not encode the translated request: "+err.Error())
 	}
