@@ -20,7 +20,7 @@ const DefaultMaxTokens = 4096
 // does not check max_tokens, which count_tokens does not take.
 func ParseRequest(body []byte) (*Request, *RequestError) {
 	var r Request
-	if err := json.Unmarshal(body, &r); err != nil {
+	if err := unmarshalRequest(body, &r); err != nil {
 		return nil, refuse("", "the request body is not a valid Messages request: "+err.Error())
 	}
 	if r.Model == "" {
