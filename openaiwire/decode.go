@@ -23,18 +23,141 @@ func UnmarshalChatCompletion(body []byte, cc *ChatCompletion) error {
 	return json.Unmarshal(body, cc)
 }
 
+// UnmarshalChatChunk decodes a chat.completion.chunk into c as
+// json.Unmarshal does, as UnmarshalChatCompletion decodes an answer: an
+// error inside the stream, a rare chunk, is left to json.Unmarshal too.
+func UnmarshalChatChunk(data []byte, c *ChatChunk) error {
+	r := fastjson.NewReader(data)
+	var out ChatChunk
+	readChunk(r, &out)
+	if r.End() {
+		*c = out
+		return nil
+	}
+	*c = ChatChunk{}
+	return json.Unmarshal(data, c)
+}
+
 // The keys each decoded object knows, which an unknown key must not
 // match case-insensitively.
 var (
-	completionKeys = []string{"id", "object", "created", "model", "choices", "usage", "service_tier", "system_fingerprint"}
-	choiceKeys     = []string{"index", "message", "logprobs", "finish_reason"}
-	messageKeys    = []string{"role", "content", "refusal", "tool_calls", "reasoning_content"}
-	toolCallKeys   = []string{"index", "id", "type", "function", "extra_content"}
-	functionKeys   = []string{"name", "arguments"}
-	usageKeys      = []string{"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens_details"}
-	cachedKeys     = []string{"cached_tokens"}
-	reasoningKeys  = []string{"reasoning_tokens"}
+	completionKeys  = []string{"id", "object", "created", "model", "choices", "usage", "service_tier", "system_fingerprint"}
+	choiceKeys      = []string{"index", "message", "logprobs", "finish_reason"}
+	messageKeys     = []string{"role", "content", "refusal", "tool_calls", "reasoning_content"}
+	toolCallKeys    = []string{"index", "id", "type", "function", "extra_content"}
+	functionKeys    = []string{"name", "arguments"}
+	usageKeys       = []string{"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens_details"}
+	cachedKeys      = []string{"cached_tokens"}
+	reasoningKeys   = []string{"reasoning_tokens"}
+	chunkKeys       = []string{"id", "object", "created", "model", "system_fingerprint", "choices", "usage", "service_tier", "error"}
+	chunkChoiceKeys = []string{"index", "delta", "logprobs", "finish_reason"}
+	deltaKeys       = []string{"role", "content", "refusal", "reasoning_content", "tool_calls"}
 )
+
+func readChunk(r *fastjson.Reader, c *ChatChunk) {
+	if !r.Open('{') {
+		return
+	}
+	var seen uint64
+	for r.Next('}') {
+		key := r.Key()
+		switch string(key) {
+		case "id":
+			r.Once(&seen, 0)
+			c.ID = r.String()
+		case "object":
+			r.Once(&seen, 1)
+			c.Object = r.String()
+		case "created":
+			r.Once(&seen, 2)
+			c.Created = r.Int64()
+		case "model":
+			r.Once(&seen, 3)
+			c.Model = r.String()
+		case "system_fingerprint":
+			r.Once(&seen, 4)
+			c.SystemFingerprint = r.Raw()
+		case "choices":
+			r.Once(&seen, 5)
+			c.Choices = readChunkChoices(r)
+		case "usage":
+			r.Once(&seen, 6)
+			c.Usage = readUsage(r)
+		case "service_tier":
+			r.Once(&seen, 7)
+			c.ServiceTier = r.String()
+		case "error":
+			if !r.Null() {
+				r.Fail() // json.Unmarshal reads it
+			}
+		default:
+			r.SkipUnknown(key, chunkKeys)
+		}
+	}
+}
+
+func readChunkChoices(r *fastjson.Reader) []ChunkChoice {
+	if r.Null() || !r.Open('[') {
+		return nil
+	}
+	out := make([]ChunkChoice, 0, 1)
+	for r.Next(']') {
+		var c ChunkChoice
+		if !r.Null() && r.Open('{') {
+			var seen uint64
+			for r.Next('}') {
+				key := r.Key()
+				switch string(key) {
+				case "index":
+					r.Once(&seen, 0)
+					c.Index = readInt(r)
+				case "delta":
+					r.Once(&seen, 1)
+					readDelta(r, &c.Delta)
+				case "logprobs":
+					r.Once(&seen, 2)
+					c.Logprobs = r.Raw()
+				case "finish_reason":
+					r.Once(&seen, 3)
+					c.FinishReason = r.StringPtr()
+				default:
+					r.SkipUnknown(key, chunkChoiceKeys)
+				}
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func readDelta(r *fastjson.Reader, d *Delta) {
+	if r.Null() || !r.Open('{') {
+		return
+	}
+	var seen uint64
+	for r.Next('}') {
+		key := r.Key()
+		switch string(key) {
+		case "role":
+			r.Once(&seen, 0)
+			d.Role = r.String()
+		case "content":
+			r.Once(&seen, 1)
+			d.Content = r.StringPtr()
+		case "refusal":
+			r.Once(&seen, 2)
+			d.Refusal = r.StringPtr()
+		case "reasoning_content":
+			r.Once(&seen, 3)
+			d.ReasoningContent = r.StringPtr()
+		case "tool_calls":
+			r.Once(&seen, 4)
+			d.ToolCalls = readToolCalls(r)
+		default:
+			r.SkipUnknown(key, deltaKeys)
+		}
+	}
+}
 
 func readCompletion(r *fastjson.Reader, cc *ChatCompletion) {
 	if !r.Open('{') {
