@@ -81,7 +81,7 @@ func (s *MessagesStream) translateLine(out, line []byte) []byte {
 		return s.finish(out)
 	}
 	var c openaiwire.ChatChunk
-	if json.Unmarshal(data, &c) != nil {
+	if openaiwire.UnmarshalChatChunk(data, &c) != nil {
 		return out
 	}
 	if c.Error != nil {

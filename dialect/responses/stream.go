@@ -174,7 +174,7 @@ func (s *Stream) Chunk(data []byte) []byte {
 		return s.Done()
 	}
 	var c openaiwire.ChatChunk
-	if err := json.Unmarshal(data, &c); err != nil {
+	if err := openaiwire.UnmarshalChatChunk(data, &c); err != nil {
 		return s.Fail("upstream_error", "the upstream sent a stream chunk that is not JSON")
 	}
 	if c.Error != nil {
