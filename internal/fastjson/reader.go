@@ -72,6 +72,10 @@ func (r *Reader) peek() byte {
 	return r.b[r.i]
 }
 
+// Peek is the first byte of the next value, 0 at the end or once the
+// reader failed.
+func (r *Reader) Peek() byte { return r.peek() }
+
 // Open reads the start of an object ('{') or array ('[').
 func (r *Reader) Open(c byte) bool {
 	if r.peek() != c {
