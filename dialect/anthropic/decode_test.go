@@ -16,6 +16,8 @@ func FuzzUnmarshalRequest(f *testing.F) {
 			"stop_sequences":["a"],"top_p":0.5,"top_k":3,"thinking":{"type":"disabled"},"metadata":null,"tool_choice":{"type":"any"}}`,
 		`{"Model":"m"}`, `{"model":"m","model":"n"}`, `{"messages":[{"role":"user","content":5}]}`, `{"max_tokens":1.5}`,
 		`null`, `[]`, `{"model":"m"} x`, `{"messages":[{"ROLE":"user"}]}`,
+		`{"messages":[{"role":"user","content":[null,{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"a","cache_control":{"type":"ephemeral"}}],"is_error":false},
+			{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA==","Url":1}},{"type":"tool_result","content":"s"}]}],"system":"sys"}`,
 	} {
 		f.Add([]byte(s))
 	}
