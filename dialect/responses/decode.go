@@ -75,17 +75,11 @@ func decodeField(rd *fastjson.Reader, r *Request, key string) bool {
 	case "model":
 		r.Model = rd.String()
 	case "input":
-		span := rd.Span()
-		if len(span) > 0 && span[0] == '"' {
-			r.Input.IsText = true
-			r.Input.Text = fastjson.NewReader(span).String()
-			return !rd.Failed()
-		}
-		return span != nil && json.Unmarshal(span, &r.Input) == nil
+		decodeInput(rd, &r.Input)
 	case "instructions":
 		r.Instructions = rd.StringPtr()
 	case "tools":
-		return unmarshalSpan(rd, &r.Tools)
+		r.Tools = decodeTools(rd)
 	case "tool_choice":
 		r.ToolChoice = rd.Raw()
 	case "text":
@@ -130,4 +124,195 @@ func decodeField(rd *fastjson.Reader, r *Request, key string) bool {
 func unmarshalSpan(rd *fastjson.Reader, v any) bool {
 	span := rd.Span()
 	return span != nil && json.Unmarshal(span, v) == nil
+}
+
+// The keys an Item, a Part and a Tool know.
+var (
+	itemKeys = []string{"type", "id", "status", "role", "content", "call_id", "name", "arguments", "output"}
+	partKeys = []string{"type", "text", "image_url", "detail", "file_id", "file_data", "filename", "file_url", "refusal"}
+	toolKeys = []string{"type", "name", "description", "parameters", "strict"}
+)
+
+// decodeInput decodes the input as Input's UnmarshalJSON does: a string
+// as the text, an array as items, null as none.
+func decodeInput(rd *fastjson.Reader, in *Input) {
+	switch rd.Peek() {
+	case 'n':
+		rd.Null()
+		return
+	case '"':
+		in.IsText, in.Text = true, rd.String()
+		return
+	case '[':
+	default:
+		rd.Fail() // json.Unmarshal's error
+		return
+	}
+	rd.Open('[')
+	in.Items = make([]Item, 0, 4)
+	for rd.Next(']') {
+		var it Item
+		decodeItem(rd, &it)
+		in.Items = append(in.Items, it)
+	}
+}
+
+func decodeItem(rd *fastjson.Reader, it *Item) {
+	if rd.Null() || !rd.Open('{') {
+		return
+	}
+	var seen uint64
+	for rd.Next('}') {
+		key := rd.Key()
+		switch string(key) {
+		case "type":
+			rd.Once(&seen, 0)
+			it.Type = rd.String()
+		case "id":
+			rd.Once(&seen, 1)
+			it.ID = rd.String()
+		case "status":
+			rd.Once(&seen, 2)
+			it.Status = rd.String()
+		case "role":
+			rd.Once(&seen, 3)
+			it.Role = rd.String()
+		case "content":
+			rd.Once(&seen, 4)
+			decodeContent(rd, &it.Content)
+		case "call_id":
+			rd.Once(&seen, 5)
+			it.CallID = rd.String()
+		case "name":
+			rd.Once(&seen, 6)
+			it.Name = rd.String()
+		case "arguments":
+			rd.Once(&seen, 7)
+			it.Arguments = rd.String()
+		case "output":
+			rd.Once(&seen, 8)
+			decodeContent(rd, &it.Output)
+		default:
+			rd.SkipUnknown(key, itemKeys)
+		}
+	}
+}
+
+// decodeContent decodes a Content as its UnmarshalJSON does.
+func decodeContent(rd *fastjson.Reader, c *Content) {
+	switch rd.Peek() {
+	case 'n':
+		rd.Null()
+		return
+	case '"':
+		c.IsText, c.Set, c.Text = true, true, rd.String()
+		return
+	case '[':
+	default:
+		rd.Fail() // json.Unmarshal's error
+		return
+	}
+	rd.Open('[')
+	c.Set = true
+	c.Parts = make([]Part, 0, 1)
+	for rd.Next(']') {
+		var p Part
+		decodePart(rd, &p)
+		c.Parts = append(c.Parts, p)
+	}
+}
+
+func decodePart(rd *fastjson.Reader, p *Part) {
+	if rd.Null() || !rd.Open('{') {
+		return
+	}
+	var seen uint64
+	for rd.Next('}') {
+		key := rd.Key()
+		var field *string
+		switch string(key) {
+		case "type":
+			rd.Once(&seen, 0)
+			field = &p.Type
+		case "text":
+			rd.Once(&seen, 1)
+			field = &p.Text
+		case "image_url":
+			rd.Once(&seen, 2)
+			field = &p.ImageURL
+		case "detail":
+			rd.Once(&seen, 3)
+			field = &p.Detail
+		case "file_id":
+			rd.Once(&seen, 4)
+			field = &p.FileID
+		case "file_data":
+			rd.Once(&seen, 5)
+			field = &p.FileData
+		case "filename":
+			rd.Once(&seen, 6)
+			field = &p.Filename
+		case "file_url":
+			rd.Once(&seen, 7)
+			field = &p.FileURL
+		case "refusal":
+			rd.Once(&seen, 8)
+			field = &p.Refusal
+		default:
+			rd.SkipUnknown(key, partKeys)
+			continue
+		}
+		*field = rd.String()
+	}
+}
+
+// decodeTools decodes the tools as json.Unmarshal does, each with its
+// Raw, the tool as it came.
+func decodeTools(rd *fastjson.Reader) []Tool {
+	if rd.Null() || !rd.Open('[') {
+		return nil
+	}
+	tools := make([]Tool, 0, 1)
+	for rd.Next(']') {
+		var t Tool
+		start := rd.Offset()
+		if rd.Peek() == 'n' {
+			rd.Fail() // a null tool: left to json.Unmarshal
+		}
+		decodeTool(rd, &t)
+		if !rd.Failed() {
+			t.Raw = append(json.RawMessage(nil), rd.Since(start)...)
+		}
+		tools = append(tools, t)
+	}
+	return tools
+}
+
+func decodeTool(rd *fastjson.Reader, t *Tool) {
+	if !rd.Open('{') {
+		return
+	}
+	var seen uint64
+	for rd.Next('}') {
+		key := rd.Key()
+		switch string(key) {
+		case "type":
+			rd.Once(&seen, 0)
+			t.Type = rd.String()
+		case "name":
+			rd.Once(&seen, 1)
+			t.Name = rd.String()
+		case "description":
+			rd.Once(&seen, 2)
+			t.Description = rd.StringPtr()
+		case "parameters":
+			rd.Once(&seen, 3)
+			t.Parameters = rd.Raw()
+		case "strict":
+			rd.Once(&seen, 4)
+			t.Strict = rd.BoolPtr()
+		default:
+			rd.SkipUnknown(key, toolKeys)
+		}
+	}
 }

@@ -19,6 +19,8 @@ var parseSeeds = []string{
 	`{"model":"m","input":"x","Model":"n"}`, `{"model":"m","model":"n","input":"x"}`, `{"mod\u0065l":"m","input":"x"}`,
 	`{"model":"m","input":"x","temperature":0.5,"top_p":1e400,"stream":true,"store":false,"include":["a"],"metadata":{"k":"v"}}`,
 	`{"model":"m","input":null,"instructions":null,"max_output_tokens":3.5,"reasoning":{"effort":"low"},"truncation":"disabled"}`,
+	`{"model":"m","input":"x","tools":[null,{"type":"function","name":"f","strict":null,"x":[]}]}`,
+	`{"model":"m","input":[null,{"role":"user","content":[null,{"type":"input_text","text":null,"TEXT":"a"}]},{"type":"function_call_output","call_id":"c","output":[]}]}`,
 	benchRequest, benchConversation,
 }
 
