@@ -125,6 +125,16 @@ func (r *Reader) Key() []byte {
 	return lit[1 : len(lit)-1]
 }
 
+// anyKey reads a key, escapes and all, and the colon after it.
+func (r *Reader) anyKey() {
+	r.stringLiteral()
+	if r.peek() != ':' {
+		r.failed = true
+		return
+	}
+	r.i++
+}
+
 // Once fails the reader if bit is already in seen (a key given twice,
 // which encoding/json would merge), and adds it.
 func (r *Reader) Once(seen *uint64, bit uint) {
@@ -305,7 +315,7 @@ func (r *Reader) skip(depth int) {
 		r.Open(c)
 		for r.Next(close) {
 			if c == '{' {
-				r.Key()
+				r.anyKey()
 			}
 			r.skip(depth + 1)
 		}
