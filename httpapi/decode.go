@@ -175,7 +175,7 @@ func priced(ep endpoint, raw map[string]json.RawMessage) (n, characters int64) {
 // of the body: the same fields, the same checks, the same answers to a
 // malformed request, without parsing the body again.
 func translatedRequest(ep endpoint, c *openaiwire.ChatRequest) (*request, *apiError) {
-	body, err := json.Marshal(c)
+	body, err := c.Marshal()
 	if err != nil {
 		return nil, errorf(weir.CodeInvalidRequest, "", "could not encode the translated request: "+err.Error())
 	}

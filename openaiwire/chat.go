@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/weir-gateway/weir/internal/fastjson"
 )
 
 // The Chat Completions shapes that the dialect translations read and
@@ -91,8 +93,7 @@ type Content json.RawMessage
 
 // TextContent is s as a content.
 func TextContent(s string) Content {
-	b, _ := json.Marshal(s) // a string: cannot fail
-	return b
+	return fastjson.AppendString(make([]byte, 0, len(s)+2), s)
 }
 
 // PartsContent is ps as a content.

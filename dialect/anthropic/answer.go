@@ -87,7 +87,7 @@ func usageOfChat(u *openaiwire.Usage) Usage {
 // tokens as cache reads.
 func AnswerFromChat(body []byte) ([]byte, error) {
 	var in openaiwire.ChatCompletion
-	if err := json.Unmarshal(body, &in); err != nil {
+	if err := openaiwire.UnmarshalChatCompletion(body, &in); err != nil {
 		return nil, fmt.Errorf("read a chat completion: %w", err)
 	}
 	out := Answer{ID: in.ID, Type: "message", Role: "assistant", Model: in.Model, Content: []Block{}, Usage: usageOfChat(in.Usage)}
@@ -109,71 +109,7 @@ func AnswerFromChat(body []byte) ([]byte, error) {
 		}
 	}
 	out.StopReason = &stop
-	return json.Marshal(out.wire())
-}
-
-// answerJSON is an Answer as json.Marshal writes it, its text, thinking
-// and tool_use blocks as the wire forms Block's MarshalJSON writes: the
-// same bytes, without a MarshalJSON call (an encoding of its own, then
-// compacted into the whole) for each block.
-type answerJSON struct {
-	ID           string  `json:"id"`
-	Type         string  `json:"type"`
-	Role         string  `json:"role"`
-	Model        string  `json:"model"`
-	Content      []any   `json:"content"`
-	StopReason   *string `json:"stop_reason"`
-	StopSequence *string `json:"stop_sequence"`
-	Usage        Usage   `json:"usage"`
-}
-
-// The wire forms of the blocks an answer from Chat Completions has, as
-// Block's MarshalJSON writes them.
-type (
-	textJSON struct {
-		Type         string          `json:"type"`
-		Text         string          `json:"text"`
-		CacheControl json.RawMessage `json:"cache_control,omitempty"`
-	}
-	toolUseJSON struct {
-		Type         string          `json:"type"`
-		ID           string          `json:"id"`
-		Name         string          `json:"name"`
-		Input        json.RawMessage `json:"input"`
-		CacheControl json.RawMessage `json:"cache_control,omitempty"`
-	}
-	thinkingJSON struct {
-		Type      string `json:"type"`
-		Thinking  string `json:"thinking"`
-		Signature string `json:"signature"`
-	}
-)
-
-// wire is a as answerJSON; a block of another type keeps its
-// MarshalJSON.
-func (a *Answer) wire() *answerJSON {
-	w := &answerJSON{ID: a.ID, Type: a.Type, Role: a.Role, Model: a.Model,
-		StopReason: a.StopReason, StopSequence: a.StopSequence, Usage: a.Usage}
-	if a.Content != nil {
-		w.Content = make([]any, len(a.Content))
-	}
-	for i, b := range a.Content {
-		switch b.Type {
-		case BlockText:
-			w.Content[i] = &textJSON{b.Type, b.Text, b.CacheControl}
-		case BlockToolUse:
-			in := b.Input
-			if len(in) == 0 {
-				in = json.RawMessage(`{}`)
-			}
-			w.Content[i] = &toolUseJSON{b.Type, b.ID, b.Name, in, b.CacheControl}
-		case BlockThinking:
-			w.Content[i] = &thinkingJSON{b.Type, b.Thinking, b.Signature}
-		default:
-			w.Content[i] = b
-		}
-	}
-	return w
+	return out.appendJSON(make([]byte, 0, 512+len(body)))
 }
 
 // toolInput is a tool call's arguments as a tool_use input, which must

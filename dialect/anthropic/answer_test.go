@@ -114,7 +114,7 @@ func TestAnswerFromChatFinish(t *testing.T) {
 }
 
 // AnswerFromChat's encoding of an answer is json.Marshal's of the Answer.
-func TestAnswerWireIsMarshal(t *testing.T) {
+func TestAnswerAppendJSONIsMarshal(t *testing.T) {
 	t.Parallel()
 	stop := StopToolUse
 	for _, a := range []Answer{
@@ -134,12 +134,12 @@ func TestAnswerWireIsMarshal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := json.Marshal(a.wire())
+		got, err := a.appendJSON(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if string(got) != string(want) {
-			t.Errorf("wire:\n%s\nwant\n%s", got, want)
+			t.Errorf("appendJSON:\n%s\nwant\n%s", got, want)
 		}
 	}
 }

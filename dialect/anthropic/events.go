@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"strconv"
 
+	"github.com/weir-gateway/weir/internal/fastjson"
 	"github.com/weir-gateway/weir/openaiwire"
 )
 
@@ -81,7 +83,7 @@ func (s *MessagesStream) translateLine(out, line []byte) []byte {
 		return s.finish(out)
 	}
 	var c openaiwire.ChatChunk
-	if json.Unmarshal(data, &c) != nil {
+	if openaiwire.UnmarshalChatChunk(data, &c) != nil {
 		return out
 	}
 	if c.Error != nil {
@@ -99,11 +101,11 @@ func (s *MessagesStream) translateLine(out, line []byte) []byte {
 		d := &ch.Delta
 		if d.ReasoningContent != nil && *d.ReasoningContent != "" {
 			out = s.into(out, BlockThinking, 0, Block{Type: BlockThinking})
-			out = appendEvent(out, EventContentBlockDelta, blockDelta{Type: EventContentBlockDelta, Index: s.open, Delta: thinkingDelta{DeltaThinking, *d.ReasoningContent}})
+			out = appendTextDelta(out, s.open, DeltaThinking, `,"thinking":`, *d.ReasoningContent)
 		}
 		if d.Content != nil && *d.Content != "" {
 			out = s.into(out, BlockText, 0, Block{Type: BlockText})
-			out = appendEvent(out, EventContentBlockDelta, blockDelta{Type: EventContentBlockDelta, Index: s.open, Delta: textDelta{DeltaText, *d.Content}})
+			out = appendTextDelta(out, s.open, DeltaText, `,"text":`, *d.Content)
 		}
 		for _, tc := range d.ToolCalls {
 			out = s.toolCall(out, tc)
@@ -264,6 +266,20 @@ func appendEvent(b []byte, typ string, v any) []byte {
 	b = append(b, "\ndata: "...)
 	b = append(b, data...)
 	return append(b, "\n\n"...)
+}
+
+// appendTextDelta appends a content_block_delta of a text or thinking
+// delta, the event made for every chunk of text, as appendEvent writes
+// it, without reflection: key is the delta's text field, with its
+// comma.
+func appendTextDelta(b []byte, index int, typ, key, text string) []byte {
+	b = append(b, "event: "+EventContentBlockDelta+"\ndata: "+`{"type":"`+EventContentBlockDelta+`","index":`...)
+	b = strconv.AppendInt(b, int64(index), 10)
+	b = append(b, `,"delta":{"type":`...)
+	b = fastjson.AppendString(b, typ)
+	b = append(b, key...)
+	b = fastjson.AppendString(b, text)
+	return append(b, "}}\n\n"...)
 }
 
 // ErrorEvent is an error event, for a stream that fails before or

@@ -20,7 +20,7 @@ const DefaultMaxTokens = 4096
 // does not check max_tokens, which count_tokens does not take.
 func ParseRequest(body []byte) (*Request, *RequestError) {
 	var r Request
-	if err := json.Unmarshal(body, &r); err != nil {
+	if err := unmarshalRequest(body, &r); err != nil {
 		return nil, refuse("", "the request body is not a valid Messages request: "+err.Error())
 	}
 	if r.Model == "" {
@@ -55,7 +55,7 @@ func RequestToChat(r *Request) ([]byte, *RequestError) {
 	if perr != nil {
 		return nil, perr
 	}
-	b, err := json.Marshal(out)
+	b, err := out.Marshal()
 	if err != nil {
 		return nil, refuse("", "could not encode the translated request: "+err.Error())
 	}
@@ -105,12 +105,14 @@ func ChatRequestOf(r *Request) (*openaiwire.ChatRequest, *RequestError) {
 		}
 		out.Messages = append(out.Messages, openaiwire.Message{Role: "system", Content: openaiwire.TextContent(sys.String())})
 	}
+	if out.Messages == nil {
+		out.Messages = make([]openaiwire.Message, 0, len(r.Messages))
+	}
 	for i, m := range r.Messages {
-		msgs, err := turnToChat(m, fmt.Sprintf("messages.%d", i))
-		if err != nil {
+		var err *RequestError
+		if out.Messages, err = appendTurn(out.Messages, m, i); err != nil {
 			return nil, err
 		}
-		out.Messages = append(out.Messages, msgs...)
 	}
 	for i, t := range r.Tools {
 		if !t.IsClientTool() {
@@ -152,29 +154,29 @@ func ChatRequestOf(r *Request) (*openaiwire.ChatRequest, *RequestError) {
 	return &out, nil
 }
 
-// turnToChat translates one turn of a Messages conversation to the chat
-// messages that say it.
-func turnToChat(m Message, at string) ([]openaiwire.Message, *RequestError) {
-	var out []openaiwire.Message
+// appendTurn appends to out the chat messages that say turn i of a
+// Messages conversation.
+func appendTurn(out []openaiwire.Message, m Message, i int) ([]openaiwire.Message, *RequestError) {
 	var parts []openaiwire.Part
 	var calls []openaiwire.ToolCall
 	for j, b := range m.Content {
-		where := at + ".content." + strconv.Itoa(j)
+		// where names the block, for an error (made only for one).
+		where := func() string { return "messages." + strconv.Itoa(i) + ".content." + strconv.Itoa(j) }
 		switch b.Type {
 		case BlockText:
 			parts = append(parts, openaiwire.Part{Type: "text", Text: b.Text})
 		case BlockImage:
 			if m.Role != "user" {
-				return nil, refuse(where, "an image is a user's content")
+				return nil, refuse(where(), "an image is a user's content")
 			}
-			p, err := imageToChat(b.Source, where)
+			p, err := imageToChat(b.Source, where())
 			if err != nil {
 				return nil, err
 			}
 			parts = append(parts, p)
 		case BlockToolUse:
 			if m.Role != "assistant" {
-				return nil, refuse(where, "a tool_use block is an assistant's content")
+				return nil, refuse(where(), "a tool_use block is an assistant's content")
 			}
 			args := b.Input
 			if len(bytes.TrimSpace(args)) == 0 {
@@ -183,10 +185,10 @@ func turnToChat(m Message, at string) ([]openaiwire.Message, *RequestError) {
 			calls = append(calls, openaiwire.ToolCall{ID: b.ID, Type: "function", Function: openaiwire.FunctionCall{Name: b.Name, Arguments: string(args)}})
 		case BlockToolResult:
 			if m.Role != "user" {
-				return nil, refuse(where, "a tool_result block is a user's content")
+				return nil, refuse(where(), "a tool_result block is a user's content")
 			}
 			if b.IsError {
-				return nil, unsupported(where+".is_error", "a tool_result's is_error cannot be served through this gateway's translation")
+				return nil, unsupported(where()+".is_error", "a tool_result's is_error cannot be served through this gateway's translation")
 			}
 			text, err := toolResultText(b.Content, where)
 			if err != nil {
@@ -195,9 +197,9 @@ func turnToChat(m Message, at string) ([]openaiwire.Message, *RequestError) {
 			out = append(out, openaiwire.Message{Role: "tool", ToolCallID: b.ToolUseID, Content: openaiwire.TextContent(text)})
 		case BlockThinking, BlockRedactedThinking:
 			// Its signature cannot cross Chat Completions.
-			return nil, unsupported(where+".type", fmt.Sprintf("%s blocks cannot be served through this gateway's translation", b.Type))
+			return nil, unsupported(where()+".type", fmt.Sprintf("%s blocks cannot be served through this gateway's translation", b.Type))
 		default:
-			return nil, unsupported(where+".type", fmt.Sprintf("content blocks of type %q cannot be served through this gateway's translation", b.Type))
+			return nil, unsupported(where()+".type", fmt.Sprintf("content blocks of type %q cannot be served through this gateway's translation", b.Type))
 		}
 	}
 	if len(parts) == 0 && len(calls) == 0 {
@@ -207,6 +209,8 @@ func turnToChat(m Message, at string) ([]openaiwire.Message, *RequestError) {
 	switch {
 	case len(parts) == 0:
 		// An assistant's calls alone: content null.
+	case len(parts) == 1 && parts[0].Type == "text":
+		msg.Content = openaiwire.TextContent(parts[0].Text)
 	case allText(parts):
 		var s strings.Builder
 		for _, p := range parts {
@@ -243,12 +247,15 @@ func imageToChat(src *Source, at string) (openaiwire.Part, *RequestError) {
 }
 
 // toolResultText is a tool_result's content as a tool message's text.
-// Chat Completions' tool messages hold text only.
-func toolResultText(c Content, at string) (string, *RequestError) {
+// Chat Completions' tool messages hold text only. at names the block.
+func toolResultText(c Content, at func() string) (string, *RequestError) {
+	if len(c) == 1 && c[0].Type == BlockText {
+		return c[0].Text, nil
+	}
 	var s strings.Builder
 	for k, b := range c {
 		if b.Type != BlockText {
-			return "", unsupported(fmt.Sprintf("%s.content.%d.type", at, k), fmt.Sprintf("a tool_result translated to Chat Completions holds text only, not %q", b.Type))
+			return "", unsupported(fmt.Sprintf("%s.content.%d.type", at(), k), fmt.Sprintf("a tool_result translated to Chat Completions holds text only, not %q", b.Type))
 		}
 		s.WriteString(b.Text)
 	}

@@ -317,3 +317,18 @@ func TestMessagesStreamErrors(t *testing.T) {
 		t.Fatalf("got %v, want one error event", got)
 	}
 }
+
+// A text or thinking delta is written as appendEvent writes it.
+func TestAppendTextDeltaIsAppendEvent(t *testing.T) {
+	t.Parallel()
+	for _, text := range []string{"", "a <b> & \"c\"\u2028\n", "plain"} {
+		want := appendEvent(nil, EventContentBlockDelta, blockDelta{Type: EventContentBlockDelta, Index: 3, Delta: textDelta{DeltaText, text}})
+		if got := appendTextDelta(nil, 3, DeltaText, `,"text":`, text); string(got) != string(want) {
+			t.Errorf("text:\n%s\nwant\n%s", got, want)
+		}
+		want = appendEvent(nil, EventContentBlockDelta, blockDelta{Type: EventContentBlockDelta, Index: 0, Delta: thinkingDelta{DeltaThinking, text}})
+		if got := appendTextDelta(nil, 0, DeltaThinking, `,"thinking":`, text); string(got) != string(want) {
+			t.Errorf("thinking:\n%s\nwant\n%s", got, want)
+		}
+	}
+}

@@ -39,7 +39,7 @@ func (r *Request) ChatBody() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(c)
+	return c.Marshal()
 }
 
 // ChatRequest is ChatBody's translation before it is encoded, for a

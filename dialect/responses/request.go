@@ -212,6 +212,22 @@ var knownFields = map[string]bool{
 // naming the parameter, a malformed request and one that asks for what
 // the translation to Chat Completions cannot carry.
 func Parse(body []byte) (*Request, error) {
+	r, raw, ok := decodeFast(body)
+	if !ok {
+		return parseSlow(body)
+	}
+	if err := refuseState(raw); err != nil {
+		return nil, err
+	}
+	if err := r.check(raw); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// parseSlow is Parse with encoding/json alone: the reference decodeFast
+// must agree with, and what reads (and refuses) a request it does not.
+func parseSlow(body []byte) (*Request, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil || raw == nil {
 		return nil, invalid("", "request body must be a JSON object")

@@ -277,7 +277,7 @@ func itemStatus(reason string) string {
 // finish reason as the status, the usage in the Responses API's terms.
 func (t *Translation) FromChat(body []byte) ([]byte, error) {
 	var cc openaiwire.ChatCompletion
-	if err := json.Unmarshal(body, &cc); err != nil {
+	if err := openaiwire.UnmarshalChatCompletion(body, &cc); err != nil {
 		return nil, fmt.Errorf("the upstream's answer is not a chat completion: %w", err)
 	}
 	resp := t.response(cc.Model)
@@ -312,100 +312,5 @@ func (t *Translation) FromChat(body []byte) ([]byte, error) {
 		finished(&resp, finishReason(ch.FinishReason))
 	}
 	resp.Usage = usageOf(cc.Usage)
-	return json.Marshal(resp.wire())
-}
-
-// responseJSON is a Response as json.Marshal writes it, its output items
-// and parts as the wire forms their MarshalJSON methods write: the same
-// bytes, without a MarshalJSON call (an encoding of its own, then
-// compacted into the whole) for each item and part.
-type responseJSON struct {
-	ID                 string             `json:"id"`
-	Object             string             `json:"object"`
-	CreatedAt          int64              `json:"created_at"`
-	Status             string             `json:"status"`
-	Background         bool               `json:"background"`
-	Error              *ResponseError     `json:"error"`
-	IncompleteDetails  *IncompleteDetails `json:"incomplete_details"`
-	Instructions       *string            `json:"instructions"`
-	MaxOutputTokens    *int64             `json:"max_output_tokens"`
-	Model              string             `json:"model"`
-	Output             []any              `json:"output"`
-	ParallelToolCalls  bool               `json:"parallel_tool_calls"`
-	PreviousResponseID *string            `json:"previous_response_id"`
-	Reasoning          ReasoningEcho      `json:"reasoning"`
-	ServiceTier        *string            `json:"service_tier"`
-	Store              bool               `json:"store"`
-	Temperature        *float64           `json:"temperature"`
-	Text               TextConfig         `json:"text"`
-	ToolChoice         json.RawMessage    `json:"tool_choice"`
-	Tools              []json.RawMessage  `json:"tools"`
-	TopP               *float64           `json:"top_p"`
-	Truncation         string             `json:"truncation"`
-	Usage              *Usage             `json:"usage"`
-	User               *string            `json:"user"`
-	Metadata           map[string]string  `json:"metadata"`
-}
-
-// The wire forms of OutputItem and OutputPart, as their MarshalJSON
-// methods write them.
-type (
-	functionCallJSON struct {
-		ID        string `json:"id"`
-		Type      string `json:"type"`
-		Status    string `json:"status"`
-		Arguments string `json:"arguments"`
-		CallID    string `json:"call_id"`
-		Name      string `json:"name"`
-	}
-	messageJSON struct {
-		ID      string `json:"id"`
-		Type    string `json:"type"`
-		Status  string `json:"status"`
-		Content []any  `json:"content"`
-		Role    string `json:"role"`
-	}
-	refusalJSON struct {
-		Type    string `json:"type"`
-		Refusal string `json:"refusal"`
-	}
-	// outputTextJSON's empty arrays are written [] with nothing to
-	// allocate.
-	outputTextJSON struct {
-		Type        string     `json:"type"`
-		Annotations [0]float64 `json:"annotations"`
-		Logprobs    [0]float64 `json:"logprobs"`
-		Text        string     `json:"text"`
-	}
-)
-
-// wire is r as responseJSON.
-func (r *Response) wire() *responseJSON {
-	w := &responseJSON{
-		ID: r.ID, Object: r.Object, CreatedAt: r.CreatedAt, Status: r.Status, Background: r.Background,
-		Error: r.Error, IncompleteDetails: r.IncompleteDetails, Instructions: r.Instructions,
-		MaxOutputTokens: r.MaxOutputTokens, Model: r.Model, ParallelToolCalls: r.ParallelToolCalls,
-		PreviousResponseID: r.PreviousResponseID, Reasoning: r.Reasoning, ServiceTier: r.ServiceTier,
-		Store: r.Store, Temperature: r.Temperature, Text: r.Text, ToolChoice: r.ToolChoice, Tools: r.Tools,
-		TopP: r.TopP, Truncation: r.Truncation, Usage: r.Usage, User: r.User, Metadata: r.Metadata,
-	}
-	if r.Output != nil {
-		w.Output = make([]any, len(r.Output))
-	}
-	for i, it := range r.Output {
-		if it.Type == ItemFunctionCall {
-			w.Output[i] = &functionCallJSON{it.ID, it.Type, it.Status, it.Arguments, it.CallID, it.Name}
-			continue
-		}
-		content := make([]any, len(it.Content))
-		for j, p := range it.Content {
-			if p.Type == PartRefusal {
-				content[j] = &refusalJSON{p.Type, p.Refusal}
-			} else {
-				content[j] = &outputTextJSON{Type: p.Type, Text: p.Text}
-			}
-		}
-		w.Output[i] = &messageJSON{it.ID, it.Type, it.Status, content, it.Role}
-	}
-	return w
+	return resp.appendJSON(make([]byte, 0, 1024+len(body)))
 }

@@ -130,7 +130,7 @@ func TestUsageTotal(t *testing.T) {
 }
 
 // FromChat's encoding of a response is json.Marshal's of the Response.
-func TestResponseWireIsMarshal(t *testing.T) {
+func TestResponseAppendJSONIsMarshal(t *testing.T) {
 	t.Parallel()
 	refusal, effort := "no <way> & \u2028", "low"
 	tr := &Translation{Req: &Request{Model: "m", Metadata: map[string]string{"a": "<b>"}, Reasoning: &Reasoning{Effort: &effort}},
@@ -148,18 +148,31 @@ func TestResponseWireIsMarshal(t *testing.T) {
 			finished(&r, "length")
 			return r
 		}(),
+		func() Response {
+			temp, topP, max, desc, strict, user := 0.2, 1e-7, int64(5), "d <x>", true, "u"
+			r := tr.response("")
+			r.Temperature, r.TopP, r.MaxOutputTokens, r.User, r.ServiceTier = &temp, &topP, &max, &user, &user
+			r.Instructions, r.Error = &desc, &ResponseError{Code: "server_error", Message: "m"}
+			r.Text = TextConfig{Format: &Format{Type: "json_schema", Name: "n", Schema: json.RawMessage(`{ "type": "object" }`),
+				Description: &desc, Strict: &strict}, Verbosity: "low"}
+			r.ToolChoice = json.RawMessage(`{"type":"function","name":"f"}`)
+			r.Tools = []json.RawMessage{json.RawMessage(`{"type":"function", "name":"f"}`), json.RawMessage(`{"type":"function","name":"g"}`)}
+			r.Metadata = map[string]string{}
+			return r
+		}(),
+		{Text: TextConfig{Verbosity: "high"}},
 		{},
 	} {
 		want, err := json.Marshal(resp)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := json.Marshal(resp.wire())
+		got, err := resp.appendJSON(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if string(got) != string(want) {
-			t.Errorf("wire:\n%s\nwant\n%s", got, want)
+			t.Errorf("appendJSON:\n%s\nwant\n%s", got, want)
 		}
 	}
 }

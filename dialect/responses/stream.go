@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/weir-gateway/weir/internal/fastjson"
 	"github.com/weir-gateway/weir/openaiwire"
 )
 
@@ -144,6 +145,48 @@ func (s *Stream) emit(typ string, ev any) {
 	s.seq++
 }
 
+// emitText is emit of a text event, the one made for every chunk of
+// text, written without reflection.
+func (s *Stream) emitText(ev *TextEvent) {
+	s.out = append(s.out, "event: "...)
+	s.out = append(s.out, ev.Type...)
+	s.out = append(s.out, "\ndata: "...)
+	s.out = ev.appendJSON(s.out)
+	s.out = append(s.out, "\n\n"...)
+	s.seq++
+}
+
+// appendJSON appends ev as json.Marshal writes it.
+func (ev *TextEvent) appendJSON(b []byte) []byte {
+	b = append(b, `{"type":`...)
+	b = fastjson.AppendString(b, ev.Type)
+	b = append(b, `,"item_id":`...)
+	b = fastjson.AppendString(b, ev.ItemID)
+	b = append(b, `,"output_index":`...)
+	b = strconv.AppendInt(b, int64(ev.OutputIndex), 10)
+	b = append(b, `,"content_index":`...)
+	b = strconv.AppendInt(b, int64(ev.ContentIndex), 10)
+	for _, f := range [...]struct {
+		key string
+		s   *string
+	}{{`,"delta":`, ev.Delta}, {`,"text":`, ev.Text}, {`,"refusal":`, ev.Refusal}} {
+		if f.s != nil {
+			b = fastjson.AppendString(append(b, f.key...), *f.s)
+		}
+	}
+	if ev.Logprobs != nil {
+		b = append(b, `,"logprobs":`...)
+		if *ev.Logprobs != nil && len(*ev.Logprobs) == 0 {
+			b = append(b, "[]"...)
+		} else {
+			b, _ = fastjson.AppendValue(b, *ev.Logprobs) // decoded JSON: encodes
+		}
+	}
+	b = append(b, `,"sequence_number":`...)
+	b = strconv.AppendInt(b, int64(ev.SequenceNumber), 10)
+	return append(b, '}')
+}
+
 // take returns what was emitted and starts over.
 func (s *Stream) take() []byte {
 	out := s.out
@@ -174,7 +217,7 @@ func (s *Stream) Chunk(data []byte) []byte {
 		return s.Done()
 	}
 	var c openaiwire.ChatChunk
-	if err := json.Unmarshal(data, &c); err != nil {
+	if err := openaiwire.UnmarshalChatChunk(data, &c); err != nil {
 		return s.Fail("upstream_error", "the upstream sent a stream chunk that is not JSON")
 	}
 	if c.Error != nil {
@@ -241,7 +284,7 @@ func (s *Stream) text(typ, delta string) {
 		part.Text += delta
 		ev.Logprobs = &[]any{}
 	}
-	s.emit(ev.Type, ev)
+	s.emitText(&ev)
 }
 
 // toolCall adds one tool call's delta: the first of a call opens its

@@ -556,3 +556,25 @@ func checkDeltas(t *testing.T, i int, evs []event) {
 		}
 	}
 }
+
+// A text event is written as json.Marshal writes it.
+func TestTextEventAppendJSONIsMarshal(t *testing.T) {
+	t.Parallel()
+	delta, text := "a <b> & \"c\"\u2028", "whole"
+	var none []any
+	for _, ev := range []TextEvent{
+		{Type: EventOutputTextDelta, ItemID: "msg_1", OutputIndex: 2, ContentIndex: 1, Delta: &delta, Logprobs: &[]any{}, SequenceNumber: 7},
+		{Type: EventRefusalDelta, ItemID: "msg_1", Delta: &delta},
+		{Type: "x", Text: &text, Refusal: &delta, Logprobs: &none},
+		{Logprobs: &[]any{"p", 1.5}},
+		{},
+	} {
+		want, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ev.appendJSON(nil); string(got) != string(want) {
+			t.Errorf("appendJSON:\n%s\nwant\n%s", got, want)
+		}
+	}
+}

@@ -1,0 +1,71 @@
+package anthropic
+
+import (
+	"io"
+	"os"
+	"testing"
+)
+
+// The benchmarks' bodies: the request weir-bench sends, a conversation
+// with a tool, and a ~1 KB Chat Completions answer shaped as OpenAI's.
+const (
+	benchRequest      = `{"model":"gpt-4o-mini","max_tokens":1024,"messages":[{"role":"user","content":"Write one short paragraph on why a gateway queues a burst of work."}]}`
+	benchConversation = `{"model":"gpt-4o-mini","max_tokens":256,"system":"You are terse.","temperature":0.2,"messages":[{"role":"user","content":[{"type":"text","text":"What is the weather in Paris?"}]},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"weather","input":{"city":"Paris"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"18C, clear"},{"type":"text","text":"And tomorrow?"}]}],"tools":[{"name":"weather","description":"The weather in a city.","input_schema":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}],"tool_choice":{"type":"auto"},"metadata":{"user_id":"bench"}}`
+	benchAnswer       = `{"id":"chatcmpl-SmAgN5osSbRsRgJaEYGIvB2n6i4Ce","object":"chat.completion","created":1796555342,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"A gateway queues a burst of work because the upstream can only take so many requests at once: rather than refusing what arrives above that, it holds each request in a fair queue, admits it when capacity frees, and answers in order, so that a burst costs a little waiting instead of a storm of errors and retries. The queue also keeps one tenant from starving another, bounds how long anyone waits, and sheds load with a clear answer when the wait would be too long. ","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":23,"completion_tokens":96,"total_tokens":119,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"service_tier":"default","system_fingerprint":"fp_weirmock"}`
+)
+
+// BenchmarkRequest: a Messages request read, checked and translated to
+// the Chat Completions body the gateway sends.
+func BenchmarkRequest(b *testing.B) {
+	for _, bc := range []struct{ name, body string }{{"short", benchRequest}, {"conversation", benchConversation}} {
+		b.Run(bc.name, func(b *testing.B) {
+			body := []byte(bc.body)
+			b.ReportAllocs()
+			for b.Loop() {
+				r, perr := ParseRequest(body)
+				if perr != nil {
+					b.Fatal(perr)
+				}
+				c, perr := ChatRequestOf(r)
+				if perr != nil {
+					b.Fatal(perr)
+				}
+				if _, err := c.Marshal(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkAnswerFromChat: a ~1 KB Chat Completions answer translated to
+// a Messages answer.
+func BenchmarkAnswerFromChat(b *testing.B) {
+	body := []byte(benchAnswer)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := AnswerFromChat(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkStream: the mock's streamed answer (testdata/stream.txt),
+// chunk by chunk, translated to Messages events; the figure is per
+// stream.
+func BenchmarkStream(b *testing.B) {
+	in, err := os.ReadFile("testdata/stream.txt")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		s := NewMessagesStream(io.Discard)
+		if _, err := s.Write(in); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.End(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
