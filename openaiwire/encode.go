@@ -56,25 +56,9 @@ func (c *ChatRequest) AppendJSON(b []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
-	b = appendIntPtrField(b, `,"max_tokens":`, c.MaxTokens)
-	b = appendIntPtrField(b, `,"max_completion_tokens":`, c.MaxCompletionTokens)
-	if b, err = appendFloatPtrField(b, `,"temperature":`, c.Temperature); err != nil {
+	if b, err = c.appendSampling(b); err != nil {
 		return nil, err
 	}
-	if b, err = appendFloatPtrField(b, `,"top_p":`, c.TopP); err != nil {
-		return nil, err
-	}
-	b = appendIntPtrField(b, `,"top_k":`, c.TopK)
-	if b, err = appendRawField(b, `,"stop":`, c.Stop); err != nil {
-		return nil, err
-	}
-	if b, err = appendFloatPtrField(b, `,"frequency_penalty":`, c.FrequencyPenalty); err != nil {
-		return nil, err
-	}
-	if b, err = appendFloatPtrField(b, `,"presence_penalty":`, c.PresencePenalty); err != nil {
-		return nil, err
-	}
-	b = appendIntPtrField(b, `,"seed":`, c.Seed)
 	if c.Stream {
 		b = append(b, `,"stream":true`...)
 	}
@@ -122,6 +106,32 @@ func (c *ChatRequest) AppendJSON(b []byte) ([]byte, error) {
 		}
 	}
 	return append(b, '}'), nil
+}
+
+// appendSampling appends c's bounds and sampling parameters, from
+// max_tokens to seed.
+func (c *ChatRequest) appendSampling(b []byte) ([]byte, error) {
+	var err error
+	b = appendIntPtrField(b, `,"max_tokens":`, c.MaxTokens)
+	b = appendIntPtrField(b, `,"max_completion_tokens":`, c.MaxCompletionTokens)
+	if b, err = appendFloatPtrField(b, `,"temperature":`, c.Temperature); err != nil {
+		return nil, err
+	}
+	if b, err = appendFloatPtrField(b, `,"top_p":`, c.TopP); err != nil {
+		return nil, err
+	}
+	b = appendIntPtrField(b, `,"top_k":`, c.TopK)
+	if b, err = appendRawField(b, `,"stop":`, c.Stop); err != nil {
+		return nil, err
+	}
+	if b, err = appendFloatPtrField(b, `,"frequency_penalty":`, c.FrequencyPenalty); err != nil {
+		return nil, err
+	}
+	if b, err = appendFloatPtrField(b, `,"presence_penalty":`, c.PresencePenalty); err != nil {
+		return nil, err
+	}
+	b = appendIntPtrField(b, `,"seed":`, c.Seed)
+	return b, nil
 }
 
 // appendJSON appends m as json.Marshal writes it.

@@ -26,6 +26,50 @@ func keysCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "keys", Short: "Create, list and revoke API keys"}
 	cmd.PersistentFlags().StringVarP(&path, "config", "c", "weir.yaml", "config file (for the storage path and default group)")
 
+	create := keysCreateCmd(&path)
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List keys",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, db, err := openStore(cmd.Context(), path)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			ks, err := db.KeyList(cmd.Context())
+			if err != nil {
+				return err
+			}
+			printKeys(cmd.OutOrStdout(), ks)
+			return nil
+		},
+	}
+
+	revoke := &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke a key",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, db, err := openStore(cmd.Context(), path)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			if err := db.KeyRevoke(cmd.Context(), &weir.KeyRevokeParams{ID: args[0], At: time.Now()}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(create, list, revoke)
+	return cmd
+}
+
+// keysCreateCmd is `weir keys create`, on the config at *path.
+func keysCreateCmd(path *string) *cobra.Command {
 	var k weir.APIKey
 	var models, budget, budgetZone string
 	create := &cobra.Command{
@@ -33,7 +77,7 @@ func keysCmd() *cobra.Command {
 		Short: "Create a key; its secret is shown once",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, db, err := openStore(cmd.Context(), path)
+			cfg, db, err := openStore(cmd.Context(), *path)
 			if err != nil {
 				return err
 			}
@@ -87,45 +131,7 @@ func keysCmd() *cobra.Command {
 	create.Flags().StringVar(&budget, "budget", "", "a hard budget for the key, AMOUNT/WINDOW: 50/month, 12.50/day, 100/30d")
 	create.Flags().StringVar(&budgetZone, "budget-zone", "", "the IANA time zone of the budget's calendar window (default UTC)")
 	create.Flags().BoolVar(&k.Shadow, "shadow", false, "judge the key's limits on every request but enforce none: count and log what they would do")
-
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List keys",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			_, db, err := openStore(cmd.Context(), path)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			ks, err := db.KeyList(cmd.Context())
-			if err != nil {
-				return err
-			}
-			printKeys(cmd.OutOrStdout(), ks)
-			return nil
-		},
-	}
-
-	revoke := &cobra.Command{
-		Use:   "revoke ID",
-		Short: "Revoke a key",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			_, db, err := openStore(cmd.Context(), path)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			if err := db.KeyRevoke(cmd.Context(), &weir.KeyRevokeParams{ID: args[0], At: time.Now()}); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s\n", args[0])
-			return nil
-		},
-	}
-	cmd.AddCommand(create, list, revoke)
-	return cmd
+	return create
 }
 
 // openStore loads the config at path and opens the storage it names.

@@ -117,36 +117,7 @@ func (s *Server) chat(c *call) int {
 		if !wait(c.r.Context(), time.Duration(r.tokens)*c.st.interval) {
 			return statusClientClosed
 		}
-		b := make([]byte, 0, 640+len(req.Model)+len(r.tool)+textLen(r.tokens)+len(js)*2)
-		b = append(b, `{"id":"chatcmpl-`...)
-		b = c.rand.appendID(b, 29)
-		b = append(b, `","object":"chat.completion","created":`...)
-		b = strconv.AppendInt(b, s.now().Unix(), 10)
-		b = append(b, `,"model":`...)
-		b = appendJSONString(b, req.Model)
-		b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
-		if r.tool == "" {
-			b = append(b, '"')
-			b = r.appendTokens(b, 0, r.tokens)
-			b = append(b, `","refusal":null,"annotations":[]}`...)
-		} else {
-			b = append(b, `null,"refusal":null,"annotations":[],"tool_calls":[{"id":"`...)
-			b = append(b, r.callID...)
-			b = append(b, `","type":"function","function":{"name":`...)
-			b = appendJSONString(b, r.tool)
-			b = append(b, `,"arguments":"`...)
-			b = r.appendTokens(b, 0, r.tokens)
-			b = append(b, `"}}]}`...)
-		}
-		b = append(b, `,"logprobs":null,"finish_reason":`...)
-		b = append(b, r.finish...)
-		b = append(b, `}]`...)
-		if !report.none {
-			b = append(b, `,"usage":`...)
-			b = appendUsage(b, report, prompt, r.tokens)
-		}
-		b = append(b, `,"service_tier":"default","system_fingerprint":"fp_weirmock"}`+"\n"...)
-		writeJSON(c.w, b)
+		writeJSON(c.w, s.completion(c, req.Model, &r, report, prompt, len(js)))
 		return http.StatusOK
 	}
 
@@ -157,6 +128,42 @@ func (s *Server) chat(c *call) int {
 	}
 	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 	return s.stream(c, req.Model, &r, prompt, report, includeUsage, stall, stallFor)
+}
+
+// completion is a non-streamed chat.completion of model saying r, with
+// the usage report asks for (prompt tokens in); jsLen is the length of
+// the structured answer it carries, if any.
+func (s *Server) completion(c *call, model string, r *reply, report usageReport, prompt, jsLen int) []byte {
+	b := make([]byte, 0, 640+len(model)+len(r.tool)+textLen(r.tokens)+jsLen*2)
+	b = append(b, `{"id":"chatcmpl-`...)
+	b = c.rand.appendID(b, 29)
+	b = append(b, `","object":"chat.completion","created":`...)
+	b = strconv.AppendInt(b, s.now().Unix(), 10)
+	b = append(b, `,"model":`...)
+	b = appendJSONString(b, model)
+	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
+	if r.tool == "" {
+		b = append(b, '"')
+		b = r.appendTokens(b, 0, r.tokens)
+		b = append(b, `","refusal":null,"annotations":[]}`...)
+	} else {
+		b = append(b, `null,"refusal":null,"annotations":[],"tool_calls":[{"id":"`...)
+		b = append(b, r.callID...)
+		b = append(b, `","type":"function","function":{"name":`...)
+		b = appendJSONString(b, r.tool)
+		b = append(b, `,"arguments":"`...)
+		b = r.appendTokens(b, 0, r.tokens)
+		b = append(b, `"}}]}`...)
+	}
+	b = append(b, `,"logprobs":null,"finish_reason":`...)
+	b = append(b, r.finish...)
+	b = append(b, `}]`...)
+	if !report.none {
+		b = append(b, `,"usage":`...)
+		b = appendUsage(b, report, prompt, r.tokens)
+	}
+	b = append(b, `,"service_tier":"default","system_fingerprint":"fp_weirmock"}`+"\n"...)
+	return b
 }
 
 // stream writes a chat completion as SSE chunks: the role, one token per

@@ -224,17 +224,7 @@ func (s *Server) createResponse(c *call) int {
 	if apiErr != nil {
 		return c.fail(*apiErr)
 	}
-	var rf *responseFormat
-	if req.Text != nil && req.Text.Format != nil && req.Text.Format.Type != "text" {
-		rf = &responseFormat{Type: req.Text.Format.Type}
-		if rf.Type == "json_schema" {
-			rf.JSONSchema = &struct {
-				Name   string          `json:"name"`
-				Schema json.RawMessage `json:"schema"`
-			}{Name: req.Text.Format.Name, Schema: req.Text.Format.Schema}
-		}
-	}
-	js, apiErr := structuredJSON(rf, tool, r.text, s.now)
+	js, apiErr := structuredJSON(req.chatFormat(), tool, r.text, s.now)
 	if apiErr != nil {
 		return c.fail(*apiErr)
 	}
@@ -295,6 +285,22 @@ func (s *Server) createResponse(c *call) int {
 		stallFor = o.stallFor
 	}
 	return s.streamResponse(c, &r, resp, start, final, failed, stall, stallFor)
+}
+
+// chatFormat is the request's text.format as Chat Completions'
+// response_format; nil for plain text.
+func (req *responsesRequest) chatFormat() *responseFormat {
+	if req.Text == nil || req.Text.Format == nil || req.Text.Format.Type == "text" {
+		return nil
+	}
+	rf := &responseFormat{Type: req.Text.Format.Type}
+	if rf.Type == "json_schema" {
+		rf.JSONSchema = &struct {
+			Name   string          `json:"name"`
+			Schema json.RawMessage `json:"schema"`
+		}{Name: req.Text.Format.Name, Schema: req.Text.Format.Schema}
+	}
+	return rf
 }
 
 // failedResponse is resp failed with an error of code, as response.failed
