@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/weir-gateway/weir/internal/fastjson"
 	"github.com/weir-gateway/weir/openaiwire"
@@ -116,6 +117,11 @@ type streamItem struct {
 	// announced: output_item.added was sent (a function_call waits for
 	// its name).
 	announced bool
+	// text is the open part's text (or refusal), args a function call's
+	// arguments, as they came: written into the response when the part or
+	// the item closes (sync), not grown a delta at a time, which
+	// would copy a long answer once per delta.
+	text, args strings.Builder
 }
 
 // NewStream is the translation of a Chat Completions stream.
@@ -124,7 +130,10 @@ func (t *Translation) NewStream() *Stream {
 }
 
 // Response is the response as it stands: whole once the stream ended.
-func (s *Stream) Response() Response { return s.resp }
+func (s *Stream) Response() Response {
+	s.sync(s.open)
+	return s.resp
+}
 
 // Ended reports whether the terminal event was made.
 func (s *Stream) Ended() bool { return s.ended }
@@ -275,13 +284,11 @@ func (s *Stream) text(typ, delta string) {
 		s.emit(EventContentPartAdded, ContentPartEvent{Type: EventContentPartAdded, ItemID: item.ID, OutputIndex: it.index,
 			ContentIndex: it.part, Part: &part, SequenceNumber: s.seq})
 	}
-	part := &item.Content[it.part]
+	it.text.WriteString(delta)
 	ev := TextEvent{Type: EventOutputTextDelta, ItemID: item.ID, OutputIndex: it.index, ContentIndex: it.part, Delta: &delta, SequenceNumber: s.seq}
 	if typ == PartRefusal {
-		part.Refusal += delta
 		ev.Type = EventRefusalDelta
 	} else {
-		part.Text += delta
 		ev.Logprobs = &[]any{}
 	}
 	s.emitText(&ev)
@@ -315,7 +322,10 @@ func (s *Stream) toolCall(tc openaiwire.ToolCall) {
 		// A call's arguments arrive before the next call begins; one
 		// that came after would still be added (and sent) here, and its
 		// item's done events would not be repeated.
-		item.Arguments += d
+		it.args.WriteString(d)
+		if it != s.open {
+			item.Arguments = it.args.String()
+		}
 		s.emit(EventArgumentsDelta, ArgumentsEvent{Type: EventArgumentsDelta, ItemID: item.ID, OutputIndex: it.index, Delta: &d, SequenceNumber: s.seq})
 	}
 }
@@ -338,8 +348,29 @@ func (s *Stream) announce(it *streamItem) {
 	s.emit(EventOutputItemAdded, OutputItemEvent{Type: EventOutputItemAdded, OutputIndex: it.index, Item: &item, SequenceNumber: s.seq})
 }
 
+// sync writes what item it took in so far into the response: its open
+// part's text, or its arguments.
+func (s *Stream) sync(it *streamItem) {
+	if it == nil {
+		return
+	}
+	item := &s.resp.Output[it.index]
+	if it.part >= 0 {
+		if part := &item.Content[it.part]; part.Type == PartRefusal {
+			part.Refusal = it.text.String()
+		} else {
+			part.Text = it.text.String()
+		}
+	}
+	if item.Type == ItemFunctionCall {
+		item.Arguments = it.args.String()
+	}
+}
+
 // closePart ends the open part of the message it.
 func (s *Stream) closePart(it *streamItem) {
+	s.sync(it)
+	it.text.Reset()
 	item := &s.resp.Output[it.index]
 	part := item.Content[it.part]
 	ev := TextEvent{Type: EventOutputTextDone, ItemID: item.ID, OutputIndex: it.index, ContentIndex: it.part, SequenceNumber: s.seq}
@@ -370,6 +401,7 @@ func (s *Stream) closeOpen() {
 		if !it.announced {
 			s.announce(it)
 		}
+		item.Arguments = it.args.String()
 		args := item.Arguments
 		s.emit(EventArgumentsDone, ArgumentsEvent{Type: EventArgumentsDone, ItemID: item.ID, OutputIndex: it.index,
 			Name: item.Name, Arguments: &args, SequenceNumber: s.seq})
@@ -420,6 +452,7 @@ func (s *Stream) Fail(code, message string) []byte {
 	s.begin("")
 	s.ended = true
 	if it := s.open; it != nil {
+		s.sync(s.open)
 		s.resp.Output[it.index].Status = StatusIncomplete
 		s.open = nil
 	}
