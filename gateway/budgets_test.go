@@ -402,3 +402,29 @@ func TestTaskUsage(t *testing.T) {
 		t.Errorf("a task that never ran: usage %+v", u)
 	}
 }
+
+// BenchmarkPrepareBudgets measures what every budgeted request does
+// before it queues, with a budget on its key, group and model, from
+// parallel goroutines (the windows set, as after a window's first
+// request):
+//
+//	go test -run '^$' -bench PrepareBudgets -benchmem -cpu 1,2 ./gateway/
+func BenchmarkPrepareBudgets(b *testing.B) {
+	key := weir.BudgetSubject{Type: "key", Name: "key_1"}
+	group := weir.BudgetSubject{Type: "group", Name: "default"}
+	model := weir.BudgetSubject{Type: "model", Name: "m"}
+	bundle := setup(b, setupOpts{catalog: budgeted(monthBudget("k", key, 1e12, weir.BudgetHard),
+		monthBudget("g", group, 1e12, weir.BudgetHard), monthBudget("m", model, 1e12, weir.BudgetHard))})
+	ctx := b.Context()
+	if _, err := bundle.svc.prepareBudgets(ctx, "key_1", "default", "m", []string{"up/m"}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := bundle.svc.prepareBudgets(ctx, "key_1", "default", "m", []string{"up/m"}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -56,7 +56,7 @@ type setupOpts struct {
 	journal Journal
 }
 
-func setup(t *testing.T, o setupOpts) *testBundle {
+func setup(t testing.TB, o setupOpts) *testBundle {
 	t.Helper()
 	up := httptest.NewServer(mock.New(o.mock))
 	t.Cleanup(up.Close)
