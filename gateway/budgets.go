@@ -38,16 +38,21 @@ type BudgetSource interface {
 	BudgetAlertClaim(ctx context.Context, p *weir.BudgetAlertClaimParams) (bool, error)
 }
 
-// budgetBook is the budgets in force, by subject and by id.
+// budgetBook is the budgets in force, by subject and by id, and the
+// needs of each subject's budget scopes, made once here rather than on
+// every request.
 type budgetBook struct {
 	bySubject map[weir.BudgetSubject][]weir.Budget
+	needs     map[weir.BudgetSubject][]admission.Need
 	byID      map[string]weir.Budget
 }
 
 func newBudgetBook(bs []weir.Budget) *budgetBook {
-	b := &budgetBook{bySubject: make(map[weir.BudgetSubject][]weir.Budget), byID: make(map[string]weir.Budget)}
+	b := &budgetBook{bySubject: make(map[weir.BudgetSubject][]weir.Budget),
+		needs: make(map[weir.BudgetSubject][]admission.Need), byID: make(map[string]weir.Budget)}
 	for _, x := range bs {
 		b.bySubject[x.Subject] = append(b.bySubject[x.Subject], x)
+		b.needs[x.Subject] = append(b.needs[x.Subject], admission.Need{Scope: weir.BudgetScope(x.ID)})
 		b.byID[x.ID] = x
 	}
 	return b
@@ -68,14 +73,36 @@ func (b *budgetBook) of(typ, name string) []weir.Budget {
 	return b.bySubject[weir.BudgetSubject{Type: typ, Name: name}]
 }
 
+// ensure sets the windows of the budgets of subject (typ, name) at now
+// and adds their scopes to needs.
+func (b *budgetBook) ensure(ctx context.Context, s *Service, typ, name string, now time.Time, needs []admission.Need) ([]admission.Need, error) {
+	for _, x := range b.of(typ, name) {
+		if err := s.ensureBudgetScope(ctx, x, now); err != nil {
+			return needs, err
+		}
+	}
+	return append(needs, b.needs[weir.BudgetSubject{Type: typ, Name: name}]...), nil
+}
+
 // budgetWindow is the window a budget's scope is set to.
 type budgetWindow struct {
-	mu          sync.Mutex
-	from, until time.Time
+	// set is the scope's window and budget as last set, read without
+	// the lock by every request; mu is held to change it.
+	set atomic.Pointer[windowSet]
+	mu  sync.Mutex
 	// spent is the BudgetSpent the scope was last set with.
 	spent weir.Money
-	// cfg is the budget as its scope was last set, to see a change.
-	cfg weir.Budget
+}
+
+// windowSet is a budget scope's window and the budget it was set for.
+type windowSet struct {
+	from, until time.Time
+	cfg         weir.Budget
+}
+
+// holds reports whether w is b's window at now.
+func (w *windowSet) holds(b weir.Budget, now time.Time) bool {
+	return w != nil && now.Before(w.until) && !now.Before(w.from) && sameBudget(w.cfg, b)
 }
 
 // budgetState is the service's budgets: the book, and each budget
@@ -107,23 +134,22 @@ func (s *Service) prepareBudgets(ctx context.Context, key, group, model string, 
 		return rb, nil
 	}
 	now := s.deps.Clock.Now()
-	for _, b := range [][]weir.Budget{book.of("key", key), book.of("group", group), book.of("model", model)} {
-		for _, x := range b {
-			if err := s.ensureBudgetScope(ctx, x, now); err != nil {
-				return rb, err
-			}
-			rb.common = append(rb.common, admission.Need{Scope: weir.BudgetScope(x.ID)})
+	var err error
+	for _, subject := range [...]weir.BudgetSubject{{Type: "key", Name: key}, {Type: "group", Name: group}, {Type: "model", Name: model}} {
+		if rb.common, err = book.ensure(ctx, s, subject.Type, subject.Name, now, rb.common); err != nil {
+			return rb, err
 		}
 	}
 	for _, pm := range pms {
-		for _, x := range book.of("platform_model", pm) {
-			if err := s.ensureBudgetScope(ctx, x, now); err != nil {
-				return rb, err
-			}
+		needs, err := book.ensure(ctx, s, "platform_model", pm, now, nil)
+		if err != nil {
+			return rb, err
+		}
+		if len(needs) > 0 {
 			if rb.byPM == nil {
 				rb.byPM = make(map[string][]admission.Need)
 			}
-			rb.byPM[pm] = append(rb.byPM[pm], admission.Need{Scope: weir.BudgetScope(x.ID)})
+			rb.byPM[pm] = needs
 		}
 	}
 	return rb, nil
@@ -139,14 +165,18 @@ func (s *Service) ensureBudgetScope(ctx context.Context, b weir.Budget, now time
 		v, _ = s.budgets.windows.LoadOrStore(b.ID, &budgetWindow{})
 	}
 	w := v.(*budgetWindow)
+	if w.set.Load().holds(b, now) {
+		return nil
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if now.Before(w.until) && !now.Before(w.from) && sameBudget(w.cfg, b) {
+	set := w.set.Load()
+	if set.holds(b, now) {
 		return nil
 	}
 	from, until := b.Window.Bounds(now)
 	spent := w.spent
-	if !from.Equal(w.from) {
+	if set == nil || !from.Equal(set.from) {
 		var err error
 		if spent, err = s.spentBefore(ctx, b.Subject, from, until); err != nil {
 			return &Error{Category: ErrUnavailable, Message: "the store could not say what the request's budgets have spent: nothing was done", RetryAfter: time.Second, Err: err}
@@ -155,7 +185,8 @@ func (s *Service) ensureBudgetScope(ctx context.Context, b weir.Budget, now time
 	if err := s.deps.Engine.SetScope(ctx, weir.BudgetScope(b.ID), budgetScopeConfig(b, from, until, spent)); err != nil {
 		return &Error{Category: ErrInternal, Message: "could not configure a budget's scope", Err: err}
 	}
-	w.from, w.until, w.cfg, w.spent = from, until, b, spent
+	w.spent = spent
+	w.set.Store(&windowSet{from: from, until: until, cfg: b})
 	return nil
 }
 
@@ -184,9 +215,9 @@ func (s *Service) refreshBudgetSpentLocked(ctx context.Context) {
 		}
 		w := v.(*budgetWindow)
 		w.mu.Lock()
-		if st.BudgetFrom.Equal(w.from) && weir.Money(st.BudgetSpent) > w.spent && sameBudget(w.cfg, b) {
+		if set := w.set.Load(); set != nil && st.BudgetFrom.Equal(set.from) && weir.Money(st.BudgetSpent) > w.spent && sameBudget(set.cfg, b) {
 			spent := weir.Money(st.BudgetSpent)
-			if err := s.deps.Engine.SetScope(ctx, st.Name, budgetScopeConfig(b, w.from, w.until, spent)); err == nil {
+			if err := s.deps.Engine.SetScope(ctx, st.Name, budgetScopeConfig(b, set.from, set.until, spent)); err == nil {
 				w.spent = spent
 			}
 		}
@@ -251,11 +282,7 @@ func (s *Service) reloadBudgetsLocked(ctx context.Context) error {
 		if !ok {
 			continue // set on first use
 		}
-		w := v.(*budgetWindow)
-		w.mu.Lock()
-		changed := !w.until.IsZero() && !sameBudget(w.cfg, b)
-		w.mu.Unlock()
-		if changed {
+		if set := v.(*budgetWindow).set.Load(); set != nil && !sameBudget(set.cfg, b) {
 			if err := s.ensureBudgetScope(ctx, b, s.deps.Clock.Now()); err != nil {
 				s.deps.Logger.Warn("could not change a budget's scope", "budget", id, "error", err)
 			}
