@@ -345,20 +345,8 @@ func (s *Service) settle(ctx context.Context, c *Call, lease admission.Lease, to
 // failed otherwise (a timeout, a broken connection, a client gone) may
 // have been charged and keeps its reservation as spent.
 func (s *Service) settleRefused(ctx context.Context, c *Call, lease admission.Lease, err error) {
-	var pe *provider.Error
-	if len(c.budgets) == 0 || !errors.As(err, &pe) || pe.Status == 0 {
-		return
-	}
-	if err := s.deps.Engine.Reconcile(context.WithoutCancel(ctx), lease.ID, lease.Owner, admission.Settlement{Tokens: lease.Tokens}); err != nil {
-		s.dropped(c, "reconcile", "could not settle a refused call's cost", err)
-	}
-}
-
-// afterSettle looks at the alerts of the budgets c's lease counted
-// against, apart from the request.
-func (s *Service) afterSettle(c *Call) {
-	if len(c.budgets) > 0 {
-		s.checkAlerts(c.budgets)
+	if pe := (*provider.Error)(nil); len(c.budgets) > 0 && errors.As(err, &pe) && pe.Status != 0 {
+		s.settle(ctx, c, lease, 0, 0)
 	}
 }
 

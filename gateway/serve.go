@@ -333,7 +333,7 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 		c.Usage.PromptTokens, c.Usage.CompletionTokens, c.Usage.CachedTokens = u.PromptTokens, u.CompletionTokens, u.CachedTokens
 		s.settle(ctx, c, lease, u.total(), cost)
 		hold.release()
-		s.afterSettle(c)
+		s.checkAlerts(c.budgets)
 	}
 	defer done(usage{}, false)
 	head := headOf(c, resp)
