@@ -108,10 +108,7 @@ func (w *windowSet) holds(b weir.Budget, now time.Time) bool {
 // budgetState is the service's budgets: the book, and each budget
 // scope's window.
 type budgetState struct {
-	book atomic.Pointer[budgetBook]
-	// catalog is the catalog's budgets (its config file's), beside the
-	// store's.
-	catalog []weir.Budget
+	book    atomic.Pointer[budgetBook]
 	windows sync.Map // budget id → *budgetWindow
 }
 
@@ -263,19 +260,33 @@ func (s *Service) budgetExceeded(be *admission.BudgetExceededError) *Error {
 	return &Error{Category: ErrBudgetExceeded, Message: msg, RetryAfter: wait, NoRetry: true, Err: be}
 }
 
+// Budgets lists every budget in force: the store's, as it has them now,
+// then those of the catalog served (its config file's, which the store
+// does not keep).
+func (s *Service) Budgets(ctx context.Context) ([]weir.Budget, error) {
+	var bs []weir.Budget
+	if s.deps.Budgets != nil {
+		var err error
+		if bs, err = s.deps.Budgets.BudgetList(ctx, weir.BudgetFilter{}); err != nil {
+			return nil, err
+		}
+	}
+	if st := s.state.Load(); st != nil {
+		bs = append(slices.Clip(bs), st.budgets...)
+	}
+	return bs, nil
+}
+
 // reloadBudgets reads the budgets again, the store's and the catalog's,
 // and sets at once the scopes of those whose amount, mode or window
 // changed (a raised budget admits what it now fits); a budget gone
 // retires its scope. Called with applyMu held.
 func (s *Service) reloadBudgetsLocked(ctx context.Context) error {
-	var stored []weir.Budget
-	if s.deps.Budgets != nil {
-		var err error
-		if stored, err = s.deps.Budgets.BudgetList(ctx, weir.BudgetFilter{}); err != nil {
-			return err
-		}
+	all, err := s.Budgets(ctx)
+	if err != nil {
+		return err
 	}
-	next := newBudgetBook(append(stored, s.budgets.catalog...))
+	next := newBudgetBook(all)
 	prev := s.budgets.book.Swap(next)
 	for id, b := range next.byID {
 		v, ok := s.budgets.windows.Load(id)

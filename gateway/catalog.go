@@ -37,6 +37,8 @@ type Snapshot struct {
 	asyncSims    map[string]provider.AsyncAdapter
 	async        map[string]provider.AsyncAdapter
 	defaultGroup string
+	// budgets are the catalog's (its config file's) budgets.
+	budgets []weir.Budget
 	// built are the adapters each platform's configuration made, by
 	// platform: a reload reuses those of a platform whose configuration
 	// is the same (platformAdapters).
@@ -239,6 +241,7 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		asyncSims:    make(map[string]provider.AsyncAdapter, len(cat.PlatformModels)),
 		async:        make(map[string]provider.AsyncAdapter, len(cat.Platforms)),
 		defaultGroup: defaultGroup,
+		budgets:      cat.Budgets,
 		callTimeouts: make(map[string]time.Duration, len(cat.Platforms)),
 		built:        make(map[string]builtAdapters, len(cat.Platforms)),
 	}
@@ -298,7 +301,6 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		}
 	}
 	s.reconfigureLocked(ctx, changed)
-	s.budgets.catalog = cat.Budgets
 	if err := s.reloadBudgetsLocked(ctx); err != nil {
 		// The store's budgets are read again on the next poll.
 		s.deps.Logger.Warn("could not read the budgets", "error", err)

@@ -3,48 +3,12 @@ package serve
 import (
 	"context"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
-	"github.com/weir-gateway/weir/console"
 	"github.com/weir-gateway/weir/metrics"
 )
-
-// budgetList is every budget in force, as the console's spend view
-// shows them: the store's (the admin API's and the CLI's, every
-// replica's) and those of the catalog last applied (the config file's),
-// which the store does not keep.
-type budgetList struct {
-	store   budgetLister
-	catalog atomic.Pointer[[]weir.Budget]
-}
-
-// budgetLister is what budgetList reads of the store.
-type budgetLister interface {
-	BudgetList(ctx context.Context, f weir.BudgetFilter) ([]weir.Budget, error)
-}
-
-var _ console.Budgets = (*budgetList)(nil)
-
-// Budgets lists the store's budgets, then the catalog's.
-func (l *budgetList) Budgets(ctx context.Context) ([]weir.Budget, error) {
-	bs, err := l.store.BudgetList(ctx, weir.BudgetFilter{})
-	if err != nil {
-		return nil, err
-	}
-	if cat := l.catalog.Load(); cat != nil {
-		bs = append(slices.Clip(bs), *cat...)
-	}
-	return bs, nil
-}
-
-// applied keeps the budgets of cat, the catalog now served.
-func (l *budgetList) applied(cat weir.Catalog) {
-	bs := slices.Clone(cat.Budgets)
-	l.catalog.Store(&bs)
-}
 
 // recordUsage takes one request's usage record: to the store (in
 // batches), to the console's charts, and its cost to weir_spend_total.
@@ -90,7 +54,7 @@ func (m *Main) watchBudgets(src any) {
 // process, what the store has recorded. Keys' budgets only with
 // server.metrics_spend_by_key: one series per key does not scale.
 func (m *Main) budgetGauges(ctx context.Context) []metrics.BudgetGauge {
-	bs, err := m.budgets.Budgets(ctx)
+	bs, err := m.Gateway.Budgets(ctx)
 	if err != nil {
 		m.Logger.Warn("metrics: could not list the budgets", "error", err)
 		return nil

@@ -99,7 +99,7 @@ func TestSpendWiring(t *testing.T) {
 	if err := m.apply(t.Context(), config.Default()); err != nil {
 		t.Fatal(err)
 	}
-	bs, err := m.budgets.Budgets(t.Context())
+	bs, err := m.Gateway.Budgets(t.Context())
 	if err != nil || len(bs) != 1 || bs[0].ID != stored.ID {
 		t.Errorf("after a reload without budgets: %+v %v", bs, err)
 	}

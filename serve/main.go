@@ -61,11 +61,8 @@ type Main struct {
 	// request path.
 	Console  *console.Console
 	Recorder *console.Recorder
-	// budgets are the budgets in force, the store's and the applied
-	// catalog's, for the console's spend view.
-	budgets *budgetList
-	ln      net.Listener
-	edgeLn  net.Listener
+	ln       net.Listener
+	edgeLn   net.Listener
 
 	// parts are the long-lived parts, in the order they start; Stop
 	// stops them in reverse.
@@ -115,7 +112,6 @@ func (m *Main) assemble(ctx context.Context) error {
 	m.Metrics = metrics.New(func(ctx context.Context) []admission.ScopeStats { return m.Engine.Scopes(ctx) })
 	m.Metrics.SetSpendByKey(cfg.Server.MetricsSpendByKey)
 	m.Recorder = console.NewRecorder()
-	m.budgets = &budgetList{store: db}
 	if err := m.newEngine(ctx); err != nil {
 		return err
 	}
@@ -234,7 +230,7 @@ func (m *Main) newFront() {
 		fleetAny = func(ctx context.Context) any { return m.fleetView(ctx) }
 	}
 	m.Console = console.New(consoleConfig(cfg), console.Deps{Gateway: m.Gateway, Operator: m.Gateway, Tasks: tasks, Keys: m.DB,
-		Spend: m.DB, Budgets: m.budgets, Nodes: nodeViews, Fleet: fleetAny, Recorder: m.Recorder, Metrics: m.Metrics, Logger: m.Logger})
+		Spend: m.DB, Budgets: m.Gateway, Nodes: nodeViews, Fleet: fleetAny, Recorder: m.Recorder, Metrics: m.Metrics, Logger: m.Logger})
 	deps := httpapi.Deps{Gateway: m.Gateway, Queues: m.Gateway, Responses: m.Gateway, Logger: m.Logger, Metrics: m.Metrics,
 		MetricsHandler: m.Metrics.Handler(), Ready: m.ready, Tasks: tasks, Fleet: fleetView, Nodes: nodeViews,
 		RelayPath: edge.RelayPath, Console: m.Console.Handler(), Spend: m.DB, Budgets: m.DB,
@@ -321,9 +317,6 @@ func (m *Main) apply(ctx context.Context, cfg *config.Config) error {
 	}
 	if err := m.Gateway.Apply(ctx, cat, cfg.DefaultGroup); err != nil {
 		return err
-	}
-	if m.budgets != nil {
-		m.budgets.applied(cat)
 	}
 	return nil
 }
