@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -18,14 +17,7 @@ import (
 // what it printed and its error.
 func runBudgets(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := budgetsCmd()
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetArgs(args)
-	cmd.SetContext(t.Context())
-	err := cmd.Execute()
-	return out.String(), err
+	return runCmd(t, budgetsCmd(), args...)
 }
 
 // budgetsConfig writes a config of one group, premium, on a SQLite file

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/weir-gateway/weir/config"
 	"github.com/weir-gateway/weir/serve"
 )
@@ -45,7 +46,13 @@ func startMain(t *testing.T, cfg *config.Config) (*serve.Main, error) {
 // printed and its error.
 func runKeys(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := keysCmd()
+	return runCmd(t, keysCmd(), args...)
+}
+
+// runCmd runs cmd, made fresh, with args, and returns what it printed
+// (out and err) and its error.
+func runCmd(t *testing.T, cmd *cobra.Command, args ...string) (string, error) {
+	t.Helper()
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
