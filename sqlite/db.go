@@ -155,10 +155,29 @@ func (db *DB) prepare(ctx context.Context) error {
 
 // checkJournal makes sure the file really is in WAL mode: SQLite answers
 // a journal_mode it cannot apply with the mode it kept, not an error.
+//
+// The first query opens the connection, which applies the DSN's pragmas.
+// Turning a new file to WAL needs its exclusive lock, and when two
+// processes hold its shared lock and both ask for that, SQLite answers one
+// SQLITE_BUSY at once rather than wait in the busy handler (which could
+// deadlock). That connection is not kept, so opening another one, once the
+// winner is done, is safe.
 func (db *DB) checkJournal(ctx context.Context, memory bool) error {
 	var mode string
-	if err := db.write.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
-		return fmt.Errorf("read journal mode: %w", err)
+	deadline := time.Now().Add(busyTimeout)
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		err := db.write.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode)
+		if err == nil {
+			break
+		}
+		if !isBusy(err) || time.Now().Add(wait).After(deadline) {
+			return fmt.Errorf("read journal mode: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("read journal mode: %w", err)
+		case <-time.After(wait):
+		}
 	}
 	want := "wal"
 	if memory {
@@ -228,6 +247,12 @@ func (db *DB) Close() error {
 	}
 	errs = append(errs, db.write.Close())
 	return errors.Join(errs...)
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY, of any extended code.
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // classify wraps constraint failures in the domain's sentinels, keeping
