@@ -47,3 +47,19 @@ func benchPost(b *testing.B, bundle *testBundle, path, body string, header http.
 		}
 	}
 }
+
+// BenchmarkDecodeChat is what the gateway reads of a chat body (the
+// harness's) and the body it sends upstream with the model replaced.
+func BenchmarkDecodeChat(b *testing.B) {
+	body := []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Write one short paragraph on why a gateway queues a burst of work."}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		r, aerr := decodeRequest(epChat, body)
+		if aerr != nil {
+			b.Fatal(aerr)
+		}
+		if _, err := r.withModel("gpt-4o-mini-2024-07-18"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"math"
 	"strconv"
@@ -50,10 +49,10 @@ type request struct {
 	// previous is the response a Responses request continues
 	// (previous_response_id), if it is passed through.
 	previous string
-	// modelEnd, if not 0, is where the model's value ends in a body Weir
-	// encoded itself (translatedRequest), which starts with it: withModel
-	// splices the upstream's name there without parsing the body.
-	modelEnd int
+	// models are where the body's top-level "model" values are, when the
+	// decoding knows: withModel splices the upstream's name there without
+	// parsing the body again.
+	models modelSpans
 }
 
 // decodeRequest parses and validates a body for ep. It never panics on any
@@ -66,78 +65,65 @@ func decodeRequest(ep endpoint, body []byte) (*request, *apiError) {
 	if body[0] != '{' {
 		return nil, errorf(weir.CodeInvalidRequest, "", "request body must be a JSON object")
 	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(body, &raw); err != nil {
-		return nil, errorf(weir.CodeInvalidRequest, "", "request body is not valid JSON: "+err.Error())
-	}
-	r := &request{body: body}
-	m, ok := raw["model"]
+	f, ok := scanFields(body)
 	if !ok {
+		var err error
+		if f, err = readFields(body); err != nil {
+			return nil, errorf(weir.CodeInvalidRequest, "", "request body is not valid JSON: "+err.Error())
+		}
+	}
+	r := &request{body: body, models: f.models}
+	if f.model == nil {
 		return nil, errorf(weir.CodeInvalidRequest, "model", "you must provide a model parameter")
 	}
-	if err := json.Unmarshal(m, &r.model); err != nil || r.model == "" {
+	if r.model, ok = jsonString(f.model); !ok || r.model == "" {
 		return nil, errorf(weir.CodeInvalidRequest, "model", "model must be a non-empty string")
 	}
 	if len(r.model) > maxModelName {
 		return nil, errorf(weir.CodeInvalidRequest, "model", fmt.Sprintf("model is %d bytes long; at most %d are allowed", len(r.model), maxModelName))
 	}
-	for _, f := range ep.required {
-		v, ok := raw[f]
-		if !ok || isEmptyJSON(v) {
-			return nil, errorf(weir.CodeInvalidRequest, f, fmt.Sprintf("missing required parameter: %s", f))
+	for _, name := range ep.required {
+		if v := f.get(name); v == nil || isEmptyJSON(v) {
+			return nil, errorf(weir.CodeInvalidRequest, name, fmt.Sprintf("missing required parameter: %s", name))
 		}
 	}
-	if s, ok := raw["stream"]; ok && !isNull(s) {
+	if f.stream != nil && !isNull(f.stream) {
 		if ep.kind != weir.KindChat {
 			return nil, errorf(weir.CodeInvalidRequest, "stream", "stream is only supported for chat completions")
 		}
-		if err := json.Unmarshal(s, &r.stream); err != nil {
+		if r.stream, ok = jsonBool(f.stream); !ok {
 			return nil, errorf(weir.CodeInvalidRequest, "stream", "stream must be a boolean")
 		}
 	}
-	for _, f := range []string{"max_completion_tokens", "max_tokens"} {
-		v, ok := raw[f]
-		if !ok || isNull(v) {
+	for _, m := range [...]struct {
+		name string
+		v    []byte
+	}{{"max_completion_tokens", f.maxCompletionTokens}, {"max_tokens", f.maxTokens}} {
+		if m.v == nil || isNull(m.v) {
 			continue
 		}
-		var n int64
-		if err := json.Unmarshal(v, &n); err != nil || n < 0 {
-			return nil, errorf(weir.CodeInvalidRequest, f, f+" must be a non-negative integer")
+		n, ok := jsonInt64(m.v)
+		if !ok || n < 0 {
+			return nil, errorf(weir.CodeInvalidRequest, m.name, m.name+" must be a non-negative integer")
 		}
 		if r.maxTokens == 0 {
 			r.maxTokens = n
 		}
 	}
 	if ep.kind == weir.KindChat {
-		var msgs []json.RawMessage
-		if err := json.Unmarshal(raw["messages"], &msgs); err != nil {
-			return nil, errorf(weir.CodeInvalidRequest, "messages", "messages must be an array")
-		}
-		mayHaveImage := bytes.Contains(body, []byte("image"))
-		for i, msg := range msgs {
-			if len(msg) == 0 || msg[0] != '{' {
-				return nil, errorf(weir.CodeInvalidRequest, "messages["+strconv.Itoa(i)+"]", "each message must be an object")
-			}
-			r.wants.Vision = r.wants.Vision || (mayHaveImage && hasImage(msg))
-		}
-		r.wants.Tools = isNonEmptyArray(raw["tools"]) || isNonEmptyArray(raw["functions"])
-		r.affinity = affinityKey(raw, msgs)
-		var rf struct {
-			Type string `json:"type"`
-		}
-		if v, ok := raw["response_format"]; ok && json.Unmarshal(v, &rf) == nil {
-			r.wants.JSONOutput = rf.Type == "json_object" || rf.Type == "json_schema"
+		if aerr := r.readMessages(&f); aerr != nil {
+			return nil, aerr
 		}
 	}
-	for _, f := range []struct {
-		name string
-		to   *string
-	}{{"size", &r.wants.Size}, {"voice", &r.wants.Voice}, {"quality", &r.wants.Quality}} {
-		if v, ok := raw[f.name]; ok {
-			_ = json.Unmarshal(v, f.to) // not a string: the upstream's to judge
+	for _, w := range [...]struct {
+		v  []byte
+		to *string
+	}{{f.size, &r.wants.Size}, {f.voice, &r.wants.Voice}, {f.quality, &r.wants.Quality}} {
+		if w.v != nil {
+			*w.to, _ = jsonString(w.v) // not a string: the upstream's to judge
 		}
 	}
-	r.wants.N, r.wants.Characters = priced(ep, raw)
+	r.wants.N, r.wants.Characters = priced(ep, &f)
 	// About four bytes of JSON per token, plus what the answer may take.
 	// The client's numbers may be anything up to the int64 maximum: the
 	// sum saturates there rather than wrap negative.
@@ -152,18 +138,55 @@ func decodeRequest(ep endpoint, body []byte) (*request, *apiError) {
 	return r, nil
 }
 
+// readMessages checks a chat body's messages and reads what choosing its
+// candidate needs of them and of the fields beside them: images, tools,
+// the output format, and the affinity.
+func (r *request) readMessages(f *fields) *apiError {
+	mayHaveImage := bytes.Contains(r.body, []byte("image"))
+	var first []byte
+	bad := -1
+	isArray := arrayElements(f.messages, func(i int, msg []byte) bool {
+		if len(msg) == 0 || msg[0] != '{' {
+			bad = i
+			return false
+		}
+		if i == 0 {
+			first = msg
+		}
+		r.wants.Vision = r.wants.Vision || (mayHaveImage && hasImage(msg))
+		return true
+	})
+	switch {
+	case !isArray:
+		return errorf(weir.CodeInvalidRequest, "messages", "messages must be an array")
+	case bad >= 0:
+		return errorf(weir.CodeInvalidRequest, "messages["+strconv.Itoa(bad)+"]", "each message must be an object")
+	}
+	r.wants.Tools = isNonEmptyArray(f.tools) || isNonEmptyArray(f.functions)
+	r.affinity = affinityKey(f, first)
+	var rf struct {
+		Type string `json:"type"`
+	}
+	if f.responseFormat != nil && json.Unmarshal(f.responseFormat, &rf) == nil {
+		r.wants.JSONOutput = rf.Type == "json_object" || rf.Type == "json_schema"
+	}
+	return nil
+}
+
 // priced is what a price reads of a request for ep besides its tokens:
 // the images asked for (n; 0 if not said, or not a count, which the
 // upstream judges), and the characters of the input to speech.
-func priced(ep endpoint, raw map[string]json.RawMessage) (n, characters int64) {
+func priced(ep endpoint, f *fields) (n, characters int64) {
 	switch ep.kind {
 	case weir.KindImages:
-		if v, ok := raw["n"]; ok && json.Unmarshal(v, &n) != nil || n < 0 {
-			n = 0
+		if f.n != nil {
+			var ok bool
+			if n, ok = jsonInt64(f.n); !ok || n < 0 {
+				n = 0
+			}
 		}
 	case weir.KindSpeech:
-		var input string
-		if json.Unmarshal(raw["input"], &input) == nil {
+		if input, ok := jsonString(f.input); ok {
 			characters = int64(utf8.RuneCountInString(input))
 		}
 	}
@@ -183,7 +206,8 @@ func translatedRequest(ep endpoint, c *openaiwire.ChatRequest) (*request, *apiEr
 	// fields.
 	const modelAt = len(`{"model":`)
 	end := modelAt + jsonValueLen(body[modelAt:])
-	r := &request{body: body, model: c.Model, stream: c.Stream, modelEnd: end}
+	r := &request{body: body, model: c.Model, stream: c.Stream}
+	r.models.add(modelAt, end)
 	switch {
 	case r.model == "":
 		return nil, errorf(weir.CodeInvalidRequest, "model", "model must be a non-empty string")
@@ -310,15 +334,12 @@ func readBody(body io.Reader, declared int64) ([]byte, error) {
 // upstreams take for the same field, must not smuggle its own choice past
 // the mapping), and leaves every other byte alone.
 func (r *request) withModel(upstream string) ([]byte, error) {
+	if r.models.known {
+		return r.models.splice(r.body, upstream), nil
+	}
 	name, err := json.Marshal(upstream)
 	if err != nil {
 		return nil, err
-	}
-	if r.modelEnd > 0 {
-		const modelAt = len(`{"model":`)
-		out := make([]byte, 0, len(r.body)-(r.modelEnd-modelAt)+len(name))
-		out = append(append(append(out, r.body[:modelAt]...), name...), r.body[r.modelEnd:]...)
-		return out, nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(r.body))
 	if _, err := dec.Token(); err != nil { // {
@@ -400,22 +421,33 @@ func isNonEmptyArray(v json.RawMessage) bool {
 // candidate it prefers: its prompt_cache_key (OpenAI's field for this),
 // else its user, else its first message (a system prompt, the start of a
 // conversation), hashed.
-func affinityKey(raw map[string]json.RawMessage, msgs []json.RawMessage) string {
-	for _, f := range []struct{ field, prefix string }{{"prompt_cache_key", "k:"}, {"user", "u:"}} {
-		var v string
-		if json.Unmarshal(raw[f.field], &v) == nil && v != "" {
-			return f.prefix + v
+func affinityKey(f *fields, first []byte) string {
+	for _, a := range [...]struct {
+		v      []byte
+		prefix string
+	}{{f.promptCacheKey, "k:"}, {f.user, "u:"}} {
+		if a.v == nil {
+			continue
+		}
+		if v, ok := jsonString(a.v); ok && v != "" {
+			return a.prefix + v
 		}
 	}
-	if len(msgs) == 0 {
+	if first == nil {
 		return ""
 	}
-	return promptAffinity(msgs[0])
+	return promptAffinity(first)
 }
 
-// promptAffinity is the affinity of a chat request by its first message.
+// promptAffinity is the affinity of a chat request by its first message:
+// "p:" and the message's 64-bit FNV-1a hash in base 36.
 func promptAffinity(first []byte) string {
-	h := fnv.New64a()
-	h.Write(first)
-	return "p:" + strconv.FormatUint(h.Sum64(), 36)
+	const offset64, prime64 = 14695981039346656037, 1099511628211
+	h := uint64(offset64)
+	for _, c := range first {
+		h ^= uint64(c)
+		h *= prime64
+	}
+	var buf [2 + 13]byte // "p:" and at most 13 base-36 digits
+	return string(strconv.AppendUint(append(buf[:0], "p:"...), h, 36))
 }

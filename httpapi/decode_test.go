@@ -126,14 +126,12 @@ func TestTranslatedRequestIsDecodeRequest(t *testing.T) {
 			if werr != nil {
 				return
 			}
-			if got.modelEnd == 0 {
-				t.Error("no modelEnd")
+			if end := len(`{"model":`) + len(mustJSON(t, c.Model)); got.models.first[1] != end {
+				t.Errorf("model's value ends at %d, want %d", got.models.first[1], end)
 			}
-			got.modelEnd = 0
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("got %+v\nwant %+v", got, want)
 			}
-			got.modelEnd = len(`{"model":`) + len(mustJSON(t, c.Model))
 			for _, up := range []string{"up", `u"p<>`, ""} {
 				g, _ := got.withModel(up)
 				w, _ := want.withModel(up)
