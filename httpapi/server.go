@@ -306,14 +306,23 @@ func info(ctx context.Context) *reqInfo {
 // logs the request.
 func (s *Server) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ri := &reqInfo{id: s.ids.next(), base: s.deps.Logger}
+		// What a request carries through the handlers, made at once: it
+		// lives as long as the request, in one allocation.
+		all := &struct {
+			ri   reqInfo
+			rw   statusWriter
+			body requestBody
+		}{}
+		ri, rw := &all.ri, &all.rw
+		*ri = reqInfo{id: s.ids.next(), base: s.deps.Logger}
 		if cid := r.Header.Get("X-Request-Id"); cid != "" && len(cid) <= 128 {
 			ri.clientID = cid
 		}
 		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey, ri))
-		rw := &statusWriter{ResponseWriter: w, id: ri.id}
+		*rw = statusWriter{ResponseWriter: w, id: ri.id}
 		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
-			ri.body = &requestBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: s.cfg.BodyTimeout}
+			all.body = requestBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: s.cfg.BodyTimeout}
+			ri.body = &all.body
 			r.Body = ri.body
 			// Connection: close means nothing in HTTP/2, where Go's server
 			// takes it as a request to shut the whole connection down.
@@ -356,6 +365,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 type statusWriter struct {
 	http.ResponseWriter
 	id    string
+	idv   [1]string // backs the X-Request-Id header's value
 	code  int
 	wrote bool
 	// body is the request's body, nil if it has none.
@@ -363,7 +373,10 @@ type statusWriter struct {
 	closeUnread bool
 }
 
-func (w *statusWriter) setID() { w.Header().Set("X-Request-Id", w.id) }
+func (w *statusWriter) setID() {
+	w.idv[0] = w.id
+	w.Header()["X-Request-Id"] = w.idv[:]
+}
 
 func (w *statusWriter) WriteHeader(code int) {
 	if !w.wrote {
@@ -406,7 +419,8 @@ func newIDSource() idSource {
 }
 
 func (s *idSource) next() string {
-	return s.prefix + strconv.FormatUint(s.n.Add(1), 10)
+	var b [48]byte
+	return string(strconv.AppendUint(append(b[:0], s.prefix...), s.n.Add(1), 10))
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {

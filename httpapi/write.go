@@ -72,6 +72,9 @@ type answerWriter struct {
 	clientWriter
 	started bool
 	status  int
+	// vals back the header values Start sets, which net/http keeps as a
+	// slice each: one allocation with the writer rather than one each.
+	vals [5]string
 }
 
 var _ gateway.Answer = (*answerWriter)(nil)
@@ -79,18 +82,24 @@ var _ gateway.Answer = (*answerWriter)(nil)
 // Start implements gateway.Answer.
 func (a *answerWriter) Start(head gateway.Head) {
 	h := a.w.Header()
+	n := 0
+	set := func(k, v string) { // k in canonical form
+		a.vals[n] = v
+		h[k] = a.vals[n : n+1 : n+1]
+		n++
+	}
 	for _, kv := range [...][2]string{
 		{"Content-Type", head.ContentType},
 		{"Content-Disposition", head.ContentDisposition},
 		{"Cache-Control", head.CacheControl},
 	} {
 		if kv[1] != "" {
-			h.Set(kv[0], kv[1])
+			set(kv[0], kv[1])
 		}
 	}
-	h.Set(HeaderQueueWait, strconv.FormatInt(head.Waited.Milliseconds(), 10))
+	set(HeaderQueueWait, strconv.FormatInt(head.Waited.Milliseconds(), 10))
 	if head.ContentLength >= 0 {
-		h.Set("Content-Length", strconv.FormatInt(head.ContentLength, 10))
+		set("Content-Length", strconv.FormatInt(head.ContentLength, 10))
 	}
 	a.w.WriteHeader(head.Status)
 	a.started, a.status = true, head.Status
