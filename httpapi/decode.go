@@ -164,11 +164,13 @@ func (r *request) readMessages(f *fields) *apiError {
 	}
 	r.wants.Tools = isNonEmptyArray(f.tools) || isNonEmptyArray(f.functions)
 	r.affinity = affinityKey(f, first)
-	var rf struct {
-		Type string `json:"type"`
-	}
-	if f.responseFormat != nil && json.Unmarshal(f.responseFormat, &rf) == nil {
-		r.wants.JSONOutput = rf.Type == "json_object" || rf.Type == "json_schema"
+	if f.responseFormat != nil {
+		var rf struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(f.responseFormat, &rf) == nil {
+			r.wants.JSONOutput = rf.Type == "json_object" || rf.Type == "json_schema"
+		}
 	}
 	return nil
 }
@@ -412,9 +414,15 @@ func contentHasImage[T ~[]byte](content T) bool {
 }
 
 // isNonEmptyArray reports whether v is a JSON array with an element.
-func isNonEmptyArray(v json.RawMessage) bool {
-	var a []json.RawMessage
-	return len(v) > 0 && v[0] == '[' && json.Unmarshal(v, &a) == nil && len(a) > 0
+func isNonEmptyArray(v []byte) bool {
+	if len(v) == 0 || v[0] != '[' {
+		return false
+	}
+	nonEmpty := false
+	return arrayElements(v, func(int, []byte) bool {
+		nonEmpty = true
+		return false
+	}) && nonEmpty
 }
 
 // affinityKey is what a chat request shares with the others whose
