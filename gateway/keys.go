@@ -22,13 +22,19 @@ type KeyStore interface {
 // found is false for a key that does not exist. A revoked key is found:
 // whether it may be used is the caller's to check.
 func (s *Service) KeyByHash(ctx context.Context, hash string) (k weir.APIKey, found bool, err error) {
-	return s.keys.lookup(ctx, hash, func() (weir.APIKey, error) { return s.deps.Keys.KeyByHash(ctx, hash) })
+	return s.keyByHash(ctx, []byte(hash))
+}
+
+// keyByHash is KeyByHash of a hash as bytes: a cached key costs no
+// allocation.
+func (s *Service) keyByHash(ctx context.Context, hash []byte) (weir.APIKey, bool, error) {
+	return s.keys.lookup(ctx, hash, func() (weir.APIKey, error) { return s.deps.Keys.KeyByHash(ctx, string(hash)) })
 }
 
 // keyByID finds a key by id through the same cache (a task's key, planned
 // once per task: 100,000 tasks of one key at start-up ask the store once).
 func (s *Service) keyByID(ctx context.Context, id string) (weir.APIKey, bool, error) {
-	return s.keys.lookup(ctx, "id:"+id, func() (weir.APIKey, error) { return s.deps.Keys.KeyByID(ctx, id) })
+	return s.keys.lookup(ctx, []byte("id:"+id), func() (weir.APIKey, error) { return s.deps.Keys.KeyByID(ctx, id) })
 }
 
 // keyCache remembers keys looked up for a short while, so that the store
@@ -60,10 +66,10 @@ const maxCachedKeys = 100_000
 // the store fails.
 const keyStaleIfError = 10 * time.Minute
 
-func (c *keyCache) lookup(ctx context.Context, ck string, fetch func() (weir.APIKey, error)) (weir.APIKey, bool, error) {
+func (c *keyCache) lookup(ctx context.Context, ck []byte, fetch func() (weir.APIKey, error)) (weir.APIKey, bool, error) {
 	now := c.clock.Now()
 	c.mu.Lock()
-	e, cached := c.m[ck]
+	e, cached := c.m[string(ck)]
 	c.mu.Unlock()
 	if cached && now.Sub(e.fetched) < c.ttl {
 		return e.key, e.found, nil
@@ -80,7 +86,7 @@ func (c *keyCache) lookup(ctx context.Context, ck string, fetch func() (weir.API
 	if c.m == nil || len(c.m) >= maxCachedKeys {
 		c.m = make(map[string]cachedKey)
 	}
-	c.m[ck] = cachedKey{key: k, found: found, fetched: now}
+	c.m[string(ck)] = cachedKey{key: k, found: found, fetched: now}
 	c.mu.Unlock()
 	return k, found, nil
 }

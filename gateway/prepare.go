@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math"
@@ -88,7 +89,8 @@ func (s *Service) Authenticate(ctx context.Context, secret string) (weir.APIKey,
 	if secret == "" {
 		return weir.APIKey{}, denied
 	}
-	k, found, err := s.KeyByHash(ctx, keys.Hash(secret))
+	var hash [2 * sha256.Size]byte
+	k, found, err := s.keyByHash(ctx, keys.AppendHash(hash[:0], secret))
 	switch {
 	case errors.Is(err, ErrUnavailable):
 		return weir.APIKey{}, &Error{Category: ErrUnavailable, Message: "the key store cannot be reached; retry shortly", RetryAfter: time.Second, Err: err}

@@ -77,13 +77,15 @@ func (r *routing) resolve() []target {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var pms []target
-	for _, pm := range r.pms {
-		pms = append(pms, target{pm: pm})
+	out := make([]target, 0, len(nodes)+len(r.pms))
+	if r.c.Model.Nodes != weir.NodesLast {
+		out = append(out, nodes...)
 	}
-	out := append(nodes, pms...)
+	for _, pm := range r.pms {
+		out = append(out, target{pm: pm})
+	}
 	if r.c.Model.Nodes == weir.NodesLast {
-		out = append(pms, nodes...)
+		out = append(out, nodes...)
 	}
 	kept := out[:0]
 	for _, t := range out {
@@ -124,6 +126,9 @@ func (r *routing) admitted(i int) target {
 func (r *routing) failed(t target) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.tried == nil {
+		r.tried = make(map[string]bool)
+	}
 	r.tried[t.name()] = true
 }
 

@@ -57,7 +57,7 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 			return err
 		}
 	}
-	r := &routing{s: s, c: c, pms: pms, tried: make(map[string]bool)}
+	r := &routing{s: s, c: c, pms: pms}
 	budgets, err := s.prepareBudgets(ctx, c.KeyID, c.Group, c.Model.Name, pms)
 	if err != nil {
 		c.end(outcomeOf(err))
@@ -205,16 +205,13 @@ func (s *Service) admit(ctx context.Context, c *Call, r *routing, attempt int) (
 		return admission.Lease{}, s.pausedError(c, until)
 	}
 	lease, err := s.deps.Engine.TryAcquire(ctx, areq)
-	var rl *admission.RateLimitedError
-	switch {
-	case err == nil:
-	case errors.As(err, &rl) && !c.Deadline.IsZero() && start.Add(rl.RetryAfter).After(c.Deadline):
-		// Retry-After says when the window opens; a request that set its
-		// own max wait is still told not to retry on its own (Error.NoRetry).
-		return lease, &Error{Category: ErrRateLimited, Message: "rate limit reached for " + c.Model.Name, RetryAfter: rl.RetryAfter,
-			NoRetry: c.MaxWaitAskedBy != "", Err: err}
-	case errors.Is(err, admission.ErrWouldWait), errors.Is(err, admission.ErrRateLimited):
-		lease, err = s.deps.Engine.Acquire(ctx, areq)
+	if err != nil {
+		if rerr := rateLimitedPastDeadline(c, start, err); rerr != nil {
+			return lease, rerr
+		}
+		if errors.Is(err, admission.ErrWouldWait) || errors.Is(err, admission.ErrRateLimited) {
+			lease, err = s.deps.Engine.Acquire(ctx, areq)
+		}
 	}
 	waited := s.deps.Clock.Now().Sub(start)
 	c.Waited += waited
@@ -223,6 +220,19 @@ func (s *Service) admit(ctx context.Context, c *Call, r *routing, attempt int) (
 		return lease, nil
 	}
 	return lease, s.admissionError(ctx, c, err)
+}
+
+// rateLimitedPastDeadline is the answer to err, a refusal at start, if
+// it is a rate limit whose window opens only after c's deadline: 429 at
+// once. Retry-After says when the window opens; a request that set its
+// own max wait is still told not to retry on its own (Error.NoRetry).
+func rateLimitedPastDeadline(c *Call, start time.Time, err error) *Error {
+	var rl *admission.RateLimitedError
+	if !errors.As(err, &rl) || c.Deadline.IsZero() || !start.Add(rl.RetryAfter).After(c.Deadline) {
+		return nil
+	}
+	return &Error{Category: ErrRateLimited, Message: "rate limit reached for " + c.Model.Name, RetryAfter: rl.RetryAfter,
+		NoRetry: c.MaxWaitAskedBy != "", Err: err}
 }
 
 // holdOf bounds how long the work of a lease for one of ts runs once

@@ -110,6 +110,12 @@ func generate(start string) (string, error) {
 // right here because both are long random strings, not passwords: there
 // is nothing to brute-force and the lookup must be by hash.
 func Hash(secret string) string {
+	var b [2 * sha256.Size]byte
+	return string(AppendHash(b[:0], secret))
+}
+
+// AppendHash appends Hash(secret) to b.
+func AppendHash(b []byte, secret string) []byte {
 	sum := sha256.Sum256([]byte(secret))
-	return hex.EncodeToString(sum[:])
+	return hex.AppendEncode(b, sum[:])
 }
