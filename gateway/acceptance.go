@@ -154,7 +154,7 @@ func pmScopeFor(mode weir.RunMode, pm string) string {
 	if mode == weir.RunAcceptance {
 		return weir.AcceptanceScope(weir.PlatformModelScope(pm))
 	}
-	return weir.PlatformModelScope(pm)
+	return scopeNames.get(pmScopeKind, pm)
 }
 
 // ensureAcceptanceScopes makes sure each of the platform models pms has

@@ -29,8 +29,8 @@ func taskCandidates(keyID, group string, mode weir.RunMode, pms []string) []admi
 // target's own.
 func tenantNeeds(keyID, group string) []admission.Need {
 	return append(make([]admission.Need, 0, 4),
-		admission.Need{Scope: weir.KeyScope(keyID), Amount: 1},
-		admission.Need{Scope: weir.GroupScope(group), Amount: 1})
+		admission.Need{Scope: scopeNames.get(keyScopeKind, keyID), Amount: 1},
+		admission.Need{Scope: scopeNames.get(groupScopeKind, group), Amount: 1})
 }
 
 // Plan implements task.Planner: a task's candidates are its model's

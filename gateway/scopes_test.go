@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/weir-gateway/weir"
@@ -22,5 +23,29 @@ func TestCountRequests(t *testing.T) {
 	}
 	if got, want := CountRequests(scopes), (Requests{Waiting: 3, InFlight: 1}); got != want {
 		t.Fatalf("CountRequests = %+v, want %+v", got, want)
+	}
+}
+
+// The interned scope names are the weir package's, and a full table
+// starts again rather than grow.
+func TestScopeNames(t *testing.T) {
+	var tbl nameTable
+	for i := range maxScopeNames + 10 {
+		id := strconv.Itoa(i)
+		if got, want := tbl.get(keyScopeKind, id), weir.KeyScope(id); got != want {
+			t.Fatalf("key scope %q, want %q", got, want)
+		}
+	}
+	if n := len(tbl.m); n > maxScopeNames {
+		t.Fatalf("%d names kept, want at most %d", n, maxScopeNames)
+	}
+	if got, want := tbl.get(groupScopeKind, "g"), weir.GroupScope("g"); got != want {
+		t.Errorf("group scope %q, want %q", got, want)
+	}
+	if got, want := tbl.get(pmScopeKind, "p/m"), weir.PlatformModelScope("p/m"); got != want {
+		t.Errorf("platform model scope %q, want %q", got, want)
+	}
+	if a, b := tbl.get(groupScopeKind, "x"), tbl.get(keyScopeKind, "x"); a == b {
+		t.Errorf("group and key scopes of one name are both %q", a)
 	}
 }
