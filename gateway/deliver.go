@@ -97,13 +97,16 @@ const firstChunk = 32 << 10
 // buffer of that size and a byte more; one of unknown size into chunks
 // that are never copied as they grow, joined once at the end if it fits.
 // An answer that turns out too large costs the cap once, not twice.
+//
+// No read goes past limit+1 bytes in all: each buffer is at most what is
+// left of them.
 func readCapped(r io.Reader, size, limit int64) (body []byte, over bool, err error) {
-	r = io.LimitReader(r, limit+1)
 	next := int64(firstChunk)
 	if size >= 0 {
 		next = size + 1 // the byte more tells an answer longer than declared
 	}
-	var parts [][]byte
+	var first [4][]byte // most answers fit in one buffer, or a few
+	parts := first[:0]
 	var total int64
 	for {
 		buf := make([]byte, min(next, limit+1-total))
