@@ -97,13 +97,16 @@ const firstChunk = 32 << 10
 // buffer of that size and a byte more; one of unknown size into chunks
 // that are never copied as they grow, joined once at the end if it fits.
 // An answer that turns out too large costs the cap once, not twice.
+//
+// No read goes past limit+1 bytes in all: each buffer is at most what is
+// left of them.
 func readCapped(r io.Reader, size, limit int64) (body []byte, over bool, err error) {
-	r = io.LimitReader(r, limit+1)
 	next := int64(firstChunk)
 	if size >= 0 {
 		next = size + 1 // the byte more tells an answer longer than declared
 	}
-	var parts [][]byte
+	var first [4][]byte // most answers fit in one buffer, or a few
+	parts := first[:0]
 	var total int64
 	for {
 		buf := make([]byte, min(next, limit+1-total))
@@ -143,8 +146,9 @@ var terminalEvents = map[string]bool{"response.completed": true, "response.incom
 
 // failureEvents are the events in which a stream passed through as it
 // came may report that its upstream failed (provider.StreamFailure):
-// Anthropic's and the Responses API's error, and response.failed.
-var failureEvents = map[string]bool{"error": true, "response.failed": true}
+// Anthropic's and the Responses API's error, and response.failed. Each
+// maps to its own name, so that a line's event is named without a copy.
+var failureEvents = map[string]string{"error": "error", "response.failed": "response.failed"}
 
 // pumpBufs are pump's read buffers: a streamed answer borrows one for
 // its life instead of allocating it. Write copies out of it (or has
@@ -246,12 +250,9 @@ func (s *Service) stream(out Answer, resp *http.Response, head Head, prompt int6
 			b = b[i+1:]
 			l := bytes.TrimRight(line, "\r")
 			if ev, ok := bytes.CutPrefix(l, []byte("event:")); ok {
-				name := string(bytes.TrimSpace(ev))
-				terminal, delta = terminalEvents[name], name == "message_delta"
-				event = ""
-				if failureEvents[name] {
-					event = name
-				}
+				name := bytes.TrimSpace(ev)
+				terminal, delta = terminalEvents[string(name)], string(name) == "message_delta"
+				event = failureEvents[string(name)]
 			}
 			if data, ok := bytes.CutPrefix(l, []byte("data:")); ok {
 				data = bytes.TrimSpace(data)

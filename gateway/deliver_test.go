@@ -127,3 +127,16 @@ func TestReadCapped(t *testing.T) {
 		t.Errorf("a broken read: %v; want it", err)
 	}
 }
+
+// BenchmarkReadCapped reads a ~1 KB answer of declared length, as
+// copyBody reads a non-streamed one.
+func BenchmarkReadCapped(b *testing.B) {
+	b.ReportAllocs()
+	r := bytes.NewReader(chatAnswer)
+	for b.Loop() {
+		r.Reset(chatAnswer)
+		if body, over, err := readCapped(r, int64(len(chatAnswer)), 10<<20); err != nil || over || len(body) != len(chatAnswer) {
+			b.Fatal(len(body), over, err)
+		}
+	}
+}

@@ -96,8 +96,14 @@ func usageOf(body []byte) (usage, bool) {
 	// last "usage" key (a quote inside a string is escaped, so this is a
 	// key), and parse the whole answer only if that does not work out.
 	if rest := bytes.TrimLeft(body[i+len(`"usage"`):], " \t\r\n"); len(rest) > 0 && rest[0] == ':' {
-		var u *usage
-		if json.NewDecoder(bytes.NewReader(rest[1:])).Decode(&u) == nil && u != nil {
+		u, ok := decodeUsage(rest[1:])
+		if !ok {
+			var up *usage
+			if json.NewDecoder(bytes.NewReader(rest[1:])).Decode(&up) == nil && up != nil {
+				u, ok = *up, true
+			}
+		}
+		if ok {
 			if n := u.normal(); n.total() > 0 {
 				return n, true
 			}

@@ -60,11 +60,13 @@ func (o callOpts) post(ctx context.Context, base, path, apiKey string, body []by
 
 // call is post with another method (a body is then optional).
 func (o callOpts) call(ctx context.Context, method, base, path, apiKey string, body []byte, h http.Header) (*http.Response, error) {
-	req, err := newRequest(ctx, method, base, path, apiKey, body, h)
+	x, rctx := newExchange(ctx, o)
+	req, err := newRequest(rctx, method, base, path, apiKey, body, h)
 	if err != nil {
+		x.cancel(context.Canceled)
 		return nil, err
 	}
-	return send(ctx, httpClient(o.client), req, o)
+	return x.run(ctx, httpClient(o.client), req)
 }
 
 // errBodyClosed is why a call whose body was closed before its end was
@@ -88,30 +90,42 @@ var errBodyClosed = errors.New("response body closed before its end")
 // The bounds and the watch on ctx cost one timer and no goroutine while
 // the call runs.
 func send(ctx context.Context, hc *http.Client, req *http.Request, o callOpts) (*http.Response, error) {
+	x, rctx := newExchange(ctx, o)
+	return x.run(ctx, hc, req.WithContext(rctx))
+}
+
+// newExchange is the state of a call on ctx under o, and the context to
+// send its request with: the transport sees only that one, so that
+// cancelling ctx goes through abort, and the connection is shut down in
+// order rather than closed under the upstream's feet.
+func newExchange(ctx context.Context, o callOpts) (*exchange, context.Context) {
 	x := &exchange{clock: o.clock, b: o.bounds, grace: o.abortGrace()}
 	if x.clock == nil {
 		x.clock = clock.Real
 	}
-	// The transport sees only x's context, so that cancelling ctx goes
-	// through abort: the connection is shut down in order rather than
-	// closed under the upstream's feet.
 	rctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	x.cancel = cancel
-	rctx = httptrace.WithClientTrace(rctx, &httptrace.ClientTrace{GotConn: x.gotConn, WroteRequest: x.wroteRequest, PutIdleConn: x.putIdleConn})
+	x.trace = httptrace.ClientTrace{GotConn: x.gotConn, WroteRequest: x.wroteRequest, PutIdleConn: x.putIdleConn}
+	return x, httptrace.WithClientTrace(rctx, &x.trace)
+}
+
+// run sends req, whose context is newExchange's, as send does.
+func (x *exchange) run(ctx context.Context, hc *http.Client, req *http.Request) (*http.Response, error) {
 	x.mu.Lock()
 	x.start = x.clock.Now()
 	x.armLocked(x.start)
 	x.mu.Unlock()
 	x.stopWatch = context.AfterFunc(ctx, func() { x.abort(ctx.Err()) })
 
-	resp, err := hc.Do(req.WithContext(rctx))
+	resp, err := hc.Do(req)
 	if err != nil {
 		if cause := x.end(); cause != nil {
 			return nil, cause
 		}
 		return nil, classify(ctx, err)
 	}
-	b := &body{x: x, rc: resp.Body}
+	x.body = body{x: x, rc: resp.Body}
+	b := &x.body
 	if err := x.gotHeaders(); err != nil {
 		b.Close()
 		return nil, err
@@ -127,11 +141,16 @@ type exchange struct {
 	grace     time.Duration
 	cancel    context.CancelCauseFunc
 	stopWatch func() bool
+	// trace and body live with the exchange: one allocation for the
+	// three.
+	trace httptrace.ClientTrace
+	body  body
 
 	mu         sync.Mutex
 	start      time.Time
 	timer      clock.Timer
-	gen        uint64 // numbers timers; a timer of an older one does nothing
+	due        time.Time // when timer fires
+	gen        uint64    // numbers timers; a timer of an older one does nothing
 	conn       net.Conn
 	wrote      bool      // the request went out whole on conn
 	headers    bool      // the response headers arrived
@@ -192,13 +211,19 @@ func (x *exchange) gotHeaders() error {
 		return x.err
 	}
 	x.headers = true
+	now := x.clock.Now()
+	if next := x.nextLocked(now); x.timer != nil && !next.IsZero() && !x.due.After(next) {
+		// The timer pending fires no later than a bound may now pass:
+		// check then sets it again.
+		return nil
+	}
 	x.stopTimerLocked()
-	x.armLocked(x.clock.Now())
+	x.armLocked(now)
 	return nil
 }
 
-// armLocked sets the timer for the next moment a bound may pass.
-func (x *exchange) armLocked(now time.Time) {
+// nextLocked is the next moment a bound may pass; zero: none.
+func (x *exchange) nextLocked(now time.Time) time.Time {
 	var next time.Time
 	consider := func(t time.Time) {
 		if next.IsZero() || t.Before(next) {
@@ -218,12 +243,19 @@ func (x *exchange) armLocked(now time.Time) {
 		}
 		consider(from.Add(x.b.Idle))
 	}
+	return next
+}
+
+// armLocked sets the timer for the next moment a bound may pass.
+func (x *exchange) armLocked(now time.Time) {
+	next := x.nextLocked(now)
 	x.timer = nil
 	if next.IsZero() {
 		return
 	}
 	x.gen++
 	gen := x.gen
+	x.due = next
 	x.timer = x.clock.AfterFunc(next.Sub(now), func() { x.check(gen) })
 }
 

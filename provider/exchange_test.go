@@ -89,6 +89,41 @@ func TestIdleTimeoutEndsStalledBody(t *testing.T) {
 	}
 }
 
+// TestHeaderBoundOnceHeadersIn: once the headers are in, the header
+// bound's time passing ends nothing (the timer set for it may still
+// fire), and the idle bound still ends a stalled body.
+func TestHeaderBoundOnceHeadersIn(t *testing.T) {
+	t.Parallel()
+	url, _ := stallingUpstream(t, "data: {}\n\n")
+	clk := clock.NewFake(time.Unix(0, 0))
+	ad := &OpenAI{BaseURL: url, Timeout: 30 * time.Second, IdleTimeout: 10 * time.Minute, Clock: clk, AbortGrace: testGrace}
+	resp, err := ad.Do(t.Context(), Call{Path: "/chat/completions", Body: []byte(`{}`), Stream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	first := make([]byte, 4096)
+	if n, err := resp.Body.Read(first); err != nil || !strings.HasPrefix(string(first[:n]), "data:") {
+		t.Fatalf("first read: %q, %v", first[:n], err)
+	}
+	clk.Advance(time.Minute) // runs every timer due, the header bound's included
+	x := resp.Body.(*body).x
+	x.mu.Lock()
+	aborted := x.err
+	x.mu.Unlock()
+	if aborted != nil {
+		t.Fatalf("the call was aborted past the header bound, its headers in: %v", aborted)
+	}
+	got := make(chan struct{})
+	var rerr error
+	go func() { _, rerr = io.ReadAll(resp.Body); close(got) }()
+	advanceUntil(t, clk, time.Minute, time.Hour, got)
+	var pe *Error
+	if !errors.As(rerr, &pe) || !pe.Timeout || !strings.Contains(pe.Error(), "nothing received") {
+		t.Fatalf("read after the stall: %v; want the idle bound's timeout", rerr)
+	}
+}
+
 func TestHeaderTimeout(t *testing.T) {
 	t.Parallel()
 	arrived, released := make(chan struct{}), make(chan struct{})

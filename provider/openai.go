@@ -3,6 +3,8 @@ package provider
 import (
 	"context"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/weir-gateway/weir/clock"
@@ -25,22 +27,40 @@ type OpenAI struct {
 	AbortGrace time.Duration
 	// Clock runs the bounds; nil: clock.Real.
 	Clock clock.Clock
+
+	// bearer is the Authorization header's value for APIKey, made once.
+	bearer atomic.Pointer[[]string]
 }
 
 var _ Adapter = (*OpenAI)(nil)
 
 // Do sends c and returns the response when the upstream answers 2xx.
 func (o *OpenAI) Do(ctx context.Context, c Call) (*http.Response, error) {
-	h := make(http.Header, 3)
+	h := make(http.Header, 4)
 	setPassedOn(h, &c)
+	if o.APIKey != "" {
+		h["Authorization"] = o.authorization()
+	}
 	resp, err := callOpts{
 		client: o.Client,
 		clock:  o.Clock,
 		bounds: Bounds{Header: o.Timeout, Idle: o.IdleTimeout, Total: o.CallTimeout},
 		grace:  o.AbortGrace,
-	}.call(ctx, c.method(), o.BaseURL, c.Path, o.APIKey, c.Body, h)
+	}.call(ctx, c.method(), o.BaseURL, c.Path, "", c.Body, h)
 	if err != nil {
 		return nil, err
 	}
 	return checkStatus(resp, o.APIKey)
+}
+
+// authorization is the Authorization header's value for o.APIKey, a
+// bearer token: made once and shared by every call, as setPassedOn's
+// values are.
+func (o *OpenAI) authorization() []string {
+	if v := o.bearer.Load(); v != nil && strings.TrimPrefix((*v)[0], "Bearer ") == o.APIKey {
+		return *v
+	}
+	v := []string{"Bearer " + o.APIKey}
+	o.bearer.Store(&v)
+	return v
 }

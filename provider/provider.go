@@ -114,18 +114,42 @@ func newRequest(ctx context.Context, method, base, path, apiKey string, body []b
 // JSON (if it has a body), an event stream accepted for a stream and else
 // what the client accepts, and the client's User-Agent. h is the
 // caller's so that it may stay on the stack.
+//
+// The values are shared, not copied: the fixed ones with every call, the
+// client's with its request, whose headers outlive the call. Nothing
+// changes a header's values in place (Header.Set and Add replace the
+// slice), and http.Client sends a copy of the request's headers.
 func setPassedOn(h http.Header, c *Call) {
 	if c.Body != nil {
-		h["Content-Type"] = []string{"application/json"}
+		h["Content-Type"] = jsonContentType
 	}
 	if c.Stream {
-		h.Set("Accept", "text/event-stream")
-	} else if a := c.Header.Get("Accept"); a != "" {
-		h.Set("Accept", a)
+		h["Accept"] = eventStreamAccept
+	} else if a := firstValue(c.Header, "Accept"); a != nil {
+		h["Accept"] = a
 	}
-	if ua := c.Header.Get("User-Agent"); ua != "" {
-		h.Set("User-Agent", ua)
+	if ua := firstValue(c.Header, "User-Agent"); ua != nil {
+		h["User-Agent"] = ua
 	}
+}
+
+var (
+	jsonContentType   = []string{"application/json"}
+	eventStreamAccept = []string{"text/event-stream"}
+)
+
+// firstValue is h's first value of key (in its canonical form), as a
+// slice of its own, or nil if that is "": what Header.Set(key,
+// h.Get(key)) would set, without a copy where key has one value.
+func firstValue(h http.Header, key string) []string {
+	vs := h[key]
+	switch {
+	case len(vs) == 0 || vs[0] == "":
+		return nil
+	case len(vs) > 1:
+		return []string{vs[0]}
+	}
+	return vs[:1:1]
 }
 
 func httpClient(c *http.Client) *http.Client {

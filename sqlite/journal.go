@@ -3,11 +3,11 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/internal/fastjson"
 )
 
 // reservationColumnCount is how many columns a reservation row has.
@@ -55,15 +55,24 @@ func (db *DB) SpendReserve(ctx context.Context, batch []weir.Reservation) error 
 	err := db.InTx(ctx, func(tx *sql.Tx) error {
 		many, one := tx.StmtContext(ctx, db.reserveMany), tx.StmtContext(ctx, db.reserveOne)
 		args := make([]any, 0, reservationColumnCount*usageRowsPerInsert)
+		var (
+			shared sharedArgs
+			times  timeTexts
+		)
 		for start := 0; start < len(batch); {
 			rows, stmt := usageRowsPerInsert, many
 			if len(batch)-start < usageRowsPerInsert {
 				rows, stmt = 1, one
 			}
 			args = args[:0]
+			times.reset()
 			for _, r := range batch[start : start+rows] {
-				args = append(args, r.RequestID, r.KeyID, r.Group, r.Model, r.PlatformModel,
-					int64(r.Estimate), formatTime(r.At))
+				times.add(r.At)
+			}
+			times.done()
+			for i, r := range batch[start : start+rows] {
+				args = append(args, r.RequestID, shared.arg(0, r.KeyID), shared.arg(1, r.Group),
+					shared.arg(2, r.Model), shared.arg(3, r.PlatformModel), int64(r.Estimate), times.text(i))
 			}
 			if _, err := stmt.ExecContext(ctx, args...); err != nil {
 				r := batch[start]
@@ -83,14 +92,15 @@ func (db *DB) SpendReserve(ctx context.Context, batch []weir.Reservation) error 
 // settleTx deletes, in tx, the reservations of batch's requests: their
 // usage records settle them.
 func (db *DB) settleTx(ctx context.Context, tx *sql.Tx, batch []weir.Usage) error {
-	ids := make([]string, len(batch))
+	list := make([]byte, 0, 2+len(batch)*32)
+	list = append(list, '[')
 	for i, u := range batch {
-		ids[i] = u.RequestID
+		if i > 0 {
+			list = append(list, ',')
+		}
+		list = fastjson.AppendString(list, u.RequestID)
 	}
-	list, err := json.Marshal(ids)
-	if err != nil {
-		return err
-	}
+	list = append(list, ']')
 	if _, err := tx.StmtContext(ctx, db.reserveSettle).ExecContext(ctx, string(list)); err != nil {
 		return fmt.Errorf("settle reservations: %w", classify(err))
 	}

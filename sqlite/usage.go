@@ -58,17 +58,27 @@ func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) (err error) {
 	err = db.InTx(ctx, func(tx *sql.Tx) error {
 		many, one := tx.StmtContext(ctx, db.usageInsertMany), tx.StmtContext(ctx, db.usageInsertOne)
 		args := make([]any, 0, usageColumnCount*usageRowsPerInsert)
+		var (
+			shared sharedArgs
+			times  timeTexts
+		)
 		for start := 0; start < len(batch); {
 			rows, stmt := usageRowsPerInsert, many
 			if len(batch)-start < usageRowsPerInsert {
 				rows, stmt = 1, one
 			}
 			args = args[:0]
+			times.reset()
 			for _, u := range batch[start : start+rows] {
-				args = append(args, u.RequestID, u.KeyID, u.Model, u.PlatformModel, u.Endpoint,
+				times.add(u.At)
+			}
+			times.done()
+			for i, u := range batch[start : start+rows] {
+				args = append(args, u.RequestID, shared.arg(0, u.KeyID), shared.arg(1, u.Model),
+					shared.arg(2, u.PlatformModel), shared.arg(3, u.Endpoint),
 					u.PromptTokens, u.CompletionTokens, int64(u.Waited), int64(u.Latency),
-					int64(u.Status), u.Outcome, formatTime(u.At),
-					u.Group, u.CachedTokens, int64(u.Cost), u.CostEstimated)
+					int64(u.Status), shared.arg(4, u.Outcome), times.text(i),
+					shared.arg(5, u.Group), u.CachedTokens, int64(u.Cost), u.CostEstimated)
 			}
 			if _, err := stmt.ExecContext(ctx, args...); err != nil {
 				u := batch[start]
@@ -83,6 +93,49 @@ func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) (err error) {
 		return fmt.Errorf("insert usage: %w", err)
 	}
 	return nil
+}
+
+// sharedArgs hold the arguments of a batch's columns that its rows
+// mostly share (key, model, platform model, endpoint, outcome, group),
+// so that a row with the same value as the row before passes the same
+// argument: a string made an argument is a copy on the heap.
+type sharedArgs [6]any
+
+// arg is s as the argument of column i.
+func (a *sharedArgs) arg(i int, s string) any {
+	if p, ok := a[i].(string); !ok || p != s {
+		a[i] = s
+	}
+	return a[i]
+}
+
+// timeTexts are the times of a statement's rows as formatTime writes
+// them, made one string of which each row's is a part: one allocation
+// for them all.
+type timeTexts struct {
+	buf  []byte
+	ends []int
+	all  string
+}
+
+func (t *timeTexts) reset() { t.buf, t.ends = t.buf[:0], t.ends[:0] }
+
+// add writes the next row's time.
+func (t *timeTexts) add(at time.Time) {
+	t.buf = at.UTC().Truncate(time.Microsecond).AppendFormat(t.buf, timeLayout)
+	t.ends = append(t.ends, len(t.buf))
+}
+
+// done makes the string once every row's time is added.
+func (t *timeTexts) done() { t.all = string(t.buf) }
+
+// text is row i's time.
+func (t *timeTexts) text(i int) string {
+	start := 0
+	if i > 0 {
+		start = t.ends[i-1]
+	}
+	return t.all[start:t.ends[i]]
 }
 
 // UsageList returns usage newest first, filtered by key and time, at most
