@@ -42,6 +42,11 @@ type TasksConfig struct {
 	PollMax     time.Duration // tasks.poll_max (10s)
 	Connections int           // connections submitting tasks (16)
 	Dir         string        // directory for the config and database (default: a new temporary one, removed after)
+	// Fill is how Restart queues its tasks: "http" (the default) submits
+	// each through the task API; "store" submits the first, kills the
+	// gateway, and writes the others into its SQLite file in batches,
+	// for a queue of 10^6 that HTTP would take most of an hour to fill.
+	Fill string
 	// Fleet, with Replicas set, runs the gateway as a fleet of replicas
 	// on PostgreSQL, tasks submitted to each in turn; Drain's worker
 	// capacity is the fleet's, and Restart kills and restarts every
@@ -70,6 +75,10 @@ func (c TasksConfig) validate(drain bool) error {
 		return errors.New("--capacity must be positive")
 	case drain && c.Job <= 0:
 		return errors.New("--job must be positive")
+	case c.Fill != "" && c.Fill != "http" && c.Fill != "store":
+		return errors.New("--fill must be http or store")
+	case c.Fill == "store" && (drain || c.Fleet.Replicas > 0):
+		return errors.New("--fill store is restart's, on SQLite")
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/loadgen"
 	"github.com/weir-gateway/weir/sqlite"
+	"github.com/weir-gateway/weir/task"
 )
 
 // Restart is `weir-bench tasks restart`, docs/benchmarks.md's "restart"
@@ -43,21 +44,11 @@ func Restart(ctx context.Context, out io.Writer, c TasksConfig) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "weir-bench tasks restart: %d tasks, one worker busy for an hour; load average %s\n", c.Tasks, loadAverage())
-	start := time.Now()
-	lastID, err := r.submitAll(ctx, []string{g.url}, c.Tasks, c.Connections, submitProgress(out, start, c.Tasks, nil))
+	fmt.Fprintf(out, "weir-bench tasks restart: %d tasks, one worker busy for an hour, filled through %s; load average %s\n", c.Tasks, fillName(c.Fill), loadAverage())
+	lastID, err := fillRestart(ctx, out, c, r, g)
 	if err != nil {
-		g.kill()
 		return err
 	}
-	populate := time.Since(start)
-	if err := waitWaiting(ctx, g.url, c.Tasks-1); err != nil {
-		g.kill()
-		return err
-	}
-	rss := g.peakRSS()
-	g.kill()
-	fmt.Fprintf(out, "  populated in %s (%.0f tasks/s); peak RSS %s; killed with SIGKILL\n", populate.Round(time.Millisecond), float64(c.Tasks)/populate.Seconds(), rss)
 	// What listing the waiting tasks alone costs, as recovery lists them.
 	store, err := sqlite.Open(ctx, r.db)
 	if err != nil {
@@ -131,6 +122,91 @@ func submitProgress(out io.Writer, start time.Time, n int, state func() string) 
 		}
 		fmt.Fprintln(out, line)
 	}
+}
+
+func fillName(fill string) string {
+	if fill == "store" {
+		return "the store (the first task through HTTP)"
+	}
+	return "HTTP"
+}
+
+// fillRestart queues c.Tasks tasks on g, the first of which runs for an
+// hour, as c.Fill says, and kills g with SIGKILL; it returns the id of
+// the last task queued.
+func fillRestart(ctx context.Context, out io.Writer, c TasksConfig, r *tasksRig, g *tasksGateway) (string, error) {
+	defer g.kill()
+	start := time.Now()
+	n := c.Tasks
+	if c.Fill == "store" {
+		n = 1
+	}
+	lastID, err := r.submitAll(ctx, []string{g.url}, n, c.Connections, submitProgress(out, start, n, nil))
+	if err != nil {
+		return "", err
+	}
+	if err := waitWaiting(ctx, g.url, n-1); err != nil {
+		return "", err
+	}
+	if n == 1 {
+		// Running upstream before the kill.
+		if _, _, err := waitFirstSubmit(ctx, r.up, start); err != nil {
+			return "", err
+		}
+	}
+	populate := time.Since(start)
+	rss := g.peakRSS()
+	g.kill()
+	fmt.Fprintf(out, "  populated %d in %s (%.0f tasks/s); peak RSS %s; killed with SIGKILL\n", n, populate.Round(time.Millisecond), float64(n)/populate.Seconds(), rss)
+	if n == c.Tasks {
+		return lastID, nil
+	}
+	return fillStore(ctx, out, r.db, lastID, c.Tasks-1)
+}
+
+// fillStoreBatch is how many tasks fillStore writes a transaction.
+const fillStoreBatch = 10_000
+
+// fillStore writes n queued tasks into the SQLite file db, each a copy
+// of task first (submitted through HTTP, so shaped as the gateway stores
+// them) with an id and creation time of its own, in batches of
+// fillStoreBatch; it returns the id of the last.
+func fillStore(ctx context.Context, out io.Writer, db, first string, n int) (string, error) {
+	store, err := sqlite.Open(ctx, db)
+	if err != nil {
+		return "", err
+	}
+	defer store.Close()
+	tmpl, err := store.TaskGet(ctx, first)
+	if err != nil {
+		return "", err
+	}
+	maxWait := tmpl.Deadline.Sub(tmpl.CreatedAt)
+	start := time.Now()
+	progress := submitProgress(out, start, n, nil)
+	var last string
+	batch := make([]*weir.Task, 0, fillStoreBatch)
+	for done := 0; done < n; {
+		batch = batch[:0]
+		for i := done; i < min(n, done+fillStoreBatch); i++ {
+			t := tmpl
+			t.ID, t.Seq = task.NewID("task"), 0
+			t.Status, t.PlatformModel, t.Candidate, t.Progress, t.UpstreamID = weir.TaskQueued, "", -1, 0, ""
+			t.AdmittedAt, t.FinishedAt, t.IdempotencyKey, t.Fingerprint = time.Time{}, time.Time{}, "", ""
+			t.CreatedAt = time.Now()
+			t.Deadline = t.CreatedAt.Add(maxWait)
+			batch = append(batch, &t)
+		}
+		if err := store.TaskCreateMany(ctx, batch); err != nil {
+			return "", err
+		}
+		done += len(batch)
+		last = batch[len(batch)-1].ID
+		progress(done)
+	}
+	fmt.Fprintf(out, "  wrote %d queued tasks into the store in %s (%.0f tasks/s), %d a transaction\n",
+		n, time.Since(start).Round(time.Millisecond), float64(n)/time.Since(start).Seconds(), fillStoreBatch)
+	return last, nil
 }
 
 // waitWaiting waits until the workers scope at url has n waiting.
