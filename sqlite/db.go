@@ -55,6 +55,9 @@ type DB struct {
 	stmts []*sql.Stmt
 	// river is River's driver on the write connection.
 	river *riversqlite.Driver
+	// group makes concurrent single-task writes share transactions
+	// (groupcommit.go).
+	group groupCommit
 }
 
 var _ weir.Store = (*DB)(nil)

@@ -120,8 +120,8 @@ func (db *DB) TaskCreate(ctx context.Context, t *weir.Task) (created bool, err e
 	}
 	// t changes only once the transaction has committed.
 	c := *t
-	err = db.InTx(ctx, func(tx *sql.Tx) error {
-		created, err = db.taskCreateTx(ctx, tx, &c)
+	err = db.inGroupTx(ctx, func(tx *sql.Tx) error {
+		created, err = db.taskCreateTx(context.WithoutCancel(ctx), tx, &c)
 		return err
 	})
 	if err != nil {
@@ -310,8 +310,8 @@ func (db *DB) TaskUpdate(ctx context.Context, p *weir.TaskUpdateParams) (applied
 	// In a transaction so that a miss can tell "moved on" from "not there"
 	// with the same view of the table.
 	var updateErr error // already says which task
-	err = db.InTx(ctx, func(tx *sql.Tx) error {
-		applied, updateErr = db.TaskUpdateTx(ctx, tx, p)
+	err = db.inGroupTx(ctx, func(tx *sql.Tx) error {
+		applied, updateErr = db.TaskUpdateTx(context.WithoutCancel(ctx), tx, p)
 		return updateErr
 	})
 	if err != nil && err != updateErr {
