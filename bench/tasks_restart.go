@@ -19,8 +19,10 @@ import (
 // scenario, on the same rig as Drain.
 //
 // It submits c.Tasks tasks to a gateway with one worker while the first
-// task's upstream job runs for an hour, so all the others wait; kills the
-// gateway with SIGKILL; times listing the waiting tasks from the database
+// task's upstream job runs for an hour, so all the others wait (with
+// c.Fill "store", only the first through the gateway: the others are
+// written into its database once it is killed, see TasksConfig.Fill);
+// kills the gateway with SIGKILL; times listing the waiting tasks from the database
 // alone; restarts the gateway on the same database with two workers; and
 // prints the time from the new process's start until it serves HTTP, and
 // until the first waiting task reaches the upstream (admitted, its River
