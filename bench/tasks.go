@@ -24,7 +24,6 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/httpapi"
-	"github.com/weir-gateway/weir/loadgen"
 	"github.com/weir-gateway/weir/postgres"
 	"github.com/weir-gateway/weir/provider/mock"
 	"github.com/weir-gateway/weir/sqlite"
@@ -43,6 +42,11 @@ type TasksConfig struct {
 	PollMax     time.Duration // tasks.poll_max (10s)
 	Connections int           // connections submitting tasks (16)
 	Dir         string        // directory for the config and database (default: a new temporary one, removed after)
+	// Fill is how Restart queues its tasks: "http" (the default) submits
+	// each through the task API; "store" submits the first, kills the
+	// gateway, and writes the others into its SQLite file in batches,
+	// for a queue of 10^6 that HTTP would take most of an hour to fill.
+	Fill string
 	// Fleet, with Replicas set, runs the gateway as a fleet of replicas
 	// on PostgreSQL, tasks submitted to each in turn; Drain's worker
 	// capacity is the fleet's, and Restart kills and restarts every
@@ -71,6 +75,10 @@ func (c TasksConfig) validate(drain bool) error {
 		return errors.New("--capacity must be positive")
 	case drain && c.Job <= 0:
 		return errors.New("--job must be positive")
+	case c.Fill != "" && c.Fill != "http" && c.Fill != "store":
+		return errors.New("--fill must be http or store")
+	case c.Fill == "store" && (drain || c.Fleet.Replicas > 0):
+		return errors.New("--fill store is restart's, on SQLite")
 	}
 	return nil
 }
@@ -366,9 +374,18 @@ func Drain(ctx context.Context, out io.Writer, c TasksConfig) error {
 			len(g.fleet.replicas), g.fleet.schema.name, g.fleet.leader(), c.Capacity/len(g.fleet.replicas), c.Capacity)
 	}
 
+	cpuStart := procsCPU(g.procs)
 	start := time.Now()
 	var submitted time.Duration
+	progress := submitProgress(out, start, c.Tasks, func() string {
+		inFlight, waiting, err := workersScope(g.urls[0])
+		if err != nil {
+			return err.Error()
+		}
+		return fmt.Sprintf("%d in flight, %d waiting", inFlight, waiting)
+	})
 	if _, err := r.submitAll(ctx, g.urls, c.Tasks, c.Connections, func(d int) {
+		progress(d)
 		if d == c.Tasks {
 			submitted = time.Since(start)
 		}
@@ -414,6 +431,7 @@ func Drain(ctx context.Context, out io.Writer, c TasksConfig) error {
 		}
 	}
 	released := time.Since(start)
+	cpu := procsCPU(g.procs) - cpuStart
 	st := r.up.mock.Stats()
 	ratio := float64(drain) / float64(ideal)
 	verdict := "met"
@@ -424,8 +442,9 @@ func Drain(ctx context.Context, out io.Writer, c TasksConfig) error {
 	if g.fleet != nil {
 		name = fmt.Sprintf("drain (fleet of %d on PostgreSQL)", len(g.fleet.replicas))
 	}
-	fmt.Fprintf(out, "%s  tasks %d  capacity %d  job %s  ideal %s  drain %s  ratio %.3fx (target <= 1.05x: %s)  submitted in %s  upstream peak %d running, %d submits for %d jobs, %d polls\n",
+	fmt.Fprintf(out, "%s  tasks %d  capacity %d  job %s  ideal %s  drain %s  ratio %.3fx (target <= 1.05x: %s)  submitted in %s  gateway CPU %s (%s a task)  upstream peak %d running, %d submits for %d jobs, %d polls\n",
 		name, c.Tasks, c.Capacity, c.Job, ideal, drain.Round(time.Millisecond), ratio, verdict, submitted.Round(time.Millisecond),
+		cpu.Round(10*time.Millisecond), (cpu / time.Duration(c.Tasks)).Round(time.Microsecond),
 		st.PeakJobsRunning, st.JobsSubmitted+st.JobsDeduplicated, st.JobsSubmitted, st.JobPolls)
 	if inFlight, _, _ := workersScope(g.urls[0]); peakInFlight > int64(c.Capacity) || inFlight > 0 {
 		fmt.Fprintf(out, "LEAK   global:tasks peaked at %d in flight (limit %d); %d still in flight %s after the last task ended (leases live tasks.lease_ttl, 5m): %s\n",
@@ -447,6 +466,7 @@ func Drain(ctx context.Context, out io.Writer, c TasksConfig) error {
 type drainGateway struct {
 	urls     []string
 	fleet    *fleetRun // or nil
+	procs    []*child  // the gateway's processes, whose CPU time the line gives
 	ended    func(ctx context.Context) (int, error)
 	store    func(ctx context.Context) (weir.TaskStore, func(), error)
 	warnings func() string
@@ -472,7 +492,8 @@ func startDrainGateway(ctx context.Context, c TasksConfig, r *tasksRig) (*drainG
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(time.Millisecond) // a fresh snapshot for each look
 	return &drainGateway{
-		urls: []string{g.url},
+		urls:  []string{g.url},
+		procs: []*child{g.child},
 		ended: func(ctx context.Context) (n int, err error) {
 			return n, db.QueryRowContext(ctx, endedQuery).Scan(&n)
 		},
@@ -511,6 +532,7 @@ func startDrainFleet(ctx context.Context, c TasksConfig, r *tasksRig) (*drainGat
 	}
 	return &drainGateway{
 		urls:  f.urls(),
+		procs: f.replicas,
 		fleet: f,
 		ended: func(ctx context.Context) (n int, err error) {
 			return n, pool.QueryRow(ctx, endedQuery).Scan(&n)
@@ -593,147 +615,6 @@ func drainBreakdown(ctx context.Context, out io.Writer, r *tasksRig, store weir.
 	fmt.Fprintf(out, "where  per task (mean of %d): admitted->upstream submit %s, upstream job %s, job end->gateway noticed %s (worst %s); capacity idle between tasks %.1f%%; statuses %v\n",
 		n, mean(dispatch), mean(job), mean(notice), worstNotice.Round(time.Millisecond), 100*math.Max(idle, 0), statuses)
 	return nil
-}
-
-// Restart is `weir-bench tasks restart`, docs/benchmarks.md's "restart"
-// scenario, on the same rig as Drain.
-//
-// It submits c.Tasks tasks to a gateway with one worker while the first
-// task's upstream job runs for an hour, so all the others wait; kills the
-// gateway with SIGKILL; times listing the waiting tasks from the database
-// alone; restarts the gateway on the same database with two workers; and
-// prints the time from the new process's start until it serves HTTP, and
-// until the first waiting task reaches the upstream (admitted, its River
-// job committed, fetched and submitted), with
-// the recovery's time from the gateway's log, the process's peak RSS, and
-// how long a GET of the last queued task takes (its queue position is
-// counted at each GET).
-func Restart(ctx context.Context, out io.Writer, c TasksConfig) error {
-	if err := c.validate(false); err != nil {
-		return err
-	}
-	if c.Fleet.Replicas > 0 {
-		return restartFleet(ctx, out, c)
-	}
-	r, err := newTasksRig(ctx, c, time.Hour, 1)
-	if err != nil {
-		return err
-	}
-	defer r.close()
-	g, err := startTasksGateway(c.Weir, r.config)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "weir-bench tasks restart: %d tasks, one worker busy for an hour; load average %s\n", c.Tasks, loadAverage())
-	start := time.Now()
-	last := time.Now()
-	lastID, err := r.submitAll(ctx, []string{g.url}, c.Tasks, c.Connections, func(d int) {
-		if d%10_000 == 0 && time.Since(last) > time.Second {
-			last = time.Now()
-			fmt.Fprintf(out, "  submitted %d in %s\n", d, time.Since(start).Round(time.Second))
-		}
-	})
-	if err != nil {
-		g.kill()
-		return err
-	}
-	populate := time.Since(start)
-	if err := waitWaiting(ctx, g.url, c.Tasks-1); err != nil {
-		g.kill()
-		return err
-	}
-	rss := g.peakRSS()
-	g.kill()
-	fmt.Fprintf(out, "  populated in %s (%.0f tasks/s); peak RSS %s; killed with SIGKILL\n", populate.Round(time.Millisecond), float64(c.Tasks)/populate.Seconds(), rss)
-	// What listing the waiting tasks alone costs, as recovery lists them.
-	store, err := sqlite.Open(ctx, r.db)
-	if err != nil {
-		return err
-	}
-	listStart := time.Now()
-	_, err = store.TaskList(ctx, weir.TaskFilter{Statuses: []weir.TaskStatus{weir.TaskQueued}})
-	listed := time.Since(listStart)
-	store.Close()
-	if err != nil {
-		return err
-	}
-
-	// Restart with two workers: the running task gets its lease back and
-	// the second worker takes the head of the queue.
-	if err := writeTasksConfig(r.config, r.db, r.up.url, 2, c); err != nil {
-		return err
-	}
-	r.up.resetFirst()
-	g, err = startTasksGateway(c.Weir, r.config)
-	if err != nil {
-		return err
-	}
-	defer g.kill()
-	serving := g.serving.Sub(g.started)
-	first, verdict, err := waitFirstSubmit(ctx, r.up, g.started)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "restart  waiting %d  process start->serving %s  process start->first admission reached the upstream %s (target <= 2s: %s)  recovery (log): %s, of which listing them %s (measured alone)  peak RSS %s\n",
-		c.Tasks-1, serving.Round(time.Millisecond), first.Round(time.Millisecond), verdict, g.recovered, listed.Round(time.Millisecond), g.peakRSS())
-
-	// A client polling the last task in the queue: its position is
-	// counted at each GET.
-	var lat []time.Duration
-	for range 21 {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.url+"/v1/tasks/"+lastID, nil)
-		req.Header.Set("Authorization", "Bearer "+r.secret)
-		t0 := time.Now()
-		resp, err := r.client.Do(req)
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		lat = append(lat, time.Since(t0))
-	}
-	p := loadgen.Summarize(lat)
-	fmt.Fprintf(out, "status GET /v1/tasks/{last of %d queued}: median %s, max %s\n", c.Tasks-1, p.P50.Round(10*time.Microsecond), p.Max.Round(10*time.Microsecond))
-	return nil
-}
-
-// waitWaiting waits until the workers scope at url has n waiting.
-func waitWaiting(ctx context.Context, url string, n int) error {
-	for {
-		_, waiting, err := workersScope(url)
-		if err != nil {
-			return err
-		}
-		if waiting == n {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond): // polling the queue
-		}
-	}
-}
-
-// waitFirstSubmit waits until a task reaches the upstream after a
-// restart at started, and returns when it did, counted from started,
-// with the restart target's verdict.
-func waitFirstSubmit(ctx context.Context, up *tasksUpstream, started time.Time) (time.Duration, string, error) {
-	for up.firstSubmit().IsZero() {
-		if time.Since(started) > 5*time.Minute {
-			return 0, "", errors.New("no task reached the upstream within 5 minutes of the restart")
-		}
-		select {
-		case <-ctx.Done():
-			return 0, "", ctx.Err()
-		case <-time.After(time.Millisecond): // polling the upstream's record
-		}
-	}
-	first := up.firstSubmit().Sub(started)
-	if first > 2*time.Second {
-		return first, "missed", nil
-	}
-	return first, "met", nil
 }
 
 // fetchQueues reads the gateway's /admin/queues, which answers loopback

@@ -32,6 +32,9 @@ func TestTasksConfigErrors(t *testing.T) {
 		{true, func(c *TasksConfig) { c.Fleet = FleetConfig{Replicas: 2} }, "--dsn"},
 		{false, func(c *TasksConfig) { c.Fleet = FleetConfig{Replicas: 2} }, "--dsn"},
 		{true, func(c *TasksConfig) { c.Fleet = FleetConfig{Replicas: 2, DSN: "postgres://x"}; c.Capacity = 5 }, "multiple of --fleet"},
+		{false, func(c *TasksConfig) { c.Fill = "ftp" }, "--fill"},
+		{true, func(c *TasksConfig) { c.Fill = "store" }, "--fill store"},
+		{false, func(c *TasksConfig) { c.Fill = "store"; c.Fleet = FleetConfig{Replicas: 2, DSN: "postgres://x"} }, "--fill store"},
 	} {
 		c := valid()
 		tc.change(&c)

@@ -55,6 +55,9 @@ type DB struct {
 	stmts []*sql.Stmt
 	// river is River's driver on the write connection.
 	river *riversqlite.Driver
+	// group makes concurrent single-task writes share transactions
+	// (groupcommit.go).
+	group groupCommit
 }
 
 var _ weir.Store = (*DB)(nil)
@@ -69,7 +72,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	memory := path == ":memory:"
 	timeout := strconv.FormatInt(busyTimeout.Milliseconds(), 10)
 
-	write, err := sql.Open("sqlite", path+"?"+url.Values{
+	writeConn, err := sqlite.NewConnector(path + "?" + url.Values{
 		"_busy_timeout": {timeout},
 		"_foreign_keys": {"on"},
 		"_journal_mode": {"WAL"},
@@ -82,6 +85,9 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
+	// Its statements stay prepared (stmtcache.go): River runs its SQL
+	// unprepared on it.
+	write := sql.OpenDB(cachingConnector{inner: writeConn})
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxIdleTime(0) // never close it: for ":memory:" that would lose the database

@@ -120,8 +120,8 @@ func (db *DB) TaskCreate(ctx context.Context, t *weir.Task) (created bool, err e
 	}
 	// t changes only once the transaction has committed.
 	c := *t
-	err = db.InTx(ctx, func(tx *sql.Tx) error {
-		created, err = db.taskCreateTx(ctx, tx, &c)
+	err = db.inGroupTx(ctx, func(tx *sql.Tx) error {
+		created, err = db.taskCreateTx(context.WithoutCancel(ctx), tx, &c)
 		return err
 	})
 	if err != nil {
@@ -129,6 +129,42 @@ func (db *DB) TaskCreate(ctx context.Context, t *weir.Task) (created bool, err e
 	}
 	*t = c
 	return created, nil
+}
+
+// TaskCreateMany stores new tasks in one transaction, in order, and sets
+// each one's Seq: all of them or, on any error, none. It is TaskCreate
+// for a bulk load (a benchmark's queue of 10^6 tasks, say): a task whose
+// key already holds its idempotency key is weir.ErrConflict here, not
+// returned in its place.
+func (db *DB) TaskCreateMany(ctx context.Context, ts []*weir.Task) error {
+	for _, t := range ts {
+		if err := t.ValidateNew(); err != nil {
+			return fmt.Errorf("create task %q: %w", t.ID, err)
+		}
+	}
+	// The tasks change only once the transaction has committed.
+	seqs := make([]int64, len(ts))
+	err := db.InTx(ctx, func(tx *sql.Tx) error {
+		for i, t := range ts {
+			c := *t
+			created, err := db.taskCreateTx(ctx, tx, &c)
+			if err != nil {
+				return fmt.Errorf("create task %s: %w", t.ID, err)
+			}
+			if !created {
+				return fmt.Errorf("create task %s: its idempotency key %q is taken: %w", t.ID, t.IdempotencyKey, weir.ErrConflict)
+			}
+			seqs[i] = c.Seq
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i, t := range ts {
+		t.Seq = seqs[i]
+	}
+	return nil
 }
 
 // taskCreateTx is TaskCreate's work inside tx, on a validated task: it
@@ -274,8 +310,8 @@ func (db *DB) TaskUpdate(ctx context.Context, p *weir.TaskUpdateParams) (applied
 	// In a transaction so that a miss can tell "moved on" from "not there"
 	// with the same view of the table.
 	var updateErr error // already says which task
-	err = db.InTx(ctx, func(tx *sql.Tx) error {
-		applied, updateErr = db.TaskUpdateTx(ctx, tx, p)
+	err = db.inGroupTx(ctx, func(tx *sql.Tx) error {
+		applied, updateErr = db.TaskUpdateTx(context.WithoutCancel(ctx), tx, p)
 		return updateErr
 	})
 	if err != nil && err != updateErr {

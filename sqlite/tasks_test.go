@@ -1,6 +1,8 @@
 package sqlite
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -128,5 +130,48 @@ func TestTaskStoredBeforeFingerprints(t *testing.T) {
 		IdempotencyKey: "idem-old", Fingerprint: strings.Repeat("ab", 32), CreatedAt: at}
 	if created, err := db.TaskCreate(t.Context(), &again); err != nil || created || again.ID != "video_old" || again.Fingerprint != "" {
 		t.Errorf("a repeat of the old task's key = %v, %v, %s %q; want the old task, without a fingerprint", created, err, again.ID, again.Fingerprint)
+	}
+}
+
+// TestTaskCreateMany stores tasks in order, one transaction for all; a
+// batch that fails half-way (its third task's idempotency key is taken)
+// stores none of them.
+func TestTaskCreateMany(t *testing.T) {
+	t.Parallel()
+	db := openTemp(t)
+	t.Cleanup(func() { db.Close() })
+	ctx := t.Context()
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := db.KeyCreate(ctx, weir.APIKey{ID: "key-1", Hash: "hash-1", CreatedAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	batch := func(prefix string, n int) []*weir.Task {
+		var ts []*weir.Task
+		for i := range n {
+			ts = append(ts, &weir.Task{ID: fmt.Sprintf("%s_%d", prefix, i), KeyID: "key-1", Kind: "video", Model: "sora-2",
+				Input: []byte(`{"prompt":"x"}`), Status: weir.TaskQueued, Candidate: -1, CreatedAt: at.Add(time.Duration(i) * time.Millisecond),
+				IdempotencyKey: fmt.Sprintf("%s-idem-%d", prefix, i)})
+		}
+		return ts
+	}
+	first := batch("a", 5)
+	if err := db.TaskCreateMany(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	for i, task := range first {
+		got, err := db.TaskGet(ctx, task.ID)
+		if err != nil || got.Seq != task.Seq || task.Seq != int64(i+1) {
+			t.Fatalf("task %d: stored seq %d (%v), set %d; want %d", i, got.Seq, err, task.Seq, i+1)
+		}
+	}
+	second := batch("b", 5)
+	second[2].IdempotencyKey = first[0].IdempotencyKey
+	if err := db.TaskCreateMany(ctx, second); !errors.Is(err, weir.ErrConflict) {
+		t.Fatalf("a batch with a taken idempotency key: %v, want weir.ErrConflict", err)
+	}
+	for _, task := range second {
+		if _, err := db.TaskGet(ctx, task.ID); !errors.Is(err, weir.ErrNotFound) || task.Seq != 0 {
+			t.Errorf("task %s of the failed batch: %v, seq %d; want not stored, seq unset", task.ID, err, task.Seq)
+		}
 	}
 }

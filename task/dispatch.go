@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/riverqueue/river"
+
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 )
@@ -21,7 +23,7 @@ import (
 // coming.
 func (tm *term) dispatch() {
 	defer close(tm.done)
-	batch := make([]admittedTask, 0, 64)
+	batch := make([]admittedTask, 0, dispatchBatch)
 	for {
 		select {
 		case <-tm.stop:
@@ -41,6 +43,10 @@ func (tm *term) dispatch() {
 		tm.commit(batch)
 	}
 }
+
+// dispatchBatch is the most admissions one commit takes: with 1,000
+// workers, admissions come hundreds a second.
+const dispatchBatch = 256
 
 // admitRetry is how long tasks whose admission could not be committed
 // wait before they queue again, the first time; each failure in a row
@@ -262,6 +268,7 @@ func (tm *term) apply(ctx context.Context, batch []admittedTask) (applied []bool
 					return fmt.Errorf("%w: epoch %d", ErrDeposed, tm.epoch)
 				}
 			}
+			jobs := make([]river.InsertManyParams, 0, len(batch))
 			for i, a := range batch {
 				pm := ""
 				for _, n := range a.lease.Needs {
@@ -280,12 +287,11 @@ func (tm *term) apply(ctx context.Context, batch []admittedTask) (applied []bool
 				if !ok {
 					continue // cancelled meanwhile
 				}
-				if err := tx.jobInsert(ctx, RunArgs{TaskID: a.id}, nil); err != nil {
-					return err
-				}
+				jobs = append(jobs, river.InsertManyParams{Args: RunArgs{TaskID: a.id}})
 				applied[i] = true
 			}
-			return nil
+			// The batch's jobs in one statement.
+			return tx.jobInsertMany(ctx, jobs)
 		})
 	}
 	if err != nil {

@@ -30,7 +30,7 @@ var _ ledger = (*fleetLedger)(nil)
 // start takes back the jobs this replica's previous run left running,
 // listens for the replicas' notices, and begins the term this replica
 // leads, if it was given one already.
-func (fl *fleetLedger) start(ctx context.Context) error {
+func (fl *fleetLedger) start(ctx context.Context, workers func(context.Context) error) error {
 	s := fl.s
 	// River lets no two processes run with one client id at once, so
 	// the jobs this id has running are this replica's previous run's.
@@ -51,7 +51,7 @@ func (fl *fleetLedger) start(ctx context.Context) error {
 	if tm != nil {
 		tm.begin()
 	}
-	return nil
+	return workers(ctx)
 }
 
 // stop ends the term this replica leads, tm, if any, and the listener.

@@ -217,6 +217,12 @@ func (tm *term) pause(d time.Duration) bool {
 	}
 }
 
+// noticeBatch is how many notices the ledger reads the tasks of in one
+// turn of the store's reads (tm.sync): one turn a notice would let each
+// wait for a whole commit of admissions while they come hundreds a
+// second.
+const noticeBatch = 128
+
 // drain handles the notices that came, after a resync if one is wanted.
 func (tm *term) drain(ctx context.Context) {
 	tm.mu.Lock()
@@ -228,6 +234,8 @@ func (tm *term) drain(ctx context.Context) {
 			tm.s.logger.Warn("the task ledger could not resync; its poll tries again", "error", err)
 		}
 	}
+	batch := make([]notice, 0, min(len(inbox), noticeBatch))
+	in := make(map[string]bool, cap(batch))
 	for i, n := range inbox {
 		// A notice repeated at once says nothing new, unless it carries
 		// how the task queues again.
@@ -237,28 +245,40 @@ func (tm *term) drain(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		tm.reconcile(ctx, n)
+		// A task is read once a batch: a second notice of it waits for
+		// what the first decided to be done.
+		if len(batch) == noticeBatch || in[n.id] {
+			tm.reconcile(ctx, batch)
+			batch = batch[:0]
+			clear(in)
+		}
+		batch = append(batch, n)
+		in[n.id] = true
+	}
+	if len(batch) > 0 && ctx.Err() == nil {
+		tm.reconcile(ctx, batch)
 	}
 }
 
-// reconcile reads task n.id and acts on what the store says of it and
-// what n says.
-func (tm *term) reconcile(ctx context.Context, n notice) {
-	tm.sync.Lock()
-	t, err := tm.s.store.TaskGet(ctx, n.id)
-	gone := errors.Is(err, weir.ErrNotFound)
-	if err != nil && !gone {
-		tm.sync.Unlock()
-		tm.s.logger.Warn("a task the ledger heard of could not be read; its poll looks again", "task", n.id, "error", err)
-		return
-	}
-	if gone {
-		t = weir.Task{ID: n.id}
-	}
+// reconcile reads the task of each of ns, notices of distinct tasks, and
+// acts on what the store says of it and what its notice says.
+func (tm *term) reconcile(ctx context.Context, ns []notice) {
 	var a actions
-	tm.mu.Lock()
-	tm.decideLocked(&a, t, gone || t.Deleted(), n)
-	tm.mu.Unlock()
+	tm.sync.Lock()
+	for _, n := range ns {
+		t, err := tm.s.store.TaskGet(ctx, n.id)
+		gone := errors.Is(err, weir.ErrNotFound)
+		if err != nil && !gone {
+			tm.s.logger.Warn("a task the ledger heard of could not be read; its poll looks again", "task", n.id, "error", err)
+			continue
+		}
+		if gone {
+			t = weir.Task{ID: n.id}
+		}
+		tm.mu.Lock()
+		tm.decideLocked(&a, t, gone || t.Deleted(), n)
+		tm.mu.Unlock()
+	}
 	tm.sync.Unlock()
 	tm.act(ctx, a)
 }

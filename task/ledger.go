@@ -16,10 +16,11 @@ import (
 // changed through notices (fleetLedger, fleet.go; the leader's side in
 // lead.go). New picks one.
 type ledger interface {
-	// start begins the admission side as the service starts, before
-	// River's workers run; stop ends it, tm its term when the service
-	// stopped (nil: none), once they have stopped.
-	start(ctx context.Context) error
+	// start begins the admission side as the service starts, and starts
+	// River's workers with workers once their steps may run; stop ends
+	// it, tm its term when the service stopped (nil: none), once they
+	// have stopped.
+	start(ctx context.Context, workers func(context.Context) error) error
 	stop(tm *term)
 	// submit queues task t, just stored, as req. It returns the error
 	// of a task that could not queue, which it has ended (t is then as

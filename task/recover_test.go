@@ -207,3 +207,31 @@ func TestStepTimingOutOnItsLastAttemptFailsTheTask(t *testing.T) {
 	}
 	b.waitReleased(t)
 }
+
+// TestRecoverQueuedInPages: recovery reads the queued tasks a page at a
+// time and queues every one of them, in submission order, across the
+// pages' edges.
+func TestRecoverQueuedInPages(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{Limits: map[string]int64{"vid/a": 1}})
+	release := b.hold(t, "vid/a", 1)
+	defer release()
+	var ids []string
+	for i := range 8 {
+		tk := weir.Task{ID: NewID("task"), KeyID: b.key.ID, Kind: "video", Model: "sora-2", Input: []byte(`{"prompt":"x"}`),
+			Status: weir.TaskQueued, Candidate: -1, CreatedAt: testStart.Add(time.Duration(i) * time.Millisecond), Deadline: testStart.Add(time.Hour)}
+		if _, err := b.store.TaskCreate(t.Context(), &tk); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, tk.ID)
+	}
+	queued, err := s.term.recoverQueued(t.Context(), 3)
+	if err != nil || queued != len(ids) {
+		t.Fatalf("recoverQueued in pages of 3 = %d, %v; want %d queued", queued, err, len(ids))
+	}
+	for i, id := range ids {
+		if p, ok := s.Position(t.Context(), id); !ok || p.Ahead != i {
+			t.Errorf("task %d: %+v, %v; want %d ahead", i, p, ok, i)
+		}
+	}
+}

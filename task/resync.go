@@ -222,3 +222,50 @@ func (tm *term) resync(ctx context.Context) (restored, queued int, err error) {
 	restored, queued = tm.act(ctx, a)
 	return restored, queued, nil
 }
+
+// recoverPage is how many queued tasks a recovery reads and queues at a
+// time: the head of a long queue is admitted while the rest is read.
+const recoverPage = 5_000
+
+// recoverActive gives a fresh term the leases of the admitted and running
+// tasks: the first step of a recovery.
+func (tm *term) recoverActive(ctx context.Context) (restored int, err error) {
+	_, restored, _, err = tm.recoverList(ctx, weir.TaskFilter{Statuses: []weir.TaskStatus{weir.TaskAdmitted, weir.TaskRunning}})
+	return restored, err
+}
+
+// recoverQueued queues the queued tasks in a fresh term in submission
+// order, page at a time: the second step of a recovery, once the
+// first has restored the leases. Nothing else queues meanwhile, but a
+// task sent back by its worker, whose waiter the read then finds.
+func (tm *term) recoverQueued(ctx context.Context, page int) (queued int, err error) {
+	f := weir.TaskFilter{Statuses: []weir.TaskStatus{weir.TaskQueued}, Limit: page}
+	for {
+		tasks, _, n, err := tm.recoverList(ctx, f)
+		queued += n
+		if err != nil || len(tasks) < f.Limit {
+			return queued, err
+		}
+		f.AfterSeq = tasks[len(tasks)-1].Seq
+	}
+}
+
+// recoverList reads the tasks f selects and decides about each, as
+// resync does, then acts.
+func (tm *term) recoverList(ctx context.Context, f weir.TaskFilter) (tasks []weir.Task, restored, queued int, err error) {
+	tm.sync.Lock()
+	tasks, err = tm.s.store.TaskList(ctx, f)
+	if err != nil {
+		tm.sync.Unlock()
+		return nil, 0, 0, err
+	}
+	var a actions
+	tm.mu.Lock()
+	for _, t := range tasks {
+		tm.decideLocked(&a, t, false, notice{})
+	}
+	tm.mu.Unlock()
+	tm.sync.Unlock()
+	restored, queued = tm.act(ctx, a)
+	return tasks, restored, queued, nil
+}

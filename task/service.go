@@ -400,11 +400,10 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.river.migrate(ctx); err != nil {
 		return fmt.Errorf("migrate river: %w", err)
 	}
-	if err := s.ledger.start(ctx); err != nil {
-		return err
-	}
-	close(s.ready)
-	if err := s.river.Start(ctx); err != nil {
+	if err := s.ledger.start(ctx, func(ctx context.Context) error {
+		close(s.ready)
+		return s.river.Start(ctx)
+	}); err != nil {
 		return err
 	}
 	if s.leadership != nil {
@@ -436,19 +435,6 @@ func (s *Service) Stop(ctx context.Context) error {
 		s.ledger.stop(tm)
 	})
 	return s.stopErr
-}
-
-// recover restores the leases of admitted and running tasks, then queues
-// the waiting ones in their original order.
-func (s *Service) recover(ctx context.Context, tm *term) error {
-	start := s.clock.Now()
-	restored, queued, err := tm.resync(ctx)
-	if err != nil {
-		return fmt.Errorf("recover tasks: %w", err)
-	}
-	s.logger.Info("tasks recovered", "active", restored, "queued", queued,
-		"took_ms", float64(s.clock.Now().Sub(start).Microseconds())/1000)
-	return nil
 }
 
 // NewID returns a fresh task id with the given prefix ("video", "task").

@@ -20,10 +20,12 @@ type soloLedger struct {
 var _ ledger = (*soloLedger)(nil)
 
 // start sets the workers scope, runs the dispatcher and recovers what
-// an earlier run left: the leases of admitted and running tasks, the
-// queued tasks in submission order; as the store's sole runner, it also
-// takes back the jobs that run left running.
-func (sl *soloLedger) start(ctx context.Context) error {
+// an earlier run left: the leases of admitted and running tasks, then,
+// with River's workers started, the queued tasks in submission order, a
+// page at a time, so that the head of a long queue runs while the rest
+// is read. As the store's sole runner, it also takes back the jobs that
+// run left running, before the workers start.
+func (sl *soloLedger) start(ctx context.Context, workers func(context.Context) error) error {
 	s := sl.s
 	tm := s.term
 	if err := s.setWorkersScope(ctx, tm); err != nil {
@@ -33,8 +35,10 @@ func (sl *soloLedger) start(ctx context.Context) error {
 	s.started = true
 	s.mu.Unlock()
 	tm.startDispatch()
-	if err := s.recover(ctx, tm); err != nil {
-		return err
+	began := s.clock.Now()
+	restored, err := tm.recoverActive(ctx)
+	if err != nil {
+		return fmt.Errorf("recover tasks: %w", err)
 	}
 	if s.cfg.SoleRunner {
 		n, err := s.reclaim(ctx)
@@ -45,6 +49,15 @@ func (sl *soloLedger) start(ctx context.Context) error {
 			s.logger.Info("jobs left running by the last run reclaimed", "jobs", n)
 		}
 	}
+	if err := workers(ctx); err != nil {
+		return err
+	}
+	queued, err := tm.recoverQueued(ctx, recoverPage)
+	if err != nil {
+		return fmt.Errorf("recover tasks: %w", err)
+	}
+	s.logger.Info("tasks recovered", "active", restored, "queued", queued,
+		"took_ms", float64(s.clock.Now().Sub(began).Microseconds())/1000)
 	return nil
 }
 

@@ -102,6 +102,8 @@ type jobStore interface {
 type txn interface {
 	taskUpdate(ctx context.Context, p *weir.TaskUpdateParams) (bool, error)
 	jobInsert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) error
+	// jobInsertMany inserts jobs in one statement.
+	jobInsertMany(ctx context.Context, jobs []river.InsertManyParams) error
 	// fence is the store's TermFenceTx in this transaction; a store that
 	// is not a Fencer fences nothing (true).
 	fence(ctx context.Context, leader string, epoch uint64) (bool, error)
@@ -147,6 +149,14 @@ func (t riverTx[TTx]) taskUpdate(ctx context.Context, p *weir.TaskUpdateParams) 
 
 func (t riverTx[TTx]) jobInsert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) error {
 	_, err := t.r.InsertTx(ctx, t.tx, args, opts)
+	return err
+}
+
+func (t riverTx[TTx]) jobInsertMany(ctx context.Context, jobs []river.InsertManyParams) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	_, err := t.r.InsertManyTx(ctx, t.tx, jobs)
 	return err
 }
 

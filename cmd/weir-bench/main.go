@@ -131,6 +131,7 @@ See 'go doc ./bench Drain' and 'go doc ./bench Restart'.`,
 	f.DurationVar(&c.PollMax, "poll-max", 10*time.Second, "tasks.poll_max")
 	f.IntVar(&c.Connections, "connections", 16, "connections submitting tasks")
 	f.StringVar(&c.Dir, "dir", "", "directory for the config and database (default: a new temporary one, removed after)")
+	f.StringVar(&c.Fill, "fill", "http", "restart: how the queue is filled: http (each task through the task API) or store (the first through the API, the rest written into the stopped gateway's SQLite file in batches: for 10^6)")
 	fleetFlags(f, &c.Fleet, "run the gateway as this many replicas on PostgreSQL instead of one on SQLite, tasks submitted to each in turn (restart kills and restarts them all)")
 	return cmd
 }
