@@ -77,13 +77,14 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 		now := s.clock.Now()
 		if wait := r.next.Sub(now); wait > 0 {
 			if r.next.After(until) {
-				// River makes a snoozed job available when its time
-				// comes and fetches it within a poll interval: snooze
-				// a little short, and wait out the rest here.
-				return river.JobSnooze(max(wait-2*s.cfg.FetchPollInterval, time.Millisecond))
+				// The job's queue is woken when the snooze ends (see
+				// snooze): snooze a little short, since the fetch and
+				// the step's start take a moment, and wait out the rest
+				// here.
+				return s.snooze(river.QueueDefault, wait-snoozeLead)
 			}
 			if !s.sleep(ctx, r.ended, wait) {
-				return river.JobSnooze(max(r.next.Sub(s.clock.Now()), time.Millisecond))
+				return s.snooze(river.QueueDefault, r.next.Sub(s.clock.Now()))
 			}
 			// Cancelled (here or by another replica) while waiting?
 			cur, err := s.store.TaskGet(ctx, t.ID)
@@ -140,6 +141,21 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 		}
 		r.next = now.Add(s.nextPoll(r, up.Progress, now))
 	}
+}
+
+// snoozeLead is how much shorter than the wait for its next poll a
+// running task's job is snoozed.
+const snoozeLead = 100 * time.Millisecond
+
+// snooze snoozes a job of queue for d (at least a millisecond) and wakes
+// the queue's producers when d has passed: River makes a job snoozed for
+// less than its scheduler interval available at once, with its time in
+// the future, and no notice comes when that time does; without the wake
+// only a fetch poll would find it.
+func (s *Service) snooze(queue string, d time.Duration) error {
+	d = max(d, time.Millisecond)
+	s.waker.WakeAfter(queue, d)
+	return river.JobSnooze(d)
 }
 
 // sleep waits d on the service's clock, or until ended is closed (true
