@@ -3,6 +3,7 @@ package riverjob_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"path/filepath"
 	"runtime"
 	"sync/atomic"
@@ -29,25 +30,28 @@ const noPoll = time.Hour
 const within = 20 * time.Second
 
 type pingArgs struct {
-	// Snooze, if set, snoozes the first run for that long and wakes the
-	// queue then (Waker.WakeAfter).
+	// Snooze, if set, snoozes the first run for that long.
 	Snooze time.Duration `json:"snooze"`
+	// Fail fails the first run (River retries it a second later).
+	Fail bool `json:"fail"`
 }
 
 func (pingArgs) Kind() string { return "ping" }
 
 type pingWorker struct {
 	river.WorkerDefaults[pingArgs]
-	waker   *riverjob.Waker
 	ran     chan time.Time
 	snoozed atomic.Bool
+	failed  atomic.Bool
 }
 
 func (w *pingWorker) Work(_ context.Context, job *river.Job[pingArgs]) error {
 	w.ran <- time.Now()
 	if job.Args.Snooze > 0 && !w.snoozed.Swap(true) {
-		w.waker.WakeAfter(river.QueueDefault, job.Args.Snooze)
 		return river.JobSnooze(job.Args.Snooze)
+	}
+	if job.Args.Fail && !w.failed.Swap(true) {
+		return errors.New("the first run fails")
 	}
 	return nil
 }
@@ -88,7 +92,7 @@ func setup(t *testing.T) rig {
 	pool, d := openPool(t)
 	r := rig{pool: pool, waker: riverjob.NewWaker(d, clock.Real, nil), ran: make(chan time.Time, 16)}
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &pingWorker{waker: r.waker, ran: r.ran})
+	river.AddWorker(workers, &pingWorker{ran: r.ran})
 	var err error
 	r.client, err = river.NewClient(d, &river.Config{
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 2}},
@@ -99,10 +103,12 @@ func setup(t *testing.T) rig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	unfollow := riverjob.Follow(r.client, r.waker)
 	if err := r.client.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		unfollow()
 		r.waker.Stop()
 		ctx, cancel := context.WithTimeout(context.Background(), within)
 		defer cancel()
@@ -151,8 +157,8 @@ func TestInsertWakesProducer(t *testing.T) {
 }
 
 // A job snoozed for less than River's scheduler interval is made
-// available with its time in the future, which no notice announces: the
-// Waker's wake when the snooze ends makes it run again.
+// available with its time in the future, which no notice announces:
+// Follow's wake when the snooze ends makes it run again.
 func TestWakeAfterSnooze(t *testing.T) {
 	t.Parallel()
 	r := setup(t)
@@ -165,6 +171,19 @@ func TestWakeAfterSnooze(t *testing.T) {
 	if d := again.Sub(first); d < snooze {
 		t.Errorf("ran again %s after the first run, before its snooze of %s ended", d, snooze)
 	}
+}
+
+// A job whose run failed is retried a second later (River's default
+// policy), made available at once with its time in the future: Follow's
+// wake when it is due makes it run again.
+func TestWakeForRetry(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	if _, err := r.client.Insert(t.Context(), pingArgs{Fail: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.wait(t, "first run")
+	r.wait(t, "the retry")
 }
 
 // A notification sent inside a transaction reaches the listener before

@@ -93,43 +93,40 @@ func (w *Waker) WakeAt(queue string, at time.Time) {
 	w.armLocked()
 }
 
-// completerLag is how long River may take to record a job's snooze or
-// retry after its worker returns: its completer writes them in batches,
-// at least every fifth tick of 50ms. A wake sooner than that may find
-// the job still running.
-const completerLag = 300 * time.Millisecond
+// eventBuffer is the room for River's job events that Follow keeps: a
+// burst beyond it loses its wakes (the fetch poll finds those jobs).
+const eventBuffer = 10_000
 
-// WakeAfter wakes the producers of queue when d has passed, for a job of
-// queue that River is about to snooze or retry for d: no sooner than
-// River records it.
-func (w *Waker) WakeAfter(queue string, d time.Duration) {
+// Follow wakes, for each job of client's that River snoozes or retries
+// for later, the job's queue when the job is due: it hears of the job
+// from River's events, which come once River has recorded the job's new
+// state and time, so the wake never comes before the job is available.
+// It runs until stop is called, which returns once it has stopped; call
+// it while client runs jobs.
+func Follow[TTx any](client *river.Client[TTx], w *Waker) (stop func()) {
 	if w == nil {
-		return
+		return func() {}
 	}
-	w.WakeAt(queue, w.clock.Now().Add(max(d, completerLag)))
-}
-
-// RetryPolicy is p (River's default if nil) with a wake of each retried
-// job's queue when its retry is due, from w; p itself if w is nil.
-func RetryPolicy(w *Waker, p river.ClientRetryPolicy) river.ClientRetryPolicy {
-	if w == nil {
-		return p
+	events, cancel := client.SubscribeConfig(&river.SubscribeConfig{
+		ChanSize: eventBuffer,
+		Kinds:    []river.EventKind{river.EventKindJobSnoozed, river.EventKindJobFailed},
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range events {
+			if j := ev.Job; j != nil && (j.State == rivertype.JobStateAvailable || j.State == rivertype.JobStateScheduled || j.State == rivertype.JobStateRetryable) {
+				w.WakeAt(j.Queue, j.ScheduledAt)
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel() // closes events
+			<-done
+		})
 	}
-	if p == nil {
-		p = &river.DefaultClientRetryPolicy{}
-	}
-	return &wakingRetryPolicy{p: p, w: w}
-}
-
-type wakingRetryPolicy struct {
-	p river.ClientRetryPolicy
-	w *Waker
-}
-
-func (r *wakingRetryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
-	at := r.p.NextRetry(job)
-	r.w.WakeAfter(job.Queue, at.Sub(r.w.clock.Now()))
-	return at
 }
 
 // Stop drops the wakes to come.

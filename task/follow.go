@@ -77,14 +77,14 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 		now := s.clock.Now()
 		if wait := r.next.Sub(now); wait > 0 {
 			if r.next.After(until) {
-				// The job's queue is woken when the snooze ends (see
-				// snooze): snooze a little short, since the fetch and
-				// the step's start take a moment, and wait out the rest
-				// here.
-				return s.snooze(river.QueueDefault, wait-snoozeLead)
+				// The job's queue is woken when the snooze ends (or a
+				// short fetch poll finds it): snooze a little short,
+				// since the fetch and the step's start take a moment,
+				// and wait out the rest here.
+				return river.JobSnooze(max(wait-snoozeLead, time.Millisecond))
 			}
 			if !s.sleep(ctx, r.ended, wait) {
-				return s.snooze(river.QueueDefault, r.next.Sub(s.clock.Now()))
+				return river.JobSnooze(max(r.next.Sub(s.clock.Now()), time.Millisecond))
 			}
 			// Cancelled (here or by another replica) while waiting?
 			cur, err := s.store.TaskGet(ctx, t.ID)
@@ -146,17 +146,6 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 // snoozeLead is how much shorter than the wait for its next poll a
 // running task's job is snoozed.
 const snoozeLead = 100 * time.Millisecond
-
-// snooze snoozes a job of queue for d (at least a millisecond) and wakes
-// the queue's producers when d has passed: River makes a job snoozed for
-// less than its scheduler interval available at once, with its time in
-// the future, and no notice comes when that time does; without the wake
-// only a fetch poll would find it.
-func (s *Service) snooze(queue string, d time.Duration) error {
-	d = max(d, time.Millisecond)
-	s.waker.WakeAfter(queue, d)
-	return river.JobSnooze(d)
-}
 
 // sleep waits d on the service's clock, or until ended is closed (true
 // either way); false if the job's context ended or the service is

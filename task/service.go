@@ -241,10 +241,11 @@ type Service struct {
 	// transactions (store.go).
 	river jobStore
 	// waker wakes River's producers for the jobs only a fetch poll would
-	// find otherwise: snoozed and retried ones, when their time comes;
-	// nil (waking nothing) unless the store's River driver wakes in the
-	// process.
-	waker *riverjob.Waker
+	// find otherwise: snoozed and retried ones, when their time comes
+	// (riverjob.Follow, from Start to Stop: unfollow); nil (waking
+	// nothing) unless the store's River driver wakes in the process.
+	waker    *riverjob.Waker
+	unfollow func()
 	// hookSlots bounds each key's deliveries in flight (Webhooks.PerKey).
 	hookSlots *webhook.Limiter
 
@@ -405,7 +406,6 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 		FetchPollInterval:    cfg.FetchPollInterval,
 		FetchCooldown:        min(cfg.FetchPollInterval, 10*time.Millisecond),
 		MaxAttempts:          cfg.MaxAttempts,
-		RetryPolicy:          riverjob.RetryPolicy(s.waker, nil),
 		ID:                   cfg.Replica,
 		Logger:               cmp.Or(cfg.RiverLogger, logger).With("component", "river"),
 	})
@@ -425,6 +425,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.river.migrate(ctx); err != nil {
 		return fmt.Errorf("migrate river: %w", err)
 	}
+	s.unfollow = s.river.follow(s.waker)
 	if err := s.ledger.start(ctx, func(ctx context.Context) error {
 		close(s.ready)
 		return s.river.Start(ctx)
@@ -453,6 +454,9 @@ func (s *Service) Stop(ctx context.Context) error {
 		// What the fleet says from now on is the next leader's business.
 		errFollow := s.following.Stop(ctx)
 		s.stopErr = errors.Join(s.river.Stop(ctx), errFollow)
+		if s.unfollow != nil {
+			s.unfollow()
+		}
 		s.waker.Stop()
 		s.mu.Lock()
 		s.stopped = true

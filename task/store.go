@@ -89,6 +89,8 @@ type jobStore interface {
 	Start(ctx context.Context) error
 	Stop(ctx context.Context) error
 	migrate(ctx context.Context) error
+	// follow is riverjob.Follow on the client.
+	follow(w *riverjob.Waker) (stop func())
 	reclaim(ctx context.Context, kinds []string) (int, error)
 	// inTx runs fn in a store transaction (Store.InTx).
 	inTx(ctx context.Context, fn func(tx txn) error) error
@@ -137,6 +139,8 @@ func (r *riverStore[TTx]) fences() bool { return r.fencer != nil }
 func (r *riverStore[TTx]) migrate(ctx context.Context) error {
 	return riverjob.Migrate(ctx, r.store)
 }
+
+func (r *riverStore[TTx]) follow(w *riverjob.Waker) func() { return riverjob.Follow(r.Client, w) }
 
 func (r *riverStore[TTx]) reclaim(ctx context.Context, kinds []string) (int, error) {
 	return r.store.JobReclaimRunning(ctx, kinds)

@@ -162,15 +162,12 @@ type webhookWorker struct {
 	s *Service
 }
 
-// NextRetry follows the webhook schedule rather than River's default,
-// and wakes the queue when the retry is due (riverjob.RetryPolicy does
-// so for the other workers).
+// NextRetry follows the webhook schedule rather than River's default.
 func (w *webhookWorker) NextRetry(job *river.Job[WebhookArgs]) time.Time {
 	d, ok := w.s.hooks.Schedule.NextDelay(job.Attempt)
 	if !ok {
 		d = time.Hour
 	}
-	w.s.waker.WakeAfter(queueWebhooks, d)
 	return time.Now().Add(d)
 }
 
@@ -195,7 +192,7 @@ func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 	if !s.hookSlots.TryAcquire(key) {
 		n := snoozesOf(job)
 		s.logger.Debug("webhook put off: its key has its deliveries in flight", "task", job.Args.TaskID, "key", key, "snoozes", n)
-		return s.snooze(queueWebhooks, deferDelay(n))
+		return river.JobSnooze(deferDelay(n))
 	}
 	defer s.hookSlots.Release(key)
 	if t.ID == "" {
