@@ -2,7 +2,10 @@
 // client: bringing River's tables up to date, and making jobs that a dead
 // runner left running available again at once. Both stores (sqlite,
 // postgres) use it through River's driver for their database, so the two
-// do the same thing in one place; storetest.ExerciseJobs pins it.
+// do the same thing in one place; storetest.ExerciseJobs pins it. On the
+// embedded store it also carries River's notices in the process
+// (InProcess), and wakes a queue when a job River would find only by a
+// fetch poll is due (Waker), so that an idle process is not woken to poll.
 package riverjob
 
 import (

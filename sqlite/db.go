@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"github.com/pressly/goose/v3"
+	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/riverjob"
 )
 
 //go:embed migrations/*.sql
@@ -53,8 +55,10 @@ type DB struct {
 	reserveMany, reserveOne, reserveSettle *sql.Stmt
 	// stmts are all of the above that prepare made, for Close.
 	stmts []*sql.Stmt
-	// river is River's driver on the write connection.
-	river *riversqlite.Driver
+	// river is River's driver on the write connection, its notifications
+	// in the process (riverjob.InProcess): weir serve locks the file, so
+	// only this process runs its jobs.
+	river riverdriver.Driver[*sql.Tx]
 	// group makes concurrent single-task writes share transactions
 	// (groupcommit.go).
 	group groupCommit
@@ -92,7 +96,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxIdleTime(0) // never close it: for ":memory:" that would lose the database
 	write.SetConnMaxLifetime(0)
-	db := &DB{write: write, read: write, river: riversqlite.New(write)}
+	db := &DB{write: write, read: write, river: riverjob.InProcess(riversqlite.New(write))}
 
 	if err := db.checkJournal(ctx, memory); err != nil {
 		db.Close()

@@ -77,10 +77,11 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 		now := s.clock.Now()
 		if wait := r.next.Sub(now); wait > 0 {
 			if r.next.After(until) {
-				// River makes a snoozed job available when its time
-				// comes and fetches it within a poll interval: snooze
-				// a little short, and wait out the rest here.
-				return river.JobSnooze(max(wait-2*s.cfg.FetchPollInterval, time.Millisecond))
+				// The job's queue is woken when the snooze ends (or a
+				// short fetch poll finds it): snooze a little short,
+				// since the fetch and the step's start take a moment,
+				// and wait out the rest here.
+				return river.JobSnooze(max(wait-snoozeLead, time.Millisecond))
 			}
 			if !s.sleep(ctx, r.ended, wait) {
 				return river.JobSnooze(max(r.next.Sub(s.clock.Now()), time.Millisecond))
@@ -141,6 +142,10 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 		r.next = now.Add(s.nextPoll(r, up.Progress, now))
 	}
 }
+
+// snoozeLead is how much shorter than the wait for its next poll a
+// running task's job is snoozed.
+const snoozeLead = 100 * time.Millisecond
 
 // sleep waits d on the service's clock, or until ended is closed (true
 // either way); false if the job's context ended or the service is

@@ -18,6 +18,7 @@ import (
 	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/internal/lifecycle"
 	"github.com/weir-gateway/weir/provider"
+	"github.com/weir-gateway/weir/riverjob"
 	"github.com/weir-gateway/weir/webhook"
 )
 
@@ -39,6 +40,10 @@ func acceptanceWorkers(n int) int { return max(n/4, 1) }
 // queueWebhooks is the River queue webhook deliveries run on, with
 // webhookWorkers workers; tasks' jobs run on River's default queue.
 const queueWebhooks = "webhooks"
+
+// inProcessFetchPoll is Config.FetchPollInterval's default on a store
+// whose River driver notifies in the process.
+const inProcessFetchPoll = 5 * time.Second
 
 const (
 	webhookWorkers = 32
@@ -110,7 +115,11 @@ type Config struct {
 	// Retention is how long a finished task is kept before it is purged.
 	// Default 30 days.
 	Retention time.Duration
-	// FetchPollInterval is how often River looks for jobs. Default 50ms.
+	// FetchPollInterval is how often River looks for jobs without being
+	// told of them. Default 50ms; 5s on a store whose River driver
+	// notifies in the process (riverjob.InProcess: the embedded SQLite
+	// store), where an insert, a snooze's end and a retry's time each
+	// wake River's producers, and the poll is only a safety net.
 	FetchPollInterval time.Duration
 	// SoleRunner says no other process runs this store's jobs (the
 	// embedded SQLite store): at start, jobs still marked running are
@@ -231,6 +240,12 @@ type Service struct {
 	// river is River's client on the store, with the store's
 	// transactions (store.go).
 	river jobStore
+	// waker wakes River's producers for the jobs only a fetch poll would
+	// find otherwise: snoozed and retried ones, when their time comes
+	// (riverjob.Follow, from Start to Stop: unfollow); nil (waking
+	// nothing) unless the store's River driver wakes in the process.
+	waker    *riverjob.Waker
+	unfollow func()
 	// hookSlots bounds each key's deliveries in flight (Webhooks.PerKey).
 	hookSlots *webhook.Limiter
 
@@ -311,6 +326,10 @@ type Deps[TTx any] struct {
 // store's driver and inserts jobs in the store's transactions; Start runs
 // it.
 func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
+	inProcess := deps.Store != nil && riverjob.WakesInProcess(deps.Store.RiverDriver())
+	if cfg.FetchPollInterval <= 0 && inProcess {
+		cfg.FetchPollInterval = inProcessFetchPoll
+	}
 	cfg.defaults()
 	store, engine, planner, hooks, logger := deps.Store, deps.Engine, deps.Planner, deps.Webhooks, deps.Logger
 	if hooks.Schedule.Delays == nil {
@@ -351,6 +370,11 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 		hookSlots:  webhook.NewLimiter(webhook.LimiterConfig{PerTenant: hooks.PerKey, Shared: webhookShared}),
 		ready:      make(chan struct{}),
 	}
+	if inProcess {
+		// River's schedule is on the wall clock (Config.Clock). Elsewhere
+		// the fetch poll is short and a wake would cost a NOTIFY.
+		s.waker = riverjob.NewWaker(store.RiverDriver(), clock.Real, logger)
+	}
 	if deps.Leadership != nil {
 		s.leadership = deps.Leadership
 		s.ledger = &fleetLedger{s: s, listenDone: make(chan struct{})}
@@ -363,7 +387,7 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 	river.AddWorker(workers, &webhookWorker{s: s})
 	river.AddWorker(workers, &purgeWorker{s: s})
 	river.AddWorker(workers, &operatorWorker{s: s})
-	client, err := newRiverStore(store, &river.Config{
+	client, err := newRiverStore(store, s.waker, inProcess, &river.Config{
 		// Task jobs may wait in process for their next poll, holding a
 		// worker each; webhooks have their own queue so that they never
 		// wait behind them, and one key's deliveries hold at most
@@ -371,7 +395,8 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 		Queues: map[string]river.QueueConfig{
 			river.QueueDefault: {MaxWorkers: cfg.Workers},
 			// Deliveries are not worth a fetch every 50ms while idle:
-			// an event waits at most webhookPoll for its first attempt.
+			// an event inserted where no notice wakes its queue waits
+			// at most webhookPoll for its first attempt.
 			queueWebhooks: {MaxWorkers: webhookWorkers, FetchPollInterval: max(webhookPoll, cfg.FetchPollInterval)},
 		},
 		Workers:              workers,
@@ -400,6 +425,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.river.migrate(ctx); err != nil {
 		return fmt.Errorf("migrate river: %w", err)
 	}
+	s.unfollow = s.river.follow(s.waker)
 	if err := s.ledger.start(ctx, func(ctx context.Context) error {
 		close(s.ready)
 		return s.river.Start(ctx)
@@ -428,6 +454,10 @@ func (s *Service) Stop(ctx context.Context) error {
 		// What the fleet says from now on is the next leader's business.
 		errFollow := s.following.Stop(ctx)
 		s.stopErr = errors.Join(s.river.Stop(ctx), errFollow)
+		if s.unfollow != nil {
+			s.unfollow()
+		}
+		s.waker.Stop()
 		s.mu.Lock()
 		s.stopped = true
 		tm := s.term

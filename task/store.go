@@ -2,6 +2,7 @@ package task
 
 import (
 	"context"
+	"slices"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
@@ -88,6 +89,8 @@ type jobStore interface {
 	Start(ctx context.Context) error
 	Stop(ctx context.Context) error
 	migrate(ctx context.Context) error
+	// follow is riverjob.Follow on the client.
+	follow(w *riverjob.Waker) (stop func())
 	reclaim(ctx context.Context, kinds []string) (int, error)
 	// inTx runs fn in a store transaction (Store.InTx).
 	inTx(ctx context.Context, fn func(tx txn) error) error
@@ -113,15 +116,22 @@ type riverStore[TTx any] struct {
 	*river.Client[TTx]
 	store  Store[TTx]
 	fencer Fencer[TTx] // nil if the store is not one
+	// waker wakes, after each commit, the queues of the jobs the
+	// transaction inserted, if wakeCommits: River's own notice of an
+	// insert is held back when another was sent for the queue within its
+	// FetchCooldown, which a fetch poll of a second makes slow to find.
+	// Set where the wake costs nothing (riverjob.WakesInProcess).
+	waker       *riverjob.Waker
+	wakeCommits bool
 }
 
-func newRiverStore[TTx any](store Store[TTx], cfg *river.Config) (*riverStore[TTx], error) {
+func newRiverStore[TTx any](store Store[TTx], waker *riverjob.Waker, wakeCommits bool, cfg *river.Config) (*riverStore[TTx], error) {
 	client, err := river.NewClient(store.RiverDriver(), cfg)
 	if err != nil {
 		return nil, err
 	}
 	fencer, _ := any(store).(Fencer[TTx])
-	return &riverStore[TTx]{Client: client, store: store, fencer: fencer}, nil
+	return &riverStore[TTx]{Client: client, store: store, fencer: fencer, waker: waker, wakeCommits: wakeCommits}, nil
 }
 
 func (r *riverStore[TTx]) fences() bool { return r.fencer != nil }
@@ -130,37 +140,71 @@ func (r *riverStore[TTx]) migrate(ctx context.Context) error {
 	return riverjob.Migrate(ctx, r.store)
 }
 
+func (r *riverStore[TTx]) follow(w *riverjob.Waker) func() { return riverjob.Follow(r.Client, w) }
+
 func (r *riverStore[TTx]) reclaim(ctx context.Context, kinds []string) (int, error) {
 	return r.store.JobReclaimRunning(ctx, kinds)
 }
 
 func (r *riverStore[TTx]) inTx(ctx context.Context, fn func(tx txn) error) error {
-	return r.store.InTx(ctx, func(tx TTx) error { return fn(riverTx[TTx]{r: r, tx: tx}) })
+	var queues []string
+	err := r.store.InTx(ctx, func(tx TTx) error {
+		t := &riverTx[TTx]{r: r, tx: tx}
+		err := fn(t)
+		queues = t.queues
+		return err
+	})
+	if err == nil && r.wakeCommits && len(queues) > 0 {
+		// In the process: it cannot fail.
+		_ = r.waker.Wake(ctx, queues...)
+	}
+	return err
 }
 
 type riverTx[TTx any] struct {
 	r  *riverStore[TTx]
 	tx TTx
+	// queues are the queues of the jobs inserted, each once.
+	queues []string
 }
 
-func (t riverTx[TTx]) taskUpdate(ctx context.Context, p *weir.TaskUpdateParams) (bool, error) {
+func (t *riverTx[TTx]) taskUpdate(ctx context.Context, p *weir.TaskUpdateParams) (bool, error) {
 	return t.r.store.TaskUpdateTx(ctx, t.tx, p)
 }
 
-func (t riverTx[TTx]) jobInsert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) error {
-	_, err := t.r.InsertTx(ctx, t.tx, args, opts)
-	return err
+func (t *riverTx[TTx]) jobInsert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) error {
+	if _, err := t.r.InsertTx(ctx, t.tx, args, opts); err != nil {
+		return err
+	}
+	t.inserted(opts)
+	return nil
 }
 
-func (t riverTx[TTx]) jobInsertMany(ctx context.Context, jobs []river.InsertManyParams) error {
+// inserted notes the queue of a job inserted with opts.
+func (t *riverTx[TTx]) inserted(opts *river.InsertOpts) {
+	queue := river.QueueDefault
+	if opts != nil && opts.Queue != "" {
+		queue = opts.Queue
+	}
+	if !slices.Contains(t.queues, queue) {
+		t.queues = append(t.queues, queue)
+	}
+}
+
+func (t *riverTx[TTx]) jobInsertMany(ctx context.Context, jobs []river.InsertManyParams) error {
 	if len(jobs) == 0 {
 		return nil
 	}
-	_, err := t.r.InsertManyTx(ctx, t.tx, jobs)
-	return err
+	if _, err := t.r.InsertManyTx(ctx, t.tx, jobs); err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		t.inserted(j.InsertOpts)
+	}
+	return nil
 }
 
-func (t riverTx[TTx]) fence(ctx context.Context, leader string, epoch uint64) (bool, error) {
+func (t *riverTx[TTx]) fence(ctx context.Context, leader string, epoch uint64) (bool, error) {
 	if t.r.fencer == nil {
 		return true, nil
 	}

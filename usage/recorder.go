@@ -74,8 +74,13 @@ type Recorder struct {
 	pending  []weir.Usage
 	reserved []weir.Reservation
 	closed   bool
-	// tick and recoverTick are the flusher's timers, armed by Start.
-	tick, recoverTick timer
+	// tick is the flusher's timer for what is buffered, armed by the
+	// first record or reservation into an empty buffer (so an idle
+	// Recorder is not woken), ticking while it is armed or due;
+	// recoverTick is the recovery's, armed by Start.
+	tick        timer
+	ticking     bool
+	recoverTick timer
 
 	wake    chan struct{} // cap 1: BatchMax more records or reservations are pending
 	started atomic.Bool
@@ -154,6 +159,7 @@ func (r *Recorder) Record(u weir.Usage) {
 	}
 	r.pending = append(r.pending, u)
 	full := len(r.pending)%BatchMax == 0
+	r.tickLocked()
 	r.mu.Unlock()
 	if full {
 		r.wakeUp()
@@ -175,9 +181,19 @@ func (r *Recorder) Reserve(res weir.Reservation) {
 	}
 	r.reserved = append(r.reserved, res)
 	full := len(r.reserved)%BatchMax == 0
+	r.tickLocked()
 	r.mu.Unlock()
 	if full {
 		r.wakeUp()
+	}
+}
+
+// tickLocked arms the flusher's tick for what was just buffered, unless
+// it is armed already.
+func (r *Recorder) tickLocked() {
+	if !r.ticking {
+		r.ticking = true
+		r.tick.arm(r.clock, r.interval)
 	}
 }
 
@@ -198,7 +214,6 @@ func (r *Recorder) Start(ctx context.Context) error {
 	if !r.started.CompareAndSwap(false, true) {
 		return errors.New("usage recorder started or stopped already")
 	}
-	r.tick.arm(r.clock, r.interval)
 	if r.recoverAfter > 0 {
 		r.recoverTick.arm(r.clock, r.recoverEvery)
 	}
@@ -245,12 +260,12 @@ func (r *Recorder) run() {
 	defer r.recoverTick.stop()
 	var spare []weir.Usage
 	for {
-		stopping, woken := false, false
+		stopping, woken, ticked := false, false, false
 		select {
 		case <-r.wake:
 			woken = true
-		case <-r.tick.c:
-			r.tick.arm(r.clock, r.interval)
+		case <-r.tick.channel():
+			ticked = true
 		case <-r.recoverTick.c:
 			r.recoverTick.arm(r.clock, r.recoverEvery)
 			r.recoverOld()
@@ -265,6 +280,10 @@ func (r *Recorder) run() {
 		r.reserved = nil
 		records := r.pending
 		r.pending = spare
+		if ticked {
+			// Everything buffered goes: the next record arms the tick.
+			r.ticking = false
+		}
 		if woken {
 			// A wake is for full batches: the rest waits for the tick,
 			// and stays at the front so that the next full batch is

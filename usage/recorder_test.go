@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/sqlite"
 	"github.com/weir-gateway/weir/usage"
 )
@@ -124,6 +125,33 @@ func TestRecorderFlushesFullBatchesWithoutWaitingForTheInterval(t *testing.T) {
 	}
 	if got := stored(t, s); got != 3*usage.BatchMax {
 		t.Errorf("stored %d records, want %d", got, 3*usage.BatchMax)
+	}
+}
+
+// An idle Recorder keeps no timer; a record arms the flush's, which
+// writes it once the interval has passed from it, and none is left after.
+func TestRecorderTicksOnlyForWhatIsBuffered(t *testing.T) {
+	t.Parallel()
+	s, k := openStore(t)
+	c := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	r := usage.New(usage.Config{Interval: time.Second}, usage.Deps{Store: s, Clock: c})
+	start(t, r)
+	t.Cleanup(func() { r.Stop(context.Background()) })
+	if n := c.Pending(); n != 0 {
+		t.Fatalf("%d timers pending while idle, want none", n)
+	}
+	c.Advance(time.Minute)
+	record(r, k.ID, 0, 3)
+	record(r, k.ID, 3, 5)
+	if n := c.Pending(); n != 1 {
+		t.Fatalf("%d timers pending with records buffered, want the flush's", n)
+	}
+	c.Advance(time.Second)
+	if n := <-s.inserted; n != 5 {
+		t.Errorf("the tick wrote %d records, want 5", n)
+	}
+	if n := c.Pending(); n != 0 {
+		t.Errorf("%d timers pending after the flush, want none", n)
 	}
 }
 

@@ -31,6 +31,16 @@ func (t *timer) arm(c clock.Clock, d time.Duration) {
 	})
 }
 
+// channel is the channel told, the same from the first call on.
+func (t *timer) channel() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.c == nil {
+		t.c = make(chan struct{}, 1)
+	}
+	return t.c
+}
+
 // stop stops the pending arming.
 func (t *timer) stop() {
 	t.mu.Lock()

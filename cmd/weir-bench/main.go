@@ -4,6 +4,7 @@
 //	weir-bench [flags]                   the gateway's overhead against a plain proxy
 //	weir-bench sync-waiters [flags]      the memory a waiting synchronous request costs
 //	weir-bench tasks drain|restart       durable tasks: drain time, restart time
+//	weir-bench idle [flags]              the CPU an idle 'weir serve' uses
 //
 // It is a binary of its own so that weir links neither the harness, its
 // load generator nor its pgbench runner. It starts the gateway in its own
@@ -36,7 +37,7 @@ func rootCmd() *cobra.Command {
 	h := &harness{}
 	cmd := benchCmd(h)
 	cmd.PersistentFlags().StringVar(&h.weirPath, "weir", "", "the weir binary that the scenarios run as 'weir serve' children (default: the weir beside this binary, else one built with go build from the checkout in the current directory; never one on PATH)")
-	cmd.AddCommand(benchWaitersCmd(h), benchWaitersFloorCmd(), benchTasksCmd(h))
+	cmd.AddCommand(benchWaitersCmd(h), benchWaitersFloorCmd(), benchTasksCmd(h), benchIdleCmd(h))
 	return cmd
 }
 
@@ -133,6 +134,35 @@ See 'go doc ./bench Drain' and 'go doc ./bench Restart'.`,
 	f.StringVar(&c.Dir, "dir", "", "directory for the config and database (default: a new temporary one, removed after)")
 	f.StringVar(&c.Fill, "fill", "http", "restart: how the queue is filled: http (each task through the task API) or store (the first through the API, the rest written into the stopped gateway's SQLite file in batches: for 10^6)")
 	fleetFlags(f, &c.Fleet, "run the gateway as this many replicas on PostgreSQL instead of one on SQLite, tasks submitted to each in turn (restart kills and restarts them all)")
+	return cmd
+}
+
+func benchIdleCmd(h *harness) *cobra.Command {
+	var c bench.IdleConfig
+	cmd := &cobra.Command{
+		Use:   "idle",
+		Short: "Measure the CPU an idle 'weir serve' uses, against 0.2% of a core",
+		Long: `Start 'weir serve' as a child process (on a new SQLite file, or with
+--fleet 1 as one replica on PostgreSQL) in front of the mock provider, let it
+settle, send it nothing for --duration, and print the CPU it used per 10 s,
+as a share of a core against the goal of 0.2%, and its threads' context
+switches per second. Linux only. See 'go doc ./bench Idle'.`,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			w, cleanup, err := h.weir(cmd, true)
+			if err != nil {
+				return err
+			}
+			defer cleanup()
+			c.Weir = w
+			return bench.Idle(cmd.Context(), cmd.OutOrStdout(), c)
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&c.Duration, "duration", time.Minute, "measured window")
+	f.DurationVar(&c.Settle, "settle", 5*time.Second, "time left alone after the gateway serves, before the window")
+	fleetFlags(f, &c.Fleet, "1: run the gateway as one fleet replica on PostgreSQL instead of alone on SQLite")
 	return cmd
 }
 

@@ -354,3 +354,29 @@ func TestBenchFleetThroughServe(t *testing.T) {
 		}
 	})
 }
+
+// Idle against a weir serve child, alone on SQLite and as one fleet
+// replica on PostgreSQL: it serves, and the line has the CPU's share.
+func TestBenchIdleThroughServe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two weir serve processes")
+	}
+	w := testWeir(t)
+	w.Exe = buildWeir(t)
+	run := func(t *testing.T, fleet bench.FleetConfig, where string) {
+		var out strings.Builder
+		if err := bench.Idle(t.Context(), &out, bench.IdleConfig{Weir: w, Duration: time.Second, Fleet: fleet}); err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		for _, s := range []string{"one 'weir serve' on " + where, "idle  window 1.0s", "% of a core (goal <= 0.2%: ", "context switches "} {
+			if !strings.Contains(out.String(), s) {
+				t.Errorf("output lacks %q:\n%s", s, out.String())
+			}
+		}
+	}
+	t.Run("sqlite", func(t *testing.T) { run(t, bench.FleetConfig{}, "sqlite") })
+	t.Run("fleet", func(t *testing.T) {
+		pgtest.Require(t)
+		run(t, bench.FleetConfig{Replicas: 1, DSN: pgtest.BaseDSN()}, "postgres")
+	})
+}
