@@ -8,8 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -19,7 +17,6 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/config"
-	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/loadgen"
 	"github.com/weir-gateway/weir/provider/mock"
 )
@@ -247,21 +244,6 @@ func overheadMock(c OverheadConfig) http.Handler {
 	return upstream
 }
 
-// plainProxy is the plain proxy to the mock at mockURL, with httpapi's
-// upstream transport, so that it differs from Weir only in what Weir does.
-// Under --stream it loses a rare stream ("ReverseProxy read error during
-// body copy: use of closed network connection", the client sees
-// unexpected EOF): golang/go#40747, the server closing the inbound body
-// when the answer's headers go out while the transport still reads it.
-// It is left plain: it is the baseline, not a product.
-func plainProxy(mockURL string) http.Handler {
-	target, _ := url.Parse(mockURL)
-	return &httputil.ReverseProxy{
-		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
-		Transport: gateway.NewUpstreamTransport(),
-	}
-}
-
 // startWeirGateway starts Weir on a SQLite file in dir, in front of the
 // mock (mockURL, its /v1), with limits never reached: the key, the group
 // and the platform model each get a concurrency limit of generous. It
@@ -297,7 +279,7 @@ func (r *overheadRig) probeTargets(ctx context.Context) error {
 		plain, stream := t.requests()
 		for _, url := range t.urls {
 			for _, body := range []string{plain, stream} {
-				n, err := probeTries(ctx, url, t.header, body)
+				n, err := probe(ctx, url, t.header, body)
 				if err != nil {
 					return fmt.Errorf("%s: %w", t.name, err)
 				}
@@ -375,18 +357,6 @@ func overheadCatalog(mockURL, dbPath string) *config.Config {
 	}
 	cfg.Groups = []config.Group{{Name: cfg.DefaultGroup, RoundRobin: true, Limits: weir.Limits{Concurrency: generous}}}
 	return cfg
-}
-
-// probeTries probes up to three times: a rig that is broken fails every
-// time, while the plain proxy drops an answer now and then of its own
-// (see above) and must not end the run for it.
-func probeTries(ctx context.Context, url string, header http.Header, body string) (n int, err error) {
-	for range 3 {
-		if n, err = probe(ctx, url, header, body); err == nil || ctx.Err() != nil {
-			return n, err
-		}
-	}
-	return n, err
 }
 
 // probe sends one request and returns the answer's length.

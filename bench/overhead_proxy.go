@@ -1,0 +1,37 @@
+package bench
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+
+	"github.com/weir-gateway/weir/gateway"
+)
+
+// plainProxy is the plain proxy to the mock at mockURL: an
+// httputil.ReverseProxy with httpapi's upstream transport, so that it
+// differs from Weir only in what Weir does. Like Weir, and like a reverse
+// proxy that buffers requests (nginx's proxy_request_buffering), it reads
+// the request's body before it goes upstream: Go's server closes an
+// inbound body once the answer's headers go out, and a transport still
+// reading that body to its end then fails the request, closing its
+// upstream connection under the answer it is copying (golang/go#40747;
+// the client sees "unexpected EOF" on a stream).
+func plainProxy(mockURL string) http.Handler {
+	target, _ := url.Parse(mockURL)
+	rp := &httputil.ReverseProxy{
+		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
+		Transport: gateway.NewUpstreamTransport(),
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 10<<20))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+		rp.ServeHTTP(w, r)
+	})
+}
