@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -39,7 +38,13 @@ type OverheadConfig struct {
 	Trace            string        // an execution trace of the same goes here
 	MemProfile       string        // the allocations of the same go here, those before it in MemProfile+".base"
 	HeapFloor        int64         // the process's heap floor (package gcfloor), for the header; the caller keeps it
-	ProfileTarget    string        // direct, proxy, weir, with Edge edge, with Dialects responses or messages, with Budgets budgets (weir)
+	// Ports is the first of the loopback ports the rig's listeners take
+	// in turn (the mock, the proxy, Weir, its edge listener), each the
+	// next free one; 0 leaves each to the kernel, which picks from the
+	// ephemeral range that the load generator's connections use too.
+	// Default DefaultPorts.
+	Ports         int
+	ProfileTarget string // direct, proxy, weir, with Edge edge, with Dialects responses or messages, with Budgets budgets (weir)
 	// Edge adds the target "edge": the same gateway, with an edge
 	// listener, tunnelling each request to a node agent in this process
 	// (package node, as `weir node` runs it) whose one provider is the
@@ -129,7 +134,8 @@ type overheadRig struct {
 	budgets  *budgetsTarget // with OverheadConfig.Budgets: its key and budget scopes
 	logLevel string
 	key      weir.APIKey
-	answer   int // bytes of a non-streamed answer
+	ports    portPlan // where its listeners go (OverheadConfig.Ports)
+	answer   int      // bytes of a non-streamed answer
 	closers  []func()
 }
 
@@ -145,9 +151,10 @@ func labelled(ctx context.Context, name string, f func(context.Context)) {
 	pprof.Do(ctx, pprof.Labels("component", name), f)
 }
 
-// serve serves h on a loopback port from a goroutine labelled component.
+// serve serves h on the rig's next loopback port from a goroutine
+// labelled component.
 func serve(ctx context.Context, rig *overheadRig, component string, h http.Handler) (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := rig.ports.listen()
 	if err != nil {
 		return "", err
 	}
@@ -161,7 +168,7 @@ func serve(ctx context.Context, rig *overheadRig, component string, h http.Handl
 // Weir, makes them the targets direct, proxy and weir (and console, edge,
 // serve and fleet when c asks for them), and probes each target.
 func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, err error) {
-	rig := &overheadRig{}
+	rig := &overheadRig{ports: portPlan{next: c.Ports}}
 	defer func() {
 		if err != nil {
 			rig.close()
@@ -251,8 +258,10 @@ func overheadMock(c OverheadConfig) http.Handler {
 // key's secret.
 func startWeirGateway(ctx context.Context, c OverheadConfig, rig *overheadRig, dir, mockURL string) (secret string, err error) {
 	cfg := overheadCatalog(mockURL, filepath.Join(dir, "weir.db"))
+	cfg.Server.Listen = rig.ports.addr()
 	if c.Edge {
 		edgeCatalog(cfg)
+		cfg.Edge.Listen = rig.ports.addr()
 	}
 	if c.Budgets {
 		budgetsCatalog(cfg)

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -312,5 +313,32 @@ func TestWriteAllocs(t *testing.T) {
 	}
 	if err := writeAllocs(filepath.Join(t.TempDir(), "missing", "mem.prof")); err == nil {
 		t.Error("a path in a missing directory: no error")
+	}
+}
+
+// The port plan hands out consecutive ports from its first, skips one
+// that is taken, and with 0 leaves the choice to the kernel.
+func TestPortPlanSkipsATakenPort(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	first := taken.Addr().(*net.TCPAddr).Port
+	plan := portPlan{next: first}
+	ln, err := plan.listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if got := ln.Addr().(*net.TCPAddr).Port; got == first || got > first+portTries {
+		t.Errorf("listen from a taken %d: port %d, want one of the next %d", first, got, portTries)
+	}
+	if addr := plan.addr(); addr == ln.Addr().String() || addr == "127.0.0.1:0" {
+		t.Errorf("the next address %s: want a new fixed port after %s", addr, ln.Addr())
+	}
+	if addr := (&portPlan{}).addr(); addr != "127.0.0.1:0" {
+		t.Errorf("a plan from 0: %s, want the kernel's choice", addr)
 	}
 }

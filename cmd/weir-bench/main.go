@@ -84,6 +84,7 @@ other scenarios.`,
 	f.StringVar(&c.MemProfile, "memprofile", "", "write the allocations of the same phase to this file, and those before it to this file plus .base (go tool pprof -sample_index=alloc_space -base FILE.base weir-bench FILE)")
 	f.StringVar(&c.Trace, "trace", "", "write an execution trace of one target's measured phase to this file (keep --duration short)")
 	f.StringVar(&c.ProfileTarget, "profile-target", "weir", "target whose measured phase --cpuprofile, --memprofile and --trace cover: direct, proxy, weir, (with --edge) edge, (with --dialects) responses or messages, or (with --budgets) budgets")
+	f.IntVar(&c.Ports, "ports", bench.DefaultPorts, "the first loopback port the listeners take in turn (mock, proxy, weir, edge), each the next free one, below the ephemeral range the load generator's connections use; 0: ports the kernel picks")
 	f.Int64Var(&c.HeapFloor, "heap-floor", gcfloor.Default, "this process's heap floor in bytes, as weir serve's server.heap_floor (0: none)")
 	f.StringSliceVar(&c.ConsoleWatcher, "console-watcher", nil, "also drive target console: the same gateway while this command watches its web console (WEIR_URL; it prints \"watching\" once live), e.g. node,e2e/browser/watch.mjs")
 	f.BoolVar(&c.Dialects, "dialects", false, "also drive targets responses and messages: the same gateway and model through OpenAI's Responses API and Anthropic's Messages API, translated to Chat Completions and back (judged against weir)")
