@@ -37,7 +37,7 @@ type OverheadConfig struct {
 	CPUProfile       string        // a CPU profile of ProfileTarget's measured phase, first round, goes here
 	Trace            string        // an execution trace of the same goes here
 	MemProfile       string        // the allocations of the same go here, those before it in MemProfile+".base"
-	HeapFloor        int64         // the process's heap floor (package gcfloor), for the header; the caller keeps it
+	HeapFloor        int64         // the gateway's heap floor (package gcfloor): this process's, which the caller keeps, or with OutOfProcess the weir child's
 	// Ports is the first of the loopback ports the rig's listeners take
 	// in turn (the mock, the proxy, Weir, its edge listener), each the
 	// next free one; 0 leaves each to the kernel, which picks from the
@@ -71,6 +71,19 @@ type OverheadConfig struct {
 	// only, and without Edge, Fleet or ConsoleWatcher. Default false: in
 	// turn.
 	Interleave bool
+	// OutOfProcess runs the targets proxy and weir each as a child
+	// process instead of in this one: the plain proxy (ServeProxy, from
+	// Weir.FloorExe and Weir.ProxyArgs) and `weir serve` on SQLite (from
+	// Weir.Exe), with Weir's catalog and limits, so that each one's CPU
+	// time and memory, read from /proc, are its own, and neither shares a
+	// runtime (its collector, its scheduler) with the load generator, the
+	// mock or the other. direct, the mock, stays in this process. Not with
+	// Edge, Dialects, Budgets, Interleave, Fleet or ConsoleWatcher.
+	// Default false.
+	OutOfProcess bool
+	// HeapFloorSet, with OutOfProcess, gives the weir child HeapFloor as
+	// its server.heap_floor; otherwise it keeps its config's default.
+	HeapFloorSet bool
 	// Fleet, with Replicas set, adds two targets run as `weir serve`
 	// children: "serve", one gateway on SQLite (the fleet's baseline), and
 	// "fleet", the replicas on PostgreSQL, which the load reaches in turn.
@@ -106,6 +119,8 @@ type overheadTarget struct {
 	urls   []string // each request goes to the next one in turn
 	header http.Header
 	procs  []*child // the processes serving it, other than this one
+	// mem is its memory at the end of each measured phase, a phase each.
+	mem *memLog
 	// watch is a command that watches the target's console while it is
 	// driven (OverheadConfig.ConsoleWatcher); nil: none.
 	watch []string
@@ -134,6 +149,7 @@ type overheadRig struct {
 	budgets  *budgetsTarget // with OverheadConfig.Budgets: its key and budget scopes
 	logLevel string
 	key      weir.APIKey
+	secret   string   // the key's, with OverheadConfig.OutOfProcess
 	ports    portPlan // where its listeners go (OverheadConfig.Ports)
 	answer   int      // bytes of a non-streamed answer
 	closers  []func()
@@ -178,24 +194,35 @@ func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, er
 	if err != nil {
 		return nil, err
 	}
-	proxyURL, err := serve(ctx, rig, "proxy", plainProxy(mockURL))
-	if err != nil {
-		return nil, err
-	}
 	dir, err := os.MkdirTemp("", "weir-bench-")
 	if err != nil {
 		return nil, err
 	}
 	rig.closers = append(rig.closers, func() { _ = os.RemoveAll(dir) })
+	plain := http.Header{"Content-Type": {"application/json"}}
+	const chat = "/v1/chat/completions"
+	if c.OutOfProcess {
+		proxy, gw, err := startChildTargets(ctx, c, rig, dir, mockURL)
+		if err != nil {
+			return nil, err
+		}
+		rig.targets = []overheadTarget{
+			{name: "direct", urls: []string{mockURL + chat}, header: plain},
+			{name: "proxy", urls: []string{proxy.url + chat}, header: plain, procs: []*child{proxy}},
+			{name: "weir", urls: []string{gw.url + chat}, header: weirHeader(rig.secret), procs: []*child{gw}},
+		}
+		return rig, rig.probeTargets(ctx)
+	}
+	proxyURL, err := serve(ctx, rig, "proxy", plainProxy(mockURL))
+	if err != nil {
+		return nil, err
+	}
 	secret, err := startWeirGateway(ctx, c, rig, dir, mockURL+"/v1")
 	if err != nil {
 		return nil, err
 	}
 
-	plain := http.Header{"Content-Type": {"application/json"}}
-	auth := plain.Clone()
-	auth.Set("Authorization", "Bearer "+secret)
-	const chat = "/v1/chat/completions"
+	auth := weirHeader(secret)
 	weirURL := "http://" + rig.gateway.Addr()
 	rig.targets = []overheadTarget{
 		{name: "direct", urls: []string{mockURL + chat}, header: plain},
@@ -333,6 +360,8 @@ func (c OverheadConfig) validate() error {
 		return fmt.Errorf("--interleave drives direct, proxy, weir and the targets of --dialects and --budgets alone: not with --edge, --fleet or --console-watcher")
 	case c.Edge && c.Weir.CreateNode == nil:
 		return errors.New("bench: Weir.CreateNode is required for the edge target")
+	case c.OutOfProcess:
+		return c.validateOutOfProcess()
 	}
 	if err := c.Fleet.validate(); err != nil {
 		return err
@@ -518,6 +547,9 @@ func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 		return err
 	}
 	defer rig.close()
+	for i := range rig.targets {
+		rig.targets[i].mem = &memLog{}
+	}
 
 	printOverheadSetup(out, c, rig)
 	results, err := c.driveRounds(ctx, out, rig)
@@ -568,6 +600,7 @@ func (c OverheadConfig) driveRounds(ctx context.Context, out io.Writer, rig *ove
 			}
 			results[t.name] = append(results[t.name], res)
 			rows[t.name] = rowOf(res, latency)
+			rig.withMem(rows, true)
 			c.printLatencyLine(out, t.name, rows)
 			if c.MaxRPS && t.name == "fleet" {
 				if err := fleetAdmit(ctx, out, c, rig, res); err != nil {
@@ -639,6 +672,7 @@ func (c OverheadConfig) drive(ctx context.Context, t overheadTarget, round int) 
 	)
 	labelled(ctx, "loadgen", func(ctx context.Context) { res, err = loadgen.Run(ctx, cfg) })
 	stop()
+	t.mem.sample(t.procs)
 	if len(t.procs) > 0 {
 		res.Process.CPU += procsCPU(t.procs) - before
 	}

@@ -90,6 +90,14 @@ func TestOverheadConfigErrors(t *testing.T) {
 		{func(c *OverheadConfig) { c.Interleave, c.Dialects, c.ConsoleWatcher = true, true, []string{"watch"} }, "--console-watcher"},
 		{func(c *OverheadConfig) { c.ProfileTarget = "budgets" }, "--profile-target budgets needs --budgets"},
 		{func(c *OverheadConfig) { c.Interleave, c.Budgets, c.MaxRPS = true, true, true }, "not --max-rps"},
+		{func(c *OverheadConfig) { c.OutOfProcess, c.Dialects = true, true }, "--out-of-process drives direct, proxy and weir alone"},
+		{func(c *OverheadConfig) { c.OutOfProcess = true }, "Weir.ProxyArgs"},
+		{func(c *OverheadConfig) {
+			c.OutOfProcess, c.Weir.FloorExe, c.Weir.ProxyArgs, c.CPUProfile = true, "weir-bench", []string{"overhead-proxy"}, "cpu.prof"
+		}, "--profile-target direct"},
+		{func(c *OverheadConfig) {
+			c.OutOfProcess, c.Weir.FloorExe, c.Weir.ProxyArgs = true, "weir-bench", []string{"overhead-proxy"}
+		}, "Weir.Exe"},
 	} {
 		c := valid()
 		tc.change(&c)
@@ -340,5 +348,25 @@ func TestPortPlanSkipsATakenPort(t *testing.T) {
 	}
 	if addr := (&portPlan{}).addr(); addr != "127.0.0.1:0" {
 		t.Errorf("a plan from 0: %s, want the kernel's choice", addr)
+	}
+}
+
+// A target's memory log keeps a sample a phase: this process's status
+// for a target in it, and the median of each field over the phases.
+func TestMemLogSamplesThisProcess(t *testing.T) {
+	t.Parallel()
+	var l memLog
+	l.sample(nil)
+	if m := l.last(); m.rss <= 0 || m.hwm < m.rss {
+		t.Errorf("this process's memory: %+v, want rss > 0 and hwm >= rss", m)
+	}
+	l.samples = []memSample{{rss: 30, hwm: 40}, {rss: 10, hwm: 90}, {rss: 20, hwm: 50}}
+	if m := l.median(); m != (memSample{rss: 20, hwm: 50}) {
+		t.Errorf("median %+v, want {20 50}", m)
+	}
+	var none *memLog
+	none.sample(nil)
+	if m := none.median(); m != (memSample{}) {
+		t.Errorf("a nil log's median %+v", m)
 	}
 }
