@@ -200,6 +200,7 @@ See 'go doc ./bench SyncWaiters'.`,
 			}
 			defer cleanup()
 			c.Weir = w
+			c.HeapFloorSet = cmd.Flags().Changed("heap-floor")
 			return bench.SyncWaiters(cmd.Context(), cmd.OutOrStdout(), c)
 		},
 	}
@@ -211,6 +212,7 @@ See 'go doc ./bench SyncWaiters'.`,
 	f.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "bound on each target's run")
 	f.StringSliceVar(&c.Targets, "targets", []string{"floor", "weir"}, "targets to measure, in order")
 	f.StringVar(&c.Dir, "dir", "", "directory for weir's config and database (default: a new temporary one, removed after)")
+	f.Int64Var(&c.HeapFloor, "heap-floor", 0, "weir's server.heap_floor in bytes, 0 for none (default: its config's default)")
 	return cmd
 }
 
