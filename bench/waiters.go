@@ -522,9 +522,9 @@ func printWaiters(out io.Writer, o SyncWaitersConfig, res map[string]waitersResu
 	line("peak RSS (VmHWM)", mib(f.peak), mib(w.peak), fr(float64(w.peak), float64(f.peak)), "")
 	verdict := ""
 	if hasFloor && hasWeir {
-		verdict = "  (target <= 1.30x: met)"
-		if fr(w.perWaiter(o.Requests), f.perWaiter(o.Requests)) > 1.3 {
-			verdict = "  (target <= 1.30x: missed)"
+		verdict = "  (target <= 1.20x: met)"
+		if fr(w.perWaiter(o.Requests), f.perWaiter(o.Requests)) > 1.2 {
+			verdict = "  (target <= 1.20x: missed)"
 		}
 	}
 	line("per waiter (peak-idle)/n", fmt.Sprintf("%8.1f KiB", f.perWaiter(o.Requests)), fmt.Sprintf("%8.1f KiB", w.perWaiter(o.Requests)),
