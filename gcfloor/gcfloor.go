@@ -32,10 +32,11 @@ import (
 )
 
 // Default is the floor weir serve and weir node keep unless told
-// otherwise: far below what a machine that runs either has, and enough
-// that a gateway at a few thousand requests a second collects a few times
-// a second rather than dozens.
-const Default = 128 << 20
+// otherwise: none, the runtime's GOGC alone, so that a gateway's memory
+// follows its live heap. A floor is opt-in: it buys fewer collections,
+// and a shorter tail for chunks streamed through several goroutine
+// hand-offs, for about the floor in resident memory.
+const Default = 0
 
 // maxPercent bounds GOGC while the live heap is tiny (a process just
 // started), so that one cycle's goal stays within reason.
