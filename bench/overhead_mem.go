@@ -10,10 +10,12 @@ import (
 )
 
 // memSample is a target's memory at the end of a measured phase, in KiB:
-// the resident set (VmRSS) and its peak so far (VmHWM) of the processes
-// serving it, summed; or, for a target in this process, this process's,
-// which the load generator, the mock and every target in it share.
-type memSample struct{ rss, hwm int64 }
+// the resident set (VmRSS), its anonymous part (RssAnon: the heap,
+// stacks and runtime, without the binary's pages mapped from its file)
+// and its peak so far (VmHWM) of the processes serving it, summed; or,
+// for a target in this process, this process's, which the load
+// generator, the mock and every target in it share.
+type memSample struct{ rss, anon, hwm int64 }
 
 // memLog is a target's memSamples, a measured phase each.
 type memLog struct {
@@ -30,12 +32,14 @@ func (l *memLog) sample(procs []*child) {
 	var m memSample
 	if len(procs) == 0 {
 		m.rss, _ = statusKiB(os.Getpid(), "VmRSS")
+		m.anon, _ = statusKiB(os.Getpid(), "RssAnon")
 		m.hwm, _ = statusKiB(os.Getpid(), "VmHWM")
 	}
 	for _, p := range procs {
 		rss, _ := p.memKiB("VmRSS")
+		anon, _ := p.memKiB("RssAnon")
 		hwm, _ := p.memKiB("VmHWM")
-		m.rss, m.hwm = m.rss+rss, m.hwm+hwm
+		m.rss, m.anon, m.hwm = m.rss+rss, m.anon+anon, m.hwm+hwm
 	}
 	l.mu.Lock()
 	l.samples = append(l.samples, m)
@@ -75,7 +79,11 @@ func (l *memLog) median() memSample {
 		}
 		return v[len(v)/2]
 	}
-	return memSample{rss: med(func(s memSample) int64 { return s.rss }), hwm: med(func(s memSample) int64 { return s.hwm })}
+	return memSample{
+		rss:  med(func(s memSample) int64 { return s.rss }),
+		anon: med(func(s memSample) int64 { return s.anon }),
+		hwm:  med(func(s memSample) int64 { return s.hwm }),
+	}
 }
 
 // statusKiB reads a field (VmRSS, VmHWM) of process pid's /proc status,
@@ -107,7 +115,8 @@ func (r *overheadRig) withMem(rows map[string]row, latest bool) {
 		if latest {
 			m = t.mem.last()
 		}
-		row.rss, row.hwm, row.child = float64(m.rss)/1024, float64(m.hwm)/1024, len(t.procs) > 0
+		row.rss, row.anon, row.hwm = float64(m.rss)/1024, float64(m.anon)/1024, float64(m.hwm)/1024
+		row.child = len(t.procs) > 0
 		rows[t.name] = row
 	}
 }

@@ -28,8 +28,8 @@ type row struct {
 	// rss and hwm are the target's memory at the end of its measured
 	// phase, MiB (overheadRig.withMem): child, that of the processes of
 	// its own; else this whole process's, which it shares.
-	rss, hwm float64
-	child    bool
+	rss, anon, hwm float64
+	child          bool
 }
 
 func rowOf(r loadgen.Result, pick func(loadgen.Result) loadgen.Percentiles) row {
@@ -70,6 +70,7 @@ func medianRow(rows []row) row {
 		kb:     med(func(r row) float64 { return r.kb }),
 		gcs:    med(func(r row) float64 { return r.gcs }),
 		rss:    med(func(r row) float64 { return r.rss }),
+		anon:   med(func(r row) float64 { return r.anon }),
 		hwm:    med(func(r row) float64 { return r.hwm }),
 		lat: loadgen.Percentiles{
 			N:    int(med(func(r row) float64 { return float64(r.lat.N) })),
@@ -148,7 +149,7 @@ func roundChunks(results map[string][]loadgen.Result) string {
 const (
 	overheadHead = "target     rate/s     ok%      p50      p90      p99      max   added p50   added p99   late  others   rss MB"
 	maxRPSHead   = "target      req/s       ok%      p50      p99      max  others   rss MB"
-	costHead     = "target    cpu µs   allocs       KB    GCs   rss MB   hwm MB   added cpu µs   added allocs   added KB"
+	costHead     = "target    cpu µs   allocs       KB    GCs   rss MB  anon MB   hwm MB   added cpu µs   added allocs   added KB"
 )
 
 // printCost prints target's line of the cost table: the process's CPU time
@@ -193,7 +194,7 @@ func printCost(out io.Writer, target string, rows map[string]row) {
 	fmt.Fprintln(out, line)
 }
 
-// memColumns are r's rss and hwm columns of the cost table; a "*" marks
+// memColumns are r's rss, anon and hwm columns of the cost table; a "*" marks
 // this process's, shared by the load generator, the mock and the targets
 // in it.
 func memColumns(r row) string {
@@ -201,7 +202,7 @@ func memColumns(r row) string {
 	if r.child {
 		mark = " "
 	}
-	return fmt.Sprintf("%7.1f%s %7.1f%s", r.rss, mark, r.hwm, mark)
+	return fmt.Sprintf("%7.1f%s %7.1f%s %7.1f%s", r.rss, mark, r.anon, mark, r.hwm, mark)
 }
 
 // rssColumn is r's rss column of a latency table, marked as memColumns'.
@@ -515,7 +516,7 @@ func (p overheadReport) printCosts() {
 		fmt.Fprint(p.out, "(")
 	}
 	fmt.Fprintln(p.out, "others: cores that other programs kept busy meanwhile, well above 0 means a disturbed run)")
-	fmt.Fprintln(p.out, "rss MB: the target's resident memory at the end of its measured phase, from /proc (VmRSS; hwm, its peak so far, VmHWM): a target in processes of its own, theirs; one in this process (*), this whole process's, which the load generator, the mock and every target in it share")
+	fmt.Fprintln(p.out, "rss MB: the target's resident memory at the end of its measured phase, from /proc (VmRSS; anon, its part not mapped from the binary's file, RssAnon; hwm, its peak so far, VmHWM): a target in processes of its own, theirs; one in this process (*), this whole process's, which the load generator, the mock and every target in it share")
 	fmt.Fprintf(p.out, "\ncost per request, this process (load generator + mock + any target in it) and the target's own processes, over the measured window:\n")
 	rows := p.costs.summary(latency)
 	p.rig.withMem(rows, false)

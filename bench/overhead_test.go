@@ -357,12 +357,12 @@ func TestMemLogSamplesThisProcess(t *testing.T) {
 	t.Parallel()
 	var l memLog
 	l.sample(nil)
-	if m := l.last(); m.rss <= 0 || m.hwm < m.rss {
-		t.Errorf("this process's memory: %+v, want rss > 0 and hwm >= rss", m)
+	if m := l.last(); m.rss <= 0 || m.anon <= 0 || m.anon > m.rss || m.hwm < m.rss {
+		t.Errorf("this process's memory: %+v, want 0 < anon <= rss <= hwm", m)
 	}
-	l.samples = []memSample{{rss: 30, hwm: 40}, {rss: 10, hwm: 90}, {rss: 20, hwm: 50}}
-	if m := l.median(); m != (memSample{rss: 20, hwm: 50}) {
-		t.Errorf("median %+v, want {20 50}", m)
+	l.samples = []memSample{{rss: 30, anon: 5, hwm: 40}, {rss: 10, anon: 9, hwm: 90}, {rss: 20, anon: 1, hwm: 50}}
+	if m := l.median(); m != (memSample{rss: 20, anon: 5, hwm: 50}) {
+		t.Errorf("median %+v, want {20 5 50}", m)
 	}
 	var none *memLog
 	none.sample(nil)

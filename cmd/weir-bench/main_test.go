@@ -188,7 +188,7 @@ func TestBenchOutOfProcess(t *testing.T) {
 	}
 	// The children's lines of the cost table: their CPU, their rss and
 	// hwm unmarked (their own), weir's against the proxy's.
-	cost := regexp.MustCompile(`(?m)^weir +[0-9.]+ +- +- +- +[0-9.]+  +[0-9.]+  +[-+][0-9.]+ .*weir/proxy rss [0-9.]+x`)
+	cost := regexp.MustCompile(`(?m)^weir +[0-9.]+ +- +- +- +[0-9.]+  +[0-9.]+  +[0-9.]+  +[-+][0-9.]+ .*weir/proxy rss [0-9.]+x`)
 	if !cost.MatchString(out.String()) {
 		t.Errorf("no cost line for the weir child with its memory:\n%s", out.String())
 	}
