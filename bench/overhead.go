@@ -493,6 +493,17 @@ func (s streamSplit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // ends with each column's median, since one stall of a shared machine moves
 // a p99.
 //
+// Every latency line ends with the target's resident memory at the end of
+// its measured phase (rss MB, VmRSS), and the cost table gives it with its
+// anonymous part (RssAnon) and its peak so far (VmHWM): for a target in
+// child processes, theirs; for one in this process, marked "*", this whole
+// process's, which it shares with the load generator, the mock and the
+// other targets here. With c.OutOfProcess (--out-of-process) the proxy and
+// Weir each run as a child process (ServeProxy; `weir serve` on SQLite),
+// so that their CPU time and memory are their own: the reference for what
+// Weir costs. The listeners take loopback ports from c.Ports (--ports)
+// on, below the ephemeral range the load generator's connections use.
+//
 // With c.Interleave (--interleave, with --dialects or --budgets), each
 // round drives the targets together instead, one open loop at --rate
 // dealing its requests to each in turn (each target an equal share of
