@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -148,15 +147,4 @@ func (c *child) kill() {
 func (c *child) warnings() string { return c.warns.summary() }
 
 // memKiB reads a field (VmRSS, VmHWM) of the child's /proc status, in KiB.
-func (c *child) memKiB(field string) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, c.cmd.Process.Pid)
-}
+func (c *child) memKiB(field string) (int64, error) { return statusKiB(c.cmd.Process.Pid, field) }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -52,6 +53,8 @@ func (f FleetConfig) validate() error {
 
 // serveFile is a `weir serve` config file the harness writes.
 type serveFile struct {
+	// Listen is the gateway's address; "": a free loopback port.
+	Listen string
 	// Server holds more lines of the server section, indented by two
 	// spaces: the harness sets the listener (a free loopback port) and the
 	// log level (info, so that the "weir serving" line says the port;
@@ -65,7 +68,8 @@ type serveFile struct {
 }
 
 func (f serveFile) text() string {
-	return "server:\n  listen: 127.0.0.1:0\n  log_level: info\n" + f.Server + f.Storage + f.Rest
+	listen := cmp.Or(f.Listen, "127.0.0.1:0")
+	return "server:\n  listen: " + listen + "\n  log_level: info\n" + f.Server + f.Storage + f.Rest
 }
 
 func (f serveFile) write(path string) error { return os.WriteFile(path, []byte(f.text()), 0o600) }
@@ -298,9 +302,16 @@ func (f *fleetRun) stop() {
 // dir, with key k created in it first: the fleet's baseline, Weir as one
 // process with its memory engine.
 func startSQLiteServe(ctx context.Context, w Weir, dir, server, rest string, k *weir.APIKey) (*child, string, error) {
+	return startSQLiteServeFile(ctx, w, dir, serveFile{Server: server, Rest: rest}, k)
+}
+
+// startSQLiteServeFile is startSQLiteServe from file (its storage set
+// here).
+func startSQLiteServeFile(ctx context.Context, w Weir, dir string, file serveFile, k *weir.APIKey) (*child, string, error) {
 	db := filepath.Join(dir, "serve.db")
 	path := filepath.Join(dir, "serve.yaml")
-	if err := (serveFile{Server: server, Storage: sqliteStorage(db), Rest: rest}).write(path); err != nil {
+	file.Storage = sqliteStorage(db)
+	if err := file.write(path); err != nil {
 		return nil, "", err
 	}
 	store, err := sqlite.Open(ctx, db)

@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -19,7 +16,6 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/config"
-	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/loadgen"
 	"github.com/weir-gateway/weir/provider/mock"
 )
@@ -41,8 +37,14 @@ type OverheadConfig struct {
 	CPUProfile       string        // a CPU profile of ProfileTarget's measured phase, first round, goes here
 	Trace            string        // an execution trace of the same goes here
 	MemProfile       string        // the allocations of the same go here, those before it in MemProfile+".base"
-	HeapFloor        int64         // the process's heap floor (package gcfloor), for the header; the caller keeps it
-	ProfileTarget    string        // direct, proxy, weir, with Edge edge, with Dialects responses or messages, with Budgets budgets (weir)
+	HeapFloor        int64         // the gateway's heap floor (package gcfloor): this process's, which the caller keeps, or with OutOfProcess the weir child's
+	// Ports is the first of the loopback ports the rig's listeners take
+	// in turn (the mock, the proxy, Weir, its edge listener), each the
+	// next free one; 0 leaves each to the kernel, which picks from the
+	// ephemeral range that the load generator's connections use too.
+	// Default DefaultPorts.
+	Ports         int
+	ProfileTarget string // direct, proxy, weir, with Edge edge, with Dialects responses or messages, with Budgets budgets (weir)
 	// Edge adds the target "edge": the same gateway, with an edge
 	// listener, tunnelling each request to a node agent in this process
 	// (package node, as `weir node` runs it) whose one provider is the
@@ -69,6 +71,19 @@ type OverheadConfig struct {
 	// only, and without Edge, Fleet or ConsoleWatcher. Default false: in
 	// turn.
 	Interleave bool
+	// OutOfProcess runs the targets proxy and weir each as a child
+	// process instead of in this one: the plain proxy (ServeProxy, from
+	// Weir.FloorExe and Weir.ProxyArgs) and `weir serve` on SQLite (from
+	// Weir.Exe), with Weir's catalog and limits, so that each one's CPU
+	// time and memory, read from /proc, are its own, and neither shares a
+	// runtime (its collector, its scheduler) with the load generator, the
+	// mock or the other. direct, the mock, stays in this process. Not with
+	// Edge, Dialects, Budgets, Interleave, Fleet or ConsoleWatcher.
+	// Default false.
+	OutOfProcess bool
+	// HeapFloorSet, with OutOfProcess, gives the weir child HeapFloor as
+	// its server.heap_floor; otherwise it keeps its config's default.
+	HeapFloorSet bool
 	// Fleet, with Replicas set, adds two targets run as `weir serve`
 	// children: "serve", one gateway on SQLite (the fleet's baseline), and
 	// "fleet", the replicas on PostgreSQL, which the load reaches in turn.
@@ -104,6 +119,8 @@ type overheadTarget struct {
 	urls   []string // each request goes to the next one in turn
 	header http.Header
 	procs  []*child // the processes serving it, other than this one
+	// mem is its memory at the end of each measured phase, a phase each.
+	mem *memLog
 	// watch is a command that watches the target's console while it is
 	// driven (OverheadConfig.ConsoleWatcher); nil: none.
 	watch []string
@@ -132,7 +149,9 @@ type overheadRig struct {
 	budgets  *budgetsTarget // with OverheadConfig.Budgets: its key and budget scopes
 	logLevel string
 	key      weir.APIKey
-	answer   int // bytes of a non-streamed answer
+	secret   string   // the key's, with OverheadConfig.OutOfProcess
+	ports    portPlan // where its listeners go (OverheadConfig.Ports)
+	answer   int      // bytes of a non-streamed answer
 	closers  []func()
 }
 
@@ -148,9 +167,10 @@ func labelled(ctx context.Context, name string, f func(context.Context)) {
 	pprof.Do(ctx, pprof.Labels("component", name), f)
 }
 
-// serve serves h on a loopback port from a goroutine labelled component.
+// serve serves h on the rig's next loopback port from a goroutine
+// labelled component.
 func serve(ctx context.Context, rig *overheadRig, component string, h http.Handler) (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := rig.ports.listen()
 	if err != nil {
 		return "", err
 	}
@@ -164,7 +184,7 @@ func serve(ctx context.Context, rig *overheadRig, component string, h http.Handl
 // Weir, makes them the targets direct, proxy and weir (and console, edge,
 // serve and fleet when c asks for them), and probes each target.
 func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, err error) {
-	rig := &overheadRig{}
+	rig := &overheadRig{ports: portPlan{next: c.Ports}}
 	defer func() {
 		if err != nil {
 			rig.close()
@@ -174,24 +194,35 @@ func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, er
 	if err != nil {
 		return nil, err
 	}
-	proxyURL, err := serve(ctx, rig, "proxy", plainProxy(mockURL))
-	if err != nil {
-		return nil, err
-	}
 	dir, err := os.MkdirTemp("", "weir-bench-")
 	if err != nil {
 		return nil, err
 	}
 	rig.closers = append(rig.closers, func() { _ = os.RemoveAll(dir) })
+	plain := http.Header{"Content-Type": {"application/json"}}
+	const chat = "/v1/chat/completions"
+	if c.OutOfProcess {
+		proxy, gw, err := startChildTargets(ctx, c, rig, dir, mockURL)
+		if err != nil {
+			return nil, err
+		}
+		rig.targets = []overheadTarget{
+			{name: "direct", urls: []string{mockURL + chat}, header: plain},
+			{name: "proxy", urls: []string{proxy.url + chat}, header: plain, procs: []*child{proxy}},
+			{name: "weir", urls: []string{gw.url + chat}, header: weirHeader(rig.secret), procs: []*child{gw}},
+		}
+		return rig, rig.probeTargets(ctx)
+	}
+	proxyURL, err := serve(ctx, rig, "proxy", plainProxy(mockURL))
+	if err != nil {
+		return nil, err
+	}
 	secret, err := startWeirGateway(ctx, c, rig, dir, mockURL+"/v1")
 	if err != nil {
 		return nil, err
 	}
 
-	plain := http.Header{"Content-Type": {"application/json"}}
-	auth := plain.Clone()
-	auth.Set("Authorization", "Bearer "+secret)
-	const chat = "/v1/chat/completions"
+	auth := weirHeader(secret)
 	weirURL := "http://" + rig.gateway.Addr()
 	rig.targets = []overheadTarget{
 		{name: "direct", urls: []string{mockURL + chat}, header: plain},
@@ -247,21 +278,6 @@ func overheadMock(c OverheadConfig) http.Handler {
 	return upstream
 }
 
-// plainProxy is the plain proxy to the mock at mockURL, with httpapi's
-// upstream transport, so that it differs from Weir only in what Weir does.
-// Under --stream it loses a rare stream ("ReverseProxy read error during
-// body copy: use of closed network connection", the client sees
-// unexpected EOF): golang/go#40747, the server closing the inbound body
-// when the answer's headers go out while the transport still reads it.
-// It is left plain: it is the baseline, not a product.
-func plainProxy(mockURL string) http.Handler {
-	target, _ := url.Parse(mockURL)
-	return &httputil.ReverseProxy{
-		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
-		Transport: gateway.NewUpstreamTransport(),
-	}
-}
-
 // startWeirGateway starts Weir on a SQLite file in dir, in front of the
 // mock (mockURL, its /v1), with limits never reached: the key, the group
 // and the platform model each get a concurrency limit of generous. It
@@ -269,8 +285,10 @@ func plainProxy(mockURL string) http.Handler {
 // key's secret.
 func startWeirGateway(ctx context.Context, c OverheadConfig, rig *overheadRig, dir, mockURL string) (secret string, err error) {
 	cfg := overheadCatalog(mockURL, filepath.Join(dir, "weir.db"))
+	cfg.Server.Listen = rig.ports.addr()
 	if c.Edge {
 		edgeCatalog(cfg)
+		cfg.Edge.Listen = rig.ports.addr()
 	}
 	if c.Budgets {
 		budgetsCatalog(cfg)
@@ -297,7 +315,7 @@ func (r *overheadRig) probeTargets(ctx context.Context) error {
 		plain, stream := t.requests()
 		for _, url := range t.urls {
 			for _, body := range []string{plain, stream} {
-				n, err := probeTries(ctx, url, t.header, body)
+				n, err := probe(ctx, url, t.header, body)
 				if err != nil {
 					return fmt.Errorf("%s: %w", t.name, err)
 				}
@@ -342,6 +360,8 @@ func (c OverheadConfig) validate() error {
 		return fmt.Errorf("--interleave drives direct, proxy, weir and the targets of --dialects and --budgets alone: not with --edge, --fleet or --console-watcher")
 	case c.Edge && c.Weir.CreateNode == nil:
 		return errors.New("bench: Weir.CreateNode is required for the edge target")
+	case c.OutOfProcess:
+		return c.validateOutOfProcess()
 	}
 	if err := c.Fleet.validate(); err != nil {
 		return err
@@ -375,18 +395,6 @@ func overheadCatalog(mockURL, dbPath string) *config.Config {
 	}
 	cfg.Groups = []config.Group{{Name: cfg.DefaultGroup, RoundRobin: true, Limits: weir.Limits{Concurrency: generous}}}
 	return cfg
-}
-
-// probeTries probes up to three times: a rig that is broken fails every
-// time, while the plain proxy drops an answer now and then of its own
-// (see above) and must not end the run for it.
-func probeTries(ctx context.Context, url string, header http.Header, body string) (n int, err error) {
-	for range 3 {
-		if n, err = probe(ctx, url, header, body); err == nil || ctx.Err() != nil {
-			return n, err
-		}
-	}
-	return n, err
 }
 
 // probe sends one request and returns the answer's length.
@@ -485,6 +493,17 @@ func (s streamSplit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // ends with each column's median, since one stall of a shared machine moves
 // a p99.
 //
+// Every latency line ends with the target's resident memory at the end of
+// its measured phase (rss MB, VmRSS), and the cost table gives it with its
+// anonymous part (RssAnon) and its peak so far (VmHWM): for a target in
+// child processes, theirs; for one in this process, marked "*", this whole
+// process's, which it shares with the load generator, the mock and the
+// other targets here. With c.OutOfProcess (--out-of-process) the proxy and
+// Weir each run as a child process (ServeProxy; `weir serve` on SQLite),
+// so that their CPU time and memory are their own: the reference for what
+// Weir costs. The listeners take loopback ports from c.Ports (--ports)
+// on, below the ephemeral range the load generator's connections use.
+//
 // With c.Interleave (--interleave, with --dialects or --budgets), each
 // round drives the targets together instead, one open loop at --rate
 // dealing its requests to each in turn (each target an equal share of
@@ -539,6 +558,9 @@ func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 		return err
 	}
 	defer rig.close()
+	for i := range rig.targets {
+		rig.targets[i].mem = &memLog{}
+	}
 
 	printOverheadSetup(out, c, rig)
 	results, err := c.driveRounds(ctx, out, rig)
@@ -589,6 +611,7 @@ func (c OverheadConfig) driveRounds(ctx context.Context, out io.Writer, rig *ove
 			}
 			results[t.name] = append(results[t.name], res)
 			rows[t.name] = rowOf(res, latency)
+			rig.withMem(rows, true)
 			c.printLatencyLine(out, t.name, rows)
 			if c.MaxRPS && t.name == "fleet" {
 				if err := fleetAdmit(ctx, out, c, rig, res); err != nil {
@@ -660,6 +683,7 @@ func (c OverheadConfig) drive(ctx context.Context, t overheadTarget, round int) 
 	)
 	labelled(ctx, "loadgen", func(ctx context.Context) { res, err = loadgen.Run(ctx, cfg) })
 	stop()
+	t.mem.sample(t.procs)
 	if len(t.procs) > 0 {
 		res.Process.CPU += procsCPU(t.procs) - before
 	}

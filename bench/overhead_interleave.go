@@ -67,6 +67,7 @@ func (c OverheadConfig) costPass(ctx context.Context, out io.Writer, rig *overhe
 		}
 		costs[t.name] = []loadgen.Result{res}
 		rows[t.name] = rowOf(res, latency)
+		rig.withMem(rows, true)
 		c.printLatencyLine(out, t.name, rows)
 	}
 	return costs, nil

@@ -25,6 +25,11 @@ type row struct {
 	cpu, allocs float64 // whole process, per request: CPU µs, allocations
 	kb          float64 // and KiB allocated
 	gcs         float64
+	// rss and hwm are the target's memory at the end of its measured
+	// phase, MiB (overheadRig.withMem): child, that of the processes of
+	// its own; else this whole process's, which it shares.
+	rss, anon, hwm float64
+	child          bool
 }
 
 func rowOf(r loadgen.Result, pick func(loadgen.Result) loadgen.Percentiles) row {
@@ -64,6 +69,9 @@ func medianRow(rows []row) row {
 		allocs: med(func(r row) float64 { return r.allocs }),
 		kb:     med(func(r row) float64 { return r.kb }),
 		gcs:    med(func(r row) float64 { return r.gcs }),
+		rss:    med(func(r row) float64 { return r.rss }),
+		anon:   med(func(r row) float64 { return r.anon }),
+		hwm:    med(func(r row) float64 { return r.hwm }),
 		lat: loadgen.Percentiles{
 			N:    int(med(func(r row) float64 { return float64(r.lat.N) })),
 			Mean: dur(func(r row) time.Duration { return r.lat.Mean }),
@@ -139,9 +147,9 @@ func roundChunks(results map[string][]loadgen.Result) string {
 
 // The tables' heads, printed above their first lines.
 const (
-	overheadHead = "target     rate/s     ok%      p50      p90      p99      max   added p50   added p99   late  others"
-	maxRPSHead   = "target      req/s       ok%      p50      p99      max  others"
-	costHead     = "target    cpu µs   allocs       KB    GCs   added cpu µs   added allocs   added KB"
+	overheadHead = "target     rate/s     ok%      p50      p90      p99      max   added p50   added p99   late  others   rss MB"
+	maxRPSHead   = "target      req/s       ok%      p50      p99      max  others   rss MB"
+	costHead     = "target    cpu µs   allocs       KB    GCs   rss MB  anon MB   hwm MB   added cpu µs   added allocs   added KB"
 )
 
 // printCost prints target's line of the cost table: the process's CPU time
@@ -151,13 +159,18 @@ func printCost(out io.Writer, target string, rows map[string]row) {
 		fmt.Fprintln(out, costHead)
 	}
 	r, d := rows[target], rows["direct"]
-	if childTarget(target) {
+	if r.child {
 		// Its allocations are the children's, which this process does
 		// not see; its CPU time is theirs and this process's.
-		fmt.Fprintf(out, "%-8s %8.1f %8s %8s %6s   %+12.1f   %12s   %8s\n", target, r.cpu, "-", "-", "-", r.cpu-d.cpu, "-", "-")
+		line := fmt.Sprintf("%-8s %8.1f %8s %8s %6s  %s   %+12.1f   %12s   %8s", target, r.cpu, "-", "-", "-", memColumns(r), r.cpu-d.cpu, "-", "-")
+		if px, ok := rows["proxy"]; ok && target == "weir" && px.child {
+			line += fmt.Sprintf("   weir/proxy added: cpu %s; weir/proxy rss %s",
+				fmtRatio(fratio(r.cpu-d.cpu, px.cpu-d.cpu)), fmtRatio(fratio(r.rss, px.rss)))
+		}
+		fmt.Fprintln(out, line)
 		return
 	}
-	line := fmt.Sprintf("%-8s %8.1f %8.0f %8.1f %6.0f", target, r.cpu, r.allocs, r.kb, r.gcs)
+	line := fmt.Sprintf("%-8s %8.1f %8.0f %8.1f %6.0f  %s", target, r.cpu, r.allocs, r.kb, r.gcs, memColumns(r))
 	if target == "direct" {
 		line += fmt.Sprintf("   %12s   %12s   %8s", "-", "-", "-")
 	} else {
@@ -179,6 +192,28 @@ func printCost(out io.Writer, target string, rows map[string]row) {
 			fmtRatio(fratio(r.cpu-d.cpu, w.cpu-d.cpu)), fmtRatio(fratio(r.allocs-d.allocs, w.allocs-d.allocs)))
 	}
 	fmt.Fprintln(out, line)
+}
+
+// memColumns are r's rss, anon and hwm columns of the cost table; a "*" marks
+// this process's, shared by the load generator, the mock and the targets
+// in it.
+func memColumns(r row) string {
+	mark := "*"
+	if r.child {
+		mark = " "
+	}
+	return fmt.Sprintf("%7.1f%s %7.1f%s %7.1f%s", r.rss, mark, r.anon, mark, r.hwm, mark)
+}
+
+// rssColumn is r's rss column of a latency table, marked as memColumns'.
+func rssColumn(r row) string {
+	switch {
+	case r.rss == 0:
+		return fmt.Sprintf("  %7s ", "-")
+	case r.child:
+		return fmt.Sprintf("  %7.1f ", r.rss)
+	}
+	return fmt.Sprintf("  %7.1f*", r.rss)
 }
 
 func fratio(a, b float64) float64 {
@@ -233,7 +268,7 @@ func overheadLine(target string, rows map[string]row) string {
 		d := direct.lat
 		line += fmt.Sprintf("  %+10.3f  %+10.3f", ms(p.P50-d.P50), ms(p.P99-d.P99))
 	}
-	line += fmt.Sprintf("  %5d  %6.2f", r.late, r.others)
+	line += fmt.Sprintf("  %5d  %6.2f", r.late, r.others) + rssColumn(r)
 	return line
 }
 
@@ -294,7 +329,7 @@ func printMaxRPS(out io.Writer, target string, rows map[string]row) {
 	}
 	r := rows[target]
 	line := fmt.Sprintf("%-8s %9.1f  %8.3f  %7.3f  %7.3f  %7.3f  %6.2f", target, r.rate, r.ok,
-		ms(r.lat.P50), ms(r.lat.P99), ms(r.lat.Max), r.others)
+		ms(r.lat.P50), ms(r.lat.P99), ms(r.lat.Max), r.others) + rssColumn(r)
 	if r.ok < 99.9 {
 		line += "  (below 99.9% success: not sustained)"
 	}
@@ -327,10 +362,6 @@ func fmtRatio(r float64) string {
 	}
 	return fmt.Sprintf("%.2fx", r)
 }
-
-// childTarget says whether target runs in child processes (serve and
-// fleet, under OverheadConfig.Fleet) rather than in this one.
-func childTarget(target string) bool { return target == "serve" || target == "fleet" }
 
 // overheadResults are each target's results, a round each.
 type overheadResults map[string][]loadgen.Result
@@ -377,6 +408,9 @@ func printOverheadSetup(out io.Writer, c OverheadConfig, rig *overheadRig) {
 			c.Rate, c.Warmup, c.Duration, c.Stream*100, c.Concurrency)
 	}
 	gc := fmt.Sprintf("heap floor %d MiB", c.HeapFloor>>20)
+	if c.OutOfProcess {
+		gc = fmt.Sprintf("this process's heap floor %d MiB", HarnessHeapFloor>>20)
+	}
 	if v, ok := gcfloor.Overridden(); ok {
 		gc = "GOGC=" + v
 	}
@@ -384,6 +418,14 @@ func printOverheadSetup(out io.Writer, c OverheadConfig, rig *overheadRig) {
 		c.CompletionTokens, rig.answer, len(chatBody), runtime.GOMAXPROCS(0), gc, loadAverage())
 	fmt.Fprintf(out, "  weir: scopes key:%s group:%s pm:%s, each limit %d; log level %s\n",
 		rig.key.ID, rig.key.Group, chatPM, generous, rig.logLevel)
+	if c.OutOfProcess {
+		floor := "its config's default"
+		if c.HeapFloorSet {
+			floor = fmt.Sprintf("%d MiB", c.HeapFloor>>20)
+		}
+		fmt.Fprintf(out, "  out of process: proxy, the plain proxy in a process of its own (GOGC default); weir, one `weir serve` child on SQLite, heap floor %s; listeners from port %d\n",
+			floor, c.Ports)
+	}
 	if rig.budgets != nil {
 		fmt.Fprintf(out, "  budgets: the same gateway and platform model (priced input %s, output %s a million tokens, for every target), key %s of group %s asking model %s; a hard budget of %s (alerts at %v%%) on that key, group and model: scopes %s\n",
 			budgetsPrice.Input, budgetsPrice.Output, rig.budgets.key.ID, budgetsGroup, budgetsModel, budgetsSpec, budgetsAlerts, strings.Join(rig.budgets.scopes, ", "))
@@ -416,6 +458,7 @@ type overheadReport struct {
 func (p overheadReport) printMedians() {
 	fmt.Fprintf(p.out, "\nmedian of each column over %d rounds:\n", p.c.Rounds)
 	rows := p.results.summary(latency)
+	p.rig.withMem(rows, false)
 	for _, t := range p.rig.targets {
 		p.c.printLatencyLine(p.out, t.name, rows)
 	}
@@ -473,8 +516,10 @@ func (p overheadReport) printCosts() {
 		fmt.Fprint(p.out, "(")
 	}
 	fmt.Fprintln(p.out, "others: cores that other programs kept busy meanwhile, well above 0 means a disturbed run)")
-	fmt.Fprintf(p.out, "\ncost per request, whole process (load generator + mock + target), over the measured window:\n")
+	fmt.Fprintln(p.out, "rss MB: the target's resident memory at the end of its measured phase, from /proc (VmRSS; anon, its part not mapped from the binary's file, RssAnon; hwm, its peak so far, VmHWM): a target in processes of its own, theirs; one in this process (*), this whole process's, which the load generator, the mock and every target in it share")
+	fmt.Fprintf(p.out, "\ncost per request, this process (load generator + mock + any target in it) and the target's own processes, over the measured window:\n")
 	rows := p.costs.summary(latency)
+	p.rig.withMem(rows, false)
 	for _, t := range p.rig.targets {
 		printCost(p.out, t.name, rows)
 	}
@@ -512,6 +557,9 @@ func (p overheadReport) printFailuresOf(prefix string, results overheadResults) 
 // provider's instead of the platform model's.
 func (p overheadReport) printScopes(ctx context.Context) {
 	rig := p.rig
+	if rig.gateway == nil {
+		return // Weir runs as a child (OutOfProcess)
+	}
 	var scopes []string
 	for _, st := range rig.gateway.Scopes(ctx) {
 		if st.Name == weir.KeyScope(rig.key.ID) || st.Name == weir.GroupScope(rig.key.Group) || st.Name == weir.PlatformModelScope(chatPM) ||

@@ -2,13 +2,14 @@ package bench
 
 import (
 	"context"
-	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -89,6 +90,14 @@ func TestOverheadConfigErrors(t *testing.T) {
 		{func(c *OverheadConfig) { c.Interleave, c.Dialects, c.ConsoleWatcher = true, true, []string{"watch"} }, "--console-watcher"},
 		{func(c *OverheadConfig) { c.ProfileTarget = "budgets" }, "--profile-target budgets needs --budgets"},
 		{func(c *OverheadConfig) { c.Interleave, c.Budgets, c.MaxRPS = true, true, true }, "not --max-rps"},
+		{func(c *OverheadConfig) { c.OutOfProcess, c.Dialects = true, true }, "--out-of-process drives direct, proxy and weir alone"},
+		{func(c *OverheadConfig) { c.OutOfProcess = true }, "Weir.ProxyArgs"},
+		{func(c *OverheadConfig) {
+			c.OutOfProcess, c.Weir.FloorExe, c.Weir.ProxyArgs, c.CPUProfile = true, "weir-bench", []string{"overhead-proxy"}, "cpu.prof"
+		}, "--profile-target direct"},
+		{func(c *OverheadConfig) {
+			c.OutOfProcess, c.Weir.FloorExe, c.Weir.ProxyArgs = true, "weir-bench", []string{"overhead-proxy"}
+		}, "Weir.Exe"},
 	} {
 		c := valid()
 		tc.change(&c)
@@ -261,35 +270,37 @@ func TestEdgeCatalog(t *testing.T) {
 	}
 }
 
-// TestProbeTriesPastADroppedAnswer: a target that drops one answer (a
-// connection cut mid-body) passes the rig's probe; one that drops every
-// answer fails it.
-func TestProbeTriesPastADroppedAnswer(t *testing.T) {
+// TestPlainProxyStreamsWhole: every stream through the plain proxy
+// arrives whole, though the mock answers (and the proxy sends the
+// answer's headers) as soon as it has read the request, while the
+// proxy's transport may still be finishing with the request's body.
+func TestPlainProxyStreamsWhole(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		drops int64
-		ok    bool
-	}{{0, true}, {1, true}, {100, false}} {
-		var served atomic.Int64
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if served.Add(1) <= tc.drops {
-				w.Header().Set("Content-Length", "100")
-				_, _ = io.WriteString(w, "half")
-				w.(http.Flusher).Flush()
-				conn, _, _ := http.NewResponseController(w).Hijack()
-				conn.Close()
-				return
+	upstream := httptest.NewServer(overheadMock(OverheadConfig{CompletionTokens: 80, Stream: 1}))
+	defer upstream.Close()
+	proxy := httptest.NewServer(plainProxy(upstream.URL))
+	defer proxy.Close()
+	const streams, parallel = 400, 32
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	next := make(chan struct{})
+	for range parallel {
+		wg.Go(func() {
+			for range next {
+				if _, err := probe(t.Context(), proxy.URL+"/v1/chat/completions", http.Header{}, chatStreamBody); err != nil {
+					failed.Add(1)
+					t.Log(err)
+				}
 			}
-			_, _ = io.WriteString(w, "whole")
-		}))
-		n, err := probeTries(t.Context(), srv.URL, http.Header{}, "{}")
-		srv.Close()
-		if tc.ok && (err != nil || n != len("whole")) {
-			t.Errorf("%d dropped: %d bytes, %v; want the answer", tc.drops, n, err)
-		}
-		if !tc.ok && err == nil {
-			t.Errorf("every answer dropped: no error")
-		}
+		})
+	}
+	for range streams {
+		next <- struct{}{}
+	}
+	close(next)
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d of %d streams failed through the plain proxy", n, streams)
 	}
 }
 
@@ -310,5 +321,52 @@ func TestWriteAllocs(t *testing.T) {
 	}
 	if err := writeAllocs(filepath.Join(t.TempDir(), "missing", "mem.prof")); err == nil {
 		t.Error("a path in a missing directory: no error")
+	}
+}
+
+// The port plan hands out consecutive ports from its first, skips one
+// that is taken, and with 0 leaves the choice to the kernel.
+func TestPortPlanSkipsATakenPort(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	first := taken.Addr().(*net.TCPAddr).Port
+	plan := portPlan{next: first}
+	ln, err := plan.listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if got := ln.Addr().(*net.TCPAddr).Port; got == first || got > first+portTries {
+		t.Errorf("listen from a taken %d: port %d, want one of the next %d", first, got, portTries)
+	}
+	if addr := plan.addr(); addr == ln.Addr().String() || addr == "127.0.0.1:0" {
+		t.Errorf("the next address %s: want a new fixed port after %s", addr, ln.Addr())
+	}
+	if addr := (&portPlan{}).addr(); addr != "127.0.0.1:0" {
+		t.Errorf("a plan from 0: %s, want the kernel's choice", addr)
+	}
+}
+
+// A target's memory log keeps a sample a phase: this process's status
+// for a target in it, and the median of each field over the phases.
+func TestMemLogSamplesThisProcess(t *testing.T) {
+	t.Parallel()
+	var l memLog
+	l.sample(nil)
+	if m := l.last(); m.rss <= 0 || m.anon <= 0 || m.anon > m.rss || m.hwm < m.rss {
+		t.Errorf("this process's memory: %+v, want 0 < anon <= rss <= hwm", m)
+	}
+	l.samples = []memSample{{rss: 30, anon: 5, hwm: 40}, {rss: 10, anon: 9, hwm: 90}, {rss: 20, anon: 1, hwm: 50}}
+	if m := l.median(); m != (memSample{rss: 20, anon: 5, hwm: 50}) {
+		t.Errorf("median %+v, want {20 5 50}", m)
+	}
+	var none *memLog
+	none.sample(nil)
+	if m := none.median(); m != (memSample{}) {
+		t.Errorf("a nil log's median %+v", m)
 	}
 }

@@ -25,6 +25,11 @@ type Weir struct {
 	// cmd/weir-bench: its own binary and ["sync-waiters-floor"].
 	FloorExe  string
 	FloorArgs []string
+	// ProxyArgs run Overhead's plain proxy (ServeProxy) from FloorExe as
+	// a child, under OverheadConfig.OutOfProcess; the harness appends
+	// "--upstream" URL "--listen" address. cmd/weir-bench:
+	// ["overhead-proxy"].
+	ProxyArgs []string
 	// Start starts a gateway in this process on cfg and returns once it
 	// serves; Overhead measures it.
 	Start func(ctx context.Context, cfg *config.Config) (Gateway, error)

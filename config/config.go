@@ -145,9 +145,10 @@ type Server struct {
 	// HeapFloor is the heap, in bytes, below which the garbage collector
 	// does not start a cycle: with a small live heap, GOGC is raised so
 	// that the heap grows to this between cycles (package gcfloor). It
-	// shortens the latency tail; the process may use about this much
-	// memory for its heap. Default 134217728 (128 MiB); 0: none, GOGC as
-	// it is. GOGC set in the environment turns it off.
+	// collects less often, which can shorten a streamed chunk's latency
+	// tail, and the process then keeps about this much memory for its
+	// heap. Default 0: none, GOGC as it is. GOGC set in the environment
+	// turns it off.
 	HeapFloor int64 `yaml:"heap_floor"`
 }
 

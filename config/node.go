@@ -46,7 +46,7 @@ type NodeConfig struct {
 	LogLevel string `yaml:"log_level"`
 	// HeapFloor is as the gateway's server.heap_floor: the heap, in
 	// bytes, below which the garbage collector does not start a cycle.
-	// Default 134217728 (128 MiB); 0: none. Env WEIR_NODE_HEAP_FLOOR.
+	// Default 0: none. Env WEIR_NODE_HEAP_FLOOR.
 	HeapFloor int64 `yaml:"heap_floor"`
 	// Providers are the node's model runtimes. Required: at least one.
 	Providers []NodeProvider `yaml:"providers"`

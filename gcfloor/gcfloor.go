@@ -10,9 +10,12 @@
 // crosses the process then, through several goroutine hand-offs, waits
 // longer. A floor raises GOGC while the live heap is small, so that the
 // heap grows to the floor between cycles, and gives it back as the live
-// heap grows: from half the floor on, GOGC is the process's own again.
-// Memory use stays about the floor or what GOGC alone gives, whichever
-// is more; a GOMEMLIMIT still bounds it.
+// heap grows: once GOGC alone sets a goal past the floor (from half the
+// floor on, for a process of few goroutines), GOGC is the process's own
+// again. The goal counts goroutine stacks and globals as the runtime
+// does, so thousands of waiting requests' stacks do not multiply it.
+// The heap stays about the floor or what GOGC alone gives, whichever is
+// more; a GOMEMLIMIT still bounds it.
 //
 // The floor is re-applied after each collection, from the heap it left
 // live. An operator who sets GOGC in the environment keeps it: Start then
@@ -29,22 +32,27 @@ import (
 )
 
 // Default is the floor weir serve and weir node keep unless told
-// otherwise: far below what a machine that runs either has, and enough
-// that a gateway at a few thousand requests a second collects a few times
-// a second rather than dozens.
-const Default = 128 << 20
+// otherwise: none, the runtime's GOGC alone, so that a gateway's memory
+// follows its live heap. A floor is opt-in: it buys fewer collections,
+// and a shorter tail for chunks streamed through several goroutine
+// hand-offs, for about the floor in resident memory.
+const Default = 0
 
 // maxPercent bounds GOGC while the live heap is tiny (a process just
 // started), so that one cycle's goal stays within reason.
 const maxPercent = 10_000
 
-// Percent is the GOGC that makes the heap goal of a live heap of live
-// bytes the floor, or base, whichever is more.
-func Percent(live, floor int64, base int) int {
-	if live <= 0 || floor <= 2*live {
+// Percent is the GOGC that makes the heap goal the floor, or base,
+// whichever is more, for a live heap of live bytes and roots bytes of
+// goroutine stacks and globals. The runtime's goal is live + (live +
+// roots) × GOGC / 100: GOGC scales the roots too, and thousands of
+// waiting goroutines' stacks can outweigh the heap many times, so a GOGC
+// taken from the heap alone would set a goal far past the floor.
+func Percent(live, roots, floor int64, base int) int {
+	if live <= 0 || floor <= live {
 		return base
 	}
-	p := (floor - live) * 100 / live
+	p := (floor - live) * 100 / (live + max(roots, 0))
 	return int(max(min(p, maxPercent), int64(base)))
 }
 
@@ -96,7 +104,7 @@ func start(bytes int64, adjusted func(int)) *floor {
 	metrics.Read(s)
 	base := int(s[0].Value.Uint64())
 	f := &floor{bytes: bytes, base: base, applied: base, adjusted: adjusted,
-		sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+		sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}}}
 	f.cycleEnded()
 	return f
 }
@@ -129,11 +137,13 @@ func (f *floor) adjust() (int, bool) {
 		return 0, false
 	}
 	metrics.Read(f.sample)
-	var live int64
-	if s := f.sample[0]; s.Value.Kind() == metrics.KindUint64 {
-		live = int64(s.Value.Uint64())
+	var v [3]int64 // live heap, stacks scanned, globals
+	for i, s := range f.sample {
+		if s.Value.Kind() == metrics.KindUint64 {
+			v[i] = int64(s.Value.Uint64())
+		}
 	}
-	p := Percent(live, f.bytes, f.base)
+	p := Percent(v[0], v[1]+v[2], f.bytes, f.base)
 	// A change under a twentieth moves the next cycle by as little; it
 	// is not worth the runtime's recomputation.
 	if d := p - f.applied; d*20 > f.applied || -d*20 > f.applied {

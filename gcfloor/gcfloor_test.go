@@ -3,6 +3,7 @@ package gcfloor
 import (
 	"runtime"
 	"runtime/metrics"
+	"sync"
 	"testing"
 	"time"
 )
@@ -11,18 +12,23 @@ func TestPercent(t *testing.T) {
 	t.Parallel()
 	const mib = 1 << 20
 	for _, tc := range []struct {
-		live, floor int64
-		base, want  int
+		live, roots, floor int64
+		base, want         int
 	}{
-		{0, 128 * mib, 100, 100},        // no cycle yet: nothing to go by
-		{16 * mib, 128 * mib, 100, 700}, // the goal is the floor
-		{64 * mib, 128 * mib, 100, 100}, // from half the floor on, the base
-		{500 * mib, 128 * mib, 100, 100},
-		{60 * mib, 128 * mib, 200, 200}, // never under the process's own
-		{1 << 10, 128 * mib, 100, maxPercent},
+		{0, 0, 128 * mib, 100, 100},        // no cycle yet: nothing to go by
+		{16 * mib, 0, 128 * mib, 100, 700}, // the goal is the floor
+		{64 * mib, 0, 128 * mib, 100, 100}, // from half the floor on, the base
+		{500 * mib, 0, 128 * mib, 100, 100},
+		{60 * mib, 0, 128 * mib, 200, 200}, // never under the process's own
+		{1 << 10, 0, 128 * mib, 100, maxPercent},
+		// Stacks and globals count in the goal: 16 + (16+16) × 3.5 = 128.
+		{16 * mib, 16 * mib, 128 * mib, 100, 350},
+		// 10,000 waiting goroutines' stacks: GOGC alone already passes
+		// the floor.
+		{16 * mib, 100 * mib, 128 * mib, 100, 100},
 	} {
-		if got := Percent(tc.live, tc.floor, tc.base); got != tc.want {
-			t.Errorf("Percent(%d, %d, %d) = %d; want %d", tc.live, tc.floor, tc.base, got, tc.want)
+		if got := Percent(tc.live, tc.roots, tc.floor, tc.base); got != tc.want {
+			t.Errorf("Percent(%d, %d, %d, %d) = %d; want %d", tc.live, tc.roots, tc.floor, tc.base, got, tc.want)
 		}
 	}
 }
@@ -74,6 +80,19 @@ func TestFloorFollowsTheLiveHeap(t *testing.T) {
 	if p := next(); p <= 2*base {
 		t.Fatalf("the heap small again: GOGC %d; want well over %d", p, base)
 	}
+	// Goroutines whose stacks weigh about the floor: GOGC alone already
+	// sets a goal past it.
+	release := make(chan struct{})
+	var parked sync.WaitGroup
+	for range 4096 {
+		parked.Add(1)
+		go deepStack(16, &parked, release)
+	}
+	parked.Wait()
+	if p := next(); p != base {
+		t.Errorf("stacks of about the floor: GOGC %d; want %d", p, base)
+	}
+	close(release)
 	f.stop()
 	if g := gogc(t); g != base {
 		t.Errorf("after stop: GOGC %d; want %d", g, base)
@@ -83,6 +102,19 @@ func TestFloorFollowsTheLiveHeap(t *testing.T) {
 	if g := gogc(t); g != base {
 		t.Errorf("a collection after stop: GOGC %d; want %d", g, base)
 	}
+}
+
+// deepStack parks in a stack of about depth KiB, scanned at each
+// collection, until release is closed.
+func deepStack(depth int, parked *sync.WaitGroup, release chan struct{}) byte {
+	var frame [1000]byte
+	frame[depth%len(frame)] = byte(depth)
+	if depth > 0 {
+		return frame[0] + deepStack(depth-1, parked, release)
+	}
+	parked.Done()
+	<-release
+	return frame[0]
 }
 
 // TestStartLeavesGOGC: GOGC in the environment, or a floor of 0, leaves

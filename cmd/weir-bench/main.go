@@ -37,7 +37,7 @@ func rootCmd() *cobra.Command {
 	h := &harness{}
 	cmd := benchCmd(h)
 	cmd.PersistentFlags().StringVar(&h.weirPath, "weir", "", "the weir binary that the scenarios run as 'weir serve' children (default: the weir beside this binary, else one built with go build from the checkout in the current directory; never one on PATH)")
-	cmd.AddCommand(benchWaitersCmd(h), benchWaitersFloorCmd(), benchTasksCmd(h), benchIdleCmd(h))
+	cmd.AddCommand(benchWaitersCmd(h), benchWaitersFloorCmd(), benchProxyCmd(), benchTasksCmd(h), benchIdleCmd(h))
 	return cmd
 }
 
@@ -58,15 +58,21 @@ other scenarios.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true, // a failing run prints its error, not its usage
 		RunE: func(cmd *cobra.Command, args []string) error {
-			w, cleanup, err := h.weir(cmd, c.Fleet.Replicas > 0)
+			w, cleanup, err := h.weir(cmd, c.Fleet.Replicas > 0 || c.OutOfProcess)
 			if err != nil {
 				return err
 			}
 			defer cleanup()
 			c.Weir = w
-			// Every target runs in this process, the gateway as weir serve
-			// would: with its heap floor.
-			defer gcfloor.Start(c.HeapFloor, nil)()
+			c.HeapFloorSet = cmd.Flags().Changed("heap-floor")
+			// In process, the gateway runs here as weir serve would: with
+			// its heap floor. Out of process, this process runs only the
+			// load generator and the mock, with a floor of its own.
+			floor := c.HeapFloor
+			if c.OutOfProcess {
+				floor = bench.HarnessHeapFloor
+			}
+			defer gcfloor.Start(floor, nil)()
 			return bench.Overhead(cmd.Context(), cmd.OutOrStdout(), c)
 		},
 	}
@@ -84,7 +90,9 @@ other scenarios.`,
 	f.StringVar(&c.MemProfile, "memprofile", "", "write the allocations of the same phase to this file, and those before it to this file plus .base (go tool pprof -sample_index=alloc_space -base FILE.base weir-bench FILE)")
 	f.StringVar(&c.Trace, "trace", "", "write an execution trace of one target's measured phase to this file (keep --duration short)")
 	f.StringVar(&c.ProfileTarget, "profile-target", "weir", "target whose measured phase --cpuprofile, --memprofile and --trace cover: direct, proxy, weir, (with --edge) edge, (with --dialects) responses or messages, or (with --budgets) budgets")
-	f.Int64Var(&c.HeapFloor, "heap-floor", gcfloor.Default, "this process's heap floor in bytes, as weir serve's server.heap_floor (0: none)")
+	f.Int64Var(&c.HeapFloor, "heap-floor", gcfloor.Default, "the gateway's heap floor in bytes, as weir serve's server.heap_floor (0: none): this process's, or with --out-of-process the weir child's (default there: its config's default)")
+	f.BoolVar(&c.OutOfProcess, "out-of-process", false, "run targets proxy and weir each as a child process (the plain proxy; 'weir serve' on SQLite), so that each one's CPU time and memory are its own; direct, the load generator and the mock stay in this process")
+	f.IntVar(&c.Ports, "ports", bench.DefaultPorts, "the first loopback port the listeners take in turn (mock, proxy, weir, edge), each the next free one, below the ephemeral range the load generator's connections use; 0: ports the kernel picks")
 	f.StringSliceVar(&c.ConsoleWatcher, "console-watcher", nil, "also drive target console: the same gateway while this command watches its web console (WEIR_URL; it prints \"watching\" once live), e.g. node,e2e/browser/watch.mjs")
 	f.BoolVar(&c.Dialects, "dialects", false, "also drive targets responses and messages: the same gateway and model through OpenAI's Responses API and Anthropic's Messages API, translated to Chat Completions and back (judged against weir)")
 	f.BoolVar(&c.Budgets, "budgets", false, "also drive target budgets: the same gateway and platform model (priced) through a key of another group asking another model, where that key, group and model each have a hard budget never reached, so each request reserves and settles its cost in three budget scopes (budget-overhead; judged against weir)")
@@ -192,6 +200,7 @@ See 'go doc ./bench SyncWaiters'.`,
 			}
 			defer cleanup()
 			c.Weir = w
+			c.HeapFloorSet = cmd.Flags().Changed("heap-floor")
 			return bench.SyncWaiters(cmd.Context(), cmd.OutOrStdout(), c)
 		},
 	}
@@ -203,6 +212,7 @@ See 'go doc ./bench SyncWaiters'.`,
 	f.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "bound on each target's run")
 	f.StringSliceVar(&c.Targets, "targets", []string{"floor", "weir"}, "targets to measure, in order")
 	f.StringVar(&c.Dir, "dir", "", "directory for weir's config and database (default: a new temporary one, removed after)")
+	f.Int64Var(&c.HeapFloor, "heap-floor", 0, "weir's server.heap_floor in bytes, 0 for none (default: its config's default)")
 	return cmd
 }
 
@@ -223,5 +233,25 @@ func benchWaitersFloorCmd() *cobra.Command {
 	f.StringVar(&c.Listen, "listen", "127.0.0.1:0", "address to listen on")
 	f.StringVar(&c.Upstream, "upstream", "", "the mock's chat completions URL")
 	f.IntVar(&c.Limit, "limit", 10, "requests proxied at once")
+	return cmd
+}
+
+// benchProxyCmd is the overhead scenario's plain proxy, run as a child
+// under --out-of-process: hidden, since it is only the benchmark's
+// yardstick.
+func benchProxyCmd() *cobra.Command {
+	var c bench.ProxyConfig
+	cmd := &cobra.Command{
+		Use:    "overhead-proxy",
+		Short:  "The plain reverse proxy weir-bench --out-of-process measures weir against",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return bench.ServeProxy(cmd.Context(), c)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&c.Listen, "listen", "127.0.0.1:0", "address to listen on")
+	f.StringVar(&c.Upstream, "upstream", "", "the mock's base URL")
 	return cmd
 }

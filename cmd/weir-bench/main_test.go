@@ -26,8 +26,8 @@ func testWeir(t *testing.T) bench.Weir {
 	return benchWeir(self)
 }
 
-// The harness runs this binary with the floor's args: they must name the
-// floor's command, with the flags the harness passes.
+// The harness runs this binary with the floor's args and the proxy's:
+// they must name their commands, with the flags the harness passes.
 func TestFloorArgsNameTheirCommand(t *testing.T) {
 	t.Parallel()
 	w := testWeir(t)
@@ -39,6 +39,10 @@ func TestFloorArgsNameTheirCommand(t *testing.T) {
 		if floor.Flags().Lookup(name) == nil {
 			t.Errorf("the floor command has no --%s, which the harness passes", name)
 		}
+	}
+	proxy, rest, err := rootCmd().Find(w.ProxyArgs)
+	if err != nil || len(rest) > 0 || proxy.Name() != "overhead-proxy" || proxy.Flags().Lookup("upstream") == nil || proxy.Flags().Lookup("listen") == nil {
+		t.Errorf("%q finds %q (rest %q, %v), want overhead-proxy with --upstream and --listen", w.ProxyArgs, proxy.Name(), rest, err)
 	}
 	if w.FloorExe == "" || len(w.ServeArgs) == 0 || w.Start == nil || w.CreateKey == nil || w.CreateNode == nil {
 		t.Errorf("benchWeir left a field empty: %+v", w)
@@ -101,6 +105,15 @@ func buildWeir(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	// The harness runs this binary as its proxy child (ProxyArgs).
+	if len(os.Args) > 1 && os.Args[1] == "overhead-proxy" {
+		cmd := rootCmd()
+		cmd.SetArgs(os.Args[1:])
+		if err := cmd.Execute(); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	code := m.Run()
 	if builtWeir.cleanup != nil {
 		builtWeir.cleanup()
@@ -147,6 +160,40 @@ func TestBenchOverheadThroughMain(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// Overhead out of process, briefly: the plain proxy (this binary as its
+// proxy child) and a `weir serve` child, each request to weir admitted,
+// each child's memory on its lines.
+func TestBenchOutOfProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two processes and drives load for a few seconds")
+	}
+	w := testWeir(t)
+	w.Exe = buildWeir(t)
+	var out strings.Builder
+	err := bench.Overhead(t.Context(), &out, bench.OverheadConfig{
+		Weir: w, Rate: 100, Duration: 300 * time.Millisecond, Rounds: 1, Concurrency: 16, Stream: 0.5,
+		CompletionTokens: 80, ProfileTarget: "weir", OutOfProcess: true, Ports: bench.DefaultPorts,
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	lines := strings.Split(out.String(), "\n")
+	for _, target := range []string{"direct ", "proxy ", "weir "} {
+		if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, target) && strings.Contains(l, "100.00") }) {
+			t.Errorf("no line for %s with 100%% success in:\n%s", target, out.String())
+		}
+	}
+	// The children's lines of the cost table: their CPU, their rss and
+	// hwm unmarked (their own), weir's against the proxy's.
+	cost := regexp.MustCompile(`(?m)^weir +[0-9.]+ +- +- +- +[0-9.]+  +[0-9.]+  +[0-9.]+  +[-+][0-9.]+ .*weir/proxy rss [0-9.]+x`)
+	if !cost.MatchString(out.String()) {
+		t.Errorf("no cost line for the weir child with its memory:\n%s", out.String())
+	}
+	if strings.Contains(out.String(), "failures") {
+		t.Errorf("a target failed requests:\n%s", out.String())
 	}
 }
 

@@ -52,6 +52,7 @@ func benchWeir(self string) bench.Weir {
 		ServeArgs: []string{"serve"},
 		FloorExe:  self,
 		FloorArgs: []string{"sync-waiters-floor"},
+		ProxyArgs: []string{"overhead-proxy"},
 		Start:     startBenchGateway,
 		CreateKey: serve.CreateKey,
 		CreateNode: func(ctx context.Context, store weir.NodeStore, name string) (weir.Node, string, error) {
