@@ -283,6 +283,8 @@ func ratioVerdict(target string, rows map[string]row) string {
 		}
 		return true
 	}
+	// weirTarget is the most Weir may add over the plain proxy's hop.
+	const weirTarget = 1.1
 	verdict := func(r50, r99, most float64) string {
 		if r50 <= most && r99 <= most {
 			return "met"
@@ -292,7 +294,7 @@ func ratioVerdict(target string, rows map[string]row) string {
 	switch {
 	case target == "weir" && has("direct", "proxy"):
 		r50, r99 := hopRatios(rows, weirHop, proxyHop)
-		return fmt.Sprintf("   weir/proxy added: p50 %s, p99 %s (target <= 1.5x: %s)", fmtRatio(r50), fmtRatio(r99), verdict(r50, r99, 1.5))
+		return fmt.Sprintf("   weir/proxy added: p50 %s, p99 %s (target <= %.1fx: %s)", fmtRatio(r50), fmtRatio(r99), weirTarget, verdict(r50, r99, weirTarget))
 	case target == "fleet" && has("direct", "serve"):
 		r50, r99 := hopRatios(rows, fleetHop, serveHop)
 		return fmt.Sprintf("   fleet/serve added: p50 %s, p99 %s (target <= 2x: %s)", fmtRatio(r50), fmtRatio(r99), verdict(r50, r99, 2))

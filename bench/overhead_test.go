@@ -41,9 +41,10 @@ func TestOverheadVerdictOnWeirsLine(t *testing.T) {
 		weir row
 		want string
 	}{
-		{lat(1500*time.Microsecond, 3*time.Millisecond), "p50 1.00x, p99 1.00x (target <= 1.5x: met)"},
-		{lat(1500*time.Microsecond, 4*time.Millisecond), "p50 1.00x, p99 1.50x (target <= 1.5x: met)"},
-		{lat(2*time.Millisecond, 3*time.Millisecond), "p50 2.00x, p99 1.00x (target <= 1.5x: missed)"},
+		{lat(1500*time.Microsecond, 3*time.Millisecond), "p50 1.00x, p99 1.00x (target <= 1.1x: met)"},
+		{lat(1500*time.Microsecond, 4*time.Millisecond), "p50 1.00x, p99 1.50x (target <= 1.1x: missed)"},
+		{lat(1550*time.Microsecond, 3200*time.Microsecond), "p50 1.10x, p99 1.10x (target <= 1.1x: met)"},
+		{lat(2*time.Millisecond, 3*time.Millisecond), "p50 2.00x, p99 1.00x (target <= 1.1x: missed)"},
 	} {
 		rows := map[string]row{
 			"direct": lat(time.Millisecond, time.Millisecond),
