@@ -32,14 +32,20 @@ func ServeFloor(ctx context.Context, fc FloorConfig) error {
 	if upstream == "" || limit < 1 {
 		return errors.New("sync-waiters-floor: --upstream and a positive --limit are required")
 	}
+	h := floorHandler(upstream, limit, &http.Client{Transport: gateway.NewUpstreamTransport()})
+	return serveChild(ctx, listen, &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second})
+}
+
+// serveChild is a yardstick child's life: srv on listen until SIGTERM
+// (or ctx ends), with one log line, "serving" and its address, as weir
+// serve logs it, which the harness waits for.
+func serveChild(ctx context.Context, listen string, srv *http.Server) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	h := floorHandler(upstream, limit, &http.Client{Transport: gateway.NewUpstreamTransport()})
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	slog.New(slog.NewJSONHandler(os.Stderr, nil)).Info("serving", "addr", ln.Addr().String())

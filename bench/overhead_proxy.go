@@ -5,14 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/weir-gateway/weir/gateway"
@@ -58,21 +53,5 @@ func ServeProxy(ctx context.Context, pc ProxyConfig) error {
 	if pc.Upstream == "" {
 		return errors.New("overhead-proxy: --upstream is required")
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ln, err := net.Listen("tcp", pc.Listen)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: plainProxy(pc.Upstream), ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	slog.New(slog.NewJSONHandler(os.Stderr, nil)).Info("serving", "addr", ln.Addr().String())
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	_ = srv.Close()
-	return nil
+	return serveChild(ctx, pc.Listen, &http.Server{Handler: plainProxy(pc.Upstream), ReadHeaderTimeout: 10 * time.Second})
 }
