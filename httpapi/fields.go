@@ -143,42 +143,32 @@ func readFields(body []byte) (fields, error) {
 	return f, nil
 }
 
-// jsonString is v, a JSON value, decoded as json.Unmarshal decodes it
-// into a string (null is ""), and whether it could be.
-func jsonString(v []byte) (string, bool) {
-	if len(v) > 0 && v[0] == '"' {
-		r := fastjson.NewReader(v)
-		if s := r.String(); r.End() {
-			return s, true
-		}
-	}
-	var s string
-	err := json.Unmarshal(v, &s)
-	return s, err == nil
-}
+// jsonString, jsonInt64 and jsonBool are v, a JSON value, decoded as
+// json.Unmarshal decodes it into their type (null is the zero value),
+// and whether it could be.
+func jsonString(v []byte) (string, bool) { return jsonValue[string](v) }
+func jsonInt64(v []byte) (int64, bool)   { return jsonValue[int64](v) }
+func jsonBool(v []byte) (bool, bool)     { return jsonValue[bool](v) }
 
-// jsonInt64 is v decoded as json.Unmarshal decodes it into an int64.
-func jsonInt64(v []byte) (int64, bool) {
+// jsonValue reads v with fastjson where it reads it exactly as
+// encoding/json would, and else with encoding/json, for its answer.
+func jsonValue[T string | int64 | bool](v []byte) (T, bool) {
+	var x T
 	r := fastjson.NewReader(v)
-	if n := r.Int64(); r.End() {
-		return n, true
+	switch p := any(&x).(type) {
+	case *string:
+		*p = r.String()
+	case *int64:
+		*p = r.Int64()
+	case *bool:
+		*p = r.Bool()
 	}
-	var n int64
-	err := json.Unmarshal(v, &n)
-	return n, err == nil
-}
-
-// jsonBool is v decoded as json.Unmarshal decodes it into a bool.
-func jsonBool(v []byte) (bool, bool) {
-	switch string(v) {
-	case "true":
-		return true, true
-	case "false":
-		return false, true
+	if r.End() {
+		return x, true
 	}
-	var b bool
-	err := json.Unmarshal(v, &b)
-	return b, err == nil
+	var slow T
+	err := json.Unmarshal(v, &slow)
+	return slow, err == nil
 }
 
 // arrayElements calls each for the elements of v, a well-formed JSON
