@@ -14,6 +14,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
@@ -220,19 +221,9 @@ See 'go doc ./bench SyncWaiters'.`,
 // hidden, since it is only the benchmark's yardstick.
 func benchWaitersFloorCmd() *cobra.Command {
 	var c bench.FloorConfig
-	cmd := &cobra.Command{
-		Use:    "sync-waiters-floor",
-		Short:  "The bare net/http server sync-waiters measures weir against",
-		Hidden: true,
-		Args:   cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return bench.ServeFloor(cmd.Context(), c)
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&c.Listen, "listen", "127.0.0.1:0", "address to listen on")
-	f.StringVar(&c.Upstream, "upstream", "", "the mock's chat completions URL")
-	f.IntVar(&c.Limit, "limit", 10, "requests proxied at once")
+	cmd := yardstickCmd("sync-waiters-floor", "The bare net/http server sync-waiters measures weir against",
+		&c.Listen, &c.Upstream, "the mock's chat completions URL", func(ctx context.Context) error { return bench.ServeFloor(ctx, c) })
+	cmd.Flags().IntVar(&c.Limit, "limit", 10, "requests proxied at once")
 	return cmd
 }
 
@@ -241,17 +232,21 @@ func benchWaitersFloorCmd() *cobra.Command {
 // yardstick.
 func benchProxyCmd() *cobra.Command {
 	var c bench.ProxyConfig
+	return yardstickCmd("overhead-proxy", "The plain reverse proxy weir-bench --out-of-process measures weir against",
+		&c.Listen, &c.Upstream, "the mock's base URL", func(ctx context.Context) error { return bench.ServeProxy(ctx, c) })
+}
+
+// yardstickCmd is a hidden child command that serves a benchmark's
+// yardstick on --listen in front of --upstream until SIGTERM.
+func yardstickCmd(use, short string, listen, upstream *string, upstreamHelp string, serve func(context.Context) error) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:    "overhead-proxy",
-		Short:  "The plain reverse proxy weir-bench --out-of-process measures weir against",
+		Use:    use,
+		Short:  short,
 		Hidden: true,
 		Args:   cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return bench.ServeProxy(cmd.Context(), c)
-		},
+		RunE:   func(cmd *cobra.Command, _ []string) error { return serve(cmd.Context()) },
 	}
-	f := cmd.Flags()
-	f.StringVar(&c.Listen, "listen", "127.0.0.1:0", "address to listen on")
-	f.StringVar(&c.Upstream, "upstream", "", "the mock's base URL")
+	cmd.Flags().StringVar(listen, "listen", "127.0.0.1:0", "address to listen on")
+	cmd.Flags().StringVar(upstream, "upstream", "", upstreamHelp)
 	return cmd
 }
