@@ -146,3 +146,64 @@ func TestFleetCatalogOneVersion(t *testing.T) {
 		t.Errorf("a file that is not YAML: %v; want an error", err)
 	}
 }
+
+// deafStore is a catalog store whose notices never come.
+type deafStore struct{ *postgres.DB }
+
+func (deafStore) ListenCatalog(ctx context.Context, _ func(int64)) error {
+	<-ctx.Done()
+	return nil
+}
+
+// TestFleetCatalogPollIsTheSafetyNet: a replica that hears no notice
+// takes a new version at its next poll, and not before.
+func TestFleetCatalogPollIsTheSafetyNet(t *testing.T) {
+	t.Parallel()
+	pgtest.Require(t)
+	db, err := postgres.Open(t.Context(), pgtest.Schema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := t.Context()
+	clk := clock.NewFake(time.Unix(0, 0))
+	ch := make(chan applied, 4)
+	c := newFleetCatalog(catalogDeps{store: deafStore{db}, by: "deaf", clock: clk, poll: time.Second,
+		logger: slog.New(slog.DiscardHandler), base: config.Default(),
+		apply: func(_ context.Context, cfg *config.Config, forget bool) error {
+			ch <- applied{limit: cfg.PlatformModels[0].Concurrency, forget: forget}
+			return nil
+		}})
+	if err := c.Begin(ctx, catalogFile("127.0.0.1:1", 2)); err != nil {
+		t.Fatal(err)
+	}
+	nextApplied(t, ch, "the start")
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	if _, _, err := PublishCatalog(ctx, &CatalogPublication{Store: db, Base: config.Default(),
+		File: catalogFile("127.0.0.1:2", 5), By: "weir apply"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case a := <-ch:
+		t.Fatalf("took %+v before its poll, with no notice", a)
+	default:
+	}
+	took := make(chan struct{})
+	var got applied
+	go func() {
+		got = <-ch
+		close(took)
+	}()
+	if !clk.AdvanceUntil(took, time.Second, time.Hour, 10*time.Second) {
+		t.Fatal("no poll took the new version")
+	}
+	if got != (applied{limit: 5}) {
+		t.Errorf("the poll took %+v; want limit 5", got)
+	}
+	if st := c.State(); st.Version != 2 || !st.Drift {
+		t.Errorf("after the poll: %+v; want version 2, drifted from its file", st)
+	}
+}
