@@ -257,3 +257,21 @@ func (c *fleetCatalog) catchUp(ctx context.Context) {
 	}
 	c.logger.Info("took the fleet's catalog", "version", v.Version, "published_by", v.PublishedBy, "hash", short(v.Hash))
 }
+
+// FleetConfig is cfg with the catalog its fleet on db serves (the newest
+// version), for a command that checks names against the catalog (a
+// key's group, a budget's subject); cfg itself on SQLite, or before a
+// version is published.
+func FleetConfig(ctx context.Context, db *Storage, cfg *config.Config) (*config.Config, error) {
+	if db.Fleet == nil {
+		return cfg, nil
+	}
+	v, err := db.Fleet.CatalogCurrent(ctx)
+	if errors.Is(err, weir.ErrNotFound) {
+		return cfg, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return cfg.WithCatalog(v.Document)
+}

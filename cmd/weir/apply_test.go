@@ -42,6 +42,15 @@ func TestApplyPublishes(t *testing.T) {
 			t.Fatalf("weir apply -c %s: %q, %v; want %q", filepath.Base(step.path), out, err, step.want)
 		}
 	}
+	// A key's group, and a budget's subject, are the fleet's catalog's,
+	// not the file's.
+	none := write("none.yaml", "")
+	if out, err := runKeys(t, "create", "-c", none, "--name", "k", "--group", "batch"); err != nil {
+		t.Errorf("a key of the fleet's group batch, from a file without it: %q, %v", out, err)
+	}
+	if out, err := runBudgets(t, "create", "-c", none, "group:batch", "5/month"); err != nil {
+		t.Errorf("a budget of the fleet's group batch, from a file without it: %q, %v", out, err)
+	}
 	if out, err := runCmd(t, applyCmd(), "-c", bad); err == nil {
 		t.Errorf("a catalog naming an unknown platform: %q; want an error", out)
 	}
