@@ -345,23 +345,25 @@ func (m *Main) Reload(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	attrs := []any{"config", m.ConfigPath}
-	if m.catalog != nil {
-		data, err := os.ReadFile(m.ConfigPath)
-		if err != nil {
+	if m.catalog == nil {
+		if err := m.apply(ctx, cfg, true); err != nil {
 			return err
 		}
-		v, published, err := m.catalog.Publish(ctx, data)
-		if err != nil {
-			return err
-		}
-		attrs = append(attrs, "version", v.Version, "published", published)
-	} else if err := m.apply(ctx, cfg, true); err != nil {
+		// Queued tasks follow the new catalog as new ones do.
+		m.Logger.Info("catalog reloaded", "config", m.ConfigPath, "queued_tasks_moved", m.replan(ctx))
+		return nil
+	}
+	data, err := os.ReadFile(m.ConfigPath)
+	if err != nil {
 		return err
 	}
-	// Queued tasks follow the new catalog as new ones do; in a fleet the
-	// leader's do, and every replica takes the version.
-	m.Logger.Info("catalog reloaded", append(attrs, "queued_tasks_moved", m.replan(ctx))...)
+	// Every replica takes the version (and moves its queued tasks, as
+	// each take does: the leader's are the ones queued).
+	v, published, err := m.catalog.Publish(ctx, data)
+	if err != nil {
+		return err
+	}
+	m.Logger.Info("catalog reloaded", "config", m.ConfigPath, "version", v.Version, "published", published)
 	return nil
 }
 
@@ -392,7 +394,9 @@ func (m *Main) newCatalog() (func(context.Context) error, error) {
 			if err := m.apply(ctx, cfg, forget); err != nil {
 				return err
 			}
-			m.replan(ctx)
+			if moved := m.replan(ctx); moved > 0 {
+				m.Logger.Info("queued tasks moved to the catalog taken", "queued_tasks_moved", moved)
+			}
 			return nil
 		}})
 	m.Metrics.WatchCatalog(func() metrics.CatalogState {
