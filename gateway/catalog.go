@@ -211,6 +211,17 @@ func (s *Service) keyConfig(k weir.APIKey) admission.ScopeConfig {
 // every replica; drains and pauses are kept (operator.go). A store that
 // cannot be reached fails it before the catalog changed.
 func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup string) error {
+	return s.apply(ctx, cat, defaultGroup, true)
+}
+
+// Take is Apply keeping the run-time limits: a fleet replica taking the
+// catalog version another published, or starting on the fleet's, leaves
+// them to the publication (which forgets them: weir.CatalogPublishParams).
+func (s *Service) Take(ctx context.Context, cat weir.Catalog, defaultGroup string) error {
+	return s.apply(ctx, cat, defaultGroup, false)
+}
+
+func (s *Service) apply(ctx context.Context, cat weir.Catalog, defaultGroup string, forgetLimits bool) error {
 	if err := cat.Validate(); err != nil {
 		return err
 	}
@@ -219,8 +230,10 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 	}
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	if _, err := s.deps.Overrides.OverrideDelete(ctx, &weir.OverrideDeleteParams{Kind: weir.OverrideLimit}); err != nil {
-		return fmt.Errorf("%w: forget the run-time limits: %w", ErrUnavailable, err)
+	if forgetLimits {
+		if _, err := s.deps.Overrides.OverrideDelete(ctx, &weir.OverrideDeleteParams{Kind: weir.OverrideLimit}); err != nil {
+			return fmt.Errorf("%w: forget the run-time limits: %w", ErrUnavailable, err)
+		}
 	}
 	changed, err := s.readOverridesLocked(ctx)
 	if err != nil {
@@ -266,6 +279,29 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 	for _, g := range next.groups {
 		next.keyGroups.Groups = append(next.keyGroups.Groups, g)
 	}
+	if err := s.setScopesLocked(ctx, next); err != nil {
+		return err
+	}
+	s.state.Store(next)
+	// The keys' scopes whose run-time limit went (the catalog's were set
+	// above).
+	for scope := range changed {
+		if !strings.HasPrefix(scope, weir.KeyScope("")) {
+			delete(changed, scope)
+		}
+	}
+	s.reconfigureLocked(ctx, changed)
+	if err := s.reloadBudgetsLocked(ctx); err != nil {
+		// The store's budgets are read again on the next poll.
+		s.deps.Logger.Warn("could not read the budgets", "error", err)
+	}
+	return nil
+}
+
+// setScopesLocked configures the scopes of next's platform models and
+// groups, and retires those of the served catalog that next has not.
+// The caller holds applyMu.
+func (s *Service) setScopesLocked(ctx context.Context, next *Snapshot) error {
 	for _, pm := range next.pms {
 		if err := s.deps.Engine.SetScope(ctx, weir.PlatformModelScope(pm.Name), s.pmScopeConfig(pm)); err != nil {
 			return fmt.Errorf("platform model %s: %w", pm.Name, err)
@@ -291,19 +327,6 @@ func (s *Service) Apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 				s.removeScope(ctx, weir.GroupScope(name))
 			}
 		}
-	}
-	s.state.Store(next)
-	// The keys' scopes whose run-time limit went (the catalog's were set
-	// above).
-	for scope := range changed {
-		if !strings.HasPrefix(scope, weir.KeyScope("")) {
-			delete(changed, scope)
-		}
-	}
-	s.reconfigureLocked(ctx, changed)
-	if err := s.reloadBudgetsLocked(ctx); err != nil {
-		// The store's budgets are read again on the next poll.
-		s.deps.Logger.Warn("could not read the budgets", "error", err)
 	}
 	return nil
 }

@@ -20,11 +20,14 @@ import (
 //     replica. It is held by the platform model's name: while the name is
 //     out of the catalog it waits, and holds again if the name comes back
 //     (it can be lifted meanwhile).
-//   - A scope's limit set at run time holds until the next reload or
-//     restart of any replica: the config file stays the one truth, and a
-//     replica that applies it (SIGHUP, start) forgets every run-time limit,
-//     the fleet's with its own. Lowering a limit revokes nothing, as a
-//     reload's does not.
+//   - A scope's limit set at run time holds until an operator next
+//     applies a catalog: the config file stays the one truth, and a
+//     replica that applies it (SIGHUP; on SQLite, a start too) forgets
+//     every run-time limit, the fleet's with its own, as does a new
+//     catalog version published to a fleet (weir apply). A fleet replica
+//     that starts on the fleet's version, or takes one another published
+//     (Take), keeps them. Lowering a limit revokes nothing, as a reload's
+//     does not.
 //   - An upstream's pause (pause.go) ends by itself; a reload keeps it.
 //
 // All three are overrides kept in the store (Deps.Overrides), so that

@@ -340,3 +340,33 @@ func TestMemOverrides(t *testing.T) {
 		}{&memOverrides{}, io.NopCloser(nil)}
 	})
 }
+
+// TestTakeKeepsRunTimeLimits: a fleet replica taking a catalog version
+// (Take) keeps the run-time limits, which only a publication forgets;
+// the version's other limits apply.
+func TestTakeKeepsRunTimeLimits(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{catalog: func(c *weir.Catalog) { c.PlatformModels[0].Concurrency = 4 }})
+	scope := weir.PlatformModelScope("up/m")
+	if err := b.svc.SetScopeLimit(t.Context(), scope, 1); err != nil {
+		t.Fatal(err)
+	}
+	cat := b.catalog()
+	cat.PlatformModels[0].Concurrency = 6
+	cat.Groups = append(cat.Groups, weir.Group{Name: "batch", Limits: weir.Limits{Concurrency: 2}})
+	if err := b.svc.Take(t.Context(), cat, ""); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.scope(t, scope); st.Config.Limit != 1 {
+		t.Errorf("after taking a version: limit %d; want the run-time 1 kept", st.Config.Limit)
+	}
+	if st := b.scope(t, weir.GroupScope("batch")); st.Config.Limit != 2 {
+		t.Errorf("the version's new group: limit %d; want 2", st.Config.Limit)
+	}
+	if err := b.svc.Apply(t.Context(), cat, ""); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.scope(t, scope); st.Config.Limit != 6 {
+		t.Errorf("after a reload: limit %d; want the config's 6", st.Config.Limit)
+	}
+}

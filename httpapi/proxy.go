@@ -286,6 +286,19 @@ type FleetView struct {
 	// answer (Error says why).
 	Replicas []ReplicaView `json:"replicas"`
 	Error    string        `json:"error,omitempty"`
+	// Catalog is the fleet's catalog as this replica serves it; nil
+	// when it serves its own config's (a Config built in code).
+	Catalog *CatalogView `json:"catalog,omitempty"`
+}
+
+// CatalogView is the fleet's catalog version a replica serves.
+type CatalogView struct {
+	Version int64  `json:"version"`
+	Hash    string `json:"hash"`
+	// FileHash is the replica's own config file's catalog; Drift: it is
+	// not the version's.
+	FileHash string `json:"file_hash"`
+	Drift    bool   `json:"drift"`
 }
 
 // ReplicaView is one live replica in FleetView.

@@ -142,6 +142,10 @@ type Deps struct {
 	Clock clock.Clock
 	// Ready reports whether the gateway should take traffic (/readyz).
 	Ready func() error
+	// ReadyNotes are lines /readyz adds to its body when ready, for what
+	// does not stop traffic but an operator should see (a fleet
+	// replica's catalog drift); nil for none.
+	ReadyNotes func() []string
 	// Tasks is the task front of the video and task APIs (gateway.Tasks);
 	// nil disables them.
 	Tasks Tasks
@@ -434,7 +438,13 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	_, _ = w.Write([]byte("ready\n"))
+	body := "ready\n"
+	if s.deps.ReadyNotes != nil {
+		for _, n := range s.deps.ReadyNotes() {
+			body += n + "\n"
+		}
+	}
+	_, _ = w.Write([]byte(body))
 }
 
 // admin guards the admin API: the admin token if one is configured, else

@@ -320,6 +320,31 @@ func (m *Metrics) WatchFleet(state func() FleetState) {
 	)
 }
 
+// CatalogState is the fleet's catalog as a replica serves it, read at
+// scrape time.
+type CatalogState struct {
+	// Version is the fleet's catalog version served (0: none yet).
+	Version int64
+	// Drift: the replica's own config file has another catalog.
+	Drift bool
+}
+
+// WatchCatalog publishes the fleet's catalog as state reports it:
+// weir_catalog_version and weir_catalog_drift.
+func (m *Metrics) WatchCatalog(state func() CatalogState) {
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_catalog_version", Help: "The fleet's catalog version this replica serves."},
+			func() float64 { return float64(state().Version) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "weir_catalog_drift", Help: "1 while this replica's config file has another catalog than the fleet's version it serves."},
+			func() float64 {
+				if state().Drift {
+					return 1
+				}
+				return 0
+			}),
+	)
+}
+
 // UsageDropped counts usage records lost.
 func (m *Metrics) UsageDropped(n int) { m.usageDrop.Add(float64(n)) }
 

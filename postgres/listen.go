@@ -18,8 +18,8 @@ import (
 )
 
 // One LISTEN connection per DB carries every notification this process
-// follows: the fleet's term announcements (TermListen) and the task
-// notices (ListenTasks). It is a connection of its own, outside the pool
+// follows: the fleet's term announcements (TermListen), the task
+// notices (ListenTasks) and the catalog's versions (ListenCatalog). It is a connection of its own, outside the pool
 // (a LISTEN lives as long as its session), made when the first listener
 // comes and closed when the last one goes. When it is lost the listener
 // connects and LISTENs again — at once after a connection that had
@@ -73,10 +73,12 @@ type listenRun struct {
 	listening bool // LISTENed on its current connection
 }
 
-// subscription is one listener: of term announcements or of task notices.
+// subscription is one listener: of term announcements, of task notices
+// or of catalog versions.
 type subscription struct {
-	term func(epoch uint64)
-	task func(event, id string)
+	term    func(epoch uint64)
+	task    func(event, id string)
+	catalog func(version int64)
 }
 
 // resync tells the listener it may have missed notifications.
@@ -86,6 +88,9 @@ func (s *subscription) resync() {
 	}
 	if s.task != nil {
 		s.task("", "")
+	}
+	if s.catalog != nil {
+		s.catalog(0)
 	}
 }
 
@@ -183,8 +188,8 @@ func (l *listener) once(ctx context.Context, r *listenRun) (listened bool, err e
 	defer closeConn(ctx, conn)
 	setupCtx, cancel := context.WithTimeout(ctx, listenSetupTimeout)
 	defer cancel()
-	var term, tasks string
-	if err := conn.QueryRow(setupCtx, `SELECT (`+termChannelSQL+`), (`+taskChannelSQL+`)`).Scan(&term, &tasks); err != nil {
+	var ch channels
+	if err := conn.QueryRow(setupCtx, `SELECT (`+termChannelSQL+`), (`+taskChannelSQL+`), (`+catalogChannelSQL+`)`).Scan(&ch.term, &ch.tasks, &ch.catalog); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
 			return false, fmt.Errorf("find the tables (Open migrates them): %w", err)
@@ -194,7 +199,8 @@ func (l *listener) once(ctx context.Context, r *listenRun) (listened bool, err e
 	if err := l.probe(ctx, conn); err != nil {
 		return false, err
 	}
-	listen := "LISTEN " + pgx.Identifier{term}.Sanitize() + "; LISTEN " + pgx.Identifier{tasks}.Sanitize()
+	listen := "LISTEN " + pgx.Identifier{ch.term}.Sanitize() + "; LISTEN " + pgx.Identifier{ch.tasks}.Sanitize() +
+		"; LISTEN " + pgx.Identifier{ch.catalog}.Sanitize()
 	if _, err := conn.PgConn().Exec(setupCtx, listen).ReadAll(); err != nil {
 		return false, fmt.Errorf("listen: %w", err)
 	}
@@ -215,19 +221,22 @@ func (l *listener) once(ctx context.Context, r *listenRun) (listened bool, err e
 		if err != nil {
 			return true, fmt.Errorf("wait for notification: %w", err)
 		}
-		l.dispatch(r, n, term, tasks)
+		l.dispatch(r, n, ch)
 	}
 }
 
+// channels are the names of the channels the connection LISTENs on.
+type channels struct{ term, tasks, catalog string }
+
 // dispatch hands one notification to the listeners it is for.
-func (l *listener) dispatch(r *listenRun, n *pgconn.Notification, term, tasks string) {
+func (l *listener) dispatch(r *listenRun, n *pgconn.Notification, ch channels) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.run != r {
 		return // the last listener has gone
 	}
 	switch n.Channel {
-	case term:
+	case ch.term:
 		// An announcement that names no epoch (someone else's NOTIFY)
 		// still says: read the term.
 		epoch, _ := strconv.ParseUint(n.Payload, 10, 64)
@@ -236,7 +245,17 @@ func (l *listener) dispatch(r *listenRun, n *pgconn.Notification, term, tasks st
 				s.term(epoch)
 			}
 		}
-	case tasks:
+	case ch.catalog:
+		v, err := strconv.ParseInt(n.Payload, 10, 64)
+		if err != nil || v <= 0 {
+			v = 0 // not ours: still, read the newest
+		}
+		for s := range l.subs {
+			if s.catalog != nil {
+				s.catalog(v)
+			}
+		}
+	case ch.tasks:
 		var tn taskNotice
 		if json.Unmarshal([]byte(n.Payload), &tn) != nil || tn.Event == "" || tn.ID == "" {
 			return // not ours: someone else NOTIFYing the channel

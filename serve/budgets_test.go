@@ -96,7 +96,7 @@ func TestSpendWiring(t *testing.T) {
 	}
 
 	// A catalog applied without budgets takes the config file's away.
-	if err := m.apply(t.Context(), config.Default()); err != nil {
+	if err := m.apply(t.Context(), config.Default(), true); err != nil {
 		t.Fatal(err)
 	}
 	bs, err := m.Gateway.Budgets(t.Context())

@@ -98,6 +98,21 @@ func (m *Main) fleetReady() error {
 	return nil
 }
 
+// readyNotes are /readyz's lines beyond "ready": the catalog's drift.
+// A replica that drifted stays ready: it serves the fleet's catalog,
+// which is what every other replica serves.
+func (m *Main) readyNotes() []string {
+	if m.catalog == nil {
+		return nil
+	}
+	st := m.catalog.State()
+	if !st.Drift {
+		return nil
+	}
+	return []string{fmt.Sprintf("catalog drift: this replica serves the fleet's catalog version %d (%s), not its config file's (%s)",
+		st.Version, short(st.Hash), short(st.FileHash))}
+}
+
 // synced reports whether this replica has synced with a fleet leader.
 func (m *Main) synced() bool {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -110,6 +125,10 @@ func (m *Main) fleetView(ctx context.Context) *httpapi.FleetView {
 	t, leading := m.Member.Term()
 	v := &httpapi.FleetView{Replica: m.Member.Replica(), Epoch: t.Epoch, Leader: t.Leader, Leading: leading,
 		Synced: m.synced(), Replicas: []httpapi.ReplicaView{}}
+	if m.catalog != nil {
+		st := m.catalog.State()
+		v.Catalog = &httpapi.CatalogView{Version: st.Version, Hash: st.Hash, FileHash: st.FileHash, Drift: st.Drift}
+	}
 	ctx, cancel := context.WithTimeout(ctx, pingBound)
 	defer cancel()
 	rs, err := m.Member.Replicas(ctx)

@@ -61,8 +61,11 @@ type Main struct {
 	// request path.
 	Console  *console.Console
 	Recorder *console.Recorder
-	ln       net.Listener
-	edgeLn   net.Listener
+	// catalog is this replica's part in its fleet's one catalog; nil on
+	// SQLite, and for a Config built in code (no file to publish).
+	catalog *fleetCatalog
+	ln      net.Listener
+	edgeLn  net.Listener
 
 	// parts are the long-lived parts, in the order they start; Stop
 	// stops them in reverse.
@@ -129,17 +132,24 @@ func (m *Main) assemble(ctx context.Context) error {
 		Metrics: consoleMetrics{Metrics: m.Metrics, rec: m.Recorder},
 	})
 	m.watchBudgets(m.Gateway)
+	begin, err := m.newCatalog()
+	if err != nil {
+		return err
+	}
 	// The catalog first; then drains, run-time limits and pauses set
 	// through other replicas.
 	m.parts.Add("gateway", lifecycle.Funcs{
 		OnStart: func(ctx context.Context) error {
-			if err := m.apply(ctx, cfg); err != nil {
+			if err := begin(ctx); err != nil {
 				return err
 			}
 			return m.Gateway.Start(ctx)
 		},
 		OnStop: m.Gateway.Stop,
 	})
+	if m.catalog != nil {
+		m.parts.Add("catalog", m.catalog)
+	}
 	if m.Member != nil {
 		// Its Stop resigns a term it leads and closes its engine.
 		m.parts.Add("fleet", m.Member)
@@ -232,7 +242,7 @@ func (m *Main) newFront() {
 	m.Console = console.New(consoleConfig(cfg), console.Deps{Gateway: m.Gateway, Operator: m.Gateway, Tasks: tasks, Keys: m.DB,
 		Spend: m.DB, Budgets: m.Gateway, Nodes: nodeViews, Fleet: fleetAny, Recorder: m.Recorder, Metrics: m.Metrics, Logger: m.Logger})
 	deps := httpapi.Deps{Gateway: m.Gateway, Queues: m.Gateway, Responses: m.Gateway, Logger: m.Logger, Metrics: m.Metrics,
-		MetricsHandler: m.Metrics.Handler(), Ready: m.ready, Tasks: tasks, Fleet: fleetView, Nodes: nodeViews,
+		MetricsHandler: m.Metrics.Handler(), Ready: m.ready, ReadyNotes: m.readyNotes, Tasks: tasks, Fleet: fleetView, Nodes: nodeViews,
 		RelayPath: edge.RelayPath, Console: m.Console.Handler(), Spend: m.DB, Budgets: m.DB,
 		Usage: m.recordUsage,
 	}
@@ -306,7 +316,9 @@ func (m *Main) ready() error {
 	return m.fleetReady()
 }
 
-func (m *Main) apply(ctx context.Context, cfg *config.Config) error {
+// apply serves cfg's catalog; forget says the run-time limits go, as at
+// an operator's apply (gateway.Service.Apply; Take keeps them).
+func (m *Main) apply(ctx context.Context, cfg *config.Config, forget bool) error {
 	cat, err := cfg.Catalog()
 	if err != nil {
 		return err
@@ -315,33 +327,83 @@ func (m *Main) apply(ctx context.Context, cfg *config.Config) error {
 		m.Logger.Warn("the catalog has no models: every model request will get 404 until platforms, platform_models and models are configured (examples/weir.yaml shows them)",
 			"config", m.ConfigPath)
 	}
-	if err := m.Gateway.Apply(ctx, cat, cfg.DefaultGroup); err != nil {
-		return err
+	if forget {
+		return m.Gateway.Apply(ctx, cat, cfg.DefaultGroup)
 	}
-	return nil
+	return m.Gateway.Take(ctx, cat, cfg.DefaultGroup)
 }
 
 // Addr is where the gateway listens.
 func (m *Main) Addr() string { return m.ln.Addr().String() }
 
-// Reload reads the config file again and applies its catalog. Server and
-// storage settings need a restart; a reload changes the catalog only.
+// Reload reads the config file again and applies its catalog; in a
+// fleet it publishes it first, if it differs from the fleet's (every
+// replica then takes it). Server and storage settings need a restart; a
+// reload changes the catalog only.
 func (m *Main) Reload(ctx context.Context) error {
 	cfg, err := LoadConfig(m.ConfigPath)
 	if err != nil {
 		return err
 	}
-	if err := m.apply(ctx, cfg); err != nil {
+	if m.catalog == nil {
+		if err := m.apply(ctx, cfg, true); err != nil {
+			return err
+		}
+		// Queued tasks follow the new catalog as new ones do.
+		m.Logger.Info("catalog reloaded", "config", m.ConfigPath, "queued_tasks_moved", m.replan(ctx))
+		return nil
+	}
+	data, err := os.ReadFile(m.ConfigPath)
+	if err != nil {
 		return err
 	}
-	// Queued tasks follow the new catalog as new ones do; in a fleet the
-	// leader's do, so the replicas are reloaded with one config.
-	moved := 0
-	if m.Tasks != nil {
-		moved = m.Tasks.Replan(ctx)
+	// Every replica takes the version (and moves its queued tasks, as
+	// each take does: the leader's are the ones queued).
+	v, published, err := m.catalog.Publish(ctx, data)
+	if err != nil {
+		return err
 	}
-	m.Logger.Info("catalog reloaded", "config", m.ConfigPath, "queued_tasks_moved", moved)
+	m.Logger.Info("catalog reloaded", "config", m.ConfigPath, "version", v.Version, "published", published)
 	return nil
+}
+
+// replan moves the queued tasks to the catalog served, and says how many
+// moved.
+func (m *Main) replan(ctx context.Context) int {
+	if m.Tasks == nil {
+		return 0
+	}
+	return m.Tasks.Replan(ctx)
+}
+
+// newCatalog makes the fleet's catalog for this replica (fleetCatalog),
+// on PostgreSQL with a config file; it returns how the start applies the
+// catalog: the fleet's, or on SQLite (or a Config built in code) the
+// config's own.
+func (m *Main) newCatalog() (func(context.Context) error, error) {
+	if m.DB.Fleet == nil || m.ConfigPath == "" {
+		return func(ctx context.Context) error { return m.apply(ctx, m.Config, true) }, nil
+	}
+	data, err := os.ReadFile(m.ConfigPath)
+	if err != nil {
+		return nil, err
+	}
+	m.catalog = newFleetCatalog(catalogDeps{store: m.DB.Fleet, by: m.Member.Replica(), poll: m.Config.Fleet.Poll,
+		logger: m.Logger, base: m.Config,
+		apply: func(ctx context.Context, cfg *config.Config, forget bool) error {
+			if err := m.apply(ctx, cfg, forget); err != nil {
+				return err
+			}
+			if moved := m.replan(ctx); moved > 0 {
+				m.Logger.Info("queued tasks moved to the catalog taken", "queued_tasks_moved", moved)
+			}
+			return nil
+		}})
+	m.Metrics.WatchCatalog(func() metrics.CatalogState {
+		st := m.catalog.State()
+		return metrics.CatalogState{Version: st.Version, Drift: st.Drift}
+	})
+	return func(ctx context.Context) error { return m.catalog.Begin(ctx, data) }, nil
 }
 
 // Stop stops the parts in the reverse of their start: the board, the

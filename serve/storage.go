@@ -50,11 +50,12 @@ type Storage struct {
 }
 
 // FleetStore is what the replicas of a fleet coordinate on: the
-// election and liveness, the board of edge nodes, and a ping for
-// /readyz.
+// election and liveness, the board of edge nodes, the catalog's
+// versions, and a ping for /readyz.
 type FleetStore interface {
 	fleet.Coordination
 	fleet.NodeBoard
+	weir.CatalogStore
 	Ping(ctx context.Context) error
 }
 

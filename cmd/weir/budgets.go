@@ -14,6 +14,7 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/config"
 	"github.com/weir-gateway/weir/keys"
+	"github.com/weir-gateway/weir/serve"
 )
 
 func init() { rootCmd.AddCommand(budgetsCmd()) }
@@ -80,6 +81,9 @@ func budgetsCreateCmd(path *string) *cobra.Command {
 				return err
 			}
 			defer db.Close()
+			if cfg, err = serve.FleetConfig(cmd.Context(), db, cfg); err != nil {
+				return err
+			}
 			if err := checkSubject(cmd.Context(), cfg, db, b.Subject); err != nil {
 				return err
 			}

@@ -82,6 +82,11 @@ func keysCreateCmd(path *string) *cobra.Command {
 				return err
 			}
 			defer db.Close()
+			// In a fleet, the group is checked against the catalog it
+			// serves, which need not be this file's.
+			if cfg, err = serve.FleetConfig(cmd.Context(), db, cfg); err != nil {
+				return err
+			}
 			if k.Group == "" {
 				k.Group = cfg.DefaultGroup
 			}

@@ -1,0 +1,209 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/config"
+	"github.com/weir-gateway/weir/pgtest"
+	"github.com/weir-gateway/weir/postgres"
+)
+
+// catalogFile is a config file whose one platform model has limit
+// concurrency, with a server section of its own.
+func catalogFile(listen string, concurrency int) []byte {
+	return fmt.Appendf(nil, `server:
+  listen: %s
+platforms:
+  - name: up
+    base_url: http://127.0.0.1:9/v1
+    api_key_env: CATALOG_TEST_KEY
+platform_models:
+  - name: up/chat
+    platform: up
+    upstream: gpt-4o-mini
+    concurrency: %d
+models:
+  - name: chat
+    kind: chat
+    candidates:
+      - platform_model: up/chat
+`, listen, concurrency)
+}
+
+// applied is one call of a replica's apply.
+type applied struct {
+	limit  int64
+	forget bool
+}
+
+// catalogReplica is a fleetCatalog on db, whose applies are sent on the
+// returned channel; its poll never comes (a fake clock), so only the
+// NOTIFY can bring it a version.
+func catalogReplica(t *testing.T, db *postgres.DB, id string) (*fleetCatalog, <-chan applied) {
+	t.Helper()
+	ch := make(chan applied, 16)
+	c := newFleetCatalog(catalogDeps{store: db, by: id, clock: clock.NewFake(time.Unix(0, 0)), poll: time.Hour,
+		logger: slog.New(slog.DiscardHandler), base: config.Default(),
+		apply: func(_ context.Context, cfg *config.Config, forget bool) error {
+			ch <- applied{limit: cfg.PlatformModels[0].Concurrency, forget: forget}
+			return nil
+		}})
+	return c, ch
+}
+
+func nextApplied(t *testing.T, ch <-chan applied, what string) applied {
+	t.Helper()
+	select {
+	case a := <-ch:
+		return a
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no apply: %s", what)
+		return applied{}
+	}
+}
+
+// TestFleetCatalogOneVersion: the first replica's file becomes the
+// fleet's catalog; a second started with another file serves the fleet's
+// (keeping the run-time limits) and reports drift; its reload publishes
+// its file, which the first takes on the NOTIFY alone, and the drift
+// changes sides. A file that is not a valid catalog publishes nothing.
+func TestFleetCatalogOneVersion(t *testing.T) {
+	t.Parallel()
+	pgtest.Require(t)
+	dsn := pgtest.Schema(t)
+	dbA, err := postgres.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dbA.Close() })
+	dbB, err := postgres.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dbB.Close() })
+	a, appliedA := catalogReplica(t, dbA, "a")
+	b, appliedB := catalogReplica(t, dbB, "b")
+	ctx := t.Context()
+
+	if err := a.Begin(ctx, catalogFile("127.0.0.1:1", 2)); err != nil {
+		t.Fatal(err)
+	}
+	if got := nextApplied(t, appliedA, "a's start"); got != (applied{limit: 2, forget: true}) {
+		t.Errorf("a's start applied %+v; want its file's limit 2, published", got)
+	}
+	if st := a.State(); st.Version != 1 || st.Drift {
+		t.Errorf("a: %+v; want version 1, no drift", st)
+	}
+	if err := b.Begin(ctx, catalogFile("127.0.0.1:2", 6)); err != nil {
+		t.Fatal(err)
+	}
+	if got := nextApplied(t, appliedB, "b's start"); got != (applied{limit: 2}) {
+		t.Errorf("b's start applied %+v; want the fleet's limit 2, the run-time limits kept", got)
+	}
+	if st := b.State(); st.Version != 1 || !st.Drift {
+		t.Errorf("b: %+v; want version 1 and drift", st)
+	}
+
+	for _, c := range []*fleetCatalog{a, b} {
+		if err := c.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	}
+	start := time.Now()
+	v, published, err := b.Publish(ctx, catalogFile("127.0.0.1:2", 6))
+	if err != nil || !published || v.Version != 2 {
+		t.Fatalf("b's reload: %+v, %v, %v; want version 2 published", v, published, err)
+	}
+	if got := nextApplied(t, appliedB, "b's reload"); got != (applied{limit: 6, forget: true}) {
+		t.Errorf("b's reload applied %+v; want limit 6, forgetting the run-time limits", got)
+	}
+	if got := nextApplied(t, appliedA, "a taking version 2"); got != (applied{limit: 6}) {
+		t.Errorf("a took %+v; want limit 6, the run-time limits kept", got)
+	}
+	t.Logf("a took version 2 %v after b published it", time.Since(start))
+	if st := a.State(); st.Version != 2 || !st.Drift {
+		t.Errorf("a: %+v; want version 2, and drift: its file has limit 2", st)
+	}
+	if st := b.State(); st.Version != 2 || st.Drift {
+		t.Errorf("b: %+v; want version 2, no drift", st)
+	}
+
+	bad := []byte("platform_models: [{name: x/y, platform: nowhere, upstream: m}]\n")
+	if _, _, err := b.Publish(ctx, bad); err == nil {
+		t.Error("a catalog naming an unknown platform was published")
+	}
+	if cur, err := dbA.CatalogCurrent(ctx); err != nil || cur.Version != 2 {
+		t.Errorf("after a bad reload: current %+v, %v; want version 2", cur.Version, err)
+	}
+	if _, _, err := b.Publish(ctx, []byte(": not yaml [")); err == nil || errors.Is(err, context.Canceled) {
+		t.Errorf("a file that is not YAML: %v; want an error", err)
+	}
+}
+
+// deafStore is a catalog store whose notices never come.
+type deafStore struct{ *postgres.DB }
+
+func (deafStore) ListenCatalog(ctx context.Context, _ func(int64)) error {
+	<-ctx.Done()
+	return nil
+}
+
+// TestFleetCatalogPollIsTheSafetyNet: a replica that hears no notice
+// takes a new version at its next poll, and not before.
+func TestFleetCatalogPollIsTheSafetyNet(t *testing.T) {
+	t.Parallel()
+	pgtest.Require(t)
+	db, err := postgres.Open(t.Context(), pgtest.Schema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := t.Context()
+	clk := clock.NewFake(time.Unix(0, 0))
+	ch := make(chan applied, 4)
+	c := newFleetCatalog(catalogDeps{store: deafStore{db}, by: "deaf", clock: clk, poll: time.Second,
+		logger: slog.New(slog.DiscardHandler), base: config.Default(),
+		apply: func(_ context.Context, cfg *config.Config, forget bool) error {
+			ch <- applied{limit: cfg.PlatformModels[0].Concurrency, forget: forget}
+			return nil
+		}})
+	if err := c.Begin(ctx, catalogFile("127.0.0.1:1", 2)); err != nil {
+		t.Fatal(err)
+	}
+	nextApplied(t, ch, "the start")
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	if _, _, err := PublishCatalog(ctx, &CatalogPublication{Store: db, Base: config.Default(),
+		File: catalogFile("127.0.0.1:2", 5), By: "weir apply"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case a := <-ch:
+		t.Fatalf("took %+v before its poll, with no notice", a)
+	default:
+	}
+	took := make(chan struct{})
+	var got applied
+	go func() {
+		got = <-ch
+		close(took)
+	}()
+	if !clk.AdvanceUntil(took, time.Second, time.Hour, 10*time.Second) {
+		t.Fatal("no poll took the new version")
+	}
+	if got != (applied{limit: 5}) {
+		t.Errorf("the poll took %+v; want limit 5", got)
+	}
+	if st := c.State(); st.Version != 2 || !st.Drift {
+		t.Errorf("after the poll: %+v; want version 2, drifted from its file", st)
+	}
+}
