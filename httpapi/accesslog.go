@@ -55,9 +55,13 @@ func (s *Server) logAccess(r *http.Request, ri *reqInfo, rw *statusWriter, start
 	if ri.clientID != "" {
 		a = append(a, slog.String("client_request_id", ri.clientID))
 	}
-	a = append(a, slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", rw.status()),
-		slog.Float64("duration_ms", ms(now.Sub(start))))
 	acc := &ri.access
+	status := rw.status()
+	if c := acc.call; c != nil && c.Usage.Status != 0 {
+		status = c.Usage.Status // 499 for a client gone, to whom nothing was written
+	}
+	a = append(a, slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status),
+		slog.Float64("duration_ms", ms(now.Sub(start))))
 	if acc.code != "" {
 		a = append(a, slog.String("error", string(acc.code)))
 	}

@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -265,4 +267,34 @@ func TestAccessLogQuietRoutes(t *testing.T) {
 	}
 	_ = resp.Body.Close()
 	wantFields(t, log.only(t), map[string]any{"level": "DEBUG", "path": "/healthz", "status": 200.0}, "key_id", "error")
+}
+
+// TestAccessLogClientGone: a client that left before its answer started
+// is logged 499, though nothing was written to it.
+func TestAccessLogClientGone(t *testing.T) {
+	t.Parallel()
+	log := &accessLog{}
+	arrived := make(chan struct{})
+	b := setup(t, setupOpts{
+		deps: func(d *Deps) { d.Logger = log.logger() },
+		upstream: func(http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body) // the server sees a hang-up once the body is read
+				close(arrived)
+				<-r.Context().Done()
+			})
+		},
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", strings.NewReader(chatJSON))
+	r.Header.Set("Authorization", "Bearer "+b.key)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		b.srv.Handler().ServeHTTP(httptest.NewRecorder(), r)
+	}()
+	<-arrived
+	cancel()
+	<-served
+	wantFields(t, log.only(t), map[string]any{"status": 499.0, "outcome": "cancelled", "attempts": 1.0})
 }
