@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +16,20 @@ func BenchmarkChat(b *testing.B) {
 	bundle := setup(b, setupOpts{})
 	const body = `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
 	benchPost(b, bundle, "/v1/chat/completions", body, http.Header{"Authorization": {"Bearer " + bundle.key}})
+}
+
+// BenchmarkChatLogged is BenchmarkChat with a JSON logger at info (to
+// io.Discard): with the access log line, and with the access log off.
+func BenchmarkChatLogged(b *testing.B) {
+	const body = `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	for _, off := range []bool{false, true} {
+		name := map[bool]string{false: "access_log_on", true: "access_log_off"}[off]
+		b.Run(name, func(b *testing.B) {
+			bundle := setup(b, setupOpts{cfg: Config{NoAccessLog: off},
+				deps: func(d *Deps) { d.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil)) }})
+			benchPost(b, bundle, "/v1/chat/completions", body, http.Header{"Authorization": {"Bearer " + bundle.key}})
+		})
+	}
 }
 
 // BenchmarkResponses is BenchmarkChat's request asked of the Responses
