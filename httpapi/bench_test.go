@@ -7,6 +7,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/weir-gateway/weir/gateway"
+	"github.com/weir-gateway/weir/metrics"
 )
 
 // BenchmarkChat is one non-streamed chat request through the whole API
@@ -30,6 +33,15 @@ func BenchmarkChatLogged(b *testing.B) {
 			benchPost(b, bundle, "/v1/chat/completions", body, http.Header{"Authorization": {"Bearer " + bundle.key}})
 		})
 	}
+}
+
+// BenchmarkChatGenAI is BenchmarkChat with the gateway's GenAI metrics
+// wired, as weir serve wires them.
+func BenchmarkChatGenAI(b *testing.B) {
+	m := metrics.New(nil)
+	bundle := setup(b, setupOpts{gwDeps: func(d *gateway.Deps) { d.GenAI = m }})
+	const body = `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	benchPost(b, bundle, "/v1/chat/completions", body, http.Header{"Authorization": {"Bearer " + bundle.key}})
 }
 
 // BenchmarkResponses is BenchmarkChat's request asked of the Responses
