@@ -104,6 +104,11 @@ type Server struct {
 	MaxResponseBytes int64 `yaml:"max_response_bytes"`
 	// LogLevel is the slog level: debug, info, warn or error. Default "info".
 	LogLevel string `yaml:"log_level"`
+	// AccessLog logs one line per request once it is answered, at info
+	// (probes' and scrapes' at debug): its id, key name, model,
+	// candidate, waits, status, tokens and trace id, never its prompt or
+	// a secret (docs/observability.md). Default true.
+	AccessLog bool `yaml:"access_log"`
 	// AdminToken is the bearer token for the /admin endpoints (and
 	// /metrics with MetricsAuth). When set, it is required from every
 	// client, loopback ones included. Default "".
@@ -598,6 +603,7 @@ func Default() *Config {
 			},
 			MaxResponseBytes:   64 << 20,
 			LogLevel:           "info",
+			AccessLog:          true,
 			UsageFlushInterval: time.Second,
 			KeyCacheTTL:        2 * time.Second,
 			AdminLoopback:      "auto",

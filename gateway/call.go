@@ -45,6 +45,11 @@ type Call struct {
 
 	// Waited is how long the request queued, across its attempts.
 	Waited time.Duration
+	// Attempts counts the upstream calls made for the request, and
+	// Upstream sums their time, each from the request sent to the end of
+	// its answer (a stream's last chunk).
+	Attempts int
+	Upstream time.Duration
 	// Usage is the request's usage record: the caller fills in who and
 	// what; Serve fills in the platform model, the outcome and the
 	// tokens.
@@ -53,6 +58,8 @@ type Call struct {
 	// budgets are the budget scopes the admitted attempt's lease
 	// reserved its cost in (budgets.go).
 	budgets []admission.Need
+	// obs is what the current attempt measured (genai.go).
+	obs callObs
 }
 
 // NativeAPI names a dialect in front that some platforms speak

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -139,6 +140,16 @@ func (st *Snapshot) speaks(platform string, api NativeAPI) bool {
 
 // Adapter is the adapter of the platform name (nil if there is none).
 func (st *Snapshot) Adapter(platform string) provider.Adapter { return st.adapters[platform] }
+
+// providerName is the GenAI conventions' name of platform's provider,
+// by its kind (GenAIOp).
+func (st *Snapshot) providerName(platform string) string {
+	kind := st.built[platform].cfg.Kind
+	if n, ok := providerNames[kind]; ok {
+		return n
+	}
+	return cmp.Or(kind, "openai") // kind's default
+}
 
 // The engine's settings for the scopes the catalog makes, each from its
 // entity's weir.Limits: this is the one place where the domain's limits

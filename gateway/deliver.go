@@ -219,8 +219,9 @@ func (s *Service) pump(out Answer, resp *http.Response, head Head, done func(usa
 // the upstream fails mid-stream it ends the stream with an error event,
 // as OpenAI's streams report errors. An upstream that reports its own
 // failure in the stream (an overload, say) has it passed on as it came,
-// and the delivery fails with it as if the read had.
-func (s *Service) stream(out Answer, resp *http.Response, head Head, prompt int64, done func(usage, bool)) delivery {
+// and the delivery fails with it as if the read had. obs notes when
+// chunks arrive.
+func (s *Service) stream(out Answer, resp *http.Response, head Head, prompt int64, obs *callObs, done func(usage, bool)) delivery {
 	var (
 		line    []byte
 		u       usage
@@ -238,6 +239,7 @@ func (s *Service) stream(out Answer, resp *http.Response, head Head, prompt int6
 		failed *provider.Error
 	)
 	scan := func(b []byte) bool {
+		before := chunks
 		for len(b) > 0 {
 			i := bytes.IndexByte(b, '\n')
 			if i < 0 {
@@ -274,6 +276,11 @@ func (s *Service) stream(out Answer, resp *http.Response, head Head, prompt int6
 				}
 			}
 			line = line[:0]
+		}
+		if chunks > before {
+			// The chunks this read brought arrived together: one chunk
+			// to the GenAI metrics.
+			obs.chunk(s.deps.Clock.Now())
 		}
 		return sawDone
 	}

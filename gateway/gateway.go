@@ -121,6 +121,9 @@ type Deps struct {
 	Logger *slog.Logger
 	// Metrics defaults to none.
 	Metrics Metrics
+	// GenAI receives the upstream calls measured in the GenAI semantic
+	// conventions' terms; nil: none.
+	GenAI GenAIMetrics
 	// HTTPClient talks to upstreams; default a pooled client.
 	HTTPClient *http.Client
 	// Clock measures waits and latencies; default clock.Real.

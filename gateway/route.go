@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -173,6 +174,9 @@ type upstream struct {
 	// max_output_tokens, for an estimate.
 	price     weir.Price
 	maxOutput int64
+	// provider and responseModel name its calls in the GenAI metrics
+	// (GenAIOp); provider is "" for a simulator's, which are not counted.
+	provider, responseModel string
 }
 
 // speaks reports whether pm is sent c's native request instead of its
@@ -195,7 +199,7 @@ func (s *Service) upstreamOf(c *Call, t target) upstream {
 		nt := *n
 		nt.Long = needsLong(c, n)
 		return upstream{Name: n.Name(), Platform: "node " + n.Node, Upstream: n.Runtime, ex: nodeExecutor{s.deps.Nodes, nt},
-			health: nodeHealth(*n), price: c.Model.NodePrice}
+			health: nodeHealth(*n), price: c.Model.NodePrice, provider: nodeProvider, responseModel: OtherModel}
 	}
 	pm, _ := c.Snapshot.PlatformModel(t.pm)
 	if c.RunMode == weir.RunSimulation {
@@ -205,7 +209,8 @@ func (s *Service) upstreamOf(c *Call, t target) upstream {
 		return upstream{Name: name, Platform: pm.Platform, Upstream: pm.Upstream, ex: c.Snapshot.sims[pm.Name], health: name}
 	}
 	return upstream{Name: pm.Name, Platform: pm.Platform, Upstream: pm.Upstream, ex: c.Snapshot.Adapter(pm.Platform), health: pm.Name, pausable: true,
-		native: c.Native != nil && c.Snapshot.speaks(pm.Platform, c.Native.API), price: pm.Price, maxOutput: pm.Supports.MaxOutputTokens}
+		native: c.Native != nil && c.Snapshot.speaks(pm.Platform, c.Native.API), price: pm.Price, maxOutput: pm.Supports.MaxOutputTokens,
+		provider: c.Snapshot.providerName(pm.Platform), responseModel: cmp.Or(pm.Upstream, OtherModel)}
 }
 
 // nodeExecutor runs calls on one node provider.

@@ -317,8 +317,11 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 		return nil, &Error{Category: ErrInternal, Message: "could not encode the upstream request", Err: err}
 	}
 	t0 := s.deps.Clock.Now()
+	s.startObs(c, pm, t0)
+	defer func() { c.Upstream += c.obs.end.Sub(t0) }()
 	resp, err := pm.ex.Do(ctx, provider.Call{Path: path, Body: body, Stream: c.Stream, Header: c.Header})
 	if err != nil {
+		c.obs.end = s.deps.Clock.Now()
 		s.settleRefused(ctx, c, lease, err)
 		return s.callFailed(ctx, c, pm, t0, err)
 	}
@@ -335,6 +338,7 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 		}
 		finished = true
 		_ = resp.Body.Close()
+		c.obs.ended(s.deps.Clock.Now(), u, got)
 		cost, estimated := c.attemptCost(pm, u, got)
 		c.addCost(cost, estimated)
 		if !got {
@@ -353,7 +357,7 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 	var d delivery
 	if c.Stream {
 		// The estimate less max_tokens is the input's.
-		d = s.stream(out, resp, head, max(c.Tokens-c.MaxTokens, 0), done)
+		d = s.stream(out, resp, head, max(c.Tokens-c.MaxTokens, 0), &c.obs, done)
 	} else {
 		d = s.copyBody(c, out, resp, head, done)
 	}
@@ -373,7 +377,7 @@ func (s *Service) callFailed(ctx context.Context, c *Call, pm upstream, t0 time.
 	if !errors.As(err, &pe) {
 		pe = &provider.Error{Err: err}
 	}
-	s.deps.Metrics.ObserveUpstream(pm.Name, string(callOutcome(pe)), s.deps.Clock.Now().Sub(t0))
+	s.observeCall(c, pm, callOutcome(pe), c.obs.end.Sub(t0))
 	if pm.pausable && pe.Pauses() {
 		// Not a failure of the upstream's: it said when to come back.
 		s.pauseUpstream(s.logger(c), pm.Name, pe.RetryAfter)
@@ -418,12 +422,12 @@ func (s *Service) delivered(ctx context.Context, c *Call, pm upstream, d deliver
 	case d.upstream != nil:
 		return s.upstreamBroke(c, pm, d.upstream, d.started, headersIn)
 	case d.outcome != "":
-		s.deps.Metrics.ObserveUpstream(pm.Name, string(d.outcome), headersIn)
+		s.observeCall(c, pm, d.outcome, headersIn)
 		c.end(d.outcome)
 		return nil, d.err
 	}
 	s.deps.Router.Success(pm.health)
-	s.deps.Metrics.ObserveUpstream(pm.Name, string(OutcomeOK), headersIn)
+	s.observeCall(c, pm, OutcomeOK, headersIn)
 	switch {
 	case d.complete:
 		c.end(OutcomeOK)
@@ -446,7 +450,7 @@ func (s *Service) delivered(ctx context.Context, c *Call, pm upstream, d deliver
 // answer with if the answer had not started. A pe that Pauses pauses pm
 // (and is not counted against its health, as in callFailed).
 func (s *Service) upstreamBroke(c *Call, pm upstream, pe *provider.Error, started bool, headersIn time.Duration) (*provider.Error, error) {
-	s.deps.Metrics.ObserveUpstream(pm.Name, string(callOutcome(pe)), headersIn)
+	s.observeCall(c, pm, callOutcome(pe), headersIn)
 	// An overload or a rate limit met mid-answer pauses pm as one met
 	// before it does: the next requests go elsewhere or wait.
 	paused := pm.pausable && pe.Pauses()

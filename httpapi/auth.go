@@ -21,5 +21,8 @@ func (s *Server) authenticate(r *http.Request) (weir.APIKey, error) {
 	if err != nil && !errors.Is(err, gateway.ErrUnauthorized) {
 		info(r.Context()).log().Error("key lookup failed", "error", causeOf(err))
 	}
+	if err == nil {
+		noteKey(r.Context(), k)
+	}
 	return k, err
 }

@@ -1,10 +1,15 @@
 package httpapi
 
 import (
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/weir-gateway/weir/gateway"
+	"github.com/weir-gateway/weir/metrics"
 )
 
 // BenchmarkChat is one non-streamed chat request through the whole API
@@ -12,6 +17,29 @@ import (
 // usage): its allocations are the hot path's.
 func BenchmarkChat(b *testing.B) {
 	bundle := setup(b, setupOpts{})
+	const body = `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	benchPost(b, bundle, "/v1/chat/completions", body, http.Header{"Authorization": {"Bearer " + bundle.key}})
+}
+
+// BenchmarkChatLogged is BenchmarkChat with a JSON logger at info (to
+// io.Discard): with the access log line, and with the access log off.
+func BenchmarkChatLogged(b *testing.B) {
+	const body = `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	for _, off := range []bool{false, true} {
+		name := map[bool]string{false: "access_log_on", true: "access_log_off"}[off]
+		b.Run(name, func(b *testing.B) {
+			bundle := setup(b, setupOpts{cfg: Config{NoAccessLog: off},
+				deps: func(d *Deps) { d.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil)) }})
+			benchPost(b, bundle, "/v1/chat/completions", body, http.Header{"Authorization": {"Bearer " + bundle.key}})
+		})
+	}
+}
+
+// BenchmarkChatGenAI is BenchmarkChat with the gateway's GenAI metrics
+// wired, as weir serve wires them.
+func BenchmarkChatGenAI(b *testing.B) {
+	m := metrics.New(nil)
+	bundle := setup(b, setupOpts{gwDeps: func(d *gateway.Deps) { d.GenAI = m }})
 	const body = `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
 	benchPost(b, bundle, "/v1/chat/completions", body, http.Header{"Authorization": {"Bearer " + bundle.key}})
 }

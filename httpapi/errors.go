@@ -47,10 +47,12 @@ func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) int
 		return passUpstreamError(w, re)
 	}
 	e := answerOf(err)
+	ri := info(r.Context())
+	ri.access.code = e.Code
 	if e.Code == weir.CodeInternal {
 		var ge *gateway.Error
 		if !errors.As(err, &ge) {
-			info(r.Context()).log().Error("request failed", "error", err)
+			ri.log().Error("request failed", "error", err)
 		}
 	}
 	return apierror.Write(w, e)

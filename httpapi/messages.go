@@ -217,6 +217,7 @@ func (s *Server) writeAnthropicErr(w http.ResponseWriter, r *http.Request, err e
 		status, d = refusalOf(re)
 	} else {
 		e = answerOf(err)
+		info(r.Context()).access.code = e.Code
 		if e.Code == weir.CodeInternal {
 			var ge *gateway.Error
 			if !errors.As(err, &ge) {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"slices"
 	"time"
@@ -90,9 +89,9 @@ type errWriter interface {
 // serve has the gateway serve c, its answer written to ans (c.out, or a
 // writer over it that translates the answer to another dialect), answers
 // its error if it ended in one before an answer started, and records
-// the request's usage, metrics and log line.
+// the request's usage and metrics (its access log line says how it went:
+// prepare left it c).
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, ep endpoint, c *call, ans gateway.Answer, start time.Time) {
-	ri := info(r.Context())
 	c.out.clientWriter = clientWriter{w: w, rc: *http.NewResponseController(w), timeout: s.cfg.StreamWriteTimeout}
 	err := s.deps.Gateway.Serve(r.Context(), &c.Call, ans)
 	if e, ok := ans.(ender); ok {
@@ -117,10 +116,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ep endpoint, c *c
 	c.Usage.At = start
 	s.deps.Usage(c.Usage)
 	s.deps.Metrics.ObserveHTTP(ep.name, status, c.Usage.Latency)
-	if s.deps.Logger.Enabled(r.Context(), slog.LevelInfo) {
-		ri.log().Info("model request", "endpoint", ep.name, "model", c.Model.Name, "platform_model", c.Usage.PlatformModel,
-			"status", status, "outcome", c.Usage.Outcome, "waited_ms", c.Waited.Milliseconds(), "key", c.KeyID)
-	}
 }
 
 // prepare authenticates, reads and validates the request, and has the
@@ -129,6 +124,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ep endpoint, c *c
 // given (an endpoint of another dialect, which translates it to the Chat
 // Completions ep serves); else decodeRequest does.
 func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint, decode func([]byte) (*request, *apiError)) (*call, error) {
+	ri := info(r.Context())
+	ri.access.endpoint = ep.name
 	key, err := s.authenticate(r)
 	if err != nil {
 		return nil, err
@@ -150,6 +147,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint, de
 	if aerr != nil {
 		return nil, aerr
 	}
+	ri.access.model = req.model
 	ask, aerr := askOf(r)
 	if aerr != nil {
 		return nil, aerr
@@ -159,12 +157,12 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint, de
 	if err != nil {
 		return nil, err
 	}
-	ri := info(r.Context())
 	c := &call{Call: gateway.Call{
 		RequestID: ri.id, ClientRequestID: ri.clientID, Grant: g,
 		Path: ep.path, Body: req, Stream: req.stream, Tokens: req.estimate, MaxTokens: req.maxTokens, Wants: req.wants, Affinity: req.affinity, Header: r.Header,
 	}}
 	c.Usage = weir.Usage{RequestID: ri.id, KeyID: key.ID, Group: g.Group, Model: g.Model.Name, Endpoint: ep.name}
+	ri.access.call = &c.Call
 	return c, nil
 }
 

@@ -71,6 +71,10 @@ type Config struct {
 	// IdleTimeout is how long a keep-alive connection may wait for its
 	// next request before it is closed (HTTPServer). Default 120s.
 	IdleTimeout time.Duration
+	// NoAccessLog turns off the access log: one line per request, at
+	// info (a probe's or a scrape's at debug), written once it is
+	// answered (logAccess). Default false: the line is logged.
+	NoAccessLog bool
 }
 
 // The defaults of Config's bounds on a request's wait and on a write
@@ -255,7 +259,7 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("/console/", h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, errorf(weir.CodeNotFound, "", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))
+		s.writeErr(w, r, errorf(weir.CodeNotFound, "", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))
 	})
 	return s.middleware(mux)
 }
@@ -283,6 +287,8 @@ type reqInfo struct {
 	base, logger *slog.Logger
 	// body is the request's body, nil if it has none.
 	body *requestBody
+	// access is what the handlers tell the access log line.
+	access access
 }
 
 // log is the request's logger, with its ids on every line. It is made on
@@ -307,7 +313,7 @@ func info(ctx context.Context) *reqInfo {
 
 // middleware gives every request an id (echoed in X-Request-Id and on
 // every log line), recovers panics into a 500 in the API's error shape, and
-// logs the request.
+// logs the request's access log line.
 func (s *Server) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// What a request carries through the handlers, made at once: it
@@ -324,6 +330,9 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		}
 		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey, ri))
 		*rw = statusWriter{ResponseWriter: w, id: ri.id}
+		if !s.cfg.NoAccessLog {
+			rw.clock = s.deps.Clock
+		}
 		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 			all.body = requestBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: s.cfg.BodyTimeout}
 			ri.body = &all.body
@@ -341,6 +350,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 				}
 				ri.log().Error("panic serving request", "panic", fmt.Sprint(p), "path", r.URL.Path)
 				if !rw.wrote {
+					ri.access.code = weir.CodeInternal
 					writeError(rw, errorf(weir.CodeInternal, "", "internal error"))
 				}
 			}
@@ -349,9 +359,8 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 				// nothing once it returns.
 				rw.setID()
 			}
-			if s.deps.Logger.Enabled(r.Context(), slog.LevelDebug) {
-				ri.log().Debug("request", "method", r.Method, "path", r.URL.Path, "status", rw.status(),
-					"duration_ms", float64(s.deps.Clock.Now().Sub(start).Microseconds())/1000)
+			if !s.cfg.NoAccessLog {
+				s.logAccess(r, ri, rw, start)
 			}
 		}()
 		next.ServeHTTP(rw, r)
@@ -372,6 +381,9 @@ type statusWriter struct {
 	idv   [1]string // backs the X-Request-Id header's value
 	code  int
 	wrote bool
+	// clock, if set, times the answer's start (at), for the access log.
+	clock clock.Clock
+	at    time.Time
 	// body is the request's body, nil if it has none.
 	body        *requestBody
 	closeUnread bool
@@ -385,6 +397,9 @@ func (w *statusWriter) setID() {
 func (w *statusWriter) WriteHeader(code int) {
 	if !w.wrote {
 		w.code, w.wrote = code, true
+		if w.clock != nil {
+			w.at = w.clock.Now()
+		}
 		if w.closeUnread && w.body.unread() {
 			w.Header().Set("Connection", "close")
 		}
@@ -458,18 +473,18 @@ func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 		switch {
 		case s.cfg.AdminToken != "":
 			if !s.adminToken.Is(adminauth.Bearer(r)) {
-				writeError(w, errorf(weir.CodeUnauthorized, "", "admin token required"))
+				s.writeErr(w, r, errorf(weir.CodeUnauthorized, "", "admin token required"))
 				return
 			}
 		case !s.cfg.AdminLoopback:
-			writeError(w, errorf(weir.CodeForbidden, "", "the admin API is off: set server.admin_token (then send it as a bearer token), "+
+			s.writeErr(w, r, errorf(weir.CodeForbidden, "", "the admin API is off: set server.admin_token (then send it as a bearer token), "+
 				"or server.admin_loopback: true to let loopback clients in without one"))
 			return
 		case !adminauth.IsLoopback(r.RemoteAddr):
-			writeError(w, errorf(weir.CodeForbidden, "", "the admin API answers loopback clients only unless an admin token is set"))
+			s.writeErr(w, r, errorf(weir.CodeForbidden, "", "the admin API answers loopback clients only unless an admin token is set"))
 			return
 		case !adminauth.TrustedHost(r.Host, s.cfg.PublicHost):
-			writeError(w, errorf(weir.CodeForbidden, "", adminauth.HostRefusal(r.Host)))
+			s.writeErr(w, r, errorf(weir.CodeForbidden, "", adminauth.HostRefusal(r.Host)))
 			return
 		}
 		h(w, r)

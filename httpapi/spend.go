@@ -51,22 +51,22 @@ var spendWindows = []string{"day", "week", "month"}
 // &from=&until= (RFC 3339), &bucket=hour|day|week|month.
 func (s *Server) spend(w http.ResponseWriter, r *http.Request) {
 	if s.deps.Spend == nil {
-		writeError(w, errorf(weir.CodeNotFound, "", "this gateway keeps no spend (no store)"))
+		s.writeErr(w, r, errorf(weir.CodeNotFound, "", "this gateway keeps no spend (no store)"))
 		return
 	}
 	f, aerr := spendFilterOf(r, s.deps.Clock.Now())
 	if aerr != nil {
-		writeError(w, aerr)
+		s.writeErr(w, r, aerr)
 		return
 	}
 	rows, err := s.deps.Spend.SpendReport(r.Context(), f)
 	switch {
 	case errors.Is(err, weir.ErrInvalid):
-		writeError(w, errorf(weir.CodeInvalidRequest, "", err.Error()))
+		s.writeErr(w, r, errorf(weir.CodeInvalidRequest, "", err.Error()))
 		return
 	case err != nil:
 		s.deps.Logger.Error("spend report failed", "error", err)
-		writeError(w, errorf(weir.CodeStoreUnavailable, "", "could not read spend from the store"))
+		s.writeErr(w, r, errorf(weir.CodeStoreUnavailable, "", "could not read spend from the store"))
 		return
 	}
 	out := SpendView{By: f.By, From: f.From, Until: f.Until, Bucket: f.Bucket, Rows: make([]SpendLine, 0, len(rows))}

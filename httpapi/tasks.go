@@ -334,6 +334,7 @@ func (s *Server) submitTask(r *http.Request, sub submission, kind string, input 
 		return weir.Task{}, false, aerr
 	}
 	ask.Model = model
+	info(r.Context()).access.model = model
 	t, created, err := s.deps.Tasks.Submit(r.Context(), sub.key, gateway.TaskRequest{
 		Kind: kind, Ask: ask, Input: input, IdempotencyKey: sub.idempotencyKey,
 		CallbackURL: cb.URL, CallbackEvents: cb.Events, CallbackParam: cb.param,

@@ -19,7 +19,8 @@ const dashboardFile = "../examples/grafana/weir.json"
 
 // TestDashboardNamesExportedMetrics: every query of the shipped Grafana
 // dashboard names only metrics a gateway exports (a histogram's through
-// its _bucket, _count or _sum series), and every weir_ metric has a panel.
+// its _bucket, _count or _sum series), and every weir_ metric and every
+// GenAI one (gen_ai_) has a panel.
 func TestDashboardNamesExportedMetrics(t *testing.T) {
 	exported := exportedNames(t)
 	var dash struct {
@@ -74,15 +75,16 @@ func TestDashboardNamesExportedMetrics(t *testing.T) {
 		}
 	}
 	for name := range exported {
-		if strings.HasPrefix(name, "weir_") && !used[name] {
+		if (strings.HasPrefix(name, "weir_") || strings.HasPrefix(name, "gen_ai_")) && !used[name] {
 			t.Errorf("no panel shows %s", name)
 		}
 	}
 }
 
 // metricIdent is a PromQL identifier of one of the metric families a
-// gateway exports: its own, the process's and Go's.
-var metricIdent = regexp.MustCompile(`\b(?:weir|process|go)_[a-zA-Z0-9_:]*`)
+// gateway exports: its own, the GenAI conventions', the process's and
+// Go's.
+var metricIdent = regexp.MustCompile(`\b(?:weir|gen_ai|process|go)_[a-zA-Z0-9_:]*`)
 
 // metricNamesIn are the metric names expr uses, label names and values
 // aside.
@@ -121,7 +123,8 @@ func exportedNames(t *testing.T) map[string]bool {
 	for _, f := range families {
 		names[f.GetName()] = true
 	}
-	if !names["weir_spend_total"] || !names["weir_scope_waiting"] || !names["weir_fleet_leader"] || !names["process_resident_memory_bytes"] {
+	if !names["weir_spend_total"] || !names["weir_scope_waiting"] || !names["weir_fleet_leader"] || !names["process_resident_memory_bytes"] ||
+		!names["gen_ai_client_token_usage"] {
 		t.Fatalf("the registry describes %d metrics, not the ones expected: %v", len(names), names)
 	}
 	return names

@@ -1,7 +1,8 @@
 // Package metrics holds Weir's Prometheus collectors: admission outcomes
 // and waits (fed by the engine's Observer), per-scope in-flight and waiting
 // (read from the engine at scrape time), HTTP requests, and upstream
-// latency and errors per platform model, spend and budgets (spend.go).
+// latency and errors per platform model, spend and budgets (spend.go),
+// and the OpenTelemetry GenAI conventions' client metrics (genai.go).
 package metrics
 
 import (
@@ -46,6 +47,7 @@ type Metrics struct {
 	shadow     *prometheus.CounterVec
 	logins     *prometheus.CounterVec
 	spendState spendState
+	genAI      genAIMetrics
 }
 
 // New returns Metrics on a fresh registry. scopes, if set, is read at
@@ -57,6 +59,7 @@ func New(scopes func(context.Context) []admission.ScopeStats) *Metrics {
 	m.Registry.MustRegister(m.operatorCollectors()...)
 	m.Registry.MustRegister(m.edgeCollectors()...)
 	m.Registry.MustRegister(m.spendCollectors()...)
+	m.Registry.MustRegister(m.genAICollectors()...)
 	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if scopes != nil {
 		m.Registry.MustRegister(&scopeCollector{scopes: scopes})

@@ -48,6 +48,7 @@ func apiConfig(cfg *config.Config) httpapi.Config {
 		ReadHeaderTimeout:  s.ReadHeaderTimeout,
 		BodyTimeout:        s.BodyTimeout,
 		IdleTimeout:        s.IdleTimeout,
+		NoAccessLog:        !s.AccessLog,
 	}
 }
 

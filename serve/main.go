@@ -129,7 +129,7 @@ func (m *Main) assemble(ctx context.Context) error {
 		Engine: m.Engine, Keys: db, Nodes: m.nodes(), Logger: m.Logger, Overrides: db, Responses: db,
 		Budgets: db, Events: operatorEvents{m}, Journal: m.Usage,
 		Router:  router.New(router.Options{Failures: cfg.Server.Cooldown.Failures, Cooldown: cfg.Server.Cooldown.Duration}),
-		Metrics: consoleMetrics{Metrics: m.Metrics, rec: m.Recorder},
+		Metrics: consoleMetrics{Metrics: m.Metrics, rec: m.Recorder}, GenAI: m.Metrics,
 	})
 	m.watchBudgets(m.Gateway)
 	begin, err := m.newCatalog()

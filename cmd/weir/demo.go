@@ -384,13 +384,10 @@ type demoLogState struct {
 
 	mu sync.Mutex
 	w  io.Writer
-	// models holds a model request's details by request id until the
-	// request's own line, which the middleware logs after it.
-	models map[string]string
 }
 
 func newDemoLog(w io.Writer) *demoLog {
-	return &demoLog{demoLogState: &demoLogState{w: w, models: map[string]string{}}}
+	return &demoLog{demoLogState: &demoLogState{w: w}}
 }
 
 // Enabled takes debug records too: the request line is one.
@@ -418,7 +415,6 @@ func (h *demoLog) Handle(_ context.Context, r slog.Record) error {
 		add(a)
 	}
 	r.Attrs(add)
-	id := attrs["request_id"].String()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -429,13 +425,13 @@ func (h *demoLog) Handle(_ context.Context, r slog.Record) error {
 			fmt.Fprintf(&b, " %s=%s", k, attrs[k])
 		}
 		fmt.Fprintln(h.w, b.String())
-	case r.Message == "model request":
-		h.models[id] = fmt.Sprintf("  %s, queued %s", attrs["model"], msDuration(attrs["waited_ms"]))
 	case r.Message == "request":
-		detail := h.models[id]
-		delete(h.models, id)
 		if h.quiet.Load() {
 			return nil
+		}
+		detail := ""
+		if wait, ok := attrs["queue_wait_ms"]; ok {
+			detail = fmt.Sprintf("  %s, queued %s", attrs["model"], msDuration(wait))
 		}
 		fmt.Fprintf(h.w, "  %s %-6s %-28s %d  %s%s\n", r.Time.Format(time.TimeOnly), attrs["method"], attrs["path"],
 			attrs["status"].Int64(), msDuration(attrs["duration_ms"]), detail)
