@@ -3,6 +3,7 @@ package gateway
 import (
 	"container/list"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -198,6 +199,23 @@ func (s *Service) retireEndUser(ctx context.Context, id string) {
 	s.budgets.windows.Delete(id)
 	s.alerts.forget(id)
 	s.removeScope(context.WithoutCancel(ctx), weir.BudgetScope(id))
+}
+
+// forgetEndUserWindows drops this process's record of the windows of
+// the end users' budgets among needs when admission found a scope gone
+// (err): on a fleet another replica may have retired it at the leader,
+// and the end user's next request sets it again.
+func (s *Service) forgetEndUserWindows(err error, needs []admission.Need) {
+	if !errors.Is(err, admission.ErrUnknownScope) {
+		return
+	}
+	for _, n := range needs {
+		if id, ok := weir.BudgetOfScope(n.Scope); ok {
+			if _, _, ok := weir.EndUserOfBudgetID(id); ok {
+				s.budgets.windows.Delete(id)
+			}
+		}
+	}
 }
 
 // releaseEndUsers ends a request's hold on the end users' budgets among

@@ -184,3 +184,26 @@ func TestEveryEndUserBudgetAlertsPerEndUser(t *testing.T) {
 		}
 	}
 }
+
+// An end user's scope retired at the engine by another (a fleet's other
+// replica) fails this process's next request of that end user once, and
+// the one after sets the scope again.
+func TestEndUserScopeRetiredElsewhereIsSetAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{catalog: budgeted(monthBudget("u", everyEndUser, 1000, weir.BudgetHard))})
+	if e := b.serveErr(t, b.userCall(t, "a1", "alice", 10, 10)); e != nil {
+		t.Fatal(e)
+	}
+	if err := b.engine.RemoveScope(t.Context(), endUserScopeName("alice")); err != nil {
+		t.Fatal(err)
+	}
+	if e := b.serveErr(t, b.userCall(t, "a2", "alice", 10, 10)); e == nil || e.Category != ErrNoCandidate {
+		t.Fatalf("alice's request with her scope gone: %v; want no_candidate", e)
+	}
+	if e := b.serveErr(t, b.userCall(t, "a3", "alice", 10, 10)); e != nil {
+		t.Fatalf("alice's next request: %v; want her scope set again", e)
+	}
+	if st := b.scope(t, endUserScopeName("alice")); st.BudgetSpent != 20 {
+		t.Errorf("alice's budget spent %d; want the last request's 20", st.BudgetSpent)
+	}
+}

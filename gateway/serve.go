@@ -88,6 +88,7 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 			lease, err = s.admit(ctx, c, r, attempt)
 		}
 		if err != nil {
+			s.forgetEndUserWindows(err, r.budgets.common)
 			c.end(outcomeOf(err))
 			return err
 		}
