@@ -207,3 +207,53 @@ func TestEndUserScopeRetiredElsewhereIsSetAgain(t *testing.T) {
 		t.Errorf("alice's budget spent %d; want the last request's 20", st.BudgetSpent)
 	}
 }
+
+// BenchmarkPrepareEndUserBudgets measures what a request does before it
+// queues with a budget on its key, group and model ("baseline"), and
+// with a budget of every end user besides, over 1000 end users already
+// seen ("every-end-user": the end user's scope found, held and let go):
+//
+//	go test -run '^$' -bench PrepareEndUserBudgets -benchmem -cpu 1,2 ./gateway/
+func BenchmarkPrepareEndUserBudgets(b *testing.B) {
+	key := weir.BudgetSubject{Type: "key", Name: "key_1"}
+	group := weir.BudgetSubject{Type: "group", Name: "default"}
+	model := weir.BudgetSubject{Type: "model", Name: "m"}
+	tenant := []weir.Budget{monthBudget("k", key, 1e12, weir.BudgetHard),
+		monthBudget("g", group, 1e12, weir.BudgetHard), monthBudget("m", model, 1e12, weir.BudgetHard)}
+	users := make([]string, 1000)
+	for i := range users {
+		users[i] = fmt.Sprintf("user-%d", i)
+	}
+	for _, bc := range []struct {
+		name    string
+		budgets []weir.Budget
+	}{
+		{"baseline", tenant},
+		{"every-end-user", append(tenant[:3:3], monthBudget("u", everyEndUser, 1e12, weir.BudgetHard))},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			bundle := setup(b, setupOpts{catalog: budgeted(bc.budgets...)})
+			ctx := b.Context()
+			for _, u := range users {
+				rb, err := bundle.svc.prepareBudgets(ctx, "key_1", "default", "m", u, []string{"up/m"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				bundle.svc.releaseEndUsers(rb.common)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					rb, err := bundle.svc.prepareBudgets(ctx, "key_1", "default", "m", users[i%len(users)], []string{"up/m"})
+					if err != nil {
+						b.Fatal(err)
+					}
+					bundle.svc.releaseEndUsers(rb.common)
+					i++
+				}
+			})
+		})
+	}
+}
