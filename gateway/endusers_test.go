@@ -257,3 +257,24 @@ func BenchmarkPrepareEndUserBudgets(b *testing.B) {
 		})
 	}
 }
+
+// A shadow budget of every end user refuses no end user, and counts in
+// each end user's scope what it would have refused.
+func TestEveryEndUserShadowBudgetRefusesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{catalog: budgeted(monthBudget("u", everyEndUser, 100, weir.BudgetShadow))})
+	for i := range 4 {
+		if e := b.serveErr(t, b.userCall(t, fmt.Sprintf("a%d", i), "alice", 10, 40)); e != nil {
+			t.Fatalf("alice's request %d: %v", i, e)
+		}
+	}
+	if st := b.scope(t, endUserScopeName("alice")); st.BudgetSpent != 200 || st.ShadowRefusals == 0 {
+		t.Errorf("alice's shadow budget spent %d, would have refused %d; want 200 and some", st.BudgetSpent, st.ShadowRefusals)
+	}
+	if e := b.serveErr(t, b.userCall(t, "b0", "bob", 10, 40)); e != nil {
+		t.Fatal(e)
+	}
+	if st := b.scope(t, endUserScopeName("bob")); st.BudgetSpent != 50 || st.ShadowRefusals != 0 {
+		t.Errorf("bob's shadow budget spent %d, would have refused %d; want 50 and none", st.BudgetSpent, st.ShadowRefusals)
+	}
+}
