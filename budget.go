@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // A Budget is an amount of Money a subject may spend in each window:
@@ -26,14 +28,67 @@ type Budget struct {
 
 // BudgetSubject is what a budget counts the spend of: Type is one of
 // BudgetSubjectTypes, Name a key's id, a group's, model's or platform
-// model's name.
+// model's name, or an end user's id (the request's user, Usage.EndUser).
+// A "user" subject named EveryEndUser ("user:*") is a budget of each end
+// user apart: every end user gets its amount in a window of its own.
 type BudgetSubject struct {
 	Type string
 	Name string
 }
 
 // BudgetSubjectTypes are the kinds of subject a budget may have.
-var BudgetSubjectTypes = []string{"key", "group", "model", "platform_model"}
+var BudgetSubjectTypes = []string{"key", "group", "model", "platform_model", "user"}
+
+// EveryEndUser names, as a "user" subject's name, every end user apart
+// ("user:*"): see BudgetSubject.
+const EveryEndUser = "*"
+
+// EveryEndUser reports whether s is "user:*", a budget of each end user.
+func (s BudgetSubject) EveryEndUser() bool { return s.Type == "user" && s.Name == EveryEndUser }
+
+// ForEndUser is b, a budget of every end user ("user:*"), as the budget
+// of end user user alone: its ID EndUserBudgetID(b.ID, user), its
+// subject "user:"+user. Its alerts, scope and spend are that end user's.
+func (b Budget) ForEndUser(user string) Budget {
+	b.ID = EndUserBudgetID(b.ID, user)
+	b.Subject = BudgetSubject{Type: "user", Name: user}
+	return b
+}
+
+// endUserBudgetSep joins a "user:*" budget's ID and an end user's in the
+// ID of the end user's own budget: "bgt_x/user:alice". No budget's ID
+// holds it (store IDs are bgt_ and letters, the config file's
+// "cfg:user:*:month").
+const endUserBudgetSep = "/user:"
+
+// EndUserBudgetID is the ID of end user user's budget of the "user:*"
+// budget id.
+func EndUserBudgetID(id, user string) string { return id + endUserBudgetSep + user }
+
+// EndUserOfBudgetID splits the ID of an end user's budget into its
+// "user:*" budget's ID and the end user; ok is false for any other ID.
+func EndUserOfBudgetID(id string) (budget, user string, ok bool) {
+	return strings.Cut(id, endUserBudgetSep)
+}
+
+// MaxEndUserBytes is the longest end user id a request may name
+// (Usage.EndUser): Anthropic's metadata.user_id allows as long.
+const MaxEndUserBytes = 256
+
+// ValidateEndUser reports what is wrong with an end user id as a request
+// names it ("" names none): more than MaxEndUserBytes, not UTF-8, or a
+// control character. An id is kept and budgeted as it is, never cut.
+func ValidateEndUser(user string) error {
+	switch {
+	case len(user) > MaxEndUserBytes:
+		return fmt.Errorf("%w: %d bytes long; at most %d are allowed", ErrInvalid, len(user), MaxEndUserBytes)
+	case !utf8.ValidString(user):
+		return fmt.Errorf("%w: not valid UTF-8", ErrInvalid)
+	case strings.IndexFunc(user, unicode.IsControl) >= 0:
+		return fmt.Errorf("%w: it holds a control character", ErrInvalid)
+	}
+	return nil
+}
 
 // BudgetMode says what a budget does when spend reaches it.
 type BudgetMode string
@@ -164,6 +219,10 @@ func (s BudgetSubject) validate() *FieldError {
 			s.Type, strings.Join(BudgetSubjectTypes, ", "))
 	case s.Name == "":
 		return invalidf("subject", "a %s's name is required", s.Type)
+	case s.Type == "user":
+		if err := ValidateEndUser(s.Name); err != nil {
+			return invalidf("subject", "end user %q: %s", s.Name, strings.TrimPrefix(err.Error(), ErrInvalid.Error()+": "))
+		}
 	}
 	return nil
 }

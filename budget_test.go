@@ -2,6 +2,7 @@ package weir_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,7 +28,13 @@ func TestBudgetValidate(t *testing.T) {
 		{"a rolling window", func(b *weir.Budget) { b.Window = weir.Window{Every: 30 * 24 * time.Hour, Anchor: at} }, ""},
 		{"alerts past the amount", func(b *weir.Budget) { b.Alerts = []int{50, 100, 150, 1000} }, ""},
 		{"no alerts", func(b *weir.Budget) { b.Alerts = nil }, ""},
-		{"unknown subject type", func(b *weir.Budget) { b.Subject.Type = "user" }, "subject"},
+		{"unknown subject type", func(b *weir.Budget) { b.Subject.Type = "customer" }, "subject"},
+		{"an end user", func(b *weir.Budget) { b.Subject = weir.BudgetSubject{Type: "user", Name: "alice"} }, ""},
+		{"every end user", func(b *weir.Budget) { b.Subject = weir.BudgetSubject{Type: "user", Name: "*"} }, ""},
+		{"an end user with a control character", func(b *weir.Budget) { b.Subject = weir.BudgetSubject{Type: "user", Name: "a\tb"} }, "subject"},
+		{"an end user too long", func(b *weir.Budget) {
+			b.Subject = weir.BudgetSubject{Type: "user", Name: strings.Repeat("u", weir.MaxEndUserBytes+1)}
+		}, "subject"},
 		{"no subject name", func(b *weir.Budget) { b.Subject.Name = "" }, "subject"},
 		{"no amount", func(b *weir.Budget) { b.Amount = 0 }, "amount"},
 		{"negative amount", func(b *weir.Budget) { b.Amount = -1 }, "amount"},
@@ -94,13 +101,15 @@ func TestParseBudgetSubject(t *testing.T) {
 		{"group:default", weir.BudgetSubject{Type: "group", Name: "default"}},
 		{"model:gpt-4o", weir.BudgetSubject{Type: "model", Name: "gpt-4o"}},
 		{"platform_model:openai/gpt-4o:2024", weir.BudgetSubject{Type: "platform_model", Name: "openai/gpt-4o:2024"}},
+		{"user:alice@example.com", weir.BudgetSubject{Type: "user", Name: "alice@example.com"}},
+		{"user:*", weir.BudgetSubject{Type: "user", Name: "*"}},
 	} {
 		got, err := weir.ParseBudgetSubject(tc.in)
 		if err != nil || got != tc.want || got.String() != tc.in {
 			t.Errorf("ParseBudgetSubject(%q) = %+v, %v (String %q); want %+v", tc.in, got, err, got.String(), tc.want)
 		}
 	}
-	for _, bad := range []string{"", "key", "key:", ":abc", "user:abc", "KEY:abc"} {
+	for _, bad := range []string{"", "key", "key:", ":abc", "customer:abc", "KEY:abc", "user:", "user:a\nb"} {
 		if _, err := weir.ParseBudgetSubject(bad); !errors.Is(err, weir.ErrInvalid) {
 			t.Errorf("ParseBudgetSubject(%q): %v; want ErrInvalid", bad, err)
 		}

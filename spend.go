@@ -20,7 +20,8 @@ type SpendStore interface {
 
 // SpendFilter selects the usage whose cost SpendStore.SpendSum sums: a
 // subject's (a key by id, a group, a public model or a platform model by
-// name) at From or later and before Until.
+// name, an end user by id) at From or later and before Until. "user:*"
+// names no one end user: it is ErrInvalid.
 type SpendFilter struct {
 	Subject     BudgetSubject
 	From, Until time.Time
@@ -35,6 +36,8 @@ func (f SpendFilter) Validate() error {
 		return fmt.Errorf("%w: unknown subject type %q: want one of %v", ErrInvalid, f.Subject.Type, BudgetSubjectTypes)
 	case f.Subject.Name == "":
 		return fmt.Errorf("%w: no %s named", ErrInvalid, f.Subject.Type)
+	case f.Subject.EveryEndUser():
+		return fmt.Errorf("%w: user:* is every end user apart, not one to sum", ErrInvalid)
 	}
 	return validWindow(f.From, f.Until)
 }
@@ -46,7 +49,8 @@ var SpendBuckets = []string{"", "hour", "day", "week", "month"}
 
 // SpendReportFilter says what SpendStore.SpendReport sums: usage in
 // [From, Until), by By (one of BudgetSubjectTypes) and by Bucket (one of
-// SpendBuckets).
+// SpendBuckets). By "user" sums the requests that named an end user, by
+// end user; those that named none are left out.
 type SpendReportFilter struct {
 	By          string
 	From, Until time.Time
@@ -74,8 +78,8 @@ func validWindow(from, until time.Time) error {
 
 // SpendRow is one subject's spend in one bucket of time.
 type SpendRow struct {
-	// Subject is the key's id, or the group's, model's or platform
-	// model's name.
+	// Subject is the key's id, the group's, model's or platform model's
+	// name, or the end user's id.
 	Subject string
 	// Bucket is when its bucket starts (UTC); with no bucket, the
 	// report's From.
@@ -104,6 +108,8 @@ type Reservation struct {
 	Group         string
 	Model         string
 	PlatformModel string
+	// EndUser is the end user the request named, "" none.
+	EndUser string
 	// Estimate is what the request reserved: its estimated cost.
 	Estimate Money
 	// At is when the request was admitted; a recovered reservation's
@@ -120,6 +126,9 @@ func (r Reservation) Validate() error {
 		return fmt.Errorf("%w: request id, key id and time are required", ErrInvalid)
 	case r.Estimate < 0:
 		return fmt.Errorf("%w: negative estimate %s", ErrInvalid, r.Estimate)
+	}
+	if err := ValidateEndUser(r.EndUser); err != nil {
+		return fmt.Errorf("end user: %w", err)
 	}
 	return nil
 }

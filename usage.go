@@ -10,10 +10,13 @@ type Usage struct {
 	RequestID string
 	KeyID     string
 	// Group is the key's group when the request was made.
-	Group            string
-	Model            string
-	PlatformModel    string
-	Endpoint         string
+	Group         string
+	Model         string
+	PlatformModel string
+	Endpoint      string
+	// EndUser is the end user the request named (its user, safety
+	// identifier or metadata.user_id; ValidateEndUser holds it), "" none.
+	EndUser          string
 	PromptTokens     int64
 	CompletionTokens int64
 	// CachedTokens are the prompt tokens read from the provider's prompt
@@ -41,6 +44,9 @@ func (u Usage) Validate() error {
 		return fmt.Errorf("%w: request id, key id and time are required", ErrInvalid)
 	case u.Cost < 0:
 		return fmt.Errorf("%w: negative cost %s", ErrInvalid, u.Cost)
+	}
+	if err := ValidateEndUser(u.EndUser); err != nil {
+		return fmt.Errorf("end user: %w", err)
 	}
 	return nil
 }

@@ -37,7 +37,7 @@ func (c *Config) validateBudgets() error {
 	for i, b := range c.Budgets {
 		path := fmt.Sprintf("budgets[%d]", i)
 		if _, err := weir.ParseBudgetSubject(b.Subject); err != nil {
-			return invalidf(path+".subject", "%q: want group:NAME, model:NAME, platform_model:NAME or key:ID", b.Subject)
+			return invalidf(path+".subject", "%q: want group:NAME, model:NAME, platform_model:NAME, key:ID, user:END_USER or user:*", b.Subject)
 		}
 		if _, _, err := weir.ParseBudgetSpec(b.Budget); err != nil {
 			return invalidf(path+".budget", "%q: want AMOUNT/WINDOW, such as 500/month, 12.50/day or 100/30d", b.Budget)

@@ -24,6 +24,10 @@ const budgetsYAML = `budgets:
     mode: shadow
   - subject: key:key_abc
     budget: 5/12h
+  - subject: user:*
+    budget: 2/day
+  - subject: user:alice
+    budget: 3/day
 `
 
 // TestCatalogBudgets: the budgets list becomes the catalog's budgets,
@@ -48,6 +52,8 @@ func TestCatalogBudgets(t *testing.T) {
 		{ID: "cfg:platform_model:a/m:30d", Subject: pm, Amount: 100*weir.MoneyScale + weir.MoneyScale/2,
 			Window: weir.Window{Every: 30 * 24 * time.Hour, Anchor: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, Mode: weir.BudgetShadow},
 		{ID: "cfg:key:key_abc:12h", Subject: key, Amount: 5 * weir.MoneyScale, Window: weir.Window{Every: 12 * time.Hour}, Mode: weir.BudgetHard},
+		{ID: "cfg:user:*:day", Subject: weir.BudgetSubject{Type: "user", Name: "*"}, Amount: 2 * weir.MoneyScale, Window: weir.Window{Unit: "day"}, Mode: weir.BudgetHard},
+		{ID: "cfg:user:alice:day", Subject: weir.BudgetSubject{Type: "user", Name: "alice"}, Amount: 3 * weir.MoneyScale, Window: weir.Window{Unit: "day"}, Mode: weir.BudgetHard},
 	}
 	if len(cat.Budgets) != len(want) {
 		t.Fatalf("catalog budgets %+v; want %+v", cat.Budgets, want)

@@ -141,6 +141,10 @@ type Server struct {
 	// Default false: spend by group, model and platform model, and no
 	// key's budget.
 	MetricsSpendByKey bool `yaml:"metrics_spend_by_key"`
+	// MaxEndUserBudgets bounds the end users whose budgets of every end
+	// user (user:*) this process keeps a scope of (gateway.Config).
+	// Default 10000.
+	MaxEndUserBudgets int `yaml:"max_end_user_budgets"`
 	// UsageFlushInterval is how often buffered usage records are written to
 	// storage. Default 1s.
 	UsageFlushInterval time.Duration `yaml:"usage_flush_interval"`
@@ -606,6 +610,7 @@ func Default() *Config {
 			AccessLog:          true,
 			UsageFlushInterval: time.Second,
 			KeyCacheTTL:        2 * time.Second,
+			MaxEndUserBudgets:  10000,
 			AdminLoopback:      "auto",
 			HeapFloor:          gcfloor.Default,
 		},

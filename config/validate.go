@@ -134,6 +134,8 @@ func (s *Server) validate() error {
 		return invalidf("server.usage_flush_interval", "must be positive")
 	case s.KeyCacheTTL <= 0:
 		return invalidf("server.key_cache_ttl", "must be positive")
+	case s.MaxEndUserBudgets <= 0:
+		return invalidf("server.max_end_user_budgets", "must be positive")
 	}
 	switch s.AdminLoopback {
 	case "auto", "true", "false":

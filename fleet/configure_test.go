@@ -2,10 +2,12 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 )
 
@@ -75,6 +77,34 @@ func TestConfigureBeforeALeader(t *testing.T) {
 	}
 	if st, err := a.Scope(ctx, "owned"); err != nil || !st.Orphaned {
 		t.Errorf("the leader's scope of an owner fenced before it was known: %+v, %v; want orphaned", st, err)
+	}
+}
+
+// TestEndUserScopeRemovedIsNotRemembered: an end user's budget scope
+// removed (the gateway retiring an idle end user) leaves nothing behind
+// in the replica's configuration, however many are: another scope
+// removed is remembered for the next leader.
+func TestEndUserScopeRemovedIsNotRemembered(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	_, b, _ := unelected(t)
+	names := []string{"group:gone"}
+	for i := range 100 {
+		names = append(names, weir.BudgetScope(weir.EndUserBudgetID("bgt_x", fmt.Sprintf("user-%d", i))))
+	}
+	for _, name := range names {
+		if err := b.SetScope(ctx, name, admission.ScopeConfig{Limit: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.RemoveScope(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.removed) != 1 || !b.removed["group:gone"] || len(b.scopes) != 0 {
+		t.Errorf("removed %v, scopes %v; want only group:gone remembered", b.removed, b.scopes)
 	}
 }
 

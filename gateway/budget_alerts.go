@@ -34,13 +34,22 @@ const alertGap = time.Second
 type alertState struct {
 	looked sync.Map // budget id → *atomic.Int64: the last look, Unix ns
 	mu     sync.Mutex
-	done   map[alertKey]bool
+	done   map[string]map[alertMark]bool // budget id → its alerts sent
 }
 
-type alertKey struct {
-	budget    string
+// alertMark is one alert of a budget: its window, by its start, and
+// threshold.
+type alertMark struct {
 	from      int64
 	threshold int
+}
+
+// forget drops what a has of budget id: an end user's budget retired.
+func (a *alertState) forget(id string) {
+	a.looked.Delete(id)
+	a.mu.Lock()
+	delete(a.done, id)
+	a.mu.Unlock()
 }
 
 // BudgetAlert is the data of a budget.threshold event.
@@ -112,13 +121,16 @@ func (s *Service) checkAlert(b weir.Budget, now time.Time) {
 		if spent < b.Amount.MulDiv(int64(th), 100) {
 			break
 		}
-		k := alertKey{b.ID, from.UnixNano(), th}
+		k := alertMark{from.UnixNano(), th}
 		s.alerts.mu.Lock()
 		if s.alerts.done == nil {
-			s.alerts.done = make(map[alertKey]bool)
+			s.alerts.done = make(map[string]map[alertMark]bool)
 		}
-		done := s.alerts.done[k]
-		s.alerts.done[k] = true
+		if s.alerts.done[b.ID] == nil {
+			s.alerts.done[b.ID] = make(map[alertMark]bool)
+		}
+		done := s.alerts.done[b.ID][k]
+		s.alerts.done[b.ID][k] = true
 		s.alerts.mu.Unlock()
 		if done {
 			continue

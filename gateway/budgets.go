@@ -45,25 +45,42 @@ type budgetBook struct {
 	bySubject map[weir.BudgetSubject][]weir.Budget
 	needs     map[weir.BudgetSubject][]admission.Need
 	byID      map[string]weir.Budget
+	// everyEndUser are the budgets of every end user apart ("user:*"),
+	// which have no scope of their own: each end user's budget has one
+	// (endusers.go).
+	everyEndUser []weir.Budget
 }
 
 func newBudgetBook(bs []weir.Budget) *budgetBook {
 	b := &budgetBook{bySubject: make(map[weir.BudgetSubject][]weir.Budget),
 		needs: make(map[weir.BudgetSubject][]admission.Need), byID: make(map[string]weir.Budget)}
 	for _, x := range bs {
+		b.byID[x.ID] = x
+		if x.Subject.EveryEndUser() {
+			b.everyEndUser = append(b.everyEndUser, x)
+			continue
+		}
 		b.bySubject[x.Subject] = append(b.bySubject[x.Subject], x)
 		b.needs[x.Subject] = append(b.needs[x.Subject], admission.Need{Scope: weir.BudgetScope(x.ID)})
-		b.byID[x.ID] = x
 	}
 	return b
 }
 
+// get finds a budget by ID, an end user's budget of a "user:*" budget
+// too.
 func (b *budgetBook) get(id string) (weir.Budget, bool) {
 	if b == nil {
 		return weir.Budget{}, false
 	}
-	x, ok := b.byID[id]
-	return x, ok
+	if x, ok := b.byID[id]; ok {
+		return x, true
+	}
+	if every, user, ok := weir.EndUserOfBudgetID(id); ok {
+		if x, ok := b.byID[every]; ok && x.Subject.EveryEndUser() {
+			return x.ForEndUser(user), true
+		}
+	}
+	return weir.Budget{}, false
 }
 
 func (b *budgetBook) of(typ, name string) []weir.Budget {
@@ -121,10 +138,12 @@ type requestBudgets struct {
 }
 
 // prepareBudgets sets the windows of the budgets a request of key
-// (counted against group) for model may reserve against, on the
-// platform models pms, before it queues: the engine is not to be called
-// from a waiter's Resolve, which builds its candidates.
-func (s *Service) prepareBudgets(ctx context.Context, key, group, model string, pms []string) (requestBudgets, error) {
+// (counted against group) for model, naming endUser ("" none), may
+// reserve against, on the platform models pms, before it queues: the
+// engine is not to be called from a waiter's Resolve, which builds its
+// candidates. The request holds its end user's budgets until
+// releaseEndUsers(rb.common); on an error, nothing is held.
+func (s *Service) prepareBudgets(ctx context.Context, key, group, model, endUser string, pms []string) (requestBudgets, error) {
 	var rb requestBudgets
 	book := s.budgets.book.Load()
 	if book == nil || len(book.byID) == 0 {
@@ -132,15 +151,26 @@ func (s *Service) prepareBudgets(ctx context.Context, key, group, model string, 
 	}
 	now := s.deps.Clock.Now()
 	var err error
-	for _, subject := range [...]weir.BudgetSubject{{Type: "key", Name: key}, {Type: "group", Name: group}, {Type: "model", Name: model}} {
+	for _, subject := range [...]weir.BudgetSubject{{Type: "key", Name: key}, {Type: "group", Name: group}, {Type: "model", Name: model}, {Type: "user", Name: endUser}} {
 		if rb.common, err = book.ensure(ctx, s, subject.Type, subject.Name, now, rb.common); err != nil {
 			return rb, err
+		}
+	}
+	if endUser != "" {
+		for _, every := range book.everyEndUser {
+			b := every.ForEndUser(endUser)
+			if err := s.ensureEndUser(ctx, b, now); err != nil {
+				s.releaseEndUsers(rb.common)
+				return requestBudgets{}, err
+			}
+			rb.common = append(rb.common, admission.Need{Scope: weir.BudgetScope(b.ID)})
 		}
 	}
 	for _, pm := range pms {
 		needs, err := book.ensure(ctx, s, "platform_model", pm, now, nil)
 		if err != nil {
-			return rb, err
+			s.releaseEndUsers(rb.common)
+			return requestBudgets{}, err
 		}
 		if len(needs) > 0 {
 			if rb.byPM == nil {
@@ -303,10 +333,15 @@ func (s *Service) reloadBudgetsLocked(ctx context.Context) error {
 	if prev == nil {
 		return nil
 	}
-	for id := range prev.byID {
+	for id, b := range prev.byID {
 		if _, ok := next.byID[id]; !ok {
 			s.budgets.windows.Delete(id)
-			s.removeScope(ctx, weir.BudgetScope(id))
+			if !b.Subject.EveryEndUser() {
+				s.removeScope(ctx, weir.BudgetScope(id))
+			}
+			for _, each := range s.endUsers.drop(id) {
+				s.retireEndUser(ctx, each)
+			}
 		}
 	}
 	return nil
@@ -383,5 +418,6 @@ func (s *Service) journal(c *Call, lease admission.Lease) {
 		return
 	}
 	s.deps.Journal.Reserve(weir.Reservation{RequestID: c.Usage.RequestID, KeyID: c.KeyID, Group: c.Group,
-		Model: c.Model.Name, PlatformModel: c.Usage.PlatformModel, Estimate: weir.Money(lease.Cost), At: s.deps.Clock.Now()})
+		Model: c.Model.Name, PlatformModel: c.Usage.PlatformModel, EndUser: c.Usage.EndUser,
+		Estimate: weir.Money(lease.Cost), At: s.deps.Clock.Now()})
 }

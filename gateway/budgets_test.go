@@ -416,13 +416,13 @@ func BenchmarkPrepareBudgets(b *testing.B) {
 	bundle := setup(b, setupOpts{catalog: budgeted(monthBudget("k", key, 1e12, weir.BudgetHard),
 		monthBudget("g", group, 1e12, weir.BudgetHard), monthBudget("m", model, 1e12, weir.BudgetHard))})
 	ctx := b.Context()
-	if _, err := bundle.svc.prepareBudgets(ctx, "key_1", "default", "m", []string{"up/m"}); err != nil {
+	if _, err := bundle.svc.prepareBudgets(ctx, "key_1", "default", "m", "", []string{"up/m"}); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := bundle.svc.prepareBudgets(ctx, "key_1", "default", "m", []string{"up/m"}); err != nil {
+			if _, err := bundle.svc.prepareBudgets(ctx, "key_1", "default", "m", "", []string{"up/m"}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -41,6 +41,10 @@ type Config struct {
 	// (drains, run-time limits, upstream pauses) other replicas may have
 	// set (operator.go). Default 2s.
 	OverridePoll time.Duration
+	// MaxEndUserBudgets bounds the end users whose budgets of every end
+	// user ("user:*") this process keeps a scope of (endusers.go).
+	// Default 10000.
+	MaxEndUserBudgets int
 }
 
 // The defaults of Config's upstream bounds.
@@ -74,6 +78,9 @@ func (c *Config) defaults() {
 	}
 	if c.KeyCacheTTL <= 0 {
 		c.KeyCacheTTL = 2 * time.Second
+	}
+	if c.MaxEndUserBudgets <= 0 {
+		c.MaxEndUserBudgets = 10000
 	}
 	if c.OverridePoll <= 0 {
 		c.OverridePoll = 2 * time.Second
@@ -182,8 +189,9 @@ type Service struct {
 	// tests that count what a reload builds.
 	newAdapters func(provider.Platform) (provider.Adapters, error)
 
-	budgets budgetState
-	alerts  alertState
+	budgets  budgetState
+	alerts   alertState
+	endUsers endUserScopes
 }
 
 // New returns a Service.

@@ -76,7 +76,8 @@ func (s *Service) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate,
 		}
 	}
 	cands := taskCandidates(key.ID, group, t.RunMode, pms)
-	budgets, err := s.prepareBudgets(ctx, key.ID, group, model.Name, pms)
+	// A task names no end user: budgets of end users do not count it.
+	budgets, err := s.prepareBudgets(ctx, key.ID, group, model.Name, "", pms)
 	if err != nil {
 		return nil, err
 	}

@@ -58,11 +58,12 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 		}
 	}
 	r := &routing{s: s, c: c, pms: pms}
-	budgets, err := s.prepareBudgets(ctx, c.KeyID, c.Group, c.Model.Name, pms)
+	budgets, err := s.prepareBudgets(ctx, c.KeyID, c.Group, c.Model.Name, c.Usage.EndUser, pms)
 	if err != nil {
 		c.end(outcomeOf(err))
 		return err
 	}
+	defer s.releaseEndUsers(budgets.common)
 	r.budgets = budgets
 	if refusal != nil && len(pms) == 0 && len(r.resolve()) == 0 {
 		c.end(codeOutcome(weir.CodeNoCandidate))
@@ -87,6 +88,7 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 			lease, err = s.admit(ctx, c, r, attempt)
 		}
 		if err != nil {
+			s.forgetEndUserWindows(err, r.budgets.common)
 			c.end(outcomeOf(err))
 			return err
 		}

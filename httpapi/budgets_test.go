@@ -31,6 +31,19 @@ func budgetOf(t *testing.T, body []byte) BudgetView {
 	return v
 }
 
+// TestBudgetsOfEndUsers: the admin API takes budgets of one end user and
+// of every end user apart.
+func TestBudgetsOfEndUsers(t *testing.T) {
+	t.Parallel()
+	b, _, _ := setupBudgets(t)
+	for _, subject := range []string{"user:alice", "user:*"} {
+		w := b.do(http.MethodPost, "/admin/budgets", `{"subject":"`+subject+`","amount":"5","window":"day"}`, nil)
+		if w.Code != http.StatusCreated || budgetOf(t, w.Body.Bytes()).Subject != subject {
+			t.Errorf("create a budget of %s: %d %s", subject, w.Code, w.Body)
+		}
+	}
+}
+
 // TestBudgetsCreateGetList: a budget created through the admin API is
 // stored with its defaults and shown with its amount as a decimal string
 // and the window it is in now; a subject's list is only its budgets.
@@ -93,7 +106,8 @@ func TestBudgetsRefusals(t *testing.T) {
 		body, param string
 	}{
 		{`{"amount":"5","window":"day"}`, "subject"},
-		{`{"subject":"user:u","amount":"5","window":"day"}`, "subject"},
+		{`{"subject":"customer:u","amount":"5","window":"day"}`, "subject"},
+		{`{"subject":"user:a\u0007b","amount":"5","window":"day"}`, "subject"},
 		{`{"subject":"key:k2","window":"day"}`, "amount"},
 		{`{"subject":"key:k2","amount":"0","window":"day"}`, "amount"},
 		{`{"subject":"key:k2","amount":"-3","window":"day"}`, "amount"},

@@ -46,6 +46,8 @@ type request struct {
 	// affinity is what it shares with the requests whose candidate it
 	// prefers (a chat's prompt_cache_key, user, or first message).
 	affinity string
+	// endUser is the end user the request names (endUserOf), "" none.
+	endUser string
 	// previous is the response a Responses request continues
 	// (previous_response_id), if it is passed through.
 	previous string
@@ -123,6 +125,10 @@ func decodeRequest(ep endpoint, body []byte) (*request, *apiError) {
 			*w.to, _ = jsonString(w.v) // not a string: the upstream's to judge
 		}
 	}
+	var aerr *apiError
+	if r.endUser, aerr = endUserField(f.safetyIdentifier, f.user); aerr != nil {
+		return nil, aerr
+	}
 	r.wants.N, r.wants.Characters = priced(ep, &f)
 	// About four bytes of JSON per token, plus what the answer may take.
 	// The client's numbers may be anything up to the int64 maximum: the
@@ -136,6 +142,52 @@ func decodeRequest(ep endpoint, body []byte) (*request, *apiError) {
 		r.estimate = addTokens(r.estimate, 256)
 	}
 	return r, nil
+}
+
+// endUserField is the end user a body's safety_identifier names, else
+// its user (endUserOf): each must be a string, or null.
+func endUserField(safetyIdentifier, user []byte) (string, *apiError) {
+	var ids [2]string
+	for i, f := range [...]struct {
+		name string
+		v    []byte
+	}{{"safety_identifier", safetyIdentifier}, {"user", user}} {
+		if f.v == nil || isNull(f.v) {
+			continue
+		}
+		v, ok := jsonString(f.v)
+		if !ok {
+			return "", errorf(weir.CodeInvalidRequest, f.name, f.name+" must be a string")
+		}
+		ids[i] = v
+	}
+	return endUserOf(ids[0], ids[1])
+}
+
+// endUserOf is the end user a request names, whose spend budgets of end
+// users count (docs/budgets.md): its safety_identifier, OpenAI's field
+// for the end user, else its user ("" none). One weir.ValidateEndUser
+// refuses is refused, naming the parameter, and never cut short: two end
+// users cut to one id would share a budget.
+func endUserOf(safetyIdentifier, user string) (string, *apiError) {
+	for _, f := range [...]struct{ name, v string }{{"safety_identifier", safetyIdentifier}, {"user", user}} {
+		if err := checkEndUser(f.name, f.v); err != nil {
+			return "", err
+		}
+	}
+	if safetyIdentifier != "" {
+		return safetyIdentifier, nil
+	}
+	return user, nil
+}
+
+// checkEndUser refuses an end user id weir.ValidateEndUser refuses, as
+// the parameter param.
+func checkEndUser(param, v string) *apiError {
+	if err := weir.ValidateEndUser(v); err != nil {
+		return errorf(weir.CodeInvalidRequest, param, fmt.Sprintf("%s names an end user: %s", param, strings.TrimPrefix(err.Error(), weir.ErrInvalid.Error()+": ")))
+	}
+	return nil
 }
 
 // readMessages checks a chat body's messages and reads what choosing its
@@ -236,6 +288,10 @@ func translatedRequest(ep endpoint, c *openaiwire.ChatRequest) (*request, *apiEr
 		}
 	}
 	r.wants.Tools = len(c.Tools) > 0 || len(c.Functions) > 0
+	var aerr *apiError
+	if r.endUser, aerr = endUserOf(c.SafetyIdentifier, c.User); aerr != nil {
+		return nil, aerr
+	}
 	switch {
 	case c.PromptCacheKey != "":
 		r.affinity = "k:" + c.PromptCacheKey

@@ -15,7 +15,7 @@ type fields struct {
 	model, stream, maxCompletionTokens, maxTokens []byte
 	messages, tools, functions, responseFormat    []byte
 	size, voice, quality, n, input, prompt        []byte
-	promptCacheKey, user                          []byte
+	promptCacheKey, user, safetyIdentifier        []byte
 	models                                        modelSpans
 }
 
@@ -87,6 +87,8 @@ func (f *fields) slot(key []byte) *[]byte {
 		return &f.promptCacheKey
 	case "user":
 		return &f.user
+	case "safety_identifier":
+		return &f.safetyIdentifier
 	}
 	return nil
 }

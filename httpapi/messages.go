@@ -43,6 +43,9 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request) {
 	c, err := s.prepare(w, r, epMessages, func(body []byte) (*request, *apiError) {
 		native = &gateway.Native{API: gateway.APIMessages, Path: "/messages", Body: &request{body: body}}
 		req, chat, perr := messagesToChat(body)
+		if aerr := checkMessagesEndUser(req); aerr != nil {
+			return nil, aerr
+		}
 		if perr != nil && perr.Unsupported {
 			native.Only = perr.Param
 			return nativeMessagesRequest(req, body)
@@ -62,6 +65,16 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request) {
 	c.Native = native
 	w.Header().Set("Request-Id", info(r.Context()).id)
 	s.serve(w, r, epMessages, c, &messagesAnswer{s: s, out: &c.out}, start)
+}
+
+// checkMessagesEndUser refuses the end user a Messages request's
+// metadata.user_id names if weir.ValidateEndUser does (req is nil when
+// the body did not parse).
+func checkMessagesEndUser(req *anthropic.Request) *apiError {
+	if req == nil || req.Metadata == nil {
+		return nil
+	}
+	return checkEndUser("metadata.user_id", req.Metadata.UserID)
 }
 
 // messagesToChat reads a Messages request's body and translates it to
@@ -86,6 +99,9 @@ func nativeMessagesRequest(req *anthropic.Request, body []byte) (*request, *apiE
 		return nil, errorf(weir.CodeInvalidRequest, "model", fmt.Sprintf("model is %d bytes long; at most %d are allowed", len(req.Model), maxModelName))
 	}
 	r := &request{body: body, model: req.Model, stream: req.Stream, maxTokens: req.MaxTokens}
+	if req.Metadata != nil {
+		r.endUser = req.Metadata.UserID
+	}
 	prompt := anthropic.EstimateInputTokens(req)
 	r.wants = weir.Wants{PromptTokens: prompt, MaxTokens: r.maxTokens, Stream: r.stream, Tools: len(req.Tools) > 0}
 	r.estimate = addTokens(prompt, r.maxTokens)

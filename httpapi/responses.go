@@ -115,6 +115,8 @@ func nativeRequest(body []byte) (*request, *apiError) {
 		MaxOutputTokens *int64            `json:"max_output_tokens"`
 		Tools           []json.RawMessage `json:"tools"`
 		Previous        *string           `json:"previous_response_id"`
+		User            string            `json:"user"`
+		Safety          string            `json:"safety_identifier"`
 	}
 	if err := json.Unmarshal(body, &v); err != nil {
 		return nil, errorf(weir.CodeInvalidRequest, "", "request body is not a valid Responses request: "+err.Error())
@@ -128,6 +130,10 @@ func nativeRequest(body []byte) (*request, *apiError) {
 		return nil, errorf(weir.CodeInvalidRequest, "max_output_tokens", "max_output_tokens must be a positive integer")
 	}
 	r := &request{body: body, model: v.Model, stream: v.Stream != nil && *v.Stream}
+	var aerr *apiError
+	if r.endUser, aerr = endUserOf(v.Safety, v.User); aerr != nil {
+		return nil, aerr
+	}
 	if v.MaxOutputTokens != nil {
 		r.maxTokens = *v.MaxOutputTokens
 	}

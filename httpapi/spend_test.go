@@ -27,7 +27,7 @@ func TestAdminSpend(t *testing.T) {
 	for i, at := range []time.Time{now.Add(-time.Hour), now.Add(-26 * time.Hour), now.AddDate(0, -1, 0)} {
 		batch = append(batch, weir.Usage{RequestID: "r" + string(rune('a'+i)), KeyID: keyID, Group: "team", Model: "m",
 			PlatformModel: "up/m", Endpoint: "chat", PromptTokens: 10, CompletionTokens: 5, Cost: weir.Money(1_250_000_000 * (i + 1)),
-			CostEstimated: i == 1, Status: 200, Outcome: "ok", At: at})
+			CostEstimated: i == 1, Status: 200, Outcome: "ok", At: at, EndUser: []string{"", "alice", ""}[i]})
 	}
 	if err := b.db.UsageInsert(t.Context(), batch); err != nil {
 		t.Fatal(err)
@@ -49,6 +49,8 @@ func TestAdminSpend(t *testing.T) {
 		{"?by=platform_model&from=2026-02-01T00:00:00Z&until=2026-04-01T00:00:00Z&bucket=month", "7.50", 2,
 			[]string{"2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z"}},
 		{"?from=2026-03-04T00:00:00Z", "1.25", 1, []string{"2026-03-04T00:00:00Z"}},
+		// The one record that named an end user.
+		{"?by=user", "2.50", 1, []string{"2026-03-01T00:00:00Z"}},
 	} {
 		resp, body := get(tc.query)
 		var v struct {
@@ -71,7 +73,7 @@ func TestAdminSpend(t *testing.T) {
 	for _, tc := range []struct {
 		query, param string
 	}{
-		{"?by=user", "by"},
+		{"?by=customer", "by"},
 		{"?bucket=year", "bucket"},
 		{"?window=year", "window"},
 		{"?window=day&from=2026-03-01T00:00:00Z", "window"},

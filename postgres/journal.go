@@ -15,10 +15,10 @@ import (
 // journaled already (or earlier in the batch: the first is kept) or has a
 // usage record.
 const reservationInsertSQL = `INSERT INTO spend_reservations
-		(request_id, key_id, group_name, model, platform_model, estimate, at)
-	SELECT request_id, key_id, group_name, model, platform_model, estimate, at
-	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::timestamptz[])
-		WITH ORDINALITY AS r(request_id, key_id, group_name, model, platform_model, estimate, at, ord)
+		(request_id, key_id, group_name, model, platform_model, estimate, at, end_user)
+	SELECT request_id, key_id, group_name, model, platform_model, estimate, at, end_user
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::timestamptz[], $8::text[])
+		WITH ORDINALITY AS r(request_id, key_id, group_name, model, platform_model, estimate, at, end_user, ord)
 	WHERE NOT EXISTS (SELECT 1 FROM usage_records u WHERE u.request_id = r.request_id)
 	ORDER BY ord
 	ON CONFLICT (request_id) DO NOTHING`
@@ -42,12 +42,13 @@ func (db *DB) SpendReserve(ctx context.Context, batch []weir.Reservation) error 
 			make([]string, n), make([]string, n), make([]string, n)
 		estimates = make([]int64, n)
 		at        = make([]time.Time, n)
+		endUsers  = make([]string, n)
 	)
 	for i, r := range batch {
 		requestIDs[i], keyIDs[i], groups[i], models[i], pms[i] = r.RequestID, r.KeyID, r.Group, r.Model, r.PlatformModel
-		estimates[i], at[i] = int64(r.Estimate), dbTime(r.At)
+		estimates[i], at[i], endUsers[i] = int64(r.Estimate), dbTime(r.At), r.EndUser
 	}
-	if _, err := db.pool.Exec(ctx, reservationInsertSQL, requestIDs, keyIDs, groups, models, pms, estimates, at); err != nil {
+	if _, err := db.pool.Exec(ctx, reservationInsertSQL, requestIDs, keyIDs, groups, models, pms, estimates, at, endUsers); err != nil {
 		r := batch[0]
 		return fmt.Errorf("journal reservations: %d rows (from request %s, key %s): %w", n, r.RequestID, r.KeyID, classify(err))
 	}
@@ -73,11 +74,11 @@ const spendRecoverSQL = `WITH picked AS (
 		FOR UPDATE SKIP LOCKED
 	), gone AS (
 		DELETE FROM spend_reservations s USING picked p WHERE s.request_id = p.request_id
-		RETURNING s.request_id, s.key_id, s.group_name, s.model, s.platform_model, s.estimate, s.at
+		RETURNING s.request_id, s.key_id, s.group_name, s.model, s.platform_model, s.estimate, s.at, s.end_user
 	), counted AS (
 		INSERT INTO usage_records (` + usageColumns + `)
 		SELECT request_id, key_id, model, platform_model, '', 0, 0, 0, 0, 0, $3, at,
-			group_name, 0, estimate, true
+			group_name, 0, estimate, true, end_user
 		FROM gone ORDER BY at, request_id
 		ON CONFLICT (request_id) DO NOTHING
 	)

@@ -11,7 +11,7 @@ import (
 var _ weir.SpendStore = (*DB)(nil)
 
 // spendColumns are the usage_records column of each subject type.
-var spendColumns = map[string]string{"key": "key_id", "group": "group_name", "model": "model", "platform_model": "platform_model"}
+var spendColumns = map[string]string{"key": "key_id", "group": "group_name", "model": "model", "platform_model": "platform_model", "user": "end_user"}
 
 // costSum sums cost as numeric, which does not overflow, and saturates
 // at the largest Money.
@@ -33,6 +33,15 @@ func (db *DB) SpendSum(ctx context.Context, f weir.SpendFilter) (weir.Money, err
 	return weir.Money(cost), nil
 }
 
+// endUserNamed leaves out of a report by end user the requests that
+// named none.
+func endUserNamed(by string) string {
+	if by == "user" {
+		return ` AND end_user <> ''`
+	}
+	return ""
+}
+
 // SpendReport sums usage in [f.From, f.Until) by subject and bucket (of
 // UTC time), by bucket then subject in byte order.
 func (db *DB) SpendReport(ctx context.Context, f weir.SpendReportFilter) ([]weir.SpendRow, error) {
@@ -47,7 +56,7 @@ func (db *DB) SpendReport(ctx context.Context, f weir.SpendReportFilter) ([]weir
 	q := `SELECT ` + col + `, ` + bucket + `, count(*),
 		least(coalesce(sum(prompt_tokens::numeric + completion_tokens), 0), 9223372036854775807)::bigint,
 		` + costSum + `, count(*) FILTER (WHERE cost_estimated)
-		FROM usage_records WHERE at >= $1 AND at < $2 GROUP BY 1, 2 ORDER BY 2, ` + col + ` COLLATE "C"`
+		FROM usage_records WHERE at >= $1 AND at < $2` + endUserNamed(f.By) + ` GROUP BY 1, 2 ORDER BY 2, ` + col + ` COLLATE "C"`
 	return listAll(ctx, db, "spend", q, func(row rowscan.Row) (weir.SpendRow, error) {
 		var (
 			r    weir.SpendRow

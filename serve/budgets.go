@@ -60,7 +60,10 @@ func (m *Main) budgetGauges(ctx context.Context) []metrics.BudgetGauge {
 		return nil
 	}
 	byKey := m.Config.Server.MetricsSpendByKey
-	bs = slices.DeleteFunc(bs, func(b weir.Budget) bool { return b.Subject.Type == "key" && !byKey })
+	// A budget of every end user apart has a series per end user, which
+	// no label set bounds: it has none (GET /admin/spend?by=user says
+	// what end users spent).
+	bs = slices.DeleteFunc(bs, func(b weir.Budget) bool { return b.Subject.Type == "key" && !byKey || b.Subject.EveryEndUser() })
 	if len(bs) == 0 {
 		return nil
 	}

@@ -31,6 +31,7 @@ func gatewayConfig(s config.Server) gateway.Config {
 		RetryBudget:         s.RetryBudget,
 		MaxResponseBytes:    s.MaxResponseBytes,
 		KeyCacheTTL:         s.KeyCacheTTL,
+		MaxEndUserBudgets:   s.MaxEndUserBudgets,
 	}
 }
 

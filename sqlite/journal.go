@@ -11,7 +11,7 @@ import (
 )
 
 // reservationColumnCount is how many columns a reservation row has.
-const reservationColumnCount = 7
+const reservationColumnCount = 8
 
 // reservationInsertSQL journals rows reservations, skipping those whose
 // request is journaled or recorded already;
@@ -19,9 +19,9 @@ const reservationColumnCount = 7
 // a batch uses reservationInsertSQL(1). SQLite names the columns of
 // VALUES column1, column2, ...
 func reservationInsertSQL(rows int) string {
-	const row = `(?, ?, ?, ?, ?, ?, ?)`
+	const row = `(?, ?, ?, ?, ?, ?, ?, ?)`
 	var b strings.Builder
-	b.WriteString(`INSERT INTO spend_reservations (request_id, key_id, group_name, model, platform_model, estimate, at)
+	b.WriteString(`INSERT INTO spend_reservations (request_id, key_id, group_name, model, platform_model, estimate, at, end_user)
 	SELECT * FROM (VALUES `)
 	for i := range rows {
 		if i > 0 {
@@ -72,7 +72,7 @@ func (db *DB) SpendReserve(ctx context.Context, batch []weir.Reservation) error 
 			times.done()
 			for i, r := range batch[start : start+rows] {
 				args = append(args, r.RequestID, shared.arg(0, r.KeyID), shared.arg(1, r.Group),
-					shared.arg(2, r.Model), shared.arg(3, r.PlatformModel), int64(r.Estimate), times.text(i))
+					shared.arg(2, r.Model), shared.arg(3, r.PlatformModel), int64(r.Estimate), times.text(i), shared.arg(4, r.EndUser))
 			}
 			if _, err := stmt.ExecContext(ctx, args...); err != nil {
 				r := batch[start]
@@ -127,7 +127,7 @@ func (db *DB) SpendRecover(ctx context.Context, p *weir.SpendRecoverParams) (int
 		before := formatTime(p.Before)
 		if _, err := tx.ExecContext(ctx, `INSERT INTO usage_records (`+usageColumns+`)
 			SELECT request_id, key_id, model, platform_model, '', 0, 0, 0, 0, 0, ?3, at,
-				group_name, 0, estimate, 1
+				group_name, 0, estimate, 1, end_user
 			FROM spend_reservations WHERE request_id IN (`+spendRecoverPick+`)
 			ORDER BY at, request_id
 			ON CONFLICT (request_id) DO NOTHING`, before, p.Limit, weir.OutcomeInterrupted); err != nil {

@@ -12,7 +12,7 @@ import (
 var _ weir.SpendStore = (*DB)(nil)
 
 // spendColumns are the usage_records column of each subject type.
-var spendColumns = map[string]string{"key": "key_id", "group": "group_name", "model": "model", "platform_model": "platform_model"}
+var spendColumns = map[string]string{"key": "key_id", "group": "group_name", "model": "model", "platform_model": "platform_model", "user": "end_user"}
 
 // spendBuckets start each bucket of the text times (timeLayout) as a
 // time of the same layout: SQLite has no date_trunc. A week's starts on
@@ -50,6 +50,15 @@ func (db *DB) SpendSum(ctx context.Context, f weir.SpendFilter) (weir.Money, err
 	return joinCost(units, billionths), nil
 }
 
+// endUserNamed leaves out of a report by end user the requests that
+// named none.
+func endUserNamed(by string) string {
+	if by == "user" {
+		return ` AND end_user <> ''`
+	}
+	return ""
+}
+
 // SpendReport sums usage in [f.From, f.Until) by subject and bucket, by
 // bucket then subject in byte order.
 func (db *DB) SpendReport(ctx context.Context, f weir.SpendReportFilter) ([]weir.SpendRow, error) {
@@ -58,7 +67,7 @@ func (db *DB) SpendReport(ctx context.Context, f weir.SpendReportFilter) ([]weir
 	}
 	q := `SELECT ` + spendColumns[f.By] + `, ` + spendBuckets[f.Bucket] + `, count(*),
 		coalesce(sum(prompt_tokens + completion_tokens), 0), ` + costSums + `, coalesce(sum(cost_estimated), 0)
-		FROM usage_records WHERE at >= ? AND at < ? GROUP BY 1, 2 ORDER BY 2, 1`
+		FROM usage_records WHERE at >= ? AND at < ?` + endUserNamed(f.By) + ` GROUP BY 1, 2 ORDER BY 2, 1`
 	return listAll(ctx, db, "spend", q, func(row rowscan.Row) (weir.SpendRow, error) {
 		var (
 			r                 weir.SpendRow

@@ -13,10 +13,10 @@ import (
 
 const usageColumns = `request_id, key_id, model, platform_model, endpoint,
 	prompt_tokens, completion_tokens, waited_ns, latency_ns, status, outcome, at,
-	group_name, cached_tokens, cost, cost_estimated`
+	group_name, cached_tokens, cost, cost_estimated, end_user`
 
 // usageColumnCount is how many columns usageColumns names.
-const usageColumnCount = 16
+const usageColumnCount = 17
 
 // usageRowsPerInsert is how many rows one INSERT statement carries. One
 // statement per row spent most of a row's cost outside SQLite (database/sql
@@ -28,7 +28,7 @@ const usageRowsPerInsert = 32
 // usageInsertSQL inserts rows rows; usageInsertSQL(usageRowsPerInsert) is
 // prepared once, the rest of a batch uses usageInsertSQL(1).
 func usageInsertSQL(rows int) string {
-	const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	var b strings.Builder
 	b.WriteString(`INSERT INTO usage_records (` + usageColumns + `) VALUES `)
 	for i := range rows {
@@ -78,7 +78,7 @@ func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) (err error) {
 					shared.arg(2, u.PlatformModel), shared.arg(3, u.Endpoint),
 					u.PromptTokens, u.CompletionTokens, int64(u.Waited), int64(u.Latency),
 					int64(u.Status), shared.arg(4, u.Outcome), times.text(i),
-					shared.arg(5, u.Group), u.CachedTokens, int64(u.Cost), u.CostEstimated)
+					shared.arg(5, u.Group), u.CachedTokens, int64(u.Cost), u.CostEstimated, shared.arg(6, u.EndUser))
 			}
 			if _, err := stmt.ExecContext(ctx, args...); err != nil {
 				u := batch[start]
@@ -96,10 +96,10 @@ func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) (err error) {
 }
 
 // sharedArgs hold the arguments of a batch's columns that its rows
-// mostly share (key, model, platform model, endpoint, outcome, group),
-// so that a row with the same value as the row before passes the same
-// argument: a string made an argument is a copy on the heap.
-type sharedArgs [6]any
+// mostly share (key, model, platform model, endpoint, outcome, group,
+// end user), so that a row with the same value as the row before passes
+// the same argument: a string made an argument is a copy on the heap.
+type sharedArgs [7]any
 
 // arg is s as the argument of column i.
 func (a *sharedArgs) arg(i int, s string) any {
@@ -175,7 +175,7 @@ func scanUsage(row rowscan.Row) (weir.Usage, error) {
 	)
 	if err := row.Scan(&u.RequestID, &u.KeyID, &u.Model, &u.PlatformModel, &u.Endpoint,
 		&u.PromptTokens, &u.CompletionTokens, &waited, &latency, &status, &u.Outcome, &at,
-		&u.Group, &u.CachedTokens, &cost, &u.CostEstimated); err != nil {
+		&u.Group, &u.CachedTokens, &cost, &u.CostEstimated, &u.EndUser); err != nil {
 		return weir.Usage{}, err
 	}
 	u.Waited, u.Latency, u.Status, u.Cost = time.Duration(waited), time.Duration(latency), int(status), weir.Money(cost)

@@ -39,6 +39,7 @@ func ExerciseBudgets(t *testing.T, newStore func(t *testing.T) interface {
 		{"08_BudgetAlertClaimOnce", testBudgetAlertClaim},
 		{"09_BudgetAlertClaimConcurrent", testBudgetAlertClaimConcurrent},
 		{"10_BudgetCancelledContext", testBudgetCancelled},
+		{"11_BudgetOfEndUsers", testBudgetOfEndUsers},
 	})
 }
 

@@ -52,6 +52,7 @@ func ExerciseSpendJournal(t *testing.T, newStore func(t *testing.T) interface {
 		{"07_RecoverBeforeAndLimit", testRecoverBeforeAndLimit},
 		{"08_RecoverRacesUsage", testRecoverRacesUsage},
 		{"09_RecoverInvalid", testRecoverInvalid},
+		{"10_RecoverKeepsEndUser", testRecoverKeepsEndUser},
 	})
 }
 

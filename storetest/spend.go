@@ -42,6 +42,7 @@ func ExerciseSpend(t *testing.T, newStore func(t *testing.T) interface {
 		{"02_SpendSumSaturates", testSpendSaturates},
 		{"03_SpendReportBuckets", testSpendReport},
 		{"04_SpendInvalidFilter", testSpendInvalid},
+		{"05_SpendByEndUser", testSpendByEndUser},
 	})
 }
 
@@ -181,7 +182,7 @@ func testSpendReport(t *testing.T, s spendStore) {
 func testSpendInvalid(t *testing.T, s spendStore) {
 	now := base
 	for _, f := range []weir.SpendFilter{
-		{Subject: weir.BudgetSubject{Type: "user", Name: "x"}, From: now, Until: now.Add(time.Hour)},
+		{Subject: weir.BudgetSubject{Type: "customer", Name: "x"}, From: now, Until: now.Add(time.Hour)},
 		{Subject: weir.BudgetSubject{Type: "key"}, From: now, Until: now.Add(time.Hour)},
 		{Subject: weir.BudgetSubject{Type: "key", Name: "k"}, Until: now.Add(time.Hour)},
 		{Subject: weir.BudgetSubject{Type: "key", Name: "k"}, From: now, Until: now},
@@ -191,7 +192,7 @@ func testSpendInvalid(t *testing.T, s spendStore) {
 		}
 	}
 	for _, f := range []weir.SpendReportFilter{
-		{By: "user", From: now, Until: now.Add(time.Hour)},
+		{By: "customer", From: now, Until: now.Add(time.Hour)},
 		{By: "key", Bucket: "year", From: now, Until: now.Add(time.Hour)},
 		{By: "key", From: now.Add(time.Hour), Until: now},
 	} {

@@ -35,7 +35,7 @@ func budgetsCmd() *cobra.Command {
 func budgetsListCmd(path *string) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list [SUBJECT]",
-		Short: "List budgets, all or one subject's (key:ID, group:NAME, model:NAME, platform_model:NAME)",
+		Short: "List budgets, all or one subject's (key:ID, group:NAME, model:NAME, platform_model:NAME, user:END_USER, user:*)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var f weir.BudgetFilter

@@ -71,6 +71,11 @@ func TestBudgetsCommands(t *testing.T) {
 		t.Fatalf("budgets create: %v\n%s", err, out)
 	}
 	id := budgetIDRe.FindString(out)
+	for _, subject := range []string{"user:*", "user:alice"} {
+		if out, err := runBudgets(t, "create", "-c", cfg, subject, "2/day"); err != nil || !strings.Contains(out, subject) {
+			t.Fatalf("budgets create %s: %v\n%s", subject, err, out)
+		}
+	}
 	if out, err = runBudgets(t, "set", "-c", cfg, id, "--amount", "20", "--alerts", "none"); err != nil || !strings.Contains(out, "20.00") {
 		t.Fatalf("budgets set: %v\n%s", err, out)
 	}
@@ -78,7 +83,7 @@ func TestBudgetsCommands(t *testing.T) {
 	if err != nil || !strings.Contains(out, "50.00") || strings.Contains(out, "group:premium") {
 		t.Errorf("budgets list key:%s: %v\n%s", keyID, err, out)
 	}
-	if out, err = runBudgets(t, "list", "-c", cfg); err != nil || strings.Count(out, "bgt_") != 2 {
+	if out, err = runBudgets(t, "list", "-c", cfg); err != nil || strings.Count(out, "bgt_") != 4 {
 		t.Errorf("budgets list: %v\n%s", err, out)
 	}
 	for _, b := range storedBudgets(t, dbPath) {
@@ -92,7 +97,7 @@ func TestBudgetsCommands(t *testing.T) {
 	if _, err := runBudgets(t, "delete", "-c", cfg, id); !errors.Is(err, weir.ErrNotFound) {
 		t.Errorf("budgets delete again: %v; want ErrNotFound", err)
 	}
-	if bs := storedBudgets(t, dbPath); len(bs) != 1 || bs[0].Subject.Name != keyID {
+	if bs := storedBudgets(t, dbPath); len(bs) != 3 || bs[0].Subject.Name != keyID {
 		t.Errorf("after delete: %+v", bs)
 	}
 }
@@ -107,7 +112,8 @@ func TestBudgetsCommandsRefuse(t *testing.T) {
 		{"create", "group:gold", "5/day"},
 		{"create", "key:key_none", "5/day"},
 		{"create", "model:m", "5/day"},
-		{"create", "user:u", "5/day"},
+		{"create", "customer:u", "5/day"},
+		{"create", "user:a\tb", "5/day"},
 		{"create", "group:premium", "5/year"},
 		{"create", "group:premium", "0/day"},
 		{"create", "group:premium", "5/day", "--mode", "strict"},

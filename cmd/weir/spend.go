@@ -25,9 +25,10 @@ func spendCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "spend",
-		Short: "Show what requests cost, by key, group, model or platform model",
+		Short: "Show what requests cost, by key, group, model, platform model or end user",
 		Long: `Show what requests cost on a running server, summed from its usage records at
-its platform models' prices: by key, group, model or platform model, over the
+its platform models' prices: by key, group, model, platform model or end user
+(user: the requests that named one), over the
 current UTC day, week or month (--window, month by default) or since a time
 (--since 24h, 7d, 2026-03-01 or an RFC 3339 time), whole or by --bucket (hour,
 day, week, month). Amounts are in the currency the prices are written in.
@@ -54,7 +55,7 @@ their estimate.`,
 	}
 	cmd.Flags().StringVar(&addr, "addr", "http://127.0.0.1:8080", "the server's base URL")
 	cmd.Flags().StringVar(&token, "token", "", "admin token (when the server sets one; env WEIR_ADMIN_TOKEN)")
-	cmd.Flags().StringVar(&by, "by", "key", "sum by key, group, model or platform_model")
+	cmd.Flags().StringVar(&by, "by", "key", "sum by key, group, model, platform_model or user (end user)")
 	cmd.Flags().StringVar(&since, "since", "", "from this long ago (24h, 7d) or this time (2026-03-01, RFC 3339) until now")
 	cmd.Flags().StringVar(&window, "window", "", "the current UTC day, week or month (default month, without --since)")
 	cmd.Flags().StringVar(&bucket, "bucket", "", "sum by hour, day, week or month too")
