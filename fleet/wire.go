@@ -54,6 +54,8 @@ const (
 	// leases no live replica could re-assert to the next leader
 	// (mirror.go); answered by nobody.
 	opMirror = "mirror"
+	// opAffinity (affinity.go) carries cache-affinity entries, posted
+	// by a replica and passed on by the leader; answered by nobody.
 )
 
 // maxFrame bounds one frame of an authenticated session: a replica's
@@ -110,6 +112,9 @@ type frame struct {
 	Mirror   []mirrorLease `json:"mirror,omitempty"`
 	Unmirror []mirrorKey   `json:"unmirror,omitempty"`
 	Reset    bool          `json:"reset,omitempty"`
+
+	// Affinity: cache-affinity entries a replica shares (affinity.go).
+	Affinity []AffinityEntry `json:"affinity,omitempty"`
 
 	// Spent is what budget scopes had spent when the leases of a
 	// release's reply, or of a mirror's removal, ended (spend.go).
