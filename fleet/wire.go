@@ -123,7 +123,9 @@ type frame struct {
 
 // wireRequest is an admission.Request as it crosses the wire. Its
 // Resolve func reaches the leader only from the leader's own replica (in
-// process); from another replica it is lost (see the package doc).
+// process). From another replica, Resolves says it had one: the leader
+// then resolves it to the candidates it arrived with (see the package
+// doc, "Re-resolution across replicas").
 type wireRequest struct {
 	ID          string                                         `json:"id"`
 	Priority    int32                                          `json:"priority,omitempty"`
@@ -133,20 +135,38 @@ type wireRequest struct {
 	Candidates  []admission.Candidate                          `json:"candidates"`
 	Place       uint64                                         `json:"place,omitempty"`
 	Hold        time.Duration                                  `json:"hold,omitempty"`
+	Resolves    bool                                           `json:"resolves,omitempty"`
 	resolve     func(id string) ([]admission.Candidate, error) `json:"-"`
 }
 
 func toWire(r admission.Request) *wireRequest {
 	return &wireRequest{ID: r.ID, Priority: r.Priority, FairnessKey: r.FairnessKey,
-		Deadline: r.Deadline, Owner: r.Owner, Candidates: r.Candidates, Place: r.Place, Hold: r.Hold, resolve: r.Resolve}
+		Deadline: r.Deadline, Owner: r.Owner, Candidates: r.Candidates, Place: r.Place, Hold: r.Hold,
+		Resolves: r.Resolve != nil, resolve: r.Resolve}
 }
 
 func (w *wireRequest) request() admission.Request {
 	if w == nil {
 		return admission.Request{}
 	}
+	resolve := w.resolve
+	if resolve == nil && w.Resolves {
+		resolve = arrivedWith(w.Candidates)
+	}
 	return admission.Request{ID: w.ID, Priority: w.Priority, FairnessKey: w.FairnessKey,
-		Deadline: w.Deadline, Owner: w.Owner, Candidates: w.Candidates, Place: w.Place, Hold: w.Hold, Resolve: w.resolve}
+		Deadline: w.Deadline, Owner: w.Owner, Candidates: w.Candidates, Place: w.Place, Hold: w.Hold, Resolve: resolve}
+}
+
+// arrivedWith is the leader's Resolve for a waiter of another replica
+// that has one: the candidates the waiter arrived with, every one of
+// them, of which the engine keeps those on usable scopes. So a fence
+// drops a node's candidates and its activation gives them back, in the
+// order and at the indexes the replica knows them by (a lease's
+// Candidate indexes the replica's list, which it never resolves again
+// while another replica leads).
+func arrivedWith(cands []admission.Candidate) func(string) ([]admission.Candidate, error) {
+	cands = slices.Clone(cands)
+	return func(string) ([]admission.Candidate, error) { return slices.Clone(cands), nil }
 }
 
 // syncState is everything a replica holds, sent to a leader when its
