@@ -26,6 +26,13 @@ import (
 // the term's epoch and the fleet's secret), which the listener reads and
 // checks before anything else, and the leader's "welcome": until then
 // neither side reads a frame longer than maxHello (handshake.go).
+//
+// The frames carry no version yet. What was added since keeps an older
+// peer working: a leader answers an op it does not know with an error
+// (ErrInvalid) that no call waits for, a replica ignores one, and JSON
+// drops a field it does not know. So an older leader neither passes on
+// the "affinity" frames nor re-resolves a request that "resolves", and
+// an older replica shares no affinity; each then behaves as before.
 
 // Frame ops.
 const (
