@@ -1,6 +1,10 @@
 package gateway
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
@@ -132,6 +136,70 @@ func affinityKeyOf(c *Call) string {
 		return ""
 	}
 	return c.Model.Name + "\x00" + c.Affinity
+}
+
+// taskAffinityKey is t's key in the table: what its input shares with
+// other tasks of its model (a prompt_cache_key, a user, or the same
+// prompt); "" when its model's affinity is off, t runs in another mode
+// than production, or its input shares nothing.
+func taskAffinityKey(m weir.Model, t weir.Task) string {
+	if !m.Affinity.On() || t.RunMode != "" {
+		return ""
+	}
+	var in struct {
+		PromptCacheKey string `json:"prompt_cache_key"`
+		User           string `json:"user"`
+		Prompt         string `json:"prompt"`
+	}
+	if json.Unmarshal(t.Input, &in) != nil {
+		return ""
+	}
+	var a string
+	switch {
+	case in.PromptCacheKey != "":
+		a = "k:" + in.PromptCacheKey
+	case in.User != "":
+		a = "u:" + in.User
+	case in.Prompt != "":
+		sum := sha256.Sum256([]byte(in.Prompt))
+		a = "p:" + hex.EncodeToString(sum[:16])
+	default:
+		return ""
+	}
+	return m.Name + "\x00" + a
+}
+
+// TaskStarted implements task.Starter: the platform model a task started
+// on is where its model's next tasks that share its affinity key go
+// first. A task's affinity only orders its candidates, as a request's
+// prefer does; a strict affinity does not make a task wait.
+func (s *Service) TaskStarted(t weir.Task) {
+	st := s.state.Load()
+	if st == nil {
+		return
+	}
+	model, ok := st.models[t.Model]
+	if !ok {
+		return
+	}
+	if key := taskAffinityKey(model, t); key != "" && t.PlatformModel != "" {
+		if s.affinity.put(key, t.PlatformModel, s.deps.Clock.Now(), false) && s.deps.Affinity != nil {
+			s.deps.Affinity.ShareAffinity(key, t.PlatformModel)
+		}
+	}
+}
+
+// preferFirst is pms with prefer moved first, the others in their order;
+// pms as they are if prefer is not among them.
+func preferFirst(pms []string, prefer string) []string {
+	i := slices.Index(pms, prefer)
+	if i <= 0 {
+		return pms
+	}
+	out := make([]string, 0, len(pms))
+	out = append(out, prefer)
+	out = append(out, pms[:i]...)
+	return append(out, pms[i+1:]...)
 }
 
 // affinityWait is how long a strict affinity waits for its candidate.

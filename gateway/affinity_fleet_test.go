@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -116,5 +117,57 @@ func TestAffinityAcrossReplicas(t *testing.T) {
 	}
 	if share.shared > prefixes*2 {
 		t.Errorf("%d entries shared for %d prefixes on one candidate each; want one a prefix, or a few more", share.shared, prefixes)
+	}
+}
+
+// TestTaskAffinity: a task of a model with affinity on is planned first
+// on the platform model its affinity key last started on, whatever the
+// router's order; the replicas share it; another key, or a model with
+// affinity off, keeps the router's order.
+func TestTaskAffinity(t *testing.T) {
+	t.Parallel()
+	twoVideo := func(a weir.Affinity) func(*weir.Catalog) {
+		return func(c *weir.Catalog) {
+			c.PlatformModels = append(c.PlatformModels,
+				weir.PlatformModel{Name: "up/v", Platform: "up", Upstream: "sora-2"},
+				weir.PlatformModel{Name: "up2/v", Platform: "up2", Upstream: "sora-2"})
+			c.Models = append(c.Models, weir.Model{Name: "v", Kind: weir.KindVideo, Affinity: a, Candidates: []weir.Candidate{
+				{PlatformModel: "up/v", Priority: 2, Weight: 1}, {PlatformModel: "up2/v", Priority: 1, Weight: 1}}})
+		}
+	}
+	share := &sharedAffinity{}
+	a := setup(t, setupOpts{catalog: twoVideo(weir.AffinityPrefer), affinity: share.replica(0)})
+	b := setup(t, setupOpts{catalog: twoVideo(weir.AffinityPrefer), affinity: share.replica(1)})
+	off := setup(t, setupOpts{catalog: twoVideo(weir.AffinityOff)})
+	first := func(b *testBundle, input string) string {
+		t.Helper()
+		ctx := t.Context()
+		if err := b.store.KeyCreate(ctx, weir.APIKey{ID: "key_v", Hash: "hash_v", CreatedAt: b.clock.Now()}); err != nil && !errors.Is(err, weir.ErrConflict) {
+			t.Fatal(err)
+		}
+		cands, err := b.svc.Plan(ctx, weir.Task{ID: "task_1", Model: "v", KeyID: "key_v", Input: []byte(input)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		needs := cands[0].Needs
+		return needs[len(needs)-1].Scope
+	}
+	started := weir.Task{Model: "v", PlatformModel: "up2/v", Input: []byte(`{"prompt":"a cat"}`)}
+	a.svc.TaskStarted(started)
+	off.svc.TaskStarted(started)
+	for _, tc := range []struct {
+		name  string
+		b     *testBundle
+		input string
+		want  string
+	}{
+		{"same prompt", a, `{"prompt":"a cat"}`, weir.PlatformModelScope("up2/v")},
+		{"same prompt, the other replica", b, `{"prompt":"a cat","seconds":"8"}`, weir.PlatformModelScope("up2/v")},
+		{"another prompt", a, `{"prompt":"a dog"}`, weir.PlatformModelScope("up/v")},
+		{"affinity off", off, `{"prompt":"a cat"}`, weir.PlatformModelScope("up/v")},
+	} {
+		if got := first(tc.b, tc.input); got != tc.want {
+			t.Errorf("%s: first candidate on %s; want %s", tc.name, got, tc.want)
+		}
 	}
 }
