@@ -159,11 +159,27 @@
 // while it leads. A leader merely paused or cut off keeps both, and is
 // fenced by its term.
 //
-// # What does not cross
+// # Re-resolution across replicas
 //
 // A Request's Resolve is a function: it reaches the leader only from the
-// leader's own replica. A waiter of another replica whose scope is fenced
-// loses the candidates that touch it instead of re-resolving.
+// leader's own replica. A request of another replica that has one says
+// so on the wire (wireRequest.Resolves), and the leader resolves it to
+// every candidate it arrived with: the engine keeps those on usable
+// scopes, so a fence drops a node's candidates and the node's activation
+// gives them back, at the indexes the replica knows them by. The replica
+// never resolves such a waiter itself: a lease's candidate indexes the
+// list the leader holds.
+//
+// # What does not cross
+//
+// A waiter of a replica other than the leader's gains no candidate it did
+// not arrive with (a node that connected later): its replica's Resolve is
+// not asked.
+//
+// # Cache affinity
+//
+// The replicas share their cache-affinity entries through the leader,
+// off the request path (affinity.go).
 //
 // # Edge nodes
 //

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weir-gateway/weir/admission"
@@ -175,6 +176,10 @@ type Engine struct {
 	// scope's configuration says.
 	spent map[string]wireSpend
 
+	// onAffinity receives the affinity entries the other replicas share
+	// (OnAffinity).
+	onAffinity atomic.Pointer[func([]AffinityEntry)]
+
 	// afterSync, when a test sets it, runs in establish once the leader
 	// has answered the sync and before the route opens.
 	afterSync func()
@@ -241,6 +246,8 @@ type route struct {
 	epoch uint64
 	call  func(ctx context.Context, f *frame) (*frame, error)
 	c     *conn // nil when this replica leads
+	// lead is the leader when this replica leads.
+	lead *leader
 }
 
 // New returns a replica's engine. It decides nothing until SetTerm names

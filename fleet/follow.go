@@ -41,6 +41,7 @@ func (e *Engine) SetTerm(t Term, leading bool, live []string) {
 	if leading {
 		epoch := t.Epoch
 		lead = newLeader(epoch, &e.cfg, func() bool { return e.cfg.Valid(epoch) }, live)
+		lead.local = e.learnAffinity
 		e.lead = lead
 		if e.cfg.OnLead != nil {
 			e.durable = e.termEngine(lead)
@@ -134,7 +135,7 @@ func (e *Engine) leadTerm(lead *leader) {
 	if err != nil {
 		return
 	}
-	rt := &route{epoch: lead.epoch, call: func(ctx context.Context, f *frame) (*frame, error) {
+	rt := &route{epoch: lead.epoch, lead: lead, call: func(ctx context.Context, f *frame) (*frame, error) {
 		r := lead.handle(ctx, p, f)
 		e.noteSpent(r.Spent)
 		return r, nil
@@ -251,6 +252,10 @@ func (e *Engine) readLoop(rt *route) {
 		case opMirror:
 			if f.Epoch == rt.epoch {
 				e.onMirror(f, rt.epoch)
+			}
+		case opAffinity:
+			if f.Epoch == rt.epoch {
+				e.learnAffinity(boundedAffinity(f.Affinity))
 			}
 		case opNotify:
 			if f.Epoch != rt.epoch {

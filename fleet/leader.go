@@ -24,6 +24,9 @@ type leader struct {
 	clock  clock.Clock
 	valid  func() bool // reports whether the term is still this replica's
 	logger *slog.Logger
+	// local hands the leader's own replica the affinity entries the
+	// others share (affinity.go).
+	local func([]AffinityEntry)
 
 	mu     sync.Mutex
 	peers  map[string]*peer
@@ -643,6 +646,13 @@ func (l *leader) answer(c *conn, p *peer) {
 		}
 		if f.Op == opAck {
 			c.answer(f)
+			continue
+		}
+		if f.Op == opAffinity {
+			// Answered by nobody, and never waits: passed on at once.
+			if f.Epoch == l.epoch {
+				l.shareAffinity(p, f.Affinity)
+			}
 			continue
 		}
 		select {

@@ -26,6 +26,13 @@ import (
 // the term's epoch and the fleet's secret), which the listener reads and
 // checks before anything else, and the leader's "welcome": until then
 // neither side reads a frame longer than maxHello (handshake.go).
+//
+// The frames carry no version yet. What was added since keeps an older
+// peer working: a leader answers an op it does not know with an error
+// (ErrInvalid) that no call waits for, a replica ignores one, and JSON
+// drops a field it does not know. So an older leader neither passes on
+// the "affinity" frames nor re-resolves a request that "resolves", and
+// an older replica shares no affinity; each then behaves as before.
 
 // Frame ops.
 const (
@@ -54,6 +61,8 @@ const (
 	// leases no live replica could re-assert to the next leader
 	// (mirror.go); answered by nobody.
 	opMirror = "mirror"
+	// opAffinity (affinity.go) carries cache-affinity entries, posted
+	// by a replica and passed on by the leader; answered by nobody.
 )
 
 // maxFrame bounds one frame of an authenticated session: a replica's
@@ -111,6 +120,9 @@ type frame struct {
 	Unmirror []mirrorKey   `json:"unmirror,omitempty"`
 	Reset    bool          `json:"reset,omitempty"`
 
+	// Affinity: cache-affinity entries a replica shares (affinity.go).
+	Affinity []AffinityEntry `json:"affinity,omitempty"`
+
 	// Spent is what budget scopes had spent when the leases of a
 	// release's reply, or of a mirror's removal, ended (spend.go).
 	Spent []wireSpend `json:"spent,omitempty"`
@@ -118,7 +130,9 @@ type frame struct {
 
 // wireRequest is an admission.Request as it crosses the wire. Its
 // Resolve func reaches the leader only from the leader's own replica (in
-// process); from another replica it is lost (see the package doc).
+// process). From another replica, Resolves says it had one: the leader
+// then resolves it to the candidates it arrived with (see the package
+// doc, "Re-resolution across replicas").
 type wireRequest struct {
 	ID          string                                         `json:"id"`
 	Priority    int32                                          `json:"priority,omitempty"`
@@ -128,20 +142,38 @@ type wireRequest struct {
 	Candidates  []admission.Candidate                          `json:"candidates"`
 	Place       uint64                                         `json:"place,omitempty"`
 	Hold        time.Duration                                  `json:"hold,omitempty"`
+	Resolves    bool                                           `json:"resolves,omitempty"`
 	resolve     func(id string) ([]admission.Candidate, error) `json:"-"`
 }
 
 func toWire(r admission.Request) *wireRequest {
 	return &wireRequest{ID: r.ID, Priority: r.Priority, FairnessKey: r.FairnessKey,
-		Deadline: r.Deadline, Owner: r.Owner, Candidates: r.Candidates, Place: r.Place, Hold: r.Hold, resolve: r.Resolve}
+		Deadline: r.Deadline, Owner: r.Owner, Candidates: r.Candidates, Place: r.Place, Hold: r.Hold,
+		Resolves: r.Resolve != nil, resolve: r.Resolve}
 }
 
 func (w *wireRequest) request() admission.Request {
 	if w == nil {
 		return admission.Request{}
 	}
+	resolve := w.resolve
+	if resolve == nil && w.Resolves {
+		resolve = arrivedWith(w.Candidates)
+	}
 	return admission.Request{ID: w.ID, Priority: w.Priority, FairnessKey: w.FairnessKey,
-		Deadline: w.Deadline, Owner: w.Owner, Candidates: w.Candidates, Place: w.Place, Hold: w.Hold, Resolve: w.resolve}
+		Deadline: w.Deadline, Owner: w.Owner, Candidates: w.Candidates, Place: w.Place, Hold: w.Hold, Resolve: resolve}
+}
+
+// arrivedWith is the leader's Resolve for a waiter of another replica
+// that has one: the candidates the waiter arrived with, every one of
+// them, of which the engine keeps those on usable scopes. So a fence
+// drops a node's candidates and its activation gives them back, in the
+// order and at the indexes the replica knows them by (a lease's
+// Candidate indexes the replica's list, which it never resolves again
+// while another replica leads).
+func arrivedWith(cands []admission.Candidate) func(string) ([]admission.Candidate, error) {
+	cands = slices.Clone(cands)
+	return func(string) ([]admission.Candidate, error) { return slices.Clone(cands), nil }
 }
 
 // syncState is everything a replica holds, sent to a leader when its

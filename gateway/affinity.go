@@ -1,6 +1,10 @@
 package gateway
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,11 +22,32 @@ import (
 // rule. A strict model waits for that candidate alone, for up to its
 // AffinityWait, before any may serve.
 
+// In a fleet every replica keeps its own table, and shares what it
+// records with the others (Deps.Affinity: the fleet's sessions, through
+// the leader), so that a client whose requests a balancer spreads over
+// the replicas still reaches the candidate that served its prefix. A
+// lookup stays in the process; an entry is shared when its target
+// changes, or once it is older than affinityReshare, so that a key that
+// stays on one candidate costs the fleet a frame every few minutes, not
+// one a request.
+
+// AffinityShare carries affinity entries between a fleet's replicas
+// (fleet.Engine, through the leader).
+type AffinityShare interface {
+	// ShareAffinity tells the other replicas that target served key
+	// last. It must not block; what cannot be sent is dropped.
+	ShareAffinity(key, target string)
+	// OnAffinity sets f to receive what the other replicas share.
+	OnAffinity(f func(key, target string))
+}
+
 // The affinity table's bounds: how long it remembers (about as long as
-// providers keep a prompt cache), and how many keys.
+// providers keep a prompt cache), and how many keys; and how old an
+// entry is shared again although its target is the same.
 const (
 	affinityTTL     = 5 * time.Minute
 	affinityMaxKeys = 100_000
+	affinityReshare = affinityTTL / 2
 	// defaultAffinityWait bounds a strict affinity's wait when the model
 	// does not.
 	defaultAffinityWait = 2 * time.Second
@@ -40,6 +65,9 @@ const (
 type affinityEntry struct {
 	target string
 	at     time.Time
+	// shared is when the entry was last shared with the fleet, or
+	// learned from it.
+	shared time.Time
 }
 
 // affinityTable remembers the candidate that served each affinity key
@@ -60,13 +88,29 @@ func (a *affinityTable) get(key string, now time.Time) (string, bool) {
 	return e.target, true
 }
 
-// put remembers that target served key at now. A full table first
-// forgets what is past affinityTTL, then, if that is not enough, half of
-// what is left (map order: arbitrary keys), so that it stays bounded
-// however many keys clients make up.
-func (a *affinityTable) put(key, target string, now time.Time) {
+// put remembers that target served key at now, and reports whether to
+// share that with the fleet: a new target, or one last shared longer
+// than affinityReshare ago. learned is an entry another replica shared,
+// which is not shared again before affinityReshare.
+func (a *affinityTable) put(key, target string, now time.Time, learned bool) (share bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.makeRoomLocked(key, now)
+	old, ok := a.m[key]
+	share = !learned && (!ok || old.target != target || now.Sub(old.shared) >= affinityReshare)
+	e := affinityEntry{target: target, at: now, shared: old.shared}
+	if share || learned {
+		e.shared = now
+	}
+	a.m[key] = e
+	return share
+}
+
+// makeRoomLocked makes room for key: a full table first forgets what is
+// past affinityTTL, then, if that is not enough, half of what is left
+// (map order: arbitrary keys), so that it stays bounded however many
+// keys clients make up.
+func (a *affinityTable) makeRoomLocked(key string, now time.Time) {
 	if a.m == nil {
 		a.m = make(map[string]affinityEntry)
 	}
@@ -83,7 +127,6 @@ func (a *affinityTable) put(key, target string, now time.Time) {
 			delete(a.m, k)
 		}
 	}
-	a.m[key] = affinityEntry{target: target, at: now}
 }
 
 // affinityKeyOf is c's key in the table; "" when its model's affinity is
@@ -93,6 +136,70 @@ func affinityKeyOf(c *Call) string {
 		return ""
 	}
 	return c.Model.Name + "\x00" + c.Affinity
+}
+
+// taskAffinityKey is t's key in the table: what its input shares with
+// other tasks of its model (a prompt_cache_key, a user, or the same
+// prompt); "" when its model's affinity is off, t runs in another mode
+// than production, or its input shares nothing.
+func taskAffinityKey(m weir.Model, t weir.Task) string {
+	if !m.Affinity.On() || t.RunMode != "" {
+		return ""
+	}
+	var in struct {
+		PromptCacheKey string `json:"prompt_cache_key"`
+		User           string `json:"user"`
+		Prompt         string `json:"prompt"`
+	}
+	if json.Unmarshal(t.Input, &in) != nil {
+		return ""
+	}
+	var a string
+	switch {
+	case in.PromptCacheKey != "":
+		a = "k:" + in.PromptCacheKey
+	case in.User != "":
+		a = "u:" + in.User
+	case in.Prompt != "":
+		sum := sha256.Sum256([]byte(in.Prompt))
+		a = "p:" + hex.EncodeToString(sum[:16])
+	default:
+		return ""
+	}
+	return m.Name + "\x00" + a
+}
+
+// TaskStarted implements task.Starter: the platform model a task started
+// on is where its model's next tasks that share its affinity key go
+// first. A task's affinity only orders its candidates, as a request's
+// prefer does; a strict affinity does not make a task wait.
+func (s *Service) TaskStarted(t weir.Task) {
+	st := s.state.Load()
+	if st == nil {
+		return
+	}
+	model, ok := st.models[t.Model]
+	if !ok {
+		return
+	}
+	if key := taskAffinityKey(model, t); key != "" && t.PlatformModel != "" {
+		if s.affinity.put(key, t.PlatformModel, s.deps.Clock.Now(), false) && s.deps.Affinity != nil {
+			s.deps.Affinity.ShareAffinity(key, t.PlatformModel)
+		}
+	}
+}
+
+// preferFirst is pms with prefer moved first, the others in their order;
+// pms as they are if prefer is not among them.
+func preferFirst(pms []string, prefer string) []string {
+	i := slices.Index(pms, prefer)
+	if i <= 0 {
+		return pms
+	}
+	out := make([]string, 0, len(pms))
+	out = append(out, prefer)
+	out = append(out, pms[:i]...)
+	return append(out, pms[i+1:]...)
 }
 
 // affinityWait is how long a strict affinity waits for its candidate.

@@ -154,12 +154,12 @@ func TestAffinityTableBounded(t *testing.T) {
 	var a affinityTable
 	now := time.Now()
 	for i := range affinityMaxKeys + 10 {
-		a.put(fmt.Sprint(i), "up/m", now)
+		a.put(fmt.Sprint(i), "up/m", now, false)
 	}
 	if n := len(a.m); n > affinityMaxKeys {
 		t.Errorf("%d keys; want at most %d", n, affinityMaxKeys)
 	}
-	a.put("k", "up2/m", now)
+	a.put("k", "up2/m", now, false)
 	if got, ok := a.get("k", now.Add(affinityTTL-time.Second)); !ok || got != "up2/m" {
 		t.Errorf("within the TTL: %q %v", got, ok)
 	}

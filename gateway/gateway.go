@@ -155,6 +155,9 @@ type Deps struct {
 	// Events sends the operator events of budget alerts
 	// (budget_alerts.go); nil: none is sent.
 	Events OperatorEvents
+	// Affinity shares the cache-affinity table with a fleet's other
+	// replicas (affinity.go); nil: it is this process's alone.
+	Affinity AffinityShare
 }
 
 // Service is one request's way through the gateway. Apply a catalog
@@ -216,6 +219,9 @@ func New(cfg Config, deps Deps) *Service {
 		deps.Router = router.New(router.Options{Clock: deps.Clock})
 	}
 	s := &Service{cfg: cfg, deps: deps, pauses: make(map[string]*pause), newAdapters: provider.New}
+	if deps.Affinity != nil {
+		deps.Affinity.OnAffinity(s.learnAffinity)
+	}
 	s.keys.ttl = cfg.KeyCacheTTL
 	s.keys.clock = deps.Clock
 	return s

@@ -33,6 +33,8 @@ func tenantNeeds(keyID, group string) []admission.Need {
 		admission.Need{Scope: scopeNames.get(groupScopeKind, group), Amount: 1})
 }
 
+var _ task.Starter = (*Service)(nil)
+
 // Plan implements task.Planner: a task's candidates are its model's
 // platform models that have an asynchronous API, in the router's order.
 func (s *Service) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate, error) {
@@ -67,6 +69,11 @@ func (s *Service) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate,
 	}
 	if len(pms) == 0 {
 		return nil, fmt.Errorf("%w: model %q has no platform to run on", admission.ErrNoCandidate, t.Model)
+	}
+	if key := taskAffinityKey(model, t); key != "" {
+		if prefer, ok := s.affinity.get(key, s.deps.Clock.Now()); ok {
+			pms = preferFirst(pms, prefer)
+		}
 	}
 	if t.RunMode == weir.RunAcceptance {
 		// Not EnterRun: the run was entered when the task was submitted,

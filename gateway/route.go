@@ -116,11 +116,31 @@ func (r *routing) current() []target {
 	return r.targets
 }
 
-// admitted is the target of the admitted candidate i.
+// admitted is the target of the admitted candidate i, with its node's
+// generation as the gateway sees it now.
 func (r *routing) admitted(i int) target {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.targets[i]
+	t := r.targets[i]
+	r.mu.Unlock()
+	return r.newestGen(t)
+}
+
+// newestGen is t with its node's newest generation serving. A waiter
+// queued at another replica's leader (fleet) keeps the targets it arrived
+// with, never resolved again here; a node that came back meanwhile is a
+// newer generation of the same slots, which its lease was admitted on.
+func (r *routing) newestGen(t target) target {
+	if t.node == nil || r.s.deps.Nodes == nil {
+		return t
+	}
+	for _, n := range r.s.deps.Nodes.Serving(r.c.Model.Name) {
+		if n.Node == t.node.Node && n.Provider == t.node.Provider && n.Gen > t.node.Gen {
+			nt := *t.node
+			nt.Gen = n.Gen
+			return target{node: &nt}
+		}
+	}
+	return t
 }
 
 // failed leaves t out of the request's later attempts.

@@ -172,8 +172,15 @@ func (s *Service) rememberAffinity(c *Call, key, prefer, target string) {
 	case prefer != "":
 		result = affinityMiss
 	}
-	s.affinity.put(key, target, s.deps.Clock.Now())
+	if s.affinity.put(key, target, s.deps.Clock.Now(), false) && s.deps.Affinity != nil {
+		s.deps.Affinity.ShareAffinity(key, target)
+	}
 	s.deps.Metrics.Affinity(c.Model.Name, result)
+}
+
+// learnAffinity records what another replica shared: target served key.
+func (s *Service) learnAffinity(key, target string) {
+	s.affinity.put(key, target, s.deps.Clock.Now(), true)
 }
 
 // pausedError answers a request whose candidates are all paused past its

@@ -54,6 +54,8 @@ type setupOpts struct {
 	events OperatorEvents
 	// journal, if set, records the budgets' reservations.
 	journal Journal
+	// affinity, if set, shares the affinity table.
+	affinity AffinityShare
 }
 
 func setup(t testing.TB, o setupOpts) *testBundle {
@@ -80,7 +82,7 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	if o.engine != nil {
 		eng = o.engine(eng)
 	}
-	b.svc = New(o.cfg, Deps{Engine: eng, Keys: db, Overrides: db, Budgets: db, Events: o.events, Journal: o.journal, Clock: clk, Metrics: b.metrics, Nodes: o.nodes, Logger: slog.New(slog.NewJSONHandler(b.logs, nil))})
+	b.svc = New(o.cfg, Deps{Engine: eng, Keys: db, Overrides: db, Budgets: db, Events: o.events, Journal: o.journal, Affinity: o.affinity, Clock: clk, Metrics: b.metrics, Nodes: o.nodes, Logger: slog.New(slog.NewJSONHandler(b.logs, nil))})
 	cat := b.catalog()
 	if o.catalog != nil {
 		o.catalog(&cat)

@@ -13,6 +13,7 @@ import (
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/config"
 	"github.com/weir-gateway/weir/fleet"
+	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/httpapi"
 	"github.com/weir-gateway/weir/metrics"
 )
@@ -148,4 +149,28 @@ func (m *Main) fleetState() metrics.FleetState {
 	t, leading := m.Member.Term()
 	open, admitted := m.Member.Engine().Open()
 	return metrics.FleetState{Epoch: t.Epoch, Leading: leading, Synced: m.synced(), Open: open, OpenAdmitted: admitted}
+}
+
+// affinity shares the gateway's cache-affinity table with the fleet's
+// other replicas, through the leader; nil on one process.
+func (m *Main) affinity() gateway.AffinityShare {
+	if m.Member == nil {
+		return nil
+	}
+	return fleetAffinity{m.Member.Engine()}
+}
+
+// fleetAffinity is gateway.AffinityShare over the fleet's sessions.
+type fleetAffinity struct{ e *fleet.Engine }
+
+func (a fleetAffinity) ShareAffinity(key, target string) {
+	a.e.ShareAffinity([]fleet.AffinityEntry{{Key: key, Target: target}})
+}
+
+func (a fleetAffinity) OnAffinity(f func(key, target string)) {
+	a.e.OnAffinity(func(entries []fleet.AffinityEntry) {
+		for _, e := range entries {
+			f(e.Key, e.Target)
+		}
+	})
 }

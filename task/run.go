@@ -111,6 +111,9 @@ func (s *Service) submit(ctx context.Context, t weir.Task, target Target, job *r
 	if err != nil {
 		return s.upstreamFailed(ctx, t, job, err)
 	}
+	if st, ok := s.planner.(Starter); ok && !target.Simulated {
+		st.TaskStarted(t)
+	}
 	now := s.clock.Now()
 	ok, err := s.updateWithEvent(ctx, t, weir.TaskUpdate{
 		From: []weir.TaskStatus{weir.TaskAdmitted}, Status: weir.TaskRunning, UpstreamID: up.ID, Progress: &up.Progress,

@@ -93,6 +93,13 @@ type Pauser interface {
 	PauseUpstream(platformModel string, d time.Duration)
 }
 
+// Starter is a Planner that hears where each task started upstream (its
+// PlatformModel): the gateway's cache affinity puts that candidate first
+// for the model's next tasks that share its affinity key.
+type Starter interface {
+	TaskStarted(t weir.Task)
+}
+
 // Config tunes the service.
 type Config struct {
 	// Workers is the global capacity: tasks running at once. Default 100.

@@ -1,0 +1,85 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"testing"
+
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/provider"
+)
+
+// arrivedWithEngine resolves every waiter to the candidates it arrived
+// with, as a fleet's leader does for a waiter of another replica
+// (fleet/wire.go): its own Resolve never runs.
+type arrivedWithEngine struct{ admission.Engine }
+
+func arrivedWith(req admission.Request) admission.Request {
+	if req.Resolve != nil {
+		cands := slices.Clone(req.Candidates)
+		req.Resolve = func(string) ([]admission.Candidate, error) { return slices.Clone(cands), nil }
+	}
+	return req
+}
+
+func (e arrivedWithEngine) TryAcquire(ctx context.Context, req admission.Request) (admission.Lease, error) {
+	return e.Engine.TryAcquire(ctx, arrivedWith(req))
+}
+
+func (e arrivedWithEngine) Acquire(ctx context.Context, req admission.Request) (admission.Lease, error) {
+	return e.Engine.Acquire(ctx, arrivedWith(req))
+}
+
+// TestNodeBackAtAnotherReplica: a request queued through another
+// replica's leader, whose node's session ended and came back as a newer
+// generation, is admitted on the node again and runs on its new session.
+func TestNodeBackAtAnotherReplica(t *testing.T) {
+	t.Parallel()
+	// A run on the old session fails, as the relay's does; the request
+	// is then ended, not sent on to the full platform models to wait.
+	ctx, stale := context.WithCancel(t.Context())
+	defer stale()
+	nodes := &fakeNodes{answer: func(nt weir.NodeTarget, c provider.Call) (*http.Response, error) {
+		if nt.Gen != 2 {
+			stale()
+			return nil, &provider.Error{Err: weir.ErrNodeGone}
+		}
+		return okAnswer(nt, c)
+	}}
+	b := setup(t, setupOpts{nodes: nodes, engine: func(e admission.Engine) admission.Engine { return arrivedWithEngine{e} }})
+	gen1 := b.nodeTarget(t, "node_a", 1)
+	nodes.set(gen1)
+	owner := weir.NodeOwner("node_a")
+	if _, err := b.engine.TryAcquire(t.Context(), admission.Request{ID: "busy", Owner: admission.Owner{ID: owner, Gen: 1},
+		Candidates: []admission.Candidate{{Needs: []admission.Need{{Scope: weir.NodeScope("node_a", "p"), Amount: 1}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	b.fill(t, "up/m", 1)
+	b.fill(t, "up2/m", 1)
+	c := b.chat(t)
+	done := make(chan error, 1)
+	go func() { done <- b.svc.Serve(ctx, c, &recordedAnswer{}) }()
+	b.waitEvent(t, admission.OutcomeQueued)
+	// The node's session ends; it comes back as generation 2.
+	if err := b.engine.Fence(t.Context(), owner, 1); err != nil {
+		t.Fatal(err)
+	}
+	gen2 := gen1
+	gen2.Gen = 2
+	nodes.set(gen2)
+	cfg := admission.ScopeConfig{Limit: 1, Owner: owner, OwnerGen: 2}
+	if err := b.engine.SetScope(t.Context(), weir.NodeScope("node_a", "p"), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.engine.Activate(t.Context(), owner, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	if c.Usage.PlatformModel != "node:node_a/p" {
+		t.Errorf("served by %q; want node_a's provider, on its new session", c.Usage.PlatformModel)
+	}
+}
