@@ -203,6 +203,10 @@ func TestFleetCatalogPollIsTheSafetyNet(t *testing.T) {
 	if got != (applied{limit: 5}) {
 		t.Errorf("the poll took %+v; want limit 5", got)
 	}
+	// The take holds mu from before apply until it has stored its state:
+	// once mu is free again, the state is the version applied.
+	c.mu.Lock()
+	c.mu.Unlock() //nolint:staticcheck // an empty critical section: waits for the take
 	if st := c.State(); st.Version != 2 || !st.Drift {
 		t.Errorf("after the poll: %+v; want version 2, drifted from its file", st)
 	}
