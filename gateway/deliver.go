@@ -70,6 +70,7 @@ func (s *Service) copyBody(c *Call, out Answer, resp *http.Response, head Head, 
 		return d
 	}
 	u, ok := usageOf(body)
+	c.answerSeen(body)
 	if c.Model.Kind == weir.KindImages {
 		// An image is priced by the one: count what was made.
 		u.Images = imagesOf(body)

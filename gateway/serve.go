@@ -98,7 +98,11 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 			c.Usage.PlatformModel = acceptancePrefix + c.RunID + ":" + up.Name
 		}
 		s.journal(c, lease)
-		retry, err := s.attempt(ctx, c, out, lease, up)
+		actx, span := s.startAttempt(ctx, c, up, attempt)
+		retry, err := s.attempt(actx, c, out, lease, up)
+		if span != nil {
+			endAttempt(span, c, retry, err)
+		}
 		if retry == nil {
 			if err == nil && akey != "" {
 				s.rememberAffinity(c, akey, r.prefer, t.name())
@@ -204,22 +208,34 @@ func (s *Service) admit(ctx context.Context, c *Call, r *routing, attempt int) (
 	if until, paused := s.allPausedPast(r.current(), c.Deadline); paused {
 		return admission.Lease{}, s.pausedError(c, until)
 	}
+	ctx, span := startQueueSpan(ctx, c, r, attempt)
 	lease, err := s.deps.Engine.TryAcquire(ctx, areq)
 	if err != nil {
 		if rerr := rateLimitedPastDeadline(c, start, err); rerr != nil {
+			if span != nil {
+				endQueueSpan(span, lease, rerr)
+			}
 			return lease, rerr
 		}
 		if errors.Is(err, admission.ErrWouldWait) || errors.Is(err, admission.ErrRateLimited) {
-			lease, err = s.deps.Engine.Acquire(ctx, areq)
+			if span != nil {
+				lease, err = s.acquireTraced(ctx, areq, span)
+			} else {
+				lease, err = s.deps.Engine.Acquire(ctx, areq)
+			}
 		}
 	}
 	waited := s.deps.Clock.Now().Sub(start)
 	c.Waited += waited
 	if err == nil {
 		s.deps.Metrics.ObserveQueueWait(c.Model.Name, waited)
-		return lease, nil
+	} else {
+		err = s.admissionError(ctx, c, err)
 	}
-	return lease, s.admissionError(ctx, c, err)
+	if span != nil {
+		endQueueSpan(span, lease, err)
+	}
+	return lease, err
 }
 
 // rateLimitedPastDeadline is the answer to err, a refusal at start, if
