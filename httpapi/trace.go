@@ -13,9 +13,13 @@ import (
 
 // startSpan starts r's server span, below the trace context its client
 // sent (traceparent), if tracing is on (Deps.Tracing); else it returns r
-// and nil.
+// and nil. Probes (health, readiness, metrics) are not traced.
 func (s *Server) startSpan(r *http.Request, id string) (*http.Request, trace.Span) {
 	if s.tracer == nil {
+		return r, nil
+	}
+	switch r.URL.Path {
+	case "/healthz", "/readyz", "/metrics":
 		return r, nil
 	}
 	ctx := tracing.Extract(r.Context(), r.Header)
