@@ -12,6 +12,7 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/provider"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Executor runs one upstream call: an upstream adapter now, an edge
@@ -208,9 +209,10 @@ func (s *Service) admit(ctx context.Context, c *Call, r *routing, attempt int) (
 	if until, paused := s.allPausedPast(r.current(), c.Deadline); paused {
 		return admission.Lease{}, s.pausedError(c, until)
 	}
-	ctx, span := startQueueSpan(ctx, c, r, attempt)
 	lease, err := s.deps.Engine.TryAcquire(ctx, areq)
+	var span trace.Span // a traced request's wait, if it did not get its lease at once
 	if err != nil {
+		ctx, span = startQueueSpan(ctx, c, r, attempt)
 		if rerr := rateLimitedPastDeadline(c, start, err); rerr != nil {
 			if span != nil {
 				endQueueSpan(span, lease, rerr)

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"net/url"
 	"strings"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/internal/fastjson"
 	"github.com/weir-gateway/weir/provider"
 	"github.com/weir-gateway/weir/tracing"
 )
@@ -33,7 +33,8 @@ const (
 
 // startQueueSpan starts the span of c's wait for admission on r's
 // current candidates, if c's request is traced; else it returns ctx and
-// nil.
+// nil. Only a request that did not get its lease at once has one: the
+// span of the common case would cost more than the wait it shows.
 func startQueueSpan(ctx context.Context, c *Call, r *routing, attempt int) (context.Context, trace.Span) {
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, nil
@@ -161,38 +162,62 @@ func endAttempt(span trace.Span, c *Call, retry *provider.Error, err error) {
 
 // answerSeen records on c's attempt span, if it has one, the response
 // model and the finish reasons of a whole (not streamed) JSON answer, in
-// any of the dialects a platform answers in. Nothing of the prompt or
-// the completion is recorded.
+// Chat Completions' shape or Anthropic's Messages'. Nothing of the
+// prompt or the completion is recorded.
 func (c *Call) answerSeen(body []byte) {
 	if c.span == nil {
 		return
 	}
-	var a struct {
-		Model   string `json:"model"`
-		Choices []struct {
-			FinishReason string `json:"finish_reason"`
-		} `json:"choices"`
-		StopReason string `json:"stop_reason"` // Anthropic's Messages
-		Status     string `json:"status"`      // the Responses API
-	}
-	if json.Unmarshal(body, &a) != nil {
-		return
-	}
-	if a.Model != "" {
-		c.span.SetAttributes(semconv.GenAIResponseModel(a.Model))
-	}
-	var reasons []string
-	for _, ch := range a.Choices {
-		if ch.FinishReason != "" {
-			reasons = append(reasons, ch.FinishReason)
+	var (
+		model   string
+		reasons []string
+	)
+	rd := fastjson.NewReader(body)
+	if rd.Open('{') {
+		for rd.Next('}') {
+			switch string(rd.Key()) {
+			case "model":
+				model = rd.String()
+			case "stop_reason": // Anthropic's Messages
+				if r := rd.String(); r != "" {
+					reasons = append(reasons, r)
+				}
+			case "choices":
+				reasons = finishReasons(rd, reasons)
+			default:
+				rd.Skip()
+			}
 		}
 	}
-	if a.StopReason != "" {
-		reasons = append(reasons, a.StopReason)
+	if model != "" {
+		c.span.SetAttributes(semconv.GenAIResponseModel(model))
 	}
 	if len(reasons) > 0 {
 		c.span.SetAttributes(semconv.GenAIResponseFinishReasons(reasons...))
 	}
+}
+
+// finishReasons reads Chat Completions' choices, appending each one's
+// finish_reason to reasons.
+func finishReasons(rd *fastjson.Reader, reasons []string) []string {
+	if !rd.Open('[') {
+		return reasons
+	}
+	for rd.Next(']') {
+		if !rd.Open('{') {
+			return reasons
+		}
+		for rd.Next('}') {
+			if string(rd.Key()) == "finish_reason" {
+				if r := rd.String(); r != "" {
+					reasons = append(reasons, r)
+				}
+				continue
+			}
+			rd.Skip()
+		}
+	}
+	return reasons
 }
 
 // operationOf is c's GenAI operation name.

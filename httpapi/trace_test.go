@@ -41,9 +41,8 @@ func TestTraceOfAChatRequest(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
-	spans := rcv.Named(t, "POST /v1/chat/completions", "weir.queue", "chat gpt-4o-mini")
+	spans := rcv.Named(t, "POST /v1/chat/completions", "chat gpt-4o-mini")
 	server := otlptest.Find(spans, "POST /v1/chat/completions")
-	queue := otlptest.Find(spans, "weir.queue")
 	client := otlptest.Find(spans, "chat gpt-4o-mini")
 	if server.TraceID != "0af7651916cd43dd8448eb211c80319c" || server.ParentSpanID != "b7ad6b7169203331" {
 		t.Errorf("server span in trace %s under %s; want the client's traceparent's", server.TraceID, server.ParentSpanID)
@@ -51,13 +50,13 @@ func TestTraceOfAChatRequest(t *testing.T) {
 	if server.Kind != "SPAN_KIND_SERVER" || server.Attrs["http.response.status_code"] != int64(200) || server.Attrs["http.route"] != "POST /v1/chat/completions" {
 		t.Errorf("server span: %s %v", server.Kind, server.Attrs)
 	}
-	for _, s := range []*otlptest.Span{queue, client} {
-		if s.TraceID != server.TraceID || s.ParentSpanID != server.SpanID {
-			t.Errorf("span %s is under %s/%s; want the server span %s", s.Name, s.TraceID, s.ParentSpanID, server.SpanID)
-		}
+	if client.TraceID != server.TraceID || client.ParentSpanID != server.SpanID {
+		t.Errorf("client span is under %s/%s; want the server span %s", client.TraceID, client.ParentSpanID, server.SpanID)
 	}
-	if queue.Attrs["weir.queue.outcome"] != "admitted" || !containsAll(queue.Attrs["weir.queue.scopes"], weir.PlatformModelScope("up/m")) {
-		t.Errorf("queue span attributes %v", queue.Attrs)
+	// Admitted at once, it has no queue span (the server span ends
+	// last: its children are in by now).
+	if q := otlptest.Find(spans, "weir.queue"); q != nil {
+		t.Errorf("a queue span for a request admitted at once: %v", q.Attrs)
 	}
 	want := map[string]any{
 		"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-4o-mini",
@@ -147,24 +146,34 @@ func TestTraceOfAQueuedRequest(t *testing.T) {
 	spans := rcv.WaitFor(t, func(spans []otlptest.Span) bool {
 		n := 0
 		for _, s := range spans {
-			if s.Name == "weir.queue" {
+			if s.Name == "POST /v1/chat/completions" {
 				n++
 			}
 		}
 		return n == 2
 	})
-	var waited *otlptest.Span
-	for i := range spans {
-		if spans[i].Name == "weir.queue" && spans[i].Attrs["weir.queue.position"] != nil {
-			waited = &spans[i]
+	var queues []otlptest.Span
+	for _, s := range spans {
+		if s.Name == "weir.queue" {
+			queues = append(queues, s)
 		}
 	}
-	if waited == nil {
-		t.Fatal("no queue span records a position")
+	if len(queues) != 1 {
+		t.Fatalf("%d queue spans; want the waiter's alone", len(queues))
 	}
+	waited := queues[0]
 	if waited.Attrs["weir.queue.position"] != int64(1) || waited.Attrs["weir.queue.scope"] != weir.PlatformModelScope("up/m") ||
-		waited.Attrs["weir.queue.outcome"] != "admitted" {
+		waited.Attrs["weir.queue.outcome"] != "admitted" || !containsAll(waited.Attrs["weir.queue.scopes"], weir.PlatformModelScope("up/m")) {
 		t.Errorf("queue span of the waiter: %v", waited.Attrs)
+	}
+	var server *otlptest.Span
+	for i := range spans {
+		if spans[i].SpanID == waited.ParentSpanID {
+			server = &spans[i]
+		}
+	}
+	if server == nil || server.Name != "POST /v1/chat/completions" || server.TraceID != waited.TraceID {
+		t.Errorf("the queue span's parent is %+v; want its request's server span", server)
 	}
 }
 
