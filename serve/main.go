@@ -66,7 +66,8 @@ type Main struct {
 	// SQLite, and for a Config built in code (no file to publish).
 	catalog *fleetCatalog
 	// Tracing exports the request path's spans, if the OTEL_* environment
-	// asks for traces (tracing.New); nil: off.
+	// asks for traces (tracing.New), or if the caller sets it before
+	// Start; Stop shuts it down. nil: off.
 	Tracing *tracing.Provider
 	ln      net.Listener
 	edgeLn  net.Listener

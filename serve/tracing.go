@@ -10,12 +10,16 @@ import (
 )
 
 // newTracing makes the tracer provider if the OTEL_* environment asks
-// for traces, as the first part: stopped last, it exports the spans of
-// everything stopped before it.
+// for traces (unless the caller gave one, in Main.Tracing), as the first
+// part: stopped last, it exports the spans of everything stopped before
+// it.
 func (m *Main) newTracing(ctx context.Context) error {
-	p, err := tracing.New(ctx, tracing.Config{})
-	if err != nil || p == nil {
-		return err
+	p := m.Tracing
+	if p == nil {
+		var err error
+		if p, err = tracing.New(ctx, tracing.Config{}); err != nil || p == nil {
+			return err
+		}
 	}
 	m.Tracing = p
 	// The SDK's export failures, which it would print to stderr.

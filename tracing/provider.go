@@ -29,6 +29,11 @@ type Config struct {
 	ServiceName string
 	// Version is service.version; "" for none.
 	Version string
+	// Endpoint, if set, is an OTLP/HTTP endpoint's base URL
+	// (http://host:4318) that traces go to whatever the environment
+	// says, with the environment's sampler: a benchmark's receiver.
+	// Default "": the environment decides.
+	Endpoint string
 }
 
 // Provider is the tracer provider New made, and its shutdown.
@@ -82,6 +87,13 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
+	if cfg.Endpoint != "" {
+		exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(strings.TrimRight(cfg.Endpoint, "/")+"/v1/traces"))
+		if err != nil {
+			return nil, fmt.Errorf("otlp trace exporter: %w", err)
+		}
+		return newProvider(ctx, cfg, exp, "http/protobuf")
+	}
 	on, err := Enabled(getenv)
 	if err != nil || !on {
 		return nil, err
@@ -103,6 +115,11 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("otlp trace exporter: %w", err)
 	}
+	return newProvider(ctx, cfg, exp, protocol)
+}
+
+// newProvider is the provider that batches spans to exp.
+func newProvider(ctx context.Context, cfg Config, exp *otlptrace.Exporter, protocol string) (*Provider, error) {
 	res, err := newResource(ctx, cfg)
 	if err != nil {
 		_ = exp.Shutdown(ctx)
