@@ -10,6 +10,7 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/internal/otlptest"
+	"github.com/weir-gateway/weir/task"
 )
 
 const clientTraceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -229,5 +230,37 @@ func TestNoTraceWithoutProvider(t *testing.T) {
 	}
 	if got := b.mock.Traced(); len(got) != 0 {
 		t.Errorf("the upstream received a trace context with tracing off: %+v", got)
+	}
+}
+
+// A durable task submitted by a traced request is part of its trace:
+// its wait and its job's attempt are spans below the request's server
+// span, started from the trace context stored with the task, and the
+// upstream's video API receives the attempt's trace context.
+func TestTraceOfATask(t *testing.T) {
+	t.Parallel()
+	b, rcv := tracedSetup(t, setupOpts{tasks: &task.Config{}})
+	v := callAs[videoObject](t, b, http.StatusOK, http.MethodPost, "/v1/videos", b.key, `{"model":"v","prompt":"a weir"}`,
+		http.Header{"Traceparent": {clientTraceparent}})
+	got := b.waitTask(t, v.ID, weir.TaskSucceeded)
+	if !strings.HasPrefix(got.TraceParent, "00-0af7651916cd43dd8448eb211c80319c-") {
+		t.Fatalf("the stored task's traceparent is %q; want the request's trace", got.TraceParent)
+	}
+	spans := rcv.Named(t, "POST /v1/videos", "weir.task.queued", "weir.task.attempt")
+	server := otlptest.Find(spans, "POST /v1/videos")
+	for _, name := range []string{"weir.task.queued", "weir.task.attempt"} {
+		s := otlptest.Find(spans, name)
+		if s.TraceID != server.TraceID || s.ParentSpanID != server.SpanID || s.Attrs["weir.task.id"] != v.ID {
+			t.Errorf("%s in %s under %s (%v); want under the server span %s", name, s.TraceID, s.ParentSpanID, s.Attrs, server.SpanID)
+		}
+	}
+	var submitted bool
+	for _, tr := range b.mock.Traced() {
+		if tr.Path == "/v1/videos" && strings.HasPrefix(tr.Traceparent, "00-"+server.TraceID+"-") {
+			submitted = true
+		}
+	}
+	if !submitted {
+		t.Errorf("the upstream's video API received no traceparent of the task's trace: %+v", b.mock.Traced())
 	}
 }

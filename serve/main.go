@@ -225,6 +225,9 @@ func (m *Main) newTasks() error {
 	if m.Member != nil {
 		tc.Replica, deps.Leadership = m.Member.Replica(), m.Member
 	}
+	if m.Tracing != nil {
+		deps.Tracing = m.Tracing.TracerProvider()
+	}
 	m.Tasks, err = m.DB.newTasks(tc, deps)
 	return err
 }
