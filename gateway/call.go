@@ -7,7 +7,6 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Call is one decoded model request on its way through the gateway. It
@@ -61,9 +60,6 @@ type Call struct {
 	budgets []admission.Need
 	// obs is what the current attempt measured (genai.go).
 	obs callObs
-	// span is the client span of the upstream attempt under way, nil if
-	// the request is not traced (trace.go).
-	span trace.Span
 }
 
 // NativeAPI names a dialect in front that some platforms speak

@@ -377,7 +377,7 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 		// The estimate less max_tokens is the input's.
 		d = s.stream(out, resp, head, max(c.Tokens-c.MaxTokens, 0), &c.obs, done)
 	} else {
-		d = s.copyBody(c, out, resp, head, done)
+		d = s.copyBody(c, out, resp, head, done, trace.SpanFromContext(ctx))
 	}
 	return s.delivered(ctx, c, pm, d, headersIn)
 }

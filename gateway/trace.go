@@ -110,7 +110,7 @@ func (s *Service) acquireTraced(ctx context.Context, req admission.Request, span
 
 // startAttempt starts the client span of c's upstream call to pm (the
 // GenAI conventions' inference span), if c's request is traced; else it
-// returns ctx and nil. The span is c's until endAttempt.
+// returns ctx and nil.
 func (s *Service) startAttempt(ctx context.Context, c *Call, pm upstream, attempt int) (context.Context, trace.Span) {
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, nil
@@ -133,14 +133,12 @@ func (s *Service) startAttempt(ctx context.Context, c *Call, pm upstream, attemp
 	if c.MaxTokens > 0 {
 		span.SetAttributes(semconv.GenAIRequestMaxTokens(int(c.MaxTokens)))
 	}
-	c.span = span
 	return ctx, span
 }
 
 // endAttempt ends the span of an attempt that returned retry and err
 // (attempt's results), with the usage and the answer it read.
 func endAttempt(span trace.Span, c *Call, retry *provider.Error, err error) {
-	c.span = nil
 	if c.Usage.PromptTokens > 0 || c.Usage.CompletionTokens > 0 {
 		span.SetAttributes(semconv.GenAIUsageInputTokens(int(c.Usage.PromptTokens)), semconv.GenAIUsageOutputTokens(int(c.Usage.CompletionTokens)))
 	}
@@ -160,14 +158,11 @@ func endAttempt(span trace.Span, c *Call, retry *provider.Error, err error) {
 	span.End()
 }
 
-// answerSeen records on c's attempt span, if it has one, the response
-// model and the finish reasons of a whole (not streamed) JSON answer, in
-// Chat Completions' shape or Anthropic's Messages'. Nothing of the
-// prompt or the completion is recorded.
-func (c *Call) answerSeen(body []byte) {
-	if c.span == nil {
-		return
-	}
+// answerSeen records on span, an attempt's, the response model and the
+// finish reasons of a whole (not streamed) JSON answer, in Chat
+// Completions' shape or Anthropic's Messages'. Nothing of the prompt or
+// the completion is recorded.
+func answerSeen(span trace.Span, body []byte) {
 	var (
 		model   string
 		reasons []string
@@ -190,10 +185,10 @@ func (c *Call) answerSeen(body []byte) {
 		}
 	}
 	if model != "" {
-		c.span.SetAttributes(semconv.GenAIResponseModel(model))
+		span.SetAttributes(semconv.GenAIResponseModel(model))
 	}
 	if len(reasons) > 0 {
-		c.span.SetAttributes(semconv.GenAIResponseFinishReasons(reasons...))
+		span.SetAttributes(semconv.GenAIResponseFinishReasons(reasons...))
 	}
 }
 
