@@ -99,11 +99,7 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 			c.Usage.PlatformModel = acceptancePrefix + c.RunID + ":" + up.Name
 		}
 		s.journal(c, lease)
-		actx, span := s.startAttempt(ctx, c, up, attempt)
-		retry, err := s.attempt(actx, c, out, lease, up)
-		if span != nil {
-			endAttempt(span, c, retry, err)
-		}
+		retry, err := s.tracedAttempt(ctx, c, out, lease, up, attempt)
 		if retry == nil {
 			if err == nil && akey != "" {
 				s.rememberAffinity(c, akey, r.prefer, t.name())

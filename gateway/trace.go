@@ -108,6 +108,17 @@ func (s *Service) acquireTraced(ctx context.Context, req admission.Request, span
 	return admission.Lease{}, ctx.Err()
 }
 
+// tracedAttempt is attempt (the n-th of c's) in its client span, if c's
+// request is traced.
+func (s *Service) tracedAttempt(ctx context.Context, c *Call, out Answer, lease admission.Lease, pm upstream, n int) (*provider.Error, error) {
+	ctx, span := s.startAttempt(ctx, c, pm, n)
+	retry, err := s.attempt(ctx, c, out, lease, pm)
+	if span != nil {
+		endAttempt(span, c, retry, err)
+	}
+	return retry, err
+}
+
 // startAttempt starts the client span of c's upstream call to pm (the
 // GenAI conventions' inference span), if c's request is traced; else it
 // returns ctx and nil.
