@@ -8,6 +8,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/tracing"
 )
 
@@ -45,4 +46,17 @@ func endSpan(span trace.Span, r *http.Request, status int) {
 		span.SetStatus(codes.Error, http.StatusText(status))
 	}
 	span.End()
+}
+
+// modelRequestSeen records on a model request's server span what became
+// of it: its model, key, outcome, the platform model that served it and
+// how long it queued.
+func modelRequestSeen(span trace.Span, c *gateway.Call) {
+	span.SetAttributes(
+		attribute.String("weir.model", c.Model.Name),
+		attribute.String("weir.key_id", c.KeyID),
+		attribute.String("weir.outcome", c.Usage.Outcome),
+		attribute.String("weir.platform_model", c.Usage.PlatformModel),
+		attribute.Float64("weir.queue.waited_ms", float64(c.Waited.Microseconds())/1000),
+	)
 }

@@ -48,7 +48,8 @@ func TestTraceOfAChatRequest(t *testing.T) {
 	if server.TraceID != "0af7651916cd43dd8448eb211c80319c" || server.ParentSpanID != "b7ad6b7169203331" {
 		t.Errorf("server span in trace %s under %s; want the client's traceparent's", server.TraceID, server.ParentSpanID)
 	}
-	if server.Kind != "SPAN_KIND_SERVER" || server.Attrs["http.response.status_code"] != int64(200) || server.Attrs["http.route"] != "POST /v1/chat/completions" {
+	if server.Kind != "SPAN_KIND_SERVER" || server.Attrs["http.response.status_code"] != int64(200) || server.Attrs["http.route"] != "POST /v1/chat/completions" ||
+		server.Attrs["weir.outcome"] != "ok" || server.Attrs["weir.model"] != "m" || server.Attrs["weir.platform_model"] != "up/m" {
 		t.Errorf("server span: %s %v", server.Kind, server.Attrs)
 	}
 	if client.TraceID != server.TraceID || client.ParentSpanID != server.SpanID {
