@@ -76,7 +76,7 @@ func (w *runWorker) step(ctx context.Context, job *river.Job[RunArgs]) error {
 		s.releaseLease(t.ID)
 		return nil
 	}
-	ctx, span := s.attemptSpan(ctx, t, job.Attempt)
+	ctx, span := s.attemptSpan(ctx, t, job.JobRow)
 	defer endTaskSpan(span)
 	target, ok := s.planner.Target(t.PlatformModel, t.RunMode)
 	if !ok {

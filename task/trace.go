@@ -3,6 +3,7 @@ package task
 import (
 	"context"
 
+	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/attribute"
 	oteltrace "go.opentelemetry.io/otel/trace"
 
@@ -30,13 +31,22 @@ func (s *Service) taskSpan(ctx context.Context, t weir.Task, name string, opts .
 	return s.tracer.Start(ctx, name, opts...)
 }
 
-// attemptSpan starts the span of a step of t's job (its attempt-th),
-// and, on its first step, the span of t's wait in the queue, from its
-// submission to its admission.
-func (s *Service) attemptSpan(ctx context.Context, t weir.Task, attempt int) (context.Context, oteltrace.Span) {
+// attemptOf is the job row's attempt, 0 if there is no row.
+func attemptOf(row *rivertype.JobRow) int {
+	if row == nil {
+		return 0
+	}
+	return row.Attempt
+}
+
+// attemptSpan starts the span of a step of t's job (row), and, on its
+// first step, the span of t's wait in the queue, from its submission to
+// its admission.
+func (s *Service) attemptSpan(ctx context.Context, t weir.Task, row *rivertype.JobRow) (context.Context, oteltrace.Span) {
 	if s.tracer == nil || t.TraceParent == "" {
 		return ctx, nil
 	}
+	attempt := attemptOf(row)
 	if attempt == 1 && t.UpstreamID == "" && !t.AdmittedAt.IsZero() {
 		_, queued := s.taskSpan(ctx, t, "weir.task.queued", oteltrace.WithTimestamp(t.CreatedAt),
 			oteltrace.WithAttributes(attribute.String("weir.platform_model", t.PlatformModel)))
@@ -49,11 +59,15 @@ func (s *Service) attemptSpan(ctx context.Context, t weir.Task, attempt int) (co
 			attribute.Bool("weir.task.follow", t.UpstreamID != "")))
 }
 
-// callbackSpan starts the span of one delivery (its attempt-th) of t's
-// event eventID to t's callback URL, which receives its trace context.
-func (s *Service) callbackSpan(ctx context.Context, t weir.Task, eventID string, attempt int) (context.Context, oteltrace.Span) {
+// callbackSpan starts the span of one delivery (its job row's attempt)
+// of t's event eventID to t's callback URL, which receives its trace
+// context.
+func (s *Service) callbackSpan(ctx context.Context, t weir.Task, eventID string, row *rivertype.JobRow) (context.Context, oteltrace.Span) {
+	if s.tracer == nil || t.TraceParent == "" {
+		return ctx, nil
+	}
 	return s.taskSpan(ctx, t, "weir.task.callback", oteltrace.WithSpanKind(oteltrace.SpanKindClient),
-		oteltrace.WithAttributes(attribute.String("weir.task.event", eventID), attribute.Int("weir.task.attempt", attempt)))
+		oteltrace.WithAttributes(attribute.String("weir.task.event", eventID), attribute.Int("weir.task.attempt", attemptOf(row))))
 }
 
 // endTaskSpan ends span, if there is one.
