@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -34,7 +35,8 @@ func tracedSetup(t *testing.T, o setupOpts) (*testBundle, *otlptest.Receiver) {
 // its children; the upstream receives the client span's traceparent.
 func TestTraceOfAChatRequest(t *testing.T) {
 	t.Parallel()
-	b, rcv := tracedSetup(t, setupOpts{})
+	logs := &lockedBuffer{}
+	b, rcv := tracedSetup(t, setupOpts{deps: func(d *Deps) { d.Logger = slog.New(slog.NewJSONHandler(logs, nil)) }})
 	resp := b.post(t, "/v1/chat/completions", `{"model":"m","max_tokens":50,"messages":[{"role":"user","content":"a secret prompt"}]}`,
 		http.Header{"Traceparent": {clientTraceparent}})
 	body, _ := io.ReadAll(resp.Body)
@@ -80,6 +82,9 @@ func TestTraceOfAChatRequest(t *testing.T) {
 				t.Errorf("span %s records the prompt in %s", s.Name, k)
 			}
 		}
+	}
+	if !strings.Contains(logs.String(), `"trace_id":"`+server.TraceID+`"`) {
+		t.Errorf("the access log line names no trace id %s:\n%s", server.TraceID, logs)
 	}
 	traced := b.mock.Traced()
 	if len(traced) != 1 || traced[0].Traceparent != "00-"+server.TraceID+"-"+client.SpanID+"-01" {
