@@ -106,6 +106,10 @@ type Task struct {
 	// acceptance, in the scopes of the run RunID ("" in the others).
 	RunMode RunMode
 	RunID   string
+	// TraceParent is the W3C traceparent of the request that submitted
+	// it, "" if that was not traced: the task's later spans join its
+	// trace. Set at creation and never changed.
+	TraceParent string
 	// DeletedAt is when the client deleted the finished task; zero while
 	// not deleted. A deleted task is terminal and stays stored (its
 	// idempotency key stays taken), but the API treats it as gone.

@@ -44,7 +44,7 @@ type OverheadConfig struct {
 	// ephemeral range that the load generator's connections use too.
 	// Default DefaultPorts.
 	Ports         int
-	ProfileTarget string // direct, proxy, weir, with Edge edge, with Dialects responses or messages, with Budgets budgets (weir)
+	ProfileTarget string // direct, proxy, weir, with Edge edge, with Dialects responses or messages, with Budgets budgets, with Tracing weir+trace (weir)
 	// Edge adds the target "edge": the same gateway, with an edge
 	// listener, tunnelling each request to a node agent in this process
 	// (package node, as `weir node` runs it) whose one provider is the
@@ -63,7 +63,12 @@ type OverheadConfig struct {
 	// real cost; judged against weir, whose key, group and model have
 	// none. Default false.
 	Budgets bool
-	// Interleave, with Dialects or Budgets, drives direct, proxy, weir
+	// Tracing adds the target "weir+trace": a second gateway like weir's
+	// in this process (Weir.StartTraced), tracing every request and
+	// exporting its spans by OTLP/HTTP to a receiver in this process;
+	// judged against weir, which traces nothing. Default false.
+	Tracing bool
+	// Interleave, with Dialects, Budgets or Tracing, drives direct, proxy, weir
 	// and their targets together, each round, on one open loop at Rate
 	// (each target an equal share; loadgen.RunInterleaved), so that
 	// every target's latency comes from the same seconds; a pass of each
@@ -147,6 +152,7 @@ type overheadRig struct {
 	fleet    *fleetRun      // and the replicas
 	edge     *edgeNode      // with OverheadConfig.Edge: the node agent
 	budgets  *budgetsTarget // with OverheadConfig.Budgets: its key and budget scopes
+	trace    *traceTarget   // with OverheadConfig.Tracing: the traced gateway and its receiver
 	logLevel string
 	key      weir.APIKey
 	secret   string   // the key's, with OverheadConfig.OutOfProcess
@@ -244,6 +250,11 @@ func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, er
 	}
 	if c.Budgets {
 		if err := startBudgetsTarget(ctx, c, rig, plain); err != nil {
+			return nil, err
+		}
+	}
+	if c.Tracing {
+		if err := startTraceTarget(ctx, c, rig, dir, mockURL+"/v1"); err != nil {
 			return nil, err
 		}
 	}
@@ -352,12 +363,16 @@ func (c OverheadConfig) validate() error {
 		return fmt.Errorf("--profile-target %s needs --dialects", c.ProfileTarget)
 	case c.ProfileTarget == "budgets" && !c.Budgets:
 		return fmt.Errorf("--profile-target budgets needs --budgets")
-	case !slices.Contains([]string{"direct", "proxy", "weir", "edge", "responses", "messages", "budgets"}, c.ProfileTarget):
-		return fmt.Errorf("--profile-target must be direct, proxy, weir, edge, responses, messages or budgets")
-	case c.Interleave && (!(c.Dialects || c.Budgets) || c.MaxRPS):
-		return fmt.Errorf("--interleave needs --dialects or --budgets, and an open loop (not --max-rps)")
+	case c.ProfileTarget == traceName && !c.Tracing:
+		return fmt.Errorf("--profile-target %s needs --tracing", traceName)
+	case !slices.Contains([]string{"direct", "proxy", "weir", "edge", "responses", "messages", "budgets", traceName}, c.ProfileTarget):
+		return fmt.Errorf("--profile-target must be direct, proxy, weir, edge, responses, messages, budgets or %s", traceName)
+	case c.Interleave && (!(c.Dialects || c.Budgets || c.Tracing) || c.MaxRPS):
+		return fmt.Errorf("--interleave needs --dialects, --budgets or --tracing, and an open loop (not --max-rps)")
 	case c.Interleave && (c.Edge || c.Fleet.Replicas > 0 || len(c.ConsoleWatcher) > 0):
-		return fmt.Errorf("--interleave drives direct, proxy, weir and the targets of --dialects and --budgets alone: not with --edge, --fleet or --console-watcher")
+		return fmt.Errorf("--interleave drives direct, proxy, weir and the targets of --dialects, --budgets and --tracing alone: not with --edge, --fleet or --console-watcher")
+	case c.Tracing && c.Weir.StartTraced == nil:
+		return errors.New("bench: Weir.StartTraced is required for the weir+trace target")
 	case c.Edge && c.Weir.CreateNode == nil:
 		return errors.New("bench: Weir.CreateNode is required for the edge target")
 	case c.OutOfProcess:
@@ -584,6 +599,9 @@ func Overhead(ctx context.Context, out io.Writer, c OverheadConfig) error {
 	rep.printScopes(ctx)
 	if err := rep.printBudgetScopes(ctx); err != nil {
 		return err
+	}
+	if rig.trace != nil {
+		fmt.Fprintln(out, rig.trace.report())
 	}
 	rep.printLogWarnings()
 	fmt.Fprintf(out, "load average at the end: %s\n", loadAverage())

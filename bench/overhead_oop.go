@@ -51,8 +51,8 @@ func startChildTargets(ctx context.Context, c OverheadConfig, rig *overheadRig, 
 // gateway in this process.
 func (c OverheadConfig) validateOutOfProcess() error {
 	switch {
-	case c.Edge || c.Dialects || c.Budgets || c.Interleave || c.Fleet.Replicas > 0 || len(c.ConsoleWatcher) > 0:
-		return errors.New("--out-of-process drives direct, proxy and weir alone: not with --edge, --dialects, --budgets, --interleave, --fleet or --console-watcher")
+	case c.Edge || c.Dialects || c.Budgets || c.Tracing || c.Interleave || c.Fleet.Replicas > 0 || len(c.ConsoleWatcher) > 0:
+		return errors.New("--out-of-process drives direct, proxy and weir alone: not with --edge, --dialects, --budgets, --tracing, --interleave, --fleet or --console-watcher")
 	case c.Weir.FloorExe == "" || len(c.Weir.ProxyArgs) == 0:
 		return errors.New("bench: Weir.FloorExe and Weir.ProxyArgs are required for --out-of-process")
 	case (c.CPUProfile != "" || c.Trace != "" || c.MemProfile != "") && c.ProfileTarget != "direct":

@@ -104,6 +104,8 @@ var (
 	// budgetsHop is Weir with a budget on the request's key, group and
 	// model, judged against weir's hop.
 	budgetsHop = hop{"budgets", "direct"}
+	// traceHop is Weir tracing every request, judged against weir's hop.
+	traceHop = hop{traceName, "direct"}
 )
 
 // added is what h adds to the p50 and the p99 of rows.
@@ -186,9 +188,9 @@ func printCost(out io.Writer, target string, rows map[string]row) {
 			r.cpu-w.cpu, r.allocs-w.allocs,
 			fmtRatio(fratio(r.cpu-w.cpu, px.cpu-d.cpu)), fmtRatio(fratio(r.allocs-w.allocs, px.allocs-d.allocs)))
 	}
-	if w, ok := rows["weir"]; ok && target == "budgets" {
-		line += fmt.Sprintf("   budgets-weir: cpu %+.1f µs, allocs %+.0f, KB %+.1f; budgets/weir added: cpu %s, allocs %s",
-			r.cpu-w.cpu, r.allocs-w.allocs, r.kb-w.kb,
+	if w, ok := rows["weir"]; ok && (target == "budgets" || target == traceName) {
+		line += fmt.Sprintf("   %s-weir: cpu %+.1f µs, allocs %+.0f, KB %+.1f; %s/weir added: cpu %s, allocs %s",
+			target, r.cpu-w.cpu, r.allocs-w.allocs, r.kb-w.kb, target,
 			fmtRatio(fratio(r.cpu-d.cpu, w.cpu-d.cpu)), fmtRatio(fratio(r.allocs-d.allocs, w.allocs-d.allocs)))
 	}
 	fmt.Fprintln(out, line)
@@ -313,6 +315,9 @@ func ratioVerdict(target string, rows map[string]row) string {
 	case target == "budgets" && has("direct", "weir"):
 		r50, r99 := hopRatios(rows, budgetsHop, weirHop)
 		return fmt.Sprintf("   budgets/weir added: p50 %s, p99 %s (target <= 1.1x: %s)", fmtRatio(r50), fmtRatio(r99), verdict(r50, r99, 1.1))
+	case target == traceName && has("direct", "weir"):
+		r50, r99 := hopRatios(rows, traceHop, weirHop)
+		return fmt.Sprintf("   %s/weir added: p50 %s, p99 %s (target <= 1.15x: %s)", traceName, fmtRatio(r50), fmtRatio(r99), verdict(r50, r99, 1.15))
 	case target == "edge" && has("direct", "proxy", "weir"):
 		t50, t99 := tunnelHop.added(rows)
 		p50, p99 := proxyHop.added(rows)
@@ -432,6 +437,9 @@ func printOverheadSetup(out io.Writer, c OverheadConfig, rig *overheadRig) {
 		fmt.Fprintf(out, "  budgets: the same gateway and platform model (priced input %s, output %s a million tokens, for every target), key %s of group %s asking model %s; a hard budget of %s (alerts at %v%%) on that key, group and model: scopes %s\n",
 			budgetsPrice.Input, budgetsPrice.Output, rig.budgets.key.ID, budgetsGroup, budgetsModel, budgetsSpec, budgetsAlerts, strings.Join(rig.budgets.scopes, ", "))
 	}
+	if rig.trace != nil {
+		fmt.Fprintf(out, "  %s: a second gateway in this process with weir's catalog and limits, tracing every request (a server, a queue and an upstream client span each) by OTLP/HTTP, batched, to a receiver in this process\n", traceName)
+	}
 	if rig.edge != nil {
 		fmt.Fprintf(out, "  edge: the same gateway, model %s routed to node %s alone: its agent in this process dials the edge listener %s over gRPC (plaintext), its provider %s is the same mock, %d slots; scopes key, group and %s\n",
 			edgeModel, rig.edge.node.ID, rig.gateway.EdgeAddr(), edgeProvider, edgeSlots, rig.edge.scope())
@@ -480,6 +488,9 @@ func (p overheadReport) printMedians() {
 	}
 	if p.c.Budgets {
 		fmt.Fprintf(p.out, "budgets/weir added latency, round by round: %s\n", roundRatios(p.results, latency, budgetsHop, weirHop))
+	}
+	if p.c.Tracing {
+		fmt.Fprintf(p.out, "%s/weir added latency, round by round: %s\n", traceName, roundRatios(p.results, latency, traceHop, weirHop))
 	}
 }
 

@@ -33,6 +33,10 @@ type Weir struct {
 	// Start starts a gateway in this process on cfg and returns once it
 	// serves; Overhead measures it.
 	Start func(ctx context.Context, cfg *config.Config) (Gateway, error)
+	// StartTraced is Start with tracing on, every request traced and its
+	// spans exported by OTLP/HTTP to otlpURL (http://host:port). Overhead
+	// needs it for its weir+trace target (OverheadConfig.Tracing).
+	StartTraced func(ctx context.Context, cfg *config.Config, otlpURL string) (Gateway, error)
 	// CreateKey stores a new API key k in store, filling in its id, and
 	// returns its secret, as `weir keys create` does.
 	CreateKey func(ctx context.Context, store weir.Store, k *weir.APIKey) (secret string, err error)

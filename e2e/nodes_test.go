@@ -65,6 +65,7 @@ func (g *gateway) edgeAddr(t *testing.T) string {
 type edgeNode struct {
 	id     string // the node's id, from weir nodes create
 	config string
+	env    []string // added to its process's environment
 	cmd    *exec.Cmd
 	exited chan struct{}
 	mu     sync.Mutex
@@ -76,13 +77,20 @@ type edgeNode struct {
 // starts it.
 func newNode(t *testing.T, g *gateway, name, runtimeURL string, slots int) *edgeNode {
 	t.Helper()
+	return newNodeEnv(t, g, nil, name, runtimeURL, slots)
+}
+
+// newNodeEnv is newNode with env (KEY=value) added to the node process's
+// environment.
+func newNodeEnv(t *testing.T, g *gateway, env []string, name, runtimeURL string, slots int) *edgeNode {
+	t.Helper()
 	out := runWeir(t, "nodes", "create", "-c", g.Config, "--name", name)
 	id := regexp.MustCompile(`node_[0-9a-f]{12}`).FindString(out)
 	token := regexp.MustCompile(`wn-[0-9A-Za-z]+`).FindString(out)
 	if id == "" || token == "" {
 		t.Fatalf("no id and token in the output of weir nodes create:\n%s", out)
 	}
-	n := &edgeNode{id: id, config: filepath.Join(t.TempDir(), "node.yaml")}
+	n := &edgeNode{id: id, config: filepath.Join(t.TempDir(), "node.yaml"), env: env}
 	text := fmt.Sprintf(`gateway: %s
 token: %s
 stall_timeout: 30s
@@ -105,7 +113,7 @@ providers:
 func (n *edgeNode) start(t *testing.T) {
 	t.Helper()
 	n.cmd = exec.Command(weirBin, "node", "-c", n.config)
-	n.cmd.Env = cleanEnv()
+	n.cmd.Env = append(cleanEnv(), n.env...)
 	n.cmd.Stdout, n.cmd.Stderr = n, n
 	n.exited = make(chan struct{})
 	if err := n.cmd.Start(); err != nil {

@@ -107,12 +107,12 @@ func (g *gateway) kill9(t *testing.T) {
 	}
 }
 
-// restart starts `weir serve` again on g's config and database (after
-// kill9) and waits until it serves. The new process is killed when the
+// restart starts `weir serve` again on g's config, database and
+// environment (after kill9) and waits until it serves. The new process is killed when the
 // test ends. since is when the process was started.
 func (g *gateway) restart(t *testing.T) (ng *gateway, since time.Time) {
 	t.Helper()
-	ng = &gateway{Config: g.Config, DB: g.DB, server: g.server, exited: make(chan struct{})}
+	ng = &gateway{Config: g.Config, DB: g.DB, server: g.server, env: g.env, exited: make(chan struct{})}
 	since = time.Now()
 	ng.launch(t, "weir serve (restarted)")
 	return ng, since

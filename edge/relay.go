@@ -22,6 +22,9 @@ import (
 	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/internal/lifecycle"
 	"github.com/weir-gateway/weir/provider"
+	"github.com/weir-gateway/weir/tracing"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Directory is where a replica of a fleet finds the nodes that dialed
@@ -254,6 +257,11 @@ func (r *Relay) forward(ctx context.Context, base string, t weir.NodeTarget, c p
 			req.Header.Set(h, v)
 		}
 	}
+	// The other replica's server span joins the call's trace.
+	tracing.Inject(ctx, req.Header)
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(attribute.String("weir.relay.replica", base))
+	}
 	head := clock.NewWatch(r.cfg.Clock, r.cfg.HeaderTimeout, func() { cancel(errRelayNoAnswer) })
 	head.Arm()
 	resp, err := r.cfg.Client.Do(req)
@@ -457,7 +465,13 @@ func (r *Relay) serveRelay(w http.ResponseWriter, req *http.Request) {
 			c.Header.Set(h, v)
 		}
 	}
-	resp, err := r.hub.Do(req.Context(), t, c)
+	// The run joins the relaying replica's trace: through this
+	// replica's server span if it traces, else directly.
+	ctx := req.Context()
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		ctx = tracing.Extract(ctx, req.Header)
+	}
+	resp, err := r.hub.Do(ctx, t, c)
 	if err != nil {
 		r.count("taken", "error")
 		w.Header().Set("Content-Type", "application/json")

@@ -19,6 +19,7 @@ import (
 	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/edge/edgepb"
 	"github.com/weir-gateway/weir/provider"
+	"github.com/weir-gateway/weir/tracing"
 )
 
 // chunkBytes is the most one Chunk of a request body carries.
@@ -231,7 +232,8 @@ func (h *Hub) Do(ctx context.Context, t weir.NodeTarget, c provider.Call) (*http
 		return nil, err
 	}
 
-	offer := &edgepb.Offer{RunId: r.id, Provider: t.Provider, Path: c.Path, Stream: c.Stream, Long: t.Long}
+	offer := &edgepb.Offer{RunId: r.id, Provider: t.Provider, Path: c.Path, Stream: c.Stream, Long: t.Long,
+		Traceparent: tracing.Traceparent(ctx)}
 	inline := s.inline && len(c.Body) <= inlineBytes
 	if inline {
 		offer.BodyInline, offer.Body = true, c.Body

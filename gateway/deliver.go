@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/provider"
 )
@@ -45,7 +47,7 @@ func (d *delivery) readFailed(err error) {
 // MaxResponseBytes), the upstream call ended, and then written; anything
 // else (audio, say) is passed through as it arrives. done ends the
 // upstream call.
-func (s *Service) copyBody(c *Call, out Answer, resp *http.Response, head Head, done func(usage, bool)) delivery {
+func (s *Service) copyBody(c *Call, out Answer, resp *http.Response, head Head, done func(usage, bool), span trace.Span) delivery {
 	var d delivery
 	if !strings.HasPrefix(head.ContentType, "application/json") {
 		head.ContentLength = resp.ContentLength
@@ -70,6 +72,9 @@ func (s *Service) copyBody(c *Call, out Answer, resp *http.Response, head Head, 
 		return d
 	}
 	u, ok := usageOf(body)
+	if span.IsRecording() {
+		answerSeen(span, body)
+	}
 	if c.Model.Kind == weir.KindImages {
 		// An image is priced by the one: count what was made.
 		u.Images = imagesOf(body)

@@ -12,6 +12,7 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/provider"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Executor runs one upstream call: an upstream adapter now, an edge
@@ -100,7 +101,7 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 			c.Usage.PlatformModel = acceptancePrefix + c.RunID + ":" + up.Name
 		}
 		s.journal(c, lease)
-		retry, err := s.attempt(ctx, c, out, lease, up)
+		retry, err := s.tracedAttempt(ctx, c, out, lease, up, attempt)
 		if retry == nil {
 			if err == nil && akey != "" {
 				s.rememberAffinity(c, akey, r.prefer, t.name())
@@ -214,21 +215,34 @@ func (s *Service) admit(ctx context.Context, c *Call, r *routing, attempt int) (
 		return admission.Lease{}, s.pausedError(c, until)
 	}
 	lease, err := s.deps.Engine.TryAcquire(ctx, areq)
+	var span trace.Span // a traced request's wait, if it did not get its lease at once
 	if err != nil {
+		ctx, span = startQueueSpan(ctx, c, r, attempt)
 		if rerr := rateLimitedPastDeadline(c, start, err); rerr != nil {
+			if span != nil {
+				endQueueSpan(span, lease, rerr)
+			}
 			return lease, rerr
 		}
 		if errors.Is(err, admission.ErrWouldWait) || errors.Is(err, admission.ErrRateLimited) {
-			lease, err = s.deps.Engine.Acquire(ctx, areq)
+			if span != nil {
+				lease, err = s.acquireTraced(ctx, areq, span)
+			} else {
+				lease, err = s.deps.Engine.Acquire(ctx, areq)
+			}
 		}
 	}
 	waited := s.deps.Clock.Now().Sub(start)
 	c.Waited += waited
 	if err == nil {
 		s.deps.Metrics.ObserveQueueWait(c.Model.Name, waited)
-		return lease, nil
+	} else {
+		err = s.admissionError(ctx, c, err)
 	}
-	return lease, s.admissionError(ctx, c, err)
+	if span != nil {
+		endQueueSpan(span, lease, err)
+	}
+	return lease, err
 }
 
 // rateLimitedPastDeadline is the answer to err, a refusal at start, if
@@ -368,7 +382,7 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 		// The estimate less max_tokens is the input's.
 		d = s.stream(out, resp, head, max(c.Tokens-c.MaxTokens, 0), &c.obs, done)
 	} else {
-		d = s.copyBody(c, out, resp, head, done)
+		d = s.copyBody(c, out, resp, head, done, trace.SpanFromContext(ctx))
 	}
 	return s.delivered(ctx, c, pm, d, headersIn)
 }

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/gateway"
 )
@@ -116,6 +118,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ep endpoint, c *c
 	c.Usage.At = start
 	s.deps.Usage(c.Usage)
 	s.deps.Metrics.ObserveHTTP(ep.name, status, c.Usage.Latency)
+	if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
+		modelRequestSeen(span, &c.Call)
+	}
 }
 
 // prepare authenticates, reads and validates the request, and has the

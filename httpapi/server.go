@@ -26,6 +26,8 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/adminauth"
 	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/tracing"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config tunes the API.
@@ -174,6 +176,10 @@ type Deps struct {
 	// Spend reports spend for /admin/spend (the store); nil: it answers
 	// 404.
 	Spend Spend
+	// Tracing, if set, starts a server span for each request, below the
+	// trace context its client sent, and the gateway's spans below it
+	// (the tracing package); nil: tracing is off, and costs nothing.
+	Tracing trace.TracerProvider
 }
 
 // Server is the HTTP API. Apply a catalog before serving.
@@ -185,6 +191,9 @@ type Server struct {
 	adminToken adminauth.Token
 
 	ids idSource
+
+	// tracer is Deps.Tracing's, nil if tracing is off.
+	tracer trace.Tracer
 }
 
 // New returns a Server.
@@ -204,6 +213,7 @@ func New(cfg Config, deps Deps) *Server {
 	}
 	s := &Server{cfg: cfg, deps: deps, adminToken: adminauth.NewToken(cfg.AdminToken)}
 	s.ids = newIDSource()
+	s.tracer = tracing.Tracer(deps.Tracing)
 	return s
 }
 
@@ -329,6 +339,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			ri.clientID = cid
 		}
 		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey, ri))
+		r, span := s.startSpan(r, ri.id)
 		*rw = statusWriter{ResponseWriter: w, id: ri.id}
 		if !s.cfg.NoAccessLog {
 			rw.clock = s.deps.Clock
@@ -358,6 +369,9 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 				// net/http writes the headers of a handler that wrote
 				// nothing once it returns.
 				rw.setID()
+			}
+			if span != nil {
+				endSpan(span, r, rw.status())
 			}
 			if !s.cfg.NoAccessLog {
 				s.logAccess(r, ri, rw, start)

@@ -119,7 +119,8 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 			tc.PollMin = 10 * time.Millisecond
 		}
 		tc.SoleRunner = true
-		b.tasks, err = task.New(tc, task.Deps[*sql.Tx]{Store: db, Engine: b.engine, Planner: b.gw, Webhooks: o.hooks, Logger: deps.Logger})
+		b.tasks, err = task.New(tc, task.Deps[*sql.Tx]{Store: db, Engine: b.engine, Planner: b.gw, Webhooks: o.hooks, Logger: deps.Logger,
+			Tracing: deps.Tracing})
 		if err != nil {
 			t.Fatal(err)
 		}

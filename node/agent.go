@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -149,6 +150,11 @@ type Deps struct {
 	// DialOptions are added to the agent's own when it dials the gateway
 	// (a test's dialer, say).
 	DialOptions []grpc.DialOption
+	// Tracing, if set, traces the runs whose gateway call is traced
+	// (Offer.traceparent): the node's span of each joins the gateway's
+	// trace, and the runtime is sent the run's trace context. Default
+	// nil: none.
+	Tracing trace.TracerProvider
 }
 
 // Agent is an edge node's agent: see the package doc.

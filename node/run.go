@@ -14,6 +14,11 @@ import (
 
 	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/edge/edgepb"
+	"github.com/weir-gateway/weir/tracing"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Why a run's runtime request was cancelled.
@@ -97,6 +102,10 @@ func (r *run) open() (edgepb.Edge_RunClient, error) {
 // with RunEnd ERROR so that the gateway frees its slot at once.
 func (r *run) run(up *upStream, refuse string) {
 	defer r.cancel(errRunOver)
+	if tp := r.s.a.deps.Tracing; tp != nil && r.offer.Traceparent != "" {
+		span := r.startSpan(tp)
+		defer span.End()
+	}
 	if refuse != "" {
 		r.s.a.deps.Logger.Warn("node: refusing an offer", "run", r.offer.RunId, "provider", r.offer.Provider, "reason", refuse)
 		r.end(up, edgepb.RunEnd_ERROR, refuse, nil)
@@ -200,6 +209,7 @@ func (r *run) call(stream *upStream, log *slog.Logger, data []byte) {
 		return
 	}
 	req.Header.Set("Content-Type", "application/json")
+	tracing.Inject(r.httpCtx, req.Header)
 	dog.Arm()
 	resp, err := a.deps.HTTP.Do(req)
 	dog.Disarm()
@@ -295,7 +305,24 @@ func (r *run) gone(log *slog.Logger, err error) {
 	log.Info("node: a run's stream ended before its answer", "error", err)
 }
 
+// startSpan starts the run's span below the gateway's call (the
+// offer's traceparent), in the run's runtime context.
+func (r *run) startSpan(tp trace.TracerProvider) trace.Span {
+	ctx := trace.ContextWithRemoteSpanContext(r.httpCtx, tracing.Remote(r.offer.Traceparent))
+	var span trace.Span
+	r.httpCtx, span = tracing.Tracer(tp).Start(ctx, "weir.node.run", trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("weir.node.provider", r.offer.Provider), attribute.String("weir.node.run_id", r.offer.RunId),
+			semconv.URLPath(r.offer.Path)))
+	return span
+}
+
 // end sends the run's RunEnd; a failure means the stream is gone already.
 func (r *run) end(stream *upStream, kind edgepb.RunEnd_Kind, msg string, ev *edgepb.Evidence) {
+	if span := trace.SpanFromContext(r.httpCtx); span.IsRecording() {
+		span.SetAttributes(attribute.String("weir.node.run_end", kind.String()))
+		if kind != edgepb.RunEnd_COMPLETE {
+			span.SetStatus(codes.Error, msg)
+		}
+	}
 	_ = stream.Send(&edgepb.RunUp{Msg: &edgepb.RunUp_End{End: &edgepb.RunEnd{Kind: kind, Message: msg, Evidence: ev}}})
 }

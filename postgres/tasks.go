@@ -19,7 +19,7 @@ var _ weir.TaskStore = (*DB)(nil)
 const taskColumns = `seq, id, key_id, kind, model, input, priority, status,
 	platform_model, candidate, progress, upstream_id, result, error_code, error_message,
 	callback_url, idempotency_key, attempts, created_at, admitted_at, finished_at, deadline,
-	fingerprint, deleted_at, callback_events, callback_gone_at, run_mode, run_id`
+	fingerprint, deleted_at, callback_events, callback_gone_at, run_mode, run_id, trace_parent`
 
 // terminalStatuses is the SQL list of the statuses never left.
 const terminalStatuses = `('succeeded', 'failed', 'cancelled', 'expired')`
@@ -37,8 +37,8 @@ const (
 	taskInsertSQL = `INSERT INTO tasks (id, key_id, kind, model, input, priority, status,
 		platform_model, candidate, progress, upstream_id, result, error_code, error_message,
 		callback_url, idempotency_key, attempts, created_at, admitted_at, finished_at, deadline,
-		fingerprint, callback_events, run_mode, run_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)
+		fingerprint, callback_events, run_mode, run_id, trace_parent)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)
 		ON CONFLICT (key_id, idempotency_key) DO NOTHING
 		RETURNING seq`
 
@@ -167,7 +167,7 @@ func taskCreateTx(ctx context.Context, tx pgx.Tx, t *weir.Task) (created bool, e
 			t.PlatformModel, int64(t.Candidate), int64(t.Progress), t.UpstreamID, nullBytes(t.Result),
 			t.ErrorCode, t.ErrorMessage, t.CallbackURL, nullString(t.IdempotencyKey), int64(t.Attempts),
 			dbTime(t.CreatedAt), nullTime(t.AdmittedAt), nullTime(t.FinishedAt), nullTime(t.Deadline),
-			nullString(t.Fingerprint), eventsColumn(t.CallbackEvents), string(t.RunMode), t.RunID,
+			nullString(t.Fingerprint), eventsColumn(t.CallbackEvents), string(t.RunMode), t.RunID, t.TraceParent,
 		).Scan(&seq)
 		switch {
 		case err == nil:
@@ -420,7 +420,7 @@ func newTaskScanner() *taskScanner {
 	s.dest = []any{&t.Seq, &t.ID, &t.KeyID, &t.Kind, &t.Model, &t.Input, &t.Priority, &s.status,
 		&t.PlatformModel, &s.candidate, &s.progress, &t.UpstreamID, &t.Result, &t.ErrorCode, &t.ErrorMessage,
 		&t.CallbackURL, &s.idem, &s.attempts, &t.CreatedAt, &s.admitted, &s.finished, &s.deadline,
-		&s.fingerprint, &s.deleted, &s.events, &s.gone, &s.runMode, &t.RunID}
+		&s.fingerprint, &s.deleted, &s.events, &s.gone, &s.runMode, &t.RunID, &t.TraceParent}
 	return s
 }
 

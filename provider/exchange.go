@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/tracing"
 )
 
 // Bounds limit one upstream call in time. A zero field is no bound.
@@ -117,6 +118,9 @@ func (x *exchange) run(ctx context.Context, hc *http.Client, req *http.Request) 
 	x.mu.Unlock()
 	x.stopWatch = context.AfterFunc(ctx, func() { x.abort(ctx.Err()) })
 
+	// The upstream joins the call's trace, if it is traced (its span is
+	// ctx's, not the exchange's context's).
+	tracing.Inject(ctx, req.Header)
 	resp, err := hc.Do(req)
 	if err != nil {
 		if cause := x.end(); cause != nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/weir-gateway/weir/metrics"
 	"github.com/weir-gateway/weir/router"
 	"github.com/weir-gateway/weir/task"
+	"github.com/weir-gateway/weir/tracing"
 	"github.com/weir-gateway/weir/usage"
 	"github.com/weir-gateway/weir/webhook"
 )
@@ -64,6 +65,10 @@ type Main struct {
 	// catalog is this replica's part in its fleet's one catalog; nil on
 	// SQLite, and for a Config built in code (no file to publish).
 	catalog *fleetCatalog
+	// Tracing exports the request path's spans, if the OTEL_* environment
+	// asks for traces (tracing.New), or if the caller sets it before
+	// Start; Stop shuts it down. nil: off.
+	Tracing *tracing.Provider
 	ln      net.Listener
 	edgeLn  net.Listener
 
@@ -103,6 +108,9 @@ func (m *Main) Start(ctx context.Context) error {
 // it opens (the store, the listeners) the list closes.
 func (m *Main) assemble(ctx context.Context) error {
 	cfg := m.Config
+	if err := m.newTracing(ctx); err != nil {
+		return err
+	}
 	db, err := OpenStorage(ctx, cfg.Storage, StorageOptions{Serve: true, Logger: m.Logger})
 	if err != nil {
 		return err
@@ -217,6 +225,9 @@ func (m *Main) newTasks() error {
 	if m.Member != nil {
 		tc.Replica, deps.Leadership = m.Member.Replica(), m.Member
 	}
+	if m.Tracing != nil {
+		deps.Tracing = m.Tracing.TracerProvider()
+	}
 	m.Tasks, err = m.DB.newTasks(tc, deps)
 	return err
 }
@@ -248,6 +259,9 @@ func (m *Main) newFront() {
 	}
 	if m.Relay != nil && m.Hub != nil {
 		deps.Relay = m.Relay.Handler()
+	}
+	if m.Tracing != nil {
+		deps.Tracing = m.Tracing.TracerProvider()
 	}
 	m.API = httpapi.New(apiConfig(cfg), deps)
 	m.HTTP = m.API.HTTPServer()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/config"
@@ -67,6 +69,7 @@ type taskDeps struct {
 	Leadership admission.Leadership
 	Logger     *slog.Logger
 	Ended      func(weir.Task)
+	Tracing    trace.TracerProvider
 }
 
 // StorageOptions say what a command opens storage for.
@@ -116,7 +119,7 @@ func OpenStorage(ctx context.Context, cfg config.Storage, o StorageOptions) (*St
 func tasksOn[TTx any](st task.Store[TTx]) func(task.Config, taskDeps) (*task.Service, error) {
 	return func(cfg task.Config, d taskDeps) (*task.Service, error) {
 		return task.New(cfg, task.Deps[TTx]{Store: st, Engine: d.Engine, Planner: d.Planner, Webhooks: d.Webhooks,
-			Leadership: d.Leadership, Logger: d.Logger, Ended: d.Ended})
+			Leadership: d.Leadership, Logger: d.Logger, Ended: d.Ended, Tracing: d.Tracing})
 	}
 }
 

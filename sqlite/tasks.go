@@ -18,7 +18,7 @@ var _ weir.TaskStore = (*DB)(nil)
 const taskColumns = `seq, id, key_id, kind, model, input, priority, status,
 	platform_model, candidate, progress, upstream_id, result, error_code, error_message,
 	callback_url, idempotency_key, attempts, created_at, admitted_at, finished_at, deadline,
-	fingerprint, deleted_at, callback_events, callback_gone_at, run_mode, run_id`
+	fingerprint, deleted_at, callback_events, callback_gone_at, run_mode, run_id, trace_parent`
 
 // The task statements prepared at Open: TaskGet on the read pool (clients
 // poll it), the others on the write connection.
@@ -32,8 +32,8 @@ const (
 	taskInsertSQL = `INSERT INTO tasks (id, key_id, kind, model, input, priority, status,
 		platform_model, candidate, progress, upstream_id, result, error_code, error_message,
 		callback_url, idempotency_key, attempts, created_at, admitted_at, finished_at, deadline,
-		fingerprint, callback_events, run_mode, run_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		fingerprint, callback_events, run_mode, run_id, trace_parent)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (key_id, idempotency_key) DO NOTHING
 		RETURNING seq`
 
@@ -176,7 +176,7 @@ func (db *DB) taskCreateTx(ctx context.Context, tx *sql.Tx, t *weir.Task) (creat
 		t.PlatformModel, int64(t.Candidate), int64(t.Progress), t.UpstreamID, nullBlob(t.Result),
 		t.ErrorCode, t.ErrorMessage, t.CallbackURL, nullString(t.IdempotencyKey), int64(t.Attempts),
 		formatTime(t.CreatedAt), nullTime(t.AdmittedAt), nullTime(t.FinishedAt), nullTime(t.Deadline),
-		nullString(t.Fingerprint), eventsColumn(t.CallbackEvents), string(t.RunMode), t.RunID,
+		nullString(t.Fingerprint), eventsColumn(t.CallbackEvents), string(t.RunMode), t.RunID, t.TraceParent,
 	).Scan(&seq)
 	switch {
 	case err == nil:
@@ -452,7 +452,7 @@ func newTaskScanner() *taskScanner {
 	s.dest = []any{&t.Seq, &t.ID, &t.KeyID, &t.Kind, &t.Model, &t.Input, &s.priority, &s.status,
 		&t.PlatformModel, &s.candidate, &s.progress, &t.UpstreamID, &t.Result, &t.ErrorCode, &t.ErrorMessage,
 		&t.CallbackURL, &s.idem, &s.retries, &s.created, &s.admitted, &s.finished, &s.deadline,
-		&s.fingerprint, &s.deleted, &s.events, &s.gone, &s.runMode, &t.RunID}
+		&s.fingerprint, &s.deleted, &s.events, &s.gone, &s.runMode, &t.RunID, &t.TraceParent}
 	return s
 }
 

@@ -56,8 +56,10 @@ func ExerciseTasks(t *testing.T, newStore func(t *testing.T) interface {
 // newTask is a queued task of key keyID, with what a submission sets.
 func newTask(i int, keyID string) weir.Task {
 	var mode weir.RunMode
-	var run string
+	var run, trace string
 	switch i % 4 {
+	case 1:
+		trace = fmt.Sprintf("00-%032x-%016x-01", i+1, i+1)
 	case 2:
 		mode, run = weir.RunAcceptance, fmt.Sprintf("run-%d", i)
 	case 3:
@@ -78,6 +80,7 @@ func newTask(i int, keyID string) weir.Task {
 		Deadline:    base.Add(time.Hour + time.Duration(i)*time.Second),
 		RunMode:     mode,
 		RunID:       run,
+		TraceParent: trace,
 	}
 }
 
@@ -183,7 +186,8 @@ func checkTask(t *testing.T, what string, got, written weir.Task) {
 		slices.Equal(got.CallbackEvents, want.CallbackEvents) &&
 		got.CreatedAt.Equal(want.CreatedAt) && got.AdmittedAt.Equal(want.AdmittedAt) &&
 		got.FinishedAt.Equal(want.FinishedAt) && got.Deadline.Equal(want.Deadline) && got.DeletedAt.Equal(want.DeletedAt) &&
-		got.CallbackGoneAt.Equal(want.CallbackGoneAt) && got.RunMode == want.RunMode && got.RunID == want.RunID
+		got.CallbackGoneAt.Equal(want.CallbackGoneAt) && got.RunMode == want.RunMode && got.RunID == want.RunID &&
+		got.TraceParent == want.TraceParent
 	if !same {
 		t.Errorf("%s:\n got  %+v\n want %+v", what, got, want)
 	}

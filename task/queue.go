@@ -8,6 +8,7 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/tracing"
 )
 
 // request builds the engine request for t: the planner's candidates,
@@ -44,6 +45,7 @@ func (s *Service) Submit(ctx context.Context, t *weir.Task) (created bool, err e
 	t.Status = weir.TaskQueued
 	t.CreatedAt = now
 	t.Candidate = -1
+	t.TraceParent = tracing.Traceparent(ctx)
 	// A deadline the caller set may only shorten the wait (the
 	// X-Weir-Max-Wait promise), never lengthen it past MaxWait.
 	if latest := now.Add(s.cfg.MaxWait); t.Deadline.IsZero() || t.Deadline.After(latest) {

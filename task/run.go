@@ -76,6 +76,8 @@ func (w *runWorker) step(ctx context.Context, job *river.Job[RunArgs]) error {
 		s.releaseLease(t.ID)
 		return nil
 	}
+	ctx, span := s.attemptSpan(ctx, t, job.JobRow)
+	defer endTaskSpan(span)
 	target, ok := s.planner.Target(t.PlatformModel, t.RunMode)
 	if !ok {
 		return s.failRunning(ctx, t, "no_candidate", "the platform model "+t.PlatformModel+" left the catalog")

@@ -19,7 +19,9 @@ import (
 	"github.com/weir-gateway/weir/internal/lifecycle"
 	"github.com/weir-gateway/weir/provider"
 	"github.com/weir-gateway/weir/riverjob"
+	"github.com/weir-gateway/weir/tracing"
 	"github.com/weir-gateway/weir/webhook"
+	oteltrace "go.opentelemetry.io/otel/trace"
 )
 
 // WorkersScope is the global worker-capacity scope every task needs.
@@ -244,6 +246,8 @@ type Service struct {
 	clock   clock.Clock
 	hooks   Webhooks
 	ended   func(weir.Task)
+	// tracer is Deps.Tracing's, nil without it.
+	tracer oteltrace.Tracer
 	// river is River's client on the store, with the store's
 	// transactions (store.go).
 	river jobStore
@@ -327,6 +331,11 @@ type Deps[TTx any] struct {
 	// usage is recorded from it). It runs on the path that ended the
 	// task and should be quick.
 	Ended func(t weir.Task)
+	// Tracing, if set, traces the life of a task submitted by a traced
+	// request (weir.Task.TraceParent): its wait, each job attempt and
+	// each callback delivery join that request's trace (trace.go).
+	// Default nil: none.
+	Tracing oteltrace.TracerProvider
 }
 
 // New returns a Service on deps.Store, whose River client runs on the
@@ -368,6 +377,7 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 	}
 	s := &Service{
 		cfg: cfg, store: store, engine: engine, planner: planner, hooks: hooks, logger: logger, clock: cfg.Clock, ended: deps.Ended,
+		tracer:   tracing.Tracer(deps.Tracing),
 		notifier: notifier, reclaimer: reclaimer, bindings: bindings, workers: cfg.Workers,
 		runs:       make(map[string]*run),
 		refusals:   make(map[string][]string),

@@ -210,6 +210,8 @@ func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 	if err != nil {
 		return river.JobCancel(err)
 	}
+	ctx, span := s.callbackSpan(ctx, t, job.Args.EventID, job.JobRow)
+	defer endTaskSpan(span)
 	at, err := s.hooks.Sender.Send(ctx, webhook.Message{URL: t.CallbackURL, ID: job.Args.EventID, Body: body, Signer: s.hooks.Signer, Tenant: t.KeyID})
 	s.cfg.Metrics.WebhookAttempt(at.Outcome.String())
 	switch at.Outcome {

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/weir-gateway/weir/tracing"
 )
 
 // Outcome classifies one delivery attempt for the caller's retry logic. It is
@@ -260,6 +262,8 @@ func (s *Sender) Send(ctx context.Context, msg Message) (Attempt, error) {
 	req.Header.Set(HeaderID, msg.ID)
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts.Unix(), 10))
 	req.Header.Set(HeaderSignature, msg.Signer.Sign(msg.ID, ts, msg.Body))
+	// The receiver joins the delivery's trace, if it is traced.
+	tracing.Inject(ctx, req.Header)
 
 	a := Attempt{Timestamp: time.Unix(ts.Unix(), 0), Timeout: timeout}
 	resp, err := s.client.Do(req)

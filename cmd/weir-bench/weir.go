@@ -16,6 +16,7 @@ import (
 	"github.com/weir-gateway/weir/bench"
 	"github.com/weir-gateway/weir/config"
 	"github.com/weir-gateway/weir/serve"
+	"github.com/weir-gateway/weir/tracing"
 )
 
 // harness is what the commands share: --weir, and how package bench
@@ -54,6 +55,13 @@ func benchWeir(self string) bench.Weir {
 		FloorArgs: []string{"sync-waiters-floor"},
 		ProxyArgs: []string{"overhead-proxy"},
 		Start:     startBenchGateway,
+		StartTraced: func(ctx context.Context, cfg *config.Config, otlpURL string) (bench.Gateway, error) {
+			p, err := tracing.New(ctx, tracing.Config{Endpoint: otlpURL})
+			if err != nil {
+				return nil, err
+			}
+			return startGateway(ctx, &serve.Main{Config: cfg, Logger: serve.NewLogger(cfg.Server.LogLevel), Tracing: p})
+		},
 		CreateKey: serve.CreateKey,
 		CreateNode: func(ctx context.Context, store weir.NodeStore, name string) (weir.Node, string, error) {
 			return serve.CreateNode(ctx, store, name, time.Now())
@@ -125,7 +133,11 @@ func (g benchGateway) Scopes(ctx context.Context) []admission.ScopeStats {
 // startBenchGateway starts the gateway on cfg in this process, as `weir
 // serve` assembles it.
 func startBenchGateway(ctx context.Context, cfg *config.Config) (bench.Gateway, error) {
-	m := &serve.Main{Config: cfg, Logger: serve.NewLogger(cfg.Server.LogLevel)}
+	return startGateway(ctx, &serve.Main{Config: cfg, Logger: serve.NewLogger(cfg.Server.LogLevel)})
+}
+
+// startGateway starts m and returns it once it serves.
+func startGateway(ctx context.Context, m *serve.Main) (bench.Gateway, error) {
 	if err := m.Start(ctx); err != nil {
 		_ = m.Stop(context.Background())
 		return nil, err

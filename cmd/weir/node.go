@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/weir-gateway/weir/gcfloor"
 	"github.com/weir-gateway/weir/node"
 	"github.com/weir-gateway/weir/serve"
+	"github.com/weir-gateway/weir/tracing"
 )
 
 func init() { rootCmd.AddCommand(nodeCmd()) }
@@ -57,7 +59,22 @@ func runNode(ctx context.Context, cfg *config.NodeConfig) error {
 	}
 	log := serve.NewLogger(cfg.LogLevel)
 	defer gcfloor.Start(cfg.HeapFloor, log)()
-	a, err := node.New(ncfg, node.Deps{Logger: log})
+	deps := node.Deps{Logger: log}
+	// The node traces the runs of traced gateway calls when the OTEL_*
+	// environment asks for traces, as weir serve does.
+	tp, err := tracing.New(ctx, tracing.Config{ServiceName: "weir-node"})
+	if err != nil {
+		return err
+	}
+	if tp != nil {
+		deps.Tracing = tp.TracerProvider()
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = tp.Shutdown(sctx)
+		}()
+	}
+	a, err := node.New(ncfg, deps)
 	if err != nil {
 		return err
 	}

@@ -1024,8 +1024,11 @@ type Offer struct {
 	Long bool `protobuf:"varint,6,opt,name=long,proto3" json:"long,omitempty"`
 	// body_inline: body is the whole request body, and none follows on the
 	// Run stream (only to a node that registered inline_bodies).
-	BodyInline    bool   `protobuf:"varint,7,opt,name=body_inline,json=bodyInline,proto3" json:"body_inline,omitempty"`
-	Body          []byte `protobuf:"bytes,8,opt,name=body,proto3" json:"body,omitempty"`
+	BodyInline bool   `protobuf:"varint,7,opt,name=body_inline,json=bodyInline,proto3" json:"body_inline,omitempty"`
+	Body       []byte `protobuf:"bytes,8,opt,name=body,proto3" json:"body,omitempty"`
+	// traceparent is the W3C trace context of the gateway's call, if it
+	// is traced: the node's span of the run joins that trace.
+	Traceparent   string `protobuf:"bytes,9,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1114,6 +1117,13 @@ func (x *Offer) GetBody() []byte {
 		return x.Body
 	}
 	return nil
+}
+
+func (x *Offer) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
 }
 
 // Cancel ends a run (the client went away, or the gateway gave up).
@@ -1873,7 +1883,7 @@ const file_edge_proto_rawDesc = "" +
 	"\x03seq\x18\x05 \x01(\x04R\x03seq\x12,\n" +
 	"\x06health\x18\x06 \x01(\x0e2\x14.weir.edge.v1.HealthR\x06health\x12&\n" +
 	"\x0eclassification\x18\a \x01(\tR\x0eclassification\x12\x19\n" +
-	"\bprobe_id\x18\b \x01(\tR\aprobeId\"\xc5\x01\n" +
+	"\bprobe_id\x18\b \x01(\tR\aprobeId\"\xe7\x01\n" +
 	"\x05Offer\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x14\n" +
@@ -1883,7 +1893,8 @@ const file_edge_proto_rawDesc = "" +
 	"\x04long\x18\x06 \x01(\bR\x04long\x12\x1f\n" +
 	"\vbody_inline\x18\a \x01(\bR\n" +
 	"bodyInline\x12\x12\n" +
-	"\x04body\x18\b \x01(\fR\x04body\"7\n" +
+	"\x04body\x18\b \x01(\fR\x04body\x12 \n" +
+	"\vtraceparent\x18\t \x01(\tR\vtraceparent\"7\n" +
 	"\x06Cancel\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\">\n" +

@@ -96,6 +96,9 @@
 //	GET  /mock/stats              Stats as JSON
 //	POST /mock/stats/reset        zero the counters (peaks drop to what is
 //	                              in flight and running)
+//	GET  /mock/traces             the latest 1,000 requests that came with a
+//	                              W3C traceparent header, oldest first
+//	                              ({"object": "list", "data": [Traced...]})
 //
 // Every answer that is not a success carries OpenAI's error JSON,
 // {"error": {"message", "type", "param", "code"}}, but those of the

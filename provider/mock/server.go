@@ -31,6 +31,7 @@ type Server struct {
 
 	jobs      jobStore      // the video jobs
 	responses responseStore // the responses kept
+	traced    tracedLog     // the requests that came with a traceparent
 
 	now     func() time.Time
 	maxBody int64 // maxBody, but smaller in tests
@@ -234,6 +235,7 @@ const statusClientClosed = 499
 
 // ServeHTTP routes one request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.traced.note(r)
 	switch p := r.URL.Path; p {
 	case "/v1/chat/completions":
 		s.work(w, r, s.chat)
@@ -267,6 +269,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			b, _ := json.Marshal(jobList{Object: "list", Data: s.Jobs()}) // plain values: cannot fail
 			writeJSON(w, append(b, '\n'))
 		}
+	case "/mock/traces":
+		s.serveTraced(w, r)
 	case "/mock/stats/reset":
 		if onlyMethod(w, r, http.MethodPost) {
 			s.ResetStats()
