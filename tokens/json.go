@@ -1,0 +1,163 @@
+package tokens
+
+import (
+	"bytes"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/weir-gateway/weir"
+)
+
+// CountJSON is the number of tokens of a JSON request body in t's
+// encoding: the text of each string value (unescaped) counted in the
+// encoding, and the rest of the body — keys, punctuation, numbers and
+// base64 data (a data: URL, an inline image or audio) — at four bytes a
+// token, as the estimate counts them. It reads any input, valid JSON or
+// not, without panicking.
+func CountJSON(t weir.Tokenizer, body []byte) int64 {
+	var text int64
+	var rest int
+	var buf []byte
+	for i := 0; i < len(body); {
+		if body[i] != '"' {
+			rest++
+			i++
+			continue
+		}
+		end, escaped := stringEnd(body, i+1)
+		s, next := body[i+1:end], min(end+1, len(body))
+		if isKey(body[next:]) || isBlob(s) {
+			rest += next - i
+		} else {
+			if escaped {
+				buf = unescape(buf[:0], s)
+				s = buf
+			}
+			text += countBytes(t, s)
+			rest += 2
+		}
+		i = next
+	}
+	return text + int64(rest+3)/4
+}
+
+// countBytes is Count of text.
+func countBytes(t weir.Tokenizer, text []byte) int64 {
+	if codecs[t] == nil {
+		return Estimate(text)
+	}
+	return Count(t, string(text))
+}
+
+// stringEnd is the index of the quote that closes the JSON string whose
+// text starts at b[from:] (len(b) if none does), and whether the text
+// has escapes.
+func stringEnd(b []byte, from int) (end int, escaped bool) {
+	for i := from; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			escaped = true
+			i++
+		case '"':
+			return i, escaped
+		}
+	}
+	return len(b), escaped
+}
+
+// isKey reports whether what follows a string is ':', making it an
+// object's key.
+func isKey(after []byte) bool {
+	after = bytes.TrimLeft(after, " \t\r\n")
+	return len(after) > 0 && after[0] == ':'
+}
+
+// blobPrefix is how many bytes isBlob reads of a long string.
+const blobPrefix = 256
+
+// isBlob reports whether a string's text is data rather than words: a
+// data: URL, or a long run of base64 (an image's or audio's bytes),
+// which no encoding counts as text and an upstream counts its own way.
+func isBlob(s []byte) bool {
+	if bytes.HasPrefix(s, []byte("data:")) {
+		return true
+	}
+	if len(s) < blobPrefix {
+		return false
+	}
+	for _, c := range s[:blobPrefix] {
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '/' || c == '=') {
+			return false
+		}
+	}
+	return true
+}
+
+// unescape appends the text of a JSON string's escaped contents s to
+// dst. A malformed escape is kept as it stands.
+func unescape(dst, s []byte) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '\\' || i+1 >= len(s) {
+			dst = append(dst, c)
+			continue
+		}
+		i++
+		switch s[i] {
+		case 'n':
+			dst = append(dst, '\n')
+		case 't':
+			dst = append(dst, '\t')
+		case 'r':
+			dst = append(dst, '\r')
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'u':
+			r, n := hexRune(s[i+1:])
+			if n == 0 {
+				dst = append(dst, '\\', 'u')
+				continue
+			}
+			i += n
+			if utf16.IsSurrogate(r) {
+				if len(s) >= i+7 && s[i+1] == '\\' && s[i+2] == 'u' {
+					if r2, m := hexRune(s[i+3:]); m == 4 {
+						if pair := utf16.DecodeRune(r, r2); pair != utf8.RuneError {
+							r = pair
+							i += 6
+						}
+					}
+				}
+			}
+			dst = utf8.AppendRune(dst, r)
+		default: // '"', '\\', '/', or not an escape: the character
+			dst = append(dst, s[i])
+		}
+	}
+	return dst
+}
+
+// hexRune reads the four hex digits of a \u escape at the start of b:
+// the rune and 4, or 0, 0 if they are not there.
+func hexRune(b []byte) (rune, int) {
+	if len(b) < 4 {
+		return 0, 0
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, 0
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, 4
+}
