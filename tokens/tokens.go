@@ -42,20 +42,37 @@ func Count(t weir.Tokenizer, text string) int64 {
 // older ones), and four bytes a token for the rest (English, code,
 // Latin, Cyrillic and Greek letters), rounded up.
 func Estimate[T ~string | ~[]byte](text T) int64 {
-	var wide, other int64
+	var e Estimator
+	addText(&e, text)
+	return e.Tokens()
+}
+
+// Estimator adds up the estimate of several texts, as Estimate counts
+// them joined. The zero value counts nothing.
+type Estimator struct{ wide, other int64 }
+
+// Add counts text.
+func (e *Estimator) Add(text string) { addText(e, text) }
+
+// AddBytes counts text.
+func (e *Estimator) AddBytes(text []byte) { addText(e, text) }
+
+// Tokens is the estimate of the texts added.
+func (e *Estimator) Tokens() int64 { return e.wide + (e.other+3)/4 }
+
+func addText[T ~string | ~[]byte](e *Estimator, text T) {
 	for i := 0; i < len(text); {
 		c := text[i]
 		i++
 		if c < 0xE0 {
-			other++
+			e.other++
 			continue
 		}
 		// The lead byte of a character of three or four bytes: one token,
 		// whatever its continuation bytes.
-		wide++
+		e.wide++
 		for i < len(text) && text[i]&0xC0 == 0x80 {
 			i++
 		}
 	}
-	return wide + (other+3)/4
 }
