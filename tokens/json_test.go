@@ -93,3 +93,23 @@ func TestPrompt(t *testing.T) {
 		t.Errorf("an empty prompt counts %d, want 1", n)
 	}
 }
+
+// Past ExactBytes, a body's text is estimated at the rate the encoding
+// counted the text before it: within 2% of the exact count for a long
+// prompt in one language, or English then Chinese.
+func TestCountJSONPastExactBytes(t *testing.T) {
+	t.Parallel()
+	english := strings.Repeat("The quick brown fox jumps over the lazy dog, then writes a report on it. ", 2000)
+	for _, text := range []string{strings.Repeat(chinese, 1300), english, english[:tokens.ExactBytes/2] + strings.Repeat(chinese, 1000)} {
+		if len(text) < 2*tokens.ExactBytes {
+			t.Fatalf("a text of %d bytes: under twice ExactBytes", len(text))
+		}
+		for _, enc := range []weir.Tokenizer{weir.TokenizerO200k, weir.TokenizerCL100k} {
+			exact := tokens.Count(enc, text)
+			got := tokens.CountJSON(enc, []byte(`"`+text+`"`)) - 1 // less the quotes
+			if d := float64(got-exact) / float64(exact); d < -0.02 || d > 0.02 {
+				t.Errorf("%s, %.20q…: %d tokens, the exact count %d (%+.1f%%)", enc, text, got, exact, 100*d)
+			}
+		}
+	}
+}
