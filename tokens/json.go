@@ -10,9 +10,10 @@ import (
 
 // CountJSON is the number of tokens of a JSON request body in t's
 // encoding: the text of each string value (unescaped) counted in the
-// encoding, and the rest of the body — keys, punctuation, numbers and
-// base64 data (a data: URL, an inline image or audio) — at four bytes a
-// token, as the estimate counts them. A body over ExactBytes has about
+// encoding, and the rest of the body — keys, punctuation, numbers, names
+// (a model's, a role, a type: names) and base64 data (a data: URL, an
+// inline image or audio) — at four bytes a token, as the estimate counts
+// them. A body over ExactBytes has about
 // ExactBytes of its text counted in the encoding, in pieces spread
 // evenly through it, and the rest estimated at the rate the encoding
 // counted the pieces (the count over their estimate), so that no body
@@ -21,7 +22,7 @@ import (
 func CountJSON(t weir.Tokenizer, body []byte) int64 {
 	c := textCount{t: t, size: int64(len(body))}
 	var rest int
-	var buf []byte
+	var buf, key []byte
 	for i := 0; i < len(body); {
 		if body[i] != '"' {
 			rest++
@@ -30,7 +31,8 @@ func CountJSON(t weir.Tokenizer, body []byte) int64 {
 		}
 		end, escaped := stringEnd(body, i+1)
 		s, next := body[i+1:end], min(end+1, len(body))
-		if isKey(body[next:]) || isBlob(s) {
+		isKey := isKey(body[next:])
+		if isKey || isBlob(s) || names[string(key)] {
 			rest += next - i
 		} else {
 			if escaped {
@@ -40,10 +42,19 @@ func CountJSON(t weir.Tokenizer, body []byte) int64 {
 			c.add(s)
 			rest += 2
 		}
+		key = nil
+		if isKey {
+			key = s
+		}
 		i = next
 	}
 	return c.tokens() + int64(rest+3)/4
 }
+
+// names are the keys whose string values name something (a model, a
+// role, a part's type, an id) rather than say it: CountJSON counts them
+// as the body's structure, and spends no encoding on them.
+var names = map[string]bool{"model": true, "role": true, "type": true, "id": true, "tool_call_id": true, "detail": true}
 
 // ExactBytes is about how much of a body's text CountJSON counts in its
 // encoding: some 16,000 tokens of English, 20,000 to 30,000 of Chinese.
