@@ -13,6 +13,7 @@ package tokens
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/tiktoken-go/tokenizer/codec"
 	"github.com/weir-gateway/weir"
@@ -21,8 +22,18 @@ import (
 // codecs load each encoding once, on its first use: a catalog that names
 // none loads none.
 var codecs = map[weir.Tokenizer]func() *codec.Codec{
-	weir.TokenizerO200k:  sync.OnceValue(codec.NewO200kBase),
-	weir.TokenizerCL100k: sync.OnceValue(codec.NewCl100kBase),
+	weir.TokenizerO200k:  loader(weir.TokenizerO200k, codec.NewO200kBase),
+	weir.TokenizerCL100k: loader(weir.TokenizerCL100k, codec.NewCl100kBase),
+}
+
+// loaded says which encodings have been loaded, by slot.
+var loaded [3]atomic.Bool
+
+func loader(t weir.Tokenizer, load func() *codec.Codec) func() *codec.Codec {
+	return sync.OnceValue(func() *codec.Codec {
+		loaded[slot(t)].Store(true)
+		return load()
+	})
 }
 
 // Count is the number of tokens of text in t's encoding; the estimate
