@@ -1,6 +1,9 @@
 package weir
 
-import "strings"
+import (
+	"cmp"
+	"strings"
+)
 
 // Tokenizer names the encoding a model's prompts are counted in, for its
 // context window, its long-context slots, and the tokens and the cost a
@@ -9,10 +12,14 @@ import "strings"
 type Tokenizer string
 
 const (
-	// TokenizerDefault, unset: a platform model's is its model's, else,
-	// on an openai or azure platform, the one its upstream model name
-	// says (DefaultTokenizer), else the estimate.
+	// TokenizerDefault, unset: a platform model's is its model's, else
+	// the estimate. Counting in an encoding costs far more than the
+	// estimate (docs/api.md, "Tokens"), so it is the operator's choice.
 	TokenizerDefault Tokenizer = ""
+	// TokenizerAuto: on an openai or azure platform, the encoding its
+	// upstream model name says (DefaultTokenizer); elsewhere, and for a
+	// name it does not know, the estimate.
+	TokenizerAuto Tokenizer = "auto"
 	// TokenizerEstimate: about four bytes a token, and a token a
 	// character of three or more bytes in UTF-8 (Chinese, Japanese,
 	// Korean, Thai, Devanagari, emoji). For a model whose encoding Weir
@@ -27,12 +34,12 @@ const (
 )
 
 // Tokenizers are the values a catalog may name.
-var Tokenizers = []Tokenizer{TokenizerEstimate, TokenizerO200k, TokenizerCL100k}
+var Tokenizers = []Tokenizer{TokenizerEstimate, TokenizerAuto, TokenizerO200k, TokenizerCL100k}
 
 // Valid reports whether t is unset or one of Tokenizers.
 func (t Tokenizer) Valid() bool {
 	switch t {
-	case TokenizerDefault, TokenizerEstimate, TokenizerO200k, TokenizerCL100k:
+	case TokenizerDefault, TokenizerEstimate, TokenizerAuto, TokenizerO200k, TokenizerCL100k:
 		return true
 	}
 	return false
@@ -63,15 +70,15 @@ func DefaultTokenizer(upstream string) Tokenizer {
 
 // TokenizerOf is the encoding a request for model m is counted in on
 // pm, on a platform of kind platformKind: pm's tokenizer, else m's, else
-// on an openai or azure platform DefaultTokenizer of pm's upstream name,
-// else the estimate. It is never TokenizerDefault.
+// the estimate; auto is, on an openai or azure platform,
+// DefaultTokenizer of pm's upstream name, else the estimate. It is never
+// TokenizerDefault or TokenizerAuto.
 func TokenizerOf(m Model, pm PlatformModel, platformKind string) Tokenizer {
-	switch {
-	case pm.Tokenizer != TokenizerDefault:
-		return pm.Tokenizer
-	case m.Tokenizer != TokenizerDefault:
-		return m.Tokenizer
-	case platformKind == "openai" || platformKind == "azure":
+	t := cmp.Or(pm.Tokenizer, m.Tokenizer, TokenizerEstimate)
+	if t != TokenizerAuto {
+		return t
+	}
+	if platformKind == "openai" || platformKind == "azure" {
 		return DefaultTokenizer(pm.Upstream)
 	}
 	return TokenizerEstimate
@@ -79,12 +86,12 @@ func TokenizerOf(m Model, pm PlatformModel, platformKind string) Tokenizer {
 
 // NodeTokenizer is the encoding a request for m is counted in on an edge
 // node's provider, whose model Weir does not know: m's, else the
-// estimate.
+// estimate (auto too: a node's upstream name says nothing).
 func NodeTokenizer(m Model) Tokenizer {
-	if m.Tokenizer != TokenizerDefault {
-		return m.Tokenizer
+	if m.Tokenizer == TokenizerDefault || m.Tokenizer == TokenizerAuto {
+		return TokenizerEstimate
 	}
-	return TokenizerEstimate
+	return m.Tokenizer
 }
 
 func unknownTokenizer(t Tokenizer) *FieldError {

@@ -21,9 +21,9 @@ func TestDefaultTokenizer(t *testing.T) {
 	}
 }
 
-// A platform model's tokenizer comes before its model's, which comes
-// before the default by name; the default is an openai or azure
-// platform's only.
+// A platform model's tokenizer comes before its model's; unset is the
+// estimate, and auto the encoding an openai or azure platform's upstream
+// name says.
 func TestTokenizerOf(t *testing.T) {
 	t.Parallel()
 	pm := weir.PlatformModel{Upstream: "gpt-4o"}
@@ -33,9 +33,10 @@ func TestTokenizerOf(t *testing.T) {
 		kind      string
 		want      weir.Tokenizer
 	}{
-		{"by name", "", "", "openai", weir.TokenizerO200k},
-		{"by name on azure", "", "", "azure", weir.TokenizerO200k},
-		{"anthropic keeps the estimate", "", "", "anthropic", weir.TokenizerEstimate},
+		{"unset is the estimate", "", "", "openai", weir.TokenizerEstimate},
+		{"auto by name", weir.TokenizerAuto, "", "openai", weir.TokenizerO200k},
+		{"auto by name on azure", "", weir.TokenizerAuto, "azure", weir.TokenizerO200k},
+		{"auto on anthropic keeps the estimate", weir.TokenizerAuto, "", "anthropic", weir.TokenizerEstimate},
 		{"the model's", "", weir.TokenizerCL100k, "openai", weir.TokenizerCL100k},
 		{"the platform model's", weir.TokenizerEstimate, weir.TokenizerCL100k, "openai", weir.TokenizerEstimate},
 		{"set on gemini", weir.TokenizerO200k, "", "gemini", weir.TokenizerO200k},
@@ -45,7 +46,9 @@ func TestTokenizerOf(t *testing.T) {
 			t.Errorf("%s: TokenizerOf = %q, want %q", tc.name, got, tc.want)
 		}
 	}
-	if got := weir.NodeTokenizer(weir.Model{}); got != weir.TokenizerEstimate {
-		t.Errorf("NodeTokenizer of a model naming none = %q, want estimate", got)
+	for _, m := range []weir.Tokenizer{"", weir.TokenizerAuto} {
+		if got := weir.NodeTokenizer(weir.Model{Tokenizer: m}); got != weir.TokenizerEstimate {
+			t.Errorf("NodeTokenizer of a model naming %q = %q, want estimate", m, got)
+		}
 	}
 }

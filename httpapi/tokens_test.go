@@ -100,7 +100,7 @@ func TestTPMReservesTheCount(t *testing.T) {
 		tokenizer weir.Tokenizer
 		want      int64
 	}{
-		{weir.TokenizerDefault, tokens.CountJSON(weir.TokenizerO200k, []byte(body)) + 10},
+		{weir.TokenizerAuto, tokens.CountJSON(weir.TokenizerO200k, []byte(body)) + 10},
 		{weir.TokenizerCL100k, tokens.CountJSON(weir.TokenizerCL100k, []byte(body)) + 10},
 		{weir.TokenizerEstimate, tokens.CountJSON(weir.TokenizerEstimate, []byte(body)) + 10},
 	} {
@@ -118,7 +118,7 @@ func TestTPMReservesTheCount(t *testing.T) {
 	if old := int64(len(body))/4 + 1 + 10; old <= 720 {
 		t.Fatalf("four bytes a token reserve %d: the test shows nothing", old)
 	}
-	b := setup(t, setupOpts{catalog: tpmCatalog(720, "")})
+	b := setup(t, setupOpts{catalog: tpmCatalog(720, weir.TokenizerAuto)})
 	resp := b.post(t, "/v1/chat/completions", body, nil)
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -145,7 +145,7 @@ func TestContextWindowCountsInEncoding(t *testing.T) {
 	for _, tc := range []struct {
 		tokenizer weir.Tokenizer
 		status    int
-	}{{weir.TokenizerDefault, http.StatusOK}, {weir.TokenizerEstimate, http.StatusBadRequest}} {
+	}{{weir.TokenizerAuto, http.StatusOK}, {weir.TokenizerEstimate, http.StatusBadRequest}} {
 		cat := tpmCatalog(0, tc.tokenizer)
 		cat.PlatformModels[0].Supports.ContextWindow = 800
 		b := setup(t, setupOpts{catalog: cat})
