@@ -62,10 +62,11 @@ func budgetBody(usage string) string {
 }
 
 // estimateOf is what the gateway reserves for body at perToken for input
-// and output tokens alike (docs/spend.md): its prompt counted in
-// gpt-4o-mini's o200k_base (docs/api.md, "Tokens") and its max_tokens.
+// and output tokens alike (docs/spend.md): its prompt by the estimate
+// (the catalog names no encoding: docs/api.md, "Tokens") and its
+// max_tokens.
 func estimateOf(body string, maxTokens int64, perToken weir.Money) weir.Money {
-	return perToken * weir.Money(tokens.CountJSON(weir.TokenizerO200k, []byte(body))+maxTokens)
+	return perToken * weir.Money(tokens.CountJSON(weir.TokenizerEstimate, []byte(body))+maxTokens)
 }
 
 // costOf is what usage "prompt=N,completion=M" costs at perToken.
