@@ -177,6 +177,9 @@ type PlatformModel struct {
 	Simulate Simulation
 	// Price is what its calls cost; the zero value: nothing.
 	Price Price
+	// Tokenizer is the encoding its prompts are counted in (TokenizerOf).
+	// Default "": its model's, else by its upstream name.
+	Tokenizer Tokenizer
 }
 
 // RunMode is how a request runs. The default, "", is production.
@@ -275,8 +278,8 @@ func (sim Simulation) validate() *FieldError {
 // serve is refused at once, naming the parameter. The zero value claims
 // nothing and so refuses nothing: an unset field is not checked.
 type Capabilities struct {
-	// ContextWindow bounds a request's prompt (estimated at four bytes a
-	// token) and its max_tokens together, in tokens.
+	// ContextWindow bounds a request's prompt (counted in its tokenizer's
+	// encoding, TokenizerOf) and its max_tokens together, in tokens.
 	ContextWindow int64 `yaml:"context_window"`
 	// MaxOutputTokens bounds a request's max_tokens (or
 	// max_completion_tokens).
@@ -297,8 +300,9 @@ type Capabilities struct {
 
 // Wants is what one request needs of a platform model besides its model.
 type Wants struct {
-	// PromptTokens is the prompt's estimate; MaxTokens the output asked
-	// for (0: not said).
+	// PromptTokens is the prompt's count (in the candidate's tokenizer's
+	// encoding, where the caller knows it; else the estimate); MaxTokens
+	// the output asked for (0: not said).
 	PromptTokens, MaxTokens           int64
 	Tools, Vision, JSONOutput, Stream bool
 	// Size, Voice and Seconds, when set, are the request's.
@@ -406,6 +410,10 @@ type Model struct {
 	// provider costs: nodes register their providers themselves, so the
 	// gateway's price for them is the model's. The zero value: nothing.
 	NodePrice Price
+	// Tokenizer is the encoding its prompts are counted in on the
+	// candidates that name none, and on edge nodes. Default "": by each
+	// candidate's upstream name (TokenizerOf).
+	Tokenizer Tokenizer
 }
 
 // Affinity is how strongly a model's requests keep to the candidate that
@@ -623,6 +631,9 @@ func (pm PlatformModel) validate(platforms, defined map[string]bool) *FieldError
 	if err := pm.Price.validate(); err != nil {
 		return err.within("price")
 	}
+	if !pm.Tokenizer.Valid() {
+		return unknownTokenizer(pm.Tokenizer)
+	}
 	return pm.Limits.validate()
 }
 
@@ -645,6 +656,8 @@ func (m Model) validate(pms, defined map[string]bool) *FieldError {
 		return invalidf("affinity_wait", "must not be negative")
 	case m.NodePrice.validate() != nil:
 		return m.NodePrice.validate().within("node_price")
+	case !m.Tokenizer.Valid():
+		return unknownTokenizer(m.Tokenizer)
 	case len(m.Candidates) == 0 && (m.Nodes == NodesNever || m.Kind.Async()):
 		why := "nodes: never"
 		if m.Kind.Async() {

@@ -39,6 +39,11 @@ func TestValidatePaths(t *testing.T) {
 		},
 			`models[0].candidates[0].platform_model: "p/m" is on platform "p" of kind gemini, which serves no embeddings models`},
 		{"a gemini platform serving chat", func(c *weir.Catalog) { c.Platforms[0].Kind = "gemini" }, ""},
+		{"a platform model's tokenizer", func(c *weir.Catalog) { c.PlatformModels[0].Tokenizer = weir.TokenizerCL100k }, ""},
+		{"an unknown tokenizer", func(c *weir.Catalog) { c.PlatformModels[0].Tokenizer = "p50k_base" },
+			`platform_models[0].tokenizer: unknown tokenizer "p50k_base": want estimate, auto, o200k_base, cl100k_base`},
+		{"a model's unknown tokenizer", func(c *weir.Catalog) { c.Models[0].Tokenizer = "gpt-4o" },
+			`models[0].tokenizer: unknown tokenizer "gpt-4o": want estimate, auto, o200k_base, cl100k_base`},
 		{"an azure platform serving images", func(c *weir.Catalog) {
 			c.Platforms[0].Kind = "azure"
 			c.Models[0].Kind = weir.KindImages

@@ -62,19 +62,20 @@ func (c *Config) toCatalog(lookup lookupFunc) weir.Catalog {
 	}
 	for _, pm := range c.PlatformModels {
 		cat.PlatformModels = append(cat.PlatformModels, weir.PlatformModel{
-			Name:     pm.Name,
-			Platform: pm.Platform,
-			Upstream: pm.Upstream,
-			Limits:   pm.Limits,
-			FailOpen: c.failOpen(pm.FailOpen),
-			Supports: pm.Capabilities,
-			Simulate: pm.Simulate,
-			Price:    pm.Price,
+			Name:      pm.Name,
+			Platform:  pm.Platform,
+			Upstream:  pm.Upstream,
+			Limits:    pm.Limits,
+			FailOpen:  c.failOpen(pm.FailOpen),
+			Supports:  pm.Capabilities,
+			Simulate:  pm.Simulate,
+			Price:     pm.Price,
+			Tokenizer: pm.Tokenizer,
 		})
 	}
 	for _, m := range c.Models {
 		model := weir.Model{Name: m.Name, Kind: m.Kind, Nodes: m.Nodes, Affinity: m.Affinity, AffinityWait: m.AffinityWait,
-			NodePrice: m.NodePrice}
+			NodePrice: m.NodePrice, Tokenizer: m.Tokenizer}
 		for _, cd := range m.Candidates {
 			weight := cd.Weight
 			if weight == 0 {

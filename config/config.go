@@ -475,6 +475,14 @@ type PlatformModel struct {
 	// second of video, characters per million characters of speech
 	// input. Default: every part 0, free.
 	Price weir.Price `yaml:"price"`
+	// Tokenizer is the encoding its prompts are counted in, for its
+	// context_window, tpm and budgets before the upstream reports usage:
+	// o200k_base, cl100k_base or estimate (about four bytes a token, a
+	// token a CJK character). Default: its model's, else on an openai or
+	// azure platform the one its upstream name says (gpt-4o, gpt-4.1,
+	// gpt-5, o1, o3, o4: o200k_base; gpt-4, gpt-3.5, text-embedding-3,
+	// text-embedding-ada-002: cl100k_base), else estimate.
+	Tokenizer weir.Tokenizer `yaml:"tokenizer"`
 }
 
 // Model is a public model name and the platform models that serve it.
@@ -505,6 +513,10 @@ type Model struct {
 	// themselves, so the gateway prices them by model. Default: every
 	// part 0, free.
 	NodePrice weir.Price `yaml:"node_price"`
+	// Tokenizer is the encoding its prompts are counted in on the
+	// candidates that name none and on edge nodes (o200k_base,
+	// cl100k_base, estimate). Default: see the platform model's.
+	Tokenizer weir.Tokenizer `yaml:"tokenizer"`
 }
 
 // Candidate is one platform model a public model can be served by.

@@ -25,6 +25,7 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/provider/mock"
+	"github.com/weir-gateway/weir/tokens"
 )
 
 // pricedCatalog serves model "chat" from up through platform model
@@ -61,10 +62,11 @@ func budgetBody(usage string) string {
 }
 
 // estimateOf is what the gateway reserves for body at perToken for input
-// and output tokens alike (docs/spend.md): its prompt at four bytes of
-// JSON a token, plus one, and its max_tokens.
+// and output tokens alike (docs/spend.md): its prompt by the estimate
+// (the catalog names no encoding: docs/api.md, "Tokens") and its
+// max_tokens.
 func estimateOf(body string, maxTokens int64, perToken weir.Money) weir.Money {
-	return perToken * weir.Money(int64(len(body))/4+1+maxTokens)
+	return perToken * weir.Money(tokens.CountJSON(weir.TokenizerEstimate, []byte(body))+maxTokens)
 }
 
 // costOf is what usage "prompt=N,completion=M" costs at perToken.

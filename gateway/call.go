@@ -26,11 +26,17 @@ type Call struct {
 	// Stream: the answer is an SSE stream.
 	Stream bool
 	// Tokens is the estimate reserved against TPM before the upstream
-	// says; MaxTokens is the request's max_tokens, if it set one.
+	// says: the prompt's (Wants.PromptTokens) and what the answer may
+	// take; MaxTokens is the request's max_tokens, if it set one.
 	Tokens, MaxTokens int64
 	// Wants is what the request needs of a candidate (the platform
 	// models' Supports are checked against it).
 	Wants weir.Wants
+	// Prompt, if set, counts the prompt in a candidate's encoding
+	// (weir.TokenizerOf): the count stands in for Wants.PromptTokens,
+	// the estimate, on each candidate whose encoding is known
+	// (tokens.go).
+	Prompt Prompt
 	// Affinity is what the request shares with those whose candidate it
 	// prefers, for its model's affinity; "" none.
 	Affinity string

@@ -32,6 +32,8 @@ type Snapshot struct {
 	// messages are the platforms that speak Anthropic's Messages API
 	// (weir.Platform.SpeaksMessages).
 	messages map[string]bool
+	// kinds are the platforms' kinds, by platform (weir.TokenizerOf).
+	kinds map[string]string
 	// sims and asyncSims answer the simulation run mode, by platform
 	// model: its requests and its tasks.
 	sims         map[string]provider.Adapter
@@ -261,6 +263,7 @@ func (s *Service) apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		adapters:     make(map[string]provider.Adapter, len(cat.Platforms)),
 		responses:    make(map[string]bool, len(cat.Platforms)),
 		messages:     make(map[string]bool, len(cat.Platforms)),
+		kinds:        make(map[string]string, len(cat.Platforms)),
 		sims:         make(map[string]provider.Adapter, len(cat.PlatformModels)),
 		asyncSims:    make(map[string]provider.AsyncAdapter, len(cat.PlatformModels)),
 		async:        make(map[string]provider.AsyncAdapter, len(cat.Platforms)),
@@ -386,6 +389,7 @@ func (s *Service) platformAdapters(next, prev *Snapshot, platforms []weir.Platfo
 		next.callTimeouts[p.Name] = total
 		next.responses[p.Name] = p.SpeaksResponses()
 		next.messages[p.Name] = p.SpeaksMessages()
+		next.kinds[p.Name] = p.Kind
 		next.adapters[p.Name], next.async[p.Name] = b.a.Sync, b.a.Async
 	}
 	return nil

@@ -16,16 +16,16 @@ func (c *Call) Cost() (weir.Money, bool) { return c.Usage.Cost, c.Usage.CostEsti
 // Estimate is what c may cost if platform model name serves it (or, when
 // the snapshot has no platform model of that name, an edge node's
 // provider at its model's node price), reserved before the call:
-// weir.PlatformModel.Estimate of c's wants. A simulated request costs
-// nothing.
+// weir.PlatformModel.Estimate of c's wants, its prompt counted in the
+// encoding there. A simulated request costs nothing.
 func (c *Call) Estimate(name string) weir.Money {
 	if c.RunMode == weir.RunSimulation {
 		return 0
 	}
 	if pm, ok := c.Snapshot.PlatformModel(name); ok {
-		return pm.Estimate(c.Wants, c.Model.Kind)
+		return pm.Estimate(c.wantsIn(c.Snapshot.tokenizer(c.Model, name)), c.Model.Kind)
 	}
-	return c.Model.NodePrice.Estimate(c.Wants, c.Model.Kind)
+	return c.Model.NodePrice.Estimate(c.wantsIn(weir.NodeTokenizer(c.Model)), c.Model.Kind)
 }
 
 // attemptCost is what c's attempt on pm cost, given the usage u its
@@ -37,7 +37,8 @@ func (c *Call) Estimate(name string) weir.Money {
 //   - the usage reported, priced, images by the size and quality asked
 //     for: measured, unless the counts are the gateway's own (a stream
 //     without a usage chunk: the prompt's estimate and a token a chunk);
-//   - none reported: the request's estimate.
+//   - none reported: the request's estimate, its prompt counted in pm's
+//     encoding.
 func (c *Call) attemptCost(pm upstream, u usage, got bool) (weir.Money, bool) {
 	switch {
 	case c.Model.Kind == weir.KindSpeech:
@@ -46,7 +47,7 @@ func (c *Call) attemptCost(pm upstream, u usage, got bool) (weir.Money, bool) {
 		return pm.price.Cost(u.metered(c.Wants)), u.counted
 	}
 	est := weir.PlatformModel{Price: pm.price, Supports: weir.Capabilities{MaxOutputTokens: pm.maxOutput}}
-	return est.Estimate(c.Wants, c.Model.Kind), true
+	return est.Estimate(c.wantsIn(pm.tokenizer), c.Model.Kind), true
 }
 
 // addCost adds an attempt's cost to c's usage record.

@@ -22,7 +22,7 @@ func (s *Service) CountTokens(ctx context.Context, g Grant, body Body, header ht
 	if st == nil || g.RunMode == weir.RunSimulation {
 		return nil, false, nil
 	}
-	pms, _ := s.order(st, g.Model, weir.Wants{}, g.Platform)
+	pms, _ := s.order(st, g.Model, weir.Wants{}, nil, g.Platform)
 	if len(pms) == 0 {
 		return nil, false, nil
 	}

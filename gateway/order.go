@@ -19,11 +19,13 @@ import (
 // puts the target its affinity prefers first, on each admission.
 
 // order is the platform models that may serve a request for model
-// wanting w, pinned to platform ("" none), best first. When one was left
-// out for w, refusal is the error of a request none could serve; a pin
-// that leaves none has a refusal too.
-func (s *Service) order(st *Snapshot, model weir.Model, w weir.Wants, platform string) (pms []string, refusal *Error) {
-	pms, refusal = servable(st, w, s.deps.Router.Order(model))
+// wanting w, pinned to platform ("" none), best first. A prompt, if
+// given, is counted in each platform model's encoding for its context
+// window; else w.PromptTokens is. When one was left out for w, refusal
+// is the error of a request none could serve; a pin that leaves none has
+// a refusal too.
+func (s *Service) order(st *Snapshot, model weir.Model, w weir.Wants, prompt Prompt, platform string) (pms []string, refusal *Error) {
+	pms, refusal = servable(st, model, w, prompt, s.deps.Router.Order(model))
 	if platform == "" {
 		return pms, refusal
 	}
@@ -35,13 +37,18 @@ func (s *Service) order(st *Snapshot, model weir.Model, w weir.Wants, platform s
 	return pms, refusal
 }
 
-// servable is the platform models of order that can serve a request
-// wanting w; when it leaves one out, refusal is the error of a request
-// none could serve, naming the parameter of the first left out.
-func servable(st *Snapshot, w weir.Wants, order []string) (pms []string, refusal *Error) {
+// servable is the platform models of order that can serve a request for
+// model wanting w, its prompt counted as order says; when it leaves one
+// out, refusal is the error of a request none could serve, naming the
+// parameter of the first left out.
+func servable(st *Snapshot, model weir.Model, w weir.Wants, prompt Prompt, order []string) (pms []string, refusal *Error) {
 	var whys []string
+	estimate := w.PromptTokens
 	for i, name := range order {
 		pm, ok := st.pms[name]
+		if prompt != nil && pm.Supports.ContextWindow > 0 {
+			w.PromptTokens = countIn(prompt, estimate, st.tokenizer(model, name))
+		}
 		param, why, refused := pm.Supports.Refuses(w)
 		if !ok || !refused {
 			if refusal != nil {

@@ -32,7 +32,7 @@ func TestOrder(t *testing.T) {
 		{"pinned to the one that refuses", weir.Wants{Seconds: 8}, "up", nil, "seconds"},
 		{"pinned where none is", weir.Wants{}, "up3", nil, ParamPlatform},
 	} {
-		pms, refusal := b.svc.order(st, m, tc.w, tc.platform)
+		pms, refusal := b.svc.order(st, m, tc.w, nil, tc.platform)
 		param := ""
 		if refusal != nil {
 			param = refusal.Param

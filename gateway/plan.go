@@ -58,7 +58,7 @@ func (s *Service) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate,
 	}
 	group, _ := st.GroupOf(key)
 	var pms []string
-	order, refusal := s.order(st, model, weir.TaskWants(t.Input), "")
+	order, refusal := s.order(st, model, weir.TaskWants(t.Input), nil, "")
 	for _, pmName := range order {
 		if _, ok := st.target(pmName); ok {
 			pms = append(pms, pmName)
@@ -149,7 +149,7 @@ func (s *Service) unservable(m weir.Model, input []byte) error {
 	if st == nil {
 		return nil
 	}
-	if pms, refusal := s.order(st, m, weir.TaskWants(input), ""); len(pms) == 0 && refusal != nil {
+	if pms, refusal := s.order(st, m, weir.TaskWants(input), nil, ""); len(pms) == 0 && refusal != nil {
 		return refusal
 	}
 	return nil

@@ -162,6 +162,7 @@ func (r *routing) candidates(ts []target) []admission.Candidate {
 	cands := make([]admission.Candidate, len(ts))
 	for i, t := range ts {
 		needs := tenantNeeds(c.KeyID, c.Group)
+		tokenizer := c.tokenizer(t)
 		if n := t.node; n != nil {
 			needs = append(needs, admission.Need{Scope: weir.NodeScope(n.Node, n.Provider), Amount: 1})
 			if needsLong(c, n) {
@@ -171,7 +172,7 @@ func (r *routing) candidates(ts []target) []admission.Candidate {
 			needs = append(needs, admission.Need{Scope: pmScopeFor(c.RunMode, t.pm), Amount: 1})
 		}
 		needs = append(needs, r.budgets.needs(t.pm)...)
-		cands[i] = admission.Candidate{Needs: needs, Tokens: c.Tokens, Cost: int64(r.estimate(t))}
+		cands[i] = admission.Candidate{Needs: needs, Tokens: c.tokensIn(tokenizer), Cost: int64(r.estimate(t))}
 	}
 	return cands
 }
@@ -191,9 +192,11 @@ type upstream struct {
 	native bool
 	// price is what its calls cost (a node provider's: its model's
 	// NodePrice; a simulator's: nothing), maxOutput its
-	// max_output_tokens, for an estimate.
+	// max_output_tokens, and tokenizer the encoding a prompt is counted
+	// in there, for an estimate.
 	price     weir.Price
 	maxOutput int64
+	tokenizer weir.Tokenizer
 	// provider and responseModel name its calls in the GenAI metrics
 	// (GenAIOp); provider is "" for a simulator's, which are not counted.
 	provider, responseModel string
@@ -208,10 +211,10 @@ func (pm upstream) speaks(c *Call) bool { return c.Native != nil && pm.native }
 // the node's next session cooling down.
 func nodeHealth(n weir.NodeTarget) string { return fmt.Sprintf("%s@%d", n.Name(), n.Gen) }
 
-// needsLong reports whether c's prompt needs one of n's long-context
-// slots.
+// needsLong reports whether c's prompt, counted in its model's encoding
+// for nodes, needs one of n's long-context slots.
 func needsLong(c *Call, n *weir.NodeTarget) bool {
-	return n.LongPromptTokens > 0 && max(c.Tokens-c.MaxTokens, 0) > n.LongPromptTokens
+	return n.LongPromptTokens > 0 && max(c.tokensIn(weir.NodeTokenizer(c.Model))-c.MaxTokens, 0) > n.LongPromptTokens
 }
 
 func (s *Service) upstreamOf(c *Call, t target) upstream {
@@ -219,18 +222,20 @@ func (s *Service) upstreamOf(c *Call, t target) upstream {
 		nt := *n
 		nt.Long = needsLong(c, n)
 		return upstream{Name: n.Name(), Platform: "node " + n.Node, Upstream: n.Runtime, ex: nodeExecutor{s.deps.Nodes, nt},
-			health: nodeHealth(*n), price: c.Model.NodePrice, provider: nodeProvider, responseModel: OtherModel}
+			health: nodeHealth(*n), price: c.Model.NodePrice, provider: nodeProvider, responseModel: OtherModel,
+			tokenizer: weir.NodeTokenizer(c.Model)}
 	}
 	pm, _ := c.Snapshot.PlatformModel(t.pm)
 	if c.RunMode == weir.RunSimulation {
 		// Its failures and 429s are the simulator's: they touch neither
 		// the platform model's health nor its pauses.
 		name := simulatedPrefix + pm.Name
-		return upstream{Name: name, Platform: pm.Platform, Upstream: pm.Upstream, ex: c.Snapshot.sims[pm.Name], health: name}
+		return upstream{Name: name, Platform: pm.Platform, Upstream: pm.Upstream, ex: c.Snapshot.sims[pm.Name], health: name,
+			tokenizer: c.tokenizer(t)}
 	}
 	return upstream{Name: pm.Name, Platform: pm.Platform, Upstream: pm.Upstream, ex: c.Snapshot.Adapter(pm.Platform), health: pm.Name, pausable: true,
 		native: c.Native != nil && c.Snapshot.speaks(pm.Platform, c.Native.API), price: pm.Price, maxOutput: pm.Supports.MaxOutputTokens,
-		provider: c.Snapshot.providerName(pm.Platform), responseModel: cmp.Or(pm.Upstream, OtherModel)}
+		provider: c.Snapshot.providerName(pm.Platform), responseModel: cmp.Or(pm.Upstream, OtherModel), tokenizer: c.tokenizer(t)}
 }
 
 // nodeExecutor runs calls on one node provider.

@@ -34,7 +34,7 @@ var _ Executor = provider.Adapter(nil)
 // *RefusedError, or ErrClientGone when nobody is left to answer. c.Usage
 // says how it went.
 func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
-	pms, refusal := s.order(c.Snapshot, c.Model, c.Wants, c.Platform)
+	pms, refusal := s.order(c.Snapshot, c.Model, c.Wants, c.Prompt, c.Platform)
 	if c.nativeOnly() {
 		if pms, refusal = nativeOrder(c, pms, refusal); len(pms) == 0 && refusal != nil {
 			c.end(codeOutcome(weir.CodeNoCandidate))
@@ -365,7 +365,7 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 		cost, estimated := c.attemptCost(pm, u, got)
 		c.addCost(cost, estimated)
 		if !got {
-			u = usage{PromptTokens: c.Tokens}
+			u = usage{PromptTokens: c.tokensIn(pm.tokenizer)}
 		}
 		c.Usage.PromptTokens, c.Usage.CompletionTokens, c.Usage.CachedTokens = u.PromptTokens, u.CompletionTokens, u.CachedTokens
 		s.settle(ctx, c, lease, u.total(), cost)
@@ -380,7 +380,7 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 	var d delivery
 	if c.Stream {
 		// The estimate less max_tokens is the input's.
-		d = s.stream(out, resp, head, max(c.Tokens-c.MaxTokens, 0), &c.obs, done)
+		d = s.stream(out, resp, head, max(c.tokensIn(pm.tokenizer)-c.MaxTokens, 0), &c.obs, done)
 	} else {
 		d = s.copyBody(c, out, resp, head, done, trace.SpanFromContext(ctx))
 	}

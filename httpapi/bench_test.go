@@ -44,6 +44,15 @@ func BenchmarkChatGenAI(b *testing.B) {
 	benchPost(b, bundle, "/v1/chat/completions", body, http.Header{"Authorization": {"Bearer " + bundle.key}})
 }
 
+// BenchmarkChatChinese is BenchmarkChat with a prompt of 32 KB of
+// Chinese, which the gateway counts in gpt-4o-mini's o200k_base.
+func BenchmarkChatChinese(b *testing.B) {
+	bundle := setup(b, setupOpts{})
+	text := strings.Repeat("人工智能网关在请求之间排队，而不是失败。每个请求都有价格，并且支出也是一种限制。", 270)
+	body := `{"model":"m","messages":[{"role":"user","content":"` + text + `"}]}`
+	benchPost(b, bundle, "/v1/chat/completions", body, http.Header{"Authorization": {"Bearer " + bundle.key}})
+}
+
 // BenchmarkResponses is BenchmarkChat's request asked of the Responses
 // API, translated to Chat Completions and its answer back.
 func BenchmarkResponses(b *testing.B) {

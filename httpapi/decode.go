@@ -12,6 +12,7 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/openaiwire"
+	"github.com/weir-gateway/weir/tokens"
 )
 
 // endpoint is one OpenAI-compatible POST route.
@@ -39,8 +40,12 @@ type request struct {
 	model     string
 	stream    bool
 	maxTokens int64
-	// estimate is the tokens reserved against TPM before the upstream says.
+	// estimate is the tokens reserved against TPM before the upstream
+	// says, where the encoding of the candidate is not known (countPrompt).
 	estimate int64
+	// prompt counts the prompt in a candidate's encoding; nil: the
+	// estimate stands for every candidate.
+	prompt *tokens.Prompt
 	// wants is what it needs of a candidate.
 	wants weir.Wants
 	// affinity is what it shares with the requests whose candidate it
@@ -130,18 +135,27 @@ func decodeRequest(ep endpoint, body []byte) (*request, *apiError) {
 		return nil, aerr
 	}
 	r.wants.N, r.wants.Characters = priced(ep, &f)
-	// About four bytes of JSON per token, plus what the answer may take.
-	// The client's numbers may be anything up to the int64 maximum: the
-	// sum saturates there rather than wrap negative.
-	r.estimate = int64(len(body))/4 + 1
+	r.countPrompt(ep.kind == weir.KindChat)
+	return r, nil
+}
+
+// countPrompt sets what r reserves before its upstream reports usage:
+// its prompt (tokens.Prompt, counted in each candidate's encoding as the
+// gateway asks), its estimate (the prompt's by tokens.Estimate), and the
+// tokens reserved against TPM where the encoding is not known: the
+// estimate and what the answer may take, max_tokens, else 256 for a
+// chat. The client's numbers may be anything up to the int64 maximum:
+// the sum saturates there rather than wrap negative.
+func (r *request) countPrompt(chat bool) {
+	r.prompt = tokens.NewPrompt(r.body)
+	r.estimate = r.prompt.Tokens(weir.TokenizerEstimate)
 	r.wants.PromptTokens, r.wants.MaxTokens, r.wants.Stream = r.estimate, r.maxTokens, r.stream
 	switch {
 	case r.maxTokens > 0:
 		r.estimate = addTokens(r.estimate, r.maxTokens)
-	case ep.kind == weir.KindChat:
+	case chat:
 		r.estimate = addTokens(r.estimate, 256)
 	}
-	return r, nil
 }
 
 // endUserField is the end user a body's safety_identifier names, else
@@ -305,13 +319,7 @@ func translatedRequest(ep endpoint, c *openaiwire.ChatRequest) (*request, *apiEr
 	if f := c.ResponseFormat; f != nil {
 		r.wants.JSONOutput = f.Type == "json_object" || f.Type == "json_schema"
 	}
-	r.estimate = int64(len(body))/4 + 1
-	r.wants.PromptTokens, r.wants.MaxTokens, r.wants.Stream = r.estimate, r.maxTokens, r.stream
-	if r.maxTokens > 0 {
-		r.estimate = addTokens(r.estimate, r.maxTokens)
-	} else {
-		r.estimate = addTokens(r.estimate, 256)
-	}
+	r.countPrompt(true)
 	return r, nil
 }
 

@@ -82,9 +82,10 @@ func FuzzDecodeRequest(f *testing.F) {
 		if req.model == "" || len(req.model) > maxModelName {
 			t.Fatalf("decodeRequest(%s, %q) accepted a request without a model, or with one too long", ep.name, body)
 		}
-		// The estimate covers the body and the answer's tokens, however
-		// large the client's numbers: it saturates, never wraps.
-		if req.estimate <= 0 || req.maxTokens < 0 || req.estimate < req.maxTokens || req.estimate <= int64(len(body))/4 {
+		// The estimate covers the prompt (a token at least) and the
+		// answer's tokens, however large the client's numbers: it
+		// saturates, never wraps.
+		if req.wants.PromptTokens < 1 || req.maxTokens < 0 || req.estimate < req.maxTokens || req.estimate < req.wants.PromptTokens {
 			t.Fatalf("decodeRequest(%s, %q): estimate %d, max tokens %d", ep.name, body, req.estimate, req.maxTokens)
 		}
 		if req.stream && ep.kind != weir.KindChat {

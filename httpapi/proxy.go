@@ -166,6 +166,9 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint, de
 		RequestID: ri.id, ClientRequestID: ri.clientID, Grant: g,
 		Path: ep.path, Body: req, Stream: req.stream, Tokens: req.estimate, MaxTokens: req.maxTokens, Wants: req.wants, Affinity: req.affinity, Header: r.Header,
 	}}
+	if req.prompt != nil { // not a nil *tokens.Prompt in the interface
+		c.Prompt = req.prompt
+	}
 	c.Usage = weir.Usage{RequestID: ri.id, KeyID: key.ID, Group: g.Group, Model: g.Model.Name, Endpoint: ep.name, EndUser: req.endUser}
 	ri.access.call = &c.Call
 	return c, nil

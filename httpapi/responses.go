@@ -140,14 +140,8 @@ func nativeRequest(body []byte) (*request, *apiError) {
 	if v.Previous != nil {
 		r.previous = *v.Previous
 	}
-	// As decodeRequest estimates a chat completion.
-	r.estimate = int64(len(body))/4 + 1
-	r.wants = weir.Wants{PromptTokens: r.estimate, MaxTokens: r.maxTokens, Stream: r.stream, Tools: len(v.Tools) > 0}
-	if r.maxTokens > 0 {
-		r.estimate = addTokens(r.estimate, r.maxTokens)
-	} else {
-		r.estimate = addTokens(r.estimate, 256)
-	}
+	r.wants.Tools = len(v.Tools) > 0
+	r.countPrompt(true) // as decodeRequest counts a chat completion
 	return r, nil
 }
 

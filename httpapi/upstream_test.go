@@ -114,7 +114,11 @@ func TestStalledStreamEnds(t *testing.T) {
 		deps:   func(d *Deps) { d.Usage = usage.record },
 	})
 	status, out, done := b.read(t, streamJSON)
-	advanceUntil(t, clk, 5*time.Second, time.Minute, done)
+	// Up to 50 minutes, under the mock's StallFor, so that the stream
+	// cannot resume: the clock moves before the request reaches the
+	// upstream, which may take a while (the first request for a model
+	// loads its encoding).
+	advanceUntil(t, clk, 5*time.Second, 50*time.Minute, done)
 	body := string(*out)
 	if *status != http.StatusOK || !strings.Contains(body, `"content":"This"`) {
 		t.Fatalf("status %d, body %q; want the stream's first half", *status, body)

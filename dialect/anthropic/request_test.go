@@ -284,4 +284,10 @@ func TestEstimateInputTokens(t *testing.T) {
 	if s, b := EstimateInputTokens(small), EstimateInputTokens(big); s <= 0 || b < s+100+imageTokens {
 		t.Fatalf("estimates %d and %d: want a positive one and one larger by the system prompt and the image", s, b)
 	}
+	// A Chinese prompt counts a token a character, not one for every
+	// four of its three-byte characters' bytes.
+	zh, _ := ParseRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("你好世界", 100) + `"}]}`))
+	if n := EstimateInputTokens(zh) - EstimateInputTokens(small) + 1; n != 400 {
+		t.Errorf("400 Chinese characters estimated at %d tokens, want 400", n)
+	}
 }

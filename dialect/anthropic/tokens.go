@@ -1,15 +1,19 @@
 package anthropic
 
+import "github.com/weir-gateway/weir/tokens"
+
 // imageTokens is what an image counts in EstimateInputTokens: about what
 // Anthropic counts for an image of the largest size it takes unscaled.
 const imageTokens = 1600
 
 // EstimateInputTokens is Weir's estimate of the input tokens of r, for
-// count_tokens where no upstream counts them: about four bytes of text a
-// token (the system prompt, text, tool inputs and results, thinking, the
-// tools' definitions), a few tokens a message, and a flat count an image.
+// count_tokens where no upstream counts them: the text's estimate
+// (tokens.Estimate: about four bytes a token, a token a Chinese,
+// Japanese or Korean character) of the system prompt, text, tool inputs
+// and results, thinking and the tools' definitions, a few tokens a
+// message, and a flat count an image.
 func EstimateInputTokens(r *Request) int64 {
-	var bytes int64
+	var text tokens.Estimator
 	n := int64(3)
 	var blocks func(c Content)
 	blocks = func(c Content) {
@@ -18,7 +22,10 @@ func EstimateInputTokens(r *Request) int64 {
 			case BlockImage:
 				n += imageTokens
 			default:
-				bytes += int64(len(b.Text) + len(b.Input) + len(b.Thinking) + len(b.Name))
+				text.Add(b.Text)
+				text.AddBytes(b.Input)
+				text.Add(b.Thinking)
+				text.Add(b.Name)
 				blocks(b.Content)
 			}
 		}
@@ -30,7 +37,9 @@ func EstimateInputTokens(r *Request) int64 {
 	}
 	for _, t := range r.Tools {
 		n += 10
-		bytes += int64(len(t.Name) + len(t.Description) + len(t.InputSchema))
+		text.Add(t.Name)
+		text.Add(t.Description)
+		text.AddBytes(t.InputSchema)
 	}
-	return n + (bytes+3)/4
+	return n + text.Tokens()
 }
