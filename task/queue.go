@@ -105,18 +105,20 @@ func (s *Service) waitEnded(id string, err error) {
 	}
 }
 
-// requeueFailed settles a task, accepted and queued once, that could not
-// queue again (after a retry, a platform's refusal, a failed commit): a
-// failure that lasts (no candidate, its wait over) ends it; a passing one
-// (a full queue, the store or the planner failing) must not lose it, so
-// it queues again later, after a backoff that grows while the trouble
-// lasts, through later (enqueueAfter, or the fleet ledger's deferQueue).
+// requeueFailed settles a task, accepted and stored queued, that could
+// not queue (again: after a retry, a platform's refusal, a failed
+// commit; or at a recovery or a fleet ledger's poll): a failure that
+// lasts (lasting: no candidate, its wait over, its key gone) ends it; a
+// passing one (a full queue, the store or the planner failing) must not
+// lose it, so it queues again later, after a backoff that grows while
+// the trouble lasts, through later (enqueueAfter, or the fleet ledger's
+// deferQueue).
 func (s *Service) requeueFailed(ctx context.Context, id string, err error, later func(string, time.Duration)) {
 	switch {
 	case errors.Is(err, admission.ErrClosed), errors.Is(err, admission.ErrFenced), errors.Is(err, admission.ErrDuplicate):
 		// Shutting down, or queued already: the store keeps it queued.
 		return
-	case errors.Is(err, admission.ErrQueueFull), !taskFault(err):
+	case !lasting(err):
 		s.mu.Lock()
 		s.deferrals[id]++
 		n := s.deferrals[id]
@@ -128,6 +130,24 @@ func (s *Service) requeueFailed(ctx context.Context, id string, err error, later
 	}
 	s.forgetDeferrals(id)
 	s.failQueued(ctx, id, err)
+}
+
+// lasting reports whether err, which kept a stored task from queueing,
+// will keep doing so: the engine's verdict on the task itself (taskFault:
+// no candidate left, its wait over, a scope it needs unknown), or the
+// store's kinds that say the task's record or its key is gone or wrong
+// (weir.ErrNotFound, weir.ErrInvalid). A full queue passes, and so does
+// any other failure: the store or the catalog not answering now (a
+// restart, a failover, a catalog not applied yet) says nothing of the
+// task.
+func lasting(err error) bool {
+	switch {
+	case errors.Is(err, admission.ErrQueueFull):
+		return false
+	case taskFault(err), errors.Is(err, weir.ErrNotFound), errors.Is(err, weir.ErrInvalid):
+		return true
+	}
+	return false
 }
 
 // forgetDeferrals forgets task id's passing failures to queue again.

@@ -155,8 +155,11 @@ func (tm *term) act(ctx context.Context, a actions) (restored, queued int) {
 		}
 		req, err := s.request(ctx, q.t)
 		if err != nil {
+			// A planner that cannot plan now (the store failing) leaves
+			// the task queued, to queue after a backoff; one that finds
+			// no candidate ends it.
 			tm.unreserve(q.t.ID, q.w)
-			s.failQueued(ctx, q.t.ID, err)
+			s.requeueFailed(ctx, q.t.ID, err, tm.later())
 			continue
 		}
 		if err := tm.enqueueReserved(ctx, req, q.w); err != nil {

@@ -439,6 +439,15 @@ type testPlanner struct {
 	targets map[string]Target
 	health  []healthReport
 	pauses  []string // "pm for d", from PauseUpstream
+	// fail, while set, is what every Plan returns.
+	fail error
+}
+
+// failWith makes every later Plan fail with err; nil: plan again.
+func (p *testPlanner) failWith(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fail = err
 }
 
 func (p *testPlanner) PauseUpstream(pm string, d time.Duration) {
@@ -463,6 +472,9 @@ var errUnknownModel = errors.New("unknown model")
 func (p *testPlanner) Plan(_ context.Context, t weir.Task) ([]admission.Candidate, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.fail != nil {
+		return nil, p.fail
+	}
 	pms, ok := p.models[t.Model]
 	if !ok || len(pms) == 0 {
 		return nil, errUnknownModel
