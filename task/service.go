@@ -581,8 +581,26 @@ func (s *Service) Cancel(ctx context.Context, id string) (weir.Task, error) {
 	if err != nil || t.Status.Terminal() {
 		return t, err
 	}
-	return s.ledger.cancel(context.WithoutCancel(ctx), t)
+	return s.ledger.cancel(context.WithoutCancel(ctx), t, "cancelled by the client")
 }
+
+// Withdraw cancels task id, as Cancel does (upstream too, if its job
+// was sent), because the client that submitted it left before it was
+// told the task was accepted: nobody knows the task's id, and the
+// client, which saw its submission fail, may submit it again. ctx may
+// have ended (the client's request's); the cancel does not stop with it.
+func (s *Service) Withdraw(ctx context.Context, id string) (weir.Task, error) {
+	ctx = context.WithoutCancel(ctx)
+	t, err := s.Get(ctx, id)
+	if err != nil || t.Status.Terminal() {
+		return t, err
+	}
+	s.logger.Info("a submission's client left before it was answered: its task is cancelled", "task", id, "status", t.Status)
+	return s.ledger.cancel(ctx, t, withdrawnMessage)
+}
+
+// withdrawnMessage is the error message of a task Withdraw cancelled.
+const withdrawnMessage = "cancelled: the client left before its submission was answered"
 
 // cancelUpstream cancels t's upstream job, if it has one.
 func (s *Service) cancelUpstream(ctx context.Context, t weir.Task) {
