@@ -197,6 +197,10 @@ type Tasks struct {
 	// Workers is how many tasks run at once across every platform: the
 	// global worker-capacity scope. Default 100.
 	Workers int `yaml:"workers"`
+	// QueueLimit bounds the backlog: the tasks waiting in the queue at
+	// once across every platform. A submission past it is refused with
+	// 429 queue_full, and nothing is stored. Default 10000.
+	QueueLimit int `yaml:"queue_limit"`
 	// MaxWait is how long a task may stay queued before it expires.
 	// Default 24h.
 	MaxWait time.Duration `yaml:"max_wait"`
@@ -643,6 +647,7 @@ func Default() *Config {
 		},
 		Tasks: Tasks{
 			Workers:     100,
+			QueueLimit:  10_000,
 			MaxWait:     24 * time.Hour,
 			PollMin:     250 * time.Millisecond,
 			PollMax:     10 * time.Second,

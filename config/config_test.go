@@ -142,7 +142,7 @@ func TestDefaultValues(t *testing.T) {
 		},
 		Edge: Edge{HeartbeatInterval: 2 * time.Second, HeartbeatTimeout: 6 * time.Second},
 		Tasks: Tasks{
-			Workers: 100, MaxWait: 24 * time.Hour, PollMin: 250 * time.Millisecond, PollMax: 10 * time.Second,
+			Workers: 100, QueueLimit: 10_000, MaxWait: 24 * time.Hour, PollMin: 250 * time.Millisecond, PollMax: 10 * time.Second,
 			MaxAttempts: 5, LeaseTTL: 5 * time.Minute, RescueAfter: 2 * time.Minute, Retention: 30 * 24 * time.Hour,
 		},
 		DefaultGroup: "default",

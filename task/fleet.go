@@ -250,7 +250,7 @@ func (s *Service) setWorkersScope(ctx context.Context, tm *term) error {
 	if err := tm.engine.SetScope(ctx, AcceptanceWorkersScope, admission.ScopeConfig{Limit: int64(acceptanceWorkers(s.workers)), LeaseTTL: s.cfg.LeaseTTL}); err != nil {
 		return err
 	}
-	return tm.engine.SetScope(ctx, WorkersScope, admission.ScopeConfig{Limit: int64(s.workers), LeaseTTL: s.cfg.LeaseTTL})
+	return tm.engine.SetScope(ctx, WorkersScope, admission.ScopeConfig{Limit: int64(s.workers), QueueLimit: s.cfg.QueueLimit, LeaseTTL: s.cfg.LeaseTTL})
 }
 
 // ReclaimFrom makes the jobs that replica (its Config.Replica, River's

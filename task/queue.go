@@ -51,10 +51,13 @@ func (s *Service) Submit(ctx context.Context, t *weir.Task) (created bool, err e
 	if latest := now.Add(s.cfg.MaxWait); t.Deadline.IsZero() || t.Deadline.After(latest) {
 		t.Deadline = latest
 	}
-	// Plan first: a task that cannot be served is refused before it is
-	// stored.
+	// Plan first: a task that cannot be served, or finds the backlog
+	// full, is refused before it is stored.
 	req, err := s.request(ctx, *t)
 	if err != nil {
+		return false, err
+	}
+	if err := s.backlogFull(ctx); err != nil {
 		return false, err
 	}
 	created, err = s.store.TaskCreate(ctx, t)
@@ -63,6 +66,21 @@ func (s *Service) Submit(ctx context.Context, t *weir.Task) (created bool, err e
 	}
 	s.cfg.Metrics.TaskTransition(weir.TaskQueued)
 	return true, s.ledger.submit(ctx, t, req)
+}
+
+// backlogFull is the refusal of a submission while Config.QueueLimit
+// tasks wait in the queue: the workers scope's waiters, as the engine
+// (in a fleet, the leader's) counts them. An engine that cannot say
+// refuses nothing here; the workers scope's own queue limit then refuses
+// the task as it queues, and it ends queue_full. A resubmission of an
+// Idempotency-Key is refused too while the backlog is full: the client
+// retries later, and finds its task then.
+func (s *Service) backlogFull(ctx context.Context) error {
+	st, err := s.engine.Scope(ctx, WorkersScope)
+	if err != nil || st.Queued < s.cfg.QueueLimit {
+		return nil
+	}
+	return &admission.QueueFullError{Scope: WorkersScope, Limit: s.cfg.QueueLimit}
 }
 
 // enqueue makes a queued task a waiter in the engine.

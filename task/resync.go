@@ -163,7 +163,9 @@ func (tm *term) act(ctx context.Context, a actions) (restored, queued int) {
 			continue
 		}
 		if err := tm.enqueueReserved(ctx, req, q.w); err != nil {
-			s.queueFailed(ctx, q.t.ID, err)
+			// A full queue (more queued than the backlog's bound, after
+			// it was lowered) waits too.
+			s.requeueFailed(ctx, q.t.ID, err, tm.later())
 			continue
 		}
 		queued++

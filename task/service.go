@@ -109,6 +109,11 @@ type Config struct {
 	// MaxWait is how long a task may stay queued before it expires.
 	// Default 24h.
 	MaxWait time.Duration
+	// QueueLimit bounds the backlog: the tasks waiting in the queue at
+	// once, across every platform (the workers scope's queue limit). A
+	// submission past it is refused with a *admission.QueueFullError
+	// before anything is stored. Default 10,000.
+	QueueLimit int
 	// PollMin and PollMax bound the wait between polls of a running job;
 	// the wait doubles from PollMin. Defaults 250ms and 10s.
 	PollMin, PollMax time.Duration
@@ -222,6 +227,9 @@ func (c *Config) defaults() {
 	}
 	if c.FleetPoll <= 0 {
 		c.FleetPoll = 2 * time.Second
+	}
+	if c.QueueLimit <= 0 {
+		c.QueueLimit = 10_000
 	}
 	if c.Metrics == nil {
 		c.Metrics = noMetrics{}
