@@ -237,6 +237,12 @@ type Tasks struct {
 	// that a key whose receivers are slow holds at most this many of the
 	// 32 delivery workers. 0: the default, 8.
 	WebhookPerKey int `yaml:"webhook_per_key"`
+	// DefaultCallbackURL receives the terminal event (task.succeeded,
+	// task.failed, ...) of every task submitted without a callback URL
+	// of its own, signed with WebhookSecret (required with it). It is the
+	// operator's receiver: it may be on a private network or loopback.
+	// Default "": none.
+	DefaultCallbackURL string `yaml:"default_callback_url"`
 }
 
 // Storage is where durable things are kept.

@@ -362,6 +362,9 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 	if hooks.PerKey <= 0 {
 		hooks.PerKey = webhookPerKey
 	}
+	if hooks.DefaultURL != "" && (hooks.Sender == nil || hooks.Signer == nil) {
+		return nil, errors.New("task: Webhooks.DefaultURL needs a Sender and a Signer: its events are signed as a task's callbacks are")
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
