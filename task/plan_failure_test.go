@@ -30,13 +30,17 @@ func TestRecoverDefersAPassingPlanFailure(t *testing.T) {
 	t.Parallel()
 	t.Run("passing", func(t *testing.T) {
 		t.Parallel()
-		s, b := setup(t, setupOpts{NoStart: true})
+		m := &recordingMetrics{}
+		s, b := setup(t, setupOpts{NoStart: true, Config: Config{Metrics: m}})
 		tk := b.storeQueued(t)
 		b.planner.failWith(fmt.Errorf("task %s: key %s: %w", tk.ID, b.key.ID, errStoreDown))
 		b.start(t, s) // recovers the queued tasks before it returns
 		if got := b.get(t, tk.ID); got.Status != weir.TaskQueued {
 			t.Fatalf("after a recovery whose planner could not read the store: task %s %s (%s), want still queued",
 				got.Status, got.ErrorCode, got.ErrorMessage)
+		}
+		if n := m.dispatched("deferred"); n != 1 {
+			t.Errorf("%d deferrals counted, want 1", n)
 		}
 		b.planner.failWith(nil)
 		if got := b.driveTo(t, tk.ID, weir.TaskSucceeded, weir.TaskFailed); got.Status != weir.TaskSucceeded {

@@ -142,7 +142,13 @@ func (s *Service) requeueFailed(ctx context.Context, id string, err error, later
 		n := s.deferrals[id]
 		s.mu.Unlock()
 		wait := commitBackoff(n)
-		s.logger.Warn("a task could not queue again; it tries again later", "task", id, "tries", n, "after_ms", wait.Milliseconds(), "error", err)
+		s.cfg.Metrics.TaskDispatch("deferred")
+		if errors.Is(err, admission.ErrQueueFull) {
+			s.cfg.Metrics.TaskCandidateSkipped("queue_full")
+		}
+		if logDue(n) {
+			s.logger.Warn("a task could not queue; it tries again later", "task", id, "tries", n, "after_ms", wait.Milliseconds(), "error", err)
+		}
 		later(id, wait)
 		return
 	}
@@ -166,6 +172,14 @@ func lasting(err error) bool {
 		return true
 	}
 	return false
+}
+
+// logDue reports whether the n-th failure in a row of one thing is
+// logged: the 1st, 5th, 7th and every 10th, so that a failure that
+// lasts is seen, with its count, without a line at every retry
+// (weir_task_dispatch_total counts each).
+func logDue(n int) bool {
+	return n == 1 || n == 5 || n == 7 || n%10 == 0
 }
 
 // forgetDeferrals forgets task id's passing failures to queue again.

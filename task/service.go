@@ -183,6 +183,13 @@ type Metrics interface {
 	// DroppedError counts an error that only the log sees (a release or
 	// a cancel no caller waits for); op names the step.
 	DroppedError(op string)
+	// TaskDispatch counts one of the dispatcher's outcomes beside
+	// admissions: commit_failed, deposed, poisoned, deferred, replanned.
+	TaskDispatch(outcome string)
+	// TaskCandidateSkipped counts a candidate a task went without:
+	// queue_full (every candidate's queue full), refused (its upstream
+	// refused the submit).
+	TaskCandidateSkipped(reason string)
 }
 
 type noMetrics struct{}
@@ -196,6 +203,10 @@ func (noMetrics) TaskRan(string, weir.TaskStatus, time.Duration) {}
 func (noMetrics) WebhookAttempt(string) {}
 
 func (noMetrics) DroppedError(string) {}
+
+func (noMetrics) TaskDispatch(string) {}
+
+func (noMetrics) TaskCandidateSkipped(string) {}
 
 func (c *Config) defaults() {
 	if c.Workers <= 0 {

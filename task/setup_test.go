@@ -526,6 +526,41 @@ type recordingMetrics struct {
 	mu          sync.Mutex
 	transitions []weir.TaskStatus
 	waited, ran int
+	// dispatch and skipped count TaskDispatch's outcomes and
+	// TaskCandidateSkipped's reasons.
+	dispatch, skipped map[string]int
+}
+
+func (m *recordingMetrics) TaskDispatch(outcome string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.dispatch == nil {
+		m.dispatch = map[string]int{}
+	}
+	m.dispatch[outcome]++
+}
+
+func (m *recordingMetrics) TaskCandidateSkipped(reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.skipped == nil {
+		m.skipped = map[string]int{}
+	}
+	m.skipped[reason]++
+}
+
+// dispatched is how many times outcome was counted.
+func (m *recordingMetrics) dispatched(outcome string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.dispatch[outcome]
+}
+
+// skips is how many times reason was counted.
+func (m *recordingMetrics) skips(reason string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.skipped[reason]
 }
 
 func (m *recordingMetrics) TaskTransition(st weir.TaskStatus) {
