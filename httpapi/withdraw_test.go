@@ -12,6 +12,7 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/provider/mock"
+	"github.com/weir-gateway/weir/task"
 )
 
 // leavingClient is the task front with a client that leaves while its
@@ -103,5 +104,27 @@ func TestSubmissionWithdrawnWhenTheClientLeaves(t *testing.T) {
 	}
 	if jobs := b.mock.Jobs(); len(jobs) != 1 {
 		t.Errorf("the upstream has %d jobs, want only the first task's", len(jobs))
+	}
+}
+
+// TestTaskBacklogFullRefused: past tasks.queue_limit waiting tasks, a
+// submission is answered 429 queue_full in the API's error shape, with a
+// Retry-After, and nothing is stored.
+func TestTaskBacklogFullRefused(t *testing.T) {
+	t.Parallel()
+	b := taskSetup(t, setupOpts{tasks: &task.Config{QueueLimit: 1}, mock: mock.Config{JobDuration: time.Hour},
+		vlimits: weir.Limits{Concurrency: 1, QueueLimit: 10}})
+	first := callAs[taskObject](t, b, http.StatusAccepted, http.MethodPost, "/v1/tasks", b.key, `{"model":"v","input":{"prompt":"one"}}`, nil)
+	b.waitTask(t, first.ID, weir.TaskRunning)
+	callAs[taskObject](t, b, http.StatusAccepted, http.MethodPost, "/v1/tasks", b.key, `{"model":"v","input":{"prompt":"two"}}`, nil)
+	resp, body := b.call(t, http.MethodPost, "/v1/videos", b.key, `{"model":"v","prompt":"three"}`, nil)
+	if e := wantError(t, resp, body, http.StatusTooManyRequests, weir.CodeQueueFull, ""); !strings.Contains(e.Message, "queue_limit 1") {
+		t.Errorf("message %q, want the bound named", e.Message)
+	}
+	if resp.Header.Get("Retry-After") == "" {
+		t.Error("no Retry-After on queue_full")
+	}
+	if ts, err := b.tasks.List(t.Context(), weir.TaskFilter{}); err != nil || len(ts) != 2 {
+		t.Errorf("%d tasks stored (%v), want the 2 taken", len(ts), err)
 	}
 }
