@@ -168,6 +168,7 @@ func (tm *term) act(ctx context.Context, a actions) (restored, queued int) {
 			s.requeueFailed(ctx, q.t.ID, err, tm.later())
 			continue
 		}
+		s.forgetDeferrals(q.t.ID)
 		queued++
 	}
 	for _, r := range a.requeue {

@@ -556,6 +556,7 @@ func (s *Service) finish(ctx context.Context, t weir.Task, from []weir.TaskStatu
 			s.ended(t)
 		}
 		s.forgetRefusals(t.ID)
+		s.forgetDeferrals(t.ID)
 		if tm := s.current(); tm != nil {
 			tm.forget(t.ID)
 		}
