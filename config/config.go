@@ -197,6 +197,10 @@ type Tasks struct {
 	// Workers is how many tasks run at once across every platform: the
 	// global worker-capacity scope. Default 100.
 	Workers int `yaml:"workers"`
+	// QueueLimit bounds the backlog: the tasks waiting in the queue at
+	// once across every platform. A submission past it is refused with
+	// 429 queue_full, and nothing is stored. Default 10000.
+	QueueLimit int `yaml:"queue_limit"`
 	// MaxWait is how long a task may stay queued before it expires.
 	// Default 24h.
 	MaxWait time.Duration `yaml:"max_wait"`
@@ -233,6 +237,12 @@ type Tasks struct {
 	// that a key whose receivers are slow holds at most this many of the
 	// 32 delivery workers. 0: the default, 8.
 	WebhookPerKey int `yaml:"webhook_per_key"`
+	// DefaultCallbackURL receives the terminal event (task.succeeded,
+	// task.failed, ...) of every task submitted without a callback URL
+	// of its own, signed with WebhookSecret (required with it). It is the
+	// operator's receiver: it may be on a private network or loopback.
+	// Default "": none.
+	DefaultCallbackURL string `yaml:"default_callback_url"`
 }
 
 // Storage is where durable things are kept.
@@ -643,6 +653,7 @@ func Default() *Config {
 		},
 		Tasks: Tasks{
 			Workers:     100,
+			QueueLimit:  10_000,
 			MaxWait:     24 * time.Hour,
 			PollMin:     250 * time.Millisecond,
 			PollMax:     10 * time.Second,

@@ -142,7 +142,7 @@ func TestDefaultValues(t *testing.T) {
 		},
 		Edge: Edge{HeartbeatInterval: 2 * time.Second, HeartbeatTimeout: 6 * time.Second},
 		Tasks: Tasks{
-			Workers: 100, MaxWait: 24 * time.Hour, PollMin: 250 * time.Millisecond, PollMax: 10 * time.Second,
+			Workers: 100, QueueLimit: 10_000, MaxWait: 24 * time.Hour, PollMin: 250 * time.Millisecond, PollMax: 10 * time.Second,
 			MaxAttempts: 5, LeaseTTL: 5 * time.Minute, RescueAfter: 2 * time.Minute, Retention: 30 * 24 * time.Hour,
 		},
 		DefaultGroup: "default",
@@ -558,6 +558,13 @@ func TestValidate(t *testing.T) {
 			`models[0].candidates: at least one candidate is required (nodes: never)`},
 		{"no candidates for tasks", func(c *Config) { c.Models[0].Candidates, c.Models[0].Kind = nil, weir.KindVideo },
 			`models[0].candidates: at least one candidate is required (edge nodes run no tasks)`},
+		{"negative task backlog", func(c *Config) { c.Tasks.QueueLimit = -1 },
+			`tasks.queue_limit: must not be negative (0: the default, 10000)`},
+		{"default callback unsigned", func(c *Config) { c.Tasks.DefaultCallbackURL = "http://10.0.0.9/hooks" },
+			`tasks.webhook_secret: required with tasks.default_callback_url: its events are signed as tasks' callbacks are`},
+		{"default callback not a URL", func(c *Config) {
+			c.Tasks.DefaultCallbackURL, c.Tasks.WebhookSecret = "hooks.internal/tasks", "whsec_c2VjcmV0"
+		}, `tasks.default_callback_url: want an absolute http or https URL`},
 		{"edge listen not host:port", func(c *Config) { c.Edge.Listen = "8443" },
 			`edge.listen: "8443" is not host:port (e.g. "0.0.0.0:8443"; empty: no edge listener)`},
 		{"edge cert without key", func(c *Config) { c.Edge.TLSCert = "edge.crt" },

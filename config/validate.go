@@ -42,6 +42,9 @@ func (c *Config) Validate() error {
 	if err := c.Spend.validate(); err != nil {
 		return err
 	}
+	if err := c.Tasks.validate(); err != nil {
+		return err
+	}
 	for i, p := range c.Platforms {
 		if p.APIKeyEnv != "" && !validEnvName(p.APIKeyEnv) {
 			// Never echo the value: it may be a key pasted in by mistake.

@@ -105,6 +105,9 @@ type Metrics interface {
 	// mode, and whether this replica sent its event (claimed) or another
 	// had.
 	BudgetAlert(mode string, claimed bool)
+	// TaskCandidateSkipped counts a candidate a task was planned
+	// without, by reason: cooldown, paused, capability.
+	TaskCandidateSkipped(reason string)
 }
 
 type noMetrics struct{}
@@ -115,6 +118,7 @@ func (noMetrics) DroppedError(string)                           {}
 func (noMetrics) UpstreamPaused(string, bool)                   {}
 func (noMetrics) Affinity(string, string)                       {}
 func (noMetrics) BudgetAlert(string, bool)                      {}
+func (noMetrics) TaskCandidateSkipped(string)                   {}
 
 // Deps are what the service is built on.
 type Deps struct {

@@ -58,7 +58,9 @@ func (s *Service) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate,
 	}
 	group, _ := st.GroupOf(key)
 	var pms []string
-	order, refusal := s.order(st, model, weir.TaskWants(t.Input), nil, "")
+	routed := s.deps.Router.Order(model)
+	order, refusal := servable(st, model, weir.TaskWants(t.Input), nil, routed)
+	s.countSkipped(model, routed, order)
 	for _, pmName := range order {
 		if _, ok := st.target(pmName); ok {
 			pms = append(pms, pmName)
@@ -98,6 +100,26 @@ func (s *Service) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate,
 		}
 	}
 	return cands, nil
+}
+
+// countSkipped counts the candidates of model a task was planned
+// without (Metrics.TaskCandidateSkipped): those the router left out,
+// cooling down after failures; those of routed that cannot serve its
+// input (capability; order are the others); and those of order whose
+// upstream asked for a pause, where the task may wait.
+func (s *Service) countSkipped(model weir.Model, routed, order []string) {
+	m := s.deps.Metrics
+	for range len(model.Candidates) - len(routed) {
+		m.TaskCandidateSkipped("cooldown")
+	}
+	for range len(routed) - len(order) {
+		m.TaskCandidateSkipped("capability")
+	}
+	for _, pm := range order {
+		if _, paused := s.pausedUntil(pm); paused {
+			m.TaskCandidateSkipped("paused")
+		}
+	}
 }
 
 // Target implements task.Planner. A simulated task's target is the

@@ -181,6 +181,17 @@ type countingMetrics struct {
 	paused  []string // "pm paused" / "pm resumed", in order
 	// affinity counts the Affinity results.
 	affinity map[string]int
+	// skipped counts the TaskCandidateSkipped reasons.
+	skipped map[string]int
+}
+
+func (m *countingMetrics) TaskCandidateSkipped(reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.skipped == nil {
+		m.skipped = map[string]int{}
+	}
+	m.skipped[reason]++
 }
 
 func (m *countingMetrics) Affinity(model, result string) {

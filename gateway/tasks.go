@@ -20,6 +20,9 @@ type TaskRunner interface {
 	Get(ctx context.Context, id string) (weir.Task, error)
 	List(ctx context.Context, f weir.TaskFilter) ([]weir.Task, error)
 	Cancel(ctx context.Context, id string) (weir.Task, error)
+	// Withdraw cancels the task id because its submission's client
+	// left before it was answered (task.Service.Withdraw).
+	Withdraw(ctx context.Context, id string) (weir.Task, error)
 	Delete(ctx context.Context, id string) error
 	Position(ctx context.Context, id string) (admission.Position, bool)
 	Deliveries(ctx context.Context, id string) ([]task.Delivery, error)
@@ -167,6 +170,21 @@ func (f *Tasks) List(ctx context.Context, filter weir.TaskFilter) ([]weir.Task, 
 // and returns it as it is then.
 func (f *Tasks) Cancel(ctx context.Context, id string) (weir.Task, error) {
 	return f.run.Cancel(ctx, id)
+}
+
+// Withdraw cancels task t, which a submission just created, because the
+// submission's client left before it was told so: nobody knows the
+// task's id, and a client that saw its submission fail submits again, a
+// second job billed for one it wants. It reports whether it did. A task
+// submitted with an Idempotency-Key is kept: a retry with the key is
+// answered with this task, and may already have been, so cancelling it
+// could take back a task a client was told was accepted.
+func (f *Tasks) Withdraw(ctx context.Context, t weir.Task) (bool, error) {
+	if t.IdempotencyKey != "" {
+		return false, nil
+	}
+	_, err := f.run.Withdraw(ctx, t.ID)
+	return err == nil, err
 }
 
 // Delete deletes t as OpenAI deletes a video (task.Service.Delete): an

@@ -43,7 +43,10 @@ func (f *fakeRunner) Get(_ context.Context, id string) (weir.Task, error) {
 
 func (f *fakeRunner) List(context.Context, weir.TaskFilter) ([]weir.Task, error) { return nil, nil }
 func (f *fakeRunner) Cancel(ctx context.Context, id string) (weir.Task, error)   { return f.Get(ctx, id) }
-func (f *fakeRunner) Delete(context.Context, string) error                       { return f.deleteErr }
+func (f *fakeRunner) Withdraw(ctx context.Context, id string) (weir.Task, error) {
+	return f.Get(ctx, id)
+}
+func (f *fakeRunner) Delete(context.Context, string) error { return f.deleteErr }
 func (f *fakeRunner) Position(context.Context, string) (admission.Position, bool) {
 	return admission.Position{}, false
 }

@@ -73,6 +73,7 @@ func (f *fakeTasks) List(context.Context, weir.TaskFilter) ([]weir.Task, error) 
 }
 func (f *fakeTasks) Cancel(context.Context, string) (weir.Task, error) { return weir.Task{}, f.err }
 func (f *fakeTasks) Delete(context.Context, weir.Task) error           { return f.err }
+func (f *fakeTasks) Withdraw(context.Context, weir.Task) (bool, error) { return false, f.err }
 func (f *fakeTasks) Position(context.Context, string) (admission.Position, bool) {
 	return admission.Position{}, false
 }

@@ -76,6 +76,10 @@ type Tasks interface {
 	Get(ctx context.Context, id string) (weir.Task, error)
 	List(ctx context.Context, f weir.TaskFilter) ([]weir.Task, error)
 	Cancel(ctx context.Context, id string) (weir.Task, error)
+	// Withdraw cancels task t, just created, whose submission's client
+	// left before it was answered, unless a retry may find it
+	// (gateway.Tasks.Withdraw); it reports whether it did.
+	Withdraw(ctx context.Context, t weir.Task) (bool, error)
 	Delete(ctx context.Context, t weir.Task) error
 	Position(ctx context.Context, id string) (admission.Position, bool)
 	Content(ctx context.Context, t weir.Task, variant string) (*http.Response, error)

@@ -111,6 +111,34 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// answerSubmission answers a task submission with status and v, about
+// task t, which the submission created (created) or found. A created
+// task whose client left before the answer was written — the request's
+// context ended first, or the answer could not be written out — is
+// withdrawn (Tasks.Withdraw): the client never learned its id, and may
+// submit again. Once the answer is out the task is the client's, even
+// if the client is gone by then.
+func (s *Server) answerSubmission(w http.ResponseWriter, r *http.Request, t weir.Task, created bool, status int, v any) {
+	err := r.Context().Err()
+	if err == nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		if err = json.NewEncoder(w).Encode(v); err == nil {
+			err = http.NewResponseController(w).Flush()
+		}
+	}
+	if err == nil || !created {
+		return
+	}
+	log := info(r.Context()).log()
+	switch withdrawn, werr := s.deps.Tasks.Withdraw(context.WithoutCancel(r.Context()), t); {
+	case werr != nil:
+		log.Error("the task of a submission whose client left could not be withdrawn", "task", t.ID, "error", werr)
+	case withdrawn:
+		log.Info("the client left before its submission was answered: its task is withdrawn", "task", t.ID, "cause", err)
+	}
+}
+
 // readTaskBody reads a task request: JSON, or (as OpenAI's SDKs send video
 // requests) a multipart or urlencoded form, whose text fields become the
 // JSON object passed upstream.
@@ -433,7 +461,7 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) error {
 	if !created {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, s.taskOf(r.Context(), t))
+	s.answerSubmission(w, r, t, created, status, s.taskOf(r.Context(), t))
 	return nil
 }
 

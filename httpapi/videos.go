@@ -129,11 +129,11 @@ func (s *Server) createVideo(w http.ResponseWriter, r *http.Request) error {
 	if aerr != nil {
 		return aerr
 	}
-	t, _, err := s.submitTask(r, sub, "video", input, model, cb)
+	t, created, err := s.submitTask(r, sub, "video", input, model, cb)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s.videoOf(r.Context(), t))
+	s.answerSubmission(w, r, t, created, http.StatusOK, s.videoOf(r.Context(), t))
 	return nil
 }
 

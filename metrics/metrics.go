@@ -37,6 +37,8 @@ type Metrics struct {
 	taskWait   *prometheus.HistogramVec
 	taskRun    *prometheus.HistogramVec
 	webhooks   *prometheus.CounterVec
+	dispatch   *prometheus.CounterVec
+	skipped    *prometheus.CounterVec
 	dropped    *prometheus.CounterVec
 	pauses     *prometheus.CounterVec
 	affinity   *prometheus.CounterVec
@@ -149,8 +151,30 @@ func (m *Metrics) taskCollectors() []prometheus.Collector {
 		Name: "weir_task_webhook_attempts_total",
 		Help: "Webhook delivery attempts by outcome (delivered, retryable, gone, refused); gone and refused also count events dropped unsent, after a 410 or to a forbidden address.",
 	}, []string{"outcome"})
-	return []prometheus.Collector{m.tasks, m.taskWait, m.taskRun, m.webhooks}
+	m.dispatch = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_task_dispatch_total",
+		Help: "What the task dispatcher did besides admitting, by outcome: commit_failed (a commit of admissions the store refused; its tasks queue again), deposed (a commit of a fleet term that had passed), poisoned (a task the store refused alone; it fails), deferred (a task that could not queue and waits a backoff), replanned (a queued task moved to the candidates a catalog reload gave it).",
+	}, []string{"outcome"})
+	for _, o := range TaskDispatchOutcomes {
+		m.dispatch.WithLabelValues(o)
+	}
+	m.skipped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_task_candidate_skipped_total",
+		Help: "Candidates a task was planned or sent without, by reason: cooldown (the platform model cools down after failures), paused (its upstream asked for a pause), capability (it cannot serve the task's input), queue_full (every candidate's queue was full), refused (its upstream refused the submit; the task goes to another). Counted each time a task is planned: submitted, queued again, replanned.",
+	}, []string{"reason"})
+	for _, r := range CandidateSkipReasons {
+		m.skipped.WithLabelValues(r)
+	}
+	return []prometheus.Collector{m.tasks, m.taskWait, m.taskRun, m.webhooks, m.dispatch, m.skipped}
 }
+
+// TaskDispatchOutcomes are weir_task_dispatch_total's outcomes, and
+// CandidateSkipReasons weir_task_candidate_skipped_total's reasons: each
+// series exists from the start, at 0, for alerts on its rate.
+var (
+	TaskDispatchOutcomes = []string{"commit_failed", "deposed", "poisoned", "deferred", "replanned"}
+	CandidateSkipReasons = []string{"cooldown", "paused", "capability", "queue_full", "refused"}
+)
 
 // operatorCollectors makes the collectors an operator watches beside the
 // requests: dropped errors, affinity, upstream pauses, console logins.
@@ -403,6 +427,15 @@ func (m *Metrics) TaskRan(model string, st weir.TaskStatus, d time.Duration) {
 // ConsoleLogin counts a login at the console's form by outcome (ok,
 // failed).
 func (m *Metrics) ConsoleLogin(outcome string) { m.logins.WithLabelValues(outcome).Inc() }
+
+// TaskDispatch counts one of the task dispatcher's outcomes
+// (TaskDispatchOutcomes; task.Metrics).
+func (m *Metrics) TaskDispatch(outcome string) { m.dispatch.WithLabelValues(outcome).Inc() }
+
+// TaskCandidateSkipped counts a candidate a task was planned or sent
+// without, by reason (CandidateSkipReasons; task.Metrics and
+// gateway.Metrics).
+func (m *Metrics) TaskCandidateSkipped(reason string) { m.skipped.WithLabelValues(reason).Inc() }
 
 // WebhookAttempt counts one webhook delivery attempt by its outcome.
 func (m *Metrics) WebhookAttempt(outcome string) { m.webhooks.WithLabelValues(outcome).Inc() }

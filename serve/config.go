@@ -68,6 +68,7 @@ func taskConfig(cfg *config.Config) task.Config {
 	t := cfg.Tasks
 	return task.Config{
 		Workers:     t.Workers,
+		QueueLimit:  t.QueueLimit,
 		MaxWait:     t.MaxWait,
 		PollMin:     t.PollMin,
 		PollMax:     t.PollMax,

@@ -499,6 +499,13 @@ func webhooks(cfg config.Tasks, spend config.Spend) (task.Webhooks, error) {
 		hooks.OperatorURL, hooks.OperatorSigner = spend.AlertsURL, signer
 		hooks.OperatorSender = webhook.NewSender(webhook.Config{AllowLoopback: true, AllowPrivate: true})
 	}
+	if cfg.DefaultCallbackURL != "" {
+		// The operator's receiver too, signed as tasks' callbacks are.
+		hooks.DefaultURL = cfg.DefaultCallbackURL
+		if hooks.OperatorSender == nil {
+			hooks.OperatorSender = webhook.NewSender(webhook.Config{AllowLoopback: true, AllowPrivate: true})
+		}
+	}
 	return hooks, nil
 }
 

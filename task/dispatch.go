@@ -114,6 +114,7 @@ func (tm *term) commit(batch []admittedTask) {
 	tm.failPoisoned(ctx, batch, errs, out.poison)
 	switch {
 	case errors.Is(err, ErrDeposed):
+		s.cfg.Metrics.TaskDispatch("deposed")
 		s.logger.Warn("admissions decided in a fleet term that has passed were not committed; the next leader admits their tasks",
 			"tasks", len(batch), "epoch", tm.epoch, "error", err)
 		return
@@ -129,8 +130,11 @@ func (tm *term) commit(batch []admittedTask) {
 	for _, id := range out.again {
 		tm.queueAgain(id, wait)
 	}
-	s.logger.Error("admission commit failed; tasks queue again", "tasks", len(out.again), "failures_in_a_row", tm.commitFails,
-		"after_ms", wait.Milliseconds(), "error", err)
+	if logDue(tm.commitFails) {
+		s.logger.Error("admission commit failed; tasks queue again", "tasks", len(out.again), "failures_in_a_row", tm.commitFails,
+			"after_ms", wait.Milliseconds(), "error", err)
+	}
+	s.cfg.Metrics.TaskDispatch("commit_failed")
 }
 
 // applyEach applies batch in one transaction (apply) and, when that
@@ -205,6 +209,7 @@ func (tm *term) failPoisoned(ctx context.Context, batch []admittedTask, errs []e
 		if !slices.Contains(poison, a.id) {
 			continue
 		}
+		s.cfg.Metrics.TaskDispatch("poisoned")
 		s.logger.Error("the store refused one task's admission while it took others'; the task fails", "task", a.id, "error", errs[i])
 		if _, ferr := s.finishID(ctx, a.id, []weir.TaskStatus{weir.TaskQueued}, weir.TaskUpdate{Status: weir.TaskFailed,
 			ErrorCode: codeDispatchFailed, ErrorMessage: "the gateway could not record this task's admission; it was not started"}); ferr != nil {

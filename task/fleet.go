@@ -117,10 +117,10 @@ func (fl *fleetLedger) done(ctx context.Context, id string, back *sentBack) {
 // cancel ends the task in the store, and every replica is told — the
 // leader's ledger takes it out of the queue or releases its lease, and
 // the replica running it stops waiting for its next poll.
-func (fl *fleetLedger) cancel(ctx context.Context, t weir.Task) (weir.Task, error) {
+func (fl *fleetLedger) cancel(ctx context.Context, t weir.Task, msg string) (weir.Task, error) {
 	s := fl.s
 	ok, err := s.finish(ctx, t, []weir.TaskStatus{weir.TaskQueued, weir.TaskAdmitted, weir.TaskRunning},
-		weir.TaskUpdate{Status: weir.TaskCancelled, ErrorCode: "cancelled", ErrorMessage: "cancelled by the client"})
+		weir.TaskUpdate{Status: weir.TaskCancelled, ErrorCode: "cancelled", ErrorMessage: msg})
 	if err != nil {
 		return t, fmt.Errorf("cancel task %s: %w", t.ID, err)
 	}
@@ -250,7 +250,7 @@ func (s *Service) setWorkersScope(ctx context.Context, tm *term) error {
 	if err := tm.engine.SetScope(ctx, AcceptanceWorkersScope, admission.ScopeConfig{Limit: int64(acceptanceWorkers(s.workers)), LeaseTTL: s.cfg.LeaseTTL}); err != nil {
 		return err
 	}
-	return tm.engine.SetScope(ctx, WorkersScope, admission.ScopeConfig{Limit: int64(s.workers), LeaseTTL: s.cfg.LeaseTTL})
+	return tm.engine.SetScope(ctx, WorkersScope, admission.ScopeConfig{Limit: int64(s.workers), QueueLimit: s.cfg.QueueLimit, LeaseTTL: s.cfg.LeaseTTL})
 }
 
 // ReclaimFrom makes the jobs that replica (its Config.Replica, River's

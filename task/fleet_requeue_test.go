@@ -1,6 +1,7 @@
 package task
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -84,4 +85,30 @@ func TestFleetRetryFailedJob(t *testing.T) {
 		prevEnd = j.EndsAt
 	}
 	waitFor(t, "every lease released", func() bool { return fb.scope(t, "a", WorkersScope).Used == 0 })
+}
+
+// TestFleetPollDefersAPassingPlanFailure: a queued task the leader's
+// poll finds (its notice was lost) but cannot plan, the store failing,
+// stays queued and queues after a backoff once the store answers,
+// rather than failing no_candidate.
+func TestFleetPollDefersAPassingPlanFailure(t *testing.T) {
+	t.Parallel()
+	fb := setupFleet(t, fleetOpts{}, "a", "b")
+	fb.elect(t, "a")
+	waitFor(t, "a to listen", func() bool { return fb.node("a").store.listening.Load() >= 1 })
+	fb.node("b").store.mute.Store(true)
+	lost := fb.submit(t, "b")
+	fb.planner.failWith(fmt.Errorf("task %s: key %s: %w", lost.ID, fb.key.ID, errStoreDown))
+	fb.poll()
+	waitFor(t, "the poll to put the task off", func() bool {
+		at, ok := fb.clock.next()
+		return ok && at.Sub(fb.clock.Now()) <= admitRetry
+	})
+	if got := fb.get(t, lost.ID); got.Status != weir.TaskQueued {
+		t.Fatalf("task %s %s (%s) after a poll that could not plan it, want still queued", got.ID, got.Status, got.ErrorMessage)
+	}
+	fb.planner.failWith(nil)
+	if got := fb.driveTo(t, lost.ID, weir.TaskSucceeded, weir.TaskFailed); got.Status != weir.TaskSucceeded {
+		t.Fatalf("task %s %s (%s) once the store answers, want succeeded", got.ID, got.Status, got.ErrorMessage)
+	}
 }

@@ -32,8 +32,9 @@ type ledger interface {
 	// done hears that the run of task id here is done with its
 	// admission: the task ended, or, with back, went back to the queue.
 	done(ctx context.Context, id string, back *sentBack)
-	// cancel cancels task t, which had not ended when read.
-	cancel(ctx context.Context, t weir.Task) (weir.Task, error)
+	// cancel cancels task t, which had not ended when read; msg is
+	// its error message (why).
+	cancel(ctx context.Context, t weir.Task, msg string) (weir.Task, error)
 	// passing reports whether err, which kept a queued task from
 	// queueing, leaves it queued for the ledger to queue again rather
 	// than ending it.

@@ -51,10 +51,13 @@ func (s *Service) Submit(ctx context.Context, t *weir.Task) (created bool, err e
 	if latest := now.Add(s.cfg.MaxWait); t.Deadline.IsZero() || t.Deadline.After(latest) {
 		t.Deadline = latest
 	}
-	// Plan first: a task that cannot be served is refused before it is
-	// stored.
+	// Plan first: a task that cannot be served, or finds the backlog
+	// full, is refused before it is stored.
 	req, err := s.request(ctx, *t)
 	if err != nil {
+		return false, err
+	}
+	if err := s.backlogFull(ctx); err != nil {
 		return false, err
 	}
 	created, err = s.store.TaskCreate(ctx, t)
@@ -63,6 +66,21 @@ func (s *Service) Submit(ctx context.Context, t *weir.Task) (created bool, err e
 	}
 	s.cfg.Metrics.TaskTransition(weir.TaskQueued)
 	return true, s.ledger.submit(ctx, t, req)
+}
+
+// backlogFull is the refusal of a submission while Config.QueueLimit
+// tasks wait in the queue: the workers scope's waiters, as the engine
+// (in a fleet, the leader's) counts them. An engine that cannot say
+// refuses nothing here; the workers scope's own queue limit then refuses
+// the task as it queues, and it ends queue_full. A resubmission of an
+// Idempotency-Key is refused too while the backlog is full: the client
+// retries later, and finds its task then.
+func (s *Service) backlogFull(ctx context.Context) error {
+	st, err := s.engine.Scope(ctx, WorkersScope)
+	if err != nil || st.Queued < s.cfg.QueueLimit {
+		return nil
+	}
+	return &admission.QueueFullError{Scope: WorkersScope, Limit: s.cfg.QueueLimit}
 }
 
 // enqueue makes a queued task a waiter in the engine.
@@ -105,29 +123,63 @@ func (s *Service) waitEnded(id string, err error) {
 	}
 }
 
-// requeueFailed settles a task, accepted and queued once, that could not
-// queue again (after a retry, a platform's refusal, a failed commit): a
-// failure that lasts (no candidate, its wait over) ends it; a passing one
-// (a full queue, the store or the planner failing) must not lose it, so
-// it queues again later, after a backoff that grows while the trouble
-// lasts, through later (enqueueAfter, or the fleet ledger's deferQueue).
+// requeueFailed settles a task, accepted and stored queued, that could
+// not queue (again: after a retry, a platform's refusal, a failed
+// commit; or at a recovery or a fleet ledger's poll): a failure that
+// lasts (lasting: no candidate, its wait over, its key gone) ends it; a
+// passing one (a full queue, the store or the planner failing) must not
+// lose it, so it queues again later, after a backoff that grows while
+// the trouble lasts, through later (enqueueAfter, or the fleet ledger's
+// deferQueue).
 func (s *Service) requeueFailed(ctx context.Context, id string, err error, later func(string, time.Duration)) {
 	switch {
 	case errors.Is(err, admission.ErrClosed), errors.Is(err, admission.ErrFenced), errors.Is(err, admission.ErrDuplicate):
 		// Shutting down, or queued already: the store keeps it queued.
 		return
-	case errors.Is(err, admission.ErrQueueFull), !taskFault(err):
+	case !lasting(err):
 		s.mu.Lock()
 		s.deferrals[id]++
 		n := s.deferrals[id]
 		s.mu.Unlock()
 		wait := commitBackoff(n)
-		s.logger.Warn("a task could not queue again; it tries again later", "task", id, "tries", n, "after_ms", wait.Milliseconds(), "error", err)
+		s.cfg.Metrics.TaskDispatch("deferred")
+		if errors.Is(err, admission.ErrQueueFull) {
+			s.cfg.Metrics.TaskCandidateSkipped("queue_full")
+		}
+		if logDue(n) {
+			s.logger.Warn("a task could not queue; it tries again later", "task", id, "tries", n, "after_ms", wait.Milliseconds(), "error", err)
+		}
 		later(id, wait)
 		return
 	}
 	s.forgetDeferrals(id)
 	s.failQueued(ctx, id, err)
+}
+
+// lasting reports whether err, which kept a stored task from queueing,
+// will keep doing so: the engine's verdict on the task itself (taskFault:
+// no candidate left, its wait over, a scope it needs unknown), or the
+// store's kinds that say the task's record or its key is gone or wrong
+// (weir.ErrNotFound, weir.ErrInvalid). A full queue passes, and so does
+// any other failure: the store or the catalog not answering now (a
+// restart, a failover, a catalog not applied yet) says nothing of the
+// task.
+func lasting(err error) bool {
+	switch {
+	case errors.Is(err, admission.ErrQueueFull):
+		return false
+	case taskFault(err), errors.Is(err, weir.ErrNotFound), errors.Is(err, weir.ErrInvalid):
+		return true
+	}
+	return false
+}
+
+// logDue reports whether the n-th failure in a row of one thing is
+// logged: the 1st, 5th, 7th and every 10th, so that a failure that
+// lasts is seen, with its count, without a line at every retry
+// (weir_task_dispatch_total counts each).
+func logDue(n int) bool {
+	return n == 1 || n == 5 || n == 7 || n%10 == 0
 }
 
 // forgetDeferrals forgets task id's passing failures to queue again.

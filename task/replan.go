@@ -66,6 +66,7 @@ func (s *Service) Replan(ctx context.Context) int {
 			s.logger.Warn("a queued task could not move to its new candidates", "task", m.req.ID, "error", err)
 		}
 		if ok {
+			s.cfg.Metrics.TaskDispatch("replanned")
 			moved++
 		}
 	}

@@ -155,14 +155,20 @@ func (tm *term) act(ctx context.Context, a actions) (restored, queued int) {
 		}
 		req, err := s.request(ctx, q.t)
 		if err != nil {
+			// A planner that cannot plan now (the store failing) leaves
+			// the task queued, to queue after a backoff; one that finds
+			// no candidate ends it.
 			tm.unreserve(q.t.ID, q.w)
-			s.failQueued(ctx, q.t.ID, err)
+			s.requeueFailed(ctx, q.t.ID, err, tm.later())
 			continue
 		}
 		if err := tm.enqueueReserved(ctx, req, q.w); err != nil {
-			s.queueFailed(ctx, q.t.ID, err)
+			// A full queue (more queued than the backlog's bound, after
+			// it was lowered) waits too.
+			s.requeueFailed(ctx, q.t.ID, err, tm.later())
 			continue
 		}
+		s.forgetDeferrals(q.t.ID)
 		queued++
 	}
 	for _, r := range a.requeue {

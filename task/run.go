@@ -295,6 +295,7 @@ func (s *Service) enqueueAfter(id string, d time.Duration) {
 // returns every platform model that has since the task last queued for
 // all its candidates.
 func (s *Service) refuse(id, pm string) []string {
+	s.cfg.Metrics.TaskCandidateSkipped("refused")
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !slices.Contains(s.refusals[id], pm) {

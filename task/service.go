@@ -109,6 +109,11 @@ type Config struct {
 	// MaxWait is how long a task may stay queued before it expires.
 	// Default 24h.
 	MaxWait time.Duration
+	// QueueLimit bounds the backlog: the tasks waiting in the queue at
+	// once, across every platform (the workers scope's queue limit). A
+	// submission past it is refused with a *admission.QueueFullError
+	// before anything is stored. Default 10,000.
+	QueueLimit int
 	// PollMin and PollMax bound the wait between polls of a running job;
 	// the wait doubles from PollMin. Defaults 250ms and 10s.
 	PollMin, PollMax time.Duration
@@ -178,6 +183,13 @@ type Metrics interface {
 	// DroppedError counts an error that only the log sees (a release or
 	// a cancel no caller waits for); op names the step.
 	DroppedError(op string)
+	// TaskDispatch counts one of the dispatcher's outcomes beside
+	// admissions: commit_failed, deposed, poisoned, deferred, replanned.
+	TaskDispatch(outcome string)
+	// TaskCandidateSkipped counts a candidate a task went without:
+	// queue_full (every candidate's queue full), refused (its upstream
+	// refused the submit).
+	TaskCandidateSkipped(reason string)
 }
 
 type noMetrics struct{}
@@ -191,6 +203,10 @@ func (noMetrics) TaskRan(string, weir.TaskStatus, time.Duration) {}
 func (noMetrics) WebhookAttempt(string) {}
 
 func (noMetrics) DroppedError(string) {}
+
+func (noMetrics) TaskDispatch(string) {}
+
+func (noMetrics) TaskCandidateSkipped(string) {}
 
 func (c *Config) defaults() {
 	if c.Workers <= 0 {
@@ -222,6 +238,9 @@ func (c *Config) defaults() {
 	}
 	if c.FleetPoll <= 0 {
 		c.FleetPoll = 2 * time.Second
+	}
+	if c.QueueLimit <= 0 {
+		c.QueueLimit = 10_000
 	}
 	if c.Metrics == nil {
 		c.Metrics = noMetrics{}
@@ -353,6 +372,9 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 	}
 	if hooks.PerKey <= 0 {
 		hooks.PerKey = webhookPerKey
+	}
+	if hooks.DefaultURL != "" && (hooks.Sender == nil || hooks.Signer == nil) {
+		return nil, errors.New("task: Webhooks.DefaultURL needs a Sender and a Signer: its events are signed as a task's callbacks are")
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -534,6 +556,7 @@ func (s *Service) finish(ctx context.Context, t weir.Task, from []weir.TaskStatu
 			s.ended(t)
 		}
 		s.forgetRefusals(t.ID)
+		s.forgetDeferrals(t.ID)
 		if tm := s.current(); tm != nil {
 			tm.forget(t.ID)
 		}
@@ -581,8 +604,26 @@ func (s *Service) Cancel(ctx context.Context, id string) (weir.Task, error) {
 	if err != nil || t.Status.Terminal() {
 		return t, err
 	}
-	return s.ledger.cancel(context.WithoutCancel(ctx), t)
+	return s.ledger.cancel(context.WithoutCancel(ctx), t, "cancelled by the client")
 }
+
+// Withdraw cancels task id, as Cancel does (upstream too, if its job
+// was sent), because the client that submitted it left before it was
+// told the task was accepted: nobody knows the task's id, and the
+// client, which saw its submission fail, may submit it again. ctx may
+// have ended (the client's request's); the cancel does not stop with it.
+func (s *Service) Withdraw(ctx context.Context, id string) (weir.Task, error) {
+	ctx = context.WithoutCancel(ctx)
+	t, err := s.Get(ctx, id)
+	if err != nil || t.Status.Terminal() {
+		return t, err
+	}
+	s.logger.Info("a submission's client left before it was answered: its task is cancelled", "task", id, "status", t.Status)
+	return s.ledger.cancel(ctx, t, withdrawnMessage)
+}
+
+// withdrawnMessage is the error message of a task Withdraw cancelled.
+const withdrawnMessage = "cancelled: the client left before its submission was answered"
 
 // cancelUpstream cancels t's upstream job, if it has one.
 func (s *Service) cancelUpstream(ctx context.Context, t weir.Task) {

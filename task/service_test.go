@@ -327,7 +327,8 @@ func TestExpiresAtOnceWithNoWaitLeft(t *testing.T) {
 func TestAdmissionCommitFailure(t *testing.T) {
 	t.Parallel()
 	logs := newLogCounter()
-	s, b := setup(t, setupOpts{Logger: slog.New(logs)})
+	m := &recordingMetrics{}
+	s, b := setup(t, setupOpts{Logger: slog.New(logs), Config: Config{Metrics: m}})
 	db := b.store.SQL()
 	if _, err := db.Exec(`CREATE TRIGGER refuse_admit BEFORE UPDATE OF status ON tasks
 		WHEN NEW.status = 'admitted' BEGIN SELECT RAISE(ABORT, 'disk full (test)'); END`); err != nil {
@@ -335,18 +336,18 @@ func TestAdmissionCommitFailure(t *testing.T) {
 	}
 	tk := b.submit(t, s, nil)
 	const failed = "admission commit failed; tasks queue again"
-	waitFor(t, "an admission commit to fail", func() bool { return logs.count(failed) >= 1 })
+	waitFor(t, "an admission commit to fail", func() bool { return m.dispatched("commit_failed") >= 1 })
 	// It queues again after a wait, not in a busy loop.
 	waitFor(t, "the task to wait before it queues again", func() bool { at, ok := b.clock.next(); return ok && at.Equal(testStart.Add(admitRetry)) })
-	if n := logs.count(failed); n != 1 {
-		t.Errorf("%d failed commits before the clock moved, want 1", n)
+	if n, logged := m.dispatched("commit_failed"), logs.count(failed); n != 1 || logged != 1 {
+		t.Errorf("%d failed commits before the clock moved (%d logged), want 1", n, logged)
 	}
 	if got := b.get(t, tk.ID); got.Status != weir.TaskQueued {
 		t.Fatalf("task %s after its admission failed to commit, want queued", got.Status)
 	}
 	b.waitReleased(t)
 	b.clock.Advance(admitRetry)
-	waitFor(t, "the commit to fail again", func() bool { return logs.count(failed) >= 2 })
+	waitFor(t, "the commit to fail again", func() bool { return m.dispatched("commit_failed") >= 2 })
 	if _, err := db.Exec(`DROP TRIGGER refuse_admit`); err != nil {
 		t.Fatal(err)
 	}
@@ -359,20 +360,26 @@ func TestAdmissionCommitFailure(t *testing.T) {
 
 // TestAdmissionCommitBacksOff: while the store keeps refusing
 // admissions, a task queues again after a wait that doubles with each
-// failure in a row (1 s, then about 2 s, then about 4 s), not every
-// second for ever.
+// failure in a row (1 s, then about 2 s, then about 4 s, up to 30 s),
+// not every second for ever. Each failure is counted; the log has the
+// 1st, 5th, 7th and 10th.
 func TestAdmissionCommitBacksOff(t *testing.T) {
 	t.Parallel()
 	logs := newLogCounter()
-	s, b := setup(t, setupOpts{Logger: slog.New(logs)})
+	m := &recordingMetrics{}
+	s, b := setup(t, setupOpts{Logger: slog.New(logs), Config: Config{Metrics: m}})
 	if _, err := b.store.SQL().Exec(`CREATE TRIGGER refuse_admit BEFORE UPDATE OF status ON tasks
 		WHEN NEW.status = 'admitted' BEGIN SELECT RAISE(ABORT, 'disk full (test)'); END`); err != nil {
 		t.Fatal(err)
 	}
 	b.submit(t, s, nil)
 	const failed = "admission commit failed; tasks queue again"
-	for i, want := range []time.Duration{admitRetry, 2 * admitRetry, 4 * admitRetry} {
-		waitFor(t, "an admission commit to fail", func() bool { return logs.count(failed) >= i+1 })
+	waits := []time.Duration{admitRetry, 2 * admitRetry, 4 * admitRetry, 8 * admitRetry, 16 * admitRetry}
+	for range 5 {
+		waits = append(waits, admitRetryMax)
+	}
+	for i, want := range waits {
+		waitFor(t, "an admission commit to fail", func() bool { return m.dispatched("commit_failed") >= i+1 })
 		var wait time.Duration
 		waitFor(t, "the task's wait before it queues again", func() bool {
 			at, ok := b.clock.next()
@@ -383,6 +390,9 @@ func TestAdmissionCommitBacksOff(t *testing.T) {
 			t.Fatalf("failure %d: the task queues again after %s; want %s less at most a fifth", i+1, wait, want)
 		}
 		b.clock.Advance(wait)
+	}
+	if n := logs.count(failed); n != 4 {
+		t.Errorf("%d of 10 failed commits logged, want 4 (the 1st, 5th, 7th and 10th)", n)
 	}
 }
 

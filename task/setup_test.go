@@ -439,6 +439,15 @@ type testPlanner struct {
 	targets map[string]Target
 	health  []healthReport
 	pauses  []string // "pm for d", from PauseUpstream
+	// fail, while set, is what every Plan returns.
+	fail error
+}
+
+// failWith makes every later Plan fail with err; nil: plan again.
+func (p *testPlanner) failWith(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fail = err
 }
 
 func (p *testPlanner) PauseUpstream(pm string, d time.Duration) {
@@ -463,6 +472,9 @@ var errUnknownModel = errors.New("unknown model")
 func (p *testPlanner) Plan(_ context.Context, t weir.Task) ([]admission.Candidate, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.fail != nil {
+		return nil, p.fail
+	}
 	pms, ok := p.models[t.Model]
 	if !ok || len(pms) == 0 {
 		return nil, errUnknownModel
@@ -514,6 +526,41 @@ type recordingMetrics struct {
 	mu          sync.Mutex
 	transitions []weir.TaskStatus
 	waited, ran int
+	// dispatch and skipped count TaskDispatch's outcomes and
+	// TaskCandidateSkipped's reasons.
+	dispatch, skipped map[string]int
+}
+
+func (m *recordingMetrics) TaskDispatch(outcome string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.dispatch == nil {
+		m.dispatch = map[string]int{}
+	}
+	m.dispatch[outcome]++
+}
+
+func (m *recordingMetrics) TaskCandidateSkipped(reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.skipped == nil {
+		m.skipped = map[string]int{}
+	}
+	m.skipped[reason]++
+}
+
+// dispatched is how many times outcome was counted.
+func (m *recordingMetrics) dispatched(outcome string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.dispatch[outcome]
+}
+
+// skips is how many times reason was counted.
+func (m *recordingMetrics) skips(reason string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.skipped[reason]
 }
 
 func (m *recordingMetrics) TaskTransition(st weir.TaskStatus) {

@@ -128,13 +128,13 @@ func (sl *soloLedger) done(ctx context.Context, id string, back *sentBack) {
 
 // cancel takes a queued task out of the engine first; a task the store
 // would not cancel queues again.
-func (sl *soloLedger) cancel(ctx context.Context, t weir.Task) (weir.Task, error) {
+func (sl *soloLedger) cancel(ctx context.Context, t weir.Task, msg string) (weir.Task, error) {
 	s, id := sl.s, t.ID
 	if t.Status == weir.TaskQueued {
 		s.dropped("cancel", s.engine.Cancel(ctx, id))
 	}
 	ok, err := s.finish(ctx, t, []weir.TaskStatus{weir.TaskQueued, weir.TaskAdmitted, weir.TaskRunning},
-		weir.TaskUpdate{Status: weir.TaskCancelled, ErrorCode: "cancelled", ErrorMessage: "cancelled by the client"})
+		weir.TaskUpdate{Status: weir.TaskCancelled, ErrorCode: "cancelled", ErrorMessage: msg})
 	if err != nil {
 		// Not cancelled after all: a queued task that left the engine
 		// waits again.

@@ -32,6 +32,11 @@ type Webhooks struct {
 	OperatorURL    string
 	OperatorSigner *webhook.Signer
 	OperatorSender *webhook.Sender
+	// DefaultURL receives the terminal event of every task that names no
+	// callback URL of its own, signed by Signer as a task's callbacks
+	// are, and sent by OperatorSender (default Sender): the operator's
+	// receiver, which may be on an internal network. "": none.
+	DefaultURL string
 }
 
 // deferMin and deferMax bound how long a delivery whose key is at its
@@ -210,9 +215,13 @@ func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 	if err != nil {
 		return river.JobCancel(err)
 	}
+	url, sender := s.callbackOf(t)
+	if url == "" {
+		return river.JobCancel(fmt.Errorf("webhook for %s: no callback URL (the default was unset since)", t.ID))
+	}
 	ctx, span := s.callbackSpan(ctx, t, job.Args.EventID, job.JobRow)
 	defer endTaskSpan(span)
-	at, err := s.hooks.Sender.Send(ctx, webhook.Message{URL: t.CallbackURL, ID: job.Args.EventID, Body: body, Signer: s.hooks.Signer, Tenant: t.KeyID})
+	at, err := sender.Send(ctx, webhook.Message{URL: url, ID: job.Args.EventID, Body: body, Signer: s.hooks.Signer, Tenant: t.KeyID})
 	s.cfg.Metrics.WebhookAttempt(at.Outcome.String())
 	switch at.Outcome {
 	case webhook.Delivered:
@@ -225,7 +234,7 @@ func (w *webhookWorker) Work(ctx context.Context, job *river.Job[WebhookArgs]) e
 		}
 		fallthrough
 	case webhook.Refused:
-		s.logger.Warn("webhook dropped", "task", t.ID, "callback", webhook.Redact(t.CallbackURL), "outcome", at.Outcome.String(), "error", err)
+		s.logger.Warn("webhook dropped", "task", t.ID, "callback", webhook.Redact(url), "outcome", at.Outcome.String(), "error", err)
 		return river.JobCancel(err)
 	}
 	return fmt.Errorf("webhook for %s: %w", t.ID, err)
@@ -271,6 +280,26 @@ func (s *Service) callbacksOn(t weir.Task) bool {
 	return t.CallbackURL != "" && t.CallbackGoneAt.IsZero() && s.hooks.Sender != nil
 }
 
+// terminalCallbackOn reports whether t's terminal event is sent: to its
+// callback URL, or else to the default one (Webhooks.DefaultURL), unless
+// that answered 410 Gone to an event of t.
+func (s *Service) terminalCallbackOn(t weir.Task) bool {
+	return s.callbacksOn(t) || (t.CallbackURL == "" && s.hooks.DefaultURL != "" && t.CallbackGoneAt.IsZero() && s.hooks.Sender != nil)
+}
+
+// callbackOf is where t's events go, and who sends them: its own
+// callback URL by the clients' sender, or else the default one by the
+// operator's.
+func (s *Service) callbackOf(t weir.Task) (string, *webhook.Sender) {
+	if t.CallbackURL != "" || s.hooks.DefaultURL == "" {
+		return t.CallbackURL, s.hooks.Sender
+	}
+	if s.hooks.OperatorSender != nil {
+		return s.hooks.DefaultURL, s.hooks.OperatorSender
+	}
+	return s.hooks.DefaultURL, s.hooks.Sender
+}
+
 // insertEventTx inserts the webhook job of one event in tx.
 func (s *Service) insertEventTx(ctx context.Context, tx txn, args WebhookArgs) error {
 	return tx.jobInsert(ctx, args, &river.InsertOpts{Queue: queueWebhooks, MaxAttempts: s.hooks.Schedule.MaxAttempts()})
@@ -281,7 +310,7 @@ func (s *Service) insertEventTx(ctx context.Context, tx txn, args WebhookArgs) e
 // sent exactly for the transitions that happened.
 func (s *Service) finishTx(ctx context.Context, tx txn, t weir.Task, u weir.TaskUpdate) (bool, error) {
 	ok, err := tx.taskUpdate(ctx, &weir.TaskUpdateParams{ID: t.ID, Update: u})
-	if err != nil || !ok || !s.callbacksOn(t) {
+	if err != nil || !ok || !s.terminalCallbackOn(t) {
 		return ok, err
 	}
 	args := WebhookArgs{TaskID: t.ID, KeyID: t.KeyID, EventID: "evt_" + t.ID + "_" + string(u.Status), Type: eventType(u.Status), At: u.FinishedAt}
