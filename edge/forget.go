@@ -23,21 +23,18 @@ import (
 // one it had.
 
 // ErrUnknownNode is Forget's answer for a node the Hub has not seen
-// since it started, or has forgotten.
-var ErrUnknownNode = errors.New("edge: no such node")
+// since it started, or has forgotten; it matches weir.ErrNotFound.
+var ErrUnknownNode = fmt.Errorf("edge: no such node (%w)", weir.ErrNotFound)
 
 // ErrNodeConnected is Forget's answer for a node whose session is live:
 // it would register its scopes again at its next session. Revoke its
-// token first (weir nodes revoke), which ends its session.
-var ErrNodeConnected = errors.New("edge: the node is connected")
+// token first (weir nodes revoke), which ends its session. It matches
+// weir.ErrConflict.
+var ErrNodeConnected = fmt.Errorf("edge: the node is connected (%w)", weir.ErrConflict)
 
 // Forgotten is a node Forget retired: its id and name, and the scopes
 // it retired.
-type Forgotten struct {
-	ID     string   `json:"id"`
-	Name   string   `json:"name"`
-	Scopes []string `json:"scopes"`
-}
+type Forgotten = weir.ForgottenNode
 
 // Forget retires the scopes of the gone node named by id or name (its
 // id, or its name as it last registered) at once, and forgets the node:
@@ -108,21 +105,26 @@ func (h *Hub) forget(ctx context.Context, n *node, gen uint64) (Forgotten, error
 		h.mu.Unlock()
 		return Forgotten{}, fmt.Errorf("%w: %s", ErrUnknownNode, n.id)
 	}
-	f := Forgotten{ID: n.id, Name: n.name, Scopes: []string{}}
+	var scopes []string
 	for _, p := range sortedProviders(n.providers) {
-		f.Scopes = append(f.Scopes, weir.NodeScope(n.id, p.Id))
+		scopes = append(scopes, weir.NodeScope(n.id, p.Id))
 		if p.LongSlots > 0 {
-			f.Scopes = append(f.Scopes, weir.NodeLongScope(n.id, p.Id))
+			scopes = append(scopes, weir.NodeLongScope(n.id, p.Id))
 		}
 	}
-	providers := n.providers
+	f := Forgotten{ID: n.id, Name: n.name, Scopes: []string{}}
+	providers, last := n.providers, n.gen
 	n.providers = nil
 	stopTimer(&n.forgetTimer)
 	h.mu.Unlock()
 	var failed error
-	for _, scope := range f.Scopes {
-		if err := h.deps.Engine.RemoveScope(ctx, scope); err != nil && !errors.Is(err, admission.ErrUnknownScope) {
+	for _, scope := range scopes {
+		retired, err := h.retire(ctx, scope, last)
+		if err != nil {
 			failed = errors.Join(failed, fmt.Errorf("retire %s: %w", scope, err))
+		}
+		if retired {
+			f.Scopes = append(f.Scopes, scope)
 		}
 	}
 	if failed != nil {
@@ -132,6 +134,26 @@ func (h *Hub) forget(ctx context.Context, n *node, gen uint64) (Forgotten, error
 	}
 	h.changed()
 	return f, nil
+}
+
+// retire removes scope, of a node whose newest session here was of
+// generation gen, from the engine if it is still that node's, orphaned
+// at gen or before. In a fleet the node may have moved: a session of
+// another replica's then owns it, at a newer generation, and it stays.
+func (h *Hub) retire(ctx context.Context, scope string, gen uint64) (bool, error) {
+	st, err := h.deps.Engine.Scope(ctx, scope)
+	switch {
+	case errors.Is(err, admission.ErrUnknownScope):
+		return false, nil
+	case err != nil:
+		return false, err
+	case !st.Orphaned || st.Config.OwnerGen > gen:
+		return false, nil
+	}
+	if err := h.deps.Engine.RemoveScope(ctx, scope); err != nil && !errors.Is(err, admission.ErrUnknownScope) {
+		return false, err
+	}
+	return true, nil
 }
 
 // keepProviders gives gone node n its providers back after a forget

@@ -169,3 +169,31 @@ func TestForget(t *testing.T) {
 		t.Errorf("nodes after the bound: %+v", n)
 	}
 }
+
+// TestForgetLeavesMovedNode: in a fleet a gone node may have moved to
+// another replica, whose session owns its scopes at a newer generation:
+// forgetting it here retires none of them.
+func TestForgetLeavesMovedNode(t *testing.T) {
+	t.Parallel()
+	b := forgetBundle(t, time.Hour)
+	gen, scopes := b.goneNode(t)
+	owner := weir.NodeOwner("node_a")
+	// Another replica's Hub registers the node at a newer generation.
+	for _, sc := range scopes {
+		if err := b.engine.SetScope(t.Context(), sc, admission.ScopeConfig{Limit: 1, Owner: owner, OwnerGen: gen + 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.engine.Activate(t.Context(), owner, gen+10); err != nil {
+		t.Fatal(err)
+	}
+	f, err := b.hub.Forget(t.Context(), "node_a")
+	if err != nil || len(f.Scopes) != 0 {
+		t.Fatalf("forget a node that moved: %+v, %v; want it forgotten here, no scope retired", f, err)
+	}
+	for _, sc := range scopes {
+		if st := b.scope(t, sc); st.Orphaned || st.Config.OwnerGen != gen+10 {
+			t.Errorf("%s of the moved node's session: %+v orphaned=%v", sc, st.Config, st.Orphaned)
+		}
+	}
+}
