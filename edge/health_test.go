@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -25,8 +26,8 @@ func (b *testBundle) stallWith(t *testing.T, s *testSession, ev *edgepb.Evidence
 	if err := rs.Send(up(&edgepb.RunEnd{Kind: edgepb.RunEnd_STALLED, Message: "no progress", Evidence: ev})); err != nil {
 		t.Fatal(err)
 	}
-	if r := <-res; r.err == nil {
-		t.Fatal("a stalled run succeeded")
+	if r := <-res; !errors.Is(r.err, weir.ErrNodeStalled) {
+		t.Fatalf("a stalled run's error: %v, want weir.ErrNodeStalled, for the gateway's handoff", r.err)
 	}
 }
 

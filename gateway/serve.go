@@ -109,6 +109,7 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 			return err
 		}
 		last = retry
+		s.handoff(c, t, retry)
 		if until, paused := s.pausedUntil(t.pm); t.node == nil && paused && (c.Deadline.IsZero() || until.Before(c.Deadline)) {
 			// Paused, not failed: the request waits for it again (or
 			// goes to a candidate that has room first).
@@ -132,6 +133,23 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 	err = &Error{Category: category, Message: "every upstream attempt failed; last: " + last.Error(), RetryAfter: last.RetryAfter, Err: last}
 	c.end(outcomeOf(err))
 	return err
+}
+
+// handoff records, if c leaves t for the next candidate because t is an
+// edge node's provider whose run stalled (retry), the handoff in c's
+// usage record (weir.Usage.Handoff) and the log.
+func (s *Service) handoff(c *Call, t target, retry error) {
+	if t.node == nil || !errors.Is(retry, weir.ErrNodeStalled) {
+		return
+	}
+	const why = "stalled"
+	mark := why + " " + t.name()
+	if c.Usage.Handoff != "" {
+		mark = c.Usage.Handoff + ", " + mark
+	}
+	c.Usage.Handoff = mark
+	s.logger(c).Warn("an edge node's run handed off to the next candidate", "handoff", why, "node", t.node.Node,
+		"provider", t.node.Provider, "generation", t.node.Gen)
 }
 
 // admitPreferred admits c on the target its strict affinity prefers
