@@ -41,18 +41,7 @@ type Forgotten = weir.ForgottenNode
 // ErrUnknownNode if the Hub has no such node, ErrNodeConnected if its
 // session is live.
 func (h *Hub) Forget(ctx context.Context, idOrName string) (Forgotten, error) {
-	h.mu.Lock()
-	n := h.nodes[idOrName]
-	if n == nil || n.providers == nil {
-		n = nil
-		for _, c := range h.nodes {
-			if c.name == idOrName && c.providers != nil {
-				n = c
-				break
-			}
-		}
-	}
-	h.mu.Unlock()
+	n := h.find(idOrName)
 	if n == nil {
 		return Forgotten{}, fmt.Errorf("%w: %q", ErrUnknownNode, idOrName)
 	}
@@ -62,6 +51,32 @@ func (h *Hub) Forget(ctx context.Context, idOrName string) (Forgotten, error) {
 	}
 	h.deps.Logger.Warn("edge: a gone node forgotten by an operator; its scopes are retired", "node", f.ID, "name", f.Name, "scopes", f.Scopes)
 	return f, nil
+}
+
+// find is the registered node of that id or name, or nil.
+func (h *Hub) find(idOrName string) *node {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n := h.nodes[idOrName]; n != nil && n.providers != nil {
+		return n
+	}
+	for _, n := range h.nodes {
+		if n.name == idOrName && n.providers != nil {
+			return n
+		}
+	}
+	return nil
+}
+
+// live reports whether the node of that id or name has a live session.
+func (h *Hub) live(idOrName string) bool {
+	n := h.find(idOrName)
+	if n == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return n.sess != nil
 }
 
 // forgetLaterLocked forgets n after d, unless it has a session, or a

@@ -45,6 +45,10 @@ func (r *Relay) Forget(ctx context.Context, node string) (weir.ForgottenNode, er
 		out.ID, out.Name = f.ID, f.Name
 		out.Scopes = append(out.Scopes, f.Scopes...)
 	}
+	if r.hub != nil && r.hub.live(node) {
+		return weir.ForgottenNode{}, fmt.Errorf("%w: node %q has a live session on this replica; revoke its token (weir nodes revoke) to end it, then forget it",
+			ErrNodeConnected, node)
+	}
 	var bases []string
 	if h, ok := r.dir.(Holders); ok && r.cfg.Secret != "" {
 		bases = h.Holding(node)
@@ -70,6 +74,8 @@ func (r *Relay) Forget(ctx context.Context, node string) (weir.ForgottenNode, er
 		case err == nil:
 			merge(f)
 		case errors.Is(err, ErrUnknownNode):
+		case errors.Is(err, ErrNodeConnected):
+			return weir.ForgottenNode{}, err
 		default:
 			failed = errors.Join(failed, err)
 		}

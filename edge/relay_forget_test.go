@@ -106,3 +106,19 @@ func TestForgetHandlerNeedsSecret(t *testing.T) {
 		t.Fatal("a refused forget retired the node's scope")
 	}
 }
+
+// TestRelayForgetRefusesLocalLiveNode: a node live on the replica asked
+// is refused before any other replica is asked.
+func TestRelayForgetRefusesLocalLiveNode(t *testing.T) {
+	t.Parallel()
+	here, there, relay := forgetFleet(t)
+	_, scopes := here.goneNode(t) // an older session, gone, on the other replica
+	live := there.open(t, "wn-a")
+	live.welcome(testProvider("p", 1, "m"))
+	if _, err := relay.Forget(t.Context(), "gpu-a"); !errors.Is(err, ErrNodeConnected) {
+		t.Fatalf("forget a node live here: %v, want ErrNodeConnected", err)
+	}
+	if !here.hasScope(t, scopes[0]) || len(here.hub.Nodes(t.Context())) != 1 {
+		t.Error("the other replica forgot its gone session of the node all the same")
+	}
+}
