@@ -117,6 +117,12 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 		}
 		r.failed(t)
 	}
+	return s.noneServed(c, last)
+}
+
+// noneServed is the answer to c when no attempt served it: last is the
+// last attempt's failure, nil if none was made.
+func (s *Service) noneServed(c *Call, last *provider.Error) error {
 	if last != nil && last.Pauses() {
 		// The last upstream said when to come back, past this request's
 		// deadline: so does the answer.
@@ -130,7 +136,7 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 	if last.Timeout {
 		category = ErrUpstreamTimeout
 	}
-	err = &Error{Category: category, Message: "every upstream attempt failed; last: " + last.Error(), RetryAfter: last.RetryAfter, Err: last}
+	err := &Error{Category: category, Message: "every upstream attempt failed; last: " + last.Error(), RetryAfter: last.RetryAfter, Err: last}
 	c.end(outcomeOf(err))
 	return err
 }
