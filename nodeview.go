@@ -52,3 +52,12 @@ type ProviderView struct {
 	// request is sent to it until a probe finds it available again).
 	Health string `json:"health"`
 }
+
+// ForgottenNode is a gone edge node an operator forgot (POST
+// /admin/nodes/{node}/forget): its id and name as it last registered,
+// and the scopes of its slots that were retired.
+type ForgottenNode struct {
+	ID     string   `json:"id"`
+	Name   string   `json:"name"`
+	Scopes []string `json:"scopes"`
+}

@@ -42,6 +42,12 @@ func NodeLongScope(nodeID, provider string) string { return NodeScope(nodeID, pr
 // has no candidate, rather than a failed upstream.
 var ErrNodeGone = errors.New("the edge node's session has ended")
 
+// ErrNodeStalled marks a run on an edge node that made no progress for
+// the node's stall timeout before any of its answer reached the client:
+// the request may move to another candidate, a handoff its usage record
+// says (Usage.Handoff).
+var ErrNodeStalled = errors.New("the edge node's run stalled")
+
 // NodeOwner is the admission owner id of a node's scopes and leases.
 func NodeOwner(nodeID string) string { return nodeScopePrefix + nodeID }
 

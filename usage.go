@@ -33,6 +33,11 @@ type Usage struct {
 	// Outcome is a low-cardinality word: ok, queue_timeout, queue_full,
 	// upstream_error, cancelled...
 	Outcome string
+	// Handoff, if set, says the request left a candidate for the next
+	// one in a way an operator should see: "stalled node:<node>/<provider>"
+	// for an edge node's run that stalled (ErrNodeStalled) before any of
+	// its answer reached the client; several are joined by ", ".
+	Handoff string
 	At      time.Time
 }
 

@@ -377,6 +377,11 @@ type Edge struct {
 	// released and its waiters move to other candidates. More than
 	// heartbeat_interval. Default 6s.
 	HeartbeatTimeout time.Duration `yaml:"heartbeat_timeout"`
+	// ForgetAfter is how long after a node is gone, with no newer session,
+	// the gateway forgets it: its slots' scopes are retired and it leaves
+	// /admin/nodes (weir nodes forget does it at once). Default 24h; 0:
+	// never.
+	ForgetAfter time.Duration `yaml:"forget_after"`
 }
 
 // Platform is one upstream account.
@@ -650,6 +655,7 @@ func Default() *Config {
 		Edge: Edge{
 			HeartbeatInterval: 2 * time.Second,
 			HeartbeatTimeout:  6 * time.Second,
+			ForgetAfter:       24 * time.Hour,
 		},
 		Tasks: Tasks{
 			Workers:     100,

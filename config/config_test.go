@@ -140,7 +140,7 @@ func TestDefaultValues(t *testing.T) {
 			TermTTL: 10 * time.Second, HeartbeatTimeout: 6 * time.Second, Poll: 5 * time.Second,
 			Unavailable: "closed", ReleaseSilent: "call_timeout",
 		},
-		Edge: Edge{HeartbeatInterval: 2 * time.Second, HeartbeatTimeout: 6 * time.Second},
+		Edge: Edge{HeartbeatInterval: 2 * time.Second, HeartbeatTimeout: 6 * time.Second, ForgetAfter: 24 * time.Hour},
 		Tasks: Tasks{
 			Workers: 100, QueueLimit: 10_000, MaxWait: 24 * time.Hour, PollMin: 250 * time.Millisecond, PollMax: 10 * time.Second,
 			MaxAttempts: 5, LeaseTTL: 5 * time.Minute, RescueAfter: 2 * time.Minute, Retention: 30 * 24 * time.Hour,
@@ -335,6 +335,7 @@ func TestEnvOverrides(t *testing.T) {
 		{"WEIR_EDGE_TLS_KEY", "/etc/weir/edge.key", func(c *Config) { c.Edge.TLSKey = "/etc/weir/edge.key" }},
 		{"WEIR_EDGE_HEARTBEAT_INTERVAL", "1s", func(c *Config) { c.Edge.HeartbeatInterval = time.Second }},
 		{"WEIR_EDGE_HEARTBEAT_TIMEOUT", "9s", func(c *Config) { c.Edge.HeartbeatTimeout = 9 * time.Second }},
+		{"WEIR_EDGE_FORGET_AFTER", "1h", func(c *Config) { c.Edge.ForgetAfter = time.Hour }},
 	}
 
 	// Every override the code offers is tested here, and nothing else.
@@ -571,6 +572,8 @@ func TestValidate(t *testing.T) {
 			`edge.tls_cert: tls_cert and tls_key go together: give both, or neither for plaintext`},
 		{"edge heartbeat timeout too short", func(c *Config) { c.Edge.HeartbeatTimeout = c.Edge.HeartbeatInterval },
 			`edge.heartbeat_timeout: 2s is not longer than edge.heartbeat_interval 2s: one late heartbeat would declare a node gone`},
+		{"negative edge forget_after", func(c *Config) { c.Edge.ForgetAfter = -time.Hour },
+			`edge.forget_after: -1h0m0s is negative (a Go duration such as "24h"; 0: never forget a gone node)`},
 		{"unknown nodes order", func(c *Config) { c.Models[0].Nodes = "sometimes" },
 			`models[0].nodes: unknown order "sometimes": want first, last or never`},
 		{"negative weight", func(c *Config) { c.Models[0].Candidates[0].Weight = -1 },

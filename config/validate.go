@@ -326,6 +326,8 @@ func (e *Edge) validate() error {
 		return invalidf("edge.heartbeat_interval", "must be positive (a Go duration such as \"2s\")")
 	case e.HeartbeatTimeout <= e.HeartbeatInterval:
 		return invalidf("edge.heartbeat_timeout", "%v is not longer than edge.heartbeat_interval %v: one late heartbeat would declare a node gone", e.HeartbeatTimeout, e.HeartbeatInterval)
+	case e.ForgetAfter < 0:
+		return invalidf("edge.forget_after", "%v is negative (a Go duration such as \"24h\"; 0: never forget a gone node)", e.ForgetAfter)
 	}
 	return nil
 }

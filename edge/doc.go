@@ -33,6 +33,12 @@
 // are refused, so nothing of a superseded session can release or renew
 // what the newer one holds.
 //
+// A gone node's scopes stay, orphaned, for its next session to take
+// back. One gone for Config.ForgetAfter with no newer session is
+// forgotten: its scopes are retired and it leaves Nodes (forget.go);
+// Hub.Forget, and across a fleet Relay.Forget, do it at once for an
+// operator.
+//
 // # Runs
 //
 // The Welcome allows a node one Run stream opened ahead (ready) per slot,

@@ -67,6 +67,10 @@ type Config struct {
 	// held at once (more are closed as they come). Default 10s and 128.
 	AuthTimeout        time.Duration
 	MaxUnauthenticated int
+	// ForgetAfter is how long after a node's session ended, with no
+	// newer one, its scopes are retired and the node forgotten (forget.go).
+	// Default 24h; negative: never.
+	ForgetAfter time.Duration
 	// TLS, if set, is the server's TLS configuration; nil: plaintext
 	// (for loopback and private networks).
 	TLS *tls.Config
@@ -107,6 +111,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxUnauthenticated <= 0 {
 		c.MaxUnauthenticated = 128
+	}
+	if c.ForgetAfter == 0 {
+		c.ForgetAfter = 24 * time.Hour
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real
@@ -194,6 +201,9 @@ type node struct {
 	// scopes can be retired or taken over by the next session.
 	providers map[string]*edgepb.Provider
 	lastSeen  time.Time
+	// forgetTimer forgets the node ForgetAfter after its session ended;
+	// nil while a session lives. Guarded by Hub.mu.
+	forgetTimer clock.Timer
 }
 
 // New returns a Hub.
@@ -383,6 +393,7 @@ func (h *Hub) attach(ctx context.Context, id Identity, reg *edgepb.Register, s *
 	gen := h.nextGenLocked(n)
 	prev := n.providers
 	n.sess, n.providers, n.lastSeen = s, providerMap(reg.Providers), h.cfg.Clock.Now()
+	stopTimer(&n.forgetTimer)
 	s.node, s.gen = n, gen
 	h.mu.Unlock()
 
@@ -551,6 +562,7 @@ func (h *Hub) detach(s *session, cause error) {
 	current := n != nil && n.sess == s
 	if current {
 		n.sess = nil
+		h.forgetLaterLocked(n, s.gen, h.cfg.ForgetAfter)
 	}
 	h.mu.Unlock()
 	if current {

@@ -24,6 +24,7 @@ import (
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/edge/edgepb"
+	"github.com/weir-gateway/weir/metrics"
 )
 
 // within bounds every wait for something that should come at once.
@@ -45,9 +46,11 @@ type testBundle struct {
 
 	// conflicts counts the Hub's TokenConflict metric.
 	conflicts atomic.Int64
+	// metrics counts the Hub's evidence, as a server's /metrics does.
+	metrics *metrics.Metrics
 }
 
-func (b *testBundle) Evidence(source, decision string) {}
+func (b *testBundle) Evidence(source, decision string) { b.metrics.Evidence(source, decision) }
 func (b *testBundle) TokenConflict()                   { b.conflicts.Add(1) }
 
 // revoke makes Authenticate refuse token.
@@ -99,7 +102,7 @@ func setupWith(t testing.TB, edit func(*Config), guarded bool) *testBundle {
 	ends := &leaseEnds{n: make(map[admission.LeaseID]int)}
 	eng := admission.NewMemory(admission.Options{Clock: fc, Observer: ends})
 	t.Cleanup(eng.Close)
-	b := &testBundle{engine: eng, clock: fc, ends: ends, revoked: map[string]bool{}}
+	b := &testBundle{engine: eng, clock: fc, ends: ends, revoked: map[string]bool{}, metrics: metrics.New(nil)}
 	cfg := Config{HeartbeatInterval: time.Second, HeartbeatTimeout: 3 * time.Second, Clock: fc}
 	if edit != nil {
 		edit(&cfg)

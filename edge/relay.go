@@ -393,12 +393,14 @@ type relayError struct {
 	Timeout      bool   `json:"timeout,omitempty"`
 	Credential   bool   `json:"credential,omitempty"`
 	// Gone: the run never reached the node (weir.ErrNodeGone).
-	Gone    bool   `json:"gone,omitempty"`
+	Gone bool `json:"gone,omitempty"`
+	// Stalled: the node's run stalled (weir.ErrNodeStalled).
+	Stalled bool   `json:"stalled,omitempty"`
 	Message string `json:"message"`
 }
 
 func newRelayError(err error) relayError {
-	e := relayError{Message: err.Error(), Gone: errors.Is(err, weir.ErrNodeGone)}
+	e := relayError{Message: err.Error(), Gone: errors.Is(err, weir.ErrNodeGone), Stalled: errors.Is(err, weir.ErrNodeStalled)}
 	var pe *provider.Error
 	if errors.As(err, &pe) {
 		e.Status, e.Body, e.Timeout, e.Credential = pe.Status, pe.Body, pe.Timeout, pe.Credential
@@ -412,12 +414,25 @@ func newRelayError(err error) relayError {
 
 func (e relayError) providerError(t weir.NodeTarget) *provider.Error {
 	var err error = errors.New(e.Message)
-	if e.Gone {
+	switch {
+	case e.Gone:
 		err = fmt.Errorf("node %s (generation %d): %w", t.Node, t.Gen, weir.ErrNodeGone)
+	case e.Stalled:
+		err = markedError{msg: e.Message, mark: weir.ErrNodeStalled}
 	}
 	return &provider.Error{Status: e.Status, Body: e.Body, RetryAfter: time.Duration(e.RetryAfterMs) * time.Millisecond,
 		Timeout: e.Timeout, Credential: e.Credential, Err: err}
 }
+
+// markedError is an error's message as it came over the relay, marked
+// as what it was (errors.Is).
+type markedError struct {
+	msg  string
+	mark error
+}
+
+func (e markedError) Error() string { return e.msg }
+func (e markedError) Unwrap() error { return e.mark }
 
 // Handler takes the runs other replicas relay to this replica's nodes:
 // authenticated by the fleet's secret, run on the Hub, the answer

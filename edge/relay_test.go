@@ -288,8 +288,8 @@ func TestRelayKeepsATimeoutsClass(t *testing.T) {
 	rb := relaySetup(t)
 	resp, _ := rb.relayStart(t, rb.there, streamHead, &edgepb.Chunk{Data: []byte("data: 1\n\n")},
 		&edgepb.RunEnd{Kind: edgepb.RunEnd_STALLED, Message: "no progress for 30s"})
-	if pe := readCut(t, resp, "data: 1\n\n"); !pe.Timeout || !strings.Contains(pe.Error(), "no progress") {
-		t.Fatalf("the relayed end: %v; want the node's stall, a timeout", pe)
+	if pe := readCut(t, resp, "data: 1\n\n"); !pe.Timeout || !strings.Contains(pe.Error(), "no progress") || !errors.Is(pe, weir.ErrNodeStalled) {
+		t.Fatalf("the relayed end: %v; want the node's stall (weir.ErrNodeStalled), a timeout", pe)
 	}
 }
 

@@ -311,7 +311,7 @@ func endedDuring(t weir.NodeTarget) error {
 func endError(t weir.NodeTarget, e *edgepb.RunEnd) error {
 	switch e.Kind {
 	case edgepb.RunEnd_STALLED:
-		return &provider.Error{Timeout: true, Err: fmt.Errorf("node %s's provider %s stalled: %s", t.Node, t.Provider, e.Message)}
+		return &provider.Error{Timeout: true, Err: fmt.Errorf("node %s's provider %s: %w: %s", t.Node, t.Provider, weir.ErrNodeStalled, e.Message)}
 	case edgepb.RunEnd_COMPLETE:
 		return &provider.Error{Err: fmt.Errorf("node %s ended the run before its answer", t.Node)}
 	}

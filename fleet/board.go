@@ -79,6 +79,8 @@ type RemoteNodes struct {
 	// clock, as of the Read.
 	Age   time.Duration
 	Nodes []weir.NodeView
+	// Addr is the base URL the replica is reached at (its offer's).
+	Addr string
 }
 
 type nodeGen struct {
@@ -161,7 +163,7 @@ func (b *Board) Read(ctx context.Context) error {
 	// replica's nodes out, not the others'.
 	offers := make([]offer, 0, len(read))
 	for _, r := range read {
-		o := offer{addr: r.Addr, views: RemoteNodes{Replica: r.Replica, Age: r.Age}}
+		o := offer{addr: r.Addr, views: RemoteNodes{Replica: r.Replica, Age: r.Age, Addr: r.Addr}}
 		if err := json.Unmarshal(r.Served, &o.served); err != nil {
 			b.cfg.Logger.Warn("fleet: another replica's nodes are unreadable; they are not offered here", "replica", r.Replica, "error", err)
 			continue
@@ -218,6 +220,24 @@ func (b *Board) Nodes() []RemoteNodes {
 		return nil
 	}
 	return slices.Clone(b.views)
+}
+
+// Holding is the base URLs of the other replicas whose nodes, as of the
+// last Read, include node (by id or name), whether its session there is
+// live or gone (edge.Holders).
+func (b *Board) Holding(node string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.freshLocked() {
+		return nil
+	}
+	var out []string
+	for _, v := range b.views {
+		if slices.ContainsFunc(v.Nodes, func(n weir.NodeView) bool { return n.ID == node || n.Name == node }) {
+			out = append(out, v.Addr)
+		}
+	}
+	return out
 }
 
 // Serving lists the other replicas' node providers serving the public

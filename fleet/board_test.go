@@ -184,3 +184,28 @@ func TestBoardSkipsAnUnreadableRow(t *testing.T) {
 		t.Fatalf("Serving = %+v, want a's despite x's row", got)
 	}
 }
+
+// TestBoardHolding: Holding names the replicas whose published nodes
+// include the node, by id or name, gone or connected; none for a node
+// nobody lists.
+func TestBoardHolding(t *testing.T) {
+	t.Parallel()
+	b, _ := boardBundle(t)
+	a, c, other := b.board(t, "a"), b.board(t, "c"), b.board(t, "b")
+	publish(t, a, nil, []weir.NodeView{{ID: "node_00000000000a", Name: "gpu-a"}})
+	publish(t, c, map[string][]weir.NodeTarget{"m": {{Node: "node_00000000000a", Gen: 9, Provider: "p"}}},
+		[]weir.NodeView{{ID: "node_00000000000a", Name: "gpu-a", Connected: true}, {ID: "node_00000000000c", Name: "gpu-c"}})
+	read(t, other)
+	for node, want := range map[string][]string{
+		"gpu-a":             {"http://a:8080", "http://c:8080"},
+		"node_00000000000a": {"http://a:8080", "http://c:8080"},
+		"gpu-c":             {"http://c:8080"},
+		"gpu-z":             nil,
+	} {
+		got := other.Holding(node)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("Holding(%s) = %v, want %v", node, got, want)
+		}
+	}
+}

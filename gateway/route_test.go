@@ -339,3 +339,40 @@ func TestModelsShareNodeInArrivalOrder(t *testing.T) {
 		t.Errorf("served in the order %v; want the arrival order %v", got, want)
 	}
 }
+
+// TestStalledNodeRunHandsOff: a request whose run stalled on a node,
+// before any of its answer reached the client, moves to the next
+// candidate, and its usage record and the log say it was handed off,
+// and from where; a request that failed over for another cause carries
+// no such mark.
+func TestStalledNodeRunHandsOff(t *testing.T) {
+	t.Parallel()
+	nodes := &fakeNodes{answer: func(nt weir.NodeTarget, c provider.Call) (*http.Response, error) {
+		switch nt.Node {
+		case "node_a":
+			return nil, &provider.Error{Timeout: true, Err: fmt.Errorf("node_a's provider p: %w: no progress for 30s", weir.ErrNodeStalled)}
+		case "node_b":
+			return nil, &provider.Error{Status: 503}
+		}
+		return okAnswer(nt, c)
+	}}
+	b := setup(t, setupOpts{nodes: nodes, catalog: func(c *weir.Catalog) { c.Models[0].Candidates = nil }})
+	nodes.set(b.nodeTarget(t, "node_a", 1), b.nodeTarget(t, "node_c", 1))
+	c := b.chat(t)
+	var out recordedAnswer
+	if err := b.svc.Serve(t.Context(), c, &out); err != nil || c.Usage.PlatformModel != "node:node_c/p" {
+		t.Fatalf("serve: %v, served by %q; want node_c", err, c.Usage.PlatformModel)
+	}
+	if c.Usage.Handoff != "stalled node:node_a/p" {
+		t.Errorf("usage's handoff %q, want the stall on node_a's p", c.Usage.Handoff)
+	}
+	if l := b.logs.String(); !strings.Contains(l, `"handoff":"stalled","node":"node_a"`) {
+		t.Errorf("the log does not mark the handoff: %s", l)
+	}
+
+	nodes.set(b.nodeTarget(t, "node_b", 1), b.nodeTarget(t, "node_c", 1))
+	c = b.chat(t)
+	if err := b.svc.Serve(t.Context(), c, &out); err != nil || c.Usage.PlatformModel != "node:node_c/p" || c.Usage.Handoff != "" {
+		t.Errorf("a failover for a 503: %v, served by %q, handoff %q; want node_c, no handoff", err, c.Usage.PlatformModel, c.Usage.Handoff)
+	}
+}

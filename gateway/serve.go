@@ -109,6 +109,7 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 			return err
 		}
 		last = retry
+		s.handoff(c, t, retry)
 		if until, paused := s.pausedUntil(t.pm); t.node == nil && paused && (c.Deadline.IsZero() || until.Before(c.Deadline)) {
 			// Paused, not failed: the request waits for it again (or
 			// goes to a candidate that has room first).
@@ -116,6 +117,12 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 		}
 		r.failed(t)
 	}
+	return s.noneServed(c, last)
+}
+
+// noneServed is the answer to c when no attempt served it: last is the
+// last attempt's failure, nil if none was made.
+func (s *Service) noneServed(c *Call, last *provider.Error) error {
 	if last != nil && last.Pauses() {
 		// The last upstream said when to come back, past this request's
 		// deadline: so does the answer.
@@ -129,9 +136,26 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 	if last.Timeout {
 		category = ErrUpstreamTimeout
 	}
-	err = &Error{Category: category, Message: "every upstream attempt failed; last: " + last.Error(), RetryAfter: last.RetryAfter, Err: last}
+	err := &Error{Category: category, Message: "every upstream attempt failed; last: " + last.Error(), RetryAfter: last.RetryAfter, Err: last}
 	c.end(outcomeOf(err))
 	return err
+}
+
+// handoff records, if c leaves t for the next candidate because t is an
+// edge node's provider whose run stalled (retry), the handoff in c's
+// usage record (weir.Usage.Handoff) and the log.
+func (s *Service) handoff(c *Call, t target, retry error) {
+	if t.node == nil || !errors.Is(retry, weir.ErrNodeStalled) {
+		return
+	}
+	const why = "stalled"
+	mark := why + " " + t.name()
+	if c.Usage.Handoff != "" {
+		mark = c.Usage.Handoff + ", " + mark
+	}
+	c.Usage.Handoff = mark
+	s.logger(c).Warn("an edge node's run handed off to the next candidate", "handoff", why, "node", t.node.Node,
+		"provider", t.node.Provider, "generation", t.node.Gen)
 }
 
 // admitPreferred admits c on the target its strict affinity prefers

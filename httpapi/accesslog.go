@@ -93,6 +93,9 @@ func callAttrs(a []slog.Attr, c *gateway.Call, rw *statusWriter, start time.Time
 	if u.PlatformModel != "" {
 		a = append(a, slog.String("candidate", u.PlatformModel))
 	}
+	if u.Handoff != "" {
+		a = append(a, slog.String("handoff", u.Handoff))
+	}
 	a = append(a, slog.Int("attempts", c.Attempts), slog.Float64("queue_wait_ms", ms(c.Waited)))
 	if c.Attempts > 0 {
 		a = append(a, slog.Float64("upstream_ms", ms(c.Upstream)))

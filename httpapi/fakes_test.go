@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -320,4 +321,56 @@ func (f *fakeBudgets) BudgetDelete(_ context.Context, id string) error {
 	}
 	delete(f.bs, id)
 	return nil
+}
+
+// TestForgetNode: POST /admin/nodes/{node}/forget answers what
+// ForgetNode did: the node's retired scopes; not_found for a node it
+// does not know (or with no edge listener), invalid_request for a
+// connected one, internal_error (logged) when the engine failed.
+func TestForgetNode(t *testing.T) {
+	t.Parallel()
+	var asked []string
+	b := setupFakes(t, func(_ *Config, d *Deps) {
+		d.ForgetNode = func(_ context.Context, node string) (weir.ForgottenNode, error) {
+			asked = append(asked, node)
+			switch node {
+			case "gpu-box":
+				return weir.ForgottenNode{ID: "node_0123456789ab", Name: "gpu-box", Scopes: []string{"node:node_0123456789ab/gpu"}}, nil
+			case "live":
+				return weir.ForgottenNode{}, fmt.Errorf("connected: %w", weir.ErrConflict)
+			case "broken":
+				return weir.ForgottenNode{}, errors.New("the leader is out of reach")
+			}
+			return weir.ForgottenNode{}, fmt.Errorf("no such node: %w", weir.ErrNotFound)
+		}
+	})
+	w := b.do(http.MethodPost, "/admin/nodes/gpu-box/forget", "", nil)
+	var f weir.ForgottenNode
+	if err := json.Unmarshal(w.Body.Bytes(), &f); w.Code != http.StatusOK || err != nil || f.Name != "gpu-box" || len(f.Scopes) != 1 {
+		t.Errorf("forget a gone node: %d %s", w.Code, w.Body)
+	}
+	for _, tc := range []struct {
+		node   string
+		status int
+		code   weir.Code
+	}{
+		{"live", http.StatusBadRequest, weir.CodeInvalidRequest},
+		{"nobody", http.StatusNotFound, weir.CodeNotFound},
+		{"broken", http.StatusInternalServerError, weir.CodeInternal},
+	} {
+		w := b.do(http.MethodPost, "/admin/nodes/"+tc.node+"/forget", "", nil)
+		if e := answerErr(t, w); w.Code != tc.status || e.Code != string(tc.code) || !strings.Contains(e.Message, tc.node) {
+			t.Errorf("forget %s: %d %s %q, want %d %s naming it", tc.node, w.Code, e.Code, e.Message, tc.status, tc.code)
+		}
+	}
+	if !strings.Contains(b.log(), "the leader is out of reach") {
+		t.Errorf("the engine's failure was not logged: %s", b.log())
+	}
+	if want := []string{"gpu-box", "live", "nobody", "broken"}; !slices.Equal(asked, want) {
+		t.Errorf("asked %v, want %v", asked, want)
+	}
+	bare := setupFakes(t, nil)
+	if w := bare.do(http.MethodPost, "/admin/nodes/gpu-box/forget", "", nil); w.Code != http.StatusNotFound {
+		t.Errorf("forget without an edge listener: %d %s", w.Code, w.Body)
+	}
 }

@@ -332,6 +332,29 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(out)
 }
 
+// forgetNode forgets a gone node at once: its slots' scopes are retired
+// and it leaves /admin/nodes. A connected node is refused: it would
+// register them again at its next session.
+func (s *Server) forgetNode(w http.ResponseWriter, r *http.Request) error {
+	node := r.PathValue("node")
+	if s.deps.ForgetNode == nil {
+		return errorf(weir.CodeNotFound, "node", "this gateway has no edge listener: it has no node to forget")
+	}
+	f, err := s.deps.ForgetNode(r.Context(), node)
+	switch {
+	case errors.Is(err, weir.ErrNotFound):
+		return errorf(weir.CodeNotFound, "node", fmt.Sprintf("no gone node %q: the gateway has not seen it since it started, or has forgotten it", node))
+	case errors.Is(err, weir.ErrConflict):
+		return errorf(weir.CodeInvalidRequest, "node", fmt.Sprintf("node %q is connected, and would register its slots again at its next session: "+
+			"revoke its token (weir nodes revoke), which ends its session, then forget it", node))
+	case err != nil:
+		info(r.Context()).log().Error("could not forget a node", "node", node, "error", err)
+		return errorf(weir.CodeInternal, "", fmt.Sprintf("could not retire all of node %q's scopes; it is kept, to be forgotten again: %v", node, err))
+	}
+	writeJSON(w, http.StatusOK, f)
+	return nil
+}
+
 func (s *Server) queues(w http.ResponseWriter, r *http.Request) {
 	var out QueueView
 	if s.deps.Queues != nil {

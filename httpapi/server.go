@@ -162,11 +162,22 @@ type Deps struct {
 	// the gateway has no edge listener, and /admin/nodes answers an empty
 	// list.
 	Nodes func(ctx context.Context) []weir.NodeView
+	// ForgetNode forgets a gone edge node, by id or name, at once, for
+	// POST /admin/nodes/{node}/forget (edge.Hub.Forget, or in a fleet
+	// edge.Relay.Forget): an error matching weir.ErrNotFound for a node
+	// it does not know, weir.ErrConflict for a connected one. nil: the
+	// gateway has no edge listener, and the route answers not_found.
+	ForgetNode func(ctx context.Context, node string) (weir.ForgottenNode, error)
 	// Relay takes the runs the fleet's other replicas relay to this
 	// replica's nodes (edge.Relay.Handler) at RelayPath (edge.RelayPath);
 	// nil: none (outside a fleet, or without an edge listener).
 	Relay     http.Handler
 	RelayPath string
+	// RelayForget forgets, for the other replicas, the gone nodes whose
+	// sessions this replica held (edge.Relay.ForgetHandler), at
+	// RelayForgetPath (edge.ForgetPath); nil: none.
+	RelayForget     http.Handler
+	RelayForgetPath string
 	// Budgets keeps the budgets of /admin/budgets (the store); nil:
 	// those routes are not served.
 	Budgets Budgets
@@ -245,6 +256,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("DELETE /v1/tasks/{id}", s.handle(s.deleteTask))
 	mux.HandleFunc("GET /admin/queues", s.admin(s.queues))
 	mux.HandleFunc("GET /admin/nodes", s.admin(s.nodes))
+	mux.HandleFunc("POST /admin/nodes/{node}/forget", s.admin(s.handle(s.forgetNode)))
 	mux.HandleFunc("GET /admin/spend", s.admin(s.spend))
 	if s.deps.Budgets != nil {
 		mux.HandleFunc("GET /admin/budgets", s.admin(s.handle(s.listBudgets)))
@@ -255,6 +267,9 @@ func (s *Server) Handler() http.Handler {
 	}
 	if s.deps.Relay != nil {
 		mux.Handle("POST "+s.deps.RelayPath, s.deps.Relay)
+	}
+	if s.deps.RelayForget != nil {
+		mux.Handle("POST "+s.deps.RelayForgetPath, s.deps.RelayForget)
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", s.readyz)

@@ -78,7 +78,7 @@ const spendRecoverSQL = `WITH picked AS (
 	), counted AS (
 		INSERT INTO usage_records (` + usageColumns + `)
 		SELECT request_id, key_id, model, platform_model, '', 0, 0, 0, 0, 0, $3, at,
-			group_name, 0, estimate, true, end_user
+			group_name, 0, estimate, true, end_user, ''
 		FROM gone ORDER BY at, request_id
 		ON CONFLICT (request_id) DO NOTHING
 	)

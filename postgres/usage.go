@@ -15,7 +15,7 @@ import (
 
 const usageColumns = `request_id, key_id, model, platform_model, endpoint,
 	prompt_tokens, completion_tokens, waited_ns, latency_ns, status, outcome, at,
-	group_name, cached_tokens, cost, cost_estimated, end_user`
+	group_name, cached_tokens, cost, cost_estimated, end_user, handoff`
 
 // usageInsertSQL inserts a whole batch in one statement, one array
 // parameter per column: a batch is one round trip and one plan, whatever
@@ -25,13 +25,13 @@ const usageColumns = `request_id, key_id, model, platform_model, endpoint,
 const usageInsertSQL = `INSERT INTO usage_records (` + usageColumns + `)
 	SELECT request_id, key_id, model, platform_model, endpoint,
 		prompt_tokens, completion_tokens, waited_ns, latency_ns, status, outcome, at,
-		group_name, cached_tokens, cost, cost_estimated, end_user
+		group_name, cached_tokens, cost, cost_estimated, end_user, handoff
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
 		$6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::text[], $12::timestamptz[],
-		$13::text[], $14::bigint[], $15::bigint[], $16::boolean[], $17::text[])
+		$13::text[], $14::bigint[], $15::bigint[], $16::boolean[], $17::text[], $18::text[])
 		WITH ORDINALITY AS r(request_id, key_id, model, platform_model, endpoint,
 			prompt_tokens, completion_tokens, waited_ns, latency_ns, status, outcome, at,
-			group_name, cached_tokens, cost, cost_estimated, end_user, ord)
+			group_name, cached_tokens, cost, cost_estimated, end_user, handoff, ord)
 	ORDER BY ord
 	ON CONFLICT (request_id) DO NOTHING`
 
@@ -59,20 +59,21 @@ func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) error {
 		at        = make([]time.Time, n)
 		estimated = make([]bool, n)
 		endUsers  = make([]string, n)
+		handoffs  = make([]string, n)
 	)
 	for i, u := range batch {
 		requestIDs[i], keyIDs[i], models[i], pms[i], endpoints[i], outcomes[i], groups[i] =
 			u.RequestID, u.KeyID, u.Model, u.PlatformModel, u.Endpoint, u.Outcome, u.Group
 		prompt[i], completion[i], waited[i], latency[i], status[i], cached[i], cost[i] =
 			u.PromptTokens, u.CompletionTokens, int64(u.Waited), int64(u.Latency), int64(u.Status), u.CachedTokens, int64(u.Cost)
-		at[i], estimated[i], endUsers[i] = dbTime(u.At), u.CostEstimated, u.EndUser
+		at[i], estimated[i], endUsers[i], handoffs[i] = dbTime(u.At), u.CostEstimated, u.EndUser, u.Handoff
 	}
 	err := db.InTx(ctx, func(tx pgx.Tx) error {
 		if err := settleTx(ctx, tx, requestIDs); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, usageInsertSQL, requestIDs, keyIDs, models, pms, endpoints,
-			prompt, completion, waited, latency, status, outcomes, at, groups, cached, cost, estimated, endUsers)
+			prompt, completion, waited, latency, status, outcomes, at, groups, cached, cost, estimated, endUsers, handoffs)
 		return classify(err)
 	})
 	if err != nil {
@@ -121,7 +122,7 @@ func scanUsage(row rowscan.Row) (weir.Usage, error) {
 	)
 	if err := row.Scan(&u.RequestID, &u.KeyID, &u.Model, &u.PlatformModel, &u.Endpoint,
 		&u.PromptTokens, &u.CompletionTokens, &waited, &latency, &status, &u.Outcome, &u.At,
-		&u.Group, &u.CachedTokens, &cost, &u.CostEstimated, &u.EndUser); err != nil {
+		&u.Group, &u.CachedTokens, &cost, &u.CostEstimated, &u.EndUser, &u.Handoff); err != nil {
 		return weir.Usage{}, err
 	}
 	u.Waited, u.Latency, u.Status, u.At = time.Duration(waited), time.Duration(latency), int(status), u.At.UTC()

@@ -31,7 +31,11 @@ func (m *Main) newNodes() error {
 			}
 			tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		}
-		m.Hub = edge.New(edge.Config{HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, TLS: tlsCfg},
+		forget := cfg.ForgetAfter
+		if forget == 0 {
+			forget = -1 // never
+		}
+		m.Hub = edge.New(edge.Config{HeartbeatInterval: cfg.HeartbeatInterval, HeartbeatTimeout: cfg.HeartbeatTimeout, ForgetAfter: forget, TLS: tlsCfg},
 			edge.Deps{Engine: m.Engine, Authenticate: m.authenticateNode, Logger: m.Logger, Metrics: m.Metrics})
 	}
 	if m.Member == nil {

@@ -257,8 +257,15 @@ func (m *Main) newFront() {
 		RelayPath: edge.RelayPath, Console: m.Console.Handler(), Spend: m.DB, Budgets: m.DB,
 		Usage: m.recordUsage,
 	}
+	switch {
+	case m.Relay != nil:
+		deps.ForgetNode = m.Relay.Forget
+	case m.Hub != nil:
+		deps.ForgetNode = m.Hub.Forget
+	}
 	if m.Relay != nil && m.Hub != nil {
 		deps.Relay = m.Relay.Handler()
+		deps.RelayForget, deps.RelayForgetPath = m.Relay.ForgetHandler(), edge.ForgetPath
 	}
 	if m.Tracing != nil {
 		deps.Tracing = m.Tracing.TracerProvider()

@@ -127,7 +127,7 @@ func (db *DB) SpendRecover(ctx context.Context, p *weir.SpendRecoverParams) (int
 		before := formatTime(p.Before)
 		if _, err := tx.ExecContext(ctx, `INSERT INTO usage_records (`+usageColumns+`)
 			SELECT request_id, key_id, model, platform_model, '', 0, 0, 0, 0, 0, ?3, at,
-				group_name, 0, estimate, 1, end_user
+				group_name, 0, estimate, 1, end_user, ''
 			FROM spend_reservations WHERE request_id IN (`+spendRecoverPick+`)
 			ORDER BY at, request_id
 			ON CONFLICT (request_id) DO NOTHING`, before, p.Limit, weir.OutcomeInterrupted); err != nil {

@@ -13,10 +13,10 @@ import (
 
 const usageColumns = `request_id, key_id, model, platform_model, endpoint,
 	prompt_tokens, completion_tokens, waited_ns, latency_ns, status, outcome, at,
-	group_name, cached_tokens, cost, cost_estimated, end_user`
+	group_name, cached_tokens, cost, cost_estimated, end_user, handoff`
 
 // usageColumnCount is how many columns usageColumns names.
-const usageColumnCount = 17
+const usageColumnCount = 18
 
 // usageRowsPerInsert is how many rows one INSERT statement carries. One
 // statement per row spent most of a row's cost outside SQLite (database/sql
@@ -28,7 +28,7 @@ const usageRowsPerInsert = 32
 // usageInsertSQL inserts rows rows; usageInsertSQL(usageRowsPerInsert) is
 // prepared once, the rest of a batch uses usageInsertSQL(1).
 func usageInsertSQL(rows int) string {
-	const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	var b strings.Builder
 	b.WriteString(`INSERT INTO usage_records (` + usageColumns + `) VALUES `)
 	for i := range rows {
@@ -78,7 +78,7 @@ func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) (err error) {
 					shared.arg(2, u.PlatformModel), shared.arg(3, u.Endpoint),
 					u.PromptTokens, u.CompletionTokens, int64(u.Waited), int64(u.Latency),
 					int64(u.Status), shared.arg(4, u.Outcome), times.text(i),
-					shared.arg(5, u.Group), u.CachedTokens, int64(u.Cost), u.CostEstimated, shared.arg(6, u.EndUser))
+					shared.arg(5, u.Group), u.CachedTokens, int64(u.Cost), u.CostEstimated, shared.arg(6, u.EndUser), u.Handoff)
 			}
 			if _, err := stmt.ExecContext(ctx, args...); err != nil {
 				u := batch[start]
@@ -175,7 +175,7 @@ func scanUsage(row rowscan.Row) (weir.Usage, error) {
 	)
 	if err := row.Scan(&u.RequestID, &u.KeyID, &u.Model, &u.PlatformModel, &u.Endpoint,
 		&u.PromptTokens, &u.CompletionTokens, &waited, &latency, &status, &u.Outcome, &at,
-		&u.Group, &u.CachedTokens, &cost, &u.CostEstimated, &u.EndUser); err != nil {
+		&u.Group, &u.CachedTokens, &cost, &u.CostEstimated, &u.EndUser, &u.Handoff); err != nil {
 		return weir.Usage{}, err
 	}
 	u.Waited, u.Latency, u.Status, u.Cost = time.Duration(waited), time.Duration(latency), int(status), weir.Money(cost)

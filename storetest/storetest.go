@@ -520,6 +520,7 @@ func testUsageRoundTrip(t *testing.T, s weir.Store) {
 	u.Outcome = "queue_timeout"
 	u.Waited = 30*time.Second + 7 // nanoseconds survive in durations
 	u.Group, u.CachedTokens, u.Cost, u.CostEstimated = "premium", 64, math.MaxInt64, true
+	u.Handoff = "stalled node:node_0123456789ab/vllm, stalled node:node_ba9876543210/vllm"
 	if err := s.UsageInsert(t.Context(), []weir.Usage{u}); err != nil {
 		t.Fatalf("UsageInsert: %v", err)
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -108,7 +110,39 @@ func nodesCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(create, list, revoke)
+	cmd.AddCommand(create, list, revoke, nodesForgetCmd())
+	return cmd
+}
+
+// nodesForgetCmd forgets a gone node on a running server: its slots'
+// scopes live in the server's memory (a fleet's engine), not in the
+// database, so it goes through the admin API.
+func nodesForgetCmd() *cobra.Command {
+	var addr, token string
+	cmd := &cobra.Command{
+		Use:   "forget ID|NAME --addr URL",
+		Short: "Forget a gone node now: retire its slots' scopes (edge.forget_after does it after a day)",
+		Long: "Forget a node that is gone (not connected) on a running server, and in a fleet on every replica that\n" +
+			"held its session: its slots' scopes are retired and it leaves /admin/nodes. A connected node is refused:\n" +
+			"revoke its token first (weir nodes revoke), which ends its session. The node may dial in again later.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if addr == "" {
+				return errors.New("forget node: --addr is required: the running server's base URL (a node's scopes are the server's, not the database's)")
+			}
+			var f weir.ForgottenNode
+			if err := adminCall(http.MethodPost, addr, token, "/admin/nodes/"+url.PathEscape(args[0])+"/forget", &f); err != nil {
+				return fmt.Errorf("forget node %s: %w", args[0], err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "forgot node %s (%s); retired %d scopes\n", f.Name, f.ID, len(f.Scopes))
+			for _, s := range f.Scopes {
+				fmt.Fprintf(cmd.OutOrStdout(), "  %s\n", s)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&addr, "addr", "", "the running server's base URL (required)")
+	cmd.Flags().StringVar(&token, "token", "", "admin token (when the server sets one; env WEIR_ADMIN_TOKEN)")
 	return cmd
 }
 

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -166,10 +169,41 @@ func TestNodesBadInput(t *testing.T) {
 // TestNodesRegistered: the weir command has the nodes subcommands.
 func TestNodesRegistered(t *testing.T) {
 	t.Parallel()
-	for _, sub := range []string{"create", "list", "revoke"} {
+	for _, sub := range []string{"create", "list", "revoke", "forget"} {
 		cmd, _, err := rootCmd.Find([]string{"nodes", sub})
 		if err != nil || cmd.Name() != sub || cmd.Parent().Name() != "nodes" {
 			t.Errorf("weir nodes %s: %v, %v", sub, cmd, err)
 		}
+	}
+}
+
+// TestNodesForget: weir nodes forget asks the admin API to forget the
+// node, by id or name (escaped in the path), prints what it retired,
+// and says why when the server refuses; without --addr it asks nothing.
+func TestNodesForget(t *testing.T) {
+	t.Parallel()
+	var asked []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked = append(asked, r.Method+" "+r.URL.EscapedPath())
+		if strings.Contains(r.URL.Path, "gpu live") {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"error":{"message":"node \"gpu live\" is connected","code":"invalid_request"}}`)
+			return
+		}
+		fmt.Fprint(w, `{"id":"node_0123456789ab","name":"gpu-a","scopes":["node:node_0123456789ab/vllm","node:node_0123456789ab/vllm/long"]}`)
+	}))
+	t.Cleanup(srv.Close)
+	out, err := runNodes(t, "forget", "gpu-a", "--addr", srv.URL)
+	if err != nil || !strings.Contains(out, "forgot node gpu-a (node_0123456789ab); retired 2 scopes") || !strings.Contains(out, "node:node_0123456789ab/vllm/long") {
+		t.Errorf("forget: %q, %v", out, err)
+	}
+	if _, err := runNodes(t, "forget", "gpu live", "--addr", srv.URL); err == nil || !strings.Contains(err.Error(), "is connected") {
+		t.Errorf("forget a connected node: %v", err)
+	}
+	if want := []string{"POST /admin/nodes/gpu-a/forget", "POST /admin/nodes/gpu%20live/forget"}; !slices.Equal(asked, want) {
+		t.Errorf("asked %v, want %v", asked, want)
+	}
+	if _, err := runNodes(t, "forget", "gpu-a"); err == nil || !strings.Contains(err.Error(), "--addr is required") {
+		t.Errorf("forget without --addr: %v", err)
 	}
 }

@@ -89,10 +89,16 @@ func fetchQueues(addr, token string) (httpapi.QueueView, error) {
 // adminGet decodes the JSON answer of a running server's admin API at
 // path into v.
 func adminGet(addr, token, path string, v any) error {
+	return adminCall(http.MethodGet, addr, token, path, v)
+}
+
+// adminCall makes a bodiless request of a running server's admin API at
+// path and decodes its JSON answer into v.
+func adminCall(method, addr, token, path string, v any) error {
 	if token == "" {
 		token = envOr("WEIR_ADMIN_TOKEN", "")
 	}
-	req, err := http.NewRequest(http.MethodGet, strings.TrimRight(addr, "/")+path, nil)
+	req, err := http.NewRequest(method, strings.TrimRight(addr, "/")+path, nil)
 	if err != nil {
 		return err
 	}
