@@ -1,5 +1,6 @@
 // Package httpapi is Weir's HTTP face: the OpenAI-compatible API (chat
-// completions with streaming, embeddings, images, speech, models, videos
+// completions with streaming, embeddings, images and their edits and
+// variations, speech, transcriptions and translations, models, videos
 // and tasks), the admin API (queues, nodes, spend), health and metrics
 // endpoints. It reads and validates a request's headers and body, has
 // the gateway find its key and decide what the key may ask
