@@ -92,7 +92,7 @@ func (s *Server) prepareUpload(w http.ResponseWriter, r *http.Request, ep endpoi
 		RequestID: ri.id, ClientRequestID: ri.clientID, Grant: g,
 		Path: ep.path, Body: u, Stream: u.wants.Stream, Tokens: u.estimate, Wants: u.wants, Header: r.Header,
 	}}
-	c.Usage = weir.Usage{RequestID: ri.id, KeyID: key.ID, Group: g.Group, Model: g.Model.Name, Endpoint: ep.name}
+	c.Usage = weir.Usage{RequestID: ri.id, KeyID: key.ID, Group: g.Group, Model: g.Model.Name, Endpoint: ep.name, EndUser: u.endUser}
 	return c, form, nil
 }
 
@@ -132,6 +132,7 @@ func (s *Server) uploadTooLarge() *apiError {
 type uploadBody struct {
 	form     *multipart.Form
 	model    string
+	endUser  string
 	wants    weir.Wants
 	estimate int64
 	// boundary is the re-encoded form's, the same for every attempt.
@@ -174,6 +175,10 @@ func decodeUpload(ep endpoint, form *multipart.Form) (*uploadBody, *apiError) {
 		}
 	}
 	if aerr := u.readFields(ep); aerr != nil {
+		return nil, aerr
+	}
+	var aerr *apiError
+	if u.endUser, aerr = endUserOf(first(form.Value["safety_identifier"]), first(form.Value["user"])); aerr != nil {
 		return nil, aerr
 	}
 	// The text's four bytes a token; what the files are worth the

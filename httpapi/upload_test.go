@@ -17,6 +17,7 @@ func TestUploadReencodes(t *testing.T) {
 	mw := multipart.NewWriter(&body)
 	_ = mw.WriteField("model", "stt")
 	_ = mw.WriteField("language", "fr")
+	_ = mw.WriteField("user", "end-user-1")
 	big := bytes.Repeat([]byte{1, 2, 3}, uploadMemory) // past what is held in memory
 	fw, _ := mw.CreateFormFile("file", "big.wav")
 	_, _ = fw.Write(big)
@@ -30,8 +31,8 @@ func TestUploadReencodes(t *testing.T) {
 	if aerr != nil {
 		t.Fatal(aerr)
 	}
-	if u.model != "stt" || u.wants.FileBytes != int64(len(big)) {
-		t.Fatalf("model %q, file bytes %d", u.model, u.wants.FileBytes)
+	if u.model != "stt" || u.endUser != "end-user-1" || u.wants.FileBytes != int64(len(big)) {
+		t.Fatalf("model %q, end user %q, file bytes %d", u.model, u.endUser, u.wants.FileBytes)
 	}
 	for attempt := range 2 {
 		up, err := u.Upload("whisper-1")
