@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // ModelKind is what a public model serves, which decides the endpoints it
@@ -20,6 +21,9 @@ const (
 	KindEmbeddings ModelKind = "embeddings"
 	KindImages     ModelKind = "images"
 	KindSpeech     ModelKind = "audio_speech"
+	// KindTranscription models turn audio into text: transcriptions
+	// and translations (multipart uploads).
+	KindTranscription ModelKind = "audio_transcription"
 	// KindVideo models run as durable asynchronous tasks (the video API
 	// and the generic task API).
 	KindVideo ModelKind = "video"
@@ -31,7 +35,7 @@ func (k ModelKind) Async() bool { return k == KindVideo }
 // Valid reports whether k is a known kind.
 func (k ModelKind) Valid() bool {
 	switch k {
-	case KindChat, KindEmbeddings, KindImages, KindSpeech, KindVideo:
+	case KindChat, KindEmbeddings, KindImages, KindSpeech, KindTranscription, KindVideo:
 		return true
 	}
 	return false
@@ -296,6 +300,14 @@ type Capabilities struct {
 	Sizes   []string `yaml:"sizes"`
 	Voices  []string `yaml:"voices"`
 	Seconds []int    `yaml:"seconds"`
+	// ResponseFormats are the response_format values it answers in
+	// ("b64_json", "url"; "json", "text", "srt", "verbose_json", "vtt");
+	// empty: any.
+	ResponseFormats []string `yaml:"response_formats"`
+	// MaxFileBytes bounds an upload's files (an image to edit, audio to
+	// transcribe), in bytes, each; 0: only the server's bound
+	// (server.max_upload_bytes).
+	MaxFileBytes int64 `yaml:"max_file_bytes"`
 }
 
 // Wants is what one request needs of a platform model besides its model.
@@ -314,20 +326,49 @@ type Wants struct {
 	N          int64
 	Quality    string
 	Characters int64
+	// ResponseFormat is the request's response_format, if it set one;
+	// FileBytes the size of its largest uploaded file (0: none).
+	ResponseFormat string
+	FileBytes      int64
 }
 
-// TaskWants is what a task's input (a video request: its size and
-// seconds, which OpenAI's API sends as a string) needs of a candidate.
+// TaskWants is what a task's input needs of a candidate and what prices
+// it: a video's size and seconds (which OpenAI's API sends as a string),
+// an image's size, quality and n, speech's voice and its input's
+// characters, a chat's max_tokens, and the prompt's estimate (four bytes
+// of JSON a token).
 func TaskWants(input []byte) Wants {
 	var in struct {
-		Size    any `json:"size"`
-		Seconds any `json:"seconds"`
+		Size           any    `json:"size"`
+		Seconds        any    `json:"seconds"`
+		N              any    `json:"n"`
+		Quality        any    `json:"quality"`
+		Voice          any    `json:"voice"`
+		Input          any    `json:"input"`
+		ResponseFormat any    `json:"response_format"`
+		MaxTokens      *int64 `json:"max_tokens"`
+		MaxCompletion  *int64 `json:"max_completion_tokens"`
 	}
 	var w Wants
 	if json.Unmarshal(input, &in) != nil {
 		return w
 	}
 	w.Size, _ = in.Size.(string)
+	w.Quality, _ = in.Quality.(string)
+	w.Voice, _ = in.Voice.(string)
+	w.ResponseFormat, _ = in.ResponseFormat.(string)
+	w.PromptTokens = int64(len(input))/4 + 1
+	if s, ok := in.Input.(string); ok {
+		w.Characters = int64(utf8.RuneCountInString(s))
+	}
+	if n, ok := in.N.(float64); ok && n >= 1 && n == float64(int64(n)) {
+		w.N = int64(n)
+	}
+	for _, m := range []*int64{in.MaxCompletion, in.MaxTokens} {
+		if m != nil && *m > 0 {
+			w.MaxTokens = *m
+		}
+	}
 	switch v := in.Seconds.(type) {
 	case string:
 		w.Seconds, _ = strconv.Atoi(v)
@@ -363,6 +404,10 @@ func (c Capabilities) Refuses(w Wants) (param, why string, refused bool) {
 		return "voice", fmt.Sprintf("it has no voice %q", w.Voice), true
 	case w.Seconds != 0 && len(c.Seconds) > 0 && !slices.Contains(c.Seconds, w.Seconds):
 		return "seconds", fmt.Sprintf("it makes no %d-second video", w.Seconds), true
+	case w.ResponseFormat != "" && len(c.ResponseFormats) > 0 && !slices.Contains(c.ResponseFormats, w.ResponseFormat):
+		return "response_format", fmt.Sprintf("it does not answer in %q", w.ResponseFormat), true
+	case c.MaxFileBytes > 0 && w.FileBytes > c.MaxFileBytes:
+		return "file", fmt.Sprintf("the file (%d bytes) is larger than it takes (%d)", w.FileBytes, c.MaxFileBytes), true
 	}
 	return "", "", false
 }
@@ -373,6 +418,8 @@ func (c Capabilities) validate() *FieldError {
 		return invalidf("context_window", "must not be negative (0: not checked)")
 	case c.MaxOutputTokens < 0:
 		return invalidf("max_output_tokens", "must not be negative (0: not checked)")
+	case c.MaxFileBytes < 0:
+		return invalidf("max_file_bytes", "must not be negative (0: not checked)")
 	}
 	for i, s := range c.Seconds {
 		if s <= 0 {
@@ -646,8 +693,8 @@ func (m Model) validate(pms, defined map[string]bool) *FieldError {
 	case defined[m.Name]:
 		return invalidf("name", "model %q defined twice", m.Name)
 	case !m.Kind.Valid():
-		return invalidf("kind", "unknown kind %q: want %s, %s, %s, %s or %s",
-			m.Kind, KindChat, KindEmbeddings, KindImages, KindSpeech, KindVideo)
+		return invalidf("kind", "unknown kind %q: want %s, %s, %s, %s, %s or %s",
+			m.Kind, KindChat, KindEmbeddings, KindImages, KindSpeech, KindTranscription, KindVideo)
 	case !m.Nodes.Valid():
 		return invalidf("nodes", "unknown order %q: want %s, %s or %s", m.Nodes, NodesFirst, NodesLast, NodesNever)
 	case !m.Affinity.Valid():

@@ -54,6 +54,12 @@ type Server struct {
 	// MaxBodyBytes is the largest request body accepted; a larger one gets
 	// 413 before it is parsed. Default 10485760 (10 MiB).
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// MaxUploadBytes is the largest multipart upload accepted (image
+	// edits and variations, transcriptions, translations), the form
+	// whole; a larger one gets 413 before it is read. 0: the HTTP API's
+	// default, 26 MiB (a 25 MB file, OpenAI's bound on audio, with its
+	// fields).
+	MaxUploadBytes int64 `yaml:"max_upload_bytes"`
 	// DefaultMaxWait is how long a request may wait in the queue when
 	// neither the request nor a scope's max_wait says less. 0: no default
 	// cap (NoBound once parsed). Default (unset) 30s, the HTTP API's.

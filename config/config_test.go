@@ -292,6 +292,7 @@ func TestEnvOverrides(t *testing.T) {
 	}{
 		{"WEIR_SERVER_LISTEN", ":9999", func(c *Config) { c.Server.Listen = ":9999" }},
 		{"WEIR_SERVER_MAX_BODY_BYTES", "1024", func(c *Config) { c.Server.MaxBodyBytes = 1024 }},
+		{"WEIR_SERVER_MAX_UPLOAD_BYTES", "2048", func(c *Config) { c.Server.MaxUploadBytes = 2048 }},
 		{"WEIR_SERVER_DEFAULT_MAX_WAIT", "5s", func(c *Config) { c.Server.DefaultMaxWait = 5 * time.Second }},
 		{"WEIR_SERVER_SHUTDOWN_TIMEOUT", "1m", func(c *Config) { c.Server.ShutdownTimeout = time.Minute }},
 		{"WEIR_SERVER_READ_HEADER_TIMEOUT", "5s", func(c *Config) { c.Server.ReadHeaderTimeout = 5 * time.Second }},
@@ -579,7 +580,7 @@ func TestValidate(t *testing.T) {
 		{"negative weight", func(c *Config) { c.Models[0].Candidates[0].Weight = -1 },
 			`models[0].candidates[0].weight: must not be negative`},
 		{"bad model kind", func(c *Config) { c.Models[0].Kind = "hologram" },
-			`models[0].kind: unknown kind "hologram": want chat, embeddings, images, audio_speech or video`},
+			`models[0].kind: unknown kind "hologram": want chat, embeddings, images, audio_speech, audio_transcription or video`},
 		{"model without name", func(c *Config) { c.Models[0].Name = "" }, `models[0].name: required`},
 		{"model twice", func(c *Config) { c.Models = append(c.Models, c.Models[0]) },
 			`models[1].name: model "m" defined twice`},

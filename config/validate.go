@@ -103,6 +103,8 @@ func (s *Server) validate() error {
 	switch {
 	case s.MaxBodyBytes <= 0:
 		return invalidf("server.max_body_bytes", "must be positive")
+	case s.MaxUploadBytes < 0:
+		return invalidf("server.max_upload_bytes", "must not be negative (0: the default)")
 	case s.DefaultMaxWait < 0 && s.DefaultMaxWait != NoBound:
 		return invalidf("server.default_max_wait", "must not be negative")
 	case s.ShutdownTimeout < 0:

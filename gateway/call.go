@@ -7,6 +7,7 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/provider"
 )
 
 // Call is one decoded model request on its way through the gateway. It
@@ -107,6 +108,23 @@ type Body interface {
 	// WithModel is the body with its model replaced by upstream, the
 	// platform's name for it.
 	WithModel(upstream string) ([]byte, error)
+}
+
+// Uploader is a Body sent as a multipart form with files (an image to
+// edit, audio to transcribe) rather than JSON. Each attempt opens it
+// anew, its model replaced by upstream, and closes it once the call has
+// returned; the form's files are the transport's to keep (bounded, on
+// disk) until the request ends, so a retry on another candidate sends
+// them again. Edge nodes take no uploads: such a request has only the
+// catalog's candidates.
+type Uploader interface {
+	Upload(upstream string) (*provider.Upload, error)
+}
+
+// isUpload reports whether c's body is an upload.
+func (c *Call) isUpload() bool {
+	_, ok := c.Body.(Uploader)
+	return ok
 }
 
 // logger is c's logger, with its ids on every line.

@@ -36,9 +36,13 @@ type Snapshot struct {
 	kinds map[string]string
 	// sims and asyncSims answer the simulation run mode, by platform
 	// model: its requests and its tasks.
-	sims         map[string]provider.Adapter
-	asyncSims    map[string]provider.AsyncAdapter
-	async        map[string]provider.AsyncAdapter
+	sims      map[string]provider.Adapter
+	asyncSims map[string]provider.AsyncAdapter
+	async     map[string]provider.AsyncAdapter
+	// taskKinds is the kind of the models each platform model serves,
+	// which decides how it runs a task (target); video where one of
+	// them is.
+	taskKinds    map[string]weir.ModelKind
 	defaultGroup string
 	// budgets are the catalog's (its config file's) budgets.
 	budgets []weir.Budget
@@ -267,6 +271,7 @@ func (s *Service) apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		sims:         make(map[string]provider.Adapter, len(cat.PlatformModels)),
 		asyncSims:    make(map[string]provider.AsyncAdapter, len(cat.PlatformModels)),
 		async:        make(map[string]provider.AsyncAdapter, len(cat.Platforms)),
+		taskKinds:    make(map[string]weir.ModelKind, len(cat.PlatformModels)),
 		defaultGroup: defaultGroup,
 		budgets:      cat.Budgets,
 		callTimeouts: make(map[string]time.Duration, len(cat.Platforms)),
@@ -278,6 +283,11 @@ func (s *Service) apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 	for _, m := range cat.Models {
 		next.models[m.Name] = m
 		next.modelNames = append(next.modelNames, m.Name)
+		for _, cd := range m.Candidates {
+			if next.taskKinds[cd.PlatformModel] != weir.KindVideo {
+				next.taskKinds[cd.PlatformModel] = m.Kind
+			}
+		}
 	}
 	slices.Sort(next.modelNames)
 	for _, pm := range cat.PlatformModels {

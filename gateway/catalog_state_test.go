@@ -303,12 +303,18 @@ func videoCatalog(c *weir.Catalog) {
 	c.Groups = []weir.Group{{Name: "gold"}}
 }
 
-// TestPlan: a task's candidates are its model's platform models with an
-// asynchronous API, each needing its key's, group's and platform model's
-// scopes; the key's scope is configured on the way.
+// TestPlan: a task's candidates are its model's platform models that
+// run its kind's tasks, each needing its key's, group's and platform
+// model's scopes; the key's scope is configured on the way. A chat
+// model's tasks run (as calls answered at once); a transcription
+// model's do not.
 func TestPlan(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{catalog: videoCatalog})
+	b := setup(t, setupOpts{catalog: func(c *weir.Catalog) {
+		videoCatalog(c)
+		c.PlatformModels = append(c.PlatformModels, weir.PlatformModel{Name: "up/stt", Platform: "up", Upstream: "whisper-1"})
+		c.Models = append(c.Models, weir.Model{Name: "stt", Kind: weir.KindTranscription, Candidates: []weir.Candidate{{PlatformModel: "up/stt", Weight: 1}}})
+	}})
 	ctx := t.Context()
 	if err := b.store.KeyCreate(ctx, weir.APIKey{ID: "key_v", Hash: "hash_v", Group: "gold", CreatedAt: b.clock.Now(),
 		Limits: weir.Limits{Concurrency: 3}}); err != nil {
@@ -331,9 +337,10 @@ func TestPlan(t *testing.T) {
 		task weir.Task
 		want error
 	}{
-		"chat model":  {weir.Task{ID: "t", Model: "m", KeyID: "key_v"}, admission.ErrNoCandidate},
-		"no model":    {weir.Task{ID: "t", Model: "nope", KeyID: "key_v"}, admission.ErrNoCandidate},
-		"unknown key": {weir.Task{ID: "t", Model: "v", KeyID: "key_gone"}, weir.ErrNotFound},
+		"chat model":          {weir.Task{ID: "t", Model: "m", KeyID: "key_v"}, nil},
+		"transcription model": {weir.Task{ID: "t", Model: "stt", KeyID: "key_v"}, admission.ErrNoCandidate},
+		"no model":            {weir.Task{ID: "t", Model: "nope", KeyID: "key_v"}, admission.ErrNoCandidate},
+		"unknown key":         {weir.Task{ID: "t", Model: "v", KeyID: "key_gone"}, weir.ErrNotFound},
 	} {
 		if _, err := b.svc.Plan(ctx, tc.task); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v; want %v", name, err, tc.want)

@@ -56,19 +56,26 @@ func (c *Call) addCost(cost weir.Money, estimated bool) {
 	c.Usage.CostEstimated = c.Usage.CostEstimated || estimated
 }
 
-// TaskCost is what task t, a video job, costs at the price its platform
-// model has in the catalog served now: the seconds its request asked for
-// (weir.DefaultVideoSeconds if it said none) at Second, and Request.
-// The job makes what it was asked, so its estimate is its cost. ok is
+// TaskCost is what task t costs at the price its platform model has in
+// the catalog served now, its model's kind's estimate of its input
+// (weir.Price.Estimate): a video's seconds (weir.DefaultVideoSeconds if
+// it said none) at Second, an image task's images, speech's characters,
+// and Request. Such a job makes what it was asked, so its estimate is
+// its cost; a chat task's is the bound its max_tokens sets. ok is
 // false before t was admitted to a platform model the catalog still
 // has: it is not priced then. A budget settles a task's reservation to
 // it when the job ends.
 func (s *Service) TaskCost(t weir.Task) (cost weir.Money, ok bool) {
-	pm, ok := s.Snapshot().PlatformModel(t.PlatformModel)
+	st := s.Snapshot()
+	pm, ok := st.PlatformModel(t.PlatformModel)
 	if !ok {
 		return 0, false
 	}
-	return pm.Price.Estimate(weir.TaskWants(t.Input), weir.KindVideo), true
+	kind := weir.KindVideo
+	if m, ok := st.Model(t.Model); ok {
+		kind = m.Kind
+	}
+	return pm.Estimate(weir.TaskWants(t.Input), kind), true
 }
 
 // TaskUsage is the usage record of task t, which ended: what it cost

@@ -6,6 +6,7 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/provider"
 	"github.com/weir-gateway/weir/task"
 )
 
@@ -43,7 +44,7 @@ func (s *Service) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate,
 		return nil, errNoCatalog
 	}
 	model, ok := st.models[t.Model]
-	if !ok || !model.Kind.Async() {
+	if !ok || !Taskable(model.Kind) {
 		return nil, fmt.Errorf("%w: model %q serves no tasks", admission.ErrNoCandidate, t.Model)
 	}
 	key, found, err := s.keyByID(ctx, t.KeyID)
@@ -132,8 +133,30 @@ func (s *Service) Target(pmName string, mode weir.RunMode) (task.Target, bool) {
 	t, ok := st.target(pmName)
 	if ok && mode == weir.RunSimulation {
 		t.Adapter, t.Simulated = st.asyncSims[pmName], true
+		if path, sync := syncTaskPaths[st.taskKinds[pmName]]; sync {
+			t.Adapter = provider.SyncJob{Adapter: st.sims[pmName], Path: path}
+		}
 	}
 	return t, ok
+}
+
+// syncTaskPaths are the endpoints of the kinds whose tasks are calls
+// their upstream answers at once (provider.SyncJob): the task's input
+// is the call's body, its result the answer. Transcription is not among
+// them: its request carries a file, which a task's JSON input does not.
+var syncTaskPaths = map[weir.ModelKind]string{
+	weir.KindChat:       "/chat/completions",
+	weir.KindEmbeddings: "/embeddings",
+	weir.KindImages:     "/images/generations",
+	weir.KindSpeech:     "/audio/speech",
+}
+
+// Taskable reports whether models of kind k may run as durable tasks
+// (POST /v1/tasks): video, which runs only so, and the kinds of
+// syncTaskPaths.
+func Taskable(k weir.ModelKind) bool {
+	_, sync := syncTaskPaths[k]
+	return sync || k.Async()
 }
 
 // UpstreamResult implements task.HealthReporter: a task's calls count
@@ -150,6 +173,13 @@ func (st *Snapshot) target(pmName string) (task.Target, bool) {
 	pm, ok := st.pms[pmName]
 	if !ok {
 		return task.Target{}, false
+	}
+	if path, sync := syncTaskPaths[st.taskKinds[pmName]]; sync {
+		ad, ok := st.adapters[pm.Platform]
+		if !ok {
+			return task.Target{}, false
+		}
+		return task.Target{PlatformModel: pm.Name, Upstream: pm.Upstream, Adapter: provider.SyncJob{Adapter: ad, Path: path}}, true
 	}
 	ad, ok := st.async[pm.Platform]
 	if !ok {

@@ -158,8 +158,8 @@ func modelFor(st *Snapshot, key weir.APIKey, ask Ask) (weir.Model, error) {
 		return model, errorf(ErrNotFound, "model", fmt.Sprintf("the model %q does not exist", ask.Model))
 	case !key.Allows(ask.Model):
 		return model, errorf(ErrForbidden, "model", fmt.Sprintf("this key may not use the model %q", ask.Model))
-	case ask.Kind == "" && !model.Kind.Async():
-		return model, errorf(ErrInvalid, "model", fmt.Sprintf("the model %q serves %s, not tasks", ask.Model, model.Kind))
+	case ask.Kind == "" && !Taskable(model.Kind):
+		return model, errorf(ErrInvalid, "model", fmt.Sprintf("the model %q serves %s, which runs no tasks (its requests carry files)", ask.Model, model.Kind))
 	case ask.Kind != "" && model.Kind != ask.Kind:
 		return model, errorf(ErrInvalid, "model", fmt.Sprintf("the model %q serves %s, not %s", ask.Model, model.Kind, ask.Kind))
 	}

@@ -71,7 +71,7 @@ func TestPrepare(t *testing.T) {
 		{"unknown model", plain, with(func(a *Ask) { a.Model = "nope" }), ErrNotFound, "model"},
 		{"model not the key's", weir.APIKey{ID: "key_few", Models: []string{"v"}}, chat, ErrForbidden, "model"},
 		{"wrong kind", plain, with(func(a *Ask) { a.Kind = weir.KindEmbeddings }), ErrInvalid, "model"},
-		{"task of a chat model", plain, with(func(a *Ask) { a.Kind = "" }), ErrInvalid, "model"},
+		{"task of a chat model", plain, with(func(a *Ask) { a.Kind = "" }), nil, ""},
 		{"bad priority", plain, with(func(a *Ask) { a.Priority = "high" }), ErrInvalid, ParamPriority},
 		{"unknown run mode", plain, with(func(a *Ask) { a.RunMode = "dry" }), ErrInvalid, ParamRunMode},
 		{"mode not the group's", plain, with(func(a *Ask) { a.RunMode = "simulation" }), ErrForbidden, ParamRunMode},

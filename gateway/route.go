@@ -67,7 +67,8 @@ func (r *routing) resolve() []target {
 	// simulation), their slots physical (no acceptance copy); and no
 	// request pinned to a platform.
 	// Nor one only a platform speaking the Responses API can serve.
-	if r.s.deps.Nodes != nil && r.c.Model.Nodes != weir.NodesNever && r.c.RunMode == "" && r.c.Platform == "" && !r.c.nativeOnly() {
+	// Nor an upload: a node's tunnel carries JSON.
+	if r.s.deps.Nodes != nil && r.c.Model.Nodes != weir.NodesNever && r.c.RunMode == "" && r.c.Platform == "" && !r.c.nativeOnly() && !r.c.isUpload() {
 		now := r.s.deps.Clock.Now()
 		for _, n := range r.s.deps.Nodes.Serving(r.c.Model.Name) {
 			if until := r.s.deps.Router.CoolingUntil(nodeHealth(n)); until.After(now) {

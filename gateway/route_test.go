@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"slices"
 	"strings"
@@ -374,5 +376,38 @@ func TestStalledNodeRunHandsOff(t *testing.T) {
 	c = b.chat(t)
 	if err := b.svc.Serve(t.Context(), c, &out); err != nil || c.Usage.PlatformModel != "node:node_c/p" || c.Usage.Handoff != "" {
 		t.Errorf("a failover for a 503: %v, served by %q, handoff %q; want node_c, no handoff", err, c.Usage.PlatformModel, c.Usage.Handoff)
+	}
+}
+
+// uploadBody is an Uploader: a transcription form with its model.
+type uploadBody struct{}
+
+func (uploadBody) WithModel(string) ([]byte, error) { return nil, errors.New("not JSON") }
+
+func (uploadBody) Upload(upstream string) (*provider.Upload, error) {
+	var b bytes.Buffer
+	mw := multipart.NewWriter(&b)
+	_ = mw.WriteField("model", upstream)
+	fw, _ := mw.CreateFormFile("file", "a.wav")
+	_, _ = fw.Write([]byte("audio"))
+	_ = mw.Close()
+	return &provider.Upload{Body: io.NopCloser(&b), ContentType: mw.FormDataContentType(), Length: int64(b.Len())}, nil
+}
+
+// TestUploadSkipsNodes: an upload goes to the platform models even when
+// the model's nodes come first: a node's tunnel carries JSON.
+func TestUploadSkipsNodes(t *testing.T) {
+	t.Parallel()
+	nodes := &fakeNodes{answer: okAnswer}
+	b := setup(t, setupOpts{nodes: nodes})
+	nodes.set(b.nodeTarget(t, "node_a", 1))
+	c := b.chat(t)
+	c.Path, c.Body = "/audio/transcriptions", uploadBody{}
+	var out recordedAnswer
+	if err := b.svc.Serve(t.Context(), c, &out); err != nil || out.head == nil || out.head.Status != 200 {
+		t.Fatalf("serve: %v, head %+v", err, out.head)
+	}
+	if len(nodes.calls) != 0 || !strings.Contains(out.body.String(), "mock transcript of a.wav: 5 bytes") {
+		t.Fatalf("node calls %q, answer %s; want the platform's transcript", nodes.calls, out.body.String())
 	}
 }

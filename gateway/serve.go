@@ -358,15 +358,19 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 	if native {
 		path, from = c.Native.Path, c.Native.Body
 	}
-	body, err := from.WithModel(pm.Upstream)
+	call, err := upstreamCall(from, pm.Upstream)
 	if err != nil {
 		c.end(codeOutcome(weir.CodeInternal))
 		return nil, &Error{Category: ErrInternal, Message: "could not encode the upstream request", Err: err}
 	}
+	call.Path, call.Stream, call.Header = path, c.Stream, c.Header
 	t0 := s.deps.Clock.Now()
 	s.startObs(c, pm, t0)
 	defer func() { c.Upstream += c.obs.end.Sub(t0) }()
-	resp, err := pm.ex.Do(ctx, provider.Call{Path: path, Body: body, Stream: c.Stream, Header: c.Header})
+	resp, err := pm.ex.Do(ctx, call)
+	if call.Upload != nil {
+		_ = call.Upload.Body.Close()
+	}
 	if err != nil {
 		c.obs.end = s.deps.Clock.Now()
 		s.settleRefused(ctx, c, lease, err)
@@ -409,6 +413,17 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 		d = s.copyBody(c, out, resp, head, done, trace.SpanFromContext(ctx))
 	}
 	return s.delivered(ctx, c, pm, d, headersIn)
+}
+
+// upstreamCall is the call that sends body, its model rewritten to
+// upstream: as JSON, or as the form of an Uploader.
+func upstreamCall(body Body, upstream string) (provider.Call, error) {
+	if u, ok := body.(Uploader); ok {
+		up, err := u.Upload(upstream)
+		return provider.Call{Upload: up}, err
+	}
+	b, err := body.WithModel(upstream)
+	return provider.Call{Body: b}, err
 }
 
 // callFailed answers an upstream call (to pm, begun at t0) that returned

@@ -98,6 +98,9 @@ func (f *Tasks) Submit(ctx context.Context, key weir.APIKey, req TaskRequest) (t
 	if err != nil {
 		return t, false, err
 	}
+	if err := checkTaskInput(req.Kind, g.Model, req.Input); err != nil {
+		return t, false, err
+	}
 	if req.CallbackURL != "" {
 		if !f.run.CallbacksEnabled() {
 			return t, false, errorf(ErrInvalid, req.CallbackParam, "callbacks are not enabled on this gateway (tasks.webhook_secret)")
@@ -142,6 +145,42 @@ func (f *Tasks) Submit(ctx context.Context, key weir.APIKey, req TaskRequest) (t
 		return t, created, taskError(g.Model.Name, err)
 	}
 	return t, created, nil
+}
+
+// taskRequired are the input fields a task of each synchronous kind
+// must have, as its endpoint requires them.
+var taskRequired = map[weir.ModelKind][]string{
+	weir.KindChat:       {"messages"},
+	weir.KindEmbeddings: {"input"},
+	weir.KindImages:     {"prompt"},
+	weir.KindSpeech:     {"input", "voice"},
+}
+
+// checkTaskInput refuses a task that came by api ("video" or "task") for
+// model m that cannot run: a model of another kind than video by the
+// video API, or an input of a synchronous kind that lacks what its
+// endpoint requires or asks for a stream (a task's answer is stored
+// whole).
+func checkTaskInput(api string, m weir.Model, input map[string]json.RawMessage) error {
+	switch {
+	case api == "video" && m.Kind != weir.KindVideo:
+		return errorf(ErrInvalid, "model", fmt.Sprintf("the model %q serves %s, not videos; submit it as a task (POST /v1/tasks)", m.Name, m.Kind))
+	case m.Kind.Async():
+		return nil
+	}
+	if raw, ok := input["stream"]; ok {
+		var stream bool
+		if json.Unmarshal(raw, &stream) != nil || stream {
+			return errorf(ErrInvalid, "input.stream", "a task's answer is stored whole: stream is not supported")
+		}
+	}
+	for _, name := range taskRequired[m.Kind] {
+		switch raw, ok := input[name]; {
+		case !ok, string(raw) == "null", string(raw) == `""`, string(raw) == "[]":
+			return errorf(ErrInvalid, "input."+name, "missing required parameter: "+name)
+		}
+	}
+	return nil
 }
 
 // Own is key's task id; ErrTaskNotFound if it is not there, is

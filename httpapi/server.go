@@ -1,5 +1,6 @@
 // Package httpapi is Weir's HTTP face: the OpenAI-compatible API (chat
-// completions with streaming, embeddings, images, speech, models, videos
+// completions with streaming, embeddings, images and their edits and
+// variations, speech, transcriptions and translations, models, videos
 // and tasks), the admin API (queues, nodes, spend), health and metrics
 // endpoints. It reads and validates a request's headers and body, has
 // the gateway find its key and decide what the key may ask
@@ -35,6 +36,11 @@ type Config struct {
 	// MaxBodyBytes bounds request bodies; larger ones get 413 before they
 	// are parsed. Default 10 MiB.
 	MaxBodyBytes int64
+	// MaxUploadBytes bounds a multipart upload (image edits and
+	// variations, transcriptions, translations), the form whole: one
+	// declared larger gets 413 before it is read, one that grows past it
+	// 413 when it does. Default DefaultMaxUploadBytes.
+	MaxUploadBytes int64
 	// DefaultMaxWait is how long a request may queue unless its scopes or
 	// its X-Weir-Max-Wait header say less. Default 30s; negative: no cap
 	// (the request waits until its scopes' max_wait or its client gives
@@ -84,11 +90,17 @@ type Config struct {
 const (
 	DefaultMaxWait            = 30 * time.Second
 	DefaultStreamWriteTimeout = 30 * time.Second
+	// DefaultMaxUploadBytes holds a 25 MB file, OpenAI's bound on audio
+	// uploads, and its form's fields.
+	DefaultMaxUploadBytes = 26 << 20
 )
 
 func (c *Config) defaults() {
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = 10 << 20
+	}
+	if c.MaxUploadBytes <= 0 {
+		c.MaxUploadBytes = DefaultMaxUploadBytes
 	}
 	if c.DefaultMaxWait == 0 {
 		c.DefaultMaxWait = DefaultMaxWait
@@ -235,6 +247,10 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/embeddings", s.model(epEmbeddings))
 	mux.Handle("POST /v1/images/generations", s.model(epImages))
 	mux.Handle("POST /v1/audio/speech", s.model(epSpeech))
+	mux.Handle("POST /v1/images/edits", s.upload(epImageEdits))
+	mux.Handle("POST /v1/images/variations", s.upload(epImageVariations))
+	mux.Handle("POST /v1/audio/transcriptions", s.upload(epTranscriptions))
+	mux.Handle("POST /v1/audio/translations", s.upload(epTranslations))
 	mux.HandleFunc("POST /v1/responses", s.createResponse)
 	mux.HandleFunc("POST /v1/messages", s.createMessage)
 	mux.HandleFunc("POST /v1/messages/count_tokens", s.countTokens)

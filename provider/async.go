@@ -72,6 +72,11 @@ type Job struct {
 	Error *JobError
 	// Raw is the upstream's object for the job, as it came.
 	Raw json.RawMessage
+	// Settled: the job ended in its submit's answer and nothing of it is
+	// kept upstream (SyncJob), so there is nothing to poll, fetch or
+	// cancel. A job of an upstream's job API is never settled, even one
+	// done at once: its content is fetched from the upstream later.
+	Settled bool
 }
 
 // JobError is the upstream's account of a failed job.

@@ -70,6 +70,25 @@ func (o callOpts) call(ctx context.Context, method, base, path, apiKey string, b
 	return x.run(ctx, httpClient(o.client), req)
 }
 
+// upload is call with u as the body: read as it is sent, its length
+// declared if known (else the body goes chunked).
+func (o callOpts) upload(ctx context.Context, method, base, path, apiKey string, u *Upload, h http.Header) (*http.Response, error) {
+	x, rctx := newExchange(ctx, o)
+	req, err := newRequest(rctx, method, base, path, apiKey, nil, h)
+	if err != nil {
+		x.cancel(context.Canceled)
+		return nil, err
+	}
+	// The transport closes the request's body; the caller's Close of
+	// u.Body stays its own.
+	req.Body, req.ContentLength = io.NopCloser(u.Body), u.Length
+	if u.Length == 0 {
+		req.Body = http.NoBody
+	}
+	req.Header.Set("Content-Type", u.ContentType)
+	return x.run(ctx, httpClient(o.client), req)
+}
+
 // errBodyClosed is why a call whose body was closed before its end was
 // aborted.
 var errBodyClosed = errors.New("response body closed before its end")

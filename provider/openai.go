@@ -41,12 +41,19 @@ func (o *OpenAI) Do(ctx context.Context, c Call) (*http.Response, error) {
 	if o.APIKey != "" {
 		h["Authorization"] = o.authorization()
 	}
-	resp, err := callOpts{
+	opts := callOpts{
 		client: o.Client,
 		clock:  o.Clock,
 		bounds: Bounds{Header: o.Timeout, Idle: o.IdleTimeout, Total: o.CallTimeout},
 		grace:  o.AbortGrace,
-	}.call(ctx, c.method(), o.BaseURL, c.Path, "", c.Body, h)
+	}
+	var resp *http.Response
+	var err error
+	if c.Upload != nil {
+		resp, err = opts.upload(ctx, c.method(), o.BaseURL, c.Path, "", c.Upload, h)
+	} else {
+		resp, err = opts.call(ctx, c.method(), o.BaseURL, c.Path, "", c.Body, h)
+	}
 	if err != nil {
 		return nil, err
 	}

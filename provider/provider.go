@@ -26,9 +26,25 @@ type Call struct {
 	Method string
 	Path   string
 	Body   []byte
+	// Upload, if set, is sent instead of Body: a multipart form, read as
+	// it goes out. The OpenAI adapter sends it; adapters of platforms
+	// that take no uploads refuse the call's path.
+	Upload *Upload
 	Stream bool
 	// Header carries client headers worth forwarding (Accept, User-Agent).
 	Header http.Header
+}
+
+// Upload is a call's body read as it is sent (a multipart form with its
+// files), not held whole.
+type Upload struct {
+	// Body is the form. The adapter may read it; the caller closes it
+	// once Do has returned, whether or not it was read to its end.
+	Body io.ReadCloser
+	// ContentType is its type, boundary included.
+	ContentType string
+	// Length is its length in bytes; -1: unknown (sent chunked).
+	Length int64
 }
 
 // Adapter sends calls to one platform.

@@ -40,6 +40,7 @@ func apiConfig(cfg *config.Config) httpapi.Config {
 	s := cfg.Server
 	return httpapi.Config{
 		MaxBodyBytes:       s.MaxBodyBytes,
+		MaxUploadBytes:     s.MaxUploadBytes,
 		DefaultMaxWait:     s.DefaultMaxWait,
 		StreamWriteTimeout: s.StreamWriteTimeout,
 		AdminToken:         s.AdminToken,

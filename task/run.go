@@ -116,6 +116,9 @@ func (s *Service) submit(ctx context.Context, t weir.Task, target Target, job *r
 	if st, ok := s.planner.(Starter); ok && !target.Simulated {
 		st.TaskStarted(t)
 	}
+	if up.Settled {
+		return s.endedAtSubmit(ctx, t, up)
+	}
 	now := s.clock.Now()
 	ok, err := s.updateWithEvent(ctx, t, weir.TaskUpdate{
 		From: []weir.TaskStatus{weir.TaskAdmitted}, Status: weir.TaskRunning, UpstreamID: up.ID, Progress: &up.Progress,
@@ -136,6 +139,23 @@ func (s *Service) submit(ctx context.Context, t weir.Task, target Target, job *r
 	s.mu.Unlock()
 	t.Status, t.UpstreamID, t.Progress = weir.TaskRunning, up.ID, up.Progress
 	return s.follow(ctx, t, target, job)
+}
+
+// endedAtSubmit ends task t, whose job was settled as it was submitted
+// (a call its upstream answers at once, run as a task: provider.SyncJob):
+// the answer is its result, and nothing upstream is left to follow. A
+// job that ended failed (its answer was too long to keep) is not tried
+// again: it would answer the same.
+func (s *Service) endedAtSubmit(ctx context.Context, t weir.Task, up provider.Job) error {
+	s.cfg.Metrics.TaskWaited(t.Model, t.AdmittedAt.Sub(t.CreatedAt))
+	if up.Status == provider.JobSucceeded {
+		return s.finishRunning(ctx, t, weir.TaskUpdate{Status: weir.TaskSucceeded, Result: up.Raw, Progress: ptr(100)})
+	}
+	code, msg := "upstream_failed", "the upstream job failed"
+	if up.Error != nil {
+		code, msg = up.Error.Code, up.Error.Message
+	}
+	return s.finishRunning(ctx, t, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: code, ErrorMessage: msg, Result: up.Raw})
 }
 
 // report tells the planner, if it listens, how a call to pm went: err is

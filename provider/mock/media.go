@@ -289,6 +289,12 @@ func (s *Server) images(c *call) int {
 	if strings.TrimSpace(req.Prompt) == "" {
 		return c.fail(invalidRequest("prompt", "'prompt' is required."))
 	}
+	return s.answerImages(c, req, o)
+}
+
+// answerImages answers an image request (a generation, an edit or a
+// variation), checked but for n and response_format.
+func (s *Server) answerImages(c *call, req imageRequest, o overrides) int {
 	n := 1
 	if req.N != nil {
 		if *req.N < 1 || *req.N > 10 {

@@ -245,6 +245,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.work(w, r, s.images)
 	case "/v1/audio/speech":
 		s.work(w, r, s.speech)
+	case "/v1/images/edits":
+		s.work(w, r, s.imageEdits)
+	case "/v1/images/variations":
+		s.work(w, r, s.imageVariations)
+	case "/v1/audio/transcriptions":
+		s.work(w, r, s.transcriptions)
+	case "/v1/audio/translations":
+		s.work(w, r, s.translations)
 	case "/v1/videos":
 		s.work(w, r, s.submitVideo)
 	case "/v1/responses":
