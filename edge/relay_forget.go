@@ -55,29 +55,29 @@ func (r *Relay) Forget(ctx context.Context, node string) (weir.ForgottenNode, er
 	}
 	// A live session elsewhere refuses the forget before this replica
 	// forgets anything: ask the others first.
+	// take keeps one replica's answer: what it forgot, or why not; a
+	// node live there ends the forget.
 	var failed error
-	for _, base := range bases {
-		f, err := r.forgetAt(ctx, base, node)
+	take := func(f weir.ForgottenNode, err error) error {
 		switch {
 		case err == nil:
 			merge(f)
 		case errors.Is(err, ErrUnknownNode):
 		case errors.Is(err, ErrNodeConnected):
-			return weir.ForgottenNode{}, err
+			return err
 		default:
 			failed = errors.Join(failed, err)
 		}
+		return nil
+	}
+	for _, base := range bases {
+		if err := take(r.forgetAt(ctx, base, node)); err != nil {
+			return weir.ForgottenNode{}, err
+		}
 	}
 	if r.hub != nil {
-		f, err := r.hub.Forget(ctx, node)
-		switch {
-		case err == nil:
-			merge(f)
-		case errors.Is(err, ErrUnknownNode):
-		case errors.Is(err, ErrNodeConnected):
+		if err := take(r.hub.Forget(ctx, node)); err != nil {
 			return weir.ForgottenNode{}, err
-		default:
-			failed = errors.Join(failed, err)
 		}
 	}
 	switch {
