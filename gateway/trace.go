@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"net/url"
+	"slices"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -44,22 +45,13 @@ func startQueueSpan(ctx context.Context, c *Call, r *routing, attempt int) (cont
 	var scopes []string
 	for _, cand := range r.candidates(r.current()) {
 		for _, n := range cand.Needs {
-			if !contains(scopes, n.Scope) {
+			if !slices.Contains(scopes, n.Scope) {
 				scopes = append(scopes, n.Scope)
 			}
 		}
 	}
 	span.SetAttributes(attrQueueScopes.StringSlice(scopes))
 	return ctx, span
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // endQueueSpan ends a wait for admission that ended in lease or err:
