@@ -1,6 +1,9 @@
 package gateway
 
-import "github.com/weir-gateway/weir"
+import (
+	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/tokens"
+)
 
 // A request's prompt is counted in the encoding of the candidate it may
 // go to: a platform model's (weir.TokenizerOf), an edge node's model's
@@ -36,7 +39,7 @@ func countIn(p Prompt, estimate int64, t weir.Tokenizer) int64 {
 // tokensIn is what c reserves against TPM limits on a candidate of
 // encoding t: its prompt counted in t, and what its answer may take.
 func (c *Call) tokensIn(t weir.Tokenizer) int64 {
-	return addTokens(c.promptIn(t), max(c.Tokens-c.Wants.PromptTokens, 0))
+	return tokens.Add(c.promptIn(t), max(c.Tokens-c.Wants.PromptTokens, 0))
 }
 
 // wantsIn is c.Wants with its prompt counted in t's encoding.

@@ -3,9 +3,9 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
-	"math"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/tokens"
 )
 
 // usage is the part of an upstream answer that says what it cost: Chat
@@ -51,8 +51,8 @@ func (u usage) normal() usage {
 	u.CachedTokens = max(u.PromptTokensDetails.CachedTokens, u.InputTokensDetails.CachedTokens, u.CacheReadInputTokens, 0)
 	u.PromptTokensDetails, u.InputTokensDetails = tokenDetails{}, tokenDetails{}
 	if u.PromptTokens == 0 && u.CompletionTokens == 0 {
-		input := addTokens(max(u.InputTokens, 0), max(u.CacheCreationInputTokens, 0))
-		u.PromptTokens, u.CompletionTokens = addTokens(input, max(u.CacheReadInputTokens, 0)), u.OutputTokens
+		input := tokens.Add(max(u.InputTokens, 0), max(u.CacheCreationInputTokens, 0))
+		u.PromptTokens, u.CompletionTokens = tokens.Add(input, max(u.CacheReadInputTokens, 0)), u.OutputTokens
 	}
 	u.InputTokens, u.OutputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens = 0, 0, 0, 0
 	return u
@@ -83,7 +83,7 @@ func (u usage) total() int64 {
 	if u.TotalTokens > 0 {
 		return u.TotalTokens
 	}
-	return addTokens(max(u.PromptTokens, 0), max(u.CompletionTokens, 0))
+	return tokens.Add(max(u.PromptTokens, 0), max(u.CompletionTokens, 0))
 }
 
 // usageOf reads the usage field of a JSON answer (or SSE chunk).
@@ -116,16 +116,6 @@ func usageOf(body []byte) (usage, bool) {
 		return usage{}, false
 	}
 	return v.Usage.normal(), true
-}
-
-// addTokens is a+b for token counts a, b >= 0, saturating at the int64
-// maximum: a count that big can never be admitted against a TPM limit
-// anyway, and one that wrapped negative would be refused as invalid.
-func addTokens(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }
 
 // metered is what u used, for a price: its tokens, and the images it

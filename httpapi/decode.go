@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -152,9 +151,9 @@ func (r *request) countPrompt(chat bool) {
 	r.wants.PromptTokens, r.wants.MaxTokens, r.wants.Stream = r.estimate, r.maxTokens, r.stream
 	switch {
 	case r.maxTokens > 0:
-		r.estimate = addTokens(r.estimate, r.maxTokens)
+		r.estimate = tokens.Add(r.estimate, r.maxTokens)
 	case chat:
-		r.estimate = addTokens(r.estimate, 256)
+		r.estimate = tokens.Add(r.estimate, 256)
 	}
 }
 
@@ -353,16 +352,6 @@ func jsonValueLen(b []byte) int {
 		}
 	}
 	return len(b)
-}
-
-// addTokens is a+b for token counts a, b >= 0, saturating at the int64
-// maximum: a count that big can never be admitted against a TPM limit
-// anyway, and one that wrapped negative would be refused as invalid.
-func addTokens(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }
 
 // readBody reads all of body into a buffer sized for the declared

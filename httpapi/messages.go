@@ -17,6 +17,7 @@ import (
 	"github.com/weir-gateway/weir/dialect/anthropic"
 	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/openaiwire"
+	"github.com/weir-gateway/weir/tokens"
 )
 
 // Anthropic's Messages API in front: POST /v1/messages goes as it came
@@ -104,7 +105,7 @@ func nativeMessagesRequest(req *anthropic.Request, body []byte) (*request, *apiE
 	}
 	prompt := anthropic.EstimateInputTokens(req)
 	r.wants = weir.Wants{PromptTokens: prompt, MaxTokens: r.maxTokens, Stream: r.stream, Tools: len(req.Tools) > 0}
-	r.estimate = addTokens(prompt, r.maxTokens)
+	r.estimate = tokens.Add(prompt, r.maxTokens)
 	return r, nil
 }
 

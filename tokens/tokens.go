@@ -12,6 +12,7 @@
 package tokens
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -86,4 +87,14 @@ func addText[T ~string | ~[]byte](e *Estimator, text T) {
 			i++
 		}
 	}
+}
+
+// Add is a+b for token counts a, b >= 0, saturating at the int64
+// maximum: a count that big can never be admitted against a TPM limit
+// anyway, and one that wrapped negative would be refused as invalid.
+func Add(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
