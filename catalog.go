@@ -2,6 +2,7 @@ package weir
 
 import (
 	"cmp"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -261,8 +262,8 @@ type Wants struct {
 // TaskWants is what a task's input needs of a candidate and what prices
 // it: a video's size and seconds (which OpenAI's API sends as a string),
 // an image's size, quality and n, speech's voice and its input's
-// characters, a chat's max_tokens, and the prompt's estimate (four bytes
-// of JSON a token).
+// characters, a chat's max_tokens, a transcription's file size, and the
+// prompt's estimate (four bytes of JSON a token, the file's aside).
 func TaskWants(input []byte) Wants {
 	var in struct {
 		Size           any    `json:"size"`
@@ -274,6 +275,9 @@ func TaskWants(input []byte) Wants {
 		ResponseFormat any    `json:"response_format"`
 		MaxTokens      *int64 `json:"max_tokens"`
 		MaxCompletion  *int64 `json:"max_completion_tokens"`
+		File           struct {
+			Data string `json:"data"`
+		} `json:"file"`
 	}
 	var w Wants
 	if json.Unmarshal(input, &in) != nil {
@@ -283,7 +287,11 @@ func TaskWants(input []byte) Wants {
 	w.Quality, _ = in.Quality.(string)
 	w.Voice, _ = in.Voice.(string)
 	w.ResponseFormat, _ = in.ResponseFormat.(string)
-	w.PromptTokens = int64(len(input))/4 + 1
+	// A file (a transcription's audio, base64) is no part of a prompt.
+	w.PromptTokens = int64(len(input)-len(in.File.Data))/4 + 1
+	if d := in.File.Data; d != "" {
+		w.FileBytes = int64(base64.StdEncoding.DecodedLen(len(d)) - strings.Count(d[max(len(d)-2, 0):], "="))
+	}
 	if s, ok := in.Input.(string); ok {
 		w.Characters = int64(utf8.RuneCountInString(s))
 	}
