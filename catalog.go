@@ -2,6 +2,7 @@ package weir
 
 import (
 	"cmp"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -11,80 +12,6 @@ import (
 	"time"
 	"unicode/utf8"
 )
-
-// ModelKind is what a public model serves, which decides the endpoints it
-// answers on.
-type ModelKind string
-
-const (
-	KindChat       ModelKind = "chat"
-	KindEmbeddings ModelKind = "embeddings"
-	KindImages     ModelKind = "images"
-	KindSpeech     ModelKind = "audio_speech"
-	// KindTranscription models turn audio into text: transcriptions
-	// and translations (multipart uploads).
-	KindTranscription ModelKind = "audio_transcription"
-	// KindVideo models run as durable asynchronous tasks (the video API
-	// and the generic task API).
-	KindVideo ModelKind = "video"
-)
-
-// Async reports whether k's requests run as durable tasks.
-func (k ModelKind) Async() bool { return k == KindVideo }
-
-// Valid reports whether k is a known kind.
-func (k ModelKind) Valid() bool {
-	switch k {
-	case KindChat, KindEmbeddings, KindImages, KindSpeech, KindTranscription, KindVideo:
-		return true
-	}
-	return false
-}
-
-// PlatformKinds are the upstream protocols a platform may speak
-// (Platform.Kind): "openai" is any OpenAI-compatible API, "gemini"
-// Google's Gemini API (chat only), "azure" Azure OpenAI (its deployments:
-// chat, embeddings, images and speech), "anthropic" Anthropic's Messages
-// API (chat only), "bedrock" Amazon Bedrock's Converse API (chat only).
-var PlatformKinds = []string{"openai", "gemini", "azure", "anthropic", "bedrock"}
-
-// ResponsesKinds are the platform kinds that speak OpenAI's Responses
-// API themselves: a Responses request is passed through to them as it
-// came (unless the platform says TranslateResponses), where every other
-// kind (and an edge node) is sent its translation to Chat Completions.
-var ResponsesKinds = []string{"openai", "azure"}
-
-// SpeaksResponses reports whether p is sent Responses requests as they
-// came rather than translated to Chat Completions.
-func (p Platform) SpeaksResponses() bool {
-	return slices.Contains(ResponsesKinds, p.Kind) && !p.TranslateResponses
-}
-
-// MessagesKinds are the platform kinds that speak Anthropic's Messages
-// API themselves: a Messages request is passed through to them as it
-// came, where every other kind (and an edge node) is sent its
-// translation to Chat Completions.
-var MessagesKinds = []string{"anthropic"}
-
-// SpeaksMessages reports whether p is sent Messages requests as they
-// came rather than translated to Chat Completions.
-func (p Platform) SpeaksMessages() bool { return slices.Contains(MessagesKinds, p.Kind) }
-
-// platformKindServes lists, for a platform kind that serves only some
-// model kinds, those it serves; a kind not listed serves every one.
-var platformKindServes = map[string][]ModelKind{
-	"gemini":    {KindChat},
-	"azure":     {KindChat, KindEmbeddings, KindImages, KindSpeech},
-	"anthropic": {KindChat},
-	"bedrock":   {KindChat},
-}
-
-// PlatformKindServes reports whether a platform of kind pk can serve a
-// model of kind mk.
-func PlatformKindServes(pk string, mk ModelKind) bool {
-	served, ok := platformKindServes[pk]
-	return !ok || slices.Contains(served, mk)
-}
 
 // Platform is one upstream account.
 type Platform struct {
@@ -335,8 +262,8 @@ type Wants struct {
 // TaskWants is what a task's input needs of a candidate and what prices
 // it: a video's size and seconds (which OpenAI's API sends as a string),
 // an image's size, quality and n, speech's voice and its input's
-// characters, a chat's max_tokens, and the prompt's estimate (four bytes
-// of JSON a token).
+// characters, a chat's max_tokens, a transcription's file size, and the
+// prompt's estimate (four bytes of JSON a token, the file's aside).
 func TaskWants(input []byte) Wants {
 	var in struct {
 		Size           any    `json:"size"`
@@ -348,6 +275,9 @@ func TaskWants(input []byte) Wants {
 		ResponseFormat any    `json:"response_format"`
 		MaxTokens      *int64 `json:"max_tokens"`
 		MaxCompletion  *int64 `json:"max_completion_tokens"`
+		File           struct {
+			Data string `json:"data"`
+		} `json:"file"`
 	}
 	var w Wants
 	if json.Unmarshal(input, &in) != nil {
@@ -357,7 +287,11 @@ func TaskWants(input []byte) Wants {
 	w.Quality, _ = in.Quality.(string)
 	w.Voice, _ = in.Voice.(string)
 	w.ResponseFormat, _ = in.ResponseFormat.(string)
-	w.PromptTokens = int64(len(input))/4 + 1
+	// A file (a transcription's audio, base64) is no part of a prompt.
+	w.PromptTokens = int64(len(input)-len(in.File.Data))/4 + 1
+	if d := in.File.Data; d != "" {
+		w.FileBytes = int64(base64.StdEncoding.DecodedLen(len(d)) - strings.Count(d[max(len(d)-2, 0):], "="))
+	}
 	if s, ok := in.Input.(string); ok {
 		w.Characters = int64(utf8.RuneCountInString(s))
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -40,6 +41,9 @@ platform_models:
   - name: up/tts
     platform: up
     upstream: tts-1
+  - name: up/stt
+    platform: up
+    upstream: whisper-1
 models:
   - name: img
     kind: images
@@ -49,6 +53,10 @@ models:
     kind: audio_speech
     candidates:
       - platform_model: up/tts
+  - name: stt
+    kind: audio_transcription
+    candidates:
+      - platform_model: up/stt
 `, secret, upURL)
 }
 
@@ -131,6 +139,36 @@ func TestImageTasksSurviveRestart(t *testing.T) {
 	}
 }
 
+// TestTranscriptionTask: a transcription runs as a durable task, its
+// audio base64 in the input: the upstream gets the form the endpoint
+// takes (the file, the other fields, the model as the platform names
+// it), and the task's result is the transcription's answer.
+func TestTranscriptionTask(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t, mock.Config{})
+	secret, _ := newSecret(t)
+	g := startGateway(t, "", mediaTaskCatalog(up.URL, secret))
+	_, key := g.createKey(t)
+	audio := bytes.Repeat([]byte("RIFF-audio "), 1000)
+	body, _ := json.Marshal(map[string]any{"model": "stt", "input": map[string]any{
+		"file":     map[string]string{"data": base64.StdEncoding.EncodeToString(audio), "filename": "meeting.wav"},
+		"language": "en", "response_format": "json", "temperature": 0.2}})
+	o, status := g.submitTask(t, key, string(body), "")
+	if status != http.StatusAccepted {
+		t.Fatalf("submit: %d %+v", status, o)
+	}
+	o = g.waitTerminal(t, key, []string{o.ID}, 30*time.Second)[o.ID]
+	var res struct {
+		Text string `json:"text"`
+	}
+	h := fnv.New64a()
+	h.Write(audio)
+	want := fmt.Sprintf("mock transcript of meeting.wav: %d bytes, fnv %016x", len(audio), h.Sum64())
+	if o.Status != "succeeded" || json.Unmarshal(o.Result, &res) != nil || res.Text != want {
+		t.Fatalf("transcription task: %s %+v %.300s; want the text %q", o.Status, o.Error, o.Result, want)
+	}
+}
+
 // TestTaskInputRefusals: a task of a synchronous kind whose input lacks
 // what its endpoint requires, or asks for a stream, is refused at once;
 // so is an image model submitted through the video API.
@@ -144,6 +182,9 @@ func TestTaskInputRefusals(t *testing.T) {
 		{"/v1/tasks", `{"model":"img","input":{"size":"1024x1024"}}`, "input.prompt"},
 		{"/v1/tasks", `{"model":"tts","input":{"input":"hi"}}`, "input.voice"},
 		{"/v1/tasks", `{"model":"img","input":{"prompt":"x","stream":true}}`, "input.stream"},
+		{"/v1/tasks", `{"model":"stt","input":{"language":"en"}}`, "input.file"},
+		{"/v1/tasks", `{"model":"stt","input":{"file":"YWJj"}}`, "input.file"},
+		{"/v1/tasks", `{"model":"stt","input":{"file":{"data":"not base64!"}}}`, "input.file"},
 		{"/v1/videos", `{"model":"img","prompt":"x"}`, "model"},
 	} {
 		rep := g.do(t, request{Path: tc.path, Key: key, Body: tc.body})

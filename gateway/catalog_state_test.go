@@ -338,7 +338,7 @@ func TestPlan(t *testing.T) {
 		want error
 	}{
 		"chat model":          {weir.Task{ID: "t", Model: "m", KeyID: "key_v"}, nil},
-		"transcription model": {weir.Task{ID: "t", Model: "stt", KeyID: "key_v"}, admission.ErrNoCandidate},
+		"transcription model": {weir.Task{ID: "t", Model: "stt", KeyID: "key_v"}, nil},
 		"no model":            {weir.Task{ID: "t", Model: "nope", KeyID: "key_v"}, admission.ErrNoCandidate},
 		"unknown key":         {weir.Task{ID: "t", Model: "v", KeyID: "key_gone"}, weir.ErrNotFound},
 	} {

@@ -84,3 +84,30 @@ func onPlatform(st *Snapshot, pms []string, platform string) []string {
 	}
 	return out
 }
+
+// servedAt is pms less the platform models on platforms whose kind lacks
+// c's endpoint (Azure has no image variations). When that leaves none,
+// refusal, if there was none, says so.
+func servedAt(c *Call, pms []string, refusal *Error) ([]string, *Error) {
+	st := c.Snapshot
+	var out []string
+	for i, name := range pms {
+		pm, ok := st.pms[name]
+		served := !ok || weir.PlatformKindServesPath(st.kinds[pm.Platform], c.Path)
+		switch {
+		case !served && out == nil:
+			// The first left out: copied from here on.
+			out = append(make([]string, 0, len(pms)-1), pms[:i]...)
+		case served && out != nil:
+			out = append(out, name)
+		}
+	}
+	if out == nil {
+		return pms, refusal
+	}
+	if len(out) == 0 && refusal == nil {
+		refusal = &Error{Category: ErrUnservable, Param: "model",
+			Message: fmt.Sprintf("no candidate of %q serves %s: its platforms lack that endpoint", c.Model.Name, c.Path)}
+	}
+	return out, refusal
+}

@@ -133,8 +133,8 @@ func (s *Service) Target(pmName string, mode weir.RunMode) (task.Target, bool) {
 	t, ok := st.target(pmName)
 	if ok && mode == weir.RunSimulation {
 		t.Adapter, t.Simulated = st.asyncSims[pmName], true
-		if path, sync := syncTaskPaths[st.taskKinds[pmName]]; sync {
-			t.Adapter = provider.SyncJob{Adapter: st.sims[pmName], Path: path}
+		if job, sync := syncJob(st.taskKinds[pmName], st.sims[pmName]); sync {
+			t.Adapter = job
 		}
 	}
 	return t, ok
@@ -142,13 +142,22 @@ func (s *Service) Target(pmName string, mode weir.RunMode) (task.Target, bool) {
 
 // syncTaskPaths are the endpoints of the kinds whose tasks are calls
 // their upstream answers at once (provider.SyncJob): the task's input
-// is the call's body, its result the answer. Transcription is not among
-// them: its request carries a file, which a task's JSON input does not.
+// is the call's body, its result the answer. A transcription's input
+// holds its file (provider.TaskFile) and is sent as the form the
+// endpoint takes.
 var syncTaskPaths = map[weir.ModelKind]string{
-	weir.KindChat:       "/chat/completions",
-	weir.KindEmbeddings: "/embeddings",
-	weir.KindImages:     "/images/generations",
-	weir.KindSpeech:     "/audio/speech",
+	weir.KindChat:          "/chat/completions",
+	weir.KindEmbeddings:    "/embeddings",
+	weir.KindImages:        "/images/generations",
+	weir.KindSpeech:        "/audio/speech",
+	weir.KindTranscription: "/audio/transcriptions",
+}
+
+// syncJob is the job that runs a task of kind k on ad, if k's tasks are
+// calls answered at once (syncTaskPaths).
+func syncJob(k weir.ModelKind, ad provider.Adapter) (provider.SyncJob, bool) {
+	path, ok := syncTaskPaths[k]
+	return provider.SyncJob{Adapter: ad, Path: path, Form: k == weir.KindTranscription}, ok
 }
 
 // Taskable reports whether models of kind k may run as durable tasks
@@ -174,12 +183,11 @@ func (st *Snapshot) target(pmName string) (task.Target, bool) {
 	if !ok {
 		return task.Target{}, false
 	}
-	if path, sync := syncTaskPaths[st.taskKinds[pmName]]; sync {
-		ad, ok := st.adapters[pm.Platform]
-		if !ok {
+	if job, sync := syncJob(st.taskKinds[pmName], st.adapters[pm.Platform]); sync {
+		if job.Adapter == nil {
 			return task.Target{}, false
 		}
-		return task.Target{PlatformModel: pm.Name, Upstream: pm.Upstream, Adapter: provider.SyncJob{Adapter: ad, Path: path}}, true
+		return task.Target{PlatformModel: pm.Name, Upstream: pm.Upstream, Adapter: job}, true
 	}
 	ad, ok := st.async[pm.Platform]
 	if !ok {

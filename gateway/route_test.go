@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -379,19 +380,23 @@ func TestStalledNodeRunHandsOff(t *testing.T) {
 	}
 }
 
-// uploadBody is an Uploader: a transcription form with its model.
-type uploadBody struct{}
+// uploadBody is an Uploader: a form with its model and a file, a
+// transcription's (field "" is "file") or an image's ("image").
+type uploadBody struct{ field string }
 
 func (uploadBody) WithModel(string) ([]byte, error) { return nil, errors.New("not JSON") }
 
-func (uploadBody) Upload(upstream string) (*provider.Upload, error) {
+func (u uploadBody) Upload(upstream string) (*provider.Upload, error) {
 	var b bytes.Buffer
 	mw := multipart.NewWriter(&b)
 	_ = mw.WriteField("model", upstream)
-	fw, _ := mw.CreateFormFile("file", "a.wav")
+	if u.field == "image" {
+		_ = mw.WriteField("prompt", "a hat")
+	}
+	fw, _ := mw.CreateFormFile(cmp.Or(u.field, "file"), "a.wav")
 	_, _ = fw.Write([]byte("audio"))
 	_ = mw.Close()
-	return &provider.Upload{Body: io.NopCloser(&b), ContentType: mw.FormDataContentType(), Length: int64(b.Len())}, nil
+	return &provider.Upload{Body: io.NopCloser(&b), ContentType: mw.FormDataContentType(), Length: int64(b.Len()), Model: upstream}, nil
 }
 
 // TestUploadSkipsNodes: an upload goes to the platform models even when
@@ -409,5 +414,37 @@ func TestUploadSkipsNodes(t *testing.T) {
 	}
 	if len(nodes.calls) != 0 || !strings.Contains(out.body.String(), "mock transcript of a.wav: 5 bytes") {
 		t.Fatalf("node calls %q, answer %s; want the platform's transcript", nodes.calls, out.body.String())
+	}
+}
+
+// TestUploadSkipsAPlatformLackingItsEndpoint: an azure platform serves
+// image edits but not variations, so a variation goes to the model's
+// other candidate, or is refused when there is none.
+func TestUploadSkipsAPlatformLackingItsEndpoint(t *testing.T) {
+	t.Parallel()
+	images := func(c *weir.Catalog) {
+		c.Platforms[0] = weir.Platform{Name: "up", Kind: "azure", APIKey: "k", BaseURL: strings.TrimSuffix(c.Platforms[1].BaseURL, "/v1")}
+		c.Models[0].Kind = weir.KindImages
+	}
+	b := setup(t, setupOpts{catalog: images})
+	for path, want := range map[string]string{"/images/edits": "up/m", "/images/variations": "up2/m"} {
+		c := b.chat(t)
+		c.Path, c.Body = path, uploadBody{field: "image"}
+		var out recordedAnswer
+		if err := b.svc.Serve(t.Context(), c, &out); err != nil || out.head == nil || out.head.Status != 200 {
+			t.Fatalf("%s: %v, head %+v", path, err, out.head)
+		}
+		if c.Usage.PlatformModel != want {
+			t.Fatalf("%s: served by %s; want %s", path, c.Usage.PlatformModel, want)
+		}
+	}
+
+	b = setup(t, setupOpts{catalog: func(c *weir.Catalog) { images(c); onlyUp(c) }})
+	c := b.chat(t)
+	c.Path, c.Body = "/images/variations", uploadBody{field: "image"}
+	err := b.svc.Serve(t.Context(), c, &recordedAnswer{})
+	var e *Error
+	if !errors.As(err, &e) || e.Category != ErrUnservable || !strings.Contains(e.Message, "lack that endpoint") {
+		t.Fatalf("a variation with only an azure candidate: %v; want unservable", err)
 	}
 }

@@ -35,6 +35,7 @@ var _ Executor = provider.Adapter(nil)
 // says how it went.
 func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 	pms, refusal := s.order(c.Snapshot, c.Model, c.Wants, c.Prompt, c.Platform)
+	pms, refusal = servedAt(c, pms, refusal)
 	if c.nativeOnly() {
 		if pms, refusal = nativeOrder(c, pms, refusal); len(pms) == 0 && refusal != nil {
 			c.end(codeOutcome(weir.CodeNoCandidate))

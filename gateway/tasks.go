@@ -154,6 +154,8 @@ var taskRequired = map[weir.ModelKind][]string{
 	weir.KindEmbeddings: {"input"},
 	weir.KindImages:     {"prompt"},
 	weir.KindSpeech:     {"input", "voice"},
+	// The audio, base64 in the input (provider.TaskFile).
+	weir.KindTranscription: {provider.TaskFileField},
 }
 
 // checkTaskInput refuses a task that came by api ("video" or "task") for
@@ -178,6 +180,11 @@ func checkTaskInput(api string, m weir.Model, input map[string]json.RawMessage) 
 		switch raw, ok := input[name]; {
 		case !ok, string(raw) == "null", string(raw) == `""`, string(raw) == "[]":
 			return errorf(ErrInvalid, "input."+name, "missing required parameter: "+name)
+		}
+	}
+	if m.Kind == weir.KindTranscription {
+		if _, _, err := provider.ReadTaskFile(input[provider.TaskFileField]); err != nil {
+			return errorf(ErrInvalid, "input."+provider.TaskFileField, err.Error())
 		}
 	}
 	return nil

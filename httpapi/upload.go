@@ -249,7 +249,7 @@ func (u *uploadBody) Upload(upstream string) (*provider.Upload, error) {
 	go func() {
 		pw.CloseWithError(u.encode(pw, upstream, copyFile))
 	}()
-	return &provider.Upload{Body: pr, ContentType: "multipart/form-data; boundary=" + u.boundary, Length: int64(n)}, nil
+	return &provider.Upload{Body: pr, ContentType: "multipart/form-data; boundary=" + u.boundary, Length: int64(n), Model: upstream}, nil
 }
 
 // encode writes the form to w: its text fields by name (model as

@@ -20,7 +20,9 @@ import (
 // ?api-version={version} with the key in the api-key header (or, signed
 // in with Microsoft Entra ID, a bearer token), and its
 // answer passes through as OpenAI's does. It serves chat, embeddings,
-// images and speech, and the Responses API (/responses and what follows
+// images (generations and edits), speech, transcriptions and
+// translations (the uploads' forms sent as they are read, the deployment
+// the form's model), and the Responses API (/responses and what follows
 // a response, /responses/{id}...), which Azure serves only on its v1 API:
 // {base}/openai/v1/responses, the deployment as the body's model, no
 // api-version.
@@ -51,7 +53,8 @@ const DefaultAzureAPIVersion = "2024-10-21"
 var _ Adapter = (*Azure)(nil)
 
 // azurePaths are the calls Azure serves by deployment.
-var azurePaths = []string{"/chat/completions", "/embeddings", "/images/generations", "/audio/speech"}
+var azurePaths = []string{"/chat/completions", "/embeddings", "/images/generations", "/audio/speech",
+	"/images/edits", "/audio/transcriptions", "/audio/translations"}
 
 // Do sends c to the deployment its body's model names.
 func (a *Azure) Do(ctx context.Context, c Call) (*http.Response, error) {
@@ -62,17 +65,33 @@ func (a *Azure) Do(ctx context.Context, c Call) (*http.Response, error) {
 		msg := fmt.Sprintf("this model's azure platform serves %s, not %s", strings.Join(azurePaths, ", "), c.Path)
 		return nil, &Error{Status: http.StatusBadRequest, Body: openaiwire.ErrorJSON(openaiwire.TypeInvalidRequest, msg, "model", "unsupported_endpoint")}
 	}
-	var body struct {
-		Model string `json:"model"`
-	}
-	if err := json.Unmarshal(c.Body, &body); err != nil || body.Model == "" {
-		return nil, &Error{Status: http.StatusBadRequest, Body: openaiwire.ErrorJSON(openaiwire.TypeInvalidRequest, "the request names no model (the deployment)", "model", "")}
+	deployment, err := deploymentOf(c)
+	if err != nil {
+		return nil, err
 	}
 	version := a.APIVersion
 	if version == "" {
 		version = DefaultAzureAPIVersion
 	}
-	return a.do(ctx, c, "/openai/deployments/"+url.PathEscape(body.Model)+c.Path+"?api-version="+url.QueryEscape(version))
+	return a.do(ctx, c, "/openai/deployments/"+url.PathEscape(deployment)+c.Path+"?api-version="+url.QueryEscape(version))
+}
+
+// deploymentOf is the deployment c goes to: its body's model, or its
+// upload's.
+func deploymentOf(c Call) (string, error) {
+	if c.Upload != nil {
+		if c.Upload.Model != "" {
+			return c.Upload.Model, nil
+		}
+	} else {
+		var body struct {
+			Model string `json:"model"`
+		}
+		if err := json.Unmarshal(c.Body, &body); err == nil && body.Model != "" {
+			return body.Model, nil
+		}
+	}
+	return "", &Error{Status: http.StatusBadRequest, Body: openaiwire.ErrorJSON(openaiwire.TypeInvalidRequest, "the request names no model (the deployment)", "model", "")}
 }
 
 // azureV1 is the path of Azure's v1 API, OpenAI's paths under it.
@@ -94,12 +113,13 @@ func (a *Azure) do(ctx context.Context, c Call, path string) (*http.Response, er
 	case a.APIKey != "":
 		h.Set("Api-Key", a.APIKey)
 	}
-	resp, err := callOpts{
+	opts := callOpts{
 		client: a.Client,
 		clock:  a.Clock,
 		bounds: Bounds{Header: a.Timeout, Idle: a.IdleTimeout, Total: a.CallTimeout},
 		grace:  a.AbortGrace,
-	}.call(ctx, c.method(), a.BaseURL, path, "", c.Body, h)
+	}
+	resp, err := opts.do(ctx, a.BaseURL, path, c, h)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,10 @@
 package provider
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -153,5 +156,56 @@ func TestAzureResponses(t *testing.T) {
 	if req.Method != http.MethodGet || req.Path != "/openai/v1/responses/"+m.ID+"/input_items" || req.Query != "limit=5" ||
 		len(req.Body) != 0 || req.Header.Get("Content-Type") != "" || !strings.Contains(string(got), `"object":"list"`) {
 		t.Fatalf("sent %s %s?%s %v; answer %s", req.Method, req.Path, req.Query, req.Header, got)
+	}
+}
+
+// Uploads go to the deployment their form names (Upload.Model), with
+// the form sent as it is read; Azure has no image variations.
+func TestAzureUploads(t *testing.T) {
+	t.Parallel()
+	b := setupAzure(t, mock.Config{Models: []string{"stt-dep", "image-dep"}})
+	for _, tc := range []struct{ path, model, file, want string }{
+		{"/audio/transcriptions", "stt-dep", "file", `"text"`},
+		{"/audio/translations", "stt-dep", "file", `"text"`},
+		{"/images/edits", "image-dep", "image", `"data"`},
+	} {
+		var form bytes.Buffer
+		mw := multipart.NewWriter(&form)
+		_ = mw.WriteField("model", tc.model)
+		_ = mw.WriteField("prompt", "a cat")
+		fw, _ := mw.CreateFormFile(tc.file, "in.bin")
+		_, _ = fw.Write([]byte("some bytes of audio or an image"))
+		_ = mw.Close()
+		sent := form.String()
+		up := &Upload{Body: io.NopCloser(&form), ContentType: mw.FormDataContentType(), Length: int64(form.Len()), Model: tc.model}
+		resp, err := b.ad.Do(t.Context(), Call{Path: tc.path, Upload: up})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.path, err)
+		}
+		got := readBody(t, resp)
+		req := b.rec.last(t)
+		if req.Path != "/openai/deployments/"+tc.model+tc.path || req.Query != "api-version="+DefaultAzureAPIVersion {
+			t.Fatalf("%s: sent %s?%s", tc.path, req.Path, req.Query)
+		}
+		if req.Header.Get("Api-Key") != "azure-platform-key" || req.Header.Get("Content-Type") != mw.FormDataContentType() || string(req.Body) != sent {
+			t.Fatalf("%s: headers %v, body %q", tc.path, req.Header, req.Body)
+		}
+		if !strings.Contains(string(got), tc.want) {
+			t.Fatalf("%s: answer %.200s", tc.path, got)
+		}
+	}
+	// An upload that names no deployment, and variations, are refused
+	// before anything is sent.
+	n := b.rec.count()
+	for _, c := range []Call{
+		{Path: "/audio/transcriptions", Upload: &Upload{Body: io.NopCloser(strings.NewReader("")), ContentType: "multipart/form-data; boundary=x"}},
+		{Path: "/images/variations", Upload: &Upload{Body: io.NopCloser(strings.NewReader("")), ContentType: "multipart/form-data; boundary=x", Model: "image-dep"}},
+	} {
+		if pe := upstreamErr(t, b.ad, c); pe.Status != http.StatusBadRequest || pe.Retryable() {
+			t.Fatalf("%s: %+v", c.Path, pe)
+		}
+	}
+	if b.rec.count() != n {
+		t.Fatal("a refused upload was sent")
 	}
 }

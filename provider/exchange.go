@@ -70,6 +70,14 @@ func (o callOpts) call(ctx context.Context, method, base, path, apiKey string, b
 	return x.run(ctx, httpClient(o.client), req)
 }
 
+// do sends c to path under base: its body, or its upload.
+func (o callOpts) do(ctx context.Context, base, path string, c Call, h http.Header) (*http.Response, error) {
+	if c.Upload != nil {
+		return o.upload(ctx, c.method(), base, path, "", c.Upload, h)
+	}
+	return o.call(ctx, c.method(), base, path, "", c.Body, h)
+}
+
 // upload is call with u as the body: read as it is sent, its length
 // declared if known (else the body goes chunked).
 func (o callOpts) upload(ctx context.Context, method, base, path, apiKey string, u *Upload, h http.Header) (*http.Response, error) {

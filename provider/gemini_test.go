@@ -56,6 +56,13 @@ func (rec *recorder) wrap(h http.Handler) http.Handler {
 	})
 }
 
+// count is how many requests the upstream received.
+func (rec *recorder) count() int {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return len(rec.reqs)
+}
+
 func (rec *recorder) last(t *testing.T) recorded {
 	t.Helper()
 	rec.mu.Lock()

@@ -47,13 +47,7 @@ func (o *OpenAI) Do(ctx context.Context, c Call) (*http.Response, error) {
 		bounds: Bounds{Header: o.Timeout, Idle: o.IdleTimeout, Total: o.CallTimeout},
 		grace:  o.AbortGrace,
 	}
-	var resp *http.Response
-	var err error
-	if c.Upload != nil {
-		resp, err = opts.upload(ctx, c.method(), o.BaseURL, c.Path, "", c.Upload, h)
-	} else {
-		resp, err = opts.call(ctx, c.method(), o.BaseURL, c.Path, "", c.Body, h)
-	}
+	resp, err := opts.do(ctx, o.BaseURL, c.Path, c, h)
 	if err != nil {
 		return nil, err
 	}

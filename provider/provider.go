@@ -45,6 +45,9 @@ type Upload struct {
 	ContentType string
 	// Length is its length in bytes; -1: unknown (sent chunked).
 	Length int64
+	// Model is the form's model, the platform's name for it (where the
+	// platform routes by model outside the body: Azure's deployment).
+	Model string
 }
 
 // Adapter sends calls to one platform.

@@ -22,6 +22,10 @@ type SyncJob struct {
 	// Path is the call's endpoint under the platform's base URL
 	// ("/images/generations").
 	Path string
+	// Form sends the task's input as the multipart form an upload
+	// endpoint takes ("/audio/transcriptions"): its file field
+	// (TaskFile) the file, its other fields text fields.
+	Form bool
 	// MaxResult bounds the answer kept as the job's result, in bytes; a
 	// longer one ends the job failed (result_too_large). 0:
 	// DefaultMaxResult.
@@ -38,7 +42,15 @@ var _ AsyncAdapter = SyncJob{}
 // JSON is the job's result as it came; any other (speech's audio) is
 // {"content_type": ..., "data": base64 of the answer}.
 func (j SyncJob) Submit(ctx context.Context, c AsyncCall) (Job, error) {
-	resp, err := j.Adapter.Do(ctx, Call{Path: j.Path, Body: c.Body, Header: c.Header})
+	call := Call{Path: j.Path, Body: c.Body, Header: c.Header}
+	if j.Form {
+		up, err := taskForm(c.Body)
+		if err != nil {
+			return Job{}, err
+		}
+		call.Body, call.Upload = nil, up
+	}
+	resp, err := j.Adapter.Do(ctx, call)
 	if err != nil {
 		return Job{}, err
 	}

@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"mime"
+	"mime/multipart"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -68,4 +71,59 @@ func TestSyncJob(t *testing.T) {
 	if _, err := (SyncJob{}).Poll(ctx, "sync"); !errors.Is(err, ErrJobNotFound) {
 		t.Fatalf("poll: %v", err)
 	}
+}
+
+// TestSyncJobForm: a transcription task's JSON input goes out as the form
+// its endpoint takes — the file decoded as the file part with its name
+// and type, strings as they are, numbers as written, arrays as repeated
+// "name[]" fields — and an input whose file is not base64 is refused
+// before any call.
+func TestSyncJobForm(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	stt := &formAnswering{}
+	in := `{"model":"whisper-1","language":"en","temperature":0.2,"timestamp_granularities":["word","segment"],` +
+		`"file":{"data":"` + base64.StdEncoding.EncodeToString([]byte("RIFF audio")) + `","filename":"a.wav","content_type":"audio/wav"}}`
+	job, err := SyncJob{Adapter: stt, Path: "/audio/transcriptions", Form: true}.Submit(ctx, AsyncCall{Body: []byte(in)})
+	if err != nil || job.Status != JobSucceeded || string(job.Raw) != `{"text":"ok"}` {
+		t.Fatalf("transcription: %+v, %v", job, err)
+	}
+	f := stt.form
+	if stt.path != "/audio/transcriptions" || stt.model != "whisper-1" || f.Value["model"][0] != "whisper-1" || f.Value["language"][0] != "en" ||
+		f.Value["temperature"][0] != "0.2" || !slices.Equal(f.Value["timestamp_granularities[]"], []string{"word", "segment"}) {
+		t.Fatalf("the form sent: %s %q %v", stt.path, stt.model, f.Value)
+	}
+	if fh := f.File["file"]; len(fh) != 1 || fh[0].Filename != "a.wav" || fh[0].Header.Get("Content-Type") != "audio/wav" || stt.file != "RIFF audio" {
+		t.Fatalf("the file sent: %+v %q", f.File, stt.file)
+	}
+	stt.path = ""
+	_, err = SyncJob{Adapter: stt, Path: "/audio/transcriptions", Form: true}.Submit(ctx, AsyncCall{Body: []byte(`{"model":"m","file":{"data":"%%%"}}`)})
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Status != http.StatusBadRequest || pe.Retryable() || stt.path != "" {
+		t.Fatalf("bad base64: %v (sent %q)", err, stt.path)
+	}
+}
+
+// formAnswering is an Adapter that reads each call's upload whole and
+// answers {"text":"ok"}.
+type formAnswering struct {
+	path, model, file string
+	form              *multipart.Form
+}
+
+func (a *formAnswering) Do(_ context.Context, c Call) (*http.Response, error) {
+	a.path, a.model = c.Path, c.Upload.Model
+	_, params, _ := mime.ParseMediaType(c.Upload.ContentType)
+	form, err := multipart.NewReader(c.Upload.Body, params["boundary"]).ReadForm(1 << 20)
+	if err != nil {
+		return nil, err
+	}
+	a.form = form
+	if fh := form.File["file"]; len(fh) == 1 {
+		r, _ := fh[0].Open()
+		b, _ := io.ReadAll(r)
+		a.file = string(b)
+	}
+	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(strings.NewReader(`{"text":"ok"}`))}, nil
 }

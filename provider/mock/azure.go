@@ -7,7 +7,8 @@ import (
 )
 
 // Azure OpenAI: /openai/deployments/{deployment}/{chat/completions,
-// embeddings, images/generations, audio/speech}?api-version=..., the key
+// embeddings, images/generations, images/edits, audio/speech,
+// audio/transcriptions, audio/translations}?api-version=..., the key
 // in api-key (or a bearer token), answered by the OpenAI endpoints with
 // the deployment as the model. Azure's own refusals come first: no
 // api-version is 404 "Resource not found", no key 401, a deployment the
@@ -52,6 +53,12 @@ func (s *Server) serveAzure(w http.ResponseWriter, r *http.Request, deployment, 
 		h = s.images
 	case "audio/speech":
 		h = s.speech
+	case "images/edits":
+		h = s.imageEdits
+	case "audio/transcriptions":
+		h = s.transcriptions
+	case "audio/translations":
+		h = s.translations
 	}
 	if h == nil || r.URL.Query().Get("api-version") == "" {
 		azureError(w, http.StatusNotFound, "404", "Resource not found")
@@ -70,7 +77,8 @@ func (s *Server) serveAzure(w http.ResponseWriter, r *http.Request, deployment, 
 			writeErrorBody(c.w, http.StatusBadRequest, []byte(azureContentFilter), 0)
 			return http.StatusBadRequest
 		}
-		// The deployment is the model, whatever the body says.
+		// The deployment is the model, whatever the body says (a form's
+		// model Weir writes as the deployment).
 		var body map[string]json.RawMessage
 		if json.Unmarshal(c.body, &body) == nil && body != nil {
 			body["model"], _ = json.Marshal(deployment) // a string: cannot fail
