@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -590,6 +591,47 @@ func TestStreamCatchesUpAfterReconnect(t *testing.T) {
 	ev = readEvents(t, sc, 2)
 	if ev[0].event != "history" || fmt.Sprint(points(ev[0])) != "[7 8]" || ev[1].id != "8" {
 		t.Fatalf("after reconnecting: %+v", ev)
+	}
+}
+
+// TestStreamsBounded: past MaxClients live streams, a page is told to
+// come back (429 rate_limited with Retry-After), and a stream closed
+// frees its place.
+func TestStreamsBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{AdminToken: adminToken, MaxClients: 1})
+	srv := httptest.NewServer(b.handler)
+	t.Cleanup(srv.Close)
+	open := func() *http.Response {
+		req, _ := http.NewRequest("GET", srv.URL+"/console/api/events", nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	first := open()
+	readEvents(t, bufio.NewScanner(first.Body), 1) // it is counted once it streams
+	second := open()
+	body, _ := io.ReadAll(second.Body)
+	second.Body.Close()
+	var e struct{ Error struct{ Code string } }
+	_ = json.Unmarshal(body, &e)
+	if second.StatusCode != http.StatusTooManyRequests || e.Error.Code != "rate_limited" || second.Header.Get("Retry-After") == "" {
+		t.Fatalf("a second stream: %s %s (Retry-After %q); want 429 rate_limited", second.Status, body, second.Header.Get("Retry-After"))
+	}
+	first.Body.Close()
+	for {
+		resp := open()
+		ok := resp.StatusCode == http.StatusOK
+		resp.Body.Close()
+		if ok {
+			return
+		}
+		// The server notices the first page gone when its next write
+		// fails: the next snapshot.
+		b.clock.Advance(time.Second)
 	}
 }
 

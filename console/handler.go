@@ -240,7 +240,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) error {
 	if len(c.clients) >= c.cfg.MaxClients {
 		c.mu.Unlock()
 		w.Header().Set("Retry-After", "5")
-		writeError(w, weir.CodeStoreUnavailable, "", fmt.Sprintf("the console already streams to %d pages; close one", c.cfg.MaxClients))
+		writeError(w, weir.CodeRateLimited, "", fmt.Sprintf("the console already streams to %d pages; close one", c.cfg.MaxClients))
 		return nil
 	}
 	c.clients[cl] = struct{}{}
