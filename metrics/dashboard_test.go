@@ -20,7 +20,8 @@ const dashboardFile = "../examples/grafana/weir.json"
 // TestDashboardNamesExportedMetrics: every query of the shipped Grafana
 // dashboard names only metrics a gateway exports (a histogram's through
 // its _bucket, _count or _sum series), and every weir_ metric and every
-// GenAI one (gen_ai_) has a panel.
+// GenAI one (gen_ai_) has a panel; its panels have unique ids and do not
+// overlap.
 func TestDashboardNamesExportedMetrics(t *testing.T) {
 	exported := exportedNames(t)
 	var dash struct {
@@ -30,8 +31,12 @@ func TestDashboardNamesExportedMetrics(t *testing.T) {
 			} `json:"list"`
 		} `json:"templating"`
 		Panels []struct {
+			ID      int    `json:"id"`
 			Title   string `json:"title"`
 			Type    string `json:"type"`
+			GridPos struct {
+				H, W, X, Y int
+			} `json:"gridPos"`
 			Targets []struct {
 				Expr string `json:"expr"`
 			} `json:"targets"`
@@ -77,6 +82,30 @@ func TestDashboardNamesExportedMetrics(t *testing.T) {
 	for name := range exported {
 		if (strings.HasPrefix(name, "weir_") || strings.HasPrefix(name, "gen_ai_")) && !used[name] {
 			t.Errorf("no panel shows %s", name)
+		}
+	}
+	// Grafana keys panels by id, and lays them on a 24-column grid: ids
+	// unique, no panel past the grid's edge or over another.
+	ids := make(map[int]string)
+	type cell struct{ x, y int }
+	taken := make(map[cell]string)
+	for _, p := range dash.Panels {
+		if other, dup := ids[p.ID]; dup || p.ID <= 0 {
+			t.Errorf("panel %q has id %d (also %q's)", p.Title, p.ID, other)
+		}
+		ids[p.ID] = p.Title
+		g := p.GridPos
+		if g.W <= 0 || g.H <= 0 || g.X < 0 || g.Y < 0 || g.X+g.W > 24 {
+			t.Errorf("panel %q is placed at %+v, off the 24-column grid", p.Title, g)
+			continue
+		}
+		for x := g.X; x < g.X+g.W; x++ {
+			for y := g.Y; y < g.Y+g.H; y++ {
+				if other, ok := taken[cell{x, y}]; ok {
+					t.Errorf("panel %q overlaps %q at (%d, %d)", p.Title, other, x, y)
+				}
+				taken[cell{x, y}] = p.Title
+			}
 		}
 	}
 }
