@@ -21,7 +21,7 @@ var serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer
 // middleware adds), below the trace context its client sent
 // (traceparent), if tracing is on (Deps.Tracing); else it returns ctx
 // and nil. Probes (health, readiness, metrics) are not traced.
-func (s *Server) startSpan(ctx context.Context, r *http.Request, id string) (context.Context, trace.Span) {
+func (s *Server) startSpan(ctx context.Context, r *http.Request) (context.Context, trace.Span) {
 	if s.tracer == nil {
 		return ctx, nil
 	}
@@ -29,20 +29,21 @@ func (s *Server) startSpan(ctx context.Context, r *http.Request, id string) (con
 	case "/healthz", "/readyz", "/metrics":
 		return ctx, nil
 	}
-	ctx, span := s.tracer.Start(tracing.Extract(ctx, r.Header), r.Method, serverSpan...)
-	span.SetAttributes(semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path), attrRequestID.String(id))
-	return ctx, span
+	return s.tracer.Start(tracing.Extract(ctx, r.Header), r.Method, serverSpan...)
 }
 
-// endSpan ends r's server span with the status answered and, for a
-// model request that was served (c, with its usage recorded), what
-// became of it: its model, key, outcome and how long it queued. The
-// platform model that served it is on the attempt's client span, not
-// repeated here. Its name is the route r took ("POST
-// /v1/chat/completions"), which the mux set on r by now. The attributes
-// are given in one call.
-func endSpan(span trace.Span, r *http.Request, status int, c *gateway.Call) {
-	attrs := make([]attribute.KeyValue, 0, 6)
+// endSpan ends r's server span with its attributes, given in one call
+// (each call grows the span's slice): the request's (method, path and
+// id), the route it took and the status answered, and, for a model
+// request that was served (c, with its usage recorded), what became of
+// it: its model, key, outcome and how long it queued. The platform
+// model that served it is on the attempt's client span, not repeated
+// here. No sampler Weir configures reads attributes, so none is needed
+// at the start. The span's name is the route ("POST
+// /v1/chat/completions"), which the mux set on r by now.
+func endSpan(span trace.Span, r *http.Request, id string, status int, c *gateway.Call) {
+	attrs := make([]attribute.KeyValue, 0, 9)
+	attrs = append(attrs, semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path), attrRequestID.String(id))
 	if r.Pattern != "" {
 		span.SetName(r.Pattern)
 		attrs = append(attrs, semconv.HTTPRoute(r.Pattern))
