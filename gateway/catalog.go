@@ -361,6 +361,8 @@ func (s *Service) setScopesLocked(ctx context.Context, next *Snapshot) error {
 type builtAdapters struct {
 	cfg provider.Platform
 	a   provider.Adapters
+	// host is where its calls go: serverAddress(cfg).
+	host string
 }
 
 // platformAdapters builds each platform's adapters, by its kind, with
@@ -393,7 +395,7 @@ func (s *Service) platformAdapters(next, prev *Snapshot, platforms []weir.Platfo
 			if err != nil {
 				return fmt.Errorf("platform %s: %w", p.Name, err)
 			}
-			b = builtAdapters{cfg: cfg, a: a}
+			b = builtAdapters{cfg: cfg, a: a, host: serverAddress(cfg)}
 		}
 		next.built[p.Name] = b
 		next.callTimeouts[p.Name] = total

@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -26,22 +28,20 @@ const (
 	attrQueuePosition = attribute.Key("weir.queue.position")
 	attrQueueQueued   = attribute.Key("weir.queue.queued")
 	attrAttempt       = attribute.Key("weir.attempt")
-	attrModel         = attribute.Key("weir.model")
 	attrPlatformModel = attribute.Key("weir.platform_model")
 	attrPlatform      = attribute.Key("weir.platform")
-	attrOutcome       = attribute.Key("weir.outcome")
 )
 
 // startQueueSpan starts the span of c's wait for admission on r's
 // current candidates, if c's request is traced; else it returns ctx and
 // nil. Only a request that did not get its lease at once has one: the
-// span of the common case would cost more than the wait it shows.
+// span of the common case would cost more than the wait it shows. The
+// model asked is its parent's (the server span's), not repeated here.
 func startQueueSpan(ctx context.Context, c *Call, r *routing, attempt int) (context.Context, trace.Span) {
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, nil
 	}
 	ctx, span := tracing.Child(ctx, "weir.queue")
-	span.SetAttributes(attrModel.String(c.Model.Name), attrAttempt.Int(attempt))
 	var scopes []string
 	for _, cand := range r.candidates(r.current()) {
 		for _, n := range cand.Needs {
@@ -50,7 +50,7 @@ func startQueueSpan(ctx context.Context, c *Call, r *routing, attempt int) (cont
 			}
 		}
 	}
-	span.SetAttributes(attrQueueScopes.StringSlice(scopes))
+	span.SetAttributes(attrAttempt.Int(attempt), attrQueueScopes.StringSlice(scopes))
 	return ctx, span
 }
 
@@ -111,40 +111,43 @@ func (s *Service) tracedAttempt(ctx context.Context, c *Call, out Answer, lease 
 	return retry, err
 }
 
+// clientSpan starts an attempt's span: a slice made once, so that
+// starting one allocates no options.
+var clientSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+
 // startAttempt starts the client span of c's upstream call to pm (the
 // GenAI conventions' inference span), if c's request is traced; else it
-// returns ctx and nil.
+// returns ctx and nil. Its attributes are given in one call, and none
+// repeats the server span's (the model asked).
 func (s *Service) startAttempt(ctx context.Context, c *Call, pm upstream, attempt int) (context.Context, trace.Span) {
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, nil
 	}
 	op := operationOf(c)
 	kind, host := providerOf(c.Snapshot, pm)
-	ctx, span := tracing.Child(ctx, op+" "+pm.Upstream, trace.WithSpanKind(trace.SpanKindClient))
-	span.SetAttributes(
+	ctx, span := tracing.Child(ctx, spanNames.name(op, pm.Upstream), clientSpan...)
+	attrs := make([]attribute.KeyValue, 0, 8)
+	attrs = append(attrs,
 		semconv.GenAIOperationNameKey.String(op),
 		semconv.GenAIProviderNameKey.String(kind),
 		semconv.GenAIRequestModel(pm.Upstream),
-		attrModel.String(c.Model.Name),
 		attrPlatformModel.String(pm.Name),
 		attrPlatform.String(pm.Platform),
 		attrAttempt.Int(attempt),
 	)
 	if host != "" {
-		span.SetAttributes(semconv.ServerAddress(host))
+		attrs = append(attrs, semconv.ServerAddress(host))
 	}
 	if c.MaxTokens > 0 {
-		span.SetAttributes(semconv.GenAIRequestMaxTokens(int(c.MaxTokens)))
+		attrs = append(attrs, semconv.GenAIRequestMaxTokens(int(c.MaxTokens)))
 	}
+	span.SetAttributes(attrs...)
 	return ctx, span
 }
 
 // endAttempt ends the span of an attempt that returned retry and err
 // (attempt's results), with the usage and the answer it read.
 func endAttempt(span trace.Span, c *Call, retry *provider.Error, err error) {
-	if c.Usage.PromptTokens > 0 || c.Usage.CompletionTokens > 0 {
-		span.SetAttributes(semconv.GenAIUsageInputTokens(int(c.Usage.PromptTokens)), semconv.GenAIUsageOutputTokens(int(c.Usage.CompletionTokens)))
-	}
 	var etype string
 	switch {
 	case retry != nil:
@@ -154,8 +157,20 @@ func endAttempt(span trace.Span, c *Call, retry *provider.Error, err error) {
 	case c.Usage.Outcome != "" && c.Usage.Outcome != string(OutcomeOK):
 		etype = c.Usage.Outcome
 	}
+	var attrs [3]attribute.KeyValue
+	n := 0
+	if c.Usage.PromptTokens > 0 || c.Usage.CompletionTokens > 0 {
+		attrs[0], attrs[1] = semconv.GenAIUsageInputTokens(int(c.Usage.PromptTokens)), semconv.GenAIUsageOutputTokens(int(c.Usage.CompletionTokens))
+		n = 2
+	}
 	if etype != "" {
-		span.SetAttributes(semconv.ErrorTypeKey.String(etype))
+		attrs[n] = semconv.ErrorTypeKey.String(etype)
+		n++
+	}
+	if n > 0 {
+		span.SetAttributes(attrs[:n]...)
+	}
+	if etype != "" {
 		span.SetStatus(codes.Error, etype)
 	}
 	span.End()
@@ -187,12 +202,41 @@ func answerSeen(span trace.Span, body []byte) {
 			}
 		}
 	}
+	var attrs [2]attribute.KeyValue
+	n := 0
 	if model != "" {
-		span.SetAttributes(semconv.GenAIResponseModel(model))
+		attrs[n] = semconv.GenAIResponseModel(model)
+		n++
 	}
 	if len(reasons) > 0 {
-		span.SetAttributes(semconv.GenAIResponseFinishReasons(reasons...))
+		attrs[n] = finishReasonsAttr(reasons)
+		n++
 	}
+	if n > 0 {
+		span.SetAttributes(attrs[:n]...)
+	}
+}
+
+// commonFinishReasons are gen_ai.response.finish_reasons of the answers
+// with one choice and a usual reason (Chat Completions' and Messages'),
+// made once: a slice attribute is a copy of its slice, made each time.
+var commonFinishReasons = func() map[string]attribute.KeyValue {
+	m := map[string]attribute.KeyValue{}
+	for _, r := range []string{"stop", "length", "tool_calls", "content_filter", "function_call",
+		"end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal"} {
+		m[r] = semconv.GenAIResponseFinishReasons(r)
+	}
+	return m
+}()
+
+// finishReasonsAttr is gen_ai.response.finish_reasons of reasons.
+func finishReasonsAttr(reasons []string) attribute.KeyValue {
+	if len(reasons) == 1 {
+		if kv, ok := commonFinishReasons[reasons[0]]; ok {
+			return kv
+		}
+	}
+	return semconv.GenAIResponseFinishReasons(reasons...)
 }
 
 // finishReasons reads Chat Completions' choices, appending each one's
@@ -237,30 +281,67 @@ func operationOf(c *Call) string {
 // host its calls go to (server.address), "" where unknown.
 func providerOf(st *Snapshot, pm upstream) (kind, host string) {
 	if strings.HasPrefix(pm.Platform, "node ") {
-		return "weir.node", ""
+		return nodeProvider, ""
 	}
 	if st == nil {
-		return "", ""
+		return pm.provider, ""
 	}
 	b, ok := st.built[pm.Platform]
 	if !ok {
-		return "", ""
+		return pm.provider, ""
 	}
-	if u, err := url.Parse(b.cfg.BaseURL); err == nil {
+	return cmp.Or(pm.provider, st.providerName(pm.Platform)), b.host
+}
+
+// serverAddress is the host that calls to the platform cfg go to (a
+// client span's server.address), "" where unknown: made once as the
+// platform's adapters are built.
+func serverAddress(cfg provider.Platform) string {
+	var host string
+	if u, err := url.Parse(cfg.BaseURL); err == nil {
 		host = u.Hostname()
 	}
-	switch b.cfg.Kind {
-	case "gemini":
-		kind = "gcp.gemini"
-	case "azure":
-		kind = "azure.ai.openai"
-	case "bedrock":
-		kind = "aws.bedrock"
-		if host == "" && b.cfg.Region != "" {
-			host = "bedrock-runtime." + b.cfg.Region + ".amazonaws.com"
-		}
-	default:
-		kind = b.cfg.Kind
+	if host == "" && cfg.Kind == "bedrock" && cfg.Region != "" {
+		host = "bedrock-runtime." + cfg.Region + ".amazonaws.com"
 	}
-	return kind, host
+	return host
+}
+
+// maxSpanNames bounds spanNames: past it, a name is made for each span.
+const maxSpanNames = 1024
+
+// spanNames are client spans' names ("chat gpt-4o-mini"), by operation
+// and upstream model, made once each: the catalog's models are few.
+var spanNames = &spanNameTable{names: map[string]map[string]string{}}
+
+// spanNameTable is a bounded table of span names, by operation and model.
+type spanNameTable struct {
+	mu    sync.RWMutex
+	names map[string]map[string]string // by operation, then model
+	n     int
+}
+
+// name is the span name of op on model: "{op} {model}".
+func (t *spanNameTable) name(op, model string) string {
+	t.mu.RLock()
+	name, ok := t.names[op][model]
+	t.mu.RUnlock()
+	if ok {
+		return name
+	}
+	name = op + " " + model
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.n < maxSpanNames {
+		byModel := t.names[op]
+		if byModel == nil {
+			byModel = map[string]string{}
+			t.names[op] = byModel
+		}
+		if _, ok := byModel[model]; !ok {
+			byModel[model] = name
+			t.n++
+		}
+	}
+	return name
 }

@@ -9,8 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/gateway"
 )
@@ -118,9 +116,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ep endpoint, c *c
 	c.Usage.At = start
 	s.deps.Usage(c.Usage)
 	s.deps.Metrics.ObserveHTTP(ep.name, status, c.Usage.Latency)
-	if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
-		modelRequestSeen(span, &c.Call)
-	}
 }
 
 // prepare authenticates, reads and validates the request, and has the

@@ -369,8 +369,8 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		if cid := r.Header.Get("X-Request-Id"); cid != "" && len(cid) <= 128 {
 			ri.clientID = cid
 		}
-		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey, ri))
-		r, span := s.startSpan(r, ri.id)
+		ctx, span := s.startSpan(context.WithValue(r.Context(), reqInfoKey, ri), r)
+		r = r.WithContext(ctx)
 		*rw = statusWriter{ResponseWriter: w, id: ri.id}
 		if !s.cfg.NoAccessLog {
 			rw.clock = s.deps.Clock
@@ -402,7 +402,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 				rw.setID()
 			}
 			if span != nil {
-				endSpan(span, r, rw.status())
+				endSpan(span, r, ri.id, rw.status(), ri.access.call)
 			}
 			if !s.cfg.NoAccessLog {
 				s.logAccess(r, ri, rw, start)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -12,51 +13,62 @@ import (
 	"github.com/weir-gateway/weir/tracing"
 )
 
-// startSpan starts r's server span, below the trace context its client
-// sent (traceparent), if tracing is on (Deps.Tracing); else it returns r
+// serverSpan starts a request's span: a slice made once, so that
+// starting one allocates no options.
+var serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+
+// startSpan starts r's server span in ctx (r's, with what the
+// middleware adds), below the trace context its client sent
+// (traceparent), if tracing is on (Deps.Tracing); else it returns ctx
 // and nil. Probes (health, readiness, metrics) are not traced.
-func (s *Server) startSpan(r *http.Request, id string) (*http.Request, trace.Span) {
+func (s *Server) startSpan(ctx context.Context, r *http.Request) (context.Context, trace.Span) {
 	if s.tracer == nil {
-		return r, nil
+		return ctx, nil
 	}
 	switch r.URL.Path {
 	case "/healthz", "/readyz", "/metrics":
-		return r, nil
+		return ctx, nil
 	}
-	ctx := tracing.Extract(r.Context(), r.Header)
-	ctx, span := s.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(
-			semconv.HTTPRequestMethodKey.String(r.Method),
-			semconv.URLPath(r.URL.Path),
-			attribute.String("weir.request_id", id),
-		))
-	return r.WithContext(ctx), span
+	return s.tracer.Start(tracing.Extract(ctx, r.Header), r.Method, serverSpan...)
 }
 
-// endSpan ends r's server span with the status answered: its name is
-// the route r took ("POST /v1/chat/completions"), which the mux set on
-// r by now.
-func endSpan(span trace.Span, r *http.Request, status int) {
+// endSpan ends r's server span with its attributes, given in one call
+// (each call grows the span's slice): the request's (method, path and
+// id), the route it took and the status answered, and, for a model
+// request that was served (c, with its usage recorded), what became of
+// it: its model, key, outcome and how long it queued. The platform
+// model that served it is on the attempt's client span, not repeated
+// here. No sampler Weir configures reads attributes, so none is needed
+// at the start. The span's name is the route ("POST
+// /v1/chat/completions"), which the mux set on r by now.
+func endSpan(span trace.Span, r *http.Request, id string, status int, c *gateway.Call) {
+	attrs := make([]attribute.KeyValue, 0, 9)
+	attrs = append(attrs, semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path), attrRequestID.String(id))
 	if r.Pattern != "" {
 		span.SetName(r.Pattern)
-		span.SetAttributes(semconv.HTTPRoute(r.Pattern))
+		attrs = append(attrs, semconv.HTTPRoute(r.Pattern))
 	}
-	span.SetAttributes(semconv.HTTPResponseStatusCode(status))
+	attrs = append(attrs, semconv.HTTPResponseStatusCode(status))
+	if c != nil && c.Usage.Status != 0 {
+		attrs = append(attrs,
+			attrModel.String(c.Model.Name),
+			attrKeyID.String(c.KeyID),
+			attrOutcome.String(c.Usage.Outcome),
+			attrQueueWaited.Float64(float64(c.Waited.Microseconds())/1000),
+		)
+	}
+	span.SetAttributes(attrs...)
 	if status >= 500 {
 		span.SetStatus(codes.Error, http.StatusText(status))
 	}
 	span.End()
 }
 
-// modelRequestSeen records on a model request's server span what became
-// of it: its model, key, outcome, the platform model that served it and
-// how long it queued.
-func modelRequestSeen(span trace.Span, c *gateway.Call) {
-	span.SetAttributes(
-		attribute.String("weir.model", c.Model.Name),
-		attribute.String("weir.key_id", c.KeyID),
-		attribute.String("weir.outcome", c.Usage.Outcome),
-		attribute.String("weir.platform_model", c.Usage.PlatformModel),
-		attribute.Float64("weir.queue.waited_ms", float64(c.Waited.Microseconds())/1000),
-	)
-}
+// The attributes of Weir's own on the server span.
+const (
+	attrRequestID   = attribute.Key("weir.request_id")
+	attrModel       = attribute.Key("weir.model")
+	attrKeyID       = attribute.Key("weir.key_id")
+	attrOutcome     = attribute.Key("weir.outcome")
+	attrQueueWaited = attribute.Key("weir.queue.waited_ms")
+)

@@ -51,7 +51,7 @@ func TestTraceOfAChatRequest(t *testing.T) {
 		t.Errorf("server span in trace %s under %s; want the client's traceparent's", server.TraceID, server.ParentSpanID)
 	}
 	if server.Kind != "SPAN_KIND_SERVER" || server.Attrs["http.response.status_code"] != int64(200) || server.Attrs["http.route"] != "POST /v1/chat/completions" ||
-		server.Attrs["weir.outcome"] != "ok" || server.Attrs["weir.model"] != "m" || server.Attrs["weir.platform_model"] != "up/m" {
+		server.Attrs["weir.outcome"] != "ok" || server.Attrs["weir.model"] != "m" || server.Attrs["weir.key_id"] == nil || server.Attrs["weir.platform_model"] != nil {
 		t.Errorf("server span: %s %v", server.Kind, server.Attrs)
 	}
 	if client.TraceID != server.TraceID || client.ParentSpanID != server.SpanID {
@@ -65,12 +65,16 @@ func TestTraceOfAChatRequest(t *testing.T) {
 	want := map[string]any{
 		"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-4o-mini",
 		"gen_ai.response.model": "gpt-4o-mini", "gen_ai.request.max_tokens": int64(50), "server.address": "127.0.0.1",
-		"weir.model": "m", "weir.platform_model": "up/m",
+		"weir.platform_model": "up/m", "weir.platform": "up", "weir.attempt": int64(0),
 	}
 	for k, v := range want {
 		if client.Attrs[k] != v {
 			t.Errorf("client span %s = %v, want %v", k, client.Attrs[k], v)
 		}
+	}
+	// What the server span says is not repeated on its child.
+	if client.Attrs["weir.model"] != nil {
+		t.Errorf("client span repeats weir.model: %v", client.Attrs)
 	}
 	if client.Kind != "SPAN_KIND_CLIENT" || client.Attrs["gen_ai.usage.input_tokens"] == nil || client.Attrs["gen_ai.usage.output_tokens"] == nil ||
 		!containsAll(client.Attrs["gen_ai.response.finish_reasons"], "stop") {

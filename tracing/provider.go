@@ -88,7 +88,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		getenv = os.Getenv
 	}
 	if cfg.Endpoint != "" {
-		exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(strings.TrimRight(cfg.Endpoint, "/")+"/v1/traces"))
+		exp, err := newExporter(ctx, otlptracehttp.NewClient(otlptracehttp.WithEndpointURL(strings.TrimRight(cfg.Endpoint, "/")+"/v1/traces")))
 		if err != nil {
 			return nil, fmt.Errorf("otlp trace exporter: %w", err)
 		}
@@ -102,16 +102,17 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if protocol == "" {
 		protocol = getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
 	}
-	var exp *otlptrace.Exporter
+	var client otlptrace.Client
 	switch protocol {
 	case "", "http/protobuf":
 		protocol = "http/protobuf"
-		exp, err = otlptracehttp.New(ctx)
+		client = otlptracehttp.NewClient()
 	case "grpc":
-		exp, err = otlptracegrpc.New(ctx)
+		client = otlptracegrpc.NewClient()
 	default:
 		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%q: Weir exports traces by grpc or http/protobuf", protocol)
 	}
+	exp, err := newExporter(ctx, client)
 	if err != nil {
 		return nil, fmt.Errorf("otlp trace exporter: %w", err)
 	}
@@ -119,7 +120,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 }
 
 // newProvider is the provider that batches spans to exp.
-func newProvider(ctx context.Context, cfg Config, exp *otlptrace.Exporter, protocol string) (*Provider, error) {
+func newProvider(ctx context.Context, cfg Config, exp exporter, protocol string) (*Provider, error) {
 	res, err := newResource(ctx, cfg)
 	if err != nil {
 		_ = exp.Shutdown(ctx)

@@ -14,6 +14,7 @@ package tracing
 
 import (
 	"context"
+	"encoding/hex"
 	"net/http"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -48,12 +49,37 @@ func Child(ctx context.Context, name string, opts ...trace.SpanStartOption) (con
 }
 
 // Inject writes ctx's trace context into h (traceparent, and tracestate
-// if there is one), if ctx has one.
+// if there is one), if ctx has one. It writes what Propagator.Inject
+// would, without its carrier's allocations: the canonical header names
+// are constants and the value is made in one.
 func Inject(ctx context.Context, h http.Header) {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
 		return
 	}
-	Propagator.Inject(ctx, propagation.HeaderCarrier(h))
+	h["Traceparent"] = []string{traceparent(sc)}
+	if ts := sc.TraceState().String(); ts != "" {
+		h["Tracestate"] = []string{ts}
+	} else {
+		delete(h, "Tracestate")
+	}
+}
+
+// traceparent is sc as a W3C traceparent value: version 00, the trace
+// and span ids, and the flags the specification defines (sampled and
+// random), in lowercase hex.
+func traceparent(sc trace.SpanContext) string {
+	const size = len("00-") + 32 + 1 + 16 + 1 + 2
+	var b [size]byte
+	tid, sid := sc.TraceID(), sc.SpanID()
+	flags := sc.TraceFlags() & (trace.FlagsSampled | trace.FlagsRandom)
+	copy(b[:], "00-")
+	hex.Encode(b[3:35], tid[:])
+	b[35] = '-'
+	hex.Encode(b[36:52], sid[:])
+	b[52] = '-'
+	hex.Encode(b[53:], []byte{byte(flags)})
+	return string(b[:])
 }
 
 // Extract is ctx with the remote trace context that h carries, if any.
@@ -67,12 +93,11 @@ func Extract(ctx context.Context, h http.Header) context.Context {
 // Traceparent is ctx's trace context as a traceparent value, "" if it
 // has none: what a task stores to continue its trace later.
 func Traceparent(ctx context.Context) string {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
 		return ""
 	}
-	c := propagation.MapCarrier{}
-	Propagator.Inject(ctx, c)
-	return c["traceparent"]
+	return traceparent(sc)
 }
 
 // Remote is the span context that the traceparent value tp names (as

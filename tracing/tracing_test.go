@@ -3,11 +3,13 @@ package tracing_test
 import (
 	"context"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/weir-gateway/weir/internal/otlptest"
 	"github.com/weir-gateway/weir/tracing"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -139,5 +141,44 @@ func TestPropagation(t *testing.T) {
 	}
 	if tracing.Remote("junk").IsValid() {
 		t.Error("Remote(junk) is valid")
+	}
+}
+
+// Inject writes what the W3C propagator writes, whatever the flags and
+// tracestate, and replaces a stale tracestate.
+func TestInjectIsThePropagators(t *testing.T) {
+	ts, err := trace.ParseTraceState("vendor=a,other=b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range []trace.SpanContextConfig{
+		{TraceID: trace.TraceID{0x0a, 0xf7, 0x65, 0x19, 15: 0x9c}, SpanID: trace.SpanID{0xb7, 7: 0x31}},
+		{TraceID: trace.TraceID{1, 15: 0xff}, SpanID: trace.SpanID{0xff, 7: 1}, TraceFlags: trace.FlagsSampled},
+		{TraceID: trace.TraceID{2, 15: 2}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled | trace.FlagsRandom | 0x80},
+		{TraceID: trace.TraceID{3, 15: 3}, SpanID: trace.SpanID{3}, TraceFlags: trace.FlagsRandom, TraceState: ts},
+	} {
+		ctx := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(sc))
+		want := http.Header{}
+		tracing.Propagator.Inject(ctx, propagation.HeaderCarrier(want))
+		got := http.Header{"Tracestate": {"stale=1"}}
+		tracing.Inject(ctx, got)
+		if sc.TraceState.Len() == 0 {
+			want.Del("Tracestate")
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("Inject wrote %v, want the propagator's %v", got, want)
+		}
+		if tp := tracing.Traceparent(ctx); tp != want.Get("Traceparent") {
+			t.Errorf("Traceparent %q, want %q", tp, want.Get("Traceparent"))
+		}
+	}
+}
+
+func BenchmarkInject(b *testing.B) {
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 15: 1}, SpanID: trace.SpanID{1}, TraceFlags: trace.FlagsSampled})
+	ctx := trace.ContextWithSpanContext(context.Background(), sc)
+	b.ReportAllocs()
+	for b.Loop() {
+		tracing.Inject(ctx, http.Header{})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -32,12 +33,18 @@ func TestTracedRecordsTraceparent(t *testing.T) {
 
 func TestTracedKeepsTheLatest(t *testing.T) {
 	var l tracedLog
-	for i := range maxTraced + 5 {
+	for i := range 2*maxTraced + 5 {
 		r := httptest.NewRequest(http.MethodGet, "/x", nil)
-		r.Header.Set("Traceparent", strings.Repeat("a", i%7+1))
+		r.Header.Set("Traceparent", strconv.Itoa(i))
 		l.note(r)
 	}
-	if len(l.reqs) != maxTraced {
-		t.Fatalf("kept %d, want %d", len(l.reqs), maxTraced)
+	got := l.list()
+	if len(got) != maxTraced {
+		t.Fatalf("kept %d, want %d", len(got), maxTraced)
+	}
+	for i, tr := range got {
+		if want := strconv.Itoa(maxTraced + 5 + i); tr.Traceparent != want {
+			t.Fatalf("kept[%d] = %s, want %s: the latest, oldest first", i, tr.Traceparent, want)
+		}
 	}
 }

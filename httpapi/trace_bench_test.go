@@ -1,0 +1,76 @@
+package httpapi
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/weir-gateway/weir/tracing"
+)
+
+// BenchmarkChatTraced is BenchmarkChat untraced and traced: each traced
+// request a sampled root, its spans batched and exported by OTLP/HTTP
+// (tracing.New, as weir serve makes it) to a receiver in this process
+// that reads and drops them. The spans still batched are exported
+// before the clock stops, so ns/op and cpu-ns/op (the process's CPU
+// time, every goroutine's: the exporter's and the receiver's too) hold
+// all that tracing costs; allocs/op counts the exporter's as well.
+func BenchmarkChatTraced(b *testing.B) {
+	const body = `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	header := http.Header{"Authorization": nil}
+	for _, traced := range []bool{false, true} {
+		name := map[bool]string{false: "off", true: "on"}[traced]
+		b.Run(name, func(b *testing.B) {
+			var p *tracing.Provider
+			o := setupOpts{}
+			if traced {
+				sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					_, _ = io.Copy(io.Discard, r.Body)
+					w.Header().Set("Content-Type", "application/x-protobuf")
+				}))
+				b.Cleanup(sink.Close)
+				var err error
+				p, err = tracing.New(context.Background(), tracing.Config{Getenv: func(string) string { return "" }, Endpoint: sink.URL})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = p.Shutdown(context.Background()) })
+				o.deps = func(d *Deps) { d.Tracing = p.TracerProvider() }
+			}
+			bundle := setup(b, o)
+			header["Authorization"] = []string{"Bearer " + bundle.key}
+			h := bundle.srv.Handler()
+			b.ReportAllocs()
+			cpu0 := processCPU()
+			b.ResetTimer()
+			for range b.N {
+				r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+				r.Header = header.Clone()
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				if w.Code != http.StatusOK {
+					b.Fatalf("status %d: %s", w.Code, w.Body)
+				}
+			}
+			if p != nil {
+				if err := p.TracerProvider().ForceFlush(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// processCPU is the CPU time (user and system) the process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
