@@ -27,10 +27,53 @@ import (
 type accessLog struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
+	// wrote is closed, and replaced, at each write.
+	wrote chan struct{}
 }
 
 func (l *accessLog) logger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(&lockedWriter{w: &l.buf, mu: &l.mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func (l *accessLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.wrote != nil {
+		close(l.wrote)
+		l.wrote = nil
+	}
+	return l.buf.Write(p)
+}
+
+// written is closed at the next write.
+func (l *accessLog) written() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.wrote == nil {
+		l.wrote = make(chan struct{})
+	}
+	return l.wrote
+}
+
+// waitRequests waits for at least n access log lines and returns them:
+// an answer flushed before its handler returned (a task's 202) reaches
+// the client before its line is written.
+func (l *accessLog) waitRequests(t *testing.T, n int) []map[string]any {
+	t.Helper()
+	// A bound for a failing test, not a wait: the line follows the
+	// answer by microseconds.
+	bound := time.After(30 * time.Second)
+	for {
+		next := l.written()
+		if lines := l.requests(t); len(lines) >= n {
+			return lines
+		}
+		select {
+		case <-next:
+		case <-bound:
+			t.Fatalf("%d access log lines, want %d: %s", len(l.requests(t)), n, l.text())
+		}
+	}
 }
 
 func (l *accessLog) text() string {
@@ -159,7 +202,7 @@ func TestAccessLogEndpoints(t *testing.T) {
 		if resp.StatusCode != tc.status {
 			t.Fatalf("%s: status %d", tc.path, resp.StatusCode)
 		}
-		lines := log.requests(t)
+		lines := log.waitRequests(t, before+1)
 		if len(lines) != before+1 {
 			t.Fatalf("%s: %d new access log lines, want 1", tc.path, len(lines)-before)
 		}
