@@ -353,6 +353,9 @@ func (e *Engine) armOpenLocked() {
 func (e *Engine) establish(rt *route) bool {
 	e.mu.Lock()
 	retired := e.retireOpenLocked()
+	if retired != nil {
+		e.cfg.Logger.Info("fleet: a leader answers again; this replica's leases and waiters go to it", "epoch", e.term.Epoch)
+	}
 	// Running open while the sync is under way would grant leases the
 	// sync does not take to the leader.
 	e.syncing++

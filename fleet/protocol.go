@@ -126,15 +126,22 @@ func (e *Engine) Protocol() ProtocolState {
 }
 
 // refusedByLeader notes that this replica and t's leader speak no
-// version in common (err says why), logging it once for the term.
+// version in common (err says why), logging it once for the term. The
+// replica stops running open, if it did, and does not start: its callers
+// wait for a leader it can speak with, or fail when they time out.
 func (e *Engine) refusedByLeader(t Term, err error) {
 	e.mu.Lock()
 	first := e.protoRefused == "" && e.term.Epoch == t.Epoch
+	var retired *open
 	if e.term.Epoch == t.Epoch {
 		e.protoRefused = err.Error()
+		retired = e.retireOpenLocked()
 	}
 	e.protoRefusals++
 	e.mu.Unlock()
+	if retired != nil {
+		retired.mem.Close()
+	}
 	if first {
 		e.cfg.Logger.Error("fleet: this replica cannot speak its leader's protocol; it waits for the next leader and admits nothing meanwhile",
 			"leader", t.Leader, "epoch", t.Epoch, "replica_protocol", e.cfg.protocol.String(), "error", err)

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/weir-gateway/weir/admission"
 )
 
 // logBuffer collects an engine's log lines.
@@ -342,4 +344,26 @@ func TestProtocolOldLeaderRefusedByNewReplica(t *testing.T) {
 		t.Errorf("after a new term the replica still says %q; want it cleared", got)
 	}
 	waitFor(t, "the new term's leader dialed", func() bool { return dials.Load() == 2 })
+}
+
+// TestProtocolRefusedRunsNoShare: a replica whose leader refused its
+// protocol does not run open, though its scope fails open and no leader
+// answers it: that leader decides for the others, and a share of its
+// own would come on top of theirs.
+func TestProtocolRefusedRunsNoShare(t *testing.T) {
+	t.Parallel()
+	_, addr, _ := protoLeader(t, protoRange{1, 1})
+	e := New(Config{Replica: "b", Gen: 1, Secret: testSecret, SessionTimeout: 2 * time.Second,
+		Unavailable: 50 * time.Millisecond, protocol: protoRange{2, 2}})
+	t.Cleanup(e.Close)
+	ctx := t.Context()
+	_ = e.SetScope(ctx, "open", admission.ScopeConfig{Limit: 4, FailOpen: true}) // recorded; no leader to take it
+	e.SetTerm(Term{Epoch: 1, Leader: "a", Addr: addr}, false, []string{"a", "b"})
+	waitFor(t, "the replica refused", func() bool { return e.Protocol().Refused != "" })
+	if _, err := e.TryAcquire(ctx, admission.Request{ID: "r", Candidates: []admission.Candidate{one("open")}}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("a fail-open scope on a refused replica: %v; want ErrUnavailable", err)
+	}
+	if running, _ := e.Open(); running {
+		t.Error("the refused replica runs open")
+	}
 }
