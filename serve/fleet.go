@@ -135,6 +135,8 @@ func (m *Main) fleetView(ctx context.Context) *httpapi.FleetView {
 		st := m.catalog.State()
 		v.Catalog = &httpapi.CatalogView{Version: st.Version, Hash: st.Hash, FileHash: st.FileHash, Drift: st.Drift}
 	}
+	p := m.Member.Engine().Protocol()
+	v.Protocol = &httpapi.ProtocolView{Version: p.Version, Min: p.Min, Max: p.Max, Refused: p.Refused}
 	ctx, cancel := context.WithTimeout(ctx, pingBound)
 	defer cancel()
 	rs, err := m.Member.Replicas(ctx)
