@@ -186,6 +186,9 @@ func TestFleetRollingUpgrade(t *testing.T) {
 	if v, _ := gaugeOf(t, f.rs["n1"], "weir_fleet_protocol"); v != 1 {
 		t.Errorf("n1's session with the old leader runs at protocol %v; want 1", v)
 	}
+	if out := runWeir(t, "queues", "--addr", f.rs["n1"].URL); !strings.Contains(out, "\nfleet protocol: 1 (") {
+		t.Errorf("weir queues on n1 does not show its session's protocol, 1:\n%s", out)
+	}
 
 	// New leader, old follower: o1 is killed while o2 is paused, so that
 	// n1 takes the term; o2 then follows it.
