@@ -100,7 +100,13 @@ func withParam(dsn, k, v string) string {
 // start launches replica id (again, after it stopped: same config).
 func (f *fleetRig) start(t *testing.T, id string) *gateway {
 	t.Helper()
-	g := &gateway{Config: filepath.Join(f.dir, id+".yaml"), DB: filepath.Join(f.dir, id+".db"), exited: make(chan struct{})}
+	return f.startBin(t, id, "")
+}
+
+// startBin is start with another weir binary ("" for weirBin).
+func (f *fleetRig) startBin(t *testing.T, id, bin string) *gateway {
+	t.Helper()
+	g := &gateway{Config: filepath.Join(f.dir, id+".yaml"), DB: filepath.Join(f.dir, id+".db"), exited: make(chan struct{}), bin: bin}
 	text := fmt.Sprintf(`server:
   listen: 127.0.0.1:0
   log_level: info

@@ -25,6 +25,7 @@ type gateway struct {
 
 	server string   // extra lines of the config's server section
 	env    []string // added to the process's environment
+	bin    string   // the weir binary it runs; "" for weirBin
 	cmd    *exec.Cmd
 	exited chan struct{}
 	err    error // cmd.Wait's, once exited is closed
@@ -71,7 +72,11 @@ func startGatewayEnv(t *testing.T, env []string, server, catalog string) *gatewa
 // labels the process in failure messages.
 func (g *gateway) launch(t *testing.T, name string) {
 	t.Helper()
-	g.cmd = exec.Command(weirBin, "serve", "-c", g.Config)
+	bin := g.bin
+	if bin == "" {
+		bin = weirBin
+	}
+	g.cmd = exec.Command(bin, "serve", "-c", g.Config)
 	g.cmd.Env = append(cleanEnv(), g.env...)
 	stderr, err := g.cmd.StderrPipe()
 	if err != nil {

@@ -24,6 +24,9 @@ type conn struct {
 	timeout time.Duration
 	r       *reader
 	writer  group
+	// proto is the session's protocol version, set by its handshake
+	// before the session is used.
+	proto int
 
 	mu      sync.Mutex
 	queue   []*frame

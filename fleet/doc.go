@@ -236,4 +236,21 @@
 // replica is without a leader, which is what a PostgreSQL outage or a
 // dead leader does. So does a replica that joined after the others
 // last counted the fleet.
+//
+// # Rolling upgrades
+//
+// A fleet is upgraded one replica at a time, so replicas of two builds
+// share a leader for a while. The sessions carry a protocol version
+// (protocol.go): a replica's hello names the versions its build speaks,
+// the leader's welcome its own and the session's, the highest both
+// speak; a peer that names none speaks version 1. A frame that a later
+// version adds goes only to a peer whose session has it (peer.proto,
+// route.proto). A replica and a leader that speak no version in common
+// refuse the session, each saying why (its log; the replica's Protocol,
+// which /readyz and the metrics show), and the replica does not dial
+// that leader again in its term, nor run open: the leader decides for
+// the other replicas, and a share of this one's own would come on top.
+// Its calls wait for a leader and fail as they would without one; the
+// next term's leader may speak its version. docs/upgrades.md says which
+// upgrades need the fleet stopped instead.
 package fleet

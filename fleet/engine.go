@@ -91,6 +91,9 @@ type Config struct {
 	// sessionCalls bounds the calls of one session the leader runs at
 	// once (leader.answer); tests set it lower. Default maxSessionCalls.
 	sessionCalls int
+	// protocol is the versions of the session protocol this replica
+	// speaks (protocol.go); tests set others. Default: the build's.
+	protocol protoRange
 }
 
 func (c *Config) defaults() {
@@ -115,6 +118,9 @@ func (c *Config) defaults() {
 	}
 	if c.sessionCalls <= 0 {
 		c.sessionCalls = maxSessionCalls
+	}
+	if c.protocol.Max <= 0 {
+		c.protocol = buildProtocol
 	}
 }
 
@@ -179,6 +185,12 @@ type Engine struct {
 	// onAffinity receives the affinity entries the other replicas share
 	// (OnAffinity).
 	onAffinity atomic.Pointer[func([]AffinityEntry)]
+
+	// protoRefused says why this replica cannot speak its term's
+	// leader's protocol, "" while it can; protoRefusals counts the
+	// sessions refused so (protocol.go).
+	protoRefused  string
+	protoRefusals uint64
 
 	// afterSync, when a test sets it, runs in establish once the leader
 	// has answered the sync and before the route opens.
@@ -248,6 +260,8 @@ type route struct {
 	c     *conn // nil when this replica leads
 	// lead is the leader when this replica leads.
 	lead *leader
+	// proto is the session's protocol version.
+	proto int
 }
 
 // New returns a replica's engine. It decides nothing until SetTerm names

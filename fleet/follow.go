@@ -35,6 +35,7 @@ func (e *Engine) SetTerm(t Term, leading bool, live []string) {
 	}
 	oldLead, oldRoute, oldDurable := e.lead, e.rt, e.durable
 	e.term, e.leading, e.lead, e.rt, e.durable = t, leading, nil, nil, nil
+	e.protoRefused = "" // the new term's leader may speak this build's protocol
 	e.signalLocked()
 	e.armOpenLocked()
 	var lead *leader
@@ -42,6 +43,7 @@ func (e *Engine) SetTerm(t Term, leading bool, live []string) {
 		epoch := t.Epoch
 		lead = newLeader(epoch, &e.cfg, func() bool { return e.cfg.Valid(epoch) }, live)
 		lead.local = e.learnAffinity
+		lead.countRefusal = e.countRefusal
 		e.lead = lead
 		if e.cfg.OnLead != nil {
 			e.durable = e.termEngine(lead)
@@ -88,7 +90,7 @@ func (e *Engine) termEngine(lead *leader) *Engine {
 		d.Close()
 		return d
 	}
-	d.rt = &route{epoch: lead.epoch, call: func(ctx context.Context, f *frame) (*frame, error) {
+	d.rt = &route{epoch: lead.epoch, proto: p.proto, call: func(ctx context.Context, f *frame) (*frame, error) {
 		return lead.handle(ctx, p, f), nil
 	}}
 	return d
@@ -135,7 +137,7 @@ func (e *Engine) leadTerm(lead *leader) {
 	if err != nil {
 		return
 	}
-	rt := &route{epoch: lead.epoch, lead: lead, call: func(ctx context.Context, f *frame) (*frame, error) {
+	rt := &route{epoch: lead.epoch, lead: lead, proto: p.proto, call: func(ctx context.Context, f *frame) (*frame, error) {
 		r := lead.handle(ctx, p, f)
 		e.noteSpent(r.Spent)
 		return r, nil
@@ -144,11 +146,19 @@ func (e *Engine) leadTerm(lead *leader) {
 }
 
 // follow keeps a session with t's leader for as long as t is the term,
-// reconnecting (with jittered backoff) when it is lost.
+// reconnecting (with jittered backoff) when it is lost. A leader that
+// speaks no protocol version in common with this replica is not dialed
+// again: its build is its build for the whole term.
 func (e *Engine) follow(t Term) {
 	backoff := 20 * time.Millisecond
 	for e.current(t.Epoch) {
-		if c := e.dialLeader(t); c != nil && e.session(t, c) {
+		c, err := e.dialLeader(t)
+		if errors.Is(err, ErrProtocol) {
+			e.refusedByLeader(t, err)
+			e.waitNextTerm(t)
+			return
+		}
+		if c != nil && e.session(t, c) {
 			backoff = 20 * time.Millisecond
 		}
 		// Real time: it paces dials, as the network's own timeouts do.
@@ -168,7 +178,7 @@ func (e *Engine) follow(t Term) {
 // returns.
 func (e *Engine) session(t Term, c *conn) (synced bool) {
 	defer e.disown(c.nc)
-	rt := &route{epoch: t.Epoch, c: c, call: func(_ context.Context, f *frame) (*frame, error) { return c.call(f) }}
+	rt := &route{epoch: t.Epoch, c: c, proto: c.proto, call: func(_ context.Context, f *frame) (*frame, error) { return c.call(f) }}
 	read := make(chan struct{})
 	if !e.run.spawn(func() {
 		defer close(read)
@@ -194,8 +204,10 @@ func (e *Engine) session(t Term, c *conn) (synced bool) {
 }
 
 // dialLeader opens a session with t's leader, or returns nil. The
-// connection is the engine's to close (own) until session ends.
-func (e *Engine) dialLeader(t Term) *conn {
+// connection is the engine's to close (own) until session ends. The
+// error is ErrProtocol's when the leader and this replica speak no
+// version of the protocol in common, whichever side found it.
+func (e *Engine) dialLeader(t Term) (*conn, error) {
 	ctx, cancel := context.WithTimeout(e.ctx, e.cfg.SessionTimeout)
 	defer cancel()
 	nc, err := e.cfg.Dial(ctx, t.Addr)
@@ -204,29 +216,54 @@ func (e *Engine) dialLeader(t Term) *conn {
 		if refused(err) && e.cfg.OnLeaderLost != nil {
 			e.cfg.OnLeaderLost(t)
 		}
-		return nil
+		return nil, err
 	}
 	if !e.own(nc) {
 		_ = nc.Close()
-		return nil
+		return nil, admission.ErrClosed
 	}
 	c := newConn(nc, e.cfg.SessionTimeout)
-	if c.send(&frame{Op: opHello, Epoch: t.Epoch, Replica: e.cfg.Replica, Gen: e.cfg.Gen, Secret: e.cfg.Secret}) != nil {
+	hello := &frame{Op: opHello, Epoch: t.Epoch, Replica: e.cfg.Replica, Gen: e.cfg.Gen, Secret: e.cfg.Secret}
+	if err := c.send(hello.withRange(e.cfg.protocol)); err != nil {
 		e.disown(nc)
 		c.stop()
-		return nil
+		return nil, err
 	}
 	w, err := c.read()
+	if err == nil && w.Op == opWelcome && w.Err == nil {
+		c.proto, err = e.sessionProto(t, w)
+	}
 	if err != nil || w.Op != opWelcome || w.Err != nil {
-		if w != nil && w.Err != nil {
-			e.cfg.Logger.Warn("fleet: the leader refused the session", "addr", t.Addr, "epoch", t.Epoch, "error", w.Err.err())
+		if err == nil {
+			err = w.Err.err()
+			if err == nil {
+				err = errors.New("fleet: the leader answered a hello with " + w.Op)
+			}
+			if !errors.Is(err, ErrProtocol) {
+				e.cfg.Logger.Warn("fleet: the leader refused the session", "addr", t.Addr, "epoch", t.Epoch, "error", err)
+			}
 		}
 		e.disown(nc)
 		c.stop()
-		return nil
+		return nil, err
 	}
 	c.r.authenticated()
-	return c
+	return c, nil
+}
+
+// sessionProto is the protocol version of a session t's leader welcomed
+// with w: the version it names, or, from a leader that names none, the
+// highest this replica speaks with that leader's range. ErrProtocol if
+// this replica does not speak it.
+func (e *Engine) sessionProto(t Term, w *frame) (int, error) {
+	v, ok := w.Proto, e.cfg.protocol.has(w.Proto)
+	if w.Proto == 0 {
+		v, ok = e.cfg.protocol.common(w.protoRange())
+	}
+	if !ok {
+		return 0, protocolMismatch(e.cfg.Replica, e.cfg.protocol, t.Leader, w.protoRange())
+	}
+	return v, nil
 }
 
 // readLoop reads a session's replies and notifications until it ends.
@@ -316,6 +353,9 @@ func (e *Engine) armOpenLocked() {
 func (e *Engine) establish(rt *route) bool {
 	e.mu.Lock()
 	retired := e.retireOpenLocked()
+	if retired != nil {
+		e.cfg.Logger.Info("fleet: a leader answers again; this replica's leases and waiters go to it", "epoch", e.term.Epoch)
+	}
 	// Running open while the sync is under way would grant leases the
 	// sync does not take to the leader.
 	e.syncing++

@@ -27,6 +27,9 @@ type leader struct {
 	// local hands the leader's own replica the affinity entries the
 	// others share (affinity.go).
 	local func([]AffinityEntry)
+	// countRefusal counts, on the leader's replica, a session refused
+	// for want of a common protocol version (protocol.go).
+	countRefusal func()
 
 	mu     sync.Mutex
 	peers  map[string]*peer
@@ -45,6 +48,9 @@ type leader struct {
 	// spends is each budget scope's spend as its last settlement left
 	// it (spend.go).
 	spends map[string]wireSpend
+	// refusedGen is the generation of each replica last refused for
+	// want of a common protocol version, which is logged once.
+	refusedGen map[string]uint64
 	// Lease ids: the engine's own ids are reused, and a new term's
 	// engine starts them again, so the fleet's ids are the leader's: the
 	// epoch in the top bits and a count below, never reused. Every id
@@ -83,6 +89,8 @@ type peer struct {
 	// replica has handed the outcome on, or the session is lost.
 	deliver func(f *frame) error
 	session *conn // nil for the leader's own replica
+	// proto is the protocol version of its session (protocol.go).
+	proto   int
 	leases  map[admission.LeaseID]*peerLease
 	waiters map[string]bool
 	// undelivered are outcomes the replica was not told of because its
@@ -125,7 +133,7 @@ func newLeader(epoch uint64, cfg *Config, valid func() bool, expect []string) *l
 	l := &leader{epoch: epoch, cfg: cfg, clock: c, valid: valid, logger: cfg.Logger, ctx: ctx, cancel: cancel,
 		peers: make(map[string]*peer), owners: make(map[admission.LeaseID]*peer),
 		silent: make(map[string]*peer), watching: make(map[*peer]bool), mirror: make(map[*peer]bool),
-		spends:   make(map[string]wireSpend),
+		spends: make(map[string]wireSpend), refusedGen: make(map[string]uint64),
 		fleetIDs: make(map[admission.LeaseID]admission.LeaseID), memIDs: make(map[admission.LeaseID]admission.LeaseID),
 		nextID: epoch << 40}
 	opts := cfg.Options
@@ -286,6 +294,10 @@ func (l *leader) close() {
 // silent leases of comes back to them: its sync says which it still
 // holds.
 func (l *leader) attach(replica string, gen uint64, session *conn, deliver func(*frame) error) (*peer, error) {
+	proto := l.cfg.protocol.Max // in process: this build's
+	if session != nil {
+		proto = session.proto
+	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -303,7 +315,7 @@ func (l *leader) attach(replica string, gen uint64, session *conn, deliver func(
 		}
 		delete(l.watching, old)
 		prev := old.session
-		old.session, old.deliver = session, deliver
+		old.session, old.deliver, old.proto = session, deliver, proto
 		l.mu.Unlock()
 		if prev != nil && prev != session {
 			prev.close()
@@ -320,10 +332,10 @@ func (l *leader) attach(replica string, gen uint64, session *conn, deliver func(
 		}
 		l.postMirrorLocked(nil, keys)
 		p.silent, p.dropped = false, false
-		p.session, p.deliver = session, deliver
+		p.session, p.deliver, p.proto = session, deliver, proto
 		p.undelivered = make(map[string]*frame)
 	} else {
-		p = &peer{replica: replica, gen: gen, session: session, deliver: deliver,
+		p = &peer{replica: replica, gen: gen, session: session, deliver: deliver, proto: proto,
 			leases: make(map[admission.LeaseID]*peerLease), waiters: make(map[string]bool),
 			undelivered: make(map[string]*frame)}
 	}
@@ -571,7 +583,7 @@ func (l *leader) hand(p *peer, lease admission.Lease, req *wireRequest, bound ti
 func (l *leader) serve(c *conn, hello *frame) {
 	defer c.stop()
 	refuse := func(err error) {
-		_ = c.send(&frame{Op: opWelcome, Epoch: l.epoch, Err: encodeErr(err)})
+		_ = c.send((&frame{Op: opWelcome, Epoch: l.epoch, Err: encodeErr(err)}).withRange(l.cfg.protocol))
 		c.finish()
 		select {
 		case <-c.done: // written, or the write deadline passed
@@ -587,6 +599,14 @@ func (l *leader) serve(c *conn, hello *frame) {
 		refuse(fmt.Errorf("%w: epoch %d is not this leader's (%d)", errWrongTerm, hello.Epoch, l.epoch))
 		return
 	}
+	proto, ok := l.cfg.protocol.common(hello.protoRange())
+	if !ok {
+		err := protocolMismatch(hello.Replica, hello.protoRange(), l.cfg.Replica, l.cfg.protocol)
+		l.refuseProtocol(hello, err)
+		refuse(err)
+		return
+	}
+	c.proto = proto
 	deliver := func(f *frame) error {
 		ack, err := c.call(f)
 		if err != nil {
@@ -602,7 +622,7 @@ func (l *leader) serve(c *conn, hello *frame) {
 		refuse(err)
 		return
 	}
-	if c.send(&frame{Op: opWelcome, Epoch: l.epoch}) != nil {
+	if c.send((&frame{Op: opWelcome, Epoch: l.epoch, Proto: proto}).withRange(l.cfg.protocol)) != nil {
 		l.detach(p, c)
 		return
 	}

@@ -100,7 +100,10 @@ func errNoOpenCandidate(id string) error {
 // share. It returns the waiters to move to the new engine (queueOpen),
 // in their order.
 func (e *Engine) failOpenLocked() []*waiting {
-	if e.closed || e.rt != nil || e.open != nil || e.syncing > 0 || e.replicas <= 0 {
+	if e.closed || e.rt != nil || e.open != nil || e.syncing > 0 || e.replicas <= 0 || e.protoRefused != "" {
+		// A replica whose leader refused its protocol runs no share of
+		// its own: that leader decides for the others, and the share
+		// would come on top.
 		return nil
 	}
 	failOpen := false
@@ -173,9 +176,10 @@ func (e *Engine) queueOpen(o *open, ws []*waiting) {
 	}
 }
 
-// retireOpenLocked ends running open, as a sync begins: the leases the
-// open engine counted and the waiters it queued are the sync's to take
-// to the leader, and outcomes it decides from now on are dropped. It
+// retireOpenLocked ends running open, as a sync begins (or a leader's
+// protocol is refused): the leases the open engine counted and the
+// waiters it queued are the next sync's to take to a leader, and
+// outcomes it decides from now on are dropped. It
 // returns the engine, for the caller to close outside e.mu.
 func (e *Engine) retireOpenLocked() *open {
 	o := e.open
@@ -193,7 +197,6 @@ func (e *Engine) retireOpenLocked() *open {
 			w.open = nil
 		}
 	}
-	e.cfg.Logger.Info("fleet: a leader answers again; this replica's leases and waiters go to it", "epoch", e.term.Epoch)
 	return o
 }
 

@@ -27,12 +27,15 @@ import (
 // checks before anything else, and the leader's "welcome": until then
 // neither side reads a frame longer than maxHello (handshake.go).
 //
-// The frames carry no version yet. What was added since keeps an older
-// peer working: a leader answers an op it does not know with an error
-// (ErrInvalid) that no call waits for, a replica ignores one, and JSON
-// drops a field it does not know. So an older leader neither passes on
-// the "affinity" frames nor re-resolves a request that "resolves", and
-// an older replica shares no affinity; each then behaves as before.
+// The hello and welcome name the protocol's versions each side speaks,
+// and the session runs at the highest both do (protocol.go). Within a
+// version, what is added keeps an older peer working: a leader answers
+// an op it does not know with an error (ErrInvalid) that no call waits
+// for, a replica ignores one, and JSON drops a field it does not know.
+// So a leader of a build older than the "affinity" frames neither passes
+// them on nor re-resolves a request that "resolves", and a replica of
+// such a build shares no affinity; each then behaves as before. What an
+// older peer would misread needs a new version.
 
 // Frame ops.
 const (
@@ -86,6 +89,11 @@ type frame struct {
 	Replica string `json:"replica,omitempty"`
 	Gen     uint64 `json:"gen,omitempty"`
 	Secret  string `json:"secret,omitempty"`
+	// hello and welcome: the protocol versions the sender speaks; the
+	// welcome's Proto is the session's (protocol.go).
+	ProtoMin int `json:"proto_min,omitempty"`
+	ProtoMax int `json:"proto_max,omitempty"`
+	Proto    int `json:"proto,omitempty"`
 
 	// arguments
 	Scope   string                 `json:"scope,omitempty"`
@@ -242,6 +250,7 @@ var sentinels = []struct {
 	{"closed", admission.ErrClosed},
 	{"unavailable", ErrUnavailable},
 	{"wrong_term", errWrongTerm},
+	{"protocol", ErrProtocol},
 	// A leader's call on behalf of its own replica runs under that
 	// caller's context, which may end while it waits (for the term's
 	// replicas to sync): the caller must see its own cancellation.

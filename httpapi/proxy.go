@@ -290,6 +290,21 @@ type FleetView struct {
 	// Catalog is the fleet's catalog as this replica serves it; nil
 	// when it serves its own config's (a Config built in code).
 	Catalog *CatalogView `json:"catalog,omitempty"`
+	// Protocol is the fleet protocol as this replica speaks it with its
+	// leader (docs/upgrades.md).
+	Protocol *ProtocolView `json:"protocol,omitempty"`
+}
+
+// ProtocolView is the fleet protocol as a replica speaks it.
+type ProtocolView struct {
+	// Version is its session's with the leader (0: none); Min and Max
+	// are the versions its build speaks.
+	Version int `json:"version"`
+	Min     int `json:"min"`
+	Max     int `json:"max"`
+	// Refused, while it and its leader speak no version in common, says
+	// so: both versions and what to do.
+	Refused string `json:"refused,omitempty"`
 }
 
 // CatalogView is the fleet's catalog version a replica serves.

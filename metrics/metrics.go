@@ -322,11 +322,19 @@ type FleetState struct {
 	// so since it started.
 	Open         bool
 	OpenAdmitted uint64
+	// Protocol is the version of the replica's session with its leader
+	// (0: none). ProtocolRefused: the replica and its leader speak no
+	// version in common. ProtocolRefusals counts the sessions refused
+	// so, by the replica or by its leader, and by the replica leading.
+	Protocol         int
+	ProtocolRefused  bool
+	ProtocolRefusals uint64
 }
 
 // WatchFleet publishes the fleet's state as state reports it:
-// weir_fleet_epoch, weir_fleet_leader, weir_fleet_synced, weir_fleet_open
-// and weir_fleet_open_admissions_total.
+// weir_fleet_epoch, weir_fleet_leader, weir_fleet_synced, weir_fleet_open,
+// weir_fleet_open_admissions_total, weir_fleet_protocol,
+// weir_fleet_protocol_refused and weir_fleet_protocol_refusals_total.
 func (m *Metrics) WatchFleet(state func() FleetState) {
 	gauge := func(name, help string, v func(FleetState) float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return v(state()) })
@@ -344,6 +352,10 @@ func (m *Metrics) WatchFleet(state func() FleetState) {
 		gauge("weir_fleet_open", "1 while no fleet leader answers and this replica admits its share of the scopes that fail open.", func(s FleetState) float64 { return b(s.Open) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "weir_fleet_open_admissions_total", Help: "Leases this replica granted on its own, its share of the scopes that fail open, while no fleet leader answered."},
 			func() float64 { return float64(state().OpenAdmitted) }),
+		gauge("weir_fleet_protocol", "The fleet protocol version of this replica's session with its leader; 0: none.", func(s FleetState) float64 { return float64(s.Protocol) }),
+		gauge("weir_fleet_protocol_refused", "1 while this replica and its leader speak no fleet protocol version in common: it admits nothing through that leader.", func(s FleetState) float64 { return b(s.ProtocolRefused) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "weir_fleet_protocol_refusals_total", Help: "Fleet sessions refused for want of a common protocol version: by this replica's leader, by this replica, or by this replica leading."},
+			func() float64 { return float64(state().ProtocolRefusals) }),
 	)
 }
 

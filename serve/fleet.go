@@ -83,8 +83,13 @@ const pingBound = time.Second
 // fleetReady is /readyz's answer on a fleet: ready while PostgreSQL
 // answers and this replica has synced with a leader, or while it runs
 // open (no leader answers, and it admits its share of the scopes that
-// fail open: taking it out of rotation would fail those too).
+// fail open: taking it out of rotation would fail those too). A replica
+// that cannot speak its leader's protocol is not ready, open or not: it
+// is of another build than the fleet can run beside it, and it says so.
 func (m *Main) fleetReady() error {
+	if p := m.Member.Engine().Protocol(); p.Refused != "" {
+		return fmt.Errorf("fleet protocol: %s", p.Refused)
+	}
 	if open, _ := m.Member.Engine().Open(); open {
 		return nil
 	}
@@ -130,6 +135,8 @@ func (m *Main) fleetView(ctx context.Context) *httpapi.FleetView {
 		st := m.catalog.State()
 		v.Catalog = &httpapi.CatalogView{Version: st.Version, Hash: st.Hash, FileHash: st.FileHash, Drift: st.Drift}
 	}
+	p := m.Member.Engine().Protocol()
+	v.Protocol = &httpapi.ProtocolView{Version: p.Version, Min: p.Min, Max: p.Max, Refused: p.Refused}
 	ctx, cancel := context.WithTimeout(ctx, pingBound)
 	defer cancel()
 	rs, err := m.Member.Replicas(ctx)
@@ -148,7 +155,9 @@ func (m *Main) fleetView(ctx context.Context) *httpapi.FleetView {
 func (m *Main) fleetState() metrics.FleetState {
 	t, leading := m.Member.Term()
 	open, admitted := m.Member.Engine().Open()
-	return metrics.FleetState{Epoch: t.Epoch, Leading: leading, Synced: m.synced(), Open: open, OpenAdmitted: admitted}
+	p := m.Member.Engine().Protocol()
+	return metrics.FleetState{Epoch: t.Epoch, Leading: leading, Synced: m.synced(), Open: open, OpenAdmitted: admitted,
+		Protocol: p.Version, ProtocolRefused: p.Refused != "", ProtocolRefusals: p.Refusals}
 }
 
 // affinity shares the gateway's cache-affinity table with the fleet's

@@ -286,6 +286,17 @@ func printFleet(w io.Writer, f *httpapi.FleetView) {
 		leader = "none yet"
 	}
 	fmt.Fprintf(w, "fleet: epoch %d, leader %s; asked replica %s (%s)\n", f.Epoch, leader, f.Replica, state)
+	if p := f.Protocol; p != nil {
+		speaks := fmt.Sprintf("%d..%d", p.Min, p.Max)
+		if p.Min == p.Max {
+			speaks = fmt.Sprint(p.Min)
+		}
+		if p.Refused != "" {
+			fmt.Fprintf(w, "fleet protocol: REFUSED: %s\n", p.Refused)
+		} else if p.Version > 0 {
+			fmt.Fprintf(w, "fleet protocol: %d (its build speaks %s)\n", p.Version, speaks)
+		}
+	}
 	if f.Error != "" {
 		fmt.Fprintf(w, "live replicas: unknown (%s)\n", f.Error)
 	} else {

@@ -134,3 +134,25 @@ func TestQueuesScopePages(t *testing.T) {
 		t.Errorf("bad flags asked the server: %v", asked)
 	}
 }
+
+// TestPrintFleetProtocol: the asked replica's fleet protocol is shown
+// under the fleet's line, and a refusal says so with its reason.
+func TestPrintFleetProtocol(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		p    httpapi.ProtocolView
+		want string
+	}{
+		{httpapi.ProtocolView{Version: 1, Min: 1, Max: 1}, "fleet protocol: 1 (its build speaks 1)\n"},
+		{httpapi.ProtocolView{Version: 2, Min: 1, Max: 3}, "fleet protocol: 2 (its build speaks 1..3)\n"},
+		{httpapi.ProtocolView{Min: 2, Max: 3, Refused: "replica b speaks fleet protocol 2..3 and leader a speaks 1"},
+			"fleet protocol: REFUSED: replica b speaks fleet protocol 2..3 and leader a speaks 1\n"},
+	} {
+		var b strings.Builder
+		printFleet(&b, &httpapi.FleetView{Replica: "b", Epoch: 3, Leader: "a", Synced: c.p.Version > 0, Protocol: &c.p})
+		first, rest, _ := strings.Cut(b.String(), "\n")
+		if !strings.HasPrefix(first, "fleet: epoch 3, leader a; asked replica b") || !strings.HasPrefix(rest, c.want) {
+			t.Errorf("printFleet with %+v:\n%s\nwant the fleet's line, then %q", c.p, b.String(), c.want)
+		}
+	}
+}

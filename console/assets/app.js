@@ -234,7 +234,7 @@ function overview() {
   if (waiting()) return;
   const snap = state.snap;
   let html = attention(snap);
-  if (snap.fleet) html += `<p class="muted">fleet epoch ${esc(snap.fleet.epoch)}, leader ${esc(snap.fleet.leader || 'none')}, this replica ${esc(snap.fleet.replica)}${snap.fleet.leading ? ' (leading)' : ''}${snap.fleet.catalog ? `, catalog version ${esc(snap.fleet.catalog.version)}${snap.fleet.catalog.drift ? ' (drift: this replica\'s file has another catalog)' : ''}` : ''}</p>`;
+  if (snap.fleet) html += `<p class="muted">fleet epoch ${esc(snap.fleet.epoch)}, leader ${esc(snap.fleet.leader || 'none')}, this replica ${esc(snap.fleet.replica)}${snap.fleet.leading ? ' (leading)' : ''}${snap.fleet.catalog ? `, catalog version ${esc(snap.fleet.catalog.version)}${snap.fleet.catalog.drift ? ' (drift: this replica\'s file has another catalog)' : ''}` : ''}${snap.fleet.protocol && snap.fleet.protocol.refused ? `, fleet protocol refused: ${esc(snap.fleet.protocol.refused)}` : ''}</p>`;
   html += '<table class="models"><thead><tr><th>model</th><th>in flight / limit</th><th>queued</th><th>admitted/s</th><th>wait p50 (15 m)</th><th>wait p99 (15 m)</th><th>queued, then served (15 m)</th></tr></thead><tbody>';
   for (const m of snap.models) {
     const own = m.scopes.length > 0;
