@@ -2,12 +2,16 @@ package task
 
 import (
 	"context"
+	"log/slog"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/riverjob"
 )
 
@@ -85,12 +89,18 @@ type Fencer[TTx any] interface {
 // TTx, so the Service and its workers are not generic, and neither is
 // what holds a Service.
 type jobStore interface {
-	// Start and Stop are River's client's.
+	// Start and Stop run River's client, and follow its events with the
+	// store's waker (riverjob.Follow) while it runs; with a sleeper, Start
+	// runs it only while it has work (sleep).
 	Start(ctx context.Context) error
 	Stop(ctx context.Context) error
+	// sleep makes Start run the client only while it has work, stopping
+	// it once it has had none for after (riverjob.Sleeper, woken by every
+	// commit that inserts jobs); waking it at least every maxSleep. Call
+	// it before Start, and only where this process is the only writer of
+	// the store's jobs.
+	sleep(after, maxSleep time.Duration, c clock.Clock, logger *slog.Logger) error
 	migrate(ctx context.Context) error
-	// follow is riverjob.Follow on the client.
-	follow(w *riverjob.Waker) (stop func())
 	reclaim(ctx context.Context, kinds []string) (int, error)
 	// inTx runs fn in a store transaction (Store.InTx).
 	inTx(ctx context.Context, fn func(tx txn) error) error
@@ -123,6 +133,13 @@ type riverStore[TTx any] struct {
 	// Set where the wake costs nothing (riverjob.WakesInProcess).
 	waker       *riverjob.Waker
 	wakeCommits bool
+	// sleeper runs the client only while it has work (sleep); nil: from
+	// Start to Stop.
+	sleeper *riverjob.Sleeper
+
+	// unfollow ends the following of the client's current run.
+	followMu sync.Mutex
+	unfollow func()
 }
 
 func newRiverStore[TTx any](store Store[TTx], waker *riverjob.Waker, wakeCommits bool, cfg *river.Config) (*riverStore[TTx], error) {
@@ -140,7 +157,64 @@ func (r *riverStore[TTx]) migrate(ctx context.Context) error {
 	return riverjob.Migrate(ctx, r.store)
 }
 
-func (r *riverStore[TTx]) follow(w *riverjob.Waker) func() { return riverjob.Follow(r.Client, w) }
+func (r *riverStore[TTx]) sleep(after, maxSleep time.Duration, c clock.Clock, logger *slog.Logger) error {
+	s, err := riverjob.NewSleeper(riverjob.SleeperConfig{
+		Runner:   runFuncs{start: r.run, stop: r.halt},
+		Pending:  func(ctx context.Context) (bool, error) { return riverjob.HasJobs(ctx, r.store.RiverDriver()) },
+		Clock:    c,
+		After:    after,
+		MaxSleep: maxSleep,
+		Logger:   logger,
+	})
+	r.sleeper = s
+	return err
+}
+
+func (r *riverStore[TTx]) Start(ctx context.Context) error {
+	if r.sleeper != nil {
+		return r.sleeper.Start(ctx)
+	}
+	return r.run(ctx)
+}
+
+func (r *riverStore[TTx]) Stop(ctx context.Context) error {
+	if r.sleeper != nil {
+		return r.sleeper.Stop(ctx)
+	}
+	return r.halt(ctx)
+}
+
+// run starts one run of the client, its events followed: River ends
+// every subscription when its client stops.
+func (r *riverStore[TTx]) run(ctx context.Context) error {
+	r.followMu.Lock()
+	defer r.followMu.Unlock()
+	r.unfollow = riverjob.Follow(r.Client, r.waker)
+	if err := r.Client.Start(ctx); err != nil {
+		r.unfollow()
+		r.unfollow = nil
+		return err
+	}
+	return nil
+}
+
+// halt stops the client's run and the following of its events.
+func (r *riverStore[TTx]) halt(ctx context.Context) error {
+	err := r.Client.Stop(ctx)
+	r.followMu.Lock()
+	defer r.followMu.Unlock()
+	if r.unfollow != nil {
+		r.unfollow()
+		r.unfollow = nil
+	}
+	return err
+}
+
+// runFuncs is a riverjob.Runner of two funcs.
+type runFuncs struct{ start, stop func(context.Context) error }
+
+func (f runFuncs) Start(ctx context.Context) error { return f.start(ctx) }
+func (f runFuncs) Stop(ctx context.Context) error  { return f.stop(ctx) }
 
 func (r *riverStore[TTx]) reclaim(ctx context.Context, kinds []string) (int, error) {
 	return r.store.JobReclaimRunning(ctx, kinds)
@@ -154,6 +228,10 @@ func (r *riverStore[TTx]) inTx(ctx context.Context, fn func(tx txn) error) error
 		queues = t.queues
 		return err
 	})
+	if len(queues) > 0 && r.sleeper != nil {
+		// Even a failed commit: one that failed late may have landed.
+		r.sleeper.Wake()
+	}
 	if err == nil && r.wakeCommits && len(queues) > 0 {
 		// In the process: it cannot fail.
 		_ = r.waker.Wake(ctx, queues...)
