@@ -363,6 +363,29 @@ func (tm *term) deferQueue(id string, d time.Duration) {
 	tm.deferred[id] = tm.s.clock.AfterFunc(d, func() { tm.post(notice{kind: noticeDue, id: id}) })
 }
 
+// deferral is a wait, in term.deferred, before a task of a term alone
+// queues again (deferLocal).
+type deferral struct{ clock.Timer }
+
+// deferLocal calls f after d, task id meanwhile in tm.deferred, where
+// decideLocked sees it waiting out its delay: the service's enqueueAfter,
+// on a term alone. An earlier wait of the task still runs its f, which
+// finds what the store says then.
+func (tm *term) deferLocal(id string, d time.Duration, f func()) {
+	h := &deferral{}
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	tm.deferred[id] = h
+	h.Timer = tm.s.clock.AfterFunc(d, func() {
+		tm.mu.Lock()
+		if tm.deferred[id] == clock.Timer(h) {
+			delete(tm.deferred, id)
+		}
+		tm.mu.Unlock()
+		f()
+	})
+}
+
 // renew extends the leases the ledger holds that are past half their
 // life: in a fleet the ledger, not the worker, holds a task's lease, for
 // as long as the store says the task is admitted or running.
