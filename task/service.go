@@ -562,7 +562,8 @@ func (s *Service) finish(ctx context.Context, t weir.Task, from []weir.TaskStatu
 	u.From = from
 	u.FinishedAt = s.clock.Now()
 	var ok bool
-	err := s.river.inTx(ctx, func(tx txn) error {
+	// Tasks end many at once while they drain: one commit for many.
+	err := s.river.inGroupTx(ctx, func(ctx context.Context, tx txn) error {
 		var err error
 		ok, err = s.finishTx(ctx, tx, t, u)
 		return err

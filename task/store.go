@@ -36,6 +36,14 @@ type Store[TTx any] interface {
 	JobReclaimRunning(ctx context.Context, kinds []string) (int, error)
 }
 
+// GroupCommitter is what a store may also do, over its transaction type
+// TTx: run a write in a transaction that concurrent writers share, one
+// commit for many (SQLite's store). InGroupTx is InTx's equivalent;
+// inside fn, statements take a context without cancel.
+type GroupCommitter[TTx any] interface {
+	InGroupTx(ctx context.Context, fn func(tx TTx) error) error
+}
+
 // Notifier is what a store shared by several replicas also does, for the
 // service to run in a fleet (Config.Fleet): tell every replica that a
 // task changed. PostgreSQL's store does it with NOTIFY.
@@ -104,6 +112,10 @@ type jobStore interface {
 	reclaim(ctx context.Context, kinds []string) (int, error)
 	// inTx runs fn in a store transaction (Store.InTx).
 	inTx(ctx context.Context, fn func(tx txn) error) error
+	// inGroupTx is inTx in a transaction concurrent callers share, on a
+	// store that is a GroupCommitter (InTx on others); fn's statements
+	// must not end with ctx, which inGroupTx gives it without cancel.
+	inGroupTx(ctx context.Context, fn func(ctx context.Context, tx txn) error) error
 	// fences says the store is a Fencer.
 	fences() bool
 	// JobList is River's client's.
@@ -221,8 +233,23 @@ func (r *riverStore[TTx]) reclaim(ctx context.Context, kinds []string) (int, err
 }
 
 func (r *riverStore[TTx]) inTx(ctx context.Context, fn func(tx txn) error) error {
+	return r.runTx(ctx, r.store.InTx, fn)
+}
+
+func (r *riverStore[TTx]) inGroupTx(ctx context.Context, fn func(ctx context.Context, tx txn) error) error {
+	ctx = context.WithoutCancel(ctx)
+	inTx := r.store.InTx
+	if g, ok := any(r.store).(GroupCommitter[TTx]); ok {
+		inTx = g.InGroupTx
+	}
+	return r.runTx(ctx, inTx, func(tx txn) error { return fn(ctx, tx) })
+}
+
+// runTx runs fn in a transaction of inTx's, then wakes what waits for
+// the jobs it inserted.
+func (r *riverStore[TTx]) runTx(ctx context.Context, inTx func(context.Context, func(TTx) error) error, fn func(tx txn) error) error {
 	var queues []string
-	err := r.store.InTx(ctx, func(tx TTx) error {
+	err := inTx(ctx, func(tx TTx) error {
 		t := &riverTx[TTx]{r: r, tx: tx}
 		err := fn(t)
 		queues = t.queues
