@@ -44,6 +44,14 @@ type GroupCommitter[TTx any] interface {
 	InGroupTx(ctx context.Context, fn func(tx TTx) error) error
 }
 
+// ManyReader is what a store may also do: read many tasks in one
+// query (PostgreSQL's store), which the fleet leader's ledger does for
+// the tasks of a batch of notices. TaskGetMany returns the tasks of ids
+// that are stored, deleted ones too, in any order.
+type ManyReader interface {
+	TaskGetMany(ctx context.Context, ids []string) ([]weir.Task, error)
+}
+
 // Notifier is what a store shared by several replicas also does, for the
 // service to run in a fleet (Config.Fleet): tell every replica that a
 // task changed. PostgreSQL's store does it with NOTIFY.
