@@ -22,7 +22,8 @@ type IdleConfig struct {
 	// Duration is the measured window (60s).
 	Duration time.Duration
 	// Settle is how long the gateway is left alone after it serves,
-	// before the window opens (5s).
+	// before the window opens (15s: River's client, idle, stops after
+	// task.Config.IdleAfter, 5s).
 	Settle time.Duration
 	// Fleet, with Replicas 1, runs the gateway as one replica of a fleet
 	// on PostgreSQL instead of alone on SQLite; more replicas are not

@@ -154,12 +154,18 @@ func writeTasksConfig(path, db, upURL string, workers int, c TasksConfig) error 
 	return serveFile{Storage: sqliteStorage(db), Rest: tasksCatalog(upURL, workers, c)}.write(path)
 }
 
+// defaultQueueLimit is tasks.queue_limit's default.
+const defaultQueueLimit = 10_000
+
 // tasksCatalog is the config's tasks section and catalog: the mock as one
 // platform whose platform model has no limit of its own, so that
-// tasks.workers is the capacity.
+// tasks.workers is the capacity. The backlog's bound (tasks.queue_limit)
+// holds every task submitted, so that a submission faster than the drain
+// is never refused (queue_full) before the queue has drained.
 func tasksCatalog(upURL string, workers int, c TasksConfig) string {
 	return fmt.Sprintf(`tasks:
   workers: %d
+  queue_limit: %d
   poll_min: %s
   poll_max: %s
 platforms:
@@ -174,7 +180,7 @@ models:
     kind: video
     candidates:
       - platform_model: mock/sora-2
-`, workers, c.PollMin, c.PollMax, upURL)
+`, workers, max(c.Tasks, defaultQueueLimit), c.PollMin, c.PollMax, upURL)
 }
 
 // startTasksGateway starts `weir serve -c config` and waits until it

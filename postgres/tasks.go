@@ -213,6 +213,29 @@ func (db *DB) TaskGet(ctx context.Context, id string) (weir.Task, error) {
 	return t, nil
 }
 
+// TaskGetMany returns the tasks of ids that are stored, deleted ones
+// too, in no particular order, in one query: the fleet leader's ledger
+// reads the tasks of many notices at once. An id not stored is left
+// out.
+func (db *DB) TaskGetMany(ctx context.Context, ids []string) ([]weir.Task, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := db.pool.Query(ctx, taskGetManySQL, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load %d tasks: %w", len(ids), err)
+	}
+	defer rows.Close()
+	out, err := rowscan.Append(make([]weir.Task, 0, len(ids)), rows, newTaskScanner().scan)
+	if err != nil {
+		return nil, fmt.Errorf("load %d tasks: %w", len(ids), err)
+	}
+	return out, nil
+}
+
+// taskGetManySQL is TaskGetMany's query.
+const taskGetManySQL = `SELECT ` + taskColumns + ` FROM tasks WHERE id = ANY($1)`
+
 // TaskList lists tasks in Seq order (newest first if f.Descending), never
 // deleted ones: only f.KeyID's if set, only of f.Kind and f.Model if set, only those
 // in f.Statuses if any, only Seq > f.AfterSeq and, if f.BeforeSeq is

@@ -19,6 +19,7 @@ var (
 	_ task.Store[pgx.Tx] = (*DB)(nil)
 	_ task.Notifier      = (*DB)(nil)
 	_ task.JobReclaimer  = (*DB)(nil)
+	_ task.ManyReader    = (*DB)(nil)
 )
 
 // newQueuedTask stores a key and a queued task of it.
@@ -193,4 +194,44 @@ func explain(t *testing.T, db *DB, q string, args ...any) string {
 		t.Fatal(err)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestTaskGetMany reads the tasks of several ids in one query, as
+// TaskGet reads each, deleted ones too, and leaves out ids not stored.
+func TestTaskGetMany(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := open(t, pgtest.Schema(t))
+	first := newQueuedTask(t, db)
+	second := first
+	second.ID, second.IdempotencyKey = "video_2", ""
+	if created, err := db.TaskCreate(ctx, &second); err != nil || !created {
+		t.Fatalf("TaskCreate = %v, %v", created, err)
+	}
+	if ok, err := db.TaskUpdate(ctx, &weir.TaskUpdateParams{ID: second.ID, Update: weir.TaskUpdate{
+		From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskCancelled, FinishedAt: second.CreatedAt}}); err != nil || !ok {
+		t.Fatalf("TaskUpdate = %v, %v", ok, err)
+	}
+	if ok, err := db.TaskDelete(ctx, &weir.TaskDeleteParams{ID: second.ID, At: second.CreatedAt}); err != nil || !ok {
+		t.Fatalf("TaskDelete = %v, %v", ok, err)
+	}
+	got, err := db.TaskGetMany(ctx, []string{"video_none", second.ID, first.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("%d tasks, want the two stored", len(got))
+	}
+	for _, tk := range got {
+		want, err := db.TaskGet(ctx, tk.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(tk) != fmt.Sprint(want) {
+			t.Errorf("TaskGetMany's %s = %+v, TaskGet's %+v", tk.ID, tk, want)
+		}
+	}
+	if got, err := db.TaskGetMany(ctx, nil); err != nil || len(got) != 0 {
+		t.Errorf("TaskGetMany(nil) = %v, %v; want none", got, err)
+	}
 }

@@ -5,7 +5,9 @@
 // do the same thing in one place; storetest.ExerciseJobs pins it. On the
 // embedded store it also carries River's notices in the process
 // (InProcess), and wakes a queue when a job River would find only by a
-// fetch poll is due (Waker), so that an idle process is not woken to poll.
+// fetch poll is due (Waker), so that an idle process is not woken to poll;
+// and it stops River's client while the database holds no job for it
+// (Sleeper), since even an idle client wakes every 50ms.
 package riverjob
 
 import (

@@ -72,6 +72,18 @@ const (
 		WHERE id = ?1 AND callback_gone_at IS NULL`
 )
 
+// InGroupTx is InTx in a transaction that concurrent callers share
+// (group commit): fn runs in a savepoint of it, rolled back to alone if
+// fn fails, and InGroupTx returns once the transaction has committed or
+// failed, with fn's error or the transaction's. Inside fn, give every
+// statement a context without cancel (context.WithoutCancel): a
+// statement interrupted by its context's end rolls back the whole
+// transaction, the other callers' writes with it. The task service ends
+// tasks through it, many at once while they drain.
+func (db *DB) InGroupTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return db.inGroupTx(ctx, fn)
+}
+
 // InTx runs fn in a transaction on the write connection (begun IMMEDIATE)
 // and commits it if fn returns nil; otherwise, or if fn panics, it rolls
 // back. fn's error is returned as it is. The task service uses it to change

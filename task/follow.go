@@ -86,16 +86,21 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 			if !s.sleep(ctx, r.ended, wait) {
 				return river.JobSnooze(max(r.next.Sub(s.clock.Now()), time.Millisecond))
 			}
-			// Cancelled (here or by another replica) while waiting?
-			cur, err := s.store.TaskGet(ctx, t.ID)
-			if err != nil {
-				return err
+			// Cancelled (here or by another replica) while waiting? Alone,
+			// only this process changes a running task, and a cancel
+			// here ends the run (r.ended) once it is stored: the store
+			// need not be read unless it did.
+			if s.leadership != nil || closed(r.ended) {
+				cur, err := s.store.TaskGet(ctx, t.ID)
+				if err != nil {
+					return err
+				}
+				if cur.Status != weir.TaskRunning {
+					s.releaseLease(t.ID)
+					return nil
+				}
+				t = cur
 			}
-			if cur.Status != weir.TaskRunning {
-				s.releaseLease(t.ID)
-				return nil
-			}
-			t = cur
 			if err := s.holdLease(ctx, t); err != nil {
 				return err
 			}
@@ -163,4 +168,14 @@ func (s *Service) sleep(ctx context.Context, ended <-chan struct{}, d time.Durat
 	case <-s.stopping:
 	}
 	return false
+}
+
+// closed reports whether c is closed.
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }

@@ -265,8 +265,9 @@ func (tm *term) drain(ctx context.Context) {
 func (tm *term) reconcile(ctx context.Context, ns []notice) {
 	var a actions
 	tm.sync.Lock()
+	read := tm.readMany(ctx, ns)
 	for _, n := range ns {
-		t, err := tm.s.store.TaskGet(ctx, n.id)
+		t, err := read(n.id)
 		gone := errors.Is(err, weir.ErrNotFound)
 		if err != nil && !gone {
 			tm.s.logger.Warn("a task the ledger heard of could not be read; its poll looks again", "task", n.id, "error", err)
@@ -361,6 +362,60 @@ func (tm *term) deferQueue(id string, d time.Duration) {
 		old.Stop()
 	}
 	tm.deferred[id] = tm.s.clock.AfterFunc(d, func() { tm.post(notice{kind: noticeDue, id: id}) })
+}
+
+// readMany reads the tasks of ns, distinct, in one query where the
+// store can (ManyReader), and returns how to get each: a task read, or
+// weir.ErrNotFound; where it cannot, or the query failed, each is read
+// alone.
+func (tm *term) readMany(ctx context.Context, ns []notice) func(id string) (weir.Task, error) {
+	one := func(id string) (weir.Task, error) { return tm.s.store.TaskGet(ctx, id) }
+	mr, ok := tm.s.store.(ManyReader)
+	if !ok || len(ns) < 2 {
+		return one
+	}
+	ids := make([]string, len(ns))
+	for i, n := range ns {
+		ids[i] = n.id
+	}
+	tasks, err := mr.TaskGetMany(ctx, ids)
+	if err != nil {
+		tm.s.logger.Warn("the tasks the ledger heard of could not be read at once; it reads them one by one", "tasks", len(ids), "error", err)
+		return one
+	}
+	byID := make(map[string]weir.Task, len(tasks))
+	for _, t := range tasks {
+		byID[t.ID] = t
+	}
+	return func(id string) (weir.Task, error) {
+		if t, ok := byID[id]; ok {
+			return t, nil
+		}
+		return weir.Task{}, weir.ErrNotFound
+	}
+}
+
+// deferral is a wait, in term.deferred, before a task of a term alone
+// queues again (deferLocal).
+type deferral struct{ clock.Timer }
+
+// deferLocal calls f after d, task id meanwhile in tm.deferred, where
+// decideLocked sees it waiting out its delay: the service's enqueueAfter,
+// on a term alone. An earlier wait of the task still runs its f, which
+// finds what the store says then.
+func (tm *term) deferLocal(id string, d time.Duration, f func()) {
+	h := &deferral{}
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	tm.deferred[id] = h
+	h.Timer = tm.s.clock.AfterFunc(d, func() {
+		tm.mu.Lock()
+		if tm.deferred[id] == clock.Timer(h) {
+			delete(tm.deferred, id)
+		}
+		tm.mu.Unlock()
+		f()
+	})
 }
 
 // renew extends the leases the ledger holds that are past half their

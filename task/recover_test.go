@@ -235,3 +235,39 @@ func TestRecoverQueuedInPages(t *testing.T) {
 		}
 	}
 }
+
+// TestRecoverLeavesASentBackTaskToItsWait: a task its worker sent back
+// to wait out the platform's Retry-After is not queued early by a
+// recovery reading the queue meanwhile, as a restart's does while its
+// workers already run; it queues once the wait is over.
+func TestRecoverLeavesASentBackTaskToItsWait(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, b := setup(t, setupOpts{Platforms: map[string]mock.Config{"vid/a": {MaxJobs: 1, JobDuration: time.Hour, RetryAfter: 30 * time.Second}}})
+	a := b.up["vid/a"]
+	held := a.occupy(t)
+	tk := b.submit(t, s, nil)
+	tm := s.current()
+	waitFor(t, "the task sent back, its lease released", func() bool {
+		return a.srv.Stats().JobsRejected == 1 && b.get(t, tk.ID).Status == weir.TaskQueued && b.used(t, WorkersScope) == 0
+	})
+	if _, err := tm.recoverQueued(ctx, recoverPage); err != nil {
+		t.Fatal(err)
+	}
+	tm.mu.Lock()
+	w, h := tm.waiting[tk.ID], tm.leases[tk.ID]
+	tm.mu.Unlock()
+	if w != nil || h != nil {
+		t.Fatalf("the task queued by the recovery before its Retry-After passed (waiter %v, lease %v)", w != nil, h != nil)
+	}
+	if err := a.adapter.Cancel(ctx, held.ID); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(30 * time.Second)
+	if got := b.driveTo(t, tk.ID, weir.TaskRunning, weir.TaskFailed); got.Status != weir.TaskRunning {
+		t.Fatalf("task %+v after its wait, want running", got)
+	}
+	if st := a.srv.Stats(); st.JobsRejected != 1 {
+		t.Errorf("%d submits refused, want the one before the wait", st.JobsRejected)
+	}
+}

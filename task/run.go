@@ -283,32 +283,41 @@ func (s *Service) requeue(ctx context.Context, t weir.Task, after time.Duration,
 // stopped: then it stays queued in the store, and the next start queues
 // it. A task that cannot be read then is read again after admitRetry:
 // dropped, it would stay queued in the store, in no queue, and never
-// expire.
+// expire. Alone, the term knows of the wait (term.deferLocal), so that a
+// recovery reading the queue while workers already run (recoverQueued)
+// leaves the task to it rather than queue it before its time.
 func (s *Service) enqueueAfter(id string, d time.Duration) {
-	s.clock.AfterFunc(d, func() {
-		select {
-		case <-s.stopping:
-			return
-		default:
-		}
-		ctx := context.Background()
-		t, err := s.store.TaskGet(ctx, id)
-		if err != nil && !errors.Is(err, weir.ErrNotFound) {
-			s.logger.Warn("a task to queue again could not be read; trying again", "task", id, "error", err)
-			s.enqueueAfter(id, admitRetry)
-			return
-		}
-		if err != nil || t.Status != weir.TaskQueued {
-			s.forgetDeferrals(id)
-			return
-		}
-		s.forgetRefusals(id)
-		if err := s.enqueue(ctx, t); err != nil {
-			s.requeueFailed(ctx, id, err, s.enqueueAfter)
-			return
-		}
+	if tm := s.current(); tm != nil && !tm.fleet {
+		tm.deferLocal(id, d, func() { s.enqueueDue(id) })
+		return
+	}
+	s.clock.AfterFunc(d, func() { s.enqueueDue(id) })
+}
+
+// enqueueDue is enqueueAfter's queueing, once the wait is over.
+func (s *Service) enqueueDue(id string) {
+	select {
+	case <-s.stopping:
+		return
+	default:
+	}
+	ctx := context.Background()
+	t, err := s.store.TaskGet(ctx, id)
+	if err != nil && !errors.Is(err, weir.ErrNotFound) {
+		s.logger.Warn("a task to queue again could not be read; trying again", "task", id, "error", err)
+		s.enqueueAfter(id, admitRetry)
+		return
+	}
+	if err != nil || t.Status != weir.TaskQueued {
 		s.forgetDeferrals(id)
-	})
+		return
+	}
+	s.forgetRefusals(id)
+	if err := s.enqueue(ctx, t); err != nil {
+		s.requeueFailed(ctx, id, err, s.enqueueAfter)
+		return
+	}
+	s.forgetDeferrals(id)
 }
 
 // refuse records that platform model pm refused task id's submit, and

@@ -43,6 +43,9 @@ func acceptanceWorkers(n int) int { return max(n/4, 1) }
 // webhookWorkers workers; tasks' jobs run on River's default queue.
 const queueWebhooks = "webhooks"
 
+// idleAfter is Config.IdleAfter's default.
+const idleAfter = 5 * time.Second
+
 // inProcessFetchPoll is Config.FetchPollInterval's default on a store
 // whose River driver notifies in the process.
 const inProcessFetchPoll = 5 * time.Second
@@ -145,6 +148,13 @@ type Config struct {
 	// leader's ledger reads the store for changes whose notices it
 	// missed, and renews the leases it holds. Default 2s.
 	FleetPoll time.Duration
+	// IdleAfter is how long River's client runs with no job to work
+	// before it stops, until the next job is inserted (riverjob.Sleeper):
+	// a running client wakes its process every 50ms. Only where this
+	// process is the store's only runner and River's notices travel in
+	// it (SoleRunner, on the embedded store); elsewhere, and when
+	// negative, the client runs from Start to Stop. Default 5s.
+	IdleAfter time.Duration
 	// Replica names this process among those running the store's jobs:
 	// it is River's client id (river.Config.ID), recorded in each job's
 	// attempted_by, by which ReclaimFrom takes back the jobs of a
@@ -272,10 +282,9 @@ type Service struct {
 	river jobStore
 	// waker wakes River's producers for the jobs only a fetch poll would
 	// find otherwise: snoozed and retried ones, when their time comes
-	// (riverjob.Follow, from Start to Stop: unfollow); nil (waking
+	// (riverjob.Follow, while River's client runs); nil (waking
 	// nothing) unless the store's River driver wakes in the process.
-	waker    *riverjob.Waker
-	unfollow func()
+	waker *riverjob.Waker
 	// hookSlots bounds each key's deliveries in flight (Webhooks.PerKey).
 	hookSlots *webhook.Limiter
 
@@ -451,8 +460,24 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
+	if inProcess && cfg.SoleRunner && deps.Leadership == nil {
+		if err := s.sleepWhenIdle(client); err != nil {
+			return nil, err
+		}
+	}
 	s.river = client
 	return s, nil
+}
+
+// sleepWhenIdle makes client run River only while it has work
+// (Config.IdleAfter), waking at least as often as the purge is due:
+// River runs it at each start. Its time is the wall clock, as River's
+// own schedule is (Config.Clock).
+func (s *Service) sleepWhenIdle(client jobStore) error {
+	if s.cfg.IdleAfter < 0 {
+		return nil
+	}
+	return client.sleep(cmp.Or(s.cfg.IdleAfter, idleAfter), purgeEvery, clock.Real, s.logger)
 }
 
 // Start recovers tasks left by an earlier run, then runs the dispatcher
@@ -464,7 +489,6 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.river.migrate(ctx); err != nil {
 		return fmt.Errorf("migrate river: %w", err)
 	}
-	s.unfollow = s.river.follow(s.waker)
 	if err := s.ledger.start(ctx, func(ctx context.Context) error {
 		close(s.ready)
 		return s.river.Start(ctx)
@@ -493,9 +517,6 @@ func (s *Service) Stop(ctx context.Context) error {
 		// What the fleet says from now on is the next leader's business.
 		errFollow := s.following.Stop(ctx)
 		s.stopErr = errors.Join(s.river.Stop(ctx), errFollow)
-		if s.unfollow != nil {
-			s.unfollow()
-		}
 		s.waker.Stop()
 		s.mu.Lock()
 		s.stopped = true
@@ -541,7 +562,8 @@ func (s *Service) finish(ctx context.Context, t weir.Task, from []weir.TaskStatu
 	u.From = from
 	u.FinishedAt = s.clock.Now()
 	var ok bool
-	err := s.river.inTx(ctx, func(tx txn) error {
+	// Tasks end many at once while they drain: one commit for many.
+	err := s.river.inGroupTx(ctx, func(ctx context.Context, tx txn) error {
 		var err error
 		ok, err = s.finishTx(ctx, tx, t, u)
 		return err

@@ -107,6 +107,12 @@ func (sl *soloLedger) hold(ctx context.Context, t weir.Task) error {
 // again: at once on the candidates left, or after the wait.
 func (sl *soloLedger) done(ctx context.Context, id string, back *sentBack) {
 	s := sl.s
+	if back != nil && len(back.others) == 0 {
+		// The wait is recorded before the lease goes: a recovery reading
+		// the queue meanwhile finds the task with one or the other
+		// (decideLocked), never neither, and does not queue it early.
+		s.enqueueAfter(id, back.after)
+	}
 	if l, ok := s.term.take(id); ok && back != nil {
 		// Sent back: its upstream refused it, and charged nothing.
 		s.term.releaseUnspent(context.Background(), l)
@@ -121,8 +127,6 @@ func (sl *soloLedger) done(ctx context.Context, id string, back *sentBack) {
 		if err := s.enqueueRequest(ctx, req); err != nil {
 			s.requeueFailed(ctx, id, err, s.enqueueAfter)
 		}
-	default:
-		s.enqueueAfter(id, back.after)
 	}
 }
 

@@ -2,12 +2,16 @@ package task
 
 import (
 	"context"
+	"log/slog"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/riverjob"
 )
 
@@ -30,6 +34,22 @@ type Store[TTx any] interface {
 	// how many it changed. Start calls it, before River starts, only when
 	// Config.SoleRunner says no other process runs the store's jobs.
 	JobReclaimRunning(ctx context.Context, kinds []string) (int, error)
+}
+
+// GroupCommitter is what a store may also do, over its transaction type
+// TTx: run a write in a transaction that concurrent writers share, one
+// commit for many (SQLite's store). InGroupTx is InTx's equivalent;
+// inside fn, statements take a context without cancel.
+type GroupCommitter[TTx any] interface {
+	InGroupTx(ctx context.Context, fn func(tx TTx) error) error
+}
+
+// ManyReader is what a store may also do: read many tasks in one
+// query (PostgreSQL's store), which the fleet leader's ledger does for
+// the tasks of a batch of notices. TaskGetMany returns the tasks of ids
+// that are stored, deleted ones too, in any order.
+type ManyReader interface {
+	TaskGetMany(ctx context.Context, ids []string) ([]weir.Task, error)
 }
 
 // Notifier is what a store shared by several replicas also does, for the
@@ -85,15 +105,25 @@ type Fencer[TTx any] interface {
 // TTx, so the Service and its workers are not generic, and neither is
 // what holds a Service.
 type jobStore interface {
-	// Start and Stop are River's client's.
+	// Start and Stop run River's client, and follow its events with the
+	// store's waker (riverjob.Follow) while it runs; with a sleeper, Start
+	// runs it only while it has work (sleep).
 	Start(ctx context.Context) error
 	Stop(ctx context.Context) error
+	// sleep makes Start run the client only while it has work, stopping
+	// it once it has had none for after (riverjob.Sleeper, woken by every
+	// commit that inserts jobs); waking it at least every maxSleep. Call
+	// it before Start, and only where this process is the only writer of
+	// the store's jobs.
+	sleep(after, maxSleep time.Duration, c clock.Clock, logger *slog.Logger) error
 	migrate(ctx context.Context) error
-	// follow is riverjob.Follow on the client.
-	follow(w *riverjob.Waker) (stop func())
 	reclaim(ctx context.Context, kinds []string) (int, error)
 	// inTx runs fn in a store transaction (Store.InTx).
 	inTx(ctx context.Context, fn func(tx txn) error) error
+	// inGroupTx is inTx in a transaction concurrent callers share, on a
+	// store that is a GroupCommitter (InTx on others); fn's statements
+	// must not end with ctx, which inGroupTx gives it without cancel.
+	inGroupTx(ctx context.Context, fn func(ctx context.Context, tx txn) error) error
 	// fences says the store is a Fencer.
 	fences() bool
 	// JobList is River's client's.
@@ -123,6 +153,13 @@ type riverStore[TTx any] struct {
 	// Set where the wake costs nothing (riverjob.WakesInProcess).
 	waker       *riverjob.Waker
 	wakeCommits bool
+	// sleeper runs the client only while it has work (sleep); nil: from
+	// Start to Stop.
+	sleeper *riverjob.Sleeper
+
+	// unfollow ends the following of the client's current run.
+	followMu sync.Mutex
+	unfollow func()
 }
 
 func newRiverStore[TTx any](store Store[TTx], waker *riverjob.Waker, wakeCommits bool, cfg *river.Config) (*riverStore[TTx], error) {
@@ -140,20 +177,96 @@ func (r *riverStore[TTx]) migrate(ctx context.Context) error {
 	return riverjob.Migrate(ctx, r.store)
 }
 
-func (r *riverStore[TTx]) follow(w *riverjob.Waker) func() { return riverjob.Follow(r.Client, w) }
+func (r *riverStore[TTx]) sleep(after, maxSleep time.Duration, c clock.Clock, logger *slog.Logger) error {
+	s, err := riverjob.NewSleeper(riverjob.SleeperConfig{
+		Runner:   runFuncs{start: r.run, stop: r.halt},
+		Pending:  func(ctx context.Context) (bool, error) { return riverjob.HasJobs(ctx, r.store.RiverDriver()) },
+		Clock:    c,
+		After:    after,
+		MaxSleep: maxSleep,
+		Logger:   logger,
+	})
+	r.sleeper = s
+	return err
+}
+
+func (r *riverStore[TTx]) Start(ctx context.Context) error {
+	if r.sleeper != nil {
+		return r.sleeper.Start(ctx)
+	}
+	return r.run(ctx)
+}
+
+func (r *riverStore[TTx]) Stop(ctx context.Context) error {
+	if r.sleeper != nil {
+		return r.sleeper.Stop(ctx)
+	}
+	return r.halt(ctx)
+}
+
+// run starts one run of the client, its events followed: River ends
+// every subscription when its client stops.
+func (r *riverStore[TTx]) run(ctx context.Context) error {
+	r.followMu.Lock()
+	defer r.followMu.Unlock()
+	r.unfollow = riverjob.Follow(r.Client, r.waker)
+	if err := r.Client.Start(ctx); err != nil {
+		r.unfollow()
+		r.unfollow = nil
+		return err
+	}
+	return nil
+}
+
+// halt stops the client's run and the following of its events.
+func (r *riverStore[TTx]) halt(ctx context.Context) error {
+	err := r.Client.Stop(ctx)
+	r.followMu.Lock()
+	defer r.followMu.Unlock()
+	if r.unfollow != nil {
+		r.unfollow()
+		r.unfollow = nil
+	}
+	return err
+}
+
+// runFuncs is a riverjob.Runner of two funcs.
+type runFuncs struct{ start, stop func(context.Context) error }
+
+func (f runFuncs) Start(ctx context.Context) error { return f.start(ctx) }
+func (f runFuncs) Stop(ctx context.Context) error  { return f.stop(ctx) }
 
 func (r *riverStore[TTx]) reclaim(ctx context.Context, kinds []string) (int, error) {
 	return r.store.JobReclaimRunning(ctx, kinds)
 }
 
 func (r *riverStore[TTx]) inTx(ctx context.Context, fn func(tx txn) error) error {
+	return r.runTx(ctx, r.store.InTx, fn)
+}
+
+func (r *riverStore[TTx]) inGroupTx(ctx context.Context, fn func(ctx context.Context, tx txn) error) error {
+	ctx = context.WithoutCancel(ctx)
+	inTx := r.store.InTx
+	if g, ok := any(r.store).(GroupCommitter[TTx]); ok {
+		inTx = g.InGroupTx
+	}
+	return r.runTx(ctx, inTx, func(tx txn) error { return fn(ctx, tx) })
+}
+
+// runTx runs fn in a transaction of inTx's, then wakes what waits for
+// the jobs it inserted.
+func (r *riverStore[TTx]) runTx(ctx context.Context, inTx func(context.Context, func(TTx) error) error, fn func(tx txn) error) error {
 	var queues []string
-	err := r.store.InTx(ctx, func(tx TTx) error {
+	err := inTx(ctx, func(tx TTx) error {
 		t := &riverTx[TTx]{r: r, tx: tx}
 		err := fn(t)
 		queues = t.queues
 		return err
 	})
+	if len(queues) > 0 && r.sleeper != nil {
+		// Even a failed commit: one that failed late may have landed.
+		r.sleeper.Wake()
+	}
 	if err == nil && r.wakeCommits && len(queues) > 0 {
 		// In the process: it cannot fail.
 		_ = r.waker.Wake(ctx, queues...)

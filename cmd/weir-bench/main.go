@@ -171,7 +171,7 @@ switches per second. Linux only. See 'go doc ./bench Idle'.`,
 	}
 	f := cmd.Flags()
 	f.DurationVar(&c.Duration, "duration", time.Minute, "measured window")
-	f.DurationVar(&c.Settle, "settle", 5*time.Second, "time left alone after the gateway serves, before the window")
+	f.DurationVar(&c.Settle, "settle", 15*time.Second, "time left alone after the gateway serves, before the window (longer than the 5 s after which River's idle client stops)")
 	fleetFlags(f, &c.Fleet, "1: run the gateway as one fleet replica on PostgreSQL instead of alone on SQLite")
 	return cmd
 }
