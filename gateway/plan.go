@@ -153,6 +153,23 @@ var syncTaskPaths = map[weir.ModelKind]string{
 	weir.KindTranscription: "/audio/transcriptions",
 }
 
+// newTaskKinds are the kinds whose tasks a build older than this one's
+// features would run wrongly, by the River queue their jobs run from
+// (task.QueueRunV2): no older replica of a fleet being upgraded takes
+// them.
+var newTaskKinds = map[weir.ModelKind]string{
+	weir.KindTranscription: task.QueueRunV2,
+}
+
+// JobQueue implements task.Queuer.
+func (s *Service) JobQueue(pmName string) string {
+	st := s.state.Load()
+	if st == nil {
+		return ""
+	}
+	return newTaskKinds[st.taskKinds[pmName]]
+}
+
 // syncJob is the job that runs a task of kind k on ad, if k's tasks are
 // calls answered at once (syncTaskPaths).
 func syncJob(k weir.ModelKind, ad provider.Adapter) (provider.SyncJob, bool) {
@@ -198,6 +215,7 @@ func (st *Snapshot) target(pmName string) (task.Target, bool) {
 
 var (
 	_ task.Planner        = (*Service)(nil)
+	_ task.Queuer         = (*Service)(nil)
 	_ task.HealthReporter = (*Service)(nil)
 	_ task.Pauser         = (*Service)(nil)
 )

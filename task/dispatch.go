@@ -249,6 +249,17 @@ func isCommitFault(err error) bool {
 	return err != nil && !errors.Is(err, errTermEnded) && !errors.Is(err, ErrDeposed)
 }
 
+// runOpts are the insert options of the job of a task admitted to
+// platform model pm: its Queuer's queue, or none (River's default).
+func (s *Service) runOpts(pm string) *river.InsertOpts {
+	if q, ok := s.planner.(Queuer); ok {
+		if name := q.JobQueue(pm); name != "" {
+			return &river.InsertOpts{Queue: name}
+		}
+	}
+	return nil
+}
+
 // apply runs one transaction that admits batch's tasks: applied says
 // which it changed (a task no longer queued is left alone), errs which
 // failed (all of them, with err, when the transaction did), with tm.sync
@@ -292,7 +303,7 @@ func (tm *term) apply(ctx context.Context, batch []admittedTask) (applied []bool
 				if !ok {
 					continue // cancelled meanwhile
 				}
-				jobs = append(jobs, river.InsertManyParams{Args: RunArgs{TaskID: a.id}})
+				jobs = append(jobs, river.InsertManyParams{Args: RunArgs{TaskID: a.id}, InsertOpts: s.runOpts(pm)})
 				applied[i] = true
 			}
 			// The batch's jobs in one statement.

@@ -40,8 +40,17 @@ var AcceptanceWorkersScope = weir.AcceptanceScope(WorkersScope)
 func acceptanceWorkers(n int) int { return max(n/4, 1) }
 
 // queueWebhooks is the River queue webhook deliveries run on, with
-// webhookWorkers workers; tasks' jobs run on River's default queue.
+// webhookWorkers workers; tasks' jobs run on River's default queue, or
+// on the queue their Planner names (Queuer).
 const queueWebhooks = "webhooks"
+
+// QueueRunV2 is the River queue of the jobs of tasks of kinds that older
+// builds would run wrongly (a transcription task, which the builds before
+// it hand to a video adapter): only builds that know them work this
+// queue, so that while a fleet is upgraded no older replica takes their
+// jobs (docs/upgrades.md). Every other task's job
+// runs on River's default queue, which every build works.
+const QueueRunV2 = "weir_run_v2"
 
 // idleAfter is Config.IdleAfter's default.
 const idleAfter = 5 * time.Second
@@ -89,6 +98,13 @@ type Planner interface {
 // tasks sends them to another candidate.
 type HealthReporter interface {
 	UpstreamResult(platformModel string, ok bool)
+}
+
+// Queuer is a Planner that names the River queue the job of a task
+// admitted to a platform model runs from: "" is River's default queue,
+// QueueRunV2 one that older builds do not work.
+type Queuer interface {
+	JobQueue(platformModel string) string
 }
 
 // Pauser is a Planner that pauses a platform model's admissions when its
@@ -442,6 +458,9 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 		// Webhooks.PerKey of its workers (see Callbacks in the package doc).
 		Queues: map[string]river.QueueConfig{
 			river.QueueDefault: {MaxWorkers: cfg.Workers},
+			// The workers scope bounds the tasks admitted; each queue may
+			// take them all.
+			QueueRunV2: {MaxWorkers: cfg.Workers},
 			// Deliveries are not worth a fetch every 50ms while idle:
 			// an event inserted where no notice wakes its queue waits
 			// at most webhookPoll for its first attempt.

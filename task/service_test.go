@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riverqueue/river"
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/provider/mock"
@@ -67,6 +68,37 @@ func TestRunToSuccess(t *testing.T) {
 
 // TestRunRecordsProgress: while the upstream job runs, the stored
 // task is running, its progress rising as the polls see it.
+// TestJobRunsFromItsPlannersQueue: a task admitted to a platform model
+// whose kind older builds cannot run has its job on the queue its
+// Planner names (QueueRunV2), which such builds do not work, and runs
+// from there; the others stay on River's default queue.
+func TestJobRunsFromItsPlannersQueue(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{
+		Platforms: map[string]mock.Config{"vid/a": {}, "vid/b": {}},
+		Models:    map[string][]string{"old": {"vid/a"}, "new": {"vid/b"}},
+	})
+	b.planner.queues = map[string]string{"vid/b": QueueRunV2}
+	old := b.submit(t, s, func(t *weir.Task) { t.Model = "old" })
+	fresh := b.submit(t, s, func(t *weir.Task) { t.Model = "new" })
+	for _, tk := range []weir.Task{old, fresh} {
+		if got := b.driveTo(t, tk.ID, weir.TaskSucceeded, weir.TaskFailed); got.Status != weir.TaskSucceeded {
+			t.Fatalf("task %s: %+v; want succeeded", tk.Model, got)
+		}
+	}
+	for _, c := range []struct {
+		tk   weir.Task
+		want string
+	}{{old, river.QueueDefault}, {fresh, QueueRunV2}} {
+		tk, want := c.tk, c.want
+		var queue string
+		if err := b.store.SQL().QueryRow(`SELECT queue FROM river_job WHERE kind = ? AND json_extract(args, '$.task_id') = ?`,
+			RunArgs{}.Kind(), tk.ID).Scan(&queue); err != nil || queue != want {
+			t.Errorf("the job of the %s model's task ran from queue %q (%v); want %q", tk.Model, queue, err, want)
+		}
+	}
+}
+
 func TestRunRecordsProgress(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, setupOpts{Platforms: map[string]mock.Config{"vid/a": {JobDuration: 8 * time.Second}}})

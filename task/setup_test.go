@@ -441,6 +441,15 @@ type testPlanner struct {
 	pauses  []string // "pm for d", from PauseUpstream
 	// fail, while set, is what every Plan returns.
 	fail error
+	// queues are the River queues of the jobs of tasks admitted to a
+	// platform model (Queuer); none: the default.
+	queues map[string]string
+}
+
+func (p *testPlanner) JobQueue(pm string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.queues[pm]
 }
 
 // failWith makes every later Plan fail with err; nil: plan again.
@@ -465,6 +474,7 @@ var (
 	_ Planner        = (*testPlanner)(nil)
 	_ HealthReporter = (*testPlanner)(nil)
 	_ Pauser         = (*testPlanner)(nil)
+	_ Queuer         = (*testPlanner)(nil)
 )
 
 var errUnknownModel = errors.New("unknown model")
