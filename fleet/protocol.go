@@ -30,12 +30,23 @@ const (
 	// protoV1 is the protocol of every build whose hello names no
 	// version.
 	protoV1 = 1
+	// protoV2's frames are version 1's. What it says is the leader's
+	// build: one that plans tasks of the kinds added since version 1
+	// (transcription), which a version 1 leader would end as having no
+	// candidate. A replica takes such tasks only on a session of version
+	// 2 or more (ProtocolTaskKinds).
+	protoV2 = 2
 	// protoMin and protoMax are the versions this build speaks. Raising
 	// protoMin drops an older build's: an upgrade past it needs the
 	// fleet stopped (docs/upgrades.md).
 	protoMin = protoV1
-	protoMax = protoV1
+	protoMax = protoV2
 )
+
+// ProtocolTaskKinds is the fleet protocol version from which a leader
+// plans tasks of a kind that older leaders cannot: transcription tasks
+// need version 2.
+const ProtocolTaskKinds = protoV2
 
 // ErrProtocol refuses a session between a replica and a leader that
 // speak no version of the protocol in common.

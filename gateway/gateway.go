@@ -162,6 +162,12 @@ type Deps struct {
 	// Affinity shares the cache-affinity table with a fleet's other
 	// replicas (affinity.go); nil: it is this process's alone.
 	Affinity AffinityShare
+	// LeaderPlansNewKinds, in a fleet, reports whether its leader plans
+	// tasks of the kinds older builds cannot (newTaskKinds): false while
+	// this replica's session with it is of a fleet protocol before
+	// fleet.ProtocolTaskKinds, when such a task would be ended with no
+	// candidate. Nil: it does (one process).
+	LeaderPlansNewKinds func() bool
 }
 
 // Service is one request's way through the gateway. Apply a catalog

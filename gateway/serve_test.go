@@ -56,6 +56,8 @@ type setupOpts struct {
 	journal Journal
 	// affinity, if set, shares the affinity table.
 	affinity AffinityShare
+	// leaderPlansNewKinds is Deps.LeaderPlansNewKinds.
+	leaderPlansNewKinds func() bool
 }
 
 func setup(t testing.TB, o setupOpts) *testBundle {
@@ -82,7 +84,7 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	if o.engine != nil {
 		eng = o.engine(eng)
 	}
-	b.svc = New(o.cfg, Deps{Engine: eng, Keys: db, Overrides: db, Budgets: db, Events: o.events, Journal: o.journal, Affinity: o.affinity, Clock: clk, Metrics: b.metrics, Nodes: o.nodes, Logger: slog.New(slog.NewJSONHandler(b.logs, nil))})
+	b.svc = New(o.cfg, Deps{Engine: eng, Keys: db, Overrides: db, Budgets: db, Events: o.events, Journal: o.journal, Affinity: o.affinity, LeaderPlansNewKinds: o.leaderPlansNewKinds, Clock: clk, Metrics: b.metrics, Nodes: o.nodes, Logger: slog.New(slog.NewJSONHandler(b.logs, nil))})
 	cat := b.catalog()
 	if o.catalog != nil {
 		o.catalog(&cat)

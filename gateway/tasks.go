@@ -101,6 +101,10 @@ func (f *Tasks) Submit(ctx context.Context, key weir.APIKey, req TaskRequest) (t
 	if err := checkTaskInput(req.Kind, g.Model, req.Input); err != nil {
 		return t, false, err
 	}
+	if _, isNew := newTaskKinds[g.Model.Kind]; isNew && f.gw.deps.LeaderPlansNewKinds != nil && !f.gw.deps.LeaderPlansNewKinds() {
+		return t, false, errorf(ErrNoCandidate, "model", fmt.Sprintf(
+			"the fleet is being upgraded and its leader's build cannot run %s tasks yet: submit again once every replica runs this build", g.Model.Kind))
+	}
 	if req.CallbackURL != "" {
 		if !f.run.CallbacksEnabled() {
 			return t, false, errorf(ErrInvalid, req.CallbackParam, "callbacks are not enabled on this gateway (tasks.webhook_secret)")

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,6 +127,36 @@ func TestTaskSubmit(t *testing.T) {
 	cb := req(func(r *TaskRequest) { r.CallbackURL, r.CallbackParam = "http://10.0.0.1/hook", "X-Weir-Callback-URL" })
 	if _, _, err := front.Submit(t.Context(), key, cb); !errors.Is(err, ErrInvalid) || paramOf(err) != "X-Weir-Callback-URL" {
 		t.Errorf("an internal callback URL: %v", err)
+	}
+}
+
+// TestNewKindWaitsForANewLeader: in a fleet whose leader is of an older
+// build, which would end a transcription task with no candidate, such a
+// task is refused at once (503 no_candidate, saying why) and stored
+// nowhere; other kinds, and the same task once the leader is new, pass.
+func TestNewKindWaitsForANewLeader(t *testing.T) {
+	t.Parallel()
+	var newLeader atomic.Bool
+	b := setup(t, setupOpts{leaderPlansNewKinds: newLeader.Load, catalog: func(c *weir.Catalog) {
+		c.PlatformModels = append(c.PlatformModels, weir.PlatformModel{Name: "up/stt", Platform: "up", Upstream: "whisper-1"})
+		c.Models = append(c.Models, weir.Model{Name: "stt", Kind: weir.KindTranscription, Candidates: []weir.Candidate{{PlatformModel: "up/stt"}}})
+	}})
+	run := &fakeRunner{tasks: map[string]weir.Task{}}
+	front := NewTasks(b.svc, run)
+	key := weir.APIKey{ID: "key_1"}
+	stt := TaskRequest{Kind: "task", Ask: Ask{Model: "stt"}, Input: rawInput(t, `{"file":{"data":"UklGRg=="}}`)}
+	_, _, err := front.Submit(t.Context(), key, stt)
+	var e *Error
+	if !errors.As(err, &e) || e.Category != ErrNoCandidate || !strings.Contains(e.Message, "being upgraded") || len(run.submitted) != 0 {
+		t.Fatalf("a transcription task under an older leader: %v (%d stored); want no_candidate, none stored", err, len(run.submitted))
+	}
+	chat := TaskRequest{Kind: "task", Ask: Ask{Model: "m"}, Input: rawInput(t, `{"messages":[{"role":"user","content":"hi"}]}`)}
+	if _, _, err := front.Submit(t.Context(), key, chat); err != nil {
+		t.Fatalf("a chat task under an older leader: %v", err)
+	}
+	newLeader.Store(true)
+	if _, created, err := front.Submit(t.Context(), key, stt); err != nil || !created {
+		t.Fatalf("a transcription task under a new leader: %v", err)
 	}
 }
 

@@ -169,6 +169,22 @@ func (m *Main) affinity() gateway.AffinityShare {
 	return fleetAffinity{m.Member.Engine()}
 }
 
+// leaderPlansNewKinds is gateway.Deps.LeaderPlansNewKinds: in a fleet,
+// whether this replica's session with its leader is of a protocol whose
+// leaders plan the newer task kinds. Between sessions (version 0) it
+// says yes: the task is stored, and the next leader is most likely of
+// the newer build.
+func (m *Main) leaderPlansNewKinds() func() bool {
+	if m.Member == nil {
+		return nil
+	}
+	e := m.Member.Engine()
+	return func() bool {
+		v := e.Protocol().Version
+		return v == 0 || v >= fleet.ProtocolTaskKinds
+	}
+}
+
 // fleetAffinity is gateway.AffinityShare over the fleet's sessions.
 type fleetAffinity struct{ e *fleet.Engine }
 

@@ -136,8 +136,9 @@ func (m *Main) assemble(ctx context.Context) error {
 	m.Gateway = gateway.New(gatewayConfig(cfg.Server), gateway.Deps{
 		Engine: m.Engine, Keys: db, Nodes: m.nodes(), Logger: m.Logger, Overrides: db, Responses: db,
 		Budgets: db, Events: operatorEvents{m}, Journal: m.Usage, Affinity: m.affinity(),
-		Router:  router.New(router.Options{Failures: cfg.Server.Cooldown.Failures, Cooldown: cfg.Server.Cooldown.Duration}),
-		Metrics: consoleMetrics{Metrics: m.Metrics, rec: m.Recorder}, GenAI: m.Metrics,
+		LeaderPlansNewKinds: m.leaderPlansNewKinds(),
+		Router:              router.New(router.Options{Failures: cfg.Server.Cooldown.Failures, Cooldown: cfg.Server.Cooldown.Duration}),
+		Metrics:             consoleMetrics{Metrics: m.Metrics, rec: m.Recorder}, GenAI: m.Metrics,
 	})
 	m.watchBudgets(m.Gateway)
 	begin, err := m.newCatalog()
