@@ -65,8 +65,10 @@ type Call struct {
 	// budgets are the budget scopes the admitted attempt's lease
 	// reserved its cost in (budgets.go).
 	budgets []admission.Need
-	// obs is what the current attempt measured (genai.go).
-	obs callObs
+	// obs is what the current attempt measured (genai.go). It lives in
+	// the attempt's lease hold, made once admitted, so that a waiting
+	// request holds none of it.
+	obs *callObs
 }
 
 // NativeAPI names a dialect in front that some platforms speak

@@ -17,11 +17,15 @@ import (
 // request's slot is never handed to another while it runs. release gives
 // it back, once.
 type leaseHold struct {
-	s     *Service
-	c     *Call
+	s *Service
+	c *Call
+	// ctx is the request's without its cancellation: the renewals, the
+	// settlement and the release go on after the client has left.
 	ctx   context.Context
 	lease admission.Lease
 	every time.Duration
+	// obs is what the attempt under the lease measures (Call.obs).
+	obs callObs
 
 	mu    sync.Mutex
 	timer clock.Timer
