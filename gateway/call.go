@@ -162,6 +162,8 @@ type Answer interface {
 	// Start begins the answer. It is called at most once, before any
 	// Write.
 	Start(Head)
+	// Write writes p, as io.Writer's does: it keeps none of p once it
+	// returns (the gateway reads answers into buffers it reuses).
 	Write(p []byte) (int, error)
 	// Flush sends what is buffered.
 	Flush() error
