@@ -369,7 +369,8 @@ func (r *routing) estimate(t target) weir.Money {
 }
 
 // settle reconciles c's lease to the tokens and cost its answer
-// reported, where the lease reserved any.
+// reported, where the lease reserved any. ctx is the lease hold's, which
+// the client's leaving does not cancel.
 func (s *Service) settle(ctx context.Context, c *Call, lease admission.Lease, tokens int64, cost weir.Money) {
 	if tokens <= 0 && len(c.budgets) == 0 {
 		return
@@ -381,7 +382,7 @@ func (s *Service) settle(ctx context.Context, c *Call, lease admission.Lease, to
 	if len(c.budgets) == 0 {
 		set.Cost = lease.Cost
 	}
-	if err := s.deps.Engine.Reconcile(context.WithoutCancel(ctx), lease.ID, lease.Owner, set); err != nil {
+	if err := s.deps.Engine.Reconcile(ctx, lease.ID, lease.Owner, set); err != nil {
 		s.dropped(c, "reconcile", "could not settle a lease's tokens and cost", err)
 	}
 }
@@ -389,7 +390,8 @@ func (s *Service) settle(ctx context.Context, c *Call, lease admission.Lease, to
 // settleRefused settles to nothing the budgets of a call its upstream
 // answered with an error status: providers charge no error. A call that
 // failed otherwise (a timeout, a broken connection, a client gone) may
-// have been charged and keeps its reservation as spent.
+// have been charged and keeps its reservation as spent. ctx is as
+// settle's.
 func (s *Service) settleRefused(ctx context.Context, c *Call, lease admission.Lease, err error) {
 	if pe := (*provider.Error)(nil); len(c.budgets) > 0 && errors.As(err, &pe) && pe.Status != 0 {
 		s.settle(ctx, c, lease, 0, 0)

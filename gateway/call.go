@@ -65,8 +65,10 @@ type Call struct {
 	// budgets are the budget scopes the admitted attempt's lease
 	// reserved its cost in (budgets.go).
 	budgets []admission.Need
-	// obs is what the current attempt measured (genai.go).
-	obs callObs
+	// obs is what the current attempt measured (genai.go). It lives in
+	// the attempt's lease hold, made once admitted, so that a waiting
+	// request holds none of it.
+	obs *callObs
 }
 
 // NativeAPI names a dialect in front that some platforms speak
@@ -160,6 +162,8 @@ type Answer interface {
 	// Start begins the answer. It is called at most once, before any
 	// Write.
 	Start(Head)
+	// Write writes p, as io.Writer's does: it keeps none of p once it
+	// returns (the gateway reads answers into buffers it reuses).
 	Write(p []byte) (int, error)
 	// Flush sends what is buffered.
 	Flush() error

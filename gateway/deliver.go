@@ -58,7 +58,9 @@ func (s *Service) copyBody(c *Call, out Answer, resp *http.Response, head Head, 
 	over := resp.ContentLength > limit // refused unread
 	if !over {
 		var err error
-		if body, over, err = readCapped(resp.Body, resp.ContentLength, limit); err != nil {
+		bp := answerBufs.Get().(*[]byte)
+		defer answerBufs.Put(bp)
+		if body, over, err = readCappedInto(resp.Body, resp.ContentLength, limit, *bp); err != nil {
 			done(usage{}, false)
 			d.readFailed(err)
 			return d
@@ -106,6 +108,18 @@ const firstChunk = 32 << 10
 // No read goes past limit+1 bytes in all: each buffer is at most what is
 // left of them.
 func readCapped(r io.Reader, size, limit int64) (body []byte, over bool, err error) {
+	return readCappedInto(r, size, limit, nil)
+}
+
+// answerBufs are the buffers copyBody reads whole answers into: an
+// answer that fits borrows one until it is written. Answer.Write copies
+// out of it (or has written it) before it returns, as io.Writer's does,
+// so nothing keeps it after copyBody.
+var answerBufs = sync.Pool{New: func() any { b := make([]byte, firstChunk); return &b }}
+
+// readCappedInto is readCapped with its first read into spare, if it
+// fits: the body it returns may then be spare's.
+func readCappedInto(r io.Reader, size, limit int64, spare []byte) (body []byte, over bool, err error) {
 	next := int64(firstChunk)
 	if size >= 0 {
 		next = size + 1 // the byte more tells an answer longer than declared
@@ -114,7 +128,13 @@ func readCapped(r io.Reader, size, limit int64) (body []byte, over bool, err err
 	parts := first[:0]
 	var total int64
 	for {
-		buf := make([]byte, min(next, limit+1-total))
+		want := min(next, limit+1-total)
+		var buf []byte
+		if int64(cap(spare)) >= want {
+			buf, spare = spare[:want], nil // the first read's only
+		} else {
+			buf = make([]byte, want)
+		}
 		n, err := io.ReadFull(r, buf)
 		if n > 0 {
 			parts = append(parts, buf[:n])

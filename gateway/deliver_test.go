@@ -107,20 +107,28 @@ func TestReadCapped(t *testing.T) {
 		{"one over, undeclared", whole[:100_001], -1, 100_000, true, nil},
 		{"one over, declared under", whole[:101], 10, 100, true, nil},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			var r io.Reader = bytes.NewReader(tc.body)
-			if tc.reader != nil {
-				r = tc.reader(tc.body)
+		// Each also read as copyBody reads, first into a pooled buffer
+		// (whose bytes must not be read over by the reads after it).
+		for _, spare := range [][]byte{nil, bytes.Repeat([]byte("x"), firstChunk)} {
+			name := tc.name
+			if spare != nil {
+				name += ", spare buffer"
 			}
-			got, over, err := readCapped(r, tc.size, tc.limit)
-			if err != nil || over != tc.over {
-				t.Fatalf("readCapped: over %v, %v; want over %v", over, err, tc.over)
-			}
-			if !tc.over && !bytes.Equal(got, tc.body) {
-				t.Errorf("read %d bytes; want the %d written", len(got), len(tc.body))
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				var r io.Reader = bytes.NewReader(tc.body)
+				if tc.reader != nil {
+					r = tc.reader(tc.body)
+				}
+				got, over, err := readCappedInto(r, tc.size, tc.limit, spare)
+				if err != nil || over != tc.over {
+					t.Fatalf("readCapped: over %v, %v; want over %v", over, err, tc.over)
+				}
+				if !tc.over && !bytes.Equal(got, tc.body) {
+					t.Errorf("read %d bytes; want the %d written", len(got), len(tc.body))
+				}
+			})
+		}
 	}
 	broken := errors.New("connection reset")
 	if _, _, err := readCapped(io.MultiReader(bytes.NewReader(whole), iotest.ErrReader(broken)), -1, 1<<20); !errors.Is(err, broken) {

@@ -88,10 +88,11 @@ type callObs struct {
 	in, out     int64
 }
 
-// startObs begins measuring c's attempt on pm, sent at t0.
-func (s *Service) startObs(c *Call, pm upstream, t0 time.Time) {
+// startObs begins measuring c's attempt on pm, sent at t0, in o.
+func (s *Service) startObs(c *Call, o *callObs, pm upstream, t0 time.Time) {
 	c.Attempts++
-	c.obs = callObs{t0: t0}
+	*o = callObs{t0: t0}
+	c.obs = o
 	if s.deps.GenAI == nil || pm.provider == "" {
 		return
 	}
@@ -128,7 +129,7 @@ func (o *callObs) ended(now time.Time, u usage, got bool) {
 // and the GenAI conventions'.
 func (s *Service) observeCall(c *Call, pm upstream, outcome Outcome, headersIn time.Duration) {
 	s.deps.Metrics.ObserveUpstream(pm.Name, string(outcome), headersIn)
-	o := &c.obs
+	o := c.obs
 	if o.end.IsZero() {
 		o.end = s.deps.Clock.Now()
 	}

@@ -17,11 +17,18 @@ import (
 // request's slot is never handed to another while it runs. release gives
 // it back, once.
 type leaseHold struct {
-	s     *Service
-	c     *Call
-	ctx   context.Context
-	lease admission.Lease
+	s *Service
+	c *Call
+	// ctx is the request's without its cancellation: the renewals, the
+	// settlement and the release go on after the client has left.
+	ctx context.Context
+	// id and owner name the lease (of the whole admission.Lease, all
+	// that renewing and releasing it need).
+	id    admission.LeaseID
+	owner admission.Owner
 	every time.Duration
+	// obs is what the attempt under the lease measures (Call.obs).
+	obs callObs
 
 	mu    sync.Mutex
 	timer clock.Timer
@@ -34,7 +41,7 @@ const minRenewEvery = 10 * time.Millisecond
 
 // hold starts holding l for c, whose request's context is ctx.
 func (s *Service) hold(ctx context.Context, c *Call, l admission.Lease) *leaseHold {
-	h := &leaseHold{s: s, c: c, ctx: context.WithoutCancel(ctx), lease: l}
+	h := &leaseHold{s: s, c: c, ctx: context.WithoutCancel(ctx), id: l.ID, owner: l.Owner}
 	if !l.Expires.IsZero() {
 		h.every = max(l.Expires.Sub(s.deps.Clock.Now())/3, minRenewEvery)
 		h.timer = s.deps.Clock.AfterFunc(h.every, h.renew)
@@ -49,14 +56,14 @@ func (h *leaseHold) renew() {
 		return
 	}
 	h.mu.Unlock()
-	_, err := h.s.deps.Engine.Renew(h.ctx, h.lease.ID, h.lease.Owner)
+	_, err := h.s.deps.Engine.Renew(h.ctx, h.id, h.owner)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.done {
 		return
 	}
 	if err != nil {
-		h.s.logger(h.c).Warn("could not renew the lease of a running request", "lease", uint64(h.lease.ID), "error", err)
+		h.s.logger(h.c).Warn("could not renew the lease of a running request", "lease", uint64(h.id), "error", err)
 		if errors.Is(err, admission.ErrLeaseNotHeld) || errors.Is(err, admission.ErrStaleOwner) {
 			return // gone: nothing left to renew
 		}
@@ -77,7 +84,7 @@ func (h *leaseHold) release() {
 		h.timer.Stop()
 	}
 	h.mu.Unlock()
-	if err := h.s.deps.Engine.Release(h.ctx, h.lease.ID, h.lease.Owner); err != nil {
+	if err := h.s.deps.Engine.Release(h.ctx, h.id, h.owner); err != nil {
 		h.s.dropped(h.c, "release", "could not release a request's lease", err)
 	}
 }

@@ -85,9 +85,9 @@ type Grant struct {
 // ErrUnavailable (retry shortly), and another failure of the lookup
 // ErrInternal, each wrapping its cause.
 func (s *Service) Authenticate(ctx context.Context, secret string) (weir.APIKey, error) {
-	denied := errorf(ErrUnauthorized, "", "invalid or missing API key")
+	denied := func() error { return errorf(ErrUnauthorized, "", "invalid or missing API key") }
 	if secret == "" {
-		return weir.APIKey{}, denied
+		return weir.APIKey{}, denied()
 	}
 	var hash [2 * sha256.Size]byte
 	k, found, err := s.keyByHash(ctx, keys.AppendHash(hash[:0], secret))
@@ -97,7 +97,7 @@ func (s *Service) Authenticate(ctx context.Context, secret string) (weir.APIKey,
 	case err != nil:
 		return weir.APIKey{}, &Error{Category: ErrInternal, Message: "key lookup failed", Err: err}
 	case !found || !k.Active():
-		return weir.APIKey{}, denied
+		return weir.APIKey{}, denied()
 	}
 	return k, nil
 }

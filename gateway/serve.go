@@ -366,7 +366,7 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 	}
 	call.Path, call.Stream, call.Header = path, c.Stream, c.Header
 	t0 := s.deps.Clock.Now()
-	s.startObs(c, pm, t0)
+	s.startObs(c, &hold.obs, pm, t0)
 	defer func() { c.Upstream += c.obs.end.Sub(t0) }()
 	resp, err := pm.ex.Do(ctx, call)
 	if call.Upload != nil {
@@ -374,7 +374,7 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 	}
 	if err != nil {
 		c.obs.end = s.deps.Clock.Now()
-		s.settleRefused(ctx, c, lease, err)
+		s.settleRefused(hold.ctx, c, lease, err)
 		return s.callFailed(ctx, c, pm, t0, err)
 	}
 	headersIn := s.deps.Clock.Now().Sub(t0)
@@ -397,7 +397,7 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 			u = usage{PromptTokens: c.tokensIn(pm.tokenizer)}
 		}
 		c.Usage.PromptTokens, c.Usage.CompletionTokens, c.Usage.CachedTokens = u.PromptTokens, u.CompletionTokens, u.CachedTokens
-		s.settle(ctx, c, lease, u.total(), cost)
+		s.settle(hold.ctx, c, lease, u.total(), cost)
 		hold.release()
 		s.checkAlerts(c.budgets)
 	}
@@ -409,7 +409,7 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 	var d delivery
 	if c.Stream {
 		// The estimate less max_tokens is the input's.
-		d = s.stream(out, resp, head, max(c.tokensIn(pm.tokenizer)-c.MaxTokens, 0), &c.obs, done)
+		d = s.stream(out, resp, head, max(c.tokensIn(pm.tokenizer)-c.MaxTokens, 0), c.obs, done)
 	} else {
 		d = s.copyBody(c, out, resp, head, done, trace.SpanFromContext(ctx))
 	}

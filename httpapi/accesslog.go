@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -114,7 +113,7 @@ func callAttrs(a []slog.Attr, c *gateway.Call, rw *statusWriter, start time.Time
 
 // noteKey records the key a request authenticated with, for its access
 // log line.
-func noteKey(ctx context.Context, k weir.APIKey) {
-	acc := &info(ctx).access
+func noteKey(w http.ResponseWriter, k weir.APIKey) {
+	acc := &infoOf(w).access
 	acc.keyID, acc.keyName = k.ID, k.Name
 }

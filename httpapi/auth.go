@@ -12,17 +12,17 @@ import (
 // authenticate finds the caller's key (gateway.Authenticate) by the
 // bearer token or the X-Api-Key header; a lookup that failed, rather than
 // found no active key, is logged.
-func (s *Server) authenticate(r *http.Request) (weir.APIKey, error) {
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (weir.APIKey, error) {
 	secret := adminauth.Bearer(r)
 	if secret == "" {
 		secret = r.Header.Get("X-Api-Key")
 	}
 	k, err := s.deps.Gateway.Authenticate(r.Context(), secret)
 	if err != nil && !errors.Is(err, gateway.ErrUnauthorized) {
-		info(r.Context()).log().Error("key lookup failed", "error", causeOf(err))
+		infoOf(w).log().Error("key lookup failed", "error", causeOf(err))
 	}
 	if err == nil {
-		noteKey(r.Context(), k)
+		noteKey(w, k)
 	}
 	return k, err
 }

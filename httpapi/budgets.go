@@ -67,7 +67,7 @@ func (s *Server) listBudgets(w http.ResponseWriter, r *http.Request) error {
 	}
 	bs, err := s.deps.Budgets.BudgetList(r.Context(), f)
 	if err != nil {
-		return s.budgetStoreError(r, "could not list budgets", err)
+		return s.budgetStoreError(w, r, "could not list budgets", err)
 	}
 	now := s.deps.Clock.Now()
 	out := struct {
@@ -104,7 +104,7 @@ func (s *Server) createBudget(w http.ResponseWriter, r *http.Request) error {
 	}
 	id, err := keys.NewID(weir.BudgetIDPrefix)
 	if err != nil {
-		return s.budgetStoreError(r, "could not make a budget id", err)
+		return s.budgetStoreError(w, r, "could not make a budget id", err)
 	}
 	b.ID = id
 	err = s.deps.Budgets.BudgetCreate(r.Context(), b)
@@ -112,7 +112,7 @@ func (s *Server) createBudget(w http.ResponseWriter, r *http.Request) error {
 		return errorf(weir.CodeInvalidRequest, "window", fmt.Sprintf("%s already has a budget over a %s window: change that one (PATCH), or delete it first", b.Subject, b.Window))
 	}
 	if err != nil {
-		return s.budgetStoreError(r, "could not create the budget", err)
+		return s.budgetStoreError(w, r, "could not create the budget", err)
 	}
 	writeJSON(w, http.StatusCreated, budgetView(b, s.deps.Clock.Now()))
 	return nil
@@ -148,7 +148,7 @@ func (in budgetCreate) budget(now time.Time) (weir.Budget, *apiError) {
 func (s *Server) getBudget(w http.ResponseWriter, r *http.Request) error {
 	b, err := s.deps.Budgets.BudgetGet(r.Context(), r.PathValue("id"))
 	if err != nil {
-		return s.budgetStoreError(r, "could not load the budget", err)
+		return s.budgetStoreError(w, r, "could not load the budget", err)
 	}
 	writeJSON(w, http.StatusOK, budgetView(b, s.deps.Clock.Now()))
 	return nil
@@ -201,7 +201,7 @@ func (s *Server) updateBudget(w http.ResponseWriter, r *http.Request) error {
 	}
 	b, err := s.deps.Budgets.BudgetUpdate(r.Context(), &p)
 	if err != nil {
-		return s.budgetStoreError(r, "could not update the budget", err)
+		return s.budgetStoreError(w, r, "could not update the budget", err)
 	}
 	writeJSON(w, http.StatusOK, budgetView(b, s.deps.Clock.Now()))
 	return nil
@@ -211,7 +211,7 @@ func (s *Server) updateBudget(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) deleteBudget(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if err := s.deps.Budgets.BudgetDelete(r.Context(), id); err != nil {
-		return s.budgetStoreError(r, "could not delete the budget", err)
+		return s.budgetStoreError(w, r, "could not delete the budget", err)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "budget.deleted", "deleted": true})
 	return nil
@@ -274,13 +274,13 @@ func fieldErrorAnswer(err error) *apiError {
 // budgetStoreError answers a store's failure: not_found for an unknown
 // id, invalid_request for what it refused, else store_unavailable,
 // logged with its cause.
-func (s *Server) budgetStoreError(r *http.Request, what string, err error) *apiError {
+func (s *Server) budgetStoreError(w http.ResponseWriter, r *http.Request, what string, err error) *apiError {
 	switch {
 	case errors.Is(err, weir.ErrNotFound):
 		return errorf(weir.CodeNotFound, "id", fmt.Sprintf("no budget %q", r.PathValue("id")))
 	case errors.Is(err, weir.ErrInvalid):
 		return fieldErrorAnswer(err)
 	}
-	info(r.Context()).log().Error(what, "error", err)
+	infoOf(w).log().Error(what, "error", err)
 	return errorf(weir.CodeStoreUnavailable, "", what+": nothing changed")
 }

@@ -47,7 +47,7 @@ func (s *Server) writeErr(w http.ResponseWriter, r *http.Request, err error) int
 		return passUpstreamError(w, re)
 	}
 	e := answerOf(err)
-	ri := info(r.Context())
+	ri := infoOf(w)
 	ri.access.code = e.Code
 	if e.Code == weir.CodeInternal {
 		var ge *gateway.Error

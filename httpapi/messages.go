@@ -64,7 +64,7 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request) {
 		c.Body = native.Body // never sent: only a candidate sent Native serves it
 	}
 	c.Native = native
-	w.Header().Set("Request-Id", info(r.Context()).id)
+	w.Header().Set("Request-Id", infoOf(w).id)
 	s.serve(w, r, epMessages, c, &messagesAnswer{s: s, out: &c.out}, start)
 }
 
@@ -234,11 +234,11 @@ func (s *Server) writeAnthropicErr(w http.ResponseWriter, r *http.Request, err e
 		status, d = refusalOf(re)
 	} else {
 		e = answerOf(err)
-		info(r.Context()).access.code = e.Code
+		infoOf(w).access.code = e.Code
 		if e.Code == weir.CodeInternal {
 			var ge *gateway.Error
 			if !errors.As(err, &ge) {
-				info(r.Context()).log().Error("request failed", "error", err)
+				infoOf(w).log().Error("request failed", "error", err)
 			}
 		}
 		status, d = anthropicError(e)
@@ -251,7 +251,7 @@ func (s *Server) writeAnthropicErr(w http.ResponseWriter, r *http.Request, err e
 	if e != nil && e.NoRetry {
 		h.Set(apierror.HeaderShouldRetry, "false")
 	}
-	id := info(r.Context()).id
+	id := infoOf(w).id
 	h.Set("Request-Id", id)
 	w.WriteHeader(status)
 	_, _ = w.Write(anthropic.ErrorJSON(d, id))
@@ -300,7 +300,7 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) countTokensOf(w http.ResponseWriter, r *http.Request) (int, error) {
-	key, err := s.authenticate(r)
+	key, err := s.authenticate(w, r)
 	if err != nil {
 		return 0, err
 	}
@@ -324,7 +324,7 @@ func (s *Server) countTokensOf(w http.ResponseWriter, r *http.Request) (int, err
 	if err != nil {
 		return 0, err
 	}
-	w.Header().Set("Request-Id", info(r.Context()).id)
+	w.Header().Set("Request-Id", infoOf(w).id)
 	if tc, ok := s.deps.Gateway.(TokenCounter); ok {
 		resp, ok, err := tc.CountTokens(r.Context(), g, &request{body: body}, r.Header)
 		if err != nil {

@@ -124,9 +124,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ep endpoint, c *c
 // given (an endpoint of another dialect, which translates it to the Chat
 // Completions ep serves); else decodeRequest does.
 func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint, decode func([]byte) (*request, *apiError)) (*call, error) {
-	ri := info(r.Context())
+	ri := infoOf(w)
 	ri.access.endpoint = ep.name
-	key, err := s.authenticate(r)
+	key, err := s.authenticate(w, r)
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +217,7 @@ func (s *Server) bodyError(err error, msg string) *apiError {
 
 // listModels answers GET /v1/models with the models the key may use.
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
-	key, err := s.authenticate(r)
+	key, err := s.authenticate(w, r)
 	if err != nil {
 		return err
 	}
@@ -240,7 +240,7 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request) error {
-	key, err := s.authenticate(r)
+	key, err := s.authenticate(w, r)
 	if err != nil {
 		return err
 	}
@@ -358,7 +358,7 @@ func (s *Server) forgetNode(w http.ResponseWriter, r *http.Request) error {
 		return errorf(weir.CodeInvalidRequest, "node", fmt.Sprintf("node %q is connected, and would register its slots again at its next session: "+
 			"revoke its token (weir nodes revoke), which ends its session, then forget it", node))
 	case err != nil:
-		info(r.Context()).log().Error("could not forget a node", "node", node, "error", err)
+		infoOf(w).log().Error("could not forget a node", "node", node, "error", err)
 		return errorf(weir.CodeInternal, "", fmt.Sprintf("could not retire all of node %q's scopes; it is kept, to be forgotten again: %v", node, err))
 	}
 	writeJSON(w, http.StatusOK, f)

@@ -73,10 +73,10 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request) {
 	c.Native = native
 	a := &responsesAnswer{out: &c.out, tr: tr, stream: c.Stream}
 	if s.deps.Responses != nil {
-		ctx, keyID := r.Context(), c.KeyID
+		ctx, keyID, ri := r.Context(), c.KeyID, infoOf(w)
 		a.bind = func(id, platform string) {
 			if err := s.deps.Responses.BindResponse(ctx, id, platform, keyID); err != nil {
-				info(ctx).log().Warn("could not bind a response to its platform; it cannot be continued or retrieved through Weir",
+				ri.log().Warn("could not bind a response to its platform; it cannot be continued or retrieved through Weir",
 					"response_id", id, "platform", platform, "error", err)
 			}
 		}
@@ -401,7 +401,7 @@ func lastSequence(p []byte) int64 {
 // the key whose request made it. Any other key, like an id Weir did not
 // bind, gets 404.
 func (s *Server) responseCall(w http.ResponseWriter, r *http.Request) error {
-	key, err := s.authenticate(r)
+	key, err := s.authenticate(w, r)
 	if err != nil {
 		return err
 	}

@@ -318,10 +318,6 @@ func (s *Server) HTTPServer() *http.Server {
 	}
 }
 
-type ctxKey int
-
-const reqInfoKey ctxKey = 0
-
 // reqInfo travels with a request through the handlers.
 type reqInfo struct {
 	id, clientID string
@@ -345,9 +341,12 @@ func (ri *reqInfo) log() *slog.Logger {
 	return ri.logger
 }
 
-func info(ctx context.Context) *reqInfo {
-	if ri, ok := ctx.Value(reqInfoKey).(*reqInfo); ok {
-		return ri
+// infoOf is the reqInfo of the request that w answers: the middleware's
+// writer carries it (rather than the request's context, which would
+// cost a copy of the request that a waiting request holds).
+func infoOf(w http.ResponseWriter) *reqInfo {
+	if sw, ok := w.(*statusWriter); ok && sw.ri != nil {
+		return sw.ri
 	}
 	return &reqInfo{id: "-", base: slog.New(slog.DiscardHandler)}
 }
@@ -369,9 +368,14 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		if cid := r.Header.Get("X-Request-Id"); cid != "" && len(cid) <= 128 {
 			ri.clientID = cid
 		}
-		ctx, span := s.startSpan(context.WithValue(r.Context(), reqInfoKey, ri), r)
-		r = r.WithContext(ctx)
-		*rw = statusWriter{ResponseWriter: w, id: ri.id}
+		// The request's context changes only for a traced request: its
+		// info travels on the writer (infoOf), so that an untraced one
+		// costs no copy of the request.
+		ctx, span := s.startSpan(r.Context(), r)
+		if span != nil {
+			r = r.WithContext(ctx)
+		}
+		*rw = statusWriter{ResponseWriter: w, ri: ri, id: ri.id}
 		if !s.cfg.NoAccessLog {
 			rw.clock = s.deps.Clock
 		}
@@ -422,6 +426,8 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 // something to say.
 type statusWriter struct {
 	http.ResponseWriter
+	// ri is the request's (infoOf).
+	ri    *reqInfo
 	id    string
 	idv   [1]string // backs the X-Request-Id header's value
 	code  int

@@ -130,7 +130,7 @@ func (s *Server) answerSubmission(w http.ResponseWriter, r *http.Request, t weir
 	if err == nil || !created {
 		return
 	}
-	log := info(r.Context()).log()
+	log := infoOf(w).log()
 	switch withdrawn, werr := s.deps.Tasks.Withdraw(context.WithoutCancel(r.Context()), t); {
 	case werr != nil:
 		log.Error("the task of a submission whose client left could not be withdrawn", "task", t.ID, "error", werr)
@@ -305,8 +305,8 @@ func taskEvents(names []string, param string) ([]weir.TaskEvent, *apiError) {
 
 // taskCaller authenticates a request to the task APIs, which need the
 // task service.
-func (s *Server) taskCaller(r *http.Request) (weir.APIKey, error) {
-	key, err := s.authenticate(r)
+func (s *Server) taskCaller(w http.ResponseWriter, r *http.Request) (weir.APIKey, error) {
+	key, err := s.authenticate(w, r)
 	if err != nil {
 		return key, err
 	}
@@ -331,10 +331,10 @@ type submission struct {
 
 // beginSubmit authenticates a task submission and checks its headers,
 // before its body is read.
-func (s *Server) beginSubmit(r *http.Request) (submission, error) {
+func (s *Server) beginSubmit(w http.ResponseWriter, r *http.Request) (submission, error) {
 	var sub submission
 	var err error
-	if sub.key, err = s.authenticate(r); err != nil {
+	if sub.key, err = s.authenticate(w, r); err != nil {
 		return sub, err
 	}
 	var aerr *apiError
@@ -350,7 +350,7 @@ func (s *Server) beginSubmit(r *http.Request) (submission, error) {
 // submitTask is the shared part of POST /v1/videos and POST /v1/tasks:
 // the model's name checked, the headers read, and the gateway's task
 // front called (gateway.Tasks.Submit).
-func (s *Server) submitTask(r *http.Request, sub submission, kind string, input map[string]json.RawMessage, model string, cb taskCallback) (weir.Task, bool, error) {
+func (s *Server) submitTask(w http.ResponseWriter, r *http.Request, sub submission, kind string, input map[string]json.RawMessage, model string, cb taskCallback) (weir.Task, bool, error) {
 	if model == "" {
 		return weir.Task{}, false, errorf(weir.CodeInvalidRequest, "model", "you must provide a model parameter")
 	}
@@ -362,7 +362,7 @@ func (s *Server) submitTask(r *http.Request, sub submission, kind string, input 
 		return weir.Task{}, false, aerr
 	}
 	ask.Model = model
-	info(r.Context()).access.model = model
+	infoOf(w).access.model = model
 	t, created, err := s.deps.Tasks.Submit(r.Context(), sub.key, gateway.TaskRequest{
 		Kind: kind, Ask: ask, Input: input, IdempotencyKey: sub.idempotencyKey,
 		CallbackURL: cb.URL, CallbackEvents: cb.Events, CallbackParam: cb.param,
@@ -370,7 +370,7 @@ func (s *Server) submitTask(r *http.Request, sub submission, kind string, input 
 	var ge *gateway.Error
 	if err != nil && !errors.As(err, &ge) {
 		// Not the gateway's refusal: the store's failure, or ours.
-		info(r.Context()).log().Error("task submit failed", "error", err)
+		infoOf(w).log().Error("task submit failed", "error", err)
 		return t, created, errorf(weir.CodeInternal, "", "could not submit the task")
 	}
 	return t, created, err
@@ -378,8 +378,8 @@ func (s *Server) submitTask(r *http.Request, sub submission, kind string, input 
 
 // ownTask loads a task the caller's key owns; others', and deleted ones,
 // are not found.
-func (s *Server) ownTask(r *http.Request) (weir.Task, error) {
-	key, err := s.taskCaller(r)
+func (s *Server) ownTask(w http.ResponseWriter, r *http.Request) (weir.Task, error) {
+	key, err := s.taskCaller(w, r)
 	if err != nil {
 		return weir.Task{}, err
 	}
@@ -389,7 +389,7 @@ func (s *Server) ownTask(r *http.Request) (weir.Task, error) {
 	case errors.Is(err, gateway.ErrTaskNotFound):
 		return t, errorf(weir.CodeNotFound, "id", fmt.Sprintf("no task %q", id))
 	case err != nil:
-		info(r.Context()).log().Error("task lookup failed", "error", err)
+		infoOf(w).log().Error("task lookup failed", "error", err)
 		return t, errorf(weir.CodeInternal, "", "task lookup failed")
 	}
 	return t, nil
@@ -413,7 +413,7 @@ func (s *Server) deleteTask(w http.ResponseWriter, r *http.Request) error {
 // deleteOwnTask deletes the caller's task (gateway.Tasks.Delete) and
 // answers {"id", "object": object+".deleted", "deleted": true}.
 func (s *Server) deleteOwnTask(w http.ResponseWriter, r *http.Request, object string) error {
-	t, err := s.ownTask(r)
+	t, err := s.ownTask(w, r)
 	if err != nil {
 		return err
 	}
@@ -424,7 +424,7 @@ func (s *Server) deleteOwnTask(w http.ResponseWriter, r *http.Request, object st
 		case errors.Is(err, gateway.ErrUpstream):
 			return errorf(weir.CodeUpstreamError, "", "could not delete the "+object+" upstream: "+causeOf(err).Error())
 		}
-		info(r.Context()).log().Error(object+" delete failed", "task", t.ID, "error", err)
+		infoOf(w).log().Error(object+" delete failed", "task", t.ID, "error", err)
 		return errorf(weir.CodeInternal, "", "could not delete the "+object)
 	}
 	writeJSON(w, http.StatusOK, deletedObject{ID: t.ID, Object: object + ".deleted", Deleted: true})
@@ -433,7 +433,7 @@ func (s *Server) deleteOwnTask(w http.ResponseWriter, r *http.Request, object st
 
 // createTask is POST /v1/tasks; it authenticates before it reads the body.
 func (s *Server) createTask(w http.ResponseWriter, r *http.Request) error {
-	sub, err := s.beginSubmit(r)
+	sub, err := s.beginSubmit(w, r)
 	if err != nil {
 		return err
 	}
@@ -453,7 +453,7 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) error {
 	if aerr := runModeFields(r, body); aerr != nil {
 		return aerr
 	}
-	t, created, err := s.submitTask(r, sub, "task", input, model, cb)
+	t, created, err := s.submitTask(w, r, sub, "task", input, model, cb)
 	if err != nil {
 		return err
 	}
@@ -487,7 +487,7 @@ func runModeFields(r *http.Request, body map[string]json.RawMessage) *apiError {
 }
 
 func (s *Server) getTask(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.ownTask(r)
+	t, err := s.ownTask(w, r)
 	if err != nil {
 		return err
 	}
@@ -496,7 +496,7 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.ownTask(r)
+	t, err := s.ownTask(w, r)
 	if err != nil {
 		return err
 	}
@@ -506,7 +506,7 @@ func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) error {
 		return errorf(weir.CodeNotFound, "id", fmt.Sprintf("no task %q", r.PathValue("id")))
 	}
 	if err != nil {
-		info(r.Context()).log().Error("task cancel failed", "error", err)
+		infoOf(w).log().Error("task cancel failed", "error", err)
 		return errorf(weir.CodeInternal, "", "could not cancel the task")
 	}
 	writeJSON(w, http.StatusOK, s.taskOf(r.Context(), t))
@@ -517,7 +517,7 @@ func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request) error {
 // ?after=<the previous page's cursor>&limit=N (1–1000, default 100), and
 // ?status= one status (an unknown one is a 400).
 func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) error {
-	key, err := s.taskCaller(r)
+	key, err := s.taskCaller(w, r)
 	if err != nil {
 		return err
 	}
@@ -544,7 +544,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) error {
 	}
 	ts, err := s.deps.Tasks.List(r.Context(), f)
 	if err != nil {
-		info(r.Context()).log().Error("task list failed", "error", err)
+		infoOf(w).log().Error("task list failed", "error", err)
 		return errorf(weir.CodeInternal, "", "could not list tasks")
 	}
 	out := struct {

@@ -66,7 +66,7 @@ func (s *Server) upload(ep endpoint) http.Handler {
 // (its files spooled), its fields checked, and the gateway's decision.
 // The form, if one was read, is the caller's to remove.
 func (s *Server) prepareUpload(w http.ResponseWriter, r *http.Request, ep endpoint) (*call, *multipart.Form, error) {
-	key, err := s.authenticate(r)
+	key, err := s.authenticate(w, r)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -87,7 +87,7 @@ func (s *Server) prepareUpload(w http.ResponseWriter, r *http.Request, ep endpoi
 	if err != nil {
 		return nil, form, err
 	}
-	ri := info(r.Context())
+	ri := infoOf(w)
 	c := &call{Call: gateway.Call{
 		RequestID: ri.id, ClientRequestID: ri.clientID, Grant: g,
 		Path: ep.path, Body: u, Stream: u.wants.Stream, Tokens: u.estimate, Wants: u.wants, Header: r.Header,

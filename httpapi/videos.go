@@ -111,7 +111,7 @@ func (s *Server) videoOf(ctx context.Context, t weir.Task) videoObject {
 // createVideo is POST /v1/videos. Like every endpoint, it authenticates
 // from the headers before it reads the body.
 func (s *Server) createVideo(w http.ResponseWriter, r *http.Request) error {
-	sub, err := s.beginSubmit(r)
+	sub, err := s.beginSubmit(w, r)
 	if err != nil {
 		return err
 	}
@@ -129,7 +129,7 @@ func (s *Server) createVideo(w http.ResponseWriter, r *http.Request) error {
 	if aerr != nil {
 		return aerr
 	}
-	t, created, err := s.submitTask(r, sub, "video", input, model, cb)
+	t, created, err := s.submitTask(w, r, sub, "video", input, model, cb)
 	if err != nil {
 		return err
 	}
@@ -138,7 +138,7 @@ func (s *Server) createVideo(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getVideo(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.ownTask(r)
+	t, err := s.ownTask(w, r)
 	if err != nil {
 		return err
 	}
@@ -153,7 +153,7 @@ var videoVariants = map[string]bool{"": true, "video": true, "thumbnail": true, 
 // videoContent serves a finished video's asset (?variant=video, thumbnail
 // or spritesheet) from the upstream, with the upstream's content type.
 func (s *Server) videoContent(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.ownTask(r)
+	t, err := s.ownTask(w, r)
 	if err != nil {
 		return err
 	}
@@ -167,7 +167,7 @@ func (s *Server) videoContent(w http.ResponseWriter, r *http.Request) error {
 	resp, err := s.deps.Tasks.Content(r.Context(), t, variant)
 	if err != nil {
 		if errors.Is(err, gateway.ErrUpstream) {
-			info(r.Context()).log().Warn("video content not fetched", "task", t.ID, "error", causeOf(err))
+			infoOf(w).log().Warn("video content not fetched", "task", t.ID, "error", causeOf(err))
 		}
 		return err
 	}
@@ -209,7 +209,7 @@ type videoList struct {
 // 20); ?after= the id of the last video of the previous page (it may have
 // been deleted since). Tasks of the generic task API are not videos.
 func (s *Server) listVideos(w http.ResponseWriter, r *http.Request) error {
-	key, err := s.taskCaller(r)
+	key, err := s.taskCaller(w, r)
 	if err != nil {
 		return err
 	}
@@ -229,7 +229,7 @@ func (s *Server) listVideos(w http.ResponseWriter, r *http.Request) error {
 	if after := q.Get("after"); after != "" {
 		t, err := s.deps.Tasks.Get(r.Context(), after)
 		if err != nil && !errors.Is(err, gateway.ErrTaskNotFound) {
-			info(r.Context()).log().Error("video lookup failed", "error", err)
+			infoOf(w).log().Error("video lookup failed", "error", err)
 			return errorf(weir.CodeInternal, "", "video lookup failed")
 		}
 		if err != nil || t.KeyID != key.ID || t.Kind != "video" {
@@ -243,7 +243,7 @@ func (s *Server) listVideos(w http.ResponseWriter, r *http.Request) error {
 	}
 	ts, err := s.deps.Tasks.List(r.Context(), f)
 	if err != nil {
-		info(r.Context()).log().Error("video list failed", "error", err)
+		infoOf(w).log().Error("video list failed", "error", err)
 		return errorf(weir.CodeInternal, "", "could not list videos")
 	}
 	out := videoList{Object: "list", Data: []videoObject{}}

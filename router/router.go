@@ -64,7 +64,10 @@ func (r *Router) Order(m weir.Model) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.opts.Clock.Now()
-	cands := slices.Clone(m.Candidates)
+	// The candidates are ordered in a copy, on the stack for a model of
+	// up to eight.
+	var buf [8]weir.Candidate
+	cands := append(buf[:0], m.Candidates...)
 	slices.SortStableFunc(cands, func(a, b weir.Candidate) int { return b.Priority - a.Priority })
 	out := make([]string, 0, len(cands))
 	var soonest string
