@@ -185,6 +185,9 @@ type Engine struct {
 	// onAffinity receives the affinity entries the other replicas share
 	// (OnAffinity).
 	onAffinity atomic.Pointer[func([]AffinityEntry)]
+	// specs is what resolves other replicas' waiters' Specs while this
+	// replica leads (OnResolve).
+	specs specResolver
 
 	// protoRefused says why this replica cannot speak its term's
 	// leader's protocol, "" while it can; protoRefusals counts the

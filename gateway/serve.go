@@ -94,7 +94,10 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 			c.end(outcomeOf(err))
 			return err
 		}
-		t := r.admitted(lease.Candidate)
+		t, ok := s.admittedTarget(ctx, c, r, lease)
+		if !ok {
+			continue
+		}
 		c.budgets = r.budgets.needs(t.pm)
 		up := s.upstreamOf(c, t)
 		c.Usage.PlatformModel = up.Name
@@ -234,6 +237,9 @@ func (s *Service) admit(ctx context.Context, c *Call, r *routing, attempt int) (
 		// Nodes come and go while the request waits: the engine asks for
 		// its candidates again when a scope it uses changes.
 		areq.Resolve = func(string) ([]admission.Candidate, error) { return r.candidates(r.resolve()), nil }
+		// A fleet's leader resolves the request from this, for a waiter
+		// of another replica (ResolveSpec).
+		areq.Spec = r.spec()
 	}
 	start := s.deps.Clock.Now()
 	if until, paused := s.allPausedPast(r.current(), c.Deadline); paused {

@@ -141,6 +141,11 @@ func (m *Main) assemble(ctx context.Context) error {
 		Metrics:             consoleMetrics{Metrics: m.Metrics, rec: m.Recorder}, GenAI: m.Metrics,
 	})
 	m.watchBudgets(m.Gateway)
+	if m.Member != nil {
+		// While this replica leads, it resolves the other replicas'
+		// waiters to the nodes that connected after they arrived.
+		m.Member.Engine().OnResolve(m.Gateway.ResolveSpec)
+	}
 	begin, err := m.newCatalog()
 	if err != nil {
 		return err
