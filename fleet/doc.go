@@ -26,7 +26,8 @@
 // callers hold — the scopes it configured, its leases, its queued waiters
 // in arrival order — and syncs all of it to each leader it reaches: scopes
 // are set, leases restored (whatever the limits, as after a restart),
-// waiters queued again. Syncs meet at two barriers: leases are restored
+// waiters queued again. The scopes it removed are removed there too, as
+// far as it remembers them: for a while and up to a count (removed.go). Syncs meet at two barriers: leases are restored
 // only once every replica alive when the term began has given its
 // scopes (a lease may be on a scope another replica configured), and the
 // leader admits nothing until every such replica has restored its

@@ -492,9 +492,7 @@ func (e *Engine) configLocked(st *syncState) uint64 {
 	for name, cfg := range st.Scopes {
 		st.Scopes[name] = e.spentConfigLocked(name, cfg)
 	}
-	for name := range e.removed {
-		st.Removed = append(st.Removed, name)
-	}
+	st.Removed = e.removed.names(e.now())
 	return e.config
 }
 
