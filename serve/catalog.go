@@ -56,6 +56,9 @@ type fleetCatalog struct {
 	fileHash string // this replica's file's catalog, as last read
 	applied  int64  // the version served; 0 before the first
 	failed   int64  // the last version that could not be taken, said once
+	// reported is the version last recorded as this replica's in the
+	// store (CatalogServing), which keeps it while pruning old ones.
+	reported int64
 	state    atomic.Pointer[catalogState]
 	wake     chan struct{}
 	loop     lifecycle.Loop
@@ -184,6 +187,7 @@ func (c *fleetCatalog) takeLocked(ctx context.Context, v weir.CatalogVersion, fo
 	case !now.Drift && was.Drift:
 		c.logger.Info("the fleet's catalog is this replica's file's again", "version", v.Version)
 	}
+	c.reportLocked(ctx)
 	return nil
 }
 
@@ -245,6 +249,7 @@ func (c *fleetCatalog) catchUp(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if v.Version <= c.applied {
+		c.reportLocked(ctx)
 		return
 	}
 	if err := c.takeLocked(ctx, v, false); err != nil {
@@ -274,4 +279,21 @@ func FleetConfig(ctx context.Context, db *Storage, cfg *config.Config) (*config.
 		return nil, err
 	}
 	return cfg.WithCatalog(v.Document)
+}
+
+// reportLocked records the version served as this replica's, unless it
+// is already: a replica not registered yet (it takes its first version
+// before it joins the fleet) is recorded at a later poll. The caller
+// holds mu.
+func (c *fleetCatalog) reportLocked(ctx context.Context) {
+	if c.applied == 0 || c.reported == c.applied {
+		return
+	}
+	err := c.store.CatalogServing(ctx, c.by, c.applied)
+	switch {
+	case err == nil:
+		c.reported = c.applied
+	case !errors.Is(err, weir.ErrNotFound) && ctx.Err() == nil:
+		c.logger.Warn("could not record the catalog version this replica serves; retried at the next poll", "error", err)
+	}
 }

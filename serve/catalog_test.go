@@ -10,6 +10,7 @@ import (
 
 	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/config"
+	"github.com/weir-gateway/weir/fleet"
 	"github.com/weir-gateway/weir/pgtest"
 	"github.com/weir-gateway/weir/postgres"
 )
@@ -209,5 +210,42 @@ func TestFleetCatalogPollIsTheSafetyNet(t *testing.T) {
 	c.mu.Unlock() //nolint:staticcheck // an empty critical section: waits for the take
 	if st := c.State(); st.Version != 2 || !st.Drift {
 		t.Errorf("after the poll: %+v; want version 2, drifted from its file", st)
+	}
+}
+
+// TestFleetCatalogReportsItsVersion: a replica records the version it
+// serves as its own, so that a publication keeps it: at once when it is
+// registered, else at its next poll once it is.
+func TestFleetCatalogReportsItsVersion(t *testing.T) {
+	t.Parallel()
+	pgtest.Require(t)
+	db, err := postgres.Open(t.Context(), pgtest.Schema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := t.Context()
+	c, ch := catalogReplica(t, db, "a")
+	if err := c.Begin(ctx, catalogFile("127.0.0.1:1", 2)); err != nil {
+		t.Fatal(err)
+	}
+	nextApplied(t, ch, "a's start")
+	// Not registered yet: nothing recorded, and no error.
+	if _, err := db.ReplicaRegister(ctx, &fleet.ReplicaRegisterParams{ID: "a", Addr: "127.0.0.1:1"}); err != nil {
+		t.Fatal(err)
+	}
+	served := func() int64 {
+		var v int64
+		if err := db.Pool().QueryRow(ctx, `SELECT catalog_version FROM weir_fleet_replicas WHERE id = 'a'`).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if v := served(); v != 0 {
+		t.Fatalf("a recorded version %d before it was registered", v)
+	}
+	c.catchUp(ctx) // its next poll
+	if v := served(); v != 1 {
+		t.Errorf("a recorded version %d after its poll; want 1, the one it serves", v)
 	}
 }
