@@ -112,13 +112,41 @@ type CatalogPublication struct {
 func PublishCatalog(ctx context.Context, p *CatalogPublication) (weir.CatalogVersion, bool, error) {
 	doc, hash, err := config.CatalogDocument(p.File)
 	if err != nil {
-		return weir.CatalogVersion{}, false, err
+		return weir.CatalogVersion{}, false, invalidCatalog{err}
 	}
 	if _, err := p.Base.WithCatalog(doc); err != nil {
-		return weir.CatalogVersion{}, false, err
+		return weir.CatalogVersion{}, false, invalidCatalog{err}
 	}
 	return p.Store.CatalogPublish(ctx, &weir.CatalogPublishParams{
 		Hash: hash, Document: doc, By: p.By, OnlyFirst: p.OnlyFirst, ForgetLimits: true})
+}
+
+// invalidCatalog is a catalog PublishCatalog refused: its message is
+// err's, and it matches weir.ErrInvalid.
+type invalidCatalog struct{ err error }
+
+func (e invalidCatalog) Error() string   { return e.err.Error() }
+func (e invalidCatalog) Unwrap() []error { return []error{e.err, weir.ErrInvalid} }
+
+// PublishFile publishes data's catalog as an operator's apply does
+// (POST /admin/catalog; by names who): the fleet's newest version unless
+// it has the same catalog, taken here at once and by the others on its
+// notice. A catalog that is not valid publishes nothing, with an error
+// matching weir.ErrInvalid. Drift is still told against this replica's
+// own file.
+func (c *fleetCatalog) PublishFile(ctx context.Context, data []byte, by string) (weir.CatalogVersion, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, published, err := PublishCatalog(ctx, &CatalogPublication{Store: c.store, Base: c.base, File: data, By: by})
+	if err != nil || v.Version <= c.applied {
+		return v, published, err
+	}
+	if err := c.takeLocked(ctx, v, true); err != nil {
+		// Published all the same: the others take it; this replica says
+		// why it cannot.
+		c.logger.Error("published a catalog this replica cannot take; serving the one applied", "error", err, "serving", c.applied)
+	}
+	return v, published, nil
 }
 
 // Begin serves the fleet's catalog as a replica's start does: data's

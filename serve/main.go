@@ -263,6 +263,12 @@ func (m *Main) newFront() {
 		RelayPath: edge.RelayPath, Console: m.Console.Handler(), Spend: m.DB, Budgets: m.DB,
 		Usage: m.recordUsage,
 	}
+	if m.catalog != nil {
+		by := "admin api (" + m.Member.Replica() + ")"
+		deps.PublishCatalog = func(ctx context.Context, file []byte) (weir.CatalogVersion, bool, error) {
+			return m.catalog.PublishFile(ctx, file, by)
+		}
+	}
 	switch {
 	case m.Relay != nil:
 		deps.ForgetNode = m.Relay.Forget
