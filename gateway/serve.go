@@ -237,9 +237,6 @@ func (s *Service) admit(ctx context.Context, c *Call, r *routing, attempt int) (
 		// Nodes come and go while the request waits: the engine asks for
 		// its candidates again when a scope it uses changes.
 		areq.Resolve = func(string) ([]admission.Candidate, error) { return r.candidates(r.resolve()), nil }
-		// A fleet's leader resolves the request from this, for a waiter
-		// of another replica (ResolveSpec).
-		areq.Spec = r.spec()
 	}
 	start := s.deps.Clock.Now()
 	if until, paused := s.allPausedPast(r.current(), c.Deadline); paused {
@@ -256,6 +253,11 @@ func (s *Service) admit(ctx context.Context, c *Call, r *routing, attempt int) (
 			return lease, rerr
 		}
 		if errors.Is(err, admission.ErrWouldWait) || errors.Is(err, admission.ErrRateLimited) {
+			if areq.Resolve != nil {
+				// A fleet's leader resolves a waiter of another replica
+				// from this (ResolveSpec); only a waiter needs it.
+				areq.Spec = r.spec()
+			}
 			if span != nil {
 				lease, err = s.acquireTraced(ctx, areq, span)
 			} else {
