@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/clock"
 )
 
 // A fleet's leader cannot call a waiter's Resolve for a replica other
@@ -113,11 +115,32 @@ func (r *routing) addedNode(l admission.Lease) (target, bool) {
 	return target{}, false
 }
 
+// A lease on a node a fleet's leader added may come before this replica
+// has read of the node on the fleet's board (another replica's node; the
+// board is read every second): it waits for it, checking every
+// addedNodeEvery, for at most addedNodeWait.
+const (
+	addedNodeWait  = 3 * time.Second
+	addedNodeEvery = 100 * time.Millisecond
+)
+
 // admittedTarget is the target of lease (routing.admitted); false, with
-// the lease given back, if it is on a node added by a fleet's leader
-// that went away between the grant and now.
+// the lease given back, if it is on a node a fleet's leader added that
+// this replica does not learn of within addedNodeWait (gone meanwhile),
+// or ctx ends first.
 func (s *Service) admittedTarget(ctx context.Context, c *Call, r *routing, lease admission.Lease) (target, bool) {
 	t, ok := r.admitted(lease)
+	for until := s.deps.Clock.Now().Add(addedNodeWait); !ok && s.deps.Clock.Now().Before(until); {
+		wait, timer := clock.After(s.deps.Clock, addedNodeEvery)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			s.hold(ctx, c, lease).release()
+			return target{}, false
+		case <-wait:
+		}
+		t, ok = r.addedNode(lease)
+	}
 	if !ok {
 		s.hold(ctx, c, lease).release()
 	}
