@@ -28,6 +28,11 @@ type CatalogVersion struct {
 	PublishedAt time.Time
 }
 
+// CatalogKept is how many of the newest catalog versions a fleet keeps,
+// beside those its replicas serve: older ones are removed as a version is
+// published.
+const CatalogKept = 20
+
 // CatalogPublishParams are a publication (CatalogStore.CatalogPublish).
 type CatalogPublishParams struct {
 	// Hash and Document are the catalog's (CatalogVersion); required.
@@ -58,7 +63,8 @@ func (p *CatalogPublishParams) Validate() error {
 }
 
 // CatalogStore keeps a fleet's published catalog versions (PostgreSQL's;
-// on SQLite one process serves its file's catalog and keeps none).
+// on SQLite one process serves its file's catalog and keeps none): the
+// newest CatalogKept, and any a registered replica serves.
 type CatalogStore interface {
 	// CatalogCurrent is the newest version; ErrNotFound before the
 	// first is published.
@@ -68,6 +74,10 @@ type CatalogStore interface {
 	// the same hash or p.OnlyFirst finds a version: then nothing changes.
 	// It returns the newest version after it, and whether it published.
 	CatalogPublish(ctx context.Context, p *CatalogPublishParams) (CatalogVersion, bool, error)
+	// CatalogServing records that the registered replica id serves
+	// version: a publication, which prunes old versions, keeps it.
+	// ErrNotFound: no such replica is registered (yet).
+	CatalogServing(ctx context.Context, id string, version int64) error
 	// ListenCatalog calls f with each published version's number until
 	// ctx ends, and with 0 whenever it may have missed some (after it
 	// begins listening, and after a lost connection): then read the

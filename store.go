@@ -62,6 +62,10 @@ type TaskStore interface {
 	// idempotency key are already stored is not created: the stored one is
 	// returned with created false.
 	TaskCreate(ctx context.Context, t *Task) (created bool, err error)
+	// TaskByIdempotencyKey finds the task that key keyID's submission
+	// with idempotencyKey stored (deleted or not), as TaskCreate would
+	// return it; ErrNotFound if there is none, or idempotencyKey is empty.
+	TaskByIdempotencyKey(ctx context.Context, keyID, idempotencyKey string) (Task, error)
 	TaskGet(ctx context.Context, id string) (Task, error)
 	// TaskList lists in Seq order (ascending, or descending if asked).
 	TaskList(ctx context.Context, f TaskFilter) ([]Task, error)

@@ -213,6 +213,12 @@ type Request struct {
 	// just loses candidates that touch unusable scopes. It is called with
 	// the engine's lock held and must not call the engine.
 	Resolve func(id string) ([]Candidate, error)
+	// Spec describes the waiter's candidates, for a home whose deciding
+	// process cannot call this process's Resolve (a fleet's leader, for a
+	// waiter of another replica): its caller's encoding, which that home
+	// hands to a resolver its caller registered there. The memory home
+	// ignores it. Nil: none.
+	Spec []byte
 }
 
 // Validate reports malformed requests. It checks shape only; unknown scopes

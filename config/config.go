@@ -318,8 +318,10 @@ type Fleet struct {
 	// takes (term_ttl plus twice heartbeat_timeout): "closed", admit
 	// nothing (store_unavailable 503), or "open", each replica admits
 	// its share of each limit (the limit divided by the replicas alive,
-	// rounded down). Work already admitted runs on either way.
-	// Default "closed".
+	// rounded down). Work already admitted runs on either way. It is
+	// part of the fleet's catalog (CatalogDocument): every replica takes
+	// the published version's, whatever its own file says. Default
+	// "closed".
 	Unavailable string `yaml:"unavailable"`
 	// ReleaseSilent says when the fleet gives back the capacity held by
 	// a replica that went silent — paused, stalled or cut off, with no

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -18,11 +19,18 @@ import (
 // each replica's own settings.
 var catalogKeys = []string{"budgets", "default_group", "groups", "models", "platform_models", "platforms"}
 
+// catalogFleetKeys are the settings of the fleet section that are the
+// catalog's too: fleet.unavailable is the fail_open of every platform
+// model and group that does not say, so it is one setting for the fleet
+// rather than each replica's.
+var catalogFleetKeys = []string{"unavailable"}
+
 // CatalogDocument is the catalog of the config file data: its catalog
 // sections as they are written — ${VAR} references and api_key_env
 // names unresolved, so that it holds no secret — in a canonical YAML
 // (comments dropped, aliases expanded, mapping keys sorted, so that the
-// layout of a file does not change it), and its SHA-256 in hex. A file
+// layout of a file does not change it), with the fleet section's
+// catalogFleetKeys where the file sets them, and its SHA-256 in hex. A file
 // with no catalog section gives a document of "{}". It checks the
 // syntax only: WithCatalog validates.
 func CatalogDocument(data []byte) (doc []byte, hash string, err error) {
@@ -37,8 +45,14 @@ func CatalogDocument(data []byte) (doc []byte, hash string, err error) {
 			return nil, "", errors.New("catalog document: the config file is not a mapping of sections")
 		}
 		for i := 0; i+1 < len(top.Content); i += 2 {
-			if slices.Contains(catalogKeys, top.Content[i].Value) {
-				out.Content = append(out.Content, top.Content[i], top.Content[i+1])
+			k, v := top.Content[i], top.Content[i+1]
+			switch {
+			case slices.Contains(catalogKeys, k.Value):
+				out.Content = append(out.Content, k, v)
+			case k.Value == "fleet" && v.Kind == yaml.MappingNode:
+				if fleet := catalogFleet(v); fleet != nil {
+					out.Content = append(out.Content, k, fleet)
+				}
 			}
 		}
 	}
@@ -54,6 +68,21 @@ func CatalogDocument(data []byte) (doc []byte, hash string, err error) {
 	}
 	sum := sha256.Sum256(b.Bytes())
 	return b.Bytes(), hex.EncodeToString(sum[:]), nil
+}
+
+// catalogFleet is the fleet section fleet less what is each replica's
+// own (catalogFleetKeys); nil if nothing is left.
+func catalogFleet(fleet *yaml.Node) *yaml.Node {
+	out := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	for i := 0; i+1 < len(fleet.Content); i += 2 {
+		if slices.Contains(catalogFleetKeys, fleet.Content[i].Value) {
+			out.Content = append(out.Content, fleet.Content[i], fleet.Content[i+1])
+		}
+	}
+	if len(out.Content) == 0 {
+		return nil
+	}
+	return out
 }
 
 // canonical rewrites n in place: aliases replaced by what they name, no
@@ -102,7 +131,9 @@ func deepCopy(n *yaml.Node) *yaml.Node {
 // WithCatalog returns a copy of c whose catalog is the document doc's
 // (CatalogDocument): decoded, its ${VAR} references expanded from this
 // process's environment, its entries' defaults filled, and the whole
-// validated. c's own catalog is dropped; the rest of c is kept.
+// validated. c's own catalog is dropped, and so is its fleet.unavailable
+// for the document's (the default where it does not say); the rest of c
+// is kept.
 func (c *Config) WithCatalog(doc []byte) (*Config, error) {
 	return c.withCatalog(doc, os.LookupEnv)
 }
@@ -122,6 +153,9 @@ func (c *Config) withCatalog(doc []byte, lookup lookupFunc) (*Config, error) {
 	if out.DefaultGroup == "" {
 		out.DefaultGroup = Default().DefaultGroup
 	}
+	// The fleet's fail_open default is the version's (its default when
+	// the version does not say), whatever this replica's file says.
+	out.Fleet.Unavailable = cmp.Or(cat.Fleet.Unavailable, Default().Fleet.Unavailable)
 	if err := out.Validate(); err != nil {
 		return nil, fmt.Errorf("the fleet's catalog: %w", err)
 	}

@@ -115,3 +115,52 @@ func TestWithCatalogResolvesHere(t *testing.T) {
 		t.Error("a catalog naming an unknown platform was taken")
 	}
 }
+
+// TestCatalogFailOpenIsTheFleets: fleet.unavailable, the fail_open of
+// every entry that does not say, is part of the catalog document (its
+// hash changes with it; the fleet section's other settings are not), and
+// a replica takes the version's, not its own file's: the default
+// (closed) when the version does not say.
+func TestCatalogFailOpenIsTheFleets(t *testing.T) {
+	t.Parallel()
+	open := docFile + "fleet:\n  unavailable: open\n  heartbeat_timeout: 9s\n"
+	doc, hash, err := CatalogDocument([]byte(open))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "unavailable: open") || strings.Contains(string(doc), "heartbeat_timeout") {
+		t.Errorf("the document has not fleet.unavailable alone of the fleet section:\n%s", doc)
+	}
+	closedDoc, closedHash, err := CatalogDocument([]byte(docFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if closedHash == hash {
+		t.Error("the catalog with fleet.unavailable open hashes as the one without")
+	}
+	lookup := env("UP_URL", "http://127.0.0.1:9999/v1", "UP_KEY", "sk-here")
+	for _, tc := range []struct {
+		name, own string
+		doc       []byte
+		want      bool
+	}{
+		{"an open version, a closed replica", "fleet:\n  unavailable: closed\n", doc, true},
+		{"a version that does not say, an open replica", "fleet:\n  unavailable: open\n", closedDoc, false},
+	} {
+		own, err := parse([]byte(tc.own), lookup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := own.withCatalog(tc.doc, lookup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cat, err := got.catalog(lookup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pm := cat.PlatformModels[0]; pm.FailOpen != tc.want {
+			t.Errorf("%s: the platform model fails open %v; want %v, the version's", tc.name, pm.FailOpen, tc.want)
+		}
+	}
+}

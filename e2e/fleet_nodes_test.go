@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -125,5 +126,53 @@ func TestFleetRelayToAFrozenReplica(t *testing.T) {
 	t.Logf("the stream ended %s after its replica froze", took.Round(time.Millisecond))
 	if took > 15*time.Second {
 		t.Errorf("the stream ended %s after its replica froze; want within the probes' rounds (about 10s)", took)
+	}
+}
+
+// TestFleetNodeJoinsAWaiterOfAnotherReplica: a request waiting at the
+// replica that does not lead, for a platform model whose one slot is
+// held, is admitted on an edge node that connects (to the leader's
+// replica) after it arrived, and served there, long before the slot
+// frees (the request holding it ends with the test): the leader resolves
+// the waiter anew from what its replica sent.
+func TestFleetNodeJoinsAWaiterOfAnotherReplica(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t, mock.Config{Latency: 25 * time.Second})
+	rt := startUpstream(t, mock.Config{})
+	catalog := nodeCatalog() + fmt.Sprintf(`    candidates:
+      - platform_model: up/local
+platforms:
+  - name: up
+    base_url: %s
+platform_models:
+  - name: up/local
+    platform: up
+    upstream: gpt-4o-mini
+    concurrency: 1
+`, up.URL)
+	f := startFleet(t, 2, catalog)
+	f.ready(t, "r0", "r1")
+	lead := f.leader(t, 10*time.Second)
+	follow := map[string]string{"r0": "r1", "r1": "r0"}[lead]
+	l, w := f.rs[lead], f.rs[follow]
+	_, key := l.createKey(t, "--name", "edge")
+
+	l.sendAsync(t.Context(), request{Path: "/v1/chat/completions", Key: key, Body: chatBody("local")})
+	waitFor(t, 10*time.Second, "the platform model's slot held", func() bool { return up.Mock.Stats().InFlight == 1 })
+	start := time.Now()
+	waiting := w.sendAsync(t.Context(), request{Path: "/v1/chat/completions", Key: key, Body: chatBody("local")})
+	waitFor(t, 10*time.Second, "the request queued at "+follow, func() bool { return l.scope(t, "pm:up/local").Waiting == 1 })
+
+	n := newNode(t, l, "gpu-late", rt.URL, 1)
+	l.serving(t, n.id, 0)
+	rep := await(t, waiting)
+	if rep.Status != http.StatusOK {
+		t.Fatalf("the waiting request: %d %s", rep.Status, rep.Body)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("the waiting request was served %s after it arrived; want soon after the node connected, not once the slot freed", took)
+	}
+	if st := rt.Mock.Stats(); st.Requests != 1 {
+		t.Errorf("the node's runtime served %d requests; want the waiting one", st.Requests)
 	}
 }

@@ -430,12 +430,19 @@ func (h *Hub) attach(ctx context.Context, id Identity, reg *edgepb.Register, s *
 			h.removeScope(ctx, weir.NodeLongScope(id.ID, pid))
 		}
 	}
-	if err := h.deps.Engine.Activate(ctx, owner, gen); err != nil {
-		return fmt.Errorf("activate the node's scopes: %w", err)
-	}
+	// Serving lists the session before its activation re-resolves the
+	// waiters, so that they gain its providers: until then its scopes
+	// are orphaned (a returning node's) or new, and a request that
+	// resolves to them meanwhile waits for them as for any.
 	h.mu.Lock()
 	s.serving = true
 	h.mu.Unlock()
+	if err := h.deps.Engine.Activate(ctx, owner, gen); err != nil {
+		h.mu.Lock()
+		s.serving = false
+		h.mu.Unlock()
+		return fmt.Errorf("activate the node's scopes: %w", err)
+	}
 	h.changed()
 	return nil
 }

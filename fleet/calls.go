@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/clock"
 )
@@ -123,7 +122,7 @@ func (e *Engine) SetScope(ctx context.Context, name string, cfg admission.ScopeC
 	}
 	if err := e.configure(ctx, &frame{Op: opSetScope, Scope: name, Config: &cfg}, func() {
 		e.scopes[name] = cfg
-		delete(e.removed, name)
+		e.removed.drop(name)
 	}); err != nil {
 		return err
 	}
@@ -135,32 +134,13 @@ func (e *Engine) SetScope(ctx context.Context, name string, cfg admission.ScopeC
 func (e *Engine) RemoveScope(ctx context.Context, name string) error {
 	if err := e.configure(ctx, &frame{Op: opRemoveScope, Scope: name}, func() {
 		delete(e.scopes, name)
-		if !endUserScope(name) {
-			e.removed[name] = true
-		}
+		e.removed.add(name, e.now())
 		delete(e.spent, name)
 	}); err != nil {
 		return err
 	}
 	e.openScope(ctx, name, nil)
 	return nil
-}
-
-// endUserScope reports whether scope is an end user's budget of a
-// "user:*" budget, which RemoveScope does not remember to remove at the
-// next leader: the gateway retires those when idle, as many as clients
-// name end users, and a set of every one retired would grow without
-// bound. A new leader that another replica's sync gives one again holds
-// it until that replica retires it too; its spend is counted as any
-// scope's, and the replica that retired it sets it again on its next
-// request.
-func endUserScope(scope string) bool {
-	id, ok := weir.BudgetOfScope(scope)
-	if !ok {
-		return false
-	}
-	_, _, ok = weir.EndUserOfBudgetID(id)
-	return ok
 }
 
 func (e *Engine) Scope(ctx context.Context, name string) (admission.ScopeStats, error) {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/clock"
 )
 
 // unelected is two replicas' engines, a serving on ln, with no term
@@ -80,17 +82,21 @@ func TestConfigureBeforeALeader(t *testing.T) {
 	}
 }
 
-// TestEndUserScopeRemovedIsNotRemembered: an end user's budget scope
-// removed (the gateway retiring an idle end user) leaves nothing behind
-// in the replica's configuration, however many are: another scope
-// removed is remembered for the next leader.
-func TestEndUserScopeRemovedIsNotRemembered(t *testing.T) {
+// TestRemovedIsBounded: the scopes a replica removed, which it gives the
+// next leader to remove too, are bounded however many it removes (the
+// gateway retiring idle end users' scopes): past maxRemoved the oldest are
+// forgotten first, past removedTTL all are, and a scope set again is no
+// longer removed. End users' scopes are remembered as any other.
+func TestRemovedIsBounded(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	_, b, _ := unelected(t)
-	names := []string{"group:gone"}
-	for i := range 100 {
+	fake := clock.NewFake(time.Unix(1_000_000, 0))
+	b := New(Config{Replica: "b", Gen: 1, Secret: "s", SessionTimeout: 5 * time.Second, Unavailable: time.Hour,
+		Options: admission.Options{Clock: fake}})
+	t.Cleanup(b.Close)
+	names := []string{"group:first"}
+	for i := range maxRemoved + 10 {
 		names = append(names, weir.BudgetScope(weir.EndUserBudgetID("bgt_x", fmt.Sprintf("user-%d", i))))
 	}
 	for _, name := range names {
@@ -101,10 +107,45 @@ func TestEndUserScopeRemovedIsNotRemembered(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	synced := func() ([]string, int) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		var st syncState
+		b.configLocked(&st)
+		return st.Removed, len(st.Scopes)
+	}
+	got, scopes := synced()
+	if scopes != 0 {
+		t.Errorf("%d scopes after every one was removed", scopes)
+	}
+	if len(got) != maxRemoved || slices.Contains(got, "group:first") || !slices.Contains(got, names[len(names)-1]) {
+		t.Fatalf("%d removals remembered (the first: %v, the last: %v); want the newest %d",
+			len(got), slices.Contains(got, "group:first"), slices.Contains(got, names[len(names)-1]), maxRemoved)
+	}
+	last := names[len(names)-1]
+	if err := b.SetScope(ctx, last, admission.ScopeConfig{Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := synced(); slices.Contains(got, last) {
+		t.Errorf("%s is still removed after it was set again", last)
+	}
+	if err := b.RemoveScope(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	fake.Advance(removedTTL / 2)
+	if err := b.RemoveScope(ctx, "group:late"); err != nil {
+		t.Fatal(err)
+	}
+	fake.Advance(removedTTL/2 + time.Second)
+	// Only group:late was removed within removedTTL.
+	if got, _ := synced(); !slices.Equal(got, []string{"group:late"}) {
+		t.Errorf("%d removals after removedTTL (%v...); want group:late's alone", len(got), got[:min(len(got), 3)])
+	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.removed) != 1 || !b.removed["group:gone"] || len(b.scopes) != 0 {
-		t.Errorf("removed %v, scopes %v; want only group:gone remembered", b.removed, b.scopes)
+	n, order := b.removed.len(), len(b.removed.order)
+	b.mu.Unlock()
+	if n != 1 || order != 1 {
+		t.Errorf("%d removals remembered in an order of %d; want 1 of each", n, order)
 	}
 }
 

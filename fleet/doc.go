@@ -26,7 +26,8 @@
 // callers hold — the scopes it configured, its leases, its queued waiters
 // in arrival order — and syncs all of it to each leader it reaches: scopes
 // are set, leases restored (whatever the limits, as after a restart),
-// waiters queued again. Syncs meet at two barriers: leases are restored
+// waiters queued again. The scopes it removed are removed there too, as
+// far as it remembers them: for a while and up to a count (removed.go). Syncs meet at two barriers: leases are restored
 // only once every replica alive when the term began has given its
 // scopes (a lease may be on a scope another replica configured), and the
 // leader admits nothing until every such replica has restored its
@@ -163,18 +164,23 @@
 //
 // A Request's Resolve is a function: it reaches the leader only from the
 // leader's own replica. A request of another replica that has one says
-// so on the wire (wireRequest.Resolves), and the leader resolves it to
-// every candidate it arrived with: the engine keeps those on usable
-// scopes, so a fence drops a node's candidates and the node's activation
-// gives them back, at the indexes the replica knows them by. The replica
-// never resolves such a waiter itself: a lease's candidate indexes the
-// list the leader holds.
+// so on the wire (wireRequest.Resolves) and carries its Spec, and the
+// leader resolves it to every candidate it arrived with — the engine
+// keeps those on usable scopes, so a fence drops a node's candidates and
+// the node's activation gives them back, at the indexes the replica
+// knows them by — then to those its Spec resolves to at the leader that
+// it did not arrive with (OnResolve: a node that connected later),
+// after them. The replica never resolves such a waiter itself: a lease's
+// candidate indexes the list the leader holds, and a lease on an added
+// candidate carries its needs, which the replica appends to its own list
+// (so it can re-assert the lease to the next leader) and its caller
+// knows it by.
 //
 // # What does not cross
 //
-// A waiter of a replica other than the leader's gains no candidate it did
-// not arrive with (a node that connected later): its replica's Resolve is
-// not asked.
+// A waiter's Resolve itself: another replica's waiter gains only what
+// its Spec resolves to at the leader, from the leader's view of the
+// fleet (its catalog version, its read of the node board).
 //
 // # Cache affinity
 //

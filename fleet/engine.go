@@ -134,7 +134,7 @@ type Engine struct {
 
 	mu      sync.Mutex
 	scopes  map[string]admission.ScopeConfig
-	removed map[string]bool
+	removed *removals         // the scopes removed, for the next leader (removed.go)
 	fenced  map[string]uint64 // owner → newest generation fenced here
 	active  map[string]uint64 // owner → newest generation activated here
 	leases  map[admission.LeaseID]*held
@@ -185,6 +185,9 @@ type Engine struct {
 	// onAffinity receives the affinity entries the other replicas share
 	// (OnAffinity).
 	onAffinity atomic.Pointer[func([]AffinityEntry)]
+	// specs is what resolves other replicas' waiters' Specs while this
+	// replica leads (OnResolve).
+	specs specResolver
 
 	// protoRefused says why this replica cannot speak its term's
 	// leader's protocol, "" while it can; protoRefusals counts the
@@ -269,7 +272,7 @@ type route struct {
 func New(cfg Config) *Engine {
 	cfg.defaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Engine{cfg: cfg, scopes: make(map[string]admission.ScopeConfig), removed: make(map[string]bool),
+	return &Engine{cfg: cfg, scopes: make(map[string]admission.ScopeConfig), removed: newRemovals(),
 		fenced: make(map[string]uint64), active: make(map[string]uint64),
 		leases: make(map[admission.LeaseID]*held), waiters: make(map[string]*waiting),
 		mirror:  make(map[mirrorKey]mirrored),

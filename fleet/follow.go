@@ -44,6 +44,7 @@ func (e *Engine) SetTerm(t Term, leading bool, live []string) {
 		lead = newLeader(epoch, &e.cfg, func() bool { return e.cfg.Valid(epoch) }, live)
 		lead.local = e.learnAffinity
 		lead.countRefusal = e.countRefusal
+		lead.specs = &e.specs
 		e.lead = lead
 		if e.cfg.OnLead != nil {
 			e.durable = e.termEngine(lead)
@@ -83,7 +84,7 @@ func (e *Engine) termEngine(lead *leader) *Engine {
 	d := New(cfg)
 	d.term, d.leading = Term{Epoch: lead.epoch}, true
 	p, err := lead.attach(cfg.Replica, cfg.Gen, nil, func(f *frame) error {
-		d.onNotify(f, lead.epoch)
+		d.onNotify(f, lead.epoch, false)
 		return nil
 	})
 	if err != nil {
@@ -131,7 +132,7 @@ func (e *Engine) current(epoch uint64) bool {
 // leadTerm syncs this replica with its own leader and opens the route.
 func (e *Engine) leadTerm(lead *leader) {
 	p, err := lead.attach(e.cfg.Replica, e.cfg.Gen, nil, func(f *frame) error {
-		e.onNotify(f, lead.epoch)
+		e.onNotify(f, lead.epoch, false)
 		return nil
 	})
 	if err != nil {
@@ -298,7 +299,7 @@ func (e *Engine) readLoop(rt *route) {
 			if f.Epoch != rt.epoch {
 				continue // another term's outcome: refused
 			}
-			e.onNotify(f, rt.epoch)
+			e.onNotify(f, rt.epoch, true)
 			if c.send(&frame{ID: f.ID, Op: opAck}) != nil {
 				return
 			}
@@ -491,9 +492,7 @@ func (e *Engine) configLocked(st *syncState) uint64 {
 	for name, cfg := range st.Scopes {
 		st.Scopes[name] = e.spentConfigLocked(name, cfg)
 	}
-	for name := range e.removed {
-		st.Removed = append(st.Removed, name)
-	}
+	st.Removed = e.removed.names(e.now())
 	return e.config
 }
 
@@ -529,8 +528,10 @@ func (e *Engine) reconfigure(rt *route, st *syncState) error {
 	return nil
 }
 
-// onNotify hands a waiter's outcome to its caller.
-func (e *Engine) onNotify(f *frame, epoch uint64) {
+// onNotify hands a waiter's outcome to its caller; remote: it came from
+// another replica's leader, which resolves this replica's waiters from
+// their Specs (added).
+func (e *Engine) onNotify(f *frame, epoch uint64, remote bool) {
 	err := f.Err.err()
 	e.mu.Lock()
 	w := e.waiters[f.Waiter]
@@ -547,8 +548,12 @@ func (e *Engine) onNotify(f *frame, epoch uint64) {
 	delete(e.waiters, f.Waiter)
 	var out admission.Lease
 	if f.Lease != nil {
-		out = *f.Lease
-		e.leases[out.ID] = &held{remote: out.ID, epoch: epoch, req: w.req, cand: out.Candidate, bound: e.boundOf(w.req.Hold)}
+		var req *wireRequest
+		req, out = w.req, *f.Lease
+		if remote {
+			req, out = added(req, out)
+		}
+		e.leases[out.ID] = &held{remote: out.ID, epoch: epoch, req: req, cand: out.Candidate, bound: e.boundOf(w.req.Hold)}
 	}
 	e.mu.Unlock()
 	w.notify(out, err)

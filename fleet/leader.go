@@ -30,6 +30,9 @@ type leader struct {
 	// countRefusal counts, on the leader's replica, a session refused
 	// for want of a common protocol version (protocol.go).
 	countRefusal func()
+	// specs resolves the Specs of other replicas' waiters: the resolver
+	// the leader's own replica registered (Engine.OnResolve).
+	specs *specResolver
 
 	mu     sync.Mutex
 	peers  map[string]*peer
@@ -451,10 +454,10 @@ func (l *leader) handle(ctx context.Context, p *peer, f *frame) *frame {
 	case opScopes:
 		r.All = l.mem.Scopes(ctx)
 	case opEnqueue:
-		err = l.enqueue(ctx, p, f.Req.request())
+		err = l.enqueue(ctx, p, f.Req.requestWith(l.specs))
 	case opTryAcquire:
 		var lease admission.Lease
-		lease, err = l.tryAcquire(ctx, p, f.Req.request())
+		lease, err = l.tryAcquire(ctx, p, f.Req.requestWith(l.specs))
 		if err == nil {
 			r.Lease = &lease
 		}

@@ -261,7 +261,7 @@ func (l *leader) syncWaiters(ctx context.Context, p *peer, waiters []*wireReques
 			_ = deliver(told)
 		case queued:
 		default:
-			if err := l.enqueue(ctx, p, w.request()); err != nil {
+			if err := l.enqueue(ctx, p, w.requestWith(l.specs)); err != nil {
 				_ = deliver(&frame{Op: opNotify, Epoch: l.epoch, Waiter: w.ID, Err: encodeErr(err)})
 			}
 		}

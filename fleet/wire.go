@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/weir-gateway/weir/admission"
@@ -34,7 +35,9 @@ import (
 // for, a replica ignores one, and JSON drops a field it does not know.
 // So a leader of a build older than the "affinity" frames neither passes
 // them on nor re-resolves a request that "resolves", and a replica of
-// such a build shares no affinity; each then behaves as before. What an
+// such a build shares no affinity; each then behaves as before. Likewise
+// a leader older than a request's "spec" adds no candidate to another
+// replica's waiter, and a replica older than it sends none. What an
 // older peer would misread needs a new version.
 
 // Frame ops.
@@ -139,8 +142,9 @@ type frame struct {
 // wireRequest is an admission.Request as it crosses the wire. Its
 // Resolve func reaches the leader only from the leader's own replica (in
 // process). From another replica, Resolves says it had one: the leader
-// then resolves it to the candidates it arrived with (see the package
-// doc, "Re-resolution across replicas").
+// then resolves it to the candidates it arrived with, and to those its
+// Spec resolves to at the leader (see the package doc, "Re-resolution
+// across replicas").
 type wireRequest struct {
 	ID          string                                         `json:"id"`
 	Priority    int32                                          `json:"priority,omitempty"`
@@ -151,37 +155,77 @@ type wireRequest struct {
 	Place       uint64                                         `json:"place,omitempty"`
 	Hold        time.Duration                                  `json:"hold,omitempty"`
 	Resolves    bool                                           `json:"resolves,omitempty"`
+	Spec        []byte                                         `json:"spec,omitempty"`
 	resolve     func(id string) ([]admission.Candidate, error) `json:"-"`
 }
 
 func toWire(r admission.Request) *wireRequest {
 	return &wireRequest{ID: r.ID, Priority: r.Priority, FairnessKey: r.FairnessKey,
 		Deadline: r.Deadline, Owner: r.Owner, Candidates: r.Candidates, Place: r.Place, Hold: r.Hold,
-		Resolves: r.Resolve != nil, resolve: r.Resolve}
+		Resolves: r.Resolve != nil, Spec: r.Spec, resolve: r.Resolve}
 }
 
-func (w *wireRequest) request() admission.Request {
+// request is w as an engine queues it without a resolver for its Spec.
+func (w *wireRequest) request() admission.Request { return w.requestWith(nil) }
+
+// requestWith is w as the leader queues it: a waiter of another replica
+// that has a Resolve gets arrivedWith, which asks specs (the resolver
+// the leader's replica registered, Engine.OnResolve; nil: none) for the
+// candidates w's Spec resolves to.
+func (w *wireRequest) requestWith(specs *specResolver) admission.Request {
 	if w == nil {
 		return admission.Request{}
 	}
 	resolve := w.resolve
 	if resolve == nil && w.Resolves {
-		resolve = arrivedWith(w.Candidates)
+		resolve = arrivedWith(w.Candidates, w.Spec, specs)
 	}
 	return admission.Request{ID: w.ID, Priority: w.Priority, FairnessKey: w.FairnessKey,
-		Deadline: w.Deadline, Owner: w.Owner, Candidates: w.Candidates, Place: w.Place, Hold: w.Hold, Resolve: resolve}
+		Deadline: w.Deadline, Owner: w.Owner, Candidates: w.Candidates, Place: w.Place, Hold: w.Hold,
+		Resolve: resolve, Spec: w.Spec}
 }
+
+// specResolver holds the resolver a replica registered for the Specs of
+// other replicas' waiters (Engine.OnResolve), read while it leads.
+type specResolver = atomic.Pointer[func(spec []byte) ([]admission.Candidate, error)]
 
 // arrivedWith is the leader's Resolve for a waiter of another replica
 // that has one: the candidates the waiter arrived with, every one of
-// them, of which the engine keeps those on usable scopes. So a fence
-// drops a node's candidates and its activation gives them back, in the
-// order and at the indexes the replica knows them by (a lease's
-// Candidate indexes the replica's list, which it never resolves again
-// while another replica leads).
-func arrivedWith(cands []admission.Candidate) func(string) ([]admission.Candidate, error) {
+// them, of which the engine keeps those on usable scopes, then those
+// its spec resolves to here that it did not arrive with (a node that
+// connected since), after them. So a fence drops a node's candidates and
+// its activation gives them back, in the order and at the indexes the
+// replica knows them by (a lease's Candidate indexes the replica's list,
+// which it never resolves again while another replica leads), and a
+// lease on an added candidate carries its needs, by which the replica
+// knows it (Engine.onNotify).
+func arrivedWith(cands []admission.Candidate, spec []byte, specs *specResolver) func(string) ([]admission.Candidate, error) {
 	cands = slices.Clone(cands)
-	return func(string) ([]admission.Candidate, error) { return slices.Clone(cands), nil }
+	return func(string) ([]admission.Candidate, error) {
+		out := slices.Clone(cands)
+		var f *func([]byte) ([]admission.Candidate, error)
+		if specs != nil && len(spec) > 0 {
+			f = specs.Load()
+		}
+		if f == nil {
+			return out, nil
+		}
+		more, err := (*f)(spec)
+		if err != nil {
+			// Its spec cannot be read here (a newer replica's, say): it
+			// keeps what it arrived with.
+			return out, nil
+		}
+		for _, c := range more {
+			if len(out) >= admission.MaxCandidates {
+				break
+			}
+			if !slices.ContainsFunc(out, func(o admission.Candidate) bool { return slices.Equal(o.Needs, c.Needs) }) {
+				out = append(out, c)
+			}
+		}
+		return out, nil
+	}
 }
 
 // syncState is everything a replica holds, sent to a leader when its

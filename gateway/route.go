@@ -63,12 +63,7 @@ type routing struct {
 // keeps them for admitted.
 func (r *routing) resolve() []target {
 	var nodes []target
-	// Nodes serve production alone: their runtimes are real (no
-	// simulation), their slots physical (no acceptance copy); and no
-	// request pinned to a platform.
-	// Nor one only a platform speaking the Responses API can serve.
-	// Nor an upload: a node's tunnel carries JSON.
-	if r.s.deps.Nodes != nil && r.c.Model.Nodes != weir.NodesNever && r.c.RunMode == "" && r.c.Platform == "" && !r.c.nativeOnly() && !r.c.isUpload() {
+	if r.s.deps.Nodes != nil && r.nodesAllowed() {
 		now := r.s.deps.Clock.Now()
 		for _, n := range r.s.deps.Nodes.Serving(r.c.Model.Name) {
 			if until := r.s.deps.Router.CoolingUntil(nodeHealth(n)); until.After(now) {
@@ -110,6 +105,16 @@ func (r *routing) resolve() []target {
 	return kept
 }
 
+// nodesAllowed reports whether nodes may serve r. Nodes serve
+// production alone: their runtimes are real (no simulation), their slots
+// physical (no acceptance copy); and no request pinned to a platform.
+// Nor one only a platform speaking the Responses API can serve. Nor an
+// upload: a node's tunnel carries JSON.
+func (r *routing) nodesAllowed() bool {
+	c := r.c
+	return c.Model.Nodes != weir.NodesNever && c.RunMode == "" && c.Platform == "" && !c.nativeOnly() && !c.isUpload()
+}
+
 // current is the last resolution.
 func (r *routing) current() []target {
 	r.mu.Lock()
@@ -117,13 +122,18 @@ func (r *routing) current() []target {
 	return r.targets
 }
 
-// admitted is the target of the admitted candidate i, with its node's
-// generation as the gateway sees it now.
-func (r *routing) admitted(i int) target {
+// admitted is the target of l's candidate, with its node's generation as
+// the gateway sees it now. A candidate past the last resolution is one a
+// fleet's leader added for a node that connected later (ResolveSpec),
+// known by the slots l holds; false if no such node serves now.
+func (r *routing) admitted(l admission.Lease) (target, bool) {
 	r.mu.Lock()
-	t := r.targets[i]
+	ts := r.targets
 	r.mu.Unlock()
-	return r.newestGen(t)
+	if l.Candidate >= 0 && l.Candidate < len(ts) {
+		return r.newestGen(ts[l.Candidate]), true
+	}
+	return r.addedNode(l)
 }
 
 // newestGen is t with its node's newest generation serving. A waiter
@@ -162,17 +172,14 @@ func (r *routing) candidates(ts []target) []admission.Candidate {
 	c := r.c
 	cands := make([]admission.Candidate, len(ts))
 	for i, t := range ts {
-		needs := tenantNeeds(c.KeyID, c.Group)
+		var needs []admission.Need
 		tokenizer := c.tokenizer(t)
 		if n := t.node; n != nil {
-			needs = append(needs, admission.Need{Scope: weir.NodeScope(n.Node, n.Provider), Amount: 1})
-			if needsLong(c, n) {
-				needs = append(needs, admission.Need{Scope: weir.NodeLongScope(n.Node, n.Provider), Amount: 1})
-			}
+			needs = nodeNeeds(tenantNeeds(c.KeyID, c.Group), *n, needsLong(c, n), r.budgets.needs(t.pm))
 		} else {
-			needs = append(needs, admission.Need{Scope: pmScopeFor(c.RunMode, t.pm), Amount: 1})
+			needs = append(tenantNeeds(c.KeyID, c.Group), admission.Need{Scope: pmScopeFor(c.RunMode, t.pm), Amount: 1})
+			needs = append(needs, r.budgets.needs(t.pm)...)
 		}
-		needs = append(needs, r.budgets.needs(t.pm)...)
 		cands[i] = admission.Candidate{Needs: needs, Tokens: c.tokensIn(tokenizer), Cost: int64(r.estimate(t))}
 	}
 	return cands

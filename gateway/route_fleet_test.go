@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
@@ -81,5 +82,78 @@ func TestNodeBackAtAnotherReplica(t *testing.T) {
 	}
 	if c.Usage.PlatformModel != "node:node_a/p" {
 		t.Errorf("served by %q; want node_a's provider, on its new session", c.Usage.PlatformModel)
+	}
+}
+
+// specEngine resolves every waiter as a fleet's leader resolves a
+// waiter of another replica whose Spec its own replica's gateway
+// resolves (fleet/wire.go, arrivedWith): the candidates it arrived with,
+// then those its Spec resolves to that it did not arrive with.
+type specEngine struct {
+	admission.Engine
+	svc **Service
+}
+
+func (e specEngine) request(req admission.Request) admission.Request {
+	if req.Resolve != nil {
+		cands, spec, svc := slices.Clone(req.Candidates), req.Spec, *e.svc
+		req.Resolve = func(string) ([]admission.Candidate, error) {
+			out := slices.Clone(cands)
+			more, err := svc.ResolveSpec(spec)
+			if err != nil {
+				return out, nil
+			}
+			for _, c := range more {
+				if !slices.ContainsFunc(out, func(o admission.Candidate) bool { return slices.Equal(o.Needs, c.Needs) }) {
+					out = append(out, c)
+				}
+			}
+			return out, nil
+		}
+	}
+	return req
+}
+
+func (e specEngine) TryAcquire(ctx context.Context, req admission.Request) (admission.Lease, error) {
+	return e.Engine.TryAcquire(ctx, e.request(req))
+}
+
+func (e specEngine) Acquire(ctx context.Context, req admission.Request) (admission.Lease, error) {
+	return e.Engine.Acquire(ctx, e.request(req))
+}
+
+// TestNodeAddedAtAnotherReplica: a request queued through another
+// replica's leader, with every candidate full, is admitted on a node that
+// connected after it arrived, which the leader found from its Spec, and
+// runs there.
+func TestNodeAddedAtAnotherReplica(t *testing.T) {
+	t.Parallel()
+	nodes := &fakeNodes{answer: okAnswer}
+	svc := new(*Service)
+	b := setup(t, setupOpts{nodes: nodes, engine: func(e admission.Engine) admission.Engine { return specEngine{e, svc} }})
+	*svc = b.svc
+	b.fill(t, "up/m", 1)
+	b.fill(t, "up2/m", 1)
+	c := b.chat(t)
+	done := make(chan error, 1)
+	go func() { done <- b.svc.Serve(t.Context(), c, &recordedAnswer{}) }()
+	b.waitEvent(t, admission.OutcomeQueued)
+	// A node serving the model connects.
+	nodes.set(b.nodeTarget(t, "node_b", 1))
+	if err := b.engine.Activate(t.Context(), weir.NodeOwner("node_b"), 1); err != nil {
+		t.Fatal(err)
+	}
+	bound := time.NewTimer(10 * time.Second)
+	defer bound.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve: %v", err)
+		}
+	case <-bound.C:
+		t.Fatal("the request was never admitted on the node that connected after it arrived")
+	}
+	if c.Usage.PlatformModel != "node:node_b/p" {
+		t.Errorf("served by %q; want node_b's provider, which connected after the request arrived", c.Usage.PlatformModel)
 	}
 }

@@ -94,7 +94,10 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 			c.end(outcomeOf(err))
 			return err
 		}
-		t := r.admitted(lease.Candidate)
+		t, ok := s.admittedTarget(ctx, c, r, lease)
+		if !ok {
+			continue
+		}
 		c.budgets = r.budgets.needs(t.pm)
 		up := s.upstreamOf(c, t)
 		c.Usage.PlatformModel = up.Name
@@ -250,6 +253,11 @@ func (s *Service) admit(ctx context.Context, c *Call, r *routing, attempt int) (
 			return lease, rerr
 		}
 		if errors.Is(err, admission.ErrWouldWait) || errors.Is(err, admission.ErrRateLimited) {
+			if areq.Resolve != nil {
+				// A fleet's leader resolves a waiter of another replica
+				// from this (ResolveSpec); only a waiter needs it.
+				areq.Spec = r.spec()
+			}
 			if span != nil {
 				lease, err = s.acquireTraced(ctx, areq, span)
 			} else {

@@ -190,6 +190,10 @@ type Deps struct {
 	// RelayForgetPath (edge.ForgetPath); nil: none.
 	RelayForget     http.Handler
 	RelayForgetPath string
+	// PublishCatalog publishes a catalog for POST /admin/catalog (a
+	// fleet's replica on PostgreSQL); nil: the route refuses, as `weir
+	// apply` does on SQLite.
+	PublishCatalog CatalogPublisher
 	// Budgets keeps the budgets of /admin/budgets (the store); nil:
 	// those routes are not served.
 	Budgets Budgets
@@ -274,6 +278,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /admin/nodes", s.admin(s.nodes))
 	mux.HandleFunc("POST /admin/nodes/{node}/forget", s.admin(s.handle(s.forgetNode)))
 	mux.HandleFunc("GET /admin/spend", s.admin(s.spend))
+	mux.HandleFunc("POST /admin/catalog", s.admin(s.handle(s.publishCatalog)))
 	if s.deps.Budgets != nil {
 		mux.HandleFunc("GET /admin/budgets", s.admin(s.handle(s.listBudgets)))
 		mux.HandleFunc("POST /admin/budgets", s.admin(s.handle(s.createBudget)))

@@ -500,3 +500,30 @@ func TestTaskBodyTooLarge(t *testing.T) {
 		t.Errorf("refused submissions stored %d tasks (%v)", len(ts), err)
 	}
 }
+
+// TestTaskIdempotencyPastTheBacklog: with the backlog full
+// (tasks.queue_limit), a new submission is 429 queue_full, but a
+// resubmission of an accepted Idempotency-Key gets its task (200), and
+// the key reused with another request is still 422.
+func TestTaskIdempotencyPastTheBacklog(t *testing.T) {
+	t.Parallel()
+	b := taskSetup(t, setupOpts{tasks: &task.Config{QueueLimit: 1}, mock: mock.Config{JobDuration: time.Hour},
+		vlimits: weir.Limits{Concurrency: 1, QueueLimit: 10}})
+	first := callAs[taskObject](t, b, http.StatusAccepted, http.MethodPost, "/v1/tasks", b.key, `{"model":"v","input":{"prompt":"one"}}`, nil)
+	b.waitTask(t, first.ID, weir.TaskRunning)
+	h := http.Header{HeaderIdempotencyKey: {"idem-full"}}
+	const req = `{"model":"v","input":{"prompt":"two"}}`
+	queued := callAs[taskObject](t, b, http.StatusAccepted, http.MethodPost, "/v1/tasks", b.key, req, h)
+
+	resp, body := b.call(t, http.MethodPost, "/v1/tasks", b.key, `{"model":"v","input":{"prompt":"three"}}`, nil)
+	wantError(t, resp, body, http.StatusTooManyRequests, weir.CodeQueueFull, "")
+	again := callAs[taskObject](t, b, http.StatusOK, http.MethodPost, "/v1/tasks", b.key, req, h)
+	if again.ID != queued.ID || again.Status != weir.TaskQueued {
+		t.Errorf("the resubmission past the backlog got %s (%s); want %s, queued", again.ID, again.Status, queued.ID)
+	}
+	resp, body = b.call(t, http.MethodPost, "/v1/tasks", b.key, `{"model":"v","input":{"prompt":"other"}}`, h)
+	wantError(t, resp, body, http.StatusUnprocessableEntity, weir.CodeIdempotencyKeyReused, HeaderIdempotencyKey)
+	if ts, err := b.tasks.List(t.Context(), weir.TaskFilter{Limit: 100}); err != nil || len(ts) != 2 {
+		t.Errorf("%d tasks stored (%v); want 2", len(ts), err)
+	}
+}

@@ -47,9 +47,10 @@ func catalogCurrent(ctx context.Context, q querier) (weir.CatalogVersion, error)
 }
 
 // CatalogPublish stores p as the next version under a lock of the table
-// (publishers take turns; readers are not held up), removes the run-time
-// limits if p says so, and NOTIFYs the catalog's channel, all in one
-// transaction: a replica that hears of the version reads it, and the
+// (publishers take turns; readers are not held up), removes the versions
+// older than the newest weir.CatalogKept that no registered replica
+// serves, removes the run-time limits if p says so, and NOTIFYs the
+// catalog's channel, all in one transaction: a replica that hears of the version reads it, and the
 // limits' going, committed.
 func (db *DB) CatalogPublish(ctx context.Context, p *weir.CatalogPublishParams) (weir.CatalogVersion, bool, error) {
 	if err := p.Validate(); err != nil {
@@ -83,6 +84,14 @@ func (db *DB) CatalogPublish(ctx context.Context, p *weir.CatalogPublishParams) 
 				return err
 			}
 		}
+		// The history is bounded: the newest versions, and those a
+		// registered replica still serves (it may not have taken the
+		// newest yet).
+		if _, err := tx.Exec(ctx, `DELETE FROM catalog_versions
+			WHERE version <= $1 AND version NOT IN (SELECT catalog_version FROM weir_fleet_replicas)`,
+			out.Version-weir.CatalogKept); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `SELECT pg_notify((`+catalogChannelSQL+`), $1)`, strconv.FormatInt(out.Version, 10)); err != nil {
 			return err
 		}
@@ -100,4 +109,19 @@ func (db *DB) CatalogPublish(ctx context.Context, p *weir.CatalogPublishParams) 
 // after each LISTEN on a new connection. It returns nil when ctx ends.
 func (db *DB) ListenCatalog(ctx context.Context, f func(version int64)) error {
 	return db.listener.follow(ctx, &subscription{catalog: f})
+}
+
+// CatalogServing records the version the registered replica id serves.
+func (db *DB) CatalogServing(ctx context.Context, id string, version int64) error {
+	if version < 0 {
+		return fmt.Errorf("%w: catalog version %d", weir.ErrInvalid, version)
+	}
+	tag, err := db.pool.Exec(ctx, `UPDATE weir_fleet_replicas SET catalog_version = $2 WHERE id = $1`, id, version)
+	if err != nil {
+		return fmt.Errorf("record the catalog version %s serves: %w", id, classify(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("record the catalog version %s serves: %w: no such replica registered", id, weir.ErrNotFound)
+	}
+	return nil
 }

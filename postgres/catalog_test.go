@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/fleet"
 	"github.com/weir-gateway/weir/pgtest"
 )
 
@@ -127,5 +131,53 @@ func TestCatalogPublishersTakeTurns(t *testing.T) {
 		if !got[v] {
 			t.Errorf("no publisher got version %d: %v", v, got)
 		}
+	}
+}
+
+// TestCatalogVersionsPruned: a publication keeps the newest
+// weir.CatalogKept versions and any a registered replica serves, and
+// removes the others; a replica not registered cannot report one.
+func TestCatalogVersionsPruned(t *testing.T) {
+	t.Parallel()
+	pgtest.Require(t)
+	db := open(t, pgtest.Schema(t))
+	ctx := t.Context()
+	if _, err := db.ReplicaRegister(ctx, &fleet.ReplicaRegisterParams{ID: "r1", Addr: "127.0.0.1:1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CatalogServing(ctx, "nobody", 1); !errors.Is(err, weir.ErrNotFound) {
+		t.Errorf("a version reported by no registered replica: %v; want ErrNotFound", err)
+	}
+	publish := func(i int) {
+		t.Helper()
+		p := &weir.CatalogPublishParams{Hash: fmt.Sprintf("h%d", i), Document: []byte("models: []\n"), By: "test"}
+		if v, published, err := db.CatalogPublish(ctx, p); err != nil || !published || v.Version != int64(i) {
+			t.Fatalf("publication %d: %+v, %v, %v", i, v, published, err)
+		}
+	}
+	for i := 1; i <= 3; i++ {
+		publish(i)
+	}
+	if err := db.CatalogServing(ctx, "r1", 2); err != nil {
+		t.Fatal(err)
+	}
+	last := weir.CatalogKept + 5
+	for i := 4; i <= last; i++ {
+		publish(i)
+	}
+	rows, err := db.pool.Query(ctx, `SELECT version FROM catalog_versions ORDER BY version`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int64{2}
+	for v := last - weir.CatalogKept + 1; v <= last; v++ {
+		want = append(want, int64(v))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("versions kept %v; want %v: the newest %d and r1's", got, want, weir.CatalogKept)
 	}
 }

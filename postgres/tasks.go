@@ -204,6 +204,18 @@ func eventsColumn(events []weir.TaskEvent) []string {
 	return out
 }
 
+// TaskByIdempotencyKey finds the task keyID's idempotency key stored.
+func (db *DB) TaskByIdempotencyKey(ctx context.Context, keyID, idempotencyKey string) (weir.Task, error) {
+	if idempotencyKey == "" {
+		return weir.Task{}, fmt.Errorf("load the task of an empty idempotency key: %w", weir.ErrNotFound)
+	}
+	t, err := scanTask(db.pool.QueryRow(ctx, taskByIdempotencySQL, keyID, idempotencyKey))
+	if err != nil {
+		return weir.Task{}, fmt.Errorf("load the task of idempotency key %q: %w", idempotencyKey, err)
+	}
+	return t, nil
+}
+
 // TaskGet finds a task by ID; weir.ErrNotFound if there is none.
 func (db *DB) TaskGet(ctx context.Context, id string) (weir.Task, error) {
 	t, err := scanTask(db.pool.QueryRow(ctx, taskGetSQL, id))

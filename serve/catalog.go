@@ -56,6 +56,9 @@ type fleetCatalog struct {
 	fileHash string // this replica's file's catalog, as last read
 	applied  int64  // the version served; 0 before the first
 	failed   int64  // the last version that could not be taken, said once
+	// reported is the version last recorded as this replica's in the
+	// store (CatalogServing), which keeps it while pruning old ones.
+	reported int64
 	state    atomic.Pointer[catalogState]
 	wake     chan struct{}
 	loop     lifecycle.Loop
@@ -109,13 +112,41 @@ type CatalogPublication struct {
 func PublishCatalog(ctx context.Context, p *CatalogPublication) (weir.CatalogVersion, bool, error) {
 	doc, hash, err := config.CatalogDocument(p.File)
 	if err != nil {
-		return weir.CatalogVersion{}, false, err
+		return weir.CatalogVersion{}, false, invalidCatalog{err}
 	}
 	if _, err := p.Base.WithCatalog(doc); err != nil {
-		return weir.CatalogVersion{}, false, err
+		return weir.CatalogVersion{}, false, invalidCatalog{err}
 	}
 	return p.Store.CatalogPublish(ctx, &weir.CatalogPublishParams{
 		Hash: hash, Document: doc, By: p.By, OnlyFirst: p.OnlyFirst, ForgetLimits: true})
+}
+
+// invalidCatalog is a catalog PublishCatalog refused: its message is
+// err's, and it matches weir.ErrInvalid.
+type invalidCatalog struct{ err error }
+
+func (e invalidCatalog) Error() string   { return e.err.Error() }
+func (e invalidCatalog) Unwrap() []error { return []error{e.err, weir.ErrInvalid} }
+
+// PublishFile publishes data's catalog as an operator's apply does
+// (POST /admin/catalog; by names who): the fleet's newest version unless
+// it has the same catalog, taken here at once and by the others on its
+// notice. A catalog that is not valid publishes nothing, with an error
+// matching weir.ErrInvalid. Drift is still told against this replica's
+// own file.
+func (c *fleetCatalog) PublishFile(ctx context.Context, data []byte, by string) (weir.CatalogVersion, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, published, err := PublishCatalog(ctx, &CatalogPublication{Store: c.store, Base: c.base, File: data, By: by})
+	if err != nil || v.Version <= c.applied {
+		return v, published, err
+	}
+	if err := c.takeLocked(ctx, v, true); err != nil {
+		// Published all the same: the others take it; this replica says
+		// why it cannot.
+		c.logger.Error("published a catalog this replica cannot take; serving the one applied", "error", err, "serving", c.applied)
+	}
+	return v, published, nil
 }
 
 // Begin serves the fleet's catalog as a replica's start does: data's
@@ -184,6 +215,7 @@ func (c *fleetCatalog) takeLocked(ctx context.Context, v weir.CatalogVersion, fo
 	case !now.Drift && was.Drift:
 		c.logger.Info("the fleet's catalog is this replica's file's again", "version", v.Version)
 	}
+	c.reportLocked(ctx)
 	return nil
 }
 
@@ -245,6 +277,7 @@ func (c *fleetCatalog) catchUp(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if v.Version <= c.applied {
+		c.reportLocked(ctx)
 		return
 	}
 	if err := c.takeLocked(ctx, v, false); err != nil {
@@ -274,4 +307,21 @@ func FleetConfig(ctx context.Context, db *Storage, cfg *config.Config) (*config.
 		return nil, err
 	}
 	return cfg.WithCatalog(v.Document)
+}
+
+// reportLocked records the version served as this replica's, unless it
+// is already: a replica not registered yet (it takes its first version
+// before it joins the fleet) is recorded at a later poll. The caller
+// holds mu.
+func (c *fleetCatalog) reportLocked(ctx context.Context) {
+	if c.applied == 0 || c.reported == c.applied {
+		return
+	}
+	err := c.store.CatalogServing(ctx, c.by, c.applied)
+	switch {
+	case err == nil:
+		c.reported = c.applied
+	case !errors.Is(err, weir.ErrNotFound) && ctx.Err() == nil:
+		c.logger.Warn("could not record the catalog version this replica serves; retried at the next poll", "error", err)
+	}
 }

@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/config"
+	"github.com/weir-gateway/weir/fleet"
 	"github.com/weir-gateway/weir/pgtest"
 	"github.com/weir-gateway/weir/postgres"
 )
@@ -209,5 +211,80 @@ func TestFleetCatalogPollIsTheSafetyNet(t *testing.T) {
 	c.mu.Unlock() //nolint:staticcheck // an empty critical section: waits for the take
 	if st := c.State(); st.Version != 2 || !st.Drift {
 		t.Errorf("after the poll: %+v; want version 2, drifted from its file", st)
+	}
+}
+
+// TestFleetCatalogReportsItsVersion: a replica records the version it
+// serves as its own, so that a publication keeps it: at once when it is
+// registered, else at its next poll once it is.
+func TestFleetCatalogReportsItsVersion(t *testing.T) {
+	t.Parallel()
+	pgtest.Require(t)
+	db, err := postgres.Open(t.Context(), pgtest.Schema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := t.Context()
+	c, ch := catalogReplica(t, db, "a")
+	if err := c.Begin(ctx, catalogFile("127.0.0.1:1", 2)); err != nil {
+		t.Fatal(err)
+	}
+	nextApplied(t, ch, "a's start")
+	// Not registered yet: nothing recorded, and no error.
+	if _, err := db.ReplicaRegister(ctx, &fleet.ReplicaRegisterParams{ID: "a", Addr: "127.0.0.1:1"}); err != nil {
+		t.Fatal(err)
+	}
+	served := func() int64 {
+		var v int64
+		if err := db.Pool().QueryRow(ctx, `SELECT catalog_version FROM weir_fleet_replicas WHERE id = 'a'`).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if v := served(); v != 0 {
+		t.Fatalf("a recorded version %d before it was registered", v)
+	}
+	c.catchUp(ctx) // its next poll
+	if v := served(); v != 1 {
+		t.Errorf("a recorded version %d after its poll; want 1, the one it serves", v)
+	}
+}
+
+// TestFleetCatalogPublishFile: an operator's publication through the
+// admin API validates as weir apply does — a catalog that is not valid
+// is ErrInvalid and changes nothing — and one that is becomes the
+// fleet's version, taken here at once, its run-time limits forgotten,
+// while drift is still told against this replica's own file.
+func TestFleetCatalogPublishFile(t *testing.T) {
+	t.Parallel()
+	pgtest.Require(t)
+	db, err := postgres.Open(t.Context(), pgtest.Schema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := t.Context()
+	c, ch := catalogReplica(t, db, "a")
+	if err := c.Begin(ctx, catalogFile("127.0.0.1:1", 2)); err != nil {
+		t.Fatal(err)
+	}
+	nextApplied(t, ch, "a's start")
+	bad := []byte("platform_models: [{name: x/y, platform: nowhere, upstream: m}]\n")
+	if _, _, err := c.PublishFile(ctx, bad, "admin api (a)"); !errors.Is(err, weir.ErrInvalid) {
+		t.Errorf("a catalog naming an unknown platform: %v; want ErrInvalid", err)
+	}
+	if cur, err := db.CatalogCurrent(ctx); err != nil || cur.Version != 1 {
+		t.Fatalf("after a refused publication: %+v, %v; want version 1 still", cur, err)
+	}
+	v, published, err := c.PublishFile(ctx, catalogFile("127.0.0.1:9", 7), "admin api (a)")
+	if err != nil || !published || v.Version != 2 || v.PublishedBy != "admin api (a)" {
+		t.Fatalf("a valid catalog: %+v, %v, %v; want version 2 published by the admin api", v, published, err)
+	}
+	if got := nextApplied(t, ch, "the publication"); got != (applied{limit: 7, forget: true}) {
+		t.Errorf("applied %+v; want limit 7, the run-time limits forgotten", got)
+	}
+	if st := c.State(); st.Version != 2 || !st.Drift {
+		t.Errorf("state %+v; want version 2, drifting from this replica's file", st)
 	}
 }

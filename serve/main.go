@@ -141,6 +141,11 @@ func (m *Main) assemble(ctx context.Context) error {
 		Metrics:             consoleMetrics{Metrics: m.Metrics, rec: m.Recorder}, GenAI: m.Metrics,
 	})
 	m.watchBudgets(m.Gateway)
+	if m.Member != nil {
+		// While this replica leads, it resolves the other replicas'
+		// waiters to the nodes that connected after they arrived.
+		m.Member.Engine().OnResolve(m.Gateway.ResolveSpec)
+	}
 	begin, err := m.newCatalog()
 	if err != nil {
 		return err
@@ -257,6 +262,12 @@ func (m *Main) newFront() {
 		MetricsHandler: m.Metrics.Handler(), Ready: m.ready, ReadyNotes: m.readyNotes, Tasks: tasks, Fleet: fleetView, Nodes: nodeViews,
 		RelayPath: edge.RelayPath, Console: m.Console.Handler(), Spend: m.DB, Budgets: m.DB,
 		Usage: m.recordUsage,
+	}
+	if m.catalog != nil {
+		by := "admin api (" + m.Member.Replica() + ")"
+		deps.PublishCatalog = func(ctx context.Context, file []byte) (weir.CatalogVersion, bool, error) {
+			return m.catalog.PublishFile(ctx, file, by)
+		}
 	}
 	switch {
 	case m.Relay != nil:

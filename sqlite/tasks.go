@@ -216,6 +216,19 @@ func eventsColumn(events []weir.TaskEvent) any {
 	return string(b)
 }
 
+// TaskByIdempotencyKey finds the task keyID's idempotency key stored,
+// from the read pool.
+func (db *DB) TaskByIdempotencyKey(ctx context.Context, keyID, idempotencyKey string) (weir.Task, error) {
+	if idempotencyKey == "" {
+		return weir.Task{}, fmt.Errorf("load the task of an empty idempotency key: %w", weir.ErrNotFound)
+	}
+	t, err := scanTask(db.read.QueryRowContext(ctx, taskByIdempotencySQL, keyID, idempotencyKey))
+	if err != nil {
+		return weir.Task{}, fmt.Errorf("load the task of idempotency key %q: %w", idempotencyKey, err)
+	}
+	return t, nil
+}
+
 // TaskGet finds a task by ID; weir.ErrNotFound if there is none. It reads
 // from the read pool: what was committed.
 func (db *DB) TaskGet(ctx context.Context, id string) (weir.Task, error) {

@@ -76,7 +76,8 @@
 // stored task, as it is now, copied into its argument, and of concurrent
 // submissions with the same key and idempotency key exactly one creates
 // the task. An empty IdempotencyKey never matches; another key's do not
-// either. The stored task that comes back carries its own Fingerprint,
+// either; TaskByIdempotencyKey finds it (else weir.ErrNotFound). The
+// stored task that comes back carries its own Fingerprint,
 // so the caller can tell a repeat from another request reusing the key;
 // a task stored without one comes back without one. Every field comes
 // back from TaskGet as written (times as for keys; an empty Input or

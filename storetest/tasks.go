@@ -325,6 +325,22 @@ func testTaskIdempotency(t *testing.T, s taskStore) {
 	next.IdempotencyKey = "order-43"
 	createTasks(t, s, &other, &plain1, &plain2, &next)
 	checkList(t, "TaskList", listTasks(t, s, weir.TaskFilter{}), first, other, plain1, plain2, next)
+
+	// The task an idempotency key stored is found by it, for its key
+	// alone; an empty one, or one not stored, finds nothing.
+	found, err := s.TaskByIdempotencyKey(t.Context(), k1.ID, first.IdempotencyKey)
+	if err != nil {
+		t.Fatalf("TaskByIdempotencyKey: %v", err)
+	}
+	checkTask(t, "the task found by its idempotency key", found, first)
+	if found, err := s.TaskByIdempotencyKey(t.Context(), k2.ID, first.IdempotencyKey); err != nil || found.ID != other.ID {
+		t.Errorf("TaskByIdempotencyKey of another key = %s, %v; want %s", found.ID, err, other.ID)
+	}
+	for _, idem := range []string{"", "order-44"} {
+		if _, err := s.TaskByIdempotencyKey(t.Context(), k1.ID, idem); !errors.Is(err, weir.ErrNotFound) {
+			t.Errorf("TaskByIdempotencyKey of %q: %v; want ErrNotFound", idem, err)
+		}
+	}
 }
 
 func testTaskIdempotencyRace(t *testing.T, s taskStore) {

@@ -39,3 +39,33 @@ func TestSubmitPastTheBacklogRefused(t *testing.T) {
 	}
 	b.submit(t, s, nil)
 }
+
+// TestResubmissionPastTheBacklog: with the backlog full, a resubmission
+// of an Idempotency-Key whose task was accepted gets that task (not
+// created, nothing stored) and is not refused; a new key is refused.
+func TestResubmissionPastTheBacklog(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{
+		Platforms: map[string]mock.Config{"vid/a": {JobDuration: time.Hour}},
+		Limits:    map[string]int64{"vid/a": 1},
+		Config:    Config{QueueLimit: 1},
+	})
+	running := b.submit(t, s, nil)
+	b.driveTo(t, running.ID, weir.TaskRunning)
+	accepted := b.submit(t, s, func(tk *weir.Task) { tk.IdempotencyKey = "order-1" })
+
+	again := weir.Task{KeyID: b.key.ID, Kind: "video", Model: "sora-2", Input: []byte(`{"prompt":"a heron at dawn","seconds":"4"}`),
+		IdempotencyKey: "order-1"}
+	created, err := s.Submit(t.Context(), &again)
+	if err != nil || created || again.ID != accepted.ID || again.Status != weir.TaskQueued {
+		t.Fatalf("a resubmission past the backlog = %v, %v, task %s (%s); want %s returned, not created", created, err, again.ID, again.Status, accepted.ID)
+	}
+	fresh := weir.Task{KeyID: b.key.ID, Kind: "video", Model: "sora-2", Input: []byte(`{"prompt":"another"}`), IdempotencyKey: "order-2"}
+	var qe *admission.QueueFullError
+	if created, err := s.Submit(t.Context(), &fresh); created || !errors.As(err, &qe) {
+		t.Fatalf("a new key past the backlog = %v, %v; want refused, queue full", created, err)
+	}
+	if all, err := s.List(t.Context(), weir.TaskFilter{}); err != nil || len(all) != 2 {
+		t.Fatalf("the store has %d tasks (%v), want the 2 taken", len(all), err)
+	}
+}

@@ -52,13 +52,14 @@ func (s *Service) Submit(ctx context.Context, t *weir.Task) (created bool, err e
 		t.Deadline = latest
 	}
 	// Plan first: a task that cannot be served, or finds the backlog
-	// full, is refused before it is stored.
+	// full, is refused before it is stored; unless it was accepted
+	// already.
 	req, err := s.request(ctx, *t)
-	if err != nil {
-		return false, err
+	if err == nil {
+		err = s.backlogFull(ctx)
 	}
-	if err := s.backlogFull(ctx); err != nil {
-		return false, err
+	if err != nil {
+		return false, s.acceptedBefore(ctx, t, err)
 	}
 	created, err = s.store.TaskCreate(ctx, t)
 	if err != nil || !created {
@@ -68,13 +69,33 @@ func (s *Service) Submit(ctx context.Context, t *weir.Task) (created bool, err e
 	return true, s.ledger.submit(ctx, t, req)
 }
 
+// acceptedBefore answers a submission refused with refusal: a
+// resubmission of an Idempotency-Key whose task was accepted already
+// gets that task (copied into t, with a nil error and, to the caller,
+// created false), whatever refuses new work now (a full backlog, a plan
+// that fails); any other gets refusal. A store that cannot say is the
+// store's error.
+func (s *Service) acceptedBefore(ctx context.Context, t *weir.Task, refusal error) error {
+	if t.IdempotencyKey == "" {
+		return refusal
+	}
+	stored, err := s.store.TaskByIdempotencyKey(ctx, t.KeyID, t.IdempotencyKey)
+	switch {
+	case errors.Is(err, weir.ErrNotFound):
+		return refusal
+	case err != nil:
+		return err
+	}
+	*t = stored
+	return nil
+}
+
 // backlogFull is the refusal of a submission while Config.QueueLimit
 // tasks wait in the queue: the workers scope's waiters, as the engine
 // (in a fleet, the leader's) counts them. An engine that cannot say
 // refuses nothing here; the workers scope's own queue limit then refuses
 // the task as it queues, and it ends queue_full. A resubmission of an
-// Idempotency-Key is refused too while the backlog is full: the client
-// retries later, and finds its task then.
+// Idempotency-Key is not refused: it gets its task (acceptedBefore).
 func (s *Service) backlogFull(ctx context.Context) error {
 	st, err := s.engine.Scope(ctx, WorkersScope)
 	if err != nil || st.Queued < s.cfg.QueueLimit {
