@@ -100,6 +100,24 @@ type HealthReporter interface {
 	UpstreamResult(platformModel string, ok bool)
 }
 
+// riverQueues are the River queues a service works. Task jobs may wait
+// in process for their next poll, holding a worker each; webhooks have
+// their own queue so that they never wait behind them, and one key's
+// deliveries hold at most Webhooks.PerKey of its workers (see Callbacks
+// in the package doc).
+func riverQueues(cfg Config) map[string]river.QueueConfig {
+	return map[string]river.QueueConfig{
+		river.QueueDefault: {MaxWorkers: cfg.Workers},
+		// The workers scope bounds the tasks admitted; each queue may
+		// take them all.
+		QueueRunV2: {MaxWorkers: cfg.Workers},
+		// Deliveries are not worth a fetch every 50ms while idle: an
+		// event inserted where no notice wakes its queue waits at most
+		// webhookPoll for its first attempt.
+		queueWebhooks: {MaxWorkers: webhookWorkers, FetchPollInterval: max(webhookPoll, cfg.FetchPollInterval)},
+	}
+}
+
 // Queuer is a Planner that names the River queue the job of a task
 // admitted to a platform model runs from: "" is River's default queue,
 // QueueRunV2 one that older builds do not work.
@@ -452,20 +470,7 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 	river.AddWorker(workers, &purgeWorker{s: s})
 	river.AddWorker(workers, &operatorWorker{s: s})
 	client, err := newRiverStore(store, s.waker, inProcess, &river.Config{
-		// Task jobs may wait in process for their next poll, holding a
-		// worker each; webhooks have their own queue so that they never
-		// wait behind them, and one key's deliveries hold at most
-		// Webhooks.PerKey of its workers (see Callbacks in the package doc).
-		Queues: map[string]river.QueueConfig{
-			river.QueueDefault: {MaxWorkers: cfg.Workers},
-			// The workers scope bounds the tasks admitted; each queue may
-			// take them all.
-			QueueRunV2: {MaxWorkers: cfg.Workers},
-			// Deliveries are not worth a fetch every 50ms while idle:
-			// an event inserted where no notice wakes its queue waits
-			// at most webhookPoll for its first attempt.
-			queueWebhooks: {MaxWorkers: webhookWorkers, FetchPollInterval: max(webhookPoll, cfg.FetchPollInterval)},
-		},
+		Queues:               riverQueues(cfg),
 		Workers:              workers,
 		PeriodicJobs:         []*river.PeriodicJob{purgeJob()},
 		JobTimeout:           s.jobTimeout(),
