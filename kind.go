@@ -76,15 +76,14 @@ func PlatformKindServes(pk string, mk ModelKind) bool {
 	return !ok || slices.Contains(served, mk)
 }
 
-// platformKindLacks lists, for a platform kind that serves a model kind
-// but not every endpoint of it, the endpoints (paths under /v1) it
-// lacks: Azure OpenAI has no image variations.
-var platformKindLacks = map[string][]string{
-	"azure": {"/images/variations"},
+// kindsLacking lists, for an endpoint (a path under /v1), the platform
+// kinds that serve its model kind but not it: Azure OpenAI has no image
+// variations. Keyed by path, so that a request to any other endpoint
+// learns there is nothing to check in one lookup.
+var kindsLacking = map[string][]string{
+	"/images/variations": {"azure"},
 }
 
-// PlatformKindServesPath reports whether a platform of kind pk serves
-// the endpoint path (under /v1) of a model kind it serves.
-func PlatformKindServesPath(pk, path string) bool {
-	return !slices.Contains(platformKindLacks[pk], path)
-}
+// PlatformKindsLacking are the platform kinds that lack the endpoint
+// path (under /v1) of a model kind they serve; none for most paths.
+func PlatformKindsLacking(path string) []string { return kindsLacking[path] }

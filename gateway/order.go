@@ -89,11 +89,15 @@ func onPlatform(st *Snapshot, pms []string, platform string) []string {
 // c's endpoint (Azure has no image variations). When that leaves none,
 // refusal, if there was none, says so.
 func servedAt(c *Call, pms []string, refusal *Error) ([]string, *Error) {
+	lacking := weir.PlatformKindsLacking(c.Path)
+	if len(lacking) == 0 {
+		return pms, refusal
+	}
 	st := c.Snapshot
 	var out []string
 	for i, name := range pms {
 		pm, ok := st.pms[name]
-		served := !ok || weir.PlatformKindServesPath(st.kinds[pm.Platform], c.Path)
+		served := !ok || !slices.Contains(lacking, st.kinds[pm.Platform])
 		switch {
 		case !served && out == nil:
 			// The first left out: copied from here on.
