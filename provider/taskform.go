@@ -29,21 +29,21 @@ type TaskFile struct {
 const TaskFileField = "file"
 
 // ReadTaskFile reads raw, an input's file: it must be an object with
-// data, standard base64; it returns the decoded bytes' length. The
+// data, standard base64; it returns the file and its bytes, decoded. The
 // error is for the client, about input.file.
-func ReadTaskFile(raw json.RawMessage) (TaskFile, int64, error) {
+func ReadTaskFile(raw json.RawMessage) (TaskFile, []byte, error) {
 	var f TaskFile
 	if err := json.Unmarshal(raw, &f); err != nil {
-		return f, 0, errors.New(`file must be an object: {"data": base64 of the file, "filename": its name}`)
+		return f, nil, errors.New(`file must be an object: {"data": base64 of the file, "filename": its name}`)
 	}
 	if f.Data == "" {
-		return f, 0, errors.New("file.data must hold the file, base64-encoded")
+		return f, nil, errors.New("file.data must hold the file, base64-encoded")
 	}
-	n, err := base64.StdEncoding.DecodeString(f.Data)
+	data, err := base64.StdEncoding.DecodeString(f.Data)
 	if err != nil {
-		return f, 0, errors.New("file.data is not valid base64: " + err.Error())
+		return f, nil, errors.New("file.data is not valid base64: " + err.Error())
 	}
-	return f, int64(len(n)), nil
+	return f, data, nil
 }
 
 // taskForm is a task's JSON input sent as the multipart form an upload
@@ -56,11 +56,10 @@ func taskForm(body []byte) (*Upload, error) {
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, badTaskInput("", "the task's input is not a JSON object")
 	}
-	f, _, err := ReadTaskFile(in[TaskFileField])
+	f, data, err := ReadTaskFile(in[TaskFileField])
 	if err != nil {
 		return nil, badTaskInput(TaskFileField, err.Error())
 	}
-	data, _ := base64.StdEncoding.DecodeString(f.Data) // read above
 	var b bytes.Buffer
 	mw := multipart.NewWriter(&b)
 	names := make([]string, 0, len(in))
