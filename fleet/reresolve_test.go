@@ -101,11 +101,11 @@ func TestResolveAddsNodeAcrossReplicas(t *testing.T) {
 			for _, e := range es {
 				// Every spec resolves to the node's candidate, which the
 				// engine skips until the node's scope is there.
-				e.OnResolve(func(spec []byte) ([]admission.Candidate, error) {
+				e.OnResolve(func(spec []byte) (func() []admission.Candidate, error) {
 					if string(spec) != "model m" {
 						t.Errorf("resolved spec %q; want the waiter's", spec)
 					}
-					return []admission.Candidate{one("node")}, nil
+					return func() []admission.Candidate { return []admission.Candidate{one("node")} }, nil
 				})
 			}
 			if err := hub.SetScope(ctx, "pm", admission.ScopeConfig{Limit: 1}); err != nil {

@@ -2,13 +2,18 @@ package fleet
 
 import "github.com/weir-gateway/weir/admission"
 
-// OnResolve sets f to resolve, while this replica leads, the Spec of a
-// waiter of another replica (admission.Request.Spec) to its candidates
-// now, as that replica's Resolve would: a node that connected after the
-// waiter arrived becomes one of its candidates. The engine calls f under
-// its lock: f must not call the engine, nor block. nil: such waiters keep
+// SpecResolver reads the Spec of a waiter of another replica
+// (admission.Request.Spec) once, and returns what resolves it to its
+// candidates now, as that replica's Resolve would.
+type SpecResolver = func(spec []byte) (func() []admission.Candidate, error)
+
+// OnResolve sets f to read, while this replica leads, the Specs of
+// other replicas' waiters: a node that connected after a waiter arrived
+// becomes one of its candidates. A waiter's Spec is read once, at its
+// first re-resolution; the engine calls f and what it returns under its
+// lock: they must not call the engine, nor block. nil: such waiters keep
 // the candidates they arrived with.
-func (e *Engine) OnResolve(f func(spec []byte) ([]admission.Candidate, error)) {
+func (e *Engine) OnResolve(f SpecResolver) {
 	if f == nil {
 		e.specs.Store(nil)
 		return

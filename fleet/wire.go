@@ -187,7 +187,7 @@ func (w *wireRequest) requestWith(specs *specResolver) admission.Request {
 
 // specResolver holds the resolver a replica registered for the Specs of
 // other replicas' waiters (Engine.OnResolve), read while it leads.
-type specResolver = atomic.Pointer[func(spec []byte) ([]admission.Candidate, error)]
+type specResolver = atomic.Pointer[SpecResolver]
 
 // arrivedWith is the leader's Resolve for a waiter of another replica
 // that has one: the candidates the waiter arrived with, every one of
@@ -201,22 +201,32 @@ type specResolver = atomic.Pointer[func(spec []byte) ([]admission.Candidate, err
 // knows it (Engine.onNotify).
 func arrivedWith(cands []admission.Candidate, spec []byte, specs *specResolver) func(string) ([]admission.Candidate, error) {
 	cands = slices.Clone(cands)
+	// The spec as the resolver registered now read it (the engine calls
+	// Resolve under its lock: one at a time).
+	var readBy *SpecResolver
+	var now func() []admission.Candidate
 	return func(string) ([]admission.Candidate, error) {
 		out := slices.Clone(cands)
-		var f *func([]byte) ([]admission.Candidate, error)
+		var f *SpecResolver
 		if specs != nil && len(spec) > 0 {
 			f = specs.Load()
 		}
 		if f == nil {
 			return out, nil
 		}
-		more, err := (*f)(spec)
-		if err != nil {
-			// Its spec cannot be read here (a newer replica's, say): it
-			// keeps what it arrived with.
+		if f != readBy {
+			var err error
+			if now, err = (*f)(spec); err != nil {
+				// Its spec cannot be read here (a newer replica's, say): it
+				// keeps what it arrived with.
+				now = nil
+			}
+			readBy = f
+		}
+		if now == nil {
 			return out, nil
 		}
-		for _, c := range more {
+		for _, c := range now() {
 			if len(out) >= admission.MaxCandidates {
 				break
 			}

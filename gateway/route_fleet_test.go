@@ -99,11 +99,11 @@ func (e specEngine) request(req admission.Request) admission.Request {
 		cands, spec, svc := slices.Clone(req.Candidates), req.Spec, *e.svc
 		req.Resolve = func(string) ([]admission.Candidate, error) {
 			out := slices.Clone(cands)
-			more, err := svc.ResolveSpec(spec)
+			resolve, err := svc.ResolveSpec(spec)
 			if err != nil {
 				return out, nil
 			}
-			for _, c := range more {
+			for _, c := range resolve() {
 				if !slices.ContainsFunc(out, func(o admission.Candidate) bool { return slices.Equal(o.Needs, c.Needs) }) {
 					out = append(out, c)
 				}

@@ -61,14 +61,15 @@ func (r *routing) spec() []byte {
 	return b
 }
 
-// ResolveSpec resolves a request's Spec, made by this gateway on another
-// replica of the fleet, to the node candidates serving its model now,
-// less those it tried and those cooling down. A fleet's leader calls it
-// under its engine's lock (fleet.Engine.OnResolve): it does not call the
-// engine.
-func (s *Service) ResolveSpec(spec []byte) ([]admission.Candidate, error) {
+// ResolveSpec reads a request's Spec, made by this gateway on another
+// replica of the fleet, and returns what resolves it to the node
+// candidates serving its model now, less those it tried and those
+// cooling down. A fleet's leader reads a waiter's Spec once and resolves
+// it under its engine's lock at each re-resolution
+// (fleet.Engine.OnResolve): neither calls the engine.
+func (s *Service) ResolveSpec(spec []byte) (func() []admission.Candidate, error) {
 	if s.deps.Nodes == nil {
-		return nil, nil
+		return func() []admission.Candidate { return nil }, nil
 	}
 	if len(spec) > maxSpec {
 		return nil, fmt.Errorf("a request spec of %d bytes", len(spec))
@@ -77,6 +78,11 @@ func (s *Service) ResolveSpec(spec []byte) ([]admission.Candidate, error) {
 	if err := json.Unmarshal(spec, &sp); err != nil {
 		return nil, fmt.Errorf("a request spec: %w", err)
 	}
+	return func() []admission.Candidate { return s.specCandidates(sp) }, nil
+}
+
+// specCandidates are the node candidates of sp's model now.
+func (s *Service) specCandidates(sp nodeSpec) []admission.Candidate {
 	now := s.deps.Clock.Now()
 	var out []admission.Candidate
 	for _, n := range s.deps.Nodes.Serving(sp.Model) {
@@ -86,7 +92,7 @@ func (s *Service) ResolveSpec(spec []byte) ([]admission.Candidate, error) {
 		long := n.LongPromptTokens > 0 && sp.Prompt > n.LongPromptTokens
 		out = append(out, admission.Candidate{Needs: nodeNeeds(sp.Before, n, long, sp.After), Tokens: sp.Tokens, Cost: sp.Cost})
 	}
-	return out, nil
+	return out
 }
 
 // nodeNeeds is what a candidate on n's provider needs: before, its slots
