@@ -123,17 +123,44 @@ func (r *routing) current() []target {
 }
 
 // admitted is the target of l's candidate, with its node's generation as
-// the gateway sees it now. A candidate past the last resolution is one a
-// fleet's leader added for a node that connected later (ResolveSpec),
-// known by the slots l holds; false if no such node serves now.
+// the gateway sees it now. l's index is into the list its engine held,
+// which is the last resolution here unless a fleet's leader queued the
+// waiter with another list (the one it arrived with, or that list and
+// what its Spec added, after this replica had resolved it in process
+// while it led): so the target is the one whose scope l holds, the
+// indexed one first. A candidate of none of them is one a fleet's leader
+// added for a node that connected later (ResolveSpec), known by the slots
+// l holds; false if no such node serves now.
 func (r *routing) admitted(l admission.Lease) (target, bool) {
 	r.mu.Lock()
 	ts := r.targets
 	r.mu.Unlock()
-	if l.Candidate >= 0 && l.Candidate < len(ts) {
+	if l.Candidate >= 0 && l.Candidate < len(ts) && (len(l.Needs) == 0 || r.holds(l, ts[l.Candidate])) {
 		return r.newestGen(ts[l.Candidate]), true
 	}
+	for _, t := range ts {
+		if r.holds(l, t) {
+			return r.newestGen(t), true
+		}
+	}
 	return r.addedNode(l)
+}
+
+// holds reports whether l holds t's own scope: its node's slots or its
+// platform model's scope (in the acceptance run mode, its copy).
+func (r *routing) holds(l admission.Lease, t target) bool {
+	scope := ""
+	if t.node != nil {
+		scope = weir.NodeScope(t.node.Node, t.node.Provider)
+	} else {
+		scope = pmScopeFor(r.c.RunMode, t.pm)
+	}
+	for _, n := range l.Needs {
+		if n.Scope == scope {
+			return true
+		}
+	}
+	return false
 }
 
 // newestGen is t with its node's newest generation serving. A waiter

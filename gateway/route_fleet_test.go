@@ -157,3 +157,35 @@ func TestNodeAddedAtAnotherReplica(t *testing.T) {
 		t.Errorf("served by %q; want node_b's provider, which connected after the request arrived", c.Usage.PlatformModel)
 	}
 }
+
+// TestLeaseKnownByItsScope: a lease's candidate index is into the list
+// its engine held, which differs from this replica's last resolution
+// when a fleet's new leader queued the waiter with the list it arrived
+// with after this replica, leading, had resolved it in process. The
+// lease goes to the target whose scope it holds, whatever its index.
+func TestLeaseKnownByItsScope(t *testing.T) {
+	t.Parallel()
+	nodes := &fakeNodes{answer: okAnswer}
+	b := setup(t, setupOpts{nodes: nodes})
+	c := b.chat(t)
+	node := b.nodeTarget(t, "node_b", 1)
+	nodes.set(node)
+	r := &routing{s: b.svc, c: c, targets: []target{{pm: "up/m"}, {node: &node}, {pm: "up2/m"}}}
+	cands := r.candidates(r.targets)
+	for _, tc := range []struct {
+		index int
+		held  int // the candidate whose needs the lease holds
+		want  string
+	}{
+		{0, 0, "up/m"},
+		{0, 2, "up2/m"},         // the leader's list had up2/m first
+		{2, 1, "node:node_b/p"}, // and the node last
+		{5, 0, "up/m"},          // past this replica's list, on one of it
+	} {
+		l := admission.Lease{Candidate: tc.index, Needs: cands[tc.held].Needs}
+		got, ok := r.admitted(l)
+		if !ok || got.name() != tc.want {
+			t.Errorf("lease on candidate %d holding %s's scopes: target %q (%v); want %s", tc.index, r.targets[tc.held].name(), got.name(), ok, tc.want)
+		}
+	}
+}
