@@ -48,6 +48,7 @@ type fleetRig struct {
 	// server is extra lines of each replica's server section, each
 	// indented by two spaces and ending in a newline, or "".
 	server string
+	env    []string // added to each replica's environment
 	rs     map[string]*gateway
 }
 
@@ -73,12 +74,19 @@ func startFleetWith(t *testing.T, n int, catalog string, timings fleetTimings) *
 // replica's server section (fleetRig.server).
 func startFleetServer(t *testing.T, n int, server, catalog string, timings fleetTimings) *fleetRig {
 	t.Helper()
+	return startFleetEnv(t, n, nil, server, catalog, timings)
+}
+
+// startFleetEnv is startFleetServer with env (KEY=value) added to each
+// replica's environment.
+func startFleetEnv(t *testing.T, n int, env []string, server, catalog string, timings fleetTimings) *fleetRig {
+	t.Helper()
 	dsn := pgtest.Schema(t)
 	// Unique across the tests running at once: a test that ends
 	// connections by application_name must end only its own fleet's.
 	app := fmt.Sprintf("weir-e2e-%x", rand.Uint64())
 	f := &fleetRig{dsn: withParam(dsn, "application_name", app), app: app, catalog: catalog, dir: t.TempDir(),
-		timings: timings, server: server, rs: make(map[string]*gateway)}
+		timings: timings, server: server, env: env, rs: make(map[string]*gateway)}
 	for i := range n {
 		f.start(t, fmt.Sprintf("r%d", i))
 	}
@@ -106,7 +114,7 @@ func (f *fleetRig) start(t *testing.T, id string) *gateway {
 // startBin is start with another weir binary ("" for weirBin).
 func (f *fleetRig) startBin(t *testing.T, id, bin string) *gateway {
 	t.Helper()
-	g := &gateway{Config: filepath.Join(f.dir, id+".yaml"), DB: filepath.Join(f.dir, id+".db"), exited: make(chan struct{}), bin: bin}
+	g := &gateway{Config: filepath.Join(f.dir, id+".yaml"), DB: filepath.Join(f.dir, id+".db"), exited: make(chan struct{}), bin: bin, env: f.env}
 	text := fmt.Sprintf(`server:
   listen: 127.0.0.1:0
   log_level: info

@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -110,5 +111,79 @@ func TestTraceOfATaskAcrossARestart(t *testing.T) {
 	}
 	if !traced {
 		t.Error("the callback receiver got no traceparent of the task's trace")
+	}
+}
+
+// TestTraceAcrossReplicas: a traced request that one replica of a fleet
+// relays to the replica its edge node dialed is one trace: the first
+// replica's server and client spans, the second replica's server span of
+// the relay below that client span, and the node's run below the second
+// replica's span.
+func TestTraceAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	rcv := otlptest.New(t)
+	env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rcv.URL, "OTEL_BSP_SCHEDULE_DELAY=50"}
+	rt := startUpstream(t, mock.Config{})
+	f := startFleetEnv(t, 2, env, "", nodeCatalog(), fleetTimings{fleetTermTTL, fleetHeartbeat})
+	f.ready(t, "r0", "r1")
+	r0, r1 := f.rs["r0"], f.rs["r1"]
+	_, key := r0.createKey(t, "--name", "edge")
+	n := newNodeEnv(t, r0, env, "gpu-trace", rt.URL, 1)
+	r0.serving(t, n.id, 0)
+	waitFor(t, 10*time.Second, "r1 to serve the node's model", func() bool {
+		return r1.do(t, request{Path: "/v1/chat/completions", Key: key, Body: chatBody("local")}).Status == http.StatusOK
+	})
+
+	const traceID = "5bf92f3577b34da6a3ce929d0e0e4737"
+	rep := r1.do(t, request{Path: "/v1/chat/completions", Key: key, Body: chatBody("local"),
+		Header: map[string]string{"traceparent": "00-" + traceID + "-00f067aa0ba902b7-01"}})
+	if rep.Status != http.StatusOK {
+		t.Fatalf("status %d: %s", rep.Status, rep.Body)
+	}
+	// The processes export on their own schedules: wait until the chain
+	// from the node's run up to the client's span has arrived whole.
+	var trace, chain []otlptest.Span
+	rcv.WaitFor(t, func(spans []otlptest.Span) bool {
+		trace, chain = trace[:0], chain[:0]
+		byID := make(map[string]otlptest.Span)
+		for _, s := range spans {
+			if s.TraceID == traceID {
+				trace = append(trace, s)
+				byID[s.SpanID] = s
+			}
+		}
+		run := otlptest.Find(trace, "weir.node.run")
+		if run == nil {
+			return false
+		}
+		for s, ok := *run, true; ok; s, ok = byID[s.ParentSpanID] {
+			chain = append(chain, s)
+			if s.ParentSpanID == "00f067aa0ba902b7" {
+				return true
+			}
+		}
+		return false
+	})
+	var names []string
+	for _, s := range chain {
+		names = append(names, fmt.Sprintf("%s (%s, %v)", s.Name, s.Kind, s.Resource["service.name"]))
+	}
+	if root := chain[len(chain)-1]; root.Kind != "SPAN_KIND_SERVER" || root.Name != "POST /v1/chat/completions" {
+		t.Errorf("the trace's root in Weir is %s (%s); want r1's server span", root.Name, root.Kind)
+	}
+	var relayed, relayServer bool
+	for _, s := range trace {
+		if s.Kind == "SPAN_KIND_CLIENT" && s.Attrs["weir.relay.replica"] != nil {
+			relayed = true
+			for _, c := range trace {
+				relayServer = relayServer || c.ParentSpanID == s.SpanID && c.Kind == "SPAN_KIND_SERVER"
+			}
+		}
+	}
+	if !relayed || !relayServer {
+		t.Errorf("want r1's client span naming the relay (weir.relay.replica) with r0's server span below it; the run's ancestry: %v", names)
+	}
+	if len(chain) != 4 || chain[1].Kind != "SPAN_KIND_SERVER" || chain[2].Kind != "SPAN_KIND_CLIENT" {
+		t.Errorf("the run's ancestry %v; want r0's relay server span, r1's client span, r1's server span", names)
 	}
 }
