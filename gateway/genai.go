@@ -86,6 +86,9 @@ type callObs struct {
 	gaps        Observer
 	tokens      bool
 	in, out     int64
+	// notes are what a traced attempt's span is told of the answer
+	// (traceanswer.go); off for an untraced one.
+	notes answerNotes
 }
 
 // startObs begins measuring c's attempt on pm, sent at t0, in o.

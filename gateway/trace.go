@@ -15,7 +15,6 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
-	"github.com/weir-gateway/weir/internal/fastjson"
 	"github.com/weir-gateway/weir/provider"
 	"github.com/weir-gateway/weir/tracing"
 )
@@ -106,6 +105,9 @@ func (s *Service) tracedAttempt(ctx context.Context, c *Call, out Answer, lease 
 	ctx, span := s.startAttempt(ctx, c, pm, n)
 	retry, err := s.attempt(ctx, c, out, lease, pm)
 	if span != nil {
+		if c.obs != nil {
+			c.obs.notes.record(span)
+		}
 		endAttempt(span, c, retry, err)
 	}
 	return retry, err
@@ -176,47 +178,6 @@ func endAttempt(span trace.Span, c *Call, retry *provider.Error, err error) {
 	span.End()
 }
 
-// answerSeen records on span, an attempt's, the response model and the
-// finish reasons of a whole (not streamed) JSON answer, in Chat
-// Completions' shape or Anthropic's Messages'. Nothing of the prompt or
-// the completion is recorded.
-func answerSeen(span trace.Span, body []byte) {
-	var (
-		model   string
-		reasons []string
-	)
-	rd := fastjson.NewReader(body)
-	if rd.Open('{') {
-		for rd.Next('}') {
-			switch string(rd.Key()) {
-			case "model":
-				model = rd.String()
-			case "stop_reason": // Anthropic's Messages
-				if r := rd.String(); r != "" {
-					reasons = append(reasons, r)
-				}
-			case "choices":
-				reasons = finishReasons(rd, reasons)
-			default:
-				rd.Skip()
-			}
-		}
-	}
-	var attrs [2]attribute.KeyValue
-	n := 0
-	if model != "" {
-		attrs[n] = semconv.GenAIResponseModel(model)
-		n++
-	}
-	if len(reasons) > 0 {
-		attrs[n] = finishReasonsAttr(reasons)
-		n++
-	}
-	if n > 0 {
-		span.SetAttributes(attrs[:n]...)
-	}
-}
-
 // commonFinishReasons are gen_ai.response.finish_reasons of the answers
 // with one choice and a usual reason (Chat Completions' and Messages'),
 // made once: a slice attribute is a copy of its slice, made each time.
@@ -237,29 +198,6 @@ func finishReasonsAttr(reasons []string) attribute.KeyValue {
 		}
 	}
 	return semconv.GenAIResponseFinishReasons(reasons...)
-}
-
-// finishReasons reads Chat Completions' choices, appending each one's
-// finish_reason to reasons.
-func finishReasons(rd *fastjson.Reader, reasons []string) []string {
-	if !rd.Open('[') {
-		return reasons
-	}
-	for rd.Next(']') {
-		if !rd.Open('{') {
-			return reasons
-		}
-		for rd.Next('}') {
-			if string(rd.Key()) == "finish_reason" {
-				if r := rd.String(); r != "" {
-					reasons = append(reasons, r)
-				}
-				continue
-			}
-			rd.Skip()
-		}
-	}
-	return reasons
 }
 
 // operationOf is c's GenAI operation name.

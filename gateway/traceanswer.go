@@ -1,0 +1,179 @@
+package gateway
+
+import (
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/weir-gateway/weir/internal/fastjson"
+)
+
+// answerNotes is what a traced attempt's client span is told of the
+// upstream's answer: the response's model and id, and its finish
+// reasons. It reads
+// a whole JSON answer, or a stream's chunks one by one as they pass,
+// without holding them: Chat Completions' shape, Anthropic's Messages'
+// (message_start's message, message_delta's delta) and the Responses
+// API's (the response of its events). It lives in the attempt's
+// callObs; on is false for an untraced attempt, which reads nothing.
+type answerNotes struct {
+	on bool
+	// model and id are the first the answer named.
+	model, id string
+	// reasons are the finish reasons in the order read; reasonsBuf
+	// holds the first few without an allocation.
+	reasons    []string
+	reasonsBuf [2]string
+	// status and incomplete are a Responses answer's status and
+	// incomplete_details.reason: its finish reason, having no other.
+	status, incomplete string
+}
+
+// start makes a, an attempt's, read the answer to come.
+func (a *answerNotes) start() {
+	*a = answerNotes{on: true}
+	a.reasons = a.reasonsBuf[:0]
+}
+
+// read reads one JSON object: a whole answer or a stream's chunk. What
+// it does not know it skips; it stops at what is malformed.
+func (a *answerNotes) read(b []byte) {
+	a.object(fastjson.NewReader(b), 0)
+}
+
+// object reads an object at depth: 0 the answer or chunk, 1 an object
+// in it that holds more of the same (message_start's message, a
+// Responses event's response, message_delta's and
+// content_block_delta's delta).
+func (a *answerNotes) object(rd *fastjson.Reader, depth int) {
+	if rd.Peek() != '{' {
+		rd.Skip()
+		return
+	}
+	rd.Open('{')
+	for rd.Next('}') {
+		switch string(rd.Key()) {
+		case "id":
+			a.id = first(rd, a.id)
+		case "model":
+			a.model = first(rd, a.model)
+		case "choices":
+			a.choices(rd)
+		case "stop_reason": // Messages'
+			a.reason(rd.String())
+		case "status": // the Responses API's
+			a.status = rd.String()
+		case "incomplete_details":
+			a.incomplete = incompleteReason(rd)
+		case "message", "response", "delta":
+			if depth == 0 {
+				a.object(rd, 1)
+			} else {
+				rd.Skip()
+			}
+		default:
+			rd.Skip()
+		}
+	}
+}
+
+// first is the string rd reads if had is "", else had (the value read
+// is skipped): a stream's chunks repeat their model and id, read once.
+func first(rd *fastjson.Reader, had string) string {
+	if had != "" {
+		rd.Skip()
+		return had
+	}
+	return rd.String()
+}
+
+// choices reads Chat Completions' choices (a whole answer's or a
+// chunk's): each one's finish reason.
+func (a *answerNotes) choices(rd *fastjson.Reader) {
+	if rd.Peek() != '[' {
+		rd.Skip()
+		return
+	}
+	rd.Open('[')
+	for rd.Next(']') {
+		if rd.Peek() != '{' {
+			rd.Skip()
+			continue
+		}
+		rd.Open('{')
+		for rd.Next('}') {
+			if string(rd.Key()) == "finish_reason" {
+				a.reason(rd.String())
+				continue
+			}
+			rd.Skip()
+		}
+	}
+}
+
+// reason notes a finish reason r, if any.
+func (a *answerNotes) reason(r string) {
+	if r == "" {
+		return
+	}
+	a.reasons = append(a.reasons, r)
+}
+
+// incompleteReason reads a Responses answer's incomplete_details (or
+// null): its reason.
+func incompleteReason(rd *fastjson.Reader) string {
+	if rd.Peek() != '{' {
+		rd.Skip()
+		return ""
+	}
+	rd.Open('{')
+	var r string
+	for rd.Next('}') {
+		if string(rd.Key()) == "reason" {
+			r = rd.String()
+			continue
+		}
+		rd.Skip()
+	}
+	return r
+}
+
+// finishReasons are the answer's finish reasons: those it gave, or a
+// Responses answer's incomplete reason or status.
+func (a *answerNotes) finishReasons() []string {
+	if len(a.reasons) == 0 {
+		switch {
+		case a.incomplete != "":
+			a.reasons = append(a.reasons, a.incomplete)
+		case a.status != "":
+			a.reasons = append(a.reasons, a.status)
+		}
+	}
+	return a.reasons
+}
+
+// record sets on span what a read, in one call, and turns a off.
+func (a *answerNotes) record(span trace.Span) {
+	if !a.on {
+		return
+	}
+	a.on = false
+	var attrs [3]attribute.KeyValue
+	n := 0
+	if a.model != "" {
+		attrs[n] = semconv.GenAIResponseModel(a.model)
+		n++
+	}
+	if a.id != "" {
+		attrs[n] = semconv.GenAIResponseID(a.id)
+		n++
+	}
+	reasons := a.finishReasons()
+	if len(reasons) > 0 {
+		attrs[n] = finishReasonsAttr(reasons)
+		n++
+	}
+	if n > 0 {
+		span.SetAttributes(attrs[:n]...)
+	}
+}
