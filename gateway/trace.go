@@ -148,7 +148,9 @@ func (s *Service) startAttempt(ctx context.Context, c *Call, pm upstream, attemp
 }
 
 // endAttempt ends the span of an attempt that returned retry and err
-// (attempt's results), with the usage and the answer it read.
+// (attempt's results), with the usage the upstream reported: a count
+// made from a stream's chunks, or the estimate of an answer that
+// reported none, is not the upstream's usage.
 func endAttempt(span trace.Span, c *Call, retry *provider.Error, err error) {
 	var etype string
 	switch {
@@ -161,7 +163,7 @@ func endAttempt(span trace.Span, c *Call, retry *provider.Error, err error) {
 	}
 	var attrs [3]attribute.KeyValue
 	n := 0
-	if c.Usage.PromptTokens > 0 || c.Usage.CompletionTokens > 0 {
+	if c.obs != nil && c.obs.reported && (c.Usage.PromptTokens > 0 || c.Usage.CompletionTokens > 0) {
 		attrs[0], attrs[1] = semconv.GenAIUsageInputTokens(int(c.Usage.PromptTokens)), semconv.GenAIUsageOutputTokens(int(c.Usage.CompletionTokens))
 		n = 2
 	}

@@ -70,6 +70,18 @@ func TestTraceOfAChatStream(t *testing.T) {
 	noContent(t, client, "secret prompt")
 }
 
+// A stream that reports no usage has none on its span: the gateway's
+// count of its chunks is not the upstream's usage.
+func TestTraceOfAChatStreamWithoutUsage(t *testing.T) {
+	t.Parallel()
+	b, rcv := tracedSetup(t, setupOpts{})
+	client := tracedCall(t, b, rcv, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, "chat gpt-4o-mini", nil)
+	wantAttrs(t, client, map[string]any{"gen_ai.response.model": "gpt-4o-mini", "gen_ai.usage.input_tokens": nil, "gen_ai.usage.output_tokens": nil})
+	if !containsAll(client.Attrs["gen_ai.response.finish_reasons"], "stop") {
+		t.Errorf("finish reasons %v", client.Attrs["gen_ai.response.finish_reasons"])
+	}
+}
+
 // Streams passed through in the dialect the client spoke (the Responses
 // API to an openai platform, Messages to an anthropic one) give their
 // spans the same, read from their events.
