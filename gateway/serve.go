@@ -375,8 +375,8 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 	call.Path, call.Stream, call.Header = path, c.Stream, c.Header
 	t0 := s.deps.Clock.Now()
 	s.startObs(c, &hold.obs, pm, t0)
-	if trace.SpanFromContext(ctx).IsRecording() {
-		c.obs.notes.start()
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		s.noteAttempt(span, c, call.Body)
 	}
 	defer func() { c.Upstream += c.obs.end.Sub(t0) }()
 	resp, err := pm.ex.Do(ctx, call)

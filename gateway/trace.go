@@ -113,6 +113,18 @@ func (s *Service) tracedAttempt(ctx context.Context, c *Call, out Answer, lease 
 	return retry, err
 }
 
+// noteAttempt readies c's attempt, traced in span, to note the answer
+// it gets (answerNotes), and with content capture on records body, the
+// request sent upstream, as the input messages.
+func (s *Service) noteAttempt(span trace.Span, c *Call, body []byte) {
+	c.obs.notes.start(s.cfg.CaptureContent)
+	if s.cfg.CaptureContent && len(body) > 0 {
+		if attrs := inputMessages(body); len(attrs) > 0 {
+			span.SetAttributes(attrs...)
+		}
+	}
+}
+
 // clientSpan starts an attempt's span: a slice made once, so that
 // starting one allocates no options.
 var clientSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}

@@ -9,8 +9,8 @@ import (
 )
 
 // answerNotes is what a traced attempt's client span is told of the
-// upstream's answer: the response's model and id, and its finish
-// reasons. It reads
+// upstream's answer: the response's model and id, its finish reasons,
+// and (when the operator opts in, tracecontent.go) its output. It reads
 // a whole JSON answer, or a stream's chunks one by one as they pass,
 // without holding them: Chat Completions' shape, Anthropic's Messages'
 // (message_start's message, message_delta's delta) and the Responses
@@ -27,12 +27,18 @@ type answerNotes struct {
 	// status and incomplete are a Responses answer's status and
 	// incomplete_details.reason: its finish reason, having no other.
 	status, incomplete string
+	// out, when content is captured, is the answer's output so far.
+	out *outputCapture
 }
 
-// start makes a, an attempt's, read the answer to come.
-func (a *answerNotes) start() {
+// start makes a, an attempt's, read the answer to come; capture: the
+// output too.
+func (a *answerNotes) start(capture bool) {
 	*a = answerNotes{on: true}
 	a.reasons = a.reasonsBuf[:0]
+	if capture {
+		a.out = &outputCapture{}
+	}
 }
 
 // read reads one JSON object: a whole answer or a stream's chunk. What
@@ -60,7 +66,7 @@ func (a *answerNotes) object(rd *fastjson.Reader, depth int) {
 		case "choices":
 			a.choices(rd)
 		case "stop_reason": // Messages'
-			a.reason(rd.String())
+			a.reason(0, rd.String())
 		case "status": // the Responses API's
 			a.status = rd.String()
 		case "incomplete_details":
@@ -68,6 +74,24 @@ func (a *answerNotes) object(rd *fastjson.Reader, depth int) {
 		case "message", "response", "delta":
 			if depth == 0 {
 				a.object(rd, 1)
+			} else {
+				rd.Skip()
+			}
+		case "text": // content_block_delta's delta
+			if a.out != nil && depth == 1 && rd.Peek() == '"' {
+				a.out.text(0, rd.String())
+			} else {
+				rd.Skip()
+			}
+		case "content": // a whole Messages answer's blocks
+			if a.out != nil {
+				a.out.blocks(rd.Span(), 0)
+			} else {
+				rd.Skip()
+			}
+		case "output": // a Responses answer's items
+			if a.out != nil {
+				a.out.items(rd.Span())
 			} else {
 				rd.Skip()
 			}
@@ -88,35 +112,45 @@ func first(rd *fastjson.Reader, had string) string {
 }
 
 // choices reads Chat Completions' choices (a whole answer's or a
-// chunk's): each one's finish reason.
+// chunk's): each one's finish reason, and its message or delta when the
+// output is captured.
 func (a *answerNotes) choices(rd *fastjson.Reader) {
 	if rd.Peek() != '[' {
 		rd.Skip()
 		return
 	}
 	rd.Open('[')
-	for rd.Next(']') {
+	for i := 0; rd.Next(']'); i++ {
 		if rd.Peek() != '{' {
 			rd.Skip()
 			continue
 		}
 		rd.Open('{')
+		index := i
 		for rd.Next('}') {
-			if string(rd.Key()) == "finish_reason" {
-				a.reason(rd.String())
-				continue
+			switch key := string(rd.Key()); {
+			case key == "finish_reason":
+				a.reason(index, rd.String())
+			case key == "index" && a.out != nil:
+				index = int(rd.Int64())
+			case (key == "message" || key == "delta") && a.out != nil:
+				a.out.message(rd.Span(), index, key == "message")
+			default:
+				rd.Skip()
 			}
-			rd.Skip()
 		}
 	}
 }
 
-// reason notes a finish reason r, if any.
-func (a *answerNotes) reason(r string) {
+// reason notes choice's finish reason r, if any.
+func (a *answerNotes) reason(choice int, r string) {
 	if r == "" {
 		return
 	}
 	a.reasons = append(a.reasons, r)
+	if a.out != nil {
+		a.out.reason(choice, r)
+	}
 }
 
 // incompleteReason reads a Responses answer's incomplete_details (or
@@ -158,7 +192,7 @@ func (a *answerNotes) record(span trace.Span) {
 		return
 	}
 	a.on = false
-	var attrs [3]attribute.KeyValue
+	var attrs [5]attribute.KeyValue
 	n := 0
 	if a.model != "" {
 		attrs[n] = semconv.GenAIResponseModel(a.model)
@@ -172,6 +206,16 @@ func (a *answerNotes) record(span trace.Span) {
 	if len(reasons) > 0 {
 		attrs[n] = finishReasonsAttr(reasons)
 		n++
+	}
+	if a.out != nil {
+		if msgs := a.out.json(reasons); msgs != "" {
+			attrs[n] = semconv.GenAIOutputMessagesKey.String(msgs)
+			n++
+		}
+		if a.out.cut {
+			attrs[n] = attrContentTruncated.Bool(true)
+			n++
+		}
 	}
 	if n > 0 {
 		span.SetAttributes(attrs[:n]...)

@@ -1,11 +1,14 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/internal/otlptest"
 )
 
@@ -120,4 +123,92 @@ func TestTraceOfNativeStreams(t *testing.T) {
 		}
 		noContent(t, client, "secret prompt")
 	})
+}
+
+// messagesText is the text of the first part of the first message of
+// gen_ai.output.messages (or of gen_ai.input.messages' last message).
+func messagesText(t *testing.T, v any, last bool) string {
+	t.Helper()
+	s, _ := v.(string)
+	var msgs []struct {
+		Role  string
+		Parts []struct {
+			Type    string
+			Content string
+		}
+		FinishReason string `json:"finish_reason"`
+	}
+	if err := json.Unmarshal([]byte(s), &msgs); err != nil || len(msgs) == 0 || len(msgs[0].Parts) == 0 {
+		t.Fatalf("messages %q: %v", s, err)
+	}
+	m := msgs[0]
+	if last {
+		m = msgs[len(msgs)-1]
+	}
+	return m.Parts[0].Content
+}
+
+// With content capture on, each client span records the messages sent
+// (gen_ai.input.messages) and those that came back
+// (gen_ai.output.messages), from a whole answer and from a stream, each
+// cut at its bound with a mark; the access log has no prompt still.
+func TestTraceContentCaptured(t *testing.T) {
+	t.Parallel()
+	logs := &lockedBuffer{}
+	b, rcv := tracedSetup(t, setupOpts{gwCfg: gateway.Config{CaptureContent: true},
+		deps: func(d *Deps) { d.Logger = slog.New(slog.NewJSONHandler(logs, nil)) }})
+	for _, stream := range []bool{false, true} {
+		body := `{"model":"m","stream":` + map[bool]string{false: "false", true: "true"}[stream] +
+			`,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"a captured prompt"}]}`
+		resp := b.post(t, "/v1/chat/completions", body, nil)
+		answer, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d: %s", resp.StatusCode, answer)
+		}
+		spans := rcv.WaitFor(t, func(spans []otlptest.Span) bool {
+			n := 0
+			for _, s := range spans {
+				if s.Name == "chat gpt-4o-mini" {
+					n++
+				}
+			}
+			return n == map[bool]int{false: 1, true: 2}[stream]
+		})
+		var client *otlptest.Span
+		for i := range spans {
+			if spans[i].Name == "chat gpt-4o-mini" {
+				client = &spans[i]
+			}
+		}
+		if got := messagesText(t, client.Attrs["gen_ai.input.messages"], true); got != "a captured prompt" {
+			t.Errorf("stream %v: input messages %v", stream, client.Attrs["gen_ai.input.messages"])
+		}
+		out := messagesText(t, client.Attrs["gen_ai.output.messages"], false)
+		if out == "" || !strings.Contains(string(answer), strings.Fields(out)[0]) {
+			t.Errorf("stream %v: output messages %v; the answer %s", stream, client.Attrs["gen_ai.output.messages"], answer)
+		}
+		if client.Attrs["weir.content.truncated"] != nil {
+			t.Errorf("stream %v: marked truncated", stream)
+		}
+	}
+	if l := logs.String(); !strings.Contains(l, `"msg":"request"`) || strings.Contains(l, "captured prompt") {
+		t.Errorf("the access log:\n%s", l)
+	}
+}
+
+// A captured prompt past the bound is cut with a mark, and the span says
+// it was.
+func TestTraceContentBounded(t *testing.T) {
+	t.Parallel()
+	b, rcv := tracedSetup(t, setupOpts{gwCfg: gateway.Config{CaptureContent: true}})
+	long := strings.Repeat("many words ", 4000) // 44 KB
+	client := tracedCall(t, b, rcv, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"`+long+`"}]}`, "chat gpt-4o-mini", nil)
+	in, _ := client.Attrs["gen_ai.input.messages"].(string)
+	if len(in) > 17<<10 || !strings.Contains(in, "…[truncated]") {
+		t.Errorf("input messages of %d bytes, ending %q", len(in), in[max(len(in)-40, 0):])
+	}
+	if client.Attrs["weir.content.truncated"] != true {
+		t.Errorf("not marked truncated: %v", client.Attrs["weir.content.truncated"])
+	}
 }
