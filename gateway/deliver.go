@@ -72,7 +72,7 @@ func (s *Service) copyBody(c *Call, out Answer, resp *http.Response, head Head, 
 		return d
 	}
 	u, ok := usageOf(body)
-	if c.obs.notes.on {
+	if c.obs.notes != nil {
 		c.obs.notes.read(body)
 	}
 	if c.Model.Kind == weir.KindImages {
@@ -287,7 +287,7 @@ func (s *Service) stream(out Answer, resp *http.Response, head Head, prompt int6
 				default:
 					sawDone = sawDone || terminal
 					chunks++
-					if obs.notes.on {
+					if obs.notes != nil {
 						obs.notes.read(data)
 					}
 					if event != "" && failed == nil {

@@ -90,8 +90,9 @@ type callObs struct {
 	// stream's chunks).
 	reported bool
 	// notes are what a traced attempt's span is told of the answer
-	// (traceanswer.go); off for an untraced one.
-	notes answerNotes
+	// (traceanswer.go); nil for an untraced one, which holds nothing
+	// of them.
+	notes *answerNotes
 }
 
 // startObs begins measuring c's attempt on pm, sent at t0, in o.

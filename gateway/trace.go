@@ -105,8 +105,9 @@ func (s *Service) tracedAttempt(ctx context.Context, c *Call, out Answer, lease 
 	ctx, span := s.startAttempt(ctx, c, pm, n)
 	retry, err := s.attempt(ctx, c, out, lease, pm)
 	if span != nil {
-		if c.obs != nil {
+		if c.obs != nil && c.obs.notes != nil {
 			c.obs.notes.record(span)
+			c.obs.notes = nil
 		}
 		endAttempt(span, c, retry, err)
 	}
@@ -117,7 +118,7 @@ func (s *Service) tracedAttempt(ctx context.Context, c *Call, out Answer, lease 
 // it gets (answerNotes), and with content capture on records body, the
 // request sent upstream, as the input messages.
 func (s *Service) noteAttempt(span trace.Span, c *Call, body []byte) {
-	c.obs.notes.start(s.cfg.CaptureContent)
+	c.obs.notes = newAnswerNotes(s.cfg.CaptureContent)
 	if s.cfg.CaptureContent && len(body) > 0 {
 		if attrs := inputMessages(body); len(attrs) > 0 {
 			span.SetAttributes(attrs...)

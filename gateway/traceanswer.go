@@ -14,10 +14,9 @@ import (
 // a whole JSON answer, or a stream's chunks one by one as they pass,
 // without holding them: Chat Completions' shape, Anthropic's Messages'
 // (message_start's message, message_delta's delta) and the Responses
-// API's (the response of its events). It lives in the attempt's
-// callObs; on is false for an untraced attempt, which reads nothing.
+// API's (the response of its events). A traced attempt's callObs holds
+// one; an untraced attempt's none, and it reads nothing.
 type answerNotes struct {
-	on bool
 	// model and id are the first the answer named.
 	model, id string
 	// reasons are the finish reasons in the order read; reasonsBuf
@@ -31,14 +30,15 @@ type answerNotes struct {
 	out *outputCapture
 }
 
-// start makes a, an attempt's, read the answer to come; capture: the
-// output too.
-func (a *answerNotes) start(capture bool) {
-	*a = answerNotes{on: true}
+// newAnswerNotes are notes of the answer to come; capture: its output
+// too.
+func newAnswerNotes(capture bool) *answerNotes {
+	a := &answerNotes{}
 	a.reasons = a.reasonsBuf[:0]
 	if capture {
 		a.out = &outputCapture{}
 	}
+	return a
 }
 
 // read reads one JSON object: a whole answer or a stream's chunk. What
@@ -186,12 +186,8 @@ func (a *answerNotes) finishReasons() []string {
 	return a.reasons
 }
 
-// record sets on span what a read, in one call, and turns a off.
+// record sets on span what a read, in one call.
 func (a *answerNotes) record(span trace.Span) {
-	if !a.on {
-		return
-	}
-	a.on = false
 	var attrs [5]attribute.KeyValue
 	n := 0
 	if a.model != "" {

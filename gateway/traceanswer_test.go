@@ -14,8 +14,7 @@ import (
 // noted is what notes, having read each of reads, record on a span.
 func noted(t *testing.T, capture bool, reads ...string) map[string]any {
 	t.Helper()
-	var a answerNotes
-	a.start(capture)
+	a := newAnswerNotes(capture)
 	for _, r := range reads {
 		a.read([]byte(r))
 	}
@@ -89,8 +88,7 @@ func TestAnswerNotes(t *testing.T) {
 // A stream's chunks are read without an allocation each once its model
 // and id are known.
 func TestAnswerNotesChunkAllocs(t *testing.T) {
-	var a answerNotes
-	a.start(false)
+	a := newAnswerNotes(false)
 	chunk := []byte(`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-2024","choices":[{"index":0,"delta":{"content":"a few words"},"logprobs":null,"finish_reason":null}]}`)
 	a.read(chunk)
 	if n := testing.AllocsPerRun(100, func() { a.read(chunk) }); n != 0 {
