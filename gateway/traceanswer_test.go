@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -135,6 +136,14 @@ func TestAnswerNotesOutput(t *testing.T) {
 				t.Errorf("marked truncated: %v", attrs)
 			}
 		})
+	}
+	many := `{"model":"m","choices":[`
+	for i := range maxOutputChoices + 1 {
+		many += fmt.Sprintf(`%s{"index":%d,"message":{"content":"c%d"},"finish_reason":"stop"}`, map[bool]string{true: ",", false: ""}[i > 0], i, i)
+	}
+	attrs := noted(t, true, many+`]}`)
+	if out, _ := attrs["gen_ai.output.messages"].(string); strings.Count(out, `"role"`) != maxOutputChoices || attrs["weir.content.truncated"] != true {
+		t.Errorf("%d choices: %v", maxOutputChoices+1, attrs)
 	}
 	if attrs := noted(t, false, `{"model":"m","choices":[{"message":{"content":"a secret"},"finish_reason":"stop"}]}`); attrs["gen_ai.output.messages"] != nil {
 		t.Errorf("output recorded without capture: %v", attrs)

@@ -357,9 +357,10 @@ type outputChoice struct {
 	reason string
 }
 
-// choice is choice i, nil past maxOutputChoices.
+// choice is choice i, nil (and the output cut) past maxOutputChoices.
 func (o *outputCapture) choice(i int) *outputChoice {
 	if i < 0 || i >= maxOutputChoices {
+		o.cut = true
 		return nil
 	}
 	for len(o.choices) <= i {
