@@ -9,8 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/provider"
 )
@@ -47,7 +45,7 @@ func (d *delivery) readFailed(err error) {
 // MaxResponseBytes), the upstream call ended, and then written; anything
 // else (audio, say) is passed through as it arrives. done ends the
 // upstream call.
-func (s *Service) copyBody(c *Call, out Answer, resp *http.Response, head Head, done func(usage, bool), span trace.Span) delivery {
+func (s *Service) copyBody(c *Call, out Answer, resp *http.Response, head Head, done func(usage, bool)) delivery {
 	var d delivery
 	if !strings.HasPrefix(head.ContentType, "application/json") {
 		head.ContentLength = resp.ContentLength
@@ -74,8 +72,8 @@ func (s *Service) copyBody(c *Call, out Answer, resp *http.Response, head Head, 
 		return d
 	}
 	u, ok := usageOf(body)
-	if span.IsRecording() {
-		answerSeen(span, body)
+	if c.obs.notes != nil {
+		c.obs.notes.read(body)
 	}
 	if c.Model.Kind == weir.KindImages {
 		// An image is priced by the one: count what was made.
@@ -289,6 +287,9 @@ func (s *Service) stream(out Answer, resp *http.Response, head Head, prompt int6
 				default:
 					sawDone = sawDone || terminal
 					chunks++
+					if obs.notes != nil {
+						obs.notes.read(data)
+					}
 					if event != "" && failed == nil {
 						failed = provider.StreamFailure(event, data)
 					}

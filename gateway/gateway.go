@@ -45,6 +45,12 @@ type Config struct {
 	// user ("user:*") this process keeps a scope of (endusers.go).
 	// Default 10000.
 	MaxEndUserBudgets int
+	// CaptureContent records the messages of each traced upstream call
+	// on its span (gen_ai.input.messages, gen_ai.output.messages,
+	// gen_ai.system_instructions), each attribute bounded
+	// (tracecontent.go). Default false: no prompt or completion is
+	// recorded.
+	CaptureContent bool
 }
 
 // The defaults of Config's upstream bounds.

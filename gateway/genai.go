@@ -86,6 +86,13 @@ type callObs struct {
 	gaps        Observer
 	tokens      bool
 	in, out     int64
+	// reported: the upstream reported the usage (not counted from a
+	// stream's chunks).
+	reported bool
+	// notes are what a traced attempt's span is told of the answer
+	// (traceanswer.go); nil for an untraced one, which holds nothing
+	// of them.
+	notes *answerNotes
 }
 
 // startObs begins measuring c's attempt on pm, sent at t0, in o.
@@ -120,7 +127,7 @@ func (o *callObs) ended(now time.Time, u usage, got bool) {
 		o.end = now
 	}
 	if got {
-		o.tokens, o.in, o.out = true, u.PromptTokens, u.CompletionTokens
+		o.tokens, o.in, o.out, o.reported = true, u.PromptTokens, u.CompletionTokens, !u.counted
 	}
 }
 

@@ -375,6 +375,9 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 	call.Path, call.Stream, call.Header = path, c.Stream, c.Header
 	t0 := s.deps.Clock.Now()
 	s.startObs(c, &hold.obs, pm, t0)
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		s.noteAttempt(span, c, call.Body)
+	}
 	defer func() { c.Upstream += c.obs.end.Sub(t0) }()
 	resp, err := pm.ex.Do(ctx, call)
 	if call.Upload != nil {
@@ -419,7 +422,7 @@ func (s *Service) attempt(ctx context.Context, c *Call, out Answer, lease admiss
 		// The estimate less max_tokens is the input's.
 		d = s.stream(out, resp, head, max(c.tokensIn(pm.tokenizer)-c.MaxTokens, 0), c.obs, done)
 	} else {
-		d = s.copyBody(c, out, resp, head, done, trace.SpanFromContext(ctx))
+		d = s.copyBody(c, out, resp, head, done)
 	}
 	return s.delivered(ctx, c, pm, d, headersIn)
 }

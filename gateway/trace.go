@@ -15,7 +15,6 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
-	"github.com/weir-gateway/weir/internal/fastjson"
 	"github.com/weir-gateway/weir/provider"
 	"github.com/weir-gateway/weir/tracing"
 )
@@ -106,9 +105,25 @@ func (s *Service) tracedAttempt(ctx context.Context, c *Call, out Answer, lease 
 	ctx, span := s.startAttempt(ctx, c, pm, n)
 	retry, err := s.attempt(ctx, c, out, lease, pm)
 	if span != nil {
+		if c.obs != nil && c.obs.notes != nil {
+			c.obs.notes.record(span)
+			c.obs.notes = nil
+		}
 		endAttempt(span, c, retry, err)
 	}
 	return retry, err
+}
+
+// noteAttempt readies c's attempt, traced in span, to note the answer
+// it gets (answerNotes), and with content capture on records body, the
+// request sent upstream, as the input messages.
+func (s *Service) noteAttempt(span trace.Span, c *Call, body []byte) {
+	c.obs.notes = newAnswerNotes(s.cfg.CaptureContent)
+	if s.cfg.CaptureContent && len(body) > 0 {
+		if attrs := inputMessages(body); len(attrs) > 0 {
+			span.SetAttributes(attrs...)
+		}
+	}
 }
 
 // clientSpan starts an attempt's span: a slice made once, so that
@@ -146,7 +161,9 @@ func (s *Service) startAttempt(ctx context.Context, c *Call, pm upstream, attemp
 }
 
 // endAttempt ends the span of an attempt that returned retry and err
-// (attempt's results), with the usage and the answer it read.
+// (attempt's results), with the usage the upstream reported: a count
+// made from a stream's chunks, or the estimate of an answer that
+// reported none, is not the upstream's usage.
 func endAttempt(span trace.Span, c *Call, retry *provider.Error, err error) {
 	var etype string
 	switch {
@@ -159,7 +176,7 @@ func endAttempt(span trace.Span, c *Call, retry *provider.Error, err error) {
 	}
 	var attrs [3]attribute.KeyValue
 	n := 0
-	if c.Usage.PromptTokens > 0 || c.Usage.CompletionTokens > 0 {
+	if c.obs != nil && c.obs.reported && (c.Usage.PromptTokens > 0 || c.Usage.CompletionTokens > 0) {
 		attrs[0], attrs[1] = semconv.GenAIUsageInputTokens(int(c.Usage.PromptTokens)), semconv.GenAIUsageOutputTokens(int(c.Usage.CompletionTokens))
 		n = 2
 	}
@@ -174,47 +191,6 @@ func endAttempt(span trace.Span, c *Call, retry *provider.Error, err error) {
 		span.SetStatus(codes.Error, etype)
 	}
 	span.End()
-}
-
-// answerSeen records on span, an attempt's, the response model and the
-// finish reasons of a whole (not streamed) JSON answer, in Chat
-// Completions' shape or Anthropic's Messages'. Nothing of the prompt or
-// the completion is recorded.
-func answerSeen(span trace.Span, body []byte) {
-	var (
-		model   string
-		reasons []string
-	)
-	rd := fastjson.NewReader(body)
-	if rd.Open('{') {
-		for rd.Next('}') {
-			switch string(rd.Key()) {
-			case "model":
-				model = rd.String()
-			case "stop_reason": // Anthropic's Messages
-				if r := rd.String(); r != "" {
-					reasons = append(reasons, r)
-				}
-			case "choices":
-				reasons = finishReasons(rd, reasons)
-			default:
-				rd.Skip()
-			}
-		}
-	}
-	var attrs [2]attribute.KeyValue
-	n := 0
-	if model != "" {
-		attrs[n] = semconv.GenAIResponseModel(model)
-		n++
-	}
-	if len(reasons) > 0 {
-		attrs[n] = finishReasonsAttr(reasons)
-		n++
-	}
-	if n > 0 {
-		span.SetAttributes(attrs[:n]...)
-	}
 }
 
 // commonFinishReasons are gen_ai.response.finish_reasons of the answers
@@ -237,29 +213,6 @@ func finishReasonsAttr(reasons []string) attribute.KeyValue {
 		}
 	}
 	return semconv.GenAIResponseFinishReasons(reasons...)
-}
-
-// finishReasons reads Chat Completions' choices, appending each one's
-// finish_reason to reasons.
-func finishReasons(rd *fastjson.Reader, reasons []string) []string {
-	if !rd.Open('[') {
-		return reasons
-	}
-	for rd.Next(']') {
-		if !rd.Open('{') {
-			return reasons
-		}
-		for rd.Next('}') {
-			if string(rd.Key()) == "finish_reason" {
-				if r := rd.String(); r != "" {
-					reasons = append(reasons, r)
-				}
-				continue
-			}
-			rd.Skip()
-		}
-	}
-	return reasons
 }
 
 // operationOf is c's GenAI operation name.

@@ -1,51 +1,20 @@
 package gateway
 
 import (
-	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/provider"
 )
-
-// answerSeen reads the response model and the finish reasons of an
-// answer in Chat Completions' shape and in Anthropic's, and nothing else.
-func TestAnswerSeen(t *testing.T) {
-	for _, tc := range []struct {
-		body, model string
-		reasons     []string
-	}{
-		{`{"id":"x","model":"gpt-4o-2024","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"},{"finish_reason":"length"}],"usage":{"prompt_tokens":1}}`,
-			"gpt-4o-2024", []string{"stop", "length"}},
-		{`{"type":"message","model":"claude-x","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn"}`, "claude-x", []string{"end_turn"}},
-		{`{"model":"m","choices":[{"finish_reason":null}]}`, "m", nil},
-		{`{"model":"m","choices":[{"finish_reason":"unheard_of"}]}`, "m", []string{"unheard_of"}},
-		{`not json`, "", nil},
-	} {
-		rec := tracetest.NewSpanRecorder()
-		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-		_, span := tp.Tracer("t").Start(context.Background(), "s")
-		answerSeen(span, []byte(tc.body))
-		span.End()
-		attrs := map[string]any{}
-		for _, kv := range rec.Ended()[0].Attributes() {
-			attrs[string(kv.Key)] = kv.Value.AsInterface()
-		}
-		if got, _ := attrs["gen_ai.response.model"].(string); got != tc.model {
-			t.Errorf("%s: response model %q, want %q", tc.body, got, tc.model)
-		}
-		if got, _ := attrs["gen_ai.response.finish_reasons"].([]string); !slices.Equal(got, tc.reasons) {
-			t.Errorf("%s: finish reasons %v, want %v", tc.body, got, tc.reasons)
-		}
-		if len(attrs) > 2 {
-			t.Errorf("%s: recorded %v", tc.body, attrs)
-		}
-	}
-}
 
 // Span names are made once per operation and model, up to a bound past
 // which each is made anew, and always read "{operation} {model}".
@@ -81,5 +50,47 @@ func TestServerAddress(t *testing.T) {
 		if got := serverAddress(tc.cfg); got != tc.want {
 			t.Errorf("serverAddress(%+v) = %q, want %q", tc.cfg, got, tc.want)
 		}
+	}
+}
+
+// An edge node's stream passes the same reader: its client span has the
+// response model, id and finish reasons of its chunks, and its usage.
+func TestTraceOfANodeStream(t *testing.T) {
+	t.Parallel()
+	const sse = "data: {\"id\":\"chatcmpl-node\",\"model\":\"llama-3\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":null}]}\n\n" +
+		"data: {\"id\":\"chatcmpl-node\",\"model\":\"llama-3\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"length\"}]}\n\n" +
+		"data: {\"id\":\"chatcmpl-node\",\"model\":\"llama-3\",\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":2}}\n\n" +
+		"data: [DONE]\n\n"
+	nodes := &fakeNodes{answer: func(weir.NodeTarget, provider.Call) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(strings.NewReader(sse))}, nil
+	}}
+	b := setup(t, setupOpts{nodes: nodes})
+	nodes.set(b.nodeTarget(t, "node_a", 1))
+	rec := tracetest.NewSpanRecorder()
+	ctx, root := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("t").Start(t.Context(), "root")
+	c := b.chat(t)
+	c.Stream = true
+	var out recordedAnswer
+	if err := b.svc.Serve(ctx, c, &out); err != nil {
+		t.Fatal(err)
+	}
+	root.End()
+	attrs := map[string]any{}
+	for _, s := range rec.Ended() {
+		if s.SpanKind() == trace.SpanKindClient {
+			for _, kv := range s.Attributes() {
+				attrs[string(kv.Key)] = kv.Value.AsInterface()
+			}
+		}
+	}
+	want := map[string]any{"gen_ai.provider.name": "weir.node", "gen_ai.response.model": "llama-3", "gen_ai.response.id": "chatcmpl-node",
+		"gen_ai.usage.input_tokens": int64(4), "gen_ai.usage.output_tokens": int64(2)}
+	for k, v := range want {
+		if attrs[k] != v {
+			t.Errorf("client span %s = %v, want %v", k, attrs[k], v)
+		}
+	}
+	if got, _ := attrs["gen_ai.response.finish_reasons"].([]string); !slices.Equal(got, []string{"length"}) {
+		t.Errorf("finish reasons %v", attrs["gen_ai.response.finish_reasons"])
 	}
 }

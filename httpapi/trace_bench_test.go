@@ -21,7 +21,19 @@ import (
 // time, every goroutine's: the exporter's and the receiver's too) hold
 // all that tracing costs; allocs/op counts the exporter's as well.
 func BenchmarkChatTraced(b *testing.B) {
-	const body = `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	benchTraced(b, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+}
+
+// BenchmarkChatStreamTraced is BenchmarkChatTraced's request streamed,
+// its usage reported in its last chunk: the span's response attributes
+// are read from the chunks as they pass.
+func BenchmarkChatStreamTraced(b *testing.B) {
+	benchTraced(b, `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
+}
+
+// benchTraced serves body untraced and traced, as BenchmarkChatTraced
+// says.
+func benchTraced(b *testing.B, body string) {
 	header := http.Header{"Authorization": nil}
 	for _, traced := range []bool{false, true} {
 		name := map[bool]string{false: "off", true: "on"}[traced]

@@ -133,7 +133,7 @@ func (m *Main) assemble(ctx context.Context) error {
 	if err := m.newNodes(); err != nil {
 		return err
 	}
-	m.Gateway = gateway.New(gatewayConfig(cfg.Server), gateway.Deps{
+	m.Gateway = gateway.New(m.gatewayConfig(), gateway.Deps{
 		Engine: m.Engine, Keys: db, Nodes: m.nodes(), Logger: m.Logger, Overrides: db, Responses: db,
 		Budgets: db, Events: operatorEvents{m}, Journal: m.Usage, Affinity: m.affinity(),
 		LeaderPlansNewKinds: m.leaderPlansNewKinds(),

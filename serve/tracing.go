@@ -5,9 +5,20 @@ import (
 
 	"go.opentelemetry.io/otel"
 
+	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/internal/lifecycle"
 	"github.com/weir-gateway/weir/tracing"
 )
+
+// gatewayConfig is the gateway's Config: the server settings', and
+// whether its spans record messages, as the environment asked tracing.
+func (m *Main) gatewayConfig() gateway.Config {
+	gc := gatewayConfig(m.Config.Server)
+	if m.Tracing != nil {
+		gc.CaptureContent = m.Tracing.CaptureContent
+	}
+	return gc
+}
 
 // newTracing makes the tracer provider if the OTEL_* environment asks
 // for traces (unless the caller gave one, in Main.Tracing), as the first
@@ -27,6 +38,9 @@ func (m *Main) newTracing(ctx context.Context) error {
 		m.Logger.Warn("trace export failed", "error", err)
 	}))
 	m.Logger.Info("traces exported by OTLP", "protocol", p.Protocol)
+	if p.CaptureContent {
+		m.Logger.Warn("traces record prompts and completions", "env", tracing.CaptureContentEnv)
+	}
 	m.parts.Add("tracing", lifecycle.Funcs{OnStop: p.Shutdown})
 	return nil
 }

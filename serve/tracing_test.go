@@ -2,6 +2,7 @@ package serve
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/weir-gateway/weir/config"
@@ -37,6 +38,32 @@ func TestServeExportsTraces(t *testing.T) {
 	spans := rcv.Spans()
 	if len(spans) != 1 || spans[0].Name != "GET /v1/models" || spans[0].Resource["service.name"] != "weir" {
 		t.Fatalf("spans %+v; want GET /v1/models alone, from service weir", spans)
+	}
+}
+
+// TestServeCapturesContentWhenAsked: the GenAI instrumentations'
+// variable makes the gateway's spans record messages, with a warning at
+// start; tracing alone does not.
+func TestServeCapturesContentWhenAsked(t *testing.T) {
+	rcv := otlptest.New(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.URL)
+	for _, on := range []bool{false, true} {
+		t.Setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", map[bool]string{false: "", true: "true"}[on])
+		cfg := config.Default()
+		cfg.Server.Listen = "127.0.0.1:0"
+		m, stop, logs, err := startMain(t, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.gatewayConfig().CaptureContent; got != on {
+			t.Errorf("capture %v: the gateway's CaptureContent is %v", on, got)
+		}
+		if warned := strings.Contains(logs.String(), "traces record prompts and completions"); warned != on {
+			t.Errorf("capture %v: warned %v:\n%s", on, warned, logs)
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

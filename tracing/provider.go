@@ -42,6 +42,33 @@ type Provider struct {
 	// Protocol is the OTLP protocol spans are exported by: "grpc" or
 	// "http/protobuf".
 	Protocol string
+	// CaptureContent: the environment opts in to recording the messages
+	// of GenAI calls on their spans (CaptureContent).
+	CaptureContent bool
+}
+
+// CaptureContentEnv is the variable by which the operator opts in to
+// recording prompts and completions on spans, the one OpenTelemetry's
+// GenAI instrumentations read.
+const CaptureContentEnv = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+
+// CaptureContent reports whether the environment opts in to recording
+// the messages of GenAI calls on their spans: CaptureContentEnv is true
+// (or, as the instrumentations' newer values say it, span_only or
+// span_and_event). Unset, false, no_content and event_only (Weir records
+// no events) leave it off; anything else is an error.
+func CaptureContent(getenv func(string) string) (bool, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	switch v := strings.ToLower(strings.TrimSpace(getenv(CaptureContentEnv))); v {
+	case "true", "span_only", "span_and_event":
+		return true, nil
+	case "", "false", "no_content", "event_only":
+		return false, nil
+	default:
+		return false, fmt.Errorf("%s=%q: want true or false", CaptureContentEnv, v)
+	}
 }
 
 // TracerProvider is p's provider for the entry points to start spans
@@ -87,12 +114,16 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
+	capture, err := CaptureContent(getenv)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Endpoint != "" {
 		exp, err := newExporter(ctx, otlptracehttp.NewClient(otlptracehttp.WithEndpointURL(strings.TrimRight(cfg.Endpoint, "/")+"/v1/traces")))
 		if err != nil {
 			return nil, fmt.Errorf("otlp trace exporter: %w", err)
 		}
-		return newProvider(ctx, cfg, exp, "http/protobuf")
+		return newProvider(ctx, cfg, exp, "http/protobuf", capture)
 	}
 	on, err := Enabled(getenv)
 	if err != nil || !on {
@@ -116,18 +147,19 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("otlp trace exporter: %w", err)
 	}
-	return newProvider(ctx, cfg, exp, protocol)
+	return newProvider(ctx, cfg, exp, protocol, capture)
 }
 
-// newProvider is the provider that batches spans to exp.
-func newProvider(ctx context.Context, cfg Config, exp exporter, protocol string) (*Provider, error) {
+// newProvider is the provider that batches spans to exp; capture: it
+// records GenAI calls' messages.
+func newProvider(ctx context.Context, cfg Config, exp exporter, protocol string, capture bool) (*Provider, error) {
 	res, err := newResource(ctx, cfg)
 	if err != nil {
 		_ = exp.Shutdown(ctx)
 		return nil, err
 	}
 	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	return &Provider{sdk: sdk, Protocol: protocol}, nil
+	return &Provider{sdk: sdk, Protocol: protocol, CaptureContent: capture}, nil
 }
 
 // newResource is what the spans are from: service.name (cfg's, unless

@@ -44,6 +44,35 @@ func TestEnabled(t *testing.T) {
 	}
 }
 
+// Content capture is off unless the GenAI instrumentations' variable
+// opts in; a value that says neither is refused.
+func TestCaptureContent(t *testing.T) {
+	for v, want := range map[string]bool{"": false, "false": false, "FALSE": false, "no_content": false, "EVENT_ONLY": false,
+		"true": true, "True": true, " true ": true, "SPAN_ONLY": true, "span_and_event": true} {
+		got, err := tracing.CaptureContent(env(map[string]string{tracing.CaptureContentEnv: v}))
+		if err != nil || got != want {
+			t.Errorf("%s=%q: %v, %v; want %v", tracing.CaptureContentEnv, v, got, err, want)
+		}
+	}
+	if _, err := tracing.CaptureContent(env(map[string]string{tracing.CaptureContentEnv: "yes please"})); err == nil {
+		t.Error("no error for a value that is neither true nor false")
+	}
+	for v, want := range map[string]bool{"": false, "true": true} {
+		p, err := tracing.New(context.Background(), tracing.Config{Getenv: env(map[string]string{tracing.CaptureContentEnv: v}), Endpoint: "http://127.0.0.1:1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.CaptureContent != want {
+			t.Errorf("%s=%q: the provider's CaptureContent is %v", tracing.CaptureContentEnv, v, p.CaptureContent)
+		}
+		_ = p.Shutdown(context.Background())
+	}
+	if _, err := tracing.New(context.Background(), tracing.Config{Getenv: env(map[string]string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", tracing.CaptureContentEnv: "1x"})}); err == nil {
+		t.Error("New with a malformed capture setting: no error")
+	}
+}
+
 func TestNewOffIsNil(t *testing.T) {
 	p, err := tracing.New(context.Background(), tracing.Config{Getenv: env(nil)})
 	if p != nil || err != nil {
