@@ -434,3 +434,19 @@ func TestFleetEndedReleasedDuringCommit(t *testing.T) {
 	fb.driveTo(t, second.ID, weir.TaskSucceeded)
 	waitFor(t, "every lease back", func() bool { return fb.scope(t, "b", WorkersScope).Used == 0 })
 }
+
+// TestFleetLeaderHearsItsOwnEndsInProcess: a task that ends on the
+// replica that leads gives its lease back with no notice through the
+// store (the leader's are muted here).
+func TestFleetLeaderHearsItsOwnEndsInProcess(t *testing.T) {
+	t.Parallel()
+	fb := setupFleet(t, fleetOpts{Workers: 1}, "a")
+	fb.elect(t, "a")
+	a := fb.node("a")
+	waitFor(t, "a to listen", func() bool { return a.store.listening.Load() >= 1 })
+	tk := fb.submit(t, "a")
+	waitFor(t, "the task running", func() bool { return fb.get(t, tk.ID).Status == weir.TaskRunning })
+	a.store.mute.Store(true)
+	fb.driveTo(t, tk.ID, weir.TaskSucceeded)
+	waitFor(t, "the lease back", func() bool { return fb.scope(t, "a", WorkersScope).Used == 0 })
+}
