@@ -353,23 +353,68 @@ type querier interface {
 }
 
 func taskUpdate(ctx context.Context, q querier, p *weir.TaskUpdateParams) (bool, error) {
+	args, err := taskUpdateArgs(p)
+	if err != nil {
+		return false, err
+	}
+	return taskUpdateScan(p, q.QueryRow(ctx, taskUpdateSQL, args...))
+}
+
+// taskUpdateArgs are taskUpdateSQL's arguments for p, once p is valid.
+func taskUpdateArgs(p *weir.TaskUpdateParams) ([]any, error) {
 	id, u := p.ID, p.Update
 	from, err := validateTaskUpdate(u)
 	if err != nil {
-		return false, fmt.Errorf("update task %s: %w", id, err)
+		return nil, fmt.Errorf("update task %s: %w", id, err)
 	}
-	var applied, exists bool
-	err = q.QueryRow(ctx, taskUpdateSQL,
-		id, from, string(u.Status),
+	return []any{id, from, string(u.Status),
 		nullString(u.PlatformModel), nullInt(u.Candidate), nullInt(u.Progress), nullString(u.UpstreamID),
 		nullBytes(u.Result), nullString(u.ErrorCode), nullString(u.ErrorMessage), nullInt(u.Attempts),
 		nullTime(u.AdmittedAt), nullTime(u.FinishedAt), u.ClearUpstream,
-	).Scan(&applied, &exists)
+	}, nil
+}
+
+// taskUpdateScan reads taskUpdateSQL's answer to p.
+func taskUpdateScan(p *weir.TaskUpdateParams, row pgx.Row) (bool, error) {
+	var applied, exists bool
+	err := row.Scan(&applied, &exists)
 	switch {
 	case err != nil:
-		return false, fmt.Errorf("update task %s to %s: %w", id, u.Status, classify(err))
+		return false, fmt.Errorf("update task %s to %s: %w", p.ID, p.Update.Status, classify(err))
 	case !exists:
-		return false, fmt.Errorf("update task %s: %w", id, weir.ErrNotFound)
+		return false, fmt.Errorf("update task %s: %w", p.ID, weir.ErrNotFound)
+	}
+	return applied, nil
+}
+
+// TaskUpdateManyTx is TaskUpdateTx for each of ps, in order, inside tx,
+// sent to the server together (a pipeline: one round trip, not one a
+// task): applied[i] is what TaskUpdateTx would say of ps[i]. The first
+// update that fails is the error, and tx must then roll back: the server
+// ran none after it.
+func (db *DB) TaskUpdateManyTx(ctx context.Context, tx pgx.Tx, ps []weir.TaskUpdateParams) (applied []bool, err error) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	b := &pgx.Batch{}
+	for i := range ps {
+		args, err := taskUpdateArgs(&ps[i])
+		if err != nil {
+			return nil, err
+		}
+		b.Queue(taskUpdateSQL, args...)
+	}
+	br := tx.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); err == nil && cerr != nil {
+			applied, err = nil, fmt.Errorf("update %d tasks: %w", len(ps), classify(cerr))
+		}
+	}()
+	applied = make([]bool, len(ps))
+	for i := range ps {
+		if applied[i], err = taskUpdateScan(&ps[i], br.QueryRow()); err != nil {
+			return nil, err
+		}
 	}
 	return applied, nil
 }

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -16,10 +17,11 @@ import (
 
 // The task service runs on a DB, in pgx's transactions, and in a fleet.
 var (
-	_ task.Store[pgx.Tx] = (*DB)(nil)
-	_ task.Notifier      = (*DB)(nil)
-	_ task.JobReclaimer  = (*DB)(nil)
-	_ task.ManyReader    = (*DB)(nil)
+	_ task.Store[pgx.Tx]       = (*DB)(nil)
+	_ task.Notifier            = (*DB)(nil)
+	_ task.JobReclaimer        = (*DB)(nil)
+	_ task.ManyReader          = (*DB)(nil)
+	_ task.ManyUpdater[pgx.Tx] = (*DB)(nil)
 )
 
 // newQueuedTask stores a key and a queued task of it.
@@ -233,5 +235,64 @@ func TestTaskGetMany(t *testing.T) {
 	}
 	if got, err := db.TaskGetMany(ctx, nil); err != nil || len(got) != 0 {
 		t.Errorf("TaskGetMany(nil) = %v, %v; want none", got, err)
+	}
+}
+
+// TestTaskUpdateManyTx applies a batch of updates in one transaction as
+// TaskUpdateTx applies each: applied in order, false for a task whose
+// status is not among From; a task not stored fails the batch, and
+// the transaction, rolled back, changes nothing.
+func TestTaskUpdateManyTx(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := open(t, pgtest.Schema(t))
+	first := newQueuedTask(t, db)
+	second := first
+	second.ID, second.IdempotencyKey = "video_2", ""
+	if created, err := db.TaskCreate(ctx, &second); err != nil || !created {
+		t.Fatalf("TaskCreate = %v, %v", created, err)
+	}
+	cand := 0
+	admit := func(id string) weir.TaskUpdateParams {
+		return weir.TaskUpdateParams{ID: id, Update: weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskAdmitted,
+			PlatformModel: "pm", Candidate: &cand, AdmittedAt: first.CreatedAt.Add(time.Second)}}
+	}
+	var applied []bool
+	err := db.InTx(ctx, func(tx pgx.Tx) (err error) {
+		// The second task's second admission finds it admitted already.
+		applied, err = db.TaskUpdateManyTx(ctx, tx, []weir.TaskUpdateParams{admit(second.ID), admit(first.ID), admit(second.ID)})
+		return err
+	})
+	if err != nil || fmt.Sprint(applied) != "[true true false]" {
+		t.Fatalf("TaskUpdateManyTx = %v, %v; want [true true false]", applied, err)
+	}
+	for _, id := range []string{first.ID, second.ID} {
+		if got, err := db.TaskGet(ctx, id); err != nil || got.Status != weir.TaskAdmitted || got.PlatformModel != "pm" {
+			t.Errorf("TaskGet(%s) = %s on %q, %v; want admitted on pm", id, got.Status, got.PlatformModel, err)
+		}
+	}
+
+	third := first
+	third.ID, third.IdempotencyKey = "video_3", ""
+	if created, err := db.TaskCreate(ctx, &third); err != nil || !created {
+		t.Fatalf("TaskCreate = %v, %v", created, err)
+	}
+	err = db.InTx(ctx, func(tx pgx.Tx) error {
+		_, err := db.TaskUpdateManyTx(ctx, tx, []weir.TaskUpdateParams{admit(third.ID), admit("video_none"), admit(third.ID)})
+		return err
+	})
+	if !errors.Is(err, weir.ErrNotFound) || !strings.Contains(err.Error(), "video_none") {
+		t.Errorf("TaskUpdateManyTx with a task not stored: %v, want ErrNotFound naming it", err)
+	}
+	if got, err := db.TaskGet(ctx, third.ID); err != nil || got.Status != weir.TaskQueued {
+		t.Errorf("after the failed batch, TaskGet(%s) = %s, %v; want queued", third.ID, got.Status, err)
+	}
+	bad := admit(third.ID)
+	bad.Update.Status = ""
+	if err := db.InTx(ctx, func(tx pgx.Tx) error {
+		_, err := db.TaskUpdateManyTx(ctx, tx, []weir.TaskUpdateParams{admit(third.ID), bad})
+		return err
+	}); !errors.Is(err, weir.ErrInvalid) {
+		t.Errorf("TaskUpdateManyTx with an invalid update: %v, want ErrInvalid", err)
 	}
 }

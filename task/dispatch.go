@@ -260,6 +260,18 @@ func (s *Service) runOpts(pm string) *river.InsertOpts {
 	return nil
 }
 
+// leasePlatformModel is the platform model lease l was granted on: the
+// one its needs' platform-model scope names.
+func leasePlatformModel(l admission.Lease) string {
+	pm := ""
+	for _, n := range l.Needs {
+		if name, ok := weir.PlatformModelOfScope(n.Scope); ok {
+			pm = name
+		}
+	}
+	return pm
+}
+
 // apply runs one transaction that admits batch's tasks: applied says
 // which it changed (a task no longer queued is left alone), errs which
 // failed (all of them, with err, when the transaction did), with tm.sync
@@ -284,26 +296,25 @@ func (tm *term) apply(ctx context.Context, batch []admittedTask) (applied []bool
 					return fmt.Errorf("%w: epoch %d", ErrDeposed, tm.epoch)
 				}
 			}
-			jobs := make([]river.InsertManyParams, 0, len(batch))
+			ups := make([]weir.TaskUpdateParams, len(batch))
 			for i, a := range batch {
-				pm := ""
-				for _, n := range a.lease.Needs {
-					if name, ok := weir.PlatformModelOfScope(n.Scope); ok {
-						pm = name
-					}
-				}
 				cand := a.lease.Candidate
-				ok, err := tx.taskUpdate(ctx, &weir.TaskUpdateParams{ID: a.id, Update: weir.TaskUpdate{
+				ups[i] = weir.TaskUpdateParams{ID: a.id, Update: weir.TaskUpdate{
 					From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskAdmitted,
-					PlatformModel: pm, Candidate: &cand, AdmittedAt: now,
-				}})
-				if err != nil {
-					return err
-				}
-				if !ok {
+					PlatformModel: leasePlatformModel(a.lease), Candidate: &cand, AdmittedAt: now,
+				}}
+			}
+			ok, err := tx.taskUpdateMany(ctx, ups)
+			if err != nil {
+				return err
+			}
+			jobs := make([]river.InsertManyParams, 0, len(batch))
+			for i := range batch {
+				if !ok[i] {
 					continue // cancelled meanwhile
 				}
-				jobs = append(jobs, river.InsertManyParams{Args: RunArgs{TaskID: a.id}, InsertOpts: s.runOpts(pm)})
+				pm := ups[i].Update.PlatformModel
+				jobs = append(jobs, river.InsertManyParams{Args: RunArgs{TaskID: batch[i].id}, InsertOpts: s.runOpts(pm)})
 				applied[i] = true
 			}
 			// The batch's jobs in one statement.

@@ -112,10 +112,13 @@
 // renewing the leases it holds; after its listener reconnects it does
 // the same at once. Its reads and the dispatcher's commits take turns, so
 // that what it decides from a read is never undone by a commit in
-// between. A worker holds no lease: a step that ends the task, or sends
-// it back, tells the ledger, which releases the lease or queues the task
-// again (on the candidates no replica's refusals rule out, or after the
-// wait the worker asks for).
+// between; but the tasks that notices say ended are read first and
+// without a turn, since an ended task never changes again. A worker
+// holds no lease: a step that ends the task, or sends it back, tells the
+// ledger (the leader's own workers in the process, the others by a
+// notice), which releases the lease or queues the task again (on the
+// candidates no replica's refusals rule out, or after the wait the
+// worker asks for).
 //
 // When the term passes to another replica, its engine, waiters and
 // leases go with it, unreleased; the new leader's ledger recovers from

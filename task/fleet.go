@@ -101,15 +101,21 @@ func (fl *fleetLedger) submit(ctx context.Context, t *weir.Task, req admission.R
 func (fl *fleetLedger) hold(context.Context, weir.Task) error { return nil }
 
 // done tells the leader's ledger: it releases the lease, and queues a
-// task sent back again, on the candidates left or after the wait.
+// task sent back again, on the candidates left or after the wait. On the
+// replica that leads, the notice goes to its ledger in the process: no
+// other replica acts on it, and a notice lost as the term passes is no
+// worse than a NOTIFY lost then (the next leader reads the store).
 func (fl *fleetLedger) done(ctx context.Context, id string, back *sentBack) {
-	if back == nil {
-		fl.s.notify(ctx, notice{kind: noticeEnded, id: id})
-		return
+	n := notice{kind: noticeEnded, id: id}
+	if back != nil {
+		n = notice{kind: noticeRequeue, id: id, refused: back.refused, after: back.after, failed: back.failed}
+		if len(back.others) == 0 {
+			n.refused = nil
+		}
 	}
-	n := notice{kind: noticeRequeue, id: id, refused: back.refused, after: back.after, failed: back.failed}
-	if len(back.others) == 0 {
-		n.refused = nil
+	if tm := fl.s.current(); tm != nil {
+		tm.post(n)
+		return
 	}
 	fl.s.notify(ctx, n)
 }

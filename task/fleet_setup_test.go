@@ -92,6 +92,9 @@ type fleetNode struct {
 	deposed     atomic.Bool
 	fenced      atomic.Int64
 	fencedEpoch atomic.Uint64
+	// gate, while set, holds each fence check until it opens: a commit
+	// of admissions held inside its transaction.
+	gate atomic.Pointer[fenceGate]
 
 	mu sync.Mutex
 	s  *Service
@@ -101,6 +104,17 @@ func (n *fleetNode) service() *Service {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.s
+}
+
+// fenceGate holds fence checks: entered is sent to as one begins to
+// wait, and open closed to let them go.
+type fenceGate struct {
+	entered chan struct{}
+	open    chan struct{}
+}
+
+func newFenceGate() *fenceGate {
+	return &fenceGate{entered: make(chan struct{}, 1), open: make(chan struct{})}
 }
 
 // fleetStore is a replica's PostgreSQL store as its service sees it:
@@ -134,6 +148,13 @@ func (s *fleetStore) TermFenceTx(ctx context.Context, tx pgx.Tx, leader string, 
 	n := s.node
 	n.fenced.Add(1)
 	n.fencedEpoch.Store(epoch)
+	if g := n.gate.Load(); g != nil {
+		select {
+		case g.entered <- struct{}{}:
+		default:
+		}
+		<-g.open
+	}
 	if leader != n.id {
 		return false, fmt.Errorf("fence asked for leader %q; want the replica's own id %q", leader, n.id)
 	}

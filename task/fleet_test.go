@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -390,4 +391,62 @@ func TestFleetDeposedLeaderCommitsNothing(t *testing.T) {
 	if j := fb.up["vid/a"].jobByKey(t, tk.ID); j.Submits != 1 {
 		t.Errorf("task submitted upstream %d times; want once", j.Submits)
 	}
+}
+
+// TestFleetEndedReleasedDuringCommit: the lease of a task that ended
+// goes back while a commit of admissions is still under way, not once
+// it is done: the ledger's read of an ended task waits for no commit.
+func TestFleetEndedReleasedDuringCommit(t *testing.T) {
+	t.Parallel()
+	fb := setupFleet(t, fleetOpts{Workers: 2}, "a", "b")
+	fb.elect(t, "a")
+	a := fb.node("a")
+	first := fb.submit(t, "b")
+	waitFor(t, "the first task running", func() bool { return fb.get(t, first.ID).Status == weir.TaskRunning })
+
+	g := newFenceGate()
+	a.gate.Store(g)
+	var opened sync.Once
+	open := func() {
+		a.gate.Store(nil)
+		opened.Do(func() { close(g.open) })
+	}
+	// A failed test lets the commit go, for the services to stop.
+	t.Cleanup(open)
+	second := fb.submit(t, "b")
+	select {
+	case <-g.entered:
+	case <-time.After(waitBound):
+		t.Fatal("the second task's commit did not begin")
+	}
+	if got := fb.scope(t, "b", WorkersScope).Used; got != 2 {
+		t.Fatalf("workers scope used %d with both tasks admitted; want 2", got)
+	}
+	fb.driveTo(t, first.ID, weir.TaskSucceeded)
+	waitFor(t, "the first task's lease back while the second's commit waits", func() bool {
+		return fb.scope(t, "b", WorkersScope).Used == 1
+	})
+	if got := fb.get(t, second.ID); got.Status != weir.TaskQueued {
+		t.Fatalf("second task %s while its commit waits; want queued", got.Status)
+	}
+
+	open()
+	fb.driveTo(t, second.ID, weir.TaskSucceeded)
+	waitFor(t, "every lease back", func() bool { return fb.scope(t, "b", WorkersScope).Used == 0 })
+}
+
+// TestFleetLeaderHearsItsOwnEndsInProcess: a task that ends on the
+// replica that leads gives its lease back with no notice through the
+// store (the leader's are muted here).
+func TestFleetLeaderHearsItsOwnEndsInProcess(t *testing.T) {
+	t.Parallel()
+	fb := setupFleet(t, fleetOpts{Workers: 1}, "a")
+	fb.elect(t, "a")
+	a := fb.node("a")
+	waitFor(t, "a to listen", func() bool { return a.store.listening.Load() >= 1 })
+	tk := fb.submit(t, "a")
+	waitFor(t, "the task running", func() bool { return fb.get(t, tk.ID).Status == weir.TaskRunning })
+	a.store.mute.Store(true)
+	fb.driveTo(t, tk.ID, weir.TaskSucceeded)
+	waitFor(t, "the lease back", func() bool { return fb.scope(t, "a", WorkersScope).Used == 0 })
 }

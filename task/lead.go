@@ -223,7 +223,10 @@ func (tm *term) pause(d time.Duration) bool {
 // second.
 const noticeBatch = 128
 
-// drain handles the notices that came, after a resync if one is wanted.
+// drain handles the notices that came, after a resync if one is wanted:
+// the ended tasks' first (releaseEnded), then one turn's batch of the
+// others; what is left goes back ahead of the inbox for the next
+// round, so that a task that ends meanwhile waits for one turn at most.
 func (tm *term) drain(ctx context.Context) {
 	tm.mu.Lock()
 	inbox, resync := tm.inbox, tm.resyncWanted
@@ -234,30 +237,100 @@ func (tm *term) drain(ctx context.Context) {
 			tm.s.logger.Warn("the task ledger could not resync; its poll tries again", "error", err)
 		}
 	}
-	batch := make([]notice, 0, min(len(inbox), noticeBatch))
-	in := make(map[string]bool, cap(batch))
-	for i, n := range inbox {
-		// A notice repeated at once says nothing new, unless it carries
-		// how the task queues again.
-		if i > 0 && n.kind != noticeRequeue && n.kind != noticeDue && inbox[i-1].id == n.id {
+	inbox = tm.releaseEnded(ctx, inbox)
+	batch, left := nextBatch(inbox)
+	if len(batch) > 0 && ctx.Err() == nil {
+		tm.reconcile(ctx, batch)
+	}
+	if len(left) == 0 || ctx.Err() != nil {
+		return
+	}
+	tm.mu.Lock()
+	tm.inbox = append(left, tm.inbox...)
+	tm.mu.Unlock()
+	tm.signal()
+}
+
+// nextBatch splits notices into the batch the ledger reads in one turn
+// and those left for the next: at most noticeBatch, of distinct tasks (a
+// second notice of a task waits for what the first decided to be done).
+// A notice repeated at once says nothing new, unless it carries how the
+// task queues again, and is dropped.
+func nextBatch(notices []notice) (batch, left []notice) {
+	in := make(map[string]bool, min(len(notices), noticeBatch))
+	for i, n := range notices {
+		if i > 0 && n.kind != noticeRequeue && n.kind != noticeDue && notices[i-1].id == n.id {
 			continue
 		}
-		if ctx.Err() != nil {
-			return
-		}
-		// A task is read once a batch: a second notice of it waits for
-		// what the first decided to be done.
 		if len(batch) == noticeBatch || in[n.id] {
-			tm.reconcile(ctx, batch)
-			batch = batch[:0]
-			clear(in)
+			return batch, notices[i:]
 		}
 		batch = append(batch, n)
 		in[n.id] = true
 	}
-	if len(batch) > 0 && ctx.Err() == nil {
-		tm.reconcile(ctx, batch)
+	return batch, nil
+}
+
+// releaseEnded reads the tasks that notices say ended, outside the
+// dispatcher's turn (tm.sync), and acts on those it finds ended: an
+// ended task never changes status again, so no commit of admissions can
+// undo what is decided from its read, and its lease goes back without
+// waiting for a commit to end or for the notices ahead of it. It returns
+// the other notices, in order; the ended ones it could not decide on
+// among them are read again in turn.
+func (tm *term) releaseEnded(ctx context.Context, notices []notice) []notice {
+	var ended []notice
+	seen := make(map[string]bool)
+	for _, n := range notices {
+		if n.kind == noticeEnded && !seen[n.id] {
+			seen[n.id] = true
+			ended = append(ended, n)
+		}
 	}
+	if len(ended) == 0 {
+		return notices
+	}
+	decided := make(map[string]bool, len(ended))
+	for chunk := range slices.Chunk(ended, endedBatch) {
+		if ctx.Err() != nil {
+			return notices
+		}
+		var a actions
+		read := tm.readMany(ctx, chunk)
+		for _, n := range chunk {
+			decided[n.id] = tm.decideEnded(&a, n, read)
+		}
+		tm.act(ctx, a)
+	}
+	return slices.DeleteFunc(notices, func(n notice) bool { return n.kind == noticeEnded && decided[n.id] })
+}
+
+// endedBatch is how many ended tasks releaseEnded reads in one query.
+const endedBatch = 512
+
+// decideEnded decides on ended notice n from what read says of its task,
+// and reports whether it did: only if the task has ended (or is gone)
+// and its admission is not being committed.
+func (tm *term) decideEnded(a *actions, n notice, read func(id string) (weir.Task, error)) bool {
+	t, err := read(n.id)
+	gone := errors.Is(err, weir.ErrNotFound)
+	switch {
+	case err != nil && !gone:
+		return false
+	case gone:
+		t = weir.Task{ID: n.id}
+	case !t.Status.Terminal() && !t.Deleted():
+		return false
+	}
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	if h := tm.leases[n.id]; h != nil && h.pending {
+		// Its commit is under way, and may have landed before the task
+		// ran and ended: the commit, not this read, says which.
+		return false
+	}
+	tm.decideLocked(a, t, gone || t.Deleted(), n)
+	return true
 }
 
 // reconcile reads the task of each of ns, notices of distinct tasks, and

@@ -38,7 +38,8 @@ type requeueAction struct {
 // decideLocked decides what the term does about task t as the store
 // holds it (gone: not there, or deleted), having heard n of it (the zero
 // notice: nothing, a look at the store). It holds tm.mu, and tm.sync
-// from before the read of t.
+// from before the read of t unless t had ended (or was gone) then: no
+// commit changes such a task.
 func (tm *term) decideLocked(a *actions, t weir.Task, gone bool, n notice) {
 	id := t.ID
 	h, w := tm.leases[id], tm.waiting[id]

@@ -52,6 +52,16 @@ type ManyReader interface {
 	TaskGetMany(ctx context.Context, ids []string) ([]weir.Task, error)
 }
 
+// ManyUpdater is what a store may also do, over its transaction type
+// TTx: apply many task updates in one transaction at the cost of one
+// round trip (PostgreSQL's store pipelines them), which the dispatcher's
+// commits of admissions do. TaskUpdateManyTx is TaskUpdateTx for each of
+// ps, in order; applied[i] is ps[i]'s. Its error is the first update's
+// that failed, and the transaction then rolls back.
+type ManyUpdater[TTx any] interface {
+	TaskUpdateManyTx(ctx context.Context, tx TTx, ps []weir.TaskUpdateParams) (applied []bool, err error)
+}
+
 // Notifier is what a store shared by several replicas also does, for the
 // service to run in a fleet (Config.Fleet): tell every replica that a
 // task changed. PostgreSQL's store does it with NOTIFY.
@@ -134,6 +144,9 @@ type jobStore interface {
 // with it.
 type txn interface {
 	taskUpdate(ctx context.Context, p *weir.TaskUpdateParams) (bool, error)
+	// taskUpdateMany is taskUpdate for each of ps, in order, in one round
+	// trip where the store can (ManyUpdater).
+	taskUpdateMany(ctx context.Context, ps []weir.TaskUpdateParams) ([]bool, error)
 	jobInsert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) error
 	// jobInsertMany inserts jobs in one statement.
 	jobInsertMany(ctx context.Context, jobs []river.InsertManyParams) error
@@ -283,6 +296,21 @@ type riverTx[TTx any] struct {
 
 func (t *riverTx[TTx]) taskUpdate(ctx context.Context, p *weir.TaskUpdateParams) (bool, error) {
 	return t.r.store.TaskUpdateTx(ctx, t.tx, p)
+}
+
+func (t *riverTx[TTx]) taskUpdateMany(ctx context.Context, ps []weir.TaskUpdateParams) ([]bool, error) {
+	if m, ok := any(t.r.store).(ManyUpdater[TTx]); ok {
+		return m.TaskUpdateManyTx(ctx, t.tx, ps)
+	}
+	applied := make([]bool, len(ps))
+	for i := range ps {
+		ok, err := t.r.store.TaskUpdateTx(ctx, t.tx, &ps[i])
+		if err != nil {
+			return nil, err
+		}
+		applied[i] = ok
+	}
+	return applied, nil
 }
 
 func (t *riverTx[TTx]) jobInsert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) error {
