@@ -65,6 +65,11 @@ other scenarios.`,
 			}
 			defer cleanup()
 			c.Weir = w
+			if c.Tracing {
+				if err := tracingEnv(cmd.ErrOrStderr(), os.Getenv); err != nil {
+					return err
+				}
+			}
 			c.HeapFloorSet = cmd.Flags().Changed("heap-floor")
 			// In process, the gateway runs here as weir serve would: with
 			// its heap floor. Out of process, this process runs only the

@@ -70,3 +70,32 @@ func TestBenchTracingInterleavedThroughMain(t *testing.T) {
 		t.Errorf("the receiver took %d exports, want one at least from each round's traced gateway", n)
 	}
 }
+
+// --tracing refuses an environment that would trace the untraced
+// gateways too, and warns of a sampler.
+func TestTracingEnv(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env       map[string]string
+		err, warn string
+	}{
+		{env: map[string]string{}},
+		{env: map[string]string{"OTEL_SERVICE_NAME": "bench"}},
+		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, err: "turns tracing on for every gateway"},
+		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}, err: "turns tracing on for every gateway"},
+		{env: map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, err: "OTEL_TRACES_EXPORTER"},
+		{env: map[string]string{"OTEL_TRACES_SAMPLER": "always_off"}, warn: "OTEL_TRACES_SAMPLER=always_off: weir+trace samples as it says"},
+	} {
+		var out strings.Builder
+		err := tracingEnv(&out, func(k string) string { return tc.env[k] })
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%v: %v", tc.env, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%v: error %v, want one saying %q", tc.env, err, tc.err)
+		}
+		if !strings.Contains(out.String(), tc.warn) || (tc.warn == "" && out.Len() > 0) {
+			t.Errorf("%v: printed %q, want %q", tc.env, out.String(), tc.warn)
+		}
+	}
+}
