@@ -510,8 +510,8 @@ func (p overheadReport) printMedians() {
 		fmt.Fprintf(p.out, "budgets/weir added latency, round by round: %s\n", roundRatios(p.results, latency, budgetsHop, weirHop))
 	}
 	if p.c.Tracing {
-		fmt.Fprintf(p.out, "%s/weir added latency, round by round: %s\n", traceName, roundRatios(p.results, latency, traceHop, weirHop))
-		fmt.Fprintf(p.out, "%s/weir added latency, round by round: %s\n", twinName, roundRatios(p.results, latency, twinHop, weirHop))
+		fmt.Fprintf(p.out, "%s/weir added latency, round by round (instances): %s\n", traceName, instanceRatios(p.results, 1))
+		fmt.Fprintf(p.out, "%s/weir added latency, round by round (instances): %s\n", twinName, instanceRatios(p.results, 2))
 		fmt.Fprint(p.out, traceVerdict(p.results, p.c.Rounds))
 	}
 }
@@ -539,6 +539,21 @@ func traceVerdict(results overheadResults, rounds int) string {
 		traceName, fmtRatio(t50), fmtRatio(t99), rounds, traceTarget, verdict, balance) +
 		fmt.Sprintf("A/A, two untraced instances: %s/weir added p50 %s, p99 %s, medians of %d rounds' ratios\n",
 			twinName, fmtRatio(a50), fmtRatio(a99), rounds)
+}
+
+// instanceRatios lists what the target traceRoles[role] adds as a
+// multiple of what weir adds, p50/p99, round by round, each with the
+// instances compared ("B/A": B played the role, A weir), so that an
+// instance that is faster or slower whatever its role shows.
+func instanceRatios(results overheadResults, role int) string {
+	r50, r99 := eachRound(results, latency, hop{traceRoles[role], "direct"}, weirHop)
+	parts := make([]string, len(r50))
+	for i := range r50 {
+		round := i + 1
+		parts[i] = fmt.Sprintf("%s/%s (%s/%s)", fmtRatio(r50[i]), fmtRatio(r99[i]),
+			instanceName(roleInstance(role, round)), instanceName(roleInstance(0, round)))
+	}
+	return strings.Join(parts, "  ")
 }
 
 // medianRatios are the medians over the rounds of what h adds as a

@@ -198,6 +198,18 @@ func TestTraceVerdict(t *testing.T) {
 	}
 }
 
+// The rounds' ratios name the instances that played the role and weir.
+func TestTraceInstanceRatios(t *testing.T) {
+	t.Parallel()
+	res := traceResults([][3][2]int{{{100, 1000}, {110, 1000}, {100, 900}}, {{100, 1000}, {150, 1200}, {80, 1000}}, {{200, 1000}, {200, 1100}, {240, 1300}}})
+	if got, want := instanceRatios(res, 1), "1.10x/1.00x (B/A)  1.50x/1.20x (C/B)  1.00x/1.10x (A/C)"; got != want {
+		t.Errorf("weir+trace: %q, want %q", got, want)
+	}
+	if got, want := instanceRatios(res, 2), "1.00x/0.90x (C/A)  0.80x/1.00x (A/B)  1.20x/1.30x (B/C)"; got != want {
+		t.Errorf("weir': %q, want %q", got, want)
+	}
+}
+
 // --tracing restarts weir every round, so targets that need a gateway
 // for the whole run are refused beside it.
 func TestOverheadConfigTracingAlone(t *testing.T) {
