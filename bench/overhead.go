@@ -44,7 +44,7 @@ type OverheadConfig struct {
 	// ephemeral range that the load generator's connections use too.
 	// Default DefaultPorts.
 	Ports         int
-	ProfileTarget string // direct, proxy, weir, with Edge edge, with Dialects responses or messages, with Budgets budgets, with Tracing weir+trace (weir)
+	ProfileTarget string // direct, proxy, weir, with Edge edge, with Dialects responses or messages, with Budgets budgets, with Tracing weir+trace or weir' (weir)
 	// Edge adds the target "edge": the same gateway, with an edge
 	// listener, tunnelling each request to a node agent in this process
 	// (package node, as `weir node` runs it) whose one provider is the
@@ -63,10 +63,16 @@ type OverheadConfig struct {
 	// real cost; judged against weir, whose key, group and model have
 	// none. Default false.
 	Budgets bool
-	// Tracing adds the target "weir+trace": a second gateway like weir's
-	// in this process (Weir.StartTraced), tracing every request and
-	// exporting its spans by OTLP/HTTP to a receiver in this process;
-	// judged against weir, which traces nothing. Default false.
+	// Tracing adds the targets "weir+trace", a gateway like weir's in
+	// this process (Weir.StartTraced) that traces every request and
+	// exports its spans by OTLP/HTTP to a receiver in this process, and
+	// "weir'", another untraced one: weir, weir+trace and weir' are three
+	// gateways built alike, started afresh every round with their roles
+	// turned (traceTrio), so that weir+trace is judged against weir
+	// with no instance keeping an edge of its own, and weir' against
+	// weir shows how far two untraced instances differ in the same run.
+	// Not with Edge, Dialects, Budgets, Fleet or ConsoleWatcher, whose
+	// targets need a gateway that lasts the run. Default false.
 	Tracing bool
 	// Interleave, with Dialects, Budgets or Tracing, drives direct, proxy, weir
 	// and their targets together, each round, on one open loop at Rate
@@ -152,7 +158,7 @@ type overheadRig struct {
 	fleet    *fleetRun      // and the replicas
 	edge     *edgeNode      // with OverheadConfig.Edge: the node agent
 	budgets  *budgetsTarget // with OverheadConfig.Budgets: its key and budget scopes
-	trace    *traceTarget   // with OverheadConfig.Tracing: the traced gateway and its receiver
+	trace    *traceTrio     // with OverheadConfig.Tracing: weir, weir+trace and weir', and the receiver
 	logLevel string
 	key      weir.APIKey
 	secret   string   // the key's, with OverheadConfig.OutOfProcess
@@ -223,6 +229,16 @@ func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, er
 	if err != nil {
 		return nil, err
 	}
+	rig.targets = []overheadTarget{
+		{name: "direct", urls: []string{mockURL + chat}, header: plain},
+		{name: "proxy", urls: []string{proxyURL + chat}, header: plain},
+	}
+	if c.Tracing {
+		if err := startTraceTargets(ctx, c, rig, dir, mockURL+"/v1"); err != nil {
+			return nil, err
+		}
+		return rig, rig.probeTargets(ctx)
+	}
 	secret, err := startWeirGateway(ctx, c, rig, dir, mockURL+"/v1")
 	if err != nil {
 		return nil, err
@@ -230,11 +246,7 @@ func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, er
 
 	auth := weirHeader(secret)
 	weirURL := "http://" + rig.gateway.Addr()
-	rig.targets = []overheadTarget{
-		{name: "direct", urls: []string{mockURL + chat}, header: plain},
-		{name: "proxy", urls: []string{proxyURL + chat}, header: plain},
-		{name: "weir", urls: []string{weirURL + chat}, header: auth},
-	}
+	rig.targets = append(rig.targets, overheadTarget{name: "weir", urls: []string{weirURL + chat}, header: auth})
 	if len(c.ConsoleWatcher) > 0 {
 		rig.targets = append(rig.targets, overheadTarget{name: "console", urls: []string{weirURL + chat}, header: auth,
 			watch: c.ConsoleWatcher, consoleURL: weirURL + "/"})
@@ -250,11 +262,6 @@ func startOverheadRig(ctx context.Context, c OverheadConfig) (_ *overheadRig, er
 	}
 	if c.Budgets {
 		if err := startBudgetsTarget(ctx, c, rig, plain); err != nil {
-			return nil, err
-		}
-	}
-	if c.Tracing {
-		if err := startTraceTarget(ctx, c, rig, dir, mockURL+"/v1"); err != nil {
 			return nil, err
 		}
 	}
@@ -363,14 +370,16 @@ func (c OverheadConfig) validate() error {
 		return fmt.Errorf("--profile-target %s needs --dialects", c.ProfileTarget)
 	case c.ProfileTarget == "budgets" && !c.Budgets:
 		return fmt.Errorf("--profile-target budgets needs --budgets")
-	case c.ProfileTarget == traceName && !c.Tracing:
-		return fmt.Errorf("--profile-target %s needs --tracing", traceName)
-	case !slices.Contains([]string{"direct", "proxy", "weir", "edge", "responses", "messages", "budgets", traceName}, c.ProfileTarget):
-		return fmt.Errorf("--profile-target must be direct, proxy, weir, edge, responses, messages, budgets or %s", traceName)
+	case (c.ProfileTarget == traceName || c.ProfileTarget == twinName) && !c.Tracing:
+		return fmt.Errorf("--profile-target %s needs --tracing", c.ProfileTarget)
+	case !slices.Contains([]string{"direct", "proxy", "weir", "edge", "responses", "messages", "budgets", traceName, twinName}, c.ProfileTarget):
+		return fmt.Errorf("--profile-target must be direct, proxy, weir, edge, responses, messages, budgets, %s or %s", traceName, twinName)
 	case c.Interleave && (!(c.Dialects || c.Budgets || c.Tracing) || c.MaxRPS):
 		return fmt.Errorf("--interleave needs --dialects, --budgets or --tracing, and an open loop (not --max-rps)")
 	case c.Interleave && (c.Edge || c.Fleet.Replicas > 0 || len(c.ConsoleWatcher) > 0):
 		return fmt.Errorf("--interleave drives direct, proxy, weir and the targets of --dialects, --budgets and --tracing alone: not with --edge, --fleet or --console-watcher")
+	case c.Tracing && (c.Edge || c.Dialects || c.Budgets || c.Fleet.Replicas > 0 || len(c.ConsoleWatcher) > 0):
+		return fmt.Errorf("--tracing restarts weir every round with the roles turned: not with --edge, --dialects, --budgets, --fleet or --console-watcher")
 	case c.Tracing && c.Weir.StartTraced == nil:
 		return errors.New("bench: Weir.StartTraced is required for the weir+trace target")
 	case c.Edge && c.Weir.CreateNode == nil:
@@ -519,13 +528,14 @@ func (s streamSplit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Weir costs. The listeners take loopback ports from c.Ports (--ports)
 // on, below the ephemeral range the load generator's connections use.
 //
-// With c.Interleave (--interleave, with --dialects or --budgets), each
-// round drives the targets together instead, one open loop at --rate
-// dealing its requests to each in turn (each target an equal share of
-// --rate), so that what each adds over direct is measured over the same
-// seconds; the whole process's CPU time and allocations cannot be split
-// among targets sharing a window, so the cost table comes from a pass of
-// each target alone, in turn, after the rounds.
+// With c.Interleave (--interleave, with --dialects, --budgets or
+// --tracing), each round drives the targets together instead, one open
+// loop at --rate dealing its requests to each in turn (each target an
+// equal share of --rate), so that what each adds over direct is
+// measured over the same seconds; the whole process's CPU time and
+// allocations cannot be split among targets sharing a window, so the
+// cost table comes from a pass of each target alone, in turn, after the
+// rounds.
 //
 // With c.Budgets (--budgets), one more target, "budgets", reaches the
 // same gateway and platform model (priced with --budgets, for every
@@ -539,6 +549,16 @@ func (s streamSplit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // the run, a probe checks that a request settles in all three scopes
 // (their spend grows), and after it that the run's did: the run fails
 // otherwise.
+//
+// With c.Tracing (--tracing), weir is one of three gateways built alike
+// in this process, A, B and C, started afresh in that order every round
+// with the roles turned (traceTrio): the one playing "weir+trace" traces
+// every request and exports its spans by OTLP/HTTP to a receiver in this
+// process, and weir and "weir'" have no tracing configured. After the
+// rounds, the trace-overhead line judges weir+trace's added latency
+// against weir's, the median of the rounds' ratios, p50 and p99, against
+// 1.15x, and the A/A line beside it gives the same for weir': how far
+// two untraced instances differ in the same run.
 //
 // With c.Fleet.Replicas set (--fleet N), two more targets run as `weir
 // serve` child processes with the same catalog and limits: "serve", one
@@ -618,8 +638,8 @@ func (c OverheadConfig) driveRounds(ctx context.Context, out io.Writer, rig *ove
 	}
 	results := overheadResults{}
 	for round := 1; round <= c.Rounds; round++ {
-		if c.Rounds > 1 {
-			fmt.Fprintf(out, "round %d of %d:\n", round, c.Rounds)
+		if err := c.beginRound(ctx, out, rig, round); err != nil {
+			return nil, err
 		}
 		rows := map[string]row{}
 		for _, t := range rig.targets {
@@ -639,6 +659,18 @@ func (c OverheadConfig) driveRounds(ctx context.Context, out io.Writer, rig *ove
 		}
 	}
 	return results, nil
+}
+
+// beginRound heads round's tables and, with Tracing, gives the
+// gateways round's roles.
+func (c OverheadConfig) beginRound(ctx context.Context, out io.Writer, rig *overheadRig, round int) error {
+	if c.Rounds > 1 {
+		fmt.Fprintf(out, "round %d of %d:\n", round, c.Rounds)
+	}
+	if rig.trace == nil {
+		return nil
+	}
+	return rig.trace.begin(ctx, out, rig, round)
 }
 
 // load is what loadgen sends to t.

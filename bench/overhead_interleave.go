@@ -17,14 +17,14 @@ import (
 // round is measured and returns each target's results, a round each.
 func (c OverheadConfig) driveInterleaved(ctx context.Context, out io.Writer, rig *overheadRig) (overheadResults, error) {
 	cfg := c.loadConfig()
-	targets := make([]loadgen.Target, len(rig.targets))
-	for i, t := range rig.targets {
-		targets[i] = t.load()
-	}
 	results := overheadResults{}
 	for round := 1; round <= c.Rounds; round++ {
-		if c.Rounds > 1 {
-			fmt.Fprintf(out, "round %d of %d:\n", round, c.Rounds)
+		if err := c.beginRound(ctx, out, rig, round); err != nil {
+			return nil, err
+		}
+		targets := make([]loadgen.Target, len(rig.targets))
+		for i, t := range rig.targets {
+			targets[i] = t.load()
 		}
 		var (
 			res []loadgen.Result

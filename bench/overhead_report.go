@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -104,9 +105,14 @@ var (
 	// budgetsHop is Weir with a budget on the request's key, group and
 	// model, judged against weir's hop.
 	budgetsHop = hop{"budgets", "direct"}
-	// traceHop is Weir tracing every request, judged against weir's hop.
+	// traceHop is Weir tracing every request, judged against weir's hop;
+	// twinHop another untraced instance of Weir, weir's A/A.
 	traceHop = hop{traceName, "direct"}
+	twinHop  = hop{twinName, "direct"}
 )
+
+// traceTarget is the most weir+trace may add over weir (issue 26).
+const traceTarget = 1.15
 
 // added is what h adds to the p50 and the p99 of rows.
 func (h hop) added(rows map[string]row) (p50, p99 time.Duration) {
@@ -124,16 +130,26 @@ func hopRatios(rows map[string]row, h, base hop) (r50, r99 float64) {
 // roundRatios lists what h adds as a multiple of what base adds, p50/p99,
 // round by round: the spread says how far one round can be trusted.
 func roundRatios(results map[string][]loadgen.Result, pick func(loadgen.Result) loadgen.Percentiles, h, base hop) string {
+	r50, r99 := eachRound(results, pick, h, base)
 	var parts []string
+	for i := range r50 {
+		parts = append(parts, fmtRatio(r50[i])+"/"+fmtRatio(r99[i]))
+	}
+	return strings.Join(parts, "  ")
+}
+
+// eachRound is what h adds as a multiple of what base adds, p50 and
+// p99, a round each.
+func eachRound(results map[string][]loadgen.Result, pick func(loadgen.Result) loadgen.Percentiles, h, base hop) (r50, r99 []float64) {
 	for i := range results[h.to] {
 		rows := map[string]row{}
 		for _, name := range []string{h.to, h.from, base.to, base.from} {
 			rows[name] = row{lat: pick(results[name][i])}
 		}
-		r50, r99 := hopRatios(rows, h, base)
-		parts = append(parts, fmtRatio(r50)+"/"+fmtRatio(r99))
+		a, b := hopRatios(rows, h, base)
+		r50, r99 = append(r50, a), append(r99, b)
 	}
-	return strings.Join(parts, "  ")
+	return r50, r99
 }
 
 // roundChunks lists the edge target's added per-chunk p99 over direct
@@ -188,7 +204,7 @@ func printCost(out io.Writer, target string, rows map[string]row) {
 			r.cpu-w.cpu, r.allocs-w.allocs,
 			fmtRatio(fratio(r.cpu-w.cpu, px.cpu-d.cpu)), fmtRatio(fratio(r.allocs-w.allocs, px.allocs-d.allocs)))
 	}
-	if w, ok := rows["weir"]; ok && (target == "budgets" || target == traceName) {
+	if w, ok := rows["weir"]; ok && (target == "budgets" || target == traceName || target == twinName) {
 		line += fmt.Sprintf("   %s-weir: cpu %+.1f µs, allocs %+.0f, KB %+.1f; %s/weir added: cpu %s, allocs %s",
 			target, r.cpu-w.cpu, r.allocs-w.allocs, r.kb-w.kb, target,
 			fmtRatio(fratio(r.cpu-d.cpu, w.cpu-d.cpu)), fmtRatio(fratio(r.allocs-d.allocs, w.allocs-d.allocs)))
@@ -317,7 +333,10 @@ func ratioVerdict(target string, rows map[string]row) string {
 		return fmt.Sprintf("   budgets/weir added: p50 %s, p99 %s (target <= 1.1x: %s)", fmtRatio(r50), fmtRatio(r99), verdict(r50, r99, 1.1))
 	case target == traceName && has("direct", "weir"):
 		r50, r99 := hopRatios(rows, traceHop, weirHop)
-		return fmt.Sprintf("   %s/weir added: p50 %s, p99 %s (target <= 1.15x: %s)", traceName, fmtRatio(r50), fmtRatio(r99), verdict(r50, r99, 1.15))
+		return fmt.Sprintf("   %s/weir added: p50 %s, p99 %s (target <= %.2fx: %s)", traceName, fmtRatio(r50), fmtRatio(r99), traceTarget, verdict(r50, r99, traceTarget))
+	case target == twinName && has("direct", "weir"):
+		r50, r99 := hopRatios(rows, twinHop, weirHop)
+		return fmt.Sprintf("   %s/weir added: p50 %s, p99 %s (A/A: both untraced)", twinName, fmtRatio(r50), fmtRatio(r99))
 	case target == "edge" && has("direct", "proxy", "weir"):
 		t50, t99 := tunnelHop.added(rows)
 		p50, p99 := proxyHop.added(rows)
@@ -438,7 +457,8 @@ func printOverheadSetup(out io.Writer, c OverheadConfig, rig *overheadRig) {
 			budgetsPrice.Input, budgetsPrice.Output, rig.budgets.key.ID, budgetsGroup, budgetsModel, budgetsSpec, budgetsAlerts, strings.Join(rig.budgets.scopes, ", "))
 	}
 	if rig.trace != nil {
-		fmt.Fprintf(out, "  %s: a second gateway in this process with weir's catalog and limits, tracing every request (a server, a queue and an upstream client span each) by OTLP/HTTP, batched, to a receiver in this process\n", traceName)
+		fmt.Fprintf(out, "  weir, %s and %s: three gateways in this process built alike (one catalog and limits, a database and a port each), A, B and C, started afresh in that order every round with the roles turned, each playing each role once in every %d rounds; %s traces every request (a server, a queue and an upstream client span each) by OTLP/HTTP, batched, to a receiver in this process; weir and %s have no tracing configured (%s/weir: an A/A comparison)\n",
+			traceName, twinName, len(traceRoles), traceName, twinName, twinName)
 	}
 	if rig.edge != nil {
 		fmt.Fprintf(out, "  edge: the same gateway, model %s routed to node %s alone: its agent in this process dials the edge listener %s over gRPC (plaintext), its provider %s is the same mock, %d slots; scopes key, group and %s\n",
@@ -490,8 +510,71 @@ func (p overheadReport) printMedians() {
 		fmt.Fprintf(p.out, "budgets/weir added latency, round by round: %s\n", roundRatios(p.results, latency, budgetsHop, weirHop))
 	}
 	if p.c.Tracing {
-		fmt.Fprintf(p.out, "%s/weir added latency, round by round: %s\n", traceName, roundRatios(p.results, latency, traceHop, weirHop))
+		fmt.Fprintf(p.out, "%s/weir added latency, round by round (instances): %s\n", traceName, instanceRatios(p.results, 1))
+		fmt.Fprintf(p.out, "%s/weir added latency, round by round (instances): %s\n", twinName, instanceRatios(p.results, 2))
+		fmt.Fprint(p.out, traceVerdict(p.results, p.c.Rounds))
 	}
+}
+
+// traceVerdict is the trace-overhead scenario's judgement: weir+trace's
+// added latency over weir's, p50 and p99, the median of the rounds'
+// ratios (each round's a comparison within the same seconds) against
+// traceTarget, and beside it the same for weir', which traces nothing:
+// a ratio of weir+trace's within the A/A line's spread is not tracing's.
+func traceVerdict(results overheadResults, rounds int) string {
+	t50, t99 := medianRatios(results, latency, traceHop, weirHop)
+	a50, a99 := medianRatios(results, latency, twinHop, weirHop)
+	verdict := "missed"
+	switch {
+	case math.IsNaN(t50) || math.IsNaN(t99):
+		verdict = "not measured: weir added nothing in any round"
+	case t50 <= traceTarget && t99 <= traceTarget:
+		verdict = "met"
+	}
+	balance := "each instance traced in as many rounds"
+	if rounds%len(traceRoles) != 0 {
+		balance = fmt.Sprintf("rounds not a multiple of %d: the instances did not play each role alike", len(traceRoles))
+	}
+	return fmt.Sprintf("trace-overhead: %s/weir added p50 %s, p99 %s, medians of %d rounds' ratios (target <= %.2fx: %s; %s)\n",
+		traceName, fmtRatio(t50), fmtRatio(t99), rounds, traceTarget, verdict, balance) +
+		fmt.Sprintf("A/A, two untraced instances: %s/weir added p50 %s, p99 %s, medians of %d rounds' ratios\n",
+			twinName, fmtRatio(a50), fmtRatio(a99), rounds)
+}
+
+// instanceRatios lists what the target traceRoles[role] adds as a
+// multiple of what weir adds, p50/p99, round by round, each with the
+// instances compared ("B/A": B played the role, A weir), so that an
+// instance that is faster or slower whatever its role shows.
+func instanceRatios(results overheadResults, role int) string {
+	r50, r99 := eachRound(results, latency, hop{traceRoles[role], "direct"}, weirHop)
+	parts := make([]string, len(r50))
+	for i := range r50 {
+		round := i + 1
+		parts[i] = fmt.Sprintf("%s/%s (%s/%s)", fmtRatio(r50[i]), fmtRatio(r99[i]),
+			instanceName(roleInstance(role, round)), instanceName(roleInstance(0, round)))
+	}
+	return strings.Join(parts, "  ")
+}
+
+// medianRatios are the medians over the rounds of what h adds as a
+// multiple of what base adds, p50 and p99; rounds where base added
+// nothing are left out (NaN if all are).
+func medianRatios(results overheadResults, pick func(loadgen.Result) loadgen.Percentiles, h, base hop) (r50, r99 float64) {
+	each50, each99 := eachRound(results, pick, h, base)
+	return median(each50), median(each99)
+}
+
+// median is the median of v's numbers, NaN left out; NaN if none is.
+func median(v []float64) float64 {
+	v = slices.DeleteFunc(slices.Clone(v), math.IsNaN)
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(v)
+	if n := len(v); n%2 == 0 {
+		return (v[n/2-1] + v[n/2]) / 2
+	}
+	return v[len(v)/2]
 }
 
 // printStreams prints the streams' tables: to the first byte, to the last

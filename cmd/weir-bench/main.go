@@ -65,6 +65,11 @@ other scenarios.`,
 			}
 			defer cleanup()
 			c.Weir = w
+			if c.Tracing {
+				if err := tracingEnv(cmd.ErrOrStderr(), os.Getenv); err != nil {
+					return err
+				}
+			}
 			c.HeapFloorSet = cmd.Flags().Changed("heap-floor")
 			// In process, the gateway runs here as weir serve would: with
 			// its heap floor. Out of process, this process runs only the
@@ -90,15 +95,15 @@ other scenarios.`,
 	f.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of one target's measured phase (first round) to this file")
 	f.StringVar(&c.MemProfile, "memprofile", "", "write the allocations of the same phase to this file, and those before it to this file plus .base (go tool pprof -sample_index=alloc_space -base FILE.base weir-bench FILE)")
 	f.StringVar(&c.Trace, "trace", "", "write an execution trace of one target's measured phase to this file (keep --duration short)")
-	f.StringVar(&c.ProfileTarget, "profile-target", "weir", "target whose measured phase --cpuprofile, --memprofile and --trace cover: direct, proxy, weir, (with --edge) edge, (with --dialects) responses or messages, (with --budgets) budgets, or (with --tracing) weir+trace")
+	f.StringVar(&c.ProfileTarget, "profile-target", "weir", "target whose measured phase --cpuprofile, --memprofile and --trace cover: direct, proxy, weir, (with --edge) edge, (with --dialects) responses or messages, (with --budgets) budgets, or (with --tracing) weir+trace or weir'")
 	f.Int64Var(&c.HeapFloor, "heap-floor", gcfloor.Default, "the gateway's heap floor in bytes, as weir serve's server.heap_floor (0: none): this process's, or with --out-of-process the weir child's (default there: its config's default)")
 	f.BoolVar(&c.OutOfProcess, "out-of-process", false, "run targets proxy and weir each as a child process (the plain proxy; 'weir serve' on SQLite), so that each one's CPU time and memory are its own; direct, the load generator and the mock stay in this process")
 	f.IntVar(&c.Ports, "ports", bench.DefaultPorts, "the first loopback port the listeners take in turn (mock, proxy, weir, edge), each the next free one, below the ephemeral range the load generator's connections use; 0: ports the kernel picks")
 	f.StringSliceVar(&c.ConsoleWatcher, "console-watcher", nil, "also drive target console: the same gateway while this command watches its web console (WEIR_URL; it prints \"watching\" once live), e.g. node,e2e/browser/watch.mjs")
 	f.BoolVar(&c.Dialects, "dialects", false, "also drive targets responses and messages: the same gateway and model through OpenAI's Responses API and Anthropic's Messages API, translated to Chat Completions and back (judged against weir)")
 	f.BoolVar(&c.Budgets, "budgets", false, "also drive target budgets: the same gateway and platform model (priced) through a key of another group asking another model, where that key, group and model each have a hard budget never reached, so each request reserves and settles its cost in three budget scopes (budget-overhead; judged against weir)")
-	f.BoolVar(&c.Interleave, "interleave", false, "with --dialects or --budgets: drive direct, proxy, weir and their targets together on one open loop at --rate, each request to the next target of a shuffled turn (each target an equal share of --rate), so all are measured over the same seconds and the ratios to weir hold steady on a noisy machine; the cost table then comes from a pass of each target alone after the rounds")
-	f.BoolVar(&c.Tracing, "tracing", false, "also drive target weir+trace: a second gateway like weir's, tracing every request (100% sampled) by OTLP/HTTP to a receiver in this process (judged against weir, which traces nothing)")
+	f.BoolVar(&c.Interleave, "interleave", false, "with --dialects, --budgets or --tracing: drive direct, proxy, weir and their targets together on one open loop at --rate, each request to the next target of a shuffled turn (each target an equal share of --rate), so all are measured over the same seconds and the ratios to weir hold steady on a noisy machine; the cost table then comes from a pass of each target alone after the rounds")
+	f.BoolVar(&c.Tracing, "tracing", false, "also drive targets weir+trace, a gateway like weir's tracing every request (100% sampled) by OTLP/HTTP to a receiver in this process, and weir', another untraced one: weir, weir+trace and weir' are three gateways built alike, restarted every round with the roles turned (trace-overhead: weir+trace judged against weir, weir'/weir the A/A beside it; --rounds a multiple of 3)")
 	f.BoolVar(&c.Edge, "edge", false, "also drive target edge: the same gateway tunnelling each request over gRPC to an edge node agent (in this process) whose provider is the same mock (edge-overhead; with --stream, edge-stream)")
 	fleetFlags(f, &c.Fleet, "also drive one 'weir serve' on SQLite (target serve) and this many replicas on PostgreSQL (target fleet), each as a child process; with --max-rps, pgbench follows the fleet's loop (fleet-admit)")
 	return cmd

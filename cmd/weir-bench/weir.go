@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,6 +69,26 @@ func benchWeir(self string) bench.Weir {
 			return serve.CreateNode(ctx, store, name, time.Now())
 		},
 	}
+}
+
+// tracingEnv checks, for --tracing, that the OTEL_* environment
+// (getenv) leaves the untraced gateways untraced: serve.Main would
+// otherwise trace weir and weir' too, and the comparison would be of
+// tracing against tracing. It warns on out if a sampler is set: the
+// traced gateway samples as it says, not every request.
+func tracingEnv(out io.Writer, getenv func(string) string) error {
+	on, err := tracing.Enabled(getenv)
+	if err != nil {
+		return fmt.Errorf("--tracing: %w", err)
+	}
+	if on {
+		return errors.New("--tracing: the OTEL_* environment turns tracing on for every gateway, the untraced weir and weir' too; " +
+			"unset OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT and OTEL_TRACES_EXPORTER (weir+trace exports to a receiver of its own)")
+	}
+	if v := getenv("OTEL_TRACES_SAMPLER"); v != "" {
+		fmt.Fprintf(out, "weir-bench: OTEL_TRACES_SAMPLER=%s: weir+trace samples as it says, not every request\n", v)
+	}
+	return nil
 }
 
 // weirPackage is the weir command, which findWeir builds.
