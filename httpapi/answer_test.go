@@ -67,3 +67,44 @@ func TestWholeAnswerBeforeItsRecord(t *testing.T) {
 		})
 	}
 }
+
+// The work after a whole answer is done when its client hangs up at
+// once, and the server's Shutdown, begun meanwhile, waits for it.
+func TestWorkAfterTheAnswerDrained(t *testing.T) {
+	t.Parallel()
+	shutdown := make(chan struct{})
+	recorded := make(chan weir.Usage, 1)
+	b := setup(t, setupOpts{deps: func(d *Deps) {
+		d.Usage = func(u weir.Usage) {
+			<-shutdown // the client has gone, and Shutdown has begun
+			recorded <- u
+		}
+	}})
+	b.http.Config.RegisterOnShutdown(func() { close(shutdown) })
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, b.http.URL+"/v1/chat/completions", strings.NewReader(chatJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+b.key)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(resp.Body)
+	resp.Body.Close() // and the connection with it
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d, %v: %s", resp.StatusCode, err, out)
+	}
+	if err := b.http.Config.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case u := <-recorded:
+		if u.Outcome != string(gateway.OutcomeOK) || u.Status != http.StatusOK {
+			t.Errorf("usage record %+v", u)
+		}
+	default:
+		t.Fatal("Shutdown returned before the request's usage record was made")
+	}
+}
