@@ -42,7 +42,8 @@ func (d *delivery) readFailed(err error) {
 }
 
 // copyBody passes a whole answer on. JSON is read whole (up to
-// MaxResponseBytes), the upstream call ended, and then written; anything
+// MaxResponseBytes), the upstream call ended (its lease released), and
+// then written with its length and flushed; anything
 // else (audio, say) is passed through as it arrives. done ends the
 // upstream call.
 func (s *Service) copyBody(c *Call, out Answer, resp *http.Response, head Head, done func(usage, bool)) delivery {
@@ -81,9 +82,17 @@ func (s *Service) copyBody(c *Call, out Answer, resp *http.Response, head Head, 
 		ok = ok || u.Images > 0
 	}
 	done(u, ok)
+	head.ContentLength = int64(len(body))
 	out.Start(head)
 	d.started = true
 	if _, err := out.Write(body); err != nil {
+		d.client = err
+		return d
+	}
+	// The whole answer goes out now, not when the request's handler
+	// returns: the client has it before the end-of-request work (the
+	// usage record, metrics, the access log line, spans).
+	if err := out.Flush(); err != nil {
 		d.client = err
 		return d
 	}

@@ -105,9 +105,8 @@ func TestAcceptanceRunMode(t *testing.T) {
 			t.Fatalf("run request %d never answered", i)
 		}
 	}
-	usage.mu.Lock()
 	var apart, production int
-	for _, u := range usage.all {
+	for _, u := range usage.wait(t, 4) {
 		switch u.PlatformModel {
 		case "acceptance:new-platform.1:up/m":
 			apart++
@@ -117,7 +116,6 @@ func TestAcceptanceRunMode(t *testing.T) {
 			t.Errorf("usage of platform model %q", u.PlatformModel)
 		}
 	}
-	usage.mu.Unlock()
 	if apart != 3 || production != 1 {
 		t.Errorf("usage: %d of the run, %d of production; want 3 and 1", apart, production)
 	}

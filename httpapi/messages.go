@@ -199,7 +199,9 @@ func (a *messagesAnswer) end(context.Context) {
 		}
 		head.ContentType, head.ContentLength = "application/json", int64(len(out))
 		a.out.Start(head)
-		_, _ = a.out.Write(out)
+		if _, err := a.out.Write(out); err == nil {
+			_ = a.out.Flush() // before the usage record and the access log line
+		}
 	}
 }
 

@@ -78,7 +78,7 @@ func TestMessagesPassedThrough(t *testing.T) {
 			} `json:"usage"`
 		}
 		_ = json.Unmarshal(got, &in)
-		u := usage.all[len(usage.all)-1]
+		u := usage.last(t, 1)
 		if u.Endpoint != "messages" || u.PromptTokens != in.Usage.InputTokens || u.CompletionTokens != in.Usage.OutputTokens || u.CompletionTokens == 0 ||
 			u.Outcome != string(gateway.OutcomeOK) {
 			t.Errorf("usage record %+v; the answer's usage %+v", u, in.Usage)
@@ -102,7 +102,7 @@ func TestMessagesPassedThrough(t *testing.T) {
 		evs := readMessagesEvents(t, resp2(got))
 		start := evs[0].data["message"].(map[string]any)["usage"].(map[string]any)
 		final := evs[len(evs)-2].data["usage"].(map[string]any)
-		u := usage.all[len(usage.all)-1]
+		u := usage.last(t, 2)
 		if u.PromptTokens != int64(start["input_tokens"].(float64)) || u.CompletionTokens != int64(final["output_tokens"].(float64)) ||
 			u.Outcome != string(gateway.OutcomeOK) {
 			t.Errorf("usage record %+v; message_start %v, message_delta %v", u, start, final)
@@ -295,7 +295,7 @@ func TestMessagesPassedThroughStreamFails(t *testing.T) {
 	if last.name != "error" || e["type"] != "timeout_error" || e["code"] != string(weir.CodeUpstreamTimeout) || evs[len(evs)-2].name != "content_block_delta" {
 		t.Fatalf("stream %s", got)
 	}
-	if got := usage.outcomes(); len(got) != 1 || got[0] != string(weir.CodeUpstreamTimeout) {
+	if got := usage.outcomes(t, 1); len(got) != 1 || got[0] != string(weir.CodeUpstreamTimeout) {
 		t.Errorf("outcomes %v", got)
 	}
 }

@@ -35,13 +35,11 @@ func TestPinPlatform(t *testing.T) {
 			t.Fatalf("pinned to up2: %d %s", resp.StatusCode, out)
 		}
 	}
-	usage.mu.Lock()
-	for _, u := range usage.all {
+	for _, u := range usage.wait(t, 3) {
 		if u.PlatformModel != "up2/m" {
 			t.Errorf("a request pinned to up2 served by %q", u.PlatformModel)
 		}
 	}
-	usage.mu.Unlock()
 
 	resp, out := b.call(t, http.MethodPost, "/v1/chat/completions", b.key, chat, pin("nope"))
 	wantError(t, resp, out, http.StatusBadRequest, weir.CodeInvalidRequest, HeaderPlatform)

@@ -132,7 +132,7 @@ func TestResponsesPassedThrough(t *testing.T) {
 		}
 		var m map[string]any
 		_ = json.Unmarshal(got, &m)
-		u := usage.all[len(usage.all)-1]
+		u := usage.last(t, 1)
 		in := int64(m["usage"].(map[string]any)["input_tokens"].(float64))
 		if u.Endpoint != "responses" || u.PromptTokens != in || u.CompletionTokens != 7 || u.Status != http.StatusOK || u.Outcome != string(gateway.OutcomeOK) {
 			t.Errorf("usage record %+v; the answer's input tokens %d", u, in)
@@ -153,7 +153,7 @@ func TestResponsesPassedThrough(t *testing.T) {
 		if evs[len(evs)-1].typ != "response.completed" || len(evs) != 15 {
 			t.Errorf("events %v", types(evs))
 		}
-		u := usage.all[len(usage.all)-1]
+		u := usage.last(t, 2)
 		if u.CompletionTokens != 7 || u.PromptTokens == 0 || u.Outcome != string(gateway.OutcomeOK) {
 			t.Errorf("usage record %+v", u)
 		}
@@ -263,7 +263,7 @@ func TestResponsesPassedThroughStreamFails(t *testing.T) {
 	if last.typ != "error" || last.data["code"] != string(weir.CodeUpstreamTimeout) || evs[len(evs)-2].typ != "response.output_text.delta" {
 		t.Fatalf("events %v; last %v", types(evs), last.data)
 	}
-	if got := usage.outcomes(); len(got) != 1 || got[0] != string(weir.CodeUpstreamTimeout) {
+	if got := usage.outcomes(t, 1); len(got) != 1 || got[0] != string(weir.CodeUpstreamTimeout) {
 		t.Errorf("outcomes %v", got)
 	}
 }

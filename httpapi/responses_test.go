@@ -134,7 +134,7 @@ func TestResponsesThroughTheGateway(t *testing.T) {
 			msgs[0].(map[string]any)["role"] != "system" || msgs[1].(map[string]any)["content"] != "Say hello" || sent["metadata"] != nil {
 			t.Errorf("the upstream received %v", sent)
 		}
-		u := usage.all[len(usage.all)-1]
+		u := usage.last(t, 1)
 		if u.Endpoint != "responses" || u.Model != "m" || u.CompletionTokens != 7 || u.PromptTokens != r.Usage.InputTokens || u.Status != http.StatusOK {
 			t.Errorf("usage record %+v", u)
 		}
@@ -176,7 +176,7 @@ func TestResponsesThroughTheGateway(t *testing.T) {
 		if sent["stream"] != true || sent["stream_options"].(map[string]any)["include_usage"] != true {
 			t.Errorf("the upstream received %v", sent)
 		}
-		u := usage.all[len(usage.all)-1]
+		u := usage.last(t, 2)
 		if u.Endpoint != "responses" || u.CompletionTokens != 7 || u.Outcome != string(gateway.OutcomeOK) {
 			t.Errorf("usage record %+v", u)
 		}
@@ -391,7 +391,7 @@ func TestResponsesStalledStreamFails(t *testing.T) {
 	if r["status"] != "failed" || e["code"] != string(weir.CodeUpstreamTimeout) || len(out) != 1 || out[0].(map[string]any)["status"] != "incomplete" {
 		t.Errorf("failed response %v", r)
 	}
-	if got := usage.outcomes(); len(got) != 1 || got[0] != string(weir.CodeUpstreamTimeout) {
+	if got := usage.outcomes(t, 1); len(got) != 1 || got[0] != string(weir.CodeUpstreamTimeout) {
 		t.Errorf("outcomes %v", got)
 	}
 }

@@ -44,13 +44,11 @@ func TestSimulationRunMode(t *testing.T) {
 	if n := b.mock.Stats().Requests; n != 0 {
 		t.Errorf("%d requests reached the upstream in simulation", n)
 	}
-	usage.mu.Lock()
-	for _, u := range usage.all {
+	for _, u := range usage.wait(t, 2) {
 		if u.PlatformModel != "simulated:up/m" || u.Outcome != "ok" {
 			t.Errorf("a simulated request's usage: platform model %q, outcome %q", u.PlatformModel, u.Outcome)
 		}
 	}
-	usage.mu.Unlock()
 
 	prod := b.newKey(t, weir.APIKey{Group: "prod"})
 	resp, out := b.call(t, http.MethodPost, "/v1/chat/completions", prod, body, sim)

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -35,8 +34,8 @@ func tracedSetup(t *testing.T, o setupOpts) (*testBundle, *otlptest.Receiver) {
 // its children; the upstream receives the client span's traceparent.
 func TestTraceOfAChatRequest(t *testing.T) {
 	t.Parallel()
-	logs := &lockedBuffer{}
-	b, rcv := tracedSetup(t, setupOpts{deps: func(d *Deps) { d.Logger = slog.New(slog.NewJSONHandler(logs, nil)) }})
+	logs := &accessLog{}
+	b, rcv := tracedSetup(t, setupOpts{deps: func(d *Deps) { d.Logger = logs.logger() }})
 	resp := b.post(t, "/v1/chat/completions", `{"model":"m","max_tokens":50,"messages":[{"role":"user","content":"a secret prompt"}]}`,
 		http.Header{"Traceparent": {clientTraceparent}})
 	body, _ := io.ReadAll(resp.Body)
@@ -87,8 +86,8 @@ func TestTraceOfAChatRequest(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(logs.String(), `"trace_id":"`+server.TraceID+`"`) {
-		t.Errorf("the access log line names no trace id %s:\n%s", server.TraceID, logs)
+	if line := logs.waitRequests(t, 1)[0]; line["trace_id"] != server.TraceID {
+		t.Errorf("the access log line names no trace id %s:\n%s", server.TraceID, logs.text())
 	}
 	traced := b.mock.Traced()
 	if len(traced) != 1 || traced[0].Traceparent != "00-"+server.TraceID+"-"+client.SpanID+"-01" {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,23 +78,63 @@ func (b *testBundle) inFlight(t *testing.T, pm string) int64 {
 	return st.Used
 }
 
-// usageLog collects the usage records of a bundle.
+// usageLog collects the usage records of a bundle. A whole answer
+// reaches its client before its record is made: wait for it.
 type usageLog struct {
 	mu  sync.Mutex
 	all []weir.Usage
+	// more is closed, and replaced, at each record.
+	more chan struct{}
 }
 
 func (u *usageLog) record(r weir.Usage) {
 	u.mu.Lock()
 	u.all = append(u.all, r)
+	if u.more != nil {
+		close(u.more)
+		u.more = nil
+	}
 	u.mu.Unlock()
 }
 
-func (u *usageLog) outcomes() []string {
-	u.mu.Lock()
-	defer u.mu.Unlock()
+// wait waits for at least n records and returns them.
+func (u *usageLog) wait(t testing.TB, n int) []weir.Usage {
+	t.Helper()
+	// A bound for a failing test, not a wait: the record follows the
+	// answer by microseconds.
+	bound := time.After(30 * time.Second)
+	for {
+		u.mu.Lock()
+		if len(u.all) >= n {
+			all := slices.Clone(u.all)
+			u.mu.Unlock()
+			return all
+		}
+		if u.more == nil {
+			u.more = make(chan struct{})
+		}
+		more := u.more
+		u.mu.Unlock()
+		select {
+		case <-more:
+		case <-bound:
+			t.Fatalf("%d usage records, want %d", len(u.wait(t, 0)), n)
+		}
+	}
+}
+
+// last waits for the nth record and returns the last one.
+func (u *usageLog) last(t testing.TB, n int) weir.Usage {
+	t.Helper()
+	all := u.wait(t, n)
+	return all[len(all)-1]
+}
+
+// outcomes waits for at least n records and returns their outcomes.
+func (u *usageLog) outcomes(t testing.TB, n int) []string {
+	t.Helper()
 	var out []string
-	for _, r := range u.all {
+	for _, r := range u.wait(t, n) {
 		out = append(out, r.Outcome)
 	}
 	return out
@@ -132,7 +173,7 @@ func TestStalledStreamEnds(t *testing.T) {
 	if st := b.mock.Stats(); st.InFlight != 0 || st.Stalled != 1 {
 		t.Errorf("upstream after the stream: %+v; want the stalled request gone", st)
 	}
-	if got := usage.outcomes(); len(got) != 1 || got[0] != "upstream_timeout" {
+	if got := usage.outcomes(t, 1); len(got) != 1 || got[0] != "upstream_timeout" {
 		t.Errorf("outcomes %v; want [upstream_timeout]", got)
 	}
 }
@@ -260,7 +301,7 @@ func TestStalledClientLosesStream(t *testing.T) {
 	}
 	// What was sent before the stall, then the end: the request is over.
 	_, _ = io.Copy(io.Discard, resp.Body)
-	if got := usage.outcomes(); len(got) != 1 || got[0] != "client_write_timeout" {
+	if got := usage.outcomes(t, 1); len(got) != 1 || got[0] != "client_write_timeout" {
 		t.Errorf("outcomes %v; want [client_write_timeout]", got)
 	}
 }
@@ -428,7 +469,7 @@ func TestLargeAnswerRefused(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte("[DONE]")) || len(body) < 4<<10 {
 		t.Errorf("stream: status %d, %d bytes; want it whole", resp.StatusCode, len(body))
 	}
-	if got := usage.outcomes(); len(got) != 2 || got[0] != "upstream_too_large" || got[1] != "ok" {
+	if got := usage.outcomes(t, 2); len(got) != 2 || got[0] != "upstream_too_large" || got[1] != "ok" {
 		t.Errorf("outcomes %v", got)
 	}
 }
