@@ -255,11 +255,7 @@ func (s *Service) admit(ctx context.Context, c *Call, r *routing, attempt int) (
 				// from this (ResolveSpec); only a waiter needs it.
 				areq.Spec = r.spec()
 			}
-			if span != nil {
-				lease, err = s.acquireTraced(ctx, areq, span)
-			} else {
-				lease, err = s.deps.Engine.Acquire(ctx, areq)
-			}
+			lease, err = s.await(ctx, c, r, areq, span)
 		}
 	}
 	waited := s.deps.Clock.Now().Sub(start)
