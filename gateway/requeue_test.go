@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -186,5 +187,41 @@ func TestNewCatalogLeavesOtherModelsWaiters(t *testing.T) {
 	case s := <-stays:
 		t.Fatalf("req_n ended: %v", s.err)
 	default:
+	}
+}
+
+// TestMovedWaiterLeavesWithItsClient: a request moved by a reload that
+// still waits (its new platform model is full too) leaves the queue when
+// its client goes, as any waiter does: nothing of it stays queued.
+func TestMovedWaiterLeavesWithItsClient(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{catalog: func(c *weir.Catalog) { onlyUp(c); oneSlotEach(c) }})
+	b.holdOne(t, "up/m")
+	// up2/m, which the reload adds, is full from the start.
+	if err := b.engine.SetScope(t.Context(), weir.PlatformModelScope("up2/m"), admission.ScopeConfig{Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	b.holdOne(t, "up2/m")
+	ctx, leave := context.WithCancel(t.Context())
+	c := b.chat(t)
+	done := make(chan error, 1)
+	go func() { done <- b.svc.Serve(ctx, c, &recordedAnswer{}) }()
+	b.nextEvent(t, admission.OutcomeQueued, "req_1/0")
+	cat := b.catalog()
+	oneSlotEach(&cat)
+	if err := b.svc.Apply(t.Context(), cat, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.engine.Position(t.Context(), "req_1/0~1"); err != nil {
+		t.Fatalf("req_1/0~1: %v; want the moved waiter queued", err)
+	}
+	leave()
+	if err := <-done; !errors.Is(err, ErrClientGone) {
+		t.Fatalf("Serve: %v; want ErrClientGone", err)
+	}
+	for _, pm := range []string{"up/m", "up2/m"} {
+		if st := b.scope(t, weir.PlatformModelScope(pm)); st.Queued != 0 {
+			t.Errorf("%s: %d queued after the client left; want none", pm, st.Queued)
+		}
 	}
 }
