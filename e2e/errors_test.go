@@ -15,9 +15,9 @@ import (
 // TestErrorCodes checks every error code of docs/api.md's "Errors" that one
 // gateway can produce on its own — status, error.code, error.type and
 // OpenAI's error shape — and that a bad input changes nothing. queue_full,
-// queue_timeout and no_candidate need a queue or a reload and have their
-// own tests (TestQueueFull, TestQueueTimeout,
-// TestReloadRemovingPlatformModel), which check them the same way.
+// queue_timeout and no_candidate need a queue or a node that goes away and
+// have their own tests (TestQueueFull, TestQueueTimeout,
+// TestNodeKilledMidStream), which check them the same way.
 func TestErrorCodes(t *testing.T) {
 	t.Parallel()
 	good := startUpstream(t, mock.Config{})

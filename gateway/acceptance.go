@@ -175,7 +175,12 @@ func (s *Service) ensureAcceptanceScopes(ctx context.Context, pms []string) erro
 	}
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	st := s.state.Load()
+	return s.ensureAcceptanceScopesLocked(ctx, s.state.Load(), pms)
+}
+
+// ensureAcceptanceScopesLocked is ensureAcceptanceScopes, of catalog st,
+// with applyMu held.
+func (s *Service) ensureAcceptanceScopesLocked(ctx context.Context, st *Snapshot, pms []string) error {
 	if st == nil {
 		return nil
 	}

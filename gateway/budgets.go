@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -166,20 +167,48 @@ func (s *Service) prepareBudgets(ctx context.Context, key, group, model, endUser
 			rb.common = append(rb.common, admission.Need{Scope: weir.BudgetScope(b.ID)})
 		}
 	}
-	for _, pm := range pms {
-		needs, err := book.ensure(ctx, s, "platform_model", pm, now, nil)
-		if err != nil {
-			s.releaseEndUsers(rb.common)
-			return requestBudgets{}, err
-		}
-		if len(needs) > 0 {
-			if rb.byPM == nil {
-				rb.byPM = make(map[string][]admission.Need)
-			}
-			rb.byPM[pm] = needs
-		}
+	if rb.byPM, err = s.ensurePMBudgets(ctx, book, now, pms, nil); err != nil {
+		s.releaseEndUsers(rb.common)
+		return requestBudgets{}, err
 	}
 	return rb, nil
+}
+
+// withPlatformModels is rb with the budgets of the platform models pms
+// too, their windows set, for a waiting request moved to pms by a new
+// catalog (requeue.go). rb is not changed.
+func (s *Service) withPlatformModels(ctx context.Context, rb requestBudgets, pms []string) (requestBudgets, error) {
+	book := s.budgets.book.Load()
+	if book == nil || len(book.byID) == 0 {
+		return rb, nil
+	}
+	byPM, err := s.ensurePMBudgets(ctx, book, s.deps.Clock.Now(), pms, maps.Clone(rb.byPM))
+	if err != nil {
+		return rb, err
+	}
+	rb.byPM = byPM
+	return rb, nil
+}
+
+// ensurePMBudgets sets the windows of the budgets of each of pms that
+// byPM has not, and adds their needs to it (made if nil and needed).
+func (s *Service) ensurePMBudgets(ctx context.Context, book *budgetBook, now time.Time, pms []string, byPM map[string][]admission.Need) (map[string][]admission.Need, error) {
+	for _, pm := range pms {
+		if _, ok := byPM[pm]; ok {
+			continue
+		}
+		needs, err := book.ensure(ctx, s, "platform_model", pm, now, nil)
+		if err != nil {
+			return byPM, err
+		}
+		if len(needs) > 0 {
+			if byPM == nil {
+				byPM = make(map[string][]admission.Need)
+			}
+			byPM[pm] = needs
+		}
+	}
+	return byPM, nil
 }
 
 // ensureBudgetScope sets b's scope to its window at now, unless it is

@@ -306,7 +306,14 @@ func (s *Service) apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 	if err := s.setScopesLocked(ctx, next); err != nil {
 		return err
 	}
+	prev := s.state.Load()
 	s.state.Store(next)
+	// The requests waiting move before the scopes they leave go, so that
+	// none fails for want of a candidate the new catalog has.
+	if moved := s.moveWaitsLocked(next); moved > 0 {
+		s.deps.Logger.Info("waiting requests moved to the new catalog's platform models", "moved", moved)
+	}
+	s.retireScopesLocked(ctx, prev, next)
 	// The keys' scopes whose run-time limit went (the catalog's were set
 	// above).
 	for scope := range changed {
@@ -323,8 +330,7 @@ func (s *Service) apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 }
 
 // setScopesLocked configures the scopes of next's platform models and
-// groups, and retires those of the served catalog that next has not.
-// The caller holds applyMu.
+// groups. The caller holds applyMu.
 func (s *Service) setScopesLocked(ctx context.Context, next *Snapshot) error {
 	for _, pm := range next.pms {
 		if err := s.deps.Engine.SetScope(ctx, weir.PlatformModelScope(pm.Name), s.pmScopeConfig(pm)); err != nil {
@@ -339,7 +345,13 @@ func (s *Service) setScopesLocked(ctx context.Context, next *Snapshot) error {
 			return fmt.Errorf("group %s: %w", g.Name, err)
 		}
 	}
-	if prev := s.state.Load(); prev != nil {
+	return nil
+}
+
+// retireScopesLocked retires the scopes of prev's platform models and
+// groups that next has not. The caller holds applyMu.
+func (s *Service) retireScopesLocked(ctx context.Context, prev, next *Snapshot) {
+	if prev != nil {
 		for name := range prev.pms {
 			if _, ok := next.pms[name]; !ok {
 				s.removeScope(ctx, weir.PlatformModelScope(name))
@@ -352,7 +364,6 @@ func (s *Service) setScopesLocked(ctx context.Context, next *Snapshot) error {
 			}
 		}
 	}
-	return nil
 }
 
 // builtAdapters are the adapters made of one platform's configuration.

@@ -204,6 +204,10 @@ type Service struct {
 
 	affinity affinityTable
 
+	// waits are the sync requests queued now, which a new catalog moves
+	// (requeue.go).
+	waits waitRegistry
+
 	// newAdapters makes a platform's adapters: provider.New, but for
 	// tests that count what a reload builds.
 	newAdapters func(provider.Platform) (provider.Adapters, error)

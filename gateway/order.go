@@ -85,15 +85,27 @@ func onPlatform(st *Snapshot, pms []string, platform string) []string {
 	return out
 }
 
-// servedAt is pms less the platform models on platforms whose kind lacks
-// c's endpoint (Azure has no image variations). When that leaves none,
-// refusal, if there was none, says so.
-func servedAt(c *Call, pms []string, refusal *Error) ([]string, *Error) {
+// platformModels is the platform models of catalog st that may serve c,
+// whose model is m there, best first: order's, less those servedAt and
+// (for a request only a native candidate serves) nativeOrder leave out.
+// refusal is as order's.
+func (s *Service) platformModels(c *Call, st *Snapshot, m weir.Model) (pms []string, refusal *Error) {
+	pms, refusal = s.order(st, m, c.Wants, c.Prompt, c.Platform)
+	pms, refusal = servedAt(c, st, m.Name, pms, refusal)
+	if c.nativeOnly() {
+		pms, refusal = nativeOrder(c, st, m, pms, refusal)
+	}
+	return pms, refusal
+}
+
+// servedAt is pms, of catalog st, less the platform models on platforms
+// whose kind lacks c's endpoint (Azure has no image variations). When
+// that leaves none, refusal, if there was none, says so (of model).
+func servedAt(c *Call, st *Snapshot, model string, pms []string, refusal *Error) ([]string, *Error) {
 	lacking := weir.PlatformKindsLacking(c.Path)
 	if len(lacking) == 0 {
 		return pms, refusal
 	}
-	st := c.Snapshot
 	var out []string
 	for i, name := range pms {
 		pm, ok := st.pms[name]
@@ -111,7 +123,7 @@ func servedAt(c *Call, pms []string, refusal *Error) ([]string, *Error) {
 	}
 	if len(out) == 0 && refusal == nil {
 		refusal = &Error{Category: ErrUnservable, Param: "model",
-			Message: fmt.Sprintf("no candidate of %q serves %s: its platforms lack that endpoint", c.Model.Name, c.Path)}
+			Message: fmt.Sprintf("no candidate of %q serves %s: its platforms lack that endpoint", model, c.Path)}
 	}
 	return out, refusal
 }

@@ -702,11 +702,12 @@ func (e *scriptedEngine) TryAcquire(context.Context, admission.Request) (admissi
 	return admission.Lease{}, e.try
 }
 
-func (e *scriptedEngine) Acquire(context.Context, admission.Request) (admission.Lease, error) {
+func (e *scriptedEngine) Enqueue(_ context.Context, _ admission.Request, notify func(admission.Lease, error)) error {
 	e.mu.Lock()
 	e.acquired++
 	e.mu.Unlock()
-	return admission.Lease{}, e.acq
+	notify(admission.Lease{}, e.acq)
+	return nil
 }
 
 // TestServeAdmissionErrorCategories: every way admission can refuse a

@@ -29,8 +29,8 @@ func (e arrivedWithEngine) TryAcquire(ctx context.Context, req admission.Request
 	return e.Engine.TryAcquire(ctx, arrivedWith(req))
 }
 
-func (e arrivedWithEngine) Acquire(ctx context.Context, req admission.Request) (admission.Lease, error) {
-	return e.Engine.Acquire(ctx, arrivedWith(req))
+func (e arrivedWithEngine) Enqueue(ctx context.Context, req admission.Request, notify func(admission.Lease, error)) error {
+	return e.Engine.Enqueue(ctx, arrivedWith(req), notify)
 }
 
 // TestNodeBackAtAnotherReplica: a request queued through another
@@ -118,8 +118,8 @@ func (e specEngine) TryAcquire(ctx context.Context, req admission.Request) (admi
 	return e.Engine.TryAcquire(ctx, e.request(req))
 }
 
-func (e specEngine) Acquire(ctx context.Context, req admission.Request) (admission.Lease, error) {
-	return e.Engine.Acquire(ctx, e.request(req))
+func (e specEngine) Enqueue(ctx context.Context, req admission.Request, notify func(admission.Lease, error)) error {
+	return e.Engine.Enqueue(ctx, e.request(req), notify)
 }
 
 // TestNodeAddedAtAnotherReplica: a request queued through another

@@ -34,13 +34,10 @@ var _ Executor = provider.Adapter(nil)
 // *RefusedError, or ErrClientGone when nobody is left to answer. c.Usage
 // says how it went.
 func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
-	pms, refusal := s.order(c.Snapshot, c.Model, c.Wants, c.Prompt, c.Platform)
-	pms, refusal = servedAt(c, pms, refusal)
-	if c.nativeOnly() {
-		if pms, refusal = nativeOrder(c, pms, refusal); len(pms) == 0 && refusal != nil {
-			c.end(codeOutcome(weir.CodeNoCandidate))
-			return refusal
-		}
+	pms, refusal := s.platformModels(c, c.Snapshot, c.Model)
+	if c.nativeOnly() && len(pms) == 0 && refusal != nil {
+		c.end(codeOutcome(weir.CodeNoCandidate))
+		return refusal
 	}
 	if c.Platform != "" && len(pms) == 0 {
 		// No node serves a pinned request: none is left.
@@ -258,11 +255,7 @@ func (s *Service) admit(ctx context.Context, c *Call, r *routing, attempt int) (
 				// from this (ResolveSpec); only a waiter needs it.
 				areq.Spec = r.spec()
 			}
-			if span != nil {
-				lease, err = s.acquireTraced(ctx, areq, span)
-			} else {
-				lease, err = s.deps.Engine.Acquire(ctx, areq)
-			}
+			lease, err = s.await(ctx, c, r, areq, span)
 		}
 	}
 	waited := s.deps.Clock.Now().Sub(start)

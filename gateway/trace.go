@@ -69,36 +69,6 @@ func endQueueSpan(span trace.Span, lease admission.Lease, err error) {
 	span.End()
 }
 
-// acquireTraced is Engine.Acquire that records, on span, where the
-// waiter stood when it queued: the scope it waited on, its position
-// there and how many waited. It is Acquire made of Enqueue, Position and
-// Cancel, as a fleet's Acquire is, and runs only for a traced request.
-func (s *Service) acquireTraced(ctx context.Context, req admission.Request, span trace.Span) (admission.Lease, error) {
-	type result struct {
-		lease admission.Lease
-		err   error
-	}
-	e := s.deps.Engine
-	ch := make(chan result, 1)
-	if err := e.Enqueue(ctx, req, func(l admission.Lease, err error) { ch <- result{l, err} }); err != nil {
-		return admission.Lease{}, err
-	}
-	if pos, err := e.Position(ctx, req.ID); err == nil {
-		span.SetAttributes(attrQueueScope.String(pos.Scope), attrQueuePosition.Int(pos.Ahead+1), attrQueueQueued.Int(pos.Queued))
-	}
-	select {
-	case r := <-ch:
-		return r.lease, r.err
-	case <-ctx.Done():
-	}
-	_ = e.Cancel(context.WithoutCancel(ctx), req.ID)
-	r := <-ch
-	if r.err == nil {
-		_ = e.Release(context.WithoutCancel(ctx), r.lease.ID, r.lease.Owner)
-	}
-	return admission.Lease{}, ctx.Err()
-}
-
 // tracedAttempt is attempt (the n-th of c's) in its client span, if c's
 // request is traced.
 func (s *Service) tracedAttempt(ctx context.Context, c *Call, out Answer, lease admission.Lease, pm upstream, n int) (*provider.Error, error) {
