@@ -285,7 +285,9 @@ func csrfFor(t *testing.T, b *testBundle, cookie *http.Cookie) string {
 
 func TestLoginCookie(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Config{AdminToken: adminToken})
+	// Sampled hourly: the 13 hours the clock moves below take 13
+	// snapshots, not one a second.
+	b := setup(t, Config{AdminToken: adminToken, Interval: time.Hour, Window: 24 * time.Hour})
 	c := b.login(t)
 	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Secure || c.Path != "/" || c.MaxAge <= 0 || len(c.Value) < 40 {
 		t.Errorf("session cookie %+v; want HttpOnly, SameSite=Strict, not Secure over http, a long random value", c)

@@ -110,9 +110,11 @@ func TestFleetCatalogOneLimit(t *testing.T) {
 
 	sent := time.Now()
 	r1.hup(t)
+	// The gauge moves before the log line is written, and the line
+	// reaches the test through r0's stderr: both are waited for.
 	waitFor(t, 10*time.Second, "r0 to take version 2", func() bool {
 		v, _ := gaugeOf(t, r0, "weir_catalog_version")
-		return v == 2
+		return v == 2 && r0.logCount("took the fleet's catalog") > 0
 	})
 	// From the SIGHUP, so r1's reading and publishing of its file count
 	// too: the processes' clocks are this machine's.

@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -262,9 +261,8 @@ func TestAccessLogRefusals(t *testing.T) {
 		t.Parallel()
 		log := &accessLog{}
 		clk := clock.NewFake(time.Unix(1_000_000, 0))
-		var ended atomic.Int64
 		b := setup(t, setupOpts{
-			clock: clk, gwCfg: gateway.Config{UpstreamIdleTimeout: 10 * time.Second}, upstream: stallUpstream(&ended),
+			clock: clk, gwCfg: gateway.Config{UpstreamIdleTimeout: 10 * time.Second}, upstream: stallUpstream(nil),
 			catalog: &weir.Catalog{
 				Platforms:      []weir.Platform{{Name: "stall", Kind: "openai", BaseURL: "UP"}},
 				PlatformModels: []weir.PlatformModel{{Name: "stall/m", Platform: "stall", Upstream: "stall-model"}},

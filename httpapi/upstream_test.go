@@ -147,12 +147,14 @@ func TestStalledStreamEnds(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
 	var usage usageLog
+	upEnded := make(chan struct{}, 1)
 	b := setup(t, setupOpts{
-		clock:  clk,
-		gwCfg:  gateway.Config{UpstreamIdleTimeout: 10 * time.Second},
-		mock:   mock.Config{StallRate: 1, StallFor: time.Hour, CompletionTokens: 10},
-		limits: weir.Limits{Concurrency: 1},
-		deps:   func(d *Deps) { d.Usage = usage.record },
+		clock:    clk,
+		gwCfg:    gateway.Config{UpstreamIdleTimeout: 10 * time.Second},
+		mock:     mock.Config{StallRate: 1, StallFor: time.Hour, CompletionTokens: 10},
+		limits:   weir.Limits{Concurrency: 1},
+		deps:     func(d *Deps) { d.Usage = usage.record },
+		upstream: handlerEnded(upEnded),
 	})
 	status, out, done := b.read(t, streamJSON)
 	// Up to 50 minutes, under the mock's StallFor, so that the stream
@@ -170,6 +172,13 @@ func TestStalledStreamEnds(t *testing.T) {
 	if n := b.inFlight(t, "up/m"); n != 0 {
 		t.Errorf("the lease is still held: %d in flight", n)
 	}
+	// The mock sees the gateway's hang-up only when its connection's
+	// read fails, after the client has its answer.
+	select {
+	case <-upEnded:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stalled upstream request was never ended")
+	}
 	if st := b.mock.Stats(); st.InFlight != 0 || st.Stalled != 1 {
 		t.Errorf("upstream after the stream: %+v; want the stalled request gone", st)
 	}
@@ -178,10 +187,21 @@ func TestStalledStreamEnds(t *testing.T) {
 	}
 }
 
+// handlerEnded tells on ended each time the upstream's handler returns:
+// the mock has counted the request out.
+func handlerEnded(ended chan<- struct{}) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			next.ServeHTTP(w, r)
+			ended <- struct{}{}
+		})
+	}
+}
+
 // stallUpstream makes requests for the upstream model "stall-model"
-// answer 200 with headers and nothing more until they end; ended counts
-// the ones that did.
-func stallUpstream(ended *atomic.Int64) func(http.Handler) http.Handler {
+// answer 200 with headers and nothing more until they end; each that
+// did is told on ended (if not nil, without waiting).
+func stallUpstream(ended chan<- struct{}) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			body, _ := io.ReadAll(r.Body)
@@ -195,7 +215,10 @@ func stallUpstream(ended *atomic.Int64) func(http.Handler) http.Handler {
 			_, _ = w.Write([]byte(`{"id":`))
 			w.(http.Flusher).Flush()
 			<-r.Context().Done()
-			ended.Add(1)
+			select {
+			case ended <- struct{}{}:
+			default:
+			}
 		})
 	}
 }
@@ -226,12 +249,12 @@ func TestStalledAnswerTimesOut(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			clk := clock.NewFake(time.Unix(1_000_000, 0))
-			var ended atomic.Int64
+			ended := make(chan struct{}, 1)
 			b := setup(t, setupOpts{
 				clock:    clk,
 				gwCfg:    gateway.Config{UpstreamIdleTimeout: 10 * time.Second},
 				catalog:  cat(tc.candidates...),
-				upstream: stallUpstream(&ended),
+				upstream: stallUpstream(ended),
 			})
 			status, out, done := b.read(t, chatJSON)
 			advanceUntil(t, clk, 5*time.Second, time.Minute, done)
@@ -241,7 +264,11 @@ func TestStalledAnswerTimesOut(t *testing.T) {
 			if tc.status != http.StatusOK && !strings.Contains(string(*out), `"code":"upstream_timeout"`) {
 				t.Errorf("answer %s; want upstream_timeout", *out)
 			}
-			if ended.Load() != 1 {
+			// The upstream sees the hang-up only when its connection's
+			// read fails, after the client has its answer.
+			select {
+			case <-ended:
+			case <-time.After(10 * time.Second):
 				t.Errorf("the stalled upstream request is still running")
 			}
 			if n := b.inFlight(t, "stall/m"); n != 0 {
@@ -275,12 +302,14 @@ func TestStalledClientLosesStream(t *testing.T) {
 	t.Parallel()
 	rel := make(chan admission.Outcome, 8)
 	var usage usageLog
+	upEnded := make(chan struct{}, 1)
 	b := setup(t, setupOpts{
 		cfg:      Config{StreamWriteTimeout: 200 * time.Millisecond},
 		mock:     mock.Config{CompletionTokens: 1 << 16},
 		limits:   weir.Limits{Concurrency: 1},
 		observer: released("up/m", rel),
 		deps:     func(d *Deps) { d.Usage = usage.record },
+		upstream: handlerEnded(upEnded),
 	})
 	resp, err := b.send(t, t.Context(), streamJSON)
 	if err != nil {
@@ -295,6 +324,11 @@ func TestStalledClientLosesStream(t *testing.T) {
 	case <-rel:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the lease of a stalled client's stream was never released")
+	}
+	select {
+	case <-upEnded:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream's handler never returned")
 	}
 	if st := b.mock.Stats(); st.InFlight != 0 {
 		t.Errorf("the upstream still serves the stalled client's stream: %+v", st)

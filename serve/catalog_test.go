@@ -70,6 +70,13 @@ func nextApplied(t *testing.T, ch <-chan applied, what string) applied {
 	}
 }
 
+// taken waits until c's take under way, whose apply was seen, is done:
+// takeLocked holds mu from the apply until the state is stored.
+func taken(c *fleetCatalog) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+}
+
 // TestFleetCatalogOneVersion: the first replica's file becomes the
 // fleet's catalog; a second started with another file serves the fleet's
 // (keeping the run-time limits) and reports drift; its reload publishes
@@ -129,6 +136,7 @@ func TestFleetCatalogOneVersion(t *testing.T) {
 	if got := nextApplied(t, appliedA, "a taking version 2"); got != (applied{limit: 6}) {
 		t.Errorf("a took %+v; want limit 6, the run-time limits kept", got)
 	}
+	taken(a)
 	t.Logf("a took version 2 %v after b published it", time.Since(start))
 	if st := a.State(); st.Version != 2 || !st.Drift {
 		t.Errorf("a: %+v; want version 2, and drift: its file has limit 2", st)
