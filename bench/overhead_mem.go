@@ -31,15 +31,11 @@ func (l *memLog) sample(procs []*child) {
 	}
 	var m memSample
 	if len(procs) == 0 {
-		m.rss, _ = statusKiB(os.Getpid(), "VmRSS")
-		m.anon, _ = statusKiB(os.Getpid(), "RssAnon")
-		m.hwm, _ = statusKiB(os.Getpid(), "VmHWM")
+		m = memOf(os.Getpid())
 	}
 	for _, p := range procs {
-		rss, _ := p.memKiB("VmRSS")
-		anon, _ := p.memKiB("RssAnon")
-		hwm, _ := p.memKiB("VmHWM")
-		m.rss, m.anon, m.hwm = m.rss+rss, m.anon+anon, m.hwm+hwm
+		pm := memOf(p.cmd.Process.Pid)
+		m.rss, m.anon, m.hwm = m.rss+pm.rss, m.anon+pm.anon, m.hwm+pm.hwm
 	}
 	l.mu.Lock()
 	l.samples = append(l.samples, m)
@@ -86,6 +82,21 @@ func (l *memLog) median() memSample {
 	}
 }
 
+// memOf is process pid's memory from one read of its /proc status, so
+// that its fields agree (the peak is never below the resident set); a
+// field that cannot be read counts 0.
+func memOf(pid int) memSample {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return memSample{}
+	}
+	var m memSample
+	m.rss, _ = statusField(b, pid, "VmRSS")
+	m.anon, _ = statusField(b, pid, "RssAnon")
+	m.hwm, _ = statusField(b, pid, "VmHWM")
+	return m
+}
+
 // statusKiB reads a field (VmRSS, VmHWM) of process pid's /proc status,
 // in KiB.
 func statusKiB(pid int, field string) (int64, error) {
@@ -93,7 +104,12 @@ func statusKiB(pid int, field string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	return statusField(b, pid, field)
+}
+
+// statusField is a field of status, process pid's /proc status, in KiB.
+func statusField(status []byte, pid int, field string) (int64, error) {
+	for _, line := range strings.Split(string(status), "\n") {
 		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 		}
