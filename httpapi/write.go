@@ -18,6 +18,9 @@ type clientWriter struct {
 	rc      http.ResponseController
 	timeout time.Duration // <= 0: no deadline
 	armed   bool
+	// wrote: a write armed the deadline since the last flush, and that
+	// deadline covers the flush too.
+	wrote bool
 }
 
 // writeChunk bounds one write: a deadline covers each piece this large,
@@ -37,6 +40,7 @@ func (cw *clientWriter) Write(p []byte) (int, error) {
 	for len(p) > 0 {
 		k := min(len(p), writeChunk)
 		cw.arm()
+		cw.wrote = true
 		m, err := cw.w.Write(p[:k])
 		n += m
 		if err != nil {
@@ -47,10 +51,15 @@ func (cw *clientWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// Flush sends what is buffered; a writer that cannot flush is not an
-// error (the answer goes out at the end).
+// Flush sends what is buffered, within the deadline of the write before
+// it if there was one (a whole answer is a write and its flush: one
+// deadline, not two); a writer that cannot flush is not an error (the
+// answer goes out at the end).
 func (cw *clientWriter) Flush() error {
-	cw.arm()
+	if !cw.wrote {
+		cw.arm()
+	}
+	cw.wrote = false
 	if err := cw.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
 	}
