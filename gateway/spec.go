@@ -113,9 +113,8 @@ func (r *routing) addedNode(l admission.Lease) (target, bool) {
 		return target{}, false
 	}
 	for _, n := range r.s.deps.Nodes.Serving(r.c.Model.Name) {
-		scope := weir.NodeScope(n.Node, n.Provider)
-		if slices.ContainsFunc(l.Needs, func(need admission.Need) bool { return need.Scope == scope }) {
-			return r.newestGen(target{node: &n}), true
+		if t := (target{node: &n}); r.holds(l, t) {
+			return r.newestGen(t), true
 		}
 	}
 	return target{}, false
