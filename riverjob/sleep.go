@@ -12,15 +12,13 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/internal/lifecycle"
 )
 
 // Runner is what a Sleeper starts and stops: River's client, and what
 // goes with each of its runs (riverjob.Follow's subscription, which
 // River ends at every stop).
-type Runner interface {
-	Start(ctx context.Context) error
-	Stop(ctx context.Context) error
-}
+type Runner = lifecycle.Service
 
 // SleeperConfig says when a Sleeper's client sleeps and wakes.
 type SleeperConfig struct {
