@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -22,28 +23,37 @@ import (
 // its own. The library's conversion of a batch to protobuf allocates
 // three objects an attribute (its key and value, and the value's oneof)
 // and six a span; this one makes the messages of a batch in a few
-// slices, one of each kind, and sends the same messages
-// (TestProtoSpansAreTheLibrarys).
+// slices, one of each kind, kept from one export to the next, and sends
+// the same messages (TestProtoSpansAreTheLibrarys).
 type exporter struct {
 	*otlptrace.Exporter
 	client otlptrace.Client
+
+	mu   sync.Mutex
+	kept batch // the slices of the last export, cleared
 }
 
-var _ sdktrace.SpanExporter = exporter{}
+var _ sdktrace.SpanExporter = (*exporter)(nil)
 
 // newExporter starts client and returns the exporter sending by it.
-func newExporter(ctx context.Context, client otlptrace.Client) (exporter, error) {
+func newExporter(ctx context.Context, client otlptrace.Client) (*exporter, error) {
 	e, err := otlptrace.New(ctx, client)
 	if err != nil {
-		return exporter{}, err
+		return nil, err
 	}
-	return exporter{Exporter: e, client: client}, nil
+	return &exporter{Exporter: e, client: client}, nil
 }
 
 // ExportSpans sends ss in one request (the client retries it as the
-// environment says).
-func (e exporter) ExportSpans(ctx context.Context, ss []sdktrace.ReadOnlySpan) error {
-	rs := protoSpans(ss)
+// environment says). The messages are made in the slices the last
+// export used: an upload is done with them when it returns, the
+// client's retries included, and they are cleared then, so that they
+// keep no span's strings alive.
+func (e *exporter) ExportSpans(ctx context.Context, ss []sdktrace.ReadOnlySpan) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rs := protoSpans(&e.kept, ss)
+	defer e.kept.clear()
 	if len(rs) == 0 {
 		return nil
 	}
@@ -80,12 +90,11 @@ type batch struct {
 	valuePtrs []*commonpb.AnyValue
 }
 
-// newBatch sizes a batch for ss.
-func newBatch(ss []sdktrace.ReadOnlySpan) (*batch, int) {
-	var (
-		n, attrs, strs, ints, floats, bools, elems int
-		slices                                     [][]string
-	)
+// newBatch sizes kept's slices for ss, reusing their arrays where they
+// are long enough, and returns a batch of them to take from.
+func newBatch(kept *batch, ss []sdktrace.ReadOnlySpan) (batch, int) {
+	var n, attrs, strs, ints, floats, bools, elems int
+	kept.slices = kept.slices[:0]
 	for _, sd := range ss {
 		if sd == nil {
 			continue
@@ -104,25 +113,50 @@ func newBatch(ss []sdktrace.ReadOnlySpan) (*batch, int) {
 				bools++
 			case attribute.STRINGSLICE:
 				ss := kv.Value.AsStringSlice() // a copy: kept for keyValues
-				slices = append(slices, ss)
+				kept.slices = append(kept.slices, ss)
 				elems += len(ss)
 			}
 		}
 	}
-	return &batch{
-		spans: make([]tracepb.Span, n), statuses: make([]tracepb.Status, n), ids: make([]byte, n*(16+8+8)),
-		kvs: make([]commonpb.KeyValue, attrs), kvPtrs: make([]*commonpb.KeyValue, attrs), values: make([]commonpb.AnyValue, attrs+elems),
-		strs: make([]commonpb.AnyValue_StringValue, strs+elems), ints: make([]commonpb.AnyValue_IntValue, ints),
-		floats: make([]commonpb.AnyValue_DoubleValue, floats), bools: make([]commonpb.AnyValue_BoolValue, bools),
-		slices: slices, arrays: make([]commonpb.ArrayValue, len(slices)), arrayVals: make([]commonpb.AnyValue_ArrayValue, len(slices)),
-		valuePtrs: make([]*commonpb.AnyValue, elems),
-	}, n
+	k := kept
+	k.spans, k.statuses, k.ids = fit(k.spans, n), fit(k.statuses, n), fit(k.ids, n*(16+8+8))
+	k.kvs, k.kvPtrs, k.values = fit(k.kvs, attrs), fit(k.kvPtrs, attrs), fit(k.values, attrs+elems)
+	k.strs, k.ints, k.floats, k.bools = fit(k.strs, strs+elems), fit(k.ints, ints), fit(k.floats, floats), fit(k.bools, bools)
+	k.arrays, k.arrayVals, k.valuePtrs = fit(k.arrays, len(k.slices)), fit(k.arrayVals, len(k.slices)), fit(k.valuePtrs, elems)
+	return *k, n
+}
+
+// fit is s with length n: s's array if its capacity is enough (its
+// elements zero, as clear left them), else a new one.
+func fit[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// clear zeroes what the last batch used of b's slices.
+func (b *batch) clear() {
+	clear(b.spans)
+	clear(b.statuses)
+	clear(b.kvs)
+	clear(b.kvPtrs)
+	clear(b.values)
+	clear(b.strs)
+	clear(b.ints)
+	clear(b.floats)
+	clear(b.bools)
+	clear(b.slices)
+	clear(b.arrays)
+	clear(b.arrayVals)
+	clear(b.valuePtrs)
 }
 
 // protoSpans is ss as OTLP's ResourceSpans, by resource and then by
-// instrumentation scope, in the order each was first seen.
-func protoSpans(ss []sdktrace.ReadOnlySpan) []*tracepb.ResourceSpans {
-	b, n := newBatch(ss)
+// instrumentation scope, in the order each was first seen, made in
+// kept's slices (newBatch).
+func protoSpans(kept *batch, ss []sdktrace.ReadOnlySpan) []*tracepb.ResourceSpans {
+	b, n := newBatch(kept, ss)
 	if n == 0 {
 		return nil
 	}

@@ -152,7 +152,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 
 // newProvider is the provider that batches spans to exp; capture: it
 // records GenAI calls' messages.
-func newProvider(ctx context.Context, cfg Config, exp exporter, protocol string, capture bool) (*Provider, error) {
+func newProvider(ctx context.Context, cfg Config, exp *exporter, protocol string, capture bool) (*Provider, error) {
 	res, err := newResource(ctx, cfg)
 	if err != nil {
 		_ = exp.Shutdown(ctx)
