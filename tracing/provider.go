@@ -14,6 +14,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+
+	"github.com/weir-gateway/weir/clock"
 )
 
 // Config says whether and where spans go. The OTLP exporter, the sampler
@@ -118,12 +120,16 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	batching, err := readBatchOptions(getenv)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Endpoint != "" {
 		exp, err := newExporter(ctx, otlptracehttp.NewClient(otlptracehttp.WithEndpointURL(strings.TrimRight(cfg.Endpoint, "/")+"/v1/traces")))
 		if err != nil {
 			return nil, fmt.Errorf("otlp trace exporter: %w", err)
 		}
-		return newProvider(ctx, cfg, exp, "http/protobuf", capture)
+		return newProvider(ctx, cfg, exp, "http/protobuf", capture, batching)
 	}
 	on, err := Enabled(getenv)
 	if err != nil || !on {
@@ -147,18 +153,18 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("otlp trace exporter: %w", err)
 	}
-	return newProvider(ctx, cfg, exp, protocol, capture)
+	return newProvider(ctx, cfg, exp, protocol, capture, batching)
 }
 
-// newProvider is the provider that batches spans to exp; capture: it
-// records GenAI calls' messages.
-func newProvider(ctx context.Context, cfg Config, exp *exporter, protocol string, capture bool) (*Provider, error) {
+// newProvider is the provider that batches spans to exp as batching
+// says; capture: it records GenAI calls' messages.
+func newProvider(ctx context.Context, cfg Config, exp *exporter, protocol string, capture bool, batching batchOptions) (*Provider, error) {
 	res, err := newResource(ctx, cfg)
 	if err != nil {
 		_ = exp.Shutdown(ctx)
 		return nil, err
 	}
-	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	sdk := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(newBatcher(exp, clock.Real, batching)), sdktrace.WithResource(res))
 	return &Provider{sdk: sdk, Protocol: protocol, CaptureContent: capture}, nil
 }
 
