@@ -72,14 +72,14 @@ func endQueueSpan(span trace.Span, lease admission.Lease, err error) {
 // tracedAttempt is attempt (the n-th of c's) in its client span, if c's
 // request is traced.
 func (s *Service) tracedAttempt(ctx context.Context, c *Call, out Answer, lease admission.Lease, pm upstream, n int) (*provider.Error, error) {
-	ctx, span := s.startAttempt(ctx, c, pm, n)
+	ctx, span, attrs := s.startAttempt(ctx, c, pm, n)
 	retry, err := s.attempt(ctx, c, out, lease, pm)
 	if span != nil {
 		if c.obs != nil && c.obs.notes != nil {
-			c.obs.notes.record(span)
+			attrs = c.obs.notes.appendAttrs(attrs)
 			c.obs.notes = nil
 		}
-		endAttempt(span, c, retry, err)
+		endAttempt(span, attrs, c, retry, err)
 	}
 	return retry, err
 }
@@ -100,18 +100,25 @@ func (s *Service) noteAttempt(span trace.Span, c *Call, body []byte) {
 // starting one allocates no options.
 var clientSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
 
+// attemptAttrs is the most attributes an attempt's span has, but for
+// captured content: its request's (8), its answer's (3) and its end's
+// (3).
+const attemptAttrs = 14
+
 // startAttempt starts the client span of c's upstream call to pm (the
 // GenAI conventions' inference span), if c's request is traced; else it
-// returns ctx and nil. Its attributes are given in one call, and none
-// repeats the server span's (the model asked).
-func (s *Service) startAttempt(ctx context.Context, c *Call, pm upstream, attempt int) (context.Context, trace.Span) {
+// returns ctx and nil. Its request's attributes are returned, not set:
+// the span gets them with the answer's and the end's in one call as it
+// ends (each call grows the span's slice), and none repeats the server
+// span's (the model asked). No sampler Weir configures reads attributes.
+func (s *Service) startAttempt(ctx context.Context, c *Call, pm upstream, attempt int) (context.Context, trace.Span, []attribute.KeyValue) {
 	if !trace.SpanFromContext(ctx).IsRecording() {
-		return ctx, nil
+		return ctx, nil, nil
 	}
 	op := operationOf(c)
 	kind, host := providerOf(c.Snapshot, pm)
 	ctx, span := tracing.Child(ctx, spanNames.name(op, pm.Upstream), clientSpan...)
-	attrs := make([]attribute.KeyValue, 0, 8)
+	attrs := make([]attribute.KeyValue, 0, attemptAttrs)
 	attrs = append(attrs,
 		semconv.GenAIOperationNameKey.String(op),
 		semconv.GenAIProviderNameKey.String(kind),
@@ -126,15 +133,14 @@ func (s *Service) startAttempt(ctx context.Context, c *Call, pm upstream, attemp
 	if c.MaxTokens > 0 {
 		attrs = append(attrs, semconv.GenAIRequestMaxTokens(int(c.MaxTokens)))
 	}
-	span.SetAttributes(attrs...)
-	return ctx, span
+	return ctx, span, attrs
 }
 
 // endAttempt ends the span of an attempt that returned retry and err
-// (attempt's results), with the usage the upstream reported: a count
-// made from a stream's chunks, or the estimate of an answer that
-// reported none, is not the upstream's usage.
-func endAttempt(span trace.Span, c *Call, retry *provider.Error, err error) {
+// (attempt's results), setting attrs with the usage the upstream
+// reported: a count made from a stream's chunks, or the estimate of an
+// answer that reported none, is not the upstream's usage.
+func endAttempt(span trace.Span, attrs []attribute.KeyValue, c *Call, retry *provider.Error, err error) {
 	var etype string
 	switch {
 	case retry != nil:
@@ -144,19 +150,13 @@ func endAttempt(span trace.Span, c *Call, retry *provider.Error, err error) {
 	case c.Usage.Outcome != "" && c.Usage.Outcome != string(OutcomeOK):
 		etype = c.Usage.Outcome
 	}
-	var attrs [3]attribute.KeyValue
-	n := 0
 	if c.obs != nil && c.obs.reported && (c.Usage.PromptTokens > 0 || c.Usage.CompletionTokens > 0) {
-		attrs[0], attrs[1] = semconv.GenAIUsageInputTokens(int(c.Usage.PromptTokens)), semconv.GenAIUsageOutputTokens(int(c.Usage.CompletionTokens))
-		n = 2
+		attrs = append(attrs, semconv.GenAIUsageInputTokens(int(c.Usage.PromptTokens)), semconv.GenAIUsageOutputTokens(int(c.Usage.CompletionTokens)))
 	}
 	if etype != "" {
-		attrs[n] = semconv.ErrorTypeKey.String(etype)
-		n++
+		attrs = append(attrs, semconv.ErrorTypeKey.String(etype))
 	}
-	if n > 0 {
-		span.SetAttributes(attrs[:n]...)
-	}
+	span.SetAttributes(attrs...)
 	if etype != "" {
 		span.SetStatus(codes.Error, etype)
 	}

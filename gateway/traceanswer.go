@@ -3,7 +3,6 @@ package gateway
 import (
 	"go.opentelemetry.io/otel/attribute"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/weir-gateway/weir/internal/fastjson"
 )
@@ -186,34 +185,25 @@ func (a *answerNotes) finishReasons() []string {
 	return a.reasons
 }
 
-// record sets on span what a read, in one call.
-func (a *answerNotes) record(span trace.Span) {
-	var attrs [5]attribute.KeyValue
-	n := 0
+// appendAttrs is attrs with what a read.
+func (a *answerNotes) appendAttrs(attrs []attribute.KeyValue) []attribute.KeyValue {
 	if a.model != "" {
-		attrs[n] = semconv.GenAIResponseModel(a.model)
-		n++
+		attrs = append(attrs, semconv.GenAIResponseModel(a.model))
 	}
 	if a.id != "" {
-		attrs[n] = semconv.GenAIResponseID(a.id)
-		n++
+		attrs = append(attrs, semconv.GenAIResponseID(a.id))
 	}
 	reasons := a.finishReasons()
 	if len(reasons) > 0 {
-		attrs[n] = finishReasonsAttr(reasons)
-		n++
+		attrs = append(attrs, finishReasonsAttr(reasons))
 	}
 	if a.out != nil {
 		if msgs := a.out.json(reasons); msgs != "" {
-			attrs[n] = semconv.GenAIOutputMessagesKey.String(msgs)
-			n++
+			attrs = append(attrs, semconv.GenAIOutputMessagesKey.String(msgs))
 		}
 		if a.out.cut {
-			attrs[n] = attrContentTruncated.Bool(true)
-			n++
+			attrs = append(attrs, attrContentTruncated.Bool(true))
 		}
 	}
-	if n > 0 {
-		span.SetAttributes(attrs[:n]...)
-	}
+	return attrs
 }

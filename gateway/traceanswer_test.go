@@ -22,7 +22,7 @@ func noted(t *testing.T, capture bool, reads ...string) map[string]any {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	_, span := tp.Tracer("t").Start(context.Background(), "s")
-	a.record(span)
+	span.SetAttributes(a.appendAttrs(nil)...)
 	span.End()
 	attrs := map[string]any{}
 	for _, kv := range rec.Ended()[0].Attributes() {
