@@ -36,7 +36,7 @@ type Config struct {
 	// Interval is how often a snapshot is taken and pushed. Default 1s.
 	Interval time.Duration
 	// Window is how much history the charts keep, at one point per
-	// Interval. Default 15m.
+	// Interval. Default 15m; never less than one Interval.
 	Window time.Duration
 	// MaxClients bounds the live streams at once; past it a page is told
 	// to come back later. Default 32.
@@ -66,6 +66,7 @@ func (c *Config) defaults() {
 	if c.Window <= 0 {
 		c.Window = 15 * time.Minute
 	}
+	c.Window = max(c.Window, c.Interval)
 	if c.MaxClients <= 0 {
 		c.MaxClients = 32
 	}

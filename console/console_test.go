@@ -901,3 +901,17 @@ func TestWriteErrShowsNoInternals(t *testing.T) {
 		t.Errorf("a gateway error: %d %v %s; want 429 rate_limited with Retry-After 2", w.Code, w.Header(), w.Body)
 	}
 }
+
+// A window shorter than the interval keeps one point: the charts' ring
+// is never empty (a ring of none would fail its first push).
+func TestWindowAtLeastOneInterval(t *testing.T) {
+	cfg := Config{Interval: time.Second, Window: time.Millisecond}
+	cfg.defaults()
+	n := int(cfg.Window / cfg.Interval)
+	if n != 1 {
+		t.Fatalf("window %v over interval %v keeps %d points, want 1", cfg.Window, cfg.Interval, n)
+	}
+	r := newRing(n)
+	r.push(Point{})
+	r.push(Point{})
+}
