@@ -97,6 +97,17 @@ func TestGuardClosesAConnectionWithABadToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
+	// Up before the stream: the client's picker is ready a moment before
+	// the connection's state says so, so a stream refused at once could
+	// otherwise find it CONNECTING.
+	conn.Connect()
+	up, cancelUp := context.WithTimeout(t.Context(), within)
+	defer cancelUp()
+	for st := conn.GetState(); st != connectivity.Ready; st = conn.GetState() {
+		if !conn.WaitForStateChange(up, st) {
+			t.Fatalf("the connection is %s; want it up", st)
+		}
+	}
 	ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer wn-unknown")
 	stream, err := edgepb.NewEdgeClient(conn).Control(ctx)
 	if err == nil {
