@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -15,22 +14,26 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // exporter is the OTLP exporter, with the client (OTLP/HTTP or gRPC,
 // configured by the OTEL_EXPORTER_OTLP_* variables) sending what it
 // converts: otlptrace.Exporter's start and shutdown, and ExportSpans of
-// its own. The library's conversion of a batch to protobuf allocates
-// three objects an attribute (its key and value, and the value's oneof)
-// and six a span; this one makes the messages of a batch in a few
-// slices, one of each kind, kept from one export to the next, and sends
-// the same messages (TestProtoSpansAreTheLibrarys).
+// its own. The library converts a batch to protobuf messages, three
+// allocations an attribute and six a span, which its client then
+// encodes by reflection; this one makes the resources' and scopes'
+// messages alone and writes the spans of each scope in protobuf's wire
+// format itself (encode.go), into one buffer kept from one export to
+// the next, as the scope's unknown fields: protobuf sends those as they
+// are, and a collector reads the same messages
+// (TestProtoSpansAreTheLibrarys).
 type exporter struct {
 	*otlptrace.Exporter
 	client otlptrace.Client
 
-	mu   sync.Mutex
-	kept batch // the slices of the last export, cleared
+	mu  sync.Mutex
+	buf []byte // the last export's spans, encoded
 }
 
 var _ sdktrace.SpanExporter = (*exporter)(nil)
@@ -45,15 +48,14 @@ func newExporter(ctx context.Context, client otlptrace.Client) (*exporter, error
 }
 
 // ExportSpans sends ss in one request (the client retries it as the
-// environment says). The messages are made in the slices the last
-// export used: an upload is done with them when it returns, the
-// client's retries included, and they are cleared then, so that they
-// keep no span's strings alive.
+// environment says). The spans are encoded in the buffer the last
+// export used: an upload is done with it when it returns, the client's
+// retries included.
 func (e *exporter) ExportSpans(ctx context.Context, ss []sdktrace.ReadOnlySpan) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	rs := protoSpans(&e.kept, ss)
-	defer e.kept.clear()
+	rs, buf := protoSpans(e.buf[:0], ss)
+	e.buf = buf
 	if len(rs) == 0 {
 		return nil
 	}
@@ -63,111 +65,23 @@ func (e *exporter) ExportSpans(ctx context.Context, ss []sdktrace.ReadOnlySpan) 
 	return nil
 }
 
-// batch holds the messages of one batch's spans, made together: each
-// span and each of its attributes takes the next of each slice, sized
-// by newBatch from the same spans (the SDK's ended spans, which do not
-// change). Events, links, the values other than strings, numbers,
-// booleans and string slices, and resources and scopes (a batch has one
-// or a few) are made one by one.
-type batch struct {
-	spans    []tracepb.Span
-	statuses []tracepb.Status
-	ids      []byte
-	kvs      []commonpb.KeyValue
-	kvPtrs   []*commonpb.KeyValue
-	values   []commonpb.AnyValue
-	strs     []commonpb.AnyValue_StringValue
-	ints     []commonpb.AnyValue_IntValue
-	floats   []commonpb.AnyValue_DoubleValue
-	bools    []commonpb.AnyValue_BoolValue
-	// A string slice (a span's finish reasons, a queue's scopes) takes
-	// the next of slices (its elements, as newBatch read them), an array
-	// and its wrapper, and a pointer, a value and a string value an
-	// element.
-	slices    [][]string
-	arrays    []commonpb.ArrayValue
-	arrayVals []commonpb.AnyValue_ArrayValue
-	valuePtrs []*commonpb.AnyValue
-}
-
-// newBatch sizes kept's slices for ss, reusing their arrays where they
-// are long enough, and returns a batch of them to take from.
-func newBatch(kept *batch, ss []sdktrace.ReadOnlySpan) (batch, int) {
-	var n, attrs, strs, ints, floats, bools, elems int
-	kept.slices = kept.slices[:0]
-	for _, sd := range ss {
-		if sd == nil {
-			continue
-		}
-		n++
-		for _, kv := range sd.Attributes() {
-			attrs++
-			switch kv.Value.Type() {
-			case attribute.STRING:
-				strs++
-			case attribute.INT64:
-				ints++
-			case attribute.FLOAT64:
-				floats++
-			case attribute.BOOL:
-				bools++
-			case attribute.STRINGSLICE:
-				ss := kv.Value.AsStringSlice() // a copy: kept for keyValues
-				kept.slices = append(kept.slices, ss)
-				elems += len(ss)
-			}
-		}
-	}
-	k := kept
-	k.spans, k.statuses, k.ids = fit(k.spans, n), fit(k.statuses, n), fit(k.ids, n*(16+8+8))
-	k.kvs, k.kvPtrs, k.values = fit(k.kvs, attrs), fit(k.kvPtrs, attrs), fit(k.values, attrs+elems)
-	k.strs, k.ints, k.floats, k.bools = fit(k.strs, strs+elems), fit(k.ints, ints), fit(k.floats, floats), fit(k.bools, bools)
-	k.arrays, k.arrayVals, k.valuePtrs = fit(k.arrays, len(k.slices)), fit(k.arrayVals, len(k.slices)), fit(k.valuePtrs, elems)
-	return *k, n
-}
-
-// fit is s with length n: s's array if its capacity is enough (its
-// elements zero, as clear left them), else a new one.
-func fit[T any](s []T, n int) []T {
-	if cap(s) < n {
-		return make([]T, n)
-	}
-	return s[:n]
-}
-
-// clear zeroes what the last batch used of b's slices.
-func (b *batch) clear() {
-	clear(b.spans)
-	clear(b.statuses)
-	clear(b.kvs)
-	clear(b.kvPtrs)
-	clear(b.values)
-	clear(b.strs)
-	clear(b.ints)
-	clear(b.floats)
-	clear(b.bools)
-	clear(b.slices)
-	clear(b.arrays)
-	clear(b.arrayVals)
-	clear(b.valuePtrs)
-}
-
 // protoSpans is ss as OTLP's ResourceSpans, by resource and then by
-// instrumentation scope, in the order each was first seen, made in
-// kept's slices (newBatch).
-func protoSpans(kept *batch, ss []sdktrace.ReadOnlySpan) []*tracepb.ResourceSpans {
-	b, n := newBatch(kept, ss)
-	if n == 0 {
-		return nil
-	}
+// instrumentation scope, in the order each was first seen; each scope's
+// spans are encoded into buf, which is returned grown.
+func protoSpans(buf []byte, ss []sdktrace.ReadOnlySpan) ([]*tracepb.ResourceSpans, []byte) {
 	type scopeKey struct {
 		r  attribute.Distinct
 		is instrumentation.Scope
 	}
+	type scope struct {
+		msg   *tracepb.ScopeSpans
+		spans []sdktrace.ReadOnlySpan
+	}
 	var (
 		out       []*tracepb.ResourceSpans
+		order     []*scope
 		resources = map[attribute.Distinct]*tracepb.ResourceSpans{}
-		scopes    = map[scopeKey]*tracepb.ScopeSpans{}
+		scopes    = map[scopeKey]*scope{}
 	)
 	for _, sd := range ss {
 		if sd == nil {
@@ -175,10 +89,11 @@ func protoSpans(kept *batch, ss []sdktrace.ReadOnlySpan) []*tracepb.ResourceSpan
 		}
 		res := sd.Resource()
 		k := scopeKey{r: res.Equivalent(), is: sd.InstrumentationScope()}
-		ss, ok := scopes[k]
+		sc, ok := scopes[k]
 		if !ok {
-			ss = &tracepb.ScopeSpans{Scope: protoScope(k.is), SchemaUrl: k.is.SchemaURL}
-			scopes[k] = ss
+			sc = &scope{msg: &tracepb.ScopeSpans{Scope: protoScope(k.is), SchemaUrl: k.is.SchemaURL}}
+			scopes[k] = sc
+			order = append(order, sc)
 			rs := resources[k.r]
 			if rs == nil {
 				rs = &tracepb.ResourceSpans{SchemaUrl: res.SchemaURL()}
@@ -188,113 +103,25 @@ func protoSpans(kept *batch, ss []sdktrace.ReadOnlySpan) []*tracepb.ResourceSpan
 				resources[k.r] = rs
 				out = append(out, rs)
 			}
-			rs.ScopeSpans = append(rs.ScopeSpans, ss)
+			rs.ScopeSpans = append(rs.ScopeSpans, sc.msg)
 		}
-		ss.Spans = append(ss.Spans, b.span(sd))
+		sc.spans = append(sc.spans, sd)
 	}
-	return out
-}
-
-// span is sd in the batch's next span.
-func (b *batch) span(sd sdktrace.ReadOnlySpan) *tracepb.Span {
-	s, st := &b.spans[0], &b.statuses[0]
-	b.spans, b.statuses = b.spans[1:], b.statuses[1:]
-	sc, parent := sd.SpanContext(), sd.Parent()
-	tid, sid := sc.TraceID(), sc.SpanID()
-	s.TraceId, s.SpanId = b.bytes(tid[:]), b.bytes(sid[:])
-	if psid := parent.SpanID(); psid.IsValid() {
-		s.ParentSpanId = b.bytes(psid[:])
-	}
-	s.TraceState = sc.TraceState().String()
-	s.Flags = spanFlags(sc.TraceFlags(), parent)
-	s.Name = sd.Name()
-	s.Kind = tracepb.Span_SpanKind(spanKind(sd.SpanKind()))
-	s.StartTimeUnixNano = uint64(max(0, sd.StartTime().UnixNano())) //nolint:gosec // not negative
-	s.EndTimeUnixNano = uint64(max(0, sd.EndTime().UnixNano()))     //nolint:gosec // not negative
-	s.Attributes = b.keyValues(sd.Attributes())
-	s.DroppedAttributesCount = clampUint32(sd.DroppedAttributes())
-	s.Events = events(sd.Events())
-	s.DroppedEventsCount = clampUint32(sd.DroppedEvents())
-	s.Links = links(sd.Links())
-	s.DroppedLinksCount = clampUint32(sd.DroppedLinks())
-	status := sd.Status()
-	st.Message = status.Description
-	switch status.Code {
-	case codes.Ok:
-		st.Code = tracepb.Status_STATUS_CODE_OK
-	case codes.Error:
-		st.Code = tracepb.Status_STATUS_CODE_ERROR
-	}
-	s.Status = st
-	return s
-}
-
-// bytes is a copy of id in the batch's bytes.
-func (b *batch) bytes(id []byte) []byte {
-	n := copy(b.ids, id)
-	out := b.ids[:n:n]
-	b.ids = b.ids[n:]
-	return out
-}
-
-// keyValues is attrs in the batch's next key-values.
-func (b *batch) keyValues(attrs []attribute.KeyValue) []*commonpb.KeyValue {
-	if len(attrs) == 0 {
-		return nil
-	}
-	out := b.kvPtrs[:len(attrs):len(attrs)]
-	b.kvPtrs = b.kvPtrs[len(attrs):]
-	for i, kv := range attrs {
-		p, av := &b.kvs[0], &b.values[0]
-		b.kvs, b.values = b.kvs[1:], b.values[1:]
-		switch v := kv.Value; v.Type() {
-		case attribute.STRING:
-			av.Value = b.str(v.AsString())
-		case attribute.STRINGSLICE:
-			elems := b.slices[0]
-			b.slices = b.slices[1:]
-			arr, w := &b.arrays[0], &b.arrayVals[0]
-			b.arrays, b.arrayVals = b.arrays[1:], b.arrayVals[1:]
-			arr.Values = b.valuePtrs[:len(elems):len(elems)]
-			b.valuePtrs = b.valuePtrs[len(elems):]
-			for j, e := range elems {
-				ev := &b.values[0]
-				b.values = b.values[1:]
-				ev.Value = b.str(e)
-				arr.Values[j] = ev
-			}
-			w.ArrayValue = arr
-			av.Value = w
-		case attribute.INT64:
-			w := &b.ints[0]
-			b.ints = b.ints[1:]
-			w.IntValue = v.AsInt64()
-			av.Value = w
-		case attribute.FLOAT64:
-			w := &b.floats[0]
-			b.floats = b.floats[1:]
-			w.DoubleValue = v.AsFloat64()
-			av.Value = w
-		case attribute.BOOL:
-			w := &b.bools[0]
-			b.bools = b.bools[1:]
-			w.BoolValue = v.AsBool()
-			av.Value = w
-		default:
-			av.Value = anyValue(v).Value
+	// The scopes' spans are encoded one scope after the other, and each
+	// scope's unknown fields set once the buffer stops growing.
+	ends := make([]int, len(order))
+	for i, sc := range order {
+		for _, sd := range sc.spans {
+			buf = appendSpan(buf, fieldScopeSpans, sd)
 		}
-		p.Key, p.Value = string(kv.Key), av
-		out[i] = p
+		ends[i] = len(buf)
 	}
-	return out
-}
-
-// str is the batch's next string value, s.
-func (b *batch) str(s string) *commonpb.AnyValue_StringValue {
-	w := &b.strs[0]
-	b.strs = b.strs[1:]
-	w.StringValue = s
-	return w
+	from := 0
+	for i, sc := range order {
+		sc.msg.ProtoReflect().SetUnknown(protoreflect.RawFields(buf[from:ends[i]:ends[i]]))
+		from = ends[i]
+	}
+	return out, buf
 }
 
 // keyValues is attrs as OTLP's key-values, each made on its own.
@@ -359,33 +186,6 @@ func protoScope(is instrumentation.Scope) *commonpb.InstrumentationScope {
 		return nil
 	}
 	return &commonpb.InstrumentationScope{Name: is.Name, Version: is.Version, Attributes: keyValues(is.Attributes.ToSlice())}
-}
-
-// events is es as OTLP's span events.
-func events(es []sdktrace.Event) []*tracepb.Span_Event {
-	if len(es) == 0 {
-		return nil
-	}
-	out := make([]*tracepb.Span_Event, len(es))
-	for i, e := range es {
-		out[i] = &tracepb.Span_Event{Name: e.Name, TimeUnixNano: uint64(max(0, e.Time.UnixNano())), //nolint:gosec // not negative
-			Attributes: keyValues(e.Attributes), DroppedAttributesCount: clampUint32(e.DroppedAttributeCount)}
-	}
-	return out
-}
-
-// links is ls as OTLP's span links.
-func links(ls []sdktrace.Link) []*tracepb.Span_Link {
-	if len(ls) == 0 {
-		return nil
-	}
-	out := make([]*tracepb.Span_Link, len(ls))
-	for i, l := range ls {
-		tid, sid := l.SpanContext.TraceID(), l.SpanContext.SpanID()
-		out[i] = &tracepb.Span_Link{TraceId: tid[:], SpanId: sid[:], Attributes: keyValues(l.Attributes), DroppedAttributesCount: clampUint32(l.DroppedAttributeCount),
-			Flags: spanFlags(l.SpanContext.TraceFlags(), l.SpanContext)}
-	}
-	return out
 }
 
 // spanFlags is OTLP's flags of a span with trace flags tf whose parent

@@ -3,9 +3,9 @@ package tracing
 import (
 	"context"
 	"errors"
-	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -15,6 +15,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -52,12 +53,16 @@ func testSpans(t *testing.T) []sdktrace.ReadOnlySpan {
 			attribute.StringSlice("ss", []string{"a", "b"}), attribute.Int64Slice("is", []int64{1, 2}),
 			attribute.Float64Slice("fs", []float64{0.5}), attribute.BoolSlice("bs", []bool{false, true}),
 			attribute.String("", "invalid key"),
+			attribute.ByteSlice("by", []byte{0, 1}), attribute.Slice("sl", attribute.IntValue(4), attribute.StringValue("x"), attribute.BoolValue(false)),
+			attribute.Map("m", attribute.String("k", "v"), attribute.Float64("z", 0)), attribute.Int("zero", 0), attribute.String("empty", ""),
 		)
 		root.AddEvent("ev", trace.WithAttributes(attribute.Int("e", 1)))
+		root.AddEvent("crowded", trace.WithAttributes(manyAttrs(10)...)) // past the limit: some dropped
 		root.SetStatus(codes.Error, "it broke")
 		for _, kind := range []trace.SpanKind{trace.SpanKindClient, trace.SpanKindProducer, trace.SpanKindConsumer, trace.SpanKindInternal} {
 			_, s := tp.Tracer("other").Start(ctx, "child", trace.WithSpanKind(kind),
-				trace.WithLinks(trace.Link{SpanContext: remote, Attributes: []attribute.KeyValue{attribute.String("l", "v")}}))
+				trace.WithLinks(trace.Link{SpanContext: remote, Attributes: []attribute.KeyValue{attribute.String("l", "v")}},
+					trace.Link{SpanContext: remote, Attributes: manyAttrs(10)}))
 			for i := range 20 { // past the limit: some dropped
 				s.SetAttributes(attribute.Int("a", i), attribute.Int(string(rune('a'+i)), i))
 			}
@@ -75,51 +80,75 @@ func testSpans(t *testing.T) []sdktrace.ReadOnlySpan {
 	return append(spans, nil) // the library skips a nil span; so must this
 }
 
-// The messages protoSpans makes are the library exporter's, whose
-// conversion is internal to it; only the order of resources (the
-// library's comes from a map) may differ.
+// manyAttrs are n attributes, a0 to a(n-1).
+func manyAttrs(n int) []attribute.KeyValue {
+	out := make([]attribute.KeyValue, n)
+	for i := range out {
+		out[i] = attribute.Int("a"+strconv.Itoa(i), i)
+	}
+	return out
+}
+
+// What protoSpans makes reaches a collector as the library exporter's
+// messages, whose conversion is internal to it; only the order of
+// resources (the library's comes from a map) may differ.
 func TestProtoSpansAreTheLibrarys(t *testing.T) {
 	spans := testSpans(t)
-	sameAsLibrary(t, &batch{}, spans)
-	if protoSpans(&batch{}, nil) != nil || protoSpans(&batch{}, []sdktrace.ReadOnlySpan{nil}) != nil {
+	sameAsLibrary(t, nil, spans)
+	if rs, _ := protoSpans(nil, nil); rs != nil {
 		t.Error("no spans made ResourceSpans")
 	}
+	if rs, _ := protoSpans(nil, []sdktrace.ReadOnlySpan{nil}); rs != nil {
+		t.Error("a nil span made ResourceSpans")
+	}
 }
 
-// A batch made in the slices of the last leaves nothing of it: each
-// export after the first, smaller or larger, with spans in another
-// order (a span without a parent where one had it, fewer attributes),
-// is still the library's.
-func TestProtoSpansInKeptSlices(t *testing.T) {
+// Spans encoded in the buffer of the last export leave nothing of it:
+// each export after the first, smaller or larger, with spans in another
+// order, is still the library's.
+func TestProtoSpansInTheLastBuffer(t *testing.T) {
 	spans := testSpans(t)
-	var kept batch
-	sameAsLibrary(t, &kept, spans)
-	kept.clear()
+	buf := sameAsLibrary(t, nil, spans)
 	reversed := slices.Clone(spans)
 	slices.Reverse(reversed)
-	sameAsLibrary(t, &kept, reversed[:3])
-	kept.clear()
-	sameAsLibrary(t, &kept, reversed)
-	kept.clear()
-	for _, v := range []any{kept.spans, kept.kvs, kept.values, kept.strs, kept.slices, kept.valuePtrs} {
-		if reflect.ValueOf(v).Len() == 0 {
-			t.Fatalf("kept slices emptied: %T", v)
-		}
-	}
-	if kept.spans[0].Name != "" || kept.kvPtrs[0] != nil || kept.strs[0].StringValue != "" {
-		t.Error("cleared slices still hold the last batch")
-	}
+	buf = sameAsLibrary(t, buf[:0], reversed[:3])
+	sameAsLibrary(t, buf[:0], reversed)
 }
 
-// sameAsLibrary checks that protoSpans makes of spans, in kept's
-// slices, what the library's exporter makes.
-func sameAsLibrary(t *testing.T, kept *batch, spans []sdktrace.ReadOnlySpan) {
+// sameAsLibrary checks that what protoSpans makes of spans, encoding
+// them in buf, reaches a collector as what the library's exporter
+// makes; it returns buf as protoSpans grew it.
+func sameAsLibrary(t *testing.T, buf []byte, spans []sdktrace.ReadOnlySpan) []byte {
 	t.Helper()
 	lib := &captureClient{}
 	if err := otlptrace.NewUnstarted(lib).ExportSpans(context.Background(), spans); err != nil {
 		t.Fatal(err)
 	}
-	got := protoSpans(kept, spans)
+	got, buf := protoSpans(buf, spans)
+	want, got := received(t, lib.got), received(t, got)
+	if len(got) == 0 || len(got) != len(want) {
+		t.Fatalf("%d resources, the library %d", len(got), len(want))
+	}
+	for i := range got {
+		if !proto.Equal(got[i], want[i]) {
+			t.Errorf("resource %d:\n got %v\nwant %v", i, got[i], want[i])
+		}
+	}
+	return buf
+}
+
+// received is rs as a collector reads them, marshaled and unmarshaled,
+// ordered by service name (the library orders resources by a map).
+func received(t *testing.T, rs []*tracepb.ResourceSpans) []*tracepb.ResourceSpans {
+	t.Helper()
+	wire, err := proto.Marshal(&coltracepb.ExportTraceServiceRequest{ResourceSpans: rs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req coltracepb.ExportTraceServiceRequest
+	if err := proto.Unmarshal(wire, &req); err != nil {
+		t.Fatal(err)
+	}
 	service := func(rs *tracepb.ResourceSpans) string {
 		for _, kv := range rs.GetResource().GetAttributes() {
 			if kv.GetKey() == "service.name" {
@@ -128,19 +157,8 @@ func sameAsLibrary(t *testing.T, kept *batch, spans []sdktrace.ReadOnlySpan) {
 		}
 		return ""
 	}
-	byService := func(rs []*tracepb.ResourceSpans) {
-		sort.Slice(rs, func(i, j int) bool { return service(rs[i]) < service(rs[j]) })
-	}
-	byService(lib.got)
-	byService(got)
-	if len(got) == 0 || len(got) != len(lib.got) {
-		t.Fatalf("%d resources, the library %d", len(got), len(lib.got))
-	}
-	for i := range got {
-		if !proto.Equal(got[i], lib.got[i]) {
-			t.Errorf("resource %d:\n got %v\nwant %v", i, got[i], lib.got[i])
-		}
-	}
+	sort.Slice(req.ResourceSpans, func(i, j int) bool { return service(req.ResourceSpans[i]) < service(req.ResourceSpans[j]) })
+	return req.ResourceSpans
 }
 
 // ExportSpans sends the batch by its client and says which export
@@ -184,22 +202,34 @@ func BenchmarkProtoSpans(b *testing.B) {
 	}
 	spans := rec.Ended()
 	b.Run("library", func(b *testing.B) {
-		e := otlptrace.NewUnstarted(&discardClient{})
+		e := otlptrace.NewUnstarted(&marshalClient{})
 		b.ReportAllocs()
 		for b.Loop() {
 			_ = e.ExportSpans(context.Background(), spans)
 		}
 	})
 	b.Run("weir", func(b *testing.B) {
-		var kept batch
+		var buf []byte
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = protoSpans(&kept, spans)
-			kept.clear()
+			rs, grown := protoSpans(buf[:0], spans)
+			if _, err := proto.Marshal(&coltracepb.ExportTraceServiceRequest{ResourceSpans: rs}); err != nil {
+				b.Fatal(err)
+			}
+			buf = grown
 		}
 	})
 }
 
 type discardClient struct{ captureClient }
+
+// marshalClient marshals what it is asked to send, as the OTLP clients
+// do, and drops it.
+type marshalClient struct{ captureClient }
+
+func (marshalClient) UploadTraces(_ context.Context, rs []*tracepb.ResourceSpans) error {
+	_, err := proto.Marshal(&coltracepb.ExportTraceServiceRequest{ResourceSpans: rs})
+	return err
+}
 
 func (discardClient) UploadTraces(context.Context, []*tracepb.ResourceSpans) error { return nil }
