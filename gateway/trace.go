@@ -76,7 +76,7 @@ func (s *Service) tracedAttempt(ctx context.Context, c *Call, out Answer, lease 
 	retry, err := s.attempt(ctx, c, out, lease, pm)
 	if span != nil {
 		if c.obs != nil && c.obs.notes != nil {
-			attrs = c.obs.notes.appendAttrs(attrs)
+			*attrs = c.obs.notes.appendAttrs(*attrs)
 			c.obs.notes = nil
 		}
 		endAttempt(span, attrs, c, retry, err)
@@ -100,26 +100,22 @@ func (s *Service) noteAttempt(span trace.Span, c *Call, body []byte) {
 // starting one allocates no options.
 var clientSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
 
-// attemptAttrs is the most attributes an attempt's span has, but for
-// captured content: its request's (8), its answer's (3) and its end's
-// (3).
-const attemptAttrs = 14
-
 // startAttempt starts the client span of c's upstream call to pm (the
 // GenAI conventions' inference span), if c's request is traced; else it
-// returns ctx and nil. Its request's attributes are returned, not set:
-// the span gets them with the answer's and the end's in one call as it
-// ends (each call grows the span's slice), and none repeats the server
-// span's (the model asked). No sampler Weir configures reads attributes.
-func (s *Service) startAttempt(ctx context.Context, c *Call, pm upstream, attempt int) (context.Context, trace.Span, []attribute.KeyValue) {
+// returns ctx and nil. Its request's attributes are returned, not set
+// (in a slice of tracing.Attrs): the span gets them with the answer's
+// and the end's in one call as it ends (each call grows the span's
+// slice), and none repeats the server span's (the model asked). No
+// sampler Weir configures reads attributes.
+func (s *Service) startAttempt(ctx context.Context, c *Call, pm upstream, attempt int) (context.Context, trace.Span, *[]attribute.KeyValue) {
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, nil, nil
 	}
 	op := operationOf(c)
 	kind, host := providerOf(c.Snapshot, pm)
 	ctx, span := tracing.Child(ctx, spanNames.name(op, pm.Upstream), clientSpan...)
-	attrs := make([]attribute.KeyValue, 0, attemptAttrs)
-	attrs = append(attrs,
+	p := tracing.Attrs()
+	attrs := append(*p,
 		semconv.GenAIOperationNameKey.String(op),
 		semconv.GenAIProviderNameKey.String(kind),
 		semconv.GenAIRequestModel(pm.Upstream),
@@ -133,14 +129,16 @@ func (s *Service) startAttempt(ctx context.Context, c *Call, pm upstream, attemp
 	if c.MaxTokens > 0 {
 		attrs = append(attrs, semconv.GenAIRequestMaxTokens(int(c.MaxTokens)))
 	}
-	return ctx, span, attrs
+	*p = attrs
+	return ctx, span, p
 }
 
 // endAttempt ends the span of an attempt that returned retry and err
-// (attempt's results), setting attrs with the usage the upstream
-// reported: a count made from a stream's chunks, or the estimate of an
-// answer that reported none, is not the upstream's usage.
-func endAttempt(span trace.Span, attrs []attribute.KeyValue, c *Call, retry *provider.Error, err error) {
+// (attempt's results), setting attrs (tracing.Attrs') with the usage
+// the upstream reported: a count made from a stream's chunks, or the
+// estimate of an answer that reported none, is not the upstream's usage.
+func endAttempt(span trace.Span, p *[]attribute.KeyValue, c *Call, retry *provider.Error, err error) {
+	attrs := *p
 	var etype string
 	switch {
 	case retry != nil:
@@ -156,7 +154,8 @@ func endAttempt(span trace.Span, attrs []attribute.KeyValue, c *Call, retry *pro
 	if etype != "" {
 		attrs = append(attrs, semconv.ErrorTypeKey.String(etype))
 	}
-	span.SetAttributes(attrs...)
+	*p = attrs
+	tracing.SetAttrs(span, p)
 	if etype != "" {
 		span.SetStatus(codes.Error, etype)
 	}

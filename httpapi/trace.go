@@ -42,8 +42,8 @@ func (s *Server) startSpan(ctx context.Context, r *http.Request) (context.Contex
 // at the start. The span's name is the route ("POST
 // /v1/chat/completions"), which the mux set on r by now.
 func endSpan(span trace.Span, r *http.Request, id string, status int, c *gateway.Call) {
-	attrs := make([]attribute.KeyValue, 0, 9)
-	attrs = append(attrs, semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path), attrRequestID.String(id))
+	p := tracing.Attrs()
+	attrs := append(*p, semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path), attrRequestID.String(id))
 	if r.Pattern != "" {
 		span.SetName(r.Pattern)
 		attrs = append(attrs, semconv.HTTPRoute(r.Pattern))
@@ -57,7 +57,8 @@ func endSpan(span trace.Span, r *http.Request, id string, status int, c *gateway
 			attrQueueWaited.Float64(float64(c.Waited.Microseconds())/1000),
 		)
 	}
-	span.SetAttributes(attrs...)
+	*p = attrs
+	tracing.SetAttrs(span, p)
 	if status >= 500 {
 		span.SetStatus(codes.Error, http.StatusText(status))
 	}

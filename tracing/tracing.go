@@ -16,7 +16,9 @@ import (
 	"context"
 	"encoding/hex"
 	"net/http"
+	"sync"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -108,4 +110,27 @@ func Remote(tp string) trace.SpanContext {
 	}
 	ctx := Propagator.Extract(context.Background(), propagation.MapCarrier{"traceparent": tp})
 	return trace.SpanContextFromContext(ctx)
+}
+
+// attrPool holds the slices that a span's attributes are gathered in
+// before SetAttributes, which copies them into the span: each slice
+// serves one call after another, not one made for each.
+var attrPool = sync.Pool{New: func() any {
+	s := make([]attribute.KeyValue, 0, 16)
+	return &s
+}}
+
+// Attrs is an empty slice to gather a span's attributes in, for one
+// SetAttrs.
+func Attrs() *[]attribute.KeyValue { return attrPool.Get().(*[]attribute.KeyValue) }
+
+// SetAttrs sets attrs (from Attrs) on span in one call and gives the
+// slice back; attrs is not to be used after.
+func SetAttrs(span trace.Span, attrs *[]attribute.KeyValue) {
+	if len(*attrs) > 0 {
+		span.SetAttributes(*attrs...)
+	}
+	clear(*attrs)
+	*attrs = (*attrs)[:0]
+	attrPool.Put(attrs)
 }

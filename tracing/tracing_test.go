@@ -9,7 +9,10 @@ import (
 
 	"github.com/weir-gateway/weir/internal/otlptest"
 	"github.com/weir-gateway/weir/tracing"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -209,5 +212,31 @@ func BenchmarkInject(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		tracing.Inject(ctx, http.Header{})
+	}
+}
+
+// Attributes gathered in a slice of Attrs are the span's after SetAttrs,
+// whatever the slice holds next: the span keeps its own copy.
+func TestSetAttrsCopies(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	for i := range 3 {
+		_, span := tp.Tracer("t").Start(context.Background(), "s")
+		p := tracing.Attrs()
+		if len(*p) != 0 {
+			t.Fatalf("Attrs gave %v, want an empty slice", *p)
+		}
+		*p = append(*p, attribute.Int("n", i), attribute.String("s", strings.Repeat("x", i)))
+		tracing.SetAttrs(span, p)
+		span.End()
+	}
+	for i, s := range rec.Ended() {
+		got := map[attribute.Key]attribute.Value{}
+		for _, kv := range s.Attributes() {
+			got[kv.Key] = kv.Value
+		}
+		if len(got) != 2 || got["n"].AsInt64() != int64(i) || got["s"].AsString() != strings.Repeat("x", i) {
+			t.Errorf("span %d has %v", i, s.Attributes())
+		}
 	}
 }
