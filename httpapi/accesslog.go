@@ -79,7 +79,12 @@ func (s *Server) logAccess(r *http.Request, ri *reqInfo, rw *statusWriter, start
 	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
 		a = append(a, slog.String("trace_id", sc.TraceID().String()))
 	}
-	s.deps.Logger.LogAttrs(ctx, level, "request", a...)
+	// The record goes to the handler directly, as LogAttrs would hand it
+	// but without the caller's program counter, whose look-up is a stack
+	// walk a request: no handler of Weir's logs its source.
+	rec := slog.NewRecord(now, level, "request", 0)
+	rec.AddAttrs(a...)
+	_ = s.deps.Logger.Handler().Handle(ctx, rec)
 }
 
 // callAttrs appends what the gateway's serving of c says to a.
