@@ -47,7 +47,8 @@ type DB struct {
 	taskGet            *sql.Stmt
 	// The task writes, prepared once on the write connection; a
 	// transaction on it (InTx) reuses them through Tx.StmtContext.
-	taskInsert, taskByIdempotency, taskUpdate, taskStatus, taskDelete *sql.Stmt
+	taskInsert, taskByIdempotency, taskUpdate, taskUpdateSame *sql.Stmt
+	taskStatus, taskDelete                                    *sql.Stmt
 	// The usage inserts, of usageRowsPerInsert rows and of one.
 	usageInsertMany, usageInsertOne *sql.Stmt
 	// The spend journal's inserts (of usageRowsPerInsert reservations
@@ -146,6 +147,7 @@ func (db *DB) prepare(ctx context.Context) error {
 		{&db.taskInsert, db.write, taskInsertSQL},
 		{&db.taskByIdempotency, db.write, taskByIdempotencySQL},
 		{&db.taskUpdate, db.write, taskUpdateSQL},
+		{&db.taskUpdateSame, db.write, taskUpdateSameSQL},
 		{&db.taskStatus, db.write, taskStatusSQL},
 		{&db.taskDelete, db.write, taskDeleteSQL},
 		{&db.usageInsertMany, db.write, usageInsertSQL(usageRowsPerInsert)},
