@@ -45,6 +45,9 @@ type DB struct {
 	// parsing the SQL costs about as much as running it.
 	keyByHash, keyByID *sql.Stmt
 	taskGet            *sql.Stmt
+	// The scope overrides, which the gateway reads each time its scopes
+	// are viewed (GET /admin/queues, the console).
+	overrideList *sql.Stmt
 	// The task writes, prepared once on the write connection; a
 	// transaction on it (InTx) reuses them through Tx.StmtContext.
 	taskInsert, taskByIdempotency, taskUpdate, taskUpdateSame *sql.Stmt
@@ -144,6 +147,7 @@ func (db *DB) prepare(ctx context.Context) error {
 		{&db.keyByHash, db.read, `SELECT ` + keyColumns + ` FROM api_keys WHERE hash = ?`},
 		{&db.keyByID, db.read, `SELECT ` + keyColumns + ` FROM api_keys WHERE id = ?`},
 		{&db.taskGet, db.read, taskGetSQL},
+		{&db.overrideList, db.read, overrideListSQL},
 		{&db.taskInsert, db.write, taskInsertSQL},
 		{&db.taskByIdempotency, db.write, taskByIdempotencySQL},
 		{&db.taskUpdate, db.write, taskUpdateSQL},
