@@ -99,3 +99,23 @@ func BenchmarkKeyByHash(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkOverrideList reads a handful of scope overrides, as the
+// gateway does each time its scopes are viewed (GET /admin/queues).
+func BenchmarkOverrideList(b *testing.B) {
+	db := openTemp(b)
+	b.Cleanup(func() { db.Close() })
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 4 {
+		if err := db.OverrideSet(b.Context(), weir.Override{
+			Scope: fmt.Sprintf("platform_model:pm-%d", i), Kind: weir.OverrideLimit, Limit: 10, SetAt: at,
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		if os, err := db.OverrideList(b.Context()); err != nil || len(os) != 4 {
+			b.Fatal(len(os), err)
+		}
+	}
+}

@@ -45,9 +45,13 @@ type DB struct {
 	// parsing the SQL costs about as much as running it.
 	keyByHash, keyByID *sql.Stmt
 	taskGet            *sql.Stmt
+	// The scope overrides, which the gateway reads each time its scopes
+	// are viewed (GET /admin/queues, the console).
+	overrideList *sql.Stmt
 	// The task writes, prepared once on the write connection; a
 	// transaction on it (InTx) reuses them through Tx.StmtContext.
-	taskInsert, taskByIdempotency, taskUpdate, taskStatus, taskDelete *sql.Stmt
+	taskInsert, taskByIdempotency, taskUpdate, taskUpdateSame *sql.Stmt
+	taskStatus, taskDelete                                    *sql.Stmt
 	// The usage inserts, of usageRowsPerInsert rows and of one.
 	usageInsertMany, usageInsertOne *sql.Stmt
 	// The spend journal's inserts (of usageRowsPerInsert reservations
@@ -143,9 +147,11 @@ func (db *DB) prepare(ctx context.Context) error {
 		{&db.keyByHash, db.read, `SELECT ` + keyColumns + ` FROM api_keys WHERE hash = ?`},
 		{&db.keyByID, db.read, `SELECT ` + keyColumns + ` FROM api_keys WHERE id = ?`},
 		{&db.taskGet, db.read, taskGetSQL},
+		{&db.overrideList, db.read, overrideListSQL},
 		{&db.taskInsert, db.write, taskInsertSQL},
 		{&db.taskByIdempotency, db.write, taskByIdempotencySQL},
 		{&db.taskUpdate, db.write, taskUpdateSQL},
+		{&db.taskUpdateSame, db.write, taskUpdateSameSQL},
 		{&db.taskStatus, db.write, taskStatusSQL},
 		{&db.taskDelete, db.write, taskDeleteSQL},
 		{&db.usageInsertMany, db.write, usageInsertSQL(usageRowsPerInsert)},

@@ -12,7 +12,10 @@ import (
 
 var _ weir.OverrideStore = (*DB)(nil)
 
-const overrideColumns = `scope, kind, limit_value, ends_at, set_at`
+const (
+	overrideColumns = `scope, kind, limit_value, ends_at, set_at`
+	overrideListSQL = `SELECT ` + overrideColumns + ` FROM scope_overrides ORDER BY scope, kind`
+)
 
 // OverrideSet stores o in place of its scope's override of its kind; a
 // pause is only extended (the upsert's WHERE keeps a later stored end).
@@ -38,7 +41,7 @@ func (db *DB) OverrideSet(ctx context.Context, o weir.Override) error {
 // OverrideList returns every override by scope (BINARY: byte order),
 // then kind.
 func (db *DB) OverrideList(ctx context.Context) ([]weir.Override, error) {
-	return listAll(ctx, db, "overrides", `SELECT `+overrideColumns+` FROM scope_overrides ORDER BY scope, kind`, scanOverride)
+	return listStmt(ctx, db.overrideList, "overrides", scanOverride)
 }
 
 // OverrideDelete removes the overrides p selects.

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -13,6 +14,18 @@ import (
 // scan; its errors say "list <what>".
 func listAll[T any](ctx context.Context, db *DB, what, query string, scan func(rowscan.Row) (T, error), args ...any) ([]T, error) {
 	rows, err := db.read.QueryContext(ctx, query, args...)
+	return scanAll(what, rows, err, scan)
+}
+
+// listStmt is listAll of a statement prepare made.
+func listStmt[T any](ctx context.Context, stmt *sql.Stmt, what string, scan func(rowscan.Row) (T, error), args ...any) ([]T, error) {
+	rows, err := stmt.QueryContext(ctx, args...)
+	return scanAll(what, rows, err, scan)
+}
+
+// scanAll scans rows, the answer of a query that failed with err or
+// not, and closes them.
+func scanAll[T any](what string, rows *sql.Rows, err error, scan func(rowscan.Row) (T, error)) ([]T, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", what, err)
 	}

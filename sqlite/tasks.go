@@ -42,10 +42,27 @@ const (
 	// taskUpdateSQL is the compare-and-set: one statement, so no other
 	// writer (River's, another process's) can move the task between the
 	// check and the change. A NULL parameter leaves its column as it is.
-	// ?2 is a JSON array of the statuses the task may be in; the terminal
-	// ones never match, whatever ?2 says.
+	// ?2 is the statuses the task may be in, each between '|'s
+	// (fromList); the terminal ones never match, whatever ?2 says. The
+	// statuses are matched with instr and the terminal ones with
+	// comparisons, not IN lists: SQLite builds a temporary table for an
+	// IN list of more than two values, on every execution.
 	taskUpdateSQL = `UPDATE tasks SET
-		status         = ?3,
+		status         = ?3,` + taskUpdateSetSQL + `
+		WHERE id = ?1
+		AND instr(?2, '|' || status || '|') > 0
+		AND status <> 'succeeded' AND status <> 'failed' AND status <> 'cancelled' AND status <> 'expired'`
+
+	// taskUpdateSameSQL is taskUpdateSQL for an update that leaves the
+	// status as it is (a running task's progress, say): status is not
+	// set, so SQLite leaves the indexes that begin with it alone. ?3 is
+	// both the status the task must be in and stays in, never a terminal
+	// one (validateTaskUpdate); ?2 is not used.
+	taskUpdateSameSQL = `UPDATE tasks SET` + taskUpdateSetSQL + `
+		WHERE id = ?1 AND status = ?3`
+
+	// taskUpdateSetSQL is what both updates set besides the status.
+	taskUpdateSetSQL = `
 		platform_model = coalesce(?4, platform_model),
 		candidate      = coalesce(?5, candidate),
 		progress       = coalesce(?6, progress),
@@ -55,10 +72,7 @@ const (
 		error_message  = coalesce(?10, error_message),
 		attempts       = coalesce(?11, attempts),
 		admitted_at    = coalesce(?12, admitted_at),
-		finished_at    = coalesce(?13, finished_at)
-		WHERE id = ?1
-		AND status IN (SELECT value FROM json_each(?2))
-		AND status NOT IN ('succeeded', 'failed', 'cancelled', 'expired')`
+		finished_at    = coalesce(?13, finished_at)`
 
 	taskStatusSQL = `SELECT status FROM tasks WHERE id = ?`
 
@@ -353,7 +367,11 @@ func (db *DB) TaskUpdateTx(ctx context.Context, tx *sql.Tx, p *weir.TaskUpdatePa
 	if err != nil {
 		return false, fmt.Errorf("update task %s: %w", id, err)
 	}
-	res, err := tx.StmtContext(ctx, db.taskUpdate).ExecContext(ctx,
+	stmt := db.taskUpdate
+	if sameStatus(u) {
+		stmt = db.taskUpdateSame
+	}
+	res, err := tx.StmtContext(ctx, stmt).ExecContext(ctx,
 		id, from, string(u.Status),
 		nullString(u.PlatformModel), nullInt(u.Candidate), nullInt(u.Progress), nullString(u.UpstreamID),
 		nullBlob(u.Result), nullString(u.ErrorCode), nullString(u.ErrorMessage), nullInt(u.Attempts),
@@ -445,11 +463,30 @@ func validateTaskUpdate(u weir.TaskUpdate) (string, error) {
 	if err := u.Validate(); err != nil {
 		return "", err
 	}
-	from, err := json.Marshal(u.From)
-	if err != nil {
-		return "", err
+	return fromList(u.From), nil
+}
+
+// fromList is statuses as taskUpdateSQL's ?2 matches them: each between
+// '|'s.
+func fromList(statuses []weir.TaskStatus) string {
+	var b strings.Builder
+	b.WriteByte('|')
+	for _, s := range statuses {
+		b.WriteString(string(s))
+		b.WriteByte('|')
 	}
-	return string(from), nil
+	return b.String()
+}
+
+// sameStatus reports whether u leaves a task's status as it is, as
+// taskUpdateSameSQL does.
+func sameStatus(u weir.TaskUpdate) bool {
+	for _, s := range u.From {
+		if s != u.Status {
+			return false
+		}
+	}
+	return true
 }
 
 // scanTask reads one row of taskColumns; no row is weir.ErrNotFound.

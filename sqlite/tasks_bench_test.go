@@ -148,3 +148,58 @@ func BenchmarkTaskCreate(b *testing.B) {
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "tasks/s")
 }
+
+// BenchmarkTaskUpdate updates tasks, 100 to a transaction as the group
+// commit and the dispatcher's commits share one, in a database of 10,000
+// finished tasks and 100,000 others, and reports updates/s: the progress
+// of running tasks (the status stays), and the admission of queued ones
+// (it changes). Run with:
+//
+//	go test -run '^$' -bench TaskUpdate -benchtime 3s ./sqlite/
+func BenchmarkTaskUpdate(b *testing.B) {
+	const history, tasks = 10000, 100000
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name   string
+		status weir.TaskStatus
+		update func(n int) weir.TaskUpdate
+	}{
+		{"progress", weir.TaskRunning, func(n int) weir.TaskUpdate {
+			p := n % 100
+			return weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskRunning}, Status: weir.TaskRunning, Progress: &p}
+		}},
+		{"admit", weir.TaskQueued, func(n int) weir.TaskUpdate {
+			cand := 0
+			return weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskAdmitted,
+				PlatformModel: "openai-sora", Candidate: &cand, AdmittedAt: at.Add(time.Duration(n))}
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			db := openTemp(b)
+			b.Cleanup(func() { db.Close() })
+			fillTasks(b, db, history, tasks, c.status)
+			ctx := context.Background()
+			n := 0
+			for b.Loop() {
+				if n == tasks {
+					b.Fatal("no task left to update")
+				}
+				err := db.InTx(ctx, func(tx *sql.Tx) error {
+					for range 100 {
+						id := fmt.Sprintf("video_%012d", history+n%tasks)
+						ok, err := db.TaskUpdateTx(ctx, tx, &weir.TaskUpdateParams{ID: id, Update: c.update(n)})
+						if err != nil || !ok {
+							return fmt.Errorf("update %s: %v %w", id, ok, err)
+						}
+						n++
+					}
+					return nil
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "updates/s")
+		})
+	}
+}
