@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -364,5 +365,53 @@ func TestStreamFailurePauses(t *testing.T) {
 				t.Error("still paused after OverloadPause")
 			}
 		})
+	}
+}
+
+// TestRetryAfterKeepsPlace: a request refused by an upstream's pause
+// waits it out where it first arrived: ahead of one that queued behind
+// it while its call was out, which the upstream serves after it.
+func TestRetryAfterKeepsPlace(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{catalog: func(c *weir.Catalog) { onlyUp(c); c.PlatformModels[0].Limits.Concurrency = 1 }})
+	var (
+		mu     sync.Mutex
+		served []string // the requests' contents, in the order they reached the upstream after the 429
+		first  atomic.Bool
+	)
+	calling, refuse := make(chan struct{}), make(chan struct{})
+	b.setExec("up", func(ctx context.Context, call provider.Call) (*http.Response, error) {
+		if first.CompareAndSwap(false, true) {
+			close(calling)
+			<-refuse
+			return nil, &provider.Error{Status: http.StatusTooManyRequests, RetryAfter: 3 * time.Second, Body: []byte(`{"error":{"type":"requests"}}`)}
+		}
+		mu.Lock()
+		served = append(served, map[bool]string{true: "A", false: "B"}[strings.Contains(string(call.Body), `"A"`)])
+		mu.Unlock()
+		return okExec(ctx, call)
+	})
+	request := func(id, content string) *Call {
+		c := b.chat(t)
+		c.RequestID = id
+		c.Body = rawBody(`{"model":"m","messages":[{"role":"user","content":"` + content + `"}]}`)
+		return c
+	}
+	doneA := b.serveAsync(t.Context(), request("req_A", "A"), &recordedAnswer{})
+	<-calling
+	doneB := b.serveAsync(t.Context(), request("req_B", "B"), &recordedAnswer{})
+	b.waitEvent(t, admission.OutcomeQueued) // B, behind A's call
+	close(refuse)
+	b.waitEvent(t, admission.OutcomeQueued) // A again, for the pause
+	b.clock.Advance(3 * time.Second)
+	for _, done := range []<-chan error{doneA, doneB} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(served, []string{"A", "B"}) {
+		t.Fatalf("after the pause the upstream served %v; want A, which arrived first, then B", served)
 	}
 }

@@ -53,6 +53,11 @@ type routing struct {
 
 	// budgets are those its candidates reserve against (budgets.go).
 	budgets requestBudgets
+	// place is the request's place in arrival order once a lease was
+	// granted (admission.Lease.Place): an attempt after it (a retry, a
+	// wait out of an upstream's pause) queues where the request first
+	// arrived, not behind every request that arrived since.
+	place uint64
 
 	mu      sync.Mutex
 	tried   map[string]bool

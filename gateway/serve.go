@@ -91,6 +91,9 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 			c.end(outcomeOf(err))
 			return err
 		}
+		if r.place == 0 {
+			r.place = lease.Place
+		}
 		t, ok := s.admittedTarget(ctx, c, r, lease)
 		if !ok {
 			continue
@@ -229,6 +232,7 @@ func (s *Service) admit(ctx context.Context, c *Call, r *routing, attempt int) (
 		Deadline:    c.Deadline,
 		Candidates:  r.candidates(r.current()),
 		Hold:        s.holdOf(c, r.current()),
+		Place:       r.place,
 	}
 	if s.deps.Nodes != nil {
 		// Nodes come and go while the request waits: the engine asks for
