@@ -287,3 +287,35 @@ func TestTermChangeWithThousandsOfCalls(t *testing.T) {
 		})
 	}
 }
+
+// TestOneCallAtATimeNeverBusy: a session that sends each call only once
+// the one before was answered has at most one call running, so a bound
+// of one never refuses it: the leader frees a call's slot before it
+// answers.
+func TestOneCallAtATimeNeverBusy(t *testing.T) {
+	t.Parallel()
+	const calls = 5000
+	e := New(Config{Replica: "a", Gen: 1, Secret: testSecret, SessionTimeout: time.Minute, sessionCalls: 1})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving := make(chan struct{})
+	go func() {
+		defer close(serving)
+		_ = e.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		e.Close()
+		<-serving
+	})
+	e.SetTerm(Term{Epoch: 1, Leader: "a", Addr: ln.Addr().String()}, true, []string{"a"})
+
+	nc, br := rawSession(t, ln.Addr().String(), testSecret, "x", 1)
+	for i := range calls {
+		sendFrame(t, nc, &frame{ID: uint64(i + 1), Op: opScopes, Epoch: 1})
+		if r := nextFrame(t, nc, br, opReply); r.ID != uint64(i+1) || r.Err != nil {
+			t.Fatalf("call %d, sent once call %d was answered: reply %d, %v; want it run", i+1, i, r.ID, r.Err.err())
+		}
+	}
+}

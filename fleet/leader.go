@@ -687,8 +687,12 @@ func (l *leader) answer(c *conn, p *peer) {
 			continue
 		}
 		calls.Go(func() {
-			defer func() { <-slots }()
-			_ = c.send(l.handle(ctx, p, f))
+			r := l.handle(ctx, p, f)
+			// The slot is free before the reply is queued: the replica
+			// may send its next call as soon as it reads the reply, and
+			// that call must find the slot free.
+			<-slots
+			_ = c.send(r)
 		})
 	}
 }
