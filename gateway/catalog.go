@@ -99,7 +99,13 @@ func (st *Snapshot) ModelNames() []string { return st.modelNames }
 
 // GroupOf is the group a key's requests count against: its own, or the
 // default when it has none or its group left the catalog.
-func (st *Snapshot) GroupOf(k weir.APIKey) (string, weir.Group) {
+func (st *Snapshot) GroupOf(k weir.APIKey) (string, weir.Group) { return st.groupOf(&k) }
+
+// groupOf is GroupOf of *k. Not inlined: its map's values would take
+// room in Prepare's frames.
+//
+//go:noinline
+func (st *Snapshot) groupOf(k *weir.APIKey) (string, weir.Group) {
 	if g, ok := st.groups[k.Group]; ok && k.Group != "" {
 		return k.Group, g
 	}
@@ -430,10 +436,25 @@ func (s *Service) removeScope(ctx context.Context, scope string) {
 
 // EnsureKeyScope configures a key's own scope the first time it is used.
 func (s *Service) EnsureKeyScope(ctx context.Context, k weir.APIKey) error {
+	return s.ensureKeyScope(ctx, &k)
+}
+
+// ensureKeyScope is EnsureKeyScope of *k.
+func (s *Service) ensureKeyScope(ctx context.Context, k *weir.APIKey) error {
 	if _, ok := s.keyScopes.Load(k.ID); ok {
 		return nil
 	}
-	if err := s.deps.Engine.SetScope(ctx, weir.KeyScope(k.ID), s.keyConfig(k)); err != nil {
+	return s.setKeyScope(ctx, k)
+}
+
+// setKeyScope configures k's scope, the first time a request of k's
+// arrives (EnsureKeyScope). It is a function of its own so that the
+// frame of EnsureKeyScope, on every request's way to the queue, is
+// small.
+//
+//go:noinline
+func (s *Service) setKeyScope(ctx context.Context, k *weir.APIKey) error {
+	if err := s.deps.Engine.SetScope(ctx, weir.KeyScope(k.ID), s.keyConfig(*k)); err != nil {
 		return err
 	}
 	s.keyScopes.Store(k.ID, struct{}{})

@@ -116,54 +116,92 @@ func (s *Service) Authenticate(ctx context.Context, secret string) (weir.APIKey,
 // wants) is the candidates' order to say (order.go: Serve, and the task
 // front for a submission); entering an acceptance run is Serve's and the
 // task front's (EnterRun).
-func (s *Service) Prepare(ctx context.Context, key weir.APIKey, ask Ask) (Grant, error) {
-	var g Grant
+func (s *Service) Prepare(ctx context.Context, key weir.APIKey, ask Ask) (g Grant, err error) {
+	// key, ask and g are read and written through pointers, and by
+	// helpers that take pointers, so that this frame holds no copies of
+	// them: a request's goroutine passes through it on its way to the
+	// queue, and a stack that grew on the way stays large while the
+	// request waits.
 	st := s.state.Load()
 	if st == nil {
 		return g, errorf(ErrNoCandidate, "", "the gateway has no catalog yet")
 	}
-	model, err := modelFor(st, key, ask)
-	if err != nil {
-		return g, err
-	}
-	groupName, group := st.GroupOf(key)
-	g = Grant{Snapshot: st, Model: model, KeyID: key.ID, Group: groupName}
-	if g.Priority, err = priorityOf(ask.Priority, group.Priority); err != nil {
-		return g, err
-	}
-	if g.RunMode, err = runModeOf(ask.RunMode, group); err != nil {
+	if err := s.grantModel(st, &key, &ask, &g); err != nil {
 		return g, err
 	}
 	if g.RunID, err = runIDOf(ask.RunID, g.RunMode); err != nil {
 		return g, err
 	}
-	if g.Platform, err = platformOf(ask, st, model, group); err != nil {
+	if err := s.deadlineOf(&ask, &g); err != nil {
 		return g, err
 	}
-	if err := s.deadlineOf(ask, &g); err != nil {
-		return g, err
-	}
-	if err := s.EnsureKeyScope(ctx, key); err != nil {
-		return g, &Error{Category: ErrInternal, Message: "could not configure the key's scope", Err: err}
+	if err := s.ensureKeyScope(ctx, &key); err != nil {
+		return g, keyScopeError(err)
 	}
 	return g, nil
 }
 
-// modelFor is the model ask names, if it exists, key may use it and it
-// serves what ask's endpoint serves.
-func modelFor(st *Snapshot, key weir.APIKey, ask Ask) (weir.Model, error) {
-	model, ok := st.Model(ask.Model)
-	switch {
-	case !ok:
-		return model, errorf(ErrNotFound, "model", fmt.Sprintf("the model %q does not exist", ask.Model))
-	case !key.Allows(ask.Model):
-		return model, errorf(ErrForbidden, "model", fmt.Sprintf("this key may not use the model %q", ask.Model))
-	case ask.Kind == "" && !Taskable(model.Kind):
-		return model, errorf(ErrInvalid, "model", fmt.Sprintf("the model %q serves %s, which runs no tasks (its requests carry files)", ask.Model, model.Kind))
-	case ask.Kind != "" && model.Kind != ask.Kind:
-		return model, errorf(ErrInvalid, "model", fmt.Sprintf("the model %q serves %s, not %s", ask.Model, model.Kind, ask.Kind))
+// grantModel sets g's model, group, priority, run mode and pinned
+// platform, as Prepare says, or returns why not. g's model, key and group
+// are set from the first check on: as Prepare has always left them.
+//
+//go:noinline
+func (s *Service) grantModel(st *Snapshot, key *weir.APIKey, ask *Ask, g *Grant) error {
+	if err := modelFor(st, key, ask, &g.Model); err != nil {
+		return err
 	}
-	return model, nil
+	groupName, group := st.groupOf(key)
+	g.Snapshot, g.KeyID, g.Group = st, key.ID, groupName
+	var err error
+	if g.Priority, err = priorityOf(ask.Priority, group.Priority); err != nil {
+		return err
+	}
+	if g.RunMode, err = runModeOf(ask.RunMode, &group); err != nil {
+		return err
+	}
+	if ask.Platform != "" {
+		if g.Platform, err = platformOf(ask, st, &g.Model, &group); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keyScopeError is Prepare's answer when the key's scope could not be
+// configured.
+//
+//go:noinline
+func keyScopeError(err error) error {
+	return &Error{Category: ErrInternal, Message: "could not configure the key's scope", Err: err}
+}
+
+// modelFor sets *into to the model ask names, if it exists, key may use
+// it and it serves what ask's endpoint serves; else it returns why not,
+// *into left as it was.
+func modelFor(st *Snapshot, key *weir.APIKey, ask *Ask, into *weir.Model) error {
+	model, ok := st.models[ask.Model]
+	if !ok || !key.Allows(ask.Model) || (ask.Kind == "" && !Taskable(model.Kind)) || (ask.Kind != "" && model.Kind != ask.Kind) {
+		return modelRefused(ok, key, ask, model.Kind)
+	}
+	*into = model
+	return nil
+}
+
+// modelRefused is why modelFor refuses ask's model, of kind kind (found:
+// it exists). It is a function of its own so that modelFor's frame, on
+// every request's way to the queue, holds none of its formatting.
+//
+//go:noinline
+func modelRefused(found bool, key *weir.APIKey, ask *Ask, kind weir.ModelKind) error {
+	switch {
+	case !found:
+		return errorf(ErrNotFound, "model", fmt.Sprintf("the model %q does not exist", ask.Model))
+	case !key.Allows(ask.Model):
+		return errorf(ErrForbidden, "model", fmt.Sprintf("this key may not use the model %q", ask.Model))
+	case ask.Kind == "":
+		return errorf(ErrInvalid, "model", fmt.Sprintf("the model %q serves %s, which runs no tasks (its requests carry files)", ask.Model, kind))
+	}
+	return errorf(ErrInvalid, "model", fmt.Sprintf("the model %q serves %s, not %s", ask.Model, kind, ask.Kind))
 }
 
 // priorityOf is base, lowered (never raised) by what v asks.
@@ -179,7 +217,7 @@ func priorityOf(v string, base int32) (int32, error) {
 }
 
 // runModeOf is the run mode v asks for, which group must allow.
-func runModeOf(v string, group weir.Group) (weir.RunMode, error) {
+func runModeOf(v string, group *weir.Group) (weir.RunMode, error) {
 	mode := weir.RunMode(strings.ToLower(v))
 	switch {
 	case mode == "production":
@@ -211,7 +249,7 @@ func runIDOf(id string, mode weir.RunMode) (string, error) {
 // platformOf is the platform ask pins itself to, which group must allow
 // and which must hold a candidate of model; a task submission may not
 // pin one.
-func platformOf(ask Ask, st *Snapshot, model weir.Model, group weir.Group) (string, error) {
+func platformOf(ask *Ask, st *Snapshot, model *weir.Model, group *weir.Group) (string, error) {
 	p := ask.Platform
 	switch {
 	case p == "":
@@ -222,7 +260,7 @@ func platformOf(ask Ask, st *Snapshot, model weir.Model, group weir.Group) (stri
 		return "", errorf(ErrForbidden, ParamPlatform, fmt.Sprintf("this key's group (%s) may not pin a platform", group.Name))
 	case st.Adapter(p) == nil:
 		return "", errorf(ErrInvalid, ParamPlatform, fmt.Sprintf("there is no platform %q", p))
-	case !st.Serves(model, p):
+	case !st.Serves(*model, p):
 		// What the request asks for, not the gateway's state.
 		return "", errorf(ErrUnservable, ParamPlatform, fmt.Sprintf("the model %q has no candidate on platform %q", model.Name, p))
 	}
@@ -233,7 +271,7 @@ func platformOf(ask Ask, st *Snapshot, model weir.Model, group weir.Group) (stri
 // run's request waits in its own queue as long as it must,
 // weir.AcceptanceMaxWait), or less if ask's MaxWait says so; a task's
 // only if its MaxWait says so.
-func (s *Service) deadlineOf(ask Ask, g *Grant) error {
+func (s *Service) deadlineOf(ask *Ask, g *Grant) error {
 	maxWait := time.Duration(-1)
 	if ask.Kind != "" {
 		maxWait = ask.DefaultMaxWait

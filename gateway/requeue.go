@@ -127,15 +127,15 @@ func (g *waitRegistry) all() []*wait {
 	return out
 }
 
-// await queues req, c's waiter routed by r, and waits for its outcome
-// until ctx ends; a lease granted after that goes back. span, if not
-// nil, is told where the waiter stood when it queued: the scope it
+// await queues w's waiter (tryAdmit's), c's routed by r, and waits for
+// its outcome until ctx ends; a lease granted after that goes back. span,
+// if not nil, is told where the waiter stood when it queued: the scope it
 // waited on, its position there and how many waited. While it waits, a
 // new catalog may move it; one whose candidates a new catalog retired
 // before a move reached it (it was queueing as the catalog changed)
 // queues again in that catalog.
-func (s *Service) await(ctx context.Context, c *Call, r *routing, req admission.Request, span trace.Span) (admission.Lease, error) {
-	w := &wait{ctx: ctx, c: c, r: r, ch: make(chan waitResult, 1), base: req.ID, req: req, st: c.Snapshot}
+func (s *Service) await(ctx context.Context, w *wait, span trace.Span) (admission.Lease, error) {
+	w.ctx, w.ch = ctx, make(chan waitResult, 1)
 	s.waits.add(w)
 	defer s.waits.remove(w)
 	for {
@@ -152,28 +152,50 @@ func (s *Service) await(ctx context.Context, c *Call, r *routing, req admission.
 }
 
 // queue queues w's waiter in force and waits for the outcome of w's
-// wait, as await says.
+// wait, as await says. The waiting request's goroutine parks here, so
+// the queueing is enqueue's: its locals and the engine's calls take
+// room on the stack only until they return.
 func (s *Service) queue(ctx context.Context, w *wait, span trace.Span) waitResult {
-	e := s.deps.Engine
-	w.mu.Lock()
-	req := w.req
-	w.mu.Unlock()
-	if err := e.Enqueue(ctx, req, s.notify(w, req.ID)); err != nil {
+	if err := s.enqueue(ctx, w, span); err != nil {
 		return waitResult{err: err}
 	}
-	if span != nil {
-		if pos, err := e.Position(ctx, req.ID); err == nil {
-			span.SetAttributes(attrQueueScope.String(pos.Scope), attrQueuePosition.Int(pos.Ahead+1), attrQueueQueued.Int(pos.Queued))
-		}
-	}
-	// A catalog applied since c was routed, whose moves passed before
-	// this waiter was queued.
-	s.moveWait(w)
 	select {
 	case res := <-w.ch:
 		return res
 	case <-ctx.Done():
 		return s.stopWait(w)
+	}
+}
+
+// enqueue queues w's waiter in force, tells span where it stands, and
+// moves it if a catalog applied since its request was routed asks.
+//
+//go:noinline
+func (s *Service) enqueue(ctx context.Context, w *wait, span trace.Span) error {
+	w.mu.Lock()
+	req := w.req
+	w.mu.Unlock()
+	if err := s.deps.Engine.Enqueue(ctx, req, s.notify(w, req.ID)); err != nil {
+		return err
+	}
+	if span != nil {
+		s.spanQueued(ctx, span, req.ID)
+	}
+	// A catalog applied since c was routed, whose moves passed before
+	// this waiter was queued.
+	s.moveWait(w)
+	return nil
+}
+
+// spanQueued tells span where waiter id stands: the scope it waits on,
+// its position there and how many wait. Like moveWait, it is not
+// inlined, so that enqueue's frame, below the engine's on the stack,
+// stays small.
+//
+//go:noinline
+func (s *Service) spanQueued(ctx context.Context, span trace.Span, id string) {
+	if pos, err := s.deps.Engine.Position(ctx, id); err == nil {
+		span.SetAttributes(attrQueueScope.String(pos.Scope), attrQueuePosition.Int(pos.Ahead+1), attrQueueQueued.Int(pos.Queued))
 	}
 }
 
@@ -196,6 +218,8 @@ func (s *Service) stopWait(w *wait) waitResult {
 
 // moveWait moves w, if it should, to the catalog served now, and again
 // if that changed meanwhile (an Apply that found w busy left it here).
+//
+//go:noinline
 func (s *Service) moveWait(w *wait) {
 	st := s.state.Load()
 	for {

@@ -48,8 +48,10 @@ type routing struct {
 	c   *Call
 	pms []string
 	// prefer names the target its affinity puts first; only, the one
-	// target a strict affinity waits for ("": none).
-	prefer, only string
+	// target a strict affinity waits for ("": none). akey is the
+	// request's key in the affinity table as it was routed first ("":
+	// none, affinityKeyOf).
+	prefer, only, akey string
 
 	// budgets are those its candidates reserve against (budgets.go).
 	budgets requestBudgets

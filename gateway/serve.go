@@ -34,44 +34,11 @@ var _ Executor = provider.Adapter(nil)
 // *RefusedError, or ErrClientGone when nobody is left to answer. c.Usage
 // says how it went.
 func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
-	pms, refusal := s.platformModels(c, c.Snapshot, c.Model)
-	if c.nativeOnly() && len(pms) == 0 && refusal != nil {
-		c.end(codeOutcome(weir.CodeNoCandidate))
-		return refusal
-	}
-	if c.Platform != "" && len(pms) == 0 {
-		// No node serves a pinned request: none is left.
-		c.end(codeOutcome(weir.CodeNoCandidate))
-		return refusal
-	}
-	if c.RunMode == weir.RunAcceptance {
-		if err := s.EnterRun(c.KeyID, c.RunID); err != nil {
-			c.end(outcomeOf(err))
-			return err
-		}
-		if err := s.ensureAcceptanceScopes(ctx, pms); err != nil {
-			s.logger(c).Error("could not make the acceptance copies of platform models", "run", c.RunID, "error", err)
-			err = errorf(ErrInternal, "", "could not make the acceptance copies of the platform models")
-			c.end(outcomeOf(err))
-			return err
-		}
-	}
-	r := &routing{s: s, c: c, pms: pms}
-	budgets, err := s.prepareBudgets(ctx, c.KeyID, c.Group, c.Model.Name, c.Usage.EndUser, pms)
-	if err != nil {
-		c.end(outcomeOf(err))
+	r, err := s.route(ctx, c)
+	if r == nil {
 		return err
 	}
-	defer s.releaseEndUsers(budgets.common)
-	r.budgets = budgets
-	if refusal != nil && len(pms) == 0 && len(r.resolve()) == 0 {
-		c.end(codeOutcome(weir.CodeNoCandidate))
-		return refusal
-	}
-	akey := affinityKeyOf(c)
-	if akey != "" {
-		r.prefer, _ = s.affinity.get(akey, s.deps.Clock.Now())
-	}
+	defer s.releaseEndUsers(r.budgets.common)
 	var last *provider.Error
 	for attempt := 0; attempt < s.cfg.RetryBudget; attempt++ {
 		if len(r.resolve()) == 0 {
@@ -94,34 +61,99 @@ func (s *Service) Serve(ctx context.Context, c *Call, out Answer) error {
 		if r.place == 0 {
 			r.place = lease.Place
 		}
-		t, ok := s.admittedTarget(ctx, c, r, lease)
-		if !ok {
-			continue
-		}
-		c.budgets = r.budgets.needs(t.pm)
-		up := s.upstreamOf(c, t)
-		c.Usage.PlatformModel = up.Name
-		if c.RunMode == weir.RunAcceptance {
-			c.Usage.PlatformModel = acceptancePrefix + c.RunID + ":" + up.Name
-		}
-		s.journal(c, lease)
-		retry, err := s.tracedAttempt(ctx, c, out, lease, up, attempt)
-		if retry == nil {
-			if err == nil && akey != "" {
-				s.rememberAffinity(c, akey, r.prefer, t.name())
-			}
+		retry, done, err := s.serveLease(ctx, c, r, out, &lease, attempt)
+		if done {
 			return err
 		}
-		last = retry
-		s.handoff(c, t, retry)
-		if until, paused := s.pausedUntil(t.pm); t.node == nil && paused && (c.Deadline.IsZero() || until.Before(c.Deadline)) {
-			// Paused, not failed: the request waits for it again (or
-			// goes to a candidate that has room first).
-			continue
+		if retry != nil {
+			last = retry
 		}
-		r.failed(t)
 	}
 	return s.noneServed(c, last)
+}
+
+// route is Serve's routing of c: its platform models, its acceptance
+// run's scopes, its budgets and its affinity's preferred target. A nil
+// routing comes with the error to answer, c's outcome set. It is a
+// function of its own, like serveLease, so that Serve's frame, which a
+// waiting request holds on its goroutine's stack, has none of their
+// locals: a shallower stack while parked is one that stays small.
+//
+//go:noinline
+func (s *Service) route(ctx context.Context, c *Call) (*routing, error) {
+	pms, refusal := s.platformModels(c, c.Snapshot, c.Model)
+	if c.nativeOnly() && len(pms) == 0 && refusal != nil {
+		c.end(codeOutcome(weir.CodeNoCandidate))
+		return nil, refusal
+	}
+	if c.Platform != "" && len(pms) == 0 {
+		// No node serves a pinned request: none is left.
+		c.end(codeOutcome(weir.CodeNoCandidate))
+		return nil, refusal
+	}
+	if c.RunMode == weir.RunAcceptance {
+		if err := s.EnterRun(c.KeyID, c.RunID); err != nil {
+			c.end(outcomeOf(err))
+			return nil, err
+		}
+		if err := s.ensureAcceptanceScopes(ctx, pms); err != nil {
+			s.logger(c).Error("could not make the acceptance copies of platform models", "run", c.RunID, "error", err)
+			err = errorf(ErrInternal, "", "could not make the acceptance copies of the platform models")
+			c.end(outcomeOf(err))
+			return nil, err
+		}
+	}
+	r := &routing{s: s, c: c, pms: pms}
+	budgets, err := s.prepareBudgets(ctx, c.KeyID, c.Group, c.Model.Name, c.Usage.EndUser, pms)
+	if err != nil {
+		c.end(outcomeOf(err))
+		return nil, err
+	}
+	r.budgets = budgets
+	if refusal != nil && len(pms) == 0 && len(r.resolve()) == 0 {
+		s.releaseEndUsers(budgets.common)
+		c.end(codeOutcome(weir.CodeNoCandidate))
+		return nil, refusal
+	}
+	if r.akey = affinityKeyOf(c); r.akey != "" {
+		r.prefer, _ = s.affinity.get(r.akey, s.deps.Clock.Now())
+	}
+	return r, nil
+}
+
+// serveLease serves c's attempt under lease, as Serve says: done, with
+// the error to answer (nil once an answer started), or the attempt's
+// failure to try the next candidate after (retry; nil if the lease's
+// target was gone).
+//
+//go:noinline
+func (s *Service) serveLease(ctx context.Context, c *Call, r *routing, out Answer, lease *admission.Lease, attempt int) (retry *provider.Error, done bool, err error) {
+	t, ok := s.admittedTarget(ctx, c, r, *lease)
+	if !ok {
+		return nil, false, nil
+	}
+	c.budgets = r.budgets.needs(t.pm)
+	up := s.upstreamOf(c, t)
+	c.Usage.PlatformModel = up.Name
+	if c.RunMode == weir.RunAcceptance {
+		c.Usage.PlatformModel = acceptancePrefix + c.RunID + ":" + up.Name
+	}
+	s.journal(c, *lease)
+	retry, err = s.tracedAttempt(ctx, c, out, *lease, up, attempt)
+	if retry == nil {
+		if err == nil && r.akey != "" {
+			s.rememberAffinity(c, r.akey, r.prefer, t.name())
+		}
+		return nil, true, err
+	}
+	s.handoff(c, t, retry)
+	if until, paused := s.pausedUntil(t.pm); t.node == nil && paused && (c.Deadline.IsZero() || until.Before(c.Deadline)) {
+		// Paused, not failed: the request waits for it again (or
+		// goes to a candidate that has room first).
+		return retry, false, nil
+	}
+	r.failed(t)
+	return retry, false, nil
 }
 
 // noneServed is the answer to c when no attempt served it: last is the
@@ -225,6 +257,35 @@ func (s *Service) pausedError(c *Call, until time.Time) error {
 // room. A request whose rate window opens only after its deadline is
 // answered 429 at once rather than left to time out.
 func (s *Service) admit(ctx context.Context, c *Call, r *routing, attempt int) (admission.Lease, error) {
+	start := s.deps.Clock.Now()
+	if until, paused := s.allPausedPast(r.current(), c.Deadline); paused {
+		return admission.Lease{}, s.pausedError(c, until)
+	}
+	lease, w, err := s.tryAdmit(ctx, c, r, attempt)
+	var span trace.Span // a traced request's wait, if it did not get its lease at once
+	if err != nil {
+		ctx, span = startQueueSpan(ctx, c, r, attempt)
+		if rerr := rateLimitedPastDeadline(c, start, err); rerr != nil {
+			if span != nil {
+				endQueueSpan(span, lease, rerr)
+			}
+			return lease, rerr
+		}
+		if w != nil {
+			lease, err = s.await(ctx, w, span)
+		}
+	}
+	return lease, s.admitted(ctx, c, start, span, &lease, err)
+}
+
+// tryAdmit asks the engine for a lease for c's attempt at once; if it
+// would wait, it also returns the wait to queue it with (await). It is
+// not admit's own code so that the admission request it builds and
+// passes by value takes no room in admit's frame, which a waiting
+// request holds on its stack.
+//
+//go:noinline
+func (s *Service) tryAdmit(ctx context.Context, c *Call, r *routing, attempt int) (admission.Lease, *wait, error) {
 	areq := admission.Request{
 		ID:          c.RequestID + "/" + strconv.Itoa(attempt),
 		Priority:    c.Priority,
@@ -239,29 +300,21 @@ func (s *Service) admit(ctx context.Context, c *Call, r *routing, attempt int) (
 		// its candidates again when a scope it uses changes.
 		areq.Resolve = func(string) ([]admission.Candidate, error) { return r.candidates(r.resolve()), nil }
 	}
-	start := s.deps.Clock.Now()
-	if until, paused := s.allPausedPast(r.current(), c.Deadline); paused {
-		return admission.Lease{}, s.pausedError(c, until)
-	}
 	lease, err := s.deps.Engine.TryAcquire(ctx, areq)
-	var span trace.Span // a traced request's wait, if it did not get its lease at once
-	if err != nil {
-		ctx, span = startQueueSpan(ctx, c, r, attempt)
-		if rerr := rateLimitedPastDeadline(c, start, err); rerr != nil {
-			if span != nil {
-				endQueueSpan(span, lease, rerr)
-			}
-			return lease, rerr
-		}
-		if errors.Is(err, admission.ErrWouldWait) || errors.Is(err, admission.ErrRateLimited) {
-			if areq.Resolve != nil {
-				// A fleet's leader resolves a waiter of another replica
-				// from this (ResolveSpec); only a waiter needs it.
-				areq.Spec = r.spec()
-			}
-			lease, err = s.await(ctx, c, r, areq, span)
-		}
+	if !errors.Is(err, admission.ErrWouldWait) && !errors.Is(err, admission.ErrRateLimited) {
+		return lease, nil, err
 	}
+	if areq.Resolve != nil {
+		// A fleet's leader resolves a waiter of another replica
+		// from this (ResolveSpec); only a waiter needs it.
+		areq.Spec = r.spec()
+	}
+	return lease, &wait{c: c, r: r, base: areq.ID, req: areq, st: c.Snapshot}, err
+}
+
+// admitted ends admit's wait, begun at start, in lease or err: it counts
+// the wait, and returns the error to answer (admissionError), if any.
+func (s *Service) admitted(ctx context.Context, c *Call, start time.Time, span trace.Span, lease *admission.Lease, err error) error {
 	waited := s.deps.Clock.Now().Sub(start)
 	c.Waited += waited
 	if err == nil {
@@ -270,9 +323,9 @@ func (s *Service) admit(ctx context.Context, c *Call, r *routing, attempt int) (
 		err = s.admissionError(ctx, c, err)
 	}
 	if span != nil {
-		endQueueSpan(span, lease, err)
+		endQueueSpan(span, *lease, err)
 	}
-	return lease, err
+	return err
 }
 
 // rateLimitedPastDeadline is the answer to err, a refusal at start, if

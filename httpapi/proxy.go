@@ -94,6 +94,15 @@ type errWriter interface {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, ep endpoint, c *call, ans gateway.Answer, start time.Time) {
 	c.out.clientWriter = clientWriter{w: w, rc: *http.NewResponseController(w), timeout: s.cfg.StreamWriteTimeout}
 	err := s.deps.Gateway.Serve(r.Context(), &c.Call, ans)
+	s.served(w, r, ep, c, ans, start, err)
+}
+
+// served ends serve: err is what the gateway's Serve returned. It is not
+// serve's own code so that serve's frame, on the stack of a request
+// while it waits, holds none of its locals.
+//
+//go:noinline
+func (s *Server) served(w http.ResponseWriter, r *http.Request, ep endpoint, c *call, ans gateway.Answer, start time.Time, err error) {
 	if e, ok := ans.(ender); ok {
 		e.end(r.Context())
 	}
@@ -123,6 +132,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, ep endpoint, c *c
 // the engine changes until it has passed. decode reads the body, if
 // given (an endpoint of another dialect, which translates it to the Chat
 // Completions ep serves); else decodeRequest does.
+//
+// Its steps are functions of their own, so that its frame, which every
+// step's calls stand on, holds only the key: a goroutine whose stack grew
+// past its size on the way to the queue waits on a stack twice as large.
 func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint, decode func([]byte) (*request, *apiError)) (*call, error) {
 	ri := infoOf(w)
 	ri.access.endpoint = ep.name
@@ -130,6 +143,18 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint, de
 	if err != nil {
 		return nil, err
 	}
+	req, err := s.readRequest(w, r, ep, decode)
+	if err != nil {
+		return nil, err
+	}
+	ri.access.model = req.model
+	return s.grant(ri, r, &key, ep, req)
+}
+
+// readRequest reads and decodes the body of r, a request to ep (prepare).
+//
+//go:noinline
+func (s *Server) readRequest(w http.ResponseWriter, r *http.Request, ep endpoint, decode func([]byte) (*request, *apiError)) (*request, error) {
 	if aerr := s.limitBody(w, r); aerr != nil {
 		return nil, aerr
 	}
@@ -147,30 +172,51 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, ep endpoint, de
 	if aerr != nil {
 		return nil, aerr
 	}
-	ri.access.model = req.model
+	return req, nil
+}
+
+// grant has the gateway decide whether key may make req, a request to ep
+// (prepare), and returns its call.
+//
+//go:noinline
+func (s *Server) grant(ri *reqInfo, r *http.Request, key *weir.APIKey, ep endpoint, req *request) (*call, error) {
 	ask, aerr := askOf(r)
 	if aerr != nil {
 		return nil, aerr
 	}
 	ask.Model, ask.Kind, ask.DefaultMaxWait = req.model, ep.kind, s.cfg.DefaultMaxWait
-	g, err := s.deps.Gateway.Prepare(r.Context(), key, ask)
+	g, err := s.deps.Gateway.Prepare(r.Context(), *key, ask)
 	if err != nil {
 		return nil, err
 	}
-	c := &call{Call: gateway.Call{
-		RequestID: ri.id, ClientRequestID: ri.clientID, Grant: g,
-		Path: ep.path, Body: req, Stream: req.stream, Tokens: req.estimate, MaxTokens: req.maxTokens, Wants: req.wants, Affinity: req.affinity, Header: r.Header,
-	}}
-	if req.prompt != nil { // not a nil *tokens.Prompt in the interface
-		c.Prompt = req.prompt
-	}
-	c.Usage = weir.Usage{RequestID: ri.id, KeyID: key.ID, Group: g.Group, Model: g.Model.Name, Endpoint: ep.name, EndUser: req.endUser}
+	c := newCall(ri, key, &g, ep, req, r.Header)
 	ri.access.call = &c.Call
 	return c, nil
 }
 
+// newCall is the call of req, which g granted to key. Its fields are set
+// one by one in the call new allocates: a composite literal of a
+// gateway.Call would be built on the stack first, and that frame's room,
+// which prepare's callers' goroutine grows its stack to hold, stays
+// while the request waits.
+func newCall(ri *reqInfo, key *weir.APIKey, g *gateway.Grant, ep endpoint, req *request, h http.Header) *call {
+	c := new(call)
+	c.RequestID, c.ClientRequestID, c.Grant = ri.id, ri.clientID, *g
+	c.Path, c.Body, c.Stream, c.Header = ep.path, req, req.stream, h
+	c.Tokens, c.MaxTokens, c.Wants, c.Affinity = req.estimate, req.maxTokens, req.wants, req.affinity
+	if req.prompt != nil { // not a nil *tokens.Prompt in the interface
+		c.Prompt = req.prompt
+	}
+	u := &c.Usage
+	u.RequestID, u.KeyID, u.Group, u.Model, u.Endpoint, u.EndUser = ri.id, key.ID, g.Group, g.Model.Name, ep.name, req.endUser
+	return c
+}
+
 // askOf is what a request's headers ask of the gateway (gateway.Ask),
-// each header given at most once.
+// each header given at most once. Not inlined: its locals would make
+// grant's frame, below the gateway's Prepare on the stack, larger.
+//
+//go:noinline
 func askOf(r *http.Request) (gateway.Ask, *apiError) {
 	var ask gateway.Ask
 	for _, h := range [...]struct {
