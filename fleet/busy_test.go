@@ -81,19 +81,7 @@ func TestSessionCallsBounded(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
 	e := New(Config{Replica: "a", Gen: 1, Secret: testSecret, SessionTimeout: time.Minute,
 		Options: admission.Options{Clock: clk}, sessionCalls: bound})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	serving := make(chan struct{})
-	go func() {
-		defer close(serving)
-		_ = e.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		e.Close()
-		<-serving
-	})
+	ln := serveEngine(t, e)
 	// The term's leader admits nothing until ghost syncs, or its clock
 	// passes the session timeout.
 	e.SetTerm(Term{Epoch: 1, Leader: "a", Addr: ln.Addr().String()}, true, []string{"a", "ghost"})
@@ -296,6 +284,22 @@ func TestOneCallAtATimeNeverBusy(t *testing.T) {
 	t.Parallel()
 	const calls = 5000
 	e := New(Config{Replica: "a", Gen: 1, Secret: testSecret, SessionTimeout: time.Minute, sessionCalls: 1})
+	ln := serveEngine(t, e)
+	e.SetTerm(Term{Epoch: 1, Leader: "a", Addr: ln.Addr().String()}, true, []string{"a"})
+
+	nc, br := rawSession(t, ln.Addr().String(), testSecret, "x", 1)
+	for i := range calls {
+		sendFrame(t, nc, &frame{ID: uint64(i + 1), Op: opScopes, Epoch: 1})
+		if r := nextFrame(t, nc, br, opReply); r.ID != uint64(i+1) || r.Err != nil {
+			t.Fatalf("call %d, sent once call %d was answered: reply %d, %v; want it run", i+1, i, r.ID, r.Err.err())
+		}
+	}
+}
+
+// serveEngine serves e's sessions on a listener of its own until the
+// test ends, and returns the listener.
+func serveEngine(t *testing.T, e *Engine) net.Listener {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -309,13 +313,5 @@ func TestOneCallAtATimeNeverBusy(t *testing.T) {
 		e.Close()
 		<-serving
 	})
-	e.SetTerm(Term{Epoch: 1, Leader: "a", Addr: ln.Addr().String()}, true, []string{"a"})
-
-	nc, br := rawSession(t, ln.Addr().String(), testSecret, "x", 1)
-	for i := range calls {
-		sendFrame(t, nc, &frame{ID: uint64(i + 1), Op: opScopes, Epoch: 1})
-		if r := nextFrame(t, nc, br, opReply); r.ID != uint64(i+1) || r.Err != nil {
-			t.Fatalf("call %d, sent once call %d was answered: reply %d, %v; want it run", i+1, i, r.ID, r.Err.err())
-		}
-	}
+	return ln
 }
