@@ -257,8 +257,25 @@ func shadowScope(scope string) string {
 
 // ObserveHTTP counts one answered model request.
 func (m *Metrics) ObserveHTTP(endpoint string, status int, d time.Duration) {
-	m.httpReqs.WithLabelValues(endpoint, strconv.Itoa(status)).Inc()
+	m.httpReqs.WithLabelValues(endpoint, statusLabel(status)).Inc()
 	m.httpDur.WithLabelValues(endpoint).Observe(d.Seconds())
+}
+
+// statusLabels are the status codes 100 to 599 as label values, made
+// once: strconv.Itoa makes a string for each number past 99, a request.
+var statusLabels = func() (l [500]string) {
+	for i := range l {
+		l[i] = strconv.Itoa(100 + i)
+	}
+	return l
+}()
+
+// statusLabel is status as a label value.
+func statusLabel(status int) string {
+	if status >= 100 && status < 600 {
+		return statusLabels[status-100]
+	}
+	return strconv.Itoa(status)
 }
 
 // ObserveUpstream counts one upstream call.

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -71,5 +72,21 @@ weir_scope_in_flight{scope="pm:a/b",type="pm"} 2
 `
 	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), "weir_scope_in_flight"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A model request's answer is counted with its status as a label
+// without an allocation once its series exists, and every status is
+// the number it was.
+func TestObserveHTTPStatus(t *testing.T) {
+	m := New(nil)
+	m.ObserveHTTP("chat", 200, time.Millisecond)
+	if n := testing.AllocsPerRun(100, func() { m.ObserveHTTP("chat", 200, time.Millisecond) }); n != 0 {
+		t.Errorf("ObserveHTTP allocates %v a request", n)
+	}
+	for _, st := range []int{0, 99, 100, 200, 429, 499, 599, 600, 1000} {
+		if got := statusLabel(st); got != strconv.Itoa(st) {
+			t.Errorf("statusLabel(%d) = %q", st, got)
+		}
 	}
 }
