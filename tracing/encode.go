@@ -13,7 +13,9 @@ import (
 // The field numbers of OTLP's messages that encode.go writes
 // (opentelemetry/proto/trace/v1/trace.proto and common/v1/common.proto).
 const (
-	fieldScopeSpans protowire.Number = 2 // ScopeSpans.spans
+	fieldScopeSpans         protowire.Number = 2 // ScopeSpans.spans
+	fieldResourceAttributes protowire.Number = 1 // Resource.attributes
+	fieldScopeAttributes    protowire.Number = 3 // InstrumentationScope.attributes
 
 	fieldSpanTraceID      protowire.Number = 1
 	fieldSpanSpanID       protowire.Number = 2

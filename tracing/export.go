@@ -14,6 +14,7 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
@@ -25,9 +26,9 @@ import (
 // encodes by reflection; this one makes the resources' and scopes'
 // messages alone and writes the spans of each scope in protobuf's wire
 // format itself (encode.go), into one buffer kept from one export to
-// the next, as the scope's unknown fields: protobuf sends those as they
-// are, and a collector reads the same messages
-// (TestProtoSpansAreTheLibrarys).
+// the next, as the scope's unknown fields (and the resources' and
+// scopes' attributes as theirs): protobuf sends those as they are, and
+// a collector reads the same messages (TestProtoSpansAreTheLibrarys).
 type exporter struct {
 	*otlptrace.Exporter
 	client otlptrace.Client
@@ -74,8 +75,9 @@ func protoSpans(buf []byte, ss []sdktrace.ReadOnlySpan) ([]*tracepb.ResourceSpan
 		is instrumentation.Scope
 	}
 	type scope struct {
-		msg   *tracepb.ScopeSpans
-		spans []sdktrace.ReadOnlySpan
+		msg        *tracepb.ScopeSpans
+		spans      []sdktrace.ReadOnlySpan
+		start, end int // its spans' bytes in buf
 	}
 	var (
 		out       []*tracepb.ResourceSpans
@@ -98,7 +100,7 @@ func protoSpans(buf []byte, ss []sdktrace.ReadOnlySpan) ([]*tracepb.ResourceSpan
 			if rs == nil {
 				rs = &tracepb.ResourceSpans{SchemaUrl: res.SchemaURL()}
 				if res != nil {
-					rs.Resource = &resourcepb.Resource{Attributes: keyValues(res.Attributes())}
+					rs.Resource = withAttrs(&resourcepb.Resource{}, fieldResourceAttributes, res.Attributes())
 				}
 				resources[k.r] = rs
 				out = append(out, rs)
@@ -109,74 +111,17 @@ func protoSpans(buf []byte, ss []sdktrace.ReadOnlySpan) ([]*tracepb.ResourceSpan
 	}
 	// The scopes' spans are encoded one scope after the other, and each
 	// scope's unknown fields set once the buffer stops growing.
-	ends := make([]int, len(order))
-	for i, sc := range order {
+	for _, sc := range order {
+		sc.start = len(buf)
 		for _, sd := range sc.spans {
 			buf = appendSpan(buf, fieldScopeSpans, sd)
 		}
-		ends[i] = len(buf)
+		sc.end = len(buf)
 	}
-	from := 0
-	for i, sc := range order {
-		sc.msg.ProtoReflect().SetUnknown(protoreflect.RawFields(buf[from:ends[i]:ends[i]]))
-		from = ends[i]
+	for _, sc := range order {
+		sc.msg.ProtoReflect().SetUnknown(buf[sc.start:sc.end:sc.end])
 	}
 	return out, buf
-}
-
-// keyValues is attrs as OTLP's key-values, each made on its own.
-func keyValues(attrs []attribute.KeyValue) []*commonpb.KeyValue {
-	if len(attrs) == 0 {
-		return nil
-	}
-	out := make([]*commonpb.KeyValue, len(attrs))
-	for i, kv := range attrs {
-		out[i] = &commonpb.KeyValue{Key: string(kv.Key), Value: anyValue(kv.Value)}
-	}
-	return out
-}
-
-// anyValue is v as OTLP's AnyValue, as the OTLP exporter makes it: an
-// invalid value is the string "INVALID", an empty one has no value.
-func anyValue(v attribute.Value) *commonpb.AnyValue {
-	av := new(commonpb.AnyValue)
-	switch v.Type() {
-	case attribute.BOOL:
-		av.Value = &commonpb.AnyValue_BoolValue{BoolValue: v.AsBool()}
-	case attribute.INT64:
-		av.Value = &commonpb.AnyValue_IntValue{IntValue: v.AsInt64()}
-	case attribute.FLOAT64:
-		av.Value = &commonpb.AnyValue_DoubleValue{DoubleValue: v.AsFloat64()}
-	case attribute.STRING:
-		av.Value = &commonpb.AnyValue_StringValue{StringValue: v.AsString()}
-	case attribute.BYTESLICE:
-		av.Value = &commonpb.AnyValue_BytesValue{BytesValue: v.AsByteSlice()}
-	case attribute.BOOLSLICE:
-		av.Value = arrayOf(v.AsBoolSlice(), attribute.BoolValue)
-	case attribute.INT64SLICE:
-		av.Value = arrayOf(v.AsInt64Slice(), attribute.Int64Value)
-	case attribute.FLOAT64SLICE:
-		av.Value = arrayOf(v.AsFloat64Slice(), attribute.Float64Value)
-	case attribute.STRINGSLICE:
-		av.Value = arrayOf(v.AsStringSlice(), attribute.StringValue)
-	case attribute.SLICE:
-		av.Value = arrayOf(v.AsSlice(), func(v attribute.Value) attribute.Value { return v })
-	case attribute.MAP:
-		av.Value = &commonpb.AnyValue_KvlistValue{KvlistValue: &commonpb.KeyValueList{Values: keyValues(v.AsMap())}}
-	case attribute.EMPTY:
-	default:
-		av.Value = &commonpb.AnyValue_StringValue{StringValue: "INVALID"}
-	}
-	return av
-}
-
-// arrayOf is the array value of vals, each made a Value by value.
-func arrayOf[T any](vals []T, value func(T) attribute.Value) *commonpb.AnyValue_ArrayValue {
-	out := make([]*commonpb.AnyValue, len(vals))
-	for i, v := range vals {
-		out[i] = anyValue(value(v))
-	}
-	return &commonpb.AnyValue_ArrayValue{ArrayValue: &commonpb.ArrayValue{Values: out}}
 }
 
 // protoScope is is as OTLP's InstrumentationScope; nil for the zero
@@ -185,7 +130,20 @@ func protoScope(is instrumentation.Scope) *commonpb.InstrumentationScope {
 	if is == (instrumentation.Scope{}) {
 		return nil
 	}
-	return &commonpb.InstrumentationScope{Name: is.Name, Version: is.Version, Attributes: keyValues(is.Attributes.ToSlice())}
+	return withAttrs(&commonpb.InstrumentationScope{Name: is.Name, Version: is.Version}, fieldScopeAttributes, is.Attributes.ToSlice())
+}
+
+// withAttrs is m with attrs as its field num (a repeated KeyValue),
+// written as m's unknown fields as the spans are (encode.go).
+func withAttrs[M protoreflect.ProtoMessage](m M, num protowire.Number, attrs []attribute.KeyValue) M {
+	if len(attrs) > 0 {
+		var b []byte
+		for _, kv := range attrs {
+			b = appendKeyValue(b, num, kv)
+		}
+		m.ProtoReflect().SetUnknown(b)
+	}
+	return m
 }
 
 // spanFlags is OTLP's flags of a span with trace flags tf whose parent
