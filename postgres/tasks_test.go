@@ -39,6 +39,19 @@ func newQueuedTask(t *testing.T, db *DB) weir.Task {
 	return task
 }
 
+// twoQueuedTasks stores a key and two queued tasks of it, the second
+// newQueuedTask's with another id.
+func twoQueuedTasks(t *testing.T, db *DB) (first, second weir.Task) {
+	t.Helper()
+	first = newQueuedTask(t, db)
+	second = first
+	second.ID, second.IdempotencyKey = "video_2", ""
+	if created, err := db.TaskCreate(t.Context(), &second); err != nil || !created {
+		t.Fatalf("TaskCreate = %v, %v", created, err)
+	}
+	return first, second
+}
+
 // TestTwoPoolsRace races two DBs on one schema, as two replicas would:
 // submitters on both create tasks under one idempotency key, and exactly
 // one creates it; updaters on both move the same tasks from queued, and
@@ -204,12 +217,7 @@ func TestTaskGetMany(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	db := open(t, pgtest.Schema(t))
-	first := newQueuedTask(t, db)
-	second := first
-	second.ID, second.IdempotencyKey = "video_2", ""
-	if created, err := db.TaskCreate(ctx, &second); err != nil || !created {
-		t.Fatalf("TaskCreate = %v, %v", created, err)
-	}
+	first, second := twoQueuedTasks(t, db)
 	if ok, err := db.TaskUpdate(ctx, &weir.TaskUpdateParams{ID: second.ID, Update: weir.TaskUpdate{
 		From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskCancelled, FinishedAt: second.CreatedAt}}); err != nil || !ok {
 		t.Fatalf("TaskUpdate = %v, %v", ok, err)
@@ -246,12 +254,7 @@ func TestTaskUpdateManyTx(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	db := open(t, pgtest.Schema(t))
-	first := newQueuedTask(t, db)
-	second := first
-	second.ID, second.IdempotencyKey = "video_2", ""
-	if created, err := db.TaskCreate(ctx, &second); err != nil || !created {
-		t.Fatalf("TaskCreate = %v, %v", created, err)
-	}
+	first, second := twoQueuedTasks(t, db)
 	cand := 0
 	admit := func(id string) weir.TaskUpdateParams {
 		return weir.TaskUpdateParams{ID: id, Update: weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskAdmitted,
