@@ -73,9 +73,6 @@ func (s *Service) copyBody(c *Call, out Answer, resp *http.Response, head Head, 
 		return d
 	}
 	u, ok := usageOf(body)
-	if c.obs.notes != nil {
-		c.obs.notes.read(body)
-	}
 	if c.Model.Kind == weir.KindImages {
 		// An image is priced by the one: count what was made.
 		u.Images = imagesOf(body)
@@ -85,18 +82,21 @@ func (s *Service) copyBody(c *Call, out Answer, resp *http.Response, head Head, 
 	head.ContentLength = int64(len(body))
 	out.Start(head)
 	d.started = true
-	if _, err := out.Write(body); err != nil {
-		d.client = err
-		return d
-	}
 	// The whole answer goes out now, not when the request's handler
 	// returns: the client has it before the end-of-request work (the
 	// usage record, metrics, the access log line, spans).
-	if err := out.Flush(); err != nil {
+	if _, err := out.Write(body); err != nil {
 		d.client = err
-		return d
+	} else if err := out.Flush(); err != nil {
+		d.client = err
+	} else {
+		d.complete = true
 	}
-	d.complete = true
+	// What the span notes of the answer is read once it went out: the
+	// client waits for none of it.
+	if c.obs.notes != nil {
+		c.obs.notes.read(body)
+	}
 	return d
 }
 
