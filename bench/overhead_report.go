@@ -457,7 +457,7 @@ func printOverheadSetup(out io.Writer, c OverheadConfig, rig *overheadRig) {
 			budgetsPrice.Input, budgetsPrice.Output, rig.budgets.key.ID, budgetsGroup, budgetsModel, budgetsSpec, budgetsAlerts, strings.Join(rig.budgets.scopes, ", "))
 	}
 	if rig.trace != nil {
-		fmt.Fprintf(out, "  weir, %s and %s: three gateways in this process built alike (one catalog and limits, a database and a port each), A, B and C, started afresh in that order every round with the roles turned, each playing each role once in every %d rounds; %s traces every request (a server, a queue and an upstream client span each) by OTLP/HTTP, batched, to a receiver in this process; weir and %s have no tracing configured (%s/weir: an A/A comparison)\n",
+		fmt.Fprintf(out, "  weir, %s and %s: three gateways in this process built alike (one catalog and limits, a database and a port each), A, B and C, started afresh in that order every round with the roles turned, each playing each role once in every %d rounds; %s traces every request (a server and an upstream client span each, and a queue span for a request that waited) by OTLP/HTTP, batched, to a receiver in this process; weir and %s have no tracing configured (%s/weir: an A/A comparison)\n",
 			traceName, twinName, len(traceRoles), traceName, twinName, twinName)
 	}
 	if rig.edge != nil {
