@@ -15,7 +15,9 @@ package fastjson
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 )
@@ -338,6 +340,9 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 // starting at b[i], or -1 if it is not a well-formed one.
 func stringEnd(b []byte, i int) int {
 	for j := i + 1; j < len(b); j++ {
+		if j = plainEnd(b, j); j == len(b) {
+			break
+		}
 		switch c := b[j]; {
 		case c == '"':
 			return j + 1
@@ -366,6 +371,37 @@ func stringEnd(b []byte, i int) int {
 		}
 	}
 	return -1
+}
+
+// plainEnd is the index of the first byte from b[j] on that ends a run
+// of a string's plain bytes (a quote, a backslash or a control
+// character), len(b) if none does. It looks at eight bytes at a time:
+// most of a string's bytes are plain.
+func plainEnd(b []byte, j int) int {
+	for ; j+8 <= len(b); j += 8 {
+		if m := unplain(binary.LittleEndian.Uint64(b[j:])); m != 0 {
+			return j + bits.TrailingZeros64(m)/8
+		}
+	}
+	for ; j < len(b); j++ {
+		if c := b[j]; c == '"' || c == '\\' || c < 0x20 {
+			break
+		}
+	}
+	return j
+}
+
+// unplain has the high bit set of each of w's bytes (little-endian)
+// that is a quote, a backslash or below 0x20. A byte of (x-0x01..)&^x
+// has it set if x's byte is 0 (a quote or a backslash, xor'ed away), of
+// (x-0x20..)&^x if it is below 0x20; a subtraction's borrow can also set
+// it in bytes above such a byte, never below: the lowest set bit is
+// exact, which is all plainEnd reads.
+func unplain(w uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q := w ^ (ones * '"')
+	s := w ^ (ones * '\\')
+	return ((q-ones)&^q | (s-ones)&^s | (w-ones*0x20)&^w) & highs
 }
 
 func isHex(c byte) bool {
