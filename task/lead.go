@@ -469,26 +469,46 @@ func (tm *term) readMany(ctx context.Context, ns []notice) func(id string) (weir
 }
 
 // deferral is a wait, in term.deferred, before a task of a term alone
-// queues again (deferLocal).
-type deferral struct{ clock.Timer }
+// queues again (deferLocal). Its timer and stopped are guarded by the
+// term's mu; timer is nil until the wait starts.
+type deferral struct {
+	timer   clock.Timer
+	stopped bool
+}
 
-// deferLocal calls f after d, task id meanwhile in tm.deferred, where
-// decideLocked sees it waiting out its delay: the service's enqueueAfter,
-// on a term alone. An earlier wait of the task still runs its f, which
-// finds what the store says then.
-func (tm *term) deferLocal(id string, d time.Duration, f func()) {
+// Stop keeps the wait from starting, or its timer from running; the
+// term's mu is held.
+func (h *deferral) Stop() bool {
+	h.stopped = true
+	return h.timer == nil || h.timer.Stop()
+}
+
+// deferLocal records task id in tm.deferred, where decideLocked sees it
+// waiting out its delay, and returns start, which starts the wait: f is
+// called d after start is, unless the wait was stopped first (the task
+// queued, or ended). This is the service's enqueueAfter, on a term
+// alone. An earlier wait of the task still runs its f, which finds what
+// the store says then.
+func (tm *term) deferLocal(id string, f func()) (start func(d time.Duration)) {
 	h := &deferral{}
 	tm.mu.Lock()
-	defer tm.mu.Unlock()
 	tm.deferred[id] = h
-	h.Timer = tm.s.clock.AfterFunc(d, func() {
+	tm.mu.Unlock()
+	return func(d time.Duration) {
 		tm.mu.Lock()
-		if tm.deferred[id] == clock.Timer(h) {
-			delete(tm.deferred, id)
+		defer tm.mu.Unlock()
+		if h.stopped {
+			return
 		}
-		tm.mu.Unlock()
-		f()
-	})
+		h.timer = tm.s.clock.AfterFunc(d, func() {
+			tm.mu.Lock()
+			if tm.deferred[id] == clock.Timer(h) {
+				delete(tm.deferred, id)
+			}
+			tm.mu.Unlock()
+			f()
+		})
+	}
 }
 
 // renew extends the leases the ledger holds that are past half their

@@ -283,15 +283,22 @@ func (s *Service) requeue(ctx context.Context, t weir.Task, after time.Duration,
 // stopped: then it stays queued in the store, and the next start queues
 // it. A task that cannot be read then is read again after admitRetry:
 // dropped, it would stay queued in the store, in no queue, and never
-// expire. Alone, the term knows of the wait (term.deferLocal), so that a
-// recovery reading the queue while workers already run (recoverQueued)
-// leaves the task to it rather than queue it before its time.
+// expire.
 func (s *Service) enqueueAfter(id string, d time.Duration) {
+	s.enqueueLater(id)(d)
+}
+
+// enqueueLater is enqueueAfter in two steps: the wait is known from now,
+// and starts when start is called. Alone, the term knows of the wait
+// (term.deferLocal), so that a recovery reading the queue while workers
+// already run (recoverQueued) leaves the task to it rather than queue it
+// before its time.
+func (s *Service) enqueueLater(id string) (start func(d time.Duration)) {
+	due := func() { s.enqueueDue(id) }
 	if tm := s.current(); tm != nil && !tm.fleet {
-		tm.deferLocal(id, d, func() { s.enqueueDue(id) })
-		return
+		return tm.deferLocal(id, due)
 	}
-	s.clock.AfterFunc(d, func() { s.enqueueDue(id) })
+	return func(d time.Duration) { s.clock.AfterFunc(d, due) }
 }
 
 // enqueueDue is enqueueAfter's queueing, once the wait is over.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
@@ -107,11 +108,16 @@ func (sl *soloLedger) hold(ctx context.Context, t weir.Task) error {
 // again: at once on the candidates left, or after the wait.
 func (sl *soloLedger) done(ctx context.Context, id string, back *sentBack) {
 	s := sl.s
+	var wait func(time.Duration)
 	if back != nil && len(back.others) == 0 {
 		// The wait is recorded before the lease goes: a recovery reading
 		// the queue meanwhile finds the task with one or the other
 		// (decideLocked), never neither, and does not queue it early.
-		s.enqueueAfter(id, back.after)
+		// It starts once the lease is back: a wait that ran out first (a
+		// stalled goroutine, a clock moved at once) would queue the task
+		// while it still held its capacity, and the release would give
+		// that capacity back to it, before the waiters behind.
+		wait = s.enqueueLater(id)
 	}
 	if l, ok := s.term.take(id); ok && back != nil {
 		// Sent back: its upstream refused it, and charged nothing.
@@ -121,7 +127,9 @@ func (sl *soloLedger) done(ctx context.Context, id string, back *sentBack) {
 	}
 	switch {
 	case back == nil:
-	case len(back.others) > 0:
+	case wait != nil:
+		wait(back.after)
+	default:
 		req := back.req
 		req.Candidates = back.others
 		if err := s.enqueueRequest(ctx, req); err != nil {
