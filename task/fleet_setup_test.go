@@ -135,10 +135,11 @@ type fleetStore struct {
 }
 
 var (
-	_ Store[pgx.Tx]  = (*fleetStore)(nil)
-	_ Notifier       = (*fleetStore)(nil)
-	_ JobReclaimer   = (*fleetStore)(nil)
-	_ Fencer[pgx.Tx] = (*fleetStore)(nil)
+	_ Store[pgx.Tx]         = (*fleetStore)(nil)
+	_ Notifier              = (*fleetStore)(nil)
+	_ JobReclaimer          = (*fleetStore)(nil)
+	_ Fencer[pgx.Tx]        = (*fleetStore)(nil)
+	_ FencedUpdater[pgx.Tx] = (*fleetStore)(nil)
 )
 
 // TermFenceTx is the store's fence with the node's deposed flag for the
@@ -162,6 +163,16 @@ func (s *fleetStore) TermFenceTx(ctx context.Context, tx pgx.Tx, leader string, 
 		return false, err
 	}
 	return !n.deposed.Load(), nil
+}
+
+// TaskUpdateManyFencedTx is the store's with the fence above.
+func (s *fleetStore) TaskUpdateManyFencedTx(ctx context.Context, tx pgx.Tx, leader string, epoch uint64, ps []weir.TaskUpdateParams) (bool, []bool, error) {
+	held, err := s.TermFenceTx(ctx, tx, leader, epoch)
+	if err != nil || !held {
+		return held, nil, err
+	}
+	applied, err := s.TaskUpdateManyTx(ctx, tx, ps)
+	return true, applied, err
 }
 
 func (s *fleetStore) NotifyTask(ctx context.Context, event, id string) error {
