@@ -129,6 +129,7 @@ type fleetStore struct {
 	deaf      atomic.Bool
 	dropped   atomic.Int64
 	listening atomic.Int64 // LISTENs begun
+	txs       atomic.Int64 // transactions begun (InTx)
 
 	mu     sync.Mutex
 	listen func(event, id string)
@@ -173,6 +174,11 @@ func (s *fleetStore) TaskUpdateManyFencedTx(ctx context.Context, tx pgx.Tx, lead
 	}
 	applied, err := s.TaskUpdateManyTx(ctx, tx, ps)
 	return true, applied, err
+}
+
+func (s *fleetStore) InTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	s.txs.Add(1)
+	return s.DB.InTx(ctx, fn)
 }
 
 func (s *fleetStore) NotifyTask(ctx context.Context, event, id string) error {

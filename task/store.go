@@ -146,6 +146,9 @@ type jobStore interface {
 	inGroupTx(ctx context.Context, fn func(ctx context.Context, tx txn) error) error
 	// fences says the store is a Fencer.
 	fences() bool
+	// groupCommits says the store is a GroupCommitter: its writers'
+	// transactions commit together, not side by side.
+	groupCommits() bool
 	// JobList is River's client's.
 	JobList(ctx context.Context, params *river.JobListParams) (*river.JobListResult, error)
 }
@@ -198,6 +201,11 @@ func newRiverStore[TTx any](store Store[TTx], waker *riverjob.Waker, wakeCommits
 }
 
 func (r *riverStore[TTx]) fences() bool { return r.fencer != nil }
+
+func (r *riverStore[TTx]) groupCommits() bool {
+	_, ok := any(r.store).(GroupCommitter[TTx])
+	return ok
+}
 
 func (r *riverStore[TTx]) migrate(ctx context.Context) error {
 	return riverjob.Migrate(ctx, r.store)
