@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // The fleet leader's writes are fenced by its epoch: checked against the
@@ -21,6 +22,20 @@ import (
 // would be the transaction's start.
 const fenceSQL = `SELECT 1 FROM weir_fleet_term
 	WHERE epoch = $1 AND leader = $2 AND expires_at > statement_timestamp() FOR KEY SHARE`
+
+// fenceOrFailSQL is fenceSQL as a statement that fails when the term has
+// passed, so that in a pipeline the server runs nothing after it (SQL
+// has no RAISE: it divides by the count of rows, 0 or 1). termPassed
+// tells its failure.
+const fenceOrFailSQL = `SELECT 1 / count(*)::int FROM (SELECT 1 FROM weir_fleet_term
+	WHERE epoch = $1 AND leader = $2 AND expires_at > statement_timestamp() FOR KEY SHARE) AS term`
+
+// termPassed reports whether err is fenceOrFailSQL's failure for a term
+// that has passed.
+func termPassed(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "22012" // division_by_zero
+}
 
 // toInt64 checks that an epoch or generation fits PostgreSQL's bigint.
 func toInt64(what string, v uint64) (int64, error) {

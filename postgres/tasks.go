@@ -419,6 +419,47 @@ func (db *DB) TaskUpdateManyTx(ctx context.Context, tx pgx.Tx, ps []weir.TaskUpd
 	return applied, nil
 }
 
+// TaskUpdateManyFencedTx is TermFenceTx and then TaskUpdateManyTx, inside
+// tx, sent to the server together: one round trip for the fence and the
+// updates. held false says the term has passed: the server ran none of
+// the updates, applied is nil, and tx must roll back. An error fails tx
+// as TaskUpdateManyTx's does.
+func (db *DB) TaskUpdateManyFencedTx(ctx context.Context, tx pgx.Tx, leader string, epoch uint64, ps []weir.TaskUpdateParams) (held bool, applied []bool, err error) {
+	e, err := toInt64("epoch", epoch)
+	if err != nil {
+		return false, nil, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(fenceOrFailSQL, e, leader)
+	for i := range ps {
+		args, err := taskUpdateArgs(&ps[i])
+		if err != nil {
+			return false, nil, err
+		}
+		b.Queue(taskUpdateSQL, args...)
+	}
+	br := tx.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); err == nil && held && cerr != nil {
+			held, applied, err = false, nil, fmt.Errorf("update %d tasks: %w", len(ps), classify(cerr))
+		}
+	}()
+	var one int
+	if err := br.QueryRow().Scan(&one); err != nil {
+		if termPassed(err) {
+			return false, nil, nil
+		}
+		return false, nil, fmt.Errorf("fence epoch %d: %w", epoch, err)
+	}
+	applied = make([]bool, len(ps))
+	for i := range ps {
+		if applied[i], err = taskUpdateScan(&ps[i], br.QueryRow()); err != nil {
+			return true, nil, err
+		}
+	}
+	return true, applied, nil
+}
+
 // TaskDelete marks terminal task p.ID deleted at p.At and reports
 // whether it did: false with a nil error means the task is not terminal
 // or was already deleted. A task that is not there is weir.ErrNotFound; a

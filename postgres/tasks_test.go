@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,17 +12,19 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/fleet"
 	"github.com/weir-gateway/weir/pgtest"
 	"github.com/weir-gateway/weir/task"
 )
 
 // The task service runs on a DB, in pgx's transactions, and in a fleet.
 var (
-	_ task.Store[pgx.Tx]       = (*DB)(nil)
-	_ task.Notifier            = (*DB)(nil)
-	_ task.JobReclaimer        = (*DB)(nil)
-	_ task.ManyReader          = (*DB)(nil)
-	_ task.ManyUpdater[pgx.Tx] = (*DB)(nil)
+	_ task.Store[pgx.Tx]         = (*DB)(nil)
+	_ task.Notifier              = (*DB)(nil)
+	_ task.JobReclaimer          = (*DB)(nil)
+	_ task.ManyReader            = (*DB)(nil)
+	_ task.ManyUpdater[pgx.Tx]   = (*DB)(nil)
+	_ task.FencedUpdater[pgx.Tx] = (*DB)(nil)
 )
 
 // newQueuedTask stores a key and a queued task of it.
@@ -297,5 +300,88 @@ func TestTaskUpdateManyTx(t *testing.T) {
 		return err
 	}); !errors.Is(err, weir.ErrInvalid) {
 		t.Errorf("TaskUpdateManyTx with an invalid update: %v, want ErrInvalid", err)
+	}
+}
+
+// TestTaskUpdateManyFencedTx fences a batch of updates by the term, in
+// one round trip: under the term's epoch and leader the updates apply;
+// under another epoch, or another leader, the term is not held and the
+// server ran none of them (the transaction is failed); and the fence's row lock
+// holds a campaign off until the transaction ends.
+func TestTaskUpdateManyFencedTx(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := pgtest.Schema(t)
+	db := open(t, dsn)
+	first, second := twoQueuedTasks(t, db)
+	term, won, err := db.TermCampaign(ctx, &fleet.TermCampaignParams{Replica: "a", Addr: "a:1", Gen: 1, TTL: time.Minute})
+	if err != nil || !won {
+		t.Fatalf("TermCampaign = %+v, %v, %v", term, won, err)
+	}
+	cand := 0
+	admit := func(id string) weir.TaskUpdateParams {
+		return weir.TaskUpdateParams{ID: id, Update: weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskAdmitted,
+			PlatformModel: "pm", Candidate: &cand, AdmittedAt: first.CreatedAt.Add(time.Second)}}
+	}
+	for _, c := range []struct {
+		leader string
+		epoch  uint64
+	}{{"a", term.Epoch + 1}, {"b", term.Epoch}} {
+		var held bool
+		var applied []bool
+		errPassed := errors.New("the term has passed")
+		err := db.InTx(ctx, func(tx pgx.Tx) (err error) {
+			held, applied, err = db.TaskUpdateManyFencedTx(ctx, tx, c.leader, c.epoch, []weir.TaskUpdateParams{admit(first.ID)})
+			if err == nil && !held {
+				return errPassed
+			}
+			return err
+		})
+		if !errors.Is(err, errPassed) || applied != nil {
+			t.Errorf("TaskUpdateManyFencedTx(%s, %d) = %v, %v, %v; want not held", c.leader, c.epoch, held, applied, err)
+		}
+		if got, err := db.TaskGet(ctx, first.ID); err != nil || got.Status != weir.TaskQueued {
+			t.Errorf("after a fence not held, TaskGet = %s, %v; want queued", got.Status, err)
+		}
+	}
+
+	tx, err := db.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var pid uint32
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	held, applied, err := db.TaskUpdateManyFencedTx(ctx, tx, "a", term.Epoch, []weir.TaskUpdateParams{admit(second.ID), admit(first.ID), admit(second.ID)})
+	if err != nil || !held || fmt.Sprint(applied) != "[true true false]" {
+		t.Fatalf("TaskUpdateManyFencedTx under the term = %v, %v, %v; want held, [true true false]", held, applied, err)
+	}
+	campaigned := make(chan error, 1)
+	go func() {
+		_, _, err := db.TermCampaign(context.Background(), &fleet.TermCampaignParams{Replica: "b", Addr: "b:1", Gen: 1, TTL: time.Minute, TakeOver: true, Epoch: term.Epoch})
+		campaigned <- err
+	}()
+	waitFor(t, "a campaign waiting for the fenced transaction", func() bool {
+		var n int
+		err := db.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, int64(pid)).Scan(&n)
+		return err == nil && n > 0
+	})
+	select {
+	case err := <-campaigned:
+		t.Fatalf("a campaign ended (%v) while the fenced transaction was open", err)
+	default:
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-campaigned; err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{first.ID, second.ID} {
+		if got, err := db.TaskGet(ctx, id); err != nil || got.Status != weir.TaskAdmitted {
+			t.Errorf("TaskGet(%s) = %s, %v; want admitted", id, got.Status, err)
+		}
 	}
 }

@@ -287,15 +287,6 @@ func (tm *term) apply(ctx context.Context, batch []admittedTask) (applied []bool
 		err = errTermEnded
 	} else {
 		err = s.river.inTx(ctx, func(tx txn) error {
-			if tm.fleet {
-				held, err := tx.fence(ctx, s.cfg.Replica, tm.epoch)
-				if err != nil {
-					return err
-				}
-				if !held {
-					return fmt.Errorf("%w: epoch %d", ErrDeposed, tm.epoch)
-				}
-			}
 			ups := make([]weir.TaskUpdateParams, len(batch))
 			for i, a := range batch {
 				cand := a.lease.Candidate
@@ -304,7 +295,7 @@ func (tm *term) apply(ctx context.Context, batch []admittedTask) (applied []bool
 					PlatformModel: leasePlatformModel(a.lease), Candidate: &cand, AdmittedAt: now,
 				}}
 			}
-			ok, err := tx.taskUpdateMany(ctx, ups)
+			ok, err := tm.updateFenced(ctx, tx, ups)
 			if err != nil {
 				return err
 			}
@@ -328,4 +319,21 @@ func (tm *term) apply(ctx context.Context, batch []admittedTask) (applied []bool
 		}
 	}
 	return applied, errs, err
+}
+
+// updateFenced applies the updates of a commit of admissions in tx: in a
+// fleet term after the store's fence, sent with them where the store
+// can, and not at all when the term has passed (ErrDeposed).
+func (tm *term) updateFenced(ctx context.Context, tx txn, ups []weir.TaskUpdateParams) ([]bool, error) {
+	if !tm.fleet {
+		return tx.taskUpdateMany(ctx, ups)
+	}
+	held, ok, err := tx.fencedUpdateMany(ctx, tm.s.cfg.Replica, tm.epoch, ups)
+	if err != nil {
+		return nil, err
+	}
+	if !held {
+		return nil, fmt.Errorf("%w: epoch %d", ErrDeposed, tm.epoch)
+	}
+	return ok, nil
 }

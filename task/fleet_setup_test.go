@@ -129,16 +129,18 @@ type fleetStore struct {
 	deaf      atomic.Bool
 	dropped   atomic.Int64
 	listening atomic.Int64 // LISTENs begun
+	txs       atomic.Int64 // transactions begun (InTx)
 
 	mu     sync.Mutex
 	listen func(event, id string)
 }
 
 var (
-	_ Store[pgx.Tx]  = (*fleetStore)(nil)
-	_ Notifier       = (*fleetStore)(nil)
-	_ JobReclaimer   = (*fleetStore)(nil)
-	_ Fencer[pgx.Tx] = (*fleetStore)(nil)
+	_ Store[pgx.Tx]         = (*fleetStore)(nil)
+	_ Notifier              = (*fleetStore)(nil)
+	_ JobReclaimer          = (*fleetStore)(nil)
+	_ Fencer[pgx.Tx]        = (*fleetStore)(nil)
+	_ FencedUpdater[pgx.Tx] = (*fleetStore)(nil)
 )
 
 // TermFenceTx is the store's fence with the node's deposed flag for the
@@ -162,6 +164,21 @@ func (s *fleetStore) TermFenceTx(ctx context.Context, tx pgx.Tx, leader string, 
 		return false, err
 	}
 	return !n.deposed.Load(), nil
+}
+
+// TaskUpdateManyFencedTx is the store's with the fence above.
+func (s *fleetStore) TaskUpdateManyFencedTx(ctx context.Context, tx pgx.Tx, leader string, epoch uint64, ps []weir.TaskUpdateParams) (bool, []bool, error) {
+	held, err := s.TermFenceTx(ctx, tx, leader, epoch)
+	if err != nil || !held {
+		return held, nil, err
+	}
+	applied, err := s.TaskUpdateManyTx(ctx, tx, ps)
+	return true, applied, err
+}
+
+func (s *fleetStore) InTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	s.txs.Add(1)
+	return s.DB.InTx(ctx, fn)
 }
 
 func (s *fleetStore) NotifyTask(ctx context.Context, event, id string) error {

@@ -450,3 +450,28 @@ func TestFleetLeaderHearsItsOwnEndsInProcess(t *testing.T) {
 	fb.driveTo(t, tk.ID, weir.TaskSucceeded)
 	waitFor(t, "the lease back", func() bool { return fb.scope(t, "a", WorkersScope).Used == 0 })
 }
+
+// TestFleetEndNeedsNoTransaction: a task with no callback ends in one
+// statement, in no transaction of the service's (there is no event's
+// job to insert with it), and its lease goes back.
+func TestFleetEndNeedsNoTransaction(t *testing.T) {
+	t.Parallel()
+	// The job outlasts the test: only the end below ends the task.
+	fb := setupFleet(t, fleetOpts{Platforms: map[string]mock.Config{"vid/a": {JobDuration: 24 * time.Hour}}, Workers: 1}, "a", "b")
+	fb.elect(t, "a")
+	b := fb.node("b")
+	waitFor(t, "a to listen", func() bool { return fb.node("a").store.listening.Load() >= 1 })
+	tk := fb.submit(t, "a")
+	waitFor(t, "the task running", func() bool { return fb.get(t, tk.ID).Status == weir.TaskRunning })
+	txs := b.store.txs.Load()
+	if err := b.service().finishRunning(t.Context(), fb.get(t, tk.ID), weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.store.txs.Load() - txs; n != 0 {
+		t.Errorf("the end took %d transactions; want none", n)
+	}
+	if got := fb.get(t, tk.ID); got.Status != weir.TaskFailed {
+		t.Errorf("task %s; want failed", got.Status)
+	}
+	waitFor(t, "the lease back", func() bool { return fb.scope(t, "a", WorkersScope).Used == 0 })
+}

@@ -586,12 +586,21 @@ func (s *Service) finish(ctx context.Context, t weir.Task, from []weir.TaskStatu
 	u.From = from
 	u.FinishedAt = s.clock.Now()
 	var ok bool
-	// Tasks end many at once while they drain: one commit for many.
-	err := s.river.inGroupTx(ctx, func(ctx context.Context, tx txn) error {
-		var err error
-		ok, err = s.finishTx(ctx, tx, t, u)
-		return err
-	})
+	var err error
+	if s.terminalCallbackOn(t) || s.river.groupCommits() {
+		// Tasks end many at once while they drain: on a store that
+		// commits concurrent writers together, one commit for many.
+		err = s.river.inGroupTx(ctx, func(ctx context.Context, tx txn) error {
+			var err error
+			ok, err = s.finishTx(ctx, tx, t, u)
+			return err
+		})
+	} else {
+		// No event's job to insert with it: one statement, with no
+		// transaction's BEGIN and COMMIT around it (two round trips on
+		// a store whose writers commit side by side).
+		ok, err = s.store.TaskUpdate(context.WithoutCancel(ctx), &weir.TaskUpdateParams{ID: t.ID, Update: u})
+	}
 	if err != nil {
 		s.logger.Error("task update failed", "task", t.ID, "status", u.Status, "error", err)
 		return false, err

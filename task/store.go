@@ -62,6 +62,16 @@ type ManyUpdater[TTx any] interface {
 	TaskUpdateManyTx(ctx context.Context, tx TTx, ps []weir.TaskUpdateParams) (applied []bool, err error)
 }
 
+// FencedUpdater is what a store that is a Fencer and a ManyUpdater may
+// also do, over its transaction type TTx: fence a commit of admissions
+// and apply its updates at the cost of one round trip (PostgreSQL's
+// store pipelines them). TaskUpdateManyFencedTx is TermFenceTx and then,
+// if the term is held, TaskUpdateManyTx; held false says it has passed,
+// nothing was updated, and the transaction rolls back.
+type FencedUpdater[TTx any] interface {
+	TaskUpdateManyFencedTx(ctx context.Context, tx TTx, leader string, epoch uint64, ps []weir.TaskUpdateParams) (held bool, applied []bool, err error)
+}
+
 // Notifier is what a store shared by several replicas also does, for the
 // service to run in a fleet (Config.Fleet): tell every replica that a
 // task changed. PostgreSQL's store does it with NOTIFY.
@@ -136,6 +146,9 @@ type jobStore interface {
 	inGroupTx(ctx context.Context, fn func(ctx context.Context, tx txn) error) error
 	// fences says the store is a Fencer.
 	fences() bool
+	// groupCommits says the store is a GroupCommitter: its writers'
+	// transactions commit together, not side by side.
+	groupCommits() bool
 	// JobList is River's client's.
 	JobList(ctx context.Context, params *river.JobListParams) (*river.JobListResult, error)
 }
@@ -153,6 +166,9 @@ type txn interface {
 	// fence is the store's TermFenceTx in this transaction; a store that
 	// is not a Fencer fences nothing (true).
 	fence(ctx context.Context, leader string, epoch uint64) (bool, error)
+	// fencedUpdateMany is fence and then, if held, taskUpdateMany, in one
+	// round trip where the store can (FencedUpdater).
+	fencedUpdateMany(ctx context.Context, leader string, epoch uint64, ps []weir.TaskUpdateParams) (held bool, applied []bool, err error)
 }
 
 type riverStore[TTx any] struct {
@@ -185,6 +201,11 @@ func newRiverStore[TTx any](store Store[TTx], waker *riverjob.Waker, wakeCommits
 }
 
 func (r *riverStore[TTx]) fences() bool { return r.fencer != nil }
+
+func (r *riverStore[TTx]) groupCommits() bool {
+	_, ok := any(r.store).(GroupCommitter[TTx])
+	return ok
+}
 
 func (r *riverStore[TTx]) migrate(ctx context.Context) error {
 	return riverjob.Migrate(ctx, r.store)
@@ -350,4 +371,16 @@ func (t *riverTx[TTx]) fence(ctx context.Context, leader string, epoch uint64) (
 		return true, nil
 	}
 	return t.r.fencer.TermFenceTx(ctx, t.tx, leader, epoch)
+}
+
+func (t *riverTx[TTx]) fencedUpdateMany(ctx context.Context, leader string, epoch uint64, ps []weir.TaskUpdateParams) (bool, []bool, error) {
+	if f, ok := any(t.r.store).(FencedUpdater[TTx]); ok && t.r.fencer != nil {
+		return f.TaskUpdateManyFencedTx(ctx, t.tx, leader, epoch, ps)
+	}
+	held, err := t.fence(ctx, leader, epoch)
+	if err != nil || !held {
+		return held, nil, err
+	}
+	applied, err := t.taskUpdateMany(ctx, ps)
+	return true, applied, err
 }
