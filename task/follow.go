@@ -12,8 +12,12 @@ import (
 
 // run is what this process knows of a running task between polls.
 type run struct {
-	// started is when the task was submitted upstream; after a restart,
-	// when it was admitted (a little earlier: its estimates run late).
+	// started is when the task's submit returned: its upstream job
+	// started then at the latest, so an end estimated from it is the
+	// earliest its progress allows (an earlier origin, such as when the
+	// submit was sent, puts the estimate late by the submit's time
+	// multiplied by 100/progress). After a restart, it is when the task
+	// was admitted (earlier still: its estimates run late).
 	started time.Time
 	// next is when the next poll is due.
 	next time.Time
@@ -105,6 +109,11 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 				return err
 			}
 		}
+		// The job's progress is timed from when the poll was sent, the
+		// earliest it may have been read upstream: timed from the
+		// answer, a slow answer would put the next poll late by its
+		// time multiplied by 100/progress.
+		sent := s.clock.Now()
 		up, err := target.Adapter.Poll(ctx, t.UpstreamID)
 		if ctx.Err() == nil && !target.Simulated {
 			s.report(t.PlatformModel, err)
@@ -144,7 +153,7 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 			}
 			t.Progress = p
 		}
-		r.next = now.Add(s.nextPoll(r, up.Progress, now))
+		r.next = sent.Add(s.nextPoll(r, up.Progress, sent))
 	}
 }
 
