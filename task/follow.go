@@ -33,6 +33,13 @@ type run struct {
 	// (see progressEventDue).
 	told   int
 	toldAt time.Time
+	// storedAt is when the task's progress was last stored. Polls that
+	// come closer together than PollMin (near the job's estimated end)
+	// store their progress only with an event: each write takes the
+	// store's one writer, which the task's own end and the next task's
+	// admission are waiting for; a running task's stored progress is
+	// the last poll's, or one read less than PollMin before it.
+	storedAt time.Time
 	// failingSince is when polls began to fail in a row (zero while they
 	// succeed), and failures how many have.
 	failingSince time.Time
@@ -142,7 +149,7 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 		}
 		now = s.clock.Now()
 		ev := progressEvent(t, r, up.Progress, now)
-		if up.Progress != t.Progress || ev != nil {
+		if (up.Progress != t.Progress && now.Sub(r.storedAt) >= s.cfg.PollMin) || ev != nil {
 			p := up.Progress
 			ok, err := s.updateWithEvent(ctx, t, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskRunning}, Status: weir.TaskRunning, Progress: &p}, ev)
 			if err != nil {
@@ -151,7 +158,7 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 			if ok && ev != nil {
 				r.told, r.toldAt = p, now
 			}
-			t.Progress = p
+			t.Progress, r.storedAt = p, now
 		}
 		r.next = sent.Add(s.nextPoll(r, up.Progress, sent))
 	}

@@ -287,6 +287,45 @@ func TestFollowTimesProgressFromThePollsSending(t *testing.T) {
 	}
 }
 
+// Polls near the job's estimated end come closer together than PollMin;
+// their progress is stored at most once per PollMin, and the end as it
+// comes.
+func TestFollowStoresProgressAtMostEveryPollMin(t *testing.T) {
+	t.Parallel()
+	r := newFollowRig(t, 2*time.Second)
+	done := r.follow(t.Context())
+	stored, storedAt := 0, time.Time{}
+	var changes []time.Duration
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("follow: %v", err)
+			}
+			if len(changes) == 0 || len(r.job.polls) < 4 {
+				t.Fatalf("progress stored at %v over polls at %v: want it stored while running, with polls near the end", changes, r.job.polls)
+			}
+			return
+		case d := <-r.clk.set:
+			// follow waits: what it stored is committed.
+			got, err := r.s.store.TaskGet(t.Context(), r.task.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if now := r.clk.Now(); got.Progress != stored {
+				if !storedAt.IsZero() && now.Sub(storedAt) < r.s.cfg.PollMin {
+					t.Errorf("progress stored %s after the last store (%d then %d), want at least PollMin %s", now.Sub(storedAt), stored, got.Progress, r.s.cfg.PollMin)
+				}
+				stored, storedAt = got.Progress, now
+				changes = append(changes, now.Sub(r.job.start))
+			}
+			r.clk.Advance(d)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("follow neither waited nor returned; polls so far %v", r.job.polls)
+		}
+	}
+}
+
 func TestFollowEndsAtOnceWhenCancelled(t *testing.T) {
 	t.Parallel()
 	r := newFollowRig(t, time.Hour)
