@@ -12,8 +12,12 @@ import (
 
 // run is what this process knows of a running task between polls.
 type run struct {
-	// started is when the task was submitted upstream; after a restart,
-	// when it was admitted (a little earlier: its estimates run late).
+	// started is when the task's submit returned: its upstream job
+	// started then at the latest, so an end estimated from it is the
+	// earliest its progress allows (an earlier origin, such as when the
+	// submit was sent, puts the estimate late by the submit's time
+	// multiplied by 100/progress). After a restart, it is when the task
+	// was admitted (earlier still: its estimates run late).
 	started time.Time
 	// next is when the next poll is due.
 	next time.Time
@@ -29,6 +33,13 @@ type run struct {
 	// (see progressEventDue).
 	told   int
 	toldAt time.Time
+	// storedAt is when the task's progress was last stored. Polls that
+	// come closer together than PollMin (near the job's estimated end)
+	// store their progress only with an event: each write takes the
+	// store's one writer, which the task's own end and the next task's
+	// admission are waiting for; a running task's stored progress is
+	// the last poll's, or one read less than PollMin before it.
+	storedAt time.Time
 	// failingSince is when polls began to fail in a row (zero while they
 	// succeed), and failures how many have.
 	failingSince time.Time
@@ -105,6 +116,11 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 				return err
 			}
 		}
+		// The job's progress is timed from when the poll was sent, the
+		// earliest it may have been read upstream: timed from the
+		// answer, a slow answer would put the next poll late by its
+		// time multiplied by 100/progress.
+		sent := s.clock.Now()
 		up, err := target.Adapter.Poll(ctx, t.UpstreamID)
 		if ctx.Err() == nil && !target.Simulated {
 			s.report(t.PlatformModel, err)
@@ -133,7 +149,7 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 		}
 		now = s.clock.Now()
 		ev := progressEvent(t, r, up.Progress, now)
-		if up.Progress != t.Progress || ev != nil {
+		if (up.Progress != t.Progress && now.Sub(r.storedAt) >= s.cfg.PollMin) || ev != nil {
 			p := up.Progress
 			ok, err := s.updateWithEvent(ctx, t, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskRunning}, Status: weir.TaskRunning, Progress: &p}, ev)
 			if err != nil {
@@ -142,9 +158,9 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 			if ok && ev != nil {
 				r.told, r.toldAt = p, now
 			}
-			t.Progress = p
+			t.Progress, r.storedAt = p, now
 		}
-		r.next = now.Add(s.nextPoll(r, up.Progress, now))
+		r.next = sent.Add(s.nextPoll(r, up.Progress, sent))
 	}
 }
 

@@ -43,6 +43,10 @@ type scriptedJob struct {
 
 	// failUntil: polls before this much has elapsed answer 503.
 	failUntil time.Duration
+	// submitTakes, if set, is how long a submit takes on the fake
+	// clock; the job starts submitStarts into it. pollTakes is how long
+	// a poll's answer takes after the job's state was read.
+	submitTakes, submitStarts, pollTakes time.Duration
 
 	mu        sync.Mutex
 	polls     []time.Duration // elapsed at each poll
@@ -50,6 +54,12 @@ type scriptedJob struct {
 }
 
 func (j *scriptedJob) Submit(context.Context, provider.AsyncCall) (provider.Job, error) {
+	if j.submitTakes > 0 {
+		j.mu.Lock()
+		j.start = j.clock.Now().Add(j.submitStarts)
+		j.mu.Unlock()
+		j.clock.(*timerClock).Advance(j.submitTakes)
+	}
 	return provider.Job{ID: "job_1", Status: provider.JobRunning}, nil
 }
 
@@ -58,6 +68,9 @@ func (j *scriptedJob) Poll(_ context.Context, id string) (provider.Job, error) {
 	defer j.mu.Unlock()
 	e := j.clock.Now().Sub(j.start)
 	j.polls = append(j.polls, e)
+	if j.pollTakes > 0 {
+		defer j.clock.(*timerClock).Advance(j.pollTakes)
+	}
 	if e < j.failUntil {
 		return provider.Job{}, &provider.Error{Status: http.StatusServiceUnavailable, Body: []byte(`{"error":{"message":"overloaded"}}`)}
 	}
@@ -105,6 +118,13 @@ type followRig struct {
 
 func newFollowRig(t *testing.T, length time.Duration) *followRig {
 	t.Helper()
+	return newJobRig(t, length, true)
+}
+
+// newJobRig is newFollowRig's, with the task admitted and not yet
+// submitted unless submitted.
+func newJobRig(t *testing.T, length time.Duration, submitted bool) *followRig {
+	t.Helper()
 	ctx := t.Context()
 	start := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	clk := &timerClock{Fake: clock.NewFake(start), set: make(chan time.Duration, 16)}
@@ -136,8 +156,11 @@ func newFollowRig(t *testing.T, length time.Duration) *followRig {
 	}
 	toRunning := weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskRunning,
 		PlatformModel: "vid/sora", Candidate: ptr(0), UpstreamID: "job_1", AdmittedAt: start}
+	if !submitted {
+		toRunning.Status, toRunning.UpstreamID = weir.TaskAdmitted, ""
+	}
 	if ok, err := db.TaskUpdate(ctx, &weir.TaskUpdateParams{ID: tk.ID, Update: toRunning}); !ok || err != nil {
-		t.Fatalf("task to running: %v %v", ok, err)
+		t.Fatalf("task to %s: %v %v", toRunning.Status, ok, err)
 	}
 	if tk, err = db.TaskGet(ctx, tk.ID); err != nil {
 		t.Fatal(err)
@@ -145,7 +168,9 @@ func newFollowRig(t *testing.T, length time.Duration) *followRig {
 	if err := s.holdLease(ctx, tk); err != nil {
 		t.Fatal(err)
 	}
-	s.runs[tk.ID] = newRun(start, start.Add(s.cfg.PollMin), 0, start)
+	if submitted {
+		s.runs[tk.ID] = newRun(start, start.Add(s.cfg.PollMin), 0, start)
+	}
 	return &followRig{s: s, db: db, clk: clk, job: job, eng: eng, task: tk,
 		runJob: &river.Job[RunArgs]{JobRow: &rivertype.JobRow{Attempt: 1, MaxAttempts: 5}, Args: RunArgs{TaskID: tk.ID}}}
 }
@@ -193,6 +218,106 @@ func TestFollowPollsWhenProgressSaysTheJobMayHaveEnded(t *testing.T) {
 		case d := <-r.clk.set:
 			if d > r.s.holdFor() {
 				t.Fatalf("follow waits %s in process, more than holdFor %s", d, r.s.holdFor())
+			}
+			r.clk.Advance(d)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("follow neither waited nor returned; polls so far %v", r.job.polls)
+		}
+	}
+}
+
+// A submit that takes long (a slow upstream, a busy machine) does not
+// make the end be seen late: the job's progress is timed from when the
+// submit returned, the latest the job may have started, not from when
+// it was sent.
+func TestSubmitTimesTheJobFromItsReturn(t *testing.T) {
+	t.Parallel()
+	r := newJobRig(t, 2*time.Second, false)
+	r.job.submitTakes, r.job.submitStarts = 300*time.Millisecond, 100*time.Millisecond
+	target, _ := r.s.planner.Target("vid/sora", "")
+	done := make(chan error, 1)
+	go func() { done <- r.s.submit(t.Context(), r.task, target, r.runJob) }()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("submit: %v", err)
+			}
+			polls := r.job.polls
+			late := polls[len(polls)-1] - r.job.length
+			if late < 0 || late > 2*pollFloor {
+				t.Errorf("polls at %v of the job's 2s: the last %s late, want at most %s", polls, late, 2*pollFloor)
+			}
+			return
+		case d := <-r.clk.set:
+			r.clk.Advance(d)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("submit neither waited nor returned; polls so far %v", r.job.polls)
+		}
+	}
+}
+
+// Slow answers to polls do not make the end be seen late: progress is
+// timed from when each poll was sent.
+func TestFollowTimesProgressFromThePollsSending(t *testing.T) {
+	t.Parallel()
+	r := newFollowRig(t, 2*time.Second)
+	r.job.pollTakes = 200 * time.Millisecond
+	done := r.follow(t.Context())
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("follow: %v", err)
+			}
+			// The poll that may see the end goes when the answer
+			// before it comes: within a poll's answer and the window's
+			// steps of the end.
+			polls := r.job.polls
+			late, want := polls[len(polls)-1]-r.job.length, r.job.pollTakes+2*pollFloor
+			if late < 0 || late > want {
+				t.Errorf("polls at %v of the job's 2s: the last %s late, want at most %s", polls, late, want)
+			}
+			return
+		case d := <-r.clk.set:
+			r.clk.Advance(d)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("follow neither waited nor returned; polls so far %v", r.job.polls)
+		}
+	}
+}
+
+// Polls near the job's estimated end come closer together than PollMin;
+// their progress is stored at most once per PollMin, and the end as it
+// comes.
+func TestFollowStoresProgressAtMostEveryPollMin(t *testing.T) {
+	t.Parallel()
+	r := newFollowRig(t, 2*time.Second)
+	done := r.follow(t.Context())
+	stored, storedAt := 0, time.Time{}
+	var changes []time.Duration
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("follow: %v", err)
+			}
+			if len(changes) == 0 || len(r.job.polls) < 4 {
+				t.Fatalf("progress stored at %v over polls at %v: want it stored while running, with polls near the end", changes, r.job.polls)
+			}
+			return
+		case d := <-r.clk.set:
+			// follow waits: what it stored is committed.
+			got, err := r.s.store.TaskGet(t.Context(), r.task.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if now := r.clk.Now(); got.Progress != stored {
+				if !storedAt.IsZero() && now.Sub(storedAt) < r.s.cfg.PollMin {
+					t.Errorf("progress stored %s after the last store (%d then %d), want at least PollMin %s", now.Sub(storedAt), stored, got.Progress, r.s.cfg.PollMin)
+				}
+				stored, storedAt = got.Progress, now
+				changes = append(changes, now.Sub(r.job.start))
 			}
 			r.clk.Advance(d)
 		case <-time.After(10 * time.Second):

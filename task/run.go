@@ -105,8 +105,10 @@ func (s *Service) submit(ctx context.Context, t weir.Task, target Target, job *r
 	if err != nil {
 		return s.failRunning(ctx, t, "invalid_request", err.Error())
 	}
-	started := s.clock.Now()
 	up, err := target.Adapter.Submit(ctx, provider.AsyncCall{Body: body, IdempotencyKey: submitKey(t)})
+	// The job started upstream at the latest as its submit returned: its
+	// progress is timed from then (run.started).
+	started := s.clock.Now()
 	if ctx.Err() == nil && !target.Simulated {
 		s.report(t.PlatformModel, err)
 	}

@@ -60,9 +60,9 @@ func (s *Service) pollFailed(ctx context.Context, t weir.Task, r *run, err error
 	return max(wait, pe.RetryAfter), true
 }
 
-// nextPoll is the wait after a poll at now found a job submitted at started
-// running with progress (0 to 100), given the polls before it that missed
-// its end (r.misses, which it updates).
+// nextPoll is the wait after a poll sent at now found a job submitted at
+// r.started running with progress (0 to 100), given the polls before it
+// that missed its end (r.misses, which it updates).
 func (s *Service) nextPoll(r *run, progress int, now time.Time) time.Duration {
 	elapsed := now.Sub(r.started)
 	if progress <= 0 || progress >= 100 || elapsed <= 0 {

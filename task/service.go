@@ -105,18 +105,33 @@ type HealthReporter interface {
 // their own queue so that they never wait behind them, and one key's
 // deliveries hold at most Webhooks.PerKey of its workers (see Callbacks
 // in the package doc).
-func riverQueues(cfg Config) map[string]river.QueueConfig {
+//
+// Alone (solo), the task queues have runSlack more workers than
+// Config.Workers: a task's lease goes back, and the next task's job is
+// committed, before the ended task's execution has returned its River
+// worker, and River fetches nothing for a queue with no worker free until
+// one returns; the workers scope still bounds the tasks admitted. In a
+// fleet each replica runs at most its own Workers.
+func riverQueues(cfg Config, solo bool) map[string]river.QueueConfig {
+	run := cfg.Workers
+	if solo {
+		run = min(run+runSlack(cfg.Workers), max(run, river.QueueNumWorkersMax))
+	}
 	return map[string]river.QueueConfig{
-		river.QueueDefault: {MaxWorkers: cfg.Workers},
+		river.QueueDefault: {MaxWorkers: run},
 		// The workers scope bounds the tasks admitted; each queue may
 		// take them all.
-		QueueRunV2: {MaxWorkers: cfg.Workers},
+		QueueRunV2: {MaxWorkers: run},
 		// Deliveries are not worth a fetch every 50ms while idle: an
 		// event inserted where no notice wakes its queue waits at most
 		// webhookPoll for its first attempt.
 		queueWebhooks: {MaxWorkers: webhookWorkers, FetchPollInterval: max(webhookPoll, cfg.FetchPollInterval)},
 	}
 }
+
+// runSlack is how many River workers beyond workers the task queues of
+// a service alone have: an eighth, at least one.
+func runSlack(workers int) int { return max(1, workers/8) }
 
 // Queuer is a Planner that names the River queue the job of a task
 // admitted to a platform model runs from: "" is River's default queue,
@@ -470,7 +485,7 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 	river.AddWorker(workers, &purgeWorker{s: s})
 	river.AddWorker(workers, &operatorWorker{s: s})
 	client, err := newRiverStore(store, s.waker, inProcess, &river.Config{
-		Queues:               riverQueues(cfg),
+		Queues:               riverQueues(cfg, deps.Leadership == nil),
 		Workers:              workers,
 		PeriodicJobs:         []*river.PeriodicJob{purgeJob()},
 		JobTimeout:           s.jobTimeout(),

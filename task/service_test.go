@@ -510,3 +510,27 @@ func TestRequeueFailureDefersPassingTrouble(t *testing.T) {
 		t.Errorf("after lasting trouble the task is %s (%d waits); want failed", got.Status, len(waits))
 	}
 }
+
+// Alone, a task's job finds a River worker free while the ended task's
+// execution still returns its own; in a fleet a replica runs at most its
+// own workers; and River's bound on a queue's workers is never passed.
+func TestRiverQueuesLeaveSlackAlone(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		workers int
+		solo    bool
+		want    int
+	}{
+		{1000, true, 1125},
+		{4, true, 5},
+		{1000, false, 1000},
+		{river.QueueNumWorkersMax, true, river.QueueNumWorkersMax},
+	} {
+		qs := riverQueues(Config{Workers: tc.workers}, tc.solo)
+		for _, q := range []string{river.QueueDefault, QueueRunV2} {
+			if got := qs[q].MaxWorkers; got != tc.want {
+				t.Errorf("workers %d, solo %v: queue %s has %d River workers, want %d", tc.workers, tc.solo, q, got, tc.want)
+			}
+		}
+	}
+}
