@@ -26,3 +26,15 @@ func BenchmarkObserveRequest(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkSpent is the cost of one request counted in weir_spend_total,
+// as weir serve counts every request served by a platform model.
+func BenchmarkSpent(b *testing.B) {
+	m := New(nil)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m.Spent("key_d108e6f885b5", "default", "gpt-4o-mini", "mock/gpt-4o-mini", 1500)
+		}
+	})
+}
