@@ -9,6 +9,7 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/gateway"
+	"github.com/weir-gateway/weir/internal/jsonlog"
 )
 
 // access is what a request's access log line says beyond the request
@@ -81,10 +82,16 @@ func (s *Server) logAccess(r *http.Request, ri *reqInfo, rw *statusWriter, start
 	}
 	// The record goes to the handler directly, as LogAttrs would hand it
 	// but without the caller's program counter, whose look-up is a stack
-	// walk a request: no handler of Weir's logs its source.
+	// walk a request: no handler of Weir's logs its source. weir serve's
+	// handler writes the same line without a Record.
+	h := s.deps.Logger.Handler()
+	if jh, ok := h.(*jsonlog.Handler); ok {
+		_ = jh.HandleAttrs(ctx, now, level, "request", a)
+		return
+	}
 	rec := slog.NewRecord(now, level, "request", 0)
 	rec.AddAttrs(a...)
-	_ = s.deps.Logger.Handler().Handle(ctx, rec)
+	_ = h.Handle(ctx, rec)
 }
 
 // callAttrs appends what the gateway's serving of c says to a.

@@ -19,10 +19,12 @@ import (
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/gateway"
+	"github.com/weir-gateway/weir/internal/jsonlog"
 	"github.com/weir-gateway/weir/task"
 )
 
-// accessLog is a JSON log that keeps its lines.
+// accessLog is a JSON log that keeps its lines, written by weir serve's
+// handler.
 type accessLog struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
@@ -31,7 +33,7 @@ type accessLog struct {
 }
 
 func (l *accessLog) logger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return slog.New(jsonlog.New(l, slog.LevelDebug))
 }
 
 func (l *accessLog) Write(p []byte) (int, error) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/weir-gateway/weir/gateway"
+	"github.com/weir-gateway/weir/internal/jsonlog"
 	"github.com/weir-gateway/weir/metrics"
 )
 
@@ -21,15 +22,16 @@ func BenchmarkChat(b *testing.B) {
 	benchPost(b, bundle, "/v1/chat/completions", body, http.Header{"Authorization": {"Bearer " + bundle.key}})
 }
 
-// BenchmarkChatLogged is BenchmarkChat with a JSON logger at info (to
-// io.Discard): with the access log line, and with the access log off.
+// BenchmarkChatLogged is BenchmarkChat with weir serve's JSON logger at
+// info (to io.Discard): with the access log line, and with the access
+// log off.
 func BenchmarkChatLogged(b *testing.B) {
 	const body = `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
 	for _, off := range []bool{false, true} {
 		name := map[bool]string{false: "access_log_on", true: "access_log_off"}[off]
 		b.Run(name, func(b *testing.B) {
 			bundle := setup(b, setupOpts{cfg: Config{NoAccessLog: off},
-				deps: func(d *Deps) { d.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil)) }})
+				deps: func(d *Deps) { d.Logger = slog.New(jsonlog.New(io.Discard, nil)) }})
 			benchPost(b, bundle, "/v1/chat/completions", body, http.Header{"Authorization": {"Bearer " + bundle.key}})
 		})
 	}

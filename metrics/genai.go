@@ -27,9 +27,21 @@ var (
 	chunkBuckets      = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5}
 )
 
-// genAIMetrics are the GenAI client metrics' collectors.
+// genAIMetrics are the GenAI client metrics' collectors, and the
+// children an upstream call observes, cached by label values.
 type genAIMetrics struct {
 	tokens, duration, firstChunk, chunk *prometheus.HistogramVec
+
+	tokensBy, durationBy, firstChunkBy *children[genAIKey, prometheus.Observer]
+}
+
+// genAIKey is the values of genAILabels and one more label: the token
+// type, or the error type.
+type genAIKey [5]string
+
+// childrenOf caches vec's children by genAIKey.
+func childrenOf(vec *prometheus.HistogramVec) *children[genAIKey, prometheus.Observer] {
+	return newChildren(func(k genAIKey) prometheus.Observer { return vec.WithLabelValues(k[:]...) })
 }
 
 var _ gateway.GenAIMetrics = (*Metrics)(nil)
@@ -58,6 +70,7 @@ func (m *Metrics) genAICollectors() []prometheus.Collector {
 		Help:    "Streamed upstream calls' time between one chunk and the next, for each chunk after the first (gen_ai.client.operation.time_per_output_chunk); chunks that arrive in one read count as one.",
 		Buckets: chunkBuckets,
 	}, genAILabels)
+	g.tokensBy, g.durationBy, g.firstChunkBy = childrenOf(g.tokens), childrenOf(g.duration), childrenOf(g.firstChunk)
 	return []prometheus.Collector{g.tokens, g.duration, g.firstChunk, g.chunk}
 }
 
@@ -65,14 +78,14 @@ func (m *Metrics) genAICollectors() []prometheus.Collector {
 func (m *Metrics) ObserveGenAI(c gateway.GenAICall) {
 	g := &m.genAI
 	op, pr, rq, rs := c.Operation, c.Provider, c.RequestModel, c.ResponseModel
-	g.duration.WithLabelValues(op, pr, rq, rs, c.ErrorType).Observe(c.Duration.Seconds())
+	g.durationBy.get(genAIKey{op, pr, rq, rs, c.ErrorType}).Observe(c.Duration.Seconds())
 	if c.Chunked {
-		g.firstChunk.WithLabelValues(op, pr, rq, rs, c.ErrorType).Observe(c.FirstChunk.Seconds())
+		g.firstChunkBy.get(genAIKey{op, pr, rq, rs, c.ErrorType}).Observe(c.FirstChunk.Seconds())
 	}
 	if c.Tokens {
-		g.tokens.WithLabelValues(op, pr, rq, rs, "input").Observe(float64(c.Input))
+		g.tokensBy.get(genAIKey{op, pr, rq, rs, "input"}).Observe(float64(c.Input))
 		if op != "embeddings" { // an embedding has no output tokens
-			g.tokens.WithLabelValues(op, pr, rq, rs, "output").Observe(float64(c.Output))
+			g.tokensBy.get(genAIKey{op, pr, rq, rs, "output"}).Observe(float64(c.Output))
 		}
 	}
 }

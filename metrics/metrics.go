@@ -50,6 +50,24 @@ type Metrics struct {
 	logins     *prometheus.CounterVec
 	spendState spendState
 	genAI      genAIMetrics
+	cached     requestChildren
+}
+
+// requestChildren are the children of the collectors every model request
+// observes, cached by label values.
+type requestChildren struct {
+	httpReqs   *children[httpLabels, prometheus.Counter]
+	httpDur    *children[string, prometheus.Observer]
+	upstream   *children[[2]string, prometheus.Counter]
+	upstreamLt *children[string, prometheus.Observer]
+	queueWait  *children[string, prometheus.Observer]
+}
+
+// httpLabels are weir_http_requests_total's labels, the status code as
+// a number.
+type httpLabels struct {
+	endpoint string
+	status   int
 }
 
 // New returns Metrics on a fresh registry. scopes, if set, is read at
@@ -122,7 +140,24 @@ func (m *Metrics) requestCollectors() []prometheus.Collector {
 		Name: "weir_shadow_total",
 		Help: "Admissions through a scope whose limits are in shadow that the limits would have held back, by scope (key scopes summed as key:*) and what they would have done: queued (waited for capacity), rate_limited (waited for a rate limit), queue_full and no_candidate (refused: a full queue, more tokens than the tpm), timeout (dropped at max_wait).",
 	}, []string{"scope", "would"})
+	m.cacheRequestChildren()
 	return []prometheus.Collector{m.admission, m.queueWait, m.leaseHeld, m.httpReqs, m.httpDur, m.upstream, m.upstreamLt, m.usageDrop, m.shadow}
+}
+
+// cacheRequestChildren makes the caches of the children requests
+// observe.
+func (m *Metrics) cacheRequestChildren() {
+	m.cached = requestChildren{
+		httpReqs: newChildren(func(l httpLabels) prometheus.Counter {
+			return m.httpReqs.WithLabelValues(l.endpoint, statusLabel(l.status))
+		}),
+		httpDur: newChildren(func(endpoint string) prometheus.Observer { return m.httpDur.WithLabelValues(endpoint) }),
+		upstream: newChildren(func(l [2]string) prometheus.Counter {
+			return m.upstream.WithLabelValues(l[0], l[1])
+		}),
+		upstreamLt: newChildren(func(pm string) prometheus.Observer { return m.upstreamLt.WithLabelValues(pm) }),
+		queueWait:  newChildren(func(model string) prometheus.Observer { return m.queueWait.WithLabelValues(model) }),
+	}
 }
 
 // taskCollectors makes the collectors of durable tasks and their
@@ -257,8 +292,8 @@ func shadowScope(scope string) string {
 
 // ObserveHTTP counts one answered model request.
 func (m *Metrics) ObserveHTTP(endpoint string, status int, d time.Duration) {
-	m.httpReqs.WithLabelValues(endpoint, statusLabel(status)).Inc()
-	m.httpDur.WithLabelValues(endpoint).Observe(d.Seconds())
+	m.cached.httpReqs.get(httpLabels{endpoint, status}).Inc()
+	m.cached.httpDur.get(endpoint).Observe(d.Seconds())
 }
 
 // statusLabels are the status codes 100 to 599 as label values, made
@@ -280,13 +315,13 @@ func statusLabel(status int) string {
 
 // ObserveUpstream counts one upstream call.
 func (m *Metrics) ObserveUpstream(platformModel, outcome string, d time.Duration) {
-	m.upstream.WithLabelValues(platformModel, outcome).Inc()
-	m.upstreamLt.WithLabelValues(platformModel).Observe(d.Seconds())
+	m.cached.upstream.get([2]string{platformModel, outcome}).Inc()
+	m.cached.upstreamLt.get(platformModel).Observe(d.Seconds())
 }
 
 // ObserveQueueWait records how long an admitted request waited.
 func (m *Metrics) ObserveQueueWait(model string, d time.Duration) {
-	m.queueWait.WithLabelValues(model).Observe(d.Seconds())
+	m.cached.queueWait.get(model).Observe(d.Seconds())
 }
 
 // TaskTransition counts a task entering status st.

@@ -90,3 +90,40 @@ func TestObserveHTTPStatus(t *testing.T) {
 		}
 	}
 }
+
+// A request's observations count in the series of their labels, through
+// the cache of children and past its bound.
+func TestObserveRequestSeries(t *testing.T) {
+	m := New(nil)
+	m.ObserveHTTP("chat", 200, time.Millisecond)
+	m.ObserveHTTP("chat", 200, time.Millisecond)
+	m.ObserveHTTP("chat", 429, time.Millisecond)
+	m.ObserveHTTP("embeddings", 200, time.Millisecond)
+	for _, c := range []struct {
+		endpoint, code string
+		want           float64
+	}{{"chat", "200", 2}, {"chat", "429", 1}, {"embeddings", "200", 1}} {
+		if got := testutil.ToFloat64(m.httpReqs.WithLabelValues(c.endpoint, c.code)); got != c.want {
+			t.Errorf("weir_http_requests_total{%s,%s} = %v, want %v", c.endpoint, c.code, got, c.want)
+		}
+	}
+	if n := testutil.CollectAndCount(m.httpDur); n != 2 {
+		t.Errorf("weir_http_request_duration_seconds has %d series, want 2", n)
+	}
+	for i := range maxChildren + 10 {
+		pm := "pm-" + strconv.Itoa(i)
+		m.ObserveUpstream(pm, "ok", time.Millisecond)
+		m.ObserveUpstream(pm, "ok", time.Millisecond)
+		if i%1000 == 0 || i >= maxChildren {
+			if got := testutil.ToFloat64(m.upstream.WithLabelValues(pm, "ok")); got != 2 {
+				t.Fatalf("weir_upstream_requests_total{%s,ok} = %v, want 2", pm, got)
+			}
+		}
+	}
+	if n := len(m.cached.upstream.m); n != maxChildren {
+		t.Errorf("%d upstream children cached, want the bound %d", n, maxChildren)
+	}
+	if n := testutil.CollectAndCount(m.upstreamLt); n != maxChildren+10 {
+		t.Errorf("weir_upstream_latency_seconds has %d series, want %d", n, maxChildren+10)
+	}
+}

@@ -18,10 +18,13 @@ import (
 // series per API key does not scale, and the operator knows whether
 // theirs are few.
 
-// spendVec is weir_spend_total with or without its key label.
+// spendVec is weir_spend_total with or without its key label, and its
+// children cached by key (empty without the label), group, model and
+// platform model.
 type spendVec struct {
-	vec   *prometheus.CounterVec
-	byKey bool
+	vec      *prometheus.CounterVec
+	byKey    bool
+	children *children[[4]string, prometheus.Counter]
 }
 
 func newSpendVec(byKey bool) *spendVec {
@@ -31,7 +34,14 @@ func newSpendVec(byKey bool) *spendVec {
 		labels = append([]string{"key"}, labels...)
 		help = "What requests cost, in units of the prices' currency, by key (its id), the key's group, public model and platform model."
 	}
-	return &spendVec{byKey: byKey, vec: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weir_spend_total", Help: help}, labels)}
+	s := &spendVec{byKey: byKey, vec: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "weir_spend_total", Help: help}, labels)}
+	s.children = newChildren(func(l [4]string) prometheus.Counter {
+		if byKey {
+			return s.vec.WithLabelValues(l[:]...)
+		}
+		return s.vec.WithLabelValues(l[1:]...)
+	})
+	return s
 }
 
 // BudgetGauge is one budget's state now, for the weir_budget_* gauges:
@@ -107,12 +117,10 @@ func (c spendCollector) Collect(ch chan<- prometheus.Metric) {
 // platform model that served it. A cost below 0 counts as 0.
 func (m *Metrics) Spent(keyID, group, model, platformModel string, cost weir.Money) {
 	s := m.spendState.spend.Load()
-	v := units(max(cost, 0))
-	if s.byKey {
-		s.vec.WithLabelValues(keyID, group, model, platformModel).Add(v)
-		return
+	if !s.byKey {
+		keyID = ""
 	}
-	s.vec.WithLabelValues(group, model, platformModel).Add(v)
+	s.children.get([4]string{keyID, group, model, platformModel}).Add(units(max(cost, 0)))
 }
 
 // BudgetAlert counts a budget's alert threshold crossed, by the

@@ -14,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -116,10 +115,17 @@ func newRequest(ctx context.Context, method, base, path, apiKey string, body []b
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(base, "/")+path, rd)
+	t, err := targetOf(base, path)
 	if err != nil {
 		return nil, &Error{Err: err}
 	}
+	// An empty URL parses to an empty one, which the target's fills:
+	// the request is NewRequestWithContext's for the joined URL.
+	req, err := http.NewRequestWithContext(ctx, method, "", rd)
+	if err != nil {
+		return nil, &Error{Err: err}
+	}
+	*req.URL, req.Host = t.url, t.host
 	for k, vs := range h {
 		req.Header[k] = vs
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/weir-gateway/weir/fleet"
 	"github.com/weir-gateway/weir/gateway"
 	"github.com/weir-gateway/weir/httpapi"
+	"github.com/weir-gateway/weir/internal/jsonlog"
 	"github.com/weir-gateway/weir/internal/lifecycle"
 	"github.com/weir-gateway/weir/metrics"
 	"github.com/weir-gateway/weir/router"
@@ -590,7 +591,7 @@ func NewLogger(level string) *slog.Logger {
 	default:
 		l = slog.LevelInfo
 	}
-	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+	return slog.New(jsonlog.New(os.Stderr, l))
 }
 
 // publicHost is the host (and port) of server.public_url, "" for none.

@@ -1,0 +1,266 @@
+// Package jsonlog is slog's JSON handler with a shorter way to the same
+// bytes for a line of plain attributes: strings, numbers, booleans,
+// durations and times, none in a group. slog.JSONHandler writes each
+// attribute through its general machinery (a Record that holds more than
+// five attributes on the heap, a Value resolved, a ReplaceAttr checked
+// for, a float through encoding/json); a request's access log line is
+// twenty such attributes a request. Handler writes those lines itself,
+// byte for byte as slog.JSONHandler would (the tests compare them), and
+// hands everything else to the slog.JSONHandler inside it: attributes
+// of another kind, groups, handlers made by WithAttrs and WithGroup.
+package jsonlog
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/weir-gateway/weir/internal/fastjson"
+)
+
+// Handler writes JSON lines as slog.JSONHandler does, without ReplaceAttr
+// or AddSource.
+type Handler struct {
+	json *slog.JSONHandler
+	out  *lockedWriter
+}
+
+var _ slog.Handler = (*Handler)(nil)
+
+// New returns a Handler that writes lines to w, of level and above
+// (nil: info and above, as slog's).
+func New(w io.Writer, level slog.Leveler) *Handler {
+	out := &lockedWriter{w: w}
+	return &Handler{json: slog.NewJSONHandler(out, &slog.HandlerOptions{Level: level}), out: out}
+}
+
+// lockedWriter makes one line's write whole against the others', those
+// of the slog.JSONHandler inside (and of its derived handlers) and
+// Handler's own.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// Enabled reports whether the handler writes records at level l.
+func (h *Handler) Enabled(ctx context.Context, l slog.Level) bool { return h.json.Enabled(ctx, l) }
+
+// WithAttrs returns slog.JSONHandler's handler with attrs, writing to the
+// same writer.
+func (h *Handler) WithAttrs(attrs []slog.Attr) slog.Handler { return h.json.WithAttrs(attrs) }
+
+// WithGroup returns slog.JSONHandler's handler with the group, writing to
+// the same writer.
+func (h *Handler) WithGroup(name string) slog.Handler { return h.json.WithGroup(name) }
+
+// Handle writes r's line.
+func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
+	plain := true
+	r.Attrs(func(a slog.Attr) bool {
+		plain = isPlain(a)
+		return plain
+	})
+	if !plain || !plainTime(r.Time) {
+		return h.json.Handle(ctx, r)
+	}
+	b := start(r.Time, r.Level, r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		*b = appendAttr(*b, a)
+		return true
+	})
+	return h.finish(b)
+}
+
+// HandleAttrs writes the line of a record made at t, of level, with msg
+// and attrs, as Handle writes it, without the record: a Record keeps
+// attributes past its fifth on the heap. The caller has checked Enabled.
+func (h *Handler) HandleAttrs(ctx context.Context, t time.Time, level slog.Level, msg string, attrs []slog.Attr) error {
+	for _, a := range attrs {
+		if !isPlain(a) {
+			return h.handleRecord(ctx, t, level, msg, attrs)
+		}
+	}
+	if !plainTime(t) {
+		return h.handleRecord(ctx, t, level, msg, attrs)
+	}
+	b := start(t, level, msg)
+	for _, a := range attrs {
+		*b = appendAttr(*b, a)
+	}
+	return h.finish(b)
+}
+
+// handleRecord hands a line that is not plain to slog.JSONHandler.
+func (h *Handler) handleRecord(ctx context.Context, t time.Time, level slog.Level, msg string, attrs []slog.Attr) error {
+	r := slog.NewRecord(t, level, msg, 0)
+	r.AddAttrs(attrs...)
+	return h.json.Handle(ctx, r)
+}
+
+// isPlain reports whether Handler writes a itself: a non-empty key and a
+// value of a kind that needs no resolving, marshaling or grouping.
+func isPlain(a slog.Attr) bool {
+	if a.Key == "" {
+		return false // slog elides an empty attribute and inlines a group
+	}
+	switch a.Value.Kind() {
+	case slog.KindString, slog.KindInt64, slog.KindUint64, slog.KindBool, slog.KindDuration:
+		return true
+	case slog.KindFloat64:
+		f := a.Value.Float64()
+		return !math.IsNaN(f) && !math.IsInf(f, 0) // encoding/json refuses these
+	case slog.KindTime:
+		return plainTime(a.Value.Time())
+	}
+	return false
+}
+
+// plainTime reports whether slog writes t without an error: a year of
+// four digits, or none at all.
+func plainTime(t time.Time) bool {
+	if t.IsZero() {
+		return true
+	}
+	y := t.Year()
+	return y >= 0 && y < 10000
+}
+
+// bufs are lines' buffers, reused.
+var bufs = sync.Pool{New: func() any {
+	b := make([]byte, 0, 1024)
+	return &b
+}}
+
+// maxKept is the largest buffer put back in bufs, as slog's own.
+const maxKept = 16 << 10
+
+// start begins a line with slog's built-in attributes: time (if t is
+// not zero), level, message.
+func start(t time.Time, level slog.Level, msg string) *[]byte {
+	b := bufs.Get().(*[]byte)
+	buf := append((*b)[:0], '{')
+	if !t.IsZero() {
+		buf = append(buf, `"time":`...)
+		buf = appendTime(buf, t.Round(0))
+		buf = append(buf, ',')
+	}
+	buf = append(buf, `"level":`...)
+	buf = appendString(buf, level.String())
+	buf = append(buf, `,"msg":`...)
+	buf = appendString(buf, msg)
+	*b = buf
+	return b
+}
+
+// finish ends the line in b, writes it, and puts b back.
+func (h *Handler) finish(b *[]byte) error {
+	*b = append(*b, '}', '\n')
+	_, err := h.out.Write(*b)
+	if cap(*b) <= maxKept {
+		bufs.Put(b)
+	}
+	return err
+}
+
+// appendAttr appends a plain attribute, after a comma.
+func appendAttr(b []byte, a slog.Attr) []byte {
+	b = append(b, ',')
+	b = appendString(b, a.Key)
+	b = append(b, ':')
+	v := a.Value
+	switch v.Kind() {
+	case slog.KindString:
+		return appendString(b, v.String())
+	case slog.KindInt64:
+		return strconv.AppendInt(b, v.Int64(), 10)
+	case slog.KindUint64:
+		return strconv.AppendUint(b, v.Uint64(), 10)
+	case slog.KindFloat64:
+		return fastjson.AppendFloat(b, v.Float64()) // as encoding/json, which slog calls
+	case slog.KindBool:
+		return strconv.AppendBool(b, v.Bool())
+	case slog.KindDuration:
+		return strconv.AppendInt(b, int64(v.Duration()), 10)
+	case slog.KindTime:
+		return appendTime(b, v.Time())
+	}
+	panic("jsonlog: attribute of kind " + v.Kind().String() + " is not plain")
+}
+
+// appendTime appends t quoted in RFC 3339 with nanoseconds, as slog.
+func appendTime(b []byte, t time.Time) []byte {
+	b = append(b, '"')
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"')
+}
+
+const hex = "0123456789abcdef"
+
+// plainByte holds the bytes appendString copies as they are: ASCII from
+// the space on, but for the quote and the backslash.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// appendString appends s quoted and escaped as slog's JSON handler
+// escapes it: unlike encoding/json it leaves HTML's <, > and & as they
+// are, and writes \b and \f as \u escapes.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if plainByte[c] {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
