@@ -262,6 +262,11 @@ func (s *Service) admit(ctx context.Context, c *Call, r *routing, attempt int) (
 		return admission.Lease{}, s.pausedError(c, until)
 	}
 	lease, w, err := s.tryAdmit(ctx, c, r, attempt)
+	if err == nil {
+		// Admitted at once: it did not queue, however long the engine's
+		// answer took on a busy machine.
+		start = s.deps.Clock.Now()
+	}
 	var span trace.Span // a traced request's wait, if it did not get its lease at once
 	if err != nil {
 		ctx, span = startQueueSpan(ctx, c, r, attempt)
