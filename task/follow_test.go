@@ -237,22 +237,33 @@ func TestSubmitTimesTheJobFromItsReturn(t *testing.T) {
 	target, _ := r.s.planner.Target("vid/sora", "")
 	done := make(chan error, 1)
 	go func() { done <- r.s.submit(t.Context(), r.task, target, r.runJob) }()
+	if err := r.advance(t, "submit", done, nil); err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	polls := r.job.polls
+	late := polls[len(polls)-1] - r.job.length
+	if late < 0 || late > 2*pollFloor {
+		t.Errorf("polls at %v of the job's 2s: the last %s late, want at most %s", polls, late, 2*pollFloor)
+	}
+}
+
+// advance moves the rig's clock by each wait the service sets, calling
+// before (if not nil) with it first, until done answers, and returns
+// done's error; it fails the test if neither comes within 10 s. what
+// names the call that waits.
+func (r *followRig) advance(t *testing.T, what string, done <-chan error, before func(d time.Duration)) error {
+	t.Helper()
 	for {
 		select {
 		case err := <-done:
-			if err != nil {
-				t.Fatalf("submit: %v", err)
-			}
-			polls := r.job.polls
-			late := polls[len(polls)-1] - r.job.length
-			if late < 0 || late > 2*pollFloor {
-				t.Errorf("polls at %v of the job's 2s: the last %s late, want at most %s", polls, late, 2*pollFloor)
-			}
-			return
+			return err
 		case d := <-r.clk.set:
+			if before != nil {
+				before(d)
+			}
 			r.clk.Advance(d)
 		case <-time.After(10 * time.Second):
-			t.Fatalf("submit neither waited nor returned; polls so far %v", r.job.polls)
+			t.Fatalf("%s neither waited nor returned; polls so far %v", what, r.job.polls)
 		}
 	}
 }
@@ -263,27 +274,15 @@ func TestFollowTimesProgressFromThePollsSending(t *testing.T) {
 	t.Parallel()
 	r := newFollowRig(t, 2*time.Second)
 	r.job.pollTakes = 200 * time.Millisecond
-	done := r.follow(t.Context())
-	for {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("follow: %v", err)
-			}
-			// The poll that may see the end goes when the answer
-			// before it comes: within a poll's answer and the window's
-			// steps of the end.
-			polls := r.job.polls
-			late, want := polls[len(polls)-1]-r.job.length, r.job.pollTakes+2*pollFloor
-			if late < 0 || late > want {
-				t.Errorf("polls at %v of the job's 2s: the last %s late, want at most %s", polls, late, want)
-			}
-			return
-		case d := <-r.clk.set:
-			r.clk.Advance(d)
-		case <-time.After(10 * time.Second):
-			t.Fatalf("follow neither waited nor returned; polls so far %v", r.job.polls)
-		}
+	if err := r.advance(t, "follow", r.follow(t.Context()), nil); err != nil {
+		t.Fatalf("follow: %v", err)
+	}
+	// The poll that may see the end goes when the answer before it
+	// comes: within a poll's answer and the window's steps of the end.
+	polls := r.job.polls
+	late, want := polls[len(polls)-1]-r.job.length, r.job.pollTakes+2*pollFloor
+	if late < 0 || late > want {
+		t.Errorf("polls at %v of the job's 2s: the last %s late, want at most %s", polls, late, want)
 	}
 }
 
@@ -293,36 +292,27 @@ func TestFollowTimesProgressFromThePollsSending(t *testing.T) {
 func TestFollowStoresProgressAtMostEveryPollMin(t *testing.T) {
 	t.Parallel()
 	r := newFollowRig(t, 2*time.Second)
-	done := r.follow(t.Context())
 	stored, storedAt := 0, time.Time{}
 	var changes []time.Duration
-	for {
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("follow: %v", err)
-			}
-			if len(changes) == 0 || len(r.job.polls) < 4 {
-				t.Fatalf("progress stored at %v over polls at %v: want it stored while running, with polls near the end", changes, r.job.polls)
-			}
-			return
-		case d := <-r.clk.set:
-			// follow waits: what it stored is committed.
-			got, err := r.s.store.TaskGet(t.Context(), r.task.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if now := r.clk.Now(); got.Progress != stored {
-				if !storedAt.IsZero() && now.Sub(storedAt) < r.s.cfg.PollMin {
-					t.Errorf("progress stored %s after the last store (%d then %d), want at least PollMin %s", now.Sub(storedAt), stored, got.Progress, r.s.cfg.PollMin)
-				}
-				stored, storedAt = got.Progress, now
-				changes = append(changes, now.Sub(r.job.start))
-			}
-			r.clk.Advance(d)
-		case <-time.After(10 * time.Second):
-			t.Fatalf("follow neither waited nor returned; polls so far %v", r.job.polls)
+	err := r.advance(t, "follow", r.follow(t.Context()), func(time.Duration) {
+		// follow waits: what it stored is committed.
+		got, err := r.s.store.TaskGet(t.Context(), r.task.ID)
+		if err != nil {
+			t.Fatal(err)
 		}
+		if now := r.clk.Now(); got.Progress != stored {
+			if !storedAt.IsZero() && now.Sub(storedAt) < r.s.cfg.PollMin {
+				t.Errorf("progress stored %s after the last store (%d then %d), want at least PollMin %s", now.Sub(storedAt), stored, got.Progress, r.s.cfg.PollMin)
+			}
+			stored, storedAt = got.Progress, now
+			changes = append(changes, now.Sub(r.job.start))
+		}
+	})
+	if err != nil {
+		t.Fatalf("follow: %v", err)
+	}
+	if len(changes) == 0 || len(r.job.polls) < 4 {
+		t.Fatalf("progress stored at %v over polls at %v: want it stored while running, with polls near the end", changes, r.job.polls)
 	}
 }
 
