@@ -171,12 +171,8 @@ func (t *timeTexts) text(i int) string {
 	return t.all[start:t.ends[i]]
 }
 
-// UsageList returns usage newest first, filtered by key and time, at most
-// f.Limit records if it is positive.
-func (db *DB) UsageList(ctx context.Context, f weir.UsageFilter) ([]weir.Usage, error) {
-	if err := f.Validate(); err != nil {
-		return nil, fmt.Errorf("list usage: %w", err)
-	}
+// usageListSQL is the query of UsageList and its arguments.
+func usageListSQL(f weir.UsageFilter) (string, []any) {
 	var (
 		where []string
 		args  []any
@@ -195,6 +191,16 @@ func (db *DB) UsageList(ctx context.Context, f weir.UsageFilter) ([]weir.Usage, 
 	if f.Limit > 0 {
 		q, args = q+` LIMIT ?`, append(args, f.Limit)
 	}
+	return q, args
+}
+
+// UsageList returns usage newest first, filtered by key and time, at most
+// f.Limit records if it is positive.
+func (db *DB) UsageList(ctx context.Context, f weir.UsageFilter) ([]weir.Usage, error) {
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("list usage: %w", err)
+	}
+	q, args := usageListSQL(f)
 	return listAll(ctx, db, "usage", q, scanUsage, args...)
 }
 
@@ -222,10 +228,16 @@ func scanUsage(row rowscan.Row) (weir.Usage, error) {
 // UsageByKey sums the usage recorded since since, by key, in key id
 // order, over the index on (at, seq).
 func (db *DB) UsageByKey(ctx context.Context, since time.Time) ([]weir.KeyUsage, error) {
-	return listAll(ctx, db, "usage by key", `SELECT key_id, count(*), sum(outcome <> 'ok'),
-		sum(prompt_tokens + completion_tokens), max(at)
-		FROM usage_records WHERE at >= ? GROUP BY key_id ORDER BY key_id`, scanKeyUsage, formatTime(since))
+	return listAll(ctx, db, "usage by key", usageByKeySQL, scanKeyUsage, formatTime(since))
 }
+
+// usageByKeySQL sums usage at ?1 or later by key. Without INDEXED BY,
+// SQLite reads the whole of usage_records_key_at to have the keys in
+// order, every row of every key ever, rather than the window's rows and
+// sort them.
+const usageByKeySQL = `SELECT key_id, count(*), sum(outcome <> 'ok'),
+	sum(prompt_tokens + completion_tokens), max(at)
+	FROM usage_records INDEXED BY usage_records_at WHERE at >= ? GROUP BY key_id ORDER BY key_id`
 
 func scanKeyUsage(row rowscan.Row) (weir.KeyUsage, error) {
 	var (
