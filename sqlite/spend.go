@@ -35,9 +35,16 @@ func joinCost(units, billionths int64) weir.Money {
 }
 
 // spendSumSQL sums the cost of a subject of type typ (?1) in [?2, ?3).
+// The indexes by group and by end user hold only the rows that name one
+// (migration 00019): the query says so, for SQLite to use them; a
+// subject's name is never ”.
 func spendSumSQL(typ string) string {
-	return `SELECT ` + costSums + ` FROM usage_records
-		WHERE ` + spendColumns[typ] + ` = ? AND at >= ? AND at < ?`
+	col := spendColumns[typ]
+	q := `SELECT ` + costSums + ` FROM usage_records WHERE ` + col + ` = ? AND at >= ? AND at < ?`
+	if typ == "group" || typ == "user" {
+		q += ` AND ` + col + ` <> ''`
+	}
+	return q
 }
 
 // SpendSum is the cost of f.Subject's usage in [f.From, f.Until), over
