@@ -52,11 +52,11 @@ type DB struct {
 	// transaction on it (InTx) reuses them through Tx.StmtContext.
 	taskInsert, taskByIdempotency, taskUpdate, taskUpdateSame *sql.Stmt
 	taskStatus, taskDelete                                    *sql.Stmt
-	// The usage inserts, of usageRowsPerInsert rows and of one.
-	usageInsertMany, usageInsertOne *sql.Stmt
-	// The spend journal's inserts (of usageRowsPerInsert reservations
-	// and of one) and the deletion of a usage batch's reservations.
-	reserveMany, reserveOne, reserveSettle *sql.Stmt
+	// The usage inserts and the spend journal's, of each size a batch
+	// is cut into (eachChunk), and the deletion of a usage batch's
+	// reservations.
+	usageInsert, reserve insertStmts
+	reserveSettle        *sql.Stmt
 	// stmts are all of the above that prepare made, for Close.
 	stmts []*sql.Stmt
 	// river is River's driver on the write connection, its notifications
@@ -139,11 +139,17 @@ func Open(ctx context.Context, path string) (*DB, error) {
 // prepare prepares the statements of the request path on the read pool,
 // and the task, usage and spend journal writes on the write connection.
 func (db *DB) prepare(ctx context.Context) error {
-	for _, s := range []struct {
+	type prepared struct {
 		stmt **sql.Stmt
 		pool *sql.DB
 		sql  string
-	}{
+	}
+	var inserts []prepared
+	for k := range db.usageInsert {
+		inserts = append(inserts, prepared{&db.usageInsert[k], db.write, usageInsertSQL(1 << k)},
+			prepared{&db.reserve[k], db.write, reservationInsertSQL(1 << k)})
+	}
+	for _, s := range append([]prepared{
 		{&db.keyByHash, db.read, `SELECT ` + keyColumns + ` FROM api_keys WHERE hash = ?`},
 		{&db.keyByID, db.read, `SELECT ` + keyColumns + ` FROM api_keys WHERE id = ?`},
 		{&db.taskGet, db.read, taskGetSQL},
@@ -154,12 +160,8 @@ func (db *DB) prepare(ctx context.Context) error {
 		{&db.taskUpdateSame, db.write, taskUpdateSameSQL},
 		{&db.taskStatus, db.write, taskStatusSQL},
 		{&db.taskDelete, db.write, taskDeleteSQL},
-		{&db.usageInsertMany, db.write, usageInsertSQL(usageRowsPerInsert)},
-		{&db.usageInsertOne, db.write, usageInsertSQL(1)},
-		{&db.reserveMany, db.write, reservationInsertSQL(usageRowsPerInsert)},
-		{&db.reserveOne, db.write, reservationInsertSQL(1)},
 		{&db.reserveSettle, db.write, reservationSettleSQL},
-	} {
+	}, inserts...) {
 		var err error
 		if *s.stmt, err = s.pool.PrepareContext(ctx, s.sql); err != nil {
 			return err

@@ -14,9 +14,8 @@ import (
 const reservationColumnCount = 8
 
 // reservationInsertSQL journals rows reservations, skipping those whose
-// request is journaled or recorded already;
-// reservationInsertSQL(usageRowsPerInsert) is prepared once, the rest of
-// a batch uses reservationInsertSQL(1). SQLite names the columns of
+// request is journaled or recorded already; it is prepared for each size
+// of insertStmts. SQLite names the columns of
 // VALUES column1, column2, ...
 func reservationInsertSQL(rows int) string {
 	const row = `(?, ?, ?, ?, ?, ?, ?, ?)`
@@ -53,17 +52,13 @@ func (db *DB) SpendReserve(ctx context.Context, batch []weir.Reservation) error 
 		}
 	}
 	err := db.InTx(ctx, func(tx *sql.Tx) error {
-		many, one := tx.StmtContext(ctx, db.reserveMany), tx.StmtContext(ctx, db.reserveOne)
 		args := make([]any, 0, reservationColumnCount*usageRowsPerInsert)
 		var (
 			shared sharedArgs
 			times  timeTexts
+			stmts  insertStmts
 		)
-		for start := 0; start < len(batch); {
-			rows, stmt := usageRowsPerInsert, many
-			if len(batch)-start < usageRowsPerInsert {
-				rows, stmt = 1, one
-			}
+		return eachChunk(len(batch), func(start, rows, k int) error {
 			args = args[:0]
 			times.reset()
 			for _, r := range batch[start : start+rows] {
@@ -74,14 +69,13 @@ func (db *DB) SpendReserve(ctx context.Context, batch []weir.Reservation) error 
 				args = append(args, r.RequestID, shared.arg(0, r.KeyID), shared.arg(1, r.Group),
 					shared.arg(2, r.Model), shared.arg(3, r.PlatformModel), int64(r.Estimate), times.text(i), shared.arg(4, r.EndUser))
 			}
-			if _, err := stmt.ExecContext(ctx, args...); err != nil {
+			if _, err := db.reserve.inTx(ctx, tx, &stmts, k).ExecContext(ctx, args...); err != nil {
 				r := batch[start]
 				return fmt.Errorf("rows %d-%d (from request %s, key %s): %w",
 					start, start+rows-1, r.RequestID, r.KeyID, classify(err))
 			}
-			start += rows
-		}
-		return nil
+			return nil
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("journal reservations: %w", err)

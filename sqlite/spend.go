@@ -34,6 +34,19 @@ func joinCost(units, billionths int64) weir.Money {
 	return weir.Money(billionths).Add(weir.MoneyScale.MulDiv(units, 1))
 }
 
+// spendSumSQL sums the cost of a subject of type typ (?1) in [?2, ?3).
+// The indexes by group and by end user hold only the rows that name one
+// (migration 00019): the query says so, for SQLite to use them; a
+// subject's name is never ”.
+func spendSumSQL(typ string) string {
+	col := spendColumns[typ]
+	q := `SELECT ` + costSums + ` FROM usage_records WHERE ` + col + ` = ? AND at >= ? AND at < ?`
+	if typ == "group" || typ == "user" {
+		q += ` AND ` + col + ` <> ''`
+	}
+	return q
+}
+
 // SpendSum is the cost of f.Subject's usage in [f.From, f.Until), over
 // the index on its column and at.
 func (db *DB) SpendSum(ctx context.Context, f weir.SpendFilter) (weir.Money, error) {
@@ -41,8 +54,7 @@ func (db *DB) SpendSum(ctx context.Context, f weir.SpendFilter) (weir.Money, err
 		return 0, fmt.Errorf("sum spend: %w", err)
 	}
 	var units, billionths int64
-	err := db.read.QueryRowContext(ctx, `SELECT `+costSums+` FROM usage_records
-		WHERE `+spendColumns[f.Subject.Type]+` = ? AND at >= ? AND at < ?`,
+	err := db.read.QueryRowContext(ctx, spendSumSQL(f.Subject.Type),
 		f.Subject.Name, formatTime(f.From), formatTime(f.Until)).Scan(&units, &billionths)
 	if err != nil {
 		return 0, fmt.Errorf("sum spend of %s %s: %w", f.Subject.Type, f.Subject.Name, err)
@@ -59,16 +71,20 @@ func endUserNamed(by string) string {
 	return ""
 }
 
+// spendReportSQL sums usage in [?1, ?2) by subject type by and bucket.
+func spendReportSQL(by, bucket string) string {
+	return `SELECT ` + spendColumns[by] + `, ` + spendBuckets[bucket] + `, count(*),
+		coalesce(sum(prompt_tokens + completion_tokens), 0), ` + costSums + `, coalesce(sum(cost_estimated), 0)
+		FROM usage_records WHERE at >= ? AND at < ?` + endUserNamed(by) + ` GROUP BY 1, 2 ORDER BY 2, 1`
+}
+
 // SpendReport sums usage in [f.From, f.Until) by subject and bucket, by
 // bucket then subject in byte order.
 func (db *DB) SpendReport(ctx context.Context, f weir.SpendReportFilter) ([]weir.SpendRow, error) {
 	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("report spend: %w", err)
 	}
-	q := `SELECT ` + spendColumns[f.By] + `, ` + spendBuckets[f.Bucket] + `, count(*),
-		coalesce(sum(prompt_tokens + completion_tokens), 0), ` + costSums + `, coalesce(sum(cost_estimated), 0)
-		FROM usage_records WHERE at >= ? AND at < ?` + endUserNamed(f.By) + ` GROUP BY 1, 2 ORDER BY 2, 1`
-	return listAll(ctx, db, "spend", q, func(row rowscan.Row) (weir.SpendRow, error) {
+	return listAll(ctx, db, "spend", spendReportSQL(f.By, f.Bucket), func(row rowscan.Row) (weir.SpendRow, error) {
 		var (
 			r                 weir.SpendRow
 			bucket            string

@@ -22,6 +22,11 @@ func TestMigrationsOnlyAdd(t *testing.T) {
 		// same columns and a wider CHECK, which every row an older
 		// build writes still passes.
 		"00016_end_users.sql": "rebuilds budgets to widen its subject_type CHECK to admit 'user'",
+		// The indexes refuse nothing and serve the same queries, whose
+		// answers do not change; an older build's spend of a group or
+		// an end user, whose query does not say the name is not '',
+		// searches the index on (at, seq) over the window instead.
+		"00019_usage_named_indexes.sql": "makes the group and end user indexes of usage_records partial",
 	})
 }
 

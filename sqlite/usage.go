@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math/bits"
 	"strings"
 	"time"
 
@@ -18,15 +19,48 @@ const usageColumns = `request_id, key_id, model, platform_model, endpoint,
 // usageColumnCount is how many columns usageColumns names.
 const usageColumnCount = 18
 
-// usageRowsPerInsert is how many rows one INSERT statement carries. One
+// usageRowsPerInsert is the most rows one INSERT statement carries. One
 // statement per row spent most of a row's cost outside SQLite (database/sql
 // and the driver, per statement: argument conversion, a goroutine watching
 // the context); 32 rows a statement cut it by more than half
-// (BenchmarkUsageInsert) with 512 parameters, far under SQLite's limit.
-const usageRowsPerInsert = 32
+// (BenchmarkUsageInsert) with 576 parameters, far under SQLite's limit.
+const usageRowsPerInsert = 1 << insertSizes
 
-// usageInsertSQL inserts rows rows; usageInsertSQL(usageRowsPerInsert) is
-// prepared once, the rest of a batch uses usageInsertSQL(1).
+// insertSizes is how many smaller statements there are besides the
+// largest: the inserts are prepared for 1, 2, 4, ... usageRowsPerInsert
+// rows, so that the rest of a batch past its last full statement takes
+// one statement for each bit of its length rather than one per row.
+const insertSizes = 5
+
+// insertStmts are the prepared inserts of one table, stmts[k] of 1<<k
+// rows.
+type insertStmts [insertSizes + 1]*sql.Stmt
+
+// inTx returns, for tx, the statement of s of 1<<k rows, made once per
+// transaction in made: Tx.StmtContext allocates each time.
+func (s *insertStmts) inTx(ctx context.Context, tx *sql.Tx, made *insertStmts, k int) *sql.Stmt {
+	if made[k] == nil {
+		made[k] = tx.StmtContext(ctx, s[k])
+	}
+	return made[k]
+}
+
+// eachChunk calls fn for consecutive runs of n rows, each the largest
+// that one of the prepared statements carries, k being its index in
+// insertStmts; it stops at fn's first error.
+func eachChunk(n int, fn func(start, rows, k int) error) error {
+	for start := 0; start < n; {
+		k := min(bits.Len(uint(n-start))-1, insertSizes)
+		if err := fn(start, 1<<k, k); err != nil {
+			return err
+		}
+		start += 1 << k
+	}
+	return nil
+}
+
+// usageInsertSQL inserts rows rows; it is prepared for each size of
+// insertStmts.
 func usageInsertSQL(rows int) string {
 	const row = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	var b strings.Builder
@@ -56,17 +90,13 @@ func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) (err error) {
 		}
 	}
 	err = db.InTx(ctx, func(tx *sql.Tx) error {
-		many, one := tx.StmtContext(ctx, db.usageInsertMany), tx.StmtContext(ctx, db.usageInsertOne)
 		args := make([]any, 0, usageColumnCount*usageRowsPerInsert)
 		var (
 			shared sharedArgs
 			times  timeTexts
+			stmts  insertStmts
 		)
-		for start := 0; start < len(batch); {
-			rows, stmt := usageRowsPerInsert, many
-			if len(batch)-start < usageRowsPerInsert {
-				rows, stmt = 1, one
-			}
+		err := eachChunk(len(batch), func(start, rows, k int) error {
 			args = args[:0]
 			times.reset()
 			for _, u := range batch[start : start+rows] {
@@ -80,12 +110,15 @@ func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) (err error) {
 					int64(u.Status), shared.arg(4, u.Outcome), times.text(i),
 					shared.arg(5, u.Group), u.CachedTokens, int64(u.Cost), u.CostEstimated, shared.arg(6, u.EndUser), u.Handoff)
 			}
-			if _, err := stmt.ExecContext(ctx, args...); err != nil {
+			if _, err := db.usageInsert.inTx(ctx, tx, &stmts, k).ExecContext(ctx, args...); err != nil {
 				u := batch[start]
 				return fmt.Errorf("rows %d-%d (from request %s, key %s): %w",
 					start, start+rows-1, u.RequestID, u.KeyID, classify(err))
 			}
-			start += rows
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		return db.settleTx(ctx, tx, batch)
 	})
@@ -138,12 +171,8 @@ func (t *timeTexts) text(i int) string {
 	return t.all[start:t.ends[i]]
 }
 
-// UsageList returns usage newest first, filtered by key and time, at most
-// f.Limit records if it is positive.
-func (db *DB) UsageList(ctx context.Context, f weir.UsageFilter) ([]weir.Usage, error) {
-	if err := f.Validate(); err != nil {
-		return nil, fmt.Errorf("list usage: %w", err)
-	}
+// usageListSQL is the query of UsageList and its arguments.
+func usageListSQL(f weir.UsageFilter) (string, []any) {
 	var (
 		where []string
 		args  []any
@@ -162,6 +191,16 @@ func (db *DB) UsageList(ctx context.Context, f weir.UsageFilter) ([]weir.Usage, 
 	if f.Limit > 0 {
 		q, args = q+` LIMIT ?`, append(args, f.Limit)
 	}
+	return q, args
+}
+
+// UsageList returns usage newest first, filtered by key and time, at most
+// f.Limit records if it is positive.
+func (db *DB) UsageList(ctx context.Context, f weir.UsageFilter) ([]weir.Usage, error) {
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("list usage: %w", err)
+	}
+	q, args := usageListSQL(f)
 	return listAll(ctx, db, "usage", q, scanUsage, args...)
 }
 
@@ -189,10 +228,16 @@ func scanUsage(row rowscan.Row) (weir.Usage, error) {
 // UsageByKey sums the usage recorded since since, by key, in key id
 // order, over the index on (at, seq).
 func (db *DB) UsageByKey(ctx context.Context, since time.Time) ([]weir.KeyUsage, error) {
-	return listAll(ctx, db, "usage by key", `SELECT key_id, count(*), sum(outcome <> 'ok'),
-		sum(prompt_tokens + completion_tokens), max(at)
-		FROM usage_records WHERE at >= ? GROUP BY key_id ORDER BY key_id`, scanKeyUsage, formatTime(since))
+	return listAll(ctx, db, "usage by key", usageByKeySQL, scanKeyUsage, formatTime(since))
 }
+
+// usageByKeySQL sums usage at ?1 or later by key. Without INDEXED BY,
+// SQLite reads the whole of usage_records_key_at to have the keys in
+// order, every row of every key ever, rather than the window's rows and
+// sort them.
+const usageByKeySQL = `SELECT key_id, count(*), sum(outcome <> 'ok'),
+	sum(prompt_tokens + completion_tokens), max(at)
+	FROM usage_records INDEXED BY usage_records_at WHERE at >= ? GROUP BY key_id ORDER BY key_id`
 
 func scanKeyUsage(row rowscan.Row) (weir.KeyUsage, error) {
 	var (
