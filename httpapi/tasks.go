@@ -117,14 +117,21 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // context ended first, or the answer could not be written out — is
 // withdrawn (Tasks.Withdraw): the client never learned its id, and may
 // submit again. Once the answer is out the task is the client's, even
-// if the client is gone by then.
+// if the client is gone by then. The answer carries its Content-Length,
+// so that the flush sends all of it in one write and nothing follows.
 func (s *Server) answerSubmission(w http.ResponseWriter, r *http.Request, t weir.Task, created bool, status int, v any) {
 	err := r.Context().Err()
 	if err == nil {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		if err = json.NewEncoder(w).Encode(v); err == nil {
-			err = http.NewResponseController(w).Flush()
+		var body []byte
+		if body, err = json.Marshal(v); err == nil {
+			body = append(body, '\n') // as json.Encoder ends it
+			h := w.Header()
+			h.Set("Content-Type", "application/json")
+			h.Set("Content-Length", strconv.Itoa(len(body)))
+			w.WriteHeader(status)
+			if _, err = w.Write(body); err == nil {
+				err = http.NewResponseController(w).Flush()
+			}
 		}
 	}
 	if err == nil || !created {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -151,5 +152,94 @@ func TestGroupCommitBrokenTransaction(t *testing.T) {
 		if _, err := db.TaskGet(ctx, fmt.Sprintf("task_%d", i)); !errors.Is(err, weir.ErrNotFound) {
 			t.Errorf("task_%d of the broken transaction: %v, want not stored", i, err)
 		}
+	}
+}
+
+// TestGroupCommitTakesTheRunnableWriters: writes that become ready
+// together share one transaction even when the write connection is
+// free, each answered after the commit with its own outcome: a taken id
+// fails alone, and two creates of one idempotency key make one task.
+// The scheduler runs one goroutine at a time here (GOMAXPROCS 1), so the
+// first writer would otherwise run its transaction before the others
+// had queued, and each write would commit alone.
+func TestGroupCommitTakesTheRunnableWriters(t *testing.T) {
+	db := openTemp(t)
+	t.Cleanup(func() { db.Close() })
+	ctx := t.Context()
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := db.KeyCreate(ctx, weir.APIKey{ID: "key-1", Hash: "hash-1", CreatedAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.TaskCreate(ctx, groupTask(0, at)); err != nil {
+		t.Fatal(err)
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const n = 20
+	const taken, idemA, idemB = 7, 11, 12
+	tasks := make([]*weir.Task, n+1)
+	created := make([]bool, n+1)
+	errs := make([]error, n+1)
+	for i := 1; i <= n; i++ {
+		tasks[i] = groupTask(i, at)
+		switch i {
+		case taken:
+			tasks[i].ID = "task_0"
+		case idemA, idemB:
+			tasks[i].IdempotencyKey = "idem-1"
+		}
+	}
+	db.group.mu.Lock()
+	txsBefore := db.group.txs
+	db.group.mu.Unlock()
+	// Every writer is made runnable at once, when start closes.
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 1; i <= n; i++ {
+		wg.Go(func() {
+			<-start
+			created[i], errs[i] = db.TaskCreate(ctx, tasks[i])
+		})
+	}
+	close(start)
+	wg.Wait()
+	db.group.mu.Lock()
+	txs := db.group.txs - txsBefore
+	db.group.mu.Unlock()
+	// One, unless the scheduler preempted a writer before it queued
+	// (a busy machine); n when each write commits alone.
+	if txs > n/4 {
+		t.Errorf("%d writes ready together ran in %d transactions, want at most %d", n, txs, n/4)
+	}
+	var idemCreated int
+	for i := 1; i <= n; i++ {
+		switch {
+		case i == taken:
+			if !errors.Is(errs[i], weir.ErrConflict) {
+				t.Errorf("the write of a taken id: %v, want weir.ErrConflict", errs[i])
+			}
+			continue
+		case errs[i] != nil:
+			t.Errorf("write %d: %v", i, errs[i])
+			continue
+		case i == idemA || i == idemB:
+			if created[i] {
+				idemCreated++
+			}
+			if tasks[i].ID != tasks[idemA].ID && tasks[i].ID != tasks[idemB].ID {
+				t.Errorf("write %d of idem-1 got task %s", i, tasks[i].ID)
+			}
+			continue
+		case !created[i]:
+			t.Errorf("write %d: not created", i)
+		}
+		if got, err := db.TaskGet(ctx, tasks[i].ID); err != nil || got.Seq != tasks[i].Seq {
+			t.Errorf("task %s after its write: seq %d, %v; want seq %d", tasks[i].ID, got.Seq, err, tasks[i].Seq)
+		}
+	}
+	if idemCreated != 1 || tasks[idemA].ID != tasks[idemB].ID {
+		t.Errorf("two creates of one idempotency key: %d created, tasks %s and %s; want 1, one task", idemCreated, tasks[idemA].ID, tasks[idemB].ID)
+	}
+	if got, err := db.TaskList(ctx, weir.TaskFilter{}); err != nil || len(got) != n-1 {
+		t.Errorf("%d tasks stored (%v), want %d: task_0 and the %d new ones", len(got), err, n-1, n-2)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -194,6 +195,65 @@ func TestSubmitIdempotent(t *testing.T) {
 	}
 	if st := b.up["vid/a"].srv.Stats(); st.JobsSubmitted != 1 {
 		t.Errorf("%d upstream jobs, want 1", st.JobsSubmitted)
+	}
+}
+
+// TestSubmitConcurrentStoredAndQueuedOnce: submissions that arrive
+// together (their creates share the store's group commit) each get
+// their own task's fate: every one accepted is stored and waits in the
+// engine once; one the store refuses (a taken id) fails alone; two of
+// one idempotency key get one task.
+func TestSubmitConcurrentStoredAndQueuedOnce(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t, setupOpts{Limits: map[string]int64{"vid/a": 1}})
+	defer b.hold(t, "vid/a", 1)()
+	first := b.submit(t, s, nil)
+	const n, taken, idemA, idemB = 16, 5, 9, 10
+	tasks := make([]weir.Task, n)
+	created := make([]bool, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		tasks[i] = weir.Task{KeyID: b.key.ID, Kind: "video", Model: "sora-2", Input: []byte(`{"prompt":"x"}`)}
+		switch i {
+		case taken:
+			tasks[i].ID = first.ID
+		case idemA, idemB:
+			tasks[i].IdempotencyKey = "idem-1"
+		}
+		wg.Go(func() { created[i], errs[i] = s.Submit(t.Context(), &tasks[i]) })
+	}
+	wg.Wait()
+	if !errors.Is(errs[taken], weir.ErrConflict) {
+		t.Errorf("the submission of a taken id: %v, want weir.ErrConflict", errs[taken])
+	}
+	if created[idemA] == created[idemB] || tasks[idemA].ID != tasks[idemB].ID {
+		t.Errorf("two submissions of one idempotency key: created %v and %v, tasks %s and %s; want one task, created once",
+			created[idemA], created[idemB], tasks[idemA].ID, tasks[idemB].ID)
+	}
+	ids := map[string]bool{first.ID: true}
+	for i := range n {
+		if i == taken {
+			continue
+		}
+		if errs[i] != nil || (!created[i] && i != idemA && i != idemB) {
+			t.Errorf("submission %d = %v, %v; want created", i, created[i], errs[i])
+		}
+		ids[tasks[i].ID] = true
+	}
+	for id := range ids {
+		if got := b.get(t, id); got.Status != weir.TaskQueued {
+			t.Errorf("task %s stored %s, want queued", id, got.Status)
+		}
+		if _, ok := s.Position(t.Context(), id); !ok {
+			t.Errorf("task %s is not waiting in the engine", id)
+		}
+	}
+	if all, err := s.List(t.Context(), weir.TaskFilter{}); err != nil || len(all) != len(ids) {
+		t.Errorf("%d tasks stored (%v), want %d", len(all), err, len(ids))
+	}
+	if st, err := b.engine.Scope(t.Context(), WorkersScope); err != nil || st.Queued != len(ids) {
+		t.Errorf("the workers scope queues %d (%v), want each of the %d tasks once", st.Queued, err, len(ids))
 	}
 }
 
