@@ -67,14 +67,17 @@ func readBatchOptions(getenv func(string) string) (batchOptions, error) {
 // that goroutine: the SDK's hands it every span, one wake-up a span on
 // the request's path; a batcher only when a batch is full, when the
 // oldest span waiting has waited the schedule's delay, or when asked to
-// flush. With nothing waiting it sets no timer at all.
+// flush. With nothing waiting it sets no timer at all. And it differs
+// in what waits: a span is encoded for export as it ends (spanBatch),
+// and only its bytes wait.
 type batcher struct {
-	exp  sdktrace.SpanExporter
+	exp  batchExporter
 	clk  clock.Clock
 	opts batchOptions
 
 	mu      sync.Mutex
-	queue   []sdktrace.ReadOnlySpan
+	queue   *spanBatch  // the spans waiting
+	spare   *spanBatch  // the last batch exported, emptied; nil during an export
 	timer   clock.Timer // the delay of the oldest span waiting, if any
 	timerN  int         // counts the timers set: which one is timer
 	dropped int         // since the last export
@@ -84,8 +87,13 @@ type batcher struct {
 	due   chan struct{} // the delay passed; buffered 1
 	flush chan flushRequest
 	done  chan struct{} // closed as the goroutine returns
+}
 
-	spare []sdktrace.ReadOnlySpan // the last batch's slice, the goroutine's
+// batchExporter sends a batch of encoded spans: the exporter, or a
+// test's.
+type batchExporter interface {
+	exportBatch(ctx context.Context, b *spanBatch) error
+	Shutdown(ctx context.Context) error
 }
 
 // flushRequest asks the goroutine to export every span waiting, and to
@@ -99,8 +107,8 @@ type flushRequest struct {
 var _ sdktrace.SpanProcessor = (*batcher)(nil)
 
 // newBatcher starts a batcher exporting to exp.
-func newBatcher(exp sdktrace.SpanExporter, clk clock.Clock, opts batchOptions) *batcher {
-	b := &batcher{exp: exp, clk: clk, opts: opts,
+func newBatcher(exp batchExporter, clk clock.Clock, opts batchOptions) *batcher {
+	b := &batcher{exp: exp, clk: clk, opts: opts, queue: &spanBatch{}, spare: &spanBatch{},
 		full: make(chan struct{}, 1), due: make(chan struct{}, 1),
 		flush: make(chan flushRequest), done: make(chan struct{})}
 	go b.run()
@@ -110,8 +118,8 @@ func newBatcher(exp sdktrace.SpanExporter, clk clock.Clock, opts batchOptions) *
 // OnStart does nothing: a span is queued as it ends.
 func (*batcher) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 
-// OnEnd queues s if it is sampled, or drops it if the queue is full. It
-// never waits.
+// OnEnd queues s, encoded, if it is sampled, or drops it if the queue
+// is full. It never waits.
 func (b *batcher) OnEnd(s sdktrace.ReadOnlySpan) {
 	if !s.SpanContext().IsSampled() {
 		return
@@ -121,13 +129,13 @@ func (b *batcher) OnEnd(s sdktrace.ReadOnlySpan) {
 		b.mu.Unlock()
 		return
 	}
-	if len(b.queue) >= b.opts.maxQueue {
+	if b.queue.len() >= b.opts.maxQueue {
 		b.dropped++
 		b.mu.Unlock()
 		return
 	}
-	b.queue = append(b.queue, s)
-	n := len(b.queue)
+	b.queue.add(s)
+	n := b.queue.len()
 	if b.timer == nil {
 		b.timerN++
 		id := b.timerN
@@ -235,12 +243,14 @@ func (b *batcher) export(ctx context.Context, all bool) error {
 		if dropped > 0 {
 			otel.Handle(fmt.Errorf("traces export: %d spans dropped, the queue of %d (OTEL_BSP_MAX_QUEUE_SIZE) was full", dropped, b.opts.maxQueue))
 		}
-		if len(batch) == 0 {
+		if batch == nil {
 			return first
 		}
 		err := b.send(ctx, batch)
-		clear(batch)
-		b.spare = batch[:0]
+		batch.reset()
+		b.mu.Lock()
+		b.spare = batch
+		b.mu.Unlock()
 		if err != nil {
 			otel.Handle(err)
 			if first == nil {
@@ -251,32 +261,35 @@ func (b *batcher) export(ctx context.Context, all bool) error {
 }
 
 // send exports batch within the export timeout.
-func (b *batcher) send(ctx context.Context, batch []sdktrace.ReadOnlySpan) error {
+func (b *batcher) send(ctx context.Context, batch *spanBatch) error {
 	if b.opts.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, b.opts.timeout)
 		defer cancel()
 	}
-	return b.exp.ExportSpans(ctx, batch)
+	return b.exp.exportBatch(ctx, batch)
 }
 
 // take removes the next batch from the queue: a full one, or what waits
-// if all; none otherwise. It returns the spans dropped since the last
-// take too. A queue left empty has no timer.
-func (b *batcher) take(all bool) ([]sdktrace.ReadOnlySpan, int) {
+// if all; none (nil) otherwise. It returns the spans dropped since the
+// last take too. A queue left empty has no timer.
+func (b *batcher) take(all bool) (*spanBatch, int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	dropped := b.dropped
 	b.dropped = 0
-	n := min(len(b.queue), b.opts.maxBatch)
+	n := min(b.queue.len(), b.opts.maxBatch)
 	if n == 0 || (!all && n < b.opts.maxBatch) {
 		return nil, dropped
 	}
-	batch := append(b.spare[:0], b.queue[:n]...)
-	rest := copy(b.queue, b.queue[n:])
-	clear(b.queue[rest:])
-	b.queue = b.queue[:rest]
-	if rest == 0 && b.timer != nil {
+	batch := b.spare
+	b.spare = nil
+	if n == b.queue.len() {
+		batch, b.queue = b.queue, batch
+	} else {
+		b.queue.moveFirst(n, batch)
+	}
+	if b.queue.len() == 0 && b.timer != nil {
 		b.timer.Stop()
 		b.timer = nil
 	}

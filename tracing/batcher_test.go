@@ -13,6 +13,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/weir-gateway/weir/clock"
 )
@@ -27,19 +30,34 @@ type recordingExporter struct {
 	shutdown bool
 }
 
-func (e *recordingExporter) ExportSpans(_ context.Context, ss []sdktrace.ReadOnlySpan) error {
-	names := make([]string, len(ss))
-	for i, s := range ss {
-		names[i] = s.Name()
+func (e *recordingExporter) exportBatch(_ context.Context, b *spanBatch) error {
+	names := make([]string, b.len())
+	for i := range names {
+		names[i] = spanName(b.span(i))
 	}
 	e.mu.Lock()
 	e.batches = append(e.batches, names)
 	err := e.err
 	e.mu.Unlock()
 	if e.exported != nil {
-		e.exported <- len(ss)
+		e.exported <- len(names)
 	}
 	return err
+}
+
+// spanName is the name of the span that field (a ScopeSpans.spans, as
+// a spanBatch holds it) encodes; "" if it is not one.
+func spanName(field []byte) string {
+	num, typ, n := protowire.ConsumeTag(field)
+	if n < 0 || num != fieldScopeSpans || typ != protowire.BytesType {
+		return ""
+	}
+	msg, m := protowire.ConsumeBytes(field[n:])
+	var span tracepb.Span
+	if m < 0 || n+m != len(field) || proto.Unmarshal(msg, &span) != nil {
+		return ""
+	}
+	return span.GetName()
 }
 
 func (e *recordingExporter) Shutdown(context.Context) error {

@@ -63,22 +63,59 @@ const (
 )
 
 // openLen starts field num, a message or bytes whose length is not yet
-// known, and returns where its content starts (for closeLen).
+// known, and returns where its content starts (for closeLen). It
+// leaves one byte for the length, enough for content under 128 bytes.
 func openLen(b []byte, num protowire.Number) ([]byte, int) {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
+	b = appendTag(b, num, protowire.BytesType)
+	b = append(b, 0)
 	return b, len(b)
 }
 
-// closeLen ends the field whose content started at at: it puts the
-// content's length before it, moving the content along by the
-// length's size (a byte for most).
+// closeLen ends the field whose content started at at: it writes the
+// content's length in the byte openLen left (closeLong, for content of
+// 128 bytes or more).
 func closeLen(b []byte, at int) []byte {
 	n := len(b) - at
-	size := protowire.SizeVarint(uint64(n)) //nolint:gosec // a length
-	b = append(b, make([]byte, size)...)
-	copy(b[at+size:], b[at:at+n])
-	protowire.AppendVarint(b[at:at], uint64(n)) //nolint:gosec // a length
+	if n >= 0x80 {
+		return closeLong(b, at)
+	}
+	b[at-1] = byte(n)
 	return b
+}
+
+// closeLong is closeLen for content of 128 bytes or more: it moves the
+// content along by the length's bytes after the first.
+func closeLong(b []byte, at int) []byte {
+	n := len(b) - at
+	size := protowire.SizeVarint(uint64(n)) //nolint:gosec // a length
+	b = append(b, make([]byte, size-1)...)
+	copy(b[at-1+size:], b[at:at+n])
+	protowire.AppendVarint(b[at-1:at-1], uint64(n)) //nolint:gosec // a length
+	return b
+}
+
+// appendTag is protowire.AppendTag for a field numbered 1 to 15, whose
+// tag is one byte: small enough to inline, where a constant field's tag
+// is a constant.
+func appendTag(b []byte, num protowire.Number, typ protowire.Type) []byte {
+	return append(b, byte(num)<<3|byte(typ))
+}
+
+// appendUvarint is protowire.AppendVarint, one byte appended at once
+// for the values under 128 that most tags, lengths and enums are.
+func appendUvarint(b []byte, v uint64) []byte {
+	if v < 0x80 {
+		return append(b, byte(v))
+	}
+	return protowire.AppendVarint(b, v)
+}
+
+// appendBytes is protowire.AppendString: s's length and s.
+func appendBytes(b []byte, s string) []byte {
+	if len(s) < 0x80 {
+		return append(append(b, byte(len(s))), s...)
+	}
+	return protowire.AppendString(b, s)
 }
 
 // appendString appends field num, s, unless s is "" (proto3's default,
@@ -87,8 +124,8 @@ func appendString(b []byte, num protowire.Number, s string) []byte {
 	if s == "" {
 		return b
 	}
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendString(b, s)
+	b = appendTag(b, num, protowire.BytesType)
+	return appendBytes(b, s)
 }
 
 // appendVarint appends field num, v, unless v is 0.
@@ -96,8 +133,8 @@ func appendVarint(b []byte, num protowire.Number, v uint64) []byte {
 	if v == 0 {
 		return b
 	}
-	b = protowire.AppendTag(b, num, protowire.VarintType)
-	return protowire.AppendVarint(b, v)
+	b = appendTag(b, num, protowire.VarintType)
+	return appendUvarint(b, v)
 }
 
 // appendFixed64 appends field num, v, unless v is 0.
@@ -105,11 +142,12 @@ func appendFixed64(b []byte, num protowire.Number, v uint64) []byte {
 	if v == 0 {
 		return b
 	}
-	b = protowire.AppendTag(b, num, protowire.Fixed64Type)
+	b = appendTag(b, num, protowire.Fixed64Type)
 	return protowire.AppendFixed64(b, v)
 }
 
-// appendFixed32 appends field num, v, unless v is 0.
+// appendFixed32 appends field num (of any number: a span's flags are
+// 16), v, unless v is 0.
 func appendFixed32(b []byte, num protowire.Number, v uint32) []byte {
 	if v == 0 {
 		return b
@@ -124,13 +162,13 @@ func appendSpan(b []byte, num protowire.Number, sd sdktrace.ReadOnlySpan) []byte
 	b, at := openLen(b, num)
 	sc, parent := sd.SpanContext(), sd.Parent()
 	tid, sid := sc.TraceID(), sc.SpanID()
-	b = protowire.AppendTag(b, fieldSpanTraceID, protowire.BytesType)
+	b = appendTag(b, fieldSpanTraceID, protowire.BytesType)
 	b = protowire.AppendBytes(b, tid[:])
-	b = protowire.AppendTag(b, fieldSpanSpanID, protowire.BytesType)
+	b = appendTag(b, fieldSpanSpanID, protowire.BytesType)
 	b = protowire.AppendBytes(b, sid[:])
 	b = appendString(b, fieldSpanTraceState, sc.TraceState().String())
 	if psid := parent.SpanID(); psid.IsValid() {
-		b = protowire.AppendTag(b, fieldSpanParentSpanID, protowire.BytesType)
+		b = appendTag(b, fieldSpanParentSpanID, protowire.BytesType)
 		b = protowire.AppendBytes(b, psid[:])
 	}
 	b = appendString(b, fieldSpanName, sd.Name())
@@ -180,9 +218,9 @@ func appendEvent(b []byte, e sdktrace.Event) []byte {
 func appendLink(b []byte, l sdktrace.Link) []byte {
 	b, at := openLen(b, fieldSpanLinks)
 	tid, sid := l.SpanContext.TraceID(), l.SpanContext.SpanID()
-	b = protowire.AppendTag(b, fieldLinkTraceID, protowire.BytesType)
+	b = appendTag(b, fieldLinkTraceID, protowire.BytesType)
 	b = protowire.AppendBytes(b, tid[:])
-	b = protowire.AppendTag(b, fieldLinkSpanID, protowire.BytesType)
+	b = appendTag(b, fieldLinkSpanID, protowire.BytesType)
 	b = protowire.AppendBytes(b, sid[:])
 	for _, kv := range l.Attributes {
 		b = appendKeyValue(b, fieldLinkAttributes, kv)
@@ -208,19 +246,19 @@ func appendKeyValue(b []byte, num protowire.Number, kv attribute.KeyValue) []byt
 func appendAnyValue(b []byte, v attribute.Value) []byte {
 	switch v.Type() {
 	case attribute.BOOL:
-		b = protowire.AppendTag(b, fieldAnyBool, protowire.VarintType)
-		return protowire.AppendVarint(b, protowire.EncodeBool(v.AsBool()))
+		b = appendTag(b, fieldAnyBool, protowire.VarintType)
+		return appendUvarint(b, protowire.EncodeBool(v.AsBool()))
 	case attribute.INT64:
-		b = protowire.AppendTag(b, fieldAnyInt, protowire.VarintType)
+		b = appendTag(b, fieldAnyInt, protowire.VarintType)
 		return protowire.AppendVarint(b, uint64(v.AsInt64())) //nolint:gosec // int64's two's complement, as protobuf sends it
 	case attribute.FLOAT64:
-		b = protowire.AppendTag(b, fieldAnyDouble, protowire.Fixed64Type)
+		b = appendTag(b, fieldAnyDouble, protowire.Fixed64Type)
 		return protowire.AppendFixed64(b, math.Float64bits(v.AsFloat64()))
 	case attribute.STRING:
-		b = protowire.AppendTag(b, fieldAnyString, protowire.BytesType)
-		return protowire.AppendString(b, v.AsString())
+		b = appendTag(b, fieldAnyString, protowire.BytesType)
+		return appendBytes(b, v.AsString())
 	case attribute.BYTESLICE:
-		b = protowire.AppendTag(b, fieldAnyBytes, protowire.BytesType)
+		b = appendTag(b, fieldAnyBytes, protowire.BytesType)
 		return protowire.AppendBytes(b, v.AsByteSlice())
 	case attribute.BOOLSLICE:
 		return appendArray(b, v.AsBoolSlice(), attribute.BoolValue)
@@ -241,7 +279,7 @@ func appendAnyValue(b []byte, v attribute.Value) []byte {
 	case attribute.EMPTY:
 		return b
 	default:
-		b = protowire.AppendTag(b, fieldAnyString, protowire.BytesType)
+		b = appendTag(b, fieldAnyString, protowire.BytesType)
 		return protowire.AppendString(b, "INVALID")
 	}
 }

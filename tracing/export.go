@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
+	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
@@ -20,24 +22,27 @@ import (
 
 // exporter is the OTLP exporter, with the client (OTLP/HTTP or gRPC,
 // configured by the OTEL_EXPORTER_OTLP_* variables) sending what it
-// converts: otlptrace.Exporter's start and shutdown, and ExportSpans of
+// converts: otlptrace.Exporter's start and shutdown, and the export of
 // its own. The library converts a batch to protobuf messages, three
 // allocations an attribute and six a span, which its client then
 // encodes by reflection; this one makes the resources' and scopes'
-// messages alone and writes the spans of each scope in protobuf's wire
-// format itself (encode.go), into one buffer kept from one export to
-// the next, as the scope's unknown fields (and the resources' and
-// scopes' attributes as theirs): protobuf sends those as they are, and
-// a collector reads the same messages (TestProtoSpansAreTheLibrarys).
+// messages alone, the spans of each scope being written in protobuf's
+// wire format (encode.go; by the batcher, as each ends) as the scope's
+// unknown fields (and the resources' and scopes' attributes as theirs):
+// protobuf sends those as they are, and a collector reads the same
+// messages (TestProtoSpansAreTheLibrarys).
 type exporter struct {
 	*otlptrace.Exporter
 	client otlptrace.Client
 
-	mu  sync.Mutex
-	buf []byte // the last export's spans, encoded
+	mu    sync.Mutex
+	batch spanBatch // ExportSpans', kept from one call to the next
 }
 
-var _ sdktrace.SpanExporter = (*exporter)(nil)
+var (
+	_ sdktrace.SpanExporter = (*exporter)(nil)
+	_ batchExporter         = (*exporter)(nil)
+)
 
 // newExporter starts client and returns the exporter sending by it.
 func newExporter(ctx context.Context, client otlptrace.Client) (*exporter, error) {
@@ -49,14 +54,21 @@ func newExporter(ctx context.Context, client otlptrace.Client) (*exporter, error
 }
 
 // ExportSpans sends ss in one request (the client retries it as the
-// environment says). The spans are encoded in the buffer the last
-// export used: an upload is done with it when it returns, the client's
-// retries included.
+// environment says), encoded in the batch the last call used.
 func (e *exporter) ExportSpans(ctx context.Context, ss []sdktrace.ReadOnlySpan) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	rs, buf := protoSpans(e.buf[:0], ss)
-	e.buf = buf
+	defer e.batch.reset()
+	for _, sd := range ss {
+		e.batch.add(sd)
+	}
+	return e.exportBatch(ctx, &e.batch)
+}
+
+// exportBatch sends b in one request, as ExportSpans does. b is not
+// used after it returns, the client's retries included.
+func (e *exporter) exportBatch(ctx context.Context, b *spanBatch) error {
+	rs := b.protoSpans()
 	if len(rs) == 0 {
 		return nil
 	}
@@ -66,62 +78,65 @@ func (e *exporter) ExportSpans(ctx context.Context, ss []sdktrace.ReadOnlySpan) 
 	return nil
 }
 
-// protoSpans is ss as OTLP's ResourceSpans, by resource and then by
-// instrumentation scope, in the order each was first seen; each scope's
-// spans are encoded into buf, which is returned grown.
-func protoSpans(buf []byte, ss []sdktrace.ReadOnlySpan) ([]*tracepb.ResourceSpans, []byte) {
-	type scopeKey struct {
-		r  attribute.Distinct
-		is instrumentation.Scope
+// protoSpans is b's spans as OTLP's ResourceSpans, by resource and then
+// by instrumentation scope, in the order b first saw each. A scope's
+// spans are its unknown fields: b's bytes as they are if all are of one
+// scope, else copied after them, a scope's after another's.
+func (b *spanBatch) protoSpans() []*tracepb.ResourceSpans {
+	if b.len() == 0 {
+		return nil
 	}
-	type scope struct {
-		msg        *tracepb.ScopeSpans
-		spans      []sdktrace.ReadOnlySpan
-		start, end int // its spans' bytes in buf
+	counts := make([]int, len(b.groups)) // spans a group
+	for _, s := range b.spans {
+		counts[s.group]++
 	}
 	var (
-		out       []*tracepb.ResourceSpans
-		order     []*scope
-		resources = map[attribute.Distinct]*tracepb.ResourceSpans{}
-		scopes    = map[scopeKey]*scope{}
+		out    []*tracepb.ResourceSpans
+		keys   []attribute.Distinct // out's resources
+		scopes []*tracepb.ScopeSpans
+		bounds [][2]int // each scope's spans in buf
 	)
-	for _, sd := range ss {
-		if sd == nil {
+	for g, n := range counts {
+		if n == 0 {
 			continue
 		}
-		res := sd.Resource()
-		k := scopeKey{r: res.Equivalent(), is: sd.InstrumentationScope()}
-		sc, ok := scopes[k]
-		if !ok {
-			sc = &scope{msg: &tracepb.ScopeSpans{Scope: protoScope(k.is), SchemaUrl: k.is.SchemaURL}}
-			scopes[k] = sc
-			order = append(order, sc)
-			rs := resources[k.r]
-			if rs == nil {
-				rs = &tracepb.ResourceSpans{SchemaUrl: res.SchemaURL()}
-				if res != nil {
-					rs.Resource = withAttrs(&resourcepb.Resource{}, fieldResourceAttributes, res.Attributes())
-				}
-				resources[k.r] = rs
-				out = append(out, rs)
+		grp := &b.groups[g]
+		r := slices.Index(keys, grp.key)
+		if r < 0 {
+			r = len(out)
+			out = append(out, protoResource(grp.res))
+			keys = append(keys, grp.key)
+		}
+		msg := &tracepb.ScopeSpans{Scope: protoScope(grp.scope), SchemaUrl: grp.scope.SchemaURL}
+		out[r].ScopeSpans = append(out[r].ScopeSpans, msg)
+		scopes = append(scopes, msg)
+		if n == b.len() {
+			bounds = append(bounds, [2]int{0, b.spans[n-1].end})
+			break
+		}
+		start := len(b.buf)
+		for i, s := range b.spans {
+			if s.group == g {
+				b.buf = append(b.buf, b.span(i)...)
 			}
-			rs.ScopeSpans = append(rs.ScopeSpans, sc.msg)
 		}
-		sc.spans = append(sc.spans, sd)
+		bounds = append(bounds, [2]int{start, len(b.buf)})
 	}
-	// The scopes' spans are encoded one scope after the other, and each
-	// scope's unknown fields set once the buffer stops growing.
-	for _, sc := range order {
-		sc.start = len(buf)
-		for _, sd := range sc.spans {
-			buf = appendSpan(buf, fieldScopeSpans, sd)
-		}
-		sc.end = len(buf)
+	// The unknown fields are set once the buffer stops growing.
+	for i, msg := range scopes {
+		start, end := bounds[i][0], bounds[i][1]
+		msg.ProtoReflect().SetUnknown(b.buf[start:end:end])
 	}
-	for _, sc := range order {
-		sc.msg.ProtoReflect().SetUnknown(buf[sc.start:sc.end:sc.end])
+	return out
+}
+
+// protoResource is res as OTLP's ResourceSpans, with no scopes yet.
+func protoResource(res *resource.Resource) *tracepb.ResourceSpans {
+	rs := &tracepb.ResourceSpans{SchemaUrl: res.SchemaURL()}
+	if res != nil {
+		rs.Resource = withAttrs(&resourcepb.Resource{}, fieldResourceAttributes, res.Attributes())
 	}
-	return out, buf
+	return rs
 }
 
 // protoScope is is as OTLP's InstrumentationScope; nil for the zero

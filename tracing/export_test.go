@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -87,6 +88,16 @@ func manyAttrs(n int) []attribute.KeyValue {
 		out[i] = attribute.Int("a"+strconv.Itoa(i), i)
 	}
 	return out
+}
+
+// protoSpans is ss as OTLP's ResourceSpans (spanBatch.protoSpans),
+// encoded in buf, which is returned grown.
+func protoSpans(buf []byte, ss []sdktrace.ReadOnlySpan) ([]*tracepb.ResourceSpans, []byte) {
+	b := spanBatch{buf: buf}
+	for _, sd := range ss {
+		b.add(sd)
+	}
+	return b.protoSpans(), b.buf
 }
 
 // What protoSpans makes reaches a collector as the library exporter's
@@ -233,3 +244,52 @@ func (marshalClient) UploadTraces(_ context.Context, rs []*tracepb.ResourceSpans
 }
 
 func (discardClient) UploadTraces(context.Context, []*tracepb.ResourceSpans) error { return nil }
+
+// A batch split where the batcher splits it, its spans of two resources
+// and three scopes interleaved, is still the library's in each part;
+// and the part left, its offsets moved, takes more spans after.
+func TestSpanBatchSplitIsTheLibrarys(t *testing.T) {
+	spans := testSpans(t)
+	spans = spans[:len(spans)-1] // the nil
+	for _, n := range []int{1, 5, len(spans) - 1} {
+		var b, first spanBatch
+		for _, sd := range spans {
+			b.add(sd)
+		}
+		b.moveFirst(n, &first)
+		if first.len() != n || b.len() != len(spans)-n {
+			t.Fatalf("split at %d: %d and %d spans", n, first.len(), b.len())
+		}
+		sameBatch(t, &first, spans[:n])
+		b.add(spans[0])
+		sameBatch(t, &b, append(slices.Clone(spans[n:]), spans[0]))
+	}
+}
+
+// sameBatch checks that b's ResourceSpans reach a collector as what the
+// library's exporter makes of spans.
+func sameBatch(t *testing.T, b *spanBatch, spans []sdktrace.ReadOnlySpan) {
+	t.Helper()
+	lib := &captureClient{}
+	if err := otlptrace.NewUnstarted(lib).ExportSpans(context.Background(), spans); err != nil {
+		t.Fatal(err)
+	}
+	want, got := received(t, lib.got), received(t, b.protoSpans())
+	if len(got) == 0 || len(got) != len(want) {
+		t.Fatalf("%d resources, the library %d", len(got), len(want))
+	}
+	for i := range got {
+		if len(got[i].ScopeSpans) != len(want[i].ScopeSpans) {
+			t.Fatalf("resource %d: %d scopes, the library %d", i, len(got[i].ScopeSpans), len(want[i].ScopeSpans))
+		}
+		// The library orders a resource's scopes by a map; so are they.
+		byName := func(a, b *tracepb.ScopeSpans) int {
+			return strings.Compare(a.GetScope().GetName(), b.GetScope().GetName())
+		}
+		slices.SortFunc(got[i].ScopeSpans, byName)
+		slices.SortFunc(want[i].ScopeSpans, byName)
+		if !proto.Equal(got[i], want[i]) {
+			t.Errorf("resource %d:\n got %v\nwant %v", i, got[i], want[i])
+		}
+	}
+}
