@@ -213,8 +213,10 @@ func newCall(ri *reqInfo, key *weir.APIKey, g *gateway.Grant, ep endpoint, req *
 }
 
 // askOf is what a request's headers ask of the gateway (gateway.Ask),
-// each header given at most once. Not inlined: its locals would make
-// grant's frame, below the gateway's Prepare on the stack, larger.
+// each header given at most once. Their names are in canonical form (a
+// test checks), so that askOf reads them from the header map as they
+// are. Not inlined: its locals would make grant's frame, below the
+// gateway's Prepare on the stack, larger.
 //
 //go:noinline
 func askOf(r *http.Request) (gateway.Ask, *apiError) {
@@ -223,7 +225,7 @@ func askOf(r *http.Request) (gateway.Ask, *apiError) {
 		name string
 		v    *string
 	}{{HeaderPriority, &ask.Priority}, {HeaderRunMode, &ask.RunMode}, {HeaderRunID, &ask.RunID}, {HeaderPlatform, &ask.Platform}, {HeaderMaxWait, &ask.MaxWait}} {
-		v, aerr := oneHeader(r, h.name)
+		v, aerr := canonicalHeader(r, h.name)
 		if aerr != nil {
 			return ask, aerr
 		}
