@@ -12,7 +12,7 @@ import (
 // only form the server stores them in.
 func TestHeaderNamesCanonical(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{HeaderPriority, HeaderRunMode, HeaderRunID, HeaderPlatform, HeaderMaxWait, "X-Request-Id"} {
+	for _, name := range append(askHeaders[:], "X-Request-Id") {
 		if c := textproto.CanonicalMIMEHeaderKey(name); c != name {
 			t.Errorf("header %q is read by name, but its canonical form is %q", name, c)
 		}
