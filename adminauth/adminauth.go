@@ -45,7 +45,12 @@ func (t Token) Is(s string) bool {
 
 // Bearer is r's bearer token ("" if none).
 func Bearer(r *http.Request) string {
-	h := r.Header.Get("Authorization")
+	// The server stores header names in canonical form: the map is read
+	// as it is, without Get canonicalizing the name again.
+	var h string
+	if vs := r.Header["Authorization"]; len(vs) > 0 {
+		h = vs[0]
+	}
 	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
 		return strings.TrimSpace(h[7:])
 	}

@@ -531,12 +531,22 @@ func (s *Service) callFailed(ctx context.Context, c *Call, pm upstream, t0 time.
 func headOf(c *Call, resp *http.Response) Head {
 	return Head{
 		Status:             resp.StatusCode,
-		ContentType:        resp.Header.Get("Content-Type"),
-		ContentDisposition: resp.Header.Get("Content-Disposition"),
-		CacheControl:       resp.Header.Get("Cache-Control"),
+		ContentType:        firstHeader(resp.Header, "Content-Type"),
+		ContentDisposition: firstHeader(resp.Header, "Content-Disposition"),
+		CacheControl:       firstHeader(resp.Header, "Cache-Control"),
 		ContentLength:      -1,
 		Waited:             c.Waited,
 	}
+}
+
+// firstHeader is h.Get(key) for a key in canonical form: the transport
+// stores a response's header names so, and the map is read as it is,
+// without Get canonicalizing key again.
+func firstHeader(h http.Header, key string) string {
+	if vs := h[key]; len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
 }
 
 // delivered ends c's attempt on pm, whose answer's headers came in after

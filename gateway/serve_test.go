@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -321,5 +322,21 @@ func TestServeMapsAdmissionErrors(t *testing.T) {
 	}
 	if c.Usage.Outcome != "queue_timeout" {
 		t.Errorf("outcome %q", c.Usage.Outcome)
+	}
+}
+
+// TestHeadOfAsGet: headOf reads an answer's headers, as the transport
+// stores them whatever case the upstream wrote, as Header.Get does.
+func TestHeadOfAsGet(t *testing.T) {
+	t.Parallel()
+	raw := "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nCONTENT-DISPOSITION: attachment\r\ncache-Control: no-store\r\nContent-Length: 0\r\n\r\n"
+	resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(raw)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := headOf(&Call{}, resp)
+	want := []string{resp.Header.Get("Content-Type"), resp.Header.Get("Content-Disposition"), resp.Header.Get("Cache-Control")}
+	if got.ContentType != want[0] || got.ContentDisposition != want[1] || got.CacheControl != want[2] || want[2] != "no-store" {
+		t.Errorf("headOf = %q, %q, %q; Header.Get: %q", got.ContentType, got.ContentDisposition, got.CacheControl, want)
 	}
 }

@@ -88,7 +88,7 @@ func (u usage) total() int64 {
 
 // usageOf reads the usage field of a JSON answer (or SSE chunk).
 func usageOf(body []byte) (usage, bool) {
-	i := bytes.LastIndex(body, []byte(`"usage"`))
+	i := lastUsageKey(body)
 	if i < 0 {
 		return usage{}, false
 	}
@@ -116,6 +116,38 @@ func usageOf(body []byte) (usage, bool) {
 		return usage{}, false
 	}
 	return v.Usage.normal(), true
+}
+
+// usageKey is the key usageOf looks for.
+const usageKey = `"usage"`
+
+// usageKeySkip is, for each byte, how far lastUsageKey may move its
+// window back when the window's first byte is that byte and the window
+// is not usageKey: to the next place where that byte could line up with
+// an equal byte of usageKey (a Horspool skip, from the other end).
+var usageKeySkip = func() (t [256]uint8) {
+	for c := range t {
+		t[c] = uint8(len(usageKey))
+	}
+	for k := len(usageKey) - 1; k >= 1; k-- {
+		t[usageKey[k]] = uint8(k)
+	}
+	return t
+}()
+
+// lastUsageKey is bytes.LastIndex(b, usageKey). An answer's usage is at
+// or near its end, and few of the bytes after it are usageKey's, so the
+// window moves back by most of the key's length at each step where
+// bytes.LastIndex hashes every byte it passes.
+func lastUsageKey(b []byte) int {
+	for i := len(b) - len(usageKey); i >= 0; {
+		c := b[i]
+		if c == '"' && string(b[i:i+len(usageKey)]) == usageKey {
+			return i
+		}
+		i -= int(usageKeySkip[c])
+	}
+	return -1
 }
 
 // metered is what u used, for a price: its tokens, and the images it

@@ -117,3 +117,27 @@ func BenchmarkUsageOf(b *testing.B) {
 		}
 	}
 }
+
+// TestLastUsageKey: lastUsageKey finds what bytes.LastIndex finds, in
+// answers and around the key's own bytes (overlaps, a key at either end,
+// runs of its letters), and in random bytes drawn from its letters.
+func TestLastUsageKey(t *testing.T) {
+	t.Parallel()
+	cases := []string{"", `"usage`, `usage"`, `"usage"`, `""usage"`, `"usage""`, `"usage"usage"`, `x"usage":{}`,
+		`"usag"usage"e"`, `"u"us"usa"usag"usage"`, `"usage" "usage"`, `sage"usage"usag`, string(chatAnswer),
+		`{"usage":null,"x":"\"usage\""}`, strings.Repeat(`"usag`, 9), strings.Repeat("eg", 20) + `"usage"` + strings.Repeat("gasu", 9)}
+	rng := uint64(1)
+	for n := 0; n < 20000; n++ {
+		b := make([]byte, n%40)
+		for i := range b {
+			rng = rng*6364136223846793005 + 1442695040888963407
+			b[i] = `"usagex`[rng>>33%7]
+		}
+		cases = append(cases, string(b))
+	}
+	for _, s := range cases {
+		if got, want := lastUsageKey([]byte(s)), bytes.LastIndex([]byte(s), []byte(`"usage"`)); got != want {
+			t.Fatalf("lastUsageKey(%q) = %d; bytes.LastIndex: %d", s, got, want)
+		}
+	}
+}

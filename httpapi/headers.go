@@ -24,7 +24,19 @@ const (
 // once: given twice (say "2" and "-1"), which one counts would depend on
 // who reads it, so the request is refused.
 func oneHeader(r *http.Request, name string) (string, *apiError) {
-	vs := r.Header.Values(name)
+	return oneValue(r.Header.Values(name), name)
+}
+
+// canonicalHeader is oneHeader of a name in its canonical form
+// (textproto.CanonicalMIMEHeaderKey's, as the server stores a request's
+// header names): read from the map as it is, not canonicalized again.
+func canonicalHeader(r *http.Request, name string) (string, *apiError) {
+	return oneValue(r.Header[name], name)
+}
+
+// oneValue is the value of the header name whose values are vs, as
+// oneHeader answers it.
+func oneValue(vs []string, name string) (string, *apiError) {
 	switch len(vs) {
 	case 0:
 		return "", nil
@@ -32,6 +44,15 @@ func oneHeader(r *http.Request, name string) (string, *apiError) {
 		return vs[0], nil
 	}
 	return "", errorf(weir.CodeInvalidRequest, name, fmt.Sprintf("the %s header is given %d times; give it once", name, len(vs)))
+}
+
+// headerValue is h.Get(key) for a key in canonical form, read from the
+// map without canonicalizing key again.
+func headerValue(h http.Header, key string) string {
+	if vs := h[key]; len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
 }
 
 // idempotencyKeyOf is the request's Idempotency-Key, "" if it has none: at

@@ -2,9 +2,22 @@ package httpapi
 
 import (
 	"net/http"
+	"net/textproto"
 	"strings"
 	"testing"
 )
+
+// TestHeaderNamesCanonical: the headers read from a request's header
+// map by name (askOf's, X-Request-Id) are named in canonical form, the
+// only form the server stores them in.
+func TestHeaderNamesCanonical(t *testing.T) {
+	t.Parallel()
+	for _, name := range append(askHeaders[:], "X-Request-Id") {
+		if c := textproto.CanonicalMIMEHeaderKey(name); c != name {
+			t.Errorf("header %q is read by name, but its canonical form is %q", name, c)
+		}
+	}
+}
 
 // TestRequestHeaders: X-Weir-Max-Wait and X-Weir-Priority out of range,
 // not finite or given twice are refused with 400 naming the header, and

@@ -212,24 +212,28 @@ func newCall(ri *reqInfo, key *weir.APIKey, g *gateway.Grant, ep endpoint, req *
 	return c
 }
 
+// askHeaders are the headers askOf reads, in the order of its values.
+// Their names are in canonical form (a test checks), so that askOf reads
+// them from the header map as they are.
+var askHeaders = [...]string{HeaderPriority, HeaderRunMode, HeaderRunID, HeaderPlatform, HeaderMaxWait}
+
 // askOf is what a request's headers ask of the gateway (gateway.Ask),
 // each header given at most once. Not inlined: its locals would make
-// grant's frame, below the gateway's Prepare on the stack, larger.
+// grant's frame, below the gateway's Prepare on the stack, larger. The
+// values go through an array, not pointers to the Ask's fields, which
+// would put the Ask on the heap.
 //
 //go:noinline
 func askOf(r *http.Request) (gateway.Ask, *apiError) {
-	var ask gateway.Ask
-	for _, h := range [...]struct {
-		name string
-		v    *string
-	}{{HeaderPriority, &ask.Priority}, {HeaderRunMode, &ask.RunMode}, {HeaderRunID, &ask.RunID}, {HeaderPlatform, &ask.Platform}, {HeaderMaxWait, &ask.MaxWait}} {
-		v, aerr := oneHeader(r, h.name)
+	var vs [len(askHeaders)]string
+	for i, name := range askHeaders {
+		v, aerr := canonicalHeader(r, name)
 		if aerr != nil {
-			return ask, aerr
+			return gateway.Ask{}, aerr
 		}
-		*h.v = v
+		vs[i] = v
 	}
-	return ask, nil
+	return gateway.Ask{Priority: vs[0], RunMode: vs[1], RunID: vs[2], Platform: vs[3], MaxWait: vs[4]}, nil
 }
 
 // limitBody refuses a body declared larger than MaxBodyBytes and bounds

@@ -370,7 +370,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		}{}
 		ri, rw := &all.ri, &all.rw
 		*ri = reqInfo{id: s.ids.next(), base: s.deps.Logger}
-		if cid := r.Header.Get("X-Request-Id"); cid != "" && len(cid) <= 128 {
+		if cid := headerValue(r.Header, "X-Request-Id"); cid != "" && len(cid) <= 128 {
 			ri.clientID = cid
 		}
 		// The request's context changes only for a traced request: its

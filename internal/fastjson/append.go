@@ -63,7 +63,13 @@ func AppendString(b []byte, s string) []byte {
 }
 
 // AppendFloat appends f, a finite float64, as json.Marshal writes it.
+// A float that is a whole number of thousandths (milliseconds to the
+// microsecond, as logs write durations) is written from that number,
+// without strconv's search for the shortest digits.
 func AppendFloat(b []byte, f float64) []byte {
+	if n, ok := thousandths(f); ok {
+		return appendThousandths(b, n)
+	}
 	format := byte('f')
 	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
 		format = 'e'
@@ -75,6 +81,43 @@ func AppendFloat(b []byte, f float64) []byte {
 			b[n-2] = b[n-1]
 			b = b[:n-1]
 		}
+	}
+	return b
+}
+
+// maxThousandths bounds the thousandths AppendFloat writes itself: a
+// decimal of at most 15 significant digits is the only one of so few
+// that rounds to its float64, so it is the float's shortest form, the
+// one json.Marshal writes.
+const maxThousandths = 1e15
+
+// thousandths is n if f is the float64 nearest to n/1000 (what
+// float64(n)/1000 makes), |n| < maxThousandths, and f is not -0 (which
+// json.Marshal writes as -0).
+func thousandths(f float64) (int64, bool) {
+	m := math.Round(f * 1000)
+	if !(math.Abs(m) < maxThousandths) { // NaN too
+		return 0, false
+	}
+	n := int64(m)
+	return n, float64(n)/1000 == f && (n != 0 || !math.Signbit(f))
+}
+
+// appendThousandths appends n/1000 as a decimal, as strconv's 'f' format
+// writes its shortest form: no trailing zeros, no point for a whole number.
+func appendThousandths(b []byte, n int64) []byte {
+	if n < 0 {
+		b = append(b, '-')
+		n = -n
+	}
+	b = strconv.AppendInt(b, n/1000, 10)
+	r := n % 1000
+	if r == 0 {
+		return b
+	}
+	b = append(b, '.', byte('0'+r/100), byte('0'+r/10%10), byte('0'+r%10))
+	for b[len(b)-1] == '0' {
+		b = b[:len(b)-1]
 	}
 	return b
 }

@@ -77,6 +77,49 @@ func TestAppendFloat(t *testing.T) {
 	}
 }
 
+// TestAppendFloatThousandths: floats that are whole numbers of
+// thousandths, which AppendFloat writes itself, and their neighbours,
+// which it leaves to strconv, are written as json.Marshal writes them.
+func TestAppendFloatThousandths(t *testing.T) {
+	t.Parallel()
+	check := func(f float64) {
+		t.Helper()
+		want, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendFloat(nil, f); !bytes.Equal(got, want) {
+			t.Fatalf("AppendFloat(%v) = %s, json.Marshal %s", f, got, want)
+		}
+	}
+	ns := []int64{0, 1, 5, 10, 100, 999, 1000, 1001, 1010, 1100, 123456, 999999999999999, 1e15, 1e15 + 1, 1 << 53, 1<<53 + 1}
+	for n := int64(-3000); n <= 3000; n++ {
+		ns = append(ns, n)
+	}
+	rng := uint64(7)
+	for i := 0; i < 20000; i++ {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		ns = append(ns, int64(rng>>(11+rng%50)))
+	}
+	fast := 0
+	for _, n := range ns {
+		for _, n := range []int64{n, -n} {
+			f := float64(n) / 1000
+			if _, ok := thousandths(f); ok {
+				fast++
+			}
+			check(f)
+			check(math.Nextafter(f, math.Inf(1)))
+			check(math.Nextafter(f, math.Inf(-1)))
+			check(float64(n) / 1e6)
+		}
+	}
+	check(math.Copysign(0, -1))
+	if fast < len(ns) {
+		t.Errorf("AppendFloat wrote %d of %d thousandths itself; want most", fast, 2*len(ns))
+	}
+}
+
 func TestInt64(t *testing.T) {
 	for _, tc := range []struct {
 		in   string

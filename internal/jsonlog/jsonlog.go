@@ -66,19 +66,19 @@ func (h *Handler) WithGroup(name string) slog.Handler { return h.json.WithGroup(
 
 // Handle writes r's line.
 func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
-	plain := true
-	r.Attrs(func(a slog.Attr) bool {
-		plain = isPlain(a)
-		return plain
-	})
-	if !plain || !plainTime(r.Time) {
+	if !plainTime(r.Time) {
 		return h.json.Handle(ctx, r)
 	}
 	b := start(r.Time, r.Level, r.Message)
+	plain := true
 	r.Attrs(func(a slog.Attr) bool {
-		*b = appendAttr(*b, a)
-		return true
+		*b, plain = appendPlain(*b, a)
+		return plain
 	})
+	if !plain {
+		drop(b)
+		return h.json.Handle(ctx, r)
+	}
 	return h.finish(b)
 }
 
@@ -86,17 +86,16 @@ func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 // and attrs, as Handle writes it, without the record: a Record keeps
 // attributes past its fifth on the heap. The caller has checked Enabled.
 func (h *Handler) HandleAttrs(ctx context.Context, t time.Time, level slog.Level, msg string, attrs []slog.Attr) error {
-	for _, a := range attrs {
-		if !isPlain(a) {
-			return h.handleRecord(ctx, t, level, msg, attrs)
-		}
-	}
 	if !plainTime(t) {
 		return h.handleRecord(ctx, t, level, msg, attrs)
 	}
 	b := start(t, level, msg)
 	for _, a := range attrs {
-		*b = appendAttr(*b, a)
+		var plain bool
+		if *b, plain = appendPlain(*b, a); !plain {
+			drop(b)
+			return h.handleRecord(ctx, t, level, msg, attrs)
+		}
 	}
 	return h.finish(b)
 }
@@ -106,24 +105,6 @@ func (h *Handler) handleRecord(ctx context.Context, t time.Time, level slog.Leve
 	r := slog.NewRecord(t, level, msg, 0)
 	r.AddAttrs(attrs...)
 	return h.json.Handle(ctx, r)
-}
-
-// isPlain reports whether Handler writes a itself: a non-empty key and a
-// value of a kind that needs no resolving, marshaling or grouping.
-func isPlain(a slog.Attr) bool {
-	if a.Key == "" {
-		return false // slog elides an empty attribute and inlines a group
-	}
-	switch a.Value.Kind() {
-	case slog.KindString, slog.KindInt64, slog.KindUint64, slog.KindBool, slog.KindDuration:
-		return true
-	case slog.KindFloat64:
-		f := a.Value.Float64()
-		return !math.IsNaN(f) && !math.IsInf(f, 0) // encoding/json refuses these
-	case slog.KindTime:
-		return plainTime(a.Value.Time())
-	}
-	return false
 }
 
 // plainTime reports whether slog writes t without an error: a year of
@@ -167,35 +148,59 @@ func start(t time.Time, level slog.Level, msg string) *[]byte {
 func (h *Handler) finish(b *[]byte) error {
 	*b = append(*b, '}', '\n')
 	_, err := h.out.Write(*b)
-	if cap(*b) <= maxKept {
-		bufs.Put(b)
-	}
+	drop(b)
 	return err
 }
 
-// appendAttr appends a plain attribute, after a comma.
-func appendAttr(b []byte, a slog.Attr) []byte {
-	b = append(b, ',')
-	b = appendString(b, a.Key)
-	b = append(b, ':')
+// drop puts b back, unwritten or written.
+func drop(b *[]byte) {
+	if cap(*b) <= maxKept {
+		bufs.Put(b)
+	}
+}
+
+// appendPlain appends a, after a comma, if Handler writes it itself: a
+// non-empty key and a value of a kind that needs no resolving,
+// marshaling or grouping. If it does not, plain is false and what it
+// returns is of no use: the line goes to slog.JSONHandler. Checking
+// each attribute as it is written reads each one's kind once.
+func appendPlain(b []byte, a slog.Attr) (_ []byte, plain bool) {
+	if a.Key == "" {
+		return b, false // slog elides an empty attribute and inlines a group
+	}
 	v := a.Value
 	switch v.Kind() {
 	case slog.KindString:
-		return appendString(b, v.String())
+		return appendString(appendKey(b, a.Key), v.String()), true
 	case slog.KindInt64:
-		return strconv.AppendInt(b, v.Int64(), 10)
+		return strconv.AppendInt(appendKey(b, a.Key), v.Int64(), 10), true
 	case slog.KindUint64:
-		return strconv.AppendUint(b, v.Uint64(), 10)
+		return strconv.AppendUint(appendKey(b, a.Key), v.Uint64(), 10), true
 	case slog.KindFloat64:
-		return fastjson.AppendFloat(b, v.Float64()) // as encoding/json, which slog calls
+		f := v.Float64()
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return b, false // encoding/json refuses these
+		}
+		return fastjson.AppendFloat(appendKey(b, a.Key), f), true // as encoding/json, which slog calls
 	case slog.KindBool:
-		return strconv.AppendBool(b, v.Bool())
+		return strconv.AppendBool(appendKey(b, a.Key), v.Bool()), true
 	case slog.KindDuration:
-		return strconv.AppendInt(b, int64(v.Duration()), 10)
+		return strconv.AppendInt(appendKey(b, a.Key), int64(v.Duration()), 10), true
 	case slog.KindTime:
-		return appendTime(b, v.Time())
+		t := v.Time()
+		if !plainTime(t) {
+			return b, false
+		}
+		return appendTime(appendKey(b, a.Key), t), true
 	}
-	panic("jsonlog: attribute of kind " + v.Kind().String() + " is not plain")
+	return b, false
+}
+
+// appendKey appends a comma and key, quoted, and its colon.
+func appendKey(b []byte, key string) []byte {
+	b = append(b, ',')
+	b = appendString(b, key)
+	return append(b, ':')
 }
 
 // appendTime appends t quoted in RFC 3339 with nanoseconds, as slog.
