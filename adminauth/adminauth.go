@@ -25,6 +25,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/weir-gateway/weir/internal/header"
 )
 
 // Token is the admin token, kept as its hash.
@@ -45,12 +47,7 @@ func (t Token) Is(s string) bool {
 
 // Bearer is r's bearer token ("" if none).
 func Bearer(r *http.Request) string {
-	// The server stores header names in canonical form: the map is read
-	// as it is, without Get canonicalizing the name again.
-	var h string
-	if vs := r.Header["Authorization"]; len(vs) > 0 {
-		h = vs[0]
-	}
+	h := header.Get(r.Header, "Authorization")
 	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
 		return strings.TrimSpace(h[7:])
 	}

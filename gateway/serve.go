@@ -11,6 +11,7 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/internal/header"
 	"github.com/weir-gateway/weir/provider"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -531,22 +532,12 @@ func (s *Service) callFailed(ctx context.Context, c *Call, pm upstream, t0 time.
 func headOf(c *Call, resp *http.Response) Head {
 	return Head{
 		Status:             resp.StatusCode,
-		ContentType:        firstHeader(resp.Header, "Content-Type"),
-		ContentDisposition: firstHeader(resp.Header, "Content-Disposition"),
-		CacheControl:       firstHeader(resp.Header, "Cache-Control"),
+		ContentType:        header.Get(resp.Header, "Content-Type"),
+		ContentDisposition: header.Get(resp.Header, "Content-Disposition"),
+		CacheControl:       header.Get(resp.Header, "Cache-Control"),
 		ContentLength:      -1,
 		Waited:             c.Waited,
 	}
-}
-
-// firstHeader is h.Get(key) for a key in canonical form: the transport
-// stores a response's header names so, and the map is read as it is,
-// without Get canonicalizing key again.
-func firstHeader(h http.Header, key string) string {
-	if vs := h[key]; len(vs) > 0 {
-		return vs[0]
-	}
-	return ""
 }
 
 // delivered ends c's attempt on pm, whose answer's headers came in after

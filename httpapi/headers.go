@@ -46,15 +46,6 @@ func oneValue(vs []string, name string) (string, *apiError) {
 	return "", errorf(weir.CodeInvalidRequest, name, fmt.Sprintf("the %s header is given %d times; give it once", name, len(vs)))
 }
 
-// headerValue is h.Get(key) for a key in canonical form, read from the
-// map without canonicalizing key again.
-func headerValue(h http.Header, key string) string {
-	if vs := h[key]; len(vs) > 0 {
-		return vs[0]
-	}
-	return ""
-}
-
 // idempotencyKeyOf is the request's Idempotency-Key, "" if it has none: at
 // most maxIdempotencyKey characters of printable ASCII, given once.
 func idempotencyKeyOf(r *http.Request) (string, *apiError) {

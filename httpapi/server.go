@@ -27,6 +27,7 @@ import (
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/adminauth"
 	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/internal/header"
 	"github.com/weir-gateway/weir/tracing"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -370,7 +371,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		}{}
 		ri, rw := &all.ri, &all.rw
 		*ri = reqInfo{id: s.ids.next(), base: s.deps.Logger}
-		if cid := headerValue(r.Header, "X-Request-Id"); cid != "" && len(cid) <= 128 {
+		if cid := header.Get(r.Header, "X-Request-Id"); cid != "" && len(cid) <= 128 {
 			ri.clientID = cid
 		}
 		// The request's context changes only for a traced request: its
