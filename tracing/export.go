@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
@@ -31,18 +29,15 @@ import (
 // unknown fields (and the resources' and scopes' attributes as theirs):
 // protobuf sends those as they are, and a collector reads the same
 // messages (TestProtoSpansAreTheLibrarys).
+//
+// Only the batcher exports through it (exportBatch): the embedded
+// Exporter gives the start and the shutdown.
 type exporter struct {
 	*otlptrace.Exporter
 	client otlptrace.Client
-
-	mu    sync.Mutex
-	batch spanBatch // ExportSpans', kept from one call to the next
 }
 
-var (
-	_ sdktrace.SpanExporter = (*exporter)(nil)
-	_ batchExporter         = (*exporter)(nil)
-)
+var _ batchExporter = (*exporter)(nil)
 
 // newExporter starts client and returns the exporter sending by it.
 func newExporter(ctx context.Context, client otlptrace.Client) (*exporter, error) {
@@ -53,20 +48,9 @@ func newExporter(ctx context.Context, client otlptrace.Client) (*exporter, error
 	return &exporter{Exporter: e, client: client}, nil
 }
 
-// ExportSpans sends ss in one request (the client retries it as the
-// environment says), encoded in the batch the last call used.
-func (e *exporter) ExportSpans(ctx context.Context, ss []sdktrace.ReadOnlySpan) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	defer e.batch.reset()
-	for _, sd := range ss {
-		e.batch.add(sd)
-	}
-	return e.exportBatch(ctx, &e.batch)
-}
-
-// exportBatch sends b in one request, as ExportSpans does. b is not
-// used after it returns, the client's retries included.
+// exportBatch sends b in one request (the client retries it as the
+// environment says). b is not used after it returns, the client's
+// retries included.
 func (e *exporter) exportBatch(ctx context.Context, b *spanBatch) error {
 	rs := b.protoSpans()
 	if len(rs) == 0 {

@@ -93,10 +93,7 @@ func manyAttrs(n int) []attribute.KeyValue {
 // protoSpans is ss as OTLP's ResourceSpans (spanBatch.protoSpans),
 // encoded in buf, which is returned grown.
 func protoSpans(buf []byte, ss []sdktrace.ReadOnlySpan) ([]*tracepb.ResourceSpans, []byte) {
-	b := spanBatch{buf: buf}
-	for _, sd := range ss {
-		b.add(sd)
-	}
+	b := batchOf(buf, ss)
 	return b.protoSpans(), b.buf
 }
 
@@ -172,7 +169,7 @@ func received(t *testing.T, rs []*tracepb.ResourceSpans) []*tracepb.ResourceSpan
 	return req.ResourceSpans
 }
 
-// ExportSpans sends the batch by its client and says which export
+// exportBatch sends the batch by its client and says which export
 // failed.
 func TestExporterSends(t *testing.T) {
 	c := &captureClient{}
@@ -180,15 +177,24 @@ func TestExporterSends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.ExportSpans(context.Background(), testSpans(t)); err != nil || len(c.got) != 2 {
-		t.Fatalf("ExportSpans: %v, sent %d resources", err, len(c.got))
+	if err := e.exportBatch(context.Background(), batchOf(nil, testSpans(t))); err != nil || len(c.got) != 2 {
+		t.Fatalf("exportBatch: %v, sent %d resources", err, len(c.got))
 	}
-	if err := (&exporter{client: &failingClient{}}).ExportSpans(context.Background(), testSpans(t)); err == nil {
+	if err := (&exporter{client: &failingClient{}}).exportBatch(context.Background(), batchOf(nil, testSpans(t))); err == nil {
 		t.Error("a failed upload is no error")
 	}
 	if err := e.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// batchOf is ss encoded in a batch, as the batcher queues them, in buf.
+func batchOf(buf []byte, ss []sdktrace.ReadOnlySpan) *spanBatch {
+	b := &spanBatch{buf: buf}
+	for _, sd := range ss {
+		b.add(sd)
+	}
+	return b
 }
 
 type failingClient struct{ captureClient }
