@@ -54,11 +54,16 @@ func (s *Service) copyBody(c *Call, out Answer, resp *http.Response, head Head, 
 	}
 	limit := s.cfg.MaxResponseBytes
 	var body []byte
+	var bp *[]byte // the answerBufs buffer body may be in, until given back
+	defer func() {
+		if bp != nil {
+			answerBufs.Put(bp)
+		}
+	}()
 	over := resp.ContentLength > limit // refused unread
 	if !over {
 		var err error
-		bp := answerBufs.Get().(*[]byte)
-		defer answerBufs.Put(bp)
+		bp = answerBufs.Get().(*[]byte)
 		if body, over, err = readCappedInto(resp.Body, resp.ContentLength, limit, *bp); err != nil {
 			done(usage{}, false)
 			d.readFailed(err)
@@ -92,10 +97,12 @@ func (s *Service) copyBody(c *Call, out Answer, resp *http.Response, head Head, 
 	} else {
 		d.complete = true
 	}
-	// What the span notes of the answer is read once it went out: the
-	// client waits for none of it.
+	// What the span notes of the answer is read as the span ends, off
+	// the request's goroutine: the client waits for none of it. The
+	// notes keep the buffer until then.
 	if c.obs.notes != nil {
-		c.obs.notes.read(body)
+		c.obs.notes.hold(body, bp)
+		bp = nil
 	}
 	return d
 }

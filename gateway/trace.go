@@ -57,16 +57,17 @@ func startQueueSpan(ctx context.Context, c *Call, r *routing, attempt int) (cont
 // admitted (to the first candidate), fallback (to a later one), or the
 // outcome of the error.
 func endQueueSpan(span trace.Span, lease admission.Lease, err error) {
+	end := tracing.Ending{Span: span, Attrs: tracing.Attrs()}
 	switch {
 	case err != nil:
-		span.SetAttributes(attrQueueOutcome.String(string(outcomeOf(err))))
-		span.SetStatus(codes.Error, err.Error())
+		*end.Attrs = append(*end.Attrs, attrQueueOutcome.String(string(outcomeOf(err))))
+		end.Code, end.Desc = codes.Error, err.Error()
 	case lease.Candidate > 0:
-		span.SetAttributes(attrQueueOutcome.String("fallback"))
+		*end.Attrs = append(*end.Attrs, attrQueueOutcome.String("fallback"))
 	default:
-		span.SetAttributes(attrQueueOutcome.String("admitted"))
+		*end.Attrs = append(*end.Attrs, attrQueueOutcome.String("admitted"))
 	}
-	span.End()
+	tracing.EndLater(end)
 }
 
 // tracedAttempt is attempt (the n-th of c's) in its client span, if c's
@@ -75,11 +76,11 @@ func (s *Service) tracedAttempt(ctx context.Context, c *Call, out Answer, lease 
 	ctx, span, attrs := s.startAttempt(ctx, c, pm, n)
 	retry, err := s.attempt(ctx, c, out, lease, pm)
 	if span != nil {
-		if c.obs != nil && c.obs.notes != nil {
-			*attrs = c.obs.notes.appendAttrs(*attrs)
-			c.obs.notes = nil
+		var notes *answerNotes
+		if c.obs != nil {
+			notes, c.obs.notes = c.obs.notes, nil
 		}
-		endAttempt(span, attrs, c, retry, err)
+		endAttempt(span, attrs, notes, c, retry, err)
 	}
 	return retry, err
 }
@@ -135,9 +136,11 @@ func (s *Service) startAttempt(ctx context.Context, c *Call, pm upstream, attemp
 
 // endAttempt ends the span of an attempt that returned retry and err
 // (attempt's results), setting attrs (tracing.Attrs') with the usage
-// the upstream reported: a count made from a stream's chunks, or the
-// estimate of an answer that reported none, is not the upstream's usage.
-func endAttempt(span trace.Span, p *[]attribute.KeyValue, c *Call, retry *provider.Error, err error) {
+// the upstream reported (a count made from a stream's chunks, or the
+// estimate of an answer that reported none, is not the upstream's
+// usage) and what notes, if any, read of its answer. It ends later
+// (tracing.EndLater), the notes read then.
+func endAttempt(span trace.Span, p *[]attribute.KeyValue, notes *answerNotes, c *Call, retry *provider.Error, err error) {
 	attrs := *p
 	var etype string
 	switch {
@@ -155,11 +158,14 @@ func endAttempt(span trace.Span, p *[]attribute.KeyValue, c *Call, retry *provid
 		attrs = append(attrs, semconv.ErrorTypeKey.String(etype))
 	}
 	*p = attrs
-	tracing.SetAttrs(span, p)
-	if etype != "" {
-		span.SetStatus(codes.Error, etype)
+	end := tracing.Ending{Span: span, Attrs: p}
+	if notes != nil {
+		end.Notes = notes
 	}
-	span.End()
+	if etype != "" {
+		end.Code, end.Desc = codes.Error, etype
+	}
+	tracing.EndLater(end)
 }
 
 // commonFinishReasons are gen_ai.response.finish_reasons of the answers

@@ -14,6 +14,7 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/provider"
+	"github.com/weir-gateway/weir/tracing"
 )
 
 // Span names are made once per operation and model, up to a bound past
@@ -75,6 +76,7 @@ func TestTraceOfANodeStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	root.End()
+	tracing.Settle()
 	attrs := map[string]any{}
 	for _, s := range rec.Ended() {
 		if s.SpanKind() == trace.SpanKindClient {

@@ -27,6 +27,10 @@ type answerNotes struct {
 	status, incomplete string
 	// out, when content is captured, is the answer's output so far.
 	out *outputCapture
+	// held is a whole answer to be read as the span ends (hold), and
+	// buf the pooled buffer it is in, if it is, given back after.
+	held []byte
+	buf  *[]byte
 }
 
 // newAnswerNotes are notes of the answer to come; capture: its output
@@ -183,6 +187,27 @@ func (a *answerNotes) finishReasons() []string {
 		}
 	}
 	return a.reasons
+}
+
+// hold keeps body, a whole answer that went out, to be read as the
+// span ends (AppendAttrs), off the request's goroutine; buf is the
+// answerBufs buffer body may be in, given back once it is read.
+func (a *answerNotes) hold(body []byte, buf *[]byte) {
+	a.held, a.buf = body, buf
+}
+
+// AppendAttrs implements tracing.Notes: it reads the answer held, if
+// any, and appends what it read to attrs.
+func (a *answerNotes) AppendAttrs(attrs []attribute.KeyValue) []attribute.KeyValue {
+	if a.held != nil {
+		a.read(a.held)
+		a.held = nil
+	}
+	if a.buf != nil {
+		answerBufs.Put(a.buf)
+		a.buf = nil
+	}
+	return a.appendAttrs(attrs)
 }
 
 // appendAttrs is attrs with what a read.

@@ -40,12 +40,14 @@ func (s *Server) startSpan(ctx context.Context, r *http.Request) (context.Contex
 // model that served it is on the attempt's client span, not repeated
 // here. No sampler Weir configures reads attributes, so none is needed
 // at the start. The span's name is the route ("POST
-// /v1/chat/completions"), which the mux set on r by now.
+// /v1/chat/completions"), which the mux set on r by now. The span ends
+// later, off the request's goroutine (tracing.EndLater), its children
+// before it.
 func endSpan(span trace.Span, r *http.Request, id string, status int, c *gateway.Call) {
 	p := tracing.Attrs()
 	attrs := append(*p, semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path), attrRequestID.String(id))
+	end := tracing.Ending{Span: span, Name: r.Pattern}
 	if r.Pattern != "" {
-		span.SetName(r.Pattern)
 		attrs = append(attrs, semconv.HTTPRoute(r.Pattern))
 	}
 	attrs = append(attrs, semconv.HTTPResponseStatusCode(status))
@@ -58,11 +60,11 @@ func endSpan(span trace.Span, r *http.Request, id string, status int, c *gateway
 		)
 	}
 	*p = attrs
-	tracing.SetAttrs(span, p)
+	end.Attrs = p
 	if status >= 500 {
-		span.SetStatus(codes.Error, http.StatusText(status))
+		end.Code, end.Desc = codes.Error, http.StatusText(status)
 	}
-	span.End()
+	tracing.EndLater(end)
 }
 
 // The attributes of Weir's own on the server span.

@@ -169,15 +169,19 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// ForceFlush exports every span that ended before it was called, and
-// returns the first export's error or ctx's.
+// ForceFlush exports every span that ended before it was called, the
+// spans EndLater was given among them (Settle), and returns the first
+// export's error or ctx's.
 func (b *batcher) ForceFlush(ctx context.Context) error {
+	Settle()
 	return b.ask(ctx, false)
 }
 
-// Shutdown exports the spans waiting, stops the goroutine, and shuts
-// the exporter down. Spans that end after it are dropped.
+// Shutdown exports the spans waiting, those EndLater was given among
+// them (Settle), stops the goroutine, and shuts the exporter down.
+// Spans that end after it are dropped.
 func (b *batcher) Shutdown(ctx context.Context) error {
+	Settle()
 	b.mu.Lock()
 	if b.stopped {
 		b.mu.Unlock()

@@ -130,6 +130,11 @@ func SetAttrs(span trace.Span, attrs *[]attribute.KeyValue) {
 	if len(*attrs) > 0 {
 		span.SetAttributes(*attrs...)
 	}
+	release(attrs)
+}
+
+// release gives attrs (from Attrs) back, emptied.
+func release(attrs *[]attribute.KeyValue) {
 	clear(*attrs)
 	*attrs = (*attrs)[:0]
 	attrPool.Put(attrs)
