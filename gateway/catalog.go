@@ -21,7 +21,10 @@ type Snapshot struct {
 	models     map[string]weir.Model
 	modelNames []string // sorted
 	pms        map[string]weir.PlatformModel
-	groups     map[string]weir.Group
+	// pmTokenizers are the platform models' encodings (tokenizer), by
+	// platform model.
+	pmTokenizers map[string]pmTokenizer
+	groups       map[string]weir.Group
 	// keyGroups is the catalog of groups a key may name: the catalog's,
 	// the default among them.
 	keyGroups weir.Catalog
@@ -296,8 +299,10 @@ func (s *Service) apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		}
 	}
 	slices.Sort(next.modelNames)
+	next.pmTokenizers = make(map[string]pmTokenizer, len(cat.PlatformModels))
 	for _, pm := range cat.PlatformModels {
 		next.pms[pm.Name] = pm
+		next.pmTokenizers[pm.Name] = newPMTokenizer(pm, next.kinds[pm.Platform])
 		next.sims[pm.Name], next.asyncSims[pm.Name] = s.simulator(pm)
 	}
 	for _, g := range cat.Groups {
