@@ -21,7 +21,13 @@ type Snapshot struct {
 	models     map[string]weir.Model
 	modelNames []string // sorted
 	pms        map[string]weir.PlatformModel
-	groups     map[string]weir.Group
+	// pmTokenizers are the platform models' encodings (tokenizer), by
+	// platform model.
+	pmTokenizers map[string]pmTokenizer
+	// upstreams are what a call to each platform model is sent to
+	// (pmUpstream), by platform model.
+	upstreams map[string]*upstream
+	groups    map[string]weir.Group
 	// keyGroups is the catalog of groups a key may name: the catalog's,
 	// the default among them.
 	keyGroups weir.Catalog
@@ -296,8 +302,13 @@ func (s *Service) apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		}
 	}
 	slices.Sort(next.modelNames)
+	next.pmTokenizers = make(map[string]pmTokenizer, len(cat.PlatformModels))
+	next.upstreams = make(map[string]*upstream, len(cat.PlatformModels))
 	for _, pm := range cat.PlatformModels {
 		next.pms[pm.Name] = pm
+		next.pmTokenizers[pm.Name] = newPMTokenizer(pm, next.kinds[pm.Platform])
+		up := pmUpstream(next, pm)
+		next.upstreams[pm.Name] = &up
 		next.sims[pm.Name], next.asyncSims[pm.Name] = s.simulator(pm)
 	}
 	for _, g := range cat.Groups {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
+	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/provider"
 )
 
@@ -150,6 +151,32 @@ func TestServeAdmittedAtOnce(t *testing.T) {
 		t.Errorf("waited %s (head %s), served by %q", c.Waited, out.head.Waited, c.Usage.PlatformModel)
 	}
 	b.assertIdle(t)
+}
+
+// steppingClock is a fake clock that moves a millisecond at each read of
+// the time, as a real one moves between reads.
+type steppingClock struct {
+	*clock.Fake
+	reads atomic.Int64
+}
+
+func (c *steppingClock) Now() time.Time {
+	return c.Fake.Now().Add(time.Duration(c.reads.Add(1)) * time.Millisecond)
+}
+
+// TestServeAdmittedAtOnceWaitsNothing: a request admitted at once waited
+// for nothing, however far the clock moves while the engine answers.
+func TestServeAdmittedAtOnceWaitsNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{clock: func(f *clock.Fake) clock.Clock { return &steppingClock{Fake: f} }})
+	c := b.chat(t)
+	var out recordedAnswer
+	if err := b.svc.Serve(t.Context(), c, &out); err != nil {
+		t.Fatal(err)
+	}
+	if c.Waited != 0 || out.head == nil || out.head.Waited != 0 {
+		t.Errorf("waited %s (head %+v), want 0", c.Waited, out.head)
+	}
 }
 
 // TestServeQueuedThenAdmittedOnRelease: a request finding no room waits

@@ -267,17 +267,34 @@ func (s *Service) upstreamOf(c *Call, t target) upstream {
 			health: nodeHealth(*n), price: c.Model.NodePrice, provider: nodeProvider, responseModel: OtherModel,
 			tokenizer: weir.NodeTokenizer(c.Model)}
 	}
-	pm, _ := c.Snapshot.PlatformModel(t.pm)
 	if c.RunMode == weir.RunSimulation {
 		// Its failures and 429s are the simulator's: they touch neither
 		// the platform model's health nor its pauses.
+		pm, _ := c.Snapshot.PlatformModel(t.pm)
 		name := simulatedPrefix + pm.Name
 		return upstream{Name: name, Platform: pm.Platform, Upstream: pm.Upstream, ex: c.Snapshot.sims[pm.Name], health: name,
 			tokenizer: c.tokenizer(t)}
 	}
-	return upstream{Name: pm.Name, Platform: pm.Platform, Upstream: pm.Upstream, ex: c.Snapshot.Adapter(pm.Platform), health: pm.Name, pausable: true,
-		native: c.Native != nil && c.Snapshot.speaks(pm.Platform, c.Native.API), price: pm.Price, maxOutput: pm.Supports.MaxOutputTokens,
-		provider: c.Snapshot.providerName(pm.Platform), responseModel: cmp.Or(pm.Upstream, OtherModel), tokenizer: c.tokenizer(t)}
+	var up upstream
+	if u := c.Snapshot.upstreams[t.pm]; u != nil {
+		up = *u
+	} else {
+		pm, _ := c.Snapshot.PlatformModel(t.pm)
+		up = pmUpstream(c.Snapshot, pm)
+	}
+	up.ex = c.Snapshot.Adapter(up.Platform)
+	up.native = c.Native != nil && c.Snapshot.speaks(up.Platform, c.Native.API)
+	up.tokenizer = c.tokenizer(t)
+	return up
+}
+
+// pmUpstream is what a call to platform model pm of st is sent to, but
+// for what depends on the call (native, tokenizer) and its executor,
+// the platform's adapter, which is looked up at each call.
+func pmUpstream(st *Snapshot, pm weir.PlatformModel) upstream {
+	return upstream{Name: pm.Name, Platform: pm.Platform, Upstream: pm.Upstream, health: pm.Name, pausable: true,
+		price: pm.Price, maxOutput: pm.Supports.MaxOutputTokens,
+		provider: st.providerName(pm.Platform), responseModel: cmp.Or(pm.Upstream, OtherModel)}
 }
 
 // nodeExecutor runs calls on one node provider.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -446,5 +447,38 @@ func TestUploadSkipsAPlatformLackingItsEndpoint(t *testing.T) {
 	var e *Error
 	if !errors.As(err, &e) || e.Category != ErrUnservable || !strings.Contains(e.Message, "lack that endpoint") {
 		t.Fatalf("a variation with only an azure candidate: %v; want unservable", err)
+	}
+}
+
+// upstreamOf sends a call to what its platform model names, each call's
+// own native and tokenizer set on it, and the snapshot's record of the
+// platform model left as it was.
+func TestUpstreamOfPlatformModel(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{catalog: func(cat *weir.Catalog) {
+		cat.Platforms = append(cat.Platforms, weir.Platform{Name: "an", Kind: "anthropic", BaseURL: cat.Platforms[0].BaseURL})
+		cat.PlatformModels = append(cat.PlatformModels, weir.PlatformModel{Name: "an/m", Platform: "an", Upstream: "claude-x",
+			Price: weir.Price{Input: 3}, Supports: weir.Capabilities{MaxOutputTokens: 64}})
+	}})
+	st := b.svc.Snapshot()
+	c := b.chat(t)
+	want := func(name, platform, upstreamName, prov string, price weir.Price, maxOutput int64, native bool) upstream {
+		return upstream{Name: name, Platform: platform, Upstream: upstreamName, ex: st.Adapter(platform), health: name, pausable: true,
+			native: native, price: price, maxOutput: maxOutput, tokenizer: weir.TokenizerEstimate, provider: prov, responseModel: upstreamName}
+	}
+	c.Native = &Native{API: APIResponses}
+	if got, w := b.svc.upstreamOf(c, target{pm: "up/m"}), want("up/m", "up", "gpt-4o-mini", "openai", weir.Price{}, 0, true); !reflect.DeepEqual(got, w) {
+		t.Errorf("a Responses call to up/m:\n got %+v\nwant %+v", got, w)
+	}
+	c.Native = &Native{API: APIMessages}
+	if got, w := b.svc.upstreamOf(c, target{pm: "an/m"}), want("an/m", "an", "claude-x", "anthropic", weir.Price{Input: 3}, 64, true); !reflect.DeepEqual(got, w) {
+		t.Errorf("a Messages call to an/m:\n got %+v\nwant %+v", got, w)
+	}
+	c.Native = nil
+	if got, w := b.svc.upstreamOf(c, target{pm: "up/m"}), want("up/m", "up", "gpt-4o-mini", "openai", weir.Price{}, 0, false); !reflect.DeepEqual(got, w) {
+		t.Errorf("a Chat Completions call to up/m:\n got %+v\nwant %+v", got, w)
+	}
+	if got := b.svc.upstreamOf(c, target{pm: "gone/m"}); got.Name != "" || got.ex != nil || !got.pausable || got.responseModel != OtherModel {
+		t.Errorf("a platform model not in the catalog: %+v", got)
 	}
 }

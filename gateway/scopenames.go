@@ -21,23 +21,21 @@ const (
 	keyScopeKind scopeKind = iota
 	groupScopeKind
 	pmScopeKind
+	scopeKinds // the number of kinds
 )
 
-type nameKey struct {
-	kind scopeKind
-	name string
-}
-
+// nameTable holds a map of names a kind, keyed by the name alone: a
+// look-up hashes a string, which the runtime does faster than a struct.
 type nameTable struct {
 	mu sync.RWMutex
-	m  map[nameKey]string
+	m  [scopeKinds]map[string]string
+	n  int // names held, of every kind
 }
 
 // get is the scope of kind for name, as the weir package names it.
 func (t *nameTable) get(kind scopeKind, name string) string {
-	k := nameKey{kind, name}
 	t.mu.RLock()
-	s, ok := t.m[k]
+	s, ok := t.m[kind][name]
 	t.mu.RUnlock()
 	if ok {
 		return s
@@ -51,10 +49,16 @@ func (t *nameTable) get(kind scopeKind, name string) string {
 		s = weir.PlatformModelScope(name)
 	}
 	t.mu.Lock()
-	if t.m == nil || len(t.m) >= maxScopeNames {
-		t.m = make(map[nameKey]string)
+	if t.n >= maxScopeNames {
+		t.m, t.n = [scopeKinds]map[string]string{}, 0
 	}
-	t.m[k] = s
+	if t.m[kind] == nil {
+		t.m[kind] = make(map[string]string)
+	}
+	if _, ok := t.m[kind][name]; !ok {
+		t.m[kind][name] = s
+		t.n++
+	}
 	t.mu.Unlock()
 	return s
 }

@@ -266,22 +266,20 @@ func (s *Service) admit(ctx context.Context, c *Call, r *routing, attempt int) (
 	if err == nil {
 		// Admitted at once: it did not queue, however long the engine's
 		// answer took on a busy machine.
-		start = s.deps.Clock.Now()
+		return lease, s.admitted(ctx, c, 0, nil, &lease, nil)
 	}
-	var span trace.Span // a traced request's wait, if it did not get its lease at once
-	if err != nil {
-		ctx, span = startQueueSpan(ctx, c, r, attempt)
-		if rerr := rateLimitedPastDeadline(c, start, err); rerr != nil {
-			if span != nil {
-				endQueueSpan(span, lease, rerr)
-			}
-			return lease, rerr
+	// A traced request's wait, as it did not get its lease at once.
+	ctx, span := startQueueSpan(ctx, c, r, attempt)
+	if rerr := rateLimitedPastDeadline(c, start, err); rerr != nil {
+		if span != nil {
+			endQueueSpan(span, lease, rerr)
 		}
-		if w != nil {
-			lease, err = s.await(ctx, w, span)
-		}
+		return lease, rerr
 	}
-	return lease, s.admitted(ctx, c, start, span, &lease, err)
+	if w != nil {
+		lease, err = s.await(ctx, w, span)
+	}
+	return lease, s.admitted(ctx, c, s.deps.Clock.Now().Sub(start), span, &lease, err)
 }
 
 // tryAdmit asks the engine for a lease for c's attempt at once; if it
@@ -318,10 +316,9 @@ func (s *Service) tryAdmit(ctx context.Context, c *Call, r *routing, attempt int
 	return lease, &wait{c: c, r: r, base: areq.ID, req: areq, st: c.Snapshot}, err
 }
 
-// admitted ends admit's wait, begun at start, in lease or err: it counts
-// the wait, and returns the error to answer (admissionError), if any.
-func (s *Service) admitted(ctx context.Context, c *Call, start time.Time, span trace.Span, lease *admission.Lease, err error) error {
-	waited := s.deps.Clock.Now().Sub(start)
+// admitted ends admit's wait, of waited, in lease or err: it counts the
+// wait, and returns the error to answer (admissionError), if any.
+func (s *Service) admitted(ctx context.Context, c *Call, waited time.Duration, span trace.Span, lease *admission.Lease, err error) error {
 	c.Waited += waited
 	if err == nil {
 		s.deps.Metrics.ObserveQueueWait(c.Model.Name, waited)

@@ -59,6 +59,8 @@ type setupOpts struct {
 	affinity AffinityShare
 	// leaderPlansNewKinds is Deps.LeaderPlansNewKinds.
 	leaderPlansNewKinds func() bool
+	// clock, if set, is the service's clock over the bundle's fake one.
+	clock func(*clock.Fake) clock.Clock
 }
 
 func setup(t testing.TB, o setupOpts) *testBundle {
@@ -85,7 +87,11 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	if o.engine != nil {
 		eng = o.engine(eng)
 	}
-	b.svc = New(o.cfg, Deps{Engine: eng, Keys: db, Overrides: db, Budgets: db, Events: o.events, Journal: o.journal, Affinity: o.affinity, LeaderPlansNewKinds: o.leaderPlansNewKinds, Clock: clk, Metrics: b.metrics, Nodes: o.nodes, Logger: slog.New(slog.NewJSONHandler(b.logs, nil))})
+	var svcClock clock.Clock = clk
+	if o.clock != nil {
+		svcClock = o.clock(clk)
+	}
+	b.svc = New(o.cfg, Deps{Engine: eng, Keys: db, Overrides: db, Budgets: db, Events: o.events, Journal: o.journal, Affinity: o.affinity, LeaderPlansNewKinds: o.leaderPlansNewKinds, Clock: svcClock, Metrics: b.metrics, Nodes: o.nodes, Logger: slog.New(slog.NewJSONHandler(b.logs, nil))})
 	cat := b.catalog()
 	if o.catalog != nil {
 		o.catalog(&cat)

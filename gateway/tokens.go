@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"cmp"
+
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/tokens"
 )
@@ -58,11 +60,37 @@ func (c *Call) tokenizer(t target) weir.Tokenizer {
 }
 
 // tokenizer is the encoding a request for m is counted in on platform
-// model name.
+// model name: weir.TokenizerOf, from what the snapshot holds of name.
 func (st *Snapshot) tokenizer(m weir.Model, name string) weir.Tokenizer {
-	pm, ok := st.pms[name]
+	pt, ok := st.pmTokenizers[name]
 	if !ok {
 		return weir.TokenizerEstimate
 	}
-	return weir.TokenizerOf(m, pm, st.kinds[pm.Platform])
+	return pt.of(m.Tokenizer)
+}
+
+// pmTokenizer is what weir.TokenizerOf reads of a platform model and its
+// platform, worked out once a snapshot: a request's tokenizer then takes
+// one look-up of a small value, not a copy of the platform model.
+type pmTokenizer struct {
+	// own is the platform model's tokenizer; "": the model's decides.
+	own weir.Tokenizer
+	// auto is what TokenizerAuto comes to on the platform model.
+	auto weir.Tokenizer
+}
+
+func newPMTokenizer(pm weir.PlatformModel, platformKind string) pmTokenizer {
+	return pmTokenizer{
+		own:  pm.Tokenizer,
+		auto: weir.TokenizerOf(weir.Model{}, weir.PlatformModel{Tokenizer: weir.TokenizerAuto, Upstream: pm.Upstream}, platformKind),
+	}
+}
+
+// of is weir.TokenizerOf for a model whose tokenizer is mt.
+func (pt pmTokenizer) of(mt weir.Tokenizer) weir.Tokenizer {
+	t := cmp.Or(pt.own, mt, weir.TokenizerEstimate)
+	if t == weir.TokenizerAuto {
+		return pt.auto
+	}
+	return t
 }

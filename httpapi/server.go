@@ -357,6 +357,12 @@ func infoOf(w http.ResponseWriter) *reqInfo {
 	return &reqInfo{id: "-", base: slog.New(slog.DiscardHandler)}
 }
 
+// streams reports whether ri's request is a call served as a stream,
+// whose access log line times its first byte.
+func (ri *reqInfo) streams() bool {
+	return ri != nil && ri.access.call != nil && ri.access.call.Stream
+}
+
 // middleware gives every request an id (echoed in X-Request-Id and on
 // every log line), recovers panics into a 500 in the API's error shape, and
 // logs the request's access log line.
@@ -438,7 +444,8 @@ type statusWriter struct {
 	idv   [1]string // backs the X-Request-Id header's value
 	code  int
 	wrote bool
-	// clock, if set, times the answer's start (at), for the access log.
+	// clock, if set, times the answer's start (at), for the access log's
+	// ttfb_ms, which a stream's line has alone.
 	clock clock.Clock
 	at    time.Time
 	// body is the request's body, nil if it has none.
@@ -454,7 +461,7 @@ func (w *statusWriter) setID() {
 func (w *statusWriter) WriteHeader(code int) {
 	if !w.wrote {
 		w.code, w.wrote = code, true
-		if w.clock != nil {
+		if w.clock != nil && w.ri.streams() {
 			w.at = w.clock.Now()
 		}
 		if w.closeUnread && w.body.unread() {

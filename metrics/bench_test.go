@@ -38,3 +38,15 @@ func BenchmarkSpent(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkAffinity is the cost of one request counted in
+// weir_affinity_total, as a request of a model with cache affinity is.
+func BenchmarkAffinity(b *testing.B) {
+	m := New(nil)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m.Affinity("gpt-4o-mini", "hit")
+		}
+	})
+}

@@ -61,6 +61,9 @@ type requestChildren struct {
 	upstream   *children[[2]string, prometheus.Counter]
 	upstreamLt *children[string, prometheus.Observer]
 	queueWait  *children[string, prometheus.Observer]
+	// affinity: weir_affinity_total's, by model and result, counted once a
+	// request of a model with cache affinity.
+	affinity *children[[2]string, prometheus.Counter]
 }
 
 // httpLabels are weir_http_requests_total's labels, the status code as
@@ -157,6 +160,9 @@ func (m *Metrics) cacheRequestChildren() {
 		}),
 		upstreamLt: newChildren(func(pm string) prometheus.Observer { return m.upstreamLt.WithLabelValues(pm) }),
 		queueWait:  newChildren(func(model string) prometheus.Observer { return m.queueWait.WithLabelValues(model) }),
+		affinity: newChildren(func(l [2]string) prometheus.Counter {
+			return m.affinity.WithLabelValues(l[0], l[1])
+		}),
 	}
 }
 
@@ -333,7 +339,9 @@ func (m *Metrics) DroppedError(op string) { m.dropped.WithLabelValues(op).Inc() 
 
 // Affinity counts a request served under its model's cache affinity
 // (gateway.Metrics).
-func (m *Metrics) Affinity(model, result string) { m.affinity.WithLabelValues(model, result).Inc() }
+func (m *Metrics) Affinity(model, result string) {
+	m.cached.affinity.get([2]string{model, result}).Inc()
+}
 
 // UpstreamPaused marks a platform model's admissions paused (an
 // upstream's 429 with Retry-After) or resumed (gateway.Metrics).

@@ -126,4 +126,19 @@ func TestObserveRequestSeries(t *testing.T) {
 	if n := testutil.CollectAndCount(m.upstreamLt); n != maxChildren+10 {
 		t.Errorf("weir_upstream_latency_seconds has %d series, want %d", n, maxChildren+10)
 	}
+	m.Affinity("m", "hit")
+	m.Affinity("m", "hit")
+	m.Affinity("m", "miss")
+	m.Affinity("n", "hit")
+	for _, c := range []struct {
+		model, result string
+		want          float64
+	}{{"m", "hit", 2}, {"m", "miss", 1}, {"n", "hit", 1}} {
+		if got := testutil.ToFloat64(m.affinity.WithLabelValues(c.model, c.result)); got != c.want {
+			t.Errorf("weir_affinity_total{%s,%s} = %v, want %v", c.model, c.result, got, c.want)
+		}
+	}
+	if n := len(m.cached.affinity.m); n != 3 {
+		t.Errorf("%d affinity children cached, want 3", n)
+	}
 }

@@ -63,7 +63,9 @@ func New(opts Options) *Router {
 func (r *Router) Order(m weir.Model) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	now := r.opts.Clock.Now()
+	// The time, read at the first candidate with a health record: a
+	// gateway whose platform models all answer well keeps none.
+	var now time.Time
 	// The candidates are ordered in a copy, on the stack for a model of
 	// up to eight.
 	var buf [8]weir.Candidate
@@ -79,11 +81,16 @@ func (r *Router) Order(m weir.Model) []string {
 		}
 		r.shuffleByWeightLocked(cands[i:j])
 		for _, c := range cands[i:j] {
-			if h := r.health[c.PlatformModel]; h != nil && now.Before(h.until) {
-				if soonest == "" || h.until.Before(soonestAt) {
-					soonest, soonestAt = c.PlatformModel, h.until
+			if h := r.health[c.PlatformModel]; h != nil {
+				if now.IsZero() {
+					now = r.opts.Clock.Now()
 				}
-				continue
+				if now.Before(h.until) {
+					if soonest == "" || h.until.Before(soonestAt) {
+						soonest, soonestAt = c.PlatformModel, h.until
+					}
+					continue
+				}
 			}
 			out = append(out, c.PlatformModel)
 		}
