@@ -235,3 +235,27 @@ func TestInputMessagesBound(t *testing.T) {
 		t.Errorf("not marked truncated: %v", attrs)
 	}
 }
+
+// Notes read whatever an upstream sends without panicking, with the
+// output captured or not: they are read off the request's goroutine,
+// where a panic would end the process, not the request.
+func FuzzAnswerNotes(f *testing.F) {
+	for _, seed := range []string{
+		`{"id":"chatcmpl-1","model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`,
+		`{"type":"message","model":"claude","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn"}`,
+		`{"type":"response.completed","response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[{"type":"message","content":[{"type":"output_text","text":"x"}]}]}}`,
+		`{"choices":[{"index":99999999999,"delta":{"content":"x"}}]}`,
+		`{"choices":[{"message":{"tool_calls":[{"function":{"arguments":"{"}}]}}]}`,
+		`{"id":`, `[`, `{"choices":[1,"a",null,{"finish_reason":7}]}`,
+	} {
+		f.Add([]byte(seed), false)
+		f.Add([]byte(seed), true)
+	}
+	f.Fuzz(func(t *testing.T, b []byte, capture bool) {
+		a := newAnswerNotes(capture)
+		a.hold(b, nil)
+		a.AppendAttrs(nil)
+		a.read(b) // a second read, as a stream's chunks are
+		a.appendAttrs(nil)
+	})
+}

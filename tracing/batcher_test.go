@@ -152,12 +152,23 @@ func TestBatcherExportsWhatWaitsAfterTheDelay(t *testing.T) {
 	}
 }
 
-func TestBatcherDropsPastTheQueue(t *testing.T) {
-	var handled []error
+// handledErrors has OpenTelemetry's error handler keep what it is given
+// until t ends, and returns what it has been given so far.
+func handledErrors(t *testing.T) func() []error {
 	var mu sync.Mutex
+	var handled []error
 	prev := otel.GetErrorHandler()
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { mu.Lock(); handled = append(handled, err); mu.Unlock() }))
 	t.Cleanup(func() { otel.SetErrorHandler(prev) })
+	return func() []error {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]error(nil), handled...)
+	}
+}
+
+func TestBatcherDropsPastTheQueue(t *testing.T) {
+	errs := handledErrors(t)
 
 	s := setupBatcher(t, batchOptions{delay: time.Hour, maxQueue: 3, maxBatch: 3}, sdktrace.AlwaysSample())
 	s.exp.mu.Lock() // the first export waits: the queue fills behind it
@@ -177,9 +188,7 @@ func TestBatcherDropsPastTheQueue(t *testing.T) {
 	if exported >= 8 {
 		t.Fatalf("exported %d of 8 spans through a queue of 3 with the exporter blocked", exported)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(handled) == 0 || !strings.Contains(handled[0].Error(), "spans dropped") {
+	if handled := errs(); len(handled) == 0 || !strings.Contains(handled[0].Error(), "spans dropped") {
 		t.Fatalf("drops reported as %v", handled)
 	}
 }

@@ -1,9 +1,11 @@
 package tracing
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -94,7 +96,7 @@ func (d *ender) add(e Ending) {
 	d.mu.Lock()
 	if len(d.queue) >= d.limit {
 		d.mu.Unlock()
-		e.end()
+		e.endOrReport()
 		return
 	}
 	d.queue = append(d.queue, e)
@@ -121,7 +123,7 @@ func (d *ender) run() {
 		d.queue, d.spare = d.spare, nil
 		d.mu.Unlock()
 		for i := range batch {
-			batch[i].end()
+			batch[i].endOrReport()
 			batch[i] = Ending{}
 		}
 		d.mu.Lock()
@@ -130,6 +132,19 @@ func (d *ender) run() {
 		}
 		d.mu.Unlock()
 	}
+}
+
+// endOrReport ends e's span; a panic as it ends (in its notes' reading
+// of an upstream's answer, say) loses that span alone: it is reported
+// to OpenTelemetry's error handler, as a failed export is, and the
+// goroutine goes on to the next.
+func (e *Ending) endOrReport() {
+	defer func() {
+		if p := recover(); p != nil {
+			otel.Handle(fmt.Errorf("tracing: a span dropped: ending it panicked: %v", p))
+		}
+	}()
+	e.end()
 }
 
 // startTimer is what the SDK's spans tell of their start.

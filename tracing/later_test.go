@@ -2,6 +2,7 @@ package tracing
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,4 +105,31 @@ func names(spans []sdktrace.ReadOnlySpan) []string {
 		out = append(out, s.Name())
 	}
 	return out
+}
+
+// panicky are notes whose reading panics.
+type panicky struct{}
+
+func (panicky) AppendAttrs([]attribute.KeyValue) []attribute.KeyValue { panic("malformed") }
+
+// A span whose ending panics is dropped and reported; the spans queued
+// after it still end, and the process goes on.
+func TestEndLaterReportsAPanicAndGoesOn(t *testing.T) {
+	errs := handledErrors(t)
+
+	clk := clock.NewFake(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC))
+	d := &ender{clk: clk, delay: time.Millisecond, limit: 10}
+	rec := tracetest.NewSpanRecorder()
+	tr := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("t")
+	_, bad := tr.Start(context.Background(), "bad")
+	_, good := tr.Start(context.Background(), "good")
+	d.add(Ending{Span: bad, Notes: panicky{}})
+	d.add(Ending{Span: good})
+	clk.Advance(time.Millisecond)
+	if got := names(rec.Ended()); len(got) != 1 || got[0] != "good" {
+		t.Errorf("ended %v; want good alone", got)
+	}
+	if handled := errs(); len(handled) != 1 || !strings.Contains(handled[0].Error(), "malformed") {
+		t.Errorf("reported %v; want the panic", handled)
+	}
 }
