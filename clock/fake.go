@@ -15,6 +15,7 @@ type Fake struct {
 	now    time.Time
 	seq    uint64
 	timers []*fakeTimer
+	reads  int // calls of Now
 }
 
 // NewFake returns a Fake reading start.
@@ -24,7 +25,16 @@ func NewFake(start time.Time) *Fake { return &Fake{now: start} }
 func (c *Fake) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.reads++
 	return c.now
+}
+
+// Reads is how many times Now has been called: for tests that bound
+// how often code reads the time.
+func (c *Fake) Reads() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reads
 }
 
 // AfterFunc schedules f to run when the clock has moved d past now. A d of

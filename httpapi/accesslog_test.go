@@ -342,17 +342,6 @@ func TestAccessLogClientGone(t *testing.T) {
 	wantFields(t, log.only(t), map[string]any{"status": 499.0, "outcome": "cancelled", "attempts": 1.0})
 }
 
-// readCountingClock counts its reads of the time.
-type readCountingClock struct {
-	*clock.Fake
-	reads int
-}
-
-func (c *readCountingClock) Now() time.Time {
-	c.reads++
-	return c.Fake.Now()
-}
-
 // The answer's start is timed for a stream's ttfb_ms alone: an answer
 // that is not a stream's reads no clock for it.
 func TestAnswerStartTimedForStreamsOnly(t *testing.T) {
@@ -366,13 +355,13 @@ func TestAnswerStartTimedForStreamsOnly(t *testing.T) {
 		{"a call", &gateway.Call{}, 0},
 		{"a stream", &gateway.Call{Stream: true}, 1},
 	} {
-		clk := &readCountingClock{Fake: clock.NewFake(time.Unix(100, 0))}
+		clk := clock.NewFake(time.Unix(100, 0))
 		ri := &reqInfo{}
 		ri.access.call = c.call
 		w := &statusWriter{ResponseWriter: httptest.NewRecorder(), ri: ri, clock: clk}
 		w.WriteHeader(http.StatusOK)
-		if clk.reads != c.reads || w.at.IsZero() != (c.reads == 0) {
-			t.Errorf("%s: %d reads of the time, answer started at %v; want %d", c.name, clk.reads, w.at, c.reads)
+		if clk.Reads() != c.reads || w.at.IsZero() != (c.reads == 0) {
+			t.Errorf("%s: %d reads of the time, answer started at %v; want %d", c.name, clk.Reads(), w.at, c.reads)
 		}
 	}
 }
