@@ -83,8 +83,8 @@ func (c TasksConfig) validate(drain bool) error {
 	return nil
 }
 
-// tasksUpstream is the mock's video API with the arrival time of
-// every submit, by Idempotency-Key (the task id).
+// tasksUpstream is the mock's video API with the arrival time of the
+// first submit and of each job's latest poll.
 type tasksUpstream struct {
 	mock *mock.Server
 	url  string
@@ -92,6 +92,9 @@ type tasksUpstream struct {
 
 	mu    sync.Mutex
 	first time.Time // the first submit since reset
+	// lastPoll is when the latest poll of each job (by its id) arrived:
+	// once a job has ended, the poll that saw it end.
+	lastPoll map[string]time.Time
 }
 
 func startTasksUpstream(cfg mock.Config) (*tasksUpstream, error) {
@@ -99,22 +102,35 @@ func startTasksUpstream(cfg mock.Config) (*tasksUpstream, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &tasksUpstream{mock: mock.New(cfg), url: "http://" + ln.Addr().String() + "/v1"}
+	u := &tasksUpstream{mock: mock.New(cfg), url: "http://" + ln.Addr().String() + "/v1", lastPoll: map[string]time.Time{}}
 	u.srv = &http.Server{Handler: u, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = u.srv.Serve(ln) }()
 	return u, nil
 }
 
 func (u *tasksUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodPost && r.URL.Path == "/v1/videos" {
+	switch id, poll := strings.CutPrefix(r.URL.Path, "/v1/videos/"); {
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/videos":
 		now := time.Now()
 		u.mu.Lock()
 		if u.first.IsZero() {
 			u.first = now
 		}
 		u.mu.Unlock()
+	case r.Method == http.MethodGet && poll && !strings.Contains(id, "/"):
+		now := time.Now()
+		u.mu.Lock()
+		u.lastPoll[id] = now
+		u.mu.Unlock()
 	}
 	u.mock.ServeHTTP(w, r)
+}
+
+// polled is when the latest poll of job id arrived, or zero.
+func (u *tasksUpstream) polled(id string) time.Time {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.lastPoll[id]
 }
 
 func (u *tasksUpstream) resetFirst() {
@@ -430,7 +446,14 @@ func Drain(ctx context.Context, out io.Writer, c TasksConfig) error {
 		return err
 	}
 	defer closeStore()
-	return drainBreakdown(ctx, out, r, store, start, drain, c)
+	jt, jtErr := g.jobTimes(ctx)
+	if err := drainBreakdown(ctx, out, r, store, start, drain, c, jt); err != nil {
+		return err
+	}
+	if jtErr != nil {
+		fmt.Fprintf(out, "split  the run jobs' times not read: %v\n", jtErr)
+	}
+	return nil
 }
 
 // drainTarget is the most a drain may take, as a multiple of the ideal.
@@ -495,6 +518,7 @@ type drainGateway struct {
 	fleet    *fleetRun // or nil
 	procs    []*child  // the gateway's processes, whose CPU time the line gives
 	ended    func(ctx context.Context) (int, error)
+	jobTimes func(ctx context.Context) (map[string]jobTimes, error)
 	store    func(ctx context.Context) (weir.TaskStore, func(), error)
 	warnings func() string
 	stop     func()
@@ -523,6 +547,15 @@ func startDrainGateway(ctx context.Context, c TasksConfig, r *tasksRig) (*drainG
 		procs: []*child{g.child},
 		ended: func(ctx context.Context) (n int, err error) {
 			return n, db.QueryRowContext(ctx, endedQuery).Scan(&n)
+		},
+		jobTimes: func(ctx context.Context) (map[string]jobTimes, error) {
+			rows, err := db.QueryContext(ctx, jobTimesSQLite)
+			if err != nil {
+				return nil, err
+			}
+			defer rows.Close()
+			jt, err := scanJobTimes(rows.Next, rows.Scan)
+			return jt, errors.Join(err, rows.Err())
 		},
 		store: func(ctx context.Context) (weir.TaskStore, func(), error) {
 			s, err := sqlite.Open(ctx, r.db)
@@ -563,6 +596,15 @@ func startDrainFleet(ctx context.Context, c TasksConfig, r *tasksRig) (*drainGat
 		fleet: f,
 		ended: func(ctx context.Context) (n int, err error) {
 			return n, pool.QueryRow(ctx, endedQuery).Scan(&n)
+		},
+		jobTimes: func(ctx context.Context) (map[string]jobTimes, error) {
+			rows, err := pool.Query(ctx, jobTimesPostgres)
+			if err != nil {
+				return nil, err
+			}
+			defer rows.Close()
+			jt, err := scanJobTimes(rows.Next, rows.Scan)
+			return jt, errors.Join(err, rows.Err())
 		},
 		store: func(ctx context.Context) (weir.TaskStore, func(), error) {
 			s, err := postgres.Open(ctx, f.schema.dsn())
@@ -606,7 +648,7 @@ func waitWorkersLimit(ctx context.Context, url string, n int64, within time.Dura
 }
 
 // drainBreakdown says where the time of each task's lease went.
-func drainBreakdown(ctx context.Context, out io.Writer, r *tasksRig, store weir.TaskStore, start time.Time, drain time.Duration, c TasksConfig) error {
+func drainBreakdown(ctx context.Context, out io.Writer, r *tasksRig, store weir.TaskStore, start time.Time, drain time.Duration, c TasksConfig, jt map[string]jobTimes) error {
 	tasks, err := store.TaskList(ctx, weir.TaskFilter{})
 	if err != nil {
 		return err
@@ -618,6 +660,7 @@ func drainBreakdown(ctx context.Context, out io.Writer, r *tasksRig, store weir.
 	var n int
 	var dispatch, job, notice, held time.Duration
 	var worstNotice time.Duration
+	var split leaseSplit
 	statuses := map[weir.TaskStatus]int{}
 	spans := make([]leaseSpan, 0, len(tasks))
 	for _, t := range tasks {
@@ -634,6 +677,7 @@ func drainBreakdown(ctx context.Context, out io.Writer, r *tasksRig, store weir.
 		notice += f.Sub(j.EndsAt)
 		worstNotice = max(worstNotice, f.Sub(j.EndsAt))
 		held += f.Sub(a)
+		split.add(t, j, jt[t.ID], r.up.polled(j.ID))
 	}
 	if n == 0 {
 		return fmt.Errorf("no finished task to break down (statuses %v)", statuses)
@@ -645,6 +689,7 @@ func drainBreakdown(ctx context.Context, out io.Writer, r *tasksRig, store weir.
 	fmt.Fprintf(out, "where  per task (mean of %d): admitted->upstream submit %s, upstream job %s, job end->gateway noticed %s (worst %s); capacity idle %.1f%% (ramp %.1f%%, between tasks %.1f%%, tail %.1f%%); statuses %v\n",
 		n, mean(dispatch), mean(job), mean(notice), worstNotice.Round(time.Millisecond), 100*math.Max(idle, 0),
 		100*ramp, 100*between, 100*tail, statuses)
+	fmt.Fprintln(out, split.line())
 	return nil
 }
 

@@ -21,9 +21,11 @@ type run struct {
 	started time.Time
 	// next is when the next poll is due.
 	next time.Time
-	// misses counts polls in a row that found the job running inside the
-	// window its progress gave for its end.
+	// misses counts the polls in a row that found the job running past
+	// latest, the latest end that the first reading inside the window its
+	// progress gave for its end allowed (zero outside such a window).
 	misses int
+	latest time.Time
 	// ended is closed when the task's lease is released (it was
 	// cancelled, or ended elsewhere): a wait for its next poll ends then.
 	ended chan struct{}

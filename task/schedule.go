@@ -20,8 +20,12 @@ import (
 // a job at p% after e has run ends between e·100/(p+1) and e·100/p if it
 // advances evenly. So the next poll is at the earliest end the progress
 // allows; inside that window, polls come every max(pollFloor, e/100), and
-// each poll that still finds the job running doubles that step, so a job
-// stuck at 99% costs a handful of polls, not hundreds. A job that reports
+// each poll past the latest end the window's first reading allowed
+// (e·100/p) that still finds the job running doubles that step, so a job
+// stuck at 99% costs a handful of polls, not hundreds. A poll before that
+// latest end misses nothing the progress promised: a job read at 98% and
+// then at 99% is stepped through, not backed off from, since its end may
+// be a step away. A job that reports
 // no progress is polled at PollMin, doubling with its run time. PollMax
 // bounds every wait.
 //
@@ -62,23 +66,30 @@ func (s *Service) pollFailed(ctx context.Context, t weir.Task, r *run, err error
 
 // nextPoll is the wait after a poll sent at now found a job submitted at
 // r.started running with progress (0 to 100), given the polls before it
-// that missed its end (r.misses, which it updates).
+// that missed its end (r.misses and r.latest, which it updates).
 func (s *Service) nextPoll(r *run, progress int, now time.Time) time.Duration {
 	elapsed := now.Sub(r.started)
 	if progress <= 0 || progress >= 100 || elapsed <= 0 {
-		r.misses = 0
+		r.misses, r.latest = 0, time.Time{}
 		return s.backoff(elapsed)
 	}
 	// The job ends between elapsed·100/(progress+1) and elapsed·100/progress.
 	earliest := time.Duration(float64(elapsed) * 100 / float64(progress+1))
 	wait := earliest - elapsed
-	if wait < pollFloor {
-		// Inside the window: step through it, slower each time it is missed.
-		wait = max(pollFloor, elapsed/100) << min(r.misses, 16)
-		r.misses++
-	} else {
-		r.misses = 0
+	if wait >= pollFloor {
+		r.misses, r.latest = 0, time.Time{}
+		return min(wait, s.cfg.PollMax)
 	}
+	// Inside the window: step through it, slower each time a poll past
+	// the latest end its first reading allowed finds the job running.
+	switch {
+	case r.latest.IsZero():
+		r.latest = r.started.Add(time.Duration(float64(elapsed) * 100 / float64(progress)))
+		r.misses = 0
+	case !now.Before(r.latest):
+		r.misses++
+	}
+	wait = max(pollFloor, elapsed/100) << min(r.misses, 16)
 	return min(wait, s.cfg.PollMax)
 }
 

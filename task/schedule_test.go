@@ -103,3 +103,36 @@ func TestPollScheduleWithoutProgressDoubles(t *testing.T) {
 		t.Errorf("waits without progress %v, want %v", got, want)
 	}
 }
+
+// followJobAfter is followJob for a job that started upstream ahead of
+// the time the gateway gives it (run.started: its submit's return, which
+// came ahead after the job began).
+func followJobAfter(s *Service, j linearJob, ahead time.Duration) (polls int, late time.Duration) {
+	start := time.Unix(1_700_000_000, 0)
+	r := &run{started: start}
+	at := start.Add(s.cfg.PollMin)
+	for polls = 1; polls < 10_000; polls++ {
+		done, p := j.at(at.Sub(start) + ahead)
+		if done {
+			return polls, at.Sub(start) + ahead - j.length
+		}
+		at = at.Add(s.nextPoll(r, p, at))
+	}
+	return polls, -1
+}
+
+func TestPollScheduleStepsThroughTheWindow(t *testing.T) {
+	t.Parallel()
+	s := &Service{}
+	s.cfg.defaults()
+	// However late the gateway's clock of the job runs (its submit's
+	// answer took up to 40ms), a poll before the latest end a reading
+	// allowed is no miss: the end of a 2s job is seen within one step
+	// (pollFloor, 1% of it) and a few polls, not after a doubled step.
+	for ahead := time.Duration(0); ahead <= 40*time.Millisecond; ahead += time.Millisecond {
+		polls, late := followJobAfter(s, linearJob{length: 2 * time.Second}, ahead)
+		if late < 0 || late > pollFloor+time.Millisecond || polls > 6 {
+			t.Errorf("job ahead by %s: %d polls, end seen %s late; want <= 6 polls, <= %s late", ahead, polls, late, pollFloor+time.Millisecond)
+		}
+	}
+}
