@@ -74,12 +74,27 @@ func DefaultTokenizer(upstream string) Tokenizer {
 // DefaultTokenizer of pm's upstream name, else the estimate. It is never
 // TokenizerDefault or TokenizerAuto.
 func TokenizerOf(m Model, pm PlatformModel, platformKind string) Tokenizer {
-	t := cmp.Or(pm.Tokenizer, m.Tokenizer, TokenizerEstimate)
-	if t != TokenizerAuto {
-		return t
+	return PickTokenizer(pm.Tokenizer, m.Tokenizer, AutoTokenizer(pm.Upstream, platformKind))
+}
+
+// PickTokenizer is TokenizerOf for a platform model's tokenizer pmt and
+// its model's mt, where auto is what TokenizerAuto comes to on that
+// platform model (AutoTokenizer): a caller that works auto out once
+// picks with it as often as it likes.
+func PickTokenizer(pmt, mt, auto Tokenizer) Tokenizer {
+	t := cmp.Or(pmt, mt, TokenizerEstimate)
+	if t == TokenizerAuto {
+		return auto
 	}
+	return t
+}
+
+// AutoTokenizer is what TokenizerAuto comes to for upstream model name
+// upstream on a platform of kind platformKind: DefaultTokenizer of the
+// name on an openai or azure platform, else the estimate.
+func AutoTokenizer(upstream, platformKind string) Tokenizer {
 	if platformKind == "openai" || platformKind == "azure" {
-		return DefaultTokenizer(pm.Upstream)
+		return DefaultTokenizer(upstream)
 	}
 	return TokenizerEstimate
 }

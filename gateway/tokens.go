@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"cmp"
-
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/tokens"
 )
@@ -80,17 +78,10 @@ type pmTokenizer struct {
 }
 
 func newPMTokenizer(pm weir.PlatformModel, platformKind string) pmTokenizer {
-	return pmTokenizer{
-		own:  pm.Tokenizer,
-		auto: weir.TokenizerOf(weir.Model{}, weir.PlatformModel{Tokenizer: weir.TokenizerAuto, Upstream: pm.Upstream}, platformKind),
-	}
+	return pmTokenizer{own: pm.Tokenizer, auto: weir.AutoTokenizer(pm.Upstream, platformKind)}
 }
 
 // of is weir.TokenizerOf for a model whose tokenizer is mt.
 func (pt pmTokenizer) of(mt weir.Tokenizer) weir.Tokenizer {
-	t := cmp.Or(pt.own, mt, weir.TokenizerEstimate)
-	if t == weir.TokenizerAuto {
-		return pt.auto
-	}
-	return t
+	return weir.PickTokenizer(pt.own, mt, pt.auto)
 }
