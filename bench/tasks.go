@@ -554,8 +554,7 @@ func startDrainGateway(ctx context.Context, c TasksConfig, r *tasksRig) (*drainG
 				return nil, err
 			}
 			defer rows.Close()
-			jt, err := scanJobTimes(rows.Next, rows.Scan)
-			return jt, errors.Join(err, rows.Err())
+			return scanJobTimes(rows)
 		},
 		store: func(ctx context.Context) (weir.TaskStore, func(), error) {
 			s, err := sqlite.Open(ctx, r.db)
@@ -603,8 +602,7 @@ func startDrainFleet(ctx context.Context, c TasksConfig, r *tasksRig) (*drainGat
 				return nil, err
 			}
 			defer rows.Close()
-			jt, err := scanJobTimes(rows.Next, rows.Scan)
-			return jt, errors.Join(err, rows.Err())
+			return scanJobTimes(rows)
 		},
 		store: func(ctx context.Context) (weir.TaskStore, func(), error) {
 			s, err := postgres.Open(ctx, f.schema.dsn())

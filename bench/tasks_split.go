@@ -14,9 +14,9 @@ import (
 // admission, fetched by a worker's producer), and a job's end to the
 // gateway noticing it through the arrival of the poll that saw the end.
 
-// jobTimesQuery reads, for each task's run job, when River inserted it
-// (in the commit of the task's admission) and when a producer last
-// fetched it. Each time is read as text: SQLite's are text, and
+// jobTimesSQLite and jobTimesPostgres read, for each task's run job,
+// when River inserted it (in the commit of the task's admission) and
+// when a producer last fetched it. Each time is read as text: SQLite's are text, and
 // PostgreSQL's are cast to the same ISO 8601 form.
 const (
 	jobTimesSQLite   = `SELECT json_extract(args, '$.task_id'), created_at, coalesce(attempted_at, '') FROM river_job WHERE kind = 'weir_task_run'`
@@ -27,22 +27,30 @@ const (
 // jobTimes is a run job's insert and latest fetch.
 type jobTimes struct{ inserted, fetched time.Time }
 
-// parseDBTime parses a timestamp as jobTimesQuery reads it (UTC, with
+// parseDBTime parses a timestamp as the job times' queries read it (UTC, with
 // or without a T and a zone).
 func parseDBTime(s string) (time.Time, error) {
 	s = strings.TrimSuffix(strings.Replace(s, " ", "T", 1), "Z")
-	if i := strings.IndexAny(s, "+"); i > 0 {
+	if i := strings.IndexByte(s, '+'); i > 0 {
 		s = s[:i]
 	}
 	return time.ParseInLocation("2006-01-02T15:04:05.999999999", s, time.UTC)
 }
 
-// scanJobTimes reads rows of jobTimesQuery's three text columns.
-func scanJobTimes(next func() bool, scan func(dest ...any) error) (map[string]jobTimes, error) {
+// rows are a query's rows, database/sql's or pgx's.
+type rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// scanJobTimes reads the job times' queries' three text columns from rs
+// to their end.
+func scanJobTimes(rs rows) (map[string]jobTimes, error) {
 	out := map[string]jobTimes{}
-	for next() {
+	for rs.Next() {
 		var id, ins, fetched string
-		if err := scan(&id, &ins, &fetched); err != nil {
+		if err := rs.Scan(&id, &ins, &fetched); err != nil {
 			return nil, err
 		}
 		var jt jobTimes
@@ -57,7 +65,7 @@ func scanJobTimes(next func() bool, scan func(dest ...any) error) (map[string]jo
 		}
 		out[id] = jt
 	}
-	return out, nil
+	return out, rs.Err()
 }
 
 // leaseSplit sums the finer splits of the tasks' leases.
