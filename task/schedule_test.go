@@ -32,21 +32,7 @@ func (j linearJob) at(elapsed time.Duration) (done bool, progress int) {
 // as the worker does), returning the number of polls and how late the one
 // that saw the end came.
 func followJob(s *Service, j linearJob) (polls int, late time.Duration) {
-	start := time.Unix(1_700_000_000, 0)
-	r := &run{started: start}
-	at := start.Add(s.cfg.PollMin)
-	for polls = 1; polls < 10_000; polls++ {
-		done, p := j.at(at.Sub(start))
-		if done {
-			return polls, at.Sub(start) - j.length
-		}
-		wait := s.nextPoll(r, p, at)
-		if wait <= 0 || wait > s.cfg.PollMax {
-			panic(fmt.Sprintf("wait %s out of (0, %s]", wait, s.cfg.PollMax))
-		}
-		at = at.Add(wait)
-	}
-	return polls, -1
+	return followJobAfter(s, j, 0)
 }
 
 func TestPollScheduleFollowsProgress(t *testing.T) {
@@ -116,7 +102,11 @@ func followJobAfter(s *Service, j linearJob, ahead time.Duration) (polls int, la
 		if done {
 			return polls, at.Sub(start) + ahead - j.length
 		}
-		at = at.Add(s.nextPoll(r, p, at))
+		wait := s.nextPoll(r, p, at)
+		if wait <= 0 || wait > s.cfg.PollMax {
+			panic(fmt.Sprintf("wait %s out of (0, %s]", wait, s.cfg.PollMax))
+		}
+		at = at.Add(wait)
 	}
 	return polls, -1
 }
