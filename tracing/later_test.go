@@ -15,6 +15,15 @@ import (
 	"github.com/weir-gateway/weir/clock"
 )
 
+// setupEnder is an ender of delay and limit on a fake clock reading t0,
+// and a tracer whose ended spans rec records.
+func setupEnder(t0 time.Time, delay time.Duration, limit int) (*clock.Fake, *ender, *tracetest.SpanRecorder, trace.Tracer) {
+	clk := clock.NewFake(t0)
+	rec := tracetest.NewSpanRecorder()
+	tr := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("t")
+	return clk, &ender{clk: clk, delay: delay, limit: limit}, rec, tr
+}
+
 // noteAttrs are notes that append their attribute and count the calls.
 type noteAttrs struct {
 	kv    attribute.KeyValue
@@ -31,10 +40,7 @@ func (n *noteAttrs) AppendAttrs(attrs []attribute.KeyValue) []attribute.KeyValue
 // after the spans queued before it.
 func TestEndLaterEndsInOrderAfterTheDelay(t *testing.T) {
 	t0 := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
-	clk := clock.NewFake(t0)
-	d := &ender{clk: clk, delay: 5 * time.Millisecond, limit: 10}
-	rec := tracetest.NewSpanRecorder()
-	tr := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("t")
+	clk, d, rec, tr := setupEnder(t0, 5*time.Millisecond, 10)
 	ctx, parent := tr.Start(context.Background(), "GET", trace.WithTimestamp(t0))
 	_, child := tr.Start(ctx, "child", trace.WithTimestamp(t0))
 
@@ -78,10 +84,7 @@ func TestEndLaterEndsInOrderAfterTheDelay(t *testing.T) {
 // Settle ends what waits at once; past the limit a span ends on the
 // caller's goroutine; a span that does not record is dropped.
 func TestEndLaterSettleAndLimit(t *testing.T) {
-	clk := clock.NewFake(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC))
-	d := &ender{clk: clk, delay: time.Second, limit: 1}
-	rec := tracetest.NewSpanRecorder()
-	tr := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("t")
+	clk, d, rec, tr := setupEnder(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC), time.Second, 1)
 	_, a := tr.Start(context.Background(), "a")
 	_, b := tr.Start(context.Background(), "b")
 	d.add(Ending{Span: a})
@@ -117,10 +120,7 @@ func (panicky) AppendAttrs([]attribute.KeyValue) []attribute.KeyValue { panic("m
 func TestEndLaterReportsAPanicAndGoesOn(t *testing.T) {
 	errs := handledErrors(t)
 
-	clk := clock.NewFake(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC))
-	d := &ender{clk: clk, delay: time.Millisecond, limit: 10}
-	rec := tracetest.NewSpanRecorder()
-	tr := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("t")
+	clk, d, rec, tr := setupEnder(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC), time.Millisecond, 10)
 	_, bad := tr.Start(context.Background(), "bad")
 	_, good := tr.Start(context.Background(), "good")
 	d.add(Ending{Span: bad, Notes: panicky{}})
