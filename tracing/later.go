@@ -76,7 +76,8 @@ var ends = &ender{clk: clock.Real, delay: endDelay, limit: endLimit}
 
 // EndLater ends e's span shortly, with its name, attributes and status
 // as e says and the end time now, on a goroutine other than the
-// caller's. e.Span ends after every span EndLater was given before it.
+// caller's. e.Span ends after every span EndLater was given before it,
+// unless endLimit spans wait: then it ends at once, on the caller's.
 // A span that does not record is dropped at once.
 func EndLater(e Ending) { ends.add(e) }
 
