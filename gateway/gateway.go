@@ -141,7 +141,8 @@ type Deps struct {
 	// GenAI receives the upstream calls measured in the GenAI semantic
 	// conventions' terms; nil: none.
 	GenAI GenAIMetrics
-	// HTTPClient talks to upstreams; default a pooled client.
+	// HTTPClient talks to upstreams; default a pooled client that follows
+	// no redirect of a call with a body (provider.CheckRedirect).
 	HTTPClient *http.Client
 	// Clock measures waits and latencies; default clock.Real.
 	Clock clock.Clock
@@ -230,7 +231,7 @@ func New(cfg Config, deps Deps) *Service {
 		deps.Clock = clock.Real
 	}
 	if deps.HTTPClient == nil {
-		deps.HTTPClient = &http.Client{Transport: NewUpstreamTransport()}
+		deps.HTTPClient = &http.Client{Transport: NewUpstreamTransport(), CheckRedirect: provider.CheckRedirect}
 	}
 	if deps.Overrides == nil {
 		deps.Overrides = &memOverrides{}

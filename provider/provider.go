@@ -75,13 +75,18 @@ type Error struct {
 	// (Anthropic's 529 overloaded_error): retryable like any server
 	// error, and it pauses the platform model as a 429 does (Pauses).
 	Overloaded bool
-	Err        error
+	// Redirect is where an upstream redirected a call that is not
+	// followed (CheckRedirect): the operator's to fix, like Credential.
+	Redirect string
+	Err      error
 }
 
 func (e *Error) Error() string {
 	switch {
 	case e.Credential:
 		return fmt.Sprintf("the platform refused its credential (upstream answered %d)", e.Status)
+	case e.Redirect != "":
+		return fmt.Sprintf("upstream answered %d, a redirect to %s, which Weir does not follow for this call: point the platform's base_url there", e.Status, e.Redirect)
 	case e.Timeout:
 		return fmt.Sprintf("upstream timeout: %v", e.Err)
 	case e.Status == 0:
@@ -94,11 +99,11 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 // Retryable reports whether another candidate should be tried: rate limits,
-// server errors, connect errors, timeouts and a refused platform
-// credential. Other 4xx answers are the client's to fix and go back to it
-// as they are.
+// server errors, connect errors, timeouts, a refused platform credential
+// and a redirect not followed. Other 4xx answers are the client's to fix
+// and go back to it as they are.
 func (e *Error) Retryable() bool {
-	return e.Credential || e.Status == 0 || e.Status == http.StatusTooManyRequests || e.Status == http.StatusRequestTimeout || e.Status >= 500
+	return e.Credential || e.Redirect != "" || e.Status == 0 || e.Status == http.StatusTooManyRequests || e.Status == http.StatusRequestTimeout || e.Status >= 500
 }
 
 // Pauses reports whether the upstream said it takes no more calls for a
@@ -190,7 +195,7 @@ func classify(ctx context.Context, err error) error {
 	}
 	var pe *Error
 	if errors.As(err, &pe) {
-		return err
+		return pe // the policy's refusal of a redirect, under http.Client's *url.Error
 	}
 	var ne net.Error
 	timeout := errors.As(err, &ne) && ne.Timeout()
