@@ -78,6 +78,10 @@ type CatalogStore interface {
 	// version: a publication, which prunes old versions, keeps it.
 	// ErrNotFound: no such replica is registered (yet).
 	CatalogServing(ctx context.Context, id string, version int64) error
+	// CatalogServed is the version each registered replica serves, by
+	// its id, as it last recorded it (CatalogServing): 0 for one that
+	// has recorded none yet.
+	CatalogServed(ctx context.Context) (map[string]int64, error)
 	// ListenCatalog calls f with each published version's number until
 	// ctx ends, and with 0 whenever it may have missed some (after it
 	// begins listening, and after a lost connection): then read the

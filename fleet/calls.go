@@ -130,13 +130,32 @@ func (e *Engine) SetScope(ctx context.Context, name string, cfg admission.ScopeC
 	return nil
 }
 
-// RemoveScope retires a scope at the leader and here, as SetScope.
+// RemoveScope retires a scope at the leader and here, as SetScope. A
+// scope this replica set that the leader has not (another replica
+// retired it first: each retires the scopes its catalog left) is
+// retired here too, or the next leader would be given it again; the
+// leader's ErrUnknownScope is returned all the same.
 func (e *Engine) RemoveScope(ctx context.Context, name string) error {
-	if err := e.configure(ctx, &frame{Op: opRemoveScope, Scope: name}, func() {
+	forget := func() {
 		delete(e.scopes, name)
 		e.removed.add(name, e.now())
 		delete(e.spent, name)
-	}); err != nil {
+	}
+	err := e.configure(ctx, &frame{Op: opRemoveScope, Scope: name}, forget)
+	if errors.Is(err, admission.ErrUnknownScope) {
+		e.mu.Lock()
+		_, known := e.scopes[name]
+		if known {
+			forget()
+			e.config++
+		}
+		e.mu.Unlock()
+		if known {
+			e.openScope(ctx, name, nil)
+		}
+		return err
+	}
+	if err != nil {
 		return err
 	}
 	e.openScope(ctx, name, nil)

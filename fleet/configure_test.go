@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -146,6 +147,41 @@ func TestRemovedIsBounded(t *testing.T) {
 	b.mu.Unlock()
 	if n != 1 || order != 1 {
 		t.Errorf("%d removals remembered in an order of %d; want 1 of each", n, order)
+	}
+}
+
+// TestRemovedByAnotherReplica: a scope two replicas set, which one
+// retired at the leader first, is retired at the other too when it
+// removes it in its turn (ErrUnknownScope, from the leader): it gives
+// it to no later leader.
+func TestRemovedByAnotherReplica(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	a, b, ln := unelected(t)
+	term := Term{Epoch: 1, Leader: "a", Addr: ln.Addr().String()}
+	a.SetTerm(term, true, []string{"a", "b"})
+	b.SetTerm(term, false, []string{"a", "b"})
+	for _, e := range []*Engine{a, b} {
+		if err := e.Ready(ctx); err != nil {
+			t.Fatalf("replica not synced: %v", err)
+		}
+		if err := e.SetScope(ctx, "pm:left", admission.ScopeConfig{Limit: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.RemoveScope(ctx, "pm:left"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.RemoveScope(ctx, "pm:left"); !errors.Is(err, admission.ErrUnknownScope) {
+		t.Errorf("removing a scope the leader retired already: %v; want ErrUnknownScope", err)
+	}
+	b.mu.Lock()
+	var st syncState
+	b.configLocked(&st)
+	b.mu.Unlock()
+	if _, ok := st.Scopes["pm:left"]; ok || !slices.Contains(st.Removed, "pm:left") {
+		t.Errorf("b gives a next leader scopes %v, removed %v; want pm:left removed, not set", st.Scopes, st.Removed)
 	}
 }
 

@@ -366,19 +366,20 @@ func (s *Service) setScopesLocked(ctx context.Context, next *Snapshot) error {
 }
 
 // retireScopesLocked retires the scopes of prev's platform models and
-// groups that next has not. The caller holds applyMu.
+// groups that next has not, or leaves them to RetireLeft
+// (Config.RetireLater). The caller holds applyMu.
 func (s *Service) retireScopesLocked(ctx context.Context, prev, next *Snapshot) {
-	if prev != nil {
-		for name := range prev.pms {
-			if _, ok := next.pms[name]; !ok {
-				s.removeScope(ctx, weir.PlatformModelScope(name))
-				s.removeAcceptanceScopeLocked(ctx, name)
-			}
+	if prev == nil {
+		return
+	}
+	for name := range prev.pms {
+		if _, ok := next.pms[name]; !ok {
+			s.retirePlatformModelLocked(ctx, name)
 		}
-		for name := range prev.groups {
-			if _, ok := next.groups[name]; !ok {
-				s.removeScope(ctx, weir.GroupScope(name))
-			}
+	}
+	for name := range prev.groups {
+		if _, ok := next.groups[name]; !ok {
+			s.retireGroupLocked(ctx, name)
 		}
 	}
 }
@@ -439,7 +440,8 @@ func (s *Service) platformAdapters(next, prev *Snapshot, platforms []weir.Platfo
 // the scope configured (it admits by its old limits) but must not undo
 // the reload: it is logged and counted.
 func (s *Service) removeScope(ctx context.Context, scope string) {
-	if err := s.deps.Engine.RemoveScope(ctx, scope); err != nil {
+	err := s.deps.Engine.RemoveScope(ctx, scope)
+	if err != nil && !errors.Is(err, admission.ErrUnknownScope) { // unknown: retired already
 		s.deps.Metrics.DroppedError("remove_scope")
 		s.deps.Logger.Warn("could not retire a scope that left the catalog", "scope", scope, "error", err)
 	}

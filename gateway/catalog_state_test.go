@@ -103,6 +103,64 @@ func TestApplyRetiresScopes(t *testing.T) {
 	}
 }
 
+// TestApplyRetiresLater: with Config.RetireLater, the scopes a catalog
+// leaves stay configured, with a request still waiting on one, until
+// RetireLeft; a platform model a later catalog has again is not retired,
+// and one retired already elsewhere is no failure.
+func TestApplyRetiresLater(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{cfg: Config{RetireLater: true}, catalog: func(c *weir.Catalog) {
+		c.Groups = []weir.Group{{Name: "gold"}}
+		c.PlatformModels[1].Concurrency = 1
+		c.PlatformModels = append(c.PlatformModels, weir.PlatformModel{Name: "up/x", Platform: "up", Upstream: "x"})
+	}})
+	ctx := t.Context()
+	// A request of another replica, which still serves the catalog
+	// before, waits on up2/m alone.
+	b.fill(t, "up2/m", 1)
+	if err := b.engine.Enqueue(ctx, admission.Request{ID: "elsewhere", Candidates: []admission.Candidate{
+		{Needs: []admission.Need{{Scope: weir.PlatformModelScope("up2/m"), Amount: 1}}}}}, func(admission.Lease, error) {}); err != nil {
+		t.Fatal(err)
+	}
+	next := b.catalog()
+	onlyUp(&next)
+	next.PlatformModels = append(next.PlatformModels, weir.PlatformModel{Name: "up/x", Platform: "up", Upstream: "x"})
+	if err := b.svc.Apply(ctx, next, ""); err != nil {
+		t.Fatal(err)
+	}
+	if !b.svc.Leaving() {
+		t.Error("nothing left to retire after a catalog left up2/m and gold")
+	}
+	if st := b.scope(t, weir.PlatformModelScope("up2/m")); st.Queued != 1 {
+		t.Errorf("up2/m before RetireLeft: %d queued; want the other replica's request still waiting", st.Queued)
+	}
+	b.scope(t, weir.GroupScope("gold"))
+	// A catalog with up2/m and without up/x: up2/m is the catalog's
+	// again, and up/x leaves.
+	again := b.catalog()
+	again.PlatformModels[1].Concurrency = 1
+	if err := b.svc.Apply(ctx, again, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.engine.RemoveScope(ctx, weir.GroupScope("gold")); err != nil { // another replica retired it
+		t.Fatal(err)
+	}
+	if n := b.svc.RetireLeft(ctx); n != 2 {
+		t.Errorf("RetireLeft retired %d; want 2: up/x and gold, not up2/m", n)
+	}
+	for _, scope := range []string{weir.PlatformModelScope("up/x"), weir.GroupScope("gold")} {
+		if _, err := b.engine.Scope(ctx, scope); !errors.Is(err, admission.ErrUnknownScope) {
+			t.Errorf("scope %s after RetireLeft: %v; want it retired", scope, err)
+		}
+	}
+	if st := b.scope(t, weir.PlatformModelScope("up2/m")); st.Queued != 1 {
+		t.Errorf("up2/m, the catalog's again: %d queued; want the request still waiting", st.Queued)
+	}
+	if b.svc.Leaving() || b.metrics.count("remove_scope") != 0 {
+		t.Errorf("after RetireLeft: leaving %v, remove failures %d; want none", b.svc.Leaving(), b.metrics.count("remove_scope"))
+	}
+}
+
 // TestApplyKeepsUnchangedAdapters: a reload builds the adapters of a
 // platform whose configuration changed, and of a new one, and keeps
 // those of a platform whose configuration is the same; a platform that

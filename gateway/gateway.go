@@ -51,6 +51,15 @@ type Config struct {
 	// (tracecontent.go). Default false: no prompt or completion is
 	// recorded.
 	CaptureContent bool
+	// RetireLater keeps configured the scopes a catalog applied leaves
+	// (those of its platform models, their acceptance copies and its
+	// groups) until RetireLeft retires them: a fleet's replica retires
+	// them only once every replica serves a catalog without them, so
+	// that a request still waiting on one at a replica that has not
+	// taken the catalog yet is moved there rather than failed
+	// (retire.go). Default false: Apply retires them, once it has moved
+	// the requests waiting here.
+	RetireLater bool
 }
 
 // The defaults of Config's upstream bounds.
@@ -192,6 +201,9 @@ type Service struct {
 	// under applyMu (acceptance.go).
 	runs         runs
 	acceptCopies sync.Map
+	// leaving are the platform models and groups whose scopes wait for
+	// RetireLeft (Config.RetireLater), under applyMu (retire.go).
+	leaving leavingScopes
 
 	pauseMu sync.Mutex
 	pauses  map[string]*pause // platform models paused, by name

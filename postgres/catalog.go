@@ -125,3 +125,21 @@ func (db *DB) CatalogServing(ctx context.Context, id string, version int64) erro
 	}
 	return nil
 }
+
+// CatalogServed reads the version each registered replica serves.
+func (db *DB) CatalogServed(ctx context.Context) (map[string]int64, error) {
+	rows, err := db.pool.Query(ctx, `SELECT id, catalog_version FROM weir_fleet_replicas`)
+	if err != nil {
+		return nil, fmt.Errorf("read the catalog versions the replicas serve: %w", classify(err))
+	}
+	out := make(map[string]int64)
+	var id string
+	var version int64
+	if _, err := pgx.ForEachRow(rows, []any{&id, &version}, func() error {
+		out[id] = version
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read the catalog versions the replicas serve: %w", classify(err))
+	}
+	return out, nil
+}

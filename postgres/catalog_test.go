@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -136,7 +137,8 @@ func TestCatalogPublishersTakeTurns(t *testing.T) {
 
 // TestCatalogVersionsPruned: a publication keeps the newest
 // weir.CatalogKept versions and any a registered replica serves, and
-// removes the others; a replica not registered cannot report one.
+// removes the others; a replica not registered cannot report one, and
+// one registered that reported none is read as serving 0.
 func TestCatalogVersionsPruned(t *testing.T) {
 	t.Parallel()
 	pgtest.Require(t)
@@ -160,6 +162,12 @@ func TestCatalogVersionsPruned(t *testing.T) {
 	}
 	if err := db.CatalogServing(ctx, "r1", 2); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := db.ReplicaRegister(ctx, &fleet.ReplicaRegisterParams{ID: "r2", Addr: "127.0.0.1:2"}); err != nil {
+		t.Fatal(err)
+	}
+	if served, err := db.CatalogServed(ctx); err != nil || !maps.Equal(served, map[string]int64{"r1": 2, "r2": 0}) {
+		t.Errorf("served %v, %v; want r1's version 2, and none recorded by r2", served, err)
 	}
 	last := weir.CatalogKept + 5
 	for i := 4; i <= last; i++ {

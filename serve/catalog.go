@@ -30,7 +30,11 @@ import (
 //
 // The scopes a replica sets (gateway.Service.Apply and Take) are those
 // of the version it applies, so the fleet's leader is told one version's
-// limits, but for a replica that has not taken the newest yet.
+// limits, but for a replica that has not taken the newest yet. The
+// scopes a version leaves are retired once every registered replica
+// serves the same version (retireLocked), so that a request waiting on
+// one at a replica that has not taken the version yet is moved when it
+// does, rather than failed.
 
 // catalogDeps are what a fleetCatalog works with.
 type catalogDeps struct {
@@ -45,6 +49,16 @@ type catalogDeps struct {
 	// apply serves cfg's catalog; forget says the run-time limits go (an
 	// operator's apply: gateway.Service.Apply, not Take).
 	apply func(ctx context.Context, cfg *config.Config, forget bool) error
+	// left retires the scopes the versions applied left
+	// (gateway.Config.RetireLater); nil: apply retires them itself.
+	left leftScopes
+}
+
+// leftScopes are the scopes the catalogs applied left, kept until
+// retired: gateway.Service's.
+type leftScopes interface {
+	Leaving() bool
+	RetireLeft(ctx context.Context) int
 }
 
 // fleetCatalog is this replica's part in its fleet's catalog.
@@ -216,6 +230,7 @@ func (c *fleetCatalog) takeLocked(ctx context.Context, v weir.CatalogVersion, fo
 		c.logger.Info("the fleet's catalog is this replica's file's again", "version", v.Version)
 	}
 	c.reportLocked(ctx)
+	c.retireLocked(ctx)
 	return nil
 }
 
@@ -278,6 +293,7 @@ func (c *fleetCatalog) catchUp(ctx context.Context) {
 	defer c.mu.Unlock()
 	if v.Version <= c.applied {
 		c.reportLocked(ctx)
+		c.retireLocked(ctx)
 		return
 	}
 	if err := c.takeLocked(ctx, v, false); err != nil {
@@ -323,5 +339,39 @@ func (c *fleetCatalog) reportLocked(ctx context.Context) {
 		c.reported = c.applied
 	case !errors.Is(err, weir.ErrNotFound) && ctx.Err() == nil:
 		c.logger.Warn("could not record the catalog version this replica serves; retried at the next poll", "error", err)
+	}
+}
+
+// retireLocked retires the scopes the versions applied left, once every
+// registered replica that records a version serves this one's: none
+// still has a request waiting on them that its take of the version
+// would move. Until then a replica that has not taken the version, or
+// cannot, keeps them: the leader enforces their limits, and no request
+// of a replica serving the version routes to them. A replica leaves the
+// registry when it stops, or when the leader fences it once it missed
+// its heartbeats (fleet.heartbeat_timeout); one that records no version
+// (it has just joined, or is of a release that records none) holds
+// nothing up. The last replica to take a version retires them as it
+// takes it; the others find them retired at their next poll. The
+// caller holds mu.
+func (c *fleetCatalog) retireLocked(ctx context.Context) {
+	if c.left == nil || c.applied == 0 || c.reported != c.applied || !c.left.Leaving() {
+		return
+	}
+	served, err := c.store.CatalogServed(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.logger.Warn("could not read the catalog versions the replicas serve; the scopes the catalog left are retired at a later poll", "error", err)
+		}
+		return
+	}
+	for id, v := range served {
+		if v != 0 && v != c.applied {
+			c.logger.Debug("the scopes the catalog left wait for a replica", "replica", id, "serving", v, "version", c.applied)
+			return
+		}
+	}
+	if n := c.left.RetireLeft(ctx); n > 0 {
+		c.logger.Info("retired the scopes the catalog left: every replica serves it", "version", c.applied, "retired", n)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -294,5 +295,111 @@ func TestFleetCatalogPublishFile(t *testing.T) {
 	}
 	if st := c.State(); st.Version != 2 || !st.Drift {
 		t.Errorf("state %+v; want version 2, drifting from this replica's file", st)
+	}
+}
+
+// leftCounter is a replica's scopes left by its catalogs: one platform
+// model left until RetireLeft, which it counts.
+type leftCounter struct {
+	mu      sync.Mutex
+	leaving bool
+	retired int
+}
+
+func (l *leftCounter) Leaving() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.leaving
+}
+
+func (l *leftCounter) RetireLeft(context.Context) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.leaving {
+		return 0
+	}
+	l.leaving = false
+	l.retired++
+	return 1
+}
+
+// leave says a catalog applied left a platform model.
+func (l *leftCounter) leave() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.leaving = true
+}
+
+func (l *leftCounter) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.retired
+}
+
+// TestFleetCatalogRetiresOnceEveryReplicaServes: the scopes a version
+// left are retired once every registered replica records that version,
+// not while one records an older one; a replica that records none yet
+// holds nothing up, and one that left the fleet holds nothing up any
+// more.
+func TestFleetCatalogRetiresOnceEveryReplicaServes(t *testing.T) {
+	t.Parallel()
+	pgtest.Require(t)
+	db, err := postgres.Open(t.Context(), pgtest.Schema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := t.Context()
+	c, ch := catalogReplica(t, db, "a")
+	left := &leftCounter{}
+	c.left = left
+	if err := c.Begin(ctx, catalogFile("127.0.0.1:1", 2)); err != nil {
+		t.Fatal(err)
+	}
+	nextApplied(t, ch, "a's start")
+	gens := map[string]uint64{}
+	for _, id := range []string{"a", "b", "c"} {
+		gen, err := db.ReplicaRegister(ctx, &fleet.ReplicaRegisterParams{ID: id, Addr: "127.0.0.1:1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gens[id] = gen
+	}
+	if err := db.CatalogServing(ctx, "b", 1); err != nil {
+		t.Fatal(err)
+	}
+	// a's reload publishes version 2, which leaves a platform model.
+	left.leave()
+	if _, _, err := c.Publish(ctx, catalogFile("127.0.0.1:1", 3)); err != nil {
+		t.Fatal(err)
+	}
+	nextApplied(t, ch, "a's reload")
+	if n := left.count(); n != 0 {
+		t.Fatalf("retired %d times while b serves version 1; want none", n)
+	}
+	if err := db.CatalogServing(ctx, "b", 2); err != nil {
+		t.Fatal(err)
+	}
+	c.catchUp(ctx) // a's next poll: b, and a itself, serve version 2; c records none
+	if n := left.count(); n != 1 {
+		t.Fatalf("retired %d times once every replica serves version 2; want once", n)
+	}
+
+	// Version 3 leaves another; b is gone before it takes it.
+	left.leave()
+	if _, _, err := c.Publish(ctx, catalogFile("127.0.0.1:1", 4)); err != nil {
+		t.Fatal(err)
+	}
+	nextApplied(t, ch, "a's second reload")
+	c.catchUp(ctx)
+	if n := left.count(); n != 1 {
+		t.Fatalf("retired %d times while b serves version 2; want still once", n)
+	}
+	if err := db.ReplicaLeave(ctx, "b", gens["b"]); err != nil {
+		t.Fatal(err)
+	}
+	c.catchUp(ctx)
+	if n := left.count(); n != 2 {
+		t.Errorf("retired %d times once b left the fleet; want twice", n)
 	}
 }

@@ -423,7 +423,7 @@ func (m *Main) newCatalog() (func(context.Context) error, error) {
 		return nil, err
 	}
 	m.catalog = newFleetCatalog(catalogDeps{store: m.DB.Fleet, by: m.Member.Replica(), poll: m.Config.Fleet.Poll,
-		logger: m.Logger, base: m.Config,
+		logger: m.Logger, base: m.Config, left: m.Gateway,
 		apply: func(ctx context.Context, cfg *config.Config, forget bool) error {
 			if err := m.apply(ctx, cfg, forget); err != nil {
 				return err

@@ -10,10 +10,13 @@ import (
 	"github.com/weir-gateway/weir/tracing"
 )
 
-// gatewayConfig is the gateway's Config: the server settings', and
-// whether its spans record messages, as the environment asked tracing.
+// gatewayConfig is the gateway's Config: the server settings', whether
+// its spans record messages, as the environment asked tracing, and, in
+// a fleet with a catalog file, that the scopes a catalog version left
+// wait for every replica to serve it (fleetCatalog retires them).
 func (m *Main) gatewayConfig() gateway.Config {
 	gc := gatewayConfig(m.Config.Server)
+	gc.RetireLater = m.DB.Fleet != nil && m.ConfigPath != ""
 	if m.Tracing != nil {
 		gc.CaptureContent = m.Tracing.CaptureContent
 	}
