@@ -58,6 +58,11 @@ type DB struct {
 	// its own probe notification.
 	probeTimeout time.Duration
 	hooks        dbHooks
+	// updates and notices send TaskUpdate's and NotifyTask's statements
+	// in shared round trips (batch.go); notices apart, since a commit
+	// that notifies holds PostgreSQL's notice queue lock through its
+	// flush.
+	updates, notices stmtBatcher
 }
 
 // dbHooks let tests see into the connections of its own a DB makes; nil
@@ -91,6 +96,7 @@ func newDB(pool *pgxpool.Pool, logger *slog.Logger) *DB {
 	}
 	db := &DB{pool: pool, river: riverpgxv5.New(pool), log: logger, probeTimeout: probeTimeout}
 	db.listener.db = db
+	db.updates.pool, db.notices.pool = pool, pool
 	return db
 }
 

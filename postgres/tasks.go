@@ -337,8 +337,21 @@ func taskListQuery(f weir.TaskFilter) (string, []any) {
 // Status is always set. u.From must not be empty and must not hold a
 // terminal status, which is never left; u.Status must be known
 // (weir.ErrInvalid).
+//
+// Concurrent calls share round trips and commits (batch.go): the update
+// commits with those sent in the same batch, and returns once they have.
 func (db *DB) TaskUpdate(ctx context.Context, p *weir.TaskUpdateParams) (bool, error) {
-	return taskUpdate(ctx, db.pool, p)
+	args, err := taskUpdateArgs(p)
+	if err != nil {
+		return false, err
+	}
+	var applied bool
+	err = db.updates.exec(ctx, taskUpdateSQL, args, func(row pgx.Row) error {
+		var err error
+		applied, err = taskUpdateScan(p, row)
+		return err
+	})
+	return applied, err
 }
 
 // TaskUpdateTx is TaskUpdate inside tx, which should come from InTx (or
