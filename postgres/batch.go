@@ -12,8 +12,9 @@ import (
 )
 
 // Shared round trips: the single-statement writes that come many at once
-// while tasks drain — a task's status or progress changed outside a
-// transaction (TaskUpdate), a notice (NotifyTask) — are sent together,
+// while tasks drain — a task created (TaskCreate), a task's status or
+// progress changed outside a transaction (TaskUpdate), a notice
+// (NotifyTask) — are sent together,
 // many statements in one round trip on one connection of the pool,
 // followed by one Sync: PostgreSQL runs them as one implicit transaction,
 // with one commit (one WAL flush) for all of them. One statement alone
@@ -21,10 +22,11 @@ import (
 // commit's flush; hundreds a second of them kept every connection of the
 // pool busy, and the dispatcher's commits of admissions waited for one.
 //
-// Statements queue while a batch is under way; its sender, on returning,
-// hands the queue to the first caller waiting, which sends the next batch
-// after letting the writers ready to run queue theirs (as SQLite's group
-// commit does, sqlite/groupcommit.go). No goroutine of its own sends
+// Statements queue while batches are under way (a batcher's limit of
+// them); a batch's sender, on returning, hands the queue to the first
+// caller waiting, which sends the next batch after letting the writers
+// ready to run queue theirs (as SQLite's group commit does,
+// sqlite/groupcommit.go). No goroutine of its own sends
 // them, and no caller sends more than one batch besides the one holding
 // its own statement. Each caller returns once the batch holding its
 // statement has committed (or failed), as with a statement of its own.
@@ -39,13 +41,17 @@ import (
 // batchMax bounds the statements one batch takes.
 const batchMax = 256
 
-// stmtBatcher sends the statements queued on it in shared round trips.
+// stmtBatcher sends the statements queued on it in shared round trips,
+// at most limit batches at a time (at least one).
 type stmtBatcher struct {
-	pool    *pgxpool.Pool
-	mu      sync.Mutex
+	pool  *pgxpool.Pool
+	limit int
+	mu    sync.Mutex
+	// queue holds the statements waiting for a batch; running counts the
+	// callers sending one, or told to.
 	queue   []*queuedStmt
-	running bool // a caller sends a batch, or has been told to
-	batches int  // batches sent, for tests
+	running int
+	batches int // batches sent, for tests
 	// queued, if set (tests), is called with the queue's length after
 	// each statement queues.
 	queued func(n int)
@@ -60,7 +66,8 @@ type queuedStmt struct {
 	scan func(pgx.Row) error
 	err  error
 	// lead is sent true when this statement's caller is to send the
-	// next batch, false when its statement's batch has ended.
+	// next batch (the statement is then out of the queue), false when
+	// its statement's batch has ended.
 	lead chan bool
 }
 
@@ -76,10 +83,14 @@ func (b *stmtBatcher) exec(ctx context.Context, sql string, args []any, scan fun
 	}
 	s := &queuedStmt{sql: sql, args: args, scan: scan, lead: make(chan bool, 1)}
 	b.mu.Lock()
-	b.queue = append(b.queue, s)
-	lead := !b.running
-	b.running = true
+	lead := b.running < max(b.limit, 1)
 	n := len(b.queue)
+	if lead {
+		b.running++
+	} else {
+		b.queue = append(b.queue, s)
+		n++
+	}
 	b.mu.Unlock()
 	if b.queued != nil {
 		b.queued(n)
@@ -93,31 +104,30 @@ func (b *stmtBatcher) exec(ctx context.Context, sql string, args []any, scan fun
 	return s.err
 }
 
-// runBatch sends, as self's caller, one batch of the first statements
-// queued (self among them), tells each of the others how it ended, and
+// runBatch sends, as self's caller, one batch of self's statement and
+// the first ones queued, tells each of the others how it ended, and
 // hands the queue on. It first yields the processor once, so that the
 // writers already runnable queue their statements into this batch.
 func (b *stmtBatcher) runBatch(ctx context.Context, self *queuedStmt) {
 	runtime.Gosched()
 	b.mu.Lock()
-	n := min(len(b.queue), batchMax)
-	batch := b.queue[:n:n]
+	n := min(len(b.queue), batchMax-1)
+	batch := append([]*queuedStmt{self}, b.queue[:n]...)
 	b.queue = b.queue[n:]
 	b.batches++
 	b.mu.Unlock()
 	b.send(ctx, batch)
-	for _, s := range batch {
-		if s != self {
-			s.lead <- false
-		}
+	for _, s := range batch[1:] {
+		s.lead <- false
 	}
 	b.mu.Lock()
 	if len(b.queue) == 0 {
-		b.running = false
+		b.running--
 		b.mu.Unlock()
 		return
 	}
 	next := b.queue[0]
+	b.queue = b.queue[1:]
 	b.mu.Unlock()
 	next.lead <- true
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,18 +14,19 @@ import (
 	"github.com/weir-gateway/weir/pgtest"
 )
 
-// holdBatches makes b's callers queue as if a batch were under way, and
-// returns release, which waits until n statements have queued and hands
-// the first of them the lead: it sends every one queued in one batch.
+// holdBatches makes b's callers queue as if its limit of batches were
+// under way, and returns release, which waits until n statements have
+// queued and hands the first of them the lead: it sends every one queued
+// in one batch.
 func holdBatches(t *testing.T, b *stmtBatcher) (release func(n int)) {
 	t.Helper()
 	lengths := make(chan int, 1024)
 	b.mu.Lock()
-	if b.running {
+	if b.running > 0 {
 		b.mu.Unlock()
 		t.Fatal("a batch is under way already")
 	}
-	b.running = true
+	b.running = max(b.limit, 1)
 	b.queued = func(n int) { lengths <- n }
 	b.mu.Unlock()
 	return func(n int) {
@@ -38,6 +40,8 @@ func holdBatches(t *testing.T, b *stmtBatcher) (release func(n int)) {
 		}
 		b.mu.Lock()
 		first := b.queue[0]
+		b.queue = b.queue[1:]
+		b.running = 1 // the batches held end but the one handed on
 		b.mu.Unlock()
 		first.lead <- true
 	}
@@ -70,8 +74,8 @@ func TestTaskUpdatesShareABatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	release := holdBatches(t, &db.updates)
-	before := batches(&db.updates)
+	release := holdBatches(t, &db.writes)
+	before := batches(&db.writes)
 	applied := make([]bool, n+1)
 	errs := make([]error, n+1)
 	var wg sync.WaitGroup
@@ -88,7 +92,7 @@ func TestTaskUpdatesShareABatch(t *testing.T) {
 	}
 	release(n + 1)
 	wg.Wait()
-	if got := batches(&db.updates) - before; got != 1 {
+	if got := batches(&db.writes) - before; got != 1 {
 		t.Errorf("%d updates queued together went in %d batches, want 1", n+1, got)
 	}
 	for i := range n + 1 {
@@ -196,5 +200,124 @@ func TestNotifyTaskBatched(t *testing.T) {
 			t.Errorf("heard %+v", h)
 		}
 		seen[h.id] = true
+	}
+}
+
+// TestTaskCreatesShareABatch: creates queued together go in one batch;
+// of two creates of one idempotency key, one creates the task and the
+// other gets it; a taken id fails alone (weir.ErrConflict) and the
+// others of its batch commit.
+func TestTaskCreatesShareABatch(t *testing.T) {
+	t.Parallel()
+	pgtest.Require(t)
+	db := openTemp(t)
+	ctx := t.Context()
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := db.KeyCreate(ctx, weir.APIKey{ID: "key-1", Hash: "hash-1", CreatedAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	newTask := func(i int) *weir.Task {
+		return &weir.Task{ID: fmt.Sprintf("task_%d", i), KeyID: "key-1", Kind: "video", Model: "m", Status: weir.TaskQueued, CreatedAt: at}
+	}
+	// createTogether creates tasks in one batch.
+	createTogether := func(tasks []*weir.Task) ([]bool, []error) {
+		release := holdBatches(t, &db.writes)
+		before := batches(&db.writes)
+		created := make([]bool, len(tasks))
+		errs := make([]error, len(tasks))
+		var wg sync.WaitGroup
+		for i := range tasks {
+			wg.Go(func() { created[i], errs[i] = db.TaskCreate(ctx, tasks[i]) })
+		}
+		release(len(tasks))
+		wg.Wait()
+		if got := batches(&db.writes) - before; got != 1 {
+			t.Errorf("%d creates queued together went in %d batches, want 1", len(tasks), got)
+		}
+		return created, errs
+	}
+
+	const n, idemA, idemB = 10, 3, 7
+	tasks := make([]*weir.Task, n)
+	for i := range tasks {
+		tasks[i] = newTask(i)
+		if i == idemA || i == idemB {
+			tasks[i].IdempotencyKey = "idem-1"
+		}
+	}
+	created, errs := createTogether(tasks)
+	var idemCreated int
+	for i := range tasks {
+		switch {
+		case errs[i] != nil:
+			t.Errorf("create %d: %v", i, errs[i])
+		case i == idemA || i == idemB:
+			if created[i] {
+				idemCreated++
+			}
+		case !created[i] || tasks[i].Seq == 0:
+			t.Errorf("create %d: created %v, seq %d", i, created[i], tasks[i].Seq)
+		}
+	}
+	if idemCreated != 1 || tasks[idemA].ID != tasks[idemB].ID || tasks[idemA].Seq != tasks[idemB].Seq {
+		t.Errorf("two creates of one idempotency key created %d tasks (%s seq %d, %s seq %d), want 1 shared",
+			idemCreated, tasks[idemA].ID, tasks[idemA].Seq, tasks[idemB].ID, tasks[idemB].Seq)
+	}
+
+	again := []*weir.Task{newTask(20), newTask(0), newTask(21)} // task_0 is taken
+	created, errs = createTogether(again)
+	if !errors.Is(errs[1], weir.ErrConflict) {
+		t.Errorf("the create of a taken id: %v, want weir.ErrConflict", errs[1])
+	}
+	for _, i := range []int{0, 2} {
+		if errs[i] != nil || !created[i] {
+			t.Errorf("create %s beside a taken id: created %v, %v", again[i].ID, created[i], errs[i])
+		}
+	}
+}
+
+// TestBatchesUpToTheLimit: a batcher of limit 2 sends two batches at a
+// time; a third statement queues until one of them has ended.
+func TestBatchesUpToTheLimit(t *testing.T) {
+	t.Parallel()
+	pgtest.Require(t)
+	db := openTemp(t)
+	ctx := t.Context()
+	// The statements wait for an advisory lock that the test holds.
+	holder, err := db.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release()
+	const key = 4242
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
+		t.Fatal(err)
+	}
+	lengths := make(chan int, 3)
+	b := &stmtBatcher{pool: db.pool, limit: 2, queued: func(n int) { lengths <- n }}
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() { errs <- b.exec(ctx, `SELECT pg_advisory_xact_lock($1)`, []any{key}, nil) }()
+	}
+	var got []int
+	for range 3 {
+		select {
+		case n := <-lengths:
+			got = append(got, n)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("queue lengths %v after 10s", got)
+		}
+	}
+	slices.Sort(got) // the calls race each other out of the lock
+	if want := []int{0, 0, 1}; !slices.Equal(got, want) {
+		t.Errorf("queue lengths as the statements came %v, want %v: two sent at once, the third queued", got, want)
+	}
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, key); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }
