@@ -12,8 +12,12 @@
 // driver (RiverDriver) run. Unlike SQLite, PostgreSQL runs many writers
 // at once, so there is no write connection to queue on: each statement
 // takes a connection, and the rules that make concurrent writers safe are
-// the statements' own (below). The pool's size is pool_max_conns from
-// the DSN, or 20; each connection attempt gives up after connect_timeout
+// the statements' own (below). The single-statement writes that come
+// hundreds a second while tasks drain (TaskCreate, TaskUpdate outside a
+// transaction, NotifyTask) share round trips instead: callers queue
+// them, and one of them sends those queued as one pipeline, which
+// PostgreSQL runs as one implicit transaction with one commit
+// (batch.go). The pool's size is pool_max_conns from the DSN, or 20; each connection attempt gives up after connect_timeout
 // from the DSN, or 10s. Open pings the server, so a DSN that cannot
 // connect fails there, with an error naming the host (Describe) and never
 // the password.

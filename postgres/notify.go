@@ -19,6 +19,9 @@ const taskChannelSQL = `SELECT 'weir_tasks_' || to_hex(hashtext(n.nspname::text)
 	FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 	WHERE c.oid = 'tasks'::regclass`
 
+// notifyTaskSQL sends a task notice, its payload $1.
+const notifyTaskSQL = `SELECT pg_notify((` + taskChannelSQL + `), $1)`
+
 // maxNotifyPayload bounds a notification's payload: PostgreSQL refuses
 // one of 8000 bytes or more.
 const maxNotifyPayload = 7999
@@ -32,7 +35,8 @@ type taskNotice struct {
 // NotifyTask tells every replica listening on this database's schema
 // (ListenTasks) that task id changed, as event says (the task service's
 // words; not empty, which ListenTasks keeps for its resync). It is sent
-// at once, outside any transaction, and lost for a listener that is not
+// outside the caller's transactions, in one of its own shared with the
+// notices sent meanwhile (batch.go), and lost for a listener that is not
 // connected then. An empty event or id, or a notice past PostgreSQL's
 // 8000 bytes, is weir.ErrInvalid.
 func (db *DB) NotifyTask(ctx context.Context, event, id string) error {
@@ -46,7 +50,7 @@ func (db *DB) NotifyTask(ctx context.Context, event, id string) error {
 	if len(payload) > maxNotifyPayload {
 		return fmt.Errorf("notify task %s: %w: a notice of %d bytes (at most %d)", id, weir.ErrInvalid, len(payload), maxNotifyPayload)
 	}
-	if _, err := db.pool.Exec(ctx, `SELECT pg_notify((`+taskChannelSQL+`), $1)`, string(payload)); err != nil {
+	if err := db.notices.exec(ctx, notifyTaskSQL, []any{string(payload)}, nil); err != nil {
 		return fmt.Errorf("notify task %s: %w", id, err)
 	}
 	return nil

@@ -133,18 +133,19 @@ func (db *DB) InTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 // taskInsertSQL). The caller decides what a repeated submission with a
 // different body means.
 //
+// The insert is one statement, sent with the concurrent callers' writes
+// (batch.go) and committed with them: a create returns once its task is
+// committed.
+//
 // ID, KeyID, Kind, Model, a known Status and CreatedAt are required
 // (weir.ErrInvalid); so is an existing key. A taken ID is weir.ErrConflict.
 func (db *DB) TaskCreate(ctx context.Context, t *weir.Task) (created bool, err error) {
 	if err := t.ValidateNew(); err != nil {
 		return false, fmt.Errorf("create task %q: %w", t.ID, err)
 	}
-	// t changes only once the transaction has committed.
+	// t changes only once the insert has committed.
 	c := *t
-	err = db.InTx(ctx, func(tx pgx.Tx) error {
-		created, err = taskCreateTx(ctx, tx, &c)
-		return err
-	})
+	created, err = db.taskCreate(ctx, &c)
 	if err != nil {
 		return false, fmt.Errorf("create task %s: %w", t.ID, err)
 	}
@@ -152,23 +153,23 @@ func (db *DB) TaskCreate(ctx context.Context, t *weir.Task) (created bool, err e
 	return created, nil
 }
 
-// createTries bounds taskCreateTx's rounds: a second round is needed only
+// createTries bounds taskCreate's rounds: a second round is needed only
 // when the task holding the idempotency key was purged between the insert
 // and the lookup, which a retention of days makes all but impossible.
 const createTries = 3
 
-// taskCreateTx is TaskCreate's work inside tx, on a validated task: it
-// sets t.Seq, or replaces *t with the task stored under its idempotency key.
-func taskCreateTx(ctx context.Context, tx pgx.Tx, t *weir.Task) (created bool, err error) {
+// taskCreate is TaskCreate's work on a validated task: it sets t.Seq, or
+// replaces *t with the task stored under its idempotency key.
+func (db *DB) taskCreate(ctx context.Context, t *weir.Task) (created bool, err error) {
 	for range createTries {
 		var seq int64
-		err = tx.QueryRow(ctx, taskInsertSQL,
+		err = db.writes.exec(ctx, taskInsertSQL, []any{
 			t.ID, t.KeyID, t.Kind, t.Model, bytea(t.Input), t.Priority, string(t.Status),
 			t.PlatformModel, int64(t.Candidate), int64(t.Progress), t.UpstreamID, nullBytes(t.Result),
 			t.ErrorCode, t.ErrorMessage, t.CallbackURL, nullString(t.IdempotencyKey), int64(t.Attempts),
 			dbTime(t.CreatedAt), nullTime(t.AdmittedAt), nullTime(t.FinishedAt), nullTime(t.Deadline),
 			nullString(t.Fingerprint), eventsColumn(t.CallbackEvents), string(t.RunMode), t.RunID, t.TraceParent,
-		).Scan(&seq)
+		}, func(row pgx.Row) error { return row.Scan(&seq) })
 		switch {
 		case err == nil:
 			t.Seq = seq
@@ -177,9 +178,9 @@ func taskCreateTx(ctx context.Context, tx pgx.Tx, t *weir.Task) (created bool, e
 			return false, classify(err)
 		}
 		// Only the idempotency constraint is DO NOTHING: the task is
-		// there, committed (the insert waited for it), and this statement
-		// sees it.
-		stored, err := scanTask(tx.QueryRow(ctx, taskByIdempotencySQL, t.KeyID, t.IdempotencyKey))
+		// there, committed (the insert waited for it, or its own batch
+		// inserted it and has committed), and this statement sees it.
+		stored, err := scanTask(db.pool.QueryRow(ctx, taskByIdempotencySQL, t.KeyID, t.IdempotencyKey))
 		if errors.Is(err, weir.ErrNotFound) {
 			continue // purged meanwhile: the key is free again
 		}
@@ -337,8 +338,21 @@ func taskListQuery(f weir.TaskFilter) (string, []any) {
 // Status is always set. u.From must not be empty and must not hold a
 // terminal status, which is never left; u.Status must be known
 // (weir.ErrInvalid).
+//
+// Concurrent calls share round trips and commits (batch.go): the update
+// commits with those sent in the same batch, and returns once they have.
 func (db *DB) TaskUpdate(ctx context.Context, p *weir.TaskUpdateParams) (bool, error) {
-	return taskUpdate(ctx, db.pool, p)
+	args, err := taskUpdateArgs(p)
+	if err != nil {
+		return false, err
+	}
+	var applied bool
+	err = db.writes.exec(ctx, taskUpdateSQL, args, func(row pgx.Row) error {
+		var err error
+		applied, err = taskUpdateScan(p, row)
+		return err
+	})
+	return applied, err
 }
 
 // TaskUpdateTx is TaskUpdate inside tx, which should come from InTx (or

@@ -123,6 +123,9 @@ func (m *Main) assemble(ctx context.Context) error {
 	}
 	m.Metrics = metrics.New(func(ctx context.Context) []admission.ScopeStats { return m.Engine.Scopes(ctx) })
 	m.Metrics.SetSpendByKey(cfg.Server.MetricsSpendByKey)
+	if pool := db.pool(); pool != nil {
+		m.Metrics.WatchPool(pool)
+	}
 	m.Recorder = console.NewRecorder()
 	if err := m.newEngine(ctx); err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/config"
 	"github.com/weir-gateway/weir/fleet"
+	"github.com/weir-gateway/weir/metrics"
 	"github.com/weir-gateway/weir/postgres"
 	"github.com/weir-gateway/weir/sqlite"
 	"github.com/weir-gateway/weir/task"
@@ -113,6 +114,21 @@ func OpenStorage(ctx context.Context, cfg config.Storage, o StorageOptions) (*St
 	// config.Validate refuses any other driver; this is for a Config
 	// built in code.
 	return nil, fmt.Errorf("open storage: unknown driver %q: want sqlite or postgres", cfg.Driver)
+}
+
+// pool returns how to read the store's connection pool for the metrics;
+// nil on SQLite, whose connections are not pooled so.
+func (s *Storage) pool() func() metrics.PoolState {
+	db, ok := s.store.(*postgres.DB)
+	if !ok {
+		return nil
+	}
+	return func() metrics.PoolState {
+		st := db.Pool().Stat()
+		return metrics.PoolState{MaxConns: int(st.MaxConns()), Acquired: int(st.AcquiredConns()), Idle: int(st.IdleConns()),
+			Acquires: uint64(st.AcquireCount()), EmptyAcquires: uint64(st.EmptyAcquireCount()),
+			CanceledAcquires: uint64(st.CanceledAcquireCount()), AcquireWait: st.AcquireDuration()}
+	}
 }
 
 // tasksOn returns how to build the task service on st.

@@ -76,6 +76,13 @@ func TestServeOnPostgres(t *testing.T) {
 	if _, _, err := startPostgresMain(t, dsn); err != nil {
 		t.Errorf("a second serve on the same database: %v", err)
 	}
+	// The pool's metrics: its size, and the connections taken so far.
+	if got := gathered(t, m, "weir_db_pool_max_connections"); got != 20 {
+		t.Errorf("weir_db_pool_max_connections %v; want the default pool's 20", got)
+	}
+	if got := gathered(t, m, "weir_db_pool_acquires_total"); got < 1 {
+		t.Errorf("weir_db_pool_acquires_total %v; want the connections taken to start", got)
+	}
 
 	// The keys that `weir keys list` reads, on a config naming the same
 	// database.
@@ -145,4 +152,24 @@ func TestOpenStorageDrivers(t *testing.T) {
 		!strings.Contains(err.Error(), `unknown driver "mysql"`) {
 		t.Errorf("OpenStorage of driver mysql: %v", err)
 	}
+}
+
+// gathered is the value of m's metric name, which has no labels; 0 if
+// it is not registered.
+func gathered(t *testing.T, m *Main, name string) float64 {
+	t.Helper()
+	mfs, err := m.Metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name || len(mf.GetMetric()) != 1 {
+			continue
+		}
+		if c := mf.GetMetric()[0].GetCounter(); c != nil {
+			return c.GetValue()
+		}
+		return mf.GetMetric()[0].GetGauge().GetValue()
+	}
+	return 0
 }

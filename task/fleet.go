@@ -85,7 +85,7 @@ func (fl *fleetLedger) submit(ctx context.Context, t *weir.Task, req admission.R
 		s.notify(ctx, notice{kind: noticeQueued, id: t.ID})
 		return nil
 	}
-	err := tm.enqueue(ctx, req)
+	err := tm.enqueueSubmitted(ctx, req)
 	if err == nil || !taskFault(err) {
 		return nil // not queued for the engine's reason: the ledger's next look queues it
 	}

@@ -130,6 +130,9 @@ type fleetStore struct {
 	dropped   atomic.Int64
 	listening atomic.Int64 // LISTENs begun
 	txs       atomic.Int64 // transactions begun (InTx)
+	// created, while set, is called with each task the store has
+	// created, before TaskCreate returns.
+	created atomic.Pointer[func(id string)]
 
 	mu     sync.Mutex
 	listen func(event, id string)
@@ -179,6 +182,14 @@ func (s *fleetStore) TaskUpdateManyFencedTx(ctx context.Context, tx pgx.Tx, lead
 func (s *fleetStore) InTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	s.txs.Add(1)
 	return s.DB.InTx(ctx, fn)
+}
+
+func (s *fleetStore) TaskCreate(ctx context.Context, t *weir.Task) (bool, error) {
+	created, err := s.DB.TaskCreate(ctx, t)
+	if f := s.created.Load(); f != nil && err == nil && created {
+		(*f)(t.ID)
+	}
+	return created, err
 }
 
 func (s *fleetStore) NotifyTask(ctx context.Context, event, id string) error {

@@ -475,3 +475,39 @@ func TestFleetEndNeedsNoTransaction(t *testing.T) {
 	}
 	waitFor(t, "the lease back", func() bool { return fb.scope(t, "a", WorkersScope).Used == 0 })
 }
+
+// TestFleetSubmitAfterThePollAdmittedIt: a task submitted to the leader
+// whose create has committed, but whose own enqueue comes only after the
+// ledger's poll found it queued and it was admitted, is not admitted a
+// second time: it holds one lease, given back at its end.
+func TestFleetSubmitAfterThePollAdmittedIt(t *testing.T) {
+	t.Parallel()
+	fb := setupFleet(t, fleetOpts{Workers: 2}, "a")
+	fb.elect(t, "a")
+	a := fb.node("a")
+	held := make(chan string, 1)
+	resume := make(chan struct{})
+	hold := func(id string) {
+		held <- id
+		<-resume
+	}
+	a.store.created.Store(&hold)
+	submitted := make(chan weir.Task, 1)
+	go func() { submitted <- fb.submit(t, "a") }()
+	var id string
+	select {
+	case id = <-held:
+	case <-time.After(waitBound):
+		t.Fatal("the task was not created")
+	}
+	a.store.created.Store(nil)
+	fb.poll()
+	waitFor(t, "the task admitted by the poll", func() bool { return fb.get(t, id).Status != weir.TaskQueued })
+	close(resume)
+	<-submitted
+	if got := fb.scope(t, "a", WorkersScope).Used; got != 1 {
+		t.Errorf("workers scope used %d once the submission enqueued the admitted task; want 1", got)
+	}
+	fb.driveTo(t, id, weir.TaskSucceeded)
+	waitFor(t, "every lease back", func() bool { return fb.scope(t, "a", WorkersScope).Used == 0 })
+}

@@ -149,6 +149,25 @@ func (tm *term) enqueue(ctx context.Context, req admission.Request) error {
 	return tm.enqueueReserved(ctx, req, w)
 }
 
+// enqueueSubmitted is enqueue for a task its submission has just
+// stored: one the term holds a lease for already is not queued
+// (admission.ErrDuplicate). Between the store's commit of the task and
+// this call, the ledger's poll or a notice may have found it queued and
+// had it admitted; queued again, it would be admitted again, and the
+// term, which holds one lease a task, would lose one of the two.
+func (tm *term) enqueueSubmitted(ctx context.Context, req admission.Request) error {
+	tm.mu.Lock()
+	var w *waiter
+	if tm.leases[req.ID] == nil {
+		w = tm.reserveLocked(req.ID)
+	}
+	tm.mu.Unlock()
+	if w == nil {
+		return admission.ErrDuplicate
+	}
+	return tm.enqueueReserved(ctx, req, w)
+}
+
 // reserveLocked records a waiter for task id, or returns nil if it has
 // one already. A wait before it queues again (deferQueue) is over.
 func (tm *term) reserveLocked(id string) *waiter {
