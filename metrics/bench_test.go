@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/gateway"
 )
 
@@ -47,6 +48,22 @@ func BenchmarkAffinity(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			m.Affinity("gpt-4o-mini", "hit")
+		}
+	})
+}
+
+// BenchmarkTask is what one durable task observes as it drains: its
+// transitions to admitted, running and succeeded, its wait and its run.
+func BenchmarkTask(b *testing.B) {
+	m := New(nil)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m.TaskTransition(weir.TaskAdmitted)
+			m.TaskTransition(weir.TaskRunning)
+			m.TaskWaited("sora-2", 40*time.Millisecond)
+			m.TaskTransition(weir.TaskSucceeded)
+			m.TaskRan("sora-2", weir.TaskSucceeded, 2*time.Second)
 		}
 	})
 }

@@ -51,6 +51,7 @@ type Metrics struct {
 	spendState spendState
 	genAI      genAIMetrics
 	cached     requestChildren
+	taskCached taskChildren
 }
 
 // requestChildren are the children of the collectors every model request
@@ -64,6 +65,24 @@ type requestChildren struct {
 	// affinity: weir_affinity_total's, by model and result, counted once a
 	// request of a model with cache affinity.
 	affinity *children[[2]string, prometheus.Counter]
+}
+
+// taskChildren are the children of the collectors every durable task
+// observes (several times a task while tasks drain), cached by label
+// values.
+type taskChildren struct {
+	tasks    *children[weir.TaskStatus, prometheus.Counter]
+	taskWait *children[string, prometheus.Observer]
+	taskRun  *children[taskRunLabels, prometheus.Observer]
+	webhooks *children[string, prometheus.Counter]
+	dispatch *children[string, prometheus.Counter]
+	skipped  *children[string, prometheus.Counter]
+}
+
+// taskRunLabels are weir_task_run_seconds's labels.
+type taskRunLabels struct {
+	model  string
+	status weir.TaskStatus
 }
 
 // httpLabels are weir_http_requests_total's labels, the status code as
@@ -206,7 +225,27 @@ func (m *Metrics) taskCollectors() []prometheus.Collector {
 	for _, r := range CandidateSkipReasons {
 		m.skipped.WithLabelValues(r)
 	}
+	m.cacheTaskChildren()
 	return []prometheus.Collector{m.tasks, m.taskWait, m.taskRun, m.webhooks, m.dispatch, m.skipped}
+}
+
+// cacheTaskChildren makes the caches of the children tasks observe.
+func (m *Metrics) cacheTaskChildren() {
+	counter := func(v *prometheus.CounterVec) *children[string, prometheus.Counter] {
+		return newChildren(func(l string) prometheus.Counter { return v.WithLabelValues(l) })
+	}
+	m.taskCached = taskChildren{
+		tasks: newChildren(func(st weir.TaskStatus) prometheus.Counter { return m.tasks.WithLabelValues(string(st)) }),
+		taskWait: newChildren(func(model string) prometheus.Observer {
+			return m.taskWait.WithLabelValues(model)
+		}),
+		taskRun: newChildren(func(l taskRunLabels) prometheus.Observer {
+			return m.taskRun.WithLabelValues(l.model, string(l.status))
+		}),
+		webhooks: counter(m.webhooks),
+		dispatch: counter(m.dispatch),
+		skipped:  counter(m.skipped),
+	}
 }
 
 // TaskDispatchOutcomes are weir_task_dispatch_total's outcomes, and
@@ -331,7 +370,7 @@ func (m *Metrics) ObserveQueueWait(model string, d time.Duration) {
 }
 
 // TaskTransition counts a task entering status st.
-func (m *Metrics) TaskTransition(st weir.TaskStatus) { m.tasks.WithLabelValues(string(st)).Inc() }
+func (m *Metrics) TaskTransition(st weir.TaskStatus) { m.taskCached.tasks.get(st).Inc() }
 
 // DroppedError counts an error that could only be logged: op names what
 // failed.
@@ -488,12 +527,12 @@ func (c *scopeCollector) Collect(ch chan<- prometheus.Metric) {
 
 // TaskWaited records how long a task waited before admission.
 func (m *Metrics) TaskWaited(model string, d time.Duration) {
-	m.taskWait.WithLabelValues(model).Observe(d.Seconds())
+	m.taskCached.taskWait.get(model).Observe(d.Seconds())
 }
 
 // TaskRan records how long an admitted task ran until it ended in st.
 func (m *Metrics) TaskRan(model string, st weir.TaskStatus, d time.Duration) {
-	m.taskRun.WithLabelValues(model, string(st)).Observe(d.Seconds())
+	m.taskCached.taskRun.get(taskRunLabels{model, st}).Observe(d.Seconds())
 }
 
 // ConsoleLogin counts a login at the console's form by outcome (ok,
@@ -502,12 +541,12 @@ func (m *Metrics) ConsoleLogin(outcome string) { m.logins.WithLabelValues(outcom
 
 // TaskDispatch counts one of the task dispatcher's outcomes
 // (TaskDispatchOutcomes; task.Metrics).
-func (m *Metrics) TaskDispatch(outcome string) { m.dispatch.WithLabelValues(outcome).Inc() }
+func (m *Metrics) TaskDispatch(outcome string) { m.taskCached.dispatch.get(outcome).Inc() }
 
 // TaskCandidateSkipped counts a candidate a task was planned or sent
 // without, by reason (CandidateSkipReasons; task.Metrics and
 // gateway.Metrics).
-func (m *Metrics) TaskCandidateSkipped(reason string) { m.skipped.WithLabelValues(reason).Inc() }
+func (m *Metrics) TaskCandidateSkipped(reason string) { m.taskCached.skipped.get(reason).Inc() }
 
 // WebhookAttempt counts one webhook delivery attempt by its outcome.
-func (m *Metrics) WebhookAttempt(outcome string) { m.webhooks.WithLabelValues(outcome).Inc() }
+func (m *Metrics) WebhookAttempt(outcome string) { m.taskCached.webhooks.get(outcome).Inc() }

@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 )
 
@@ -140,5 +142,48 @@ func TestObserveRequestSeries(t *testing.T) {
 	}
 	if n := len(m.cached.affinity.m); n != 3 {
 		t.Errorf("%d affinity children cached, want 3", n)
+	}
+}
+
+// A task's observations count in the series of their labels, through
+// the caches of children, without an allocation once the series exist.
+func TestObserveTaskSeries(t *testing.T) {
+	m := New(nil)
+	observe := func() {
+		m.TaskTransition(weir.TaskRunning)
+		m.TaskWaited("v", time.Second)
+		m.TaskRan("v", weir.TaskSucceeded, 2*time.Second)
+		m.TaskDispatch("deferred")
+		m.TaskCandidateSkipped("paused")
+		m.WebhookAttempt("delivered")
+	}
+	observe()
+	if n := testing.AllocsPerRun(100, observe); n != 0 {
+		t.Errorf("a task's observations allocate %v", n)
+	}
+	m.TaskRan("v", weir.TaskFailed, time.Second)
+	m.TaskRan("w", weir.TaskSucceeded, time.Second)
+	for _, c := range []struct {
+		name string
+		c    prometheus.Collector
+		want float64
+	}{
+		{"weir_task_transitions_total{running}", m.tasks.WithLabelValues("running"), 102},
+		{"weir_task_dispatch_total{deferred}", m.dispatch.WithLabelValues("deferred"), 102},
+		{"weir_task_candidate_skipped_total{paused}", m.skipped.WithLabelValues("paused"), 102},
+		{"weir_task_webhook_attempts_total{delivered}", m.webhooks.WithLabelValues("delivered"), 102},
+	} {
+		if got := testutil.ToFloat64(c.c); got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, got, c.want)
+		}
+	}
+	if n := testutil.CollectAndCount(m.taskRun); n != 3 {
+		t.Errorf("weir_task_run_seconds has %d series, want 3", n)
+	}
+	if n := testutil.CollectAndCount(m.taskWait); n != 1 {
+		t.Errorf("weir_task_queue_wait_seconds has %d series, want 1", n)
+	}
+	if n := len(m.taskCached.taskRun.m); n != 3 {
+		t.Errorf("%d task run children cached, want 3", n)
 	}
 }

@@ -66,6 +66,9 @@ type DB struct {
 	// group makes concurrent single-task writes share transactions
 	// (groupcommit.go).
 	group groupCommit
+	// checkpoints runs the WAL's checkpoints off the write connection
+	// (checkpoint.go); nil for ":memory:".
+	checkpoints *checkpointer
 }
 
 var _ weir.Store = (*DB)(nil)
@@ -88,19 +91,28 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		"_txlock":       {"immediate"},
 		// Statement journals (a multi-row INSERT keeps one) and temporary
 		// b-trees in memory: on a file they cost a write(2) per page.
-		"_pragma": {"temp_store(MEMORY)"},
+		// The WAL's checkpoints are the checkpointer's (checkpoint.go).
+		"_pragma": {"temp_store(MEMORY)", "wal_autocheckpoint(" + strconv.Itoa(writeAutoCheckpoint) + ")"},
 	}.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
+	var ckpt *checkpointer
+	var committed func() int32
+	if !memory {
+		if ckpt, err = newCheckpointer(path, timeout); err != nil {
+			return nil, err
+		}
+		committed = ckpt.committed
+	}
 	// Its statements stay prepared (stmtcache.go): River runs its SQL
 	// unprepared on it.
-	write := sql.OpenDB(cachingConnector{inner: writeConn})
+	write := sql.OpenDB(cachingConnector{inner: writeConn, committed: committed})
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxIdleTime(0) // never close it: for ":memory:" that would lose the database
 	write.SetConnMaxLifetime(0)
-	db := &DB{write: write, read: write, river: riverjob.InProcess(riversqlite.New(write))}
+	db := &DB{write: write, read: write, river: riverjob.InProcess(riversqlite.New(write)), checkpoints: ckpt}
 
 	if err := db.checkJournal(ctx, memory); err != nil {
 		db.Close()
@@ -254,7 +266,7 @@ const migrateTries = 5
 // connection would only wait in SQLite's busy handler.
 func (db *DB) SQL() *sql.DB { return db.write }
 
-// Close closes both pools.
+// Close closes both pools and the checkpointer.
 func (db *DB) Close() error {
 	var errs []error
 	for _, stmt := range db.stmts {
@@ -264,6 +276,9 @@ func (db *DB) Close() error {
 		errs = append(errs, db.read.Close())
 	}
 	errs = append(errs, db.write.Close())
+	if db.checkpoints != nil {
+		errs = append(errs, db.checkpoints.close())
+	}
 	return errors.Join(errs...)
 }
 

@@ -10,7 +10,7 @@
 //
 // # Connections
 //
-// A DB holds two pools on the same file:
+// A DB holds two pools and a connection on the same file:
 //
 //   - the write pool, one connection, which SQL returns. Every write goes
 //     through it: keys, usage batches, tasks, and River's SQLite driver
@@ -31,6 +31,9 @@
 //     write transaction (on SQL) cannot deadlock on the one write
 //     connection. A read sees what was committed when it began, not a
 //     transaction still open.
+//   - the checkpointer's connection, which copies the WAL back into the
+//     database file after commits (checkpoint.go), so that the write
+//     connection does not stand still while it does.
 //
 // ":memory:" is the exception: every connection to it is a separate
 // database, so there the read pool is the write connection. It suits tests

@@ -19,15 +19,20 @@ import (
 const stmtCacheSize = 128
 
 // cachingConnector opens connections of inner that keep their
-// statements prepared (cachingConn).
+// statements prepared (cachingConn). committed, if set, is each
+// connection's commit hook (checkpointer.committed).
 type cachingConnector struct {
-	inner driver.Connector
+	inner     driver.Connector
+	committed func() int32
 }
 
 func (c cachingConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	conn, err := c.inner.Connect(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if h, ok := conn.(commitHooker); ok && c.committed != nil {
+		h.RegisterCommitHook(c.committed)
 	}
 	full, ok := conn.(fullConn)
 	if !ok {

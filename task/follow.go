@@ -35,13 +35,15 @@ type run struct {
 	// (see progressEventDue).
 	told   int
 	toldAt time.Time
-	// storedAt is when the task's progress was last stored. Polls that
-	// come closer together than PollMin (near the job's estimated end)
-	// store their progress only with an event: each write takes the
-	// store's one writer, which the task's own end and the next task's
-	// admission are waiting for; a running task's stored progress is
-	// the last poll's, or one read less than PollMin before it.
-	storedAt time.Time
+	// storedAt is when the task's progress was last stored, and
+	// unstoredAt when a poll first read a progress not stored since
+	// (zero if none). Each write takes the store's one writer, which the
+	// task's own end and the next task's admission are waiting for, so
+	// a poll stores its progress at most once per PollMin (and always
+	// with an event), and not while the next poll, which reads it again
+	// or sees the end, comes within PollMin of unstoredAt: a job's last
+	// readings before its end are written with the end.
+	storedAt, unstoredAt time.Time
 	// failingSince is when polls began to fail in a row (zero while they
 	// succeed), and failures how many have.
 	failingSince time.Time
@@ -150,8 +152,9 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 			return s.finishRunning(ctx, t, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: code, ErrorMessage: msg, Result: up.Raw})
 		}
 		now = s.clock.Now()
+		r.next = sent.Add(s.nextPoll(r, up.Progress, sent))
 		ev := progressEvent(t, r, up.Progress, now)
-		if (up.Progress != t.Progress && now.Sub(r.storedAt) >= s.cfg.PollMin) || ev != nil {
+		if s.progressDue(r, t.Progress, up.Progress, now, until) || ev != nil {
 			p := up.Progress
 			ok, err := s.updateWithEvent(ctx, t, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskRunning}, Status: weir.TaskRunning, Progress: &p}, ev)
 			if err != nil {
@@ -160,10 +163,27 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 			if ok && ev != nil {
 				r.told, r.toldAt = p, now
 			}
-			t.Progress, r.storedAt = p, now
+			t.Progress, r.storedAt, r.unstoredAt = p, now, time.Time{}
 		}
-		r.next = sent.Add(s.nextPoll(r, up.Progress, sent))
 	}
+}
+
+// progressDue reports whether a poll at now that read progress p, of a
+// task whose stored progress is stored, stores it (run.storedAt says
+// when), given r.next, the next poll, and until, the end of this
+// execution's hold.
+func (s *Service) progressDue(r *run, stored, p int, now, until time.Time) bool {
+	if p == stored {
+		r.unstoredAt = time.Time{}
+		return false
+	}
+	if r.unstoredAt.IsZero() {
+		r.unstoredAt = now
+	}
+	if now.Sub(r.storedAt) < s.cfg.PollMin {
+		return false
+	}
+	return r.next.After(until) || r.next.Sub(r.unstoredAt) >= s.cfg.PollMin
 }
 
 // snoozeLead is how much shorter than the wait for its next poll a

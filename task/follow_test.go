@@ -48,6 +48,9 @@ type scriptedJob struct {
 	// a poll's answer takes after the job's state was read.
 	submitTakes, submitStarts, pollTakes time.Duration
 
+	// endless: the job reads 99% from its length on, and never ends.
+	endless bool
+
 	mu        sync.Mutex
 	polls     []time.Duration // elapsed at each poll
 	cancelled bool
@@ -77,7 +80,7 @@ func (j *scriptedJob) Poll(_ context.Context, id string) (provider.Job, error) {
 	if j.cancelled {
 		return provider.Job{ID: id, Status: provider.JobFailed}, nil
 	}
-	if e >= j.length {
+	if e >= j.length && !j.endless {
 		return provider.Job{ID: id, Status: provider.JobSucceeded, Progress: 100, Raw: []byte(`{"id":"job_1","status":"completed"}`)}, nil
 	}
 	return provider.Job{ID: id, Status: provider.JobRunning, Progress: min(int(e*100/j.length), 99)}, nil
@@ -313,6 +316,74 @@ func TestFollowStoresProgressAtMostEveryPollMin(t *testing.T) {
 	}
 	if len(changes) == 0 || len(r.job.polls) < 4 {
 		t.Fatalf("progress stored at %v over polls at %v: want it stored while running, with polls near the end", changes, r.job.polls)
+	}
+}
+
+// storedProgress follows the rig's stored progress at each wait of
+// follow: changes gets the job's elapsed time at each change, and check
+// (if not nil) is called with the progress stored for the wait from now
+// on for d.
+func (r *followRig) storedProgress(t *testing.T, changes *[]time.Duration, check func(stored int, now time.Time, d time.Duration)) func(time.Duration) {
+	stored := 0
+	return func(d time.Duration) {
+		// follow waits: what it stored is committed.
+		got, err := r.s.store.TaskGet(t.Context(), r.task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Progress != stored {
+			stored = got.Progress
+			*changes = append(*changes, r.clk.Now().Sub(r.job.start))
+		}
+		if check != nil {
+			check(stored, r.clk.Now(), d)
+		}
+	}
+}
+
+// The polls of a job's last moments come closer together than PollMin:
+// their readings are left to the next poll, and so to the end's write.
+// A 2s job's progress is stored once while it runs, at the first poll.
+func TestFollowLeavesTheLastReadingsToTheEnd(t *testing.T) {
+	t.Parallel()
+	r := newFollowRig(t, 2*time.Second)
+	var changes []time.Duration
+	if err := r.advance(t, "follow", r.follow(t.Context()), r.storedProgress(t, &changes, nil)); err != nil {
+		t.Fatalf("follow: %v", err)
+	}
+	got, err := r.s.store.TaskGet(t.Context(), r.task.ID)
+	if err != nil || got.Status != weir.TaskSucceeded || got.Progress != 100 {
+		t.Fatalf("task after follow: %+v %v; want succeeded at 100%%", got, err)
+	}
+	if len(changes) != 1 || len(r.job.polls) < 4 {
+		t.Errorf("progress stored at %v over polls at %v: want it stored once, at the first poll, the last readings with the end", changes, r.job.polls)
+	}
+}
+
+// A reading left to the next poll is stored within PollMin of when it
+// was read, or a later one is: a job stuck at 99%, polled at a doubling
+// step past its end's window, shows 99% within PollMin of the first
+// poll that read it.
+func TestFollowStoresALeftReadingWithinPollMin(t *testing.T) {
+	t.Parallel()
+	r := newFollowRig(t, 2*time.Second)
+	r.job.endless = true
+	var changes []time.Duration
+	check := func(stored int, now time.Time, d time.Duration) {
+		// Every poll read by the wait's end, less PollMin, is stored.
+		until := now.Add(d - r.s.cfg.PollMin).Sub(r.job.start)
+		for _, e := range r.job.polls {
+			if p := min(int(e*100/r.job.length), 99); e <= until && p > stored {
+				t.Errorf("progress %d stored until %s, but a poll at %s read %d", stored, until+r.s.cfg.PollMin, e, p)
+			}
+		}
+	}
+	err := r.advance(t, "follow", r.follow(t.Context()), r.storedProgress(t, &changes, check))
+	if _, ok := errors.AsType[*river.JobSnoozeError](err); !ok {
+		t.Fatalf("follow of an endless job: %v, want a snooze", err)
+	}
+	if len(r.job.polls) < 6 {
+		t.Errorf("polls at %v: want those of the end's window and past it", r.job.polls)
 	}
 }
 
