@@ -45,6 +45,9 @@ type checkpointer struct {
 	stop chan struct{}
 	done chan struct{}
 
+	closeOnce sync.Once
+	closeErr  error
+
 	mu sync.Mutex
 	// ended is closed when the next checkpoint ends, and ran is the last
 	// one's error, for tests.
@@ -120,11 +123,15 @@ func (c *checkpointer) lastErr() error {
 	return c.ran
 }
 
-// close stops the checkpointer and closes its connection.
+// close stops the checkpointer and closes its connection; closing it
+// again returns the first close's result, as sql.DB's Close does.
 func (c *checkpointer) close() error {
-	close(c.stop)
-	<-c.done
-	return c.conn.Close()
+	c.closeOnce.Do(func() {
+		close(c.stop)
+		<-c.done
+		c.closeErr = c.conn.Close()
+	})
+	return c.closeErr
 }
 
 // commitHooker is modernc's connection, which takes a commit hook.

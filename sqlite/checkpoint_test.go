@@ -60,3 +60,19 @@ func TestCheckpointsRunOffTheWriteConnection(t *testing.T) {
 		}
 	}
 }
+
+// A store closed twice (a test's cleanup after the test's own Close)
+// closes once: the second Close returns the first's result.
+func TestCloseTwice(t *testing.T) {
+	t.Parallel()
+	db, err := Open(t.Context(), filepath.Join(t.TempDir(), "weir.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Errorf("the second Close: %v", err)
+	}
+}
