@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/pgtest"
@@ -179,20 +181,30 @@ func ranBy(t *testing.T, db *postgres.DB, id string) string {
 	return by[len(by)-1]
 }
 
-// TestFleetTaskOnALeftPlatformModel: a task queued on platform model
-// up/x at the fleet's leader, which has not taken the version that
-// replaces up/x with up/y, while the other replica takes it. When the
-// task is admitted to up/x (the leader still serves it, and the fleet
-// keeps its scope) and its job runs at the replica that took the
-// version, it runs there on up/x, as at the leader: it does not fail
-// for a platform model that replica no longer serves.
-func TestFleetTaskOnALeftPlatformModel(t *testing.T) {
-	t.Parallel()
+// taskFleet is two replicas on PostgreSQL serving taskFleetFile's
+// version 1 (chat on up/x), each of whose one task worker is held by a
+// task of its own (hold1 and hold2, held at the upstream), and a chat
+// task queued at the leader on up/x for a worker: what the fleet tests
+// of tasks and catalog versions start from.
+type taskFleet struct {
+	dsn           string
+	up            *heldUpstream
+	leader, other *Main
+	db            *postgres.DB
+	// heldAtOther is the held model whose task the other replica runs.
+	heldAtOther string
+	// queued is the chat task; ended says the ids of the tasks the
+	// store tells of (their notices).
+	queued string
+	ended  chan string
+}
+
+func startTaskFleet(t *testing.T) *taskFleet {
+	t.Helper()
 	pgtest.Require(t)
-	dsn := pgtest.Schema(t)
-	up := startHeldUpstream(t, "hold1", "hold2")
+	f := &taskFleet{dsn: pgtest.Schema(t), up: startHeldUpstream(t, "hold1", "hold2"), ended: make(chan string, 64)}
 	path := filepath.Join(t.TempDir(), "weir.yaml")
-	if err := os.WriteFile(path, taskFleetFile(dsn, up.URL, "up/x", "x"), 0o600); err != nil {
+	if err := os.WriteFile(path, taskFleetFile(f.dsn, f.up.URL, "up/x", "x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r0 := startFleetMain(t, path, "r0")
@@ -205,22 +217,21 @@ func TestFleetTaskOnALeftPlatformModel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	leader, other := r0, r1
+	f.leader, f.other = r0, r1
 	if _, leading := r1.Member.Term(); leading {
-		leader, other = r1, r0
+		f.leader, f.other = r1, r0
 	}
-	db, err := postgres.Open(ctx, dsn)
-	if err != nil {
+	var err error
+	if f.db, err = postgres.Open(ctx, f.dsn); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
-	ended := make(chan string, 64)
-	listenCtx, stopListening := context.WithCancel(ctx)
-	defer stopListening()
+	t.Cleanup(func() { f.db.Close() })
+	listenCtx, stopListening := context.WithCancel(context.Background())
+	t.Cleanup(stopListening)
 	go func() {
-		_ = db.ListenTasks(listenCtx, func(event, id string) {
+		_ = f.db.ListenTasks(listenCtx, func(event, id string) {
 			select {
-			case ended <- id:
+			case f.ended <- id:
 			default:
 			}
 		})
@@ -229,75 +240,156 @@ func TestFleetTaskOnALeftPlatformModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-
 	// Two held tasks take the fleet's two workers, one at each replica
 	// (each runs one task at a time).
-	held := map[string]string{"hold1": submitTask(t, other, secret, "hold1"), "hold2": submitTask(t, other, secret, "hold2")}
-	up.arrive(t, "hold1")
-	up.arrive(t, "hold2")
-	heldAtOther := "hold1"
-	if ranBy(t, db, held["hold1"]) != other.Member.Replica() {
-		heldAtOther = "hold2"
+	held := map[string]string{"hold1": submitTask(t, f.other, secret, "hold1"), "hold2": submitTask(t, f.other, secret, "hold2")}
+	f.up.arrive(t, "hold1")
+	f.up.arrive(t, "hold2")
+	f.heldAtOther = "hold1"
+	if ranBy(t, f.db, held["hold1"]) != f.other.Member.Replica() {
+		f.heldAtOther = "hold2"
 	}
-	if by := ranBy(t, db, held[heldAtOther]); by != other.Member.Replica() {
-		t.Fatalf("the held tasks run at %s and %s; want one at each replica", ranBy(t, db, held["hold1"]), by)
+	if by := ranBy(t, f.db, held[f.heldAtOther]); by != f.other.Member.Replica() {
+		t.Fatalf("the held tasks run at %s and %s; want one at each replica", ranBy(t, f.db, held["hold1"]), by)
 	}
-	// A task of chat waits for a worker, on up/x.
-	queued := submitTask(t, other, secret, "chat")
+	f.queued = submitTask(t, f.other, secret, "chat")
+	return f
+}
 
-	// The other replica publishes a version that serves chat on up/y
-	// alone, while the leader is held from taking it.
-	leader.catalog.mu.Lock()
-	holding := true
-	defer func() {
-		if holding {
-			leader.catalog.mu.Unlock()
-		}
-	}()
-	if v, published, err := other.catalog.PublishFile(ctx, taskFleetFile(dsn, up.URL, "up/y", "y"), "test"); err != nil || !published {
+// hold keeps c from taking a version until the returned func is called
+// (once, or at the test's end).
+func hold(t *testing.T, c *fleetCatalog) func() {
+	c.mu.Lock()
+	var once sync.Once
+	unlock := func() { once.Do(c.mu.Unlock) }
+	t.Cleanup(unlock)
+	return unlock
+}
+
+// publish publishes version 2 through r: chat on up/y alone.
+func (f *taskFleet) publish(t *testing.T, r *Main) {
+	t.Helper()
+	if v, published, err := r.catalog.PublishFile(t.Context(), taskFleetFile(f.dsn, f.up.URL, "up/y", "y"), "test"); err != nil || !published {
 		t.Fatalf("publish version 2: %+v, %v, %v", v, published, err)
 	}
-	if tk, err := db.TaskGet(ctx, queued); err != nil || tk.Status != weir.TaskQueued {
-		t.Fatalf("the chat task once the other replica took version 2: %+v, %v; want it queued", tk, err)
+	if tk, err := f.db.TaskGet(t.Context(), f.queued); err != nil || tk.Status != weir.TaskQueued {
+		t.Fatalf("the chat task once version 2 is published: %+v, %v; want it queued", tk, err)
 	}
+}
 
-	// The other replica's held task ends: the leader admits the queued
-	// one to up/x, and its job can run only at the other replica.
-	up.gates[heldAtOther].release()
-	var tk weir.Task
-	for done := false; !done; {
+// runAtOther ends the other replica's held task: the leader admits the
+// chat task, and its job can run only at the other replica.
+func (f *taskFleet) runAtOther() { f.up.gates[f.heldAtOther].release() }
+
+// end waits for the chat task to end, and checks its job ran at the
+// other replica.
+func (f *taskFleet) end(t *testing.T) weir.Task {
+	t.Helper()
+	for {
 		select {
-		case id := <-ended:
-			if id != queued {
+		case id := <-f.ended:
+			if id != f.queued {
 				continue
 			}
-			if tk, err = db.TaskGet(ctx, queued); err != nil {
+			tk, err := f.db.TaskGet(t.Context(), f.queued)
+			if err != nil {
 				t.Fatal(err)
 			}
-			done = tk.Status.Terminal()
+			if !tk.Status.Terminal() {
+				continue
+			}
+			if by := ranBy(t, f.db, f.queued); by != f.other.Member.Replica() {
+				t.Fatalf("the chat task's job ran at %s; want the other replica, %s", by, f.other.Member.Replica())
+			}
+			return tk
 		case <-time.After(20 * time.Second):
-			tk, err = db.TaskGet(ctx, queued)
+			tk, err := f.db.TaskGet(t.Context(), f.queued)
 			t.Fatalf("the chat task did not end: %+v, %v", tk, err)
 		}
 	}
-	if by := ranBy(t, db, queued); by != other.Member.Replica() {
-		t.Fatalf("the chat task's job ran at %s; want the other replica, %s", by, other.Member.Replica())
-	}
-	if tk.Status != weir.TaskSucceeded || tk.PlatformModel != "up/x" || up.count("x") != 1 {
-		t.Errorf("the chat task: %s on %s (%s: %s), %d calls of up/x; want succeeded on up/x, at the replica that took version 2",
-			tk.Status, tk.PlatformModel, tk.ErrorCode, tk.ErrorMessage, up.count("x"))
-	}
+}
 
-	// The leader takes version 2: up/x is retired once every replica
-	// serves it.
-	holding = false
-	leader.catalog.mu.Unlock()
-	up.releaseAll()
-	leader.catalog.catchUp(ctx)
-	if st := leader.catalog.State(); st.Version != 2 {
+// TestFleetTaskOnALeftPlatformModel: the chat task queued at the leader
+// on up/x, which the leader serves still, while the other replica takes
+// a version that replaces up/x with up/y. When the task is admitted to
+// up/x (the fleet keeps its scope) and its job runs at the replica that
+// took the version, it runs there on up/x, as at the leader: it does not
+// fail for a platform model that replica no longer serves. Once the
+// leader takes the version, up/x is retired.
+func TestFleetTaskOnALeftPlatformModel(t *testing.T) {
+	t.Parallel()
+	f := startTaskFleet(t)
+	ctx := t.Context()
+	unhold := hold(t, f.leader.catalog)
+	f.publish(t, f.other)
+	f.runAtOther()
+	tk := f.end(t)
+	if tk.Status != weir.TaskSucceeded || tk.PlatformModel != "up/x" || f.up.count("x") != 1 {
+		t.Errorf("the chat task: %s on %s (%s: %s), %d calls of up/x; want succeeded on up/x, at the replica that took version 2",
+			tk.Status, tk.PlatformModel, tk.ErrorCode, tk.ErrorMessage, f.up.count("x"))
+	}
+	unhold()
+	f.up.releaseAll()
+	f.leader.catalog.catchUp(ctx)
+	if st := f.leader.catalog.State(); st.Version != 2 {
 		t.Fatalf("the leader serves version %d; want 2", st.Version)
 	}
-	if _, err := leader.Engine.Scope(ctx, weir.PlatformModelScope("up/x")); !errors.Is(err, admission.ErrUnknownScope) {
+	if _, err := f.leader.Engine.Scope(ctx, weir.PlatformModelScope("up/x")); !errors.Is(err, admission.ErrUnknownScope) {
 		t.Errorf("up/x once every replica serves version 2: %v; want it retired", err)
 	}
+}
+
+// TestFleetTaskOnAnAddedPlatformModel: the leader takes a version that
+// replaces up/x with up/y, and moves the chat task queued on up/x there,
+// while the other replica is held from taking it. When the task is
+// admitted to up/y and its job runs at the other replica, which knows no
+// up/y yet, the job waits for it (task.Config.TargetWait) rather than
+// fail the task, and runs on up/y once that replica takes the version.
+func TestFleetTaskOnAnAddedPlatformModel(t *testing.T) {
+	t.Parallel()
+	f := startTaskFleet(t)
+	ctx := t.Context()
+	unhold := hold(t, f.other.catalog)
+	f.publish(t, f.leader)
+	f.runAtOther()
+	deadline := time.Now().Add(20 * time.Second)
+	for !f.snoozedAtOther(t) {
+		if time.Now().After(deadline) {
+			t.Fatal("the chat task's job was not tried at the other replica")
+		}
+		time.Sleep(10 * time.Millisecond) // a state of River's, which no event announces
+	}
+	unhold()
+	f.other.catalog.catchUp(ctx)
+	tk := f.end(t)
+	if tk.Status != weir.TaskSucceeded || tk.PlatformModel != "up/y" || f.up.count("y") != 1 {
+		t.Errorf("the chat task: %s on %s (%s: %s), %d calls of up/y; want succeeded on up/y, once the other replica took version 2",
+			tk.Status, tk.PlatformModel, tk.ErrorCode, tk.ErrorMessage, f.up.count("y"))
+	}
+}
+
+// snoozedAtOther reports whether the chat task's job was tried at the
+// other replica and waits to run again; it fails the test if the task
+// ended.
+func (f *taskFleet) snoozedAtOther(t *testing.T) bool {
+	t.Helper()
+	tk, err := f.db.TaskGet(t.Context(), f.queued)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk.Status.Terminal() {
+		t.Fatalf("the chat task ended %s (%s: %s) while the replica running its job had not taken version 2; want it waiting",
+			tk.Status, tk.ErrorCode, tk.ErrorMessage)
+	}
+	var state string
+	var by []string
+	err = f.db.Pool().QueryRow(t.Context(), `SELECT state, attempted_by FROM river_job
+		WHERE kind = 'weir_task_run' AND args->>'task_id' = $1 ORDER BY id DESC LIMIT 1`, f.queued).Scan(&state, &by)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(by) > 0 && by[len(by)-1] == f.other.Member.Replica() && (state == "available" || state == "scheduled")
 }
