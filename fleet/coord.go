@@ -176,8 +176,9 @@ func checkRange(what string, v uint64) error {
 }
 
 // Register records this replica with a generation newer than any its id
-// had, a heartbeat now, and the catalog version it serves. A concurrent registration of the same id that
-// got a newer generation wins; this one then gets ErrFenced.
+// had, a heartbeat now, and the catalog version it serves. A concurrent
+// registration of the same id that got a newer generation wins; this one
+// then gets ErrFenced.
 func (c *Coordinator) Register(ctx context.Context) (uint64, error) {
 	p := &ReplicaRegisterParams{ID: c.cfg.Replica, Addr: c.cfg.Addr, Workers: c.cfg.Workers}
 	if c.cfg.CatalogVersion != nil {

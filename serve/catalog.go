@@ -353,9 +353,9 @@ func (c *fleetCatalog) reportLocked(ctx context.Context) {
 // its heartbeats (fleet.heartbeat_timeout); one that records no version
 // (it is of a release that records none) holds nothing up. A replica
 // that has just joined is registered with the version it serves, so it
-// holds it up from before it can admit anything. The last replica to take a version retires them as it
-// takes it; the others find them retired at their next poll. The
-// caller holds mu.
+// holds them up from before it can admit anything. The last replica to
+// take a version retires them as it takes it; the others find them
+// retired at their next poll. The caller holds mu.
 func (c *fleetCatalog) retireLocked(ctx context.Context) {
 	if c.left == nil || c.applied == 0 || c.reported != c.applied || !c.left.Leaving() {
 		return
