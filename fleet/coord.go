@@ -70,6 +70,12 @@ type CoordConfig struct {
 	// HeartbeatTimeout is how old a heartbeat may get before its replica
 	// has lapsed. Default 3s; at least 10ms.
 	HeartbeatTimeout time.Duration
+	// CatalogVersion is the fleet's catalog version this replica serves
+	// (weir.CatalogStore), recorded with its registration: a replica
+	// that has just joined holds up the retirement of the scopes a newer
+	// version left from the moment it is registered, before it can
+	// admit anything. Default nil: 0, none.
+	CatalogVersion func() int64
 	// Clock runs an Elector's timers and measures its leadership
 	// deadline. Default clock.Real.
 	Clock clock.Clock
@@ -170,10 +176,15 @@ func checkRange(what string, v uint64) error {
 }
 
 // Register records this replica with a generation newer than any its id
-// had, and a heartbeat now. A concurrent registration of the same id that
-// got a newer generation wins; this one then gets ErrFenced.
+// had, a heartbeat now, and the catalog version it serves. A concurrent
+// registration of the same id that got a newer generation wins; this one
+// then gets ErrFenced.
 func (c *Coordinator) Register(ctx context.Context) (uint64, error) {
-	gen, err := c.store.ReplicaRegister(ctx, &ReplicaRegisterParams{ID: c.cfg.Replica, Addr: c.cfg.Addr, Workers: c.cfg.Workers})
+	p := &ReplicaRegisterParams{ID: c.cfg.Replica, Addr: c.cfg.Addr, Workers: c.cfg.Workers}
+	if c.cfg.CatalogVersion != nil {
+		p.CatalogVersion = c.cfg.CatalogVersion()
+	}
+	gen, err := c.store.ReplicaRegister(ctx, p)
 	if err != nil {
 		return 0, fmt.Errorf("register %s: %w", c.cfg.Replica, err)
 	}

@@ -98,6 +98,11 @@ type ReplicaRegisterParams struct {
 	ID      string
 	Addr    string // the replica's fleet listener
 	Workers int    // its task worker count
+	// CatalogVersion is the catalog version the replica serves as it
+	// registers (CoordConfig.CatalogVersion), recorded with the
+	// registration in one step; 0: none. A registration that supersedes
+	// an older one of the same id keeps the greater of the two.
+	CatalogVersion int64
 }
 
 // Election is the term.

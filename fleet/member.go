@@ -33,6 +33,9 @@ type MemberConfig struct {
 	Secret string
 	// Workers is this replica's task worker count (CoordConfig.Workers).
 	Workers int
+	// CatalogVersion is the catalog version this replica serves,
+	// recorded as it registers (CoordConfig.CatalogVersion). Default nil.
+	CatalogVersion func() int64
 	// TermTTL and HeartbeatTimeout: see CoordConfig. The heartbeat
 	// timeout is also the session timeout (Config.SessionTimeout).
 	TermTTL          time.Duration
@@ -105,7 +108,7 @@ func NewMember(ctx context.Context, store Coordination, cfg MemberConfig) (*Memb
 	if addr == "" {
 		addr = advertised(ln.Addr())
 	}
-	coord, err := NewCoordinator(store, CoordConfig{Replica: cfg.Replica, Addr: addr, Workers: cfg.Workers,
+	coord, err := NewCoordinator(store, CoordConfig{Replica: cfg.Replica, Addr: addr, Workers: cfg.Workers, CatalogVersion: cfg.CatalogVersion,
 		TermTTL: cfg.TermTTL, HeartbeatTimeout: cfg.HeartbeatTimeout, Clock: cfg.Clock, Logger: cfg.Logger})
 	if err != nil {
 		ln.Close()

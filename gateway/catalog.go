@@ -324,6 +324,7 @@ func (s *Service) apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		return err
 	}
 	prev := s.state.Load()
+	s.keepLeftLocked(prev, next)
 	s.state.Store(next)
 	// The requests waiting move before the scopes they leave go, so that
 	// none fails for want of a candidate the new catalog has.

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -158,6 +159,49 @@ func TestApplyRetiresLater(t *testing.T) {
 	}
 	if b.svc.Leaving() || b.metrics.count("remove_scope") != 0 {
 		t.Errorf("after RetireLeft: leaving %v, remove failures %d; want none", b.svc.Leaving(), b.metrics.count("remove_scope"))
+	}
+}
+
+// TestTargetKeptUntilRetireLeft: with Config.RetireLater, a platform
+// model a catalog left, its platform with it, still has the target it
+// had, live and simulated (a task a fleet's leader that has not taken
+// the catalog admits to it meanwhile may run here), until RetireLeft,
+// and again the catalog's own once a catalog has it again; without
+// RetireLater it has none once the catalog left it.
+func TestTargetKeptUntilRetireLeft(t *testing.T) {
+	t.Parallel()
+	for _, later := range []bool{false, true} {
+		t.Run(fmt.Sprintf("RetireLater=%v", later), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, setupOpts{cfg: Config{RetireLater: later}})
+			ctx := t.Context()
+			next := b.catalog()
+			onlyUp(&next)
+			if err := b.svc.Apply(ctx, next, ""); err != nil {
+				t.Fatal(err)
+			}
+			for _, mode := range []weir.RunMode{"", weir.RunSimulation} {
+				tg, ok := b.svc.Target("up2/m", mode)
+				if ok != later || ok && (tg.PlatformModel != "up2/m" || tg.Upstream != "gpt-4o-mini" || tg.Adapter == nil || tg.Simulated != (mode == weir.RunSimulation)) {
+					t.Errorf("up2/m's %q target once the catalog left it: %+v, %v; want one: %v", mode, tg, ok, later)
+				}
+			}
+			if tg, ok := b.svc.Target("up/m", ""); !ok || tg.PlatformModel != "up/m" {
+				t.Errorf("up/m's target: %+v, %v; want the catalog's", tg, ok)
+			}
+			b.svc.RetireLeft(ctx)
+			if tg, ok := b.svc.Target("up2/m", ""); ok {
+				t.Errorf("up2/m's target after RetireLeft: %+v; want none", tg)
+			}
+			again := b.catalog()
+			again.PlatformModels[1].Upstream = "gpt-4o"
+			if err := b.svc.Apply(ctx, again, ""); err != nil {
+				t.Fatal(err)
+			}
+			if tg, ok := b.svc.Target("up2/m", ""); !ok || tg.Upstream != "gpt-4o" {
+				t.Errorf("up2/m's target in a catalog that has it again: %+v, %v; want the catalog's (gpt-4o)", tg, ok)
+			}
+		})
 	}
 }
 

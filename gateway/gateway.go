@@ -202,8 +202,10 @@ type Service struct {
 	runs         runs
 	acceptCopies sync.Map
 	// leaving are the platform models and groups whose scopes wait for
-	// RetireLeft (Config.RetireLater), under applyMu (retire.go).
+	// RetireLeft (Config.RetireLater), under applyMu (retire.go); left
+	// are the catalogs its platform models were last in, for Target.
 	leaving leavingScopes
+	left    leftCatalogs
 
 	pauseMu sync.Mutex
 	pauses  map[string]*pause // platform models paused, by name

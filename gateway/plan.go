@@ -124,11 +124,20 @@ func (s *Service) countSkipped(model weir.Model, routed, order []string) {
 }
 
 // Target implements task.Planner. A simulated task's target is the
-// platform model's simulator.
+// platform model's simulator. A platform model the catalog left whose
+// scope waits for RetireLeft (Config.RetireLater) has the target it had
+// in the last catalog that had it: a fleet's leader that has not taken
+// this catalog yet still admits tasks to it, and their jobs may run
+// here (retire.go).
 func (s *Service) Target(pmName string, mode weir.RunMode) (task.Target, bool) {
 	st := s.state.Load()
 	if st == nil {
 		return task.Target{}, false
+	}
+	if _, ok := st.pms[pmName]; !ok {
+		if from := s.left.catalog(pmName); from != nil {
+			st = from
+		}
 	}
 	t, ok := st.target(pmName)
 	if ok && mode == weir.RunSimulation {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"sync"
 
 	"github.com/weir-gateway/weir"
 )
@@ -16,7 +17,10 @@ import (
 // them: until then each keeps its limits (the leader enforces them as
 // before), no request of a replica that took the new catalog routes to
 // it, and a request waiting on it at one that has not is moved when its
-// replica takes the catalog, at its place, as in one process.
+// replica takes the catalog, at its place, as in one process. A task
+// the fleet's leader admits to such a platform model before it takes the
+// catalog may run here: Target answers with the platform model's target
+// in the last catalog that had it, until RetireLeft.
 
 // leavingScopes are the platform models and groups that left the
 // catalog, whose scopes wait for RetireLeft.
@@ -87,5 +91,53 @@ func (s *Service) RetireLeft(ctx context.Context) int {
 		}
 	}
 	s.leaving = leavingScopes{}
+	s.left.forget()
 	return n
+}
+
+// leftCatalogs are, by platform model, the last catalog that had each
+// platform model in leaving: Target reads them without applyMu.
+type leftCatalogs struct {
+	mu sync.RWMutex
+	by map[string]*Snapshot
+}
+
+// keepLeftLocked keeps, with Config.RetireLater, the catalog prev for
+// each of its platform models next has not, before next is served, so
+// that Target finds them all along; those next has again go. The caller
+// holds applyMu.
+func (s *Service) keepLeftLocked(prev, next *Snapshot) {
+	if !s.cfg.RetireLater || prev == nil {
+		return
+	}
+	l := &s.left
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for name := range l.by {
+		if _, ok := next.pms[name]; ok {
+			delete(l.by, name)
+		}
+	}
+	for name := range prev.pms {
+		if _, ok := next.pms[name]; !ok {
+			if l.by == nil {
+				l.by = make(map[string]*Snapshot)
+			}
+			l.by[name] = prev
+		}
+	}
+}
+
+// catalog is the last catalog that had platform model name, if it left
+// and waits for RetireLeft; nil if not.
+func (l *leftCatalogs) catalog(name string) *Snapshot {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.by[name]
+}
+
+func (l *leftCatalogs) forget() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.by = nil
 }

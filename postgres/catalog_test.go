@@ -189,3 +189,41 @@ func TestCatalogVersionsPruned(t *testing.T) {
 		t.Errorf("versions kept %v; want %v: the newest %d and r1's", got, want, weir.CatalogKept)
 	}
 }
+
+// TestReplicaRegisterRecordsCatalogVersion: a registration records the
+// catalog version its replica serves in the same step, so a replica is
+// never registered as serving none while it serves one; a registration
+// that supersedes its id's older one keeps the greater version (the
+// new process may have recorded a newer one on the older row before its
+// registration landed), and one that is refused changes nothing.
+func TestReplicaRegisterRecordsCatalogVersion(t *testing.T) {
+	t.Parallel()
+	pgtest.Require(t)
+	db := open(t, pgtest.Schema(t))
+	ctx := t.Context()
+	served := func(want map[string]int64, what string) {
+		t.Helper()
+		if got, err := db.CatalogServed(ctx); err != nil || !maps.Equal(got, want) {
+			t.Errorf("%s: served %v, %v; want %v", what, got, err, want)
+		}
+	}
+	if _, err := db.ReplicaRegister(ctx, &fleet.ReplicaRegisterParams{ID: "r1", Addr: "127.0.0.1:1", CatalogVersion: 3}); err != nil {
+		t.Fatal(err)
+	}
+	served(map[string]int64{"r1": 3}, "registered serving version 3")
+	if err := db.CatalogServing(ctx, "r1", 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ReplicaRegister(ctx, &fleet.ReplicaRegisterParams{ID: "r1", Addr: "127.0.0.1:1", CatalogVersion: 4}); err != nil {
+		t.Fatal(err)
+	}
+	served(map[string]int64{"r1": 5}, "registered again with version 4 after 5 was recorded")
+	if _, err := db.ReplicaRegister(ctx, &fleet.ReplicaRegisterParams{ID: "r1", Addr: "127.0.0.1:1", CatalogVersion: 6}); err != nil {
+		t.Fatal(err)
+	}
+	served(map[string]int64{"r1": 6}, "registered again with version 6")
+	if _, err := db.ReplicaRegister(ctx, &fleet.ReplicaRegisterParams{ID: "r2", Addr: "127.0.0.1:2", CatalogVersion: -1}); !errors.Is(err, weir.ErrInvalid) {
+		t.Errorf("a registration with version -1: %v; want ErrInvalid", err)
+	}
+	served(map[string]int64{"r1": 6}, "after a registration refused")
+}

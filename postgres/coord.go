@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/fleet"
 )
 
@@ -50,17 +51,25 @@ const leftSQL = `greatest(0, floor(extract(epoch FROM expires_at - now()) * 1000
 // errNoTermRow is the error for a schema whose term row is missing.
 var errNoTermRow = errors.New("the term row is missing: the fleet's migrations have not run (postgres.Open runs them)")
 
-// ReplicaRegister implements fleet.Registry.
+// ReplicaRegister implements fleet.Registry. A registration that
+// supersedes its id's older one keeps the greater catalog version: the
+// versions a replica serves only grow (each run starts on the fleet's
+// newest), and the new process may have recorded a newer one on the
+// older row (CatalogServing) after it read the one it registers with.
 func (db *DB) ReplicaRegister(ctx context.Context, p *fleet.ReplicaRegisterParams) (uint64, error) {
+	if p.CatalogVersion < 0 {
+		return 0, fmt.Errorf("%w: catalog version %d", weir.ErrInvalid, p.CatalogVersion)
+	}
 	var gen int64
 	err := db.pool.QueryRow(ctx, `
-		INSERT INTO weir_fleet_replicas AS r (id, gen, addr, workers, started_at, heartbeat_at)
-		VALUES ($1, nextval('weir_fleet_replica_gen'), $2, $3, now(), now())
+		INSERT INTO weir_fleet_replicas AS r (id, gen, addr, workers, started_at, heartbeat_at, catalog_version)
+		VALUES ($1, nextval('weir_fleet_replica_gen'), $2, $3, now(), now(), $4)
 		ON CONFLICT (id) DO UPDATE
 		SET gen = EXCLUDED.gen, addr = EXCLUDED.addr, workers = EXCLUDED.workers,
-		    started_at = now(), heartbeat_at = now()
+		    started_at = now(), heartbeat_at = now(),
+		    catalog_version = greatest(r.catalog_version, EXCLUDED.catalog_version)
 		WHERE r.gen < EXCLUDED.gen
-		RETURNING gen`, p.ID, p.Addr, p.Workers).Scan(&gen)
+		RETURNING gen`, p.ID, p.Addr, p.Workers, p.CatalogVersion).Scan(&gen)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, fleet.ErrFenced
 	}

@@ -326,9 +326,10 @@ func FleetConfig(ctx context.Context, db *Storage, cfg *config.Config) (*config.
 }
 
 // reportLocked records the version served as this replica's, unless it
-// is already: a replica not registered yet (it takes its first version
-// before it joins the fleet) is recorded at a later poll. The caller
-// holds mu.
+// is already. A replica takes its first version before it joins the
+// fleet: its registration records that one (Main.catalogServed), and
+// this records the versions it takes after, once it is registered (at
+// a later poll if not yet). The caller holds mu.
 func (c *fleetCatalog) reportLocked(ctx context.Context) {
 	if c.applied == 0 || c.reported == c.applied {
 		return
@@ -350,10 +351,11 @@ func (c *fleetCatalog) reportLocked(ctx context.Context) {
 // of a replica serving the version routes to them. A replica leaves the
 // registry when it stops, or when the leader fences it once it missed
 // its heartbeats (fleet.heartbeat_timeout); one that records no version
-// (it has just joined, or is of a release that records none) holds
-// nothing up. The last replica to take a version retires them as it
-// takes it; the others find them retired at their next poll. The
-// caller holds mu.
+// (it is of a release that records none) holds nothing up. A replica
+// that has just joined is registered with the version it serves, so it
+// holds them up from before it can admit anything. The last replica to
+// take a version retires them as it takes it; the others find them
+// retired at their next poll. The caller holds mu.
 func (c *fleetCatalog) retireLocked(ctx context.Context) {
 	if c.left == nil || c.applied == 0 || c.reported != c.applied || !c.left.Leaving() {
 		return

@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/config"
 	"github.com/weir-gateway/weir/fleet"
+	"github.com/weir-gateway/weir/metrics"
 	"github.com/weir-gateway/weir/pgtest"
 	"github.com/weir-gateway/weir/postgres"
 )
@@ -401,5 +403,74 @@ func TestFleetCatalogRetiresOnceEveryReplicaServes(t *testing.T) {
 	c.catchUp(ctx)
 	if n := left.count(); n != 2 {
 		t.Errorf("retired %d times once b left the fleet; want twice", n)
+	}
+}
+
+// TestFleetCatalogJoinedReplicaHoldsUp: a replica that has just joined
+// the fleet (its membership as serve makes it, joinFleet) is registered
+// with the catalog version it serves, before its catalog records one at
+// a poll: a version another replica publishes then, which leaves a
+// platform model, is not retired until the joined replica takes it too.
+func TestFleetCatalogJoinedReplicaHoldsUp(t *testing.T) {
+	t.Parallel()
+	pgtest.Require(t)
+	db, err := postgres.Open(t.Context(), pgtest.Schema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := t.Context()
+	a, appliedA := catalogReplica(t, db, "a")
+	left := &leftCounter{}
+	a.left = left
+	if err := a.Begin(ctx, catalogFile("127.0.0.1:1", 2)); err != nil {
+		t.Fatal(err)
+	}
+	nextApplied(t, appliedA, "a's start")
+	if _, err := db.ReplicaRegister(ctx, &fleet.ReplicaRegisterParams{ID: "a", Addr: "127.0.0.1:1"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// b starts as Main does: its catalog first (not registered yet, it
+	// records nothing), then its membership, which registers it.
+	b, appliedB := catalogReplica(t, db, "b")
+	if err := b.Begin(ctx, catalogFile("127.0.0.1:2", 2)); err != nil {
+		t.Fatal(err)
+	}
+	nextApplied(t, appliedB, "b's start")
+	cfg := config.Default()
+	cfg.Server.Listen = "127.0.0.1:0"
+	cfg.Fleet.Replica = "b"
+	cfg.Fleet.HeartbeatTimeout = time.Hour // a, registered by hand, never lapses
+	m := &Main{Config: cfg, Logger: slog.New(slog.DiscardHandler), Metrics: metrics.New(nil), catalog: b}
+	member, err := m.joinFleet(ctx, db, admission.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := member.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = member.Stop(context.Background()) })
+	readyCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := member.Ready(readyCtx); err != nil { // registered, and synced with a leader
+		t.Fatal(err)
+	}
+
+	// a's reload publishes version 2, which leaves a platform model,
+	// while b serves version 1.
+	left.leave()
+	if _, _, err := a.Publish(ctx, catalogFile("127.0.0.1:1", 3)); err != nil {
+		t.Fatal(err)
+	}
+	nextApplied(t, appliedA, "a's reload")
+	if n := left.count(); n != 0 {
+		t.Fatalf("retired %d times while b, registered, serves version 1; want none", n)
+	}
+	b.catchUp(ctx) // b takes version 2
+	nextApplied(t, appliedB, "b's take")
+	a.catchUp(ctx)
+	if n := left.count(); n != 1 {
+		t.Errorf("retired %d times once b serves version 2; want once", n)
 	}
 }

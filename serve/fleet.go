@@ -33,6 +33,12 @@ func (m *Main) joinFleet(ctx context.Context, db fleet.Coordination, opts admiss
 		Advertise: cfg.Advertise,
 		Secret:    cfg.Secret,
 		Workers:   m.Config.Tasks.Workers,
+		// The catalog version the gateway serves is recorded with the
+		// registration: the gateway part's start took it before the
+		// fleet part starts, so the scopes a version published once
+		// this replica is registered left wait for it to take that
+		// version too (fleetCatalog.retireLocked).
+		CatalogVersion: m.catalogServed,
 		// The gateway's requests hold ownerless leases and release them
 		// as their upstream calls end: a follower need not wait for the
 		// leader to take each release.
@@ -49,6 +55,15 @@ func (m *Main) joinFleet(ctx context.Context, db fleet.Coordination, opts admiss
 		return nil, fmt.Errorf("join the fleet: %w", err)
 	}
 	return member, nil
+}
+
+// catalogServed is the fleet's catalog version this replica serves: 0
+// on SQLite, for a Config built in code, and before its first take.
+func (m *Main) catalogServed() int64 {
+	if m.catalog == nil {
+		return 0
+	}
+	return m.catalog.State().Version
 }
 
 // releaseSilent is the fleet's policy for fleet.release_silent.

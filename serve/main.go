@@ -234,6 +234,10 @@ func (m *Main) newTasks() error {
 	deps := taskDeps{Engine: m.Engine, Planner: m.Gateway, Webhooks: hooks, Logger: m.Logger, Ended: m.taskEnded}
 	if m.Member != nil {
 		tc.Replica, deps.Leadership = m.Member.Replica(), m.Member
+		// A job the leader admitted to a platform model of a catalog
+		// version this replica has not taken yet waits for it: each
+		// replica takes a version on its notice, or at its poll.
+		tc.TargetWait = 2 * m.Config.Fleet.Poll
 	}
 	if m.Tracing != nil {
 		deps.Tracing = m.Tracing.TracerProvider()

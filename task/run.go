@@ -80,7 +80,7 @@ func (w *runWorker) step(ctx context.Context, job *river.Job[RunArgs]) error {
 	defer endTaskSpan(span)
 	target, ok := s.planner.Target(t.PlatformModel, t.RunMode)
 	if !ok {
-		return s.failRunning(ctx, t, "no_candidate", "the platform model "+t.PlatformModel+" left the catalog")
+		return s.noTarget(ctx, t)
 	}
 	if err := s.holdLease(ctx, t); err != nil {
 		return err
@@ -89,6 +89,21 @@ func (w *runWorker) step(ctx context.Context, job *river.Job[RunArgs]) error {
 		return s.submit(ctx, t, target, job)
 	}
 	return s.follow(ctx, t, target, job)
+}
+
+// targetRetry is how long a job whose platform model is unknown here is
+// snoozed for, within Config.TargetWait.
+const targetRetry = time.Second
+
+// noTarget is the step of task t, whose platform model this replica's
+// catalog has not: within Config.TargetWait of its admission the job is
+// snoozed, for this replica to take the catalog version that has it or
+// for another to take the job; past that the task fails.
+func (s *Service) noTarget(ctx context.Context, t weir.Task) error {
+	if left := s.cfg.TargetWait - s.clock.Now().Sub(t.AdmittedAt); left > 0 {
+		return river.JobSnooze(min(targetRetry, left))
+	}
+	return s.failRunning(ctx, t, "no_candidate", "the platform model "+t.PlatformModel+" left the catalog")
 }
 
 // holdLease makes sure the task's lease is held and renewed (the

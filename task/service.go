@@ -181,6 +181,13 @@ type Config struct {
 	// Retention is how long a finished task is kept before it is purged.
 	// Default 30 days.
 	Retention time.Duration
+	// TargetWait is how long after a task was admitted a step of its job
+	// that finds its platform model unknown here (Planner.Target) waits
+	// for it, snoozing the job (any replica may take it then), before
+	// the task fails with no_candidate: in a fleet, a replica that has
+	// not taken the catalog version that added the platform model yet
+	// knows it a moment later. Default 0: the task fails at once.
+	TargetWait time.Duration
 	// FetchPollInterval is how often River looks for jobs without being
 	// told of them. Default 50ms; 5s on a store whose River driver
 	// notifies in the process (riverjob.InProcess: the embedded SQLite
