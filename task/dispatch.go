@@ -79,6 +79,11 @@ func (tm *term) commit(batch []admittedTask) {
 	ctx := context.Background()
 	tm.sync.Lock()
 	applied, errs, err := tm.applyEach(ctx, batch)
+	if tm.readCommits != nil {
+		for _, a := range batch {
+			tm.readCommits[a.id] = true
+		}
+	}
 	// The store is at fault when it took none; a task it refuses while
 	// it takes others (now, or since the task was last refused) is at
 	// fault itself.

@@ -133,6 +133,9 @@ type fleetStore struct {
 	// created, while set, is called with each task the store has
 	// created, before TaskCreate returns.
 	created atomic.Pointer[func(id string)]
+	// listed, while set, is called once each TaskList has read the
+	// store, before it returns.
+	listed atomic.Pointer[func()]
 
 	mu     sync.Mutex
 	listen func(event, id string)
@@ -190,6 +193,14 @@ func (s *fleetStore) TaskCreate(ctx context.Context, t *weir.Task) (bool, error)
 		(*f)(t.ID)
 	}
 	return created, err
+}
+
+func (s *fleetStore) TaskList(ctx context.Context, f weir.TaskFilter) ([]weir.Task, error) {
+	tasks, err := s.DB.TaskList(ctx, f)
+	if h := s.listed.Load(); h != nil {
+		(*h)()
+	}
+	return tasks, err
 }
 
 func (s *fleetStore) NotifyTask(ctx context.Context, event, id string) error {

@@ -511,3 +511,46 @@ func TestFleetSubmitAfterThePollAdmittedIt(t *testing.T) {
 	fb.driveTo(t, id, weir.TaskSucceeded)
 	waitFor(t, "every lease back", func() bool { return fb.scope(t, "a", WorkersScope).Used == 0 })
 }
+
+// TestFleetAdmissionCommitsWhileThePollReads: the leader's poll reads
+// the store without holding the dispatcher's commits: a task submitted
+// while the poll's read is held is admitted, and the poll, which read
+// the store before that commit, neither gives back nor doubles its
+// lease.
+func TestFleetAdmissionCommitsWhileThePollReads(t *testing.T) {
+	t.Parallel()
+	// The job outlasts the test: the lease is held throughout.
+	fb := setupFleet(t, fleetOpts{Platforms: map[string]mock.Config{"vid/a": {JobDuration: 24 * time.Hour}}, Workers: 2}, "a")
+	fb.elect(t, "a")
+	a := fb.node("a")
+	waitFor(t, "a to listen", func() bool { return a.store.listening.Load() >= 1 })
+	waitFor(t, "the fleet term ready", func() bool { return a.service().current() != nil })
+	listed := make(chan struct{}, 1)
+	resume := make(chan struct{})
+	release := sync.OnceFunc(func() { close(resume) })
+	t.Cleanup(release)
+	hold := func() {
+		listed <- struct{}{}
+		<-resume
+	}
+	a.store.listed.Store(&hold)
+	fb.poll()
+	select {
+	case <-listed:
+	case <-time.After(waitBound):
+		t.Fatal("the poll did not read the store")
+	}
+	tk := fb.submit(t, "a")
+	waitFor(t, "the task admitted while the poll's read is held", func() bool { return fb.get(t, tk.ID).Status != weir.TaskQueued })
+	// The ledger arms its next poll once the held one has acted.
+	armed := fb.clock.polls.Load()
+	a.store.listed.Store(nil)
+	release()
+	waitFor(t, "the held poll done", func() bool { return fb.clock.polls.Load() > armed })
+	if got := fb.get(t, tk.ID).Status; got.Terminal() {
+		t.Fatalf("task %s; want it admitted or running", got)
+	}
+	if got := fb.scope(t, "a", WorkersScope).Used; got != 1 {
+		t.Errorf("workers scope used %d after the poll that read the task before its commit; want 1", got)
+	}
+}

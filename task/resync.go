@@ -183,6 +183,12 @@ func (tm *term) act(ctx context.Context, a actions) (restored, queued int) {
 // restored if it has none; a waiter for each queued one, queued in
 // submission order; no lease or waiter for a task that ended. At a term's
 // start it is recovery; in a fleet, also the ledger's poll.
+//
+// The read runs outside the dispatcher's turn (tm.sync), so that no
+// commit of admissions waits for it: the commits made meanwhile record
+// their tasks (tm.readCommits), and the read decides nothing about
+// those, whose status it may have read from before the commit; the next
+// look does. Only the ledger's goroutine resyncs, one read at a time.
 func (tm *term) resync(ctx context.Context) (restored, queued int, err error) {
 	tm.sync.Lock()
 	tm.mu.Lock()
@@ -191,43 +197,57 @@ func (tm *term) resync(ctx context.Context) (restored, queued int, err error) {
 		before[id] = w
 	}
 	tm.mu.Unlock()
+	tm.readCommits = make(map[string]bool)
+	tm.sync.Unlock()
 	tasks, err := tm.s.store.TaskList(ctx, weir.TaskFilter{Statuses: []weir.TaskStatus{weir.TaskQueued, weir.TaskAdmitted, weir.TaskRunning}})
+	tm.sync.Lock()
+	committed := tm.readCommits
+	tm.readCommits = nil
 	if err != nil {
 		tm.sync.Unlock()
 		return 0, 0, err
 	}
+	a := tm.decideListedLocked(tasks, before, committed)
+	tm.sync.Unlock()
+	restored, queued = tm.act(ctx, a)
+	return restored, queued, nil
+}
+
+// decideListedLocked decides what resync does from tasks, every task
+// that had not ended as read, and before, the term's waiters then;
+// committed are the tasks whose admissions were committed during the
+// read, left alone. It holds tm.sync, and takes tm.mu.
+func (tm *term) decideListedLocked(tasks []weir.Task, before map[string]*waiter, committed map[string]bool) actions {
 	var a actions
 	live := make(map[string]bool, len(tasks))
 	tm.mu.Lock()
+	defer tm.mu.Unlock()
 	// Leases first, so that capacity held is counted before anything
 	// queued is admitted.
 	for _, t := range tasks {
 		live[t.ID] = true
-		if t.Status != weir.TaskQueued {
+		if t.Status != weir.TaskQueued && !committed[t.ID] {
 			tm.decideLocked(&a, t, false, notice{})
 		}
 	}
 	for _, t := range tasks {
-		if t.Status == weir.TaskQueued {
+		if t.Status == weir.TaskQueued && !committed[t.ID] {
 			tm.decideLocked(&a, t, false, notice{})
 		}
 	}
 	// What the term holds for tasks that have ended (or been deleted).
 	// Waiters queued since the read may be of tasks created since.
 	for id, h := range tm.leases {
-		if !live[id] && !h.pending {
+		if !live[id] && !h.pending && !committed[id] {
 			tm.decideLocked(&a, weir.Task{ID: id}, true, notice{})
 		}
 	}
 	for id, w := range before {
-		if !live[id] && tm.waiting[id] == w {
+		if !live[id] && tm.waiting[id] == w && !committed[id] {
 			tm.decideLocked(&a, weir.Task{ID: id}, true, notice{})
 		}
 	}
-	tm.mu.Unlock()
-	tm.sync.Unlock()
-	restored, queued = tm.act(ctx, a)
-	return restored, queued, nil
+	return a
 }
 
 // recoverPage is how many queued tasks a recovery reads and queues at a

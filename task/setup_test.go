@@ -389,6 +389,9 @@ type testClock struct {
 
 	mu      sync.Mutex
 	pending map[*testTimer]time.Time
+	// polls counts the timers armed for the fleet ledger's next poll (a
+	// wait within FleetPoll's range, fleetTestPoll in the fleet tests).
+	polls atomic.Int64
 }
 
 func newTestClock(f *clock.Fake) *testClock {
@@ -402,6 +405,9 @@ type testTimer struct {
 
 func (c *testClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	tm := &testTimer{c: c}
+	if d >= fleetTestPoll/2 && d < fleetTestPoll*3/2 {
+		c.polls.Add(1)
+	}
 	c.mu.Lock()
 	c.pending[tm] = c.Now().Add(d)
 	c.mu.Unlock()

@@ -48,6 +48,10 @@ type term struct {
 	// this term lands between such a read and what is decided from it.
 	// It is never held while calling the engine.
 	sync sync.Mutex
+	// readCommits, while resync reads the store outside tm.sync, records
+	// the tasks whose admissions the dispatcher commits meanwhile
+	// (commit, under tm.sync); nil otherwise.
+	readCommits map[string]bool
 
 	// commitFails counts the dispatcher's failed commits in a row,
 	// okCommits those that took something, and refusedAt records, for a
