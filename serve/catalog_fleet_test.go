@@ -3,75 +3,20 @@ package serve
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/pgtest"
-	"github.com/weir-gateway/weir/provider/mock"
 )
-
-// gatedUpstream is the mock provider, but that a call for the upstream
-// model "slow" says so on arrived and is answered only once open is
-// closed; calls counts the calls of each upstream model.
-type gatedUpstream struct {
-	*httptest.Server
-	arrived chan struct{}
-	open    chan struct{}
-	opened  sync.Once
-	mu      sync.Mutex
-	calls   map[string]int
-}
-
-func startGatedUpstream(t *testing.T) *gatedUpstream {
-	t.Helper()
-	u := &gatedUpstream{arrived: make(chan struct{}, 4), open: make(chan struct{}), calls: make(map[string]int)}
-	answer := mock.New(mock.Config{})
-	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var req struct {
-			Model string `json:"model"`
-		}
-		_ = json.Unmarshal(body, &req)
-		u.mu.Lock()
-		u.calls[req.Model]++
-		u.mu.Unlock()
-		if req.Model == "slow" {
-			u.arrived <- struct{}{}
-			select {
-			case <-u.open:
-			case <-r.Context().Done():
-				return
-			}
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		answer.ServeHTTP(w, r)
-	}))
-	// Before the replicas stop (cleanups run last first): their HTTP
-	// servers wait for the calls in flight.
-	t.Cleanup(u.Close)
-	return u
-}
-
-// release answers the calls held, and those to come, at once.
-func (u *gatedUpstream) release() { u.opened.Do(func() { close(u.open) }) }
-
-func (u *gatedUpstream) count(model string) int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.calls[model]
-}
 
 // oneModelFile is a fleet config file on dsn whose model chat has one
 // candidate, platform model pm (upstream model upstream) of concurrency
@@ -171,14 +116,14 @@ func TestFleetCatalogMovesWaitersBeforeRetiring(t *testing.T) {
 	t.Parallel()
 	pgtest.Require(t)
 	dsn := pgtest.Schema(t)
-	up := startGatedUpstream(t)
+	up := startHeldUpstream(t, "slow")
 	path := filepath.Join(t.TempDir(), "weir.yaml")
 	if err := os.WriteFile(path, oneModelFile(dsn, up.URL, "up/slow", "slow"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r0 := startFleetMain(t, path, "r0")
 	r1 := startFleetMain(t, path, "r1")
-	t.Cleanup(up.release)
+	t.Cleanup(up.releaseAll)
 	ctx := t.Context()
 	secret, err := CreateKey(ctx, r0.DB, &weir.APIKey{Name: "k", Group: "default"})
 	if err != nil {
@@ -189,11 +134,7 @@ func TestFleetCatalogMovesWaitersBeforeRetiring(t *testing.T) {
 	// A request through r0 holds up/slow's one slot; one through r1
 	// waits for it.
 	first := chatThrough(t, r0, secret)
-	select {
-	case <-up.arrived:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the first request did not reach the upstream")
-	}
+	up.arrive(t, "slow")
 	second := chatThrough(t, r1, secret)
 	leaderHolds(t, r1, slow, 1)
 
@@ -238,7 +179,7 @@ func TestFleetCatalogMovesWaitersBeforeRetiring(t *testing.T) {
 	if _, err := r0.Engine.Scope(ctx, slow); !errors.Is(err, admission.ErrUnknownScope) {
 		t.Errorf("up/slow once every replica serves version 2: %v; want it retired", err)
 	}
-	up.release()
+	up.releaseAll()
 	if code := <-first; code != http.StatusOK {
 		t.Errorf("the request admitted on up/slow before version 2: %d; want 200", code)
 	}
