@@ -172,12 +172,7 @@ func (deafStore) ListenCatalog(ctx context.Context, _ func(int64)) error {
 // takes a new version at its next poll, and not before.
 func TestFleetCatalogPollIsTheSafetyNet(t *testing.T) {
 	t.Parallel()
-	pgtest.Require(t)
-	db, err := postgres.Open(t.Context(), pgtest.Schema(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := catalogDB(t)
 	ctx := t.Context()
 	clk := clock.NewFake(time.Unix(0, 0))
 	ch := make(chan applied, 4)
@@ -230,12 +225,7 @@ func TestFleetCatalogPollIsTheSafetyNet(t *testing.T) {
 // registered, else at its next poll once it is.
 func TestFleetCatalogReportsItsVersion(t *testing.T) {
 	t.Parallel()
-	pgtest.Require(t)
-	db, err := postgres.Open(t.Context(), pgtest.Schema(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := catalogDB(t)
 	ctx := t.Context()
 	c, ch := catalogReplica(t, db, "a")
 	if err := c.Begin(ctx, catalogFile("127.0.0.1:1", 2)); err != nil {
@@ -269,12 +259,7 @@ func TestFleetCatalogReportsItsVersion(t *testing.T) {
 // while drift is still told against this replica's own file.
 func TestFleetCatalogPublishFile(t *testing.T) {
 	t.Parallel()
-	pgtest.Require(t)
-	db, err := postgres.Open(t.Context(), pgtest.Schema(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := catalogDB(t)
 	ctx := t.Context()
 	c, ch := catalogReplica(t, db, "a")
 	if err := c.Begin(ctx, catalogFile("127.0.0.1:1", 2)); err != nil {
@@ -345,12 +330,7 @@ func (l *leftCounter) count() int {
 // more.
 func TestFleetCatalogRetiresOnceEveryReplicaServes(t *testing.T) {
 	t.Parallel()
-	pgtest.Require(t)
-	db, err := postgres.Open(t.Context(), pgtest.Schema(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := catalogDB(t)
 	ctx := t.Context()
 	c, ch := catalogReplica(t, db, "a")
 	left := &leftCounter{}
@@ -413,12 +393,7 @@ func TestFleetCatalogRetiresOnceEveryReplicaServes(t *testing.T) {
 // platform model, is not retired until the joined replica takes it too.
 func TestFleetCatalogJoinedReplicaHoldsUp(t *testing.T) {
 	t.Parallel()
-	pgtest.Require(t)
-	db, err := postgres.Open(t.Context(), pgtest.Schema(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := catalogDB(t)
 	ctx := t.Context()
 	a, appliedA := catalogReplica(t, db, "a")
 	left := &leftCounter{}
@@ -473,4 +448,17 @@ func TestFleetCatalogJoinedReplicaHoldsUp(t *testing.T) {
 	if n := left.count(); n != 1 {
 		t.Errorf("retired %d times once b serves version 2; want once", n)
 	}
+}
+
+// catalogDB is a fresh PostgreSQL store for a fleet catalog test,
+// closed when the test ends.
+func catalogDB(t *testing.T) *postgres.DB {
+	t.Helper()
+	pgtest.Require(t)
+	db, err := postgres.Open(t.Context(), pgtest.Schema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
