@@ -202,10 +202,9 @@ type Service struct {
 	runs         runs
 	acceptCopies sync.Map
 	// leaving are the platform models and groups whose scopes wait for
-	// RetireLeft (Config.RetireLater), under applyMu (retire.go); left
-	// are the catalogs its platform models were last in, for Target.
+	// RetireLeft (Config.RetireLater), with the catalogs the platform
+	// models were last in, for Target (retire.go).
 	leaving leavingScopes
-	left    leftCatalogs
 
 	pauseMu sync.Mutex
 	pauses  map[string]*pause // platform models paused, by name

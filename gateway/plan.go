@@ -135,7 +135,7 @@ func (s *Service) Target(pmName string, mode weir.RunMode) (task.Target, bool) {
 		return task.Target{}, false
 	}
 	if _, ok := st.pms[pmName]; !ok {
-		if from := s.left.catalog(pmName); from != nil {
+		if from := s.leftCatalog(pmName); from != nil {
 			st = from
 		}
 	}

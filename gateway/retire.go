@@ -23,17 +23,21 @@ import (
 // in the last catalog that had it, until RetireLeft.
 
 // leavingScopes are the platform models and groups that left the
-// catalog, whose scopes wait for RetireLeft.
+// catalog, whose scopes wait for RetireLeft. pms holds, by platform
+// model, the last catalog that had it, which Target reads without
+// applyMu (under mu); groups is under applyMu.
 type leavingScopes struct {
-	pms, groups map[string]struct{}
+	mu     sync.RWMutex
+	pms    map[string]*Snapshot
+	groups map[string]struct{}
 }
 
 // retirePlatformModelLocked retires the scopes of platform model name,
-// which left the catalog (its own and its acceptance copy's), or leaves
-// them to RetireLeft. The caller holds applyMu.
+// which left the catalog (its own and its acceptance copy's); with
+// Config.RetireLater they wait for RetireLeft (keepLeftLocked kept the
+// platform model). The caller holds applyMu.
 func (s *Service) retirePlatformModelLocked(ctx context.Context, name string) {
 	if s.cfg.RetireLater {
-		s.leaving.pms = addName(s.leaving.pms, name)
 		return
 	}
 	s.removeScope(ctx, weir.PlatformModelScope(name))
@@ -44,18 +48,13 @@ func (s *Service) retirePlatformModelLocked(ctx context.Context, name string) {
 // catalog, or leaves it to RetireLeft. The caller holds applyMu.
 func (s *Service) retireGroupLocked(ctx context.Context, name string) {
 	if s.cfg.RetireLater {
-		s.leaving.groups = addName(s.leaving.groups, name)
+		if s.leaving.groups == nil {
+			s.leaving.groups = make(map[string]struct{})
+		}
+		s.leaving.groups[name] = struct{}{}
 		return
 	}
 	s.removeScope(ctx, weir.GroupScope(name))
-}
-
-func addName(m map[string]struct{}, name string) map[string]struct{} {
-	if m == nil {
-		m = make(map[string]struct{})
-	}
-	m[name] = struct{}{}
-	return m
 }
 
 // Leaving reports whether scopes that left the catalog wait for
@@ -77,12 +76,11 @@ func (s *Service) RetireLeft(ctx context.Context) int {
 	defer s.applyMu.Unlock()
 	st := s.state.Load()
 	n := 0
+	// keepLeftLocked dropped the platform models the catalog has again.
 	for name := range s.leaving.pms {
-		if _, ok := st.pms[name]; !ok {
-			s.removeScope(ctx, weir.PlatformModelScope(name))
-			s.removeAcceptanceScopeLocked(ctx, name)
-			n++
-		}
+		s.removeScope(ctx, weir.PlatformModelScope(name))
+		s.removeAcceptanceScopeLocked(ctx, name)
+		n++
 	}
 	for name := range s.leaving.groups {
 		if _, ok := st.groups[name]; !ok {
@@ -90,16 +88,11 @@ func (s *Service) RetireLeft(ctx context.Context) int {
 			n++
 		}
 	}
-	s.leaving = leavingScopes{}
-	s.left.forget()
+	s.leaving.mu.Lock()
+	s.leaving.pms = nil
+	s.leaving.mu.Unlock()
+	s.leaving.groups = nil
 	return n
-}
-
-// leftCatalogs are, by platform model, the last catalog that had each
-// platform model in leaving: Target reads them without applyMu.
-type leftCatalogs struct {
-	mu sync.RWMutex
-	by map[string]*Snapshot
 }
 
 // keepLeftLocked keeps, with Config.RetireLater, the catalog prev for
@@ -110,34 +103,28 @@ func (s *Service) keepLeftLocked(prev, next *Snapshot) {
 	if !s.cfg.RetireLater || prev == nil {
 		return
 	}
-	l := &s.left
+	l := &s.leaving
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for name := range l.by {
+	for name := range l.pms {
 		if _, ok := next.pms[name]; ok {
-			delete(l.by, name)
+			delete(l.pms, name)
 		}
 	}
 	for name := range prev.pms {
 		if _, ok := next.pms[name]; !ok {
-			if l.by == nil {
-				l.by = make(map[string]*Snapshot)
+			if l.pms == nil {
+				l.pms = make(map[string]*Snapshot)
 			}
-			l.by[name] = prev
+			l.pms[name] = prev
 		}
 	}
 }
 
-// catalog is the last catalog that had platform model name, if it left
-// and waits for RetireLeft; nil if not.
-func (l *leftCatalogs) catalog(name string) *Snapshot {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.by[name]
-}
-
-func (l *leftCatalogs) forget() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.by = nil
+// leftCatalog is the last catalog that had platform model name, if it
+// left and waits for RetireLeft; nil if not.
+func (s *Service) leftCatalog(name string) *Snapshot {
+	s.leaving.mu.RLock()
+	defer s.leaving.mu.RUnlock()
+	return s.leaving.pms[name]
 }
