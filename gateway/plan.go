@@ -128,18 +128,23 @@ func (s *Service) countSkipped(model weir.Model, routed, order []string) {
 // scope waits for RetireLeft (Config.RetireLater) has the target it had
 // in the last catalog that had it: a fleet's leader that has not taken
 // this catalog yet still admits tasks to it, and their jobs may run
-// here (retire.go).
+// here. So has one held for the leases on its scope once its removal is
+// complete, marked Retired: the tasks started on it follow their jobs
+// there to the end (retire.go).
 func (s *Service) Target(pmName string, mode weir.RunMode) (task.Target, bool) {
 	st := s.state.Load()
 	if st == nil {
 		return task.Target{}, false
 	}
+	retired := false
 	if _, ok := st.pms[pmName]; !ok {
-		if from := s.leftCatalog(pmName); from != nil {
+		var from *Snapshot
+		if from, retired = s.leftCatalog(pmName); from != nil {
 			st = from
 		}
 	}
 	t, ok := st.target(pmName)
+	t.Retired = ok && retired
 	if ok && mode == weir.RunSimulation {
 		t.Adapter, t.Simulated = st.asyncSims[pmName], true
 		if job, sync := syncJob(st.taskKinds[pmName], st.sims[pmName]); sync {
