@@ -140,7 +140,10 @@
 // ledger of one term and
 // are forgotten with it. A running task whose lease cannot be restored
 // (its platform model is no longer a candidate) runs uncounted; the
-// ledger logs it and tries at each poll.
+// ledger logs it and tries at each poll. Such a task on a platform model
+// a catalog removed while it ran (Target.Retired) then holds no lease
+// there, so the planner retires the platform model, and the task fails
+// at its next step.
 //
 // # Storage
 //
