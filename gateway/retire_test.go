@@ -84,3 +84,35 @@ func TestLeftPlatformModelHeldForItsLeases(t *testing.T) {
 		})
 	}
 }
+
+// TestTaskOnAHeldPlatformModelPlannedThere: a task running on a platform
+// model kept for the leases on it once a catalog removed it (a fleet's
+// next leader restoring the task's lease asks for its candidates) is
+// planned there alone, with its tenant's scopes; a task queued for the
+// same model is planned on the catalog's platform models only.
+func TestTaskOnAHeldPlatformModelPlannedThere(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := t.Context()
+	if err := b.store.KeyCreate(ctx, weir.APIKey{ID: "key_m", Hash: "hash_m", CreatedAt: b.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	b.fill(t, "up2/m", 1)
+	without := b.catalog()
+	onlyUp(&without)
+	if err := b.svc.Apply(ctx, without, ""); err != nil {
+		t.Fatal(err)
+	}
+	running := weir.Task{ID: "task_1", Model: "m", KeyID: "key_m", Status: weir.TaskRunning, PlatformModel: "up2/m", UpstreamID: "job_1"}
+	cands, err := b.svc.Plan(ctx, running)
+	want := weir.PlatformModelScope("up2/m")
+	if err != nil || len(cands) != 1 || len(cands[0].Needs) != 3 || cands[0].Needs[2].Scope != want ||
+		cands[0].Needs[0].Scope != weir.KeyScope("key_m") {
+		t.Errorf("a task running on up2/m, held: %+v, %v; want one candidate needing its key's, group's and %s", cands, err, want)
+	}
+	queued := weir.Task{ID: "task_2", Model: "m", KeyID: "key_m", Status: weir.TaskQueued}
+	cands, err = b.svc.Plan(ctx, queued)
+	if err != nil || len(cands) != 1 || cands[0].Needs[2].Scope != weir.PlatformModelScope("up/m") {
+		t.Errorf("a queued task: %+v, %v; want it planned on up/m alone", cands, err)
+	}
+}

@@ -200,20 +200,25 @@ func awaitScopeGone(t *testing.T, what string, read func() error) {
 	}
 }
 
-// TestFleetRetiredPlatformModelKeepsItsRunningTask: in a fleet, a
-// version that moves model v from up/v to up/w while a video task runs
-// on up/v, once every replica serves it and has retired what it left
-// (RetireLeft), leaves the task following its upstream job there, step
-// after step, to its result; up/v's scope at the leader keeps the task's
-// lease until the task ends, and is retired then.
-func TestFleetRetiredPlatformModelKeepsItsRunningTask(t *testing.T) {
-	t.Parallel()
+// retiredFleet is two replicas on PostgreSQL serving videoFile's model
+// v on up/v, with a video task running there, submitted through the
+// replica that does not lead: what the fleet tests of a platform model
+// retired under a running task start from.
+type retiredFleet struct {
+	up            *videoUpstream
+	storage       string
+	leader, other *Main
+	db            *postgres.DB
+	task          string
+}
+
+func startRetiredFleet(t *testing.T) *retiredFleet {
+	t.Helper()
 	pgtest.Require(t)
-	dsn := pgtest.Schema(t)
-	up := startVideoUpstream(t)
-	storage := fmt.Sprintf("  driver: postgres\n  dsn: %q", dsn)
+	f := &retiredFleet{up: startVideoUpstream(t)}
+	f.storage = fmt.Sprintf("  driver: postgres\n  dsn: %q", pgtest.Schema(t))
 	path := filepath.Join(t.TempDir(), "weir.yaml")
-	if err := os.WriteFile(path, videoFile(storage, up.URL, "up/v"), 0o600); err != nil {
+	if err := os.WriteFile(path, videoFile(f.storage, f.up.URL, "up/v"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r0 := startFleetMain(t, path, "r0")
@@ -226,50 +231,113 @@ func TestFleetRetiredPlatformModelKeepsItsRunningTask(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	leader, other := r0, r1
+	f.leader, f.other = r0, r1
 	if _, leading := r1.Member.Term(); leading {
-		leader, other = r1, r0
+		f.leader, f.other = r1, r0
 	}
-	db, err := postgres.Open(ctx, dsn)
-	if err != nil {
+	var err error
+	if f.db, err = postgres.Open(ctx, r0.Config.Storage.DSN); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() { f.db.Close() })
 	secret, err := CreateKey(ctx, r0.DB, &weir.APIKey{Name: "k", Group: "default"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := submitVideo(t, other, secret)
-	awaitTask(t, db, id, "running", func(tk weir.Task) bool { return tk.Status == weir.TaskRunning || tk.Status.Terminal() })
-	if v, published, err := leader.catalog.PublishFile(ctx, videoFile(storage, up.URL, "up/w"), "test"); err != nil || !published {
+	f.task = submitVideo(t, f.other, secret)
+	awaitTask(t, f.db, f.task, "running", func(tk weir.Task) bool { return tk.Status == weir.TaskRunning || tk.Status.Terminal() })
+	return f
+}
+
+// retire publishes a version that moves model v to up/w through the
+// leader, and has each replica take it, then retire what it left
+// (RetireLeft), as every replica serves it.
+func (f *retiredFleet) retire(t *testing.T) {
+	t.Helper()
+	ctx := t.Context()
+	if v, published, err := f.leader.catalog.PublishFile(ctx, videoFile(f.storage, f.up.URL, "up/w"), "test"); err != nil || !published {
 		t.Fatalf("publish version 2: %+v, %v, %v", v, published, err)
 	}
-	// The first round takes version 2, the second retires what it left,
-	// at each replica: every replica serves it by then.
 	for range 2 {
-		for _, r := range []*Main{leader, other} {
+		for _, r := range []*Main{f.leader, f.other} {
 			r.catalog.catchUp(ctx)
 		}
 	}
-	mark := time.Now()
-	scope := weir.PlatformModelScope("up/v")
-	if st, err := leader.Engine.Scope(ctx, scope); err != nil || st.Leases != 1 {
-		t.Errorf("up/v once every replica retired it, its task running: %+v, %v; want the scope kept, with the task's lease", st, err)
-	}
+}
+
+// stepsAfter waits for a step of the task's job that began after mark.
+func (f *retiredFleet) stepsAfter(t *testing.T, mark time.Time) {
+	t.Helper()
 	attempted := func() (at time.Time, err error) {
-		err = db.Pool().QueryRow(ctx, `SELECT attempted_at FROM river_job
-			WHERE kind = 'weir_task_run' AND args->>'task_id' = $1 ORDER BY id DESC LIMIT 1`, id).Scan(&at)
+		err = f.db.Pool().QueryRow(t.Context(), `SELECT attempted_at FROM river_job
+			WHERE kind = 'weir_task_run' AND args->>'task_id' = $1 ORDER BY id DESC LIMIT 1`, f.task).Scan(&at)
 		return at, err
 	}
-	awaitTask(t, db, id, "stepped since up/v was retired", stepsAfter(attempted, mark))
-	up.finish()
-	tk := awaitTask(t, db, id, "ended", func(tk weir.Task) bool { return tk.Status.Terminal() })
+	awaitTask(t, f.db, f.task, "stepped since up/v was retired", stepsAfter(attempted, mark))
+}
+
+// finish ends the task's upstream job, waits for the task to end, and
+// checks it succeeded on up/v.
+func (f *retiredFleet) finish(t *testing.T) {
+	t.Helper()
+	f.up.finish()
+	tk := awaitTask(t, f.db, f.task, "ended", func(tk weir.Task) bool { return tk.Status.Terminal() })
 	if tk.Status != weir.TaskSucceeded || tk.PlatformModel != "up/v" {
 		t.Fatalf("the task: %s on %s (%s: %s); want succeeded on up/v, its job's platform model", tk.Status, tk.PlatformModel, tk.ErrorCode, tk.ErrorMessage)
 	}
+}
+
+// TestFleetRetiredPlatformModelKeepsItsRunningTask: in a fleet, a
+// version that moves model v from up/v to up/w while a video task runs
+// on up/v, once every replica serves it and has retired what it left
+// (RetireLeft), leaves the task following its upstream job there, step
+// after step, to its result; up/v's scope at the leader keeps the task's
+// lease until the task ends, and is retired then.
+func TestFleetRetiredPlatformModelKeepsItsRunningTask(t *testing.T) {
+	t.Parallel()
+	f := startRetiredFleet(t)
+	ctx := t.Context()
+	f.retire(t)
+	mark := time.Now()
+	scope := weir.PlatformModelScope("up/v")
+	if st, err := f.leader.Engine.Scope(ctx, scope); err != nil || st.Leases != 1 {
+		t.Errorf("up/v once every replica retired it, its task running: %+v, %v; want the scope kept, with the task's lease", st, err)
+	}
+	f.stepsAfter(t, mark)
+	f.finish(t)
 	awaitScopeGone(t, "up/v once its task ended", func() error {
-		leader.catalog.catchUp(ctx)
-		_, err := leader.Engine.Scope(ctx, scope)
+		f.leader.catalog.catchUp(ctx)
+		_, err := f.leader.Engine.Scope(ctx, scope)
 		return err
 	})
+}
+
+// TestFleetRetiredPlatformModelOutlivesItsLeader: the leader stops while
+// a task runs on up/v, which every replica has retired: the next leader
+// restores the task's lease there, so up/v is not retired under it, and
+// the task follows its job to its result.
+func TestFleetRetiredPlatformModelOutlivesItsLeader(t *testing.T) {
+	t.Parallel()
+	f := startRetiredFleet(t)
+	ctx := t.Context()
+	f.retire(t)
+	if err := f.leader.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	scope := weir.PlatformModelScope("up/v")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		// The term's passing and the ledger's recovery announce
+		// themselves to no one outside the replica.
+		st, err := f.other.Engine.Scope(ctx, scope)
+		if _, leading := f.other.Member.Term(); leading && err == nil && st.Leases == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("up/v at the next leader: %+v, %v; want the task's lease restored there", st, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	f.stepsAfter(t, time.Now())
+	f.finish(t)
 }
