@@ -130,7 +130,7 @@ const targetRetry = time.Second
 // model that left the catalog is kept while tasks hold leases on it
 // (Target.Retired): one unknown here past the wait is one this process
 // never knew (it started after the catalog that removed it) or whose
-// leases are gone (a fleet's term passed, and the next leader could not
+// leases are gone (a fleet's next leader that never knew it could not
 // restore them).
 func (s *Service) noTarget(ctx context.Context, t weir.Task) error {
 	if left := s.cfg.TargetWait - s.clock.Now().Sub(t.AdmittedAt); left > 0 {
