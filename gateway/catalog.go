@@ -367,7 +367,8 @@ func (s *Service) setScopesLocked(ctx context.Context, next *Snapshot) error {
 }
 
 // retireScopesLocked retires the scopes of prev's platform models and
-// groups that next has not, or leaves them to RetireLeft
+// groups that next has not, holds those of platform models that still
+// hold leases (retire.go), or leaves them to RetireLeft
 // (Config.RetireLater). The caller holds applyMu.
 func (s *Service) retireScopesLocked(ctx context.Context, prev, next *Snapshot) {
 	if prev == nil {
@@ -375,7 +376,7 @@ func (s *Service) retireScopesLocked(ctx context.Context, prev, next *Snapshot) 
 	}
 	for name := range prev.pms {
 		if _, ok := next.pms[name]; !ok {
-			s.retirePlatformModelLocked(ctx, name)
+			s.retirePlatformModelLocked(ctx, name, prev)
 		}
 	}
 	for name := range prev.groups {

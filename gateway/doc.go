@@ -6,7 +6,9 @@
 //     retired scopes removed, the platforms' adapters built), and each
 //     key's scope is configured on first use. A Snapshot is one catalog,
 //     replaced whole on reload. In a fleet the scopes a catalog left are
-//     removed once every replica serves it (RetireLeft, retire.go).
+//     removed once every replica serves it (RetireLeft), and a platform
+//     model left while work holds its scope is kept for that work until
+//     it ends (retire.go).
 //   - Overrides: an operator's drains and run-time limits and upstreams'
 //     pauses, set beside the catalog, are kept in the store for every
 //     replica (operator.go says how long each lasts).

@@ -312,7 +312,9 @@ func (s *Service) SetScopeLimit(ctx context.Context, scope string, limit int64) 
 }
 
 // Start keeps this replica's view of the overrides fresh: it reads them
-// every Config.OverridePoll until Stop.
+// every Config.OverridePoll until Stop. Each poll also retires the
+// platform models that left the catalog held for their leases, once
+// those have ended (retire.go).
 func (s *Service) Start(ctx context.Context) error {
 	s.pollMu.Lock()
 	defer s.pollMu.Unlock()
@@ -346,6 +348,9 @@ func (s *Service) pollOverrides() {
 	s.syncOverridesLocked(context.Background())
 	if err := s.reloadBudgetsLocked(context.Background()); err != nil {
 		s.deps.Logger.Warn("could not read the budgets", "error", err)
+	}
+	if n := s.retireHeldLocked(context.Background()); n > 0 {
+		s.deps.Logger.Info("retired the platform models the catalog left once their last leases ended", "retired", n)
 	}
 	s.applyMu.Unlock()
 	s.poll = s.deps.Clock.AfterFunc(s.cfg.OverridePoll, s.pollOverrides)

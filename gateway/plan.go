@@ -38,23 +38,24 @@ var _ task.Starter = (*Service)(nil)
 
 // Plan implements task.Planner: a task's candidates are its model's
 // platform models that have an asynchronous API, in the router's order.
+// A task admitted to, or running on, a platform model that left the
+// catalog and is kept for it is planned there alone (planOnLeft).
 func (s *Service) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate, error) {
 	st := s.state.Load()
 	if st == nil {
 		return nil, errNoCatalog
 	}
+	if t.Status == weir.TaskAdmitted || t.Status == weir.TaskRunning {
+		if from, _ := s.leftCatalog(t.PlatformModel); from != nil {
+			return s.planOnLeft(ctx, st, t)
+		}
+	}
 	model, ok := st.models[t.Model]
 	if !ok || !Taskable(model.Kind) {
 		return nil, fmt.Errorf("%w: model %q serves no tasks", admission.ErrNoCandidate, t.Model)
 	}
-	key, found, err := s.keyByID(ctx, t.KeyID)
-	if err == nil && !found {
-		err = weir.ErrNotFound
-	}
+	key, err := s.taskKey(ctx, t)
 	if err != nil {
-		return nil, fmt.Errorf("task %s: key %s: %w", t.ID, t.KeyID, err)
-	}
-	if err := s.EnsureKeyScope(ctx, key); err != nil {
 		return nil, err
 	}
 	group, _ := st.GroupOf(key)
@@ -103,6 +104,34 @@ func (s *Service) Plan(ctx context.Context, t weir.Task) ([]admission.Candidate,
 	return cands, nil
 }
 
+// taskKey is task t's key, its scope configured.
+func (s *Service) taskKey(ctx context.Context, t weir.Task) (weir.APIKey, error) {
+	key, found, err := s.keyByID(ctx, t.KeyID)
+	if err == nil && !found {
+		err = weir.ErrNotFound
+	}
+	if err != nil {
+		return key, fmt.Errorf("task %s: key %s: %w", t.ID, t.KeyID, err)
+	}
+	return key, s.EnsureKeyScope(ctx, key)
+}
+
+// planOnLeft plans task t, admitted to or running on t.PlatformModel, a
+// platform model the catalog st left that is kept for the work on it
+// (retire.go): its one candidate needs that platform model's scope and
+// its tenant's, so that a fleet's next leader restores its lease there
+// and the platform model is not retired under it. The candidate needs no
+// budget: the budgets' reservation of the task's admission is not made
+// again.
+func (s *Service) planOnLeft(ctx context.Context, st *Snapshot, t weir.Task) ([]admission.Candidate, error) {
+	key, err := s.taskKey(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	group, _ := st.GroupOf(key)
+	return taskCandidates(key.ID, group, t.RunMode, []string{t.PlatformModel}), nil
+}
+
 // countSkipped counts the candidates of model a task was planned
 // without (Metrics.TaskCandidateSkipped): those the router left out,
 // cooling down after failures; those of routed that cannot serve its
@@ -128,18 +157,23 @@ func (s *Service) countSkipped(model weir.Model, routed, order []string) {
 // scope waits for RetireLeft (Config.RetireLater) has the target it had
 // in the last catalog that had it: a fleet's leader that has not taken
 // this catalog yet still admits tasks to it, and their jobs may run
-// here (retire.go).
+// here. So has one held for the leases on its scope once its removal is
+// complete, marked Retired: the tasks started on it follow their jobs
+// there to the end (retire.go).
 func (s *Service) Target(pmName string, mode weir.RunMode) (task.Target, bool) {
 	st := s.state.Load()
 	if st == nil {
 		return task.Target{}, false
 	}
+	retired := false
 	if _, ok := st.pms[pmName]; !ok {
-		if from := s.leftCatalog(pmName); from != nil {
+		var from *Snapshot
+		if from, retired = s.leftCatalog(pmName); from != nil {
 			st = from
 		}
 	}
 	t, ok := st.target(pmName)
+	t.Retired = ok && retired
 	if ok && mode == weir.RunSimulation {
 		t.Adapter, t.Simulated = st.asyncSims[pmName], true
 		if job, sync := syncJob(st.taskKinds[pmName], st.sims[pmName]); sync {

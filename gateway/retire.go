@@ -2,9 +2,12 @@ package gateway
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"sync"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/admission"
 )
 
 // A catalog applied retires the scopes of the platform models and
@@ -21,27 +24,93 @@ import (
 // the fleet's leader admits to such a platform model before it takes the
 // catalog may run here: Target answers with the platform model's target
 // in the last catalog that had it, until RetireLeft.
+//
+// A platform model whose removal is complete (in one process: at the
+// apply; in a fleet: at RetireLeft) is still where the tasks started on
+// it run upstream: a video job there goes on, costs, and has a result
+// for its user. So while its scope holds leases (a task's, from its
+// admission to its end; a request's in flight) it is held rather than
+// retired: its scope stays, with its limit and the leases counted, and
+// Target answers with its last target, marked Retired, for those tasks
+// to follow their jobs to the end (a task not submitted yet queues
+// again instead: task.Target). No request or task is planned on it.
+// Once its scope holds no lease it is retired, at the next poll of the
+// overrides (Start) or RetireLeft.
 
 // leavingScopes are the platform models and groups that left the
-// catalog, whose scopes wait for RetireLeft. pms holds, by platform
+// catalog, whose scopes wait for RetireLeft, and the platform models
+// held for the leases on their scopes. pms and held hold, by platform
 // model, the last catalog that had it, which Target reads without
-// applyMu (under mu); groups is under applyMu.
+// applyMu (under mu; they change under both); groups is under applyMu.
 type leavingScopes struct {
 	mu     sync.RWMutex
 	pms    map[string]*Snapshot
+	held   map[string]*Snapshot
 	groups map[string]struct{}
 }
 
-// retirePlatformModelLocked retires the scopes of platform model name,
-// which left the catalog (its own and its acceptance copy's); with
-// Config.RetireLater they wait for RetireLeft (keepLeftLocked kept the
-// platform model). The caller holds applyMu.
-func (s *Service) retirePlatformModelLocked(ctx context.Context, name string) {
+// retirePlatformModelLocked retires platform model name, which left the
+// catalog from prev, or holds it while its scope holds leases
+// (retireOrHoldLocked); with Config.RetireLater it waits for RetireLeft
+// (keepLeftLocked kept it). The caller holds applyMu.
+func (s *Service) retirePlatformModelLocked(ctx context.Context, name string, prev *Snapshot) {
 	if s.cfg.RetireLater {
 		return
 	}
+	s.retireOrHoldLocked(ctx, name, prev)
+}
+
+// retireOrHoldLocked retires the scopes of platform model name, which
+// left the catalog (its own and its acceptance copy's), and reports
+// true; or, while they hold leases, holds it with from, the last
+// catalog that had it, and reports false. The caller holds applyMu.
+func (s *Service) retireOrHoldLocked(ctx context.Context, name string, from *Snapshot) bool {
+	held := s.scopeHeld(ctx, weir.PlatformModelScope(name))
+	if _, ok := s.acceptCopies.Load(name); ok && !held {
+		held = s.scopeHeld(ctx, weir.AcceptanceScope(weir.PlatformModelScope(name)))
+	}
+	l := &s.leaving
+	l.mu.Lock()
+	if held {
+		if l.held == nil {
+			l.held = make(map[string]*Snapshot)
+		}
+		l.held[name] = from
+	} else {
+		delete(l.held, name)
+	}
+	l.mu.Unlock()
+	if held {
+		return false
+	}
 	s.removeScope(ctx, weir.PlatformModelScope(name))
 	s.removeAcceptanceScopeLocked(ctx, name)
+	return true
+}
+
+// scopeHeld reports whether scope holds leases, or may: one the engine
+// cannot report now is kept for a later look.
+func (s *Service) scopeHeld(ctx context.Context, scope string) bool {
+	st, err := s.deps.Engine.Scope(ctx, scope)
+	if errors.Is(err, admission.ErrUnknownScope) {
+		return false
+	}
+	return err != nil || st.Leases > 0
+}
+
+// retireHeldLocked retires the platform models held whose scopes no
+// longer hold leases, and returns how many. The caller holds applyMu.
+func (s *Service) retireHeldLocked(ctx context.Context) int {
+	s.leaving.mu.RLock()
+	held := maps.Clone(s.leaving.held)
+	s.leaving.mu.RUnlock()
+	n := 0
+	for name, from := range held {
+		if s.retireOrHoldLocked(ctx, name, from) {
+			n++
+		}
+	}
+	return n
 }
 
 // retireGroupLocked retires the scope of group name, which left the
@@ -58,29 +127,34 @@ func (s *Service) retireGroupLocked(ctx context.Context, name string) {
 }
 
 // Leaving reports whether scopes that left the catalog wait for
-// RetireLeft.
+// RetireLeft, or are held for their leases.
 func (s *Service) Leaving() bool {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	return len(s.leaving.pms)+len(s.leaving.groups) > 0
+	s.leaving.mu.RLock()
+	defer s.leaving.mu.RUnlock()
+	return len(s.leaving.pms)+len(s.leaving.held)+len(s.leaving.groups) > 0
 }
 
 // RetireLeft retires the scopes kept since they left the catalog
 // (Config.RetireLater) but those the catalog served now has again, and
-// returns how many platform models and groups it retired. Call it once
-// no replica serves a catalog that has them: a request still waiting on
-// one fails there if no other candidate is left to it. One another
-// replica retired already is forgotten here.
+// those of platform models held for their leases, and returns how many
+// platform models and groups it retired. Call it once no replica serves
+// a catalog that has them: a request still waiting on one fails there
+// if no other candidate is left to it. A platform model whose scope
+// still holds leases is held (retireOrHoldLocked); it is retired by a
+// later call, or the poll of the overrides, once it holds none. One
+// another replica retired already is forgotten here.
 func (s *Service) RetireLeft(ctx context.Context) int {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	st := s.state.Load()
-	n := 0
+	n := s.retireHeldLocked(ctx)
 	// keepLeftLocked dropped the platform models the catalog has again.
-	for name := range s.leaving.pms {
-		s.removeScope(ctx, weir.PlatformModelScope(name))
-		s.removeAcceptanceScopeLocked(ctx, name)
-		n++
+	for name, from := range s.leaving.pms {
+		if s.retireOrHoldLocked(ctx, name, from) {
+			n++
+		}
 	}
 	for name := range s.leaving.groups {
 		if _, ok := st.groups[name]; !ok {
@@ -97,19 +171,25 @@ func (s *Service) RetireLeft(ctx context.Context) int {
 
 // keepLeftLocked keeps, with Config.RetireLater, the catalog prev for
 // each of its platform models next has not, before next is served, so
-// that Target finds them all along; those next has again go. The caller
-// holds applyMu.
+// that Target finds them all along; those next has again go, from those
+// held too (their scopes, which kept their leases, are next's). The
+// caller holds applyMu.
 func (s *Service) keepLeftLocked(prev, next *Snapshot) {
-	if !s.cfg.RetireLater || prev == nil {
+	if prev == nil {
 		return
 	}
 	l := &s.leaving
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for name := range l.pms {
-		if _, ok := next.pms[name]; ok {
-			delete(l.pms, name)
+	for _, kept := range []map[string]*Snapshot{l.pms, l.held} {
+		for name := range kept {
+			if _, ok := next.pms[name]; ok {
+				delete(kept, name)
+			}
 		}
+	}
+	if !s.cfg.RetireLater {
+		return
 	}
 	for name := range prev.pms {
 		if _, ok := next.pms[name]; !ok {
@@ -122,9 +202,14 @@ func (s *Service) keepLeftLocked(prev, next *Snapshot) {
 }
 
 // leftCatalog is the last catalog that had platform model name, if it
-// left and waits for RetireLeft; nil if not.
-func (s *Service) leftCatalog(name string) *Snapshot {
+// left and waits for RetireLeft, or is held for its leases (retired);
+// nil if neither.
+func (s *Service) leftCatalog(name string) (from *Snapshot, retired bool) {
 	s.leaving.mu.RLock()
 	defer s.leaving.mu.RUnlock()
-	return s.leaving.pms[name]
+	if from := s.leaving.pms[name]; from != nil {
+		return from, false
+	}
+	from = s.leaving.held[name]
+	return from, from != nil
 }

@@ -3,7 +3,6 @@ package serve
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
-	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/pgtest"
 )
 
@@ -111,7 +109,8 @@ func leaderHolds(t *testing.T, m *Main, scope string, queued int) {
 // taken it yet waits on the platform model it removes. The fleet keeps
 // that platform model's scope, with its limit and the request queued,
 // until the other replica takes the version: then the request is moved
-// to the new platform model and served there, and the scope retired.
+// to the new platform model and served there. The scope is retired once
+// the request admitted on it before the version ends.
 func TestFleetCatalogMovesWaitersBeforeRetiring(t *testing.T) {
 	t.Parallel()
 	pgtest.Require(t)
@@ -176,11 +175,16 @@ func TestFleetCatalogMovesWaitersBeforeRetiring(t *testing.T) {
 	if st := r1.catalog.State(); st.Version != 2 {
 		t.Errorf("r1 serves version %d; want 2", st.Version)
 	}
-	if _, err := r0.Engine.Scope(ctx, slow); !errors.Is(err, admission.ErrUnknownScope) {
-		t.Errorf("up/slow once every replica serves version 2: %v; want it retired", err)
+	if st, err := r0.Engine.Scope(ctx, slow); err != nil || st.Leases != 1 || st.Queued != 0 {
+		t.Errorf("up/slow once every replica serves version 2, r0's request on it: %+v, %v; want it kept for that request's slot alone", st, err)
 	}
 	up.releaseAll()
 	if code := <-first; code != http.StatusOK {
 		t.Errorf("the request admitted on up/slow before version 2: %d; want 200", code)
 	}
+	awaitScopeGone(t, "up/slow once its last request ended", func() error {
+		r0.catalog.catchUp(ctx)
+		_, err := r0.Engine.Scope(ctx, slow)
+		return err
+	})
 }

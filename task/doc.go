@@ -140,7 +140,11 @@
 // ledger of one term and
 // are forgotten with it. A running task whose lease cannot be restored
 // (its platform model is no longer a candidate) runs uncounted; the
-// ledger logs it and tries at each poll.
+// ledger logs it and tries at each poll. A task on a platform model a
+// catalog removed while it ran (Target.Retired) is planned there by a
+// planner that kept it, but one that never knew it (its process started
+// after the catalog) cannot: the task then holds no lease there, the
+// platform model is retired, and the task fails at its next step.
 //
 // # Storage
 //

@@ -82,6 +82,9 @@ func (w *runWorker) step(ctx context.Context, job *river.Job[RunArgs]) error {
 	if !ok {
 		return s.noTarget(ctx, t)
 	}
+	if t.UpstreamID == "" && target.Retired {
+		return s.requeueRetired(ctx, t)
+	}
 	if err := s.holdLease(ctx, t); err != nil {
 		return err
 	}
@@ -91,6 +94,31 @@ func (w *runWorker) step(ctx context.Context, job *river.Job[RunArgs]) error {
 	return s.follow(ctx, t, target, job)
 }
 
+// requeueRetired sends task t, admitted to a platform model that left
+// the catalog before it was submitted there (Target.Retired), back to
+// the queue for its model's candidates now, as a reload moves the tasks
+// still queued: nothing is started on a platform model its operator
+// removed. A model left with no candidate fails it no_candidate as it
+// queues, before any upstream call.
+func (s *Service) requeueRetired(ctx context.Context, t weir.Task) error {
+	ctx = context.WithoutCancel(ctx)
+	ok, err := s.store.TaskUpdate(ctx, &weir.TaskUpdateParams{ID: t.ID, Update: weir.TaskUpdate{
+		From: []weir.TaskStatus{weir.TaskAdmitted}, Status: weir.TaskQueued, Candidate: ptr(-1),
+	}})
+	if err != nil {
+		return err
+	}
+	if !ok {
+		s.releaseLease(t.ID) // cancelled meanwhile
+		return nil
+	}
+	s.cfg.Metrics.TaskTransition(weir.TaskQueued)
+	s.logger.Info("a task admitted to a platform model that left the catalog queues again", "task", t.ID, "platform_model", t.PlatformModel)
+	s.endRun(t.ID)
+	s.ledger.done(ctx, t.ID, &sentBack{})
+	return nil
+}
+
 // targetRetry is how long a job whose platform model is unknown here is
 // snoozed for, within Config.TargetWait.
 const targetRetry = time.Second
@@ -98,12 +126,21 @@ const targetRetry = time.Second
 // noTarget is the step of task t, whose platform model this replica's
 // catalog has not: within Config.TargetWait of its admission the job is
 // snoozed, for this replica to take the catalog version that has it or
-// for another to take the job; past that the task fails.
+// for another to take the job; past that the task fails. A platform
+// model that left the catalog is kept while tasks hold leases on it
+// (Target.Retired): one unknown here past the wait is one this process
+// never knew (it started after the catalog that removed it) or whose
+// leases are gone (a fleet's next leader that never knew it could not
+// restore them).
 func (s *Service) noTarget(ctx context.Context, t weir.Task) error {
 	if left := s.cfg.TargetWait - s.clock.Now().Sub(t.AdmittedAt); left > 0 {
 		return river.JobSnooze(min(targetRetry, left))
 	}
-	return s.failRunning(ctx, t, "no_candidate", "the platform model "+t.PlatformModel+" left the catalog")
+	msg := "the platform model " + t.PlatformModel + " left the catalog"
+	if t.UpstreamID != "" {
+		msg += " while its upstream job " + t.UpstreamID + " ran; the job is no longer followed"
+	}
+	return s.failRunning(ctx, t, "no_candidate", msg)
 }
 
 // holdLease makes sure the task's lease is held and renewed (the

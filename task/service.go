@@ -79,6 +79,12 @@ type Target struct {
 	// run mode is simulation); its answers say nothing of the platform's
 	// health and pause nothing.
 	Simulated bool
+	// Retired: the platform model left the catalog (in a fleet: every
+	// replica's), and is kept only for the tasks started on it upstream,
+	// which follow their jobs there to the end. A task not submitted yet
+	// is not started there: it queues again, for its model's candidates
+	// now.
+	Retired bool
 }
 
 // Planner knows the catalog: which candidates a task has (the gateway's

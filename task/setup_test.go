@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -459,6 +460,9 @@ type testPlanner struct {
 	// queues are the River queues of the jobs of tasks admitted to a
 	// platform model (Queuer); none: the default.
 	queues map[string]string
+	// retireAt are the platform models that leave the catalog as a step
+	// first asks for their target (retireAtStep).
+	retireAt map[string]bool
 }
 
 func (p *testPlanner) JobQueue(pm string) string {
@@ -501,8 +505,12 @@ func (p *testPlanner) Plan(_ context.Context, t weir.Task) ([]admission.Candidat
 		return nil, p.fail
 	}
 	pms, ok := p.models[t.Model]
-	if !ok || len(pms) == 0 {
+	if !ok {
 		return nil, errUnknownModel
+	}
+	if len(pms) == 0 {
+		// As the gateway answers for a model left with no platform.
+		return nil, fmt.Errorf("%w: model %s has no platform to run on", admission.ErrNoCandidate, t.Model)
 	}
 	cands := make([]admission.Candidate, len(pms))
 	for i, pm := range pms {
@@ -518,6 +526,10 @@ func (p *testPlanner) Plan(_ context.Context, t weir.Task) ([]admission.Candidat
 func (p *testPlanner) Target(pm string, _ weir.RunMode) (Target, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.retireAt[pm] {
+		delete(p.retireAt, pm)
+		p.retireLocked(pm)
+	}
 	tg, ok := p.targets[pm]
 	return tg, ok
 }
