@@ -19,6 +19,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/clock"
 	"github.com/weir-gateway/weir/riverjob"
 )
 
@@ -77,6 +78,11 @@ var _ weir.Store = (*DB)(nil)
 // ":memory:", and brings its schema up to date. River's tables are
 // riverjob.Migrate's.
 func Open(ctx context.Context, path string) (*DB, error) {
+	return open(ctx, path, clock.Real)
+}
+
+// open is Open with the clock that times the checkpoints (checkpoint.go).
+func open(ctx context.Context, path string, clk clock.Clock) (*DB, error) {
 	if path == "" || strings.ContainsRune(path, '?') || strings.HasPrefix(path, "file:") {
 		return nil, fmt.Errorf("open sqlite %q: %w: want a file path without '?' or \":memory:\"", path, weir.ErrInvalid)
 	}
@@ -100,7 +106,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	var ckpt *checkpointer
 	var committed func() int32
 	if !memory {
-		if ckpt, err = newCheckpointer(path, timeout); err != nil {
+		if ckpt, err = newCheckpointer(path, timeout, clk); err != nil {
 			return nil, err
 		}
 		committed = ckpt.committed
