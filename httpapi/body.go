@@ -23,7 +23,9 @@ import (
 // answer back for ever.
 type requestBody struct {
 	io.ReadCloser
-	rc      *http.ResponseController
+	// w is the request's writer, whose connection the deadline is set
+	// on (readDeadline).
+	w       http.ResponseWriter
 	timeout time.Duration // 0: no deadline
 	// Only the handler's goroutine reads the body and writes the answer.
 	started, ended, sawEOF bool
@@ -35,7 +37,7 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		if b.timeout > 0 {
 			// A socket deadline is wall-clock time, whatever clock the
 			// server is given.
-			_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))
+			b.readDeadline(time.Now().Add(b.timeout))
 		}
 	}
 	n, err := b.ReadCloser.Read(p)
@@ -43,10 +45,19 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		b.ended = true
 		b.sawEOF = err == io.EOF
 		if b.timeout > 0 {
-			_ = b.rc.SetReadDeadline(time.Time{})
+			b.readDeadline(time.Time{})
 		}
 	}
 	return n, err
+}
+
+// readDeadline sets the connection's read deadline. Its controller is
+// made here, where it stays on the stack, rather than held with the
+// body: the middleware that makes the body is inlined into a function
+// too large for http.NewResponseController to be inlined in turn, so a
+// controller made there is an allocation a request.
+func (b *requestBody) readDeadline(t time.Time) {
+	_ = http.NewResponseController(b.w).SetReadDeadline(t)
 }
 
 // unread reports whether some of the body may still be on the wire.

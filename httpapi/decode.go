@@ -43,8 +43,10 @@ type request struct {
 	// says, where the encoding of the candidate is not known (countPrompt).
 	estimate int64
 	// prompt counts the prompt in a candidate's encoding; nil: the
-	// estimate stands for every candidate.
-	prompt *tokens.Prompt
+	// estimate stands for every candidate. It is ownPrompt when set
+	// (countPrompt), held with the request rather than allocated apart.
+	prompt    *tokens.Prompt
+	ownPrompt tokens.Prompt
 	// wants is what it needs of a candidate.
 	wants weir.Wants
 	// affinity is what it shares with the requests whose candidate it
@@ -146,7 +148,8 @@ func decodeRequest(ep endpoint, body []byte) (*request, *apiError) {
 // chat. The client's numbers may be anything up to the int64 maximum:
 // the sum saturates there rather than wrap negative.
 func (r *request) countPrompt(chat bool) {
-	r.prompt = tokens.NewPrompt(r.body)
+	r.ownPrompt.Init(r.body)
+	r.prompt = &r.ownPrompt
 	r.estimate = r.prompt.Tokens(weir.TokenizerEstimate)
 	r.wants.PromptTokens, r.wants.MaxTokens, r.wants.Stream = r.estimate, r.maxTokens, r.stream
 	switch {

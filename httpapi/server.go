@@ -392,7 +392,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			rw.clock = s.deps.Clock
 		}
 		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
-			all.body = requestBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: s.cfg.BodyTimeout}
+			all.body = requestBody{ReadCloser: r.Body, w: w, timeout: s.cfg.BodyTimeout}
 			ri.body = &all.body
 			r.Body = ri.body
 			// Connection: close means nothing in HTTP/2, where Go's server

@@ -148,7 +148,7 @@ func (x *exchange) run(ctx context.Context, hc *http.Client, req *http.Request) 
 	// The upstream joins the call's trace, if it is traced (its span is
 	// ctx's, not the exchange's context's).
 	tracing.Inject(ctx, req.Header)
-	resp, err := hc.Do(req)
+	resp, err := do(hc, req)
 	if err != nil {
 		if cause := x.end(); cause != nil {
 			return nil, cause

@@ -148,7 +148,7 @@ func newRequest(ctx context.Context, method, base, path, apiKey string, body []b
 // The values are shared, not copied: the fixed ones with every call, the
 // client's with its request, whose headers outlive the call. Nothing
 // changes a header's values in place (Header.Set and Add replace the
-// slice), and http.Client sends a copy of the request's headers.
+// slice), and the transport only reads the request's headers.
 func setPassedOn(h http.Header, c *Call) {
 	if c.Body != nil {
 		h["Content-Type"] = jsonContentType

@@ -95,6 +95,23 @@ func TestPrompt(t *testing.T) {
 	}
 }
 
+// A Prompt made by Init counts as NewPrompt's does, in every encoding,
+// and Init starts it over on another body: nothing counted before stays.
+func TestPromptInit(t *testing.T) {
+	t.Parallel()
+	first := []byte(`{"input":"` + chinese + `"}`)
+	second := []byte(`{"input":"hello there, a much shorter prompt"}`)
+	var p tokens.Prompt
+	for _, body := range [][]byte{first, second} {
+		p.Init(body)
+		for _, enc := range []weir.Tokenizer{weir.TokenizerEstimate, weir.TokenizerO200k, weir.TokenizerCL100k} {
+			if got, want := p.Tokens(enc), tokens.NewPrompt(body).Tokens(enc); got != want {
+				t.Errorf("%s, %s: Init's prompt counts %d, NewPrompt's %d", body[:12], enc, got, want)
+			}
+		}
+	}
+}
+
 // Past ExactBytes, a body's text is estimated at the rate the encoding
 // counted the text before it: within 2% of the exact count for a long
 // prompt in one language, or English then Chinese.

@@ -20,6 +20,12 @@ type Prompt struct {
 // Prompt is used.
 func NewPrompt(body []byte) *Prompt { return &Prompt{body: body} }
 
+// Init makes p, not yet used, the prompt of body as NewPrompt does: for
+// a Prompt held inside a value that is allocated anyway.
+func (p *Prompt) Init(body []byte) {
+	p.body, p.counts = body, [3]int64{}
+}
+
 // Tokens is the prompt's count in t's encoding (the estimate for an
 // encoding this package does not carry). It is at least 1.
 func (p *Prompt) Tokens(t weir.Tokenizer) int64 {
