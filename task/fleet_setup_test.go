@@ -133,9 +133,11 @@ type fleetStore struct {
 	// created, while set, is called with each task the store has
 	// created, before TaskCreate returns.
 	created atomic.Pointer[func(id string)]
-	// listed, while set, is called once each TaskList has read the
-	// store, before it returns.
+	// listed, while set, is called once each TaskList or TaskStateList
+	// has read the store, before it returns.
 	listed atomic.Pointer[func()]
+	// wholeReads counts the tasks read whole by TaskList and TaskGetMany.
+	wholeReads atomic.Int64
 
 	mu     sync.Mutex
 	listen func(event, id string)
@@ -147,6 +149,8 @@ var (
 	_ JobReclaimer          = (*fleetStore)(nil)
 	_ Fencer[pgx.Tx]        = (*fleetStore)(nil)
 	_ FencedUpdater[pgx.Tx] = (*fleetStore)(nil)
+	_ ManyReader            = (*fleetStore)(nil)
+	_ StateLister           = (*fleetStore)(nil)
 )
 
 // TermFenceTx is the store's fence with the node's deposed flag for the
@@ -197,9 +201,24 @@ func (s *fleetStore) TaskCreate(ctx context.Context, t *weir.Task) (bool, error)
 
 func (s *fleetStore) TaskList(ctx context.Context, f weir.TaskFilter) ([]weir.Task, error) {
 	tasks, err := s.DB.TaskList(ctx, f)
+	s.wholeReads.Add(int64(len(tasks)))
 	if h := s.listed.Load(); h != nil {
 		(*h)()
 	}
+	return tasks, err
+}
+
+func (s *fleetStore) TaskStateList(ctx context.Context, f weir.TaskFilter) ([]weir.TaskState, error) {
+	states, err := s.DB.TaskStateList(ctx, f)
+	if h := s.listed.Load(); h != nil {
+		(*h)()
+	}
+	return states, err
+}
+
+func (s *fleetStore) TaskGetMany(ctx context.Context, ids []string) ([]weir.Task, error) {
+	tasks, err := s.DB.TaskGetMany(ctx, ids)
+	s.wholeReads.Add(int64(len(tasks)))
 	return tasks, err
 }
 

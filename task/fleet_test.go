@@ -554,3 +554,40 @@ func TestFleetAdmissionCommitsWhileThePollReads(t *testing.T) {
 		t.Errorf("workers scope used %d after the poll that read the task before its commit; want 1", got)
 	}
 }
+
+// TestFleetPollReadsWholeOnlyWhatItActsOn: the leader's poll reads the
+// tasks that have not ended as their states, and whole only the task it
+// acts on: a queued task whose notice was lost, which it queues; not
+// the running task whose lease it holds, nor the queued ones it has
+// waiters for.
+func TestFleetPollReadsWholeOnlyWhatItActsOn(t *testing.T) {
+	t.Parallel()
+	// The job outlasts the test: its lease is held throughout, and the
+	// tasks after it wait.
+	fb := setupFleet(t, fleetOpts{Platforms: map[string]mock.Config{"vid/a": {JobDuration: 24 * time.Hour}}, Workers: 1}, "a", "b")
+	fb.elect(t, "a")
+	a := fb.node("a")
+	waitFor(t, "a to listen", func() bool { return a.store.listening.Load() >= 1 })
+	waitFor(t, "the fleet term ready", func() bool { return a.service().current() != nil })
+	running := fb.submit(t, "a")
+	waitFor(t, "one running", func() bool { return fb.get(t, running.ID).Status == weir.TaskRunning })
+	for range 3 {
+		fb.submit(t, "a")
+	}
+	waitFor(t, "three waiting", func() bool { return fb.scope(t, "a", WorkersScope).Queued == 3 })
+	fb.node("b").store.mute.Store(true)
+	lost := fb.submit(t, "b")
+	armed := fb.clock.polls.Load()
+	read := a.store.wholeReads.Load()
+	fb.poll()
+	waitFor(t, "the poll done", func() bool { return fb.clock.polls.Load() > armed })
+	if st := fb.scope(t, "a", WorkersScope); st.Queued != 4 || st.Used != 1 {
+		t.Errorf("workers scope %d queued, %d used after the poll; want 4 (the lost task's too), 1", st.Queued, st.Used)
+	}
+	if got := fb.get(t, lost.ID); got.Status != weir.TaskQueued {
+		t.Errorf("the lost task %s; want queued", got.Status)
+	}
+	if n := a.store.wholeReads.Load() - read; n != 1 {
+		t.Errorf("the poll read %d tasks whole; want 1, the task its notice was lost of", n)
+	}
+}

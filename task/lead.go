@@ -163,7 +163,7 @@ func (tm *term) lead() {
 	}
 	start := s.clock.Now()
 	for {
-		restored, queued, err := tm.resync(ctx)
+		restored, queued, err := tm.resync(ctx, true)
 		if err == nil {
 			s.logger.Info("tasks recovered for the fleet term", "restored", restored, "queued", queued,
 				"took_ms", float64(s.clock.Now().Sub(start).Microseconds())/1000)
@@ -196,7 +196,7 @@ func (tm *term) lead() {
 			tm.drain(ctx)
 		case <-poll:
 			tm.renew(ctx)
-			if _, _, err := tm.resync(ctx); err != nil && ctx.Err() == nil {
+			if _, _, err := tm.resync(ctx, false); err != nil && ctx.Err() == nil {
 				s.logger.Warn("the task ledger's poll could not read the store", "error", err)
 			}
 			arm()
@@ -233,7 +233,7 @@ func (tm *term) drain(ctx context.Context) {
 	tm.inbox, tm.resyncWanted = nil, false
 	tm.mu.Unlock()
 	if resync {
-		if _, _, err := tm.resync(ctx); err != nil && ctx.Err() == nil {
+		if _, _, err := tm.resync(ctx, false); err != nil && ctx.Err() == nil {
 			tm.s.logger.Warn("the task ledger could not resync; its poll tries again", "error", err)
 		}
 	}
