@@ -591,3 +591,20 @@ func TestFleetPollReadsWholeOnlyWhatItActsOn(t *testing.T) {
 		t.Errorf("the poll read %d tasks whole; want 1, the task its notice was lost of", n)
 	}
 }
+
+// TestFleetPollPacedByItsCost: a poll that takes long puts the next one
+// off by pollPace times as long, beyond what FleetPoll says.
+func TestFleetPollPacedByItsCost(t *testing.T) {
+	t.Parallel()
+	fb := setupFleet(t, fleetOpts{}, "a")
+	fb.elect(t, "a")
+	a := fb.node("a")
+	waitFor(t, "the fleet term ready", func() bool { return a.service().current() != nil })
+	// The poll's read takes an hour of the fake clock.
+	slow := sync.OnceFunc(func() { fb.clock.Advance(fleetTestPoll) })
+	a.store.listed.Store(&slow)
+	fb.poll()
+	waitFor(t, "the next poll put off by ten times the last one's hour", func() bool {
+		return time.Duration(fb.clock.longest.Load()) >= pollPace*fleetTestPoll
+	})
+}

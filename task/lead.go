@@ -177,8 +177,10 @@ func (tm *term) lead() {
 	tm.ready.Store(true)
 	poll := make(chan struct{}, 1)
 	var timer clock.Timer
-	arm := func() {
-		d := s.cfg.FleetPoll/2 + rand.N(s.cfg.FleetPoll)
+	// took is how long the last poll took to read and decide, which
+	// paces the next (pollPace).
+	arm := func(took time.Duration) {
+		d := max(s.cfg.FleetPoll/2+rand.N(s.cfg.FleetPoll), pollPace*took)
 		timer = s.clock.AfterFunc(d, func() {
 			select {
 			case poll <- struct{}{}:
@@ -186,7 +188,7 @@ func (tm *term) lead() {
 			}
 		})
 	}
-	arm()
+	arm(0)
 	defer func() { timer.Stop() }()
 	for {
 		select {
@@ -196,13 +198,20 @@ func (tm *term) lead() {
 			tm.drain(ctx)
 		case <-poll:
 			tm.renew(ctx)
+			began := s.clock.Now()
 			if _, _, err := tm.resync(ctx, false); err != nil && ctx.Err() == nil {
 				s.logger.Warn("the task ledger's poll could not read the store", "error", err)
 			}
-			arm()
+			arm(s.clock.Now().Sub(began))
 		}
 	}
 }
+
+// pollPace paces the ledger's poll by its own cost: the next poll waits
+// at least pollPace times as long as the last one took, so that with
+// many tasks not ended the poll takes a small share of the replica's
+// time, whatever Config.FleetPoll says.
+const pollPace = 10
 
 // pause waits d on the service's clock; false if the term ends first.
 func (tm *term) pause(d time.Duration) bool {
