@@ -136,6 +136,9 @@ type fleetStore struct {
 	// listed, while set, is called once each TaskList or TaskStateList
 	// has read the store, before it returns.
 	listed atomic.Pointer[func()]
+	// statesListed, while set, is called once each TaskStateList has
+	// read the store, before it returns.
+	statesListed atomic.Pointer[func()]
 	// wholeReads counts the tasks read whole by TaskList and TaskGetMany.
 	wholeReads atomic.Int64
 
@@ -211,6 +214,9 @@ func (s *fleetStore) TaskList(ctx context.Context, f weir.TaskFilter) ([]weir.Ta
 func (s *fleetStore) TaskStateList(ctx context.Context, f weir.TaskFilter) ([]weir.TaskState, error) {
 	states, err := s.DB.TaskStateList(ctx, f)
 	if h := s.listed.Load(); h != nil {
+		(*h)()
+	}
+	if h := s.statesListed.Load(); h != nil {
 		(*h)()
 	}
 	return states, err
@@ -497,6 +503,13 @@ func (fb *fleetBundle) driveTo(t *testing.T, id string, statuses ...weir.TaskSta
 
 // poll moves the fake clock past the ledger's next poll.
 func (fb *fleetBundle) poll() {
+	// To the poll's own time, and no further: the poll, paced by how
+	// long it takes on the clock (pollPace), would find the rest of a
+	// longer move in its time.
+	if at := fb.clock.pollAt.Load(); at != nil && at.After(fb.clock.Now()) {
+		fb.clock.Set(*at)
+		return
+	}
 	fb.clock.Advance(fleetTestPoll * 3 / 2)
 }
 

@@ -599,10 +599,12 @@ func TestFleetPollPacedByItsCost(t *testing.T) {
 	fb := setupFleet(t, fleetOpts{}, "a")
 	fb.elect(t, "a")
 	a := fb.node("a")
-	waitFor(t, "the fleet term ready", func() bool { return a.service().current() != nil })
+	// Recovered, and the first poll armed: the next read of the store
+	// is the poll's.
+	waitFor(t, "the first poll armed", func() bool { return fb.clock.polls.Load() >= 1 })
 	// The poll's read takes an hour of the fake clock.
 	slow := sync.OnceFunc(func() { fb.clock.Advance(fleetTestPoll) })
-	a.store.listed.Store(&slow)
+	a.store.statesListed.Store(&slow)
 	fb.poll()
 	waitFor(t, "the next poll put off by ten times the last one's hour", func() bool {
 		return time.Duration(fb.clock.longest.Load()) >= pollPace*fleetTestPoll

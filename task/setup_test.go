@@ -395,6 +395,8 @@ type testClock struct {
 	polls atomic.Int64
 	// longest is the longest wait a timer was armed for.
 	longest atomic.Int64
+	// pollAt is when the last timer counted in polls falls due.
+	pollAt atomic.Pointer[time.Time]
 }
 
 func newTestClock(f *clock.Fake) *testClock {
@@ -409,6 +411,8 @@ type testTimer struct {
 func (c *testClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	tm := &testTimer{c: c}
 	if d >= fleetTestPoll/2 && d < fleetTestPoll*3/2 {
+		at := c.Now().Add(d)
+		c.pollAt.Store(&at)
 		c.polls.Add(1)
 	}
 	for l := c.longest.Load(); int64(d) > l && !c.longest.CompareAndSwap(l, int64(d)); l = c.longest.Load() {
