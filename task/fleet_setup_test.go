@@ -141,6 +141,9 @@ type fleetStore struct {
 	statesListed atomic.Pointer[func()]
 	// wholeReads counts the tasks read whole by TaskList and TaskGetMany.
 	wholeReads atomic.Int64
+	// got, while set, is called with the ids each TaskGet or TaskGetMany
+	// has read, before it returns.
+	got atomic.Pointer[func(ids []string)]
 
 	mu     sync.Mutex
 	listen func(event, id string)
@@ -225,7 +228,18 @@ func (s *fleetStore) TaskStateList(ctx context.Context, f weir.TaskFilter) ([]we
 func (s *fleetStore) TaskGetMany(ctx context.Context, ids []string) ([]weir.Task, error) {
 	tasks, err := s.DB.TaskGetMany(ctx, ids)
 	s.wholeReads.Add(int64(len(tasks)))
+	if h := s.got.Load(); h != nil {
+		(*h)(ids)
+	}
 	return tasks, err
+}
+
+func (s *fleetStore) TaskGet(ctx context.Context, id string) (weir.Task, error) {
+	tk, err := s.DB.TaskGet(ctx, id)
+	if h := s.got.Load(); h != nil {
+		(*h)([]string{id})
+	}
+	return tk, err
 }
 
 func (s *fleetStore) NotifyTask(ctx context.Context, event, id string) error {
@@ -249,6 +263,14 @@ func (s *fleetStore) ListenTasks(ctx context.Context, f func(event, id string)) 
 		}
 		f(event, id)
 	})
+}
+
+// hear hands the listener's service a notice, as if it came.
+func (s *fleetStore) hear(event, id string) {
+	s.mu.Lock()
+	f := s.listen
+	s.mu.Unlock()
+	f(event, id)
 }
 
 // reconnected tells the listener's service what a new LISTEN tells it.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -609,4 +610,45 @@ func TestFleetPollPacedByItsCost(t *testing.T) {
 	waitFor(t, "the next poll put off by ten times the last one's hour", func() bool {
 		return time.Duration(fb.clock.longest.Load()) >= pollPace*fleetTestPoll
 	})
+}
+
+// TestFleetAdmissionCommitsWhileANoticeIsRead: the leader reads the
+// tasks of the notices it hears without holding the dispatcher's
+// commits: a task submitted while that read is held is admitted, and
+// the task heard of is queued and admitted once the read is let go.
+func TestFleetAdmissionCommitsWhileANoticeIsRead(t *testing.T) {
+	t.Parallel()
+	// The jobs outlast the test: the leases are held throughout.
+	fb := setupFleet(t, fleetOpts{Platforms: map[string]mock.Config{"vid/a": {JobDuration: 24 * time.Hour}}, Workers: 2}, "a", "b")
+	fb.elect(t, "a")
+	a := fb.node("a")
+	waitFor(t, "a to listen", func() bool { return a.store.listening.Load() >= 1 })
+	waitFor(t, "the fleet term ready", func() bool { return a.service().current() != nil })
+	fb.node("b").store.mute.Store(true)
+	heard := fb.submit(t, "b")
+	reading := make(chan struct{}, 1)
+	resume := make(chan struct{})
+	release := sync.OnceFunc(func() { close(resume) })
+	t.Cleanup(release)
+	hold := func(ids []string) {
+		if slices.Contains(ids, heard.ID) {
+			reading <- struct{}{}
+			<-resume
+		}
+	}
+	a.store.got.Store(&hold)
+	a.store.hear(string(noticeQueued), heard.ID)
+	select {
+	case <-reading:
+	case <-time.After(waitBound):
+		t.Fatal("the ledger did not read the task it heard of")
+	}
+	tk := fb.submit(t, "a")
+	waitFor(t, "the task admitted while the notice's read is held", func() bool { return fb.get(t, tk.ID).Status != weir.TaskQueued })
+	a.store.got.Store(nil)
+	release()
+	waitFor(t, "the task heard of admitted", func() bool { return fb.get(t, heard.ID).Status != weir.TaskQueued })
+	if got := fb.scope(t, "a", WorkersScope).Used; got != 2 {
+		t.Errorf("workers scope used %d; want 2, a lease for each task", got)
+	}
 }

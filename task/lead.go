@@ -249,7 +249,7 @@ func (tm *term) drain(ctx context.Context) {
 	inbox = tm.releaseEnded(ctx, inbox)
 	batch, left := nextBatch(inbox)
 	if len(batch) > 0 && ctx.Err() == nil {
-		tm.reconcile(ctx, batch)
+		left = append(tm.reconcile(ctx, batch), left...)
 	}
 	if len(left) == 0 || ctx.Err() != nil {
 		return
@@ -343,12 +343,28 @@ func (tm *term) decideEnded(a *actions, n notice, read func(id string) (weir.Tas
 }
 
 // reconcile reads the task of each of ns, notices of distinct tasks, and
-// acts on what the store says of it and what its notice says.
-func (tm *term) reconcile(ctx context.Context, ns []notice) {
+// acts on what the store says of it and what its notice says. It
+// returns the notices it left for the next round.
+//
+// The read runs outside the dispatcher's turn (tm.sync), as resync's
+// does: the commits of admissions made meanwhile record their tasks
+// (tm.readCommits), and the notices of those, whose status the read may
+// have taken from before the commit, are left for the next round, which
+// reads them again.
+func (tm *term) reconcile(ctx context.Context, ns []notice) (left []notice) {
+	tm.sync.Lock()
+	tm.readCommits = make(map[string]bool)
+	tm.sync.Unlock()
+	read := tm.readNow(ctx, ns)
 	var a actions
 	tm.sync.Lock()
-	read := tm.readMany(ctx, ns)
+	committed := tm.readCommits
+	tm.readCommits = nil
 	for _, n := range ns {
+		if committed[n.id] {
+			left = append(left, n)
+			continue
+		}
 		t, err := read(n.id)
 		gone := errors.Is(err, weir.ErrNotFound)
 		if err != nil && !gone {
@@ -364,6 +380,25 @@ func (tm *term) reconcile(ctx context.Context, ns []notice) {
 	}
 	tm.sync.Unlock()
 	tm.act(ctx, a)
+	return left
+}
+
+// readNow is readMany with every read done before it returns.
+func (tm *term) readNow(ctx context.Context, ns []notice) func(id string) (weir.Task, error) {
+	type result struct {
+		t   weir.Task
+		err error
+	}
+	read := tm.readMany(ctx, ns)
+	got := make(map[string]result, len(ns))
+	for _, n := range ns {
+		t, err := read(n.id)
+		got[n.id] = result{t, err}
+	}
+	return func(id string) (weir.Task, error) {
+		r := got[id]
+		return r.t, r.err
+	}
 }
 
 // requeue queues again task t, which its worker sent back as n says: at
