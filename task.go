@@ -154,6 +154,15 @@ type TaskUpdate struct {
 	ClearUpstream bool
 }
 
+// TaskState is a task as a listing of states reads it: its place in
+// submission order, its id and its status, without its request or its
+// result.
+type TaskState struct {
+	Seq    int64
+	ID     string
+	Status TaskStatus
+}
+
 // TaskFilter selects tasks for listing. Deleted tasks are never listed.
 type TaskFilter struct {
 	KeyID string

@@ -23,6 +23,7 @@ var (
 	_ task.Notifier              = (*DB)(nil)
 	_ task.JobReclaimer          = (*DB)(nil)
 	_ task.ManyReader            = (*DB)(nil)
+	_ task.StateLister           = (*DB)(nil)
 	_ task.ManyUpdater[pgx.Tx]   = (*DB)(nil)
 	_ task.FencedUpdater[pgx.Tx] = (*DB)(nil)
 )
@@ -189,7 +190,7 @@ func TestTaskListPlans(t *testing.T) {
 		{"a key's videos, newest first", []string{"tasks_key_kind_seq"}, weir.TaskFilter{KeyID: "k1", Kind: "video", Descending: true, BeforeSeq: 5000, Limit: 21}},
 		{"everything", []string{"tasks_pkey"}, weir.TaskFilter{AfterSeq: 10, Limit: 20}},
 	} {
-		q, args := taskListQuery(tc.f)
+		q, args := taskListQuery(taskColumns, tc.f)
 		plan := explain(t, db, q, args...)
 		uses := false
 		for _, index := range tc.index {

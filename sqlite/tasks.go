@@ -268,7 +268,7 @@ func (db *DB) TaskList(ctx context.Context, f weir.TaskFilter) ([]weir.Task, err
 	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
-	q, args := taskListQuery(f)
+	q, args := taskListQuery(taskColumns, f)
 	// The result is allocated once: appending a large listing to a
 	// growing slice would copy it at every doubling, under the GC's write
 	// barriers, a large part of the listing's time. For an unbounded or
@@ -299,8 +299,42 @@ func (db *DB) TaskList(ctx context.Context, f weir.TaskFilter) ([]weir.Task, err
 // the result without counting first.
 const smallList = 1000
 
-// taskListQuery builds TaskList's query.
-func taskListQuery(f weir.TaskFilter) (string, []any) {
+// TaskStateList lists the tasks TaskList would list with f, in the same
+// order, each as its Seq, id and status alone. It reads from the read
+// pool.
+func (db *DB) TaskStateList(ctx context.Context, f weir.TaskFilter) ([]weir.TaskState, error) {
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("list task states: %w", err)
+	}
+	q, args := taskListQuery(taskStateColumns, f)
+	rows, err := db.read.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list task states: %w", err)
+	}
+	defer rows.Close()
+	out, err := rowscan.Append(nil, rows, scanTaskState)
+	if err != nil {
+		return nil, fmt.Errorf("list task states: %w", err)
+	}
+	return out, nil
+}
+
+// taskStateColumns are what TaskStateList reads of a task.
+const taskStateColumns = `seq, id, status`
+
+func scanTaskState(r rowscan.Row) (weir.TaskState, error) {
+	var s weir.TaskState
+	var status string
+	if err := r.Scan(&s.Seq, &s.ID, &status); err != nil {
+		return weir.TaskState{}, err
+	}
+	s.Status = weir.TaskStatus(status)
+	return s, nil
+}
+
+// taskListQuery builds the query of TaskList (taskColumns) or
+// TaskStateList (taskStateColumns).
+func taskListQuery(columns string, f weir.TaskFilter) (string, []any) {
 	where := []string{"deleted_at IS NULL"}
 	var args []any
 	if f.AfterSeq > 0 {
@@ -329,7 +363,7 @@ func taskListQuery(f weir.TaskFilter) (string, []any) {
 	if f.Descending {
 		order += ` DESC`
 	}
-	q := `SELECT ` + taskColumns + ` FROM tasks WHERE ` + strings.Join(where, " AND ") + order
+	q := `SELECT ` + columns + ` FROM tasks WHERE ` + strings.Join(where, " AND ") + order
 	if f.Limit > 0 {
 		q, args = q+` LIMIT ?`, append(args, f.Limit)
 	}

@@ -8,7 +8,11 @@ import (
 	"time"
 
 	"github.com/weir-gateway/weir"
+	"github.com/weir-gateway/weir/task"
 )
+
+// The task service lists task states (StateLister) on either store.
+var _ task.StateLister = (*DB)(nil)
 
 // TestTaskListPlans pins the plans of the listings the service runs: each
 // reads an index in seq order, with no sort, so that a page costs its own
@@ -31,7 +35,7 @@ func TestTaskListPlans(t *testing.T) {
 		{"a key's videos, newest first", "tasks_key_kind_seq", weir.TaskFilter{KeyID: "k1", Kind: "video", Descending: true, BeforeSeq: 500, Limit: 21}},
 		{"everything", "INTEGER PRIMARY KEY", weir.TaskFilter{AfterSeq: 10, Limit: 20}},
 	} {
-		q, args := taskListQuery(tc.f)
+		q, args := taskListQuery(taskColumns, tc.f)
 		plan := explain(t, db, q, args...)
 		if !strings.Contains(plan, tc.index) || strings.Contains(plan, "TEMP B-TREE") {
 			t.Errorf("%s: plan %q, want %s and no sort", tc.name, plan, tc.index)

@@ -50,6 +50,7 @@ func ExerciseTasks(t *testing.T, newStore func(t *testing.T) interface {
 		{"20_TaskPurge", testTaskPurge},
 		{"21_TaskClearUpstream", testTaskClearUpstream},
 		{"22_TaskCallbackGone", testTaskCallbackGone},
+		{"23_TaskStateList", testTaskStateList},
 	})
 }
 

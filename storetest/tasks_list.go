@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -183,5 +184,79 @@ func testTaskListKindOrder(t *testing.T, s taskStore) {
 			all := pageAll(t, s, f, len(tasks), func(f *weir.TaskFilter, seq int64) { f.BeforeSeq = seq })
 			checkList(t, "the pages", all, reversed(videosOfA)...)
 		})
+	}
+}
+
+// stateLister is what a store that lists task states does (the task
+// service's StateLister).
+type stateLister interface {
+	TaskStateList(ctx context.Context, f weir.TaskFilter) ([]weir.TaskState, error)
+}
+
+// testTaskStateList: a listing of task states holds the tasks TaskList
+// lists with the same filter, in the same order, each with its Seq, id
+// and status as stored; a deleted task is never listed, and a filter
+// TaskList refuses is refused.
+func testTaskStateList(t *testing.T, s taskStore) {
+	sl, ok := s.(stateLister)
+	if !ok {
+		t.Skip("the store lists no task states")
+	}
+	a, _, tasks := fillForListing(t, s)
+	gone := newTask(99, a.ID)
+	createTasks(t, s, &gone)
+	finishTask(t, s, gone.ID, weir.TaskCancelled)
+	if ok, err := s.TaskDelete(t.Context(), &weir.TaskDeleteParams{ID: gone.ID, At: base.Add(2 * time.Hour)}); !ok || err != nil {
+		t.Fatalf("TaskDelete(%s) = %v, %v", gone.ID, ok, err)
+	}
+	// A status changed after the tasks were listed in full is read as
+	// it is now.
+	if !update(t, s, tasks[0].ID, weir.TaskUpdate{From: []weir.TaskStatus{weir.TaskQueued}, Status: weir.TaskAdmitted}) {
+		t.Fatalf("TaskUpdate of %s to admitted did not apply", tasks[0].ID)
+	}
+	tasks[0].Status = weir.TaskAdmitted
+	live := []weir.TaskStatus{weir.TaskQueued, weir.TaskAdmitted, weir.TaskRunning}
+	for _, tc := range []struct {
+		name string
+		f    weir.TaskFilter
+	}{
+		{"all", weir.TaskFilter{}},
+		{"not ended", weir.TaskFilter{Statuses: live}},
+		{"queued", weir.TaskFilter{Statuses: []weir.TaskStatus{weir.TaskQueued}}},
+		{"not ended, after seq and limit", weir.TaskFilter{Statuses: live, AfterSeq: tasks[3].Seq, Limit: 4}},
+		{"key, newest first", weir.TaskFilter{KeyID: a.ID, Descending: true}},
+		{"a status no task is in", weir.TaskFilter{Statuses: []weir.TaskStatus{weir.TaskExpired}}},
+	} {
+		f := tc.f
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := sl.TaskStateList(t.Context(), f)
+			if err != nil {
+				t.Fatalf("TaskStateList: %v", err)
+			}
+			want := listTasks(t, s, f)
+			if len(got) != len(want) {
+				t.Fatalf("TaskStateList: %d tasks %v, TaskList %d: %v", len(got), got, len(want), taskIDs(want))
+			}
+			for i, w := range want {
+				if st := (weir.TaskState{Seq: w.Seq, ID: w.ID, Status: w.Status}); got[i] != st {
+					t.Errorf("TaskStateList[%d] = %+v, want %+v", i, got[i], st)
+				}
+			}
+		})
+	}
+	if got, err := sl.TaskStateList(t.Context(), weir.TaskFilter{}); err == nil {
+		for _, st := range got {
+			if st.ID == gone.ID {
+				t.Errorf("TaskStateList lists deleted task %s", gone.ID)
+			}
+			if st.ID == tasks[0].ID && st.Status != weir.TaskAdmitted {
+				t.Errorf("TaskStateList reads %s as %s, want admitted", st.ID, st.Status)
+			}
+		}
+	}
+	for _, f := range []weir.TaskFilter{{Limit: -1}, {Statuses: []weir.TaskStatus{"paused"}}} {
+		if _, err := sl.TaskStateList(t.Context(), f); !errors.Is(err, weir.ErrInvalid) {
+			t.Errorf("TaskStateList(%+v): %v, want ErrInvalid", f, err)
+		}
 	}
 }

@@ -105,15 +105,19 @@
 // The ledger learns what the other replicas did from notices (Notifier:
 // LISTEN/NOTIFY on PostgreSQL) — a task submitted, cancelled, sent back
 // to the queue, or ended — and reads the task in the store for each; as
-// the safety net it polls the store every Config.FleetPoll (jittered),
-// queueing the queued tasks that are not waiting, releasing the leases of
-// tasks that ended, cancelling the waiters of tasks that are no longer
-// queued, restoring the leases of running tasks it does not hold, and
-// renewing the leases it holds; after its listener reconnects it does
-// the same at once. Its reads and the dispatcher's commits take turns, so
-// that what it decides from a read is never undone by a commit in
-// between; but the tasks that notices say ended are read first and
-// without a turn, since an ended task never changes again. A worker
+// the safety net it polls the store every Config.FleetPoll (jittered, and
+// at least ten times as long as its last poll took), queueing the queued
+// tasks that are not waiting, releasing the leases of tasks that ended,
+// cancelling the waiters of tasks that are no longer queued, restoring
+// the leases of running tasks it does not hold, and renewing the leases
+// it holds; after its listener reconnects it does the same at once. The
+// poll reads each task that has not ended as its status alone (a
+// StateLister's), and whole only the tasks it queues or restores the
+// lease of. Its reads do not wait for the dispatcher's commits, nor the
+// commits for them: a commit made during a read records its tasks, which
+// the read leaves to the next look, so that what it decides from a read
+// is never undone by a commit in between. The tasks that notices say
+// ended are read first, since an ended task never changes again. A worker
 // holds no lease: a step that ends the task, or sends it back, tells the
 // ledger (the leader's own workers in the process, the others by a
 // notice), which releases the lease or queues the task again (on the

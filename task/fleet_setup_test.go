@@ -133,9 +133,17 @@ type fleetStore struct {
 	// created, while set, is called with each task the store has
 	// created, before TaskCreate returns.
 	created atomic.Pointer[func(id string)]
-	// listed, while set, is called once each TaskList has read the
-	// store, before it returns.
+	// listed, while set, is called once each TaskList or TaskStateList
+	// has read the store, before it returns.
 	listed atomic.Pointer[func()]
+	// statesListed, while set, is called once each TaskStateList has
+	// read the store, before it returns.
+	statesListed atomic.Pointer[func()]
+	// wholeReads counts the tasks read whole by TaskList and TaskGetMany.
+	wholeReads atomic.Int64
+	// got, while set, is called with the ids each TaskGet or TaskGetMany
+	// has read, before it returns.
+	got atomic.Pointer[func(ids []string)]
 
 	mu     sync.Mutex
 	listen func(event, id string)
@@ -147,6 +155,8 @@ var (
 	_ JobReclaimer          = (*fleetStore)(nil)
 	_ Fencer[pgx.Tx]        = (*fleetStore)(nil)
 	_ FencedUpdater[pgx.Tx] = (*fleetStore)(nil)
+	_ ManyReader            = (*fleetStore)(nil)
+	_ StateLister           = (*fleetStore)(nil)
 )
 
 // TermFenceTx is the store's fence with the node's deposed flag for the
@@ -197,10 +207,39 @@ func (s *fleetStore) TaskCreate(ctx context.Context, t *weir.Task) (bool, error)
 
 func (s *fleetStore) TaskList(ctx context.Context, f weir.TaskFilter) ([]weir.Task, error) {
 	tasks, err := s.DB.TaskList(ctx, f)
+	s.wholeReads.Add(int64(len(tasks)))
 	if h := s.listed.Load(); h != nil {
 		(*h)()
 	}
 	return tasks, err
+}
+
+func (s *fleetStore) TaskStateList(ctx context.Context, f weir.TaskFilter) ([]weir.TaskState, error) {
+	states, err := s.DB.TaskStateList(ctx, f)
+	if h := s.listed.Load(); h != nil {
+		(*h)()
+	}
+	if h := s.statesListed.Load(); h != nil {
+		(*h)()
+	}
+	return states, err
+}
+
+func (s *fleetStore) TaskGetMany(ctx context.Context, ids []string) ([]weir.Task, error) {
+	tasks, err := s.DB.TaskGetMany(ctx, ids)
+	s.wholeReads.Add(int64(len(tasks)))
+	if h := s.got.Load(); h != nil {
+		(*h)(ids)
+	}
+	return tasks, err
+}
+
+func (s *fleetStore) TaskGet(ctx context.Context, id string) (weir.Task, error) {
+	tk, err := s.DB.TaskGet(ctx, id)
+	if h := s.got.Load(); h != nil {
+		(*h)([]string{id})
+	}
+	return tk, err
 }
 
 func (s *fleetStore) NotifyTask(ctx context.Context, event, id string) error {
@@ -224,6 +263,14 @@ func (s *fleetStore) ListenTasks(ctx context.Context, f func(event, id string)) 
 		}
 		f(event, id)
 	})
+}
+
+// hear hands the listener's service a notice, as if it came.
+func (s *fleetStore) hear(event, id string) {
+	s.mu.Lock()
+	f := s.listen
+	s.mu.Unlock()
+	f(event, id)
 }
 
 // reconnected tells the listener's service what a new LISTEN tells it.
@@ -478,6 +525,13 @@ func (fb *fleetBundle) driveTo(t *testing.T, id string, statuses ...weir.TaskSta
 
 // poll moves the fake clock past the ledger's next poll.
 func (fb *fleetBundle) poll() {
+	// To the poll's own time, and no further: the poll, paced by how
+	// long it takes on the clock (pollPace), would find the rest of a
+	// longer move in its time.
+	if at := fb.clock.pollAt.Load(); at != nil && at.After(fb.clock.Now()) {
+		fb.clock.Set(*at)
+		return
+	}
 	fb.clock.Advance(fleetTestPoll * 3 / 2)
 }
 

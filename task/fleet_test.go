@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -552,5 +553,102 @@ func TestFleetAdmissionCommitsWhileThePollReads(t *testing.T) {
 	}
 	if got := fb.scope(t, "a", WorkersScope).Used; got != 1 {
 		t.Errorf("workers scope used %d after the poll that read the task before its commit; want 1", got)
+	}
+}
+
+// TestFleetPollReadsWholeOnlyWhatItActsOn: the leader's poll reads the
+// tasks that have not ended as their states, and whole only the task it
+// acts on: a queued task whose notice was lost, which it queues; not
+// the running task whose lease it holds, nor the queued ones it has
+// waiters for.
+func TestFleetPollReadsWholeOnlyWhatItActsOn(t *testing.T) {
+	t.Parallel()
+	// The job outlasts the test: its lease is held throughout, and the
+	// tasks after it wait.
+	fb := setupFleet(t, fleetOpts{Platforms: map[string]mock.Config{"vid/a": {JobDuration: 24 * time.Hour}}, Workers: 1}, "a", "b")
+	fb.elect(t, "a")
+	a := fb.node("a")
+	waitFor(t, "a to listen", func() bool { return a.store.listening.Load() >= 1 })
+	waitFor(t, "the fleet term ready", func() bool { return a.service().current() != nil })
+	running := fb.submit(t, "a")
+	waitFor(t, "one running", func() bool { return fb.get(t, running.ID).Status == weir.TaskRunning })
+	for range 3 {
+		fb.submit(t, "a")
+	}
+	waitFor(t, "three waiting", func() bool { return fb.scope(t, "a", WorkersScope).Queued == 3 })
+	fb.node("b").store.mute.Store(true)
+	lost := fb.submit(t, "b")
+	armed := fb.clock.polls.Load()
+	read := a.store.wholeReads.Load()
+	fb.poll()
+	waitFor(t, "the poll done", func() bool { return fb.clock.polls.Load() > armed })
+	if st := fb.scope(t, "a", WorkersScope); st.Queued != 4 || st.Used != 1 {
+		t.Errorf("workers scope %d queued, %d used after the poll; want 4 (the lost task's too), 1", st.Queued, st.Used)
+	}
+	if got := fb.get(t, lost.ID); got.Status != weir.TaskQueued {
+		t.Errorf("the lost task %s; want queued", got.Status)
+	}
+	if n := a.store.wholeReads.Load() - read; n != 1 {
+		t.Errorf("the poll read %d tasks whole; want 1, the task its notice was lost of", n)
+	}
+}
+
+// TestFleetPollPacedByItsCost: a poll that takes long puts the next one
+// off by pollPace times as long, beyond what FleetPoll says.
+func TestFleetPollPacedByItsCost(t *testing.T) {
+	t.Parallel()
+	fb := setupFleet(t, fleetOpts{}, "a")
+	fb.elect(t, "a")
+	a := fb.node("a")
+	// Recovered, and the first poll armed: the next read of the store
+	// is the poll's.
+	waitFor(t, "the first poll armed", func() bool { return fb.clock.polls.Load() >= 1 })
+	// The poll's read takes an hour of the fake clock.
+	slow := sync.OnceFunc(func() { fb.clock.Advance(fleetTestPoll) })
+	a.store.statesListed.Store(&slow)
+	fb.poll()
+	waitFor(t, "the next poll put off by ten times the last one's hour", func() bool {
+		return time.Duration(fb.clock.longest.Load()) >= pollPace*fleetTestPoll
+	})
+}
+
+// TestFleetAdmissionCommitsWhileANoticeIsRead: the leader reads the
+// tasks of the notices it hears without holding the dispatcher's
+// commits: a task submitted while that read is held is admitted, and
+// the task heard of is queued and admitted once the read is let go.
+func TestFleetAdmissionCommitsWhileANoticeIsRead(t *testing.T) {
+	t.Parallel()
+	// The jobs outlast the test: the leases are held throughout.
+	fb := setupFleet(t, fleetOpts{Platforms: map[string]mock.Config{"vid/a": {JobDuration: 24 * time.Hour}}, Workers: 2}, "a", "b")
+	fb.elect(t, "a")
+	a := fb.node("a")
+	waitFor(t, "a to listen", func() bool { return a.store.listening.Load() >= 1 })
+	waitFor(t, "the fleet term ready", func() bool { return a.service().current() != nil })
+	fb.node("b").store.mute.Store(true)
+	heard := fb.submit(t, "b")
+	reading := make(chan struct{}, 1)
+	resume := make(chan struct{})
+	release := sync.OnceFunc(func() { close(resume) })
+	t.Cleanup(release)
+	hold := func(ids []string) {
+		if slices.Contains(ids, heard.ID) {
+			reading <- struct{}{}
+			<-resume
+		}
+	}
+	a.store.got.Store(&hold)
+	a.store.hear(string(noticeQueued), heard.ID)
+	select {
+	case <-reading:
+	case <-time.After(waitBound):
+		t.Fatal("the ledger did not read the task it heard of")
+	}
+	tk := fb.submit(t, "a")
+	waitFor(t, "the task admitted while the notice's read is held", func() bool { return fb.get(t, tk.ID).Status != weir.TaskQueued })
+	a.store.got.Store(nil)
+	release()
+	waitFor(t, "the task heard of admitted", func() bool { return fb.get(t, heard.ID).Status != weir.TaskQueued })
+	if got := fb.scope(t, "a", WorkersScope).Used; got != 2 {
+		t.Errorf("workers scope used %d; want 2, a lease for each task", got)
 	}
 }

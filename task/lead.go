@@ -163,7 +163,7 @@ func (tm *term) lead() {
 	}
 	start := s.clock.Now()
 	for {
-		restored, queued, err := tm.resync(ctx)
+		restored, queued, err := tm.resync(ctx, true)
 		if err == nil {
 			s.logger.Info("tasks recovered for the fleet term", "restored", restored, "queued", queued,
 				"took_ms", float64(s.clock.Now().Sub(start).Microseconds())/1000)
@@ -177,8 +177,10 @@ func (tm *term) lead() {
 	tm.ready.Store(true)
 	poll := make(chan struct{}, 1)
 	var timer clock.Timer
-	arm := func() {
-		d := s.cfg.FleetPoll/2 + rand.N(s.cfg.FleetPoll)
+	// took is how long the last poll took to read and decide, which
+	// paces the next (pollPace).
+	arm := func(took time.Duration) {
+		d := max(s.cfg.FleetPoll/2+rand.N(s.cfg.FleetPoll), pollPace*took)
 		timer = s.clock.AfterFunc(d, func() {
 			select {
 			case poll <- struct{}{}:
@@ -186,7 +188,7 @@ func (tm *term) lead() {
 			}
 		})
 	}
-	arm()
+	arm(0)
 	defer func() { timer.Stop() }()
 	for {
 		select {
@@ -196,13 +198,20 @@ func (tm *term) lead() {
 			tm.drain(ctx)
 		case <-poll:
 			tm.renew(ctx)
-			if _, _, err := tm.resync(ctx); err != nil && ctx.Err() == nil {
+			began := s.clock.Now()
+			if _, _, err := tm.resync(ctx, false); err != nil && ctx.Err() == nil {
 				s.logger.Warn("the task ledger's poll could not read the store", "error", err)
 			}
-			arm()
+			arm(s.clock.Now().Sub(began))
 		}
 	}
 }
+
+// pollPace paces the ledger's poll by its own cost: the next poll waits
+// at least pollPace times as long as the last one took, so that with
+// many tasks not ended the poll takes a small share of the replica's
+// time, whatever Config.FleetPoll says.
+const pollPace = 10
 
 // pause waits d on the service's clock; false if the term ends first.
 func (tm *term) pause(d time.Duration) bool {
@@ -233,14 +242,14 @@ func (tm *term) drain(ctx context.Context) {
 	tm.inbox, tm.resyncWanted = nil, false
 	tm.mu.Unlock()
 	if resync {
-		if _, _, err := tm.resync(ctx); err != nil && ctx.Err() == nil {
+		if _, _, err := tm.resync(ctx, false); err != nil && ctx.Err() == nil {
 			tm.s.logger.Warn("the task ledger could not resync; its poll tries again", "error", err)
 		}
 	}
 	inbox = tm.releaseEnded(ctx, inbox)
 	batch, left := nextBatch(inbox)
 	if len(batch) > 0 && ctx.Err() == nil {
-		tm.reconcile(ctx, batch)
+		left = append(tm.reconcile(ctx, batch), left...)
 	}
 	if len(left) == 0 || ctx.Err() != nil {
 		return
@@ -334,12 +343,28 @@ func (tm *term) decideEnded(a *actions, n notice, read func(id string) (weir.Tas
 }
 
 // reconcile reads the task of each of ns, notices of distinct tasks, and
-// acts on what the store says of it and what its notice says.
-func (tm *term) reconcile(ctx context.Context, ns []notice) {
+// acts on what the store says of it and what its notice says. It
+// returns the notices it left for the next round.
+//
+// The read runs outside the dispatcher's turn (tm.sync), as resync's
+// does: the commits of admissions made meanwhile record their tasks
+// (tm.readCommits), and the notices of those, whose status the read may
+// have taken from before the commit, are left for the next round, which
+// reads them again.
+func (tm *term) reconcile(ctx context.Context, ns []notice) (left []notice) {
+	tm.sync.Lock()
+	tm.readCommits = make(map[string]bool)
+	tm.sync.Unlock()
+	read := tm.readNow(ctx, ns)
 	var a actions
 	tm.sync.Lock()
-	read := tm.readMany(ctx, ns)
+	committed := tm.readCommits
+	tm.readCommits = nil
 	for _, n := range ns {
+		if committed[n.id] {
+			left = append(left, n)
+			continue
+		}
 		t, err := read(n.id)
 		gone := errors.Is(err, weir.ErrNotFound)
 		if err != nil && !gone {
@@ -355,6 +380,25 @@ func (tm *term) reconcile(ctx context.Context, ns []notice) {
 	}
 	tm.sync.Unlock()
 	tm.act(ctx, a)
+	return left
+}
+
+// readNow is readMany with every read done before it returns.
+func (tm *term) readNow(ctx context.Context, ns []notice) func(id string) (weir.Task, error) {
+	type result struct {
+		t   weir.Task
+		err error
+	}
+	read := tm.readMany(ctx, ns)
+	got := make(map[string]result, len(ns))
+	for _, n := range ns {
+		t, err := read(n.id)
+		got[n.id] = result{t, err}
+	}
+	return func(id string) (weir.Task, error) {
+		r := got[id]
+		return r.t, r.err
+	}
 }
 
 // requeue queues again task t, which its worker sent back as n says: at

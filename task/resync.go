@@ -2,6 +2,8 @@ package task
 
 import (
 	"context"
+	"errors"
+	"slices"
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
@@ -38,8 +40,9 @@ type requeueAction struct {
 // decideLocked decides what the term does about task t as the store
 // holds it (gone: not there, or deleted), having heard n of it (the zero
 // notice: nothing, a look at the store). It holds tm.mu, and tm.sync
-// from before the read of t unless t had ended (or was gone) then: no
-// commit changes such a task.
+// from before the read of t, or since a read during which no admission
+// of t was committed (tm.readCommits), unless t had ended (or was gone)
+// then: no commit changes such a task.
 func (tm *term) decideLocked(a *actions, t weir.Task, gone bool, n notice) {
 	id := t.ID
 	h, w := tm.leases[id], tm.waiting[id]
@@ -182,14 +185,17 @@ func (tm *term) act(ctx context.Context, a actions) (restored, queued int) {
 // what the store says: a lease for each admitted and running task,
 // restored if it has none; a waiter for each queued one, queued in
 // submission order; no lease or waiter for a task that ended. At a term's
-// start it is recovery; in a fleet, also the ledger's poll.
+// start it is recovery, which reads every task whole; in a fleet, also
+// the ledger's poll, which reads the tasks' states alone where the store
+// lists them (StateLister), and whole only the tasks it acts on
+// (readLive).
 //
 // The read runs outside the dispatcher's turn (tm.sync), so that no
 // commit of admissions waits for it: the commits made meanwhile record
 // their tasks (tm.readCommits), and the read decides nothing about
 // those, whose status it may have read from before the commit; the next
 // look does. Only the ledger's goroutine resyncs, one read at a time.
-func (tm *term) resync(ctx context.Context) (restored, queued int, err error) {
+func (tm *term) resync(ctx context.Context, whole bool) (restored, queued int, err error) {
 	tm.sync.Lock()
 	tm.mu.Lock()
 	before := make(map[string]*waiter, len(tm.waiting))
@@ -199,7 +205,7 @@ func (tm *term) resync(ctx context.Context) (restored, queued int, err error) {
 	tm.mu.Unlock()
 	tm.readCommits = make(map[string]bool)
 	tm.sync.Unlock()
-	tasks, err := tm.s.store.TaskList(ctx, weir.TaskFilter{Statuses: []weir.TaskStatus{weir.TaskQueued, weir.TaskAdmitted, weir.TaskRunning}})
+	tasks, err := tm.readLive(ctx, whole)
 	tm.sync.Lock()
 	committed := tm.readCommits
 	tm.readCommits = nil
@@ -213,26 +219,153 @@ func (tm *term) resync(ctx context.Context) (restored, queued int, err error) {
 	return restored, queued, nil
 }
 
+// liveStatuses are the statuses of the tasks that have not ended.
+var liveStatuses = []weir.TaskStatus{weir.TaskQueued, weir.TaskAdmitted, weir.TaskRunning}
+
+// listed is a task as resync read it: its state, and the whole task if
+// it was read whole (nil otherwise).
+type listed struct {
+	weir.TaskState
+	whole *weir.Task
+}
+
+// task is the task l says, whole or as its state alone.
+func (l listed) task() weir.Task {
+	if l.whole != nil {
+		return *l.whole
+	}
+	return weir.Task{ID: l.ID, Seq: l.Seq, Status: l.Status}
+}
+
+// readLive reads every task that has not ended, in submission order:
+// whole if asked or if the store lists no states; otherwise each task's
+// state, and whole only the tasks the term holds nothing for (no lease,
+// no waiter, no wait before it queues again), which a look queues or
+// restores the lease of (needsTaskLocked). A task read whole that is no
+// longer stored has ended, and is left out.
+func (tm *term) readLive(ctx context.Context, whole bool) ([]listed, error) {
+	f := weir.TaskFilter{Statuses: liveStatuses}
+	sl, ok := tm.s.store.(StateLister)
+	if whole || !ok {
+		tasks, err := tm.s.store.TaskList(ctx, f)
+		out := make([]listed, len(tasks))
+		for i := range tasks {
+			t := &tasks[i]
+			out[i] = listed{weir.TaskState{Seq: t.Seq, ID: t.ID, Status: t.Status}, t}
+		}
+		return out, err
+	}
+	states, err := sl.TaskStateList(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	tm.mu.Lock()
+	for _, st := range states {
+		if tm.needsTaskLocked(st.ID, st.Status) {
+			ids = append(ids, st.ID)
+		}
+	}
+	tm.mu.Unlock()
+	read, err := tm.readIDs(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	wanted := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		wanted[id] = true
+	}
+	out := make([]listed, 0, len(states))
+	for _, st := range states {
+		t, ok := read[st.ID]
+		switch {
+		case ok:
+			out = append(out, listed{weir.TaskState{Seq: t.Seq, ID: t.ID, Status: t.Status}, t})
+		case !wanted[st.ID]:
+			out = append(out, listed{TaskState: st})
+		}
+	}
+	return out, nil
+}
+
+// readBatch is how many tasks readIDs reads in one query.
+const readBatch = 512
+
+// readIDs reads the tasks of ids whole, readBatch at a time where the
+// store reads many at once (ManyReader), one by one otherwise; a task
+// not stored is left out.
+func (tm *term) readIDs(ctx context.Context, ids []string) (map[string]*weir.Task, error) {
+	out := make(map[string]*weir.Task, len(ids))
+	if mr, ok := tm.s.store.(ManyReader); ok {
+		for chunk := range slices.Chunk(ids, readBatch) {
+			tasks, err := mr.TaskGetMany(ctx, chunk)
+			if err != nil {
+				return nil, err
+			}
+			for i := range tasks {
+				out[tasks[i].ID] = &tasks[i]
+			}
+		}
+		return out, nil
+	}
+	for _, id := range ids {
+		t, err := tm.s.store.TaskGet(ctx, id)
+		switch {
+		case errors.Is(err, weir.ErrNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			out[id] = &t
+		}
+	}
+	return out, nil
+}
+
+// needsTaskLocked reports whether decideLocked, looking at task id in
+// status st with no notice of it, acts on the whole task: it queues a
+// queued task the term holds nothing for, and restores the lease of an
+// admitted or running one. It holds tm.mu.
+func (tm *term) needsTaskLocked(id string, st weir.TaskStatus) bool {
+	if tm.leases[id] != nil || tm.waiting[id] != nil {
+		return false
+	}
+	switch st {
+	case weir.TaskQueued:
+		return tm.deferred[id] == nil
+	case weir.TaskAdmitted, weir.TaskRunning:
+		return true
+	}
+	return false
+}
+
 // decideListedLocked decides what resync does from tasks, every task
 // that had not ended as read, and before, the term's waiters then;
 // committed are the tasks whose admissions were committed during the
-// read, left alone. It holds tm.sync, and takes tm.mu.
-func (tm *term) decideListedLocked(tasks []weir.Task, before map[string]*waiter, committed map[string]bool) actions {
+// read, left alone, and so is a task read as its state alone that the
+// term now needs whole (it holds nothing for it since the read): the
+// next look reads it. It holds tm.sync, and takes tm.mu.
+func (tm *term) decideListedLocked(tasks []listed, before map[string]*waiter, committed map[string]bool) actions {
 	var a actions
 	live := make(map[string]bool, len(tasks))
 	tm.mu.Lock()
 	defer tm.mu.Unlock()
+	decide := func(l listed) {
+		if committed[l.ID] || l.whole == nil && tm.needsTaskLocked(l.ID, l.Status) {
+			return
+		}
+		tm.decideLocked(&a, l.task(), false, notice{})
+	}
 	// Leases first, so that capacity held is counted before anything
 	// queued is admitted.
-	for _, t := range tasks {
-		live[t.ID] = true
-		if t.Status != weir.TaskQueued && !committed[t.ID] {
-			tm.decideLocked(&a, t, false, notice{})
+	for _, l := range tasks {
+		live[l.ID] = true
+		if l.Status != weir.TaskQueued {
+			decide(l)
 		}
 	}
-	for _, t := range tasks {
-		if t.Status == weir.TaskQueued && !committed[t.ID] {
-			tm.decideLocked(&a, t, false, notice{})
+	for _, l := range tasks {
+		if l.Status == weir.TaskQueued {
+			decide(l)
 		}
 	}
 	// What the term holds for tasks that have ended (or been deleted).

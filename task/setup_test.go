@@ -393,6 +393,10 @@ type testClock struct {
 	// polls counts the timers armed for the fleet ledger's next poll (a
 	// wait within FleetPoll's range, fleetTestPoll in the fleet tests).
 	polls atomic.Int64
+	// longest is the longest wait a timer was armed for.
+	longest atomic.Int64
+	// pollAt is when the last timer counted in polls falls due.
+	pollAt atomic.Pointer[time.Time]
 }
 
 func newTestClock(f *clock.Fake) *testClock {
@@ -407,7 +411,11 @@ type testTimer struct {
 func (c *testClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	tm := &testTimer{c: c}
 	if d >= fleetTestPoll/2 && d < fleetTestPoll*3/2 {
+		at := c.Now().Add(d)
+		c.pollAt.Store(&at)
 		c.polls.Add(1)
+	}
+	for l := c.longest.Load(); int64(d) > l && !c.longest.CompareAndSwap(l, int64(d)); l = c.longest.Load() {
 	}
 	c.mu.Lock()
 	c.pending[tm] = c.Now().Add(d)

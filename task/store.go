@@ -52,6 +52,14 @@ type ManyReader interface {
 	TaskGetMany(ctx context.Context, ids []string) ([]weir.Task, error)
 }
 
+// StateLister is what a store may also do (both stores): list tasks as
+// TaskList does, each as its Seq, id and status alone. The fleet
+// leader's ledger polls every task that has not ended so, and reads in
+// full only those it has to act on.
+type StateLister interface {
+	TaskStateList(ctx context.Context, f weir.TaskFilter) ([]weir.TaskState, error)
+}
+
 // ManyUpdater is what a store may also do, over its transaction type
 // TTx: apply many task updates in one transaction at the cost of one
 // round trip (PostgreSQL's store pipelines them), which the dispatcher's

@@ -43,14 +43,17 @@ type term struct {
 	// until then the replica's own submissions go through notices.
 	ready atomic.Bool
 
-	// sync orders the dispatcher's commits with the reads of the store
-	// that the ledger acts on (recovery, polls, notices): no commit of
-	// this term lands between such a read and what is decided from it.
-	// It is never held while calling the engine.
+	// sync orders the dispatcher's commits with what the ledger decides
+	// from its reads of the store (recovery, polls, notices): a read
+	// either holds it throughout, or records the tasks whose admissions
+	// are committed meanwhile (readCommits) and decides nothing about
+	// them, so that nothing is decided from a status a commit has since
+	// changed. It is never held while calling the engine.
 	sync sync.Mutex
-	// readCommits, while resync reads the store outside tm.sync, records
-	// the tasks whose admissions the dispatcher commits meanwhile
-	// (commit, under tm.sync); nil otherwise.
+	// readCommits, while the ledger reads the store outside tm.sync
+	// (resync, reconcile), records the tasks whose admissions the
+	// dispatcher commits meanwhile (commit, under tm.sync); nil
+	// otherwise.
 	readCommits map[string]bool
 
 	// commitFails counts the dispatcher's failed commits in a row,
