@@ -90,9 +90,7 @@
 // BeforeSeq is positive, Seq < BeforeSeq, at most Limit if positive (0:
 // no limit); a negative Limit or BeforeSeq, or an unknown status, is
 // weir.ErrInvalid. Paging by AfterSeq with the last Seq of each page (by
-// BeforeSeq, descending) lists every task once. A store that also lists
-// task states (TaskStateList) lists with a filter the tasks TaskList
-// lists with it, in the same order, each as its Seq, id and status.
+// BeforeSeq, descending) lists every task once (TaskStateList too).
 //
 // TaskUpdate is a compare-and-set on the status: it applies when the task
 // is in one of From and reports true; false with a nil error means it was
