@@ -486,6 +486,8 @@ func TestFleetSubmitAfterThePollAdmittedIt(t *testing.T) {
 	fb := setupFleet(t, fleetOpts{Workers: 2}, "a")
 	fb.elect(t, "a")
 	a := fb.node("a")
+	// fb.poll moves the clock to the armed poll's time: it must be armed.
+	waitFor(t, "the first poll armed", func() bool { return fb.clock.polls.Load() >= 1 })
 	held := make(chan string, 1)
 	resume := make(chan struct{})
 	hold := func(id string) {
