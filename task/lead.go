@@ -300,12 +300,12 @@ func (tm *term) releaseEnded(ctx context.Context, notices []notice) []notice {
 		return notices
 	}
 	decided := make(map[string]bool, len(ended))
-	for chunk := range slices.Chunk(ended, endedBatch) {
+	for chunk := range slices.Chunk(ended, readBatch) {
 		if ctx.Err() != nil {
 			return notices
 		}
 		var a actions
-		read := tm.readMany(ctx, chunk)
+		read := tm.readMany(ctx, noticeIDs(chunk))
 		for _, n := range chunk {
 			decided[n.id] = tm.decideEnded(&a, n, read)
 		}
@@ -313,9 +313,6 @@ func (tm *term) releaseEnded(ctx context.Context, notices []notice) []notice {
 	}
 	return slices.DeleteFunc(notices, func(n notice) bool { return n.kind == noticeEnded && decided[n.id] })
 }
-
-// endedBatch is how many ended tasks releaseEnded reads in one query.
-const endedBatch = 512
 
 // decideEnded decides on ended notice n from what read says of its task,
 // and reports whether it did: only if the task has ended (or is gone)
@@ -355,7 +352,7 @@ func (tm *term) reconcile(ctx context.Context, ns []notice) (left []notice) {
 	tm.sync.Lock()
 	tm.readCommits = make(map[string]bool)
 	tm.sync.Unlock()
-	read := tm.readNow(ctx, ns)
+	read := tm.readMany(ctx, noticeIDs(ns))
 	var a actions
 	tm.sync.Lock()
 	committed := tm.readCommits
@@ -381,24 +378,6 @@ func (tm *term) reconcile(ctx context.Context, ns []notice) (left []notice) {
 	tm.sync.Unlock()
 	tm.act(ctx, a)
 	return left
-}
-
-// readNow is readMany with every read done before it returns.
-func (tm *term) readNow(ctx context.Context, ns []notice) func(id string) (weir.Task, error) {
-	type result struct {
-		t   weir.Task
-		err error
-	}
-	read := tm.readMany(ctx, ns)
-	got := make(map[string]result, len(ns))
-	for _, n := range ns {
-		t, err := read(n.id)
-		got[n.id] = result{t, err}
-	}
-	return func(id string) (weir.Task, error) {
-		r := got[id]
-		return r.t, r.err
-	}
 }
 
 // requeue queues again task t, which its worker sent back as n says: at
@@ -481,35 +460,49 @@ func (tm *term) deferQueue(id string, d time.Duration) {
 	tm.deferred[id] = tm.s.clock.AfterFunc(d, func() { tm.post(notice{kind: noticeDue, id: id}) })
 }
 
-// readMany reads the tasks of ns, distinct, in one query where the
-// store can (ManyReader), and returns how to get each: a task read, or
-// weir.ErrNotFound; where it cannot, or the query failed, each is read
-// alone.
-func (tm *term) readMany(ctx context.Context, ns []notice) func(id string) (weir.Task, error) {
-	one := func(id string) (weir.Task, error) { return tm.s.store.TaskGet(ctx, id) }
-	mr, ok := tm.s.store.(ManyReader)
-	if !ok || len(ns) < 2 {
-		return one
+// readBatch is how many tasks the ledger reads in one query.
+const readBatch = 512
+
+// readMany reads the tasks of ids, distinct, before it returns: in one
+// query where the store can (ManyReader), each alone where it cannot or
+// the query failed. It returns how to get each: the task read, or the
+// error of its read (weir.ErrNotFound: not stored).
+func (tm *term) readMany(ctx context.Context, ids []string) func(id string) (weir.Task, error) {
+	type result struct {
+		t   weir.Task
+		err error
 	}
+	got := make(map[string]result, len(ids))
+	read := func(id string) (weir.Task, error) {
+		if r, ok := got[id]; ok {
+			return r.t, r.err
+		}
+		return weir.Task{}, weir.ErrNotFound
+	}
+	if mr, ok := tm.s.store.(ManyReader); ok && len(ids) > 0 {
+		tasks, err := mr.TaskGetMany(ctx, ids)
+		if err == nil {
+			for _, t := range tasks {
+				got[t.ID] = result{t: t}
+			}
+			return read
+		}
+		tm.s.logger.Warn("the tasks the ledger reads could not be read at once; it reads them one by one", "tasks", len(ids), "error", err)
+	}
+	for _, id := range ids {
+		t, err := tm.s.store.TaskGet(ctx, id)
+		got[id] = result{t, err}
+	}
+	return read
+}
+
+// noticeIDs are the ids of the tasks of ns.
+func noticeIDs(ns []notice) []string {
 	ids := make([]string, len(ns))
 	for i, n := range ns {
 		ids[i] = n.id
 	}
-	tasks, err := mr.TaskGetMany(ctx, ids)
-	if err != nil {
-		tm.s.logger.Warn("the tasks the ledger heard of could not be read at once; it reads them one by one", "tasks", len(ids), "error", err)
-		return one
-	}
-	byID := make(map[string]weir.Task, len(tasks))
-	for _, t := range tasks {
-		byID[t.ID] = t
-	}
-	return func(id string) (weir.Task, error) {
-		if t, ok := byID[id]; ok {
-			return t, nil
-		}
-		return weir.Task{}, weir.ErrNotFound
-	}
+	return ids
 }
 
 // deferral is a wait, in term.deferred, before a task of a term alone

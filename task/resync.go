@@ -267,9 +267,19 @@ func (tm *term) readLive(ctx context.Context, whole bool) ([]listed, error) {
 		}
 	}
 	tm.mu.Unlock()
-	read, err := tm.readIDs(ctx, ids)
-	if err != nil {
-		return nil, err
+	read := make(map[string]*weir.Task, len(ids))
+	for chunk := range slices.Chunk(ids, readBatch) {
+		get := tm.readMany(ctx, chunk)
+		for _, id := range chunk {
+			t, err := get(id)
+			switch {
+			case errors.Is(err, weir.ErrNotFound):
+			case err != nil:
+				return nil, err
+			default:
+				read[id] = &t
+			}
+		}
 	}
 	wanted := make(map[string]bool, len(ids))
 	for _, id := range ids {
@@ -283,39 +293,6 @@ func (tm *term) readLive(ctx context.Context, whole bool) ([]listed, error) {
 			out = append(out, listed{weir.TaskState{Seq: t.Seq, ID: t.ID, Status: t.Status}, t})
 		case !wanted[st.ID]:
 			out = append(out, listed{TaskState: st})
-		}
-	}
-	return out, nil
-}
-
-// readBatch is how many tasks readIDs reads in one query.
-const readBatch = 512
-
-// readIDs reads the tasks of ids whole, readBatch at a time where the
-// store reads many at once (ManyReader), one by one otherwise; a task
-// not stored is left out.
-func (tm *term) readIDs(ctx context.Context, ids []string) (map[string]*weir.Task, error) {
-	out := make(map[string]*weir.Task, len(ids))
-	if mr, ok := tm.s.store.(ManyReader); ok {
-		for chunk := range slices.Chunk(ids, readBatch) {
-			tasks, err := mr.TaskGetMany(ctx, chunk)
-			if err != nil {
-				return nil, err
-			}
-			for i := range tasks {
-				out[tasks[i].ID] = &tasks[i]
-			}
-		}
-		return out, nil
-	}
-	for _, id := range ids {
-		t, err := tm.s.store.TaskGet(ctx, id)
-		switch {
-		case errors.Is(err, weir.ErrNotFound):
-		case err != nil:
-			return nil, err
-		default:
-			out[id] = &t
 		}
 	}
 	return out, nil
