@@ -59,6 +59,26 @@ func startFleetMain(t *testing.T, path, id string) *Main {
 	return m
 }
 
+// startLedFleet starts replicas r0 and r1 of the fleet the config file
+// at path names, waits for both to be ready, and returns the one that
+// leads and the other.
+func startLedFleet(t *testing.T, path string) (leader, other *Main) {
+	t.Helper()
+	r0 := startFleetMain(t, path, "r0")
+	r1 := startFleetMain(t, path, "r1")
+	ready, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	for _, r := range []*Main{r0, r1} {
+		if err := r.Member.Ready(ready); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, leading := r1.Member.Term(); leading {
+		return r1, r0
+	}
+	return r0, r1
+}
+
 // chatThrough sends a chat request of key secret through m, and sends
 // its status on the returned channel.
 func chatThrough(t *testing.T, m *Main, secret string) <-chan int {

@@ -221,26 +221,14 @@ func startRetiredFleet(t *testing.T) *retiredFleet {
 	if err := os.WriteFile(path, videoFile(f.storage, f.up.URL, "up/v"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r0 := startFleetMain(t, path, "r0")
-	r1 := startFleetMain(t, path, "r1")
+	f.leader, f.other = startLedFleet(t, path)
 	ctx := t.Context()
-	readyCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	for _, r := range []*Main{r0, r1} {
-		if err := r.Member.Ready(readyCtx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f.leader, f.other = r0, r1
-	if _, leading := r1.Member.Term(); leading {
-		f.leader, f.other = r1, r0
-	}
 	var err error
-	if f.db, err = postgres.Open(ctx, r0.Config.Storage.DSN); err != nil {
+	if f.db, err = postgres.Open(ctx, f.leader.Config.Storage.DSN); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.db.Close() })
-	secret, err := CreateKey(ctx, r0.DB, &weir.APIKey{Name: "k", Group: "default"})
+	secret, err := CreateKey(ctx, f.leader.DB, &weir.APIKey{Name: "k", Group: "default"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -207,20 +207,8 @@ func startTaskFleet(t *testing.T) *taskFleet {
 	if err := os.WriteFile(path, taskFleetFile(f.dsn, f.up.URL, "up/x", "x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r0 := startFleetMain(t, path, "r0")
-	r1 := startFleetMain(t, path, "r1")
+	f.leader, f.other = startLedFleet(t, path)
 	ctx := t.Context()
-	readyCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	for _, r := range []*Main{r0, r1} {
-		if err := r.Member.Ready(readyCtx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f.leader, f.other = r0, r1
-	if _, leading := r1.Member.Term(); leading {
-		f.leader, f.other = r1, r0
-	}
 	var err error
 	if f.db, err = postgres.Open(ctx, f.dsn); err != nil {
 		t.Fatal(err)
@@ -236,7 +224,7 @@ func startTaskFleet(t *testing.T) *taskFleet {
 			}
 		})
 	}()
-	secret, err := CreateKey(ctx, r0.DB, &weir.APIKey{Name: "k", Group: "default"})
+	secret, err := CreateKey(ctx, f.leader.DB, &weir.APIKey{Name: "k", Group: "default"})
 	if err != nil {
 		t.Fatal(err)
 	}
