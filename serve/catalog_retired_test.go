@@ -1,13 +1,10 @@
 package serve
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -74,25 +71,7 @@ models:
 // secret and returns its id.
 func submitVideo(t *testing.T, m *Main, secret string) string {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+m.Addr()+"/v1/tasks",
-		bytes.NewReader([]byte(`{"model":"v","input":{"prompt":"a weir at dawn","seconds":"4"}}`)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+secret)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out struct {
-		ID string `json:"id"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusAccepted || out.ID == "" {
-		t.Fatalf("submit a video task: %d, %+v, %v; want 202 and an id", resp.StatusCode, out, err)
-	}
-	return out.ID
+	return postTask(t, m, secret, `{"model":"v","input":{"prompt":"a weir at dawn","seconds":"4"}}`)
 }
 
 // awaitTask waits until task id, read from store, satisfies cond, and

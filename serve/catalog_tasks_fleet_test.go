@@ -146,7 +146,13 @@ models:
 // returns its id.
 func submitTask(t *testing.T, m *Main, secret, model string) string {
 	t.Helper()
-	body := `{"model":"` + model + `","input":{"messages":[{"role":"user","content":"hi"}]}}`
+	return postTask(t, m, secret, `{"model":"`+model+`","input":{"messages":[{"role":"user","content":"hi"}]}}`)
+}
+
+// postTask submits the task body says through m with key secret and
+// returns its id.
+func postTask(t *testing.T, m *Main, secret, body string) string {
+	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+m.Addr()+"/v1/tasks", bytes.NewReader([]byte(body)))
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +168,7 @@ func submitTask(t *testing.T, m *Main, secret, model string) string {
 		ID string `json:"id"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusAccepted || out.ID == "" {
-		t.Fatalf("submit a task of %s: %d, %+v, %v; want 202 and an id", model, resp.StatusCode, out, err)
+		t.Fatalf("submit the task %s: %d, %+v, %v; want 202 and an id", body, resp.StatusCode, out, err)
 	}
 	return out.ID
 }
