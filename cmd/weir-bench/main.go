@@ -15,6 +15,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/weir-gateway/weir/bench"
 	"github.com/weir-gateway/weir/gcfloor"
+	"github.com/weir-gateway/weir/internal/sigprof"
 )
 
 func main() {
@@ -238,8 +240,17 @@ func benchWaitersFloorCmd() *cobra.Command {
 // yardstick.
 func benchProxyCmd() *cobra.Command {
 	var c bench.ProxyConfig
-	return yardstickCmd("overhead-proxy", "The plain reverse proxy weir-bench --out-of-process measures weir against",
-		&c.Listen, &c.Upstream, "the mock's base URL", func(ctx context.Context) error { return bench.ServeProxy(ctx, c) })
+	var cpuProfile, traceFile string
+	cmd := yardstickCmd("overhead-proxy", "The plain reverse proxy weir-bench --out-of-process measures weir against",
+		&c.Listen, &c.Upstream, "the mock's base URL", func(ctx context.Context) error {
+			stop := sigprof.Start(cpuProfile, traceFile)
+			err := bench.ServeProxy(ctx, c)
+			return errors.Join(err, stop())
+		})
+	// As weir serve's: a profile taken from SIGUSR1 to SIGUSR2.
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile taken from SIGUSR1 to SIGUSR2 to this file")
+	cmd.Flags().StringVar(&traceFile, "trace", "", "write an execution trace taken from SIGUSR1 to SIGUSR2 to this file")
+	return cmd
 }
 
 // yardstickCmd is a hidden child command that serves a benchmark's
