@@ -703,7 +703,7 @@ func (c OverheadConfig) drive(ctx context.Context, t overheadTarget, round int) 
 	stop := func() {}
 	if round == 1 {
 		var err error
-		if stop, err = c.profile(t.name, &cfg); err != nil {
+		if stop, err = c.profile(t, &cfg); err != nil {
 			return loadgen.Result{}, err
 		}
 	}

@@ -25,8 +25,11 @@ const HarnessHeapFloor = 128 << 20
 // weir child's key in rig and returns the proxy's URL and Weir's, with
 // the processes serving each.
 func startChildTargets(ctx context.Context, c OverheadConfig, rig *overheadRig, dir, mockURL string) (proxy, gw *child, err error) {
-	proxy, err = startChild(c.Weir.FloorExe, append(slices.Clone(c.Weir.ProxyArgs),
-		"--upstream", mockURL, "--listen", rig.ports.addr()), time.Minute, nil)
+	proxyArgs := append(slices.Clone(c.Weir.ProxyArgs), "--upstream", mockURL, "--listen", rig.ports.addr())
+	if c.ProfileTarget == "proxy" {
+		proxyArgs = append(proxyArgs, c.profileArgs()...)
+	}
+	proxy, err = startChild(c.Weir.FloorExe, proxyArgs, time.Minute, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("proxy: %w", err)
 	}
@@ -36,7 +39,11 @@ func startChildTargets(ctx context.Context, c OverheadConfig, rig *overheadRig, 
 		server += fmt.Sprintf("  heap_floor: %d\n", c.HeapFloor)
 	}
 	rig.key = weir.APIKey{Name: "bench", Group: "default", Limits: weir.Limits{Concurrency: generous}}
-	gw, secret, err := startSQLiteServeFile(ctx, c.Weir, dir,
+	w := c.Weir
+	if c.ProfileTarget == "weir" {
+		w.ServeArgs = append(slices.Clone(w.ServeArgs), c.profileArgs()...)
+	}
+	gw, secret, err := startSQLiteServeFile(ctx, w, dir,
 		serveFile{Listen: rig.ports.addr(), Server: server, Rest: overheadCatalogYAML(mockURL + "/v1")}, &rig.key)
 	if err != nil {
 		return nil, nil, err
@@ -55,8 +62,8 @@ func (c OverheadConfig) validateOutOfProcess() error {
 		return errors.New("--out-of-process drives direct, proxy and weir alone: not with --edge, --dialects, --budgets, --tracing, --interleave, --fleet or --console-watcher")
 	case c.Weir.FloorExe == "" || len(c.Weir.ProxyArgs) == 0:
 		return errors.New("bench: Weir.FloorExe and Weir.ProxyArgs are required for --out-of-process")
-	case (c.CPUProfile != "" || c.Trace != "" || c.MemProfile != "") && c.ProfileTarget != "direct":
-		return errors.New("--out-of-process: the profiles cover this process alone (--profile-target direct); profile the children with their own pprof")
+	case c.MemProfile != "" && c.ProfileTarget != "direct":
+		return errors.New("--out-of-process: --memprofile covers this process alone (--profile-target direct)")
 	}
 	return c.Weir.child()
 }

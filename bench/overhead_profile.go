@@ -11,6 +11,7 @@ import (
 	"runtime/pprof"
 	"runtime/trace"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -19,8 +20,13 @@ import (
 
 // profile arranges for the CPU profile and the execution trace asked for
 // to cover target's measured phase, if it is the profiled one; stop ends
-// them.
-func (c OverheadConfig) profile(target string, cfg *loadgen.Config) (stop func(), err error) {
+// them. A target served by child processes (OutOfProcess) is profiled
+// in them: childProfile.
+func (c OverheadConfig) profile(t overheadTarget, cfg *loadgen.Config) (stop func(), err error) {
+	target := t.name
+	if len(t.procs) > 0 {
+		return c.childProfile(t, cfg), nil
+	}
 	var files []*os.File
 	var cpu, tr, mem bool
 	stop = func() {
@@ -74,6 +80,44 @@ func (c OverheadConfig) profile(target string, cfg *loadgen.Config) (stop func()
 		}
 	}
 	return stop, nil
+}
+
+// childProfile has the children serving t, started with the profile
+// flags (profileArgs), take their profiles over its measured phase if t
+// is the profiled target: SIGUSR1 as it starts, SIGUSR2 (stop) as it
+// ends. Each child writes its files as it takes the second.
+func (c OverheadConfig) childProfile(t overheadTarget, cfg *loadgen.Config) (stop func()) {
+	if t.name != c.ProfileTarget || len(c.profileArgs()) == 0 {
+		return func() {}
+	}
+	signal := func(sig syscall.Signal) {
+		for _, p := range t.procs {
+			if err := p.cmd.Process.Signal(sig); err != nil {
+				fmt.Fprintf(os.Stderr, "bench: profile %s: %v\n", t.name, err)
+			}
+		}
+	}
+	var started atomic.Bool
+	cfg.OnMeasure = func() { signal(syscall.SIGUSR1); started.Store(true) }
+	return func() {
+		if started.Load() {
+			signal(syscall.SIGUSR2)
+		}
+	}
+}
+
+// profileArgs are the flags that have a child (weir serve, or the proxy's)
+// take the profiles asked for between SIGUSR1 and SIGUSR2: --cpuprofile
+// and --trace with their paths.
+func (c OverheadConfig) profileArgs() []string {
+	var args []string
+	if c.CPUProfile != "" {
+		args = append(args, "--cpuprofile", c.CPUProfile)
+	}
+	if c.Trace != "" {
+		args = append(args, "--trace", c.Trace)
+	}
+	return args
 }
 
 // writeAllocs writes the process's allocations so far, as a profile, to

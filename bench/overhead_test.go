@@ -94,7 +94,7 @@ func TestOverheadConfigErrors(t *testing.T) {
 		{func(c *OverheadConfig) { c.OutOfProcess, c.Dialects = true, true }, "--out-of-process drives direct, proxy and weir alone"},
 		{func(c *OverheadConfig) { c.OutOfProcess = true }, "Weir.ProxyArgs"},
 		{func(c *OverheadConfig) {
-			c.OutOfProcess, c.Weir.FloorExe, c.Weir.ProxyArgs, c.CPUProfile = true, "weir-bench", []string{"overhead-proxy"}, "cpu.prof"
+			c.OutOfProcess, c.Weir.FloorExe, c.Weir.ProxyArgs, c.MemProfile = true, "weir-bench", []string{"overhead-proxy"}, "mem.prof"
 		}, "--profile-target direct"},
 		{func(c *OverheadConfig) {
 			c.OutOfProcess, c.Weir.FloorExe, c.Weir.ProxyArgs = true, "weir-bench", []string{"overhead-proxy"}

@@ -15,6 +15,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/weir-gateway/weir/bench"
 	"github.com/weir-gateway/weir/gcfloor"
+	"github.com/weir-gateway/weir/internal/sigprof"
 )
 
 func main() {
@@ -95,7 +97,7 @@ other scenarios.`,
 	f.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of one target's measured phase (first round) to this file")
 	f.StringVar(&c.MemProfile, "memprofile", "", "write the allocations of the same phase to this file, and those before it to this file plus .base (go tool pprof -sample_index=alloc_space -base FILE.base weir-bench FILE)")
 	f.StringVar(&c.Trace, "trace", "", "write an execution trace of one target's measured phase to this file (keep --duration short)")
-	f.StringVar(&c.ProfileTarget, "profile-target", "weir", "target whose measured phase --cpuprofile, --memprofile and --trace cover: direct, proxy, weir, (with --edge) edge, (with --dialects) responses or messages, (with --budgets) budgets, or (with --tracing) weir+trace or weir'")
+	f.StringVar(&c.ProfileTarget, "profile-target", "weir", "target whose measured phase --cpuprofile, --memprofile and --trace cover: direct, proxy, weir, (with --edge) edge, (with --dialects) responses or messages, (with --budgets) budgets, or (with --tracing) weir+trace or weir'; with --out-of-process, proxy or weir are profiled in their child process (--cpuprofile and --trace only; a --weir binary must take them)")
 	f.Int64Var(&c.HeapFloor, "heap-floor", gcfloor.Default, "the gateway's heap floor in bytes, as weir serve's server.heap_floor (0: none): this process's, or with --out-of-process the weir child's (default there: its config's default)")
 	f.BoolVar(&c.OutOfProcess, "out-of-process", false, "run targets proxy and weir each as a child process (the plain proxy; 'weir serve' on SQLite), so that each one's CPU time and memory are its own; direct, the load generator and the mock stay in this process")
 	f.IntVar(&c.Ports, "ports", bench.DefaultPorts, "the first loopback port the listeners take in turn (mock, proxy, weir, edge), each the next free one, below the ephemeral range the load generator's connections use; 0: ports the kernel picks")
@@ -238,8 +240,17 @@ func benchWaitersFloorCmd() *cobra.Command {
 // yardstick.
 func benchProxyCmd() *cobra.Command {
 	var c bench.ProxyConfig
-	return yardstickCmd("overhead-proxy", "The plain reverse proxy weir-bench --out-of-process measures weir against",
-		&c.Listen, &c.Upstream, "the mock's base URL", func(ctx context.Context) error { return bench.ServeProxy(ctx, c) })
+	var cpuProfile, traceFile string
+	cmd := yardstickCmd("overhead-proxy", "The plain reverse proxy weir-bench --out-of-process measures weir against",
+		&c.Listen, &c.Upstream, "the mock's base URL", func(ctx context.Context) error {
+			stop := sigprof.Start(cpuProfile, traceFile)
+			err := bench.ServeProxy(ctx, c)
+			return errors.Join(err, stop())
+		})
+	// As weir serve's: a profile taken from SIGUSR1 to SIGUSR2.
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile taken from SIGUSR1 to SIGUSR2 to this file")
+	cmd.Flags().StringVar(&traceFile, "trace", "", "write an execution trace taken from SIGUSR1 to SIGUSR2 to this file")
+	return cmd
 }
 
 // yardstickCmd is a hidden child command that serves a benchmark's
