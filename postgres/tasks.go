@@ -217,9 +217,10 @@ func (db *DB) TaskByIdempotencyKey(ctx context.Context, keyID, idempotencyKey st
 	return t, nil
 }
 
-// TaskGet finds a task by ID; weir.ErrNotFound if there is none.
+// TaskGet finds a task by ID; weir.ErrNotFound if there is none. The
+// reads made at once share queries (reads.go).
 func (db *DB) TaskGet(ctx context.Context, id string) (weir.Task, error) {
-	t, err := scanTask(db.pool.QueryRow(ctx, taskGetSQL, id))
+	t, err := db.reads.get(ctx, id)
 	if err != nil {
 		return weir.Task{}, fmt.Errorf("load task %s: %w", id, err)
 	}
