@@ -56,7 +56,10 @@ const (
 	// It answers whether it applied and whether the task is there at all,
 	// both from the statement's one snapshot: a task missed because it
 	// moved on is told from one that does not exist in the same round
-	// trip.
+	// trip. An update that applied is of a task that is there: the
+	// second answer looks the task up only when the first is false
+	// (PostgreSQL runs a subquery's plan when its value is first needed),
+	// so that the update most calls make costs no second read of the row.
 	taskUpdateSQL = `WITH updated AS (
 		UPDATE tasks SET
 			status         = $3,
@@ -74,7 +77,8 @@ const (
 		AND status = ANY ($2::text[])
 		AND status NOT IN ` + terminalStatuses + `
 		RETURNING 1)
-		SELECT EXISTS (SELECT 1 FROM updated), EXISTS (SELECT 1 FROM tasks WHERE id = $1)`
+		SELECT EXISTS (SELECT 1 FROM updated),
+			EXISTS (SELECT 1 FROM updated) OR EXISTS (SELECT 1 FROM tasks WHERE id = $1)`
 
 	// taskDeleteSQL marks a terminal task deleted, once; it answers as
 	// taskUpdateSQL does.
@@ -217,9 +221,10 @@ func (db *DB) TaskByIdempotencyKey(ctx context.Context, keyID, idempotencyKey st
 	return t, nil
 }
 
-// TaskGet finds a task by ID; weir.ErrNotFound if there is none.
+// TaskGet finds a task by ID; weir.ErrNotFound if there is none. The
+// reads made at once share queries (reads.go).
 func (db *DB) TaskGet(ctx context.Context, id string) (weir.Task, error) {
-	t, err := scanTask(db.pool.QueryRow(ctx, taskGetSQL, id))
+	t, err := db.reads.get(ctx, id)
 	if err != nil {
 		return weir.Task{}, fmt.Errorf("load task %s: %w", id, err)
 	}

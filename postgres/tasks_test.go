@@ -386,3 +386,45 @@ func TestTaskUpdateManyFencedTx(t *testing.T) {
 		}
 	}
 }
+
+// TestTaskUpdateLooksUpOnlyWhenNotApplied: the compare-and-set that
+// applies reads the task's row once (the update's own scan); the look-up
+// that tells a task moved on from one not there runs only when the
+// update did not apply.
+func TestTaskUpdateLooksUpOnlyWhenNotApplied(t *testing.T) {
+	t.Parallel()
+	db := openTemp(t)
+	ctx := t.Context()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if err := db.KeyCreate(ctx, weir.APIKey{ID: "k", Hash: "h", CreatedAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.TaskCreate(ctx, &weir.Task{ID: "task_1", KeyID: "k", Kind: "video", Model: "m", Status: weir.TaskRunning, CreatedAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	plan := func(from weir.TaskStatus) string {
+		t.Helper()
+		p := 5
+		args, err := taskUpdateArgs(&weir.TaskUpdateParams{ID: "task_1", Update: weir.TaskUpdate{
+			From: []weir.TaskStatus{from}, Status: weir.TaskRunning, Progress: &p}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return explain(t, db, "(ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "+taskUpdateSQL, args...)
+	}
+	// The look-up is the plan's last index scan of tasks.
+	lookup := func(plan string) string {
+		i := strings.LastIndex(plan, " on tasks ")
+		if i < 0 {
+			t.Fatalf("no scan of tasks in\n%s", plan)
+		}
+		line, _, _ := strings.Cut(plan[i:], "\n")
+		return line
+	}
+	if got := lookup(plan(weir.TaskRunning)); !strings.Contains(got, "never executed") {
+		t.Errorf("an update that applied looked the task up: %s", got)
+	}
+	if got := lookup(plan(weir.TaskQueued)); strings.Contains(got, "never executed") {
+		t.Errorf("an update that did not apply did not look the task up: %s", got)
+	}
+}
