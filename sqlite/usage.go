@@ -155,7 +155,7 @@ func (t *timeTexts) reset() { t.buf, t.ends = t.buf[:0], t.ends[:0] }
 
 // add writes the next row's time.
 func (t *timeTexts) add(at time.Time) {
-	t.buf = at.UTC().Truncate(time.Microsecond).AppendFormat(t.buf, timeLayout)
+	t.buf = appendTime(t.buf, at)
 	t.ends = append(t.ends, len(t.buf))
 }
 
