@@ -311,7 +311,8 @@ func classify(err error) error {
 }
 
 func formatTime(t time.Time) string {
-	return t.UTC().Truncate(time.Microsecond).Format(timeLayout)
+	var buf [len(timeLayout)]byte
+	return string(appendTime(buf[:0], t))
 }
 
 func parseTime(s string) (time.Time, error) {
