@@ -29,7 +29,7 @@ func TestMigrationsOnlyAdd(t *testing.T) {
 		"00019_usage_named_indexes.sql": "makes the group and end user indexes of usage_records partial",
 		// An index no build's query reads: an older build writes and
 		// reads the same without it.
-		"00022_tasks_no_status_deadline.sql": "drops tasks_status_deadline, which no query reads",
+		"00020_tasks_no_status_deadline.sql": "drops tasks_status_deadline, which no query reads",
 	})
 }
 
