@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -30,6 +32,19 @@ func (s *Service) KeyByHash(ctx context.Context, hash string) (k weir.APIKey, fo
 func (s *Service) keyByHash(ctx context.Context, hash []byte) (weir.APIKey, bool, error) {
 	return s.keys.lookup(ctx, hash, func() (weir.APIKey, error) { return s.deps.Keys.KeyByHash(ctx, string(hash)) })
 }
+
+// keyBySecret is keyByHash of the secret whose SHA-256 is sum. Its
+// cache entry is keyed by the sum's bytes, not their hex, so that a
+// cached key costs no hex encoding; the store is asked by the hex.
+func (s *Service) keyBySecret(ctx context.Context, sum [sha256.Size]byte) (weir.APIKey, bool, error) {
+	var ck [len(secretCacheKey) + sha256.Size]byte
+	copy(ck[copy(ck[:], secretCacheKey):], sum[:])
+	return s.keys.lookup(ctx, ck[:], func() (weir.APIKey, error) { return s.deps.Keys.KeyByHash(ctx, hex.EncodeToString(sum[:])) })
+}
+
+// secretCacheKey starts the key cache's entries of keyBySecret, which no
+// hex hash (keyByHash's) or "id:" entry (keyByID's) does.
+const secretCacheKey = "h:"
 
 // keyByID finds a key by id through the same cache (a task's key, planned
 // once per task: 100,000 tasks of one key at start-up ask the store once).

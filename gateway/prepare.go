@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math"
@@ -89,8 +88,7 @@ func (s *Service) Authenticate(ctx context.Context, secret string) (weir.APIKey,
 	if secret == "" {
 		return weir.APIKey{}, denied()
 	}
-	var hash [2 * sha256.Size]byte
-	k, found, err := s.keyByHash(ctx, keys.AppendHash(hash[:0], secret))
+	k, found, err := s.keyBySecret(ctx, keys.Sum(secret))
 	switch {
 	case errors.Is(err, ErrUnavailable):
 		return weir.APIKey{}, &Error{Category: ErrUnavailable, Message: "the key store cannot be reached; retry shortly", RetryAfter: time.Second, Err: err}

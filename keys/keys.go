@@ -114,11 +114,16 @@ func Hash(secret string) string {
 	return string(AppendHash(b[:0], secret))
 }
 
-// AppendHash appends Hash(secret) to b. A secret of up to 128 bytes (a
-// key's or a node token's) is copied for hashing on the stack rather than
-// the heap: it runs on every request.
+// AppendHash appends Hash(secret) to b.
 func AppendHash(b []byte, secret string) []byte {
-	var buf [128]byte
-	sum := sha256.Sum256(append(buf[:0], secret...))
+	sum := Sum(secret)
 	return hex.AppendEncode(b, sum[:])
+}
+
+// Sum is the SHA-256 of secret, whose hex is Hash(secret). A secret of up
+// to 128 bytes (a key's or a node token's) is copied for hashing on the
+// stack rather than the heap: it runs on every request.
+func Sum(secret string) [sha256.Size]byte {
+	var buf [128]byte
+	return sha256.Sum256(append(buf[:0], secret...))
 }

@@ -24,15 +24,19 @@ func CountJSON(t weir.Tokenizer, body []byte) int64 {
 	var rest int
 	var buf, key []byte
 	for i := 0; i < len(body); {
-		if body[i] != '"' {
-			rest++
-			i++
-			continue
+		// What lies between strings is the body's structure, counted by
+		// its length.
+		q := bytes.IndexByte(body[i:], '"')
+		if q < 0 {
+			rest += len(body) - i
+			break
 		}
+		rest += q
+		i += q
 		end, escaped := stringEnd(body, i+1)
 		s, next := body[i+1:end], min(end+1, len(body))
 		isKey := isKey(body[next:])
-		if isKey || isBlob(s) || names[string(key)] {
+		if isKey || isBlob(s) || key != nil && isName(key) {
 			rest += next - i
 		} else {
 			if escaped {
@@ -51,10 +55,16 @@ func CountJSON(t weir.Tokenizer, body []byte) int64 {
 	return c.tokens() + int64(rest+3)/4
 }
 
-// names are the keys whose string values name something (a model, a
-// role, a part's type, an id) rather than say it: CountJSON counts them
-// as the body's structure, and spends no encoding on them.
-var names = map[string]bool{"model": true, "role": true, "type": true, "id": true, "tool_call_id": true, "detail": true}
+// isName reports whether key is one whose string values name something
+// (a model, a role, a part's type, an id) rather than say it: CountJSON
+// counts them as the body's structure, and spends no encoding on them.
+func isName(key []byte) bool {
+	switch string(key) {
+	case "model", "role", "type", "id", "tool_call_id", "detail":
+		return true
+	}
+	return false
+}
 
 // ExactBytes is about how much of a body's text CountJSON counts in its
 // encoding: some 16,000 tokens of English, 20,000 to 30,000 of Chinese.
@@ -134,13 +144,23 @@ func (c *textCount) tokens() int64 {
 // text starts at b[from:] (len(b) if none does), and whether the text
 // has escapes.
 func stringEnd(b []byte, from int) (end int, escaped bool) {
-	for i := from; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
+	for i := from; i < len(b); {
+		quote := len(b)
+		if q := bytes.IndexByte(b[i:], '"'); q >= 0 {
+			quote = i + q
+		}
+		// A backslash escapes the byte after it: the quote is the end
+		// unless a backslash before it escapes it.
+		for {
+			e := bytes.IndexByte(b[i:quote], '\\')
+			if e < 0 {
+				return quote, escaped
+			}
 			escaped = true
-			i++
-		case '"':
-			return i, escaped
+			i += e + 2
+			if i > quote {
+				break
+			}
 		}
 	}
 	return len(b), escaped
@@ -149,8 +169,14 @@ func stringEnd(b []byte, from int) (end int, escaped bool) {
 // isKey reports whether what follows a string is ':', making it an
 // object's key.
 func isKey(after []byte) bool {
-	after = bytes.TrimLeft(after, " \t\r\n")
-	return len(after) > 0 && after[0] == ':'
+	for _, c := range after {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		return c == ':'
+	}
+	return false
 }
 
 // blobPrefix is how many bytes isBlob reads of a long string.
