@@ -75,6 +75,13 @@ type Task struct {
 	// UpstreamID is the upstream's job id, recorded before anything else
 	// once submitted, so that a retried job polls instead of resubmitting.
 	UpstreamID string
+	// UpstreamSite identifies the platform the upstream job was submitted
+	// to (the planner's task.Target.Site: who and where, without
+	// secrets), recorded with UpstreamID: a job is followed there to its
+	// end, even once its platform model was repointed elsewhere or
+	// removed. Empty for tasks submitted before it was kept, and for
+	// simulated ones.
+	UpstreamSite string
 	// Result is the upstream's final job object, JSON.
 	Result       []byte
 	ErrorCode    string
@@ -143,13 +150,14 @@ type TaskUpdate struct {
 	Candidate     *int
 	Progress      *int
 	UpstreamID    string
+	UpstreamSite  string
 	Result        []byte
 	ErrorCode     string
 	ErrorMessage  string
 	Attempts      *int
 	AdmittedAt    time.Time
 	FinishedAt    time.Time
-	// ClearUpstream empties UpstreamID and Result, whatever those fields
+	// ClearUpstream empties UpstreamID, UpstreamSite and Result, whatever those fields
 	// say: the task's failed upstream job is left behind for a new one.
 	ClearUpstream bool
 }

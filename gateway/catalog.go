@@ -324,6 +324,7 @@ func (s *Service) apply(ctx context.Context, cat weir.Catalog, defaultGroup stri
 		return err
 	}
 	prev := s.state.Load()
+	s.keepMovedLocked(ctx, prev, next)
 	s.keepLeftLocked(prev, next)
 	s.state.Store(next)
 	// The requests waiting move before the scopes they leave go, so that
@@ -394,6 +395,8 @@ type builtAdapters struct {
 	a   provider.Adapters
 	// host is where its calls go: serverAddress(cfg).
 	host string
+	// site is who and where its calls go: siteOf(cfg).
+	site string
 }
 
 // platformAdapters builds each platform's adapters, by its kind, with
@@ -426,7 +429,7 @@ func (s *Service) platformAdapters(next, prev *Snapshot, platforms []weir.Platfo
 			if err != nil {
 				return fmt.Errorf("platform %s: %w", p.Name, err)
 			}
-			b = builtAdapters{cfg: cfg, a: a, host: serverAddress(cfg)}
+			b = builtAdapters{cfg: cfg, a: a, host: serverAddress(cfg), site: siteOf(cfg)}
 		}
 		next.built[p.Name] = b
 		next.callTimeouts[p.Name] = total

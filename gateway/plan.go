@@ -175,7 +175,7 @@ func (s *Service) Target(pmName string, mode weir.RunMode) (task.Target, bool) {
 	t, ok := st.target(pmName)
 	t.Retired = ok && retired
 	if ok && mode == weir.RunSimulation {
-		t.Adapter, t.Simulated = st.asyncSims[pmName], true
+		t.Adapter, t.Simulated, t.Site = st.asyncSims[pmName], true, ""
 		if job, sync := syncJob(st.taskKinds[pmName], st.sims[pmName]); sync {
 			t.Adapter = job
 		}
@@ -247,17 +247,18 @@ func (st *Snapshot) target(pmName string) (task.Target, bool) {
 		if job.Adapter == nil {
 			return task.Target{}, false
 		}
-		return task.Target{PlatformModel: pm.Name, Upstream: pm.Upstream, Adapter: job}, true
+		return task.Target{PlatformModel: pm.Name, Upstream: pm.Upstream, Adapter: job, Site: st.built[pm.Platform].site}, true
 	}
 	ad, ok := st.async[pm.Platform]
 	if !ok {
 		return task.Target{}, false
 	}
-	return task.Target{PlatformModel: pm.Name, Upstream: pm.Upstream, Adapter: ad}, true
+	return task.Target{PlatformModel: pm.Name, Upstream: pm.Upstream, Adapter: ad, Site: st.built[pm.Platform].site}, true
 }
 
 var (
 	_ task.Planner        = (*Service)(nil)
+	_ task.SiteTargeter   = (*Service)(nil)
 	_ task.Queuer         = (*Service)(nil)
 	_ task.HealthReporter = (*Service)(nil)
 	_ task.Pauser         = (*Service)(nil)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"sync"
 
 	"github.com/weir-gateway/weir"
@@ -36,16 +37,27 @@ import (
 // again instead: task.Target). No request or task is planned on it.
 // Once its scope holds no lease it is retired, at the next poll of the
 // overrides (Start) or RetireLeft.
+//
+// A platform model a catalog keeps by name but points at another site
+// (another platform or account: site.go) has left, for the tasks
+// submitted on its old site: the last catalog that had it there is kept
+// (leavingScopes.moved) while its scope holds leases, and TargetAt
+// answers those tasks with their old site's target, marked Retired. Its
+// scope is the new one's: nothing is retired.
 
 // leavingScopes are the platform models and groups that left the
 // catalog, whose scopes wait for RetireLeft, and the platform models
 // held for the leases on their scopes. pms and held hold, by platform
 // model, the last catalog that had it, which Target reads without
 // applyMu (under mu; they change under both); groups is under applyMu.
+// moved are the sites platform models were pointed away from, by site,
+// kept for the tasks submitted there (site.go) while their scopes hold
+// leases, under mu too.
 type leavingScopes struct {
 	mu     sync.RWMutex
 	pms    map[string]*Snapshot
 	held   map[string]*Snapshot
+	moved  map[string]*movedSite
 	groups map[string]struct{}
 }
 
@@ -99,11 +111,21 @@ func (s *Service) scopeHeld(ctx context.Context, scope string) bool {
 }
 
 // retireHeldLocked retires the platform models held whose scopes no
-// longer hold leases, and returns how many. The caller holds applyMu.
+// longer hold leases, and returns how many; it forgets the sites moved
+// from whose platform models' scopes hold none either. The caller holds
+// applyMu.
 func (s *Service) retireHeldLocked(ctx context.Context) int {
 	s.leaving.mu.RLock()
 	held := maps.Clone(s.leaving.held)
+	moved := maps.Clone(s.leaving.moved)
 	s.leaving.mu.RUnlock()
+	for site, m := range moved {
+		if !slices.ContainsFunc(m.pms, func(pm string) bool { return s.scopeHeld(ctx, weir.PlatformModelScope(pm)) }) {
+			s.leaving.mu.Lock()
+			delete(s.leaving.moved, site)
+			s.leaving.mu.Unlock()
+		}
+	}
 	n := 0
 	for name, from := range held {
 		if s.retireOrHoldLocked(ctx, name, from) {

@@ -257,7 +257,7 @@ func (f *Tasks) Deliveries(ctx context.Context, id string) ([]TaskDelivery, erro
 // "thumbnail" or "spritesheet") from the platform that made it. The
 // caller closes the body.
 func (f *Tasks) Content(ctx context.Context, t weir.Task, variant string) (*http.Response, error) {
-	target, ok := f.gw.Target(t.PlatformModel, t.RunMode)
+	target, ok := f.gw.TargetAt(t.PlatformModel, t.RunMode, t.UpstreamSite)
 	if !ok {
 		return nil, errorf(ErrNoCandidate, "", "the platform that made this video left the catalog")
 	}

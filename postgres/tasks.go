@@ -19,7 +19,8 @@ var _ weir.TaskStore = (*DB)(nil)
 const taskColumns = `seq, id, key_id, kind, model, input, priority, status,
 	platform_model, candidate, progress, upstream_id, result, error_code, error_message,
 	callback_url, idempotency_key, attempts, created_at, admitted_at, finished_at, deadline,
-	fingerprint, deleted_at, callback_events, callback_gone_at, run_mode, run_id, trace_parent`
+	fingerprint, deleted_at, callback_events, callback_gone_at, run_mode, run_id, trace_parent,
+	upstream_site`
 
 // terminalStatuses is the SQL list of the statuses never left.
 const terminalStatuses = `('succeeded', 'failed', 'cancelled', 'expired')`
@@ -37,8 +38,8 @@ const (
 	taskInsertSQL = `INSERT INTO tasks (id, key_id, kind, model, input, priority, status,
 		platform_model, candidate, progress, upstream_id, result, error_code, error_message,
 		callback_url, idempotency_key, attempts, created_at, admitted_at, finished_at, deadline,
-		fingerprint, callback_events, run_mode, run_id, trace_parent)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)
+		fingerprint, callback_events, run_mode, run_id, trace_parent, upstream_site)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)
 		ON CONFLICT (key_id, idempotency_key) DO NOTHING
 		RETURNING seq`
 
@@ -67,6 +68,7 @@ const (
 			candidate      = coalesce($5, candidate),
 			progress       = coalesce($6, progress),
 			upstream_id    = CASE WHEN $14 THEN '' ELSE coalesce($7, upstream_id) END,
+			upstream_site  = CASE WHEN $14 THEN '' ELSE coalesce($15, upstream_site) END,
 			result         = CASE WHEN $14 THEN NULL ELSE coalesce($8, result) END,
 			error_code     = coalesce($9, error_code),
 			error_message  = coalesce($10, error_message),
@@ -173,6 +175,7 @@ func (db *DB) taskCreate(ctx context.Context, t *weir.Task) (created bool, err e
 			t.ErrorCode, t.ErrorMessage, t.CallbackURL, nullString(t.IdempotencyKey), int64(t.Attempts),
 			dbTime(t.CreatedAt), nullTime(t.AdmittedAt), nullTime(t.FinishedAt), nullTime(t.Deadline),
 			nullString(t.Fingerprint), eventsColumn(t.CallbackEvents), string(t.RunMode), t.RunID, t.TraceParent,
+			t.UpstreamSite,
 		}, func(row pgx.Row) error { return row.Scan(&seq) })
 		switch {
 		case err == nil:
@@ -423,7 +426,7 @@ func taskUpdateArgs(p *weir.TaskUpdateParams) ([]any, error) {
 	return []any{id, from, string(u.Status),
 		nullString(u.PlatformModel), nullInt(u.Candidate), nullInt(u.Progress), nullString(u.UpstreamID),
 		nullBytes(u.Result), nullString(u.ErrorCode), nullString(u.ErrorMessage), nullInt(u.Attempts),
-		nullTime(u.AdmittedAt), nullTime(u.FinishedAt), u.ClearUpstream,
+		nullTime(u.AdmittedAt), nullTime(u.FinishedAt), u.ClearUpstream, nullString(u.UpstreamSite),
 	}, nil
 }
 
@@ -594,7 +597,8 @@ func newTaskScanner() *taskScanner {
 	s.dest = []any{&t.Seq, &t.ID, &t.KeyID, &t.Kind, &t.Model, &t.Input, &t.Priority, &s.status,
 		&t.PlatformModel, &s.candidate, &s.progress, &t.UpstreamID, &t.Result, &t.ErrorCode, &t.ErrorMessage,
 		&t.CallbackURL, &s.idem, &s.attempts, &t.CreatedAt, &s.admitted, &s.finished, &s.deadline,
-		&s.fingerprint, &s.deleted, &s.events, &s.gone, &s.runMode, &t.RunID, &t.TraceParent}
+		&s.fingerprint, &s.deleted, &s.events, &s.gone, &s.runMode, &t.RunID, &t.TraceParent,
+		&t.UpstreamSite}
 	return s
 }
 

@@ -18,7 +18,8 @@ var _ weir.TaskStore = (*DB)(nil)
 const taskColumns = `seq, id, key_id, kind, model, input, priority, status,
 	platform_model, candidate, progress, upstream_id, result, error_code, error_message,
 	callback_url, idempotency_key, attempts, created_at, admitted_at, finished_at, deadline,
-	fingerprint, deleted_at, callback_events, callback_gone_at, run_mode, run_id, trace_parent`
+	fingerprint, deleted_at, callback_events, callback_gone_at, run_mode, run_id, trace_parent,
+	upstream_site`
 
 // The task statements prepared at Open: TaskGet on the read pool (clients
 // poll it), the others on the write connection.
@@ -32,8 +33,8 @@ const (
 	taskInsertSQL = `INSERT INTO tasks (id, key_id, kind, model, input, priority, status,
 		platform_model, candidate, progress, upstream_id, result, error_code, error_message,
 		callback_url, idempotency_key, attempts, created_at, admitted_at, finished_at, deadline,
-		fingerprint, callback_events, run_mode, run_id, trace_parent)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		fingerprint, callback_events, run_mode, run_id, trace_parent, upstream_site)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (key_id, idempotency_key) DO NOTHING
 		RETURNING seq`
 
@@ -67,6 +68,7 @@ const (
 		candidate      = coalesce(?5, candidate),
 		progress       = coalesce(?6, progress),
 		upstream_id    = CASE WHEN ?14 THEN '' ELSE coalesce(?7, upstream_id) END,
+		upstream_site  = CASE WHEN ?14 THEN '' ELSE coalesce(?15, upstream_site) END,
 		result         = CASE WHEN ?14 THEN NULL ELSE coalesce(?8, result) END,
 		error_code     = coalesce(?9, error_code),
 		error_message  = coalesce(?10, error_message),
@@ -203,6 +205,7 @@ func (db *DB) taskCreateTx(ctx context.Context, tx *sql.Tx, t *weir.Task) (creat
 		t.ErrorCode, t.ErrorMessage, t.CallbackURL, nullString(t.IdempotencyKey), int64(t.Attempts),
 		formatTime(t.CreatedAt), nullTime(t.AdmittedAt), nullTime(t.FinishedAt), nullTime(t.Deadline),
 		nullString(t.Fingerprint), eventsColumn(t.CallbackEvents), string(t.RunMode), t.RunID, t.TraceParent,
+		t.UpstreamSite,
 	).Scan(&seq)
 	switch {
 	case err == nil:
@@ -409,7 +412,7 @@ func (db *DB) TaskUpdateTx(ctx context.Context, tx *sql.Tx, p *weir.TaskUpdatePa
 		id, from, string(u.Status),
 		nullString(u.PlatformModel), nullInt(u.Candidate), nullInt(u.Progress), nullString(u.UpstreamID),
 		nullBlob(u.Result), nullString(u.ErrorCode), nullString(u.ErrorMessage), nullInt(u.Attempts),
-		nullTime(u.AdmittedAt), nullTime(u.FinishedAt), u.ClearUpstream)
+		nullTime(u.AdmittedAt), nullTime(u.FinishedAt), u.ClearUpstream, nullString(u.UpstreamSite))
 	if err != nil {
 		return false, fmt.Errorf("update task %s to %s: %w", id, u.Status, classify(err))
 	}
@@ -548,7 +551,8 @@ func newTaskScanner() *taskScanner {
 	s.dest = []any{&t.Seq, &t.ID, &t.KeyID, &t.Kind, &t.Model, &t.Input, &s.priority, &s.status,
 		&t.PlatformModel, &s.candidate, &s.progress, &t.UpstreamID, &t.Result, &t.ErrorCode, &t.ErrorMessage,
 		&t.CallbackURL, &s.idem, &s.retries, &s.created, &s.admitted, &s.finished, &s.deadline,
-		&s.fingerprint, &s.deleted, &s.events, &s.gone, &s.runMode, &t.RunID, &t.TraceParent}
+		&s.fingerprint, &s.deleted, &s.events, &s.gone, &s.runMode, &t.RunID, &t.TraceParent,
+		&t.UpstreamSite}
 	return s
 }
 

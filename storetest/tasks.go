@@ -181,7 +181,7 @@ func checkTask(t *testing.T, what string, got, written weir.Task) {
 	same := got.ID == want.ID && got.KeyID == want.KeyID && got.Kind == want.Kind && got.Model == want.Model &&
 		bytes.Equal(got.Input, want.Input) && got.Priority == want.Priority && got.Seq == want.Seq &&
 		got.Status == want.Status && got.PlatformModel == want.PlatformModel && got.Candidate == want.Candidate &&
-		got.Progress == want.Progress && got.UpstreamID == want.UpstreamID && bytes.Equal(got.Result, want.Result) &&
+		got.Progress == want.Progress && got.UpstreamID == want.UpstreamID && got.UpstreamSite == want.UpstreamSite && bytes.Equal(got.Result, want.Result) &&
 		got.ErrorCode == want.ErrorCode && got.ErrorMessage == want.ErrorMessage && got.CallbackURL == want.CallbackURL &&
 		got.IdempotencyKey == want.IdempotencyKey && got.Fingerprint == want.Fingerprint && got.Attempts == want.Attempts &&
 		slices.Equal(got.CallbackEvents, want.CallbackEvents) &&
@@ -246,6 +246,7 @@ func testTaskCreateGet(t *testing.T, s taskStore) {
 	full.Candidate = 2
 	full.Progress = 100
 	full.UpstreamID = "video_up_123"
+	full.UpstreamSite = "openai api.openai.com 4f2a9c01d3b7e655"
 	full.Result = []byte(`{"id":"video_up_123","status":"completed"}`)
 	full.ErrorCode = "none"
 	full.ErrorMessage = "not an error, but it must come back"

@@ -42,8 +42,8 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 		upstreamStopped = t.Status == weir.TaskCancelled
 	}
 	if t.UpstreamID != "" && !upstreamStopped {
-		if target, ok := s.planner.Target(t.PlatformModel, t.RunMode); !ok {
-			s.logger.Warn("upstream job of a deleted task not deleted: its platform model left the catalog",
+		if target, ok := s.targetOf(t); !ok {
+			s.logger.Warn("upstream job of a deleted task not deleted: its platform left the catalog",
 				"task", id, "platform_model", t.PlatformModel, "upstream_id", t.UpstreamID)
 		} else if err := target.Adapter.Cancel(ctx, t.UpstreamID); err != nil && !errors.Is(err, provider.ErrJobNotFound) {
 			return fmt.Errorf("delete task %s: upstream job %s: %w", id, t.UpstreamID, err)

@@ -116,7 +116,7 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 				}
 				t = cur
 			}
-			if err := s.holdLease(ctx, t); err != nil {
+			if err := s.holdTargetLease(ctx, t, target); err != nil {
 				return err
 			}
 		}
@@ -126,7 +126,9 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 		// time multiplied by 100/progress.
 		sent := s.clock.Now()
 		up, err := target.Adapter.Poll(ctx, t.UpstreamID)
-		if ctx.Err() == nil && !target.Simulated {
+		// A retired target is not where its platform model's new work
+		// goes: its answers say nothing of that one's health.
+		if ctx.Err() == nil && !target.Simulated && !target.Retired {
 			s.report(t.PlatformModel, err)
 		}
 		if err != nil {

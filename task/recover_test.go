@@ -87,8 +87,9 @@ func TestRecoverReclaimsJobsLeftRunning(t *testing.T) {
 }
 
 // TestRecoverPlatformLeftTheCatalog: a running task whose platform model
-// left the catalog while the service was down fails as no_candidate
-// instead of waiting for a lease it cannot have.
+// left the catalog while the service was down, with its platform (the
+// planner knows its site no more), fails as platform_gone instead of
+// waiting for a lease it cannot have.
 func TestRecoverPlatformLeftTheCatalog(t *testing.T) {
 	t.Parallel()
 	s, b := setup(t, setupOpts{Platforms: map[string]mock.Config{"vid/a": {JobDuration: time.Hour}, "vid/b": {}}})
@@ -101,8 +102,8 @@ func TestRecoverPlatformLeftTheCatalog(t *testing.T) {
 	s2 := b.newService(t)
 	b.start(t, s2)
 	got := b.driveTo(t, tk.ID, weir.TaskFailed, weir.TaskSucceeded)
-	if got.Status != weir.TaskFailed || got.ErrorCode != "no_candidate" {
-		t.Fatalf("task %+v, want failed no_candidate", got)
+	if got.Status != weir.TaskFailed || got.ErrorCode != "platform_gone" {
+		t.Fatalf("task %+v, want failed platform_gone", got)
 	}
 	b.waitReleased(t)
 }

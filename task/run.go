@@ -50,7 +50,7 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[RunArgs]) error {
 			w.s.logger.Error("a task whose job gave up could not be failed; it stays as it is", "task", t.ID, "error", ferr)
 		}
 		if t.UpstreamID != "" {
-			if target, ok := w.s.planner.Target(t.PlatformModel, t.RunMode); ok {
+			if target, ok := w.s.targetOf(t); ok {
 				_ = target.Adapter.Cancel(context.WithoutCancel(ctx), t.UpstreamID)
 			}
 		}
@@ -78,14 +78,14 @@ func (w *runWorker) step(ctx context.Context, job *river.Job[RunArgs]) error {
 	}
 	ctx, span := s.attemptSpan(ctx, t, job.JobRow)
 	defer endTaskSpan(span)
-	target, ok := s.planner.Target(t.PlatformModel, t.RunMode)
+	target, ok := s.targetOf(t)
 	if !ok {
 		return s.noTarget(ctx, t)
 	}
 	if t.UpstreamID == "" && target.Retired {
 		return s.requeueRetired(ctx, t)
 	}
-	if err := s.holdLease(ctx, t); err != nil {
+	if err := s.holdTargetLease(ctx, t, target); err != nil {
 		return err
 	}
 	if t.UpstreamID == "" {
@@ -128,25 +128,41 @@ const targetRetry = time.Second
 // snoozed, for this replica to take the catalog version that has it or
 // for another to take the job; past that the task fails. A platform
 // model that left the catalog is kept while tasks hold leases on it
-// (Target.Retired): one unknown here past the wait is one this process
-// never knew (it started after the catalog that removed it) or whose
-// leases are gone (a fleet's next leader that never knew it could not
-// restore them).
+// (Target.Retired), and a job submitted upstream is followed on the
+// platform it was submitted to while the catalog has that platform
+// (SiteTargeter): one unknown here past the wait is one this process
+// never knew (it started after the catalog that removed it) whose
+// platform is gone too, or whose leases are gone (a fleet's next leader
+// that never knew it could not restore them). A task not submitted
+// fails no_candidate; one whose upstream job was started fails
+// platform_gone: nothing here can reach its job any more, which may
+// still run upstream.
 func (s *Service) noTarget(ctx context.Context, t weir.Task) error {
 	if left := s.cfg.TargetWait - s.clock.Now().Sub(t.AdmittedAt); left > 0 {
 		return river.JobSnooze(min(targetRetry, left))
 	}
 	msg := "the platform model " + t.PlatformModel + " left the catalog"
-	if t.UpstreamID != "" {
-		msg += " while its upstream job " + t.UpstreamID + " ran; the job is no longer followed"
+	if t.UpstreamID == "" {
+		return s.failRunning(ctx, t, "no_candidate", msg)
 	}
-	return s.failRunning(ctx, t, "no_candidate", msg)
+	msg += " while its upstream job " + t.UpstreamID + " ran, and the catalog has no platform where the job was submitted; the job is no longer followed"
+	return s.failRunning(ctx, t, "platform_gone", msg)
 }
 
 // holdLease makes sure the task's lease is held and renewed (the
 // ledger's hold).
 func (s *Service) holdLease(ctx context.Context, t weir.Task) error {
 	return s.ledger.hold(ctx, t)
+}
+
+// holdTargetLease is holdLease for task t running on target, but for a
+// job followed where its platform model has no scope (Target.Unscoped):
+// it has no lease to hold, and none can be restored.
+func (s *Service) holdTargetLease(ctx context.Context, t weir.Task, target Target) error {
+	if target.Unscoped && t.UpstreamID != "" {
+		return nil
+	}
+	return s.holdLease(ctx, t)
 }
 
 // submit starts the task upstream and records the upstream id before
@@ -175,7 +191,8 @@ func (s *Service) submit(ctx context.Context, t weir.Task, target Target, job *r
 	}
 	now := s.clock.Now()
 	ok, err := s.updateWithEvent(ctx, t, weir.TaskUpdate{
-		From: []weir.TaskStatus{weir.TaskAdmitted}, Status: weir.TaskRunning, UpstreamID: up.ID, Progress: &up.Progress,
+		From: []weir.TaskStatus{weir.TaskAdmitted}, Status: weir.TaskRunning, UpstreamID: up.ID, UpstreamSite: target.Site,
+		Progress: &up.Progress,
 	}, runningEvent(t, up.Progress, now))
 	if err != nil {
 		return err
@@ -191,7 +208,7 @@ func (s *Service) submit(ctx context.Context, t weir.Task, target Target, job *r
 	s.mu.Lock()
 	s.runs[t.ID] = newRun(started, now.Add(s.cfg.PollMin), up.Progress, now)
 	s.mu.Unlock()
-	t.Status, t.UpstreamID, t.Progress = weir.TaskRunning, up.ID, up.Progress
+	t.Status, t.UpstreamID, t.UpstreamSite, t.Progress = weir.TaskRunning, up.ID, target.Site, up.Progress
 	return s.follow(ctx, t, target, job)
 }
 

@@ -83,8 +83,20 @@ type Target struct {
 	// replica's), and is kept only for the tasks started on it upstream,
 	// which follow their jobs there to the end. A task not submitted yet
 	// is not started there: it queues again, for its model's candidates
-	// now.
+	// now. So is a target found by where the task was submitted
+	// (SiteTargeter) rather than by its platform model as the catalog has
+	// it now.
 	Retired bool
+	// Site identifies the platform Adapter calls: who and where (kind,
+	// base URL, account or credential), never a secret. A submit records
+	// it on the task (weir.Task.UpstreamSite), for its job to be followed
+	// there; empty for a simulated target.
+	Site string
+	// Unscoped: the platform model has no scope here (it left the
+	// catalog before this process knew it), so a task followed there
+	// holds no lease: none can be restored, and nothing new is admitted
+	// to it.
+	Unscoped bool
 }
 
 // Planner knows the catalog: which candidates a task has (the gateway's
@@ -95,6 +107,26 @@ type Planner interface {
 	// Target is where a task admitted to platformModel runs, in its run
 	// mode.
 	Target(platformModel string, mode weir.RunMode) (Target, bool)
+}
+
+// SiteTargeter is what a Planner may also do: find where a task
+// submitted upstream runs by where it was submitted. TargetAt is
+// Target(platformModel, mode) while the platform model is still on site;
+// once it points elsewhere or has left the catalog, it is a Retired
+// target on site, if the planner still knows that platform; false if
+// not.
+type SiteTargeter interface {
+	TargetAt(platformModel string, mode weir.RunMode, site string) (Target, bool)
+}
+
+// targetOf is where task t runs: where its upstream job was submitted
+// if it was and the planner can tell (SiteTargeter), else its platform
+// model's target.
+func (s *Service) targetOf(t weir.Task) (Target, bool) {
+	if st, ok := s.planner.(SiteTargeter); ok && t.UpstreamSite != "" {
+		return st.TargetAt(t.PlatformModel, t.RunMode, t.UpstreamSite)
+	}
+	return s.planner.Target(t.PlatformModel, t.RunMode)
 }
 
 // HealthReporter is what a Planner may also do: hear how each call to a
@@ -713,7 +745,7 @@ func (s *Service) cancelUpstream(ctx context.Context, t weir.Task) {
 	if t.UpstreamID == "" {
 		return
 	}
-	if target, ok := s.planner.Target(t.PlatformModel, t.RunMode); ok {
+	if target, ok := s.targetOf(t); ok {
 		if err := target.Adapter.Cancel(ctx, t.UpstreamID); err != nil {
 			s.logger.Warn("upstream cancel failed", "task", t.ID, "error", err)
 		}

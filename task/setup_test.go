@@ -185,7 +185,7 @@ func setup(t *testing.T, opts setupOpts) (*Service, *testBundle) {
 		t.Cleanup(u.ts.Close)
 		u.adapter = &provider.OpenAIVideo{BaseURL: u.ts.URL + "/v1", APIKey: "sk-test-own", Client: u.ts.Client()}
 		b.up[pm] = u
-		b.planner.targets[pm] = Target{PlatformModel: pm, Upstream: "sora-2",
+		b.planner.targets[pm] = Target{PlatformModel: pm, Upstream: "sora-2", Site: "site-" + pm,
 			Adapter: &provider.OpenAIVideo{BaseURL: u.ts.URL + "/v1", APIKey: "sk-" + pm, Client: &http.Client{Transport: u}}}
 	}
 
@@ -471,6 +471,9 @@ type testPlanner struct {
 	// retireAt are the platform models that leave the catalog as a step
 	// first asks for their target (retireAtStep).
 	retireAt map[string]bool
+	// sites are the targets TargetAt finds by site once a platform
+	// model is no longer on it (site_test.go).
+	sites map[string]Target
 }
 
 func (p *testPlanner) JobQueue(pm string) string {
