@@ -46,9 +46,6 @@ const (
 	// batch at a time: PostgreSQL commits them one transaction at a
 	// time anyway.
 	writeBatches = 4
-	// readBatches is how many shared queries of TaskGet (reads.go) a DB
-	// sends at a time.
-	readBatches = 2
 	// migrateLockEvery is how often a process waiting for another's
 	// migrations tries the lock again; migrateLockTries bounds the wait.
 	migrateLockEvery = time.Second
@@ -73,9 +70,6 @@ type DB struct {
 	// notices apart, since a commit that notifies holds PostgreSQL's
 	// notice queue lock through its flush.
 	writes, notices stmtBatcher
-	// reads sends TaskGet's reads made at once as shared queries
-	// (reads.go).
-	reads taskReads
 }
 
 // dbHooks let tests see into the connections of its own a DB makes; nil
@@ -111,7 +105,6 @@ func newDB(pool *pgxpool.Pool, logger *slog.Logger) *DB {
 	db.listener.db = db
 	db.writes = stmtBatcher{pool: pool, limit: writeBatches}
 	db.notices = stmtBatcher{pool: pool, limit: 1}
-	db.reads = taskReads{db: db, limit: readBatches}
 	return db
 }
 

@@ -224,10 +224,9 @@ func (db *DB) TaskByIdempotencyKey(ctx context.Context, keyID, idempotencyKey st
 	return t, nil
 }
 
-// TaskGet finds a task by ID; weir.ErrNotFound if there is none. The
-// reads made at once share queries (reads.go).
+// TaskGet finds a task by ID; weir.ErrNotFound if there is none.
 func (db *DB) TaskGet(ctx context.Context, id string) (weir.Task, error) {
-	t, err := db.reads.get(ctx, id)
+	t, err := scanTask(db.pool.QueryRow(ctx, taskGetSQL, id))
 	if err != nil {
 		return weir.Task{}, fmt.Errorf("load task %s: %w", id, err)
 	}
