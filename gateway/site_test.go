@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -18,69 +17,60 @@ import (
 // model) changes neither. Once the scope holds no lease the old site is
 // forgotten, at the next poll of the overrides or RetireLeft.
 func TestRepointedPlatformModelKeptForItsTasks(t *testing.T) {
-	t.Parallel()
-	for _, later := range []bool{false, true} {
-		t.Run(fmt.Sprintf("RetireLater=%v", later), func(t *testing.T) {
-			t.Parallel()
-			b := setup(t, setupOpts{cfg: Config{RetireLater: later}})
-			ctx := t.Context()
-			if err := b.svc.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = b.svc.Stop(ctx) })
-			old, ok := b.svc.Target("up2/m", "")
-			if !ok || old.Site == "" {
-				t.Fatalf("up2/m's target: %+v, %v; want one with its site", old, ok)
-			}
-			lease := b.fill(t, "up2/m", 1)
-			// up is on a site of its own: up2's old site is up2's alone.
-			moved := b.catalog()
-			moved.Platforms[0].APIKey = "sk-up"
-			moved.Platforms[1].APIKey = "sk-another-account"
-			if err := b.svc.Apply(ctx, moved, ""); err != nil {
-				t.Fatal(err)
-			}
-			now, ok := b.svc.Target("up2/m", "")
-			if !ok || now.Retired || now.Site == old.Site {
-				t.Fatalf("up2/m's target once repointed: %+v, %v; want the new site's, not retired", now, ok)
-			}
-			if tg, ok := b.svc.TargetAt("up2/m", "", old.Site); !ok || !tg.Retired || tg.Unscoped || tg.Site != old.Site {
-				t.Errorf("up2/m's target on its old site once repointed: %+v, %v; want it, retired", tg, ok)
-			}
-			if tg, ok := b.svc.TargetAt("up2/m", "", now.Site); !ok || tg.Retired || tg.Site != now.Site {
-				t.Errorf("up2/m's target on its new site: %+v, %v; want the catalog's", tg, ok)
-			}
-			// A change that keeps the site moves nothing.
-			same := b.catalog()
-			same.Platforms[0].APIKey = "sk-up"
-			same.Platforms[1].APIKey = "sk-another-account"
-			same.PlatformModels[1].Concurrency = 5
-			same.PlatformModels[1].Upstream = "gpt-4o"
-			if err := b.svc.Apply(ctx, same, ""); err != nil {
-				t.Fatal(err)
-			}
-			if tg, ok := b.svc.TargetAt("up2/m", "", now.Site); !ok || tg.Retired || tg.Upstream != "gpt-4o" {
-				t.Errorf("up2/m's target after a change on its site: %+v, %v; want the catalog's", tg, ok)
-			}
-			if n := len(b.svc.leaving.moved); n != 1 {
-				t.Errorf("%d sites kept as moved from; want the old one only", n)
-			}
-			if tg, ok := b.svc.TargetAt("up2/m", "", old.Site); !ok || !tg.Retired {
-				t.Errorf("up2/m's target on its old site, its lease held: %+v, %v; want it kept", tg, ok)
-			}
-			if err := b.engine.Release(ctx, lease.ID, lease.Owner); err != nil {
-				t.Fatal(err)
-			}
-			if later {
-				b.svc.RetireLeft(ctx)
-			} else {
-				b.clock.Advance(b.svc.cfg.OverridePoll)
-			}
-			if tg, ok := b.svc.TargetAt("up2/m", "", old.Site); ok {
-				t.Errorf("up2/m's target on its old site once its scope holds no lease: %+v; want it forgotten", tg)
-			}
-		})
-	}
+	eachRetireLater(t, func(t *testing.T, b *testBundle, later bool) {
+		ctx := t.Context()
+		old, ok := b.svc.Target("up2/m", "")
+		if !ok || old.Site == "" {
+			t.Fatalf("up2/m's target: %+v, %v; want one with its site", old, ok)
+		}
+		lease := b.fill(t, "up2/m", 1)
+		// up is on a site of its own: up2's old site is up2's alone.
+		moved := b.catalog()
+		moved.Platforms[0].APIKey = "sk-up"
+		moved.Platforms[1].APIKey = "sk-another-account"
+		if err := b.svc.Apply(ctx, moved, ""); err != nil {
+			t.Fatal(err)
+		}
+		now, ok := b.svc.Target("up2/m", "")
+		if !ok || now.Retired || now.Site == old.Site {
+			t.Fatalf("up2/m's target once repointed: %+v, %v; want the new site's, not retired", now, ok)
+		}
+		if tg, ok := b.svc.TargetAt("up2/m", "", old.Site); !ok || !tg.Retired || tg.Unscoped || tg.Site != old.Site {
+			t.Errorf("up2/m's target on its old site once repointed: %+v, %v; want it, retired", tg, ok)
+		}
+		if tg, ok := b.svc.TargetAt("up2/m", "", now.Site); !ok || tg.Retired || tg.Site != now.Site {
+			t.Errorf("up2/m's target on its new site: %+v, %v; want the catalog's", tg, ok)
+		}
+		// A change that keeps the site moves nothing.
+		same := b.catalog()
+		same.Platforms[0].APIKey = "sk-up"
+		same.Platforms[1].APIKey = "sk-another-account"
+		same.PlatformModels[1].Concurrency = 5
+		same.PlatformModels[1].Upstream = "gpt-4o"
+		if err := b.svc.Apply(ctx, same, ""); err != nil {
+			t.Fatal(err)
+		}
+		if tg, ok := b.svc.TargetAt("up2/m", "", now.Site); !ok || tg.Retired || tg.Upstream != "gpt-4o" {
+			t.Errorf("up2/m's target after a change on its site: %+v, %v; want the catalog's", tg, ok)
+		}
+		if n := len(b.svc.leaving.moved); n != 1 {
+			t.Errorf("%d sites kept as moved from; want the old one only", n)
+		}
+		if tg, ok := b.svc.TargetAt("up2/m", "", old.Site); !ok || !tg.Retired {
+			t.Errorf("up2/m's target on its old site, its lease held: %+v, %v; want it kept", tg, ok)
+		}
+		if err := b.engine.Release(ctx, lease.ID, lease.Owner); err != nil {
+			t.Fatal(err)
+		}
+		if later {
+			b.svc.RetireLeft(ctx)
+		} else {
+			b.clock.Advance(b.svc.cfg.OverridePoll)
+		}
+		if tg, ok := b.svc.TargetAt("up2/m", "", old.Site); ok {
+			t.Errorf("up2/m's target on its old site once its scope holds no lease: %+v; want it forgotten", tg)
+		}
+	})
 }
 
 // TestRemovedPlatformModelFollowedOnItsSite: a process that never knew

@@ -43,26 +43,10 @@ func TestTaskListPlans(t *testing.T) {
 	}
 }
 
+// explain is EXPLAIN QUERY PLAN's lines for q, joined by "; ".
 func explain(t *testing.T, db *DB, q string, args ...any) string {
 	t.Helper()
-	rows, err := db.read.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var plan []string
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, detail)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return strings.Join(plan, "; ")
+	return strings.Join(queryPlan(t, db, q, args), "; ")
 }
 
 // TestTaskListWhole lists without a limit and with one above smallList,

@@ -92,6 +92,7 @@ func fillUsage(b *testing.B, db *DB, n int, start time.Time, step time.Duration)
 
 // queryPlan is EXPLAIN QUERY PLAN's lines for q.
 func queryPlan(tb testing.TB, db *DB, q string, args []any) []string {
+	tb.Helper()
 	rows, err := db.read.QueryContext(tb.Context(), "EXPLAIN QUERY PLAN "+q, args...)
 	if err != nil {
 		tb.Fatal(err)
