@@ -18,29 +18,7 @@ import (
 // model pm of platform on. Its tasks poll often and rescue a job soon
 // (videoFile).
 func twoPlatformsFile(storage, a, b, pm, on string) []byte {
-	return fmt.Appendf(nil, `server:
-  listen: 127.0.0.1:0
-storage:
-%s
-tasks:
-  poll_min: 20ms
-  poll_max: 100ms
-  rescue_after: 4s
-platforms:
-  - name: up
-    base_url: %s/v1
-  - name: up2
-    base_url: %s/v1
-platform_models:
-  - name: %s
-    platform: %s
-    upstream: sora-2
-models:
-  - name: v
-    kind: video
-    candidates:
-      - platform_model: %s
-`, storage, a, b, pm, on, pm)
+	return videoConfig(storage, pm, on, a, b)
 }
 
 // startFile starts a Main on the config file at path.

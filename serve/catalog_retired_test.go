@@ -41,10 +41,18 @@ func startVideoUpstream(t *testing.T) *videoUpstream {
 func (u *videoUpstream) finish() { u.skew.Store(int64(2 * time.Hour)) }
 
 // videoFile is a config file on storage whose model v, a video model,
-// runs on platform model pm of platform up, its only one. Its tasks poll often and rescue a job soon, so that a task's
-// job steps again within a second.
+// runs on platform model pm of platform up, its only one, on upstream
+// up. Its tasks poll often and rescue a job soon, so that a task's job
+// steps again within a second.
 func videoFile(storage, up, pm string) []byte {
-	return fmt.Appendf(nil, `server:
+	return videoConfig(storage, pm, "up", up)
+}
+
+// videoConfig is videoFile's config with a platform on each upstream of
+// bases, named up, up2, up3...; model v's platform model pm is on
+// platform on.
+func videoConfig(storage, pm, on string, bases ...string) []byte {
+	b := fmt.Appendf(nil, `server:
   listen: 127.0.0.1:0
 storage:
 %s
@@ -53,18 +61,24 @@ tasks:
   poll_max: 100ms
   rescue_after: 4s
 platforms:
-  - name: up
-    base_url: %s/v1
-platform_models:
+`, storage)
+	for i, base := range bases {
+		name := "up"
+		if i > 0 {
+			name = fmt.Sprintf("up%d", i+1)
+		}
+		b = fmt.Appendf(b, "  - name: %s\n    base_url: %s/v1\n", name, base)
+	}
+	return fmt.Appendf(b, `platform_models:
   - name: %s
-    platform: up
+    platform: %s
     upstream: sora-2
 models:
   - name: v
     kind: video
     candidates:
       - platform_model: %s
-`, storage, up, pm, pm)
+`, pm, on, pm)
 }
 
 // submitVideo submits a video task of model v through m with key
