@@ -150,19 +150,15 @@ func (s *Service) keepMovedLocked(ctx context.Context, prev, next *Snapshot) {
 }
 
 // lastHad is the last catalog that had platform model name before the
-// one being applied: prev, or one kept for it (retire.go); nil if none.
+// one being applied: prev, or one kept for it (leftCatalog); nil if none.
 func (s *Service) lastHad(prev *Snapshot, name string) *Snapshot {
 	if prev != nil {
 		if _, ok := prev.pms[name]; ok {
 			return prev
 		}
 	}
-	s.leaving.mu.RLock()
-	defer s.leaving.mu.RUnlock()
-	if from := s.leaving.held[name]; from != nil {
-		return from
-	}
-	return s.leaving.pms[name]
+	from, _ := s.leftCatalog(name)
+	return from
 }
 
 // keepMoved keeps from, the last catalog that had platform model name
