@@ -111,8 +111,8 @@ func (db *DB) UsageInsert(ctx context.Context, batch []weir.Usage) (err error) {
 					shared.arg(2, u.PlatformModel), shared.arg(3, u.Endpoint),
 					u.PromptTokens, u.CompletionTokens, int64(u.Waited), int64(u.Latency),
 					int64(u.Status), shared.arg(4, u.Outcome), times.text(i),
-					orNull(shared.arg, 5, u.Group), u.CachedTokens, int64(u.Cost), u.CostEstimated,
-					orNull(shared.arg, 6, u.EndUser), orNull(nil, 0, u.Handoff))
+					shared.argOrNull(5, u.Group), u.CachedTokens, int64(u.Cost), u.CostEstimated,
+					shared.argOrNull(6, u.EndUser), orNull(u.Handoff))
 			}
 			if _, err := db.usageInsert.inTx(ctx, tx, &stmts, k).ExecContext(ctx, args...); err != nil {
 				u := batch[start]
@@ -146,15 +146,20 @@ func (a *sharedArgs) arg(i int, s string) any {
 	return a[i]
 }
 
-// orNull is s as the argument of column i of those that usageInsertSQL
-// writes as coalesce(?, the empty text): nil if s is empty, arg's
-// (shared) if arg is not nil, else s.
-func orNull(arg func(int, string) any, i int, s string) any {
-	switch {
-	case s == "":
+// argOrNull is arg(i, s), or nil for an empty s: a column that
+// usageInsertSQL writes as coalesce(?, the empty text).
+func (a *sharedArgs) argOrNull(i int, s string) any {
+	if s == "" {
 		return nil
-	case arg != nil:
-		return arg(i, s)
+	}
+	return a.arg(i, s)
+}
+
+// orNull is s, or nil if it is empty, for a column that usageInsertSQL
+// writes as coalesce(?, the empty text).
+func orNull(s string) any {
+	if s == "" {
+		return nil
 	}
 	return s
 }
