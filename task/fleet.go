@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/weir-gateway/weir"
@@ -306,8 +307,10 @@ func (fl *fleetLedger) listen(ctx context.Context) {
 	s := fl.s
 	defer close(fl.listenDone)
 	connects := 0
+	defer s.notices.stopped()
 	err := s.notifier.ListenTasks(ctx, func(event, id string) {
 		if event == "" {
+			s.notices.listening()
 			if connects++; connects > 1 {
 				s.logger.Info("task notices: listening again; the ledger reads everything again")
 			}
@@ -331,6 +334,7 @@ func (fl *fleetLedger) listen(ctx context.Context) {
 // replica leads, hears everything.
 func (s *Service) heard(n notice) {
 	if n.kind == noticeCancelled {
+		s.notices.cancelHeard()
 		s.endRun(n.id)
 	}
 	s.mu.Lock()
@@ -396,3 +400,50 @@ func taskFault(err error) bool {
 	}
 	return false
 }
+
+// noticeWatch tells a worker following a task on a fleet whether it may
+// have missed the task's cancel on another replica since it last read
+// the task. The cancel's notice ends the wait for the task's next poll
+// (endRun), so a worker need not read its task before each poll, unless
+// the notice may not have reached it: the listener was not listening
+// (not yet connected, stopped, or between a lost connection and the
+// next, which ends with a resync), or a cancel was heard (of any task:
+// it may have come before the worker's run record existed). A mark
+// taken before a read says which state of the notices that read covers;
+// a later mark that differs, or zero, says to read again.
+type noticeWatch struct {
+	gen atomic.Uint64
+	on  atomic.Bool
+}
+
+// mark returns the notices' state to note before a read of a task: zero
+// while the listener is not listening.
+func (w *noticeWatch) mark() uint64 {
+	if !w.on.Load() {
+		return 0
+	}
+	return w.gen.Load()
+}
+
+// missedSince reports whether a cancel may have gone unheard since mark
+// m was taken.
+func (w *noticeWatch) missedSince(m uint64) bool {
+	return m == 0 || m != w.mark()
+}
+
+// listening is called as the listener begins to listen, on each
+// connection; what was sent before it is lost.
+func (w *noticeWatch) listening() {
+	w.gen.Add(1)
+	w.on.Store(true)
+}
+
+// stopped is called when the listener stops.
+func (w *noticeWatch) stopped() {
+	w.on.Store(false)
+	w.gen.Add(1)
+}
+
+// cancelHeard is called with each cancel notice, before the run it ends
+// is looked up.
+func (w *noticeWatch) cancelHeard() { w.gen.Add(1) }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -661,5 +662,57 @@ func TestFleetAdmissionCommitsWhileANoticeIsRead(t *testing.T) {
 	waitFor(t, "the task heard of admitted", func() bool { return fb.get(t, heard.ID).Status != weir.TaskQueued })
 	if got := fb.scope(t, "a", WorkersScope).Used; got != 2 {
 		t.Errorf("workers scope used %d; want 2, a lease for each task", got)
+	}
+}
+
+// TestFleetFollowReadsItsTaskOnlyWhenANoticeMayBeMissed: a worker
+// following a running task on a fleet polls its upstream job without
+// reading the task from the store first while its replica hears every
+// notice (a cancel elsewhere ends its wait: TestFleetCancelOnAnotherReplica);
+// after its listener connects again, or a cancel is heard, the next poll
+// reads the task first.
+func TestFleetFollowReadsItsTaskOnlyWhenANoticeMayBeMissed(t *testing.T) {
+	t.Parallel()
+	// Polls every second, five to an execution of the job (holdFor).
+	fb := setupFleet(t, fleetOpts{Platforms: map[string]mock.Config{"vid/a": {JobDuration: 24 * time.Hour}}, Workers: 1,
+		Config: Config{PollMin: time.Second, PollMax: time.Second}}, "a", "b")
+	fb.elect(t, "a")
+	for _, id := range []string{"a", "b"} {
+		waitFor(t, id+" to listen", func() bool { return fb.node(id).store.listening.Load() >= 1 })
+	}
+	tk := fb.submit(t, "b")
+	waitFor(t, "the task running", func() bool { return fb.get(t, tk.ID).Status == weir.TaskRunning })
+	var reads atomic.Int64
+	count := func(ids []string) {
+		if slices.Contains(ids, tk.ID) {
+			reads.Add(1)
+		}
+	}
+	for _, id := range []string{"a", "b"} {
+		fb.node(id).store.got.Store(&count)
+	}
+	polls := func() int64 { return fb.up["vid/a"].srv.Stats().JobPolls }
+	fb.drive(t, "three polls", func() bool { return polls() >= 3 })
+	if n := reads.Load(); n != 0 {
+		t.Fatalf("%d reads of the task over three polls with every notice heard; want none", n)
+	}
+	for _, id := range []string{"a", "b"} {
+		fb.node(id).store.reconnected()
+	}
+	fb.drive(t, "a fourth poll", func() bool { return polls() >= 4 })
+	if n := reads.Load(); n != 1 {
+		t.Fatalf("%d reads of the task by the poll after the listeners connected again; want 1", n)
+	}
+	// A cancel of another task: one heard before this task's run was
+	// known would have ended nothing.
+	for _, id := range []string{"a", "b"} {
+		fb.node(id).store.hear(string(noticeCancelled), "task_other")
+	}
+	fb.drive(t, "a fifth poll", func() bool { return polls() >= 5 })
+	if n := reads.Load(); n != 2 {
+		t.Fatalf("%d reads of the task after a cancel was heard; want 2", n)
+	}
+	if got := fb.get(t, tk.ID); got.Status != weir.TaskRunning {
+		t.Errorf("task %s; want still running", got.Status)
 	}
 }

@@ -84,8 +84,9 @@ func (s *Service) runOf(t weir.Task) *run {
 
 // follow polls a running task until it ends, or until its next poll is
 // further off than this execution may wait, when it snoozes the job. It
-// returns what the job's Work returns.
-func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *river.Job[RunArgs]) error {
+// returns what the job's Work returns. read is the notices' mark
+// (noticeWatch) taken before t was read.
+func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *river.Job[RunArgs], read uint64) error {
 	r := s.runOf(t)
 	until := s.clock.Now().Add(s.holdFor())
 	for {
@@ -103,9 +104,12 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 			}
 			// Cancelled (here or by another replica) while waiting? Alone,
 			// only this process changes a running task, and a cancel
-			// here ends the run (r.ended) once it is stored: the store
-			// need not be read unless it did.
-			if s.leadership != nil || closed(r.ended) {
+			// here ends the run (r.ended) once it is stored; on a fleet,
+			// another replica's cancel ends it too once its notice is
+			// heard. The store need not be read unless the run ended, or
+			// a notice may have been missed since the last read.
+			if closed(r.ended) || (s.leadership != nil && s.notices.missedSince(read)) {
+				mark := s.notices.mark()
 				cur, err := s.store.TaskGet(ctx, t.ID)
 				if err != nil {
 					return err
@@ -114,7 +118,7 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 					s.releaseLease(t.ID)
 					return nil
 				}
-				t = cur
+				t, read = cur, mark
 			}
 			if err := s.holdTargetLease(ctx, t, target); err != nil {
 				return err

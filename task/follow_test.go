@@ -182,7 +182,7 @@ func newJobRig(t *testing.T, length time.Duration, submitted bool) *followRig {
 func (r *followRig) follow(ctx context.Context) <-chan error {
 	done := make(chan error, 1)
 	target, _ := r.s.planner.Target("vid/sora", "")
-	go func() { done <- r.s.follow(ctx, r.task, target, r.runJob) }()
+	go func() { done <- r.s.follow(ctx, r.task, target, r.runJob, 0) }()
 	return done
 }
 
@@ -239,7 +239,7 @@ func TestSubmitTimesTheJobFromItsReturn(t *testing.T) {
 	r.job.submitTakes, r.job.submitStarts = 300*time.Millisecond, 100*time.Millisecond
 	target, _ := r.s.planner.Target("vid/sora", "")
 	done := make(chan error, 1)
-	go func() { done <- r.s.submit(t.Context(), r.task, target, r.runJob) }()
+	go func() { done <- r.s.submit(t.Context(), r.task, target, r.runJob, 0) }()
 	if err := r.advance(t, "submit", done, nil); err != nil {
 		t.Fatalf("submit: %v", err)
 	}

@@ -65,6 +65,7 @@ func (w *runWorker) step(ctx context.Context, job *river.Job[RunArgs]) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	read := s.notices.mark()
 	t, err := s.store.TaskGet(ctx, job.Args.TaskID)
 	if errors.Is(err, weir.ErrNotFound) {
 		return river.JobCancel(fmt.Errorf("task %s is gone", job.Args.TaskID))
@@ -89,9 +90,9 @@ func (w *runWorker) step(ctx context.Context, job *river.Job[RunArgs]) error {
 		return err
 	}
 	if t.UpstreamID == "" {
-		return s.submit(ctx, t, target, job)
+		return s.submit(ctx, t, target, job, read)
 	}
-	return s.follow(ctx, t, target, job)
+	return s.follow(ctx, t, target, job, read)
 }
 
 // requeueRetired sends task t, admitted to a platform model that left
@@ -167,8 +168,9 @@ func (s *Service) holdTargetLease(ctx context.Context, t weir.Task, target Targe
 
 // submit starts the task upstream and records the upstream id before
 // anything else; the idempotency key (the task id) makes a resubmission
-// after a crash in between find the same job.
-func (s *Service) submit(ctx context.Context, t weir.Task, target Target, job *river.Job[RunArgs]) error {
+// after a crash in between find the same job. read is the notices' mark
+// taken before t was read (follow).
+func (s *Service) submit(ctx context.Context, t weir.Task, target Target, job *river.Job[RunArgs], read uint64) error {
 	body, err := withModel(t.Input, target.Upstream)
 	if err != nil {
 		return s.failRunning(ctx, t, "invalid_request", err.Error())
@@ -209,7 +211,7 @@ func (s *Service) submit(ctx context.Context, t weir.Task, target Target, job *r
 	s.runs[t.ID] = newRun(started, now.Add(s.cfg.PollMin), up.Progress, now)
 	s.mu.Unlock()
 	t.Status, t.UpstreamID, t.UpstreamSite, t.Progress = weir.TaskRunning, up.ID, target.Site, up.Progress
-	return s.follow(ctx, t, target, job)
+	return s.follow(ctx, t, target, job, read)
 }
 
 // endedAtSubmit ends task t, whose job was settled as it was submitted

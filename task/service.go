@@ -396,6 +396,9 @@ type Service struct {
 	// for a service alone.
 	leadership admission.Leadership
 	following  lifecycle.Loop
+	// notices says whether this replica may have missed a cancel of a
+	// task running here since a worker last read it (fleet.go).
+	notices noticeWatch
 
 	// workers is the workers scope's limit (Config.Workers, or what
 	// the fleet says: followLead); workersMu orders its changes.
