@@ -13,9 +13,9 @@ import (
 
 // Shared round trips: the single-statement writes that come many at once
 // while tasks drain — a task created (TaskCreate), a task's status or
-// progress changed outside a transaction (TaskUpdate), a notice
-// (NotifyTask) — are sent together,
-// many statements in one round trip on one connection of the pool,
+// progress changed outside a transaction (TaskUpdate) — are sent
+// together, many statements in one round trip on one connection of the
+// pool,
 // followed by one Sync: PostgreSQL runs them as one implicit transaction,
 // with one commit (one WAL flush) for all of them. One statement alone
 // would hold a pooled connection through its own round trip and its own

@@ -167,42 +167,6 @@ func TestBatchStatementRefusedFailsAlone(t *testing.T) {
 	}
 }
 
-// TestNotifyTaskBatched: notices queued together, sent in one batch, are
-// each heard.
-func TestNotifyTaskBatched(t *testing.T) {
-	t.Parallel()
-	dsn := pgtest.Schema(t)
-	a, b := open(t, dsn), open(t, dsn)
-	heardA := listen(t, a)
-	next(t, heardA, "a's first LISTEN")
-	release := holdBatches(t, &b.notices)
-	before := batches(&b.notices)
-	const n = 10
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { errs[i] = b.NotifyTask(t.Context(), "ended", fmt.Sprintf("task_%d", i)) })
-	}
-	release(n)
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("notice %d: %v", i, err)
-		}
-	}
-	if got := batches(&b.notices) - before; got != 1 {
-		t.Errorf("%d notices queued together went in %d batches, want 1", n, got)
-	}
-	seen := map[string]bool{}
-	for range n {
-		h := next(t, heardA, "a notice of the batch")
-		if h.event != "ended" || seen[h.id] {
-			t.Errorf("heard %+v", h)
-		}
-		seen[h.id] = true
-	}
-}
-
 // TestTaskCreatesShareABatch: creates queued together go in one batch;
 // of two creates of one idempotency key, one creates the task and the
 // other gets it; a taken id fails alone (weir.ErrConflict) and the

@@ -42,9 +42,7 @@ const (
 	// writeBatches is how many batches of writes (batch.go) a DB sends
 	// at a time: enough that a submission does not wait for the running
 	// tasks' updates before it, few enough to leave the pool's other
-	// connections to the dispatcher, River and the reads. Notices go one
-	// batch at a time: PostgreSQL commits them one transaction at a
-	// time anyway.
+	// connections to the dispatcher, River and the reads.
 	writeBatches = 4
 	// migrateLockEvery is how often a process waiting for another's
 	// migrations tries the lock again; migrateLockTries bounds the wait.
@@ -65,11 +63,12 @@ type DB struct {
 	// its own probe notification.
 	probeTimeout time.Duration
 	hooks        dbHooks
-	// writes and notices send the statements of TaskCreate and
-	// TaskUpdate, and of NotifyTask, in shared round trips (batch.go);
-	// notices apart, since a commit that notifies holds PostgreSQL's
-	// notice queue lock through its flush.
-	writes, notices stmtBatcher
+	// writes sends the statements of TaskCreate and TaskUpdate in shared
+	// round trips (batch.go); notices sends NotifyTask's, many in one
+	// statement (notices.go), apart from the writes since a commit that
+	// notifies holds PostgreSQL's notice queue lock through its flush.
+	writes  stmtBatcher
+	notices noticeSender
 }
 
 // dbHooks let tests see into the connections of its own a DB makes; nil
@@ -104,7 +103,7 @@ func newDB(pool *pgxpool.Pool, logger *slog.Logger) *DB {
 	db := &DB{pool: pool, river: riverpgxv5.New(pool), log: logger, probeTimeout: probeTimeout}
 	db.listener.db = db
 	db.writes = stmtBatcher{pool: pool, limit: writeBatches}
-	db.notices = stmtBatcher{pool: pool, limit: 1}
+	db.notices = noticeSender{pool: pool}
 	return db
 }
 

@@ -14,10 +14,10 @@
 // takes a connection, and the rules that make concurrent writers safe are
 // the statements' own (below). The single-statement writes that come
 // hundreds a second while tasks drain (TaskCreate, TaskUpdate outside a
-// transaction, NotifyTask) share round trips instead: callers queue
-// them, and one of them sends those queued as one pipeline, which
-// PostgreSQL runs as one implicit transaction with one commit
-// (batch.go). The pool's size is pool_max_conns from the DSN, or 20; each connection attempt gives up after connect_timeout
+// transaction) share round trips instead: callers queue them, and one of
+// them sends those queued as one pipeline, which PostgreSQL runs as one
+// implicit transaction with one commit (batch.go). The task notices sent
+// meanwhile (NotifyTask) go in one statement (notices.go). The pool's size is pool_max_conns from the DSN, or 20; each connection attempt gives up after connect_timeout
 // from the DSN, or 10s. Open pings the server, so a DSN that cannot
 // connect fails there, with an error naming the host (Describe) and never
 // the password.

@@ -19,9 +19,6 @@ const taskChannelSQL = `SELECT 'weir_tasks_' || to_hex(hashtext(n.nspname::text)
 	FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 	WHERE c.oid = 'tasks'::regclass`
 
-// notifyTaskSQL sends a task notice, its payload $1.
-const notifyTaskSQL = `SELECT pg_notify((` + taskChannelSQL + `), $1)`
-
 // maxNotifyPayload bounds a notification's payload: PostgreSQL refuses
 // one of 8000 bytes or more.
 const maxNotifyPayload = 7999
@@ -35,9 +32,10 @@ type taskNotice struct {
 // NotifyTask tells every replica listening on this database's schema
 // (ListenTasks) that task id changed, as event says (the task service's
 // words; not empty, which ListenTasks keeps for its resync). It is sent
-// outside the caller's transactions, in one of its own shared with the
-// notices sent meanwhile (batch.go), and lost for a listener that is not
-// connected then. An empty event or id, or a notice past PostgreSQL's
+// outside the caller's transactions, in a statement shared with the
+// notices sent meanwhile (notices.go), and lost for a listener that is
+// not connected then. When ctx ends first, NotifyTask returns its error
+// at once, and the notice may still be sent. An empty event or id, or a notice past PostgreSQL's
 // 8000 bytes, is weir.ErrInvalid.
 func (db *DB) NotifyTask(ctx context.Context, event, id string) error {
 	if event == "" || id == "" {
@@ -50,7 +48,7 @@ func (db *DB) NotifyTask(ctx context.Context, event, id string) error {
 	if len(payload) > maxNotifyPayload {
 		return fmt.Errorf("notify task %s: %w: a notice of %d bytes (at most %d)", id, weir.ErrInvalid, len(payload), maxNotifyPayload)
 	}
-	if err := db.notices.exec(ctx, notifyTaskSQL, []any{string(payload)}, nil); err != nil {
+	if err := db.notices.send(ctx, string(payload)); err != nil {
 		return fmt.Errorf("notify task %s: %w", id, err)
 	}
 	return nil

@@ -3,7 +3,9 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,5 +112,168 @@ func TestListenTasksReconnects(t *testing.T) {
 	}
 	if h := next(t, ch, "a notice after the reconnect"); h != (heard{"queued", "task_1"}) {
 		t.Fatalf("heard %+v; want the notice", h)
+	}
+}
+
+// holdNotices makes ns's notices queue as if a statement were out, and
+// returns waitQueued, which waits until n notices have queued, and
+// release, which sends those queued.
+func holdNotices(t *testing.T, ns *noticeSender) (waitQueued func(n int), release func()) {
+	t.Helper()
+	lengths := make(chan int, 1024)
+	ns.mu.Lock()
+	if ns.sending {
+		ns.mu.Unlock()
+		t.Fatal("a statement is out already")
+	}
+	ns.sending = true
+	ns.queued = func(n int) { lengths <- n }
+	ns.mu.Unlock()
+	queued := 0
+	waitQueued = func(n int) {
+		t.Helper()
+		for queued < n {
+			select {
+			case queued = <-lengths:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%d notices queued after 10s, want %d", queued, n)
+			}
+		}
+	}
+	return waitQueued, func() { go ns.run() }
+}
+
+// noticeStatements is how many statements ns has sent.
+func noticeStatements(ns *noticeSender) int {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	return ns.statements
+}
+
+// TestNotifyTasksShareAStatement: notices sent while a statement is out
+// go together in one statement; each caller gets its answer, and the
+// listener hears every notice, in the order they queued, with ids that
+// quote and escape intact.
+func TestNotifyTasksShareAStatement(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.Schema(t)
+	a, b := open(t, dsn), open(t, dsn)
+	heardA := listen(t, a)
+	next(t, heardA, "a's first LISTEN")
+	ctx := t.Context()
+	if err := b.NotifyTask(ctx, "queued", "task_first"); err != nil {
+		t.Fatal(err)
+	}
+	if h := next(t, heardA, "the first notice"); h != (heard{"queued", "task_first"}) {
+		t.Fatalf("heard %+v", h)
+	}
+	waitQueued, release := holdNotices(t, &b.notices)
+	before := noticeStatements(&b.notices)
+	const n = 12
+	ids := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		ids[i] = fmt.Sprintf(`task_%d "dq" 'sq' {a,b} back\slash, NULL`, i)
+		wg.Go(func() { errs[i] = b.NotifyTask(ctx, "ended", ids[i]) })
+		waitQueued(i + 1)
+	}
+	release()
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("notice %d: %v", i, err)
+		}
+	}
+	if got := noticeStatements(&b.notices) - before; got != 1 {
+		t.Errorf("%d notices sent while a statement was out went in %d statements, want 1", n, got)
+	}
+	for i := range n {
+		if h := next(t, heardA, "a notice of the statement"); h != (heard{"ended", ids[i]}) {
+			t.Errorf("heard %+v, want %q %q", h, "ended", ids[i])
+		}
+	}
+}
+
+// TestNotifyTasksStatementFails: when the statement of several notices
+// fails, each of its callers gets the error; the next statement goes on.
+func TestNotifyTasksStatementFails(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.Schema(t)
+	a, b := open(t, dsn), open(t, dsn)
+	heardA := listen(t, a)
+	next(t, heardA, "a's first LISTEN")
+	ctx := t.Context()
+	waitQueued, release := holdNotices(t, &b.notices)
+	b.notices.mu.Lock()
+	b.notices.channel = strings.Repeat("c", 100) // PostgreSQL refuses a channel name this long
+	b.notices.mu.Unlock()
+	const n = 5
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = b.NotifyTask(ctx, "ended", fmt.Sprintf("task_%d", i)) })
+	}
+	waitQueued(n)
+	release()
+	wg.Wait()
+	for i, err := range errs {
+		if !isServerError(err) {
+			t.Errorf("notice %d of the failing statement: %v, want the server's error", i, err)
+		}
+	}
+	b.notices.mu.Lock()
+	b.notices.channel = "" // looked up again
+	b.notices.mu.Unlock()
+	if err := b.NotifyTask(ctx, "ended", "task_after"); err != nil {
+		t.Fatal(err)
+	}
+	if h := next(t, heardA, "the notice after"); h != (heard{"ended", "task_after"}) {
+		t.Errorf("heard %+v, want the notice after the failed statement", h)
+	}
+}
+
+// TestNotifyTaskContextEnds: a caller whose context ends while its notice
+// waits for a statement returns at once with the context's error; the
+// notices queued with it are sent and heard.
+func TestNotifyTaskContextEnds(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.Schema(t)
+	a, b := open(t, dsn), open(t, dsn)
+	heardA := listen(t, a)
+	next(t, heardA, "a's first LISTEN")
+	ctx := t.Context()
+	waitQueued, release := holdNotices(t, &b.notices)
+	leaving, leave := context.WithCancel(ctx)
+	left := make(chan error, 1)
+	go func() { left <- b.NotifyTask(leaving, "ended", "task_leaving") }()
+	waitQueued(1)
+	const n = 3
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = b.NotifyTask(ctx, "ended", fmt.Sprintf("task_%d", i)) })
+	}
+	waitQueued(n + 1)
+	leave()
+	select {
+	case err := <-left:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the caller whose context ended: %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a caller whose context ended has not returned after 10s")
+	}
+	release()
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("notice %d: %v", i, err)
+		}
+	}
+	want := map[string]bool{"task_0": true, "task_1": true, "task_2": true}
+	for len(want) > 0 {
+		h := next(t, heardA, "the notices queued beside the one whose caller left")
+		delete(want, h.id)
 	}
 }
