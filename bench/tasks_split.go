@@ -18,6 +18,15 @@ import (
 // when River inserted it (in the commit of the task's admission) and
 // when a producer last fetched it. Each time is read as text: SQLite's are text, and
 // PostgreSQL's are cast to the same ISO 8601 form.
+//
+// Neither is a commit. created_at is River's client's clock as it sends
+// the insert, inside the admission's transaction: after its begin and
+// the tasks' update, before the insert's statement, River's notification
+// and the commit; so admitted->inserted is the transaction's first part
+// and inserted->fetched holds the rest of it, then the notification's
+// way to a producer and its fetch. On PostgreSQL attempted_at is the
+// fetch statement's now(), before its rows reach the producer: that and
+// the worker's start are in fetched->upstream submit.
 const (
 	jobTimesSQLite   = `SELECT json_extract(args, '$.task_id'), created_at, coalesce(attempted_at, '') FROM river_job WHERE kind = 'weir_task_run'`
 	jobTimesPostgres = `SELECT args->>'task_id', to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US'), ` +
