@@ -83,7 +83,9 @@ func (fl *fleetLedger) submit(ctx context.Context, t *weir.Task, req admission.R
 	ctx = context.WithoutCancel(ctx)
 	tm := s.current()
 	if tm == nil {
-		s.notify(ctx, notice{kind: noticeQueued, id: t.ID})
+		// The task is stored: its submission is answered without
+		// waiting for the notice to go out.
+		s.notifyLater(ctx, notice{kind: noticeQueued, id: t.ID})
 		return nil
 	}
 	err := tm.enqueueSubmitted(ctx, req)
@@ -353,6 +355,25 @@ func (s *Service) notify(ctx context.Context, n notice) {
 	if err := s.notifier.NotifyTask(ctx, n.event(), n.id); err != nil {
 		s.logger.Warn("task notice not sent; the fleet leader's poll finds the change", "task", n.id, "notice", n.kind, "error", err)
 	}
+}
+
+// notifyLater is notify on a goroutine of its own, for a caller that
+// need not wait for the notice to go out: a lost notice is one the
+// ledger's poll finds anyway. Once Stop has begun, it is notify; Stop
+// waits for the notices under way.
+func (s *Service) notifyLater(ctx context.Context, n notice) {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		s.notify(ctx, n)
+		return
+	}
+	s.notifying.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.notifying.Done()
+		s.notify(ctx, n)
+	}()
 }
 
 // endRun ends this replica's record of a task's run: a wait for its next

@@ -124,9 +124,11 @@ type fleetStore struct {
 	*postgres.DB
 	// node is the replica whose store this is: its deposed flag stands
 	// for the term row, which no election in these tests writes.
-	node      *fleetNode
-	mute      atomic.Bool
-	deaf      atomic.Bool
+	node *fleetNode
+	mute atomic.Bool
+	deaf atomic.Bool
+	// held, while set, holds each notice until it is closed.
+	held      atomic.Pointer[chan struct{}]
 	dropped   atomic.Int64
 	listening atomic.Int64 // LISTENs begun
 	txs       atomic.Int64 // transactions begun (InTx)
@@ -245,6 +247,9 @@ func (s *fleetStore) TaskGet(ctx context.Context, id string) (weir.Task, error) 
 func (s *fleetStore) NotifyTask(ctx context.Context, event, id string) error {
 	if s.mute.Load() {
 		return nil
+	}
+	if h := s.held.Load(); h != nil {
+		<-*h
 	}
 	return s.DB.NotifyTask(ctx, event, id)
 }

@@ -716,3 +716,38 @@ func TestFleetFollowReadsItsTaskOnlyWhenANoticeMayBeMissed(t *testing.T) {
 		t.Errorf("task %s; want still running", got.Status)
 	}
 }
+
+// TestFleetSubmissionNotWaitingForItsNotice: a task submitted to a
+// replica that does not lead is answered once it is stored, while its
+// notice to the leader has not gone out; the notice, when it does, queues
+// it there.
+func TestFleetSubmissionNotWaitingForItsNotice(t *testing.T) {
+	t.Parallel()
+	fb := setupFleet(t, fleetOpts{Workers: 1}, "a", "b")
+	fb.elect(t, "a")
+	waitFor(t, "a to listen", func() bool { return fb.node("a").store.listening.Load() >= 1 })
+	b := fb.node("b")
+	release := make(chan struct{})
+	b.store.held.Store(&release)
+	tk := weir.Task{KeyID: fb.key.ID, Kind: "video", Model: "sora-2", Input: []byte(`{"prompt":"a heron at dawn","seconds":"4"}`)}
+	submitted := make(chan error, 1)
+	go func() {
+		_, err := b.service().Submit(t.Context(), &tk)
+		submitted <- err
+	}()
+	select {
+	case err := <-submitted:
+		if err != nil {
+			close(release)
+			t.Fatal(err)
+		}
+	case <-time.After(waitBound):
+		close(release)
+		t.Fatal("the submission waited for its notice")
+	}
+	if got := fb.get(t, tk.ID); got.Status != weir.TaskQueued {
+		t.Fatalf("task %s with its notice held; want queued", got.Status)
+	}
+	close(release)
+	fb.driveTo(t, tk.ID, weir.TaskSucceeded)
+}

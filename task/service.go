@@ -399,6 +399,9 @@ type Service struct {
 	// notices says whether this replica may have missed a cancel of a
 	// task running here since a worker last read it (fleet.go).
 	notices noticeWatch
+	// notifying counts the notices sent on goroutines of their own
+	// (notifyLater), which Stop waits for.
+	notifying sync.WaitGroup
 
 	// workers is the workers scope's limit (Config.Workers, or what
 	// the fleet says: followLead); workersMu orders its changes.
@@ -610,6 +613,7 @@ func (s *Service) Stop(ctx context.Context) error {
 		tm := s.term
 		s.mu.Unlock()
 		s.ledger.stop(tm)
+		s.notifying.Wait()
 	})
 	return s.stopErr
 }
