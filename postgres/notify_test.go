@@ -49,6 +49,17 @@ func next(t *testing.T, ch <-chan heard, what string) heard {
 	}
 }
 
+// notifierAndListener opens two DBs on a new schema: b, to send
+// notices, and another listening, whose first LISTEN has been heard.
+func notifierAndListener(t *testing.T) (b *DB, heard <-chan heard) {
+	t.Helper()
+	dsn := pgtest.Schema(t)
+	a := open(t, dsn)
+	heard = listen(t, a)
+	next(t, heard, "the listener's first LISTEN")
+	return open(t, dsn), heard
+}
+
 // TestNotifyTask: a listener hears, in order, the notices sent on its
 // schema from another pool, after the resync call that begins every
 // LISTEN; a schema of its own hears none of them; bad notices are
@@ -156,10 +167,7 @@ func noticeStatements(ns *noticeSender) int {
 // quote and escape intact.
 func TestNotifyTasksShareAStatement(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.Schema(t)
-	a, b := open(t, dsn), open(t, dsn)
-	heardA := listen(t, a)
-	next(t, heardA, "a's first LISTEN")
+	b, heardA := notifierAndListener(t)
 	ctx := t.Context()
 	if err := b.NotifyTask(ctx, "queued", "task_first"); err != nil {
 		t.Fatal(err)
@@ -199,10 +207,7 @@ func TestNotifyTasksShareAStatement(t *testing.T) {
 // fails, each of its callers gets the error; the next statement goes on.
 func TestNotifyTasksStatementFails(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.Schema(t)
-	a, b := open(t, dsn), open(t, dsn)
-	heardA := listen(t, a)
-	next(t, heardA, "a's first LISTEN")
+	b, heardA := notifierAndListener(t)
 	ctx := t.Context()
 	waitQueued, release := holdNotices(t, &b.notices)
 	b.notices.mu.Lock()
@@ -238,10 +243,7 @@ func TestNotifyTasksStatementFails(t *testing.T) {
 // notices queued with it are sent and heard.
 func TestNotifyTaskContextEnds(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.Schema(t)
-	a, b := open(t, dsn), open(t, dsn)
-	heardA := listen(t, a)
-	next(t, heardA, "a's first LISTEN")
+	b, heardA := notifierAndListener(t)
 	ctx := t.Context()
 	waitQueued, release := holdNotices(t, &b.notices)
 	leaving, leave := context.WithCancel(ctx)
