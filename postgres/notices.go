@@ -94,30 +94,43 @@ func (ns *noticeSender) send(ctx context.Context, payload string) error {
 }
 
 // run sends the queued notices, as many as a statement takes at a time,
-// until none are left.
+// until none are left. The statement's callers are answered once the
+// sender knows whether it goes on: a caller that returns finds it idle
+// unless notices were queued meanwhile.
 func (ns *noticeSender) run() {
-	for {
-		ns.mu.Lock()
-		if len(ns.queue) == 0 {
-			ns.sending = false
-			ns.mu.Unlock()
-			return
-		}
-		batch := ns.queue
-		if len(batch) > noticesMax {
-			batch = batch[:noticesMax:noticesMax]
-			ns.queue = append([]*pendingNotice(nil), ns.queue[noticesMax:]...)
-		} else {
-			ns.queue = nil
-		}
-		ns.statements++
-		ns.mu.Unlock()
+	ns.mu.Lock()
+	batch := ns.takeLocked()
+	ns.mu.Unlock()
+	for batch != nil {
 		err := ns.notify(batch)
+		ns.mu.Lock()
+		next := ns.takeLocked()
+		ns.mu.Unlock()
 		for _, n := range batch {
 			n.err = err
 			close(n.done)
 		}
+		batch = next
 	}
+}
+
+// takeLocked takes the next statement's notices off the queue, as many
+// as a statement takes; nil, and the sender is idle, when none are
+// queued.
+func (ns *noticeSender) takeLocked() []*pendingNotice {
+	if len(ns.queue) == 0 {
+		ns.sending = false
+		return nil
+	}
+	batch := ns.queue
+	if len(batch) > noticesMax {
+		batch = batch[:noticesMax:noticesMax]
+		ns.queue = append([]*pendingNotice(nil), ns.queue[noticesMax:]...)
+	} else {
+		ns.queue = nil
+	}
+	ns.statements++
+	return batch
 }
 
 // notify sends batch's notices in one statement.
