@@ -3,6 +3,7 @@ package task
 import (
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/weir-gateway/weir"
@@ -68,4 +69,76 @@ func TestResubmissionPastTheBacklog(t *testing.T) {
 	if all, err := s.List(t.Context(), weir.TaskFilter{}); err != nil || len(all) != 2 {
 		t.Fatalf("the store has %d tasks (%v), want the 2 taken", len(all), err)
 	}
+}
+
+// TestBacklogCountReused: a count younger than backlogFresh lets
+// submissions through, each counted, without another; one that finds no
+// room, or a count grown old, counts again; only a fresh count refuses.
+func TestBacklogCountReused(t *testing.T) {
+	t.Parallel()
+	var b backlog
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { return now }
+	counts, queued := 0, 0
+	count := func() (int, error) { counts++; return queued, nil }
+	full := func() bool { return b.full(t.Context(), clock, 3, count) }
+
+	for i := range 3 {
+		if full() {
+			t.Fatalf("submission %d refused with %d queued of 3", i+1, i)
+		}
+	}
+	if counts != 1 {
+		t.Fatalf("three submissions within backlogFresh counted %d times, want once", counts)
+	}
+	queued = 1 // two of the three were admitted meanwhile
+	if full() || counts != 2 {
+		t.Fatalf("the 4th submission, no room in the count: refused or counted %d times; want counted again and let through", counts)
+	}
+	queued = 3
+	now = now.Add(backlogFresh)
+	if !full() || counts != 3 {
+		t.Fatalf("a submission with the count old and 3 queued: counted %d times, let through; want counted again and refused", counts)
+	}
+	if !full() || counts != 4 {
+		t.Fatalf("a submission after a refusal: counted %d times, let through; want counted again and refused", counts)
+	}
+
+	// Within a tenth of the limit, each submission counts.
+	queued, counts, now = 89, 0, now.Add(backlogFresh)
+	for i := range 3 {
+		if b.full(t.Context(), clock, 100, count) || counts != i+1 {
+			t.Fatalf("submission %d with 89 queued of 100: counted %d times in all, or refused; want a count each, let through", i+1, counts)
+		}
+	}
+}
+
+// TestBacklogOneCountAtATime: submissions that need a count while one is
+// under way wait for it rather than asking the engine each, and those it
+// lets through are counted in it, so that a burst stays under the limit.
+func TestBacklogOneCountAtATime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var b backlog
+		counts := 0
+		release := make(chan struct{})
+		count := func() (int, error) { counts++; <-release; return 1, nil }
+		refused := make(chan bool, 3)
+		for range 3 {
+			go func() { refused <- b.full(t.Context(), time.Now, 3, count) }()
+		}
+		synctest.Wait()
+		if counts != 1 {
+			t.Fatalf("three submissions waiting for a count asked %d times, want once", counts)
+		}
+		close(release)
+		n := 0
+		for range 3 {
+			if <-refused {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("%d of 3 submissions refused with 1 queued of 3, want 1", n)
+		}
+	})
 }

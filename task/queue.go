@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/weir-gateway/weir"
@@ -93,15 +94,84 @@ func (s *Service) acceptedBefore(ctx context.Context, t *weir.Task, refusal erro
 // backlogFull is the refusal of a submission while Config.QueueLimit
 // tasks wait in the queue: the workers scope's waiters, as the engine
 // (in a fleet, the leader's) counts them. An engine that cannot say
-// refuses nothing here; the workers scope's own queue limit then refuses
-// the task as it queues, and it ends queue_full. A resubmission of an
-// Idempotency-Key is not refused: it gets its task (acceptedBefore).
+// refuses nothing here. A resubmission of an Idempotency-Key is not
+// refused: it gets its task (acceptedBefore).
 func (s *Service) backlogFull(ctx context.Context) error {
-	st, err := s.engine.Scope(ctx, WorkersScope)
-	if err != nil || st.Queued < s.cfg.QueueLimit {
+	limit := s.cfg.QueueLimit
+	full := s.backlog.full(ctx, s.clock.Now, limit, func() (int, error) {
+		st, err := s.engine.Scope(ctx, WorkersScope)
+		return st.Queued, err
+	})
+	if !full {
 		return nil
 	}
-	return &admission.QueueFullError{Scope: WorkersScope, Limit: s.cfg.QueueLimit}
+	return &admission.QueueFullError{Scope: WorkersScope, Limit: limit}
+}
+
+// backlogFresh is how long a count of the backlog lets submissions
+// through without another.
+const backlogFresh = 100 * time.Millisecond
+
+// backlog is the workers scope's queue as the engine last counted it,
+// for backlogFull. Asking the engine at each submission costs, in a
+// fleet, a call to the leader; so a submission finds room in a count
+// younger than backlogFresh, plus the submissions let through here
+// since, while that leaves a tenth of the limit free; any other asks
+// again. Only a fresh count refuses. A count does not see what other
+// replicas take meanwhile: near the limit, where that could let too many
+// through, each submission asks, so that the workers scope's own queue
+// limit, which ends a task accepted past it as queue_full, is reached
+// only in a race, as when every submission asked.
+type backlog struct {
+	mu     sync.Mutex
+	at     time.Time // when counted; zero: never
+	queued int       // the count, plus the submissions let through since
+	// reading is the count under way, which every submission that needs
+	// one waits for; nil if none.
+	reading *backlogRead
+}
+
+type backlogRead struct {
+	done chan struct{}
+	err  error
+}
+
+// full reports whether the backlog has no room under limit for one more
+// submission, and counts one it lets through. count counts the backlog;
+// the submissions that need a count while one is under way wait for it.
+func (b *backlog) full(ctx context.Context, now func() time.Time, limit int, count func() (int, error)) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.at.IsZero() && now().Sub(b.at) < backlogFresh && b.queued < limit-limit/10 {
+		b.queued++
+		return false
+	}
+	r := b.reading
+	if r == nil {
+		r = &backlogRead{done: make(chan struct{})}
+		b.reading = r
+		b.mu.Unlock()
+		at := now()
+		queued, err := count()
+		b.mu.Lock()
+		b.reading, r.err = nil, err
+		if err == nil {
+			b.at, b.queued = at, queued
+		}
+		close(r.done)
+	} else {
+		b.mu.Unlock()
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+		}
+		b.mu.Lock()
+	}
+	if r.err != nil || ctx.Err() != nil || b.queued < limit {
+		b.queued++
+		return false
+	}
+	return true
 }
 
 // enqueue makes a queued task a waiter in the engine.

@@ -399,6 +399,8 @@ type Service struct {
 	// notices says whether this replica may have missed a cancel of a
 	// task running here since a worker last read it (fleet.go).
 	notices noticeWatch
+	// backlog is the last count of the queue, for backlogFull (queue.go).
+	backlog backlog
 	// notifying counts the notices sent on goroutines of their own
 	// (notifyLater), which Stop waits for.
 	notifying sync.WaitGroup
