@@ -360,7 +360,8 @@ func (s *Service) notify(ctx context.Context, n notice) {
 // notifyLater is notify on a goroutine of its own, for a caller that
 // need not wait for the notice to go out: a lost notice is one the
 // ledger's poll finds anyway. Once Stop has begun, it is notify; Stop
-// waits for the notices under way.
+// waits for the notices under way. A task whose queued notice has not
+// gone out yet is one the leader has not heard of (unheard).
 func (s *Service) notifyLater(ctx context.Context, n notice) {
 	s.mu.Lock()
 	if s.stopped {
@@ -369,11 +370,30 @@ func (s *Service) notifyLater(ctx context.Context, n notice) {
 		return
 	}
 	s.notifying.Add(1)
+	queued := n.kind == noticeQueued
+	if queued {
+		s.unheard[n.id] = struct{}{}
+	}
 	s.mu.Unlock()
 	go func() {
 		defer s.notifying.Done()
 		s.notify(ctx, n)
+		if queued {
+			s.mu.Lock()
+			delete(s.unheard, n.id)
+			s.mu.Unlock()
+		}
 	}()
+}
+
+// heardOf reports whether the leader may have heard of task id: false
+// for one submitted here whose queued notice has not gone out, which
+// only the leader's poll of the store could have found meanwhile.
+func (s *Service) heardOf(id string) bool {
+	s.mu.Lock()
+	_, unheard := s.unheard[id]
+	s.mu.Unlock()
+	return !unheard
 }
 
 // endRun ends this replica's record of a task's run: a wait for its next

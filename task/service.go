@@ -424,7 +424,10 @@ type Service struct {
 	// deferrals counts, per task, the times in a row it could not queue
 	// again for a passing reason (requeueFailed).
 	deferrals map[string]int
-	ready     chan struct{}
+	// unheard holds the tasks submitted here whose queued notice to the
+	// fleet's leader has not gone out (notifyLater).
+	unheard map[string]struct{}
+	ready   chan struct{}
 	// stopping is closed when Stop begins: jobs waiting in process for
 	// their next poll snooze instead.
 	stopping chan struct{}
@@ -515,6 +518,7 @@ func New[TTx any](cfg Config, deps Deps[TTx]) (*Service, error) {
 		runs:       make(map[string]*run),
 		refusals:   make(map[string][]string),
 		deferrals:  make(map[string]int),
+		unheard:    make(map[string]struct{}),
 		stopping:   make(chan struct{}),
 		purgeBatch: purgeBatch,
 		hookSlots:  webhook.NewLimiter(webhook.LimiterConfig{PerTenant: hooks.PerKey, Shared: webhookShared}),
@@ -709,8 +713,14 @@ func (s *Service) Get(ctx context.Context, id string) (weir.Task, error) {
 	return t, err
 }
 
-// Position reports where a queued task stands.
+// Position reports where a queued task stands. In a fleet, a task
+// submitted here that the leader has not heard of stands nowhere yet:
+// the answer to its submission, which goes out before the notice, does
+// not ask the leader.
 func (s *Service) Position(ctx context.Context, id string) (admission.Position, bool) {
+	if !s.heardOf(id) {
+		return admission.Position{}, false
+	}
 	p, err := s.engine.Position(ctx, id)
 	return p, err == nil
 }
