@@ -22,7 +22,9 @@
 // # Polling
 //
 // The next poll of a running job is due when the upstream's progress says
-// the job may have ended (nextPoll), and a wait short enough is waited
+// the job may have ended (nextPoll), its first near the end of the
+// shortest of its platform model's last jobs (firstPoll), and a wait
+// short enough is waited
 // inside the job's execution rather than as a River snooze, so that
 // capacity is handed on within milliseconds of a job's end. A cancel ends
 // such a wait at once; Stop makes it a snooze.

@@ -48,6 +48,12 @@ type run struct {
 	// succeed), and failures how many have.
 	failingSince time.Time
 	failures     int
+	// learns says the run began with this process's submit, so that
+	// started is the job's start and the job's length can be learnt
+	// (jobLengths); running is when the last poll that found the job
+	// running was sent (zero if none has).
+	learns  bool
+	running time.Time
 }
 
 func newRun(started, next time.Time, progress int, now time.Time) *run {
@@ -146,6 +152,7 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 		r.failingSince, r.failures = time.Time{}, 0
 		switch up.Status {
 		case provider.JobSucceeded:
+			s.learnLength(t.PlatformModel, r)
 			return s.finishRunning(ctx, t, weir.TaskUpdate{Status: weir.TaskSucceeded, Result: up.Raw, Progress: ptr(100)})
 		case provider.JobFailed:
 			code, msg := "upstream_failed", "the upstream job failed"
@@ -158,6 +165,7 @@ func (s *Service) follow(ctx context.Context, t weir.Task, target Target, job *r
 			return s.finishRunning(ctx, t, weir.TaskUpdate{Status: weir.TaskFailed, ErrorCode: code, ErrorMessage: msg, Result: up.Raw})
 		}
 		now = s.clock.Now()
+		r.running = sent
 		r.next = sent.Add(s.nextPoll(r, up.Progress, sent))
 		ev := progressEvent(t, r, up.Progress, now)
 		if s.progressDue(r, t.Progress, up.Progress, now, until) || ev != nil {

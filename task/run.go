@@ -207,8 +207,10 @@ func (s *Service) submit(ctx context.Context, t weir.Task, target Target, job *r
 	}
 	s.cfg.Metrics.TaskTransition(weir.TaskRunning)
 	s.cfg.Metrics.TaskWaited(t.Model, t.AdmittedAt.Sub(t.CreatedAt))
+	r := newRun(started, started.Add(s.firstPoll(t.PlatformModel)), up.Progress, now)
+	r.learns = true
 	s.mu.Lock()
-	s.runs[t.ID] = newRun(started, now.Add(s.cfg.PollMin), up.Progress, now)
+	s.runs[t.ID] = r
 	s.mu.Unlock()
 	t.Status, t.UpstreamID, t.UpstreamSite, t.Progress = weir.TaskRunning, up.ID, target.Site, up.Progress
 	return s.follow(ctx, t, target, job, read)

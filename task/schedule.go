@@ -3,6 +3,7 @@ package task
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/weir-gateway/weir"
@@ -32,6 +33,95 @@ import (
 // Waits short enough are waited inside the job's execution (see follow): a
 // River snooze costs up to a fetch interval on top of the wait, which for
 // the last poll of a short job is most of the gap being closed.
+
+// The first poll. A job that reports progress is polled first to read
+// it, then at the end its progress allows; one that does not, at a
+// doubling interval. The jobs its platform model ran last say more:
+// each ran at least from its submit to the last poll that found it
+// running, and the next is likely to run about as long as the shortest
+// of them. So once a platform model has run learnFrom jobs, the first
+// poll of its next is at nine tenths of the shortest of its last
+// recentJobs (within PollMin and PollMax of the submit), where a short
+// job's first poll came at PollMin, read a few percent, and told nothing
+// the later polls do not. A job whose first poll finds it ended may be
+// shorter than that: it counts as of no known length, and the first
+// polls are at PollMin again until it is no longer among the last.
+
+// recentJobs is how many of a platform model's last jobs its first poll
+// is learnt from; learnFrom is how many it takes.
+const (
+	recentJobs = 16
+	learnFrom  = 4
+)
+
+// jobLengths are the least lengths of each platform model's last jobs.
+type jobLengths struct {
+	mu sync.Mutex
+	m  map[string]*recentLengths
+}
+
+// recentLengths is a ring of a platform model's last recentJobs
+// lengths; n counts those recorded.
+type recentLengths struct {
+	at [recentJobs]time.Duration
+	n  int
+}
+
+// record records a job of platform model pm that ran at least d.
+func (l *jobLengths) record(pm string, d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = make(map[string]*recentLengths)
+	}
+	r := l.m[pm]
+	if r == nil {
+		r = new(recentLengths)
+		l.m[pm] = r
+	}
+	r.at[r.n%recentJobs] = d
+	r.n++
+}
+
+// shortest is the shortest of pm's last jobs; false until it has run
+// learnFrom.
+func (l *jobLengths) shortest(pm string) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.m[pm]
+	if r == nil || r.n < learnFrom {
+		return 0, false
+	}
+	d := r.at[0]
+	for _, x := range r.at[1:min(r.n, recentJobs)] {
+		d = min(d, x)
+	}
+	return d, true
+}
+
+// firstPoll is how long after its submit a job of platform model pm is
+// first polled.
+func (s *Service) firstPoll(pm string) time.Duration {
+	d, ok := s.lengths.shortest(pm)
+	if !ok {
+		return s.cfg.PollMin
+	}
+	return min(max(d-d/10, s.cfg.PollMin), s.cfg.PollMax)
+}
+
+// learnLength records the length of run r's job, of platform model pm,
+// which a poll found ended: at least until the last poll that found it
+// running, if one did; else not known.
+func (s *Service) learnLength(pm string, r *run) {
+	if !r.learns {
+		return
+	}
+	var d time.Duration
+	if !r.running.IsZero() {
+		d = r.running.Sub(r.started)
+	}
+	s.lengths.record(pm, d)
+}
 
 // pollFloor is the shortest wait between two polls of one job.
 const pollFloor = 20 * time.Millisecond

@@ -126,3 +126,71 @@ func TestPollScheduleStepsThroughTheWindow(t *testing.T) {
 		}
 	}
 }
+
+// followLearnt plays the poll schedule against j as the worker does for
+// a job of platform model pm it submitted: first polled at firstPoll,
+// its length learnt once a poll sees its end.
+func followLearnt(s *Service, pm string, j linearJob) (polls int, late time.Duration) {
+	start := time.Unix(1_700_000_000, 0)
+	r := &run{started: start, learns: true}
+	at := start.Add(s.firstPoll(pm))
+	for polls = 1; polls < 10_000; polls++ {
+		done, p := j.at(at.Sub(start))
+		if done {
+			s.learnLength(pm, r)
+			return polls, at.Sub(start) - j.length
+		}
+		r.running = at
+		at = at.Add(s.nextPoll(r, p, at))
+	}
+	return polls, -1
+}
+
+// TestFirstPollLearntFromRecentJobs: once a platform model has run a
+// few jobs, its next job's first poll comes near the end the shortest of
+// them had, and its end is seen as promptly in fewer polls; a shorter
+// job, seen late, puts the first polls back at PollMin until it is no
+// longer among the last; PollMax bounds the first wait.
+func TestFirstPollLearntFromRecentJobs(t *testing.T) {
+	t.Parallel()
+	s := &Service{}
+	s.cfg.defaults()
+	two := linearJob{length: 2 * time.Second}
+	var first int
+	for i := range learnFrom {
+		polls, late := followLearnt(s, "vid/a", two)
+		if late < 0 || late > pollFloor+2*time.Millisecond {
+			t.Fatalf("job %d: end seen %s late", i+1, late)
+		}
+		first = polls
+	}
+	polls, late := followLearnt(s, "vid/a", two)
+	if polls >= first || polls > 3 || late < 0 || late > pollFloor+2*time.Millisecond {
+		t.Fatalf("a 2s job after %d of them: %d polls (before: %d), end seen %s late; want fewer, <= 3, as prompt", learnFrom, polls, first, late)
+	}
+	if d := s.firstPoll("vid/b"); d != s.cfg.PollMin {
+		t.Errorf("another platform model's first poll after %s, want PollMin", d)
+	}
+
+	// A 1s job is first polled at 1.8s; after it, the first poll is at
+	// PollMin again for recentJobs jobs.
+	if _, late := followLearnt(s, "vid/a", linearJob{length: time.Second}); late <= 0 || late > time.Second {
+		t.Fatalf("a 1s job after 2s ones: end seen %s late; want after its first poll, at 1.8s", late)
+	}
+	for i := range recentJobs {
+		if d := s.firstPoll("vid/a"); d != s.cfg.PollMin {
+			t.Fatalf("first poll %s after %d jobs since a shorter one; want PollMin", d, i)
+		}
+		followLearnt(s, "vid/a", two)
+	}
+	if d := s.firstPoll("vid/a"); d <= s.cfg.PollMin {
+		t.Errorf("first poll %s once the shorter job has left the last %d; want learnt again", d, recentJobs)
+	}
+
+	for range learnFrom {
+		followLearnt(s, "vid/long", linearJob{length: time.Hour})
+	}
+	if d := s.firstPoll("vid/long"); d != s.cfg.PollMax {
+		t.Errorf("an hour-long job's first poll after %s, want PollMax", d)
+	}
+}

@@ -401,6 +401,9 @@ type Service struct {
 	notices noticeWatch
 	// backlog is the last count of the queue, for backlogFull (queue.go).
 	backlog backlog
+	// lengths are the platform models' last jobs' lengths, for their
+	// next jobs' first polls (schedule.go).
+	lengths jobLengths
 	// notifying counts the notices sent on goroutines of their own
 	// (notifyLater), which Stop waits for.
 	notifying sync.WaitGroup
