@@ -162,3 +162,18 @@ func TestScalars(t *testing.T) {
 		}
 	}
 }
+
+// TestFloat64: Float64 reads what encoding/json reads into a float64, to
+// the same value, and fails where it fails.
+func TestFloat64(t *testing.T) {
+	for _, in := range []string{"0", "42", "42.5", " -1e-7", "-0", "1E2", "5e-324", "1.7976931348623157e308",
+		"1e400", "-1e400", "null", `"1"`, "1.", "01", "-", "true", "[1]", ""} {
+		r := NewReader([]byte(in))
+		var want float64
+		werr := json.Unmarshal([]byte(in), &want)
+		got := r.Float64()
+		if ok := r.End(); ok != (werr == nil) || got != want || math.Signbit(got) != math.Signbit(want) {
+			t.Errorf("Float64 of %q = %v, %v; json.Unmarshal %v, %v", in, got, ok, want, werr)
+		}
+	}
+}

@@ -281,20 +281,33 @@ func (r *Reader) Int64Ptr() *int64 {
 	return &n
 }
 
+// Float64 reads a number; null is 0, as encoding/json leaves a float it
+// decodes null into. A number out of float64's range fails.
+func (r *Reader) Float64() float64 {
+	if r.Null() {
+		return 0
+	}
+	r.space()
+	num := r.number()
+	if r.failed {
+		return 0
+	}
+	f, err := strconv.ParseFloat(string(num), 64)
+	if err != nil {
+		r.failed = true
+		return 0
+	}
+	return f
+}
+
 // Float64Ptr reads a number or null (nil); a number out of float64's
 // range fails.
 func (r *Reader) Float64Ptr() *float64 {
 	if r.Null() {
 		return nil
 	}
-	r.space()
-	num := r.number()
+	f := r.Float64()
 	if r.failed {
-		return nil
-	}
-	f, err := strconv.ParseFloat(string(num), 64)
-	if err != nil {
-		r.failed = true
 		return nil
 	}
 	return &f
