@@ -190,11 +190,11 @@ func decodeVideo(status int, body []byte) (Job, error) {
 			Err: fmt.Errorf("%w: %s", ErrUnexpectedResponse, fmt.Sprintf(format, args...))}
 	}
 	var o openaiwire.Video
-	if err := json.Unmarshal(body, &o); err != nil {
+	if err := openaiwire.UnmarshalVideo(body, &o); err != nil {
 		// A field a Job is not made of may come in another type from an
 		// OpenAI-compatible upstream (seconds as a number): no reason to
-		// fail the job. Unmarshal fills every other field and names the
-		// first such one.
+		// fail the job. UnmarshalVideo, json.Unmarshal for such a body,
+		// fills every other field and names the first such one.
 		var te *json.UnmarshalTypeError
 		if !errors.As(err, &te) || te.Field == "" {
 			return unexpected("not a video object: %v", err)
