@@ -66,8 +66,12 @@ func UnmarshalVideo(body []byte, v *Video) error {
 		*v = out
 		return nil
 	}
-	*v = Video{}
-	return json.Unmarshal(body, v)
+	// json.Unmarshal decodes into a Video of its own, so that v, which
+	// it would make escape, stays where the caller has it.
+	fallback := new(Video)
+	err := json.Unmarshal(body, fallback)
+	*v = *fallback
+	return err
 }
 
 // The keys of a video object and of its error, which an unknown key must
