@@ -177,3 +177,17 @@ func TestFloat64(t *testing.T) {
 		}
 	}
 }
+
+// The values every chat answer and chunk and every polled video object
+// repeat are read without allocating. Not parallel: AllocsPerRun counts
+// the process's allocations.
+func TestStringInterned(t *testing.T) {
+	for _, v := range []string{"assistant", "chat.completion.chunk", "stop", "default",
+		"video", "queued", "in_progress", "completed", "failed", "sora-2", "sora-2-pro", "720x1280", "1792x1024", "8", "12"} {
+		lit := AppendString(nil, v)
+		var got string
+		if n := testing.AllocsPerRun(100, func() { got = NewReader(lit).String() }); n != 0 || got != v {
+			t.Errorf("String of %s: %q, %v allocations; want none", lit, got, n)
+		}
+	}
+}

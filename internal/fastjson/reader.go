@@ -514,11 +514,35 @@ func unquote(lit []byte) string {
 }
 
 // intern is s as a string, without allocating for the values that
-// recur in every answer and chunk.
+// recur in every answer, chunk and polled video object.
 func intern(s []byte) string {
 	switch string(s) {
 	case "":
 		return ""
+	case "video":
+		return "video"
+	case "queued":
+		return "queued"
+	case "in_progress":
+		return "in_progress"
+	case "completed":
+		return "completed"
+	case "failed":
+		return "failed"
+	case "sora-2":
+		return "sora-2"
+	case "sora-2-pro":
+		return "sora-2-pro"
+	case "720x1280":
+		return "720x1280"
+	case "1280x720":
+		return "1280x720"
+	case "1024x1792":
+		return "1024x1792"
+	case "1792x1024":
+		return "1792x1024"
+	case "12":
+		return "12"
 	case "assistant":
 		return "assistant"
 	case "chat.completion":
