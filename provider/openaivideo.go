@@ -57,7 +57,11 @@ func (v *OpenAIVideo) Submit(ctx context.Context, c AsyncCall) (Job, error) {
 	if ua := c.Header.Get("User-Agent"); ua != "" {
 		h.Set("User-Agent", ua)
 	}
-	status, body, err := v.exchange(ctx, http.MethodPost, "/videos", c.Body, h)
+	t, err := v.target("/videos")
+	if err != nil {
+		return Job{}, err
+	}
+	status, body, err := v.exchange(ctx, http.MethodPost, &t, c.Body, h)
 	if err != nil {
 		return Job{}, err
 	}
@@ -66,11 +70,11 @@ func (v *OpenAIVideo) Submit(ctx context.Context, c AsyncCall) (Job, error) {
 
 // Poll gets /videos/{id}.
 func (v *OpenAIVideo) Poll(ctx context.Context, upstreamID string) (Job, error) {
-	path, err := videoPath(upstreamID, "")
+	t, err := v.jobTarget(upstreamID)
 	if err != nil {
 		return Job{}, err
 	}
-	status, body, err := v.exchange(ctx, http.MethodGet, path, nil, nil)
+	status, body, err := v.exchange(ctx, http.MethodGet, &t, nil, nil)
 	if err != nil {
 		return Job{}, notFound(err)
 	}
@@ -79,11 +83,11 @@ func (v *OpenAIVideo) Poll(ctx context.Context, upstreamID string) (Job, error) 
 
 // Cancel deletes /videos/{id}.
 func (v *OpenAIVideo) Cancel(ctx context.Context, upstreamID string) error {
-	path, err := videoPath(upstreamID, "")
+	t, err := v.jobTarget(upstreamID)
 	if err != nil {
 		return err
 	}
-	_, _, err = v.exchange(ctx, http.MethodDelete, path, nil, nil)
+	_, _, err = v.exchange(ctx, http.MethodDelete, &t, nil, nil)
 	return notFound(err)
 }
 
@@ -97,7 +101,11 @@ func (v *OpenAIVideo) Content(ctx context.Context, upstreamID, variant string) (
 	if variant != "" {
 		path += "?" + url.Values{"variant": {variant}}.Encode()
 	}
-	req, err := v.newRequest(ctx, http.MethodGet, path, nil, http.Header{"Accept": {"application/binary"}})
+	t, err := v.target(path)
+	if err != nil {
+		return nil, err
+	}
+	req, err := v.newRequest(ctx, http.MethodGet, &t, nil, http.Header{"Accept": {"application/binary"}})
 	if err != nil {
 		return nil, err
 	}
@@ -111,16 +119,38 @@ func (v *OpenAIVideo) Content(ctx context.Context, upstreamID, variant string) (
 	return resp, nil
 }
 
+var errNoJobID = errors.New("openai video: empty upstream job id")
+
 func videoPath(id, suffix string) (string, error) {
 	if id == "" {
-		return "", errors.New("openai video: empty upstream job id")
+		return "", errNoJobID
 	}
 	return "/videos/" + url.PathEscape(id) + suffix, nil
 }
 
-// newRequest is a request to path under the video API, asking for JSON
-// unless h says otherwise.
-func (v *OpenAIVideo) newRequest(ctx context.Context, method, path string, body []byte, h http.Header) (*http.Request, error) {
+// target is the target of path under the video API.
+func (v *OpenAIVideo) target(path string) (target, error) {
+	t, err := targetOf(v.BaseURL, path)
+	if err != nil {
+		return target{}, &Error{Err: err}
+	}
+	return *t, nil
+}
+
+// jobTarget is the target of /videos/{id}.
+func (v *OpenAIVideo) jobTarget(id string) (target, error) {
+	if id == "" {
+		return target{}, errNoJobID
+	}
+	t, err := itemTargetOf(v.BaseURL, "/videos", id)
+	if err != nil {
+		return target{}, &Error{Err: err}
+	}
+	return t, nil
+}
+
+// newRequest is a request to t, asking for JSON unless h says otherwise.
+func (v *OpenAIVideo) newRequest(ctx context.Context, method string, t *target, body []byte, h http.Header) (*http.Request, error) {
 	if h.Get("Accept") == "" {
 		h = h.Clone()
 		if h == nil {
@@ -128,13 +158,13 @@ func (v *OpenAIVideo) newRequest(ctx context.Context, method, path string, body 
 		}
 		h.Set("Accept", "application/json")
 	}
-	return newRequest(ctx, method, v.BaseURL, path, v.APIKey, body, h)
+	return requestTo(ctx, method, t, v.APIKey, body, h)
 }
 
 // exchange makes one request whose answer is a small JSON object and
 // returns the status and body of a 2xx answer, or an *Error.
-func (v *OpenAIVideo) exchange(ctx context.Context, method, path string, body []byte, h http.Header) (int, []byte, error) {
-	req, err := v.newRequest(ctx, method, path, body, h)
+func (v *OpenAIVideo) exchange(ctx context.Context, method string, t *target, body []byte, h http.Header) (int, []byte, error) {
+	req, err := v.newRequest(ctx, method, t, body, h)
 	if err != nil {
 		return 0, nil, err
 	}
