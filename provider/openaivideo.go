@@ -149,17 +149,20 @@ func (v *OpenAIVideo) jobTarget(id string) (target, error) {
 	return t, nil
 }
 
-// newRequest is a request to t, asking for JSON unless h says otherwise.
+// newRequest is a request to t, asking for JSON unless h says otherwise
+// (with a value shared by every call, as setPassedOn's are).
 func (v *OpenAIVideo) newRequest(ctx context.Context, method string, t *target, body []byte, h http.Header) (*http.Request, error) {
-	if h.Get("Accept") == "" {
-		h = h.Clone()
-		if h == nil {
-			h = http.Header{}
-		}
-		h.Set("Accept", "application/json")
+	req, err := requestTo(ctx, method, t, v.APIKey, body, h)
+	if err != nil {
+		return nil, err
 	}
-	return requestTo(ctx, method, t, v.APIKey, body, h)
+	if req.Header.Get("Accept") == "" {
+		req.Header["Accept"] = jsonAccept
+	}
+	return req, nil
 }
+
+var jsonAccept = []string{"application/json"}
 
 // exchange makes one request whose answer is a small JSON object and
 // returns the status and body of a 2xx answer, or an *Error.
