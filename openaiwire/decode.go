@@ -19,8 +19,12 @@ func UnmarshalChatCompletion(body []byte, cc *ChatCompletion) error {
 		*cc = out
 		return nil
 	}
-	*cc = ChatCompletion{}
-	return json.Unmarshal(body, cc)
+	// json.Unmarshal decodes into a value of its own, so that cc, which
+	// it would make escape, stays where the caller has it.
+	fallback := new(ChatCompletion)
+	err := json.Unmarshal(body, fallback)
+	*cc = *fallback
+	return err
 }
 
 // UnmarshalChatChunk decodes a chat.completion.chunk into c as
@@ -34,8 +38,10 @@ func UnmarshalChatChunk(data []byte, c *ChatChunk) error {
 		*c = out
 		return nil
 	}
-	*c = ChatChunk{}
-	return json.Unmarshal(data, c)
+	fallback := new(ChatChunk) // as in UnmarshalChatCompletion
+	err := json.Unmarshal(data, fallback)
+	*c = *fallback
+	return err
 }
 
 // The keys each decoded object knows, which an unknown key must not

@@ -64,3 +64,21 @@ func BenchmarkUnmarshalChatCompletion(b *testing.B) {
 		}
 	}
 }
+
+// A chunk read without json.Unmarshal costs only the values that are its
+// own (its choices, the delta's content and its pointer), not the
+// ChatChunk, which stays where its caller has it. Not parallel:
+// AllocsPerRun counts the process's allocations.
+func TestUnmarshalChatChunkAllocations(t *testing.T) {
+	data := []byte(`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]}`)
+	var content string
+	var err error
+	read := func() {
+		var c ChatChunk
+		err = UnmarshalChatChunk(data, &c)
+		content = *c.Choices[0].Delta.Content
+	}
+	if n := testing.AllocsPerRun(100, read); n != 3 || err != nil || content != "Hello" {
+		t.Errorf("UnmarshalChatChunk: %v allocations, %v; want 3", n, err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -351,5 +352,53 @@ func TestOpenAIVideoTolerantObject(t *testing.T) {
 	}
 	if j.ID != "video_1" || j.Status != provider.JobRunning || j.Progress != 42 {
 		t.Errorf("job = %+v; want video_1 running at 42%%", j)
+	}
+}
+
+// Each of the adapter's calls goes to its job's URL with the API key,
+// asking for JSON but for a video's content; a submit says its body's
+// type and its idempotency key.
+func TestOpenAIVideoRequests(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var got []string
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, strings.Join([]string{r.Method, r.URL.RequestURI(), r.Header.Get("Authorization"), strings.Join(r.Header.Values("Accept"), ","),
+			r.Header.Get("Content-Type"), r.Header.Get("Idempotency-Key")}, " | "))
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"video_1","status":"queued"}`)
+	}))
+	defer ts.Close()
+	v := provider.OpenAIVideo{BaseURL: ts.URL + "/v1/", APIKey: "sk-test", Client: ts.Client()}
+	ctx := context.Background()
+	if _, err := v.Submit(ctx, provider.AsyncCall{Body: []byte(`{}`), IdempotencyKey: "k1"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"video_1", "a/b c"} {
+		if _, err := v.Poll(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := v.Cancel(ctx, "video_1"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := v.Content(ctx, "video_1", "thumbnail")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{
+		"POST | /v1/videos | Bearer sk-test | application/json | application/json | k1",
+		"GET | /v1/videos/video_1 | Bearer sk-test | application/json |  | ",
+		"GET | /v1/videos/a%2Fb%20c | Bearer sk-test | application/json |  | ",
+		"DELETE | /v1/videos/video_1 | Bearer sk-test | application/json |  | ",
+		"GET | /v1/videos/video_1/content?variant=thumbnail | Bearer sk-test | application/binary |  | ",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("requests:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -57,7 +57,11 @@ func (v *OpenAIVideo) Submit(ctx context.Context, c AsyncCall) (Job, error) {
 	if ua := c.Header.Get("User-Agent"); ua != "" {
 		h.Set("User-Agent", ua)
 	}
-	status, body, err := v.exchange(ctx, http.MethodPost, "/videos", c.Body, h)
+	t, err := v.target("/videos")
+	if err != nil {
+		return Job{}, err
+	}
+	status, body, err := v.exchange(ctx, http.MethodPost, &t, c.Body, h)
 	if err != nil {
 		return Job{}, err
 	}
@@ -66,11 +70,11 @@ func (v *OpenAIVideo) Submit(ctx context.Context, c AsyncCall) (Job, error) {
 
 // Poll gets /videos/{id}.
 func (v *OpenAIVideo) Poll(ctx context.Context, upstreamID string) (Job, error) {
-	path, err := videoPath(upstreamID, "")
+	t, err := v.jobTarget(upstreamID)
 	if err != nil {
 		return Job{}, err
 	}
-	status, body, err := v.exchange(ctx, http.MethodGet, path, nil, nil)
+	status, body, err := v.exchange(ctx, http.MethodGet, &t, nil, nil)
 	if err != nil {
 		return Job{}, notFound(err)
 	}
@@ -79,11 +83,11 @@ func (v *OpenAIVideo) Poll(ctx context.Context, upstreamID string) (Job, error) 
 
 // Cancel deletes /videos/{id}.
 func (v *OpenAIVideo) Cancel(ctx context.Context, upstreamID string) error {
-	path, err := videoPath(upstreamID, "")
+	t, err := v.jobTarget(upstreamID)
 	if err != nil {
 		return err
 	}
-	_, _, err = v.exchange(ctx, http.MethodDelete, path, nil, nil)
+	_, _, err = v.exchange(ctx, http.MethodDelete, &t, nil, nil)
 	return notFound(err)
 }
 
@@ -97,7 +101,11 @@ func (v *OpenAIVideo) Content(ctx context.Context, upstreamID, variant string) (
 	if variant != "" {
 		path += "?" + url.Values{"variant": {variant}}.Encode()
 	}
-	req, err := v.newRequest(ctx, http.MethodGet, path, nil, http.Header{"Accept": {"application/binary"}})
+	t, err := v.target(path)
+	if err != nil {
+		return nil, err
+	}
+	req, err := v.newRequest(ctx, http.MethodGet, &t, nil, http.Header{"Accept": {"application/binary"}})
 	if err != nil {
 		return nil, err
 	}
@@ -111,30 +119,55 @@ func (v *OpenAIVideo) Content(ctx context.Context, upstreamID, variant string) (
 	return resp, nil
 }
 
+var errNoJobID = errors.New("openai video: empty upstream job id")
+
 func videoPath(id, suffix string) (string, error) {
 	if id == "" {
-		return "", errors.New("openai video: empty upstream job id")
+		return "", errNoJobID
 	}
 	return "/videos/" + url.PathEscape(id) + suffix, nil
 }
 
-// newRequest is a request to path under the video API, asking for JSON
-// unless h says otherwise.
-func (v *OpenAIVideo) newRequest(ctx context.Context, method, path string, body []byte, h http.Header) (*http.Request, error) {
-	if h.Get("Accept") == "" {
-		h = h.Clone()
-		if h == nil {
-			h = http.Header{}
-		}
-		h.Set("Accept", "application/json")
+// target is the target of path under the video API.
+func (v *OpenAIVideo) target(path string) (target, error) {
+	t, err := targetOf(v.BaseURL, path)
+	if err != nil {
+		return target{}, &Error{Err: err}
 	}
-	return newRequest(ctx, method, v.BaseURL, path, v.APIKey, body, h)
+	return *t, nil
 }
+
+// jobTarget is the target of /videos/{id}.
+func (v *OpenAIVideo) jobTarget(id string) (target, error) {
+	if id == "" {
+		return target{}, errNoJobID
+	}
+	t, err := itemTargetOf(v.BaseURL, "/videos", id)
+	if err != nil {
+		return target{}, &Error{Err: err}
+	}
+	return t, nil
+}
+
+// newRequest is a request to t, asking for JSON unless h says otherwise
+// (with a value shared by every call, as setPassedOn's are).
+func (v *OpenAIVideo) newRequest(ctx context.Context, method string, t *target, body []byte, h http.Header) (*http.Request, error) {
+	req, err := requestTo(ctx, method, t, v.APIKey, body, h)
+	if err != nil {
+		return nil, err
+	}
+	if req.Header.Get("Accept") == "" {
+		req.Header["Accept"] = jsonAccept
+	}
+	return req, nil
+}
+
+var jsonAccept = []string{"application/json"}
 
 // exchange makes one request whose answer is a small JSON object and
 // returns the status and body of a 2xx answer, or an *Error.
-func (v *OpenAIVideo) exchange(ctx context.Context, method, path string, body []byte, h http.Header) (int, []byte, error) {
-	req, err := v.newRequest(ctx, method, path, body, h)
+func (v *OpenAIVideo) exchange(ctx context.Context, method string, t *target, body []byte, h http.Header) (int, []byte, error) {
+	req, err := v.newRequest(ctx, method, t, body, h)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -150,7 +183,7 @@ func (v *OpenAIVideo) exchange(ctx context.Context, method, path string, body []
 		return 0, nil, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxJobBody+1))
+	b, err := readAtMost(resp.Body, resp.ContentLength, maxJobBody+1)
 	if err != nil {
 		return 0, nil, classify(ctx, err)
 	}
@@ -159,6 +192,31 @@ func (v *OpenAIVideo) exchange(ctx context.Context, method, path string, body []
 			Err: fmt.Errorf("%w: a job object over %d bytes", ErrUnexpectedResponse, maxJobBody)}
 	}
 	return resp.StatusCode, b, nil
+}
+
+// readAtMost reads r to its end or to limit bytes, whichever comes
+// first, as io.ReadAll(io.LimitReader(r, limit)) does, into a buffer of
+// the length the body declares (-1: not known) where it is within limit.
+func readAtMost(r io.Reader, length, limit int64) ([]byte, error) {
+	size := int64(512)
+	if length >= 0 && length < limit {
+		size = length + 1 // one more, for the read that sees the end
+	}
+	b := make([]byte, 0, min(size, limit))
+	for int64(len(b)) < limit {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):min(int64(cap(b)), limit)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+	return b, nil
 }
 
 func (v *OpenAIVideo) opts(b Bounds) callOpts {
@@ -190,11 +248,11 @@ func decodeVideo(status int, body []byte) (Job, error) {
 			Err: fmt.Errorf("%w: %s", ErrUnexpectedResponse, fmt.Sprintf(format, args...))}
 	}
 	var o openaiwire.Video
-	if err := json.Unmarshal(body, &o); err != nil {
+	if err := openaiwire.UnmarshalVideo(body, &o); err != nil {
 		// A field a Job is not made of may come in another type from an
 		// OpenAI-compatible upstream (seconds as a number): no reason to
-		// fail the job. Unmarshal fills every other field and names the
-		// first such one.
+		// fail the job. UnmarshalVideo, json.Unmarshal for such a body,
+		// fills every other field and names the first such one.
 		var te *json.UnmarshalTypeError
 		if !errors.As(err, &te) || te.Field == "" {
 			return unexpected("not a video object: %v", err)

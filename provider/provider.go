@@ -116,13 +116,18 @@ func (e *Error) Pauses() bool {
 // newRequest is a request to path under base (its trailing slash
 // dropped), with the API key as a bearer token and the headers h.
 func newRequest(ctx context.Context, method, base, path, apiKey string, body []byte, h http.Header) (*http.Request, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
 	t, err := targetOf(base, path)
 	if err != nil {
 		return nil, &Error{Err: err}
+	}
+	return requestTo(ctx, method, t, apiKey, body, h)
+}
+
+// requestTo is newRequest of a target already found.
+func requestTo(ctx context.Context, method string, t *target, apiKey string, body []byte, h http.Header) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
 	}
 	// An empty URL parses to an empty one, which the target's fills:
 	// the request is NewRequestWithContext's for the joined URL.

@@ -48,3 +48,45 @@ func targetOf(base, path string) (*target, error) {
 	targets.mu.Unlock()
 	return t, nil
 }
+
+// itemTargetOf returns the target of collection/{id} under base, as
+// targetOf(base, collection+"/"+url.PathEscape(id)) does. An id of the
+// characters a path keeps as they are is joined to collection's target,
+// parsed once, without parsing again: a poll's path names its job, and a
+// drain polls more jobs than targets holds. Any other id, or a base URL
+// with a query, a fragment or a path in escapes of its own, is parsed.
+func itemTargetOf(base, collection, id string) (target, error) {
+	if plainSegment(id) {
+		t, err := targetOf(base, collection)
+		if err != nil {
+			return target{}, err
+		}
+		u := &t.url
+		if u.Opaque == "" && u.RawPath == "" && u.RawQuery == "" && !u.ForceQuery && u.Fragment == "" && u.RawFragment == "" {
+			item := *t
+			item.url.Path = u.Path + "/" + id
+			return item, nil
+		}
+	}
+	t, err := targetOf(base, collection+"/"+url.PathEscape(id))
+	if err != nil {
+		return target{}, err
+	}
+	return *t, nil
+}
+
+// plainSegment reports whether s is a path segment of unreserved
+// characters only (RFC 3986), which a URL's path keeps unescaped.
+func plainSegment(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '.', c == '_', c == '~':
+		default:
+			return false
+		}
+	}
+	return true
+}

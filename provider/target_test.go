@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -48,5 +49,51 @@ func TestNewRequestTarget(t *testing.T) {
 	targets.mu.RUnlock()
 	if n != maxTargets {
 		t.Errorf("%d targets cached, want the bound %d", n, maxTargets)
+	}
+}
+
+// A job's target has the URL and Host http.NewRequest makes of the base
+// URL joined to the collection and the escaped id, whatever the id and
+// the base; one of a plain id under a plain base is made from the
+// collection's target, with no target of its own kept.
+func TestItemTarget(t *testing.T) {
+	bases := []string{"https://api.openai.com/v1", "https://api.openai.com/v1/", "http://127.0.0.1:8080//", "http://example.com:",
+		"http://user:pw@Example.COM:443/a%20b", "http://h/a%2Fb", "http://h/v1?api-version=2025", "http://h/v1#f", "http://h/v1?", "http://[::1]:9/x"}
+	ids := []string{"video_68d7512d07848190b3e45da0ecbebcde", "v-1.2~3", ".", "..", "a/b", "a b", "a%2Fb", "é", "a?b", "a#b", "a;b", "A+B"}
+	for _, base := range bases {
+		for _, id := range ids {
+			want, err := http.NewRequest(http.MethodGet, strings.TrimRight(base, "/")+"/videos/"+url.PathEscape(id), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := itemTargetOf(base, "/videos", id)
+			if err != nil {
+				t.Fatalf("%q %q: %v", base, id, err)
+			}
+			if !reflect.DeepEqual(&got.url, want.URL) || got.host != want.Host || got.url.String() != want.URL.String() {
+				t.Errorf("%q %q: URL %#v host %q, want %#v host %q", base, id, got.url, got.host, want.URL, want.Host)
+			}
+		}
+	}
+	// An empty cache, which the test of its bound may have filled.
+	targets.mu.Lock()
+	saved := targets.m
+	targets.m = make(map[[2]string]*target)
+	targets.mu.Unlock()
+	defer func() {
+		targets.mu.Lock()
+		targets.m = saved
+		targets.mu.Unlock()
+	}()
+	for i := range 100 {
+		if _, err := itemTargetOf("http://drain.test/v1", "/videos", "video_"+strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	targets.mu.RLock()
+	n := len(targets.m)
+	targets.mu.RUnlock()
+	if n != 1 {
+		t.Errorf("%d targets kept for 100 jobs' ids, want the collection's alone", n)
 	}
 }

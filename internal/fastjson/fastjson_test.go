@@ -162,3 +162,32 @@ func TestScalars(t *testing.T) {
 		}
 	}
 }
+
+// TestFloat64: Float64 reads what encoding/json reads into a float64, to
+// the same value, and fails where it fails.
+func TestFloat64(t *testing.T) {
+	for _, in := range []string{"0", "42", "42.5", " -1e-7", "-0", "1E2", "5e-324", "1.7976931348623157e308",
+		"1e400", "-1e400", "null", `"1"`, "1.", "01", "-", "true", "[1]", ""} {
+		r := NewReader([]byte(in))
+		var want float64
+		werr := json.Unmarshal([]byte(in), &want)
+		got := r.Float64()
+		if ok := r.End(); ok != (werr == nil) || got != want || math.Signbit(got) != math.Signbit(want) {
+			t.Errorf("Float64 of %q = %v, %v; json.Unmarshal %v, %v", in, got, ok, want, werr)
+		}
+	}
+}
+
+// The values every chat answer and chunk and every polled video object
+// repeat are read without allocating. Not parallel: AllocsPerRun counts
+// the process's allocations.
+func TestStringInterned(t *testing.T) {
+	for _, v := range []string{"assistant", "chat.completion.chunk", "stop", "default",
+		"video", "queued", "in_progress", "completed", "failed", "sora-2", "sora-2-pro", "720x1280", "1792x1024", "8", "12"} {
+		lit := AppendString(nil, v)
+		var got string
+		if n := testing.AllocsPerRun(100, func() { got = NewReader(lit).String() }); n != 0 || got != v {
+			t.Errorf("String of %s: %q, %v allocations; want none", lit, got, n)
+		}
+	}
+}

@@ -281,20 +281,33 @@ func (r *Reader) Int64Ptr() *int64 {
 	return &n
 }
 
+// Float64 reads a number; null is 0, as encoding/json leaves a float it
+// decodes null into. A number out of float64's range fails.
+func (r *Reader) Float64() float64 {
+	if r.Null() {
+		return 0
+	}
+	r.space()
+	num := r.number()
+	if r.failed {
+		return 0
+	}
+	f, err := strconv.ParseFloat(string(num), 64)
+	if err != nil {
+		r.failed = true
+		return 0
+	}
+	return f
+}
+
 // Float64Ptr reads a number or null (nil); a number out of float64's
 // range fails.
 func (r *Reader) Float64Ptr() *float64 {
 	if r.Null() {
 		return nil
 	}
-	r.space()
-	num := r.number()
+	f := r.Float64()
 	if r.failed {
-		return nil
-	}
-	f, err := strconv.ParseFloat(string(num), 64)
-	if err != nil {
-		r.failed = true
 		return nil
 	}
 	return &f
@@ -501,11 +514,35 @@ func unquote(lit []byte) string {
 }
 
 // intern is s as a string, without allocating for the values that
-// recur in every answer and chunk.
+// recur in every answer, chunk and polled video object.
 func intern(s []byte) string {
 	switch string(s) {
 	case "":
 		return ""
+	case "video":
+		return "video"
+	case "queued":
+		return "queued"
+	case "in_progress":
+		return "in_progress"
+	case "completed":
+		return "completed"
+	case "failed":
+		return "failed"
+	case "sora-2":
+		return "sora-2"
+	case "sora-2-pro":
+		return "sora-2-pro"
+	case "720x1280":
+		return "720x1280"
+	case "1280x720":
+		return "1280x720"
+	case "1024x1792":
+		return "1024x1792"
+	case "1792x1024":
+		return "1792x1024"
+	case "12":
+		return "12"
 	case "assistant":
 		return "assistant"
 	case "chat.completion":
