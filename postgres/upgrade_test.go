@@ -28,6 +28,9 @@ func TestMigrationsOnlyAdd(t *testing.T) {
 		// An index no build's query reads: an older build writes and
 		// reads the same without it.
 		"00021_tasks_no_status_deadline.sql": "drops tasks_status_deadline, which no query reads",
+		// A storage parameter: it says where new rows go, which no
+		// build's statements see.
+		"00023_tasks_fillfactor.sql": "sets the fillfactor of tasks",
 	})
 }
 
