@@ -402,6 +402,9 @@ func TestBenchFleetThroughServe(t *testing.T) {
 	})
 }
 
+// idleWindow is Idle's window of a 1s run as it prints it.
+var idleWindow = regexp.MustCompile(`idle  window 1\.[0-9]s  `)
+
 // Idle against a weir serve child, alone on SQLite and as one fleet
 // replica on PostgreSQL: it serves, and the line has the CPU's share.
 func TestBenchIdleThroughServe(t *testing.T) {
@@ -415,10 +418,15 @@ func TestBenchIdleThroughServe(t *testing.T) {
 		if err := bench.Idle(t.Context(), &out, bench.IdleConfig{Weir: w, Duration: time.Second, Fleet: fleet}); err != nil {
 			t.Fatalf("%v\n%s", err, out.String())
 		}
-		for _, s := range []string{"one 'weir serve' on " + where, "idle  window 1.0s", "% of a core (goal <= 0.2%: ", "context switches "} {
+		for _, s := range []string{"one 'weir serve' on " + where, "% of a core (goal <= 0.2%: ", "context switches "} {
 			if !strings.Contains(out.String(), s) {
 				t.Errorf("output lacks %q:\n%s", s, out.String())
 			}
+		}
+		// The window is the time it took, from the first reading of
+		// the process's CPU to the second: 1s and what the readings add.
+		if !idleWindow.MatchString(out.String()) {
+			t.Errorf("output lacks a window of 1s or a little more:\n%s", out.String())
 		}
 	}
 	t.Run("sqlite", func(t *testing.T) { run(t, bench.FleetConfig{}, "sqlite") })
