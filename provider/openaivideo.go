@@ -94,16 +94,16 @@ func (v *OpenAIVideo) Cancel(ctx context.Context, upstreamID string) error {
 // Content gets /videos/{id}/content: the MP4, or with a variant
 // (?variant=thumbnail, spritesheet, video) that asset.
 func (v *OpenAIVideo) Content(ctx context.Context, upstreamID, variant string) (*http.Response, error) {
-	path, err := videoPath(upstreamID, "/content")
-	if err != nil {
-		return nil, err
+	if upstreamID == "" {
+		return nil, errNoJobID
 	}
+	var query string
 	if variant != "" {
-		path += "?" + url.Values{"variant": {variant}}.Encode()
+		query = url.Values{"variant": {variant}}.Encode()
 	}
-	t, err := v.target(path)
+	t, err := itemTargetOf(v.BaseURL, "/videos", upstreamID, "/content", query)
 	if err != nil {
-		return nil, err
+		return nil, &Error{Err: err}
 	}
 	req, err := v.newRequest(ctx, http.MethodGet, &t, nil, http.Header{"Accept": {"application/binary"}})
 	if err != nil {
@@ -121,13 +121,6 @@ func (v *OpenAIVideo) Content(ctx context.Context, upstreamID, variant string) (
 
 var errNoJobID = errors.New("openai video: empty upstream job id")
 
-func videoPath(id, suffix string) (string, error) {
-	if id == "" {
-		return "", errNoJobID
-	}
-	return "/videos/" + url.PathEscape(id) + suffix, nil
-}
-
 // target is the target of path under the video API.
 func (v *OpenAIVideo) target(path string) (target, error) {
 	t, err := targetOf(v.BaseURL, path)
@@ -142,7 +135,7 @@ func (v *OpenAIVideo) jobTarget(id string) (target, error) {
 	if id == "" {
 		return target{}, errNoJobID
 	}
-	t, err := itemTargetOf(v.BaseURL, "/videos", id)
+	t, err := itemTargetOf(v.BaseURL, "/videos", id, "", "")
 	if err != nil {
 		return target{}, &Error{Err: err}
 	}

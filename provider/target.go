@@ -49,13 +49,16 @@ func targetOf(base, path string) (*target, error) {
 	return t, nil
 }
 
-// itemTargetOf returns the target of collection/{id} under base, as
-// targetOf(base, collection+"/"+url.PathEscape(id)) does. An id of the
-// characters a path keeps as they are is joined to collection's target,
-// parsed once, without parsing again: a poll's path names its job, and a
-// drain polls more jobs than targets holds. Any other id, or a base URL
-// with a query, a fragment or a path in escapes of its own, is parsed.
-func itemTargetOf(base, collection, id string) (target, error) {
+// itemTargetOf returns the target of collection/{id}suffix?query under
+// base, as targetOf(base, collection+"/"+url.PathEscape(id)+suffix, with
+// "?"+query if query is not empty) does. An id of the characters a path
+// keeps as they are is joined to collection's target, parsed once,
+// without parsing again: a poll's path names its job, and a drain polls
+// more jobs than targets holds. Any other id, or a base URL with a query,
+// a fragment or a path in escapes of its own, is parsed. suffix is a
+// fixed path ("/content") and query an encoded query, both of
+// characters a URL keeps as they are.
+func itemTargetOf(base, collection, id, suffix, query string) (target, error) {
 	if plainSegment(id) {
 		t, err := targetOf(base, collection)
 		if err != nil {
@@ -64,11 +67,16 @@ func itemTargetOf(base, collection, id string) (target, error) {
 		u := &t.url
 		if u.Opaque == "" && u.RawPath == "" && u.RawQuery == "" && !u.ForceQuery && u.Fragment == "" && u.RawFragment == "" {
 			item := *t
-			item.url.Path = u.Path + "/" + id
+			item.url.Path = u.Path + "/" + id + suffix
+			item.url.RawQuery = query
 			return item, nil
 		}
 	}
-	t, err := targetOf(base, collection+"/"+url.PathEscape(id))
+	path := collection + "/" + url.PathEscape(id) + suffix
+	if query != "" {
+		path += "?" + query
+	}
+	t, err := targetOf(base, path)
 	if err != nil {
 		return target{}, err
 	}

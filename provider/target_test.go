@@ -62,16 +62,22 @@ func TestItemTarget(t *testing.T) {
 	ids := []string{"video_68d7512d07848190b3e45da0ecbebcde", "v-1.2~3", ".", "..", "a/b", "a b", "a%2Fb", "é", "a?b", "a#b", "a;b", "A+B"}
 	for _, base := range bases {
 		for _, id := range ids {
-			want, err := http.NewRequest(http.MethodGet, strings.TrimRight(base, "/")+"/videos/"+url.PathEscape(id), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := itemTargetOf(base, "/videos", id)
-			if err != nil {
-				t.Fatalf("%q %q: %v", base, id, err)
-			}
-			if !reflect.DeepEqual(&got.url, want.URL) || got.host != want.Host || got.url.String() != want.URL.String() {
-				t.Errorf("%q %q: URL %#v host %q, want %#v host %q", base, id, got.url, got.host, want.URL, want.Host)
+			for _, tail := range [][2]string{{"", ""}, {"/content", ""}, {"/content", "variant=thumbnail"}} {
+				path := "/videos/" + url.PathEscape(id) + tail[0]
+				if tail[1] != "" {
+					path += "?" + tail[1]
+				}
+				want, err := http.NewRequest(http.MethodGet, strings.TrimRight(base, "/")+path, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := itemTargetOf(base, "/videos", id, tail[0], tail[1])
+				if err != nil {
+					t.Fatalf("%q %q %q: %v", base, id, tail, err)
+				}
+				if !reflect.DeepEqual(&got.url, want.URL) || got.host != want.Host || got.url.String() != want.URL.String() {
+					t.Errorf("%q %q %q: URL %#v host %q, want %#v host %q", base, id, tail, got.url, got.host, want.URL, want.Host)
+				}
 			}
 		}
 	}
@@ -86,7 +92,10 @@ func TestItemTarget(t *testing.T) {
 		targets.mu.Unlock()
 	}()
 	for i := range 100 {
-		if _, err := itemTargetOf("http://drain.test/v1", "/videos", "video_"+strconv.Itoa(i)); err != nil {
+		if _, err := itemTargetOf("http://drain.test/v1", "/videos", "video_"+strconv.Itoa(i), "", ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := itemTargetOf("http://drain.test/v1", "/videos", "video_"+strconv.Itoa(i), "/content", "variant=video"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -94,6 +103,6 @@ func TestItemTarget(t *testing.T) {
 	n := len(targets.m)
 	targets.mu.RUnlock()
 	if n != 1 {
-		t.Errorf("%d targets kept for 100 jobs' ids, want the collection's alone", n)
+		t.Errorf("%d targets kept for 100 jobs' polls and contents, want the collection's alone", n)
 	}
 }
