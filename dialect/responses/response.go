@@ -282,7 +282,8 @@ func (t *Translation) FromChat(body []byte) ([]byte, error) {
 	}
 	resp := t.response(cc.Model)
 	if cc.ServiceTier != "" {
-		resp.ServiceTier = &cc.ServiceTier
+		// A copy: cc's own field would take cc to the heap.
+		resp.ServiceTier = new(cc.ServiceTier)
 	}
 	resp.Status = StatusCompleted
 	if len(cc.Choices) > 0 {

@@ -233,8 +233,10 @@ func (s *Stream) Chunk(data []byte) []byte {
 		return s.Fail("upstream_error", "the upstream failed mid-stream: "+c.Error.Message)
 	}
 	s.begin(c.Model)
-	if c.ServiceTier != "" {
-		s.resp.ServiceTier = &c.ServiceTier
+	if c.ServiceTier != "" && (s.resp.ServiceTier == nil || *s.resp.ServiceTier != c.ServiceTier) {
+		// A copy, once for the stream unless it changes: c's own field
+		// would take every chunk to the heap.
+		s.resp.ServiceTier = new(c.ServiceTier)
 	}
 	if c.Usage != nil {
 		s.resp.Usage = usageOf(c.Usage)
