@@ -267,10 +267,14 @@ func TestTermChangeWithThousandsOfCalls(t *testing.T) {
 			for err := range errs {
 				t.Error(err)
 			}
+			// A release the leader could not be asked for (its session
+			// closing, busy, through the change) is settled by b's next
+			// sync, which need not have come yet.
 			for _, s := range []string{"s", "free"} {
-				if st, err := c.e.Scope(ctx, s); err != nil || st.Leases != 0 || st.Queued != 0 {
-					t.Errorf("scope %s after every call: %+v, %v; want nothing held or queued", s, st, err)
-				}
+				waitUntil(t, "nothing held or queued in "+s+" after every call", func() bool {
+					st, err := c.e.Scope(ctx, s)
+					return err == nil && st.Leases == 0 && st.Queued == 0
+				})
 			}
 		})
 	}
