@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/admission"
 	"github.com/weir-gateway/weir/tracing"
@@ -126,14 +128,9 @@ type backlog struct {
 	mu     sync.Mutex
 	at     time.Time // when counted; zero: never
 	queued int       // the count, plus the submissions let through since
-	// reading is the count under way, which every submission that needs
-	// one waits for; nil if none.
-	reading *backlogRead
-}
-
-type backlogRead struct {
-	done chan struct{}
-	err  error
+	// counts runs one count at a time, which every submission that
+	// needs one meanwhile waits for.
+	counts singleflight.Group
 }
 
 // full reports whether the backlog has no room under limit for one more
@@ -141,33 +138,32 @@ type backlogRead struct {
 // the submissions that need a count while one is under way wait for it.
 func (b *backlog) full(ctx context.Context, now func() time.Time, limit int, count func() (int, error)) bool {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if !b.at.IsZero() && now().Sub(b.at) < backlogFresh && b.queued < limit-limit/10 {
 		b.queued++
+		b.mu.Unlock()
 		return false
 	}
-	r := b.reading
-	if r == nil {
-		r = &backlogRead{done: make(chan struct{})}
-		b.reading = r
-		b.mu.Unlock()
+	b.mu.Unlock()
+	counted := b.counts.DoChan("", func() (any, error) {
 		at := now()
 		queued, err := count()
-		b.mu.Lock()
-		b.reading, r.err = nil, err
 		if err == nil {
+			b.mu.Lock()
 			b.at, b.queued = at, queued
+			b.mu.Unlock()
 		}
-		close(r.done)
-	} else {
-		b.mu.Unlock()
-		select {
-		case <-r.done:
-		case <-ctx.Done():
-		}
-		b.mu.Lock()
+		return nil, err
+	})
+	var err error
+	select {
+	case c := <-counted:
+		err = c.Err
+	case <-ctx.Done():
+		err = ctx.Err()
 	}
-	if r.err != nil || ctx.Err() != nil || b.queued < limit {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil || b.queued < limit {
 		b.queued++
 		return false
 	}
