@@ -85,7 +85,7 @@ func (fl *fleetLedger) submit(ctx context.Context, t *weir.Task, req admission.R
 	if tm == nil {
 		// The task is stored: its submission is answered without
 		// waiting for the notice to go out.
-		s.notifyLater(ctx, notice{kind: noticeQueued, id: t.ID})
+		s.announce(ctx, t.ID)
 		return nil
 	}
 	err := tm.enqueueSubmitted(ctx, req)
@@ -357,12 +357,13 @@ func (s *Service) notify(ctx context.Context, n notice) {
 	}
 }
 
-// notifyLater is notify on a goroutine of its own, for a caller that
-// need not wait for the notice to go out: a lost notice is one the
-// ledger's poll finds anyway. Once Stop has begun, it is notify; Stop
-// waits for the notices under way. A task whose queued notice has not
-// gone out yet is one the leader has not heard of (unheard).
-func (s *Service) notifyLater(ctx context.Context, n notice) {
+// announce tells the leader of task id, queued here, on a goroutine of
+// its own, for a submission need not wait for the notice to go out: a
+// lost notice is one the ledger's poll finds anyway. Until it has gone
+// out, the leader has not heard of the task (unheard). Once Stop has
+// begun, it is notify; Stop waits for the notices under way.
+func (s *Service) announce(ctx context.Context, id string) {
+	n := notice{kind: noticeQueued, id: id}
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
@@ -370,19 +371,14 @@ func (s *Service) notifyLater(ctx context.Context, n notice) {
 		return
 	}
 	s.notifying.Add(1)
-	queued := n.kind == noticeQueued
-	if queued {
-		s.unheard[n.id] = struct{}{}
-	}
+	s.unheard[id] = struct{}{}
 	s.mu.Unlock()
 	go func() {
 		defer s.notifying.Done()
 		s.notify(ctx, n)
-		if queued {
-			s.mu.Lock()
-			delete(s.unheard, n.id)
-			s.mu.Unlock()
-		}
+		s.mu.Lock()
+		delete(s.unheard, id)
+		s.mu.Unlock()
 	}()
 }
 

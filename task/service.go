@@ -405,7 +405,7 @@ type Service struct {
 	// next jobs' first polls (schedule.go).
 	lengths jobLengths
 	// notifying counts the notices sent on goroutines of their own
-	// (notifyLater), which Stop waits for.
+	// (announce), which Stop waits for.
 	notifying sync.WaitGroup
 
 	// workers is the workers scope's limit (Config.Workers, or what
@@ -428,7 +428,7 @@ type Service struct {
 	// again for a passing reason (requeueFailed).
 	deferrals map[string]int
 	// unheard holds the tasks submitted here whose queued notice to the
-	// fleet's leader has not gone out (notifyLater).
+	// fleet's leader has not gone out (announce).
 	unheard map[string]struct{}
 	ready   chan struct{}
 	// stopping is closed when Stop begins: jobs waiting in process for
