@@ -20,15 +20,7 @@ func TestFleetPositionOfAnUnheardTask(t *testing.T) {
 	running := fb.submit(t, "a")
 	waitFor(t, "one running", func() bool { return fb.get(t, running.ID).Status == weir.TaskRunning })
 	b := fb.node("b")
-	release := make(chan struct{})
-	b.store.held.Store(&release)
-	defer func() {
-		select {
-		case <-release:
-		default:
-			close(release)
-		}
-	}()
+	release := fb.holdNotices(t, "b")
 	tk := fb.submit(t, "b")
 	fb.poll()
 	waitFor(t, "the leader's poll to queue the task", func() bool {
@@ -38,7 +30,7 @@ func TestFleetPositionOfAnUnheardTask(t *testing.T) {
 	if p, ok := b.service().Position(t.Context(), tk.ID); ok {
 		t.Fatalf("b's position of a task whose notice is held = %+v; want none, the leader not asked", p)
 	}
-	close(release)
+	release()
 	waitFor(t, "b to ask once the notice is out", func() bool {
 		p, ok := b.service().Position(t.Context(), tk.ID)
 		return ok && p.Scope == WorkersScope && p.Ahead == 0

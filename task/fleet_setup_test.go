@@ -473,6 +473,16 @@ func (fb *fleetBundle) submit(t *testing.T, id string) weir.Task {
 	return tk
 }
 
+// holdNotices holds the notices replica id sends until the returned
+// release, which the test's end calls if the test did not.
+func (fb *fleetBundle) holdNotices(t *testing.T, id string) (release func()) {
+	held := make(chan struct{})
+	fb.node(id).store.held.Store(&held)
+	release = sync.OnceFunc(func() { close(held) })
+	t.Cleanup(release)
+	return release
+}
+
 func (fb *fleetBundle) get(t *testing.T, id string) weir.Task {
 	t.Helper()
 	tk, err := fb.db.TaskGet(context.Background(), id)

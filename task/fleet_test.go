@@ -726,28 +726,24 @@ func TestFleetSubmissionNotWaitingForItsNotice(t *testing.T) {
 	fb := setupFleet(t, fleetOpts{Workers: 1}, "a", "b")
 	fb.elect(t, "a")
 	waitFor(t, "a to listen", func() bool { return fb.node("a").store.listening.Load() >= 1 })
-	b := fb.node("b")
-	release := make(chan struct{})
-	b.store.held.Store(&release)
+	release := fb.holdNotices(t, "b")
 	tk := weir.Task{KeyID: fb.key.ID, Kind: "video", Model: "sora-2", Input: []byte(`{"prompt":"a heron at dawn","seconds":"4"}`)}
 	submitted := make(chan error, 1)
 	go func() {
-		_, err := b.service().Submit(t.Context(), &tk)
+		_, err := fb.node("b").service().Submit(t.Context(), &tk)
 		submitted <- err
 	}()
 	select {
 	case err := <-submitted:
 		if err != nil {
-			close(release)
 			t.Fatal(err)
 		}
 	case <-time.After(waitBound):
-		close(release)
 		t.Fatal("the submission waited for its notice")
 	}
 	if got := fb.get(t, tk.ID); got.Status != weir.TaskQueued {
 		t.Fatalf("task %s with its notice held; want queued", got.Status)
 	}
-	close(release)
+	release()
 	fb.driveTo(t, tk.ID, weir.TaskSucceeded)
 }
