@@ -70,7 +70,7 @@ func (v *OpenAIVideo) Submit(ctx context.Context, c AsyncCall) (Job, error) {
 
 // Poll gets /videos/{id}.
 func (v *OpenAIVideo) Poll(ctx context.Context, upstreamID string) (Job, error) {
-	t, err := v.jobTarget(upstreamID)
+	t, err := v.jobTarget(upstreamID, "", "")
 	if err != nil {
 		return Job{}, err
 	}
@@ -83,7 +83,7 @@ func (v *OpenAIVideo) Poll(ctx context.Context, upstreamID string) (Job, error) 
 
 // Cancel deletes /videos/{id}.
 func (v *OpenAIVideo) Cancel(ctx context.Context, upstreamID string) error {
-	t, err := v.jobTarget(upstreamID)
+	t, err := v.jobTarget(upstreamID, "", "")
 	if err != nil {
 		return err
 	}
@@ -94,16 +94,13 @@ func (v *OpenAIVideo) Cancel(ctx context.Context, upstreamID string) error {
 // Content gets /videos/{id}/content: the MP4, or with a variant
 // (?variant=thumbnail, spritesheet, video) that asset.
 func (v *OpenAIVideo) Content(ctx context.Context, upstreamID, variant string) (*http.Response, error) {
-	if upstreamID == "" {
-		return nil, errNoJobID
-	}
 	var query string
 	if variant != "" {
 		query = url.Values{"variant": {variant}}.Encode()
 	}
-	t, err := itemTargetOf(v.BaseURL, "/videos", upstreamID, "/content", query)
+	t, err := v.jobTarget(upstreamID, "/content", query)
 	if err != nil {
-		return nil, &Error{Err: err}
+		return nil, err
 	}
 	req, err := v.newRequest(ctx, http.MethodGet, &t, nil, http.Header{"Accept": {"application/binary"}})
 	if err != nil {
@@ -130,12 +127,13 @@ func (v *OpenAIVideo) target(path string) (target, error) {
 	return *t, nil
 }
 
-// jobTarget is the target of /videos/{id}.
-func (v *OpenAIVideo) jobTarget(id string) (target, error) {
+// jobTarget is the target of /videos/{id}, with suffix and query
+// (itemTargetOf).
+func (v *OpenAIVideo) jobTarget(id, suffix, query string) (target, error) {
 	if id == "" {
 		return target{}, errNoJobID
 	}
-	t, err := itemTargetOf(v.BaseURL, "/videos", id, "", "")
+	t, err := itemTargetOf(v.BaseURL, "/videos", id, suffix, query)
 	if err != nil {
 		return target{}, &Error{Err: err}
 	}
