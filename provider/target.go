@@ -36,11 +36,10 @@ func targetOf(base, path string) (*target, error) {
 	if ok {
 		return t, nil
 	}
-	req, err := http.NewRequest(http.MethodGet, strings.TrimRight(base, "/")+path, nil)
+	t, err := parseTarget(base, path)
 	if err != nil {
 		return nil, err
 	}
-	t = &target{url: *req.URL, host: req.Host}
 	targets.mu.Lock()
 	if len(targets.m) < maxTargets {
 		targets.m[k] = t
@@ -49,13 +48,23 @@ func targetOf(base, path string) (*target, error) {
 	return t, nil
 }
 
+// parseTarget is the target of path under base, parsed.
+func parseTarget(base, path string) (*target, error) {
+	req, err := http.NewRequest(http.MethodGet, strings.TrimRight(base, "/")+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &target{url: *req.URL, host: req.Host}, nil
+}
+
 // itemTargetOf returns the target of collection/{id}suffix?query under
 // base, as targetOf(base, collection+"/"+url.PathEscape(id)+suffix, with
 // "?"+query if query is not empty) does. An id of the characters a path
 // keeps as they are is joined to collection's target, parsed once,
 // without parsing again: a poll's path names its job, and a drain polls
 // more jobs than targets holds. Any other id, or a base URL with a query,
-// a fragment or a path in escapes of its own, is parsed. suffix is a
+// a fragment or a path in escapes of its own, is parsed, and not kept in
+// targets either. suffix is a
 // fixed path ("/content") and query an encoded query, both of
 // characters a URL keeps as they are.
 func itemTargetOf(base, collection, id, suffix, query string) (target, error) {
@@ -76,7 +85,7 @@ func itemTargetOf(base, collection, id, suffix, query string) (target, error) {
 	if query != "" {
 		path += "?" + query
 	}
-	t, err := targetOf(base, path)
+	t, err := parseTarget(base, path)
 	if err != nil {
 		return target{}, err
 	}
