@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -355,34 +354,6 @@ func jsonValueLen(b []byte) int {
 		}
 	}
 	return len(b)
-}
-
-// readBody reads all of body into a buffer sized for the declared
-// length, so that a waiting request holds its body and no spare capacity.
-// It preallocates at most maxPrealloc on the client's word; a longer body
-// grows the buffer as it arrives, as io.ReadAll does.
-func readBody(body io.Reader, declared int64) ([]byte, error) {
-	const maxPrealloc = 16 << 10
-	size := 512
-	if declared > 0 {
-		// One byte more than declared, so that reading the end needs no
-		// growth.
-		size = int(min(declared, maxPrealloc)) + 1
-	}
-	b := make([]byte, 0, size)
-	for {
-		n, err := body.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-	}
 }
 
 // withModel returns the body with the model replaced by the upstream's

@@ -16,6 +16,7 @@ import (
 	"github.com/weir-gateway/weir/apierror"
 	"github.com/weir-gateway/weir/dialect/anthropic"
 	"github.com/weir-gateway/weir/gateway"
+	"github.com/weir-gateway/weir/internal/bodyread"
 	"github.com/weir-gateway/weir/openaiwire"
 	"github.com/weir-gateway/weir/tokens"
 )
@@ -309,7 +310,7 @@ func (s *Server) countTokensOf(w http.ResponseWriter, r *http.Request) (int, err
 	if aerr := s.limitBody(w, r); aerr != nil {
 		return 0, aerr
 	}
-	body, err := readBody(r.Body, r.ContentLength)
+	body, err := bodyread.Read(r.Body, r.ContentLength, -1)
 	if err != nil {
 		return 0, s.bodyError(err, "could not read request body")
 	}

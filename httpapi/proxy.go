@@ -11,6 +11,7 @@ import (
 
 	"github.com/weir-gateway/weir"
 	"github.com/weir-gateway/weir/gateway"
+	"github.com/weir-gateway/weir/internal/bodyread"
 )
 
 // Request headers a client may use to ask for less than its due, or for
@@ -158,7 +159,7 @@ func (s *Server) readRequest(w http.ResponseWriter, r *http.Request, ep endpoint
 	if aerr := s.limitBody(w, r); aerr != nil {
 		return nil, aerr
 	}
-	body, err := readBody(r.Body, r.ContentLength)
+	body, err := bodyread.Read(r.Body, r.ContentLength, -1)
 	if err != nil {
 		return nil, s.bodyError(err, "could not read request body")
 	}

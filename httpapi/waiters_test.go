@@ -1,9 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
-	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,63 +8,6 @@ import (
 
 	"github.com/weir-gateway/weir"
 )
-
-// TestReadBody reads bodies of every length whole, into a buffer that fits
-// a declared length rather than io.ReadAll's spare capacity, and trusts a
-// declared length no further than its preallocation bound.
-func TestReadBody(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name     string
-		size     int
-		declared int64
-		maxSpare int // most spare capacity allowed; -1 for no check
-	}{
-		{"empty", 0, 0, -1},
-		{"small declared", 151, 151, 16},
-		{"small undeclared", 151, -1, -1},
-		{"declared at the bound", 16 << 10, 16 << 10, 16},
-		{"declared past the bound", 100 << 10, 100 << 10, -1},
-		{"undeclared large", 100 << 10, -1, -1},
-		{"declared more than sent", 10, 4 << 10, -1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			want := bytes.Repeat([]byte("x"), tc.size)
-			// A one-byte reader makes every growth step run.
-			got, err := readBody(oneByteReader{bytes.NewReader(want)}, tc.declared)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("read %d bytes, want %d", len(got), len(want))
-			}
-			if tc.maxSpare >= 0 && cap(got)-len(got) > tc.maxSpare {
-				t.Errorf("buffer of %d bytes holds %d: %d spare, want at most %d", cap(got), len(got), cap(got)-len(got), tc.maxSpare)
-			}
-		})
-	}
-	t.Run("error", func(t *testing.T) {
-		t.Parallel()
-		boom := errors.New("boom")
-		if _, err := readBody(io.MultiReader(strings.NewReader("abc"), errReader{boom}), 10); !errors.Is(err, boom) {
-			t.Fatalf("err %v, want %v", err, boom)
-		}
-	})
-}
-
-type oneByteReader struct{ r io.Reader }
-
-func (o oneByteReader) Read(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	return o.r.Read(p[:1])
-}
-
-type errReader struct{ err error }
-
-func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // TestRequestIDSetAsTheAnswerStarts checks that every answer carries its
 // X-Request-Id — written, written without a status, not written at all,

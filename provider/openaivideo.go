@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/weir-gateway/weir/clock"
+	"github.com/weir-gateway/weir/internal/bodyread"
 	"github.com/weir-gateway/weir/openaiwire"
 )
 
@@ -174,7 +174,7 @@ func (v *OpenAIVideo) exchange(ctx context.Context, method string, t *target, bo
 		return 0, nil, err
 	}
 	defer resp.Body.Close()
-	b, err := readAtMost(resp.Body, resp.ContentLength, maxJobBody+1)
+	b, err := bodyread.Read(resp.Body, resp.ContentLength, maxJobBody+1)
 	if err != nil {
 		return 0, nil, classify(ctx, err)
 	}
@@ -183,31 +183,6 @@ func (v *OpenAIVideo) exchange(ctx context.Context, method string, t *target, bo
 			Err: fmt.Errorf("%w: a job object over %d bytes", ErrUnexpectedResponse, maxJobBody)}
 	}
 	return resp.StatusCode, b, nil
-}
-
-// readAtMost reads r to its end or to limit bytes, whichever comes
-// first, as io.ReadAll(io.LimitReader(r, limit)) does, into a buffer of
-// the length the body declares (-1: not known) where it is within limit.
-func readAtMost(r io.Reader, length, limit int64) ([]byte, error) {
-	size := int64(512)
-	if length >= 0 && length < limit {
-		size = length + 1 // one more, for the read that sees the end
-	}
-	b := make([]byte, 0, min(size, limit))
-	for int64(len(b)) < limit {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := r.Read(b[len(b):min(int64(cap(b)), limit)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-	}
-	return b, nil
 }
 
 func (v *OpenAIVideo) opts(b Bounds) callOpts {
